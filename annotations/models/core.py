@@ -1,0 +1,212 @@
+"""Who answered what: participants, units of work, assignments (one worker's task) and the
+answers of each step.
+
+Invariants held by the database, not only by the services:
+- a unit never appears twice in one assignment;
+- a worker sees a question at most once per study (``AssignmentUnit`` is unique on
+  study, participant and ``question_key``, whatever the source);
+- each step of a claimed unit is answered once (``Annotation`` unique on claim and step).
+"""
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+from django.db.models import Q
+
+from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Participant(models.Model):
+    """A worker on one platform. ``external_id`` is the raw platform id (MTurk WorkerId,
+    Prolific PID, or a generated id for links): exports pseudonymise it."""
+
+    class Provider(models.TextChoices):
+        LINK = "link", "Participant link"
+        PROLIFIC = "prolific", "Prolific"
+        MTURK = "mturk", "Amazon Mechanical Turk"
+
+    provider = models.CharField(max_length=20, choices=Provider.choices)
+    external_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    blocked = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "external_id"], name="participant_unique_per_provider"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.external_id}"
+
+
+class Unit(models.Model):
+    """One thing that needs ``quota`` distinct workers: an item x source (utility), a
+    generalization question x source (generalization), a generated question (validation), or
+    a rationale (properties). ``question_key`` names the question a worker sees, so that no
+    worker sees it twice in a study with another source."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="units")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="units")
+    source = models.ForeignKey(RationaleSource, null=True, blank=True, on_delete=models.CASCADE)
+    rationale = models.ForeignKey(Rationale, null=True, blank=True, on_delete=models.CASCADE)
+    generalization_question = models.ForeignKey(
+        GeneralizationQuestion, null=True, blank=True, on_delete=models.CASCADE
+    )
+    question_key = models.CharField(max_length=100)
+    quota = models.PositiveIntegerField()
+    # Claims that are active or completed; expired claims give their place back.
+    n_claimed = models.PositiveIntegerField(default=0)
+    n_completed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "item", "source", "generalization_question"],
+                name="unit_unique_in_study",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(condition=Q(n_claimed__lte=models.F("quota")), name="unit_not_overfilled"),
+            models.CheckConstraint(condition=Q(n_completed__lte=models.F("n_claimed")), name="unit_completed_le_claimed"),
+        ]
+        indexes = [models.Index(fields=["study", "n_claimed"])]
+
+    def __str__(self) -> str:
+        return f"unit {self.pk} ({self.question_key}, source {self.source_id})"
+
+
+class AttentionCheck(models.Model):
+    """A question with a known answer, mixed into tasks to catch inattentive work."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="attention_checks")
+    question = models.TextField()
+    choices = models.JSONField(default=list)
+    correct_answer = models.CharField(max_length=50)
+
+    def __str__(self) -> str:
+        return self.question[:60]
+
+
+class QualificationTest(models.Model):
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="qualification_test")
+    pass_mark = models.PositiveIntegerField(help_text="Correct answers needed to pass.")
+    instructions = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"qualification for {self.study}"
+
+
+class QualificationQuestion(models.Model):
+    test = models.ForeignKey(QualificationTest, on_delete=models.CASCADE, related_name="questions")
+    position = models.PositiveIntegerField(default=0)
+    question = models.TextField()
+    choices = models.JSONField(default=list)
+    correct_answer = models.CharField(max_length=50)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+
+class QualificationGrant(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="qualification_grants")
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="qualification_grants")
+    passed = models.BooleanField()
+    score = models.PositiveIntegerField()
+    answers = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "participant"], name="one_qualification_attempt"),
+        ]
+
+
+class Assignment(models.Model):
+    """One worker's task: ``units_per_task`` units (plus attention checks) in a fixed order."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUBMITTED = "submitted", "Submitted"
+        EXPIRED = "expired", "Expired"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        RETURNED = "returned", "Returned"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="assignments")
+    token = models.CharField(max_length=64, unique=True, default=new_token)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    # Platform references: MTurk assignmentId / HITId / turkSubmitTo, Prolific SESSION_ID / STUDY_ID.
+    provider_assignment_id = models.CharField(max_length=200, blank=True)
+    provider_task_id = models.CharField(max_length=200, blank=True)
+    return_url = models.CharField(max_length=500, blank=True)
+    completion_code = models.CharField(max_length=64, blank=True)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["study", "status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"assignment {self.pk} of {self.participant} in {self.study}"
+
+
+class AssignmentUnit(models.Model):
+    """A unit (or an attention check) placed in an assignment at a position."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="claims")
+    unit = models.ForeignKey(Unit, null=True, blank=True, on_delete=models.CASCADE, related_name="claims")
+    attention_check = models.ForeignKey(AttentionCheck, null=True, blank=True, on_delete=models.CASCADE)
+    # Denormalised from the assignment and unit so that the database enforces no-repeat.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="+")
+    question_key = models.CharField(max_length=100)
+    position = models.PositiveIntegerField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    released = models.BooleanField(default=False, help_text="Expired claim; its place went back to the pool.")
+
+    class Meta:
+        ordering = ["assignment_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "position"], name="claim_unique_position"),
+            models.UniqueConstraint(
+                fields=["study", "participant", "question_key"], name="claim_worker_sees_question_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(unit__isnull=False, attention_check__isnull=True)
+                | Q(unit__isnull=True, attention_check__isnull=False),
+                name="claim_unit_xor_attention_check",
+            ),
+        ]
+
+
+class Annotation(models.Model):
+    """One answer to one step of a claimed unit. Written once: never updated."""
+
+    class Step(models.TextChoices):
+        BEFORE = "before", "Answer before the rationale"
+        AFTER = "after", "Answer after the rationale"
+        VALIDATION = "validation", "Question validation"
+        PROPERTIES = "properties", "Rationale properties"
+        ATTENTION = "attention", "Attention check"
+
+    claim = models.ForeignKey(AssignmentUnit, on_delete=models.CASCADE, related_name="annotations")
+    step = models.CharField(max_length=20, choices=Step.choices)
+    answer = models.CharField(max_length=50, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    shown_at = models.DateTimeField(null=True, blank=True)
+    answered_at = models.DateTimeField(auto_now_add=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["claim_id", "answered_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["claim", "step"], name="annotation_once_per_step"),
+        ]

@@ -1,0 +1,56 @@
+"""Stored scoring results. ``ScoreRun`` keeps a study's whole ``results.json``; ``UnitScore``
+holds one row per (study, item, source): the aggregated answers and the derived scores that the
+report and the API read."""
+from __future__ import annotations
+
+from django.db import models
+
+from studies.models import Item, RationaleSource, Study
+
+
+class ScoreRun(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="score_runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    results = models.JSONField(default=dict, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class UnitScore(models.Model):
+    """Aggregated outcome of one (item, source) unit of a utility study."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="unit_scores")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="unit_scores")
+    source = models.ForeignKey(RationaleSource, on_delete=models.CASCADE, related_name="unit_scores")
+    n_annotators = models.PositiveIntegerField(default=0)
+    before_majority = models.CharField(max_length=50, blank=True)
+    after_majority = models.CharField(max_length=50, blank=True)
+    before_tie = models.BooleanField(default=False)
+    after_tie = models.BooleanField(default=False)
+    before_correct = models.BooleanField(null=True)
+    after_correct = models.BooleanField(null=True)
+    utility = models.SmallIntegerField(null=True, blank=True)
+    task_correct = models.BooleanField(null=True, blank=True)
+    gen_u = models.SmallIntegerField(null=True, blank=True)
+    similarity = models.FloatField(null=True, blank=True)
+    # True when the aggregated answers were imported (a study run elsewhere), not collected here.
+    imported = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "item", "source"], name="unit_score_unique"),
+        ]
+        indexes = [models.Index(fields=["study", "source"])]

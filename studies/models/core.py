@@ -1,0 +1,279 @@
+"""The study data model: datasets and their items, rationale sources and rationales,
+generalization questions, and study designs.
+
+Answers are stored as *choice labels*: ``"yes"`` / ``"no"`` for yes/no datasets and the option
+label (``"a"`` .. ``"d"``) for multiple choice. ``Item.choices`` holds the labelled options in
+display order, so templates and the questionnaire never guess.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
+
+
+class TimeStamped(models.Model):
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class Dataset(TimeStamped):
+    class TaskFormat(models.TextChoices):
+        YES_NO = "yes_no", "Yes / no"
+        MULTIPLE_CHOICE = "multiple_choice", "Multiple choice"
+
+    name = models.CharField(max_length=200, unique=True)
+    task_format = models.CharField(max_length=20, choices=TaskFormat.choices)
+    # For multiple choice: the option labels in order, e.g. ["a", "b", "c", "d"].
+    choice_labels = models.JSONField(default=list, blank=True)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_yes_no(self) -> bool:
+        return self.task_format == self.TaskFormat.YES_NO
+
+    def allowed_labels(self) -> list[str]:
+        if self.is_yes_no:
+            return ["yes", "no"]
+        return list(self.choice_labels)
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "Train"
+    DEV = "dev", "Dev"
+    TEST = "test", "Test"
+    OTHER = "other", "Other"
+
+
+class Item(TimeStamped):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
+    external_id = models.CharField(max_length=200)
+    question = models.TextField()
+    # [{"label": "a", "text": "..."}, ...]; yes/no items hold YES_NO_CHOICES.
+    choices = models.JSONField(default=list)
+    gold_answer = models.CharField(max_length=50)
+    gold_rationale = models.TextField(blank=True)
+    split = models.CharField(max_length=10, choices=Split.choices, default=Split.OTHER)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["dataset_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "external_id"], name="item_unique_external_id"),
+            models.CheckConstraint(condition=~Q(question=""), name="item_question_not_empty"),
+            models.CheckConstraint(condition=~Q(gold_answer=""), name="item_gold_answer_not_empty"),
+            models.CheckConstraint(condition=~Q(external_id=""), name="item_external_id_not_empty"),
+        ]
+        indexes = [models.Index(fields=["dataset", "split"])]
+
+    def __str__(self) -> str:
+        return f"{self.external_id}: {self.question[:60]}"
+
+    def choice_text(self, label: str) -> str:
+        for choice in self.choices:
+            if choice["label"] == label:
+                return choice["text"]
+        return label
+
+
+class RationaleSource(TimeStamped):
+    """Where rationales come from: gold, an imported file, or an LM configuration.
+
+    Everything needed to reproduce an LM output lives here and is copied onto every
+    rationale it produces (``Rationale.generation_info``)."""
+
+    class Kind(models.TextChoices):
+        GOLD = "gold", "Gold (dataset rationale)"
+        IMPORTED = "imported", "Imported file"
+        LM = "lm", "Language model"
+
+    class Backend(models.TextChoices):
+        NONE = "", "—"
+        SEQ2SEQ = "seq2seq", "Seq2seq transformers (T5 family)"
+        CAUSAL = "causal", "Causal transformers (GPT-2 family)"
+        OPENAI = "openai", "OpenAI-compatible HTTP endpoint"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.IMPORTED)
+    description = models.TextField(blank=True)
+    backend = models.CharField(max_length=20, choices=Backend.choices, blank=True, default="")
+    model_name_or_path = models.CharField(max_length=500, blank=True)
+    endpoint_url = models.URLField(blank=True, help_text="OpenAI-compatible base URL, for the openai backend.")
+    template = models.TextField(blank=True, help_text="Prompt template; empty uses the FEB default.")
+    # {"do_sample": false, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 64, "num_return_sequences": 1}
+    decoding = models.JSONField(default=dict, blank=True)
+    demonstrations = models.JSONField(default=list, blank=True)
+    seed = models.IntegerField(default=0)
+    # Models without highlights leave this empty; sources with extractive highlights enable faithfulness.
+    has_highlights = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind="lm", backend__in=["seq2seq", "causal", "openai"]) | (~Q(kind="lm") & Q(backend="")),
+                name="source_backend_matches_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Rationale(TimeStamped):
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="rationales")
+    source = models.ForeignKey(RationaleSource, on_delete=models.CASCADE, related_name="rationales")
+    text = models.TextField()
+    # The source's predicted answer label; blank when unknown (e.g. released files without it).
+    predicted_answer = models.CharField(max_length=50, blank=True)
+    prediction_correct = models.BooleanField(null=True, blank=True)
+    # Extractive highlight spans over the question: [[start, end], ...] character offsets.
+    highlights = models.JSONField(default=list, blank=True)
+    raw_output = models.TextField(blank=True)
+    # How exactly it was made: backend, model, template, decoding, seed, job id, import file.
+    generation_info = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["item_id", "source_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "source"], name="rationale_one_per_item_source"),
+            models.CheckConstraint(condition=~Q(text=""), name="rationale_text_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} on {self.item.external_id}"
+
+
+class GeneralizationQuestion(TimeStamped):
+    class Type(models.TextChoices):
+        REPHRASE = "rephrase", "Rephrase"
+        COUNTERFACTUAL = "counterfactual", "Counterfactual"
+        SIMILAR = "similar", "Similar reasoning"
+
+    class Validation(models.TextChoices):
+        UNVALIDATED = "unvalidated", "Unvalidated"
+        VALID = "valid", "Valid"
+        INVALID = "invalid", "Invalid"
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="generalization_questions")
+    qtype = models.CharField("type", max_length=20, choices=Type.choices)
+    text = models.TextField()
+    answer = models.CharField(max_length=50)
+    origin = models.CharField(max_length=200, blank=True, help_text="Import file or generator that produced it.")
+    validation_status = models.CharField(
+        max_length=20, choices=Validation.choices, default=Validation.UNVALIDATED
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["item_id", "qtype", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "qtype", "text"], name="genq_unique_per_item_type"),
+            models.CheckConstraint(condition=~Q(text=""), name="genq_text_not_empty"),
+            models.CheckConstraint(condition=~Q(answer=""), name="genq_answer_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.qtype}] {self.text[:60]}"
+
+
+class Study(TimeStamped):
+    class Kind(models.TextChoices):
+        UTILITY = "utility", "Utility"
+        GENERALIZATION = "generalization", "Generalization"
+        QUESTION_VALIDATION = "question_validation", "Question validation"
+        RATIONALE_PROPERTIES = "rationale_properties", "Rationale properties"
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    class Provider(models.TextChoices):
+        LINK = "link", "Participant links"
+        PROLIFIC = "prolific", "Prolific"
+        MTURK = "mturk", "Amazon Mechanical Turk"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=30, choices=Kind.choices, default=Kind.UTILITY)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="studies")
+    split = models.CharField(max_length=10, choices=Split.choices, default=Split.TEST)
+    item_sample_size = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Number of items drawn from the split; empty takes all."
+    )
+    sample_seed = models.IntegerField(default=0)
+    items = models.ManyToManyField(Item, blank=True, related_name="studies")
+    sources = models.ManyToManyField(RationaleSource, blank=True, related_name="studies")
+    annotators_per_unit = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
+    units_per_task = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
+    reward = models.DecimalField(
+        max_digits=8, decimal_places=2, default=Decimal("2.00"), help_text="Base pay per task (USD)."
+    )
+    hourly_pay_floor = models.DecimalField(
+        max_digits=8, decimal_places=2, default=Decimal("15.00"), help_text="Minimum effective hourly pay (USD)."
+    )
+    estimated_minutes_per_task = models.DecimalField(
+        max_digits=6, decimal_places=1, default=Decimal("6.0"),
+        help_text="Used for pay estimates until recorded task times exist.",
+    )
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.LINK)
+    consent_text = models.TextField(blank=True)
+    instructions = models.TextField(blank=True)
+    example = models.TextField(blank=True, help_text="A worked example shown with the instructions.")
+    faithfulness_enabled = models.BooleanField(default=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_studies"
+    )
+    shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_studies")
+    # A study of outcomes collected elsewhere (e.g. the released rationale_utility.json).
+    is_imported_outcome = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "studies"
+        constraints = [
+            models.CheckConstraint(condition=Q(annotators_per_unit__gte=1), name="study_annotators_positive"),
+            models.CheckConstraint(condition=Q(units_per_task__gte=1), name="study_units_per_task_positive"),
+            models.CheckConstraint(condition=Q(reward__gte=0), name="study_reward_not_negative"),
+            models.CheckConstraint(condition=Q(hourly_pay_floor__gte=0), name="study_floor_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ImportRecord(models.Model):
+    """One applied import: what file, what it changed. Re-importing the same file adds a record
+    with zero changes, so the history shows it was seen."""
+
+    kind = models.CharField(max_length=50)
+    filename = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    imported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-imported_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.filename}"

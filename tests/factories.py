@@ -1,0 +1,74 @@
+"""factory_boy factories for the core objects. Area-specific factories live beside their tests
+(``tests/<area>/factories.py``) and build on these."""
+from __future__ import annotations
+
+import factory
+
+from studies.models import YES_NO_CHOICES, Dataset, GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+
+
+class DatasetFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Dataset
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"dataset-{n}")
+    task_format = Dataset.TaskFormat.YES_NO
+
+
+class MultipleChoiceDatasetFactory(DatasetFactory):
+    task_format = Dataset.TaskFormat.MULTIPLE_CHOICE
+    choice_labels = ["a", "b", "c", "d"]
+
+
+class ItemFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Item
+
+    dataset = factory.SubFactory(DatasetFactory)
+    external_id = factory.Sequence(lambda n: f"item-{n}")
+    question = factory.Sequence(lambda n: f"Is question number {n} answerable?")
+    choices = factory.LazyFunction(lambda: list(YES_NO_CHOICES))
+    gold_answer = "yes"
+    gold_rationale = "Because it is."
+    split = "test"
+
+
+class RationaleSourceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RationaleSource
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"source-{n}")
+    kind = RationaleSource.Kind.IMPORTED
+
+
+class RationaleFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Rationale
+
+    item = factory.SubFactory(ItemFactory)
+    source = factory.SubFactory(RationaleSourceFactory)
+    text = factory.Sequence(lambda n: f"Rationale text {n}.")
+    predicted_answer = "yes"
+    prediction_correct = True
+
+
+class GeneralizationQuestionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = GeneralizationQuestion
+
+    item = factory.SubFactory(ItemFactory)
+    qtype = GeneralizationQuestion.Type.REPHRASE
+    text = factory.Sequence(lambda n: f"Rephrased question {n}?")
+    answer = "yes"
+
+
+class StudyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Study
+
+    name = factory.Sequence(lambda n: f"study-{n}")
+    kind = Study.Kind.UTILITY
+    dataset = factory.SubFactory(DatasetFactory)
+    split = "test"
