@@ -1,4 +1,7 @@
-"""The Celery app. Queues: ``default`` for web-side work, ``lm`` for GPU/LM workers."""
+"""The Celery app. Queues: ``default`` for web-side work, ``lm`` for GPU/LM workers.
+
+Run a worker for both queues with ``celery -A config worker -Q default,lm``; on GPU machines run
+``celery -A config worker -Q lm --concurrency 1`` so a model is loaded once per process."""
 import os
 
 from celery import Celery
@@ -8,3 +11,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = Celery("rationale_lab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@app.task(name="rationale_lab.ping")
+def ping(value: str = "pong") -> dict:
+    """Health check: a worker answers with the value and its hostname."""
+    import socket
+
+    return {"value": value, "host": socket.gethostname()}

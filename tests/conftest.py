@@ -26,3 +26,23 @@ def strategyqa_dir(shared_data: Path) -> Path:
 @pytest.fixture(scope="session")
 def openbookqa_dir(shared_data: Path) -> Path:
     return shared_data / "openbookqa"
+
+
+def pytest_sessionstart(session):
+    """With RL_REQUIRE_SERVICES=1 (the CI run) the suite must really use PostgreSQL and Redis:
+    fail loudly rather than fall back or skip."""
+    if os.environ.get("RL_REQUIRE_SERVICES") != "1":
+        return
+    import django
+    from django.conf import settings
+
+    django.setup()
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        raise pytest.UsageError(f"RL_REQUIRE_SERVICES=1 but the database engine is {engine}")
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure is fatal here
+        raise pytest.UsageError(f"RL_REQUIRE_SERVICES=1 but Redis at {settings.REDIS_URL!r} is unreachable: {exc}")

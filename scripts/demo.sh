@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set up from scratch and run the app with a demo study: installs into .venv, migrates, loads the
+# demo data and study, starts a Celery worker (embedded broker unless REDIS_URL is set) and the web
+# server on http://127.0.0.1:8000/. Stop with Ctrl-C (stops the worker too).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+mkdir -p var/log
+.venv/bin/python manage.py migrate --noinput
+.venv/bin/python manage.py load_demo
+.venv/bin/celery -A config worker -Q default,lm --concurrency 1 --loglevel INFO >var/log/worker.log 2>&1 &
+WORKER=$!
+trap 'kill -TERM $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
+echo "Celery worker started (pid $WORKER, log var/log/worker.log)"
+.venv/bin/python manage.py runserver "${RL_DEMO_ADDR:-127.0.0.1:8000}"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Set up from scratch and run the whole test suite:
+#   1. the full suite against PostgreSQL + Redis on localhost (started if down; a hard error if
+#      unreachable), browser tests in Debian's headless Chromium included;
+#   2. the suite again on SQLite with the embedded broker (what a newcomer gets), without the
+#      browser and LM tests that do not depend on the database.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh "lm,test"
+scripts/system_deps.sh
+scripts/services.sh
+
+echo "== Test suite on PostgreSQL + Redis"
+DATABASE_URL="${RL_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/rationale_lab}" \
+REDIS_URL="${RL_TEST_REDIS_URL:-redis://127.0.0.1:6379/0}" \
+RL_REQUIRE_SERVICES=1 \
+  .venv/bin/pytest -p no:cacheprovider "$@"
+
+echo "== Test suite on SQLite + embedded broker"
+env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL -u CELERY_RESULT_BACKEND \
+  .venv/bin/pytest -p no:cacheprovider -m "not browser and not lm" "$@"
