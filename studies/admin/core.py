@@ -1,2 +1,477 @@
-"""Admin for datasets, items, sources, rationales, generalization questions, studies and imports."""
-from django.contrib import admin  # noqa: F401
+"""Admin for datasets, items, sources, rationales, generalization questions, studies and imports.
+
+Writes go through the services: the study form calls ``study_create`` / ``study_update``, the
+actions call ``study_sample_items`` / ``study_open`` / ``study_close`` and
+``generalization_questions_set_validation``, and the "Import data" page calls the importers and
+lists every bad row of a refused file."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    ImportRecord,
+    Item,
+    Rationale,
+    RationaleSource,
+    Split,
+    Study,
+)
+from studies.selectors import study_design_summary
+from studies.services.importers import IMPORT_KINDS, ImportValidationError, ItemColumns, import_run
+from studies.services.questions import generalization_questions_set_validation
+from studies.services.studies import (
+    DESIGN_FIELDS,
+    StudyError,
+    study_close,
+    study_create,
+    study_open,
+    study_sample_items,
+    study_update,
+)
+
+
+def _short(text: str, n: int = 80) -> str:
+    return Truncator(text or "").chars(n)
+
+
+# ---------------------------------------------------------------------------------------------
+# Datasets and items
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ["name", "task_format", "n_items", "n_train", "n_dev", "n_test", "created_at"]
+    list_filter = ["task_format"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["created_at", "updated_at"]
+
+    def get_queryset(self, request):
+        from django.db.models import Q
+
+        return super().get_queryset(request).annotate(
+            _n=Count("items"),
+            _train=Count("items", filter=Q(items__split="train")),
+            _dev=Count("items", filter=Q(items__split="dev")),
+            _test=Count("items", filter=Q(items__split="test")),
+        )
+
+    @admin.display(description="items", ordering="_n")
+    def n_items(self, obj):
+        return obj._n
+
+    @admin.display(description="train")
+    def n_train(self, obj):
+        return obj._train
+
+    @admin.display(description="dev")
+    def n_dev(self, obj):
+        return obj._dev
+
+    @admin.display(description="test")
+    def n_test(self, obj):
+        return obj._test
+
+
+@admin.register(Item)
+class ItemAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "question_short", "dataset", "split", "gold_answer", "has_gold_rationale"]
+    list_filter = ["dataset", "split", "gold_answer"]
+    search_fields = ["external_id", "question"]
+    autocomplete_fields = ["dataset"]
+    readonly_fields = ["created_at", "updated_at"]
+    list_select_related = ["dataset"]
+    list_per_page = 50
+
+    @admin.display(description="question")
+    def question_short(self, obj):
+        return _short(obj.question)
+
+    @admin.display(description="gold rationale", boolean=True)
+    def has_gold_rationale(self, obj):
+        return bool(obj.gold_rationale)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources and rationales
+
+
+@admin.register(RationaleSource)
+class RationaleSourceAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "backend", "model_name_or_path", "n_rationales", "created_at"]
+    list_filter = ["kind", "backend", "has_highlights"]
+    search_fields = ["name", "description", "model_name_or_path"]
+    readonly_fields = ["created_at", "updated_at"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_n=Count("rationales"))
+
+    @admin.display(description="rationales", ordering="_n")
+    def n_rationales(self, obj):
+        return obj._n
+
+
+@admin.register(Rationale)
+class RationaleAdmin(admin.ModelAdmin):
+    list_display = ["item_id_display", "source", "text_short", "predicted_answer", "prediction_correct"]
+    list_filter = ["source", "prediction_correct", "item__dataset", "item__split"]
+    search_fields = ["text", "item__external_id", "item__question", "source__name"]
+    raw_id_fields = ["item"]
+    autocomplete_fields = ["source"]
+    readonly_fields = ["created_at", "updated_at"]
+    list_select_related = ["item", "source"]
+    list_per_page = 50
+
+    @admin.display(description="item", ordering="item__external_id")
+    def item_id_display(self, obj):
+        return obj.item.external_id
+
+    @admin.display(description="rationale")
+    def text_short(self, obj):
+        return _short(obj.text)
+
+
+@admin.register(GeneralizationQuestion)
+class GeneralizationQuestionAdmin(admin.ModelAdmin):
+    list_display = ["text_short", "qtype", "answer", "validation_status", "original", "origin"]
+    list_filter = ["qtype", "validation_status", "answer", "item__dataset", "item__split"]
+    search_fields = ["text", "item__question", "item__external_id", "origin"]
+    raw_id_fields = ["item"]
+    readonly_fields = ["created_at", "updated_at"]
+    list_select_related = ["item"]
+    actions = ["mark_valid", "mark_invalid", "mark_unvalidated"]
+    list_per_page = 50
+
+    @admin.display(description="question")
+    def text_short(self, obj):
+        return _short(obj.text)
+
+    @admin.display(description="original question", ordering="item__external_id")
+    def original(self, obj):
+        return _short(obj.item.question, 60)
+
+    def _set(self, request, queryset, status):
+        n = generalization_questions_set_validation(questions=queryset, status=status)
+        self.message_user(request, f"{n} question(s) marked {status}.", messages.SUCCESS)
+
+    @admin.action(description="Mark selected questions valid")
+    def mark_valid(self, request, queryset):
+        self._set(request, queryset, GeneralizationQuestion.Validation.VALID)
+
+    @admin.action(description="Mark selected questions invalid")
+    def mark_invalid(self, request, queryset):
+        self._set(request, queryset, GeneralizationQuestion.Validation.INVALID)
+
+    @admin.action(description="Mark selected questions unvalidated")
+    def mark_unvalidated(self, request, queryset):
+        self._set(request, queryset, GeneralizationQuestion.Validation.UNVALIDATED)
+
+
+# ---------------------------------------------------------------------------------------------
+# Studies
+
+
+class StudyForm(forms.ModelForm):
+    class Meta:
+        model = Study
+        exclude = ["items", "status", "is_imported_outcome"]
+
+    def clean(self):
+        data = super().clean()
+        dataset = data.get("dataset")
+        split = data.get("split")
+        sources = data.get("sources")
+        kind = data.get("kind")
+        instance = self.instance
+        if instance.pk and instance.status != Study.Status.DRAFT:
+            for field in ("dataset", "split", "item_sample_size", "sample_seed"):
+                if field in data and data[field] != getattr(instance, field):
+                    self.add_error(field, "The study is no longer a draft: its items cannot change.")
+            if sources is not None and set(sources) != set(instance.sources.all()):
+                self.add_error("sources", "The study is no longer a draft: its sources cannot change.")
+        if dataset is not None and split:
+            pool = Item.objects.filter(dataset=dataset, split=split).count()
+            size = data.get("item_sample_size")
+            if not pool:
+                self.add_error("split", f"{dataset} has no items in the {split} split: import them first.")
+            elif size and size > pool:
+                self.add_error("item_sample_size", f"Only {pool} items in the {split} split.")
+        needs_sources = kind in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES)
+        if needs_sources and sources is not None and not sources:
+            self.add_error("sources", "Choose at least one rationale source.")
+        return data
+
+
+def design_table(summary) -> str:
+    s = summary
+    rows = [
+        ("Items", f"{s.items:,}"),
+        ("Rationale sources", f"{s.sources:,}"),
+        ("Units", f"{s.units:,}"),
+        ("Workers per unit", f"{s.annotators_per_unit:,}"),
+        ("Answers to collect", f"{s.answers:,}"),
+        ("Units per task", f"{s.units_per_task:,}"),
+        ("Tasks", f"{s.tasks:,}"),
+        ("Minutes per task", f"{s.minutes_per_task} ({s.minutes_basis})"),
+        ("Worker hours", f"{s.worker_hours}"),
+        ("Pay to workers", f"${s.base_cost:,} (${s.reward} × {s.tasks:,} tasks)"),
+        ("Platform fee", f"${s.fee:,} ({s.fee_rate * 100:.1f}% on {s.provider})"),
+        ("Total cost", f"${s.total_cost:,}"),
+        ("Effective hourly pay", f"${s.hourly_pay}/h (floor ${s.hourly_pay_floor}/h)" if s.hourly_pay else "—"),
+    ]
+    body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
+    warnings = format_html_join("", '<li class="warning">{}</li>', ((w,) for w in s.warnings))
+    if s.warnings:
+        return format_html(
+            '<table class="rl-design">{}</table><ul class="messagelist rl-design-warnings">{}</ul>', body, warnings
+        )
+    return format_html('<table class="rl-design">{}</table>', body)
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    form = StudyForm
+    list_display = ["name", "kind", "status", "dataset", "split", "n_items", "n_sources", "provider", "created_at"]
+    list_filter = ["kind", "status", "provider", "dataset"]
+    search_fields = ["name", "instructions"]
+    autocomplete_fields = ["dataset", "sources", "owner", "shared_with"]
+    readonly_fields = ["status", "design_at_a_glance", "created_at", "updated_at"]
+    actions = ["resample_items", "open_studies", "close_studies"]
+    fieldsets = [
+        (None, {"fields": ["name", "kind", "status", "design_at_a_glance"]}),
+        ("Items and sources", {"fields": ["dataset", "split", "item_sample_size", "sample_seed", "sources"]}),
+        ("Design and pay", {"fields": [
+            "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
+            "provider",
+        ]}),
+        ("What workers read", {"fields": ["consent_text", "instructions", "example"], "classes": ["collapse"]}),
+        ("Other", {"fields": ["faithfulness_enabled", "owner", "shared_with", "created_at", "updated_at"],
+                   "classes": ["collapse"]}),
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("dataset").annotate(
+            _items=Count("items", distinct=True), _sources=Count("sources", distinct=True)
+        )
+
+    @admin.display(description="items", ordering="_items")
+    def n_items(self, obj):
+        return obj._items
+
+    @admin.display(description="sources", ordering="_sources")
+    def n_sources(self, obj):
+        return obj._sources
+
+    @admin.display(description="Design at a glance")
+    def design_at_a_glance(self, obj):
+        if obj is None or not obj.pk:
+            return "Shown once the study is saved."
+        return design_table(study_design_summary(study=obj))
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        fields = {f: data[f] for f in DESIGN_FIELDS if f in data}
+        sources = data.get("sources")
+        try:
+            if not change:
+                if not fields.get("owner"):
+                    fields["owner"] = request.user
+                study = study_create(sources=sources or [], **fields)
+                obj.pk = study.pk
+                obj.created_at, obj.updated_at = study.created_at, study.updated_at
+                obj._state.adding = False
+                obj._state.db = study._state.db
+            else:
+                # obj already carries the form's values; the service compares with the stored row.
+                study_update(study=Study.objects.get(pk=obj.pk), sources=sources, **fields)
+        except StudyError as exc:
+            # The form's clean() catches the usual cases; this is a race with another edit.
+            raise PermissionDenied(str(exc)) from exc
+
+    def save_related(self, request, form, formsets, change):
+        # Sources were set by the service; the form still saves shared_with.
+        form.cleaned_data.pop("sources", None)
+        super().save_related(request, form, formsets, change)
+
+    def _each(self, request, queryset, service, verb):
+        done, failed = 0, []
+        for study in queryset:
+            try:
+                service(study=study)
+                done += 1
+            except StudyError as exc:
+                failed.append(f"{study.name}: {exc}")
+        if done:
+            self.message_user(request, f"{done} stud{'y' if done == 1 else 'ies'} {verb}.", messages.SUCCESS)
+        for msg in failed:
+            self.message_user(request, msg, messages.ERROR)
+
+    @admin.action(description="Draw the item sample again (drafts only)")
+    def resample_items(self, request, queryset):
+        self._each(request, queryset, study_sample_items, "re-sampled")
+
+    @admin.action(description="Open selected studies to workers (builds their units)")
+    def open_studies(self, request, queryset):
+        self._each(request, queryset, study_open, "opened")
+
+    @admin.action(description="Close selected studies")
+    def close_studies(self, request, queryset):
+        self._each(request, queryset, study_close, "closed")
+
+
+# ---------------------------------------------------------------------------------------------
+# Imports
+
+
+class ImportForm(forms.Form):
+    kind = forms.ChoiceField(choices=[(k, label) for k, (label, _) in IMPORT_KINDS.items()])
+    file = forms.FileField()
+    dataset = forms.CharField(
+        max_length=200, required=False, widget=forms.TextInput(attrs={"list": "rl-datasets"}),
+        help_text="Dataset name. Default: StrategyQA / OpenBookQA for those imports; required otherwise "
+                  "(rationales and generalization questions go to the dataset of their questions).",
+    )
+    split = forms.ChoiceField(
+        choices=[("", "from the file name / all")] + list(Split.choices), required=False,
+        help_text="Questions: the split they belong to. Rationales and generalization: match only this split.",
+    )
+    source = forms.CharField(
+        max_length=200, required=False,
+        help_text="Rationales: put every row under this source (for a one-model file without a source column).",
+    )
+    task_format = forms.ChoiceField(
+        choices=[("", "the dataset's")] + list(Dataset.TaskFormat.choices), required=False,
+        help_text="Generic items: needed when the dataset is new.",
+    )
+    choice_labels = forms.CharField(required=False, help_text="Generic items: option labels, e.g. a,b,c,d.")
+    columns = forms.CharField(
+        required=False,
+        help_text="Generic items and rationales: column mapping as role=column pairs, e.g. "
+                  "id=qid, question=text, answer=label (items roles: id, question, answer, choices, rationale, "
+                  "split; rationale roles: item_id, question, source, rationale, predicted_answer, gold_answer).",
+    )
+    validation_status = forms.ChoiceField(
+        choices=[("", "leave as is")] + list(GeneralizationQuestion.Validation.choices), required=False,
+        help_text="Generalization questions: set this status on every question of the file.",
+    )
+
+    ITEM_ROLES = {"id", "question", "answer", "choices", "rationale", "split"}
+    RATIONALE_ROLES = {"item_id", "question", "source", "rationale", "predicted_answer", "gold_answer"}
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("kind")
+        if kind in ("items", "rationales", "generalization") and not data.get("dataset"):
+            self.add_error("dataset", "Name the dataset.")
+        mapping: dict[str, str] = {}
+        for part in (data.get("columns") or "").split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                self.add_error("columns", f"{part.strip()!r} is not role=column.")
+                continue
+            role, column = (x.strip() for x in part.split("=", 1))
+            allowed = self.ITEM_ROLES if kind == "items" else self.RATIONALE_ROLES
+            if role not in allowed:
+                self.add_error("columns", f"unknown role {role!r}; use {', '.join(sorted(allowed))}.")
+            mapping[role] = column
+        data["column_map"] = mapping
+        return data
+
+    def service_options(self) -> dict:
+        from studies.services.importers import RationaleColumns
+
+        d = self.cleaned_data
+        kind = d["kind"]
+        opts: dict = {"filename": d["file"].name}
+        if kind in ("strategyqa", "openbookqa"):
+            if d.get("dataset"):
+                opts["dataset_name"] = d["dataset"]
+            opts["split"] = d.get("split") or None
+        elif kind == "items":
+            opts.update(
+                dataset_name=d["dataset"], split=d.get("split") or None, task_format=d.get("task_format") or None,
+                choice_labels=[x for x in (d.get("choice_labels") or "").split(",") if x.strip()] or None,
+                columns=ItemColumns(**d["column_map"]),
+            )
+        elif kind == "rationales":
+            opts.update(
+                dataset_name=d["dataset"], split=d.get("split") or None, source_name=d.get("source") or None,
+                columns=RationaleColumns(**d["column_map"]),
+            )
+        elif kind == "generalization":
+            opts.update(
+                dataset_name=d["dataset"], split=d.get("split") or None,
+                validation_status=d.get("validation_status") or None,
+            )
+        return opts
+
+
+@admin.register(ImportRecord)
+class ImportRecordAdmin(admin.ModelAdmin):
+    list_display = ["imported_at", "kind", "filename", "dataset", "created", "updated", "unchanged", "imported_by"]
+    list_filter = ["kind", "dataset"]
+    search_fields = ["filename", "sha256"]
+    readonly_fields = [f.name for f in ImportRecord._meta.fields]
+    change_list_template = "admin/studies/importrecord/change_list.html"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        urls = [
+            path("import/", self.admin_site.admin_view(self.import_view), name="studies_import_data"),
+        ]
+        return urls + super().get_urls()
+
+    def import_view(self, request):
+        """Upload a file and run its importer; a refused file lists every bad row."""
+        if not (request.user.is_staff and request.user.has_perm("studies.add_item")):
+            raise PermissionDenied
+        errors = None
+        failed_file = ""
+        if request.method == "POST":
+            form = ImportForm(request.POST, request.FILES)
+            if form.is_valid():
+                kind = form.cleaned_data["kind"]
+                try:
+                    record = import_run(kind=kind, file=form.cleaned_data["file"], user=request.user,
+                                        **form.service_options())
+                except ImportValidationError as exc:
+                    errors = exc.errors
+                    failed_file = exc.filename or form.cleaned_data["file"].name
+                else:
+                    self.message_user(
+                        request,
+                        f"Imported {record.filename}: {record.created} created, {record.updated} updated, "
+                        f"{record.unchanged} unchanged.",
+                        messages.SUCCESS,
+                    )
+                    return HttpResponseRedirect(reverse("admin:studies_importrecord_change", args=[record.pk]))
+        else:
+            form = ImportForm(initial={"kind": request.GET.get("kind", "strategyqa")})
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Import data",
+            "opts": self.model._meta,
+            "form": form,
+            "errors": errors,
+            "failed_file": failed_file,
+            "kinds": [(k, label) for k, (label, _) in IMPORT_KINDS.items()],
+            "dataset_names": list(Dataset.objects.values_list("name", flat=True)),
+        }
+        return TemplateResponse(request, "admin/studies/import_data.html", context,
+                                status=400 if errors else 200)
+

@@ -1,0 +1,114 @@
+"""Load the demo dataset through the importers and create the demo utility study and an admin.
+
+Idempotent: running it again changes nothing (the admin's password is only reset when
+DEMO_ADMIN_PASSWORD is set)."""
+from __future__ import annotations
+
+import os
+import secrets
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from studies import demo
+from studies.models import Dataset, RationaleSource, Study
+from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
+from studies.services.studies import StudyError, study_create, study_open
+
+INSTRUCTIONS = (
+    "You will see a yes/no question. First answer it on your own. Then you will see an explanation "
+    "written by a computer program, and you answer the same question again. The explanation may be "
+    "wrong: use it only if it convinces you. You cannot change your first answer."
+)
+EXAMPLE = (
+    "Question: Is a whale a fish?\n"
+    "Your first answer: No.\n"
+    "Explanation shown: Whales breathe air and feed their young with milk, so they are mammals.\n"
+    "Your second answer: No."
+)
+CONSENT = (
+    "This is a demo study of Rationale Lab. You will answer short yes/no questions. No personal "
+    "information is collected beyond your answers and the time they take. You may stop at any time."
+)
+
+
+class Command(BaseCommand):
+    help = "Load the demo questions and rationales, create the demo utility study and the admin user."
+
+    def handle(self, *args, **options):
+        try:
+            items = items_import_strategyqa(file=demo.QUESTIONS_FILE, dataset_name=demo.DATASET_NAME, split="test")
+            rationales = rationales_import(
+                file=demo.RATIONALES_FILE, dataset_name=demo.DATASET_NAME, split="test"
+            )
+        except ImportValidationError as exc:  # the demo files ship with the code: this is a bug
+            raise CommandError("the demo files do not import:\n" + "\n".join(exc.lines())) from None
+        self.stdout.write(
+            f"Demo questions: {items.created} created, {items.updated} updated, {items.unchanged} unchanged."
+        )
+        self.stdout.write(
+            f"Demo rationales: {rationales.created} created, {rationales.updated} updated, "
+            f"{rationales.unchanged} unchanged."
+        )
+        admin, password = self._admin()
+        study = self._study(admin)
+        status_note = ""
+        if study.status == Study.Status.DRAFT:
+            try:
+                study = study_open(study=study)
+            except StudyError as exc:
+                status_note = f" (left as draft: {exc})"
+        url = f"{settings.RL_PUBLIC_URL}/admin/"
+        self.stdout.write("")
+        self.stdout.write(self.style.SUCCESS("Demo ready."))
+        self.stdout.write(f"Admin: {url}")
+        self.stdout.write(f"Login: {admin.username}")
+        self.stdout.write(f"Password: {password}")
+        self.stdout.write(f"Study: {study.name!r} id={study.pk} status={study.status}{status_note}")
+        self.stdout.write(f"Study page: {url}studies/study/{study.pk}/change/")
+
+    def _admin(self):
+        User = get_user_model()
+        env_password = os.environ.get("DEMO_ADMIN_PASSWORD", "")
+        with transaction.atomic():
+            user = User.objects.filter(username="admin").first()
+            if user is None:
+                password = env_password or secrets.token_urlsafe(12)
+                user = User.objects.create_superuser(username="admin", email="admin@example.org", password=password)
+                return user, password if env_password else f"{password} (generated; keep it)"
+            changed = []
+            if not (user.is_staff and user.is_superuser and user.is_active):
+                user.is_staff = user.is_superuser = user.is_active = True
+                changed = ["is_staff", "is_superuser", "is_active"]
+            if env_password and not user.check_password(env_password):
+                user.set_password(env_password)
+                changed.append("password")
+            if changed:
+                user.save(update_fields=changed)
+            if env_password:
+                return user, "from DEMO_ADMIN_PASSWORD"
+            return user, "unchanged (the admin user already existed; set DEMO_ADMIN_PASSWORD to reset it)"
+
+    def _study(self, owner) -> Study:
+        study = Study.objects.filter(name=demo.STUDY_NAME).first()
+        if study is not None:
+            return study
+        return study_create(
+            name=demo.STUDY_NAME,
+            dataset=Dataset.objects.get(name=demo.DATASET_NAME),
+            kind=Study.Kind.UTILITY,
+            split="test",
+            sources=list(RationaleSource.objects.filter(name__in=demo.SOURCES).order_by("name")),
+            annotators_per_unit=5,
+            units_per_task=5,
+            reward=Decimal("1.50"),
+            hourly_pay_floor=Decimal("15.00"),
+            estimated_minutes_per_task=Decimal("4.0"),
+            owner=owner,
+            consent_text=CONSENT,
+            instructions=INSTRUCTIONS,
+            example=EXAMPLE,
+        )

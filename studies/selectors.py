@@ -1,0 +1,167 @@
+"""Reads of the studies app that are more than a one-liner."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+
+from studies.models import GeneralizationQuestion, Item, Rationale, Study
+
+CENT = Decimal("0.01")
+
+# Platform fees on what workers are paid. MTurk: 20%, plus 20% more on HITs with 10 or more
+# assignments. Prolific: 33.3%. Participant links (a lab session): none.
+MTURK_FEE = Decimal("0.20")
+MTURK_FEE_LARGE_HIT = Decimal("0.40")
+MTURK_LARGE_HIT_ASSIGNMENTS = 10
+PROLIFIC_FEE = Decimal("0.333")
+# Recorded task times replace the estimate once this many tasks were submitted.
+MIN_RECORDED_TASKS = 5
+
+
+def platform_fee_rate(*, provider: str, assignments_per_hit: int) -> Decimal:
+    if provider == Study.Provider.MTURK:
+        return MTURK_FEE_LARGE_HIT if assignments_per_hit >= MTURK_LARGE_HIT_ASSIGNMENTS else MTURK_FEE
+    if provider == Study.Provider.PROLIFIC:
+        return PROLIFIC_FEE
+    return Decimal("0")
+
+
+@dataclass
+class StudyDesignSummary:
+    items: int
+    sources: int
+    units: int
+    annotators_per_unit: int
+    answers: int
+    units_per_task: int
+    tasks: int
+    minutes_per_task: Decimal
+    minutes_basis: str
+    worker_hours: Decimal
+    reward: Decimal
+    base_cost: Decimal
+    provider: str
+    assignments_per_hit: int
+    fee_rate: Decimal
+    fee: Decimal
+    total_cost: Decimal
+    hourly_pay: Decimal | None
+    hourly_pay_floor: Decimal
+    below_floor: bool
+    missing_rationales: int
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def study_recorded_minutes(*, study: Study) -> list[float]:
+    """Minutes from start to submission of the study's submitted (or reviewed) tasks."""
+    from annotations.models import Assignment
+
+    rows = Assignment.objects.filter(
+        study=study,
+        submitted_at__isnull=False,
+        status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED],
+    ).values_list("created_at", "consented_at", "submitted_at")
+    out = []
+    for created, consented, submitted in rows:
+        start = consented or created
+        if submitted > start:
+            out.append((submitted - start).total_seconds() / 60)
+    return out
+
+
+def study_design_summary(*, study: Study, assignments_per_hit: int | None = None) -> StudyDesignSummary:
+    """The design at a glance: units, answers to collect, tasks, time, cost with the platform
+    fee and the effective hourly pay against the study's floor.
+
+    Units by kind: utility and rationale-properties studies have one per (item, source);
+    generalization studies one per (generalization question not marked invalid, source);
+    question-validation studies one per generalization question. Items are the drawn sample, or
+    what the sample would be when none is drawn yet. ``assignments_per_hit`` (MTurk) defaults to
+    all tasks in one HIT."""
+    warnings: list[str] = []
+    n_items = study.items.count() if study.pk else 0
+    if not n_items:
+        pool = Item.objects.filter(dataset_id=study.dataset_id, split=study.split).count()
+        n_items = min(pool, study.item_sample_size) if study.item_sample_size else pool
+        if not pool:
+            warnings.append(f"The {study.split} split of this dataset has no items yet: import the questions.")
+    sources = list(study.sources.all()) if study.pk else []
+    n_sources = len(sources)
+    missing = 0
+    kind = study.kind
+    if kind in (Study.Kind.UTILITY, Study.Kind.RATIONALE_PROPERTIES):
+        units = n_items * n_sources
+        if n_sources and study.pk and study.items.exists():
+            have = Rationale.objects.filter(item__in=study.items.all(), source__in=sources).count()
+            missing = units - have
+            if missing:
+                warnings.append(f"{missing} (item, source) pairs have no rationale yet: generate or import them.")
+        if not n_sources:
+            warnings.append("No rationale source is chosen yet.")
+    else:
+        genq = GeneralizationQuestion.objects.filter(item__in=study.items.all()) if study.pk else None
+        n_genq = genq.exclude(validation_status=GeneralizationQuestion.Validation.INVALID).count() if genq is not None else 0
+        units = n_genq * n_sources if kind == Study.Kind.GENERALIZATION else n_genq
+        if not n_genq:
+            warnings.append("The study's items have no generalization questions yet.")
+    answers = units * study.annotators_per_unit
+    tasks = math.ceil(answers / study.units_per_task) if answers else 0
+
+    recorded = study_recorded_minutes(study=study) if study.pk else []
+    if len(recorded) >= MIN_RECORDED_TASKS:
+        minutes = Decimal(str(round(statistics.median(recorded), 1)))
+        basis = f"median of {len(recorded)} submitted tasks"
+    else:
+        minutes = Decimal(str(study.estimated_minutes_per_task))
+        basis = "estimate"
+    reward = Decimal(str(study.reward))
+    base = _money(reward * tasks)
+    per_hit = assignments_per_hit if assignments_per_hit is not None else tasks
+    rate = platform_fee_rate(provider=study.provider, assignments_per_hit=per_hit)
+    fee = _money(base * rate)
+    hourly = _money(reward * 60 / minutes) if minutes > 0 else None
+    floor = Decimal(str(study.hourly_pay_floor))
+    below = hourly is not None and hourly < floor
+    if below:
+        warnings.append(
+            f"Effective pay ${hourly}/hour is below the floor of ${floor}/hour: raise the reward to at least "
+            f"${_money(floor * minutes / 60)} per task or shorten the task."
+        )
+    if study.provider == Study.Provider.MTURK and rate == MTURK_FEE_LARGE_HIT:
+        warnings.append(
+            f"MTurk charges {MTURK_FEE_LARGE_HIT:.0%} on HITs with {MTURK_LARGE_HIT_ASSIGNMENTS} or more assignments "
+            f"(20% below that)."
+        )
+    return StudyDesignSummary(
+        items=n_items,
+        sources=n_sources,
+        units=units,
+        annotators_per_unit=study.annotators_per_unit,
+        answers=answers,
+        units_per_task=study.units_per_task,
+        tasks=tasks,
+        minutes_per_task=minutes,
+        minutes_basis=basis,
+        worker_hours=(minutes * tasks / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP),
+        reward=reward,
+        base_cost=base,
+        provider=study.provider,
+        assignments_per_hit=per_hit,
+        fee_rate=rate,
+        fee=fee,
+        total_cost=base + fee,
+        hourly_pay=hourly,
+        hourly_pay_floor=floor,
+        below_floor=below,
+        missing_rationales=missing,
+        warnings=warnings,
+    )

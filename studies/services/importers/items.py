@@ -1,0 +1,111 @@
+"""Applying validated item rows: the part the StrategyQA, OpenBookQA and generic importers share."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from studies.models import ImportRecord, Item
+
+from .base import ErrorCollector, ImportFile, bulk_upsert, dataset_get_or_create, import_record_create, short
+
+ITEM_FIELDS = ["question", "choices", "gold_answer", "gold_rationale", "split", "metadata"]
+
+
+class ItemRows:
+    """Validated item rows keyed by external id, with the line each came from, so that a
+    duplicate id is reported against both lines."""
+
+    def __init__(self, errors: ErrorCollector, *, id_field: str = "id"):
+        self.id_field = id_field
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.lines: dict[str, int | None] = {}
+        self.errors = errors
+
+    def claim(self, external_id: str, *, line: int | None, column: int | None = None) -> bool:
+        """Register an id as soon as it is read (before its row is validated), so that a
+        duplicate is reported even when the first row has other problems. False if a duplicate."""
+        if external_id in self.lines:
+            self.errors.add(
+                line,
+                self.id_field,
+                f"duplicate id {short(external_id)!r}: already used on line {self.lines[external_id]}; "
+                "ids must be unique in a file",
+                column=column,
+            )
+            return False
+        self.lines[external_id] = line
+        return True
+
+    def add(self, external_id: str, values: dict[str, Any], *, line: int | None, column: int | None = None) -> None:
+        """Keep a validated row whose id was claimed."""
+        self.rows[external_id] = values
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def check_item_values(
+    *,
+    errors: ErrorCollector,
+    line: int | None,
+    column: int | None,
+    record: str,
+    question: str,
+    gold_answer: str | None,
+    raw_answer: Any,
+    allowed: str,
+    answer_field: str = "answer",
+    question_field: str = "question",
+) -> bool:
+    ok = True
+    if not question:
+        errors.add(line, question_field, "the question text is empty", column=column, record=record)
+        ok = False
+    if gold_answer is None:
+        if raw_answer in (None, ""):
+            reason = f"the answer is missing; expected {allowed}"
+        else:
+            reason = f"the answer {short(raw_answer)!r} is not one of {allowed}"
+        errors.add(line, answer_field, reason, column=column, record=record)
+        ok = False
+    return ok
+
+
+def items_apply(
+    *,
+    kind: str,
+    f: ImportFile,
+    dataset_name: str,
+    task_format: str,
+    choice_labels: list[str] | None = None,
+    dataset_description: str = "",
+    rows: ItemRows,
+    user: Any = None,
+    extra_summary: dict[str, Any] | None = None,
+) -> ImportRecord:
+    """Create the dataset if new, upsert the validated rows by (dataset, external id) and record
+    the import, all in one transaction. Call only after every row has been validated."""
+    with transaction.atomic():
+        dataset, dataset_created = dataset_get_or_create(
+            name=dataset_name, task_format=task_format, choice_labels=choice_labels, description=dataset_description
+        )
+        existing = {item.external_id: item for item in Item.objects.filter(dataset=dataset)}
+
+        def build(external_id: str, values: dict[str, Any]) -> Item:
+            return Item(dataset=dataset, external_id=external_id, **values)
+
+        result, _ = bulk_upsert(
+            model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS
+        )
+        splits: dict[str, int] = {}
+        for values in rows.rows.values():
+            splits[values["split"]] = splits.get(values["split"], 0) + 1
+        summary = {
+            "dataset": dataset.name,
+            "dataset_created": dataset_created,
+            "rows": len(rows),
+            "splits": splits,
+            **(extra_summary or {}),
+        }
+        return import_record_create(kind=kind, f=f, dataset=dataset, result=result, summary=summary, user=user)

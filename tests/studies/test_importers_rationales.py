@@ -1,0 +1,125 @@
+import json
+from collections import Counter
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from studies.models import Rationale, RationaleSource
+from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
+from tests.factories import DatasetFactory, ItemFactory, MultipleChoiceDatasetFactory
+from tests.studies.helpers import write_jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def utility_file(strategyqa_dir):
+    return strategyqa_dir / "rationale_utility.json"
+
+
+def test_rationale_utility_imports_as_three_sources(sqa_test_imported, utility_file):
+    record = rationales_import(file=utility_file, dataset_name="StrategyQA", split="test")
+    rows = [json.loads(line) for line in utility_file.read_text().splitlines() if line.strip()]
+    per_source = Counter(r["rationale_source"] for r in rows)
+    assert record.created == len(rows) == 1374
+    assert set(per_source) == {"t5large", "t53b", "gpt3"}
+    for name in per_source:
+        source = RationaleSource.objects.get(name=name)
+        assert source.kind == RationaleSource.Kind.IMPORTED
+        assert source.rationales.count() == 458
+        assert source.rationales.values("item").distinct().count() == 458
+    # No predicted label in the release: nothing is claimed about correctness.
+    assert not Rationale.objects.exclude(predicted_answer="").exists()
+    assert not Rationale.objects.filter(prediction_correct__isnull=False).exists()
+    first = rows[0]
+    r = Rationale.objects.get(source__name=first["rationale_source"], item__question=first["question"])
+    assert r.text == first["rationale"]
+    assert r.generation_info["extra"]["rationale_utility"] == first["rationale_utility"]
+
+
+def test_reimport_changes_nothing(sqa_test_imported, utility_file):
+    rationales_import(file=utility_file, dataset_name="StrategyQA", split="test")
+    stamps = list(Rationale.objects.order_by("id").values_list("id", "updated_at"))
+    again = rationales_import(file=utility_file, dataset_name="StrategyQA", split="test")
+    assert (again.created, again.updated, again.unchanged) == (0, 0, 1374)
+    assert list(Rationale.objects.order_by("id").values_list("id", "updated_at")) == stamps
+
+
+def test_question_in_two_splits_needs_a_split(strategyqa_dir, sqa_test_imported, utility_file):
+    items_import_strategyqa(file=strategyqa_dir / "strategyqa_processed_train.json")
+    with pytest.raises(ImportValidationError) as exc:
+        rationales_import(file=utility_file, dataset_name="StrategyQA")
+    assert exc.value.errors
+    assert all("matches several items" in e.reason and "choose a split" in e.reason for e in exc.value.errors)
+    assert Rationale.objects.count() == 0
+
+
+def test_unknown_question_and_other_bad_rows_reported(tmp_path, sqa_test_imported, utility_file):
+    rows = [json.loads(line) for line in utility_file.read_text().splitlines()[:6]]
+    rows[1]["question"] = "Is this question in the dataset at all?"
+    rows[2]["rationale"] = "  "
+    rows[3]["rationale_source"] = ""
+    rows[4]["ground_truth_label"] = not rows[4]["ground_truth_label"]
+    path = write_jsonl(tmp_path / "broken.jsonl", rows)
+    with pytest.raises(ImportValidationError) as exc:
+        rationales_import(file=path, dataset_name="StrategyQA", split="test")
+    found = {(e.line, e.field) for e in exc.value.errors}
+    assert found == {(2, "question"), (3, "rationale"), (4, "rationale_source"), (5, "ground_truth_label")}
+    unknown = next(e for e in exc.value.errors if e.line == 2)
+    assert "no item of dataset 'StrategyQA', split 'test' has the question" in unknown.reason
+    assert Rationale.objects.count() == 0 and RationaleSource.objects.count() == 0
+
+
+def test_unknown_dataset(tmp_path):
+    path = write_jsonl(tmp_path / "r.jsonl", [{"item_id": "x", "source": "s", "rationale": "r"}])
+    with pytest.raises(ImportValidationError, match="unknown dataset 'Nope'"):
+        rationales_import(file=path, dataset_name="Nope")
+
+
+def test_csv_by_item_id_with_predictions_sets_correctness(tmp_path):
+    dataset = DatasetFactory(name="YN")
+    ItemFactory(dataset=dataset, external_id="i1", gold_answer="yes")
+    ItemFactory(dataset=dataset, external_id="i2", gold_answer="no")
+    path = tmp_path / "model.csv"
+    path.write_text("item_id,rationale,predicted_answer\ni1,Because so.,True\ni2,Because not.,yes\n")
+    rationales_import(file=path, dataset_name="YN", source_name="my-model")
+    r1, r2 = Rationale.objects.order_by("item__external_id")
+    assert (r1.predicted_answer, r1.prediction_correct) == ("yes", True)
+    assert (r2.predicted_answer, r2.prediction_correct) == ("yes", False)
+    assert r1.source.name == "my-model"
+
+
+def test_multiple_choice_prediction_labels(tmp_path):
+    dataset = MultipleChoiceDatasetFactory(name="MCX")
+    ItemFactory(dataset=dataset, external_id="m1", gold_answer="c", choices=[
+        {"label": x, "text": x.upper()} for x in "abcd"])
+    ItemFactory(dataset=dataset, external_id="m2", gold_answer="a", choices=[
+        {"label": x, "text": x.upper()} for x in "abcd"])
+    rows = [{"item_id": "m1", "source": "s", "rationale": "r", "predicted_answer": "(c)"},
+            {"item_id": "m2", "source": "s", "rationale": "r", "predicted_answer": "e"}]
+    with pytest.raises(ImportValidationError) as exc:
+        rationales_import(file=write_jsonl(tmp_path / "p.jsonl", rows), dataset_name="MCX")
+    (error,) = exc.value.errors
+    assert (error.line, error.field) == (2, "predicted_answer")
+    assert "'e' is not one of a, b, c, d" in error.reason
+
+
+def test_identical_duplicates_merge_but_conflicts_are_errors(tmp_path):
+    dataset = DatasetFactory(name="YN2")
+    ItemFactory(dataset=dataset, external_id="i1")
+    row = {"item_id": "i1", "source": "s", "rationale": "Same."}
+    record = rationales_import(file=write_jsonl(tmp_path / "a.jsonl", [row, row]), dataset_name="YN2")
+    assert record.created == 1 and record.summary["identical_duplicates_merged"] == 1
+    with pytest.raises(ImportValidationError) as exc:
+        rationales_import(file=write_jsonl(tmp_path / "b.jsonl", [row, dict(row, rationale="Other.")]),
+                          dataset_name="YN2")
+    assert exc.value.errors[0].line == 2 and "line 1" in exc.value.errors[0].reason
+
+
+def test_command(sqa_test_imported, utility_file, capsys):
+    call_command("import_rationales", str(utility_file), "--dataset", "StrategyQA", "--split", "test")
+    out = capsys.readouterr().out
+    assert "1374 created" in out and '"gpt3": 458' in out
+    with pytest.raises(CommandError, match="unknown dataset"):
+        call_command("import_rationales", str(utility_file), "--dataset", "Missing")
