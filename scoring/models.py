@@ -9,6 +9,12 @@ from studies.models import Item, RationaleSource, Study
 
 
 class ScoreRun(models.Model):
+    """One scoring of a study. ``results`` is the whole ``results.json`` (schema documented in
+    ``scoring.services.score.study_score``; ``results["schema_version"]`` says which); ``warnings``
+    repeats ``results["warnings"]`` (what was missing: units short of annotators, sources without
+    predictions, ties). ``status`` goes pending -> running -> done | failed; ``error`` holds the
+    message of a failed run."""
+
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         RUNNING = "running", "Running"
@@ -29,7 +35,16 @@ class ScoreRun(models.Model):
 
 
 class UnitScore(models.Model):
-    """Aggregated outcome of one (item, source) unit of a utility study."""
+    """Aggregated outcome of one (item, source) unit of a utility study.
+
+    Stable fields (the API reads them): ``n_annotators`` (answers behind the majorities),
+    ``before_majority`` / ``after_majority`` (choice labels, blank on a tie), ``before_tie`` /
+    ``after_tie``, ``before_correct`` / ``after_correct`` (a tie counts as wrong), ``utility``
+    (1 useful, 0 unsure, -1 not useful), ``task_correct`` (the source's predicted answer was right;
+    null when unknown), ``gen_u`` (-1/0/1, null without predictions), ``similarity`` (BERTScore F1
+    of the rationale against the gold rationale, null when not computed), ``imported`` (the
+    majorities came from an outcomes file) and ``reported_utility`` (the utility the imported file
+    stated, kept to check the recomputed ``utility`` against it)."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="unit_scores")
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="unit_scores")
@@ -47,6 +62,7 @@ class UnitScore(models.Model):
     similarity = models.FloatField(null=True, blank=True)
     # True when the aggregated answers were imported (a study run elsewhere), not collected here.
     imported = models.BooleanField(default=False)
+    reported_utility = models.SmallIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -1,0 +1,320 @@
+"""The vectorised scoring core: pure pandas/numpy over plain frames, no Django.
+
+``study_score`` (``scoring.services.score``) loads a study's rows into the frames below and calls
+these functions; the benchmark (``benchmarks/scoring/bench_scoring.py``) calls the same functions on
+synthetic frames. No per-annotation Python loop anywhere: everything is groupby / bincount.
+
+Frames
+------
+annotations: one row per answer; columns ``unit_id``, ``participant_id``, ``step`` ("before" /
+    "after"), ``answer`` (a choice label).
+units: one row per unit; columns ``unit_id``, ``item_id``, ``source`` (name), ``gold`` (the correct
+    choice label); optional ``task_correct`` (bool or NA), ``gen_u`` (-1/0/1 or NA), ``similarity``
+    (float or NA).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from scoring import metrics
+from scoring.metrics.labels import UTILITY_NAMES
+
+ALL = "all"
+UTILITY_ORDER = [1, 0, -1]
+
+
+def clean_json(value):
+    """NaN/inf -> None and numpy scalars -> Python, recursively, so results are valid JSON."""
+    if isinstance(value, dict):
+        return {str(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def majorities(annotations: pd.DataFrame, steps: Iterable[str] = ("before", "after")) -> pd.DataFrame:
+    """Majority answer per (unit, step), vectorised. Returns one row per unit with columns
+    ``<step>_majority`` (label, or None on a tie), ``<step>_tie`` (bool), ``<step>_n`` (answers)."""
+    steps = list(steps)
+    a = annotations.loc[annotations["step"].isin(steps), ["unit_id", "step", "answer"]]
+    a = a[a["answer"].notna() & (a["answer"] != "")]
+    counts = a.groupby(["unit_id", "step", "answer"], observed=True, sort=False).size().rename("n").reset_index()
+    n_answers = counts.groupby(["unit_id", "step"], observed=True)["n"].transform("sum")
+    best = counts.groupby(["unit_id", "step"], observed=True)["n"].transform("max")
+    top = counts[counts["n"] == best].copy()
+    top["n_top"] = top.groupby(["unit_id", "step"], observed=True)["answer"].transform("size")
+    top["n_answers"] = n_answers[top.index]
+    top = top.drop_duplicates(["unit_id", "step"])
+    top["tie"] = top["n_top"] > 1
+    top["majority"] = top["answer"].astype(object).where(~top["tie"], None)
+    out = pd.DataFrame(index=pd.Index(pd.unique(a["unit_id"]), name="unit_id"))
+    for step in steps:
+        part = top[top["step"] == step].set_index("unit_id")
+        out[f"{step}_majority"] = part["majority"].reindex(out.index).astype(object)
+        out[f"{step}_tie"] = part["tie"].reindex(out.index).fillna(False).astype(bool)
+        out[f"{step}_n"] = part["n_answers"].reindex(out.index).fillna(0).astype(int)
+    return out.reset_index()
+
+
+def add_utility(frame: pd.DataFrame) -> pd.DataFrame:
+    """Adds ``before_correct``, ``after_correct`` and ``utility`` from the majority columns and
+    ``gold``. A tie or a missing majority counts as wrong (SPEC section 2)."""
+    frame = frame.copy()
+    gold = frame["gold"].astype(object)
+    for step in ("before", "after"):
+        maj = frame[f"{step}_majority"].astype(object)
+        frame[f"{step}_correct"] = (maj.notna() & (maj == gold)).to_numpy(dtype=bool)
+    frame["utility"] = np.where(
+        ~frame["after_correct"], -1, np.where(frame["before_correct"], 0, 1)
+    ).astype(np.int8)
+    return frame
+
+
+def unit_outcomes(
+    units: pd.DataFrame, annotations: pd.DataFrame, *, expected_raters: int
+) -> tuple[pd.DataFrame, list[str], dict]:
+    """Majority per unit and step, utility per unit; warnings for units short of annotators.
+
+    Units with no complete answers at all are left out of the utility (and reported); units with
+    fewer than ``expected_raters`` are scored on what they have and reported, never silently."""
+    warnings: list[str] = []
+    maj = majorities(annotations)
+    frame = units.merge(maj, on="unit_id", how="left")
+    for step in ("before", "after"):
+        frame[f"{step}_n"] = frame[f"{step}_n"].fillna(0).astype(int)
+        frame[f"{step}_tie"] = frame[f"{step}_tie"].fillna(False).astype(bool)
+    frame["n_annotators"] = frame[["before_n", "after_n"]].min(axis=1)
+    empty = frame["n_annotators"] == 0
+    short = (frame["n_annotators"] < expected_raters) & ~empty
+    if empty.any():
+        warnings.append(
+            f"{int(empty.sum())} of {len(frame)} units have no completed answers yet and are left out of the scores."
+        )
+    if short.any():
+        by_count = frame.loc[short, "n_annotators"].value_counts().sort_index()
+        detail = ", ".join(f"{int(n)} with {int(k)}" for k, n in by_count.items())
+        warnings.append(
+            f"{int(short.sum())} units are short of the {expected_raters} annotators the study asks for "
+            f"({detail}); they are scored on the answers they have."
+        )
+    frame = frame[~empty].copy()
+    frame = add_utility(frame)
+    ties = {
+        "before": int(frame["before_tie"].sum()),
+        "after": int(frame["after_tie"].sum()),
+        "units_with_tie": int((frame["before_tie"] | frame["after_tie"]).sum()),
+    }
+    if ties["units_with_tie"]:
+        warnings.append(
+            f"{ties['units_with_tie']} units had a majority tie ({ties['before']} before, {ties['after']} after); "
+            "a tie counts as a wrong answer."
+        )
+    return frame, warnings, ties
+
+
+def utility_shares(frame: pd.DataFrame, *, n_resamples: int = 2000, seed: int = 0) -> dict:
+    """Shares of useful / unsure / not useful per source and over all sources, each with a
+    percentile bootstrap 95% interval (the paper's Table 3)."""
+    out = {}
+    groups = [(str(name), g["utility"].to_numpy()) for name, g in frame.groupby("source", sort=True)]
+    groups.append((ALL, frame["utility"].to_numpy()))
+    for name, values in groups:
+        cis = metrics.share_cis(values, UTILITY_ORDER, n_resamples=n_resamples, seed=seed)
+        row: dict = {"n": int(values.size)}
+        for cat in UTILITY_ORDER:
+            share, lo, hi = cis[cat]
+            row[UTILITY_NAMES[cat]] = share
+            row[f"{UTILITY_NAMES[cat]}_ci"] = [lo, hi]
+        out[name] = row
+    return out
+
+
+def _per_source(frame: pd.DataFrame, func, columns: list[str]) -> dict:
+    out = {}
+    sub = frame.dropna(subset=columns)
+    for name, g in sub.groupby("source", sort=True):
+        out[str(name)] = func(g) if len(g) else None
+    out[ALL] = func(sub) if len(sub) else None
+    return out
+
+
+def associations(frame: pd.DataFrame, *, both_directions: bool = False) -> tuple[dict, list[str]]:
+    """Theil's U of utility against task accuracy and Gen-U, and the correlation ratio of utility
+    against similarity, per source and combined (the paper's Tables 4 and 6). Rows without the
+    predictor are dropped (and named in the warnings)."""
+    out: dict = {}
+    warnings: list[str] = []
+    predictors = {"task_accuracy": ("task_correct", "task accuracy (predicted answer)"), "gen_u": ("gen_u", "Gen-U")}
+    for label, (col, human) in predictors.items():
+        if col not in frame or frame[col].notna().sum() == 0:
+            warnings.append(f"No {human} available for any unit: Theil's U of utility given {label} is not computed.")
+            continue
+        missing = frame.loc[frame[col].isna(), "source"].value_counts()
+        for source, n in missing.items():
+            warnings.append(f"Source {source}: {int(n)} units have no {human}; they are left out of its Theil's U.")
+        out[f"theils_u_utility_given_{label}"] = _per_source(
+            frame, lambda g, c=col: metrics.theils_u(g["utility"].to_numpy(), g[c].astype(int).to_numpy()), [col]
+        )
+        if both_directions:
+            out[f"theils_u_{label}_given_utility"] = _per_source(
+                frame, lambda g, c=col: metrics.theils_u(g[c].astype(int).to_numpy(), g["utility"].to_numpy()), [col]
+            )
+    if "similarity" in frame and frame["similarity"].notna().any():
+        out["correlation_ratio_utility_similarity"] = _per_source(
+            frame, lambda g: metrics.correlation_ratio(g["utility"].to_numpy(), g["similarity"].to_numpy(float)),
+            ["similarity"],
+        )
+        sub = frame.dropna(subset=["similarity"])
+        bins = pd.qcut(sub["similarity"].astype(float), q=5, labels=False, duplicates="drop")
+        out["theils_u_utility_given_similarity_quintile"] = {
+            ALL: metrics.theils_u(sub["utility"].to_numpy(), bins.to_numpy())
+        }
+    return out, warnings
+
+
+def task_accuracy(frame: pd.DataFrame) -> dict:
+    if "task_correct" not in frame:
+        return {}
+    return _per_source(frame, lambda g: float(g["task_correct"].astype(bool).mean()), ["task_correct"])
+
+
+def agreement(annotations: pd.DataFrame) -> dict:
+    """Krippendorff's alpha (nominal) over the raw answers of each step; Fleiss' kappa when every
+    unit has the same number of answers (the paper's Table 18)."""
+    out = {}
+    for step in ("before", "after"):
+        a = annotations[(annotations["step"] == step) & annotations["answer"].notna() & (annotations["answer"] != "")]
+        if a.empty:
+            continue
+        counts = metrics.value_counts_matrix(a["unit_id"].to_numpy(), a["answer"].to_numpy())
+        row = {"n_units": int(counts.shape[0]), "n_annotations": int(len(a))}
+        row["krippendorff_alpha"] = metrics.krippendorff_alpha(a["unit_id"].to_numpy(), a["answer"].to_numpy())
+        raters = counts.sum(axis=1)
+        if counts.shape[0] and (raters == raters[0]).all():
+            row["fleiss_kappa"] = metrics.fleiss_kappa(a["unit_id"].to_numpy(), a["answer"].to_numpy())
+        else:
+            row["fleiss_kappa"] = None
+            row["fleiss_kappa_note"] = "Not computed: units have different numbers of raters."
+        out[step] = row
+    return out
+
+
+def score_frames(
+    units: pd.DataFrame,
+    annotations: pd.DataFrame,
+    *,
+    expected_raters: int,
+    both_directions: bool = False,
+    n_resamples: int = 2000,
+) -> tuple[pd.DataFrame, dict]:
+    """Everything the utility study computes from the raw frames: the per-unit table and the
+    results dict (ties, shares with intervals, associations, agreement, warnings)."""
+    frame, warnings, ties = unit_outcomes(units, annotations, expected_raters=expected_raters)
+    results = summarise_units(frame, both_directions=both_directions, n_resamples=n_resamples)
+    results["ties"] = ties
+    results["agreement"] = agreement(annotations)
+    results["warnings"] = warnings + results["warnings"]
+    return frame, results
+
+
+def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_resamples: int = 2000) -> dict:
+    """Summaries that need only the per-unit table (also used for imported outcomes)."""
+    results: dict = {"n_units_scored": int(len(frame))}
+    results["utility_shares"] = utility_shares(frame, n_resamples=n_resamples)
+    results["task_accuracy"] = task_accuracy(frame)
+    assoc, warnings = associations(frame, both_directions=both_directions)
+    results.update(assoc)
+    if "gen_u" in frame and frame["gen_u"].notna().any():
+        sub = frame.dropna(subset=["gen_u"]).copy()
+        sub["utility"] = sub["gen_u"].astype(int)
+        results["gen_u_shares"] = utility_shares(sub, n_resamples=n_resamples)
+    results["warnings"] = warnings
+    return results
+
+
+# --- Gen-U and bundles --------------------------------------------------------------------------
+
+
+def gen_u_frame(predictions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Gen-U per (item, source) from answerer predictions, vectorised (SPEC section 4).
+
+    ``predictions``: one row per prediction with ``question_id``, ``item_id``, ``source``,
+    ``answerer`` ("I" or "IR"), ``correct`` (bool). Returns (per-question frame with ``i_correct``,
+    ``ir_correct``, ``s``; per-(item, source) frame with ``gen_u`` and ``n_questions``; warnings).
+    Questions that lack one of the two answerers' predictions are left out and reported."""
+    warnings: list[str] = []
+    if predictions.empty:
+        empty = pd.DataFrame(columns=["item_id", "source", "gen_u", "n_questions"])
+        return pd.DataFrame(columns=["question_id", "item_id", "source", "i_correct", "ir_correct", "s"]), empty, warnings
+    wide = predictions.pivot_table(
+        index=["question_id", "item_id", "source"], columns="answerer", values="correct", aggfunc="first"
+    )
+    for col in ("I", "IR"):
+        if col not in wide:
+            wide[col] = np.nan
+    incomplete = wide["I"].isna() | wide["IR"].isna()
+    if incomplete.any():
+        per_source = wide[incomplete].reset_index()["source"].value_counts()
+        for source, n in per_source.items():
+            warnings.append(
+                f"Source {source}: {int(n)} generalization questions have only one of the F^I / F^IR "
+                "predictions; they are left out of Gen-U."
+            )
+    wide = wide[~incomplete].reset_index()
+    wide["i_correct"] = wide["I"].astype(bool)
+    wide["ir_correct"] = wide["IR"].astype(bool)
+    wide["s"] = np.where(~wide["ir_correct"], -1, np.where(wide["i_correct"], 0, 1)).astype(np.int8)
+    counts = pd.crosstab([wide["item_id"], wide["source"]], wide["s"]).reindex(columns=[-1, 0, 1], fill_value=0)
+    # argmax takes the first maximum and the columns are ordered -1, 0, 1: ties go to the lowest score.
+    per_item = pd.DataFrame({
+        "gen_u": np.array([-1, 0, 1])[counts.to_numpy().argmax(axis=1)],
+        "n_questions": counts.sum(axis=1).to_numpy(),
+    }, index=counts.index).reset_index()
+    return wide[["question_id", "item_id", "source", "i_correct", "ir_correct", "s"]], per_item, warnings
+
+
+def bundle_consistency(correct: pd.Series, bundle: pd.Series) -> dict:
+    """Consistency over bundles and, where the bundle sizes allow, relative consistency.
+
+    RC (SPEC section 5) is defined for bundles of one size. When sizes differ, RC is computed over
+    the bundles of the most common size and says so (``rc_bundle_size``, ``rc_n_bundles``)."""
+    df = pd.DataFrame({"correct": correct.astype(bool).to_numpy(), "bundle": bundle.to_numpy()})
+    if df.empty:
+        return {"n_bundles": 0, "consistency": None, "relative_consistency": None}
+    g = df.groupby("bundle", sort=False)["correct"].agg(["size", "sum"])
+    out: dict = {
+        "n_bundles": int(len(g)),
+        "n_instances": int(g["size"].sum()),
+        "accuracy": float(g["sum"].sum() / g["size"].sum()),
+        "consistency": float((g["sum"] == g["size"]).mean()),
+    }
+    sizes = g["size"].value_counts()
+    k = int(sizes.idxmax())
+    same = g[g["size"] == k]
+    n, a, c = len(same), int(same["sum"].sum()), int((same["sum"] == k).sum())
+    out["rc_bundle_size"] = k
+    out["rc_n_bundles"] = n
+    if len(sizes) > 1:
+        out["rc_note"] = (
+            f"Bundle sizes differ ({', '.join(f'{int(v)} of size {int(s)}' for s, v in sizes.sort_index().items())}); "
+            f"relative consistency is computed over the {n} bundles of size {k}."
+        )
+    try:
+        out["relative_consistency"] = metrics.relative_consistency(n, a, c, bundle_size=k)
+    except ValueError as exc:  # cannot happen for counted data; keep the message if it does
+        out["relative_consistency"] = None
+        out["rc_note"] = str(exc)
+    return out

@@ -1,0 +1,53 @@
+"""``manage.py score_study <id> [--out DIR]``: score a study, write results.json and CSV tables."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from scoring.models import ScoreRun
+from scoring.services import score_run_export, study_score
+from studies.models import Study
+
+
+class Command(BaseCommand):
+    help = "Score a study and write results.json plus CSV tables."
+
+    def add_arguments(self, parser):
+        parser.add_argument("study_id", type=int)
+        parser.add_argument("--out", default=None, help="Output folder (default: var/scoring/study-<id>/run-<run id>).")
+        parser.add_argument("--no-similarity", action="store_true", help="Skip BERTScore similarity.")
+        parser.add_argument("--both-directions", action="store_true", help="Also report U(predictor | utility).")
+
+    def handle(self, *args, study_id: int, out: str | None, no_similarity: bool, both_directions: bool, **opts):
+        try:
+            study = Study.objects.get(pk=study_id)
+        except Study.DoesNotExist as exc:
+            raise CommandError(f"No study with id {study_id}.") from exc
+        run = study_score(study=study, similarity=False if no_similarity else None, both_directions=both_directions)
+        if run.status != ScoreRun.Status.DONE:
+            raise CommandError(f"Scoring failed: {run.error}")
+        out_dir = Path(out) if out else Path(settings.VAR_DIR) / "scoring" / f"study-{study.pk}" / f"run-{run.pk}"
+        paths = score_run_export(run=run, out_dir=out_dir)
+        results = run.results
+        self.stdout.write(f"Score run {run.pk} of study {study.pk} ({study.name}): {results.get('n_units_scored')} units scored.")
+        shares = results.get("utility_shares") or {}
+        if shares:
+            self.stdout.write(f"{'source':<20}{'n':>6}{'useful':>22}{'unsure':>22}{'not useful':>22}")
+            for source, row in shares.items():
+                cells = "".join(
+                    f"{row[c]:>8.3f} [{row[c + '_ci'][0]:.3f}, {row[c + '_ci'][1]:.3f}]" for c in ("useful", "unsure", "not_useful")
+                )
+                self.stdout.write(f"{source:<20}{row['n']:>6}{cells}")
+        for key in ("theils_u_utility_given_task_accuracy", "theils_u_utility_given_gen_u",
+                    "correlation_ratio_utility_similarity"):
+            if key in results:
+                self.stdout.write(f"{key}: " + ", ".join(
+                    f"{s}={v:.4f}" if v is not None else f"{s}=n/a" for s, v in results[key].items()))
+        check = results.get("imported_utility_check")
+        if check:
+            self.stdout.write(f"imported utility check: {check['mismatches']} mismatches of {check['compared']} rows")
+        for warning in results.get("warnings", []):
+            self.stdout.write(self.style.WARNING(f"warning: {warning}"))
+        self.stdout.write(f"Wrote {len(paths)} files to {out_dir}")

@@ -1,0 +1,48 @@
+"""Label-level rules: majority vote, the utility table and Gen-U (SPEC sections 2 and 4)."""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+
+USEFUL, UNSURE, NOT_USEFUL = 1, 0, -1
+UTILITY_NAMES = {USEFUL: "useful", UNSURE: "unsure", NOT_USEFUL: "not_useful"}
+
+
+def majority_vote(labels: Iterable[Hashable]) -> Hashable | None:
+    """The label given by strictly more annotators than any other label, or ``None`` on a tie.
+
+    ``None`` entries (unanswered) are ignored. An empty input has no majority: ``None``.
+    SPEC section 2 counts a tie as a wrong answer; callers report how many ties there were."""
+    counts = Counter(label for label in labels if label is not None)
+    if not counts:
+        return None
+    top = counts.most_common(2)
+    if len(top) == 2 and top[0][1] == top[1][1]:
+        return None
+    return top[0][0]
+
+
+def utility_category(before_correct: bool, after_correct: bool) -> int:
+    """The utility table of SPEC section 2: +1 useful (wrong -> right), -1 not useful (wrong after,
+    whatever before), 0 unsure (right -> right). A tie (no majority) must be passed as ``False``."""
+    if not after_correct:
+        return NOT_USEFUL
+    return UNSURE if before_correct else USEFUL
+
+
+def gen_u(before_correct: Sequence[bool], after_correct: Sequence[bool]) -> int:
+    """Gen-U of one item (SPEC section 4).
+
+    ``before_correct[i]`` is whether F^I (question only) answered generalization question i
+    correctly, ``after_correct[i]`` whether F^IR (question + the item's rationale) did. Each question
+    scores s_i = -1 if F^IR is wrong, else 1 - 1[F^I right]; Gen-U is the mode of the s_i, with ties
+    broken toward the *lowest* score (the conservative reading)."""
+    if len(before_correct) != len(after_correct):
+        raise ValueError(
+            f"gen_u: before_correct has {len(before_correct)} answers but after_correct has {len(after_correct)}"
+        )
+    if len(before_correct) == 0:
+        raise ValueError("gen_u: the item has no generalization questions with predictions")
+    counts = Counter(utility_category(bool(b), bool(a)) for b, a in zip(before_correct, after_correct, strict=True))
+    top = max(counts.values())
+    return min(score for score, n in counts.items() if n == top)

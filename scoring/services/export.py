@@ -1,0 +1,95 @@
+"""Write a finished score run to a folder: ``results.json`` and CSV tables."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from scoring.errors import ScoringError
+from scoring.models import ScoreRun, UnitScore
+
+UNIT_COLUMNS = [
+    "item_id", "external_id", "source", "n_annotators", "before_majority", "after_majority", "before_tie",
+    "after_tie", "before_correct", "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported",
+    "reported_utility",
+]
+
+
+def share_rows(results: dict, key: str = "utility_shares") -> list[dict]:
+    rows = []
+    for source, row in (results.get(key) or {}).items():
+        out = {"source": source, "n": row["n"]}
+        for cat in ("useful", "unsure", "not_useful"):
+            out[cat] = row[cat]
+            out[f"{cat}_ci_low"], out[f"{cat}_ci_high"] = row[f"{cat}_ci"]
+        rows.append(out)
+    return rows
+
+
+def association_rows(results: dict) -> list[dict]:
+    rows = []
+    for name, per_source in results.items():
+        if not (name.startswith("theils_u_") or name.startswith("correlation_ratio_")):
+            continue
+        for source, value in per_source.items():
+            rows.append({"measure": name, "source": source, "value": value})
+    return rows
+
+
+def generalization_rows(results: dict) -> list[dict]:
+    gen = results.get("generalization") or {}
+    rows = []
+    for group in ("by_type", "by_utility", "by_source", "by_source_and_type"):
+        for key, row in (gen.get(group) or {}).items():
+            rows.append({"group": group, "key": key, "n": row["n"], "accuracy_before": row["accuracy_before"],
+                         "accuracy_after": row["accuracy_after"], "accuracy_delta": row["accuracy_delta"],
+                         "ci_low": row["accuracy_delta_ci"][0], "ci_high": row["accuracy_delta_ci"][1]})
+    return rows
+
+
+def agreement_rows(results: dict) -> list[dict]:
+    return [{"step": step, **{k: v for k, v in row.items() if not k.endswith("_note")}}
+            for step, row in (results.get("agreement") or {}).items()]
+
+
+def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
+    columns = columns or (list(rows[0]) if rows else [])
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
+    """Write ``results.json``, ``units.csv`` (one row per UnitScore), ``utility_shares.csv``,
+    ``associations.csv``, ``agreement.csv`` and, when present, ``gen_u_shares.csv`` and
+    ``generalization.csv`` into ``out_dir`` (created if missing). Returns the paths written."""
+    if run.status != ScoreRun.Status.DONE:
+        raise ScoringError(f"Score run {run.pk} is {run.status}, not done: {run.error or 'score the study first'}.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = run.results
+    written = []
+    path = out / "results.json"
+    path.write_text(json.dumps(results, indent=2, sort_keys=False), encoding="utf-8")
+    written.append(path)
+    units = UnitScore.objects.filter(study_id=run.study_id).select_related("item", "source").order_by("source__name", "item_id")
+    unit_rows = [{
+        "item_id": u.item_id, "external_id": u.item.external_id, "source": u.source.name,
+        **{c: getattr(u, c) for c in UNIT_COLUMNS if c not in ("item_id", "external_id", "source")},
+    } for u in units]
+    tables = {
+        "units.csv": (unit_rows, UNIT_COLUMNS),
+        "utility_shares.csv": (share_rows(results), None),
+        "associations.csv": (association_rows(results), ["measure", "source", "value"]),
+        "agreement.csv": (agreement_rows(results), None),
+    }
+    if results.get("gen_u_shares"):
+        tables["gen_u_shares.csv"] = (share_rows(results, "gen_u_shares"), None)
+    if results.get("generalization"):
+        tables["generalization.csv"] = (generalization_rows(results), None)
+    for name, (rows, columns) in tables.items():
+        path = out / name
+        _write_csv(path, rows, columns)
+        written.append(path)
+    return written

@@ -1,0 +1,493 @@
+"""Scoring a study: load its rows into frames, run the vectorised core, store the results.
+
+``study_score(*, study) -> ScoreRun`` is the one entry point (the management command, the Celery
+task and the admin's "Score now" all call it).
+
+``ScoreRun.results`` (``results.json``), schema_version 1. Figures keep the names they are published
+under; per-source figures are dicts ``{source name: value, ..., "all": value over all sources}``:
+
+- ``study``: id, name, kind, dataset, is_imported_outcome, annotators_per_unit
+- ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
+- ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
+  with percentile bootstrap 95% intervals (Table 3)
+- ``task_accuracy``: {source: share of units whose predicted answer was right}
+- ``theils_u_utility_given_task_accuracy``, ``theils_u_utility_given_gen_u`` (Tables 4 and 6);
+  with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``
+- ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
+  ``theils_u_utility_given_similarity_quintile``; ``similarity_model`` names the model used
+- ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, consistency}
+- ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
+- ``agreement``: {before|after: {krippendorff_alpha, fleiss_kappa, n_units, n_annotations}} (Table 18)
+- ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source,
+  and ``consistency`` of the human answers over bundles (Figure 4)
+- ``properties_model`` (when property annotations exist): log-odds with 95% intervals
+- ``faithfulness`` (opt-in): per source, with ``caveats``; plus ``test_sufficiency`` and
+  ``test_comprehensiveness`` over all sources
+- ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+
+import numpy as np
+import pandas as pd
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import Annotation, Assignment, Unit
+from scoring import core, metrics
+from scoring.errors import ScoringError
+from scoring.models import ScoreRun, UnitScore
+from scoring.similarity import SimilarityUnavailable, bertscore_f1, similarity_model_path
+from studies.models import GenUPrediction, Rationale, Study
+
+logger = logging.getLogger(__name__)
+SCHEMA_VERSION = 1
+EXCLUDED_ASSIGNMENT_STATUSES = [Assignment.Status.REJECTED]
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def _annotation_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
+    rows = Annotation.objects.filter(
+        claim__unit__study=study,
+        claim__unit__generalization_question__isnull=not generalization,
+        step__in=[Annotation.Step.BEFORE, Annotation.Step.AFTER],
+    ).exclude(claim__assignment__status__in=EXCLUDED_ASSIGNMENT_STATUSES).values_list(
+        "claim_id", "claim__unit_id", "claim__participant_id", "step", "answer"
+    )
+    df = pd.DataFrame.from_records(
+        list(rows), columns=["claim_id", "unit_id", "participant_id", "step", "answer"]
+    )
+    if df.empty:
+        return df
+    # Only claims with both answers count: a worker who stopped after the first answer gives no
+    # before/after pair.
+    steps = df.groupby("claim_id")["step"].transform("nunique")
+    return df[steps == 2]
+
+
+def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
+    qs = Unit.objects.filter(study=study, generalization_question__isnull=not generalization)
+    fields = ["id", "item_id", "source_id", "source__name", "item__gold_answer"]
+    if generalization:
+        fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype"]
+    df = pd.DataFrame.from_records(list(qs.values_list(*fields)), columns=fields)
+    df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold"})
+    if generalization:
+        df = df.rename(columns={
+            "generalization_question_id": "question_id", "generalization_question__qtype": "qtype",
+        })
+        df["gold"] = df.pop("generalization_question__answer")
+    df["source"] = df["source"].fillna("(no source)")
+    return df
+
+
+def _task_correct(study: Study, frame: pd.DataFrame) -> pd.Series:
+    rows = Rationale.objects.filter(item_id__in=frame["item_id"].unique().tolist()).values_list(
+        "item_id", "source_id", "prediction_correct"
+    )
+    lookup = pd.DataFrame.from_records(list(rows), columns=["item_id", "source_id", "task_correct"])
+    merged = frame[["item_id", "source_id"]].merge(lookup, on=["item_id", "source_id"], how="left")
+    return merged["task_correct"].astype(object).where(merged["task_correct"].notna(), None).to_numpy()
+
+
+def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
+    rows = GenUPrediction.objects.filter(
+        generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)
+    ).values_list("generalization_question_id", "generalization_question__item_id", "rationale_source_id",
+                  "answerer", "correct")
+    df = pd.DataFrame.from_records(list(rows), columns=["question_id", "item_id", "source_id", "answerer", "correct"])
+    df["source"] = df["source_id"].map(source_names)
+    return df
+
+
+# --- parts of the results --------------------------------------------------------------------
+
+
+def _add_gen_u(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:
+    names = dict(zip(frame["source_id"], frame["source"], strict=False))
+    preds = _gen_u_predictions(frame["item_id"].unique(), names)
+    per_q, per_item, w = core.gen_u_frame(preds)
+    warnings.extend(w)
+    frame = frame.drop(columns=["gen_u"], errors="ignore").merge(
+        per_item[["item_id", "source", "gen_u"]], on=["item_id", "source"], how="left"
+    )
+    have = set(per_item["source"]) if len(per_item) else set()
+    for source in sorted(set(frame["source"]) - have):
+        warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
+    if len(per_q):
+        results["gen_u"] = {
+            "n_items_with_gen_u": int(len(per_item)),
+            "n_questions": int(len(per_q)),
+            "consistency": {
+                source: {
+                    "F^I": core.bundle_consistency(g["i_correct"], g["item_id"]),
+                    "F^IR": core.bundle_consistency(g["ir_correct"], g["item_id"]),
+                }
+                for source, g in per_q.groupby("source", sort=True)
+            },
+        }
+    return frame
+
+
+def _add_similarity(frame: pd.DataFrame, results: dict, warnings: list[str], enabled: bool) -> pd.DataFrame:
+    if not enabled:
+        results["similarity_model"] = None
+        warnings.append("Similarity (BERTScore) was not requested for this run; its correlation ratio is left out.")
+        return frame
+    pairs = Rationale.objects.filter(item_id__in=frame["item_id"].unique().tolist()).values_list(
+        "item_id", "source_id", "text", "item__gold_rationale"
+    )
+    df = pd.DataFrame.from_records(list(pairs), columns=["item_id", "source_id", "text", "gold_rationale"])
+    df = frame[["item_id", "source_id"]].drop_duplicates().merge(df, on=["item_id", "source_id"], how="inner")
+    usable = df[(df["text"].str.strip() != "") & (df["gold_rationale"].fillna("").str.strip() != "")]
+    if len(usable) < len(frame):
+        warnings.append(
+            f"{len(frame) - len(usable)} units have no rationale text or no gold rationale; they have no similarity."
+        )
+    if usable.empty:
+        results["similarity_model"] = None
+        return frame
+    try:
+        f1 = bertscore_f1(usable["text"].tolist(), usable["gold_rationale"].tolist())
+        results["similarity_model"] = similarity_model_path()
+    except SimilarityUnavailable as exc:
+        warnings.append(f"Similarity skipped: {exc}")
+        results["similarity_model"] = None
+        return frame
+    usable = usable.assign(similarity=f1)[["item_id", "source_id", "similarity"]]
+    return frame.drop(columns=["similarity"], errors="ignore").merge(usable, on=["item_id", "source_id"], how="left")
+
+
+def _utility_lookup(study: Study) -> pd.DataFrame:
+    """Utility of (item, source) from other studies' unit scores (latest first), for the
+    generalization study's Figure 4 and the properties model."""
+    rows = UnitScore.objects.filter(utility__isnull=False, item__in=study.items.all()).exclude(study=study).order_by(
+        "-updated_at").values_list("item_id", "source_id", "utility", "after_correct", "before_correct")
+    df = pd.DataFrame.from_records(list(rows), columns=["item_id", "source_id", "utility", "orig_after_correct",
+                                                        "orig_before_correct"])
+    return df.drop_duplicates(["item_id", "source_id"])
+
+
+def _generalization(study: Study, results: dict, warnings: list[str]) -> None:
+    units = _units_frame(study, generalization=True)
+    if units.empty:
+        raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
+    annotations = _annotation_frame(study, generalization=True)
+    frame, w, ties = core.unit_outcomes(units, annotations, expected_raters=study.annotators_per_unit)
+    warnings.extend(w)
+    results["ties"] = ties
+    results["n_units"] = int(len(units))
+    results["n_units_scored"] = int(len(frame))
+    results["agreement"] = core.agreement(annotations) if not annotations.empty else {}
+    if frame.empty:
+        return
+    lookup = _utility_lookup(study)
+    frame = frame.merge(lookup.rename(columns={"utility": "original_utility"}), on=["item_id", "source_id"], how="left")
+    missing = int(frame["original_utility"].isna().sum())
+    if missing:
+        warnings.append(
+            f"{missing} generalization units have no utility for their original rationale (no scored utility "
+            "study of that item and source); they appear under 'unknown' in the by-utility breakdown."
+        )
+    frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
+    frame["utility_name"] = frame["original_utility"].map(
+        lambda v: metrics.UTILITY_NAMES.get(int(v)) if pd.notna(v) else "unknown"
+    )
+
+    def summary(g: pd.DataFrame) -> dict:
+        lo, hi = metrics.bootstrap_ci(g["delta"].to_numpy(float))
+        return {
+            "n": int(len(g)),
+            "accuracy_before": float(g["before_correct"].mean()),
+            "accuracy_after": float(g["after_correct"].mean()),
+            "accuracy_delta": float(g["delta"].mean()),
+            "accuracy_delta_ci": [lo, hi],
+        }
+
+    gen = {
+        "all": summary(frame),
+        "by_type": {str(k): summary(g) for k, g in frame.groupby("qtype", sort=True)},
+        "by_utility": {str(k): summary(g) for k, g in frame.groupby("utility_name", sort=True)},
+        "by_source": {str(k): summary(g) for k, g in frame.groupby("source", sort=True)},
+        "by_source_and_type": {
+            f"{s}|{t}": summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
+        },
+    }
+    bundles = frame["item_id"].astype(str) + "|" + frame["source"].astype(str)
+    gen["consistency"] = {
+        "all_generalization_questions": {
+            "before": core.bundle_consistency(frame["before_correct"], bundles),
+            "after": core.bundle_consistency(frame["after_correct"], bundles),
+        }
+    }
+    # An item with its counterfactuals: the original item's answer (from its utility study) plus the
+    # counterfactual questions, where the original outcome is known.
+    cf = frame[(frame["qtype"] == "counterfactual") & frame["orig_after_correct"].notna()]
+    if len(cf):
+        originals = cf.drop_duplicates(["item_id", "source"])
+        stacked = {}
+        for step in ("before", "after"):
+            correct = pd.concat([cf[f"{step}_correct"].astype(bool),
+                                 originals[f"orig_{step}_correct"].astype(bool)], ignore_index=True)
+            ids = pd.concat([cf["item_id"].astype(str) + "|" + cf["source"], originals["item_id"].astype(str) + "|"
+                             + originals["source"]], ignore_index=True)
+            stacked[step] = core.bundle_consistency(correct, ids)
+        gen["consistency"]["item_with_counterfactuals"] = stacked
+    results["generalization"] = gen
+
+
+def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, warnings: list[str]) -> None:
+    """Binomial mixed model (SPEC section 7): useful vs not ~ properties, random intercepts for
+    question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes).
+    Property annotations: ``Annotation(step="properties").payload`` is ``{"properties": {name: bool}}``
+    (or ``{name: bool}``); a rationale has a property when most of its annotators marked it."""
+    rows = Annotation.objects.filter(claim__unit__study=study, step=Annotation.Step.PROPERTIES).exclude(
+        claim__assignment__status__in=EXCLUDED_ASSIGNMENT_STATUSES
+    ).values_list("claim__unit__item_id", "claim__unit__source_id", "payload")
+    records = []
+    for item_id, source_id, payload in rows.iterator():
+        props = payload.get("properties", payload) if isinstance(payload, dict) else {}
+        if isinstance(props, dict):
+            records.append({"item_id": item_id, "source_id": source_id,
+                            **{str(k): bool(v) for k, v in props.items() if isinstance(v, bool)}})
+    if not records:
+        return
+    df = pd.DataFrame.from_records(records)
+    prop_cols = sorted(c for c in df.columns if c not in ("item_id", "source_id"))
+    agg = df.groupby(["item_id", "source_id"])[prop_cols].mean().gt(0.5).astype(int).reset_index()
+    if frame is not None and "utility" in frame:
+        outcome = frame[["item_id", "source_id", "utility"]]
+    else:
+        outcome = _utility_lookup(study)[["item_id", "source_id", "utility"]]
+    data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
+    if len(data) < 10 or data["utility"].nunique() < 2:
+        warnings.append(
+            f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
+            "(need at least 10 with both useful and not-useful outcomes)."
+        )
+        return
+    data["useful"] = (data["utility"] == 1).astype(int)
+    varying = [c for c in prop_cols if data[c].nunique() > 1]
+    safe = {c: f"p{i}" for i, c in enumerate(varying)}
+    data = data.rename(columns=safe)
+    from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
+
+    formula = "useful ~ " + (" + ".join(safe.values()) if safe else "1")
+    vc = {"question": "0 + C(item_id)", "source": "0 + C(source_id)"}
+    try:
+        fit = BinomialBayesMixedGLM.from_formula(formula, vc, data).fit_vb()
+    except Exception as exc:  # numerical failure of the fit: report, do not fail the whole scoring
+        warnings.append(f"Properties model could not be fitted: {exc}")
+        return
+    names = {v: k for k, v in safe.items()}
+    terms = {}
+    for name, mean, sd in zip(fit.model.exog_names, fit.fe_mean, fit.fe_sd, strict=True):
+        terms[names.get(name, name)] = {"log_odds": float(mean), "ci": [float(mean - 1.96 * sd), float(mean + 1.96 * sd)]}
+    results["properties_model"] = {
+        "formula": "useful ~ " + " + ".join(varying) + " + (1 | question) + (1 | source)",
+        "method": "statsmodels BinomialBayesMixedGLM, variational Bayes; intervals are mean +/- 1.96 posterior sd",
+        "n_rationales": int(len(data)),
+        "terms": terms,
+        "constant_properties_dropped": [c for c in prop_cols if c not in varying],
+    }
+
+
+def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
+    """Opt-in. Reads the probabilities the LM worker stores per rationale in
+    ``generation_info["faithfulness"] = {"p_full": .., "p_highlight": .., "p_without": ..}``
+    (probabilities of the class predicted from the highlight)."""
+    per_source = {}
+    all_full, all_h, all_wo = [], [], []
+    for source in study.sources.all():
+        if not source.has_highlights:
+            continue
+        rows = Rationale.objects.filter(source=source, item__in=study.items.all()).values_list("generation_info", flat=True)
+        vals = [r.get("faithfulness") for r in rows if isinstance(r, dict) and isinstance(r.get("faithfulness"), dict)]
+        vals = [v for v in vals if all(isinstance(v.get(k), (int, float)) for k in ("p_full", "p_highlight", "p_without"))]
+        if not vals:
+            warnings.append(f"Source {source.name} has highlights but no stored faithfulness probabilities.")
+            continue
+        full = [v["p_full"] for v in vals]
+        hl = [v["p_highlight"] for v in vals]
+        wo = [v["p_without"] for v in vals]
+        per_source[source.name] = {
+            "n": len(vals),
+            "sufficiency": metrics.sufficiency(full, hl),
+            "comprehensiveness": metrics.comprehensiveness(full, wo),
+        }
+        all_full += full
+        all_h += hl
+        all_wo += wo
+    results["faithfulness"] = {"per_source": per_source, "caveats": metrics.FAITHFULNESS_CAVEATS}
+    if all_full:
+        results["test_sufficiency"] = metrics.sufficiency(all_full, all_h)
+        results["test_comprehensiveness"] = metrics.comprehensiveness(all_full, all_wo)
+    else:
+        warnings.append("Faithfulness is on but no source of this study has stored highlight probabilities.")
+        results["test_sufficiency"] = None
+        results["test_comprehensiveness"] = None
+
+
+# --- utility study ---------------------------------------------------------------------------
+
+
+def _imported_frame(study: Study) -> pd.DataFrame:
+    rows = UnitScore.objects.filter(study=study, imported=True).values_list(
+        "id", "item_id", "source_id", "source__name", "item__gold_answer", "before_majority", "after_majority",
+        "before_tie", "after_tie", "n_annotators", "reported_utility",
+    )
+    df = pd.DataFrame.from_records(list(rows), columns=[
+        "unit_id", "item_id", "source_id", "source", "gold", "before_majority", "after_majority",
+        "before_tie", "after_tie", "n_annotators", "reported_utility"])
+    for step in ("before", "after"):
+        df[f"{step}_majority"] = df[f"{step}_majority"].astype(object).where(~df[f"{step}_tie"], None)
+    return core.add_utility(df)
+
+
+def _utility(study: Study, results: dict, warnings: list[str], *, both_directions: bool, similarity: bool) -> pd.DataFrame:
+    if study.is_imported_outcome:
+        frame = _imported_frame(study)
+        if frame.empty:
+            raise ScoringError(f"Study {study.name!r} is an imported outcome without rows; import the outcomes file first.")
+        results["n_units"] = int(len(frame))
+        results["ties"] = {"before": int(frame["before_tie"].sum()), "after": int(frame["after_tie"].sum()),
+                           "units_with_tie": int((frame["before_tie"] | frame["after_tie"]).sum())}
+        reported = frame["reported_utility"].notna()
+        mismatch = reported & (frame["reported_utility"].fillna(99).astype(int) != frame["utility"])
+        results["imported_utility_check"] = {"compared": int(reported.sum()), "mismatches": int(mismatch.sum())}
+        if mismatch.any():
+            warnings.append(f"{int(mismatch.sum())} imported rows state a utility that differs from the one recomputed "
+                            "from their before/after answers; the recomputed one is used.")
+        results["agreement"] = {}
+        warnings.append("Agreement needs the raw annotations; imported outcomes hold only the majorities.")
+    else:
+        units = _units_frame(study, generalization=False)
+        if units.empty:
+            raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
+        annotations = _annotation_frame(study, generalization=False)
+        results["n_units"] = int(len(units))
+        frame, w, ties = core.unit_outcomes(units, annotations, expected_raters=study.annotators_per_unit)
+        warnings.extend(w)
+        results["ties"] = ties
+        results["agreement"] = core.agreement(annotations) if not annotations.empty else {}
+        if frame.empty:
+            raise ScoringError(f"Study {study.name!r} has no completed answers yet; nothing to score.")
+    frame["task_correct"] = _task_correct(study, frame)
+    frame = _add_gen_u(frame, results, warnings)
+    frame = _add_similarity(frame, results, warnings, similarity)
+    summary = core.summarise_units(frame, both_directions=both_directions)
+    warnings.extend(summary.pop("warnings"))
+    results.update(summary)
+    return frame
+
+
+def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:
+    def val(v):
+        return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v
+
+    fields = dict(
+        n_annotators="n_annotators", before_tie="before_tie", after_tie="after_tie",
+        before_correct="before_correct", after_correct="after_correct", utility="utility",
+        task_correct="task_correct", gen_u="gen_u", similarity="similarity",
+    )
+    records = frame.to_dict("records")
+    if study.is_imported_outcome:
+        by_id = {u.pk: u for u in UnitScore.objects.filter(study=study, imported=True)}
+        changed = []
+        for rec in records:
+            unit = by_id[rec["unit_id"]]
+            for field, col in fields.items():
+                v = val(rec.get(col))
+                setattr(unit, field, int(v) if field in ("utility", "gen_u") and v is not None else v)
+            changed.append(unit)
+        UnitScore.objects.bulk_update(changed, list(fields), batch_size=1000)
+        return
+    UnitScore.objects.filter(study=study, imported=False).delete()
+    objs = []
+    for rec in records:
+        kwargs = {field: val(rec.get(col)) for field, col in fields.items()}
+        for f in ("utility", "gen_u"):
+            if kwargs[f] is not None:
+                kwargs[f] = int(kwargs[f])
+        objs.append(UnitScore(
+            study=study, item_id=rec["item_id"], source_id=rec["source_id"],
+            before_majority=rec.get("before_majority") or "", after_majority=rec.get("after_majority") or "",
+            **kwargs,
+        ))
+    UnitScore.objects.bulk_create(objs, batch_size=1000)
+
+
+def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[dict, pd.DataFrame | None]:
+    warnings: list[str] = []
+    results: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "study": {
+            "id": study.pk, "name": study.name, "kind": study.kind, "dataset": study.dataset.name,
+            "is_imported_outcome": study.is_imported_outcome, "annotators_per_unit": study.annotators_per_unit,
+        },
+    }
+    frame = None
+    if study.kind == Study.Kind.GENERALIZATION:
+        _generalization(study, results, warnings)
+    elif study.kind == Study.Kind.UTILITY:
+        frame = _utility(study, results, warnings, both_directions=both_directions, similarity=similarity)
+    _properties_model(study, frame, results, warnings)
+    if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION) and "properties_model" not in results:
+        raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
+    if study.faithfulness_enabled:
+        _faithfulness(study, results, warnings)
+    results["warnings"] = warnings
+    return core.clean_json(results), frame
+
+
+def study_score(
+    *,
+    study: Study,
+    run: ScoreRun | None = None,
+    both_directions: bool = False,
+    similarity: bool | None = None,
+) -> ScoreRun:
+    """Score ``study`` and return the finished ``ScoreRun`` (status done, or failed with the
+    reason in ``error``). Rewrites the study's ``UnitScore`` rows. ``run`` is a pending run to fill
+    (the task's); without it a new one is created. ``similarity`` (BERTScore against the gold
+    rationale) defaults to the setting ``RL_SCORING_SIMILARITY`` (on unless set false).
+
+    A ``ScoringError`` (nothing to score) marks the run failed with its message; any other error
+    marks it failed and propagates."""
+    if similarity is None:
+        similarity = bool(getattr(settings, "RL_SCORING_SIMILARITY", True))
+    study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
+    if run is None:
+        run = ScoreRun.objects.create(study=study, status=ScoreRun.Status.RUNNING)
+    else:
+        run.status = ScoreRun.Status.RUNNING
+        run.error = ""
+        run.save(update_fields=["status", "error"])
+    try:
+        with transaction.atomic():
+            results, frame = _compute(study, both_directions=both_directions, similarity=similarity)
+            if frame is not None:
+                _store_unit_scores(study, frame)
+            run.results = results
+            run.warnings = results["warnings"]
+            run.status = ScoreRun.Status.DONE
+            run.finished_at = timezone.now()
+            run.save(update_fields=["results", "warnings", "status", "finished_at"])
+    except ScoringError as exc:
+        run.status = ScoreRun.Status.FAILED
+        run.error = str(exc)
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "error", "finished_at"])
+    except Exception as exc:
+        logger.exception("scoring of study %s failed", study.pk)
+        run.status = ScoreRun.Status.FAILED
+        run.error = f"Internal error while scoring: {exc.__class__.__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "error", "finished_at"])
+        raise
+    return run

@@ -1,0 +1,102 @@
+"""Importing outcomes collected elsewhere, and scoring them."""
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from scoring.errors import OutcomesImportError
+from scoring.models import ScoreRun, UnitScore
+from scoring.services import outcomes_import, study_score
+from studies.models import Rationale, RationaleSource
+
+
+def released_rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_import_creates_one_unit_score_per_row_and_marks_the_study(imported_study, utility_file):
+    summary = outcomes_import(study=imported_study, file=utility_file)
+
+    imported_study.refresh_from_db()
+    assert imported_study.is_imported_outcome
+    assert summary["rows"] == summary["created"] == 1374
+    assert summary["sources"] == ["gpt3", "t53b", "t5large"]
+    assert UnitScore.objects.filter(study=imported_study, imported=True).count() == 1374
+    assert Rationale.objects.filter(source__name="gpt3").count() == 458
+    assert set(RationaleSource.objects.values_list("kind", flat=True)) == {"imported"}
+
+
+def test_reimport_changes_nothing(imported_study, utility_file):
+    outcomes_import(study=imported_study, file=utility_file)
+    summary = outcomes_import(study=imported_study, file=utility_file)
+    assert (summary["created"], summary["updated"], summary["unchanged"]) == (0, 0, 1374)
+    assert UnitScore.objects.filter(study=imported_study).count() == 1374
+
+
+def test_scoring_imported_outcomes_reproduces_released_utility_exactly(imported_study, utility_file):
+    outcomes_import(study=imported_study, file=utility_file)
+
+    run = study_score(study=imported_study, similarity=False)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    # Key by the question's letters and digits only: the released GPT-3 rows carry stray
+    # punctuation and escapes around otherwise identical questions.
+    def key(text):
+        return re.sub(r"[^a-z0-9]", "", text.lower())
+
+    expected = {(key(r["question"]), r["rationale_source"]): r["rationale_utility"] for r in released_rows(utility_file)}
+    assert len(expected) == 1374
+    got = {
+        (key(u.item.question), u.source.name): u.utility
+        for u in UnitScore.objects.filter(study=imported_study).select_related("item", "source")
+    }
+    assert got == expected
+    assert run.results["imported_utility_check"] == {"compared": 1374, "mismatches": 0}
+    # Shares per source equal the counts in the file.
+    counts = Counter((r["rationale_source"], r["rationale_utility"]) for r in released_rows(utility_file))
+    for source in ("gpt3", "t53b", "t5large"):
+        row = run.results["utility_shares"][source]
+        assert row["n"] == 458
+        assert row["useful"] == pytest.approx(counts[(source, 1)] / 458)
+        assert row["not_useful"] == pytest.approx(counts[(source, -1)] / 458)
+        assert row["useful_ci"][0] <= row["useful"] <= row["useful_ci"][1]
+    # The release has no predicted labels: task accuracy is missing and said so.
+    assert any("No task accuracy (predicted answer) available" in w for w in run.warnings)
+    assert "theils_u_utility_given_task_accuracy" not in run.results
+
+
+def test_import_with_unknown_question_names_the_line_and_imports_nothing(imported_study):
+    good = {"question": "Did Gauss have a normal brain structure?", "rationale_source": "m",
+            "ground_truth_label": False, "human_predicted_label_before_rationale": True,
+            "human_predicted_label_after_rationale": False, "rationale_utility": 1}
+    bad = dict(good, question="Is this question in the dataset?")
+    wrong_gold = dict(good, ground_truth_label=True, rationale_source="n")
+    data = "\n".join(json.dumps(r) for r in (good, bad, wrong_gold, {"question": "x"})) + "\nnot json\n"
+
+    with pytest.raises(OutcomesImportError) as err:
+        outcomes_import(study=imported_study, file=io.BytesIO(data.encode()))
+
+    message = str(err.value)
+    assert "line 2: question:" in message and "is not an item" in message
+    assert "line 3: ground_truth_label: 'yes' disagrees" in message
+    assert "line 4: missing field(s)" in message
+    assert "line 5: not valid JSON" in message
+    assert UnitScore.objects.count() == 0
+    assert not RationaleSource.objects.filter(name="m").exists()
+
+
+def test_import_with_tie_scores_it_as_wrong(imported_study):
+    row = {"question": "Did Gauss have a normal brain structure?", "rationale_source": "m",
+           "ground_truth_label": False, "human_predicted_label_before_rationale": None,
+           "human_predicted_label_after_rationale": False}
+    outcomes_import(study=imported_study, file=io.BytesIO(json.dumps(row).encode()))
+
+    run = study_score(study=imported_study, similarity=False)
+
+    unit = UnitScore.objects.get(study=imported_study)
+    assert unit.before_tie and unit.before_correct is False and unit.utility == 1
+    assert run.results["ties"] == {"before": 1, "after": 0, "units_with_tie": 1}

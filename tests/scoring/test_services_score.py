@@ -1,0 +1,230 @@
+"""Scoring collected studies from raw Annotation rows (utility and generalization)."""
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotations.models import Annotation, Assignment, AssignmentUnit, Participant, Unit
+from scoring import metrics
+from scoring.models import ScoreRun, UnitScore
+from scoring.services import study_score
+from studies.models import GeneralizationQuestion, GenUPrediction, Study
+from tests.factories import (
+    GeneralizationQuestionFactory,
+    ItemFactory,
+    RationaleFactory,
+    RationaleSourceFactory,
+    StudyFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+_workers = itertools.count()
+
+
+def collect(study, unit, answers, *, status=Assignment.Status.SUBMITTED, start=0):
+    """Record one new worker per (before, after) pair in ``answers`` for ``unit`` (a worker sees a
+    question once per study, so every answer pair comes from a fresh worker)."""
+    for before, after in answers:
+        n = next(_workers)
+        participant, _ = Participant.objects.get_or_create(provider="link", external_id=f"w{n}")
+        assignment = Assignment.objects.create(
+            study=study, participant=participant, status=status, expires_at=timezone.now() + timedelta(hours=1)
+        )
+        claim = AssignmentUnit.objects.create(
+            assignment=assignment, unit=unit, study=study, participant=participant,
+            question_key=unit.question_key, position=0,
+        )
+        if before is not None:
+            Annotation.objects.create(claim=claim, step="before", answer=before)
+        if after is not None:
+            Annotation.objects.create(claim=claim, step="after", answer=after)
+
+
+def make_unit(study, item, source, quota=5, gq=None):
+    return Unit.objects.create(study=study, item=item, source=source, quota=quota,
+                               question_key=f"q{item.pk}" + (f"g{gq.pk}" if gq else ""), generalization_question=gq)
+
+
+@pytest.fixture
+def utility_study():
+    study = StudyFactory(annotators_per_unit=5)
+    good, bad = RationaleSourceFactory(name="good-lm"), RationaleSourceFactory(name="bad-lm")
+    items = [ItemFactory(dataset=study.dataset, gold_answer="yes", gold_rationale="The sky is blue.") for _ in range(4)]
+    for it in items:
+        RationaleFactory(item=it, source=good, prediction_correct=True, text="The sky is blue indeed.")
+        RationaleFactory(item=it, source=bad, prediction_correct=False, text="Bananas are yellow.")
+    return study, items, good, bad
+
+
+def test_utility_study_majorities_utilities_and_warnings(utility_study):
+    study, items, good, bad = utility_study
+    # good-lm: wrong -> right on items 0-1 (useful), right -> right on item 2 (unsure);
+    # item 3 has only 3 workers (short).
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 3 + [("yes", "yes")] * 2)
+    collect(study, make_unit(study, items[1], good), [("no", "yes")] * 4 + [("no", "no")])
+    collect(study, make_unit(study, items[2], good), [("yes", "yes")] * 5)
+    collect(study, make_unit(study, items[3], good), [("no", "yes")] * 3)
+    # bad-lm: wrong after everywhere; item 0 has a 2-2 tie before (4 valid workers, one rejected).
+    unit = make_unit(study, items[0], bad)
+    collect(study, unit, [("yes", "no"), ("yes", "no"), ("no", "no"), ("no", "no")])
+    collect(study, unit, [("yes", "yes")], status=Assignment.Status.REJECTED, start=10)
+    collect(study, make_unit(study, items[1], bad), [("yes", "no")] * 5)
+    # A worker who gave only the first answer does not count.
+    collect(study, make_unit(study, items[2], bad), [("yes", "no")] * 5 + [("no", None)], start=20)
+    make_unit(study, items[3], bad)  # nobody yet
+
+    run = study_score(study=study, similarity=False, both_directions=True)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    scores = {(u.item_id, u.source.name): u for u in UnitScore.objects.filter(study=study).select_related("source")}
+    assert [scores[(it.pk, "good-lm")].utility for it in items] == [1, 1, 0, 1]
+    assert [scores[(it.pk, "bad-lm")].utility for it in items[:3]] == [-1, -1, -1]
+    tie = scores[(items[0].pk, "bad-lm")]
+    assert tie.before_tie and tie.before_majority == "" and tie.n_annotators == 4
+    assert scores[(items[2].pk, "bad-lm")].n_annotators == 5
+    assert (items[3].pk, "bad-lm") not in scores
+    r = run.results
+    assert r["ties"] == {"before": 1, "after": 0, "units_with_tie": 1}
+    assert r["utility_shares"]["good-lm"]["useful"] == pytest.approx(0.75)
+    assert r["utility_shares"]["bad-lm"]["not_useful"] == 1.0
+    assert r["task_accuracy"] == {"bad-lm": 0.0, "good-lm": 1.0, "all": pytest.approx(4 / 7)}
+    # Combined Theil's U equals the metric over the stored unit table.
+    units = list(UnitScore.objects.filter(study=study))
+    expected = metrics.theils_u([u.utility for u in units], [u.task_correct for u in units])
+    assert r["theils_u_utility_given_task_accuracy"]["all"] == pytest.approx(expected)
+    assert r["theils_u_task_accuracy_given_utility"]["all"] == pytest.approx(
+        metrics.theils_u([u.task_correct for u in units], [u.utility for u in units]))
+    assert any("1 of 8 units have no completed answers" in w for w in run.warnings)
+    assert any("short of the 5 annotators" in w and "1 with 3" in w and "1 with 4" in w for w in run.warnings)
+    assert any("has no Gen-U predictions" in w for w in run.warnings)
+    assert r["agreement"]["before"]["krippendorff_alpha"] is not None
+    assert r["agreement"]["before"]["fleiss_kappa"] is None  # unequal raters
+
+
+def test_rescoring_replaces_unit_scores(utility_study):
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    study_score(study=study, similarity=False)
+    study_score(study=study, similarity=False)
+    assert UnitScore.objects.filter(study=study).count() == 1
+    assert ScoreRun.objects.filter(study=study, status="done").count() == 2
+
+
+def test_gen_u_per_item_and_theils_u_against_utility(utility_study):
+    study, items, good, bad = utility_study
+    for it, answers in zip(items[:2], ([("no", "yes")] * 5, [("yes", "yes")] * 5), strict=True):
+        collect(study, make_unit(study, it, good), answers)
+    # item 0: two questions, F^I wrong & F^IR right on both -> s = [1, 1] -> Gen-U 1
+    # item 1: s = [1, 0] -> tie -> 0
+    pattern = {items[0]: [(False, True), (False, True)], items[1]: [(False, True), (True, True)]}
+    for it, pairs in pattern.items():
+        for k, (i_ok, ir_ok) in enumerate(pairs):
+            gq = GeneralizationQuestionFactory(item=it, text=f"g{it.pk}-{k}?")
+            GenUPrediction.objects.create(generalization_question=gq, rationale_source=good, answerer="I",
+                                          answerer_model="t5-base-I", correct=i_ok)
+            GenUPrediction.objects.create(generalization_question=gq, rationale_source=good, answerer="IR",
+                                          answerer_model="t5-base-IR", correct=ir_ok)
+
+    run = study_score(study=study, similarity=False)
+
+    scores = {u.item_id: u for u in UnitScore.objects.filter(study=study)}
+    assert scores[items[0].pk].gen_u == 1 and scores[items[1].pk].gen_u == 0
+    assert run.results["theils_u_utility_given_gen_u"]["good-lm"] == pytest.approx(1.0)
+    assert run.results["gen_u"]["consistency"]["good-lm"]["F^IR"]["consistency"] == 1.0
+
+
+def test_similarity_uses_local_bertscore_model(utility_study):
+    pytest.importorskip("bert_score")
+    study, items, good, bad = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    collect(study, make_unit(study, items[0], bad), [("yes", "no")] * 5)
+    collect(study, make_unit(study, items[1], good), [("yes", "yes")] * 5)
+
+    run = study_score(study=study, similarity=True)
+
+    sims = {u.source.name: u.similarity for u in UnitScore.objects.filter(study=study, item=items[0]).select_related("source")}
+    assert sims["good-lm"] > sims["bad-lm"]
+    assert run.results["similarity_model"]
+    assert 0.0 <= run.results["correlation_ratio_utility_similarity"]["all"] <= 1.0
+
+
+def test_generalization_study_accuracy_delta_by_type_and_utility(utility_study):
+    study, items, good, _ = utility_study
+    # The original item's utility comes from a scored utility study.
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    study_score(study=study, similarity=False)
+    gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3)
+    gen_study.items.add(items[0])
+    cf = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.COUNTERFACTUAL, answer="no")
+    rp = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.REPHRASE, answer="yes")
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=cf), [("yes", "no")] * 3)   # wrong -> right
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=rp), [("yes", "yes")] * 3, start=5)
+
+    run = study_score(study=gen_study)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    gen = run.results["generalization"]
+    assert gen["by_type"]["counterfactual"]["accuracy_delta"] == 1.0
+    assert gen["by_type"]["rephrase"]["accuracy_delta"] == 0.0
+    assert gen["by_utility"]["useful"]["n"] == 2
+    consistency = gen["consistency"]["all_generalization_questions"]
+    assert consistency["after"]["consistency"] == 1.0 and consistency["before"]["consistency"] == 0.0
+    assert gen["consistency"]["item_with_counterfactuals"]["after"]["n_bundles"] == 1
+
+
+def test_study_without_units_fails_with_a_clear_error():
+    study = StudyFactory()
+    run = study_score(study=study, similarity=False)
+    assert run.status == ScoreRun.Status.FAILED
+    assert "has no units" in run.error
+
+
+def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
+    study, items, good, _ = utility_study
+    study.faithfulness_enabled = True
+    study.save()
+    good.has_highlights = True
+    good.save()
+    study.sources.add(good)
+    study.items.add(*items)
+    for it, (pf, ph, pw) in zip(items, [(0.9, 0.95, 0.3), (0.8, 0.7, 0.6), (0.6, 0.6, 0.6), (0.7, 0.8, 0.2)], strict=True):
+        r = it.rationales.get(source=good)
+        r.generation_info = {"faithfulness": {"p_full": pf, "p_highlight": ph, "p_without": pw}}
+        r.save()
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+
+    run = study_score(study=study, similarity=False)
+
+    assert run.results["test_sufficiency"] == pytest.approx(((0.9 - 0.95) + 0.1 + 0 - 0.1) / 4)
+    assert run.results["test_comprehensiveness"] == pytest.approx((0.6 + 0.2 + 0 + 0.5) / 4)
+    assert "select-then-predict" in run.results["faithfulness"]["caveats"]["sufficiency"]
+
+
+def test_properties_mixed_model_reports_log_odds_with_intervals():
+    study = StudyFactory(annotators_per_unit=3)
+    sources = [RationaleSourceFactory(name=f"props-{i}") for i in range(2)]
+    rng = __import__("random").Random(4)
+    for _n in range(40):
+        item = ItemFactory(dataset=study.dataset, gold_answer="yes")
+        for source in sources:
+            factual = rng.random() < 0.5
+            useful = rng.random() < (0.8 if factual else 0.2)
+            unit = make_unit(study, item, source, quota=3)
+            collect(study, unit, [("no", "yes") if useful else ("yes", "yes")] * 3)
+            for claim in unit.claims.all():
+                Annotation.objects.create(claim=claim, step="properties",
+                                          payload={"properties": {"factual": factual, "grammatical": True}})
+
+    run = study_score(study=study, similarity=False)
+
+    model = run.results["properties_model"]
+    assert model["n_rationales"] == 80
+    assert model["constant_properties_dropped"] == ["grammatical"]
+    term = model["terms"]["factual"]
+    assert term["ci"][0] < term["log_odds"] < term["ci"][1]
+    assert term["log_odds"] > 0.5  # useful far more often when factual
