@@ -1,2 +1,148 @@
-"""Admin for participants, units, assignments, answers, attention checks and qualification tests."""
-from django.contrib import admin  # noqa: F401
+"""Admin for participants, units, assignments, answers, attention checks and qualification tests.
+
+Answers are read-only here: they are written by the worker pages only."""
+from django.contrib import admin
+from django.db.models import Count, Q
+
+from annotations.models import (
+    Annotation,
+    Assignment,
+    AssignmentUnit,
+    AttentionCheck,
+    Participant,
+    QualificationGrant,
+    QualificationQuestion,
+    QualificationTest,
+    Unit,
+)
+
+
+class ReadOnlyMixin:
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Participant)
+class ParticipantAdmin(admin.ModelAdmin):
+    list_display = ("id", "provider", "external_id", "blocked", "created_at")
+    list_filter = ("provider", "blocked")
+    search_fields = ("external_id",)
+    readonly_fields = ("provider", "external_id", "created_at")
+
+
+@admin.register(Unit)
+class UnitAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "study", "question_key", "source", "generalization_question", "quota", "n_claimed",
+                    "n_completed", "filled")
+    list_filter = ("study", "source")
+    search_fields = ("question_key", "item__question")
+    list_select_related = ("study", "source", "generalization_question")
+
+    @admin.display(description="Filled", boolean=True)
+    def filled(self, obj: Unit) -> bool:
+        return obj.n_completed >= obj.quota
+
+
+class AnnotationInline(ReadOnlyMixin, admin.TabularInline):
+    model = Annotation
+    fields = ("step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+class ClaimInline(ReadOnlyMixin, admin.TabularInline):
+    model = AssignmentUnit
+    fields = ("position", "question_key", "unit", "attention_check", "completed_at", "released")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    """Read-only: reviews (approve, reject, bonus) go through the providers' services."""
+
+    list_display = ("id", "study", "participant", "status", "n_claims", "n_completed", "created_at", "expires_at",
+                    "submitted_at", "completion_code")
+    list_filter = ("study", "status")
+    search_fields = ("participant__external_id", "provider_assignment_id", "completion_code")
+    readonly_fields = ("study", "participant", "status", "token", "provider_assignment_id", "provider_task_id", "return_url",
+                       "completion_code", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at")
+    fields = readonly_fields
+    inlines = [ClaimInline]
+    list_select_related = ("study", "participant")
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            _n_claims=Count("claims"), _n_completed=Count("claims", filter=Q(claims__completed_at__isnull=False))
+        )
+
+    @admin.display(description="Questions", ordering="_n_claims")
+    def n_claims(self, obj) -> int:
+        return obj._n_claims
+
+    @admin.display(description="Answered", ordering="_n_completed")
+    def n_completed(self, obj) -> int:
+        return obj._n_completed
+
+
+@admin.register(AssignmentUnit)
+class AssignmentUnitAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "assignment", "position", "question_key", "unit", "attention_check", "completed_at",
+                    "released")
+    list_filter = ("study", "released")
+    inlines = [AnnotationInline]
+    list_select_related = ("assignment", "unit", "attention_check")
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "study", "worker", "question_key", "step", "answer", "duration_ms", "answered_at")
+    list_filter = ("step", "claim__study")
+    search_fields = ("claim__participant__external_id", "claim__question_key")
+    list_select_related = ("claim__study", "claim__participant")
+    readonly_fields = ("claim", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
+
+    @admin.display(ordering="claim__study")
+    def study(self, obj):
+        return obj.claim.study
+
+    @admin.display(ordering="claim__participant")
+    def worker(self, obj):
+        return obj.claim.participant
+
+    @admin.display(ordering="claim__question_key")
+    def question_key(self, obj):
+        return obj.claim.question_key
+
+
+@admin.register(AttentionCheck)
+class AttentionCheckAdmin(admin.ModelAdmin):
+    list_display = ("id", "study", "question", "correct_answer")
+    list_filter = ("study",)
+
+
+class QualificationQuestionInline(admin.TabularInline):
+    model = QualificationQuestion
+    extra = 1
+
+
+@admin.register(QualificationTest)
+class QualificationTestAdmin(admin.ModelAdmin):
+    list_display = ("id", "study", "pass_mark")
+    inlines = [QualificationQuestionInline]
+
+
+@admin.register(QualificationGrant)
+class QualificationGrantAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "study", "participant", "passed", "score", "created_at")
+    list_filter = ("study", "passed")
+    readonly_fields = ("study", "participant", "passed", "score", "answers", "created_at")

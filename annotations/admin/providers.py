@@ -1,2 +1,298 @@
-"""Admin for crowd platforms: publications, provider calls (audit), bonuses."""
-from django.contrib import admin  # noqa: F401
+"""Admin for crowd platforms: publications, the provider-call audit (read-only), bonuses, links,
+MTurk qualification types and synced submissions.
+
+A researcher's page per study, ``/admin/annotations/publication/publish/<study_id>/``, shows
+the cost estimate, the effective hourly pay against the floor, the balance (on request), and
+buttons that call the services: publish (or dry run), sync, approve all, pay bonuses, make
+links, close. Every button is a POST; GET never changes anything.
+"""
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from annotations.models import (
+    Assignment,
+    Bonus,
+    MTurkQualificationType,
+    OpenLink,
+    ParticipantLink,
+    ProviderCall,
+    ProviderSubmission,
+    Publication,
+)
+from annotations.providers import get_provider
+from annotations.providers.base import ProviderError
+from annotations.services.links import link_public_url, links_generate, open_link_create
+from annotations.services.payments import ProviderServiceError
+from annotations.services.providers import (
+    bonus_pay,
+    study_approve_all,
+    study_bonus_candidates,
+    study_close,
+    study_cost_estimate,
+    study_effective_hourly_pay,
+    study_provider_overview,
+    study_publish,
+    study_sync,
+    study_task_count,
+)
+from annotations.tasks_providers import approve_assignments_task, pay_bonuses_task
+from studies.models import Study
+
+# Up to this many approvals or bonuses run in the request; more go to the Celery queue.
+INLINE_LIMIT = 50
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Publication)
+class PublicationAdmin(admin.ModelAdmin):
+    list_display = ("study", "provider", "batch", "status", "dry_run", "n_tasks", "estimated_cost", "currency",
+                    "created_at", "publish_page")
+    list_filter = ("provider", "status", "dry_run")
+    search_fields = ("study__name", "request_token")
+    readonly_fields = [f.name for f in Publication._meta.fields]
+    change_list_template = "admin/annotations/providers/publication_changelist.html"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Researcher page")
+    def publish_page(self, obj: Publication):
+        return format_html('<a href="{}">open</a>', reverse("admin:annotations_publication_publish", args=[obj.study_id]))
+
+    def get_urls(self):
+        urls = super().get_urls()
+        custom = [
+            path("publish/", self.admin_site.admin_view(self.study_list_view), name="annotations_publication_studies"),
+            path("publish/<int:study_id>/", self.admin_site.admin_view(self.publish_view),
+                 name="annotations_publication_publish"),
+        ]
+        return custom + urls
+
+    def _check(self, request: HttpRequest, write: bool = False) -> None:
+        perm = "annotations.add_publication" if write else "annotations.view_publication"
+        if not request.user.has_perm(perm):
+            raise PermissionDenied
+
+    def study_list_view(self, request: HttpRequest) -> HttpResponse:
+        self._check(request)
+        context = {**self.admin_site.each_context(request), "title": "Publish a study",
+                   "studies": Study.objects.order_by("name"), "opts": self.model._meta}
+        return TemplateResponse(request, "admin/annotations/providers/studies.html", context)
+
+    def publish_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
+        self._check(request)
+        study = get_object_or_404(Study, pk=study_id)
+        url = reverse("admin:annotations_publication_publish", args=[study.pk])
+        if request.method == "POST":
+            self._check(request, write=True)
+            self._act(request, study)
+            return HttpResponseRedirect(url)
+        provider_name = request.GET.get("provider") or study.provider
+        if provider_name not in {"link", "prolific", "mturk"}:
+            provider_name = study.provider
+        estimate = study_cost_estimate(study=study, provider_name=provider_name)
+        n_answers, n_tasks = study_task_count(study=study)
+        balance, balance_error = None, ""
+        if request.GET.get("balance"):
+            try:
+                balance = get_provider(provider_name).balance()
+                if balance is None:
+                    balance_error = "this platform has no balance call; check it in the platform's web app"
+            except ProviderError as exc:
+                balance_error = exc.message
+        candidates = study_bonus_candidates(study=study)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Crowd platform: {study.name}",
+            "opts": self.model._meta,
+            "study": study,
+            "provider_name": provider_name,
+            "providers": [("link", "Participant links"), ("prolific", "Prolific"), ("mturk", "Amazon Mechanical Turk")],
+            "estimate": estimate,
+            "n_answers": n_answers,
+            "n_tasks": n_tasks,
+            "hourly": study_effective_hourly_pay(study=study),
+            "balance": balance,
+            "balance_error": balance_error,
+            "overview": study_provider_overview(study=study),
+            "candidates": candidates,
+            "calls": ProviderCall.objects.filter(study=study).order_by("-created_at")[:50],
+            "dry_runs": Publication.objects.filter(study=study, dry_run=True).order_by("-created_at")[:3],
+            "submitted": Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).count(),
+            "links": [(link, link_public_url(link)) for link in
+                      ParticipantLink.objects.filter(study=study, revoked=False).order_by("-id")[:200]],
+            "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
+        }
+        return TemplateResponse(request, "admin/annotations/providers/publish.html", context)
+
+    def _act(self, request: HttpRequest, study: Study) -> None:
+        action = request.POST.get("action", "")
+        user = request.user
+        try:
+            if action == "publish":
+                provider_name = request.POST.get("provider") or study.provider
+                dry_run = request.POST.get("dry_run") == "on"
+                options = {"link_mode": request.POST.get("link_mode", "single")}
+                publication = study_publish(study=study, user=user, dry_run=dry_run, provider_name=provider_name,
+                                            options=options)
+                if dry_run:
+                    messages.info(request, f"Dry run: {len(publication.plan.get('requests', []))} request(s) shown "
+                                           "below; nothing was sent.")
+                else:
+                    messages.success(request, f"Published {study.name} on {publication.provider} "
+                                              f"(batch {publication.batch}).")
+            elif action == "sync":
+                report = study_sync(study=study)
+                messages.success(request, f"Synced: {report.remote} on the platform, {report.matched} matched, "
+                                          f"{report.flagged} flagged, {report.status_updates} status updates, "
+                                          f"reconciled {report.reconciled}.")
+            elif action == "approve_all":
+                ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
+                           .values_list("id", flat=True))
+                if len(ids) > INLINE_LIMIT:
+                    approve_assignments_task.delay(ids, user.pk)
+                    messages.success(request, f"Approving {len(ids)} assignments in the background; reload to "
+                                              "see the audit table fill.")
+                    return
+                result = study_approve_all(study=study, user=user)
+                messages.success(request, f"Approved {result['approved']} assignment(s).")
+                for error in result["errors"][:20]:
+                    messages.error(request, error)
+            elif action == "bonus":
+                self._bonus(request, study)
+            elif action == "make_links":
+                count = int(request.POST.get("count") or 0)
+                links = links_generate(study=study, n=count, user=user, label=request.POST.get("label", ""))
+                messages.success(request, f"Made {len(links)} single-person link(s).")
+            elif action == "open_link":
+                raw = request.POST.get("max_participants") or ""
+                link = open_link_create(study=study, user=user, completion_code=request.POST.get("completion_code", ""),
+                                        max_participants=int(raw) if raw else None)
+                messages.success(request, f"Open link: {link_public_url(link)} (code {link.completion_code}).")
+            elif action == "close":
+                closed = study_close(study=study, user=user)
+                messages.success(request, f"Closed {len(closed)} publication(s).")
+            else:
+                messages.error(request, f"Unknown action {action!r}.")
+        except (ProviderServiceError, ProviderError) as exc:
+            messages.error(request, exc.message)
+        except ValueError as exc:
+            messages.error(request, f"Invalid input: {exc}")
+
+    def _bonus(self, request: HttpRequest, study: Study) -> None:
+        kind = request.POST.get("kind", Bonus.Kind.OTHER)
+        reason = request.POST.get("reason", "").strip()
+        try:
+            amount = Decimal(request.POST.get("amount", ""))
+        except InvalidOperation:
+            messages.error(request, "Bonus amount: enter a number such as 0.50.")
+            return
+        raw_ids = request.POST.get("assignment_ids", "").replace(",", " ").split()
+        if not raw_ids and kind in {"flagged_error", "good_work"}:
+            raw_ids = [str(i) for i in study_bonus_candidates(study=study)[kind]]
+        ids = []
+        for raw in raw_ids:
+            if not raw.isdigit():
+                messages.error(request, f"Assignment id {raw!r} is not a number.")
+                return
+            ids.append(int(raw))
+        if not ids:
+            messages.error(request, "No assignments to pay: enter assignment ids or pick a kind with candidates.")
+            return
+        if len(ids) > INLINE_LIMIT:
+            items = [{"assignment_id": i, "amount": str(amount), "reason": reason, "kind": kind} for i in ids]
+            pay_bonuses_task.delay(items, request.user.pk)
+            messages.success(request, f"Paying {len(ids)} bonuses in the background; each is paid once.")
+            return
+        paid = 0
+        for assignment in Assignment.objects.filter(study=study, pk__in=ids).order_by("id"):
+            try:
+                bonus_pay(assignment=assignment, amount=amount, reason=reason, user=request.user, kind=kind)
+                paid += 1
+            except ProviderServiceError as exc:
+                messages.error(request, exc.message)
+        messages.success(request, f"Bonus paid (or already paid) for {paid} assignment(s).")
+
+
+@admin.register(ProviderCall)
+class ProviderCallAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "provider", "operation", "status", "amount", "currency", "study", "user",
+                    "idempotency_key", "attempts")
+    list_filter = ("provider", "operation", "status")
+    search_fields = ("idempotency_key", "provider_token", "study__name")
+    readonly_fields = [f.name for f in ProviderCall._meta.fields]
+    date_hierarchy = "created_at"
+
+
+@admin.register(Bonus)
+class BonusAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "participant", "assignment", "kind", "amount", "currency", "status", "paid_at")
+    list_filter = ("kind", "status")
+    search_fields = ("token", "participant__external_id", "reason")
+    readonly_fields = [f.name for f in Bonus._meta.fields]
+
+
+@admin.register(ParticipantLink)
+class ParticipantLinkAdmin(admin.ModelAdmin):
+    list_display = ("id", "study", "label", "completion_code", "participant", "redeemed_at", "revoked", "url")
+    list_filter = ("revoked", "study")
+    search_fields = ("label", "study__name")
+    readonly_fields = ("token", "participant", "redeemed_at", "created_at", "created_by", "url")
+    fields = ("study", "label", "completion_code", "revoked", "token", "url", "participant", "redeemed_at",
+              "created_by", "created_at")
+
+    def has_add_permission(self, request, obj=None):
+        return False  # links are made in bulk from the researcher page or `manage.py make_links`
+
+    @admin.display(description="URL")
+    def url(self, obj):
+        return link_public_url(obj)
+
+
+@admin.register(OpenLink)
+class OpenLinkAdmin(admin.ModelAdmin):
+    list_display = ("id", "study", "completion_code", "n_participants", "max_participants", "active", "url")
+    list_filter = ("active",)
+    readonly_fields = ("token", "n_participants", "created_at", "created_by", "url")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="URL")
+    def url(self, obj):
+        return link_public_url(obj)
+
+
+@admin.register(MTurkQualificationType)
+class MTurkQualificationTypeAdmin(ReadOnlyAdmin):
+    list_display = ("study", "kind", "qualification_type_id", "min_score", "endpoint", "created_at")
+
+
+@admin.register(ProviderSubmission)
+class ProviderSubmissionAdmin(ReadOnlyAdmin):
+    list_display = ("provider_assignment_id", "publication", "worker_id", "provider_status", "assignment", "flag",
+                    "submitted_at", "synced_at")
+    list_filter = ("flag", "provider_status")
+    search_fields = ("provider_assignment_id", "worker_id")

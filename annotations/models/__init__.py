@@ -10,3 +10,12 @@ from .core import (  # noqa: F401
     QualificationTest,
     Unit,
 )
+from .providers import (  # noqa: F401
+    Bonus,
+    MTurkQualificationType,
+    OpenLink,
+    ParticipantLink,
+    ProviderCall,
+    ProviderSubmission,
+    Publication,
+)

@@ -65,10 +65,27 @@ class Unit(models.Model):
 
     class Meta:
         constraints = [
+            # One unit per (item or generalization question) and source; partial indexes so that
+            # SQLite enforces it too (it has no NULLS NOT DISTINCT).
             models.UniqueConstraint(
-                fields=["study", "item", "source", "generalization_question"],
-                name="unit_unique_in_study",
-                nulls_distinct=False,
+                fields=["study", "item", "source"],
+                condition=Q(generalization_question__isnull=True, source__isnull=False),
+                name="unit_unique_item_source",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "item"],
+                condition=Q(generalization_question__isnull=True, source__isnull=True),
+                name="unit_unique_item",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "generalization_question", "source"],
+                condition=Q(generalization_question__isnull=False, source__isnull=False),
+                name="unit_unique_genq_source",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "generalization_question"],
+                condition=Q(generalization_question__isnull=False, source__isnull=True),
+                name="unit_unique_genq",
             ),
             models.CheckConstraint(condition=Q(n_claimed__lte=models.F("quota")), name="unit_not_overfilled"),
             models.CheckConstraint(condition=Q(n_completed__lte=models.F("n_claimed")), name="unit_completed_le_claimed"),
@@ -153,6 +170,15 @@ class Assignment(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["study", "status", "expires_at"])]
+        constraints = [
+            # A worker holds at most one active task per study: a double click on "start" or a
+            # second tab resumes the first instead of claiming a second set of units.
+            models.UniqueConstraint(
+                fields=["study", "participant"],
+                condition=Q(status="active"),
+                name="assignment_one_active_per_worker",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"assignment {self.pk} of {self.participant} in {self.study}"

@@ -1,0 +1,59 @@
+"""``manage.py publish_study <id> [--provider mturk|prolific|link] [--dry-run]``: estimate the cost and
+publish a study; with --dry-run, print every request that would be sent and send nothing."""
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotations.providers.base import ProviderError
+from annotations.services.payments import ProviderServiceError
+from annotations.services.providers import study_effective_hourly_pay, study_publish
+from studies.models import Study
+
+
+class Command(BaseCommand):
+    help = "Publish a study on MTurk, Prolific or as links (use --dry-run to see what would be sent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("study_id", type=int)
+        parser.add_argument("--provider", choices=["mturk", "prolific", "link"], default=None,
+                            help="Defaults to the study's provider.")
+        parser.add_argument("--dry-run", action="store_true", help="Print the requests; send nothing.")
+        parser.add_argument("--link-mode", choices=["single", "open"], default="single")
+        parser.add_argument("--max-assignments-per-hit", type=int, default=None,
+                            help="MTurk: assignments per HIT (9 keeps the fee at 20%%).")
+
+    def handle(self, *args, **options):
+        study = Study.objects.filter(pk=options["study_id"]).first()
+        if study is None:
+            raise CommandError(f"no study with id {options['study_id']}")
+        publish_options = {"link_mode": options["link_mode"]}
+        if options["max_assignments_per_hit"]:
+            publish_options["max_assignments_per_hit"] = options["max_assignments_per_hit"]
+        try:
+            publication = study_publish(study=study, dry_run=options["dry_run"], provider_name=options["provider"],
+                                        options=publish_options)
+        except (ProviderServiceError, ProviderError) as exc:
+            raise CommandError(exc.message) from exc
+        hourly = study_effective_hourly_pay(study=study)
+        estimate = (publication.plan or {}).get("estimate", {})
+        self.stdout.write(f"{study.name} on {publication.provider} ({publication.endpoint or 'no API'}), "
+                          f"batch {publication.batch}: {publication.n_tasks} tasks, estimated "
+                          f"{estimate.get('total', publication.estimated_cost)} {publication.currency} with fees")
+        self.stdout.write(f"effective pay: {hourly.hourly_median or hourly.estimate_hourly}/hour "
+                          f"({hourly.basis}); floor {hourly.floor}/hour")
+        for warning in (publication.plan or {}).get("warnings", hourly.warnings):
+            self.stdout.write(self.style.WARNING(f"warning: {warning}"))
+        if publication.dry_run:
+            self.stdout.write(self.style.NOTICE("DRY RUN: nothing was sent. Requests that would be sent:"))
+            for request in publication.plan.get("requests", []):
+                self.stdout.write(json.dumps(request, indent=2, default=str))
+        elif publication.provider == "link":
+            from annotations.services.links import link_public_url
+
+            for link in [*publication.open_links.all(), *publication.participant_links.all()]:
+                self.stdout.write(f"{link_public_url(link)}\t{link.completion_code}")
+            self.stdout.write(self.style.SUCCESS("published as links"))
+        else:
+            self.stdout.write(self.style.SUCCESS(f"published: {json.dumps(publication.external_ids)}"))

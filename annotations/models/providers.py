@@ -1,0 +1,326 @@
+"""Crowd platforms: what was published where, every call that touched a platform (the audit
+table), bonuses, participant links and MTurk qualification types.
+
+Money safety rests on ``ProviderCall``: a row with a deterministic ``idempotency_key`` is
+committed in status ``sent`` *before* the request leaves, and marked ``confirmed`` after the
+platform answered. A retry of the same key never sends again once confirmed, and reconciles
+with the platform first when the earlier attempt's outcome is unknown (see
+``annotations.services.payments``).
+"""
+from __future__ import annotations
+
+import secrets
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from studies.models import Study
+
+from .core import Assignment, Participant
+
+
+class ProviderName(models.TextChoices):
+    LINK = "link", "Participant links"
+    PROLIFIC = "prolific", "Prolific"
+    MTURK = "mturk", "Amazon Mechanical Turk"
+
+
+def new_link_token() -> str:
+    # 32 random bytes: unguessable, URL-safe, 43 characters.
+    return secrets.token_urlsafe(32)
+
+
+def new_completion_code() -> str:
+    return secrets.token_hex(4).upper()
+
+
+class Publication(models.Model):
+    """One batch of a study put on one platform. ``request_token`` is derived from the study and
+    the batch, so a retried publish finds the same row (and MTurk's UniqueRequestToken is built
+    from it, so a retried create_hit never makes a second HIT)."""
+
+    class Status(models.TextChoices):
+        PUBLISHING = "publishing", "Publishing (calls in flight)"
+        PUBLISHED = "published", "Published"
+        CLOSED = "closed", "Closed"
+        FAILED = "failed", "Failed"
+        DRY_RUN = "dry_run", "Dry run (nothing sent)"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="publications")
+    provider = models.CharField(max_length=20, choices=ProviderName.choices)
+    batch = models.PositiveIntegerField(default=1)
+    request_token = models.CharField(max_length=64)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PUBLISHING)
+    dry_run = models.BooleanField(default=False)
+    # MTurk: [{"index": 0, "hit_id": "...", "max_assignments": 9}, ...]; Prolific: [{"study_id": "..."}].
+    external_ids = models.JSONField(default=list, blank=True)
+    endpoint = models.CharField(max_length=300, blank=True, help_text="API endpoint used (sandbox or live).")
+    # Prolific: the code a worker's browser hands back at the end (the questionnaire redirects to
+    # https://app.prolific.com/submissions/complete?cc=<code>).
+    completion_code = models.CharField(max_length=16, default=new_completion_code)
+    n_tasks = models.PositiveIntegerField(default=0, help_text="Assignments / places / links requested.")
+    reward = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("0"))
+    currency = models.CharField(max_length=3, default="USD")
+    estimated_cost = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("0"))
+    # What was (or, for a dry run, would be) sent: no secrets.
+    plan = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "provider", "batch", "dry_run"], name="publication_one_per_batch"
+            ),
+            models.UniqueConstraint(
+                fields=["request_token"], condition=Q(dry_run=False), name="publication_unique_request_token"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        suffix = " (dry run)" if self.dry_run else ""
+        return f"{self.study} on {self.provider}, batch {self.batch}{suffix}"
+
+    @property
+    def hit_ids(self) -> list[str]:
+        return [entry["hit_id"] for entry in self.external_ids if entry.get("hit_id")]
+
+    @property
+    def prolific_study_id(self) -> str:
+        for entry in self.external_ids:
+            if entry.get("study_id"):
+                return entry["study_id"]
+        return ""
+
+
+class ProviderCall(models.Model):
+    """The audit table: one row per state-changing platform call (every call that costs money,
+    and the reviews, blocks and closes that go with them). Never holds a credential."""
+
+    class Status(models.TextChoices):
+        SENT = "sent", "Sent (outcome not yet recorded)"
+        CONFIRMED = "confirmed", "Confirmed"
+        FAILED = "failed", "Failed (not applied; safe to retry)"
+
+    class Operation(models.TextChoices):
+        CREATE_HIT = "create_hit", "MTurk: create HIT"
+        ADD_ASSIGNMENTS = "add_assignments", "MTurk: add assignments to a HIT"
+        CREATE_QUALIFICATION = "create_qualification", "MTurk: create qualification type"
+        ASSOCIATE_QUALIFICATION = "associate_qualification", "MTurk: grant qualification"
+        EXPIRE_HIT = "expire_hit", "MTurk: expire HIT"
+        NOTIFY = "notify", "Notify workers"
+        CREATE_STUDY = "create_study", "Prolific: create draft study"
+        PUBLISH_STUDY = "publish_study", "Prolific: publish study"
+        STOP_STUDY = "stop_study", "Prolific: stop study"
+        APPROVE = "approve", "Approve assignment / submission"
+        REJECT = "reject", "Reject assignment / submission"
+        BONUS = "bonus", "Pay bonus"
+        BONUS_SETUP = "bonus_setup", "Prolific: set up bonus"
+        BLOCK = "block", "Block worker"
+
+    provider = models.CharField(max_length=20, choices=ProviderName.choices)
+    operation = models.CharField(max_length=40, choices=Operation.choices)
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    # The platform's own idempotency token, when it has one (MTurk UniqueRequestToken, max 64).
+    provider_token = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.SENT)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="provider_calls")
+    publication = models.ForeignKey(
+        Publication, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="provider_calls"
+    )
+    amount = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("0"))
+    currency = models.CharField(max_length=3, default="USD")
+    request_summary = models.JSONField(default=dict, blank=True)
+    response = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["study", "status"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gte=0), name="provider_call_amount_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.operation} [{self.status}] {self.idempotency_key}"
+
+
+class Bonus(models.Model):
+    """A bonus promised to a worker for one assignment. ``token`` is derived from the assignment,
+    amount and reason, so the same bonus requested twice is one row and is paid once."""
+
+    class Kind(models.TextChoices):
+        FLAGGED_ERROR = "flagged_error", "Flagged a broken question"
+        GOOD_WORK = "good_work", "Consistently good work"
+        OTHER = "other", "Other"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        PAID = "paid", "Paid"
+        FAILED = "failed", "Failed"
+        RECORDED = "recorded", "Recorded (paid outside the app)"
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="bonuses")
+    participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="bonuses")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.OTHER)
+    amount = models.DecimalField(max_digits=8, decimal_places=2)
+    currency = models.CharField(max_length=3, default="USD")
+    reason = models.TextField()
+    token = models.CharField(max_length=64, unique=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    provider_call = models.ForeignKey(
+        ProviderCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="bonuses"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "bonuses"
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="bonus_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount} {self.currency} to {self.participant} ({self.kind})"
+
+
+class ParticipantLink(models.Model):
+    """A single-person link: the first visit creates its participant, later visits (a reload,
+    another day) return the same participant. Revoked links stop working."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participant_links")
+    publication = models.ForeignKey(
+        Publication, null=True, blank=True, on_delete=models.SET_NULL, related_name="participant_links"
+    )
+    token = models.CharField(max_length=64, unique=True, default=new_link_token)
+    label = models.CharField(max_length=200, blank=True, help_text="E.g. a lab seat or session name.")
+    completion_code = models.CharField(max_length=16, default=new_completion_code)
+    participant = models.OneToOneField(
+        Participant, null=True, blank=True, on_delete=models.SET_NULL, related_name="participant_link"
+    )
+    revoked = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    redeemed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study_id", "id"]
+
+    def __str__(self) -> str:
+        return f"link {self.pk} for {self.study}"
+
+
+class OpenLink(models.Model):
+    """One link for many people (a class, a forum post); every new visitor becomes a new
+    participant, and all of them get the same completion code at the end."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="open_links")
+    publication = models.ForeignKey(
+        Publication, null=True, blank=True, on_delete=models.SET_NULL, related_name="open_links"
+    )
+    token = models.CharField(max_length=64, unique=True, default=new_link_token)
+    completion_code = models.CharField(max_length=64, default=new_completion_code)
+    max_participants = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: no limit.")
+    n_participants = models.PositiveIntegerField(default=0)
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study_id", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_participants__isnull=True) | Q(n_participants__lte=models.F("max_participants")),
+                name="open_link_not_over_capacity",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"open link {self.pk} for {self.study}"
+
+
+class MTurkQualificationType(models.Model):
+    """The MTurk qualification type made for a study: a graded test (QuestionForm + AnswerKey,
+    scored by MTurk as a percentage) or one the app grants after its own qualification flow."""
+
+    class Kind(models.TextChoices):
+        GRADED_TEST = "graded_test", "Graded test on MTurk"
+        APP_GRANTED = "app_granted", "Granted by the app"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="mturk_qualification_types")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    endpoint = models.CharField(max_length=300)
+    qualification_type_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=200)
+    # Workers need a value >= this (a percentage for graded tests, 0-100 for app grants).
+    min_score = models.PositiveIntegerField(default=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "kind", "endpoint"], name="mturk_qualtype_one_per_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.qualification_type_id})"
+
+
+class ProviderSubmission(models.Model):
+    """What the platform says about one worker's assignment / submission, refreshed by sync, and
+    matched to the answers the questionnaire stored."""
+
+    class Flag(models.TextChoices):
+        OK = "", "—"
+        NO_LOCAL_ASSIGNMENT = "no_local_assignment", "Submitted on the platform, unknown here"
+        NO_ANSWERS = "no_answers", "Submitted on the platform with no stored answers"
+
+    publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="submissions")
+    provider_assignment_id = models.CharField(max_length=200)
+    provider_task_id = models.CharField(max_length=200, blank=True)
+    worker_id = models.CharField(max_length=200, blank=True)
+    provider_status = models.CharField(max_length=40)
+    assignment = models.ForeignKey(
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="provider_submissions"
+    )
+    flag = models.CharField(max_length=30, choices=Flag.choices, blank=True, default="")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["publication_id", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["publication", "provider_assignment_id"], name="provider_submission_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider_assignment_id} [{self.provider_status}]"

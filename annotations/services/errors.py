@@ -1,0 +1,67 @@
+"""Domain errors of the questionnaire. Each carries a message a worker or researcher can act on;
+views show it on a page (never a stack trace), tests match on the class."""
+from __future__ import annotations
+
+
+class AnnotationError(Exception):
+    """Base class. ``status`` is the HTTP status a view answers with."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class StudyNotOpen(AnnotationError):
+    status = 403
+
+
+class ParticipantBlocked(AnnotationError):
+    status = 403
+
+
+class NotQualified(AnnotationError):
+    status = 403
+
+
+class NoWorkAvailable(AnnotationError):
+    status = 409
+
+
+class AssignmentNotActive(AnnotationError):
+    """The assignment was submitted, returned, expired or reviewed: nothing more is stored."""
+
+    status = 409
+
+
+class AssignmentExpired(AssignmentNotActive):
+    status = 410
+
+
+class ForeignClaim(AnnotationError):
+    """The claim does not belong to this assignment."""
+
+    status = 403
+
+
+class StepOutOfOrder(AnnotationError):
+    status = 409
+
+
+class AnswerLocked(AnnotationError):
+    """An answer for this step is already stored and differs from the new one."""
+
+    status = 409
+
+
+class InvalidAnswer(AnnotationError):
+    status = 400
+
+
+class AssignmentIncomplete(AnnotationError):
+    status = 409
+
+
+class UnitsBuildError(AnnotationError):
+    pass

@@ -1,0 +1,190 @@
+"""The audit-and-idempotency core of every platform call that changes state or moves money.
+
+``provider_call_execute`` is the only way the provider services talk to a platform:
+
+1. Find or create the ``ProviderCall`` row for a deterministic ``idempotency_key`` under a row
+   lock. ``confirmed`` -> return it, nothing is sent.
+2. ``sent`` (an earlier attempt whose answer was never recorded: a crash, a timeout) ->
+   ask the platform (``reconcile``) whether it was applied. Applied -> mark confirmed, return.
+   Not applied -> send again. Cannot tell yet -> raise ``CallOutcomeUnknown``; nothing is sent.
+3. Mark the row ``sent`` and COMMIT, then send (with the platform's own idempotency token
+   where it has one), then mark it ``confirmed`` with the response.
+
+A refusal by the platform marks the row ``failed`` (not applied, safe to retry); a network
+error or a crash leaves it ``sent`` for the next attempt or the next sync to reconcile. The
+money therefore moves at most once per key, even when the platform call itself is not
+idempotent (Prolific's bonus pay).
+
+Precondition: call outside any ``transaction.atomic`` block, so the ``sent`` row is durable
+before the request leaves.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotations.models import ProviderCall
+from annotations.providers.base import AlreadyDone, ProviderError, ProviderTransientError
+
+logger = logging.getLogger(__name__)
+
+
+class ProviderServiceError(Exception):
+    """A domain error of the crowd-platform services, with a message the researcher can act on."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class CallOutcomeUnknown(ProviderServiceError):
+    """An earlier attempt was sent and the platform cannot yet say whether it was applied.
+    Nothing was sent this time; try again after the platform settles (or the next sync)."""
+
+
+@dataclass
+class CallSpec:
+    provider: str
+    operation: str
+    idempotency_key: str
+    provider_token: str = ""
+    amount: Decimal = Decimal("0")
+    currency: str = "USD"
+    request_summary: dict | None = None
+    user: Any = None
+    study: Any = None
+    publication: Any = None
+    assignment: Any = None
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def _lock(call_id: int) -> ProviderCall:
+    return ProviderCall.objects.select_for_update().get(pk=call_id)
+
+
+def provider_call_execute(
+    *,
+    spec: CallSpec,
+    send: Callable[[], dict],
+    reconcile: Callable[[ProviderCall], bool | dict | None] | None = None,
+) -> ProviderCall:
+    """Send at most once per ``spec.idempotency_key``; see the module docstring."""
+    with transaction.atomic():
+        call, created = ProviderCall.objects.select_for_update().get_or_create(
+            idempotency_key=spec.idempotency_key,
+            defaults={
+                "provider": spec.provider,
+                "operation": spec.operation,
+                "provider_token": spec.provider_token[:64],
+                "amount": spec.amount,
+                "currency": spec.currency,
+                "request_summary": _json_safe(spec.request_summary or {}),
+                "user": spec.user if getattr(spec.user, "pk", None) else None,
+                "study": spec.study,
+                "publication": spec.publication,
+                "assignment": spec.assignment,
+                "status": ProviderCall.Status.FAILED,  # becomes "sent" just below, before sending
+            },
+        )
+        if not created and call.status == ProviderCall.Status.CONFIRMED:
+            return call
+    if not created and call.status == ProviderCall.Status.SENT:
+        applied = provider_call_reconcile(call=call, reconcile=reconcile)
+        if applied is True:
+            call.refresh_from_db()
+            return call
+        if applied is None:
+            when = f" at {call.sent_at:%Y-%m-%d %H:%M}" if call.sent_at else ""
+            raise CallOutcomeUnknown(
+                f"{call.get_operation_display()} ({call.idempotency_key}) was sent{when} and the platform cannot "
+                "yet say whether it went through; nothing was sent again. Try again later: the next sync "
+                "reconciles it."
+            )
+    with transaction.atomic():
+        call = _lock(call.pk)
+        if call.status == ProviderCall.Status.CONFIRMED:  # a concurrent attempt finished first
+            return call
+        if call.status == ProviderCall.Status.SENT:  # a concurrent attempt is sending right now
+            raise CallOutcomeUnknown(
+                f"{call.get_operation_display()} ({call.idempotency_key}) is being sent by another attempt; "
+                "nothing was sent again"
+            )
+        call.status = ProviderCall.Status.SENT
+        call.attempts += 1
+        call.sent_at = timezone.now()
+        call.error = ""
+        call.save(update_fields=["status", "attempts", "sent_at", "error", "updated_at"])
+    # The "sent" row is committed: from here on a crash is recoverable by reconcile.
+    try:
+        response = send()
+    except AlreadyDone as exc:
+        response = {"already_done": True, **exc.result, "message": str(exc)[:500]}
+    except ProviderTransientError as exc:
+        with transaction.atomic():
+            call = _lock(call.pk)
+            call.error = exc.message[:2000]
+            call.save(update_fields=["error", "updated_at"])
+        raise
+    except ProviderError as exc:
+        with transaction.atomic():
+            call = _lock(call.pk)
+            call.status = ProviderCall.Status.FAILED
+            call.error = exc.message[:2000]
+            call.response = _json_safe(exc.response)
+            call.save(update_fields=["status", "error", "response", "updated_at"])
+        raise
+    return provider_call_confirm(call=call, response=response)
+
+
+def provider_call_confirm(*, call: ProviderCall, response: dict) -> ProviderCall:
+    with transaction.atomic():
+        call = _lock(call.pk)
+        call.status = ProviderCall.Status.CONFIRMED
+        call.confirmed_at = timezone.now()
+        call.response = _json_safe(response or {})
+        call.error = ""
+        call.save(update_fields=["status", "confirmed_at", "response", "error", "updated_at"])
+    logger.info("provider call confirmed: %s %s %s", call.provider, call.operation, call.idempotency_key)
+    return call
+
+
+def provider_call_reconcile(
+    *, call: ProviderCall, reconcile: Callable[[ProviderCall], bool | dict | None] | None
+) -> bool | None:
+    """Ask the platform about a ``sent`` call. ``reconcile`` answers True or a dict (applied; the
+    dict is what could be recovered, e.g. the HIT id), False (not applied) or None (cannot tell).
+    Returns True: confirmed now. False: marked failed (safe to send again). None: left ``sent``."""
+    if reconcile is None:
+        return None
+    try:
+        applied = reconcile(call)
+    except ProviderTransientError:
+        return None
+    if applied is True or isinstance(applied, dict):
+        recovered = applied if isinstance(applied, dict) else {}
+        provider_call_confirm(call=call, response={**(call.response or {}), **recovered, "reconciled": True})
+        return True
+    if applied is False:
+        with transaction.atomic():
+            locked = _lock(call.pk)
+            if locked.status == ProviderCall.Status.SENT:
+                locked.status = ProviderCall.Status.FAILED
+                locked.error = "reconciled: the platform has no record of it; safe to send again"
+                locked.save(update_fields=["status", "error", "updated_at"])
+        return False
+    return None

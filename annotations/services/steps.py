@@ -1,0 +1,96 @@
+"""The steps of each study kind, the questions they ask, and validation of one answer.
+
+Shared by the answer service (what is allowed) and the selectors (what a page shows)."""
+from __future__ import annotations
+
+from annotations.models import Annotation
+from annotations.services.errors import InvalidAnswer
+from studies.models import YES_NO_CHOICES, Study
+
+Step = Annotation.Step
+
+STEPS_BY_KIND: dict[str, tuple[str, ...]] = {
+    Study.Kind.UTILITY: (Step.BEFORE, Step.AFTER),
+    Study.Kind.GENERALIZATION: (Step.BEFORE, Step.AFTER),
+    Study.Kind.QUESTION_VALIDATION: (Step.VALIDATION,),
+    Study.Kind.RATIONALE_PROPERTIES: (Step.PROPERTIES,),
+}
+ATTENTION_STEPS: tuple[str, ...] = (Step.ATTENTION,)
+
+# SPEC section 7: the eight properties annotators mark per rationale (name, question asked).
+RATIONALE_PROPERTIES: tuple[tuple[str, str], ...] = (
+    ("grammatical", "Is the explanation grammatical and coherent?"),
+    ("factual", "Is what it says factually correct?"),
+    ("supports_label", "Does it support the predicted answer (association with the label)?"),
+    ("contrast", "Does it say why the predicted answer is right rather than another one (contrast)?"),
+    ("novel_info", "Does it add information that is not in the question?"),
+    ("leakage", "Does it simply give the answer away (answer leakage)?"),
+    ("hallucination", "Does it contain irrelevant or made-up content (hallucination)?"),
+    ("redundant", "Does it contain relevant but redundant information?"),
+)
+
+VALIDATION_FIELDS: tuple[tuple[str, str], ...] = (
+    ("well_formed", "Is the question well formed (clear, grammatical, answerable)?"),
+    ("type_correct", "Is it of the claimed type?"),
+    ("answer_correct", "Is the proposed answer right?"),
+)
+
+YES_NO = ("yes", "no")
+
+
+def steps_for(*, kind: str, is_attention_check: bool) -> tuple[str, ...]:
+    return ATTENTION_STEPS if is_attention_check else STEPS_BY_KIND[kind]
+
+
+def normalise_choices(choices) -> list[dict]:
+    """Choices as ``[{"label", "text"}]``; accepts plain strings too; empty means yes/no."""
+    out = []
+    for choice in choices or []:
+        if isinstance(choice, dict):
+            label = str(choice.get("label", "")).strip()
+            out.append({"label": label, "text": str(choice.get("text", label))})
+        else:
+            out.append({"label": str(choice), "text": str(choice)})
+    return out or [dict(c) for c in YES_NO_CHOICES]
+
+
+def genq_choices(genq, item) -> list[dict]:
+    """Choices offered for a generalization question: its own (``metadata["choices"]``), else
+    the original item's (yes/no items hold the yes/no choices)."""
+    own = (genq.metadata or {}).get("choices")
+    return normalise_choices(own or item.choices)
+
+
+def _pick(answer: str, labels: list[str], what: str) -> str:
+    answer = (answer or "").strip()
+    if answer not in labels:
+        if not answer:
+            raise InvalidAnswer(f"Please choose an answer for {what}.")
+        raise InvalidAnswer(f"'{answer[:50]}' is not one of the choices for {what} ({', '.join(labels)}).")
+    return answer
+
+
+def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[str]) -> tuple[str, dict]:
+    """Validate one step's answer and return the normalised (answer, payload) to store.
+
+    ``labels`` are the allowed choice labels of the question asked (answer steps, attention
+    checks, the corrected answer of a validation)."""
+    payload = dict(payload or {})
+    if step in (Step.BEFORE, Step.AFTER, Step.ATTENTION):
+        return _pick(answer, labels, "this question"), {}
+    if step == Step.VALIDATION:
+        clean = {}
+        for name, question in VALIDATION_FIELDS:
+            clean[name] = _pick(str(payload.get(name, "")), list(YES_NO), f"'{question}'")
+        corrected = str(payload.get("corrected_answer", "") or "").strip()
+        if clean["answer_correct"] == "no":
+            clean["corrected_answer"] = _pick(corrected, labels, "the corrected answer")
+        else:
+            clean["corrected_answer"] = ""
+        verdict = "valid" if all(clean[name] == "yes" for name, _ in VALIDATION_FIELDS) else "invalid"
+        return verdict, clean
+    if step == Step.PROPERTIES:
+        clean = {name: _pick(str(payload.get(name, "")), list(YES_NO), f"'{question}'")
+                 for name, question in RATIONALE_PROPERTIES}
+        return "", clean
+    raise InvalidAnswer(f"Unknown step '{step}'.")

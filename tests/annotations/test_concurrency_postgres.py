@@ -1,0 +1,99 @@
+"""Many workers claim at once on PostgreSQL: no unit over-filled, no worker sees a question twice.
+
+Run with ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/rl_questionnaire``; skipped on SQLite."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection, connections
+
+from annotations.models import Annotation, Assignment, AssignmentUnit, Unit
+from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
+from annotations.services.errors import NoWorkAvailable
+from tests.annotations.factories import ParticipantFactory, make_study
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+N_WORKERS = 50
+N_UNITS = 20
+QUOTA = 5
+
+
+@pytest.fixture(autouse=True)
+def _needs_postgres():
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+
+
+def _work(study, participant, barrier: threading.Barrier, errors: list, log: list) -> None:
+    """One simulated worker: start, answer everything, submit, again until no work is left."""
+    try:
+        barrier.wait()
+        while True:
+            try:
+                assignment = assignment_start(study=study, participant=participant)
+            except NoWorkAvailable:
+                return
+            claims = list(assignment.claims.select_related("unit__item").order_by("position"))
+            log.append((participant.pk, [c.question_key for c in claims]))
+            for claim in claims:
+                annotation_submit(assignment=assignment, claim=claim, step="before", answer="yes")
+                annotation_submit(assignment=assignment, claim=claim, step="after", answer="no")
+            assignment_submit(assignment=assignment)
+    except Exception as error:  # noqa: BLE001 - reported by the test
+        errors.append(repr(error))
+    finally:
+        connections.close_all()
+
+
+def test_fifty_workers_fill_every_unit_exactly_to_quota():
+    study = make_study(n_items=N_UNITS, n_sources=1, quota=QUOTA, units_per_task=2)
+    workers = [ParticipantFactory() for _ in range(N_WORKERS)]
+    barrier = threading.Barrier(N_WORKERS)
+    errors: list = []
+    log: list = []
+    threads = [threading.Thread(target=_work, args=(study, w, barrier, errors, log)) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a worker hung"
+    assert errors == []
+
+    units = list(Unit.objects.filter(study=study))
+    assert len(units) == N_UNITS
+    for unit in units:
+        live = AssignmentUnit.objects.filter(unit=unit, released=False)
+        assert unit.n_claimed == unit.n_completed == QUOTA
+        assert live.count() == len(set(live.values_list("participant_id", flat=True))) == QUOTA
+    seen = Counter(AssignmentUnit.objects.filter(study=study).values_list("participant_id", "question_key"))
+    assert max(seen.values()) == 1
+    assert Annotation.objects.filter(claim__study=study).count() == N_UNITS * QUOTA * 2
+    assert not Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE).exists()
+    # Work was spread: many workers got some.
+    assert len({pid for pid, keys in log if keys}) >= min(N_WORKERS, N_UNITS * QUOTA // 2) // 2
+
+
+def test_simultaneous_starts_of_one_worker_give_one_assignment():
+    study = make_study(n_items=10, n_sources=2, quota=5, units_per_task=3)
+    worker = ParticipantFactory()
+    barrier = threading.Barrier(8)
+    results: list = []
+
+    def start():
+        try:
+            barrier.wait()
+            results.append(assignment_start(study=study, participant=worker).pk)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 8 and len(set(results)) == 1
+    assert AssignmentUnit.objects.filter(participant=worker, unit__isnull=False).count() == 3
+    assert sum(Unit.objects.filter(study=study).values_list("n_claimed", flat=True)) == 3

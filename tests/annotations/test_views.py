@@ -1,0 +1,314 @@
+"""Worker pages through Django's test client: the flows, the platforms, and what a page may show."""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import urlencode
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from annotations import platforms
+from annotations.models import (
+    Annotation,
+    Assignment,
+    AssignmentUnit,
+    Participant,
+    QualificationGrant,
+    Unit,
+)
+from studies.models import Study
+from tests.annotations.factories import add_qualification, make_study
+
+pytestmark = pytest.mark.django_db
+
+EVIL = "<script>alert('x')</script>"
+
+
+def entry_url(study, **params) -> str:
+    url = f"/w/s/{platforms.study_token(study.pk)}/"
+    return f"{url}?{urlencode(params)}" if params else url
+
+
+def form_fields(html: str) -> dict:
+    return {name: re.search(rf'name="{name}" value="([^"]*)"', html).group(1) for name in ("claim", "step", "shown")}
+
+
+def start(client: Client, url: str) -> str:
+    response = client.post(url, {"consent": "yes"})
+    assert response.status_code == 302, response.content.decode()[:500]
+    return response["Location"]
+
+
+def answer(client: Client, task: str, value: str = "yes", **extra) -> tuple[dict, object]:
+    html = client.get(task).content.decode()
+    fields = form_fields(html)
+    response = client.post(task + "answer", {**fields, "answer": value, **extra})
+    return fields, response
+
+
+def test_utility_flow_hides_the_rationale_until_the_first_answer_is_stored(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=2, rationale_text="SECRET-RATIONALE {item}")
+    task = start(client, entry_url(study))
+    before = client.get(task)
+    html = before.content.decode()
+    assert before.status_code == 200 and 'name="step" value="before"' in html
+    assert "SECRET-RATIONALE" not in html and "Question 1 of 2" in html
+    assert client.get(task).content.decode().count("SECRET-RATIONALE") == 0  # reload: same step, still hidden
+    fields, response = answer(client, task, "no")
+    assert response.status_code == 302 and response["Location"] == task
+    after = client.get(task).content.decode()
+    assert 'name="step" value="after"' in after and "SECRET-RATIONALE" in after
+    assert re.search(r"Your first answer: <strong>No</strong>", after)
+    _, response = answer(client, task, "yes")
+    assert response.status_code == 302
+    assert "Question 2 of 2" in client.get(task).content.decode()
+    a = Annotation.objects.get(step="before")
+    assert a.shown_at is not None and a.duration_ms is not None
+
+
+def test_changing_the_first_answer_after_the_reveal_is_refused(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    fields, _ = answer(client, task, "yes")
+    replay = client.post(task + "answer", {**fields, "answer": "no"})
+    assert replay.status_code == 409
+    assert "cannot be changed" in replay.content.decode()
+    assert list(Annotation.objects.values_list("step", "answer")) == [("before", "yes")]
+
+
+def test_double_submit_stores_once(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    fields = form_fields(client.get(task).content.decode())
+    for _ in range(2):
+        assert client.post(task + "answer", {**fields, "answer": "yes"}).status_code == 302
+    assert Annotation.objects.count() == 1
+
+
+def test_same_browser_resumes_and_a_new_one_gets_other_work(client):
+    study = make_study(n_items=4, n_sources=1, units_per_task=2)
+    task = start(client, entry_url(study))
+    answer(client, task, "yes")
+    again = client.get(entry_url(study))
+    assert again.status_code == 302 and again["Location"] == task
+    assert client.post(entry_url(study), {"consent": "yes"})["Location"] == task
+    other = Client()
+    other_task = start(other, entry_url(study))
+    assert other_task != task
+    assert Participant.objects.count() == 2
+
+
+def test_question_and_rationale_text_are_escaped(client):
+    study = make_study(n_items=1, n_sources=1, units_per_task=1, question_text=EVIL + " {i}",
+                       rationale_text=EVIL + " {item}", instructions=EVIL)
+    landing = client.get(entry_url(study)).content.decode()
+    assert EVIL not in landing and "&lt;script&gt;" in landing
+    task = start(client, entry_url(study))
+    answer(client, task, "yes")
+    html = client.get(task).content.decode()
+    assert EVIL not in html and html.count("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;") >= 2
+
+
+def test_forms_need_csrf():
+    study = make_study(n_items=1, n_sources=1, units_per_task=1)
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.post(entry_url(study), {"consent": "yes"}).status_code == 403
+    assert not Assignment.objects.exists()
+
+
+def test_mturk_preview_is_read_only_and_stores_nothing(client):
+    study = make_study(provider=Study.Provider.MTURK)
+    url = entry_url(study, assignmentId=platforms.MTURK_PREVIEW_ID, hitId="HIT1")
+    page = client.get(url)
+    assert page.status_code == 200 and 'id="preview-notice"' in page.content.decode()
+    assert 'name="consent"' not in page.content.decode()
+    assert client.post(url, {"consent": "yes"}).status_code == 403
+    assert not Participant.objects.exists() and not Assignment.objects.exists()
+
+
+def complete_task(client: Client, task: str) -> None:
+    for _ in range(50):
+        html = client.get(task).content.decode()
+        if 'name="claim"' not in html:
+            break
+        fields = form_fields(html)
+        assert client.post(task + "answer", {**fields, "answer": "yes"}).status_code == 302
+
+
+def test_mturk_accept_and_hand_back_by_form_post(client):
+    study = make_study(provider=Study.Provider.MTURK, n_items=2, n_sources=1, units_per_task=1)
+    params = {"assignmentId": "ASSIGN1", "hitId": "HIT1", "workerId": "W1",
+              "turkSubmitTo": "https://workersandbox.mturk.com"}
+    task = start(client, entry_url(study, **params))
+    assignment = Assignment.objects.get()
+    assert (assignment.provider_assignment_id, assignment.provider_task_id, assignment.participant.external_id) == (
+        "ASSIGN1", "HIT1", "W1")
+    complete_task(client, task)
+    assert client.post(task + "submit").status_code == 302
+    done = client.get(task).content.decode()
+    assert 'action="https://workersandbox.mturk.com/mturk/externalSubmit"' in done
+    assert 'name="assignmentId" value="ASSIGN1"' in done
+
+
+def test_mturk_submit_to_elsewhere_is_refused(client):
+    study = make_study(provider=Study.Provider.MTURK)
+    url = entry_url(study, assignmentId="A", hitId="H", workerId="W", turkSubmitTo="https://evil.example")
+    assert client.post(url, {"consent": "yes"}).status_code == 400
+    assert not Assignment.objects.exists()
+
+
+def test_prolific_needs_its_ids_and_redirects_back_with_the_study_code(client):
+    study = make_study(provider=Study.Provider.PROLIFIC, n_items=2, n_sources=1, units_per_task=1)
+    assert client.get(entry_url(study)).status_code == 400
+    task = start(client, entry_url(study, PROLIFIC_PID="P1", STUDY_ID="S1", SESSION_ID="X1"))
+    complete_task(client, task)
+    response = client.post(task + "submit")
+    code = platforms.study_completion_code(study)
+    assert response.status_code == 302
+    assert response["Location"] == f"https://app.prolific.com/submissions/complete?cc={code}"
+    assert Assignment.objects.get().provider_assignment_id == "X1"
+
+
+def test_link_participant_gets_a_code_on_screen(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    complete_task(client, task)
+    client.post(task + "submit")
+    code = Assignment.objects.get().completion_code
+    assert f'id="completion-code">{code}<' in client.get(task).content.decode()
+
+
+def test_unknown_tokens_and_foreign_claims(client):
+    study = make_study(n_items=4, n_sources=1, units_per_task=1)
+    assert client.get("/w/a/not-a-token/").status_code == 404
+    assert client.get("/w/s/1:forged/").status_code == 404
+    mine = start(client, entry_url(study))
+    other = Client()
+    theirs = start(other, entry_url(study))
+    their_fields = form_fields(other.get(theirs).content.decode())
+    response = client.post(mine + "answer", {**their_fields, "answer": "yes"})
+    assert response.status_code == 403
+    assert not Annotation.objects.exists()
+
+
+def test_expired_task_refuses_late_answers(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    fields = form_fields(client.get(task).content.decode())
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert "has expired" in client.get(task).content.decode()
+    response = client.post(task + "answer", {**fields, "answer": "yes"})
+    assert response.status_code == 410 and not Annotation.objects.exists()
+
+
+def test_closed_study_accepts_no_work(client):
+    study = make_study(status=Study.Status.CLOSED)
+    assert client.get(entry_url(study)).status_code == 403
+    assert client.post(entry_url(study), {"consent": "yes"}).status_code == 403
+
+
+def test_get_requests_do_not_change_state(client):
+    study = make_study(n_items=2, n_sources=1)
+    client.get(entry_url(study))
+    assert not Participant.objects.exists()
+    for path in ("answer", "submit", "consent"):
+        task = f"/w/a/{'x' * 32}/{path}"
+        assert client.get(task).status_code in (404, 405)
+
+
+def test_consent_is_required(client):
+    study = make_study()
+    response = client.post(entry_url(study), {})
+    assert response.status_code == 400 and "consent" in response.content.decode()
+    assert not Assignment.objects.exists()
+
+
+def test_qualification_pass_then_work(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    test = add_qualification(study, pass_mark=2)
+    task = start(client, entry_url(study))
+    html = client.get(task).content.decode()
+    assert "Qualification test" in html
+    ids = [q.pk for q in test.questions.all()]
+    assert client.post(task + "qualification", {f"q_{ids[0]}": "yes"}).status_code == 400
+    response = client.post(task + "qualification", {f"q_{ids[0]}": "yes", f"q_{ids[1]}": "no", f"q_{ids[2]}": "no"})
+    assert response.status_code == 302
+    assert QualificationGrant.objects.get().passed
+    assert 'name="step" value="before"' in client.get(task).content.decode()
+
+
+def test_qualification_fail_ends_politely_and_gives_units_back(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    test = add_qualification(study, pass_mark=3)
+    task = start(client, entry_url(study))
+    ids = [q.pk for q in test.questions.all()]
+    client.post(task + "qualification", {f"q_{ids[0]}": "no", f"q_{ids[1]}": "no", f"q_{ids[2]}": "yes"})
+    assert "did not reach the pass mark" in client.get(task).content.decode()
+    assert set(Unit.objects.values_list("n_claimed", flat=True)) == {0}
+    again = client.post(entry_url(study), {"consent": "yes"})
+    assert again.status_code == 403 and "pass mark" in again.content.decode()
+
+
+def test_generalization_reveals_original_question_and_its_rationale_only_after(client):
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=1, n_sources=1, n_genq=1, units_per_task=1,
+                       question_text="ORIGINAL-QUESTION {i}", rationale_text="ORIGINAL-RATIONALE {item}")
+    task = start(client, entry_url(study))
+    before = client.get(task).content.decode()
+    assert "Generalization 0 of question 0?" in before
+    assert "ORIGINAL-QUESTION" not in before and "ORIGINAL-RATIONALE" not in before
+    answer(client, task, "yes")
+    after = client.get(task).content.decode()
+    assert "ORIGINAL-QUESTION 0" in after and "ORIGINAL-RATIONALE 0" in after
+
+
+def test_question_validation_page(client):
+    study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=1, n_genq=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    html = client.get(task).content.decode()
+    assert "Claimed type: <strong>Rephrase</strong>" in html and 'name="well_formed"' in html
+    fields = form_fields(html)
+    response = client.post(task + "answer", {**fields, "answer": "", "well_formed": "yes", "type_correct": "no",
+                                             "answer_correct": "yes", "corrected_answer": ""})
+    assert response.status_code == 302
+    stored = Annotation.objects.get()
+    assert stored.answer == "invalid" and stored.payload["type_correct"] == "no"
+
+
+def test_rationale_properties_page(client):
+    study = make_study(kind=Study.Kind.RATIONALE_PROPERTIES, n_items=1, n_sources=1, units_per_task=1,
+                       rationale_text="SHOWN-RATIONALE {item}")
+    task = start(client, entry_url(study))
+    html = client.get(task).content.decode()
+    assert "SHOWN-RATIONALE 0" in html and html.count('type="radio"') == 16
+    fields = form_fields(html)
+    missing = client.post(task + "answer", {**fields, "answer": "", "grammatical": "yes"})
+    assert missing.status_code == 400 and not Annotation.objects.exists()
+    props = dict.fromkeys(["grammatical", "factual", "supports_label", "contrast", "novel_info", "leakage",
+                           "hallucination", "redundant"], "no")
+    assert client.post(task + "answer", {**fields, "answer": "", **props}).status_code == 302
+    assert "All done" in client.get(task).content.decode()
+
+
+def test_attention_check_is_shown_and_scored(client):
+    from tests.annotations.factories import AttentionCheckFactory
+
+    study = make_study(n_items=2, n_sources=1, units_per_task=2)
+    AttentionCheckFactory(study=study, question="ATTENTION: choose No")
+    task = start(client, entry_url(study))
+    answer(client, task, "yes")
+    answer(client, task, "yes")
+    html = client.get(task).content.decode()
+    assert "ATTENTION: choose No" in html and "Question 2 of 3" in html
+    answer(client, task, "yes")
+    assert Annotation.objects.get(step="attention").payload == {"correct": False}
+    assert AssignmentUnit.objects.filter(attention_check__isnull=False).count() == 1
+
+
+def test_leave_gives_units_back(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=2)
+    task = start(client, entry_url(study))
+    assert client.post(task + "leave").status_code == 302
+    assert "You left this task" in client.get(task).content.decode()
+    assert set(Unit.objects.values_list("n_claimed", flat=True)) == {0}
