@@ -19,3 +19,7 @@ def ping(value: str = "pong") -> dict:
     import socket
 
     return {"value": value, "host": socket.gethostname()}
+
+
+# Crowd-platform tasks live in annotations/tasks_providers.py (not tasks.py).
+app.autodiscover_tasks(related_name="tasks_providers")

@@ -1,0 +1,292 @@
+"""Prolific through its REST API (https://docs.prolific.com/api-reference), with httpx.
+
+Base URL: ``RL_PROLIFIC_API_URL`` (default ``https://api.prolific.com/api/v1/``). The API token
+comes from the environment variable ``RL_PROLIFIC_TOKEN`` only; it is read when a request is
+made, sent as ``Authorization: Token <token>``, and never stored, logged or put in an error.
+
+Amounts: study rewards go in the smallest currency unit (pence / cents, an integer); bonus
+amounts in the bulk-bonus CSV are decimals in the study currency, as the API documents.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from decimal import Decimal
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from .base import (
+    CostEstimate,
+    CrowdProvider,
+    ProviderConfigError,
+    ProviderError,
+    ProviderTransientError,
+    PublishedTask,
+    RemoteSubmission,
+    TaskSpec,
+    money,
+    to_minor_units,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_API_URL = "https://api.prolific.com/api/v1/"
+# Prolific's service fee on rewards and bonuses (standard studies); set RL_PROLIFIC_FEE_RATE to
+# your workspace's rate (VAT, representative samples and academic rates differ).
+DEFAULT_FEE_RATE = Decimal("0.3333")
+REJECTION_CATEGORIES = [
+    "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
+    "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
+]
+MIN_REJECTION_MESSAGE = 100
+# A bonus payment shows on the submission a few minutes after it is paid; until then an
+# unconfirmed payment is "unknown", never re-sent.
+DEFAULT_BONUS_SETTLE_SECONDS = 3600
+STATUS_MAP = {
+    "AWAITING REVIEW": "submitted",
+    "APPROVED": "approved",
+    "REJECTED": "rejected",
+    "RETURNED": "returned",
+    "TIMED-OUT": "expired",
+    "ACTIVE": "active",
+    "RESERVED": "active",
+    "PARTIALLY APPROVED": "approved",
+    "SCREENED OUT": "returned",
+}
+
+
+def _setting(name: str, default: str) -> str:
+    value = getattr(settings, name, None)
+    if value is None or value == "":
+        value = os.environ.get(name) or default
+    return str(value)
+
+
+def api_url() -> str:
+    url = _setting("RL_PROLIFIC_API_URL", DEFAULT_API_URL)
+    return url if url.endswith("/") else url + "/"
+
+
+def fee_rate() -> Decimal:
+    return Decimal(_setting("RL_PROLIFIC_FEE_RATE", str(DEFAULT_FEE_RATE)))
+
+
+def currency() -> str:
+    return _setting("RL_PROLIFIC_CURRENCY", "USD").upper()
+
+
+class ProlificProvider(CrowdProvider):
+    name = "prolific"
+
+    def __init__(self, base_url: str | None = None, transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url or api_url()
+        self._transport = transport
+        self.currency = currency()
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url
+
+    def _token(self) -> str:
+        token = os.environ.get("RL_PROLIFIC_TOKEN", "").strip()
+        if not token:
+            raise ProviderConfigError(
+                "no Prolific API token: set RL_PROLIFIC_TOKEN in the environment of the web and worker "
+                "processes (Prolific > Settings > API tokens)"
+            )
+        return token
+
+    def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None) -> dict:
+        headers = {"Authorization": f"Token {self._token()}", "Accept": "application/json"}
+        url = path if path.startswith("http") else self.base_url + path.lstrip("/")
+        try:
+            with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0), transport=self._transport) as client:
+                response = client.request(method, url, json=json, params=params, headers=headers)
+        except httpx.TransportError as exc:
+            raise ProviderTransientError(f"Prolific {method} {path}: {type(exc).__name__}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            raise ProviderTransientError(f"Prolific {method} {path}: HTTP {response.status_code}")
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:
+            body = {"text": response.text[:500]}
+        if response.status_code >= 400:
+            raise ProviderError(f"Prolific {method} {path}: HTTP {response.status_code}: {_error_text(body)}",
+                                response=body if isinstance(body, dict) else {"body": body})
+        return body if isinstance(body, dict) else {"results": body}
+
+    # -- estimates ------------------------------------------------------------------------
+    def estimate_cost(self, *, spec_reward: Decimal, n_tasks: int, max_assignments_per_hit: int = 9) -> CostEstimate:
+        reward = money(spec_reward)
+        rewards = money(reward * n_tasks)
+        rate = fee_rate()
+        fees = money(rewards * rate)
+        return CostEstimate(
+            provider=self.name, currency=self.currency, n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
+            fee_rate=rate, fees=fees, total=money(rewards + fees),
+            notes=[f"Prolific service fee taken as {rate} of rewards (RL_PROLIFIC_FEE_RATE); VAT may apply."],
+        )
+
+    def balance(self) -> Decimal | None:
+        # The public API has no balance call: top-ups and balances live in the web app.
+        return None
+
+    # -- studies --------------------------------------------------------------------------
+    def study_payload(self, *, spec: TaskSpec) -> dict:
+        return {
+            "name": spec.title[:255],
+            "internal_name": spec.request_token,
+            "description": spec.description,
+            "external_study_url": spec.worker_url,
+            "prolific_id_option": "url_parameters",
+            "completion_codes": [{
+                "code": spec.completion_code,
+                "code_type": "COMPLETED",
+                "actions": [{"action": "MANUALLY_REVIEW"}],
+            }],
+            "estimated_completion_time": max(1, int(spec.estimated_minutes)),
+            "maximum_allowed_time": max(2, int(spec.assignment_duration_seconds // 60)),
+            "reward": to_minor_units(spec.reward),
+            "total_available_places": int(spec.n_tasks),
+            "device_compatibility": ["desktop", "tablet", "mobile"],
+        }
+
+    def create_study(self, *, spec: TaskSpec) -> PublishedTask:
+        body = self._request("POST", "studies/", json=self.study_payload(spec=spec))
+        return PublishedTask(external_id=body["id"], max_assignments=spec.n_tasks,
+                             response={"id": body["id"], "status": body.get("status", "")})
+
+    def publish_study(self, *, study_id: str) -> dict:
+        body = self._request("POST", f"studies/{study_id}/transition/", json={"action": "PUBLISH"})
+        return {"id": study_id, "status": body.get("status", "")}
+
+    def get_study(self, *, study_id: str) -> dict:
+        return self._request("GET", f"studies/{study_id}/")
+
+    def find_study(self, *, internal_name: str) -> PublishedTask | None:
+        """Reconciliation: a draft created before a crash, found by the token we put in internal_name."""
+        body = self._request("GET", "studies/")
+        for study in body.get("results", []):
+            if study.get("internal_name") == internal_name:
+                return PublishedTask(external_id=study["id"], recovered=True,
+                                     response={"id": study["id"], "status": study.get("status", "")})
+        return None
+
+    def publish(self, *, spec: TaskSpec, index: int = 0, max_assignments: int = 0) -> PublishedTask:
+        task = self.create_study(spec=spec)
+        self.publish_study(study_id=task.external_id)
+        return task
+
+    def was_published(self, *, spec_token: str) -> PublishedTask | None:
+        return self.find_study(internal_name=spec_token)
+
+    def sync(self, *, external_ids: list[dict]) -> list[RemoteSubmission]:
+        found: list[RemoteSubmission] = []
+        for entry in external_ids:
+            study_id = entry.get("study_id")
+            if not study_id:
+                continue
+            path: str | None = f"studies/{study_id}/submissions/"
+            while path:
+                body = self._request("GET", path)
+                for item in body.get("results", []):
+                    raw = item.get("status", "")
+                    found.append(RemoteSubmission(
+                        provider_assignment_id=item["id"],
+                        provider_task_id=item.get("study_id", study_id),
+                        worker_id=item.get("participant_id") or item.get("participant", ""),
+                        status=STATUS_MAP.get(raw, "active"),
+                        raw_status=raw,
+                        accepted_at=_parse(item.get("started_at")),
+                        submitted_at=_parse(item.get("completed_at")),
+                    ))
+                path = ((body.get("_links") or {}).get("next") or {}).get("href") or None
+        return found
+
+    # -- reviews and money -----------------------------------------------------------------
+    def approve(self, *, provider_assignment_id: str, feedback: str = "") -> dict:
+        body = self._request("POST", f"submissions/{provider_assignment_id}/transition/", json={"action": "APPROVE"})
+        return {"id": provider_assignment_id, "status": body.get("status", "")}
+
+    def reject(self, *, provider_assignment_id: str, feedback: str, category: str = "") -> dict:
+        category = category or "OTHER"
+        if category not in REJECTION_CATEGORIES:
+            raise ProviderError(f"rejection category {category!r} is not one of Prolific's: "
+                                f"{', '.join(REJECTION_CATEGORIES)}")
+        if len(feedback.strip()) < MIN_REJECTION_MESSAGE:
+            raise ProviderError(
+                f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters "
+                f"(this one has {len(feedback.strip())}): explain to the participant what went wrong"
+            )
+        body = self._request("POST", f"submissions/{provider_assignment_id}/transition/",
+                             json={"action": "REJECT", "message": feedback.strip(), "rejection_category": category})
+        return {"id": provider_assignment_id, "status": body.get("status", "")}
+
+    def assignment_status(self, *, provider_assignment_id: str) -> str | None:
+        body = self._request("GET", f"submissions/{provider_assignment_id}/")
+        return STATUS_MAP.get(body.get("status", ""))
+
+    def bonus_setup(self, *, study_external_id: str, submission_id: str, amount: Decimal) -> dict:
+        """Step 1: create the bulk bonus (moves no money); returns its id."""
+        csv = f"{submission_id},{money(amount):.2f}\n"
+        body = self._request("POST", "submissions/bonus-payments/",
+                             json={"study_id": study_external_id, "csv_bonuses": csv})
+        return {"id": body["id"], "total_amount": body.get("total_amount")}
+
+    def bonus_pay(self, *, bulk_id: str) -> dict:
+        """Step 2: pay it. Not idempotent on Prolific's side: the caller's audit row guards it."""
+        body = self._request("POST", f"bulk-bonus-payments/{bulk_id}/pay/")
+        return {"id": bulk_id, **{k: v for k, v in body.items() if isinstance(v, str | int | float)}}
+
+    def bonus(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
+              token: str, study_external_id: str = "") -> dict:
+        setup = self.bonus_setup(study_external_id=study_external_id, submission_id=provider_assignment_id,
+                                 amount=amount)
+        return self.bonus_pay(bulk_id=setup["id"])
+
+    def bonus_was_paid(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal,
+                       token: str, sent_at: dt.datetime | None) -> bool | None:
+        body = self._request("GET", f"submissions/{provider_assignment_id}/")
+        cents = to_minor_units(money(amount))
+        paid = [int(round(float(value))) for value in (body.get("bonus_payments") or [])]
+        if cents in paid:
+            return True
+        settle = int(_setting("RL_PROLIFIC_BONUS_SETTLE_SECONDS", str(DEFAULT_BONUS_SETTLE_SECONDS)))
+        if sent_at is not None and timezone.now() - sent_at < dt.timedelta(seconds=settle):
+            return None  # may still be on its way: do not decide yet
+        return False
+
+    def block(self, *, worker_id: str, reason: str) -> dict:
+        # The public API has no block call; the app marks the participant blocked and refuses them.
+        return {"worker_id": worker_id, "blocked": True, "note": "blocked in the app only"}
+
+    def close(self, *, external_ids: list[dict]) -> dict:
+        stopped = []
+        for entry in external_ids:
+            if entry.get("study_id"):
+                self._request("POST", f"studies/{entry['study_id']}/transition/", json={"action": "STOP"})
+                stopped.append(entry["study_id"])
+        return {"stopped": stopped}
+
+
+def _parse(value) -> dt.datetime | None:
+    if not value:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, dt.UTC)
+    return parsed
+
+
+def _error_text(body) -> str:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            detail = error.get("detail") or error.get("title") or error
+            return str(detail)[:500]
+        return str(error)[:500]
+    return str(body)[:500]

@@ -1,0 +1,129 @@
+"""The researcher's page in the admin and the management commands, end to end: estimate, dry-run
+MTurk publish, Prolific (against the local server) and links, sync, approve, bonus; the audit
+table shows each money-moving call once."""
+from __future__ import annotations
+
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from annotations.models import Assignment, Bonus, ParticipantLink, ProviderCall, Publication
+from tests.annotations.providers.conftest import submitted
+from tests.annotations.providers.test_prolific import REJECTION
+
+
+@pytest.fixture
+def researcher(client, django_user_model):
+    user = django_user_model.objects.create_superuser("dana", "dana@example.org", "pw-not-used")
+    client.force_login(user)
+    return user
+
+
+def _page(study) -> str:
+    return reverse("admin:annotations_publication_publish", args=[study.pk])
+
+
+def test_page_shows_estimate_hourly_pay_and_buttons(client, researcher, study):
+    response = client.get(_page(study) + "?provider=mturk")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "33.60 USD" in html and "20.00/hour" in html and "Dry run" in html
+    assert client.get(reverse("admin:annotations_publication_studies")).status_code == 200
+
+
+def test_page_needs_a_staff_login(client, study):
+    response = client.get(_page(study))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_get_never_publishes(client, researcher, study):
+    client.get(_page(study) + "?provider=mturk&action=publish")
+    assert not Publication.objects.exists()
+
+
+def test_balance_error_is_shown_not_raised(client, researcher, study, aws_env, monkeypatch):
+    monkeypatch.setenv("RL_PROLIFIC_TOKEN", "x")
+    response = client.get(_page(study) + "?provider=prolific&balance=1")
+    assert response.status_code == 200
+    assert "no balance call" in response.content.decode()
+
+
+def test_researcher_journey_through_the_admin(client, researcher, study, prolific):
+    provider, server = prolific
+    url = _page(study)
+
+    # MTurk: dry run only (no network here); nothing money-moving is written.
+    response = client.post(url, {"action": "publish", "provider": "mturk", "dry_run": "on"}, follow=True)
+    assert response.status_code == 200
+    dry = Publication.objects.get(dry_run=True)
+    assert [r["operation"] for r in dry.plan["requests"]] == ["get_account_balance", "create_hit", "create_hit"]
+    assert "ExternalQuestion" in response.content.decode()  # the plan is shown, escaped
+    assert not ProviderCall.objects.exists()
+
+    # Prolific for real (against the local server), clicked twice.
+    for _ in range(2):
+        client.post(url, {"action": "publish", "provider": "prolific"})
+    publication = Publication.objects.get(provider="prolific", dry_run=False)
+    assert publication.status == "published"
+
+    # Links for a lab session.
+    client.post(url, {"action": "make_links", "count": "3", "label": "Lab"})
+    assert ParticipantLink.objects.filter(study=study).count() == 3
+
+    # Workers arrive and submit; sync, approve all (twice), reject one, bonus the good ones (twice).
+    prolific_id = publication.prolific_study_id
+    study.refresh_from_db()
+    assert study.status == "open"
+    subs = [server.add_submission(prolific_id, participant_id=f"p{i}") for i in range(3)]
+    works = [submitted(study, provider="prolific", worker_id=f"p{i}", assignment_id=s["id"], task_id=prolific_id,
+                       correct=i != 2) for i, s in enumerate(subs)]
+    client.post(url, {"action": "sync"})
+    from annotations.services.providers import assignment_reject
+
+    assignment_reject(assignment=works[2], user=researcher, feedback=REJECTION, category="FAILED_CHECK")
+    for _ in range(2):
+        client.post(url, {"action": "approve_all"})
+        client.post(url, {"action": "bonus", "kind": "good_work", "amount": "0.50", "reason": "Consistently good work."})
+
+    assert [Assignment.objects.get(pk=w.pk).status for w in works] == ["approved", "approved", "rejected"]
+    assert Bonus.objects.filter(status="paid").count() == 2
+    assert len(server.payments) == 2
+    # The audit table: each money-moving call exactly once, with who did it.
+    money = ProviderCall.objects.filter(amount__gt=0).order_by("id")
+    assert [c.operation for c in money] == ["publish_study", "approve", "approve", "bonus", "bonus"]
+    assert all(c.status == "confirmed" and c.user == researcher for c in money)
+    assert sum(c.amount for c in money if c.operation == "bonus") == Decimal("1.00")
+    page = client.get(url).content.decode()
+    assert "Pay bonus" in page and "prolific:approve:" in page
+
+
+def test_publish_study_command_dry_run_prints_the_requests(study):
+    out = StringIO()
+    call_command("publish_study", study.pk, "--provider", "mturk", "--dry-run", stdout=out)
+    text = out.getvalue()
+    assert "DRY RUN" in text and "create_hit" in text and "UniqueRequestToken" in text
+    assert "14 tasks" in text and "33.60" in text
+    assert not ProviderCall.objects.exists()
+
+
+def test_make_links_command_prints_urls(study):
+    out = StringIO()
+    call_command("make_links", study.pk, "--count", "2", stdout=out)
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 2 and all("/w/l/" in line for line in lines)
+    out = StringIO()
+    call_command("make_links", study.pk, "--open", "--completion-code", "CODE1", stdout=out)
+    assert "/w/o/" in out.getvalue() and "CODE1" in out.getvalue()
+
+
+def test_sync_study_command_reports(study, prolific):
+    provider, server = prolific
+    call_command("publish_study", study.pk, "--provider", "prolific", stdout=StringIO())
+    publication = Publication.objects.get(dry_run=False)
+    server.add_submission(publication.prolific_study_id, participant_id="ghost")
+    out = StringIO()
+    call_command("sync_study", study.pk, stdout=out)
+    assert "1 on the platform" in out.getvalue() and "no_local_assignment" in out.getvalue()

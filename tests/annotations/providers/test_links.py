@@ -1,0 +1,87 @@
+"""Plain participant links: single-person links, open links, and publishing a study as links."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from annotations.models import Bonus, OpenLink, ParticipantLink, ProviderCall, Publication
+from annotations.services.links import (
+    LinkClosed,
+    LinkInvalid,
+    link_public_url,
+    links_close,
+    links_generate,
+    open_link_create,
+    participant_link_redeem,
+)
+from annotations.services.payments import ProviderServiceError
+from annotations.services.providers import assignment_approve, bonus_pay, study_publish
+from tests.annotations.providers.conftest import PUBLIC_URL, open_study, submitted
+
+
+def test_links_are_unguessable_and_point_at_the_link_entry(study):
+    links = links_generate(study=study, n=20, label="Lab A")
+    tokens = {link.token for link in links}
+    assert len(tokens) == 20 and all(len(token) >= 43 for token in tokens)
+    assert links[0].label == "Lab A 1"
+    assert link_public_url(links[0]) == f"{PUBLIC_URL}/w/l/{links[0].token}/"
+
+
+def test_a_single_person_link_always_gives_the_same_participant(study):
+    link = links_generate(study=study, n=1)[0]
+    first, _ = participant_link_redeem(token=link.token)
+    again, same_link = participant_link_redeem(token=link.token)
+    assert first.pk == again.pk and same_link.pk == link.pk
+    assert first.provider == "link"
+
+
+def test_revoked_and_unknown_links_are_refused(study):
+    link = links_generate(study=study, n=1)[0]
+    links_close(study=study)
+    with pytest.raises(LinkClosed):
+        participant_link_redeem(token=link.token)
+    with pytest.raises(LinkInvalid):
+        participant_link_redeem(token="x" * 43)
+
+
+def test_an_open_link_counts_visitors_up_to_its_capacity(study):
+    link = open_link_create(study=study, completion_code="LAB-2026", max_participants=2)
+    a, _ = participant_link_redeem(token=link.token, visitor_id="cookie-a")
+    a_again, _ = participant_link_redeem(token=link.token, visitor_id="cookie-a")
+    b, returned = participant_link_redeem(token=link.token)
+    assert a.pk == a_again.pk and a.pk != b.pk
+    assert returned.completion_code == "LAB-2026" and returned.n_participants == 2
+    with pytest.raises(LinkClosed, match="full"):
+        participant_link_redeem(token=link.token, visitor_id="cookie-c")
+    assert link_public_url(link) == f"{PUBLIC_URL}/w/o/{link.token}/"
+
+
+def test_open_link_rejects_a_bad_completion_code(study):
+    with pytest.raises(ProviderServiceError, match="completion code"):
+        open_link_create(study=study, completion_code="<script>")
+
+
+def test_publishing_as_links_makes_one_link_per_task_once(study):
+    first = study_publish(study=study, provider_name="link")
+    second = study_publish(study=study, provider_name="link")
+    assert first.pk == second.pk and first.status == Publication.Status.PUBLISHED
+    assert ParticipantLink.objects.filter(publication=first).count() == 14
+    assert not ProviderCall.objects.exists()  # no money moves
+
+
+def test_publishing_an_open_link_uses_the_publication_code(study):
+    publication = study_publish(study=study, provider_name="link", options={"link_mode": "open"})
+    link = OpenLink.objects.get(publication=publication)
+    assert link.completion_code == publication.completion_code and link.max_participants == 14
+
+
+def test_review_and_bonus_of_link_work_move_no_money(study):
+    open_study(study)
+    link = links_generate(study=study, n=1)[0]
+    participant, _ = participant_link_redeem(token=link.token)
+    work = submitted(study, provider="link", worker_id=participant.external_id, assignment_id="")
+    assignment_approve(assignment=work)
+    bonus = bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks for coming to the lab.")
+    assert bonus.status == Bonus.Status.RECORDED
+    assert not ProviderCall.objects.exists()
