@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / ReDoc files served locally (the docs work offline)
     "studies",
     "annotations",
     "scoring",
@@ -149,6 +150,16 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TIME_LIMIT = 6 * 3600
 CELERY_TASK_SOFT_TIME_LIMIT = 6 * 3600 - 60
 CELERY_BEAT_SCHEDULE: dict = {}
+# Crowd platforms (annotations.tasks_providers): sync live MTurk / Prolific publications.
+CELERY_BEAT_SCHEDULE["providers-sync-open-studies"] = {
+    "task": "annotations.providers.sync_open_studies",
+    "schedule": float(os.environ.get("RL_PROVIDER_SYNC_SECONDS", "300")),
+}
+# Questionnaire (annotations.tasks): give back the units of abandoned assignments.
+CELERY_BEAT_SCHEDULE["annotations-expire-stale-assignments"] = {
+    "task": "annotations.expire_stale_assignments",
+    "schedule": float(os.environ.get("RL_EXPIRE_SECONDS", "60")),
+}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 # --- REST framework -----------------------------------------------------------------------
@@ -169,6 +180,30 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Studies, annotations and scores of human-utility studies of free-text rationales.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+}
+# --- API (studies/api, annotations/api, scoring/api) ---------------------------------------
+# The docs page loads Swagger UI / ReDoc from drf-spectacular-sidecar, never from a CDN.
+SPECTACULAR_SETTINGS.update(
+    {
+        "SWAGGER_UI_DIST": "SIDECAR",
+        "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+        "REDOC_DIST": "SIDECAR",
+        "COMPONENT_SPLIT_REQUEST": True,
+        "ENUM_NAME_OVERRIDES": {
+            "StudyKindEnum": "studies.models.Study.Kind",
+            "RationaleSourceKindEnum": "studies.models.RationaleSource.Kind",
+            "ImportKindEnum": "studies.api.serializers.IMPORT_KINDS",
+            "GenerationJobKindEnum": "studies.models.GenerationJob.Kind",
+        },
+    }
+)
+# Worker ids in the API and exports are HMAC-SHA256 pseudonyms keyed by this salt: stable within
+# a deployment, meaningless outside it. Changing it changes every pseudonym.
+RL_PSEUDONYM_SALT = os.environ.get("RL_PSEUDONYM_SALT", SECRET_KEY)
+# Rate limits of the API's writes and exports (DRF ScopedRateThrottle scopes).
+RL_API_THROTTLE_RATES = {
+    "api_write": os.environ.get("RL_API_WRITE_RATE", "60/min"),
+    "api_export": os.environ.get("RL_API_EXPORT_RATE", "30/min"),
 }
 
 LOGGING = {

@@ -1,2 +1,322 @@
-"""Admin for LM generation: generators, jobs, failures and Gen-U predictions."""
-from django.contrib import admin  # noqa: F401
+"""Admin for LM generation: generators, jobs (with live progress), failures and Gen-U predictions.
+
+The actions only collect parameters and call the services (``generation_job_create``,
+``generation_job_cancel``, ``generation_job_resume``, ``finetune_t5``); the work runs on the
+``lm`` Celery queue. "Generate rationales" is added to the rationale source admin and "Fine-tune
+T5" to the dataset admin from here, so ``studies/admin/core.py`` stays untouched. LM output is
+shown through Django's auto-escaping only.
+"""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from studies.models import (
+    Dataset,
+    GenerationFailure,
+    GenerationJob,
+    GenUPrediction,
+    QuestionGenerator,
+    RationaleSource,
+    Split,
+)
+from studies.services.finetune import MODES, finetune_t5
+from studies.services.generation import (
+    GenerationError,
+    generation_job_cancel,
+    generation_job_create,
+    generation_job_resume,
+)
+
+REFRESH_SECONDS = 5
+
+
+def _short(text: str, n: int = 80) -> str:
+    return Truncator(text or "").chars(n)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def progress_html(job: GenerationJob):
+    return format_html(
+        '<progress value="{}" max="{}" style="width:9em"></progress> {} / {} ({}%)',
+        job.done, job.total or 1, job.done, job.total, f"{job.percent:.0f}",
+    )
+
+
+# --- forms for the intermediate action pages --------------------------------------------------
+class _JobForm(forms.Form):
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.all())
+    split = forms.ChoiceField(choices=[("", "all splits"), *Split.choices], required=False, initial="dev")
+    limit = forms.IntegerField(min_value=1, required=False, help_text="First N items by id; empty takes all.")
+    batch_size = forms.IntegerField(min_value=1, max_value=1024, initial=16)
+
+
+class GenerateRationalesForm(_JobForm):
+    max_requests = forms.IntegerField(min_value=1, required=False, help_text="Budget cap (openai backend).")
+    max_tokens = forms.IntegerField(min_value=1, required=False, help_text="Budget cap (openai backend).")
+
+
+class GenerateQuestionsForm(_JobForm):
+    max_requests = forms.IntegerField(min_value=1, required=False, help_text="Budget cap (openai backend).")
+
+
+class GenUAnswersForm(_JobForm):
+    answerer_i = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm", backend="seq2seq"),
+                                        label="F^I answerer (question only)")
+    answerer_ir = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm", backend="seq2seq"),
+                                         label="F^IR answerer (question and rationale)")
+    only_valid = forms.BooleanField(required=False, help_text="Only questions validated as valid.")
+
+
+class FinetuneForm(forms.Form):
+    mode = forms.ChoiceField(choices=list(MODES.items()))
+    base_model = forms.CharField(help_text="Model name (e.g. t5-base) or a folder on the worker.")
+    split = forms.ChoiceField(choices=Split.choices, initial="train")
+    n_shot = forms.IntegerField(min_value=1, required=False, help_text="Empty trains on the full split.")
+    epochs = forms.IntegerField(min_value=1, initial=3)
+    batch_size = forms.IntegerField(min_value=1, initial=8)
+    lr = forms.FloatField(min_value=0, initial=3e-4)
+    seed = forms.IntegerField(initial=0)
+    output_name = forms.CharField(required=False, help_text="Name of the registered source; empty picks one.")
+
+
+def _action_page(modeladmin, request, queryset, *, form_class, title, action, submit, run):
+    """Show ``form_class`` for the selected rows; on submit call ``run(obj, data)`` for each."""
+    if "apply" in request.POST:
+        form = form_class(request.POST)
+        if form.is_valid():
+            for obj in queryset:
+                try:
+                    job = run(obj, form.cleaned_data, request.user)
+                except GenerationError as exc:
+                    modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
+                    continue
+                url = reverse("admin:studies_generationjob_change", args=[job.pk])
+                modeladmin.message_user(
+                    request, format_html('Queued <a href="{}">job {}</a> for {} ({} units).', url, job.pk, obj,
+                                         job.total), messages.SUCCESS)
+            return None
+    else:
+        form = form_class()
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": title, "form": form, "queryset": queryset, "action": action, "submit": submit,
+        "opts": modeladmin.model._meta, "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/studies/lm/action_form.html", context)
+
+
+def _budget(data: dict) -> dict:
+    return {k: data[k] for k in ("max_requests", "max_tokens") if data.get(k)}
+
+
+@admin.action(description="Generate rationales", permissions=["change"])
+def generate_rationales(modeladmin, request, queryset):
+    def run(source, data, user):
+        return generation_job_create(kind="rationales", source=source, dataset=data["dataset"], split=data["split"],
+                                     limit=data["limit"], batch_size=data["batch_size"], params=_budget(data),
+                                     user=user)
+
+    return _action_page(modeladmin, request, queryset, form_class=GenerateRationalesForm,
+                        title="Generate rationales", action="generate_rationales", submit="Queue generation", run=run)
+
+
+@admin.action(description="Compute Gen-U answers (F^I and F^IR)", permissions=["change"])
+def generate_genu_answers(modeladmin, request, queryset):
+    def run(source, data, user):
+        return generation_job_create(
+            kind="genu_answers", source=source, dataset=data["dataset"], split=data["split"], limit=data["limit"],
+            batch_size=data["batch_size"], user=user,
+            params={"answerer_i": data["answerer_i"].pk, "answerer_ir": data["answerer_ir"].pk,
+                    "only_valid": data["only_valid"]})
+
+    return _action_page(modeladmin, request, queryset, form_class=GenUAnswersForm,
+                        title="Gen-U answers", action="generate_genu_answers", submit="Queue answering", run=run)
+
+
+@admin.action(description="Fine-tune T5 on this dataset", permissions=["change"])
+def finetune_on_dataset(modeladmin, request, queryset):
+    def run(dataset, data, user):
+        return finetune_t5(dataset=dataset, mode=data["mode"], base_model=data["base_model"], split=data["split"],
+                           n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
+                           seed=data["seed"], output_name=data["output_name"] or None, user=user, run_now=False)
+
+    return _action_page(modeladmin, request, queryset, form_class=FinetuneForm, title="Fine-tune T5",
+                        action="finetune_on_dataset", submit="Queue fine-tuning", run=run)
+
+
+def _add_actions(model, *actions) -> None:
+    """Add actions to another module's ModelAdmin (registered before this module is imported)."""
+    model_admin = admin.site._registry.get(model)
+    if model_admin is None:
+        return
+    existing = list(model_admin.actions or [])
+    model_admin.actions = existing + [a for a in actions if a not in existing]
+
+
+_add_actions(RationaleSource, generate_rationales, generate_genu_answers)
+_add_actions(Dataset, finetune_on_dataset)
+
+
+# --- generators -------------------------------------------------------------------------------
+@admin.register(QuestionGenerator)
+class QuestionGeneratorAdmin(admin.ModelAdmin):
+    list_display = ["name", "backend", "model_name_or_path", "n_demonstrations", "updated_at"]
+    list_filter = ["backend"]
+    search_fields = ["name", "model_name_or_path"]
+    readonly_fields = ["created_at", "updated_at"]
+    actions = ["generate_questions"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "backend", "model_name_or_path", "endpoint_url", "seed"]}),
+        ("Prompts", {"fields": ["instructions", "demonstrations"], "description":
+            "instructions: {type: text} for rephrase, similar and counterfactual. demonstrations: {type: [six "
+            "{question, context, output, answer}]}, answer True/False (counterfactuals take none). Types left "
+            "empty are drawn from the dataset's train generalization questions when a job starts."}),
+        ("Decoding", {"fields": ["decoding"], "description": "Default: 5 samples at temperature 0.7."}),
+        (None, {"fields": ["created_at", "updated_at"]}),
+    ]
+
+    @admin.display(description="demonstrations")
+    def n_demonstrations(self, obj):
+        return ", ".join(f"{k} {len(v)}" for k, v in (obj.demonstrations or {}).items()) or "drawn at first job"
+
+    @admin.action(description="Generate generalization questions", permissions=["change"])
+    def generate_questions(self, request, queryset):
+        def run(generator, data, user):
+            return generation_job_create(kind="generalization_questions", generator=generator,
+                                         dataset=data["dataset"], split=data["split"], limit=data["limit"],
+                                         batch_size=data["batch_size"], params=_budget(data), user=user)
+
+        return _action_page(self, request, queryset, form_class=GenerateQuestionsForm,
+                            title="Generate generalization questions", action="generate_questions",
+                            submit="Queue generation", run=run)
+
+
+# --- jobs -------------------------------------------------------------------------------------
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(GenerationJob)
+class GenerationJobAdmin(ReadOnlyAdmin):
+    list_display = ["id", "kind", "target", "status", "progress", "rate_display", "eta_display", "failed",
+                    "created_at"]
+    list_filter = ["kind", "status"]
+    list_select_related = ["source", "generator", "dataset"]
+    search_fields = ["source__name", "generator__name", "error"]
+    actions = ["cancel_jobs", "resume_jobs"]
+    change_list_template = "admin/studies/lm/generationjob_change_list.html"
+    change_form_template = "admin/studies/lm/generationjob_change_form.html"
+    readonly_fields = ["kind", "status", "target", "dataset", "split", "progress", "rate_display", "eta_display",
+                       "failed", "failures_link", "started_at", "finished_at", "cancel_requested", "error",
+                       "batch_size", "params", "celery_task_id", "created_by", "created_at", "updated_at"]
+    fields = readonly_fields
+
+    @admin.display(description="for")
+    def target(self, obj):
+        return obj.source or obj.generator or obj.dataset or "—"
+
+    @admin.display(description="progress")
+    def progress(self, obj):
+        return progress_html(obj)
+
+    @admin.display(description="rate")
+    def rate_display(self, obj):
+        return "—" if obj.rate is None else f"{obj.rate:.2f}/s"
+
+    @admin.display(description="ETA")
+    def eta_display(self, obj):
+        return _duration(obj.eta_seconds) if obj.is_active else "—"
+
+    @admin.display(description="failures")
+    def failures_link(self, obj):
+        url = reverse("admin:studies_generationfailure_changelist") + f"?job__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} failure rows</a>', url, obj.failures.count())
+
+    def changelist_view(self, request, extra_context=None):
+        active = GenerationJob.objects.filter(status__in=["queued", "running"]).exists()
+        extra = {"refresh_seconds": REFRESH_SECONDS if active else None, **(extra_context or {})}
+        return super().changelist_view(request, extra_context=extra)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = GenerationJob.objects.filter(pk=object_id).first()
+        extra = {"refresh_seconds": REFRESH_SECONDS if job and job.is_active else None, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    @admin.action(description="Cancel job")
+    def cancel_jobs(self, request, queryset):
+        done = 0
+        for job in queryset:
+            try:
+                generation_job_cancel(job=job)
+                done += 1
+            except GenerationError as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+        if done:
+            self.message_user(request, f"Cancelled {done} job(s); running ones stop after their current batch.")
+
+    @admin.action(description="Resume job (continues where it stopped)")
+    def resume_jobs(self, request, queryset):
+        done = 0
+        for job in queryset:
+            try:
+                generation_job_resume(job=job)
+                done += 1
+            except GenerationError as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+        if done:
+            self.message_user(request, f"Queued {done} job(s) again.")
+
+
+@admin.register(GenerationFailure)
+class GenerationFailureAdmin(ReadOnlyAdmin):
+    list_display = ["job", "item_display", "unit", "reason", "raw_short", "created_at"]
+    list_filter = ["job__kind", "job"]
+    search_fields = ["reason", "raw_output", "item__external_id"]
+    list_select_related = ["job", "item"]
+    fields = ["job", "item", "unit", "reason", "raw_output", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="item", ordering="item__external_id")
+    def item_display(self, obj):
+        return obj.item.external_id
+
+    @admin.display(description="raw output")
+    def raw_short(self, obj):
+        return format_html("<code>{}</code>", _short(obj.raw_output, 120))
+
+
+@admin.register(GenUPrediction)
+class GenUPredictionAdmin(ReadOnlyAdmin):
+    list_display = ["question_short", "rationale_source", "answerer", "predicted_answer", "gold", "correct"]
+    list_filter = ["answerer", "correct", "rationale_source"]
+    search_fields = ["generalization_question__text", "raw_output"]
+    list_select_related = ["generalization_question", "rationale_source"]
+    fields = ["generalization_question", "rationale_source", "answerer", "answerer_model", "predicted_answer",
+              "correct", "raw_output", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="question")
+    def question_short(self, obj):
+        return _short(obj.generalization_question.text)
+
+    @admin.display(description="gold")
+    def gold(self, obj):
+        return obj.generalization_question.answer

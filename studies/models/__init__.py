@@ -1,4 +1,5 @@
 """Models of the studies app, one module per area; import from ``studies.models``."""
+from .access import ApiToken  # noqa: F401
 from .core import (  # noqa: F401
     YES_NO_CHOICES,
     Dataset,
@@ -11,3 +12,4 @@ from .core import (  # noqa: F401
     Study,
 )
 from .lm import GenUPrediction  # noqa: F401
+from .lm import GenerationFailure, GenerationJob, QuestionGenerator  # noqa: F401

@@ -2,6 +2,7 @@
 answerers' predictions. The LM worker (studies.lm, studies.tasks) writes them."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from .core import GeneralizationQuestion, RationaleSource
@@ -36,3 +37,139 @@ class GenUPrediction(models.Model):
                 name="genu_prediction_unique",
             )
         ]
+
+
+def default_generator_decoding() -> dict:
+    """SPEC section 4: five samples per type at temperature 0.7."""
+    return {"do_sample": True, "temperature": 0.7, "top_p": 1.0, "max_new_tokens": 64, "num_return_sequences": 5}
+
+
+def default_generator_instructions() -> dict:
+    return {
+        "rephrase": "Rephrase the question and answer it.",
+        "similar": "Given a context, generate a similar question to the given question and answer it.",
+        "counterfactual": "Given the context and question, generate a question that negates the question.",
+    }
+
+
+class QuestionGenerator(models.Model):
+    """An LM configured to write generalization questions (rephrase, similar, counterfactual).
+
+    ``instructions`` maps each type to its instruction; ``demonstrations`` maps each type to six
+    fixed demonstrations ``{"question", "context", "output", "answer"}`` (answer ``True``/``False``;
+    counterfactuals need none). Empty demonstrations for a type are drawn, with ``seed``, from the
+    dataset's train-split generalization questions when a job starts, and saved here."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    backend = models.CharField(
+        max_length=20, choices=[c for c in RationaleSource.Backend.choices if c[0]], default="seq2seq"
+    )
+    model_name_or_path = models.CharField(max_length=500)
+    endpoint_url = models.URLField(blank=True, help_text="OpenAI-compatible base URL, for the openai backend.")
+    instructions = models.JSONField(default=default_generator_instructions, blank=True)
+    demonstrations = models.JSONField(default=dict, blank=True)
+    decoding = models.JSONField(default=default_generator_decoding, blank=True)
+    seed = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def origin(self) -> str:
+        """What generated questions record in ``GeneralizationQuestion.origin``."""
+        return f"generator:{self.name}"
+
+
+class GenerationJob(models.Model):
+    """One batched, resumable LM job. ``item_ids`` is frozen at creation, so ``total`` never
+    moves; ``done`` counts items processed (output stored or failure recorded)."""
+
+    class Kind(models.TextChoices):
+        RATIONALES = "rationales", "Rationales"
+        GENERALIZATION_QUESTIONS = "generalization_questions", "Generalization questions"
+        GENU_ANSWERS = "genu_answers", "Gen-U answers (F^I and F^IR)"
+        FINETUNE = "finetune", "Fine-tune T5"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    source = models.ForeignKey(
+        RationaleSource, null=True, blank=True, on_delete=models.CASCADE, related_name="generation_jobs"
+    )
+    generator = models.ForeignKey(
+        QuestionGenerator, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
+    dataset = models.ForeignKey(
+        "studies.Dataset", null=True, blank=True, on_delete=models.CASCADE, related_name="generation_jobs"
+    )
+    split = models.CharField(max_length=10, blank=True)
+    item_ids = models.JSONField(default=list, blank=True)
+    batch_size = models.PositiveIntegerField(default=16)
+    params = models.JSONField(default=dict, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0, help_text="Items whose output did not parse.")
+    rate = models.FloatField(null=True, blank=True, help_text="Items per second over recent batches.")
+    eta_seconds = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    celery_task_id = models.CharField(max_length=255, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(done__lte=models.F("total")), name="genjob_done_le_total"),
+        ]
+
+    def __str__(self) -> str:
+        target = self.source or self.generator or ""
+        return f"{self.get_kind_display()} #{self.pk} {target}".strip()
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in {self.Status.QUEUED, self.Status.RUNNING}
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.done / self.total if self.total else 0.0
+
+
+class GenerationFailure(models.Model):
+    """An output that did not parse (or a unit that produced nothing usable), kept with its raw
+    text. One per (job, item, unit): ``unit`` names the question type or answerer, empty for
+    rationales."""
+
+    job = models.ForeignKey(GenerationJob, on_delete=models.CASCADE, related_name="failures")
+    item = models.ForeignKey("studies.Item", on_delete=models.CASCADE, related_name="generation_failures")
+    unit = models.CharField(max_length=100, blank=True)
+    raw_output = models.TextField(blank=True)
+    reason = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job_id", "item_id", "unit"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "item", "unit"], name="genfailure_unique_per_unit"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} item {self.item_id}: {self.reason[:60]}"

@@ -69,6 +69,13 @@ class Command(BaseCommand):
         self.stdout.write(f"Password: {password}")
         self.stdout.write(f"Study: {study.name!r} id={study.pk} status={study.status}{status_note}")
         self.stdout.write(f"Study page: {url}studies/study/{study.pk}/change/")
+        if study.status == Study.Status.OPEN:
+            from annotations.platforms import study_entry_url
+
+            self.stdout.write(
+                f"Worker link (open it in a private window; each new browser is a new worker): "
+                f"{study_entry_url(study, provider=Study.Provider.LINK)}"
+            )
 
     def _admin(self):
         User = get_user_model()

@@ -1,0 +1,1 @@
+"""REST API of the annotations app: assignments and annotations (``/api/v1/``)."""

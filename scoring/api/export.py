@@ -1,0 +1,104 @@
+"""The unit-score export (one row per scored (item, source) unit) and the per-source summaries."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.db.models import Avg, Count, Q, QuerySet
+
+from scoring.models import UnitScore
+from studies.api.streaming import Column
+from studies.models import Study
+
+UTILITY_LABELS = {1: "useful", 0: "unsure", -1: "not_useful"}
+
+SCORE_COLUMNS: list[Column] = [
+    Column("study_id", "int", "Study id."),
+    Column("item_id", "int", "Item id."),
+    Column("item_external_id", "str", "Item id in its dataset (e.g. StrategyQA qid)."),
+    Column("split", "str", "Split of the item."),
+    Column("source_id", "int", "Rationale source id."),
+    Column("source_name", "str", "Rationale source name."),
+    Column("gold_answer", "str", "The item's correct answer label."),
+    Column("n_annotators", "int", "Annotators whose answers were aggregated."),
+    Column("before_majority", "str", "Majority answer before the rationale; empty on a tie."),
+    Column("after_majority", "str", "Majority answer after the rationale; empty on a tie."),
+    Column("before_tie", "bool", "No majority before the rationale (counted as wrong)."),
+    Column("after_tie", "bool", "No majority after the rationale (counted as wrong)."),
+    Column("before_correct", "bool", "Majority before the rationale is the gold answer."),
+    Column("after_correct", "bool", "Majority after the rationale is the gold answer."),
+    Column("utility", "int", "1 useful (wrong then right), -1 not useful (wrong after), 0 unsure (right, right)."),
+    Column("utility_label", "str", "useful, unsure or not_useful."),
+    Column("task_correct", "bool", "The source's own predicted answer was correct (task accuracy)."),
+    Column("gen_u", "int", "Gen-U of the rationale (-1, 0, 1), when computed."),
+    Column("similarity", "float", "BERTScore similarity to the gold rationale, when computed."),
+    Column("imported", "bool", "The aggregated answers were imported (study run elsewhere)."),
+    Column("updated_at", "datetime", "When the score was computed (UTC)."),
+    Column("reported_utility", "int", "Imported outcome studies: the utility the imported file stated."),
+]
+
+_FIELDS = [
+    "study_id", "item_id", "item__external_id", "item__split", "source_id", "source__name", "item__gold_answer",
+    "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
+    "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported", "updated_at",
+    "reported_utility",
+]
+
+
+def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iterator[tuple]:
+    for values in queryset.order_by("item_id", "source_id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
+        utility = values[14]
+        yield values[:15] + (UTILITY_LABELS.get(utility, ""),) + values[15:]
+
+
+def _share(n: int, total: int) -> float | None:
+    return round(n / total, 6) if total else None
+
+
+def source_summaries(*, study: Study) -> list[dict]:
+    """Per rationale source: counts and shares of useful / unsure / not useful units, majority ties,
+    accuracies before and after the rationale, task accuracy, mean Gen-U and similarity."""
+    rows = (
+        UnitScore.objects.filter(study=study)
+        .values("source_id", "source__name")
+        .annotate(
+            n_units=Count("id"),
+            n_scored=Count("id", filter=Q(utility__isnull=False)),
+            n_useful=Count("id", filter=Q(utility=1)),
+            n_unsure=Count("id", filter=Q(utility=0)),
+            n_not_useful=Count("id", filter=Q(utility=-1)),
+            n_before_ties=Count("id", filter=Q(before_tie=True)),
+            n_after_ties=Count("id", filter=Q(after_tie=True)),
+            n_before_correct=Count("id", filter=Q(before_correct=True)),
+            n_after_correct=Count("id", filter=Q(after_correct=True)),
+            n_task_known=Count("id", filter=Q(task_correct__isnull=False)),
+            n_task_correct=Count("id", filter=Q(task_correct=True)),
+            mean_gen_u=Avg("gen_u"),
+            mean_similarity=Avg("similarity"),
+        )
+        .order_by("source__name")
+    )
+    out = []
+    for r in rows:
+        scored = r["n_scored"]
+        out.append(
+            {
+                "source": r["source_id"],
+                "source_name": r["source__name"],
+                "n_units": r["n_units"],
+                "n_scored": scored,
+                "n_useful": r["n_useful"],
+                "n_unsure": r["n_unsure"],
+                "n_not_useful": r["n_not_useful"],
+                "share_useful": _share(r["n_useful"], scored),
+                "share_unsure": _share(r["n_unsure"], scored),
+                "share_not_useful": _share(r["n_not_useful"], scored),
+                "n_before_ties": r["n_before_ties"],
+                "n_after_ties": r["n_after_ties"],
+                "accuracy_before": _share(r["n_before_correct"], r["n_units"]),
+                "accuracy_after": _share(r["n_after_correct"], r["n_units"]),
+                "task_accuracy": _share(r["n_task_correct"], r["n_task_known"]),
+                "mean_gen_u": r["mean_gen_u"],
+                "mean_similarity": r["mean_similarity"],
+            }
+        )
+    return out

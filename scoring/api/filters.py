@@ -1,0 +1,40 @@
+"""django-filter filter sets of the scoring API (also used by the score export)."""
+from __future__ import annotations
+
+import django_filters as df
+
+from annotations.api.filters import UTILITY_CATEGORIES, UTILITY_VALUES
+from scoring.models import ScoreRun, UnitScore
+from studies.api.filters import DateTimeFilter, IdFilter, filter_source_id_or_name
+from studies.models import Split
+
+
+class UnitScoreFilter(df.FilterSet):
+    study = IdFilter(field_name="study_id")
+    item = IdFilter(field_name="item_id")
+    source = df.CharFilter(method="filter_source", help_text="Rationale source id or name.")
+    split = df.ChoiceFilter(field_name="item__split", choices=Split.choices)
+    utility = df.ChoiceFilter(choices=UTILITY_CATEGORIES, method="filter_utility", help_text="Utility category.")
+    updated_after = DateTimeFilter(field_name="updated_at", lookup_expr="gte")
+    updated_before = DateTimeFilter(field_name="updated_at", lookup_expr="lt")
+
+    class Meta:
+        model = UnitScore
+        fields = {"task_correct": ["exact"], "gen_u": ["exact"], "before_tie": ["exact"], "after_tie": ["exact"]}
+
+    def filter_source(self, queryset, name, value):
+        return filter_source_id_or_name(queryset, "source", value)
+
+    def filter_utility(self, queryset, name, value):
+        return queryset.filter(utility=UTILITY_VALUES[value])
+
+
+class ScoreRunFilter(df.FilterSet):
+    study = IdFilter(field_name="study_id")
+    status = df.ChoiceFilter(choices=ScoreRun.Status.choices)
+    created_after = DateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = DateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = ScoreRun
+        fields: list[str] = []

@@ -1,0 +1,59 @@
+"""Serializers of the scoring API."""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from scoring.models import ScoreRun, UnitScore
+
+from .export import UTILITY_LABELS
+
+
+class UnitScoreSerializer(serializers.ModelSerializer):
+    item_external_id = serializers.CharField(source="item.external_id", read_only=True)
+    split = serializers.CharField(source="item.split", read_only=True)
+    gold_answer = serializers.CharField(source="item.gold_answer", read_only=True)
+    source_name = serializers.CharField(source="source.name", read_only=True)
+    utility_label = serializers.SerializerMethodField(help_text="useful, unsure or not_useful; empty if unscored.")
+
+    class Meta:
+        model = UnitScore
+        fields = [
+            "id", "study", "item", "item_external_id", "split", "source", "source_name", "gold_answer",
+            "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
+            "after_correct", "utility", "utility_label", "task_correct", "gen_u", "similarity", "imported",
+            "updated_at",
+        ]
+
+    def get_utility_label(self, obj) -> str:
+        return UTILITY_LABELS.get(obj.utility, "")
+
+
+class ScoreRunSerializer(serializers.ModelSerializer):
+    has_results = serializers.SerializerMethodField(help_text="results.json is available (status done).")
+
+    class Meta:
+        model = ScoreRun
+        fields = ["id", "study", "status", "has_results", "warnings", "error", "task_id", "created_at", "finished_at"]
+
+    def get_has_results(self, obj) -> bool:
+        return obj.status == ScoreRun.Status.DONE and bool(obj.results)
+
+
+class SourceSummarySerializer(serializers.Serializer):
+    source = serializers.IntegerField()
+    source_name = serializers.CharField()
+    n_units = serializers.IntegerField()
+    n_scored = serializers.IntegerField(help_text="Units with a utility (scored).")
+    n_useful = serializers.IntegerField()
+    n_unsure = serializers.IntegerField()
+    n_not_useful = serializers.IntegerField()
+    share_useful = serializers.FloatField(allow_null=True)
+    share_unsure = serializers.FloatField(allow_null=True)
+    share_not_useful = serializers.FloatField(allow_null=True)
+    n_before_ties = serializers.IntegerField(help_text="Units without a majority before the rationale.")
+    n_after_ties = serializers.IntegerField(help_text="Units without a majority after the rationale.")
+    accuracy_before = serializers.FloatField(allow_null=True, help_text="Share of units whose majority was right before.")
+    accuracy_after = serializers.FloatField(allow_null=True, help_text="Share of units whose majority was right after.")
+    task_accuracy = serializers.FloatField(allow_null=True, help_text="Share of units where the source was right.")
+    mean_gen_u = serializers.FloatField(allow_null=True)
+    mean_similarity = serializers.FloatField(allow_null=True)

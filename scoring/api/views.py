@@ -1,0 +1,119 @@
+"""Unit scores (per (item, source) utility, Gen-U, similarity) and scoring jobs."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.response import Response
+
+from scoring.models import ScoreRun, UnitScore
+from studies.api.common import ApiViewMixin, import_service, visible_studies
+from studies.api.serializers import ErrorSerializer
+
+from .filters import ScoreRunFilter, UnitScoreFilter
+from .serializers import ScoreRunSerializer, UnitScoreSerializer
+
+UNIT_SCORE_EXAMPLE = OpenApiExample(
+    "A useful rationale",
+    value={
+        "id": 9, "study": 3, "item": 52, "item_external_id": "7d2a8cbb", "split": "test", "source": 4,
+        "source_name": "gpt3", "gold_answer": "yes", "n_annotators": 5, "before_majority": "no",
+        "after_majority": "yes", "before_tie": False, "after_tie": False, "before_correct": False,
+        "after_correct": True, "utility": 1, "utility_label": "useful", "task_correct": True, "gen_u": 1,
+        "similarity": 0.41, "imported": False, "updated_at": "2026-11-30T12:00:00Z",
+    },
+    response_only=True,
+)
+SCORE_RUN_EXAMPLE = OpenApiExample(
+    "A finished scoring run",
+    value={
+        "id": 5, "study": 3, "status": "done", "has_results": True, "warnings": [], "error": "",
+        "task_id": "c0a1f1d6-...", "created_at": "2026-11-30T12:00:00Z", "finished_at": "2026-11-30T12:00:07Z",
+    },
+    response_only=True,
+)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List unit scores",
+        description=(
+            "One row per scored (study, item, source) unit of the studies you can see: the majority answers "
+            "before and after the rationale (ties count as wrong and are flagged), utility (1 useful, 0 unsure, "
+            "-1 not useful), task accuracy of the source, Gen-U and similarity. Filter by study, source (id or "
+            "name), split and utility category."
+        ),
+        examples=[UNIT_SCORE_EXAMPLE],
+    ),
+    retrieve=extend_schema(summary="One unit score", description="One scored unit.", examples=[UNIT_SCORE_EXAMPLE]),
+)
+class UnitScoreViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = UnitScoreSerializer
+    filterset_class = UnitScoreFilter
+    ordering_fields = ["id", "updated_at"]
+
+    def get_queryset(self):
+        return UnitScore.objects.filter(study__in=visible_studies(self.request.user)).select_related("item", "source")
+
+
+class ScoreRunStartSerializer(serializers.Serializer):
+    study = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the study to score.")
+
+
+def score_run_start(*, study) -> ScoreRun:
+    """Queue scoring of ``study`` (``scoring.services.score_run_enqueue``): a pending ScoreRun whose
+    ``scoring.tasks.score_study_task`` is sent once the row is committed. 503 without scoring."""
+    score_run_enqueue = import_service("scoring.services", "score_run_enqueue", "Scoring")
+    return score_run_enqueue(study=study)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List scoring runs",
+        description="Scoring jobs of the studies you can see, newest last; `status` is pending, running, done or failed.",
+        examples=[SCORE_RUN_EXAMPLE],
+    ),
+    retrieve=extend_schema(
+        summary="Scoring job progress",
+        description=(
+            "Poll this until `status` is `done` (then read `/api/v1/studies/{id}/results/`) or `failed` "
+            "(`error` says why)."
+        ),
+        examples=[SCORE_RUN_EXAMPLE],
+    ),
+    create=extend_schema(
+        summary="Start scoring a study",
+        description=(
+            "Queue a scoring job for the study (aggregation, utility, agreement, Theil's U, results.json). "
+            "Answers 202 with the job; poll it with GET. Needs a read-write token and the permission "
+            "`scoring.add_scorerun`. 400 names a missing field; 404 for a study you cannot see."
+        ),
+        request=ScoreRunStartSerializer,
+        responses={
+            202: ScoreRunSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Bad input, naming the field."),
+            404: OpenApiResponse(ErrorSerializer, description="No such study (or not visible to you)."),
+            503: OpenApiResponse(ErrorSerializer, description="Scoring is not installed."),
+        },
+        examples=[OpenApiExample("Score study 3", value={"study": 3}, request_only=True), SCORE_RUN_EXAMPLE],
+    ),
+)
+class ScoreRunViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = ScoreRunSerializer
+    filterset_class = ScoreRunFilter
+    ordering_fields = ["id", "created_at"]
+    write_permissions = {"create": "scoring.add_scorerun"}
+
+    def get_queryset(self):
+        return ScoreRun.objects.filter(study__in=visible_studies(self.request.user))
+
+    def create(self, request, *args, **kwargs):
+        data = ScoreRunStartSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        study = visible_studies(request.user).filter(pk=data.validated_data["study"]).first()
+        if study is None:
+            return Response(
+                {"detail": f"study: no study with id {data.validated_data['study']} that you can see."},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        run = score_run_start(study=study)
+        return Response(ScoreRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,181 @@
+"""LM generation jobs: start one (rationales, generalization questions, Gen-U answers, fine-tuning)
+and read its progress. The job service (``studies.services.generation``) is imported inside the
+view; without it the write answers 503."""
+from __future__ import annotations
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource, Split
+
+from .common import ApiViewMixin, import_service
+from .filters import MAX_ID, GenerationJobFilter
+from .serializers import ErrorSerializer, check_storable_text
+
+
+class GenerationJobSerializer(serializers.ModelSerializer):
+    source_name = serializers.CharField(source="source.name", read_only=True, allow_null=True, default=None)
+    percent = serializers.FloatField(read_only=True, help_text="done / total, in percent.")
+    n_failures = serializers.IntegerField(source="failed", read_only=True, help_text="Outputs that did not parse.")
+
+    class Meta:
+        model = GenerationJob
+        fields = [
+            "id", "kind", "status", "source", "source_name", "generator", "dataset", "split", "batch_size", "params",
+            "total", "done", "n_failures", "percent", "rate", "eta_seconds", "started_at", "finished_at",
+            "cancel_requested", "error", "celery_task_id", "created_at", "updated_at",
+        ]
+
+
+@extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}]})
+class _NameOrIdField(serializers.Field):
+    """A related object by id (integer) or by its unique name (string)."""
+
+    def __init__(self, model, **kwargs):
+        self.model = model
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, str)) or data == "":
+            raise serializers.ValidationError("Give an id (integer) or a name (string).")
+        if isinstance(data, str):
+            check_storable_text(data)
+        if isinstance(data, int) or str(data).isdigit():
+            if not 1 <= int(data) <= MAX_ID:
+                raise serializers.ValidationError(f"Ids are whole numbers from 1 to {MAX_ID}.")
+            lookup = {"pk": int(data)}
+        else:
+            lookup = {"name": str(data).strip()}
+        obj = self.model.objects.filter(**lookup).first()
+        if obj is None:
+            raise serializers.ValidationError(f"No {self.model._meta.verbose_name} with {next(iter(lookup.values()))!r}.")
+        return obj
+
+    def to_representation(self, value):
+        return value.pk
+
+
+class GenerationJobStartSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=GenerationJob.Kind.choices)
+    source = _NameOrIdField(
+        RationaleSource, required=False, help_text="LM rationale source (id or name): rationales and genu_answers."
+    )
+    generator = _NameOrIdField(
+        QuestionGenerator, required=False, help_text="Question generator (id or name): generalization_questions."
+    )
+    dataset = _NameOrIdField(Dataset, required=False, help_text="Dataset (id or name).")
+    split = serializers.ChoiceField(choices=Split.choices, required=False, allow_blank=True, default="")
+    item_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, allow_empty=False, max_length=100_000,
+        help_text="Only these items (instead of a dataset split).",
+    )
+    limit = serializers.IntegerField(min_value=1, required=False, help_text="At most this many items.")
+    batch_size = serializers.IntegerField(min_value=1, max_value=1024, default=16)
+    params = serializers.DictField(
+        required=False, default=dict,
+        help_text="Per kind: max_requests / max_tokens (openai budget); genu_answers: answerer_i, answerer_ir "
+        "(source ids), only_valid; finetune: training parameters.",
+    )
+
+    def validate(self, attrs):
+        kind = attrs["kind"]
+        errors = {}
+        if kind in (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.GENU_ANSWERS) and not attrs.get("source"):
+            errors["source"] = f"A rationale source is required for '{kind}' jobs."
+        if kind == GenerationJob.Kind.GENERALIZATION_QUESTIONS and not attrs.get("generator"):
+            errors["generator"] = "A question generator is required for generalization_questions jobs."
+        needs_items = kind != GenerationJob.Kind.FINETUNE
+        if not attrs.get("dataset") and not (needs_items and attrs.get("item_ids")):
+            errors["dataset"] = f"A dataset (or item_ids) is required for '{kind}' jobs."
+        if kind == GenerationJob.Kind.GENU_ANSWERS:
+            for role in ("answerer_i", "answerer_ir"):
+                value = attrs["params"].get(role)
+                if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ID:
+                    errors["params"] = f"params.{role} must be the id of a seq2seq rationale source."
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, value={
+    "id": 12, "kind": "rationales", "status": "running", "source": 7, "source_name": "t5-large-feb", "generator": None,
+    "dataset": 1, "split": "dev", "batch_size": 16, "params": {}, "total": 184, "done": 64, "n_failures": 1,
+    "percent": 34.78, "rate": 0.9, "eta_seconds": 133.3, "started_at": "2026-11-30T10:00:00Z", "finished_at": None,
+    "cancel_requested": False, "error": "", "celery_task_id": "8e3c...", "created_at": "2026-11-30T09:59:58Z",
+    "updated_at": "2026-11-30T10:01:10Z"})
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List generation jobs",
+        description="LM jobs (rationales, generalization questions, Gen-U answers, fine-tuning) with their progress.",
+        examples=[JOB_EXAMPLE],
+    ),
+    retrieve=extend_schema(
+        summary="Generation job progress",
+        description="Poll `done` / `total`, `rate` and `eta_seconds`; `status` ends done, failed (see `error`) or "
+        "cancelled. Outputs that did not parse are counted in `n_failures` and kept with their raw text.",
+        examples=[JOB_EXAMPLE],
+    ),
+    create=extend_schema(
+        summary="Start a generation job",
+        description=(
+            "Queue an LM job on the `lm` queue; it runs in batches and survives a worker restart. Needs a "
+            "read-write token and the permission `studies.add_generationjob`. 400 names the missing or bad field."
+        ),
+        request=GenerationJobStartSerializer,
+        responses={
+            202: GenerationJobSerializer,
+            400: OpenApiResponse(description="Bad input: the body names each field and what is wrong."),
+            503: OpenApiResponse(ErrorSerializer, description="LM generation is not installed here."),
+        },
+        examples=[
+            OpenApiExample("Rationales for the dev split", request_only=True,
+                           value={"kind": "rationales", "source": "t5-large-feb", "dataset": "strategyqa", "split": "dev"}),
+            JOB_EXAMPLE,
+        ],
+    ),
+)
+class GenerationJobViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = GenerationJobSerializer
+    filterset_class = GenerationJobFilter
+    ordering_fields = ["id", "created_at"]
+    write_permissions = {"create": "studies.add_generationjob"}
+    queryset = GenerationJob.objects.select_related("source")
+
+    def get_serializer_class(self):
+        if self.action == "create":
+            return GenerationJobStartSerializer
+        return super().get_serializer_class()
+
+    def create(self, request, *args, **kwargs):
+        form = GenerationJobStartSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        generation_job_create = import_service("studies.services.generation", "generation_job_create", "LM generation")
+        GenerationError = import_service("studies.services.generation", "GenerationError", "LM generation")
+        data = form.validated_data
+        try:
+            job = generation_job_create(
+                kind=data["kind"], source=data.get("source"), generator=data.get("generator"),
+                dataset=data.get("dataset"), split=data.get("split", ""), item_ids=data.get("item_ids"),
+                limit=data.get("limit"), batch_size=data["batch_size"], params=data.get("params") or {},
+                user=request.user,
+            )
+        except GenerationError as exc:
+            raise ValidationError({"non_field_errors": [str(exc)]}) from exc
+        except DjangoValidationError as exc:
+            detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+            raise ValidationError(detail) from exc
+        except ObjectDoesNotExist as exc:
+            raise ValidationError({"non_field_errors": [f"Not found: {exc}"]}) from exc
+        return Response(GenerationJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,239 @@
+"""Serializers of the studies API: read representations and the input of the write endpoints."""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    ImportRecord,
+    Item,
+    Rationale,
+    RationaleSource,
+    Split,
+    Study,
+)
+
+
+def check_storable_text(value: str) -> str:
+    """Refuse text no database column can hold: NUL characters (PostgreSQL) and lone surrogates."""
+    if "\x00" in value:
+        raise serializers.ValidationError("Text may not contain NUL (\\x00) characters.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise serializers.ValidationError("Text is not valid Unicode (lone surrogate).") from exc
+    return value
+
+
+class NameRelatedField(serializers.SlugRelatedField):
+    """A related object by its name, refusing names that cannot be stored or looked up."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            check_storable_text(data)
+        return super().to_internal_value(data)
+
+
+class StorableTextMixin:
+    """Input serializers: every text value must be storable (see ``check_storable_text``)."""
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        errors = {}
+        for name, value in values.items():
+            if isinstance(value, str):
+                try:
+                    check_storable_text(value)
+                except serializers.ValidationError as exc:
+                    errors[name] = exc.detail
+        if errors:
+            raise serializers.ValidationError(errors)
+        return values
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    n_items = serializers.IntegerField(read_only=True, help_text="Number of items in the dataset.")
+
+    class Meta:
+        model = Dataset
+        fields = ["id", "name", "task_format", "choice_labels", "description", "n_items", "created_at", "updated_at"]
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Item
+        fields = [
+            "id", "dataset", "external_id", "question", "choices", "gold_answer", "gold_rationale", "split",
+            "metadata", "created_at", "updated_at",
+        ]
+
+
+class RationaleSourceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RationaleSource
+        fields = [
+            "id", "name", "kind", "description", "backend", "model_name_or_path", "endpoint_url", "template",
+            "decoding", "demonstrations", "seed", "has_highlights", "created_at", "updated_at",
+        ]
+
+
+class RationaleSerializer(serializers.ModelSerializer):
+    source_name = serializers.CharField(source="source.name", read_only=True)
+
+    class Meta:
+        model = Rationale
+        fields = [
+            "id", "item", "source", "source_name", "text", "predicted_answer", "prediction_correct", "highlights",
+            "raw_output", "generation_info", "created_at", "updated_at",
+        ]
+
+
+class GeneralizationQuestionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = GeneralizationQuestion
+        fields = [
+            "id", "item", "qtype", "text", "answer", "origin", "validation_status", "metadata", "created_at",
+            "updated_at",
+        ]
+
+
+class StudySerializer(serializers.ModelSerializer):
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, help_text="Username of the owner.")
+    shared_with = serializers.SlugRelatedField(
+        slug_field="username", many=True, read_only=True, help_text="Usernames the study is shared with."
+    )
+    n_items = serializers.IntegerField(read_only=True, help_text="Items in the study.")
+    n_units = serializers.IntegerField(read_only=True, help_text="Units (e.g. item x source) to annotate.")
+    n_units_complete = serializers.IntegerField(read_only=True, help_text="Units with all their annotators.")
+    n_annotations = serializers.IntegerField(read_only=True, help_text="Answers recorded so far (all steps).")
+
+    class Meta:
+        model = Study
+        fields = [
+            "id", "name", "kind", "status", "dataset", "split", "item_sample_size", "sample_seed", "sources",
+            "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
+            "provider", "consent_text", "instructions", "example", "faithfulness_enabled", "is_imported_outcome",
+            "owner", "shared_with", "n_items", "n_units", "n_units_complete", "n_annotations", "created_at",
+            "updated_at",
+        ]
+
+
+class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
+    """A study design as JSON: what ``POST /api/v1/studies/`` accepts."""
+
+    name = serializers.CharField(max_length=200)
+    kind = serializers.ChoiceField(choices=Study.Kind.choices, default=Study.Kind.UTILITY)
+    dataset = NameRelatedField(
+        slug_field="name", queryset=Dataset.objects.all(), help_text="Dataset name (import its items first)."
+    )
+    split = serializers.ChoiceField(choices=Split.choices, default=Split.TEST)
+    item_sample_size = serializers.IntegerField(
+        min_value=1, required=False, allow_null=True, help_text="Items drawn from the split; omit for all."
+    )
+    sample_seed = serializers.IntegerField(default=0)
+    sources = NameRelatedField(
+        slug_field="name", queryset=RationaleSource.objects.all(), many=True, required=False,
+        help_text="Rationale source names.",
+    )
+    annotators_per_unit = serializers.IntegerField(min_value=1, max_value=1000, default=5)
+    units_per_task = serializers.IntegerField(min_value=1, max_value=1000, default=10)
+    reward = serializers.DecimalField(max_digits=8, decimal_places=2, min_value=0, default="2.00")
+    hourly_pay_floor = serializers.DecimalField(max_digits=8, decimal_places=2, min_value=0, default="15.00")
+    estimated_minutes_per_task = serializers.DecimalField(
+        max_digits=6, decimal_places=1, min_value=0, default="6.0"
+    )
+    provider = serializers.ChoiceField(choices=Study.Provider.choices, default=Study.Provider.LINK)
+    consent_text = serializers.CharField(required=False, allow_blank=True, default="")
+    instructions = serializers.CharField(required=False, allow_blank=True, default="")
+    example = serializers.CharField(required=False, allow_blank=True, default="")
+    faithfulness_enabled = serializers.BooleanField(default=False)
+    shared_with = NameRelatedField(
+        slug_field="username", queryset=get_user_model().objects.filter(is_active=True), many=True,
+        required=False, help_text="Usernames of researchers who may read the study.",
+    )
+
+    def validate_name(self, value: str) -> str:
+        value = value.strip()
+        if Study.objects.filter(name=value).exists():
+            raise serializers.ValidationError(f"A study named {value!r} exists already: choose another name.")
+        return value
+
+
+IMPORT_KINDS = [
+    ("strategyqa", "StrategyQA items (strategyqa_processed_*.json)"),
+    ("openbookqa", "OpenBookQA items (obqa_*.jsonl or the original *_complete.jsonl)"),
+    ("items", "Items in CSV / JSON lines (columns id, question, answer, choices, rationale, split)"),
+    ("rationales", "Rationales for items of a dataset (CSV / JSON lines)"),
+    ("generalization", "Generalization questions (generalisation_final_*.json)"),
+]
+
+
+class ImportRequestSerializer(StorableTextMixin, serializers.Serializer):
+    """Multipart form of ``POST /api/v1/imports/``."""
+
+    kind = serializers.ChoiceField(choices=IMPORT_KINDS)
+    file = serializers.FileField(help_text="The file to import (UTF-8).")
+    dataset = serializers.CharField(
+        max_length=200, required=False, allow_blank=True,
+        help_text="Dataset name: created by item imports (StrategyQA and OpenBookQA have defaults), looked up by "
+        "rationale and generalization imports.",
+    )
+    split = serializers.ChoiceField(
+        choices=Split.choices, required=False, allow_blank=True, help_text="Split; guessed from the file name if empty."
+    )
+    source = serializers.CharField(
+        max_length=200, required=False, allow_blank=True,
+        help_text="Rationale imports: the source name, when the file has no source column.",
+    )
+    file_format = serializers.ChoiceField(
+        choices=[("csv", "CSV"), ("jsonl", "JSON lines"), ("json", "JSON")], required=False, allow_blank=True,
+        help_text="Item and rationale imports: the file's format; guessed when empty.",
+    )
+    task_format = serializers.ChoiceField(
+        choices=Dataset.TaskFormat.choices, required=False, allow_blank=True,
+        help_text="Item imports of a new dataset: yes_no or multiple_choice; guessed from the answers when empty.",
+    )
+    validation_status = serializers.ChoiceField(
+        choices=GeneralizationQuestion.Validation.choices, required=False, allow_blank=True,
+        help_text="Generalization imports: the status given to the questions (default unvalidated).",
+    )
+
+    def validate(self, attrs):
+        kind = attrs["kind"]
+        if kind in {"items", "rationales", "generalization"} and not attrs.get("dataset"):
+            raise serializers.ValidationError({"dataset": f"A dataset name is required for '{kind}' imports."})
+        return attrs
+
+
+class ImportRecordSerializer(serializers.ModelSerializer):
+    imported_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ImportRecord
+        fields = [
+            "id", "kind", "filename", "sha256", "dataset", "created", "updated", "unchanged", "summary",
+            "imported_by", "imported_at",
+        ]
+
+
+class RowErrorSerializer(serializers.Serializer):
+    line = serializers.IntegerField(allow_null=True)
+    column = serializers.IntegerField(allow_null=True)
+    record = serializers.CharField()
+    field = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ImportErrorSerializer(serializers.Serializer):
+    """A rejected file has ``file`` and ``errors``; a bad form names its field(s) instead."""
+
+    file = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Summary: nothing was imported."
+    )
+    errors = RowErrorSerializer(many=True, required=False, help_text="Every problem found, with its line and field.")
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()

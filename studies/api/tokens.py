@@ -1,0 +1,60 @@
+"""API tokens: creation (the key is returned once, only its digest is stored) and lookup."""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from studies.models import ApiToken
+
+KEY_PREFIX = "rl_"
+# last_used_at is refreshed at most this often, so that reads do not each cost a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@transaction.atomic
+def api_token_create(
+    *, user: AbstractBaseUser, name: str, read_only: bool = True, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """Create a token for ``user``; return it and its key. The key is not stored: show it now."""
+    if not user.is_active:
+        raise ValidationError({"user": f"User {user} is inactive: activate the account before giving it a token."})
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(
+        user=user,
+        name=name.strip(),
+        prefix=key[:10],
+        key_digest=_digest(key),
+        read_only=read_only,
+        expires_at=expires_at,
+    )
+    token.full_clean()
+    token.save()
+    return token, key
+
+
+def api_token_get_valid(*, key: str) -> ApiToken | None:
+    """The active token with this key, or None (unknown, revoked, expired, or inactive user)."""
+    token = ApiToken.objects.select_related("user").filter(key_digest=_digest(key), revoked=False).first()
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.expires_at is not None and token.expires_at <= now:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def is_api_token_key(key: str) -> bool:
+    return key.startswith(KEY_PREFIX)

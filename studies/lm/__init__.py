@@ -1,0 +1,14 @@
+"""LM generation for the studies app.
+
+- ``templates``: FEB rationale templates (T5 infilling, F^IR, F^I, causal few-shot) and the
+  generalization question prompts.
+- ``parsing``: raw outputs to (answer label, rationale), or a ``ParseFailure`` with the raw text.
+- ``backends``: ``generate(prompts, decoding) -> list[list[str]]`` for seq2seq and causal
+  transformers (loaded once per process, CUDA + bf16 when available) and OpenAI-compatible HTTP.
+- ``questions``: dropping empty and (near-)duplicate generated questions.
+- ``training``: small seq2seq / causal training loops (fine-tuning, tiny test models).
+- ``tiny``: tiny T5 / GPT-2 built from a config with a locally trained tokenizer (tests, benchmarks).
+
+Jobs live in ``studies.services.generation`` and run through ``studies.tasks.run_generation_job``
+on the ``lm`` queue. Nothing here imports torch at module load: the web app runs without it.
+"""

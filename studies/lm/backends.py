@@ -1,0 +1,426 @@
+"""Generation backends behind one small interface::
+
+    backend.generate(prompts: list[str], decoding: Decoding) -> list[list[str]]
+
+returning, for each prompt, ``decoding.num_return_sequences`` raw outputs (the continuation only).
+
+- :class:`Seq2SeqBackend`: ``AutoModelForSeq2SeqLM`` (T5, Flan-T5, UnifiedQA), outputs decoded
+  with special tokens kept so the FEB sentinels survive.
+- :class:`CausalBackend`: ``AutoModelForCausalLM`` (GPT-2 family and any causal LM), left padding
+  for batched generation, the prompt cut from the output.
+- :class:`OpenAIBackend`: an OpenAI-compatible HTTP endpoint (``/completions`` or
+  ``/chat/completions``; vLLM, llama.cpp server, hosted APIs) with back-off on 429/5xx and a
+  per-job budget cap. The API key comes from ``RL_OPENAI_API_KEY`` and is never stored or logged.
+
+Transformers models load once per worker process (:func:`load_transformers_model` caches them), on
+CUDA when available (bf16 where the GPU supports it), else on the CPU. torch and transformers are
+imported lazily: the web app runs without them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV = "RL_OPENAI_API_KEY"
+DEVICE_ENV = "RL_LM_DEVICE"
+
+
+class BackendError(Exception):
+    """A generation request that cannot succeed as configured (bad model path, 4xx answer)."""
+
+
+class TransientBackendError(BackendError):
+    """Worth retrying later: rate limits or server errors that outlasted the back-off."""
+
+
+class BudgetExceeded(BackendError):
+    """The job's request or token cap is reached."""
+
+
+@dataclass
+class Decoding:
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 100
+    num_return_sequences: int = 1
+    stop: list[str] = field(default_factory=list)
+    seed: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict | None, **defaults: Any) -> Decoding:
+        values = {**defaults, **(data or {})}
+        known = {name: values[name] for name in cls.__dataclass_fields__ if name in values}
+        decoding = cls(**known)
+        if decoding.max_new_tokens < 1:
+            raise ValueError("decoding.max_new_tokens must be at least 1")
+        if decoding.num_return_sequences < 1:
+            raise ValueError("decoding.num_return_sequences must be at least 1")
+        if decoding.do_sample and decoding.temperature <= 0:
+            raise ValueError("decoding.temperature must be above 0 when sampling")
+        decoding.stop = [str(s) for s in (decoding.stop or [])]
+        return decoding
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+class Backend(Protocol):
+    kind: str
+    model_name: str
+
+    def generate(self, prompts: list[str], decoding: Decoding) -> list[list[str]]: ...
+
+
+def cut_at_stop(text: str, stop: list[str]) -> str:
+    cut = len(text)
+    for marker in stop:
+        index = text.find(marker)
+        if index != -1:
+            cut = min(cut, index)
+    return text[:cut]
+
+
+# --- transformers ------------------------------------------------------------------------------
+def select_device() -> str:
+    """``cuda`` when a GPU is visible, else ``cpu``; ``RL_LM_DEVICE`` overrides (e.g. ``cuda:1``)."""
+    override = os.environ.get(DEVICE_ENV, "").strip()
+    if override:
+        return override
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def select_dtype(device: str):
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: str
+
+
+_MODEL_CACHE: dict[tuple[str, str, str], LoadedModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
+    """Load (once per process) a seq2seq or causal model and its tokenizer."""
+    if kind not in {"seq2seq", "causal"}:
+        raise BackendError(f"unknown transformers backend {kind!r}")
+    if not name_or_path:
+        raise BackendError("the source has no model name or path")
+    device = select_device()
+    key = (kind, name_or_path, device)
+    with _CACHE_LOCK:
+        if key in _MODEL_CACHE:
+            return _MODEL_CACHE[key]
+        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+        dtype = select_dtype(device)
+        loader = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+            model = loader.from_pretrained(name_or_path, dtype=dtype)
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"cannot load {kind} model {name_or_path!r}: {exc}") from exc
+        model.to(device)
+        model.eval()
+        if kind == "causal":
+            tokenizer.padding_side = "left"  # generation continues from the right end
+            tokenizer.truncation_side = "left"  # keep the query, drop the oldest demonstrations
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+        else:
+            tokenizer.padding_side = "right"
+            # A prompt longer than the model's input keeps its end (the query) and loses the oldest
+            # text (instruction, first demonstrations); FEB explain prompts are never that long.
+            tokenizer.truncation_side = "left"
+        loaded = LoadedModel(model=model, tokenizer=tokenizer, device=device, dtype=str(dtype).replace("torch.", ""))
+        _MODEL_CACHE[key] = loaded
+        logger.info("loaded %s model %s on %s (%s)", kind, name_or_path, device, loaded.dtype)
+        return loaded
+
+
+def clear_model_cache() -> None:
+    with _CACHE_LOCK:
+        _MODEL_CACHE.clear()
+
+
+def _max_input_length(tokenizer, model) -> int:
+    limit = getattr(tokenizer, "model_max_length", None) or 512
+    positions = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+    if positions:
+        limit = min(limit, positions)
+    return int(min(limit, 4096))
+
+
+class _TransformersBackend:
+    kind = ""
+
+    def __init__(self, model_name_or_path: str):
+        self.model_name = model_name_or_path
+        self.loaded = load_transformers_model(self.kind, model_name_or_path)
+
+    @property
+    def device(self) -> str:
+        return self.loaded.device
+
+    def _generate_kwargs(self, decoding: Decoding, max_input: int) -> dict:
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": decoding.max_new_tokens,
+            "num_return_sequences": decoding.num_return_sequences,
+            "do_sample": decoding.do_sample,
+        }
+        if decoding.do_sample:
+            kwargs["temperature"] = decoding.temperature
+            kwargs["top_p"] = decoding.top_p
+        return kwargs
+
+    def encode(self, prompts: list[str]):
+        tokenizer = self.loaded.tokenizer
+        batch = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
+                          max_length=self._input_limit())
+        return {key: value.to(self.loaded.device) for key, value in batch.items() if key in ("input_ids", "attention_mask")}
+
+    def _input_limit(self) -> int:
+        return _max_input_length(self.loaded.tokenizer, self.loaded.model)
+
+    def generate(self, prompts: list[str], decoding: Decoding) -> list[list[str]]:
+        import torch
+
+        if not prompts:
+            return []
+        if decoding.do_sample:
+            torch.manual_seed(decoding.seed)
+        batch = self.encode(prompts)
+        with torch.inference_mode():
+            output = self.loaded.model.generate(**batch, **self._generate_kwargs(decoding, self._input_limit()))
+        texts = self.decode(output, batch)
+        n = decoding.num_return_sequences
+        grouped = [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+        if decoding.stop:
+            grouped = [[cut_at_stop(t, decoding.stop) for t in group] for group in grouped]
+        return grouped
+
+    def decode(self, output, batch) -> list[str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class Seq2SeqBackend(_TransformersBackend):
+    kind = "seq2seq"
+
+    def decode(self, output, batch) -> list[str]:
+        tokenizer = self.loaded.tokenizer
+        texts = tokenizer.batch_decode(output, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        pad = tokenizer.pad_token or "<pad>"
+        eos = tokenizer.eos_token or "</s>"
+        return [" ".join(t.replace(pad, " ").split(eos, 1)[0].split()) for t in texts]
+
+
+class CausalBackend(_TransformersBackend):
+    kind = "causal"
+
+    def _generate_kwargs(self, decoding: Decoding, max_input: int) -> dict:
+        kwargs = super()._generate_kwargs(decoding, max_input)
+        tokenizer = self.loaded.tokenizer
+        kwargs["pad_token_id"] = tokenizer.pad_token_id
+        if decoding.stop:
+            kwargs["stop_strings"] = decoding.stop
+            kwargs["tokenizer"] = tokenizer
+        return kwargs
+
+    def _input_limit(self) -> int:
+        # Leave room for the continuation inside the model's context.
+        positions = getattr(self.loaded.model.config, "n_positions", None) or getattr(
+            self.loaded.model.config, "max_position_embeddings", None) or 1024
+        return max(16, min(_max_input_length(self.loaded.tokenizer, self.loaded.model), positions - 128))
+
+    def decode(self, output, batch) -> list[str]:
+        prompt_length = batch["input_ids"].shape[1]
+        return self.loaded.tokenizer.batch_decode(output[:, prompt_length:], skip_special_tokens=True)
+
+
+# --- OpenAI-compatible HTTP ------------------------------------------------------------------
+@dataclass
+class Budget:
+    """A per-job cap on requests and tokens; ``None`` is unlimited. Thread safe."""
+
+    max_requests: int | None = None
+    max_tokens: int | None = None
+    used_requests: int = 0
+    used_tokens: int = 0
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+
+    def reserve_request(self) -> None:
+        with self._lock:
+            if self.max_requests is not None and self.used_requests >= self.max_requests:
+                raise BudgetExceeded(
+                    f"budget cap reached: {self.used_requests} of {self.max_requests} requests used"
+                )
+            if self.max_tokens is not None and self.used_tokens >= self.max_tokens:
+                raise BudgetExceeded(f"budget cap reached: {self.used_tokens} of {self.max_tokens} tokens used")
+            self.used_requests += 1
+
+    def record_tokens(self, tokens: int) -> None:
+        with self._lock:
+            self.used_tokens += max(0, int(tokens))
+
+    def as_json(self) -> dict:
+        return {"max_requests": self.max_requests, "max_tokens": self.max_tokens,
+                "used_requests": self.used_requests, "used_tokens": self.used_tokens}
+
+
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
+
+class OpenAIBackend:
+    """OpenAI-compatible endpoint. ``api`` is ``completions`` (prompt continuation, the FEB
+    few-shot prompt as is) or ``chat`` (the prompt as one user message)."""
+
+    kind = "openai"
+
+    def __init__(self, *, endpoint_url: str, model: str, api: str = "completions", budget: Budget | None = None,
+                 max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 60.0,
+                 timeout_s: float = 120.0, concurrency: int = 4, sleep=time.sleep, transport=None):
+        import httpx
+
+        if not endpoint_url:
+            raise BackendError("the source has no endpoint URL for the openai backend")
+        if api not in {"completions", "chat"}:
+            raise BackendError(f"decoding.api must be 'completions' or 'chat', not {api!r}")
+        self.model_name = model
+        self.api = api
+        self.url = self._url(endpoint_url, api)
+        self.budget = budget or Budget()
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.concurrency = max(1, concurrency)
+        self._sleep = sleep
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(API_KEY_ENV, "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
+        self.device = "remote"
+
+    @staticmethod
+    def _url(base: str, api: str) -> str:
+        base = base.rstrip("/")
+        if base.endswith("/completions"):
+            return base
+        return f"{base}/chat/completions" if api == "chat" else f"{base}/completions"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _payload(self, prompt: str, decoding: Decoding) -> dict:
+        payload: dict[str, Any] = {
+            "model": self.model_name,
+            "max_tokens": decoding.max_new_tokens,
+            "n": decoding.num_return_sequences,
+            "temperature": decoding.temperature if decoding.do_sample else 0.0,
+            "top_p": decoding.top_p if decoding.do_sample else 1.0,
+            "seed": decoding.seed,
+        }
+        if decoding.stop:
+            payload["stop"] = decoding.stop[:4]
+        if self.api == "chat":
+            payload["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            payload["prompt"] = prompt
+        return payload
+
+    def _wait(self, attempt: int, response) -> float:
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_backoff_s)
+            except ValueError:
+                pass
+        return min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
+
+    def _request(self, prompt: str, decoding: Decoding) -> list[str]:
+        import httpx
+
+        payload = self._payload(prompt, decoding)
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            self.budget.reserve_request()
+            response = None
+            try:
+                response = self._client.post(self.url, json=payload)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}"
+            else:
+                if response.status_code == 200:
+                    return self._texts(response)
+                if response.status_code not in RETRY_STATUSES:
+                    raise BackendError(
+                        f"{self.url} answered {response.status_code}: {response.text[:200]}"
+                    )
+                last = f"HTTP {response.status_code}"
+            if attempt < self.max_retries:
+                delay = self._wait(attempt, response)
+                logger.warning("openai backend: %s from %s, retrying in %.2fs", last, self.url, delay)
+                self._sleep(delay)
+        raise TransientBackendError(f"{self.url} still failing after {self.max_retries} retries ({last})")
+
+    def _texts(self, response) -> list[str]:
+        try:
+            data = response.json()
+            choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
+            usage = data.get("usage") or {}
+            self.budget.record_tokens(usage.get("total_tokens") or 0)
+            if self.api == "chat":
+                return [(c.get("message") or {}).get("content") or "" for c in choices]
+            return [c.get("text") or "" for c in choices]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError(f"{self.url} answered with an unexpected body: {response.text[:200]}") from exc
+
+    def generate(self, prompts: list[str], decoding: Decoding) -> list[list[str]]:
+        if self.concurrency == 1 or len(prompts) <= 1:
+            results = [self._request(p, decoding) for p in prompts]
+        else:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                results = list(pool.map(lambda p: self._request(p, decoding), prompts))
+        if decoding.stop:
+            results = [[cut_at_stop(t, decoding.stop) for t in group] for group in results]
+        return results
+
+
+def build_backend(*, backend: str, model_name_or_path: str, endpoint_url: str = "", options: dict | None = None,
+                  budget: Budget | None = None) -> Backend:
+    """The backend for a source or generator record. ``options`` holds the openai settings
+    (``api``, ``max_retries``, ``backoff_s``, ``concurrency``, ``timeout_s``)."""
+    options = options or {}
+    if backend == "seq2seq":
+        return Seq2SeqBackend(model_name_or_path)
+    if backend == "causal":
+        return CausalBackend(model_name_or_path)
+    if backend == "openai":
+        return OpenAIBackend(
+            endpoint_url=endpoint_url, model=model_name_or_path, api=options.get("api", "completions"),
+            budget=budget, max_retries=int(options.get("max_retries", 5)),
+            backoff_s=float(options.get("backoff_s", 1.0)), concurrency=int(options.get("concurrency", 4)),
+            timeout_s=float(options.get("timeout_s", 120.0)),
+        )
+    raise BackendError(f"unknown backend {backend!r}: choose seq2seq, causal or openai")

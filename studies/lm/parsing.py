@@ -1,0 +1,190 @@
+"""Split raw model outputs into (answer label, rationale).
+
+Every parser returns either a parsed value or a :class:`ParseFailure` holding the raw text and a
+reason a researcher can read; nothing is dropped silently (SPEC section 8).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .templates import CAUSAL_STOP, COUNTERFACTUAL, PromptItem
+
+_SENTINEL = re.compile(r"<extra_id_(\d+)>")
+_NOISE = ("<pad>", "</s>", "<s>", "<|endoftext|>")
+_YES = {"yes", "true", "y"}
+_NO = {"no", "false", "n"}
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    raw: str
+    reason: str
+
+    def __bool__(self) -> bool:  # a failure is falsy, so ``if parsed:`` reads naturally
+        return False
+
+
+@dataclass(frozen=True)
+class ParsedRationale:
+    answer: str  # choice label
+    rationale: str
+    answer_text: str
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    answer: str
+    answer_text: str
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    text: str
+    answer: str  # "yes" / "no"
+
+
+def _clean(text: str) -> str:
+    for token in _NOISE:
+        text = text.replace(token, " ")
+    return text
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def match_answer(text: str, item: PromptItem) -> str | None:
+    """Map an answer as the model wrote it to a choice label, or None."""
+    norm = _norm(text)
+    if not norm:
+        return None
+    if item.is_yes_no:
+        first = norm.split()[0]
+        if norm in _YES or first in _YES:
+            return "yes"
+        if norm in _NO or first in _NO:
+            return "no"
+        return None
+    labels = [label for label, _ in item.choices]
+    for label, choice in item.choices:
+        if norm == _norm(choice):
+            return label
+    # "(b)", "b", "b) the sun", "option b"
+    match = re.fullmatch(r"(?:option |choice )?\(?([a-z])\)?(?:\s.*)?", text.strip().lower())
+    if match and match.group(1) in labels:
+        return match.group(1)
+    for label, choice in item.choices:  # the choice text inside a longer answer
+        if _norm(choice) and _norm(choice) in norm:
+            return label
+    return None
+
+
+def _spans(text: str) -> dict[int, str]:
+    """Text following each sentinel, up to the next sentinel."""
+    parts = _SENTINEL.split(text)
+    # parts = [before, id, after, id, after, ...]
+    spans: dict[int, str] = {}
+    for index in range(1, len(parts), 2):
+        sentinel = int(parts[index])
+        if sentinel not in spans:
+            spans[sentinel] = " ".join(parts[index + 1].split())
+    return spans
+
+
+def parse_t5_rationale(raw: str, item: PromptItem) -> ParsedRationale | ParseFailure:
+    """``<extra_id_0> {answer} <extra_id_1> {rationale} <extra_id_2>``; decoded with special tokens kept."""
+    text = _clean(raw)
+    spans = _spans(text)
+    if 1 not in spans:
+        return ParseFailure(raw, "no <extra_id_1> separating the answer from the rationale")
+    if 0 in spans:
+        answer_part = spans[0]
+    else:  # the answer before <extra_id_1> without its opening sentinel
+        answer_part = " ".join(_SENTINEL.split(text)[0].split())
+    rationale = spans[1]
+    if not answer_part:
+        return ParseFailure(raw, "empty answer")
+    label = match_answer(answer_part, item)
+    if label is None:
+        return ParseFailure(raw, f"answer {answer_part[:80]!r} is not one of the choices")
+    if not rationale:
+        return ParseFailure(raw, "empty rationale")
+    return ParsedRationale(answer=label, rationale=rationale, answer_text=answer_part)
+
+
+def parse_t5_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailure:
+    """``<extra_id_0> {answer} <extra_id_1>`` (F^I and F^IR answerers)."""
+    text = _clean(raw)
+    spans = _spans(text)
+    answer_part = spans.get(0, " ".join(_SENTINEL.split(text)[0].split()))
+    if not answer_part:
+        return ParseFailure(raw, "empty answer")
+    label = match_answer(answer_part, item)
+    if label is None:
+        return ParseFailure(raw, f"answer {answer_part[:80]!r} is not one of the choices")
+    return ParsedAnswer(answer=label, answer_text=answer_part)
+
+
+def parse_causal_rationale(raw: str, item: PromptItem) -> ParsedRationale | ParseFailure:
+    """The continuation of a prompt ending in ``Answer:``: `` {answer}\\nReason: {rationale}\\n###``."""
+    text = _clean(raw).split(CAUSAL_STOP, 1)[0]
+    match = re.search(r"\bReason\s*:", text)
+    if not match:
+        return ParseFailure(raw, "no 'Reason:' after the answer")
+    answer_part = " ".join(text[: match.start()].split())
+    rationale = " ".join(text[match.end():].split("\nQuestion:", 1)[0].split())
+    if not answer_part:
+        return ParseFailure(raw, "empty answer")
+    label = match_answer(answer_part, item)
+    if label is None:
+        return ParseFailure(raw, f"answer {answer_part[:80]!r} is not one of the choices")
+    if not rationale:
+        return ParseFailure(raw, "empty rationale")
+    return ParsedRationale(answer=label, rationale=rationale, answer_text=answer_part)
+
+
+def parse_openai_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailure:
+    """A plain answer (chat models asked for the answer only)."""
+    text = " ".join(_clean(raw).split(CAUSAL_STOP, 1)[0].split())
+    if not text:
+        return ParseFailure(raw, "empty answer")
+    label = match_answer(text.splitlines()[0] if text else text, item)
+    if label is None:
+        return ParseFailure(raw, f"answer {text[:80]!r} is not one of the choices")
+    return ParsedAnswer(answer=label, answer_text=text)
+
+
+def parse_generalization(raw: str, *, qtype: str, original_answer: str) -> ParsedQuestion | ParseFailure:
+    """A generated question: its first line, then ``answer: True|False`` (rephrase, similar).
+    A counterfactual takes the negation of the original's answer. Stops at the next block."""
+    text = _clean(raw)
+    text = _SENTINEL.sub(" ", text).strip()
+    block = re.split(r"\n\s*\n|\n(?:question|context)\s*:", text, maxsplit=1)[0]
+    lines = [line.strip() for line in block.splitlines() if line.strip()]
+    if not lines:
+        return ParseFailure(raw, "empty question")
+    question = lines[0]
+    inline = re.search(r"\banswer\s*:\s*(\w+)", question, flags=re.IGNORECASE)
+    answer_word = None
+    if inline:
+        answer_word = inline.group(1)
+        question = question[: inline.start()].strip()
+    for line in lines[1:]:
+        found = re.match(r"answer\s*:\s*(\w+)", line, flags=re.IGNORECASE)
+        if found:
+            answer_word = found.group(1)
+            break
+    question = " ".join(question.split())
+    if not question:
+        return ParseFailure(raw, "empty question")
+    if qtype == COUNTERFACTUAL:
+        return ParsedQuestion(text=question, answer="no" if original_answer == "yes" else "yes")
+    if answer_word is None:
+        return ParseFailure(raw, "no 'answer: True|False' line after the question")
+    word = answer_word.lower()
+    if word in _YES:
+        return ParsedQuestion(text=question, answer="yes")
+    if word in _NO:
+        return ParsedQuestion(text=question, answer="no")
+    return ParseFailure(raw, f"answer {answer_word!r} is neither True nor False")

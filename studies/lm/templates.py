@@ -1,0 +1,256 @@
+"""Prompt templates: the FEB rationale templates (SPEC section 8) and the generalization question
+prompts (SPEC section 4).
+
+Templates work on plain data (:class:`PromptItem`), not on Django models, so that fine-tuning,
+generation and tests share them. Answers are *choice labels* (``"yes"``/``"no"``, ``"a"``..``"d"``);
+the templates show the choice *text* to the model, and :mod:`studies.lm.parsing` maps the model's
+text back to a label.
+
+A source may carry its own template (``RationaleSource.template``). It is filled by plain
+placeholder substitution of ``{dataset}``, ``{question}``, ``{choices}`` (FEB ``choice: ...`` list),
+``{choices_csv}`` (comma separated), ``{demonstrations}`` and ``{rationale}``; nothing else in the
+text is interpreted, so an untrusted question cannot reach Python's format machinery.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# The FEB templates.
+T5_EXPLAIN = "explain {dataset} question: {question} {choices} <extra_id_0> because <extra_id_1>"
+T5_EXPLAIN_TARGET = "<extra_id_0> {answer} <extra_id_1> {rationale} <extra_id_2>"
+T5_ANSWER_GIVEN_EXPLANATION = (
+    "answer {dataset} question given the explanation: {question} {choices} "
+    "<extra_id_0> because <extra_id_1> {rationale} <extra_id_2>"
+)
+T5_ANSWER = "answer {dataset} question: {question} {choices} <extra_id_0>"
+T5_ANSWER_TARGET = "<extra_id_0> {answer} <extra_id_1>"
+
+CAUSAL_HEADER = "Answer the question from the provided choices, and provide a reason why the answer is correct."
+CAUSAL_BLOCK = "Question: {question}\nChoices: {choices_csv}\nAnswer: {answer}\nReason: {rationale}\n###"
+CAUSAL_QUERY = "Question: {question}\nChoices: {choices_csv}\nAnswer:"
+CAUSAL_STOP = "###"
+
+N_DEMONSTRATIONS = 6
+
+TEMPLATE_NAMES = {
+    "t5_explain": T5_EXPLAIN,
+    "t5_answer_given_explanation": T5_ANSWER_GIVEN_EXPLANATION,
+    "t5_answer": T5_ANSWER,
+    "causal_few_shot": CAUSAL_QUERY,
+}
+
+_PLACEHOLDER = re.compile(r"\{(dataset|question|choices|choices_csv|demonstrations|rationale|answer)\}")
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """What a template needs from an item. ``choices`` are ``(label, text)`` pairs in order."""
+
+    question: str
+    choices: tuple[tuple[str, str], ...]
+    dataset: str = ""
+    answer: str | None = None  # gold (or predicted) choice label
+    rationale: str | None = None
+    facts: str = ""
+    key: Any = None  # caller's identifier (item id, external id)
+
+    def choice_text(self, label: str | None) -> str:
+        for choice_label, text in self.choices:
+            if choice_label == label:
+                return text
+        return label or ""
+
+    @property
+    def is_yes_no(self) -> bool:
+        return {label for label, _ in self.choices} == {"yes", "no"}
+
+
+@dataclass
+class Demonstration:
+    question: str
+    choices: list[str]
+    answer: str  # answer *text* as shown to the model
+    rationale: str
+    key: Any = None
+
+    def as_json(self) -> dict:
+        return {"question": self.question, "choices": self.choices, "answer": self.answer,
+                "rationale": self.rationale, "key": self.key}
+
+
+def dataset_tag(name: str) -> str:
+    """FEB writes the dataset name in lower case without spaces (``explain strategyqa question:``)."""
+    return re.sub(r"[^a-z0-9_]+", "", name.lower()) or "task"
+
+
+def choice_texts(item: PromptItem) -> list[str]:
+    """Choices as the model sees them: yes/no in lower case (FEB), multiple choice as written."""
+    if item.is_yes_no:
+        return [label for label, _ in item.choices]
+    return [text for _, text in item.choices]
+
+
+def answer_text(item: PromptItem, label: str | None) -> str:
+    if label is None:
+        return ""
+    if item.is_yes_no:
+        return label
+    return item.choice_text(label)
+
+
+def _fields(item: PromptItem, **extra: str) -> dict[str, str]:
+    texts = choice_texts(item)
+    values = {
+        "dataset": dataset_tag(item.dataset),
+        "question": _one_line(item.question),
+        "choices": " ".join(f"choice: {text}" for text in texts),
+        "choices_csv": ", ".join(texts),
+        "rationale": _one_line(item.rationale or ""),
+        "answer": answer_text(item, item.answer),
+        "demonstrations": "",
+    }
+    values.update(extra)
+    return values
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """Substitute the known ``{placeholders}`` only; everything else stays literal."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+# --- seq2seq (T5) ----------------------------------------------------------------------------
+def t5_explain_input(item: PromptItem, template: str = "") -> str:
+    return fill(template or T5_EXPLAIN, _fields(item))
+
+
+def t5_explain_target(item: PromptItem) -> str:
+    return fill(T5_EXPLAIN_TARGET, _fields(item))
+
+
+def t5_answer_with_rationale_input(item: PromptItem, rationale: str) -> str:
+    """F^IR: answer the question given the (original item's) explanation."""
+    return fill(T5_ANSWER_GIVEN_EXPLANATION, _fields(item, rationale=_one_line(rationale)))
+
+
+def t5_answer_input(item: PromptItem) -> str:
+    """F^I: the plain question to answer."""
+    return fill(T5_ANSWER, _fields(item))
+
+
+def t5_answer_target(item: PromptItem) -> str:
+    return fill(T5_ANSWER_TARGET, _fields(item))
+
+
+# --- causal few-shot -------------------------------------------------------------------------
+def demonstration_from(item: PromptItem) -> Demonstration:
+    return Demonstration(
+        question=_one_line(item.question), choices=choice_texts(item), answer=answer_text(item, item.answer),
+        rationale=_one_line(item.rationale or ""), key=item.key,
+    )
+
+
+def draw_demonstrations(pool: list[PromptItem], *, seed: int, k: int = N_DEMONSTRATIONS,
+                        exclude: Any = None) -> list[Demonstration]:
+    """Six random demonstrations (the paper's GPT-3 setup) from a pool of train items with gold
+    answers and rationales. Deterministic for a seed: the pool is sorted by key first."""
+    usable = [p for p in pool if p.answer and (p.rationale or "").strip() and p.key != exclude]
+    usable.sort(key=lambda p: str(p.key))
+    if len(usable) < k:
+        raise ValueError(f"need {k} train items with a gold answer and rationale for demonstrations, found {len(usable)}")
+    return [demonstration_from(p) for p in random.Random(seed).sample(usable, k)]
+
+
+def causal_block(demo: Demonstration) -> str:
+    return fill(CAUSAL_BLOCK, {
+        "question": demo.question, "choices_csv": ", ".join(demo.choices),
+        "answer": demo.answer, "rationale": demo.rationale,
+    })
+
+
+def causal_prompt(item: PromptItem, demonstrations: list[Demonstration], template: str = "") -> str:
+    """Header, the demonstration blocks, then the query block that stops after ``Answer:``."""
+    demos = "\n".join(causal_block(d) for d in demonstrations)
+    if template:
+        return fill(template, _fields(item, demonstrations=demos))
+    parts = [CAUSAL_HEADER]
+    if demos:
+        parts.append(demos)
+    parts.append(fill(CAUSAL_QUERY, _fields(item)))
+    return "\n".join(parts)
+
+
+def causal_training_text(item: PromptItem) -> str:
+    """One complete block, for fine-tuning a causal model on the answer-then-reason format."""
+    return causal_block(demonstration_from(item))
+
+
+# --- generalization questions (SPEC section 4) ------------------------------------------------
+REPHRASE = "rephrase"
+SIMILAR = "similar"
+COUNTERFACTUAL = "counterfactual"
+QUESTION_TYPES = (REPHRASE, SIMILAR, COUNTERFACTUAL)
+
+DEFAULT_INSTRUCTIONS = {
+    REPHRASE: "Rephrase the question and answer it.",
+    SIMILAR: "Given a context, generate a similar question to the given question and answer it.",
+    COUNTERFACTUAL: "Given the context and question, generate a question that negates the question.",
+}
+
+
+@dataclass
+class QuestionDemo:
+    """A demonstration of a generalization question: the original, its context, the generated
+    question and (rephrase / similar) its answer as ``True``/``False``."""
+
+    question: str
+    output: str
+    answer: str = ""
+    context: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict) -> QuestionDemo:
+        return cls(question=str(data.get("question", "")), output=str(data.get("output", "")),
+                   answer=str(data.get("answer", "")), context=str(data.get("context", "")))
+
+    def as_json(self) -> dict:
+        return {"question": self.question, "output": self.output, "answer": self.answer, "context": self.context}
+
+
+def bool_word(label: str) -> str:
+    return "True" if label == "yes" else "False"
+
+
+def _question_block(qtype: str, question: str, context: str, output: str | None, answer: str | None) -> str:
+    question, context = _one_line(question), _one_line(context)
+    if qtype == REPHRASE:
+        lines = [f"question: {question}", f"rephrase:{'' if output is None else ' ' + _one_line(output)}"]
+    elif qtype == SIMILAR:
+        lines = [f"context: {context}", f"question: {question}",
+                 f"similar:{'' if output is None else ' ' + _one_line(output)}"]
+    elif qtype == COUNTERFACTUAL:
+        lines = [f"context: {context}", f"question: {question}",
+                 f"generate:{'' if output is None else ' ' + _one_line(output)}"]
+    else:
+        raise ValueError(f"unknown generalization question type {qtype!r}")
+    if output is not None and qtype != COUNTERFACTUAL:
+        lines.append(f"answer: {answer}")
+    return "\n".join(lines)
+
+
+def generalization_prompt(qtype: str, *, instruction: str, demonstrations: list[QuestionDemo],
+                          question: str, context: str = "") -> str:
+    """Instruction, the demonstrations, then the query which ends at ``rephrase:`` /
+    ``similar:`` / ``generate:``. The model answers with the question, then (rephrase and
+    similar) a line ``answer: True|False``; counterfactuals take the negated original answer."""
+    blocks = [instruction.strip()]
+    for demo in demonstrations:
+        blocks.append(_question_block(qtype, demo.question, demo.context, demo.output, demo.answer))
+    blocks.append(_question_block(qtype, question, context, None, None))
+    return "\n\n".join(blocks)

@@ -1,0 +1,99 @@
+"""Tiny T5 and GPT-2 models built from a config with a locally trained tokenizer: nothing is
+downloaded. Tests, benchmarks and offline demos train them briefly on a few items in the FEB
+formats, save them with ``save_pretrained`` and then load them by path through the same backend
+code a real model uses.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from . import templates
+from .training import train_causal, train_seq2seq
+
+N_SENTINELS = 10
+SPECIALS = ["<pad>", "</s>", "<unk>"]
+
+
+def build_tokenizer(texts: Iterable[str], *, vocab_size: int = 800, sentinels: bool = True,
+                    model_max_length: int = 512):
+    """A Unigram tokenizer with Metaspace pre-tokenization: ``<pad>``=0, ``</s>``=1, ``<unk>``=2,
+    then ``<extra_id_0..9>`` (T5 sentinels) when asked, wrapped as ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    extra = [f"<extra_id_{i}>" for i in range(N_SENTINELS)] if sentinels else []
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=SPECIALS + extra, unk_token="<unk>")
+    tokenizer.train_from_iterator(list(texts), trainer=trainer)
+    if sentinels:  # T5 appends </s> to every sequence
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
+        )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+        additional_special_tokens=extra or None, model_max_length=model_max_length,
+    )
+    return fast
+
+
+def strategyqa_prompt_items(rows: list[dict], dataset: str = "strategyqa") -> list[templates.PromptItem]:
+    from studies.models import YES_NO_CHOICES
+
+    choices = tuple((c["label"], c["text"]) for c in YES_NO_CHOICES)
+    return [
+        templates.PromptItem(question=row["question"], choices=choices, dataset=dataset,
+                             answer="yes" if row["answer"] else "no", rationale=row.get("rationale", ""),
+                             facts=" ".join(row.get("facts", [])), key=row.get("qid"))
+        for row in rows
+    ]
+
+
+def build_tiny_t5(folder: Path, items: list[templates.PromptItem], *, steps: int = 50, seed: int = 0,
+                  lr: float = 1e-2, batch_size: int = 8, extra_pairs: list[tuple[str, str]] | None = None,
+                  max_source_length: int = 256) -> Path:
+    """A 2+2 layer T5 (d_model 32) trained on the FEB explain format (plus ``extra_pairs``)."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    pairs = [(templates.t5_explain_input(i), templates.t5_explain_target(i)) for i in items]
+    pairs += list(extra_pairs or [])
+    tokenizer = build_tokenizer([s for pair in pairs for s in pair])
+    tokenizer.truncation_side = "left"  # long few-shot inputs keep the query, as in generation
+    torch.manual_seed(seed)
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, dropout_rate=0.0,
+    )
+    model = T5ForConditionalGeneration(config)
+    train_seq2seq(model, tokenizer, pairs, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                  max_source_length=max_source_length)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gpt2(folder: Path, items: list[templates.PromptItem], *, steps: int = 50, seed: int = 0,
+                    lr: float = 1e-2, batch_size: int = 8, n_positions: int = 1024) -> Path:
+    """A 2-layer GPT-2 (n_embd 32) trained on single FEB few-shot blocks (answer, then Reason:)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    texts = [templates.CAUSAL_HEADER] + [templates.causal_training_text(i) for i in items]
+    tokenizer = build_tokenizer(texts, sentinels=False, model_max_length=n_positions)
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=n_positions,
+        bos_token_id=1, eos_token_id=1, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    model = GPT2LMHeadModel(config)
+    train_causal(model, tokenizer, [t for t in texts[1:]], steps=steps, batch_size=batch_size, lr=lr, seed=seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,112 @@
+"""Small, dependency-free training loops for seq2seq (T5) and causal models.
+
+Used by the fine-tuning service and by the tiny models that tests and benchmarks build. Plain
+AdamW with linear warm-up, teacher forcing, pad positions masked out of the loss.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    final_loss: float
+    cancelled: bool = False
+
+
+def _schedule(optimizer, warmup: int):
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, warmup)))
+
+
+def _batches(n: int, batch_size: int, rng: random.Random):
+    while True:
+        order = list(range(n))
+        rng.shuffle(order)
+        for start in range(0, n, batch_size):
+            yield order[start:start + batch_size]
+
+
+def train_seq2seq(model, tokenizer, pairs: list[tuple[str, str]], *, steps: int, batch_size: int = 8,
+                  lr: float = 3e-4, seed: int = 0, max_source_length: int = 256, max_target_length: int = 128,
+                  on_step: Callable[[int, float], bool] | None = None) -> TrainResult:
+    """Train on (input, target) pairs for ``steps`` optimizer steps. ``on_step(step, loss)``
+    returning False stops early (cancellation)."""
+    import torch
+
+    if not pairs:
+        raise ValueError("no training examples")
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    device = next(model.parameters()).device
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    scheduler = _schedule(optimizer, warmup=max(1, steps // 10))
+    loss_value = float("nan")
+    batches = _batches(len(pairs), batch_size, rng)
+    for step in range(1, steps + 1):
+        chosen = [pairs[i] for i in next(batches)]
+        enc = tokenizer([s for s, _ in chosen], return_tensors="pt", padding=True, truncation=True,
+                        max_length=max_source_length)
+        tgt = tokenizer([t for _, t in chosen], return_tensors="pt", padding=True, truncation=True,
+                        max_length=max_target_length)
+        labels = tgt["input_ids"].clone()
+        labels[tgt["attention_mask"] == 0] = -100
+        loss = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
+                     labels=labels.to(device)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        loss_value = float(loss.detach())
+        if on_step is not None and on_step(step, loss_value) is False:
+            model.eval()
+            return TrainResult(steps=step, final_loss=loss_value, cancelled=True)
+    model.eval()
+    return TrainResult(steps=steps, final_loss=loss_value)
+
+
+def train_causal(model, tokenizer, texts: list[str], *, steps: int, batch_size: int = 8, lr: float = 3e-4,
+                 seed: int = 0, max_length: int = 256,
+                 on_step: Callable[[int, float], bool] | None = None) -> TrainResult:
+    """Language-model training on whole texts, right padded (generation later pads left)."""
+    import torch
+
+    if not texts:
+        raise ValueError("no training examples")
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    device = next(model.parameters()).device
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "right"
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    scheduler = _schedule(optimizer, warmup=max(1, steps // 10))
+    loss_value = float("nan")
+    batches = _batches(len(texts), batch_size, rng)
+    eos = tokenizer.eos_token or ""
+    try:
+        for step in range(1, steps + 1):
+            chosen = [texts[i] + eos for i in next(batches)]
+            enc = tokenizer(chosen, return_tensors="pt", padding=True, truncation=True, max_length=max_length)
+            labels = enc["input_ids"].clone()
+            labels[enc["attention_mask"] == 0] = -100
+            loss = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
+                         labels=labels.to(device)).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            loss_value = float(loss.detach())
+            if on_step is not None and on_step(step, loss_value) is False:
+                return TrainResult(steps=step, final_loss=loss_value, cancelled=True)
+    finally:
+        tokenizer.padding_side = side
+        model.eval()
+    return TrainResult(steps=steps, final_loss=loss_value)

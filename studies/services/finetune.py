@@ -1,0 +1,219 @@
+"""Fine-tuning T5: a self-rationalizer (FEB explain format) and the two Gen-U answerers
+(F^I: question only; F^IR: question plus the original item's rationale).
+
+Runs as a :class:`GenerationJob` of kind ``finetune`` (admin action, or ``manage.py finetune_t5``
+which runs it in-process). The checkpoint goes to ``settings.RL_MODEL_DIR/<name>`` and is
+registered as a rationale source (kind lm, backend seq2seq, the folder as model path).
+
+Training examples come from the dataset's split (``train`` by default); ``n_shot`` draws that
+many items with ``seed``. The answerers also train on the split's generalization questions
+(not marked invalid) unless ``include_generalization`` is False: that is the input Gen-U gives them.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+import shutil
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from studies.lm import templates
+from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
+from studies.services.generation import (
+    GenerationError,
+    generation_job_create,
+    generation_job_run,
+    prompt_item,
+)
+
+MODES = {
+    "rationalizer": "T5 self-rationalizer (answer and rationale)",
+    "answer_i": "Gen-U answerer F^I (question only)",
+    "answer_ir": "Gen-U answerer F^IR (question and rationale)",
+}
+DEFAULTS = {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": True,
+            "max_source_length": 512, "max_target_length": 128}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "model"
+
+
+def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int) -> list[Item]:
+    items = list(Item.objects.filter(dataset=dataset, split=split).order_by("pk"))
+    if n_shot is not None:
+        if n_shot < 1:
+            raise GenerationError("n_shot must be at least 1 (leave it empty for the full split)")
+        if n_shot > len(items):
+            raise GenerationError(f"n_shot {n_shot} is more than the {len(items)} items of {dataset.name!r} {split}")
+        items = random.Random(seed).sample(items, n_shot)
+    return items
+
+
+def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | None = None, seed: int = 0,
+                   include_generalization: bool = True) -> list[tuple[str, str]]:
+    """(input, target) pairs in the FEB formats the generation code reads back."""
+    if mode not in MODES:
+        raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
+    items = _items(dataset, split, n_shot, seed)
+    pairs: list[tuple[str, str]] = []
+    for item in items:
+        p = prompt_item(item, dataset.name)
+        if mode == "rationalizer":
+            if item.gold_rationale.strip():
+                pairs.append((templates.t5_explain_input(p), templates.t5_explain_target(p)))
+        elif mode == "answer_i":
+            pairs.append((templates.t5_answer_input(p), templates.t5_answer_target(p)))
+        elif item.gold_rationale.strip():
+            pairs.append((templates.t5_answer_with_rationale_input(p, item.gold_rationale), templates.t5_answer_target(p)))
+    if mode != "rationalizer" and include_generalization and dataset.is_yes_no:
+        by_item = {i.pk: i for i in items}
+        questions = GeneralizationQuestion.objects.filter(item_id__in=by_item).exclude(
+            validation_status=GeneralizationQuestion.Validation.INVALID).order_by("pk")
+        for q in questions:
+            original = by_item[q.item_id]
+            gp = templates.PromptItem(question=q.text, choices=tuple((c["label"], c["text"]) for c in original.choices),
+                                      dataset=dataset.name, answer=q.answer)
+            if mode == "answer_i":
+                pairs.append((templates.t5_answer_input(gp), templates.t5_answer_target(gp)))
+            elif original.gold_rationale.strip():
+                pairs.append((templates.t5_answer_with_rationale_input(gp, original.gold_rationale),
+                              templates.t5_answer_target(gp)))
+    if not pairs:
+        raise GenerationError(
+            f"no training examples for {mode} in {dataset.name!r} {split}"
+            + (": the items have no gold rationale" if mode != "answer_i" else "")
+        )
+    return pairs
+
+
+def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
+    """Validate and complete fine-tuning parameters; computes ``steps`` from epochs."""
+    merged = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+    if not merged.get("base_model"):
+        raise GenerationError("base_model is required: a model name (e.g. t5-base) or a local folder")
+    mode = merged.get("mode", "rationalizer")
+    merged["mode"] = mode
+    for key in ("epochs", "batch_size"):
+        if int(merged[key]) < 1:
+            raise GenerationError(f"{key} must be at least 1")
+    if float(merged["lr"]) <= 0:
+        raise GenerationError("lr must be positive")
+    pairs = training_pairs(dataset=dataset, split=split, mode=mode, n_shot=merged.get("n_shot"),
+                           seed=int(merged["seed"]), include_generalization=bool(merged["include_generalization"]))
+    merged["examples"] = len(pairs)
+    if not merged.get("steps"):
+        merged["steps"] = max(1, math.ceil(len(pairs) * int(merged["epochs"]) / int(merged["batch_size"])))
+    merged["steps"] = int(merged["steps"])
+    shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
+    merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{_slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
+    existing = RationaleSource.objects.filter(name=merged["output_name"]).first()
+    if existing is not None and existing.kind != RationaleSource.Kind.LM:
+        raise GenerationError(f"a non-LM rationale source is already named {merged['output_name']!r}: pick another output_name")
+    return merged
+
+
+def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
+    """Train, save and register. Idempotent: a job whose source is registered just finishes.
+    Checks for cancellation while training and reports step progress."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from studies.lm.backends import select_device
+    from studies.lm.training import train_seq2seq
+
+    params = job.params
+    registered = RationaleSource.objects.filter(pk=params.get("output_source_id")).first()
+    if registered is not None:
+        _complete(job.pk, registered, params)
+        return registered
+    pairs = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
+                           n_shot=params.get("n_shot"), seed=int(params["seed"]),
+                           include_generalization=bool(params["include_generalization"]))
+    device = select_device()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(params["base_model"])
+        # Weights stay float32 for training (plain AdamW on bf16 weights loses updates); generation
+        # later loads the checkpoint in bf16 on a GPU that supports it.
+        model = AutoModelForSeq2SeqLM.from_pretrained(params["base_model"]).to(device)
+    except (OSError, ValueError) as exc:
+        from studies.services.generation import generation_job_fail
+
+        generation_job_fail(job_id=job.pk, error=f"cannot load base model {params['base_model']!r}: {exc}")
+        return None
+    started = time.monotonic()
+    every = max(1, params["steps"] // 50)
+
+    def on_step(step: int, loss: float) -> bool:
+        if step % every and step != params["steps"]:
+            return True
+        elapsed = max(time.monotonic() - started, 1e-6)
+        rate = step / elapsed
+        GenerationJob.objects.filter(pk=job.pk).update(
+            done=step, rate=rate, eta_seconds=(params["steps"] - step) / rate, updated_at=timezone.now())
+        return not GenerationJob.objects.filter(pk=job.pk, cancel_requested=True).exists()
+
+    result = train_seq2seq(model, tokenizer, pairs, steps=params["steps"], batch_size=int(params["batch_size"]),
+                           lr=float(params["lr"]), seed=int(params["seed"]),
+                           max_source_length=int(params["max_source_length"]),
+                           max_target_length=int(params["max_target_length"]), on_step=on_step)
+    if result.cancelled:
+        return None
+    folder = settings.RL_MODEL_DIR / _slug(params["output_name"])
+    partial = folder.with_name(folder.name + f".job{job.pk}.partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    if folder.exists():
+        shutil.rmtree(folder)
+    partial.rename(folder)
+    is_answerer = params["mode"] != "rationalizer"
+    source, _ = RationaleSource.objects.update_or_create(
+        name=params["output_name"],
+        defaults={
+            "kind": RationaleSource.Kind.LM, "backend": RationaleSource.Backend.SEQ2SEQ,
+            "model_name_or_path": str(folder),
+            "description": (f"{MODES[params['mode']]} fine-tuned from {params['base_model']} on {job.dataset.name} "
+                            f"{job.split or 'train'} ({params['examples']} examples, {params['steps']} steps, "
+                            f"lr {params['lr']}, seed {params['seed']}; final loss {result.final_loss:.4f}) by job {job.pk}."),
+            "decoding": {"do_sample": False, "max_new_tokens": 8 if is_answerer else 100, "num_return_sequences": 1},
+            "seed": int(params["seed"]),
+        },
+    )
+    params = {**params, "output_source_id": source.pk, "checkpoint": str(folder), "final_loss": result.final_loss}
+    _complete(job.pk, source, params)
+    return source
+
+
+def _complete(job_id: int, source: RationaleSource, params: dict) -> None:
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        job.params = params
+        job.done = job.total
+        if job.status == GenerationJob.Status.RUNNING:
+            job.status = GenerationJob.Status.DONE
+            job.finished_at = timezone.now()
+            job.eta_seconds = 0.0
+        job.save()
+
+
+def finetune_t5(*, dataset: Dataset, mode: str, base_model: str, split: str = "train", n_shot: int | None = None,
+                epochs: int | None = None, steps: int | None = None, batch_size: int | None = None,
+                lr: float | None = None, seed: int | None = None, output_name: str | None = None,
+                include_generalization: bool | None = None, user=None, run_now: bool = True) -> GenerationJob:
+    """Create a fine-tuning job; ``run_now`` trains in this process (the management command),
+    otherwise it is queued on the ``lm`` queue."""
+    params = {"mode": mode, "base_model": base_model, "n_shot": n_shot, "epochs": epochs, "steps": steps,
+              "batch_size": batch_size, "lr": lr, "seed": seed, "output_name": output_name,
+              "include_generalization": include_generalization}
+    job = generation_job_create(kind=GenerationJob.Kind.FINETUNE, dataset=dataset, split=split,
+                                params={k: v for k, v in params.items() if v is not None}, user=user,
+                                enqueue=not run_now)
+    if run_now:
+        return generation_job_run(job_id=job.pk)
+    return job

@@ -1,0 +1,47 @@
+"""Celery tasks of the studies app. LM work runs on the ``lm`` queue (GPU workers:
+``celery -A config worker -Q lm --concurrency 1``); the model stays loaded in the worker process.
+"""
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from studies.lm.backends import TransientBackendError
+from studies.services.generation import describe_exception, generation_job_fail, generation_job_run_batch
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    queue="lm",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(TransientBackendError,),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    max_retries=5,
+    soft_time_limit=2 * 3600,
+    time_limit=2 * 3600 + 300,
+)
+def run_generation_job(self, job_id: int) -> None:
+    """Run one batch of a generation job, then queue the next one.
+
+    One batch is ``job.batch_size`` items (16 by default): for a 3B model on one GPU about a
+    minute, on a CPU a few minutes; a fine-tuning job is a single long batch. A worker killed
+    mid-batch loses only that batch: acks_late redelivers the message and the batch restarts,
+    skipping items already stored. Running a finished job again changes nothing."""
+    try:
+        more = generation_job_run_batch(job_id=job_id)
+    except TransientBackendError as exc:
+        if self.request.retries >= self.max_retries:
+            generation_job_fail(job_id=job_id, error=f"gave up after {self.max_retries} retries: {exc}")
+            return
+        raise
+    except Exception as exc:
+        logger.exception("generation job %s failed", job_id)
+        generation_job_fail(job_id=job_id, error=describe_exception(exc))
+        raise
+    if more:
+        run_generation_job.apply_async(args=[job_id], queue="lm")

@@ -1,0 +1,103 @@
+"""Fixtures for the LM worker tests: StrategyQA items in the database and tiny models built
+locally (no downloads), saved to a session folder and loaded by path like real models."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from studies.lm import templates
+
+N_TRAIN_ROWS = 60
+
+
+def _rows(strategyqa_dir: Path, split: str) -> list[dict]:
+    return json.loads((strategyqa_dir / f"strategyqa_processed_{split}.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def strategyqa_train_rows(strategyqa_dir) -> list[dict]:
+    return _rows(strategyqa_dir, "train")[:N_TRAIN_ROWS]
+
+
+@pytest.fixture(scope="session")
+def strategyqa_dev_rows(strategyqa_dir) -> list[dict]:
+    return _rows(strategyqa_dir, "dev")
+
+
+@pytest.fixture(scope="session")
+def strategyqa_generalisation(strategyqa_dir) -> dict:
+    return json.loads((strategyqa_dir / "generalisation_final_train.json").read_text())
+
+
+def question_demos(rows: list[dict], generalisation: dict) -> dict[str, list[templates.QuestionDemo]]:
+    """Six demonstrations per type from the released train generalization questions."""
+    demos: dict[str, list[templates.QuestionDemo]] = {t: [] for t in templates.QUESTION_TYPES}
+    for row in rows:
+        for text, answer, qtype in generalisation.get(row["question"], []):
+            if len(demos[qtype]) < templates.N_DEMONSTRATIONS and text.strip():
+                demos[qtype].append(templates.QuestionDemo(
+                    question=row["question"], output=" ".join(text.split()), answer=answer,
+                    context=" ".join(row["facts"])))
+    return demos
+
+
+@pytest.fixture(scope="session")
+def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation) -> dict[str, Path]:
+    """Tiny T5 rationalizer, tiny T5 question generator and tiny GPT-2, trained briefly."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(2)
+    from studies.lm import tiny
+
+    root = tmp_path_factory.mktemp("lm-models")
+    items = tiny.strategyqa_prompt_items(strategyqa_train_rows)
+    demos = question_demos(strategyqa_train_rows, strategyqa_generalisation)
+    question_pairs = []
+    for row, item in zip(strategyqa_train_rows, items, strict=True):
+        for text, answer, qtype in strategyqa_generalisation.get(row["question"], []):
+            prompt = templates.generalization_prompt(
+                qtype, instruction=templates.DEFAULT_INSTRUCTIONS[qtype], demonstrations=demos[qtype],
+                question=item.question, context=item.facts)
+            target = " ".join(text.split()) + ("" if qtype == "counterfactual" else f"\nanswer: {answer}")
+            question_pairs.append((prompt, target))
+    answer_pairs = []
+    for item in items:  # F^I and F^IR formats, so the answerers learn to emit a label
+        answer_pairs.append((templates.t5_answer_input(item), templates.t5_answer_target(item)))
+        answer_pairs.append((templates.t5_answer_with_rationale_input(item, item.rationale),
+                             templates.t5_answer_target(item)))
+    return {
+        "t5": tiny.build_tiny_t5(root / "t5", items, steps=50),
+        "t5_questions": tiny.build_tiny_t5(root / "t5-questions", items, steps=30, extra_pairs=question_pairs,
+                                             batch_size=4, max_source_length=128),
+        "t5_answerer": tiny.build_tiny_t5(root / "t5-answerer", items, steps=30, extra_pairs=answer_pairs),
+        "gpt2": tiny.build_tiny_gpt2(root / "gpt2", items, steps=50),
+    }
+
+
+@pytest.fixture
+def strategyqa_dataset(db):
+    from studies.models import Dataset
+
+    return Dataset.objects.create(name="strategyqa", task_format=Dataset.TaskFormat.YES_NO)
+
+
+def make_items(dataset, rows: list[dict], split: str):
+    from studies.models import YES_NO_CHOICES, Item
+
+    return Item.objects.bulk_create([
+        Item(dataset=dataset, external_id=row["qid"], question=row["question"], choices=list(YES_NO_CHOICES),
+             gold_answer="yes" if row["answer"] else "no", gold_rationale=row["rationale"], split=split,
+             metadata={"facts": row["facts"]})
+        for row in rows
+    ])
+
+
+@pytest.fixture
+def dev_items(strategyqa_dataset, strategyqa_dev_rows):
+    return make_items(strategyqa_dataset, strategyqa_dev_rows[:50], "dev")
+
+
+@pytest.fixture
+def train_items(strategyqa_dataset, strategyqa_train_rows):
+    return make_items(strategyqa_dataset, strategyqa_train_rows, "train")

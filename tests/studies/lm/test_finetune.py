@@ -1,0 +1,65 @@
+"""Fine-tuning T5 (rationalizer and Gen-U answerers) from a local base model; checkpoints are
+registered as sources and load through the generation backend."""
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from studies.lm import backends, parsing, templates
+from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
+from studies.services import finetune
+from studies.services.generation import GenerationError, generation_job_run_batch
+
+pytestmark = [pytest.mark.lm, pytest.mark.django_db]
+pytest.importorskip("torch")
+
+
+def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_items, strategyqa_dataset):
+    GeneralizationQuestion.objects.create(item=train_items[0], qtype="rephrase", text="Reworded?", answer="yes")
+    job = finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_ir", base_model=str(lm_models["t5"]),
+                               steps=4, batch_size=4, output_name="fir-test")
+    assert (job.status, job.done, job.total) == ("done", 4, 4)
+    assert job.params["examples"] == len(train_items) + 1  # items plus the generalization question
+    source = RationaleSource.objects.get(pk=job.params["output_source_id"])
+    assert (source.name, source.kind, source.backend) == ("fir-test", "lm", "seq2seq")
+    assert source.model_name_or_path.startswith(str(settings.RL_MODEL_DIR))
+    assert "F^IR" in source.description and "4 steps" in source.description
+    backend = backends.Seq2SeqBackend(source.model_name_or_path)
+    out = backend.generate([templates.t5_answer_input(templates.PromptItem(
+        question="Is ice cold?", choices=(("yes", "Yes"), ("no", "No")), dataset="strategyqa"))],
+        backends.Decoding(max_new_tokens=6))
+    assert len(out) == 1 and isinstance(out[0][0], str)
+    assert generation_job_run_batch(job_id=job.pk) is False  # finished: nothing runs again
+    assert RationaleSource.objects.filter(name="fir-test").count() == 1
+
+
+def test_n_shot_rationalizer_through_the_command(lm_models, train_items, strategyqa_dataset):
+    out = StringIO()
+    call_command("finetune_t5", "--dataset", "strategyqa", "--mode", "rationalizer", "--base-model",
+                 str(lm_models["t5"]), "--n-shot", "8", "--steps", "3", "--output-name", "rat-8shot", stdout=out)
+    assert "registered as source 'rat-8shot'" in out.getvalue()
+    job = GenerationJob.objects.get(kind="finetune")
+    assert job.params["examples"] == 8 and job.params["n_shot"] == 8
+    source = RationaleSource.objects.get(name="rat-8shot")
+    assert source.decoding["max_new_tokens"] == 100
+    raw = backends.Seq2SeqBackend(source.model_name_or_path).generate(
+        [templates.t5_explain_input(templates.PromptItem(question="Is ice cold?", choices=(("yes", "Yes"), ("no", "No")),
+                                                         dataset="strategyqa"))], backends.Decoding(max_new_tokens=20))
+    assert isinstance(parsing.parse_t5_rationale(raw[0][0], templates.PromptItem(
+        question="q", choices=(("yes", "Yes"), ("no", "No")))), (parsing.ParsedRationale, parsing.ParseFailure))
+
+
+def test_bad_requests_are_clear_errors(train_items, strategyqa_dataset):
+    with pytest.raises(CommandError, match="no dataset named 'nope'"):
+        call_command("finetune_t5", "--dataset", "nope", "--base-model", "x")
+    with pytest.raises(GenerationError, match="n_shot 500 is more than the 60 items"):
+        finetune.finetune_t5(dataset=strategyqa_dataset, mode="rationalizer", base_model="x", n_shot=500)
+    with pytest.raises(GenerationError, match="unknown fine-tuning mode"):
+        finetune.finetune_t5(dataset=strategyqa_dataset, mode="quark", base_model="x")
+
+
+def test_missing_base_model_fails_the_job_with_its_path(train_items, strategyqa_dataset, tmp_path):
+    job = finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model=str(tmp_path / "missing"),
+                               steps=2)
+    assert job.status == "failed" and "cannot load base model" in job.error and "missing" in job.error

@@ -1,0 +1,90 @@
+"""Splitting raw outputs into (answer label, rationale); malformed outputs become failures."""
+import pytest
+
+from studies.lm import parsing, questions, templates
+
+YES_NO = (("yes", "Yes"), ("no", "No"))
+FOUR = (("a", "the sun"), ("b", "the moon"), ("c", "a rock"), ("d", "water"))
+YN = templates.PromptItem(question="Q?", choices=YES_NO)
+MC = templates.PromptItem(question="Q?", choices=FOUR)
+
+
+def test_t5_output_with_sentinels_parses_to_label_and_rationale():
+    parsed = parsing.parse_t5_rationale("<pad> <extra_id_0> no <extra_id_1> Asteroids are small. <extra_id_2></s>", YN)
+    assert (parsed.answer, parsed.rationale) == ("no", "Asteroids are small.")
+
+
+@pytest.mark.parametrize("answer, label", [("the moon", "b"), ("The Moon.", "b"), ("(c)", "c"), ("d", "d")])
+def test_multiple_choice_answers_map_to_labels(answer, label):
+    parsed = parsing.parse_t5_rationale(f"<extra_id_0> {answer} <extra_id_1> because. <extra_id_2>", MC)
+    assert parsed.answer == label
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("just some words", "no <extra_id_1>"),
+    ("<extra_id_0> maybe <extra_id_1> whatever", "not one of the choices"),
+    ("<extra_id_0> yes <extra_id_1> <extra_id_2>", "empty rationale"),
+    ("<extra_id_0> <extra_id_1> text", "empty answer"),
+    ("", "no <extra_id_1>"),
+])
+def test_malformed_t5_outputs_are_failures_with_the_raw_text(raw, reason):
+    parsed = parsing.parse_t5_rationale(raw, YN)
+    assert isinstance(parsed, parsing.ParseFailure)
+    assert parsed.raw == raw and reason in parsed.reason
+    assert not parsed
+
+
+def test_missing_opening_sentinel_still_parses():
+    parsed = parsing.parse_t5_rationale("yes <extra_id_1> Because.", YN)
+    assert (parsed.answer, parsed.rationale) == ("yes", "Because.")
+
+
+def test_causal_continuation_parses_and_stops_at_the_separator():
+    raw = " the sun\nReason: The sun is a star.\n###\nQuestion: next?"
+    parsed = parsing.parse_causal_rationale(raw, MC)
+    assert (parsed.answer, parsed.rationale) == ("a", "The sun is a star.")
+
+
+def test_causal_output_without_reason_is_a_failure():
+    parsed = parsing.parse_causal_rationale(" yes, no\nAnswer: yes", YN)
+    assert isinstance(parsed, parsing.ParseFailure) and "Reason" in parsed.reason
+
+
+def test_t5_answer_only_output():
+    assert parsing.parse_t5_answer("<pad> <extra_id_0> True <extra_id_1></s>", YN).answer == "yes"
+    assert isinstance(parsing.parse_t5_answer("<extra_id_0> <extra_id_1>", YN), parsing.ParseFailure)
+
+
+def test_generalization_output_with_answer_line():
+    parsed = parsing.parse_generalization(" Is grass usually green?\nanswer: True\n\nquestion: x",
+                                          qtype="rephrase", original_answer="no")
+    assert (parsed.text, parsed.answer) == ("Is grass usually green?", "yes")
+    inline = parsing.parse_generalization("Is grass red? answer: False", qtype="similar", original_answer="yes")
+    assert (inline.text, inline.answer) == ("Is grass red?", "no")
+
+
+def test_counterfactual_takes_the_negated_original_answer():
+    parsed = parsing.parse_generalization("Is grass never green?", qtype="counterfactual", original_answer="yes")
+    assert parsed.answer == "no"
+
+
+def test_generalization_without_answer_is_a_failure():
+    assert isinstance(parsing.parse_generalization("Is grass red?", qtype="rephrase", original_answer="yes"),
+                      parsing.ParseFailure)
+    assert isinstance(parsing.parse_generalization("Is it? answer: maybe", qtype="rephrase", original_answer="yes"),
+                      parsing.ParseFailure)
+
+
+def test_filter_drops_empty_exact_and_near_duplicates():
+    c = [questions.Candidate(text=t, answer="yes", raw=t, index=i) for i, t in enumerate([
+        "Is grass green?",           # the original, with different case below
+        "is GRASS green",            # exact duplicate of the original after normalising
+        "Is grass greem?",           # near duplicate of the original (ratio >= 0.9)
+        "Do cows eat grass?",
+        "Do cows eat grass ?",       # duplicate of the previous one
+        "   ",
+        "Do horses eat hay?",
+    ])]
+    kept, dropped = questions.filter_questions(c[1:], original=c[0].text)
+    assert [k.text for k in kept] == ["Do cows eat grass?", "Do horses eat hay?"]
+    assert dropped == {"empty": 1, "duplicate_of_original": 2, "duplicate": 1}
