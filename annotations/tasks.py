@@ -8,7 +8,6 @@ from annotations.services.assignment import assignment_expire_stale
 
 @shared_task(
     name="annotations.expire_stale_assignments",
-    queue="default",
     acks_late=True,
     soft_time_limit=240,
     time_limit=300,

@@ -26,7 +26,6 @@ from studies.models import Study
 logger = logging.getLogger(__name__)
 
 COMMON = {
-    "queue": "default",
     "acks_late": True,
     "autoretry_for": (ProviderTransientError, CallOutcomeUnknown),
     "retry_backoff": True,

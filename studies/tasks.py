@@ -15,7 +15,6 @@ logger = logging.getLogger(__name__)
 
 @shared_task(
     bind=True,
-    queue="lm",
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=(TransientBackendError,),

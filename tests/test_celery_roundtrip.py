@@ -49,3 +49,9 @@ def test_broker_matches_the_environment():
         assert settings.CELERY_BROKER_URL.startswith("redis://")
     else:
         assert settings.CELERY_BROKER_URL == "filesystem://"
+
+
+def test_lm_work_is_routed_to_the_lm_queue_and_the_rest_to_default():
+    app.loader.import_default_modules()
+    assert app.amqp.router.route({}, "studies.tasks.run_generation_job", (), {})["queue"].name == "lm"
+    assert app.amqp.router.route({}, "rationale_lab.ping", (), {})["queue"].name == "default"

@@ -141,6 +141,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_QUEUES = (Queue("default"), Queue("lm"))
+# Every task goes to "default" unless routed here: LM work needs a worker that has the models
+# (the `lm` extra, ideally a GPU), so it has a queue of its own.
+CELERY_TASK_ROUTES = {
+    "studies.tasks.run_generation_job": {"queue": "lm"},
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -12,6 +12,9 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
 MEDIA_ROOT = Path(tempfile.mkdtemp(prefix="rl-media-"))
 RL_MODEL_DIR = Path(tempfile.mkdtemp(prefix="rl-models-"))
+# Static files are served from the app folders in tests; there is no collectstatic output.
+WHITENOISE_AUTOREFRESH = True
+WHITENOISE_USE_FINDERS = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

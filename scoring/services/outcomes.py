@@ -259,3 +259,26 @@ def outcomes_import(*, study: Study, file: str | Path | IO) -> dict:
         created=created, updated=updated, unchanged=unchanged, summary={"study": study.pk, **summary},
     )
     return summary
+
+
+@transaction.atomic
+def outcomes_study_create(
+    *, name: str, dataset: Dataset, file: str | Path | IO, split: str = "test", owner=None
+) -> tuple[Study, dict]:
+    """Create a finished utility study named ``name`` from an outcomes file (see
+    ``outcomes_import``): the study, its sources and its unit scores appear together or not at all.
+    Importing again into an existing study of that name is idempotent."""
+    study = Study.objects.filter(name=name).first()
+    if study is None:
+        study = Study(
+            name=name, kind=Study.Kind.UTILITY, dataset=dataset, split=split, owner=owner,
+            is_imported_outcome=True, status=Study.Status.CLOSED,
+        )
+        study.full_clean()
+        study.save()
+    elif study.dataset_id != dataset.pk:
+        raise OutcomesImportError(
+            f"Study {name!r} exists already with dataset {study.dataset.name!r}, not {dataset.name!r}; "
+            "choose another study name."
+        )
+    return study, outcomes_import(study=study, file=file)

@@ -277,7 +277,21 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
     data = data.rename(columns=safe)
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
 
-    formula = "useful ~ " + (" + ".join(safe.values()) if safe else "1")
+    # SPEC section 7 asks for the properties and their interactions. Pairwise interactions are
+    # fitted when there are at least 10 rationales per fixed-effect term; with fewer the model
+    # would be unidentifiable, so only main effects are fitted and the results say so.
+    k = len(safe)
+    n_terms_with_interactions = 1 + k + k * (k - 1) // 2
+    with_interactions = k >= 2 and len(data) >= 10 * n_terms_with_interactions
+    if with_interactions:
+        formula = "useful ~ (" + " + ".join(safe.values()) + ") ** 2"
+    else:
+        formula = "useful ~ " + (" + ".join(safe.values()) if safe else "1")
+        if k >= 2:
+            warnings.append(
+                f"Properties model: pairwise interactions not fitted ({len(data)} rationales; "
+                f"{10 * n_terms_with_interactions} needed for the {n_terms_with_interactions} terms); main effects only."
+            )
     vc = {"question": "0 + C(item_id)", "source": "0 + C(source_id)"}
     try:
         fit = BinomialBayesMixedGLM.from_formula(formula, vc, data).fit_vb()
@@ -287,9 +301,13 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
     names = {v: k for k, v in safe.items()}
     terms = {}
     for name, mean, sd in zip(fit.model.exog_names, fit.fe_mean, fit.fe_sd, strict=True):
-        terms[names.get(name, name)] = {"log_odds": float(mean), "ci": [float(mean - 1.96 * sd), float(mean + 1.96 * sd)]}
+        label = ":".join(names.get(part, part) for part in name.split(":"))
+        terms[label] = {"log_odds": float(mean), "ci": [float(mean - 1.96 * sd), float(mean + 1.96 * sd)]}
+    fixed = " + ".join(varying)
     results["properties_model"] = {
-        "formula": "useful ~ " + " + ".join(varying) + " + (1 | question) + (1 | source)",
+        "formula": (f"useful ~ ({fixed}) ** 2" if with_interactions else f"useful ~ {fixed}")
+        + " + (1 | question) + (1 | source)",
+        "interactions": with_interactions,
         "method": "statsmodels BinomialBayesMixedGLM, variational Bayes; intervals are mean +/- 1.96 posterior sd",
         "n_rationales": int(len(data)),
         "terms": terms,

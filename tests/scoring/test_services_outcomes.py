@@ -100,3 +100,25 @@ def test_import_with_tie_scores_it_as_wrong(imported_study):
     unit = UnitScore.objects.get(study=imported_study)
     assert unit.before_tie and unit.before_correct is False and unit.utility == 1
     assert run.results["ties"] == {"before": 1, "after": 0, "units_with_tie": 1}
+
+
+def test_import_outcomes_command_creates_a_finished_study_and_prints_shares(utility_file, imported_study):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command(
+        "import_outcomes", str(utility_file), "--dataset", imported_study.dataset.name,
+        "--study", "Released outcomes", "--score", stdout=out,
+    )
+    text = out.getvalue()
+    assert "imported utility check: 0 mismatches of 1374 rows" in text
+    for source in ("gpt3", "t53b", "t5large"):
+        assert f"\n{source}" in text
+    again = StringIO()
+    call_command(
+        "import_outcomes", str(utility_file), "--dataset", imported_study.dataset.name,
+        "--study", "Released outcomes", stdout=again,
+    )
+    assert "rows=1374, created=0, updated=0, unchanged=1374" in again.getvalue()

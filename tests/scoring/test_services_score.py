@@ -228,3 +228,26 @@ def test_properties_mixed_model_reports_log_odds_with_intervals():
     term = model["terms"]["factual"]
     assert term["ci"][0] < term["log_odds"] < term["ci"][1]
     assert term["log_odds"] > 0.5  # useful far more often when factual
+
+
+def test_properties_mixed_model_fits_pairwise_interactions_when_data_allows():
+    study = StudyFactory(annotators_per_unit=3)
+    sources = [RationaleSourceFactory(name=f"inter-{i}") for i in range(2)]
+    rng = __import__("random").Random(7)
+    for _n in range(40):
+        item = ItemFactory(dataset=study.dataset, gold_answer="yes")
+        for source in sources:
+            factual, novel = rng.random() < 0.5, rng.random() < 0.5
+            useful = rng.random() < (0.9 if (factual and novel) else 0.15)
+            unit = make_unit(study, item, source, quota=3)
+            collect(study, unit, [("no", "yes") if useful else ("yes", "yes")] * 3)
+            for claim in unit.claims.all():
+                Annotation.objects.create(claim=claim, step="properties",
+                                          payload={"factual": factual, "novel_info": novel})
+
+    run = study_score(study=study, similarity=False)
+
+    model = run.results["properties_model"]
+    assert model["interactions"] is True
+    assert "factual:novel_info" in model["terms"]
+    assert model["terms"]["factual:novel_info"]["log_odds"] > 0  # useful when both hold together

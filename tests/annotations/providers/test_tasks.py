@@ -24,7 +24,8 @@ def test_tasks_are_registered_on_the_default_queue():
                  "annotations.providers.sync_open_studies", "annotations.providers.approve_assignments",
                  "annotations.providers.pay_bonuses"):
         task = app.tasks[name]
-        assert task.queue == "default" and task.acks_late is True
+        assert app.amqp.router.route({}, name, (), {})["queue"].name == "default"
+        assert task.acks_late is True
 
 
 def test_beat_syncs_open_publications():
