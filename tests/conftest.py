@@ -45,4 +45,6 @@ def pytest_sessionstart(session):
     try:
         redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
     except Exception as exc:  # noqa: BLE001 - any failure is fatal here
-        raise pytest.UsageError(f"RL_REQUIRE_SERVICES=1 but Redis at {settings.REDIS_URL!r} is unreachable: {exc}")
+        raise pytest.UsageError(
+            f"RL_REQUIRE_SERVICES=1 but Redis at {settings.REDIS_URL!r} is unreachable: {exc}"
+        ) from exc

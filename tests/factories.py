@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import factory
 
-from studies.models import YES_NO_CHOICES, Dataset, GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+from studies.models import (
+    YES_NO_CHOICES,
+    Dataset,
+    GeneralizationQuestion,
+    Item,
+    Rationale,
+    RationaleSource,
+    Study,
+)
 
 
 class DatasetFactory(factory.django.DjangoModelFactory):

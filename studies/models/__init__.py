@@ -11,5 +11,9 @@ from .core import (  # noqa: F401
     Split,
     Study,
 )
-from .lm import GenUPrediction  # noqa: F401
-from .lm import GenerationFailure, GenerationJob, QuestionGenerator  # noqa: F401
+from .lm import (  # noqa: F401
+    GenerationFailure,
+    GenerationJob,
+    GenUPrediction,  # noqa: F401
+    QuestionGenerator,
+)
