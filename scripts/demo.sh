@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+ADDR="${RL_DEMO_ADDR:-127.0.0.1:8000}"
+export RL_PUBLIC_URL="${RL_PUBLIC_URL:-http://$ADDR}"
 mkdir -p var/log
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py load_demo
@@ -12,4 +14,4 @@ mkdir -p var/log
 WORKER=$!
 trap 'kill -TERM $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
 echo "Celery worker started (pid $WORKER, log var/log/worker.log)"
-.venv/bin/python manage.py runserver "${RL_DEMO_ADDR:-127.0.0.1:8000}"
+.venv/bin/python manage.py runserver "$ADDR"
