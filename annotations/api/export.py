@@ -14,7 +14,8 @@ from studies.api.common import PseudonymCache
 from studies.api.streaming import Column
 from studies.models import Study
 
-UTILITY_LABELS = {1: "useful", 0: "unsure", -1: "not_useful"}
+from .filters import UTILITY_LABELS
+
 ANSWER_STEPS = {"before", "after", "attention"}  # steps whose answer has a gold label
 _YES_NO = {"true": "yes", "yes": "yes", "false": "no", "no": "no"}
 

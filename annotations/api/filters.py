@@ -12,6 +12,7 @@ from studies.models import Split
 
 UTILITY_CATEGORIES = [("useful", "useful (+1)"), ("unsure", "unsure (0)"), ("not_useful", "not useful (-1)")]
 UTILITY_VALUES = {"useful": 1, "unsure": 0, "not_useful": -1}
+UTILITY_LABELS = {value: label for label, value in UTILITY_VALUES.items()}  # 1 -> "useful", ...
 
 
 def filter_by_worker(queryset, participant_field: str, value: str):

@@ -92,27 +92,23 @@ def _specs_for(study: Study) -> tuple[list[_Spec], int]:
             return True, None
         return False, None
 
+    # (item, generalization question or None): each is paired with every source that has a rationale for the item.
     if kind in (Study.Kind.UTILITY, Study.Kind.RATIONALE_PROPERTIES):
-        for item_id in item_ids:
-            for source in sources:
-                ok, rid = rationale_for(item_id, source)
-                if not ok:
-                    missing += 1
-                    continue
-                specs.append(_Spec(item_id, source.id, rid, None, f"item:{item_id}"))
+        questions = [(item_id, None) for item_id in item_ids]
     elif kind == Study.Kind.GENERALIZATION:
         genqs = GeneralizationQuestion.objects.filter(item_id__in=item_ids).exclude(
             validation_status=GeneralizationQuestion.Validation.INVALID
         ).order_by("item_id", "id").values_list("id", "item_id")
-        for genq_id, item_id in genqs:
-            for source in sources:
-                ok, rid = rationale_for(item_id, source)
-                if not ok:
-                    missing += 1
-                    continue
-                specs.append(_Spec(item_id, source.id, rid, genq_id, f"item:{item_id}"))
+        questions = [(item_id, genq_id) for genq_id, item_id in genqs]
     else:  # pragma: no cover - a new kind must be added here explicitly
         raise UnitsBuildError(f"Study kind '{kind}' has no unit definition.")
+    for item_id, genq_id in questions:
+        for source in sources:
+            ok, rid = rationale_for(item_id, source)
+            if not ok:
+                missing += 1
+                continue
+            specs.append(_Spec(item_id, source.id, rid, genq_id, f"item:{item_id}"))
     if not specs:
         raise UnitsBuildError(
             f"Study '{study.name}' yields no units: none of its items has a rationale from its sources "

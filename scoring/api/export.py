@@ -5,11 +5,10 @@ from collections.abc import Iterator
 
 from django.db.models import Avg, Count, Q, QuerySet
 
+from annotations.api.filters import UTILITY_LABELS
 from scoring.models import UnitScore
 from studies.api.streaming import Column
 from studies.models import Study
-
-UTILITY_LABELS = {1: "useful", 0: "unsure", -1: "not_useful"}
 
 SCORE_COLUMNS: list[Column] = [
     Column("study_id", "int", "Study id."),

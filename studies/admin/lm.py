@@ -260,29 +260,27 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         extra = {"refresh_seconds": REFRESH_SECONDS if job and job.is_active else None, **(extra_context or {})}
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
-    @admin.action(description="Cancel job")
-    def cancel_jobs(self, request, queryset):
+    def _each_job(self, request, queryset, service, done_message: str) -> None:
+        """``service(job=...)`` on each selected job, each refusal (GenerationError) a warning;
+        then ``done_message`` (``{done}``: how many it worked on) when any did."""
         done = 0
         for job in queryset:
             try:
-                generation_job_cancel(job=job)
+                service(job=job)
                 done += 1
             except GenerationError as exc:
                 self.message_user(request, str(exc), messages.WARNING)
         if done:
-            self.message_user(request, f"Cancelled {done} job(s); running ones stop after their current batch.")
+            self.message_user(request, done_message.format(done=done))
+
+    @admin.action(description="Cancel job")
+    def cancel_jobs(self, request, queryset):
+        self._each_job(request, queryset, generation_job_cancel,
+                       "Cancelled {done} job(s); running ones stop after their current batch.")
 
     @admin.action(description="Resume job (continues where it stopped)")
     def resume_jobs(self, request, queryset):
-        done = 0
-        for job in queryset:
-            try:
-                generation_job_resume(job=job)
-                done += 1
-            except GenerationError as exc:
-                self.message_user(request, str(exc), messages.WARNING)
-        if done:
-            self.message_user(request, f"Queued {done} job(s) again.")
+        self._each_job(request, queryset, generation_job_resume, "Queued {done} job(s) again.")
 
 
 @admin.register(GenerationFailure)

@@ -375,6 +375,16 @@ class StudyViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
             raise ValidationFailed({"file_format": [f"{value!r} is not one of {', '.join(FORMATS)}."]})
         return value
 
+    def _filtered(self, request, filterset_class, queryset):
+        """``queryset`` (already limited to the study) filtered by the query string, less ``study``;
+        400 naming the bad filters."""
+        params = request.query_params.copy()
+        params.pop("study", None)
+        filterset = filterset_class(params, queryset=queryset, request=request)
+        if not filterset.is_valid():
+            raise ValidationFailed(filterset.errors)
+        return filterset.qs
+
     @extend_schema(
         summary="Export annotations (CSV / JSON lines / Parquet)",
         description=ANNOTATION_EXPORT_DESCRIPTION,
@@ -389,12 +399,8 @@ class StudyViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
         study = self.get_object()
         file_format = self._file_format(request)
         raw = wants_raw_worker_ids(request)
-        params = request.query_params.copy()
-        params.pop("study", None)
-        filterset = AnnotationFilter(params, queryset=Annotation.objects.filter(claim__study=study), request=request)
-        if not filterset.is_valid():
-            raise ValidationFailed(filterset.errors)
-        rows = annotation_rows(filterset.qs, study=study, raw_worker_ids=raw)
+        annotations = self._filtered(request, AnnotationFilter, Annotation.objects.filter(claim__study=study))
+        rows = annotation_rows(annotations, study=study, raw_worker_ids=raw)
         return streaming_export_response(
             columns=annotation_columns(raw_worker_ids=raw), rows=rows, file_format=file_format,
             filename=f"study-{study.pk}-annotations",
@@ -413,13 +419,9 @@ class StudyViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModel
     def export_scores(self, request, pk=None):
         study = self.get_object()
         file_format = self._file_format(request)
-        params = request.query_params.copy()
-        params.pop("study", None)
-        filterset = UnitScoreFilter(params, queryset=UnitScore.objects.filter(study=study), request=request)
-        if not filterset.is_valid():
-            raise ValidationFailed(filterset.errors)
+        scores = self._filtered(request, UnitScoreFilter, UnitScore.objects.filter(study=study))
         return streaming_export_response(
-            columns=SCORE_COLUMNS, rows=score_rows(filterset.qs), file_format=file_format,
+            columns=SCORE_COLUMNS, rows=score_rows(scores), file_format=file_format,
             filename=f"study-{study.pk}-scores",
         )
 

@@ -92,6 +92,19 @@ def _spans(text: str) -> dict[int, str]:
     return spans
 
 
+def _parsed_rationale(raw: str, item: PromptItem, *, answer_part: str, rationale: str) -> ParsedRationale | ParseFailure:
+    """The checks every rationale parser ends with: a non-empty answer that names one of the
+    item's choices, then a non-empty rationale."""
+    if not answer_part:
+        return ParseFailure(raw, "empty answer")
+    label = match_answer(answer_part, item)
+    if label is None:
+        return ParseFailure(raw, f"answer {answer_part[:80]!r} is not one of the choices")
+    if not rationale:
+        return ParseFailure(raw, "empty rationale")
+    return ParsedRationale(answer=label, rationale=rationale, answer_text=answer_part)
+
+
 def parse_t5_rationale(raw: str, item: PromptItem) -> ParsedRationale | ParseFailure:
     """``<extra_id_0> {answer} <extra_id_1> {rationale} <extra_id_2>``; decoded with special tokens kept."""
     text = _clean(raw)
@@ -103,14 +116,7 @@ def parse_t5_rationale(raw: str, item: PromptItem) -> ParsedRationale | ParseFai
     else:  # the answer before <extra_id_1> without its opening sentinel
         answer_part = " ".join(_SENTINEL.split(text)[0].split())
     rationale = spans[1]
-    if not answer_part:
-        return ParseFailure(raw, "empty answer")
-    label = match_answer(answer_part, item)
-    if label is None:
-        return ParseFailure(raw, f"answer {answer_part[:80]!r} is not one of the choices")
-    if not rationale:
-        return ParseFailure(raw, "empty rationale")
-    return ParsedRationale(answer=label, rationale=rationale, answer_text=answer_part)
+    return _parsed_rationale(raw, item, answer_part=answer_part, rationale=rationale)
 
 
 def parse_t5_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailure:
@@ -134,14 +140,7 @@ def parse_causal_rationale(raw: str, item: PromptItem) -> ParsedRationale | Pars
         return ParseFailure(raw, "no 'Reason:' after the answer")
     answer_part = " ".join(text[: match.start()].split())
     rationale = " ".join(text[match.end():].split("\nQuestion:", 1)[0].split())
-    if not answer_part:
-        return ParseFailure(raw, "empty answer")
-    label = match_answer(answer_part, item)
-    if label is None:
-        return ParseFailure(raw, f"answer {answer_part[:80]!r} is not one of the choices")
-    if not rationale:
-        return ParseFailure(raw, "empty rationale")
-    return ParsedRationale(answer=label, rationale=rationale, answer_text=answer_part)
+    return _parsed_rationale(raw, item, answer_part=answer_part, rationale=rationale)
 
 
 def parse_openai_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailure:

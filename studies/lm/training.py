@@ -31,15 +31,20 @@ def _batches(n: int, batch_size: int, rng: random.Random):
             yield order[start:start + batch_size]
 
 
-def train_seq2seq(model, tokenizer, pairs: list[tuple[str, str]], *, steps: int, batch_size: int = 8,
-                  lr: float = 3e-4, seed: int = 0, max_source_length: int = 256, max_target_length: int = 128,
-                  on_step: Callable[[int, float], bool] | None = None) -> TrainResult:
-    """Train on (input, target) pairs for ``steps`` optimizer steps. ``on_step(step, loss)``
-    returning False stops early (cancellation)."""
+def _masked_labels(input_ids, attention_mask):
+    """Labels for teacher forcing: the input ids with pad positions set to -100 (out of the loss)."""
+    labels = input_ids.clone()
+    labels[attention_mask == 0] = -100
+    return labels
+
+
+def _optimize(model, n: int, make_batch: Callable[[list[int]], tuple], *, steps: int, batch_size: int,
+              lr: float, seed: int, on_step: Callable[[int, float], bool] | None) -> TrainResult:
+    """The shared loop: ``steps`` AdamW steps (linear warm-up, gradients clipped at 1.0) on shuffled
+    batches of ``n`` examples; ``make_batch(indices)`` gives (input_ids, attention_mask, labels).
+    Leaves the model in training mode: the caller puts it back in eval mode."""
     import torch
 
-    if not pairs:
-        raise ValueError("no training examples")
     torch.manual_seed(seed)
     rng = random.Random(seed)
     device = next(model.parameters()).device
@@ -47,16 +52,10 @@ def train_seq2seq(model, tokenizer, pairs: list[tuple[str, str]], *, steps: int,
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     scheduler = _schedule(optimizer, warmup=max(1, steps // 10))
     loss_value = float("nan")
-    batches = _batches(len(pairs), batch_size, rng)
+    batches = _batches(n, batch_size, rng)
     for step in range(1, steps + 1):
-        chosen = [pairs[i] for i in next(batches)]
-        enc = tokenizer([s for s, _ in chosen], return_tensors="pt", padding=True, truncation=True,
-                        max_length=max_source_length)
-        tgt = tokenizer([t for _, t in chosen], return_tensors="pt", padding=True, truncation=True,
-                        max_length=max_target_length)
-        labels = tgt["input_ids"].clone()
-        labels[tgt["attention_mask"] == 0] = -100
-        loss = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
+        input_ids, attention_mask, labels = make_batch(next(batches))
+        loss = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                      labels=labels.to(device)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -65,48 +64,50 @@ def train_seq2seq(model, tokenizer, pairs: list[tuple[str, str]], *, steps: int,
         optimizer.zero_grad()
         loss_value = float(loss.detach())
         if on_step is not None and on_step(step, loss_value) is False:
-            model.eval()
             return TrainResult(steps=step, final_loss=loss_value, cancelled=True)
-    model.eval()
     return TrainResult(steps=steps, final_loss=loss_value)
+
+
+def train_seq2seq(model, tokenizer, pairs: list[tuple[str, str]], *, steps: int, batch_size: int = 8,
+                  lr: float = 3e-4, seed: int = 0, max_source_length: int = 256, max_target_length: int = 128,
+                  on_step: Callable[[int, float], bool] | None = None) -> TrainResult:
+    """Train on (input, target) pairs for ``steps`` optimizer steps. ``on_step(step, loss)``
+    returning False stops early (cancellation)."""
+    if not pairs:
+        raise ValueError("no training examples")
+
+    def make_batch(indices):
+        chosen = [pairs[i] for i in indices]
+        enc = tokenizer([s for s, _ in chosen], return_tensors="pt", padding=True, truncation=True,
+                        max_length=max_source_length)
+        tgt = tokenizer([t for _, t in chosen], return_tensors="pt", padding=True, truncation=True,
+                        max_length=max_target_length)
+        return enc["input_ids"], enc["attention_mask"], _masked_labels(tgt["input_ids"], tgt["attention_mask"])
+
+    result = _optimize(model, len(pairs), make_batch, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                       on_step=on_step)
+    model.eval()
+    return result
 
 
 def train_causal(model, tokenizer, texts: list[str], *, steps: int, batch_size: int = 8, lr: float = 3e-4,
                  seed: int = 0, max_length: int = 256,
                  on_step: Callable[[int, float], bool] | None = None) -> TrainResult:
     """Language-model training on whole texts, right padded (generation later pads left)."""
-    import torch
-
     if not texts:
         raise ValueError("no training examples")
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    device = next(model.parameters()).device
+    eos = tokenizer.eos_token or ""
+
+    def make_batch(indices):
+        chosen = [texts[i] + eos for i in indices]
+        enc = tokenizer(chosen, return_tensors="pt", padding=True, truncation=True, max_length=max_length)
+        return enc["input_ids"], enc["attention_mask"], _masked_labels(enc["input_ids"], enc["attention_mask"])
+
     side = tokenizer.padding_side
     tokenizer.padding_side = "right"
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    scheduler = _schedule(optimizer, warmup=max(1, steps // 10))
-    loss_value = float("nan")
-    batches = _batches(len(texts), batch_size, rng)
-    eos = tokenizer.eos_token or ""
     try:
-        for step in range(1, steps + 1):
-            chosen = [texts[i] + eos for i in next(batches)]
-            enc = tokenizer(chosen, return_tensors="pt", padding=True, truncation=True, max_length=max_length)
-            labels = enc["input_ids"].clone()
-            labels[enc["attention_mask"] == 0] = -100
-            loss = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
-                         labels=labels.to(device)).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            loss_value = float(loss.detach())
-            if on_step is not None and on_step(step, loss_value) is False:
-                return TrainResult(steps=step, final_loss=loss_value, cancelled=True)
+        return _optimize(model, len(texts), make_batch, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                         on_step=on_step)
     finally:
         tokenizer.padding_side = side
         model.eval()
-    return TrainResult(steps=steps, final_loss=loss_value)

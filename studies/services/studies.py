@@ -22,6 +22,14 @@ def _validation_message(exc: ValidationError) -> str:
     return " ".join(exc.messages)
 
 
+def _full_clean(study: Study) -> None:
+    """``study.full_clean()``, its errors raised as one StudyError that names each field."""
+    try:
+        study.full_clean()
+    except ValidationError as exc:
+        raise StudyError(_validation_message(exc)) from None
+
+
 def study_sample_items(*, study: Study) -> list[Item]:
     """Draw the study's items from its dataset split: all of them when ``item_sample_size`` is
     empty, else a sample drawn with ``random.Random(sample_seed)`` from the items ordered by
@@ -100,10 +108,7 @@ def study_create(
         consent_text=consent_text, instructions=instructions, example=example,
         faithfulness_enabled=faithfulness_enabled,
     )
-    try:
-        study.full_clean()
-    except ValidationError as exc:
-        raise StudyError(_validation_message(exc)) from None
+    _full_clean(study)
     with transaction.atomic():
         study.save()
         study.sources.set(sources)
@@ -126,10 +131,7 @@ def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = No
         )
     for field, value in changes.items():
         setattr(study, field, value)
-    try:
-        study.full_clean()
-    except ValidationError as exc:
-        raise StudyError(_validation_message(exc)) from None
+    _full_clean(study)
     with transaction.atomic():
         study.save()
         if sources is not None:

@@ -198,9 +198,7 @@ def items_import_table(
             line=line,
             column=col,
         )
-    errors.raise_if_any(f.name)
-    if not rows:
-        raise ImportValidationError("the file has no items", filename=f.name)
+    rows.raise_if_invalid(f.name, noun="items")
     return items_apply(
         kind=KIND,
         f=f,

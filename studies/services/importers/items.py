@@ -7,7 +7,15 @@ from django.db import transaction
 
 from studies.models import ImportRecord, Item
 
-from .base import ErrorCollector, ImportFile, bulk_upsert, dataset_get_or_create, import_record_create, short
+from .base import (
+    ErrorCollector,
+    ImportFile,
+    ImportValidationError,
+    bulk_upsert,
+    dataset_get_or_create,
+    import_record_create,
+    short,
+)
 
 ITEM_FIELDS = ["question", "choices", "gold_answer", "gold_rationale", "split", "metadata"]
 
@@ -43,6 +51,13 @@ class ItemRows:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def raise_if_invalid(self, filename: str, *, noun: str) -> None:
+        """After the last record: raise every collected error, else raise if no row was kept
+        ("the file has no {noun}")."""
+        self.errors.raise_if_any(filename)
+        if not self.rows:
+            raise ImportValidationError(f"the file has no {noun}", filename=filename)
 
 
 def check_item_values(

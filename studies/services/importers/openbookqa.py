@@ -246,9 +246,7 @@ def items_import_openbookqa(
             _single(key, rec, line=line, col=col, split=split, errors=errors, rows=rows)
         else:
             _original(rec, line=line, col=col, split=split, errors=errors, rows=rows)
-    errors.raise_if_any(f.name)
-    if not rows:
-        raise ImportValidationError("the file has no questions", filename=f.name)
+    rows.raise_if_invalid(f.name, noun="questions")
     return items_apply(
         kind=KIND,
         f=f,

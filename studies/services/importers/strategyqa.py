@@ -142,9 +142,7 @@ def items_import_strategyqa(
             line=line,
             column=col,
         )
-    errors.raise_if_any(f.name)
-    if not rows:
-        raise ImportValidationError("the file has no questions", filename=f.name)
+    rows.raise_if_invalid(f.name, noun="questions")
     return items_apply(
         kind=KIND,
         f=f,
