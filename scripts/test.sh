@@ -10,6 +10,9 @@ scripts/bootstrap.sh "lm,test"
 scripts/system_deps.sh
 scripts/services.sh
 
+echo "== Lint (ruff)"
+.venv/bin/ruff check .
+
 echo "== Test suite on PostgreSQL + Redis"
 DATABASE_URL="${RL_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/rationale_lab}" \
 REDIS_URL="${RL_TEST_REDIS_URL:-redis://127.0.0.1:6379/0}" \
