@@ -269,13 +269,15 @@ def qualification_view(request: HttpRequest, token: str) -> HttpResponse:
 @worker_page
 @require_POST
 def answer_view(request: HttpRequest, token: str) -> HttpResponse:
-    assignment = _assignment_or_404(token)
     form = AnswerForm(request.POST)
     if not form.is_valid():
-        return _render_page(request, assignment, error="The answer form was incomplete; please answer again.",
-                            status=400)
+        return _render_page(request, _assignment_or_404(token),
+                            error="The answer form was incomplete; please answer again.", status=400)
     data = form.cleaned_data
-    claim = selectors.claim_for_answer(assignment=assignment, claim_id=data["claim"])
+    # The assignment and the claim in one query (the claim's assignment is normally this one).
+    assignment, claim = selectors.claim_for_answer(token=token, claim_id=data["claim"])
+    if assignment is None:
+        raise Http404("No such task.")
     if claim is None:
         raise Http404("No such question.")
     shown_at = selectors.shown_at_from_token(data["shown"], claim_id=claim.pk, step=data["step"])

@@ -35,7 +35,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Mod
 from django.utils import timezone
@@ -49,6 +49,7 @@ from annotations.models import (
     QualificationGrant,
     Unit,
 )
+from annotations.selectors import HotQuery
 from annotations.services.errors import (
     AnswerLocked,
     AssignmentExpired,
@@ -362,8 +363,71 @@ def assignment_return(*, assignment: Assignment, status: str = Assignment.Status
 
 # --- answers ------------------------------------------------------------------------------------
 
+# The answer path runs per request: its queries are precompiled (see ``selectors.HotQuery``).
+_LOCK = HotQuery(Assignment, {"": ("status", "expires_at")}, where="id", for_update=True)
+_ANSWERS = HotQuery(Annotation, {"": "__all__"}, where="claim_id")
+_INSERT_FIELDS = ("claim", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
+_WRITE_SQL: dict[str, tuple[str, str, str]] = {}
+
+
 def _lock(assignment: Assignment) -> Assignment:
-    return Assignment.objects.select_for_update().only("id", "status", "expires_at").get(pk=assignment.pk)
+    """``Assignment.objects.select_for_update().only("id", "status", "expires_at").get(pk=...)``."""
+    locked = _LOCK.first(assignment.pk)
+    if locked is None:
+        raise Assignment.DoesNotExist("Assignment matching query does not exist.")
+    return locked
+
+
+def _write_sql(connection) -> tuple[str, str, str]:
+    """(insert an answer, mark a claim completed, count a unit completed) for this database."""
+    if connection.vendor not in _WRITE_SQL:
+        qn = connection.ops.quote_name
+        ann, claim, unit = Annotation._meta, AssignmentUnit._meta, Unit._meta
+        insert = (
+            f"INSERT INTO {qn(ann.db_table)} ({', '.join(qn(ann.get_field(n).column) for n in _INSERT_FIELDS)}) "
+            f"VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
+        )
+        if connection.features.can_return_columns_from_insert:
+            insert += f" RETURNING {qn(ann.pk.column)}"
+        completed = qn(claim.get_field("completed_at").column)
+        n_completed = qn(unit.get_field("n_completed").column)
+        _WRITE_SQL[connection.vendor] = (
+            insert,
+            f"UPDATE {qn(claim.db_table)} SET {completed} = %s WHERE {qn(claim.pk.column)} = %s",
+            f"UPDATE {qn(unit.db_table)} SET {n_completed} = {n_completed} + 1 WHERE {qn(unit.pk.column)} = %s",
+        )
+    return _WRITE_SQL[connection.vendor]
+
+
+def _answer_insert(*, claim_id: int, step: str, answer: str, payload: dict, shown_at: datetime | None,
+                   duration_ms: int | None) -> Annotation:
+    """``Annotation.objects.create(...)`` without compiling a query (no signals are connected
+    to ``Annotation``); values are prepared by the fields as the ORM prepares them."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    annotation = Annotation(claim_id=claim_id, step=step, answer=answer, payload=payload, shown_at=shown_at,
+                            answered_at=timezone.now(), duration_ms=duration_ms)
+    opts = Annotation._meta
+    params = [opts.get_field(name).get_db_prep_save(getattr(annotation, opts.get_field(name).attname), connection)
+              for name in _INSERT_FIELDS]
+    insert, _, _ = _write_sql(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(insert, params)
+        annotation.pk = (cursor.fetchone()[0] if connection.features.can_return_columns_from_insert
+                         else connection.ops.last_insert_id(cursor, opts.db_table, opts.pk.column))
+    annotation._state.adding = False
+    annotation._state.db = DEFAULT_DB_ALIAS
+    return annotation
+
+
+def _claim_completed(*, claim_id: int, unit_id: int | None, at: datetime) -> None:
+    """Set the claim's ``completed_at`` and count its unit completed (``F()`` update)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    _, completed, counted = _write_sql(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(completed, [AssignmentUnit._meta.get_field("completed_at").get_db_prep_save(at, connection),
+                                   claim_id])
+        if unit_id:
+            cursor.execute(counted, [unit_id])
 
 
 def _lock_active(assignment: Assignment, now: datetime | None = None) -> Assignment:
@@ -426,7 +490,7 @@ def annotation_submit(
         )
         if step == Annotation.Step.ATTENTION:
             clean_payload = {"correct": clean == claim.attention_check.correct_answer}
-        stored = {a.step: a for a in Annotation.objects.filter(claim_id=claim.pk)}
+        stored = {a.step: a for a in _ANSWERS.all(claim.pk)}
         if step in stored:
             return _same_or_locked(stored[step], clean, clean_payload)
         missing = [s for s in steps[: steps.index(step)] if s not in stored]
@@ -437,15 +501,13 @@ def annotation_submit(
         # No savepoint needed: the assignment row lock above serialises this worker's submissions,
         # so a duplicate (double click, retry) always finds the stored answer in ``stored``; the
         # unique constraint on (claim, step) stays as the last guard.
-        annotation = Annotation.objects.create(
+        annotation = _answer_insert(
             claim_id=claim.pk, step=step, answer=clean, payload=clean_payload,
             shown_at=shown_at, duration_ms=duration_ms,
         )
         if step == steps[-1]:
             claim.completed_at = now
-            AssignmentUnit.objects.filter(pk=claim.pk).update(completed_at=now)
-            if claim.unit_id:
-                Unit.objects.filter(pk=claim.unit_id).update(n_completed=F("n_completed") + 1)
+            _claim_completed(claim_id=claim.pk, unit_id=claim.unit_id, at=now)
         return annotation
 
 
