@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from django import forms
 
-from annotations.services.steps import RATIONALE_PROPERTIES, VALIDATION_FIELDS
+from annotations.services.steps import FLAG_NOTE_MAX, RATIONALE_PROPERTIES, VALIDATION_FIELDS
 
-PAYLOAD_FIELDS = tuple(name for name, _ in VALIDATION_FIELDS) + ("corrected_answer",) + tuple(
+PAYLOAD_FIELDS = tuple(name for name, _ in VALIDATION_FIELDS) + ("corrected_answer", "flag") + tuple(
     name for name, _ in RATIONALE_PROPERTIES
 )
+# Free text is cut to the service's limit; everything else is a short label.
+PAYLOAD_LIMITS = {"flag_note": FLAG_NOTE_MAX}
 
 
 class AnswerForm(forms.Form):
@@ -18,7 +20,9 @@ class AnswerForm(forms.Form):
 
     def payload(self) -> dict:
         """The multi-question answers (validation, properties) present in the POST."""
-        return {name: self.data.get(name, "")[:50] for name in PAYLOAD_FIELDS if name in self.data}
+        payload = {name: self.data.get(name, "")[:50] for name in PAYLOAD_FIELDS if name in self.data}
+        payload.update({name: self.data.get(name, "")[:limit] for name, limit in PAYLOAD_LIMITS.items() if name in self.data})
+        return payload
 
 
 def qualification_answers(data) -> dict[str, str]:

@@ -70,14 +70,30 @@ def _pick(answer: str, labels: list[str], what: str) -> str:
     return answer
 
 
+FLAG_NOTE_MAX = 500
+_FLAG_ON = {"1", "on", "yes", "true"}
+
+
+def clean_flag(payload: dict) -> dict:
+    """A worker's optional report that the question or the explanation is broken (no right
+    answer, nonsense, offensive text). Stored with the answer as ``{"flag": True, "flag_note": ...}``;
+    it earns the flagged-error bonus of the study protocol. No report stores ``{}``."""
+    flag = payload.get("flag")
+    if flag is True or str(flag or "").strip().lower() in _FLAG_ON:
+        return {"flag": True, "flag_note": str(payload.get("flag_note", "") or "").strip()[:FLAG_NOTE_MAX]}
+    return {}
+
+
 def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[str]) -> tuple[str, dict]:
     """Validate one step's answer and return the normalised (answer, payload) to store.
 
     ``labels`` are the allowed choice labels of the question asked (answer steps, attention
     checks, the corrected answer of a validation)."""
     payload = dict(payload or {})
-    if step in (Step.BEFORE, Step.AFTER, Step.ATTENTION):
+    if step == Step.ATTENTION:
         return _pick(answer, labels, "this question"), {}
+    if step in (Step.BEFORE, Step.AFTER):
+        return _pick(answer, labels, "this question"), clean_flag(payload)
     if step == Step.VALIDATION:
         clean = {}
         for name, question in VALIDATION_FIELDS:

@@ -312,3 +312,33 @@ def test_leave_gives_units_back(client):
     assert client.post(task + "leave").status_code == 302
     assert "You left this task" in client.get(task).content.decode()
     assert set(Unit.objects.values_list("n_claimed", flat=True)) == {0}
+
+
+def test_a_worker_can_flag_a_broken_question_and_earns_the_flagged_error_bonus(client):
+    from annotations.services.providers import study_bonus_candidates
+
+    study = make_study(n_items=1, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    html = client.get(task).content.decode()
+    assert 'name="flag"' in html and 'for="flag"' in html  # labelled control on the question page
+    _, response = answer(client, task, "yes", flag="1", flag_note="Both answers could be right. " + "x" * 600)
+    assert response.status_code == 302
+    _, response = answer(client, task, "yes")
+    assert response.status_code == 302
+    before, after = Annotation.objects.get(step="before"), Annotation.objects.get(step="after")
+    assert before.payload["flag"] is True
+    assert before.payload["flag_note"].startswith("Both answers could be right.")
+    assert len(before.payload["flag_note"]) == 500
+    assert after.payload == {}
+    assert client.post(task + "submit").status_code == 302  # bonuses go to finished work only
+    assignment = Assignment.objects.get()
+    assert study_bonus_candidates(study=study)["flagged_error"] == [assignment.pk]
+
+
+def test_flag_is_part_of_the_idempotent_answer(client):
+    study = make_study(n_items=1, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    fields, first = answer(client, task, "yes", flag="1", flag_note="broken")
+    replay = client.post(task + "answer", {**fields, "answer": "yes", "flag": "1", "flag_note": "broken"})
+    assert first.status_code == replay.status_code == 302
+    assert Annotation.objects.filter(step="before").count() == 1
