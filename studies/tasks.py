@@ -8,7 +8,12 @@ import logging
 from celery import shared_task
 
 from studies.lm.backends import TransientBackendError
-from studies.services.generation import describe_exception, generation_job_fail, generation_job_run_batch
+from studies.services.generation import (
+    describe_exception,
+    generation_job_fail,
+    generation_job_run_batch,
+    generation_jobs_resume_stalled,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,3 +49,13 @@ def run_generation_job(self, job_id: int) -> None:
         raise
     if more:
         run_generation_job.apply_async(args=[job_id], queue="lm")
+
+
+@shared_task(name="studies.resume_stalled_generation_jobs", acks_late=True, soft_time_limit=60, time_limit=90)
+def resume_stalled_generation_jobs() -> list[int]:
+    """Beat, every minute: queue again the jobs whose message died with a killed worker."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    return generation_jobs_resume_stalled(stalled_after=timedelta(seconds=settings.RL_LM_STALL_SECONDS))

@@ -160,6 +160,13 @@ CELERY_BEAT_SCHEDULE["providers-sync-open-studies"] = {
     "task": "annotations.providers.sync_open_studies",
     "schedule": float(os.environ.get("RL_PROVIDER_SYNC_SECONDS", "300")),
 }
+# LM jobs (studies.tasks): a queued/running job that has not moved for RL_LM_STALL_SECONDS lost its
+# message with a killed worker; queue it again. Keep it above the time one batch takes.
+RL_LM_STALL_SECONDS = int(os.environ.get("RL_LM_STALL_SECONDS", "900"))
+CELERY_BEAT_SCHEDULE["studies-resume-stalled-generation-jobs"] = {
+    "task": "studies.resume_stalled_generation_jobs",
+    "schedule": 60.0,
+}
 # Questionnaire (annotations.tasks): give back the units of abandoned assignments.
 CELERY_BEAT_SCHEDULE["annotations-expire-stale-assignments"] = {
     "task": "annotations.expire_stale_assignments",

@@ -19,6 +19,7 @@ import logging
 import time
 import traceback
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -328,6 +329,28 @@ def generation_job_resume(*, job: GenerationJob, enqueue: bool = True) -> Genera
     if enqueue:
         transaction.on_commit(lambda: _enqueue(job.pk))
     return job
+
+
+@transaction.atomic
+def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = True) -> list[int]:
+    """Queue again the batched jobs that say they are queued or running but have not moved for
+    ``stalled_after``: their message was lost with a killed worker (the filesystem broker has no
+    redelivery; Redis redelivers only after its visibility timeout). Beat runs this every minute,
+    so a job continues soon after a worker comes back. Safe if the job was merely slow: batches
+    skip stored items and write under the job's row lock, so a second chain only finds less to do.
+    Fine-tuning is one long batch and is left to the admin's "Resume job"."""
+    cutoff = timezone.now() - stalled_after
+    ids = list(
+        GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)
+        .exclude(kind=GenerationJob.Kind.FINETUNE)
+        .values_list("pk", flat=True)
+    )
+    for job_id in ids:
+        # Touch the job so the next beat tick does not queue it again while this message waits.
+        GenerationJob.objects.filter(pk=job_id).update(updated_at=timezone.now())
+        if enqueue:
+            transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
+    return ids
 
 
 def generation_job_fail(*, job_id: int, error: str) -> None:

@@ -258,3 +258,36 @@ def test_genu_answers_store_one_prediction_per_question_and_answerer(
         assert p.answerer_model == str(lm_models["t5_answerer"])
     generation.generation_job_run(job_id=job.pk)
     assert predictions.count() == 24
+
+
+def test_a_job_whose_message_died_with_its_worker_is_queued_again_and_finishes(
+    lm_models, dev_items, strategyqa_dataset, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import GenerationJob
+    from studies.tasks import resume_stalled_generation_jobs
+
+    source = t5_source(lm_models)
+    job = rationale_job(source, strategyqa_dataset, limit=20, batch_size=8)
+    generation.generation_job_run_batch(job_id=job.pk)  # then the worker is killed: no message left
+    assert resume_stalled_generation_jobs.apply().get() == []  # it moved recently: left alone
+    GenerationJob.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+    finetune = GenerationJob.objects.create(kind="finetune", status="running", total=1, params={})
+    GenerationJob.objects.filter(pk=finetune.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert resume_stalled_generation_jobs.apply().get() == [job.pk]  # fine-tuning is never re-run
+
+    job.refresh_from_db()
+    assert job.status == "done" and Rationale.objects.filter(source=source).count() == 20
+    assert resume_stalled_generation_jobs.apply().get() == []  # done: nothing more to queue
+
+
+def test_the_stalled_job_check_runs_on_beat():
+    from django.conf import settings
+
+    entry = settings.CELERY_BEAT_SCHEDULE["studies-resume-stalled-generation-jobs"]
+    assert entry["task"] == "studies.resume_stalled_generation_jobs" and entry["schedule"] <= 60
