@@ -10,7 +10,8 @@ export RL_PUBLIC_URL="${RL_PUBLIC_URL:-http://$ADDR}"
 mkdir -p var/log
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py load_demo
-.venv/bin/celery -A config worker -Q default,lm --concurrency 1 --loglevel INFO >var/log/worker.log 2>&1 &
+# -B: the periodic tasks (expire abandoned assignments, resume stalled LM jobs, sync platforms).
+.venv/bin/celery -A config worker -B -s var/celerybeat-schedule -Q default,lm --concurrency 1 --loglevel INFO >var/log/worker.log 2>&1 &
 WORKER=$!
 trap 'kill -TERM $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
 echo "Celery worker started (pid $WORKER, log var/log/worker.log)"
