@@ -1,7 +1,7 @@
 """Worker URLs, mounted under ``/w/`` by ``config/urls.py``."""
 from django.urls import path
 
-from annotations import views
+from annotations import views, views_preview
 
 app_name = "annotations"
 
@@ -15,4 +15,5 @@ urlpatterns = [
     path("a/<str:token>/answer", views.answer_view, name="answer"),
     path("a/<str:token>/submit", views.submit_view, name="submit"),
     path("a/<str:token>/leave", views.leave_view, name="leave"),
+    path("preview/<int:study_id>/", views_preview.preview_view, name="preview"),
 ]
