@@ -16,8 +16,8 @@ from django.utils import timezone
 from annotations.models import (
     Annotation,
     Assignment,
-    AssignmentUnit,
     AttentionCheck,
+    Claim,
     QualificationGrant,
     QualificationTest,
     Unit,
@@ -195,7 +195,7 @@ def shown_at_from_token(token: str, *, claim_id: int, step: str) -> datetime | N
 
 @dataclass
 class StepView:
-    claim: AssignmentUnit
+    claim: Claim
     step: str
     number: int
     total: int
@@ -239,7 +239,7 @@ def rationale_text(unit) -> str:
     return ""
 
 
-def _step_view(*, claim: AssignmentUnit, step: str, kind: str, answers: dict, number: int, total: int) -> StepView:
+def _step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int, total: int) -> StepView:
     shown = shown_token(claim_id=claim.pk, step=step)
     if claim.attention_check_id:
         check = claim.attention_check
@@ -282,7 +282,7 @@ def _step_view(*, claim: AssignmentUnit, step: str, kind: str, answers: dict, nu
 # than five tables (planning a seven-table join costs PostgreSQL about a millisecond a time).
 _CLAIM_FIELDS = ("assignment_id", "unit_id", "attention_check_id", "question_key", "position", "completed_at")
 _CLAIM_WITH_UNIT = HotQuery(
-    AssignmentUnit,
+    Claim,
     {
         "": _CLAIM_FIELDS,
         "unit": ("item_id", "rationale_id", "source_id", "generalization_question_id"),
@@ -293,18 +293,18 @@ _CLAIM_WITH_UNIT = HotQuery(
     where="id",
 )
 _CLAIM_WITH_CHECK = HotQuery(
-    AssignmentUnit, {"": _CLAIM_FIELDS, "attention_check": ("question", "choices")}, where="id"
+    Claim, {"": _CLAIM_FIELDS, "attention_check": ("question", "choices")}, where="id"
 )
 _GENERALIZATION_QUESTION = HotQuery(
     GeneralizationQuestion, {"": ("text", "answer", "qtype", "metadata")}, where="id"
 )
 
 
-def _claim_with_content(claim_id: int, *, is_attention_check: bool) -> AssignmentUnit:
+def _claim_with_content(claim_id: int, *, is_attention_check: bool) -> Claim:
     """One claim with exactly the columns a step page shows (wide JSON columns left out)."""
     claim = (_CLAIM_WITH_CHECK if is_attention_check else _CLAIM_WITH_UNIT).first(claim_id)
     if claim is None:
-        raise AssignmentUnit.DoesNotExist(f"No claim {claim_id}.")
+        raise Claim.DoesNotExist(f"No claim {claim_id}.")
     unit = claim.unit if claim.unit_id else None
     if unit is not None and unit.generalization_question_id:
         Unit.generalization_question.field.set_cached_value(
@@ -314,7 +314,7 @@ def _claim_with_content(claim_id: int, *, is_attention_check: bool) -> Assignmen
 
 
 _CLAIMS = HotQuery(
-    AssignmentUnit, {"": ("completed_at", "attention_check_id")}, where="assignment_id", order_by=("position",)
+    Claim, {"": ("completed_at", "attention_check_id")}, where="assignment_id", order_by=("position",)
 )
 _ANSWERS_SQL: dict[str, str] = {}
 
@@ -402,7 +402,7 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None) -> P
 
 
 _CLAIM_FOR_ANSWER = HotQuery(
-    AssignmentUnit,
+    Claim,
     {
         "": ("assignment_id", "unit_id", "attention_check_id", "completed_at", "released"),
         "assignment": "__all__",
@@ -416,7 +416,7 @@ _CHECK_FOR_ANSWER = HotQuery(AttentionCheck, {"": ("choices", "correct_answer")}
 _GENERALIZATION_QUESTION_FOR_ANSWER = HotQuery(GeneralizationQuestion, {"": ("metadata",)}, where="id")
 
 
-def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, AssignmentUnit | None]:
+def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, Claim | None]:
     """The assignment of ``token`` (as ``assignment_by_token``) and the claim a POSTed answer is
     for, with what validation needs joined. One query when the claim is the assignment's own
     (the usual case); the claim may belong to another assignment: the answer service refuses
@@ -424,7 +424,7 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, A
     # An id out of the column's range matches nothing, as in the ORM.
     claim = _CLAIM_FOR_ANSWER.first(claim_id) if 0 < claim_id <= MAX_ID else None
     if claim is not None and claim.attention_check_id:
-        AssignmentUnit.attention_check.field.set_cached_value(
+        Claim.attention_check.field.set_cached_value(
             claim, _CHECK_FOR_ANSWER.first(claim.attention_check_id)
         )
     elif claim is not None and claim.unit.generalization_question_id:
@@ -436,11 +436,11 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, A
     return assignment_by_token(token), claim
 
 
-def active_assignment_for(*, study_id: int, provider: str, external_id: str) -> Assignment | None:
+def active_assignment_for(*, study_id: int, platform: str, external_id: str) -> Assignment | None:
     """The worker's active (or last submitted) assignment, to resume from an entry link."""
     return (
         Assignment.objects.filter(
-            study_id=study_id, participant__provider=provider, participant__external_id=external_id,
+            study_id=study_id, participant__platform=platform, participant__external_id=external_id,
             status=Assignment.Status.ACTIVE,
         )
         .only("token")

@@ -2,7 +2,7 @@
 render. GET never changes state; every form carries Django's CSRF token.
 
 Entry points (what a platform links to):
-- ``/w/s/<study token>/``: MTurk, Prolific or a plain link, by the study's provider;
+- ``/w/s/<study token>/``: MTurk, Prolific or a plain link, by the study's platform;
 - ``/w/l/<token>/``: a single-person link (``ParticipantLink``);
 - ``/w/o/<token>/``: a shared link (``OpenLink``).
 Then the task lives at ``/w/a/<assignment token>/`` (unguessable; the same URL resumes).
@@ -16,9 +16,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotations import platforms, selectors
+from annotations import selectors
 from annotations.forms import AnswerForm, qualification_answers
 from annotations.models import Assignment, Participant
+from annotations.platforms import handoff
 from annotations.services.assignment import (
     annotation_submit,
     assignment_consent,
@@ -34,7 +35,7 @@ from annotations.services.participants import (
     participant_new_anonymous,
 )
 from annotations.services.qualification import qualification_submit
-from studies.models import Study
+from studies.models import Platform, Study
 
 COOKIE_SALT = "annotations.worker"
 COOKIE_MAX_AGE = 60 * 24 * 3600
@@ -84,14 +85,14 @@ def _landing(request: HttpRequest, study: Study, *, preview: bool = False, error
     }, status=status)
 
 
-def _start(request: HttpRequest, *, study: Study, participant: Participant, arrival: platforms.Arrival,
+def _start(request: HttpRequest, *, study: Study, participant: Participant, arrival: handoff.Arrival,
            completion_code: str = "", remember: bool = False) -> HttpResponse:
     try:
         assignment = assignment_start(
             study=study,
             participant=participant,
-            provider_assignment_id=arrival.assignment_id,
-            provider_task_id=arrival.task_id,
+            platform_assignment_id=arrival.assignment_id,
+            platform_task_id=arrival.task_id,
             return_url=arrival.return_url,
             completion_code=completion_code,
             consented=True,
@@ -107,23 +108,23 @@ def _start(request: HttpRequest, *, study: Study, participant: Participant, arri
     return response
 
 
-def _resume(study_id: int, provider: str, external_id: str) -> HttpResponse | None:
+def _resume(study_id: int, platform: str, external_id: str) -> HttpResponse | None:
     if not external_id:
         return None
-    active = selectors.active_assignment_for(study_id=study_id, provider=provider, external_id=external_id)
+    active = selectors.active_assignment_for(study_id=study_id, platform=platform, external_id=external_id)
     return redirect("annotations:assignment", token=active.token) if active else None
 
 
 @worker_page
 @require_http_methods(["GET", "POST"])
 def entry(request: HttpRequest, study_token: str) -> HttpResponse:
-    study_id = platforms.study_id_from_token(study_token)
+    study_id = handoff.study_id_from_token(study_token)
     study = Study.objects.filter(pk=study_id).first() if study_id else None
     if study is None:
         raise Http404("No such study.")
     try:
-        arrival = platforms.arrival_parse(provider=study.provider, params=request.GET)
-    except platforms.ArrivalError as error:
+        arrival = handoff.arrival_parse(platform=study.platform, params=request.GET)
+    except handoff.ArrivalError as error:
         return _message(request, title="This link is incomplete", message=error.message, status=400)
     if study.status != Study.Status.OPEN:
         return _closed(request)
@@ -132,25 +133,25 @@ def entry(request: HttpRequest, study_token: str) -> HttpResponse:
             return _message(request, title="Preview", status=403,
                             message="Accept the HIT on Mechanical Turk first; a preview stores nothing.")
         return _landing(request, study, preview=True)
-    link = arrival.provider == Participant.Provider.LINK
+    link = arrival.platform == Platform.LINK
     external_id = _cookie_participant(request, study.pk) if link else arrival.worker_id
     if request.method == "GET":
-        return _resume(study.pk, arrival.provider, external_id) or _landing(request, study)
+        return _resume(study.pk, arrival.platform, external_id) or _landing(request, study)
     if not request.POST.get("consent"):
         return _landing(request, study, error="Please tick the box to give your consent, or close this page.",
                         status=400)
     if external_id:
-        participant = participant_get_or_create(provider=arrival.provider, external_id=external_id)
+        participant = participant_get_or_create(platform=arrival.platform, external_id=external_id)
     else:
         participant = participant_new_anonymous()
-    code = platforms.study_completion_code(study) if arrival.provider == Participant.Provider.PROLIFIC else ""
+    code = handoff.study_completion_code(study) if arrival.platform == Platform.PROLIFIC else ""
     return _start(request, study=study, participant=participant, arrival=arrival, completion_code=code, remember=link)
 
 
 @worker_page
 @require_http_methods(["GET", "POST"])
 def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
-    from annotations.models.providers import ParticipantLink
+    from annotations.models.platforms import ParticipantLink
 
     link = ParticipantLink.objects.select_related("study").filter(token=token).first() if len(token) <= 64 else None
     if link is None or link.revoked:
@@ -174,13 +175,13 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     except AnnotationError as error:
         return _message(request, title="Link not available", message=error.message, status=error.status)
     return _start(request, study=study, participant=participant,
-                  arrival=platforms.Arrival(provider=Participant.Provider.LINK), completion_code=link.completion_code)
+                  arrival=handoff.Arrival(platform=Platform.LINK), completion_code=link.completion_code)
 
 
 @worker_page
 @require_http_methods(["GET", "POST"])
 def open_link_entry(request: HttpRequest, token: str) -> HttpResponse:
-    from annotations.models.providers import OpenLink
+    from annotations.models.platforms import OpenLink
 
     link = OpenLink.objects.select_related("study").filter(token=token).first() if len(token) <= 64 else None
     if link is None:
@@ -190,19 +191,19 @@ def open_link_entry(request: HttpRequest, token: str) -> HttpResponse:
         return _closed(request)
     external_id = _cookie_participant(request, study.pk)
     if request.method == "GET":
-        return _resume(study.pk, Participant.Provider.LINK, external_id) or _landing(request, study)
+        return _resume(study.pk, Platform.LINK, external_id) or _landing(request, study)
     if not request.POST.get("consent"):
         return _landing(request, study, error="Please tick the box to give your consent, or close this page.",
                         status=400)
     try:
         if external_id:
-            participant = participant_get_or_create(provider=Participant.Provider.LINK, external_id=external_id)
+            participant = participant_get_or_create(platform=Platform.LINK, external_id=external_id)
         else:
             participant = open_link_join(link=link)
     except AnnotationError as error:
         return _message(request, title="Link not available", message=error.message, status=error.status)
     return _start(request, study=study, participant=participant,
-                  arrival=platforms.Arrival(provider=Participant.Provider.LINK),
+                  arrival=handoff.Arrival(platform=Platform.LINK),
                   completion_code=link.completion_code, remember=True)
 
 
@@ -219,7 +220,7 @@ def _render_page(request: HttpRequest, assignment: Assignment, *, error: str = "
     page = selectors.assignment_page(assignment=assignment)
     context = {"page": page, "assignment": assignment, "study": assignment.study, "error": error}
     if page.state == "submitted":
-        context["handback"] = platforms.handback_for(assignment)
+        context["handback"] = handoff.handback_for(assignment)
     template = {
         "consent": "annotations/consent.html",
         "qualification": "annotations/qualification.html",
@@ -303,7 +304,7 @@ def submit_view(request: HttpRequest, token: str) -> HttpResponse:
         assignment_submit(assignment=assignment)
     except AnnotationError as error:
         return _refused(request, assignment, error)
-    handback = platforms.handback_for(assignment)
+    handback = handoff.handback_for(assignment)
     if handback.kind == "redirect":
         return redirect(handback.url)
     return redirect("annotations:assignment", token=token)

@@ -21,5 +21,5 @@ def ping(value: str = "pong") -> dict:
     return {"value": value, "host": socket.gethostname()}
 
 
-# Crowd-platform tasks live in annotations/tasks_providers.py (not tasks.py).
-app.autodiscover_tasks(related_name="tasks_providers")
+# Crowd-platform tasks live in annotations/tasks_platforms.py (not tasks.py).
+app.autodiscover_tasks(related_name="tasks_platforms")

@@ -6,7 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
-from studies.models import GeneralizationQuestion, Item, Rationale, Study
+from studies.models import GeneralizationQuestion, Item, Platform, Rationale, Study
 
 CENT = Decimal("0.01")
 
@@ -20,10 +20,10 @@ PROLIFIC_FEE = Decimal("0.333")
 MIN_RECORDED_TASKS = 5
 
 
-def platform_fee_rate(*, provider: str, assignments_per_hit: int) -> Decimal:
-    if provider == Study.Provider.MTURK:
+def platform_fee_rate(*, platform: str, assignments_per_hit: int) -> Decimal:
+    if platform == Platform.MTURK:
         return MTURK_FEE_LARGE_HIT if assignments_per_hit >= MTURK_LARGE_HIT_ASSIGNMENTS else MTURK_FEE
-    if provider == Study.Provider.PROLIFIC:
+    if platform == Platform.PROLIFIC:
         return PROLIFIC_FEE
     return Decimal("0")
 
@@ -42,7 +42,7 @@ class StudyDesignSummary:
     worker_hours: Decimal
     reward: Decimal
     base_cost: Decimal
-    provider: str
+    platform: str
     assignments_per_hit: int
     fee_rate: Decimal
     fee: Decimal
@@ -126,7 +126,7 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
     reward = Decimal(str(study.reward))
     base = _money(reward * tasks)
     per_hit = assignments_per_hit if assignments_per_hit is not None else tasks
-    rate = platform_fee_rate(provider=study.provider, assignments_per_hit=per_hit)
+    rate = platform_fee_rate(platform=study.platform, assignments_per_hit=per_hit)
     fee = _money(base * rate)
     hourly = _money(reward * 60 / minutes) if minutes > 0 else None
     floor = Decimal(str(study.hourly_pay_floor))
@@ -136,7 +136,7 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
             f"Effective pay ${hourly}/hour is below the floor of ${floor}/hour: raise the reward to at least "
             f"${_money(floor * minutes / 60)} per task or shorten the task."
         )
-    if study.provider == Study.Provider.MTURK and rate == MTURK_FEE_LARGE_HIT:
+    if study.platform == Platform.MTURK and rate == MTURK_FEE_LARGE_HIT:
         warnings.append(
             f"MTurk charges {MTURK_FEE_LARGE_HIT:.0%} on HITs with {MTURK_LARGE_HIT_ASSIGNMENTS} or more assignments "
             f"(20% below that)."
@@ -154,7 +154,7 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
         worker_hours=(minutes * tasks / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP),
         reward=reward,
         base_cost=base,
-        provider=study.provider,
+        platform=study.platform,
         assignments_per_hit=per_hit,
         fee_rate=rate,
         fee=fee,

@@ -7,8 +7,8 @@ from django.db.models import Count, Q
 from annotations.models import (
     Annotation,
     Assignment,
-    AssignmentUnit,
     AttentionCheck,
+    Claim,
     Participant,
     QualificationGrant,
     QualificationQuestion,
@@ -27,10 +27,10 @@ class ReadOnlyMixin:
 
 @admin.register(Participant)
 class ParticipantAdmin(admin.ModelAdmin):
-    list_display = ("id", "provider", "external_id", "blocked", "created_at")
-    list_filter = ("provider", "blocked")
+    list_display = ("id", "platform", "external_id", "blocked", "created_at")
+    list_filter = ("platform", "blocked")
     search_fields = ("external_id",)
-    readonly_fields = ("provider", "external_id", "created_at")
+    readonly_fields = ("platform", "external_id", "created_at")
 
 
 @admin.register(Unit)
@@ -55,7 +55,7 @@ class AnnotationInline(ReadOnlyMixin, admin.TabularInline):
 
 
 class ClaimInline(ReadOnlyMixin, admin.TabularInline):
-    model = AssignmentUnit
+    model = Claim
     fields = ("position", "question_key", "unit", "attention_check", "completed_at", "released")
     readonly_fields = fields
     extra = 0
@@ -65,13 +65,13 @@ class ClaimInline(ReadOnlyMixin, admin.TabularInline):
 
 @admin.register(Assignment)
 class AssignmentAdmin(admin.ModelAdmin):
-    """Read-only: reviews (approve, reject, bonus) go through the providers' services."""
+    """Read-only: reviews (approve, reject, bonus) go through the platforms' services."""
 
     list_display = ("id", "study", "participant", "status", "n_claims", "n_completed", "created_at", "expires_at",
                     "submitted_at", "completion_code")
     list_filter = ("study", "status")
-    search_fields = ("participant__external_id", "provider_assignment_id", "completion_code")
-    readonly_fields = ("study", "participant", "status", "token", "provider_assignment_id", "provider_task_id", "return_url",
+    search_fields = ("participant__external_id", "platform_assignment_id", "completion_code")
+    readonly_fields = ("study", "participant", "status", "token", "platform_assignment_id", "platform_task_id", "return_url",
                        "completion_code", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at")
     fields = readonly_fields
     inlines = [ClaimInline]
@@ -94,8 +94,8 @@ class AssignmentAdmin(admin.ModelAdmin):
         return obj._n_completed
 
 
-@admin.register(AssignmentUnit)
-class AssignmentUnitAdmin(ReadOnlyMixin, admin.ModelAdmin):
+@admin.register(Claim)
+class ClaimAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "assignment", "position", "question_key", "unit", "attention_check", "completed_at",
                     "released")
     list_filter = ("study", "released")

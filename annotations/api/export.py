@@ -24,7 +24,7 @@ ANNOTATION_COLUMNS: list[Column] = [
     Column("study_id", "int", "Study id."),
     Column("assignment_id", "int", "The worker's task (assignment) id."),
     Column("assignment_status", "str", "active, submitted, expired, approved, rejected or returned."),
-    Column("worker", "str", "Pseudonymised worker id: `w_` + 16 hex digits of HMAC-SHA256(salt, provider:id)."),
+    Column("worker", "str", "Pseudonymised worker id: `w_` + 16 hex digits of HMAC-SHA256(salt, platform:id)."),
     Column("position", "int", "Position of the unit in the task (0-based)."),
     Column("unit_id", "int", "Unit id; empty for attention checks."),
     Column("item_id", "int", "Item id; empty for attention checks."),
@@ -53,7 +53,7 @@ RAW_WORKER_COLUMN = Column("worker_raw_id", "str", "Raw platform id (only for st
 
 _FIELDS = [
     "id", "claim__study_id", "claim__assignment_id", "claim__assignment__status", "claim__participant_id",
-    "claim__participant__provider", "claim__participant__external_id", "claim__position", "claim__unit_id",
+    "claim__participant__platform", "claim__participant__external_id", "claim__position", "claim__unit_id",
     "claim__unit__item_id", "claim__unit__item__external_id", "claim__unit__item__split",
     "claim__unit__item__gold_answer", "claim__unit__source_id", "claim__unit__source__name",
     "claim__unit__generalization_question_id", "claim__unit__generalization_question__qtype",
@@ -90,7 +90,7 @@ def annotation_rows(
     pseudonyms = PseudonymCache()
     empty = (None, None, None, None)
     for (
-        pk, study_id, assignment_id, assignment_status, participant_id, provider, external_id, position, unit_id,
+        pk, study_id, assignment_id, assignment_status, participant_id, platform, external_id, position, unit_id,
         item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer,
         check_id, check_answer, step, answer, payload, shown_at, answered_at, duration_ms,
     ) in queryset.order_by("id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
@@ -103,7 +103,7 @@ def annotation_rows(
         correct = same_answer(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
         utility, task_correct, gen_u, similarity = scores.get((study_id, item_id, source_id), empty)
         row = (
-            pk, study_id, assignment_id, assignment_status, pseudonyms.get(participant_id, provider, external_id),
+            pk, study_id, assignment_id, assignment_status, pseudonyms.get(participant_id, platform, external_id),
             position, unit_id, item_id, item_external_id, split, source_id, source_name, genq_id, genq_type, check_id,
             step, answer, gold, correct, json.dumps(payload, ensure_ascii=False) if payload else "", shown_at,
             answered_at, duration_ms, utility, UTILITY_LABELS.get(utility, ""), task_correct, gen_u, similarity,

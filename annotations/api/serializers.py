@@ -22,7 +22,7 @@ class _WorkerMixin(serializers.Serializer):
 
     def get_worker(self, obj) -> str:
         p = self._participant(obj)
-        return self._cache().get(p.pk, p.provider, p.external_id)
+        return self._cache().get(p.pk, p.platform, p.external_id)
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -40,15 +40,15 @@ RAW_ID_HELP = (
 class AssignmentSerializer(_WorkerMixin, serializers.ModelSerializer):
     # Not read_only so that the schema lists it as optional (it is absent unless asked for).
     worker_raw_id = serializers.CharField(source="participant.external_id", required=False, help_text=RAW_ID_HELP)
-    provider = serializers.CharField(source="participant.provider", read_only=True)
+    platform = serializers.CharField(source="participant.platform", read_only=True)
     n_units = serializers.IntegerField(read_only=True, help_text="Units and attention checks in the task.")
     n_completed = serializers.IntegerField(read_only=True, help_text="Of those, how many are answered.")
 
     class Meta:
         model = Assignment
         fields = [
-            "id", "study", "worker", "worker_raw_id", "provider", "status", "provider_assignment_id",
-            "provider_task_id", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at", "n_units",
+            "id", "study", "worker", "worker_raw_id", "platform", "status", "platform_assignment_id",
+            "platform_task_id", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at", "n_units",
             "n_completed",
         ]
 

@@ -32,8 +32,8 @@ ANNOTATION_EXAMPLE = OpenApiExample(
 ASSIGNMENT_EXAMPLE = OpenApiExample(
     "A submitted task",
     value={
-        "id": 87, "study": 3, "worker": "w_3f9c2a71be04d6e8", "provider": "prolific", "status": "submitted",
-        "provider_assignment_id": "5f1e...", "provider_task_id": "65aa...", "consented_at": "2026-11-30T10:00:02Z",
+        "id": 87, "study": 3, "worker": "w_3f9c2a71be04d6e8", "platform": "prolific", "status": "submitted",
+        "platform_assignment_id": "5f1e...", "platform_task_id": "65aa...", "consented_at": "2026-11-30T10:00:02Z",
         "created_at": "2026-11-30T10:00:00Z", "expires_at": "2026-11-30T11:00:00Z",
         "submitted_at": "2026-11-30T10:09:40Z", "reviewed_at": None, "n_units": 11, "n_completed": 11,
     },

@@ -6,7 +6,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import annotations.models.providers
+import annotations.models.platforms
 
 
 class Migration(migrations.Migration):
@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
                 ('dry_run', models.BooleanField(default=False)),
                 ('external_ids', models.JSONField(blank=True, default=list)),
                 ('endpoint', models.CharField(blank=True, help_text='API endpoint used (sandbox or live).', max_length=300)),
-                ('completion_code', models.CharField(default=annotations.models.providers.new_completion_code, max_length=16)),
+                ('completion_code', models.CharField(default=annotations.models.platforms.new_completion_code, max_length=16)),
                 ('n_tasks', models.PositiveIntegerField(default=0, help_text='Assignments / places / links requested.')),
                 ('reward', models.DecimalField(decimal_places=2, default=Decimal('0'), max_digits=8)),
                 ('currency', models.CharField(default='USD', max_length=3)),
@@ -97,9 +97,9 @@ class Migration(migrations.Migration):
             name='ParticipantLink',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('token', models.CharField(default=annotations.models.providers.new_link_token, max_length=64, unique=True)),
+                ('token', models.CharField(default=annotations.models.platforms.new_link_token, max_length=64, unique=True)),
                 ('label', models.CharField(blank=True, help_text='E.g. a lab seat or session name.', max_length=200)),
-                ('completion_code', models.CharField(default=annotations.models.providers.new_completion_code, max_length=16)),
+                ('completion_code', models.CharField(default=annotations.models.platforms.new_completion_code, max_length=16)),
                 ('revoked', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('redeemed_at', models.DateTimeField(blank=True, null=True)),
@@ -116,8 +116,8 @@ class Migration(migrations.Migration):
             name='OpenLink',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('token', models.CharField(default=annotations.models.providers.new_link_token, max_length=64, unique=True)),
-                ('completion_code', models.CharField(default=annotations.models.providers.new_completion_code, max_length=64)),
+                ('token', models.CharField(default=annotations.models.platforms.new_link_token, max_length=64, unique=True)),
+                ('completion_code', models.CharField(default=annotations.models.platforms.new_completion_code, max_length=64)),
                 ('max_participants', models.PositiveIntegerField(blank=True, help_text='Empty: no limit.', null=True)),
                 ('n_participants', models.PositiveIntegerField(default=0)),
                 ('active', models.BooleanField(default=True)),

@@ -2,20 +2,20 @@
 from .core import (  # noqa: F401
     Annotation,
     Assignment,
-    AssignmentUnit,
     AttentionCheck,
+    Claim,
     Participant,
     QualificationGrant,
     QualificationQuestion,
     QualificationTest,
     Unit,
 )
-from .providers import (  # noqa: F401
+from .platforms import (  # noqa: F401
     Bonus,
     MTurkQualificationType,
     OpenLink,
     ParticipantLink,
-    ProviderCall,
-    ProviderSubmission,
+    PlatformCall,
+    PlatformSubmission,
     Publication,
 )

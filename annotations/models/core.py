@@ -3,7 +3,7 @@ answers of each step.
 
 Invariants held by the database, not only by the services:
 - a unit never appears twice in one assignment;
-- a worker sees a question at most once per study (``AssignmentUnit`` is unique on
+- a worker sees a question at most once per study (``Claim`` is unique on
   study, participant and ``question_key``, whatever the source);
 - each step of a claimed unit is answered once (``Annotation`` unique on claim and step).
 """
@@ -14,7 +14,7 @@ import secrets
 from django.db import models
 from django.db.models import Q
 
-from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 
 
 def new_token() -> str:
@@ -25,23 +25,18 @@ class Participant(models.Model):
     """A worker on one platform. ``external_id`` is the raw platform id (MTurk WorkerId,
     Prolific PID, or a generated id for links): exports pseudonymise it."""
 
-    class Provider(models.TextChoices):
-        LINK = "link", "Participant link"
-        PROLIFIC = "prolific", "Prolific"
-        MTURK = "mturk", "Amazon Mechanical Turk"
-
-    provider = models.CharField(max_length=20, choices=Provider.choices)
+    platform = models.CharField(max_length=20, choices=Platform.choices)
     external_id = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
     blocked = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["provider", "external_id"], name="participant_unique_per_provider"),
+            models.UniqueConstraint(fields=["platform", "external_id"], name="participant_unique_per_platform"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.provider}:{self.external_id}"
+        return f"{self.platform}:{self.external_id}"
 
 
 class Unit(models.Model):
@@ -158,8 +153,8 @@ class Assignment(models.Model):
     token = models.CharField(max_length=64, unique=True, default=new_token)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
     # Platform references: MTurk assignmentId / HITId / turkSubmitTo, Prolific SESSION_ID / STUDY_ID.
-    provider_assignment_id = models.CharField(max_length=200, blank=True)
-    provider_task_id = models.CharField(max_length=200, blank=True)
+    platform_assignment_id = models.CharField(max_length=200, blank=True)
+    platform_task_id = models.CharField(max_length=200, blank=True)
     return_url = models.CharField(max_length=500, blank=True)
     completion_code = models.CharField(max_length=64, blank=True)
     consented_at = models.DateTimeField(null=True, blank=True)
@@ -184,7 +179,7 @@ class Assignment(models.Model):
         return f"assignment {self.pk} of {self.participant} in {self.study}"
 
 
-class AssignmentUnit(models.Model):
+class Claim(models.Model):
     """A unit (or an attention check) placed in an assignment at a position."""
 
     assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="claims")
@@ -223,7 +218,7 @@ class Annotation(models.Model):
         PROPERTIES = "properties", "Rationale properties"
         ATTENTION = "attention", "Attention check"
 
-    claim = models.ForeignKey(AssignmentUnit, on_delete=models.CASCADE, related_name="annotations")
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="annotations")
     step = models.CharField(max_length=20, choices=Step.choices)
     answer = models.CharField(max_length=50, blank=True)
     payload = models.JSONField(default=dict, blank=True)

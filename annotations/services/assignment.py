@@ -43,8 +43,8 @@ from django.utils import timezone
 from annotations.models import (
     Annotation,
     Assignment,
-    AssignmentUnit,
     AttentionCheck,
+    Claim,
     Participant,
     QualificationGrant,
     Unit,
@@ -94,7 +94,7 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, first_positi
 
     Returns (claimed, maybe_more): ``maybe_more`` is true when fewer were claimed than wanted
     although eligible units were seen or skipped (locked by another worker right now)."""
-    seen = AssignmentUnit.objects.filter(
+    seen = Claim.objects.filter(
         study_id=study.pk, participant_id=assignment.participant_id, question_key=OuterRef("question_key")
     )
     eligible = Unit.objects.filter(study_id=study.pk, n_claimed__lt=F("quota")).filter(~Exists(seen))
@@ -121,9 +121,9 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, first_positi
         taken_keys.add(best[2])
         per_source[best[1]] += 1
     if chosen:
-        AssignmentUnit.objects.bulk_create(
+        Claim.objects.bulk_create(
             [
-                AssignmentUnit(
+                Claim(
                     assignment_id=assignment.pk,
                     unit_id=unit_id,
                     study_id=study.pk,
@@ -160,7 +160,7 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
         return 0
     keys = {f"attn:{check_id}" for check_id in checks}
     already = set(
-        AssignmentUnit.objects.filter(
+        Claim.objects.filter(
             study_id=study.pk, participant_id=assignment.participant_id, question_key__in=keys
         ).values_list("question_key", flat=True)
     )
@@ -170,7 +170,7 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
     for j, check_id in enumerate(fresh):
         after_unit = max(1, math.ceil((j + 1) * want / (m + 1)))
         claims.append(
-            AssignmentUnit(
+            Claim(
                 assignment_id=assignment.pk,
                 attention_check_id=check_id,
                 study_id=study.pk,
@@ -179,7 +179,7 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
                 position=(after_unit - 1) * POSITION_GAP + 1 + j,
             )
         )
-    AssignmentUnit.objects.bulk_create(claims)
+    Claim.objects.bulk_create(claims)
     return m
 
 
@@ -203,8 +203,8 @@ def assignment_start(
     *,
     study: Study,
     participant: Participant,
-    provider_assignment_id: str = "",
-    provider_task_id: str = "",
+    platform_assignment_id: str = "",
+    platform_task_id: str = "",
     return_url: str = "",
     completion_code: str = "",
     consented: bool = False,
@@ -221,8 +221,8 @@ def assignment_start(
         raise ParticipantBlocked("This study is not available to your account.")
     now = now or timezone.now()
     refs = {
-        "provider_assignment_id": provider_assignment_id,
-        "provider_task_id": provider_task_id,
+        "platform_assignment_id": platform_assignment_id,
+        "platform_task_id": platform_task_id,
         "return_url": return_url,
     }
     active = _active_assignment(study=study, participant=participant)
@@ -313,7 +313,7 @@ def _release(assignment_ids: list[int], *, status: str) -> None:
     """Give back the units of the given assignments and set their status. Call with the
     assignments locked or known active; units are locked in id order (no deadlocks)."""
     claims = list(
-        AssignmentUnit.objects.filter(assignment_id__in=assignment_ids, released=False, unit__isnull=False)
+        Claim.objects.filter(assignment_id__in=assignment_ids, released=False, unit__isnull=False)
         .values_list("unit_id", "completed_at")
     )
     claimed: Counter = Counter(unit_id for unit_id, _ in claims)
@@ -327,7 +327,7 @@ def _release(assignment_ids: list[int], *, status: str) -> None:
             Unit.objects.filter(id__in=unit_ids).update(
                 n_claimed=F("n_claimed") - n, n_completed=F("n_completed") - c
             )
-    AssignmentUnit.objects.filter(assignment_id__in=assignment_ids, released=False).update(released=True)
+    Claim.objects.filter(assignment_id__in=assignment_ids, released=False).update(released=True)
     Assignment.objects.filter(id__in=assignment_ids).update(status=status)
 
 
@@ -382,7 +382,7 @@ def _write_sql(connection) -> tuple[str, str, str]:
     """(insert an answer, mark a claim completed, count a unit completed) for this database."""
     if connection.vendor not in _WRITE_SQL:
         qn = connection.ops.quote_name
-        ann, claim, unit = Annotation._meta, AssignmentUnit._meta, Unit._meta
+        ann, claim, unit = Annotation._meta, Claim._meta, Unit._meta
         insert = (
             f"INSERT INTO {qn(ann.db_table)} ({', '.join(qn(ann.get_field(n).column) for n in _INSERT_FIELDS)}) "
             f"VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
@@ -424,7 +424,7 @@ def _claim_completed(*, claim_id: int, unit_id: int | None, at: datetime) -> Non
     connection = connections[DEFAULT_DB_ALIAS]
     _, completed, counted = _write_sql(connection)
     with connection.cursor() as cursor:
-        cursor.execute(completed, [AssignmentUnit._meta.get_field("completed_at").get_db_prep_save(at, connection),
+        cursor.execute(completed, [Claim._meta.get_field("completed_at").get_db_prep_save(at, connection),
                                    claim_id])
         if unit_id:
             cursor.execute(counted, [unit_id])
@@ -447,7 +447,7 @@ def _lock_active(assignment: Assignment, now: datetime | None = None) -> Assignm
     return locked
 
 
-def claim_labels(claim: AssignmentUnit, *, kind: str) -> list[str]:
+def claim_labels(claim: Claim, *, kind: str) -> list[str]:
     """Allowed answer labels of the question a claim asks."""
     if claim.attention_check_id:
         return [c["label"] for c in normalise_choices(claim.attention_check.choices)]
@@ -460,7 +460,7 @@ def claim_labels(claim: AssignmentUnit, *, kind: str) -> list[str]:
 def annotation_submit(
     *,
     assignment: Assignment,
-    claim: AssignmentUnit,
+    claim: Claim,
     step: str,
     answer: str,
     payload: dict | None = None,
@@ -530,7 +530,7 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
             assignment.refresh_from_db()
             return assignment
         _lock_active(assignment)
-        open_claims = AssignmentUnit.objects.filter(
+        open_claims = Claim.objects.filter(
             assignment_id=assignment.pk, completed_at__isnull=True, released=False
         ).count()
         if open_claims:

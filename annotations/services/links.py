@@ -13,8 +13,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from annotations.models import OpenLink, Participant, ParticipantLink, Publication
-from annotations.services.payments import ProviderServiceError
-from studies.models import Study
+from annotations.services.payments import PlatformServiceError
+from studies.models import Platform, Study
 
 # URL shapes of the questionnaire's link views (annotations.platforms): /w/l/<token>/ for a
 # single-person link, /w/o/<token>/ for an open link.
@@ -23,11 +23,11 @@ OPEN_LINK_PATH = "/w/o/{token}/"
 MAX_LINKS_PER_CALL = 10_000
 
 
-class LinkInvalid(ProviderServiceError):
+class LinkInvalid(PlatformServiceError):
     status = 404
 
 
-class LinkClosed(ProviderServiceError):
+class LinkClosed(PlatformServiceError):
     status = 410
 
 
@@ -44,7 +44,7 @@ def links_generate(*, study: Study, n: int, user=None, label: str = "",
                    publication: Publication | None = None) -> list[ParticipantLink]:
     """Make ``n`` single-person links for ``study``."""
     if n < 1 or n > MAX_LINKS_PER_CALL:
-        raise ProviderServiceError(f"number of links must be between 1 and {MAX_LINKS_PER_CALL}, got {n}")
+        raise PlatformServiceError(f"number of links must be between 1 and {MAX_LINKS_PER_CALL}, got {n}")
     with transaction.atomic():
         links = [
             ParticipantLink(study=study, publication=publication, created_by=user if getattr(user, "pk", None) else None,
@@ -58,10 +58,10 @@ def links_generate(*, study: Study, n: int, user=None, label: str = "",
 def open_link_create(*, study: Study, user=None, completion_code: str = "", max_participants: int | None = None,
                      publication: Publication | None = None) -> OpenLink:
     if max_participants is not None and max_participants < 1:
-        raise ProviderServiceError("max_participants must be at least 1, or empty for no limit")
+        raise PlatformServiceError("max_participants must be at least 1, or empty for no limit")
     completion_code = completion_code.strip()
     if completion_code and (len(completion_code) > 64 or not completion_code.replace("-", "").isalnum()):
-        raise ProviderServiceError("completion code: use up to 64 letters, digits or dashes")
+        raise PlatformServiceError("completion code: use up to 64 letters, digits or dashes")
     link = OpenLink(study=study, publication=publication, max_participants=max_participants,
                     created_by=user if getattr(user, "pk", None) else None)
     if completion_code:
@@ -89,7 +89,7 @@ def participant_link_redeem(*, token: str, visitor_id: str = "") -> tuple[Partic
                 raise LinkClosed("This link was withdrawn by the researcher.")
             if link.participant_id is None:
                 participant = Participant.objects.create(
-                    provider=Participant.Provider.LINK, external_id=f"link-{link.pk}-{secrets.token_hex(6)}"
+                    platform=Platform.LINK, external_id=f"link-{link.pk}-{secrets.token_hex(6)}"
                 )
                 link.participant = participant
                 link.redeemed_at = timezone.now()
@@ -103,14 +103,14 @@ def participant_link_redeem(*, token: str, visitor_id: str = "") -> tuple[Partic
         visitor_id = (visitor_id or "").strip()[:100]
         if visitor_id:
             existing = Participant.objects.filter(
-                provider=Participant.Provider.LINK, external_id=f"open-{open_link.pk}-{visitor_id}"
+                platform=Platform.LINK, external_id=f"open-{open_link.pk}-{visitor_id}"
             ).first()
             if existing is not None:
                 return existing, open_link
         if open_link.max_participants is not None and open_link.n_participants >= open_link.max_participants:
             raise LinkClosed("This study is full: all places were taken.")
         participant = Participant.objects.create(
-            provider=Participant.Provider.LINK,
+            platform=Platform.LINK,
             external_id=f"open-{open_link.pk}-{visitor_id or secrets.token_hex(8)}",
         )
         OpenLink.objects.filter(pk=open_link.pk).update(n_participants=F("n_participants") + 1)

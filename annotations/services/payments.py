@@ -1,8 +1,8 @@
 """The audit-and-idempotency core of every platform call that changes state or moves money.
 
-``provider_call_execute`` is the only way the provider services talk to a platform:
+``platform_call_execute`` is the only way the platform services talk to a platform:
 
-1. Find or create the ``ProviderCall`` row for a deterministic ``idempotency_key`` under a row
+1. Find or create the ``PlatformCall`` row for a deterministic ``idempotency_key`` under a row
    lock. ``confirmed`` -> return it, nothing is sent.
 2. ``sent`` (an earlier attempt whose answer was never recorded: a crash, a timeout) ->
    ask the platform (``reconcile``) whether it was applied. Applied -> mark confirmed, return.
@@ -29,13 +29,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import ProviderCall
-from annotations.providers.base import AlreadyDone, ProviderError, ProviderTransientError
+from annotations.models import PlatformCall
+from annotations.platforms.base import AlreadyDone, PlatformError, PlatformTransientError
 
 logger = logging.getLogger(__name__)
 
 
-class ProviderServiceError(Exception):
+class PlatformServiceError(Exception):
     """A domain error of the crowd-platform services, with a message the researcher can act on."""
 
     def __init__(self, message: str):
@@ -43,17 +43,17 @@ class ProviderServiceError(Exception):
         self.message = message
 
 
-class CallOutcomeUnknown(ProviderServiceError):
+class CallOutcomeUnknown(PlatformServiceError):
     """An earlier attempt was sent and the platform cannot yet say whether it was applied.
     Nothing was sent this time; try again after the platform settles (or the next sync)."""
 
 
 @dataclass
 class CallSpec:
-    provider: str
+    platform: str
     operation: str
     idempotency_key: str
-    provider_token: str = ""
+    platform_token: str = ""
     amount: Decimal = Decimal("0")
     currency: str = "USD"
     request_summary: dict | None = None
@@ -73,24 +73,24 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
-def _lock(call_id: int) -> ProviderCall:
-    return ProviderCall.objects.select_for_update().get(pk=call_id)
+def _lock(call_id: int) -> PlatformCall:
+    return PlatformCall.objects.select_for_update().get(pk=call_id)
 
 
-def provider_call_execute(
+def platform_call_execute(
     *,
     spec: CallSpec,
     send: Callable[[], dict],
-    reconcile: Callable[[ProviderCall], bool | dict | None] | None = None,
-) -> ProviderCall:
+    reconcile: Callable[[PlatformCall], bool | dict | None] | None = None,
+) -> PlatformCall:
     """Send at most once per ``spec.idempotency_key``; see the module docstring."""
     with transaction.atomic():
-        call, created = ProviderCall.objects.select_for_update().get_or_create(
+        call, created = PlatformCall.objects.select_for_update().get_or_create(
             idempotency_key=spec.idempotency_key,
             defaults={
-                "provider": spec.provider,
+                "platform": spec.platform,
                 "operation": spec.operation,
-                "provider_token": spec.provider_token[:64],
+                "platform_token": spec.platform_token[:64],
                 "amount": spec.amount,
                 "currency": spec.currency,
                 "request_summary": _json_safe(spec.request_summary or {}),
@@ -98,13 +98,13 @@ def provider_call_execute(
                 "study": spec.study,
                 "publication": spec.publication,
                 "assignment": spec.assignment,
-                "status": ProviderCall.Status.FAILED,  # becomes "sent" just below, before sending
+                "status": PlatformCall.Status.FAILED,  # becomes "sent" just below, before sending
             },
         )
-        if not created and call.status == ProviderCall.Status.CONFIRMED:
+        if not created and call.status == PlatformCall.Status.CONFIRMED:
             return call
-    if not created and call.status == ProviderCall.Status.SENT:
-        applied = provider_call_reconcile(call=call, reconcile=reconcile)
+    if not created and call.status == PlatformCall.Status.SENT:
+        applied = platform_call_reconcile(call=call, reconcile=reconcile)
         if applied is True:
             call.refresh_from_db()
             return call
@@ -117,14 +117,14 @@ def provider_call_execute(
             )
     with transaction.atomic():
         call = _lock(call.pk)
-        if call.status == ProviderCall.Status.CONFIRMED:  # a concurrent attempt finished first
+        if call.status == PlatformCall.Status.CONFIRMED:  # a concurrent attempt finished first
             return call
-        if call.status == ProviderCall.Status.SENT:  # a concurrent attempt is sending right now
+        if call.status == PlatformCall.Status.SENT:  # a concurrent attempt is sending right now
             raise CallOutcomeUnknown(
                 f"{call.get_operation_display()} ({call.idempotency_key}) is being sent by another attempt; "
                 "nothing was sent again"
             )
-        call.status = ProviderCall.Status.SENT
+        call.status = PlatformCall.Status.SENT
         call.attempts += 1
         call.sent_at = timezone.now()
         call.error = ""
@@ -134,37 +134,37 @@ def provider_call_execute(
         response = send()
     except AlreadyDone as exc:
         response = {"already_done": True, **exc.result, "message": str(exc)[:500]}
-    except ProviderTransientError as exc:
+    except PlatformTransientError as exc:
         with transaction.atomic():
             call = _lock(call.pk)
             call.error = exc.message[:2000]
             call.save(update_fields=["error", "updated_at"])
         raise
-    except ProviderError as exc:
+    except PlatformError as exc:
         with transaction.atomic():
             call = _lock(call.pk)
-            call.status = ProviderCall.Status.FAILED
+            call.status = PlatformCall.Status.FAILED
             call.error = exc.message[:2000]
             call.response = _json_safe(exc.response)
             call.save(update_fields=["status", "error", "response", "updated_at"])
         raise
-    return provider_call_confirm(call=call, response=response)
+    return platform_call_confirm(call=call, response=response)
 
 
-def provider_call_confirm(*, call: ProviderCall, response: dict) -> ProviderCall:
+def platform_call_confirm(*, call: PlatformCall, response: dict) -> PlatformCall:
     with transaction.atomic():
         call = _lock(call.pk)
-        call.status = ProviderCall.Status.CONFIRMED
+        call.status = PlatformCall.Status.CONFIRMED
         call.confirmed_at = timezone.now()
         call.response = _json_safe(response or {})
         call.error = ""
         call.save(update_fields=["status", "confirmed_at", "response", "error", "updated_at"])
-    logger.info("provider call confirmed: %s %s %s", call.provider, call.operation, call.idempotency_key)
+    logger.info("platform call confirmed: %s %s %s", call.platform, call.operation, call.idempotency_key)
     return call
 
 
-def provider_call_reconcile(
-    *, call: ProviderCall, reconcile: Callable[[ProviderCall], bool | dict | None] | None
+def platform_call_reconcile(
+    *, call: PlatformCall, reconcile: Callable[[PlatformCall], bool | dict | None] | None
 ) -> bool | None:
     """Ask the platform about a ``sent`` call. ``reconcile`` answers True or a dict (applied; the
     dict is what could be recovered, e.g. the HIT id), False (not applied) or None (cannot tell).
@@ -173,17 +173,17 @@ def provider_call_reconcile(
         return None
     try:
         applied = reconcile(call)
-    except ProviderTransientError:
+    except PlatformTransientError:
         return None
     if applied is True or isinstance(applied, dict):
         recovered = applied if isinstance(applied, dict) else {}
-        provider_call_confirm(call=call, response={**(call.response or {}), **recovered, "reconciled": True})
+        platform_call_confirm(call=call, response={**(call.response or {}), **recovered, "reconciled": True})
         return True
     if applied is False:
         with transaction.atomic():
             locked = _lock(call.pk)
-            if locked.status == ProviderCall.Status.SENT:
-                locked.status = ProviderCall.Status.FAILED
+            if locked.status == PlatformCall.Status.SENT:
+                locked.status = PlatformCall.Status.FAILED
                 locked.error = "reconciled: the platform has no record of it; safe to send again"
                 locked.save(update_fields=["status", "error", "updated_at"])
         return False

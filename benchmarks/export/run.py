@@ -53,7 +53,7 @@ def build(rows: int) -> None:
     from django.db import transaction
     from django.utils import timezone
 
-    from annotations.models import Annotation, Assignment, AssignmentUnit, Participant, Unit
+    from annotations.models import Annotation, Assignment, Claim, Participant, Unit
     from scoring.models import UnitScore
     from studies.models import YES_NO_CHOICES, Dataset, Item, Rationale, RationaleSource, Study
 
@@ -95,7 +95,7 @@ def build(rows: int) -> None:
     for p0 in range(0, n_participants, 200):
         with transaction.atomic():
             participants = Participant.objects.bulk_create(
-                Participant(provider="prolific", external_id=f"PID{p}") for p in range(p0, min(p0 + 200, n_participants))
+                Participant(platform="prolific", external_id=f"PID{p}") for p in range(p0, min(p0 + 200, n_participants))
             )
             assignments = Assignment.objects.bulk_create(
                 Assignment(study=study, participant=p, status="submitted", expires_at=now + timedelta(hours=1),
@@ -109,11 +109,11 @@ def build(rows: int) -> None:
                     if made + len(claims) >= claims_needed:
                         break
                     unit = units[(offset + position) % len(units)]
-                    claims.append(AssignmentUnit(
+                    claims.append(Claim(
                         assignment=assignment, unit=unit, study=study, participant=assignment.participant,
                         question_key=unit.question_key, position=position, completed_at=now,
                     ))
-            claims = AssignmentUnit.objects.bulk_create(claims, batch_size=5000)
+            claims = Claim.objects.bulk_create(claims, batch_size=5000)
             Annotation.objects.bulk_create(
                 (Annotation(claim=c, step=step, answer=ans, shown_at=now, duration_ms=4000 + (c.pk % 5000))
                  for c in claims for step, ans in (("before", "no"), ("after", "yes"))),

@@ -50,7 +50,7 @@ def django_setup():
 
 def seed(level: int, *, items: int, sources: int, quota: int, units_per_task: int) -> tuple[int, str]:
     """A fresh open utility study for one level; returns (study id, entry path)."""
-    from annotations.platforms import study_token
+    from annotations.platforms.handoff import study_token
     from annotations.services.units import study_units_build
     from studies.models import YES_NO_CHOICES, Dataset, Item, Rationale, RationaleSource, Study
 
@@ -79,7 +79,7 @@ def check(study_id: int) -> dict:
     """Quota and no-repeat checks on the database after a level."""
     from django.db.models import Count, Q
 
-    from annotations.models import AssignmentUnit, Unit
+    from annotations.models import Claim, Unit
 
     units = Unit.objects.filter(study_id=study_id).annotate(
         live=Count("claims", filter=Q(claims__released=False)),
@@ -91,10 +91,10 @@ def check(study_id: int) -> dict:
         if not (u.n_claimed == u.live == u.workers <= u.quota and u.n_completed == u.done):
             problems.append((u.pk, u.n_claimed, u.live, u.workers, u.quota, u.n_completed, u.done))
     repeats = (
-        AssignmentUnit.objects.filter(study_id=study_id).values("participant_id", "question_key")
+        Claim.objects.filter(study_id=study_id).values("participant_id", "question_key")
         .annotate(n=Count("id")).filter(n__gt=1).count()
     )
-    completed = AssignmentUnit.objects.filter(study_id=study_id, released=False, completed_at__isnull=False,
+    completed = Claim.objects.filter(study_id=study_id, released=False, completed_at__isnull=False,
                                               unit__isnull=False).count()
     return {"units": len(units), "unit_problems": problems[:5], "n_unit_problems": len(problems),
             "repeated_questions": repeats, "completed_claims_in_db": completed,

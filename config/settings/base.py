@@ -155,10 +155,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TIME_LIMIT = 6 * 3600
 CELERY_TASK_SOFT_TIME_LIMIT = 6 * 3600 - 60
 CELERY_BEAT_SCHEDULE: dict = {}
-# Crowd platforms (annotations.tasks_providers): sync live MTurk / Prolific publications.
-CELERY_BEAT_SCHEDULE["providers-sync-open-studies"] = {
-    "task": "annotations.providers.sync_open_studies",
-    "schedule": float(os.environ.get("RL_PROVIDER_SYNC_SECONDS", "300")),
+# Crowd platforms (annotations.tasks_platforms): sync live MTurk / Prolific publications.
+CELERY_BEAT_SCHEDULE["platforms-sync-open-studies"] = {
+    "task": "annotations.platforms.sync_open_studies",
+    "schedule": float(os.environ.get("RL_PLATFORM_SYNC_SECONDS", "300")),
 }
 # LM jobs (studies.tasks): a queued/running job that has not moved for RL_LM_STALL_SECONDS lost its
 # message with a killed worker; queue it again. Keep it above the time one batch takes.

@@ -224,7 +224,7 @@ def design_table(summary) -> str:
         ("Minutes per task", f"{s.minutes_per_task} ({s.minutes_basis})"),
         ("Worker hours", f"{s.worker_hours}"),
         ("Pay to workers", f"${s.base_cost:,} (${s.reward} × {s.tasks:,} tasks)"),
-        ("Platform fee", f"${s.fee:,} ({s.fee_rate * 100:.1f}% on {s.provider})"),
+        ("Platform fee", f"${s.fee:,} ({s.fee_rate * 100:.1f}% on {s.platform})"),
         ("Total cost", f"${s.total_cost:,}"),
         ("Effective hourly pay", f"${s.hourly_pay}/h (floor ${s.hourly_pay_floor}/h)" if s.hourly_pay else "—"),
     ]
@@ -240,8 +240,8 @@ def design_table(summary) -> str:
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
     form = StudyForm
-    list_display = ["name", "kind", "status", "dataset", "split", "n_items", "n_sources", "provider", "created_at"]
-    list_filter = ["kind", "status", "provider", "dataset"]
+    list_display = ["name", "kind", "status", "dataset", "split", "n_items", "n_sources", "platform", "created_at"]
+    list_filter = ["kind", "status", "platform", "dataset"]
     search_fields = ["name", "instructions"]
     autocomplete_fields = ["dataset", "sources", "owner", "shared_with"]
     readonly_fields = ["status", "design_at_a_glance", "created_at", "updated_at"]
@@ -251,7 +251,7 @@ class StudyAdmin(admin.ModelAdmin):
         ("Items and sources", {"fields": ["dataset", "split", "item_sample_size", "sample_seed", "sources"]}),
         ("Design and pay", {"fields": [
             "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
-            "provider",
+            "platform",
         ]}),
         ("What workers read", {"fields": ["consent_text", "instructions", "example"], "classes": ["collapse"]}),
         ("Other", {"fields": ["faithfulness_enabled", "owner", "shared_with", "created_at", "updated_at"],

@@ -166,13 +166,13 @@ def visible_studies(user) -> QuerySet[Study]:
 
 
 # --- Worker pseudonyms ------------------------------------------------------------------------
-def worker_pseudonym(provider: str, external_id: str) -> str:
+def worker_pseudonym(platform: str, external_id: str) -> str:
     """Keyed pseudonym of a platform worker: ``w_`` + 16 hex digits of HMAC-SHA256.
 
     Keyed by ``settings.RL_PSEUDONYM_SALT``, so stable within a deployment and not reversible
     (nor recomputable from a public id list) without the salt."""
     key = str(settings.RL_PSEUDONYM_SALT).encode("utf-8")
-    msg = f"{provider}:{external_id}".encode()
+    msg = f"{platform}:{external_id}".encode()
     return "w_" + hmac.new(key, msg, hashlib.sha256).hexdigest()[:16]
 
 
@@ -182,10 +182,10 @@ class PseudonymCache:
     def __init__(self) -> None:
         self._cache: dict[int, str] = {}
 
-    def get(self, participant_id: int, provider: str, external_id: str) -> str:
+    def get(self, participant_id: int, platform: str, external_id: str) -> str:
         value = self._cache.get(participant_id)
         if value is None:
-            value = self._cache[participant_id] = worker_pseudonym(provider, external_id)
+            value = self._cache[participant_id] = worker_pseudonym(platform, external_id)
         return value
 
 
@@ -193,10 +193,10 @@ def participant_ids_for_pseudonyms(pseudonyms: list[str], participants: QuerySet
     """Ids of the participants in ``participants`` whose pseudonym is one of ``pseudonyms``."""
     wanted = {p.strip() for p in pseudonyms if p.strip()}
     found = []
-    for pk, provider, external_id in participants.values_list("pk", "provider", "external_id").iterator(
+    for pk, platform, external_id in participants.values_list("pk", "platform", "external_id").iterator(
         chunk_size=2000
     ):
-        if worker_pseudonym(provider, external_id) in wanted:
+        if worker_pseudonym(platform, external_id) in wanted:
             found.append(pk)
     return found
 

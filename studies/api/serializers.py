@@ -9,6 +9,7 @@ from studies.models import (
     GeneralizationQuestion,
     ImportRecord,
     Item,
+    Platform,
     Rationale,
     RationaleSource,
     Split,
@@ -114,7 +115,7 @@ class StudySerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "kind", "status", "dataset", "split", "item_sample_size", "sample_seed", "sources",
             "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
-            "provider", "consent_text", "instructions", "example", "faithfulness_enabled", "is_imported_outcome",
+            "platform", "consent_text", "instructions", "example", "faithfulness_enabled", "is_imported_outcome",
             "owner", "shared_with", "n_items", "n_units", "n_units_complete", "n_annotations", "created_at",
             "updated_at",
         ]
@@ -144,7 +145,7 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
     estimated_minutes_per_task = serializers.DecimalField(
         max_digits=6, decimal_places=1, min_value=0, default="6.0"
     )
-    provider = serializers.ChoiceField(choices=Study.Provider.choices, default=Study.Provider.LINK)
+    platform = serializers.ChoiceField(choices=Platform.choices, default=Platform.LINK)
     consent_text = serializers.CharField(required=False, allow_blank=True, default="")
     instructions = serializers.CharField(required=False, allow_blank=True, default="")
     example = serializers.CharField(required=False, allow_blank=True, default="")

@@ -6,6 +6,7 @@ from .core import (  # noqa: F401
     GeneralizationQuestion,
     ImportRecord,
     Item,
+    Platform,
     Rationale,
     RationaleSource,
     Split,

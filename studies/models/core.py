@@ -17,6 +17,14 @@ from django.db.models import Q
 YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
 
 
+class Platform(models.TextChoices):
+    """The crowd platforms a study runs on and a worker arrives from (one enum for all)."""
+
+    LINK = "link", "Participant links"
+    PROLIFIC = "prolific", "Prolific"
+    MTURK = "mturk", "Amazon Mechanical Turk"
+
+
 class TimeStamped(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -203,11 +211,6 @@ class Study(TimeStamped):
         OPEN = "open", "Open"
         CLOSED = "closed", "Closed"
 
-    class Provider(models.TextChoices):
-        LINK = "link", "Participant links"
-        PROLIFIC = "prolific", "Prolific"
-        MTURK = "mturk", "Amazon Mechanical Turk"
-
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=30, choices=Kind.choices, default=Kind.UTILITY)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
@@ -231,7 +234,7 @@ class Study(TimeStamped):
         max_digits=6, decimal_places=1, default=Decimal("6.0"),
         help_text="Used for pay estimates until recorded task times exist.",
     )
-    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.LINK)
+    platform = models.CharField(max_length=20, choices=Platform.choices, default=Platform.LINK)
     consent_text = models.TextField(blank=True)
     instructions = models.TextField(blank=True)
     example = models.TextField(blank=True, help_text="A worked example shown with the instructions.")

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studies.models import Dataset, Item, RationaleSource, Study
+from studies.models import Dataset, Item, Platform, RationaleSource, Study
 
 
 class StudyError(Exception):
@@ -68,7 +68,7 @@ def _check_sources(*, dataset: Dataset, sources: Iterable[RationaleSource]) -> l
 SAMPLE_FIELDS = {"dataset", "split", "item_sample_size", "sample_seed"}
 DESIGN_FIELDS = {
     "name", "kind", "dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit", "units_per_task",
-    "reward", "hourly_pay_floor", "estimated_minutes_per_task", "provider", "consent_text", "instructions",
+    "reward", "hourly_pay_floor", "estimated_minutes_per_task", "platform", "consent_text", "instructions",
     "example", "faithfulness_enabled", "owner",
 }
 
@@ -87,7 +87,7 @@ def study_create(
     reward: Decimal | str | float = Decimal("2.00"),
     hourly_pay_floor: Decimal | str | float = Decimal("15.00"),
     estimated_minutes_per_task: Decimal | str | float = Decimal("6.0"),
-    provider: str = Study.Provider.LINK,
+    platform: str = Platform.LINK,
     owner: Any = None,
     consent_text: str = "",
     instructions: str = "",
@@ -103,7 +103,7 @@ def study_create(
         name=name.strip(), kind=kind, dataset=dataset, split=split, item_sample_size=item_sample_size,
         sample_seed=sample_seed, annotators_per_unit=annotators_per_unit, units_per_task=units_per_task,
         reward=Decimal(str(reward)), hourly_pay_floor=Decimal(str(hourly_pay_floor)),
-        estimated_minutes_per_task=Decimal(str(estimated_minutes_per_task)), provider=provider,
+        estimated_minutes_per_task=Decimal(str(estimated_minutes_per_task)), platform=platform,
         owner=owner if getattr(owner, "is_authenticated", False) else None,
         consent_text=consent_text, instructions=instructions, example=example,
         faithfulness_enabled=faithfulness_enabled,

@@ -6,7 +6,7 @@ import factory
 
 from annotations.models import AttentionCheck, Participant, QualificationQuestion, QualificationTest
 from annotations.services.units import study_units_build
-from studies.models import Study
+from studies.models import Platform, Study
 from tests.factories import (
     DatasetFactory,
     GeneralizationQuestionFactory,
@@ -21,7 +21,7 @@ class ParticipantFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Participant
 
-    provider = Participant.Provider.LINK
+    platform = Platform.LINK
     external_id = factory.Sequence(lambda n: f"worker-{n}")
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from django.db import connection, connections
 
-from annotations.models import Annotation, Assignment, AssignmentUnit, Unit
+from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
 from annotations.services.errors import NoWorkAvailable
 from tests.annotations.factories import ParticipantFactory, make_study
@@ -65,10 +65,10 @@ def test_fifty_workers_fill_every_unit_exactly_to_quota():
     units = list(Unit.objects.filter(study=study))
     assert len(units) == N_UNITS
     for unit in units:
-        live = AssignmentUnit.objects.filter(unit=unit, released=False)
+        live = Claim.objects.filter(unit=unit, released=False)
         assert unit.n_claimed == unit.n_completed == QUOTA
         assert live.count() == len(set(live.values_list("participant_id", flat=True))) == QUOTA
-    seen = Counter(AssignmentUnit.objects.filter(study=study).values_list("participant_id", "question_key"))
+    seen = Counter(Claim.objects.filter(study=study).values_list("participant_id", "question_key"))
     assert max(seen.values()) == 1
     assert Annotation.objects.filter(claim__study=study).count() == N_UNITS * QUOTA * 2
     assert not Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE).exists()
@@ -95,5 +95,5 @@ def test_simultaneous_starts_of_one_worker_give_one_assignment():
     for thread in threads:
         thread.join(timeout=60)
     assert len(results) == 8 and len(set(results)) == 1
-    assert AssignmentUnit.objects.filter(participant=worker, unit__isnull=False).count() == 3
+    assert Claim.objects.filter(participant=worker, unit__isnull=False).count() == 3
     assert sum(Unit.objects.filter(study=study).values_list("n_claimed", flat=True)) == 3

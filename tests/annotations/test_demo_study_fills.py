@@ -15,8 +15,8 @@ from django.core.management import call_command
 from django.db.models import Count
 from django.test import Client
 
-from annotations import platforms
-from annotations.models import Annotation, AssignmentUnit, Unit
+from annotations.models import Annotation, Claim, Unit
+from annotations.platforms import handoff
 from studies.models import Study
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_ten_simulated_workers_fill_the_demo_study_to_exactly_its_quota():
     call_command("load_demo", stdout=StringIO())
     study = Study.objects.get(name="Demo utility study")
     assert study.status == Study.Status.OPEN
-    entry = f"/w/s/{platforms.study_token(study.pk)}/"
+    entry = f"/w/s/{handoff.study_token(study.pk)}/"
 
     for _worker in range(10):
         client = Client()  # a new browser: a new participant on the plain link
@@ -57,7 +57,7 @@ def test_ten_simulated_workers_fill_the_demo_study_to_exactly_its_quota():
     units = Unit.objects.filter(study=study)
     assert units.count() == 40
     assert all(u.n_completed == u.quota == 5 for u in units)
-    live = AssignmentUnit.objects.filter(study=study, unit__isnull=False, released=False, completed_at__isnull=False)
+    live = Claim.objects.filter(study=study, unit__isnull=False, released=False, completed_at__isnull=False)
     per_unit = live.values("unit_id").annotate(workers=Count("participant_id", distinct=True))
     assert sorted({row["workers"] for row in per_unit}) == [5]
     repeats = live.values("participant_id", "question_key").annotate(n=Count("id")).filter(n__gt=1)

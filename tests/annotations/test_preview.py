@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Annotation, Assignment, AssignmentUnit, Participant, Unit
+from annotations.models import Annotation, Assignment, Claim, Participant, Unit
 from studies.models import Study
 from tests.annotations.factories import make_study
 
@@ -30,7 +30,7 @@ def url(study, **params) -> str:
 
 
 def counts() -> tuple[int, ...]:
-    return tuple(m.objects.count() for m in (Participant, Assignment, AssignmentUnit, Annotation))
+    return tuple(m.objects.count() for m in (Participant, Assignment, Claim, Annotation))
 
 
 def quotas(study) -> list[tuple[int, int]]:

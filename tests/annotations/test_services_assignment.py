@@ -8,7 +8,7 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, AssignmentUnit, Unit
+from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.services.assignment import (
     annotation_submit,
     assignment_expire_stale,
@@ -75,10 +75,10 @@ def test_same_worker_resumes_active_assignment():
     study = make_study()
     worker = ParticipantFactory()
     first = assignment_start(study=study, participant=worker)
-    again = assignment_start(study=study, participant=worker, provider_assignment_id="NEW-ASSIGNMENT")
+    again = assignment_start(study=study, participant=worker, platform_assignment_id="NEW-ASSIGNMENT")
     assert again.pk == first.pk
-    assert Assignment.objects.get(pk=first.pk).provider_assignment_id == "NEW-ASSIGNMENT"
-    assert AssignmentUnit.objects.filter(participant=worker).count() == len(unit_claims(first))
+    assert Assignment.objects.get(pk=first.pk).platform_assignment_id == "NEW-ASSIGNMENT"
+    assert Claim.objects.filter(participant=worker).count() == len(unit_claims(first))
 
 
 def test_worker_never_sees_a_question_twice_across_tasks_and_sources():
@@ -113,9 +113,9 @@ def test_every_unit_reaches_exactly_its_quota_with_many_workers():
         except NoWorkAvailable:
             break
     for unit in Unit.objects.filter(study=study):
-        workers = AssignmentUnit.objects.filter(unit=unit, released=False).values_list("participant", flat=True)
+        workers = Claim.objects.filter(unit=unit, released=False).values_list("participant", flat=True)
         assert unit.n_completed == unit.n_claimed == unit.quota == len(set(workers)) == 3
-    per_worker = Counter(AssignmentUnit.objects.values_list("participant_id", "question_key"))
+    per_worker = Counter(Claim.objects.values_list("participant_id", "question_key"))
     assert max(per_worker.values()) == 1
 
 

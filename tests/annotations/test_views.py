@@ -9,16 +9,16 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from annotations import platforms
 from annotations.models import (
     Annotation,
     Assignment,
-    AssignmentUnit,
+    Claim,
     Participant,
     QualificationGrant,
     Unit,
 )
-from studies.models import Study
+from annotations.platforms import handoff
+from studies.models import Platform, Study
 from tests.annotations.factories import add_qualification, make_study
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ EVIL = "<script>alert('x')</script>"
 
 
 def entry_url(study, **params) -> str:
-    url = f"/w/s/{platforms.study_token(study.pk)}/"
+    url = f"/w/s/{handoff.study_token(study.pk)}/"
     return f"{url}?{urlencode(params)}" if params else url
 
 
@@ -119,8 +119,8 @@ def test_forms_need_csrf():
 
 
 def test_mturk_preview_is_read_only_and_stores_nothing(client):
-    study = make_study(provider=Study.Provider.MTURK)
-    url = entry_url(study, assignmentId=platforms.MTURK_PREVIEW_ID, hitId="HIT1")
+    study = make_study(platform=Platform.MTURK)
+    url = entry_url(study, assignmentId=handoff.MTURK_PREVIEW_ID, hitId="HIT1")
     page = client.get(url)
     assert page.status_code == 200 and 'id="preview-notice"' in page.content.decode()
     assert 'name="consent"' not in page.content.decode()
@@ -138,12 +138,12 @@ def complete_task(client: Client, task: str) -> None:
 
 
 def test_mturk_accept_and_hand_back_by_form_post(client):
-    study = make_study(provider=Study.Provider.MTURK, n_items=2, n_sources=1, units_per_task=1)
+    study = make_study(platform=Platform.MTURK, n_items=2, n_sources=1, units_per_task=1)
     params = {"assignmentId": "ASSIGN1", "hitId": "HIT1", "workerId": "W1",
               "turkSubmitTo": "https://workersandbox.mturk.com"}
     task = start(client, entry_url(study, **params))
     assignment = Assignment.objects.get()
-    assert (assignment.provider_assignment_id, assignment.provider_task_id, assignment.participant.external_id) == (
+    assert (assignment.platform_assignment_id, assignment.platform_task_id, assignment.participant.external_id) == (
         "ASSIGN1", "HIT1", "W1")
     complete_task(client, task)
     assert client.post(task + "submit").status_code == 302
@@ -153,22 +153,22 @@ def test_mturk_accept_and_hand_back_by_form_post(client):
 
 
 def test_mturk_submit_to_elsewhere_is_refused(client):
-    study = make_study(provider=Study.Provider.MTURK)
+    study = make_study(platform=Platform.MTURK)
     url = entry_url(study, assignmentId="A", hitId="H", workerId="W", turkSubmitTo="https://evil.example")
     assert client.post(url, {"consent": "yes"}).status_code == 400
     assert not Assignment.objects.exists()
 
 
 def test_prolific_needs_its_ids_and_redirects_back_with_the_study_code(client):
-    study = make_study(provider=Study.Provider.PROLIFIC, n_items=2, n_sources=1, units_per_task=1)
+    study = make_study(platform=Platform.PROLIFIC, n_items=2, n_sources=1, units_per_task=1)
     assert client.get(entry_url(study)).status_code == 400
     task = start(client, entry_url(study, PROLIFIC_PID="P1", STUDY_ID="S1", SESSION_ID="X1"))
     complete_task(client, task)
     response = client.post(task + "submit")
-    code = platforms.study_completion_code(study)
+    code = handoff.study_completion_code(study)
     assert response.status_code == 302
     assert response["Location"] == f"https://app.prolific.com/submissions/complete?cc={code}"
-    assert Assignment.objects.get().provider_assignment_id == "X1"
+    assert Assignment.objects.get().platform_assignment_id == "X1"
 
 
 def test_link_participant_gets_a_code_on_screen(client):
@@ -303,7 +303,7 @@ def test_attention_check_is_shown_and_scored(client):
     assert "ATTENTION: choose No" in html and "Question 2 of 3" in html
     answer(client, task, "yes")
     assert Annotation.objects.get(step="attention").payload == {"correct": False}
-    assert AssignmentUnit.objects.filter(attention_check__isnull=False).count() == 1
+    assert Claim.objects.filter(attention_check__isnull=False).count() == 1
 
 
 def test_leave_gives_units_back(client):
@@ -315,7 +315,7 @@ def test_leave_gives_units_back(client):
 
 
 def test_a_worker_can_flag_a_broken_question_and_earns_the_flagged_error_bonus(client):
-    from annotations.services.providers import study_bonus_candidates
+    from annotations.services.platforms import study_bonus_candidates
 
     study = make_study(n_items=1, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))

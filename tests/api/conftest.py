@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 import studies.admin.access  # noqa: F401  (registers the token admin even before the integrator wires it)
-from annotations.models import Annotation, Assignment, AssignmentUnit, Participant, Unit
+from annotations.models import Annotation, Assignment, Claim, Participant, Unit
 from scoring.models import ScoreRun, UnitScore
 from studies.api.tokens import api_token_create
 from tests.factories import (
@@ -128,7 +128,7 @@ def build_study(owner, *, name: str = "utility-study", n_items: int = 2, n_worke
     data = StudyData(study=study, items=items, sources=sources, participants=[])
     now = timezone.now()
     for w in range(n_workers):
-        participant = Participant.objects.create(provider="prolific", external_id=f"PID-{name}-{w}-{seed}")
+        participant = Participant.objects.create(platform="prolific", external_id=f"PID-{name}-{w}-{seed}")
         data.participants.append(participant)
         # A worker sees each question once: split the units over one assignment per source.
         for s_index, source in enumerate(sources):
@@ -138,7 +138,7 @@ def build_study(owner, *, name: str = "utility-study", n_items: int = 2, n_worke
             )
             data.assignments.append(assignment)
             for position, unit in enumerate(u for u in units if u.source_id == source.pk):
-                claim = AssignmentUnit.objects.create(
+                claim = Claim.objects.create(
                     assignment=assignment, unit=unit, study=study, participant=participant,
                     question_key=f"{unit.question_key}:{s_index}", position=position, completed_at=now,
                 )

@@ -41,7 +41,7 @@ def test_annotation_export_round_trips_through_pandas(client_for, study_data, fi
     assert list(frame.columns) == [c.name for c in ANNOTATION_COLUMNS]
     assert len(frame) == len(study_data.annotations)
     assert sorted(frame["annotation_id"]) == sorted(a.pk for a in study_data.annotations)
-    expected = {worker_pseudonym(p.provider, p.external_id) for p in study_data.participants}
+    expected = {worker_pseudonym(p.platform, p.external_id) for p in study_data.participants}
     assert set(frame["worker"]) == expected
     raw = {p.external_id for p in study_data.participants}
     assert not raw & set(map(str, frame.to_numpy().ravel()))

@@ -71,7 +71,7 @@ def test_annotations_filter_by_source_name_step_worker_and_utility(client_for, s
     useful = client.get("/api/v1/annotations/", {"utility": "useful", "page_size": 1000}).json()["results"]
     assert {r["source"] for r in useful} == {gpt3.pk}
     participant = study_data.participants[1]
-    pseudonym = worker_pseudonym(participant.provider, participant.external_id)
+    pseudonym = worker_pseudonym(participant.platform, participant.external_id)
     mine = client.get("/api/v1/annotations/", {"worker": pseudonym, "page_size": 1000}).json()["results"]
     assert len(mine) == 2 * 2 * 2 and {r["worker"] for r in mine} == {pseudonym}
     today = study_data.annotations[0].answered_at.date().isoformat()

@@ -7,9 +7,9 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotations import platforms
 from annotations.models import Annotation, Assignment, Participant, QualificationGrant, Unit
-from studies.models import Study
+from annotations.platforms import handoff
+from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,7 +19,7 @@ EVIL = "<img src=x onerror=\"window.__pwned=1\">"
 
 
 def entry(live_server, study, **params) -> str:
-    url = f"{live_server.url}/w/s/{platforms.study_token(study.pk)}/"
+    url = f"{live_server.url}/w/s/{handoff.study_token(study.pk)}/"
     return f"{url}?{urlencode(params)}" if params else url
 
 
@@ -122,8 +122,8 @@ def test_closing_the_browser_and_coming_back_with_the_same_link_resumes(live_ser
 
 
 def test_mturk_preview_then_accept_then_hand_back(live_server, page: Page):
-    study = make_study(provider=Study.Provider.MTURK, n_items=2, n_sources=1, units_per_task=1)
-    page.goto(entry(live_server, study, assignmentId=platforms.MTURK_PREVIEW_ID, hitId="HIT9"))
+    study = make_study(platform=Platform.MTURK, n_items=2, n_sources=1, units_per_task=1)
+    page.goto(entry(live_server, study, assignmentId=handoff.MTURK_PREVIEW_ID, hitId="HIT9"))
     expect(page.locator("#preview-notice")).to_be_visible()
     expect(page.get_by_role("button", name="Accept the HIT to start")).to_be_disabled()
     assert not Participant.objects.exists() and not Assignment.objects.exists()

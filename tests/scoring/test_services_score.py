@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, AssignmentUnit, Participant, Unit
+from annotations.models import Annotation, Assignment, Claim, Participant, Unit
 from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
@@ -31,11 +31,11 @@ def collect(study, unit, answers, *, status=Assignment.Status.SUBMITTED, start=0
     question once per study, so every answer pair comes from a fresh worker)."""
     for before, after in answers:
         n = next(_workers)
-        participant, _ = Participant.objects.get_or_create(provider="link", external_id=f"w{n}")
+        participant, _ = Participant.objects.get_or_create(platform="link", external_id=f"w{n}")
         assignment = Assignment.objects.create(
             study=study, participant=participant, status=status, expires_at=timezone.now() + timedelta(hours=1)
         )
-        claim = AssignmentUnit.objects.create(
+        claim = Claim.objects.create(
             assignment=assignment, unit=unit, study=study, participant=participant,
             question_key=unit.question_key, position=0,
         )

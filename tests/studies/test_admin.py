@@ -96,7 +96,7 @@ def test_generic_import_with_column_mapping(admin_client, tmp_path):
 def test_study_page_shows_design_at_a_glance(admin_client, sqa_test_imported, strategyqa_dir):
     rationales_import(file=strategyqa_dir / "rationale_utility.json", dataset_name="StrategyQA", split="test")
     study = study_create(name="Replication", dataset=Dataset.objects.get(name="StrategyQA"),
-                         sources=RationaleSource.objects.all(), reward=Decimal("2.00"), provider="prolific")
+                         sources=RationaleSource.objects.all(), reward=Decimal("2.00"), platform="prolific")
     response = admin_client.get(reverse("admin:studies_study_change", args=[study.pk]))
     assert response.status_code == 200
     html = response.content.decode()
@@ -112,7 +112,7 @@ def test_study_added_in_admin_goes_through_the_service(admin_client):
     response = admin_client.post(reverse("admin:studies_study_add"), {
         "name": "From admin", "kind": "utility", "dataset": dataset.pk, "split": "test", "item_sample_size": "4",
         "sample_seed": "3", "sources": [rationale.source.pk], "annotators_per_unit": "5", "units_per_task": "10",
-        "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0", "provider": "link",
+        "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0", "platform": "link",
     })
     assert response.status_code == 302, response.content.decode()[:3000]
     study = Study.objects.get(name="From admin")
@@ -128,7 +128,7 @@ def test_study_form_rejects_a_sample_bigger_than_the_split(admin_client):
     response = admin_client.post(reverse("admin:studies_study_add"), {
         "name": "Too big", "kind": "utility", "dataset": dataset.pk, "split": "test", "item_sample_size": "9",
         "sample_seed": "0", "sources": [rationale.source.pk], "annotators_per_unit": "5", "units_per_task": "10",
-        "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0", "provider": "link",
+        "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0", "platform": "link",
     })
     assert response.status_code == 200
     assert b"Only 2 items in the test split." in response.content

@@ -35,17 +35,17 @@ def test_paper_design_numbers(utility_setup):
     assert s.worker_hours == Decimal("68.7")
 
 
-@pytest.mark.parametrize("provider, per_hit, rate", [
+@pytest.mark.parametrize("platform, per_hit, rate", [
     ("mturk", None, Decimal("0.40")),  # all 687 tasks in one HIT
     ("mturk", 9, Decimal("0.20")),
     ("mturk", 10, Decimal("0.40")),
     ("prolific", None, Decimal("0.333")),
     ("link", None, Decimal("0")),
 ])
-def test_platform_fee(utility_setup, provider, per_hit, rate):
+def test_platform_fee(utility_setup, platform, per_hit, rate):
     dataset, sources = utility_setup
-    study = study_create(name=f"fee-{provider}-{per_hit}", dataset=dataset, sources=sources, reward="2.00",
-                         provider=provider)
+    study = study_create(name=f"fee-{platform}-{per_hit}", dataset=dataset, sources=sources, reward="2.00",
+                         platform=platform)
     s = study_design_summary(study=study, assignments_per_hit=per_hit)
     assert s.fee_rate == rate
     assert s.fee == (Decimal("1374.00") * rate).quantize(Decimal("0.01"))

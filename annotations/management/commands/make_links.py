@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.services.links import link_public_url, links_generate, open_link_create
-from annotations.services.payments import ProviderServiceError
+from annotations.services.payments import PlatformServiceError
 from studies.models import Study
 
 
@@ -32,5 +32,5 @@ class Command(BaseCommand):
                 return
             for link in links_generate(study=study, n=options["count"], label=options["label"]):
                 self.stdout.write(f"{link_public_url(link)}\t{link.label}\t{link.completion_code}")
-        except ProviderServiceError as exc:
+        except PlatformServiceError as exc:
             raise CommandError(exc.message) from exc

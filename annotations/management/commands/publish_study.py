@@ -1,4 +1,4 @@
-"""``manage.py publish_study <id> [--provider mturk|prolific|link] [--dry-run]``: estimate the cost and
+"""``manage.py publish_study <id> [--platform mturk|prolific|link] [--dry-run]``: estimate the cost and
 publish a study; with --dry-run, print every request that would be sent and send nothing."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.providers.base import ProviderError
-from annotations.services.payments import ProviderServiceError
-from annotations.services.providers import study_effective_hourly_pay, study_publish
+from annotations.platforms.base import PlatformError
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms import study_effective_hourly_pay, study_publish
 from studies.models import Study
 
 
@@ -17,8 +17,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("study_id", type=int)
-        parser.add_argument("--provider", choices=["mturk", "prolific", "link"], default=None,
-                            help="Defaults to the study's provider.")
+        parser.add_argument("--platform", choices=["mturk", "prolific", "link"], default=None,
+                            help="Defaults to the study's platform.")
         parser.add_argument("--dry-run", action="store_true", help="Print the requests; send nothing.")
         parser.add_argument("--link-mode", choices=["single", "open"], default="single")
         parser.add_argument("--max-assignments-per-hit", type=int, default=None,
@@ -32,13 +32,13 @@ class Command(BaseCommand):
         if options["max_assignments_per_hit"]:
             publish_options["max_assignments_per_hit"] = options["max_assignments_per_hit"]
         try:
-            publication = study_publish(study=study, dry_run=options["dry_run"], provider_name=options["provider"],
+            publication = study_publish(study=study, dry_run=options["dry_run"], platform_name=options["platform"],
                                         options=publish_options)
-        except (ProviderServiceError, ProviderError) as exc:
+        except (PlatformServiceError, PlatformError) as exc:
             raise CommandError(exc.message) from exc
         hourly = study_effective_hourly_pay(study=study)
         estimate = (publication.plan or {}).get("estimate", {})
-        self.stdout.write(f"{study.name} on {publication.provider} ({publication.endpoint or 'no API'}), "
+        self.stdout.write(f"{study.name} on {publication.platform} ({publication.endpoint or 'no API'}), "
                           f"batch {publication.batch}: {publication.n_tasks} tasks, estimated "
                           f"{estimate.get('total', publication.estimated_cost)} {publication.currency} with fees")
         self.stdout.write(f"effective pay: {hourly.hourly_median or hourly.estimate_hourly}/hour "
@@ -49,7 +49,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.NOTICE("DRY RUN: nothing was sent. Requests that would be sent:"))
             for request in publication.plan.get("requests", []):
                 self.stdout.write(json.dumps(request, indent=2, default=str))
-        elif publication.provider == "link":
+        elif publication.platform == "link":
             from annotations.services.links import link_public_url
 
             for link in [*publication.open_links.all(), *publication.participant_links.all()]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotations.providers.base import ProviderError
-from annotations.services.payments import ProviderServiceError
-from annotations.services.providers import study_sync
+from annotations.platforms.base import PlatformError
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms import study_sync
 from studies.models import Study
 
 
@@ -22,10 +22,10 @@ class Command(BaseCommand):
             raise CommandError(f"no study with id {options['study_id']}")
         try:
             report = study_sync(study=study)
-        except (ProviderServiceError, ProviderError) as exc:
+        except (PlatformServiceError, PlatformError) as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(f"{report.remote} on the platform, {report.matched} matched, {report.flagged} flagged, "
                           f"{report.status_updates} status updates; reconciled calls: {report.reconciled}")
         for flag in report.flags:
             self.stdout.write(self.style.WARNING(
-                f"flagged {flag['provider_assignment_id']} (worker {flag['worker_id']}): {flag['flag']}"))
+                f"flagged {flag['platform_assignment_id']} (worker {flag['worker_id']}): {flag['flag']}"))

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from studies import demo
-from studies.models import Dataset, RationaleSource, Study
+from studies.models import Dataset, Platform, RationaleSource, Study
 from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
 from studies.services.studies import StudyError, study_create, study_open
 
@@ -70,11 +70,11 @@ class Command(BaseCommand):
         self.stdout.write(f"Study: {study.name!r} id={study.pk} status={study.status}{status_note}")
         self.stdout.write(f"Study page: {url}studies/study/{study.pk}/change/")
         if study.status == Study.Status.OPEN:
-            from annotations.platforms import study_entry_url
+            from annotations.platforms.handoff import study_entry_url
 
             self.stdout.write(
                 f"Worker link (open it in a private window; each new browser is a new worker): "
-                f"{study_entry_url(study, provider=Study.Provider.LINK)}"
+                f"{study_entry_url(study, platform=Platform.LINK)}"
             )
 
     def _admin(self):

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 from botocore.stub import ANY
 
-from annotations.models import Bonus, ProviderCall, Publication
-from annotations.tasks_providers import (
+from annotations.models import Bonus, PlatformCall, Publication
+from annotations.tasks_platforms import (
     approve_assignments_task,
     pay_bonuses_task,
     publish_study_task,
@@ -14,15 +14,15 @@ from annotations.tasks_providers import (
     sync_study_task,
 )
 from config.celery import app
-from tests.annotations.providers.conftest import open_study, submitted
-from tests.annotations.providers.test_mturk import HIT_A, HIT_B, _queue_publish, _sync_page
+from tests.annotations.platforms.conftest import open_study, submitted
+from tests.annotations.platforms.test_mturk import HIT_A, HIT_B, _queue_publish, _sync_page
 
 
 def test_tasks_are_registered_on_the_default_queue():
     app.loader.import_default_modules()
-    for name in ("annotations.providers.publish_study", "annotations.providers.sync_study",
-                 "annotations.providers.sync_open_studies", "annotations.providers.approve_assignments",
-                 "annotations.providers.pay_bonuses"):
+    for name in ("annotations.platforms.publish_study", "annotations.platforms.sync_study",
+                 "annotations.platforms.sync_open_studies", "annotations.platforms.approve_assignments",
+                 "annotations.platforms.pay_bonuses"):
         task = app.tasks[name]
         assert app.amqp.router.route({}, name, (), {})["queue"].name == "default"
         assert task.acks_late is True
@@ -31,35 +31,35 @@ def test_tasks_are_registered_on_the_default_queue():
 def test_beat_syncs_open_publications():
     from django.conf import settings
 
-    entry = settings.CELERY_BEAT_SCHEDULE["providers-sync-open-studies"]
-    assert entry["task"] == "annotations.providers.sync_open_studies"
+    entry = settings.CELERY_BEAT_SCHEDULE["platforms-sync-open-studies"]
+    assert entry["task"] == "annotations.platforms.sync_open_studies"
 
 
 def test_publish_task_twice_makes_each_hit_once(mturk, study):
-    provider, stubber = mturk
+    platform, stubber = mturk
     _queue_publish(stubber, study)
 
-    first = publish_study_task.delay(study.pk, provider="mturk").get()
-    second = publish_study_task.delay(study.pk, provider="mturk").get()
+    first = publish_study_task.delay(study.pk, platform="mturk").get()
+    second = publish_study_task.delay(study.pk, platform="mturk").get()
 
     stubber.assert_no_pending_responses()
     assert first == second
     assert first["external_ids"] == [{"index": 0, "hit_id": HIT_A, "max_assignments": 9},
                                      {"index": 1, "hit_id": HIT_B, "max_assignments": 5}]
-    assert ProviderCall.objects.filter(operation="create_hit").count() == 2
+    assert PlatformCall.objects.filter(operation="create_hit").count() == 2
     assert Publication.objects.filter(dry_run=False).count() == 1
 
 
 def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
-    provider, stubber = mturk
+    platform, stubber = mturk
     open_study(study)
-    works = [submitted(study, provider="mturk", worker_id=f"AW{i}", assignment_id=f"3ASG{i}AAAAAAAAAAAAAAAAAAAAAAAAA")
+    works = [submitted(study, platform="mturk", worker_id=f"AW{i}", assignment_id=f"3ASG{i}AAAAAAAAAAAAAAAAAAAAAAAAA")
              for i in range(2)]
     for work in works:
-        stubber.add_response("approve_assignment", {}, {"AssignmentId": work.provider_assignment_id})
+        stubber.add_response("approve_assignment", {}, {"AssignmentId": work.platform_assignment_id})
     for work in works:
         stubber.add_response("send_bonus", {}, {"WorkerId": work.participant.external_id, "BonusAmount": "0.40",
-                                                "AssignmentId": work.provider_assignment_id, "Reason": "Good work.",
+                                                "AssignmentId": work.platform_assignment_id, "Reason": "Good work.",
                                                 "UniqueRequestToken": ANY})
     ids = [w.pk for w in works]
     items = [{"assignment_id": w.pk, "amount": "0.40", "reason": "Good work.", "kind": "good_work"} for w in works]
@@ -71,14 +71,14 @@ def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
     stubber.assert_no_pending_responses()
     assert result == {"paid": 2, "errors": [], "queued": 0}
     assert Bonus.objects.filter(status="paid").count() == 2
-    assert ProviderCall.objects.filter(operation="bonus").count() == 2
-    assert sum(ProviderCall.objects.filter(operation="bonus").values_list("amount", flat=True)) == Decimal("0.80")
+    assert PlatformCall.objects.filter(operation="bonus").count() == 2
+    assert sum(PlatformCall.objects.filter(operation="bonus").values_list("amount", flat=True)) == Decimal("0.80")
 
 
 def test_sync_tasks_fan_out_to_live_publications(mturk, study):
-    provider, stubber = mturk
+    platform, stubber = mturk
     _queue_publish(stubber, study)
-    publish_study_task.delay(study.pk, provider="mturk").get()
+    publish_study_task.delay(study.pk, platform="mturk").get()
     for _ in range(2):
         for hit_id in (HIT_A, HIT_B):
             stubber.add_response("list_assignments_for_hit", _sync_page([]), {

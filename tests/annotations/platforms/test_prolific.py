@@ -8,11 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from annotations.models import Assignment, Bonus, ProviderCall, ProviderSubmission, Publication
-from annotations.providers.base import ProviderConfigError
-from annotations.providers.prolific import ProlificProvider
-from annotations.services.payments import ProviderServiceError
-from annotations.services.providers import (
+from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, Publication
+from annotations.platforms.base import PlatformConfigError
+from annotations.platforms.prolific import ProlificPlatform
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms import (
     assignment_approve,
     assignment_reject,
     bonus_pay,
@@ -21,7 +21,7 @@ from annotations.services.providers import (
     study_publish,
     study_sync,
 )
-from tests.annotations.providers.conftest import PROLIFIC_TOKEN, PUBLIC_URL, start_assignment, submitted
+from tests.annotations.platforms.conftest import PROLIFIC_TOKEN, PUBLIC_URL, start_assignment, submitted
 
 REJECTION = (
     "Your answers failed all three attention checks in this task, which asked you to pick a stated option; "
@@ -30,11 +30,11 @@ REJECTION = (
 
 
 def _publish(study) -> Publication:
-    return study_publish(study=study, provider_name="prolific")
+    return study_publish(study=study, platform_name="prolific")
 
 
 def test_publish_creates_and_publishes_a_study_with_the_documented_fields(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
 
     publication = _publish(study)
 
@@ -54,12 +54,12 @@ def test_publish_creates_and_publishes_a_study_with_the_documented_fields(prolif
     assert server.studies[publication.prolific_study_id]["status"] == "ACTIVE"
     assert study_prolific_completion_code(study=study) == publication.completion_code
     assert publication.plan["completion_code"] == publication.completion_code
-    publish_call = ProviderCall.objects.get(operation="publish_study")
+    publish_call = PlatformCall.objects.get(operation="publish_study")
     assert publish_call.amount == Decimal("37.33")  # 14 x 2.00 + Prolific's fee (0.3333)
 
 
 def test_publishing_twice_makes_one_prolific_study(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
     first = _publish(study)
     second = _publish(study)
     assert first.pk == second.pk
@@ -68,15 +68,15 @@ def test_publishing_twice_makes_one_prolific_study(prolific, study):
 
 
 def test_crash_after_create_study_is_reconciled_by_internal_name(prolific, study):
-    provider, server = prolific
-    real_create = provider.create_study
+    platform, server = prolific
+    real_create = platform.create_study
 
     def create_then_die(**kwargs):
         real_create(**kwargs)
         raise RuntimeError("worker killed")
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
-        patch.setattr(provider, "create_study", create_then_die)
+        patch.setattr(platform, "create_study", create_then_die)
         _publish(study)
 
     publication = _publish(study)
@@ -87,35 +87,35 @@ def test_crash_after_create_study_is_reconciled_by_internal_name(prolific, study
 
 
 def test_sync_follows_pages_and_flags_submissions_without_answers(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
     publication = _publish(study)
     prolific_id = publication.prolific_study_id
     s1 = server.add_submission(prolific_id, participant_id="p1")
     s2 = server.add_submission(prolific_id, participant_id="p2")
     server.add_submission(prolific_id, participant_id="p3")  # never reached the app
-    answered = submitted(study, provider="prolific", worker_id="p1", assignment_id=s1["id"], task_id=prolific_id)
-    start_assignment(study, provider="prolific", worker_id="p2", assignment_id=s2["id"], task_id=prolific_id)
+    answered = submitted(study, platform="prolific", worker_id="p1", assignment_id=s1["id"], task_id=prolific_id)
+    start_assignment(study, platform="prolific", worker_id="p2", assignment_id=s2["id"], task_id=prolific_id)
 
     report = study_sync(study=study)
 
     assert len(server.calls("GET", rf"/api/v1/studies/{prolific_id}/submissions/")) == 2  # two pages
     assert (report.remote, report.matched, report.flagged) == (3, 2, 2)
-    flags = dict(ProviderSubmission.objects.values_list("provider_assignment_id", "flag"))
-    assert flags[answered.provider_assignment_id] == ""
+    flags = dict(PlatformSubmission.objects.values_list("platform_assignment_id", "flag"))
+    assert flags[answered.platform_assignment_id] == ""
     assert flags[s2["id"]] == "no_answers"
 
 
 def test_approve_and_reject_send_the_documented_transitions_once(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
     publication = _publish(study)
     prolific_id = publication.prolific_study_id
     good_sub = server.add_submission(prolific_id, participant_id="pgood")
     bad_sub = server.add_submission(prolific_id, participant_id="pbad")
-    good = submitted(study, provider="prolific", worker_id="pgood", assignment_id=good_sub["id"], task_id=prolific_id)
-    bad = submitted(study, provider="prolific", worker_id="pbad", assignment_id=bad_sub["id"], task_id=prolific_id,
+    good = submitted(study, platform="prolific", worker_id="pgood", assignment_id=good_sub["id"], task_id=prolific_id)
+    bad = submitted(study, platform="prolific", worker_id="pbad", assignment_id=bad_sub["id"], task_id=prolific_id,
                     correct=False)
 
-    with pytest.raises(ProviderServiceError, match="at least 100 characters"):
+    with pytest.raises(PlatformServiceError, match="at least 100 characters"):
         assignment_reject(assignment=bad, feedback="Failed checks.")
     for _ in range(2):
         assignment_approve(assignment=good)
@@ -131,10 +131,10 @@ def test_approve_and_reject_send_the_documented_transitions_once(prolific, study
 
 
 def test_bonus_is_set_up_and_paid_once(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
     publication = _publish(study)
     sub = server.add_submission(publication.prolific_study_id, participant_id="pflag")
-    work = submitted(study, provider="prolific", worker_id="pflag", assignment_id=sub["id"],
+    work = submitted(study, platform="prolific", worker_id="pflag", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
 
     for _ in range(3):
@@ -147,25 +147,25 @@ def test_bonus_is_set_up_and_paid_once(prolific, study):
     assert len(server.payments) == 1
     assert server.submissions[sub["id"]]["bonus_payments"] == [50]
     assert bonus.status == Bonus.Status.PAID
-    assert ProviderCall.objects.filter(operation="bonus", status="confirmed").count() == 1
+    assert PlatformCall.objects.filter(operation="bonus", status="confirmed").count() == 1
 
 
 def test_bonus_pay_crash_is_reconciled_from_the_submission_and_never_paid_twice(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
     publication = _publish(study)
     sub = server.add_submission(publication.prolific_study_id, participant_id="pgood")
-    work = submitted(study, provider="prolific", worker_id="pgood", assignment_id=sub["id"],
+    work = submitted(study, platform="prolific", worker_id="pgood", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
-    real_pay = provider.bonus_pay
+    real_pay = platform.bonus_pay
 
     def pay_then_die(**kwargs):
         real_pay(**kwargs)  # Prolific took the payment (its pay endpoint is not idempotent)...
         raise RuntimeError("worker killed")  # ...and the answer was lost
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
-        patch.setattr(provider, "bonus_pay", pay_then_die)
+        patch.setattr(platform, "bonus_pay", pay_then_die)
         bonus_pay(assignment=work, amount=Decimal("1.25"), reason="Consistently good work.", kind="good_work")
-    assert ProviderCall.objects.get(operation="bonus").status == "sent"
+    assert PlatformCall.objects.get(operation="bonus").status == "sent"
 
     report = study_sync(study=study)  # the next sync asks Prolific (GET submission) and records it
     bonus = bonus_pay(assignment=work, amount=Decimal("1.25"), reason="Consistently good work.", kind="good_work")
@@ -177,21 +177,21 @@ def test_bonus_pay_crash_is_reconciled_from_the_submission_and_never_paid_twice(
 
 
 def test_unconfirmed_bonus_not_yet_visible_is_left_alone(prolific, study, settings):
-    provider, server = prolific
+    platform, server = prolific
     publication = _publish(study)
     sub = server.add_submission(publication.prolific_study_id, participant_id="p")
-    work = submitted(study, provider="prolific", worker_id="p", assignment_id=sub["id"],
+    work = submitted(study, platform="prolific", worker_id="p", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
 
     def die_before_paying(**kwargs):
         raise RuntimeError("connection dropped")
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
-        patch.setattr(provider, "bonus_pay", die_before_paying)
+        patch.setattr(platform, "bonus_pay", die_before_paying)
         bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks.")
 
     # Within the settle window the payment may still be on its way: nothing is sent.
-    with pytest.raises(ProviderServiceError, match="cannot yet say"):
+    with pytest.raises(PlatformServiceError, match="cannot yet say"):
         bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks.")
     assert server.payments == []
     # After it, Prolific's silence means it was never paid: the retry pays once.
@@ -202,7 +202,7 @@ def test_unconfirmed_bonus_not_yet_visible_is_left_alone(prolific, study, settin
 
 
 def test_close_stops_the_study(prolific, study):
-    provider, server = prolific
+    platform, server = prolific
     publication = _publish(study)
     study_close(study=study)
     study_close(study=study)
@@ -213,29 +213,29 @@ def test_close_stops_the_study(prolific, study):
 
 
 def test_the_token_is_never_stored_or_logged(prolific, study, caplog):
-    provider, server = prolific
+    platform, server = prolific
     caplog.set_level(logging.DEBUG)
     publication = _publish(study)
     sub = server.add_submission(publication.prolific_study_id, participant_id="p")
-    work = submitted(study, provider="prolific", worker_id="p", assignment_id=sub["id"],
+    work = submitted(study, platform="prolific", worker_id="p", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
     bonus_pay(assignment=work, amount=Decimal("0.10"), reason="Thanks.")
-    stored = json.dumps([list(ProviderCall.objects.values()), list(Publication.objects.values())], default=str)
+    stored = json.dumps([list(PlatformCall.objects.values()), list(Publication.objects.values())], default=str)
     assert PROLIFIC_TOKEN not in stored
     assert PROLIFIC_TOKEN not in caplog.text
 
 
 def test_missing_token_names_the_environment_variable(monkeypatch, prolific_server):
     monkeypatch.delenv("RL_PROLIFIC_TOKEN", raising=False)
-    provider = ProlificProvider(base_url=prolific_server.api_url)
-    with pytest.raises(ProviderConfigError, match="RL_PROLIFIC_TOKEN"):
-        provider.get_study(study_id="abc")
+    platform = ProlificPlatform(base_url=prolific_server.api_url)
+    with pytest.raises(PlatformConfigError, match="RL_PROLIFIC_TOKEN"):
+        platform.get_study(study_id="abc")
     assert prolific_server.requests == []
 
 
 def test_a_wrong_token_is_a_refusal_not_a_crash(monkeypatch, prolific_server):
     monkeypatch.setenv("RL_PROLIFIC_TOKEN", "wrong")
-    provider = ProlificProvider(base_url=prolific_server.api_url)
+    platform = ProlificPlatform(base_url=prolific_server.api_url)
     with pytest.raises(Exception, match="HTTP 401") as info:
-        provider.get_study(study_id="abc")
+        platform.get_study(study_id="abc")
     assert "wrong" not in str(info.value)

@@ -1,7 +1,7 @@
 """Crowd platforms: what was published where, every call that touched a platform (the audit
 table), bonuses, participant links and MTurk qualification types.
 
-Money safety rests on ``ProviderCall``: a row with a deterministic ``idempotency_key`` is
+Money safety rests on ``PlatformCall``: a row with a deterministic ``idempotency_key`` is
 committed in status ``sent`` *before* the request leaves, and marked ``confirmed`` after the
 platform answered. A retry of the same key never sends again once confirmed, and reconciles
 with the platform first when the earlier attempt's outcome is unknown (see
@@ -16,15 +16,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from studies.models import Study
+from studies.models import Platform, Study
 
 from .core import Assignment, Participant
-
-
-class ProviderName(models.TextChoices):
-    LINK = "link", "Participant links"
-    PROLIFIC = "prolific", "Prolific"
-    MTURK = "mturk", "Amazon Mechanical Turk"
 
 
 def new_link_token() -> str:
@@ -49,7 +43,7 @@ class Publication(models.Model):
         DRY_RUN = "dry_run", "Dry run (nothing sent)"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="publications")
-    provider = models.CharField(max_length=20, choices=ProviderName.choices)
+    platform = models.CharField(max_length=20, choices=Platform.choices)
     batch = models.PositiveIntegerField(default=1)
     request_token = models.CharField(max_length=64)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PUBLISHING)
@@ -78,7 +72,7 @@ class Publication(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["study", "provider", "batch", "dry_run"], name="publication_one_per_batch"
+                fields=["study", "platform", "batch", "dry_run"], name="publication_one_per_batch"
             ),
             models.UniqueConstraint(
                 fields=["request_token"], condition=Q(dry_run=False), name="publication_unique_request_token"
@@ -87,7 +81,7 @@ class Publication(models.Model):
 
     def __str__(self) -> str:
         suffix = " (dry run)" if self.dry_run else ""
-        return f"{self.study} on {self.provider}, batch {self.batch}{suffix}"
+        return f"{self.study} on {self.platform}, batch {self.batch}{suffix}"
 
     @property
     def hit_ids(self) -> list[str]:
@@ -101,7 +95,7 @@ class Publication(models.Model):
         return ""
 
 
-class ProviderCall(models.Model):
+class PlatformCall(models.Model):
     """The audit table: one row per state-changing platform call (every call that costs money,
     and the reviews, blocks and closes that go with them). Never holds a credential."""
 
@@ -109,6 +103,7 @@ class ProviderCall(models.Model):
         SENT = "sent", "Sent (outcome not yet recorded)"
         CONFIRMED = "confirmed", "Confirmed"
         FAILED = "failed", "Failed (not applied; safe to retry)"
+
 
     class Operation(models.TextChoices):
         CREATE_HIT = "create_hit", "MTurk: create HIT"
@@ -126,21 +121,21 @@ class ProviderCall(models.Model):
         BONUS_SETUP = "bonus_setup", "Prolific: set up bonus"
         BLOCK = "block", "Block worker"
 
-    provider = models.CharField(max_length=20, choices=ProviderName.choices)
+    platform = models.CharField(max_length=20, choices=Platform.choices)
     operation = models.CharField(max_length=40, choices=Operation.choices)
     idempotency_key = models.CharField(max_length=200, unique=True)
     # The platform's own idempotency token, when it has one (MTurk UniqueRequestToken, max 64).
-    provider_token = models.CharField(max_length=64, blank=True)
+    platform_token = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SENT)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="provider_calls")
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_calls")
     publication = models.ForeignKey(
         Publication, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
     )
     assignment = models.ForeignKey(
-        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="provider_calls"
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_calls"
     )
     amount = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("0"))
     currency = models.CharField(max_length=3, default="USD")
@@ -157,11 +152,11 @@ class ProviderCall(models.Model):
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["study", "status"])]
         constraints = [
-            models.CheckConstraint(condition=Q(amount__gte=0), name="provider_call_amount_not_negative"),
+            models.CheckConstraint(condition=Q(amount__gte=0), name="platform_call_amount_not_negative"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.provider} {self.operation} [{self.status}] {self.idempotency_key}"
+        return f"{self.platform} {self.operation} [{self.status}] {self.idempotency_key}"
 
 
 class Bonus(models.Model):
@@ -187,8 +182,8 @@ class Bonus(models.Model):
     reason = models.TextField()
     token = models.CharField(max_length=64, unique=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
-    provider_call = models.ForeignKey(
-        ProviderCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="bonuses"
+    platform_call = models.ForeignKey(
+        PlatformCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="bonuses"
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -292,7 +287,7 @@ class MTurkQualificationType(models.Model):
         return f"{self.name} ({self.qualification_type_id})"
 
 
-class ProviderSubmission(models.Model):
+class PlatformSubmission(models.Model):
     """What the platform says about one worker's assignment / submission, refreshed by sync, and
     matched to the answers the questionnaire stored."""
 
@@ -302,12 +297,12 @@ class ProviderSubmission(models.Model):
         NO_ANSWERS = "no_answers", "Submitted on the platform with no stored answers"
 
     publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="submissions")
-    provider_assignment_id = models.CharField(max_length=200)
-    provider_task_id = models.CharField(max_length=200, blank=True)
+    platform_assignment_id = models.CharField(max_length=200)
+    platform_task_id = models.CharField(max_length=200, blank=True)
     worker_id = models.CharField(max_length=200, blank=True)
-    provider_status = models.CharField(max_length=40)
+    platform_status = models.CharField(max_length=40)
     assignment = models.ForeignKey(
-        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="provider_submissions"
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_submissions"
     )
     flag = models.CharField(max_length=30, choices=Flag.choices, blank=True, default="")
     accepted_at = models.DateTimeField(null=True, blank=True)
@@ -318,9 +313,9 @@ class ProviderSubmission(models.Model):
         ordering = ["publication_id", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["publication", "provider_assignment_id"], name="provider_submission_unique"
+                fields=["publication", "platform_assignment_id"], name="platform_submission_unique"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.provider_assignment_id} [{self.provider_status}]"
+        return f"{self.platform_assignment_id} [{self.platform_status}]"

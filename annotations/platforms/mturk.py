@@ -5,7 +5,7 @@ normal chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, a profile, an i
 nothing here reads or stores them.
 
 Note: Amazon announced that Mechanical Turk closes for good on 2026-09-30. The integration is
-complete against the documented API; Prolific and plain links are the providers that run today.
+complete against the documented API; Prolific and plain links are the platforms that run today.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from django.conf import settings
 from .base import (
     AlreadyDone,
     CostEstimate,
-    CrowdProvider,
-    ProviderConfigError,
-    ProviderError,
-    ProviderTransientError,
+    CrowdPlatform,
+    PlatformConfigError,
+    PlatformError,
+    PlatformTransientError,
     PublishedTask,
     RemoteSubmission,
     TaskSpec,
@@ -80,7 +80,7 @@ def reward_string(amount: Decimal) -> str:
 
 def external_question_xml(url: str, frame_height: int = 0) -> str:
     if not url.startswith("https://"):
-        raise ProviderConfigError(
+        raise PlatformConfigError(
             f"MTurk only frames HTTPS pages, and the worker URL is {url!r}: set RL_PUBLIC_URL to the "
             "public https:// address of this app"
         )
@@ -182,7 +182,7 @@ def _is_duplicate(message: str) -> bool:
     )
 
 
-class MTurkProvider(CrowdProvider):
+class MTurkPlatform(CrowdPlatform):
     name = "mturk"
     currency = "USD"
 
@@ -220,7 +220,7 @@ class MTurkProvider(CrowdProvider):
         try:
             return getattr(self.client, operation)(**params)
         except NoCredentialsError as exc:
-            raise ProviderConfigError(
+            raise PlatformConfigError(
                 "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) "
                 "in the environment of the web and worker processes"
             ) from exc
@@ -231,10 +231,10 @@ class MTurkProvider(CrowdProvider):
             if code in {"ServiceFault", "ThrottlingException", "Throttling"} or (
                 exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500
             ):
-                raise ProviderTransientError(f"MTurk {operation}: {message}") from exc
-            raise ProviderError(f"MTurk {operation}: {message}", response={"code": code, "message": message}) from exc
+                raise PlatformTransientError(f"MTurk {operation}: {message}") from exc
+            raise PlatformError(f"MTurk {operation}: {message}", response={"code": code, "message": message}) from exc
         except BotoCoreError as exc:
-            raise ProviderTransientError(f"MTurk {operation}: {exc}") from exc
+            raise PlatformTransientError(f"MTurk {operation}: {exc}") from exc
 
     # -- money and estimates --------------------------------------------------------------
     def estimate_cost(self, *, spec_reward: Decimal, n_tasks: int, max_assignments_per_hit: int = 9) -> CostEstimate:
@@ -252,7 +252,7 @@ class MTurkProvider(CrowdProvider):
         if self.is_sandbox:
             notes.append("Sandbox endpoint: no real money moves.")
         return CostEstimate(
-            provider=self.name, currency=self.currency, n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
+            platform=self.name, currency=self.currency, n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
             fee_rate=rate, fees=money(fees), total=money(rewards + fees), notes=notes,
         )
 
@@ -276,12 +276,12 @@ class MTurkProvider(CrowdProvider):
             params["RetryDelayInSeconds"] = retry_delay_seconds
         try:
             response = self._call("create_qualification_type", **params)
-        except (AlreadyDone, ProviderError) as exc:
+        except (AlreadyDone, PlatformError) as exc:
             if not isinstance(exc, AlreadyDone) and "already" not in str(exc).lower():
                 raise
             existing = self.find_qualification_type(name=name)
             if existing is None:
-                raise ProviderError(f"MTurk says qualification type {name!r} exists but it was not found") from exc
+                raise PlatformError(f"MTurk says qualification type {name!r} exists but it was not found") from exc
             return existing
         return response["QualificationType"]["QualificationTypeId"]
 
@@ -333,7 +333,7 @@ class MTurkProvider(CrowdProvider):
             if hit_id is None:
                 found = self.was_published(spec_token=params["UniqueRequestToken"])
                 if found is None:
-                    raise ProviderError(
+                    raise PlatformError(
                         f"MTurk says the HIT for token {params['UniqueRequestToken']} exists, but it was not "
                         "found in list_hits; check the requester site before publishing again"
                     ) from exc
@@ -388,8 +388,8 @@ class MTurkProvider(CrowdProvider):
                 for page in pages:
                     for item in page.get("Assignments", []):
                         found.append(RemoteSubmission(
-                            provider_assignment_id=item["AssignmentId"],
-                            provider_task_id=item.get("HITId", hit_id),
+                            platform_assignment_id=item["AssignmentId"],
+                            platform_task_id=item.get("HITId", hit_id),
                             worker_id=item.get("WorkerId", ""),
                             status=STATUS_MAP.get(item.get("AssignmentStatus", ""), "submitted"),
                             raw_status=item.get("AssignmentStatus", ""),
@@ -400,44 +400,44 @@ class MTurkProvider(CrowdProvider):
                 from botocore.exceptions import BotoCoreError, ClientError
 
                 if isinstance(exc, ClientError | BotoCoreError):
-                    raise ProviderTransientError(f"MTurk list_assignments_for_hit {hit_id}: {exc}") from exc
+                    raise PlatformTransientError(f"MTurk list_assignments_for_hit {hit_id}: {exc}") from exc
                 raise
         return found
 
     # -- reviews and money -----------------------------------------------------------------
-    def approve(self, *, provider_assignment_id: str, feedback: str = "") -> dict:
-        params = {"AssignmentId": provider_assignment_id}
+    def approve(self, *, platform_assignment_id: str, feedback: str = "") -> dict:
+        params = {"AssignmentId": platform_assignment_id}
         if feedback:
             params["RequesterFeedback"] = feedback[:1024]
         self._call("approve_assignment", **params)
-        return {"assignment_id": provider_assignment_id, "status": "Approved"}
+        return {"assignment_id": platform_assignment_id, "status": "Approved"}
 
-    def reject(self, *, provider_assignment_id: str, feedback: str, category: str = "") -> dict:
+    def reject(self, *, platform_assignment_id: str, feedback: str, category: str = "") -> dict:
         if not feedback.strip():
-            raise ProviderError("MTurk requires feedback text when rejecting: tell the worker why")
-        self._call("reject_assignment", AssignmentId=provider_assignment_id, RequesterFeedback=feedback[:1024])
-        return {"assignment_id": provider_assignment_id, "status": "Rejected"}
+            raise PlatformError("MTurk requires feedback text when rejecting: tell the worker why")
+        self._call("reject_assignment", AssignmentId=platform_assignment_id, RequesterFeedback=feedback[:1024])
+        return {"assignment_id": platform_assignment_id, "status": "Rejected"}
 
-    def assignment_status(self, *, provider_assignment_id: str) -> str | None:
-        response = self._call("get_assignment", AssignmentId=provider_assignment_id)
+    def assignment_status(self, *, platform_assignment_id: str) -> str | None:
+        response = self._call("get_assignment", AssignmentId=platform_assignment_id)
         raw = response.get("Assignment", {}).get("AssignmentStatus", "")
         return STATUS_MAP.get(raw)
 
-    def bonus(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
+    def bonus(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal, reason: str,
               token: str, study_external_id: str = "") -> dict:
         try:
             self._call(
                 "send_bonus", WorkerId=worker_id, BonusAmount=reward_string(amount),
-                AssignmentId=provider_assignment_id, Reason=reason[:1024], UniqueRequestToken=token[:64],
+                AssignmentId=platform_assignment_id, Reason=reason[:1024], UniqueRequestToken=token[:64],
             )
         except AlreadyDone as exc:
             return {"worker_id": worker_id, "amount": reward_string(amount), "recovered_from": str(exc)[:500]}
         return {"worker_id": worker_id, "amount": reward_string(amount)}
 
-    def bonus_was_paid(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal,
+    def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
         paginator = self.client.get_paginator("list_bonus_payments")
-        for page in paginator.paginate(AssignmentId=provider_assignment_id):
+        for page in paginator.paginate(AssignmentId=platform_assignment_id):
             for payment in page.get("BonusPayments", []):
                 if payment.get("WorkerId") == worker_id and money(payment.get("BonusAmount", "0")) == money(amount):
                     return True

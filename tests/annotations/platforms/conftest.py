@@ -13,13 +13,13 @@ from botocore.stub import Stubber
 from django.utils import timezone
 
 from annotations.models import Assignment, Participant
-from annotations.providers import use_provider
-from annotations.providers.mturk import SANDBOX_ENDPOINT, MTurkProvider
-from annotations.providers.prolific import ProlificProvider
+from annotations.platforms import use_platform
+from annotations.platforms.mturk import SANDBOX_ENDPOINT, MTurkPlatform
+from annotations.platforms.prolific import ProlificPlatform
 from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
 from annotations.services.steps import steps_for
 from tests.annotations.factories import make_study
-from tests.annotations.providers.prolific_server import FakeProlific
+from tests.annotations.platforms.prolific_server import FakeProlific
 
 PUBLIC_URL = "https://rl.example.org"
 PROLIFIC_TOKEN = "test-prolific-token-7f3a9c"
@@ -44,14 +44,14 @@ def aws_env(monkeypatch):
 
 @pytest.fixture
 def mturk(aws_env):
-    """(provider, stubber): the real MTurkProvider on a stubbed boto3 client, installed as the
-    "mturk" provider for the services. Every test must consume exactly the responses it queued."""
+    """(platform, stubber): the real MTurkPlatform on a stubbed boto3 client, installed as the
+    "mturk" platform for the services. Every test must consume exactly the responses it queued."""
     client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX_ENDPOINT)
     stubber = Stubber(client)
     stubber.activate()
-    provider = MTurkProvider(client=client, endpoint=SANDBOX_ENDPOINT)
-    with use_provider("mturk", provider):
-        yield provider, stubber
+    platform = MTurkPlatform(client=client, endpoint=SANDBOX_ENDPOINT)
+    with use_platform("mturk", platform):
+        yield platform, stubber
     stubber.deactivate()
 
 
@@ -67,9 +67,9 @@ def prolific_server():
 def prolific(prolific_server, monkeypatch, settings):
     monkeypatch.setenv("RL_PROLIFIC_TOKEN", PROLIFIC_TOKEN)
     settings.RL_PROLIFIC_API_URL = prolific_server.api_url
-    provider = ProlificProvider()
-    with use_provider("prolific", provider):
-        yield provider, prolific_server
+    platform = ProlificPlatform()
+    with use_platform("prolific", platform):
+        yield platform, prolific_server
 
 
 @pytest.fixture
@@ -85,10 +85,10 @@ def open_study(study):
     return study
 
 
-def start_assignment(study, *, provider: str, worker_id: str, assignment_id: str, task_id: str = "") -> Assignment:
-    participant, _ = Participant.objects.get_or_create(provider=provider, external_id=worker_id)
-    return assignment_start(study=study, participant=participant, provider_assignment_id=assignment_id,
-                            provider_task_id=task_id, consented=True)
+def start_assignment(study, *, platform: str, worker_id: str, assignment_id: str, task_id: str = "") -> Assignment:
+    participant, _ = Participant.objects.get_or_create(platform=platform, external_id=worker_id)
+    return assignment_start(study=study, participant=participant, platform_assignment_id=assignment_id,
+                            platform_task_id=task_id, consented=True)
 
 
 def complete_assignment(assignment: Assignment, *, correct: bool = True, minutes: float | None = None) -> Assignment:
@@ -112,8 +112,8 @@ def complete_assignment(assignment: Assignment, *, correct: bool = True, minutes
     return assignment
 
 
-def submitted(study, *, provider: str, worker_id: str, assignment_id: str, task_id: str = "",
+def submitted(study, *, platform: str, worker_id: str, assignment_id: str, task_id: str = "",
               minutes: float | None = None, correct: bool = True) -> Assignment:
     return complete_assignment(
-        start_assignment(study, provider=provider, worker_id=worker_id, assignment_id=assignment_id, task_id=task_id),
+        start_assignment(study, platform=platform, worker_id=worker_id, assignment_id=assignment_id, task_id=task_id),
         minutes=minutes, correct=correct)

@@ -10,7 +10,7 @@ Arrival (query string of the entry URL ``/w/s/<study token>/``):
 - Prolific: ``PROLIFIC_PID``, ``STUDY_ID``, ``SESSION_ID``.
 - Plain link: nothing; the browser gets a generated participant id in a signed cookie, so the
   same browser resumes. Single-person links (``/w/l/<token>/``) and open links
-  (``/w/o/<token>/``) are the providers' ``ParticipantLink`` / ``OpenLink`` rows.
+  (``/w/o/<token>/``) are the platforms' ``ParticipantLink`` / ``OpenLink`` rows.
 
 Hand-back at the end:
 
@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
-from annotations.models import Participant
+from studies.models import Platform
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
 # Where MTurk may send workers back to; a turkSubmitTo elsewhere is refused (no open redirect).
@@ -50,7 +50,7 @@ class ArrivalError(Exception):
 
 @dataclass(frozen=True)
 class Arrival:
-    provider: str
+    platform: str
     worker_id: str = ""
     assignment_id: str = ""
     task_id: str = ""
@@ -90,16 +90,16 @@ def study_completion_code(study) -> str:
     otherwise a stable code derived from the secret key and the study id, which the publisher
     must configure on Prolific."""
     try:
-        from annotations.models.providers import Publication
+        from annotations.models.platforms import Publication
 
         publication = (
-            Publication.objects.filter(study_id=study.pk, provider="prolific", dry_run=False)
+            Publication.objects.filter(study_id=study.pk, platform="prolific", dry_run=False)
             .order_by("-created_at")
             .first()
         )
         if publication and (publication.plan or {}).get("completion_code"):
             return str(publication.plan["completion_code"])
-    except ImportError:  # pragma: no cover - the providers module is optional
+    except ImportError:  # pragma: no cover - the platforms module is optional
         pass
     digest = hmac.new(settings.SECRET_KEY.encode(), f"completion:{study.pk}".encode(), hashlib.sha256)
     return digest.hexdigest()[:8].upper()
@@ -109,12 +109,12 @@ def public_url(path: str) -> str:
     return f"{settings.RL_PUBLIC_URL}{path}"
 
 
-def study_entry_url(study, *, provider: str | None = None) -> str:
+def study_entry_url(study, *, platform: str | None = None) -> str:
     """The absolute URL a platform sends workers to. For Prolific, the query string carries
     Prolific's placeholders, as Prolific expects in the study URL."""
     url = public_url(reverse("annotations:entry", args=[study_token(study.pk)]))
-    provider = provider or study.provider
-    if provider == Participant.Provider.PROLIFIC:
+    platform = platform or study.platform
+    if platform == Platform.PROLIFIC:
         url += "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
     return url
 
@@ -132,14 +132,14 @@ def _clean(value: str | None, name: str, max_length: int = 200) -> str:
     return value
 
 
-def arrival_parse(*, provider: str, params) -> Arrival:
-    """Read the platform's query parameters (a QueryDict or dict) for a study on ``provider``."""
-    if provider == Participant.Provider.MTURK:
+def arrival_parse(*, platform: str, params) -> Arrival:
+    """Read the platform's query parameters (a QueryDict or dict) for a study on ``platform``."""
+    if platform == Platform.MTURK:
         assignment_id = _clean(params.get("assignmentId"), "assignmentId")
         if not assignment_id:
             raise ArrivalError("This task must be opened from Amazon Mechanical Turk (assignmentId is missing).")
         if assignment_id == MTURK_PREVIEW_ID:
-            return Arrival(provider=provider, preview=True, task_id=_clean(params.get("hitId"), "hitId"))
+            return Arrival(platform=platform, preview=True, task_id=_clean(params.get("hitId"), "hitId"))
         worker_id = _clean(params.get("workerId"), "workerId")
         submit_to = _clean(params.get("turkSubmitTo"), "turkSubmitTo", 300).rstrip("/")
         if not worker_id or not submit_to:
@@ -148,38 +148,38 @@ def arrival_parse(*, provider: str, params) -> Arrival:
         if parts.scheme != "https" or parts.hostname not in _mturk_submit_hosts():
             raise ArrivalError("turkSubmitTo does not point to Amazon Mechanical Turk.")
         return Arrival(
-            provider=provider,
+            platform=platform,
             worker_id=worker_id,
             assignment_id=assignment_id,
             task_id=_clean(params.get("hitId"), "hitId"),
             return_url=submit_to,
         )
-    if provider == Participant.Provider.PROLIFIC:
+    if platform == Platform.PROLIFIC:
         pid = _clean(params.get("PROLIFIC_PID"), "PROLIFIC_PID")
         if not pid or pid.startswith("{{"):
             raise ArrivalError("This study must be opened from Prolific (PROLIFIC_PID is missing).")
         return Arrival(
-            provider=provider,
+            platform=platform,
             worker_id=pid,
             assignment_id=_clean(params.get("SESSION_ID"), "SESSION_ID"),
             task_id=_clean(params.get("STUDY_ID"), "STUDY_ID"),
         )
-    return Arrival(provider=Participant.Provider.LINK)
+    return Arrival(platform=Platform.LINK)
 
 
 # --- hand-back ----------------------------------------------------------------------------------
 
 def handback_for(assignment) -> Handback:
     """How the finished page hands the worker back to the platform of ``assignment``."""
-    provider = assignment.participant.provider
+    platform = assignment.participant.platform
     code = assignment.completion_code
-    if provider == Participant.Provider.MTURK and assignment.return_url:
+    if platform == Platform.MTURK and assignment.return_url:
         return Handback(
             kind="form_post",
             url=f"{assignment.return_url}/mturk/externalSubmit",
-            fields={"assignmentId": assignment.provider_assignment_id, "completionCode": code},
+            fields={"assignmentId": assignment.platform_assignment_id, "completionCode": code},
             code=code,
         )
-    if provider == Participant.Provider.PROLIFIC:
+    if platform == Platform.PROLIFIC:
         return Handback(kind="redirect", url=f"{PROLIFIC_COMPLETE_URL}?{urlencode({'cc': code})}", code=code)
     return Handback(kind="code", code=code)

@@ -1,4 +1,4 @@
-"""Admin for crowd platforms: publications, the provider-call audit (read-only), bonuses, links,
+"""Admin for crowd platforms: publications, the platform-call audit (read-only), bonuses, links,
 MTurk qualification types and synced submissions.
 
 A researcher's page per study, ``/admin/annotations/publication/publish/<study_id>/``, shows
@@ -24,27 +24,27 @@ from annotations.models import (
     MTurkQualificationType,
     OpenLink,
     ParticipantLink,
-    ProviderCall,
-    ProviderSubmission,
+    PlatformCall,
+    PlatformSubmission,
     Publication,
 )
-from annotations.providers import get_provider
-from annotations.providers.base import ProviderError
+from annotations.platforms import get_platform
+from annotations.platforms.base import PlatformError
 from annotations.services.links import link_public_url, links_generate, open_link_create
-from annotations.services.payments import ProviderServiceError
-from annotations.services.providers import (
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms import (
     bonus_pay,
     study_approve_all,
     study_bonus_candidates,
     study_close,
     study_cost_estimate,
     study_effective_hourly_pay,
-    study_provider_overview,
+    study_platform_overview,
     study_publish,
     study_sync,
     study_task_count,
 )
-from annotations.tasks_providers import approve_assignments_task, pay_bonuses_task
+from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
 from studies.models import Study
 
 # Up to this many approvals or bonuses run in the request; more go to the Celery queue.
@@ -64,12 +64,12 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Publication)
 class PublicationAdmin(admin.ModelAdmin):
-    list_display = ("study", "provider", "batch", "status", "dry_run", "n_tasks", "estimated_cost", "currency",
+    list_display = ("study", "platform", "batch", "status", "dry_run", "n_tasks", "estimated_cost", "currency",
                     "created_at", "publish_page")
-    list_filter = ("provider", "status", "dry_run")
+    list_filter = ("platform", "status", "dry_run")
     search_fields = ("study__name", "request_token")
     readonly_fields = [f.name for f in Publication._meta.fields]
-    change_list_template = "admin/annotations/providers/publication_changelist.html"
+    change_list_template = "admin/annotations/platforms/publication_changelist.html"
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -99,7 +99,7 @@ class PublicationAdmin(admin.ModelAdmin):
         self._check(request)
         context = {**self.admin_site.each_context(request), "title": "Publish a study",
                    "studies": Study.objects.order_by("name"), "opts": self.model._meta}
-        return TemplateResponse(request, "admin/annotations/providers/studies.html", context)
+        return TemplateResponse(request, "admin/annotations/platforms/studies.html", context)
 
     def publish_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
         self._check(request)
@@ -109,18 +109,18 @@ class PublicationAdmin(admin.ModelAdmin):
             self._check(request, write=True)
             self._act(request, study)
             return HttpResponseRedirect(url)
-        provider_name = request.GET.get("provider") or study.provider
-        if provider_name not in {"link", "prolific", "mturk"}:
-            provider_name = study.provider
-        estimate = study_cost_estimate(study=study, provider_name=provider_name)
+        platform_name = request.GET.get("platform") or study.platform
+        if platform_name not in {"link", "prolific", "mturk"}:
+            platform_name = study.platform
+        estimate = study_cost_estimate(study=study, platform_name=platform_name)
         n_answers, n_tasks = study_task_count(study=study)
         balance, balance_error = None, ""
         if request.GET.get("balance"):
             try:
-                balance = get_provider(provider_name).balance()
+                balance = get_platform(platform_name).balance()
                 if balance is None:
                     balance_error = "this platform has no balance call; check it in the platform's web app"
-            except ProviderError as exc:
+            except PlatformError as exc:
                 balance_error = exc.message
         candidates = study_bonus_candidates(study=study)
         context = {
@@ -128,40 +128,40 @@ class PublicationAdmin(admin.ModelAdmin):
             "title": f"Crowd platform: {study.name}",
             "opts": self.model._meta,
             "study": study,
-            "provider_name": provider_name,
-            "providers": [("link", "Participant links"), ("prolific", "Prolific"), ("mturk", "Amazon Mechanical Turk")],
+            "platform_name": platform_name,
+            "platforms": [("link", "Participant links"), ("prolific", "Prolific"), ("mturk", "Amazon Mechanical Turk")],
             "estimate": estimate,
             "n_answers": n_answers,
             "n_tasks": n_tasks,
             "hourly": study_effective_hourly_pay(study=study),
             "balance": balance,
             "balance_error": balance_error,
-            "overview": study_provider_overview(study=study),
+            "overview": study_platform_overview(study=study),
             "candidates": candidates,
-            "calls": ProviderCall.objects.filter(study=study).order_by("-created_at")[:50],
+            "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
             "dry_runs": Publication.objects.filter(study=study, dry_run=True).order_by("-created_at")[:3],
             "submitted": Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).count(),
             "links": [(link, link_public_url(link)) for link in
                       ParticipantLink.objects.filter(study=study, revoked=False).order_by("-id")[:200]],
             "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
         }
-        return TemplateResponse(request, "admin/annotations/providers/publish.html", context)
+        return TemplateResponse(request, "admin/annotations/platforms/publish.html", context)
 
     def _act(self, request: HttpRequest, study: Study) -> None:
         action = request.POST.get("action", "")
         user = request.user
         try:
             if action == "publish":
-                provider_name = request.POST.get("provider") or study.provider
+                platform_name = request.POST.get("platform") or study.platform
                 dry_run = request.POST.get("dry_run") == "on"
                 options = {"link_mode": request.POST.get("link_mode", "single")}
-                publication = study_publish(study=study, user=user, dry_run=dry_run, provider_name=provider_name,
+                publication = study_publish(study=study, user=user, dry_run=dry_run, platform_name=platform_name,
                                             options=options)
                 if dry_run:
                     messages.info(request, f"Dry run: {len(publication.plan.get('requests', []))} request(s) shown "
                                            "below; nothing was sent.")
                 else:
-                    messages.success(request, f"Published {study.name} on {publication.provider} "
+                    messages.success(request, f"Published {study.name} on {publication.platform} "
                                               f"(batch {publication.batch}).")
             elif action == "sync":
                 report = study_sync(study=study)
@@ -196,7 +196,7 @@ class PublicationAdmin(admin.ModelAdmin):
                 messages.success(request, f"Closed {len(closed)} publication(s).")
             else:
                 messages.error(request, f"Unknown action {action!r}.")
-        except (ProviderServiceError, ProviderError) as exc:
+        except (PlatformServiceError, PlatformError) as exc:
             messages.error(request, exc.message)
         except ValueError as exc:
             messages.error(request, f"Invalid input: {exc}")
@@ -231,18 +231,18 @@ class PublicationAdmin(admin.ModelAdmin):
             try:
                 bonus_pay(assignment=assignment, amount=amount, reason=reason, user=request.user, kind=kind)
                 paid += 1
-            except ProviderServiceError as exc:
+            except PlatformServiceError as exc:
                 messages.error(request, exc.message)
         messages.success(request, f"Bonus paid (or already paid) for {paid} assignment(s).")
 
 
-@admin.register(ProviderCall)
-class ProviderCallAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "provider", "operation", "status", "amount", "currency", "study", "user",
+@admin.register(PlatformCall)
+class PlatformCallAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "platform", "operation", "status", "amount", "currency", "study", "user",
                     "idempotency_key", "attempts")
-    list_filter = ("provider", "operation", "status")
-    search_fields = ("idempotency_key", "provider_token", "study__name")
-    readonly_fields = [f.name for f in ProviderCall._meta.fields]
+    list_filter = ("platform", "operation", "status")
+    search_fields = ("idempotency_key", "platform_token", "study__name")
+    readonly_fields = [f.name for f in PlatformCall._meta.fields]
     date_hierarchy = "created_at"
 
 
@@ -290,9 +290,9 @@ class MTurkQualificationTypeAdmin(ReadOnlyAdmin):
     list_display = ("study", "kind", "qualification_type_id", "min_score", "endpoint", "created_at")
 
 
-@admin.register(ProviderSubmission)
-class ProviderSubmissionAdmin(ReadOnlyAdmin):
-    list_display = ("provider_assignment_id", "publication", "worker_id", "provider_status", "assignment", "flag",
+@admin.register(PlatformSubmission)
+class PlatformSubmissionAdmin(ReadOnlyAdmin):
+    list_display = ("platform_assignment_id", "publication", "worker_id", "platform_status", "assignment", "flag",
                     "submitted_at", "synced_at")
-    list_filter = ("flag", "provider_status")
-    search_fields = ("provider_assignment_id", "worker_id")
+    list_filter = ("flag", "platform_status")
+    search_fields = ("platform_assignment_id", "worker_id")

@@ -21,10 +21,10 @@ from django.utils.dateparse import parse_datetime
 
 from .base import (
     CostEstimate,
-    CrowdProvider,
-    ProviderConfigError,
-    ProviderError,
-    ProviderTransientError,
+    CrowdPlatform,
+    PlatformConfigError,
+    PlatformError,
+    PlatformTransientError,
     PublishedTask,
     RemoteSubmission,
     TaskSpec,
@@ -79,7 +79,7 @@ def currency() -> str:
     return _setting("RL_PROLIFIC_CURRENCY", "USD").upper()
 
 
-class ProlificProvider(CrowdProvider):
+class ProlificPlatform(CrowdPlatform):
     name = "prolific"
 
     def __init__(self, base_url: str | None = None, transport: httpx.BaseTransport | None = None):
@@ -94,7 +94,7 @@ class ProlificProvider(CrowdProvider):
     def _token(self) -> str:
         token = os.environ.get("RL_PROLIFIC_TOKEN", "").strip()
         if not token:
-            raise ProviderConfigError(
+            raise PlatformConfigError(
                 "no Prolific API token: set RL_PROLIFIC_TOKEN in the environment of the web and worker "
                 "processes (Prolific > Settings > API tokens)"
             )
@@ -107,15 +107,15 @@ class ProlificProvider(CrowdProvider):
             with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0), transport=self._transport) as client:
                 response = client.request(method, url, json=json, params=params, headers=headers)
         except httpx.TransportError as exc:
-            raise ProviderTransientError(f"Prolific {method} {path}: {type(exc).__name__}") from exc
+            raise PlatformTransientError(f"Prolific {method} {path}: {type(exc).__name__}") from exc
         if response.status_code == 429 or response.status_code >= 500:
-            raise ProviderTransientError(f"Prolific {method} {path}: HTTP {response.status_code}")
+            raise PlatformTransientError(f"Prolific {method} {path}: HTTP {response.status_code}")
         try:
             body = response.json() if response.content else {}
         except ValueError:
             body = {"text": response.text[:500]}
         if response.status_code >= 400:
-            raise ProviderError(f"Prolific {method} {path}: HTTP {response.status_code}: {_error_text(body)}",
+            raise PlatformError(f"Prolific {method} {path}: HTTP {response.status_code}: {_error_text(body)}",
                                 response=body if isinstance(body, dict) else {"body": body})
         return body if isinstance(body, dict) else {"results": body}
 
@@ -126,7 +126,7 @@ class ProlificProvider(CrowdProvider):
         rate = fee_rate()
         fees = money(rewards * rate)
         return CostEstimate(
-            provider=self.name, currency=self.currency, n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
+            platform=self.name, currency=self.currency, n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
             fee_rate=rate, fees=fees, total=money(rewards + fees),
             notes=[f"Prolific service fee taken as {rate} of rewards (RL_PROLIFIC_FEE_RATE); VAT may apply."],
         )
@@ -196,8 +196,8 @@ class ProlificProvider(CrowdProvider):
                 for item in body.get("results", []):
                     raw = item.get("status", "")
                     found.append(RemoteSubmission(
-                        provider_assignment_id=item["id"],
-                        provider_task_id=item.get("study_id", study_id),
+                        platform_assignment_id=item["id"],
+                        platform_task_id=item.get("study_id", study_id),
                         worker_id=item.get("participant_id") or item.get("participant", ""),
                         status=STATUS_MAP.get(raw, "active"),
                         raw_status=raw,
@@ -208,26 +208,26 @@ class ProlificProvider(CrowdProvider):
         return found
 
     # -- reviews and money -----------------------------------------------------------------
-    def approve(self, *, provider_assignment_id: str, feedback: str = "") -> dict:
-        body = self._request("POST", f"submissions/{provider_assignment_id}/transition/", json={"action": "APPROVE"})
-        return {"id": provider_assignment_id, "status": body.get("status", "")}
+    def approve(self, *, platform_assignment_id: str, feedback: str = "") -> dict:
+        body = self._request("POST", f"submissions/{platform_assignment_id}/transition/", json={"action": "APPROVE"})
+        return {"id": platform_assignment_id, "status": body.get("status", "")}
 
-    def reject(self, *, provider_assignment_id: str, feedback: str, category: str = "") -> dict:
+    def reject(self, *, platform_assignment_id: str, feedback: str, category: str = "") -> dict:
         category = category or "OTHER"
         if category not in REJECTION_CATEGORIES:
-            raise ProviderError(f"rejection category {category!r} is not one of Prolific's: "
+            raise PlatformError(f"rejection category {category!r} is not one of Prolific's: "
                                 f"{', '.join(REJECTION_CATEGORIES)}")
         if len(feedback.strip()) < MIN_REJECTION_MESSAGE:
-            raise ProviderError(
+            raise PlatformError(
                 f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters "
                 f"(this one has {len(feedback.strip())}): explain to the participant what went wrong"
             )
-        body = self._request("POST", f"submissions/{provider_assignment_id}/transition/",
+        body = self._request("POST", f"submissions/{platform_assignment_id}/transition/",
                              json={"action": "REJECT", "message": feedback.strip(), "rejection_category": category})
-        return {"id": provider_assignment_id, "status": body.get("status", "")}
+        return {"id": platform_assignment_id, "status": body.get("status", "")}
 
-    def assignment_status(self, *, provider_assignment_id: str) -> str | None:
-        body = self._request("GET", f"submissions/{provider_assignment_id}/")
+    def assignment_status(self, *, platform_assignment_id: str) -> str | None:
+        body = self._request("GET", f"submissions/{platform_assignment_id}/")
         return STATUS_MAP.get(body.get("status", ""))
 
     def bonus_setup(self, *, study_external_id: str, submission_id: str, amount: Decimal) -> dict:
@@ -242,15 +242,15 @@ class ProlificProvider(CrowdProvider):
         body = self._request("POST", f"bulk-bonus-payments/{bulk_id}/pay/")
         return {"id": bulk_id, **{k: v for k, v in body.items() if isinstance(v, str | int | float)}}
 
-    def bonus(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
+    def bonus(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal, reason: str,
               token: str, study_external_id: str = "") -> dict:
-        setup = self.bonus_setup(study_external_id=study_external_id, submission_id=provider_assignment_id,
+        setup = self.bonus_setup(study_external_id=study_external_id, submission_id=platform_assignment_id,
                                  amount=amount)
         return self.bonus_pay(bulk_id=setup["id"])
 
-    def bonus_was_paid(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal,
+    def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
-        body = self._request("GET", f"submissions/{provider_assignment_id}/")
+        body = self._request("GET", f"submissions/{platform_assignment_id}/")
         cents = to_minor_units(money(amount))
         paid = [int(round(float(value))) for value in (body.get("bonus_payments") or [])]
         if cents in paid:

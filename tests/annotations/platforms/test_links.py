@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from annotations.models import Bonus, OpenLink, ParticipantLink, ProviderCall, Publication
+from annotations.models import Bonus, OpenLink, ParticipantLink, PlatformCall, Publication
 from annotations.services.links import (
     LinkClosed,
     LinkInvalid,
@@ -15,9 +15,9 @@ from annotations.services.links import (
     open_link_create,
     participant_link_redeem,
 )
-from annotations.services.payments import ProviderServiceError
-from annotations.services.providers import assignment_approve, bonus_pay, study_publish
-from tests.annotations.providers.conftest import PUBLIC_URL, open_study, submitted
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms import assignment_approve, bonus_pay, study_publish
+from tests.annotations.platforms.conftest import PUBLIC_URL, open_study, submitted
 
 
 def test_links_are_unguessable_and_point_at_the_link_entry(study):
@@ -33,7 +33,7 @@ def test_a_single_person_link_always_gives_the_same_participant(study):
     first, _ = participant_link_redeem(token=link.token)
     again, same_link = participant_link_redeem(token=link.token)
     assert first.pk == again.pk and same_link.pk == link.pk
-    assert first.provider == "link"
+    assert first.platform == "link"
 
 
 def test_revoked_and_unknown_links_are_refused(study):
@@ -58,20 +58,20 @@ def test_an_open_link_counts_visitors_up_to_its_capacity(study):
 
 
 def test_open_link_rejects_a_bad_completion_code(study):
-    with pytest.raises(ProviderServiceError, match="completion code"):
+    with pytest.raises(PlatformServiceError, match="completion code"):
         open_link_create(study=study, completion_code="<script>")
 
 
 def test_publishing_as_links_makes_one_link_per_task_once(study):
-    first = study_publish(study=study, provider_name="link")
-    second = study_publish(study=study, provider_name="link")
+    first = study_publish(study=study, platform_name="link")
+    second = study_publish(study=study, platform_name="link")
     assert first.pk == second.pk and first.status == Publication.Status.PUBLISHED
     assert ParticipantLink.objects.filter(publication=first).count() == 14
-    assert not ProviderCall.objects.exists()  # no money moves
+    assert not PlatformCall.objects.exists()  # no money moves
 
 
 def test_publishing_an_open_link_uses_the_publication_code(study):
-    publication = study_publish(study=study, provider_name="link", options={"link_mode": "open"})
+    publication = study_publish(study=study, platform_name="link", options={"link_mode": "open"})
     link = OpenLink.objects.get(publication=publication)
     assert link.completion_code == publication.completion_code and link.max_participants == 14
 
@@ -80,8 +80,8 @@ def test_review_and_bonus_of_link_work_move_no_money(study):
     open_study(study)
     link = links_generate(study=study, n=1)[0]
     participant, _ = participant_link_redeem(token=link.token)
-    work = submitted(study, provider="link", worker_id=participant.external_id, assignment_id="")
+    work = submitted(study, platform="link", worker_id=participant.external_id, assignment_id="")
     assignment_approve(assignment=work)
     bonus = bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks for coming to the lab.")
     assert bonus.status == Bonus.Status.RECORDED
-    assert not ProviderCall.objects.exists()
+    assert not PlatformCall.objects.exists()

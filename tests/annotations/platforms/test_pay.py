@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from annotations.providers.mturk import MTurkProvider
-from annotations.services.providers import (
+from annotations.platforms.mturk import MTurkPlatform
+from annotations.services.platforms import (
     study_bonus_candidates,
     study_cost_estimate,
     study_effective_hourly_pay,
     study_task_count,
 )
-from tests.annotations.providers.conftest import open_study, submitted
+from tests.annotations.platforms.conftest import open_study, submitted
 
 
 def test_task_count_comes_from_the_units(study):
@@ -18,19 +18,19 @@ def test_task_count_comes_from_the_units(study):
 
 
 def test_mturk_fee_is_20_percent_below_ten_assignments_and_40_from_ten():
-    provider = MTurkProvider(client=object(), endpoint="https://mturk-requester-sandbox.us-east-1.amazonaws.com")
-    small = provider.estimate_cost(spec_reward=Decimal("2.00"), n_tasks=18, max_assignments_per_hit=9)
-    large = provider.estimate_cost(spec_reward=Decimal("2.00"), n_tasks=18, max_assignments_per_hit=18)
+    platform = MTurkPlatform(client=object(), endpoint="https://mturk-requester-sandbox.us-east-1.amazonaws.com")
+    small = platform.estimate_cost(spec_reward=Decimal("2.00"), n_tasks=18, max_assignments_per_hit=9)
+    large = platform.estimate_cost(spec_reward=Decimal("2.00"), n_tasks=18, max_assignments_per_hit=18)
     assert (small.rewards, small.fees, small.total) == (Decimal("36.00"), Decimal("7.20"), Decimal("43.20"))
     assert (large.fees, large.total) == (Decimal("14.40"), Decimal("50.40"))
-    tiny = provider.estimate_cost(spec_reward=Decimal("0.02"), n_tasks=3, max_assignments_per_hit=9)
+    tiny = platform.estimate_cost(spec_reward=Decimal("0.02"), n_tasks=3, max_assignments_per_hit=9)
     assert tiny.fees == Decimal("0.03")  # at least one cent an assignment
 
 
-def test_study_estimates_per_provider(study):
-    mturk = study_cost_estimate(study=study, provider_name="mturk")
-    prolific = study_cost_estimate(study=study, provider_name="prolific")
-    links = study_cost_estimate(study=study, provider_name="link")
+def test_study_estimates_per_platform(study):
+    mturk = study_cost_estimate(study=study, platform_name="mturk")
+    prolific = study_cost_estimate(study=study, platform_name="prolific")
+    links = study_cost_estimate(study=study, platform_name="link")
     assert (mturk.n_tasks, mturk.total) == (14, Decimal("33.60"))  # HITs of 9 and 5, 20% each
     assert prolific.total == Decimal("37.33")
     assert (links.fees, links.total) == (Decimal("0.00"), Decimal("28.00"))
@@ -50,7 +50,7 @@ def test_hourly_pay_before_any_task_uses_the_estimate_and_warns_below_the_floor(
 def test_hourly_pay_from_recorded_times_reports_median_and_spread(study):
     open_study(study)
     for i, minutes in enumerate([4, 6, 8, 10, 12]):
-        submitted(study, provider="mturk", worker_id=f"AW{i}", assignment_id=f"3A{i}", minutes=minutes)
+        submitted(study, platform="mturk", worker_id=f"AW{i}", assignment_id=f"3A{i}", minutes=minutes)
     pay = study_effective_hourly_pay(study=study)
     assert pay.basis == "recorded" and pay.n_recorded == 5
     assert (pay.median_minutes, pay.p25_minutes, pay.p75_minutes) == (8.0, 6.0, 10.0)
@@ -63,7 +63,7 @@ def test_hourly_pay_from_recorded_times_reports_median_and_spread(study):
 def test_hourly_pay_below_the_floor_suggests_a_reward(study):
     open_study(study)
     for i in range(3):
-        submitted(study, provider="mturk", worker_id=f"AW{i}", assignment_id=f"3A{i}", minutes=12)
+        submitted(study, platform="mturk", worker_id=f"AW{i}", assignment_id=f"3A{i}", minutes=12)
     pay = study_effective_hourly_pay(study=study)
     assert pay.below_floor and pay.hourly_median == Decimal("10.00")
     assert "at least 3.00" in pay.warnings[0]
@@ -71,6 +71,6 @@ def test_hourly_pay_below_the_floor_suggests_a_reward(study):
 
 def test_good_work_candidates_pass_every_check_and_mostly_match_gold(study):
     open_study(study)
-    good = submitted(study, provider="mturk", worker_id="AGOOD", assignment_id="3G")
-    submitted(study, provider="mturk", worker_id="ABAD", assignment_id="3B", correct=False)
+    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3G")
+    submitted(study, platform="mturk", worker_id="ABAD", assignment_id="3B", correct=False)
     assert study_bonus_candidates(study=study) == {"flagged_error": [], "good_work": [good.pk]}

@@ -2,7 +2,7 @@
 plus cost estimates and the account balance.
 
 Implementations talk to the platform and nothing else: they never touch the database. The
-services in ``annotations.services.providers`` decide what to call, write the audit rows and
+services in ``annotations.services.platforms`` decide what to call, write the audit rows and
 keep everything idempotent.
 """
 from __future__ import annotations
@@ -24,11 +24,11 @@ def to_minor_units(amount: Decimal) -> int:
     """Pounds / dollars to pence / cents, refusing fractions of a cent."""
     amount = Decimal(str(amount))
     if amount != amount.quantize(CENT):
-        raise ProviderError(f"amount {amount} has more than two decimals; the platforms pay whole cents")
+        raise PlatformError(f"amount {amount} has more than two decimals; the platforms pay whole cents")
     return int((amount * 100).to_integral_value())
 
 
-class ProviderError(Exception):
+class PlatformError(Exception):
     """The platform refused the request (bad input, not allowed, not found). Not retried."""
 
     def __init__(self, message: str, *, response: dict | None = None):
@@ -37,11 +37,11 @@ class ProviderError(Exception):
         self.response = response or {}
 
 
-class ProviderTransientError(ProviderError):
+class PlatformTransientError(PlatformError):
     """Network trouble, throttling or a server error: the outcome is unknown, retry later."""
 
 
-class ProviderConfigError(ProviderError):
+class PlatformConfigError(PlatformError):
     """Missing credentials or settings: the message says which environment variable to set."""
 
 
@@ -91,8 +91,8 @@ class RemoteSubmission:
     """A worker's assignment / submission as the platform reports it. ``status`` is normalised to
     one of submitted, approved, rejected, returned, active, expired."""
 
-    provider_assignment_id: str
-    provider_task_id: str
+    platform_assignment_id: str
+    platform_task_id: str
     worker_id: str
     status: str
     raw_status: str
@@ -108,7 +108,7 @@ class CostLine:
 
 @dataclass
 class CostEstimate:
-    provider: str
+    platform: str
     currency: str
     n_tasks: int
     reward_per_task: Decimal
@@ -120,7 +120,7 @@ class CostEstimate:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "provider": self.provider,
+            "platform": self.platform,
             "currency": self.currency,
             "n_tasks": self.n_tasks,
             "reward_per_task": str(self.reward_per_task),
@@ -132,7 +132,7 @@ class CostEstimate:
         }
 
 
-class CrowdProvider(ABC):
+class CrowdPlatform(ABC):
     """The platform interface. ``token`` arguments are the platform-side idempotency tokens the
     service derived; implementations pass them on where the platform supports one."""
 
@@ -161,15 +161,15 @@ class CrowdProvider(ABC):
         ...
 
     @abstractmethod
-    def approve(self, *, provider_assignment_id: str, feedback: str = "") -> dict:
+    def approve(self, *, platform_assignment_id: str, feedback: str = "") -> dict:
         ...
 
     @abstractmethod
-    def reject(self, *, provider_assignment_id: str, feedback: str, category: str = "") -> dict:
+    def reject(self, *, platform_assignment_id: str, feedback: str, category: str = "") -> dict:
         ...
 
     @abstractmethod
-    def bonus(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
+    def bonus(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal, reason: str,
               token: str, study_external_id: str = "") -> dict:
         ...
 
@@ -186,9 +186,9 @@ class CrowdProvider(ABC):
     def was_published(self, *, spec_token: str) -> PublishedTask | None:
         return None
 
-    def assignment_status(self, *, provider_assignment_id: str) -> str | None:
+    def assignment_status(self, *, platform_assignment_id: str) -> str | None:
         return None
 
-    def bonus_was_paid(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal,
+    def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
         return None

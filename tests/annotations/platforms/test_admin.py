@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotations.models import Assignment, Bonus, ParticipantLink, ProviderCall, Publication
-from tests.annotations.providers.conftest import submitted
-from tests.annotations.providers.test_prolific import REJECTION
+from annotations.models import Assignment, Bonus, ParticipantLink, PlatformCall, Publication
+from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.test_prolific import REJECTION
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def _page(study) -> str:
 
 
 def test_page_shows_estimate_hourly_pay_and_buttons(client, researcher, study):
-    response = client.get(_page(study) + "?provider=mturk")
+    response = client.get(_page(study) + "?platform=mturk")
     assert response.status_code == 200
     html = response.content.decode()
     assert "33.60 USD" in html and "20.00/hour" in html and "Dry run" in html
@@ -40,33 +40,33 @@ def test_page_needs_a_staff_login(client, study):
 
 
 def test_get_never_publishes(client, researcher, study):
-    client.get(_page(study) + "?provider=mturk&action=publish")
+    client.get(_page(study) + "?platform=mturk&action=publish")
     assert not Publication.objects.exists()
 
 
 def test_balance_error_is_shown_not_raised(client, researcher, study, aws_env, monkeypatch):
     monkeypatch.setenv("RL_PROLIFIC_TOKEN", "x")
-    response = client.get(_page(study) + "?provider=prolific&balance=1")
+    response = client.get(_page(study) + "?platform=prolific&balance=1")
     assert response.status_code == 200
     assert "no balance call" in response.content.decode()
 
 
 def test_researcher_journey_through_the_admin(client, researcher, study, prolific):
-    provider, server = prolific
+    platform, server = prolific
     url = _page(study)
 
     # MTurk: dry run only (no network here); nothing money-moving is written.
-    response = client.post(url, {"action": "publish", "provider": "mturk", "dry_run": "on"}, follow=True)
+    response = client.post(url, {"action": "publish", "platform": "mturk", "dry_run": "on"}, follow=True)
     assert response.status_code == 200
     dry = Publication.objects.get(dry_run=True)
     assert [r["operation"] for r in dry.plan["requests"]] == ["get_account_balance", "create_hit", "create_hit"]
     assert "ExternalQuestion" in response.content.decode()  # the plan is shown, escaped
-    assert not ProviderCall.objects.exists()
+    assert not PlatformCall.objects.exists()
 
     # Prolific for real (against the local server), clicked twice.
     for _ in range(2):
-        client.post(url, {"action": "publish", "provider": "prolific"})
-    publication = Publication.objects.get(provider="prolific", dry_run=False)
+        client.post(url, {"action": "publish", "platform": "prolific"})
+    publication = Publication.objects.get(platform="prolific", dry_run=False)
     assert publication.status == "published"
 
     # Links for a lab session.
@@ -78,10 +78,10 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     study.refresh_from_db()
     assert study.status == "open"
     subs = [server.add_submission(prolific_id, participant_id=f"p{i}") for i in range(3)]
-    works = [submitted(study, provider="prolific", worker_id=f"p{i}", assignment_id=s["id"], task_id=prolific_id,
+    works = [submitted(study, platform="prolific", worker_id=f"p{i}", assignment_id=s["id"], task_id=prolific_id,
                        correct=i != 2) for i, s in enumerate(subs)]
     client.post(url, {"action": "sync"})
-    from annotations.services.providers import assignment_reject
+    from annotations.services.platforms import assignment_reject
 
     assignment_reject(assignment=works[2], user=researcher, feedback=REJECTION, category="FAILED_CHECK")
     for _ in range(2):
@@ -92,7 +92,7 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     assert Bonus.objects.filter(status="paid").count() == 2
     assert len(server.payments) == 2
     # The audit table: each money-moving call exactly once, with who did it.
-    money = ProviderCall.objects.filter(amount__gt=0).order_by("id")
+    money = PlatformCall.objects.filter(amount__gt=0).order_by("id")
     assert [c.operation for c in money] == ["publish_study", "approve", "approve", "bonus", "bonus"]
     assert all(c.status == "confirmed" and c.user == researcher for c in money)
     assert sum(c.amount for c in money if c.operation == "bonus") == Decimal("1.00")
@@ -102,11 +102,11 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
 
 def test_publish_study_command_dry_run_prints_the_requests(study):
     out = StringIO()
-    call_command("publish_study", study.pk, "--provider", "mturk", "--dry-run", stdout=out)
+    call_command("publish_study", study.pk, "--platform", "mturk", "--dry-run", stdout=out)
     text = out.getvalue()
     assert "DRY RUN" in text and "create_hit" in text and "UniqueRequestToken" in text
     assert "14 tasks" in text and "33.60" in text
-    assert not ProviderCall.objects.exists()
+    assert not PlatformCall.objects.exists()
 
 
 def test_make_links_command_prints_urls(study):
@@ -120,8 +120,8 @@ def test_make_links_command_prints_urls(study):
 
 
 def test_sync_study_command_reports(study, prolific):
-    provider, server = prolific
-    call_command("publish_study", study.pk, "--provider", "prolific", stdout=StringIO())
+    platform, server = prolific
+    call_command("publish_study", study.pk, "--platform", "prolific", stdout=StringIO())
     publication = Publication.objects.get(dry_run=False)
     server.add_submission(publication.prolific_study_id, participant_id="ghost")
     out = StringIO()

@@ -1,8 +1,8 @@
 """Celery tasks of the crowd-platform part. Each takes ids, fetches, and calls one service; the
-services are idempotent (request tokens and the ProviderCall audit rows), so ``acks_late`` and
+services are idempotent (request tokens and the PlatformCall audit rows), so ``acks_late`` and
 retries never create a second HIT, payment or bonus.
 
-Discovered through ``app.autodiscover_tasks(related_name="tasks_providers")`` in config/celery.py.
+Discovered through ``app.autodiscover_tasks(related_name="tasks_platforms")`` in config/celery.py.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 
 from annotations.models import Assignment, Publication
-from annotations.providers.base import ProviderTransientError
-from annotations.services.payments import CallOutcomeUnknown, ProviderServiceError
-from annotations.services.providers import (
+from annotations.platforms.base import PlatformTransientError
+from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
+from annotations.services.platforms import (
     assignment_approve,
     bonus_pay,
     study_publish,
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 COMMON = {
     "acks_late": True,
-    "autoretry_for": (ProviderTransientError, CallOutcomeUnknown),
+    "autoretry_for": (PlatformTransientError, CallOutcomeUnknown),
     "retry_backoff": True,
     "retry_backoff_max": 600,
     "max_retries": 5,
@@ -45,15 +45,15 @@ def _user(user_id):
     return get_user_model().objects.filter(pk=user_id).first()
 
 
-@shared_task(name="annotations.providers.publish_study", **COMMON)
+@shared_task(name="annotations.platforms.publish_study", **COMMON)
 def publish_study_task(study_id: int, user_id: int | None = None, dry_run: bool = False,
-                       provider: str | None = None) -> dict:
+                       platform: str | None = None) -> dict:
     study = Study.objects.get(pk=study_id)
-    publication = study_publish(study=study, user=_user(user_id), dry_run=dry_run, provider_name=provider)
+    publication = study_publish(study=study, user=_user(user_id), dry_run=dry_run, platform_name=platform)
     return {"publication": publication.pk, "status": publication.status, "external_ids": publication.external_ids}
 
 
-@shared_task(name="annotations.providers.sync_study", **COMMON)
+@shared_task(name="annotations.platforms.sync_study", **COMMON)
 def sync_study_task(study_id: int) -> dict:
     study = Study.objects.get(pk=study_id)
     report = study_sync(study=study)
@@ -61,20 +61,20 @@ def sync_study_task(study_id: int) -> dict:
             "status_updates": report.status_updates, "reconciled": report.reconciled}
 
 
-@shared_task(name="annotations.providers.sync_open_studies", **COMMON)
+@shared_task(name="annotations.platforms.sync_open_studies", **COMMON)
 def sync_open_studies_task() -> dict:
     """Beat: sync every study with a live (or still publishing) platform publication."""
     study_ids = sorted(set(
         Publication.objects.filter(dry_run=False, status__in=[Publication.Status.PUBLISHED,
                                                               Publication.Status.PUBLISHING])
-        .exclude(provider="link").values_list("study_id", flat=True)
+        .exclude(platform="link").values_list("study_id", flat=True)
     ))
     for study_id in study_ids:
         sync_study_task.delay(study_id)
     return {"queued": len(study_ids)}
 
 
-@shared_task(name="annotations.providers.approve_assignments", **COMMON)
+@shared_task(name="annotations.platforms.approve_assignments", **COMMON)
 def approve_assignments_task(assignment_ids: list[int], user_id: int | None = None) -> dict:
     batch, rest = assignment_ids[:BATCH_SIZE], assignment_ids[BATCH_SIZE:]
     approved, errors = 0, []
@@ -82,14 +82,14 @@ def approve_assignments_task(assignment_ids: list[int], user_id: int | None = No
         try:
             assignment_approve(assignment=assignment, user=_user(user_id))
             approved += 1
-        except ProviderServiceError as exc:
+        except PlatformServiceError as exc:
             errors.append(f"assignment {assignment.pk}: {exc.message}")
     if rest:
         approve_assignments_task.delay(rest, user_id)
     return {"approved": approved, "errors": errors, "queued": len(rest)}
 
 
-@shared_task(name="annotations.providers.pay_bonuses", **COMMON)
+@shared_task(name="annotations.platforms.pay_bonuses", **COMMON)
 def pay_bonuses_task(items: list[dict], user_id: int | None = None) -> dict:
     """``items``: [{"assignment_id": 1, "amount": "0.50", "reason": "...", "kind": "good_work"}]."""
     batch, rest = items[:BATCH_SIZE], items[BATCH_SIZE:]
@@ -103,7 +103,7 @@ def pay_bonuses_task(items: list[dict], user_id: int | None = None) -> dict:
             bonus_pay(assignment=assignment, amount=Decimal(str(item["amount"])), reason=item["reason"],
                       kind=item.get("kind", "other"), user=_user(user_id))
             paid += 1
-        except ProviderServiceError as exc:
+        except PlatformServiceError as exc:
             errors.append(f"assignment {assignment.pk}: {exc.message}")
     if rest:
         pay_bonuses_task.delay(rest, user_id)

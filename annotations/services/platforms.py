@@ -1,7 +1,7 @@
 """Crowd-platform services: publish a study, sync it, review and pay, block, close, and the pay
 figures a researcher needs before and after publishing.
 
-Every call that changes state on a platform goes through ``payments.provider_call_execute``
+Every call that changes state on a platform goes through ``payments.platform_call_execute``
 (audit row committed as ``sent`` before the request, platform idempotency token, confirmation
 after). Services here therefore do not wrap platform calls in ``transaction.atomic``; the local
 writes around them are atomic on their own.
@@ -28,22 +28,22 @@ from annotations.models import (
     Bonus,
     MTurkQualificationType,
     Participant,
-    ProviderCall,
-    ProviderSubmission,
+    PlatformCall,
+    PlatformSubmission,
     Publication,
     QualificationGrant,
     Unit,
 )
-from annotations.providers import get_provider
-from annotations.providers.base import (
+from annotations.platforms import get_platform
+from annotations.platforms.base import (
     CostEstimate,
-    CrowdProvider,
-    ProviderError,
+    CrowdPlatform,
+    PlatformError,
     TaskSpec,
     money,
 )
-from annotations.providers.mturk import (
-    MTurkProvider,
+from annotations.platforms.mturk import (
+    MTurkPlatform,
     answer_key_xml,
     approval_rate_requirement,
     custom_requirement,
@@ -52,14 +52,14 @@ from annotations.providers.mturk import (
     question_form_xml,
     split_assignments,
 )
-from annotations.providers.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
+from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.services.links import links_close, links_generate, open_link_create
-from annotations.services.payments import CallSpec, ProviderServiceError, provider_call_execute
-from studies.models import Item, Study
+from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from studies.models import Item, Platform, Study
 
 logger = logging.getLogger(__name__)
 
-OP = ProviderCall.Operation
+OP = PlatformCall.Operation
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 MAX_BONUS = Decimal("100.00")
 
@@ -90,15 +90,15 @@ def study_task_count(*, study: Study) -> tuple[int, int]:
     return n_answers, n_tasks
 
 
-def study_worker_url(*, study: Study, provider: str) -> str:
+def study_worker_url(*, study: Study, platform: str) -> str:
     """The URL a platform sends workers to (the questionnaire's entry view)."""
     try:
-        from annotations.platforms import study_entry_url
+        from annotations.platforms.handoff import study_entry_url
 
-        return study_entry_url(study, provider=provider)
+        return study_entry_url(study, platform=platform)
     except (ImportError, NoReverseMatch):
-        base = f"{settings.RL_PUBLIC_URL}/w/{provider}/{study.pk}/"
-        if provider == "prolific":
+        base = f"{settings.RL_PUBLIC_URL}/w/{platform}/{study.pk}/"
+        if platform == "prolific":
             base += "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
         return base
 
@@ -107,28 +107,28 @@ def _install_tag() -> str:
     return hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest()[:6]
 
 
-def publication_request_token(*, study: Study, provider: str, batch: int) -> str:
-    """Deterministic per study, provider and batch (and per installation, so two deployments on
+def publication_request_token(*, study: Study, platform: str, batch: int) -> str:
+    """Deterministic per study, platform and batch (and per installation, so two deployments on
     one MTurk account never share a token)."""
-    return f"rl{_install_tag()}-{provider[:2]}-s{study.pk}-b{batch}"
+    return f"rl{_install_tag()}-{platform[:2]}-s{study.pk}-b{batch}"
 
 
-def _provider_name(study: Study, provider_name: str | None) -> str:
-    name = provider_name or study.provider
+def _platform_name(study: Study, platform_name: str | None) -> str:
+    name = platform_name or study.platform
     if name not in {"link", "prolific", "mturk"}:
-        raise ProviderServiceError(f"provider {name!r} is not one of link, prolific, mturk")
+        raise PlatformServiceError(f"platform {name!r} is not one of link, prolific, mturk")
     return name
 
 
 # --- cost and pay ------------------------------------------------------------------------------
 
-def study_cost_estimate(*, study: Study, provider_name: str | None = None,
+def study_cost_estimate(*, study: Study, platform_name: str | None = None,
                         max_assignments_per_hit: int | None = None) -> CostEstimate:
-    name = _provider_name(study, provider_name)
-    provider = get_provider(name)
+    name = _platform_name(study, platform_name)
+    platform = get_platform(name)
     _, n_tasks = study_task_count(study=study)
     per_hit = max_assignments_per_hit or _setting("RL_MTURK_MAX_ASSIGNMENTS_PER_HIT", 9)
-    return provider.estimate_cost(spec_reward=study.reward, n_tasks=n_tasks, max_assignments_per_hit=per_hit)
+    return platform.estimate_cost(spec_reward=study.reward, n_tasks=n_tasks, max_assignments_per_hit=per_hit)
 
 
 @dataclass
@@ -232,7 +232,7 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
 
 # --- publishing --------------------------------------------------------------------------------
 
-def _task_spec(*, study: Study, provider: str, request_token: str, n_tasks: int, completion_code: str,
+def _task_spec(*, study: Study, platform: str, request_token: str, n_tasks: int, completion_code: str,
                options: dict) -> TaskSpec:
     minutes = max(1, math.ceil(float(study.estimated_minutes_per_task)))
     description = (options.get("description") or study.instructions or "").strip()
@@ -248,7 +248,7 @@ def _task_spec(*, study: Study, provider: str, request_token: str, n_tasks: int,
         n_tasks=n_tasks,
         estimated_minutes=minutes,
         request_token=request_token,
-        worker_url=study_worker_url(study=study, provider=provider),
+        worker_url=study_worker_url(study=study, platform=platform),
         lifetime_seconds=int(options.get("lifetime_seconds", 7 * 24 * 3600)),
         assignment_duration_seconds=int(options.get("assignment_duration_seconds", max(1800, minutes * 60 * 3))),
         auto_approval_delay_seconds=int(options.get("auto_approval_delay_seconds", 3 * 24 * 3600)),
@@ -286,12 +286,12 @@ def _qualification_test_questions(study: Study) -> tuple[str, list[dict], int] |
 
 
 def mturk_qualification_ensure(*, study: Study, user=None, kind: str = MTurkQualificationType.Kind.GRADED_TEST,
-                               provider: MTurkProvider | None = None) -> MTurkQualificationType | None:
+                               platform: MTurkPlatform | None = None) -> MTurkQualificationType | None:
     """The study's MTurk qualification type, created once per endpoint. A graded test needs the
     study's qualification test (questions with correct answers); ``app_granted`` makes a type the
     app grants with ``mturk_qualification_grant_passed``."""
-    provider = provider or get_provider("mturk")
-    existing = MTurkQualificationType.objects.filter(study=study, kind=kind, endpoint=provider.endpoint).first()
+    platform = platform or get_platform("mturk")
+    existing = MTurkQualificationType.objects.filter(study=study, kind=kind, endpoint=platform.endpoint).first()
     if existing is not None:
         return existing
     name = f"{study.name[:80]} qualification ({_install_tag()}-s{study.pk}-{kind})"
@@ -304,38 +304,38 @@ def mturk_qualification_ensure(*, study: Study, user=None, kind: str = MTurkQual
                   "answer_key_xml": answer_key_xml(questions=questions)}
     else:
         min_score, params = 1, {}
-    call = provider_call_execute(
-        spec=CallSpec(provider="mturk", operation=OP.CREATE_QUALIFICATION,
-                      idempotency_key=f"mturk:qualtype:{provider.endpoint}:{study.pk}:{kind}",
+    call = platform_call_execute(
+        spec=CallSpec(platform="mturk", operation=OP.CREATE_QUALIFICATION,
+                      idempotency_key=f"mturk:qualtype:{platform.endpoint}:{study.pk}:{kind}",
                       request_summary={"name": name, "kind": kind, "min_score": min_score},
                       user=_user(user), study=study),
-        send=lambda: {"QualificationTypeId": provider.create_qualification_type(
+        send=lambda: {"QualificationTypeId": platform.create_qualification_type(
             name=name, description=f"Qualification for the study {study.name[:150]}", **params)},
-        reconcile=lambda call: reconcile_call(provider=provider, call=call),
+        reconcile=lambda call: reconcile_call(platform=platform, call=call),
     )
     qualification, _ = MTurkQualificationType.objects.get_or_create(
-        study=study, kind=kind, endpoint=provider.endpoint,
+        study=study, kind=kind, endpoint=platform.endpoint,
         defaults={"qualification_type_id": call.response["QualificationTypeId"], "name": name, "min_score": min_score},
     )
     return qualification
 
 
-def mturk_qualification_grant_passed(*, study: Study, user=None, provider: MTurkProvider | None = None) -> int:
+def mturk_qualification_grant_passed(*, study: Study, user=None, platform: MTurkPlatform | None = None) -> int:
     """Grant the study's app-granted MTurk qualification to every MTurk worker who passed the
     app's qualification test. Each worker is granted once (audited); returns how many calls."""
-    provider = provider or get_provider("mturk")
+    platform = platform or get_platform("mturk")
     qualification = mturk_qualification_ensure(study=study, user=user, kind=MTurkQualificationType.Kind.APP_GRANTED,
-                                               provider=provider)
+                                               platform=platform)
     granted = 0
     grants = QualificationGrant.objects.filter(study=study, passed=True,
-                                               participant__provider=Participant.Provider.MTURK)
+                                               participant__platform=Platform.MTURK)
     for grant in grants.select_related("participant"):
         worker_id = grant.participant.external_id
-        provider_call_execute(
-            spec=CallSpec(provider="mturk", operation=OP.ASSOCIATE_QUALIFICATION,
+        platform_call_execute(
+            spec=CallSpec(platform="mturk", operation=OP.ASSOCIATE_QUALIFICATION,
                           idempotency_key=f"mturk:qualgrant:{qualification.qualification_type_id}:{worker_id}",
                           request_summary={"worker_id": worker_id, "value": 100}, user=_user(user), study=study),
-            send=lambda worker_id=worker_id: provider.associate_qualification(
+            send=lambda worker_id=worker_id: platform.associate_qualification(
                 qualification_type_id=qualification.qualification_type_id, worker_id=worker_id, value=100),
             reconcile=lambda call: False,  # granting again is harmless
         )
@@ -343,33 +343,33 @@ def mturk_qualification_grant_passed(*, study: Study, user=None, provider: MTurk
     return granted
 
 
-def _mturk_plan(*, spec: TaskSpec, provider: MTurkProvider, strict: bool) -> list[dict]:
+def _mturk_plan(*, spec: TaskSpec, platform: MTurkPlatform, strict: bool) -> list[dict]:
     plan = []
     for index, size in enumerate(split_assignments(spec.n_tasks, spec.max_assignments_per_hit)):
         if strict:
-            params = provider.create_hit_params(spec=spec, index=index, max_assignments=size)
+            params = platform.create_hit_params(spec=spec, index=index, max_assignments=size)
         else:
             try:
-                params = provider.create_hit_params(spec=spec, index=index, max_assignments=size)
-            except ProviderError:
+                params = platform.create_hit_params(spec=spec, index=index, max_assignments=size)
+            except PlatformError:
                 saved = spec.worker_url
                 spec.worker_url = "https://" + saved.split("://", 1)[-1]
-                params = provider.create_hit_params(spec=spec, index=index, max_assignments=size)
+                params = platform.create_hit_params(spec=spec, index=index, max_assignments=size)
                 spec.worker_url = saved
         plan.append({"operation": "create_hit", "params": params})
     return plan
 
 
-def _next_batch(study: Study, provider: str, dry_run: bool) -> int:
-    latest = Publication.objects.filter(study=study, provider=provider, dry_run=dry_run).aggregate(m=Max("batch"))["m"]
+def _next_batch(study: Study, platform: str, dry_run: bool) -> int:
+    latest = Publication.objects.filter(study=study, platform=platform, dry_run=dry_run).aggregate(m=Max("batch"))["m"]
     return (latest or 0) + 1
 
 
-def study_publish(*, study: Study, user=None, dry_run: bool = False, provider_name: str | None = None,
+def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_name: str | None = None,
                   n_tasks: int | None = None, options: dict | None = None) -> Publication:
-    """Publish ``study`` on its provider (or ``provider_name``).
+    """Publish ``study`` on its platform (or ``platform_name``).
 
-    Idempotent: while a publication of this study on this provider is published or still
+    Idempotent: while a publication of this study on this platform is published or still
     publishing, calling again resumes or returns it, with the same request tokens, so no second
     HIT / Prolific study / link set is made. A dry run builds and logs everything that would be
     sent, stores it on a dry-run publication, and sends nothing.
@@ -378,28 +378,28 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, provider_na
     lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
     ("single" or "open"), require_qualification (default True when the study has a test)."""
     options = dict(options or {})
-    name = _provider_name(study, provider_name)
-    provider = get_provider(name)
+    name = _platform_name(study, platform_name)
+    platform = get_platform(name)
     _, default_tasks = study_task_count(study=study)
     n_tasks = int(n_tasks if n_tasks is not None else default_tasks)
     if n_tasks < 1:
-        raise ProviderServiceError(
+        raise PlatformServiceError(
             f"study {study.name!r} has nothing to publish: add items (and sources) or build its units first"
         )
-    if provider.moves_money and study.reward <= 0:
-        raise ProviderServiceError(f"study {study.name!r} has no reward: set a reward per task before publishing")
-    estimate = provider.estimate_cost(spec_reward=study.reward, n_tasks=n_tasks,
+    if platform.moves_money and study.reward <= 0:
+        raise PlatformServiceError(f"study {study.name!r} has no reward: set a reward per task before publishing")
+    estimate = platform.estimate_cost(spec_reward=study.reward, n_tasks=n_tasks,
                                       max_assignments_per_hit=int(options.get(
                                           "max_assignments_per_hit", _setting("RL_MTURK_MAX_ASSIGNMENTS_PER_HIT", 9))))
     if dry_run:
-        return _publish_dry_run(study=study, user=user, name=name, provider=provider, n_tasks=n_tasks,
+        return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
                                 estimate=estimate, options=options)
 
     with transaction.atomic():
         Study.objects.select_for_update().filter(pk=study.pk).first()
         publication = (
             Publication.objects.select_for_update()
-            .filter(study=study, provider=name, dry_run=False,
+            .filter(study=study, platform=name, dry_run=False,
                     status__in=[Publication.Status.PUBLISHING, Publication.Status.PUBLISHED])
             .order_by("-batch").first()
         )
@@ -409,36 +409,36 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, provider_na
             # A batch that failed before anything was sent (no credentials, low balance) is
             # reused, so failed attempts do not pile up batch numbers.
             latest = (Publication.objects.select_for_update()
-                      .filter(study=study, provider=name, dry_run=False).order_by("-batch").first())
+                      .filter(study=study, platform=name, dry_run=False).order_by("-batch").first())
             if (latest is not None and latest.status == Publication.Status.FAILED and not latest.external_ids
-                    and not latest.calls.exclude(status=ProviderCall.Status.FAILED).exists()):
+                    and not latest.calls.exclude(status=PlatformCall.Status.FAILED).exists()):
                 latest.status = Publication.Status.PUBLISHING
                 latest.n_tasks, latest.reward, latest.currency = n_tasks, money(study.reward), estimate.currency
-                latest.estimated_cost, latest.endpoint = estimate.total, provider.endpoint
+                latest.estimated_cost, latest.endpoint = estimate.total, platform.endpoint
                 latest.plan = {"options": options, "estimate": estimate.as_dict()}
                 latest.save()
                 publication = latest
         if publication is None:
             batch = _next_batch(study, name, dry_run=False)
             publication = Publication.objects.create(
-                study=study, provider=name, batch=batch, dry_run=False,
-                request_token=publication_request_token(study=study, provider=name, batch=batch),
-                endpoint=provider.endpoint, n_tasks=n_tasks, reward=money(study.reward),
+                study=study, platform=name, batch=batch, dry_run=False,
+                request_token=publication_request_token(study=study, platform=name, batch=batch),
+                endpoint=platform.endpoint, n_tasks=n_tasks, reward=money(study.reward),
                 currency=estimate.currency, estimated_cost=estimate.total, created_by=_user(user),
                 plan={"options": options, "estimate": estimate.as_dict()},
             )
     try:
         if name == "mturk":
-            _publish_mturk(publication=publication, study=study, user=user, provider=provider,
+            _publish_mturk(publication=publication, study=study, user=user, platform=platform,
                            estimate=estimate, options=options)
         elif name == "prolific":
-            _publish_prolific(publication=publication, study=study, user=user, provider=provider, options=options)
+            _publish_prolific(publication=publication, study=study, user=user, platform=platform, options=options)
         else:
             _publish_links(publication=publication, study=study, user=user, options=options)
-    except ProviderError as exc:
+    except PlatformError as exc:
         _publication_error(publication, exc.message)
-        raise ProviderServiceError(f"publishing {study.name!r} on {name} failed: {exc.message}") from exc
-    except ProviderServiceError as exc:
+        raise PlatformServiceError(f"publishing {study.name!r} on {name} failed: {exc.message}") from exc
+    except PlatformServiceError as exc:
         _publication_error(publication, exc.message)
         raise
     with transaction.atomic():
@@ -458,18 +458,18 @@ def _publication_error(publication: Publication, message: str) -> None:
     created: it stays "publishing" so the next publish resumes with the same tokens."""
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
-        started = locked.external_ids or locked.calls.exclude(status=ProviderCall.Status.FAILED).exists()
+        started = locked.external_ids or locked.calls.exclude(status=PlatformCall.Status.FAILED).exists()
         locked.error = message[:2000]
         if not started:
             locked.status = Publication.Status.FAILED
         locked.save(update_fields=["error", "status", "updated_at"])
 
 
-def _publish_dry_run(*, study, user, name, provider, n_tasks, estimate, options) -> Publication:
+def _publish_dry_run(*, study, user, name, platform, n_tasks, estimate, options) -> Publication:
     batch = _next_batch(study, name, dry_run=False)
-    token = publication_request_token(study=study, provider=name, batch=batch)
+    token = publication_request_token(study=study, platform=name, batch=batch)
     completion_code = Publication._meta.get_field("completion_code").default()
-    spec = _task_spec(study=study, provider=name, request_token=token, n_tasks=n_tasks,
+    spec = _task_spec(study=study, platform=name, request_token=token, n_tasks=n_tasks,
                       completion_code=completion_code, options=options)
     warnings: list[str] = []
     requests: list[dict] = []
@@ -486,9 +486,9 @@ def _publish_dry_run(*, study, user, name, provider, n_tasks, estimate, options)
             qualification = MTurkQualificationType(qualification_type_id="<created on publish>", min_score=min_score)
         spec.qualification_requirements = _mturk_requirements(study=study, options=options, qualification=qualification)
         requests.append({"operation": "get_account_balance", "params": {}})
-        requests.extend(_mturk_plan(spec=spec, provider=provider, strict=False))
+        requests.extend(_mturk_plan(spec=spec, platform=platform, strict=False))
     elif name == "prolific":
-        requests.append({"operation": "POST studies/", "json": provider.study_payload(spec=spec)})
+        requests.append({"operation": "POST studies/", "json": platform.study_payload(spec=spec)})
         requests.append({"operation": "POST studies/<id>/transition/", "json": {"action": "PUBLISH"}})
     else:
         mode = options.get("link_mode", "single")
@@ -496,11 +496,11 @@ def _publish_dry_run(*, study, user, name, provider, n_tasks, estimate, options)
     hourly = study_effective_hourly_pay(study=study)
     warnings.extend(hourly.warnings)
     plan = {"requests": requests, "estimate": estimate.as_dict(), "warnings": warnings,
-            "hourly_pay": hourly.as_dict(), "endpoint": provider.endpoint, "options": options}
+            "hourly_pay": hourly.as_dict(), "endpoint": platform.endpoint, "options": options}
     with transaction.atomic():
         publication, _ = Publication.objects.update_or_create(
-            study=study, provider=name, batch=batch, dry_run=True,
-            defaults={"request_token": token, "status": Publication.Status.DRY_RUN, "endpoint": provider.endpoint,
+            study=study, platform=name, batch=batch, dry_run=True,
+            defaults={"request_token": token, "status": Publication.Status.DRY_RUN, "endpoint": platform.endpoint,
                       "n_tasks": n_tasks, "reward": money(study.reward), "currency": estimate.currency,
                       "estimated_cost": estimate.total, "plan": plan, "created_by": _user(user)},
         )
@@ -520,12 +520,12 @@ def _add_external_id(publication: Publication, entry: dict, key: str) -> Publica
     return locked
 
 
-def _publish_mturk(*, publication, study, user, provider: MTurkProvider, estimate: CostEstimate, options) -> None:
-    external_question_xml(study_worker_url(study=study, provider="mturk"))  # HTTPS, before anything is sent
+def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, estimate: CostEstimate, options) -> None:
+    external_question_xml(study_worker_url(study=study, platform="mturk"))  # HTTPS, before anything is sent
     qualification = None
     if options.get("require_qualification", True):
-        qualification = mturk_qualification_ensure(study=study, user=user, provider=provider)
-    spec = _task_spec(study=study, provider="mturk", request_token=publication.request_token,
+        qualification = mturk_qualification_ensure(study=study, user=user, platform=platform)
+    spec = _task_spec(study=study, platform="mturk", request_token=publication.request_token,
                       n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options)
     spec.qualification_requirements = _mturk_requirements(study=study, options=options, qualification=qualification)
     sizes = split_assignments(spec.n_tasks, spec.max_assignments_per_hit)
@@ -534,32 +534,32 @@ def _publish_mturk(*, publication, study, user, provider: MTurkProvider, estimat
     if not pending:
         return
     remaining = sum(size for _, size in pending)
-    cost = provider.estimate_cost(spec_reward=spec.reward, n_tasks=remaining,
+    cost = platform.estimate_cost(spec_reward=spec.reward, n_tasks=remaining,
                                   max_assignments_per_hit=spec.max_assignments_per_hit)
-    available = provider.balance()
+    available = platform.balance()
     if available is not None and available < cost.total:
-        raise ProviderServiceError(
+        raise PlatformServiceError(
             f"MTurk balance {available} USD is below the cost of the HITs still to create ({cost.total} USD, fees "
             "included): add funds to the requester account, then publish again"
         )
     for index, size in pending:
-        token = provider.hit_token(spec.request_token, index)
-        fee = provider.estimate_cost(spec_reward=spec.reward, n_tasks=size, max_assignments_per_hit=size).total
-        call = provider_call_execute(
-            spec=CallSpec(provider="mturk", operation=OP.CREATE_HIT, idempotency_key=f"mturk:create_hit:{token}",
-                          provider_token=token, amount=fee, currency="USD",
+        token = platform.hit_token(spec.request_token, index)
+        fee = platform.estimate_cost(spec_reward=spec.reward, n_tasks=size, max_assignments_per_hit=size).total
+        call = platform_call_execute(
+            spec=CallSpec(platform="mturk", operation=OP.CREATE_HIT, idempotency_key=f"mturk:create_hit:{token}",
+                          platform_token=token, amount=fee, currency="USD",
                           request_summary={"index": index, "max_assignments": size, "reward": str(spec.reward),
-                                           "endpoint": provider.endpoint, "title": spec.title[:128]},
+                                           "endpoint": platform.endpoint, "title": spec.title[:128]},
                           user=_user(user), study=study, publication=publication),
-            send=lambda index=index, size=size: _hit_response(provider.publish(spec=spec, index=index,
+            send=lambda index=index, size=size: _hit_response(platform.publish(spec=spec, index=index,
                                                                                max_assignments=size)),
-            reconcile=lambda call: reconcile_call(provider=provider, call=call),
+            reconcile=lambda call: reconcile_call(platform=platform, call=call),
         )
         hit_id = call.response.get("HITId")
         if not hit_id:
-            found = provider.was_published(spec_token=token)
+            found = platform.was_published(spec_token=token)
             if found is None:
-                raise ProviderServiceError(f"HIT {index} of {study.name!r} was confirmed but its id is unknown")
+                raise PlatformServiceError(f"HIT {index} of {study.name!r} was confirmed but its id is unknown")
             hit_id = found.external_id
         _add_external_id(publication, {"index": index, "hit_id": hit_id, "max_assignments": size}, "hit_id")
 
@@ -569,33 +569,33 @@ def _hit_response(task) -> dict:
             **task.response}
 
 
-def _publish_prolific(*, publication, study, user, provider, options) -> None:
-    spec = _task_spec(study=study, provider="prolific", request_token=publication.request_token,
+def _publish_prolific(*, publication, study, user, platform, options) -> None:
+    spec = _task_spec(study=study, platform="prolific", request_token=publication.request_token,
                       n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options)
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         locked.plan = {**(locked.plan or {}), "completion_code": publication.completion_code}
         locked.save(update_fields=["plan", "updated_at"])
-    create = provider_call_execute(
-        spec=CallSpec(provider="prolific", operation=OP.CREATE_STUDY,
+    create = platform_call_execute(
+        spec=CallSpec(platform="prolific", operation=OP.CREATE_STUDY,
                       idempotency_key=f"prolific:create_study:{publication.request_token}",
-                      request_summary={k: v for k, v in provider.study_payload(spec=spec).items() if k != "description"},
+                      request_summary={k: v for k, v in platform.study_payload(spec=spec).items() if k != "description"},
                       user=_user(user), study=study, publication=publication),
-        send=lambda: {"id": provider.create_study(spec=spec).external_id},
-        reconcile=lambda call: reconcile_call(provider=provider, call=call),
+        send=lambda: {"id": platform.create_study(spec=spec).external_id},
+        reconcile=lambda call: reconcile_call(platform=platform, call=call),
     )
     prolific_id = create.response["id"]
     _add_external_id(publication, {"index": 0, "study_id": prolific_id}, "study_id")
-    estimate = provider.estimate_cost(spec_reward=spec.reward, n_tasks=spec.n_tasks)
-    provider_call_execute(
-        spec=CallSpec(provider="prolific", operation=OP.PUBLISH_STUDY,
+    estimate = platform.estimate_cost(spec_reward=spec.reward, n_tasks=spec.n_tasks)
+    platform_call_execute(
+        spec=CallSpec(platform="prolific", operation=OP.PUBLISH_STUDY,
                       idempotency_key=f"prolific:publish_study:{publication.request_token}",
                       amount=estimate.total, currency=estimate.currency,
                       request_summary={"study_id": prolific_id, "action": "PUBLISH", "places": spec.n_tasks,
                                        "reward_minor_units": int(spec.reward * 100)},
                       user=_user(user), study=study, publication=publication),
-        send=lambda: provider.publish_study(study_id=prolific_id),
-        reconcile=lambda call: reconcile_call(provider=provider, call=call),
+        send=lambda: platform.publish_study(study_id=prolific_id),
+        reconcile=lambda call: reconcile_call(platform=platform, call=call),
     )
 
 
@@ -612,60 +612,60 @@ def _publish_links(*, publication, study, user, options) -> None:
 
 
 def study_prolific_completion_code(*, study: Study) -> str:
-    publication = (Publication.objects.filter(study=study, provider="prolific", dry_run=False)
+    publication = (Publication.objects.filter(study=study, platform="prolific", dry_run=False)
                    .order_by("-batch").first())
     return publication.completion_code if publication else ""
 
 
 # --- sync and reconciliation -------------------------------------------------------------------
 
-def reconcile_call(*, provider: CrowdProvider, call: ProviderCall) -> bool | dict | None:
-    """Ask the platform whether an unconfirmed call was applied (see payments.provider_call_reconcile)."""
+def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dict | None:
+    """Ask the platform whether an unconfirmed call was applied (see payments.platform_call_reconcile)."""
     summary = call.request_summary or {}
     op = call.operation
     if op == OP.CREATE_HIT:
-        found = provider.was_published(spec_token=call.provider_token)
+        found = platform.was_published(spec_token=call.platform_token)
         return {"HITId": found.external_id} if found else False
     if op == OP.CREATE_STUDY:
-        found = provider.was_published(spec_token=call.idempotency_key.rsplit(":", 1)[-1])
+        found = platform.was_published(spec_token=call.idempotency_key.rsplit(":", 1)[-1])
         return {"id": found.external_id} if found else False
     if op == OP.PUBLISH_STUDY:
-        return provider.get_study(study_id=summary["study_id"]).get("status", "UNPUBLISHED") != "UNPUBLISHED"
+        return platform.get_study(study_id=summary["study_id"]).get("status", "UNPUBLISHED") != "UNPUBLISHED"
     if op in (OP.APPROVE, OP.REJECT):
-        status = provider.assignment_status(provider_assignment_id=summary["provider_assignment_id"])
+        status = platform.assignment_status(platform_assignment_id=summary["platform_assignment_id"])
         wanted = "approved" if op == OP.APPROVE else "rejected"
         if status == wanted:
             return True
         return False if status == "submitted" else None
     if op == OP.BONUS:
-        return provider.bonus_was_paid(worker_id=summary.get("worker_id", ""),
-                                       provider_assignment_id=summary["provider_assignment_id"],
-                                       amount=call.amount, token=call.provider_token, sent_at=call.sent_at)
+        return platform.bonus_was_paid(worker_id=summary.get("worker_id", ""),
+                                       platform_assignment_id=summary["platform_assignment_id"],
+                                       amount=call.amount, token=call.platform_token, sent_at=call.sent_at)
     if op == OP.ADD_ASSIGNMENTS:
-        hit = provider.get_hit(hit_id=summary["hit_id"])
+        hit = platform.get_hit(hit_id=summary["hit_id"])
         return hit.get("MaxAssignments", 0) >= summary["target_max_assignments"]
     if op == OP.CREATE_QUALIFICATION:
-        qid = provider.find_qualification_type(name=summary["name"])
+        qid = platform.find_qualification_type(name=summary["name"])
         return {"QualificationTypeId": qid} if qid else False
     # Setting up a Prolific bonus, blocking, notifying, granting, expiring, stopping: doing it
     # again is harmless, so an unknown outcome is treated as "not applied".
     return False
 
 
-def provider_calls_reconcile(*, study: Study) -> dict:
+def platform_calls_reconcile(*, study: Study) -> dict:
     """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout)."""
-    from annotations.services.payments import provider_call_reconcile
+    from annotations.services.payments import platform_call_reconcile
 
     counts = {"confirmed": 0, "failed": 0, "unknown": 0}
-    for call in ProviderCall.objects.filter(study=study, status=ProviderCall.Status.SENT).order_by("id"):
-        provider = get_provider(call.provider)
-        outcome = provider_call_reconcile(call=call, reconcile=lambda c, p=provider: reconcile_call(provider=p, call=c))
+    for call in PlatformCall.objects.filter(study=study, status=PlatformCall.Status.SENT).order_by("id"):
+        platform = get_platform(call.platform)
+        outcome = platform_call_reconcile(call=call, reconcile=lambda c, p=platform: reconcile_call(platform=p, call=c))
         key = {True: "confirmed", False: "failed", None: "unknown"}[outcome]
         counts[key] += 1
         if outcome is True and call.operation == OP.BONUS:
             token = call.idempotency_key.split(":", 2)[-1]
             Bonus.objects.filter(token=token).exclude(status=Bonus.Status.PAID).update(
-                status=Bonus.Status.PAID, paid_at=timezone.now(), provider_call=call)
+                status=Bonus.Status.PAID, paid_at=timezone.now(), platform_call=call)
         if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
             _assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
         if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
@@ -697,35 +697,35 @@ def study_sync(*, study: Study) -> SyncReport:
     assignments (by the platform's assignment / submission id), flag submitted ones that have no
     stored assignment or no stored answers, take over review outcomes decided on the platform
     (MTurk auto-approval), and reconcile calls left unconfirmed by a crash."""
-    report = SyncReport(reconciled=provider_calls_reconcile(study=study))
-    publications = Publication.objects.filter(study=study, dry_run=False).exclude(provider="link").exclude(
+    report = SyncReport(reconciled=platform_calls_reconcile(study=study))
+    publications = Publication.objects.filter(study=study, dry_run=False).exclude(platform="link").exclude(
         status__in=[Publication.Status.FAILED])
     for publication in publications:
-        provider = get_provider(publication.provider)
-        remote = provider.sync(external_ids=publication.external_ids)
+        platform = get_platform(publication.platform)
+        remote = platform.sync(external_ids=publication.external_ids)
         report.remote += len(remote)
-        ids = [item.provider_assignment_id for item in remote]
-        local = {a.provider_assignment_id: a for a in Assignment.objects.filter(
-            study=study, provider_assignment_id__in=ids).select_related("participant")}
+        ids = [item.platform_assignment_id for item in remote]
+        local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
+            study=study, platform_assignment_id__in=ids).select_related("participant")}
         answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
                        .values_list("claim__assignment", flat=True).distinct())
         for item in remote:
-            assignment = local.get(item.provider_assignment_id)
+            assignment = local.get(item.platform_assignment_id)
             flag = ""
             if item.status in ("submitted", "approved", "rejected"):
                 if assignment is None:
-                    flag = ProviderSubmission.Flag.NO_LOCAL_ASSIGNMENT
+                    flag = PlatformSubmission.Flag.NO_LOCAL_ASSIGNMENT
                 elif assignment.pk not in answered:
-                    flag = ProviderSubmission.Flag.NO_ANSWERS
-            ProviderSubmission.objects.update_or_create(
-                publication=publication, provider_assignment_id=item.provider_assignment_id,
-                defaults={"provider_task_id": item.provider_task_id, "worker_id": item.worker_id,
-                          "provider_status": item.raw_status, "assignment": assignment, "flag": flag,
+                    flag = PlatformSubmission.Flag.NO_ANSWERS
+            PlatformSubmission.objects.update_or_create(
+                publication=publication, platform_assignment_id=item.platform_assignment_id,
+                defaults={"platform_task_id": item.platform_task_id, "worker_id": item.worker_id,
+                          "platform_status": item.raw_status, "assignment": assignment, "flag": flag,
                           "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
             )
             if flag:
                 report.flagged += 1
-                report.flags.append({"provider_assignment_id": item.provider_assignment_id,
+                report.flags.append({"platform_assignment_id": item.platform_assignment_id,
                                      "worker_id": item.worker_id, "flag": flag})
             if assignment is None:
                 continue
@@ -739,13 +739,13 @@ def study_sync(*, study: Study) -> SyncReport:
 
 # --- review, pay, block, close -----------------------------------------------------------------
 
-def _assignment_provider(assignment: Assignment) -> str:
-    return assignment.participant.provider
+def _assignment_platform(assignment: Assignment) -> str:
+    return assignment.participant.platform
 
 
 def _check_reviewable(assignment: Assignment) -> None:
     if assignment.status != Assignment.Status.SUBMITTED:
-        raise ProviderServiceError(
+        raise PlatformServiceError(
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()}, not submitted: only "
             "submitted work can be approved or rejected"
         )
@@ -757,18 +757,18 @@ def assignment_approve(*, assignment: Assignment, user=None, feedback: str = "")
     if assignment.status == Assignment.Status.APPROVED:
         return assignment
     _check_reviewable(assignment)
-    name = _assignment_provider(assignment)
+    name = _assignment_platform(assignment)
     if name != "link":
-        provider = get_provider(name)
-        provider_call_execute(
-            spec=CallSpec(provider=name, operation=OP.APPROVE,
-                          idempotency_key=f"{name}:approve:{assignment.provider_assignment_id}",
-                          amount=money(assignment.study.reward), currency=provider.currency,
-                          request_summary={"provider_assignment_id": assignment.provider_assignment_id,
+        platform = get_platform(name)
+        platform_call_execute(
+            spec=CallSpec(platform=name, operation=OP.APPROVE,
+                          idempotency_key=f"{name}:approve:{assignment.platform_assignment_id}",
+                          amount=money(assignment.study.reward), currency=platform.currency,
+                          request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                            "worker_id": assignment.participant.external_id},
                           user=_user(user), study=assignment.study, assignment=assignment),
-            send=lambda: provider.approve(provider_assignment_id=assignment.provider_assignment_id, feedback=feedback),
-            reconcile=lambda call: reconcile_call(provider=provider, call=call),
+            send=lambda: platform.approve(platform_assignment_id=assignment.platform_assignment_id, feedback=feedback),
+            reconcile=lambda call: reconcile_call(platform=platform, call=call),
         )
     _assignment_reviewed(assignment.pk, approved=True)
     assignment.refresh_from_db()
@@ -784,29 +784,29 @@ def assignment_reject(*, assignment: Assignment, user=None, feedback: str, categ
     _check_reviewable(assignment)
     feedback = (feedback or "").strip()
     if not feedback:
-        raise ProviderServiceError("a rejection needs feedback: tell the worker why their work was rejected")
-    name = _assignment_provider(assignment)
+        raise PlatformServiceError("a rejection needs feedback: tell the worker why their work was rejected")
+    name = _assignment_platform(assignment)
     if name == "prolific":
         category = category or "FAILED_CHECK"
         if category not in REJECTION_CATEGORIES:
-            raise ProviderServiceError(f"rejection category {category!r} is not one of {', '.join(REJECTION_CATEGORIES)}")
+            raise PlatformServiceError(f"rejection category {category!r} is not one of {', '.join(REJECTION_CATEGORIES)}")
         if len(feedback) < MIN_REJECTION_MESSAGE:
-            raise ProviderServiceError(
+            raise PlatformServiceError(
                 f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters; this one has "
                 f"{len(feedback)}: explain what went wrong in more detail"
             )
     if name != "link":
-        provider = get_provider(name)
-        provider_call_execute(
-            spec=CallSpec(provider=name, operation=OP.REJECT,
-                          idempotency_key=f"{name}:reject:{assignment.provider_assignment_id}",
-                          request_summary={"provider_assignment_id": assignment.provider_assignment_id,
+        platform = get_platform(name)
+        platform_call_execute(
+            spec=CallSpec(platform=name, operation=OP.REJECT,
+                          idempotency_key=f"{name}:reject:{assignment.platform_assignment_id}",
+                          request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                            "worker_id": assignment.participant.external_id,
                                            "feedback": feedback[:1024], "category": category},
                           user=_user(user), study=assignment.study, assignment=assignment),
-            send=lambda: provider.reject(provider_assignment_id=assignment.provider_assignment_id,
+            send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
                                          feedback=feedback, category=category),
-            reconcile=lambda call: reconcile_call(provider=provider, call=call),
+            reconcile=lambda call: reconcile_call(platform=platform, call=call),
         )
     _assignment_reviewed(assignment.pk, approved=False)
     assignment.refresh_from_db()
@@ -820,7 +820,7 @@ def study_approve_all(*, study: Study, user=None) -> dict:
         try:
             assignment_approve(assignment=assignment, user=user)
             approved += 1
-        except (ProviderServiceError, ProviderError) as exc:
+        except (PlatformServiceError, PlatformError) as exc:
             errors.append(f"assignment {assignment.pk}: {exc.message}")
     return {"approved": approved, "errors": errors}
 
@@ -838,30 +838,30 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
     try:
         amount = Decimal(str(amount))
     except ArithmeticError as exc:
-        raise ProviderServiceError(f"bonus amount {amount!r} is not a number") from exc
+        raise PlatformServiceError(f"bonus amount {amount!r} is not a number") from exc
     if amount <= 0 or amount != money(amount):
-        raise ProviderServiceError(f"bonus amount {amount} must be positive with at most two decimals")
+        raise PlatformServiceError(f"bonus amount {amount} must be positive with at most two decimals")
     limit = Decimal(str(_setting("RL_MAX_BONUS", MAX_BONUS)))
     if amount > limit:
-        raise ProviderServiceError(f"bonus amount {amount} is above the limit of {limit} (RL_MAX_BONUS)")
+        raise PlatformServiceError(f"bonus amount {amount} is above the limit of {limit} (RL_MAX_BONUS)")
     reason = (reason or "").strip()
     if not reason:
-        raise ProviderServiceError("a bonus needs a reason the worker will read")
+        raise PlatformServiceError("a bonus needs a reason the worker will read")
     if kind not in Bonus.Kind.values:
-        raise ProviderServiceError(f"bonus kind {kind!r} is not one of {', '.join(Bonus.Kind.values)}")
+        raise PlatformServiceError(f"bonus kind {kind!r} is not one of {', '.join(Bonus.Kind.values)}")
     if assignment.status not in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED):
-        raise ProviderServiceError(
+        raise PlatformServiceError(
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()}: bonuses go to submitted "
             "or approved work"
         )
-    name = _assignment_provider(assignment)
-    provider = get_provider(name)
+    name = _assignment_platform(assignment)
+    platform = get_platform(name)
     token = bonus_token(assignment=assignment, amount=amount, kind=kind, reason=reason)
     with transaction.atomic():
         bonus, _ = Bonus.objects.select_for_update().get_or_create(
             token=token,
             defaults={"assignment": assignment, "participant": assignment.participant, "kind": kind,
-                      "amount": money(amount), "currency": provider.currency, "reason": reason,
+                      "amount": money(amount), "currency": platform.currency, "reason": reason,
                       "created_by": _user(user)},
         )
         if bonus.status in (Bonus.Status.PAID, Bonus.Status.RECORDED):
@@ -870,58 +870,58 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
             bonus.status = Bonus.Status.RECORDED
             bonus.save(update_fields=["status"])
             return bonus
-    summary = {"provider_assignment_id": assignment.provider_assignment_id,
+    summary = {"platform_assignment_id": assignment.platform_assignment_id,
                "worker_id": assignment.participant.external_id, "amount": str(bonus.amount), "kind": kind,
                "reason": reason[:500]}
     common = {"user": _user(user), "study": assignment.study, "assignment": assignment}
     try:
         if name == "prolific":
-            call = _prolific_bonus(provider=provider, assignment=assignment, bonus=bonus, summary=summary,
+            call = _prolific_bonus(platform=platform, assignment=assignment, bonus=bonus, summary=summary,
                                    common=common)
         else:
-            call = provider_call_execute(
-                spec=CallSpec(provider=name, operation=OP.BONUS, idempotency_key=f"{name}:bonus:{token}",
-                              provider_token=token, amount=bonus.amount, currency=bonus.currency,
+            call = platform_call_execute(
+                spec=CallSpec(platform=name, operation=OP.BONUS, idempotency_key=f"{name}:bonus:{token}",
+                              platform_token=token, amount=bonus.amount, currency=bonus.currency,
                               request_summary=summary, **common),
-                send=lambda: provider.bonus(worker_id=assignment.participant.external_id,
-                                            provider_assignment_id=assignment.provider_assignment_id,
+                send=lambda: platform.bonus(worker_id=assignment.participant.external_id,
+                                            platform_assignment_id=assignment.platform_assignment_id,
                                             amount=bonus.amount, reason=reason, token=token),
-                reconcile=lambda call: reconcile_call(provider=provider, call=call),
+                reconcile=lambda call: reconcile_call(platform=platform, call=call),
             )
-    except ProviderError as exc:
+    except PlatformError as exc:
         Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.FAILED)
-        raise ProviderServiceError(f"bonus for assignment {assignment.pk} failed: {exc.message}") from exc
-    except ProviderServiceError:
+        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {exc.message}") from exc
+    except PlatformServiceError:
         Bonus.objects.filter(pk=bonus.pk, status=Bonus.Status.PENDING).update(
-            provider_call=ProviderCall.objects.filter(idempotency_key=f"{name}:bonus:{token}").first())
+            platform_call=PlatformCall.objects.filter(idempotency_key=f"{name}:bonus:{token}").first())
         raise
-    Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.PAID, paid_at=timezone.now(), provider_call=call)
+    Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.PAID, paid_at=timezone.now(), platform_call=call)
     bonus.refresh_from_db()
     return bonus
 
 
-def _prolific_bonus(*, provider, assignment, bonus, summary, common) -> ProviderCall:
-    publication = (Publication.objects.filter(study=assignment.study, provider="prolific", dry_run=False)
+def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> PlatformCall:
+    publication = (Publication.objects.filter(study=assignment.study, platform="prolific", dry_run=False)
                    .exclude(external_ids=[]).order_by("-batch").first())
-    study_external_id = assignment.provider_task_id or (publication.prolific_study_id if publication else "")
+    study_external_id = assignment.platform_task_id or (publication.prolific_study_id if publication else "")
     if not study_external_id:
-        raise ProviderServiceError(f"assignment {assignment.pk} has no Prolific study id: sync the study first")
-    setup = provider_call_execute(
-        spec=CallSpec(provider="prolific", operation=OP.BONUS_SETUP,
+        raise PlatformServiceError(f"assignment {assignment.pk} has no Prolific study id: sync the study first")
+    setup = platform_call_execute(
+        spec=CallSpec(platform="prolific", operation=OP.BONUS_SETUP,
                       idempotency_key=f"prolific:bonus_setup:{bonus.token}",
                       request_summary={**summary, "study_id": study_external_id}, **common),
-        send=lambda: provider.bonus_setup(study_external_id=study_external_id,
-                                          submission_id=assignment.provider_assignment_id, amount=bonus.amount),
+        send=lambda: platform.bonus_setup(study_external_id=study_external_id,
+                                          submission_id=assignment.platform_assignment_id, amount=bonus.amount),
         reconcile=lambda call: False,  # a set-up bonus moves no money until paid: set it up again
     )
     bulk_id = setup.response["id"]
-    Bonus.objects.filter(pk=bonus.pk).update(provider_call=setup)
-    return provider_call_execute(
-        spec=CallSpec(provider="prolific", operation=OP.BONUS, idempotency_key=f"prolific:bonus:{bonus.token}",
+    Bonus.objects.filter(pk=bonus.pk).update(platform_call=setup)
+    return platform_call_execute(
+        spec=CallSpec(platform="prolific", operation=OP.BONUS, idempotency_key=f"prolific:bonus:{bonus.token}",
                       amount=bonus.amount, currency=bonus.currency,
                       request_summary={**summary, "bulk_bonus_id": bulk_id}, **common),
-        send=lambda: provider.bonus_pay(bulk_id=bulk_id),
-        reconcile=lambda call: reconcile_call(provider=provider, call=call),
+        send=lambda: platform.bonus_pay(bulk_id=bulk_id),
+        reconcile=lambda call: reconcile_call(platform=platform, call=call),
     )
 
 
@@ -959,15 +959,15 @@ def worker_block(*, participant: Participant, reason: str, user=None, study: Stu
     """Block a worker: in the app (the questionnaire refuses blocked participants) and on MTurk."""
     reason = (reason or "").strip()
     if not reason:
-        raise ProviderServiceError("blocking a worker needs a reason (MTurk shows it to the worker)")
-    if participant.provider == "mturk":
-        provider = get_provider("mturk")
-        provider_call_execute(
-            spec=CallSpec(provider="mturk", operation=OP.BLOCK,
+        raise PlatformServiceError("blocking a worker needs a reason (MTurk shows it to the worker)")
+    if participant.platform == "mturk":
+        platform = get_platform("mturk")
+        platform_call_execute(
+            spec=CallSpec(platform="mturk", operation=OP.BLOCK,
                           idempotency_key=f"mturk:block:{participant.external_id}",
                           request_summary={"worker_id": participant.external_id, "reason": reason[:500]},
                           user=_user(user), study=study),
-            send=lambda: provider.block(worker_id=participant.external_id, reason=reason),
+            send=lambda: platform.block(worker_id=participant.external_id, reason=reason),
             reconcile=lambda call: False,
         )
     Participant.objects.filter(pk=participant.pk).update(blocked=True)
@@ -979,19 +979,19 @@ def workers_notify(*, study: Study, subject: str, message: str, user=None,
                    participants: list[Participant] | None = None) -> dict:
     """Message MTurk workers of ``study`` (all who worked on it, or ``participants``)."""
     if not subject.strip() or not message.strip():
-        raise ProviderServiceError("a notification needs a subject and a message")
+        raise PlatformServiceError("a notification needs a subject and a message")
     if participants is None:
-        participants = list(Participant.objects.filter(assignments__study=study, provider="mturk").distinct())
-    worker_ids = sorted({p.external_id for p in participants if p.provider == "mturk"})
+        participants = list(Participant.objects.filter(assignments__study=study, platform="mturk").distinct())
+    worker_ids = sorted({p.external_id for p in participants if p.platform == "mturk"})
     if not worker_ids:
         return {"notified": 0}
-    provider = get_provider("mturk")
+    platform = get_platform("mturk")
     digest = hashlib.sha256(f"{subject}|{message}|{','.join(worker_ids)}".encode()).hexdigest()[:24]
-    call = provider_call_execute(
-        spec=CallSpec(provider="mturk", operation=OP.NOTIFY, idempotency_key=f"mturk:notify:{study.pk}:{digest}",
+    call = platform_call_execute(
+        spec=CallSpec(platform="mturk", operation=OP.NOTIFY, idempotency_key=f"mturk:notify:{study.pk}:{digest}",
                       request_summary={"subject": subject[:200], "n_workers": len(worker_ids)},
                       user=_user(user), study=study),
-        send=lambda: provider.notify(worker_ids=worker_ids, subject=subject, message=message),
+        send=lambda: platform.notify(worker_ids=worker_ids, subject=subject, message=message),
         reconcile=lambda call: False,
     )
     return call.response
@@ -1003,16 +1003,16 @@ def study_add_assignments(*, study: Study, user=None) -> dict:
     Needed tasks = ceil(places still open in units / units per task) minus assignments still
     available on the HITs. HITs created with fewer than 10 assignments stay below 10 (MTurk
     refuses to cross that line); what does not fit is reported for a new batch."""
-    publication = (Publication.objects.filter(study=study, provider="mturk", dry_run=False,
+    publication = (Publication.objects.filter(study=study, platform="mturk", dry_run=False,
                                               status=Publication.Status.PUBLISHED).order_by("-batch").first())
     if publication is None:
-        raise ProviderServiceError(f"study {study.name!r} has no published MTurk batch to extend")
-    provider = get_provider("mturk")
+        raise PlatformServiceError(f"study {study.name!r} has no published MTurk batch to extend")
+    platform = get_platform("mturk")
     short = Unit.objects.filter(study=study).aggregate(
         quota=Sum("quota"), claimed=Sum("n_claimed"))
     open_places = (short["quota"] or 0) - (short["claimed"] or 0)
     needed = math.ceil(max(0, open_places) / study.units_per_task)
-    hits = [(entry, provider.get_hit(hit_id=entry["hit_id"])) for entry in publication.external_ids
+    hits = [(entry, platform.get_hit(hit_id=entry["hit_id"])) for entry in publication.external_ids
             if entry.get("hit_id")]
     available = sum(hit.get("NumberOfAssignmentsAvailable", 0) for _, hit in hits)
     to_add = needed - available
@@ -1028,17 +1028,17 @@ def study_add_assignments(*, study: Study, user=None) -> dict:
         n = min(room, to_add)
         target = current + n
         token = f"{publication.request_token}-x{entry['index']}-{target}"[:64]
-        provider_call_execute(
-            spec=CallSpec(provider="mturk", operation=OP.ADD_ASSIGNMENTS,
+        platform_call_execute(
+            spec=CallSpec(platform="mturk", operation=OP.ADD_ASSIGNMENTS,
                           idempotency_key=f"mturk:add_assignments:{entry['hit_id']}:to{target}",
-                          provider_token=token,
-                          amount=provider.estimate_cost(spec_reward=study.reward, n_tasks=n,
+                          platform_token=token,
+                          amount=platform.estimate_cost(spec_reward=study.reward, n_tasks=n,
                                                         max_assignments_per_hit=target).total,
                           request_summary={"hit_id": entry["hit_id"], "n": n, "target_max_assignments": target},
                           user=_user(user), study=study, publication=publication),
-            send=lambda hit_id=entry["hit_id"], n=n, token=token: provider.add_assignments(
+            send=lambda hit_id=entry["hit_id"], n=n, token=token: platform.add_assignments(
                 hit_id=hit_id, n=n, token=token),
-            reconcile=lambda call: reconcile_call(provider=provider, call=call),
+            reconcile=lambda call: reconcile_call(platform=platform, call=call),
         )
         added += n
         to_add -= n
@@ -1053,22 +1053,22 @@ def study_close(*, study: Study, user=None) -> list[Publication]:
     publications = Publication.objects.filter(study=study, dry_run=False, status__in=[
         Publication.Status.PUBLISHED, Publication.Status.PUBLISHING])
     for publication in publications:
-        if publication.provider == "link":
+        if publication.platform == "link":
             links_close(study=study)
         else:
-            provider = get_provider(publication.provider)
-            operation = OP.EXPIRE_HIT if publication.provider == "mturk" else OP.STOP_STUDY
+            platform = get_platform(publication.platform)
+            operation = OP.EXPIRE_HIT if publication.platform == "mturk" else OP.STOP_STUDY
             try:
-                provider_call_execute(
-                    spec=CallSpec(provider=publication.provider, operation=operation,
-                                  idempotency_key=f"{publication.provider}:close:{publication.request_token}",
+                platform_call_execute(
+                    spec=CallSpec(platform=publication.platform, operation=operation,
+                                  idempotency_key=f"{publication.platform}:close:{publication.request_token}",
                                   request_summary={"external_ids": publication.external_ids},
                                   user=_user(user), study=study, publication=publication),
-                    send=lambda p=publication, prov=provider: prov.close(external_ids=p.external_ids),
+                    send=lambda p=publication, prov=platform: prov.close(external_ids=p.external_ids),
                     reconcile=lambda call: False,
                 )
-            except ProviderError as exc:
-                raise ProviderServiceError(f"closing {publication} failed: {exc.message}") from exc
+            except PlatformError as exc:
+                raise PlatformServiceError(f"closing {publication} failed: {exc.message}") from exc
         with transaction.atomic():
             Publication.objects.filter(pk=publication.pk).update(status=Publication.Status.CLOSED,
                                                                  closed_at=timezone.now())
@@ -1078,15 +1078,15 @@ def study_close(*, study: Study, user=None) -> list[Publication]:
     return closed
 
 
-def study_provider_overview(*, study: Study) -> dict:
+def study_platform_overview(*, study: Study) -> dict:
     """What the admin page shows: publications, submissions by flag, audit totals."""
-    calls = ProviderCall.objects.filter(study=study)
+    calls = PlatformCall.objects.filter(study=study)
     return {
         "publications": list(Publication.objects.filter(study=study).order_by("-created_at")),
         "assignments": dict(Assignment.objects.filter(study=study).values_list("status").annotate(n=Count("id"))),
-        "flagged": ProviderSubmission.objects.filter(publication__study=study).exclude(flag="").count(),
+        "flagged": PlatformSubmission.objects.filter(publication__study=study).exclude(flag="").count(),
         "calls": dict(calls.values_list("status").annotate(n=Count("id"))),
-        "paid": calls.filter(status=ProviderCall.Status.CONFIRMED).aggregate(total=Sum("amount"))["total"]
+        "paid": calls.filter(status=PlatformCall.Status.CONFIRMED).aggregate(total=Sum("amount"))["total"]
         or Decimal("0"),
         "bonuses": Bonus.objects.filter(assignment__study=study).count(),
     }
@@ -1107,7 +1107,7 @@ __all__ = [
     "study_cost_estimate",
     "study_effective_hourly_pay",
     "study_prolific_completion_code",
-    "study_provider_overview",
+    "study_platform_overview",
     "study_publish",
     "study_sync",
     "study_task_count",

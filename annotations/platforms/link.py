@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from .base import CostEstimate, CrowdProvider, PublishedTask, RemoteSubmission, TaskSpec, money
+from .base import CostEstimate, CrowdPlatform, PublishedTask, RemoteSubmission, TaskSpec, money
 
 
-class LinkProvider(CrowdProvider):
+class LinkPlatform(CrowdPlatform):
     name = "link"
     moves_money = False
 
@@ -15,7 +15,7 @@ class LinkProvider(CrowdProvider):
         reward = money(spec_reward)
         rewards = money(reward * n_tasks)
         return CostEstimate(
-            provider=self.name, currency="USD", n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
+            platform=self.name, currency="USD", n_tasks=n_tasks, reward_per_task=reward, rewards=rewards,
             fee_rate=Decimal("0"), fees=Decimal("0.00"), total=rewards,
             notes=["Links: no platform fee, and the app pays no one; pay participants as your lab does."],
         )
@@ -29,13 +29,13 @@ class LinkProvider(CrowdProvider):
     def sync(self, *, external_ids: list[dict]) -> list[RemoteSubmission]:
         return []
 
-    def approve(self, *, provider_assignment_id: str, feedback: str = "") -> dict:
+    def approve(self, *, platform_assignment_id: str, feedback: str = "") -> dict:
         return {}
 
-    def reject(self, *, provider_assignment_id: str, feedback: str, category: str = "") -> dict:
+    def reject(self, *, platform_assignment_id: str, feedback: str, category: str = "") -> dict:
         return {}
 
-    def bonus(self, *, worker_id: str, provider_assignment_id: str, amount: Decimal, reason: str,
+    def bonus(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal, reason: str,
               token: str, study_external_id: str = "") -> dict:
         return {"recorded": True}
 
