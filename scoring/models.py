@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from lab.transitions import StatusMachine
 from studies.models import Item, RationaleSource, Study
 
 
@@ -20,6 +21,13 @@ class ScoreRun(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+
+    # A failed run may be run again (the same row); a done run is final.
+    STATUS = StatusMachine("status", {
+        Status.PENDING: {Status.RUNNING, Status.FAILED},
+        Status.RUNNING: {Status.DONE, Status.FAILED},
+        Status.FAILED: {Status.RUNNING},
+    })
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="score_runs")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)

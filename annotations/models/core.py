@@ -14,6 +14,7 @@ import secrets
 from django.db import models
 from django.db.models import Q
 
+from lab.transitions import StatusMachine
 from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 
 
@@ -147,6 +148,12 @@ class Assignment(models.Model):
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         RETURNED = "returned", "Returned"
+
+    # Active work ends by submission, expiry or return; submitted work is reviewed once.
+    STATUS = StatusMachine("status", {
+        Status.ACTIVE: {Status.SUBMITTED, Status.EXPIRED, Status.RETURNED},
+        Status.SUBMITTED: {Status.APPROVED, Status.REJECTED},
+    })
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
     participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="assignments")

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from lab.transitions import StatusMachine
 from studies.models import Platform, Study
 
 from .core import Assignment, Participant
@@ -41,6 +42,14 @@ class Publication(models.Model):
         CLOSED = "closed", "Closed"
         FAILED = "failed", "Failed"
         DRY_RUN = "dry_run", "Dry run (nothing sent)"
+
+    # A dry run is created as such and never moves. A batch that failed before anything was
+    # sent is reused (publishing again).
+    STATUS = StatusMachine("status", {
+        Status.PUBLISHING: {Status.PUBLISHED, Status.FAILED, Status.CLOSED},
+        Status.FAILED: {Status.PUBLISHING},
+        Status.PUBLISHED: {Status.CLOSED},
+    })
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="publications")
     platform = models.CharField(max_length=20, choices=Platform.choices)
@@ -104,6 +113,12 @@ class PlatformCall(models.Model):
         CONFIRMED = "confirmed", "Confirmed"
         FAILED = "failed", "Failed (not applied; safe to retry)"
 
+    # Recorded (as failed) before it is sent, sent, then confirmed or failed; a failed call may
+    # be sent again under the same idempotency key.
+    STATUS = StatusMachine("status", {
+        Status.FAILED: {Status.SENT},
+        Status.SENT: {Status.CONFIRMED, Status.FAILED},
+    })
 
     class Operation(models.TextChoices):
         CREATE_HIT = "create_hit", "MTurk: create HIT"
@@ -173,6 +188,11 @@ class Bonus(models.Model):
         PAID = "paid", "Paid"
         FAILED = "failed", "Failed"
         RECORDED = "recorded", "Recorded (paid outside the app)"
+
+    STATUS = StatusMachine("status", {
+        Status.PENDING: {Status.PAID, Status.FAILED, Status.RECORDED},
+        Status.FAILED: {Status.PENDING, Status.PAID, Status.RECORDED},
+    })
 
     assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="bonuses")
     participant = models.ForeignKey(Participant, on_delete=models.PROTECT, related_name="bonuses")

@@ -14,6 +14,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from lab.transitions import StatusMachine
+
 YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
 
 
@@ -210,6 +212,13 @@ class Study(TimeStamped):
         DRAFT = "draft", "Draft"
         OPEN = "open", "Open"
         CLOSED = "closed", "Closed"
+
+    # A draft opens (its units are built) or is dropped; an open study closes. Closed is final:
+    # copy a study to run it again.
+    STATUS = StatusMachine("status", {
+        Status.DRAFT: {Status.OPEN, Status.CLOSED},
+        Status.OPEN: {Status.CLOSED},
+    })
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=30, choices=Kind.choices, default=Kind.UTILITY)

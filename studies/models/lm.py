@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from lab.transitions import StatusMachine
+
 from .core import GeneralizationQuestion, RationaleSource
 
 
@@ -102,6 +104,14 @@ class GenerationJob(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+
+    # Cancelled or failed jobs resume (queued again) and continue where they stopped.
+    STATUS = StatusMachine("status", {
+        Status.QUEUED: {Status.RUNNING, Status.CANCELLED, Status.FAILED},
+        Status.RUNNING: {Status.DONE, Status.FAILED, Status.CANCELLED, Status.QUEUED},
+        Status.FAILED: {Status.QUEUED},
+        Status.CANCELLED: {Status.QUEUED},
+    })
 
     kind = models.CharField(max_length=30, choices=Kind.choices)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
