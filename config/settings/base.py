@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "studies",
     "annotations",
     "scoring",
+    "cockpit",  # the researcher's study pages, composing the three apps
 ]
 
 MIDDLEWARE = [

@@ -13,7 +13,6 @@ from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from studies.models import (
@@ -24,20 +23,9 @@ from studies.models import (
     Rationale,
     RationaleSource,
     Split,
-    Study,
 )
-from studies.selectors import study_design_summary
 from studies.services.importers import IMPORT_KINDS, ImportValidationError, ItemColumns, import_run
 from studies.services.questions import generalization_questions_set_validation
-from studies.services.studies import (
-    DESIGN_FIELDS,
-    StudyError,
-    study_close,
-    study_create,
-    study_open,
-    study_sample_items,
-    study_update,
-)
 
 
 def _short(text: str, n: int = 80) -> str:
@@ -174,158 +162,6 @@ class GeneralizationQuestionAdmin(admin.ModelAdmin):
     @admin.action(description="Mark selected questions unvalidated")
     def mark_unvalidated(self, request, queryset):
         self._set(request, queryset, GeneralizationQuestion.Validation.UNVALIDATED)
-
-
-# ---------------------------------------------------------------------------------------------
-# Studies
-
-
-class StudyForm(forms.ModelForm):
-    class Meta:
-        model = Study
-        exclude = ["items", "status", "is_imported_outcome"]
-
-    def clean(self):
-        data = super().clean()
-        dataset = data.get("dataset")
-        split = data.get("split")
-        sources = data.get("sources")
-        kind = data.get("kind")
-        instance = self.instance
-        if instance.pk and instance.status != Study.Status.DRAFT:
-            for field in ("dataset", "split", "item_sample_size", "sample_seed"):
-                if field in data and data[field] != getattr(instance, field):
-                    self.add_error(field, "The study is no longer a draft: its items cannot change.")
-            if sources is not None and set(sources) != set(instance.sources.all()):
-                self.add_error("sources", "The study is no longer a draft: its sources cannot change.")
-        if dataset is not None and split:
-            pool = Item.objects.filter(dataset=dataset, split=split).count()
-            size = data.get("item_sample_size")
-            if not pool:
-                self.add_error("split", f"{dataset} has no items in the {split} split: import them first.")
-            elif size and size > pool:
-                self.add_error("item_sample_size", f"Only {pool} items in the {split} split.")
-        needs_sources = kind in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES)
-        if needs_sources and sources is not None and not sources:
-            self.add_error("sources", "Choose at least one rationale source.")
-        return data
-
-
-def design_table(summary) -> str:
-    s = summary
-    rows = [
-        ("Items", f"{s.items:,}"),
-        ("Rationale sources", f"{s.sources:,}"),
-        ("Units", f"{s.units:,}"),
-        ("Workers per unit", f"{s.annotators_per_unit:,}"),
-        ("Answers to collect", f"{s.answers:,}"),
-        ("Units per task", f"{s.units_per_task:,}"),
-        ("Tasks", f"{s.tasks:,}"),
-        ("Minutes per task", f"{s.minutes_per_task} ({s.minutes_basis})"),
-        ("Worker hours", f"{s.worker_hours}"),
-        ("Pay to workers", f"${s.base_cost:,} (${s.reward} × {s.tasks:,} tasks)"),
-        ("Platform fee", f"${s.fee:,} ({s.fee_rate * 100:.1f}% on {s.platform})"),
-        ("Total cost", f"${s.total_cost:,}"),
-        ("Effective hourly pay", f"${s.hourly_pay}/h (floor ${s.hourly_pay_floor}/h)" if s.hourly_pay else "—"),
-    ]
-    body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
-    warnings = format_html_join("", '<li class="warning">{}</li>', ((w,) for w in s.warnings))
-    if s.warnings:
-        return format_html(
-            '<table class="rl-design">{}</table><ul class="messagelist rl-design-warnings">{}</ul>', body, warnings
-        )
-    return format_html('<table class="rl-design">{}</table>', body)
-
-
-@admin.register(Study)
-class StudyAdmin(admin.ModelAdmin):
-    form = StudyForm
-    list_display = ["name", "kind", "status", "dataset", "split", "n_items", "n_sources", "platform", "created_at"]
-    list_filter = ["kind", "status", "platform", "dataset"]
-    search_fields = ["name", "instructions"]
-    autocomplete_fields = ["dataset", "sources", "owner", "shared_with"]
-    readonly_fields = ["status", "design_at_a_glance", "created_at", "updated_at"]
-    actions = ["resample_items", "open_studies", "close_studies"]
-    fieldsets = [
-        (None, {"fields": ["name", "kind", "status", "design_at_a_glance"]}),
-        ("Items and sources", {"fields": ["dataset", "split", "item_sample_size", "sample_seed", "sources"]}),
-        ("Design and pay", {"fields": [
-            "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
-            "platform",
-        ]}),
-        ("What workers read", {"fields": ["consent_text", "instructions", "example"], "classes": ["collapse"]}),
-        ("Other", {"fields": ["faithfulness_enabled", "owner", "shared_with", "created_at", "updated_at"],
-                   "classes": ["collapse"]}),
-    ]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("dataset").annotate(
-            _items=Count("items", distinct=True), _sources=Count("sources", distinct=True)
-        )
-
-    @admin.display(description="items", ordering="_items")
-    def n_items(self, obj):
-        return obj._items
-
-    @admin.display(description="sources", ordering="_sources")
-    def n_sources(self, obj):
-        return obj._sources
-
-    @admin.display(description="Design at a glance")
-    def design_at_a_glance(self, obj):
-        if obj is None or not obj.pk:
-            return "Shown once the study is saved."
-        return design_table(study_design_summary(study=obj))
-
-    def save_model(self, request, obj, form, change):
-        data = form.cleaned_data
-        fields = {f: data[f] for f in DESIGN_FIELDS if f in data}
-        sources = data.get("sources")
-        try:
-            if not change:
-                if not fields.get("owner"):
-                    fields["owner"] = request.user
-                study = study_create(sources=sources or [], **fields)
-                obj.pk = study.pk
-                obj.created_at, obj.updated_at = study.created_at, study.updated_at
-                obj._state.adding = False
-                obj._state.db = study._state.db
-            else:
-                # obj already carries the form's values; the service compares with the stored row.
-                study_update(study=Study.objects.get(pk=obj.pk), sources=sources, **fields)
-        except StudyError as exc:
-            # The form's clean() catches the usual cases; this is a race with another edit.
-            raise PermissionDenied(str(exc)) from exc
-
-    def save_related(self, request, form, formsets, change):
-        # Sources were set by the service; the form still saves shared_with.
-        form.cleaned_data.pop("sources", None)
-        super().save_related(request, form, formsets, change)
-
-    def _each(self, request, queryset, service, verb):
-        done, failed = 0, []
-        for study in queryset:
-            try:
-                service(study=study)
-                done += 1
-            except StudyError as exc:
-                failed.append(f"{study.name}: {exc}")
-        if done:
-            self.message_user(request, f"{done} stud{'y' if done == 1 else 'ies'} {verb}.", messages.SUCCESS)
-        for msg in failed:
-            self.message_user(request, msg, messages.ERROR)
-
-    @admin.action(description="Draw the item sample again (drafts only)")
-    def resample_items(self, request, queryset):
-        self._each(request, queryset, study_sample_items, "re-sampled")
-
-    @admin.action(description="Open selected studies to workers (builds their units)")
-    def open_studies(self, request, queryset):
-        self._each(request, queryset, study_open, "opened")
-
-    @admin.action(description="Close selected studies")
-    def close_studies(self, request, queryset):
-        self._each(request, queryset, study_close, "closed")
 
 
 # ---------------------------------------------------------------------------------------------
