@@ -15,13 +15,11 @@ from django.contrib.auth import get_user_model
 from annotations.models import Assignment, Publication
 from annotations.platforms.base import PlatformTransientError
 from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
-from annotations.services.platforms import (
-    assignment_approve,
-    bonus_pay,
-    study_publish,
-    study_sync,
-)
-from studies.models import Study
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_approve
+from annotations.services.platforms.sync import study_sync
+from studies.models import Platform, Study
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +65,7 @@ def sync_open_studies_task() -> dict:
     study_ids = sorted(set(
         Publication.objects.filter(dry_run=False, status__in=[Publication.Status.PUBLISHED,
                                                               Publication.Status.PUBLISHING])
-        .exclude(platform="link").values_list("study_id", flat=True)
+        .exclude(platform=Platform.LINK).values_list("study_id", flat=True)
     ))
     for study_id in study_ids:
         sync_study_task.delay(study_id)

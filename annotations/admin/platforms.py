@@ -30,22 +30,22 @@ from annotations.models import (
 )
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
-from annotations.services.links import link_public_url, links_generate, open_link_create
-from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms import (
-    bonus_pay,
-    study_approve_all,
+from annotations.selectors_platforms import (
     study_bonus_candidates,
-    study_close,
     study_cost_estimate,
     study_effective_hourly_pay,
     study_platform_overview,
-    study_publish,
-    study_sync,
     study_task_count,
 )
+from annotations.services.links import link_public_url, links_generate, open_link_create
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import study_close
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import study_approve_all
+from annotations.services.platforms.sync import study_sync
 from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
-from studies.models import Study
+from studies.models import Platform, Study
 
 # Up to this many approvals or bonuses run in the request; more go to the Celery queue.
 INLINE_LIMIT = 50
@@ -110,7 +110,7 @@ class PublicationAdmin(admin.ModelAdmin):
             self._act(request, study)
             return HttpResponseRedirect(url)
         platform_name = request.GET.get("platform") or study.platform
-        if platform_name not in {"link", "prolific", "mturk"}:
+        if platform_name not in Platform.values:
             platform_name = study.platform
         estimate = study_cost_estimate(study=study, platform_name=platform_name)
         n_answers, n_tasks = study_task_count(study=study)
@@ -129,7 +129,7 @@ class PublicationAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "study": study,
             "platform_name": platform_name,
-            "platforms": [("link", "Participant links"), ("prolific", "Prolific"), ("mturk", "Amazon Mechanical Turk")],
+            "platforms": Platform.choices,
             "estimate": estimate,
             "n_answers": n_answers,
             "n_tasks": n_tasks,
@@ -210,7 +210,7 @@ class PublicationAdmin(admin.ModelAdmin):
             messages.error(request, "Bonus amount: enter a number such as 0.50.")
             return
         raw_ids = request.POST.get("assignment_ids", "").replace(",", " ").split()
-        if not raw_ids and kind in {"flagged_error", "good_work"}:
+        if not raw_ids and kind in {Bonus.Kind.FLAGGED_ERROR, Bonus.Kind.GOOD_WORK}:
             raw_ids = [str(i) for i in study_bonus_candidates(study=study)[kind]]
         ids = []
         for raw in raw_ids:

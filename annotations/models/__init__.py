@@ -12,6 +12,7 @@ from .core import (  # noqa: F401
 )
 from .platforms import (  # noqa: F401
     Bonus,
+    Installation,
     MTurkQualificationType,
     OpenLink,
     ParticipantLink,

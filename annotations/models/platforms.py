@@ -31,6 +31,23 @@ def new_completion_code() -> str:
     return secrets.token_hex(4).upper()
 
 
+def new_installation_id() -> str:
+    return secrets.token_hex(4)
+
+
+class Installation(models.Model):
+    """This installation's id: one row, made once. The platform idempotency tokens (MTurk's
+    UniqueRequestToken, bonus tokens, qualification type names) carry it, so two deployments on
+    one requester account never share a token, and rotating ``SECRET_KEY`` changes no token:
+    the same bonus asked for again is still the same bonus, paid once."""
+
+    installation_id = models.CharField(max_length=16, unique=True, default=new_installation_id)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"installation {self.installation_id}"
+
+
 class Publication(models.Model):
     """One batch of a study put on one platform. ``request_token`` is derived from the study and
     the batch, so a retried publish finds the same row (and MTurk's UniqueRequestToken is built

@@ -8,27 +8,29 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from studies.models import Platform
+
 from .base import CrowdPlatform
 
 _overrides: dict[str, CrowdPlatform] = {}
 
 
+def platform_class(name: str) -> type[CrowdPlatform]:
+    """The implementation of the platform called ``name`` (a ``studies.models.Platform`` value)."""
+    from .link import LinkPlatform
+    from .mturk import MTurkPlatform
+    from .prolific import ProlificPlatform
+
+    for cls in (LinkPlatform, ProlificPlatform, MTurkPlatform):
+        if cls.name == name:
+            return cls
+    raise ValueError(f"unknown platform {name!r}: use one of {', '.join(Platform.values)}")
+
+
 def get_platform(name: str) -> CrowdPlatform:
     if name in _overrides:
         return _overrides[name]
-    if name == "mturk":
-        from .mturk import MTurkPlatform
-
-        return MTurkPlatform()
-    if name == "prolific":
-        from .prolific import ProlificPlatform
-
-        return ProlificPlatform()
-    if name == "link":
-        from .link import LinkPlatform
-
-        return LinkPlatform()
-    raise ValueError(f"unknown platform {name!r}: use one of link, prolific, mturk")
+    return platform_class(name)()
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 plus cost estimates and the account balance.
 
 Implementations talk to the platform and nothing else: they never touch the database. The
-services in ``annotations.services.platforms`` decide what to call, write the audit rows and
+services in the package ``annotations.services.platforms`` decide what to call, write the audit rows and
 keep everything idempotent.
 """
 from __future__ import annotations
@@ -98,12 +98,6 @@ class RemoteSubmission:
     raw_status: str
     accepted_at: dt.datetime | None = None
     submitted_at: dt.datetime | None = None
-
-
-@dataclass
-class CostLine:
-    label: str
-    amount: Decimal
 
 
 @dataclass

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from studies.models import Platform
+
 from .base import CostEstimate, CrowdPlatform, PublishedTask, RemoteSubmission, TaskSpec, money
 
 
 class LinkPlatform(CrowdPlatform):
-    name = "link"
+    name = Platform.LINK
     moves_money = False
 
     def estimate_cost(self, *, spec_reward: Decimal, n_tasks: int, max_assignments_per_hit: int = 9) -> CostEstimate:

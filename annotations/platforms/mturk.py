@@ -1,6 +1,6 @@
 """Amazon Mechanical Turk through boto3 (API 2017-01-17).
 
-Endpoint: ``RL_MTURK_ENDPOINT`` (default: the requester sandbox). Credentials come from boto3's
+Endpoint: the setting ``RL_MTURK_ENDPOINT`` (default: the requester sandbox). Credentials come from boto3's
 normal chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, a profile, an instance role);
 nothing here reads or stores them.
 
@@ -12,12 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import os
 import re
 from decimal import Decimal
 from xml.sax.saxutils import escape
 
 from django.conf import settings
+
+from studies.models import Platform
 
 from .base import (
     AlreadyDone,
@@ -48,13 +49,6 @@ EXTERNAL_QUESTION_NS = (
 QUESTION_FORM_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2017-11-06/QuestionForm.xsd"
 ANSWER_KEY_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/AnswerKey.xsd"
 
-# MTurk's commission: 20% of rewards and bonuses, plus 20% more on HITs with 10 or more
-# assignments; at least $0.01 per assignment or bonus.
-FEE_RATE = Decimal("0.20")
-FEE_RATE_LARGE_HIT = Decimal("0.40")
-LARGE_HIT_ASSIGNMENTS = 10
-MIN_FEE = Decimal("0.01")
-
 HIT_ID_RE = re.compile(r"\b([A-Z0-9]{20,64})\b")
 STATUS_MAP = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
 # A past date: update_expiration_for_hit with it expires the HIT at once.
@@ -62,15 +56,24 @@ EXPIRE_NOW = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
 
 
 def mturk_endpoint() -> str:
-    return getattr(settings, "RL_MTURK_ENDPOINT", "") or os.environ.get("RL_MTURK_ENDPOINT") or SANDBOX_ENDPOINT
+    return settings.RL_MTURK_ENDPOINT or SANDBOX_ENDPOINT
+
+
+def large_hit_assignments() -> int:
+    return int(settings.RL_MTURK_LARGE_HIT_ASSIGNMENTS)
 
 
 def fee_rate_for(max_assignments: int) -> Decimal:
-    return FEE_RATE_LARGE_HIT if max_assignments >= LARGE_HIT_ASSIGNMENTS else FEE_RATE
+    """MTurk's commission on a HIT of ``max_assignments``: ``RL_MTURK_FEE_RATE`` (20%), or
+    ``RL_MTURK_LARGE_HIT_FEE_RATE`` (40%) from ``RL_MTURK_LARGE_HIT_ASSIGNMENTS`` (10) up."""
+    if max_assignments >= large_hit_assignments():
+        return Decimal(str(settings.RL_MTURK_LARGE_HIT_FEE_RATE))
+    return Decimal(str(settings.RL_MTURK_FEE_RATE))
 
 
 def fee_for(amount: Decimal, rate: Decimal) -> Decimal:
-    return max(MIN_FEE, money(Decimal(amount) * rate))
+    """The fee on one assignment or bonus: at least ``RL_MTURK_MIN_FEE`` (one cent)."""
+    return max(Decimal(str(settings.RL_MTURK_MIN_FEE)), money(Decimal(amount) * rate))
 
 
 def reward_string(amount: Decimal) -> str:
@@ -183,7 +186,7 @@ def _is_duplicate(message: str) -> bool:
 
 
 class MTurkPlatform(CrowdPlatform):
-    name = "mturk"
+    name = Platform.MTURK
     currency = "USD"
 
     def __init__(self, client=None, endpoint: str | None = None):
@@ -206,7 +209,7 @@ class MTurkPlatform(CrowdPlatform):
 
             # A fresh session: credentials are resolved from the environment at this point.
             self._client = boto3.session.Session().client(
-                "mturk",
+                Platform.MTURK.value,
                 region_name=REGION,
                 endpoint_url=self._endpoint,
                 config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3, "mode": "standard"}),
@@ -244,10 +247,12 @@ class MTurkPlatform(CrowdPlatform):
             fees += fee_for(reward, fee_rate_for(size)) * size
         rate = fee_rate_for(max_assignments_per_hit if n_tasks >= max_assignments_per_hit else n_tasks)
         rewards = money(reward * n_tasks)
+        small, large = fee_rate_for(1), fee_rate_for(large_hit_assignments())
         notes = [
-            f"MTurk fee: 20% of rewards, 40% on HITs with {LARGE_HIT_ASSIGNMENTS} or more assignments "
-            f"(at least ${MIN_FEE} each); HITs here hold at most {max_assignments_per_hit} assignments.",
-            "Bonuses carry a 20% fee too.",
+            f"MTurk fee: {small:.0%} of rewards, {large:.0%} on HITs with {large_hit_assignments()} or more "
+            f"assignments (at least ${settings.RL_MTURK_MIN_FEE} each); HITs here hold at most "
+            f"{max_assignments_per_hit} assignments.",
+            f"Bonuses carry a {small:.0%} fee too.",
         ]
         if self.is_sandbox:
             notes.append("Sandbox endpoint: no real money moves.")

@@ -1,8 +1,9 @@
 """Prolific through its REST API (https://docs.prolific.com/api-reference), with httpx.
 
-Base URL: ``RL_PROLIFIC_API_URL`` (default ``https://api.prolific.com/api/v1/``). The API token
-comes from the environment variable ``RL_PROLIFIC_TOKEN`` only; it is read when a request is
-made, sent as ``Authorization: Token <token>``, and never stored, logged or put in an error.
+Base URL: the setting ``RL_PROLIFIC_API_URL`` (default ``https://api.prolific.com/api/v1/``). The
+API token is the setting ``RL_PROLIFIC_TOKEN`` (declared in ``config/settings`` from the
+environment); it is read when a request is made, sent as ``Authorization: Token <token>``, and
+never stored, logged or put in an error.
 
 Amounts: study rewards go in the smallest currency unit (pence / cents, an integer); bonus
 amounts in the bulk-bonus CSV are decimals in the study currency, as the API documents.
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from decimal import Decimal
 
 import httpx
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+
+from studies.models import Platform
 
 from .base import (
     CostEstimate,
@@ -34,18 +36,11 @@ from .base import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_API_URL = "https://api.prolific.com/api/v1/"
-# Prolific's service fee on rewards and bonuses (standard studies); set RL_PROLIFIC_FEE_RATE to
-# your workspace's rate (VAT, representative samples and academic rates differ).
-DEFAULT_FEE_RATE = Decimal("0.3333")
 REJECTION_CATEGORIES = [
     "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
     "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
 ]
 MIN_REJECTION_MESSAGE = 100
-# A bonus payment shows on the submission a few minutes after it is paid; until then an
-# unconfirmed payment is "unknown", never re-sent.
-DEFAULT_BONUS_SETTLE_SECONDS = 3600
 STATUS_MAP = {
     "AWAITING REVIEW": "submitted",
     "APPROVED": "approved",
@@ -59,28 +54,23 @@ STATUS_MAP = {
 }
 
 
-def _setting(name: str, default: str) -> str:
-    value = getattr(settings, name, None)
-    if value is None or value == "":
-        value = os.environ.get(name) or default
-    return str(value)
-
-
 def api_url() -> str:
-    url = _setting("RL_PROLIFIC_API_URL", DEFAULT_API_URL)
+    url = settings.RL_PROLIFIC_API_URL
     return url if url.endswith("/") else url + "/"
 
 
 def fee_rate() -> Decimal:
-    return Decimal(_setting("RL_PROLIFIC_FEE_RATE", str(DEFAULT_FEE_RATE)))
+    """Prolific's service fee on rewards and bonuses: ``RL_PROLIFIC_FEE_RATE`` (standard studies
+    0.3333; VAT, representative samples and academic rates differ: set your workspace's)."""
+    return Decimal(str(settings.RL_PROLIFIC_FEE_RATE))
 
 
 def currency() -> str:
-    return _setting("RL_PROLIFIC_CURRENCY", "USD").upper()
+    return str(settings.RL_PROLIFIC_CURRENCY).upper()
 
 
 class ProlificPlatform(CrowdPlatform):
-    name = "prolific"
+    name = Platform.PROLIFIC
 
     def __init__(self, base_url: str | None = None, transport: httpx.BaseTransport | None = None):
         self.base_url = base_url or api_url()
@@ -92,7 +82,7 @@ class ProlificPlatform(CrowdPlatform):
         return self.base_url
 
     def _token(self) -> str:
-        token = os.environ.get("RL_PROLIFIC_TOKEN", "").strip()
+        token = (settings.RL_PROLIFIC_TOKEN or "").strip()
         if not token:
             raise PlatformConfigError(
                 "no Prolific API token: set RL_PROLIFIC_TOKEN in the environment of the web and worker "
@@ -255,7 +245,7 @@ class ProlificPlatform(CrowdPlatform):
         paid = [int(round(float(value))) for value in (body.get("bonus_payments") or [])]
         if cents in paid:
             return True
-        settle = int(_setting("RL_PROLIFIC_BONUS_SETTLE_SECONDS", str(DEFAULT_BONUS_SETTLE_SECONDS)))
+        settle = int(settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS)
         if sent_at is not None and timezone.now() - sent_at < dt.timedelta(seconds=settle):
             return None  # may still be on its way: do not decide yet
         return False

@@ -121,6 +121,31 @@ RL_MODEL_DIR = Path(os.environ.get("RL_MODEL_DIR", VAR_DIR / "models"))
 # Public base URL that crowd platforms send workers to (ExternalQuestion, Prolific, links).
 RL_PUBLIC_URL = os.environ.get("RL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
+# --- Crowd platforms and money (annotations/platforms, annotations/services/platforms) ----------
+# Prolific: the API token is read from the environment only (never stored in the database or
+# logged); the API address and the workspace's fee rate and currency.
+RL_PROLIFIC_TOKEN = os.environ.get("RL_PROLIFIC_TOKEN", "").strip()
+RL_PROLIFIC_API_URL = os.environ.get("RL_PROLIFIC_API_URL", "https://api.prolific.com/api/v1/")
+RL_PROLIFIC_FEE_RATE = os.environ.get("RL_PROLIFIC_FEE_RATE", "0.3333")
+RL_PROLIFIC_CURRENCY = os.environ.get("RL_PROLIFIC_CURRENCY", "USD").upper()
+# A Prolific bonus shows on the submission some minutes after it is paid; until then a payment
+# whose answer was lost is "unknown", never sent again.
+RL_PROLIFIC_BONUS_SETTLE_SECONDS = int(os.environ.get("RL_PROLIFIC_BONUS_SETTLE_SECONDS", "3600"))
+# MTurk (boto3; credentials from boto3's own chain). Sandbox unless RL_MTURK_ENDPOINT says otherwise.
+RL_MTURK_ENDPOINT = os.environ.get("RL_MTURK_ENDPOINT", "https://mturk-requester-sandbox.us-east-1.amazonaws.com")
+# MTurk's commission: RL_MTURK_FEE_RATE on rewards and bonuses, RL_MTURK_LARGE_HIT_FEE_RATE on HITs
+# with RL_MTURK_LARGE_HIT_ASSIGNMENTS or more assignments, at least RL_MTURK_MIN_FEE each.
+RL_MTURK_FEE_RATE = os.environ.get("RL_MTURK_FEE_RATE", "0.20")
+RL_MTURK_LARGE_HIT_FEE_RATE = os.environ.get("RL_MTURK_LARGE_HIT_FEE_RATE", "0.40")
+RL_MTURK_LARGE_HIT_ASSIGNMENTS = int(os.environ.get("RL_MTURK_LARGE_HIT_ASSIGNMENTS", "10"))
+RL_MTURK_MIN_FEE = os.environ.get("RL_MTURK_MIN_FEE", "0.01")
+# Assignments per HIT when publishing (9 keeps the fee at the lower rate).
+RL_MTURK_MAX_ASSIGNMENTS_PER_HIT = int(os.environ.get("RL_MTURK_MAX_ASSIGNMENTS_PER_HIT", "9"))
+RL_MTURK_LOCALES = env_list("RL_MTURK_LOCALES", "US")
+RL_MTURK_MIN_APPROVAL_RATE = int(os.environ.get("RL_MTURK_MIN_APPROVAL_RATE", "98"))
+# The largest bonus one call may pay (checked on the amount actually sent to the platform).
+RL_MAX_BONUS = os.environ.get("RL_MAX_BONUS", "100.00")
+
 # --- Celery -------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_DATA_DIR = VAR_DIR / "celery"

@@ -315,7 +315,7 @@ def test_leave_gives_units_back(client):
 
 
 def test_a_worker_can_flag_a_broken_question_and_earns_the_flagged_error_bonus(client):
-    from annotations.services.platforms import study_bonus_candidates
+    from annotations.selectors_platforms import study_bonus_candidates
 
     study = make_study(n_items=1, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))

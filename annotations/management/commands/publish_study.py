@@ -7,9 +7,10 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.platforms.base import PlatformError
+from annotations.selectors_platforms import study_effective_hourly_pay
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms import study_effective_hourly_pay, study_publish
-from studies.models import Study
+from annotations.services.platforms.publish import study_publish
+from studies.models import Platform, Study
 
 
 class Command(BaseCommand):
@@ -17,7 +18,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("study_id", type=int)
-        parser.add_argument("--platform", choices=["mturk", "prolific", "link"], default=None,
+        parser.add_argument("--platform", choices=Platform.values, default=None,
                             help="Defaults to the study's platform.")
         parser.add_argument("--dry-run", action="store_true", help="Print the requests; send nothing.")
         parser.add_argument("--link-mode", choices=["single", "open"], default="single")
@@ -49,7 +50,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.NOTICE("DRY RUN: nothing was sent. Requests that would be sent:"))
             for request in publication.plan.get("requests", []):
                 self.stdout.write(json.dumps(request, indent=2, default=str))
-        elif publication.platform == "link":
+        elif publication.platform == Platform.LINK:
             from annotations.services.links import link_public_url
 
             for link in [*publication.open_links.all(), *publication.participant_links.all()]:

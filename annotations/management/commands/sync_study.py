@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.platforms.base import PlatformError
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms import study_sync
+from annotations.services.platforms.sync import study_sync
 from studies.models import Study
 
 

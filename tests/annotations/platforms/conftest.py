@@ -64,8 +64,8 @@ def prolific_server():
 
 
 @pytest.fixture
-def prolific(prolific_server, monkeypatch, settings):
-    monkeypatch.setenv("RL_PROLIFIC_TOKEN", PROLIFIC_TOKEN)
+def prolific(prolific_server, settings):
+    settings.RL_PROLIFIC_TOKEN = PROLIFIC_TOKEN
     settings.RL_PROLIFIC_API_URL = prolific_server.api_url
     platform = ProlificPlatform()
     with use_platform("prolific", platform):

@@ -44,8 +44,8 @@ def test_get_never_publishes(client, researcher, study):
     assert not Publication.objects.exists()
 
 
-def test_balance_error_is_shown_not_raised(client, researcher, study, aws_env, monkeypatch):
-    monkeypatch.setenv("RL_PROLIFIC_TOKEN", "x")
+def test_balance_error_is_shown_not_raised(client, researcher, study, aws_env, settings):
+    settings.RL_PROLIFIC_TOKEN = "x"
     response = client.get(_page(study) + "?platform=prolific&balance=1")
     assert response.status_code == 200
     assert "no balance call" in response.content.decode()
@@ -81,7 +81,7 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     works = [submitted(study, platform="prolific", worker_id=f"p{i}", assignment_id=s["id"], task_id=prolific_id,
                        correct=i != 2) for i, s in enumerate(subs)]
     client.post(url, {"action": "sync"})
-    from annotations.services.platforms import assignment_reject
+    from annotations.services.platforms.review import assignment_reject
 
     assignment_reject(assignment=works[2], user=researcher, feedback=REJECTION, category="FAILED_CHECK")
     for _ in range(2):

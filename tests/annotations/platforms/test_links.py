@@ -16,7 +16,9 @@ from annotations.services.links import (
     participant_link_redeem,
 )
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms import assignment_approve, bonus_pay, study_publish
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_approve
 from tests.annotations.platforms.conftest import PUBLIC_URL, open_study, submitted
 
 

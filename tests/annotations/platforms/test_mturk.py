@@ -29,18 +29,12 @@ from annotations.platforms.mturk import (
     question_form_xml,
 )
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms import (
-    assignment_approve,
-    assignment_reject,
-    bonus_pay,
-    bonus_token,
-    publication_request_token,
-    study_add_assignments,
-    study_close,
-    study_publish,
-    study_sync,
-    worker_block,
-)
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import study_close, worker_block
+from annotations.services.platforms.publish import study_add_assignments, study_publish
+from annotations.services.platforms.review import assignment_approve, assignment_reject
+from annotations.services.platforms.sync import study_sync
+from annotations.services.platforms.tokens import bonus_token, publication_request_token
 from tests.annotations.factories import add_qualification
 from tests.annotations.platforms.conftest import PUBLIC_URL, open_study, start_assignment, submitted
 
@@ -466,7 +460,7 @@ def test_http_public_url_is_refused_before_any_call_and_the_batch_is_reused(mtur
 
 
 def test_app_granted_qualification_is_granted_once_to_workers_who_passed(mturk, study):
-    from annotations.services.platforms import mturk_qualification_grant_passed
+    from annotations.services.platforms.qualification import mturk_qualification_grant_passed
     from annotations.services.qualification import qualification_submit
 
     platform, stubber = mturk
@@ -492,7 +486,7 @@ def test_app_granted_qualification_is_granted_once_to_workers_who_passed(mturk, 
 
 
 def test_notify_workers_sends_one_message_per_content(mturk, study):
-    from annotations.services.platforms import workers_notify
+    from annotations.services.platforms.close import workers_notify
 
     platform, stubber = mturk
     open_study(study)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from annotations.platforms.mturk import MTurkPlatform
-from annotations.services.platforms import (
+from annotations.selectors_platforms import (
     study_bonus_candidates,
     study_cost_estimate,
     study_effective_hourly_pay,

@@ -10,17 +10,14 @@ import pytest
 
 from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, Publication
 from annotations.platforms.base import PlatformConfigError
+from annotations.platforms.handoff import study_completion_code
 from annotations.platforms.prolific import ProlificPlatform
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms import (
-    assignment_approve,
-    assignment_reject,
-    bonus_pay,
-    study_close,
-    study_prolific_completion_code,
-    study_publish,
-    study_sync,
-)
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import study_close
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_approve, assignment_reject
+from annotations.services.platforms.sync import study_sync
 from tests.annotations.platforms.conftest import PROLIFIC_TOKEN, PUBLIC_URL, start_assignment, submitted
 
 REJECTION = (
@@ -52,7 +49,7 @@ def test_publish_creates_and_publishes_a_study_with_the_documented_fields(prolif
     assert [c["body"] for c in transition] == [{"action": "PUBLISH"}]
     assert publication.status == Publication.Status.PUBLISHED
     assert server.studies[publication.prolific_study_id]["status"] == "ACTIVE"
-    assert study_prolific_completion_code(study=study) == publication.completion_code
+    assert study_completion_code(study) == publication.completion_code
     assert publication.plan["completion_code"] == publication.completion_code
     publish_call = PlatformCall.objects.get(operation="publish_study")
     assert publish_call.amount == Decimal("37.33")  # 14 x 2.00 + Prolific's fee (0.3333)
@@ -225,16 +222,16 @@ def test_the_token_is_never_stored_or_logged(prolific, study, caplog):
     assert PROLIFIC_TOKEN not in caplog.text
 
 
-def test_missing_token_names_the_environment_variable(monkeypatch, prolific_server):
-    monkeypatch.delenv("RL_PROLIFIC_TOKEN", raising=False)
+def test_missing_token_names_the_setting(settings, prolific_server):
+    settings.RL_PROLIFIC_TOKEN = ""
     platform = ProlificPlatform(base_url=prolific_server.api_url)
     with pytest.raises(PlatformConfigError, match="RL_PROLIFIC_TOKEN"):
         platform.get_study(study_id="abc")
     assert prolific_server.requests == []
 
 
-def test_a_wrong_token_is_a_refusal_not_a_crash(monkeypatch, prolific_server):
-    monkeypatch.setenv("RL_PROLIFIC_TOKEN", "wrong")
+def test_a_wrong_token_is_a_refusal_not_a_crash(settings, prolific_server):
+    settings.RL_PROLIFIC_TOKEN = "wrong"
     platform = ProlificPlatform(base_url=prolific_server.api_url)
     with pytest.raises(Exception, match="HTTP 401") as info:
         platform.get_study(study_id="abc")

@@ -1,0 +1,26 @@
+"""Small pieces every platform service uses."""
+from __future__ import annotations
+
+from annotations.models import Assignment, PlatformCall
+from annotations.services.payments import PlatformServiceError
+from studies.models import Platform, Study
+
+OP = PlatformCall.Operation
+DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
+
+
+def actor(user):
+    """The user to record on an audit row: a saved user, or None (a task, the shell)."""
+    return user if getattr(user, "pk", None) else None
+
+
+def resolve_platform(study: Study, name: str | None) -> Platform:
+    """``name`` (or the study's platform) as a ``Platform`` member; a clear error otherwise."""
+    value = name or study.platform
+    if value not in Platform.values:
+        raise PlatformServiceError(f"platform {value!r} is not one of {', '.join(Platform.values)}")
+    return Platform(value)
+
+
+def assignment_platform(assignment: Assignment) -> Platform:
+    return Platform(assignment.participant.platform)

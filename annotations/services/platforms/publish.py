@@ -1,0 +1,386 @@
+"""Publishing a study on its platform: MTurk HITs, a Prolific study, or participant links; a dry
+run shows every request and sends nothing. Publishing opens the study through ``study_open``
+(its units are built first), and extending an MTurk batch adds assignments for what is missing."""
+from __future__ import annotations
+
+import logging
+import math
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Sum
+
+from annotations.models import MTurkQualificationType, PlatformCall, Publication, Unit
+from annotations.platforms import get_platform
+from annotations.platforms.base import PlatformError, TaskSpec, money
+from annotations.platforms.handoff import study_entry_url
+from annotations.platforms.mturk import (
+    MTurkPlatform,
+    answer_key_xml,
+    external_question_xml,
+    question_form_xml,
+    split_assignments,
+)
+from annotations.selectors_platforms import study_effective_hourly_pay, study_task_count
+from annotations.services.links import links_generate, open_link_create
+from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from studies.models import Platform, Study
+
+from .calls import reconciler
+from .common import OP, actor, resolve_platform
+from .qualification import mturk_qualification_ensure, mturk_requirements, qualification_test_questions
+from .tokens import publication_request_token
+
+logger = logging.getLogger(__name__)
+
+
+def study_worker_url(*, study: Study, platform: str) -> str:
+    """The URL a platform sends workers to (the questionnaire's entry view)."""
+    return study_entry_url(study, platform=platform)
+
+
+def _per_hit(options: dict) -> int:
+    return int(options.get("max_assignments_per_hit", settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT))
+
+
+def _task_spec(*, study: Study, platform: str, request_token: str, n_tasks: int, completion_code: str,
+               options: dict) -> TaskSpec:
+    minutes = max(1, math.ceil(float(study.estimated_minutes_per_task)))
+    description = (options.get("description") or study.instructions or "").strip()
+    if not description:
+        description = (
+            "Answer short questions, read a model's explanation, and answer again. "
+            f"About {minutes} minutes."
+        )
+    return TaskSpec(
+        title=options.get("title") or study.name,
+        description=description[:2000],
+        reward=money(study.reward),
+        n_tasks=n_tasks,
+        estimated_minutes=minutes,
+        request_token=request_token,
+        worker_url=study_worker_url(study=study, platform=platform),
+        lifetime_seconds=int(options.get("lifetime_seconds", 7 * 24 * 3600)),
+        assignment_duration_seconds=int(options.get("assignment_duration_seconds", max(1800, minutes * 60 * 3))),
+        auto_approval_delay_seconds=int(options.get("auto_approval_delay_seconds", 3 * 24 * 3600)),
+        max_assignments_per_hit=_per_hit(options),
+        completion_code=completion_code,
+    )
+
+
+def _mturk_plan(*, spec: TaskSpec, platform: MTurkPlatform, strict: bool) -> list[dict]:
+    plan = []
+    for index, size in enumerate(split_assignments(spec.n_tasks, spec.max_assignments_per_hit)):
+        if strict:
+            params = platform.create_hit_params(spec=spec, index=index, max_assignments=size)
+        else:
+            try:
+                params = platform.create_hit_params(spec=spec, index=index, max_assignments=size)
+            except PlatformError:
+                saved = spec.worker_url
+                spec.worker_url = "https://" + saved.split("://", 1)[-1]
+                params = platform.create_hit_params(spec=spec, index=index, max_assignments=size)
+                spec.worker_url = saved
+        plan.append({"operation": "create_hit", "params": params})
+    return plan
+
+
+def _next_batch(study: Study, platform: str, dry_run: bool) -> int:
+    latest = Publication.objects.filter(study=study, platform=platform, dry_run=dry_run).aggregate(m=Max("batch"))["m"]
+    return (latest or 0) + 1
+
+
+def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_name: str | None = None,
+                  n_tasks: int | None = None, options: dict | None = None) -> Publication:
+    """Publish ``study`` on its platform (or ``platform_name``).
+
+    Idempotent: while a publication of this study on this platform is published or still
+    publishing, calling again resumes or returns it, with the same request tokens, so no second
+    HIT / Prolific study / link set is made. A dry run builds and logs everything that would be
+    sent, stores it on a dry-run publication, and sends nothing.
+
+    ``options``: title, description, max_assignments_per_hit, locales, min_approval_rate,
+    lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
+    ("single" or "open"), require_qualification (default True when the study has a test)."""
+    options = dict(options or {})
+    name = resolve_platform(study, platform_name)
+    platform = get_platform(name)
+    _, default_tasks = study_task_count(study=study)
+    n_tasks = int(n_tasks if n_tasks is not None else default_tasks)
+    if n_tasks < 1:
+        raise PlatformServiceError(
+            f"study {study.name!r} has nothing to publish: add items (and sources) or build its units first"
+        )
+    if platform.moves_money and study.reward <= 0:
+        raise PlatformServiceError(f"study {study.name!r} has no reward: set a reward per task before publishing")
+    estimate = platform.estimate_cost(spec_reward=study.reward, n_tasks=n_tasks,
+                                      max_assignments_per_hit=_per_hit(options))
+    if dry_run:
+        return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
+                                estimate=estimate, options=options)
+
+    with transaction.atomic():
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        publication = (
+            Publication.objects.select_for_update()
+            .filter(study=study, platform=name, dry_run=False,
+                    status__in=[Publication.Status.PUBLISHING, Publication.Status.PUBLISHED])
+            .order_by("-batch").first()
+        )
+        if publication is not None and publication.status == Publication.Status.PUBLISHED:
+            return publication
+        if publication is None:
+            # A batch that failed before anything was sent (no credentials, low balance) is
+            # reused, so failed attempts do not pile up batch numbers.
+            latest = (Publication.objects.select_for_update()
+                      .filter(study=study, platform=name, dry_run=False).order_by("-batch").first())
+            if (latest is not None and latest.status == Publication.Status.FAILED and not latest.external_ids
+                    and not latest.calls.exclude(status=PlatformCall.Status.FAILED).exists()):
+                latest.status = Publication.Status.PUBLISHING
+                latest.n_tasks, latest.reward, latest.currency = n_tasks, money(study.reward), estimate.currency
+                latest.estimated_cost, latest.endpoint = estimate.total, platform.endpoint
+                latest.plan = {"options": options, "estimate": estimate.as_dict()}
+                latest.save()
+                publication = latest
+        if publication is None:
+            batch = _next_batch(study, name, dry_run=False)
+            publication = Publication.objects.create(
+                study=study, platform=name, batch=batch, dry_run=False,
+                request_token=publication_request_token(study=study, platform=name, batch=batch),
+                endpoint=platform.endpoint, n_tasks=n_tasks, reward=money(study.reward),
+                currency=estimate.currency, estimated_cost=estimate.total, created_by=actor(user),
+                plan={"options": options, "estimate": estimate.as_dict()},
+            )
+    try:
+        if name == Platform.MTURK:
+            _publish_mturk(publication=publication, study=study, user=user, platform=platform, options=options)
+        elif name == Platform.PROLIFIC:
+            _publish_prolific(publication=publication, study=study, user=user, platform=platform, options=options)
+        else:
+            _publish_links(publication=publication, study=study, user=user, options=options)
+    except PlatformError as exc:
+        _publication_error(publication, exc.message)
+        raise PlatformServiceError(f"publishing {study.name!r} on {name} failed: {exc.message}") from exc
+    except PlatformServiceError as exc:
+        _publication_error(publication, exc.message)
+        raise
+    with transaction.atomic():
+        publication = Publication.objects.select_for_update().get(pk=publication.pk)
+        publication.status = Publication.Status.PUBLISHED
+        publication.error = ""
+        publication.save(update_fields=["status", "error", "updated_at"])
+        if study.status != Study.Status.OPEN:
+            Study.objects.filter(pk=study.pk).update(status=Study.Status.OPEN)
+            study.status = Study.Status.OPEN
+    logger.info("published %s on %s (batch %s): %s", study, name, publication.batch, publication.external_ids)
+    return publication
+
+
+
+def _publication_error(publication: Publication, message: str) -> None:
+    """Nothing created yet: the publication failed (a later publish starts a new batch). Something
+    created: it stays "publishing" so the next publish resumes with the same tokens."""
+    with transaction.atomic():
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        started = locked.external_ids or locked.calls.exclude(status=PlatformCall.Status.FAILED).exists()
+        locked.error = message[:2000]
+        if not started:
+            locked.status = Publication.Status.FAILED
+        locked.save(update_fields=["error", "status", "updated_at"])
+
+
+def _publish_dry_run(*, study, user, name, platform, n_tasks, estimate, options) -> Publication:
+    batch = _next_batch(study, name, dry_run=False)
+    token = publication_request_token(study=study, platform=name, batch=batch)
+    completion_code = Publication._meta.get_field("completion_code").default()
+    spec = _task_spec(study=study, platform=name, request_token=token, n_tasks=n_tasks,
+                      completion_code=completion_code, options=options)
+    warnings: list[str] = []
+    requests: list[dict] = []
+    if name == Platform.MTURK:
+        if not spec.worker_url.startswith("https://"):
+            warnings.append(f"RL_PUBLIC_URL is not https ({settings.RL_PUBLIC_URL}); MTurk would refuse the HIT.")
+        test = qualification_test_questions(study)
+        qualification = None
+        if test is not None and options.get("require_qualification", True):
+            instructions, questions, min_score = test
+            requests.append({"operation": "create_qualification_type", "params": {
+                "Test": question_form_xml(instructions=instructions, questions=questions),
+                "AnswerKey": answer_key_xml(questions=questions), "min_score": min_score}})
+            qualification = MTurkQualificationType(qualification_type_id="<created on publish>", min_score=min_score)
+        spec.qualification_requirements = mturk_requirements(study=study, options=options, qualification=qualification)
+        requests.append({"operation": "get_account_balance", "params": {}})
+        requests.extend(_mturk_plan(spec=spec, platform=platform, strict=False))
+    elif name == Platform.PROLIFIC:
+        requests.append({"operation": "POST studies/", "json": platform.study_payload(spec=spec)})
+        requests.append({"operation": "POST studies/<id>/transition/", "json": {"action": "PUBLISH"}})
+    else:
+        mode = options.get("link_mode", "single")
+        requests.append({"operation": "make_links", "mode": mode, "count": n_tasks if mode == "single" else 1})
+    hourly = study_effective_hourly_pay(study=study)
+    warnings.extend(hourly.warnings)
+    plan = {"requests": requests, "estimate": estimate.as_dict(), "warnings": warnings,
+            "hourly_pay": hourly.as_dict(), "endpoint": platform.endpoint, "options": options}
+    with transaction.atomic():
+        publication, _ = Publication.objects.update_or_create(
+            study=study, platform=name, batch=batch, dry_run=True,
+            defaults={"request_token": token, "status": Publication.Status.DRY_RUN, "endpoint": platform.endpoint,
+                      "n_tasks": n_tasks, "reward": money(study.reward), "currency": estimate.currency,
+                      "estimated_cost": estimate.total, "plan": plan, "created_by": actor(user)},
+        )
+    logger.info("DRY RUN publish %s on %s: %d request(s) not sent; estimate %s %s", study, name, len(requests),
+                estimate.total, estimate.currency)
+    return publication
+
+
+def publication_add_external_id(publication: Publication, entry: dict, key: str) -> Publication:
+    """Record one thing created on the platform (a HIT, a Prolific study) on ``publication``."""
+    with transaction.atomic():
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        entries = [e for e in locked.external_ids if e.get(key) != entry[key] and e.get("index") != entry.get("index")]
+        entries.append(entry)
+        locked.external_ids = sorted(entries, key=lambda e: e.get("index", 0))
+        locked.save(update_fields=["external_ids", "updated_at"])
+    publication.external_ids = locked.external_ids
+    return locked
+
+
+def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options) -> None:
+    external_question_xml(study_worker_url(study=study, platform=Platform.MTURK))  # HTTPS, before anything is sent
+    qualification = None
+    if options.get("require_qualification", True):
+        qualification = mturk_qualification_ensure(study=study, user=user, platform=platform)
+    spec = _task_spec(study=study, platform=Platform.MTURK, request_token=publication.request_token,
+                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options)
+    spec.qualification_requirements = mturk_requirements(study=study, options=options, qualification=qualification)
+    sizes = split_assignments(spec.n_tasks, spec.max_assignments_per_hit)
+    done = {entry["index"] for entry in publication.external_ids if entry.get("hit_id")}
+    pending = [(index, size) for index, size in enumerate(sizes) if index not in done]
+    if not pending:
+        return
+    remaining = sum(size for _, size in pending)
+    cost = platform.estimate_cost(spec_reward=spec.reward, n_tasks=remaining,
+                                  max_assignments_per_hit=spec.max_assignments_per_hit)
+    available = platform.balance()
+    if available is not None and available < cost.total:
+        raise PlatformServiceError(
+            f"MTurk balance {available} USD is below the cost of the HITs still to create ({cost.total} USD, fees "
+            "included): add funds to the requester account, then publish again"
+        )
+    for index, size in pending:
+        token = platform.hit_token(spec.request_token, index)
+        fee = platform.estimate_cost(spec_reward=spec.reward, n_tasks=size, max_assignments_per_hit=size).total
+        call = platform_call_execute(
+            spec=CallSpec(platform=Platform.MTURK, operation=OP.CREATE_HIT,
+                          idempotency_key=f"{Platform.MTURK}:create_hit:{token}",
+                          platform_token=token, amount=fee, currency="USD",
+                          request_summary={"index": index, "max_assignments": size, "reward": str(spec.reward),
+                                           "endpoint": platform.endpoint, "title": spec.title[:128]},
+                          user=actor(user), study=study, publication=publication),
+            send=lambda index=index, size=size: _hit_response(platform.publish(spec=spec, index=index,
+                                                                               max_assignments=size)),
+            reconcile=reconciler(platform),
+        )
+        hit_id = call.response.get("HITId")
+        if not hit_id:
+            found = platform.was_published(spec_token=token)
+            if found is None:
+                raise PlatformServiceError(f"HIT {index} of {study.name!r} was confirmed but its id is unknown")
+            hit_id = found.external_id
+        publication_add_external_id(publication, {"index": index, "hit_id": hit_id, "max_assignments": size},
+                                    "hit_id")
+
+
+def _hit_response(task) -> dict:
+    return {"HITId": task.external_id, "recovered": task.recovered, "max_assignments": task.max_assignments,
+            **task.response}
+
+
+def _publish_prolific(*, publication, study, user, platform, options) -> None:
+    spec = _task_spec(study=study, platform=Platform.PROLIFIC, request_token=publication.request_token,
+                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options)
+    with transaction.atomic():
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        locked.plan = {**(locked.plan or {}), "completion_code": publication.completion_code}
+        locked.save(update_fields=["plan", "updated_at"])
+    create = platform_call_execute(
+        spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.CREATE_STUDY,
+                      idempotency_key=f"{Platform.PROLIFIC}:create_study:{publication.request_token}",
+                      request_summary={k: v for k, v in platform.study_payload(spec=spec).items() if k != "description"},
+                      user=actor(user), study=study, publication=publication),
+        send=lambda: {"id": platform.create_study(spec=spec).external_id},
+        reconcile=reconciler(platform),
+    )
+    prolific_id = create.response["id"]
+    publication_add_external_id(publication, {"index": 0, "study_id": prolific_id}, "study_id")
+    estimate = platform.estimate_cost(spec_reward=spec.reward, n_tasks=spec.n_tasks)
+    platform_call_execute(
+        spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.PUBLISH_STUDY,
+                      idempotency_key=f"{Platform.PROLIFIC}:publish_study:{publication.request_token}",
+                      amount=estimate.total, currency=estimate.currency,
+                      request_summary={"study_id": prolific_id, "action": "PUBLISH", "places": spec.n_tasks,
+                                       "reward_minor_units": int(spec.reward * 100)},
+                      user=actor(user), study=study, publication=publication),
+        send=lambda: platform.publish_study(study_id=prolific_id),
+        reconcile=reconciler(platform),
+    )
+
+
+def _publish_links(*, publication, study, user, options) -> None:
+    mode = options.get("link_mode", "single")
+    if publication.participant_links.exists() or publication.open_links.exists():
+        return
+    if mode == "open":
+        open_link_create(study=study, user=user, publication=publication,
+                         completion_code=publication.completion_code,
+                         max_participants=options.get("max_participants") or publication.n_tasks)
+    else:
+        links_generate(study=study, n=publication.n_tasks, user=user, publication=publication)
+
+
+def study_add_assignments(*, study: Study, user=None) -> dict:
+    """MTurk: add assignments to the study's HITs for units still short of their quota.
+
+    Needed tasks = ceil(places still open in units / units per task) minus assignments still
+    available on the HITs. HITs created with fewer than 10 assignments stay below 10 (MTurk
+    refuses to cross that line); what does not fit is reported for a new batch."""
+    publication = (Publication.objects.filter(study=study, platform=Platform.MTURK, dry_run=False,
+                                              status=Publication.Status.PUBLISHED).order_by("-batch").first())
+    if publication is None:
+        raise PlatformServiceError(f"study {study.name!r} has no published MTurk batch to extend")
+    platform = get_platform(Platform.MTURK)
+    short = Unit.objects.filter(study=study).aggregate(quota=Sum("quota"), claimed=Sum("n_claimed"))
+    open_places = (short["quota"] or 0) - (short["claimed"] or 0)
+    needed = math.ceil(max(0, open_places) / study.units_per_task)
+    hits = [(entry, platform.get_hit(hit_id=entry["hit_id"])) for entry in publication.external_ids
+            if entry.get("hit_id")]
+    available = sum(hit.get("NumberOfAssignmentsAvailable", 0) for _, hit in hits)
+    to_add = needed - available
+    added, calls = 0, []
+    for entry, hit in hits:
+        if to_add <= 0:
+            break
+        current = hit.get("MaxAssignments", 0)
+        cap = 9 if current < 10 else 10_000
+        room = cap - current
+        if room <= 0:
+            continue
+        n = min(room, to_add)
+        target = current + n
+        token = f"{publication.request_token}-x{entry['index']}-{target}"[:64]
+        platform_call_execute(
+            spec=CallSpec(platform=Platform.MTURK, operation=OP.ADD_ASSIGNMENTS,
+                          idempotency_key=f"{Platform.MTURK}:add_assignments:{entry['hit_id']}:to{target}",
+                          platform_token=token,
+                          amount=platform.estimate_cost(spec_reward=study.reward, n_tasks=n,
+                                                        max_assignments_per_hit=target).total,
+                          request_summary={"hit_id": entry["hit_id"], "n": n, "target_max_assignments": target},
+                          user=actor(user), study=study, publication=publication),
+            send=lambda hit_id=entry["hit_id"], n=n, token=token: platform.add_assignments(
+                hit_id=hit_id, n=n, token=token),
+            reconcile=reconciler(platform),
+        )
+        added += n
+        to_add -= n
+        calls.append({"hit_id": entry["hit_id"], "added": n})
+    return {"needed": needed, "available": available, "added": added, "not_placed": max(0, to_add), "hits": calls}

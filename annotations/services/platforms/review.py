@@ -1,0 +1,104 @@
+"""Reviewing submitted work: approve (pays the reward) and reject (with the reason the worker
+reads), one at a time or every submitted assignment of a study."""
+from __future__ import annotations
+
+from django.utils import timezone
+
+from annotations.models import Assignment
+from annotations.platforms import get_platform
+from annotations.platforms.base import PlatformError, money
+from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
+from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from studies.models import Platform, Study
+
+from .calls import reconciler
+from .common import OP, actor, assignment_platform
+
+
+def assignment_reviewed(assignment_id: int, *, approved: bool) -> None:
+    """Record the review outcome locally (after the platform confirmed it, or as sync found it)."""
+    status = Assignment.Status.APPROVED if approved else Assignment.Status.REJECTED
+    Assignment.objects.filter(pk=assignment_id).exclude(status=status).update(status=status,
+                                                                             reviewed_at=timezone.now())
+
+
+def _check_reviewable(assignment: Assignment) -> None:
+    if assignment.status != Assignment.Status.SUBMITTED:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} is {assignment.get_status_display().lower()}, not submitted: only "
+            "submitted work can be approved or rejected"
+        )
+
+
+def assignment_approve(*, assignment: Assignment, user=None, feedback: str = "") -> Assignment:
+    """Approve submitted work (and so pay its reward). Approving twice sends nothing twice."""
+    assignment = Assignment.objects.select_related("participant", "study").get(pk=assignment.pk)
+    if assignment.status == Assignment.Status.APPROVED:
+        return assignment
+    _check_reviewable(assignment)
+    name = assignment_platform(assignment)
+    if name != Platform.LINK:
+        platform = get_platform(name)
+        platform_call_execute(
+            spec=CallSpec(platform=name, operation=OP.APPROVE,
+                          idempotency_key=f"{name}:approve:{assignment.platform_assignment_id}",
+                          amount=money(assignment.study.reward), currency=platform.currency,
+                          request_summary={"platform_assignment_id": assignment.platform_assignment_id,
+                                           "worker_id": assignment.participant.external_id},
+                          user=actor(user), study=assignment.study, assignment=assignment),
+            send=lambda: platform.approve(platform_assignment_id=assignment.platform_assignment_id, feedback=feedback),
+            reconcile=reconciler(platform),
+        )
+    assignment_reviewed(assignment.pk, approved=True)
+    assignment.refresh_from_db()
+    return assignment
+
+
+def assignment_reject(*, assignment: Assignment, user=None, feedback: str, category: str = "") -> Assignment:
+    """Reject submitted work with the reason the worker will read (MTurk requires it; Prolific
+    needs at least 100 characters and a category)."""
+    assignment = Assignment.objects.select_related("participant", "study").get(pk=assignment.pk)
+    if assignment.status == Assignment.Status.REJECTED:
+        return assignment
+    _check_reviewable(assignment)
+    feedback = (feedback or "").strip()
+    if not feedback:
+        raise PlatformServiceError("a rejection needs feedback: tell the worker why their work was rejected")
+    name = assignment_platform(assignment)
+    if name == Platform.PROLIFIC:
+        category = category or "FAILED_CHECK"
+        if category not in REJECTION_CATEGORIES:
+            raise PlatformServiceError(f"rejection category {category!r} is not one of {', '.join(REJECTION_CATEGORIES)}")
+        if len(feedback) < MIN_REJECTION_MESSAGE:
+            raise PlatformServiceError(
+                f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters; this one has "
+                f"{len(feedback)}: explain what went wrong in more detail"
+            )
+    if name != Platform.LINK:
+        platform = get_platform(name)
+        platform_call_execute(
+            spec=CallSpec(platform=name, operation=OP.REJECT,
+                          idempotency_key=f"{name}:reject:{assignment.platform_assignment_id}",
+                          request_summary={"platform_assignment_id": assignment.platform_assignment_id,
+                                           "worker_id": assignment.participant.external_id,
+                                           "feedback": feedback[:1024], "category": category},
+                          user=actor(user), study=assignment.study, assignment=assignment),
+            send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
+                                         feedback=feedback, category=category),
+            reconcile=reconciler(platform),
+        )
+    assignment_reviewed(assignment.pk, approved=False)
+    assignment.refresh_from_db()
+    return assignment
+
+
+def study_approve_all(*, study: Study, user=None) -> dict:
+    """Approve every submitted assignment of ``study``; errors are collected, not raised."""
+    approved, errors = 0, []
+    for assignment in Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).order_by("id"):
+        try:
+            assignment_approve(assignment=assignment, user=user)
+            approved += 1
+        except (PlatformServiceError, PlatformError) as exc:
+            errors.append(f"assignment {assignment.pk}: {exc.message}")
+    return {"approved": approved, "errors": errors}

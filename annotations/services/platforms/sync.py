@@ -1,0 +1,97 @@
+"""Sync: fetch every assignment / submission of a study's publications, match them to the stored
+work, take over review outcomes decided on the platform, and reconcile the calls whose outcome
+was never recorded."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from annotations.models import Annotation, Assignment, Bonus, PlatformCall, PlatformSubmission, Publication
+from annotations.platforms import get_platform
+from annotations.services.payments import platform_call_reconcile
+from studies.models import Platform, Study
+
+from .calls import reconciler
+from .common import OP
+from .publish import publication_add_external_id
+from .review import assignment_reviewed
+
+
+def platform_calls_reconcile(*, study: Study) -> dict:
+    """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout)."""
+    counts = {"confirmed": 0, "failed": 0, "unknown": 0}
+    for call in PlatformCall.objects.filter(study=study, status=PlatformCall.Status.SENT).order_by("id"):
+        platform = get_platform(call.platform)
+        outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
+        key = {True: "confirmed", False: "failed", None: "unknown"}[outcome]
+        counts[key] += 1
+        if outcome is True and call.operation == OP.BONUS:
+            token = call.idempotency_key.split(":", 2)[-1]
+            Bonus.objects.filter(token=token).exclude(status=Bonus.Status.PAID).update(
+                status=Bonus.Status.PAID, paid_at=timezone.now(), platform_call=call)
+        if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
+            assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
+        if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
+            call.refresh_from_db()
+            summary = call.request_summary or {}
+            publication_add_external_id(call.publication, {"index": summary.get("index", 0),
+                                                           "hit_id": call.response["HITId"],
+                                                           "max_assignments": summary.get("max_assignments", 0)},
+                                        "hit_id")
+    return counts
+
+
+@dataclass
+class SyncReport:
+    remote: int = 0
+    matched: int = 0
+    flagged: int = 0
+    status_updates: int = 0
+    reconciled: dict = field(default_factory=dict)
+    flags: list[dict] = field(default_factory=list)
+
+
+def study_sync(*, study: Study) -> SyncReport:
+    """Fetch every assignment / submission of the study's publications, match them to the stored
+    assignments (by the platform's assignment / submission id), flag submitted ones that have no
+    stored assignment or no stored answers, take over review outcomes decided on the platform
+    (MTurk auto-approval), and reconcile calls left unconfirmed by a crash."""
+    report = SyncReport(reconciled=platform_calls_reconcile(study=study))
+    publications = Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK).exclude(
+        status__in=[Publication.Status.FAILED])
+    for publication in publications:
+        platform = get_platform(publication.platform)
+        remote = platform.sync(external_ids=publication.external_ids)
+        report.remote += len(remote)
+        ids = [item.platform_assignment_id for item in remote]
+        local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
+            study=study, platform_assignment_id__in=ids).select_related("participant")}
+        answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
+                       .values_list("claim__assignment", flat=True).distinct())
+        for item in remote:
+            assignment = local.get(item.platform_assignment_id)
+            flag = ""
+            if item.status in ("submitted", "approved", "rejected"):
+                if assignment is None:
+                    flag = PlatformSubmission.Flag.NO_LOCAL_ASSIGNMENT
+                elif assignment.pk not in answered:
+                    flag = PlatformSubmission.Flag.NO_ANSWERS
+            PlatformSubmission.objects.update_or_create(
+                publication=publication, platform_assignment_id=item.platform_assignment_id,
+                defaults={"platform_task_id": item.platform_task_id, "worker_id": item.worker_id,
+                          "platform_status": item.raw_status, "assignment": assignment, "flag": flag,
+                          "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
+            )
+            if flag:
+                report.flagged += 1
+                report.flags.append({"platform_assignment_id": item.platform_assignment_id,
+                                     "worker_id": item.worker_id, "flag": flag})
+            if assignment is None:
+                continue
+            report.matched += 1
+            if item.status in ("approved", "rejected") and assignment.status in (
+                    Assignment.Status.SUBMITTED, Assignment.Status.ACTIVE):
+                assignment_reviewed(assignment.pk, approved=item.status == "approved")
+                report.status_updates += 1
+    return report
