@@ -1,6 +1,6 @@
 """A researcher's preview of a study's task, page by page, as a worker will see it.
 
-Staff only (``/w/preview/<study id>/``). It renders the worker templates (the consent page,
+Staff only (``/w/preview/<study id>/``), and only for a study the user may see. It renders the worker templates (the consent page,
 then for each of the first units the "before" page and the "after" page with the rationale)
 from the study's content directly: nothing is written, no participant, assignment, claim or
 answer is created and no quota moves. Every page is a GET; the question form submits by GET
@@ -26,6 +26,7 @@ from annotations.models import Annotation, Unit
 from annotations.selectors import StepView, rationale_text
 from annotations.services.steps import genq_choices, normalise_choices
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
+from studies.selectors import studies_for_user
 
 Step = Annotation.Step
 PREVIEW_MAX_UNITS = 10  # "the first few units": at most a task's worth, capped here
@@ -144,7 +145,8 @@ def _int(value: str | None) -> int:
 @staff_member_required
 @require_GET
 def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
-    study = get_object_or_404(Study, pk=study_id)
+    # A study the user may not see is a 404, as in the admin and the API (issue 10 item 9).
+    study = get_object_or_404(studies_for_user(user=request.user), pk=study_id)
     step = request.GET.get("step") or "intro"
     if step not in STEPS:
         step = "intro"

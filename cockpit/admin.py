@@ -12,8 +12,9 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 
+from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Item, Study
-from studies.selectors import study_design_summary
+from studies.selectors import CHANGE, studies_for_user, study_design_summary
 from studies.services.studies import (
     DESIGN_FIELDS,
     StudyError,
@@ -83,7 +84,8 @@ def design_table(summary) -> str:
 
 
 @admin.register(Study)
-class StudyAdmin(admin.ModelAdmin):
+class StudyAdmin(StudyScopedAdmin):
+    study_path = "pk"
     form = StudyForm
     change_form_template = "cockpit/study/change_form.html"
     change_list_template = "cockpit/study/change_list.html"
@@ -151,7 +153,12 @@ class StudyAdmin(admin.ModelAdmin):
 
     def _each(self, request, queryset, service, verb):
         done, failed = 0, []
+        allowed = set(studies_for_user(user=request.user, access=CHANGE).values_list("pk", flat=True))
         for study in queryset:
+            if study.pk not in allowed:
+                failed.append(f"{study.name}: you may not change this study (studies.change_study on a study "
+                              "you own or that is shared with you).")
+                continue
             try:
                 service(study=study)
                 done += 1

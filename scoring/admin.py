@@ -22,15 +22,23 @@ from scoring.metrics import FAITHFULNESS_CAVEATS
 from scoring.models import ScoreRun, UnitScore
 from scoring.selectors import report_tables
 from scoring.services import score_run_enqueue
+from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Study
+from studies.selectors import studies_for_user
 
 
 class ScoreNowForm(forms.Form):
-    study = forms.ModelChoiceField(queryset=Study.objects.all())
+    """"Score now": a study the user may see (scoring needs ``scoring.change_scorerun`` on top)."""
+
+    study = forms.ModelChoiceField(queryset=Study.objects.none())
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["study"].queryset = studies_for_user(user=user)
 
 
 @admin.register(ScoreRun)
-class ScoreRunAdmin(admin.ModelAdmin):
+class ScoreRunAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "status", "created_at", "finished_at", "n_warnings", "report_link")
     list_filter = ("status",)
     search_fields = ("study__name",)
@@ -59,11 +67,11 @@ class ScoreRunAdmin(admin.ModelAdmin):
         ] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
-        extra_context = {**(extra_context or {}), "score_form": ScoreNowForm()}
+        extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user)}
         return super().changelist_view(request, extra_context=extra_context)
 
     def _run(self, request, run_id: int) -> ScoreRun:
-        run = get_object_or_404(ScoreRun.objects.select_related("study"), pk=run_id)
+        run = get_object_or_404(self.get_queryset(request).select_related("study"), pk=run_id)
         if not self.has_view_permission(request, run):
             raise PermissionDenied
         return run
@@ -81,7 +89,7 @@ class ScoreRunAdmin(admin.ModelAdmin):
             "tables": report_tables(results),
             "plots": available,
             "faithfulness_caveats": FAITHFULNESS_CAVEATS,
-            "score_form": ScoreNowForm(initial={"study": run.study_id}),
+            "score_form": ScoreNowForm(user=request.user, initial={"study": run.study_id}),
             "can_score": self.has_change_permission(request),
         }
         return TemplateResponse(request, "admin/scoring/report.html", context)
@@ -99,7 +107,7 @@ class ScoreRunAdmin(admin.ModelAdmin):
     def score_now_view(self, request):
         if not self.has_change_permission(request):
             raise PermissionDenied
-        form = ScoreNowForm(request.POST)
+        form = ScoreNowForm(request.POST, user=request.user)
         if not form.is_valid():
             messages.error(request, "Choose a study to score.")
             return redirect("admin:scoring_scorerun_changelist")
@@ -109,7 +117,7 @@ class ScoreRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(UnitScore)
-class UnitScoreAdmin(admin.ModelAdmin):
+class UnitScoreAdmin(StudyScopedAdmin):
     list_display = ("study", "item", "source", "n_annotators", "before_majority", "after_majority", "utility",
                     "task_correct", "gen_u", "similarity", "imported")
     list_filter = ("imported", "utility", "source")

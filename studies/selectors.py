@@ -6,7 +6,19 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
-from studies.models import GeneralizationQuestion, Item, Platform, Rationale, Study
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    GenerationJob,
+    ImportRecord,
+    Item,
+    Platform,
+    Rationale,
+    RationaleSource,
+    Study,
+)
 
 CENT = Decimal("0.01")
 
@@ -165,3 +177,99 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
         missing_rationales=missing,
         warnings=warnings,
     )
+
+
+# --- Per-study access -------------------------------------------------------------------------
+# One definition of "the studies this user may see / change / pay for", used by every admin page,
+# the preview and the API. Membership: superusers reach every study; everyone else the studies they
+# own and those shared with them (being staff grants nothing by itself). On top of membership,
+# changing a study (its design, its attention checks, its scoring) needs ``studies.change_study``
+# and moving money for it (publishing, approving, rejecting, bonuses) needs ``studies.pay_workers``.
+# Reference data (datasets, items, sources, rationales, generalization questions) belongs to no
+# study: a user who holds the model's view permission reads all of it, anyone else only what the
+# studies they may see use.
+VIEW, CHANGE, PAY = "view", "change", "pay"
+ACCESS_PERMISSIONS = {CHANGE: "studies.change_study", PAY: "studies.pay_workers"}
+RAW_WORKER_IDS_PERMISSION = "studies.view_raw_worker_ids"
+
+
+def _active(user) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_active)
+
+
+def studies_for_user(*, user, access: str = VIEW) -> QuerySet[Study]:
+    """The studies ``user`` may reach with ``access`` (VIEW, CHANGE or PAY)."""
+    if access not in (VIEW, CHANGE, PAY):
+        raise ValueError(f"access must be one of view, change, pay; got {access!r}")
+    if not _active(user):
+        return Study.objects.none()
+    if user.is_superuser:
+        return Study.objects.all()
+    if access in ACCESS_PERMISSIONS and not user.has_perm(ACCESS_PERMISSIONS[access]):
+        return Study.objects.none()
+    shared = Study.shared_with.through.objects.filter(user_id=user.pk).values("study_id")
+    return Study.objects.filter(Q(owner_id=user.pk) | Q(pk__in=shared))
+
+
+def study_user_may(*, user, study: Study, access: str = VIEW) -> bool:
+    """Whether ``user`` may reach ``study`` with ``access``."""
+    return study.pk is not None and studies_for_user(user=user, access=access).filter(pk=study.pk).exists()
+
+
+def user_may_see_raw_worker_ids(user) -> bool:
+    """Raw platform worker ids (MTurk WorkerId, Prolific PID) are shown only to holders of
+    ``studies.view_raw_worker_ids``; everyone else sees keyed pseudonyms."""
+    return _active(user) and user.has_perm(RAW_WORKER_IDS_PERMISSION)
+
+
+def _all_or_used(user, model, perm: str, used: QuerySet) -> QuerySet:
+    if not _active(user):
+        return model.objects.none()
+    if user.is_superuser or user.has_perm(perm):
+        return model.objects.all()
+    return model.objects.filter(pk__in=used)
+
+
+def datasets_for_user(*, user) -> QuerySet[Dataset]:
+    used = studies_for_user(user=user).values("dataset_id")
+    return _all_or_used(user, Dataset, "studies.view_dataset", used)
+
+
+def items_for_user(*, user) -> QuerySet[Item]:
+    used = Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
+    return _all_or_used(user, Item, "studies.view_item", used)
+
+
+def sources_for_user(*, user) -> QuerySet[RationaleSource]:
+    used = Study.sources.through.objects.filter(study__in=studies_for_user(user=user)).values("rationalesource_id")
+    return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
+
+
+def rationales_for_user(*, user) -> QuerySet[Rationale]:
+    """All rationales with the view permission; otherwise those a visible study shows: its items'
+    rationales from its own sources."""
+    studies = studies_for_user(user=user)
+    shown = Rationale.objects.filter(
+        Exists(Study.items.through.objects.filter(study__in=studies, item_id=OuterRef("item_id"),
+                                                  study__sources=OuterRef("source_id")))
+    ).values("pk")
+    return _all_or_used(user, Rationale, "studies.view_rationale", shown)
+
+
+def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestion]:
+    used = GeneralizationQuestion.objects.filter(
+        item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
+    ).values("pk")
+    return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion", used)
+
+
+def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
+    """All imports with the view permission, else the user's own."""
+    return _all_or_used(user, ImportRecord, "studies.view_importrecord",
+                        ImportRecord.objects.filter(imported_by_id=getattr(user, "pk", None)).values("pk"))
+
+
+def generation_jobs_for_user(*, user) -> QuerySet[GenerationJob]:
+    """LM jobs belong to no study: all with the view permission, else the user's own."""
+    return _all_or_used(user, GenerationJob, "studies.view_generationjob",
+                        GenerationJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))

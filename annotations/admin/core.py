@@ -1,6 +1,8 @@
 """Admin for participants, units, assignments, answers, attention checks and qualification tests.
 
-Answers are read-only here: they are written by the worker pages only."""
+Answers are read-only here: they are written by the worker pages only. Every list holds only rows
+of the studies the user may see, and workers appear as pseudonyms unless the user may see raw
+worker ids (``studies.admin.scoping``)."""
 from django.contrib import admin
 from django.db.models import Count, Q
 
@@ -15,6 +17,8 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from lab.pseudonyms import worker_pseudonym
+from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 
 
 class ReadOnlyMixin:
@@ -26,15 +30,23 @@ class ReadOnlyMixin:
 
 
 @admin.register(Participant)
-class ParticipantAdmin(admin.ModelAdmin):
-    list_display = ("id", "platform", "external_id", "blocked", "created_at")
+class ParticipantAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
+    """Workers who took a task in a study the user may see."""
+
+    study_path = "assignments__study"
+    raw_worker_id_fields = ("external_id",)
+    list_display = ("id", "platform", "worker", "external_id", "blocked", "created_at")
     list_filter = ("platform", "blocked")
     search_fields = ("external_id",)
-    readonly_fields = ("platform", "external_id", "created_at")
+    readonly_fields = ("platform", "worker", "external_id", "created_at")
+
+    @admin.display(description="worker (pseudonym)")
+    def worker(self, obj: Participant) -> str:
+        return worker_pseudonym(obj.platform, obj.external_id)
 
 
 @admin.register(Unit)
-class UnitAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class UnitAdmin(ReadOnlyMixin, StudyScopedAdmin):
     list_display = ("id", "study", "question_key", "source", "generalization_question", "quota", "n_claimed",
                     "n_completed", "filled")
     list_filter = ("study", "source")
@@ -64,8 +76,10 @@ class ClaimInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(admin.ModelAdmin):
+class AssignmentAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     """Read-only: reviews (approve, reject, bonus) go through the platforms' services."""
+
+    raw_worker_id_fields = ("external_id",)
 
     list_display = ("id", "study", "participant", "status", "n_claims", "n_completed", "created_at", "expires_at",
                     "submitted_at", "completion_code")
@@ -95,7 +109,7 @@ class AssignmentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Claim)
-class ClaimAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ClaimAdmin(ReadOnlyMixin, StudyScopedAdmin):
     list_display = ("id", "assignment", "position", "question_key", "unit", "attention_check", "completed_at",
                     "released")
     list_filter = ("study", "released")
@@ -104,7 +118,9 @@ class ClaimAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Annotation)
-class AnnotationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class AnnotationAdmin(ReadOnlyMixin, StudyScopedAdmin, RawWorkerIdsAdmin):
+    study_path = "claim__study"
+    raw_worker_id_fields = ("external_id",)
     list_display = ("id", "study", "worker", "question_key", "step", "answer", "duration_ms", "answered_at")
     list_filter = ("step", "claim__study")
     search_fields = ("claim__participant__external_id", "claim__question_key")
@@ -125,7 +141,7 @@ class AnnotationAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(AttentionCheck)
-class AttentionCheckAdmin(admin.ModelAdmin):
+class AttentionCheckAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "question", "correct_answer")
     list_filter = ("study",)
 
@@ -136,13 +152,13 @@ class QualificationQuestionInline(admin.TabularInline):
 
 
 @admin.register(QualificationTest)
-class QualificationTestAdmin(admin.ModelAdmin):
+class QualificationTestAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "pass_mark")
     inlines = [QualificationQuestionInline]
 
 
 @admin.register(QualificationGrant)
-class QualificationGrantAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class QualificationGrantAdmin(ReadOnlyMixin, StudyScopedAdmin):
     list_display = ("id", "study", "participant", "passed", "score", "created_at")
     list_filter = ("study", "passed")
     readonly_fields = ("study", "participant", "passed", "score", "answers", "created_at")

@@ -45,13 +45,15 @@ from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
 from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
+from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 from studies.models import Platform, Study
+from studies.selectors import PAY, VIEW, studies_for_user
 
 # Up to this many approvals or bonuses run in the request; more go to the Celery queue.
 INLINE_LIMIT = 50
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(StudyScopedAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -63,7 +65,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Publication)
-class PublicationAdmin(admin.ModelAdmin):
+class PublicationAdmin(StudyScopedAdmin):
     list_display = ("study", "platform", "batch", "status", "dry_run", "n_tasks", "estimated_cost", "currency",
                     "created_at", "publish_page")
     list_filter = ("platform", "status", "dry_run")
@@ -98,15 +100,20 @@ class PublicationAdmin(admin.ModelAdmin):
     def study_list_view(self, request: HttpRequest) -> HttpResponse:
         self._check(request)
         context = {**self.admin_site.each_context(request), "title": "Publish a study",
-                   "studies": Study.objects.order_by("name"), "opts": self.model._meta}
+                   "studies": studies_for_user(user=request.user).order_by("name"), "opts": self.model._meta}
         return TemplateResponse(request, "admin/annotations/platforms/studies.html", context)
 
     def publish_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
+        """Seeing the page needs VIEW access to the study; every button (a POST) moves money or
+        work on a platform and needs PAY access (``studies.selectors``)."""
         self._check(request)
-        study = get_object_or_404(Study, pk=study_id)
+        study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
         url = reverse("admin:annotations_publication_publish", args=[study.pk])
         if request.method == "POST":
             self._check(request, write=True)
+            if not studies_for_user(user=request.user, access=PAY).filter(pk=study.pk).exists():
+                raise PermissionDenied("Publishing, reviewing and paying need the permission to pay workers "
+                                       "of this study (studies.pay_workers).")
             self._act(request, study)
             return HttpResponseRedirect(url)
         platform_name = request.GET.get("platform") or study.platform
@@ -237,7 +244,9 @@ class PublicationAdmin(admin.ModelAdmin):
 
 
 @admin.register(PlatformCall)
-class PlatformCallAdmin(ReadOnlyAdmin):
+class PlatformCallAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
+    # What was sent and answered names workers by their platform ids.
+    raw_worker_id_fields = ("request_summary", "response")
     list_display = ("created_at", "platform", "operation", "status", "amount", "currency", "study", "user",
                     "idempotency_key", "attempts")
     list_filter = ("platform", "operation", "status")
@@ -247,7 +256,9 @@ class PlatformCallAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Bonus)
-class BonusAdmin(ReadOnlyAdmin):
+class BonusAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
+    study_path = "assignment__study"
+    raw_worker_id_fields = ("external_id",)
     list_display = ("created_at", "participant", "assignment", "kind", "amount", "currency", "status", "paid_at")
     list_filter = ("kind", "status")
     search_fields = ("token", "participant__external_id", "reason")
@@ -255,7 +266,7 @@ class BonusAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ParticipantLink)
-class ParticipantLinkAdmin(admin.ModelAdmin):
+class ParticipantLinkAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "label", "completion_code", "participant", "redeemed_at", "revoked", "url")
     list_filter = ("revoked", "study")
     search_fields = ("label", "study__name")
@@ -272,7 +283,7 @@ class ParticipantLinkAdmin(admin.ModelAdmin):
 
 
 @admin.register(OpenLink)
-class OpenLinkAdmin(admin.ModelAdmin):
+class OpenLinkAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "completion_code", "n_participants", "max_participants", "active", "url")
     list_filter = ("active",)
     readonly_fields = ("token", "n_participants", "created_at", "created_by", "url")
@@ -291,7 +302,9 @@ class MTurkQualificationTypeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(PlatformSubmission)
-class PlatformSubmissionAdmin(ReadOnlyAdmin):
+class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
+    study_path = "publication__study"
+    raw_worker_id_fields = ("worker_id",)
     list_display = ("platform_assignment_id", "publication", "worker_id", "platform_status", "assignment", "flag",
                     "submitted_at", "synced_at")
     list_filter = ("flag", "platform_status")

@@ -14,6 +14,7 @@ import secrets
 from django.db import models
 from django.db.models import Q
 
+from lab.pseudonyms import worker_pseudonym
 from lab.transitions import StatusMachine
 from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 
@@ -37,7 +38,9 @@ class Participant(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.platform}:{self.external_id}"
+        # The pseudonym, never the raw id: the admin and logs show this to users who may not see
+        # raw worker ids (studies.view_raw_worker_ids).
+        return f"{self.platform}:{worker_pseudonym(self.platform, self.external_id)}"
 
 
 class Unit(models.Model):

@@ -258,6 +258,9 @@ class Study(TimeStamped):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "studies"
+        # Moving money for a study (publish, approve, reject, bonus, close on the platform) is a right
+        # of its own, on top of seeing the study (studies.selectors.studies_for_user, access PAY).
+        permissions = [("pay_workers", "Can publish, approve, reject and pay workers of the studies they may see")]
         constraints = [
             models.CheckConstraint(condition=Q(annotators_per_unit__gte=1), name="study_annotators_positive"),
             models.CheckConstraint(condition=Q(units_per_task__gte=1), name="study_units_per_task_positive"),

@@ -18,10 +18,30 @@ EVIL = "<script>alert('x')</script>"
 
 @pytest.fixture
 def staff_client() -> Client:
-    user = get_user_model().objects.create_user(username="researcher", password="pw", is_staff=True)
+    # A superuser reaches every study; who else may preview which study is tested below.
+    user = get_user_model().objects.create_superuser(username="researcher", password="pw")
     client = Client()
     client.force_login(user)
     return client
+
+
+def _login(username: str, **flags) -> tuple[object, Client]:
+    user = get_user_model().objects.create_user(username=username, password="pw", **flags)
+    client = Client()
+    client.force_login(user)
+    return user, client
+
+
+def test_staff_may_preview_only_the_studies_they_may_see():
+    # Regression (issue 10 item 9): any staff user read every study's rationales here.
+    study = make_study(rationale_text="Secret rationale {item}.")
+    _, stranger = _login("stranger", is_staff=True)
+    for page in (url(study), url(study, n=0, step="after")):
+        assert stranger.get(page).status_code == 404
+    owner, client = _login("owner", is_staff=True)
+    study.owner = owner
+    study.save(update_fields=["owner"])
+    assert "Secret rationale" in client.get(url(study, n=0, step="after")).content.decode()
 
 
 def url(study, **params) -> str:

@@ -1,0 +1,63 @@
+"""Studies built and worked the way the app does it: designed with ``study_create``, opened with
+``study_open``, and answered by workers through the questionnaire's services (start, answer,
+submit). Tests that need answers, scores or exports use these instead of writing rows by hand."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from annotations.models import Assignment, Claim
+from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
+from annotations.services.participants import participant_get_or_create
+from studies.models import Platform, Study
+from studies.services.studies import study_create, study_open
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+
+# answer(claim, step) -> label; the default answers "no" before the rationale and the gold after.
+Answerer = Callable[[Claim, str], str]
+
+
+def gold_after(claim: Claim, step: str) -> str:
+    return claim.unit.item.gold_answer if step == "after" else "no"
+
+
+def open_utility_study(
+    *, name: str, n_items: int = 2, n_sources: int = 2, quota: int = 3, owner=None, gold: str = "yes",
+    units_per_task: int | None = None, item_ids: list[str] | None = None, source_names: list[str] | None = None,
+) -> Study:
+    """An open utility study of ``n_items`` yes/no items (gold ``gold``) x ``n_sources`` imported
+    sources, each (item, source) with a rationale that predicts ``gold``."""
+    dataset = DatasetFactory(name=f"{name}-dataset")
+    ids = item_ids or [f"{name}-q{i}" for i in range(n_items)]
+    items = [ItemFactory(dataset=dataset, external_id=ext, gold_answer=gold, split="test") for ext in ids]
+    names = source_names or [f"{name}-s{i}" for i in range(n_sources)]
+    sources = [RationaleSourceFactory(name=n) for n in names]
+    for item in items:
+        for source in sources:
+            RationaleFactory(item=item, source=source, text=f"Because {item.external_id} ({source.name}).",
+                             predicted_answer=gold, prediction_correct=True)
+    study = study_create(
+        name=name, dataset=dataset, sources=sources, annotators_per_unit=quota,
+        units_per_task=units_per_task or len(items), owner=owner, consent_text="I agree.",
+        platform=Platform.PROLIFIC,
+    )
+    return study_open(study=study)
+
+
+def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bool = True,
+         steps: int | None = None) -> Assignment:
+    """Worker ``worker`` (a Prolific id) starts a task in ``study`` and answers every claim
+    through ``annotation_submit`` (only the first ``steps`` answers when given), then submits."""
+    participant = participant_get_or_create(platform=Platform.PROLIFIC, external_id=worker)
+    assignment = assignment_start(study=study, participant=participant, consented=True)
+    done = 0
+    for claim in assignment.claims.select_related("unit__item", "attention_check").order_by("position"):
+        kinds = ("attention",) if claim.attention_check_id else ("before", "after")
+        for step in kinds:
+            if steps is not None and done >= steps:
+                return assignment
+            label = claim.attention_check.correct_answer if step == "attention" else answer(claim, step)
+            annotation_submit(assignment=assignment, claim=claim, step=step, answer=label)
+            done += 1
+    if submit:
+        assignment = assignment_submit(assignment=assignment)
+    return assignment
