@@ -1,7 +1,8 @@
 """The one API router, mounted at ``/api/v1/`` by ``config.urls``."""
 from rest_framework.routers import DefaultRouter
 
-from annotations.api.views import AnnotationViewSet, AssignmentViewSet
+from annotations.api.views import AssignmentViewSet
+from cockpit.api.views import AnnotationViewSet, StudyViewSet
 from scoring.api.views import ScoreRunViewSet, UnitScoreViewSet
 from studies.api.jobs import GenerationJobViewSet
 from studies.api.views import (
@@ -11,7 +12,6 @@ from studies.api.views import (
     ItemViewSet,
     RationaleSourceViewSet,
     RationaleViewSet,
-    StudyViewSet,
 )
 
 app_name = "api"

@@ -10,8 +10,9 @@ scripts/bootstrap.sh "lm,test"
 scripts/system_deps.sh
 scripts/services.sh
 
-echo "== Lint (ruff)"
+echo "== Lint (ruff) and app boundaries (import-linter, contracts in pyproject.toml)"
 .venv/bin/ruff check .
+.venv/bin/lint-imports
 
 echo "== Test suite on PostgreSQL + Redis"
 DATABASE_URL="${RL_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/rationale_lab}" \

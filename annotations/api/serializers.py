@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from annotations.models import Annotation, Assignment
-from studies.api.common import PseudonymCache
+from lab.pseudonyms import PseudonymCache
 
 
 class _WorkerMixin(serializers.Serializer):

@@ -7,7 +7,8 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schem
 from rest_framework import viewsets
 
 from annotations.models import Annotation, Assignment
-from studies.api.common import RAW_WORKER_IDS_PARAM, ApiViewMixin, visible_studies, wants_raw_worker_ids
+from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
+from studies.selectors import studies_for_user
 
 from .filters import AnnotationFilter, AssignmentFilter
 from .serializers import AnnotationSerializer, AssignmentSerializer
@@ -65,14 +66,14 @@ class _WorkerContextMixin:
         examples=[ASSIGNMENT_EXAMPLE],
     ),
 )
-class AssignmentViewSet(ApiViewMixin, _WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
+class AssignmentViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = AssignmentSerializer
     filterset_class = AssignmentFilter
     ordering_fields = ["id", "created_at"]
 
     def get_queryset(self):
         return (
-            Assignment.objects.filter(study__in=visible_studies(self.request.user))
+            Assignment.objects.filter(study__in=studies_for_user(user=self.request.user))
             .select_related("participant")
             .annotate(
                 n_units=Count("claims", distinct=True),
@@ -101,12 +102,12 @@ class AssignmentViewSet(ApiViewMixin, _WorkerContextMixin, viewsets.ReadOnlyMode
         examples=[ANNOTATION_EXAMPLE],
     ),
 )
-class AnnotationViewSet(ApiViewMixin, _WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
+class AnnotationViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = AnnotationSerializer
     filterset_class = AnnotationFilter
     ordering_fields = ["id", "answered_at"]
 
     def get_queryset(self):
-        return Annotation.objects.filter(claim__study__in=visible_studies(self.request.user)).select_related(
+        return Annotation.objects.filter(claim__study__in=studies_for_user(user=self.request.user)).select_related(
             "claim__participant", "claim__unit__source"
         )

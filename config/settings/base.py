@@ -41,7 +41,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / ReDoc files served locally (the docs work offline)
@@ -118,6 +117,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 # Where fine-tuned checkpoints and other LM artefacts go.
 RL_MODEL_DIR = Path(os.environ.get("RL_MODEL_DIR", VAR_DIR / "models"))
 
+# `manage.py load_demo`: the demo admin's password (empty: generated once and printed).
+DEMO_ADMIN_PASSWORD = os.environ.get("DEMO_ADMIN_PASSWORD", "")
+
 # Public base URL that crowd platforms send workers to (ExternalQuestion, Prolific, links).
 RL_PUBLIC_URL = os.environ.get("RL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 
@@ -148,6 +150,12 @@ RL_MAX_BONUS = os.environ.get("RL_MAX_BONUS", "100.00")
 
 # --- Celery -------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# The cache holds the API's throttle counts: in Redis when REDIS_URL is set, so that every gunicorn
+# process counts together; in process memory otherwise (one process: the demo, the tests on SQLite).
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rationale-lab"}}
 CELERY_DATA_DIR = VAR_DIR / "celery"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or REDIS_URL or (
@@ -201,12 +209,27 @@ CELERY_BEAT_SCHEDULE["annotations-expire-stale-assignments"] = {
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 # --- REST framework -----------------------------------------------------------------------
+# Every API view gets these without asking, so a new view cannot be weaker by forgetting a mixin:
+# API tokens (admin -> API tokens) or a session; authenticated users only; read-only tokens only
+# read; a write needs the permission its view names (none named: refused); cursor pages; writes and
+# exports throttled per user; JSON bodies nested deeper than 64 levels refused with a 400.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "studies.api.access.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "lab.api.permissions.ReadOnlyTokenPermission",
+        "lab.api.permissions.HasModelPermission",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "lab.api.pagination.ApiCursorPagination",
+    "DEFAULT_THROTTLE_CLASSES": ["lab.api.throttling.ApiScopedRateThrottle"],
+    "DEFAULT_PARSER_CLASSES": [
+        "lab.api.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
@@ -219,7 +242,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
 }
-# --- API (studies/api, annotations/api, scoring/api) ---------------------------------------
+# --- API (lab/api, studies/api, annotations/api, scoring/api, cockpit/api) -------------------
 # The docs page loads Swagger UI / ReDoc from drf-spectacular-sidecar, never from a CDN.
 SPECTACULAR_SETTINGS.update(
     {

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 
 from django.db.models import Avg, Count, Q, QuerySet
 
-from annotations.api.filters import UTILITY_LABELS
+from lab.api.streaming import Column
+from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import UnitScore
-from studies.api.streaming import Column
 from studies.models import Study
 
 SCORE_COLUMNS: list[Column] = [
@@ -46,7 +46,7 @@ _FIELDS = [
 def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iterator[tuple]:
     for values in queryset.order_by("item_id", "source_id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
         utility = values[14]
-        yield values[:15] + (UTILITY_LABELS.get(utility, ""),) + values[15:]
+        yield values[:15] + (UTILITY_NAMES.get(utility, ""),) + values[15:]
 
 
 def _share(n: int, total: int) -> float | None:

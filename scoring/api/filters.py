@@ -1,11 +1,13 @@
-"""django-filter filter sets of the scoring API (also used by the score export)."""
+"""django-filter filter sets of the scoring API, and the annotation filters that read scores."""
 from __future__ import annotations
 
 import django_filters as df
+from django.db.models import Exists, OuterRef
 
-from annotations.api.filters import UTILITY_CATEGORIES, UTILITY_VALUES
+from annotations.api.filters import AnnotationFilter
+from lab.api.filters import DateTimeFilter, IdFilter, filter_id_or_name
+from scoring.metrics.labels import UTILITY_CHOICES, UTILITY_VALUES
 from scoring.models import ScoreRun, UnitScore
-from studies.api.filters import DateTimeFilter, IdFilter, filter_source_id_or_name
 from studies.models import Split
 
 
@@ -14,7 +16,7 @@ class UnitScoreFilter(df.FilterSet):
     item = IdFilter(field_name="item_id")
     source = df.CharFilter(method="filter_source", help_text="Rationale source id or name.")
     split = df.ChoiceFilter(field_name="item__split", choices=Split.choices)
-    utility = df.ChoiceFilter(choices=UTILITY_CATEGORIES, method="filter_utility", help_text="Utility category.")
+    utility = df.ChoiceFilter(choices=UTILITY_CHOICES, method="filter_utility", help_text="Utility category.")
     updated_after = DateTimeFilter(field_name="updated_at", lookup_expr="gte")
     updated_before = DateTimeFilter(field_name="updated_at", lookup_expr="lt")
 
@@ -23,7 +25,7 @@ class UnitScoreFilter(df.FilterSet):
         fields = {"task_correct": ["exact"], "gen_u": ["exact"], "before_tie": ["exact"], "after_tie": ["exact"]}
 
     def filter_source(self, queryset, name, value):
-        return filter_source_id_or_name(queryset, "source", value)
+        return filter_id_or_name(queryset, "source", value)
 
     def filter_utility(self, queryset, name, value):
         return queryset.filter(utility=UTILITY_VALUES[value])
@@ -38,3 +40,21 @@ class ScoreRunFilter(df.FilterSet):
     class Meta:
         model = ScoreRun
         fields: list[str] = []
+
+
+class ScoredAnnotationFilter(AnnotationFilter):
+    """The annotation filters plus the utility category of the answered unit, once scored."""
+
+    utility = df.ChoiceFilter(
+        choices=UTILITY_CHOICES, method="filter_utility",
+        help_text="Utility category of the annotated (item, source) unit, once scored.",
+    )
+
+    def filter_utility(self, queryset, name, value):
+        scored = UnitScore.objects.filter(
+            study=OuterRef("claim__study"),
+            item=OuterRef("claim__unit__item"),
+            source=OuterRef("claim__unit__source"),
+            utility=UTILITY_VALUES[value],
+        )
+        return queryset.filter(Exists(scored))

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
-
-from .export import UTILITY_LABELS
 
 
 class UnitScoreSerializer(serializers.ModelSerializer):
@@ -25,7 +24,7 @@ class UnitScoreSerializer(serializers.ModelSerializer):
         ]
 
     def get_utility_label(self, obj) -> str:
-        return UTILITY_LABELS.get(obj.utility, "")
+        return UTILITY_NAMES.get(obj.utility, "")
 
 
 class ScoreRunSerializer(serializers.ModelSerializer):

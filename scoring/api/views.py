@@ -6,8 +6,9 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from scoring.models import ScoreRun, UnitScore
-from studies.api.common import ApiViewMixin, import_service, visible_studies
+from scoring.services import score_run_enqueue
 from studies.api.serializers import ErrorSerializer
+from studies.selectors import studies_for_user
 
 from .filters import ScoreRunFilter, UnitScoreFilter
 from .serializers import ScoreRunSerializer, UnitScoreSerializer
@@ -46,24 +47,17 @@ SCORE_RUN_EXAMPLE = OpenApiExample(
     ),
     retrieve=extend_schema(summary="One unit score", description="One scored unit.", examples=[UNIT_SCORE_EXAMPLE]),
 )
-class UnitScoreViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+class UnitScoreViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = UnitScoreSerializer
     filterset_class = UnitScoreFilter
     ordering_fields = ["id", "updated_at"]
 
     def get_queryset(self):
-        return UnitScore.objects.filter(study__in=visible_studies(self.request.user)).select_related("item", "source")
+        return UnitScore.objects.filter(study__in=studies_for_user(user=self.request.user)).select_related("item", "source")
 
 
 class ScoreRunStartSerializer(serializers.Serializer):
     study = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the study to score.")
-
-
-def score_run_start(*, study) -> ScoreRun:
-    """Queue scoring of ``study`` (``scoring.services.score_run_enqueue``): a pending ScoreRun whose
-    ``scoring.tasks.score_study_task`` is sent once the row is committed. 503 without scoring."""
-    score_run_enqueue = import_service("scoring.services", "score_run_enqueue", "Scoring")
-    return score_run_enqueue(study=study)
 
 
 @extend_schema_view(
@@ -92,28 +86,27 @@ def score_run_start(*, study) -> ScoreRun:
             202: ScoreRunSerializer,
             400: OpenApiResponse(ErrorSerializer, description="Bad input, naming the field."),
             404: OpenApiResponse(ErrorSerializer, description="No such study (or not visible to you)."),
-            503: OpenApiResponse(ErrorSerializer, description="Scoring is not installed."),
         },
         examples=[OpenApiExample("Score study 3", value={"study": 3}, request_only=True), SCORE_RUN_EXAMPLE],
     ),
 )
-class ScoreRunViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class ScoreRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ScoreRunSerializer
     filterset_class = ScoreRunFilter
     ordering_fields = ["id", "created_at"]
     write_permissions = {"create": "scoring.add_scorerun"}
 
     def get_queryset(self):
-        return ScoreRun.objects.filter(study__in=visible_studies(self.request.user))
+        return ScoreRun.objects.filter(study__in=studies_for_user(user=self.request.user))
 
     def create(self, request, *args, **kwargs):
         data = ScoreRunStartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        study = visible_studies(request.user).filter(pk=data.validated_data["study"]).first()
+        study = studies_for_user(user=request.user).filter(pk=data.validated_data["study"]).first()
         if study is None:
             return Response(
                 {"detail": f"study: no study with id {data.validated_data['study']} that you can see."},
                 status=status.HTTP_404_NOT_FOUND,
             )
-        run = score_run_start(study=study)
+        run = score_run_enqueue(study=study)
         return Response(ScoreRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -12,14 +12,26 @@ from .contrast import (
 )
 from .faithfulness import CAVEATS as FAITHFULNESS_CAVEATS
 from .faithfulness import comprehensiveness, sufficiency
-from .labels import NOT_USEFUL, UNSURE, USEFUL, UTILITY_NAMES, gen_u, majority_vote, utility_category
+from .labels import (
+    NOT_USEFUL,
+    UNSURE,
+    USEFUL,
+    UTILITY_CHOICES,
+    UTILITY_NAMES,
+    UTILITY_VALUES,
+    gen_u,
+    majority_vote,
+    utility_category,
+)
 
 __all__ = [
     "FAITHFULNESS_CAVEATS",
     "NOT_USEFUL",
     "UNSURE",
     "USEFUL",
+    "UTILITY_CHOICES",
     "UTILITY_NAMES",
+    "UTILITY_VALUES",
     "bootstrap_ci",
     "comprehensiveness",
     "conditional_entropy",

@@ -5,7 +5,11 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
 USEFUL, UNSURE, NOT_USEFUL = 1, 0, -1
+# The utility vocabulary: value -> name, the reverse, and (name, label) choices for filters and forms.
 UTILITY_NAMES = {USEFUL: "useful", UNSURE: "unsure", NOT_USEFUL: "not_useful"}
+UTILITY_VALUES = {name: value for value, name in UTILITY_NAMES.items()}
+UTILITY_CHOICES = [(name, f"{name.replace('_', ' ')} ({value:+d})" if value else f"{name} (0)")
+                   for value, name in UTILITY_NAMES.items()]
 
 
 def majority_vote(labels: Iterable[Hashable]) -> Hashable | None:

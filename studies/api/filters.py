@@ -1,14 +1,10 @@
 """django-filter filter sets of the studies API."""
 from __future__ import annotations
 
-import datetime as dt
-
 import django_filters as df
-from django import forms
 from django.db.models import Q
-from django.utils import timezone
-from django_filters.fields import IsoDateTimeField
 
+from lab.api.filters import DateTimeFilter, IdFilter, filter_id_or_name
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -20,49 +16,25 @@ from studies.models import (
     Split,
     Study,
 )
+from studies.selectors import studies_for_user
 
-MAX_ID = 2**63 - 1
 
+class StudyIdFilter(IdFilter):
+    """``study=<id>``: rows of one study, and only of a study the user may see (a study the user
+    cannot see matches nothing, so a list never tells what another researcher's study holds)."""
 
-class IdFilter(df.NumberFilter):
-    """An id: a whole number from 1 to 2^63-1 (bigger values are a 400, not a database overflow)."""
-
-    field_class = forms.IntegerField
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("min_value", 1)
-        kwargs.setdefault("max_value", MAX_ID)
+    def __init__(self, *args, lookup: str, **kwargs):
+        self.lookup = lookup
+        kwargs.setdefault("help_text", "Only rows of this study (one you may see).")
         super().__init__(*args, **kwargs)
 
-
-class UtcIsoDateTimeField(IsoDateTimeField):
-    """An ISO 8601 date-time, converted to UTC so that every database accepts it (PostgreSQL
-    refuses offsets beyond 15:59 that Python allows)."""
-
-    def to_python(self, value):
-        value = super().to_python(value)
-        if value is None:
-            return None
-        if timezone.is_naive(value):
-            value = timezone.make_aware(value, dt.UTC)
-        try:
-            return value.astimezone(dt.UTC)
-        except OverflowError as exc:
-            raise forms.ValidationError("Date-time out of range.", code="invalid") from exc
-
-
-class DateTimeFilter(df.IsoDateTimeFilter):
-    field_class = UtcIsoDateTimeField
-
-
-def filter_source_id_or_name(queryset, field_prefix: str, value: str):
-    """``source=12`` or ``source=gpt3``: a rationale source by id or by name."""
-    value = value.strip()
-    if value.isdigit():
-        if int(value) > MAX_ID:
-            return queryset.none()
-        return queryset.filter(**{f"{field_prefix}_id": int(value)})
-    return queryset.filter(**{f"{field_prefix}__name": value})
+    def filter(self, qs, value):
+        if value in (None, ""):
+            return qs
+        user = getattr(self.parent.request, "user", None)
+        if not studies_for_user(user=user).filter(pk=value).exists():
+            return qs.none()
+        return qs.filter(**{self.lookup: value}).distinct()
 
 
 class DatasetFilter(df.FilterSet):
@@ -73,8 +45,7 @@ class DatasetFilter(df.FilterSet):
 
 class ItemFilter(df.FilterSet):
     split = df.ChoiceFilter(choices=Split.choices)
-    study = IdFilter(field_name="studies", help_text="Items of this study.")
-
+    study = StudyIdFilter(lookup="studies")
     dataset = IdFilter(field_name="dataset_id")
 
     class Meta:
@@ -83,7 +54,7 @@ class ItemFilter(df.FilterSet):
 
 
 class RationaleSourceFilter(df.FilterSet):
-    study = IdFilter(field_name="studies", help_text="Sources of this study.")
+    study = StudyIdFilter(lookup="studies")
 
     class Meta:
         model = RationaleSource
@@ -94,8 +65,7 @@ class RationaleFilter(df.FilterSet):
     source = df.CharFilter(method="filter_source", help_text="Rationale source id or name.")
     dataset = IdFilter(field_name="item__dataset")
     split = df.ChoiceFilter(field_name="item__split", choices=Split.choices)
-    study = IdFilter(method="filter_study", help_text="Rationales of this study's items and sources.")
-
+    study = StudyIdFilter(lookup="item__studies", help_text="Rationales of this study's items and sources.")
     item = IdFilter(field_name="item_id")
 
     class Meta:
@@ -103,19 +73,20 @@ class RationaleFilter(df.FilterSet):
         fields = {"prediction_correct": ["exact"]}
 
     def filter_source(self, queryset, name, value):
-        return filter_source_id_or_name(queryset, "source", value)
+        return filter_id_or_name(queryset, "source", value)
 
-    def filter_study(self, queryset, name, value):
-        return queryset.filter(
-            item__studies=value, source__in=RationaleSource.objects.filter(studies=value)
-        )
+    def filter_queryset(self, queryset):
+        queryset = super().filter_queryset(queryset)
+        study = self.form.cleaned_data.get("study")
+        if study:  # the study's own sources, not every source that has a rationale for its items
+            queryset = queryset.filter(source__studies=study)
+        return queryset
 
 
 class GeneralizationQuestionFilter(df.FilterSet):
     dataset = IdFilter(field_name="item__dataset")
     split = df.ChoiceFilter(field_name="item__split", choices=Split.choices)
-    study = IdFilter(field_name="item__studies", help_text="Questions of this study's items.")
-
+    study = StudyIdFilter(lookup="item__studies", help_text="Questions of this study's items.")
     item = IdFilter(field_name="item_id")
 
     class Meta:
@@ -129,7 +100,6 @@ class StudyFilter(df.FilterSet):
     split = df.ChoiceFilter(choices=Split.choices)
     source = df.CharFilter(method="filter_source", help_text="Studies that use this source (id or name).")
     mine = df.BooleanFilter(method="filter_mine", help_text="true: only studies I own.")
-
     dataset = IdFilter(field_name="dataset_id")
 
     class Meta:
@@ -137,12 +107,7 @@ class StudyFilter(df.FilterSet):
         fields = {"kind": ["exact"], "status": ["exact"]}
 
     def filter_source(self, queryset, name, value):
-        value = value.strip()
-        if value.isdigit():
-            if int(value) > MAX_ID:
-                return queryset.none()
-            return queryset.filter(sources__id=int(value)).distinct()
-        return queryset.filter(sources__name=value).distinct()
+        return filter_id_or_name(queryset, "sources", value).distinct()
 
     def filter_mine(self, queryset, name, value):
         user = self.request.user if self.request else None
@@ -173,4 +138,4 @@ class GenerationJobFilter(df.FilterSet):
         fields = {"kind": ["exact"], "status": ["exact"]}
 
     def filter_source(self, queryset, name, value):
-        return filter_source_id_or_name(queryset, "source", value)
+        return filter_id_or_name(queryset, "source", value)

@@ -1,6 +1,5 @@
 """LM generation jobs: start one (rationales, generalization questions, Gen-U answers, fine-tuning)
-and read its progress. The job service (``studies.services.generation``) is imported inside the
-view; without it the write answers 503."""
+and read its progress, through the job service (``studies.services.generation``)."""
 from __future__ import annotations
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -16,11 +15,13 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from lab.api.filters import MAX_ID
 from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource, Split
+from studies.selectors import generation_jobs_for_user
+from studies.services.generation import GenerationError, generation_job_create
 
-from .common import ApiViewMixin, import_service
-from .filters import MAX_ID, GenerationJobFilter
-from .serializers import ErrorSerializer, check_storable_text
+from .filters import GenerationJobFilter
+from .serializers import check_storable_text
 
 
 class GenerationJobSerializer(serializers.ModelSerializer):
@@ -137,7 +138,6 @@ JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, valu
         responses={
             202: GenerationJobSerializer,
             400: OpenApiResponse(description="Bad input: the body names each field and what is wrong."),
-            503: OpenApiResponse(ErrorSerializer, description="LM generation is not installed here."),
         },
         examples=[
             OpenApiExample("Rationales for the dev split", request_only=True,
@@ -146,12 +146,14 @@ JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, valu
         ],
     ),
 )
-class GenerationJobViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class GenerationJobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = GenerationJobSerializer
     filterset_class = GenerationJobFilter
     ordering_fields = ["id", "created_at"]
     write_permissions = {"create": "studies.add_generationjob"}
-    queryset = GenerationJob.objects.select_related("source")
+
+    def get_queryset(self):
+        return generation_jobs_for_user(user=self.request.user).select_related("source")
 
     def get_serializer_class(self):
         if self.action == "create":
@@ -161,8 +163,6 @@ class GenerationJobViewSet(ApiViewMixin, mixins.CreateModelMixin, viewsets.ReadO
     def create(self, request, *args, **kwargs):
         form = GenerationJobStartSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        generation_job_create = import_service("studies.services.generation", "generation_job_create", "LM generation")
-        GenerationError = import_service("studies.services.generation", "GenerationError", "LM generation")
         data = form.validated_data
         try:
             job = generation_job_create(

@@ -15,6 +15,7 @@ from studies.models import (
     Split,
     Study,
 )
+from studies.selectors import datasets_for_user, sources_for_user
 
 
 def check_storable_text(value: str) -> str:
@@ -154,6 +155,14 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
         slug_field="username", queryset=get_user_model().objects.filter(is_active=True), many=True,
         required=False, help_text="Usernames of researchers who may read the study.",
     )
+
+    def get_fields(self):
+        """A design names only datasets and sources the requesting user may see."""
+        fields = super().get_fields()
+        user = getattr(self.context.get("request"), "user", None)
+        fields["dataset"].queryset = datasets_for_user(user=user)
+        fields["sources"].child_relation.queryset = sources_for_user(user=user)
+        return fields
 
     def validate_name(self, value: str) -> str:
         value = value.strip()

@@ -54,7 +54,3 @@ def api_token_get_valid(*, key: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
-
-
-def is_api_token_key(key: str) -> bool:
-    return key.startswith(KEY_PREFIX)

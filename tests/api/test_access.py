@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from studies.api.tokens import api_token_create
@@ -75,9 +74,56 @@ def test_a_shared_study_is_visible_to_the_researcher_it_is_shared_with(client_fo
     assert dana.get(f"/api/v1/studies/{other_study_data.study.pk}/export/scores/").status_code == 200
 
 
-def test_staff_see_every_study(client_for, staff_plain, study_data, other_study_data):
-    ids = {s["id"] for s in client_for(staff_plain).get("/api/v1/studies/").json()["results"]}
+def test_staff_without_rights_see_no_study(client_for, staff_plain, study_data, other_study_data):
+    # Regression (issue 10 item 9): being staff used to show every study and its export.
+    client = client_for(staff_plain)
+    assert client.get("/api/v1/studies/").json()["results"] == []
+    for url in study_urls(study_data.study.pk):
+        assert client.get(url).status_code == 404, url
+    for url in LIST_URLS:
+        assert client.get(url).json()["results"] == [], url
+
+
+def test_superusers_see_every_study(client_for, make_user, study_data, other_study_data):
+    root = make_user("root", superuser=True)
+    ids = {s["id"] for s in client_for(root).get("/api/v1/studies/").json()["results"]}
     assert ids == {study_data.study.pk, other_study_data.study.pk}
+
+
+def test_reference_lists_hold_only_what_the_users_studies_use(client_for, study_data, other_study_data):
+    # Regression: items/?study=<another's study> listed that study's items.
+    dana = client_for(study_data.study.owner)
+    other_pk = other_study_data.study.pk
+    for url in ("/api/v1/items/", "/api/v1/rationales/", "/api/v1/rationale-sources/",
+                "/api/v1/generalization-questions/"):
+        assert dana.get(url, {"study": other_pk}).json()["results"] == [], url
+    items = {row["id"] for row in dana.get("/api/v1/items/", {"page_size": 1000}).json()["results"]}
+    assert items == {i.pk for i in study_data.items}
+    sources = {row["id"] for row in dana.get("/api/v1/rationale-sources/").json()["results"]}
+    assert sources == {s.pk for s in study_data.sources}
+    rationales = dana.get("/api/v1/rationales/", {"page_size": 1000}).json()["results"]
+    assert {(r["item"], r["source"]) for r in rationales} == {
+        (i.pk, s.pk) for i in study_data.items for s in study_data.sources
+    }
+    assert dana.get(f"/api/v1/items/{other_study_data.items[0].pk}/").status_code == 404
+
+
+def test_the_view_permission_opens_the_item_library(client_for, make_user, study_data, other_study_data):
+    librarian = make_user("librarian", perms=["studies.view_item"])
+    client = client_for(librarian)
+    listed = {row["id"] for row in client.get("/api/v1/items/", {"page_size": 1000}).json()["results"]}
+    assert listed == {i.pk for i in study_data.items + other_study_data.items}
+    # ...but not which items another researcher's study holds.
+    assert client.get("/api/v1/items/", {"study": study_data.study.pk}).json()["results"] == []
+
+
+def test_a_study_design_names_only_visible_datasets_and_sources(client_for, researcher, other_study_data):
+    response = client_for(researcher).post("/api/v1/studies/", {
+        "name": "borrowed", "dataset": other_study_data.study.dataset.name,
+        "sources": [other_study_data.sources[0].name],
+    }, format="json")
+    assert response.status_code == 400
+    assert set(response.json()) == {"dataset", "sources"}
 
 
 def test_read_only_token_reads_but_is_refused_on_every_write(client_for, researcher, study_data):
@@ -129,13 +175,43 @@ def test_token_is_stored_only_as_a_digest_and_records_its_last_use(client_for, r
     assert token.last_used_at is not None
 
 
-def test_drf_tokens_and_sessions_work_too(researcher, study_data):
-    drf = APIClient()
-    drf.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
-    assert drf.get(f"/api/v1/studies/{study_data.study.pk}/").status_code == 200
+def test_sessions_work_and_only_api_tokens_are_tokens(researcher, study_data):
     session = APIClient()
     session.force_login(researcher)
     assert session.get(f"/api/v1/studies/{study_data.study.pk}/").status_code == 200
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION="Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b")
+    assert other.get("/api/v1/studies/").status_code == 401
+
+
+def test_the_api_root_accepts_an_api_token(client_for, researcher):
+    # Regression (issue 12): GET /api/v1/ answered 401 "Invalid token" to a valid rl_ token.
+    response = client_for(researcher, read_only=True).get("/api/v1/")
+    assert response.status_code == 200
+    assert "studies" in response.json()
+
+
+def test_every_api_view_uses_the_default_access_classes():
+    from django.conf import settings
+    from rest_framework.settings import api_settings
+
+    from config.api_urls import router
+
+    assert [c.__module__ + "." + c.__name__ for c in api_settings.DEFAULT_PERMISSION_CLASSES] == (
+        settings.REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"]
+    )
+    for prefix, viewset, _ in router.registry:
+        assert viewset.permission_classes == api_settings.DEFAULT_PERMISSION_CLASSES, prefix
+        assert viewset.authentication_classes == api_settings.DEFAULT_AUTHENTICATION_CLASSES, prefix
+
+
+def test_a_write_the_view_names_no_permission_for_is_refused(client_for, make_user, study_data):
+    root = make_user("root", superuser=True)
+    client = client_for(root)
+    for url in ("/api/v1/items/", f"/api/v1/studies/{study_data.study.pk}/"):
+        assert client.post(url, {}, format="json").status_code in (403, 405), url
+    response = client.delete(f"/api/v1/studies/{study_data.study.pk}/")
+    assert response.status_code in (403, 405)
 
 
 def test_writes_are_throttled(client_for, researcher, study_data, settings):

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from django.http import StreamingHttpResponse
 
-from annotations.api.export import ANNOTATION_COLUMNS
+from lab.api.streaming import iter_parquet
+from lab.pseudonyms import worker_pseudonym
 from scoring.api.export import SCORE_COLUMNS
-from studies.api.common import worker_pseudonym
-from studies.api.streaming import iter_parquet
+from scoring.api.export_annotations import ANNOTATION_COLUMNS
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +83,8 @@ def test_raw_worker_ids_in_exports_only_for_permitted_staff(client_for, study_da
     response, _ = download(client_for(study_data.study.owner), url, include_raw_worker_ids="true")
     assert response.status_code == 403
     assert "view_raw_worker_ids" in response.json()["detail"]
+    assert download(client_for(staff_raw), url, include_raw_worker_ids="true")[0].status_code == 404
+    study_data.study.shared_with.add(staff_raw)
     response, body = download(client_for(staff_raw), url, include_raw_worker_ids="true", file_format="parquet")
     frame = pd.read_parquet(io.BytesIO(body))
     assert list(frame.columns)[-1] == "worker_raw_id"
@@ -121,7 +123,7 @@ def test_empty_export_is_a_valid_file_with_the_columns(client_for, study_data):
 
 
 def test_parquet_is_written_in_row_groups():
-    from studies.api.streaming import Column
+    from lab.api.streaming import Column
 
     columns = [Column("n", "int", ""), Column("s", "str", "")]
     chunks = list(iter_parquet(columns, ((i, str(i)) for i in range(25)), row_group_rows=10))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Annotation
-from studies.api.common import worker_pseudonym
+from lab.pseudonyms import worker_pseudonym
 from tests.factories import GeneralizationQuestionFactory
 
 pytestmark = pytest.mark.django_db
@@ -88,6 +88,7 @@ def test_worker_ids_are_pseudonyms_unless_permitted_staff_asks(client_for, study
     assert not raw_ids & {r["worker"] for r in rows}
     assert dana.get("/api/v1/annotations/", {"include_raw_worker_ids": "true"}).status_code == 403
     assert client_for(staff_plain).get("/api/v1/assignments/", {"include_raw_worker_ids": "1"}).status_code == 403
+    study_data.study.shared_with.add(staff_raw)
     staff_rows = client_for(staff_raw).get(
         "/api/v1/annotations/", {"include_raw_worker_ids": "true", "page_size": 1000}
     ).json()["results"]
@@ -146,8 +147,8 @@ def test_results_json_of_the_latest_finished_run_or_404(client_for, study_data):
     assert "score-runs" in response.json()["detail"]
 
 
-def test_studies_filter_by_source_name_and_mine(client_for, study_data, other_study_data, staff_plain):
-    staff = client_for(staff_plain)
+def test_studies_filter_by_source_name_and_mine(client_for, study_data, other_study_data, make_user):
+    staff = client_for(make_user("root", superuser=True))
     gpt3 = study_data.sources[0]
     assert [s["id"] for s in staff.get("/api/v1/studies/", {"source": gpt3.name}).json()["results"]] == [
         study_data.study.pk

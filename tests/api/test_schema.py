@@ -6,8 +6,8 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from annotations.api.export import ANNOTATION_COLUMNS
 from scoring.api.export import SCORE_COLUMNS
+from scoring.api.export_annotations import ANNOTATION_COLUMNS
 
 pytestmark = pytest.mark.django_db
 

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from django.db.models import QuerySet
 
 from annotations.models import Annotation
+from lab.api.streaming import Column
+from lab.pseudonyms import PseudonymCache
+from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import UnitScore
-from studies.api.common import PseudonymCache
-from studies.api.streaming import Column
 from studies.models import Study
-
-from .filters import UTILITY_LABELS
 
 ANSWER_STEPS = {"before", "after", "attention"}  # steps whose answer has a gold label
 _YES_NO = {"true": "yes", "yes": "yes", "false": "no", "no": "no"}
@@ -106,6 +105,6 @@ def annotation_rows(
             pk, study_id, assignment_id, assignment_status, pseudonyms.get(participant_id, platform, external_id),
             position, unit_id, item_id, item_external_id, split, source_id, source_name, genq_id, genq_type, check_id,
             step, answer, gold, correct, json.dumps(payload, ensure_ascii=False) if payload else "", shown_at,
-            answered_at, duration_ms, utility, UTILITY_LABELS.get(utility, ""), task_correct, gen_u, similarity,
+            answered_at, duration_ms, utility, UTILITY_NAMES.get(utility, ""), task_correct, gen_u, similarity,
         )
         yield row + (external_id,) if raw_worker_ids else row

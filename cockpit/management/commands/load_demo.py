@@ -1,10 +1,10 @@
 """Load the demo dataset through the importers and create the demo utility study and an admin.
 
 Idempotent: running it again changes nothing (the admin's password is only reset when
-DEMO_ADMIN_PASSWORD is set)."""
+DEMO_ADMIN_PASSWORD is set). It lives in ``cockpit`` because it composes the apps: it imports
+with ``studies``, opens the study and prints its worker link with ``annotations``."""
 from __future__ import annotations
 
-import os
 import secrets
 from decimal import Decimal
 
@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from annotations.platforms.handoff import study_entry_url
 from studies import demo
 from studies.models import Dataset, Platform, RationaleSource, Study
 from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
@@ -70,8 +71,6 @@ class Command(BaseCommand):
         self.stdout.write(f"Study: {study.name!r} id={study.pk} status={study.status}{status_note}")
         self.stdout.write(f"Study page: {url}studies/study/{study.pk}/change/")
         if study.status == Study.Status.OPEN:
-            from annotations.platforms.handoff import study_entry_url
-
             self.stdout.write(
                 f"Worker link (open it in a private window; each new browser is a new worker): "
                 f"{study_entry_url(study, platform=Platform.LINK)}"
@@ -79,7 +78,7 @@ class Command(BaseCommand):
 
     def _admin(self):
         User = get_user_model()
-        env_password = os.environ.get("DEMO_ADMIN_PASSWORD", "")
+        env_password = settings.DEMO_ADMIN_PASSWORD
         with transaction.atomic():
             user = User.objects.filter(username="admin").first()
             if user is None:

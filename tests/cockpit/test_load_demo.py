@@ -18,8 +18,8 @@ def _run(capsys) -> str:
     return capsys.readouterr().out
 
 
-def test_load_demo_on_an_empty_database_twice(capsys, monkeypatch, settings):
-    monkeypatch.setenv("DEMO_ADMIN_PASSWORD", "demo-pass-123")
+def test_load_demo_on_an_empty_database_twice(capsys, settings):
+    settings.DEMO_ADMIN_PASSWORD = "demo-pass-123"
     assert not Item.objects.exists() and not get_user_model().objects.exists()
     out = _run(capsys)
     questions = json.loads(demo.QUESTIONS_FILE.read_text())
@@ -59,8 +59,8 @@ def test_load_demo_on_an_empty_database_twice(capsys, monkeypatch, settings):
     assert ImportRecord.objects.filter(created=0, updated=0).count() == 2
 
 
-def test_generated_password_is_printed_and_works(capsys, monkeypatch):
-    monkeypatch.delenv("DEMO_ADMIN_PASSWORD", raising=False)
+def test_generated_password_is_printed_and_works(capsys, settings):
+    settings.DEMO_ADMIN_PASSWORD = ""
     out = _run(capsys)
     password = re.search(r"Password: (\S+) \(generated", out).group(1)
     assert get_user_model().objects.get(username="admin").check_password(password)

@@ -1,0 +1,1 @@
+"""The REST endpoints that compose the apps (see ``cockpit.api.views``)."""

@@ -1,0 +1,293 @@
+"""The API where the apps meet: studies (their design from ``studies``, progress from
+``annotations``, results and streamed exports from ``scoring``) and the answers list filtered by
+their unit's score. Each app's own endpoints live in its ``api`` package; this one only composes.
+
+Authentication, permissions, pagination and throttling are the ``REST_FRAMEWORK`` defaults; every
+study is reached through ``studies.selectors.studies_for_user`` (404 for one the user may not see)."""
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from annotations.api.views import AnnotationViewSet as AnswersViewSet
+from annotations.models import Annotation, Unit
+from lab.api.counts import correlated_count
+from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
+from scoring.api.export import SCORE_COLUMNS, score_rows, source_summaries
+from scoring.api.export_annotations import annotation_columns, annotation_rows
+from scoring.api.filters import ScoredAnnotationFilter, UnitScoreFilter
+from scoring.api.serializers import SourceSummarySerializer
+from scoring.metrics.labels import UTILITY_CHOICES
+from scoring.models import UnitScore
+from scoring.selectors import score_run_latest
+from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
+from studies.api.filters import StudyFilter
+from studies.api.serializers import ErrorSerializer, StudyDesignSerializer, StudySerializer
+from studies.models import Split, Study
+from studies.selectors import studies_for_user
+from studies.services.studies import StudyError, study_create
+
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="Not found, or not visible to you.")
+BAD_REQUEST = OpenApiResponse(description="Bad input: the body names each field and what is wrong with it.")
+
+
+class ValidationFailed(ValidationError):
+    """400 with a body naming the field(s)."""
+
+
+def study_create_from_design(*, design: dict, user) -> Study:
+    """Create a study owned by ``user`` through ``study_create`` and share it; one transaction, so
+    a failure leaves nothing behind."""
+    shared_with = design.pop("shared_with", [])
+    try:
+        with transaction.atomic():
+            study = study_create(owner=user, **design)
+            if shared_with:
+                study.shared_with.add(*shared_with)
+    except StudyError as exc:
+        raise ValidationFailed({"non_field_errors": [str(exc)]}) from exc
+    return study
+
+
+ANNOTATION_EXPORT_DESCRIPTION = (
+    "Stream every recorded answer of the study as CSV, JSON lines or Parquet (one row per answered "
+    "step), with the unit's scores joined. Memory stays constant whatever the size; Parquet comes in "
+    "row groups of 50,000 rows. Worker ids are pseudonyms (`w_` + 16 hex of HMAC-SHA256 keyed by the "
+    "deployment's salt): stable within this deployment. Filters as on `/api/v1/annotations/`. The column "
+    "set is stable (new columns are only ever appended):\n\n" + columns_markdown(annotation_columns(raw_worker_ids=True))
+)
+SCORE_EXPORT_DESCRIPTION = (
+    "Stream the study's unit scores (one row per scored (item, source) unit) as CSV, JSON lines or "
+    "Parquet. Filters as on `/api/v1/scores/`. Stable columns:\n\n" + columns_markdown(SCORE_COLUMNS)
+)
+FORMAT_PARAMETER = OpenApiParameter(
+    "file_format", OpenApiTypes.STR, enum=list(FORMATS), default="csv", description="csv, jsonl or parquet."
+)
+EXPORT_RESPONSES = {
+    (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV with a header row (UTF-8)."),
+    (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="One JSON object per line."),
+    (200, "application/vnd.apache.parquet"): OpenApiResponse(OpenApiTypes.BINARY, description="A Parquet file."),
+    (400, "application/json"): BAD_REQUEST,
+    (403, "application/json"): OpenApiResponse(ErrorSerializer, description="Raw worker ids asked without permission."),
+    (404, "application/json"): NOT_FOUND,
+}
+
+
+def _choice_param(name, choices, description):
+    return OpenApiParameter(name, OpenApiTypes.STR, enum=[c[0] for c in choices], description=description)
+
+
+ANNOTATION_EXPORT_PARAMETERS = [
+    FORMAT_PARAMETER,
+    OpenApiParameter("source", OpenApiTypes.STR, description="Only this rationale source (id or name)."),
+    _choice_param("split", Split.choices, "Only items of this split."),
+    _choice_param("step", Annotation.Step.choices, "Only this step."),
+    _choice_param("utility", UTILITY_CHOICES, "Only units of this utility category."),
+    OpenApiParameter("worker", OpenApiTypes.STR, description="Only this worker pseudonym (comma-separated for several)."),
+    OpenApiParameter("answered_after", OpenApiTypes.DATETIME, description="Answers recorded at or after this time."),
+    OpenApiParameter("answered_before", OpenApiTypes.DATETIME, description="Answers recorded before this time."),
+    OpenApiParameter("date", OpenApiTypes.DATE, description="Answers recorded on this day (UTC)."),
+    OpenApiParameter(
+        RAW_WORKER_IDS_PARAM, OpenApiTypes.BOOL,
+        description="Append `worker_raw_id`; staff with `studies.view_raw_worker_ids` only (403 otherwise).",
+    ),
+]
+SCORE_EXPORT_PARAMETERS = [
+    FORMAT_PARAMETER,
+    OpenApiParameter("source", OpenApiTypes.STR, description="Only this rationale source (id or name)."),
+    _choice_param("split", Split.choices, "Only items of this split."),
+    _choice_param("utility", UTILITY_CHOICES, "Only units of this utility category."),
+]
+STUDY_EXAMPLE = OpenApiExample("A utility study", response_only=True, value={
+    "id": 3, "name": "strategyqa-utility", "kind": "utility", "status": "closed", "dataset": 1, "split": "test",
+    "item_sample_size": None, "sample_seed": 0, "sources": [4, 5, 6], "annotators_per_unit": 5,
+    "units_per_task": 10, "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0",
+    "platform": "prolific", "consent_text": "", "instructions": "", "example": "", "faithfulness_enabled": False,
+    "is_imported_outcome": False, "owner": "dana", "shared_with": ["lee"], "n_items": 458, "n_units": 1374,
+    "n_units_complete": 1374, "n_annotations": 13740, "created_at": "2026-11-30T09:00:00Z",
+    "updated_at": "2026-11-30T09:00:00Z"})
+DESIGN_EXAMPLE = OpenApiExample("A study design", request_only=True, value={
+    "name": "strategyqa-utility-pilot", "kind": "utility", "dataset": "strategyqa", "split": "test",
+    "item_sample_size": 50, "sample_seed": 1, "sources": ["gpt3", "t5large"], "annotators_per_unit": 5,
+    "units_per_task": 10, "reward": "2.50", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "8.0",
+    "platform": "prolific", "instructions": "Answer, read the explanation, answer again.", "shared_with": ["lee"]})
+
+
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List studies",
+        description=(
+            "The studies you own and those shared with you (superusers see all), with progress counts. "
+            "Filter by kind, status, dataset, split, source, creation date; `mine=true` for your own."
+        ),
+        examples=[STUDY_EXAMPLE],
+    ),
+    retrieve=extend_schema(
+        summary="One study",
+        description="One study's design and progress. 404 when the study is not yours or shared with you.",
+        examples=[STUDY_EXAMPLE],
+    ),
+    create=extend_schema(
+        summary="Create a study from a JSON design",
+        description=(
+            "Creates a draft study owned by you from a design: dataset and sources by name, split, sample, "
+            "annotators per unit, units per task, pay. The items are drawn and the units built by the study "
+            "service. Needs a read-write token and the permission `studies.add_study`. 400 names each bad field."
+        ),
+        request=StudyDesignSerializer,
+        responses={201: StudySerializer, 400: BAD_REQUEST},
+        examples=[DESIGN_EXAMPLE, STUDY_EXAMPLE],
+    ),
+)
+class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = StudySerializer
+    filterset_class = StudyFilter
+    ordering_fields = ["id", "created_at", "name"]
+    write_permissions = {"create": "studies.add_study"}
+    throttle_scope_for_action = {"export_annotations": "api_export", "export_scores": "api_export"}
+
+    def get_queryset(self):
+        complete = Unit.objects.filter(n_completed__gte=F("quota"))
+        return (
+            studies_for_user(user=self.request.user)
+            .select_related("owner")
+            .prefetch_related("shared_with", "sources")
+            .annotate(
+                n_items=correlated_count(Study.items.through.objects.all(), "study"),
+                n_units=correlated_count(Unit.objects.all(), "study"),
+                n_units_complete=correlated_count(complete, "study"),
+                n_annotations=correlated_count(Annotation.objects.all(), "claim__study"),
+            )
+        )
+
+    def get_serializer_class(self):
+        if self.action == "create":
+            return StudyDesignSerializer
+        return super().get_serializer_class()
+
+    def create(self, request, *args, **kwargs):
+        design = StudyDesignSerializer(data=request.data, context=self.get_serializer_context())
+        design.is_valid(raise_exception=True)
+        study = study_create_from_design(design=dict(design.validated_data), user=request.user)
+        study = self.get_queryset().get(pk=study.pk)
+        return Response(StudySerializer(study, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="The study's results.json",
+        description=(
+            "The whole `results.json` of the study's latest finished scoring run: per-source utility shares with "
+            "intervals, ties, agreement (Krippendorff's alpha, Fleiss' kappa), Theil's U and eta, Gen-U. "
+            "404 until a scoring run has finished (start one with `POST /api/v1/score-runs/`)."
+        ),
+        responses={200: OpenApiTypes.OBJECT, 404: NOT_FOUND},
+        examples=[OpenApiExample("results.json (abridged)", response_only=True, value={
+            "study": {"id": 3, "name": "strategyqa-utility"},
+            "sources": {"gpt3": {"n_units": 458, "useful": 0.21, "unsure": 0.45, "not_useful": 0.34}},
+            "theils_u": {"task_accuracy": 0.111}})],
+    )
+    @action(detail=True, methods=["get"])
+    def results(self, request, pk=None):
+        study = self.get_object()
+        run = score_run_latest(study=study)
+        if run is None:
+            return Response(
+                {"detail": "This study has no finished scoring run yet: start one with POST /api/v1/score-runs/."},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        return Response(run.results)
+
+    @extend_schema(
+        summary="Per-source summary",
+        description=(
+            "Per rationale source, from the stored unit scores: numbers and shares of useful / unsure / not "
+            "useful units, majority ties before and after, accuracies before and after the rationale, task "
+            "accuracy of the source, mean Gen-U and similarity."
+        ),
+        responses={200: SourceSummarySerializer(many=True), 404: NOT_FOUND},
+        examples=[OpenApiExample("Two sources", response_only=True, value=[{
+            "source": 4, "source_name": "gpt3", "n_units": 458, "n_scored": 458, "n_useful": 96, "n_unsure": 206,
+            "n_not_useful": 156, "share_useful": 0.209607, "share_unsure": 0.449782, "share_not_useful": 0.340611,
+            "n_before_ties": 0, "n_after_ties": 0, "accuracy_before": 0.61, "accuracy_after": 0.66,
+            "task_accuracy": 0.74, "mean_gen_u": None, "mean_similarity": None}])],
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def summary(self, request, pk=None):
+        study = self.get_object()
+        return Response(SourceSummarySerializer(source_summaries(study=study), many=True).data)
+
+    def _file_format(self, request) -> str:
+        value = request.query_params.get("file_format", "csv").strip().lower()
+        if value not in FORMATS:
+            raise ValidationFailed({"file_format": [f"{value!r} is not one of {', '.join(FORMATS)}."]})
+        return value
+
+    def _filtered(self, request, filterset_class, queryset):
+        """``queryset`` (already limited to the study) filtered by the query string, less ``study``;
+        400 naming the bad filters."""
+        params = request.query_params.copy()
+        params.pop("study", None)
+        filterset = filterset_class(params, queryset=queryset, request=request)
+        if not filterset.is_valid():
+            raise ValidationFailed(filterset.errors)
+        return filterset.qs
+
+    @extend_schema(
+        summary="Export annotations (CSV / JSON lines / Parquet)",
+        description=ANNOTATION_EXPORT_DESCRIPTION,
+        parameters=ANNOTATION_EXPORT_PARAMETERS,
+        responses=EXPORT_RESPONSES,
+    )
+    @action(
+        detail=True, methods=["get"], url_path="export/annotations", renderer_classes=EXPORT_RENDERERS,
+        pagination_class=None, filter_backends=[],
+    )
+    def export_annotations(self, request, pk=None):
+        study = self.get_object()
+        file_format = self._file_format(request)
+        raw = wants_raw_worker_ids(request)
+        annotations = self._filtered(request, ScoredAnnotationFilter, Annotation.objects.filter(claim__study=study))
+        rows = annotation_rows(annotations, study=study, raw_worker_ids=raw)
+        return streaming_export_response(
+            columns=annotation_columns(raw_worker_ids=raw), rows=rows, file_format=file_format,
+            filename=f"study-{study.pk}-annotations",
+        )
+
+    @extend_schema(
+        summary="Export unit scores (CSV / JSON lines / Parquet)",
+        description=SCORE_EXPORT_DESCRIPTION,
+        parameters=SCORE_EXPORT_PARAMETERS,
+        responses=EXPORT_RESPONSES,
+    )
+    @action(
+        detail=True, methods=["get"], url_path="export/scores", renderer_classes=EXPORT_RENDERERS,
+        pagination_class=None, filter_backends=[],
+    )
+    def export_scores(self, request, pk=None):
+        study = self.get_object()
+        file_format = self._file_format(request)
+        scores = self._filtered(request, UnitScoreFilter, UnitScore.objects.filter(study=study))
+        return streaming_export_response(
+            columns=SCORE_COLUMNS, rows=score_rows(scores), file_format=file_format,
+            filename=f"study-{study.pk}-scores",
+        )
+
+
+class AnnotationViewSet(AnswersViewSet):
+    """``/api/v1/annotations/``: the annotations app's answers list, with the filter by the utility
+    of the answered unit (a score) that only this layer may add."""
+
+    filterset_class = ScoredAnnotationFilter
