@@ -130,31 +130,52 @@ def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
     with _CACHE_LOCK:
         if key in _MODEL_CACHE:
             return _MODEL_CACHE[key]
-        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-        dtype = select_dtype(device)
-        loader = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-            model = loader.from_pretrained(name_or_path, dtype=dtype)
-        except (OSError, ValueError) as exc:
-            raise BackendError(f"cannot load {kind} model {name_or_path!r}: {exc}") from exc
-        model.to(device)
-        model.eval()
-        if kind == "causal":
-            tokenizer.padding_side = "left"  # generation continues from the right end
-            tokenizer.truncation_side = "left"  # keep the query, drop the oldest demonstrations
-            if tokenizer.pad_token is None:
-                tokenizer.pad_token = tokenizer.eos_token
-        else:
-            tokenizer.padding_side = "right"
-            # A prompt longer than the model's input keeps its end (the query) and loses the oldest
-            # text (instruction, first demonstrations); FEB explain prompts are never that long.
-            tokenizer.truncation_side = "left"
-        loaded = LoadedModel(model=model, tokenizer=tokenizer, device=device, dtype=str(dtype).replace("torch.", ""))
+        loaded = _load(kind, name_or_path, device, select_dtype(device))
+        loaded.model.eval()
         _MODEL_CACHE[key] = loaded
         logger.info("loaded %s model %s on %s (%s)", kind, name_or_path, device, loaded.dtype)
         return loaded
+
+
+def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:
+    """A fresh (uncached) float32 copy of a seq2seq or causal model and its tokenizer, on the
+    worker's device, for training: plain Adam on bf16 weights loses updates, so training stays in
+    float32 and generation later loads the saved checkpoint in bf16 where the GPU supports it."""
+    import torch
+
+    if kind not in {"seq2seq", "causal"}:
+        raise BackendError(f"unknown transformers backend {kind!r}")
+    if not name_or_path:
+        raise BackendError("the source has no model name or path")
+    return _load(kind, name_or_path, select_device(), torch.float32)
+
+
+def _load(kind: str, name_or_path: str, device: str, dtype) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    loader = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = loader.from_pretrained(name_or_path, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot load {kind} model {name_or_path!r}: {exc}") from exc
+    model.to(device)
+    prepare_tokenizer(kind, tokenizer)
+    return LoadedModel(model=model, tokenizer=tokenizer, device=device, dtype=str(dtype).replace("torch.", ""))
+
+
+def prepare_tokenizer(kind: str, tokenizer) -> None:
+    """Padding and truncation as generation needs them (training pads causal inputs itself)."""
+    if kind == "causal":
+        tokenizer.padding_side = "left"  # generation continues from the right end
+        tokenizer.truncation_side = "left"  # keep the query, drop the oldest demonstrations
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+    else:
+        tokenizer.padding_side = "right"
+        # A prompt longer than the model's input keeps its end (the query) and loses the oldest
+        # text (instruction, first demonstrations); FEB explain prompts are never that long.
+        tokenizer.truncation_side = "left"
 
 
 def clear_model_cache() -> None:
@@ -173,9 +194,11 @@ def _max_input_length(tokenizer, model) -> int:
 class _TransformersBackend:
     kind = ""
 
-    def __init__(self, model_name_or_path: str):
+    def __init__(self, model_name_or_path: str, *, loaded: LoadedModel | None = None):
+        """``loaded`` generates with a model already in memory (a policy being trained) instead of
+        the cached copy of ``model_name_or_path``."""
         self.model_name = model_name_or_path
-        self.loaded = load_transformers_model(self.kind, model_name_or_path)
+        self.loaded = loaded or load_transformers_model(self.kind, model_name_or_path)
 
     @property
     def device(self) -> str:

@@ -1,0 +1,173 @@
+"""The Quark trainer's torch parts on tiny local models: reward tokens, quantile bins, the loss
+and its KL term, and training moving the loss."""
+import copy
+
+import pytest
+
+from studies.lm import quark, templates
+from studies.lm.rewards import MarkerReward, RewardSample, parse_reward_spec
+
+pytestmark = pytest.mark.lm
+torch = pytest.importorskip("torch")
+
+
+def test_bins_cut_uneven_pools_into_k_near_equal_quantiles_best_first():
+    # 11 samples into 5 quantiles: sizes 3, 2, 2, 2, 2 (the first n % k one longer), best reward first.
+    rewards = [0.5, 0.9, 0.1, 0.7, 0.3, 1.0, 0.0, 0.8, 0.2, 0.6, 0.4]
+    bins = quark.assign_bins(rewards, 5)
+    by_rank = [bins[i] for i in sorted(range(11), key=lambda i: -rewards[i])]
+    assert by_rank == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    # 7 into 3: 3, 2, 2. Fewer samples than tokens: one each, best first, the worst tokens unused.
+    assert [quark.assign_bins(list(range(7)), 3)[i] for i in (6, 5, 4, 3, 2, 1, 0)] == [0, 0, 0, 1, 1, 2, 2]
+    assert quark.assign_bins([0.2, 0.9, 0.5], 5) == [2, 0, 1]
+    # Ties keep pool order (oldest first) and may straddle a cut, as in Quark.
+    assert quark.assign_bins([1, 0, 0, 1, 0, 0], 3) == [0, 1, 1, 0, 2, 2]
+    assert quark.assign_bins([], 5) == []
+
+
+def test_pool_bins_follow_the_growing_pool():
+    pool = quark.DataPool()
+    pool.add([quark.PoolEntry(item=1, response="a", reward=0.0, step=0),
+              quark.PoolEntry(item=2, response="b", reward=1.0, step=0)])
+    assert pool.bins(2) == [1, 0]
+    pool.add([quark.PoolEntry(item=3, response="c", reward=2.0, step=5)])
+    assert pool.bins(2) == [1, 0, 0]  # 3 into 2 quantiles: the best two share token 0
+    assert quark.DataPool.from_json(pool.as_json()).entries == pool.entries
+
+
+@pytest.mark.parametrize("kind", ["t5", "gpt2"])
+def test_each_reward_token_is_one_new_token_id_with_embeddings_from_the_existing_statistics(lm_models, kind):
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    loader = AutoModelForSeq2SeqLM if kind == "t5" else AutoModelForCausalLM
+    tokenizer = AutoTokenizer.from_pretrained(lm_models[kind])
+    model = loader.from_pretrained(lm_models[kind])
+    vocab_before = len(tokenizer)
+    existing = model.get_input_embeddings().weight[:vocab_before].detach().clone()
+
+    ids = quark.add_reward_tokens(model, tokenizer, 5, seed=3)
+
+    assert len(set(ids)) == 5 and min(ids) >= vocab_before
+    for index, token_id in enumerate(ids):
+        assert tokenizer(quark.reward_token(index), add_special_tokens=False)["input_ids"] == [token_id]
+        prompt = tokenizer(f"{quark.reward_token(index)} explain strategyqa question: x", add_special_tokens=False)
+        assert prompt["input_ids"][0] == token_id and token_id not in prompt["input_ids"][1:]
+    weight = model.get_input_embeddings().weight.detach()
+    assert torch.equal(weight[:vocab_before], existing)  # the old rows are untouched
+    new = weight[ids]
+    # Drawn around the existing rows' per-dimension mean with their spread: not zeros, not copies.
+    assert (new - existing.mean(0)).abs().mean() < 3 * existing.std(0).mean()
+    assert not any(torch.equal(row, other) for row in new for other in existing[:50])
+    assert len({tuple(row.tolist()) for row in new}) == 5
+    assert set(ids) <= set(model.generation_config.suppress_tokens)
+    # A checkpoint that already has them keeps its trained rows.
+    before = weight[ids].clone()
+    assert quark.add_reward_tokens(model, tokenizer, 5, seed=99) == ids
+    assert torch.equal(model.get_input_embeddings().weight.detach()[ids], before)
+
+
+def _toy_trainer(lm_models, kind="t5", **overrides):
+    """A trainer over a few StrategyQA-like prompts with the marker reward."""
+    settings = quark.QuarkSettings.from_json({"steps": 40, "lr": 3e-3, "warmup_steps": 2, "batch_size": 8,
+                                              "sample_interval": 20, "samples_per_item": 2, "max_new_tokens": 16,
+                                              **overrides})
+    policy, reference, ids = quark.load_models("seq2seq" if kind == "t5" else "causal", str(lm_models[kind]),
+                                               settings=settings)
+    items = {i: templates.PromptItem(question=f"Is thing number {i} heavy?", choices=(("yes", "yes"), ("no", "no")),
+                                     dataset="strategyqa") for i in range(6)}
+
+    def prompt(item_id, token):
+        text = templates.t5_explain_input(items[item_id])
+        return f"{token} {text}" if token else text
+
+    marker = MarkerReward("the")
+
+    def score(item_ids, responses):
+        return marker.score([RewardSample(item=i, rationale=r) for i, r in zip(item_ids, responses, strict=True)])
+
+    return quark.QuarkTrainer(kind="seq2seq" if kind == "t5" else "causal", policy=policy, reference=reference,
+                              reward_ids=ids, settings=settings, item_ids=list(items), prompt=prompt, score=score)
+
+
+def test_kl_is_zero_when_policy_equals_reference(lm_models):
+    trainer = _toy_trainer(lm_models)
+    trainer.sample_round()
+    entries = trainer.pool.entries[:6]
+    prompts = [trainer.prompt(e.item, None) for e in entries]
+    responses = [e.response for e in entries]
+    args = {"max_input_length": 512, "max_response_length": 24}
+    with torch.no_grad():
+        logits, labels = quark.response_logits("seq2seq", trainer.policy.model, trainer.policy.tokenizer, prompts,
+                                               responses, **args)
+        ref_logits, _ = quark.response_logits("seq2seq", trainer.reference.model, trainer.reference.tokenizer,
+                                              prompts, responses, **args)
+    _, stats = quark.quark_loss(logits, ref_logits, labels, kl_coef=0.05, entropy_coef=0.06)
+    assert abs(stats["kl"]) < 1e-6 and stats["entropy"] > 0
+    # ... and not once they differ: the token-level KL sees a changed policy.
+    changed = copy.deepcopy(trainer.policy.model)
+    with torch.no_grad():
+        for parameter in changed.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+        other, _ = quark.response_logits("seq2seq", changed, trainer.policy.tokenizer, prompts, responses, **args)
+    _, stats = quark.quark_loss(other, ref_logits, labels, kl_coef=0.05, entropy_coef=0.06)
+    assert stats["kl"] > 1e-3
+
+
+def test_loss_is_nll_plus_kl_minus_entropy_over_response_tokens():
+    logits = torch.tensor([[[2.0, 0.0, -1.0], [0.5, 0.5, 0.0]]])
+    ref = torch.tensor([[[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]])
+    labels = torch.tensor([[0, -100]])  # the second position is padding
+    loss, stats = quark.quark_loss(logits, ref, labels, kl_coef=0.5, entropy_coef=0.25)
+    logp = torch.log_softmax(logits[0, 0], -1)
+    p = logp.exp()
+    kl = float((p * (logp - torch.log_softmax(ref[0, 0], -1))).sum())
+    entropy = float(-(p * logp).sum())
+    assert stats["nll"] == pytest.approx(float(-logp[0]), abs=1e-6)
+    assert stats["kl"] == pytest.approx(kl, abs=1e-6) and stats["entropy"] == pytest.approx(entropy, abs=1e-6)
+    assert float(loss) == pytest.approx(-float(logp[0]) + 0.5 * kl - 0.25 * entropy, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["t5", "gpt2"])
+def test_loss_falls_over_a_few_dozen_steps(lm_models, kind):
+    trainer = _toy_trainer(lm_models, kind, steps=30, sample_interval=100)
+    losses = [trainer.advance()["loss"] for _ in range(30)]
+    assert trainer.step == 30 and len(trainer.pool) == 12  # sampled once, at step 0
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.8 * first, (first, last)
+
+
+def test_sampling_rounds_prepend_the_best_token_and_grow_the_pool(lm_models):
+    trainer = _toy_trainer(lm_models, steps=6, sample_interval=3)
+    seen = []
+    prompt = trainer.prompt
+    trainer.prompt = lambda item_id, token: seen.append(token) or prompt(item_id, token)
+    trainer.sample_round()  # the reference, without a token
+    assert set(seen) == {None} and len(trainer.pool) == 12
+    seen.clear()
+    for _ in range(4):
+        trainer.advance()
+    # Step 3 sampled with token 0 (6 items x 2 samples); training prompts carry each sample's token.
+    assert len(trainer.pool) == 24 and {e.step for e in trainer.pool.entries} == {0, 3}
+    assert quark.reward_token(0) in seen and None in seen
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="kl_coef must not be negative"):
+        quark.QuarkSettings.from_json({"kl_coef": -1})
+    with pytest.raises(ValueError, match="unknown Quark setting"):
+        quark.QuarkSettings.from_json({"klcoef": 1})
+    with pytest.raises(ValueError, match="steps must be int"):
+        quark.QuarkSettings.from_json({"steps": "many"})
+    defaults = quark.QuarkSettings()
+    assert (defaults.n_reward_tokens, defaults.kl_coef, defaults.entropy_coef, defaults.lr) == (5, 0.05, 0.06, 1e-5)
+
+
+def test_marker_reward_matches_whole_words_and_refuses_bad_specs():
+    marker = MarkerReward("Sun")
+    samples = [RewardSample(1, "The sun is hot."), RewardSample(2, "Sunday comes."), RewardSample(3, None),
+               RewardSample(4, "SUN!")]
+    assert marker.score(samples) == [1.0, 0.0, 0.0, 1.0]
+    assert parse_reward_spec("marker:sun") == ("marker", "sun") and parse_reward_spec("genu") == ("genu", "")
+    for bad in ("marker:", "marker:two words", "bleu", ""):
+        with pytest.raises(ValueError):
+            parse_reward_spec(bad)
