@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from django.core import signing
 from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotations.models import (
@@ -34,6 +35,34 @@ from studies.models import GeneralizationQuestion, RationaleSource, Study
 _SHOWN_SALT = "annotations.shown"
 MAX_ID = 2**63 - 1  # BigAutoField
 Step = Annotation.Step
+
+
+# --- what counts ---------------------------------------------------------------------------------
+
+# Assignments whose completed, unreleased claims count. Active work does not count yet; expired,
+# returned and rejected work never does (its claims are released).
+COUNTING_ASSIGNMENT_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
+
+
+def claims_that_count(*, study: Study) -> QuerySet[Claim]:
+    """The one definition of "this answer counts". A claim counts when it is
+
+    - a claim of a unit (not an attention check),
+    - not released (its slot was not given back: expiry, return, rejection),
+    - completed (every step of its question answered), and
+    - part of an assignment that is submitted or approved (not active, expired, returned or
+      rejected).
+
+    The answers that count are the annotations of these claims. Scoring, the exports, the progress
+    counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these
+    claims; ``annotations.services.release`` keeps it so)."""
+    return Claim.objects.filter(
+        study_id=study.pk,
+        unit__isnull=False,
+        released=False,
+        completed_at__isnull=False,
+        assignment__status__in=COUNTING_ASSIGNMENT_STATUSES,
+    )
 
 
 # --- hot-path queries ---------------------------------------------------------------------------

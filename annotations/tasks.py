@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from annotations.services.assignment import assignment_expire_stale
+from annotations.services.release import assignment_expire_stale
 
 
 @shared_task(

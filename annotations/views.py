@@ -20,13 +20,8 @@ from annotations import selectors
 from annotations.forms import AnswerForm, qualification_answers
 from annotations.models import Assignment, Participant
 from annotations.platforms import handoff
-from annotations.services.assignment import (
-    annotation_submit,
-    assignment_consent,
-    assignment_return,
-    assignment_start,
-    assignment_submit,
-)
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_consent, assignment_start
 from annotations.services.errors import AnnotationError, InvalidAnswer
 from annotations.services.participants import (
     open_link_join,
@@ -35,6 +30,7 @@ from annotations.services.participants import (
     participant_new_anonymous,
 )
 from annotations.services.qualification import qualification_submit
+from annotations.services.release import assignment_return
 from studies.models import Platform, Study
 
 COOKIE_SALT = "annotations.worker"

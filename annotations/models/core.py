@@ -58,7 +58,10 @@ class Unit(models.Model):
     )
     question_key = models.CharField(max_length=100)
     quota = models.PositiveIntegerField()
-    # Claims that are active or completed; expired claims give their place back.
+    # The unit's claims not released (held by active work or by work that counts), and of those
+    # the ones that count (``annotations.selectors.claims_that_count``). Kept by the services of
+    # ``annotations.services`` (see ``release`` for the rules); a unit takes workers while
+    # ``n_claimed < quota`` and is done when ``n_completed == quota``.
     n_claimed = models.PositiveIntegerField(default=0)
     n_completed = models.PositiveIntegerField(default=0)
 
@@ -201,7 +204,10 @@ class Claim(models.Model):
     question_key = models.CharField(max_length=100)
     position = models.PositiveIntegerField()
     completed_at = models.DateTimeField(null=True, blank=True)
-    released = models.BooleanField(default=False, help_text="Expired claim; its place went back to the pool.")
+    released = models.BooleanField(
+        default=False,
+        help_text="Given back: its assignment expired, was returned or was rejected; the place went back to the pool.",
+    )
 
     class Meta:
         ordering = ["assignment_id", "position"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from annotations.models import Assignment, QualificationGrant, QualificationTest
-from annotations.services.assignment import _lock_active, _release
 from annotations.services.errors import InvalidAnswer
+from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
 from annotations.services.steps import normalise_choices
 
 
@@ -24,7 +24,7 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
         ).first()
         if existing is not None:
             return existing
-        _lock_active(assignment)
+        locked = lock_active(assignment)
         questions = list(test.questions.all())
         clean: dict[str, str] = {}
         for number, question in enumerate(questions, start=1):
@@ -48,7 +48,8 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
             return QualificationGrant.objects.get(
                 study_id=assignment.study_id, participant_id=assignment.participant_id
             )
-        if not passed:
-            _release([assignment.pk], status=Assignment.Status.RETURNED)
-            assignment.status = Assignment.Status.RETURNED
+        if passed:
+            extend_to_full_duration(locked=locked, study=assignment.study)
+        else:
+            assignment_release(assignment=assignment, status=Assignment.Status.RETURNED)
         return grant

@@ -80,11 +80,14 @@ def check(study_id: int) -> dict:
     from django.db.models import Count, Q
 
     from annotations.models import Claim, Unit
+    from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES
 
+    counts = Q(claims__released=False, claims__completed_at__isnull=False,
+               claims__assignment__status__in=COUNTING_ASSIGNMENT_STATUSES)  # claims_that_count
     units = Unit.objects.filter(study_id=study_id).annotate(
         live=Count("claims", filter=Q(claims__released=False)),
         workers=Count("claims__participant", filter=Q(claims__released=False), distinct=True),
-        done=Count("claims", filter=Q(claims__released=False, claims__completed_at__isnull=False)),
+        done=Count("claims", filter=counts),
     )
     problems = []
     for u in units:
@@ -94,8 +97,10 @@ def check(study_id: int) -> dict:
         Claim.objects.filter(study_id=study_id).values("participant_id", "question_key")
         .annotate(n=Count("id")).filter(n__gt=1).count()
     )
-    completed = Claim.objects.filter(study_id=study_id, released=False, completed_at__isnull=False,
-                                              unit__isnull=False).count()
+    from annotations.selectors import claims_that_count
+    from studies.models import Study
+
+    completed = claims_that_count(study=Study(pk=study_id)).count()
     return {"units": len(units), "unit_problems": problems[:5], "n_unit_problems": len(problems),
             "repeated_questions": repeats, "completed_claims_in_db": completed,
             "max_fill": max((u.n_claimed for u in units), default=0)}

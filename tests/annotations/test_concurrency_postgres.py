@@ -10,7 +10,8 @@ import pytest
 from django.db import connection, connections
 
 from annotations.models import Annotation, Assignment, Claim, Unit
-from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
 from tests.annotations.factories import ParticipantFactory, make_study
 

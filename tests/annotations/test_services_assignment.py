@@ -9,13 +9,8 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Claim, Unit
-from annotations.services.assignment import (
-    annotation_submit,
-    assignment_expire_stale,
-    assignment_return,
-    assignment_start,
-    assignment_submit,
-)
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_start
 from annotations.services.errors import (
     AnswerLocked,
     AssignmentExpired,
@@ -28,6 +23,7 @@ from annotations.services.errors import (
     StepOutOfOrder,
     StudyNotOpen,
 )
+from annotations.services.release import assignment_expire_stale, assignment_return
 from annotations.tasks import expire_stale_assignments
 from studies.models import Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
@@ -204,7 +200,10 @@ def test_same_answer_twice_is_stored_once(started):
     assert Annotation.objects.filter(claim=claim).count() == 1
     annotation_submit(assignment=assignment, claim=claim, step="after", answer="no")
     annotation_submit(assignment=assignment, claim=claim, step="after", answer="no")
-    assert Unit.objects.get(pk=claim.unit_id).n_completed == 1
+    assert Annotation.objects.filter(claim=claim).count() == 2
+    assert Claim.objects.get(pk=claim.pk).completed_at is not None
+    # The answers count once the task is submitted, not before.
+    assert Unit.objects.get(pk=claim.unit_id).n_completed == 0
 
 
 def test_first_answer_cannot_change_after_reveal(started):
@@ -302,4 +301,6 @@ def test_validation_and_properties_steps_store_their_payload():
         annotation_submit(assignment=assignment, claim=claim, step="properties", answer="", payload=props)
     stored = annotation_submit(assignment=assignment, claim=claim, step="properties", answer="",
                                payload={**props, "redundant": "no"})
-    assert len(stored.payload) == 8 and Unit.objects.get(pk=claim.unit_id).n_completed == 1
+    assert len(stored.payload) == 8 and Claim.objects.get(pk=claim.pk).completed_at is not None
+    assignment_submit(assignment=assignment)
+    assert Unit.objects.get(pk=claim.unit_id).n_completed == 1

@@ -16,7 +16,8 @@ from annotations.models import Assignment, Participant
 from annotations.platforms import use_platform
 from annotations.platforms.mturk import SANDBOX_ENDPOINT, MTurkPlatform
 from annotations.platforms.prolific import ProlificPlatform
-from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_start
 from annotations.services.steps import steps_for
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.prolific_server import FakeProlific

@@ -1,0 +1,191 @@
+"""Every answer a worker gives, and the submit of a finished task.
+
+``annotation_submit`` stores one step's answer under the assignment's row lock; the last step of
+a claim marks it completed. ``assignment_submit`` finishes the task: only then do its completed
+claims count (``selectors.claims_that_count``) and ``Unit.n_completed`` moves (see
+``annotations.services.release`` for what the counters mean).
+"""
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotations.models import Annotation, Assignment, Claim, Unit
+from annotations.selectors import HotQuery
+from annotations.services.errors import (
+    AnswerLocked,
+    AssignmentExpired,
+    AssignmentIncomplete,
+    ForeignClaim,
+    InvalidAnswer,
+    StepOutOfOrder,
+)
+from annotations.services.release import extend_to_full_duration, lock, lock_active
+from annotations.services.steps import clean_answer, genq_choices, normalise_choices, steps_for
+
+# The answer path runs per request: its queries are precompiled (see ``selectors.HotQuery``).
+_ANSWERS = HotQuery(Annotation, {"": "__all__"}, where="claim_id")
+_INSERT_FIELDS = ("claim", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
+_WRITE_SQL: dict[str, tuple[str, str]] = {}
+
+
+def _write_sql(connection) -> tuple[str, str]:
+    """(insert an answer, mark a claim completed) for this database."""
+    if connection.vendor not in _WRITE_SQL:
+        qn = connection.ops.quote_name
+        ann, claim = Annotation._meta, Claim._meta
+        insert = (
+            f"INSERT INTO {qn(ann.db_table)} ({', '.join(qn(ann.get_field(n).column) for n in _INSERT_FIELDS)}) "
+            f"VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
+        )
+        if connection.features.can_return_columns_from_insert:
+            insert += f" RETURNING {qn(ann.pk.column)}"
+        completed = qn(claim.get_field("completed_at").column)
+        _WRITE_SQL[connection.vendor] = (
+            insert,
+            f"UPDATE {qn(claim.db_table)} SET {completed} = %s WHERE {qn(claim.pk.column)} = %s",
+        )
+    return _WRITE_SQL[connection.vendor]
+
+
+def _answer_insert(*, claim_id: int, step: str, answer: str, payload: dict, shown_at: datetime | None,
+                   duration_ms: int | None) -> Annotation:
+    """``Annotation.objects.create(...)`` without compiling a query (no signals are connected
+    to ``Annotation``); values are prepared by the fields as the ORM prepares them."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    annotation = Annotation(claim_id=claim_id, step=step, answer=answer, payload=payload, shown_at=shown_at,
+                            answered_at=timezone.now(), duration_ms=duration_ms)
+    opts = Annotation._meta
+    params = [opts.get_field(name).get_db_prep_save(getattr(annotation, opts.get_field(name).attname), connection)
+              for name in _INSERT_FIELDS]
+    insert, _ = _write_sql(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(insert, params)
+        annotation.pk = (cursor.fetchone()[0] if connection.features.can_return_columns_from_insert
+                         else connection.ops.last_insert_id(cursor, opts.db_table, opts.pk.column))
+    annotation._state.adding = False
+    annotation._state.db = DEFAULT_DB_ALIAS
+    return annotation
+
+
+def _claim_completed(*, claim_id: int, at: datetime) -> None:
+    """Set the claim's ``completed_at`` (it counts once its assignment is submitted)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    _, completed = _write_sql(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(completed, [Claim._meta.get_field("completed_at").get_db_prep_save(at, connection), claim_id])
+
+
+def claim_labels(claim: Claim, *, kind: str) -> list[str]:
+    """Allowed answer labels of the question a claim asks."""
+    if claim.attention_check_id:
+        return [c["label"] for c in normalise_choices(claim.attention_check.choices)]
+    unit = claim.unit
+    if unit.generalization_question_id:
+        return [c["label"] for c in genq_choices(unit.generalization_question, unit.item)]
+    return [c["label"] for c in normalise_choices(unit.item.choices)]
+
+
+def annotation_submit(
+    *,
+    assignment: Assignment,
+    claim: Claim,
+    step: str,
+    answer: str,
+    payload: dict | None = None,
+    shown_at: datetime | None = None,
+    duration_ms: int | None = None,
+) -> Annotation:
+    """Store one step's answer for a claim of ``assignment``.
+
+    Idempotent: the same answer again returns the stored one and changes nothing. A different
+    answer for a stored step raises ``AnswerLocked`` (the first answer cannot change after the
+    reveal). Steps go in order (``after`` needs ``before``). Expired, finished or foreign
+    assignments are refused with ``AssignmentExpired`` / ``AssignmentNotActive`` /
+    ``ForeignClaim`` and nothing changes. The first answer of a task extends its deadline from
+    the first-answer window to the full duration."""
+    now = timezone.now()
+    with transaction.atomic():
+        if claim.assignment_id != assignment.pk:
+            raise ForeignClaim("That question is not part of your task.")
+        locked = lock_active(assignment, now)
+        if claim.released:
+            raise AssignmentExpired("This question was given back to the pool; its answers are no longer saved.")
+        kind = assignment.study.kind
+        steps = steps_for(kind=kind, is_attention_check=bool(claim.attention_check_id))
+        if step not in steps:
+            raise InvalidAnswer(f"'{step}' is not a step of this question (its steps: {', '.join(steps)}).")
+        clean, clean_payload = clean_answer(
+            step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind)
+        )
+        if step == Annotation.Step.ATTENTION:
+            clean_payload = {"correct": clean == claim.attention_check.correct_answer}
+        stored = {a.step: a for a in _ANSWERS.all(claim.pk)}
+        if step in stored:
+            return _same_or_locked(stored[step], clean, clean_payload)
+        missing = [s for s in steps[: steps.index(step)] if s not in stored]
+        if missing:
+            raise StepOutOfOrder("Please answer the question on its own first; then the explanation is shown.")
+        if shown_at is not None and duration_ms is None:
+            duration_ms = max(0, min(int((now - shown_at).total_seconds() * 1000), 24 * 3600 * 1000))
+        extend_to_full_duration(locked=locked, study=assignment.study)
+        # No savepoint needed: the assignment row lock above serialises this worker's submissions,
+        # so a duplicate (double click, retry) always finds the stored answer in ``stored``; the
+        # unique constraint on (claim, step) stays as the last guard.
+        annotation = _answer_insert(
+            claim_id=claim.pk, step=step, answer=clean, payload=clean_payload,
+            shown_at=shown_at, duration_ms=duration_ms,
+        )
+        if step == steps[-1]:
+            claim.completed_at = now
+            _claim_completed(claim_id=claim.pk, at=now)
+        return annotation
+
+
+def _same_or_locked(existing: Annotation, answer: str, payload: dict) -> Annotation:
+    if existing.answer == answer and (existing.payload or {}) == (payload or {}):
+        return existing
+    if existing.step == Annotation.Step.BEFORE:
+        raise AnswerLocked(
+            "Your first answer is already recorded and cannot be changed once the explanation was shown."
+        )
+    raise AnswerLocked("This answer is already recorded and cannot be changed.")
+
+
+def assignment_submit(*, assignment: Assignment) -> Assignment:
+    """Finish the task: every claim must be complete. From now on its answers count
+    (``claims_that_count``) and each of its units has one more ``n_completed``. Returns the
+    assignment with its completion code. Idempotent: submitting a submitted assignment returns
+    it unchanged."""
+    with transaction.atomic():
+        locked = lock(assignment)
+        if locked.status == Assignment.Status.SUBMITTED:
+            assignment.refresh_from_db()
+            return assignment
+        lock_active(assignment)
+        open_claims = Claim.objects.filter(
+            assignment_id=assignment.pk, completed_at__isnull=True, released=False
+        ).count()
+        if open_claims:
+            raise AssignmentIncomplete(
+                f"{open_claims} question(s) of this task still need an answer before you can finish."
+            )
+        fields = {"submitted_at": timezone.now()}
+        if not assignment.completion_code:
+            fields["completion_code"] = secrets.token_hex(5).upper()
+        Assignment.STATUS.move(locked, Assignment.Status.SUBMITTED, **fields)
+        # A unit is in a task at most once (one claim per question and worker): +1 each, units
+        # locked in id order as every other writer of the counters does.
+        unit_ids = list(
+            Claim.objects.filter(assignment_id=assignment.pk, released=False, unit__isnull=False)
+            .values_list("unit_id", flat=True)
+        )
+        if unit_ids:
+            list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
+            Unit.objects.filter(id__in=unit_ids).update(n_completed=F("n_completed") + 1)
+        assignment.refresh_from_db(fields=["status", *fields])
+        return assignment

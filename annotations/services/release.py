@@ -1,0 +1,186 @@
+"""When work ends, and giving its unit slots back.
+
+An assignment is *active* until it is submitted, returned by the worker, or expired; submitted work
+is approved or rejected (``Assignment.STATUS``). Work that ends without counting (expired,
+returned, rejected) gives its slots back: its claims are marked ``released`` (they stay, so the
+worker never sees those questions again) and the unit counters move. This module is the only
+place that gives slots back; the other writers of the counters are the claim
+(``assignment.assignment_start``: ``n_claimed`` up) and the submit (``answers.assignment_submit``:
+``n_completed`` up).
+
+The two counters of a ``Unit`` read the one definition of "this answer counts"
+(``annotations.selectors.claims_that_count``):
+
+- ``n_claimed``: the unit's claims that are not released, i.e. held by active work or by work
+  that counts (submitted or approved). The unit takes new workers while ``n_claimed < quota``.
+- ``n_completed``: the unit's claims that count (``claims_that_count``). It moves up when an
+  assignment is submitted (not at each answer: an active task's answers do not count yet) and
+  down when submitted work is rejected.
+
+So ``n_completed <= n_claimed <= quota`` (check constraints), a unit is done when
+``n_completed == quota``, and scoring, exports, progress and counters agree.
+
+Deadlines: a new assignment must get its first answer within ``first_answer_window`` (a task
+nobody works on, such as one orphaned by a lost consent response, gives its slots back early);
+the first answer (or a passed qualification test) extends it to the full ``assignment_duration``.
+Past its deadline an assignment expires (``assignment_expire_stale``, beat).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotations.models import Assignment, Claim, Unit
+from annotations.selectors import HotQuery
+from annotations.services.errors import AssignmentExpired, AssignmentNotActive
+from studies.models import Study
+
+EXPIRE_BATCH = 200
+# Work in these states counts (``claims_that_count``); its completed claims are in ``n_completed``.
+COUNTED_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
+
+
+def assignment_duration(study: Study) -> timedelta:
+    """Time a worker has for one task: ``RL_ASSIGNMENT_MINUTES`` if set, else four times the
+    study's estimated minutes, at least 30 minutes."""
+    minutes = getattr(settings, "RL_ASSIGNMENT_MINUTES", None)
+    if not minutes:
+        minutes = max(30.0, 4 * float(study.estimated_minutes_per_task))
+    return timedelta(minutes=float(minutes))
+
+
+def first_answer_window(study: Study) -> timedelta:
+    """Time a new task waits for its first answer before its slots go back:
+    ``RL_FIRST_ANSWER_MINUTES`` if set, else the study's estimated minutes per task and at least
+    10 minutes; never longer than ``assignment_duration``."""
+    minutes = getattr(settings, "RL_FIRST_ANSWER_MINUTES", None)
+    if not minutes:
+        minutes = max(10.0, float(study.estimated_minutes_per_task))
+    return min(timedelta(minutes=float(minutes)), assignment_duration(study))
+
+
+# --- the assignment row lock ----------------------------------------------------------------------
+
+_LOCK = HotQuery(Assignment, {"": ("status", "expires_at", "created_at")}, where="id", for_update=True)
+
+
+def lock(assignment: Assignment) -> Assignment:
+    """``Assignment.objects.select_for_update().only("id", "status", "expires_at", "created_at")
+    .get(pk=...)``: serialises everything that changes one assignment."""
+    locked = _LOCK.first(assignment.pk)
+    if locked is None:
+        raise Assignment.DoesNotExist("Assignment matching query does not exist.")
+    return locked
+
+
+def lock_active(assignment: Assignment, now: datetime | None = None) -> Assignment:
+    """Lock the assignment; refuse (``AssignmentExpired`` / ``AssignmentNotActive``) unless it is
+    active and within its deadline."""
+    locked = lock(assignment)
+    now = now or timezone.now()
+    if locked.status == Assignment.Status.EXPIRED or (
+        locked.status == Assignment.Status.ACTIVE and locked.expires_at <= now
+    ):
+        raise AssignmentExpired(
+            "This task has expired, so nothing more can be saved for it. If you still see it on your "
+            "platform, please return it there."
+        )
+    if locked.status != Assignment.Status.ACTIVE:
+        raise AssignmentNotActive(
+            f"This task is already {locked.get_status_display().lower()}: nothing more can be saved for it."
+        )
+    return locked
+
+
+def extend_to_full_duration(*, locked: Assignment, study: Study) -> None:
+    """The worker is at work (first answer, passed test): the deadline becomes the full duration
+    from the start. Call with the row locked (``lock_active``); writes only the first time."""
+    full = locked.created_at + assignment_duration(study)
+    if locked.expires_at < full:
+        Assignment.objects.filter(pk=locked.pk).update(expires_at=full)
+        locked.expires_at = full
+
+
+# --- giving slots back --------------------------------------------------------------------------
+
+def _release(rows: list[tuple[int, str]], *, status: str, **fields) -> list[int]:
+    """Move the given assignments (``(id, current status)``, rows locked by the caller) to
+    ``status`` where the machine allows it, and give their unit slots back. Returns the ids moved.
+    Units are locked in id order, so concurrent releases never deadlock."""
+    moving = [pk for pk, old in rows if Assignment.STATUS.can(old, status)]
+    if not moving:
+        return []
+    counted = {pk for pk, old in rows if old in COUNTED_STATUSES}
+    claims = list(
+        Claim.objects.filter(assignment_id__in=moving, released=False, unit__isnull=False)
+        .values_list("unit_id", "assignment_id", "completed_at")
+    )
+    claimed: Counter = Counter(unit_id for unit_id, _a, _done in claims)
+    completed: Counter = Counter(
+        unit_id for unit_id, assignment_id, done in claims if assignment_id in counted and done is not None
+    )
+    if claimed:
+        list(Unit.objects.select_for_update().filter(id__in=list(claimed)).order_by("id").values_list("id"))
+        by_delta: dict[tuple[int, int], list[int]] = {}
+        for unit_id, n in claimed.items():
+            by_delta.setdefault((n, completed.get(unit_id, 0)), []).append(unit_id)
+        for (n, c), unit_ids in by_delta.items():
+            Unit.objects.filter(id__in=unit_ids).update(
+                n_claimed=F("n_claimed") - n, n_completed=F("n_completed") - c
+            )
+    Claim.objects.filter(assignment_id__in=moving, released=False).update(released=True)
+    Assignment.STATUS.move_queryset(Assignment.objects.filter(id__in=moving), status, **fields)
+    return moving
+
+
+@transaction.atomic
+def assignment_release(*, assignment: Assignment, status: str, **fields) -> bool:
+    """End ``assignment`` in ``status`` (``expired``, ``returned`` or ``rejected``) through
+    ``Assignment.STATUS`` and give its unit slots back, so that while the study is open the
+    units take other workers; ``fields`` are set with the status (e.g. ``reviewed_at``).
+
+    The releasing service of the platforms: rejecting submitted work calls it with
+    ``status=Assignment.Status.REJECTED`` (its answers stop counting, ``n_completed`` and
+    ``n_claimed`` go down). Idempotent: an assignment already in ``status`` is left alone and
+    False is returned. A change the machine forbids raises ``TransitionError``."""
+    locked = lock(assignment)
+    if locked.status == status:
+        return False
+    Assignment.STATUS.check(locked.status, status, what=f"assignment {assignment.pk}")
+    _release([(locked.pk, locked.status)], status=status, **fields)
+    assignment.refresh_from_db(fields=["status", *fields])
+    return True
+
+
+def assignment_return(*, assignment: Assignment) -> Assignment:
+    """The worker leaves: the units go back to the pool. Leaving a task that is no longer active
+    changes nothing."""
+    with transaction.atomic():
+        if lock(assignment).status == Assignment.Status.ACTIVE:
+            assignment_release(assignment=assignment, status=Assignment.Status.RETURNED)
+    return assignment
+
+
+def assignment_expire_stale(*, now: datetime | None = None) -> int:
+    """Expire active assignments past their deadline (the full one, or the first-answer window
+    of a task with no answer) and give their units back. Returns how many.
+
+    Idempotent and safe to run concurrently (rows another run holds are skipped)."""
+    now = now or timezone.now()
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                Assignment.objects.select_for_update(skip_locked=True)
+                .filter(status=Assignment.Status.ACTIVE, expires_at__lte=now)
+                .order_by("id")
+                .values_list("id", flat=True)[:EXPIRE_BATCH]
+            )
+            if not ids:
+                return total
+            total += len(_release([(pk, Assignment.Status.ACTIVE) for pk in ids], status=Assignment.Status.EXPIRED))
