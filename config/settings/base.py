@@ -90,6 +90,11 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A writing transaction takes SQLite's write lock when it begins and waits for it (up to 20 s)
+    # instead of starting as a reader and failing with "database is locked" when two readers
+    # upgrade at once (simultaneous first answers of one task answered 500 before).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"transaction_mode": "IMMEDIATE", "timeout": 20})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -4,10 +4,11 @@ Run with ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/rl_questionnaire``; s
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.services.answers import annotation_submit, assignment_submit
@@ -98,3 +99,61 @@ def test_simultaneous_starts_of_one_worker_give_one_assignment():
     assert len(results) == 8 and len(set(results)) == 1
     assert Claim.objects.filter(participant=worker, unit__isnull=False).count() == 3
     assert sum(Unit.objects.filter(study=study).values_list("n_claimed", flat=True)) == 3
+
+
+class _RollBack(Exception):
+    pass
+
+
+@pytest.mark.parametrize("other_outcome", ["commits", "rolls back"])
+def test_double_start_as_work_runs_out_gives_the_same_task_or_no_work(other_outcome):
+    """Issue 10 item 14: the last unit is held by another worker's in-flight claim while this
+    worker double-clicks "start". Before the fix the first click committed an empty task and went
+    on retrying; the second click resumed that empty task, which then closed as returned, so the
+    worker saw "You left this task". Now both clicks get the same task, or both "no work"."""
+    study = make_study(n_items=1, n_sources=1, quota=1, units_per_task=1)
+    other, worker = ParticipantFactory(), ParticipantFactory()
+    holding, release = threading.Event(), threading.Event()
+    results: list = []
+
+    def other_claims():
+        try:
+            with transaction.atomic():
+                assignment_start(study=study, participant=other)  # claims the last unit, not yet committed
+                holding.set()
+                release.wait(10)
+                if other_outcome == "rolls back":
+                    raise _RollBack
+        except _RollBack:
+            pass
+        finally:
+            connections.close_all()
+
+    def click():
+        try:
+            results.append(assignment_start(study=study, participant=worker).pk)
+        except NoWorkAvailable:
+            results.append("no work")
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=other_claims)
+    holder.start()
+    assert holding.wait(10)
+    clicks = [threading.Thread(target=click) for _ in range(2)]
+    clicks[0].start()
+    time.sleep(0.2)  # the first click is retrying: the only eligible unit is locked
+    clicks[1].start()
+    time.sleep(0.2)
+    release.set()
+    for thread in [holder, *clicks]:
+        thread.join(timeout=30)
+    mine = Assignment.objects.filter(study=study, participant=worker)
+    if other_outcome == "commits":
+        assert results == ["no work", "no work"]
+        assert not mine.exists()
+    else:
+        assert len(results) == 2 and results[0] == results[1] != "no work"
+        assert mine.get().status == Assignment.Status.ACTIVE
+        assert mine.get().claims.filter(unit__isnull=False).count() == 1
+    assert not mine.filter(status=Assignment.Status.RETURNED).exists()
