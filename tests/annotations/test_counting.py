@@ -23,7 +23,7 @@ from annotations.selectors import claims_that_count
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
-from annotations.services.platforms import assignment_approve
+from annotations.services.platforms.review import assignment_approve
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
 from lab.transitions import TransitionError
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
