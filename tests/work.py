@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from annotations.models import Assignment, Claim
-from annotations.services.assignment import annotation_submit, assignment_start, assignment_submit
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_start
 from annotations.services.participants import participant_get_or_create
 from studies.models import Platform, Study
 from studies.services.studies import study_create, study_open
