@@ -248,44 +248,6 @@ def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_res
 # --- Gen-U and bundles --------------------------------------------------------------------------
 
 
-def gen_u_frame(predictions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """Gen-U per (item, source) from answerer predictions, vectorised (SPEC section 4).
-
-    ``predictions``: one row per prediction with ``question_id``, ``item_id``, ``source``,
-    ``answerer`` ("I" or "IR"), ``correct`` (bool). Returns (per-question frame with ``i_correct``,
-    ``ir_correct``, ``s``; per-(item, source) frame with ``gen_u`` and ``n_questions``; warnings).
-    Questions that lack one of the two answerers' predictions are left out and reported."""
-    warnings: list[str] = []
-    if predictions.empty:
-        empty = pd.DataFrame(columns=["item_id", "source", "gen_u", "n_questions"])
-        return pd.DataFrame(columns=["question_id", "item_id", "source", "i_correct", "ir_correct", "s"]), empty, warnings
-    wide = predictions.pivot_table(
-        index=["question_id", "item_id", "source"], columns="answerer", values="correct", aggfunc="first"
-    )
-    for col in ("I", "IR"):
-        if col not in wide:
-            wide[col] = np.nan
-    incomplete = wide["I"].isna() | wide["IR"].isna()
-    if incomplete.any():
-        per_source = wide[incomplete].reset_index()["source"].value_counts()
-        for source, n in per_source.items():
-            warnings.append(
-                f"Source {source}: {int(n)} generalization questions have only one of the F^I / F^IR "
-                "predictions; they are left out of Gen-U."
-            )
-    wide = wide[~incomplete].reset_index()
-    wide["i_correct"] = wide["I"].astype(bool)
-    wide["ir_correct"] = wide["IR"].astype(bool)
-    wide["s"] = np.where(~wide["ir_correct"], -1, np.where(wide["i_correct"], 0, 1)).astype(np.int8)
-    counts = pd.crosstab([wide["item_id"], wide["source"]], wide["s"]).reindex(columns=[-1, 0, 1], fill_value=0)
-    # argmax takes the first maximum and the columns are ordered -1, 0, 1: ties go to the lowest score.
-    per_item = pd.DataFrame({
-        "gen_u": np.array([-1, 0, 1])[counts.to_numpy().argmax(axis=1)],
-        "n_questions": counts.sum(axis=1).to_numpy(),
-    }, index=counts.index).reset_index()
-    return wide[["question_id", "item_id", "source", "i_correct", "ir_correct", "s"]], per_item, warnings
-
-
 def bundle_consistency(correct: pd.Series, bundle: pd.Series) -> dict:
     """Consistency over bundles and, where the bundle sizes allow, relative consistency.
 

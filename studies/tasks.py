@@ -19,30 +19,27 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(
-    bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=(TransientBackendError,),
-    retry_backoff=True,
-    retry_backoff_max=600,
-    max_retries=5,
     soft_time_limit=2 * 3600,
     time_limit=2 * 3600 + 300,
 )
-def run_generation_job(self, job_id: int) -> None:
+def run_generation_job(job_id: int) -> None:
     """Run one batch of a generation job, then queue the next one.
 
     One batch is ``job.batch_size`` items (16 by default): for a 3B model on one GPU about a
     minute, on a CPU a few minutes; a fine-tuning job is a single long batch. A worker killed
     mid-batch loses only that batch: acks_late redelivers the message and the batch restarts,
-    skipping items already stored. Running a finished job again changes nothing."""
+    skipping items already stored. Running a finished job again changes nothing.
+
+    No Celery retries: the one retry layer is the OpenAI-compatible backend's own back-off per
+    request (``studies.lm.backends.OpenAIBackend``). An endpoint still failing after it fails the
+    job with the reason; "Resume job" continues where it stopped."""
     try:
         more = generation_job_run_batch(job_id=job_id)
     except TransientBackendError as exc:
-        if self.request.retries >= self.max_retries:
-            generation_job_fail(job_id=job_id, error=f"gave up after {self.max_retries} retries: {exc}")
-            return
-        raise
+        generation_job_fail(job_id=job_id, error=f"{exc}; resume the job when the endpoint answers again")
+        return
     except Exception as exc:
         logger.exception("generation job %s failed", job_id)
         generation_job_fail(job_id=job_id, error=describe_exception(exc))

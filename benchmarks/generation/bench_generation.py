@@ -33,8 +33,9 @@ def build_models(folder: Path, rows: list[dict]) -> dict[str, Path]:
     import torch
     from transformers import T5Config, T5ForConditionalGeneration
 
-    from studies.lm import templates, tiny
+    from studies.lm import templates
     from studies.lm.training import train_seq2seq
+    from tests import tiny_models as tiny
 
     items = tiny.strategyqa_prompt_items(rows)
     out = {"tiny": tiny.build_tiny_t5(folder / "tiny", items, steps=50)}

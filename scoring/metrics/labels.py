@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
+from studies.lm import genu
+
 USEFUL, UNSURE, NOT_USEFUL = 1, 0, -1
 # The utility vocabulary: value -> name, the reverse, and (name, label) choices for filters and forms.
 UTILITY_NAMES = {USEFUL: "useful", UNSURE: "unsure", NOT_USEFUL: "not_useful"}
@@ -35,7 +37,7 @@ def utility_category(before_correct: bool, after_correct: bool) -> int:
 
 
 def gen_u(before_correct: Sequence[bool], after_correct: Sequence[bool]) -> int:
-    """Gen-U of one item (SPEC section 4).
+    """Gen-U of one item (SPEC section 4; the definition is :mod:`studies.lm.genu`).
 
     ``before_correct[i]`` is whether F^I (question only) answered generalization question i
     correctly, ``after_correct[i]`` whether F^IR (question + the item's rationale) did. Each question
@@ -47,6 +49,4 @@ def gen_u(before_correct: Sequence[bool], after_correct: Sequence[bool]) -> int:
         )
     if len(before_correct) == 0:
         raise ValueError("gen_u: the item has no generalization questions with predictions")
-    counts = Counter(utility_category(bool(b), bool(a)) for b, a in zip(before_correct, after_correct, strict=True))
-    top = max(counts.values())
-    return min(score for score, n in counts.items() if n == top)
+    return genu.mode_score(genu.question_score(bool(b), bool(a)) for b, a in zip(before_correct, after_correct, strict=True))

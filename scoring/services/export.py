@@ -27,12 +27,22 @@ def share_rows(results: dict, key: str = "utility_shares") -> list[dict]:
 
 
 def association_rows(results: dict) -> list[dict]:
+    """One row per (measure, source); ``note`` says what a figure depends on (the similarity
+    model and layer, the Gen-U question filter), so it is never read without it."""
+    similarity = results.get("similarity") or {}
+    gen_u = results.get("gen_u") or {}
+    notes = {
+        "similarity": (f"BERTScore with {similarity['name']}, layer {similarity['num_layers']} (the paper: "
+                       f"{similarity['paper_used']})") if similarity else "",
+        "gen_u": f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "",
+    }
     rows = []
     for name, per_source in results.items():
         if not (name.startswith("theils_u_") or name.startswith("correlation_ratio_")):
             continue
+        note = next((text for key, text in notes.items() if key in name), "")
         for source, value in per_source.items():
-            rows.append({"measure": name, "source": source, "value": value})
+            rows.append({"measure": name, "source": source, "value": value, "note": note})
     return rows
 
 

@@ -25,7 +25,7 @@ from studies.models import (
     RationaleSource,
     Split,
 )
-from studies.services.finetune import MODES, finetune_t5
+from studies.services.finetune import DEFAULT_PRESET, MODES, PRESETS, finetune_t5
 from studies.services.generation import (
     GenerationError,
     generation_job_cancel,
@@ -74,22 +74,27 @@ class GenerateQuestionsForm(_JobForm):
 
 
 class GenUAnswersForm(_JobForm):
-    answerer_i = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm", backend="seq2seq"),
+    answerer_i = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm"),
                                         label="F^I answerer (question only)")
-    answerer_ir = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm", backend="seq2seq"),
+    answerer_ir = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm"),
                                          label="F^IR answerer (question and rationale)")
-    only_valid = forms.BooleanField(required=False, help_text="Only questions validated as valid.")
+    include_unvalidated = forms.BooleanField(
+        required=False, label="Include unvalidated questions",
+        help_text="Off (the paper's way): only questions validated as valid. On: also questions nobody "
+                  "validated; the score report says so.")
 
 
 class FinetuneForm(forms.Form):
     mode = forms.ChoiceField(choices=list(MODES.items()))
+    preset = forms.ChoiceField(choices=[(k, f"{k}: {v['description']}") for k, v in PRESETS.items()],
+                               initial=DEFAULT_PRESET, help_text="Fields left empty take the preset's value.")
     base_model = forms.CharField(help_text="Model name (e.g. t5-base) or a folder on the worker.")
     split = forms.ChoiceField(choices=Split.choices, initial="train")
-    n_shot = forms.IntegerField(min_value=1, required=False, help_text="Empty trains on the full split.")
-    epochs = forms.IntegerField(min_value=1, initial=3)
-    batch_size = forms.IntegerField(min_value=1, initial=8)
-    lr = forms.FloatField(min_value=0, initial=3e-4)
-    seed = forms.IntegerField(initial=0)
+    n_shot = forms.IntegerField(min_value=1, required=False, help_text="Empty: the preset's (full split or 48).")
+    epochs = forms.IntegerField(min_value=1, required=False)
+    batch_size = forms.IntegerField(min_value=1, required=False)
+    lr = forms.FloatField(min_value=0, required=False)
+    seed = forms.IntegerField(required=False)
     output_name = forms.CharField(required=False, help_text="Name of the registered source; empty picks one.")
 
 
@@ -141,7 +146,7 @@ def generate_genu_answers(modeladmin, request, queryset):
             kind="genu_answers", source=source, dataset=data["dataset"], split=data["split"], limit=data["limit"],
             batch_size=data["batch_size"], user=user,
             params={"answerer_i": data["answerer_i"].pk, "answerer_ir": data["answerer_ir"].pk,
-                    "only_valid": data["only_valid"]})
+                    "only_valid": not data["include_unvalidated"]})
 
     return _action_page(modeladmin, request, queryset, form_class=GenUAnswersForm,
                         title="Gen-U answers", action="generate_genu_answers", submit="Queue answering", run=run)
@@ -151,7 +156,7 @@ def generate_genu_answers(modeladmin, request, queryset):
 def finetune_on_dataset(modeladmin, request, queryset):
     def run(dataset, data, user):
         return finetune_t5(dataset=dataset, mode=data["mode"], base_model=data["base_model"], split=data["split"],
-                           n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
+                           preset=data["preset"], n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
                            seed=data["seed"], output_name=data["output_name"] or None, user=user, run_now=False)
 
     return _action_page(modeladmin, request, queryset, form_class=FinetuneForm, title="Fine-tune T5",
@@ -183,7 +188,8 @@ class QuestionGeneratorAdmin(admin.ModelAdmin):
         (None, {"fields": ["name", "description", "backend", "model_name_or_path", "endpoint_url", "seed"]}),
         ("Prompts", {"fields": ["instructions", "demonstrations"], "description":
             "instructions: {type: text} for rephrase, similar and counterfactual. demonstrations: {type: [six "
-            "{question, context, output, answer}]}, answer True/False (counterfactuals take none). Types left "
+            "{question, context, output, answer}]}, answer True/False (every type: the LM answers its own "
+            "questions, and they stay unvalidated until checked). Types left "
             "empty are drawn from the dataset's train generalization questions when a job starts."}),
         ("Decoding", {"fields": ["decoding"], "description": "Default: 5 samples at temperature 0.7."}),
         (None, {"fields": ["created_at", "updated_at"]}),

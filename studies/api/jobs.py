@@ -85,7 +85,8 @@ class GenerationJobStartSerializer(serializers.Serializer):
     params = serializers.DictField(
         required=False, default=dict,
         help_text="Per kind: max_requests / max_tokens (openai budget); genu_answers: answerer_i, answerer_ir "
-        "(source ids), only_valid; finetune: training parameters.",
+        "(LM source ids), only_valid (default true: validated questions only); finetune: training parameters "
+        "(preset quick|paper, mode, base_model, ...).",
     )
 
     def validate(self, attrs):
@@ -102,7 +103,7 @@ class GenerationJobStartSerializer(serializers.Serializer):
             for role in ("answerer_i", "answerer_ir"):
                 value = attrs["params"].get(role)
                 if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ID:
-                    errors["params"] = f"params.{role} must be the id of a seq2seq rationale source."
+                    errors["params"] = f"params.{role} must be the id of a language model rationale source."
         if errors:
             raise serializers.ValidationError(errors)
         return attrs

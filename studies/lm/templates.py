@@ -32,6 +32,9 @@ CAUSAL_HEADER = "Answer the question from the provided choices, and provide a re
 CAUSAL_BLOCK = "Question: {question}\nChoices: {choices_csv}\nAnswer: {answer}\nReason: {rationale}\n###"
 CAUSAL_QUERY = "Question: {question}\nChoices: {choices_csv}\nAnswer:"
 CAUSAL_STOP = "###"
+# Causal (and OpenAI-compatible) Gen-U answerers: F^I sees the question, F^IR also the rationale.
+CAUSAL_ANSWER = "Question: {question}\nChoices: {choices_csv}\nAnswer:"
+CAUSAL_ANSWER_GIVEN_EXPLANATION = "Question: {question}\nChoices: {choices_csv}\nExplanation: {rationale}\nAnswer:"
 
 N_DEMONSTRATIONS = 6
 
@@ -148,6 +151,16 @@ def t5_answer_target(item: PromptItem) -> str:
     return fill(T5_ANSWER_TARGET, _fields(item))
 
 
+def causal_answer_input(item: PromptItem) -> str:
+    """F^I for a causal answerer: the question, continued after ``Answer:``."""
+    return fill(CAUSAL_ANSWER, _fields(item))
+
+
+def causal_answer_with_rationale_input(item: PromptItem, rationale: str) -> str:
+    """F^IR for a causal answerer: the question and the (original item's) explanation."""
+    return fill(CAUSAL_ANSWER_GIVEN_EXPLANATION, _fields(item, rationale=_one_line(rationale)))
+
+
 # --- causal few-shot -------------------------------------------------------------------------
 def demonstration_from(item: PromptItem) -> Demonstration:
     return Demonstration(
@@ -200,14 +213,14 @@ QUESTION_TYPES = (REPHRASE, SIMILAR, COUNTERFACTUAL)
 DEFAULT_INSTRUCTIONS = {
     REPHRASE: "Rephrase the question and answer it.",
     SIMILAR: "Given a context, generate a similar question to the given question and answer it.",
-    COUNTERFACTUAL: "Given the context and question, generate a question that negates the question.",
+    COUNTERFACTUAL: "Given the context and question, generate a question that negates the question and answer it.",
 }
 
 
 @dataclass
 class QuestionDemo:
     """A demonstration of a generalization question: the original, its context, the generated
-    question and (rephrase / similar) its answer as ``True``/``False``."""
+    question and its answer as ``True``/``False``."""
 
     question: str
     output: str
@@ -239,7 +252,7 @@ def _question_block(qtype: str, question: str, context: str, output: str | None,
                  f"generate:{'' if output is None else ' ' + _one_line(output)}"]
     else:
         raise ValueError(f"unknown generalization question type {qtype!r}")
-    if output is not None and qtype != COUNTERFACTUAL:
+    if output is not None:
         lines.append(f"answer: {answer}")
     return "\n".join(lines)
 
@@ -247,8 +260,8 @@ def _question_block(qtype: str, question: str, context: str, output: str | None,
 def generalization_prompt(qtype: str, *, instruction: str, demonstrations: list[QuestionDemo],
                           question: str, context: str = "") -> str:
     """Instruction, the demonstrations, then the query which ends at ``rephrase:`` /
-    ``similar:`` / ``generate:``. The model answers with the question, then (rephrase and
-    similar) a line ``answer: True|False``; counterfactuals take the negated original answer."""
+    ``similar:`` / ``generate:``. The model writes the question, then a line ``answer: True|False``
+    (every type: the paper had the LM answer its questions, then validated them)."""
     blocks = [instruction.strip()]
     for demo in demonstrations:
         blocks.append(_question_block(qtype, demo.question, demo.context, demo.output, demo.answer))

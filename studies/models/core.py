@@ -130,6 +130,9 @@ class RationaleSource(TimeStamped):
     seed = models.IntegerField(default=0)
     # Models without highlights leave this empty; sources with extractive highlights enable faithfulness.
     has_highlights = models.BooleanField(default=False)
+    # For fine-tuned checkpoints: how it was trained (preset, base model, data, epochs, lr, batch
+    # size, seed, steps, final loss, job id); empty for everything else.
+    training = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -153,6 +156,10 @@ class Rationale(TimeStamped):
     prediction_correct = models.BooleanField(null=True, blank=True)
     # Extractive highlight spans over the question: [[start, end], ...] character offsets.
     highlights = models.JSONField(default=list, blank=True)
+    # Faithfulness of the highlight (SPEC section 6), what scoring reads: {"p_full", "p_highlight",
+    # "p_without"} (probabilities of y_hat, the class predicted from the highlight), "y_hat", and
+    # where they come from ("task_model" and "job_id", or "imported_from").
+    faithfulness = models.JSONField(default=dict, blank=True)
     raw_output = models.TextField(blank=True)
     # How exactly it was made: backend, model, template, decoding, seed, job id, import file.
     generation_info = models.JSONField(default=dict, blank=True)

@@ -27,6 +27,7 @@ class GenUPrediction(models.Model):
     rationale_source = models.ForeignKey(RationaleSource, on_delete=models.CASCADE, related_name="genu_predictions")
     answerer = models.CharField(max_length=2, choices=Answerer.choices)
     answerer_model = models.CharField(max_length=500, help_text="Model name or path of the answerer.")
+    # Blank when the answerer's output did not parse: such a question is left out of Gen-U.
     predicted_answer = models.CharField(max_length=50, blank=True)
     correct = models.BooleanField()
     raw_output = models.TextField(blank=True)
@@ -47,19 +48,17 @@ def default_generator_decoding() -> dict:
 
 
 def default_generator_instructions() -> dict:
-    return {
-        "rephrase": "Rephrase the question and answer it.",
-        "similar": "Given a context, generate a similar question to the given question and answer it.",
-        "counterfactual": "Given the context and question, generate a question that negates the question.",
-    }
+    from studies.lm.templates import DEFAULT_INSTRUCTIONS
+
+    return dict(DEFAULT_INSTRUCTIONS)
 
 
 class QuestionGenerator(models.Model):
     """An LM configured to write generalization questions (rephrase, similar, counterfactual).
 
     ``instructions`` maps each type to its instruction; ``demonstrations`` maps each type to six
-    fixed demonstrations ``{"question", "context", "output", "answer"}`` (answer ``True``/``False``;
-    counterfactuals need none). Empty demonstrations for a type are drawn, with ``seed``, from the
+    fixed demonstrations ``{"question", "context", "output", "answer"}`` (answer ``True``/``False``,
+    counterfactuals included: the LM answers its own questions). Empty demonstrations for a type are drawn, with ``seed``, from the
     dataset's train-split generalization questions when a job starts, and saved here."""
 
     name = models.CharField(max_length=200, unique=True)
@@ -96,6 +95,7 @@ class GenerationJob(models.Model):
         RATIONALES = "rationales", "Rationales"
         GENERALIZATION_QUESTIONS = "generalization_questions", "Generalization questions"
         GENU_ANSWERS = "genu_answers", "Gen-U answers (F^I and F^IR)"
+        FAITHFULNESS = "faithfulness", "Faithfulness probabilities (highlights)"
         FINETUNE = "finetune", "Fine-tune T5"
 
     class Status(models.TextChoices):

@@ -8,9 +8,17 @@ registered as a rationale source (kind lm, backend seq2seq, the folder as model 
 Training examples come from the dataset's split (``train`` by default); ``n_shot`` draws that
 many items with ``seed``. The answerers also train on the split's generalization questions
 (not marked invalid) unless ``include_generalization`` is False: that is the input Gen-U gives them.
+
+Settings come from a named preset (:data:`PRESETS`), each value overridable: ``quick`` (the
+default: a short run to try things, *not* the paper's settings) and ``paper`` (the authors'
+released training command: 25 epochs, lr 3e-5, batch size 4, seed 0; the rationalizer on 48
+shots, the answerers on the full train split). The settings used, the preset's name and which
+values were overridden are recorded with each checkpoint: on its rationale source
+(``RationaleSource.training``) and in ``rationale_lab_training.json`` in its folder.
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -35,8 +43,35 @@ MODES = {
     "answer_i": "Gen-U answerer F^I (question only)",
     "answer_ir": "Gen-U answerer F^IR (question and rationale)",
 }
-DEFAULTS = {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": True,
-            "max_source_length": 512, "max_target_length": 128}
+PRESETS = {
+    "quick": {
+        "description": "a short run to try things out (3 epochs at lr 3e-4, batch 8); not the paper's settings",
+        "all": {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": True},
+    },
+    "paper": {
+        "description": ("Joshi et al. 2023 as released: 25 epochs at lr 3e-5, batch 4, seed 0; the rationalizer F "
+                        "on 48 shots (T5-large in the paper), F^I and F^IR on the full StrategyQA train split "
+                        "(T5-base in the paper)"),
+        "all": {"epochs": 25, "batch_size": 4, "lr": 3e-5, "seed": 0, "include_generalization": False},
+        "rationalizer": {"n_shot": 48, "base_model_in_paper": "t5-large"},
+        "answer_i": {"n_shot": None, "base_model_in_paper": "t5-base"},
+        "answer_ir": {"n_shot": None, "base_model_in_paper": "t5-base"},
+    },
+}
+DEFAULT_PRESET = "quick"
+LENGTHS = {"max_source_length": 512, "max_target_length": 128}
+TRAINING_FILE = "rationale_lab_training.json"
+RECORDED = ("preset", "preset_description", "overrides", "mode", "base_model", "base_model_in_paper", "n_shot",
+            "include_generalization", "epochs", "steps", "batch_size", "lr", "seed", "examples",
+            "max_source_length", "max_target_length")
+
+
+def preset_values(preset: str, mode: str) -> dict:
+    """The settings of ``preset`` for ``mode``."""
+    if preset not in PRESETS:
+        raise GenerationError(f"unknown fine-tuning preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    chosen = PRESETS[preset]
+    return {**LENGTHS, **chosen["all"], **chosen.get(mode, {})}
 
 
 def _slug(text: str) -> str:
@@ -92,12 +127,19 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
 
 
 def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
-    """Validate and complete fine-tuning parameters; computes ``steps`` from epochs."""
-    merged = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+    """Validate and complete fine-tuning parameters: the preset's values, then the given ones;
+    computes ``steps`` from epochs. Records which given values differ from the preset."""
+    given = {k: v for k, v in params.items() if v is not None}
+    mode = given.get("mode", "rationalizer")
+    if mode not in MODES:
+        raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
+    preset = given.get("preset") or DEFAULT_PRESET
+    base = preset_values(preset, mode)
+    merged = {**base, **given, "mode": mode, "preset": preset, "preset_description": PRESETS[preset]["description"]}
+    merged["overrides"] = sorted(k for k, v in given.items() if k in base and base[k] != v)
     if not merged.get("base_model"):
-        raise GenerationError("base_model is required: a model name (e.g. t5-base) or a local folder")
-    mode = merged.get("mode", "rationalizer")
-    merged["mode"] = mode
+        hint = f" (the paper used {base['base_model_in_paper']})" if base.get("base_model_in_paper") else ""
+        raise GenerationError(f"base_model is required: a model name or a local folder{hint}")
     for key in ("epochs", "batch_size"):
         if int(merged[key]) < 1:
             raise GenerationError(f"{key} must be at least 1")
@@ -115,6 +157,14 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
     if existing is not None and existing.kind != RationaleSource.Kind.LM:
         raise GenerationError(f"a non-LM rationale source is already named {merged['output_name']!r}: pick another output_name")
     return merged
+
+
+def training_record(*, job: GenerationJob, params: dict, final_loss: float, device: str) -> dict:
+    """What is recorded with a checkpoint: every setting used, the preset, the data and the outcome."""
+    record = {key: params.get(key) for key in RECORDED}
+    record.update({"dataset": job.dataset.name, "split": job.split or "train", "final_loss": final_loss,
+                   "job_id": job.pk, "device": device})
+    return record
 
 
 def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
@@ -169,6 +219,8 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
     partial.parent.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    training = training_record(job=job, params=params, final_loss=result.final_loss, device=device)
+    (partial / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
     if folder.exists():
         shutil.rmtree(folder)
     partial.rename(folder)
@@ -179,8 +231,12 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
             "kind": RationaleSource.Kind.LM, "backend": RationaleSource.Backend.SEQ2SEQ,
             "model_name_or_path": str(folder),
             "description": (f"{MODES[params['mode']]} fine-tuned from {params['base_model']} on {job.dataset.name} "
-                            f"{job.split or 'train'} ({params['examples']} examples, {params['steps']} steps, "
-                            f"lr {params['lr']}, seed {params['seed']}; final loss {result.final_loss:.4f}) by job {job.pk}."),
+                            f"{job.split or 'train'} with preset {params['preset']!r}"
+                            + (f" (overridden: {', '.join(params['overrides'])})" if params["overrides"] else "")
+                            + f": {params['examples']} examples, {params['epochs']} epochs, {params['steps']} steps, "
+                            f"lr {params['lr']}, batch {params['batch_size']}, seed {params['seed']}; final loss "
+                            f"{result.final_loss:.4f}; job {job.pk}."),
+            "training": training,
             "decoding": {"do_sample": False, "max_new_tokens": 8 if is_answerer else 100, "num_return_sequences": 1},
             "seed": int(params["seed"]),
         },
@@ -202,13 +258,14 @@ def _complete(job_id: int, source: RationaleSource, params: dict) -> None:
         job.save()
 
 
-def finetune_t5(*, dataset: Dataset, mode: str, base_model: str, split: str = "train", n_shot: int | None = None,
-                epochs: int | None = None, steps: int | None = None, batch_size: int | None = None,
-                lr: float | None = None, seed: int | None = None, output_name: str | None = None,
-                include_generalization: bool | None = None, user=None, run_now: bool = True) -> GenerationJob:
+def finetune_t5(*, dataset: Dataset, mode: str, base_model: str, split: str = "train", preset: str | None = None,
+                n_shot: int | None = None, epochs: int | None = None, steps: int | None = None,
+                batch_size: int | None = None, lr: float | None = None, seed: int | None = None,
+                output_name: str | None = None, include_generalization: bool | None = None, user=None,
+                run_now: bool = True) -> GenerationJob:
     """Create a fine-tuning job; ``run_now`` trains in this process (the management command),
-    otherwise it is queued on the ``lm`` queue."""
-    params = {"mode": mode, "base_model": base_model, "n_shot": n_shot, "epochs": epochs, "steps": steps,
+    otherwise it is queued on the ``lm`` queue. Values left None come from ``preset``."""
+    params = {"mode": mode, "preset": preset, "base_model": base_model, "n_shot": n_shot, "epochs": epochs, "steps": steps,
               "batch_size": batch_size, "lr": lr, "seed": seed, "output_name": output_name,
               "include_generalization": include_generalization}
     job = generation_job_create(kind=GenerationJob.Kind.FINETUNE, dataset=dataset, split=split,

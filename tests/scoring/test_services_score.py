@@ -125,10 +125,8 @@ def test_gen_u_per_item_and_theils_u_against_utility(utility_study):
     for it, pairs in pattern.items():
         for k, (i_ok, ir_ok) in enumerate(pairs):
             gq = GeneralizationQuestionFactory(item=it, text=f"g{it.pk}-{k}?")
-            GenUPrediction.objects.create(generalization_question=gq, rationale_source=good, answerer="I",
-                                          answerer_model="t5-base-I", correct=i_ok)
-            GenUPrediction.objects.create(generalization_question=gq, rationale_source=good, answerer="IR",
-                                          answerer_model="t5-base-IR", correct=ir_ok)
+            predict(gq, good, "I", i_ok)
+            predict(gq, good, "IR", ir_ok)
 
     run = study_score(study=study, similarity=False)
 
@@ -136,6 +134,62 @@ def test_gen_u_per_item_and_theils_u_against_utility(utility_study):
     assert scores[items[0].pk].gen_u == 1 and scores[items[1].pk].gen_u == 0
     assert run.results["theils_u_utility_given_gen_u"]["good-lm"] == pytest.approx(1.0)
     assert run.results["gen_u"]["consistency"]["good-lm"]["F^IR"]["consistency"] == 1.0
+
+
+def predict(question, source, answerer, correct, *, parsed=True, model=None):
+    """A Gen-U prediction as the answering job stores it: a blank answer when the output did not parse."""
+    other = "no" if question.answer == "yes" else "yes"
+    GenUPrediction.objects.create(
+        generalization_question=question, rationale_source=source, answerer=answerer,
+        answerer_model=model or f"t5-base-{answerer}",
+        predicted_answer=(question.answer if correct else other) if parsed else "", correct=correct and parsed)
+
+
+def test_gen_u_leaves_unparseable_answers_out_and_states_its_method(utility_study):
+    from studies.services.questions import generalization_questions_set_validation
+
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    # Two questions score 0 (both answerers right). Three have an F^I output that did not parse and
+    # F^IR right: counted as wrong F^I answers (the old rule) they would score +1 three times and
+    # make Gen-U +1. Left out of the mode, Gen-U is 0.
+    questions = [GeneralizationQuestionFactory(item=items[0], text=f"q{k}?", answer="yes") for k in range(5)]
+    generalization_questions_set_validation(questions=questions, status="valid")
+    for q in questions[:2]:
+        predict(q, good, "I", True)
+        predict(q, good, "IR", True)
+    for q in questions[2:]:
+        predict(q, good, "I", False, parsed=False)
+        predict(q, good, "IR", True)
+    RationaleSourceFactory(name="F^I checkpoint", kind="lm", backend="seq2seq", model_name_or_path="t5-base-I",
+                           training={"preset": "paper", "epochs": 25})
+
+    run = study_score(study=study, similarity=False)
+
+    assert UnitScore.objects.get(study=study, item=items[0]).gen_u == 0
+    gen_u = run.results["gen_u"]
+    assert gen_u["unparseable"]["good-lm"] == {
+        "questions": 5, "unparseable_i_answers": 3, "unparseable_ir_answers": 0,
+        "questions_left_out_unparseable": 3, "questions_left_out_incomplete": 0}
+    assert gen_u["n_questions"] == 2
+    assert gen_u["question_filter"] == "validated questions only" and gen_u["n_questions_unvalidated"] == 0
+    assert "lowest score" in gen_u["tie_rule"]
+    assert gen_u["answerers"]["F^I"] == [{"model": "t5-base-I", "fine_tuning_preset": "paper",
+                                          "training": {"preset": "paper", "epochs": 25}}]
+    assert gen_u["answerers"]["F^IR"][0]["fine_tuning_preset"] is None
+    assert any("left out of Gen-U because an answerer's output did not parse" in w for w in run.results["warnings"])
+
+
+def test_gen_u_on_unvalidated_questions_is_stated(utility_study):
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    q = GeneralizationQuestionFactory(item=items[0], text="unchecked?", answer="yes")
+    predict(q, good, "I", False)
+    predict(q, good, "IR", True)
+    run = study_score(study=study, similarity=False)
+    assert run.results["gen_u"]["question_filter"].startswith("includes unvalidated")
+    assert run.results["gen_u"]["n_questions_unvalidated"] == 1
+    assert any("nobody validated" in w for w in run.results["warnings"])
 
 
 def test_similarity_uses_local_bertscore_model(utility_study):
@@ -149,7 +203,9 @@ def test_similarity_uses_local_bertscore_model(utility_study):
 
     sims = {u.source.name: u.similarity for u in UnitScore.objects.filter(study=study, item=items[0]).select_related("source")}
     assert sims["good-lm"] > sims["bad-lm"]
-    assert run.results["similarity_model"]
+    assert run.results["similarity_model"] == run.results["similarity"]["path"]
+    assert run.results["similarity"]["num_layers"] == 6 and "MiniLM" in run.results["similarity"]["name"]
+    assert "roberta-large" in run.results["similarity"]["paper_used"]
     assert 0.0 <= run.results["correlation_ratio_utility_similarity"]["all"] <= 1.0
 
 

@@ -2,12 +2,16 @@
 
     manage.py finetune_t5 --dataset strategyqa --mode rationalizer --base-model t5-large
     manage.py finetune_t5 --dataset strategyqa --mode answer_ir --base-model /models/t5-base --n-shot 48
+    manage.py finetune_t5 --dataset strategyqa --mode answer_i --base-model /models/t5-base --preset paper
     manage.py finetune_t5 ... --queue      # hand it to an lm worker instead of training here
+
+Settings come from a preset (``quick``, the default, or ``paper``: the authors' released
+settings); options given override it and the checkpoint records which.
 """
 from django.core.management.base import BaseCommand, CommandError
 
 from studies.models import Dataset
-from studies.services.finetune import MODES, finetune_t5
+from studies.services.finetune import DEFAULT_PRESET, MODES, PRESETS, finetune_t5
 from studies.services.generation import GenerationError
 
 
@@ -18,6 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True, help="dataset name")
         parser.add_argument("--mode", choices=sorted(MODES), default="rationalizer")
         parser.add_argument("--base-model", required=True, help="model name (e.g. t5-base) or a local folder")
+        parser.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
+                            help="; ".join(f"{k}: {v['description']}" for k, v in PRESETS.items()))
         parser.add_argument("--split", default="train")
         parser.add_argument("--n-shot", type=int, default=None, help="train on this many items (default: all)")
         parser.add_argument("--epochs", type=int, default=None)
@@ -37,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError(f"no dataset named {opts['dataset']!r} (datasets: {names})")
         try:
             job = finetune_t5(
-                dataset=dataset, mode=opts["mode"], base_model=opts["base_model"], split=opts["split"],
+                dataset=dataset, mode=opts["mode"], base_model=opts["base_model"], split=opts["split"], preset=opts["preset"],
                 n_shot=opts["n_shot"], epochs=opts["epochs"], steps=opts["steps"], batch_size=opts["batch_size"],
                 lr=opts["lr"], seed=opts["seed"], output_name=opts["output_name"],
                 include_generalization=False if opts["no_generalization"] else None, run_now=not opts["queue"],
@@ -50,6 +56,6 @@ class Command(BaseCommand):
         if job.status != job.Status.DONE:
             raise CommandError(f"fine-tuning job {job.pk} ended {job.status}: {job.error}")
         self.stdout.write(self.style.SUCCESS(
-            f"job {job.pk}: {job.params['steps']} steps on {job.params['examples']} examples, final loss "
+            f"job {job.pk}: preset {job.params['preset']!r}, {job.params['steps']} steps on {job.params['examples']} examples, final loss "
             f"{job.params['final_loss']:.4f}; checkpoint {job.params['checkpoint']} registered as source "
             f"{job.params['output_name']!r} (id {job.params['output_source_id']})"))

@@ -48,7 +48,7 @@ def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation
     """Tiny T5 rationalizer, tiny T5 question generator and tiny GPT-2, trained briefly."""
     torch = pytest.importorskip("torch")
     torch.set_num_threads(2)
-    from studies.lm import tiny
+    from tests import tiny_models as tiny
 
     root = tmp_path_factory.mktemp("lm-models")
     items = tiny.strategyqa_prompt_items(strategyqa_train_rows)
@@ -59,7 +59,7 @@ def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation
             prompt = templates.generalization_prompt(
                 qtype, instruction=templates.DEFAULT_INSTRUCTIONS[qtype], demonstrations=demos[qtype],
                 question=item.question, context=item.facts)
-            target = " ".join(text.split()) + ("" if qtype == "counterfactual" else f"\nanswer: {answer}")
+            target = " ".join(text.split()) + f"\nanswer: {answer}"
             question_pairs.append((prompt, target))
     answer_pairs = []
     for item in items:  # F^I and F^IR formats, so the answerers learn to emit a label

@@ -1,8 +1,9 @@
 """Transformers backends on tiny locally built models, loaded by path like real models."""
 import pytest
 
-from studies.lm import backends, parsing, templates, tiny
+from studies.lm import backends, parsing, templates
 from studies.lm.backends import Decoding
+from tests import tiny_models as tiny
 
 pytestmark = pytest.mark.lm
 pytest.importorskip("torch")
@@ -56,10 +57,10 @@ def test_missing_model_folder_is_a_clear_error(tmp_path):
         backends.Seq2SeqBackend(str(tmp_path / "nope"))
 
 
-def test_device_is_cuda_with_bf16_when_a_gpu_is_present(monkeypatch):
+def test_device_is_cuda_with_bf16_when_a_gpu_is_present(monkeypatch, settings):
     import torch
 
-    monkeypatch.delenv(backends.DEVICE_ENV, raising=False)
+    settings.RL_LM_DEVICE = ""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert backends.select_device() == "cuda"
@@ -67,5 +68,5 @@ def test_device_is_cuda_with_bf16_when_a_gpu_is_present(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert backends.select_device() == "cpu"
     assert backends.select_dtype("cpu") is torch.float32
-    monkeypatch.setenv(backends.DEVICE_ENV, "cuda:1")
+    settings.RL_LM_DEVICE = "cuda:1"
     assert backends.select_device() == "cuda:1"

@@ -1,6 +1,8 @@
 """Fine-tuning T5 (rationalizer and Gen-U answerers) from a local base model; checkpoints are
 registered as sources and load through the generation backend."""
+import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -24,7 +26,12 @@ def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_i
     source = RationaleSource.objects.get(pk=job.params["output_source_id"])
     assert (source.name, source.kind, source.backend) == ("fir-test", "lm", "seq2seq")
     assert source.model_name_or_path.startswith(str(settings.RL_MODEL_DIR))
-    assert "F^IR" in source.description and "4 steps" in source.description
+    assert "F^IR" in source.description and "4 steps" in source.description and "preset 'quick'" in source.description
+    # The settings used travel with the checkpoint: on the source and in its folder.
+    assert source.training["preset"] == "quick" and source.training["overrides"] == ["batch_size"]
+    assert (source.training["steps"], source.training["lr"], source.training["job_id"]) == (4, 3e-4, job.pk)
+    saved = json.loads((Path(source.model_name_or_path) / finetune.TRAINING_FILE).read_text())
+    assert saved == source.training
     backend = backends.Seq2SeqBackend(source.model_name_or_path)
     out = backend.generate([templates.t5_answer_input(templates.PromptItem(
         question="Is ice cold?", choices=(("yes", "Yes"), ("no", "No")), dataset="strategyqa"))],
@@ -37,10 +44,14 @@ def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_i
 def test_n_shot_rationalizer_through_the_command(lm_models, train_items, strategyqa_dataset):
     out = StringIO()
     call_command("finetune_t5", "--dataset", "strategyqa", "--mode", "rationalizer", "--base-model",
-                 str(lm_models["t5"]), "--n-shot", "8", "--steps", "3", "--output-name", "rat-8shot", stdout=out)
-    assert "registered as source 'rat-8shot'" in out.getvalue()
+                 str(lm_models["t5"]), "--preset", "paper", "--n-shot", "8", "--steps", "3", "--output-name",
+                 "rat-8shot", stdout=out)
+    assert "registered as source 'rat-8shot'" in out.getvalue() and "preset 'paper'" in out.getvalue()
     job = GenerationJob.objects.get(kind="finetune")
     assert job.params["examples"] == 8 and job.params["n_shot"] == 8
+    # The paper's settings, but for the shots and steps asked here, and it says so.
+    assert (job.params["lr"], job.params["batch_size"], job.params["epochs"]) == (3e-5, 4, 25)
+    assert job.params["overrides"] == ["n_shot"] and job.params["base_model_in_paper"] == "t5-large"
     source = RationaleSource.objects.get(name="rat-8shot")
     assert source.decoding["max_new_tokens"] == 100
     raw = backends.Seq2SeqBackend(source.model_name_or_path).generate(
@@ -57,6 +68,10 @@ def test_bad_requests_are_clear_errors(train_items, strategyqa_dataset):
         finetune.finetune_t5(dataset=strategyqa_dataset, mode="rationalizer", base_model="x", n_shot=500)
     with pytest.raises(GenerationError, match="unknown fine-tuning mode"):
         finetune.finetune_t5(dataset=strategyqa_dataset, mode="quark", base_model="x")
+    with pytest.raises(GenerationError, match="unknown fine-tuning preset 'fast'"):
+        finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="x", preset="fast")
+    with pytest.raises(GenerationError, match="the paper used t5-base"):
+        finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="", preset="paper")
 
 
 def test_missing_base_model_fails_the_job_with_its_path(train_items, strategyqa_dataset, tmp_path):

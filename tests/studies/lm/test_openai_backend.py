@@ -95,8 +95,8 @@ def test_budget_cap_on_tokens():
     assert len(s.requests) == 2
 
 
-def test_api_key_comes_from_the_environment_and_never_reaches_errors(monkeypatch, caplog):
-    monkeypatch.setenv("RL_OPENAI_API_KEY", "sk-secret-123")
+def test_api_key_comes_from_the_settings_and_never_reaches_errors(settings, caplog):
+    settings.RL_OPENAI_API_KEY = "sk-secret-123"
     with OpenAIServer(lambda path, body: (401, {"error": "unauthorised"}, {})) as s:
         b, _ = backend(s)
         with caplog.at_level(logging.DEBUG), pytest.raises(BackendError) as error:

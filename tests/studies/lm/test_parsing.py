@@ -56,23 +56,39 @@ def test_t5_answer_only_output():
 
 
 def test_generalization_output_with_answer_line():
-    parsed = parsing.parse_generalization(" Is grass usually green?\nanswer: True\n\nquestion: x",
-                                          qtype="rephrase", original_answer="no")
+    parsed = parsing.parse_generalization(" Is grass usually green?\nanswer: True\n\nquestion: x")
     assert (parsed.text, parsed.answer) == ("Is grass usually green?", "yes")
-    inline = parsing.parse_generalization("Is grass red? answer: False", qtype="similar", original_answer="yes")
+    inline = parsing.parse_generalization("Is grass red? answer: False")
     assert (inline.text, inline.answer) == ("Is grass red?", "no")
 
 
-def test_counterfactual_takes_the_negated_original_answer():
-    parsed = parsing.parse_generalization("Is grass never green?", qtype="counterfactual", original_answer="yes")
-    assert parsed.answer == "no"
+def test_counterfactual_answer_is_the_lms_not_the_negated_original():
+    # "Does Ramen have high sodium levels?" flips nothing: its answer is the LM's, kept as written.
+    parsed = parsing.parse_generalization("Does Ramen have high sodium levels?\nanswer: True")
+    assert (parsed.text, parsed.answer) == ("Does Ramen have high sodium levels?", "yes")
 
 
 def test_generalization_without_answer_is_a_failure():
-    assert isinstance(parsing.parse_generalization("Is grass red?", qtype="rephrase", original_answer="yes"),
-                      parsing.ParseFailure)
-    assert isinstance(parsing.parse_generalization("Is it? answer: maybe", qtype="rephrase", original_answer="yes"),
-                      parsing.ParseFailure)
+    assert isinstance(parsing.parse_generalization("Is grass red?"), parsing.ParseFailure)
+    assert isinstance(parsing.parse_generalization("Is it? answer: maybe"), parsing.ParseFailure)
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("No, it would not. Ramen is known to have high sodium levels.\nanswer: False", "does not end with '?'"),
+    ("No, would Ramen be low in salt?\nanswer: False", "reads as an answer"),
+    ("Is it salty? Is it sweet?\nanswer: True", "more than one question"),
+])
+def test_outputs_that_are_not_questions_are_refused(raw, reason):
+    parsed = parsing.parse_generalization(raw)
+    assert isinstance(parsed, parsing.ParseFailure) and reason in parsed.reason
+
+
+def test_causal_answer_takes_the_first_line():
+    assert parsing.parse_causal_answer(" yes\nQuestion: more", YN).answer == "yes"
+    assert parsing.parse_causal_answer(" No, because it is not.", YN).answer == "no"
+    failure = parsing.parse_causal_answer(" maybe\n", YN)
+    assert isinstance(failure, parsing.ParseFailure) and "not one of the choices" in failure.reason
+    assert isinstance(parsing.parse_causal_answer("   ", YN), parsing.ParseFailure)
 
 
 def test_filter_drops_empty_exact_and_near_duplicates():

@@ -208,19 +208,24 @@ def test_generalization_questions_for_10_items_end_up_unvalidated(
         assert not is_near_duplicate(q.text, q.item.question)
         assert q.answer in {"yes", "no"} and q.metadata["job_id"] == job.pk
         assert q.metadata["decoding"]["temperature"] == 0.7 and q.metadata["decoding"]["num_return_sequences"] == 5
-        if q.qtype == "counterfactual":
-            assert q.answer != q.item.gold_answer
+        assert q.text.endswith("?") and q.metadata["answer_origin"] == "lm"
+        if q.qtype == "counterfactual":  # the LM's answer, kept whether or not it flips the original's
+            assert q.metadata["flips_original_answer"] == (q.answer != q.item.gold_answer)
         others = generated.filter(item=q.item, qtype=q.qtype).exclude(pk=q.pk)
         assert not any(is_near_duplicate(q.text, o.text) for o in others)
     processed = set(generated.values_list("item_id", flat=True)) | set(
         GenerationFailure.objects.filter(job=job).values_list("item_id", flat=True))
     assert processed == {i.pk for i in dev_items[:10]}
 
-    count = generated.count()
+    before = set(generated.values_list("pk", "item_id"))
+    generation.generation_job_run(job_id=job.pk)  # the same job again: nothing to do
+    assert set(generated.values_list("pk", "item_id")) == before
+    # A second job retries only the items that have no question yet.
     generation.generation_job_run(job_id=generation.generation_job_create(
         kind="generalization_questions", generator=generator, dataset=strategyqa_dataset, split="dev", limit=10,
         enqueue=False).pk)
-    assert GeneralizationQuestion.objects.filter(origin="generator:tiny-questions").count() == count
+    had = {item for _, item in before}
+    assert {(pk, item) for pk, item in generated.values_list("pk", "item_id") if item in had} == before
 
 
 def test_generalization_questions_need_demonstrations(lm_models, dev_items, strategyqa_dataset):
@@ -230,34 +235,110 @@ def test_generalization_questions_need_demonstrations(lm_models, dev_items, stra
                                          dataset=strategyqa_dataset, split="dev", enqueue=False)
 
 
-def test_genu_answers_store_one_prediction_per_question_and_answerer(
-        lm_models, dev_items, strategyqa_dataset):
+def genu_fixture(lm_models, dev_items, strategyqa_dataset, n=6):
+    """A source with rationales for ``n`` items, two questions per item validated as valid, one
+    left unvalidated and one marked invalid on the first item."""
+    from studies.services.questions import generalization_questions_set_validation
+
     source = t5_source(lm_models)
-    generation.generation_job_run(job_id=rationale_job(source, strategyqa_dataset, limit=6).pk)
-    for item in dev_items[:6]:
-        GeneralizationQuestion.objects.create(item=item, qtype="rephrase", text=f"Rephrased: {item.question}",
-                                              answer=item.gold_answer)
-        GeneralizationQuestion.objects.create(item=item, qtype="counterfactual", text=f"Not: {item.question}",
-                                              answer="no" if item.gold_answer == "yes" else "yes")
-    GeneralizationQuestion.objects.create(item=dev_items[0], qtype="similar", text="Invalid one?", answer="yes",
-                                          validation_status="invalid")
+    generation.generation_job_run(job_id=rationale_job(source, strategyqa_dataset, limit=n).pk)
+    valid = []
+    for item in dev_items[:n]:
+        valid.append(GeneralizationQuestion.objects.create(
+            item=item, qtype="rephrase", text=f"Rephrased: {item.question}", answer=item.gold_answer))
+        valid.append(GeneralizationQuestion.objects.create(
+            item=item, qtype="counterfactual", text=f"Not: {item.question}",
+            answer="no" if item.gold_answer == "yes" else "yes"))
+    generalization_questions_set_validation(questions=valid, status="valid")
+    GeneralizationQuestion.objects.create(item=dev_items[0], qtype="similar", text="Unvalidated one?", answer="yes")
+    invalid = GeneralizationQuestion.objects.create(item=dev_items[0], qtype="similar", text="Invalid one?",
+                                                    answer="yes")
+    generalization_questions_set_validation(questions=[invalid], status="invalid")
+    return source
+
+
+def test_genu_answers_store_one_prediction_per_validated_question_and_answerer(
+        lm_models, dev_items, strategyqa_dataset):
+    source = genu_fixture(lm_models, dev_items, strategyqa_dataset)
     fi = t5_source(lm_models, name="F^I", key="t5_answerer")
     fir = t5_source(lm_models, name="F^IR", key="t5_answerer")
     job = generation.generation_job_create(kind="genu_answers", source=source, dataset=strategyqa_dataset,
                                            split="dev", params={"answerer_i": fi.pk, "answerer_ir": fir.pk},
                                            batch_size=4, enqueue=False)
-    assert job.total == 6
+    assert job.total == 6 and job.params["only_valid"] is True  # the paper's way unless asked otherwise
     job = generation.generation_job_run(job_id=job.pk)
     assert (job.status, job.done) == ("done", 6)
     predictions = GenUPrediction.objects.filter(rationale_source=source)
     assert predictions.count() == 24
     assert predictions.filter(answerer="I").count() == predictions.filter(answerer="IR").count() == 12
-    assert not predictions.filter(generalization_question__validation_status="invalid").exists()
+    assert set(predictions.values_list("generalization_question__validation_status", flat=True)) == {"valid"}
     for p in predictions:
         assert p.correct == (p.predicted_answer == p.generalization_question.answer)
         assert p.answerer_model == str(lm_models["t5_answerer"])
     generation.generation_job_run(job_id=job.pk)
     assert predictions.count() == 24
+
+
+def test_genu_on_unvalidated_questions_is_an_explicit_choice(lm_models, dev_items, strategyqa_dataset):
+    source = genu_fixture(lm_models, dev_items, strategyqa_dataset, n=2)
+    fi = t5_source(lm_models, name="F^I", key="t5_answerer")
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="genu_answers", source=source, dataset=strategyqa_dataset, split="dev",
+        params={"answerer_i": fi.pk, "answerer_ir": fi.pk, "only_valid": False}, enqueue=False).pk)
+    assert job.params["only_valid"] is False
+    statuses = set(GenUPrediction.objects.filter(rationale_source=source)
+                   .values_list("generalization_question__validation_status", flat=True))
+    assert statuses == {"valid", "unvalidated"}  # never the invalid one
+
+
+def test_genu_without_validated_questions_says_how_to_get_them(lm_models, dev_items, strategyqa_dataset):
+    source = t5_source(lm_models)
+    generation.generation_job_run(job_id=rationale_job(source, strategyqa_dataset, limit=2).pk)
+    GeneralizationQuestion.objects.create(item=dev_items[0], qtype="rephrase", text="Unchecked?", answer="yes")
+    with pytest.raises(generation.GenerationError, match="validated generalization questions"):
+        generation.generation_job_create(kind="genu_answers", source=source, dataset=strategyqa_dataset,
+                                         split="dev", params={"answerer_i": source.pk, "answerer_ir": source.pk},
+                                         enqueue=False)
+
+
+def test_causal_answerers_go_through_the_same_backend_interface(lm_models, dev_items, strategyqa_dataset):
+    source = genu_fixture(lm_models, dev_items, strategyqa_dataset, n=3)
+    gpt2 = RationaleSource.objects.create(name="gpt2-answerer", kind="lm", backend="causal",
+                                          model_name_or_path=str(lm_models["gpt2"]))
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="genu_answers", source=source, dataset=strategyqa_dataset, split="dev",
+        params={"answerer_i": gpt2.pk, "answerer_ir": gpt2.pk}, enqueue=False).pk)
+    assert job.status == "done" and job.done == 3
+    predictions = GenUPrediction.objects.filter(rationale_source=source)
+    assert predictions.count() == 12 and set(predictions.values_list("answerer_model", flat=True)) == {
+        str(lm_models["gpt2"])}
+    unparsed = predictions.filter(predicted_answer="")
+    assert GenerationFailure.objects.filter(job=job).count() == unparsed.count()
+    assert not unparsed.filter(correct=True).exists()
+    for failure in GenerationFailure.objects.filter(job=job):
+        assert "left out of Gen-U" in failure.reason
+
+
+def test_genu_score_is_callable_without_a_job_and_stores_nothing(lm_models, dev_items, strategyqa_dataset):
+    from studies.lm import genu as rule
+    from studies.services.genu import genu_score
+
+    genu_fixture(lm_models, dev_items, strategyqa_dataset, n=3)
+    fi = t5_source(lm_models, name="F^I", key="t5_answerer")
+    items = dev_items[:3]
+    pairs = [(items[0], "A rationale."), (items[0], "Another rationale."), (items[1], "x"), (items[2], "y")]
+    cache = {}
+    result = genu_score(pairs=pairs, answerer_i=fi, answerer_ir=fi, i_answers=cache)
+    assert GenUPrediction.objects.count() == 0
+    assert len(result.scores) == 4 and len(result.questions) == 8 and len(cache) == 6
+    assert result.question_filter == "validated questions only" and "lowest" in result.tie_rule
+    for index in range(4):
+        counted = [q.score for q in result.questions if q.pair == index and q.counted]
+        assert result.scores[index] == (rule.mode_score(counted) if counted else None)
+    for q in result.questions:
+        if q.counted:
+            assert q.score == rule.question_score(q.i.correct, q.ir.correct)
+    assert result.unparseable["F^I"] == sum(not q.i.parsed for q in result.questions)
 
 
 def test_a_job_whose_message_died_with_its_worker_is_queued_again_and_finishes(
@@ -291,3 +372,17 @@ def test_the_stalled_job_check_runs_on_beat():
 
     entry = settings.CELERY_BEAT_SCHEDULE["studies-resume-stalled-generation-jobs"]
     assert entry["task"] == "studies.resume_stalled_generation_jobs" and entry["schedule"] <= 60
+
+
+def test_a_failing_endpoint_is_retried_by_one_layer_only(dev_items, strategyqa_dataset, train_items):
+    # The backend's back-off is the only retry layer: 1 + max_retries requests, then the job fails
+    # with the reason (the task used to retry the batch on top: up to 6 x 6 requests a prompt).
+    with OpenAIServer(lambda path, body: (503, {"error": "overloaded"}, {})) as server:
+        source = RationaleSource.objects.create(
+            name="down", kind="lm", backend="openai", model_name_or_path="gpt-x", endpoint_url=server.url,
+            decoding={"max_retries": 2, "backoff_s": 0.001, "concurrency": 1})
+        job = rationale_job(source, strategyqa_dataset, limit=1)
+        run_generation_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert len(server.requests) == 3
+    assert job.status == "failed" and "still failing after 2 retries" in job.error and "resume" in job.error

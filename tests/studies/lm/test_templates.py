@@ -89,5 +89,5 @@ def test_generalization_prompts_follow_the_authors_shapes():
     assert similar.endswith("context: Chlorophyll.\nquestion: Is grass green?\nsimilar:")
     counter = templates.generalization_prompt("counterfactual", instruction="I", demonstrations=[demo],
                                               question="Is grass green?", context="Chlorophyll.")
-    assert "generate: Does the sky look blue?\n\n" in counter  # no answer line for counterfactuals
+    assert "generate: Does the sky look blue?\nanswer: " in counter  # the LM answers counterfactuals too
     assert counter.endswith("question: Is grass green?\ngenerate:")

@@ -1,5 +1,5 @@
 """Tiny T5 and GPT-2 models built from a config with a locally trained tokenizer: nothing is
-downloaded. Tests, benchmarks and offline demos train them briefly on a few items in the FEB
+downloaded. Tests and benchmarks train them briefly on a few items in the FEB
 formats, save them with ``save_pretrained`` and then load them by path through the same backend
 code a real model uses.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import templates
-from .training import train_causal, train_seq2seq
+from studies.lm import templates
+from studies.lm.training import train_causal, train_seq2seq
 
 N_SENTINELS = 10
 SPECIALS = ["<pad>", "</s>", "<unk>"]

@@ -1,0 +1,259 @@
+"""What every job kind shares: the error, prompt items, item selection, source checks, decoding
+settings, the budget, the backend factory, and the handler interface with the batch loop that
+item-by-item kinds run."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from studies.lm import templates
+from studies.lm.backends import Backend, BackendError, Budget, Decoding, TransientBackendError, build_backend
+from studies.models import (
+    YES_NO_CHOICES,
+    Dataset,
+    GeneralizationQuestion,
+    GenerationFailure,
+    GenerationJob,
+    GenUPrediction,
+    Item,
+    Rationale,
+    RationaleSource,
+)
+
+DEFAULT_BATCH_SIZE = 16
+Status = GenerationJob.Status
+
+
+class GenerationError(Exception):
+    """A job that cannot be created or run as asked; the message says what to change."""
+
+
+def prompt_item(item: Item, dataset_name: str | None = None) -> templates.PromptItem:
+    facts = item.metadata.get("facts") if isinstance(item.metadata, dict) else None
+    facts_text = " ".join(facts) if isinstance(facts, list) else ""
+    return templates.PromptItem(
+        question=item.question, choices=tuple((c["label"], c["text"]) for c in item.choices),
+        dataset=dataset_name or item.dataset.name, answer=item.gold_answer, rationale=item.gold_rationale,
+        facts=facts_text or item.gold_rationale, key=item.external_id,
+    )
+
+
+def yes_no_prompt_item(text: str, *, dataset: str, answer: str | None = None) -> templates.PromptItem:
+    return templates.PromptItem(question=text, choices=tuple((c["label"], c["text"]) for c in YES_NO_CHOICES),
+                                dataset=dataset, answer=answer)
+
+
+def ordered_item_ids(*, dataset: Dataset | None, split: str, item_ids: list[int] | None,
+                     limit: int | None) -> list[int]:
+    """The job's items in id order: the given ids (checked) or the dataset's split, first ``limit``."""
+    if item_ids is not None:
+        ids = sorted({int(i) for i in item_ids})
+        found = Item.objects.filter(pk__in=ids)
+        if dataset is not None:
+            found = found.filter(dataset=dataset)
+        found_ids = set(found.values_list("pk", flat=True))
+        missing = [i for i in ids if i not in found_ids]
+        if missing:
+            where = f" in dataset {dataset.name!r}" if dataset else ""
+            raise GenerationError(f"item ids {missing[:10]} do not exist{where}")
+    else:
+        if dataset is None:
+            raise GenerationError("choose a dataset (and split) or give item ids")
+        qs = Item.objects.filter(dataset=dataset)
+        if split:
+            qs = qs.filter(split=split)
+        ids = list(qs.order_by("pk").values_list("pk", flat=True))
+    if limit is not None:
+        if limit < 1:
+            raise GenerationError("limit must be at least 1")
+        ids = ids[:limit]
+    if not ids:
+        raise GenerationError(
+            f"no items to process in dataset {dataset.name if dataset else '?'!r} split {split or 'any'!r}"
+        )
+    return ids
+
+
+def lm_source(source: RationaleSource | None, role: str,
+              backends: tuple[str, ...] = ("seq2seq", "causal", "openai")) -> RationaleSource:
+    """``source`` if it is a usable LM source with one of ``backends``; else a GenerationError."""
+    if source is None:
+        raise GenerationError(f"choose the {role}")
+    if source.kind != RationaleSource.Kind.LM or not source.backend:
+        raise GenerationError(
+            f"{role} {source.name!r} is not a language model source: set kind to 'Language model' and a backend"
+        )
+    if source.backend not in backends:
+        raise GenerationError(f"{role} {source.name!r} must use one of the backends {', '.join(backends)}; "
+                              f"it uses {source.backend}")
+    if source.backend in ("seq2seq", "causal") and not source.model_name_or_path:
+        raise GenerationError(f"{role} {source.name!r} has no model name or path")
+    if source.backend == "openai" and not (source.endpoint_url and source.model_name_or_path):
+        raise GenerationError(f"{role} {source.name!r} needs an endpoint URL and a model name for the openai backend")
+    return source
+
+
+def decoding_from(data: dict | None, **defaults: Any) -> Decoding:
+    try:
+        return Decoding.from_json(data, **defaults)
+    except (TypeError, ValueError) as exc:
+        raise GenerationError(f"bad decoding settings {data!r}: {exc}") from exc
+
+
+def job_budget(job: GenerationJob) -> Budget:
+    usage = job.params.get("usage") or {}
+    return Budget(max_requests=job.params.get("max_requests"), max_tokens=job.params.get("max_tokens"),
+                  used_requests=int(usage.get("used_requests", 0)), used_tokens=int(usage.get("used_tokens", 0)))
+
+
+def source_backend(source, *, budget: Budget | None = None, options: dict | None = None) -> Backend:
+    """The backend of a rationale source or question generator record."""
+    return build_backend(backend=source.backend, model_name_or_path=source.model_name_or_path,
+                         endpoint_url=source.endpoint_url,
+                         options=(source.decoding or {}) if options is None else options, budget=budget)
+
+
+def generation_job_fail(*, job_id: int, error: str) -> None:
+    """Record why a job stopped (shown in the admin); it can be resumed."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status in (Status.DONE, Status.CANCELLED):
+            return
+        job.status = Status.FAILED
+        job.error = error[:5000]
+        job.eta_seconds = None
+        job.finished_at = timezone.now()
+        job.save(update_fields=["status", "error", "eta_seconds", "finished_at", "updated_at"])
+
+
+# --- handlers -----------------------------------------------------------------------------------
+@dataclass
+class Prepared:
+    """What a handler settles when a job is created."""
+
+    item_ids: list[int]
+    params: dict
+    total: int
+    split: str = ""
+
+
+@dataclass
+class BatchOutput:
+    """What a handler generated for one batch, written in one transaction."""
+
+    units: int = 0
+    rationales: list[Rationale] = field(default_factory=list)
+    questions: list[GeneralizationQuestion] = field(default_factory=list)
+    predictions: list[GenUPrediction] = field(default_factory=list)
+    faithfulness: dict[int, dict] = field(default_factory=dict)  # rationale id -> probabilities
+    failures: list[GenerationFailure] = field(default_factory=list)
+
+
+class Handler:
+    """One job kind: ``prepare`` checks a new job's inputs; ``run_batch`` does the next piece of
+    work and says whether more remains (the task queues itself again while it does)."""
+
+    kind: str = ""
+
+    def prepare(self, *, source, generator, dataset, split: str, item_ids, limit, params: dict) -> Prepared:
+        raise NotImplementedError
+
+    def run_batch(self, job: GenerationJob) -> bool:
+        raise NotImplementedError
+
+
+class ItemHandler(Handler):
+    """Kinds that process a frozen list of items in batches. Each batch
+
+    1. picks the next ``batch_size`` items with no output yet and no failure recorded by this job
+       (:meth:`pending`),
+    2. generates outside any transaction (the slow part; :meth:`generate`),
+    3. writes the outputs and failures in one transaction holding the job row with
+       ``select_for_update``, re-checking what exists (:meth:`store`), and updates done/total, rate
+       and ETA.
+
+    So a batch is all-or-nothing, a re-run or a worker killed mid-batch continues where it
+    stopped, and two deliveries of the same task never write a duplicate."""
+
+    def pending(self, job: GenerationJob) -> tuple[list[int], int]:
+        """(next item ids to process, number of items already processed)."""
+        raise NotImplementedError
+
+    def generate(self, job: GenerationJob, item_ids: list[int]) -> BatchOutput:
+        raise NotImplementedError
+
+    def store(self, job: GenerationJob, output: BatchOutput) -> None:
+        raise NotImplementedError
+
+    def run_batch(self, job: GenerationJob) -> bool:
+        item_ids, processed = self.pending(job)
+        if not item_ids:
+            with transaction.atomic():
+                locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+                if locked.status == Status.RUNNING:
+                    locked.done = min(processed, locked.total)
+                    locked.status = Status.DONE
+                    locked.eta_seconds = 0.0
+                    locked.finished_at = timezone.now()
+                    locked.save(update_fields=["done", "status", "eta_seconds", "finished_at", "updated_at"])
+            return False
+
+        started = time.monotonic()
+        try:
+            output = self.generate(job, item_ids)
+        except TransientBackendError:
+            raise  # the task records it; the job can be resumed
+        except BackendError as exc:
+            _save_usage(job)
+            generation_job_fail(job_id=job.pk, error=str(exc))
+            return False
+        elapsed = max(time.monotonic() - started, 1e-6)
+
+        with transaction.atomic():
+            locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+            self.store(locked, output)
+            # Outputs are valid even when the job was cancelled meanwhile: keep them, stop after.
+            _, processed = self.pending(locked)
+            locked.done = min(processed, locked.total)
+            locked.failed = GenerationFailure.objects.filter(job=locked).values("item_id").distinct().count()
+            batch_rate = output.units / elapsed
+            locked.rate = batch_rate if locked.rate is None else 0.5 * locked.rate + 0.5 * batch_rate
+            remaining = locked.total - locked.done
+            locked.eta_seconds = remaining / locked.rate if locked.rate else None
+            if "usage" in job.params:
+                locked.params = {**locked.params, "usage": job.params["usage"]}
+            fields = ["done", "failed", "rate", "eta_seconds", "params", "updated_at"]
+            if locked.status == Status.RUNNING and remaining == 0:
+                locked.status = Status.DONE
+                locked.finished_at = timezone.now()
+                locked.eta_seconds = 0.0
+                fields += ["status", "finished_at"]
+            locked.save(update_fields=fields)
+            return locked.status == Status.RUNNING and not locked.cancel_requested
+
+
+def _save_usage(job: GenerationJob) -> None:
+    if "usage" in job.params:
+        with transaction.atomic():
+            locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+            locked.params = {**locked.params, "usage": job.params["usage"]}
+            locked.save(update_fields=["params", "updated_at"])
+
+
+def failed_item_ids(job: GenerationJob, ids: list[int]) -> set[int]:
+    return set(GenerationFailure.objects.filter(job=job, item_id__in=ids).values_list("item_id", flat=True))
+
+
+def split_pending(job: GenerationJob, processed: set[int]) -> tuple[list[int], int]:
+    ids = list(job.item_ids)
+    todo = [i for i in ids if i not in processed]
+    return todo[: job.batch_size], len(ids) - len(todo)
+
+
+def store_failures(job: GenerationJob, failures: list[GenerationFailure]) -> None:
+    # (job, item, unit) is unique: a failure another delivery already stored is skipped.
+    GenerationFailure.objects.bulk_create(failures, ignore_conflicts=True)

@@ -1,0 +1,172 @@
+"""The lifecycle of LM jobs: create (each kind's handler checks its inputs), run batch by batch,
+cancel, resume, resume the stalled ones, fail. One handler per job kind:
+
+- ``rationales``: :class:`~.rationales.RationaleHandler`
+- ``generalization_questions``: :class:`~.questions.QuestionHandler`
+- ``genu_answers``: :class:`~.genu.GenUHandler`
+- ``finetune``: :class:`~.finetune.FinetuneHandler`
+
+A job freezes its item ids at creation. The worker calls :func:`generation_job_run_batch` until it
+returns False (see :class:`~.common.ItemHandler` for what one batch does).
+"""
+from __future__ import annotations
+
+import traceback
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
+
+from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status
+from .finetune import FinetuneHandler
+from .genu import GenUHandler
+from .questions import QuestionHandler
+from .rationales import RationaleHandler
+
+HANDLERS: dict[str, Handler] = {
+    handler.kind: handler
+    for handler in (RationaleHandler(), QuestionHandler(), GenUHandler(), FinetuneHandler())
+}
+
+
+def _enqueue(job_id: int) -> None:
+    from studies.tasks import run_generation_job
+
+    result = run_generation_job.apply_async(args=[job_id], queue="lm")
+    GenerationJob.objects.filter(pk=job_id).update(celery_task_id=result.id or "")
+
+
+@transaction.atomic
+def generation_job_create(
+    *,
+    kind: str,
+    source: RationaleSource | None = None,
+    generator: QuestionGenerator | None = None,
+    dataset: Dataset | None = None,
+    split: str = "",
+    item_ids: list[int] | None = None,
+    limit: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    params: dict | None = None,
+    user=None,
+    enqueue: bool = True,
+) -> GenerationJob:
+    """Create a job and (after commit) queue it on the ``lm`` queue.
+
+    ``params`` per kind: rationales and questions take ``max_requests`` / ``max_tokens`` (budget
+    cap for the openai backend); Gen-U answers take ``answerer_i`` and ``answerer_ir`` (ids of LM
+    sources of any backend) and ``only_valid`` (default True: validated questions only, as in the
+    paper; False is an explicit choice to include unvalidated ones); fine-tuning takes what
+    :func:`studies.services.finetune.finetune_params` accepts."""
+    handler = HANDLERS.get(kind)
+    if handler is None:
+        raise GenerationError(f"unknown job kind {kind!r}")
+    if batch_size < 1:
+        raise GenerationError("batch size must be at least 1")
+    if dataset is None and item_ids:
+        first = Item.objects.filter(pk=item_ids[0]).select_related("dataset").first()
+        dataset = first.dataset if first else None
+    prepared = handler.prepare(source=source, generator=generator, dataset=dataset, split=split, item_ids=item_ids,
+                               limit=limit, params=dict(params or {}))
+    job = GenerationJob(
+        kind=kind, source=source, generator=generator, dataset=dataset, split=prepared.split,
+        item_ids=prepared.item_ids, batch_size=batch_size, params=prepared.params, total=prepared.total,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    job.full_clean()
+    job.save()
+    if enqueue:
+        transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+@transaction.atomic
+def generation_job_cancel(*, job: GenerationJob) -> GenerationJob:
+    """Ask a job to stop. It stops at the end of its current batch; a queued job never starts."""
+    job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+    if not job.is_active:
+        raise GenerationError(f"job {job.pk} is {job.get_status_display().lower()}: only queued or running jobs can be cancelled")
+    job.cancel_requested = True
+    job.status = Status.CANCELLED
+    job.eta_seconds = None
+    job.finished_at = timezone.now()
+    job.save(update_fields=["cancel_requested", "status", "eta_seconds", "finished_at", "updated_at"])
+    return job
+
+
+@transaction.atomic
+def generation_job_resume(*, job: GenerationJob, enqueue: bool = True) -> GenerationJob:
+    """Queue a failed, cancelled or stalled job again; it continues where it stopped."""
+    job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+    if job.status == Status.DONE:
+        raise GenerationError(f"job {job.pk} is done: nothing to resume")
+    job.status = Status.QUEUED
+    job.cancel_requested = False
+    job.error = ""
+    job.finished_at = None
+    job.save(update_fields=["status", "cancel_requested", "error", "finished_at", "updated_at"])
+    if enqueue:
+        transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+@transaction.atomic
+def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = True) -> list[int]:
+    """Queue again the batched jobs that say they are queued or running but have not moved for
+    ``stalled_after``: their message was lost with a killed worker (the filesystem broker has no
+    redelivery; Redis redelivers only after its visibility timeout). Beat runs this every minute,
+    so a job continues soon after a worker comes back. Safe if the job was merely slow: batches
+    skip stored items and write under the job's row lock, so a second chain only finds less to do.
+    Fine-tuning is one long batch and is left to the admin's "Resume job"."""
+    cutoff = timezone.now() - stalled_after
+    ids = list(
+        GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)
+        .exclude(kind=GenerationJob.Kind.FINETUNE)
+        .values_list("pk", flat=True)
+    )
+    for job_id in ids:
+        # Touch the job so the next beat tick does not queue it again while this message waits.
+        GenerationJob.objects.filter(pk=job_id).update(updated_at=timezone.now())
+        if enqueue:
+            transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
+    return ids
+
+
+def _start(job_id: int) -> GenerationJob | None:
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if job.status in (Status.DONE, Status.FAILED, Status.CANCELLED):
+            return None
+        if job.cancel_requested:
+            job.status = Status.CANCELLED
+            job.save(update_fields=["status", "updated_at"])
+            return None
+        if job.status == Status.QUEUED:
+            job.status = Status.RUNNING
+            job.started_at = job.started_at or timezone.now()
+            job.save(update_fields=["status", "started_at", "updated_at"])
+        return job
+
+
+def generation_job_run_batch(*, job_id: int) -> bool:
+    """Process the job's next batch. Returns True while work remains (the task re-queues itself).
+
+    Idempotent: a finished, failed or cancelled job is left alone; items with outputs are skipped.
+    Generation happens outside any transaction; the writes of one batch are atomic."""
+    job = _start(job_id)
+    if job is None:
+        return False
+    return HANDLERS[job.kind].run_batch(job)
+
+
+def generation_job_run(*, job_id: int) -> GenerationJob:
+    """Run a job to the end in this process (management commands, tests, the eager mode)."""
+    while generation_job_run_batch(job_id=job_id):
+        pass
+    return GenerationJob.objects.get(pk=job_id)
+
+
+def describe_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

@@ -1,0 +1,177 @@
+"""Generalization question jobs: a question generator writes rephrase, similar and counterfactual
+questions for each item, answers each one, and the questions are stored unvalidated."""
+from __future__ import annotations
+
+import random
+
+from studies.lm import templates
+from studies.lm.parsing import ParseFailure, parse_generalization
+from studies.lm.questions import Candidate, filter_questions
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    GenerationFailure,
+    GenerationJob,
+    Item,
+    QuestionGenerator,
+)
+
+from .common import (
+    BatchOutput,
+    GenerationError,
+    ItemHandler,
+    Prepared,
+    decoding_from,
+    failed_item_ids,
+    job_budget,
+    ordered_item_ids,
+    prompt_item,
+    source_backend,
+    split_pending,
+    store_failures,
+)
+
+QUESTION_STOP = ["\n\n"]
+
+
+def generator_demonstrations(generator: QuestionGenerator, dataset: Dataset) -> dict:
+    """The generator's demonstrations per type; types without any are drawn (seeded) from the
+    dataset's train-split generalization questions and saved on the generator."""
+    demos = dict(generator.demonstrations or {})
+    changed = False
+    for index, qtype in enumerate(templates.QUESTION_TYPES):
+        if demos.get(qtype):
+            continue
+        pool = list(
+            GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
+            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID)
+            .select_related("item").order_by("item_id", "id")
+        )
+        by_item: dict[int, GeneralizationQuestion] = {}
+        for question in pool:
+            by_item.setdefault(question.item_id, question)
+        candidates = list(by_item.values())
+        if len(candidates) < templates.N_DEMONSTRATIONS:
+            raise GenerationError(
+                f"question generator {generator.name!r} has no demonstrations for type {qtype!r} and dataset "
+                f"{dataset.name!r} has only {len(candidates)} train items with {qtype} questions to draw six from: "
+                "add demonstrations in the generator's admin page or import the train generalization questions"
+            )
+        chosen = random.Random(generator.seed + index).sample(candidates, templates.N_DEMONSTRATIONS)
+        demos[qtype] = [
+            templates.QuestionDemo(
+                question=q.item.question, output=q.text, answer=templates.bool_word(q.answer),
+                context=prompt_item(q.item, dataset.name).facts,
+            ).as_json()
+            for q in chosen
+        ]
+        changed = True
+    if changed:
+        generator.demonstrations = demos
+        generator.save(update_fields=["demonstrations", "updated_at"])
+    return demos
+
+
+def no_question_reason(qtype: str, *, samples: int, unparseable: int, dropped: dict[str, int]) -> str:
+    """Why a (item, type) produced no question: every sample is either unparseable (empty ones
+    included) or dropped by the filter, and each is counted once."""
+    dropped_text = ", ".join(f"{k} {v}" for k, v in dropped.items() if v) or "none"
+    return (f"no usable {qtype} question from {samples} samples "
+            f"(unparseable or not a question: {unparseable}; dropped: {dropped_text})")
+
+
+class QuestionHandler(ItemHandler):
+    kind = GenerationJob.Kind.GENERALIZATION_QUESTIONS
+
+    def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
+        if generator is None:
+            raise GenerationError("choose a question generator")
+        if dataset is None:
+            raise GenerationError("choose a dataset")
+        if not dataset.is_yes_no:
+            raise GenerationError(
+                f"dataset {dataset.name!r} is multiple choice: generalization questions are yes/no (True/False) "
+                "questions, generate them for a yes/no dataset"
+            )
+        if generator.backend == "openai" and not generator.endpoint_url:
+            raise GenerationError(f"generator {generator.name!r} needs an endpoint URL for the openai backend")
+        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
+        generator_demonstrations(generator, dataset)
+        decoding_from(generator.decoding)
+        return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
+
+    def pending(self, job):
+        ids = list(job.item_ids)
+        processed = set(GeneralizationQuestion.objects.filter(item_id__in=ids, origin=job.generator.origin)
+                        .values_list("item_id", flat=True))
+        processed |= failed_item_ids(job, ids)
+        return split_pending(job, processed)
+
+    def generate(self, job, item_ids):
+        generator = job.generator
+        items = list(Item.objects.filter(pk__in=item_ids).select_related("dataset").order_by("pk"))
+        decoding = decoding_from(generator.decoding)
+        if generator.backend in ("causal", "openai") and not decoding.stop:
+            decoding.stop = list(QUESTION_STOP)
+        demos_by_type = {t: [templates.QuestionDemo.from_json(d) for d in (generator.demonstrations or {}).get(t, [])]
+                         for t in templates.QUESTION_TYPES}
+        instructions = {**templates.DEFAULT_INSTRUCTIONS, **(generator.instructions or {})}
+        units: list[tuple[Item, str]] = []
+        prompts: list[str] = []
+        for item in items:
+            pitem = prompt_item(item)
+            for qtype in templates.QUESTION_TYPES:
+                units.append((item, qtype))
+                prompts.append(templates.generalization_prompt(
+                    qtype, instruction=instructions[qtype], demonstrations=demos_by_type[qtype],
+                    question=pitem.question, context=pitem.facts))
+        budget = job_budget(job)
+        backend = source_backend(generator, budget=budget)
+        try:
+            outputs = backend.generate(prompts, decoding)
+        finally:
+            job.params["usage"] = budget.as_json()
+        existing: dict[tuple[int, str], list[str]] = {}
+        for q in GeneralizationQuestion.objects.filter(item_id__in=item_ids).values("item_id", "qtype", "text"):
+            existing.setdefault((q["item_id"], q["qtype"]), []).append(q["text"])
+        info = {"generator": generator.name, "backend": generator.backend, "model": generator.model_name_or_path,
+                "decoding": decoding.as_json(), "seed": generator.seed, "job_id": job.pk,
+                "answer_origin": "lm"}
+        out = BatchOutput(units=len(items))
+        for (item, qtype), samples in zip(units, outputs, strict=True):
+            candidates: list[Candidate] = []
+            unparseable = 0
+            for index, raw in enumerate(samples):
+                parsed = parse_generalization(raw)
+                if isinstance(parsed, ParseFailure):
+                    unparseable += 1
+                    if not raw.strip():
+                        continue  # an empty sample is dropped, as the protocol says
+                    out.failures.append(GenerationFailure(job=job, item=item, unit=f"{qtype}#{index}", raw_output=raw,
+                                                          reason=parsed.reason))
+                    continue
+                candidates.append(Candidate(text=parsed.text, answer=parsed.answer, raw=raw, index=index))
+            kept, dropped = filter_questions(candidates, original=item.question,
+                                             existing=existing.get((item.pk, qtype), []))
+            for candidate in kept:
+                metadata = {**info, "sample_index": candidate.index, "raw_output": candidate.raw}
+                if qtype == templates.COUNTERFACTUAL:
+                    # A counterfactual should flip the original's answer; the LM's answer may not.
+                    metadata["flips_original_answer"] = candidate.answer != item.gold_answer
+                out.questions.append(GeneralizationQuestion(
+                    item=item, qtype=qtype, text=candidate.text, answer=candidate.answer, origin=generator.origin,
+                    validation_status=GeneralizationQuestion.Validation.UNVALIDATED, metadata=metadata,
+                ))
+            if not kept:
+                out.failures.append(GenerationFailure(
+                    job=job, item=item, unit=qtype, raw_output="\n---\n".join(samples),
+                    reason=no_question_reason(qtype, samples=len(samples), unparseable=unparseable, dropped=dropped),
+                ))
+        return out
+
+    def store(self, job, output):
+        existing = set(GeneralizationQuestion.objects.filter(item_id__in={q.item_id for q in output.questions})
+                       .values_list("item_id", "qtype", "text"))
+        GeneralizationQuestion.objects.bulk_create(
+            [q for q in output.questions if (q.item_id, q.qtype, q.text) not in existing])
+        store_failures(job, output.failures)

@@ -1,0 +1,108 @@
+"""Rationale jobs: an LM source writes an answer and a rationale for each item (FEB templates)."""
+from __future__ import annotations
+
+from studies.lm import templates
+from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
+from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
+
+from .common import (
+    BatchOutput,
+    GenerationError,
+    ItemHandler,
+    Prepared,
+    decoding_from,
+    failed_item_ids,
+    job_budget,
+    lm_source,
+    ordered_item_ids,
+    prompt_item,
+    source_backend,
+    split_pending,
+    store_failures,
+)
+
+RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
+
+
+def train_demonstrations(dataset: Dataset, *, seed: int) -> list[dict]:
+    """Six demonstrations drawn (seeded) from the dataset's train items with gold rationales."""
+    pool_items = list(Item.objects.filter(dataset=dataset, split="train").exclude(gold_rationale="").order_by("pk"))
+    pool = [prompt_item(i, dataset.name) for i in pool_items]
+    try:
+        demos = templates.draw_demonstrations(pool, seed=seed)
+    except ValueError as exc:
+        raise GenerationError(
+            f"dataset {dataset.name!r}: {exc}. Import its train split, or write six demonstrations "
+            "on the rationale source"
+        ) from exc
+    return [d.as_json() for d in demos]
+
+
+class RationaleHandler(ItemHandler):
+    kind = GenerationJob.Kind.RATIONALES
+
+    def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
+        lm_source(source, "rationale source")
+        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
+        if source.backend in ("causal", "openai"):
+            if source.demonstrations:
+                params["demonstrations"] = list(source.demonstrations)
+            else:
+                params["demonstrations"] = train_demonstrations(dataset, seed=source.seed)
+        decoding_from(source.decoding, **RATIONALE_DECODING_DEFAULTS)
+        return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
+
+    def pending(self, job):
+        ids = list(job.item_ids)
+        processed = set(Rationale.objects.filter(source_id=job.source_id, item_id__in=ids).values_list("item_id", flat=True))
+        processed |= failed_item_ids(job, ids)
+        return split_pending(job, processed)
+
+    def generate(self, job, item_ids):
+        source = job.source
+        items = list(Item.objects.filter(pk__in=item_ids).select_related("dataset").order_by("pk"))
+        decoding = decoding_from(source.decoding, **RATIONALE_DECODING_DEFAULTS)
+        if source.backend in ("causal", "openai") and not decoding.stop:
+            decoding.stop = [templates.CAUSAL_STOP]
+        budget = job_budget(job)
+        backend = source_backend(source, budget=budget)
+        demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale", "key")})
+                 for d in job.params.get("demonstrations", [])]
+        pitems = [prompt_item(item) for item in items]
+        if source.backend == "seq2seq":
+            template_name = "t5_explain" if not source.template else "custom"
+            prompts = [templates.t5_explain_input(p, source.template) for p in pitems]
+            parse = parse_t5_rationale
+        else:
+            template_name = "causal_few_shot" if not source.template else "custom"
+            prompts = [templates.causal_prompt(p, demos, source.template) for p in pitems]
+            parse = parse_causal_rationale
+        try:
+            outputs = backend.generate(prompts, decoding)
+        finally:
+            job.params["usage"] = budget.as_json()
+        info = {
+            "backend": source.backend, "model": source.model_name_or_path, "endpoint_url": source.endpoint_url,
+            "template": template_name, "template_text": source.template or (
+                templates.T5_EXPLAIN if source.backend == "seq2seq" else templates.CAUSAL_QUERY),
+            "decoding": decoding.as_json(), "seed": source.seed, "job_id": job.pk,
+            "device": getattr(backend, "device", ""),
+            "demonstrations": [d.key for d in demos] if demos else [],
+        }
+        out = BatchOutput(units=len(items))
+        for item, pitem, samples in zip(items, pitems, outputs, strict=True):
+            raw = samples[0] if samples else ""
+            parsed = parse(raw, pitem)
+            if isinstance(parsed, ParseFailure):
+                out.failures.append(GenerationFailure(job=job, item=item, unit="", raw_output=raw, reason=parsed.reason))
+                continue
+            out.rationales.append(Rationale(
+                item=item, source=source, text=parsed.rationale, predicted_answer=parsed.answer,
+                prediction_correct=parsed.answer == item.gold_answer, raw_output=raw, generation_info=info,
+            ))
+        return out
+
+    def store(self, job, output):
+        # (item, source) is unique: rationales stored meanwhile by another delivery are kept as they are.
+        Rationale.objects.bulk_create(output.rationales, ignore_conflicts=True)
+        store_failures(job, output.failures)
