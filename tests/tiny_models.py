@@ -97,3 +97,40 @@ def build_tiny_gpt2(folder: Path, items: list[templates.PromptItem], *, steps: i
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_classifier(folder: Path, items: list[templates.PromptItem], *, steps: int = 40, seed: int = 0,
+                          lr: float = 1e-2, batch_size: int = 8) -> Path:
+    """A 2-layer BERT sequence classifier (hidden 32) over the questions of yes/no items, its
+    classes named ``no`` and ``yes`` so they match the choice labels."""
+    import random
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    texts = [i.question for i in items]
+    tokenizer = build_tokenizer(texts, sentinels=False, vocab_size=400)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=256, pad_token_id=0, num_labels=2,
+                        id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1})
+    model = BertForSequenceClassification(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    labels = [1 if i.answer == "yes" else 0 for i in items]
+    rng = random.Random(seed)
+    model.train()
+    for _ in range(steps):
+        chosen = rng.sample(range(len(items)), min(batch_size, len(items)))
+        enc = tokenizer([texts[k] for k in chosen], return_tensors="pt", padding=True, truncation=True,
+                        max_length=128)
+        loss = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                     labels=torch.tensor([labels[k] for k in chosen])).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -91,7 +91,7 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     tables = {
         "units.csv": (unit_rows, UNIT_COLUMNS),
         "utility_shares.csv": (share_rows(results), None),
-        "associations.csv": (association_rows(results), ["measure", "source", "value"]),
+        "associations.csv": (association_rows(results), ["measure", "source", "value", "note"]),
         "agreement.csv": (agreement_rows(results), None),
     }
     if results.get("gen_u_shares"):

@@ -356,19 +356,20 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
 
 
 def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
-    """Opt-in. Reads the probabilities the LM worker stores per rationale in
-    ``generation_info["faithfulness"] = {"p_full": .., "p_highlight": .., "p_without": ..}``
-    (probabilities of the class predicted from the highlight)."""
+    """Opt-in. Reads the probabilities stored per rationale in ``Rationale.faithfulness``
+    (``{"p_full", "p_highlight", "p_without"}``, probabilities of y_hat, the class predicted from
+    the highlight), written by the faithfulness job or imported with the rationales."""
     per_source = {}
     all_full, all_h, all_wo = [], [], []
+    keys = ("p_full", "p_highlight", "p_without")
     for source in study.sources.all():
         if not source.has_highlights:
             continue
-        rows = Rationale.objects.filter(source=source, item__in=study.items.all()).values_list("generation_info", flat=True)
-        vals = [r.get("faithfulness") for r in rows if isinstance(r, dict) and isinstance(r.get("faithfulness"), dict)]
-        vals = [v for v in vals if all(isinstance(v.get(k), (int, float)) for k in ("p_full", "p_highlight", "p_without"))]
+        rows = Rationale.objects.filter(source=source, item__in=study.items.all()).values_list("faithfulness", flat=True)
+        vals = [v for v in rows if isinstance(v, dict) and all(isinstance(v.get(k), (int, float)) for k in keys)]
         if not vals:
-            warnings.append(f"Source {source.name} has highlights but no stored faithfulness probabilities.")
+            warnings.append(f"Source {source.name} has highlights but no stored faithfulness probabilities: run "
+                            "the faithfulness job or import them with its rationales.")
             continue
         full = [v["p_full"] for v in vals]
         hl = [v["p_highlight"] for v in vals]
@@ -377,6 +378,7 @@ def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
             "n": len(vals),
             "sufficiency": metrics.sufficiency(full, hl),
             "comprehensiveness": metrics.comprehensiveness(full, wo),
+            "computed_by": sorted({v.get("task_model") or f"imported from {v.get('imported_from', '?')}" for v in vals}),
         }
         all_full += full
         all_h += hl

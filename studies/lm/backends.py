@@ -125,8 +125,8 @@ _CACHE_LOCK = threading.Lock()
 
 
 def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
-    """Load (once per process) a seq2seq or causal model and its tokenizer."""
-    if kind not in {"seq2seq", "causal"}:
+    """Load (once per process) a seq2seq, causal or sequence-classification model and its tokenizer."""
+    if kind not in {"seq2seq", "causal", "classifier"}:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
         raise BackendError("the source has no model name or path")
@@ -156,9 +156,15 @@ def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:
 
 
 def _load(kind: str, name_or_path: str, device: str, dtype) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
-    loader = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+    loader = {"seq2seq": AutoModelForSeq2SeqLM, "causal": AutoModelForCausalLM,
+              "classifier": AutoModelForSequenceClassification}[kind]
     location, extra = gguf_location(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location, **extra)

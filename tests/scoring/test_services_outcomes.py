@@ -110,7 +110,7 @@ def test_import_outcomes_command_creates_a_finished_study_and_prints_shares(util
     out = StringIO()
     call_command(
         "import_outcomes", str(utility_file), "--dataset", imported_study.dataset.name,
-        "--study", "Released outcomes", "--score", stdout=out,
+        "--study", "Released outcomes", "--score", "--no-similarity", stdout=out,
     )
     text = out.getvalue()
     assert "imported utility check: 0 mismatches of 1374 rows" in text
@@ -122,3 +122,22 @@ def test_import_outcomes_command_creates_a_finished_study_and_prints_shares(util
         "--study", "Released outcomes", stdout=again,
     )
     assert "rows=1374, created=0, updated=0, unchanged=1374" in again.getvalue()
+
+
+def test_import_outcomes_score_computes_similarity_and_names_its_model(utility_file, imported_study, tmp_path):
+    pytest.importorskip("bert_score")
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    rows = utility_file.read_text().splitlines()
+    small = tmp_path / "outcomes.jsonl"
+    small.write_text("\n".join(rows[:12] + rows[458:470] + rows[916:928]) + "\n")
+    out = StringIO()
+    call_command("import_outcomes", str(small), "--dataset", imported_study.dataset.name, "--study", "Small",
+                 "--score", stdout=out)
+    text = out.getvalue()
+    assert "correlation_ratio_utility_similarity: " in text and "similarity model: all-MiniLM-L6-v2" in text
+    run = ScoreRun.objects.filter(study__name="Small").latest("pk")
+    assert run.results["similarity"]["num_layers"] == 6
+    assert UnitScore.objects.filter(study=run.study, similarity__isnull=False).count() == 36

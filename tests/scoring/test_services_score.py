@@ -250,7 +250,7 @@ def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
     study.items.add(*items)
     for it, (pf, ph, pw) in zip(items, [(0.9, 0.95, 0.3), (0.8, 0.7, 0.6), (0.6, 0.6, 0.6), (0.7, 0.8, 0.2)], strict=True):
         r = it.rationales.get(source=good)
-        r.generation_info = {"faithfulness": {"p_full": pf, "p_highlight": ph, "p_without": pw}}
+        r.faithfulness = {"p_full": pf, "p_highlight": ph, "p_without": pw}  # as the importer stores them
         r.save()
     collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
 

@@ -19,9 +19,12 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True, help="Dataset whose items the questions belong to.")
         parser.add_argument("--study", required=True, help="Name of the finished study (created if missing).")
         parser.add_argument("--split", default="test")
-        parser.add_argument("--score", action="store_true", help="Score the study right away and print the shares.")
+        parser.add_argument("--score", action="store_true",
+                            help="Score the study right away and print the shares; similarity (BERTScore) is "
+                                 "computed when its model is available (RL_SIMILARITY_MODEL or the lm extra).")
+        parser.add_argument("--no-similarity", action="store_true", help="With --score: skip BERTScore similarity.")
 
-    def handle(self, *args, file, dataset, study, split, score, **options):
+    def handle(self, *args, file, dataset, study, split, score, no_similarity, **options):
         try:
             dataset_obj = Dataset.objects.get(name=dataset)
         except Dataset.DoesNotExist:
@@ -35,4 +38,5 @@ class Command(BaseCommand):
         self.stdout.write(f"Study {study_obj.name!r} id={study_obj.pk}: " + ", ".join(
             f"{key}={value}" for key, value in summary.items() if not isinstance(value, (list, dict))))
         if score:
-            call_command("score_study", study_obj.pk, "--no-similarity", stdout=self.stdout)
+            call_command("score_study", study_obj.pk, *(["--no-similarity"] if no_similarity else []),
+                         stdout=self.stdout)

@@ -45,6 +45,10 @@ class Command(BaseCommand):
             if key in results:
                 self.stdout.write(f"{key}: " + ", ".join(
                     f"{s}={v:.4f}" if v is not None else f"{s}=n/a" for s, v in results[key].items()))
+                if key.startswith("correlation_ratio") and results.get("similarity"):
+                    sim = results["similarity"]
+                    self.stdout.write(f"  similarity model: {sim['name']}, layer {sim['num_layers']} "
+                                      f"(the paper used {sim['paper_used']}; figures are comparable only with it)")
         check = results.get("imported_utility_check")
         if check:
             self.stdout.write(f"imported utility check: {check['mismatches']} mismatches of {check['compared']} rows")

@@ -1,4 +1,4 @@
-"""LM jobs: rationales, generalization questions, Gen-U answers and
+"""LM jobs: rationales, generalization questions, Gen-U answers, faithfulness probabilities and
 fine-tuning, each kind in a handler of its own (:mod:`.jobs` lists them), run batch by batch on
 the ``lm`` queue."""
 from .common import (

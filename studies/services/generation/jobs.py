@@ -4,6 +4,7 @@ cancel, resume, resume the stalled ones, fail. One handler per job kind:
 - ``rationales``: :class:`~.rationales.RationaleHandler`
 - ``generalization_questions``: :class:`~.questions.QuestionHandler`
 - ``genu_answers``: :class:`~.genu.GenUHandler`
+- ``faithfulness``: :class:`~.faithfulness.FaithfulnessHandler`
 - ``finetune``: :class:`~.finetune.FinetuneHandler`
 
 A job freezes its item ids at creation. The worker calls :func:`generation_job_run_batch` until it
@@ -20,6 +21,7 @@ from django.utils import timezone
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 
 from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status
+from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
 from .questions import QuestionHandler
@@ -27,7 +29,7 @@ from .rationales import RationaleHandler
 
 HANDLERS: dict[str, Handler] = {
     handler.kind: handler
-    for handler in (RationaleHandler(), QuestionHandler(), GenUHandler(), FinetuneHandler())
+    for handler in (RationaleHandler(), QuestionHandler(), GenUHandler(), FaithfulnessHandler(), FinetuneHandler())
 }
 
 
@@ -58,7 +60,8 @@ def generation_job_create(
     ``params`` per kind: rationales and questions take ``max_requests`` / ``max_tokens`` (budget
     cap for the openai backend); Gen-U answers take ``answerer_i`` and ``answerer_ir`` (ids of LM
     sources of any backend) and ``only_valid`` (default True: validated questions only, as in the
-    paper; False is an explicit choice to include unvalidated ones); fine-tuning takes what
+    paper; False is an explicit choice to include unvalidated ones); faithfulness takes
+    ``task_model`` and ``task_backend`` (see :mod:`.faithfulness`); fine-tuning takes what
     :func:`studies.services.finetune.finetune_params` accepts."""
     handler = HANDLERS.get(kind)
     if handler is None:

@@ -6,15 +6,25 @@ t53b and gpt3, of 458 rationales each; its other columns (the gold label and the
 answers) are kept in ``generation_info["extra"]``. A gold-label column, when present, is checked
 against the matched item's gold answer, which catches a question matched to the wrong item.
 Sources that do not exist yet are created as "imported file" sources.
+
+Highlight sources: a ``highlights`` column holds ``[[start, end], ...]`` character spans over the
+question (``highlight_tokens``: ``[[first, last + 1], ...]`` spans of whitespace tokens), and
+faithfulness probabilities computed elsewhere come in the columns ``p_full``, ``p_highlight`` and
+``p_without`` (p(y_hat | x), p(y_hat | h), p(y_hat | x \\ h), y_hat predicted from the highlight;
+optionally ``y_hat``). They are stored where scoring reads them (``Rationale.faithfulness``); a
+file with these columns must fill all three on every row, or nothing is imported and the rows
+are listed. A file without them leaves stored highlights and probabilities as they are.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from django.db import transaction
 
+from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
 
 from .base import (
@@ -42,7 +52,14 @@ CANDIDATES = {
     "rationale": ["rationale", "explanation", "text"],
     "predicted_answer": ["predicted_answer", "predicted_label", "prediction", "model_answer"],
     "gold_answer": ["gold_answer", "ground_truth_label", "gold_label"],
+    "highlights": ["highlights", "highlight_spans"],
+    "highlight_tokens": ["highlight_tokens"],
+    "p_full": ["p_full"],
+    "p_highlight": ["p_highlight"],
+    "p_without": ["p_without"],
+    "y_hat": ["y_hat"],
 }
+PROBABILITIES = ("p_full", "p_highlight", "p_without")
 
 
 @dataclass
@@ -55,6 +72,12 @@ class RationaleColumns:
     rationale: str | None = None
     predicted_answer: str | None = None
     gold_answer: str | None = None
+    highlights: str | None = None
+    highlight_tokens: str | None = None
+    p_full: str | None = None
+    p_highlight: str | None = None
+    p_without: str | None = None
+    y_hat: str | None = None
 
     def resolve(self, header: set[str]) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -109,6 +132,7 @@ def rationales_import(
     if not len(index):
         where = f"dataset {dataset.name!r}" + (f" split {split!r}" if split else "")
         raise ImportValidationError(f"{where} has no items: import the questions first", filename=f.name)
+    with_probabilities = any(cols[k] for k in PROBABILITIES)
     errors = ErrorCollector()
     rows: dict[tuple[int, str], dict[str, Any]] = {}
     first_line: dict[tuple[int, str], int | None] = {}
@@ -166,6 +190,8 @@ def rationales_import(
                            f"the file's gold label {gold!r} disagrees with item {item.external_id!r} "
                            f"(gold answer {item.gold_answer!r}): is the question matched to the wrong item?",
                            column=col, record=record)
+        highlight = _highlights(rec, cols, item, errors, line, col, record)
+        faithfulness = _probabilities(rec, cols, dataset, errors, line, col, record, f.name) if with_probabilities else None
         if item is None or not source or not text:
             continue
         extra = {k: v for k, v in rec.items() if k not in used}
@@ -175,6 +201,10 @@ def rationales_import(
             "prediction_correct": (predicted == item.gold_answer) if predicted else None,
             "generation_info": {"imported_from": f.name, "extra": extra} if extra else {"imported_from": f.name},
         }
+        if highlight is not None:
+            values["highlights"] = highlight
+        if faithfulness is not None:
+            values["faithfulness"] = faithfulness
         key = (item.pk, source)
         if key in rows:
             if rows[key] == values:
@@ -190,6 +220,62 @@ def rationales_import(
     if not rows:
         raise ImportValidationError("the file has no rationales", filename=f.name)
     return _apply(f=f, dataset=dataset, rows=rows, merged=merged, split=split, user=user)
+
+
+def _json_value(value):
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else None
+    return value
+
+
+def _highlights(rec, cols, item, errors, line, col, record) -> list[list[int]] | None:
+    """The row's highlight as character spans over its question; None when the file has none."""
+    for role in ("highlights", "highlight_tokens"):
+        if not cols[role]:
+            continue
+        raw = rec.get(cols[role])
+        if raw in (None, ""):
+            return []
+        if item is None:
+            return None
+        try:
+            value = _json_value(raw)
+            if role == "highlight_tokens":
+                value = spans.token_spans_to_chars(value, item.question)
+            return [list(span) for span in spans.check_spans(value, item.question)]
+        except (ValueError, TypeError) as exc:
+            errors.add(line, cols[role], f"{exc}", column=col, record=record)
+            return None
+    return None
+
+
+def _probabilities(rec, cols, dataset, errors, line, col, record, filename) -> dict | None:
+    """The row's three faithfulness probabilities (all required when the file has any)."""
+    out: dict[str, Any] = {}
+    for key in PROBABILITIES:
+        name = cols[key] or key
+        raw = rec.get(cols[key]) if cols[key] else None
+        if raw in (None, ""):
+            errors.add(line, name, f"{key} is missing: a file with faithfulness probabilities needs "
+                       f"{', '.join(PROBABILITIES)} on every row", column=col, record=record)
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not 0.0 <= value <= 1.0:
+            errors.add(line, name, f"{key} {short(raw)!r} is not a probability between 0 and 1", column=col,
+                       record=record)
+            continue
+        out[key] = value
+    if cols["y_hat"] and rec.get(cols["y_hat"]) not in (None, ""):
+        label = answer_label(dataset, rec.get(cols["y_hat"]))
+        if label is None:
+            errors.add(line, cols["y_hat"], f"y_hat {short(rec.get(cols['y_hat']))!r} is not one of "
+                       f"{describe_allowed(dataset)}", column=col, record=record)
+        out["y_hat"] = label or ""
+    out["imported_from"] = filename
+    return out if all(k in out for k in PROBABILITIES) else None
 
 
 def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], merged: int, split, user) -> ImportRecord:
@@ -217,8 +303,11 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], merged: i
 
         result, _ = bulk_upsert(
             model=Rationale, existing=existing, rows=keyed, build=build,
-            compare_fields=["text", "predicted_answer", "prediction_correct", "generation_info"],
+            compare_fields=["text", "predicted_answer", "prediction_correct", "generation_info", "highlights",
+                            "faithfulness"],
         )
+        with_highlights = sorted({name for (_, name), values in rows.items() if values.get("highlights")})
+        RationaleSource.objects.filter(name__in=with_highlights, has_highlights=False).update(has_highlights=True)
         per_source: dict[str, int] = {}
         for _, name in rows:
             per_source[name] = per_source.get(name, 0) + 1
@@ -229,6 +318,8 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], merged: i
             "identical_duplicates_merged": merged,
             "per_source": per_source,
             "sources_created": created_sources,
+            "sources_with_highlights": with_highlights,
+            "rows_with_faithfulness_probabilities": sum(1 for values in rows.values() if "faithfulness" in values),
         }
         return import_record_create(
             kind=KIND, f=f, dataset=dataset, result=result, summary=summary, user=user

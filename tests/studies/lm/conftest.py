@@ -45,7 +45,7 @@ def question_demos(rows: list[dict], generalisation: dict) -> dict[str, list[tem
 
 @pytest.fixture(scope="session")
 def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation) -> dict[str, Path]:
-    """Tiny T5 rationalizer, tiny T5 question generator and tiny GPT-2, trained briefly."""
+    """Tiny T5 rationalizer, T5 question generator, T5 answerer, GPT-2 and a BERT classifier, trained briefly."""
     torch = pytest.importorskip("torch")
     torch.set_num_threads(2)
     from tests import tiny_models as tiny
@@ -72,6 +72,7 @@ def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation
                                              batch_size=4, max_source_length=128),
         "t5_answerer": tiny.build_tiny_t5(root / "t5-answerer", items, steps=30, extra_pairs=answer_pairs),
         "gpt2": tiny.build_tiny_gpt2(root / "gpt2", items, steps=50),
+        "classifier": tiny.build_tiny_classifier(root / "classifier", items, steps=40),
     }
 
 

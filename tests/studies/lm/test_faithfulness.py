@@ -1,0 +1,158 @@
+"""Faithfulness produced, not only scored: highlights and probabilities come in through the
+rationale importer or the faithfulness job (a task model run three times per item), land where
+scoring reads them, and a highlight study is scored end to end with them."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from annotations import platforms
+from scoring.services import study_score
+from studies import demo
+from studies.lm import highlights
+from studies.models import Dataset, GenerationFailure, Rationale, RationaleSource, Study
+from studies.services import generation
+from studies.services.importers import ImportValidationError, rationales_import
+from studies.services.studies import study_create, study_open
+from tests.annotations.test_demo_study_fills import do_one_task
+
+pytestmark = pytest.mark.django_db
+
+
+def demo_items():
+    call_command("load_demo", stdout=StringIO())
+    return list(Dataset.objects.get(name=demo.DATASET_NAME).items.order_by("external_id"))
+
+
+def highlight_file(tmp_path, items, *, probabilities=None, name="highlighter"):
+    """One rationale per item whose highlight is the question's first three words."""
+    lines = []
+    for index, item in enumerate(items):
+        row = {"item_id": item.external_id, "source": name, "rationale": f"Look at: {item.question[:20]}",
+               "highlight_tokens": [[0, 3]]}
+        if probabilities is not None and probabilities[index] is not None:
+            row.update(probabilities[index])
+        lines.append(json.dumps(row))
+    path = tmp_path / "highlights.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_highlight_spans_make_the_two_reduced_inputs():
+    text = "Can a hummingbird fly backwards?"
+    chars = highlights.token_spans_to_chars([[2, 4]], text)
+    assert chars == [[6, 21]] and text[6:21] == "hummingbird fly"
+    assert highlights.highlight_only(text, chars) == "hummingbird fly"
+    assert highlights.without_highlight(text, chars) == "Can a backwards?"
+    with pytest.raises(ValueError, match="outside"):
+        highlights.check_spans([[0, 99]], text)
+
+
+def test_importer_stores_highlights_and_probabilities_where_scoring_reads_them(tmp_path):
+    items = demo_items()[:3]
+    probs = [{"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3, "y_hat": "yes"}] * 3
+    record = rationales_import(file=highlight_file(tmp_path, items, probabilities=probs), dataset_name=demo.DATASET_NAME)
+    assert record.summary["rows_with_faithfulness_probabilities"] == 3
+    assert record.summary["sources_with_highlights"] == ["highlighter"]
+    source = RationaleSource.objects.get(name="highlighter")
+    assert source.has_highlights
+    r = Rationale.objects.get(source=source, item=items[0])
+    assert r.highlights == [[0, len(" ".join(items[0].question.split()[:3]))]]
+    assert r.faithfulness == {"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3, "y_hat": "yes",
+                              "imported_from": "highlights.jsonl"}
+    assert "extra" not in r.generation_info  # the columns were read, not parked
+
+
+def test_a_file_where_some_rows_miss_probabilities_is_refused_with_the_rows_listed(tmp_path):
+    items = demo_items()[:4]
+    probs = [{"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3}, None,
+             {"p_full": 0.9, "p_highlight": 1.7, "p_without": 0.3}, {"p_full": 0.9, "p_highlight": 0.8}]
+    with pytest.raises(ImportValidationError) as error:
+        rationales_import(file=highlight_file(tmp_path, items, probabilities=probs), dataset_name=demo.DATASET_NAME)
+    text = "\n".join(error.value.lines())
+    assert "line 2" in text and "p_full is missing" in text and "p_without is missing" in text
+    assert "line 3" in text and "not a probability" in text
+    assert "line 4" in text and "line 1" not in text
+    assert not RationaleSource.objects.filter(name="highlighter").exists()  # all or nothing
+
+
+@pytest.mark.lm
+@pytest.mark.parametrize("backend, key", [("classifier", "classifier"), ("seq2seq", "t5_answerer"),
+                                          ("causal", "gpt2")])
+def test_faithfulness_job_runs_the_task_model_three_times_per_item(tmp_path, lm_models, backend, key):
+    pytest.importorskip("torch")
+    items = demo_items()[:3]
+    rationales_import(file=highlight_file(tmp_path, items), dataset_name=demo.DATASET_NAME)
+    source = RationaleSource.objects.get(name="highlighter")
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="faithfulness", source=source, dataset=source.rationales.first().item.dataset, enqueue=False,
+        params={"task_model": str(lm_models[key]), "task_backend": backend}).pk)
+    assert (job.status, job.done, job.total, job.failed) == ("done", 3, 3, 0)
+
+    from studies.lm.label_scoring import LabelScorer
+    from studies.services.generation import prompt_item
+
+    scorer = LabelScorer(backend, str(lm_models[key]))
+    for r in Rationale.objects.filter(source=source).select_related("item__dataset"):
+        f = r.faithfulness
+        assert f["job_id"] == job.pk and f["task_backend"] == backend and f["task_model"] == str(lm_models[key])
+        base = prompt_item(r.item)
+        passes = [scorer.probabilities([base.__class__(question=text, choices=base.choices, dataset=base.dataset)])[0]
+                  for text in (r.item.question, highlights.highlight_only(r.item.question, r.highlights),
+                               highlights.without_highlight(r.item.question, r.highlights))]
+        assert f["y_hat"] == max(passes[1], key=passes[1].get)  # y_hat comes from the highlight pass
+        assert [f["p_full"], f["p_highlight"], f["p_without"]] == pytest.approx([p[f["y_hat"]] for p in passes])
+        assert all(sum(p.values()) == pytest.approx(1.0) for p in passes)
+    again = generation.generation_job_run(job_id=job.pk)
+    assert again.done == 3  # a re-run changes nothing
+
+
+@pytest.mark.lm
+def test_a_highlight_that_does_not_fit_its_question_is_a_failure(tmp_path, lm_models):
+    pytest.importorskip("torch")
+    items = demo_items()[:2]
+    rationales_import(file=highlight_file(tmp_path, items), dataset_name=demo.DATASET_NAME)
+    source = RationaleSource.objects.get(name="highlighter")
+    Rationale.objects.filter(source=source, item=items[0]).update(highlights=[[0, 999]])
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="faithfulness", source=source, item_ids=[i.pk for i in items], enqueue=False,
+        params={"task_model": str(lm_models["classifier"]), "task_backend": "classifier"}).pk)
+    assert job.done == 2 and job.failed == 1
+    assert "outside the question" in GenerationFailure.objects.get(job=job).reason
+
+
+@pytest.mark.lm
+def test_highlight_study_end_to_end_with_probabilities_the_project_computed(tmp_path, lm_models):
+    pytest.importorskip("torch")
+    items = demo_items()
+    rationales_import(file=highlight_file(tmp_path, items), dataset_name=demo.DATASET_NAME)
+    source = RationaleSource.objects.get(name="highlighter")
+    study = study_create(
+        name="Highlight study", dataset=items[0].dataset, sources=[source], annotators_per_unit=1, units_per_task=5,
+        reward=Decimal("1.00"), consent_text="Consent.", instructions="Answer.", faithfulness_enabled=True)
+    study = study_open(study=study)
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="faithfulness", source=source, dataset=study.dataset, split="test", enqueue=False,
+        params={"task_model": str(lm_models["classifier"]), "task_backend": "classifier"}).pk)
+    assert job.status == "done" and job.done == len(items)
+    entry = f"/w/s/{platforms.study_token(study.pk)}/"
+    client = Client()
+    while do_one_task(client, entry):
+        client = Client()
+
+    run = study_score(study=study, similarity=False)
+
+    assert run.status == "done", run.error
+    stored = [r.faithfulness for r in Rationale.objects.filter(source=source)]
+    expected_suff = sum(f["p_full"] - f["p_highlight"] for f in stored) / len(stored)
+    expected_comp = sum(f["p_full"] - f["p_without"] for f in stored) / len(stored)
+    assert run.results["test_sufficiency"] == pytest.approx(expected_suff)
+    assert run.results["test_comprehensiveness"] == pytest.approx(expected_comp)
+    per_source = run.results["faithfulness"]["per_source"]["highlighter"]
+    assert per_source["n"] == len(items) and per_source["computed_by"] == [str(lm_models["classifier"])]
+    assert Study.objects.get(pk=study.pk).faithfulness_enabled
