@@ -29,8 +29,6 @@ NOT_YET_CONVERTED: set[str] = {
     "scoring/services/outcomes.py",
     "scoring/services/score.py",
     "scoring/tasks.py",
-    "studies/services/finetune.py",
-    "studies/services/generation.py",
     "studies/services/studies.py",
 }
 

@@ -251,11 +251,9 @@ def _complete(job_id: int, source: RationaleSource, params: dict) -> None:
         job = GenerationJob.objects.select_for_update().get(pk=job_id)
         job.params = params
         job.done = job.total
+        job.save(update_fields=["params", "done", "updated_at"])
         if job.status == GenerationJob.Status.RUNNING:
-            job.status = GenerationJob.Status.DONE
-            job.finished_at = timezone.now()
-            job.eta_seconds = 0.0
-        job.save()
+            GenerationJob.STATUS.move(job, GenerationJob.Status.DONE, finished_at=timezone.now(), eta_seconds=0.0)
 
 
 def finetune_t5(*, dataset: Dataset, mode: str, base_model: str, split: str = "train", preset: str | None = None,

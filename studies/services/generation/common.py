@@ -123,11 +123,8 @@ def generation_job_fail(*, job_id: int, error: str) -> None:
         job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
         if job is None or job.status in (Status.DONE, Status.CANCELLED):
             return
-        job.status = Status.FAILED
-        job.error = error[:5000]
-        job.eta_seconds = None
-        job.finished_at = timezone.now()
-        job.save(update_fields=["status", "error", "eta_seconds", "finished_at", "updated_at"])
+        GenerationJob.STATUS.move(job, Status.FAILED, error=error[:5000], eta_seconds=None,
+                                  finished_at=timezone.now())
 
 
 # --- handlers -----------------------------------------------------------------------------------
@@ -195,11 +192,8 @@ class ItemHandler(Handler):
             with transaction.atomic():
                 locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
                 if locked.status == Status.RUNNING:
-                    locked.done = min(processed, locked.total)
-                    locked.status = Status.DONE
-                    locked.eta_seconds = 0.0
-                    locked.finished_at = timezone.now()
-                    locked.save(update_fields=["done", "status", "eta_seconds", "finished_at", "updated_at"])
+                    GenerationJob.STATUS.move(locked, Status.DONE, done=min(processed, locked.total), eta_seconds=0.0,
+                                              finished_at=timezone.now())
             return False
 
         started = time.monotonic()
@@ -226,13 +220,9 @@ class ItemHandler(Handler):
             locked.eta_seconds = remaining / locked.rate if locked.rate else None
             if "usage" in job.params:
                 locked.params = {**locked.params, "usage": job.params["usage"]}
-            fields = ["done", "failed", "rate", "eta_seconds", "params", "updated_at"]
+            locked.save(update_fields=["done", "failed", "rate", "eta_seconds", "params", "updated_at"])
             if locked.status == Status.RUNNING and remaining == 0:
-                locked.status = Status.DONE
-                locked.finished_at = timezone.now()
-                locked.eta_seconds = 0.0
-                fields += ["status", "finished_at"]
-            locked.save(update_fields=fields)
+                GenerationJob.STATUS.move(locked, Status.DONE, finished_at=timezone.now(), eta_seconds=0.0)
             return locked.status == Status.RUNNING and not locked.cancel_requested
 
 

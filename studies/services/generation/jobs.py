@@ -91,11 +91,8 @@ def generation_job_cancel(*, job: GenerationJob) -> GenerationJob:
     job = GenerationJob.objects.select_for_update().get(pk=job.pk)
     if not job.is_active:
         raise GenerationError(f"job {job.pk} is {job.get_status_display().lower()}: only queued or running jobs can be cancelled")
-    job.cancel_requested = True
-    job.status = Status.CANCELLED
-    job.eta_seconds = None
-    job.finished_at = timezone.now()
-    job.save(update_fields=["cancel_requested", "status", "eta_seconds", "finished_at", "updated_at"])
+    GenerationJob.STATUS.move(job, Status.CANCELLED, cancel_requested=True, eta_seconds=None,
+                              finished_at=timezone.now())
     return job
 
 
@@ -105,11 +102,7 @@ def generation_job_resume(*, job: GenerationJob, enqueue: bool = True) -> Genera
     job = GenerationJob.objects.select_for_update().get(pk=job.pk)
     if job.status == Status.DONE:
         raise GenerationError(f"job {job.pk} is done: nothing to resume")
-    job.status = Status.QUEUED
-    job.cancel_requested = False
-    job.error = ""
-    job.finished_at = None
-    job.save(update_fields=["status", "cancel_requested", "error", "finished_at", "updated_at"])
+    GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None)
     if enqueue:
         transaction.on_commit(lambda: _enqueue(job.pk))
     return job
@@ -143,13 +136,10 @@ def _start(job_id: int) -> GenerationJob | None:
         if job.status in (Status.DONE, Status.FAILED, Status.CANCELLED):
             return None
         if job.cancel_requested:
-            job.status = Status.CANCELLED
-            job.save(update_fields=["status", "updated_at"])
+            GenerationJob.STATUS.move(job, Status.CANCELLED)
             return None
         if job.status == Status.QUEUED:
-            job.status = Status.RUNNING
-            job.started_at = job.started_at or timezone.now()
-            job.save(update_fields=["status", "started_at", "updated_at"])
+            GenerationJob.STATUS.move(job, Status.RUNNING, started_at=job.started_at or timezone.now())
         return job
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from annotations import platforms
+from annotations.platforms import handoff
 from scoring.services import study_score
 from studies import demo
 from studies.lm import highlights
@@ -140,7 +140,7 @@ def test_highlight_study_end_to_end_with_probabilities_the_project_computed(tmp_
         kind="faithfulness", source=source, dataset=study.dataset, split="test", enqueue=False,
         params={"task_model": str(lm_models["classifier"]), "task_backend": "classifier"}).pk)
     assert job.status == "done" and job.done == len(items)
-    entry = f"/w/s/{platforms.study_token(study.pk)}/"
+    entry = f"/w/s/{handoff.study_token(study.pk)}/"
     client = Client()
     while do_one_task(client, entry):
         client = Client()

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0003_lm_jobs_generators'),
+        ('studies', '0004_study_platform'),
     ]
 
     operations = [
