@@ -43,9 +43,9 @@ from annotations.models import Annotation, Assignment, Unit
 from scoring import core, metrics
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
+from scoring.services.gen_u import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, similarity_model
-from studies.lm import genu as genu_rule
-from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
+from studies.models import Rationale, Study
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -99,76 +99,7 @@ def _task_correct(study: Study, frame: pd.DataFrame) -> pd.Series:
     return merged["task_correct"].astype(object).where(merged["task_correct"].notna(), None).to_numpy()
 
 
-def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
-    """Gen-U predictions of these items and sources, on questions not marked invalid. A blank
-    predicted answer is an output that did not parse."""
-    rows = GenUPrediction.objects.filter(
-        generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)
-    ).exclude(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID).values_list(
-        "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
-        "predicted_answer", "generalization_question__validation_status", "answerer_model")
-    df = pd.DataFrame.from_records(list(rows), columns=[
-        "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model"])
-    df["source"] = df["source_id"].map(source_names)
-    df["parsed"] = df["predicted"].fillna("").astype(str) != ""
-    return df
-
-
-def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str]) -> None:
-    """What the Gen-U figures were computed on: the question filter, the tie rule and the
-    answerers with their fine-tuning settings."""
-    questions = preds.drop_duplicates("question_id")
-    validated = int((questions["validation"] == GeneralizationQuestion.Validation.VALID).sum())
-    unvalidated = int(len(questions) - validated)
-    results_gen_u["n_questions_validated"] = validated
-    results_gen_u["n_questions_unvalidated"] = unvalidated
-    if unvalidated:
-        results_gen_u["question_filter"] = "includes unvalidated questions (chosen explicitly when answering)"
-        warnings.append(f"Gen-U includes {unvalidated} generalization questions nobody validated (the paper used "
-                        "validated questions only).")
-    else:
-        results_gen_u["question_filter"] = "validated questions only"
-    results_gen_u["tie_rule"] = genu_rule.TIE_RULE_TEXT
-    answerers: dict[str, list] = {}
-    for code, models in preds.groupby("answerer")["answerer_model"]:
-        entries = []
-        for model in sorted(set(models)):
-            source = RationaleSource.objects.filter(model_name_or_path=model).exclude(training={}).first()
-            training = source.training if source else {}
-            entries.append({"model": model, "fine_tuning_preset": training.get("preset"), "training": training})
-        answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
-    results_gen_u["answerers"] = answerers
-
-
 # --- parts of the results --------------------------------------------------------------------
-
-
-def _add_gen_u(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:
-    names = dict(zip(frame["source_id"], frame["source"], strict=False))
-    preds = _gen_u_predictions(frame["item_id"].unique(), names)
-    per_q, per_item, counts, w = genu_rule.genu_frame(preds)
-    warnings.extend(w)
-    frame = frame.drop(columns=["gen_u"], errors="ignore").merge(
-        per_item[["item_id", "source", "gen_u"]], on=["item_id", "source"], how="left"
-    )
-    have = set(per_item["source"]) if len(per_item) else set()
-    for source in sorted(set(frame["source"]) - have):
-        warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
-    if len(preds):
-        results["gen_u"] = {
-            "n_items_with_gen_u": int(len(per_item)),
-            "n_questions": int(len(per_q)),
-            "unparseable": counts,
-            "consistency": {
-                source: {
-                    "F^I": core.bundle_consistency(g["i_correct"], g["item_id"]),
-                    "F^IR": core.bundle_consistency(g["ir_correct"], g["item_id"]),
-                }
-                for source, g in per_q.groupby("source", sort=True)
-            },
-        }
-        _gen_u_method(preds, results["gen_u"], warnings)
-    return frame
 
 
 def _add_similarity(frame: pd.DataFrame, results: dict, warnings: list[str], enabled: bool) -> pd.DataFrame:
@@ -438,7 +369,7 @@ def _utility(study: Study, results: dict, warnings: list[str], *, both_direction
         if frame.empty:
             raise ScoringError(f"Study {study.name!r} has no completed answers yet; nothing to score.")
     frame["task_correct"] = _task_correct(study, frame)
-    frame = _add_gen_u(frame, results, warnings)
+    frame = gen_u_results(frame, results, warnings)
     frame = _add_similarity(frame, results, warnings, similarity)
     summary = core.summarise_units(frame, both_directions=both_directions)
     warnings.extend(summary.pop("warnings"))

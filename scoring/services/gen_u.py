@@ -1,0 +1,82 @@
+"""Gen-U in a study's results: read the answerers' predictions of the study's items, compute
+Gen-U per (item, source) with the one definition (:mod:`studies.lm.genu`) and state what it was
+computed on (SPEC section 4)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from scoring.core import bundle_consistency
+from studies.lm import genu as genu_rule
+from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
+
+
+def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
+    """Gen-U predictions of these items and sources, on questions not marked invalid. A blank
+    predicted answer is an output that did not parse."""
+    rows = GenUPrediction.objects.filter(
+        generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)
+    ).exclude(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID).values_list(
+        "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
+        "predicted_answer", "generalization_question__validation_status", "answerer_model")
+    df = pd.DataFrame.from_records(list(rows), columns=[
+        "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model"])
+    df["source"] = df["source_id"].map(source_names)
+    df["parsed"] = df["predicted"].fillna("").astype(str) != ""
+    return df
+
+
+def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str]) -> None:
+    """What the Gen-U figures were computed on: the question filter, the tie rule and the
+    answerers with their fine-tuning settings."""
+    questions = preds.drop_duplicates("question_id")
+    validated = int((questions["validation"] == GeneralizationQuestion.Validation.VALID).sum())
+    unvalidated = int(len(questions) - validated)
+    results_gen_u["n_questions_validated"] = validated
+    results_gen_u["n_questions_unvalidated"] = unvalidated
+    if unvalidated:
+        results_gen_u["question_filter"] = "includes unvalidated questions (chosen explicitly when answering)"
+        warnings.append(f"Gen-U includes {unvalidated} generalization questions nobody validated (the paper used "
+                        "validated questions only).")
+    else:
+        results_gen_u["question_filter"] = "validated questions only"
+    results_gen_u["tie_rule"] = genu_rule.TIE_RULE_TEXT
+    answerers: dict[str, list] = {}
+    for code, models in preds.groupby("answerer")["answerer_model"]:
+        entries = []
+        for model in sorted(set(models)):
+            source = RationaleSource.objects.filter(model_name_or_path=model).exclude(training={}).first()
+            training = source.training if source else {}
+            entries.append({"model": model, "fine_tuning_preset": training.get("preset"), "training": training})
+        answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
+    results_gen_u["answerers"] = answerers
+
+
+def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:
+    """Add each unit's Gen-U to ``frame`` (columns item_id, source_id, source) and the ``gen_u``
+    block to ``results``: counts, consistency of the answerers, what was left out and why, and
+    the method (question filter, tie rule, answerers with their fine-tuning settings)."""
+    names = dict(zip(frame["source_id"], frame["source"], strict=False))
+    preds = _gen_u_predictions(frame["item_id"].unique(), names)
+    per_q, per_item, counts, w = genu_rule.genu_frame(preds)
+    warnings.extend(w)
+    frame = frame.drop(columns=["gen_u"], errors="ignore").merge(
+        per_item[["item_id", "source", "gen_u"]], on=["item_id", "source"], how="left"
+    )
+    have = set(per_item["source"]) if len(per_item) else set()
+    for source in sorted(set(frame["source"]) - have):
+        warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
+    if len(preds):
+        results["gen_u"] = {
+            "n_items_with_gen_u": int(len(per_item)),
+            "n_questions": int(len(per_q)),
+            "unparseable": counts,
+            "consistency": {
+                source: {
+                    "F^I": bundle_consistency(g["i_correct"], g["item_id"]),
+                    "F^IR": bundle_consistency(g["ir_correct"], g["item_id"]),
+                }
+                for source, g in per_q.groupby("source", sort=True)
+            },
+        }
+        _gen_u_method(preds, results["gen_u"], warnings)
+    return frame
