@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0004_study_platform'),
+        ('studies', '0005_study_pay_workers_permission'),
     ]
 
     operations = [
