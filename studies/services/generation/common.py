@@ -167,7 +167,7 @@ class ItemHandler(Handler):
     """Kinds that process a frozen list of items in batches. Each batch
 
     1. picks the next ``batch_size`` items with no output yet and no failure recorded by this job
-       (:meth:`pending`),
+       (:meth:`next_batch`, which looks only from the job's cursor on),
     2. generates outside any transaction (the slow part; :meth:`generate`),
     3. writes the outputs and failures in one transaction holding the job row with
        ``select_for_update``, re-checking what exists (:meth:`store`), and updates done/total, rate
@@ -176,8 +176,12 @@ class ItemHandler(Handler):
     So a batch is all-or-nothing, a re-run or a worker killed mid-batch continues where it
     stopped, and two deliveries of the same task never write a duplicate."""
 
-    def pending(self, job: GenerationJob) -> tuple[list[int], int]:
-        """(next item ids to process, number of items already processed)."""
+    # Items examined per query when looking for the next batch: the scan starts at the job's
+    # cursor (every item before it is processed) instead of re-reading the whole job each batch.
+    SCAN_WINDOW = 256
+
+    def processed_among(self, job: GenerationJob, ids: list[int]) -> set[int]:
+        """Of ``ids``, the items the job need not process (output stored or failure recorded)."""
         raise NotImplementedError
 
     def generate(self, job: GenerationJob, item_ids: list[int]) -> BatchOutput:
@@ -186,11 +190,30 @@ class ItemHandler(Handler):
     def store(self, job: GenerationJob, output: BatchOutput) -> None:
         raise NotImplementedError
 
+    def next_batch(self, job: GenerationJob) -> tuple[list[int], int, int]:
+        """(the next ``batch_size`` unprocessed items in job order, the position of the first of
+        them, how many items are known processed), scanning from ``params["cursor"]`` in windows."""
+        ids = list(job.item_ids)
+        start = min(int(job.params.get("cursor", 0)), len(ids))
+        todo: list[int] = []
+        first, known, pos = None, start, start
+        while pos < len(ids) and len(todo) < job.batch_size:
+            window = ids[pos:pos + max(self.SCAN_WINDOW, job.batch_size)]
+            done = self.processed_among(job, window)
+            for offset, item in enumerate(window):
+                if item in done:
+                    known += 1
+                elif len(todo) < job.batch_size:
+                    first = pos + offset if first is None else first
+                    todo.append(item)
+            pos += len(window)
+        return todo, len(ids) if first is None else first, known
+
     def run_batch(self, job: GenerationJob) -> bool:
-        item_ids, processed = self.pending(job)
+        item_ids, cursor, processed = self.next_batch(job)
         if not item_ids:
             with transaction.atomic():
-                locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+                locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
                 if locked.status == Status.RUNNING:
                     GenerationJob.STATUS.move(locked, Status.DONE, done=min(processed, locked.total), eta_seconds=0.0,
                                               finished_at=timezone.now())
@@ -208,18 +231,19 @@ class ItemHandler(Handler):
         elapsed = max(time.monotonic() - started, 1e-6)
 
         with transaction.atomic():
-            locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+            locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
             self.store(locked, output)
             # Outputs are valid even when the job was cancelled meanwhile: keep them, stop after.
-            _, processed = self.pending(locked)
-            locked.done = min(processed, locked.total)
+            newly = self.processed_among(locked, item_ids)
+            locked.done = min(processed + len(newly), locked.total)
             locked.failed = GenerationFailure.objects.filter(job=locked).values("item_id").distinct().count()
             batch_rate = output.units / elapsed
             locked.rate = batch_rate if locked.rate is None else 0.5 * locked.rate + 0.5 * batch_rate
             remaining = locked.total - locked.done
             locked.eta_seconds = remaining / locked.rate if locked.rate else None
+            locked.params = {**locked.params, "cursor": cursor}
             if "usage" in job.params:
-                locked.params = {**locked.params, "usage": job.params["usage"]}
+                locked.params["usage"] = job.params["usage"]
             locked.save(update_fields=["done", "failed", "rate", "eta_seconds", "params", "updated_at"])
             if locked.status == Status.RUNNING and remaining == 0:
                 GenerationJob.STATUS.move(locked, Status.DONE, finished_at=timezone.now(), eta_seconds=0.0)
@@ -236,12 +260,6 @@ def _save_usage(job: GenerationJob) -> None:
 
 def failed_item_ids(job: GenerationJob, ids: list[int]) -> set[int]:
     return set(GenerationFailure.objects.filter(job=job, item_id__in=ids).values_list("item_id", flat=True))
-
-
-def split_pending(job: GenerationJob, processed: set[int]) -> tuple[list[int], int]:
-    ids = list(job.item_ids)
-    todo = [i for i in ids if i not in processed]
-    return todo[: job.batch_size], len(ids) - len(todo)
 
 
 def store_failures(job: GenerationJob, failures: list[GenerationFailure]) -> None:

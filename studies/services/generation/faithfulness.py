@@ -25,7 +25,6 @@ from .common import (
     failed_item_ids,
     ordered_item_ids,
     prompt_item,
-    split_pending,
     store_failures,
 )
 
@@ -51,12 +50,10 @@ class FaithfulnessHandler(ItemHandler):
             raise GenerationError(f"no rationale of {source.name!r} in this selection has highlights")
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
-    def pending(self, job):
-        ids = list(job.item_ids)
-        processed = {item for item, info in Rationale.objects.filter(source_id=job.source_id, item_id__in=ids)
-                     .values_list("item_id", "faithfulness") if (info or {}).get("job_id") == job.pk}
-        processed |= failed_item_ids(job, ids)
-        return split_pending(job, processed)
+    def processed_among(self, job, ids):
+        done = {item for item, info in Rationale.objects.filter(source_id=job.source_id, item_id__in=ids)
+                .values_list("item_id", "faithfulness") if (info or {}).get("job_id") == job.pk}
+        return done | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
         from studies.lm.label_scoring import LabelScorer

@@ -11,7 +11,6 @@ from .common import (
     ItemHandler,
     Prepared,
     ordered_item_ids,
-    split_pending,
     store_failures,
 )
 
@@ -45,15 +44,13 @@ class GenUHandler(ItemHandler):
 
         return genu_questions(item_ids=ids, only_valid=job.params.get("only_valid", True))
 
-    def pending(self, job):
-        ids = list(job.item_ids)
+    def processed_among(self, job, ids):
         questions = list(self._questions(job, ids).values_list("pk", "item_id"))
         have = set(GenUPrediction.objects.filter(rationale_source_id=job.source_id,
                                                  generalization_question_id__in=[q for q, _ in questions])
                    .values_list("generalization_question_id", "answerer"))
         incomplete = {item for q, item in questions if (q, "I") not in have or (q, "IR") not in have}
-        processed = {i for i in ids if i not in incomplete}
-        return split_pending(job, processed)
+        return {i for i in ids if i not in incomplete}
 
     def generate(self, job, item_ids):
         from studies.services.genu import ROLES, genu_answer

@@ -102,7 +102,9 @@ def generation_job_resume(*, job: GenerationJob, enqueue: bool = True) -> Genera
     job = GenerationJob.objects.select_for_update().get(pk=job.pk)
     if job.status == Status.DONE:
         raise GenerationError(f"job {job.pk} is done: nothing to resume")
-    GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None)
+    # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.
+    job.params = {k: v for k, v in job.params.items() if k != "cursor"}
+    GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None, params=job.params)
     if enqueue:
         transaction.on_commit(lambda: _enqueue(job.pk))
     return job

@@ -27,7 +27,6 @@ from .common import (
     ordered_item_ids,
     prompt_item,
     source_backend,
-    split_pending,
     store_failures,
 )
 
@@ -100,12 +99,10 @@ class QuestionHandler(ItemHandler):
         decoding_from(generator.decoding)
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
-    def pending(self, job):
-        ids = list(job.item_ids)
-        processed = set(GeneralizationQuestion.objects.filter(item_id__in=ids, origin=job.generator.origin)
-                        .values_list("item_id", flat=True))
-        processed |= failed_item_ids(job, ids)
-        return split_pending(job, processed)
+    def processed_among(self, job, ids):
+        done = set(GeneralizationQuestion.objects.filter(item_id__in=ids, origin=job.generator.origin)
+                   .values_list("item_id", flat=True))
+        return done | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
         generator = job.generator

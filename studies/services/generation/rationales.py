@@ -17,7 +17,6 @@ from .common import (
     ordered_item_ids,
     prompt_item,
     source_backend,
-    split_pending,
     store_failures,
 )
 
@@ -52,11 +51,9 @@ class RationaleHandler(ItemHandler):
         decoding_from(source.decoding, **RATIONALE_DECODING_DEFAULTS)
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
-    def pending(self, job):
-        ids = list(job.item_ids)
-        processed = set(Rationale.objects.filter(source_id=job.source_id, item_id__in=ids).values_list("item_id", flat=True))
-        processed |= failed_item_ids(job, ids)
-        return split_pending(job, processed)
+    def processed_among(self, job, ids):
+        done = set(Rationale.objects.filter(source_id=job.source_id, item_id__in=ids).values_list("item_id", flat=True))
+        return done | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
         source = job.source
