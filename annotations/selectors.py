@@ -268,7 +268,7 @@ def rationale_text(unit) -> str:
     return ""
 
 
-def _step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int, total: int) -> StepView:
+def step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int, total: int) -> StepView:
     shown = shown_token(claim_id=claim.pk, step=step)
     if claim.attention_check_id:
         check = claim.attention_check
@@ -425,7 +425,7 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None) -> P
         steps = steps_for(kind=kind, is_attention_check=bool(check_id))
         step = next(s for s in steps if s not in given)
         claim = _claim_with_content(claim_id, is_attention_check=bool(check_id))
-        view = _step_view(claim=claim, step=step, kind=kind, answers=given, number=number, total=total)
+        view = step_view(claim=claim, step=step, kind=kind, answers=given, number=number, total=total)
         return Page(state="step", assignment=assignment, step=view, n_done=n_done, total=total)
     return Page(state="finish", assignment=assignment, n_done=n_done, total=total)
 

@@ -18,29 +18,20 @@ from annotations.models import (
     PlatformCall,
     PlatformSubmission,
     Publication,
-    Unit,
 )
 from annotations.platforms import get_platform
 from annotations.platforms.base import CostEstimate, money
-from studies.models import Item, Platform, Study
+from studies.design import study_capacity
+from studies.models import Platform, Study
 
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 
 def study_task_count(*, study: Study) -> tuple[int, int]:
-    """(answers to collect, tasks) for ``study``: from its units when they exist, else from its
-    items x sources x annotators per unit."""
-    n_answers = Unit.objects.filter(study=study).aggregate(total=Sum("quota"))["total"] or 0
-    if not n_answers:
-        n_items = study.items.count()
-        if not n_items:
-            n_items = Item.objects.filter(dataset_id=study.dataset_id, split=study.split).count()
-            if study.item_sample_size:
-                n_items = min(n_items, study.item_sample_size)
-        n_sources = max(1, study.sources.count())
-        n_answers = n_items * n_sources * study.annotators_per_unit
-    n_tasks = math.ceil(n_answers / study.units_per_task) if n_answers else 0
-    return n_answers, n_tasks
+    """(answers to collect, tasks) for ``study``, under the assignment rule
+    (``studies.design.study_capacity``: a task holds at most one unit of each question)."""
+    capacity = study_capacity(study=study)
+    return capacity.answers, capacity.tasks
 
 
 def study_cost_estimate(*, study: Study, platform_name: str | None = None,

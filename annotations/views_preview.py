@@ -1,38 +1,43 @@
-"""A researcher's preview of a study's task, page by page, as a worker will see it.
+"""A researcher's preview of a study's task, page by page, exactly as a worker gets it.
 
-Staff only (``/w/preview/<study id>/``), and only for a study the user may see. It renders the worker templates (the consent page,
-then for each of the first units the "before" page and the "after" page with the rationale)
-from the study's content directly: nothing is written, no participant, assignment, claim or
-answer is created and no quota moves. Every page is a GET; the question form submits by GET
-to the next preview page (``?n=<unit index>&step=before|after``, or ``step=intro``).
-
-Units: the study's ``Unit`` rows in id order once they are built (the study was opened),
-otherwise the same units derived in memory (items x sources, in the order
-``annotations.services.units`` builds them), never saved.
+Staff only (``/w/preview/<study id>/``), and only for a study the user may see. The task is chosen by the real assignment rule: inside a
+transaction that is rolled back, the study's units are built (a draft) and ``assignment_start``
+runs for a throwaway participant, so the preview shows a task a new worker could get now (no
+question twice, the source mix, the attention checks in their places) and records nothing: no
+participant, assignment, claim, answer or unit survives and no quota moves. The chosen task
+travels, signed, in the preview's links (``?task=...&n=<claim index>&step=<step>``), so every
+page shows the same task; the pages are the worker templates, rendered by the worker pages' own
+step builder (``selectors.step_view``). Every page is a GET; the question form submits by GET to
+the next preview page.
 """
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
+from random import Random
 from urllib.parse import urlencode
 
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core import signing
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from annotations.models import Annotation, Unit
-from annotations.selectors import StepView, rationale_text
-from annotations.services.steps import genq_choices, normalise_choices
-from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
+from annotations.models import Annotation, AttentionCheck, Claim, Participant, Unit
+from annotations.selectors import StepView, step_view
+from annotations.services.assignment import assignment_start
+from annotations.services.errors import AnnotationError
+from annotations.services.steps import steps_for
+from annotations.services.units import study_units_build
+from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 from studies.selectors import studies_for_user
 
 Step = Annotation.Step
-PREVIEW_MAX_UNITS = 10  # "the first few units": at most a task's worth, capped here
-PREVIEW_KINDS = (Study.Kind.UTILITY, Study.Kind.GENERALIZATION)
-STEPS = ("intro", Step.BEFORE, Step.AFTER)
 UNKNOWN_FIRST_ANSWER = "(the answer chosen on the previous page)"
+_SALT = "annotations.preview"
 
 
 @dataclass
@@ -45,93 +50,68 @@ class PreviewPage:
     total: int = 0
 
 
-def preview_limit(study: Study) -> int:
-    return max(1, min(study.units_per_task, PREVIEW_MAX_UNITS))
+class NothingToPreview(Exception):
+    """The rule gives a new worker no task (the message says why)."""
 
 
-def _built_units(study: Study, limit: int) -> list[Unit]:
-    return list(
-        Unit.objects.filter(study=study)
-        .select_related("item", "rationale", "source", "generalization_question")
-        .order_by("id")[:limit]
+def preview_task(*, study: Study, rng: Random | None = None) -> list[list]:
+    """The task a new worker would get now, chosen by ``assignment_start`` inside a transaction
+    that is rolled back. Returns its claims in order: ``["u", item, source, rationale,
+    generalization question]`` (ids, 0 for none) or ``["a", attention check id]``. Raises
+    ``NothingToPreview``."""
+    if study.status == Study.Status.CLOSED:
+        raise NothingToPreview("This study is closed: it gives no task any more.")
+    with transaction.atomic():
+        try:
+            study = Study.objects.get(pk=study.pk)
+            if study.status == Study.Status.DRAFT:
+                study_units_build(study=study)  # what opening it will build
+                Study.STATUS.move(study, Study.Status.OPEN, save=False)  # in memory, for the rule
+            participant = Participant.objects.create(platform=Platform.LINK,
+                                                     external_id=f"preview-{secrets.token_hex(8)}")
+            assignment = assignment_start(study=study, participant=participant, consented=True, rng=rng)
+            task = [
+                ["a", c.attention_check_id] if c.attention_check_id else
+                ["u", c.unit.item_id, c.unit.source_id or 0, c.unit.rationale_id or 0,
+                 c.unit.generalization_question_id or 0]
+                for c in Claim.objects.filter(assignment=assignment).select_related("unit").order_by("position")
+            ]
+        except AnnotationError as error:
+            raise NothingToPreview(error.message) from error
+        finally:
+            transaction.set_rollback(True)
+    return task
+
+
+def _claim(entry: list) -> Claim:
+    """An unsaved claim with what a step page shows, from one entry of a preview task."""
+    if entry[0] == "a":
+        return Claim(attention_check=AttentionCheck.objects.get(pk=entry[1]))
+    _, item_id, source_id, rationale_id, genq_id = entry
+    unit = Unit(
+        item=Item.objects.get(pk=item_id),
+        source=RationaleSource.objects.get(pk=source_id) if source_id else None,
+        rationale=Rationale.objects.get(pk=rationale_id) if rationale_id else None,
+        generalization_question=GeneralizationQuestion.objects.get(pk=genq_id) if genq_id else None,
     )
-
-
-def _derived_units(study: Study, limit: int) -> list[Unit]:
-    """The first units ``study_units_build`` would make, as unsaved instances."""
-    sources = list(study.sources.order_by("id"))
-    if not sources:
-        return []
-    items = study.items.order_by("id")
-    if study.kind == Study.Kind.UTILITY:
-        questions = ((item, None) for item in items.iterator())
-    else:
-        genqs = (
-            GeneralizationQuestion.objects.filter(item__in=items)
-            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID)
-            .select_related("item")
-            .order_by("item_id", "id")
-        )
-        questions = ((genq.item, genq) for genq in genqs.iterator())
-    units: list[Unit] = []
-    for item, genq in questions:
-        rationales = {
-            r.source_id: r for r in Rationale.objects.filter(item=item, source__in=sources)
-        }
-        for source in sources:
-            rationale = rationales.get(source.pk)
-            if rationale is None and not (source.kind == RationaleSource.Kind.GOLD and item.gold_rationale):
-                continue  # the unit builder skips (item, source) pairs without a rationale
-            units.append(Unit(study=study, item=item, source=source, rationale=rationale,
-                              generalization_question=genq, question_key=f"item:{item.pk}", quota=0))
-            if len(units) >= limit:
-                return units
-    return units
-
-
-def preview_units(study: Study) -> list[Unit]:
-    limit = preview_limit(study)
-    if study.kind not in PREVIEW_KINDS:
-        return []
-    return _built_units(study, limit) or _derived_units(study, limit)
-
-
-def _choice_text(choices: list[dict], label: str) -> str:
-    for choice in choices:
-        if choice["label"] == label:
-            return choice["text"]
-    return UNKNOWN_FIRST_ANSWER
-
-
-def preview_step_view(*, study: Study, unit: Unit, step: str, number: int, total: int,
-                      first_answer: str = "") -> StepView:
-    """A ``StepView`` as ``selectors._step_view`` builds it for utility/generalization units."""
-    item = unit.item
-    view = StepView(claim=None, step=step, number=number, total=total, question=item.question,
-                    choices=normalise_choices(item.choices))
-    if study.kind == Study.Kind.GENERALIZATION:
-        genq = unit.generalization_question
-        view.question = genq.text
-        view.choices = genq_choices(genq, item)
-        if step == Step.AFTER:
-            view.original_question = item.question
-            view.item_choices = normalise_choices(item.choices)
-    if step == Step.AFTER:
-        view.first_answer_text = _choice_text(view.choices, first_answer)
-        view.rationale = rationale_text(unit)
-    return view
+    return Claim(unit=unit)
 
 
 def _url(study: Study, **params) -> str:
     return reverse("annotations:preview", args=[study.pk]) + ("?" + urlencode(params) if params else "")
 
 
-def _next(n: int, step: str) -> tuple[int, str]:
-    if step == "intro":
-        return 0, Step.BEFORE
-    if step == Step.BEFORE:
-        return n, Step.AFTER
-    return n + 1, Step.BEFORE
+def _steps(study: Study, entry: list) -> tuple[str, ...]:
+    return tuple(steps_for(kind=study.kind, is_attention_check=entry[0] == "a"))
+
+
+def _next(study: Study, task: list[list], n: int, step: str) -> tuple[int, str] | None:
+    steps = _steps(study, task[n])
+    if step in steps and steps.index(step) + 1 < len(steps):
+        return n, steps[steps.index(step) + 1]
+    if n + 1 < len(task):
+        return n + 1, _steps(study, task[n + 1])[0]
+    return None
 
 
 def _int(value: str | None) -> int:
@@ -141,50 +121,55 @@ def _int(value: str | None) -> int:
         return 0
 
 
+def _message(request, context, title: str, message: str) -> HttpResponse:
+    return _respond(render(request, "annotations/message.html", {**context, "title": title, "message": message}))
+
+
 @never_cache
 @staff_member_required
 @require_GET
 def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
     # A study the user may not see is a 404, as in the admin and the API (issue 10 item 9).
     study = get_object_or_404(studies_for_user(user=request.user), pk=study_id)
-    step = request.GET.get("step") or "intro"
-    if step not in STEPS:
-        step = "intro"
-    n = _int(request.GET.get("n"))
     context = {"study": study, "researcher_preview": True, "preview_restart_url": _url(study)}
-
-    if step == "intro":
-        if study.kind in PREVIEW_KINDS:
+    try:
+        task = signing.loads(request.GET.get("task", ""), salt=f"{_SALT}:{study.pk}")
+    except signing.BadSignature:
+        task = None
+    if task is None:
+        try:
+            task = preview_task(study=study)
+        except NothingToPreview as error:
+            if request.GET.get("step"):
+                return _message(request, context, "Nothing to preview", str(error))
+            context["preview_message"] = str(error)
+            return _respond(render(request, "annotations/landing.html", context))
+        signed = signing.dumps(task, salt=f"{_SALT}:{study.pk}", compress=True)
+        if not request.GET.get("step"):  # the consent page, then the task's first page
             context["preview_next_url"] = _url(study)
-            context["preview_next_params"] = [("n", 0), ("step", Step.BEFORE)]
-        else:
-            context["preview_message"] = (
-                f"Question preview covers utility and generalization studies; this is a "
-                f"{study.get_kind_display().lower()} study, so only its consent and instructions page is shown."
-            )
-        return _respond(render(request, "annotations/landing.html", context))
-
-    if study.kind not in PREVIEW_KINDS:
-        return _respond(render(request, "annotations/message.html", {
-            **context, "title": "Preview not available",
-            "message": "Question preview covers utility and generalization studies.",
-        }))
-    units = preview_units(study)
-    if n >= len(units):
-        message = (
-            f"End of preview: that was the last of the {len(units)} question(s) shown in a preview."
-            if units else "This study has no questions to preview yet: add items and rationale sources."
-        )
-        return _respond(render(request, "annotations/message.html",
-                               {**context, "title": "End of preview", "message": message}))
-    view = preview_step_view(study=study, unit=units[n], step=step, number=n + 1, total=len(units),
-                             first_answer=request.GET.get("answer", ""))
-    next_n, next_step = _next(n, step)
+            context["preview_next_params"] = [("task", signed), ("n", 0), ("step", _steps(study, task[0])[0])]
+            return _respond(render(request, "annotations/landing.html", context))
+    else:
+        signed = request.GET["task"]
+    n = _int(request.GET.get("n"))
+    if n >= len(task):
+        return _message(request, context, "End of preview",
+                        f"End of preview: that was the last of the {len(task)} question(s) of this task.")
+    steps = _steps(study, task[n])
+    step = request.GET.get("step") if request.GET.get("step") in steps else steps[0]
+    claim = _claim(task[n])
+    given = request.GET.get("answer", "")
+    view = step_view(claim=claim, step=step, kind=study.kind, answers={Step.BEFORE: given}, number=n + 1,
+                     total=len(task))
+    if step == Step.AFTER and given not in {choice["label"] for choice in view.choices}:
+        view.first_answer_text = UNKNOWN_FIRST_ANSWER
+    following = _next(study, task, n, step)
+    next_n, next_step = following if following else (len(task), steps[0])
     context.update({
-        "page": PreviewPage(state="step", step=view, n_done=n, total=len(units)),
+        "page": PreviewPage(state="step", step=view, n_done=n, total=len(task)),
         "preview_next_url": _url(study),
-        "preview_next_params": [("n", next_n), ("step", next_step)],
-        "preview_skip_url": _url(study, n=next_n, step=next_step),
+        "preview_next_params": [("task", signed), ("n", next_n), ("step", next_step)],
+        "preview_skip_url": _url(study, task=signed, n=next_n, step=next_step),
     })
     return _respond(render(request, "annotations/step.html", context))
 

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 
+from annotations.services.opening import study_open
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Item, Study
 from studies.selectors import CHANGE, studies_for_user, study_design_summary
@@ -20,7 +21,6 @@ from studies.services.studies import (
     StudyError,
     study_close,
     study_create,
-    study_open,
     study_sample_items,
     study_update,
 )

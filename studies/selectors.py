@@ -1,13 +1,13 @@
 """Reads of the studies app that are more than a one-liner."""
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from studies.design import design_units, study_capacity
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -49,6 +49,11 @@ class StudyDesignSummary:
     answers: int
     units_per_task: int
     tasks: int
+    # The assignment rule (no worker sees a question twice): the largest task the design allows,
+    # its distinct questions, and the fewest different workers that can fill the quota.
+    largest_task: int
+    questions: int
+    workers: int
     minutes_per_task: Decimal
     minutes_basis: str
     worker_hours: Decimal
@@ -94,39 +99,33 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
     """The design at a glance: units, answers to collect, tasks, time, cost with the platform
     fee and the effective hourly pay against the study's floor.
 
-    Units by kind: utility and rationale-properties studies have one per (item, source);
-    generalization studies one per (generalization question not marked invalid, source);
-    question-validation studies one per generalization question. Items are the drawn sample, or
-    what the sample would be when none is drawn yet. ``assignments_per_hit`` (MTurk) defaults to
-    all tasks in one HIT."""
+    Units are what the unit builder makes (``studies.design.design_units``); tasks and workers
+    follow the assignment rule (``design_capacity``: a task holds at most one unit of each
+    question, so a design with fewer questions than units per task has smaller tasks, and more
+    of them). Items are the drawn sample, or what the sample would be when none is drawn yet.
+    ``assignments_per_hit`` (MTurk) defaults to all tasks in one HIT."""
     warnings: list[str] = []
     n_items = study.items.count() if study.pk else 0
+    item_ids = None
     if not n_items:
-        pool = Item.objects.filter(dataset_id=study.dataset_id, split=study.split).count()
-        n_items = min(pool, study.item_sample_size) if study.item_sample_size else pool
-        if not pool:
+        pool = Item.objects.filter(dataset_id=study.dataset_id, split=study.split).order_by("external_id")
+        item_ids = list(pool.values_list("id", flat=True)[: study.item_sample_size or None])
+        n_items = len(item_ids)
+        if not n_items:
             warnings.append(f"The {study.split} split of this dataset has no items yet: import the questions.")
-    sources = list(study.sources.all()) if study.pk else []
-    n_sources = len(sources)
-    missing = 0
-    kind = study.kind
-    if kind in (Study.Kind.UTILITY, Study.Kind.RATIONALE_PROPERTIES):
-        units = n_items * n_sources
-        if n_sources and study.pk and study.items.exists():
-            have = Rationale.objects.filter(item__in=study.items.all(), source__in=sources).count()
-            missing = units - have
-            if missing:
-                warnings.append(f"{missing} (item, source) pairs have no rationale yet: generate or import them.")
-        if not n_sources:
-            warnings.append("No rationale source is chosen yet.")
-    else:
-        genq = GeneralizationQuestion.objects.filter(item__in=study.items.all()) if study.pk else None
-        n_genq = genq.exclude(validation_status=GeneralizationQuestion.Validation.INVALID).count() if genq is not None else 0
-        units = n_genq * n_sources if kind == Study.Kind.GENERALIZATION else n_genq
-        if not n_genq:
-            warnings.append("The study's items have no generalization questions yet.")
-    answers = units * study.annotators_per_unit
-    tasks = math.ceil(answers / study.units_per_task) if answers else 0
+    n_sources = study.sources.count() if study.pk else 0
+    plan = design_units(study=study, item_ids=item_ids)
+    capacity = study_capacity(study=study, plan=plan)
+    units, answers, tasks = capacity.units, capacity.answers, capacity.tasks
+    missing = plan.missing_rationales
+    if plan.problem and n_items:
+        warnings.append(plan.problem)
+    if missing and plan.units:
+        warnings.append(f"{missing} (item, source) pairs have no rationale yet: generate or import them.")
+    if capacity.warning:
+        warnings.append(capacity.warning)
+    if study.pk and not study.consent_text.strip():
+        warnings.append("There is no consent text yet: a study opens only with the text workers agree to.")
 
     recorded = study_recorded_minutes(study=study) if study.pk else []
     if len(recorded) >= MIN_RECORDED_TASKS:
@@ -161,6 +160,9 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
         answers=answers,
         units_per_task=study.units_per_task,
         tasks=tasks,
+        largest_task=capacity.largest_task,
+        questions=capacity.questions,
+        workers=capacity.workers,
         minutes_per_task=minutes,
         minutes_basis=basis,
         worker_hours=(minutes * tasks / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP),

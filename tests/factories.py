@@ -73,6 +73,10 @@ class GeneralizationQuestionFactory(factory.django.DjangoModelFactory):
 
 
 class StudyFactory(factory.django.DjangoModelFactory):
+    """A bare study row (a draft without items or sources), written directly: only for tests of
+    what the services refuse, or that need a state the app cannot make (they say why). A study
+    as the app makes it comes from ``tests.annotations.factories.make_study``."""
+
     class Meta:
         model = Study
 

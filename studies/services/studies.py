@@ -141,37 +141,6 @@ def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = No
     return study
 
 
-def _units_builder():
-    """The questionnaire's ``study_units_build(*, study)`` when that app provides it, else None."""
-    try:
-        from annotations.services import units as units_module
-    except ImportError:
-        return None
-    return getattr(units_module, "study_units_build", None)
-
-
-def study_open(*, study: Study) -> Study:
-    """Build the study's units of work (through the questionnaire's ``study_units_build``) and
-    open it to workers. Idempotent: an open study is returned as it is."""
-    if study.status == Study.Status.OPEN:
-        return study
-    if study.status == Study.Status.CLOSED:
-        raise StudyError(f"study {study.name!r} is closed; copy it to run it again")
-    build = _units_builder()
-    if build is None:
-        raise StudyError("units cannot be built: annotations.services.units.study_units_build is not available")
-    with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study.pk)
-        if study.status == Study.Status.OPEN:
-            return study
-        if not study.items.exists():
-            study_sample_items(study=study)
-        build(study=study)
-        study.status = Study.Status.OPEN
-        study.save(update_fields=["status", "updated_at"])
-    return study
-
-
 def study_close(*, study: Study) -> Study:
     """Close a study to new work. Idempotent."""
     with transaction.atomic():

@@ -1,20 +1,26 @@
 """Factories for the questionnaire tests. State is built through the real services
-(``study_units_build``, ``assignment_start``) wherever a service exists."""
+(``study_create``, ``study_open``, ``assignment_start``, ...): a test that needs a state the app
+cannot produce builds it itself and says why."""
 from __future__ import annotations
+
+import itertools
 
 import factory
 
 from annotations.models import AttentionCheck, Participant, QualificationQuestion, QualificationTest
-from annotations.services.units import study_units_build
+from annotations.services.opening import study_open
+from annotations.services.platforms.close import study_close
 from studies.models import Platform, Study
+from studies.services.studies import study_create
 from tests.factories import (
     DatasetFactory,
     GeneralizationQuestionFactory,
     ItemFactory,
     RationaleFactory,
     RationaleSourceFactory,
-    StudyFactory,
 )
+
+_study_numbers = itertools.count(1)
 
 
 class ParticipantFactory(factory.django.DjangoModelFactory):
@@ -34,6 +40,9 @@ class AttentionCheckFactory(factory.django.DjangoModelFactory):
     correct_answer = "no"
 
 
+TEST_CONSENT = "I agree to take part in this test study."
+
+
 def make_study(
     *,
     kind: str = Study.Kind.UTILITY,
@@ -45,30 +54,33 @@ def make_study(
     status: str = Study.Status.OPEN,
     rationale_text: str = "Rationale {item} from {source}.",
     question_text: str = "Question number {i}?",
-    build: bool = True,
+    consent_text: str = TEST_CONSENT,
     **study_fields,
 ) -> Study:
-    """A study with ``n_items`` yes/no items, ``n_sources`` sources (each with a rationale for
-    every item), ``n_genq`` generalization questions per item, and its units built."""
+    """A study built the way the app builds one. The content (a dataset's ``n_items`` yes/no
+    items, ``n_sources`` sources each with a rationale for every item, ``n_genq`` generalization
+    questions per item) is written as the importers write it; the study itself is made by
+    ``study_create`` (which draws its sample: all the items), opened by ``study_open`` (which
+    builds its units) unless ``status`` is draft, and closed by ``study_close`` when ``status`` is
+    closed. A draft therefore has no units, as in the app."""
     dataset = DatasetFactory()
-    study = StudyFactory(
-        kind=kind, dataset=dataset, annotators_per_unit=quota, units_per_task=units_per_task, status=status,
-        **study_fields,
-    )
     sources = [RationaleSourceFactory() for _ in range(n_sources)]
-    study.sources.set(sources)
-    items = []
     for i in range(n_items):
         item = ItemFactory(dataset=dataset, question=question_text.format(i=i), gold_answer="yes" if i % 2 else "no")
-        items.append(item)
         for source in sources:
             RationaleFactory(item=item, source=source, text=rationale_text.format(item=i, source=source.name),
                              predicted_answer="yes")
         for g in range(n_genq):
             GeneralizationQuestionFactory(item=item, text=f"Generalization {g} of question {i}?", answer="yes")
-    study.items.set(items)
-    if build:
-        study_units_build(study=study)
+    study = study_create(
+        name=study_fields.pop("name", None) or f"made-study-{next(_study_numbers)}", dataset=dataset, kind=kind,
+        split="test", sources=sources, annotators_per_unit=quota, units_per_task=units_per_task,
+        consent_text=consent_text, **study_fields,
+    )
+    if status != Study.Status.DRAFT:
+        study = study_open(study=study)
+    if status == Study.Status.CLOSED:
+        study_close(study=study)
     return study
 
 

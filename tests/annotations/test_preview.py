@@ -2,14 +2,21 @@
 templates, the rationale only on the "after" page, and nothing written."""
 from __future__ import annotations
 
+import re
+from html import unescape
+from random import Random
+from urllib.parse import urlencode
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
 from annotations.models import Annotation, Assignment, Claim, Participant, Unit
+from annotations.services.assignment import assignment_start
+from annotations.views_preview import preview_task
 from studies.models import Study
-from tests.annotations.factories import make_study
+from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +53,7 @@ def test_staff_may_preview_only_the_studies_they_may_see():
 
 def url(study, **params) -> str:
     base = reverse("annotations:preview", args=[study.pk])
-    return base + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+    return base + ("?" + urlencode(params) if params else "")
 
 
 def counts() -> tuple[int, ...]:
@@ -57,93 +64,132 @@ def quotas(study) -> list[tuple[int, int]]:
     return list(Unit.objects.filter(study=study).order_by("id").values_list("n_claimed", "n_completed"))
 
 
+def next_page(html: str) -> str:
+    """The preview page the form on ``html`` leads to (it submits by GET)."""
+    form = html.split('id="answer-form"' if 'id="answer-form"' in html else 'id="preview-form"', 1)[1]
+    action = re.search(r'action="([^"]*)"', html.split('<form method="get"', 1)[1]).group(1)
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form.split("</form>", 1)[0])
+    return unescape(action) + "?" + urlencode([(k, unescape(v)) for k, v in fields])
+
+
+def walk(client, study, *, answer: str = "yes") -> list[str]:
+    """Every page of a preview, from the consent page to the end, following its links."""
+    pages = [client.get(url(study)).content.decode()]
+    while "End of preview" not in pages[-1]:
+        assert len(pages) < 60
+        link = next_page(pages[-1])
+        if 'name="step" value="after"' in pages[-1]:
+            link += f"&answer={answer}"
+        response = client.get(link)
+        assert response.status_code == 200
+        pages.append(response.content.decode())
+    return pages
+
+
 def test_consent_page_then_before_and_after(staff_client):
     study = make_study(consent_text="Consent for the preview.", rationale_text="Because {item} says {source}.")
-    response = staff_client.get(url(study))
-    html = response.content.decode()
-    assert response.status_code == 200
+    html = staff_client.get(url(study)).content.decode()
     assert "Preview — nothing is recorded" in html
     assert "Consent for the preview." in html
     assert 'method="get"' in html and 'name="step" value="before"' in html
 
-    before = staff_client.get(url(study, n=0, step="before")).content.decode()
+    before = staff_client.get(next_page(html)).content.decode()
     assert "Preview — nothing is recorded" in before
     assert "Answer on your own" in before
-    assert "Question number 0?" in before
-    assert 'id="rationale"' not in before and "Because 0 says" not in before
+    question = re.search(r"Question number (\d+)\?", before).group(1)
+    assert 'id="rationale"' not in before and "Because" not in before
     assert 'method="get"' in before and 'name="step" value="after"' in before
     assert 'name="claim"' not in before and "csrfmiddlewaretoken" not in before
 
-    after = staff_client.get(url(study, n=0, step="after", answer="yes")).content.decode()
-    assert 'id="rationale"' in after and "Because 0 says" in after
+    after = staff_client.get(next_page(before) + "&answer=yes").content.decode()
+    assert 'id="rationale"' in after and f"Because {question} says" in after
     assert "Your first answer: <strong>Yes</strong>" in after
     assert 'name="n" value="1"' in after and 'name="step" value="before"' in after
 
 
 def test_rationale_is_escaped(staff_client):
     study = make_study(rationale_text=EVIL + " {item} {source}", question_text=EVIL + " {i}")
-    after = staff_client.get(url(study, n=0, step="after")).content.decode()
-    assert EVIL not in after
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in after
+    pages = walk(staff_client, study)
+    assert any("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page for page in pages)
+    assert not any(EVIL in page for page in pages)
 
 
-@pytest.mark.parametrize("status, build", [(Study.Status.DRAFT, False), (Study.Status.OPEN, True)])
-def test_preview_writes_nothing(staff_client, status, build):
-    study = make_study(status=status, build=build, units_per_task=2)
+@pytest.mark.parametrize("status", [Study.Status.DRAFT, Study.Status.OPEN])
+def test_preview_writes_nothing(staff_client, status):
+    study = make_study(status=status, units_per_task=2)
+    AttentionCheckFactory(study=study)
     before_counts, before_units, before_quotas = counts(), Unit.objects.count(), quotas(study)
-    pages = [url(study)] + [url(study, n=n, step=s) for n in range(3) for s in ("before", "after")]
-    for page in pages:
-        assert staff_client.get(page).status_code == 200
+    pages = walk(staff_client, study)
+    assert len(pages) == 1 + 2 * 2 + 1 + 1  # consent, two units (two steps each), the check, the end
     assert counts() == before_counts
     assert Unit.objects.count() == before_units
     assert quotas(study) == before_quotas
     # An answer sent with the preview's GET form is ignored too.
-    staff_client.get(url(study, n=0, step="after", answer="yes", flag="1", flag_note="x"))
+    staff_client.get(next_page(pages[2]) + "&answer=yes&flag=1&flag_note=x")
     assert counts() == before_counts
 
 
-def test_draft_study_derives_units_in_build_order(staff_client):
-    """Before the study is opened, the preview shows what ``study_units_build`` will make."""
-    draft = make_study(status=Study.Status.DRAFT, build=False, n_sources=2, rationale_text="R{item}/{source}.")
-    sources = list(draft.sources.order_by("id"))
-    first = staff_client.get(url(draft, n=0, step="after")).content.decode()
-    second = staff_client.get(url(draft, n=1, step="after")).content.decode()
-    assert f"R0/{sources[0].name}." in first
-    assert f"R0/{sources[1].name}." in second
+def test_preview_runs_the_real_assignment_rule():
+    """The preview's task is the one ``assignment_start`` gives a new worker (same choices for the
+    same seed), and it records nothing."""
+    study = make_study(n_items=5, n_sources=3, quota=2, units_per_task=4)
+    AttentionCheckFactory(study=study)
+    assignment_start(study=study, participant=ParticipantFactory())  # some units are fuller now
+    state = counts(), quotas(study)
+    task = preview_task(study=study, rng=Random(11))
+    assert (counts(), quotas(study)) == state
+    real = assignment_start(study=study, participant=ParticipantFactory(), rng=Random(11))
+    expected = [
+        ["a", c.attention_check_id] if c.attention_check_id else
+        ["u", c.unit.item_id, c.unit.source_id, c.unit.rationale_id, 0]
+        for c in real.claims.select_related("unit").order_by("position")
+    ]
+    assert task == expected
+
+
+def test_a_preview_never_shows_one_question_twice(staff_client):
+    """Issue 11: the demo's preview showed the same question with two explanations as questions 1
+    and 2; a worker never gets that, and the preview now shows what a worker gets."""
+    draft = make_study(status=Study.Status.DRAFT, n_items=3, n_sources=2, units_per_task=3)
+    pages = walk(staff_client, draft)
+    shown = [re.search(r"Question number (\d+)\?", page).group(1) for page in pages
+             if 'name="step" value="after"' in page]
+    assert len(shown) == 3 and len(set(shown)) == 3
     assert not Unit.objects.filter(study=draft).exists()
-
-
-def test_post_is_refused(staff_client):
-    study = make_study()
-    assert staff_client.post(url(study, n=0, step="before"), {"answer": "yes"}).status_code == 405
-    assert counts() == (0, 0, 0, 0)
 
 
 def test_end_of_preview(staff_client):
     study = make_study(units_per_task=2)
-    response = staff_client.get(url(study, n=2, step="before"))
-    assert response.status_code == 200
-    assert "End of preview" in response.content.decode()
-    last = staff_client.get(url(study, n=1, step="after")).content.decode()
-    assert 'name="n" value="2"' in last
+    pages = walk(staff_client, study)
+    assert "End of preview" in pages[-1] and "the last of the 2 question(s)" in pages[-1]
 
 
 def test_generalization_preview(staff_client):
-    study = make_study(kind=Study.Kind.GENERALIZATION, rationale_text="Gen rationale {item}.")
-    before = staff_client.get(url(study, n=0, step="before")).content.decode()
-    assert "Generalization 0 of question 0?" in before
-    assert "Gen rationale 0." not in before and 'id="original-question"' not in before
-    after = staff_client.get(url(study, n=0, step="after")).content.decode()
-    assert "Gen rationale 0." in after
-    assert 'id="original-question"' in after and "Question number 0?" in after
+    study = make_study(kind=Study.Kind.GENERALIZATION, rationale_text="Gen rationale {item}.", units_per_task=1)
+    consent = staff_client.get(url(study)).content.decode()
+    before = staff_client.get(next_page(consent)).content.decode()
+    item = re.search(r"Generalization \d of question (\d+)\?", before).group(1)
+    assert "Gen rationale" not in before and 'id="original-question"' not in before
+    after = staff_client.get(next_page(before)).content.decode()
+    assert f"Gen rationale {item}." in after
+    assert 'id="original-question"' in after and f"Question number {item}?" in after
 
 
-def test_other_kinds_show_consent_and_a_message(staff_client):
-    study = make_study(kind=Study.Kind.RATIONALE_PROPERTIES)
-    html = staff_client.get(url(study)).content.decode()
-    assert "Question preview covers utility and generalization studies" in html
-    assert 'id="instructions"' in html
-    assert "Question preview covers" in staff_client.get(url(study, n=0, step="before")).content.decode()
+@pytest.mark.parametrize("kind", [Study.Kind.RATIONALE_PROPERTIES, Study.Kind.QUESTION_VALIDATION])
+def test_other_kinds_show_their_pages(staff_client, kind):
+    study = make_study(kind=kind, units_per_task=2)
+    pages = walk(staff_client, study)
+    assert 'id="instructions"' in pages[0]
+    assert len(pages) == 1 + 2 + 1
+    assert all('type="radio"' in page for page in pages[1:-1])
+
+
+def test_a_tampered_task_is_not_shown(staff_client):
+    study, other = make_study(), make_study(rationale_text="OTHER STUDY {item}")
+    walk_other = walk(staff_client, other)
+    task = re.search(r'name="task" value="([^"]*)"', walk_other[0]).group(1)
+    html = staff_client.get(url(study, task=unescape(task), n=0, step="after")).content.decode()
+    assert "OTHER STUDY" not in html
 
 
 @pytest.mark.parametrize("who", ["anonymous", "worker"])
@@ -165,7 +211,7 @@ def test_admin_change_page_links_to_preview(staff_client):
     user = get_user_model().objects.create_superuser(username="admin", password="pw")
     client = Client()
     client.force_login(user)
-    study = make_study(status=Study.Status.DRAFT, build=False)
+    study = make_study(status=Study.Status.DRAFT)
     html = client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
     assert f'href="{reverse("annotations:preview", args=[study.pk])}"' in html
     assert "Preview as a worker" in html and 'target="_blank"' in html

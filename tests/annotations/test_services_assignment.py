@@ -23,6 +23,7 @@ from annotations.services.errors import (
     StepOutOfOrder,
     StudyNotOpen,
 )
+from annotations.services.opening import study_open
 from annotations.services.release import assignment_expire_stale, assignment_return
 from annotations.tasks import expire_stale_assignments
 from studies.models import Study
@@ -133,8 +134,7 @@ def test_closed_study_and_blocked_worker_are_refused():
     study = make_study(status=Study.Status.DRAFT)
     with pytest.raises(StudyNotOpen):
         assignment_start(study=study, participant=ParticipantFactory())
-    study.status = Study.Status.OPEN
-    study.save()
+    study = study_open(study=study)
     with pytest.raises(ParticipantBlocked):
         assignment_start(study=study, participant=ParticipantFactory(blocked=True))
     assert not Assignment.objects.exists()

@@ -8,7 +8,6 @@ from django.core.management import call_command
 from studies import demo
 from studies.models import Dataset, ImportRecord, Item, Rationale, RationaleSource, Study
 from studies.selectors import study_design_summary
-from studies.services.studies import _units_builder
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +35,7 @@ def test_load_demo_on_an_empty_database_twice(capsys, settings):
     summary = study_design_summary(study=study)
     assert (summary.units, summary.answers, summary.tasks) == (40, 200, 40)
     assert not summary.below_floor
-    expected_status = Study.Status.OPEN if _units_builder() else Study.Status.DRAFT
+    expected_status = Study.Status.OPEN
     assert study.status == expected_status
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_staff and admin.is_superuser and admin.check_password("demo-pass-123")

@@ -2,6 +2,7 @@ from decimal import Decimal
 
 import pytest
 
+from annotations.services.opening import study_open
 from studies.models import Study
 from studies.selectors import study_design_summary
 from studies.services.importers import rationales_import
@@ -72,8 +73,11 @@ def test_tasks_round_up_and_missing_rationales_are_counted():
         RationaleFactory(item=item, source=a)
     study = study_create(name="odd", dataset=dataset, sources=[a, b], annotators_per_unit=3, units_per_task=4)
     s = study_design_summary(study=study)
-    assert (s.units, s.answers, s.tasks) == (14, 42, 11)
+    # The units that opening builds now: (item, source) pairs without a rationale are skipped.
+    # 7 units x 3 workers in tasks of 4 (7 distinct questions): 21 answers, 6 tasks.
+    assert (s.units, s.answers, s.tasks) == (7, 21, 6)
     assert s.missing_rationales == 7
+    assert any("7 (item, source) pairs have no rationale yet" in w for w in s.warnings)
 
 
 def test_sample_is_deterministic_and_sized(utility_setup):
@@ -107,15 +111,15 @@ def test_empty_split_and_no_sources_are_refused():
 
 def test_update_resamples_drafts_only():
     dataset = DatasetFactory()
-    for _ in range(10):
-        ItemFactory(dataset=dataset, split="test")
     source = RationaleSourceFactory()
+    for _ in range(10):
+        RationaleFactory(item=ItemFactory(dataset=dataset, split="test"), source=source)
     study = study_create(name="u", dataset=dataset, sources=[source])
     assert study.items.count() == 10
     study_update(study=study, item_sample_size=4)
     assert study.items.count() == 4
-    study.status = Study.Status.OPEN
-    study.save()
+    study_update(study=study, consent_text="I agree.")
+    study = study_open(study=study)  # the way the app opens it (the questionnaire builds the units)
     with pytest.raises(StudyError, match="can no longer change"):
         study_update(study=study, item_sample_size=3)
     with pytest.raises(StudyError, match="only a draft"):

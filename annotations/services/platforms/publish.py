@@ -23,8 +23,10 @@ from annotations.platforms.mturk import (
 )
 from annotations.selectors_platforms import study_effective_hourly_pay, study_task_count
 from annotations.services.links import links_generate, open_link_create
+from annotations.services.opening import study_open
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from studies.models import Platform, Study
+from studies.services.studies import StudyError
 
 from .calls import reconciler
 from .common import OP, actor, resolve_platform
@@ -118,6 +120,13 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
     if dry_run:
         return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
                                 estimate=estimate, options=options)
+    if study.status != Study.Status.OPEN:
+        # The one way to open: units built first; a study that cannot run is refused before
+        # anything is sent to a platform.
+        try:
+            study = study_open(study=study)
+        except StudyError as exc:
+            raise PlatformServiceError(f"study {study.name!r} cannot be published: {exc}") from exc
 
     with transaction.atomic():
         Study.objects.select_for_update().filter(pk=study.pk).first()
@@ -169,9 +178,6 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
         publication.status = Publication.Status.PUBLISHED
         publication.error = ""
         publication.save(update_fields=["status", "error", "updated_at"])
-        if study.status != Study.Status.OPEN:
-            Study.objects.filter(pk=study.pk).update(status=Study.Status.OPEN)
-            study.status = Study.Status.OPEN
     logger.info("published %s on %s (batch %s): %s", study, name, publication.batch, publication.external_ids)
     return publication
 

@@ -17,7 +17,7 @@ from annotations.platforms.handoff import study_entry_url
 from studies import demo
 from studies.models import Dataset, Platform, RationaleSource, Study
 from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
-from studies.services.studies import StudyError, study_create, study_open
+from studies.services.studies import StudyError, study_create
 
 INSTRUCTIONS = (
     "You will see a yes/no question. First answer it on your own. Then you will see an explanation "
@@ -58,6 +58,8 @@ class Command(BaseCommand):
         study = self._study(admin)
         status_note = ""
         if study.status == Study.Status.DRAFT:
+            from annotations.services.opening import study_open  # the demo composes the apps
+
             try:
                 study = study_open(study=study)
             except StudyError as exc:

@@ -1,0 +1,40 @@
+"""Opening a study to workers: the one way a study becomes open (the admin's action, publishing
+on a platform and the demo all call ``study_open``)."""
+from __future__ import annotations
+
+from django.db import transaction
+
+from annotations.services.units import study_units_build
+from studies.design import design_units
+from studies.models import Study
+from studies.services.studies import StudyError, study_sample_items
+
+
+def study_open(*, study: Study) -> Study:
+    """Open a draft study to workers: draw its item sample if none is drawn, build its units
+    through the one unit derivation (``studies.design``), and move it to open through
+    ``Study.STATUS``. Refuses, with ``StudyError`` naming what to change, a study without a
+    consent text and a design that cannot fill because it yields no units (no items, no
+    sources, no rationales, no generalization questions). A design whose tasks cannot be as large
+    as ``units_per_task`` (no worker sees a question twice) opens with smaller tasks: the design
+    summary warns and counts the tasks and workers it needs (``studies.design.design_capacity``).
+    Idempotent: an open study is returned as it is; a closed one cannot open again."""
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if study.status == Study.Status.OPEN:
+            return study
+        if study.status == Study.Status.CLOSED:
+            raise StudyError(f"study {study.name!r} is closed; copy it to run it again")
+        if not study.consent_text.strip():
+            raise StudyError(
+                f"study {study.name!r} has no consent text: write what workers agree to (the study page's "
+                "'What workers read') before opening it"
+            )
+        if not study.items.exists():
+            study_sample_items(study=study)
+        plan = design_units(study=study)
+        if not plan.units:
+            raise StudyError(plan.problem)
+        study_units_build(study=study, plan=plan)
+        Study.STATUS.move(study, Study.Status.OPEN)
+    return study

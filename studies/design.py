@@ -1,0 +1,173 @@
+"""What a study design yields: its units of work (the one derivation) and what filling them takes.
+
+A unit is one thing that needs ``study.annotators_per_unit`` distinct workers. What a unit is
+depends on the study kind:
+
+=====================  ===============================================  ===================
+kind                   one unit per                                     question_key
+=====================  ===============================================  ===================
+utility                item x source (with that source's rationale)     ``item:<item id>``
+generalization         generalization question x source (rationale of   ``item:<item id>``
+                       the *original* item from that source)
+question_validation    generalization question                          ``genq:<genq id>``
+rationale_properties   rationale (item x source)                        ``item:<item id>``
+=====================  ===============================================  ===================
+
+``question_key`` is what a worker must never see twice in a study. In a generalization study
+the worker sees the original question and its rationale after answering x_g, so any other
+generalization question of the same item would be contaminated: the key is the original item,
+not the generalization question. Generalization questions marked invalid are left out.
+
+A gold source without a ``Rationale`` row falls back to ``Item.gold_rationale`` (shown at the
+reveal); other missing (item, source) rationales are skipped and counted.
+
+``design_units`` is read by the unit builder (``annotations``: it creates ``Unit`` rows from it,
+in this order) and by the design summary; ``design_capacity`` applies the assignment rule (a
+worker gets at most one unit of each question, so a task holds at most one unit per distinct
+question) to say how large a task can be and how many tasks and workers the quota needs.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    item_id: int
+    source_id: int | None
+    rationale_id: int | None
+    generalization_question_id: int | None
+    question_key: str
+
+
+@dataclass
+class UnitPlan:
+    """The units a design yields, in build order. ``problem`` says why there are none."""
+
+    units: list[UnitSpec] = field(default_factory=list)
+    missing_rationales: int = 0
+    problem: str = ""
+
+
+def design_units(*, study: Study, item_ids: Iterable[int] | None = None) -> UnitPlan:
+    """Every unit ``study`` yields (see the table above), from its drawn items, or from
+    ``item_ids`` (the summary of a study whose sample is not drawn yet)."""
+    if item_ids is None:
+        item_ids = study.items.order_by("id").values_list("id", flat=True) if study.pk else []
+    item_ids = sorted(item_ids)
+    if not item_ids:
+        return UnitPlan(problem=f"Study '{study.name}' has no items: add items to the study (or draw its sample).")
+    kind = study.kind
+    if kind == Study.Kind.QUESTION_VALIDATION:
+        units = [
+            UnitSpec(item_id, None, None, genq_id, f"genq:{genq_id}")
+            for genq_id, item_id in GeneralizationQuestion.objects.filter(item_id__in=item_ids)
+            .order_by("item_id", "id").values_list("id", "item_id")
+        ]
+        if not units:
+            return UnitPlan(problem=(
+                f"Study '{study.name}' validates generalization questions, but its items have none: "
+                "import or generate generalization questions first."
+            ))
+        return UnitPlan(units=units)
+
+    sources = list(study.sources.order_by("id")) if study.pk else []
+    if not sources:
+        return UnitPlan(problem=f"Study '{study.name}' has no rationale sources: add at least one source to the study.")
+    rationale_of = {
+        (item_id, source_id): rationale_id
+        for rationale_id, item_id, source_id in Rationale.objects.filter(
+            item_id__in=item_ids, source__in=sources
+        ).values_list("id", "item_id", "source_id")
+    }
+    gold_sources = {s.pk for s in sources if s.kind == RationaleSource.Kind.GOLD}
+    has_gold_text = set()
+    if gold_sources:
+        has_gold_text = set(Item.objects.filter(id__in=item_ids).exclude(gold_rationale="").values_list("id", flat=True))
+
+    # (item, generalization question or None): each is paired with every source that has a rationale for the item.
+    if kind in (Study.Kind.UTILITY, Study.Kind.RATIONALE_PROPERTIES):
+        questions = [(item_id, None) for item_id in item_ids]
+    elif kind == Study.Kind.GENERALIZATION:
+        questions = [
+            (item_id, genq_id)
+            for genq_id, item_id in GeneralizationQuestion.objects.filter(item_id__in=item_ids)
+            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID)
+            .order_by("item_id", "id").values_list("id", "item_id")
+        ]
+        if not questions:
+            return UnitPlan(problem=f"Study '{study.name}': its items have no generalization questions yet.")
+    else:  # pragma: no cover - a new kind must be added here explicitly
+        return UnitPlan(problem=f"Study kind '{kind}' has no unit definition.")
+    plan = UnitPlan()
+    for item_id, genq_id in questions:
+        for source in sources:
+            rationale_id = rationale_of.get((item_id, source.pk))
+            if rationale_id is None and not (source.pk in gold_sources and item_id in has_gold_text):
+                plan.missing_rationales += 1
+                continue
+            plan.units.append(UnitSpec(item_id, source.pk, rationale_id, genq_id, f"item:{item_id}"))
+    if not plan.units:
+        plan.problem = (
+            f"Study '{study.name}' yields no units: none of its items has a rationale from its sources "
+            f"({plan.missing_rationales} item/source pairs without a rationale)."
+        )
+    return plan
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What filling a design takes under the assignment rule (no worker sees a question twice).
+
+    ``largest_task``: units a task can hold (``units_per_task``, or fewer when the design has
+    fewer distinct questions); ``tasks``: tasks the quota needs at least (each holds at most
+    ``largest_task`` units and at most one unit of each question); ``workers``: distinct workers
+    it needs at least (one worker answers each question once over all their tasks);
+    ``warning``: what differs from the design as entered (tasks smaller than ``units_per_task``),
+    empty when nothing does."""
+
+    units: int
+    questions: int
+    answers: int
+    units_per_task: int
+    largest_task: int
+    tasks: int
+    workers: int
+    warning: str = ""
+
+
+def design_capacity(*, question_keys: Iterable[str], quota: int, units_per_task: int) -> Capacity:
+    """The assignment rule applied to a design's units (their ``question_key``s)."""
+    per_question = Counter(question_keys)
+    units = sum(per_question.values())
+    answers = units * quota
+    if not units:
+        return Capacity(0, 0, 0, units_per_task, 0, 0, 0)
+    questions = len(per_question)
+    largest = min(units_per_task, questions)
+    # A question with s units needs s x quota different workers, and as many tasks.
+    busiest = max(per_question.values()) * quota
+    tasks = max(math.ceil(answers / largest), busiest)
+    workers = max(math.ceil(answers / questions), busiest)
+    warning = ""
+    if largest < units_per_task:
+        warning = (
+            f"Tasks can hold at most {largest} questions, not {units_per_task}: a worker never sees a question "
+            f"twice (whatever the source), and this design has {questions} distinct questions. Filling "
+            f"{units:,} units x {quota} workers = {answers:,} answers takes {tasks:,} tasks and at least "
+            f"{workers:,} different workers. Publish that many tasks, or set units per task to {largest} or "
+            "fewer, or add items."
+        )
+    return Capacity(units, questions, answers, units_per_task, largest, tasks, workers, warning)
+
+
+def study_capacity(*, study: Study, plan: UnitPlan | None = None) -> Capacity:
+    """``design_capacity`` of the study's own design (its units per task and workers per unit)."""
+    plan = plan if plan is not None else design_units(study=study)
+    return design_capacity(question_keys=[u.question_key for u in plan.units], quota=study.annotators_per_unit,
+                           units_per_task=study.units_per_task)
