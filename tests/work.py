@@ -8,9 +8,10 @@ from collections.abc import Callable
 from annotations.models import Assignment, Claim
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
+from annotations.services.opening import study_open
 from annotations.services.participants import participant_get_or_create
 from studies.models import Platform, Study
-from studies.services.studies import study_create, study_open
+from studies.services.studies import study_create
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
 
 # answer(claim, step) -> label; the default answers "no" before the rationale and the gold after.

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from annotations.platforms.handoff import study_entry_url
+from annotations.services.opening import study_open
 from studies import demo
 from studies.models import Dataset, Platform, RationaleSource, Study
 from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
@@ -58,8 +59,6 @@ class Command(BaseCommand):
         study = self._study(admin)
         status_note = ""
         if study.status == Study.Status.DRAFT:
-            from annotations.services.opening import study_open  # the demo composes the apps
-
             try:
                 study = study_open(study=study)
             except StudyError as exc:
