@@ -18,23 +18,24 @@ def study_open(*, study: Study) -> Study:
     sources, no rationales, no generalization questions). A design whose tasks cannot be as large
     as ``units_per_task`` (no worker sees a question twice) opens with smaller tasks: the design
     summary warns and counts the tasks and workers it needs (``studies.design.design_capacity``).
-    Idempotent: an open study is returned as it is; a closed one cannot open again."""
+    Idempotent: an open study is returned as it is; a closed one cannot open again. Returns
+    ``study``, refreshed."""
     with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study.pk)
-        if study.status == Study.Status.OPEN:
-            return study
-        if study.status == Study.Status.CLOSED:
-            raise StudyError(f"study {study.name!r} is closed; copy it to run it again")
-        if not study.consent_text.strip():
-            raise StudyError(
-                f"study {study.name!r} has no consent text: write what workers agree to (the study page's "
-                "'What workers read') before opening it"
-            )
-        if not study.items.exists():
-            study_sample_items(study=study)
-        plan = design_units(study=study)
-        if not plan.units:
-            raise StudyError(plan.problem)
-        study_units_build(study=study, plan=plan)
-        Study.STATUS.move(study, Study.Status.OPEN)
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if locked.status == Study.Status.CLOSED:
+            raise StudyError(f"study {locked.name!r} is closed; copy it to run it again")
+        if locked.status == Study.Status.DRAFT:
+            if not locked.consent_text.strip():
+                raise StudyError(
+                    f"study {locked.name!r} has no consent text: write what workers agree to (the study page's "
+                    "'What workers read') before opening it"
+                )
+            if not locked.items.exists():
+                study_sample_items(study=locked)
+            plan = design_units(study=locked)
+            if not plan.units:
+                raise StudyError(plan.problem)
+            study_units_build(study=locked, plan=plan)
+            Study.STATUS.move(locked, Study.Status.OPEN)
+    study.refresh_from_db(fields=["status", "updated_at"])  # the caller's instance is open now too
     return study
