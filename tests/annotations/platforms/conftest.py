@@ -18,6 +18,7 @@ from annotations.platforms.mturk import SANDBOX_ENDPOINT, MTurkPlatform
 from annotations.platforms.prolific import ProlificPlatform
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
+from annotations.services.opening import study_open
 from annotations.services.steps import steps_for
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.prolific_server import FakeProlific
@@ -81,8 +82,7 @@ def study(db):
 
 
 def open_study(study):
-    study.status = "open"
-    study.save(update_fields=["status"])
+    study_open(study=study)  # the one way to open: builds the units
     return study
 
 
