@@ -463,15 +463,3 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, C
     if claim is not None and token and claim.assignment.token == token:
         return claim.assignment, claim
     return assignment_by_token(token), claim
-
-
-def active_assignment_for(*, study_id: int, platform: str, external_id: str) -> Assignment | None:
-    """The worker's active (or last submitted) assignment, to resume from an entry link."""
-    return (
-        Assignment.objects.filter(
-            study_id=study_id, participant__platform=platform, participant__external_id=external_id,
-            status=Assignment.Status.ACTIVE,
-        )
-        .only("token")
-        .first()
-    )

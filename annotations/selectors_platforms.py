@@ -27,6 +27,17 @@ from studies.models import Platform, Study
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 
+def study_prolific_study_ids(*, study: Study) -> set[str]:
+    """The Prolific study ids ``study`` was published as (dry runs aside). A worker's
+    ``STUDY_ID`` must be one of them (``annotations.platforms.handoff.arrival_parse``)."""
+    ids: set[str] = set()
+    for external_ids in Publication.objects.filter(
+        study_id=study.pk, platform=Platform.PROLIFIC, dry_run=False
+    ).values_list("external_ids", flat=True):
+        ids.update(str(entry["study_id"]) for entry in external_ids or [] if entry.get("study_id"))
+    return ids
+
+
 def study_task_count(*, study: Study) -> tuple[int, int]:
     """(answers to collect, tasks) for ``study``, under the assignment rule
     (``studies.design.study_capacity``: a task holds at most one unit of each question)."""

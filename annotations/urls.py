@@ -1,14 +1,14 @@
 """Worker URLs, mounted under ``/w/`` by ``config/urls.py``."""
 from django.urls import path
 
-from annotations import views, views_preview
+from annotations import views, views_entry, views_preview
 
 app_name = "annotations"
 
 urlpatterns = [
-    path("s/<str:study_token>/", views.entry, name="entry"),
-    path("l/<str:token>/", views.participant_link_entry, name="link_entry"),
-    path("o/<str:token>/", views.open_link_entry, name="open_link_entry"),
+    path("s/<str:study_token>/", views_entry.entry, name="entry"),
+    path("l/<str:token>/", views_entry.participant_link_entry, name="link_entry"),
+    path("o/<str:token>/", views_entry.open_link_entry, name="open_link_entry"),
     path("a/<str:token>/", views.assignment_view, name="assignment"),
     path("a/<str:token>/consent", views.consent_view, name="consent"),
     path("a/<str:token>/qualification", views.qualification_view, name="qualification"),

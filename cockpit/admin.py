@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 
+from annotations.selectors_entry import study_entry_warnings
 from annotations.services.opening import study_open
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Item, Study
@@ -57,7 +58,7 @@ class StudyForm(forms.ModelForm):
         return data
 
 
-def design_table(summary) -> str:
+def design_table(summary, *, extra_warnings: list[str] = ()) -> str:
     s = summary
     rows = [
         ("Items", f"{s.items:,}"),
@@ -75,8 +76,9 @@ def design_table(summary) -> str:
         ("Effective hourly pay", f"${s.hourly_pay}/h (floor ${s.hourly_pay_floor}/h)" if s.hourly_pay else "—"),
     ]
     body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
-    warnings = format_html_join("", '<li class="warning">{}</li>', ((w,) for w in s.warnings))
-    if s.warnings:
+    all_warnings = [*s.warnings, *extra_warnings]
+    warnings = format_html_join("", '<li class="warning">{}</li>', ((w,) for w in all_warnings))
+    if all_warnings:
         return format_html(
             '<table class="rl-design">{}</table><ul class="messagelist rl-design-warnings">{}</ul>', body, warnings
         )
@@ -124,7 +126,7 @@ class StudyAdmin(StudyScopedAdmin):
     def design_at_a_glance(self, obj):
         if obj is None or not obj.pk:
             return "Shown once the study is saved."
-        return design_table(study_design_summary(study=obj))
+        return design_table(study_design_summary(study=obj), extra_warnings=study_entry_warnings(study=obj))
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data

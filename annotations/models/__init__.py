@@ -10,6 +10,7 @@ from .core import (  # noqa: F401
     QualificationTest,
     Unit,
 )
+from .entry import ConsentReceipt, PlatformAssignmentBinding  # noqa: F401
 from .platforms import (  # noqa: F401
     Bonus,
     Installation,

@@ -8,14 +8,20 @@ Arrival (query string of the entry URL ``/w/s/<study token>/``):
   worker only previews the HIT, ``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE`` and there is no
   ``workerId``: the page is read-only and nothing is stored.
 - Prolific: ``PROLIFIC_PID``, ``STUDY_ID``, ``SESSION_ID``.
-- Plain link: nothing; the browser gets a generated participant id in a signed cookie, so the
-  same browser resumes. Single-person links (``/w/l/<token>/``) and open links
+- Plain link: nothing; the browser keeps its participant in a signed cookie, so the same
+  browser resumes. Single-person links (``/w/l/<token>/``) and open links
   (``/w/o/<token>/``) are the platforms' ``ParticipantLink`` / ``OpenLink`` rows.
+
+``arrival_parse`` checks each id against the platform's documented format (below) and refuses
+anything else; these ids are unauthenticated all the same (anyone can type them into a URL), so
+``annotations.services.entry`` decides who may open which task.
 
 Hand-back at the end:
 
-- MTurk: the browser POSTs a form to ``{turkSubmitTo}/mturk/externalSubmit`` with
-  ``assignmentId`` (plus ``completionCode``; MTurk wants at least one answer field).
+- MTurk: the browser POSTs a form to ``/mturk/externalSubmit`` on www.mturk.com or
+  workersandbox.mturk.com, the one ``turkSubmitTo`` names (the address is never built from the
+  parameter's text), with ``assignmentId`` (plus ``completionCode``; MTurk wants at least one
+  answer field).
 - Prolific: a redirect to ``https://app.prolific.com/submissions/complete?cc=<code>``; the code is
   the study's (``study_completion_code``), the one configured when publishing.
 - Link: the completion code on screen.
@@ -24,18 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass, field
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
+from annotations.selectors_platforms import study_prolific_study_ids
 from studies.models import Platform
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
-# Where MTurk may send workers back to; a turkSubmitTo elsewhere is refused (no open redirect).
-MTURK_SUBMIT_HOSTS_DEFAULT = ("www.mturk.com", "workersandbox.mturk.com")
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete"
 _STUDY_SALT = "annotations.platforms.study"
 
@@ -121,62 +127,95 @@ def study_entry_url(study, *, platform: str | None = None) -> str:
 
 # --- arrival ------------------------------------------------------------------------------------
 
-def _mturk_submit_hosts() -> tuple[str, ...]:
-    return tuple(getattr(settings, "RL_MTURK_SUBMIT_HOSTS", MTURK_SUBMIT_HOSTS_DEFAULT))
+# The platforms' documented id formats. MTurk (API 2017-01-17 service model): HITId and
+# AssignmentId are ``EntityId`` (``^[A-Z0-9]+$``, 1-64 characters), WorkerId is ``CustomerId``
+# (``^A[A-Z0-9]+$``, 1-64 characters). Prolific: participant, study and session ids are
+# 24-character hexadecimal object ids. Anything else is refused before it is stored or sent.
+MTURK_ENTITY_ID = re.compile(r"[A-Z0-9]{1,64}")
+MTURK_WORKER_ID = re.compile(r"A[A-Z0-9]{1,63}")
+PROLIFIC_ID = re.compile(r"[0-9a-f]{24}")
+# Where MTurk sends a finished HIT back to, chosen by ``turkSubmitTo`` but never built from its
+# text: the parameter only selects one of these fixed form actions.
+MTURK_SUBMIT_URLS = {
+    "https://www.mturk.com": "https://www.mturk.com/mturk/externalSubmit",
+    "https://workersandbox.mturk.com": "https://workersandbox.mturk.com/mturk/externalSubmit",
+}
 
 
-def _clean(value: str | None, name: str, max_length: int = 200) -> str:
-    value = (value or "").strip()
-    if len(value) > max_length:
-        raise ArrivalError(f"The parameter {name} is longer than {max_length} characters.")
+def _param(params, name: str) -> str:
+    """The parameter's value exactly as sent (an absent parameter is empty): the formats below
+    decide, and nothing is trimmed or repaired first."""
+    value = params.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def _id(params, name: str, pattern: re.Pattern, *, what: str, required: bool = True) -> str:
+    value = _param(params, name)
+    if not value:
+        if required:
+            raise ArrivalError(f"The link lacks {name} ({what}): open the task again from the platform.")
+        return ""
+    if not pattern.fullmatch(value):
+        raise ArrivalError(
+            f"The parameter {name} is not a valid {what}. Open the task again from the platform, "
+            "without changing its address."
+        )
     return value
 
 
-def arrival_parse(*, platform: str, params) -> Arrival:
-    """Read the platform's query parameters (a QueryDict or dict) for a study on ``platform``."""
+def _prolific_id(params, name: str, *, what: str) -> str:
+    value = _param(params, name)
+    if value.startswith("{{%"):
+        raise ArrivalError(
+            f"{name} is still Prolific's placeholder: open this study from Prolific, not from its settings page."
+        )
+    # Object ids are written in lowercase; an uppercase copy is the same id.
+    return _id({name: value.lower()}, name, PROLIFIC_ID, what=what)
+
+
+def arrival_parse(*, study, params) -> Arrival:
+    """Validate the platform's query parameters (a QueryDict or dict) for ``study``'s platform.
+
+    Every id must have its platform's documented format, and a Prolific ``STUDY_ID`` must be
+    this study's own published Prolific study; otherwise ``ArrivalError`` says which parameter is
+    wrong. The returned values are the validated ones: the only ones the app stores or sends."""
+    platform = study.platform
     if platform == Platform.MTURK:
-        assignment_id = _clean(params.get("assignmentId"), "assignmentId")
-        if not assignment_id:
-            raise ArrivalError("This task must be opened from Amazon Mechanical Turk (assignmentId is missing).")
-        if assignment_id == MTURK_PREVIEW_ID:
-            return Arrival(platform=platform, preview=True, task_id=_clean(params.get("hitId"), "hitId"))
-        worker_id = _clean(params.get("workerId"), "workerId")
-        submit_to = _clean(params.get("turkSubmitTo"), "turkSubmitTo", 300).rstrip("/")
-        if not worker_id or not submit_to:
-            raise ArrivalError("MTurk did not send workerId and turkSubmitTo: open the HIT again from MTurk.")
-        parts = urlsplit(submit_to)
-        if parts.scheme != "https" or parts.hostname not in _mturk_submit_hosts():
-            raise ArrivalError("turkSubmitTo does not point to Amazon Mechanical Turk.")
-        return Arrival(
-            platform=platform,
-            worker_id=worker_id,
-            assignment_id=assignment_id,
-            task_id=_clean(params.get("hitId"), "hitId"),
-            return_url=submit_to,
-        )
+        if _param(params, "assignmentId") == MTURK_PREVIEW_ID:
+            return Arrival(platform=platform, preview=True,
+                           task_id=_id(params, "hitId", MTURK_ENTITY_ID, what="MTurk HIT id", required=False))
+        assignment_id = _id(params, "assignmentId", MTURK_ENTITY_ID, what="MTurk assignment id")
+        worker_id = _id(params, "workerId", MTURK_WORKER_ID, what="MTurk worker id")
+        task_id = _id(params, "hitId", MTURK_ENTITY_ID, what="MTurk HIT id")
+        submit_to = _param(params, "turkSubmitTo").rstrip("/")
+        if submit_to not in MTURK_SUBMIT_URLS:
+            raise ArrivalError("turkSubmitTo is not Amazon Mechanical Turk's address: open the HIT again from MTurk.")
+        return Arrival(platform=platform, worker_id=worker_id, assignment_id=assignment_id, task_id=task_id,
+                       return_url=submit_to)
     if platform == Platform.PROLIFIC:
-        pid = _clean(params.get("PROLIFIC_PID"), "PROLIFIC_PID")
-        if not pid or pid.startswith("{{"):
-            raise ArrivalError("This study must be opened from Prolific (PROLIFIC_PID is missing).")
-        return Arrival(
-            platform=platform,
-            worker_id=pid,
-            assignment_id=_clean(params.get("SESSION_ID"), "SESSION_ID"),
-            task_id=_clean(params.get("STUDY_ID"), "STUDY_ID"),
-        )
+        worker_id = _prolific_id(params, "PROLIFIC_PID", what="Prolific participant id")
+        task_id = _prolific_id(params, "STUDY_ID", what="Prolific study id")
+        session_id = _prolific_id(params, "SESSION_ID", what="Prolific session id")
+        if task_id not in study_prolific_study_ids(study=study):
+            raise ArrivalError("STUDY_ID is not this study's Prolific study: open the study again from Prolific.")
+        return Arrival(platform=platform, worker_id=worker_id, assignment_id=session_id, task_id=task_id)
     return Arrival(platform=Platform.LINK)
 
 
 # --- hand-back ----------------------------------------------------------------------------------
 
 def handback_for(assignment) -> Handback:
-    """How the finished page hands the worker back to the platform of ``assignment``."""
+    """How the finished page hands the worker back to the platform of ``assignment``. Every
+    address is one of the fixed ones above; nothing of a URL a worker sent is used."""
     platform = assignment.participant.platform
     code = assignment.completion_code
-    if platform == Platform.MTURK and assignment.return_url:
+    if platform == Platform.MTURK:
+        action = MTURK_SUBMIT_URLS.get(assignment.return_url)
+        if action is None:  # a row stored before turkSubmitTo was checked: no address to trust
+            return Handback(kind="code", code=code)
         return Handback(
             kind="form_post",
-            url=f"{assignment.return_url}/mturk/externalSubmit",
+            url=action,
             fields={"assignmentId": assignment.platform_assignment_id, "completionCode": code},
             code=code,
         )

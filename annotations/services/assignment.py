@@ -47,7 +47,13 @@ from django.db.models.functions import Mod
 from django.utils import timezone
 
 from annotations.models import Assignment, AttentionCheck, Claim, Participant, QualificationGrant, Unit
-from annotations.services.errors import NotQualified, NoWorkAvailable, ParticipantBlocked, StudyNotOpen
+from annotations.services.errors import (
+    NotQualified,
+    NoWorkAvailable,
+    ParticipantBlocked,
+    StudyNotOpen,
+    TaskInProgress,
+)
 from annotations.services.release import _release, first_answer_window, lock, lock_active
 from studies.models import Study
 
@@ -223,6 +229,7 @@ def assignment_start(
     return_url: str = "",
     completion_code: str = "",
     consented: bool = False,
+    resume: bool = True,
     now: datetime | None = None,
     rng: random.Random | None = None,
 ) -> Assignment:
@@ -232,7 +239,9 @@ def assignment_start(
     stored ones, so the hand-back goes to the assignment the platform knows now. Two starts of
     the same worker at once (double click, two tabs) give the same task, or both "no work".
     ``rng`` chooses among equally good units (the preview passes a seeded one; by default a
-    fresh random one per claim).
+    fresh random one per claim). ``resume=False`` (the worker entry pages, which decide who may
+    open a task in progress: ``annotations.services.entry``) raises ``TaskInProgress`` instead of
+    resuming or touching an active assignment.
     Raises ``StudyNotOpen``, ``ParticipantBlocked``, ``NotQualified`` or ``NoWorkAvailable``."""
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen("This study is not accepting work at the moment. Thank you for your interest.")
@@ -248,6 +257,8 @@ def assignment_start(
     for _attempt in range(3):
         active = _active_assignment(study=study, participant=participant)
         if active is not None and not _expire_if_stale(active, now):
+            if not resume:
+                raise TaskInProgress("You already have a task in progress in this study.")
             _refresh_platform_refs(active, **refs)
             if consented and active.consented_at is None:
                 assignment_consent(assignment=active)

@@ -29,6 +29,13 @@ class NoWorkAvailable(AnnotationError):
     status = 409
 
 
+class TaskInProgress(AnnotationError):
+    """The worker has a task in progress in this study that this request may not open (see
+    ``annotations.services.entry``)."""
+
+    status = 409
+
+
 class AssignmentNotActive(AnnotationError):
     """The assignment was submitted, returned, expired or reviewed: nothing more is stored."""
 

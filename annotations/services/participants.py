@@ -1,19 +1,44 @@
-"""Participants: who a worker is on their platform, and the link-based ways in."""
+"""Participants: who a worker is on their platform, and the link-based ways in.
+
+A participant is a platform id (MTurk WorkerId, Prolific PID, both validated by
+``annotations.platforms.handoff``), a single-person link's holder, an anonymous browser on a
+plain or open link, or a person who typed a participant identifier there (stored only as a
+keyed hash of it)."""
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
 import secrets
+import unicodedata
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from annotations.models import Participant
-from annotations.services.errors import StudyNotOpen
-from studies.models import Platform
+from annotations.models import Assignment, OpenLink, Participant, ParticipantLink, PlatformAssignmentBinding
+from annotations.services.errors import AnnotationError, StudyNotOpen
+from studies.models import Platform, Study
+
+# A lab id or an e-mail address: letters, digits and . _ - + @, at most 254 characters.
+IDENTIFIER_FORMAT = re.compile(r"[\w.+@-]{1,254}", re.ASCII)
+IDENTIFIER_PREFIX = "idh-"
+
+
+class IdentityMismatch(AnnotationError):
+    """A platform assignment id arrived with another worker id than the one it belongs to."""
+
+    status = 403
+
+
+class InvalidIdentifier(AnnotationError):
+    status = 400
 
 
 def participant_get_or_create(*, platform: str, external_id: str) -> Participant:
-    """The participant with this platform id, created on first sight (safe under races)."""
+    """The participant with this platform id, created on first sight (safe under races).
+    ``external_id`` must be validated by the caller (``handoff.arrival_parse``)."""
     participant = Participant.objects.filter(platform=platform, external_id=external_id).first()
     if participant is not None:
         return participant
@@ -25,35 +50,76 @@ def participant_get_or_create(*, platform: str, external_id: str) -> Participant
 
 
 def participant_new_anonymous() -> Participant:
-    """A participant for a plain link: a random id, kept by the worker's browser."""
+    """A participant for a plain or open link: a random id, kept by the worker's browser."""
     return Participant.objects.create(platform=Platform.LINK, external_id=f"anon-{secrets.token_hex(8)}")
 
 
-@transaction.atomic
-def participant_link_redeem(*, link) -> Participant:
-    """The participant of a single-person link (``ParticipantLink``), created at first use."""
-    from annotations.models.platforms import ParticipantLink
+def identifier_hash(identifier: str) -> str:
+    """The keyed hash a participant identifier is stored as (never the identifier itself).
 
-    locked = ParticipantLink.objects.select_for_update().get(pk=link.pk)
-    if locked.revoked:
-        raise StudyNotOpen("This link has been withdrawn by the researcher.")
-    if locked.participant_id:
-        return locked.participant
-    participant = participant_get_or_create(platform=Platform.LINK, external_id=f"plink-{locked.pk}")
-    locked.participant = participant
-    locked.redeemed_at = timezone.now()
-    locked.save(update_fields=["participant", "redeemed_at"])
-    return participant
+    The identifier is normalised first (Unicode NFKC, surrounding spaces dropped, case folded),
+    so "Ana@Lab.org " and "ana@lab.org" are one person. Raises ``InvalidIdentifier`` for anything
+    that is not a lab id or an e-mail address."""
+    normal = unicodedata.normalize("NFKC", identifier or "").strip().casefold()
+    if not IDENTIFIER_FORMAT.fullmatch(normal):
+        raise InvalidIdentifier(
+            "A participant identifier is a lab id or an e-mail address: letters, digits and . _ - + @ "
+            "only, at most 254 characters. Leave the field empty to take part without one."
+        )
+    key = str(settings.RL_PSEUDONYM_SALT).encode()
+    return hmac.new(key, b"participant-identifier\x00" + normal.encode(), hashlib.sha256).hexdigest()
 
 
-@transaction.atomic
-def open_link_join(*, link) -> Participant:
-    """A new participant through a shared link (``OpenLink``), counted against its capacity."""
-    from annotations.models.platforms import OpenLink
+def participant_identified(*, identifier: str) -> Participant:
+    """The participant of a typed participant identifier (a link participant, created once)."""
+    return participant_get_or_create(platform=Platform.LINK, external_id=IDENTIFIER_PREFIX + identifier_hash(identifier))
 
+
+def platform_assignment_bind(*, study: Study, participant: Participant, platform_assignment_id: str) -> None:
+    """Bind a platform assignment / session id to ``participant``, the first worker seen with it.
+    Raises ``IdentityMismatch`` when it already belongs to another worker. Idempotent."""
+    if not platform_assignment_id:
+        return
+    lookup = {"platform": participant.platform, "platform_assignment_id": platform_assignment_id}
+    try:
+        with transaction.atomic():
+            binding, _ = PlatformAssignmentBinding.objects.get_or_create(
+                **lookup, defaults={"participant": participant, "study": study})
+    except IntegrityError:  # created by a simultaneous request
+        binding = PlatformAssignmentBinding.objects.get(**lookup)
+    if binding.participant_id != participant.pk:
+        raise IdentityMismatch(
+            "This task's platform assignment belongs to another worker account, so it cannot be opened "
+            "with yours. Open the task again from the platform."
+        )
+
+
+def participant_link_redeem(*, link: ParticipantLink) -> Participant:
+    """The participant of a single-person link, created at its first use (the same one on every
+    later use). Raises ``StudyNotOpen`` for a withdrawn link."""
+    with transaction.atomic():
+        locked = ParticipantLink.objects.select_for_update().get(pk=link.pk)
+        if locked.revoked:
+            raise StudyNotOpen("This link has been withdrawn by the researcher.")
+        if locked.participant_id is None:
+            locked.participant = participant_get_or_create(platform=Platform.LINK, external_id=f"plink-{locked.pk}")
+            locked.redeemed_at = timezone.now()
+            locked.save(update_fields=["participant", "redeemed_at"])
+    link.participant, link.redeemed_at = locked.participant, locked.redeemed_at
+    return locked.participant
+
+
+def open_link_join(*, link: OpenLink, participant: Participant) -> None:
+    """Count ``participant`` against the open link's capacity the first time they take part in its
+    study through it (a worker coming back for another task is not counted again). Raises
+    ``StudyNotOpen`` when the link is closed or full. Call inside the transaction that creates
+    the participant's consent, so a refused join leaves nothing behind."""
+    if participant.pk and Assignment.objects.filter(study_id=link.study_id, participant_id=participant.pk).exists():
+        if not OpenLink.objects.filter(pk=link.pk, active=True).exists():
+            raise StudyNotOpen("This link is closed. Thank you for your interest.")
+        return
     updated = OpenLink.objects.filter(pk=link.pk, active=True).filter(
         Q(max_participants__isnull=True) | Q(n_participants__lt=F("max_participants"))
     ).update(n_participants=F("n_participants") + 1)
     if not updated:
         raise StudyNotOpen("This link is full or closed. Thank you for your interest.")
-    return participant_new_anonymous()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 os.environ.setdefault("DJANGO_DEBUG", "0")
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"'.encode()) for name in
-         ("csrfmiddlewaretoken", "claim", "step", "shown")}
+         ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
 STEPS = ("landing", "claim", "question", "before", "reveal", "after", "finish")
 
 
@@ -153,8 +154,9 @@ async def worker(host: str, port: int, entry: str, deadline: float, lat: dict, s
         client = Http(host, port)  # a new participant: fresh cookies
         _, _, page = await timed("landing", client.request("GET", entry))
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1).decode()
-        status, headers, _ = await timed("claim", client.request("POST", entry, {"consent": "yes",
-                                                                                 "csrfmiddlewaretoken": token}))
+        nonce = html.unescape(FIELD["nonce"].search(page).group(1).decode())
+        status, headers, _ = await timed("claim", client.request("POST", entry, {
+            "consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}))
         if status != 302:
             if status == 409:  # no work left
                 stop.set()

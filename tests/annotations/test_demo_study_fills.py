@@ -18,6 +18,7 @@ from django.test import Client
 from annotations.models import Annotation, Claim, Unit
 from annotations.platforms import handoff
 from studies.models import Study
+from tests.annotations.pages import consent
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in ("claim
 def do_one_task(client: Client, entry: str) -> int:
     """Consent, answer every question before and after the reveal, finish. Returns units done
     (0 when the study has no work left for this worker)."""
-    response = client.post(entry, {"consent": "yes"})
+    response = consent(client, entry)
     if response.status_code != 302:
         return 0
     task = response["Location"]

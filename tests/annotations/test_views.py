@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
@@ -20,32 +19,19 @@ from annotations.models import (
 from annotations.platforms import handoff
 from studies.models import Platform, Study
 from tests.annotations.factories import add_qualification, make_study
+from tests.annotations.pages import (
+    answer,
+    complete_task,
+    consent,
+    entry_url,
+    form_fields,
+    landing_nonce,
+    start,
+)
 
 pytestmark = pytest.mark.django_db
 
 EVIL = "<script>alert('x')</script>"
-
-
-def entry_url(study, **params) -> str:
-    url = f"/w/s/{handoff.study_token(study.pk)}/"
-    return f"{url}?{urlencode(params)}" if params else url
-
-
-def form_fields(html: str) -> dict:
-    return {name: re.search(rf'name="{name}" value="([^"]*)"', html).group(1) for name in ("claim", "step", "shown")}
-
-
-def start(client: Client, url: str) -> str:
-    response = client.post(url, {"consent": "yes"})
-    assert response.status_code == 302, response.content.decode()[:500]
-    return response["Location"]
-
-
-def answer(client: Client, task: str, value: str = "yes", **extra) -> tuple[dict, object]:
-    html = client.get(task).content.decode()
-    fields = form_fields(html)
-    response = client.post(task + "answer", {**fields, "answer": value, **extra})
-    return fields, response
 
 
 def test_utility_flow_hides_the_rationale_until_the_first_answer_is_stored(client):
@@ -89,11 +75,13 @@ def test_double_submit_stores_once(client):
 
 def test_same_browser_resumes_and_a_new_one_gets_other_work(client):
     study = make_study(n_items=4, n_sources=1, units_per_task=2)
+    second_tab = landing_nonce(client, entry_url(study))
     task = start(client, entry_url(study))
     answer(client, task, "yes")
     again = client.get(entry_url(study))
     assert again.status_code == 302 and again["Location"] == task
-    assert client.post(entry_url(study), {"consent": "yes"})["Location"] == task
+    # A second tab's consent form, sent after the first: the same worker, the same task.
+    assert client.post(entry_url(study), {"consent": "yes", "nonce": second_tab})["Location"] == task
     other = Client()
     other_task = start(other, entry_url(study))
     assert other_task != task
@@ -128,47 +116,26 @@ def test_mturk_preview_is_read_only_and_stores_nothing(client):
     assert not Participant.objects.exists() and not Assignment.objects.exists()
 
 
-def complete_task(client: Client, task: str) -> None:
-    for _ in range(50):
-        html = client.get(task).content.decode()
-        if 'name="claim"' not in html:
-            break
-        fields = form_fields(html)
-        assert client.post(task + "answer", {**fields, "answer": "yes"}).status_code == 302
-
-
 def test_mturk_accept_and_hand_back_by_form_post(client):
     study = make_study(platform=Platform.MTURK, n_items=2, n_sources=1, units_per_task=1)
-    params = {"assignmentId": "ASSIGN1", "hitId": "HIT1", "workerId": "W1",
+    params = {"assignmentId": "3ASSIGN1", "hitId": "3HIT1", "workerId": "AWORKER1",
               "turkSubmitTo": "https://workersandbox.mturk.com"}
     task = start(client, entry_url(study, **params))
     assignment = Assignment.objects.get()
     assert (assignment.platform_assignment_id, assignment.platform_task_id, assignment.participant.external_id) == (
-        "ASSIGN1", "HIT1", "W1")
+        "3ASSIGN1", "3HIT1", "AWORKER1")
     complete_task(client, task)
     assert client.post(task + "submit").status_code == 302
     done = client.get(task).content.decode()
     assert 'action="https://workersandbox.mturk.com/mturk/externalSubmit"' in done
-    assert 'name="assignmentId" value="ASSIGN1"' in done
+    assert 'name="assignmentId" value="3ASSIGN1"' in done
 
 
 def test_mturk_submit_to_elsewhere_is_refused(client):
     study = make_study(platform=Platform.MTURK)
-    url = entry_url(study, assignmentId="A", hitId="H", workerId="W", turkSubmitTo="https://evil.example")
+    url = entry_url(study, assignmentId="3A", hitId="3H", workerId="AW", turkSubmitTo="https://evil.example")
     assert client.post(url, {"consent": "yes"}).status_code == 400
     assert not Assignment.objects.exists()
-
-
-def test_prolific_needs_its_ids_and_redirects_back_with_the_study_code(client):
-    study = make_study(platform=Platform.PROLIFIC, n_items=2, n_sources=1, units_per_task=1)
-    assert client.get(entry_url(study)).status_code == 400
-    task = start(client, entry_url(study, PROLIFIC_PID="P1", STUDY_ID="S1", SESSION_ID="X1"))
-    complete_task(client, task)
-    response = client.post(task + "submit")
-    code = handoff.study_completion_code(study)
-    assert response.status_code == 302
-    assert response["Location"] == f"https://app.prolific.com/submissions/complete?cc={code}"
-    assert Assignment.objects.get().platform_assignment_id == "X1"
 
 
 def test_link_participant_gets_a_code_on_screen(client):
@@ -247,7 +214,7 @@ def test_qualification_fail_ends_politely_and_gives_units_back(client):
     client.post(task + "qualification", {f"q_{ids[0]}": "no", f"q_{ids[1]}": "no", f"q_{ids[2]}": "yes"})
     assert "did not reach the pass mark" in client.get(task).content.decode()
     assert set(Unit.objects.values_list("n_claimed", flat=True)) == {0}
-    again = client.post(entry_url(study), {"consent": "yes"})
+    again = consent(client, entry_url(study))
     assert again.status_code == 403 and "pass mark" in again.content.decode()
 
 

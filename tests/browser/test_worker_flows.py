@@ -123,11 +123,11 @@ def test_closing_the_browser_and_coming_back_with_the_same_link_resumes(live_ser
 
 def test_mturk_preview_then_accept_then_hand_back(live_server, page: Page):
     study = make_study(platform=Platform.MTURK, n_items=2, n_sources=1, units_per_task=1)
-    page.goto(entry(live_server, study, assignmentId=handoff.MTURK_PREVIEW_ID, hitId="HIT9"))
+    page.goto(entry(live_server, study, assignmentId=handoff.MTURK_PREVIEW_ID, hitId="3HIT9"))
     expect(page.locator("#preview-notice")).to_be_visible()
     expect(page.get_by_role("button", name="Accept the HIT to start")).to_be_disabled()
     assert not Participant.objects.exists() and not Assignment.objects.exists()
-    page.goto(entry(live_server, study, assignmentId="ASSIGN9", hitId="HIT9", workerId="WORKER9",
+    page.goto(entry(live_server, study, assignmentId="3ASSIGN9", hitId="3HIT9", workerId="AWORKER9",
                     turkSubmitTo="https://workersandbox.mturk.com"))
     consent_and_start(page)
     choose(page, "No")
@@ -135,7 +135,7 @@ def test_mturk_preview_then_accept_then_hand_back(live_server, page: Page):
     page.get_by_role("button", name="Finish the task").click()
     form = page.locator("#handback-form")
     expect(form).to_have_attribute("action", "https://workersandbox.mturk.com/mturk/externalSubmit")
-    expect(form.locator("input[name=assignmentId]")).to_have_value("ASSIGN9")
+    expect(form.locator("input[name=assignmentId]")).to_have_value("3ASSIGN9")
 
 
 def test_generalization_flow(live_server, page: Page):

@@ -34,6 +34,7 @@ def main() -> None:
     from annotations.models import Annotation
     from annotations.platforms.handoff import study_token
     from tests.annotations.factories import make_study
+    from tests.annotations.pages import start
 
     call_command("migrate", verbosity=0)
     study = make_study(n_items=n_tasks, n_sources=1, quota=1, units_per_task=1)
@@ -41,7 +42,7 @@ def main() -> None:
     tasks = []
     for _ in range(n_tasks):
         client = Client()
-        task = client.post(entry, {"consent": "yes"})["Location"]
+        task = start(client, entry)
         page = client.get(task).content.decode()
         claim = page.split('name="claim" value="', 1)[1].split('"', 1)[0]
         shown = page.split('name="shown" value="', 1)[1].split('"', 1)[0]

@@ -1,0 +1,83 @@
+"""Reads of the way in: who a worker is, which task they may resume, and what a study's page
+should warn about how its workers arrive. Writes are in ``annotations.services.participants``
+and ``annotations.services.entry``."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+
+from annotations.models import (
+    Assignment,
+    OpenLink,
+    Participant,
+    ParticipantLink,
+    PlatformAssignmentBinding,
+)
+from studies.models import Platform, Study
+
+
+def participant_by_platform_id(*, platform: str, external_id: str) -> Participant | None:
+    return Participant.objects.filter(platform=platform, external_id=external_id).first()
+
+
+def platform_assignment_owner(*, platform: str, platform_assignment_id: str) -> int | None:
+    """The participant id a platform assignment id is bound to, if it was seen before."""
+    return (
+        PlatformAssignmentBinding.objects.filter(platform=platform, platform_assignment_id=platform_assignment_id)
+        .values_list("participant_id", flat=True)
+        .first()
+    )
+
+
+def active_assignment(*, study: Study, participant: Participant | None,
+                      now: datetime | None = None) -> Assignment | None:
+    """The participant's task in progress in ``study`` (active and within its time)."""
+    if participant is None or participant.pk is None:
+        return None
+    return (
+        Assignment.objects.filter(study_id=study.pk, participant_id=participant.pk, status=Assignment.Status.ACTIVE,
+                                  expires_at__gt=now or timezone.now())
+        .only("token", "platform_assignment_id", "expires_at")
+        .first()
+    )
+
+
+def latest_assignment(*, study: Study, participant_id: int) -> Assignment | None:
+    """The participant's latest task in ``study`` that is in progress or finished (an expired or
+    returned one gave its questions back and counts as not taken)."""
+    return (
+        Assignment.objects.filter(study_id=study.pk, participant_id=participant_id)
+        .exclude(status__in=[Assignment.Status.EXPIRED, Assignment.Status.RETURNED])
+        .order_by("-created_at", "-id")
+        .only("token", "status", "expires_at")
+        .first()
+    )
+
+
+def link_by_token(model: type[ParticipantLink] | type[OpenLink], token: str):
+    """The link with this token (and its study), or None. Tokens are URL-safe base64; anything
+    else cannot be one and is not looked up."""
+    if not token or len(token) > 64 or not token.replace("-", "").replace("_", "").isalnum() or not token.isascii():
+        return None
+    return model.objects.select_related("study").filter(token=token).first()
+
+
+def study_entry_warnings(*, study: Study) -> list[str]:
+    """What the study page should say about workers who arrive without an identity.
+
+    An open link, or the plain study link of a link study (while no single-person links were
+    made for it), admits anyone, and a fresh browser there is a new participant: "each question
+    once per worker" then holds per browser only, unless the worker enters a participant
+    identifier on the landing page."""
+    open_link = OpenLink.objects.filter(study_id=study.pk, active=True).exists()
+    plain_link = study.platform == Platform.LINK and not ParticipantLink.objects.filter(study_id=study.pk).exists()
+    if not (open_link or plain_link):
+        return []
+    where = "an open link" if open_link else "its plain study link"
+    return [
+        f"This study takes anonymous workers through {where}: a worker who opens it in a new browser "
+        "is a new participant and may get questions they already answered. Workers who enter a "
+        "participant identifier (a lab id or e-mail, stored only as a keyed hash) are recognised "
+        "across browsers; single-person links avoid the problem."
+    ]

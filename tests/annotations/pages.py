@@ -1,0 +1,54 @@
+"""Helpers that walk the worker pages as a browser does (Django's test client)."""
+from __future__ import annotations
+
+import html
+import re
+from urllib.parse import urlencode
+
+from django.test import Client
+
+from annotations.platforms import handoff
+
+FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in ("claim", "step", "shown", "nonce")}
+
+
+def entry_url(study, **params) -> str:
+    url = f"/w/s/{handoff.study_token(study.pk)}/"
+    return f"{url}?{urlencode(params)}" if params else url
+
+
+def landing_nonce(client: Client, url: str) -> str:
+    """Open the landing page and read its one-time consent nonce."""
+    page = client.get(url)
+    assert page.status_code == 200, page.content.decode()[:500]
+    return html.unescape(FIELD["nonce"].search(page.content.decode()).group(1))
+
+
+def consent(client: Client, url: str, **extra):
+    """Load the landing page, tick the consent box and send the form (the response)."""
+    return client.post(url, {"consent": "yes", "nonce": landing_nonce(client, url), **extra})
+
+
+def start(client: Client, url: str, **extra) -> str:
+    """Consent and return the task's URL."""
+    response = consent(client, url, **extra)
+    assert response.status_code == 302, response.content.decode()[:500]
+    return response["Location"]
+
+
+def form_fields(page: str) -> dict:
+    return {name: FIELD[name].search(page).group(1) for name in ("claim", "step", "shown")}
+
+
+def answer(client: Client, task: str, value: str = "yes", **extra) -> tuple[dict, object]:
+    fields = form_fields(client.get(task).content.decode())
+    response = client.post(task + "answer", {**fields, "answer": value, **extra})
+    return fields, response
+
+
+def complete_task(client: Client, task: str) -> None:
+    for _ in range(50):
+        page = client.get(task).content.decode()
+        if 'name="claim"' not in page:
+            break
+        assert client.post(task + "answer", {**form_fields(page), "answer": "yes"}).status_code == 302

@@ -1,0 +1,122 @@
+"""Single-person links (``/w/l/``) and open links (``/w/o/``) through the worker pages, and the one
+redemption service they use (issue 11 bug 4; issue 12: a used link shows its code only to the
+browser that did the task)."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
+from annotations.services.errors import StudyNotOpen
+from annotations.services.links import links_close, links_generate, open_link_create
+from annotations.services.participants import participant_link_redeem
+from studies.models import Platform
+from tests.annotations.factories import make_study
+from tests.annotations.pages import complete_task, consent, start
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def study(db):
+    return make_study(n_items=6, n_sources=1, units_per_task=2)
+
+
+def link_url(link) -> str:
+    return f"/w/{'o' if isinstance(link, OpenLink) else 'l'}/{link.token}/"
+
+
+def test_redeeming_a_single_person_link_always_gives_its_one_participant(study):
+    link = links_generate(study=study, n=1)[0]
+    first = participant_link_redeem(link=link)
+    again = participant_link_redeem(link=ParticipantLink.objects.get(pk=link.pk))
+    assert first.pk == again.pk and first.platform == "link"
+    assert ParticipantLink.objects.get(pk=link.pk).redeemed_at is not None
+
+
+def test_a_withdrawn_link_cannot_be_redeemed(study):
+    link = links_generate(study=study, n=1)[0]
+    links_close(study=study)
+    with pytest.raises(StudyNotOpen):
+        participant_link_redeem(link=link)
+
+
+def test_a_single_person_link_through_the_pages(study):
+    link = links_generate(study=study, n=1)[0]
+    browser = Client()
+    task = start(browser, link_url(link))
+    assignment = Assignment.objects.select_related("participant").get()
+    assert assignment.participant == ParticipantLink.objects.get(pk=link.pk).participant
+    assert assignment.completion_code == link.completion_code
+    assert browser.get(link_url(link))["Location"] == task  # the same browser resumes
+    phone = Client()
+    assert phone.get(link_url(link))["Location"] == task  # the link is its holder's key while the task runs
+    complete_task(browser, task)
+    assert browser.post(task + "submit").status_code == 302
+    assert link.completion_code in browser.get(browser.get(link_url(link))["Location"]).content.decode()
+
+
+def test_a_used_link_opened_in_another_browser_does_not_show_its_completion_code_again(study):
+    link = links_generate(study=study, n=1)[0]
+    browser = Client()
+    task = start(browser, link_url(link))
+    complete_task(browser, task)
+    browser.post(task + "submit")
+    for method in ("get", "post"):
+        response = getattr(Client(), method)(link_url(link), {"consent": "yes"} if method == "post" else {})
+        page = response.content.decode()
+        assert response.status_code == 403 and "already used" in page
+        assert link.completion_code not in page and task not in page
+    assert Assignment.objects.count() == 1
+
+
+def test_withdrawn_unknown_and_malformed_links(client, study):
+    link = links_generate(study=study, n=2)[0]
+    links_close(study=study)
+    response = client.get(link_url(link))
+    assert response.status_code == 410 and "withdrawn" in response.content.decode()
+    for token in ("x" * 43, "a/b", "a" * 65, "é" * 10):
+        assert client.get(f"/w/l/{token}/").status_code == 404
+        assert client.get(f"/w/o/{token}/").status_code == 404
+
+
+def test_an_open_link_takes_new_browsers_up_to_its_capacity(study):
+    link = open_link_create(study=study, completion_code="LAB-2026", max_participants=2)
+    first, second = Client(), Client()
+    task = start(first, link_url(link))
+    assert first.get(link_url(link))["Location"] == task  # the same browser resumes, not counted again
+    start(second, link_url(link))
+    full = consent(Client(), link_url(link))
+    assert full.status_code == 403 and "full" in full.content.decode()
+    assert OpenLink.objects.get(pk=link.pk).n_participants == 2
+    assert Participant.objects.count() == 2
+    assert set(Assignment.objects.values_list("completion_code", flat=True)) == {"LAB-2026"}
+
+
+def test_a_worker_coming_back_through_an_open_link_for_another_task_is_not_counted_again(study):
+    link = open_link_create(study=study, max_participants=1)
+    browser = Client()
+    task = start(browser, link_url(link))
+    complete_task(browser, task)
+    browser.post(task + "submit")
+    assert start(browser, link_url(link)) != task
+    assert OpenLink.objects.get(pk=link.pk).n_participants == 1
+    assert Participant.objects.count() == 1
+
+
+def test_a_closed_open_link_takes_nobody(client, study):
+    link = open_link_create(study=study)
+    links_close(study=study)
+    assert client.get(link_url(link)).status_code == 403
+
+
+def test_the_study_page_warns_when_a_study_takes_anonymous_open_link_workers(admin_client, study):
+    page = reverse("admin:studies_study_change", args=[study.pk])
+    assert "takes anonymous workers through its plain study link" in admin_client.get(page).content.decode()
+    links_generate(study=study, n=2)  # single-person links only: everyone is known
+    assert "anonymous workers" not in admin_client.get(page).content.decode()
+    open_link_create(study=study)
+    assert "anonymous workers through an open link" in admin_client.get(page).content.decode()
+    prolific = make_study(platform=Platform.PROLIFIC)
+    assert "anonymous" not in admin_client.get(reverse("admin:studies_study_change", args=[prolific.pk])).content.decode()
