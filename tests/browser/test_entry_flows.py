@@ -1,0 +1,67 @@
+"""The ways in, in headless Chromium, where the browser's own parsing matters: the address a hand-back
+form really posts to, and the participant identifier field (its HTML pattern) across browsers."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from annotations.models import Assignment, Participant
+from annotations.platforms import handoff
+from studies.models import Platform
+from tests.annotations.factories import make_study
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def entry(live_server, study, **params) -> str:
+    url = f"{live_server.url}/w/s/{handoff.study_token(study.pk)}/"
+    return f"{url}?{urlencode(params)}" if params else url
+
+
+def consent_and_start(page: Page) -> None:
+    page.get_by_label("I have read the above and agree to take part.").check()
+    page.get_by_role("button", name="Start the task").click()
+
+
+def answer_everything(page: Page) -> None:
+    while page.get_by_role("button", name="Save and continue").count():
+        page.locator("fieldset").last.get_by_label("Yes", exact=True).check()
+        page.get_by_role("button", name="Save and continue").click()
+        page.wait_for_load_state()
+    page.get_by_role("button", name="Finish the task").click()
+    page.wait_for_load_state()
+
+
+def test_the_mturk_hand_back_posts_to_mturk_as_the_browser_reads_the_address(live_server, page: Page):
+    study = make_study(platform=Platform.MTURK, n_items=1, n_sources=1, units_per_task=1)
+    params = {"assignmentId": "3ASSIGNB", "hitId": "3HITB", "workerId": "AWORKERB"}
+    # The address a browser reads as evil.example (issue 10 item 7) is refused at the door.
+    page.goto(entry(live_server, study, **params, turkSubmitTo="https://evil.example\\@www.mturk.com"))
+    expect(page.locator("#message")).to_contain_text("turkSubmitTo")
+    assert not Assignment.objects.exists()
+    page.goto(entry(live_server, study, **params, turkSubmitTo="https://www.mturk.com"))
+    consent_and_start(page)
+    answer_everything(page)
+    action = page.locator("#handback-form").evaluate("form => new URL(form.action).href")
+    assert action == "https://www.mturk.com/mturk/externalSubmit"
+
+
+def test_a_participant_identifier_typed_in_two_browsers_is_one_person(live_server, browser):
+    study = make_study(n_items=4, n_sources=2, units_per_task=2)
+    laptop = browser.new_context().new_page()
+    laptop.goto(entry(live_server, study))
+    laptop.get_by_label("Your lab id or e-mail address", exact=False).fill("Dana.Reyes+study@lab.example")
+    consent_and_start(laptop)
+    answer_everything(laptop)
+    expect(laptop.locator("#completion-code")).to_be_visible()
+
+    phone = browser.new_context(viewport={"width": 360, "height": 740}, is_mobile=True).new_page()
+    phone.goto(entry(live_server, study))
+    phone.get_by_label("Your lab id or e-mail address", exact=False).fill("dana.reyes+study@LAB.example")
+    consent_and_start(phone)
+    answer_everything(phone)
+    assert Participant.objects.count() == 1
+    keys = list(Assignment.objects.values_list("claims__question_key", flat=True))
+    assert len(keys) == 4 and len(set(keys)) == 4  # four questions, none twice, whatever the source
