@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from annotations.selectors_entry import study_entry_warnings
+from annotations.selectors_progress import studies_completion
 from annotations.services.opening import study_open
+from cockpit import progress, workers
+from cockpit.views_common import study_links
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Item, Study
 from studies.selectors import CHANGE, studies_for_user, study_design_summary
@@ -85,20 +90,41 @@ def design_table(summary, *, extra_warnings: list[str] = ()) -> str:
     return format_html('<table class="rl-design">{}</table>', body)
 
 
+class StudyChangeList(ChangeList):
+    """The study list, with each shown study's completion read in one go."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        completion = studies_completion(studies=self.result_list)
+        for study in self.result_list:
+            study._completion = completion.get(study.pk)
+
+
+def completion_html(completion) -> str:
+    if completion is None or not completion.to_collect:
+        return "—"
+    return format_html(
+        '<progress value="{}" max="{}" style="width:6em"></progress> {}% <span class="help">({} / {})</span>',
+        completion.collected, completion.to_collect, f"{completion.percent:.0f}",
+        f"{completion.collected:,}", f"{completion.to_collect:,}",
+    )
+
+
 @admin.register(Study)
 class StudyAdmin(StudyScopedAdmin):
     study_path = "pk"
     form = StudyForm
     change_form_template = "cockpit/study/change_form.html"
     change_list_template = "cockpit/study/change_list.html"
-    list_display = ["name", "kind", "status", "dataset", "split", "n_items", "n_sources", "platform", "created_at"]
+    list_display = ["name", "kind", "status", "completion", "dataset", "split", "n_items", "n_sources", "platform",
+                    "created_at"]
     list_filter = ["kind", "status", "platform", "dataset"]
     search_fields = ["name", "instructions"]
     autocomplete_fields = ["dataset", "sources", "owner", "shared_with"]
-    readonly_fields = ["status", "design_at_a_glance", "created_at", "updated_at"]
+    readonly_fields = ["status", "progress_at_a_glance", "design_at_a_glance", "created_at", "updated_at"]
     actions = ["resample_items", "open_studies", "close_studies"]
     fieldsets = [
-        (None, {"fields": ["name", "kind", "status", "design_at_a_glance"]}),
+        (None, {"fields": ["name", "kind", "status", "progress_at_a_glance", "design_at_a_glance"]}),
         ("Items and sources", {"fields": ["dataset", "split", "item_sample_size", "sample_seed", "sources"]}),
         ("Design and pay", {"fields": [
             "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
@@ -113,6 +139,32 @@ class StudyAdmin(StudyScopedAdmin):
         return super().get_queryset(request).select_related("dataset").annotate(
             _items=Count("items", distinct=True), _sources=Count("sources", distinct=True)
         )
+
+    def get_changelist(self, request, **kwargs):
+        return StudyChangeList
+
+    def get_urls(self):
+        return progress.urls(self) + workers.urls(self) + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        study = self.get_object(request, object_id)
+        links = study_links(study) if study is not None else []
+        extra_context = {**(extra_context or {}), "study_links": links}
+        return super().change_view(request, object_id, form_url, extra_context=extra_context)
+
+    @admin.display(description="answers collected")
+    def completion(self, obj):
+        return completion_html(getattr(obj, "_completion", None))
+
+    @admin.display(description="Progress")
+    def progress_at_a_glance(self, obj):
+        if obj is None or not obj.pk:
+            return "—"
+        done = studies_completion(studies=[obj])[obj.pk]
+        if not done.to_collect:
+            return "No units yet: the study collects answers once it is open."
+        return format_html('{} <a href="{}" id="progress-link">Watch it fill (live)</a>', completion_html(done),
+                           reverse("admin:studies_study_progress", args=[obj.pk]))
 
     @admin.display(description="items", ordering="_items")
     def n_items(self, obj):

@@ -46,10 +46,13 @@ def open_utility_study(
 
 
 def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bool = True,
-         steps: int | None = None) -> Assignment:
-    """Worker ``worker`` (a Prolific id) starts a task in ``study`` and answers every claim
-    through ``annotation_submit`` (only the first ``steps`` answers when given), then submits."""
-    participant = participant_get_or_create(platform=Platform.PROLIFIC, external_id=worker)
+         steps: int | None = None, platform: str = Platform.PROLIFIC,
+         payload: Callable[[Claim, str], dict | None] | None = None) -> Assignment:
+    """Worker ``worker`` (a Prolific id, or an id on ``platform``) starts a task in ``study`` and
+    answers every claim through ``annotation_submit`` (only the first ``steps`` answers when
+    given), then submits. ``payload(claim, step)`` adds a payload to an answer (e.g. a reported
+    problem)."""
+    participant = participant_get_or_create(platform=platform, external_id=worker)
     assignment = assignment_start(study=study, participant=participant, consented=True)
     done = 0
     for claim in assignment.claims.select_related("unit__item", "attention_check").order_by("position"):
@@ -58,7 +61,8 @@ def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bo
             if steps is not None and done >= steps:
                 return assignment
             label = claim.attention_check.correct_answer if step == "attention" else answer(claim, step)
-            annotation_submit(assignment=assignment, claim=claim, step=step, answer=label)
+            annotation_submit(assignment=assignment, claim=claim, step=step, answer=label,
+                              payload=payload(claim, step) if payload else None)
             done += 1
     if submit:
         assignment = assignment_submit(assignment=assignment)

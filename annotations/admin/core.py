@@ -117,29 +117,6 @@ class ClaimAdmin(ReadOnlyMixin, StudyScopedAdmin):
     list_select_related = ("assignment", "unit", "attention_check")
 
 
-@admin.register(Annotation)
-class AnnotationAdmin(ReadOnlyMixin, StudyScopedAdmin, RawWorkerIdsAdmin):
-    study_path = "claim__study"
-    raw_worker_id_fields = ("external_id",)
-    list_display = ("id", "study", "worker", "question_key", "step", "answer", "duration_ms", "answered_at")
-    list_filter = ("step", "claim__study")
-    search_fields = ("claim__participant__external_id", "claim__question_key")
-    list_select_related = ("claim__study", "claim__participant")
-    readonly_fields = ("claim", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
-
-    @admin.display(ordering="claim__study")
-    def study(self, obj):
-        return obj.claim.study
-
-    @admin.display(ordering="claim__participant")
-    def worker(self, obj):
-        return obj.claim.participant
-
-    @admin.display(ordering="claim__question_key")
-    def question_key(self, obj):
-        return obj.claim.question_key
-
-
 @admin.register(AttentionCheck)
 class AttentionCheckAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "question", "correct_answer")

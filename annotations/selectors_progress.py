@@ -1,0 +1,220 @@
+"""How far a study is: the numbers of the researcher's live progress view and of the study list.
+
+Every count of answers reads the one definition of "this answer counts"
+(``annotations.selectors.claims_that_count``); time and pay read the one cost-and-pay reading of
+``annotations.selectors_platforms``. Nothing here writes."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from functools import reduce
+from operator import or_
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+
+from annotations.models import Annotation, Assignment, Claim, Unit
+from annotations.selectors import claims_that_count
+from annotations.selectors_platforms import HourlyPay, study_effective_hourly_pay
+from studies.models import Study
+
+# Fewer timed tasks than this give no median worth quoting: the estimate stands until then.
+MIN_TIMED_TASKS = 5
+# Nobody reads a question (and, in a utility study, an explanation) and answers it in less than
+# this: a median below it comes from bots, scripted tests or careless clicking, and the hourly
+# pay it implies says nothing about what real workers earn.
+MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
+
+
+def _percent(part: int, whole: int) -> float:
+    return round(100 * part / whole, 1) if whole else 0.0
+
+
+@dataclass
+class SourceProgress:
+    source_id: int | None
+    name: str
+    collected: int
+    to_collect: int
+
+    @property
+    def percent(self) -> float:
+        return _percent(self.collected, self.to_collect)
+
+
+@dataclass
+class PayReading:
+    """The effective hourly pay as it may honestly be quoted right now."""
+
+    figure: Decimal | None  # the pay per hour to quote (recorded median when reliable, else the estimate)
+    basis: str  # "recorded" or "estimate"
+    text: str  # one sentence saying where the figure comes from
+    timed_tasks: int
+    median_minutes: float | None
+    seconds_per_question: float | None
+    floor: Decimal
+    below_floor: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StudyProgress:
+    study_id: int
+    status: str
+    answers_collected: int
+    answers_to_collect: int
+    by_source: list[SourceProgress]
+    units_total: int
+    units_complete: int
+    units_in_progress: int
+    units_empty: int
+    tasks_planned: int
+    tasks: dict[str, int]
+    workers: int
+    attention_answered: int
+    attention_failed: int
+    answers_flagged: int
+    pay: PayReading
+    at: str
+
+    @property
+    def percent(self) -> float:
+        return _percent(self.answers_collected, self.answers_to_collect)
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["percent"] = self.percent
+        out["by_source"] = [{**asdict(s), "percent": s.percent} for s in self.by_source]
+        pay = out["pay"]
+        pay["figure"] = None if self.pay.figure is None else str(self.pay.figure)
+        pay["floor"] = str(self.pay.floor)
+        return out
+
+
+def questions_per_task(*, study: Study) -> int:
+    """What one task asks: its units plus the study's attention checks."""
+    return study.units_per_task + study.attention_checks.count()
+
+
+def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:
+    """Quote the effective hourly pay honestly: the recorded median only once at least
+    ``MIN_TIMED_TASKS`` tasks were timed and their median is a pace a person can work at; the
+    estimate otherwise, saying why. ``hourly`` is the cost-and-pay selector's reading."""
+    n = hourly.n_recorded
+    median = hourly.median_minutes
+    per_question = round(median * 60 / questions, 1) if (median is not None and questions) else None
+    warnings: list[str] = []
+    estimate = (f"the estimate of {hourly.estimate_minutes} min a task gives {hourly.estimate_hourly}/h")
+    if n == 0:
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = f"No task timed yet: {estimate}."
+    elif n < MIN_TIMED_TASKS:
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = (f"Only {n} task{'s' if n != 1 else ''} timed (median {median} min), too few to quote; "
+                f"{estimate} until {MIN_TIMED_TASKS} are.")
+    elif per_question is not None and per_question < MIN_PLAUSIBLE_SECONDS_PER_QUESTION:
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = (f"{n} tasks timed, median {median} min ({per_question} s a question): faster than a person "
+                f"reads, so the timings are not quoted; {estimate}.")
+        warnings.append(
+            f"Tasks are being finished in a median of {per_question} s a question: automated or careless work? "
+            f"Check the workers' answers and attention checks before approving.")
+    else:
+        figure, basis = hourly.hourly_median, "recorded"
+        text = f"Median of {n} timed tasks: {median} min a task ({per_question} s a question)."
+    below = figure is not None and figure < hourly.floor
+    if below:
+        warnings.append(f"Effective pay {figure}/h is below the floor of {hourly.floor}/h: raise the reward or pay "
+                        "the difference as a bonus.")
+    elif basis == "recorded":
+        warnings.extend(w for w in hourly.warnings if "quarter" in w)  # the spread's warning still applies
+    return PayReading(figure=figure, basis=basis, text=text, timed_tasks=n, median_minutes=median,
+                      seconds_per_question=per_question, floor=hourly.floor, below_floor=below, warnings=warnings)
+
+
+def _counted_by_unit(study: Study) -> dict[int, int]:
+    return dict(claims_that_count(study=study).values_list("unit_id").annotate(n=Count("id")).order_by())
+
+
+def study_progress(*, study: Study, now=None) -> StudyProgress:
+    """Where ``study`` stands now: answers collected (that count) of answers to collect, per source
+    and overall; units complete, in progress (some answers count or a worker holds it) and empty;
+    tasks by state; workers so far; attention checks failed; reported problems; and the effective
+    hourly pay from the recorded timings."""
+    now = now or timezone.now()
+    counted = _counted_by_unit(study)
+    units = list(Unit.objects.filter(study=study).values_list("id", "quota", "source_id", "source__name"))
+    held = set(
+        Claim.objects.filter(study_id=study.pk, unit__isnull=False, released=False,
+                             assignment__status=Assignment.Status.ACTIVE)
+        .values_list("unit_id", flat=True).distinct()
+    )
+    by_source: dict[int | None, SourceProgress] = {}
+    complete = in_progress = empty = 0
+    for unit_id, quota, source_id, source_name in units:
+        n = counted.get(unit_id, 0)
+        entry = by_source.setdefault(source_id, SourceProgress(source_id, source_name or "(no source)", 0, 0))
+        entry.collected += n
+        entry.to_collect += quota
+        if n >= quota:
+            complete += 1
+        elif n or unit_id in held:
+            in_progress += 1
+        else:
+            empty += 1
+    statuses = dict(Assignment.objects.filter(study=study).values_list("status").annotate(n=Count("id")).order_by())
+    overdue = Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE, expires_at__lte=now).count()
+    S = Assignment.Status
+    tasks = {
+        "in_progress": statuses.get(S.ACTIVE, 0) - overdue,
+        "submitted": statuses.get(S.SUBMITTED, 0),
+        "approved": statuses.get(S.APPROVED, 0),
+        "rejected": statuses.get(S.REJECTED, 0),
+        "returned": statuses.get(S.RETURNED, 0),
+        "expired": statuses.get(S.EXPIRED, 0) + overdue,
+    }
+    tasks["done"] = tasks["submitted"] + tasks["approved"] + tasks["rejected"]
+    answers_to_collect = sum(quota for _, quota, _, _ in units)
+    checks = Annotation.objects.filter(claim__study_id=study.pk, step=Annotation.Step.ATTENTION).aggregate(
+        answered=Count("id"), failed=Count("id", filter=Q(payload__correct=False)))
+    return StudyProgress(
+        study_id=study.pk,
+        status=study.status,
+        answers_collected=sum(s.collected for s in by_source.values()),
+        answers_to_collect=answers_to_collect,
+        by_source=sorted(by_source.values(), key=lambda s: s.name),
+        units_total=len(units),
+        units_complete=complete,
+        units_in_progress=in_progress,
+        units_empty=empty,
+        tasks_planned=-(-answers_to_collect // study.units_per_task) if answers_to_collect else 0,
+        tasks=tasks,
+        workers=Assignment.objects.filter(study=study).values("participant_id").distinct().count(),
+        attention_answered=checks["answered"],
+        attention_failed=checks["failed"],
+        answers_flagged=Annotation.objects.filter(claim__study_id=study.pk, payload__flag=True).count(),
+        pay=pay_reading(hourly=study_effective_hourly_pay(study=study), questions=questions_per_task(study=study)),
+        at=now.isoformat(),
+    )
+
+
+@dataclass
+class Completion:
+    collected: int
+    to_collect: int
+
+    @property
+    def percent(self) -> float:
+        return _percent(self.collected, self.to_collect)
+
+
+def studies_completion(*, studies: list[Study] | QuerySet[Study]) -> dict[int, Completion]:
+    """Answers that count of answers to collect, for each of ``studies`` (the study list's
+    column): two queries whatever the number of studies."""
+    studies = list(studies)
+    if not studies:
+        return {}
+    quotas = dict(Unit.objects.filter(study__in=studies).values_list("study_id").annotate(n=Sum("quota")).order_by())
+    counting = reduce(or_, (claims_that_count(study=s) for s in studies))
+    counted = dict(counting.values_list("study_id").annotate(n=Count("id")).order_by())
+    return {s.pk: Completion(collected=counted.get(s.pk, 0), to_collect=quotas.get(s.pk, 0)) for s in studies}

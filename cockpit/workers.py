@@ -1,0 +1,116 @@
+"""Review a study's workers: the list of everyone who took a task, and one worker's page with their
+answers, accuracy, time, reported problems and tasks, from which the researcher approves, rejects,
+pays a bonus or blocks. Every button is a POST that calls the audited platform services
+(``annotations.services.platforms``) and needs PAY access to the study; GET changes nothing."""
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from django.contrib import messages
+from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from annotations.models import Assignment, Bonus, Participant
+from annotations.platforms.base import PlatformError
+from annotations.selectors_review import study_worker, study_workers, worker_assignments
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import worker_block
+from annotations.services.platforms.review import assignment_approve, assignment_reject
+from cockpit.views_common import study_context, study_for
+from studies.selectors import PAY, study_user_may
+
+
+def answers_url(study_id: int, participant_id: int | None = None) -> str:
+    url = reverse("admin:annotations_annotation_changelist") + f"?claim__study__id__exact={study_id}"
+    return url + (f"&claim__participant__id__exact={participant_id}" if participant_id else "")
+
+
+def workers_view(model_admin, request, study_id: int):
+    study = study_for(request, study_id)
+    context = {
+        **study_context(model_admin.admin_site, request, study, f"Workers: {study.name}"),
+        "workers": study_workers(study=study),
+        "statuses": Assignment.Status.choices,
+    }
+    return TemplateResponse(request, "cockpit/study/workers.html", context)
+
+
+def _worker(study, participant_id: int) -> Participant:
+    return get_object_or_404(Participant.objects.filter(assignments__study=study).distinct(), pk=participant_id)
+
+
+def worker_view(model_admin, request, study_id: int, participant_id: int):
+    study = study_for(request, study_id)
+    participant = _worker(study, participant_id)
+    url = reverse("admin:studies_study_worker", args=[study.pk, participant.pk])
+    if request.method == "POST":
+        study = study_for(request, study_id, access=PAY)
+        _act(request, study, participant)
+        return HttpResponseRedirect(url)
+    assignments = list(worker_assignments(study=study, participant=participant))
+    context = {
+        **study_context(model_admin.admin_site, request, study, "Worker"),
+        "record": study_worker(study=study, participant=participant),
+        "assignments": assignments,
+        "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
+        "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],
+        "bonus_kinds": Bonus.Kind.choices,
+        "can_pay": study_user_may(user=request.user, study=study, access=PAY),
+        "answers_url": answers_url(study.pk, participant.pk),
+        "workers_url": reverse("admin:studies_study_workers", args=[study.pk]),
+        "reward": study.reward,
+    }
+    return TemplateResponse(request, "cockpit/study/worker.html", context)
+
+
+def _assignment(request, study, participant) -> Assignment:
+    return get_object_or_404(Assignment, pk=request.POST.get("assignment"), study=study, participant=participant)
+
+
+def _act(request, study, participant) -> None:
+    """One button: approve / reject one task, pay a bonus for one, or block the worker."""
+    action = request.POST.get("action", "")
+    user = request.user
+    try:
+        if action == "approve":
+            assignment = assignment_approve(assignment=_assignment(request, study, participant), user=user)
+            messages.success(request, f"Task {assignment.pk} approved: its reward is paid.")
+        elif action == "reject":
+            assignment = assignment_reject(assignment=_assignment(request, study, participant), user=user,
+                                           feedback=request.POST.get("feedback", ""),
+                                           category=request.POST.get("category", ""))
+            messages.success(request, f"Task {assignment.pk} rejected; its questions go back to the pool.")
+        elif action == "bonus":
+            try:
+                amount = Decimal(request.POST.get("amount", ""))
+            except InvalidOperation:
+                messages.error(request, "Bonus: the amount is not a number.")
+                return
+            kind = request.POST.get("kind") or Bonus.Kind.OTHER
+            if kind not in Bonus.Kind.values:
+                messages.error(request, f"Bonus: {kind!r} is not a kind of bonus.")
+                return
+            bonus = bonus_pay(assignment=_assignment(request, study, participant), amount=amount,
+                              reason=request.POST.get("reason", ""), user=user, kind=kind)
+            messages.success(request, f"Bonus of {bonus.amount} {bonus.currency}: {bonus.get_status_display()}.")
+        elif action == "block":
+            worker_block(participant=participant, reason=request.POST.get("reason", ""), user=user, study=study)
+            messages.success(request, "Worker blocked: they cannot start another task.")
+        else:
+            messages.error(request, f"Unknown action {action!r}.")
+    except (PlatformServiceError, PlatformError) as exc:
+        messages.error(request, f"Nothing was done: {exc.message}")
+
+
+def urls(model_admin) -> list:
+    view = model_admin.admin_site.admin_view
+    return [
+        path("<int:study_id>/workers/", view(lambda r, study_id: workers_view(model_admin, r, study_id)),
+             name="studies_study_workers"),
+        path("<int:study_id>/workers/<int:participant_id>/",
+             view(lambda r, study_id, participant_id: worker_view(model_admin, r, study_id, participant_id)),
+             name="studies_study_worker"),
+    ]
