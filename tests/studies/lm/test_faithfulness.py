@@ -12,13 +12,14 @@ from django.core.management import call_command
 from django.test import Client
 
 from annotations.platforms import handoff
+from annotations.services.opening import study_open
 from scoring.services import study_score
 from studies import demo
 from studies.lm import highlights
 from studies.models import Dataset, GenerationFailure, Rationale, RationaleSource, Study
 from studies.services import generation
 from studies.services.importers import ImportValidationError, rationales_import
-from studies.services.studies import study_create, study_open
+from studies.services.studies import study_create
 from tests.annotations.test_demo_study_fills import do_one_task
 
 pytestmark = pytest.mark.django_db
