@@ -1,5 +1,6 @@
-"""Figures of the study report, rendered server-side with matplotlib's Agg backend as PNG bytes.
-Each takes a ``ScoreRun.results`` dict and returns ``None`` when the run has nothing to plot."""
+"""Figures of the study report, rendered server-side with matplotlib's Agg backend as PNG or SVG
+bytes. Each takes a ``ScoreRun.results`` dict and a format and returns ``None`` when the run has
+nothing to plot; ``available(results)`` names those a run can draw without drawing them."""
 from __future__ import annotations
 
 import io
@@ -7,20 +8,26 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "rationale-lab"  # the same results give the same SVG
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 CATEGORIES = [("useful", "Useful", "#1b9e77"), ("unsure", "Unsure", "#7570b3"), ("not_useful", "Not useful", "#d95f02")]
 
 
-def _png(fig: Figure) -> bytes:
+FORMATS = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+def _save(fig: Figure, fmt: str) -> bytes:
+    if fmt not in FORMATS:
+        raise ValueError(f"figure format {fmt!r}: one of {', '.join(FORMATS)}")
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=150, bbox_inches="tight")
+    fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight", metadata={"Date": None} if fmt == "svg" else None)
     plt.close(fig)
     return buf.getvalue()
 
 
-def _grouped_shares(shares: dict, title: str) -> bytes | None:
+def _grouped_shares(shares: dict, title: str, fmt: str) -> bytes | None:
     if not shares:
         return None
     sources = list(shares)
@@ -37,19 +44,24 @@ def _grouped_shares(shares: dict, title: str) -> bytes | None:
     ax.set_ylim(0, 1)
     ax.set_title(title)
     ax.legend(frameon=False, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.22))
-    return _png(fig)
+    return _save(fig, fmt)
 
 
-def utility_shares_png(results: dict) -> bytes | None:
+def utility_shares_figure(results: dict, fmt: str = "png") -> bytes | None:
     """Utility shares per source with bootstrap 95% intervals (Table 3 as a figure)."""
-    return _grouped_shares(results.get("utility_shares") or {}, "Human utility of rationales (95% bootstrap CI)")
+    return _grouped_shares(results.get("utility_shares") or {}, "Human utility of rationales (95% bootstrap CI)", fmt)
 
 
-def gen_u_vs_utility_png(results: dict) -> bytes | None:
+def _gen_u_sources(results: dict) -> list[str]:
+    genu = results.get("gen_u_shares") or {}
+    return [s for s in (results.get("utility_shares") or {}) if s in genu]
+
+
+def gen_u_vs_utility_figure(results: dict, fmt: str = "png") -> bytes | None:
     """Gen-U shares next to human utility shares, per source."""
     human = results.get("utility_shares") or {}
     genu = results.get("gen_u_shares") or {}
-    sources = [s for s in human if s in genu]
+    sources = _gen_u_sources(results)
     if not sources:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(max(7, 2.4 * len(sources) + 2), 3.4), sharey=True)
@@ -66,15 +78,20 @@ def gen_u_vs_utility_png(results: dict) -> bytes | None:
     if u.get("all") is not None:
         fig.suptitle(f"Theil's U(utility | Gen-U) = {u['all']:.3f}")
     axes[1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _png(fig)
+    return _save(fig, fmt)
 
 
-def generalization_png(results: dict) -> bytes | None:
-    """Figure 4: accuracy after minus before on generalization questions, by question type and by
-    the original rationale's utility, with bootstrap 95% intervals."""
+def _generalization_panels(results: dict) -> list[tuple[str, dict]]:
     gen = results.get("generalization") or {}
-    panels = [("by question type", gen.get("by_type") or {}), ("by original utility", gen.get("by_utility") or {})]
-    panels = [(t, d) for t, d in panels if d]
+    panels = [("by question type", gen.get("by_type") or {}), ("by original utility", gen.get("by_utility") or {}),
+              ("by source", gen.get("by_source") or {})]
+    return [(t, d) for t, d in panels if d]
+
+
+def generalization_figure(results: dict, fmt: str = "png") -> bytes | None:
+    """Figure 4: accuracy after minus before on generalization questions, by question type, by
+    the original rationale's utility and by source, with bootstrap 95% intervals."""
+    panels = _generalization_panels(results)
     if not panels:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
@@ -89,11 +106,21 @@ def generalization_png(results: dict) -> bytes | None:
         ax.set_xticks(range(len(keys)), [f"{k}\n(n={data[k]['n']})" for k in keys])
     axes[0][0].set_ylabel("accuracy after - before")
     fig.suptitle("Generalization: change in accuracy with the rationale")
-    return _png(fig)
+    return _save(fig, fmt)
 
 
 PLOTS = {
-    "utility_shares": utility_shares_png,
-    "gen_u_vs_utility": gen_u_vs_utility_png,
-    "generalization": generalization_png,
+    "utility_shares": utility_shares_figure,
+    "gen_u_vs_utility": gen_u_vs_utility_figure,
+    "generalization": generalization_figure,
 }
+HAS_DATA = {
+    "utility_shares": lambda results: bool(results.get("utility_shares")),
+    "gen_u_vs_utility": lambda results: bool(_gen_u_sources(results)),
+    "generalization": lambda results: bool(_generalization_panels(results)),
+}
+
+
+def available(results: dict) -> list[str]:
+    """The figures ``results`` has data for, in the report's order."""
+    return [name for name in PLOTS if HAS_DATA[name](results)]

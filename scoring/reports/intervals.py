@@ -1,0 +1,84 @@
+"""Percentile bootstrap intervals for the report's association measures, resampling units.
+
+Theil's U depends only on the joint counts of two categorical columns, and resampling n rows
+with replacement draws those counts from Multinomial(n, observed joint shares); so the intervals
+are computed from multinomial draws of the contingency table (fast whatever n is). The
+correlation ratio needs the continuous values, so its resamples draw row indices (in chunks).
+Both use the same seed and number of resamples as the utility shares' intervals."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+CONFIDENCE = 0.95
+
+
+def _entropy_rows(counts: np.ndarray) -> np.ndarray:
+    """Entropy (nats) of each row of a (resamples x categories) count matrix."""
+    totals = counts.sum(axis=1, keepdims=True)
+    p = np.divide(counts, totals, out=np.zeros_like(counts, dtype=float), where=totals > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+
+
+def theils_u_draws(x: Sequence, y: Sequence, *, n_resamples: int = DEFAULT_RESAMPLES,
+                   seed: int = DEFAULT_SEED) -> np.ndarray:
+    """Bootstrap draws of U(X | Y) (the convention of ``scoring.metrics.theils_u``: 1.0 when the
+    resampled X is constant)."""
+    cx, _ = pd.factorize(pd.Series(list(x)), use_na_sentinel=False)
+    cy, _ = pd.factorize(pd.Series(list(y)), use_na_sentinel=False)
+    n = cx.size
+    if n == 0:
+        return np.array([])
+    nx, ny = int(cx.max()) + 1, int(cy.max()) + 1
+    joint = np.bincount(cy * nx + cx, minlength=nx * ny).astype(float) / n
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n, joint, size=n_resamples).astype(float).reshape(n_resamples, ny, nx)
+    h_x = _entropy_rows(draws.sum(axis=1))
+    # H(X | Y) = sum_y p(y) H(X | Y = y)
+    per_y = np.stack([_entropy_rows(draws[:, j, :]) for j in range(ny)], axis=1)
+    p_y = draws.sum(axis=2) / n
+    h_x_given_y = (p_y * per_y).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(h_x > 1e-12, (h_x - h_x_given_y) / np.where(h_x > 1e-12, h_x, 1.0), 1.0)
+    return np.clip(u, 0.0, 1.0)
+
+
+def correlation_ratio_draws(categories: Sequence, values: Sequence[float], *, n_resamples: int = DEFAULT_RESAMPLES,
+                            seed: int = DEFAULT_SEED, chunk: int = 200) -> np.ndarray:
+    """Bootstrap draws of the correlation ratio eta (0.0 when a resample's numerator or
+    denominator is 0, as ``scoring.metrics.correlation_ratio``)."""
+    codes, _ = pd.factorize(pd.Series(list(categories)), use_na_sentinel=False)
+    y = np.asarray(values, dtype=float)
+    n = codes.size
+    if n == 0:
+        return np.array([])
+    k = int(codes.max()) + 1
+    rng = np.random.default_rng(seed)
+    out = []
+    for start in range(0, n_resamples, chunk):
+        m = min(chunk, n_resamples - start)
+        idx = rng.integers(0, n, size=(m, n))
+        c, v = codes[idx], y[idx]
+        offsets = (np.arange(m)[:, None] * k + c).ravel()
+        n_c = np.bincount(offsets, minlength=m * k).reshape(m, k)
+        s_c = np.bincount(offsets, weights=v.ravel(), minlength=m * k).reshape(m, k)
+        mean = v.mean(axis=1, keepdims=True)
+        mean_c = np.divide(s_c, n_c, out=np.zeros_like(s_c), where=n_c > 0)
+        num = (n_c * (mean_c - mean) ** 2).sum(axis=1)
+        den = ((v - mean) ** 2).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eta = np.where((num > 0) & (den > 0), np.sqrt(num / np.where(den > 0, den, 1.0)), 0.0)
+        out.append(eta)
+    return np.concatenate(out)
+
+
+def percentile_ci(draws: np.ndarray, confidence: float = CONFIDENCE) -> list[float | None]:
+    if draws.size == 0:
+        return [None, None]
+    alpha = (1 - confidence) / 2
+    return [float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))]

@@ -1,0 +1,320 @@
+"""The report of one score run, section by section, in the paper's order.
+
+Every section is built from the run's ``results.json`` (``ScoreRun.results``); the association
+measures also get their n and a bootstrap interval from the study's unit scores when those are the
+run's own (the latest finished run of the study). A section the study's data does not support is
+kept with ``absent`` saying why, so the reader knows it was not forgotten."""
+from __future__ import annotations
+
+import pandas as pd
+
+from scoring import plots
+from scoring.metrics import FAITHFULNESS_CAVEATS
+from scoring.models import ScoreRun, UnitScore
+from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
+from scoring.reports.tables import Column, Section, Table
+from scoring.selectors import score_run_latest
+from scoring.services.export import share_rows
+from studies.models import RationaleSource
+
+ALL = "all"
+SHARE_COLUMNS = [
+    Column("source", "Source"), Column("n", "n", "int"),
+    Column("useful", "Useful", "float"), Column("useful_ci", "95% CI", "ci"),
+    Column("unsure", "Unsure", "float"), Column("unsure_ci", "95% CI", "ci"),
+    Column("not_useful", "Not useful", "float"), Column("not_useful_ci", "95% CI", "ci"),
+]
+# results key -> (label, (x column, y column) in the unit scores: U(x | y))
+THEILS_U = {
+    "theils_u_utility_given_task_accuracy": ("U(utility | task accuracy)", ("utility", "task_correct")),
+    "theils_u_task_accuracy_given_utility": ("U(task accuracy | utility)", ("task_correct", "utility")),
+    "theils_u_utility_given_gen_u": ("U(utility | Gen-U)", ("utility", "gen_u")),
+    "theils_u_gen_u_given_utility": ("U(Gen-U | utility)", ("gen_u", "utility")),
+}
+REVERSE = {"theils_u_utility_given_task_accuracy": "theils_u_task_accuracy_given_utility",
+           "theils_u_utility_given_gen_u": "theils_u_gen_u_given_utility"}
+CI_NOTE = "95% intervals: percentile bootstrap over units, 2,000 resamples."
+
+
+def _share_ci_rows(results: dict, key: str) -> list[dict]:
+    rows = []
+    for row in share_rows(results, key):
+        for cat in ("useful", "unsure", "not_useful"):
+            row[f"{cat}_ci_low"], row[f"{cat}_ci_high"] = row.pop(f"{cat}_ci_low"), row.pop(f"{cat}_ci_high")
+        rows.append(row)
+    return rows
+
+
+def _warning(results: dict, *needles: str) -> str:
+    """The first of the run's warnings that mentions every needle (the reason a part is missing)."""
+    for text in results.get("warnings") or []:
+        if all(n.lower() in text.lower() for n in needles):
+            return text
+    return ""
+
+
+def unit_frame(run: ScoreRun) -> pd.DataFrame | None:
+    """The study's unit scores, when they are this run's (the latest finished run); else None."""
+    latest = score_run_latest(study=run.study)
+    if latest is None or latest.pk != run.pk:
+        return None
+    rows = UnitScore.objects.filter(study_id=run.study_id, utility__isnull=False).values_list(
+        "source__name", "utility", "task_correct", "gen_u", "similarity")
+    frame = pd.DataFrame.from_records(list(rows), columns=["source", "utility", "task_correct", "gen_u", "similarity"])
+    if len(frame) != (run.results or {}).get("n_units_scored"):
+        return None
+    return frame
+
+
+def _groups(frame: pd.DataFrame, columns: list[str]):
+    sub = frame.dropna(subset=columns)
+    for name, g in sub.groupby("source", sort=True):
+        yield str(name), g
+    yield ALL, sub
+
+
+def utility_section(results: dict) -> Section:
+    section = Section("utility", "Utility per source (Table 3)")
+    if not results.get("utility_shares"):
+        section.absent = ("No utility outcomes: utility needs each unit's majority answers before and after the "
+                          f"rationale (a utility study, or imported outcomes); this is a {_kind(results)} study.")
+        return section
+    ties = (results.get("ties") or {}).get("units_with_tie", 0)
+    section.tables.append(Table("utility_shares", "Share of rationales per utility category", SHARE_COLUMNS,
+                                _share_ci_rows(results, "utility_shares")))
+    section.notes.append(f"Majority of the annotators per unit; a majority tie counts as wrong ({ties} units had a "
+                         "tie). 95% intervals: percentile bootstrap, 2,000 resamples.")
+    section.figures.append("utility_shares")
+    return section
+
+
+def _kind(results: dict) -> str:
+    return (results.get("study") or {}).get("kind") or "this"
+
+
+def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directions: bool) -> Section:
+    section = Section("theils_u", "Theil's U: what predicts utility (Tables 4 and 6)")
+    keys = [k for k in ("theils_u_utility_given_task_accuracy", "theils_u_utility_given_gen_u") if results.get(k)]
+    if not keys:
+        section.absent = (_warning(results, "theil") or "Theil's U needs utility outcomes with the source's "
+                          "predicted answers (task accuracy) or Gen-U; this run has neither.")
+        return section
+    if both_directions:
+        keys = [k for key in keys for k in (key, REVERSE[key])]
+    rows = []
+    for key in keys:
+        label, (x, y) = THEILS_U[key]
+        stored = results.get(key) or {}
+        if frame is not None:
+            for source, g in _groups(frame, [x, y]):
+                value = stored.get(source)
+                if value is None:  # a direction that was not stored: computed here from the same units
+                    from scoring.metrics import theils_u
+                    value = theils_u(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()) if len(g) else None
+                low, high = percentile_ci(theils_u_draws(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()))
+                rows.append({"measure": label, "source": source, "n": len(g), "value": value,
+                             "ci_low": low, "ci_high": high})
+        else:
+            rows += [{"measure": label, "source": s, "n": None, "value": v, "ci_low": None, "ci_high": None}
+                     for s, v in stored.items()]
+    columns = [Column("measure", "Measure"), Column("source", "Source"), Column("n", "n", "int"),
+               Column("value", "Theil's U", "float", 4), Column("ci", "95% CI", "ci", 4)]
+    section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
+    gen_u = results.get("gen_u") or {}
+    if gen_u.get("question_filter"):
+        section.notes.append(f"Gen-U on {gen_u['question_filter']}.")
+    section.notes.append(CI_NOTE if frame is not None else
+                         "n and intervals come from the study's unit scores, which a later run replaced.")
+    if not both_directions:
+        section.notes.append("Both directions: add ?both=1 to this page's address.")
+    if "gen_u_vs_utility" in plots.available(results):
+        section.figures.append("gen_u_vs_utility")
+    return section
+
+
+def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
+    section = Section("similarity", "Utility and similarity to the gold rationale (correlation ratio)")
+    similarity = results.get("similarity") or {}
+    stored = results.get("correlation_ratio_utility_similarity") or {}
+    if not stored or not similarity:
+        section.absent = (_warning(results, "similarity") or "Similarity to the gold rationale was not computed "
+                          "for this run (no gold rationales, or scoring without similarity).")
+        return section
+    model = f"BERTScore F1 with {similarity.get('name')}, layer {similarity.get('num_layers')}"
+    rows = []
+    if frame is not None:
+        for source, g in _groups(frame, ["similarity"]):
+            low, high = percentile_ci(correlation_ratio_draws(g["utility"].to_numpy(), g["similarity"].to_numpy(float)))
+            rows.append({"source": source, "n": len(g), "eta": stored.get(source), "ci_low": low, "ci_high": high,
+                         "similarity_model": model})
+    else:
+        rows = [{"source": s, "n": None, "eta": v, "ci_low": None, "ci_high": None, "similarity_model": model}
+                for s, v in stored.items()]
+    columns = [Column("source", "Source"), Column("n", "n", "int"), Column("eta", "Correlation ratio η", "float", 4),
+               Column("ci", "95% CI", "ci", 4), Column("similarity_model", "Similarity model")]
+    section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
+    quintile = (results.get("theils_u_utility_given_similarity_quintile") or {}).get(ALL)
+    if quintile is not None:
+        section.notes.append(f"Theil's U(utility | similarity quintile) over all sources: {quintile:.4f}.")
+    section.notes.append(f"Similarity: {similarity.get('method', 'BERTScore')} with {similarity.get('name')}, layer "
+                         f"{similarity.get('num_layers')}. The paper used {similarity.get('paper_used')}; the number "
+                         "is comparable only with the same model (RL_SIMILARITY_MODEL).")
+    return section
+
+
+def gen_u_section(results: dict) -> Section:
+    section = Section("gen_u", "Gen-U per source")
+    if not results.get("gen_u_shares"):
+        section.absent = (_warning(results, "gen-u") or "No Gen-U: it needs answered generalization questions "
+                          "(Compute Gen-U answers) for the study's items and sources.")
+        return section
+    section.tables.append(Table("gen_u_shares", "Share of rationales per Gen-U score", SHARE_COLUMNS,
+                                _share_ci_rows(results, "gen_u_shares")))
+    gen_u = results.get("gen_u") or {}
+    if gen_u:
+        section.notes.append(f"Questions: {gen_u.get('question_filter')} ({gen_u.get('n_questions_validated')} "
+                             f"validated, {gen_u.get('n_questions_unvalidated')} unvalidated). "
+                             f"Tie rule: {gen_u.get('tie_rule')}")
+    return section
+
+
+def _gold_names(names) -> set[str]:
+    return set(RationaleSource.objects.filter(name__in=list(names), kind=RationaleSource.Kind.GOLD)
+               .values_list("name", flat=True))
+
+
+def generalization_section(results: dict) -> Section:
+    section = Section("generalization", "Generalization: accuracy after minus before (Figure 4)")
+    gen = results.get("generalization") or {}
+    if not gen:
+        section.absent = ("No generalization answers: Figure 4 needs a generalization study (workers answer "
+                          f"generalization questions before and after the original rationale); this is a "
+                          f"{_kind(results)} study.")
+        return section
+    columns = [Column("key", "Group"), Column("n", "n", "int"), Column("accuracy_before", "Before", "float"),
+               Column("accuracy_after", "After", "float"), Column("accuracy_delta", "After − before", "float"),
+               Column("ci", "95% CI", "ci")]
+
+    def rows(group: str) -> list[dict]:
+        return [{"key": k, "n": r["n"], "accuracy_before": r["accuracy_before"], "accuracy_after": r["accuracy_after"],
+                 "accuracy_delta": r["accuracy_delta"], "ci_low": r["accuracy_delta_ci"][0],
+                 "ci_high": r["accuracy_delta_ci"][1]} for k, r in (gen.get(group) or {}).items()]
+
+    section.tables.append(Table("generalization_by_type", "By generalization type", columns, rows("by_type")))
+    section.tables.append(Table("generalization_by_utility", "By utility category of the original rationale",
+                                columns, rows("by_utility")))
+    by_source = rows("by_source")
+    gold = _gold_names(r["key"] for r in by_source)
+    reference = next((r["accuracy_delta"] for r in by_source if r["key"] in gold), None)
+    for r in by_source:
+        r["reference"] = "gold (reference)" if r["key"] in gold else ""
+        r["minus_gold"] = None if reference is None or r["key"] in gold else r["accuracy_delta"] - reference
+    section.tables.append(Table(
+        "generalization_by_source", "By source, with gold rationales as the reference",
+        [*columns, Column("reference", "Reference"), Column("minus_gold", "Minus gold's change", "float")], by_source))
+    pairs = rows("by_source_and_type")
+    if pairs:
+        section.tables.append(Table("generalization_by_source_and_type", "By source and type", columns, pairs))
+    if not gold:
+        section.notes.append("No gold source in this study: Figure 4's reference (gold rationales) is missing; add "
+                             "the dataset's gold rationales as a source to get it.")
+    section.notes.append("95% intervals: percentile bootstrap over units.")
+    if "generalization" in plots.available(results):
+        section.figures.append("generalization")
+    return section
+
+
+def agreement_section(results: dict) -> Section:
+    section = Section("agreement", "Annotator agreement before and after the rationale (Table 18)")
+    agreement = results.get("agreement") or {}
+    if not agreement:
+        section.absent = _warning(results, "agreement") or "No raw answers to measure agreement on."
+        return section
+    rows = [{"step": step, **row} for step, row in agreement.items()]
+    columns = [Column("step", "Answer"), Column("n_units", "Units", "int"), Column("n_annotations", "Answers", "int"),
+               Column("krippendorff_alpha", "Krippendorff's α (nominal)", "float"),
+               Column("fleiss_kappa", "Fleiss' κ", "float")]
+    section.tables.append(Table("agreement", "Agreement over the raw answers", columns, rows))
+    for row in rows:
+        if row.get("fleiss_kappa_note"):
+            section.notes.append(f"{row['step']}: {row['fleiss_kappa_note']}")
+    return section
+
+
+def properties_section(results: dict) -> Section:
+    section = Section("properties", "Rationale properties: what predicts utility (binomial mixed model)")
+    model = results.get("properties_model") or {}
+    if not model:
+        section.absent = (_warning(results, "properties model") or "No property annotations: the model needs "
+                          "annotators to mark the properties of rationales (a rationale-properties study).")
+        return section
+    rows = [{"term": name, "log_odds": t["log_odds"], "ci_low": t["ci"][0], "ci_high": t["ci"][1]}
+            for name, t in model.get("terms", {}).items()]
+    columns = [Column("term", "Term"), Column("log_odds", "Log-odds", "float"), Column("ci", "95% interval", "ci")]
+    section.tables.append(Table("properties_model", f"n = {model.get('n_rationales')} rationales", columns, rows))
+    section.notes.append(f"{model.get('formula')}: {model.get('method')}.")
+    if model.get("constant_properties_dropped"):
+        section.notes.append("Left out (no rationale differed): " + ", ".join(model["constant_properties_dropped"]))
+    return section
+
+
+def consistency_section(results: dict) -> Section:
+    section = Section("consistency", "Consistency and relative consistency")
+    consistency = (results.get("generalization") or {}).get("consistency") or {}
+    if not consistency:
+        section.absent = ("No bundles: consistency needs a generalization study (an item's generalization "
+                          "questions, or the item with its counterfactuals, answered by the same study).")
+        return section
+    rows = []
+    for bundle, steps in consistency.items():
+        for step, r in steps.items():
+            rows.append({"bundles": bundle.replace("_", " "), "step": step, "n": r.get("n_bundles"),
+                         "accuracy": r.get("accuracy"), "consistency": r.get("consistency"),
+                         "relative_consistency": r.get("relative_consistency"), "note": r.get("rc_note", "")})
+    columns = [Column("bundles", "Bundles"), Column("step", "Answer"), Column("n", "Bundles (n)", "int"),
+               Column("accuracy", "Accuracy", "float"), Column("consistency", "Consistency", "float"),
+               Column("relative_consistency", "Relative consistency", "float"), Column("note", "Note")]
+    section.tables.append(Table("consistency", "Human answers over bundles", columns, rows))
+    section.notes.append("Relative consistency: the probability that a model of the same accuracy is at most this "
+                         "consistent (1 is the most consistency that accuracy allows).")
+    return section
+
+
+def faithfulness_section(results: dict) -> Section:
+    section = Section("faithfulness", "Faithfulness of highlights")
+    faith = results.get("faithfulness")
+    if not faith:
+        section.absent = "Faithfulness is off for this study (an opt-in on the study page, for sources with highlights)."
+        return section
+    rows = [{"source": name, "n": f["n"], "sufficiency": f["sufficiency"], "comprehensiveness": f["comprehensiveness"],
+             "computed_by": ", ".join(f.get("computed_by") or [])} for name, f in (faith.get("per_source") or {}).items()]
+    rows.append({"source": "test (all sources)", "n": sum(r["n"] for r in rows),
+                 "sufficiency": results.get("test_sufficiency"),
+                 "comprehensiveness": results.get("test_comprehensiveness"), "computed_by": ""})
+    columns = [Column("source", "Source"), Column("n", "n", "int"),
+               Column("sufficiency", "Sufficiency (lower is better)", "float"),
+               Column("comprehensiveness", "Comprehensiveness (higher is better)", "float"),
+               Column("computed_by", "Probabilities from")]
+    section.tables.append(Table("faithfulness", "Sufficiency and comprehensiveness", columns, rows))
+    section.notes += [f"{key}: {text}" for key, text in FAITHFULNESS_CAVEATS.items()]
+    return section
+
+
+def report_sections(run: ScoreRun, *, both_directions: bool = False) -> list[Section]:
+    """The report's sections for a finished run (an empty list for one that is not done)."""
+    if run.status != ScoreRun.Status.DONE:
+        return []
+    results = run.results or {}
+    both = both_directions or any(results.get(k) for k in REVERSE.values())
+    frame = unit_frame(run)
+    return [
+        utility_section(results),
+        theils_u_section(results, frame, both_directions=both),
+        similarity_section(results, frame),
+        gen_u_section(results),
+        generalization_section(results),
+        agreement_section(results),
+        properties_section(results),
+        consistency_section(results),
+        faithfulness_section(results),
+    ]

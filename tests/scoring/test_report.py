@@ -1,0 +1,307 @@
+"""The report page: every section the study's data supports (with n and intervals), a line for
+each one it does not, the figures, the zip download, and the run's live state after "Score now"."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import zipfile
+
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from annotations.services.opening import study_open
+from scoring import metrics
+from scoring.models import ScoreRun, UnitScore
+from scoring.reports.download import table_csv
+from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
+from scoring.reports.sections import report_sections
+from scoring.reports.tables import Column, Table
+from scoring.services import outcomes_import, study_score
+from studies.services.studies import study_create
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+from tests.work import work
+
+
+@pytest.fixture
+def scored_run(imported_study, utility_file):
+    outcomes_import(study=imported_study, file=utility_file)
+    return study_score(study=imported_study, similarity=False)
+
+
+@pytest.fixture
+def collected_run(db):
+    """A utility study answered by six workers through the questionnaire's services: two sources,
+    one whose predicted answers are all right and one right on half the items."""
+    dataset = DatasetFactory(name="report-ds")
+    items = [ItemFactory(dataset=dataset, external_id=f"r{i}", gold_answer="yes", split="test") for i in range(6)]
+    good, mixed = RationaleSourceFactory(name="good"), RationaleSourceFactory(name="mixed")
+    for i, item in enumerate(items):
+        RationaleFactory(item=item, source=good, predicted_answer="yes", prediction_correct=True)
+        RationaleFactory(item=item, source=mixed, predicted_answer="yes" if i % 2 else "no",
+                         prediction_correct=bool(i % 2))
+    study = study_open(study=study_create(name="report study", dataset=dataset, sources=[good, mixed],
+                                          annotators_per_unit=3, units_per_task=6, consent_text="ok"))
+
+    def answer(claim, step):  # varied but repeatable answers: right after the rationale more often
+        h = hash((claim.participant_id, claim.unit.item.external_id, claim.unit.source_id, step)) % 10
+        return "yes" if h < (7 if step == "after" else 4) else "no"
+
+    for n in range(6):
+        work(study, f"{n:024x}", answer=answer)
+    run = study_score(study=study, similarity=False)
+    assert run.status == ScoreRun.Status.DONE, run.error
+    return run
+
+
+def sections_by_key(run, **kwargs):
+    return {s.key: s for s in report_sections(run, **kwargs)}
+
+
+def rows_by(table, key):
+    return {row[key]: row for row in table.rows}
+
+
+# --- intervals ---------------------------------------------------------------------------------
+
+
+def test_theils_u_interval_brackets_the_value_and_matches_a_row_resampling_bootstrap():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 400)
+    x = np.where(rng.random(400) < 0.7, y, rng.integers(-1, 2, 400))
+    value = metrics.theils_u(x, y)
+    low, high = percentile_ci(theils_u_draws(x, y))
+    assert low < value < high
+    # The multinomial draws have the distribution of resampling rows: compare with the slow way.
+    idx = np.random.default_rng(5).integers(0, 400, size=(2000, 400))
+    slow = [metrics.theils_u(x[i], y[i]) for i in idx]
+    assert percentile_ci(np.array(slow)) == pytest.approx([low, high], abs=0.03)
+
+
+def test_correlation_ratio_interval_brackets_the_value_and_constant_data_is_a_point():
+    rng = np.random.default_rng(1)
+    cats = rng.integers(-1, 2, 300)
+    values = cats * 0.1 + rng.normal(0, 0.2, 300)
+    value = metrics.correlation_ratio(cats, values)
+    low, high = percentile_ci(correlation_ratio_draws(cats, values))
+    assert low < value < high
+    assert percentile_ci(correlation_ratio_draws([1, 0, 1], [0.5, 0.5, 0.5])) == [0.0, 0.0]
+    assert percentile_ci(theils_u_draws([], [])) == [None, None]
+
+
+# --- sections --------------------------------------------------------------------------------
+
+
+def test_utility_study_sections_carry_n_and_intervals(scored_run):
+    sections = sections_by_key(scored_run)
+
+    shares = rows_by(sections["utility"].tables[0], "source")
+    assert {k: r["n"] for k, r in shares.items()} == {"gpt3": 458, "t53b": 458, "t5large": 458, "all": 1374}
+    gpt3 = shares["gpt3"]
+    assert gpt3["useful_ci_low"] <= gpt3["useful"] <= gpt3["useful_ci_high"]
+    assert sections["utility"].figures == ["utility_shares"]
+    # Absent sections say why.
+    assert "task accuracy" in sections["theils_u"].absent
+    assert "similarity" in sections["similarity"].absent.lower()
+    assert "generalization study" in sections["generalization"].absent
+    assert "raw annotations" in sections["agreement"].absent
+
+
+def test_collected_study_has_theils_u_with_n_and_intervals_and_agreement(collected_run):
+    sections = sections_by_key(collected_run)
+    u = sections["theils_u"].tables[0]
+    assert {r["measure"] for r in u.rows} == {"U(utility | task accuracy)"}
+    by_source = rows_by(u, "source")
+    stored = collected_run.results["theils_u_utility_given_task_accuracy"]
+    assert set(by_source) == {"good", "mixed", "all"}
+    for source, row in by_source.items():
+        assert row["value"] == pytest.approx(stored[source])
+        assert row["ci_low"] <= row["value"] + 1e-12 and row["value"] <= row["ci_high"] + 1e-12
+    assert by_source["all"]["n"] == 12 and by_source["mixed"]["n"] == 6
+    agreement = rows_by(sections["agreement"].tables[0], "step")
+    assert agreement["before"]["n_annotations"] == agreement["after"]["n_annotations"] == 36
+    assert "property annotations" in sections["properties"].absent
+    assert "opt-in" in sections["faithfulness"].absent
+    assert sections["consistency"].absent
+
+
+def test_both_directions_on_request(collected_run):
+    assert {r["measure"] for r in sections_by_key(collected_run)["theils_u"].tables[0].rows} == {
+        "U(utility | task accuracy)"}
+    u = sections_by_key(collected_run, both_directions=True)["theils_u"].tables[0]
+    reverse_rows = [r for r in u.rows if r["measure"] == "U(task accuracy | utility)"]
+    assert {r["source"] for r in reverse_rows} == {"good", "mixed", "all"}
+    frame = UnitScore.objects.filter(study=collected_run.study, source__name="mixed").values_list(
+        "task_correct", "utility")
+    tc, ut = zip(*frame, strict=True)
+    expected = metrics.theils_u(np.array(tc, dtype=int), np.array(ut))
+    assert rows_by_measure_source(u, "U(task accuracy | utility)", "mixed")["value"] == pytest.approx(expected)
+
+
+def rows_by_measure_source(table, measure, source):
+    return next(r for r in table.rows if r["measure"] == measure and r["source"] == source)
+
+
+def test_an_older_run_keeps_its_numbers_without_intervals(collected_run):
+    newer = study_score(study=collected_run.study, similarity=False)
+    old = sections_by_key(collected_run)["theils_u"]
+    assert all(r["ci_low"] is None and r["n"] is None for r in old.tables[0].rows)
+    assert "later run replaced" in " ".join(old.notes)
+    assert sections_by_key(newer)["theils_u"].tables[0].rows[0]["ci_low"] is not None
+
+
+def results_with(**parts) -> dict:
+    base = {"study": {"kind": "generalization"}, "n_units": 4, "n_units_scored": 4, "warnings": []}
+    return {**base, **parts}
+
+
+def summary(n, before, after, lo, hi):
+    return {"n": n, "accuracy_before": before, "accuracy_after": after, "accuracy_delta": after - before,
+            "accuracy_delta_ci": [lo, hi]}
+
+
+@pytest.mark.django_db
+def test_generalization_sections_compare_with_gold_and_show_consistency(imported_study):
+    from tests.factories import RationaleSourceFactory
+
+    RationaleSourceFactory(name="gold-src", kind="gold")
+    results = results_with(
+        generalization={
+            "by_type": {"rephrase": summary(6, 0.5, 0.75, 0.0, 0.5)},
+            "by_utility": {"useful": summary(6, 0.25, 0.75, 0.25, 0.75)},
+            "by_source": {"gold-src": summary(3, 0.5, 0.75, 0.0, 0.5), "lm": summary(3, 0.5, 0.5, -0.3, 0.3)},
+            "consistency": {"all_generalization_questions": {
+                "before": {"n_bundles": 2, "accuracy": 0.5, "consistency": 0.0, "relative_consistency": 0.2},
+                "after": {"n_bundles": 2, "accuracy": 0.75, "consistency": 0.5, "relative_consistency": 0.9}}},
+        },
+        agreement={"before": {"n_units": 4, "n_annotations": 12, "krippendorff_alpha": 0.4, "fleiss_kappa": 0.38}},
+    )
+    run = ScoreRun.objects.create(study=imported_study, status=ScoreRun.Status.DONE, results=results)
+    sections = sections_by_key(run)
+
+    gen = sections["generalization"]
+    by_source = rows_by(next(t for t in gen.tables if t.name == "generalization_by_source"), "key")
+    assert by_source["gold-src"]["reference"] == "gold (reference)"
+    assert by_source["lm"]["minus_gold"] == pytest.approx(-0.25)
+    assert gen.figures == ["generalization"]
+    rc = sections["consistency"].tables[0].rows
+    assert [(r["step"], r["relative_consistency"]) for r in rc] == [("before", 0.2), ("after", 0.9)]
+    assert sections["agreement"].tables[0].rows[0]["n_annotations"] == 12
+    assert "utility outcomes" in sections["utility"].absent
+
+
+# --- page, figures, download -------------------------------------------------------------------
+
+
+def test_report_page_shows_every_section_with_its_numbers(admin_client, scored_run):
+    url = reverse("admin:scoring_scorerun_report", args=[scored_run.pk])
+    html = admin_client.get(url).content.decode()
+    assert "Utility per source (Table 3)" in html and "t53b" in html
+    assert re.search(r"<td class=\"num\">458</td>", html)
+    assert "Not in this report:" in html and "Figure 4" in html
+    assert reverse("admin:scoring_scorerun_figure", args=[scored_run.pk, "utility_shares", "png"]) in html
+    assert reverse("admin:scoring_scorerun_download", args=[scored_run.pk]) in html
+    # The finishing time ends the sentence once: no "a.m.." (a date format without a full stop).
+    assert not re.search(r"\.\.", html.split('id="report-summary"')[1].split("</p>")[0])
+
+
+def test_report_page_gives_both_directions_when_asked(admin_client, collected_run):
+    url = reverse("admin:scoring_scorerun_report", args=[collected_run.pk])
+    html = admin_client.get(url).content.decode()
+    assert "U(utility | task accuracy)" in html and "U(task accuracy | utility)" not in html
+    assert "U(task accuracy | utility)" in admin_client.get(url + "?both=1").content.decode()
+
+
+def test_figures_render_as_png_and_svg_and_missing_ones_are_404(admin_client, scored_run):
+    png = admin_client.get(reverse("admin:scoring_scorerun_figure", args=[scored_run.pk, "utility_shares", "png"]))
+    assert png.status_code == 200 and png["Content-Type"] == "image/png"
+    assert png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = admin_client.get(reverse("admin:scoring_scorerun_figure", args=[scored_run.pk, "utility_shares", "svg"]))
+    assert svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content
+    for name, fmt in (("generalization", "png"), ("utility_shares", "gif"), ("nope", "png")):
+        assert admin_client.get(reverse("admin:scoring_scorerun_figure", args=[scored_run.pk, name, fmt])).status_code == 404
+
+
+def test_download_is_a_zip_of_tables_figures_and_results(admin_client, collected_run):
+    scored_run = collected_run
+    response = admin_client.get(reverse("admin:scoring_scorerun_download", args=[scored_run.pk]))
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    assert f"run{scored_run.pk}.zip" in response["Content-Disposition"]
+    zf = zipfile.ZipFile(io.BytesIO(response.content))
+    names = set(zf.namelist())
+    assert {"results.json", "README.txt", "tables/utility_shares.csv", "tables/theils_u.csv",
+            "figures/utility_shares.png", "figures/utility_shares.svg"} <= names
+    assert json.loads(zf.read("results.json")) == scored_run.results
+    shares = {r["source"]: r for r in csv.DictReader(io.StringIO(zf.read("tables/utility_shares.csv").decode()))}
+    assert shares["all"]["n"] == "12"
+    assert float(shares["mixed"]["useful_ci_low"]) <= float(shares["mixed"]["useful"])
+    assert "tables/agreement.csv" in names
+    u = list(csv.DictReader(io.StringIO(zf.read("tables/theils_u.csv").decode())))
+    assert {r["measure"] for r in u} == {"U(utility | task accuracy)", "U(task accuracy | utility)"}
+    readme = zf.read("README.txt").decode()
+    assert "Generalization" in readme and "not in this report" in readme
+
+
+def test_csv_cells_are_neutralised_against_formulas():
+    table = Table("t", "t", [Column("source", "Source"), Column("v", "v", "float")],
+                  [{"source": "=HYPERLINK(\"http://x\")", "v": -0.5}, {"source": "+cmd", "v": 1.0}])
+    rows = list(csv.reader(io.StringIO(table_csv(table))))
+    assert rows[1][0].startswith("'=") and rows[2][0].startswith("'+")
+    assert rows[1][1] == "-0.5"  # numbers stay numbers
+
+
+def test_download_of_a_run_not_done_is_404(admin_client, imported_study):
+    run = ScoreRun.objects.create(study=imported_study)
+    assert admin_client.get(reverse("admin:scoring_scorerun_download", args=[run.pk])).status_code == 404
+    assert report_sections(run) == []
+
+
+def test_report_escapes_untrusted_source_names(admin_client, scored_run):
+    scored_run.results["utility_shares"]["<script>alert(1)</script>"] = scored_run.results["utility_shares"]["gpt3"]
+    scored_run.save()
+    html = admin_client.get(reverse("admin:scoring_scorerun_report", args=[scored_run.pk])).content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;" in html
+
+
+def test_report_needs_staff(client, scored_run):
+    for name in ("report", "download", "state_json"):
+        response = client.get(reverse(f"admin:scoring_scorerun_{name}", args=[scored_run.pk]))
+        assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+# --- "Score now" and the run's state -----------------------------------------------------------
+
+
+def test_score_now_opens_the_runs_state_which_leads_to_the_report(admin_client, imported_study, utility_file,
+                                                                    django_capture_on_commit_callbacks, settings):
+    settings.RL_SCORING_SIMILARITY = False
+    outcomes_import(study=imported_study, file=utility_file)
+    url = reverse("admin:scoring_scorerun_score")
+    assert admin_client.get(url).status_code == 405
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client.post(url, {"study": imported_study.pk})
+    run = ScoreRun.objects.get(study=imported_study)
+    assert response.status_code == 302 and response["Location"] == reverse("admin:scoring_scorerun_state", args=[run.pk])
+    page = admin_client.get(response["Location"]).content.decode()
+    assert "Queued" in page and reverse("admin:scoring_scorerun_state_json", args=[run.pk]) in page
+    state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[run.pk])).json()
+    assert state["status"] == "pending" and state["report_url"] is None
+
+    for callback in callbacks:  # the task runs (eager Celery in the test settings)
+        callback()
+    state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[run.pk])).json()
+    assert state["status"] == "done" and state["label"] == "Done"
+    assert state["report_url"] == reverse("admin:scoring_scorerun_report", args=[run.pk])
+
+
+def test_a_failed_run_shows_its_error(admin_client, imported_study):
+    run = study_score(study=imported_study, similarity=False)  # no outcomes imported: nothing to score
+    assert run.status == ScoreRun.Status.FAILED
+    state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[run.pk])).json()
+    assert state["status"] == "failed" and "has no units" in state["error"]
+    page = admin_client.get(reverse("admin:scoring_scorerun_state", args=[run.pk])).content.decode()
+    assert "Failed" in page and "has no units" in page
