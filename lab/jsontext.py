@@ -1,44 +1,94 @@
-"""JSON from untrusted text (API bodies, uploaded files) with a bound on nesting.
+"""Text and JSON from untrusted sources (API bodies, uploaded files): what no database can store.
 
-Python's parser recurses once per level: a body nested a few thousand deep raises RecursionError
-(a 500) and, below that, still reaches code that recurses again on the value. ``load_json`` refuses
-anything nested deeper than ``max_depth`` with a ``ValueError`` that says so, like any other bad
-JSON."""
+Python's JSON parser recurses once per level: a body nested a few thousand deep raises
+RecursionError (a 500) and, below that, still reaches code that recurses again on the value.
+PostgreSQL refuses a NUL character in any text column and in ``jsonb`` (a 500 when it reaches the
+database), and a lone surrogate cannot be encoded at all.
+
+``text_problem`` says what is wrong with one string; ``json_problems`` walks a parsed value (keys
+too) and yields where each problem is; ``load_json`` parses and refuses the first problem with a
+``ValueError`` that says where and what, like any other bad JSON. Every walk is iterative, so it is
+safe on any depth."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 MAX_DEPTH = 64
+NUL = "\x00"
 
 
 class JsonTooDeep(ValueError):
     pass
 
 
-def json_depth_check(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
-    """``value`` unchanged, or JsonTooDeep when its lists and objects nest deeper than ``max_depth``.
-    Iterative, so it is safe on any depth."""
-    stack = [(value, 1)]
+class UnstorableText(ValueError):
+    pass
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as text, or None."""
+    if NUL in value:
+        return "contains a NUL character (\\x00), which no text can hold"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def json_problems(value: Any, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[tuple, str]]:
+    """``(path, reason)`` for every string or key of ``value`` that cannot be stored, and for
+    nesting deeper than ``max_depth`` (reported once, at the first container too deep). A path
+    is the tuple of list indexes and object keys leading to the value."""
+    stack: list[tuple[Any, tuple]] = [(value, ())]
+    too_deep = False
     while stack:
-        node, depth = stack.pop()
+        node, path = stack.pop()
+        if isinstance(node, str):
+            reason = text_problem(node)
+            if reason:
+                yield path, f"the text {reason}"
+            continue
         if isinstance(node, dict):
-            children = node.values()
+            items = list(node.items())
         elif isinstance(node, list):
-            children = node
+            items = list(enumerate(node))
         else:
             continue
-        if depth > max_depth:
-            raise JsonTooDeep(f"JSON nested more than {max_depth} levels deep")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return value
+        if len(path) >= max_depth:
+            if not too_deep:
+                too_deep = True
+                yield path, f"JSON nested more than {max_depth} levels deep"
+            continue
+        for key, child in reversed(items):
+            if isinstance(key, str):
+                reason = text_problem(key)
+                if reason:
+                    yield path + (key,), f"the key {reason}"
+                    continue
+            stack.append((child, path + (key,)))
+
+
+def json_path(path: tuple) -> str:
+    """``items[3].question`` style, for messages; the empty path is ``the document``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the document"
 
 
 def load_json(text: str | bytes, *, max_depth: int = MAX_DEPTH, **loads_options: Any) -> Any:
     """``json.loads(text, **loads_options)``, refusing nesting deeper than ``max_depth``
-    (JsonTooDeep, a ValueError)."""
+    (JsonTooDeep) and text no database can store (UnstorableText); both are ValueErrors whose
+    message says where."""
     try:
         value = json.loads(text, **loads_options)
     except RecursionError:
         raise JsonTooDeep(f"JSON nested more than {max_depth} levels deep") from None
-    return json_depth_check(value, max_depth=max_depth)
+    for path, reason in json_problems(value, max_depth=max_depth):
+        if reason.startswith("JSON nested"):
+            raise JsonTooDeep(reason)
+        raise UnstorableText(f"at {json_path(path)}: {reason}")
+    return value

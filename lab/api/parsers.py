@@ -1,5 +1,6 @@
-"""The API's JSON parser: a body nested deeper than ``lab.jsontext.MAX_DEPTH`` is a 400 naming the
-problem, not a RecursionError (500)."""
+"""The API's JSON parser (the ``REST_FRAMEWORK`` default): a body nested deeper than
+``lab.jsontext.MAX_DEPTH``, or holding a string no database can store (a NUL character, a lone
+surrogate), is a 400 naming the problem and where, not a RecursionError or a database error (500)."""
 from __future__ import annotations
 
 import codecs

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from lab.jsontext import text_problem
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -20,12 +21,9 @@ from studies.selectors import datasets_for_user, sources_for_user
 
 def check_storable_text(value: str) -> str:
     """Refuse text no database column can hold: NUL characters (PostgreSQL) and lone surrogates."""
-    if "\x00" in value:
-        raise serializers.ValidationError("Text may not contain NUL (\\x00) characters.")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise serializers.ValidationError("Text is not valid Unicode (lone surrogate).") from exc
+    reason = text_problem(value)
+    if reason:
+        raise serializers.ValidationError(f"The text {reason}.")
     return value
 
 

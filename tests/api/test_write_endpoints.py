@@ -239,7 +239,12 @@ def test_text_that_cannot_be_stored_is_400_naming_the_field(client_for, research
     client = client_for(researcher)
     body = design(study_data.study.dataset, study_data.sources, shared_with=["a\x00b"])
     response = client.post("/api/v1/studies/", body, format="json")
-    assert response.status_code == 400 and "shared_with" in response.json()
+    # The JSON parser refuses it, naming where: no endpoint can store such text.
+    assert response.status_code == 400 and "at shared_with[0]: the text contains a NUL" in response.json()["detail"]
     body = design(study_data.study.dataset, study_data.sources, instructions="\ud800")
     response = client.post("/api/v1/studies/", json.dumps(body), content_type="application/json")
+    assert response.status_code == 400 and "at instructions: the text is not valid Unicode" in response.json()["detail"]
+    # A form body has no parser check: the serializer refuses it, naming the field.
+    response = client.post("/api/v1/studies/", {**design(study_data.study.dataset, study_data.sources),
+                                                "instructions": "a\x00b"}, format="multipart")
     assert response.status_code == 400 and "instructions" in response.json()

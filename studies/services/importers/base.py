@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from lab.jsontext import MAX_DEPTH, json_path, json_problems, load_json, text_problem
 from studies.models import Dataset, ImportRecord, Item, Split
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +155,9 @@ def read_import_file(file: str | Path | IO | Any, *, filename: str | None = None
             raise ImportValidationError(f"file not found: {file}", filename=name)
     else:
         name = filename or Path(getattr(file, "name", "") or "upload").name
+    reason = text_problem(name)
+    if reason:
+        raise ImportValidationError(f"the file name {reason}; rename the file", filename=name.replace("\x00", ""))
     limit = int(settings.RL_MAX_IMPORT_BYTES)
     size = _size_of(file)
     if size is not None and size > limit:
@@ -326,8 +331,21 @@ def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
             RowError(exc.lineno, "", f"not valid JSON: {exc.msg}", column=exc.colno), filename=f.name
         ) from None
     except RecursionError:
-        raise ImportValidationError("the JSON is nested too deeply", filename=f.name) from None
-    return JSONDocument(text=f.text, data=data, positions=loc.positions, duplicates=loc.duplicates)
+        raise ImportValidationError(f"JSON nested more than {MAX_DEPTH} levels deep", filename=f.name) from None
+    doc = JSONDocument(text=f.text, data=data, positions=loc.positions, duplicates=loc.duplicates)
+    errors = ErrorCollector()
+    for path, reason in json_problems(data):
+        located = path
+        while located and located not in doc.positions:
+            located = located[:-1]
+        line, col = doc.where(*located)
+        errors.add(line, json_path(path[len(located):]) if path != located else _last_key(path), reason, column=col)
+    errors.raise_if_any(f.name)
+    return doc
+
+
+def _last_key(path: tuple) -> str:
+    return str(path[-1]) if path and isinstance(path[-1], str) else ""
 
 
 def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
@@ -339,11 +357,18 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append((lineno, json.loads(line)))
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             errors.add(lineno, "", f"not valid JSON: {exc.msg}", column=exc.colno)
+            continue
         except RecursionError:
-            errors.add(lineno, "", "the JSON is nested too deeply")
+            errors.add(lineno, "", f"JSON nested more than {MAX_DEPTH} levels deep")
+            continue
+        problems = list(json_problems(value))
+        for path, reason in problems:
+            errors.add(lineno, json_path(path) if path else "", reason)
+        if not problems:
+            rows.append((lineno, value))
     if len(errors.errors) > 50 and not rows:
         errors.errors = errors.errors[:1]
         errors.errors[0] = RowError(
@@ -375,8 +400,11 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
         raise ImportValidationError(RowError(1, "", f"not valid CSV: {exc}"), filename=f.name) from None
     header = [h.strip() for h in header]
     seen: set[str] = set()
-    for h in header:
-        if h in seen and h:
+    for n, h in enumerate(header, start=1):
+        reason = text_problem(h)
+        if reason:
+            errors.add(1, f"column {n}", f"the column name {reason}")
+        elif h in seen and h:
             errors.add(1, h, "the header names this column twice")
         seen.add(h)
     errors.raise_if_any(f.name)
@@ -394,7 +422,12 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
         if len(cells) != len(header):
             errors.add(start, "", f"has {len(cells)} cells but the header has {len(header)} columns")
             continue
-        rows.append((start, dict(zip(header, cells, strict=True))))
+        problems = [(name, text_problem(cell)) for name, cell in zip(header, cells, strict=True)]
+        for name, reason in problems:
+            if reason:
+                errors.add(start, name, f"the text {reason}")
+        if not any(reason for _, reason in problems):
+            rows.append((start, dict(zip(header, cells, strict=True))))
     errors.raise_if_any(f.name)
     if not rows:
         raise ImportValidationError("the file has no data rows under its header", filename=f.name)
@@ -423,6 +456,8 @@ def detect_format(f: ImportFile, requested: str | None = None) -> str:
             return "jsonl"
         except json.JSONDecodeError:
             return "json"
+        except RecursionError:
+            return "jsonl"  # one line of JSON too deep: parse_json_lines says so with its line
     return "csv"
 
 
@@ -454,6 +489,14 @@ def read_records(f: ImportFile, *, file_format: str | None = None) -> list[tuple
             out.append((line, rec, col))
     errors.raise_if_any(f.name)
     return out
+
+
+def json_cell(value: Any) -> Any:
+    """A cell that holds JSON (a CSV cell's text, or the value itself in a JSON file); ``None``
+    for an empty cell. Bad JSON, nesting too deep or unstorable text: ValueError saying so."""
+    if isinstance(value, str):
+        return load_json(value) if value.strip() else None
+    return value
 
 
 def json_type(value: Any) -> str:
@@ -630,7 +673,12 @@ def dataset_get_or_create(
     dataset = Dataset(
         name=name.strip(), task_format=task_format, choice_labels=list(choice_labels or []), description=description
     )
-    dataset.full_clean()
+    try:
+        dataset.full_clean()
+    except ValidationError as exc:
+        raise ImportValidationError(
+            [RowError(None, name, "; ".join(messages)) for name, messages in exc.message_dict.items()],
+        ) from None
     dataset.save()
     return dataset, True
 
@@ -683,13 +731,30 @@ def bulk_upsert(
     rows: dict[Any, dict[str, Any]],
     build: Callable[[Any, dict[str, Any]], models.Model],
     compare_fields: list[str],
+    lines: dict[Any, int | None] | None = None,
+    filename: str = "",
     batch_size: int = 500,
 ) -> tuple[UpsertResult, list[models.Model]]:
     """Create the rows whose key is new, update those whose ``compare_fields`` differ, count the
     rest as unchanged. ``existing`` maps key -> instance; ``rows`` maps key -> field values.
-    Returns the counts and the created instances. Every new instance is ``full_clean``-ed, except
-    for uniqueness, which the caller has already settled."""
+    Returns the counts and the created instances. Every new or changed instance is
+    ``full_clean``-ed, except for uniqueness, which the caller has already settled; a row the
+    model refuses (an id longer than its column, ...) is reported with its line (``lines`` maps
+    key -> line) and field, every one of them, before anything is written."""
     result = UpsertResult()
+    errors = ErrorCollector()
+
+    def clean(obj: models.Model, key: Any) -> None:
+        try:
+            obj.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            line = (lines or {}).get(key)
+            for name, messages in exc.message_dict.items():
+                field_name = "" if name == "__all__" else name
+                for message in messages:
+                    errors.add(line, field_name, message.rstrip("."),
+                               record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
+
     to_create: list[models.Model] = []
     to_update: list[models.Model] = []
     changed_fields: set[str] = set()
@@ -699,7 +764,7 @@ def bulk_upsert(
         obj = existing.get(key)
         if obj is None:
             new = build(key, values)
-            new.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
+            clean(new, key)
             to_create.append(new)
             continue
         diff = [f for f in compare_fields if f in values and getattr(obj, f) != values[f]]
@@ -707,10 +772,11 @@ def bulk_upsert(
             for f, v in values.items():
                 setattr(obj, f, v)
             changed_fields.update(values)
-            obj.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
+            clean(obj, key)
             to_update.append(obj)
         else:
             result.unchanged += 1
+    errors.raise_if_any(filename)
     created = model.objects.bulk_create(to_create, batch_size=batch_size)
     if to_update:
         update_fields = sorted(changed_fields)

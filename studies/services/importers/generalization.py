@@ -82,6 +82,7 @@ def generalization_questions_import(
     errors = ErrorCollector()
     rows: dict[tuple[int, str, str], dict[str, Any]] = {}
     first: dict[tuple[int, str, str], str] = {}
+    lines: dict[tuple[int, str, str], int | None] = {}
     merged = 0
     conflicts: list[dict[str, Any]] = []
     n_rows = 0
@@ -146,6 +147,7 @@ def generalization_questions_import(
                 })
                 continue
             rows[key] = values
+            lines[key] = eline
             first[key] = f"line {eline}" + (f", column {ecol}" if ecol else "")
     errors.raise_if_any(f.name)
     if not rows:
@@ -161,7 +163,8 @@ def generalization_questions_import(
 
         compare = ["answer"] + (["validation_status"] if validation_status is not None else [])
         result, _ = bulk_upsert(
-            model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare
+            model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
+            lines=lines, filename=f.name,
         )
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:

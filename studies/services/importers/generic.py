@@ -7,7 +7,6 @@ Columns not mapped go into the item's metadata.
 """
 from __future__ import annotations
 
-import json
 import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from .base import (
     check_split,
     choice_label,
     dataset_check,
+    json_cell,
     json_type,
     read_import_file,
     read_records,
@@ -51,14 +51,12 @@ class ItemColumns:
 
 
 def _parse_choices(value: Any) -> tuple[list[dict[str, str]] | None, str]:
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return [], ""
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return None, "expected a JSON list of options, e.g. [\"first\", \"second\"]"
+    if isinstance(value, str) and not value.strip():
+        return [], ""
+    try:
+        value = json_cell(value)
+    except ValueError as exc:
+        return None, f"expected a JSON list of options, e.g. [\"first\", \"second\"] ({exc})"
     if not isinstance(value, list):
         return None, f"expected a list of options, got a JSON {json_type(value)}"
     out: list[dict[str, str]] = []

@@ -111,7 +111,8 @@ def items_apply(
             return Item(dataset=dataset, external_id=external_id, **values)
 
         result, _ = bulk_upsert(
-            model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS
+            model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS,
+            lines=rows.lines, filename=f.name,
         )
         splits: dict[str, int] = {}
         for values in rows.rows.values():

@@ -17,7 +17,6 @@ are listed. A file without them leaves stored highlights and probabilities as th
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +37,7 @@ from .base import (
     dataset_get,
     describe_allowed,
     import_record_create,
+    json_cell,
     read_import_file,
     read_records,
     short,
@@ -219,13 +219,7 @@ def rationales_import(
     errors.raise_if_any(f.name)
     if not rows:
         raise ImportValidationError("the file has no rationales", filename=f.name)
-    return _apply(f=f, dataset=dataset, rows=rows, merged=merged, split=split, user=user)
-
-
-def _json_value(value):
-    if isinstance(value, str):
-        return json.loads(value) if value.strip() else None
-    return value
+    return _apply(f=f, dataset=dataset, rows=rows, lines=first_line, merged=merged, split=split, user=user)
 
 
 def _highlights(rec, cols, item, errors, line, col, record) -> list[list[int]] | None:
@@ -239,7 +233,7 @@ def _highlights(rec, cols, item, errors, line, col, record) -> list[list[int]] |
         if item is None:
             return None
         try:
-            value = _json_value(raw)
+            value = json_cell(raw)
             if role == "highlight_tokens":
                 value = spans.token_spans_to_chars(value, item.question)
             return [list(span) for span in spans.check_spans(value, item.question)]
@@ -278,7 +272,8 @@ def _probabilities(rec, cols, dataset, errors, line, col, record, filename) -> d
     return out if all(k in out for k in PROBABILITIES) else None
 
 
-def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], merged: int, split, user) -> ImportRecord:
+def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: dict[tuple[int, str], int | None],
+           merged: int, split, user) -> ImportRecord:
     with transaction.atomic():
         names = sorted({name for _, name in rows})
         sources = {s.name: s for s in RationaleSource.objects.filter(name__in=names)}
@@ -293,6 +288,7 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], merged: i
                 sources[name] = source
                 created_sources.append(name)
         keyed = {(item_id, sources[name].pk): values for (item_id, name), values in rows.items()}
+        keyed_lines = {(item_id, sources[name].pk): line for (item_id, name), line in lines.items()}
         existing = {
             (r.item_id, r.source_id): r
             for r in Rationale.objects.filter(source__in=sources.values(), item__dataset=dataset)
@@ -305,6 +301,7 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], merged: i
             model=Rationale, existing=existing, rows=keyed, build=build,
             compare_fields=["text", "predicted_answer", "prediction_correct", "generation_info", "highlights",
                             "faithfulness"],
+            lines=keyed_lines, filename=f.name,
         )
         with_highlights = sorted({name for (_, name), values in rows.items() if values.get("highlights")})
         RationaleSource.objects.filter(name__in=with_highlights, has_highlights=False).update(has_highlights=True)

@@ -1,0 +1,265 @@
+"""No input gets a 500 (issue 10 item 10): one test over every entry point a crowdworker, a
+researcher's upload or an API client reaches. Each hostile input (a NUL character, which no
+PostgreSQL text or jsonb can store; a value longer than its column; JSON nested thousands deep)
+gets a 4xx whose message says what was wrong and where (an importer: the line, the field and the
+reason), and nothing is written."""
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotations.models import (
+    Annotation,
+    Assignment,
+    OpenLink,
+    Participant,
+    ParticipantLink,
+    QualificationGrant,
+)
+from scoring.models import ScoreRun
+from studies.api.tokens import api_token_create
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    GenerationJob,
+    ImportRecord,
+    Item,
+    Platform,
+    Rationale,
+    RationaleSource,
+    Study,
+)
+from tests.annotations.factories import add_qualification, make_study
+from tests.annotations.pages import entry_url, form_fields, landing_nonce, start
+from tests.factories import DatasetFactory, ItemFactory
+
+pytestmark = pytest.mark.django_db
+
+NUL = "\x00"
+SAYS_NUL_PAGE = "not allowed (a NUL byte)"
+SAYS_NUL_TEXT = "contains a NUL character"
+SAYS_TOO_DEEP = "nested more than 64 levels"
+MTURK = {"assignmentId": "3ASSIGN", "hitId": "3HIT", "workerId": "AWORKER", "turkSubmitTo": "https://www.mturk.com"}
+PROLIFIC = {"PROLIFIC_PID": "5a9d64f5f6dfdd0001eaa73d", "STUDY_ID": "66a1bd0c9e8f7a6b5c4d3e2f",
+            "SESSION_ID": "66a2bd0c9e8f7a6b5c4d3e2f"}
+WRITTEN = [Participant, Assignment, Annotation, QualificationGrant, Dataset, Item, RationaleSource, Rationale,
+           GeneralizationQuestion, ImportRecord, Study, ScoreRun, GenerationJob]
+
+
+@dataclass
+class Probe:
+    send: Callable[[], object]
+    says: str
+
+
+def _said(response) -> str:
+    """What the answer tells its reader: an importer's row errors as ``line L: field 'F': reason``,
+    a JSON body as JSON, a page as its text."""
+    rows = None
+    if response.get("Content-Type", "").startswith("application/json"):
+        body = response.json()
+        rows = body.get("errors") if isinstance(body, dict) else None
+        if rows is None:
+            return json.dumps(body)
+        rows = [(e["line"], e["field"], e["reason"]) for e in rows]
+    elif response.context and response.context.get("errors"):
+        rows = [(e.line, e.field, e.reason) for e in response.context["errors"]]
+    if rows is not None:
+        return "\n".join(f"line {line}: field '{field}': {reason}" for line, field, reason in rows)
+    return html.unescape(response.content.decode())
+
+
+# --- worker pages ---------------------------------------------------------------------------------
+
+def _worker(method: str, url: str, data: dict | None = None, client: Client | None = None) -> Probe:
+    client = client or Client()
+    return Probe(lambda: getattr(client, method)(url, data or {}), SAYS_NUL_PAGE)
+
+
+def _platform_entry(platform, params, name):
+    def build():
+        study = make_study(platform=platform)
+        return _worker("get", entry_url(study, **{**params, name: params[name][:2] + NUL + params[name][2:]}))
+    return build
+
+
+def _task(client, *, qualification=False) -> str:
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    if qualification:
+        add_qualification(study)
+    return start(client, entry_url(study))
+
+
+def _task_token_with_nul(path):
+    def build():
+        client = Client()
+        task = _task(client)
+        return _worker("post" if path else "get", task[:-1] + NUL + "/" + path, {"consent": "yes"}, client)
+    return build
+
+
+def _answer_with(name, value):
+    def build():
+        client = Client()
+        task = _task(client)
+        fields = form_fields(client.get(task).content.decode())
+        return _worker("post", task + "answer", {**fields, "answer": "yes", "flag": "1", name: value}, client)
+    return build
+
+
+def _qualification_with_nul():
+    client = Client()
+    task = _task(client, qualification=True)
+    return _worker("post", task + "qualification", {"q_1": "yes" + NUL}, client)
+
+
+def _link_token(kind):
+    def build():
+        study = make_study()
+        model = ParticipantLink if kind == "l" else OpenLink
+        token = model.objects.create(study=study).token
+        return _worker("get", f"/w/{kind}/{token[:5]}{NUL}{token[5:]}/")
+    return build
+
+
+def _identifier_with_nul():
+    client = Client()
+    url = entry_url(make_study())
+    return _worker("post", url, {"consent": "yes", "nonce": landing_nonce(client, url), "identifier": "lab" + NUL + "42"},
+                   client)
+
+
+# --- importers: the API and the admin's upload page -------------------------------------------------
+
+def _researcher():
+    user = get_user_model().objects.create_user("importer", password="pw-importer-1", is_staff=True)
+    for codename in ("add_importrecord", "add_item", "add_study", "add_generationjob"):
+        user.user_permissions.add(Permission.objects.get(content_type__app_label="studies", codename=codename))
+    user.user_permissions.add(Permission.objects.get(content_type__app_label="scoring", codename="add_scorerun"))
+    return get_user_model().objects.get(pk=user.pk)
+
+
+def _api_client() -> APIClient:
+    _, key = api_token_create(user=_researcher(), name="probe", read_only=False)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def _sqa(question="Is the sky blue?", qid="q2") -> bytes:
+    records = [{"qid": "q1", "question": "Is water wet?", "answer": True, "facts": [], "decomposition": []},
+               {"qid": qid, "question": question, "answer": False, "facts": [], "decomposition": []}]
+    return ("[\n" + ",\n".join(json.dumps(r) for r in records) + "\n]\n").encode()
+
+
+def _rationales(source="gpt3", rationale="Water is a liquid.") -> bytes:
+    DatasetFactory(name="Probe")
+    ItemFactory(dataset=DatasetFactory._meta.model.objects.get(name="Probe"), external_id="q1", split="test")
+    rows = [{"item_id": "q1", "source": "t5", "rationale": "Fine."},
+            {"item_id": "q1", "source": source, "rationale": rationale}]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+IMPORTS = {
+    # name: (kind, file name, content builder, extra form fields, what the answer must say)
+    "question text": ("strategyqa", "sqa_test.json", lambda: _sqa(question="Is the sky" + NUL + " blue?"), {},
+                      f"line 3: field 'question': the text {SAYS_NUL_TEXT}"),
+    "item id over 200 characters": ("strategyqa", "sqa_test.json", lambda: _sqa(qid="q" * 201), {},
+                                    "line 3: field 'external_id': Ensure this value has at most 200 characters"),
+    "source name": ("rationales", "r.jsonl", lambda: _rationales(source="gp" + NUL + "t3"), {"dataset": "Probe"},
+                    f"line 2: field 'source': the text {SAYS_NUL_TEXT}"),
+    "rationale text": ("rationales", "r.jsonl", lambda: _rationales(rationale="Wa" + NUL + "ter"),
+                       {"dataset": "Probe"}, f"line 2: field 'rationale': the text {SAYS_NUL_TEXT}"),
+    "CSV cell": ("items", "items.csv", lambda: b"id,question,answer\nq1,Is it" + NUL.encode() + b"?,yes\n",
+                 {"dataset": "Probe CSV", "task_format": "yes_no"}, f"line 2: field 'question': the text {SAYS_NUL_TEXT}"),
+    "JSON nested 5,000 deep": ("items", "items.jsonl",
+                               lambda: b'{"id": "q1", "question": "Is it?", "answer": "yes", "x": '
+                               + b"[" * 5000 + b"]" * 5000 + b"}\n",
+                               {"dataset": "Probe deep", "task_format": "yes_no"}, f"line 1: field '': JSON {SAYS_TOO_DEEP}"),
+}
+
+
+def _import_api(name):
+    def build():
+        kind, filename, content, extra, says = IMPORTS[name]
+        client, upload = _api_client(), SimpleUploadedFile(filename, content())
+        return Probe(lambda: client.post("/api/v1/imports/", {"kind": kind, "file": upload, **extra},
+                                         format="multipart"), says)
+    return build
+
+
+def _import_admin(name):
+    def build():
+        kind, filename, content, extra, says = IMPORTS[name]
+        client = Client()
+        client.force_login(_researcher())
+        upload = SimpleUploadedFile(filename, content())
+        return Probe(lambda: client.post(reverse("admin:studies_import_data"), {"kind": kind, "file": upload, **extra}),
+                     says)
+    return build
+
+
+# --- JSON bodies of the API's writes ------------------------------------------------------------------
+
+JSON_WRITES = ["/api/v1/studies/", "/api/v1/score-runs/", "/api/v1/generation-jobs/"]
+
+
+def _json_body(url, body, says):
+    def build():
+        client = _api_client()
+        return Probe(lambda: client.post(url, body, content_type="application/json"), says)
+    return build
+
+
+ENTRY_POINTS = {
+    "mturk workerId": _platform_entry(Platform.MTURK, MTURK, "workerId"),
+    "mturk assignmentId": _platform_entry(Platform.MTURK, MTURK, "assignmentId"),
+    "mturk hitId": _platform_entry(Platform.MTURK, MTURK, "hitId"),
+    "mturk turkSubmitTo": _platform_entry(Platform.MTURK, MTURK, "turkSubmitTo"),
+    "prolific PROLIFIC_PID": _platform_entry(Platform.PROLIFIC, PROLIFIC, "PROLIFIC_PID"),
+    "prolific STUDY_ID": _platform_entry(Platform.PROLIFIC, PROLIFIC, "STUDY_ID"),
+    "prolific SESSION_ID": _platform_entry(Platform.PROLIFIC, PROLIFIC, "SESSION_ID"),
+    "study token": lambda: _worker("get", entry_url(make_study())[:-2] + NUL + "/"),
+    "/w/a/ task page": _task_token_with_nul(""),
+    "/w/a/ consent": _task_token_with_nul("consent"),
+    "/w/a/ answer": _task_token_with_nul("answer"),
+    "/w/a/ qualification": _task_token_with_nul("qualification"),
+    "/w/a/ submit": _task_token_with_nul("submit"),
+    "/w/a/ leave": _task_token_with_nul("leave"),
+    "/w/l/ link token": _link_token("l"),
+    "/w/o/ open link token": _link_token("o"),
+    "flag_note": _answer_with("flag_note", "broken" + NUL + "question"),
+    "answer": _answer_with("answer", "yes" + NUL),
+    "a field's name": _answer_with("flag" + NUL, "1"),
+    "qualification answer": _qualification_with_nul,
+    "participant identifier": _identifier_with_nul,
+    **{f"API import: {name}": _import_api(name) for name in IMPORTS},
+    **{f"admin import: {name}": _import_admin(name) for name in IMPORTS},
+    **{f"API {url}: JSON nested 5,000 deep": _json_body(url, "[" * 5000 + "]" * 5000, SAYS_TOO_DEEP)
+       for url in JSON_WRITES},
+    "API generation job: NUL inside params": _json_body(
+        "/api/v1/generation-jobs/", json.dumps({"kind": "finetune", "params": {"preset": "quick", "note": "a" + NUL}}),
+        f"at params.note: the text {SAYS_NUL_TEXT}"),
+}
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_hostile_input_gets_a_clear_4xx_and_writes_nothing(entry_point):
+    probe = ENTRY_POINTS[entry_point]()
+    before = [model.objects.count() for model in WRITTEN]
+    response = probe.send()
+    said = _said(response)
+    assert 400 <= response.status_code < 500, (entry_point, response.status_code, said[:500])
+    assert probe.says in said, (entry_point, said[:2000])
+    assert NUL not in said
+    assert [model.objects.count() for model in WRITTEN] == before
