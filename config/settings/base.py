@@ -114,7 +114,10 @@ STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"
 MEDIA_ROOT = Path(os.environ.get("DJANGO_MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
-# Uploads: importers stream from disk; refuse anything bigger than this (bytes).
+# Imports (studies/services/importers/reading.py): Django spools an upload over
+# FILE_UPLOAD_MAX_MEMORY_SIZE to a temporary file, and an importer then reads the whole file into
+# memory (it validates every row before writing any). A file over RL_MAX_IMPORT_BYTES (bytes) is
+# refused before it is read; the parsed rows take several times the file's size in memory.
 RL_MAX_IMPORT_BYTES = int(os.environ.get("RL_MAX_IMPORT_BYTES", str(100 * 1024 * 1024)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024

@@ -5,7 +5,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from studies.models import Item
 from studies.services.importers import ImportValidationError, items_import_strategyqa, normalize_question
-from studies.services.importers.base import parse_json_document, read_import_file, split_from_name
+from studies.services.importers.reading import parse_json_document, read_import_file
+from studies.services.importers.values import split_from_name
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +60,7 @@ def test_missing_file():
 
 
 def test_locator_positions_match_text():
-    from studies.services.importers.base import ImportFile
+    from studies.services.importers.reading import ImportFile
 
     text = '{\n  "a": [[1, 2], [3]],\n  "b": []\n}'
     doc = parse_json_document(ImportFile("x", text, "", len(text)), depth=2)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ImportValidationError, RowError, normalize_question, read_import_file  # noqa: F401
+from .errors import ImportValidationError, RowError  # noqa: F401
 from .generalization import generalization_questions_import
 from .generic import ItemColumns, items_import_table
 from .openbookqa import items_import_openbookqa
 from .rationales import RationaleColumns, rationales_import
+from .reading import read_import_file  # noqa: F401
 from .strategyqa import items_import_strategyqa
+from .values import normalize_question  # noqa: F401
 
 IMPORT_KINDS = {
     "strategyqa": ("StrategyQA questions (JSON list)", items_import_strategyqa),

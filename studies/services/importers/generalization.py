@@ -18,23 +18,10 @@ from django.db import transaction
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
 
-from .base import (
-    ErrorCollector,
-    ImportValidationError,
-    QuestionIndex,
-    RowError,
-    bulk_upsert,
-    check_split,
-    choice_label,
-    dataset_get,
-    import_record_create,
-    json_type,
-    parse_json_document,
-    read_import_file,
-    short,
-    split_from_name,
-    yes_no_label,
-)
+from .errors import ErrorCollector, ImportValidationError, RowError
+from .reading import json_type, parse_json_document, read_import_file
+from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
+from .values import check_split, choice_label, short, split_from_name, yes_no_label
 
 KIND = "generalization"
 TYPES = {t.value for t in GeneralizationQuestion.Type}

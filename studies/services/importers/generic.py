@@ -14,22 +14,11 @@ from typing import IO, Any
 
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord, Split
 
-from .base import (
-    ErrorCollector,
-    ImportValidationError,
-    as_text,
-    check_split,
-    choice_label,
-    dataset_check,
-    json_cell,
-    json_type,
-    read_import_file,
-    read_records,
-    short,
-    split_from_name,
-    yes_no_label,
-)
+from .errors import ErrorCollector, ImportValidationError
 from .items import ItemRows, check_item_values, items_apply
+from .reading import json_cell, json_type, read_import_file, read_records
+from .upsert import dataset_check
+from .values import as_text, check_split, choice_label, short, split_from_name, yes_no_label
 
 KIND = "items"
 

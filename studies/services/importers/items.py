@@ -7,15 +7,10 @@ from django.db import transaction
 
 from studies.models import ImportRecord, Item
 
-from .base import (
-    ErrorCollector,
-    ImportFile,
-    ImportValidationError,
-    bulk_upsert,
-    dataset_get_or_create,
-    import_record_create,
-    short,
-)
+from .errors import ErrorCollector, ImportValidationError
+from .reading import ImportFile
+from .upsert import bulk_upsert, dataset_get_or_create, import_record_create
+from .values import short
 
 ITEM_FIELDS = ["question", "choices", "gold_answer", "gold_rationale", "split", "metadata"]
 

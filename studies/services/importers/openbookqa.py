@@ -19,23 +19,11 @@ from typing import IO, Any
 
 from studies.models import Dataset, ImportRecord
 
-from .base import (
-    ErrorCollector,
-    ImportFile,
-    ImportValidationError,
-    RowError,
-    as_text,
-    check_split,
-    choice_label,
-    dataset_check,
-    json_type,
-    parse_json_document,
-    parse_json_lines,
-    read_import_file,
-    short,
-    split_from_name,
-)
+from .errors import ErrorCollector, ImportValidationError, RowError
 from .items import ItemRows, check_item_values, items_apply
+from .reading import ImportFile, json_type, parse_json_document, parse_json_lines, read_import_file
+from .upsert import dataset_check
+from .values import as_text, check_split, choice_label, short, split_from_name
 
 KIND = "openbookqa"
 DEFAULT_DATASET = "OpenBookQA"

@@ -26,22 +26,10 @@ from django.db import transaction
 from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
 
-from .base import (
-    ErrorCollector,
-    ImportValidationError,
-    QuestionIndex,
-    answer_label,
-    as_text,
-    bulk_upsert,
-    check_split,
-    dataset_get,
-    describe_allowed,
-    import_record_create,
-    json_cell,
-    read_import_file,
-    read_records,
-    short,
-)
+from .errors import ErrorCollector, ImportValidationError
+from .reading import json_cell, read_import_file, read_records
+from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
+from .values import answer_label, as_text, check_split, describe_allowed, short
 
 KIND = "rationales"
 

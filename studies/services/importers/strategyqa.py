@@ -14,21 +14,11 @@ from typing import IO, Any
 
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord
 
-from .base import (
-    ErrorCollector,
-    ImportValidationError,
-    RowError,
-    as_text,
-    check_split,
-    dataset_check,
-    json_type,
-    parse_json_document,
-    read_import_file,
-    short,
-    split_from_name,
-    yes_no_label,
-)
+from .errors import ErrorCollector, ImportValidationError, RowError
 from .items import ItemRows, check_item_values, items_apply
+from .reading import json_type, parse_json_document, read_import_file
+from .upsert import dataset_check
+from .values import as_text, check_split, short, split_from_name, yes_no_label
 
 KIND = "strategyqa"
 DEFAULT_DATASET = "StrategyQA"

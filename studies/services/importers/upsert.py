@@ -1,0 +1,203 @@
+"""What an import finds and writes in the database: its dataset, the items its questions name, the
+bulk upsert that makes a re-import change nothing, and the ``ImportRecord`` of an applied file.
+
+An importer parses and validates the *whole* file first and collects every bad row. If there is
+any, it raises one :class:`ImportValidationError` and writes nothing; otherwise it applies the
+rows inside ``transaction.atomic`` with bulk operations and records an ``ImportRecord``."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from studies.models import Dataset, ImportRecord, Item
+
+from .errors import ErrorCollector, ImportValidationError, RowError
+from .reading import ImportFile
+from .values import normalize_question, short
+
+
+def dataset_get(*, name: str, filename: str = "") -> Dataset:
+    try:
+        return Dataset.objects.get(name=name)
+    except Dataset.DoesNotExist:
+        known = ", ".join(Dataset.objects.values_list("name", flat=True)[:20]) or "none yet"
+        raise ImportValidationError(
+            f"unknown dataset {name!r} (known: {known}); import its items first", filename=filename
+        ) from None
+
+
+def dataset_check(
+    *, name: str, task_format: str, choice_labels: list[str] | None = None, filename: str = ""
+) -> Dataset | None:
+    """The existing dataset of that name (None if new); refuse one of another task format.
+    Writes nothing, so importers call it before validating rows."""
+    name = (name or "").strip()
+    if not name:
+        raise ImportValidationError("the dataset name is empty", filename=filename)
+    dataset = Dataset.objects.filter(name=name).first()
+    if dataset is None:
+        return None
+    if dataset.task_format != task_format:
+        raise ImportValidationError(
+            f"dataset {name!r} exists with task format {dataset.get_task_format_display()!r}; "
+            f"this file is {Dataset.TaskFormat(task_format).label!r}: choose another dataset name",
+            filename=filename,
+        )
+    labels = list(choice_labels or [])
+    if task_format == Dataset.TaskFormat.MULTIPLE_CHOICE and labels and list(dataset.choice_labels) != labels:
+        raise ImportValidationError(
+            f"dataset {name!r} has options {dataset.choice_labels}, this file has {labels}", filename=filename
+        )
+    return dataset
+
+
+def dataset_get_or_create(
+    *, name: str, task_format: str, choice_labels: list[str] | None = None, description: str = ""
+) -> tuple[Dataset, bool]:
+    """Call inside the import's transaction, after ``dataset_check``."""
+    dataset = Dataset.objects.filter(name=name.strip()).first()
+    if dataset is not None:
+        return dataset, False
+    dataset = Dataset(
+        name=name.strip(), task_format=task_format, choice_labels=list(choice_labels or []), description=description
+    )
+    try:
+        dataset.full_clean()
+    except ValidationError as exc:
+        raise ImportValidationError(
+            [RowError(None, name, "; ".join(messages)) for name, messages in exc.message_dict.items()],
+        ) from None
+    dataset.save()
+    return dataset, True
+
+
+class QuestionIndex:
+    """Finds items of a dataset (optionally one split) by normalised question text."""
+
+    def __init__(self, dataset: Dataset, split: str | None = None):
+        qs = Item.objects.filter(dataset=dataset)
+        if split:
+            qs = qs.filter(split=split)
+        self.by_key: dict[str, list[Item]] = {}
+        self.by_external_id: dict[str, Item] = {}
+        for item in qs.only("id", "external_id", "question", "gold_answer", "split", "dataset_id"):
+            self.by_key.setdefault(normalize_question(item.question), []).append(item)
+            self.by_external_id[item.external_id] = item
+        self.split = split
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.by_external_id)
+
+    def find(self, question: str) -> tuple[Item | None, str]:
+        """``(item, "")`` or ``(None, reason)``."""
+        found = self.by_key.get(normalize_question(question), [])
+        if len(found) == 1:
+            return found[0], ""
+        where = f"dataset {self.dataset.name!r}" + (f", split {self.split!r}" if self.split else "")
+        if not found:
+            return None, f"no item of {where} has the question {short(question)!r}"
+        ids = ", ".join(sorted(i.external_id for i in found))
+        return None, f"the question {short(question)!r} matches several items ({ids}); choose a split"
+
+
+@dataclass
+class UpsertResult:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+def bulk_upsert(
+    *,
+    model: type[models.Model],
+    existing: dict[Any, models.Model],
+    rows: dict[Any, dict[str, Any]],
+    build: Callable[[Any, dict[str, Any]], models.Model],
+    compare_fields: list[str],
+    lines: dict[Any, int | None] | None = None,
+    filename: str = "",
+    batch_size: int = 500,
+) -> tuple[UpsertResult, list[models.Model]]:
+    """Create the rows whose key is new, update those whose ``compare_fields`` differ, count the
+    rest as unchanged. ``existing`` maps key -> instance; ``rows`` maps key -> field values.
+    Returns the counts and the created instances. Every new or changed instance is
+    ``full_clean``-ed, except for uniqueness, which the caller has already settled; a row the
+    model refuses (an id longer than its column, ...) is reported with its line (``lines`` maps
+    key -> line) and field, every one of them, before anything is written."""
+    result = UpsertResult()
+    errors = ErrorCollector()
+
+    def clean(obj: models.Model, key: Any) -> None:
+        try:
+            obj.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            line = (lines or {}).get(key)
+            for name, messages in exc.message_dict.items():
+                field_name = "" if name == "__all__" else name
+                for message in messages:
+                    errors.add(line, field_name, message.rstrip("."),
+                               record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
+
+    to_create: list[models.Model] = []
+    to_update: list[models.Model] = []
+    changed_fields: set[str] = set()
+    # Foreign keys were resolved by the importer; validating them again costs a query per row.
+    exclude = [f.name for f in model._meta.concrete_fields if f.is_relation]
+    for key, values in rows.items():
+        obj = existing.get(key)
+        if obj is None:
+            new = build(key, values)
+            clean(new, key)
+            to_create.append(new)
+            continue
+        diff = [f for f in compare_fields if f in values and getattr(obj, f) != values[f]]
+        if diff:
+            for f, v in values.items():
+                setattr(obj, f, v)
+            changed_fields.update(values)
+            clean(obj, key)
+            to_update.append(obj)
+        else:
+            result.unchanged += 1
+    errors.raise_if_any(filename)
+    created = model.objects.bulk_create(to_create, batch_size=batch_size)
+    if to_update:
+        update_fields = sorted(changed_fields)
+        if any(f.name == "updated_at" for f in model._meta.concrete_fields):
+            now = timezone.now()
+            for obj in to_update:
+                obj.updated_at = now
+            update_fields.append("updated_at")
+        model.objects.bulk_update(to_update, update_fields, batch_size=batch_size)
+    result.created = len(to_create)
+    result.updated = len(to_update)
+    return result, created
+
+
+def import_record_create(
+    *,
+    kind: str,
+    f: ImportFile,
+    dataset: Dataset | None,
+    result: UpsertResult,
+    summary: dict[str, Any],
+    user: Any = None,
+) -> ImportRecord:
+    user = user if getattr(user, "is_authenticated", False) else None
+    return ImportRecord.objects.create(
+        kind=kind,
+        filename=f.name[:500],
+        sha256=f.sha256,
+        dataset=dataset,
+        created=result.created,
+        updated=result.updated,
+        unchanged=result.unchanged,
+        summary=summary,
+        imported_by=user,
+    )
