@@ -18,10 +18,17 @@ from annotations.selectors_entry import study_entry_warnings
 from annotations.selectors_progress import studies_completion
 from annotations.services.opening import study_open
 from cockpit import progress, workers
+from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Item, Study
-from studies.selectors import CHANGE, studies_for_user, study_design_summary
+from studies.selectors import (
+    CHANGE,
+    source_coverage,
+    sources_without_rationales,
+    studies_for_user,
+    study_design_summary,
+)
 from studies.services.studies import (
     DESIGN_FIELDS,
     StudyError,
@@ -36,6 +43,14 @@ class StudyForm(forms.ModelForm):
     class Meta:
         model = Study
         exclude = ["items", "status", "is_imported_outcome"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "sources" in self.fields:
+            field = self.fields["sources"]
+            field.widget = SourcesPicker(coverage=source_coverage(), choices=field.choices)
+            field.help_text = ("Only sources with rationales for the chosen dataset and split are offered "
+                               "(import rationales to add one).")
 
     def clean(self):
         data = super().clean()
@@ -60,6 +75,14 @@ class StudyForm(forms.ModelForm):
         needs_sources = kind in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES)
         if needs_sources and sources is not None and not sources:
             self.add_error("sources", "Choose at least one rationale source.")
+        if sources and dataset is not None and split and "sources" not in self.errors:
+            # Sources chosen now (a study's own sources stay: imported outcomes may have none).
+            kept = set(instance.sources.all()) if instance.pk else set()
+            added = [s for s in sources if s not in kept]
+            missing = sources_without_rationales(sources=added, dataset=dataset, split=split)
+            if missing:
+                self.add_error("sources", f"No rationales for {dataset} ({split}) from: "
+                                          f"{', '.join(s.name for s in missing)}. Import them or choose other sources.")
         return data
 
 
@@ -120,7 +143,8 @@ class StudyAdmin(StudyScopedAdmin):
                     "created_at"]
     list_filter = ["kind", "status", "platform", "dataset"]
     search_fields = ["name", "instructions"]
-    autocomplete_fields = ["dataset", "sources", "owner", "shared_with"]
+    autocomplete_fields = ["owner", "shared_with"]
+    inlines = [AttentionCheckInline, QualificationTestInline]
     readonly_fields = ["status", "progress_at_a_glance", "design_at_a_glance", "created_at", "updated_at"]
     actions = ["resample_items", "open_studies", "close_studies"]
     fieldsets = [

@@ -275,3 +275,20 @@ def generation_jobs_for_user(*, user) -> QuerySet[GenerationJob]:
     """LM jobs belong to no study: all with the view permission, else the user's own."""
     return _all_or_used(user, GenerationJob, "studies.view_generationjob",
                         GenerationJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))
+
+
+def source_coverage() -> dict[int, set[tuple[int, str]]]:
+    """For each rationale source, the (dataset id, split) pairs it has rationales for: what the
+    study form's sources picker offers once a dataset and split are chosen."""
+    coverage: dict[int, set[tuple[int, str]]] = {}
+    rows = Rationale.objects.order_by().values_list("source_id", "item__dataset_id", "item__split").distinct()
+    for source_id, dataset_id, split in rows:
+        coverage.setdefault(source_id, set()).add((dataset_id, split))
+    return coverage
+
+
+def sources_without_rationales(*, sources, dataset: Dataset, split: str) -> list[RationaleSource]:
+    """Those of ``sources`` that have no rationale for an item of ``dataset`` in ``split``."""
+    covered = set(Rationale.objects.filter(source__in=sources, item__dataset=dataset, item__split=split)
+                  .order_by().values_list("source_id", flat=True).distinct())
+    return [s for s in sources if s.pk not in covered]

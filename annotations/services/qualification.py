@@ -53,3 +53,30 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
         else:
             assignment_release(assignment=assignment, status=Assignment.Status.RETURNED)
         return grant
+
+
+class QualificationSetupError(Exception):
+    """The test's questions cannot change (a worker has taken it)."""
+
+
+def qualification_questions(test: QualificationTest) -> list[dict]:
+    """The test's questions in order, as ``{"question", "choices", "correct_answer"}``."""
+    return [{"question": q.question, "choices": list(q.choices or []), "correct_answer": q.correct_answer}
+            for q in test.questions.order_by("position", "id")]
+
+
+def qualification_questions_set(*, test: QualificationTest, questions: list[dict]) -> None:
+    """Make ``questions`` (``{"question", "choices", "correct_answer"}``, in order) the test's
+    questions. Nothing changes when they are the same; different questions are refused once a
+    worker has taken the test (their graded answers refer to the questions)."""
+    with transaction.atomic():
+        QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
+        if qualification_questions(test) == questions:
+            return
+        if QualificationGrant.objects.filter(study_id=test.study_id).exists():
+            raise QualificationSetupError("Workers have already taken this qualification test: its questions can no "
+                                          "longer change.")
+        test.questions.all().delete()
+        test.questions.model.objects.bulk_create([
+            test.questions.model(test=test, position=position, **q) for position, q in enumerate(questions)
+        ])

@@ -1,0 +1,153 @@
+"""What the study page sets up besides the design: the sources picker (only sources with
+rationales for the chosen dataset and split), and the attention checks and qualification test as
+inlines of the study, so that a researcher never leaves the study page to prepare a study."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+
+from annotations.models import AttentionCheck, QualificationGrant, QualificationTest
+from annotations.services.qualification import qualification_questions, qualification_questions_set
+from annotations.services.steps import normalise_choices
+
+
+class SourcesPicker(forms.CheckboxSelectMultiple):
+    """Checkboxes that carry the (dataset, split) pairs each source has rationales for
+    (``data-coverage="<dataset id>:<split> ..."``); the study page's script shows those that match
+    the chosen dataset and split."""
+
+    def __init__(self, *args, coverage: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.coverage = coverage or {}
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        pk = getattr(value, "value", value)
+        pairs = sorted(self.coverage.get(pk, ()))
+        option["attrs"]["data-coverage"] = " ".join(f"{dataset}:{split}" for dataset, split in pairs)
+        return option
+
+
+def _choices_field_help() -> str:
+    return 'A JSON list of answer labels, e.g. ["yes", "no"]; empty means yes / no.'
+
+
+def check_answer_among_choices(choices, answer: str) -> list[str]:
+    """The choice labels, or a ValidationError naming what is wrong with ``choices`` or ``answer``."""
+    if not isinstance(choices, list):
+        raise forms.ValidationError({"choices": "A list of answer labels, e.g. [\"yes\", \"no\"]."})
+    labels = [c["label"] for c in normalise_choices(choices)]
+    if any(not label for label in labels):
+        raise forms.ValidationError({"choices": "Every choice needs a label."})
+    if answer not in labels:
+        raise forms.ValidationError({"correct_answer": f"'{answer[:50]}' is not one of the choices "
+                                                       f"({', '.join(labels)})."})
+    return labels
+
+
+class AttentionCheckForm(forms.ModelForm):
+    class Meta:
+        model = AttentionCheck
+        fields = ["question", "choices", "correct_answer"]
+        widgets = {"question": forms.Textarea(attrs={"rows": 2, "cols": 50})}
+        help_texts = {"choices": _choices_field_help()}
+
+    def clean(self):
+        data = super().clean()
+        if "choices" in data and "correct_answer" in data:
+            check_answer_among_choices(data["choices"] or [], data["correct_answer"].strip())
+        return data
+
+
+class AttentionCheckInline(admin.TabularInline):
+    model = AttentionCheck
+    form = AttentionCheckForm
+    extra = 0
+    verbose_name = "attention check"
+    verbose_name_plural = "Attention checks (mixed into tasks; workers who miss them are flagged)"
+
+
+QUESTIONS_HELP = (
+    "One question per line: question | correct answer | choices separated by ; (leave the choices out "
+    "for yes / no). For example: <code>Is Paris in France? | yes</code> or "
+    "<code>Which is a mammal? | whale | whale; shark; trout</code>."
+)
+
+
+def parse_questions(text: str) -> list[dict]:
+    """The qualification questions written one per line (see ``QUESTIONS_HELP``); a bad line is a
+    ValidationError naming the line and what is wrong."""
+    questions, errors = [], []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+            errors.append(f"Line {number}: write 'question | correct answer' or 'question | correct answer | "
+                          "choice; choice; ...'.")
+            continue
+        choices = [c.strip() for c in parts[2].split(";")] if len(parts) == 3 and parts[2] else []
+        if any(not c for c in choices):
+            errors.append(f"Line {number}: an empty choice (two ; in a row, or one at the end).")
+            continue
+        labels = [c["label"] for c in normalise_choices(choices)]
+        if parts[1] not in labels:
+            errors.append(f"Line {number}: the correct answer '{parts[1][:50]}' is not one of the choices "
+                          f"({', '.join(labels)}).")
+            continue
+        questions.append({"question": parts[0], "choices": choices, "correct_answer": parts[1]})
+    if errors:
+        raise forms.ValidationError(errors)
+    return questions
+
+
+def format_questions(test: QualificationTest) -> str:
+    lines = []
+    for q in test.questions.all():
+        choices = [c["label"] for c in normalise_choices(q.choices)] if q.choices else []
+        lines.append(" | ".join([q.question, q.correct_answer] + (["; ".join(choices)] if choices else [])))
+    return "\n".join(lines)
+
+
+class QualificationTestForm(forms.ModelForm):
+    questions = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "cols": 80}), required=True,
+                                help_text=QUESTIONS_HELP)
+
+    class Meta:
+        model = QualificationTest
+        fields = ["pass_mark", "instructions", "questions"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial.setdefault("questions", format_questions(self.instance))
+
+    def clean(self):
+        data = super().clean()
+        if "questions" in data:
+            data["parsed_questions"] = parse_questions(data["questions"])
+            if not data["parsed_questions"]:
+                self.add_error("questions", "Write at least one question.")
+            elif data.get("pass_mark") is not None and data["pass_mark"] > len(data["parsed_questions"]):
+                self.add_error("pass_mark", f"The pass mark is higher than the number of questions "
+                                            f"({len(data['parsed_questions'])}).")
+            elif (self.instance.pk and data["parsed_questions"] != qualification_questions(self.instance)
+                  and QualificationGrant.objects.filter(study_id=self.instance.study_id).exists()):
+                self.add_error("questions", "Workers have already taken this test: its questions can no longer "
+                                            "change (their graded answers refer to them).")
+        return data
+
+    def save(self, commit=True):
+        test = super().save(commit=commit)
+        if commit:
+            qualification_questions_set(test=test, questions=self.cleaned_data["parsed_questions"])
+        return test
+
+
+class QualificationTestInline(admin.StackedInline):
+    model = QualificationTest
+    form = QualificationTestForm
+    extra = 0
+    max_num = 1
+    verbose_name = "qualification test"
+    verbose_name_plural = "Qualification test (graded once per worker before their first task)"

@@ -1,0 +1,116 @@
+"""The study page sets up the whole study: the sources picker offers the sources with rationales
+for the chosen dataset and split (and the server refuses others), and the attention checks and the
+qualification test are inlines of the study page."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from annotations.models import AttentionCheck, QualificationTest
+from annotations.services.qualification import qualification_questions
+from studies.models import Study
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+from tests.work import open_utility_study, work
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(response) -> dict:
+    """What the admin page's form would post as it stands: every field's current value and the
+    inlines' management forms."""
+    data = {}
+    form = response.context["adminform"].form
+    for name in form.fields:
+        value = form[name].value()
+        if value is None or value is False:
+            continue
+        data[name] = [str(v.pk if hasattr(v, "pk") else v) for v in value] if isinstance(value, (list, tuple)) else value
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        for name in formset.management_form.fields:
+            data[f"{formset.prefix}-{name}"] = formset.management_form[name].value()
+        for i, f in enumerate(formset.forms):
+            for name in f.fields:
+                value = f[name].value()
+                if value not in (None, False):
+                    data[f"{formset.prefix}-{i}-{name}"] = value.pk if hasattr(value, "pk") else value
+    return data
+
+
+@pytest.fixture
+def world():
+    dataset = DatasetFactory(name="picker-ds")
+    other = DatasetFactory(name="other-ds")
+    item = ItemFactory(dataset=dataset, split="test", gold_answer="yes")
+    ItemFactory(dataset=dataset, split="train", gold_answer="yes")
+    on_test = RationaleSourceFactory(name="on-test")
+    elsewhere = RationaleSourceFactory(name="elsewhere")
+    RationaleFactory(item=item, source=on_test)
+    RationaleFactory(item=ItemFactory(dataset=other, split="test"), source=elsewhere)
+    return dataset, on_test, elsewhere
+
+
+def test_sources_picker_carries_coverage_and_the_server_refuses_a_source_without_rationales(admin_client, world):
+    dataset, on_test, elsewhere = world
+    add = reverse("admin:studies_study_add")
+    page = admin_client.get(add)
+    html = page.content.decode()
+    assert re.search(rf'value="{on_test.pk}"[^>]*data-coverage="{dataset.pk}:test"', html)
+    assert re.search(rf'value="{elsewhere.pk}"[^>]*data-coverage="\d+:test"', html)
+    assert 'id="sources-offered"' not in html  # written by the page's script, not the server
+
+    data = {**form_data(page), "name": "picked", "dataset": dataset.pk, "split": "test",
+            "sources": [on_test.pk, elsewhere.pk], "consent_text": "ok"}
+    refused = admin_client.post(add, data)
+    assert refused.status_code == 200
+    assert f"No rationales for {dataset} (test) from: elsewhere." in refused.content.decode()
+    assert not Study.objects.filter(name="picked").exists()
+
+    data["sources"] = [on_test.pk]
+    assert admin_client.post(add, data).status_code == 302
+    assert list(Study.objects.get(name="picked").sources.all()) == [on_test]
+
+
+def test_attention_checks_and_qualification_test_are_set_up_on_the_study_page(admin_client):
+    study = open_utility_study(name="setup", n_items=2, n_sources=1, quota=1)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    page = admin_client.get(url)
+    assert "Attention checks" in page.content.decode() and "Qualification test" in page.content.decode()
+    data = form_data(page)
+    data.update({
+        "attention_checks-TOTAL_FORMS": "1",
+        "attention_checks-0-question": "Choose 'no' for this one.",
+        "attention_checks-0-choices": '["yes", "no"]',
+        "attention_checks-0-correct_answer": "maybe",
+        "qualification_test-TOTAL_FORMS": "1",
+        "qualification_test-0-pass_mark": "3",
+        "qualification_test-0-questions": "Is Paris in France? | yes\nWhich is a mammal? | whale | whale; shark\nbad line",
+    })
+    refused = admin_client.post(url, data).content.decode()
+    assert "&#x27;maybe&#x27; is not one of the choices (yes, no)." in refused
+    assert "Line 3: write" in refused
+    assert not AttentionCheck.objects.exists() and not QualificationTest.objects.exists()
+
+    data["attention_checks-0-correct_answer"] = "no"
+    data["qualification_test-0-questions"] = "Is Paris in France? | yes\nWhich is a mammal? | whale | whale; shark"
+    refused = admin_client.post(url, data).content.decode()
+    assert "The pass mark is higher than the number of questions (2)." in refused
+
+    data["qualification_test-0-pass_mark"] = "2"
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    check = AttentionCheck.objects.get(study=study)
+    assert (check.choices, check.correct_answer) == (["yes", "no"], "no")
+    test = QualificationTest.objects.get(study=study)
+    assert test.pass_mark == 2
+    assert qualification_questions(test) == [
+        {"question": "Is Paris in France?", "choices": [], "correct_answer": "yes"},
+        {"question": "Which is a mammal?", "choices": ["whale", "shark"], "correct_answer": "whale"},
+    ]
+    # The page shows the questions as written, and a worker's task now carries the attention check.
+    again = admin_client.get(url).content.decode()
+    assert "Which is a mammal? | whale | whale; shark" in again
+    assignment = work(study, "f" * 24, submit=False)
+    assert assignment.claims.filter(attention_check=check).exists()
