@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from annotations.models import Annotation
+from annotations.selectors import claims_that_count
 from lab.api.streaming import Column
 from lab.pseudonyms import PseudonymCache
 from scoring.metrics.labels import UTILITY_NAMES
@@ -47,6 +48,8 @@ ANNOTATION_COLUMNS: list[Column] = [
     Column("task_correct", "bool", "Whether the source's own predicted answer was correct."),
     Column("gen_u", "int", "Gen-U of the unit's rationale (-1, 0, 1), when computed."),
     Column("similarity", "float", "BERTScore similarity of the rationale to the gold rationale, when computed."),
+    Column("counts", "bool", "The answer counts: its claim is complete, not given back, and its task submitted or "
+           "approved (what scoring reads; `annotations.selectors.claims_that_count`)."),
 ]
 RAW_WORKER_COLUMN = Column("worker_raw_id", "str", "Raw platform id (only for staff with studies.view_raw_worker_ids).")
 
@@ -58,6 +61,7 @@ _FIELDS = [
     "claim__unit__generalization_question_id", "claim__unit__generalization_question__qtype",
     "claim__unit__generalization_question__answer", "claim__attention_check_id",
     "claim__attention_check__correct_answer", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms",
+    "counts",
 ]
 
 
@@ -88,11 +92,12 @@ def annotation_rows(
     scores = unit_score_lookup([study.pk])
     pseudonyms = PseudonymCache()
     empty = (None, None, None, None)
+    counted = queryset.annotate(counts=Exists(claims_that_count(study=study).filter(pk=OuterRef("claim_id"))))
     for (
         pk, study_id, assignment_id, assignment_status, participant_id, platform, external_id, position, unit_id,
         item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer,
-        check_id, check_answer, step, answer, payload, shown_at, answered_at, duration_ms,
-    ) in queryset.order_by("id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
+        check_id, check_answer, step, answer, payload, shown_at, answered_at, duration_ms, counts,
+    ) in counted.order_by("id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
         if check_id is not None:
             gold = check_answer
         elif genq_id is not None:
@@ -105,6 +110,6 @@ def annotation_rows(
             pk, study_id, assignment_id, assignment_status, pseudonyms.get(participant_id, platform, external_id),
             position, unit_id, item_id, item_external_id, split, source_id, source_name, genq_id, genq_type, check_id,
             step, answer, gold, correct, json.dumps(payload, ensure_ascii=False) if payload else "", shown_at,
-            answered_at, duration_ms, utility, UTILITY_NAMES.get(utility, ""), task_correct, gen_u, similarity,
+            answered_at, duration_ms, utility, UTILITY_NAMES.get(utility, ""), task_correct, gen_u, similarity, counts,
         )
         yield row + (external_id,) if raw_worker_ids else row

@@ -39,7 +39,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, Unit
+from annotations.models import Annotation, Unit
+from annotations.selectors import claims_that_count
 from scoring import core, metrics
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
@@ -49,29 +50,22 @@ from studies.models import Rationale, Study
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
-EXCLUDED_ASSIGNMENT_STATUSES = [Assignment.Status.REJECTED]
 
 
 # --- loading ---------------------------------------------------------------------------------
 
 
 def _annotation_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
+    """The before/after answers that count (``annotations.selectors.claims_that_count``): a counted
+    claim is complete, so each has both answers."""
     rows = Annotation.objects.filter(
-        claim__unit__study=study,
+        claim__in=claims_that_count(study=study),
         claim__unit__generalization_question__isnull=not generalization,
         step__in=[Annotation.Step.BEFORE, Annotation.Step.AFTER],
-    ).exclude(claim__assignment__status__in=EXCLUDED_ASSIGNMENT_STATUSES).values_list(
-        "claim_id", "claim__unit_id", "claim__participant_id", "step", "answer"
-    )
-    df = pd.DataFrame.from_records(
+    ).values_list("claim_id", "claim__unit_id", "claim__participant_id", "step", "answer")
+    return pd.DataFrame.from_records(
         list(rows), columns=["claim_id", "unit_id", "participant_id", "step", "answer"]
     )
-    if df.empty:
-        return df
-    # Only claims with both answers count: a worker who stopped after the first answer gives no
-    # before/after pair.
-    steps = df.groupby("claim_id")["step"].transform("nunique")
-    return df[steps == 2]
 
 
 def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
@@ -217,8 +211,8 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
     question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes).
     Property annotations: ``Annotation(step="properties").payload`` is ``{"properties": {name: bool}}``
     (or ``{name: bool}``); a rationale has a property when most of its annotators marked it."""
-    rows = Annotation.objects.filter(claim__unit__study=study, step=Annotation.Step.PROPERTIES).exclude(
-        claim__assignment__status__in=EXCLUDED_ASSIGNMENT_STATUSES
+    rows = Annotation.objects.filter(
+        claim__in=claims_that_count(study=study), step=Annotation.Step.PROPERTIES
     ).values_list("claim__unit__item_id", "claim__unit__source_id", "payload")
     records = []
     for item_id, source_id, payload in rows.iterator():

@@ -5,9 +5,12 @@ import itertools
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Claim, Participant, Unit
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.release import assignment_release
 from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
@@ -27,22 +30,33 @@ _workers = itertools.count()
 
 
 def collect(study, unit, answers, *, status=Assignment.Status.SUBMITTED, start=0):
-    """Record one new worker per (before, after) pair in ``answers`` for ``unit`` (a worker sees a
-    question once per study, so every answer pair comes from a fresh worker)."""
+    """One new worker per (before, after) pair in ``answers`` answers ``unit`` through the
+    questionnaire's services and submits; with ``status`` rejected the task is then rejected
+    through the releasing service the review uses. A pair with ``None`` after stops there: the
+    task stays active (a worker still at work or gone), so its answer does not count.
+
+    The assignment and its one claim are placed by hand (the assignment rule would choose the
+    units itself) so that each unit gets the answers the test chooses; everything after that goes
+    through the services, so what counts is what ``claims_that_count`` says."""
     for before, after in answers:
         n = next(_workers)
         participant, _ = Participant.objects.get_or_create(platform="link", external_id=f"w{n}")
         assignment = Assignment.objects.create(
-            study=study, participant=participant, status=status, expires_at=timezone.now() + timedelta(hours=1)
+            study=study, participant=participant, expires_at=timezone.now() + timedelta(hours=1)
         )
         claim = Claim.objects.create(
             assignment=assignment, unit=unit, study=study, participant=participant,
             question_key=unit.question_key, position=0,
         )
-        if before is not None:
-            Annotation.objects.create(claim=claim, step="before", answer=before)
-        if after is not None:
-            Annotation.objects.create(claim=claim, step="after", answer=after)
+        Unit.objects.filter(pk=unit.pk).update(n_claimed=F("n_claimed") + 1)  # as the claim does
+        for step, answer in (("before", before), ("after", after)):
+            if answer is None:
+                break
+            annotation_submit(assignment=assignment, claim=claim, step=step, answer=answer)
+        else:
+            assignment_submit(assignment=assignment)
+            if status == Assignment.Status.REJECTED:
+                assignment_release(assignment=assignment, status=status)
 
 
 def make_unit(study, item, source, quota=5, gq=None):
@@ -75,7 +89,7 @@ def test_utility_study_majorities_utilities_and_warnings(utility_study):
     collect(study, unit, [("yes", "yes")], status=Assignment.Status.REJECTED, start=10)
     collect(study, make_unit(study, items[1], bad), [("yes", "no")] * 5)
     # A worker who gave only the first answer does not count.
-    collect(study, make_unit(study, items[2], bad), [("yes", "no")] * 5 + [("no", None)], start=20)
+    collect(study, make_unit(study, items[2], bad, quota=6), [("yes", "no")] * 5 + [("no", None)], start=20)
     make_unit(study, items[3], bad)  # nobody yet
 
     run = study_score(study=study, similarity=False, both_directions=True)
