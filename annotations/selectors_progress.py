@@ -2,11 +2,10 @@
 
 Every count of answers reads the one definition of "this answer counts"
 (``annotations.selectors.claims_that_count``); time and pay read the one cost-and-pay reading of
-``annotations.selectors_platforms``. Nothing here writes."""
+``annotations.selectors_cost``. Nothing here writes."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from decimal import Decimal
+from dataclasses import asdict, dataclass
 from functools import reduce
 from operator import or_
 
@@ -15,15 +14,8 @@ from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.selectors import claims_that_count
-from annotations.selectors_platforms import HourlyPay, study_effective_hourly_pay
+from annotations.selectors_cost import PayReading, pay_reading, questions_per_task, study_effective_hourly_pay
 from studies.models import Study
-
-# Fewer timed tasks than this give no median worth quoting: the estimate stands until then.
-MIN_TIMED_TASKS = 5
-# Nobody reads a question (and, in a utility study, an explanation) and answers it in less than
-# this: a median below it comes from bots, scripted tests or careless clicking, and the hourly
-# pay it implies says nothing about what real workers earn.
-MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
 
 
 def _percent(part: int, whole: int) -> float:
@@ -40,21 +32,6 @@ class SourceProgress:
     @property
     def percent(self) -> float:
         return _percent(self.collected, self.to_collect)
-
-
-@dataclass
-class PayReading:
-    """The effective hourly pay as it may honestly be quoted right now."""
-
-    figure: Decimal | None  # the pay per hour to quote (recorded median when reliable, else the estimate)
-    basis: str  # "recorded" or "estimate"
-    text: str  # one sentence saying where the figure comes from
-    timed_tasks: int
-    median_minutes: float | None
-    seconds_per_question: float | None
-    floor: Decimal
-    below_floor: bool
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,47 +66,6 @@ class StudyProgress:
         pay["figure"] = None if self.pay.figure is None else str(self.pay.figure)
         pay["floor"] = str(self.pay.floor)
         return out
-
-
-def questions_per_task(*, study: Study) -> int:
-    """What one task asks: its units plus the study's attention checks."""
-    return study.units_per_task + study.attention_checks.count()
-
-
-def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:
-    """Quote the effective hourly pay honestly: the recorded median only once at least
-    ``MIN_TIMED_TASKS`` tasks were timed and their median is a pace a person can work at; the
-    estimate otherwise, saying why. ``hourly`` is the cost-and-pay selector's reading."""
-    n = hourly.n_recorded
-    median = hourly.median_minutes
-    per_question = round(median * 60 / questions, 1) if (median is not None and questions) else None
-    warnings: list[str] = []
-    estimate = (f"the estimate of {hourly.estimate_minutes} min a task gives {hourly.estimate_hourly}/h")
-    if n == 0:
-        figure, basis = hourly.estimate_hourly, "estimate"
-        text = f"No task timed yet: {estimate}."
-    elif n < MIN_TIMED_TASKS:
-        figure, basis = hourly.estimate_hourly, "estimate"
-        text = (f"Only {n} task{'s' if n != 1 else ''} timed (median {median} min), too few to quote; "
-                f"{estimate} until {MIN_TIMED_TASKS} are.")
-    elif per_question is not None and per_question < MIN_PLAUSIBLE_SECONDS_PER_QUESTION:
-        figure, basis = hourly.estimate_hourly, "estimate"
-        text = (f"{n} tasks timed, median {median} min ({per_question} s a question): faster than a person "
-                f"reads, so the timings are not quoted; {estimate}.")
-        warnings.append(
-            f"Tasks are being finished in a median of {per_question} s a question: automated or careless work? "
-            f"Check the workers' answers and attention checks before approving.")
-    else:
-        figure, basis = hourly.hourly_median, "recorded"
-        text = f"Median of {n} timed tasks: {median} min a task ({per_question} s a question)."
-    below = figure is not None and figure < hourly.floor
-    if below:
-        warnings.append(f"Effective pay {figure}/h is below the floor of {hourly.floor}/h: raise the reward or pay "
-                        "the difference as a bonus.")
-    elif basis == "recorded":
-        warnings.extend(w for w in hourly.warnings if "quarter" in w)  # the spread's warning still applies
-    return PayReading(figure=figure, basis=basis, text=text, timed_tasks=n, median_minutes=median,
-                      seconds_per_question=per_question, floor=hourly.floor, below_floor=below, warnings=warnings)
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:

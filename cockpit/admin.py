@@ -14,9 +14,12 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from annotations.selectors_cost import study_cost_and_pay
 from annotations.selectors_entry import study_entry_warnings
 from annotations.selectors_progress import studies_completion
 from annotations.services.opening import study_open
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.close import study_close
 from cockpit import progress, workers
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
@@ -32,7 +35,6 @@ from studies.selectors import (
 from studies.services.studies import (
     DESIGN_FIELDS,
     StudyError,
-    study_close,
     study_create,
     study_sample_items,
     study_update,
@@ -86,8 +88,11 @@ class StudyForm(forms.ModelForm):
         return data
 
 
-def design_table(summary, *, extra_warnings: list[str] = ()) -> str:
-    s = summary
+def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
+    """The design (``studies.selectors.study_design_summary``) and what it costs and pays (the one
+    cost-and-pay reading, ``annotations.selectors_cost.study_cost_and_pay``, that the publish page,
+    the API and ``publish_study`` quote too)."""
+    s, e, pay = summary, cost.estimate, cost.pay
     rows = [
         ("Items", f"{s.items:,}"),
         ("Rationale sources", f"{s.sources:,}"),
@@ -96,15 +101,15 @@ def design_table(summary, *, extra_warnings: list[str] = ()) -> str:
         ("Answers to collect", f"{s.answers:,}"),
         ("Units per task", f"{s.units_per_task:,}"),
         ("Tasks", f"{s.tasks:,}"),
-        ("Minutes per task", f"{s.minutes_per_task} ({s.minutes_basis})"),
-        ("Worker hours", f"{s.worker_hours}"),
-        ("Pay to workers", f"${s.base_cost:,} (${s.reward} × {s.tasks:,} tasks)"),
-        ("Platform fee", f"${s.fee:,} ({s.fee_rate * 100:.1f}% on {s.platform})"),
-        ("Total cost", f"${s.total_cost:,}"),
-        ("Effective hourly pay", f"${s.hourly_pay}/h (floor ${s.hourly_pay_floor}/h)" if s.hourly_pay else "—"),
+        ("Minutes per task (estimate)", f"{s.minutes_per_task}"),
+        ("Worker hours (estimate)", f"{s.worker_hours}"),
+        ("Pay to workers", f"{e.rewards:,} {e.currency} ({e.reward_per_task} × {e.n_tasks:,} tasks)"),
+        ("Platform fee", f"{e.fees:,} {e.currency} ({e.fee_rate * 100:.2f}% on {e.platform})"),
+        ("Total cost", f"{e.total:,} {e.currency}"),
+        ("Effective hourly pay", f"{pay.figure}/h (floor {pay.floor}/h): {pay.text}" if pay.figure is not None else "—"),
     ]
     body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
-    all_warnings = [*s.warnings, *extra_warnings]
+    all_warnings = [*s.warnings, *cost.warnings, *extra_warnings]
     warnings = format_html_join("", '<li class="warning">{}</li>', ((w,) for w in all_warnings))
     if all_warnings:
         return format_html(
@@ -202,7 +207,8 @@ class StudyAdmin(StudyScopedAdmin):
     def design_at_a_glance(self, obj):
         if obj is None or not obj.pk:
             return "Shown once the study is saved."
-        return design_table(study_design_summary(study=obj), extra_warnings=study_entry_warnings(study=obj))
+        return design_table(study_design_summary(study=obj), study_cost_and_pay(study=obj),
+                            extra_warnings=study_entry_warnings(study=obj))
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
@@ -229,7 +235,7 @@ class StudyAdmin(StudyScopedAdmin):
         form.cleaned_data.pop("sources", None)
         super().save_related(request, form, formsets, change)
 
-    def _each(self, request, queryset, service, verb):
+    def _each(self, request, queryset, service, verb, **kwargs):
         done, failed = 0, []
         allowed = set(studies_for_user(user=request.user, access=CHANGE).values_list("pk", flat=True))
         for study in queryset:
@@ -238,9 +244,9 @@ class StudyAdmin(StudyScopedAdmin):
                               "you own or that is shared with you).")
                 continue
             try:
-                service(study=study)
+                service(study=study, **kwargs)
                 done += 1
-            except StudyError as exc:
+            except (StudyError, PlatformServiceError) as exc:
                 failed.append(f"{study.name}: {exc}")
         if done:
             self.message_user(request, f"{done} stud{'y' if done == 1 else 'ies'} {verb}.", messages.SUCCESS)
@@ -255,6 +261,7 @@ class StudyAdmin(StudyScopedAdmin):
     def open_studies(self, request, queryset):
         self._each(request, queryset, study_open, "opened")
 
-    @admin.action(description="Close selected studies")
+    @admin.action(description="Close selected studies (stops recruiting on their platform: HITs expired, "
+                              "Prolific study stopped, links closed)")
     def close_studies(self, request, queryset):
-        self._each(request, queryset, study_close, "closed")
+        self._each(request, queryset, study_close, "closed", user=request.user)

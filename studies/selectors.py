@@ -1,7 +1,6 @@
 """Reads of the studies app that are more than a one-liner."""
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -14,30 +13,10 @@ from studies.models import (
     GenerationJob,
     ImportRecord,
     Item,
-    Platform,
     Rationale,
     RationaleSource,
     Study,
 )
-
-CENT = Decimal("0.01")
-
-# Platform fees on what workers are paid. MTurk: 20%, plus 20% more on HITs with 10 or more
-# assignments. Prolific: 33.3%. Participant links (a lab session): none.
-MTURK_FEE = Decimal("0.20")
-MTURK_FEE_LARGE_HIT = Decimal("0.40")
-MTURK_LARGE_HIT_ASSIGNMENTS = 10
-PROLIFIC_FEE = Decimal("0.333")
-# Recorded task times replace the estimate once this many tasks were submitted.
-MIN_RECORDED_TASKS = 5
-
-
-def platform_fee_rate(*, platform: str, assignments_per_hit: int) -> Decimal:
-    if platform == Platform.MTURK:
-        return MTURK_FEE_LARGE_HIT if assignments_per_hit >= MTURK_LARGE_HIT_ASSIGNMENTS else MTURK_FEE
-    if platform == Platform.PROLIFIC:
-        return PROLIFIC_FEE
-    return Decimal("0")
 
 
 @dataclass
@@ -54,19 +33,10 @@ class StudyDesignSummary:
     largest_task: int
     questions: int
     workers: int
+    # The design's planned time (its estimate); what the study costs and pays is read by the one
+    # cost-and-pay selector, ``annotations.selectors_cost.study_cost_and_pay``.
     minutes_per_task: Decimal
-    minutes_basis: str
     worker_hours: Decimal
-    reward: Decimal
-    base_cost: Decimal
-    platform: str
-    assignments_per_hit: int
-    fee_rate: Decimal
-    fee: Decimal
-    total_cost: Decimal
-    hourly_pay: Decimal | None
-    hourly_pay_floor: Decimal
-    below_floor: bool
     missing_rationales: int
     warnings: list[str] = field(default_factory=list)
 
@@ -74,36 +44,14 @@ class StudyDesignSummary:
         return asdict(self)
 
 
-def _money(value: Decimal) -> Decimal:
-    return value.quantize(CENT, rounding=ROUND_HALF_UP)
-
-
-def study_recorded_minutes(*, study: Study) -> list[float]:
-    """Minutes from start to submission of the study's submitted (or reviewed) tasks."""
-    from annotations.models import Assignment
-
-    rows = Assignment.objects.filter(
-        study=study,
-        submitted_at__isnull=False,
-        status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED],
-    ).values_list("created_at", "consented_at", "submitted_at")
-    out = []
-    for created, consented, submitted in rows:
-        start = consented or created
-        if submitted > start:
-            out.append((submitted - start).total_seconds() / 60)
-    return out
-
-
-def study_design_summary(*, study: Study, assignments_per_hit: int | None = None) -> StudyDesignSummary:
-    """The design at a glance: units, answers to collect, tasks, time, cost with the platform
-    fee and the effective hourly pay against the study's floor.
+def study_design_summary(*, study: Study) -> StudyDesignSummary:
+    """The design at a glance: units, answers to collect, tasks and the planned time. Cost and
+    pay are not the design's: ``annotations.selectors_cost.study_cost_and_pay`` quotes them.
 
     Units are what the unit builder makes (``studies.design.design_units``); tasks and workers
     follow the assignment rule (``design_capacity``: a task holds at most one unit of each
     question, so a design with fewer questions than units per task has smaller tasks, and more
-    of them). Items are the drawn sample, or what the sample would be when none is drawn yet.
-    ``assignments_per_hit`` (MTurk) defaults to all tasks in one HIT."""
+    of them). Items are the drawn sample, or what the sample would be when none is drawn yet."""
     warnings: list[str] = []
     n_items = study.items.count() if study.pk else 0
     item_ids = None
@@ -127,31 +75,7 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
     if study.pk and not study.consent_text.strip():
         warnings.append("There is no consent text yet: a study opens only with the text workers agree to.")
 
-    recorded = study_recorded_minutes(study=study) if study.pk else []
-    if len(recorded) >= MIN_RECORDED_TASKS:
-        minutes = Decimal(str(round(statistics.median(recorded), 1)))
-        basis = f"median of {len(recorded)} submitted tasks"
-    else:
-        minutes = Decimal(str(study.estimated_minutes_per_task))
-        basis = "estimate"
-    reward = Decimal(str(study.reward))
-    base = _money(reward * tasks)
-    per_hit = assignments_per_hit if assignments_per_hit is not None else tasks
-    rate = platform_fee_rate(platform=study.platform, assignments_per_hit=per_hit)
-    fee = _money(base * rate)
-    hourly = _money(reward * 60 / minutes) if minutes > 0 else None
-    floor = Decimal(str(study.hourly_pay_floor))
-    below = hourly is not None and hourly < floor
-    if below:
-        warnings.append(
-            f"Effective pay ${hourly}/hour is below the floor of ${floor}/hour: raise the reward to at least "
-            f"${_money(floor * minutes / 60)} per task or shorten the task."
-        )
-    if study.platform == Platform.MTURK and rate == MTURK_FEE_LARGE_HIT:
-        warnings.append(
-            f"MTurk charges {MTURK_FEE_LARGE_HIT:.0%} on HITs with {MTURK_LARGE_HIT_ASSIGNMENTS} or more assignments "
-            f"(20% below that)."
-        )
+    minutes = Decimal(str(study.estimated_minutes_per_task))
     return StudyDesignSummary(
         items=n_items,
         sources=n_sources,
@@ -164,18 +88,7 @@ def study_design_summary(*, study: Study, assignments_per_hit: int | None = None
         questions=capacity.questions,
         workers=capacity.workers,
         minutes_per_task=minutes,
-        minutes_basis=basis,
         worker_hours=(minutes * tasks / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP),
-        reward=reward,
-        base_cost=base,
-        platform=study.platform,
-        assignments_per_hit=per_hit,
-        fee_rate=rate,
-        fee=fee,
-        total_cost=base + fee,
-        hourly_pay=hourly,
-        hourly_pay_floor=floor,
-        below_floor=below,
         missing_rationales=missing,
         warnings=warnings,
     )

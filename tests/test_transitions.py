@@ -22,14 +22,12 @@ APPS = ("studies", "annotations", "scoring")
 NOT_YET_CONVERTED: set[str] = {
     "annotations/services/payments.py",
     "annotations/services/platforms/bonus.py",
-    "annotations/services/platforms/close.py",
     "annotations/services/platforms/publish.py",
     "annotations/services/platforms/review.py",
     "annotations/services/platforms/sync.py",
     "scoring/services/outcomes.py",
     "scoring/services/score.py",
     "scoring/tasks.py",
-    "studies/services/studies.py",
 }
 
 

@@ -30,13 +30,8 @@ from annotations.models import (
 )
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
-from annotations.selectors_platforms import (
-    study_bonus_candidates,
-    study_cost_estimate,
-    study_effective_hourly_pay,
-    study_platform_overview,
-    study_task_count,
-)
+from annotations.selectors_cost import study_cost_and_pay
+from annotations.selectors_platforms import study_bonus_candidates, study_platform_overview
 from annotations.services.links import link_public_url, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
@@ -119,8 +114,8 @@ class PublicationAdmin(StudyScopedAdmin):
         platform_name = request.GET.get("platform") or study.platform
         if platform_name not in Platform.values:
             platform_name = study.platform
-        estimate = study_cost_estimate(study=study, platform_name=platform_name)
-        n_answers, n_tasks = study_task_count(study=study)
+        cost = study_cost_and_pay(study=study, platform_name=platform_name)
+        estimate = cost.estimate
         balance, balance_error = None, ""
         if request.GET.get("balance"):
             try:
@@ -137,10 +132,9 @@ class PublicationAdmin(StudyScopedAdmin):
             "study": study,
             "platform_name": platform_name,
             "platforms": Platform.choices,
+            "cost": cost,
             "estimate": estimate,
-            "n_answers": n_answers,
-            "n_tasks": n_tasks,
-            "hourly": study_effective_hourly_pay(study=study),
+            "hourly": cost.hourly,
             "balance": balance,
             "balance_error": balance_error,
             "overview": study_platform_overview(study=study),

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 
 from annotations.api.views import AnnotationViewSet as AnswersViewSet
 from annotations.models import Annotation, Unit
+from annotations.selectors_cost import study_cost_and_pay
 from lab.api.counts import correlated_count
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
 from scoring.api.export import SCORE_COLUMNS, score_rows, source_summaries
@@ -35,7 +36,7 @@ from scoring.selectors import score_run_latest
 from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
 from studies.api.filters import StudyFilter
 from studies.api.serializers import ErrorSerializer, StudyDesignSerializer, StudySerializer
-from studies.models import Split, Study
+from studies.models import Platform, Split, Study
 from studies.selectors import studies_for_user
 from studies.services.studies import StudyError, study_create
 
@@ -228,6 +229,42 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def summary(self, request, pk=None):
         study = self.get_object()
         return Response(SourceSummarySerializer(source_summaries(study=study), many=True).data)
+
+    @extend_schema(
+        summary="What the study costs and pays",
+        description=(
+            "The one cost-and-pay reading that the study page, the publish page and `publish_study --dry-run` "
+            "quote: tasks, rewards, the platform's fee (rates from `RL_MTURK_FEE_RATE`, "
+            "`RL_MTURK_LARGE_HIT_FEE_RATE`, `RL_PROLIFIC_FEE_RATE`), the total, and the effective hourly pay "
+            "(task times from consent to submission once enough tasks are timed, the estimate before)."
+        ),
+        parameters=[
+            _choice_param("platform", Platform.choices, "The platform to price (default: the study's)."),
+            OpenApiParameter("max_assignments_per_hit", OpenApiTypes.INT,
+                             description="MTurk: assignments per HIT (default RL_MTURK_MAX_ASSIGNMENTS_PER_HIT)."),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD_REQUEST, 404: NOT_FOUND},
+        examples=[OpenApiExample("14 tasks on Prolific", response_only=True, value={
+            "study": 3, "platform": "prolific", "answers": 40, "tasks": 14, "assignments_per_hit": 9,
+            "currency": "GBP", "n_tasks": 14, "reward_per_task": "2.00", "rewards": "28.00", "fee_rate": "0.3333",
+            "fees": "9.33", "total": "37.33", "notes": ["Prolific service fee taken as 0.3333 of rewards."],
+            "hourly_pay": {"figure": "12.00", "basis": "recorded", "text": "Median of 5 timed tasks: 10.0 min a task.",
+                           "timed_tasks": 5, "median_minutes": 10.0, "seconds_per_question": 200.0,
+                           "floor": "15.00", "below_floor": True, "warnings": []},
+            "warnings": ["Effective pay 12.00/h is below the floor of 15.00/h: raise the reward to at least 2.50 "
+                         "or pay the difference as a bonus."]})],
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def cost(self, request, pk=None):
+        study = self.get_object()
+        platform = request.query_params.get("platform") or study.platform
+        if platform not in Platform.values:
+            raise ValidationFailed({"platform": [f"{platform!r} is not one of {', '.join(Platform.values)}."]})
+        raw = request.query_params.get("max_assignments_per_hit") or ""
+        if raw and not (raw.isdigit() and 1 <= int(raw) <= 1_000_000):
+            raise ValidationFailed({"max_assignments_per_hit": [f"{raw!r} is not a whole number from 1."]})
+        cost = study_cost_and_pay(study=study, platform_name=platform, max_assignments_per_hit=int(raw) if raw else None)
+        return Response(cost.as_dict())
 
     def _file_format(self, request) -> str:
         value = request.query_params.get("file_format", "csv").strip().lower()

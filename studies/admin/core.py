@@ -1,7 +1,7 @@
 """Admin for datasets, items, sources, rationales, generalization questions, studies and imports.
 
-Writes go through the services: the study form calls ``study_create`` / ``study_update``, the
-actions call ``study_sample_items`` / ``study_open`` / ``study_close`` and
+Writes go through the services: the study form calls ``study_create`` / ``study_update`` (the
+study admin and its open / close actions live in ``cockpit.admin``), the actions here call
 ``generalization_questions_set_validation``, and the "Import data" page calls the importers and
 lists every bad row of a refused file."""
 from __future__ import annotations

@@ -140,12 +140,3 @@ def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = No
             study_sample_items(study=study)
     return study
 
-
-def study_close(*, study: Study) -> Study:
-    """Close a study to new work. Idempotent."""
-    with transaction.atomic():
-        study = Study.objects.select_for_update().get(pk=study.pk)
-        if study.status != Study.Status.CLOSED:
-            study.status = Study.Status.CLOSED
-            study.save(update_fields=["status", "updated_at"])
-    return study

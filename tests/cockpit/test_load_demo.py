@@ -5,6 +5,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from annotations.selectors_cost import study_cost_and_pay
 from studies import demo
 from studies.models import Dataset, ImportRecord, Item, Rationale, RationaleSource, Study
 from studies.selectors import study_design_summary
@@ -34,7 +35,7 @@ def test_load_demo_on_an_empty_database_twice(capsys, settings):
     assert study.items.count() == 20
     summary = study_design_summary(study=study)
     assert (summary.units, summary.answers, summary.tasks) == (40, 200, 40)
-    assert not summary.below_floor
+    assert not study_cost_and_pay(study=study).pay.below_floor
     expected_status = Study.Status.OPEN
     assert study.status == expected_status
     admin = get_user_model().objects.get(username="admin")

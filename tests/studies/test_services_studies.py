@@ -2,6 +2,7 @@ from decimal import Decimal
 
 import pytest
 
+from annotations.selectors_cost import study_cost_and_pay
 from annotations.services.opening import study_open
 from studies.models import Study
 from studies.selectors import study_design_summary
@@ -30,27 +31,28 @@ def test_paper_design_numbers(utility_setup):
     assert s.answers == 6870
     assert s.tasks == 687
     assert s.missing_rationales == 0
-    assert s.base_cost == Decimal("1374.00")
-    assert s.fee == Decimal("0") and s.total_cost == Decimal("1374.00")  # participant links
-    assert s.hourly_pay == Decimal("20.00") and not s.below_floor
     assert s.worker_hours == Decimal("68.7")
+    cost = study_cost_and_pay(study=study)  # the one cost-and-pay reading (annotations owns it)
+    assert cost.tasks == 687 and cost.estimate.rewards == Decimal("1374.00")
+    assert cost.estimate.fees == Decimal("0") and cost.estimate.total == Decimal("1374.00")  # participant links
+    assert cost.pay.figure == Decimal("20.00") and not cost.pay.below_floor
 
 
-@pytest.mark.parametrize("platform, per_hit, rate", [
-    ("mturk", None, Decimal("0.40")),  # all 687 tasks in one HIT
-    ("mturk", 9, Decimal("0.20")),
-    ("mturk", 10, Decimal("0.40")),
-    ("prolific", None, Decimal("0.333")),
-    ("link", None, Decimal("0")),
+@pytest.mark.parametrize("platform, per_hit, rate, fees", [
+    ("mturk", None, Decimal("0.20"), Decimal("274.80")),  # HITs of RL_MTURK_MAX_ASSIGNMENTS_PER_HIT (9)
+    ("mturk", 9, Decimal("0.20"), Decimal("274.80")),
+    ("mturk", 10, Decimal("0.40"), Decimal("546.80")),  # 68 HITs of 10 at 40%, the last of 7 at 20%
+    ("prolific", None, Decimal("0.3333"), Decimal("457.95")),  # RL_PROLIFIC_FEE_RATE
+    ("link", None, Decimal("0"), Decimal("0.00")),
 ])
-def test_platform_fee(utility_setup, platform, per_hit, rate):
+def test_platform_fee(utility_setup, platform, per_hit, rate, fees):
     dataset, sources = utility_setup
     study = study_create(name=f"fee-{platform}-{per_hit}", dataset=dataset, sources=sources, reward="2.00",
                          platform=platform)
-    s = study_design_summary(study=study, assignments_per_hit=per_hit)
-    assert s.fee_rate == rate
-    assert s.fee == (Decimal("1374.00") * rate).quantize(Decimal("0.01"))
-    assert s.total_cost == s.base_cost + s.fee
+    e = study_cost_and_pay(study=study, max_assignments_per_hit=per_hit).estimate
+    assert e.fee_rate == rate
+    assert e.fees == fees
+    assert e.total == e.rewards + e.fees
 
 
 def test_pay_below_floor_is_flagged():
@@ -60,9 +62,9 @@ def test_pay_below_floor_is_flagged():
     RationaleFactory(item=item, source=source)
     study = study_create(name="cheap", dataset=dataset, sources=[source], reward="1.00",
                          estimated_minutes_per_task="6.0", hourly_pay_floor="15.00")
-    s = study_design_summary(study=study)
-    assert s.hourly_pay == Decimal("10.00") and s.below_floor
-    assert any("below the floor" in w and "$1.50" in w for w in s.warnings)
+    cost = study_cost_and_pay(study=study)
+    assert cost.pay.figure == Decimal("10.00") and cost.pay.below_floor
+    assert any("below the floor" in w and "at least 1.50" in w for w in cost.warnings)
 
 
 def test_tasks_round_up_and_missing_rationales_are_counted():

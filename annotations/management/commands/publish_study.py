@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.platforms.base import PlatformError
-from annotations.selectors_platforms import study_effective_hourly_pay
+from annotations.selectors_cost import study_cost_and_pay
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.publish import study_publish
 from studies.models import Platform, Study
@@ -37,14 +37,16 @@ class Command(BaseCommand):
                                         options=publish_options)
         except (PlatformServiceError, PlatformError) as exc:
             raise CommandError(exc.message) from exc
-        hourly = study_effective_hourly_pay(study=study)
-        estimate = (publication.plan or {}).get("estimate", {})
+        # The one cost-and-pay reading, as the study page, the publish page and the API quote it.
+        cost = study_cost_and_pay(study=study, platform_name=publication.platform,
+                                  max_assignments_per_hit=publish_options.get("max_assignments_per_hit"),
+                                  n_tasks=publication.n_tasks)
+        e = cost.estimate
         self.stdout.write(f"{study.name} on {publication.platform} ({publication.endpoint or 'no API'}), "
-                          f"batch {publication.batch}: {publication.n_tasks} tasks, estimated "
-                          f"{estimate.get('total', publication.estimated_cost)} {publication.currency} with fees")
-        self.stdout.write(f"effective pay: {hourly.hourly_median or hourly.estimate_hourly}/hour "
-                          f"({hourly.basis}); floor {hourly.floor}/hour")
-        for warning in (publication.plan or {}).get("warnings", hourly.warnings):
+                          f"batch {publication.batch}: {e.n_tasks} tasks, rewards {e.rewards} + fee {e.fees} "
+                          f"({e.fee_rate}) = {e.total} {e.currency}")
+        self.stdout.write(f"effective pay: {cost.pay.figure}/hour ({cost.pay.basis}); floor {cost.pay.floor}/hour")
+        for warning in (publication.plan or {}).get("warnings", cost.warnings):
             self.stdout.write(self.style.WARNING(f"warning: {warning}"))
         if publication.dry_run:
             self.stdout.write(self.style.NOTICE("DRY RUN: nothing was sent. Requests that would be sent:"))

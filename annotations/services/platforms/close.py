@@ -18,8 +18,10 @@ from .common import OP, actor
 
 
 def study_close(*, study: Study, user=None) -> list[Publication]:
-    """Stop recruiting: expire the HITs, stop the Prolific study, close the links. Work already
-    started can still be submitted and reviewed."""
+    """The one way to close a study: stop recruiting on its platform (expire the HITs, stop the
+    Prolific study, close the links), then move the study to closed through ``Study.STATUS``.
+    Work already started can still be submitted and reviewed. Idempotent. Returns the
+    publications it closed."""
     closed = []
     publications = Publication.objects.filter(study=study, dry_run=False, status__in=[
         Publication.Status.PUBLISHED, Publication.Status.PUBLISHING])
@@ -41,11 +43,12 @@ def study_close(*, study: Study, user=None) -> list[Publication]:
             except PlatformError as exc:
                 raise PlatformServiceError(f"closing {publication} failed: {exc.message}") from exc
         with transaction.atomic():
-            Publication.objects.filter(pk=publication.pk).update(status=Publication.Status.CLOSED,
-                                                                 closed_at=timezone.now())
+            locked = Publication.objects.select_for_update().get(pk=publication.pk)
+            Publication.STATUS.move(locked, Publication.Status.CLOSED, closed_at=timezone.now())
         closed.append(publication)
-    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
-    study.status = Study.Status.CLOSED
+    with transaction.atomic():
+        Study.STATUS.move(Study.objects.select_for_update().get(pk=study.pk), Study.Status.CLOSED)
+    study.refresh_from_db(fields=["status", "updated_at"])  # the caller's instance is closed too
     return closed
 
 

@@ -21,7 +21,7 @@ from annotations.platforms.mturk import (
     question_form_xml,
     split_assignments,
 )
-from annotations.selectors_platforms import study_effective_hourly_pay, study_task_count
+from annotations.selectors_cost import study_cost_and_pay, study_task_count
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
@@ -115,11 +115,12 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
         )
     if platform.moves_money and study.reward <= 0:
         raise PlatformServiceError(f"study {study.name!r} has no reward: set a reward per task before publishing")
-    estimate = platform.estimate_cost(spec_reward=study.reward, n_tasks=n_tasks,
-                                      max_assignments_per_hit=_per_hit(options))
+    cost = study_cost_and_pay(study=study, platform_name=name, max_assignments_per_hit=_per_hit(options),
+                              n_tasks=n_tasks)
+    estimate = cost.estimate
     if dry_run:
         return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
-                                estimate=estimate, options=options)
+                                cost=cost, options=options)
     if study.status != Study.Status.OPEN:
         # The one way to open: units built first; a study that cannot run is refused before
         # anything is sent to a platform.
@@ -195,7 +196,8 @@ def _publication_error(publication: Publication, message: str) -> None:
         locked.save(update_fields=["error", "status", "updated_at"])
 
 
-def _publish_dry_run(*, study, user, name, platform, n_tasks, estimate, options) -> Publication:
+def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options) -> Publication:
+    estimate = cost.estimate
     batch = _next_batch(study, name, dry_run=False)
     token = publication_request_token(study=study, platform=name, batch=batch)
     completion_code = Publication._meta.get_field("completion_code").default()
@@ -223,10 +225,9 @@ def _publish_dry_run(*, study, user, name, platform, n_tasks, estimate, options)
     else:
         mode = options.get("link_mode", "single")
         requests.append({"operation": "make_links", "mode": mode, "count": n_tasks if mode == "single" else 1})
-    hourly = study_effective_hourly_pay(study=study)
-    warnings.extend(hourly.warnings)
+    warnings.extend(cost.warnings)
     plan = {"requests": requests, "estimate": estimate.as_dict(), "warnings": warnings,
-            "hourly_pay": hourly.as_dict(), "endpoint": platform.endpoint, "options": options}
+            "cost": cost.as_dict(), "endpoint": platform.endpoint, "options": options}
     with transaction.atomic():
         publication, _ = Publication.objects.update_or_create(
             study=study, platform=name, batch=batch, dry_run=True,

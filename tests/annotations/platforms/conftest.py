@@ -107,8 +107,9 @@ def complete_assignment(assignment: Assignment, *, correct: bool = True, minutes
     if minutes is not None:
         # Task times are data the test controls: start the clock ``minutes`` before submission.
         submitted = timezone.now()
-        Assignment.objects.filter(pk=assignment.pk).update(
-            created_at=submitted - dt.timedelta(minutes=minutes), submitted_at=submitted)
+        started = submitted - dt.timedelta(minutes=minutes)
+        Assignment.objects.filter(pk=assignment.pk).update(created_at=started, consented_at=started,
+                                                           submitted_at=submitted)
     assignment.refresh_from_db()
     return assignment
 

@@ -4,12 +4,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from annotations.platforms.mturk import MTurkPlatform
-from annotations.selectors_platforms import (
-    study_bonus_candidates,
-    study_cost_estimate,
-    study_effective_hourly_pay,
-    study_task_count,
-)
+from annotations.selectors_cost import study_cost_and_pay, study_effective_hourly_pay, study_task_count
+from annotations.selectors_platforms import study_bonus_candidates
 from tests.annotations.platforms.conftest import open_study, submitted
 
 
@@ -28,9 +24,9 @@ def test_mturk_fee_is_20_percent_below_ten_assignments_and_40_from_ten():
 
 
 def test_study_estimates_per_platform(study):
-    mturk = study_cost_estimate(study=study, platform_name="mturk")
-    prolific = study_cost_estimate(study=study, platform_name="prolific")
-    links = study_cost_estimate(study=study, platform_name="link")
+    mturk = study_cost_and_pay(study=study, platform_name="mturk").estimate
+    prolific = study_cost_and_pay(study=study, platform_name="prolific").estimate
+    links = study_cost_and_pay(study=study, platform_name="link").estimate
     assert (mturk.n_tasks, mturk.total) == (14, Decimal("33.60"))  # HITs of 9 and 5, 20% each
     assert prolific.total == Decimal("37.33")
     assert (links.fees, links.total) == (Decimal("0.00"), Decimal("28.00"))

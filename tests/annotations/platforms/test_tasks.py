@@ -15,7 +15,7 @@ from annotations.tasks_platforms import (
 )
 from config.celery import app
 from tests.annotations.platforms.conftest import open_study, submitted
-from tests.annotations.platforms.test_mturk import HIT_A, HIT_B, _queue_publish, _sync_page
+from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, queue_publish, sync_page
 
 
 def test_tasks_are_registered_on_the_default_queue():
@@ -37,7 +37,7 @@ def test_beat_syncs_open_publications():
 
 def test_publish_task_twice_makes_each_hit_once(mturk, study):
     platform, stubber = mturk
-    _queue_publish(stubber, study)
+    queue_publish(stubber, study)
 
     first = publish_study_task.delay(study.pk, platform="mturk").get()
     second = publish_study_task.delay(study.pk, platform="mturk").get()
@@ -77,11 +77,11 @@ def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
 
 def test_sync_tasks_fan_out_to_live_publications(mturk, study):
     platform, stubber = mturk
-    _queue_publish(stubber, study)
+    queue_publish(stubber, study)
     publish_study_task.delay(study.pk, platform="mturk").get()
     for _ in range(2):
         for hit_id in (HIT_A, HIT_B):
-            stubber.add_response("list_assignments_for_hit", _sync_page([]), {
+            stubber.add_response("list_assignments_for_hit", sync_page([]), {
                 "HITId": hit_id, "AssignmentStatuses": ["Submitted", "Approved", "Rejected"], "MaxResults": 100})
 
     assert sync_open_studies_task.delay().get() == {"queued": 1}

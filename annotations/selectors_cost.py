@@ -1,0 +1,248 @@
+"""The one cost-and-pay reading of a study (issue 11: the study page, the publish page, the API and
+``publish_study --dry-run`` quote the same numbers): what it costs on a platform (the platform's
+own estimate, its fee rate from settings: ``RL_MTURK_FEE_RATE``, ``RL_MTURK_LARGE_HIT_FEE_RATE``,
+``RL_PROLIFIC_FEE_RATE``) and what it pays an hour (task times measured from consent to submission,
+quoted only when there are enough of them and they are a human pace)."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
+
+from annotations.models import Annotation, Assignment
+from annotations.platforms import get_platform
+from annotations.platforms.base import CostEstimate, money
+from studies.design import study_capacity
+from studies.models import Platform, Study
+
+DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
+
+# Fewer timed tasks than this give no median worth quoting: the estimate stands until then.
+MIN_TIMED_TASKS = 5
+# Nobody reads a question (and, in a utility study, an explanation) and answers it in less than
+# this: a median below it comes from bots, scripted tests or careless clicking, and the hourly
+# pay it implies says nothing about what real workers earn.
+MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
+
+
+
+
+@dataclass
+class PayReading:
+    """The effective hourly pay as it may honestly be quoted right now."""
+
+    figure: Decimal | None  # the pay per hour to quote (recorded median when reliable, else the estimate)
+    basis: str  # "recorded" or "estimate"
+    text: str  # one sentence saying where the figure comes from
+    timed_tasks: int
+    median_minutes: float | None
+    seconds_per_question: float | None
+    floor: Decimal
+    below_floor: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+
+def study_task_count(*, study: Study) -> tuple[int, int]:
+    """(answers to collect, tasks) for ``study``, under the assignment rule
+    (``studies.design.study_capacity``: a task holds at most one unit of each question)."""
+    capacity = study_capacity(study=study)
+    return capacity.answers, capacity.tasks
+
+
+@dataclass
+class HourlyPay:
+    reward: Decimal
+    floor: Decimal
+    estimate_minutes: Decimal
+    estimate_hourly: Decimal
+    n_recorded: int = 0
+    median_minutes: float | None = None
+    p25_minutes: float | None = None
+    p75_minutes: float | None = None
+    min_minutes: float | None = None
+    max_minutes: float | None = None
+    active_median_minutes: float | None = None
+    hourly_median: Decimal | None = None
+    hourly_p75: Decimal | None = None
+    below_floor: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def basis(self) -> str:
+        return "recorded" if self.n_recorded else "estimate"
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {}
+        for key, value in self.__dict__.items():
+            out[key] = str(value) if isinstance(value, Decimal) else value
+        out["basis"] = self.basis
+        return out
+
+
+def _hourly(reward: Decimal, minutes: float) -> Decimal:
+    if minutes <= 0:
+        return Decimal("0")
+    return money(reward * Decimal(60) / Decimal(str(minutes)))
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
+    """Effective hourly pay from recorded task times (consent to submission; the sum of
+    the answer durations as "active" time where recorded), with the median and spread, against
+    the study's floor. Before any task is done, the estimate from ``estimated_minutes_per_task``."""
+    reward = money(study.reward)
+    floor = money(study.hourly_pay_floor)
+    estimate_minutes = Decimal(study.estimated_minutes_per_task)
+    result = HourlyPay(reward=reward, floor=floor, estimate_minutes=estimate_minutes,
+                       estimate_hourly=_hourly(reward, float(estimate_minutes)))
+    rows = Assignment.objects.filter(study=study, status__in=DONE_STATUSES, submitted_at__isnull=False).values_list(
+        "id", Coalesce("consented_at", "created_at"), "submitted_at"
+    )
+    minutes = [max(0.0, (submitted - consented).total_seconds() / 60) for _, consented, submitted in rows]
+    if minutes:
+        result.n_recorded = len(minutes)
+        result.median_minutes = round(statistics.median(minutes), 2)
+        result.p25_minutes = round(_quantile(minutes, 0.25), 2)
+        result.p75_minutes = round(_quantile(minutes, 0.75), 2)
+        result.min_minutes = round(min(minutes), 2)
+        result.max_minutes = round(max(minutes), 2)
+        result.hourly_median = _hourly(reward, result.median_minutes)
+        result.hourly_p75 = _hourly(reward, result.p75_minutes)
+        active = (
+            Annotation.objects.filter(claim__assignment__in=[row[0] for row in rows], duration_ms__isnull=False)
+            .values("claim__assignment")
+            .annotate(total=Sum("duration_ms"))
+            .values_list("total", flat=True)
+        )
+        active_minutes = [total / 60000 for total in active if total]
+        if active_minutes:
+            result.active_median_minutes = round(statistics.median(active_minutes), 2)
+        pay = result.hourly_median
+        if pay < floor:
+            result.below_floor = True
+            result.warnings.append(
+                f"Median recorded time {result.median_minutes} min gives {pay}/hour, below the floor of "
+                f"{floor}/hour: raise the reward to at least {money(floor * Decimal(str(result.median_minutes)) / 60)} "
+                "or pay the difference as a bonus."
+            )
+        elif result.hourly_p75 is not None and result.hourly_p75 < floor:
+            result.warnings.append(
+                f"A quarter of workers took {result.p75_minutes} min or more, which pays {result.hourly_p75}/hour, "
+                f"below the floor of {floor}/hour."
+            )
+    elif result.estimate_hourly < floor:
+        result.below_floor = True
+        result.warnings.append(
+            f"At the estimated {estimate_minutes} min a task, {reward} pays {result.estimate_hourly}/hour, below "
+            f"the floor of {floor}/hour: raise the reward to at least "
+            f"{money(floor * estimate_minutes / 60)}."
+        )
+    return result
+
+
+
+
+def questions_per_task(*, study: Study) -> int:
+    """What one task asks: its units plus the study's attention checks."""
+    return study.units_per_task + study.attention_checks.count()
+
+
+def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:
+    """Quote the effective hourly pay honestly: the recorded median only once at least
+    ``MIN_TIMED_TASKS`` tasks were timed and their median is a pace a person can work at; the
+    estimate otherwise, saying why. ``hourly`` is the cost-and-pay selector's reading."""
+    n = hourly.n_recorded
+    median = hourly.median_minutes
+    per_question = round(median * 60 / questions, 1) if (median is not None and questions) else None
+    warnings: list[str] = []
+    estimate = (f"the estimate of {hourly.estimate_minutes} min a task gives {hourly.estimate_hourly}/h")
+    if n == 0:
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = f"No task timed yet: {estimate}."
+    elif n < MIN_TIMED_TASKS:
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = (f"Only {n} task{'s' if n != 1 else ''} timed (median {median} min), too few to quote; "
+                f"{estimate} until {MIN_TIMED_TASKS} are.")
+    elif per_question is not None and per_question < MIN_PLAUSIBLE_SECONDS_PER_QUESTION:
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = (f"{n} tasks timed, median {median} min ({per_question} s a question): faster than a person "
+                f"reads, so the timings are not quoted; {estimate}.")
+        warnings.append(
+            f"Tasks are being finished in a median of {per_question} s a question: automated or careless work? "
+            f"Check the workers' answers and attention checks before approving.")
+    else:
+        figure, basis = hourly.hourly_median, "recorded"
+        text = f"Median of {n} timed tasks: {median} min a task ({per_question} s a question)."
+    below = figure is not None and figure < hourly.floor
+    if below:
+        minutes = Decimal(str(median)) if basis == "recorded" else hourly.estimate_minutes
+        warnings.append(f"Effective pay {figure}/h is below the floor of {hourly.floor}/h: raise the reward to at "
+                        f"least {money(hourly.floor * minutes / 60)} or pay the difference as a bonus.")
+    elif basis == "recorded":
+        warnings.extend(w for w in hourly.warnings if "quarter" in w)  # the spread's warning still applies
+    return PayReading(figure=figure, basis=basis, text=text, timed_tasks=n, median_minutes=median,
+                      seconds_per_question=per_question, floor=hourly.floor, below_floor=below, warnings=warnings)
+
+
+@dataclass
+class CostAndPay:
+    """What ``study`` costs on ``platform`` and what it pays an hour: the numbers every page quotes."""
+
+    study_id: int
+    platform: str
+    answers: int
+    assignments_per_hit: int
+    estimate: CostEstimate
+    hourly: HourlyPay
+    pay: PayReading
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> int:
+        return self.estimate.n_tasks
+
+    def as_dict(self) -> dict[str, Any]:
+        pay = asdict(self.pay)
+        pay["figure"] = None if self.pay.figure is None else str(self.pay.figure)
+        pay["floor"] = str(self.pay.floor)
+        return {
+            "study": self.study_id, "platform": self.platform, "answers": self.answers, "tasks": self.tasks,
+            "assignments_per_hit": self.assignments_per_hit, **self.estimate.as_dict(),
+            "hourly_pay": pay, "recorded": self.hourly.as_dict(), "warnings": list(self.warnings),
+        }
+
+
+def study_cost_and_pay(*, study: Study, platform_name: str | None = None,
+                       max_assignments_per_hit: int | None = None, n_tasks: int | None = None) -> CostAndPay:
+    """The one cost-and-pay reading: tasks under the assignment rule (or ``n_tasks``), the
+    platform's estimate with its fee (MTurk HITs of ``max_assignments_per_hit``, by default
+    ``RL_MTURK_MAX_ASSIGNMENTS_PER_HIT``), and the hourly pay to quote, with every warning."""
+    name = platform_name if platform_name in Platform.values else study.platform
+    answers, default_tasks = study_task_count(study=study)
+    per_hit = int(max_assignments_per_hit or settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT)
+    estimate = get_platform(name).estimate_cost(
+        spec_reward=study.reward, n_tasks=default_tasks if n_tasks is None else int(n_tasks),
+        max_assignments_per_hit=per_hit)
+    hourly = study_effective_hourly_pay(study=study)
+    pay = pay_reading(hourly=hourly, questions=questions_per_task(study=study))
+    warnings = list(pay.warnings)
+    if name == Platform.MTURK and per_hit >= int(settings.RL_MTURK_LARGE_HIT_ASSIGNMENTS):
+        warnings.append(f"MTurk charges {estimate.fee_rate:.0%} on HITs of {settings.RL_MTURK_LARGE_HIT_ASSIGNMENTS} "
+                        "or more assignments: keep HITs below that to pay the lower fee.")
+    return CostAndPay(study_id=study.pk, platform=name, answers=answers, assignments_per_hit=per_hit,
+                      estimate=estimate, hourly=hourly, pay=pay, warnings=warnings)

@@ -1,0 +1,81 @@
+"""MTurk requests and responses the Stubber tests queue: the HITs a publish creates, with the
+exact parameters the real service model checks, and the pages a sync reads."""
+from __future__ import annotations
+
+import datetime as dt
+
+from botocore.stub import ANY
+
+from annotations.models import Publication
+from annotations.platforms.handoff import study_token
+from annotations.platforms.mturk import QUAL_LOCALE, QUAL_PERCENT_APPROVED
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.tokens import publication_request_token
+from tests.annotations.platforms.conftest import PUBLIC_URL
+
+HIT_A = "3AAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+HIT_B = "3BBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+NOW = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
+
+
+def default_requirements() -> list[dict]:
+    return [
+        {"QualificationTypeId": QUAL_LOCALE, "Comparator": "In", "LocaleValues": [{"Country": "US"}]},
+        {"QualificationTypeId": QUAL_PERCENT_APPROVED, "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [98]},
+    ]
+
+
+def external_question(study) -> str:
+    return (
+        '<ExternalQuestion xmlns="http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/'
+        f'ExternalQuestion.xsd"><ExternalURL>{PUBLIC_URL}/w/s/{study_token(study.pk)}/</ExternalURL>'
+        "<FrameHeight>0</FrameHeight></ExternalQuestion>"
+    )
+
+
+def hit_params(study, *, index: int, size: int, requirements=None) -> dict:
+    token = f"{publication_request_token(study=study, platform='mturk', batch=1)}-h{index}"
+    return {
+        "MaxAssignments": size,
+        "AutoApprovalDelayInSeconds": 3 * 24 * 3600,
+        "LifetimeInSeconds": 7 * 24 * 3600,
+        "AssignmentDurationInSeconds": 1800,
+        "Reward": "2.00",
+        "Title": study.name,
+        "Keywords": ANY,
+        "Description": ANY,
+        "Question": external_question(study),
+        "RequesterAnnotation": token,
+        "QualificationRequirements": requirements or default_requirements(),
+        "UniqueRequestToken": token,
+    }
+
+
+def hit(hit_id: str, size: int, token: str = "") -> dict:
+    return {"HIT": {"HITId": hit_id, "HITTypeId": "3TYPEAAAAAAAAAAAAAAAAAAAAAAAAA", "MaxAssignments": size,
+                    "Reward": "2.00", "RequesterAnnotation": token, "HITStatus": "Assignable"}}
+
+
+def queue_publish(stubber, study, *, balance: str = "10000.00") -> None:
+    stubber.add_response("get_account_balance", {"AvailableBalance": balance}, {})
+    stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
+    stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
+
+
+def sync_page(assignments: list[dict], next_token: str | None = None) -> dict:
+    page = {"Assignments": assignments, "NumResults": len(assignments)}
+    if next_token:
+        page["NextToken"] = next_token
+    return page
+
+
+def remote(assignment_id: str, worker_id: str, status: str = "Submitted", hit_id: str = HIT_A) -> dict:
+    return {"AssignmentId": assignment_id, "WorkerId": worker_id, "HITId": hit_id, "AssignmentStatus": status,
+            "AcceptTime": NOW - dt.timedelta(minutes=8), "SubmitTime": NOW, "Answer": "<QuestionFormAnswers/>"}
+
+
+def published(stubber, study) -> Publication:
+    queue_publish(stubber, study)
+    return study_publish(study=study, platform_name="mturk")
+
+

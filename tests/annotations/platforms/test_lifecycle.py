@@ -1,0 +1,51 @@
+"""A study's life through the services (issue 11, bugs 2 and 3): publishing a draft opens it
+through the one ``study_open`` (its units are built, so arriving workers get work), a study that
+cannot open is refused before anything is published, and the one ``study_close`` closes the
+platform side with the study."""
+from __future__ import annotations
+
+import pytest
+
+from annotations.models import Assignment, Publication, Unit
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.close import study_close
+from annotations.services.platforms.publish import study_publish
+from studies.models import Study
+from tests.annotations.factories import make_study
+from tests.annotations.platforms.conftest import start_assignment
+
+
+def test_publishing_a_draft_opens_it_with_its_units_and_workers_get_work(study):
+    assert study.status == Study.Status.DRAFT and not Unit.objects.filter(study=study).exists()
+
+    publication = study_publish(study=study, platform_name="link")
+
+    assert publication.status == Publication.Status.PUBLISHED
+    study.refresh_from_db()
+    assert study.status == Study.Status.OPEN
+    assert Unit.objects.filter(study=study).count() == 8  # 4 items x 2 sources
+    work = start_assignment(study, platform="link", worker_id="lab-1", assignment_id="")
+    assert work.status == Assignment.Status.ACTIVE and work.claims.count() == 3
+
+
+def test_a_draft_that_cannot_open_is_refused_before_anything_is_published(db):
+    draft = make_study(status="draft", consent_text="")
+
+    with pytest.raises(PlatformServiceError, match="no consent text"):
+        study_publish(study=draft, platform_name="link")
+
+    draft.refresh_from_db()
+    assert draft.status == Study.Status.DRAFT
+    assert not Publication.objects.filter(study=draft).exists()
+
+
+def test_closing_a_link_study_closes_its_links_and_the_study(study):
+    publication = study_publish(study=study, platform_name="link")
+
+    closed = study_close(study=study)
+    assert study_close(study=study) == []  # idempotent: nothing left to close
+
+    assert [p.pk for p in closed] == [publication.pk]
+    publication.refresh_from_db()
+    assert study.status == Study.Status.CLOSED and publication.status == Publication.Status.CLOSED
+    assert not publication.participant_links.filter(revoked=False).exists()
