@@ -10,12 +10,12 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotations import precompiled
 from annotations.models import Annotation, Assignment, Claim, Unit
-from annotations.selectors import HotQuery
 from annotations.services.errors import (
     AnswerLocked,
     AssignmentExpired,
@@ -26,58 +26,6 @@ from annotations.services.errors import (
 )
 from annotations.services.release import extend_to_full_duration, lock, lock_active
 from annotations.services.steps import clean_answer, genq_choices, normalise_choices, steps_for
-
-# The answer path runs per request: its queries are precompiled (see ``selectors.HotQuery``).
-_ANSWERS = HotQuery(Annotation, {"": "__all__"}, where="claim_id")
-_INSERT_FIELDS = ("claim", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
-_WRITE_SQL: dict[str, tuple[str, str]] = {}
-
-
-def _write_sql(connection) -> tuple[str, str]:
-    """(insert an answer, mark a claim completed) for this database."""
-    if connection.vendor not in _WRITE_SQL:
-        qn = connection.ops.quote_name
-        ann, claim = Annotation._meta, Claim._meta
-        insert = (
-            f"INSERT INTO {qn(ann.db_table)} ({', '.join(qn(ann.get_field(n).column) for n in _INSERT_FIELDS)}) "
-            f"VALUES ({', '.join(['%s'] * len(_INSERT_FIELDS))})"
-        )
-        if connection.features.can_return_columns_from_insert:
-            insert += f" RETURNING {qn(ann.pk.column)}"
-        completed = qn(claim.get_field("completed_at").column)
-        _WRITE_SQL[connection.vendor] = (
-            insert,
-            f"UPDATE {qn(claim.db_table)} SET {completed} = %s WHERE {qn(claim.pk.column)} = %s",
-        )
-    return _WRITE_SQL[connection.vendor]
-
-
-def _answer_insert(*, claim_id: int, step: str, answer: str, payload: dict, shown_at: datetime | None,
-                   duration_ms: int | None) -> Annotation:
-    """``Annotation.objects.create(...)`` without compiling a query (no signals are connected
-    to ``Annotation``); values are prepared by the fields as the ORM prepares them."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    annotation = Annotation(claim_id=claim_id, step=step, answer=answer, payload=payload, shown_at=shown_at,
-                            answered_at=timezone.now(), duration_ms=duration_ms)
-    opts = Annotation._meta
-    params = [opts.get_field(name).get_db_prep_save(getattr(annotation, opts.get_field(name).attname), connection)
-              for name in _INSERT_FIELDS]
-    insert, _ = _write_sql(connection)
-    with connection.cursor() as cursor:
-        cursor.execute(insert, params)
-        annotation.pk = (cursor.fetchone()[0] if connection.features.can_return_columns_from_insert
-                         else connection.ops.last_insert_id(cursor, opts.db_table, opts.pk.column))
-    annotation._state.adding = False
-    annotation._state.db = DEFAULT_DB_ALIAS
-    return annotation
-
-
-def _claim_completed(*, claim_id: int, at: datetime) -> None:
-    """Set the claim's ``completed_at`` (it counts once its assignment is submitted)."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    _, completed = _write_sql(connection)
-    with connection.cursor() as cursor:
-        cursor.execute(completed, [Claim._meta.get_field("completed_at").get_db_prep_save(at, connection), claim_id])
 
 
 def claim_labels(claim: Claim, *, kind: str) -> list[str]:
@@ -124,7 +72,7 @@ def annotation_submit(
         )
         if step == Annotation.Step.ATTENTION:
             clean_payload = {"correct": clean == claim.attention_check.correct_answer}
-        stored = {a.step: a for a in _ANSWERS.all(claim.pk)}
+        stored = {a.step: a for a in precompiled.ANSWERS_OF_CLAIM.all(claim.pk)}
         if step in stored:
             return _same_or_locked(stored[step], clean, clean_payload)
         missing = [s for s in steps[: steps.index(step)] if s not in stored]
@@ -136,13 +84,13 @@ def annotation_submit(
         # No savepoint needed: the assignment row lock above serialises this worker's submissions,
         # so a duplicate (double click, retry) always finds the stored answer in ``stored``; the
         # unique constraint on (claim, step) stays as the last guard.
-        annotation = _answer_insert(
+        annotation = precompiled.answer_insert(
             claim_id=claim.pk, step=step, answer=clean, payload=clean_payload,
             shown_at=shown_at, duration_ms=duration_ms,
         )
         if step == steps[-1]:
             claim.completed_at = now
-            _claim_completed(claim_id=claim.pk, at=now)
+            precompiled.claim_completed(claim_id=claim.pk, at=now)
         return annotation
 
 

@@ -35,8 +35,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
-from annotations.selectors import HotQuery
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
 from studies.models import Study
 
@@ -66,13 +66,10 @@ def first_answer_window(study: Study) -> timedelta:
 
 # --- the assignment row lock ----------------------------------------------------------------------
 
-_LOCK = HotQuery(Assignment, {"": ("status", "expires_at", "created_at")}, where="id", for_update=True)
-
-
 def lock(assignment: Assignment) -> Assignment:
     """``Assignment.objects.select_for_update().only("id", "status", "expires_at", "created_at")
     .get(pk=...)``: serialises everything that changes one assignment."""
-    locked = _LOCK.first(assignment.pk)
+    locked = precompiled.ASSIGNMENT_LOCK.first(assignment.pk)
     if locked is None:
         raise Assignment.DoesNotExist("Assignment matching query does not exist.")
     return locked

@@ -239,12 +239,15 @@ def main() -> None:
     parser.add_argument("--gunicorn-workers", type=int, default=3)
     parser.add_argument("--gunicorn-threads", type=int, default=1)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--queries", choices=("precompiled", "orm"), default="precompiled",
+                        help="orm: the worker pages run the ORM twins of annotations.precompiled")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results.json")))
     args = parser.parse_args()
     seconds = min(args.seconds, 60.0)
     if any(n > 500 for n in args.levels):
         sys.exit("at most 500 simulated workers")
 
+    load_before = os.getloadavg()
     django_setup()
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, check=True)
     studies = {n: seed(n, items=args.items, sources=args.sources, quota=args.quota,
@@ -256,6 +259,8 @@ def main() -> None:
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi:application", "-b",
            f"127.0.0.1:{args.port}", "-w", str(args.gunicorn_workers), "--threads", str(args.gunicorn_threads),
            "--backlog", "2048", "--log-level", "warning", "--timeout", "60"]
+    if args.queries == "orm":
+        cmd += ["-c", str(Path(__file__).with_name("gunicorn_orm.py"))]
     server = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ}, start_new_session=True)
     base = f"http://127.0.0.1:{args.port}"
     try:
@@ -287,7 +292,7 @@ def main() -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    meta = {"cpus": os.cpu_count(), "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads},
+    meta = {"cpus": os.cpu_count(), "queries": args.queries, "load_average": load_before, "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads},
             "items": args.items, "sources": args.sources, "quota": args.quota, "units_per_task": args.units_per_task,
             "seconds": seconds}
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
