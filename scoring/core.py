@@ -21,10 +21,15 @@ import numpy as np
 import pandas as pd
 
 from scoring import metrics
-from scoring.metrics.labels import UTILITY_NAMES
+from scoring.metrics.labels import UTILITY_NAMES, utility_category
 
 ALL = "all"
 UTILITY_ORDER = [1, 0, -1]
+# The utility table, read from its one definition (``metrics.utility_category``):
+# ``UTILITY_TABLE[before_correct, after_correct]`` is the category of a unit.
+UTILITY_TABLE = np.array(
+    [[utility_category(bool(before), bool(after)) for after in (0, 1)] for before in (0, 1)], dtype=np.int8
+)
 
 
 def clean_json(value):
@@ -77,9 +82,8 @@ def add_utility(frame: pd.DataFrame) -> pd.DataFrame:
     for step in ("before", "after"):
         maj = frame[f"{step}_majority"].astype(object)
         frame[f"{step}_correct"] = (maj.notna() & (maj == gold)).to_numpy(dtype=bool)
-    frame["utility"] = np.where(
-        ~frame["after_correct"], -1, np.where(frame["before_correct"], 0, 1)
-    ).astype(np.int8)
+    frame["utility"] = UTILITY_TABLE[frame["before_correct"].to_numpy(dtype=np.intp),
+                                      frame["after_correct"].to_numpy(dtype=np.intp)]
     return frame
 
 
