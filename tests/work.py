@@ -67,3 +67,26 @@ def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bo
     if submit:
         assignment = assignment_submit(assignment=assignment)
     return assignment
+
+
+def work_through_pages(url: str, *, answer: Callable[[str, int], str], client=None) -> str:
+    """A worker in their own browser (Django's test client) enters at ``url`` (a study or link
+    address), consents, answers every step through the questionnaire pages (``answer(step, n)``
+    gives the label of the worker's ``n``-th answer at ``step``) and submits. Returns the task's
+    address."""
+    from django.test import Client
+
+    from tests.annotations.pages import FIELD, form_fields, start
+
+    client = client or Client()
+    task = start(client, url)
+    for n in range(200):
+        page = client.get(task).content.decode()
+        if not FIELD["claim"].search(page):
+            break
+        fields = form_fields(page)
+        response = client.post(task + "answer", {**fields, "answer": answer(fields["step"], n)})
+        assert response.status_code == 302, response.content.decode()[:500]
+    response = client.post(task + "submit")
+    assert response.status_code in (200, 302), response.content.decode()[:500]
+    return task

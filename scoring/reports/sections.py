@@ -165,7 +165,7 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
 def gen_u_section(results: dict) -> Section:
     section = Section("gen_u", "Gen-U per source")
     if not results.get("gen_u_shares"):
-        section.absent = (_warning(results, "gen-u") or "No Gen-U: it needs answered generalization questions "
+        section.absent = (_warning(results, "gen-u", "any unit") or _warning(results, "gen-u") or "No Gen-U: it needs answered generalization questions "
                           "(Compute Gen-U answers) for the study's items and sources.")
         return section
     section.tables.append(Table("gen_u_shares", "Share of rationales per Gen-U score", SHARE_COLUMNS,

@@ -1,0 +1,202 @@
+"""A researcher's whole study in headless Chromium, from the admin alone: import the data,
+design and open a study, publish it as participant links, watch the progress page move (without
+reloading) while workers answer through the worker pages, approve and pay (links move no money),
+score, read the report and download it. Each page is checked for its numbers against what the
+database holds, and a screenshot of each step is kept under ``test-results/journey/``."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from playwright.sync_api import Page, expect
+
+from annotations.models import Annotation, Assignment, OpenLink, PlatformCall
+from scoring.models import ScoreRun, UnitScore
+from studies.models import Item, Study
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+from tests.work import work_through_pages
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-results" / "journey"
+DEMO = Path(__file__).resolve().parents[2] / "studies" / "demo"  # the packaged demo data
+N_ITEMS, SOURCES, RATERS, UNITS_PER_TASK = 4, ("demo-model-a", "demo-model-b"), 2, 4
+POLL_TIMEOUT_MS = 15_000  # the progress page asks again every 5 s
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Four StrategyQA-format questions (test split) and the rationales of two sources for them,
+    cut from the demo data shipped with the app."""
+    questions = json.loads((DEMO / "demo_questions_test.json").read_text())[:N_ITEMS]
+    items = tmp_path / "strategyqa_processed_test.json"
+    items.write_text(json.dumps(questions))
+    ids = {q["qid"] for q in questions}
+    rows = [line for line in (DEMO / "demo_rationales.jsonl").read_text().splitlines()
+            if json.loads(line)["item_id"] in ids and json.loads(line)["source"] in SOURCES]
+    assert len(rows) == N_ITEMS * len(SOURCES)
+    rationales = tmp_path / "rationales.jsonl"
+    rationales.write_text("\n".join(rows) + "\n")
+    return items, rationales
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def number(page: Page, selector: str) -> int:
+    return int(re.sub(r"\D", "", page.locator(selector).first.inner_text()))
+
+
+def test_researcher_runs_a_study_from_the_admin(live_server, page: Page, files, settings):
+    settings.RL_SCORING_SIMILARITY = False  # BERTScore's model is not what this journey checks
+    settings.RL_PUBLIC_URL = live_server.url
+    get_user_model().objects.create_superuser("ada", "ada@example.org", "pw-ada-123")
+    # A source with rationales for another dataset only: the picker must not offer it.
+    RationaleFactory(item=ItemFactory(dataset=DatasetFactory(name="elsewhere"), split="test"),
+                     source=RationaleSourceFactory(name="other-dataset-lm"))
+    admin = live_server.url + "/admin/"
+    page.set_default_timeout(20_000)
+
+    page.goto(admin)
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada-123")
+    page.click("input[type=submit]")
+    expect(page.locator("#user-tools")).to_contain_text("ada")
+
+    # 1. Import the questions, then the rationales.
+    items_file, rationales_file = files
+    page.goto(live_server.url + reverse("admin:studies_import_data"))
+    page.select_option("select[name=kind]", "strategyqa")
+    page.set_input_files("input[name=file]", str(items_file))
+    page.select_option("select[name=split]", "test")
+    page.click("input[type=submit][value=Import]")
+    expect(page.locator("ul.messagelist").first).to_contain_text(f"{N_ITEMS} created")
+    page.goto(live_server.url + reverse("admin:studies_import_data"))
+    page.select_option("select[name=kind]", "rationales")
+    page.set_input_files("input[name=file]", str(rationales_file))
+    page.fill("input[name=dataset]", "StrategyQA")
+    page.select_option("select[name=split]", "test")
+    page.click("input[type=submit][value=Import]")
+    expect(page.locator("ul.messagelist").first).to_contain_text(f"{N_ITEMS * len(SOURCES)} created")
+    shot(page, "01-import")
+    assert Item.objects.filter(dataset__name="StrategyQA", split="test").count() == N_ITEMS
+
+    # 2. Design the study: the picker offers the two imported sources only.
+    page.goto(live_server.url + reverse("admin:studies_study_add"))
+    page.fill("#id_name", "Journey study")
+    page.select_option("#id_dataset", label="StrategyQA")
+    page.select_option("#id_split", "test")
+    expect(page.locator("#sources-offered")).to_contain_text("2 source(s)")
+    for name in SOURCES:
+        page.locator("#id_sources label", has_text=name).locator("input").check()
+    expect(page.locator("#id_sources label", has_text="other-dataset-lm")).to_be_hidden()
+    page.fill("#id_annotators_per_unit", str(RATERS))
+    page.fill("#id_units_per_task", str(UNITS_PER_TASK))
+    page.select_option("#id_platform", "link")
+    page.locator("#id_consent_text").evaluate("(el) => el.closest('details') && (el.closest('details').open = true)")
+    page.fill("#id_consent_text", "I agree to take part.")
+    page.click("input[name=_continue]")
+    expect(page.locator("ul.messagelist").first).to_contain_text("Journey study")
+    study = Study.objects.get(name="Journey study")
+    to_collect = N_ITEMS * len(SOURCES) * RATERS
+    expect(page.locator("table.rl-design")).to_contain_text(f"{to_collect}")
+    shot(page, "02-design")
+
+    # 3. Open it (list action), then publish it as one open participant link.
+    page.goto(live_server.url + reverse("admin:studies_study_changelist"))
+    page.check(f"input[name=_selected_action][value='{study.pk}']")
+    page.select_option("select[name=action]", "open_studies")
+    page.click("button[name=index]")
+    expect(page.locator("ul.messagelist").first).to_contain_text("1 study opened")
+    page.goto(live_server.url + reverse("admin:annotations_publication_publish", args=[study.pk]))
+    publish = page.locator("form:has(input[name=action][value=publish])")
+    publish.locator("input[name=link_mode][value=open]").check()
+    if publish.locator("input[name=dry_run]").count() and publish.locator("input[name=dry_run]").is_checked():
+        publish.locator("input[name=dry_run]").uncheck()
+    publish.locator("[type=submit]").click()
+    expect(page.locator("ul.messagelist").first).to_contain_text("Published")
+    shot(page, "03-published")
+    link = OpenLink.objects.get(study=study)
+    entry = reverse("annotations:open_link_entry", args=[link.token])
+
+    # 4. Watch the progress page move while four workers answer through the worker pages.
+    page.goto(live_server.url + reverse("admin:studies_study_progress", args=[study.pk]))
+    collected = page.locator("[data-k=answers_collected]")
+    expect(collected).to_have_text("0")
+    expect(page.locator("[data-k=answers_to_collect]")).to_have_text(str(to_collect))
+    shot(page, "04-progress-empty")
+    n_workers = to_collect // UNITS_PER_TASK
+    for w in range(n_workers):
+        # Before the rationale: "no"; after it: "yes" for most workers.
+        work_through_pages(live_server.url + entry,
+                           answer=lambda step, n, w=w: "no" if step == "before" else ("yes" if (w + n) % 3 else "no"))
+        expect(collected).to_have_text(str((w + 1) * UNITS_PER_TASK), timeout=POLL_TIMEOUT_MS)
+        expect(page.locator("[data-k='tasks.submitted']")).to_have_text(str(w + 1), timeout=POLL_TIMEOUT_MS)
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1  # never reloaded
+    expect(page.locator("[data-k=percent]")).to_have_text("100")
+    shot(page, "05-progress-full")
+
+    # The answers table holds what the progress page counts: one "after" answer per counted answer.
+    answers = Annotation.objects.filter(claim__study=study)
+    page.goto(live_server.url + reverse("admin:annotations_annotation_changelist")
+              + f"?claim__study__id__exact={study.pk}&step__exact=after")
+    assert number(page, ".paginator") == to_collect == answers.filter(step="after").count()
+    shot(page, "06-answers")
+
+    # 5. Pay: approve every submitted task; participant links move no money.
+    page.goto(live_server.url + reverse("admin:annotations_publication_publish", args=[study.pk]))
+    page.locator("form:has(input[name=action][value=approve_all]) [type=submit]").click()
+    expect(page.locator("ul.messagelist").first).to_contain_text(f"Approved {n_workers}")
+    assert Assignment.objects.filter(study=study, status=Assignment.Status.APPROVED).count() == n_workers
+    assert not PlatformCall.objects.filter(study=study).exclude(platform="link").exists()
+    shot(page, "07-paid")
+
+    # 6. Score now: the run's state page follows it and lands on the report.
+    page.goto(live_server.url + reverse("admin:scoring_scorerun_changelist"))
+    page.select_option("select[name=study]", str(study.pk))
+    page.click("input[type=submit][value='Score now']")
+    page.wait_for_url(re.compile(r"/report/$"))
+    run = ScoreRun.objects.get(study=study)
+    assert run.status == ScoreRun.Status.DONE, run.error
+    shot(page, "08-report")
+
+    # 7. The report's numbers are the unit scores'.
+    units = UnitScore.objects.filter(study=study)
+    assert units.count() == N_ITEMS * len(SOURCES)
+    row = page.locator("#table-utility_shares tbody tr", has_text="all").locator("td")
+    assert row.nth(1).inner_text() == str(units.count())
+    assert row.nth(2).inner_text() == f"{units.filter(utility=1).count() / units.count():.3f}"
+    assert row.nth(6).inner_text() == f"{units.filter(utility=-1).count() / units.count():.3f}"
+    for source in SOURCES:
+        cells = page.locator("#table-utility_shares tbody tr", has_text=source).locator("td")
+        assert cells.nth(1).inner_text() == str(units.filter(source__name=source).count())
+    theils = page.locator("#table-theils_u tbody tr", has_text="all").locator("td")
+    assert theils.nth(2).inner_text() == str(units.count())
+    assert re.fullmatch(r"\[\d\.\d{4}, \d\.\d{4}\]", theils.nth(4).inner_text())
+    agreement = page.locator("#table-agreement tbody tr", has_text="after").locator("td")
+    assert agreement.nth(2).inner_text() == str(to_collect)
+    expect(page.locator("#section-generalization")).to_contain_text("Not in this report")
+    expect(page.locator("#figure-utility_shares")).to_be_visible()
+    assert page.locator("#figure-utility_shares").evaluate("(img) => img.naturalWidth") > 100
+
+    # 8. Download the report.
+    with page.expect_download() as download:
+        page.click("#report-download")
+    path = ARTIFACTS / "report.zip"
+    download.value.save_as(str(path))
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        assert {"results.json", "tables/utility_shares.csv", "tables/theils_u.csv", "tables/agreement.csv",
+                "figures/utility_shares.png", "figures/utility_shares.svg"} <= names
+        shares = {r["source"]: r for r in csv.DictReader(io.StringIO(zf.read("tables/utility_shares.csv").decode()))}
+        assert int(shares["all"]["n"]) == units.count()
+        assert json.loads(zf.read("results.json"))["n_units_scored"] == units.count()
