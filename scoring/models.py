@@ -62,8 +62,8 @@ class UnitScore(models.Model):
     after_majority = models.CharField(max_length=50, blank=True)
     before_tie = models.BooleanField(default=False)
     after_tie = models.BooleanField(default=False)
-    before_correct = models.BooleanField(null=True)
-    after_correct = models.BooleanField(null=True)
+    before_correct = models.BooleanField(null=True, blank=True)  # null until scored
+    after_correct = models.BooleanField(null=True, blank=True)
     utility = models.SmallIntegerField(null=True, blank=True)
     task_correct = models.BooleanField(null=True, blank=True)
     gen_u = models.SmallIntegerField(null=True, blank=True)

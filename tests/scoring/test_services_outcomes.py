@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from scoring.errors import OutcomesImportError
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import outcomes_import, study_score
-from studies.models import Rationale, RationaleSource
+from studies.models import ImportRecord, Rationale, RationaleSource, Study
+from studies.services.importers import ImportValidationError
 
 
 def released_rows(path):
@@ -69,24 +69,57 @@ def test_scoring_imported_outcomes_reproduces_released_utility_exactly(imported_
     assert "theils_u_utility_given_task_accuracy" not in run.results
 
 
-def test_import_with_unknown_question_names_the_line_and_imports_nothing(imported_study):
-    good = {"question": "Did Gauss have a normal brain structure?", "rationale_source": "m",
-            "ground_truth_label": False, "human_predicted_label_before_rationale": True,
-            "human_predicted_label_after_rationale": False, "rationale_utility": 1}
-    bad = dict(good, question="Is this question in the dataset?")
-    wrong_gold = dict(good, ground_truth_label=True, rationale_source="n")
-    data = "\n".join(json.dumps(r) for r in (good, bad, wrong_gold, {"question": "x"})) + "\nnot json\n"
+GOOD = {"question": "Did Gauss have a normal brain structure?", "rationale_source": "m",
+        "ground_truth_label": False, "human_predicted_label_before_rationale": True,
+        "human_predicted_label_after_rationale": False, "rationale_utility": 1}
 
-    with pytest.raises(OutcomesImportError) as err:
+
+def test_import_with_bad_rows_names_every_line_and_field_and_imports_nothing(imported_study):
+    bad = dict(GOOD, question="Is this question in the dataset?")
+    wrong_gold = dict(GOOD, ground_truth_label=True, rationale_source="n")
+    bad_answer = dict(GOOD, rationale_source="o", human_predicted_label_after_rationale="maybe")
+    data = "\n".join(json.dumps(r) for r in (GOOD, bad, wrong_gold, {"question": "x"}, bad_answer)) + "\n"
+
+    with pytest.raises(ImportValidationError) as err:
         outcomes_import(study=imported_study, file=io.BytesIO(data.encode()))
 
-    message = str(err.value)
-    assert "line 2: question:" in message and "is not an item" in message
-    assert "line 3: ground_truth_label: 'yes' disagrees" in message
-    assert "line 4: missing field(s)" in message
-    assert "line 5: not valid JSON" in message
-    assert UnitScore.objects.count() == 0
+    lines = err.value.lines()
+    assert lines[0].startswith("line 2: field 'question': no item of dataset") and "import the dataset's items" in lines[0]
+    assert lines[1].startswith("line 3: field 'ground_truth_label': 'yes' disagrees with the item's gold answer 'no'")
+    assert lines[2].startswith("line 4: field 'rationale_source': missing field(s) rationale_source, ground_truth_label")
+    assert lines[3] == "line 5: field 'human_predicted_label_after_rationale': 'maybe' is not an answer of this " \
+        "dataset (yes/no (or True/False))"
+    assert len(lines) == 4
+    assert UnitScore.objects.count() == 0 and not ImportRecord.objects.filter(kind="outcomes").exists()
     assert not RationaleSource.objects.filter(name="m").exists()
+
+
+def test_import_with_bad_json_names_the_line_and_column(imported_study):
+    data = json.dumps(GOOD) + "\n{not json\n"
+    with pytest.raises(ImportValidationError, match=r"line 2, column 2: not valid JSON"):
+        outcomes_import(study=imported_study, file=io.BytesIO(data.encode()))
+    assert UnitScore.objects.count() == 0
+
+
+def test_import_over_the_upload_size_limit_is_refused_before_reading(imported_study, settings):
+    settings.RL_MAX_IMPORT_BYTES = 100
+    data = (json.dumps(GOOD) + "\n").encode()
+    assert len(data) > 100
+    with pytest.raises(ImportValidationError, match="over the import limit of 100 bytes"):
+        outcomes_import(study=imported_study, file=io.BytesIO(data))
+    assert UnitScore.objects.count() == 0
+    imported_study.refresh_from_db()
+    assert imported_study.status == Study.Status.DRAFT and not imported_study.is_imported_outcome
+
+
+def test_import_closes_the_study_through_its_machine_and_records_the_file(imported_study):
+    assert imported_study.status == Study.Status.DRAFT
+    summary = outcomes_import(study=imported_study, file=io.BytesIO(json.dumps(GOOD).encode()))
+    imported_study.refresh_from_db()
+    assert imported_study.status == Study.Status.CLOSED and imported_study.is_imported_outcome
+    record = ImportRecord.objects.get(kind="outcomes")
+    assert (record.created, record.summary["study"], record.summary["rows"]) == (1, imported_study.pk, 1)
+    assert summary["sources_created"] == ["m"]
 
 
 def test_import_with_tie_scores_it_as_wrong(imported_study):

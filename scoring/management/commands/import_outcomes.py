@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from scoring.errors import OutcomesImportError
 from scoring.services import outcomes_study_create
 from studies.models import Dataset
+from studies.services.importers import ImportValidationError
 
 
 class Command(BaseCommand):
@@ -31,10 +31,8 @@ class Command(BaseCommand):
             raise CommandError(f"No dataset named {dataset!r}; import its items first.") from None
         try:
             study_obj, summary = outcomes_study_create(name=study, dataset=dataset_obj, file=file, split=split)
-        except OutcomesImportError as exc:
-            raise CommandError(f"{file}: nothing imported.\n{exc}") from None
-        except FileNotFoundError:
-            raise CommandError(f"{file}: no such file") from None
+        except ImportValidationError as exc:
+            raise CommandError("\n".join([exc.summary(), *exc.lines()[1:]])) from None
         self.stdout.write(f"Study {study_obj.name!r} id={study_obj.pk}: " + ", ".join(
             f"{key}={value}" for key, value in summary.items() if not isinstance(value, (list, dict))))
         if score:
