@@ -84,8 +84,6 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], *, batch_
         raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
     if not candidates:
         return []
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         import bert_score
         import torch  # noqa: F401

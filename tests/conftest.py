@@ -28,11 +28,37 @@ def openbookqa_dir(shared_data: Path) -> Path:
     return shared_data / "openbookqa"
 
 
+# With RL_REQUIRE_SERVICES=1 these must be importable: their tests would otherwise skip.
+REQUIRED_MODULES = ("torch", "bert_score")
+
+
+def missing_modules(names=REQUIRED_MODULES) -> list[str]:
+    """The modules of ``names`` that cannot be found (nothing is imported: torch takes seconds)."""
+    import importlib.util
+
+    missing = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
 def pytest_sessionstart(session):
-    """With RL_REQUIRE_SERVICES=1 (the CI run) the suite must really use PostgreSQL and Redis:
-    fail loudly rather than fall back or skip."""
+    """With RL_REQUIRE_SERVICES=1 (the CI run) the suite must really use PostgreSQL, Redis, torch
+    and bert-score (and Chromium, tests/browser/conftest.py): fail loudly rather than fall back or
+    skip."""
     if os.environ.get("RL_REQUIRE_SERVICES") != "1":
         return
+    missing = missing_modules()
+    if missing:
+        raise pytest.UsageError(
+            f"RL_REQUIRE_SERVICES=1 but {', '.join(missing)} cannot be imported: install the lm extra "
+            "(.venv/bin/pip install -e '.[lm,test]'; scripts/test.sh does)"
+        )
     import django
     from django.conf import settings
 

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 
@@ -28,3 +29,61 @@ def test_production_refuses_debug():
 def test_production_starts_with_a_real_secret():
     result = _run_production_check({"DJANGO_SECRET_KEY": "k" * 50})
     assert result.returncode == 0, result.stderr
+
+
+# --- configuration: one place, documented (issue 11) ------------------------------------------------
+
+APPS = ("lab", "studies", "annotations", "scoring", "cockpit")
+READS = re.compile(r'settings\.(RL_\w+)|getattr\(\s*settings,\s*"(RL_\w+)"')
+ENV_READS = re.compile(r'(?:os\.environ(?:\.get)?[\[(]|env_\w+\()\s*"(RL_\w+)"')
+
+
+def _app_sources():
+    for app in APPS:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" not in path.parts:
+                yield path, path.read_text()
+
+
+def test_every_rl_setting_an_app_reads_is_declared_and_in_the_readme():
+    from django.conf import settings
+
+    table = "\n".join(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `"))
+    read = {name for _, text in _app_sources() for match in READS.finditer(text) for name in match.groups() if name}
+    assert read, "the pattern finds the settings the apps read"
+    undeclared = sorted(name for name in read if not hasattr(settings, name))
+    assert undeclared == []
+    defaults = sorted(f"{path.name}: {m.group(0)}" for path, text in _app_sources()
+                      for m in re.finditer(r'getattr\(\s*settings,\s*"RL_\w+"', text))
+    assert defaults == [], "read declared settings as settings.RL_..., without a second default"
+    environment = set(ENV_READS.findall((ROOT / "config" / "settings" / "base.py").read_text()))
+    assert {"RL_MAX_IMPORT_BYTES", "RL_FIRST_ANSWER_MINUTES"} <= environment
+    undocumented = sorted(name for name in environment | (read - {"RL_API_THROTTLE_RATES"})
+                          if f"`{name}`" not in table)
+    assert undocumented == []
+
+
+def test_no_app_reads_the_environment():
+    readers = sorted(str(path.relative_to(ROOT)) for path, text in _app_sources()
+                     if re.search(r"os\.environ|os\.getenv", text))
+    assert readers == []
+
+
+def test_a_missing_torch_fails_a_run_that_requires_the_services(tmp_path):
+    """RL_REQUIRE_SERVICES=1: torch or bert-score missing stops the run, as Chromium does, instead
+    of skipping the tests that need them."""
+    (tmp_path / "rl_hide_torch.py").write_text(
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+    )
+    env = {**os.environ, "RL_REQUIRE_SERVICES": "1", "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "rl_hide_torch", "-p", "no:cacheprovider", "--co", "-q",
+         "tests/test_settings.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode != 0
+    assert "RL_REQUIRE_SERVICES=1 but torch cannot be imported" in result.stdout + result.stderr

@@ -48,7 +48,7 @@ COUNTED_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 def assignment_duration(study: Study) -> timedelta:
     """Time a worker has for one task: ``RL_ASSIGNMENT_MINUTES`` if set, else four times the
     study's estimated minutes, at least 30 minutes."""
-    minutes = getattr(settings, "RL_ASSIGNMENT_MINUTES", None)
+    minutes = settings.RL_ASSIGNMENT_MINUTES
     if not minutes:
         minutes = max(30.0, 4 * float(study.estimated_minutes_per_task))
     return timedelta(minutes=float(minutes))
@@ -58,7 +58,7 @@ def first_answer_window(study: Study) -> timedelta:
     """Time a new task waits for its first answer before its slots go back:
     ``RL_FIRST_ANSWER_MINUTES`` if set, else the study's estimated minutes per task and at least
     10 minutes; never longer than ``assignment_duration``."""
-    minutes = getattr(settings, "RL_FIRST_ANSWER_MINUTES", None)
+    minutes = settings.RL_FIRST_ANSWER_MINUTES
     if not minutes:
         minutes = max(10.0, float(study.estimated_minutes_per_task))
     return min(timedelta(minutes=float(minutes)), assignment_duration(study))

@@ -27,6 +27,12 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [part.strip() for part in os.environ.get(name, default).split(",") if part.strip()]
 
 
+def env_float(name: str) -> float | None:
+    """A number from the environment, or None when unset or empty."""
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else None
+
+
 DEFAULT_SECRET_KEY = "insecure-dev-key-do-not-use-in-production"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", DEFAULT_SECRET_KEY)
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -138,6 +144,16 @@ RL_OPENAI_API_KEY = os.environ.get("RL_OPENAI_API_KEY", "")
 RL_DEMO_LM_GGUF = Path(os.environ.get(
     "RL_DEMO_LM_GGUF", VAR_DIR / "models" / "SmolLM2-135M-Instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
 
+# Hugging Face libraries (transformers, huggingface_hub, bert-score) read these when imported, so
+# they are set here, before any app imports one. On (the default), no process ever downloads a
+# model: LM sources and the similarity model are local folders, GGUF files or packaged weights.
+# RL_HF_OFFLINE=0 lets an LM source name a hub model that the worker then downloads. A value set
+# for HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE in the environment wins.
+RL_HF_OFFLINE = env_bool("RL_HF_OFFLINE", True)
+if RL_HF_OFFLINE:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 # --- Scoring similarity (scoring.similarity) -------------------------------------------------
 # BERTScore between a rationale and the gold rationale. RL_SIMILARITY_MODEL: a local folder of any
 # model BERTScore supports (e.g. a copy of roberta-large, BERTScore's default); empty uses the
@@ -231,7 +247,13 @@ CELERY_BEAT_SCHEDULE["studies-resume-stalled-generation-jobs"] = {
     "task": "studies.resume_stalled_generation_jobs",
     "schedule": 60.0,
 }
-# Questionnaire (annotations.tasks): give back the units of abandoned assignments.
+# Questionnaire (annotations.services.release): the time a worker has for one task
+# (RL_ASSIGNMENT_MINUTES; unset: four times the study's estimated minutes, at least 30), and the
+# time a new task waits for its first answer before its units go back to the pool
+# (RL_FIRST_ANSWER_MINUTES; unset: the study's estimated minutes, at least 10; never longer than the
+# task's time). Beat gives back the units of expired tasks every RL_EXPIRE_SECONDS.
+RL_ASSIGNMENT_MINUTES = env_float("RL_ASSIGNMENT_MINUTES")
+RL_FIRST_ANSWER_MINUTES = env_float("RL_FIRST_ANSWER_MINUTES")
 CELERY_BEAT_SCHEDULE["annotations-expire-stale-assignments"] = {
     "task": "annotations.expire_stale_assignments",
     "schedule": float(os.environ.get("RL_EXPIRE_SECONDS", "60")),

@@ -26,4 +26,4 @@ class ApiScopedRateThrottle(ScopedRateThrottle):
         return super().allow_request(request, view)
 
     def get_rate(self):
-        return getattr(settings, "RL_API_THROTTLE_RATES", {}).get(self.scope)
+        return settings.RL_API_THROTTLE_RATES.get(self.scope)

@@ -445,7 +445,7 @@ def study_score(
     A ``ScoringError`` (nothing to score) marks the run failed with its message; any other error
     marks it failed and propagates."""
     if similarity is None:
-        similarity = bool(getattr(settings, "RL_SCORING_SIMILARITY", True))
+        similarity = bool(settings.RL_SCORING_SIMILARITY)
     study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
     if run is None:
         run = ScoreRun.objects.create(study=study, status=ScoreRun.Status.RUNNING)
