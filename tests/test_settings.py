@@ -1,5 +1,6 @@
 import os
 import re
+import secrets
 import subprocess
 import sys
 
@@ -87,3 +88,25 @@ def test_a_missing_torch_fails_a_run_that_requires_the_services(tmp_path):
     )
     assert result.returncode != 0
     assert "RL_REQUIRE_SERVICES=1 but torch cannot be imported" in result.stdout + result.stderr
+
+
+def _deploy_check(env_overrides: dict[str, str]) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings.production", "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                **env_overrides})
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    return set(re.findall(r"\((\w+\.\w\d+)\)", result.stdout + result.stderr))
+
+
+def test_check_deploy_reports_only_what_the_readme_explains():
+    readme = (ROOT / "README.md").read_text()
+    explained = readme[readme.index("## Deployment checks"):].split("\n## ", 1)[0]
+    fresh = _deploy_check({})
+    assert fresh == {"security.W004", "security.W008"}
+    with_hsts = _deploy_check({"DJANGO_SSL_REDIRECT": "1", "DJANGO_HSTS_SECONDS": "31536000"})
+    assert with_hsts == {"security.W005", "security.W021"}
+    for check in fresh | with_hsts:
+        assert f"`{check}`" in explained, check
+    assert _deploy_check({"DJANGO_SSL_REDIRECT": "1", "DJANGO_HSTS_SECONDS": "31536000",
+                          "DJANGO_HSTS_INCLUDE_SUBDOMAINS": "1", "DJANGO_HSTS_PRELOAD": "1"}) == set()

@@ -1,4 +1,6 @@
 """Production settings: refuse to start with the development secret key or DEBUG on."""
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
@@ -15,6 +17,17 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# HTTPS is the reverse proxy's job by default (it terminates TLS and redirects plain HTTP); set
+# DJANGO_SSL_REDIRECT=1 to have Django redirect too (the health check stays on plain HTTP), and
+# DJANGO_HSTS_SECONDS once the site is served only over HTTPS: browsers then refuse plain HTTP for
+# that long, which cannot be taken back early. Until they are set, `manage.py check --deploy`
+# warns about them (security.W008, W004; with HSTS on, W005 and W021 for its subdomain and preload
+# options), as the README's "Deployment checks" explains.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
