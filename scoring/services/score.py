@@ -44,6 +44,7 @@ from annotations.selectors import claims_that_count
 from scoring import core, metrics
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
+from scoring.progress import score_stage
 from scoring.services.gen_u import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, similarity_model
 from studies.models import Rationale, Study
@@ -363,8 +364,11 @@ def _utility(study: Study, results: dict, warnings: list[str], *, both_direction
         if frame.empty:
             raise ScoringError(f"Study {study.name!r} has no completed answers yet; nothing to score.")
     frame["task_correct"] = _task_correct(study, frame)
+    score_stage("Gen-U")
     frame = gen_u_results(frame, results, warnings)
+    score_stage("similarity to the gold rationale (BERTScore)")
     frame = _add_similarity(frame, results, warnings, similarity)
+    score_stage("shares, intervals and associations")
     summary = core.summarise_units(frame, both_directions=both_directions)
     warnings.extend(summary.pop("warnings"))
     results.update(summary)
@@ -417,6 +421,7 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[
         },
     }
     frame = None
+    score_stage("reading the answers and their majorities")
     if study.kind == Study.Kind.GENERALIZATION:
         _generalization(study, results, warnings)
     elif study.kind == Study.Kind.UTILITY:
@@ -457,6 +462,7 @@ def study_score(
         with transaction.atomic():
             results, frame = _compute(study, both_directions=both_directions, similarity=similarity)
             if frame is not None:
+                score_stage("storing the unit scores")
                 _store_unit_scores(study, frame)
             run.results = results
             run.warnings = results["warnings"]
