@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from scoring import plots
 from scoring.models import ScoreRun
+from scoring.progress import score_progress
 from scoring.reports.download import report_zip, zip_name
 from scoring.reports.sections import report_sections
 
@@ -77,13 +78,19 @@ def download_view(model_admin, request, run_id: int):
 
 
 def run_state(run: ScoreRun) -> dict:
-    """What the state page shows, as JSON."""
+    """What the state page shows, as JSON. ``progress`` ({stage, step, steps}) is the stage a
+    running task last told (``scoring.progress``), None when it told nothing."""
     end = run.finished_at or timezone.now()
+    progress = score_progress(run.task_id) if run.status == ScoreRun.Status.RUNNING else None
+    label = STATE_LABELS[run.status]
+    if progress:
+        label = f"Running: {progress['stage']} (step {progress['step']} of {progress['steps']})"
     return {
         "id": run.pk,
         "study": run.study.name,
         "status": run.status,
-        "label": STATE_LABELS[run.status],
+        "label": label,
+        "progress": progress,
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "elapsed_s": max(0, int((end - run.created_at).total_seconds())),

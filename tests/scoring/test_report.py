@@ -305,3 +305,34 @@ def test_a_failed_run_shows_its_error(admin_client, imported_study):
     assert state["status"] == "failed" and "has no units" in state["error"]
     page = admin_client.get(reverse("admin:scoring_scorerun_state", args=[run.pk])).content.decode()
     assert "Failed" in page and "has no units" in page
+
+
+@pytest.mark.filterwarnings("ignore:Results are not stored in backend")
+def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_study, utility_file, settings):
+    """The stages travel through the Celery task's state in the result backend (scoring runs in one
+    database transaction): an eager run of the task leaves its last stage there."""
+    from celery import current_app
+
+    from scoring.progress import score_progress
+    from scoring.tasks import score_study_task
+
+    settings.RL_SCORING_SIMILARITY = False
+    outcomes_import(study=imported_study, file=utility_file)
+    run = ScoreRun.objects.create(study=imported_study, task_id="report-test-task")
+    score_study_task.apply(args=(imported_study.pk, run.pk), task_id=run.task_id)
+    assert score_progress(run.task_id) == {"stage": "storing the unit scores", "step": 5, "steps": 5}
+
+    # A run still running shows the stage and step its task last told.
+    running = ScoreRun.objects.create(study=imported_study, task_id="report-test-running")
+    ScoreRun.STATUS.move(running, ScoreRun.Status.RUNNING)
+    current_app.backend.store_result(running.task_id, {"stage": "Gen-U", "step": 2, "steps": 5}, "PROGRESS")
+    state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[running.pk])).json()
+    assert state["label"] == "Running: Gen-U (step 2 of 5)"
+    assert state["progress"] == {"stage": "Gen-U", "step": 2, "steps": 5}
+    page = admin_client.get(reverse("admin:scoring_scorerun_state", args=[running.pk])).content.decode()
+    assert 'value="2" max="5"' in page
+    # A task that told nothing (or an unknown id) shows "Running" without a stage.
+    running.task_id = "never-started"
+    running.save(update_fields=["task_id"])
+    state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[running.pk])).json()
+    assert state["label"] == "Running" and state["progress"] is None
