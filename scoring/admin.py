@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
-from scoring.services import score_run_enqueue
+from scoring.services import ScoringQueueUnavailable, score_run_enqueue
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Study
 from studies.selectors import studies_for_user
@@ -73,7 +73,11 @@ class ScoreRunAdmin(StudyScopedAdmin):
         if not form.is_valid():
             messages.error(request, "Choose a study to score.")
             return redirect("admin:scoring_scorerun_changelist")
-        run = score_run_enqueue(study=form.cleaned_data["study"])
+        try:
+            run = score_run_enqueue(study=form.cleaned_data["study"])
+        except ScoringQueueUnavailable as exc:
+            messages.error(request, str(exc))
+            return redirect("admin:scoring_scorerun_changelist")
         return redirect("admin:scoring_scorerun_state", run.pk)
 
 

@@ -14,7 +14,9 @@ class ScoreRun(models.Model):
     ``scoring.services.score.study_score``; ``results["schema_version"]`` says which); ``warnings``
     repeats ``results["warnings"]`` (what was missing: units short of annotators, sources without
     predictions, ties). ``status`` goes pending -> running -> done | failed; ``error`` holds the
-    message of a failed run."""
+    message of a failed run. A running run's worker touches ``updated_at`` every few seconds
+    (``scoring.services.runs.heartbeat``); a run whose heartbeat stopped lost its worker and goes
+    back to pending to be queued again (``attempts`` counts the starts; see ``runs``)."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -22,10 +24,11 @@ class ScoreRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    # A failed run may be run again (the same row); a done run is final.
+    # A failed run may be run again (the same row); a done run is final. A running run whose worker
+    # died goes back to pending (queued again) or, after too many starts, to failed.
     STATUS = StatusMachine("status", {
         Status.PENDING: {Status.RUNNING, Status.FAILED},
-        Status.RUNNING: {Status.DONE, Status.FAILED},
+        Status.RUNNING: {Status.DONE, Status.FAILED, Status.PENDING},
         Status.FAILED: {Status.RUNNING},
     })
 
@@ -36,10 +39,13 @@ class ScoreRun(models.Model):
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "updated_at"], name="scorerun_status_updated")]
 
 
 class UnitScore(models.Model):

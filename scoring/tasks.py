@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import transaction
 
-from scoring.models import ScoreRun
 from scoring.services import study_score
+from scoring.services.runs import heartbeat, score_run_start, score_runs_resume_stalled
 from studies.models import Study
 
 QUEUE = "default"
@@ -13,23 +12,28 @@ QUEUE = "default"
 
 # The queue is given where the task is sent (``score_run_enqueue`` uses ``apply_async(queue=QUEUE)``):
 # Celery 5.5 deprecates the ``queue`` task attribute in favour of routing at send time.
-@shared_task(acks_late=True, soft_time_limit=3600, time_limit=3660)
+@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=3600, time_limit=3660)
 def score_study_task(study_id: int, run_id: int | None = None) -> int | None:
     """Score study ``study_id``, filling the pending ``ScoreRun`` ``run_id`` when given.
 
-    Idempotent: a run that is already done (or running under another worker) is left alone, so a
-    redelivery after ``acks_late`` does not score twice. Returns the run id."""
+    Idempotent: a run that is done, failed, or running under a live worker (its heartbeat is
+    fresh) is left alone, so a second delivery does not score twice; a running run whose heartbeat
+    stopped (the worker was killed and the broker redelivered this message) is taken over
+    (``scoring.services.runs.score_run_start``). Returns the run id."""
     study = Study.objects.filter(pk=study_id).first()
     if study is None:
         return None
-    run = None
-    if run_id is not None:
-        with transaction.atomic():
-            run = ScoreRun.objects.select_for_update().filter(pk=run_id, study=study).first()
-            if run is None or run.status in (ScoreRun.Status.DONE, ScoreRun.Status.RUNNING):
-                return run_id
-            run.status = ScoreRun.Status.RUNNING
-            run.save(update_fields=["status"])
-    run = study_score(study=study, run=run)
-    return run.pk
+    if run_id is None:
+        return study_score(study=study).pk
+    run = score_run_start(run_id=run_id, study_id=study_id)
+    if run is None:
+        return run_id
+    with heartbeat(run):
+        study_score(study=study, run=run)
+    return run_id
 
+
+@shared_task(name="scoring.resume_stalled_score_runs", acks_late=True, soft_time_limit=60, time_limit=90)
+def resume_stalled_score_runs() -> list[int]:
+    """Beat, every minute: queue again the runs whose worker died (no heartbeat)."""
+    return score_runs_resume_stalled()

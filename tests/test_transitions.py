@@ -25,8 +25,6 @@ NOT_YET_CONVERTED: set[str] = {
     "annotations/services/platforms/publish.py",
     "annotations/services/platforms/review.py",
     "annotations/services/platforms/sync.py",
-    "scoring/services/score.py",
-    "scoring/tasks.py",
 }
 
 

@@ -247,6 +247,14 @@ CELERY_BEAT_SCHEDULE["studies-resume-stalled-generation-jobs"] = {
     "task": "studies.resume_stalled_generation_jobs",
     "schedule": 60.0,
 }
+# Score runs (scoring.tasks): a running run's worker touches it every RL_SCORE_HEARTBEAT_SECONDS; one
+# silent for RL_SCORE_STALL_SECONDS lost its worker (killed) and is queued again.
+RL_SCORE_HEARTBEAT_SECONDS = env_float("RL_SCORE_HEARTBEAT_SECONDS") or 15.0
+RL_SCORE_STALL_SECONDS = env_float("RL_SCORE_STALL_SECONDS") or 120.0
+CELERY_BEAT_SCHEDULE["scoring-resume-stalled-score-runs"] = {
+    "task": "scoring.resume_stalled_score_runs",
+    "schedule": 60.0,
+}
 # Questionnaire (annotations.services.release): the time a worker has for one task
 # (RL_ASSIGNMENT_MINUTES; unset: four times the study's estimated minutes, at least 30), and the
 # time a new task waits for its first answer before its units go back to the pool

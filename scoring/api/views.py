@@ -6,7 +6,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from scoring.models import ScoreRun, UnitScore
-from scoring.services import score_run_enqueue
+from scoring.services import ScoringQueueUnavailable, score_run_enqueue
 from studies.api.serializers import ErrorSerializer
 from studies.selectors import studies_for_user
 
@@ -86,6 +86,8 @@ class ScoreRunStartSerializer(serializers.Serializer):
             202: ScoreRunSerializer,
             400: OpenApiResponse(ErrorSerializer, description="Bad input, naming the field."),
             404: OpenApiResponse(ErrorSerializer, description="No such study (or not visible to you)."),
+            503: OpenApiResponse(ErrorSerializer, description="The task queue cannot be reached; nothing was "
+                                 "queued and the run is marked failed. Try again later."),
         },
         examples=[OpenApiExample("Score study 3", value={"study": 3}, request_only=True), SCORE_RUN_EXAMPLE],
     ),
@@ -108,5 +110,8 @@ class ScoreRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 {"detail": f"study: no study with id {data.validated_data['study']} that you can see."},
                 status=status.HTTP_404_NOT_FOUND,
             )
-        run = score_run_enqueue(study=study)
+        try:
+            run = score_run_enqueue(study=study)
+        except ScoringQueueUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response(ScoreRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -443,8 +443,9 @@ def study_score(
     similarity: bool | None = None,
 ) -> ScoreRun:
     """Score ``study`` and return the finished ``ScoreRun`` (status done, or failed with the
-    reason in ``error``). Rewrites the study's ``UnitScore`` rows. ``run`` is a pending run to fill
-    (the task's); without it a new one is created. ``similarity`` (BERTScore against the gold
+    reason in ``error``). Rewrites the study's ``UnitScore`` rows. ``run`` is the run to fill (the
+    task's, already running; a pending or failed one is started); without it a new one is created.
+    ``similarity`` (BERTScore against the gold
     rationale) defaults to the setting ``RL_SCORING_SIMILARITY`` (on unless set false).
 
     A ``ScoringError`` (nothing to score) marks the run failed with its message; any other error
@@ -453,32 +454,24 @@ def study_score(
         similarity = bool(settings.RL_SCORING_SIMILARITY)
     study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
     if run is None:
-        run = ScoreRun.objects.create(study=study, status=ScoreRun.Status.RUNNING)
-    else:
-        run.status = ScoreRun.Status.RUNNING
-        run.error = ""
-        run.save(update_fields=["status", "error"])
+        run = ScoreRun.objects.create(study=study, status=ScoreRun.Status.RUNNING, attempts=1)
+    elif run.status != ScoreRun.Status.RUNNING:
+        ScoreRun.STATUS.move(run, ScoreRun.Status.RUNNING, error="", attempts=run.attempts + 1)
     try:
         with transaction.atomic():
             results, frame = _compute(study, both_directions=both_directions, similarity=similarity)
             if frame is not None:
                 score_stage("storing the unit scores")
                 _store_unit_scores(study, frame)
-            run.results = results
-            run.warnings = results["warnings"]
-            run.status = ScoreRun.Status.DONE
-            run.finished_at = timezone.now()
-            run.save(update_fields=["results", "warnings", "status", "finished_at"])
+            ScoreRun.STATUS.move(run, ScoreRun.Status.DONE, results=results, warnings=results["warnings"],
+                                 finished_at=timezone.now())
     except ScoringError as exc:
-        run.status = ScoreRun.Status.FAILED
-        run.error = str(exc)
-        run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "finished_at"])
+        run.refresh_from_db(fields=["status"])  # what the rolled-back transaction left
+        ScoreRun.STATUS.move(run, ScoreRun.Status.FAILED, error=str(exc), finished_at=timezone.now())
     except Exception as exc:
         logger.exception("scoring of study %s failed", study.pk)
-        run.status = ScoreRun.Status.FAILED
-        run.error = f"Internal error while scoring: {exc.__class__.__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-        run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "finished_at"])
+        run.refresh_from_db(fields=["status"])
+        error = f"Internal error while scoring: {exc.__class__.__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        ScoreRun.STATUS.move(run, ScoreRun.Status.FAILED, error=error, finished_at=timezone.now())
         raise
     return run

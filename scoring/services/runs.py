@@ -1,0 +1,149 @@
+"""Score runs in the background: queue one, start it in a worker, keep its heartbeat, and recover
+the ones whose worker died (as the LM jobs are recovered: stall detection by beat, re-queue, resume).
+
+- ``score_run_enqueue`` creates a pending run and sends its task. A broker that cannot be reached
+  fails the run at once with the reason and raises ``ScoringQueueUnavailable`` (the API answers
+  503, the admin says so): no run is left pending with nothing queued.
+- ``score_run_start`` is the task's first step: it takes a pending run, or a running one whose
+  heartbeat stopped (its worker was killed and the broker redelivered the message), and moves it to
+  running. A running run with a live heartbeat belongs to another worker and is left alone.
+- ``heartbeat`` touches ``updated_at`` every ``RL_SCORE_HEARTBEAT_SECONDS`` while the run is
+  computed, from a thread with its own connection.
+- ``score_runs_resume_stalled`` (beat, every minute) moves running runs without a heartbeat for
+  ``RL_SCORE_STALL_SECONDS`` back to pending and queues them again; after ``MAX_ATTEMPTS`` starts a
+  run is failed instead (a study that kills its worker every time is not retried forever).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from scoring.errors import ScoringError
+from scoring.models import ScoreRun
+from studies.models import Study
+
+logger = logging.getLogger(__name__)
+Status = ScoreRun.Status
+MAX_ATTEMPTS = 3
+# Sending gives up after about a second when the broker does not answer (kombu's default retries
+# for much longer, and the caller is a web request).
+SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
+
+
+class ScoringQueueUnavailable(ScoringError):
+    """The task queue (broker) could not be reached; the run was marked failed."""
+
+
+def stalled_after() -> timedelta:
+    return timedelta(seconds=float(settings.RL_SCORE_STALL_SECONDS))
+
+
+def _send(run: ScoreRun) -> None:
+    from scoring.tasks import QUEUE, score_study_task
+
+    try:
+        result = score_study_task.apply_async((run.study_id, run.pk), queue=QUEUE, retry_policy=SEND_RETRY_POLICY)
+    except Exception as exc:  # kombu's OperationalError, a refused socket, DNS: nothing was queued
+        reason = f"{exc.__class__.__name__}: {exc}"
+        logger.warning("score run %s not queued: %s", run.pk, reason)
+        with transaction.atomic():
+            locked = ScoreRun.objects.select_for_update().get(pk=run.pk)
+            if locked.status == Status.PENDING:
+                ScoreRun.STATUS.move(locked, Status.FAILED, finished_at=timezone.now(),
+                                     error=f"The task queue could not be reached; nothing was queued ({reason}).")
+        raise ScoringQueueUnavailable(
+            "The task queue (broker) cannot be reached, so the scoring was not queued; try again when it is "
+            f"back ({reason})."
+        ) from exc
+    if result.id:
+        ScoreRun.objects.filter(pk=run.pk).update(task_id=result.id)
+
+
+def score_run_enqueue(*, study: Study) -> ScoreRun:
+    """Create a pending ``ScoreRun`` and queue ``score_study_task`` for it once the row is committed
+    (at once outside a transaction). Raises ``ScoringQueueUnavailable`` when the broker cannot be
+    reached; the run is then failed with the reason, never left pending."""
+    run = ScoreRun.objects.create(study=study, status=Status.PENDING)
+    transaction.on_commit(lambda: _send(run))
+    return run
+
+
+def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) -> ScoreRun | None:
+    """The task's claim on its run: a pending run, or a running one whose heartbeat is older than
+    ``RL_SCORE_STALL_SECONDS`` (its worker died; this is the broker's redelivery), moves to running
+    and is returned. Anything else (done, failed, missing, or running under a live worker) returns
+    None and the task does nothing."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = ScoreRun.objects.select_for_update().filter(pk=run_id, study_id=study_id).first()
+        if run is None:
+            return None
+        if run.status == Status.RUNNING:
+            if run.updated_at > now - stalled_after():
+                return None
+            logger.warning("score run %s: taking over from a worker whose heartbeat stopped at %s", run.pk,
+                           run.updated_at)
+            ScoreRun.STATUS.move(run, Status.PENDING)
+        if run.status != Status.PENDING:
+            return None
+        if run.attempts >= MAX_ATTEMPTS:
+            ScoreRun.STATUS.move(run, Status.FAILED, finished_at=now, error=(
+                f"The scoring worker died {run.attempts} times on this run (killed, out of memory?); "
+                "not tried again. Score the study again once the cause is fixed."))
+            return None
+        ScoreRun.STATUS.move(run, Status.RUNNING, attempts=run.attempts + 1, error="")
+        return run
+
+
+def score_runs_resume_stalled(*, now: datetime | None = None, enqueue: bool = True) -> list[int]:
+    """Beat, every minute: running runs whose heartbeat is older than ``RL_SCORE_STALL_SECONDS``
+    lost their worker; they go back to pending and are queued again (the broker may never redeliver
+    them: the filesystem broker does not, Redis only after its visibility timeout). A run that
+    cannot be queued again (broker down) is failed with the reason. Returns the run ids."""
+    now = now or timezone.now()
+    moved = []
+    with transaction.atomic():
+        for run in ScoreRun.objects.select_for_update(skip_locked=True).filter(
+            status=Status.RUNNING, updated_at__lt=now - stalled_after()
+        ):
+            ScoreRun.STATUS.move(run, Status.PENDING)
+            moved.append(run)
+    if enqueue:
+        for run in moved:
+            with contextlib.suppress(ScoringQueueUnavailable):
+                _send(run)
+    return [run.pk for run in moved]
+
+
+@contextlib.contextmanager
+def heartbeat(run: ScoreRun, *, every: float | None = None) -> Iterator[None]:
+    """Touch the run's ``updated_at`` every ``every`` seconds (``RL_SCORE_HEARTBEAT_SECONDS``) while
+    the body runs. The thread uses its own database connection and only writes ``updated_at`` of a
+    running run; a failed write is logged and retried at the next beat."""
+    every = float(settings.RL_SCORE_HEARTBEAT_SECONDS if every is None else every)
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every):
+                try:
+                    ScoreRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(updated_at=timezone.now())
+                except Exception:  # a busy database: the next beat tries again
+                    logger.warning("score run %s: heartbeat not written", run.pk, exc_info=True)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"score-run-{run.pk}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every + 5)
