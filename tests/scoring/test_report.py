@@ -20,8 +20,15 @@ from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, th
 from scoring.reports.sections import report_sections
 from scoring.reports.tables import Column, Table
 from scoring.services import outcomes_import, study_score
+from studies.models import Study
 from studies.services.studies import study_create
-from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+from tests.factories import (
+    DatasetFactory,
+    GeneralizationQuestionFactory,
+    ItemFactory,
+    RationaleFactory,
+    RationaleSourceFactory,
+)
 from tests.work import work
 
 
@@ -177,6 +184,9 @@ def test_generalization_sections_compare_with_gold_and_show_consistency(imported
                 "after": {"n_bundles": 2, "accuracy": 0.75, "consistency": 0.5, "relative_consistency": 0.9}}},
         },
         agreement={"before": {"n_units": 4, "n_annotations": 12, "krippendorff_alpha": 0.4, "fleiss_kappa": 0.38}},
+        properties_model={"formula": "useful ~ factual + (1 | question) + (1 | source)", "method": "VB",
+                          "n_rationales": 80, "terms": {"factual": {"log_odds": 1.2, "ci": [0.4, 2.0]}},
+                          "constant_properties_dropped": ["grammatical"]},
     )
     run = ScoreRun.objects.create(study=imported_study, status=ScoreRun.Status.DONE, results=results)
     sections = sections_by_key(run)
@@ -190,6 +200,10 @@ def test_generalization_sections_compare_with_gold_and_show_consistency(imported
     assert [(r["step"], r["relative_consistency"]) for r in rc] == [("before", 0.2), ("after", 0.9)]
     assert sections["agreement"].tables[0].rows[0]["n_annotations"] == 12
     assert "utility outcomes" in sections["utility"].absent
+    props = sections["properties"]
+    assert props.tables[0].rows == [{"term": "factual", "log_odds": 1.2, "ci_low": 0.4, "ci_high": 2.0}]
+    assert props.tables[0].html_rows()[0] == [("factual", False), ("1.200", True), ("[0.400, 2.000]", True)]
+    assert "n = 80 rationales" in props.tables[0].title and "grammatical" in " ".join(props.notes)
 
 
 # --- page, figures, download -------------------------------------------------------------------
@@ -336,3 +350,75 @@ def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_s
     running.save(update_fields=["task_id"])
     state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[running.pk])).json()
     assert state["label"] == "Running" and state["progress"] is None
+
+
+def test_generalization_study_report_from_answers_has_figure_4_with_gold_as_reference(admin_client):
+    """A utility study and then a generalization study over the same items, answered through the
+    questionnaire's services: with the gold rationale workers get every question right after it, with
+    the LM's they stay wrong."""
+    dataset = DatasetFactory(name="gen-ds")
+    items = [ItemFactory(dataset=dataset, external_id=f"g{i}", gold_answer="yes", split="test") for i in range(2)]
+    lm, gold = RationaleSourceFactory(name="lm-src"), RationaleSourceFactory(name="gold-src", kind="gold")
+    for item in items:
+        for source in (lm, gold):
+            RationaleFactory(item=item, source=source, predicted_answer="yes", prediction_correct=True)
+        GeneralizationQuestionFactory(item=item, qtype="rephrase", answer="yes")
+        GeneralizationQuestionFactory(item=item, qtype="counterfactual", answer="no")
+
+    def design(name, **kind):
+        return study_open(study=study_create(name=name, dataset=dataset, sources=[lm, gold], annotators_per_unit=1,
+                                             units_per_task=2, consent_text="ok", **kind))
+
+    utility = design("gen-utility")
+    for n in range(2):
+        work(utility, f"a{n:023x}")
+    assert study_score(study=utility, similarity=False).status == ScoreRun.Status.DONE
+
+    def answer(claim, step):
+        right = claim.unit.generalization_question.answer
+        wrong = "no" if right == "yes" else "yes"
+        return right if step == "after" and claim.unit.source_id == gold.pk else wrong
+
+    gen = design("gen-study", kind=Study.Kind.GENERALIZATION)
+    for n in range(4):
+        work(gen, f"b{n:023x}", answer=answer)
+    run = study_score(study=gen, similarity=False)
+    assert run.status == ScoreRun.Status.DONE, run.error
+
+    sections = sections_by_key(run)
+    tables = {t.name: t for t in sections["generalization"].tables}
+    by_type = rows_by(tables["generalization_by_type"], "key")
+    assert {k: (r["n"], r["accuracy_delta"]) for k, r in by_type.items()} == {
+        "counterfactual": (4, 0.5), "rephrase": (4, 0.5)}
+    by_source = rows_by(tables["generalization_by_source"], "key")
+    assert by_source["gold-src"]["reference"] == "gold (reference)" and by_source["gold-src"]["accuracy_delta"] == 1.0
+    assert by_source["lm-src"]["minus_gold"] == pytest.approx(-1.0)
+    assert set(rows_by(tables["generalization_by_utility"], "key")) <= {"useful", "unsure", "not_useful"}
+    consistency = {(r["bundles"], r["step"]): r for r in sections["consistency"].tables[0].rows}
+    after = consistency[("all generalization questions", "after")]
+    assert (after["n"], after["consistency"]) == (4, 0.5) and after["relative_consistency"] is not None
+    assert sections["generalization"].figures == ["generalization"]
+    assert "utility outcomes" in sections["utility"].absent
+    html = admin_client.get(reverse("admin:scoring_scorerun_report", args=[run.pk])).content.decode()
+    assert "gold (reference)" in html and "Relative consistency" in html
+
+
+def test_faithfulness_section_when_the_study_has_it(db):
+    dataset = DatasetFactory(name="faith-ds")
+    source = RationaleSourceFactory(name="highlighter", has_highlights=True)
+    probs = [(0.9, 0.8, 0.3), (0.7, 0.7, 0.6)]
+    for i, (full, hl, without) in enumerate(probs):
+        item = ItemFactory(dataset=dataset, external_id=f"f{i}", gold_answer="yes", split="test")
+        RationaleFactory(item=item, source=source, predicted_answer="yes", prediction_correct=True,
+                         faithfulness={"p_full": full, "p_highlight": hl, "p_without": without})
+    study = study_open(study=study_create(name="faith", dataset=dataset, sources=[source], annotators_per_unit=1,
+                                          units_per_task=2, consent_text="ok", faithfulness_enabled=True))
+    work(study, "c" * 24)
+    run = study_score(study=study, similarity=False)
+
+    section = sections_by_key(run)["faithfulness"]
+    rows = rows_by(section.tables[0], "source")
+    assert rows["highlighter"]["n"] == 2
+    assert rows["highlighter"]["sufficiency"] == pytest.approx(((0.9 - 0.8) + 0) / 2)
+    assert rows["test (all sources)"]["comprehensiveness"] == pytest.approx(((0.9 - 0.3) + (0.7 - 0.6)) / 2)
+    assert any("select-then-predict" in note for note in section.notes)
