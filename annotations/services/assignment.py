@@ -42,7 +42,7 @@ from collections import Counter
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import F
 from django.db.models.functions import Mod
 from django.utils import timezone
 
@@ -69,16 +69,29 @@ NO_WORK = (
 
 # --- claiming -----------------------------------------------------------------------------------
 
-def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: int,
+def _seen_keys(*, study: Study, participant_id: int) -> list[str]:
+    """The question keys this worker was given in this study (one index lookup)."""
+    return list(
+        Claim.objects.filter(study_id=study.pk, participant_id=participant_id)
+        .order_by().values_list("question_key", flat=True)
+    )
+
+
+def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: int, seen: list[str],
                 rng: random.Random) -> tuple[int, bool]:
-    """Claim up to ``want`` units into ``assignment``. Call inside ``transaction.atomic``.
+    """Claim up to ``want`` units into ``assignment``, none with a question key in ``seen``.
+    Call inside ``transaction.atomic``.
+
+    The worker's seen keys are read first and excluded by value: an anti-join of the study's
+    units with its claims was planned, once the statistics predated the study, as a rescan of
+    the study's claims for every candidate unit (about 55 ms per claim at 4,300 claims).
+    Without the join the claim reads only the study's units, whatever the statistics.
 
     Returns (claimed, maybe_more): ``maybe_more`` is true when fewer were claimed than wanted
     although eligible units were seen or skipped (locked by another worker right now)."""
-    seen = Claim.objects.filter(
-        study_id=study.pk, participant_id=assignment.participant_id, question_key=OuterRef("question_key")
-    )
-    eligible = Unit.objects.filter(study_id=study.pk, n_claimed__lt=F("quota")).filter(~Exists(seen))
+    eligible = Unit.objects.filter(study_id=study.pk, n_claimed__lt=F("quota"))
+    if seen:
+        eligible = eligible.exclude(question_key__in=seen)
     limit = want * max(1, n_sources) + want
     # Least-filled first; among equally filled units a per-claim pseudo-random order, so that
     # simultaneous workers aim at different rows instead of all queueing for the same head rows.
@@ -204,8 +217,11 @@ def _claim_task(*, assignment: Assignment, study: Study, rng: random.Random) -> 
     for this one instead of seeing an empty task."""
     want = study.units_per_task
     n_sources = study.sources.count() or 1
+    # Read once: the passes below add nothing to it (a retried pass claimed nothing), and a
+    # parallel start of the same worker waits on the new assignment row (one active per study).
+    seen = _seen_keys(study=study, participant_id=assignment.participant_id)
     claimed, maybe_more = _claim_pass(
-        assignment=assignment, study=study, want=want, n_sources=n_sources, rng=rng
+        assignment=assignment, study=study, want=want, n_sources=n_sources, seen=seen, rng=rng
     )
     deadline = time.monotonic() + TOP_UP_SECONDS
     pause = 0.005
@@ -213,7 +229,7 @@ def _claim_task(*, assignment: Assignment, study: Study, rng: random.Random) -> 
         time.sleep(pause * (0.5 + rng.random()))
         pause = min(pause * 2, 0.1)
         claimed, maybe_more = _claim_pass(
-            assignment=assignment, study=study, want=want, n_sources=n_sources, rng=rng
+            assignment=assignment, study=study, want=want, n_sources=n_sources, seen=seen, rng=rng
         )
     if claimed == 0:
         raise NoWorkAvailable(NO_WORK)

@@ -1,14 +1,19 @@
 """Bounded load test of the utility questionnaire over HTTP (gunicorn + PostgreSQL, loopback only).
 
-Closed loop, no think time: each simulated worker opens the study link as a new participant
-(fresh cookie jar), consents (claim), and for every question GETs the page, POSTs the first
-answer, GETs the reveal, POSTs the second answer; then finishes and starts over. After each level
-the database is checked: every unit within its quota, claim counters equal to the live claims,
-distinct workers per unit, and no worker with a question twice.
+Each simulated worker opens the study link as a new participant (fresh cookie jar), consents
+(claim), GETs its first question page, and for every question POSTs the first answer, GETs the
+reveal, POSTs the second answer and GETs the next page; then finishes and starts over. By default
+closed loop (no think time, all workers at once); ``--think MIN MAX`` waits a random human time
+before every step, ``--arrival N`` starts the workers at random moments within the first N
+seconds (a launch burst). After each level the database is checked (every unit within its quota,
+claim counters equal to the live claims and to the distinct workers, completed counters equal to
+the answers that count, no worker with a question twice) and the run fails if a check does.
 
 Usage (see README.md):
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/rl_bench \
         .venv/bin/python benchmarks/questionnaire/load.py --levels 20 50 200 --seconds 15
+    # launch burst at human pace, planner statistics gathered before the study was seeded:
+    ... load.py --levels 200 --seconds 30 --arrival 2 --think 3 7 --analyze
 
 Bounded: every level stops after ``--seconds`` (and when the study runs out of work); requests
 time out after 30 s; only 127.0.0.1 is contacted.
@@ -20,7 +25,9 @@ import asyncio
 import html
 import json
 import logging
+import math
 import os
+import random
 import re
 import signal
 import subprocess
@@ -37,7 +44,8 @@ os.environ.setdefault("DJANGO_DEBUG", "0")
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"'.encode()) for name in
          ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
-STEPS = ("landing", "claim", "question", "before", "reveal", "after", "finish")
+STEPS = ("landing", "claim", "first_question", "question", "before", "reveal", "after", "finish")
+WINDOW = 10.0  # seconds per latency window
 
 
 def django_setup():
@@ -55,7 +63,7 @@ def seed(level: int, *, items: int, sources: int, quota: int, units_per_task: in
     from annotations.services.units import study_units_build
     from studies.models import YES_NO_CHOICES, Dataset, Item, Rationale, RationaleSource, Study
 
-    stamp = f"bench-{level}-{int(time.time())}"
+    stamp = f"bench-{level}-{time.time():.3f}"
     dataset = Dataset.objects.create(name=stamp, task_format=Dataset.TaskFormat.YES_NO)
     srcs = [RationaleSource.objects.create(name=f"{stamp}-src{s}") for s in range(sources)]
     objs = Item.objects.bulk_create([
@@ -142,19 +150,27 @@ class Http:
         return status, headers, payload
 
 
-async def worker(host: str, port: int, entry: str, deadline: float, lat: dict, stats: Counter,
-                 stop: asyncio.Event):
+async def worker(host: str, port: int, entry: str, start: float, deadline: float, lat: dict, stats: Counter,
+                 stop: asyncio.Event, *, arrival: float, think: tuple[float, float] | None, rng: random.Random):
     async def timed(step, coro):
-        t0 = time.perf_counter()
+        began, t0 = time.monotonic() - start, time.perf_counter()
         response = await coro
-        lat[step].append(time.perf_counter() - t0)
+        lat[step].append((began, time.perf_counter() - t0))
         return response
 
+    async def pause():  # a human reading and answering
+        if think:
+            await asyncio.sleep(max(0.0, min(rng.uniform(*think), deadline - time.monotonic())))
+
+    await asyncio.sleep(rng.uniform(0, arrival))
     while time.monotonic() < deadline and not stop.is_set():
         client = Http(host, port)  # a new participant: fresh cookies
         _, _, page = await timed("landing", client.request("GET", entry))
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1).decode()
         nonce = html.unescape(FIELD["nonce"].search(page).group(1).decode())
+        await pause()
+        if time.monotonic() >= deadline:
+            return
         status, headers, _ = await timed("claim", client.request("POST", entry, {
             "consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}))
         if status != 302:
@@ -164,8 +180,11 @@ async def worker(host: str, port: int, entry: str, deadline: float, lat: dict, s
             stats[f"claim_{status}"] += 1
             return
         task = headers["location"]
-        _, _, page = await timed("question", client.request("GET", task))
-        while time.monotonic() < deadline:
+        _, _, page = await timed("first_question", client.request("GET", task))
+        while True:
+            await pause()
+            if time.monotonic() >= deadline:
+                return
             claim = FIELD["claim"].search(page)
             if claim is None:
                 break
@@ -181,8 +200,6 @@ async def worker(host: str, port: int, entry: str, deadline: float, lat: dict, s
                 stats["units"] += 1
                 if time.monotonic() < deadline:
                     stats["units_in_window"] += 1
-        else:
-            return
         status, _, _ = await timed("finish", client.request("POST", task + "submit", {"csrfmiddlewaretoken": token}))
         stats["tasks"] += status == 302
 
@@ -210,22 +227,40 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] * 1000
 
 
-async def run_level(port: int, entry: str, n: int, seconds: float) -> dict:
-    lat: dict = defaultdict(list)
+def summary(samples: list[tuple[float, float]]) -> dict:
+    values = [seconds for _, seconds in samples]
+    return {"n": len(values), "p50": round(pct(values, 50), 1), "p95": round(pct(values, 95), 1),
+            "p99": round(pct(values, 99), 1)}
+
+
+async def run_level(port: int, entry: str, n: int, seconds: float, *, arrival: float = 0.0,
+                    think: tuple[float, float] | None = None, seed: int = 0) -> dict:
+    lat: dict = defaultdict(list)  # step -> [(seconds since the level started, latency)]
     stats: Counter = Counter()
     stop = asyncio.Event()
+    rng = random.Random(seed)
     start = time.monotonic()
     deadline = start + seconds
-    await asyncio.gather(*(worker("127.0.0.1", port, entry, deadline, lat, stats, stop) for _ in range(n)))
+    await asyncio.gather(*(worker("127.0.0.1", port, entry, start, deadline, lat, stats, stop, arrival=arrival,
+                                  think=think, rng=random.Random(rng.random())) for _ in range(n)))
     elapsed = min(time.monotonic(), deadline) - start
+    windows = []  # by when the request started
+    for w in range(int(math.ceil(elapsed / WINDOW))):
+        lo, hi = w * WINDOW, (w + 1) * WINDOW
+        steps = {s: summary([x for x in lat[s] if lo <= x[0] < hi]) for s in STEPS}
+        windows.append({"from_s": lo, "latency_ms": {s: v for s, v in steps.items() if v["n"]}})
     return {
         "workers": n, "seconds": round(elapsed, 2), "units": stats["units_in_window"],
         "units_per_s": round(stats["units_in_window"] / elapsed, 1), "tasks": stats["tasks"],
         "errors": {k: v for k, v in stats.items() if "_" in k and k != "units_in_window"},
         "requests": sum(len(v) for v in lat.values()),
-        "latency_ms": {s: {"n": len(lat[s]), "p50": round(pct(lat[s], 50), 1), "p95": round(pct(lat[s], 95), 1),
-                           "p99": round(pct(lat[s], 99), 1)} for s in STEPS if lat[s]},
+        "latency_ms": {s: summary(lat[s]) for s in STEPS if lat[s]},
+        "windows": windows,
     }
+
+
+def cells(latency: dict) -> list[str]:
+    return [f"{latency[s]['p50']}/{latency[s]['p95']}/{latency[s]['p99']}" if s in latency else "-" for s in STEPS]
 
 
 def main() -> None:
@@ -239,6 +274,13 @@ def main() -> None:
     parser.add_argument("--gunicorn-workers", type=int, default=3)
     parser.add_argument("--gunicorn-threads", type=int, default=1)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--think", type=float, nargs=2, metavar=("MIN", "MAX"),
+                        help="human pace: wait MIN-MAX seconds (uniform) before every step")
+    parser.add_argument("--arrival", type=float, default=0.0,
+                        help="burst: each worker starts at a random moment within the first N seconds")
+    parser.add_argument("--analyze", action="store_true",
+                        help="ANALYZE the database after the warm-up, before the measured studies are "
+                             "seeded (the planner's statistics predate them, as after autovacuum)")
     parser.add_argument("--queries", choices=("precompiled", "orm"), default="precompiled",
                         help="orm: the worker pages run the ORM twins of annotations.precompiled")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results.json")))
@@ -250,9 +292,9 @@ def main() -> None:
     load_before = os.getloadavg()
     django_setup()
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, check=True)
-    studies = {n: seed(n, items=args.items, sources=args.sources, quota=args.quota,
-                       units_per_task=args.units_per_task) for n in args.levels}
-    from django.db import connections
+    design = {"items": args.items, "sources": args.sources, "quota": args.quota, "units_per_task": args.units_per_task}
+    _warm_id, warm_entry = seed(0, **design)
+    from django.db import connection, connections
 
     connections.close_all()
 
@@ -263,6 +305,7 @@ def main() -> None:
         cmd += ["-c", str(Path(__file__).with_name("gunicorn_orm.py"))]
     server = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ}, start_new_session=True)
     base = f"http://127.0.0.1:{args.port}"
+    failed = []
     try:
         import httpx
 
@@ -272,36 +315,53 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        # warm-up: a few tasks on the first level's study, not counted
-        warm_id, warm_entry = studies[args.levels[0]]
+        # warm-up: a few tasks on a study of its own, not counted
         asyncio.run(run_level(args.port, warm_entry, 4, 2.0))
+        if args.analyze:
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
+        studies = {n: seed(n, **design) for n in args.levels}
+        connections.close_all()
         results = []
         for n in args.levels:
             study_id, entry = studies[n]
+            load = os.getloadavg()
             server_cpu, client_cpu = group_cpu_seconds(server.pid), time.process_time()
-            result = asyncio.run(run_level(args.port, entry, n, seconds))
+            result = asyncio.run(run_level(args.port, entry, n, seconds, arrival=args.arrival,
+                                           think=tuple(args.think) if args.think else None, seed=n))
             server_cpu = group_cpu_seconds(server.pid) - server_cpu
             client_cpu = time.process_time() - client_cpu
             done = max(1, result["units"])
+            result["load_average"] = [load, os.getloadavg()]
             result["cpu_ms_per_unit"] = {"server": round(server_cpu * 1000 / done, 1),
                                          "client": round(client_cpu * 1000 / done, 1)}
-            result["checks"] = check(study_id)
+            result["checks"] = checks = check(study_id)
+            connections.close_all()
+            if checks["n_unit_problems"] or checks["repeated_questions"]:
+                failed.append((n, checks))
             results.append(result)
-            print(json.dumps(result), flush=True)
-        results[0]["checks_note"] = "level 1's study also held the warm-up tasks"
+            print(json.dumps({k: v for k, v in result.items() if k != "windows"}), flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    meta = {"cpus": os.cpu_count(), "queries": args.queries, "load_average": load_before, "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads},
-            "items": args.items, "sources": args.sources, "quota": args.quota, "units_per_task": args.units_per_task,
-            "seconds": seconds}
+    meta = {"cpus": os.cpu_count(), "queries": args.queries, "load_average_at_start": load_before,
+            "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads}, **design,
+            "seconds": seconds, "think": args.think, "arrival": args.arrival, "analyze": args.analyze}
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    print(f"load average at start {load_before}; " + json.dumps({k: v for k, v in meta.items() if k != "cpus"}))
     print("| workers | units/s | units | errors | " + " | ".join(f"{s} p50/p95/p99 ms" for s in STEPS) + " |")
     for r in results:
-        cells = [f"{r['latency_ms'][s]['p50']}/{r['latency_ms'][s]['p95']}/{r['latency_ms'][s]['p99']}"
-                 if s in r["latency_ms"] else "-" for s in STEPS]
         print(f"| {r['workers']} | {r['units_per_s']} | {r['units']} | {sum(r['errors'].values())} | "
-              + " | ".join(cells) + " |")
+              + " | ".join(cells(r["latency_ms"])) + " |")
+    print("\nper 10-second window (by when the request started):")
+    print("| workers | from s | " + " | ".join(f"{s} p50/p95/p99 ms (n)" for s in STEPS) + " |")
+    for r in results:
+        for w in r["windows"]:
+            lat = w["latency_ms"]
+            row = [f"{c} ({lat[s]['n']})" if s in lat else "-" for s, c in zip(STEPS, cells(lat), strict=True)]
+            print(f"| {r['workers']} | {w['from_s']:.0f} | " + " | ".join(row) + " |")
+    if failed:
+        sys.exit(f"database checks failed: {failed}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.db.models import Sum
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Claim, Unit
@@ -90,6 +92,24 @@ def test_worker_never_sees_a_question_twice_across_tasks_and_sources():
         keys += [c.question_key for c in unit_claims(assignment)]
         complete(assignment)
     assert sorted(keys) == sorted(f"item:{i}" for i in study.items.values_list("id", flat=True))
+
+
+def test_the_claim_reads_the_units_without_joining_the_studys_claims():
+    """Issue 15: with planner statistics that predate a study, an anti-join of its units with its
+    claims was planned as a rescan of every claim of the study per candidate unit. The claim
+    reads the worker's own question keys first and excludes them by value."""
+    study = make_study(n_items=5, n_sources=2, units_per_task=2, quota=5)
+    worker = ParticipantFactory()
+    complete(assignment_start(study=study, participant=worker))
+    for _ in range(3):
+        assignment_start(study=study, participant=ParticipantFactory())
+    with CaptureQueriesContext(connection) as queries:
+        again = assignment_start(study=study, participant=worker)
+    unit_reads = [q["sql"] for q in queries.captured_queries
+                  if q["sql"].startswith("SELECT") and 'FROM "annotations_unit"' in q["sql"]]
+    assert unit_reads and all("annotations_claim" not in sql for sql in unit_reads), unit_reads
+    first = set(Claim.objects.filter(participant=worker).exclude(assignment=again).values_list("question_key", flat=True))
+    assert first and not first & {c.question_key for c in unit_claims(again)}
 
 
 def test_quota_reached_then_no_work_for_new_workers():
