@@ -9,30 +9,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.clickjacking import xframe_options_exempt
 
+from lab.middleware import nul_in_request
+
 COOKIE_SALT = "annotations.worker"
 COOKIE_MAX_AGE = 60 * 24 * 3600
 FRAME_ANCESTORS = "frame-ancestors 'self' https://www.mturk.com https://workersandbox.mturk.com"
-NUL = "\x00"
 
 
 def message(request: HttpRequest, *, title: str, message: str, status: int = 200, assignment=None) -> HttpResponse:
     return render(request, "annotations/message.html",
                   {"title": title, "message": message, "assignment": assignment}, status=status)
-
-
-def _nul_in(request: HttpRequest, kwargs: dict) -> str | None:
-    """Where the request carries a NUL character (no database column can store one), or None."""
-    if any(NUL in str(value) for value in kwargs.values()):
-        return "the address"
-    sources = [("the address", request.GET)]
-    if request.method == "POST":
-        sources.append(("the form", request.POST))
-    for where, data in sources:
-        for name, values in data.lists():
-            if NUL in name or any(NUL in value for value in values):
-                shown = name.replace(NUL, "")
-                return f"the field “{shown}” of {where}" if shown else where
-    return None
 
 
 def worker_page(view):
@@ -45,7 +31,7 @@ def worker_page(view):
 
     @functools.wraps(view)
     def wrapped(request, *args, **kwargs):
-        where = _nul_in(request, kwargs)
+        where = nul_in_request(request, kwargs)
         if where is not None:
             response = message(
                 request, title="Not accepted", status=400,
@@ -59,6 +45,7 @@ def worker_page(view):
         response["Referrer-Policy"] = "same-origin"
         return response
 
+    wrapped.refuses_nul = True  # lab.middleware.RefuseNulMiddleware leaves it to this page
     return xframe_options_exempt(wrapped)
 
 

@@ -70,7 +70,7 @@ def _said(response) -> str:
         body = response.json()
         rows = body.get("errors") if isinstance(body, dict) else None
         if rows is None:
-            return json.dumps(body)
+            return body["detail"] if isinstance(body, dict) and "detail" in body else json.dumps(body)
         rows = [(e["line"], e["field"], e["reason"]) for e in rows]
     elif response.context and response.context.get("errors"):
         rows = [(e.line, e.field, e.reason) for e in response.context["errors"]]
@@ -209,6 +209,34 @@ def _import_admin(name):
     return build
 
 
+# --- the admin's and the API's addresses and forms ------------------------------------------------
+
+SAYS_NUL_REQUEST = "contains a NUL character (\\x00), which is not allowed"
+
+
+def _admin_get(path):
+    def build():
+        client = Client()
+        client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw-root-1"))
+        make_study()
+        return Probe(lambda: client.get(path), SAYS_NUL_REQUEST)
+    return build
+
+
+def _api_get(path):
+    def build():
+        client, study = _api_client(), make_study()
+        return Probe(lambda: client.get(path.format(study=study.pk)), SAYS_NUL_REQUEST)
+    return build
+
+
+def _api_import_form():
+    client, upload = _api_client(), SimpleUploadedFile("s.json", _sqa())
+    return Probe(lambda: client.post("/api/v1/imports/", {"kind": "strategyqa", "file": upload,
+                                                          "dataset": "Strat" + NUL + "egyQA"}, format="multipart"),
+                 SAYS_NUL_REQUEST)
+
+
 # --- JSON bodies of the API's writes ------------------------------------------------------------------
 
 JSON_WRITES = ["/api/v1/studies/", "/api/v1/score-runs/", "/api/v1/generation-jobs/"]
@@ -247,6 +275,13 @@ ENTRY_POINTS = {
     **{f"admin import: {name}": _import_admin(name) for name in IMPORTS},
     **{f"API {url}: JSON nested 5,000 deep": _json_body(url, "[" * 5000 + "]" * 5000, SAYS_TOO_DEEP)
        for url in JSON_WRITES},
+    "admin list filter (split)": _admin_get("/admin/studies/item/?split=te%00st"),
+    "admin list filter (status)": _admin_get("/admin/annotations/assignment/?status=a%00"),
+    "admin search": _admin_get("/admin/studies/study/?q=a%00"),
+    "API list filter": _api_get("/api/v1/rationales/?source=a%00b"),
+    "API export filter": _api_get("/api/v1/studies/{study}/export/scores/?worker=a%00"),
+    "API ordering": _api_get("/api/v1/items/?ordering=a%00"),
+    "API import form field": _api_import_form,
     "API generation job: NUL inside params": _json_body(
         "/api/v1/generation-jobs/", json.dumps({"kind": "finetune", "params": {"preset": "quick", "note": "a" + NUL}}),
         f"at params.note: the text {SAYS_NUL_TEXT}"),

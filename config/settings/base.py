@@ -65,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A request with a NUL character in its address or form gets a 400 naming where (lab/middleware.py).
+    "lab.middleware.RefuseNulMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

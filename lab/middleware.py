@@ -1,0 +1,49 @@
+"""No request that carries a NUL character reaches a view.
+
+No database text can store a NUL (PostgreSQL refuses it: a 500 wherever a value reaches a query,
+such as an admin list filter), and no id, token, name or answer of this app contains one. The
+middleware refuses such a request with a 400 that names where the character was: JSON under
+``/api/``, plain text elsewhere. A view that refuses it itself, with a page of its own, says so
+with ``refuses_nul = True`` (the worker pages, ``annotations.worker_pages``). Uploaded files are
+not read here: the importers check what they parse."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponseBadRequest, JsonResponse
+
+from lab.jsontext import NUL
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def nul_in_request(request: HttpRequest, view_kwargs: dict | None = None) -> str | None:
+    """Where the request carries a NUL character (its address or its form), or None."""
+    if NUL in request.path or any(NUL in str(value) for value in (view_kwargs or {}).values()):
+        return "the address"
+    sources = [("the address", request.GET)]
+    if request.method == "POST" and request.content_type in FORM_TYPES:
+        sources.append(("the form", request.POST))
+    for where, data in sources:
+        for name, values in data.lists():
+            if NUL in name or any(NUL in value for value in values):
+                shown = name.replace(NUL, "")
+                return f"the field “{shown}” of {where}" if shown else where
+    return None
+
+
+class RefuseNulMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if getattr(view_func, "refuses_nul", False):
+            return None
+        where = nul_in_request(request, view_kwargs)
+        if where is None:
+            return None
+        message = f"The request was refused: {where} contains a NUL character (\\x00), which is not allowed."
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=400)
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
