@@ -15,10 +15,15 @@ echo "== Lint (ruff) and app boundaries (import-linter, contracts in pyproject.t
 .venv/bin/ruff check .
 .venv/bin/lint-imports
 
-echo "== Test suite on PostgreSQL + Redis"
-DATABASE_URL="${RL_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/rationale_lab}" \
-REDIS_URL="${RL_TEST_REDIS_URL:-redis://127.0.0.1:6379/0}" \
-RL_REQUIRE_SERVICES=1 \
+# The run's PostgreSQL database and Redis database: RL_TEST_DATABASE_URL / RL_TEST_REDIS_URL, else
+# the DATABASE_URL / REDIS_URL this shell is configured with, else rationale_lab and Redis database 0.
+# pytest-django creates and drops test_<database name>, and the tests clear their Redis database: two
+# checkouts test side by side when each has its own database name and Redis database number.
+TEST_DATABASE_URL="${RL_TEST_DATABASE_URL:-${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/rationale_lab}}"
+TEST_REDIS_URL="${RL_TEST_REDIS_URL:-${REDIS_URL:-redis://127.0.0.1:6379/0}}"
+test_db_name="${TEST_DATABASE_URL##*/}"
+echo "== Test suite on PostgreSQL (database test_${test_db_name%%\?*}) + Redis (database ${TEST_REDIS_URL##*/})"
+DATABASE_URL="$TEST_DATABASE_URL" REDIS_URL="$TEST_REDIS_URL" RL_REQUIRE_SERVICES=1 \
   .venv/bin/pytest -p no:cacheprovider "$@"
 
 echo "== Test suite on SQLite + embedded broker"

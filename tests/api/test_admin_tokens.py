@@ -50,3 +50,13 @@ def test_a_researcher_sees_only_their_own_tokens_in_the_admin(client, researcher
     client.force_login(researcher)
     page = client.get("/admin/studies/apitoken/").content.decode()
     assert "olga" not in page
+
+
+def test_there_is_one_token_admin_the_one_the_readme_uses():
+    # Regression (issue 12): "Auth Token -> Tokens" (DRF's authtoken) beside "Studies -> API tokens";
+    # only the second worked with the README's snippet.
+    from django.conf import settings
+    from django.contrib import admin
+
+    assert [m for m in admin.site._registry if "token" in m._meta.model_name] == [ApiToken]
+    assert "rest_framework.authtoken" not in settings.INSTALLED_APPS
