@@ -4,10 +4,12 @@ A table is a list of :class:`Column` and an iterator of row tuples (from
 ``values_list(...).iterator(chunk_size=...)``). Rows are encoded in batches and sent as they are
 made; Parquet goes out one row group at a time through a sink that is drained after each group,
 so neither the whole table nor the whole file is ever held in memory or on disk.
+
+CSV cells that a spreadsheet would run as a formula are neutralised (``lab.spreadsheet``); JSON
+lines and Parquet carry every value exactly.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer, JSONRenderer
+
+from lab.spreadsheet import csv_writer
 
 CSV_BATCH_ROWS = 2_000
 PARQUET_ROW_GROUP_ROWS = 50_000
@@ -69,7 +73,7 @@ def _json_value(value):
 
 def iter_csv(columns: list[Column], rows: Iterable[tuple]) -> Iterator[bytes]:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv_writer(buffer)
     writer.writerow([c.name for c in columns])
     n = 0
     for row in rows:

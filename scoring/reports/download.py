@@ -9,13 +9,12 @@ Cells of the CSV files are neutralised against formula injection (source names a
 come from imported files)."""
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
 import zipfile
 
-from lab.spreadsheet import spreadsheet_safe
+from lab.spreadsheet import csv_writer
 from scoring import plots
 from scoring.models import ScoreRun
 from scoring.reports.sections import report_sections
@@ -24,10 +23,9 @@ from scoring.reports.tables import Table
 
 def table_csv(table: Table) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv_writer(buf)
     writer.writerow(table.header())
-    for row in table.csv_rows():
-        writer.writerow([spreadsheet_safe(cell) for cell in row])
+    writer.writerows(table.csv_rows())
     return buf.getvalue()
 
 

@@ -1,10 +1,11 @@
-"""Write a finished score run to a folder: ``results.json`` and CSV tables."""
+"""Write a finished score run to a folder: ``results.json`` and CSV tables (cells a spreadsheet would
+run as a formula are neutralised: ``lab.spreadsheet``; ``results.json`` is exact)."""
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
+from lab.spreadsheet import csv_writer
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
 
@@ -65,9 +66,9 @@ def agreement_rows(results: dict) -> list[dict]:
 def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
     columns = columns or (list(rows[0]) if rows else [])
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = csv_writer(fh)
+        writer.writerow(columns)
+        writer.writerows([row.get(column) for column in columns] for row in rows)
 
 
 def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
