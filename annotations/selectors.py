@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.core import signing
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from annotations import precompiled
@@ -18,6 +18,7 @@ from annotations.models import (
     Annotation,
     Assignment,
     Claim,
+    PlatformSubmission,
     QualificationGrant,
     QualificationTest,
     Unit,
@@ -43,6 +44,15 @@ Step = Annotation.Step
 COUNTING_ASSIGNMENT_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 
 
+def on_hold(assignment_ref: str = "pk") -> Exists:
+    """True for an assignment (``assignment_ref`` names its id in the outer query) that sync found
+    answered by someone other than the platform's worker (``PlatformSubmission.Flag.WORKER_MISMATCH``)
+    and that no researcher cleared: its work is not scored, approved or paid until one decides."""
+    return Exists(PlatformSubmission.objects.filter(
+        assignment_id=OuterRef(assignment_ref), flag=PlatformSubmission.Flag.WORKER_MISMATCH,
+        cleared_at__isnull=True))
+
+
 def claims_that_count(*, study: Study) -> QuerySet[Claim]:
     """The one definition of "this answer counts". A claim counts when it is
 
@@ -50,18 +60,21 @@ def claims_that_count(*, study: Study) -> QuerySet[Claim]:
     - not released (its slot was not given back: expiry, return, rejection),
     - completed (every step of its question answered), and
     - part of an assignment that is submitted or approved (not active, expired, returned or
-      rejected).
+      rejected), and
+    - not on hold (``on_hold``: sync found the platform's worker is not the participant who
+      answered, and no researcher has cleared it yet).
 
     The answers that count are the annotations of these claims. Scoring, the exports, the progress
     counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these
-    claims; ``annotations.services.release`` keeps it so)."""
+    claims; ``annotations.services.release`` keeps it so; work on hold still holds its slot there
+    until the researcher clears or rejects it)."""
     return Claim.objects.filter(
         study_id=study.pk,
         unit__isnull=False,
         released=False,
         completed_at__isnull=False,
         assignment__status__in=COUNTING_ASSIGNMENT_STATUSES,
-    )
+    ).exclude(on_hold("assignment_id"))
 
 
 def assignment_by_token(token: str) -> Assignment | None:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 
 from annotations.models import (
     Annotation,
     Assignment,
     Bonus,
+    FlagReview,
     PlatformCall,
     PlatformSubmission,
     Publication,
 )
+from annotations.selectors import on_hold
 from studies.models import Platform, Study
 
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
@@ -30,13 +32,22 @@ def study_prolific_study_ids(*, study: Study) -> set[str]:
     return ids
 
 
+def assignments_on_hold(*, study: Study | None = None) -> QuerySet[Assignment]:
+    """Assignments that sync found answered by someone other than the platform's worker (the
+    platform's worker id differs from the local participant's) and that no researcher cleared:
+    they are not scored, approved or paid until one decides."""
+    held = Assignment.objects.filter(on_hold("pk"))
+    return held.filter(study=study) if study is not None else held
+
+
 def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[str, list[int]]:
-    """Assignment ids that earn the SPEC's bonuses: ``flagged_error`` (an answer whose payload
-    carries a truthy ``"flag"``: the worker reported a broken question) and ``good_work`` (every
-    attention check passed, and the final answers match the gold answer at least ``min_accuracy``
-    of the time)."""
+    """Assignment ids that earn the SPEC's bonuses: ``flagged_error`` (a flag the worker raised on
+    a question or explanation and a researcher accepted: ``annotations.services.flags``; a flag
+    alone earns nothing) and ``good_work`` (every attention check passed, and the final answers
+    match the gold answer at least ``min_accuracy`` of the time). Work held by an uncleared
+    worker-id mismatch (``assignments_on_hold``) is no candidate."""
     done = Assignment.objects.filter(study=study, status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED])
-    flagged, good = set(), []
+    good = []
     stats: dict[int, dict[str, int]] = {}
     rows = Annotation.objects.filter(claim__assignment__in=done).values_list(
         "claim__assignment", "step", "answer", "payload", "claim__unit__item__gold_answer",
@@ -44,15 +55,20 @@ def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[s
     final_steps = {Annotation.Step.AFTER, Annotation.Step.VALIDATION}
     for assignment_id, step, answer, payload, gold, genq_answer in rows:
         entry = stats.setdefault(assignment_id, {"checks": 0, "checks_ok": 0, "answers": 0, "correct": 0})
-        if isinstance(payload, dict) and payload.get("flag"):
-            flagged.add(assignment_id)
         if step == Annotation.Step.ATTENTION:
             entry["checks"] += 1
             entry["checks_ok"] += int(bool((payload or {}).get("correct")))
         elif step in final_steps and (genq_answer or gold):
             entry["answers"] += 1
             entry["correct"] += int(answer == (genq_answer or gold))
+    flagged = set(FlagReview.objects.filter(annotation__claim__assignment__in=done,
+                                            decision=FlagReview.Decision.ACCEPTED)
+                  .values_list("annotation__claim__assignment", flat=True))
+    held = set(assignments_on_hold(study=study).values_list("pk", flat=True))
+    flagged -= held
     for assignment_id, entry in sorted(stats.items()):
+        if assignment_id in held:
+            continue
         if entry["checks"] and entry["checks_ok"] < entry["checks"]:
             continue
         if entry["answers"] and entry["correct"] / entry["answers"] >= min_accuracy:

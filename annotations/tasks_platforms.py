@@ -13,7 +13,7 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 
 from annotations.models import Assignment, Publication
-from annotations.platforms.base import PlatformTransientError
+from annotations.platforms.base import PlatformError, PlatformTransientError
 from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
@@ -80,7 +80,7 @@ def approve_assignments_task(assignment_ids: list[int], user_id: int | None = No
         try:
             assignment_approve(assignment=assignment, user=_user(user_id))
             approved += 1
-        except PlatformServiceError as exc:
+        except (PlatformServiceError, PlatformError) as exc:  # one bad row never stops the batch
             errors.append(f"assignment {assignment.pk}: {exc.message}")
     if rest:
         approve_assignments_task.delay(rest, user_id)
@@ -101,7 +101,7 @@ def pay_bonuses_task(items: list[dict], user_id: int | None = None) -> dict:
             bonus_pay(assignment=assignment, amount=Decimal(str(item["amount"])), reason=item["reason"],
                       kind=item.get("kind", "other"), user=_user(user_id))
             paid += 1
-        except PlatformServiceError as exc:
+        except (PlatformServiceError, PlatformError) as exc:  # recorded on the bonus row; the rest proceeds
             errors.append(f"assignment {assignment.pk}: {exc.message}")
     if rest:
         pay_bonuses_task.delay(rest, user_id)

@@ -37,7 +37,7 @@ from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import study_approve_all
+from annotations.services.platforms.review import study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
@@ -169,6 +169,8 @@ class PublicationAdmin(StudyScopedAdmin):
                 messages.success(request, f"Synced: {report.remote} on the platform, {report.matched} matched, "
                                           f"{report.flagged} flagged, {report.status_updates} status updates, "
                                           f"reconciled {report.reconciled}.")
+                for error in report.errors:
+                    messages.error(request, f"Sync could not read {error}")
             elif action == "approve_all":
                 ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
                            .values_list("id", flat=True))
@@ -232,7 +234,7 @@ class PublicationAdmin(StudyScopedAdmin):
             try:
                 bonus_pay(assignment=assignment, amount=amount, reason=reason, user=request.user, kind=kind)
                 paid += 1
-            except PlatformServiceError as exc:
+            except (PlatformServiceError, PlatformError) as exc:
                 messages.error(request, exc.message)
         messages.success(request, f"Bonus paid (or already paid) for {paid} assignment(s).")
 
@@ -242,7 +244,7 @@ class PlatformCallAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     # What was sent and answered names workers by their platform ids.
     raw_worker_id_fields = ("request_summary", "response")
     list_display = ("created_at", "platform", "operation", "status", "amount", "currency", "study", "user",
-                    "idempotency_key", "attempts")
+                    "idempotency_key", "attempts", "error")
     list_filter = ("platform", "operation", "status")
     search_fields = ("idempotency_key", "platform_token", "study__name")
     readonly_fields = [f.name for f in PlatformCall._meta.fields]
@@ -253,7 +255,8 @@ class PlatformCallAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
 class BonusAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     study_path = "assignment__study"
     raw_worker_id_fields = ("external_id",)
-    list_display = ("created_at", "participant", "assignment", "kind", "amount", "currency", "status", "paid_at")
+    list_display = ("created_at", "participant", "assignment", "kind", "amount", "currency", "status", "paid_at",
+                    "error")
     list_filter = ("kind", "status")
     search_fields = ("token", "participant__external_id", "reason")
     readonly_fields = [f.name for f in Bonus._meta.fields]
@@ -300,6 +303,23 @@ class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     study_path = "publication__study"
     raw_worker_id_fields = ("worker_id",)
     list_display = ("platform_assignment_id", "publication", "worker_id", "platform_status", "assignment", "flag",
-                    "submitted_at", "synced_at")
+                    "cleared_at", "submitted_at", "synced_at")
     list_filter = ("flag", "platform_status")
     search_fields = ("platform_assignment_id", "worker_id")
+    actions = ["clear_holds"]
+
+    @admin.action(description="Clear the hold: this worker's work counts and may be approved and paid")
+    def clear_holds(self, request, queryset):
+        allowed = set(self.model._default_manager.filter(**self._in_studies(request, PAY)).values_list("pk", flat=True))
+        cleared = 0
+        for submission in queryset:
+            if submission.pk not in allowed:
+                self.message_user(request, f"{submission}: you may not pay workers of this study.", messages.ERROR)
+                continue
+            try:
+                submission_clear(submission=submission, user=request.user)
+                cleared += 1
+            except PlatformServiceError as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+        if cleared:
+            self.message_user(request, f"{cleared} hold(s) cleared.", messages.SUCCESS)

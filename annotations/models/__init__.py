@@ -21,3 +21,4 @@ from .platforms import (  # noqa: F401
     PlatformSubmission,
     Publication,
 )
+from .review import FlaggedAnswer, FlagReview  # noqa: F401

@@ -203,12 +203,16 @@ class Bonus(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         PAID = "paid", "Paid"
-        FAILED = "failed", "Failed"
+        FAILED = "failed", "Failed (not paid; safe to pay again)"
+        UNKNOWN = "unknown", "Outcome unknown (sent, answer lost; the next sync asks the platform)"
         RECORDED = "recorded", "Recorded (paid outside the app)"
 
+    # A bonus whose answer was lost is unknown, never failed: sync asks the platform and moves it
+    # to paid, or back to pending when the platform has no record of it.
     STATUS = StatusMachine("status", {
-        Status.PENDING: {Status.PAID, Status.FAILED, Status.RECORDED},
-        Status.FAILED: {Status.PENDING, Status.PAID, Status.RECORDED},
+        Status.PENDING: {Status.PAID, Status.FAILED, Status.UNKNOWN, Status.RECORDED},
+        Status.UNKNOWN: {Status.PAID, Status.PENDING, Status.FAILED},
+        Status.FAILED: {Status.PENDING, Status.PAID, Status.UNKNOWN, Status.RECORDED},
     })
 
     assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="bonuses")
@@ -222,6 +226,7 @@ class Bonus(models.Model):
     platform_call = models.ForeignKey(
         PlatformCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="bonuses"
     )
+    error = models.TextField(blank=True, help_text="Why the last attempt failed, or what is unknown about it.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -332,6 +337,7 @@ class PlatformSubmission(models.Model):
         OK = "", "—"
         NO_LOCAL_ASSIGNMENT = "no_local_assignment", "Submitted on the platform, unknown here"
         NO_ANSWERS = "no_answers", "Submitted on the platform with no stored answers"
+        WORKER_MISMATCH = "worker_mismatch", "The platform's worker is not the participant who answered here"
 
     publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="submissions")
     platform_assignment_id = models.CharField(max_length=200)
@@ -342,6 +348,12 @@ class PlatformSubmission(models.Model):
         Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_submissions"
     )
     flag = models.CharField(max_length=30, choices=Flag.choices, blank=True, default="")
+    # A worker-id mismatch keeps the work out of scores, approval and bonuses until a researcher
+    # clears it (``annotations.services.platforms.review.submission_clear``).
+    cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cleared_at = models.DateTimeField(null=True, blank=True)
     accepted_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(auto_now=True)

@@ -38,6 +38,7 @@ from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
+from annotations.platforms import prolific
 from annotations.selectors_platforms import study_prolific_study_ids
 from studies.models import Platform
 
@@ -133,7 +134,7 @@ def study_entry_url(study, *, platform: str | None = None) -> str:
 # 24-character hexadecimal object ids. Anything else is refused before it is stored or sent.
 MTURK_ENTITY_ID = re.compile(r"[A-Z0-9]{1,64}")
 MTURK_WORKER_ID = re.compile(r"A[A-Z0-9]{1,63}")
-PROLIFIC_ID = re.compile(r"[0-9a-f]{24}")
+PROLIFIC_ID = prolific.PROLIFIC_ID
 # Where MTurk sends a finished HIT back to, chosen by ``turkSubmitTo`` but never built from its
 # text: the parameter only selects one of these fixed form actions.
 MTURK_SUBMIT_URLS = {

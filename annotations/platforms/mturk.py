@@ -218,7 +218,7 @@ class MTurkPlatform(CrowdPlatform):
 
     def _call(self, operation: str, **params):
         """Call the API, turning botocore's errors into ours. Duplicates raise AlreadyDone."""
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
 
         try:
             return getattr(self.client, operation)(**params)
@@ -236,6 +236,8 @@ class MTurkPlatform(CrowdPlatform):
             ):
                 raise PlatformTransientError(f"MTurk {operation}: {message}") from exc
             raise PlatformError(f"MTurk {operation}: {message}", response={"code": code, "message": message}) from exc
+        except ParamValidationError as exc:  # refused before anything was sent: not worth retrying
+            raise PlatformError(f"MTurk {operation}: {exc}") from exc
         except BotoCoreError as exc:
             raise PlatformTransientError(f"MTurk {operation}: {exc}") from exc
 

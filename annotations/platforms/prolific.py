@@ -10,8 +10,11 @@ amounts in the bulk-bonus CSV are decimals in the study currency, as the API doc
 """
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import logging
+import re
 from decimal import Decimal
 
 import httpx
@@ -35,6 +38,10 @@ from .base import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Prolific's participant, study and submission ids: 24-character hexadecimal object ids (the same
+# format the worker entry checks, ``annotations.platforms.handoff.PROLIFIC_ID``).
+PROLIFIC_ID = re.compile(r"[0-9a-f]{24}")
 
 REJECTION_CATEGORIES = [
     "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
@@ -96,7 +103,12 @@ class ProlificPlatform(CrowdPlatform):
         try:
             with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0), transport=self._transport) as client:
                 response = client.request(method, url, json=json, params=params, headers=headers)
-        except httpx.TransportError as exc:
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError) as exc:
+            # The request could not be built or sent as asked (a bad address): nothing reached
+            # Prolific, and sending it again will not help.
+            raise PlatformError(f"Prolific {method} {path}: {type(exc).__name__}: {exc}"[:500]) from exc
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            # Network trouble after the request may have left: the outcome is unknown.
             raise PlatformTransientError(f"Prolific {method} {path}: {type(exc).__name__}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             raise PlatformTransientError(f"Prolific {method} {path}: HTTP {response.status_code}")
@@ -199,6 +211,7 @@ class ProlificPlatform(CrowdPlatform):
 
     # -- reviews and money -----------------------------------------------------------------
     def approve(self, *, platform_assignment_id: str, feedback: str = "") -> dict:
+        platform_assignment_id = prolific_id(platform_assignment_id, what="submission id")
         body = self._request("POST", f"submissions/{platform_assignment_id}/transition/", json={"action": "APPROVE"})
         return {"id": platform_assignment_id, "status": body.get("status", "")}
 
@@ -212,20 +225,26 @@ class ProlificPlatform(CrowdPlatform):
                 f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters "
                 f"(this one has {len(feedback.strip())}): explain to the participant what went wrong"
             )
+        platform_assignment_id = prolific_id(platform_assignment_id, what="submission id")
         body = self._request("POST", f"submissions/{platform_assignment_id}/transition/",
                              json={"action": "REJECT", "message": feedback.strip(), "rejection_category": category})
         return {"id": platform_assignment_id, "status": body.get("status", "")}
 
     def assignment_status(self, *, platform_assignment_id: str) -> str | None:
+        platform_assignment_id = prolific_id(platform_assignment_id, what="submission id")
         body = self._request("GET", f"submissions/{platform_assignment_id}/")
         return STATUS_MAP.get(body.get("status", ""))
 
     def bonus_setup(self, *, study_external_id: str, submission_id: str, amount: Decimal) -> dict:
-        """Step 1: create the bulk bonus (moves no money); returns its id."""
-        csv = f"{submission_id},{money(amount):.2f}\n"
+        """Step 1: create the bulk bonus (moves no money); returns its id. The CSV is written by
+        the ``csv`` module from a validated submission id and a Decimal amount, then read back:
+        exactly one row, for that submission, of that amount, within ``RL_MAX_BONUS``, is what
+        is sent."""
+        csv_bonuses = bonus_csv(submission_id=submission_id, amount=amount)
         body = self._request("POST", "submissions/bonus-payments/",
-                             json={"study_id": study_external_id, "csv_bonuses": csv})
-        return {"id": body["id"], "total_amount": body.get("total_amount")}
+                             json={"study_id": prolific_id(study_external_id, what="study id"),
+                                   "csv_bonuses": csv_bonuses})
+        return {"id": body["id"], "total_amount": body.get("total_amount"), "csv_bonuses": csv_bonuses}
 
     def bonus_pay(self, *, bulk_id: str) -> dict:
         """Step 2: pay it. Not idempotent on Prolific's side: the caller's audit row guards it."""
@@ -240,6 +259,7 @@ class ProlificPlatform(CrowdPlatform):
 
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
+        platform_assignment_id = prolific_id(platform_assignment_id, what="submission id")
         body = self._request("GET", f"submissions/{platform_assignment_id}/")
         cents = to_minor_units(money(amount))
         paid = [int(round(float(value))) for value in (body.get("bonus_payments") or [])]
@@ -261,6 +281,33 @@ class ProlificPlatform(CrowdPlatform):
                 self._request("POST", f"studies/{entry['study_id']}/transition/", json={"action": "STOP"})
                 stopped.append(entry["study_id"])
         return {"stopped": stopped}
+
+
+def prolific_id(value: str, *, what: str) -> str:
+    """``value`` if it is a Prolific object id (24 hexadecimal characters), else ``PlatformError``:
+    nothing else is put into a request's path or body."""
+    if not isinstance(value, str) or not PROLIFIC_ID.fullmatch(value):
+        raise PlatformError(f"{value!r} is not a Prolific {what} (24 hexadecimal characters); nothing was sent")
+    return value
+
+
+def bonus_csv(*, submission_id: str, amount: Decimal) -> str:
+    """The bulk-bonus CSV for one bonus, checked on what it says: one row, this submission, this
+    amount, above zero and within ``RL_MAX_BONUS``."""
+    submission_id = prolific_id(submission_id, what="submission id")
+    amount = Decimal(str(amount))
+    if amount != money(amount):
+        raise PlatformError(f"bonus amount {amount} has more than two decimals")
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow([submission_id, f"{money(amount):.2f}"])
+    text = buffer.getvalue()
+    rows = list(csv.reader(io.StringIO(text)))
+    sent = sum((Decimal(row[1]) for row in rows if len(row) == 2), Decimal("0"))
+    limit = Decimal(str(settings.RL_MAX_BONUS))
+    if len(rows) != 1 or rows[0][0] != submission_id or sent != money(amount) or not 0 < sent <= limit:
+        raise PlatformError(f"bonus CSV refused: it would pay {sent} over {len(rows)} row(s); one row of at most "
+                            f"{limit} (RL_MAX_BONUS) to submission {submission_id} is allowed")
+    return text
 
 
 def _parse(value) -> dt.datetime | None:

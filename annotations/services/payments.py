@@ -124,11 +124,8 @@ def platform_call_execute(
                 f"{call.get_operation_display()} ({call.idempotency_key}) is being sent by another attempt; "
                 "nothing was sent again"
             )
-        call.status = PlatformCall.Status.SENT
-        call.attempts += 1
-        call.sent_at = timezone.now()
-        call.error = ""
-        call.save(update_fields=["status", "attempts", "sent_at", "error", "updated_at"])
+        PlatformCall.STATUS.move(call, PlatformCall.Status.SENT, attempts=call.attempts + 1, sent_at=timezone.now(),
+                                 error="")
     # The "sent" row is committed: from here on a crash is recoverable by reconcile.
     try:
         response = send()
@@ -143,10 +140,8 @@ def platform_call_execute(
     except PlatformError as exc:
         with transaction.atomic():
             call = _lock(call.pk)
-            call.status = PlatformCall.Status.FAILED
-            call.error = exc.message[:2000]
-            call.response = _json_safe(exc.response)
-            call.save(update_fields=["status", "error", "response", "updated_at"])
+            PlatformCall.STATUS.move(call, PlatformCall.Status.FAILED, error=exc.message[:2000],
+                                     response=_json_safe(exc.response))
         raise
     return platform_call_confirm(call=call, response=response)
 
@@ -154,13 +149,19 @@ def platform_call_execute(
 def platform_call_confirm(*, call: PlatformCall, response: dict) -> PlatformCall:
     with transaction.atomic():
         call = _lock(call.pk)
-        call.status = PlatformCall.Status.CONFIRMED
-        call.confirmed_at = timezone.now()
-        call.response = _json_safe(response or {})
-        call.error = ""
-        call.save(update_fields=["status", "confirmed_at", "response", "error", "updated_at"])
+        PlatformCall.STATUS.move(call, PlatformCall.Status.CONFIRMED, confirmed_at=timezone.now(),
+                                 response=_json_safe(response or {}), error="")
     logger.info("platform call confirmed: %s %s %s", call.platform, call.operation, call.idempotency_key)
     return call
+
+
+def platform_call_note_error(*, call: PlatformCall, error: str) -> None:
+    """Keep ``error`` on the audit row of ``call`` without changing its status (an unknown
+    outcome stays unknown), so the admin shows why it is still unresolved."""
+    with transaction.atomic():
+        locked = _lock(call.pk)
+        locked.error = error[:2000]
+        locked.save(update_fields=["error", "updated_at"])
 
 
 def platform_call_reconcile(
@@ -183,8 +184,7 @@ def platform_call_reconcile(
         with transaction.atomic():
             locked = _lock(call.pk)
             if locked.status == PlatformCall.Status.SENT:
-                locked.status = PlatformCall.Status.FAILED
-                locked.error = "reconciled: the platform has no record of it; safe to send again"
-                locked.save(update_fields=["status", "error", "updated_at"])
+                PlatformCall.STATUS.move(locked, PlatformCall.Status.FAILED,
+                                         error="reconciled: the platform has no record of it; safe to send again")
         return False
     return None

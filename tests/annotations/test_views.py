@@ -281,8 +281,9 @@ def test_leave_gives_units_back(client):
     assert set(Unit.objects.values_list("n_claimed", flat=True)) == {0}
 
 
-def test_a_worker_can_flag_a_broken_question_and_earns_the_flagged_error_bonus(client):
+def test_a_worker_can_flag_a_broken_question_and_earns_the_bonus_once_a_researcher_accepts_it(client):
     from annotations.selectors_platforms import study_bonus_candidates
+    from annotations.services.flags import flag_accept
 
     study = make_study(n_items=1, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))
@@ -299,6 +300,8 @@ def test_a_worker_can_flag_a_broken_question_and_earns_the_flagged_error_bonus(c
     assert after.payload == {}
     assert client.post(task + "submit").status_code == 302  # bonuses go to finished work only
     assignment = Assignment.objects.get()
+    assert study_bonus_candidates(study=study)["flagged_error"] == []  # ticking the box alone earns nothing
+    flag_accept(annotation=before)
     assert study_bonus_candidates(study=study)["flagged_error"] == [assignment.pk]
 
 

@@ -1,4 +1,9 @@
-"""Bonuses: the same bonus (assignment, amount, kind, reason) is one ``Bonus`` row, paid once."""
+"""Bonuses: the same bonus (assignment, amount, kind, reason) is one ``Bonus`` row, paid once.
+
+A flagged-error bonus needs a flag a researcher accepted (``annotations.services.flags``); work
+on hold (a worker-id mismatch found by sync) is paid nothing until a researcher clears it. A
+refusal is recorded on the row (``failed`` with its error); an answer that was lost (a timeout, a
+dropped connection) leaves the row ``unknown`` for sync to reconcile, never ``failed``."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -7,10 +12,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Assignment, Bonus, PlatformCall, Publication
+from annotations.models import Assignment, Bonus, FlagReview, PlatformCall, Publication
 from annotations.platforms import get_platform
-from annotations.platforms.base import PlatformError, money
-from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from annotations.platforms.base import PlatformError, PlatformTransientError, money
+from annotations.selectors_platforms import assignments_on_hold, study_prolific_study_ids
+from annotations.services.payments import (
+    CallOutcomeUnknown,
+    CallSpec,
+    PlatformServiceError,
+    platform_call_execute,
+)
 from studies.models import Platform
 
 from .calls import reconciler
@@ -42,6 +53,15 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()}: bonuses go to submitted "
             "or approved work"
         )
+    if kind == Bonus.Kind.FLAGGED_ERROR and not FlagReview.objects.filter(
+            annotation__claim__assignment=assignment, decision=FlagReview.Decision.ACCEPTED).exists():
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} has no accepted flag: accept the flag (Flagged questions and explanations) "
+            "before paying its bonus")
+    if assignments_on_hold(study=assignment.study).filter(pk=assignment.pk).exists():
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} is on hold: the platform's worker is not the participant who answered; "
+            "clear or reject it first")
     name = assignment_platform(assignment)
     platform = get_platform(name)
     token = bonus_token(assignment=assignment, amount=amount, kind=kind, reason=reason)
@@ -55,20 +75,20 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
         if bonus.status in (Bonus.Status.PAID, Bonus.Status.RECORDED):
             return bonus
         if name == Platform.LINK:
-            bonus.status = Bonus.Status.RECORDED
-            bonus.save(update_fields=["status"])
+            Bonus.STATUS.move(bonus, Bonus.Status.RECORDED)
             return bonus
     summary = {"platform_assignment_id": assignment.platform_assignment_id,
                "worker_id": assignment.participant.external_id, "amount": str(bonus.amount), "kind": kind,
                "reason": reason[:500]}
     common = {"user": actor(user), "study": assignment.study, "assignment": assignment}
+    key = f"{name}:bonus:{token}"
     try:
         if name == Platform.PROLIFIC:
             call = _prolific_bonus(platform=platform, assignment=assignment, bonus=bonus, summary=summary,
                                    common=common)
         else:
             call = platform_call_execute(
-                spec=CallSpec(platform=name, operation=OP.BONUS, idempotency_key=f"{name}:bonus:{token}",
+                spec=CallSpec(platform=name, operation=OP.BONUS, idempotency_key=key,
                               platform_token=token, amount=bonus.amount, currency=bonus.currency,
                               request_summary=summary, **common),
                 send=lambda: platform.bonus(worker_id=assignment.participant.external_id,
@@ -76,19 +96,54 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
                                             amount=bonus.amount, reason=reason, token=token),
                 reconcile=reconciler(platform),
             )
-    except PlatformError as exc:
-        Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.FAILED)
-        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {exc.message}") from exc
-    except PlatformServiceError:
-        Bonus.objects.filter(pk=bonus.pk, status=Bonus.Status.PENDING).update(
-            platform_call=PlatformCall.objects.filter(idempotency_key=f"{name}:bonus:{token}").first())
-        raise
-    Bonus.objects.filter(pk=bonus.pk).update(status=Bonus.Status.PAID, paid_at=timezone.now(), platform_call=call)
+    except (PlatformTransientError, CallOutcomeUnknown) as exc:
+        # Sent, and the answer was lost (or an earlier attempt's still is): the money may have moved.
+        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=_message(exc),
+                    platform_call=PlatformCall.objects.filter(idempotency_key=key).first())
+        raise PlatformServiceError(f"bonus for assignment {assignment.pk}: outcome unknown ({_message(exc)}); "
+                                   "the next sync asks the platform whether it was paid") from exc
+    except (PlatformError, PlatformServiceError) as exc:
+        _bonus_move(bonus, Bonus.Status.FAILED, error=_message(exc))
+        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {_message(exc)}") from exc
+    _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
     bonus.refresh_from_db()
     return bonus
 
 
+def _message(exc: Exception) -> str:
+    return getattr(exc, "message", "") or str(exc)
+
+
+def _bonus_move(bonus: Bonus, status: str | None, **fields) -> None:
+    """Move ``bonus`` through ``Bonus.STATUS`` (``status`` None: stay) and set ``fields``, under
+    its row lock. A ``platform_call`` of None leaves the recorded one."""
+    with transaction.atomic():
+        locked = Bonus.objects.select_for_update().get(pk=bonus.pk)
+        if fields.get("platform_call", 0) is None:
+            fields.pop("platform_call")
+        if (status is None or not Bonus.STATUS.move(locked, status, **fields)) and fields:
+            for name, value in fields.items():
+                setattr(locked, name, value)
+            locked.save(update_fields=list(fields))
+
+
+def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
+    """Sync found out what became of a bonus call whose answer was lost: paid, or never applied
+    (the bonus goes back to pending, to be paid again under the same token)."""
+    for bonus in Bonus.objects.filter(token=token).exclude(status__in=[Bonus.Status.PAID, Bonus.Status.RECORDED]):
+        if applied:
+            _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
+        elif bonus.status == Bonus.Status.UNKNOWN:
+            _bonus_move(bonus, Bonus.Status.PENDING, error="the platform has no record of it: safe to pay again")
+
+
 def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> PlatformCall:
+    # The study id sent is the study's own published Prolific study, never a worker's STUDY_ID.
+    own = study_prolific_study_ids(study=assignment.study)
+    if assignment.platform_task_id and assignment.platform_task_id not in own:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} names Prolific study {assignment.platform_task_id!r}, which is not this "
+            "study's: it is paid nothing")
     publication = (Publication.objects.filter(study=assignment.study, platform=Platform.PROLIFIC, dry_run=False)
                    .exclude(external_ids=[]).order_by("-batch").first())
     study_external_id = assignment.platform_task_id or (publication.prolific_study_id if publication else "")
@@ -103,7 +158,7 @@ def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> Platform
         reconcile=lambda call: False,  # a set-up bonus moves no money until paid: set it up again
     )
     bulk_id = setup.response["id"]
-    Bonus.objects.filter(pk=bonus.pk).update(platform_call=setup)
+    _bonus_move(bonus, None, platform_call=setup)
     return platform_call_execute(
         spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.BONUS,
                       idempotency_key=f"{Platform.PROLIFIC}:bonus:{bonus.token}",

@@ -146,11 +146,10 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
                       .filter(study=study, platform=name, dry_run=False).order_by("-batch").first())
             if (latest is not None and latest.status == Publication.Status.FAILED and not latest.external_ids
                     and not latest.calls.exclude(status=PlatformCall.Status.FAILED).exists()):
-                latest.status = Publication.Status.PUBLISHING
-                latest.n_tasks, latest.reward, latest.currency = n_tasks, money(study.reward), estimate.currency
-                latest.estimated_cost, latest.endpoint = estimate.total, platform.endpoint
-                latest.plan = {"options": options, "estimate": estimate.as_dict()}
-                latest.save()
+                Publication.STATUS.move(latest, Publication.Status.PUBLISHING, n_tasks=n_tasks,
+                                        reward=money(study.reward), currency=estimate.currency,
+                                        estimated_cost=estimate.total, endpoint=platform.endpoint,
+                                        plan={"options": options, "estimate": estimate.as_dict()})
                 publication = latest
         if publication is None:
             batch = _next_batch(study, name, dry_run=False)
@@ -176,9 +175,7 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
         raise
     with transaction.atomic():
         publication = Publication.objects.select_for_update().get(pk=publication.pk)
-        publication.status = Publication.Status.PUBLISHED
-        publication.error = ""
-        publication.save(update_fields=["status", "error", "updated_at"])
+        Publication.STATUS.move(publication, Publication.Status.PUBLISHED, error="")
     logger.info("published %s on %s (batch %s): %s", study, name, publication.batch, publication.external_ids)
     return publication
 
@@ -190,10 +187,11 @@ def _publication_error(publication: Publication, message: str) -> None:
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         started = locked.external_ids or locked.calls.exclude(status=PlatformCall.Status.FAILED).exists()
-        locked.error = message[:2000]
-        if not started:
-            locked.status = Publication.Status.FAILED
-        locked.save(update_fields=["error", "status", "updated_at"])
+        if started:
+            locked.error = message[:2000]
+            locked.save(update_fields=["error", "updated_at"])
+        else:
+            Publication.STATUS.move(locked, Publication.Status.FAILED, error=message[:2000])
 
 
 def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options) -> Publication:

@@ -2,24 +2,55 @@
 reads), one at a time or every submitted assignment of a study."""
 from __future__ import annotations
 
+from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Assignment
+from annotations.models import Assignment, PlatformSubmission
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
+from annotations.selectors_platforms import assignments_on_hold
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from annotations.services.release import assignment_release
 from studies.models import Platform, Study
 
 from .calls import reconciler
 from .common import OP, actor, assignment_platform
 
 
-def assignment_reviewed(assignment_id: int, *, approved: bool) -> None:
-    """Record the review outcome locally (after the platform confirmed it, or as sync found it)."""
-    status = Assignment.Status.APPROVED if approved else Assignment.Status.REJECTED
-    Assignment.objects.filter(pk=assignment_id).exclude(status=status).update(status=status,
-                                                                             reviewed_at=timezone.now())
+def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
+    """Record the review outcome locally (after the platform confirmed it, or as sync found it),
+    through ``Assignment.STATUS``: approved work stays counted; rejected work gives its unit slots
+    back (``release.assignment_release``), so the units take other workers. Returns whether the
+    assignment moved (False: already there)."""
+    assignment = Assignment.objects.get(pk=assignment_id)
+    if not approved:
+        return assignment_release(assignment=assignment, status=Assignment.Status.REJECTED,
+                                  reviewed_at=timezone.now())
+    with transaction.atomic():
+        locked = Assignment.objects.select_for_update().get(pk=assignment_id)
+        return Assignment.STATUS.move(locked, Assignment.Status.APPROVED, reviewed_at=timezone.now())
+
+
+def submission_clear(*, submission: PlatformSubmission, user=None) -> PlatformSubmission:
+    """A researcher's decision on work that sync put on hold (the platform's worker id is not the
+    local participant's): the work counts again and may be approved and paid. To refuse it,
+    reject the assignment instead."""
+    with transaction.atomic():
+        locked = PlatformSubmission.objects.select_for_update().get(pk=submission.pk)
+        if locked.flag != PlatformSubmission.Flag.WORKER_MISMATCH:
+            raise PlatformServiceError(f"submission {locked.platform_assignment_id} is not on hold")
+        if locked.cleared_at is None:
+            locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
+            locked.save(update_fields=["cleared_at", "cleared_by"])
+    return locked
+
+
+def _check_on_hold(assignment: Assignment) -> None:
+    if assignments_on_hold(study=assignment.study).filter(pk=assignment.pk).exists():
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} is on hold: the platform says another worker holds it. Clear it "
+            "(Platform submissions) or reject it")
 
 
 def _check_reviewable(assignment: Assignment) -> None:
@@ -36,6 +67,7 @@ def assignment_approve(*, assignment: Assignment, user=None, feedback: str = "")
     if assignment.status == Assignment.Status.APPROVED:
         return assignment
     _check_reviewable(assignment)
+    _check_on_hold(assignment)
     name = assignment_platform(assignment)
     if name != Platform.LINK:
         platform = get_platform(name)
@@ -93,7 +125,9 @@ def assignment_reject(*, assignment: Assignment, user=None, feedback: str, categ
 
 
 def study_approve_all(*, study: Study, user=None) -> dict:
-    """Approve every submitted assignment of ``study``; errors are collected, not raised."""
+    """Approve every submitted assignment of ``study``. No single assignment stops the batch: a
+    refusal, a bad id or a lost answer is collected with the assignment's id (and recorded on its
+    audit row, which the admin shows) and the rest proceeds."""
     approved, errors = 0, []
     for assignment in Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).order_by("id"):
         try:

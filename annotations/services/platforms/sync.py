@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.utils import timezone
-
-from annotations.models import Annotation, Assignment, Bonus, PlatformCall, PlatformSubmission, Publication
+from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
 from annotations.platforms import get_platform
-from annotations.services.payments import platform_call_reconcile
+from annotations.platforms.base import PlatformError
+from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from studies.models import Platform, Study
 
+from .bonus import bonus_reconciled
 from .calls import reconciler
 from .common import OP
 from .publish import publication_add_external_id
@@ -19,17 +19,22 @@ from .review import assignment_reviewed
 
 
 def platform_calls_reconcile(*, study: Study) -> dict:
-    """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout)."""
+    """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout).
+    A call the platform cannot answer about (a refusal, a bad id) keeps its error on its audit row
+    and stays unknown; the other calls are reconciled all the same."""
     counts = {"confirmed": 0, "failed": 0, "unknown": 0}
     for call in PlatformCall.objects.filter(study=study, status=PlatformCall.Status.SENT).order_by("id"):
         platform = get_platform(call.platform)
-        outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
+        try:
+            outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
+        except (PlatformError, KeyError) as exc:  # KeyError: an audit row without what reconciling needs
+            platform_call_note_error(call=call, error=f"reconcile: {getattr(exc, 'message', None) or exc!r}")
+            outcome = None
         key = {True: "confirmed", False: "failed", None: "unknown"}[outcome]
         counts[key] += 1
-        if outcome is True and call.operation == OP.BONUS:
-            token = call.idempotency_key.split(":", 2)[-1]
-            Bonus.objects.filter(token=token).exclude(status=Bonus.Status.PAID).update(
-                status=Bonus.Status.PAID, paid_at=timezone.now(), platform_call=call)
+        if outcome is not None and call.operation == OP.BONUS:
+            call.refresh_from_db()
+            bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
         if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
             assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
         if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
@@ -50,19 +55,28 @@ class SyncReport:
     status_updates: int = 0
     reconciled: dict = field(default_factory=dict)
     flags: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def study_sync(*, study: Study) -> SyncReport:
     """Fetch every assignment / submission of the study's publications, match them to the stored
     assignments (by the platform's assignment / submission id), flag submitted ones that have no
-    stored assignment or no stored answers, take over review outcomes decided on the platform
-    (MTurk auto-approval), and reconcile calls left unconfirmed by a crash."""
+    stored assignment or no stored answers, and those whose platform worker id is not the local
+    participant's (held: not scored, approved or paid until a researcher clears it), take over
+    review outcomes decided on the platform (MTurk auto-approval), and reconcile calls left
+    unconfirmed by a crash. A publication the platform cannot list records its error (shown in
+    the admin) and the others are synced; one bad row never stops the sync."""
     report = SyncReport(reconciled=platform_calls_reconcile(study=study))
     publications = Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK).exclude(
         status__in=[Publication.Status.FAILED])
     for publication in publications:
         platform = get_platform(publication.platform)
-        remote = platform.sync(external_ids=publication.external_ids)
+        try:
+            remote = platform.sync(external_ids=publication.external_ids)
+        except PlatformError as exc:
+            Publication.objects.filter(pk=publication.pk).update(error=f"sync: {exc.message}"[:2000])
+            report.errors.append(f"{publication}: {exc.message}")
+            continue
         report.remote += len(remote)
         ids = [item.platform_assignment_id for item in remote]
         local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
@@ -75,12 +89,14 @@ def study_sync(*, study: Study) -> SyncReport:
             if item.status in ("submitted", "approved", "rejected"):
                 if assignment is None:
                     flag = PlatformSubmission.Flag.NO_LOCAL_ASSIGNMENT
+                elif assignment.participant.external_id != item.worker_id:
+                    flag = PlatformSubmission.Flag.WORKER_MISMATCH
                 elif assignment.pk not in answered:
                     flag = PlatformSubmission.Flag.NO_ANSWERS
             PlatformSubmission.objects.update_or_create(
                 publication=publication, platform_assignment_id=item.platform_assignment_id,
-                defaults={"platform_task_id": item.platform_task_id, "worker_id": item.worker_id,
-                          "platform_status": item.raw_status, "assignment": assignment, "flag": flag,
+                defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
+                          "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
                           "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
             )
             if flag:
@@ -90,8 +106,8 @@ def study_sync(*, study: Study) -> SyncReport:
             if assignment is None:
                 continue
             report.matched += 1
-            if item.status in ("approved", "rejected") and assignment.status in (
-                    Assignment.Status.SUBMITTED, Assignment.Status.ACTIVE):
+            if (item.status in ("approved", "rejected") and assignment.status == Assignment.Status.SUBMITTED
+                    and flag != PlatformSubmission.Flag.WORKER_MISMATCH):
                 assignment_reviewed(assignment.pk, approved=item.status == "approved")
                 report.status_updates += 1
     return report

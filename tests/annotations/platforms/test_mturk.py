@@ -272,7 +272,7 @@ def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mt
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "bonus", pay_then_die)
-        bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="flagged_error")
+        bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
     call = PlatformCall.objects.get(operation="bonus")
     assert call.status == "sent" and Bonus.objects.get().status == Bonus.Status.PENDING
 
@@ -290,7 +290,7 @@ def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mt
     assert call.status == "confirmed"
     assert Bonus.objects.get().status == Bonus.Status.PAID
     # Asked again, nothing is sent (no send_bonus queued: a call would fail the test).
-    bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="flagged_error")
+    bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
     stubber.assert_no_pending_responses()
 
 

@@ -136,7 +136,7 @@ def test_bonus_is_set_up_and_paid_once(prolific, study):
 
     for _ in range(3):
         bonus = bonus_pay(assignment=work, amount=Decimal("0.50"), reason="You flagged a broken question.",
-                          kind="flagged_error")
+                          kind="other")
 
     setups = server.calls("POST", r"/api/v1/submissions/bonus-payments/")
     assert len(setups) == 1

@@ -1,0 +1,157 @@
+"""Issue 10, items 1-3 on the platform side, against the local fake Prolific server and botocore's
+Stubber: a worker's text never shapes what is sent (the bonus CSV is one validated row, capped on
+what is sent, to the study's own Prolific study); no single bad row stops "Approve all", a bonus
+batch or a sync (its error is kept on its row); a call whose answer was lost is unknown and
+reconciled, never failed.
+
+Assignments below carry platform ids the worker entry now refuses (``arrival_parse``): rows
+stored before the entry checked them, or written by any other path, must not be able to move
+money either, so the platform layer checks again."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from annotations.models import Bonus, PlatformCall, Publication
+from annotations.platforms.base import PlatformError, PlatformTransientError
+from annotations.platforms.prolific import bonus_csv
+from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import study_approve_all
+from annotations.services.platforms.sync import study_sync
+from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.mturk_stubs import published
+
+OTHER_STUDY = "0123456789abcdef01234567"
+
+
+def _prolific_work(study, server, *, worker: str, session: str | None = None, task_id: str | None = None):
+    publication = Publication.objects.filter(study=study, platform="prolific", dry_run=False).first()
+    if publication is None:
+        publication = study_publish(study=study, platform_name="prolific")
+    sub = server.add_submission(publication.prolific_study_id, participant_id=worker)
+    work = submitted(study, platform="prolific", worker_id=worker, assignment_id=session or sub["id"],
+                     task_id=publication.prolific_study_id if task_id is None else task_id)
+    return publication, sub, work
+
+
+def test_a_session_id_carrying_a_csv_row_cannot_choose_the_bonus(prolific, study):
+    platform, server = prolific
+    publication = study_publish(study=study, platform_name="prolific")
+    victim = server.add_submission(publication.prolific_study_id, participant_id="pcheat")
+    _, _, work = _prolific_work(study, server, worker="pcheat", session=f"{victim['id']},99.99\n{victim['id']}")
+
+    with pytest.raises(PlatformServiceError, match="not a Prolific submission id"):
+        bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+
+    assert server.calls("POST", r"/api/v1/submissions/bonus-payments/") == []  # nothing was sent
+    assert server.payments == []
+    bonus = Bonus.objects.get()
+    assert bonus.status == Bonus.Status.FAILED and "not a Prolific submission id" in bonus.error
+
+
+def test_the_bonus_csv_is_one_row_built_by_the_csv_module_and_capped_on_what_is_sent(settings):
+    ident = "5f0c2a9d8b7e6f5a4b3c2d1e"
+    assert bonus_csv(submission_id=ident, amount=Decimal("0.50")) == f"{ident},0.50\n"
+    settings.RL_MAX_BONUS = "1.00"
+    with pytest.raises(PlatformError, match="RL_MAX_BONUS"):
+        bonus_csv(submission_id=ident, amount=Decimal("1.01"))
+    with pytest.raises(PlatformError, match="more than two decimals"):
+        bonus_csv(submission_id=ident, amount=Decimal("0.505"))
+    for bad in (f"{ident},9.99", f"{ident}\n{ident}", ident.upper(), ""):
+        with pytest.raises(PlatformError, match="not a Prolific submission id"):
+            bonus_csv(submission_id=bad, amount=Decimal("0.50"))
+
+
+def test_a_bonus_goes_to_the_study_s_own_prolific_study_only(prolific, study):
+    platform, server = prolific
+    _, sub, work = _prolific_work(study, server, worker="pother", task_id=OTHER_STUDY)
+
+    with pytest.raises(PlatformServiceError, match="not this study's"):
+        bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+
+    assert server.calls("POST", r"/api/v1/submissions/bonus-payments/") == []
+    assert Bonus.objects.get().status == Bonus.Status.FAILED
+
+
+def test_one_bad_row_does_not_stop_approve_all_or_the_next_sync(prolific, study):
+    platform, server = prolific
+    publication, _, bad = _prolific_work(study, server, worker="pbad", session="5f0c2a9d8b7e6f5a4b3c2d1e%0A\n")
+    _, good_sub, good = _prolific_work(study, server, worker="pgood")
+
+    result = study_approve_all(study=study)
+
+    assert result["approved"] == 1 and len(result["errors"]) == 1
+    assert f"assignment {bad.pk}" in result["errors"][0]
+    assert server.submissions[good_sub["id"]]["status"] == "APPROVED"
+    failed = PlatformCall.objects.get(assignment=bad)
+    assert failed.status == PlatformCall.Status.FAILED and "not a Prolific submission id" in failed.error
+    report = study_sync(study=study)  # no InvalidURL, nothing left "sent" to trip over
+    assert report.errors == [] and (report.remote, report.matched) == (2, 1)
+
+
+def test_a_call_that_cannot_be_reconciled_keeps_its_error_and_sync_goes_on(prolific, study):
+    platform, server = prolific
+    _, sub, work = _prolific_work(study, server, worker="pold")
+    # An approval left "sent" by an older version, with an id Prolific cannot be asked about.
+    with pytest.raises(RuntimeError):
+        platform_call_execute(
+            spec=CallSpec(platform="prolific", operation="approve", idempotency_key="prolific:approve:old",
+                          request_summary={"platform_assignment_id": "bad id\n"}, study=study, assignment=work),
+            send=lambda: (_ for _ in ()).throw(RuntimeError("crashed")))
+
+    report = study_sync(study=study)
+
+    assert report.reconciled == {"confirmed": 0, "failed": 0, "unknown": 1}
+    call = PlatformCall.objects.get(idempotency_key="prolific:approve:old")
+    assert call.status == PlatformCall.Status.SENT and "not a Prolific submission id" in call.error
+    assert report.matched == 1  # the submissions were synced all the same
+
+
+def test_an_unbuildable_request_is_a_refusal_not_a_network_error(prolific):
+    platform, server = prolific
+    with pytest.raises(PlatformError) as caught:
+        platform._request("GET", "http://[::1")  # httpx cannot even build this address
+    assert not isinstance(caught.value, PlatformTransientError)
+
+
+def test_a_bonus_whose_answer_was_lost_is_unknown_then_reconciled_as_paid(prolific, study):
+    platform, server = prolific
+    _, sub, work = _prolific_work(study, server, worker="plost")
+    real_pay = platform.bonus_pay
+
+    def pay_then_time_out(**kwargs):
+        real_pay(**kwargs)  # Prolific paid...
+        raise PlatformTransientError("Prolific POST bulk-bonus-payments: ReadTimeout")  # ...the answer was lost
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="outcome unknown"):
+        patch.setattr(platform, "bonus_pay", pay_then_time_out)
+        bonus_pay(assignment=work, amount=Decimal("0.75"), reason="Good work.", kind="good_work")
+    bonus = Bonus.objects.get()
+    assert bonus.status == Bonus.Status.UNKNOWN and "ReadTimeout" in bonus.error  # never "failed"
+
+    study_sync(study=study)
+
+    bonus.refresh_from_db()
+    assert bonus.status == Bonus.Status.PAID and bonus.paid_at is not None
+    assert server.submissions[sub["id"]]["bonus_payments"] == [75] and len(server.payments) == 1
+
+
+def test_mturk_input_the_service_model_refuses_fails_cleanly_and_the_batch_goes_on(mturk, study):
+    platform, stubber = mturk
+    published(stubber, study)
+    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA")
+    bad = submitted(study, platform="mturk", worker_id="ABAD", assignment_id="")  # AssignmentId needs 1+ chars
+    stubber.add_response("approve_assignment", {}, {"AssignmentId": good.platform_assignment_id})
+    # botocore checks parameters against the service model (it refuses the bad one before sending)
+    # only while a response is queued; the one queued for it stays unused.
+    stubber.add_response("approve_assignment", {}, {"AssignmentId": ""})
+
+    result = study_approve_all(study=study)
+
+    assert result["approved"] == 1 and f"assignment {bad.pk}" in result["errors"][0], result
+    call = PlatformCall.objects.get(assignment=bad)
+    assert call.status == PlatformCall.Status.FAILED  # refused before sending: not an unknown outcome
+    assert "AssignmentId" in call.error
