@@ -22,6 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from lab.spreadsheet import csv_writer
 from studies.models import Platform
 
 from .base import (
@@ -292,14 +293,15 @@ def prolific_id(value: str, *, what: str) -> str:
 
 
 def bonus_csv(*, submission_id: str, amount: Decimal) -> str:
-    """The bulk-bonus CSV for one bonus, checked on what it says: one row, this submission, this
-    amount, above zero and within ``RL_MAX_BONUS``."""
+    """The bulk-bonus CSV for one bonus (RFC 4180, written by ``lab.spreadsheet.csv_writer``),
+    checked on what it says: one row, this submission, this amount, above zero and within
+    ``RL_MAX_BONUS``."""
     submission_id = prolific_id(submission_id, what="submission id")
     amount = Decimal(str(amount))
     if amount != money(amount):
         raise PlatformError(f"bonus amount {amount} has more than two decimals")
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([submission_id, f"{money(amount):.2f}"])
+    csv_writer(buffer).writerow([submission_id, f"{money(amount):.2f}"])  # the app's one CSV writer
     text = buffer.getvalue()
     rows = list(csv.reader(io.StringIO(text)))
     sent = sum((Decimal(row[1]) for row in rows if len(row) == 2), Decimal("0"))

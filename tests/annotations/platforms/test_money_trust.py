@@ -54,7 +54,7 @@ def test_a_session_id_carrying_a_csv_row_cannot_choose_the_bonus(prolific, study
 
 def test_the_bonus_csv_is_one_row_built_by_the_csv_module_and_capped_on_what_is_sent(settings):
     ident = "5f0c2a9d8b7e6f5a4b3c2d1e"
-    assert bonus_csv(submission_id=ident, amount=Decimal("0.50")) == f"{ident},0.50\n"
+    assert bonus_csv(submission_id=ident, amount=Decimal("0.50")) == f"{ident},0.50\r\n"
     settings.RL_MAX_BONUS = "1.00"
     with pytest.raises(PlatformError, match="RL_MAX_BONUS"):
         bonus_csv(submission_id=ident, amount=Decimal("1.01"))

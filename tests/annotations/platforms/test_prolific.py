@@ -140,7 +140,7 @@ def test_bonus_is_set_up_and_paid_once(prolific, study):
 
     setups = server.calls("POST", r"/api/v1/submissions/bonus-payments/")
     assert len(setups) == 1
-    assert setups[0]["body"] == {"study_id": publication.prolific_study_id, "csv_bonuses": f"{sub['id']},0.50\n"}
+    assert setups[0]["body"] == {"study_id": publication.prolific_study_id, "csv_bonuses": f"{sub['id']},0.50\r\n"}
     assert len(server.payments) == 1
     assert server.submissions[sub["id"]]["bonus_payments"] == [50]
     assert bonus.status == Bonus.Status.PAID
