@@ -36,9 +36,22 @@ REVERSE = {"theils_u_utility_given_task_accuracy": "theils_u_task_accuracy_given
 CI_NOTE = "95% intervals: percentile bootstrap over units, 2,000 resamples."
 
 
+UTILITY_ORDER = ["useful", "unsure", "not_useful", "unknown"]
+
+
+def _ordered(rows: list[dict], key: str, order: list[str] | None = None) -> list[dict]:
+    """Rows in a stable order whatever order the stored JSON kept (PostgreSQL's jsonb sorts keys
+    by length): ``order`` first when given, then by name, with "all" last."""
+    def rank(row):
+        name = str(row[key])
+        return (name == ALL, order.index(name) if order and name in order else len(order or []), name)
+
+    return sorted(rows, key=rank)
+
+
 def _share_ci_rows(results: dict, key: str) -> list[dict]:
     rows = []
-    for row in share_rows(results, key):
+    for row in _ordered(share_rows(results, key), "source"):
         for cat in ("useful", "unsure", "not_useful"):
             row[f"{cat}_ci_low"], row[f"{cat}_ci_high"] = row.pop(f"{cat}_ci_low"), row.pop(f"{cat}_ci_high")
         rows.append(row)
@@ -115,8 +128,8 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
                 rows.append({"measure": label, "source": source, "n": len(g), "value": value,
                              "ci_low": low, "ci_high": high})
         else:
-            rows += [{"measure": label, "source": s, "n": None, "value": v, "ci_low": None, "ci_high": None}
-                     for s, v in stored.items()]
+            rows += _ordered([{"measure": label, "source": s, "n": None, "value": v, "ci_low": None, "ci_high": None}
+                              for s, v in stored.items()], "source")
     columns = [Column("measure", "Measure"), Column("source", "Source"), Column("n", "n", "int"),
                Column("value", "Theil's U", "float", 4), Column("ci", "95% CI", "ci", 4)]
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
@@ -148,8 +161,8 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
             rows.append({"source": source, "n": len(g), "eta": stored.get(source), "ci_low": low, "ci_high": high,
                          "similarity_model": model})
     else:
-        rows = [{"source": s, "n": None, "eta": v, "ci_low": None, "ci_high": None, "similarity_model": model}
-                for s, v in stored.items()]
+        rows = _ordered([{"source": s, "n": None, "eta": v, "ci_low": None, "ci_high": None,
+                          "similarity_model": model} for s, v in stored.items()], "source")
     columns = [Column("source", "Source"), Column("n", "n", "int"), Column("eta", "Correlation ratio η", "float", 4),
                Column("ci", "95% CI", "ci", 4), Column("similarity_model", "Similarity model")]
     section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
@@ -196,9 +209,10 @@ def generalization_section(results: dict) -> Section:
                Column("ci", "95% CI", "ci")]
 
     def rows(group: str) -> list[dict]:
-        return [{"key": k, "n": r["n"], "accuracy_before": r["accuracy_before"], "accuracy_after": r["accuracy_after"],
-                 "accuracy_delta": r["accuracy_delta"], "ci_low": r["accuracy_delta_ci"][0],
-                 "ci_high": r["accuracy_delta_ci"][1]} for k, r in (gen.get(group) or {}).items()]
+        out = [{"key": k, "n": r["n"], "accuracy_before": r["accuracy_before"], "accuracy_after": r["accuracy_after"],
+                "accuracy_delta": r["accuracy_delta"], "ci_low": r["accuracy_delta_ci"][0],
+                "ci_high": r["accuracy_delta_ci"][1]} for k, r in (gen.get(group) or {}).items()]
+        return _ordered(out, "key", UTILITY_ORDER if group == "by_utility" else None)
 
     section.tables.append(Table("generalization_by_type", "By generalization type", columns, rows("by_type")))
     section.tables.append(Table("generalization_by_utility", "By utility category of the original rationale",

@@ -102,8 +102,10 @@ def test_correlation_ratio_interval_brackets_the_value_and_constant_data_is_a_po
 
 
 def test_utility_study_sections_carry_n_and_intervals(scored_run):
+    scored_run.refresh_from_db()  # as stored: PostgreSQL's jsonb keeps its keys in its own order
     sections = sections_by_key(scored_run)
 
+    assert [r["source"] for r in sections["utility"].tables[0].rows] == ["gpt3", "t53b", "t5large", "all"]
     shares = rows_by(sections["utility"].tables[0], "source")
     assert {k: r["n"] for k, r in shares.items()} == {"gpt3": 458, "t53b": 458, "t5large": 458, "all": 1374}
     gpt3 = shares["gpt3"]
