@@ -83,6 +83,8 @@ def run_state(run: ScoreRun) -> dict:
     end = run.finished_at or timezone.now()
     progress = score_progress(run.task_id) if run.status == ScoreRun.Status.RUNNING else None
     label = STATE_LABELS[run.status]
+    if run.status == ScoreRun.Status.PENDING and run.attempts:
+        label = f"Queued again: the worker stopped during start {run.attempts}"
     if progress:
         label = f"Running: {progress['stage']} (step {progress['step']} of {progress['steps']})"
     return {
@@ -94,6 +96,7 @@ def run_state(run: ScoreRun) -> dict:
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "elapsed_s": max(0, int((end - run.created_at).total_seconds())),
+        "attempts": run.attempts,
         "n_warnings": len(run.warnings or []),
         "error": run.error if run.status == ScoreRun.Status.FAILED else "",
         "report_url": reverse("admin:scoring_scorerun_report", args=[run.pk])

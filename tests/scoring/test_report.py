@@ -347,6 +347,11 @@ def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_s
     assert state["progress"] == {"stage": "Gen-U", "step": 2, "steps": 5}
     page = admin_client.get(reverse("admin:scoring_scorerun_state", args=[running.pk])).content.decode()
     assert 'value="2" max="5"' in page
+    # A run whose worker died is queued again, and says so.
+    ScoreRun.STATUS.move(running, ScoreRun.Status.PENDING, attempts=1)
+    state = admin_client.get(reverse("admin:scoring_scorerun_state_json", args=[running.pk])).json()
+    assert state["label"] == "Queued again: the worker stopped during start 1" and state["progress"] is None
+    ScoreRun.STATUS.move(running, ScoreRun.Status.RUNNING, attempts=2)
     # A task that told nothing (or an unknown id) shows "Running" without a stage.
     running.task_id = "never-started"
     running.save(update_fields=["task_id"])
