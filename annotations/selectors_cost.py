@@ -18,10 +18,9 @@ from django.db.models.functions import Coalesce
 from annotations.models import Annotation, Assignment
 from annotations.platforms import get_platform
 from annotations.platforms.base import CostEstimate, money
+from annotations.selectors_platforms import DONE_STATUSES
 from studies.design import study_capacity
 from studies.models import Platform, Study
-
-DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 # Fewer timed tasks than this give no median worth quoting: the estimate stands until then.
 MIN_TIMED_TASKS = 5

@@ -11,6 +11,7 @@ from annotations.models import (
     Assignment,
     Bonus,
     FlagReview,
+    ParticipantLink,
     PlatformCall,
     PlatformSubmission,
     Publication,
@@ -88,3 +89,22 @@ def study_platform_overview(*, study: Study) -> dict:
         or Decimal("0"),
         "bonuses": Bonus.objects.filter(assignment__study=study).count(),
     }
+
+
+LINK_UNUSED, LINK_USED, LINK_SUBMITTED, LINK_REVOKED = "unused", "used", "submitted", "revoked"
+
+
+def study_links_status(*, study: Study) -> list[tuple[ParticipantLink, str]]:
+    """Each single-person link of ``study`` with its state: ``unused`` (nobody opened it), ``used``
+    (opened, nothing submitted yet), ``submitted`` (its participant submitted a task, reviewed or
+    not) or ``revoked`` (withdrawn and never used)."""
+    submitted = set(Assignment.objects.filter(study=study, status__in=DONE_STATUSES)
+                    .values_list("participant_id", flat=True))
+    out = []
+    for link in ParticipantLink.objects.filter(study=study).order_by("id"):
+        if link.participant_id is None:
+            state = LINK_REVOKED if link.revoked else LINK_UNUSED
+        else:
+            state = LINK_SUBMITTED if link.participant_id in submitted else LINK_USED
+        out.append((link, state))
+    return out

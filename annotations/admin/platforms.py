@@ -8,6 +8,7 @@ links, close. Every button is a POST; GET never changes anything.
 """
 from __future__ import annotations
 
+from collections import Counter
 from decimal import Decimal, InvalidOperation
 
 from django.contrib import admin, messages
@@ -31,8 +32,12 @@ from annotations.models import (
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
 from annotations.selectors_cost import study_cost_and_pay
-from annotations.selectors_platforms import study_bonus_candidates, study_platform_overview
-from annotations.services.links import link_public_url, links_generate, open_link_create
+from annotations.selectors_platforms import (
+    study_bonus_candidates,
+    study_links_status,
+    study_platform_overview,
+)
+from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import study_close
@@ -40,6 +45,7 @@ from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
+from lab.spreadsheet import csv_writer
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 from studies.models import Platform, Study
 from studies.selectors import PAY, VIEW, studies_for_user
@@ -84,6 +90,8 @@ class PublicationAdmin(StudyScopedAdmin):
             path("publish/", self.admin_site.admin_view(self.study_list_view), name="annotations_publication_studies"),
             path("publish/<int:study_id>/", self.admin_site.admin_view(self.publish_view),
                  name="annotations_publication_publish"),
+            path("publish/<int:study_id>/links.csv", self.admin_site.admin_view(self.links_csv_view),
+                 name="annotations_publication_links_csv"),
         ]
         return custom + urls
 
@@ -125,6 +133,8 @@ class PublicationAdmin(StudyScopedAdmin):
             except PlatformError as exc:
                 balance_error = exc.message
         candidates = study_bonus_candidates(study=study)
+        submitted = Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).count()
+        link_states = study_links_status(study=study)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Crowd platform: {study.name}",
@@ -141,12 +151,30 @@ class PublicationAdmin(StudyScopedAdmin):
             "candidates": candidates,
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
             "dry_runs": Publication.objects.filter(study=study, dry_run=True).order_by("-created_at")[:3],
-            "submitted": Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).count(),
-            "links": [(link, link_public_url(link)) for link in
-                      ParticipantLink.objects.filter(study=study, revoked=False).order_by("-id")[:200]],
+            "submitted": submitted,
+            # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee.
+            "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted).estimate,
+            "live": Publication.objects.filter(study=study, platform=platform_name, dry_run=False,
+                                               status__in=[Publication.Status.PUBLISHED,
+                                                           Publication.Status.PUBLISHING]).first(),
+            "links": [(link, link_public_url(link), state) for link, state in link_states[:500]],
+            "link_counts": dict(Counter(state for _, state in link_states)),
             "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
         }
         return TemplateResponse(request, "admin/annotations/platforms/publish.html", context)
+
+    def links_csv_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
+        """The study's single-person links as CSV: id, label, address, completion code, state."""
+        self._check(request)
+        study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-links.csv"'
+        writer = csv_writer(response)
+        writer.writerow(["id", "label", "url", "completion_code", "state", "redeemed_at"])
+        for link, state in study_links_status(study=study):
+            writer.writerow([link.pk, link.label, link_public_url(link), link.completion_code, state,
+                             link.redeemed_at.isoformat() if link.redeemed_at else ""])
+        return response
 
     def _act(self, request: HttpRequest, study: Study) -> None:
         action = request.POST.get("action", "")
@@ -194,6 +222,10 @@ class PublicationAdmin(StudyScopedAdmin):
                 link = open_link_create(study=study, user=user, completion_code=request.POST.get("completion_code", ""),
                                         max_participants=int(raw) if raw else None)
                 messages.success(request, f"Open link: {link_public_url(link)} (code {link.completion_code}).")
+            elif action == "revoke_link":
+                link = get_object_or_404(ParticipantLink, study=study, pk=int(request.POST.get("link_id") or 0))
+                link_revoke(link=link)
+                messages.success(request, f"Link {link.pk} withdrawn: it can no longer be opened.")
             elif action == "close":
                 closed = study_close(study=study, user=user)
                 messages.success(request, f"Closed {len(closed)} publication(s).")

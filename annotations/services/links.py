@@ -69,3 +69,11 @@ def links_close(*, study: Study) -> dict:
         )
         closed = OpenLink.objects.filter(study=study, active=True).update(active=False)
     return {"revoked_links": revoked, "closed_open_links": closed}
+
+
+def link_revoke(*, link: ParticipantLink) -> ParticipantLink:
+    """Withdraw one single-person link: it can no longer be redeemed (a task already started through
+    it can still be finished from the browser that holds it). Idempotent."""
+    ParticipantLink.objects.filter(pk=link.pk, revoked=False).update(revoked=True)
+    link.refresh_from_db(fields=["revoked"])
+    return link

@@ -1,0 +1,75 @@
+"""Issue 12, "Publish and pay without guessing": the publish page is the sequence estimate ->
+publish -> sync -> review -> pay -> close, and says what each button will do and cost before it is
+pressed; dry run is not ticked for participant links; links can be downloaded as CSV, each with
+its state, and withdrawn one by one."""
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from annotations.models import ParticipantLink
+from annotations.services.errors import StudyNotOpen
+from annotations.services.participants import participant_link_redeem
+from annotations.services.platforms.publish import study_publish
+from tests.annotations.platforms.conftest import open_study, submitted
+
+
+@pytest.fixture
+def researcher(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("dana", "dana@example.org", "pw"))
+    return client
+
+
+def _page(study, platform: str) -> str:
+    return reverse("admin:annotations_publication_publish", args=[study.pk]) + f"?platform={platform}"
+
+
+def _dry_run_box(html: str) -> str:
+    return next(line for line in html.splitlines() if 'name="dry_run"' in line)
+
+
+def test_the_page_is_the_sequence_and_says_what_each_button_does_and_costs(researcher, study):
+    html = researcher.get(_page(study, "mturk")).content.decode()
+
+    headings = ["1. Estimate", "2. Publish", "3. Sync", "4. Review", "5. Pay", "6. Close"]
+    positions = [html.index(h) for h in headings]
+    assert positions == sorted(positions)
+    assert "creates HITs for 14 tasks" in html and "<strong>33.60 USD</strong> in all" in html
+    assert "nothing is paid" in html  # sync
+    assert "Nothing is charged" in html  # close
+    assert " checked>" in _dry_run_box(html)  # money moves: dry run first
+
+
+def test_participant_links_move_no_money_and_are_not_a_dry_run_by_default(researcher, study):
+    html = researcher.get(_page(study, "link")).content.decode()
+    assert "<strong>No money moves</strong>" in html
+    assert "checked" not in _dry_run_box(html)
+
+
+def test_links_download_with_their_state_and_one_can_be_withdrawn(researcher, study):
+    open_study(study)
+    study_publish(study=study, platform_name="link")
+    unused, used, done, *_ = ParticipantLink.objects.filter(study=study).order_by("id")
+    participant_link_redeem(link=used)
+    participant_link_redeem(link=done)
+    submitted(study, platform="link", worker_id=done.participant.external_id, assignment_id="")
+
+    response = researcher.get(reverse("admin:annotations_publication_links_csv", args=[study.pk]))
+    rows = {int(row["id"]): row for row in csv.DictReader(io.StringIO(response.content.decode()))}
+    assert response["Content-Type"].startswith("text/csv")
+    assert (rows[unused.pk]["state"], rows[used.pk]["state"], rows[done.pk]["state"]) == ("unused", "used", "submitted")
+    assert rows[unused.pk]["url"].endswith(f"/w/l/{unused.token}/") and rows[done.pk]["completion_code"]
+    html = researcher.get(_page(study, "link")).content.decode()
+    assert "12 unused, 1 used, 1 submitted" in html
+
+    researcher.post(reverse("admin:annotations_publication_publish", args=[study.pk]),
+                    {"action": "revoke_link", "link_id": unused.pk}, follow=True)
+
+    unused.refresh_from_db()
+    assert unused.revoked
+    with pytest.raises(StudyNotOpen):
+        participant_link_redeem(link=unused)
+    assert "11 unused, 1 used, 1 submitted,\n      1 withdrawn" in researcher.get(_page(study, "link")).content.decode()
