@@ -1,18 +1,20 @@
 """A study's life through the services (issue 11, bugs 2 and 3): publishing a draft opens it
 through the one ``study_open`` (its units are built, so arriving workers get work), a study that
 cannot open is refused before anything is published, and the one ``study_close`` closes the
-platform side with the study."""
+platform side with the study; rejected work gives its slots back."""
 from __future__ import annotations
 
 import pytest
 
 from annotations.models import Assignment, Publication, Unit
+from annotations.selectors import claims_that_count
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_reject
 from studies.models import Study
 from tests.annotations.factories import make_study
-from tests.annotations.platforms.conftest import start_assignment
+from tests.annotations.platforms.conftest import start_assignment, submitted
 
 
 def test_publishing_a_draft_opens_it_with_its_units_and_workers_get_work(study):
@@ -49,3 +51,17 @@ def test_closing_a_link_study_closes_its_links_and_the_study(study):
     publication.refresh_from_db()
     assert study.status == Study.Status.CLOSED and publication.status == Publication.Status.CLOSED
     assert not publication.participant_links.filter(revoked=False).exists()
+
+
+def test_rejecting_through_the_review_service_gives_the_slots_back(study):
+    study_publish(study=study, platform_name="link")
+    work = submitted(study, platform="link", worker_id="lab-1", assignment_id="")
+    units = list(work.claims.filter(unit__isnull=False).values_list("unit_id", flat=True))
+    assert set(Unit.objects.filter(pk__in=units).values_list("n_claimed", "n_completed")) == {(1, 1)}
+
+    assignment_reject(assignment=work, feedback="Every attention check failed.")
+
+    work.refresh_from_db()
+    assert work.status == Assignment.Status.REJECTED and work.reviewed_at is not None
+    assert set(Unit.objects.filter(pk__in=units).values_list("n_claimed", "n_completed")) == {(0, 0)}
+    assert not claims_that_count(study=study).filter(assignment=work).exists()
