@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "rationale-lab"  # the same results give the same SVG
+matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: editable in a paper's figure
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -88,24 +89,41 @@ def _generalization_panels(results: dict) -> list[tuple[str, dict]]:
     return [(t, d) for t, d in panels if d]
 
 
-def generalization_figure(results: dict, fmt: str = "png") -> bytes | None:
+UTILITY_KEYS = ["useful", "unsure", "not_useful", "unknown"]
+
+
+def _keys(title: str, data: dict) -> list[str]:
+    if title == "by original utility":
+        return sorted(data, key=lambda k: (UTILITY_KEYS.index(k) if k in UTILITY_KEYS else len(UTILITY_KEYS), k))
+    return sorted(data)
+
+
+def generalization_figure(results: dict, fmt: str = "png", *, gold: tuple[str, ...] = ()) -> bytes | None:
     """Figure 4: accuracy after minus before on generalization questions, by question type, by
-    the original rationale's utility and by source, with bootstrap 95% intervals."""
+    the original rationale's utility and by source, with bootstrap 95% intervals. With a gold
+    source among ``gold`` (names), its change is drawn on every panel as the reference."""
     panels = _generalization_panels(results)
     if not panels:
         return None
+    by_source = (results.get("generalization") or {}).get("by_source") or {}
+    reference = next((by_source[name]["accuracy_delta"] for name in sorted(by_source) if name in gold), None)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     for ax, (title, data) in zip(axes[0], panels, strict=True):
-        keys = list(data)
+        keys = _keys(title, data)
         vals = [data[k]["accuracy_delta"] for k in keys]
         lo = [v - data[k]["accuracy_delta_ci"][0] for k, v in zip(keys, vals, strict=True)]
         hi = [data[k]["accuracy_delta_ci"][1] - v for k, v in zip(keys, vals, strict=True)]
-        ax.bar(keys, vals, yerr=[lo, hi], capsize=3, color="#4c72b0")
+        colors = ["#999999" if title == "by source" and k in gold else "#4c72b0" for k in keys]
+        ax.bar(keys, vals, yerr=[lo, hi], capsize=3, color=colors)
         ax.axhline(0, color="black", linewidth=0.8)
+        if reference is not None:
+            ax.axhline(reference, color="#555555", linestyle="--", linewidth=1, label="gold rationales")
         ax.set_title(title)
         ax.set_xticks(range(len(keys)), [f"{k}\n(n={data[k]['n']})" for k in keys])
     axes[0][0].set_ylabel("accuracy after - before")
-    fig.suptitle("Generalization: change in accuracy with the rationale")
+    if reference is not None:
+        axes[0][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("Generalization: change in accuracy with the rationale", y=1.04)
     return _save(fig, fmt)
 
 

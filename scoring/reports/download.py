@@ -17,7 +17,7 @@ import zipfile
 from lab.spreadsheet import csv_writer
 from scoring import plots
 from scoring.models import ScoreRun
-from scoring.reports.sections import report_sections
+from scoring.reports.sections import render_figure, report_sections
 from scoring.reports.tables import Table
 
 
@@ -64,5 +64,5 @@ def report_zip(run: ScoreRun, *, both_directions: bool = True) -> bytes:
                 zf.writestr(f"tables/{table.name}.csv", table_csv(table))
         for name in plots.available(results):
             for fmt in plots.FORMATS:
-                zf.writestr(f"figures/{name}.{fmt}", plots.PLOTS[name](results, fmt))
+                zf.writestr(f"figures/{name}.{fmt}", render_figure(name, results, fmt))
     return buf.getvalue()

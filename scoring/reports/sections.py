@@ -314,6 +314,16 @@ def faithfulness_section(results: dict) -> Section:
     return section
 
 
+def figure_options(results: dict) -> dict[str, dict]:
+    """What each figure needs besides ``results`` (Figure 4: the names of the gold sources)."""
+    by_source = (results.get("generalization") or {}).get("by_source") or {}
+    return {"generalization": {"gold": tuple(sorted(_gold_names(by_source)))} if by_source else {}}
+
+
+def render_figure(name: str, results: dict, fmt: str) -> bytes | None:
+    return plots.PLOTS[name](results, fmt, **figure_options(results).get(name, {}))
+
+
 def report_sections(run: ScoreRun, *, both_directions: bool = False) -> list[Section]:
     """The report's sections for a finished run (an empty list for one that is not done)."""
     if run.status != ScoreRun.Status.DONE:

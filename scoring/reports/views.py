@@ -19,7 +19,7 @@ from scoring import plots
 from scoring.models import ScoreRun
 from scoring.progress import score_progress
 from scoring.reports.download import report_zip, zip_name
-from scoring.reports.sections import report_sections
+from scoring.reports.sections import render_figure, report_sections
 
 POLL_SECONDS = 2
 STATE_LABELS = {
@@ -61,10 +61,9 @@ def report_view(model_admin, request, run_id: int):
 
 def figure_view(model_admin, request, run_id: int, name: str, fmt: str):
     run = _done(_run(model_admin, request, run_id))
-    fn = plots.PLOTS.get(name)
-    if fn is None or fmt not in plots.FORMATS:
+    if name not in plots.PLOTS or fmt not in plots.FORMATS:
         raise Http404("No such figure.")
-    data = fn(run.results or {}, fmt)
+    data = render_figure(name, run.results or {}, fmt)
     if data is None:
         raise Http404("This run has no data for that figure.")
     return HttpResponse(data, content_type=plots.FORMATS[fmt])
