@@ -144,6 +144,12 @@ def test_researcher_runs_a_study_from_the_admin(live_server, page: Page, files, 
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1  # never reloaded
     expect(page.locator("[data-k=percent]")).to_have_text("100")
     shot(page, "05-progress-full")
+    after = Annotation.objects.filter(claim__study=study, step="after")
+    for row in page.locator("#by-source tbody tr").all():
+        name, got, want = (cell.inner_text() for cell in row.locator("td").all()[:3])
+        assert int(got) == after.filter(claim__unit__source__name=name).count() == int(want)
+    assert number(page, "[data-k='tasks.submitted']") == Assignment.objects.filter(
+        study=study, status=Assignment.Status.SUBMITTED).count() == n_workers
 
     # The answers table holds what the progress page counts: one "after" answer per counted answer.
     answers = Annotation.objects.filter(claim__study=study)
