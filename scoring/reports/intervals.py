@@ -48,10 +48,14 @@ def theils_u_draws(x: Sequence, y: Sequence, *, n_resamples: int = DEFAULT_RESAM
     return np.clip(u, 0.0, 1.0)
 
 
+CHUNK_CELLS = 2_000_000  # row indices drawn at once (about 16 MB of them), whatever n is
+
+
 def correlation_ratio_draws(categories: Sequence, values: Sequence[float], *, n_resamples: int = DEFAULT_RESAMPLES,
-                            seed: int = DEFAULT_SEED, chunk: int = 200) -> np.ndarray:
+                            seed: int = DEFAULT_SEED) -> np.ndarray:
     """Bootstrap draws of the correlation ratio eta (0.0 when a resample's numerator or
-    denominator is 0, as ``scoring.metrics.correlation_ratio``)."""
+    denominator is 0, as ``scoring.metrics.correlation_ratio``). Memory stays bounded: the
+    resamples are drawn a few at a time (``CHUNK_CELLS`` row indices)."""
     codes, _ = pd.factorize(pd.Series(list(categories)), use_na_sentinel=False)
     y = np.asarray(values, dtype=float)
     n = codes.size
@@ -59,6 +63,7 @@ def correlation_ratio_draws(categories: Sequence, values: Sequence[float], *, n_
         return np.array([])
     k = int(codes.max()) + 1
     rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_resamples, CHUNK_CELLS // n))
     out = []
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)

@@ -6,7 +6,11 @@ run's own (the latest finished run of the study). A section the study's data doe
 kept with ``absent`` saying why, so the reader knows it was not forgotten."""
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pandas as pd
+from django.core.cache import cache
 
 from scoring import plots
 from scoring.metrics import FAITHFULNESS_CAVEATS
@@ -66,9 +70,9 @@ def _warning(results: dict, *needles: str) -> str:
     return ""
 
 
-def unit_frame(run: ScoreRun) -> pd.DataFrame | None:
-    """The study's unit scores, when they are this run's (the latest finished run); else None."""
-    latest = score_run_latest(study=run.study)
+def unit_frame(run: ScoreRun, latest: ScoreRun | None) -> pd.DataFrame | None:
+    """The study's unit scores, when they are this run's (``latest``, the study's latest finished
+    run, is ``run``); else None."""
     if latest is None or latest.pk != run.pk:
         return None
     rows = UnitScore.objects.filter(study_id=run.study_id, utility__isnull=False).values_list(
@@ -324,13 +328,31 @@ def render_figure(name: str, results: dict, fmt: str) -> bytes | None:
     return plots.PLOTS[name](results, fmt, **figure_options(results).get(name, {}))
 
 
+CACHE_SECONDS = 3600
+
+
 def report_sections(run: ScoreRun, *, both_directions: bool = False) -> list[Section]:
-    """The report's sections for a finished run (an empty list for one that is not done)."""
+    """The report's sections for a finished run (an empty list for one that is not done).
+
+    The intervals resample every unit (seconds for a study of a hundred thousand units), so the
+    sections are cached for an hour, keyed by the run, its results and the study's latest run (a
+    newer run changes the key)."""
     if run.status != ScoreRun.Status.DONE:
         return []
     results = run.results or {}
     both = both_directions or any(results.get(k) for k in REVERSE.values())
-    frame = unit_frame(run)
+    latest = score_run_latest(study=run.study)
+    digest = hashlib.sha256(json.dumps([run.pk, str(run.finished_at), latest.pk if latest else 0, both, results],
+                                       sort_keys=True, default=str).encode()).hexdigest()
+    key = f"rl-report-sections:v1:{digest}"
+    sections = cache.get(key)
+    if sections is None:
+        sections = _sections(results, unit_frame(run, latest), both)
+        cache.set(key, sections, CACHE_SECONDS)
+    return sections
+
+
+def _sections(results: dict, frame: pd.DataFrame | None, both: bool) -> list[Section]:
     return [
         utility_section(results),
         theils_u_section(results, frame, both_directions=both),
