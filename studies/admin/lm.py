@@ -251,6 +251,21 @@ class GenerationJobAdmin(ReadOnlyAdmin):
     def eta_display(self, obj):
         return _duration(obj.eta_seconds) if obj.is_active else "—"
 
+    @admin.display(description="training report")
+    def training_report(self, obj):
+        from .quark import quark_report_html
+
+        return quark_report_html(obj.params or {})
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and obj.kind == GenerationJob.Kind.QUARK:
+            fields.insert(fields.index("params"), "training_report")
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
     @admin.display(description="failures")
     def failures_link(self, obj):
         url = reverse("admin:studies_generationfailure_changelist") + f"?job__id__exact={obj.pk}"

@@ -97,6 +97,7 @@ class GenerationJob(models.Model):
         GENU_ANSWERS = "genu_answers", "Gen-U answers (F^I and F^IR)"
         FAITHFULNESS = "faithfulness", "Faithfulness probabilities (highlights)"
         FINETUNE = "finetune", "Fine-tune T5"
+        QUARK = "quark", "Quark training (reward-conditioned)"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"

@@ -6,6 +6,7 @@ cancel, resume, resume the stalled ones, fail. One handler per job kind:
 - ``genu_answers``: :class:`~.genu.GenUHandler`
 - ``faithfulness``: :class:`~.faithfulness.FaithfulnessHandler`
 - ``finetune``: :class:`~.finetune.FinetuneHandler`
+- ``quark``: :class:`~.quark.QuarkHandler` (a batch is ``checkpoint_every`` training steps)
 
 A job freezes its item ids at creation. The worker calls :func:`generation_job_run_batch` until it
 returns False (see :class:`~.common.ItemHandler` for what one batch does).
@@ -24,12 +25,14 @@ from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
+from .quark import QuarkHandler
 from .questions import QuestionHandler
 from .rationales import RationaleHandler
 
 HANDLERS: dict[str, Handler] = {
     handler.kind: handler
-    for handler in (RationaleHandler(), QuestionHandler(), GenUHandler(), FaithfulnessHandler(), FinetuneHandler())
+    for handler in (RationaleHandler(), QuestionHandler(), GenUHandler(), FaithfulnessHandler(), FinetuneHandler(),
+                    QuarkHandler())
 }
 
 
@@ -62,7 +65,9 @@ def generation_job_create(
     sources of any backend) and ``only_valid`` (default True: validated questions only, as in the
     paper; False is an explicit choice to include unvalidated ones); faithfulness takes
     ``task_model`` and ``task_backend`` (see :mod:`.faithfulness`); fine-tuning takes what
-    :func:`studies.services.finetune.finetune_params` accepts."""
+    :func:`studies.services.finetune.finetune_params` accepts; Quark training takes what
+    :func:`studies.services.quark.quark_params` accepts (``source`` is the policy, or
+    ``params["policy_path"]`` a checkpoint folder)."""
     handler = HANDLERS.get(kind)
     if handler is None:
         raise GenerationError(f"unknown job kind {kind!r}")
@@ -117,7 +122,9 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     redelivery; Redis redelivers only after its visibility timeout). Beat runs this every minute,
     so a job continues soon after a worker comes back. Safe if the job was merely slow: batches
     skip stored items and write under the job's row lock, so a second chain only finds less to do.
-    Fine-tuning is one long batch and is left to the admin's "Resume job"."""
+    Fine-tuning is one long batch and is left to the admin's "Resume job". A Quark batch
+    (``checkpoint_every`` steps) touches its job every step, and a second chain of one is harmless:
+    the batch that finds the checkpoint moved on discards its work and ends its chain."""
     cutoff = timezone.now() - stalled_after
     ids = list(
         GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)

@@ -1,0 +1,166 @@
+"""What a Quark job trains and how it reads it: the policy (a rationale source or a checkpoint
+folder), its prompts with and without a reward token, the parsing of its outputs, and evaluation
+(mean reward and task accuracy of greedy outputs on a set of items).
+
+Prompts are the ones the rationale generation job writes for the same source (FEB templates; the
+causal backend's demonstrations), so the source a run registers generates exactly what was trained.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from studies.lm import quark, templates
+from studies.lm.backends import Decoding
+from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
+from studies.lm.rewards import Reward, RewardSample
+from studies.models import Dataset, Item, RationaleSource
+from studies.services.generation.common import GenerationError, lm_source, prompt_item
+from studies.services.generation.rationales import train_demonstrations
+
+TRAINABLE = ("seq2seq", "causal")
+
+
+@dataclass
+class PolicySpec:
+    """The model a run starts from. ``template`` is the plain template (no reward token)."""
+
+    name: str
+    backend: str
+    model: str
+    source_id: int | None = None
+    template: str = ""
+    demonstrations: list[dict] = field(default_factory=list)
+    seed: int = 0
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> PolicySpec:
+        return cls(**data)
+
+
+def _folder_backend(path: Path) -> str:
+    config = path / "config.json"
+    if not config.is_file():
+        raise GenerationError(f"policy {str(path)!r} is neither a rationale source nor a model folder with a config.json")
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        raise GenerationError(f"cannot read {config}: {exc}") from exc
+    return "seq2seq" if data.get("is_encoder_decoder") else "causal"
+
+
+def source_by_name_or_id(text: str) -> RationaleSource | None:
+    """The rationale source named ``text``, else the one whose id it is."""
+    text = str(text or "").strip()
+    found = RationaleSource.objects.filter(name=text).first()
+    if found is None and text.isdigit():
+        found = RationaleSource.objects.filter(pk=int(text)).first()
+    return found
+
+
+def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> PolicySpec:
+    """A source (instance, name or id) with a seq2seq or causal backend, or a model folder.
+    A source registered by an earlier Quark run trains further from its plain template."""
+    source = policy if isinstance(policy, RationaleSource) else None
+    if source is None:
+        text = str(policy or "").strip()
+        if not text:
+            raise GenerationError("choose the policy: a rationale source (name or id) or a checkpoint folder")
+        source = source_by_name_or_id(text)
+    if source is not None:
+        lm_source(source, "policy", backends=TRAINABLE)
+        template = (source.training or {}).get("base_template", source.template) \
+            if (source.training or {}).get("method") == "quark" else source.template
+        spec = PolicySpec(name=source.name, backend=source.backend, model=source.model_name_or_path,
+                          source_id=source.pk, template=template, demonstrations=list(source.demonstrations or []),
+                          seed=source.seed)
+    else:
+        path = Path(str(policy)).expanduser()
+        if not path.is_dir():
+            raise GenerationError(f"policy {str(policy)!r} is neither a rationale source nor a model folder")
+        spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=str(path.resolve()))
+    if spec.backend == "causal" and not spec.demonstrations:
+        spec.demonstrations = train_demonstrations(dataset, seed=spec.seed)
+    return spec
+
+
+class PolicyPrompts:
+    """Prompts and parsing for one policy over a fixed set of items (loaded once)."""
+
+    def __init__(self, spec: PolicySpec, item_ids: list[int]):
+        self.spec = spec
+        items = Item.objects.select_related("dataset").in_bulk(item_ids)
+        self.items = {pk: prompt_item(item) for pk, item in items.items()}
+        self.gold = {pk: item.gold_answer for pk, item in items.items()}
+        self.demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale",
+                                                                          "key")})
+                      for d in spec.demonstrations]
+
+    def template(self, token: str | None) -> str:
+        if token is None:
+            return self.spec.template
+        return quark.control_template(self.spec.backend, self.spec.template, token)
+
+    def prompt(self, item_id: int, token: str | None) -> str:
+        pitem = self.items[item_id]
+        if self.spec.backend == "seq2seq":
+            return templates.t5_explain_input(pitem, self.template(token))
+        return templates.causal_prompt(pitem, self.demos, self.template(token))
+
+    @property
+    def stop(self) -> list[str]:
+        return [templates.CAUSAL_STOP] if self.spec.backend == "causal" else []
+
+    def parse(self, item_id: int, raw: str):
+        parse = parse_t5_rationale if self.spec.backend == "seq2seq" else parse_causal_rationale
+        parsed = parse(raw, self.items[item_id])
+        return None if isinstance(parsed, ParseFailure) else parsed
+
+    def samples(self, item_ids: list[int], responses: list[str]) -> list[RewardSample]:
+        out = []
+        for item_id, raw in zip(item_ids, responses, strict=True):
+            parsed = self.parse(item_id, raw)
+            out.append(RewardSample(item=item_id, rationale=parsed.rationale if parsed else None,
+                                    answer=parsed.answer if parsed else None))
+        return out
+
+    def scorer(self, reward: Reward) -> Callable[[list[int], list[str]], list[float | None]]:
+        """``score(item_ids, responses)`` as the trainer calls it."""
+        return lambda item_ids, responses: reward.score(self.samples(item_ids, responses))
+
+
+def evaluate(trainer: quark.QuarkTrainer, prompts: PolicyPrompts, reward: Reward, item_ids: list[int], *,
+             reference: bool, batch_size: int = 16, tick: Callable[[], None] | None = None) -> dict:
+    """Greedy outputs of the reference (plain prompt, as the original source generates) or of the
+    policy (best reward token prepended, as the registered source generates) on ``item_ids``:
+    mean reward over the rewarded outputs, task accuracy (an unparseable output counts as wrong),
+    how many parsed, and three examples."""
+    token = None if reference else quark.reward_token(0)
+    decoding = Decoding(do_sample=False, max_new_tokens=trainer.settings.max_new_tokens, stop=prompts.stop)
+    rewards: list[float] = []
+    correct = parsed = 0
+    examples = []
+    for start in range(0, len(item_ids), batch_size):
+        chunk = item_ids[start:start + batch_size]
+        outputs = [group[0] for group in trainer.generate(chunk, token, decoding, reference=reference)]
+        samples = prompts.samples(chunk, outputs)
+        values = reward.score(samples)
+        for sample, value in zip(samples, values, strict=True):
+            if value is not None:
+                rewards.append(float(value))
+            if sample.rationale is not None:
+                parsed += 1
+                correct += sample.answer == prompts.gold[sample.item]
+            if len(examples) < 3:
+                examples.append({"item": sample.item, "answer": sample.answer, "rationale": sample.rationale,
+                                 "reward": value})
+        if tick is not None:
+            tick()
+    n = len(item_ids)
+    return {"reward": sum(rewards) / len(rewards) if rewards else None, "accuracy": correct / n if n else None,
+            "items": n, "rewarded": len(rewards), "parsed": parsed, "examples": examples}

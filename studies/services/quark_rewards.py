@@ -1,0 +1,78 @@
+"""The rewards a Quark job trains on, built from its spec (the interface is :mod:`studies.lm.rewards`).
+
+- ``genu``: :class:`GenUReward`, Gen-U (-1, 0 or 1; SPEC section 4) of each sampled rationale,
+  computed by the F^I / F^IR answerers through :func:`studies.services.genu.genu_score` on the
+  item's generalization questions (validated ones only unless the job says otherwise). Items
+  without such questions cannot be rewarded: :func:`items_with_questions` leaves them out of the
+  run and the job counts them.
+- ``marker:WORD``: :class:`studies.lm.rewards.MarkerReward`.
+
+An output that did not parse has no rationale: it gets the reward's minimum, so the policy learns
+to keep the format. A rationale Gen-U cannot score (every answer to its questions unparseable)
+gets ``None`` and stays out of the pool.
+"""
+from __future__ import annotations
+
+from studies.lm.rewards import MarkerReward, Reward, RewardSample, parse_reward_spec
+from studies.models import Item, RationaleSource
+from studies.services.generation.common import GenerationError
+from studies.services.genu import genu_answerer_check, genu_questions, genu_score
+
+
+class GenUReward:
+    """Gen-U of (item, rationale) by the two answerers; F^I answers are asked once per question."""
+
+    name = "genu"
+    minimum, maximum = -1.0, 1.0
+
+    def __init__(self, *, answerer_i: RationaleSource, answerer_ir: RationaleSource, only_valid: bool = True):
+        self.answerer_i = genu_answerer_check(answerer_i, "I")
+        self.answerer_ir = genu_answerer_check(answerer_ir, "IR")
+        self.only_valid = only_valid
+        self._i_answers: dict = {}
+        self._items: dict[int, Item] = {}
+
+    def score(self, samples: list[RewardSample]) -> list[float | None]:
+        missing = {s.item for s in samples} - set(self._items)
+        if missing:
+            self._items.update(Item.objects.select_related("dataset").in_bulk(missing))
+        out: list[float | None] = [self.minimum] * len(samples)
+        where = [k for k, s in enumerate(samples) if s.rationale is not None]
+        if where:
+            result = genu_score(pairs=[(self._items[samples[k].item], samples[k].rationale) for k in where],
+                                answerer_i=self.answerer_i, answerer_ir=self.answerer_ir,
+                                only_valid=self.only_valid, i_answers=self._i_answers)
+            for k, value in zip(where, result.scores, strict=True):
+                out[k] = None if value is None else float(value)
+        return out
+
+
+def items_with_questions(item_ids: list[int], *, only_valid: bool) -> tuple[list[int], int]:
+    """(the items Gen-U can reward, in the given order; how many were left out for having no
+    generalization question Gen-U answers)."""
+    have = set(genu_questions(item_ids=item_ids, only_valid=only_valid).values_list("item_id", flat=True))
+    kept = [i for i in item_ids if i in have]
+    return kept, len(item_ids) - len(kept)
+
+
+def answerers(params: dict) -> tuple[RationaleSource, RationaleSource]:
+    """The F^I and F^IR sources a ``genu`` job names (ids in ``answerer_i`` / ``answerer_ir``)."""
+    found = []
+    for key, role in (("answerer_i", "I"), ("answerer_ir", "IR")):
+        source = RationaleSource.objects.filter(pk=params.get(key)).first() if params.get(key) else None
+        if source is None:
+            raise GenerationError(f"the genu reward needs {key} (an LM source answering as F^{role})")
+        found.append(genu_answerer_check(source, role))
+    return found[0], found[1]
+
+
+def build_reward(params: dict) -> Reward:
+    """The reward a job's ``params`` name (``reward``: ``genu`` or ``marker:WORD``)."""
+    try:
+        kind, argument = parse_reward_spec(params.get("reward", ""))
+    except ValueError as exc:
+        raise GenerationError(str(exc)) from exc
+    if kind == "marker":
+        return MarkerReward(argument)
+    answerer_i, answerer_ir = answerers(params)
+    return GenUReward(answerer_i=answerer_i, answerer_ir=answerer_ir, only_valid=bool(params.get("only_valid", True)))

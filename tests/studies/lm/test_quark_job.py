@@ -1,0 +1,205 @@
+"""Quark as an LM job on tiny local models: quark_train raises the held-out marker share and
+registers a source that generates; a killed or cancelled run resumes from its last checkpoint as the
+same run; selection keeps task accuracy; Gen-U rewards leave out items without questions."""
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from studies.lm import quark
+from studies.lm.rewards import RewardSample
+from studies.models import GeneralizationQuestion, Rationale, RationaleSource
+from studies.services import quark as quark_service
+from studies.services.generation import (
+    GenerationError,
+    generation_job_cancel,
+    generation_job_create,
+    generation_job_resume,
+    generation_job_run,
+    generation_job_run_batch,
+)
+from studies.services.quark_rewards import GenUReward, build_reward
+from tests.studies.lm.conftest import make_items
+
+pytestmark = [pytest.mark.lm, pytest.mark.django_db]
+torch = pytest.importorskip("torch")
+
+# Fast settings for a 2+2 layer T5 with d_model 32: seconds, not minutes.
+TINY = {"lr": 3e-3, "warmup_steps": 2, "batch_size": 8, "sample_interval": 10, "samples_per_item": 2,
+        "max_new_tokens": 16, "kl_coef": 0.05, "entropy_coef": 0.06}
+
+
+@pytest.fixture
+def splits(strategyqa_dataset, strategyqa_train_rows, strategyqa_dev_rows):
+    return {"train": make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train"),
+            "dev": make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev"),
+            "test": make_items(strategyqa_dataset, strategyqa_dev_rows[6:14], "test")}
+
+
+@pytest.fixture
+def t5_source(lm_models):
+    return RationaleSource.objects.create(name="tiny-t5", kind="lm", backend="seq2seq",
+                                          model_name_or_path=str(lm_models["t5"]))
+
+
+@pytest.fixture(autouse=True)
+def fresh_runs():
+    quark_service.forget_runs()
+    yield
+    quark_service.forget_runs()
+
+
+def _job(source, dataset, *, steps=6, every=2, reward="marker:is", **params):
+    return generation_job_create(kind="quark", source=source, dataset=dataset, split="train", enqueue=False,
+                                 params={"reward": reward, "checkpoint_every": every, "max_accuracy_drop": 1.0,
+                                         "output_name": f"quark-{steps}-{every}-{len(params)}", **params,
+                                         "settings": {**TINY, "steps": steps}})
+
+
+def test_quark_train_raises_the_held_out_marker_share_and_registers_a_source(t5_source, splits, tmp_path):
+    out = StringIO()
+    call_command("quark_train", "--policy", "tiny-t5", "--dataset", "strategyqa", "--reward", "marker:is",
+                 "--steps", "30", "--checkpoint-every", "10", "--max-accuracy-drop", "1", "--lr", "3e-3",
+                 "--warmup-steps", "2", "--sample-interval", "10", "--samples-per-item", "2", "--max-new-tokens", "16",
+                 "--out", str(tmp_path / "run"), stdout=out)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["steps_run"] == 30 and report["reward"] == "marker:is"
+    assert report["settings"]["lr"] == 3e-3 and report["settings"]["kl_coef"] == 0.05
+    before, after = report["heldout"]["reward_before"], report["heldout"]["reward_after"]
+    assert after >= before + 0.3, (before, after, report["after"])
+    assert report["validation"]["accuracy_before"] is not None and report["validation"]["accuracy_after"] is not None
+    assert [e["step"] for e in report["evaluations"]] == [0, 10, 20, 30]
+    assert "held-out mean reward" in out.getvalue() and "registered as source" in out.getvalue()
+    # The selected checkpoint is a source that generates with the best token in front.
+    source = RationaleSource.objects.get(name=report["registered_source"]["name"])
+    assert source.template.startswith(quark.reward_token(0)) and source.training["method"] == "quark"
+    assert source.training["selected_step"] == report["selected_step"]
+    job = generation_job_create(kind="rationales", source=source, item_ids=[i.pk for i in splits["test"]],
+                                enqueue=False)
+    assert generation_job_run(job_id=job.pk).status == "done"
+    texts = list(Rationale.objects.filter(source=source).values_list("text", flat=True))
+    assert texts and sum(" is " in f" {t} " for t in texts) / len(texts) >= after - 0.25
+
+
+def test_a_killed_or_cancelled_run_resumes_from_its_last_checkpoint_as_the_same_run(t5_source, strategyqa_dataset,
+                                                                                     splits, admin_client):
+    straight = generation_job_run(job_id=_job(t5_source, strategyqa_dataset).pk)
+    assert straight.status == "done" and straight.done == 6
+
+    job = _job(t5_source, strategyqa_dataset, note="interrupted")
+    assert generation_job_run_batch(job_id=job.pk) is True  # steps 1-2, checkpoint at 2
+    job.refresh_from_db()
+    assert (job.done, job.params["checkpoint_step"]) == (2, 2)
+    # The worker trains on, then dies before its next checkpoint: that work is lost with it.
+    quark_service._RUNS[job.pk].trainer.advance()
+    quark_service.forget_runs()
+    assert generation_job_run_batch(job_id=job.pk) is True  # from the checkpoint at 2: steps 3-4
+    job.refresh_from_db()
+    assert job.params["checkpoint_step"] == 4
+    generation_job_cancel(job=job)
+    assert generation_job_run_batch(job_id=job.pk) is False
+    quark_service.forget_runs()
+    generation_job_resume(job=job, enqueue=False)
+    resumed = generation_job_run(job_id=job.pk)
+    assert resumed.status == "done" and resumed.done == 6
+
+    # The same run: the same losses step by step, the same pool, the same selection.
+    def losses(j):
+        return [(h["step"], h["loss"], h["kl"]) for h in j.params["history"]]
+
+    assert losses(resumed) == losses(straight) and len(losses(straight)) == 6
+    pools = [json.loads((quark_service.run_folder(j.pk) / "last" / quark.STATE_FILE).read_text())["pool"]
+             for j in (straight, resumed)]
+    assert pools[0] == pools[1] and len(pools[0]) == 8 * 2 * 1  # 8 items x 2 samples, sampled at step 0 only
+    assert [e["reward"] for e in resumed.params["evaluations"]] == [e["reward"] for e in straight.params["evaluations"]]
+    assert resumed.params["report"]["selected_step"] == straight.params["report"]["selected_step"]
+
+    # The admin's training report: figures over steps and the before/after table.
+    page = admin_client.get(reverse("admin:studies_generationjob_change", args=[resumed.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200 and html.count("quark-figure") == 2 and "<svg" in html
+    assert "held-out mean reward" in html and "validation task accuracy" in html and "before (original)" in html
+    assert resumed.params["report"]["registered_source"]["name"] in html
+
+
+def test_selection_keeps_task_accuracy():
+    evaluations = [{"step": 0, "reward": 0.1, "accuracy": 0.6, "model": "original"},
+                   {"step": 10, "reward": 0.4, "accuracy": 0.58, "model": "checkpoint"},
+                   {"step": 20, "reward": 0.9, "accuracy": 0.40, "model": "checkpoint"},  # best reward, lost accuracy
+                   {"step": 30, "reward": 0.5, "accuracy": 0.60, "model": "checkpoint"},
+                   {"step": 40, "reward": 0.5, "accuracy": 0.70, "model": "checkpoint"}]  # a tie: the earlier stays
+    chosen = quark_service.choose_checkpoint(evaluations, before=0.6, max_drop=0.05)
+    assert chosen["step"] == 30
+    assert quark_service.choose_checkpoint(evaluations, before=0.6, max_drop=0.2)["step"] == 20
+    assert quark_service.choose_checkpoint(evaluations[:3], before=0.9, max_drop=0.05) is None
+    assert not quark_service.keeps_accuracy(None, before=0.5, max_drop=1.0)
+
+
+def test_genu_reward_leaves_out_items_without_validated_questions(lm_models, strategyqa_dataset, splits, tmp_path):
+    answerer = RationaleSource.objects.create(name="tiny-answerer", kind="lm", backend="seq2seq",
+                                              model_name_or_path=str(lm_models["t5_answerer"]))
+    RationaleSource.objects.create(name="tiny-t5", kind="lm", backend="seq2seq", model_name_or_path=str(lm_models["t5"]))
+    valid = GeneralizationQuestion.Validation.VALID
+    for split, n in (("train", 5), ("dev", 3), ("test", 3)):
+        for item in splits[split][:n]:
+            GeneralizationQuestion.objects.create(item=item, qtype="rephrase", text=f"Is it so that {item.question}",
+                                                  answer=item.gold_answer, validation_status=valid)
+    # An unvalidated question does not count by default.
+    GeneralizationQuestion.objects.create(item=splits["train"][7], qtype="similar", text="Is a cat a mammal?",
+                                          answer="yes")
+    reward = build_reward({"reward": "genu", "answerer_i": answerer.pk, "answerer_ir": answerer.pk})
+    assert isinstance(reward, GenUReward)
+    items = splits["train"]
+    values = reward.score([RewardSample(items[0].pk, "It is heavy."), RewardSample(items[0].pk, None),
+                           RewardSample(items[7].pk, "It is heavy.")])
+    assert values[0] in (-1.0, 0.0, 1.0, None) and values[1] == -1.0 and values[2] is None
+
+    call_command("quark_train", "--policy", "tiny-t5", "--dataset", "strategyqa", "--reward", "genu",
+                 "--answerer-i", "tiny-answerer", "--answerer-ir", str(answerer.pk), "--steps", "2",
+                 "--checkpoint-every", "2", "--max-accuracy-drop", "1", "--batch-size", "4", "--max-new-tokens", "12",
+                 "--out", str(tmp_path), stdout=StringIO())
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["items"] == {"train": 5, "validation": 3, "heldout": 3}
+    assert report["excluded_without_questions"] == {"train": 3, "validation": 3, "heldout": 5}
+    assert report["run"]["only_valid"] is True and report["registered_source"] is not None
+    assert RationaleSource.objects.get(pk=report["registered_source"]["id"]).training["reward"] == "genu"
+
+
+def test_bad_requests_are_clear_errors(t5_source, strategyqa_dataset, splits, tmp_path):
+    def run(*args):
+        call_command("quark_train", "--dataset", "strategyqa", "--out", str(tmp_path), *args)
+
+    with pytest.raises(CommandError, match="unknown reward 'bleu'"):
+        run("--policy", "tiny-t5", "--reward", "bleu")
+    with pytest.raises(CommandError, match="needs answerer_i"):
+        run("--policy", "tiny-t5", "--reward", "genu")
+    with pytest.raises(CommandError, match="neither a rationale source nor a model folder"):
+        run("--policy", str(tmp_path / "nothing"), "--reward", "marker:is")
+    with pytest.raises(CommandError, match="no dataset named 'nope'"):
+        call_command("quark_train", "--dataset", "nope", "--policy", "x", "--reward", "marker:x", "--out", "x")
+    with pytest.raises(CommandError, match="steps must be at least 1"):
+        run("--policy", "tiny-t5", "--reward", "marker:is", "--steps", "0")
+    hostile = [({"settings": [1]}, "settings must be an object"), ({"checkpoint_every": "x"}, "checkpoint_every must be a number"),
+               ({"reward": "genu", "answerer_i": "abc"}, "answerer_i must be a number"),
+               ({"max_accuracy_drop": 5}, "max_accuracy_drop must be between"), ({"reward": ["x"]}, "reward must be"),
+               ({"train_limit": 0}, "train_limit must be at least 1"), ({"settings": {"lr": "fast"}}, "lr must be float")]
+    for params, message in hostile:
+        with pytest.raises(GenerationError, match=message):
+            generation_job_create(kind="quark", source=t5_source, dataset=strategyqa_dataset, enqueue=False,
+                                  params={"reward": "marker:is", **params})
+    with pytest.raises(GenerationError, match="no train item"):
+        quark_service.quark_train(policy="tiny-t5", dataset=strategyqa_dataset, reward="genu", run_now=False,
+                                  params={"answerer_i": t5_source.pk, "answerer_ir": t5_source.pk})
+
+
+def test_help_documents_every_option(capsys):
+    with pytest.raises(SystemExit):
+        call_command("quark_train", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--policy", "--reward", "--steps", "--out", "--checkpoint-every", "--max-accuracy-drop",
+                   "--kl-coef", "--entropy-coef", "--sample-interval", "--n-reward-tokens", "--queue",
+                   "--include-unvalidated", "--heldout-limit"):
+        assert option in text
+    assert "marker:WORD" in text and "default 0.05" in text
