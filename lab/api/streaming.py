@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,7 @@ from lab.spreadsheet import csv_writer
 
 CSV_BATCH_ROWS = 2_000
 PARQUET_ROW_GROUP_ROWS = 50_000
+PARQUET_BATCH_ROWS = 10_000
 
 FORMATS = {
     "csv": "text/csv; charset=utf-8",
@@ -55,47 +57,38 @@ def columns_markdown(columns: list[Column]) -> str:
     return "\n".join(lines)
 
 
-def _csv_value(value):
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    return value
-
-
-def _json_value(value):
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
+def _batches(rows: Iterable[tuple], size: int) -> Iterator[list[tuple]]:
+    rows = iter(rows)
+    while batch := list(islice(rows, size)):
+        yield batch
 
 
 def iter_csv(columns: list[Column], rows: Iterable[tuple]) -> Iterator[bytes]:
+    """CSV in batches of ``CSV_BATCH_ROWS`` rows; cells formatted by the column's kind and text
+    neutralised against formulas (``lab.spreadsheet.csv_writer``)."""
     buffer = io.StringIO()
-    writer = csv_writer(buffer)
-    writer.writerow([c.name for c in columns])
-    n = 0
-    for row in rows:
-        writer.writerow([_csv_value(v) for v in row])
-        n += 1
-        if n % CSV_BATCH_ROWS == 0:
-            yield buffer.getvalue().encode("utf-8")
-            buffer.seek(0)
-            buffer.truncate()
+    writer = csv_writer(buffer, kinds=[c.kind for c in columns])
+    writer.writeheader([c.name for c in columns])
+    for batch in _batches(rows, CSV_BATCH_ROWS):
+        writer.writerows(batch)
+        yield buffer.getvalue().encode("utf-8")
+        buffer.seek(0)
+        buffer.truncate()
     yield buffer.getvalue().encode("utf-8")
 
 
+def _json_default(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 def iter_jsonl(columns: list[Column], rows: Iterable[tuple]) -> Iterator[bytes]:
+    """One JSON object per row, exact values (datetimes as ISO 8601), encoded in batches."""
     names = [c.name for c in columns]
-    batch: list[str] = []
-    for row in rows:
-        batch.append(json.dumps(dict(zip(names, map(_json_value, row), strict=True)), ensure_ascii=False))
-        if len(batch) >= CSV_BATCH_ROWS:
-            yield ("\n".join(batch) + "\n").encode("utf-8")
-            batch = []
-    if batch:
-        yield ("\n".join(batch) + "\n").encode("utf-8")
+    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    for batch in _batches(rows, CSV_BATCH_ROWS):
+        yield ("\n".join([encode(dict(zip(names, row, strict=True))) for row in batch]) + "\n").encode("utf-8")
 
 
 class _DrainSink:
@@ -127,29 +120,37 @@ class _DrainSink:
         return data
 
 
-def iter_parquet(columns: list[Column], rows: Iterable[tuple], row_group_rows: int = PARQUET_ROW_GROUP_ROWS) -> Iterator[bytes]:
+def iter_parquet(
+    columns: list[Column], rows: Iterable[tuple], row_group_rows: int = PARQUET_ROW_GROUP_ROWS,
+    batch_rows: int = PARQUET_BATCH_ROWS,
+) -> Iterator[bytes]:
+    """Parquet (zstd), one row group of ``row_group_rows`` at a time. Rows become Arrow arrays every
+    ``batch_rows`` rows, so at most one batch of Python values and one row group of Arrow data are
+    held; each finished row group is sent at once."""
     schema = pa.schema([pa.field(c.name, ARROW_TYPES[c.kind], nullable=True) for c in columns])
     sink = _DrainSink()
     writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, compression="zstd")
-    width = len(columns)
-    batch: list[list] = [[] for _ in range(width)]
-    n = 0
+    kinds = [c.kind for c in columns]  # a datetime column may carry datetimes or their ISO text
+    group: list[pa.RecordBatch] = []
+    in_group = 0
 
-    def flush_batch():
-        arrays = [pa.array(values, type=field.type) for values, field in zip(batch, schema, strict=True)]
-        writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
-        for values in batch:
-            values.clear()
+    def write_group():
+        writer.write_table(pa.Table.from_batches(group, schema=schema), row_group_size=row_group_rows)
+        group.clear()
 
-    for row in rows:
-        for i in range(width):
-            batch[i].append(row[i])
-        n += 1
-        if n % row_group_rows == 0:
-            flush_batch()
+    for batch in _batches(rows, min(batch_rows, row_group_rows)):
+        arrays = [
+            pa.array(values).cast(f.type) if kind == "datetime" else pa.array(values, type=f.type)
+            for values, f, kind in zip(zip(*batch, strict=True), schema, kinds, strict=True)
+        ]
+        group.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+        in_group += len(batch)
+        if in_group >= row_group_rows:
+            write_group()
+            in_group = 0
             yield sink.drain()
-    if n % row_group_rows or n == 0:
-        flush_batch()
+    if group:
+        write_group()
     writer.close()
     yield sink.drain()
 

@@ -3,15 +3,15 @@ scores joined. The column set is stable: columns are only ever added at the end,
 or removed; ``worker_raw_id`` is appended only when a permitted user asks for it."""
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import CharField, Exists, Func, OuterRef, QuerySet, TextField
+from django.db.models.functions import Cast
 
-from annotations.models import Annotation
+from annotations.models import Annotation, Assignment, AttentionCheck, Participant, Unit
 from annotations.selectors import claims_that_count
 from lab.api.streaming import Column
-from lab.pseudonyms import PseudonymCache
+from lab.pseudonyms import worker_pseudonym
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import UnitScore
 from studies.models import Study
@@ -53,18 +53,18 @@ ANNOTATION_COLUMNS: list[Column] = [
 ]
 RAW_WORKER_COLUMN = Column("worker_raw_id", "str", "Raw platform id (only for staff with studies.view_raw_worker_ids).")
 
+# Per answer only what belongs to the answer and its claim (one join); the rest comes from
+# per-study tables read once: units with their item, source and question; attention checks;
+# workers (pseudonym computed once per worker) and tasks as they appear.
 _FIELDS = [
-    "id", "claim__study_id", "claim__assignment_id", "claim__assignment__status", "claim__participant_id",
-    "claim__participant__platform", "claim__participant__external_id", "claim__position", "claim__unit_id",
-    "claim__unit__item_id", "claim__unit__item__external_id", "claim__unit__item__split",
-    "claim__unit__item__gold_answer", "claim__unit__source_id", "claim__unit__source__name",
-    "claim__unit__generalization_question_id", "claim__unit__generalization_question__qtype",
-    "claim__unit__generalization_question__answer", "claim__attention_check_id",
-    "claim__attention_check__correct_answer", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms",
-    "counts",
+    "id", "claim__study_id", "claim__assignment_id", "claim__participant_id", "claim__position", "claim__unit_id",
+    "claim__attention_check_id", "step", "answer", "payload_text", "shown_iso", "answered_iso", "duration_ms", "counts",
 ]
-
-
+_UNIT_FIELDS = [
+    "id", "item_id", "item__external_id", "item__split", "item__gold_answer", "source_id", "source__name",
+    "generalization_question_id", "generalization_question__qtype", "generalization_question__answer",
+]
+PAGE_ROWS = 10_000
 def annotation_columns(*, raw_worker_ids: bool) -> list[Column]:
     return ANNOTATION_COLUMNS + ([RAW_WORKER_COLUMN] if raw_worker_ids else [])
 
@@ -85,31 +85,93 @@ def unit_score_lookup(study_ids) -> dict[tuple[int, int, int], tuple]:
     }
 
 
-def annotation_rows(
-    queryset: QuerySet[Annotation], *, study: Study, raw_worker_ids: bool, chunk_size: int = 5000
-) -> Iterator[tuple]:
-    """Rows in ``ANNOTATION_COLUMNS`` order, streamed from the database in ``chunk_size`` batches."""
-    scores = unit_score_lookup([study.pk])
-    pseudonyms = PseudonymCache()
-    empty = (None, None, None, None)
-    counted = queryset.annotate(counts=Exists(claims_that_count(study=study).filter(pk=OuterRef("claim_id"))))
-    for (
-        pk, study_id, assignment_id, assignment_status, participant_id, platform, external_id, position, unit_id,
-        item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer,
-        check_id, check_answer, step, answer, payload, shown_at, answered_at, duration_ms, counts,
-    ) in counted.order_by("id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
-        if check_id is not None:
-            gold = check_answer
-        elif genq_id is not None:
-            gold = genq_answer
-        else:
-            gold = item_gold
-        correct = same_answer(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
-        utility, task_correct, gen_u, similarity = scores.get((study_id, item_id, source_id), empty)
-        row = (
-            pk, study_id, assignment_id, assignment_status, pseudonyms.get(participant_id, platform, external_id),
-            position, unit_id, item_id, item_external_id, split, source_id, source_name, genq_id, genq_type, check_id,
-            step, answer, gold, correct, json.dumps(payload, ensure_ascii=False) if payload else "", shown_at,
-            answered_at, duration_ms, utility, UTILITY_NAMES.get(utility, ""), task_correct, gen_u, similarity, counts,
+class IsoUtc(Func):
+    """A datetime as the text ``datetime.isoformat()`` gives for its UTC value, made by the database:
+    turning a million timestamps into datetimes and back into text costs more than the rest of
+    the export. (Parquet turns the text back into timestamps in Arrow.)"""
+
+    output_field = CharField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        utc = f"(({sql}) AT TIME ZONE 'UTC')"
+        return (
+            f"CASE WHEN date_part('microseconds', {utc})::bigint %% 1000000 = 0 "
+            f"THEN to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS\"+00:00\"') "
+            f"ELSE to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"') END",
+            (*params, *params, *params),
         )
-        yield row + (external_id,) if raw_worker_ids else row
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        # Django stores a datetime as the text of its UTC value: "YYYY-MM-DD HH:MM:SS[.ffffff]".
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"(REPLACE({sql}, ' ', 'T') || '+00:00')", params
+
+
+class _Workers:
+    """Participant id -> (pseudonym, raw id) and assignment id -> status, read in bulk for the ids a
+    page brings that were not seen yet: their size is the number of workers and tasks, not answers."""
+
+    def __init__(self) -> None:
+        self.people: dict[int, tuple[str, str]] = {}
+        self.task_status: dict[int, str] = {}
+
+    def read(self, page: list[tuple]) -> None:
+        people = {row[3] for row in page} - self.people.keys()
+        if people:
+            for pk, platform, external_id in Participant.objects.filter(pk__in=people).values_list(
+                "id", "platform", "external_id"
+            ):
+                self.people[pk] = (worker_pseudonym(platform, external_id), external_id)
+        tasks = {row[2] for row in page} - self.task_status.keys()
+        if tasks:
+            self.task_status.update(Assignment.objects.filter(pk__in=tasks).values_list("id", "status"))
+
+
+def annotation_rows(
+    queryset: QuerySet[Annotation], *, study: Study, raw_worker_ids: bool, page_rows: int = PAGE_ROWS
+) -> Iterator[tuple]:
+    """Rows in ``ANNOTATION_COLUMNS`` order, read in pages of ``page_rows`` by id (keyset: each page
+    is ``id > last id``, so memory stays flat however many answers there are)."""
+    scores = unit_score_lookup([study.pk])
+    units = {row[0]: row[1:] for row in Unit.objects.filter(study=study).values_list(*_UNIT_FIELDS)}
+    checks = dict(AttentionCheck.objects.filter(study=study).values_list("id", "correct_answer"))
+    workers = _Workers()
+    no_unit = (None,) * (len(_UNIT_FIELDS) - 1)
+    no_score = (None, None, None, None)
+    counted = claims_that_count(study=study).filter(pk=OuterRef("claim_id"))
+    pages = queryset.annotate(
+        counts=Exists(counted), payload_text=Cast("payload", TextField()), shown_iso=IsoUtc("shown_at"),
+        answered_iso=IsoUtc("answered_at"),
+    ).order_by("id").values_list(*_FIELDS)
+    last = 0
+    while True:
+        page = list(pages.filter(id__gt=last)[:page_rows])
+        if not page:
+            return
+        last = page[-1][0]
+        workers.read(page)
+        people, task_status = workers.people, workers.task_status
+        for (
+            pk, study_id, assignment_id, participant_id, position, unit_id, check_id, step, answer, payload,
+            shown_at, answered_at, duration_ms, counts,
+        ) in page:
+            item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer = (
+                units.get(unit_id, no_unit)
+            )
+            if check_id is not None:
+                gold = checks.get(check_id)
+            elif genq_id is not None:
+                gold = genq_answer
+            else:
+                gold = item_gold
+            correct = same_answer(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
+            utility, task_correct, gen_u, similarity = scores.get((study_id, item_id, source_id), no_score)
+            pseudonym, external_id = people[participant_id]
+            row = (
+                pk, study_id, assignment_id, task_status[assignment_id], pseudonym, position, unit_id, item_id,
+                item_external_id, split, source_id, source_name, genq_id, genq_type, check_id, step, answer, gold,
+                correct, "" if payload == "{}" else payload, shown_at, answered_at,
+                duration_ms, utility, UTILITY_NAMES.get(utility, ""), task_correct, gen_u, similarity, counts,
+            )
+            yield row + (external_id,) if raw_worker_ids else row

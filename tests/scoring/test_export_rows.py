@@ -1,0 +1,53 @@
+"""The annotation export's rows: every value as the models hold it, however the rows are read
+(keyset pages, per-study tables, timestamps and payloads turned into text by the database)."""
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from django.db.models import Value
+
+from annotations.models import Annotation
+from scoring.api.export_annotations import IsoUtc, annotation_columns, annotation_rows
+from tests.work import open_utility_study, work
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("moment", [
+    datetime(2026, 12, 1, 21, 30, 55, 123456, tzinfo=UTC),
+    datetime(2026, 12, 1, 21, 30, 55, 120000, tzinfo=UTC),
+    datetime(2026, 12, 1, 21, 30, 55, tzinfo=UTC),  # no fraction: isoformat() writes none
+])
+def test_the_database_writes_a_timestamp_as_isoformat_does(moment):
+    study = open_utility_study(name="iso", n_items=1, n_sources=1, quota=1)
+    work(study, "5f0c0ffee0c0ffee0c0ffee1")
+    annotation = Annotation.objects.filter(claim__study=study).first()
+    Annotation.objects.filter(pk=annotation.pk).update(answered_at=moment)
+    text = Annotation.objects.filter(pk=annotation.pk).annotate(
+        iso=IsoUtc("answered_at"), none=IsoUtc(Value(None, output_field=Annotation._meta.get_field("shown_at")))
+    ).values_list("iso", "none").get()
+    assert text == (moment.isoformat(), None)
+
+
+def test_rows_match_the_stored_answers_across_pages():
+    study = open_utility_study(name="rows", n_items=3, n_sources=2, quota=2)
+    for worker in ("5f0c0ffee0c0ffee0c0ffee1", "5f0c0ffee0c0ffee0c0ffee2"):
+        work(study, worker, payload=lambda claim, step: {"flag": True, "flag_note": "typo: «über»"} if step == "after" else None)
+    names = [c.name for c in annotation_columns(raw_worker_ids=True)]
+    queryset = Annotation.objects.filter(claim__study=study)
+    rows = [dict(zip(names, row, strict=True))
+            for row in annotation_rows(queryset, study=study, raw_worker_ids=True, page_rows=5)]
+    stored = {a.pk: a for a in queryset.select_related("claim__participant", "claim__assignment", "claim__unit__item")}
+    assert [r["annotation_id"] for r in rows] == sorted(stored)
+    for row in rows:
+        a = stored[row["annotation_id"]]
+        assert row["shown_at"] == (a.shown_at.isoformat() if a.shown_at else None)
+        assert row["answered_at"] == a.answered_at.isoformat()
+        assert (json.loads(row["payload"]) if row["payload"] else {}) == a.payload
+        assert row["worker_raw_id"] == a.claim.participant.external_id
+        assert row["assignment_status"] == a.claim.assignment.status
+        assert row["item_external_id"] == a.claim.unit.item.external_id
+        assert row["answer"] == a.answer and row["step"] == a.step
+    assert any(r["payload"] for r in rows)
