@@ -19,9 +19,18 @@ unset REDIS_URL RL_REQUIRE_SERVICES
 PY="$ROOT/.venv/bin/python"
 cd "$ROOT"
 "$PY" manage.py migrate -v0
+# The released dev file has 16 answers that are neither True nor False: the importer refuses the
+# whole file, so a copy without those rows (in WORK_DIR, outside the project) is imported instead.
+"$PY" -c "
+import json; rows = json.load(open('$DATA/generalisation_final_dev.json'))
+clean = {q: [r for r in rs if r[1] in ('True', 'False')] for q, rs in rows.items()}
+print('dev generalization rows dropped:', sum(len(rs) for rs in rows.values()) - sum(len(rs) for rs in clean.values()))
+json.dump(clean, open('$WORK/generalisation_final_dev.json', 'w'))"
 for split in train dev test; do
-  "$PY" manage.py import_strategyqa "$DATA/strategyqa_processed_$split.json" --split "$split"
-  "$PY" manage.py import_generalization "$DATA/generalisation_final_$split.json" --split "$split" --validation-status valid
+  "$PY" manage.py import_strategyqa "$DATA/strategyqa_processed_$split.json" --split "$split" | sed -n 1p
+  source_file="$DATA/generalisation_final_$split.json"
+  [ "$split" = dev ] && source_file="$WORK/generalisation_final_dev.json"
+  "$PY" manage.py import_generalization "$source_file" --split "$split" --validation-status valid | sed -n 1p
 done
 "$PY" manage.py shell -c "
 import json, torch
