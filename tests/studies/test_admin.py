@@ -101,7 +101,8 @@ def test_study_page_shows_design_at_a_glance(admin_client, sqa_test_imported, st
     assert response.status_code == 200
     html = response.content.decode()
     assert "Design at a glance" in html
-    for figure in ("1,374", "6,870", "687", "$1,374.00", "33.3% on prolific", "$20.00/h"):
+    # Cost and pay as the one cost-and-pay selector quotes them (RL_PROLIFIC_FEE_RATE 0.3333).
+    for figure in ("1,374", "6,870", "687", "1,374.00", "457.95", "1,831.95", "33.33% on prolific", "20.00/h"):
         assert figure in html
 
 
