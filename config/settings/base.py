@@ -147,11 +147,12 @@ RL_DEMO_LM_GGUF = Path(os.environ.get(
     "RL_DEMO_LM_GGUF", VAR_DIR / "models" / "SmolLM2-135M-Instruct" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 # Hugging Face libraries (transformers, huggingface_hub, bert-score) read these when imported, so
-# they are set here, before any app imports one. On (the default), no process ever downloads a
-# model: LM sources and the similarity model are local folders, GGUF files or packaged weights.
-# RL_HF_OFFLINE=0 lets an LM source name a hub model that the worker then downloads. A value set
-# for HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE in the environment wins.
-RL_HF_OFFLINE = env_bool("RL_HF_OFFLINE", True)
+# they are set here, before any app imports one, for every process alike (scoring used to set them
+# only when BERTScore first ran, which changed how a worker that had already loaded an LM behaved).
+# The similarity model and the demo model are local folders or files and never need the network;
+# RL_HF_OFFLINE=1 makes sure no process downloads anything (an LM source naming a hub model then
+# fails to load). A value set for HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE in the environment wins.
+RL_HF_OFFLINE = env_bool("RL_HF_OFFLINE", False)
 if RL_HF_OFFLINE:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
