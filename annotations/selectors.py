@@ -68,8 +68,13 @@ def claims_that_count(*, study: Study) -> QuerySet[Claim]:
     counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these
     claims; ``annotations.services.release`` keeps it so; work on hold still holds its slot there
     until the researcher clears or rejects it)."""
+    return claims_that_count_in_any_study().filter(study_id=study.pk)
+
+
+def claims_that_count_in_any_study() -> QuerySet[Claim]:
+    """``claims_that_count`` across studies, for counts annotated on many studies at once (the API's
+    study list); the definition lives here and only here."""
     return Claim.objects.filter(
-        study_id=study.pk,
         unit__isnull=False,
         released=False,
         completed_at__isnull=False,

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 
 from annotations.api.views import AnnotationViewSet as AnswersViewSet
 from annotations.models import Annotation, Unit
+from annotations.selectors import claims_that_count_in_any_study
 from annotations.selectors_cost import study_cost_and_pay
 from lab.api.counts import correlated_count
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
@@ -171,7 +172,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 n_items=correlated_count(Study.items.through.objects.all(), "study"),
                 n_units=correlated_count(Unit.objects.all(), "study"),
                 n_units_complete=correlated_count(complete, "study"),
-                n_annotations=correlated_count(Annotation.objects.all(), "claim__study"),
+                n_annotations=correlated_count(
+                    Annotation.objects.filter(claim__in=claims_that_count_in_any_study()), "claim__study"),
             )
         )
 

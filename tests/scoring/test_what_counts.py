@@ -10,12 +10,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
 
 from annotations.models import Annotation, Assignment
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
 from scoring.api.export_annotations import annotation_columns, annotation_rows
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
+from studies.api.tokens import api_token_create
 from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +63,15 @@ def test_a_quota_one_unit_is_scored_with_exactly_the_one_worker_whose_answers_co
     assert len(rows) == 8
     assert {r["assignment_id"] for r in rows if r["counts"]} == {counted.pk}
     assert sum(r["counts"] for r in rows) == 2
+
+    # The API's study counts read the same definition: two answers (before and after) count.
+    admin = get_user_model().objects.create_superuser("root-counts", password="x")
+    _, key = api_token_create(user=admin, name="counts")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert client.get(f"/api/v1/studies/{study.pk}/").json()["n_annotations"] == 2
+    listed = client.get("/api/v1/studies/").json()["results"]
+    assert [s["n_annotations"] for s in listed if s["id"] == study.pk] == [2]
 
 
 def test_answers_of_a_task_still_at_work_are_not_scored():
