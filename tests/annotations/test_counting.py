@@ -183,9 +183,14 @@ def test_random_walks_through_the_services_keep_counters_equal_to_the_selector(s
 
 
 def test_the_walks_visit_every_state():
+    """The walks reach every assignment state. The assignment service draws units with its own
+    randomness, so a given seed does not always walk the same way: walk seeds until every state
+    was seen (a handful normally suffice), rather than trusting three chosen ones."""
     seen = Counter()
-    for seed in (6, 7, 10):
+    for seed in range(40):
         seen += _walk(seed)
+        if set(seen) == set(Assignment.Status.values):
+            break
     assert set(seen) == set(Assignment.Status.values), seen
 
 
