@@ -38,6 +38,7 @@ from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
+from annotations.models.platforms import Publication
 from annotations.platforms import prolific
 from annotations.selectors_platforms import study_prolific_study_ids
 from studies.models import Platform
@@ -96,18 +97,13 @@ def study_completion_code(study) -> str:
     A code stored on the study's Prolific publication (``plan["completion_code"]``) wins;
     otherwise a stable code derived from the secret key and the study id, which the publisher
     must configure on Prolific."""
-    try:
-        from annotations.models.platforms import Publication
-
-        publication = (
-            Publication.objects.filter(study_id=study.pk, platform="prolific", dry_run=False)
-            .order_by("-created_at")
-            .first()
-        )
-        if publication and (publication.plan or {}).get("completion_code"):
-            return str(publication.plan["completion_code"])
-    except ImportError:  # pragma: no cover - the platforms module is optional
-        pass
+    publication = (
+        Publication.objects.filter(study_id=study.pk, platform=Platform.PROLIFIC, dry_run=False)
+        .order_by("-created_at")
+        .first()
+    )
+    if publication and (publication.plan or {}).get("completion_code"):
+        return str(publication.plan["completion_code"])
     digest = hmac.new(settings.SECRET_KEY.encode(), f"completion:{study.pk}".encode(), hashlib.sha256)
     return digest.hexdigest()[:8].upper()
 
