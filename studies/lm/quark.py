@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -34,6 +35,7 @@ from .backends import CausalBackend, Decoding, LoadedModel, Seq2SeqBackend, load
 
 REWARD_TOKEN = "<|reward_{}|>"
 STATE_FILE = "quark_state.json"
+MAX_STEPS = 1_000_000
 OPTIMIZER_FILE = "optimizer.pt"
 
 
@@ -85,6 +87,11 @@ class QuarkSettings:
         for name in at_least_one:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        for f in fields(self):
+            if f.type == "float" and not math.isfinite(getattr(self, f.name)):
+                raise ValueError(f"{f.name} must be a finite number")
+        if self.steps > MAX_STEPS:
+            raise ValueError(f"steps must be at most {MAX_STEPS}")
         for name in ("kl_coef", "entropy_coef", "warmup_steps", "clip_grad_norm"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")

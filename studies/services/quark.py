@@ -103,7 +103,7 @@ def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: 
         raise GenerationError("reward must be genu or marker:WORD")
     for key in ("answerer_i", "answerer_ir"):
         if key in given:
-            merged[key] = _number(given, key, int, low=1)
+            merged[key] = _number(given, key, int, low=1, high=2**31 - 1)
     merged["only_valid"] = bool(merged.get("only_valid", True))
     build_reward(merged)  # checks the spec and the answerers
     genu = merged["reward"] == "genu"
@@ -128,6 +128,8 @@ def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: 
     merged["excluded_without_questions"] = excluded
     reward_slug = merged["reward"].replace(":", "-")
     merged.setdefault("output_name", f"{spec.name}-quark-{reward_slug}")
+    if not merged["output_name"].strip() or len(merged["output_name"]) > 200:
+        raise GenerationError("output_name must be 1 to 200 characters")
     existing = RationaleSource.objects.filter(name=merged["output_name"]).first()
     if existing is not None and existing.kind != RationaleSource.Kind.LM:
         raise GenerationError(f"a non-LM rationale source is already named {merged['output_name']!r}: pick another "

@@ -80,8 +80,12 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
                           source_id=source.pk, template=template, demonstrations=list(source.demonstrations or []),
                           seed=source.seed)
     else:
-        path = Path(str(policy)).expanduser()
-        if not path.is_dir():
+        try:
+            path = Path(str(policy)).expanduser()
+            is_folder = path.is_dir()
+        except (OSError, ValueError, RuntimeError):
+            is_folder = False
+        if not is_folder:
             raise GenerationError(f"policy {str(policy)!r} is neither a rationale source nor a model folder")
         spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=str(path.resolve()))
     if spec.backend == "causal" and not spec.demonstrations:

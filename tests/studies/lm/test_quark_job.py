@@ -184,11 +184,14 @@ def test_bad_requests_are_clear_errors(t5_source, strategyqa_dataset, splits, tm
     hostile = [({"settings": [1]}, "settings must be an object"), ({"checkpoint_every": "x"}, "checkpoint_every must be a number"),
                ({"reward": "genu", "answerer_i": "abc"}, "answerer_i must be a number"),
                ({"max_accuracy_drop": 5}, "max_accuracy_drop must be between"), ({"reward": ["x"]}, "reward must be"),
-               ({"train_limit": 0}, "train_limit must be at least 1"), ({"settings": {"lr": "fast"}}, "lr must be float")]
+               ({"train_limit": 0}, "train_limit must be at least 1"), ({"settings": {"lr": "fast"}}, "lr must be float"),
+               ({"settings": {"lr": "nan"}}, "lr must be a finite number"),
+               ({"settings": {"steps": 10**12}}, "steps must be at most"), ({"output_name": "x" * 201}, "output_name must be"),
+               ({"policy_path": "a\x00b"}, "neither a rationale source")]
     for params, message in hostile:
         with pytest.raises(GenerationError, match=message):
-            generation_job_create(kind="quark", source=t5_source, dataset=strategyqa_dataset, enqueue=False,
-                                  params={"reward": "marker:is", **params})
+            generation_job_create(kind="quark", source=None if "policy_path" in params else t5_source,
+                                  dataset=strategyqa_dataset, enqueue=False, params={"reward": "marker:is", **params})
     with pytest.raises(GenerationError, match="no train item"):
         quark_service.quark_train(policy="tiny-t5", dataset=strategyqa_dataset, reward="genu", run_now=False,
                                   params={"answerer_i": t5_source.pk, "answerer_ir": t5_source.pk})
