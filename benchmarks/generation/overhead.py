@@ -1,19 +1,22 @@
 """The generation pipeline's own cost per batch, with the model taken out.
 
-The tiny T5 of the tests generates once for every batch; then the same job runs again with
-``model.generate`` replaying those recorded outputs, so what is timed is everything else a batch
-does: choose the next items, render and tokenize the prompts, decode and parse, write the
-rationales, the failures and the progress. Best of ``--repeats`` runs (noise only adds time), in
-ms per batch of 16, for a job of ``--items`` items and one of ``--large`` items (the second shows
-whether the cost grows with the size of the job).
+The model (``--model tiny``: the tests' 44k-parameter T5; ``small``: the 8M-parameter T5 of
+``bench_generation.py``) generates once for every batch, and that ``model.generate`` time is
+recorded; then the same job runs again with ``model.generate`` replaying those recorded outputs,
+so what is timed is everything else a batch does: choose the next items, render and tokenize the
+prompts, decode and parse, write the rationales, the failures and the progress. Best of
+``--repeats`` runs (noise only adds time), in ms per batch of 16, for a job of ``--items`` items
+and one of ``--large`` items (the second shows whether the cost grows with the size of the job),
+with the overhead's share of a batch (pipeline / (pipeline + generate)).
 
-    .venv/bin/python benchmarks/generation/overhead.py [--items 160] [--large 2000] [--repeats 5]
+    .venv/bin/python benchmarks/generation/overhead.py [--model tiny] [--items 160] [--large 2000] [--repeats 5]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +35,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=160)
     parser.add_argument("--large", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--model", choices=("tiny", "small"), default="tiny")
     args = parser.parse_args()
 
     import torch
@@ -47,15 +51,24 @@ def main() -> None:
     from studies.services.generation import generation_job_create, generation_job_run
     from tests import tiny_models as tiny
 
-    folder = tiny.build_tiny_t5(Path(tempfile.mkdtemp()) / "tiny", tiny.strategyqa_prompt_items(train[:60]), steps=50)
+    if args.model == "tiny":
+        folder = tiny.build_tiny_t5(Path(tempfile.mkdtemp()) / "tiny", tiny.strategyqa_prompt_items(train[:60]),
+                                    steps=50)
+    else:
+        from benchmarks.generation.bench_generation import build_models
+
+        folder = build_models(Path(tempfile.mkdtemp()), train[:60])["small"]
     loaded = backends.load_transformers_model("seq2seq", str(folder))
     recorded: dict = {}
+    generate_s: list[float] = []
     real = loaded.model.generate
 
     def replay(**kwargs):
         key = tuple(map(tuple, kwargs["input_ids"].tolist()))
         if key not in recorded:
+            started = time.perf_counter()
             recorded[key] = real(**kwargs)
+            generate_s.append(time.perf_counter() - started)
         return recorded[key]
 
     loaded.model.generate = replay
@@ -71,10 +84,15 @@ def main() -> None:
         generation_job_run(job_id=job.pk)
         return 1000 * (time.perf_counter() - started) / -(-n // 16)
 
-    out = {}
+    out = {"model": args.model, "params": sum(p.numel() for p in loaded.model.parameters())}
     for n in (args.items, args.large):
         run(n)  # record the model's outputs once
         out[f"{n}_items_ms_per_batch"] = round(min(run(n) for _ in range(args.repeats)), 1)
+    generate_ms = 1000 * statistics.median(generate_s)
+    out["generate_ms_per_batch_median"] = round(generate_ms, 1)
+    out["overhead_share_pct"] = round(100 * out[f"{args.items}_items_ms_per_batch"]
+                                      / (out[f"{args.items}_items_ms_per_batch"] + generate_ms), 1)
+    out["load_average"] = os.getloadavg()
     print(json.dumps(out))
 
 

@@ -178,6 +178,8 @@ class ItemHandler(Handler):
 
     # Items examined per query when looking for the next batch: the scan starts at the job's
     # cursor (every item before it is processed) instead of re-reading the whole job each batch.
+    # The first window is one batch (usually all unprocessed: the cursor moved past the last
+    # batch); each further window doubles, up to this, so a resumed job skips done items quickly.
     SCAN_WINDOW = 256
 
     def processed_among(self, job: GenerationJob, ids: list[int]) -> set[int]:
@@ -186,6 +188,11 @@ class ItemHandler(Handler):
 
     def generate(self, job: GenerationJob, item_ids: list[int]) -> BatchOutput:
         raise NotImplementedError
+
+    def processed_by(self, output: BatchOutput) -> set[int]:
+        """Items that ``output``, once stored, certainly leaves processed (without a query);
+        the batch's other items are checked in the database after the writes."""
+        return set()
 
     def store(self, job: GenerationJob, output: BatchOutput) -> None:
         raise NotImplementedError
@@ -197,8 +204,10 @@ class ItemHandler(Handler):
         start = min(int(job.params.get("cursor", 0)), len(ids))
         todo: list[int] = []
         first, known, pos = None, start, start
+        size = job.batch_size
         while pos < len(ids) and len(todo) < job.batch_size:
-            window = ids[pos:pos + max(self.SCAN_WINDOW, job.batch_size)]
+            window = ids[pos:pos + size]
+            size = min(2 * size, max(self.SCAN_WINDOW, job.batch_size))
             done = self.processed_among(job, window)
             for offset, item in enumerate(window):
                 if item in done:
@@ -234,9 +243,15 @@ class ItemHandler(Handler):
             locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
             self.store(locked, output)
             # Outputs are valid even when the job was cancelled meanwhile: keep them, stop after.
-            newly = self.processed_among(locked, item_ids)
+            newly = self.processed_by(output) & set(item_ids)
+            unsure = [i for i in item_ids if i not in newly]
+            if unsure:
+                newly |= self.processed_among(locked, unsure)
+            if len(newly) == len(item_ids):  # every item up to the batch's last is processed now
+                cursor = job.item_ids.index(item_ids[-1], cursor) + 1
             locked.done = min(processed + len(newly), locked.total)
-            locked.failed = GenerationFailure.objects.filter(job=locked).values("item_id").distinct().count()
+            if output.failures:  # failures are only written here, under this lock: else the count stands
+                locked.failed = GenerationFailure.objects.filter(job=locked).values("item_id").distinct().count()
             batch_rate = output.units / elapsed
             locked.rate = batch_rate if locked.rate is None else 0.5 * locked.rate + 0.5 * batch_rate
             remaining = locked.total - locked.done
@@ -259,6 +274,8 @@ def _save_usage(job: GenerationJob) -> None:
 
 
 def failed_item_ids(job: GenerationJob, ids: list[int]) -> set[int]:
+    if not job.failed:  # kept under the job's row lock with every failure written: none yet
+        return set()
     return set(GenerationFailure.objects.filter(job=job, item_id__in=ids).values_list("item_id", flat=True))
 
 

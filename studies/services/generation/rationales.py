@@ -99,6 +99,10 @@ class RationaleHandler(ItemHandler):
             ))
         return out
 
+    def processed_by(self, output):
+        # A rationale (stored now or by another delivery: the pair is unique) or a failure.
+        return {r.item_id for r in output.rationales} | {f.item_id for f in output.failures}
+
     def store(self, job, output):
         # (item, source) is unique: rationales stored meanwhile by another delivery are kept as they are.
         Rationale.objects.bulk_create(output.rationales, ignore_conflicts=True)

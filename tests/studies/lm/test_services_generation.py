@@ -122,6 +122,23 @@ def test_a_second_job_for_the_same_source_skips_existing_rationales(lm_models, d
     assert calls == [12]
 
 
+def test_the_next_batch_reads_one_batch_of_items_when_they_are_not_done(lm_models, dev_items, strategyqa_dataset):
+    """Issue 15: the batch looked for its items in windows of 256 from the cursor, re-checking
+    the same 240 items every batch; now the first window is one batch, then it doubles."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    source = t5_source(lm_models)
+    generation.generation_job_run(job_id=rationale_job(source, strategyqa_dataset, limit=5).pk)
+    job = rationale_job(source, strategyqa_dataset, batch_size=4)  # 50 items, the first 5 done
+    handler = generation.HANDLERS["rationales"]
+    with CaptureQueriesContext(connection) as queries:
+        todo, first, known = handler.next_batch(job)
+    assert (len(todo), first, known) == (4, 5, 5)
+    # windows of 4 then 8 items, one read each (the job recorded no failure, so none is read)
+    assert len(queries.captured_queries) == 2
+
+
 def test_unparseable_outputs_are_kept_as_failures_with_raw_text(lm_models, dev_items, train_items, strategyqa_dataset):
     source = RationaleSource.objects.create(name="tiny-gpt2", kind="lm", backend="causal", seed=5,
                                             model_name_or_path=str(lm_models["gpt2"]), decoding={"max_new_tokens": 24})
