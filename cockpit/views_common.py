@@ -38,6 +38,8 @@ def study_links(study: Study) -> list[tuple[str, str, str]]:
         ("progress", "Progress", reverse("admin:studies_study_progress", args=[study.pk])),
         ("workers", "Workers", reverse("admin:studies_study_workers", args=[study.pk])),
         ("answers", "Answers", reverse("admin:annotations_annotation_changelist") + f"?claim__study__id__exact={study.pk}"),
+        ("flags", "Flagged questions",
+         reverse("admin:annotations_flaggedanswer_changelist") + f"?claim__study__id__exact={study.pk}"),
         ("publish", "Publish and pay", reverse("admin:annotations_publication_publish", args=[study.pk])),
         ("publications", "Publications",
          reverse("admin:annotations_publication_changelist") + f"?study__id__exact={study.pk}"),

@@ -35,7 +35,8 @@ class DecisionFilter(admin.SimpleListFilter):
 @admin.register(FlaggedAnswer)
 class FlaggedAnswerAdmin(StudyScopedAdmin):
     study_path = "claim__study"
-    list_display = ("id", "study", "worker", "step", "question", "explanation", "note", "decision", "answered_at")
+    list_display = ("id", "study", "worker", "step", "question", "source", "explanation", "note", "decision",
+                    "answered_at")
     list_filter = (DecisionFilter, "claim__study")
     actions = ["accept_flags", "dismiss_flags"]
     list_per_page = 50
@@ -44,7 +45,7 @@ class FlaggedAnswerAdmin(StudyScopedAdmin):
     def get_queryset(self, request):
         return (super().get_queryset(request).filter(Q(payload__flag=True))
                 .select_related("claim__study", "claim__participant", "claim__unit__item", "claim__unit__rationale",
-                                "claim__unit__generalization_question", "flag_review"))
+                                "claim__unit__generalization_question", "claim__unit__source", "flag_review"))
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -70,6 +71,11 @@ class FlaggedAnswerAdmin(StudyScopedAdmin):
             return "—"
         text = unit.generalization_question.text if unit.generalization_question_id else unit.item.question
         return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(90))
+
+    @admin.display(description="source", ordering="claim__unit__source__name")
+    def source(self, obj):
+        unit = obj.claim.unit
+        return unit.source.name if unit is not None and unit.source_id else "—"
 
     @admin.display(description="explanation")
     def explanation(self, obj):
