@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lab.jsontext import text_problem
 from studies.lm import quark, templates
 from studies.lm.backends import Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
@@ -71,6 +72,9 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
         text = str(policy or "").strip()
         if not text:
             raise GenerationError("choose the policy: a rationale source (name or id) or a checkpoint folder")
+        problem = text_problem(text)
+        if problem:
+            raise GenerationError(f"policy {problem}")
         source = source_by_name_or_id(text)
     if source is not None:
         lm_source(source, "policy", backends=TRAINABLE)

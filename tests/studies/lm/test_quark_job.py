@@ -187,7 +187,7 @@ def test_bad_requests_are_clear_errors(t5_source, strategyqa_dataset, splits, tm
                ({"train_limit": 0}, "train_limit must be at least 1"), ({"settings": {"lr": "fast"}}, "lr must be float"),
                ({"settings": {"lr": "nan"}}, "lr must be a finite number"),
                ({"settings": {"steps": 10**12}}, "steps must be at most"), ({"output_name": "x" * 201}, "output_name must be"),
-               ({"policy_path": "a\x00b"}, "neither a rationale source")]
+               ({"policy_path": "a\x00b"}, "policy contains a NUL character")]
     for params, message in hostile:
         with pytest.raises(GenerationError, match=message):
             generation_job_create(kind="quark", source=None if "policy_path" in params else t5_source,
