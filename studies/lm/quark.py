@@ -36,6 +36,7 @@ from .backends import CausalBackend, Decoding, LoadedModel, Seq2SeqBackend, load
 REWARD_TOKEN = "<|reward_{}|>"
 STATE_FILE = "quark_state.json"
 MAX_STEPS = 1_000_000
+TIES = ("split", "together")
 OPTIMIZER_FILE = "optimizer.pt"
 
 
@@ -62,6 +63,7 @@ class QuarkSettings:
     max_input_length: int = 512
     clip_grad_norm: float = 1.0
     seed: int = 0
+    ties: str = "split"
 
     @classmethod
     def from_json(cls, data: dict | None) -> QuarkSettings:
@@ -99,6 +101,8 @@ class QuarkSettings:
             raise ValueError("lr must be positive")
         if not 0 < self.top_p <= 1:
             raise ValueError("top_p must be in (0, 1]")
+        if self.ties not in TIES:
+            raise ValueError(f"ties must be one of {', '.join(TIES)}, not {self.ties!r}")
         if self.temperature <= 0:
             raise ValueError("temperature must be positive")
 
@@ -171,17 +175,30 @@ def _chunk_of(rank: int, n: int, k: int) -> int:
     return longer + (rank - longer * (size + 1)) // size
 
 
-def assign_bins(rewards: list[float], k: int) -> list[int]:
+def assign_bins(rewards: list[float], k: int, *, ties: str = "split") -> list[int]:
     """The reward token (0 = best) of each sample, as Quark does it: sort by reward, highest
     first, and cut the ranks into ``k`` near-equal quantiles (numpy ``array_split`` sizes: the
     first ``n % k`` are one longer). Samples with equal rewards keep pool order (oldest first), so
     a tie can straddle two quantiles; when the best reward is rarer than 1/k of the pool, token 0
-    holds all of it plus the next best samples."""
+    holds all of it plus the next best samples.
+
+    ``ties="together"`` gives equal rewards one token, the quantile of their middle rank: with a
+    binary reward and K = 2, token 0 then marks exactly the rewarded samples while they are fewer
+    than half the pool (with ``"split"`` it marks them plus unrewarded ones)."""
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(TIES)}, not {ties!r}")
     n = len(rewards)
     order = sorted(range(n), key=lambda i: -rewards[i])  # stable: ties keep pool order
     bins = [0] * n
-    for rank, index in enumerate(order):
-        bins[index] = _chunk_of(rank, n, k)
+    start = 0
+    while start < n:
+        end = start
+        if ties == "together":
+            while end + 1 < n and rewards[order[end + 1]] == rewards[order[start]]:
+                end += 1
+        for rank in range(start, end + 1):
+            bins[order[rank]] = _chunk_of((start + end) // 2 if ties == "together" else rank, n, k)
+        start = end + 1
     return bins
 
 
@@ -202,8 +219,8 @@ class DataPool:
     def add(self, entries: list[PoolEntry]) -> None:
         self.entries.extend(entries)
 
-    def bins(self, k: int) -> list[int]:
-        return assign_bins([e.reward for e in self.entries], k)
+    def bins(self, k: int, *, ties: str = "split") -> list[int]:
+        return assign_bins([e.reward for e in self.entries], k, ties=ties)
 
     def as_json(self) -> list[dict]:
         return [asdict(e) for e in self.entries]
@@ -375,7 +392,7 @@ class QuarkTrainer:
     # training ----------------------------------------------------------------------------------
     def bins(self) -> list[int]:
         if self._bins is None:
-            self._bins = self.pool.bins(self.settings.n_reward_tokens)
+            self._bins = self.pool.bins(self.settings.n_reward_tokens, ties=self.settings.ties)
         return self._bins
 
     def _target(self, response: str) -> str:

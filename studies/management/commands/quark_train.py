@@ -36,6 +36,8 @@ SETTING_HELP = {
     "max_input_length": "prompt tokens kept (longer prompts lose their start)",
     "clip_grad_norm": "clip the gradient norm to this (0: no clipping)",
     "seed": "seed of every random draw (sampling, batches), per step: a resumed run continues the same",
+    "ties": "split (as Quark: equal rewards may straddle a quantile cut, pool order decides) or together "
+            "(equal rewards share the quantile of their middle rank; suits a binary reward such as marker:WORD)",
 }
 
 
@@ -77,7 +79,7 @@ class Command(BaseCommand):
         for f in fields(QuarkSettings):
             if f.name == "steps":
                 continue
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type={"int": int, "float": float}[f.type], default=None,
+            parser.add_argument(f"--{f.name.replace('_', '-')}", type={"int": int, "float": float, "str": str}[f.type], default=None,
                                 help=f"{SETTING_HELP[f.name]} (default {getattr(defaults, f.name)})")
         parser.add_argument("--steps", type=int, default=None,
                             help=f"{SETTING_HELP['steps']} (default {defaults.steps})")

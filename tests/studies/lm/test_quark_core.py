@@ -25,6 +25,24 @@ def test_bins_cut_uneven_pools_into_k_near_equal_quantiles_best_first():
     assert quark.assign_bins([], 5) == []
 
 
+def test_tied_rewards_can_share_one_token():
+    # A binary reward rarer than 1/K: with "split" token 0 also marks unrewarded samples; with
+    # "together" equal rewards take the quantile of their middle rank, so token 0 marks exactly the
+    # rewarded ones.
+    rewards = [1, 0, 0, 1, 0, 0, 0, 0]
+    assert quark.assign_bins(rewards, 2) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert quark.assign_bins(rewards, 2, ties="together") == [0, 1, 1, 0, 1, 1, 1, 1]
+    assert quark.assign_bins([1, 1, 1, 1], 2, ties="together") == [0, 0, 0, 0]  # middle rank 1 of 4: first half
+    assert quark.assign_bins([3, 2, 2, 2, 1, 0], 3) == [0, 0, 1, 1, 2, 2]
+    assert quark.assign_bins([3, 2, 2, 2, 1, 0], 3, ties="together") == [0, 1, 1, 1, 2, 2]
+    assert quark.assign_bins(list(range(7)), 3, ties="together") == quark.assign_bins(list(range(7)), 3)
+    with pytest.raises(ValueError, match="ties must be one of split, together"):
+        quark.assign_bins(rewards, 2, ties="sometimes")
+    with pytest.raises(ValueError, match="ties must be one of"):
+        quark.QuarkSettings.from_json({"ties": "sometimes"})
+    assert quark.QuarkSettings.from_json({"ties": "together"}).ties == "together"
+
+
 def test_pool_bins_follow_the_growing_pool():
     pool = quark.DataPool()
     pool.add([quark.PoolEntry(item=1, response="a", reward=0.0, step=0),

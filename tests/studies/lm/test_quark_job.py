@@ -203,6 +203,6 @@ def test_help_documents_every_option(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for option in ("--policy", "--reward", "--steps", "--out", "--checkpoint-every", "--max-accuracy-drop",
                    "--kl-coef", "--entropy-coef", "--sample-interval", "--n-reward-tokens", "--queue",
-                   "--include-unvalidated", "--heldout-limit"):
+                   "--include-unvalidated", "--heldout-limit", "--ties"):
         assert option in text
     assert "marker:WORD" in text and "default 0.05" in text
