@@ -4,7 +4,9 @@ or removed; ``worker_raw_id`` is appended only when a permitted user asks for it
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+from django.db import connections
 from django.db.models import CharField, Exists, Func, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast
 
@@ -128,6 +130,36 @@ class _Workers:
             self.task_status.update(Assignment.objects.filter(pk__in=tasks).values_list("id", "status"))
 
 
+def keyset_pages(pages: QuerySet, *, page_rows: int) -> Iterator[list[tuple]]:
+    """``pages`` (``values_list`` starting with ``id``, ordered by id) in pages of ``page_rows``:
+    each page is ``id > last id``, so memory stays flat.
+
+    On PostgreSQL outside a transaction (a streamed response) the next page is read on a second
+    connection while the caller formats this one, so the database and Python work at the same time
+    instead of taking turns. Inside a transaction (whose rows another connection cannot see) and on
+    SQLite the pages are read one after the other on the caller's connection."""
+    connection = connections[pages.db]
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        last = 0
+        while page := list(pages.filter(id__gt=last)[:page_rows]):
+            yield page
+            last = page[-1][0]
+        return
+
+    def read(after: int) -> list[tuple]:
+        return list(pages.filter(id__gt=after)[:page_rows])
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-read-ahead") as reader:
+        try:
+            ahead = reader.submit(read, 0)
+            while page := ahead.result():
+                ahead = reader.submit(read, page[-1][0])
+                yield page
+        finally:
+            # The reader thread's own connection closes with it (also when the client went away).
+            reader.submit(connections.close_all).result()
+
+
 def annotation_rows(
     queryset: QuerySet[Annotation], *, study: Study, raw_worker_ids: bool, page_rows: int = PAGE_ROWS
 ) -> Iterator[tuple]:
@@ -144,12 +176,7 @@ def annotation_rows(
         counts=Exists(counted), payload_text=Cast("payload", TextField()), shown_iso=IsoUtc("shown_at"),
         answered_iso=IsoUtc("answered_at"),
     ).order_by("id").values_list(*_FIELDS)
-    last = 0
-    while True:
-        page = list(pages.filter(id__gt=last)[:page_rows])
-        if not page:
-            return
-        last = page[-1][0]
+    for page in keyset_pages(pages, page_rows=page_rows):
         workers.read(page)
         people, task_status = workers.people, workers.task_status
         for (

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection, transaction
 from django.db.models import Value
+from django.test.utils import CaptureQueriesContext
 
 from annotations.models import Annotation
 from scoring.api.export_annotations import IsoUtc, annotation_columns, annotation_rows
@@ -51,3 +54,25 @@ def test_rows_match_the_stored_answers_across_pages():
         assert row["item_external_id"] == a.claim.unit.item.external_id
         assert row["answer"] == a.answer and row["step"] == a.step
     assert any(r["payload"] for r in rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
+    """Outside a transaction on PostgreSQL the next page is read on a second connection while this
+    one is formatted: the same rows, in the same order, and no page query on the caller's connection."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the read-ahead is PostgreSQL's (SQLite reads pages one after the other)")
+    study = open_utility_study(name="ahead", n_items=3, n_sources=2, quota=2)
+    for worker in ("5f0c0ffee0c0ffee0c0ffee1", "5f0c0ffee0c0ffee0c0ffee2"):
+        work(study, worker)
+    queryset = Annotation.objects.filter(claim__study=study)
+    page_query = re.compile(r'"annotations_annotation"\."id" > \d+\) ORDER BY 1 ASC LIMIT 5$')
+
+    with CaptureQueriesContext(connection) as main_connection:
+        ahead = list(annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=5))
+    with transaction.atomic(), CaptureQueriesContext(connection) as in_transaction:
+        sequential = list(annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=5))
+
+    assert len(ahead) == queryset.count() == 12 and ahead == sequential
+    assert not any(page_query.search(q["sql"]) for q in main_connection.captured_queries)
+    assert sum(bool(page_query.search(q["sql"])) for q in in_transaction.captured_queries) == 4  # 3 pages and the empty one
