@@ -9,11 +9,11 @@ from django.db.models import Q
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from annotations.admin.platforms import ReadOnlyAdmin
 from annotations.models import FlaggedAnswer, FlagReview
 from annotations.selectors import rationale_text
 from annotations.services.flags import flag_accept, flag_dismiss
 from annotations.services.payments import PlatformServiceError
-from studies.admin.scoping import StudyScopedAdmin
 from studies.selectors import CHANGE
 
 
@@ -33,7 +33,7 @@ class DecisionFilter(admin.SimpleListFilter):
 
 
 @admin.register(FlaggedAnswer)
-class FlaggedAnswerAdmin(StudyScopedAdmin):
+class FlaggedAnswerAdmin(ReadOnlyAdmin):
     study_path = "claim__study"
     list_display = ("id", "study", "worker", "step", "question", "source", "explanation", "note", "decision",
                     "answered_at")
@@ -46,15 +46,6 @@ class FlaggedAnswerAdmin(StudyScopedAdmin):
         return (super().get_queryset(request).filter(Q(payload__flag=True))
                 .select_related("claim__study", "claim__participant", "claim__unit__item", "claim__unit__rationale",
                                 "claim__unit__generalization_question", "claim__unit__source", "flag_review"))
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(ordering="claim__study")
     def study(self, obj):

@@ -55,6 +55,9 @@ INLINE_LIMIT = 50
 
 
 class ReadOnlyAdmin(StudyScopedAdmin):
+    """A study-scoped list nobody adds to, edits or deletes from here: its rows are written by
+    services (audits, flags), and its actions call them."""
+
     def has_add_permission(self, request, obj=None):
         return False
 
