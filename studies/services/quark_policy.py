@@ -55,9 +55,13 @@ def _folder_backend(path: Path) -> str:
     return "seq2seq" if data.get("is_encoder_decoder") else "causal"
 
 
-def source_by_name_or_id(text: str) -> RationaleSource | None:
-    """The rationale source named ``text``, else the one whose id it is."""
+def source_by_name_or_id(text: str, *, role: str = "policy") -> RationaleSource | None:
+    """The rationale source named ``text``, else the one whose id it is. Text no query can carry
+    (a NUL) is refused here, naming ``role``: the one lookup every way of naming a source goes through."""
     text = str(text or "").strip()
+    problem = text_problem(text)
+    if problem:
+        raise GenerationError(f"{role} {problem}")
     found = RationaleSource.objects.filter(name=text).first()
     if found is None and text.isdigit():
         found = RationaleSource.objects.filter(pk=int(text)).first()
@@ -72,9 +76,6 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
         text = str(policy or "").strip()
         if not text:
             raise GenerationError("choose the policy: a rationale source (name or id) or a checkpoint folder")
-        problem = text_problem(text)
-        if problem:
-            raise GenerationError(f"policy {problem}")
         source = source_by_name_or_id(text)
     if source is not None:
         lm_source(source, "policy", backends=TRAINABLE)

@@ -132,9 +132,13 @@ class Command(BaseCommand):
 
     @staticmethod
     def _source_id(value: str, option: str) -> int:
-        source = source_by_name_or_id(value)
+        flag = f"--{option.replace('_', '-')}"
+        try:
+            source = source_by_name_or_id(value, role=flag)
+        except GenerationError as exc:
+            raise CommandError(str(exc)) from exc
         if source is None:
-            raise CommandError(f"--{option.replace('_', '-')}: no rationale source named {value!r}")
+            raise CommandError(f"{flag}: no rationale source named {value!r}")
         return source.pk
 
 
