@@ -15,19 +15,57 @@ N_SENTINELS = 10
 SPECIALS = ["<pad>", "</s>", "<unk>"]
 
 
+def unigram_vocab(texts: Iterable[str], specials: list[str], vocab_size: int) -> list[tuple[str, float]]:
+    """A Unigram vocabulary counted from ``texts``, the same on every run: the special tokens, every
+    character seen (alone and after the word mark), then the pieces (substrings of the marked words,
+    up to 8 characters) that save the most characters, frequency x (length - 1), ties in alphabetical
+    order; each piece scored with its log frequency.
+
+    ``tokenizers``' own UnigramTrainer gives a different vocabulary from run to run (its ties follow
+    Rust's randomly seeded hash maps), and so a different tiny model: a test that depends on what a
+    tiny model writes then passes or fails by chance. Viterbi segmentation over these pieces keeps
+    the code path of a trained Unigram (T5's SentencePiece) model."""
+    import math
+    from collections import Counter
+
+    words, chars = Counter(), Counter()
+    for text in texts:
+        for word in filter(None, text.split(" ")):  # Metaspace splits on spaces only: newlines are pieces
+            words[MARK + word] += 1
+            chars.update(word)
+    pieces = Counter({MARK + c: n for c, n in chars.items()})
+    pieces.update(chars)
+    pieces[MARK] += sum(words.values())
+    candidates = Counter()
+    for word, n in words.items():
+        for start in range(len(word)):
+            for end in range(start + 2, min(len(word), start + 8) + 1):
+                candidates[word[start:end]] += n
+    budget = max(0, vocab_size - len(specials) - len(pieces))
+    ranked = sorted((c for c in candidates if c not in pieces),
+                    key=lambda c: (-candidates[c] * (len(c) - 1), c))[:budget]
+    pieces.update({c: candidates[c] for c in ranked})
+    total = sum(pieces.values())
+    return [(s, 0.0) for s in specials] + [
+        (piece, math.log(n / total)) for piece, n in sorted(pieces.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+MARK = "\u2581"  # SentencePiece's word mark, what the Metaspace pre-tokenizer puts before each word
+
+
 def build_tokenizer(texts: Iterable[str], *, vocab_size: int = 800, sentinels: bool = True,
                     model_max_length: int = 512):
     """A Unigram tokenizer with Metaspace pre-tokenization: ``<pad>``=0, ``</s>``=1, ``<unk>``=2,
-    then ``<extra_id_0..9>`` (T5 sentinels) when asked, wrapped as ``PreTrainedTokenizerFast``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    then ``<extra_id_0..9>`` (T5 sentinels) when asked, wrapped as ``PreTrainedTokenizerFast``.
+    Its vocabulary comes from :func:`unigram_vocab`, so the same texts give the same tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     extra = [f"<extra_id_{i}>" for i in range(N_SENTINELS)] if sentinels else []
-    tokenizer = Tokenizer(models.Unigram())
+    tokenizer = Tokenizer(models.Unigram(unigram_vocab(texts, SPECIALS + extra, vocab_size), unk_id=2))
+    tokenizer.add_special_tokens(SPECIALS + extra)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=SPECIALS + extra, unk_token="<unk>")
-    tokenizer.train_from_iterator(list(texts), trainer=trainer)
     if sentinels:  # T5 appends </s> to every sequence
         tokenizer.post_processor = processors.TemplateProcessing(
             single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]

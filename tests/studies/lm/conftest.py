@@ -68,10 +68,10 @@ def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation
                              templates.t5_answer_target(item)))
     return {
         "t5": tiny.build_tiny_t5(root / "t5", items, steps=50),
-        "t5_questions": tiny.build_tiny_t5(root / "t5-questions", items, steps=30, extra_pairs=question_pairs,
+        "t5_questions": tiny.build_tiny_t5(root / "t5-questions", items, steps=80, extra_pairs=question_pairs,
                                              batch_size=4, max_source_length=128),
         "t5_answerer": tiny.build_tiny_t5(root / "t5-answerer", items, steps=30, extra_pairs=answer_pairs),
-        "gpt2": tiny.build_tiny_gpt2(root / "gpt2", items, steps=50),
+        "gpt2": tiny.build_tiny_gpt2(root / "gpt2", items, steps=150),
         "classifier": tiny.build_tiny_classifier(root / "classifier", items, steps=40),
     }
 
