@@ -64,6 +64,7 @@ class QuarkSettings:
     clip_grad_norm: float = 1.0
     seed: int = 0
     ties: str = "split"
+    eval_samples: int = 0
 
     @classmethod
     def from_json(cls, data: dict | None) -> QuarkSettings:
@@ -94,7 +95,7 @@ class QuarkSettings:
                 raise ValueError(f"{f.name} must be a finite number")
         if self.steps > MAX_STEPS:
             raise ValueError(f"steps must be at most {MAX_STEPS}")
-        for name in ("kl_coef", "entropy_coef", "warmup_steps", "clip_grad_norm"):
+        for name in ("kl_coef", "entropy_coef", "warmup_steps", "clip_grad_norm", "eval_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if self.lr <= 0:

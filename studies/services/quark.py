@@ -165,9 +165,9 @@ class Run:
         self.evaluations: list[dict] = list(extra.get("evaluations", []))
         self.best: dict | None = extra.get("best")
 
-    def evaluate(self, item_ids: list[int], *, reference: bool, tick=None) -> dict:
+    def evaluate(self, item_ids: list[int], *, reference: bool, tick=None, samples: int = 0) -> dict:
         return evaluate(self.trainer, self.prompts, self.reward, item_ids, reference=reference,
-                        batch_size=self.settings.batch_size, tick=tick)
+                        batch_size=self.settings.batch_size, tick=tick, samples=samples)
 
     def extra(self) -> dict:
         return {"history": self.history, "evaluations": self.evaluations, "best": self.best}
@@ -243,7 +243,8 @@ def quark_job_run_batch(job: GenerationJob) -> bool:
 
     if "before" not in job.params:
         before = {"validation": run.evaluate(run.validation_ids, reference=True, tick=touch),
-                  "heldout": run.evaluate(run.heldout_ids, reference=True, tick=touch)}
+                  "heldout": run.evaluate(run.heldout_ids, reference=True, tick=touch,
+                                          samples=run.settings.eval_samples)}
         job = _write(job.pk, params={"before": before})
     if not run.evaluations:
         v = job.params["before"]["validation"]
@@ -336,7 +337,7 @@ def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource 
                                    score=run.prompts.scorer(run.reward), stop=run.prompts.stop)
         after = {"validation": {k: best.get(k) for k in ("reward", "accuracy")},
                  "heldout": evaluate(final, run.prompts, run.reward, run.heldout_ids, reference=False,
-                                     batch_size=run.settings.batch_size)}
+                                     batch_size=run.settings.batch_size, samples=run.settings.eval_samples)}
         source = _register(job, run, best_folder, after)
     report = quark_report(job, after=after if after is not None else (params.get("report") or {}).get("after"),
                           source=source)
@@ -368,6 +369,8 @@ def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> R
         "validation_accuracy_before": before["validation"]["accuracy"],
         "validation_accuracy_after": after["validation"]["accuracy"],
         "heldout_reward_before": before["heldout"]["reward"], "heldout_reward_after": after["heldout"]["reward"],
+        "heldout_sampled_reward_before": before["heldout"].get("sampled_reward"),
+        "heldout_sampled_reward_after": after["heldout"].get("sampled_reward"),
     }
     (partial / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
     _swap_in(partial, folder)
@@ -408,7 +411,9 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
         "excluded_without_questions": params.get("excluded_without_questions"),
         "heldout": {"before": part(before, "heldout"), "after": part(after, "heldout"),
                     "reward_before": (before.get("heldout") or {}).get("reward"),
-                    "reward_after": ((after or {}).get("heldout") or {}).get("reward")},
+                    "reward_after": ((after or {}).get("heldout") or {}).get("reward"),
+                    "sampled_reward_before": (before.get("heldout") or {}).get("sampled_reward"),
+                    "sampled_reward_after": ((after or {}).get("heldout") or {}).get("sampled_reward")},
         "validation": {"accuracy_before": (before.get("validation") or {}).get("accuracy"),
                        "accuracy_after": ((after or {}).get("validation") or {}).get("accuracy"),
                        "reward_before": (before.get("validation") or {}).get("reward"),

@@ -144,22 +144,33 @@ class PolicyPrompts:
 
 
 def evaluate(trainer: quark.QuarkTrainer, prompts: PolicyPrompts, reward: Reward, item_ids: list[int], *,
-             reference: bool, batch_size: int = 16, tick: Callable[[], None] | None = None) -> dict:
+             reference: bool, batch_size: int = 16, tick: Callable[[], None] | None = None,
+             samples: int = 0) -> dict:
     """Greedy outputs of the reference (plain prompt, as the original source generates) or of the
     policy (best reward token prepended, as the registered source generates) on ``item_ids``:
     mean reward over the rewarded outputs, task accuracy (an unparseable output counts as wrong),
-    how many parsed, and three examples."""
+    how many parsed, and three examples.
+
+    ``samples`` > 0 adds ``sampled_reward``: the mean reward of that many rationales sampled per
+    item (the run's top-p and temperature, one fixed seed, so the reference before and the policy
+    after draw alike), over ``sampled_rewarded`` rewarded samples. A few greedy outputs move in
+    steps of 1/len(item_ids); the sampled share shows what training did to the distribution."""
     token = None if reference else quark.reward_token(0)
-    decoding = Decoding(do_sample=False, max_new_tokens=trainer.settings.max_new_tokens, stop=prompts.stop)
+    s = trainer.settings
+    greedy = Decoding(do_sample=False, max_new_tokens=s.max_new_tokens, stop=prompts.stop)
+    sampled = Decoding(do_sample=True, top_p=s.top_p, temperature=s.temperature, max_new_tokens=s.max_new_tokens,
+                       num_return_sequences=max(samples, 1), stop=prompts.stop,
+                       seed=s.seed * 1_000_003 - 1)  # never a training draw's seed (those add the step, >= 0)
     rewards: list[float] = []
+    sampled_rewards: list[float] = []
     correct = parsed = 0
     examples = []
     for start in range(0, len(item_ids), batch_size):
         chunk = item_ids[start:start + batch_size]
-        outputs = [group[0] for group in trainer.generate(chunk, token, decoding, reference=reference)]
-        samples = prompts.samples(chunk, outputs)
-        values = reward.score(samples)
-        for sample, value in zip(samples, values, strict=True):
+        outputs = [group[0] for group in trainer.generate(chunk, token, greedy, reference=reference)]
+        scored = prompts.samples(chunk, outputs)
+        values = reward.score(scored)
+        for sample, value in zip(scored, values, strict=True):
             if value is not None:
                 rewards.append(float(value))
             if sample.rationale is not None:
@@ -168,8 +179,17 @@ def evaluate(trainer: quark.QuarkTrainer, prompts: PolicyPrompts, reward: Reward
             if len(examples) < 3:
                 examples.append({"item": sample.item, "answer": sample.answer, "rationale": sample.rationale,
                                  "reward": value})
+        if samples:
+            groups = trainer.generate(chunk, token, sampled, reference=reference)
+            values = reward.score(prompts.samples([i for i, g in zip(chunk, groups, strict=True) for _ in g],
+                                                  [text for g in groups for text in g]))
+            sampled_rewards += [float(v) for v in values if v is not None]
         if tick is not None:
             tick()
     n = len(item_ids)
-    return {"reward": sum(rewards) / len(rewards) if rewards else None, "accuracy": correct / n if n else None,
-            "items": n, "rewarded": len(rewards), "parsed": parsed, "examples": examples}
+    result = {"reward": sum(rewards) / len(rewards) if rewards else None, "accuracy": correct / n if n else None,
+              "items": n, "rewarded": len(rewards), "parsed": parsed, "examples": examples}
+    if samples:
+        result.update({"sampled_reward": sum(sampled_rewards) / len(sampled_rewards) if sampled_rewards else None,
+                       "samples_per_item": samples, "sampled_rewarded": len(sampled_rewards)})
+    return result

@@ -83,6 +83,44 @@ def test_quark_train_reports_before_and_after_and_registers_a_source_that_genera
     assert Rationale.objects.filter(source=source).count() + job.failures.count() == len(splits["test"])
 
 
+@pytest.fixture(scope="session")
+def t5_trained_longer(tmp_path_factory, strategyqa_train_rows):
+    """The tiny T5 trained 300 steps instead of 50 (about 15 s, once): most of its samples parse as
+    an answer and a rationale, so a marker in the rationale is a reward it can earn."""
+    from tests import tiny_models as tiny
+
+    return tiny.build_tiny_t5(tmp_path_factory.mktemp("t5-longer") / "model",
+                              tiny.strategyqa_prompt_items(strategyqa_train_rows), steps=300)
+
+
+def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, strategyqa_dataset,
+                                                           strategyqa_train_rows, strategyqa_dev_rows, tmp_path):
+    """Training moves the policy: the share of held-out rationales with the marker rises, sampled
+    (8 per item, the same draws before and after) and greedy. A binary reward rarer than 1/K of the
+    pool needs ties=together: with "split" the best token also marks the oldest unrewarded samples
+    and the policy learns their age, not the marker."""
+    make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train")
+    make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev")
+    make_items(strategyqa_dataset, strategyqa_dev_rows[6:22], "test")
+    RationaleSource.objects.create(name="tiny-t5-longer", kind="lm", backend="seq2seq",
+                                   model_name_or_path=str(t5_trained_longer))
+    out = StringIO()
+    call_command("quark_train", "--policy", "tiny-t5-longer", "--dataset", "strategyqa", "--reward", "marker:the",
+                 "--steps", "400", "--checkpoint-every", "400", "--max-accuracy-drop", "1", "--lr", "1e-2",
+                 "--warmup-steps", "5", "--batch-size", "16", "--sample-interval", "20", "--samples-per-item", "8",
+                 "--max-new-tokens", "12", "--kl-coef", "0", "--entropy-coef", "0", "--ties", "together",
+                 "--n-reward-tokens", "2", "--eval-samples", "8", "--out", str(tmp_path / "run"), stdout=out)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    held = report["heldout"]
+    assert held["before"]["samples_per_item"] == held["after"]["samples_per_item"] == 8
+    assert held["before"]["sampled_rewarded"] == held["after"]["sampled_rewarded"] == 16 * 8
+    assert held["sampled_reward_after"] >= held["sampled_reward_before"] + 0.1, held
+    assert held["reward_after"] >= held["reward_before"], held
+    assert report["settings"]["eval_samples"] == 8 and report["registered_source"] is not None
+    assert f"(sampled, 8 per item: {held['sampled_reward_before']:.3f} -> {held['sampled_reward_after']:.3f})" in \
+        out.getvalue()
+
+
 def test_a_killed_or_cancelled_run_resumes_from_its_last_checkpoint_as_the_same_run(t5_source, strategyqa_dataset,
                                                                                      splits, admin_client):
     straight = generation_job_run(job_id=_job(t5_source, strategyqa_dataset).pk)
@@ -203,6 +241,6 @@ def test_help_documents_every_option(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for option in ("--policy", "--reward", "--steps", "--out", "--checkpoint-every", "--max-accuracy-drop",
                    "--kl-coef", "--entropy-coef", "--sample-interval", "--n-reward-tokens", "--queue",
-                   "--include-unvalidated", "--heldout-limit", "--ties"):
+                   "--include-unvalidated", "--heldout-limit", "--ties", "--eval-samples"):
         assert option in text
     assert "marker:WORD" in text and "default 0.05" in text
