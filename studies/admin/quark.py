@@ -87,6 +87,9 @@ def before_after_table(params: dict) -> SafeString:
     for role, label in (("heldout", "held-out"), ("validation", "validation")):
         b, a = before.get(role) or {}, after.get(role) or {}
         rows.append((f"{label} mean reward", _fmt(b.get("reward")), _fmt(a.get("reward"))))
+        if b.get("samples_per_item"):
+            rows.append((f"{label} mean reward, {b['samples_per_item']} samples per item",
+                         _fmt(b.get("sampled_reward")), _fmt(a.get("sampled_reward"))))
         rows.append((f"{label} task accuracy", _fmt(b.get("accuracy")), _fmt(a.get("accuracy"))))
     body = format_html_join("", "<tr><th>{}</th><td>{}</td><td>{}</td></tr>", rows)
     return format_html('<table class="quark-before-after"><thead><tr><th></th><th>before (original)</th>'

@@ -93,7 +93,7 @@ def t5_trained_longer(tmp_path_factory, strategyqa_train_rows):
                               tiny.strategyqa_prompt_items(strategyqa_train_rows), steps=300)
 
 
-def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, strategyqa_dataset,
+def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, strategyqa_dataset, admin_client,
                                                            strategyqa_train_rows, strategyqa_dev_rows, tmp_path):
     """Training moves the policy: the share of held-out rationales with the marker rises, sampled
     (8 per item, the same draws before and after) and greedy. A binary reward rarer than 1/K of the
@@ -119,6 +119,8 @@ def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, st
     assert report["settings"]["eval_samples"] == 8 and report["registered_source"] is not None
     assert f"(sampled, 8 per item: {held['sampled_reward_before']:.3f} -> {held['sampled_reward_after']:.3f})" in \
         out.getvalue()
+    page = admin_client.get(reverse("admin:studies_generationjob_change", args=[report["job_id"]]))
+    assert "held-out mean reward, 8 samples per item" in page.content.decode()
 
 
 def test_a_killed_or_cancelled_run_resumes_from_its_last_checkpoint_as_the_same_run(t5_source, strategyqa_dataset,
