@@ -11,12 +11,11 @@ lines and Parquet carry every value exactly.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import islice
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 from django.http import StreamingHttpResponse
@@ -77,18 +76,16 @@ def iter_csv(columns: list[Column], rows: Iterable[tuple]) -> Iterator[bytes]:
     yield buffer.getvalue().encode("utf-8")
 
 
-def _json_default(value):
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def iter_jsonl(columns: list[Column], rows: Iterable[tuple]) -> Iterator[bytes]:
-    """One JSON object per row, exact values (datetimes as ISO 8601), encoded in batches."""
+    """One JSON object per row, exact values (datetimes as ISO 8601), encoded in batches.
+
+    orjson, not the standard library's encoder: on a million exported answers the standard encoder
+    was about two thirds of the exporting process's CPU time (JSON lines at 95-99k rows per
+    second against CSV's 108-116k, benchmarks/export)."""
     names = [c.name for c in columns]
-    encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
     for batch in _batches(rows, CSV_BATCH_ROWS):
-        yield ("\n".join([encode(dict(zip(names, row, strict=True))) for row in batch]) + "\n").encode("utf-8")
+        yield b"".join([dumps(dict(zip(names, row, strict=True)), option=newline) for row in batch])
 
 
 class _DrainSink:
