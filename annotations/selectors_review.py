@@ -20,7 +20,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, Lower
+from django.db.models.functions import Coalesce
 
 from annotations.models import Annotation, Assignment, Participant
 from lab.pseudonyms import worker_pseudonym
@@ -39,15 +39,16 @@ def _step_answer(step: str):
 def answers_for_review(queryset: QuerySet[Annotation]) -> QuerySet[Annotation]:
     """``queryset`` with, on each answer: ``gold`` (the right answer of what was asked: the
     attention check's, the generalization question's or the item's), ``is_correct`` (True / False
-    on graded steps, None elsewhere; compared case-insensitively, as the exports do), and
+    on graded steps, None elsewhere: the rule of ``annotations.services.steps.answer_is_correct``,
+    exact label equality, in SQL), and
     ``before_answer`` / ``after_answer`` (both steps of the same question, whichever row this is)."""
     gold = Coalesce("claim__attention_check__correct_answer", "claim__unit__generalization_question__answer",
                     "claim__unit__item__gold_answer", output_field=CharField())
     graded = Q(step__in=GRADED_STEPS) & ~Q(_gold="") & ~Q(answer="") & Q(_gold__isnull=False)
-    return queryset.alias(_gold=gold, _gold_lower=Lower(gold), _answer_lower=Lower("answer")).annotate(
+    return queryset.alias(_gold=gold).annotate(
         gold=F("_gold"),
         is_correct=Case(
-            When(graded & Q(_answer_lower=F("_gold_lower")), then=Value(True)),
+            When(graded & Q(answer=F("_gold")), then=Value(True)),
             When(graded, then=Value(False)),
             default=None, output_field=BooleanField(null=True),
         ),

@@ -8,7 +8,7 @@ from django.contrib import admin
 
 from annotations.models import AttentionCheck, QualificationGrant, QualificationTest
 from annotations.services.qualification import qualification_questions, qualification_questions_set
-from annotations.services.steps import normalise_choices
+from annotations.services.steps import correct_answer_problem, normalise_choices
 
 
 class SourcesPicker(forms.CheckboxSelectMultiple):
@@ -32,17 +32,13 @@ def _choices_field_help() -> str:
     return 'A JSON list of answer labels, e.g. ["yes", "no"]; empty means yes / no.'
 
 
-def check_answer_among_choices(choices, answer: str) -> list[str]:
-    """The choice labels, or a ValidationError naming what is wrong with ``choices`` or ``answer``."""
+def check_choices(choices) -> None:
+    """A ValidationError naming what is wrong with ``choices``; whether the correct answer is one of
+    them is the model's check (``annotations.services.steps.correct_answer_problem``)."""
     if not isinstance(choices, list):
         raise forms.ValidationError({"choices": "A list of answer labels, e.g. [\"yes\", \"no\"]."})
-    labels = [c["label"] for c in normalise_choices(choices)]
-    if any(not label for label in labels):
+    if any(not c["label"] for c in normalise_choices(choices)):
         raise forms.ValidationError({"choices": "Every choice needs a label."})
-    if answer not in labels:
-        raise forms.ValidationError({"correct_answer": f"'{answer[:50]}' is not one of the choices "
-                                                       f"({', '.join(labels)})."})
-    return labels
 
 
 class AttentionCheckForm(forms.ModelForm):
@@ -54,8 +50,8 @@ class AttentionCheckForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        if "choices" in data and "correct_answer" in data:
-            check_answer_among_choices(data["choices"] or [], data["correct_answer"].strip())
+        if "choices" in data:
+            check_choices(data["choices"] or [])
         return data
 
 
@@ -90,10 +86,9 @@ def parse_questions(text: str) -> list[dict]:
         if any(not c for c in choices):
             errors.append(f"Line {number}: an empty choice (two ; in a row, or one at the end).")
             continue
-        labels = [c["label"] for c in normalise_choices(choices)]
-        if parts[1] not in labels:
-            errors.append(f"Line {number}: the correct answer '{parts[1][:50]}' is not one of the choices "
-                          f"({', '.join(labels)}).")
+        problem = correct_answer_problem(choices, parts[1])
+        if problem:
+            errors.append(f"Line {number}: the correct answer {problem}")
             continue
         questions.append({"question": parts[0], "choices": choices, "correct_answer": parts[1]})
     if errors:

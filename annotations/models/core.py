@@ -98,6 +98,16 @@ class Unit(models.Model):
         return f"unit {self.pk} ({self.question_key}, source {self.source_id})"
 
 
+def _check_correct_answer(question) -> None:
+    from django.core.exceptions import ValidationError
+
+    from annotations.services.steps import correct_answer_problem  # the services import the models
+
+    problem = correct_answer_problem(question.choices, question.correct_answer)
+    if problem:
+        raise ValidationError({"correct_answer": problem})
+
+
 class AttentionCheck(models.Model):
     """A question with a known answer, mixed into tasks to catch inattentive work."""
 
@@ -108,6 +118,9 @@ class AttentionCheck(models.Model):
 
     def __str__(self) -> str:
         return self.question[:60]
+
+    def clean(self) -> None:
+        _check_correct_answer(self)
 
 
 class QualificationTest(models.Model):
@@ -128,6 +141,9 @@ class QualificationQuestion(models.Model):
 
     class Meta:
         ordering = ["position", "id"]
+
+    def clean(self) -> None:
+        _check_correct_answer(self)
 
 
 class QualificationGrant(models.Model):

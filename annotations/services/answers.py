@@ -25,7 +25,13 @@ from annotations.services.errors import (
     StepOutOfOrder,
 )
 from annotations.services.release import extend_to_full_duration, lock, lock_active
-from annotations.services.steps import clean_answer, genq_choices, normalise_choices, steps_for
+from annotations.services.steps import (
+    answer_is_correct,
+    clean_answer,
+    genq_choices,
+    normalise_choices,
+    steps_for,
+)
 
 
 def claim_labels(claim: Claim, *, kind: str) -> list[str]:
@@ -71,7 +77,7 @@ def annotation_submit(
             step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind)
         )
         if step == Annotation.Step.ATTENTION:
-            clean_payload = {"correct": clean == claim.attention_check.correct_answer}
+            clean_payload = {"correct": answer_is_correct(clean, claim.attention_check.correct_answer)}
         stored = {a.step: a for a in precompiled.ANSWERS_OF_CLAIM.all(claim.pk)}
         if step in stored:
             return _same_or_locked(stored[step], clean, clean_payload)

@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from annotations.models import Assignment, QualificationGrant, QualificationTest
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
-from annotations.services.steps import normalise_choices
+from annotations.services.steps import answer_is_correct, correct_answer_problem, normalise_choices
 
 
 def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> QualificationGrant:
@@ -33,7 +33,7 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
             if given not in labels:
                 raise InvalidAnswer(f"Please answer question {number} of the test.")
             clean[str(question.pk)] = given
-        score = sum(1 for q in questions if clean[str(q.pk)] == q.correct_answer)
+        score = sum(1 for q in questions if answer_is_correct(clean[str(q.pk)], q.correct_answer))
         passed = score >= test.pass_mark
         try:
             with transaction.atomic():
@@ -76,6 +76,10 @@ def qualification_questions_set(*, test: QualificationTest, questions: list[dict
         if QualificationGrant.objects.filter(study_id=test.study_id).exists():
             raise QualificationSetupError("Workers have already taken this qualification test: its questions can no "
                                           "longer change.")
+        for number, question in enumerate(questions, start=1):
+            problem = correct_answer_problem(question.get("choices"), question.get("correct_answer"))
+            if problem:
+                raise QualificationSetupError(f"Question {number}, correct answer: {problem}")
         test.questions.all().delete()
         test.questions.model.objects.bulk_create([
             test.questions.model(test=test, position=position, **q) for position, q in enumerate(questions)

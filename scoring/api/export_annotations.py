@@ -12,6 +12,7 @@ from django.db.models.functions import Cast
 
 from annotations.models import Annotation, Assignment, AttentionCheck, Participant, Unit
 from annotations.selectors import claims_that_count
+from annotations.services.steps import answer_is_correct
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
 from scoring.metrics.labels import UTILITY_NAMES
@@ -19,8 +20,6 @@ from scoring.models import UnitScore
 from studies.models import Study
 
 ANSWER_STEPS = {"before", "after", "attention"}  # steps whose answer has a gold label
-_YES_NO = {"true": "yes", "yes": "yes", "false": "no", "no": "no"}
-
 ANNOTATION_COLUMNS: list[Column] = [
     Column("annotation_id", "int", "Id of the answer (one row per answered step)."),
     Column("study_id", "int", "Study id."),
@@ -69,11 +68,6 @@ _UNIT_FIELDS = [
 PAGE_ROWS = 10_000
 def annotation_columns(*, raw_worker_ids: bool) -> list[Column]:
     return ANNOTATION_COLUMNS + ([RAW_WORKER_COLUMN] if raw_worker_ids else [])
-
-
-def same_answer(answer: str, gold: str) -> bool:
-    a, g = answer.strip().lower(), gold.strip().lower()
-    return _YES_NO.get(a, a) == _YES_NO.get(g, g)
 
 
 def unit_score_lookup(study_ids) -> dict[tuple[int, int, int], tuple]:
@@ -192,7 +186,7 @@ def annotation_rows(
                 gold = genq_answer
             else:
                 gold = item_gold
-            correct = same_answer(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
+            correct = answer_is_correct(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
             utility, task_correct, gen_u, similarity = scores.get((study_id, item_id, source_id), no_score)
             pseudonym, external_id = people[participant_id]
             row = (

@@ -151,3 +151,42 @@ def test_reviewing_needs_pay_access(reviewed):
     _, olga = staff_client("olga")
     assert olga.get(page).status_code == 404
     assert olga.post(page, {"action": "approve", "assignment": careful.pk}).status_code == 404
+
+
+def test_review_export_and_grading_read_one_rule_for_a_right_answer(reviewed):
+    """Whether an answer is right is decided once (exact label equality): the answers list, the
+    export's ``answer_correct`` and the attention check's grade agree on every answer."""
+    from annotations.selectors_review import answers_for_review
+    from scoring.api.export_annotations import annotation_columns, annotation_rows
+
+    _, study, _ = reviewed
+    answers = Annotation.objects.filter(claim__study=study)
+    in_review = {a.pk: a.is_correct for a in answers_for_review(answers)}
+    names = [c.name for c in annotation_columns(raw_worker_ids=False)]
+    exported = {row[0]: row[names.index("answer_correct")]
+                for row in annotation_rows(answers, study=study, raw_worker_ids=False)}
+    assert exported == in_review and set(exported.values()) == {True, False}
+    for check in answers.filter(step="attention"):
+        assert check.payload["correct"] is exported[check.pk]
+
+
+def test_a_correct_answer_that_is_not_a_choice_is_refused_on_every_way_in(reviewed, admin_client):
+    from django.core.exceptions import ValidationError
+
+    from annotations.models import AttentionCheck, QualificationTest
+    from annotations.services.qualification import QualificationSetupError, qualification_questions_set
+
+    _, study, _ = reviewed
+    with pytest.raises(ValidationError, match=r"'Yes' is not one of the choices \(yes, no\)"):
+        AttentionCheck(study=study, question="Choose yes.", choices=[], correct_answer="Yes").full_clean()
+    before = AttentionCheck.objects.count()
+    page = admin_client.post("/admin/annotations/attentioncheck/add/", {
+        "study": study.pk, "question": "Choose yes.", "choices": "[]", "correct_answer": "Yes"})
+    assert page.status_code == 200 and "is not one of the choices (yes, no)" in page.content.decode()
+    assert AttentionCheck.objects.count() == before
+    test = QualificationTest.objects.create(study=study, pass_mark=1)
+    with pytest.raises(QualificationSetupError, match="Question 2, correct answer: 'whale ' is not one of"):
+        qualification_questions_set(test=test, questions=[
+            {"question": "Is Paris in France?", "choices": [], "correct_answer": "yes"},
+            {"question": "Which is a mammal?", "choices": ["whale", "shark"], "correct_answer": "whale "}])
+    assert not test.questions.exists()
