@@ -68,8 +68,15 @@ def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
     queryset = Annotation.objects.filter(claim__study=study)
     page_query = re.compile(r'"annotations_annotation"\."id" > \d+\) ORDER BY 1 ASC LIMIT 5$')
 
+    def jit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            return cursor.fetchone()[0]
+
+    jit_before = jit()
     with CaptureQueriesContext(connection) as main_connection:
         ahead = list(annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=5))
+    assert jit() == jit_before  # the reader turns JIT off on its own connection only
     with transaction.atomic(), CaptureQueriesContext(connection) as in_transaction:
         sequential = list(annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=5))
 
