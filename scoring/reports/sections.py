@@ -189,10 +189,31 @@ def gen_u_section(results: dict) -> Section:
                                 _share_ci_rows(results, "gen_u_shares")))
     gen_u = results.get("gen_u") or {}
     if gen_u:
-        section.notes.append(f"Questions: {gen_u.get('question_filter')} ({gen_u.get('n_questions_validated')} "
-                             f"validated, {gen_u.get('n_questions_unvalidated')} unvalidated). "
-                             f"Tie rule: {gen_u.get('tie_rule')}")
+        section.notes += gen_u_method_notes(gen_u)
     return section
+
+
+def gen_u_method_notes(gen_u: dict) -> list[str]:
+    """What the Gen-U figures were computed on, from ``results["gen_u"]``: the question filter,
+    the tie rule, the answers left out because they did not parse, and the answerers with their
+    fine-tuning preset (SPEC section 4; runs stored before a key existed skip its line)."""
+    notes = [f"Questions: {gen_u.get('question_filter')} ({gen_u.get('n_questions_validated')} validated, "
+             f"{gen_u.get('n_questions_unvalidated')} unvalidated; {gen_u.get('n_questions')} counted). "
+             f"Tie rule: {gen_u.get('tie_rule')}"]
+    unparseable = gen_u.get("unparseable") or {}
+    if unparseable:
+        counts = "; ".join(
+            f"{source} {c.get('questions_left_out_unparseable', 0)} questions ({c.get('unparseable_i_answers', 0)} "
+            f"F^I, {c.get('unparseable_ir_answers', 0)} F^IR answers)" for source, c in sorted(unparseable.items()))
+        notes.append(f"Answers that did not parse are left out of the mode, not counted as wrong: {counts}.")
+    answerers = gen_u.get("answerers") or {}
+    if answerers:
+        roles = "; ".join(
+            f"{role} " + ", ".join(f"{e.get('model')} (fine-tuning preset: {e.get('fine_tuning_preset') or 'not recorded'})"
+                                   for e in entries)
+            for role, entries in sorted(answerers.items()))
+        notes.append(f"Answerers: {roles}.")
+    return notes
 
 
 def _gold_names(names) -> set[str]:

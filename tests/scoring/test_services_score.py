@@ -192,6 +192,14 @@ def test_gen_u_leaves_unparseable_answers_out_and_states_its_method(utility_stud
                                           "training": {"preset": "paper", "epochs": 25}}]
     assert gen_u["answerers"]["F^IR"][0]["fine_tuning_preset"] is None
     assert any("left out of Gen-U because an answerer's output did not parse" in w for w in run.results["warnings"])
+    # The report states the same next to the Gen-U shares.
+    from scoring.reports.sections import report_sections
+
+    notes = " ".join(next(s for s in report_sections(run) if s.key == "gen_u").notes)
+    assert "Questions: validated questions only (5 validated, 0 unvalidated; 2 counted). Tie rule: A tie" in notes
+    assert "not counted as wrong: good-lm 3 questions (3 F^I, 0 F^IR answers)." in notes
+    assert ("Answerers: F^I t5-base-I (fine-tuning preset: paper); "
+            "F^IR t5-base-IR (fine-tuning preset: not recorded).") in notes
 
 
 def test_gen_u_on_unvalidated_questions_is_stated(utility_study):
