@@ -64,6 +64,27 @@ def test_every_rl_setting_an_app_reads_is_declared_and_in_the_readme():
     assert undocumented == []
 
 
+def test_every_rl_variable_the_scripts_and_tests_read_is_in_the_readme():
+    """The harness's own variables (scripts, test fixtures, benchmarks, the container files) are
+    documented too, not only the app's settings: RL_REQUIRE_SERVICES and RL_CHROMIUM were not."""
+    readme = (ROOT / "README.md").read_text()
+    places = [ROOT / name for name in ("Dockerfile", "docker-compose.yml", "manage.py", "pyproject.toml")]
+    for folder in ("scripts", "tests", "benchmarks", "config", ".ci", *APPS):
+        places += [path for path in (ROOT / folder).rglob("*") if "__pycache__" not in path.parts]
+    named = set()
+    for path in places:
+        if path.suffix == ".md" or not path.is_file() or path.stat().st_size > 1_000_000:
+            continue
+        try:
+            named |= set(re.findall(r"\bRL_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
+        except UnicodeDecodeError:
+            continue
+    assert {"RL_REQUIRE_SERVICES", "RL_SHARED_DATA", "RL_MAX_IMPORT_BYTES"} <= named
+    # RL_API_THROTTLE_RATES is the setting built from RL_API_WRITE_RATE / RL_API_EXPORT_RATE.
+    undocumented = sorted(name for name in named - {"RL_API_THROTTLE_RATES"} if f"`{name}" not in readme)
+    assert undocumented == []
+
+
 def test_no_app_reads_the_environment():
     readers = sorted(str(path.relative_to(ROOT)) for path, text in _app_sources()
                      if re.search(r"os\.environ|os\.getenv", text))
