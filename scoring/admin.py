@@ -4,7 +4,10 @@
   ``scoring.reports.views``;
 - ``/admin/scoring/scorerun/score/``: "Score now" (POST, CSRF-protected) queues
   ``scoring.tasks.score_study_task`` for a study through ``score_run_enqueue`` and opens the
-  run's state page, which follows it until the report is there.
+  run's state page, which follows it until the report is there;
+- ``/admin/scoring/scorerun/import-outcomes/``: a study run elsewhere (an outcomes file such as
+  ``rationale_utility.json``) becomes a finished study through ``outcomes_study_create`` and is
+  scored at once: what ``manage.py import_outcomes --score`` does, from the admin.
 """
 from __future__ import annotations
 
@@ -12,16 +15,18 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
-from scoring.services import ScoringQueueUnavailable, score_run_enqueue
+from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
 from studies.admin.scoping import StudyScopedAdmin
-from studies.models import Study
-from studies.selectors import studies_for_user
+from studies.models import Dataset, Split, Study
+from studies.selectors import CHANGE, studies_for_user
+from studies.services.importers import ImportValidationError
 
 
 class ScoreNowForm(forms.Form):
@@ -32,6 +37,33 @@ class ScoreNowForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["study"].queryset = studies_for_user(user=user)
+
+
+class ImportOutcomesForm(forms.Form):
+    """A utility study run elsewhere: its outcomes file, the dataset its questions belong to and the
+    name of the finished study to create (or to import into again, when the user may change it)."""
+
+    file = forms.FileField(help_text="One JSON object per line and per (question, source), as in "
+                                     "rationale_utility.json.")
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("name"),
+                                     help_text="The dataset whose questions the file answers (import them first).")
+    split = forms.ChoiceField(choices=Split.choices, initial=Split.TEST)
+    study = forms.CharField(max_length=Study._meta.get_field("name").max_length,
+                            help_text="Name of the finished study, e.g. Joshi et al. 2023 (released).")
+    score = forms.BooleanField(required=False, initial=True, label="Score it now")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_study(self):
+        name = self.cleaned_data["study"].strip()
+        if not name:
+            raise forms.ValidationError("Name the study.")
+        existing = Study.objects.filter(name=name)
+        if existing.exists() and not studies_for_user(user=self.user, access=CHANGE).filter(name=name).exists():
+            raise forms.ValidationError("A study of this name exists that you may not change: choose another name.")
+        return name
 
 
 @admin.register(ScoreRun)
@@ -59,11 +91,13 @@ class ScoreRunAdmin(StudyScopedAdmin):
         view = self.admin_site.admin_view
         return [
             path("score/", view(require_POST(self.score_now_view)), name="scoring_scorerun_score"),
+            path("import-outcomes/", view(self.import_outcomes_view), name="scoring_scorerun_import_outcomes"),
             *report_views.urls(self),
         ] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
-        extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user)}
+        extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user),
+                         "can_import_outcomes": self._may_import_outcomes(request)}
         return super().changelist_view(request, extra_context=extra_context)
 
     def score_now_view(self, request):
@@ -79,6 +113,38 @@ class ScoreRunAdmin(StudyScopedAdmin):
             messages.error(request, str(exc))
             return redirect("admin:scoring_scorerun_changelist")
         return redirect("admin:scoring_scorerun_state", run.pk)
+
+    def _may_import_outcomes(self, request) -> bool:
+        return request.user.has_perm("studies.add_study") and self.has_change_permission(request)
+
+    def import_outcomes_view(self, request):
+        """Upload an outcomes file: the finished study appears with its unit scores, or nothing is
+        written and every bad line is listed; "Score it now" then follows the run to its report."""
+        if not self._may_import_outcomes(request):
+            raise PermissionDenied
+        errors, failed_file = None, ""
+        form = ImportOutcomesForm(request.POST or None, request.FILES or None, user=request.user)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                study, summary = outcomes_study_create(name=data["study"], dataset=data["dataset"], file=data["file"],
+                                                       split=data["split"], owner=request.user)
+            except ImportValidationError as exc:
+                errors, failed_file = exc.errors, exc.filename or data["file"].name
+            else:
+                messages.success(request, f"Imported {study.name}: {summary['created']} outcome(s) created, "
+                                          f"{summary['updated']} updated, {summary['unchanged']} unchanged.")
+                if not data["score"]:
+                    return redirect("admin:studies_study_change", study.pk)
+                try:
+                    run = score_run_enqueue(study=study)
+                except ScoringQueueUnavailable as exc:
+                    messages.error(request, str(exc))
+                    return redirect("admin:studies_study_change", study.pk)
+                return redirect("admin:scoring_scorerun_state", run.pk)
+        context = {**self.admin_site.each_context(request), "title": "Import a study run elsewhere",
+                   "opts": self.model._meta, "form": form, "errors": errors, "failed_file": failed_file}
+        return TemplateResponse(request, "admin/scoring/import_outcomes.html", context, status=400 if errors else 200)
 
 
 @admin.register(UnitScore)
