@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import factory
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
 
 from studies.models import (
     YES_NO_CHOICES,
@@ -84,3 +87,21 @@ class StudyFactory(factory.django.DjangoModelFactory):
     kind = Study.Kind.UTILITY
     dataset = factory.SubFactory(DatasetFactory)
     split = "test"
+
+
+ADMIN_APPS = ("studies", "annotations", "scoring")
+
+
+def staff(username: str, *, all_model_perms: bool = True, extra=()) -> tuple[object, Client]:
+    """A staff user holding every permission of the apps (but no superuser flag), raw worker ids
+    aside unless ``extra`` names them."""
+    user = get_user_model().objects.create_user(username=username, password="pw", is_staff=True)
+    perms = (Permission.objects.filter(content_type__app_label__in=ADMIN_APPS).exclude(codename="view_raw_worker_ids")
+             if all_model_perms else [])
+    user.user_permissions.add(*perms)
+    for perm in extra:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    client = Client()
+    client.force_login(user)
+    return user, client

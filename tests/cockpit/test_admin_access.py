@@ -13,27 +13,10 @@ from annotations.models import Annotation, Assignment, Claim, Participant, Unit
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
 from studies.models import Study
+from tests.factories import staff
 from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
-
-ADMIN_APPS = ("studies", "annotations", "scoring")
-
-
-def staff(username: str, *, all_model_perms: bool = True, extra=()) -> tuple[object, Client]:
-    """A staff user holding every permission of the apps (but no superuser flag), raw worker ids
-    aside unless ``extra`` names them."""
-    user = get_user_model().objects.create_user(username=username, password="pw", is_staff=True)
-    perms = (Permission.objects.filter(content_type__app_label__in=ADMIN_APPS).exclude(codename="view_raw_worker_ids")
-             if all_model_perms else [])
-    user.user_permissions.add(*perms)
-    for perm in extra:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    client = Client()
-    client.force_login(user)
-    return user, client
-
 
 @pytest.fixture
 def two_studies():

@@ -8,14 +8,13 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 from django.urls import reverse
 
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import outcomes_study_create
 from studies.models import Study
+from tests.factories import staff
 
 pytestmark = pytest.mark.django_db
 
@@ -25,16 +24,6 @@ NAME = "Joshi et al. 2023 (released)"
 
 def upload(path, name="rationale_utility.json") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, path.read_bytes(), content_type="application/json")
-
-
-def staff(username: str, *perms: str) -> tuple[object, Client]:
-    user = get_user_model().objects.create_user(username=username, password="pw", is_staff=True)
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    client = Client()
-    client.force_login(user)
-    return user, client
 
 
 def test_a_released_study_is_imported_and_scored_from_the_admin(admin_client, admin_user, strategyqa_test_items,
@@ -95,8 +84,8 @@ def test_another_researchers_study_of_that_name_is_left_alone(strategyqa_test_it
     small = tmp_path / "small.json"
     small.write_text("\n".join(utility_file.read_text().splitlines()[:2]) + "\n")
     theirs, _ = outcomes_study_create(name=NAME, dataset=strategyqa_test_items, file=small, owner=olga)
-    _, dana = staff("dana", "studies.add_study", "studies.change_study", "scoring.change_scorerun",
-                    "scoring.view_scorerun")
+    _, dana = staff("dana", all_model_perms=False, extra=(
+        "studies.add_study", "studies.change_study", "scoring.change_scorerun", "scoring.view_scorerun"))
 
     response = dana.post(URL, {"file": upload(utility_file), "dataset": strategyqa_test_items.pk, "split": "test",
                                "study": NAME, "score": "on"})
@@ -106,10 +95,10 @@ def test_another_researchers_study_of_that_name_is_left_alone(strategyqa_test_it
 
 
 def test_importing_needs_the_rights_to_add_a_study_and_score(strategyqa_test_items, utility_file):
-    _, viewer = staff("vic", "scoring.view_scorerun", "scoring.change_scorerun")
+    _, viewer = staff("vic", all_model_perms=False, extra=("scoring.view_scorerun", "scoring.change_scorerun"))
     assert viewer.get(URL).status_code == 403
     assert URL not in viewer.get(reverse("admin:scoring_scorerun_changelist")).content.decode()
-    _, adder = staff("ada", "studies.add_study", "scoring.view_scorerun")
+    _, adder = staff("ada", all_model_perms=False, extra=("studies.add_study", "scoring.view_scorerun"))
     assert adder.post(URL, {"file": upload(utility_file), "dataset": strategyqa_test_items.pk, "split": "test",
                             "study": NAME}).status_code == 403
     assert not Study.objects.filter(name=NAME).exists()
