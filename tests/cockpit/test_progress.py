@@ -189,6 +189,9 @@ def test_the_study_page_links_its_pages(dana):
                    f"/admin/scoring/scorerun/?study__id__exact={study.pk}", "Watch it fill"):
         assert needle in html
     assert "Latest report" not in html
+    progress = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
+    nav = progress.split('id="study-nav"')[1].split("</ul>")[0]
+    assert "<li></li>" not in nav and "Latest report" not in nav  # no empty entry where the report will be
     run = study_score(study=study, similarity=False)
     html = client.get(f"/admin/studies/study/{study.pk}/change/").content.decode()
     assert f"/admin/scoring/scorerun/{run.pk}/report/" in html
