@@ -9,6 +9,7 @@ stored before the entry checked them, or written by any other path, must not be 
 money either, so the platform layer checks again."""
 from __future__ import annotations
 
+import html
 from decimal import Decimal
 
 import pytest
@@ -155,3 +156,36 @@ def test_mturk_input_the_service_model_refuses_fails_cleanly_and_the_batch_goes_
     call = PlatformCall.objects.get(assignment=bad)
     assert call.status == PlatformCall.Status.FAILED  # refused before sending: not an unknown outcome
     assert "AssignmentId" in call.error
+
+
+def test_a_bad_row_is_shown_in_the_admin_and_the_rest_of_the_batch_proceeds(prolific, study, client,
+                                                                            django_user_model):
+    """Issue 10 item 2 through the researcher's pages: "Approve all", a bonus for several
+    assignments and a sync, clicked in the admin with one row holding a CSV-smuggling session id:
+    the page answers, names the bad row and its error, the good row is approved and paid, and the
+    error stays on the audit rows the admin lists."""
+    platform, server = prolific
+    _, _, bad = _prolific_work(study, server, worker="pbad", session="5f0c2a9d8b7e6f5a4b3c2d1e,99.99\nx")
+    _, good_sub, good = _prolific_work(study, server, worker="pgood")
+    client.force_login(django_user_model.objects.create_superuser("dana", "dana@example.org", "pw-not-used"))
+    page = f"/admin/annotations/publication/publish/{study.pk}/"
+
+    approved = client.post(page, {"action": "approve_all"}, follow=True)
+    paid = client.post(page, {"action": "bonus", "kind": "other", "amount": "0.50", "reason": "Thanks.",
+                              "assignment_ids": f"{bad.pk} {good.pk}"}, follow=True)
+    synced = client.post(page, {"action": "sync"}, follow=True)
+
+    assert (approved.status_code, paid.status_code, synced.status_code) == (200, 200, 200)
+    approved_text, paid_text = (html.unescape(r.content.decode()).lower() for r in (approved, paid))
+    assert "approved 1 assignment(s)." in approved_text and f"assignment {bad.pk}: " in approved_text
+    assert f"bonus for assignment {bad.pk} failed" in paid_text and "bonus paid (or already paid) for 1" in paid_text
+    assert "Sync could not read" not in synced.content.decode()
+    assert server.submissions[good_sub["id"]]["status"] == "APPROVED"
+    assert server.submissions[good_sub["id"]]["bonus_payments"] == [50] and len(server.payments) == 1
+    # The audit table of the publish page and the admin's lists keep each bad row's error.
+    assert synced.content.decode().count("not a Prolific submission id") >= 1
+    calls = client.get("/admin/annotations/platformcall/?status=failed").content.decode()
+    assert "prolific:approve:" in calls and "not a Prolific submission id" in calls
+    bonuses = client.get("/admin/annotations/bonus/?status=failed").content.decode()
+    assert "not a Prolific submission id" in bonuses
+    assert Bonus.objects.get(assignment=good).status == Bonus.Status.PAID
