@@ -39,7 +39,7 @@ from django.core import signing
 from django.urls import reverse
 
 from annotations.models.platforms import Publication
-from annotations.platforms import prolific
+from annotations.platforms import mturk, prolific
 from annotations.selectors_platforms import study_prolific_study_ids
 from studies.models import Platform
 
@@ -124,12 +124,11 @@ def study_entry_url(study, *, platform: str | None = None) -> str:
 
 # --- arrival ------------------------------------------------------------------------------------
 
-# The platforms' documented id formats. MTurk (API 2017-01-17 service model): HITId and
-# AssignmentId are ``EntityId`` (``^[A-Z0-9]+$``, 1-64 characters), WorkerId is ``CustomerId``
-# (``^A[A-Z0-9]+$``, 1-64 characters). Prolific: participant, study and session ids are
+# The platforms' documented id formats, owned by their modules (which check them again on every
+# request): MTurk's ``EntityId`` (HITId, AssignmentId) and ``CustomerId`` (WorkerId); Prolific's
 # 24-character hexadecimal object ids. Anything else is refused before it is stored or sent.
-MTURK_ENTITY_ID = re.compile(r"[A-Z0-9]{1,64}")
-MTURK_WORKER_ID = re.compile(r"A[A-Z0-9]{1,63}")
+MTURK_ENTITY_ID = mturk.ENTITY_ID
+MTURK_WORKER_ID = mturk.WORKER_ID
 PROLIFIC_ID = prolific.PROLIFIC_ID
 # Where MTurk sends a finished HIT back to, chosen by ``turkSubmitTo`` but never built from its
 # text: the parameter only selects one of these fixed form actions.

@@ -50,9 +50,63 @@ QUESTION_FORM_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSch
 ANSWER_KEY_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/AnswerKey.xsd"
 
 HIT_ID_RE = re.compile(r"\b([A-Z0-9]{20,64})\b")
+# MTurk's ids (API 2017-01-17 service model): HITId, AssignmentId and QualificationTypeId are
+# ``EntityId`` (``^[A-Z0-9]+$``, 1-64 characters), WorkerId is ``CustomerId`` (``^A[A-Z0-9]+$``,
+# 1-64). botocore checks only a string's minimum length, so the patterns are checked here on
+# every request (``checked_ids``) and at the worker entry (``annotations.platforms.handoff``):
+# a row stored before the entry checked its ids never reaches MTurk.
+ENTITY_ID = re.compile(r"[A-Z0-9]{1,64}")
+WORKER_ID = re.compile(r"A[A-Z0-9]{1,63}")
+ID_PARAMS = {"HITId": ENTITY_ID, "AssignmentId": ENTITY_ID, "QualificationTypeId": ENTITY_ID,
+             "WorkerId": WORKER_ID, "WorkerIds": WORKER_ID}
 STATUS_MAP = {"Submitted": "submitted", "Approved": "approved", "Rejected": "rejected"}
 # A past date: update_expiration_for_hit with it expires the HIT at once.
 EXPIRE_NOW = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
+
+
+def id_error(name: str, value) -> str | None:
+    """Why ``value`` may not be sent as the id parameter ``name`` (None: it may)."""
+    pattern = ID_PARAMS[name]
+    if isinstance(value, str) and pattern.fullmatch(value):
+        return None
+    return f"{name} {value!r} is not an MTurk id (^{pattern.pattern}$); nothing was sent"
+
+
+def checked_ids(operation: str, params: dict) -> dict:
+    """``params`` if every id in it has MTurk's format, else ``PlatformError`` naming the first
+    that does not (refused before sending: a failure, never an unknown outcome)."""
+    for name, value in params.items():
+        if name not in ID_PARAMS:
+            continue
+        for one in (value if name == "WorkerIds" and isinstance(value, list) else [value]):
+            error = id_error(name, one)
+            if error:
+                raise PlatformError(f"MTurk {operation}: {error}")
+    return params
+
+
+def _platform_error(operation: str, exc: Exception) -> Exception:
+    """Our error for botocore's ``exc``: a refusal (``PlatformError``; ``AlreadyDone`` for a
+    duplicate request), or a ``PlatformTransientError`` when the outcome is unknown."""
+    from botocore.exceptions import ClientError, NoCredentialsError, ParamValidationError
+
+    if isinstance(exc, NoCredentialsError):
+        return PlatformConfigError(
+            "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) "
+            "in the environment of the web and worker processes"
+        )
+    if isinstance(exc, ClientError):
+        code, message = _error_parts(exc)
+        if code == "RequestError" and _is_duplicate(message):
+            return AlreadyDone(message)
+        if code in {"ServiceFault", "ThrottlingException", "Throttling"} or (
+            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500
+        ):
+            return PlatformTransientError(f"MTurk {operation}: {message}")
+        return PlatformError(f"MTurk {operation}: {message}", response={"code": code, "message": message})
+    if isinstance(exc, ParamValidationError):  # refused before anything was sent: not worth retrying
+        return PlatformError(f"MTurk {operation}: {exc}")
+    return PlatformTransientError(f"MTurk {operation}: {exc}")
 
 
 def mturk_endpoint() -> str:
@@ -216,30 +270,26 @@ class MTurkPlatform(CrowdPlatform):
             )
         return self._client
 
+    def _pages(self, operation: str, **params):
+        """The pages of a list call, ids checked and botocore's errors turned into ours as in
+        ``_call`` (a paginator raises them directly; a raw one stopped a whole sync)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        checked_ids(operation, params)
+        try:
+            yield from self.client.get_paginator(operation).paginate(**params)
+        except (ClientError, BotoCoreError) as exc:
+            raise _platform_error(operation, exc) from exc
+
     def _call(self, operation: str, **params):
         """Call the API, turning botocore's errors into ours. Duplicates raise AlreadyDone."""
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
+        from botocore.exceptions import BotoCoreError, ClientError
 
+        checked_ids(operation, params)
         try:
             return getattr(self.client, operation)(**params)
-        except NoCredentialsError as exc:
-            raise PlatformConfigError(
-                "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) "
-                "in the environment of the web and worker processes"
-            ) from exc
-        except ClientError as exc:
-            code, message = _error_parts(exc)
-            if code == "RequestError" and _is_duplicate(message):
-                raise AlreadyDone(message) from exc
-            if code in {"ServiceFault", "ThrottlingException", "Throttling"} or (
-                exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500
-            ):
-                raise PlatformTransientError(f"MTurk {operation}: {message}") from exc
-            raise PlatformError(f"MTurk {operation}: {message}", response={"code": code, "message": message}) from exc
-        except ParamValidationError as exc:  # refused before anything was sent: not worth retrying
-            raise PlatformError(f"MTurk {operation}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise PlatformTransientError(f"MTurk {operation}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise _platform_error(operation, exc) from exc
 
     # -- money and estimates --------------------------------------------------------------
     def estimate_cost(self, *, spec_reward: Decimal, n_tasks: int, max_assignments_per_hit: int = 9) -> CostEstimate:
@@ -293,8 +343,8 @@ class MTurkPlatform(CrowdPlatform):
         return response["QualificationType"]["QualificationTypeId"]
 
     def find_qualification_type(self, *, name: str) -> str | None:
-        paginator = self.client.get_paginator("list_qualification_types")
-        for page in paginator.paginate(Query=name, MustBeRequestable=False, MustBeOwnedByCaller=True):
+        for page in self._pages("list_qualification_types", Query=name, MustBeRequestable=False,
+                                MustBeOwnedByCaller=True):
             for qtype in page.get("QualificationTypes", []):
                 if qtype.get("Name") == name:
                     return qtype["QualificationTypeId"]
@@ -361,8 +411,7 @@ class MTurkPlatform(CrowdPlatform):
         return None
 
     def was_published(self, *, spec_token: str) -> PublishedTask | None:
-        paginator = self.client.get_paginator("list_hits")
-        for page in paginator.paginate(PaginationConfig={"PageSize": 100}):
+        for page in self._pages("list_hits", PaginationConfig={"PageSize": 100}):
             for hit in page.get("HITs", []):
                 if hit.get("RequesterAnnotation") == spec_token:
                     return PublishedTask(external_id=hit["HITId"], max_assignments=hit.get("MaxAssignments", 0),
@@ -386,29 +435,20 @@ class MTurkPlatform(CrowdPlatform):
             hit_id = entry.get("hit_id")
             if not hit_id:
                 continue
-            paginator = self.client.get_paginator("list_assignments_for_hit")
-            pages = paginator.paginate(
-                HITId=hit_id, AssignmentStatuses=["Submitted", "Approved", "Rejected"],
-                PaginationConfig={"PageSize": 100},
-            )
-            try:
-                for page in pages:
-                    for item in page.get("Assignments", []):
-                        found.append(RemoteSubmission(
-                            platform_assignment_id=item["AssignmentId"],
-                            platform_task_id=item.get("HITId", hit_id),
-                            worker_id=item.get("WorkerId", ""),
-                            status=STATUS_MAP.get(item.get("AssignmentStatus", ""), "submitted"),
-                            raw_status=item.get("AssignmentStatus", ""),
-                            accepted_at=item.get("AcceptTime"),
-                            submitted_at=item.get("SubmitTime"),
-                        ))
-            except Exception as exc:  # paginator raises botocore errors directly
-                from botocore.exceptions import BotoCoreError, ClientError
-
-                if isinstance(exc, ClientError | BotoCoreError):
-                    raise PlatformTransientError(f"MTurk list_assignments_for_hit {hit_id}: {exc}") from exc
-                raise
+            pages = self._pages("list_assignments_for_hit", HITId=hit_id,
+                                AssignmentStatuses=["Submitted", "Approved", "Rejected"],
+                                PaginationConfig={"PageSize": 100})
+            for page in pages:
+                for item in page.get("Assignments", []):
+                    found.append(RemoteSubmission(
+                        platform_assignment_id=item["AssignmentId"],
+                        platform_task_id=item.get("HITId", hit_id),
+                        worker_id=item.get("WorkerId", ""),
+                        status=STATUS_MAP.get(item.get("AssignmentStatus", ""), "submitted"),
+                        raw_status=item.get("AssignmentStatus", ""),
+                        accepted_at=item.get("AcceptTime"),
+                        submitted_at=item.get("SubmitTime"),
+                    ))
         return found
 
     # -- reviews and money -----------------------------------------------------------------
@@ -443,8 +483,7 @@ class MTurkPlatform(CrowdPlatform):
 
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
-        paginator = self.client.get_paginator("list_bonus_payments")
-        for page in paginator.paginate(AssignmentId=platform_assignment_id):
+        for page in self._pages("list_bonus_payments", AssignmentId=platform_assignment_id):
             for payment in page.get("BonusPayments", []):
                 if payment.get("WorkerId") == worker_id and money(payment.get("BonusAmount", "0")) == money(amount):
                     return True
@@ -455,10 +494,15 @@ class MTurkPlatform(CrowdPlatform):
         return {"worker_id": worker_id, "blocked": True}
 
     def notify(self, *, worker_ids: list[str], subject: str, message: str) -> dict:
-        failures = []
-        for start in range(0, len(worker_ids), 100):  # the API takes up to 100 workers a call
+        # A worker id MTurk would refuse is a failure of its own; the others are notified.
+        failures = [{"WorkerId": worker_id, "NotifyWorkersFailureCode": "HardFailure",
+                     "NotifyWorkersFailureMessage": id_error("WorkerId", worker_id)}
+                    for worker_id in worker_ids if id_error("WorkerId", worker_id)]
+        bad = {failure["WorkerId"] for failure in failures}
+        sent = [worker_id for worker_id in worker_ids if worker_id not in bad]
+        for start in range(0, len(sent), 100):  # the API takes up to 100 workers a call
             response = self._call("notify_workers", Subject=subject[:200], MessageText=message[:4096],
-                                  WorkerIds=worker_ids[start:start + 100])
+                                  WorkerIds=sent[start:start + 100])
             failures.extend(response.get("NotifyWorkersFailureStatuses", []))
         return {"notified": len(worker_ids) - len(failures), "failures": failures}
 

@@ -19,11 +19,12 @@ from annotations.platforms.base import PlatformError, PlatformTransientError
 from annotations.platforms.prolific import bonus_csv
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import workers_notify
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
 from tests.annotations.platforms.conftest import submitted
-from tests.annotations.platforms.mturk_stubs import published
+from tests.annotations.platforms.mturk_stubs import HIT_A, published, sync_page
 
 OTHER_STUDY = "0123456789abcdef01234567"
 
@@ -189,3 +190,65 @@ def test_a_bad_row_is_shown_in_the_admin_and_the_rest_of_the_batch_proceeds(prol
     bonuses = client.get("/admin/annotations/bonus/?status=failed").content.decode()
     assert "not a Prolific submission id" in bonuses
     assert Bonus.objects.get(assignment=good).status == Bonus.Status.PAID
+
+
+def test_an_mturk_bonus_that_cannot_be_reconciled_keeps_its_error_and_the_sync_goes_on(mturk, study):
+    """Issue 10 items 2 and 3 on MTurk: botocore checks an id's length only, and its paginators
+    raise botocore's own errors, so one bonus left "sent" whose assignment MTurk would not list
+    (or whose stored id is not an MTurk id at all) made every sync of the study fail."""
+    platform, stubber = mturk
+    publication = published(stubber, study)
+    odd = submitted(study, platform="mturk", worker_id="AODD", assignment_id="3odd\n", task_id=HIT_A)
+    gone = submitted(study, platform="mturk", worker_id="AGONE", assignment_id="3GONEAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
+    # A bonus row left "sent" by an older version, for a row stored before the entry checked ids.
+    with pytest.raises(RuntimeError):
+        platform_call_execute(
+            spec=CallSpec(platform="mturk", operation="bonus", idempotency_key="mturk:bonus:old", amount=Decimal("0.50"),
+                          request_summary={"worker_id": "AODD", "platform_assignment_id": odd.platform_assignment_id},
+                          study=study, assignment=odd),
+            send=lambda: (_ for _ in ()).throw(RuntimeError("crashed")))
+    # A bonus whose answer was lost: unknown, never failed.
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="outcome unknown"):
+        patch.setattr(platform, "bonus", lambda **kwargs: (_ for _ in ()).throw(
+            PlatformTransientError("MTurk send_bonus: Read timeout")))
+        bonus_pay(assignment=gone, amount=Decimal("0.50"), reason="Thanks.")
+    assert Bonus.objects.get(assignment=gone).status == Bonus.Status.UNKNOWN
+    # Sync: nothing is asked about the odd id; MTurk refuses to list the other's bonuses.
+    stubber.add_client_error("list_bonus_payments", service_error_code="RequestError",
+                             service_message="Assignment 3GONE does not exist. (1700000000000)",
+                             http_status_code=400, expected_params={"AssignmentId": gone.platform_assignment_id})
+    for hit_id in publication.hit_ids:
+        stubber.add_response("list_assignments_for_hit", sync_page([]), {
+            "HITId": hit_id, "AssignmentStatuses": ["Submitted", "Approved", "Rejected"], "MaxResults": 100})
+
+    report = study_sync(study=study)
+
+    stubber.assert_no_pending_responses()
+    assert report.reconciled == {"confirmed": 0, "failed": 0, "unknown": 2} and report.errors == []
+    old = PlatformCall.objects.get(idempotency_key="mturk:bonus:old")
+    assert old.status == PlatformCall.Status.SENT and "is not an MTurk id" in old.error
+    lost = PlatformCall.objects.get(operation="bonus", assignment=gone)
+    assert lost.status == PlatformCall.Status.SENT and "does not exist" in lost.error
+    assert Bonus.objects.get(assignment=gone).status == Bonus.Status.UNKNOWN
+
+
+def test_mturk_ids_out_of_format_are_refused_before_sending_and_the_rest_proceeds(mturk, study):
+    """Rows stored before the entry checked ids (or written any other way) reach no MTurk request:
+    an approval fails alone with the parameter named, a notification goes to the other workers."""
+    platform, stubber = mturk
+    published(stubber, study)
+    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA")
+    bad = submitted(study, platform="mturk", worker_id="Abad,0.99", assignment_id="3bad\r\n")
+    stubber.add_response("approve_assignment", {}, {"AssignmentId": good.platform_assignment_id})
+    stubber.add_response("notify_workers", {"NotifyWorkersFailureStatuses": []},
+                         {"Subject": "Thanks", "MessageText": "Thank you.", "WorkerIds": ["AGOOD"]})
+
+    result = study_approve_all(study=study)
+    notified = workers_notify(study=study, subject="Thanks", message="Thank you.")
+
+    stubber.assert_no_pending_responses()
+    assert result["approved"] == 1 and f"assignment {bad.pk}" in result["errors"][0]
+    call = PlatformCall.objects.get(assignment=bad)
+    assert call.status == PlatformCall.Status.FAILED and "AssignmentId '3bad\\r\\n' is not an MTurk id" in call.error
+    assert notified["notified"] == 1 and [f["WorkerId"] for f in notified["failures"]] == ["Abad,0.99"]
