@@ -2,7 +2,7 @@
 
 The actions only collect parameters and call the services (``generation_job_create``,
 ``generation_job_cancel``, ``generation_job_resume``, ``finetune_t5``); the work runs on the
-``lm`` Celery queue. "Generate rationales" is added to the rationale source admin and "Fine-tune
+``lm`` Celery queue. "Generate rationales" (and the Gen-U answers and faithfulness jobs) is added to the rationale source admin and "Fine-tune
 T5" to the dataset admin from here, so ``studies/admin/core.py`` stays untouched. LM output is
 shown through Django's auto-escaping only.
 """
@@ -84,6 +84,16 @@ class GenUAnswersForm(_JobForm):
                   "validated; the score report says so.")
 
 
+class FaithfulnessForm(_JobForm):
+    task_model = forms.CharField(max_length=500, help_text="The task model's folder, hub name or .gguf file, as the "
+                                 "lm worker sees it.")
+    task_backend = forms.ChoiceField(choices=[
+        ("classifier", "sequence classification (its classes named by the choice labels)"),
+        ("seq2seq", "seq2seq (T5-style), scoring the label words"),
+        ("causal", "causal (GPT-style), scoring the label words"),
+    ])
+
+
 class FinetuneForm(forms.Form):
     mode = forms.ChoiceField(choices=list(MODES.items()))
     preset = forms.ChoiceField(choices=[(k, f"{k}: {v['description']}") for k, v in PRESETS.items()],
@@ -152,6 +162,19 @@ def generate_genu_answers(modeladmin, request, queryset):
                         title="Gen-U answers", action="generate_genu_answers", submit="Queue answering", run=run)
 
 
+@admin.action(description="Compute faithfulness probabilities (task model on highlights)", permissions=["change"])
+def generate_faithfulness(modeladmin, request, queryset):
+    def run(source, data, user):
+        return generation_job_create(
+            kind="faithfulness", source=source, dataset=data["dataset"], split=data["split"], limit=data["limit"],
+            batch_size=data["batch_size"], user=user,
+            params={"task_model": data["task_model"].strip(), "task_backend": data["task_backend"]})
+
+    return _action_page(modeladmin, request, queryset, form_class=FaithfulnessForm,
+                        title="Faithfulness probabilities", action="generate_faithfulness",
+                        submit="Queue the task model", run=run)
+
+
 @admin.action(description="Fine-tune T5 on this dataset", permissions=["change"])
 def finetune_on_dataset(modeladmin, request, queryset):
     def run(dataset, data, user):
@@ -172,7 +195,7 @@ def _add_actions(model, *actions) -> None:
     model_admin.actions = existing + [a for a in actions if a not in existing]
 
 
-_add_actions(RationaleSource, generate_rationales, generate_genu_answers)
+_add_actions(RationaleSource, generate_rationales, generate_genu_answers, generate_faithfulness)
 _add_actions(Dataset, finetune_on_dataset)
 
 

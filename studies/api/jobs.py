@@ -69,7 +69,7 @@ class _NameOrIdField(serializers.Field):
 class GenerationJobStartSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=GenerationJob.Kind.choices)
     source = _NameOrIdField(
-        RationaleSource, required=False, help_text="LM rationale source (id or name): rationales and genu_answers."
+        RationaleSource, required=False, help_text="LM rationale source (id or name): rationales and genu_answers; the highlight source: faithfulness."
     )
     generator = _NameOrIdField(
         QuestionGenerator, required=False, help_text="Question generator (id or name): generalization_questions."
@@ -85,7 +85,8 @@ class GenerationJobStartSerializer(serializers.Serializer):
     params = serializers.DictField(
         required=False, default=dict,
         help_text="Per kind: max_requests / max_tokens (openai budget); genu_answers: answerer_i, answerer_ir "
-        "(LM source ids), only_valid (default true: validated questions only); finetune: training parameters "
+        "(LM source ids), only_valid (default true: validated questions only); faithfulness: task_model (folder, hub "
+        "name or .gguf file), task_backend (classifier | seq2seq | causal); finetune: training parameters "
         "(preset quick|paper, mode, base_model, ...); quark (source = the policy to improve): reward (genu or "
         "marker:WORD), settings (Quark settings: steps, n_reward_tokens, kl_coef, ...), checkpoint_every, "
         "max_accuracy_drop, validation_split / heldout_split, output_name, answerer_i / answerer_ir (genu). "
@@ -95,7 +96,8 @@ class GenerationJobStartSerializer(serializers.Serializer):
     def validate(self, attrs):
         kind = attrs["kind"]
         errors = {}
-        if kind in (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.GENU_ANSWERS) and not attrs.get("source"):
+        if kind in (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.GENU_ANSWERS,
+                    GenerationJob.Kind.FAITHFULNESS) and not attrs.get("source"):
             errors["source"] = f"A rationale source is required for '{kind}' jobs."
         if kind == GenerationJob.Kind.GENERALIZATION_QUESTIONS and not attrs.get("generator"):
             errors["generator"] = "A question generator is required for generalization_questions jobs."
@@ -123,7 +125,8 @@ JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, valu
 @extend_schema_view(
     list=extend_schema(
         summary="List generation jobs",
-        description="LM jobs (rationales, generalization questions, Gen-U answers, fine-tuning) with their progress.",
+        description="LM jobs (rationales, generalization questions, Gen-U answers, faithfulness probabilities, "
+        "fine-tuning, Quark) with their progress.",
         examples=[JOB_EXAMPLE],
     ),
     retrieve=extend_schema(

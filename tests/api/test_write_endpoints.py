@@ -205,6 +205,8 @@ def test_start_a_generation_job_and_read_its_progress(client_for, make_user, lm_
     [
         ({"kind": "rationales", "dataset": "gen-dataset"}, "source"),
         ({"kind": "generalization_questions", "dataset": "gen-dataset"}, "generator"),
+        ({"kind": "faithfulness", "dataset": "gen-dataset", "params": {"task_model": "/m", "task_backend": "causal"}},
+         "source"),
         ({"kind": "rationales", "source": "tiny-t5"}, "dataset"),
         ({"kind": "rationales", "source": "nope", "dataset": "gen-dataset"}, "source"),
         ({"kind": "rationales", "source": "tiny-t5", "dataset": "no-such"}, "dataset"),

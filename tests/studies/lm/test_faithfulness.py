@@ -10,13 +10,14 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
 
 from annotations.platforms import handoff
 from annotations.services.opening import study_open
 from scoring.services import study_score
 from studies import demo
 from studies.lm import highlights
-from studies.models import Dataset, GenerationFailure, Rationale, RationaleSource, Study
+from studies.models import Dataset, GenerationFailure, GenerationJob, Rationale, RationaleSource, Study
 from studies.services import generation
 from studies.services.importers import ImportValidationError, rationales_import
 from studies.services.studies import study_create
@@ -80,6 +81,27 @@ def test_a_file_where_some_rows_miss_probabilities_is_refused_with_the_rows_list
     assert "line 3" in text and "not a probability" in text
     assert "line 4" in text and "line 1" not in text
     assert not RationaleSource.objects.filter(name="highlighter").exists()  # all or nothing
+
+
+def test_the_admin_action_queues_the_faithfulness_job_on_a_highlight_source(tmp_path, admin_client):
+    items = demo_items()[:3]
+    rationales_import(file=highlight_file(tmp_path, items), dataset_name=demo.DATASET_NAME)
+    source = RationaleSource.objects.get(name="highlighter")
+    url = reverse("admin:studies_rationalesource_changelist")
+    page = admin_client.post(url, {"action": "generate_faithfulness", "_selected_action": [source.pk]})
+    assert page.status_code == 200 and b"Queue the task model" in page.content and b"scoring the label words" in page.content
+    form = {"action": "generate_faithfulness", "_selected_action": [source.pk], "apply": "1",
+            "dataset": items[0].dataset.pk, "split": "", "batch_size": 8, "task_model": " /models/task ",
+            "task_backend": "seq2seq"}
+    assert admin_client.post(url, form).status_code == 302
+    job = GenerationJob.objects.get(kind="faithfulness")
+    assert (job.source, job.total, job.batch_size, job.status) == (source, 3, 8, "queued")
+    assert (job.params["task_model"], job.params["task_backend"]) == ("/models/task", "seq2seq")
+    # A source without highlights is refused by the service, and the page says why.
+    plain = RationaleSource.objects.create(name="plain", kind="lm", backend="causal", model_name_or_path="/m")
+    response = admin_client.post(url, {**form, "_selected_action": [plain.pk]}, follow=True)
+    assert b"has no highlights" in response.content
+    assert GenerationJob.objects.filter(kind="faithfulness").count() == 1
 
 
 @pytest.mark.lm
