@@ -70,3 +70,13 @@ def test_device_is_cuda_with_bf16_when_a_gpu_is_present(monkeypatch, settings):
     assert backends.select_dtype("cpu") is torch.float32
     settings.RL_LM_DEVICE = "cuda:1"
     assert backends.select_device() == "cuda:1"
+
+
+def test_a_gguf_file_loads_from_its_folder_and_a_missing_one_is_a_clear_error(tmp_path):
+    model = tmp_path / "Model.Q4_1.GGUF"
+    model.write_bytes(b"GGUF")
+    assert backends.gguf_location(str(model)) == (str(tmp_path), {"gguf_file": "Model.Q4_1.GGUF"})
+    assert backends.gguf_location("t5-small") == ("t5-small", {})
+    for kind in ("causal", "seq2seq", "classifier"):  # every source that names a model path
+        with pytest.raises(backends.BackendError, match="absent.gguf' does not exist"):
+            backends.load_transformers_model(kind, str(tmp_path / "absent.gguf"))
