@@ -156,9 +156,12 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
 
 
 
-def questions_per_task(*, study: Study) -> int:
-    """What one task asks: its units plus the study's attention checks."""
-    return study.units_per_task + study.attention_checks.count()
+def questions_per_task(*, study: Study, largest_task: int | None = None) -> int:
+    """What one task asks: its units (as many as the assignment rule lets a task hold,
+    ``studies.design.study_capacity``; pass ``largest_task`` when it is known) plus the study's
+    attention checks."""
+    units = study_capacity(study=study).largest_task if largest_task is None else largest_task
+    return units + study.attention_checks.count()
 
 
 def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:
@@ -205,6 +208,7 @@ class CostAndPay:
     study_id: int
     platform: str
     answers: int
+    largest_task: int  # units a task holds under the assignment rule (at most units_per_task)
     assignments_per_hit: int
     estimate: CostEstimate
     hourly: HourlyPay
@@ -221,7 +225,7 @@ class CostAndPay:
         pay["floor"] = str(self.pay.floor)
         return {
             "study": self.study_id, "platform": self.platform, "answers": self.answers, "tasks": self.tasks,
-            "assignments_per_hit": self.assignments_per_hit, **self.estimate.as_dict(),
+            "largest_task": self.largest_task, "assignments_per_hit": self.assignments_per_hit, **self.estimate.as_dict(),
             "hourly_pay": pay, "recorded": self.hourly.as_dict(), "warnings": list(self.warnings),
         }
 
@@ -232,16 +236,18 @@ def study_cost_and_pay(*, study: Study, platform_name: str | None = None,
     platform's estimate with its fee (MTurk HITs of ``max_assignments_per_hit``, by default
     ``RL_MTURK_MAX_ASSIGNMENTS_PER_HIT``), and the hourly pay to quote, with every warning."""
     name = platform_name if platform_name in Platform.values else study.platform
-    answers, default_tasks = study_task_count(study=study)
+    capacity = study_capacity(study=study)
+    answers, default_tasks = capacity.answers, capacity.tasks
     per_hit = int(max_assignments_per_hit or settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT)
     estimate = get_platform(name).estimate_cost(
         spec_reward=study.reward, n_tasks=default_tasks if n_tasks is None else int(n_tasks),
         max_assignments_per_hit=per_hit)
     hourly = study_effective_hourly_pay(study=study)
-    pay = pay_reading(hourly=hourly, questions=questions_per_task(study=study))
-    warnings = list(pay.warnings)
+    pay = pay_reading(hourly=hourly, questions=questions_per_task(study=study, largest_task=capacity.largest_task))
+    # A design whose tasks cannot be as large as entered says so wherever its cost is quoted.
+    warnings = [w for w in (capacity.warning,) if w] + list(pay.warnings)
     if name == Platform.MTURK and per_hit >= int(settings.RL_MTURK_LARGE_HIT_ASSIGNMENTS):
         warnings.append(f"MTurk charges {estimate.fee_rate:.0%} on HITs of {settings.RL_MTURK_LARGE_HIT_ASSIGNMENTS} "
                         "or more assignments: keep HITs below that to pay the lower fee.")
-    return CostAndPay(study_id=study.pk, platform=name, answers=answers, assignments_per_hit=per_hit,
-                      estimate=estimate, hourly=hourly, pay=pay, warnings=warnings)
+    return CostAndPay(study_id=study.pk, platform=name, answers=answers, largest_task=capacity.largest_task,
+                      assignments_per_hit=per_hit, estimate=estimate, hourly=hourly, pay=pay, warnings=warnings)

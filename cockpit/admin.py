@@ -99,7 +99,8 @@ def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
         ("Units", f"{s.units:,}"),
         ("Workers per unit", f"{s.annotators_per_unit:,}"),
         ("Answers to collect", f"{s.answers:,}"),
-        ("Units per task", f"{s.units_per_task:,}"),
+        ("Units per task", f"{s.units_per_task:,}" if s.largest_task >= s.units_per_task or not s.units
+         else f"{s.units_per_task:,} (a task holds at most {s.largest_task:,})"),
         ("Tasks", f"{s.tasks:,}"),
         ("Minutes per task (estimate)", f"{s.minutes_per_task}"),
         ("Worker hours (estimate)", f"{s.worker_hours}"),
@@ -109,7 +110,8 @@ def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
         ("Effective hourly pay", f"{pay.figure}/h (floor {pay.floor}/h): {pay.text}" if pay.figure is not None else "—"),
     ]
     body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
-    all_warnings = [*s.warnings, *cost.warnings, *extra_warnings]
+    # The design's warnings and the cost reading's share the capacity warning: say it once.
+    all_warnings = list(dict.fromkeys([*s.warnings, *cost.warnings, *extra_warnings]))
     warnings = format_html_join("", '<li class="warning">{}</li>', ((w,) for w in all_warnings))
     if all_warnings:
         return format_html(

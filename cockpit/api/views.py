@@ -247,7 +247,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         ],
         responses={200: OpenApiTypes.OBJECT, 400: BAD_REQUEST, 404: NOT_FOUND},
         examples=[OpenApiExample("14 tasks on Prolific", response_only=True, value={
-            "study": 3, "platform": "prolific", "answers": 40, "tasks": 14, "assignments_per_hit": 9,
+            "study": 3, "platform": "prolific", "answers": 40, "tasks": 14, "largest_task": 3,
+            "assignments_per_hit": 9,
             "currency": "GBP", "n_tasks": 14, "reward_per_task": "2.00", "rewards": "28.00", "fee_rate": "0.3333",
             "fees": "9.33", "total": "37.33", "notes": ["Prolific service fee taken as 0.3333 of rewards."],
             "hourly_pay": {"figure": "12.00", "basis": "recorded", "text": "Median of 5 timed tasks: 10.0 min a task.",

@@ -15,7 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from annotations.models import Assignment
-from annotations.selectors_cost import study_cost_and_pay, study_effective_hourly_pay
+from annotations.selectors_cost import questions_per_task, study_cost_and_pay, study_effective_hourly_pay
+from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import open_study, submitted
 
 
@@ -77,3 +78,23 @@ def test_the_api_refuses_an_unknown_platform_with_a_clear_400(study, root_client
     response = root_client.get(f"/api/v1/studies/{study.pk}/cost/?platform=fiverr")
     assert response.status_code == 400
     assert "fiverr" in json.dumps(response.json())
+
+
+def test_every_place_says_when_tasks_cannot_be_as_large_as_entered(root_client):
+    """The issue's design: 8 items x 3 sources x 5 workers in tasks of 10. No worker sees a
+    question twice, so a task holds 8; the study page warned, but the publish page said "15 tasks
+    of 10 units" with no warning, and the hourly pace was counted on 10 questions a task."""
+    study = make_study(n_items=8, n_sources=3, quota=5, units_per_task=10, n_genq=0)
+    cost = study_cost_and_pay(study=study, platform_name="link")
+    assert (cost.answers, cost.tasks, cost.largest_task) == (120, 15, 8)
+    assert "at most 8 questions, not 10" in cost.warnings[0]
+    assert questions_per_task(study=study) == 8
+
+    api = root_client.get(f"/api/v1/studies/{study.pk}/cost/?platform=link").json()
+    assert api["largest_task"] == 8 and "at most 8 questions, not 10" in api["warnings"][0]
+    quotes = _quotes(root_client, study, "link")
+    assert "15 tasks of 8 units" in quotes["publish page"]
+    for place, text in quotes.items():
+        assert "at most 8 questions, not 10" in text, place
+    # The study page's design and cost share the warning: said once.
+    assert quotes["study page"].count("at most 8 questions, not 10") == 1
