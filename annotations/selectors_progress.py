@@ -15,6 +15,7 @@ from django.utils import timezone
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.selectors import claims_that_count
 from annotations.selectors_cost import PayReading, pay_reading, questions_per_task, study_effective_hourly_pay
+from studies.design import design_capacity
 from studies.models import Study
 
 
@@ -79,7 +80,7 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
     hourly pay from the recorded timings."""
     now = now or timezone.now()
     counted = _counted_by_unit(study)
-    units = list(Unit.objects.filter(study=study).values_list("id", "quota", "source_id", "source__name"))
+    units = list(Unit.objects.filter(study=study).values_list("id", "quota", "source_id", "source__name", "question_key"))
     held = set(
         Claim.objects.filter(study_id=study.pk, unit__isnull=False, released=False,
                              assignment__status=Assignment.Status.ACTIVE)
@@ -87,7 +88,7 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
     )
     by_source: dict[int | None, SourceProgress] = {}
     complete = in_progress = empty = 0
-    for unit_id, quota, source_id, source_name in units:
+    for unit_id, quota, source_id, source_name, _ in units:
         n = counted.get(unit_id, 0)
         entry = by_source.setdefault(source_id, SourceProgress(source_id, source_name or "(no source)", 0, 0))
         entry.collected += n
@@ -110,7 +111,11 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
         "expired": statuses.get(S.EXPIRED, 0) + overdue,
     }
     tasks["done"] = tasks["submitted"] + tasks["approved"] + tasks["rejected"]
-    answers_to_collect = sum(quota for _, quota, _, _ in units)
+    answers_to_collect = sum(quota for _, quota, _, _, _ in units)
+    # Tasks the design needs under the assignment rule (a task holds at most one unit of each
+    # question), as the study page and the cost reading count them from the same units.
+    capacity = design_capacity(question_keys=[key for *_, key in units], quota=study.annotators_per_unit,
+                               units_per_task=study.units_per_task)
     checks = Annotation.objects.filter(claim__study_id=study.pk, step=Annotation.Step.ATTENTION).aggregate(
         answered=Count("id"), failed=Count("id", filter=Q(payload__correct=False)))
     return StudyProgress(
@@ -123,13 +128,14 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
         units_complete=complete,
         units_in_progress=in_progress,
         units_empty=empty,
-        tasks_planned=-(-answers_to_collect // study.units_per_task) if answers_to_collect else 0,
+        tasks_planned=capacity.tasks,
         tasks=tasks,
         workers=Assignment.objects.filter(study=study).values("participant_id").distinct().count(),
         attention_answered=checks["answered"],
         attention_failed=checks["failed"],
         answers_flagged=Annotation.objects.filter(claim__study_id=study.pk, payload__flag=True).count(),
-        pay=pay_reading(hourly=study_effective_hourly_pay(study=study), questions=questions_per_task(study=study)),
+        pay=pay_reading(hourly=study_effective_hourly_pay(study=study),
+                        questions=questions_per_task(study=study, largest_task=capacity.largest_task)),
         at=now.isoformat(),
     )
 

@@ -34,6 +34,14 @@ def answers_table(study) -> int:
     return Annotation.objects.filter(claim__in=claims_that_count(study=study), step="after").count()
 
 
+def test_tasks_the_design_needs_follow_the_assignment_rule(dana):
+    """Issue 11's design: 8 items x 3 sources x 5 workers in tasks of 10. No worker sees a
+    question twice, so a task holds 8 and the quota needs 15 tasks (the page said 12)."""
+    user, client = dana
+    study = open_utility_study(name="wide", n_items=8, n_sources=3, quota=5, units_per_task=10, owner=user)
+    page = progress(client, study)
+    assert (page["units_total"], page["answers_to_collect"], page["tasks_planned"]) == (24, 120, 15)
+
 def test_progress_counts_equal_the_answers_table(dana):
     user, client = dana
     study = open_utility_study(name="fill", n_items=3, n_sources=2, quota=2, units_per_task=3, owner=user)
