@@ -291,12 +291,17 @@ def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
     for source in study.sources.all():
         if not source.has_highlights:
             continue
-        rows = Rationale.objects.filter(source=source, item__in=study.items.all()).values_list("faithfulness", flat=True)
+        rows = list(Rationale.objects.filter(source=source, item__in=study.items.all())
+                    .values_list("faithfulness", flat=True))
         vals = [v for v in rows if isinstance(v, dict) and all(isinstance(v.get(k), (int, float)) for k in keys)]
         if not vals:
             warnings.append(f"Source {source.name} has highlights but no stored faithfulness probabilities: run "
                             "the faithfulness job or import them with its rationales.")
             continue
+        if len(vals) < len(rows):
+            warnings.append(f"Source {source.name}: {len(rows) - len(vals)} of its {len(rows)} rationales of the "
+                            f"study's items have no faithfulness probabilities; its sufficiency and comprehensiveness "
+                            f"are over the other {len(vals)} (run the faithfulness job for the rest).")
         full = [v["p_full"] for v in vals]
         hl = [v["p_highlight"] for v in vals]
         wo = [v["p_without"] for v in vals]

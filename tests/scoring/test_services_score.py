@@ -283,6 +283,27 @@ def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
     assert "select-then-predict" in run.results["faithfulness"]["caveats"]["sufficiency"]
 
 
+def test_faithfulness_says_how_many_rationales_it_left_out(utility_study):
+    study, items, good, _ = utility_study
+    study.faithfulness_enabled = True
+    study.save()
+    good.has_highlights = True
+    good.save()
+    study.sources.add(good)
+    study.items.add(*items)
+    for it in items[:3]:  # the fourth rationale has none (a job that has not reached it)
+        r = it.rationales.get(source=good)
+        r.faithfulness = {"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3}
+        r.save()
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+
+    run = study_score(study=study, similarity=False)
+
+    assert run.results["faithfulness"]["per_source"]["good-lm"]["n"] == 3
+    assert run.results["test_sufficiency"] == pytest.approx(0.1)
+    assert any("good-lm: 1 of its 4 rationales" in w and "over the other 3" in w for w in run.results["warnings"])
+
+
 def test_properties_mixed_model_reports_log_odds_with_intervals():
     study = StudyFactory(annotators_per_unit=3)
     sources = [RationaleSourceFactory(name=f"props-{i}") for i in range(2)]
