@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
@@ -141,6 +141,17 @@ class Capacity:
     warning: str = ""
 
 
+def tasks_for_places(*, places: Mapping[str, int], units_per_task: int) -> int:
+    """Tasks that ``places`` (answers still wanted, per question key) need at least under the
+    assignment rule: a task holds at most ``units_per_task`` units and at most one unit of each
+    question, so a question with n places needs n tasks."""
+    wanted = [n for n in places.values() if n > 0]
+    if not wanted:
+        return 0
+    largest = min(units_per_task, len(wanted))
+    return max(math.ceil(sum(wanted) / largest), max(wanted))
+
+
 def design_capacity(*, question_keys: Iterable[str], quota: int, units_per_task: int) -> Capacity:
     """The assignment rule applied to a design's units (their ``question_key``s)."""
     per_question = Counter(question_keys)
@@ -152,7 +163,8 @@ def design_capacity(*, question_keys: Iterable[str], quota: int, units_per_task:
     largest = min(units_per_task, questions)
     # A question with s units needs s x quota different workers, and as many tasks.
     busiest = max(per_question.values()) * quota
-    tasks = max(math.ceil(answers / largest), busiest)
+    tasks = tasks_for_places(places={key: n * quota for key, n in per_question.items()},
+                             units_per_task=units_per_task)
     workers = max(math.ceil(answers / questions), busiest)
     warning = ""
     if largest < units_per_task:

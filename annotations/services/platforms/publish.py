@@ -8,7 +8,8 @@ import math
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Sum
+from django.db.models import F, Max, Sum, Value
+from django.db.models.functions import Greatest
 
 from annotations.models import MTurkQualificationType, PlatformCall, Publication, Unit
 from annotations.platforms import get_platform
@@ -25,6 +26,7 @@ from annotations.selectors_cost import study_cost_and_pay, study_task_count
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from studies.design import tasks_for_places
 from studies.models import Platform, Study
 from studies.services.studies import StudyError
 
@@ -346,17 +348,18 @@ def _publish_links(*, publication, study, user, options) -> None:
 def study_add_assignments(*, study: Study, user=None) -> dict:
     """MTurk: add assignments to the study's HITs for units still short of their quota.
 
-    Needed tasks = ceil(places still open in units / units per task) minus assignments still
-    available on the HITs. HITs created with fewer than 10 assignments stay below 10 (MTurk
+    Needed tasks = the tasks the places still open in units need under the assignment rule (a
+    task holds at most one unit of each question: ``studies.design.tasks_for_places``) minus
+    assignments still available on the HITs. HITs created with fewer than 10 assignments stay below 10 (MTurk
     refuses to cross that line); what does not fit is reported for a new batch."""
     publication = (Publication.objects.filter(study=study, platform=Platform.MTURK, dry_run=False,
                                               status=Publication.Status.PUBLISHED).order_by("-batch").first())
     if publication is None:
         raise PlatformServiceError(f"study {study.name!r} has no published MTurk batch to extend")
     platform = get_platform(Platform.MTURK)
-    short = Unit.objects.filter(study=study).aggregate(quota=Sum("quota"), claimed=Sum("n_claimed"))
-    open_places = (short["quota"] or 0) - (short["claimed"] or 0)
-    needed = math.ceil(max(0, open_places) / study.units_per_task)
+    places = dict(Unit.objects.filter(study=study).values_list("question_key")
+                  .annotate(open=Sum(Greatest(F("quota") - F("n_claimed"), Value(0)))).order_by())
+    needed = tasks_for_places(places=places, units_per_task=study.units_per_task)
     hits = [(entry, platform.get_hit(hit_id=entry["hit_id"])) for entry in publication.external_ids
             if entry.get("hit_id")]
     available = sum(hit.get("NumberOfAssignmentsAvailable", 0) for _, hit in hits)

@@ -2,6 +2,8 @@
 the services and from the study admin's action), blocks, notifications and extra assignments."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
@@ -10,10 +12,12 @@ import studies.services.studies as study_services
 from annotations.models import Publication
 from annotations.platforms.mturk import EXPIRE_NOW
 from annotations.services.platforms.close import study_close, worker_block
-from annotations.services.platforms.publish import study_add_assignments
+from annotations.services.platforms.publish import study_add_assignments, study_publish
+from studies.design import tasks_for_places
 from studies.models import Study
+from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import open_study, submitted
-from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, published
+from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, hit, hit_params, published
 
 
 def test_there_is_one_study_close_and_it_lives_with_the_platforms():
@@ -85,3 +89,33 @@ def test_notify_workers_sends_one_message_per_content(mturk, study):
 
     stubber.assert_no_pending_responses()
     assert result["notified"] == 2
+
+
+def test_tasks_for_places_follow_the_assignment_rule():
+    # A task holds one unit of each question at most: 10 places on one question need 10 tasks.
+    assert tasks_for_places(places={"item:1": 10}, units_per_task=3) == 10
+    assert tasks_for_places(places={"item:1": 4, "item:2": 4, "item:3": 4, "item:4": 0}, units_per_task=3) == 4
+    assert tasks_for_places(places={"item:1": 5, "item:2": 1}, units_per_task=3) == 5
+    assert tasks_for_places(places={}, units_per_task=3) == 0
+
+
+def test_extra_assignments_count_the_tasks_the_open_places_need(db, mturk):
+    """1 item x 2 sources x 5 workers in tasks of 3: no worker may see the item twice, so each
+    task holds one unit and the 10 places need 10 tasks (published as HITs of 9 and 1, all still
+    available): nothing to add. The service counted ceil(10 / 3) = 4 tasks."""
+    platform, stubber = mturk
+    study = make_study(n_items=1, n_sources=2, quota=5, units_per_task=3, status="draft", reward=Decimal("2.00"),
+                       estimated_minutes_per_task=Decimal("6.0"))
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
+    stubber.add_response("create_hit", hit(HIT_B, 1), hit_params(study, index=1, size=1))
+    study_publish(study=study, platform_name="mturk")
+    stubber.add_response("get_hit", {"HIT": {"HITId": HIT_A, "MaxAssignments": 9, "NumberOfAssignmentsAvailable": 9}},
+                         {"HITId": HIT_A})
+    stubber.add_response("get_hit", {"HIT": {"HITId": HIT_B, "MaxAssignments": 1, "NumberOfAssignmentsAvailable": 1}},
+                         {"HITId": HIT_B})
+
+    result = study_add_assignments(study=study)
+
+    assert (result["needed"], result["available"], result["added"], result["not_placed"]) == (10, 10, 0, 0)
+    stubber.assert_no_pending_responses()
