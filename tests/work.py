@@ -4,6 +4,9 @@ submit). Tests that need answers, scores or exports use these instead of writing
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
+
+from django.utils import timezone
 
 from annotations.models import Assignment, Claim
 from annotations.services.answers import annotation_submit, assignment_submit
@@ -25,18 +28,21 @@ def gold_after(claim: Claim, step: str) -> str:
 def open_utility_study(
     *, name: str, n_items: int = 2, n_sources: int = 2, quota: int = 3, owner=None, gold: str = "yes",
     units_per_task: int | None = None, item_ids: list[str] | None = None, source_names: list[str] | None = None,
+    predicts: list[str] | None = None,
 ) -> Study:
     """An open utility study of ``n_items`` yes/no items (gold ``gold``) x ``n_sources`` imported
-    sources, each (item, source) with a rationale that predicts ``gold``."""
+    sources, each (item, source) with a rationale that predicts ``gold`` (or, with ``predicts``,
+    the answer given there for that source: one per source, in order)."""
     dataset = DatasetFactory(name=f"{name}-dataset")
     ids = item_ids or [f"{name}-q{i}" for i in range(n_items)]
     items = [ItemFactory(dataset=dataset, external_id=ext, gold_answer=gold, split="test") for ext in ids]
     names = source_names or [f"{name}-s{i}" for i in range(n_sources)]
     sources = [RationaleSourceFactory(name=n) for n in names]
+    predicted = predicts or [gold] * len(sources)
     for item in items:
-        for source in sources:
+        for source, prediction in zip(sources, predicted, strict=True):
             RationaleFactory(item=item, source=source, text=f"Because {item.external_id} ({source.name}).",
-                             predicted_answer=gold, prediction_correct=True)
+                             predicted_answer=prediction, prediction_correct=prediction == gold)
     study = study_create(
         name=name, dataset=dataset, sources=sources, annotators_per_unit=quota,
         units_per_task=units_per_task or len(items), owner=owner, consent_text="I agree.",
@@ -47,11 +53,13 @@ def open_utility_study(
 
 def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bool = True,
          steps: int | None = None, platform: str = Platform.PROLIFIC,
-         payload: Callable[[Claim, str], dict | None] | None = None) -> Assignment:
+         payload: Callable[[Claim, str], dict | None] | None = None,
+         shown_for: float | None = None) -> Assignment:
     """Worker ``worker`` (a Prolific id, or an id on ``platform``) starts a task in ``study`` and
     answers every claim through ``annotation_submit`` (only the first ``steps`` answers when
     given), then submits. ``payload(claim, step)`` adds a payload to an answer (e.g. a reported
-    problem)."""
+    problem). ``shown_for`` (seconds) dates each step's display that long before its answer, as the
+    questionnaire page's token does, so the answers have a duration."""
     participant = participant_get_or_create(platform=platform, external_id=worker)
     assignment = assignment_start(study=study, participant=participant, consented=True)
     done = 0
@@ -61,8 +69,9 @@ def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bo
             if steps is not None and done >= steps:
                 return assignment
             label = claim.attention_check.correct_answer if step == "attention" else answer(claim, step)
+            shown_at = timezone.now() - timedelta(seconds=shown_for) if shown_for is not None else None
             annotation_submit(assignment=assignment, claim=claim, step=step, answer=label,
-                              payload=payload(claim, step) if payload else None)
+                              payload=payload(claim, step) if payload else None, shown_at=shown_at)
             done += 1
     if submit:
         assignment = assignment_submit(assignment=assignment)

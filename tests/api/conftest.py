@@ -2,26 +2,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 import studies.admin.access  # noqa: F401  (registers the token admin even before the integrator wires it)
-from annotations.models import Annotation, Assignment, Claim, Participant, Unit
+from annotations.models import Annotation
+from annotations.services.platforms.close import study_close
 from scoring.models import ScoreRun, UnitScore
+from scoring.services import study_score
 from studies.api.tokens import api_token_create
-from tests.factories import (
-    DatasetFactory,
-    ItemFactory,
-    RationaleFactory,
-    RationaleSourceFactory,
-    StudyFactory,
-)
+from tests.work import open_utility_study, work
 
 WRITE_PERMISSIONS = ["studies.add_study", "studies.add_importrecord", "scoring.add_scorerun"]
 
@@ -104,66 +98,41 @@ class StudyData:
     assignments: list = field(default_factory=list)
     annotations: list = field(default_factory=list)
     scores: list = field(default_factory=list)
+    run: object = None
 
 
-def build_study(owner, *, name: str = "utility-study", n_items: int = 2, n_workers: int = 3, seed: int = 0) -> StudyData:
-    """A closed utility study: ``n_items`` items x 2 sources, each worker answering every unit
-    before and after the rationale, scored (the first source useful, the second not useful)."""
-    dataset = DatasetFactory(name=f"{name}-dataset")
-    items = [ItemFactory(dataset=dataset, gold_answer="yes", split="test") for _ in range(n_items)]
-    sources = [RationaleSourceFactory(name=f"{name}-gpt3"), RationaleSourceFactory(name=f"{name}-t5")]
-    study = StudyFactory(name=name, dataset=dataset, owner=owner, status="closed", annotators_per_unit=n_workers)
-    study.items.set(items)
-    study.sources.set(sources)
-    units = []
-    for item in items:
-        for source in sources:
-            rationale = RationaleFactory(item=item, source=source, text=f"Because {item.pk}/{source.pk}.")
-            units.append(
-                Unit.objects.create(
-                    study=study, item=item, source=source, rationale=rationale, question_key=f"item:{item.pk}",
-                    quota=n_workers, n_claimed=n_workers, n_completed=n_workers,
-                )
-            )
-    data = StudyData(study=study, items=items, sources=sources, participants=[])
-    now = timezone.now()
-    for w in range(n_workers):
-        participant = Participant.objects.create(platform="prolific", external_id=f"PID-{name}-{w}-{seed}")
-        data.participants.append(participant)
-        # A worker sees each question once: split the units over one assignment per source.
-        for s_index, source in enumerate(sources):
-            assignment = Assignment.objects.create(
-                study=study, participant=participant, status="submitted", expires_at=now + timedelta(hours=1),
-                submitted_at=now,
-            )
-            data.assignments.append(assignment)
-            for position, unit in enumerate(u for u in units if u.source_id == source.pk):
-                claim = Claim.objects.create(
-                    assignment=assignment, unit=unit, study=study, participant=participant,
-                    question_key=f"{unit.question_key}:{s_index}", position=position, completed_at=now,
-                )
-                before = "no" if s_index == 0 else "yes"
-                after = "yes" if s_index == 0 else "no"
-                for step, answer, ms in (("before", before, 4000 + w), ("after", after, 6000 + w)):
-                    data.annotations.append(
-                        Annotation.objects.create(
-                            claim=claim, step=step, answer=answer, shown_at=now, duration_ms=ms
-                        )
-                    )
-    for unit in units:
-        useful = unit.source_id == sources[0].pk
-        data.scores.append(
-            UnitScore.objects.create(
-                study=study, item=unit.item, source=unit.source, n_annotators=n_workers,
-                before_majority="no" if useful else "yes", after_majority="yes" if useful else "no",
-                before_correct=not useful, after_correct=useful, utility=1 if useful else -1,
-                task_correct=useful, gen_u=1 if useful else 0, similarity=0.5,
-            )
-        )
-    ScoreRun.objects.create(
-        study=study, status="done", results={"study": {"id": study.pk}, "sources": {"x": {"useful": 0.5}}},
-        finished_at=now,
+def build_study(owner, *, name: str = "utility-study", n_items: int = 2, quota: int = 3, seed: int = 0) -> StudyData:
+    """A closed, scored utility study of ``n_items`` items x 2 sources (gpt3, t5), built the way
+    the app does it: designed and opened (``open_utility_study``), answered by workers through the
+    questionnaire's services (``work``), closed with ``study_close`` and scored with
+    ``study_score``. Every worker answers "no" before and "yes" (the gold) after a gpt3 rationale,
+    and "yes" before and "no" after a t5 one, whose rationales predict the wrong answer: gpt3 is
+    useful, t5 not useful.
+
+    A task holds one unit of each item and a worker sees each item once, so the ``quota`` x 2
+    places of an item take ``2 * quota`` workers, each answering ``n_items`` units."""
+    study = open_utility_study(
+        name=name, n_items=n_items, quota=quota, owner=owner, gold="yes",
+        source_names=[f"{name}-gpt3", f"{name}-t5"], predicts=["yes", "no"],
     )
+    sources = sorted(study.sources.all(), key=lambda s: s.name != f"{name}-gpt3")
+    useful_source = sources[0].pk
+
+    def answer(claim, step):
+        useful = claim.unit.source_id == useful_source
+        return ("yes" if useful else "no") if step == "after" else ("no" if useful else "yes")
+
+    data = StudyData(study=study, items=list(study.items.order_by("pk")), sources=sources, participants=[])
+    for w in range(2 * quota):
+        assignment = work(study, f"PID-{name}-{w}-{seed}", answer=answer, shown_for=4 + w)
+        data.assignments.append(assignment)
+        data.participants.append(assignment.participant)
+    assert not study.units.exclude(n_completed=quota).exists(), "the workers left places open"
+    study_close(study=study)
+    data.run = study_score(study=study, similarity=False)
+    assert data.run.status == ScoreRun.Status.DONE, data.run.error
+    data.annotations = list(Annotation.objects.filter(claim__study=study).select_related("claim").order_by("pk"))
+    data.scores = list(UnitScore.objects.filter(study=study).order_by("pk"))
     return data
 
 

@@ -65,7 +65,7 @@ def test_annotations_filter_by_source_name_step_worker_and_utility(client_for, s
     gpt3, t5 = study_data.sources
     rows = client.get("/api/v1/annotations/", {"source": gpt3.name, "step": "after", "page_size": 1000}).json()["results"]
     assert rows and {r["source"] for r in rows} == {gpt3.pk} and {r["step"] for r in rows} == {"after"}
-    assert len(rows) == 2 * 3  # items x workers
+    assert len(rows) == 2 * 3  # items x annotators per unit
     by_id = client.get("/api/v1/annotations/", {"source": t5.pk, "page_size": 1000}).json()["results"]
     assert {r["source"] for r in by_id} == {t5.pk}
     useful = client.get("/api/v1/annotations/", {"utility": "useful", "page_size": 1000}).json()["results"]
@@ -73,7 +73,8 @@ def test_annotations_filter_by_source_name_step_worker_and_utility(client_for, s
     participant = study_data.participants[1]
     pseudonym = worker_pseudonym(participant.platform, participant.external_id)
     mine = client.get("/api/v1/annotations/", {"worker": pseudonym, "page_size": 1000}).json()["results"]
-    assert len(mine) == 2 * 2 * 2 and {r["worker"] for r in mine} == {pseudonym}
+    # A worker sees each item once: one unit of each item, answered before and after.
+    assert len(mine) == 2 * 2 and {r["worker"] for r in mine} == {pseudonym}
     today = study_data.annotations[0].answered_at.date().isoformat()
     assert len(client.get("/api/v1/annotations/", {"date": today, "page_size": 1000}).json()["results"]) == 24
     assert client.get("/api/v1/annotations/", {"date": "1999-01-01"}).json()["results"] == []
