@@ -262,7 +262,8 @@ def test_study_without_units_fails_with_a_clear_error():
     assert "has no units" in run.error
 
 
-def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
+def _faithfulness_study(utility_study):
+    """The utility study with faithfulness on and its good source's rationales as highlights."""
     study, items, good, _ = utility_study
     study.faithfulness_enabled = True
     study.save()
@@ -270,6 +271,11 @@ def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
     good.save()
     study.sources.add(good)
     study.items.add(*items)
+    return study, items, good
+
+
+def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
+    study, items, good = _faithfulness_study(utility_study)
     for it, (pf, ph, pw) in zip(items, [(0.9, 0.95, 0.3), (0.8, 0.7, 0.6), (0.6, 0.6, 0.6), (0.7, 0.8, 0.2)], strict=True):
         r = it.rationales.get(source=good)
         r.faithfulness = {"p_full": pf, "p_highlight": ph, "p_without": pw}  # as the importer stores them
@@ -284,13 +290,7 @@ def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
 
 
 def test_faithfulness_says_how_many_rationales_it_left_out(utility_study):
-    study, items, good, _ = utility_study
-    study.faithfulness_enabled = True
-    study.save()
-    good.has_highlights = True
-    good.save()
-    study.sources.add(good)
-    study.items.add(*items)
+    study, items, good = _faithfulness_study(utility_study)
     for it in items[:3]:  # the fourth rationale has none (a job that has not reached it)
         r = it.rationales.get(source=good)
         r.faithfulness = {"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3}
