@@ -1,5 +1,7 @@
 """Filtering generated generalization questions: drop empties, exact duplicates and near
-duplicates (of the original question and of each other)."""
+duplicates (of the original question, of each other, and of the item's questions of another
+type: a text cannot be both a rephrase and a counterfactual of one question, so the type
+generated first keeps it)."""
 from __future__ import annotations
 
 import difflib
@@ -29,10 +31,12 @@ class Candidate:
 
 
 def filter_questions(candidates: list[Candidate], *, original: str, existing: list[str] = (),
+                     other_types: list[str] = (),
                      ratio: float = NEAR_DUPLICATE_RATIO) -> tuple[list[Candidate], dict[str, int]]:
-    """Keep candidates in order; return them with counts of what was dropped and why."""
+    """Keep candidates in order; return them with counts of what was dropped and why. ``existing``
+    are the item's questions of this type, ``other_types`` its questions of the other types."""
     kept: list[Candidate] = []
-    dropped = {"empty": 0, "duplicate_of_original": 0, "duplicate": 0}
+    dropped = {"empty": 0, "duplicate_of_original": 0, "duplicate": 0, "duplicate_of_other_type": 0}
     seen = list(existing)
     for candidate in candidates:
         if not normalise(candidate.text):
@@ -43,6 +47,9 @@ def filter_questions(candidates: list[Candidate], *, original: str, existing: li
             continue
         if any(is_near_duplicate(candidate.text, other, ratio=ratio) for other in seen):
             dropped["duplicate"] += 1
+            continue
+        if any(is_near_duplicate(candidate.text, other, ratio=ratio) for other in other_types):
+            dropped["duplicate_of_other_type"] += 1
             continue
         kept.append(candidate)
         seen.append(candidate.text)

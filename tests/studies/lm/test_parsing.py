@@ -103,4 +103,8 @@ def test_filter_drops_empty_exact_and_near_duplicates():
     ])]
     kept, dropped = questions.filter_questions(c[1:], original=c[0].text)
     assert [k.text for k in kept] == ["Do cows eat grass?", "Do horses eat hay?"]
-    assert dropped == {"empty": 1, "duplicate_of_original": 2, "duplicate": 1}
+    assert dropped == {"empty": 1, "duplicate_of_original": 2, "duplicate": 1, "duplicate_of_other_type": 0}
+
+    kept, dropped = questions.filter_questions(c[3:], original=c[0].text, other_types=["Do cows eat grass??"])
+    assert [k.text for k in kept] == ["Do horses eat hay?"]
+    assert dropped == {"empty": 1, "duplicate_of_original": 0, "duplicate": 0, "duplicate_of_other_type": 2}

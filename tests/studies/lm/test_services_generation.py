@@ -3,6 +3,7 @@ tasks, failures kept with their raw text, generalization questions left unvalida
 import pytest
 
 from studies.lm import backends
+from studies.lm.templates import DEFAULT_INSTRUCTIONS
 from studies.models import (
     GeneralizationQuestion,
     GenerationFailure,
@@ -243,6 +244,36 @@ def test_generalization_questions_for_10_items_end_up_unvalidated(
         enqueue=False).pk)
     had = {item for _, item in before}
     assert {(pk, item) for pk, item in generated.values_list("pk", "item_id") if item in had} == before
+
+
+def test_a_question_generated_under_two_types_is_kept_once_by_the_first_type(
+        dev_items, train_items, strategyqa_dataset, strategyqa_generalisation):
+    """The SmolLM2 demo kept "Is a tomato a fruit?" as both a rephrase and a counterfactual of one
+    item: a text cannot be both, so the type generated first (rephrase, similar, counterfactual)
+    keeps it and the others count it as dropped."""
+    import_train_questions(train_items, strategyqa_generalisation)
+
+    own = {"rephrase": "Would a whale fit in a bathtub?", "similar": "Can penguins fly over mountains?",
+           "counterfactual": "Does ice sink in liquid water?"}
+
+    def reply(path, body):  # the same question whatever the type, and one of the type's own
+        text = next(q for qtype, q in own.items() if body["prompt"].startswith(DEFAULT_INSTRUCTIONS[qtype]))
+        return 200, completion(["Is a tomato a fruit?\nanswer: True", f"{text}\nanswer: False"], tokens=5), {}
+
+    with OpenAIServer(reply) as server:
+        generator = QuestionGenerator.objects.create(
+            name="hosted-questions", backend="openai", model_name_or_path="gpt-x", endpoint_url=server.url,
+            decoding={"num_return_sequences": 2, "backoff_s": 0.01})
+        job = generation.generation_job_create(kind="generalization_questions", generator=generator,
+                                               dataset=strategyqa_dataset, split="dev", limit=2, enqueue=False)
+        job = generation.generation_job_run(job_id=job.pk)
+    assert job.status == "done", job.error
+    generated = GeneralizationQuestion.objects.filter(origin="generator:hosted-questions")
+    for item in dev_items[:2]:
+        tomato = generated.filter(item=item, text="Is a tomato a fruit?")
+        assert list(tomato.values_list("qtype", flat=True)) == ["rephrase"]
+        assert set(generated.filter(item=item).values_list("qtype", flat=True)) == {
+            "rephrase", "similar", "counterfactual"}
 
 
 def test_generalization_questions_need_demonstrations(lm_models, dev_items, strategyqa_dataset):
