@@ -13,12 +13,15 @@ The two counters of a ``Unit`` read the one definition of "this answer counts"
 
 - ``n_claimed``: the unit's claims that are not released, i.e. held by active work or by work
   that counts (submitted or approved). The unit takes new workers while ``n_claimed < quota``.
-- ``n_completed``: the unit's claims that count (``claims_that_count``). It moves up when an
-  assignment is submitted (not at each answer: an active task's answers do not count yet) and
-  down when submitted work is rejected.
+- ``n_completed``: the unit's claims that count (``claims_that_count``), plus those of submitted
+  work that sync put on hold (a platform worker id that is not the participant's): held work
+  keeps its slot until a researcher clears it (it counts again) or rejects it (released here).
+  It moves up when an assignment is submitted (not at each answer: an active task's answers do
+  not count yet) and down when submitted work is rejected.
 
 So ``n_completed <= n_claimed <= quota`` (check constraints), a unit is done when
-``n_completed == quota``, and scoring, exports, progress and counters agree.
+``n_completed == quota``, and scoring, exports, progress and counters agree whenever no work is
+on hold.
 
 Deadlines: a new assignment must get its first answer within ``first_answer_window`` (a task
 nobody works on, such as one orphaned by a lost consent response, gives its slots back early);
