@@ -99,8 +99,10 @@ def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, st
     """Training moves the policy: the share of held-out rationales with the marker rises, sampled
     (8 per item, the same draws before and after) and greedy. A binary reward rarer than 1/K of the
     pool needs ties=together: with "split" the best token also marks the oldest unrewarded samples
-    and the policy learns their age, not the marker."""
-    make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train")
+    and the policy learns their age, not the marker. 32 training items, not 8: on 8 the tiny model
+    learns the items rather than the token, and whether the held-out share rose then depended on the
+    machine's float sums (seeds 0-3 on 8 items: 1 rose on one machine, 6 of 7 on another; on 32 items 7 of 7)."""
+    make_items(strategyqa_dataset, strategyqa_train_rows[:32], "train")
     make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev")
     make_items(strategyqa_dataset, strategyqa_dev_rows[6:22], "test")
     RationaleSource.objects.create(name="tiny-t5-longer", kind="lm", backend="seq2seq",
@@ -108,7 +110,7 @@ def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, st
     out = StringIO()
     call_command("quark_train", "--policy", "tiny-t5-longer", "--dataset", "strategyqa", "--reward", "marker:the",
                  "--steps", "400", "--checkpoint-every", "400", "--max-accuracy-drop", "1", "--lr", "1e-2",
-                 "--warmup-steps", "5", "--batch-size", "16", "--sample-interval", "20", "--samples-per-item", "8",
+                 "--warmup-steps", "5", "--batch-size", "16", "--sample-interval", "20", "--samples-per-item", "4",
                  "--max-new-tokens", "12", "--kl-coef", "0", "--entropy-coef", "0", "--ties", "together",
                  "--n-reward-tokens", "2", "--eval-samples", "8", "--out", str(tmp_path / "run"), stdout=out)
     report = json.loads((tmp_path / "run" / "report.json").read_text())
