@@ -3,15 +3,16 @@ scores joined. The column set is stable: columns are only ever added at the end,
 or removed; ``worker_raw_id`` is appended only when a permitted user asks for it."""
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connections
-from django.db.models import CharField, Exists, Func, OuterRef, QuerySet, TextField
+from django.db.models import BooleanField, CharField, ExpressionWrapper, Func, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from annotations.models import Annotation, Assignment, AttentionCheck, Participant, Unit
-from annotations.selectors import claims_that_count
+from annotations.selectors import claim_counts
 from annotations.services.steps import answer_is_correct
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
@@ -66,17 +67,18 @@ _UNIT_FIELDS = [
     "generalization_question_id", "generalization_question__qtype", "generalization_question__answer",
 ]
 PAGE_ROWS = 10_000
+READ_AHEAD_PAGES = 2
 def annotation_columns(*, raw_worker_ids: bool) -> list[Column]:
     return ANNOTATION_COLUMNS + ([RAW_WORKER_COLUMN] if raw_worker_ids else [])
 
 
-def unit_score_lookup(study_ids) -> dict[tuple[int, int, int], tuple]:
-    """(study, item, source) -> (utility, task_correct, gen_u, similarity). Its size is the number
-    of scored units, not of annotations."""
+def unit_score_lookup(study: Study) -> dict[tuple[int, int], tuple]:
+    """(item, source) -> (utility, utility label, task_correct, gen_u, similarity) of the study's
+    scored units. Its size is the number of scored units, not of annotations."""
     return {
-        (s, i, r): rest
-        for s, i, r, *rest in UnitScore.objects.filter(study_id__in=study_ids)
-        .values_list("study_id", "item_id", "source_id", "utility", "task_correct", "gen_u", "similarity")
+        (i, r): (utility, UTILITY_NAMES.get(utility, ""), *rest)
+        for i, r, utility, *rest in UnitScore.objects.filter(study=study)
+        .values_list("item_id", "source_id", "utility", "task_correct", "gen_u", "similarity")
         .iterator(chunk_size=5000)
     }
 
@@ -124,14 +126,15 @@ class _Workers:
             self.task_status.update(Assignment.objects.filter(pk__in=tasks).values_list("id", "status"))
 
 
-def keyset_pages(pages: QuerySet, *, page_rows: int) -> Iterator[list[tuple]]:
+def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAGES) -> Iterator[list[tuple]]:
     """``pages`` (``values_list`` starting with ``id``, ordered by id) in pages of ``page_rows``:
     each page is ``id > last id``, so memory stays flat.
 
-    On PostgreSQL outside a transaction (a streamed response) the next page is read on a second
-    connection while the caller formats this one, so the database and Python work at the same time
-    instead of taking turns. Inside a transaction (whose rows another connection cannot see) and on
-    SQLite the pages are read one after the other on the caller's connection."""
+    On PostgreSQL outside a transaction (a streamed response) a reader thread reads the pages on a
+    second connection, up to ``ahead`` pages before the caller, so the database keeps reading
+    while Python formats instead of waiting for each request for the next page. Inside a
+    transaction (whose rows another connection cannot see) and on SQLite the pages are read one
+    after the other on the caller's connection."""
     connection = connections[pages.db]
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         last = 0
@@ -140,26 +143,48 @@ def keyset_pages(pages: QuerySet, *, page_rows: int) -> Iterator[list[tuple]]:
             last = page[-1][0]
         return
 
-    def read(after: int) -> list[tuple]:
-        return list(pages.filter(id__gt=after)[:page_rows])
+    ready: queue.Queue[list[tuple] | BaseException] = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
 
-    def without_jit() -> None:
-        # A page's plan is estimated as costly (a nested loop over the study's answers, cut by the
-        # LIMIT) and crosses jit_above_cost, but it runs in about 0.1 s: compiling it took a
-        # quarter of that on every page. The setting lives and dies with the reader's connection.
-        with connections[pages.db].cursor() as cursor:
-            cursor.execute("SET jit = off")
+    def hand_over(item) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the caller went away (a client that disconnected)
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-read-ahead") as reader:
+    def read_all() -> None:
         try:
-            reader.submit(without_jit).result()
-            ahead = reader.submit(read, 0)
-            while page := ahead.result():
-                ahead = reader.submit(read, page[-1][0])
-                yield page
+            with connections[pages.db].cursor() as cursor:
+                # A page's plan is estimated as costly (a nested loop over the study's answers, cut
+                # by the LIMIT) and crosses jit_above_cost, but it runs in about 0.05 s: compiling
+                # it took a quarter of that on every page. Parallel workers would take the core
+                # the caller formats on. Both settings live and die with this connection.
+                cursor.execute("SET jit = off")
+                cursor.execute("SET max_parallel_workers_per_gather = 0")
+            last = 0
+            while hand_over(page := list(pages.filter(id__gt=last)[:page_rows])) and page:
+                last = page[-1][0]
+        except BaseException as error:  # handed to the caller, which raises it
+            hand_over(error)
         finally:
-            # The reader thread's own connection closes with it (also when the client went away).
-            reader.submit(connections.close_all).result()
+            connections.close_all()  # this thread's own connection
+
+    reader = threading.Thread(target=read_all, name="export-read-ahead", daemon=True)
+    reader.start()
+    try:
+        while True:
+            page = ready.get()
+            if isinstance(page, BaseException):
+                raise page
+            if not page:
+                return
+            yield page
+    finally:
+        stop.set()
+        reader.join()
 
 
 def annotation_rows(
@@ -167,16 +192,19 @@ def annotation_rows(
 ) -> Iterator[tuple]:
     """Rows in ``ANNOTATION_COLUMNS`` order, read in pages of ``page_rows`` by id (keyset: each page
     is ``id > last id``, so memory stays flat however many answers there are)."""
-    scores = unit_score_lookup([study.pk])
-    units = {row[0]: row[1:] for row in Unit.objects.filter(study=study).values_list(*_UNIT_FIELDS)}
+    # Unit id -> the unit's item, source and question, and its scores: one lookup per answer.
+    scores = unit_score_lookup(study)
+    no_score = (None, "", None, None, None)
+    units = {
+        row[0]: (*row[1:], *scores.get((row[1], row[5]), no_score))
+        for row in Unit.objects.filter(study=study).values_list(*_UNIT_FIELDS)
+    }
     checks = dict(AttentionCheck.objects.filter(study=study).values_list("id", "correct_answer"))
     workers = _Workers()
-    no_unit = (None,) * (len(_UNIT_FIELDS) - 1)
-    no_score = (None, None, None, None)
-    counted = claims_that_count(study=study).filter(pk=OuterRef("claim_id"))
+    no_unit = (None,) * (len(_UNIT_FIELDS) - 1) + no_score
     pages = queryset.annotate(
-        counts=Exists(counted), payload_text=Cast("payload", TextField()), shown_iso=IsoUtc("shown_at"),
-        answered_iso=IsoUtc("answered_at"),
+        counts=ExpressionWrapper(claim_counts("claim__"), output_field=BooleanField()),
+        payload_text=Cast("payload", TextField()), shown_iso=IsoUtc("shown_at"), answered_iso=IsoUtc("answered_at"),
     ).order_by("id").values_list(*_FIELDS)
     for page in keyset_pages(pages, page_rows=page_rows):
         workers.read(page)
@@ -185,9 +213,10 @@ def annotation_rows(
             pk, study_id, assignment_id, participant_id, position, unit_id, check_id, step, answer, payload,
             shown_at, answered_at, duration_ms, counts,
         ) in page:
-            item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer = (
-                units.get(unit_id, no_unit)
-            )
+            (
+                item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer,
+                utility, utility_label, task_correct, gen_u, similarity,
+            ) = units.get(unit_id, no_unit)
             if check_id is not None:
                 gold = checks.get(check_id)
             elif genq_id is not None:
@@ -195,12 +224,11 @@ def annotation_rows(
             else:
                 gold = item_gold
             correct = answer_is_correct(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
-            utility, task_correct, gen_u, similarity = scores.get((study_id, item_id, source_id), no_score)
             pseudonym, external_id = people[participant_id]
             row = (
                 pk, study_id, assignment_id, task_status[assignment_id], pseudonym, position, unit_id, item_id,
                 item_external_id, split, source_id, source_name, genq_id, genq_type, check_id, step, answer, gold,
                 correct, "" if payload == "{}" else payload, shown_at, answered_at,
-                duration_ms, utility, UTILITY_NAMES.get(utility, ""), task_correct, gen_u, similarity, counts,
+                duration_ms, utility, utility_label, task_correct, gen_u, similarity, counts,
             )
             yield row + (external_id,) if raw_worker_ids else row

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, transaction
-from django.db.models import Value
+from django.db import DataError, connection, transaction
+from django.db.models import IntegerField, Value
+from django.db.models.functions import Cast
 from django.test.utils import CaptureQueriesContext
 
 from annotations.models import Annotation
-from scoring.api.export_annotations import IsoUtc, annotation_columns, annotation_rows
+from scoring.api.export_annotations import IsoUtc, annotation_columns, annotation_rows, keyset_pages
 from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
@@ -58,8 +60,8 @@ def test_rows_match_the_stored_answers_across_pages():
 
 @pytest.mark.django_db(transaction=True)
 def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
-    """Outside a transaction on PostgreSQL the next page is read on a second connection while this
-    one is formatted: the same rows, in the same order, and no page query on the caller's connection."""
+    """Outside a transaction on PostgreSQL the pages are read ahead on a second connection while this
+    one formats: the same rows, in the same order, and no page query on the caller's connection."""
     if connection.vendor != "postgresql":
         pytest.skip("the read-ahead is PostgreSQL's (SQLite reads pages one after the other)")
     study = open_utility_study(name="ahead", n_items=3, n_sources=2, quota=2)
@@ -83,3 +85,29 @@ def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
     assert len(ahead) == queryset.count() == 12 and ahead == sequential
     assert not any(page_query.search(q["sql"]) for q in main_connection.captured_queries)
     assert sum(bool(page_query.search(q["sql"])) for q in in_transaction.captured_queries) == 4  # 3 pages and the empty one
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_read_ahead_stops_with_its_caller_and_hands_over_its_errors():
+    """A client that goes away mid-export stops the reader thread (and closes its connection); an
+    error of the database in the reader is raised to the caller, not lost in the thread."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the read-ahead is PostgreSQL's (SQLite reads pages one after the other)")
+    study = open_utility_study(name="ahead-stop", n_items=3, n_sources=2, quota=2)
+    for worker in ("5f0c0ffee0c0ffee0c0ffee1", "5f0c0ffee0c0ffee0c0ffee2"):
+        work(study, worker)
+    queryset = Annotation.objects.filter(claim__study=study)
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "export-read-ahead"]
+
+    rows = annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=1)
+    next(rows)
+    assert readers()  # reading ahead of the caller
+    rows.close()
+    assert not readers()
+
+    failing = queryset.annotate(bad=Cast(Value("not a number"), IntegerField())).order_by("id").values_list("id", "bad")
+    with pytest.raises(DataError):
+        list(keyset_pages(failing, page_rows=5))
+    assert not readers()
