@@ -133,3 +133,30 @@ def test_parquet_is_written_in_row_groups():
 
     parquet = pq.ParquetFile(io.BytesIO(b"".join(chunks)))
     assert parquet.num_row_groups == 3 and parquet.read().num_rows == 25
+
+
+def test_json_lines_are_one_exact_object_per_row_whatever_the_text_holds():
+    """iter_jsonl writes each row into one reused dict: every line holds its own row's values
+    (an empty value never keeps the row before's), across batches; text that imitates a line
+    boundary, quotes, backslashes and line breaks stay inside their value; a row of the wrong
+    length is an error, not a line."""
+    import json
+    from datetime import UTC, datetime
+
+    from lab.api.streaming import CSV_BATCH_ROWS, Column, iter_jsonl
+
+    columns = [Column("annotation_id", "int", ""), Column("answer", "str", ""), Column("ok", "bool", ""),
+               Column("at", "datetime", ""), Column("x", "float", "")]
+    hostile = ['},{"annotation_id":', '}\n{"annotation_id":7}', 'say "hi" \\ \\"', "é\u2028", "", None]
+    rows = [(i, hostile[i % len(hostile)], i % 2 == 0, datetime(2026, 12, 2, 6, 0, i % 60, i % 3, tzinfo=UTC),
+             i / 7 if i % 5 else None) for i in range(2 * CSV_BATCH_ROWS + 3)]
+
+    chunks = list(iter_jsonl(columns, iter(rows)))
+
+    assert len(chunks) == 3 and all(chunk.endswith(b"\n") for chunk in chunks)
+    lines = b"".join(chunks).decode().split("\n")
+    assert lines[-1] == "" and len(lines) == len(rows) + 1
+    for line, (pk, text, ok, at, x) in zip(lines, rows, strict=False):
+        assert json.loads(line) == {"annotation_id": pk, "answer": text, "ok": ok, "at": at.isoformat(), "x": x}
+    with pytest.raises(ValueError):
+        list(iter_jsonl(columns, iter([rows[0], rows[1][:4]])))
