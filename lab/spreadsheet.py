@@ -7,6 +7,7 @@ Every CSV the app writes goes through :func:`csv_writer` (the API's streamed exp
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ def spreadsheet_safe(value):
 
 
 _BOOL_TEXT = {True: "true", False: "false"}
+_FORMULA_AT_A_LINE_START = re.compile("^[" + re.escape("".join(FORMULA_STARTS)) + "]", re.MULTILINE)
 
 
 class SafeCSVWriter:
@@ -61,7 +63,34 @@ class SafeCSVWriter:
         self._writer.writerow(self._cells(row))
 
     def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
-        self._writer.writerows([self._cells(row) for row in rows])
+        if self._kinds is None:
+            self._writer.writerows([self._cells(row) for row in rows])
+            return
+        self._writer.writerows(self._batch_cells(rows))
+
+    def _batch_cells(self, rows: Iterable[Iterable[Any]]) -> Iterable[Sequence[Any]]:
+        """What :meth:`_cells` makes of each row, worked out a column at a time: on the streamed
+        exports (a million rows of 29 cells) a Python step per cell cost about a fifth of the
+        CSV's time. A text column is looked at cell by cell only when its cells, joined by line
+        feeds, show a formula start at the start of a line: every cell that starts with one does,
+        and a false alarm (a line feed inside a cell, or a number such as -1 in a text column)
+        only costs the cell-by-cell pass, which is exact."""
+        columns: list[Any] = list(zip(*rows, strict=True))
+        if not columns:
+            return []
+        for i in self._text:
+            try:
+                joined = "\n".join(filter(None, columns[i]))  # None and "" cannot start a formula
+            except TypeError:  # a number in a text column
+                joined = "\n".join(map(str, filter(None, columns[i])))
+            if _FORMULA_AT_A_LINE_START.search(joined):
+                columns[i] = [spreadsheet_safe(value) for value in columns[i]]
+        for i in self._bools:
+            columns[i] = map(_BOOL_TEXT.get, columns[i])
+        for i in self._dates:  # datetimes, or already their ISO text
+            if not set(map(type, columns[i])) <= {str, type(None)}:
+                columns[i] = [v if v is None or v.__class__ is str else v.isoformat() for v in columns[i]]
+        return zip(*columns, strict=True)
 
 
 def csv_writer(fh: Any, *, kinds: Sequence[str] | None = None) -> SafeCSVWriter:

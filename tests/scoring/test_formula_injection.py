@@ -131,3 +131,44 @@ def test_only_the_one_helper_makes_csv_writers():
                         and isinstance(node.value, ast.Name) and node.value.id == "csv"):
                     makers.append(path.relative_to(ROOT).as_posix())
     assert set(makers) == {"lab/spreadsheet.py"}
+
+
+def test_the_column_at_a_time_writer_writes_what_the_cell_by_cell_rule_writes():
+    """``SafeCSVWriter.writerows`` (a column at a time, the exports' path) against ``writerow`` (a
+    cell at a time) on cells made to trip it: formula starts at the start of a cell, after a line
+    feed inside one, in the first row, in the last; numbers in a text column; datetimes and their
+    text; booleans and None."""
+    import random
+    from datetime import UTC, datetime
+
+    from lab.spreadsheet import csv_writer
+
+    kinds = ["int", "str", "str", "bool", "datetime", "float", "str"]
+    pieces = ["=", "+", "-", "@", "\t", "\r", "\n", ",", '"', "a", "1", "é", " "]
+    rng = random.Random(7)
+
+    def text():
+        return rng.choice([None, -1, 2.5, "", "".join(rng.choice(pieces) for _ in range(rng.randint(1, 4)))])
+
+    def row(i):
+        return (i, text(), text(), rng.choice([True, False, None]),
+                rng.choice([None, datetime(2026, 12, 2, 7, i % 60, tzinfo=UTC), "2026-12-02T07:00:00+00:00"]),
+                rng.choice([None, 0.1, -3.25]), rng.choice(["plain", "text", None]))
+
+    for n_rows in (1, 2, 50, 500):
+        rows = [row(i) for i in range(n_rows)]
+        by_column, by_cell = io.StringIO(), io.StringIO()
+        csv_writer(by_column, kinds=kinds).writerows(rows)
+        cell_writer = csv_writer(by_cell, kinds=kinds)
+        for r in rows:
+            cell_writer.writerow(r)
+        assert by_column.getvalue() == by_cell.getvalue()
+    # Only the first cell of a column is a formula; a line feed then "=" inside a cell (a false alarm).
+    rows = [(1, "=SUM(A1)", "b", True, None, 0.5, "c"), (2, "d", "e\n=x", False, None, None, "f")]
+    out = io.StringIO()
+    csv_writer(out, kinds=kinds).writerows(rows)
+    assert list(csv.reader(io.StringIO(out.getvalue(), newline=""))) == [
+        ["1", "'=SUM(A1)", "b", "true", "", "0.5", "c"], ["2", "d", "e\n=x", "false", "", "", "f"]]
+    empty = io.StringIO()
+    csv_writer(empty, kinds=kinds).writerows([])
+    assert empty.getvalue() == ""
