@@ -58,16 +58,22 @@ def test_rows_match_the_stored_answers_across_pages():
     assert any(r["payload"] for r in rows)
 
 
+def answered_by_two_workers(name: str):
+    """A study two workers answered through the questionnaire, and its answers; PostgreSQL only
+    (the read-ahead is PostgreSQL's: SQLite reads pages one after the other)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the read-ahead is PostgreSQL's (SQLite reads pages one after the other)")
+    study = open_utility_study(name=name, n_items=3, n_sources=2, quota=2)
+    for worker in ("5f0c0ffee0c0ffee0c0ffee1", "5f0c0ffee0c0ffee0c0ffee2"):
+        work(study, worker)
+    return study, Annotation.objects.filter(claim__study=study)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
     """Outside a transaction on PostgreSQL the pages are read ahead on a second connection while this
     one formats: the same rows, in the same order, and no page query on the caller's connection."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the read-ahead is PostgreSQL's (SQLite reads pages one after the other)")
-    study = open_utility_study(name="ahead", n_items=3, n_sources=2, quota=2)
-    for worker in ("5f0c0ffee0c0ffee0c0ffee1", "5f0c0ffee0c0ffee0c0ffee2"):
-        work(study, worker)
-    queryset = Annotation.objects.filter(claim__study=study)
+    study, queryset = answered_by_two_workers("ahead")
     page_query = re.compile(r'"annotations_annotation"\."id" > \d+\) ORDER BY 1 ASC LIMIT 5$')
 
     def jit() -> str:
@@ -91,12 +97,7 @@ def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
 def test_the_read_ahead_stops_with_its_caller_and_hands_over_its_errors():
     """A client that goes away mid-export stops the reader thread (and closes its connection); an
     error of the database in the reader is raised to the caller, not lost in the thread."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the read-ahead is PostgreSQL's (SQLite reads pages one after the other)")
-    study = open_utility_study(name="ahead-stop", n_items=3, n_sources=2, quota=2)
-    for worker in ("5f0c0ffee0c0ffee0c0ffee1", "5f0c0ffee0c0ffee0c0ffee2"):
-        work(study, worker)
-    queryset = Annotation.objects.filter(claim__study=study)
+    study, queryset = answered_by_two_workers("ahead-stop")
 
     def readers() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name == "export-read-ahead"]
