@@ -148,8 +148,8 @@ class QuestionHandler(ItemHandler):
                                                           reason=parsed.reason))
                     continue
                 candidates.append(Candidate(text=parsed.text, answer=parsed.answer, raw=raw, index=index))
-            other_types = [text for (item_id, other), texts in existing.items()
-                           if item_id == item.pk and other != qtype for text in texts]
+            other_types = [text for other in templates.QUESTION_TYPES if other != qtype
+                           for text in existing.get((item.pk, other), [])]
             kept, dropped = filter_questions(candidates, original=item.question,
                                              existing=existing.get((item.pk, qtype), []), other_types=other_types)
             existing.setdefault((item.pk, qtype), []).extend(candidate.text for candidate in kept)
