@@ -2,8 +2,11 @@
 
 Writes go through the services: the study form calls ``study_create`` / ``study_update`` (the
 study admin and its open / close actions live in ``cockpit.admin``), the actions here call
-``generalization_questions_set_validation``, and the "Import data" page calls the importers and
-lists every bad row of a refused file."""
+``generalization_questions_set_validation``, the "Import data" page calls the importers and
+lists every bad row of a refused file, and edits and deletions of items, sources, rationales and
+generalization questions go through ``studies.services.content`` (``ContentAdmin``): a row used
+by a study the user may not change is theirs to read at most, and what an open or closed study
+shows its workers stays fixed."""
 from __future__ import annotations
 
 from django import forms
@@ -24,12 +27,92 @@ from studies.models import (
     RationaleSource,
     Split,
 )
+from studies.services.content import (
+    ContentChangeRefused,
+    content_change_problems,
+    content_row_save,
+    content_rows_delete,
+)
 from studies.services.importers import IMPORT_KINDS, ImportValidationError, ItemColumns, import_run
-from studies.services.questions import generalization_questions_set_validation
+from studies.services.questions import QuestionError, generalization_questions_set_validation
 
 
 def _short(text: str, n: int = 80) -> str:
     return Truncator(text or "").chars(n)
+
+
+class ContentAdmin(admin.ModelAdmin):
+    """The admin of a shared content model: every edit and deletion goes through
+    ``studies.services.content`` (the one owner of the rule). A row used by a study the user may
+    not change has no change or delete permission here (its pages are read-only, a POST answers
+    403); an edit of what an open or closed study shows is a form error naming the study; a
+    deletion of a row such a study uses is listed as not allowed on the confirmation page."""
+
+    def _problems(self, request, changes):
+        return content_change_problems(user=request.user, model=self.model, changes=changes)
+
+    def has_change_permission(self, request, obj=None):
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or obj.pk is None or not self._problems(request, {obj.pk: ()})[0])
+
+    def has_delete_permission(self, request, obj=None):
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or obj.pk is None or not self._problems(request, {obj.pk: None})[0])
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        problems = self._problems
+
+        class ContentForm(form):
+            def clean(self):
+                cleaned = super().clean()
+                if self.instance.pk is not None and self.changed_data:
+                    not_yours, fixed = problems(request, {self.instance.pk: self.changed_data})
+                    for reason in [*not_yours.values(), *fixed.values()]:
+                        self.add_error(None, reason + ".")
+                return cleaned
+
+        ContentForm.__name__ = form.__name__
+        return ContentForm
+
+    def get_deleted_objects(self, objs, request):
+        deleted, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        not_yours, fixed = self._problems(request, dict.fromkeys(obj.pk for obj in objs))
+        perms_needed = set(perms_needed) | {reason for reason in [*not_yours.values(), *fixed.values()]}
+        return deleted, model_count, perms_needed, protected
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        content_row_save(user=request.user, obj=obj, changed=form.changed_data)
+
+    def delete_model(self, request, obj):
+        content_rows_delete(user=request.user, model=self.model, pks=[obj.pk])
+
+    def delete_queryset(self, request, queryset):
+        content_rows_delete(user=request.user, model=self.model, pks=list(queryset.values_list("pk", flat=True)))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ContentChangeRefused as exc:  # a study using the row opened after the form was checked
+            self.message_user(request, str(exc) + ".", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def changelist_view(self, request, extra_context=None):
+        try:
+            return super().changelist_view(request, extra_context)
+        except ContentChangeRefused as exc:  # the delete action, as above
+            self.message_user(request, str(exc) + ".", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ContentChangeRefused as exc:  # as above, between the confirmation page and the write
+            self.message_user(request, str(exc) + ".", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +154,7 @@ class DatasetAdmin(admin.ModelAdmin):
 
 
 @admin.register(Item)
-class ItemAdmin(admin.ModelAdmin):
+class ItemAdmin(ContentAdmin):
     list_display = ["external_id", "question_short", "dataset", "split", "gold_answer", "has_gold_rationale"]
     list_filter = ["dataset", "split", "gold_answer"]
     search_fields = ["external_id", "question"]
@@ -94,7 +177,7 @@ class ItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(RationaleSource)
-class RationaleSourceAdmin(admin.ModelAdmin):
+class RationaleSourceAdmin(ContentAdmin):
     list_display = ["name", "kind", "backend", "model_name_or_path", "n_rationales", "created_at"]
     list_filter = ["kind", "backend", "has_highlights"]
     search_fields = ["name", "description", "model_name_or_path"]
@@ -109,7 +192,7 @@ class RationaleSourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Rationale)
-class RationaleAdmin(admin.ModelAdmin):
+class RationaleAdmin(ContentAdmin):
     list_display = ["item_id_display", "source", "text_short", "predicted_answer", "prediction_correct"]
     list_filter = ["source", "prediction_correct", "item__dataset", "item__split"]
     search_fields = ["text", "item__external_id", "item__question", "source__name"]
@@ -129,7 +212,7 @@ class RationaleAdmin(admin.ModelAdmin):
 
 
 @admin.register(GeneralizationQuestion)
-class GeneralizationQuestionAdmin(admin.ModelAdmin):
+class GeneralizationQuestionAdmin(ContentAdmin):
     list_display = ["text_short", "qtype", "answer", "validation_status", "original", "origin"]
     list_filter = ["qtype", "validation_status", "answer", "item__dataset", "item__split"]
     search_fields = ["text", "item__question", "item__external_id", "origin"]
@@ -148,7 +231,11 @@ class GeneralizationQuestionAdmin(admin.ModelAdmin):
         return _short(obj.item.question, 60)
 
     def _set(self, request, queryset, status):
-        n = generalization_questions_set_validation(questions=queryset, status=status)
+        try:
+            n = generalization_questions_set_validation(user=request.user, questions=queryset, status=status)
+        except (ContentChangeRefused, QuestionError) as exc:
+            self.message_user(request, f"Nothing marked: {exc}.", messages.ERROR)
+            return
         self.message_user(request, f"{n} question(s) marked {status}.", messages.SUCCESS)
 
     @admin.action(description="Mark selected questions valid")

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion
+from studies.services.content import content_change_check
 
 
 class QuestionError(Exception):
@@ -14,15 +15,20 @@ class QuestionError(Exception):
 
 
 def generalization_questions_set_validation(
-    *, questions: Iterable[GeneralizationQuestion], status: str
+    *, questions: Iterable[GeneralizationQuestion], status: str, user=None
 ) -> int:
-    """Set the validation status of the given questions; returns how many changed."""
+    """Set the validation status of the given questions for ``user`` (None: the operator); returns
+    how many changed. Raises ``ContentNotYours`` (``studies.services.content``) when one of them is
+    used by a study ``user`` may not change. A validation status is the researchers' judgement of
+    a question, not what workers see: it stays editable after a study using it opens."""
     if status not in GeneralizationQuestion.Validation.values:
         raise QuestionError(
             f"unknown validation status {status!r}: use {', '.join(GeneralizationQuestion.Validation.values)}"
         )
     ids = [q.pk for q in questions]
     with transaction.atomic():
+        content_change_check(user=user, model=GeneralizationQuestion, changes={pk: {"validation_status"} for pk in ids},
+                             lock=True)
         return (
             GeneralizationQuestion.objects.filter(pk__in=ids)
             .exclude(validation_status=status)

@@ -151,7 +151,7 @@ def generalization_questions_import(
         compare = ["answer"] + (["validation_status"] if validation_status is not None else [])
         result, _ = bulk_upsert(
             model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
-            lines=lines, filename=f.name,
+            lines=lines, filename=f.name, user=user,
         )
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:

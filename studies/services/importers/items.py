@@ -107,7 +107,7 @@ def items_apply(
 
         result, _ = bulk_upsert(
             model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS,
-            lines=rows.lines, filename=f.name,
+            lines=rows.lines, filename=f.name, user=user,
         )
         splits: dict[str, int] = {}
         for values in rows.rows.values():

@@ -289,7 +289,7 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             model=Rationale, existing=existing, rows=keyed, build=build,
             compare_fields=["text", "predicted_answer", "prediction_correct", "generation_info", "highlights",
                             "faithfulness"],
-            lines=keyed_lines, filename=f.name,
+            lines=keyed_lines, filename=f.name, user=user,
         )
         with_highlights = sorted({name for (_, name), values in rows.items() if values.get("highlights")})
         RationaleSource.objects.filter(name__in=with_highlights, has_highlights=False).update(has_highlights=True)

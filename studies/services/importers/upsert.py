@@ -15,6 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from studies.models import Dataset, ImportRecord, Item
+from studies.services.content import content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import ImportFile
@@ -123,13 +124,19 @@ def bulk_upsert(
     lines: dict[Any, int | None] | None = None,
     filename: str = "",
     batch_size: int = 500,
+    user: Any = None,
 ) -> tuple[UpsertResult, list[models.Model]]:
     """Create the rows whose key is new, update those whose ``compare_fields`` differ, count the
     rest as unchanged. ``existing`` maps key -> instance; ``rows`` maps key -> field values.
     Returns the counts and the created instances. Every new or changed instance is
     ``full_clean``-ed, except for uniqueness, which the caller has already settled; a row the
     model refuses (an id longer than its column, ...) is reported with its line (``lines`` maps
-    key -> line) and field, every one of them, before anything is written."""
+    key -> line) and field, every one of them, before anything is written.
+
+    Shared content (items, sources, rationales, generalization questions) changes only as
+    ``studies.services.content`` allows ``user`` (None: the operator): a row used by a study the
+    user may not change, and a changed field of what an open or closed study shows, are reported
+    by line too. Call inside the import's transaction (the studies using the rows are locked)."""
     result = UpsertResult()
     errors = ErrorCollector()
 
@@ -147,6 +154,7 @@ def bulk_upsert(
     to_create: list[models.Model] = []
     to_update: list[models.Model] = []
     changed_fields: set[str] = set()
+    diffs: dict[Any, list[str]] = {}  # primary key -> the fields the row changes
     # Foreign keys were resolved by the importer; validating them again costs a query per row.
     exclude = [f.name for f in model._meta.concrete_fields if f.is_relation]
     for key, values in rows.items():
@@ -158,6 +166,7 @@ def bulk_upsert(
             continue
         diff = [f for f in compare_fields if f in values and getattr(obj, f) != values[f]]
         if diff:
+            diffs[obj.pk] = diff
             for f, v in values.items():
                 setattr(obj, f, v)
             changed_fields.update(values)
@@ -165,6 +174,13 @@ def bulk_upsert(
             to_update.append(obj)
         else:
             result.unchanged += 1
+    if diffs:
+        not_yours, fixed = content_change_problems(user=user, model=model, changes=diffs, lock=True)
+        key_of = {obj.pk: key for key, obj in existing.items() if obj is not None and obj.pk in diffs}
+        for pk, reason in [*not_yours.items(), *fixed.items()]:
+            key = key_of[pk]
+            errors.add((lines or {}).get(key), ", ".join(diffs[pk]), reason,
+                       record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
     errors.raise_if_any(filename)
     created = model.objects.bulk_create(to_create, batch_size=batch_size)
     if to_update:

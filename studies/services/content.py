@@ -1,0 +1,157 @@
+"""Writes of the shared content studies show their workers: items, rationale sources, rationales
+and generalization questions. One rule, owned here, whoever writes (the admin's change and delete
+pages and actions, the importers):
+
+- *Only the studies' researchers change what their studies use.* A row used by a study the
+  acting user may not change (``studies.selectors.studies_for_user`` with CHANGE: owner, shared,
+  or superuser, with ``studies.change_study``) is not theirs to edit or delete, whatever the
+  study's status.
+- *A study's content is fixed once it opens.* What workers of an open or closed study see (the
+  question, its choices, the rationale text, the generalization question and its answer) and
+  what its scores read (gold answers, predicted answers, source names) is never changed under
+  it: an edit of those fields (``FIXED_FIELDS``), and any deletion, of a row an open or closed
+  study uses is refused, by its owner too. Correct content by importing a new dataset or source
+  and copying the study. Other fields (an item's metadata, a source's description and settings, a
+  rationale's faithfulness and highlights, a question's validation status) stay editable by the
+  studies' researchers.
+
+Which studies use a row is ``studies.selectors.content_studies`` (the same reading of "used" as
+the reference-data visibility selectors there). A user of ``None`` is the operator (management
+commands): only the second rule applies to them."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from django.db import models, transaction
+
+from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+from studies.selectors import CHANGE, content_studies, studies_for_user
+
+# What a study's workers see and its scores read, per model: fixed once a study using the row opens.
+FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
+    Item: frozenset({"dataset", "external_id", "question", "choices", "gold_answer", "gold_rationale", "split"}),
+    RationaleSource: frozenset({"name", "kind"}),
+    Rationale: frozenset({"item", "source", "text", "predicted_answer", "prediction_correct"}),
+    GeneralizationQuestion: frozenset({"item", "qtype", "text", "answer", "metadata"}),
+}
+CONTENT_MODELS = tuple(FIXED_FIELDS)
+
+
+class ContentChangeRefused(Exception):
+    """An edit or deletion of shared content that the rule refuses; the message names the row,
+    the study and what to do. ``problems`` maps each refused row's primary key to its reason."""
+
+    def __init__(self, problems: Mapping[int, str]):
+        self.problems = dict(problems)
+        super().__init__("; ".join(self.problems.values()))
+
+
+class ContentNotYours(ContentChangeRefused):
+    """The row is used by a study the acting user may not change."""
+
+
+def _may_change_ids(user) -> set[int]:
+    """The studies ``user`` may change: the one place this rule asks the access selector, so a
+    new access level changes one line."""
+    return set(studies_for_user(user=user, access=CHANGE).values_list("pk", flat=True))
+
+
+def _label(model, pk) -> str:
+    return f"{model._meta.verbose_name} {pk}"
+
+
+def content_change_problems(
+    *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool = False
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Why each row of ``changes`` (primary key -> names of the fields it changes, or None for a
+    deletion) may not change: ``(not_yours, fixed)``, each mapping a refused row to its reason;
+    rows of models other than the content models and rows no study uses are never refused.
+    ``lock``: take a row lock on the studies using the rows (call inside the transaction that
+    writes), so that none of them opens between this check and the write."""
+    if model not in FIXED_FIELDS or not changes:
+        return {}, {}
+    fixed_fields = FIXED_FIELDS[model]
+    uses = content_studies(model=model, pks=list(changes))
+    study_ids = set().union(*uses.values()) if uses else set()
+    if not study_ids:
+        return {}, {}
+    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only("pk", "name", "status")
+    with transaction.atomic():  # the locks last until the caller's transaction ends
+        by_id = {s.pk: s for s in (studies.select_for_update() if lock else studies)}
+    allowed = _may_change_ids(user) if user is not None else None
+    not_yours: dict[int, str] = {}
+    fixed: dict[int, str] = {}
+    for pk, fields in changes.items():
+        using = [by_id[s] for s in sorted(uses.get(pk, ())) if s in by_id]
+        if not using:
+            continue
+        if allowed is not None:
+            foreign = [s for s in using if s.pk not in allowed]
+            if foreign:
+                not_yours[pk] = (
+                    f"{_label(model, pk)} is used by {_names(foreign)}, which you may not change: only that "
+                    "study's researchers may edit or delete it"
+                )
+                continue
+        started = [s for s in using if s.status != Study.Status.DRAFT]
+        if not started:
+            continue
+        if fields is None:
+            fixed[pk] = (
+                f"{_label(model, pk)} cannot be deleted: {_names(started)} "
+                f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}"
+            )
+            continue
+        touched = sorted(set(fields) & fixed_fields)
+        if touched:
+            fixed[pk] = (
+                f"{', '.join(touched)} of {_label(model, pk)} cannot change: {_names(started)} "
+                f"{'shows' if len(started) == 1 else 'show'} it to workers and {_opened(started)}, so what its "
+                "workers saw and its scores stay as they were. Import the corrected content as a new dataset "
+                "or source and copy the study"
+            )
+    return not_yours, fixed
+
+
+def _names(studies: list[Study]) -> str:
+    names = ", ".join(repr(s.name) for s in studies[:3])
+    more = f" and {len(studies) - 3} more" if len(studies) > 3 else ""
+    return f"{'study' if len(studies) == 1 else 'studies'} {names}{more}"
+
+
+def _opened(studies: list[Study]) -> str:
+    return "was opened" if len(studies) == 1 else "were opened"
+
+
+def content_change_check(
+    *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool = False
+) -> None:
+    """Raise ``ContentNotYours`` or ``ContentChangeRefused`` when any row of ``changes`` may not
+    change (see ``content_change_problems``)."""
+    not_yours, fixed = content_change_problems(user=user, model=model, changes=changes, lock=lock)
+    if not_yours:
+        raise ContentNotYours(not_yours)
+    if fixed:
+        raise ContentChangeRefused(fixed)
+
+
+def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> models.Model:
+    """Save an edited content row (``changed``: the names of the fields the edit changes), after
+    checking the rule under a lock on the studies that use it. A new row (no primary key) is used
+    by no study yet and is saved as it is."""
+    with transaction.atomic():
+        if obj.pk is not None:
+            content_change_check(user=user, model=type(obj), changes={obj.pk: set(changed)}, lock=True)
+        obj.full_clean()
+        obj.save()
+    return obj
+
+
+def content_rows_delete(*, user, model: type[models.Model], pks: Iterable[int]) -> int:
+    """Delete content rows after checking the rule for each (a row an open or closed study uses is
+    never deleted: its units and answers would go with it). Returns how many rows were deleted,
+    cascades included."""
+    pks = list(pks)
+    with transaction.atomic():
+        content_change_check(user=user, model=model, changes=dict.fromkeys(pks), lock=True)
+        return model._default_manager.filter(pk__in=pks).delete()[0]
