@@ -46,7 +46,8 @@ class ContentAdmin(admin.ModelAdmin):
     ``studies.services.content`` (the one owner of the rule). A row used by a study the user may
     not change has no change or delete permission here (its pages are read-only, a POST answers
     403); an edit of what an open or closed study shows is a form error naming the study; a
-    deletion of a row such a study uses is listed as not allowed on the confirmation page."""
+    deletion of a row such a study uses is listed as not allowed on the confirmation page; a new
+    row that a study the user may not change would use is not added (a message says why)."""
 
     def _problems(self, request, changes):
         return content_change_problems(user=request.user, model=self.model, changes=changes)
@@ -82,10 +83,7 @@ class ContentAdmin(admin.ModelAdmin):
         return deleted, model_count, perms_needed, protected
 
     def save_model(self, request, obj, form, change):
-        if not change:
-            super().save_model(request, obj, form, change)
-            return
-        content_row_save(user=request.user, obj=obj, changed=form.changed_data)
+        content_row_save(user=request.user, obj=obj, changed=form.changed_data if change else ())
 
     def delete_model(self, request, obj):
         content_rows_delete(user=request.user, model=self.model, pks=[obj.pk])
@@ -96,7 +94,7 @@ class ContentAdmin(admin.ModelAdmin):
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except ContentChangeRefused as exc:  # a study using the row opened after the form was checked
+        except ContentChangeRefused as exc:  # a new row another's study would use, or a study opened meanwhile
             self.message_user(request, str(exc) + ".", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 

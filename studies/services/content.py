@@ -5,7 +5,9 @@ pages and actions, the importers):
 - *Only the studies' researchers change what their studies use.* A row used by a study the
   acting user may not change (``studies.selectors.studies_for_user`` with CHANGE: owner, shared,
   or superuser, with ``studies.change_study``) is not theirs to edit or delete, whatever the
-  study's status.
+  study's status; nor may they add a row such a study would use (a rationale of a source it
+  lists for an item it drew, a generalization question of an item a generalization study drew):
+  it would be shown to that study's workers when it opens.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
   what its scores read (gold answers, predicted answers, source names) is never changed under
@@ -136,14 +138,17 @@ def content_change_check(
 
 
 def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> models.Model:
-    """Save an edited content row (``changed``: the names of the fields the edit changes), after
-    checking the rule under a lock on the studies that use it. A new row (no primary key) is used
-    by no study yet and is saved as it is."""
+    """Save a content row, new or edited (``changed``: the names of the fields an edit changes),
+    checking the rule under a lock on the studies that use it. A new row is checked once written,
+    inside the same transaction: refused (``ContentNotYours``), it is rolled back."""
     with transaction.atomic():
-        if obj.pk is not None:
+        new = obj.pk is None
+        if not new:
             content_change_check(user=user, model=type(obj), changes={obj.pk: set(changed)}, lock=True)
         obj.full_clean()
         obj.save()
+        if new:
+            content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
 
 

@@ -5,6 +5,8 @@ tries to change what her open study shows; a worker's reveal page and the study'
 read before and after."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -15,7 +17,11 @@ from scoring.models import UnitScore
 from scoring.services import study_score
 from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
 from studies.services.content import ContentNotYours
-from studies.services.importers import ImportValidationError, rationales_import
+from studies.services.importers import (
+    ImportValidationError,
+    generalization_questions_import,
+    rationales_import,
+)
 from studies.services.questions import generalization_questions_set_validation
 from tests.annotations.factories import make_study
 from tests.annotations.pages import answer, entry_url, start
@@ -216,3 +222,34 @@ def test_a_reimport_that_changes_an_open_studys_rationale_is_refused_by_line(ali
         assert ("may not change" in error.reason) == (user is bob)
     rationale.refresh_from_db()
     assert rationale.text == "ORIGINAL-RATIONALE 0"
+
+
+def test_a_researcher_without_rights_cannot_add_a_question_to_anothers_draft(alice, bob):
+    draft = make_study(kind=Study.Kind.GENERALIZATION, owner=alice, status=Study.Status.DRAFT, n_items=1)
+    item = _content_of(draft, Item)
+    url = reverse("admin:studies_generalizationquestion_add")
+    planted = {"item": item.pk, "qtype": "rephrase", "text": "PLANTED: a question for alice's workers?",
+               "answer": "yes", "origin": "", "validation_status": "unvalidated", "metadata": "{}"}
+
+    response = _client(bob).post(url, planted, follow=True)
+
+    assert not GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
+    assert draft.name in response.content.decode() and "may not change" in response.content.decode()
+    assert _client(alice).post(url, planted).status_code == 302  # the study's own researcher may
+    assert GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
+
+
+def test_a_researcher_without_rights_cannot_import_questions_into_anothers_draft(alice, bob, tmp_path):
+    draft = make_study(kind=Study.Kind.GENERALIZATION, owner=alice, status=Study.Status.DRAFT, n_items=1)
+    item = _content_of(draft, Item)
+    path = tmp_path / "generalisation_final_test.json"
+    path.write_text(json.dumps({item.question: [["PLANTED: imported for alice's workers?", "True", "rephrase"]]}))
+
+    with pytest.raises(ImportValidationError) as refused:
+        generalization_questions_import(file=path, dataset_name=draft.dataset.name, user=bob)
+
+    (error,) = refused.value.errors
+    assert error.line is not None and draft.name in error.reason and "may not change" in error.reason
+    assert not GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
+    generalization_questions_import(file=path, dataset_name=draft.dataset.name, user=alice)
+    assert GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()

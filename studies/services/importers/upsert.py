@@ -135,8 +135,8 @@ def bulk_upsert(
 
     Shared content (items, sources, rationales, generalization questions) changes only as
     ``studies.services.content`` allows ``user`` (None: the operator): a row used by a study the
-    user may not change, and a changed field of what an open or closed study shows, are reported
-    by line too. Call inside the import's transaction (the studies using the rows are locked)."""
+    user may not change (or would use, for a new row), and a changed field of what an open or
+    closed study shows, are reported by line too. Call inside the import's transaction (the studies using the rows are locked)."""
     result = UpsertResult()
     errors = ErrorCollector()
 
@@ -155,6 +155,7 @@ def bulk_upsert(
     to_update: list[models.Model] = []
     changed_fields: set[str] = set()
     diffs: dict[Any, list[str]] = {}  # primary key -> the fields the row changes
+    rows_created_keys: list[Any] = []  # the key of each row of to_create
     # Foreign keys were resolved by the importer; validating them again costs a query per row.
     exclude = [f.name for f in model._meta.concrete_fields if f.is_relation]
     for key, values in rows.items():
@@ -163,6 +164,7 @@ def bulk_upsert(
             new = build(key, values)
             clean(new, key)
             to_create.append(new)
+            rows_created_keys.append(key)
             continue
         diff = [f for f in compare_fields if f in values and getattr(obj, f) != values[f]]
         if diff:
@@ -183,6 +185,16 @@ def bulk_upsert(
                        record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
     errors.raise_if_any(filename)
     created = model.objects.bulk_create(to_create, batch_size=batch_size)
+    if created and user is not None:
+        # New rows that a study the user may not change would use (bulk_create set their keys on
+        # PostgreSQL and SQLite): refused by line, and the caller's transaction rolls the file back.
+        not_yours, _ = content_change_problems(user=user, model=model, changes={obj.pk: () for obj in created},
+                                               lock=True)
+        for key, obj in zip(rows_created_keys, created, strict=True):
+            if obj.pk in not_yours:
+                errors.add((lines or {}).get(key), "", not_yours[obj.pk],
+                           record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
+        errors.raise_if_any(filename)
     if to_update:
         update_fields = sorted(changed_fields)
         if any(f.name == "updated_at" for f in model._meta.concrete_fields):
