@@ -88,11 +88,11 @@ def content_change_problems(
         if not using:
             continue
         if allowed is not None:
-            foreign = [s for s in using if s.pk not in allowed]
-            if foreign:
+            if any(s.pk not in allowed for s in using):
+                # Not named: another researcher's study name is theirs (issue 20 item 11).
                 not_yours[pk] = (
-                    f"{_label(model, pk)} is used by {_names(foreign)}, which you may not change: only that "
-                    "study's researchers may edit or delete it"
+                    f"{_label(model, pk)} is used by a study you may not change: only that study's researchers "
+                    "may edit or delete it, or add to what it shows"
                 )
                 continue
         started = [s for s in using if s.status != Study.Status.DRAFT]

@@ -127,7 +127,8 @@ def test_a_researcher_without_rights_cannot_mark_the_studys_questions_invalid(al
     response = _client(bob).post(reverse("admin:studies_generalizationquestion_changelist"),
                                  {"action": "mark_invalid", "_selected_action": [question.pk]}, follow=True)
 
-    assert "Nothing marked" in response.content.decode() and study.name in response.content.decode()
+    page = response.content.decode()
+    assert "Nothing marked" in page and "a study you may not change" in page and study.name not in page
     question.refresh_from_db()
     assert question.validation_status == GeneralizationQuestion.Validation.UNVALIDATED
     with pytest.raises(ContentNotYours):
@@ -218,8 +219,9 @@ def test_a_reimport_that_changes_an_open_studys_rationale_is_refused_by_line(ali
         with pytest.raises(ImportValidationError) as refused:
             rationales_import(file=path, dataset_name=study.dataset.name, user=user)
         (error,) = refused.value.errors
-        assert error.line == 1 and "text" in error.field and study.name in error.reason
-        assert ("may not change" in error.reason) == (user is bob)
+        assert error.line == 1 and "text" in error.field
+        # The study is named to its own researchers only.
+        assert ("may not change" in error.reason) == (study.name not in error.reason) == (user is bob)
     rationale.refresh_from_db()
     assert rationale.text == "ORIGINAL-RATIONALE 0"
 
@@ -234,7 +236,8 @@ def test_a_researcher_without_rights_cannot_add_a_question_to_anothers_draft(ali
     response = _client(bob).post(url, planted, follow=True)
 
     assert not GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
-    assert draft.name in response.content.decode() and "may not change" in response.content.decode()
+    page = response.content.decode()
+    assert "a study you may not change" in page and draft.name not in page  # another's study stays unnamed
     assert _client(alice).post(url, planted).status_code == 302  # the study's own researcher may
     assert GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
 
@@ -249,7 +252,7 @@ def test_a_researcher_without_rights_cannot_import_questions_into_anothers_draft
         generalization_questions_import(file=path, dataset_name=draft.dataset.name, user=bob)
 
     (error,) = refused.value.errors
-    assert error.line is not None and draft.name in error.reason and "may not change" in error.reason
+    assert error.line is not None and "a study you may not change" in error.reason and draft.name not in error.reason
     assert not GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
     generalization_questions_import(file=path, dataset_name=draft.dataset.name, user=alice)
     assert GeneralizationQuestion.objects.filter(text__startswith="PLANTED").exists()
