@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from annotations.models import Assignment, PlatformCall
 from annotations.services.payments import PlatformServiceError
+from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
 
 OP = PlatformCall.Operation
@@ -24,3 +25,10 @@ def resolve_platform(study: Study, name: str | None) -> Platform:
 
 def assignment_platform(assignment: Assignment) -> Platform:
     return Platform(assignment.participant.platform)
+
+
+def participant_pseudonym(participant) -> str:
+    """What an audit row (idempotency key, request summary) names a worker by: the pseudonym
+    (``lab.pseudonyms``), never the raw platform id, which only holders of
+    ``studies.view_raw_worker_ids`` may see."""
+    return worker_pseudonym(participant.platform, participant.external_id)
