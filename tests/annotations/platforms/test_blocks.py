@@ -124,3 +124,36 @@ def test_raw_worker_ids_stay_out_of_the_audit_a_researcher_reads(mturk, alice, r
     assert client.get("/admin/annotations/platformcall/", {"q": WORKER}).context["cl"].result_count == 0
     publish = client.get(reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode()
     assert "mturk:block:" in publish and WORKER not in publish
+
+
+def test_a_lost_mturk_bonus_is_found_by_the_worker_of_its_assignment_and_not_paid_twice(mturk, alice):
+    # The audit summary names the worker by pseudonym now; reconciling a bonus whose answer was
+    # lost must still ask MTurk about the raw worker id (that of the call's assignment), or it
+    # would find nothing and pay again.
+    platform, stubber = mturk
+    user, client = alice
+    study = _study(user, "alice-1")
+    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID)
+    real_bonus = platform.bonus
+
+    def pay_then_lose_the_answer(**kwargs):
+        real_bonus(**kwargs)  # MTurk paid...
+        raise RuntimeError("connection dropped")  # ...and the answer never came back
+
+    stubber.add_response("send_bonus", {}, {"WorkerId": WORKER, "BonusAmount": "0.50", "AssignmentId": TASK_ID,
+                                            "Reason": "Careful work.", "UniqueRequestToken": ANY})
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
+        patch.setattr(platform, "bonus", pay_then_lose_the_answer)
+        client.post(_worker_page(study, work), {"action": "bonus", "assignment": work.pk, "amount": "0.50",
+                                                "kind": "other", "reason": "Careful work."})
+    stubber.add_response("list_bonus_payments", {"BonusPayments": [
+        {"WorkerId": WORKER, "BonusAmount": "0.50", "AssignmentId": TASK_ID, "Reason": "Careful work."}],
+        "NumResults": 1}, {"AssignmentId": TASK_ID})
+
+    client.post(_worker_page(study, work), {"action": "bonus", "assignment": work.pk, "amount": "0.50",
+                                            "kind": "other", "reason": "Careful work."})
+
+    stubber.assert_no_pending_responses()  # asked, found it paid, sent nothing again
+    call = PlatformCall.objects.get(operation="bonus")
+    assert call.status == PlatformCall.Status.CONFIRMED and call.attempts == 1
+    assert WORKER not in str(call.request_summary)
