@@ -353,7 +353,7 @@ class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
                 self.message_user(request, f"{submission}: you may not pay workers of this study.", messages.ERROR)
                 continue
             try:
-                submission_clear(submission=submission, user=request.user)
+                submission_clear(user=request.user, submission=submission)
                 cleared += 1
             except PlatformServiceError as exc:
                 self.message_user(request, exc.message, messages.ERROR)

@@ -38,10 +38,12 @@ def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
         return Assignment.STATUS.move(locked, Assignment.Status.APPROVED, reviewed_at=timezone.now())
 
 
-def submission_clear(*, submission: PlatformSubmission, user=None) -> PlatformSubmission:
+def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmission:
     """A researcher's decision on work that sync put on hold (the platform's worker id is not the
-    local participant's): the work counts again and may be approved and paid. To refuse it,
-    reject the assignment instead."""
+    local participant's), as ``user`` (PAY access to its study): the work counts again and may be
+    approved and paid. To refuse it, reject the assignment instead."""
+    submission = PlatformSubmission.objects.select_related("publication").get(pk=submission.pk)
+    access_study(user=user, study=submission.publication.study_id, access=APPROVE)
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=submission.pk)
         if locked.flag != PlatformSubmission.Flag.WORKER_MISMATCH:

@@ -121,4 +121,5 @@ def test_sync_holds_work_whose_platform_worker_is_someone_else(prolific, study, 
     assert claims_that_count(study=study).count() == counted_before
     assert assignment_approve(user=OPERATOR, study=spoofed.study, assignment=spoofed).status == Assignment.Status.APPROVED
     with pytest.raises(PlatformServiceError, match="not on hold"):
-        submission_clear(submission=PlatformSubmission.objects.get(platform_assignment_id=honest_sub["id"]))
+        submission_clear(user=OPERATOR,
+                         submission=PlatformSubmission.objects.get(platform_assignment_id=honest_sub["id"]))

@@ -11,13 +11,19 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotations.models import Assignment, Bonus, PlatformCall, WorkerBlock
+from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, WorkerBlock
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import PlatformAccessDenied
 from annotations.services.platforms.bonus import bonus_pay, study_bonuses_pay
 from annotations.services.platforms.close import study_close, worker_block
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import assignment_approve, assignment_reject, study_approve_all
+from annotations.services.platforms.review import (
+    assignment_approve,
+    assignment_reject,
+    study_approve_all,
+    submission_clear,
+)
+from annotations.services.platforms.sync import study_sync
 from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
 from studies.models import Study
 from tests.annotations.factories import make_study
@@ -127,6 +133,12 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
     lee, _ = staff_client("lee", pay=False)
     mo, _ = staff_client("mo")
     victim.study.shared_with.add(lee)
+    # A task sync put on hold (Prolific's worker is not the one who answered), to clear.
+    real = server.add_submission(victim.platform_task_id, participant_id="pr3al")
+    submitted(victim.study, platform="prolific", worker_id="psp00f", assignment_id=real["id"],
+              task_id=victim.platform_task_id)
+    study_sync(study=victim.study)
+    held = PlatformSubmission.objects.get(platform_assignment_id=real["id"], flag="worker_mismatch")
     actions = {
         "approve": lambda user: assignment_approve(user=user, study=victim.study, assignment=victim),
         "reject": lambda user: assignment_reject(user=user, study=victim.study, assignment=victim,
@@ -138,6 +150,7 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
                                                   amount="1.00", reason=REASON),
         "block": lambda user: worker_block(user=user, study=victim.study, participant=victim.participant,
                                            reason="Spam."),
+        "clear hold": lambda user: submission_clear(user=user, submission=held),
     }
     for user in (lee, mo):
         for name, action in actions.items():
@@ -146,6 +159,8 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
                 pytest.fail(f"{name} as {user.username}: not refused")
     assert server.payments == [] and server.calls("POST", r"/api/v1/submissions/\w+/transition/") == []
     assert not Bonus.objects.exists() and not WorkerBlock.objects.exists()
+    held.refresh_from_db()
+    assert held.cleared_at is None
     assert Assignment.objects.get(pk=victim.pk).status == Assignment.Status.SUBMITTED
     with pytest.raises(PlatformAccessDenied):
         study_close(user=mo, study=victim.study)
