@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 
 COMMON = {
     "acks_late": True,
+    # Retried: a network error or a lost answer. The batch services finish every row first and
+    # return those of unknown outcome; the money tasks then raise ``Unsettled`` (a
+    # CallOutcomeUnknown) so the whole batch runs again, idempotently. A refusal (no right, an
+    # assignment of another study, a bad amount) is a PlatformServiceError: never retried.
     "autoretry_for": (PlatformTransientError, CallOutcomeUnknown),
     "retry_backoff": True,
     "retry_backoff_max": 600,

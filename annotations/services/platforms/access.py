@@ -63,9 +63,10 @@ def study_assignments(*, study: Study, ids: Iterable[int]) -> list[Assignment]:
     """The assignments ``ids`` of ``study``, in id order; ``PlatformServiceError`` naming every id
     that is not a task of ``study`` (nothing is done to any of them then)."""
     ids = list(ids)
-    bad = [i for i in ids if isinstance(i, bool) or not (isinstance(i, int) or (isinstance(i, str) and i.isascii() and i.isdigit()))]
-    if bad:
-        raise PlatformServiceError(f"assignment id {bad[0]!r} is not a whole number; nothing was done")
+    for i in ids:
+        whole = isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63
+        if not (whole or (isinstance(i, str) and i.isascii() and i.isdigit() and len(i) <= 18)):
+            raise PlatformServiceError(f"assignment id {str(i)[:40]!r} is not a whole number; nothing was done")
     wanted = sorted({int(i) for i in ids})
     found = list(Assignment.objects.filter(study=study, pk__in=wanted).select_related("participant", "study")
                  .order_by("id"))
