@@ -27,7 +27,7 @@ from studies.models import Platform, Study
 
 from .access import BONUS, access_study, assignment_of, study_assignments
 from .calls import reconciler
-from .common import OP, actor, assignment_platform, participant_pseudonym
+from .common import OP, actor, assignment_platform, participant_pseudonym, participant_redaction, redacted
 from .tokens import bonus_token
 
 AMOUNT_TEXT = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,2})?")
@@ -136,7 +136,8 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
     summary = {"platform_assignment_id": assignment.platform_assignment_id,
                "worker": participant_pseudonym(assignment.participant), "amount": str(bonus.amount), "kind": kind,
                "reason": reason[:500]}
-    common = {"user": actor(user), "study": assignment.study, "assignment": assignment}
+    common = {"user": actor(user), "study": assignment.study, "assignment": assignment,
+              "redact": participant_redaction(assignment.participant)}
     key = f"{name}:bonus:{token}"
     try:
         if name == Platform.PROLIFIC:
@@ -154,13 +155,15 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
             )
     except (PlatformTransientError, CallOutcomeUnknown) as exc:
         # Sent, and the answer was lost (or an earlier attempt's still is): the money may have moved.
-        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=_message(exc),
+        error = redacted(_message(exc), assignment.participant)
+        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error,
                     platform_call=PlatformCall.objects.filter(idempotency_key=key).first())
-        raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk}: outcome unknown ({_message(exc)}); "
+        raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk}: outcome unknown ({error}); "
                                    "the next sync asks the platform whether it was paid") from exc
     except (PlatformError, PlatformServiceError) as exc:
-        _bonus_move(bonus, Bonus.Status.FAILED, error=_message(exc))
-        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {_message(exc)}") from exc
+        error = redacted(_message(exc), assignment.participant)
+        _bonus_move(bonus, Bonus.Status.FAILED, error=error)
+        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {error}") from exc
     _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
     bonus.refresh_from_db()
     return bonus

@@ -15,7 +15,7 @@ from annotations.services.payments import CallSpec, PlatformServiceError, platfo
 from studies.models import Platform, Study
 
 from .access import BLOCK, CLOSE, NOTIFY, PlatformAccessDenied, access_study
-from .common import OP, actor, participant_pseudonym
+from .common import OP, actor, participant_pseudonym, participant_redaction
 
 
 def study_close(*, user, study: Study) -> list[Publication]:
@@ -83,7 +83,7 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
             spec=CallSpec(platform=Platform.MTURK, operation=OP.BLOCK,
                           idempotency_key=f"{Platform.MTURK}:block:{participant_pseudonym(participant)}",
                           request_summary={"worker": participant_pseudonym(participant), "reason": reason[:500]},
-                          user=researcher, study=study),
+                          user=researcher, study=study, redact=participant_redaction(participant)),
             send=lambda: platform.block(worker_id=participant.external_id, reason=reason),
             reconcile=lambda call: False,
         )
@@ -119,7 +119,8 @@ def workers_notify(*, user, study: Study, subject: str, message: str,
         spec=CallSpec(platform=Platform.MTURK, operation=OP.NOTIFY,
                       idempotency_key=f"{Platform.MTURK}:notify:{study.pk}:{digest}",
                       request_summary={"subject": subject[:200], "n_workers": len(worker_ids)},
-                      user=actor(user), study=study),
+                      user=actor(user), study=study,
+                      redact={k: v for p in participants for k, v in participant_redaction(p).items()}),
         send=lambda: platform.notify(worker_ids=worker_ids, subject=subject, message=message),
         reconcile=lambda call: False,
     )

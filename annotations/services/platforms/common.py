@@ -32,3 +32,14 @@ def participant_pseudonym(participant) -> str:
     (``lab.pseudonyms``), never the raw platform id, which only holders of
     ``studies.view_raw_worker_ids`` may see."""
     return worker_pseudonym(participant.platform, participant.external_id)
+
+
+def participant_redaction(participant) -> dict[str, str]:
+    """``CallSpec.redact`` for a call about ``participant``: their raw id -> their pseudonym."""
+    return {participant.external_id: participant_pseudonym(participant)}
+
+
+def redacted(text: str, participant) -> str:
+    """``text`` (a platform's error, say) with ``participant``'s raw id replaced by the pseudonym."""
+    raw = participant.external_id
+    return text.replace(raw, participant_pseudonym(participant)) if raw else text

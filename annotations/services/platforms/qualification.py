@@ -100,7 +100,8 @@ def mturk_qualification_grant_passed(*, study: Study, user=None, platform: MTurk
         platform_call_execute(
             spec=CallSpec(platform=Platform.MTURK, operation=OP.ASSOCIATE_QUALIFICATION,
                           idempotency_key=f"{Platform.MTURK}:qualgrant:{qualification.qualification_type_id}:{worker}",
-                          request_summary={"worker": worker, "value": 100}, user=actor(user), study=study),
+                          request_summary={"worker": worker, "value": 100}, user=actor(user), study=study,
+                          redact={worker_id: worker}),
             send=lambda worker_id=worker_id: platform.associate_qualification(
                 qualification_type_id=qualification.qualification_type_id, worker_id=worker_id, value=100),
             reconcile=lambda call: False,  # granting again is harmless

@@ -21,7 +21,7 @@ from studies.models import Platform, Study
 
 from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
 from .calls import reconciler
-from .common import OP, actor, assignment_platform, participant_pseudonym
+from .common import OP, actor, assignment_platform, participant_pseudonym, participant_redaction
 
 
 def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
@@ -91,7 +91,8 @@ def _approve(assignment: Assignment, *, user, feedback: str = "") -> Assignment:
                           amount=money(assignment.study.reward), currency=platform.currency,
                           request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                            "worker": participant_pseudonym(assignment.participant)},
-                          user=actor(user), study=assignment.study, assignment=assignment),
+                          user=actor(user), study=assignment.study, assignment=assignment,
+                          redact=participant_redaction(assignment.participant)),
             send=lambda: platform.approve(platform_assignment_id=assignment.platform_assignment_id, feedback=feedback),
             reconcile=reconciler(platform),
         )
@@ -130,7 +131,8 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                           request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                            "worker": participant_pseudonym(assignment.participant),
                                            "feedback": feedback[:1024], "category": category},
-                          user=actor(user), study=assignment.study, assignment=assignment),
+                          user=actor(user), study=assignment.study, assignment=assignment,
+                          redact=participant_redaction(assignment.participant)),
             send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
                                          feedback=feedback, category=category),
             reconcile=reconciler(platform),

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import PlatformCall, WorkerBlock
+from annotations.models import Bonus, PlatformCall, WorkerBlock
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import ParticipantBlocked
 from lab.pseudonyms import worker_pseudonym
@@ -157,3 +157,25 @@ def test_a_lost_mturk_bonus_is_found_by_the_worker_of_its_assignment_and_not_pai
     call = PlatformCall.objects.get(operation="bonus")
     assert call.status == PlatformCall.Status.CONFIRMED and call.attempts == 1
     assert WORKER not in str(call.request_summary)
+
+
+def test_a_platform_error_naming_the_worker_is_stored_and_shown_with_the_pseudonym(mturk, alice):
+    platform, stubber = mturk
+    user, client = alice
+    study = _study(user, "alice-1")
+    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID)
+    stubber.add_client_error("send_bonus", service_error_code="RequestError",
+                             service_message=f"Worker {WORKER} is not associated with assignment {TASK_ID}.")
+
+    page = client.post(_worker_page(study, work), {"action": "bonus", "assignment": work.pk, "amount": "0.50",
+                                                   "kind": "other", "reason": "Careful work."}, follow=True)
+
+    stubber.assert_no_pending_responses()
+    pseudonym = worker_pseudonym("mturk", WORKER)
+    call = PlatformCall.objects.get(operation="bonus")
+    assert call.status == PlatformCall.Status.FAILED and f"Worker {pseudonym} is not associated" in call.error
+    bonus = Bonus.objects.get()
+    assert WORKER not in bonus.error + json.dumps(call.response) + call.error
+    assert WORKER not in page.content.decode() and pseudonym in page.content.decode()
+    for listing in ("/admin/annotations/platformcall/", "/admin/annotations/bonus/"):
+        assert WORKER not in client.get(listing).content.decode()

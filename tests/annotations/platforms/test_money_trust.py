@@ -24,6 +24,7 @@ from annotations.services.platforms.close import workers_notify
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
+from lab.pseudonyms import worker_pseudonym
 from tests.annotations.platforms.conftest import submitted
 from tests.annotations.platforms.mturk_stubs import HIT_A, published, sync_page
 
@@ -252,4 +253,6 @@ def test_mturk_ids_out_of_format_are_refused_before_sending_and_the_rest_proceed
     assert result["approved"] == 1 and f"assignment {bad.pk}" in result["errors"][0]
     call = PlatformCall.objects.get(assignment=bad)
     assert call.status == PlatformCall.Status.FAILED and "AssignmentId '3bad\\r\\n' is not an MTurk id" in call.error
-    assert notified["notified"] == 1 and [f["WorkerId"] for f in notified["failures"]] == ["Abad,0.99"]
+    # The stored answer names the refused worker by pseudonym, as the audit does (issue 20, item 9).
+    assert notified["notified"] == 1 and [f["WorkerId"] for f in notified["failures"]] == [
+        worker_pseudonym("mturk", "Abad,0.99")]
