@@ -179,3 +179,18 @@ def test_a_platform_error_naming_the_worker_is_stored_and_shown_with_the_pseudon
     assert WORKER not in page.content.decode() and pseudonym in page.content.decode()
     for listing in ("/admin/annotations/platformcall/", "/admin/annotations/bonus/"):
         assert WORKER not in client.get(listing).content.decode()
+
+
+def test_the_participant_admin_is_not_a_second_way_to_block_everywhere(alice):
+    # Ticking "blocked" on the participant's change page blocked the worker in every study,
+    # around worker_block's rule that only a superuser blocks everywhere.
+    user, client = alice
+    bob, _ = staff_client("bob")
+    mine, bobs = _study(user, "alice-1"), _study(bob, "bob-1")
+    work = submitted(mine, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID)
+
+    client.post(f"/admin/annotations/participant/{work.participant_id}/change/", {"blocked": "on"})
+
+    work.participant.refresh_from_db()
+    assert not work.participant.blocked
+    assert assignment_start(study=bobs, participant=work.participant, consented=True).study_id == bobs.pk
