@@ -22,6 +22,7 @@ from annotations.models import (
     QualificationGrant,
     QualificationTest,
     Unit,
+    WorkerBlock,
 )
 from annotations.services.steps import (
     RATIONALE_PROPERTIES,
@@ -301,3 +302,18 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, C
     if claim is not None and token and claim.assignment.token == token:
         return claim.assignment, claim
     return assignment_by_token(token), claim
+
+
+# --- blocks --------------------------------------------------------------------------------------
+def blocks_covering(*, study: Study) -> QuerySet[WorkerBlock]:
+    """The blocks that refuse workers in ``study``: made on it, made by its owner (a
+    researcher's block covers the studies they own), or everywhere (a superuser's)."""
+    covers = Q(study_id=study.pk) | Q(everywhere=True)
+    if study.owner_id is not None:
+        covers |= Q(researcher_id=study.owner_id)
+    return WorkerBlock.objects.filter(covers)
+
+
+def participant_blocked(*, participant, study: Study) -> bool:
+    """Whether ``participant`` is blocked in ``study`` (``blocks_covering``)."""
+    return participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists()

@@ -23,6 +23,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from annotations.models import Annotation, Assignment, Participant
+from annotations.selectors import blocks_covering
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Study
 
@@ -100,8 +101,11 @@ class WorkerRecord:
 
 
 def _records(study: Study, participants: QuerySet[Participant]) -> list[WorkerRecord]:
+    # Blocked here: everywhere, or by a block that covers this study (``selectors.blocks_covering``).
+    blocked_here = set(blocks_covering(study=study).filter(participant_id__in=participants.values("pk"))
+                       .values_list("participant_id", flat=True))
     records = {
-        p.pk: WorkerRecord(participant_id=p.pk, platform=p.platform, blocked=p.blocked,
+        p.pk: WorkerRecord(participant_id=p.pk, platform=p.platform, blocked=p.blocked or p.pk in blocked_here,
                            pseudonym=worker_pseudonym(p.platform, p.external_id))
         for p in participants.only("id", "platform", "external_id", "blocked")
     }

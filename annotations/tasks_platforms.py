@@ -7,17 +7,16 @@ Discovered through ``app.autodiscover_tasks(related_name="tasks_platforms")`` in
 from __future__ import annotations
 
 import logging
-from decimal import Decimal
 
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from annotations.models import Assignment, Publication
-from annotations.platforms.base import PlatformError, PlatformTransientError
-from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
-from annotations.services.platforms.bonus import bonus_pay
+from annotations.models import Publication
+from annotations.platforms.base import PlatformTransientError
+from annotations.services.payments import CallOutcomeUnknown
+from annotations.services.platforms.bonus import study_bonuses_pay
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import assignment_approve
+from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
 from studies.models import Platform, Study
 
@@ -25,6 +24,10 @@ logger = logging.getLogger(__name__)
 
 COMMON = {
     "acks_late": True,
+    # Retried: a network error or a lost answer. The batch services finish every row first and
+    # return those of unknown outcome; the money tasks then raise ``Unsettled`` (a
+    # CallOutcomeUnknown) so the whole batch runs again, idempotently. A refusal (no right, an
+    # assignment of another study, a bad amount) is a PlatformServiceError: never retried.
     "autoretry_for": (PlatformTransientError, CallOutcomeUnknown),
     "retry_backoff": True,
     "retry_backoff_max": 600,
@@ -33,8 +36,15 @@ COMMON = {
     "time_limit": 660,
 }
 # One approve or bonus is one platform request (about 0.2-1 s); 50 a batch keeps a task well
-# under the soft limit, and the rest is queued again.
+# under the soft limit. A long list is queued as one task per batch (``queue_in_batches``), each
+# on its own: a retry runs its own batch again (idempotent: approved or paid rows send nothing)
+# and queues nothing more.
 BATCH_SIZE = 50
+
+
+class Unsettled(CallOutcomeUnknown):
+    """Some rows of a batch had no known outcome (a network error, an earlier attempt's lost
+    answer): raised after the whole batch ran, so ``autoretry_for`` runs the batch again later."""
 
 
 def _user(user_id):
@@ -72,37 +82,35 @@ def sync_open_studies_task() -> dict:
     return {"queued": len(study_ids)}
 
 
+def queue_in_batches(task, *, study_id: int, user_id: int, assignment_ids: list[int], **kwargs) -> int:
+    """Queue ``task`` once per ``BATCH_SIZE`` of ``assignment_ids``; returns how many tasks."""
+    batches = [assignment_ids[i:i + BATCH_SIZE] for i in range(0, len(assignment_ids), BATCH_SIZE)]
+    for batch in batches:
+        task.delay(study_id=study_id, user_id=user_id, assignment_ids=batch, **kwargs)
+    return len(batches)
+
+
+def _settle(result: dict) -> dict:
+    """``result`` of a batch service; ``Unsettled`` (a retry) if some rows' outcome is unknown."""
+    if result["unsettled"]:
+        raise Unsettled(f"{len(result['unsettled'])} row(s) without a known outcome: "
+                        + "; ".join(result["errors"][:5]))
+    return result
+
+
 @shared_task(name="annotations.platforms.approve_assignments", **COMMON)
-def approve_assignments_task(assignment_ids: list[int], user_id: int | None = None) -> dict:
-    batch, rest = assignment_ids[:BATCH_SIZE], assignment_ids[BATCH_SIZE:]
-    approved, errors = 0, []
-    for assignment in Assignment.objects.filter(pk__in=batch).order_by("id"):
-        try:
-            assignment_approve(assignment=assignment, user=_user(user_id))
-            approved += 1
-        except (PlatformServiceError, PlatformError) as exc:  # one bad row never stops the batch
-            errors.append(f"assignment {assignment.pk}: {exc.message}")
-    if rest:
-        approve_assignments_task.delay(rest, user_id)
-    return {"approved": approved, "errors": errors, "queued": len(rest)}
+def approve_assignments_task(*, study_id: int, user_id: int, assignment_ids: list[int]) -> dict:
+    """Approve ``assignment_ids`` of study ``study_id`` as user ``user_id``: the publish page's
+    "Approve all" (``review.study_approve_all``, which checks the user's right and that every
+    assignment is the study's)."""
+    return _settle(study_approve_all(user=_user(user_id), study=study_id, assignment_ids=assignment_ids))
 
 
 @shared_task(name="annotations.platforms.pay_bonuses", **COMMON)
-def pay_bonuses_task(items: list[dict], user_id: int | None = None) -> dict:
-    """``items``: [{"assignment_id": 1, "amount": "0.50", "reason": "...", "kind": "good_work"}]."""
-    batch, rest = items[:BATCH_SIZE], items[BATCH_SIZE:]
-    paid, errors = 0, []
-    for item in batch:
-        assignment = Assignment.objects.filter(pk=item["assignment_id"]).first()
-        if assignment is None:
-            errors.append(f"assignment {item['assignment_id']}: not found")
-            continue
-        try:
-            bonus_pay(assignment=assignment, amount=Decimal(str(item["amount"])), reason=item["reason"],
-                      kind=item.get("kind", "other"), user=_user(user_id))
-            paid += 1
-        except (PlatformServiceError, PlatformError) as exc:  # recorded on the bonus row; the rest proceeds
-            errors.append(f"assignment {assignment.pk}: {exc.message}")
-    if rest:
-        pay_bonuses_task.delay(rest, user_id)
-    return {"paid": paid, "errors": errors, "queued": len(rest)}
+def pay_bonuses_task(*, study_id: int, user_id: int, assignment_ids: list[int], amount: str, reason: str,
+                     kind: str = "other") -> dict:
+    """Pay the bonus ``amount`` (text, e.g. "0.50") with ``reason`` to ``assignment_ids`` of study
+    ``study_id`` as user ``user_id`` (``bonus.study_bonuses_pay``, which checks the user's right
+    and that every assignment is the study's)."""
+    return _settle(study_bonuses_pay(user=_user(user_id), study=study_id, assignment_ids=assignment_ids,
+                                     amount=amount, reason=reason, kind=kind))

@@ -4,8 +4,6 @@ pays a bonus or blocks. Every button is a POST that calls the audited platform s
 (``annotations.services.platforms``) and needs PAY access to the study; GET changes nothing."""
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
 from django.contrib import messages
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -67,38 +65,44 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
 
 
 def _assignment(request, study, participant) -> Assignment:
-    return get_object_or_404(Assignment, pk=request.POST.get("assignment"), study=study, participant=participant)
+    """The task named by the form's ``assignment`` (a whole number), of this study and worker;
+    ``PlatformServiceError`` otherwise (the page says so; no 500 for ``abc`` or ``1.5``)."""
+    raw = request.POST.get("assignment", "")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise PlatformServiceError(f"task {raw[:40]!r} is not a task number")
+    assignment = Assignment.objects.filter(pk=int(raw), study=study, participant=participant).first()
+    if assignment is None:
+        raise PlatformServiceError(f"task {raw} is not one of this worker's tasks in this study")
+    return assignment
 
 
 def _act(request, study, participant) -> None:
-    """One button: approve / reject one task, pay a bonus for one, or block the worker."""
+    """One button: approve / reject one task, pay a bonus for one, or block the worker. Each calls
+    the platform service with the acting user and the study; the service checks the right."""
     action = request.POST.get("action", "")
     user = request.user
     try:
         if action == "approve":
-            assignment = assignment_approve(assignment=_assignment(request, study, participant), user=user)
+            assignment = assignment_approve(user=user, study=study, assignment=_assignment(request, study, participant))
             messages.success(request, f"Task {assignment.pk} approved: its reward is paid.")
         elif action == "reject":
-            assignment = assignment_reject(assignment=_assignment(request, study, participant), user=user,
+            assignment = assignment_reject(user=user, study=study, assignment=_assignment(request, study, participant),
                                            feedback=request.POST.get("feedback", ""),
                                            category=request.POST.get("category", ""))
             messages.success(request, f"Task {assignment.pk} rejected; its questions go back to the pool.")
         elif action == "bonus":
-            try:
-                amount = Decimal(request.POST.get("amount", ""))
-            except InvalidOperation:
-                messages.error(request, "Bonus: the amount is not a number.")
-                return
-            kind = request.POST.get("kind") or Bonus.Kind.OTHER
-            if kind not in Bonus.Kind.values:
-                messages.error(request, f"Bonus: {kind!r} is not a kind of bonus.")
-                return
-            bonus = bonus_pay(assignment=_assignment(request, study, participant), amount=amount,
-                              reason=request.POST.get("reason", ""), user=user, kind=kind)
+            bonus = bonus_pay(user=user, study=study, assignment=_assignment(request, study, participant),
+                              amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""),
+                              kind=request.POST.get("kind") or Bonus.Kind.OTHER)
             messages.success(request, f"Bonus of {bonus.amount} {bonus.currency}: {bonus.get_status_display()}.")
         elif action == "block":
-            worker_block(participant=participant, reason=request.POST.get("reason", ""), user=user, study=study)
-            messages.success(request, "Worker blocked: they cannot start another task.")
+            everywhere = request.POST.get("everywhere") == "on"
+            worker_block(user=user, study=study, participant=participant, reason=request.POST.get("reason", ""),
+                         everywhere=everywhere)
+            messages.success(request, "Worker blocked in every study: they cannot start another task."
+                             if everywhere else
+                             "Worker blocked in this study and in the other studies you own: they cannot start "
+                             "another task there.")
         else:
             messages.error(request, f"Unknown action {action!r}.")
     except (PlatformServiceError, PlatformError) as exc:

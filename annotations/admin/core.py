@@ -31,14 +31,16 @@ class ReadOnlyMixin:
 
 @admin.register(Participant)
 class ParticipantAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
-    """Workers who took a task in a study the user may see."""
+    """Workers who took a task in a study the user may see. Nothing here is edited: a block is
+    made on the worker's page of a study (``close.worker_block``, which decides what it covers and
+    who may block everywhere); ``blocked`` is the superuser's block in every study."""
 
     study_path = "assignments__study"
     raw_worker_id_fields = ("external_id",)
     list_display = ("id", "platform", "worker", "external_id", "blocked", "created_at")
     list_filter = ("platform", "blocked")
     search_fields = ("external_id",)
-    readonly_fields = ("platform", "worker", "external_id", "created_at")
+    readonly_fields = ("platform", "worker", "external_id", "blocked", "created_at")
 
     @admin.display(description="worker (pseudonym)")
     def worker(self, obj: Participant) -> str:

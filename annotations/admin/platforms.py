@@ -9,7 +9,6 @@ links, close. Every button is a POST; GET never changes anything.
 from __future__ import annotations
 
 from collections import Counter
-from decimal import Decimal, InvalidOperation
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -39,12 +38,13 @@ from annotations.selectors_platforms import (
 )
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.access import access_study, study_assignments
+from annotations.services.platforms.bonus import bonus_amount, study_bonuses_pay
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
-from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
+from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task, queue_in_batches
 from lab.spreadsheet import csv_writer
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 from studies.models import Platform, Study
@@ -204,13 +204,14 @@ class PublicationAdmin(StudyScopedAdmin):
                     messages.error(request, f"Sync could not read {error}")
             elif action == "approve_all":
                 ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
-                           .values_list("id", flat=True))
+                           .order_by("id").values_list("id", flat=True))
                 if len(ids) > INLINE_LIMIT:
-                    approve_assignments_task.delay(ids, user.pk)
+                    access_study(user=user, study=study, access=PAY)  # refused now, not only in the task
+                    queue_in_batches(approve_assignments_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids)
                     messages.success(request, f"Approving {len(ids)} assignments in the background; reload to "
                                               "see the audit table fill.")
                     return
-                result = study_approve_all(study=study, user=user)
+                result = study_approve_all(user=user, study=study, assignment_ids=ids)
                 messages.success(request, f"Approved {result['approved']} assignment(s).")
                 for error in result["errors"][:20]:
                     messages.error(request, error)
@@ -230,7 +231,7 @@ class PublicationAdmin(StudyScopedAdmin):
                 link_revoke(link=link)
                 messages.success(request, f"Link {link.pk} withdrawn: it can no longer be opened.")
             elif action == "close":
-                closed = study_close(study=study, user=user)
+                closed = study_close(user=user, study=study)
                 messages.success(request, f"Closed {len(closed)} publication(s).")
             else:
                 messages.error(request, f"Unknown action {action!r}.")
@@ -240,38 +241,38 @@ class PublicationAdmin(StudyScopedAdmin):
             messages.error(request, f"Invalid input: {exc}")
 
     def _bonus(self, request: HttpRequest, study: Study) -> None:
+        """The same bonus for the assignments listed (or the kind's candidates): checked and paid by
+        ``bonus.study_bonuses_pay``, here or, for more than ``INLINE_LIMIT``, in
+        ``pay_bonuses_task`` batches that carry the study and the user."""
         kind = request.POST.get("kind", Bonus.Kind.OTHER)
         reason = request.POST.get("reason", "").strip()
-        try:
-            amount = Decimal(request.POST.get("amount", ""))
-        except InvalidOperation:
-            messages.error(request, "Bonus amount: enter a number such as 0.50.")
-            return
+        raw_amount = request.POST.get("amount", "")
+        bonus_amount(raw_amount)  # a bad amount is refused before anything is queued
         raw_ids = request.POST.get("assignment_ids", "").replace(",", " ").split()
         if not raw_ids and kind in {Bonus.Kind.FLAGGED_ERROR, Bonus.Kind.GOOD_WORK}:
             raw_ids = [str(i) for i in study_bonus_candidates(study=study)[kind]]
         ids = []
         for raw in raw_ids:
-            if not raw.isdigit():
-                messages.error(request, f"Assignment id {raw!r} is not a number.")
+            if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+                messages.error(request, f"Assignment id {raw[:40]!r} is not a number.")
                 return
             ids.append(int(raw))
         if not ids:
             messages.error(request, "No assignments to pay: enter assignment ids or pick a kind with candidates.")
             return
+        user = request.user
         if len(ids) > INLINE_LIMIT:
-            items = [{"assignment_id": i, "amount": str(amount), "reason": reason, "kind": kind} for i in ids]
-            pay_bonuses_task.delay(items, request.user.pk)
+            access_study(user=user, study=study, access=PAY)
+            study_assignments(study=study, ids=ids)  # ids of another study: refused now, nothing queued
+            queue_in_batches(pay_bonuses_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids,
+                             amount=raw_amount.strip(), reason=reason, kind=kind)
             messages.success(request, f"Paying {len(ids)} bonuses in the background; each is paid once.")
             return
-        paid = 0
-        for assignment in Assignment.objects.filter(study=study, pk__in=ids).order_by("id"):
-            try:
-                bonus_pay(assignment=assignment, amount=amount, reason=reason, user=request.user, kind=kind)
-                paid += 1
-            except (PlatformServiceError, PlatformError) as exc:
-                messages.error(request, exc.message)
-        messages.success(request, f"Bonus paid (or already paid) for {paid} assignment(s).")
+        result = study_bonuses_pay(user=user, study=study, assignment_ids=ids, amount=raw_amount, reason=reason,
+                                   kind=kind)
+        for error in result["errors"][:20]:
+            messages.error(request, error)
+        messages.success(request, f"Bonus paid (or already paid) for {result['paid']} assignment(s).")
 
 
 @admin.register(PlatformCall)
@@ -352,7 +353,7 @@ class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
                 self.message_user(request, f"{submission}: you may not pay workers of this study.", messages.ERROR)
                 continue
             try:
-                submission_clear(submission=submission, user=request.user)
+                submission_clear(user=request.user, submission=submission)
                 cleared += 1
             except PlatformServiceError as exc:
                 self.message_user(request, exc.message, messages.ERROR)

@@ -356,7 +356,7 @@ class MTurkPlatform(CrowdPlatform):
             QualificationTypeId=qualification_type_id, WorkerId=worker_id, IntegerValue=int(value),
             SendNotification=False,
         )
-        return {"worker_id": worker_id, "value": int(value)}
+        return {"value": int(value)}  # what is stored of a call names no worker by raw id
 
     # -- HITs ----------------------------------------------------------------------------
     @staticmethod
@@ -478,8 +478,8 @@ class MTurkPlatform(CrowdPlatform):
                 AssignmentId=platform_assignment_id, Reason=reason[:1024], UniqueRequestToken=token[:64],
             )
         except AlreadyDone as exc:
-            return {"worker_id": worker_id, "amount": reward_string(amount), "recovered_from": str(exc)[:500]}
-        return {"worker_id": worker_id, "amount": reward_string(amount)}
+            return {"amount": reward_string(amount), "recovered_from": str(exc)[:500]}
+        return {"amount": reward_string(amount)}
 
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
@@ -491,7 +491,7 @@ class MTurkPlatform(CrowdPlatform):
 
     def block(self, *, worker_id: str, reason: str) -> dict:
         self._call("create_worker_block", WorkerId=worker_id, Reason=reason[:1024] or "Blocked by the requester")
-        return {"worker_id": worker_id, "blocked": True}
+        return {"blocked": True}
 
     def notify(self, *, worker_ids: list[str], subject: str, message: str) -> dict:
         # A worker id MTurk would refuse is a failure of its own; the others are notified.

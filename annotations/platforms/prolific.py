@@ -273,7 +273,7 @@ class ProlificPlatform(CrowdPlatform):
 
     def block(self, *, worker_id: str, reason: str) -> dict:
         # The public API has no block call; the app marks the participant blocked and refuses them.
-        return {"worker_id": worker_id, "blocked": True, "note": "blocked in the app only"}
+        return {"blocked": True, "note": "blocked in the app only"}
 
     def close(self, *, external_ids: list[dict]) -> dict:
         stopped = []

@@ -47,6 +47,7 @@ from django.db.models.functions import Mod
 from django.utils import timezone
 
 from annotations.models import Assignment, AttentionCheck, Claim, Participant, QualificationGrant, Unit
+from annotations.selectors import participant_blocked
 from annotations.services.errors import (
     NotQualified,
     NoWorkAvailable,
@@ -261,7 +262,7 @@ def assignment_start(
     Raises ``StudyNotOpen``, ``ParticipantBlocked``, ``NotQualified`` or ``NoWorkAvailable``."""
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen("This study is not accepting work at the moment. Thank you for your interest.")
-    if participant.blocked:
+    if participant_blocked(participant=participant, study=study):
         raise ParticipantBlocked("This study is not available to your account.")
     now = now or timezone.now()
     refs = {

@@ -61,6 +61,24 @@ class CallSpec:
     study: Any = None
     publication: Any = None
     assignment: Any = None
+    # Text to replace in what is stored of the call (error, response): a worker's raw platform id
+    # -> their pseudonym, so the audit, read by researchers who may not see raw ids, names none.
+    redact: dict[str, str] | None = None
+
+
+def _redacted(value: Any, redact: dict[str, str] | None) -> Any:
+    if not redact:
+        return value
+    if isinstance(value, str):
+        for raw, shown in redact.items():
+            if raw:
+                value = value.replace(raw, shown)
+        return value
+    if isinstance(value, dict):
+        return {_redacted(k, redact): _redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, redact) for v in value]
+    return value
 
 
 def _json_safe(value: Any) -> Any:
@@ -134,16 +152,17 @@ def platform_call_execute(
     except PlatformTransientError as exc:
         with transaction.atomic():
             call = _lock(call.pk)
-            call.error = exc.message[:2000]
+            call.error = _redacted(exc.message, spec.redact)[:2000]
             call.save(update_fields=["error", "updated_at"])
         raise
     except PlatformError as exc:
         with transaction.atomic():
             call = _lock(call.pk)
-            PlatformCall.STATUS.move(call, PlatformCall.Status.FAILED, error=exc.message[:2000],
-                                     response=_json_safe(exc.response))
+            PlatformCall.STATUS.move(call, PlatformCall.Status.FAILED,
+                                     error=_redacted(exc.message, spec.redact)[:2000],
+                                     response=_redacted(_json_safe(exc.response), spec.redact))
         raise
-    return platform_call_confirm(call=call, response=response)
+    return platform_call_confirm(call=call, response=_redacted(_json_safe(response or {}), spec.redact))
 
 
 def platform_call_confirm(*, call: PlatformCall, response: dict) -> PlatformCall:

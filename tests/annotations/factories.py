@@ -9,6 +9,7 @@ import factory
 
 from annotations.models import AttentionCheck, Participant, QualificationQuestion, QualificationTest
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from studies.models import Platform, Study
 from studies.services.studies import study_create
@@ -80,7 +81,7 @@ def make_study(
     if status != Study.Status.DRAFT:
         study = study_open(study=study)
     if status == Study.Status.CLOSED:
-        study_close(study=study)
+        study_close(user=OPERATOR, study=study)
     return study
 
 

@@ -23,6 +23,7 @@ from annotations.selectors import claims_that_count
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.review import assignment_approve
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
 from lab.transitions import TransitionError
@@ -75,7 +76,7 @@ def test_only_submitted_or_approved_complete_claims_count():
         answer_all(a)
     for a in (submitted, approved, rejected):
         assignment_submit(assignment=a)
-    assignment_approve(assignment=approved)
+    assignment_approve(user=OPERATOR, study=approved.study, assignment=approved)
     assert assignment_release(assignment=rejected, status=Assignment.Status.REJECTED, reviewed_at=timezone.now())
     assignment_return(assignment=returned)
     assignment_expire_stale(now=expired.expires_at + timedelta(days=1))  # also expires `active`
@@ -169,7 +170,7 @@ def _walk(seed: int, steps: int = 70) -> Counter:
             if not active.claims.filter(completed_at__isnull=True, released=False).exists():
                 assignment_submit(assignment=active)
         elif op == "approve" and submitted:
-            assignment_approve(assignment=rng.choice(submitted))
+            assignment_approve(user=OPERATOR, study=study, assignment=rng.choice(submitted))
         elif op == "reject" and submitted:
             assignment_release(assignment=rng.choice(submitted), status=Assignment.Status.REJECTED,
                                reviewed_at=timezone.now())

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 import studies.admin.access  # noqa: F401  (registers the token admin even before the integrator wires it)
 from annotations.models import Annotation
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
@@ -128,7 +129,7 @@ def build_study(owner, *, name: str = "utility-study", n_items: int = 2, quota: 
         data.assignments.append(assignment)
         data.participants.append(assignment.participant)
     assert not study.units.exclude(n_completed=quota).exists(), "the workers left places open"
-    study_close(study=study)
+    study_close(user=OPERATOR, study=study)
     data.run = study_score(study=study, similarity=False)
     assert data.run.status == ScoreRun.Status.DONE, data.run.error
     data.annotations = list(Annotation.objects.filter(claim__study=study).select_related("claim").order_by("pk"))

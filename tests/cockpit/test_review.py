@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.models import Annotation, Assignment, Bonus, Participant, PlatformCall
+from annotations.models import Annotation, Assignment, Bonus, Participant, PlatformCall, WorkerBlock
 from annotations.services.answers import annotation_submit, assignment_submit
 from studies.models import Platform
 from tests.annotations.factories import AttentionCheckFactory
@@ -130,10 +130,15 @@ def test_approve_reject_bonus_and_block_from_the_worker_page(reviewed):
     client.post(bad, {"action": "block", "reason": "Failed every attention check."})
     careless.refresh_from_db()
     assert careless.status == Assignment.Status.REJECTED
-    assert Participant.objects.get(pk=careless.participant_id).blocked
+    # Blocked in this study (and the researcher's other studies), not everywhere.
+    assert not Participant.objects.get(pk=careless.participant_id).blocked
+    assert WorkerBlock.objects.filter(participant_id=careless.participant_id, study=study, researcher=study.owner,
+                                      everywhere=False).exists()
+    assert "blocked)" in client.get(bad).content.decode()
     # Another worker's task cannot be reviewed from this worker's page.
-    other = client.post(bad, {"action": "approve", "assignment": workers["flagger"].pk})
-    assert other.status_code == 404
+    other = client.post(bad, {"action": "approve", "assignment": workers["flagger"].pk}, follow=True)
+    assert "is not one of this worker&#x27;s tasks in this study" in other.content.decode()
+    assert Assignment.objects.get(pk=workers["flagger"].pk).status == Assignment.Status.SUBMITTED
     assert not PlatformCall.objects.exists()  # participant links move no money
 
 

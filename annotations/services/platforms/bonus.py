@@ -6,6 +6,7 @@ refusal is recorded on the row (``failed`` with its error); an answer that was l
 dropped connection) leaves the row ``unknown`` for sync to reconcile, never ``failed``."""
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 from django.conf import settings
@@ -22,32 +23,87 @@ from annotations.services.payments import (
     PlatformServiceError,
     platform_call_execute,
 )
-from studies.models import Platform
+from studies.models import Platform, Study
 
+from .access import BONUS, access_study, assignment_of, study_assignments
 from .calls import reconciler
-from .common import OP, actor, assignment_platform
+from .common import OP, actor, assignment_platform, participant_pseudonym, participant_redaction, redacted
 from .tokens import bonus_token
 
+AMOUNT_TEXT = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,2})?")
 
-def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None,
-              kind: str = Bonus.Kind.OTHER) -> Bonus:
-    """Pay ``amount`` to the worker of ``assignment``. The same bonus (assignment, amount, kind,
-    reason) is one ``Bonus`` row and is paid once, however often this is called."""
-    assignment = Assignment.objects.select_related("participant", "study").get(pk=assignment.pk)
-    try:
-        amount = Decimal(str(amount))
-    except ArithmeticError as exc:
-        raise PlatformServiceError(f"bonus amount {amount!r} is not a number") from exc
-    if amount <= 0 or amount != money(amount):
-        raise PlatformServiceError(f"bonus amount {amount} must be positive with at most two decimals")
+
+def bonus_amount(value) -> Decimal:
+    """A bonus amount checked: a positive number of whole cents within ``RL_MAX_BONUS``. Text (a
+    form's field, a task's argument) must read like ``0.50``: digits, at most two decimals;
+    ``NaN``, ``Infinity`` and ``1e999999``, numbers to ``Decimal``, are not amounts. A clear
+    ``PlatformServiceError`` otherwise."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not AMOUNT_TEXT.fullmatch(text):
+            raise PlatformServiceError(f"bonus amount {text[:40]!r} is not an amount such as 0.50 (digits, at most "
+                                       "two decimals)")
+        amount = Decimal(text)
+    elif isinstance(value, Decimal | int) and not isinstance(value, bool):
+        amount = Decimal(value)
+        if not amount.is_finite():
+            raise PlatformServiceError(f"bonus amount {value} is not an amount such as 0.50")
+    else:
+        raise PlatformServiceError(f"bonus amount {value!r} is not an amount such as 0.50")
     limit = Decimal(str(settings.RL_MAX_BONUS))
     if amount > limit:
         raise PlatformServiceError(f"bonus amount {amount} is above the limit of {limit} (RL_MAX_BONUS)")
+    if amount <= 0 or amount != money(amount):
+        raise PlatformServiceError(f"bonus amount {amount} must be positive with at most two decimals")
+    return amount
+
+
+def _bonus_checks(*, amount, reason: str, kind: str) -> tuple[Decimal, str]:
+    amount = bonus_amount(amount)
     reason = (reason or "").strip()
     if not reason:
         raise PlatformServiceError("a bonus needs a reason the worker will read")
     if kind not in Bonus.Kind.values:
         raise PlatformServiceError(f"bonus kind {kind!r} is not one of {', '.join(Bonus.Kind.values)}")
+    return amount, reason
+
+
+def bonus_pay(*, user, study: Study, assignment: Assignment, amount: Decimal | str, reason: str,
+              kind: str = Bonus.Kind.OTHER) -> Bonus:
+    """Pay ``amount`` to the worker of ``assignment``, a task of ``study``, as ``user`` (PAY access
+    to the study, ``access.access_study``). The same bonus (assignment, amount, kind, reason) is
+    one ``Bonus`` row and is paid once, however often this is called."""
+    study = access_study(user=user, study=study, access=BONUS)
+    amount, reason = _bonus_checks(amount=amount, reason=reason, kind=kind)
+    return _pay(assignment_of(study=study, assignment=assignment), amount=amount, reason=reason, kind=kind,
+                user=user)
+
+
+def study_bonuses_pay(*, user, study: Study, assignment_ids: list[int], amount: Decimal | str, reason: str,
+                      kind: str = Bonus.Kind.OTHER) -> dict:
+    """Pay the same bonus to the workers of ``assignment_ids``, as ``user`` (PAY access to
+    ``study``). Every id must be a task of ``study``, or nothing is paid. The one batch of
+    bonuses: the publish page runs it inline and ``pay_bonuses_task`` runs it per batch. No
+    single assignment stops the batch: a refusal is in ``errors`` with the assignment's id (and on
+    its bonus row); one whose outcome is not known yet is in ``errors`` and its id in
+    ``unsettled``, for a retry or the next sync."""
+    study = access_study(user=user, study=study, access=BONUS)
+    amount, reason = _bonus_checks(amount=amount, reason=reason, kind=kind)
+    paid, errors, unsettled = 0, [], []
+    for assignment in study_assignments(study=study, ids=assignment_ids):
+        try:
+            _pay(assignment, amount=amount, reason=reason, kind=kind, user=user)
+            paid += 1
+        except (PlatformTransientError, CallOutcomeUnknown) as exc:
+            errors.append(f"assignment {assignment.pk}: {_message(exc)}")
+            unsettled.append(assignment.pk)
+        except (PlatformError, PlatformServiceError) as exc:
+            errors.append(f"assignment {assignment.pk}: {_message(exc)}")
+    return {"paid": paid, "errors": errors, "unsettled": unsettled}
+
+
+def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:
+    """Pay one checked bonus for ``assignment``, whose study's access the caller checked."""
     if assignment.status not in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED):
         raise PlatformServiceError(
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()}: bonuses go to submitted "
@@ -78,9 +134,10 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
             Bonus.STATUS.move(bonus, Bonus.Status.RECORDED)
             return bonus
     summary = {"platform_assignment_id": assignment.platform_assignment_id,
-               "worker_id": assignment.participant.external_id, "amount": str(bonus.amount), "kind": kind,
+               "worker": participant_pseudonym(assignment.participant), "amount": str(bonus.amount), "kind": kind,
                "reason": reason[:500]}
-    common = {"user": actor(user), "study": assignment.study, "assignment": assignment}
+    common = {"user": actor(user), "study": assignment.study, "assignment": assignment,
+              "redact": participant_redaction(assignment.participant)}
     key = f"{name}:bonus:{token}"
     try:
         if name == Platform.PROLIFIC:
@@ -98,13 +155,15 @@ def bonus_pay(*, assignment: Assignment, amount: Decimal, reason: str, user=None
             )
     except (PlatformTransientError, CallOutcomeUnknown) as exc:
         # Sent, and the answer was lost (or an earlier attempt's still is): the money may have moved.
-        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=_message(exc),
+        error = redacted(_message(exc), assignment.participant)
+        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error,
                     platform_call=PlatformCall.objects.filter(idempotency_key=key).first())
-        raise PlatformServiceError(f"bonus for assignment {assignment.pk}: outcome unknown ({_message(exc)}); "
+        raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk}: outcome unknown ({error}); "
                                    "the next sync asks the platform whether it was paid") from exc
     except (PlatformError, PlatformServiceError) as exc:
-        _bonus_move(bonus, Bonus.Status.FAILED, error=_message(exc))
-        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {_message(exc)}") from exc
+        error = redacted(_message(exc), assignment.participant)
+        _bonus_move(bonus, Bonus.Status.FAILED, error=error)
+        raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {error}") from exc
     _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
     bonus.refresh_from_db()
     return bonus

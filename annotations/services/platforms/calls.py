@@ -29,7 +29,11 @@ def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dic
             return True
         return False if status == "submitted" else None
     if op == OP.BONUS:
-        return platform.bonus_was_paid(worker_id=summary.get("worker_id", ""),
+        # The summary names the worker by pseudonym (rows written before that by the raw id):
+        # the platform is asked with the raw id of the call's assignment's participant.
+        assignment = call.assignment
+        worker_id = assignment.participant.external_id if assignment is not None else summary.get("worker_id", "")
+        return platform.bonus_was_paid(worker_id=worker_id,
                                        platform_assignment_id=summary["platform_assignment_id"],
                                        amount=call.amount, token=call.platform_token, sent_at=call.sent_at)
     if op == OP.ADD_ASSIGNMENTS:

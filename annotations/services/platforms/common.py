@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from annotations.models import Assignment, PlatformCall
 from annotations.services.payments import PlatformServiceError
+from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
 
 OP = PlatformCall.Operation
@@ -24,3 +25,21 @@ def resolve_platform(study: Study, name: str | None) -> Platform:
 
 def assignment_platform(assignment: Assignment) -> Platform:
     return Platform(assignment.participant.platform)
+
+
+def participant_pseudonym(participant) -> str:
+    """What an audit row (idempotency key, request summary) names a worker by: the pseudonym
+    (``lab.pseudonyms``), never the raw platform id, which only holders of
+    ``studies.view_raw_worker_ids`` may see."""
+    return worker_pseudonym(participant.platform, participant.external_id)
+
+
+def participant_redaction(participant) -> dict[str, str]:
+    """``CallSpec.redact`` for a call about ``participant``: their raw id -> their pseudonym."""
+    return {participant.external_id: participant_pseudonym(participant)}
+
+
+def redacted(text: str, participant) -> str:
+    """``text`` (a platform's error, say) with ``participant``'s raw id replaced by the pseudonym."""
+    raw = participant.external_id
+    return text.replace(raw, participant_pseudonym(participant)) if raw else text

@@ -20,7 +20,7 @@ from annotations.services.payments import CallSpec, platform_call_execute
 from studies.models import Platform, Study
 
 from .calls import reconciler
-from .common import OP, actor
+from .common import OP, actor, participant_pseudonym
 from .tokens import qualification_type_name
 
 
@@ -96,11 +96,12 @@ def mturk_qualification_grant_passed(*, study: Study, user=None, platform: MTurk
     granted = 0
     grants = QualificationGrant.objects.filter(study=study, passed=True, participant__platform=Platform.MTURK)
     for grant in grants.select_related("participant"):
-        worker_id = grant.participant.external_id
+        worker_id, worker = grant.participant.external_id, participant_pseudonym(grant.participant)
         platform_call_execute(
             spec=CallSpec(platform=Platform.MTURK, operation=OP.ASSOCIATE_QUALIFICATION,
-                          idempotency_key=f"{Platform.MTURK}:qualgrant:{qualification.qualification_type_id}:{worker_id}",
-                          request_summary={"worker_id": worker_id, "value": 100}, user=actor(user), study=study),
+                          idempotency_key=f"{Platform.MTURK}:qualgrant:{qualification.qualification_type_id}:{worker}",
+                          request_summary={"worker": worker, "value": 100}, user=actor(user), study=study,
+                          redact={worker_id: worker}),
             send=lambda worker_id=worker_id: platform.associate_qualification(
                 qualification_type_id=qualification.qualification_type_id, worker_id=worker_id, value=100),
             reconcile=lambda call: False,  # granting again is harmless

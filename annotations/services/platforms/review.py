@@ -7,15 +7,21 @@ from django.utils import timezone
 
 from annotations.models import Assignment, PlatformSubmission
 from annotations.platforms import get_platform
-from annotations.platforms.base import PlatformError, money
+from annotations.platforms.base import PlatformError, PlatformTransientError, money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.selectors_platforms import assignments_on_hold
-from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from annotations.services.payments import (
+    CallOutcomeUnknown,
+    CallSpec,
+    PlatformServiceError,
+    platform_call_execute,
+)
 from annotations.services.release import assignment_release
 from studies.models import Platform, Study
 
+from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
 from .calls import reconciler
-from .common import OP, actor, assignment_platform
+from .common import OP, actor, assignment_platform, participant_pseudonym, participant_redaction
 
 
 def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
@@ -32,10 +38,12 @@ def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
         return Assignment.STATUS.move(locked, Assignment.Status.APPROVED, reviewed_at=timezone.now())
 
 
-def submission_clear(*, submission: PlatformSubmission, user=None) -> PlatformSubmission:
+def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmission:
     """A researcher's decision on work that sync put on hold (the platform's worker id is not the
-    local participant's): the work counts again and may be approved and paid. To refuse it,
-    reject the assignment instead."""
+    local participant's), as ``user`` (PAY access to its study): the work counts again and may be
+    approved and paid. To refuse it, reject the assignment instead."""
+    submission = PlatformSubmission.objects.select_related("publication").get(pk=submission.pk)
+    access_study(user=user, study=submission.publication.study_id, access=APPROVE)
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=submission.pk)
         if locked.flag != PlatformSubmission.Flag.WORKER_MISMATCH:
@@ -61,9 +69,15 @@ def _check_reviewable(assignment: Assignment) -> None:
         )
 
 
-def assignment_approve(*, assignment: Assignment, user=None, feedback: str = "") -> Assignment:
-    """Approve submitted work (and so pay its reward). Approving twice sends nothing twice."""
-    assignment = Assignment.objects.select_related("participant", "study").get(pk=assignment.pk)
+def assignment_approve(*, user, study: Study, assignment: Assignment, feedback: str = "") -> Assignment:
+    """Approve submitted work of ``study`` (and so pay its reward) as ``user``, who needs PAY
+    access to the study (``access.access_study``). Approving twice sends nothing twice."""
+    study = access_study(user=user, study=study, access=APPROVE)
+    return _approve(assignment_of(study=study, assignment=assignment), user=user, feedback=feedback)
+
+
+def _approve(assignment: Assignment, *, user, feedback: str = "") -> Assignment:
+    """Approve ``assignment``, whose study's access the caller checked."""
     if assignment.status == Assignment.Status.APPROVED:
         return assignment
     _check_reviewable(assignment)
@@ -76,8 +90,9 @@ def assignment_approve(*, assignment: Assignment, user=None, feedback: str = "")
                           idempotency_key=f"{name}:approve:{assignment.platform_assignment_id}",
                           amount=money(assignment.study.reward), currency=platform.currency,
                           request_summary={"platform_assignment_id": assignment.platform_assignment_id,
-                                           "worker_id": assignment.participant.external_id},
-                          user=actor(user), study=assignment.study, assignment=assignment),
+                                           "worker": participant_pseudonym(assignment.participant)},
+                          user=actor(user), study=assignment.study, assignment=assignment,
+                          redact=participant_redaction(assignment.participant)),
             send=lambda: platform.approve(platform_assignment_id=assignment.platform_assignment_id, feedback=feedback),
             reconcile=reconciler(platform),
         )
@@ -86,10 +101,12 @@ def assignment_approve(*, assignment: Assignment, user=None, feedback: str = "")
     return assignment
 
 
-def assignment_reject(*, assignment: Assignment, user=None, feedback: str, category: str = "") -> Assignment:
-    """Reject submitted work with the reason the worker will read (MTurk requires it; Prolific
-    needs at least 100 characters and a category)."""
-    assignment = Assignment.objects.select_related("participant", "study").get(pk=assignment.pk)
+def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: str,
+                      category: str = "") -> Assignment:
+    """Reject submitted work of ``study`` as ``user`` (PAY access), with the reason the worker
+    will read (MTurk requires it; Prolific needs at least 100 characters and a category)."""
+    study = access_study(user=user, study=study, access=REJECT)
+    assignment = assignment_of(study=study, assignment=assignment)
     if assignment.status == Assignment.Status.REJECTED:
         return assignment
     _check_reviewable(assignment)
@@ -112,9 +129,10 @@ def assignment_reject(*, assignment: Assignment, user=None, feedback: str, categ
             spec=CallSpec(platform=name, operation=OP.REJECT,
                           idempotency_key=f"{name}:reject:{assignment.platform_assignment_id}",
                           request_summary={"platform_assignment_id": assignment.platform_assignment_id,
-                                           "worker_id": assignment.participant.external_id,
+                                           "worker": participant_pseudonym(assignment.participant),
                                            "feedback": feedback[:1024], "category": category},
-                          user=actor(user), study=assignment.study, assignment=assignment),
+                          user=actor(user), study=assignment.study, assignment=assignment,
+                          redact=participant_redaction(assignment.participant)),
             send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
                                          feedback=feedback, category=category),
             reconcile=reconciler(platform),
@@ -124,15 +142,28 @@ def assignment_reject(*, assignment: Assignment, user=None, feedback: str, categ
     return assignment
 
 
-def study_approve_all(*, study: Study, user=None) -> dict:
-    """Approve every submitted assignment of ``study``. No single assignment stops the batch: a
-    refusal, a bad id or a lost answer is collected with the assignment's id (and recorded on its
-    audit row, which the admin shows) and the rest proceeds."""
-    approved, errors = 0, []
-    for assignment in Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).order_by("id"):
+def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = None) -> dict:
+    """Approve, as ``user`` (PAY access), every submitted assignment of ``study``, or those of
+    ``assignment_ids`` (all of which must be tasks of ``study``: otherwise nothing is done). The
+    one "approve all": the publish page runs it inline and ``approve_assignments_task`` runs it
+    per batch. No single assignment stops the batch: a refusal or a bad id is collected in
+    ``errors`` with the assignment's id (and recorded on its audit row); one whose outcome is not
+    known yet (a network error, an earlier attempt's lost answer) is in ``errors`` and its id in
+    ``unsettled``, for a retry or the next sync."""
+    study = access_study(user=user, study=study, access=APPROVE)
+    if assignment_ids is None:
+        assignments = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
+                           .select_related("participant", "study").order_by("id"))
+    else:
+        assignments = study_assignments(study=study, ids=assignment_ids)
+    approved, errors, unsettled = 0, [], []
+    for assignment in assignments:
         try:
-            assignment_approve(assignment=assignment, user=user)
+            _approve(assignment, user=user)
             approved += 1
+        except (PlatformTransientError, CallOutcomeUnknown) as exc:
+            errors.append(f"assignment {assignment.pk}: {exc.message}")
+            unsettled.append(assignment.pk)
         except (PlatformServiceError, PlatformError) as exc:
             errors.append(f"assignment {assignment.pk}: {exc.message}")
-    return {"approved": approved, "errors": errors}
+    return {"approved": approved, "errors": errors, "unsettled": unsettled}

@@ -83,7 +83,7 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     client.post(url, {"action": "sync"})
     from annotations.services.platforms.review import assignment_reject
 
-    assignment_reject(assignment=works[2], user=researcher, feedback=REJECTION, category="FAILED_CHECK")
+    assignment_reject(user=researcher, study=study, assignment=works[2], feedback=REJECTION, category="FAILED_CHECK")
     for _ in range(2):
         client.post(url, {"action": "approve_all"})
         client.post(url, {"action": "bonus", "kind": "good_work", "amount": "0.50", "reason": "Consistently good work."})

@@ -10,6 +10,7 @@ from pathlib import Path
 from annotations.models import Bonus, Installation
 from annotations.platforms.mturk import MTurkPlatform
 from annotations.platforms.prolific import ProlificPlatform
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.tokens import bonus_token, publication_request_token
@@ -64,11 +65,11 @@ def test_rotating_the_secret_key_never_pays_the_same_bonus_again(prolific, study
     sub = server.add_submission(publication.prolific_study_id, participant_id="p1")
     work = submitted(study, platform="prolific", worker_id="p1", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
-    first = bonus_pay(assignment=work, amount=Decimal("0.75"), reason="Consistently good work.", kind="good_work")
+    first = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.75"), reason="Consistently good work.", kind="good_work")
     token = bonus_token(assignment=work, amount=Decimal("0.75"), kind="good_work", reason="Consistently good work.")
 
     settings.SECRET_KEY = "a-rotated-secret-key-of-enough-length-1234567890"
-    again = bonus_pay(assignment=work, amount=Decimal("0.75"), reason="Consistently good work.", kind="good_work")
+    again = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.75"), reason="Consistently good work.", kind="good_work")
 
     assert again.pk == first.pk and again.token == token
     assert Bonus.objects.count() == 1

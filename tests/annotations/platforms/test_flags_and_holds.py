@@ -15,6 +15,7 @@ from annotations.selectors_platforms import study_bonus_candidates
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.flags import flag_accept, flag_dismiss
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, study_approve_all, submission_clear
@@ -50,7 +51,7 @@ def test_a_flag_earns_its_bonus_only_once_accepted(study):
     work, flagged = _flagged_work(study)
     assert study_bonus_candidates(study=study)["flagged_error"] == []
     with pytest.raises(PlatformServiceError, match="no accepted flag"):
-        bonus_pay(assignment=work, amount=Decimal("0.50"), reason="You found a broken question.",
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="You found a broken question.",
                   kind="flagged_error")
 
     flag_dismiss(annotation=flagged)
@@ -58,7 +59,7 @@ def test_a_flag_earns_its_bonus_only_once_accepted(study):
     flag_accept(annotation=flagged)
 
     assert study_bonus_candidates(study=study)["flagged_error"] == [work.pk]
-    bonus = bonus_pay(assignment=work, amount=Decimal("0.50"), reason="You found a broken question.",
+    bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="You found a broken question.",
                       kind="flagged_error")
     assert bonus.status == "recorded"  # a link study: recorded, paid by the lab
     with pytest.raises(PlatformServiceError, match="no flag"):
@@ -101,10 +102,10 @@ def test_sync_holds_work_whose_platform_worker_is_someone_else(prolific, study, 
     assert claims_that_count(study=study).filter(assignment=spoofed).count() == 0  # out of the scores
     assert claims_that_count(study=study).count() == counted_before - spoofed.claims.count()
     with pytest.raises(PlatformServiceError, match="on hold"):
-        assignment_approve(assignment=spoofed)
+        assignment_approve(user=OPERATOR, study=spoofed.study, assignment=spoofed)
     with pytest.raises(PlatformServiceError, match="on hold"):
-        bonus_pay(assignment=spoofed, amount=Decimal("0.50"), reason="Thanks.")
-    result = study_approve_all(study=study)
+        bonus_pay(user=OPERATOR, study=spoofed.study, assignment=spoofed, amount=Decimal("0.50"), reason="Thanks.")
+    result = study_approve_all(user=OPERATOR, study=study)
     assert result["approved"] == 1 and "on hold" in result["errors"][0]
     assert server.submissions[real["id"]]["status"] == "AWAITING REVIEW"  # nothing was sent for it
     honest.refresh_from_db()
@@ -118,6 +119,7 @@ def test_sync_holds_work_whose_platform_worker_is_someone_else(prolific, study, 
     held.refresh_from_db()
     assert held.cleared_at is not None
     assert claims_that_count(study=study).count() == counted_before
-    assert assignment_approve(assignment=spoofed).status == Assignment.Status.APPROVED
+    assert assignment_approve(user=OPERATOR, study=spoofed.study, assignment=spoofed).status == Assignment.Status.APPROVED
     with pytest.raises(PlatformServiceError, match="not on hold"):
-        submission_clear(submission=PlatformSubmission.objects.get(platform_assignment_id=honest_sub["id"]))
+        submission_clear(user=OPERATOR,
+                         submission=PlatformSubmission.objects.get(platform_assignment_id=honest_sub["id"]))

@@ -9,6 +9,7 @@ import pytest
 from annotations.models import Assignment, Publication, Unit
 from annotations.selectors import claims_that_count
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_reject
@@ -44,8 +45,8 @@ def test_a_draft_that_cannot_open_is_refused_before_anything_is_published(db):
 def test_closing_a_link_study_closes_its_links_and_the_study(study):
     publication = study_publish(study=study, platform_name="link")
 
-    closed = study_close(study=study)
-    assert study_close(study=study) == []  # idempotent: nothing left to close
+    closed = study_close(user=OPERATOR, study=study)
+    assert study_close(user=OPERATOR, study=study) == []  # idempotent: nothing left to close
 
     assert [p.pk for p in closed] == [publication.pk]
     publication.refresh_from_db()
@@ -59,7 +60,7 @@ def test_rejecting_through_the_review_service_gives_the_slots_back(study):
     units = list(work.claims.filter(unit__isnull=False).values_list("unit_id", flat=True))
     assert set(Unit.objects.filter(pk__in=units).values_list("n_claimed", "n_completed")) == {(1, 1)}
 
-    assignment_reject(assignment=work, feedback="Every attention check failed.")
+    assignment_reject(user=OPERATOR, study=work.study, assignment=work, feedback="Every attention check failed.")
 
     work.refresh_from_db()
     assert work.status == Assignment.Status.REJECTED and work.reviewed_at is not None

@@ -9,6 +9,7 @@ from annotations.models import Bonus, OpenLink, ParticipantLink, PlatformCall, P
 from annotations.services.links import link_public_url, links_generate, open_link_create
 from annotations.services.participants import participant_link_redeem
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve
@@ -52,7 +53,7 @@ def test_review_and_bonus_of_link_work_move_no_money(study):
     link = links_generate(study=study, n=1)[0]
     participant = participant_link_redeem(link=link)
     work = submitted(study, platform="link", worker_id=participant.external_id, assignment_id="")
-    assignment_approve(assignment=work)
-    bonus = bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks for coming to the lab.")
+    assignment_approve(user=OPERATOR, study=work.study, assignment=work)
+    bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Thanks for coming to the lab.")
     assert bonus.status == Bonus.Status.RECORDED
     assert not PlatformCall.objects.exists()

@@ -18,11 +18,13 @@ from annotations.models import Bonus, PlatformCall, Publication
 from annotations.platforms.base import PlatformError, PlatformTransientError
 from annotations.platforms.prolific import bonus_csv
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import workers_notify
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
+from lab.pseudonyms import worker_pseudonym
 from tests.annotations.platforms.conftest import submitted
 from tests.annotations.platforms.mturk_stubs import HIT_A, published, sync_page
 
@@ -46,7 +48,7 @@ def test_a_session_id_carrying_a_csv_row_cannot_choose_the_bonus(prolific, study
     _, _, work = _prolific_work(study, server, worker="pcheat", session=f"{victim['id']},99.99\n{victim['id']}")
 
     with pytest.raises(PlatformServiceError, match="not a Prolific submission id"):
-        bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="Thanks.")
 
     assert server.calls("POST", r"/api/v1/submissions/bonus-payments/") == []  # nothing was sent
     assert server.payments == []
@@ -72,7 +74,7 @@ def test_a_bonus_goes_to_the_study_s_own_prolific_study_only(prolific, study):
     _, sub, work = _prolific_work(study, server, worker="pother", task_id=OTHER_STUDY)
 
     with pytest.raises(PlatformServiceError, match="not this study's"):
-        bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="Thanks.")
 
     assert server.calls("POST", r"/api/v1/submissions/bonus-payments/") == []
     assert Bonus.objects.get().status == Bonus.Status.FAILED
@@ -83,7 +85,7 @@ def test_one_bad_row_does_not_stop_approve_all_or_the_next_sync(prolific, study)
     publication, _, bad = _prolific_work(study, server, worker="pbad", session="5f0c2a9d8b7e6f5a4b3c2d1e%0A\n")
     _, good_sub, good = _prolific_work(study, server, worker="pgood")
 
-    result = study_approve_all(study=study)
+    result = study_approve_all(user=OPERATOR, study=study)
 
     assert result["approved"] == 1 and len(result["errors"]) == 1
     assert f"assignment {bad.pk}" in result["errors"][0]
@@ -130,7 +132,7 @@ def test_a_bonus_whose_answer_was_lost_is_unknown_then_reconciled_as_paid(prolif
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="outcome unknown"):
         patch.setattr(platform, "bonus_pay", pay_then_time_out)
-        bonus_pay(assignment=work, amount=Decimal("0.75"), reason="Good work.", kind="good_work")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.75"), reason="Good work.", kind="good_work")
     bonus = Bonus.objects.get()
     assert bonus.status == Bonus.Status.UNKNOWN and "ReadTimeout" in bonus.error  # never "failed"
 
@@ -151,7 +153,7 @@ def test_mturk_input_the_service_model_refuses_fails_cleanly_and_the_batch_goes_
     # only while a response is queued; the one queued for it stays unused.
     stubber.add_response("approve_assignment", {}, {"AssignmentId": ""})
 
-    result = study_approve_all(study=study)
+    result = study_approve_all(user=OPERATOR, study=study)
 
     assert result["approved"] == 1 and f"assignment {bad.pk}" in result["errors"][0], result
     call = PlatformCall.objects.get(assignment=bad)
@@ -212,7 +214,7 @@ def test_an_mturk_bonus_that_cannot_be_reconciled_keeps_its_error_and_the_sync_g
     with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="outcome unknown"):
         patch.setattr(platform, "bonus", lambda **kwargs: (_ for _ in ()).throw(
             PlatformTransientError("MTurk send_bonus: Read timeout")))
-        bonus_pay(assignment=gone, amount=Decimal("0.50"), reason="Thanks.")
+        bonus_pay(user=OPERATOR, study=gone.study, assignment=gone, amount=Decimal("0.50"), reason="Thanks.")
     assert Bonus.objects.get(assignment=gone).status == Bonus.Status.UNKNOWN
     # Sync: nothing is asked about the odd id; MTurk refuses to list the other's bonuses.
     stubber.add_client_error("list_bonus_payments", service_error_code="RequestError",
@@ -244,11 +246,13 @@ def test_mturk_ids_out_of_format_are_refused_before_sending_and_the_rest_proceed
     stubber.add_response("notify_workers", {"NotifyWorkersFailureStatuses": []},
                          {"Subject": "Thanks", "MessageText": "Thank you.", "WorkerIds": ["AGOOD"]})
 
-    result = study_approve_all(study=study)
-    notified = workers_notify(study=study, subject="Thanks", message="Thank you.")
+    result = study_approve_all(user=OPERATOR, study=study)
+    notified = workers_notify(user=OPERATOR, study=study, subject="Thanks", message="Thank you.")
 
     stubber.assert_no_pending_responses()
     assert result["approved"] == 1 and f"assignment {bad.pk}" in result["errors"][0]
     call = PlatformCall.objects.get(assignment=bad)
     assert call.status == PlatformCall.Status.FAILED and "AssignmentId '3bad\\r\\n' is not an MTurk id" in call.error
-    assert notified["notified"] == 1 and [f["WorkerId"] for f in notified["failures"]] == ["Abad,0.99"]
+    # The stored answer names the refused worker by pseudonym, as the audit does (issue 20, item 9).
+    assert notified["notified"] == 1 and [f["WorkerId"] for f in notified["failures"]] == [
+        worker_pseudonym("mturk", "Abad,0.99")]

@@ -25,6 +25,7 @@ from annotations.platforms.mturk import (
     question_form_xml,
 )
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, assignment_reject
@@ -233,9 +234,9 @@ def test_approve_reject_and_bonus_are_sent_once(mturk, study):
                                             "Reason": "Consistently good work.", "UniqueRequestToken": token})
 
     for _ in range(2):  # a double click
-        assignment_approve(assignment=good)
-        assignment_reject(assignment=bad, feedback="You failed every attention check.")
-        bonus = bonus_pay(assignment=good, amount=Decimal("0.75"), reason="Consistently good work.", kind="good_work")
+        assignment_approve(user=OPERATOR, study=good.study, assignment=good)
+        assignment_reject(user=OPERATOR, study=bad.study, assignment=bad, feedback="You failed every attention check.")
+        bonus = bonus_pay(user=OPERATOR, study=good.study, assignment=good, amount=Decimal("0.75"), reason="Consistently good work.", kind="good_work")
 
     stubber.assert_no_pending_responses()
     good.refresh_from_db()
@@ -252,7 +253,7 @@ def test_reject_without_feedback_is_refused_before_any_call(mturk, study):
     open_study(study)
     work = submitted(study, platform="mturk", worker_id="AW", assignment_id="3WAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
     with pytest.raises(PlatformServiceError, match="needs feedback"):
-        assignment_reject(assignment=work, feedback="  ")
+        assignment_reject(user=OPERATOR, study=work.study, assignment=work, feedback="  ")
     assert not PlatformCall.objects.exists()
 
 
@@ -272,7 +273,7 @@ def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mt
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "bonus", pay_then_die)
-        bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
     call = PlatformCall.objects.get(operation="bonus")
     assert call.status == "sent" and Bonus.objects.get().status == Bonus.Status.PENDING
 
@@ -290,7 +291,7 @@ def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mt
     assert call.status == "confirmed"
     assert Bonus.objects.get().status == Bonus.Status.PAID
     # Asked again, nothing is sent (no send_bonus queued: a call would fail the test).
-    bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
+    bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
     stubber.assert_no_pending_responses()
 
 
@@ -305,14 +306,14 @@ def test_bonus_that_never_arrived_is_sent_again_with_the_same_token(mturk, study
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "bonus", die_before_sending)
-        bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="Thanks.")
 
     stubber.add_response("list_bonus_payments", {"BonusPayments": [], "NumResults": 0},
                          {"AssignmentId": work.platform_assignment_id})
     stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "0.50",
                                             "AssignmentId": work.platform_assignment_id, "Reason": "Thanks.",
                                             "UniqueRequestToken": token})
-    bonus = bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+    bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="Thanks.")
 
     stubber.assert_no_pending_responses()
     assert bonus.status == Bonus.Status.PAID
@@ -326,7 +327,7 @@ def test_duplicate_bonus_token_reported_by_mturk_counts_as_paid(mturk, study):
     stubber.add_client_error("send_bonus", service_error_code="RequestError",
                              service_message='The idempotency token "x" has already been processed. (1767614400123)')
 
-    bonus = bonus_pay(assignment=work, amount=Decimal("0.50"), reason="Thanks.")
+    bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="Thanks.")
 
     assert bonus.status == Bonus.Status.PAID
 

@@ -11,6 +11,7 @@ from django.urls import reverse
 import studies.services.studies as study_services
 from annotations.models import Publication
 from annotations.platforms.mturk import EXPIRE_NOW
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close, worker_block
 from annotations.services.platforms.publish import study_add_assignments, study_publish
 from studies.design import tasks_for_places
@@ -48,8 +49,9 @@ def test_block_expire_and_add_assignments(mturk, study):
     publication = published(stubber, study)
     work = submitted(study, platform="mturk", worker_id="ASPAMMER", assignment_id="3SPAMAAAAAAAAAAAAAAAAAAAAAAAAA")
     stubber.add_response("create_worker_block", {}, {"WorkerId": "ASPAMMER", "Reason": "Failed every attention check."})
-    worker_block(participant=work.participant, reason="Failed every attention check.", study=study)
-    worker_block(participant=work.participant, reason="Failed every attention check.", study=study)
+    for _ in range(2):  # a block everywhere (the operator's) blocks on the MTurk account, once
+        worker_block(user=OPERATOR, participant=work.participant, reason="Failed every attention check.", study=study,
+                     everywhere=True)
     work.participant.refresh_from_db()
     assert work.participant.blocked
 
@@ -66,8 +68,8 @@ def test_block_expire_and_add_assignments(mturk, study):
 
     stubber.add_response("update_expiration_for_hit", {}, {"HITId": HIT_A, "ExpireAt": EXPIRE_NOW})
     stubber.add_response("update_expiration_for_hit", {}, {"HITId": HIT_B, "ExpireAt": EXPIRE_NOW})
-    study_close(study=study)
-    study_close(study=study)
+    study_close(user=OPERATOR, study=study)
+    study_close(user=OPERATOR, study=study)
 
     stubber.assert_no_pending_responses()
     publication.refresh_from_db()
@@ -85,7 +87,7 @@ def test_notify_workers_sends_one_message_per_content(mturk, study):
         "Subject": "New batch", "MessageText": "A new batch is up.", "WorkerIds": ["AONE", "ATWO"]})
 
     for _ in range(2):
-        result = workers_notify(study=study, subject="New batch", message="A new batch is up.")
+        result = workers_notify(user=OPERATOR, study=study, subject="New batch", message="A new batch is up.")
 
     stubber.assert_no_pending_responses()
     assert result["notified"] == 2

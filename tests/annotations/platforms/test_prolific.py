@@ -13,6 +13,7 @@ from annotations.platforms.base import PlatformConfigError
 from annotations.platforms.handoff import study_completion_code
 from annotations.platforms.prolific import ProlificPlatform
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
@@ -113,10 +114,10 @@ def test_approve_and_reject_send_the_documented_transitions_once(prolific, study
                     correct=False)
 
     with pytest.raises(PlatformServiceError, match="at least 100 characters"):
-        assignment_reject(assignment=bad, feedback="Failed checks.")
+        assignment_reject(user=OPERATOR, study=bad.study, assignment=bad, feedback="Failed checks.")
     for _ in range(2):
-        assignment_approve(assignment=good)
-        assignment_reject(assignment=bad, feedback=REJECTION, category="FAILED_CHECK")
+        assignment_approve(user=OPERATOR, study=good.study, assignment=good)
+        assignment_reject(user=OPERATOR, study=bad.study, assignment=bad, feedback=REJECTION, category="FAILED_CHECK")
 
     transitions = server.calls("POST", r"/api/v1/submissions/\w+/transition/")
     assert [t["body"]["action"] for t in transitions] == ["APPROVE", "REJECT"]
@@ -135,7 +136,7 @@ def test_bonus_is_set_up_and_paid_once(prolific, study):
                      task_id=publication.prolific_study_id)
 
     for _ in range(3):
-        bonus = bonus_pay(assignment=work, amount=Decimal("0.50"), reason="You flagged a broken question.",
+        bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="You flagged a broken question.",
                           kind="other")
 
     setups = server.calls("POST", r"/api/v1/submissions/bonus-payments/")
@@ -161,11 +162,11 @@ def test_bonus_pay_crash_is_reconciled_from_the_submission_and_never_paid_twice(
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "bonus_pay", pay_then_die)
-        bonus_pay(assignment=work, amount=Decimal("1.25"), reason="Consistently good work.", kind="good_work")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.25"), reason="Consistently good work.", kind="good_work")
     assert PlatformCall.objects.get(operation="bonus").status == "sent"
 
     report = study_sync(study=study)  # the next sync asks Prolific (GET submission) and records it
-    bonus = bonus_pay(assignment=work, amount=Decimal("1.25"), reason="Consistently good work.", kind="good_work")
+    bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.25"), reason="Consistently good work.", kind="good_work")
 
     assert report.reconciled == {"confirmed": 1, "failed": 0, "unknown": 0}
     assert len(server.payments) == 1
@@ -185,15 +186,15 @@ def test_unconfirmed_bonus_not_yet_visible_is_left_alone(prolific, study, settin
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "bonus_pay", die_before_paying)
-        bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks.")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Thanks.")
 
     # Within the settle window the payment may still be on its way: nothing is sent.
     with pytest.raises(PlatformServiceError, match="cannot yet say"):
-        bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks.")
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Thanks.")
     assert server.payments == []
     # After it, Prolific's silence means it was never paid: the retry pays once.
     settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS = 0
-    bonus = bonus_pay(assignment=work, amount=Decimal("1.00"), reason="Thanks.")
+    bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Thanks.")
     assert bonus.status == Bonus.Status.PAID
     assert len(server.payments) == 1
 
@@ -201,8 +202,8 @@ def test_unconfirmed_bonus_not_yet_visible_is_left_alone(prolific, study, settin
 def test_close_stops_the_study(prolific, study):
     platform, server = prolific
     publication = _publish(study)
-    study_close(study=study)
-    study_close(study=study)
+    study_close(user=OPERATOR, study=study)
+    study_close(user=OPERATOR, study=study)
     stops = [c for c in server.calls("POST", r"/api/v1/studies/\w+/transition/") if c["body"]["action"] == "STOP"]
     assert len(stops) == 1
     publication.refresh_from_db()
@@ -216,7 +217,7 @@ def test_the_token_is_never_stored_or_logged(prolific, study, caplog):
     sub = server.add_submission(publication.prolific_study_id, participant_id="p")
     work = submitted(study, platform="prolific", worker_id="p", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
-    bonus_pay(assignment=work, amount=Decimal("0.10"), reason="Thanks.")
+    bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.10"), reason="Thanks.")
     stored = json.dumps([list(PlatformCall.objects.values()), list(Publication.objects.values())], default=str)
     assert PROLIFIC_TOKEN not in stored
     assert PROLIFIC_TOKEN not in caplog.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from botocore.stub import ANY
+from django.contrib.auth import get_user_model
 
 from annotations.models import Bonus, PlatformCall, Publication
 from annotations.tasks_platforms import (
@@ -62,14 +63,15 @@ def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
                                                 "AssignmentId": work.platform_assignment_id, "Reason": "Good work.",
                                                 "UniqueRequestToken": ANY})
     ids = [w.pk for w in works]
-    items = [{"assignment_id": w.pk, "amount": "0.40", "reason": "Good work.", "kind": "good_work"} for w in works]
+    researcher = get_user_model().objects.create_superuser("root", password="pw")
 
     for _ in range(2):
-        approve_assignments_task.delay(ids).get()
-        result = pay_bonuses_task.delay(items).get()
+        approve_assignments_task.delay(study_id=study.pk, user_id=researcher.pk, assignment_ids=ids).get()
+        result = pay_bonuses_task.delay(study_id=study.pk, user_id=researcher.pk, assignment_ids=ids, amount="0.40",
+                                        reason="Good work.", kind="good_work").get()
 
     stubber.assert_no_pending_responses()
-    assert result == {"paid": 2, "errors": [], "queued": 0}
+    assert result == {"paid": 2, "errors": [], "unsettled": []}
     assert Bonus.objects.filter(status="paid").count() == 2
     assert PlatformCall.objects.filter(operation="bonus").count() == 2
     assert sum(PlatformCall.objects.filter(operation="bonus").values_list("amount", flat=True)) == Decimal("0.80")

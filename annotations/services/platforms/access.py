@@ -1,0 +1,83 @@
+"""Who may act on a study's workers: the one check every platform action makes where it writes.
+
+Zulip's ``access_*`` pattern: approve, reject, bonus, block and close each take the acting user
+and the study and call ``access_study`` before anything else, so the admin, the per-worker
+page, the Celery tasks (which carry the study id and the user id) and any later caller get the
+same answer; none of them can forget it. The right itself is read from the one per-study access
+definition, ``studies.selectors.studies_for_user`` (called here and nowhere else in these
+services, so a change of what sharing grants changes every platform action at once)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from annotations.models import Assignment
+from annotations.services.payments import PlatformServiceError
+from studies.models import Study
+from studies.selectors import CHANGE, PAY, studies_for_user
+
+
+class _Operator:
+    """The deployment's operator: a management command or the Django shell, run by whoever holds
+    the database and the platform credentials anyway. It is a Python object, so no request, API
+    call or Celery message can name it (tasks carry a user id and act as that user)."""
+
+    pk = None
+    is_superuser = True
+
+    def __repr__(self) -> str:
+        return "OPERATOR"
+
+
+OPERATOR = _Operator()
+
+# What each platform action needs: moving money or judging a worker needs PAY; closing a study
+# (stopping its recruitment) changes the study and needs CHANGE, as the study admin's action did.
+APPROVE = REJECT = BONUS = BLOCK = NOTIFY = PAY
+CLOSE = CHANGE
+
+
+class PlatformAccessDenied(PlatformServiceError):
+    """The acting user may not do this to this study's workers (or did not say who they are)."""
+
+
+def access_study(*, user, study: Study | int, access: str) -> Study:
+    """``study`` read again if ``user`` may act on it with ``access``; ``PlatformAccessDenied``
+    otherwise. A study the user may not reach is "not found or not yours", whether it exists or
+    not."""
+    study_id = study if isinstance(study, int) and not isinstance(study, bool) else getattr(study, "pk", None)
+    if user is OPERATOR:
+        found = Study.objects.filter(pk=study_id).first()
+    elif user is None or not getattr(user, "pk", None):
+        raise PlatformAccessDenied("nobody is acting: every platform action names the user who does it")
+    else:
+        found = studies_for_user(user=user, access=access).filter(pk=study_id).first()
+    if found is None:
+        need = "studies.pay_workers" if access == PAY else "studies.change_study"
+        raise PlatformAccessDenied(
+            f"study {study_id}: not found or not yours to act on ({need} on a study you own or that is shared "
+            "with you)")
+    return found
+
+
+def study_assignments(*, study: Study, ids: Iterable[int]) -> list[Assignment]:
+    """The assignments ``ids`` of ``study``, in id order; ``PlatformServiceError`` naming every id
+    that is not a task of ``study`` (nothing is done to any of them then)."""
+    ids = list(ids)
+    for i in ids:
+        whole = isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63
+        if not (whole or (isinstance(i, str) and i.isascii() and i.isdigit() and len(i) <= 18)):
+            raise PlatformServiceError(f"assignment id {str(i)[:40]!r} is not a whole number; nothing was done")
+    wanted = sorted({int(i) for i in ids})
+    found = list(Assignment.objects.filter(study=study, pk__in=wanted).select_related("participant", "study")
+                 .order_by("id"))
+    missing = sorted(set(wanted) - {a.pk for a in found})
+    if missing:
+        shown = ", ".join(str(i) for i in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        raise PlatformServiceError(
+            f"assignment(s) {shown}: not found in study {study.pk}; nothing was done")
+    return found
+
+
+def assignment_of(*, study: Study, assignment: Assignment | int) -> Assignment:
+    """``assignment`` read again, if it is a task of ``study``."""
+    return study_assignments(study=study, ids=[assignment if isinstance(assignment, int) else assignment.pk])[0]
