@@ -7,6 +7,7 @@ Set ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` / ``CELERY_BROKER_URL`` for 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",  # failed-login throttling (below: "Login throttling")
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -67,7 +69,33 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A request with a NUL character in its address or form gets a 400 naming where (lab/middleware.py).
     "lab.middleware.RefuseNulMiddleware",
+    # Answers a locked-out login with 429 (django-axes; last, as its documentation asks).
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- Login throttling (django-axes) -------------------------------------------------------------
+# Every password login (the admin's, the API's browsable login) goes through authenticate() with
+# its request, and AxesStandaloneBackend counts the failures of each (username, client address)
+# pair: after RL_LOGIN_FAILURE_LIMIT of them that pair is refused (429, even with the right
+# password) for RL_LOGIN_LOCKOUT_MINUTES, and the lockout is logged at WARNING by
+# axes.handlers.database. A successful login resets the pair's count. API tokens do not log in and
+# are not counted. Unlock early: `manage.py axes_reset_username <name>` (or axes_reset_ip,
+# axes_reset_ip_username, axes_reset), or delete the row under admin > Axes > Access attempts.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("RL_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("RL_LOGIN_LOCKOUT_MINUTES", "30")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The lockout's log line names the username and address (axes masks them by default), so the
+# operator knows what to reset; passwords are always masked.
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+# The client's address: the connection's, or behind RL_TRUSTED_PROXIES reverse proxies the one
+# they forwarded (lab/clientip.py), so a client cannot choose the address it is counted under.
+RL_TRUSTED_PROXIES = int(os.environ.get("RL_TRUSTED_PROXIES", "0"))
+AXES_CLIENT_IP_CALLABLE = "lab.clientip.client_ip"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
