@@ -155,6 +155,10 @@ MEDIA_URL = "media/"
 # memory (it validates every row before writing any). A file over RL_MAX_IMPORT_BYTES (bytes) is
 # refused before it is read; the parsed rows take several times the file's size in memory.
 RL_MAX_IMPORT_BYTES = int(os.environ.get("RL_MAX_IMPORT_BYTES", str(100 * 1024 * 1024)))
+# Records are counted while the file is parsed: the one after RL_IMPORT_MAX_ROWS refuses the file
+# then and there, so the parsed rows never exceed it (about 2 KB each while an import runs: 100,000
+# rows is some 200 MB). The released StrategyQA train split has 2,061 questions.
+RL_IMPORT_MAX_ROWS = int(os.environ.get("RL_IMPORT_MAX_ROWS", "100000"))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 

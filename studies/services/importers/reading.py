@@ -2,8 +2,11 @@
 CSV with the line (and column) of every record.
 
 The file is read whole into memory, up to ``RL_MAX_IMPORT_BYTES``; a larger one is refused
-before it is read. Every reader refuses, with its line and field, text no database can store (a
-NUL character, a lone surrogate) and JSON nested deeper than ``lab.jsontext.MAX_DEPTH``."""
+before it is read. Its records are counted as they are parsed: the one after ``RL_IMPORT_MAX_ROWS``
+stops the parse and refuses the file (with that record's line), so a file of millions of short
+rows never becomes millions of parsed rows. Every reader refuses, with its line and field, text no
+database can store (a NUL character, a lone surrogate) and JSON nested deeper than
+``lab.jsontext.MAX_DEPTH``."""
 from __future__ import annotations
 
 import csv
@@ -111,6 +114,26 @@ def read_import_file(file: str | Path | IO | Any, *, filename: str | None = None
     return ImportFile(name=name, text=text, sha256=hashlib.sha256(raw).hexdigest(), size=len(raw))
 
 
+def max_rows() -> int:
+    return int(settings.RL_IMPORT_MAX_ROWS)
+
+
+def too_many_rows(f: ImportFile, line: int | None, column: int | None = None) -> ImportValidationError:
+    """The refusal of a file whose record at ``line`` is one over ``RL_IMPORT_MAX_ROWS``."""
+    limit = max_rows()
+    return ImportValidationError(
+        RowError(line, "", f"the file has more than {limit:,} records, the import limit (RL_IMPORT_MAX_ROWS); "
+                           f"split it into files of at most {limit:,} records or raise the limit", column=column),
+        filename=f.name,
+    )
+
+
+class _TooManyRecords(Exception):
+    def __init__(self, pos: int):
+        super().__init__(pos)
+        self.pos = pos
+
+
 def line_col(text: str, pos: int) -> tuple[int, int]:
     line = text.count("\n", 0, pos) + 1
     col = pos - (text.rfind("\n", 0, pos) + 1) + 1
@@ -127,10 +150,11 @@ class _JSONLocator:
     ``positions[path]`` is the character offset of the value at ``path`` (a tuple of list
     indexes and object keys)."""
 
-    def __init__(self, text: str, depth: int):
+    def __init__(self, text: str, depth: int, max_records: int | None = None):
         self.text = text
         self.depth = depth
         self.positions: dict[tuple, int] = {}
+        self.max_records = max_records
 
     def skip(self, i: int) -> int:
         return _WS.match(self.text, i).end()
@@ -140,6 +164,9 @@ class _JSONLocator:
 
     def value(self, i: int, path: tuple) -> tuple[Any, int]:
         self.positions[path] = i
+        # Every element the locator records (the records, and at depth 2 their parts) counts.
+        if self.max_records is not None and path and len(self.positions) - 1 > self.max_records:
+            raise _TooManyRecords(i)
         s = self.text
         if len(path) < self.depth and i < len(s) and s[i] in "[{":
             if s[i] == "[":
@@ -234,9 +261,11 @@ class JSONDocument:
 def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
     """Parse a whole JSON document; a syntax error becomes an ImportValidationError with its line
     and column."""
-    loc = _JSONLocator(f.text, depth)
+    loc = _JSONLocator(f.text, depth, max_records=max_rows())
     try:
         data = loc.parse()
+    except _TooManyRecords as exc:
+        raise too_many_rows(f, *line_col(f.text, exc.pos)) from None
     except json.JSONDecodeError as exc:
         raise ImportValidationError(
             RowError(exc.lineno, "", f"not valid JSON: {exc.msg}", column=exc.colno), filename=f.name
@@ -264,9 +293,13 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
     is reported, not only the first."""
     rows: list[tuple[int, Any]] = []
     errors = ErrorCollector()
-    for lineno, line in enumerate(f.text.splitlines(), start=1):
+    limit, seen = max_rows(), 0
+    for lineno, line in enumerate(_lines(f.text), start=1):
         if not line.strip():
             continue
+        seen += 1
+        if seen > limit:
+            raise too_many_rows(f, lineno)
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -294,13 +327,29 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
     return rows
 
 
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def _lines(text: str):
+    """The lines of ``text`` one at a time, each with its ending (``\n``, ``\r\n`` or ``\r``), as
+    ``open(newline="")`` gives them. Neither ``str.splitlines`` (every line at once) nor
+    ``io.StringIO`` (a copy of the text at four bytes a character) is used: a 100 MB file stays one
+    100 MB string while its records are parsed."""
+    pos = 0
+    for match in _NEWLINE.finditer(text):
+        yield text[pos:match.end()]
+        pos = match.end()
+    if pos < len(text):
+        yield text[pos:]
+
+
 def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
     """Parse CSV with a header row: ``[(line_number, {column: value}), ...]``."""
     try:
         dialect = csv.Sniffer().sniff(f.text[:4096], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
-    reader = csv.reader(io.StringIO(f.text, newline=""), dialect)
+    reader = csv.reader(_lines(f.text), dialect)
     rows: list[tuple[int, dict[str, str]]] = []
     errors = ErrorCollector()
     try:
@@ -319,6 +368,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
             errors.add(1, h, "the header names this column twice")
         seen.add(h)
     errors.raise_if_any(f.name)
+    limit, seen = max_rows(), 0
     while True:
         start = reader.line_num + 1
         try:
@@ -330,6 +380,9 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
             break
         if not any(c.strip() for c in cells):
             continue
+        seen += 1
+        if seen > limit:
+            raise too_many_rows(f, start)
         if len(cells) != len(header):
             errors.add(start, "", f"has {len(cells)} cells but the header has {len(header)} columns")
             continue
@@ -357,11 +410,12 @@ def detect_format(f: ImportFile, requested: str | None = None) -> str:
         return "csv"
     if lower.endswith(".jsonl"):
         return "jsonl"
-    stripped = f.text.lstrip()
-    if stripped.startswith("["):
+    start = _WS.match(f.text).end()  # the first character that is not blank, without copying the text
+    if f.text.startswith("[", start):
         return "json"
-    if stripped.startswith("{"):
-        first = stripped.split("\n", 1)[0].strip()
+    if f.text.startswith("{", start):
+        end = f.text.find("\n", start)
+        first = f.text[start:end if end != -1 else len(f.text)].strip()
         try:
             json.loads(first)
             return "jsonl"
