@@ -159,6 +159,10 @@ RL_MAX_IMPORT_BYTES = int(os.environ.get("RL_MAX_IMPORT_BYTES", str(100 * 1024 *
 # then and there, so the parsed rows never exceed it (about 2 KB each while an import runs: 100,000
 # rows is some 200 MB). The released StrategyQA train split has 2,061 questions.
 RL_IMPORT_MAX_ROWS = int(os.environ.get("RL_IMPORT_MAX_ROWS", "100000"))
+# An upload over RL_IMPORT_BACKGROUND_BYTES is stored under MEDIA_ROOT/imports/ and imported by a
+# Celery worker (studies.services.importers.jobs), never inside the web request; the released
+# files (under 2 MB) import at once as before.
+RL_IMPORT_BACKGROUND_BYTES = int(os.environ.get("RL_IMPORT_BACKGROUND_BYTES", str(4 * 1024 * 1024)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 

@@ -15,6 +15,9 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -134,6 +137,43 @@ class _TooManyRecords(Exception):
         self.pos = pos
 
 
+# Progress of the parse, for a background import (studies.services.importers.jobs): called with the
+# records counted so far every PROGRESS_EVERY records, and once more (finished=True) at the end.
+_progress: ContextVar[Callable[[int, bool], None] | None] = ContextVar("import_progress", default=None)
+PROGRESS_EVERY = 10_000
+
+
+@contextmanager
+def reporting_progress(callback: Callable[[int, bool], None]) -> Iterator[None]:
+    """Within the block, every parse calls ``callback(records_so_far, finished)``."""
+    token = _progress.set(callback)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+class RecordCounter:
+    """Counts a file's records as they are parsed: the one after ``RL_IMPORT_MAX_ROWS`` raises
+    (the caller says where it is), and progress is reported when a background import listens."""
+
+    def __init__(self) -> None:
+        self.limit = max_rows()
+        self.seen = 0
+        self.report = _progress.get()
+
+    def over(self) -> bool:
+        """Count one record; True when it is over the cap."""
+        self.seen += 1
+        if self.report is not None and self.seen % PROGRESS_EVERY == 0:
+            self.report(self.seen, False)
+        return self.seen > self.limit
+
+    def finished(self) -> None:
+        if self.report is not None:
+            self.report(self.seen, True)
+
+
 def line_col(text: str, pos: int) -> tuple[int, int]:
     line = text.count("\n", 0, pos) + 1
     col = pos - (text.rfind("\n", 0, pos) + 1) + 1
@@ -150,11 +190,11 @@ class _JSONLocator:
     ``positions[path]`` is the character offset of the value at ``path`` (a tuple of list
     indexes and object keys)."""
 
-    def __init__(self, text: str, depth: int, max_records: int | None = None):
+    def __init__(self, text: str, depth: int, counter: RecordCounter | None = None):
         self.text = text
         self.depth = depth
         self.positions: dict[tuple, int] = {}
-        self.max_records = max_records
+        self.counter = counter
 
     def skip(self, i: int) -> int:
         return _WS.match(self.text, i).end()
@@ -165,7 +205,7 @@ class _JSONLocator:
     def value(self, i: int, path: tuple) -> tuple[Any, int]:
         self.positions[path] = i
         # Every element the locator records (the records, and at depth 2 their parts) counts.
-        if self.max_records is not None and path and len(self.positions) - 1 > self.max_records:
+        if self.counter is not None and path and self.counter.over():
             raise _TooManyRecords(i)
         s = self.text
         if len(path) < self.depth and i < len(s) and s[i] in "[{":
@@ -261,7 +301,8 @@ class JSONDocument:
 def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
     """Parse a whole JSON document; a syntax error becomes an ImportValidationError with its line
     and column."""
-    loc = _JSONLocator(f.text, depth, max_records=max_rows())
+    counter = RecordCounter()
+    loc = _JSONLocator(f.text, depth, counter)
     try:
         data = loc.parse()
     except _TooManyRecords as exc:
@@ -272,6 +313,7 @@ def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
         ) from None
     except RecursionError:
         raise ImportValidationError(f"JSON nested more than {MAX_DEPTH} levels deep", filename=f.name) from None
+    counter.finished()
     doc = JSONDocument(text=f.text, data=data, positions=loc.positions, duplicates=loc.duplicates)
     errors = ErrorCollector()
     for path, reason in json_problems(data):
@@ -293,12 +335,11 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
     is reported, not only the first."""
     rows: list[tuple[int, Any]] = []
     errors = ErrorCollector()
-    limit, seen = max_rows(), 0
+    counter = RecordCounter()
     for lineno, line in enumerate(_lines(f.text), start=1):
         if not line.strip():
             continue
-        seen += 1
-        if seen > limit:
+        if counter.over():
             raise too_many_rows(f, lineno)
         try:
             value = json.loads(line)
@@ -321,6 +362,7 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
             errors.errors[0].reason + " (no line of the file is a JSON object: is it JSON, CSV, or another format?)",
             errors.errors[0].column,
         )
+    counter.finished()
     errors.raise_if_any(f.name)
     if not rows:
         raise ImportValidationError("the file has no records", filename=f.name)
@@ -368,7 +410,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
             errors.add(1, h, "the header names this column twice")
         seen.add(h)
     errors.raise_if_any(f.name)
-    limit, seen = max_rows(), 0
+    counter = RecordCounter()
     while True:
         start = reader.line_num + 1
         try:
@@ -380,8 +422,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
             break
         if not any(c.strip() for c in cells):
             continue
-        seen += 1
-        if seen > limit:
+        if counter.over():
             raise too_many_rows(f, start)
         if len(cells) != len(header):
             errors.add(start, "", f"has {len(cells)} cells but the header has {len(header)} columns")
@@ -392,6 +433,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
                 errors.add(start, name, f"the text {reason}")
         if not any(reason for _, reason in problems):
             rows.append((start, dict(zip(header, cells, strict=True))))
+    counter.finished()
     errors.raise_if_any(f.name)
     if not rows:
         raise ImportValidationError("the file has no data rows under its header", filename=f.name)
