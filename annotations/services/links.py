@@ -36,6 +36,9 @@ def links_generate(*, study: Study, n: int, user=None, label: str = "",
     """Make ``n`` single-person links for ``study``."""
     if n < 1 or n > MAX_LINKS_PER_CALL:
         raise PlatformServiceError(f"number of links must be between 1 and {MAX_LINKS_PER_CALL}, got {n}")
+    label_max = ParticipantLink._meta.get_field("label").max_length - len(f" {n}")
+    if len(label) > label_max:
+        raise PlatformServiceError(f"the links' label is {len(label)} characters long: use at most {label_max}")
     with transaction.atomic():
         links = [
             ParticipantLink(study=study, publication=publication, created_by=user if getattr(user, "pk", None) else None,

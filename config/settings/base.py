@@ -69,6 +69,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A request with a NUL character in its address or form gets a 400 naming where (lab/middleware.py).
     "lab.middleware.RefuseNulMiddleware",
+    # An admin action whose selection is not row ids goes back to the list with an error (lab/middleware.py).
+    "lab.middleware.AdminSelectionMiddleware",
     # Answers a locked-out login with 429 (django-axes; last, as its documentation asks).
     "axes.middleware.AxesMiddleware",
 ]
