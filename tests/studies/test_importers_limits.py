@@ -103,3 +103,15 @@ def test_parsing_stops_at_the_cap_so_memory_stays_bounded(tmp_path, settings):
     finally:
         tracemalloc.stop()
     assert peak < 2 * f.size + 2_000_000, (peak, f.size)
+
+
+def test_an_openbookqa_object_over_the_cap_is_refused_for_the_cap(openbookqa_dir, settings):
+    """The one-object OpenBookQA form falls back to JSON lines when it is not one JSON object; a
+    file over the cap is refused for the cap, not retried as lines."""
+    from studies.services.importers import items_import_openbookqa
+
+    settings.RL_IMPORT_MAX_ROWS = 100
+    with pytest.raises(ImportValidationError) as err:
+        items_import_openbookqa(file=openbookqa_dir / "obqa_dev.jsonl")
+    assert "more than 100 records, the import limit (RL_IMPORT_MAX_ROWS)" in refusal(err.value)
+    assert not Item.objects.exists()

@@ -66,6 +66,10 @@ class ImportValidationError(Exception):
         return [str(e) for e in self.errors]
 
 
+class TooManyRecords(ImportValidationError):
+    """The file has more records than ``RL_IMPORT_MAX_ROWS``: refused whatever format is tried next."""
+
+
 class ErrorCollector:
     """Collects row errors while an importer walks a file."""
 

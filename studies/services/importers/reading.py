@@ -26,7 +26,7 @@ from django.conf import settings
 
 from lab.jsontext import MAX_DEPTH, json_path, json_problems, load_json, text_problem
 
-from .errors import ErrorCollector, ImportValidationError, RowError
+from .errors import ErrorCollector, ImportValidationError, RowError, TooManyRecords
 
 
 @dataclass
@@ -121,10 +121,10 @@ def max_rows() -> int:
     return int(settings.RL_IMPORT_MAX_ROWS)
 
 
-def too_many_rows(f: ImportFile, line: int | None, column: int | None = None) -> ImportValidationError:
+def too_many_rows(f: ImportFile, line: int | None, column: int | None = None) -> TooManyRecords:
     """The refusal of a file whose record at ``line`` is one over ``RL_IMPORT_MAX_ROWS``."""
     limit = max_rows()
-    return ImportValidationError(
+    return TooManyRecords(
         RowError(line, "", f"the file has more than {limit:,} records, the import limit (RL_IMPORT_MAX_ROWS); "
                            f"split it into files of at most {limit:,} records or raise the limit", column=column),
         filename=f.name,
