@@ -155,7 +155,7 @@ MEDIA_URL = "media/"
 # Imports (studies/services/importers/reading.py): Django spools an upload over
 # FILE_UPLOAD_MAX_MEMORY_SIZE to a temporary file, and an importer then reads the whole file into
 # memory (it validates every row before writing any). A file over RL_MAX_IMPORT_BYTES (bytes) is
-# refused before it is read; the parsed rows take several times the file's size in memory.
+# refused before it is read; what its rows take is bounded by RL_IMPORT_MAX_ROWS (below).
 RL_MAX_IMPORT_BYTES = int(os.environ.get("RL_MAX_IMPORT_BYTES", str(100 * 1024 * 1024)))
 # Records are counted while the file is parsed: the one after RL_IMPORT_MAX_ROWS refuses the file
 # then and there, so the parsed rows never exceed it (about 2 KB each while an import runs: 100,000
