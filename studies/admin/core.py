@@ -308,6 +308,7 @@ class ImportRecordAdmin(admin.ModelAdmin):
             raise PermissionDenied
         errors = None
         failed_file = ""
+        unlisted = 0
         if request.method == "POST":
             form = ImportForm(request.POST, request.FILES)
             if form.is_valid():
@@ -325,6 +326,7 @@ class ImportRecordAdmin(admin.ModelAdmin):
                 except ImportValidationError as exc:
                     errors = exc.errors
                     failed_file = exc.filename or form.cleaned_data["file"].name
+                    unlisted = exc.unlisted
                 else:
                     self.message_user(
                         request,
@@ -341,6 +343,7 @@ class ImportRecordAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "form": form,
             "errors": errors,
+            "unlisted": unlisted,
             "failed_file": failed_file,
             "kinds": [(k, label) for k, (label, _) in IMPORT_KINDS.items()],
             "dataset_names": list(Dataset.objects.values_list("name", flat=True)),

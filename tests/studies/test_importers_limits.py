@@ -115,3 +115,24 @@ def test_an_openbookqa_object_over_the_cap_is_refused_for_the_cap(openbookqa_dir
         items_import_openbookqa(file=openbookqa_dir / "obqa_dev.jsonl")
     assert "more than 100 records, the import limit (RL_IMPORT_MAX_ROWS)" in refusal(err.value)
     assert not Item.objects.exists()
+
+
+def test_the_first_thousand_problems_are_listed_and_the_rest_counted(tmp_path, admin_client):
+    """A file may have a problem on each of its records: the answer lists the first 1,000 with
+    their line, field and reason and counts the others, instead of carrying every one of them."""
+    path = items_csv(tmp_path, 1500, bad_after=0)  # every answer is "maybe"
+    with pytest.raises(ImportValidationError) as err:
+        import_run(kind="items", file=path, dataset_name="bad", task_format="yes_no")
+    exc = err.value
+    assert len(exc.errors) == 1000 and exc.unlisted == 500
+    assert exc.errors[-1].line == 1001 and exc.errors[-1].field == "answer"
+    assert "nothing imported: 1,500 problems (the first 1,000 are listed)" in exc.summary()
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    page = admin_client.post(reverse("admin:studies_import_data"), {
+        "kind": "items", "file": SimpleUploadedFile("bad.csv", path.read_bytes()), "dataset": "bad",
+        "task_format": "yes_no"}).content.decode()
+    assert "1000 problems" in page and "The file has 500 more problems after these, not listed." in page
+    assert not Item.objects.exists()

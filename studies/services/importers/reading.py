@@ -355,6 +355,7 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
         if not problems:
             rows.append((lineno, value))
     if len(errors.errors) > 50 and not rows:
+        errors.unlisted = 0
         errors.errors = errors.errors[:1]
         errors.errors[0] = RowError(
             errors.errors[0].line,
