@@ -8,6 +8,7 @@ from studies.api.jobs import GenerationJobViewSet
 from studies.api.views import (
     DatasetViewSet,
     GeneralizationQuestionViewSet,
+    ImportJobViewSet,
     ImportViewSet,
     ItemViewSet,
     RationaleSourceViewSet,
@@ -24,6 +25,7 @@ router.register("rationales", RationaleViewSet, basename="rationale")
 router.register("generalization-questions", GeneralizationQuestionViewSet, basename="generalization-question")
 router.register("studies", StudyViewSet, basename="study")
 router.register("imports", ImportViewSet, basename="import")
+router.register("import-jobs", ImportJobViewSet, basename="import-job")
 router.register("generation-jobs", GenerationJobViewSet, basename="generation-job")
 router.register("assignments", AssignmentViewSet, basename="assignment")
 router.register("annotations", AnnotationViewSet, basename="annotation")

@@ -17,3 +17,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
 ]
+
+# A 400 page that never reads the request's form (Django's reads it again for its CSRF token).
+handler400 = "lab.errors.bad_request"

@@ -8,7 +8,9 @@ with ``refuses_nul = True`` (the worker pages, ``annotations.worker_pages``). Up
 not read here: the importers check what they parse."""
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponseBadRequest, JsonResponse
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponseBadRequest, HttpResponseRedirect, JsonResponse
 
 from lab.jsontext import NUL
 
@@ -47,3 +49,41 @@ class RefuseNulMiddleware:
         if request.path.startswith("/api/"):
             return JsonResponse({"detail": message}, status=400)
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+# The largest id a 64-bit integer column holds (BigAutoField, every model's id here).
+MAX_ID = 2**63 - 1
+
+
+class AdminSelectionMiddleware:
+    """An admin action's selection (``_selected_action``) holds row ids; Django's admin filters
+    with them as given, so ``abc``, ``1.5`` or an id past 64 bits was a 500. Such a selection sends
+    the researcher back to the list with an error; nothing runs."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        model_admin = getattr(view_func, "model_admin", None)
+        if model_admin is None or request.method != "POST" or request.content_type not in FORM_TYPES:
+            return None
+        selected = request.POST.getlist("_selected_action")
+        bad = [value for value in selected if not _is_id(model_admin.model._meta.pk, value)]
+        if not bad:
+            return None
+        shown = ", ".join(repr(value[:40]) for value in bad[:5])
+        messages.error(request, f"Nothing was done: the selection names {shown}, which is not a row of this list.")
+        return HttpResponseRedirect(request.get_full_path())
+
+
+def _is_id(pk_field, value: str) -> bool:
+    try:
+        python = pk_field.to_python(value)
+    except (ValidationError, ValueError, TypeError):
+        return False
+    if isinstance(python, int):
+        return str(python) == value.strip() and -MAX_ID - 1 <= python <= MAX_ID
+    return True

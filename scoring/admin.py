@@ -122,7 +122,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
         written and every bad line is listed; "Score it now" then follows the run to its report."""
         if not self._may_import_outcomes(request):
             raise PermissionDenied
-        errors, failed_file = None, ""
+        errors, failed_file, unlisted = None, "", 0
         form = ImportOutcomesForm(request.POST or None, request.FILES or None, user=request.user)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
@@ -130,7 +130,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
                 study, summary = outcomes_study_create(name=data["study"], dataset=data["dataset"], file=data["file"],
                                                        split=data["split"], owner=request.user)
             except ImportValidationError as exc:
-                errors, failed_file = exc.errors, exc.filename or data["file"].name
+                errors, failed_file, unlisted = exc.errors, exc.filename or data["file"].name, exc.unlisted
             else:
                 messages.success(request, f"Imported {study.name}: {summary['created']} outcome(s) created, "
                                           f"{summary['updated']} updated, {summary['unchanged']} unchanged.")
@@ -143,7 +143,8 @@ class ScoreRunAdmin(StudyScopedAdmin):
                     return redirect("admin:studies_study_change", study.pk)
                 return redirect("admin:scoring_scorerun_state", run.pk)
         context = {**self.admin_site.each_context(request), "title": "Import a study run elsewhere",
-                   "opts": self.model._meta, "form": form, "errors": errors, "failed_file": failed_file}
+                   "opts": self.model._meta, "form": form, "errors": errors, "failed_file": failed_file,
+                   "unlisted": unlisted}
         return TemplateResponse(request, "admin/scoring/import_outcomes.html", context, status=400 if errors else 200)
 
 

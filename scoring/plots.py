@@ -10,6 +10,9 @@ import matplotlib
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "rationale-lab"  # the same results give the same SVG
 matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: editable in a paper's figure
+# Labels are text, never math: a source named "$\\foo$" (any imported file can name one) is drawn as
+# it is written instead of going to mathtext, which fails on it (a 500 on the report's figures and zip).
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 

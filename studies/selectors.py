@@ -11,6 +11,7 @@ from studies.models import (
     Dataset,
     GeneralizationQuestion,
     GenerationJob,
+    ImportJob,
     ImportRecord,
     Item,
     Rationale,
@@ -182,6 +183,12 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
     """All imports with the view permission, else the user's own."""
     return _all_or_used(user, ImportRecord, "studies.view_importrecord",
                         ImportRecord.objects.filter(imported_by_id=getattr(user, "pk", None)).values("pk"))
+
+
+def import_jobs_for_user(*, user) -> QuerySet[ImportJob]:
+    """Background imports: all with the import records' view permission, else the user's own."""
+    return _all_or_used(user, ImportJob, "studies.view_importrecord",
+                        ImportJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))
 
 
 def generation_jobs_for_user(*, user) -> QuerySet[GenerationJob]:

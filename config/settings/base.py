@@ -7,6 +7,7 @@ Set ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` / ``CELERY_BROKER_URL`` for 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",  # failed-login throttling (below: "Login throttling")
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -67,7 +69,35 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A request with a NUL character in its address or form gets a 400 naming where (lab/middleware.py).
     "lab.middleware.RefuseNulMiddleware",
+    # An admin action whose selection is not row ids goes back to the list with an error (lab/middleware.py).
+    "lab.middleware.AdminSelectionMiddleware",
+    # Answers a locked-out login with 429 (django-axes; last, as its documentation asks).
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- Login throttling (django-axes) -------------------------------------------------------------
+# Every password login (the admin's, the API's browsable login) goes through authenticate() with
+# its request, and AxesStandaloneBackend counts the failures of each (username, client address)
+# pair: after RL_LOGIN_FAILURE_LIMIT of them that pair is refused (429, even with the right
+# password) for RL_LOGIN_LOCKOUT_MINUTES, and the lockout is logged at WARNING by
+# axes.handlers.database. A successful login resets the pair's count. API tokens do not log in and
+# are not counted. Unlock early: `manage.py axes_reset_username <name>` (or axes_reset_ip,
+# axes_reset_ip_username, axes_reset), or delete the row under admin > Axes > Access attempts.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("RL_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("RL_LOGIN_LOCKOUT_MINUTES", "30")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The lockout's log line names the username and address (axes masks them by default), so the
+# operator knows what to reset; passwords are always masked.
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+# The client's address: the connection's, or behind RL_TRUSTED_PROXIES reverse proxies the one
+# they forwarded (lab/clientip.py), so a client cannot choose the address it is counted under.
+RL_TRUSTED_PROXIES = int(os.environ.get("RL_TRUSTED_PROXIES", "0"))
+AXES_CLIENT_IP_CALLABLE = "lab.clientip.client_ip"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -125,8 +155,16 @@ MEDIA_URL = "media/"
 # Imports (studies/services/importers/reading.py): Django spools an upload over
 # FILE_UPLOAD_MAX_MEMORY_SIZE to a temporary file, and an importer then reads the whole file into
 # memory (it validates every row before writing any). A file over RL_MAX_IMPORT_BYTES (bytes) is
-# refused before it is read; the parsed rows take several times the file's size in memory.
+# refused before it is read; what its rows take is bounded by RL_IMPORT_MAX_ROWS (below).
 RL_MAX_IMPORT_BYTES = int(os.environ.get("RL_MAX_IMPORT_BYTES", str(100 * 1024 * 1024)))
+# Records are counted while the file is parsed: the one after RL_IMPORT_MAX_ROWS refuses the file
+# then and there, so the parsed rows never exceed it (about 2 KB each while an import runs: 100,000
+# rows is some 200 MB). The released StrategyQA train split has 2,061 questions.
+RL_IMPORT_MAX_ROWS = int(os.environ.get("RL_IMPORT_MAX_ROWS", "100000"))
+# An upload over RL_IMPORT_BACKGROUND_BYTES is stored under MEDIA_ROOT/imports/ and imported by a
+# Celery worker (studies.services.importers.jobs), never inside the web request; the released
+# files (under 2 MB) import at once as before.
+RL_IMPORT_BACKGROUND_BYTES = int(os.environ.get("RL_IMPORT_BACKGROUND_BYTES", str(4 * 1024 * 1024)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 

@@ -21,12 +21,14 @@ from django.utils.text import Truncator
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
+    ImportJob,
     ImportRecord,
     Item,
     Rationale,
     RationaleSource,
     Split,
 )
+from studies.selectors import import_jobs_for_user
 from studies.services.content import (
     ContentChangeRefused,
     content_change_problems,
@@ -34,6 +36,7 @@ from studies.services.content import (
     content_rows_delete,
 )
 from studies.services.importers import IMPORT_KINDS, ImportValidationError, ItemColumns, import_run
+from studies.services.importers.jobs import import_in_background, import_job_create
 from studies.services.questions import QuestionError, generalization_questions_set_validation
 
 
@@ -337,6 +340,33 @@ class ImportForm(forms.Form):
         return opts
 
 
+@admin.register(ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    """Background imports and their progress (read-only: a job is made by the import page)."""
+
+    list_display = ["created_at", "kind", "filename", "status", "stage", "rows_read", "record", "created_by"]
+    list_filter = ["status", "kind"]
+    search_fields = ["filename"]
+    readonly_fields = [f.name for f in ImportJob._meta.fields if f.name != "file"]
+    exclude = ["file"]
+
+    def get_queryset(self, request):
+        return import_jobs_for_user(user=request.user)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff and (
+            request.user.has_perm("studies.view_importrecord") or request.user.has_perm("studies.add_importrecord"))
+
+
 @admin.register(ImportRecord)
 class ImportRecordAdmin(admin.ModelAdmin):
     list_display = ["imported_at", "kind", "filename", "dataset", "created", "updated", "unchanged", "imported_by"]
@@ -363,16 +393,25 @@ class ImportRecordAdmin(admin.ModelAdmin):
             raise PermissionDenied
         errors = None
         failed_file = ""
+        unlisted = 0
         if request.method == "POST":
             form = ImportForm(request.POST, request.FILES)
             if form.is_valid():
                 kind = form.cleaned_data["kind"]
+                upload = form.cleaned_data["file"]
                 try:
-                    record = import_run(kind=kind, file=form.cleaned_data["file"], user=request.user,
-                                        **form.service_options())
+                    if import_in_background(file=upload):
+                        job = import_job_create(kind=kind, file=upload, user=request.user,
+                                                options=form.service_options())
+                        self.message_user(request, f"{job.filename} is large: it is imported in the background "
+                                                   f"(import job {job.pk}); this page shows its progress.",
+                                          messages.INFO)
+                        return HttpResponseRedirect(reverse("admin:studies_importjob_change", args=[job.pk]))
+                    record = import_run(kind=kind, file=upload, user=request.user, **form.service_options())
                 except ImportValidationError as exc:
                     errors = exc.errors
                     failed_file = exc.filename or form.cleaned_data["file"].name
+                    unlisted = exc.unlisted
                 else:
                     self.message_user(
                         request,
@@ -389,6 +428,7 @@ class ImportRecordAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "form": form,
             "errors": errors,
+            "unlisted": unlisted,
             "failed_file": failed_file,
             "kinds": [(k, label) for k, (label, _) in IMPORT_KINDS.items()],
             "dataset_names": list(Dataset.objects.values_list("name", flat=True)),

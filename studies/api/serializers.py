@@ -8,6 +8,7 @@ from lab.jsontext import text_problem
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
+    ImportJob,
     ImportRecord,
     Item,
     Platform,
@@ -223,6 +224,18 @@ class ImportRecordSerializer(serializers.ModelSerializer):
         fields = [
             "id", "kind", "filename", "sha256", "dataset", "created", "updated", "unchanged", "summary",
             "imported_by", "imported_at",
+        ]
+
+
+class ImportJobSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    url = serializers.HyperlinkedIdentityField(view_name="api:import-job-detail")
+
+    class Meta:
+        model = ImportJob
+        fields = [
+            "id", "url", "kind", "filename", "size", "status", "stage", "rows_read", "error", "errors", "record",
+            "created_by", "created_at", "started_at", "finished_at",
         ]
 
 

@@ -11,16 +11,18 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from lab.api.counts import correlated_count
-from studies.models import ImportRecord, Item
+from studies.models import ImportJob, ImportRecord, Item
 from studies.selectors import (
     datasets_for_user,
     generalization_questions_for_user,
+    import_jobs_for_user,
     import_records_for_user,
     items_for_user,
     rationales_for_user,
     sources_for_user,
 )
 from studies.services.importers import ImportValidationError, import_run
+from studies.services.importers.jobs import import_in_background, import_job_create
 
 from .filters import (
     DatasetFilter,
@@ -34,6 +36,7 @@ from .serializers import (
     DatasetSerializer,
     GeneralizationQuestionSerializer,
     ImportErrorSerializer,
+    ImportJobSerializer,
     ImportRecordSerializer,
     ImportRequestSerializer,
     ItemSerializer,
@@ -161,10 +164,9 @@ IMPORT_EXAMPLE = OpenApiExample("An item import", response_only=True, value={
 
 
 # --- Imports ----------------------------------------------------------------------------------
-def import_file_run(*, data: dict, user) -> ImportRecord:
-    """Run the importer of ``data["kind"]`` (``studies.services.importers.import_run``) on the
-    uploaded file; raises its ImportValidationError when the file is bad."""
-    options = {"user": user, "filename": data["file"].name}
+def import_file_options(data: dict) -> dict:
+    """The importer's options from the API's form (``kind`` and ``file`` aside)."""
+    options = {}
     if data.get("dataset"):
         options["dataset_name"] = data["dataset"]
     if data.get("split"):
@@ -177,7 +179,17 @@ def import_file_run(*, data: dict, user) -> ImportRecord:
         options["task_format"] = data["task_format"]
     if data["kind"] == "generalization" and data.get("validation_status"):
         options["validation_status"] = data["validation_status"]
-    return import_run(kind=data["kind"], file=data["file"], **options)
+    return options
+
+
+def import_file_run(*, data: dict, user) -> ImportRecord | ImportJob:
+    """Run the importer of ``data["kind"]`` (``studies.services.importers.import_run``) on the
+    uploaded file, or queue it as a background job when the file is over
+    ``RL_IMPORT_BACKGROUND_BYTES``; raises its ImportValidationError when the file is bad."""
+    options = import_file_options(data)
+    if import_in_background(file=data["file"]):
+        return import_job_create(kind=data["kind"], file=data["file"], user=user, options=options)
+    return import_run(kind=data["kind"], file=data["file"], user=user, filename=data["file"].name, **options)
 
 
 @extend_schema_view(
@@ -195,11 +207,16 @@ def import_file_run(*, data: dict, user) -> ImportRecord:
             "Multipart upload of one file: StrategyQA or OpenBookQA items, generic items (CSV / JSON lines), "
             "rationales of one source, or generalization questions. The whole file is validated first: on any "
             "bad row nothing is written and the answer is 400 with every problem (line, field, reason). "
-            "Re-importing the same file changes nothing. Needs a read-write token and `studies.add_importrecord`."
+            "Re-importing the same file changes nothing. A file with more than `RL_IMPORT_MAX_ROWS` records "
+            "(100,000) is refused. A file over `RL_IMPORT_BACKGROUND_BYTES` (4 MB) is imported by a background "
+            "job: the answer is 202 with the job, whose `url` gives its progress (`status`, `stage`, "
+            "`rows_read`) and, when done, its import `record` or, when failed, every bad row in `errors`. "
+            "Needs a read-write token and `studies.add_importrecord`."
         ),
         request={"multipart/form-data": ImportRequestSerializer},
         responses={
             201: ImportRecordSerializer,
+            202: OpenApiResponse(ImportJobSerializer, description="A large file: its import job, queued."),
             400: OpenApiResponse(ImportErrorSerializer, description="Nothing imported; every bad row listed."),
         },
         examples=[OpenApiExample("Rejected file", response_only=True, status_codes=["400"], value={
@@ -228,8 +245,34 @@ class ImportViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         form = ImportRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            record = import_file_run(data=form.validated_data, user=request.user)
+            done = import_file_run(data=form.validated_data, user=request.user)
         except ImportValidationError as exc:
             errors = [e.as_dict() for e in exc.errors]
             return Response({"file": [str(exc)], "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(ImportRecordSerializer(record).data, status=status.HTTP_201_CREATED)
+        if isinstance(done, ImportJob):
+            return Response(ImportJobSerializer(done, context={"request": request}).data,
+                            status=status.HTTP_202_ACCEPTED)
+        return Response(ImportRecordSerializer(done).data, status=status.HTTP_201_CREATED)
+
+
+IMPORT_JOB_EXAMPLE = OpenApiExample("A background import, done", response_only=True, value={
+    "id": 3, "url": "http://127.0.0.1:8000/api/v1/import-jobs/3/", "kind": "items", "filename": "big.csv",
+    "size": 5242880, "status": "done", "stage": "finished", "rows_read": 90000, "error": "", "errors": [],
+    "record": 7, "created_by": "dana", "created_at": "2026-12-02T09:00:00Z", "started_at": "2026-12-02T09:00:01Z",
+    "finished_at": "2026-12-02T09:00:58Z"})
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List import jobs",
+                       description="Background imports (files over RL_IMPORT_BACKGROUND_BYTES), newest first.",
+                       examples=[IMPORT_JOB_EXAMPLE]),
+    retrieve=extend_schema(summary="One import job",
+                           description="Its progress: status, stage, rows read; its import record when done, "
+                                       "every bad row when failed.", examples=[IMPORT_JOB_EXAMPLE]),
+)
+class ImportJobViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = ImportJobSerializer
+    ordering_fields = ["id", "created_at"]
+
+    def get_queryset(self):
+        return import_jobs_for_user(user=self.request.user).select_related("created_by")

@@ -4,6 +4,7 @@ from .core import (  # noqa: F401
     YES_NO_CHOICES,
     Dataset,
     GeneralizationQuestion,
+    ImportJob,
     ImportRecord,
     Item,
     Platform,

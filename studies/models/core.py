@@ -299,3 +299,43 @@ class ImportRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.filename}"
+
+
+class ImportJob(models.Model):
+    """An import run in the background (a file over ``RL_IMPORT_BACKGROUND_BYTES``): the upload is
+    kept under ``MEDIA_ROOT/imports/`` until the job has run, then deleted. All or nothing like
+    any import: it ends ``done`` with its ImportRecord or ``failed`` with every bad row."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    class Stage(models.TextChoices):
+        WAITING = "waiting", "Waiting for a worker"
+        READING = "reading", "Reading and checking rows"
+        WRITING = "writing", "Writing"
+        FINISHED = "finished", "Finished"
+
+    kind = models.CharField(max_length=50)
+    options = models.JSONField(default=dict, blank=True)
+    file = models.FileField(upload_to="imports/%Y/%m/", max_length=500, blank=True)
+    filename = models.CharField(max_length=500)
+    size = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.WAITING)
+    rows_read = models.PositiveIntegerField(default=0, help_text="Records parsed so far.")
+    error = models.TextField(blank=True)
+    errors = models.JSONField(default=list, blank=True, help_text="Every bad row: line, column, field, reason.")
+    record = models.ForeignKey(ImportRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"import job {self.pk}: {self.kind} {self.filename} ({self.status})"

@@ -431,3 +431,30 @@ def test_faithfulness_section_when_the_study_has_it(db):
     assert rows["highlighter"]["sufficiency"] == pytest.approx(((0.9 - 0.8) + 0) / 2)
     assert rows["test (all sources)"]["comprehensiveness"] == pytest.approx(((0.9 - 0.3) + (0.7 - 0.6)) / 2)
     assert any("select-then-predict" in note for note in section.notes)
+
+
+MATH_NAME = "$\\foo$"  # what mathtext would parse, and fail on
+
+
+def test_a_source_named_like_math_is_drawn_as_text_in_the_figures_and_the_zip(admin_client, imported_study,
+                                                                              utility_file, tmp_path):
+    """Issue 20 item 13: an imported source named ``$\\foo$`` made the figures and the zip answer 500
+    (matplotlib's mathtext); labels are text, never math."""
+    rows = [json.loads(line) for line in utility_file.read_text().splitlines() if line.strip()]
+    renamed = [dict(r, rationale_source=MATH_NAME) if r["rationale_source"] == "gpt3" else r for r in rows]
+    path = tmp_path / "outcomes.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in renamed))
+    outcomes_import(study=imported_study, file=path)
+    run = study_score(study=imported_study, similarity=False)
+    assert run.status == ScoreRun.Status.DONE, run.error
+    assert MATH_NAME in run.results["utility_shares"]
+
+    svg = admin_client.get(reverse("admin:scoring_scorerun_figure", args=[run.pk, "utility_shares", "svg"]))
+    assert svg.status_code == 200
+    assert MATH_NAME in svg.content.decode()  # the name as written, as SVG text
+    png = admin_client.get(reverse("admin:scoring_scorerun_figure", args=[run.pk, "utility_shares", "png"]))
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    download = admin_client.get(reverse("admin:scoring_scorerun_download", args=[run.pk]))
+    assert download.status_code == 200
+    names = zipfile.ZipFile(io.BytesIO(download.content)).namelist()
+    assert {"figures/utility_shares.png", "figures/utility_shares.svg"} <= set(names)

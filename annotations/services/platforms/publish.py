@@ -36,6 +36,7 @@ from .qualification import mturk_qualification_ensure, mturk_requirements, quali
 from .tokens import publication_request_token
 
 logger = logging.getLogger(__name__)
+LINK_MODES = ("single", "open")  # single-person links, or one open link
 
 
 def study_worker_url(*, study: Study, platform: str) -> str:
@@ -107,6 +108,8 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
     lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
     ("single" or "open"), require_qualification (default True when the study has a test)."""
     options = dict(options or {})
+    if options.get("link_mode", "single") not in LINK_MODES:
+        raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
     name = resolve_platform(study, platform_name)
     platform = get_platform(name)
     _, default_tasks = study_task_count(study=study)

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from studies.models import Dataset, ImportRecord
 
-from .errors import ErrorCollector, ImportValidationError, RowError
+from .errors import ErrorCollector, ImportValidationError, RowError, TooManyRecords
 from .items import ItemRows, check_item_values, items_apply
 from .reading import ImportFile, json_type, parse_json_document, parse_json_lines, read_import_file
 from .upsert import dataset_check
@@ -41,6 +41,8 @@ def _records(f: ImportFile) -> tuple[str, list[tuple[int | None, int | None, str
     if text.startswith("{"):
         try:
             whole = parse_json_document(f, depth=1)
+        except TooManyRecords:
+            raise  # too many for any format: not a reason to try JSON lines
         except ImportValidationError:
             whole = None
     if whole is not None and isinstance(whole.data, dict) and not {"id", "question"} & set(whole.data):

@@ -2,8 +2,11 @@
 CSV with the line (and column) of every record.
 
 The file is read whole into memory, up to ``RL_MAX_IMPORT_BYTES``; a larger one is refused
-before it is read. Every reader refuses, with its line and field, text no database can store (a
-NUL character, a lone surrogate) and JSON nested deeper than ``lab.jsontext.MAX_DEPTH``."""
+before it is read. Its records are counted as they are parsed: the one after ``RL_IMPORT_MAX_ROWS``
+stops the parse and refuses the file (with that record's line), so a file of millions of short
+rows never becomes millions of parsed rows. Every reader refuses, with its line and field, text no
+database can store (a NUL character, a lone surrogate) and JSON nested deeper than
+``lab.jsontext.MAX_DEPTH``."""
 from __future__ import annotations
 
 import csv
@@ -12,6 +15,9 @@ import io
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -20,7 +26,7 @@ from django.conf import settings
 
 from lab.jsontext import MAX_DEPTH, json_path, json_problems, load_json, text_problem
 
-from .errors import ErrorCollector, ImportValidationError, RowError
+from .errors import ErrorCollector, ImportValidationError, RowError, TooManyRecords
 
 
 @dataclass
@@ -111,6 +117,63 @@ def read_import_file(file: str | Path | IO | Any, *, filename: str | None = None
     return ImportFile(name=name, text=text, sha256=hashlib.sha256(raw).hexdigest(), size=len(raw))
 
 
+def max_rows() -> int:
+    return int(settings.RL_IMPORT_MAX_ROWS)
+
+
+def too_many_rows(f: ImportFile, line: int | None, column: int | None = None) -> TooManyRecords:
+    """The refusal of a file whose record at ``line`` is one over ``RL_IMPORT_MAX_ROWS``."""
+    limit = max_rows()
+    return TooManyRecords(
+        RowError(line, "", f"the file has more than {limit:,} records, the import limit (RL_IMPORT_MAX_ROWS); "
+                           f"split it into files of at most {limit:,} records or raise the limit", column=column),
+        filename=f.name,
+    )
+
+
+class _TooManyRecords(Exception):
+    def __init__(self, pos: int):
+        super().__init__(pos)
+        self.pos = pos
+
+
+# Progress of the parse, for a background import (studies.services.importers.jobs): called with the
+# records counted so far every PROGRESS_EVERY records, and once more (finished=True) at the end.
+_progress: ContextVar[Callable[[int, bool], None] | None] = ContextVar("import_progress", default=None)
+PROGRESS_EVERY = 10_000
+
+
+@contextmanager
+def reporting_progress(callback: Callable[[int, bool], None]) -> Iterator[None]:
+    """Within the block, every parse calls ``callback(records_so_far, finished)``."""
+    token = _progress.set(callback)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+class RecordCounter:
+    """Counts a file's records as they are parsed: the one after ``RL_IMPORT_MAX_ROWS`` raises
+    (the caller says where it is), and progress is reported when a background import listens."""
+
+    def __init__(self) -> None:
+        self.limit = max_rows()
+        self.seen = 0
+        self.report = _progress.get()
+
+    def over(self) -> bool:
+        """Count one record; True when it is over the cap."""
+        self.seen += 1
+        if self.report is not None and self.seen % PROGRESS_EVERY == 0:
+            self.report(self.seen, False)
+        return self.seen > self.limit
+
+    def finished(self) -> None:
+        if self.report is not None:
+            self.report(self.seen, True)
+
+
 def line_col(text: str, pos: int) -> tuple[int, int]:
     line = text.count("\n", 0, pos) + 1
     col = pos - (text.rfind("\n", 0, pos) + 1) + 1
@@ -127,10 +190,11 @@ class _JSONLocator:
     ``positions[path]`` is the character offset of the value at ``path`` (a tuple of list
     indexes and object keys)."""
 
-    def __init__(self, text: str, depth: int):
+    def __init__(self, text: str, depth: int, counter: RecordCounter | None = None):
         self.text = text
         self.depth = depth
         self.positions: dict[tuple, int] = {}
+        self.counter = counter
 
     def skip(self, i: int) -> int:
         return _WS.match(self.text, i).end()
@@ -140,6 +204,9 @@ class _JSONLocator:
 
     def value(self, i: int, path: tuple) -> tuple[Any, int]:
         self.positions[path] = i
+        # Every element the locator records (the records, and at depth 2 their parts) counts.
+        if self.counter is not None and path and self.counter.over():
+            raise _TooManyRecords(i)
         s = self.text
         if len(path) < self.depth and i < len(s) and s[i] in "[{":
             if s[i] == "[":
@@ -234,15 +301,19 @@ class JSONDocument:
 def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
     """Parse a whole JSON document; a syntax error becomes an ImportValidationError with its line
     and column."""
-    loc = _JSONLocator(f.text, depth)
+    counter = RecordCounter()
+    loc = _JSONLocator(f.text, depth, counter)
     try:
         data = loc.parse()
+    except _TooManyRecords as exc:
+        raise too_many_rows(f, *line_col(f.text, exc.pos)) from None
     except json.JSONDecodeError as exc:
         raise ImportValidationError(
             RowError(exc.lineno, "", f"not valid JSON: {exc.msg}", column=exc.colno), filename=f.name
         ) from None
     except RecursionError:
         raise ImportValidationError(f"JSON nested more than {MAX_DEPTH} levels deep", filename=f.name) from None
+    counter.finished()
     doc = JSONDocument(text=f.text, data=data, positions=loc.positions, duplicates=loc.duplicates)
     errors = ErrorCollector()
     for path, reason in json_problems(data):
@@ -264,9 +335,12 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
     is reported, not only the first."""
     rows: list[tuple[int, Any]] = []
     errors = ErrorCollector()
-    for lineno, line in enumerate(f.text.splitlines(), start=1):
+    counter = RecordCounter()
+    for lineno, line in enumerate(_lines(f.text), start=1):
         if not line.strip():
             continue
+        if counter.over():
+            raise too_many_rows(f, lineno)
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -281,6 +355,7 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
         if not problems:
             rows.append((lineno, value))
     if len(errors.errors) > 50 and not rows:
+        errors.unlisted = 0
         errors.errors = errors.errors[:1]
         errors.errors[0] = RowError(
             errors.errors[0].line,
@@ -288,10 +363,27 @@ def parse_json_lines(f: ImportFile) -> list[tuple[int, Any]]:
             errors.errors[0].reason + " (no line of the file is a JSON object: is it JSON, CSV, or another format?)",
             errors.errors[0].column,
         )
+    counter.finished()
     errors.raise_if_any(f.name)
     if not rows:
         raise ImportValidationError("the file has no records", filename=f.name)
     return rows
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def _lines(text: str):
+    """The lines of ``text`` one at a time, each with its ending (``\n``, ``\r\n`` or ``\r``), as
+    ``open(newline="")`` gives them. Neither ``str.splitlines`` (every line at once) nor
+    ``io.StringIO`` (a copy of the text at four bytes a character) is used: a 100 MB file stays one
+    100 MB string while its records are parsed."""
+    pos = 0
+    for match in _NEWLINE.finditer(text):
+        yield text[pos:match.end()]
+        pos = match.end()
+    if pos < len(text):
+        yield text[pos:]
 
 
 def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
@@ -300,7 +392,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
         dialect = csv.Sniffer().sniff(f.text[:4096], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
-    reader = csv.reader(io.StringIO(f.text, newline=""), dialect)
+    reader = csv.reader(_lines(f.text), dialect)
     rows: list[tuple[int, dict[str, str]]] = []
     errors = ErrorCollector()
     try:
@@ -319,6 +411,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
             errors.add(1, h, "the header names this column twice")
         seen.add(h)
     errors.raise_if_any(f.name)
+    counter = RecordCounter()
     while True:
         start = reader.line_num + 1
         try:
@@ -330,6 +423,8 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
             break
         if not any(c.strip() for c in cells):
             continue
+        if counter.over():
+            raise too_many_rows(f, start)
         if len(cells) != len(header):
             errors.add(start, "", f"has {len(cells)} cells but the header has {len(header)} columns")
             continue
@@ -339,6 +434,7 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
                 errors.add(start, name, f"the text {reason}")
         if not any(reason for _, reason in problems):
             rows.append((start, dict(zip(header, cells, strict=True))))
+    counter.finished()
     errors.raise_if_any(f.name)
     if not rows:
         raise ImportValidationError("the file has no data rows under its header", filename=f.name)
@@ -357,11 +453,12 @@ def detect_format(f: ImportFile, requested: str | None = None) -> str:
         return "csv"
     if lower.endswith(".jsonl"):
         return "jsonl"
-    stripped = f.text.lstrip()
-    if stripped.startswith("["):
+    start = _WS.match(f.text).end()  # the first character that is not blank, without copying the text
+    if f.text.startswith("[", start):
         return "json"
-    if stripped.startswith("{"):
-        first = stripped.split("\n", 1)[0].strip()
+    if f.text.startswith("{", start):
+        end = f.text.find("\n", start)
+        first = f.text[start:end if end != -1 else len(f.text)].strip()
         try:
             json.loads(first)
             return "jsonl"

@@ -10,7 +10,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from annotations.models import ParticipantLink
+from annotations.models import OpenLink, ParticipantLink
 from annotations.services.errors import StudyNotOpen
 from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.publish import study_publish
@@ -73,3 +73,14 @@ def test_links_download_with_their_state_and_one_can_be_withdrawn(researcher, st
     with pytest.raises(StudyNotOpen):
         participant_link_redeem(link=unused)
     assert "11 unused, 1 used, 1 submitted,\n      1 withdrawn" in researcher.get(_page(study, "link")).content.decode()
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "2147483648", "0", "-3"])
+def test_an_open_link_limit_out_of_range_is_an_error_on_the_page(researcher, study, value):
+    """Issue 20 item 13: a limit over what the column stores raised an uncaught ValidationError (500)."""
+    open_study(study)
+    response = researcher.post(reverse("admin:annotations_publication_publish", args=[study.pk]),
+                               {"action": "open_link", "max_participants": value}, follow=True)
+    assert response.status_code == 200
+    assert "places (max_participants) must be between 1 and 2147483647" in response.content.decode()
+    assert not OpenLink.objects.filter(study=study).exists()

@@ -1,0 +1,114 @@
+"""Imports in the background: a file over ``RL_IMPORT_BACKGROUND_BYTES`` is stored and imported by
+a Celery worker (``studies.tasks.run_import_job``) instead of inside the web request, with its
+progress (records read so far, then the writing stage) on its :class:`ImportJob`.
+
+The import itself is the same call as an inline one (:func:`import_run`): all or nothing, every
+bad row with its line, field and reason, the row cap ``RL_IMPORT_MAX_ROWS``."""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from lab.jsontext import text_problem
+from studies.models import ImportJob
+
+from . import IMPORT_KINDS, ItemColumns, RationaleColumns, import_run
+from .errors import ImportValidationError
+from .reading import read_import_file, reporting_progress
+
+logger = logging.getLogger(__name__)
+
+# The importers' options a job stores (as JSON; a column mapping as its dict).
+JOB_OPTIONS = {"dataset_name", "split", "source_name", "file_format", "task_format", "validation_status",
+               "choice_labels", "columns"}
+COLUMNS = {"items": ItemColumns, "rationales": RationaleColumns}
+# A failed job keeps at most this many row errors (and says how many there were).
+MAX_STORED_ERRORS = 1000
+IMPORT_PERMISSION = "studies.add_importrecord"
+
+
+def import_in_background(*, file: Any) -> bool:
+    """Whether an upload of this size is imported by a background job."""
+    size = getattr(file, "size", None)
+    return isinstance(size, int) and size > settings.RL_IMPORT_BACKGROUND_BYTES
+
+
+def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | None = None) -> ImportJob:
+    """Store the upload and queue its import (after the job's row is committed). Needs
+    ``studies.add_importrecord``; unknown kinds and options are refused before anything is stored."""
+    if not user.has_perm(IMPORT_PERMISSION):
+        raise PermissionDenied("importing needs the permission studies.add_importrecord")
+    if kind not in IMPORT_KINDS:
+        raise ImportValidationError(f"unknown import kind {kind!r}: use one of {', '.join(IMPORT_KINDS)}")
+    options = {k: asdict(v) if is_dataclass(v) else v for k, v in (options or {}).items()
+               if v not in (None, "") and k != "filename"}
+    unknown = sorted(set(options) - JOB_OPTIONS)
+    if unknown:
+        raise ImportValidationError(f"a background import takes no option {', '.join(unknown)}")
+    name = (getattr(file, "name", "") or "upload").rsplit("/", 1)[-1]
+    reason = text_problem(name)
+    if reason:
+        raise ImportValidationError(f"the file name {reason}; rename the file", filename=name.replace("\x00", ""))
+    size = int(getattr(file, "size", 0) or 0)
+    if size > settings.RL_MAX_IMPORT_BYTES:
+        read_import_file(file, filename=name)  # refuses it by its size before reading, as inline
+    with transaction.atomic():
+        job = ImportJob(kind=kind, options=options, filename=name[:500], size=size,
+                        created_by=user if getattr(user, "pk", None) else None)
+        job.file.save(name[-100:], file, save=False)
+        job.full_clean()
+        job.save()
+        from studies.tasks import run_import_job
+
+        transaction.on_commit(lambda: run_import_job.delay(job.pk))
+    return job
+
+
+def import_job_run(*, job_id: int) -> ImportJob:
+    """Run a queued (or interrupted) job's import; a finished job is left as it is, so a
+    redelivered message changes nothing. Returns the job as it ended."""
+    with transaction.atomic():
+        job = ImportJob.objects.select_for_update().get(pk=job_id)
+        if job.status in (ImportJob.Status.DONE, ImportJob.Status.FAILED):
+            return job
+        job.status, job.stage, job.started_at = ImportJob.Status.RUNNING, ImportJob.Stage.READING, timezone.now()
+        job.save(update_fields=["status", "stage", "started_at"])
+
+    def progress(rows: int, finished: bool) -> None:
+        stage = ImportJob.Stage.WRITING if finished else ImportJob.Stage.READING
+        ImportJob.objects.filter(pk=job_id).update(rows_read=rows, stage=stage)
+
+    options = dict(job.options)
+    if "columns" in options:
+        options["columns"] = COLUMNS[job.kind](**options["columns"])
+    try:
+        with reporting_progress(progress), job.file.open("rb") as fh:
+            record = import_run(kind=job.kind, file=fh, filename=job.filename, user=job.created_by, **options)
+    except ImportValidationError as exc:
+        errors = [e.as_dict() for e in exc.errors[:MAX_STORED_ERRORS]]
+        more = len(exc.errors) - len(errors)
+        _finish(job, status=ImportJob.Status.FAILED, error=str(exc) + (f" ({more} more not stored)" if more else ""),
+                errors=errors)
+    except Exception as exc:  # the job must not stay "running": say what failed, and let Celery log it
+        logger.exception("import job %s failed", job_id)
+        _finish(job, status=ImportJob.Status.FAILED, error=f"the import failed: {type(exc).__name__}: {exc}")
+        raise
+    else:
+        _finish(job, status=ImportJob.Status.DONE, record=record)
+    return job
+
+
+def _finish(job: ImportJob, *, status: str, error: str = "", errors: list | None = None, record=None) -> None:
+    job.refresh_from_db(fields=["rows_read"])
+    job.status, job.stage, job.finished_at = status, ImportJob.Stage.FINISHED, timezone.now()
+    job.error, job.errors, job.record = error, errors or [], record
+    job.save(update_fields=["status", "stage", "finished_at", "error", "errors", "record"])
+    if job.file:
+        job.file.delete(save=False)  # the upload is not kept once imported (or refused)
+        ImportJob.objects.filter(pk=job.pk).update(file="")

@@ -1,0 +1,152 @@
+"""Large imports run as background jobs with progress (issue 20 item 12): a 53 MB CSV posted to
+``POST /api/v1/imports/`` was parsed inside the web request until gunicorn killed it. A file over
+``RL_IMPORT_BACKGROUND_BYTES`` is stored and imported by a Celery task; the answer is 202 with the
+job, which shows its progress and ends with its import record or every bad row. Still all or
+nothing, still capped by ``RL_IMPORT_MAX_ROWS``."""
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from studies.models import Dataset, ImportJob, ImportRecord, Item
+from studies.services.importers.jobs import import_job_run
+from studies.services.importers.reading import parse_csv, read_import_file, reporting_progress
+from studies.tasks import run_import_job
+
+pytestmark = pytest.mark.django_db
+
+
+def items_csv(n: int, *, bad_lines=()) -> bytes:
+    rows = ["id,question,answer"]
+    for i in range(n):
+        answer = "maybe" if i + 2 in bad_lines else ("yes" if i % 2 else "no")
+        rows.append(f"q{i},Is item {i} true?,{answer}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+@pytest.fixture
+def background(settings):
+    settings.RL_IMPORT_BACKGROUND_BYTES = 1000
+
+
+def post(client, content: bytes, **extra):
+    upload = SimpleUploadedFile("big-items.csv", content)
+    return client.post("/api/v1/imports/", {"kind": "items", "file": upload, "dataset": "Big",
+                                            "task_format": "yes_no", **extra}, format="multipart")
+
+
+def test_a_large_file_is_imported_by_a_background_job_with_its_progress(
+        client_for, researcher, background, django_capture_on_commit_callbacks):
+    client = client_for(researcher)
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        response = post(client, items_csv(3000))
+        # the request itself wrote no item: it stored the file and queued the job
+        assert response.status_code == 202, response.content
+        assert Item.objects.count() == 0
+        job = response.json()
+        assert job["status"] == "queued" and job["stage"] == "waiting" and job["size"] > 1000
+    assert len(queued) == 1  # run_import_job, after the job's row was committed (eager in tests)
+
+    done = client.get(job["url"]).json()
+    assert done["status"] == "done" and done["stage"] == "finished" and done["rows_read"] == 3000
+    record = ImportRecord.objects.get(pk=done["record"])
+    assert record.created == 3000 and record.imported_by == researcher and record.filename == "big-items.csv"
+    assert Item.objects.filter(dataset__name="Big").count() == 3000
+    assert not ImportJob.objects.get(pk=job["id"]).file  # the stored upload is gone once imported
+
+
+def test_a_large_file_with_bad_rows_fails_its_job_with_every_row_and_writes_nothing(
+        client_for, researcher, background, django_capture_on_commit_callbacks):
+    client = client_for(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = post(client, items_csv(2000, bad_lines=(5, 1500))).json()
+    failed = client.get(job["url"]).json()
+    assert failed["status"] == "failed"
+    assert [(e["line"], e["field"]) for e in failed["errors"]] == [(5, "answer"), (1500, "answer")]
+    assert "'maybe'" in failed["errors"][0]["reason"]
+    assert "nothing imported" in failed["error"]
+    assert not Dataset.objects.exists() and not Item.objects.exists() and not ImportRecord.objects.exists()
+
+
+def test_a_large_file_over_the_row_cap_fails_its_job_with_the_cap(
+        client_for, researcher, background, settings, django_capture_on_commit_callbacks):
+    settings.RL_IMPORT_MAX_ROWS = 500
+    client = client_for(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = post(client, items_csv(2000)).json()
+    failed = client.get(job["url"]).json()
+    assert failed["status"] == "failed" and failed["errors"][0]["line"] == 502
+    assert "more than 500 records, the import limit (RL_IMPORT_MAX_ROWS)" in failed["errors"][0]["reason"]
+    assert not Item.objects.exists()
+
+
+def test_a_small_file_is_still_imported_at_once(client_for, researcher):
+    response = post(client_for(researcher), items_csv(20))
+    assert response.status_code == 201 and response.json()["created"] == 20
+    assert not ImportJob.objects.exists()
+
+
+def test_running_a_job_again_changes_nothing(client_for, researcher, background, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        job_id = post(client_for(researcher), items_csv(100)).json()["id"]
+    first = ImportJob.objects.get(pk=job_id)
+    run_import_job.delay(job_id)  # a redelivered message
+    again = ImportJob.objects.get(pk=job_id)
+    assert (again.status, again.record_id, again.finished_at) == (first.status, first.record_id, first.finished_at)
+    assert ImportRecord.objects.count() == 1 and Item.objects.count() == 100
+
+
+def test_another_researchers_job_is_not_found(client_for, researcher, other_researcher, background,
+                                              django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        job = post(client_for(researcher), items_csv(100)).json()
+    assert client_for(other_researcher).get(job["url"]).status_code == 404
+    assert client_for(other_researcher).get("/api/v1/import-jobs/").json()["results"] == []
+
+
+def test_a_job_needs_the_import_permission(make_user, client_for, background):
+    reader = make_user("reader", perms=["studies.add_study"])
+    response = post(client_for(reader), items_csv(100))
+    assert response.status_code == 403 and not ImportJob.objects.exists()
+
+
+def test_progress_is_reported_while_the_rows_are_read(settings, tmp_path):
+    path = tmp_path / "items.csv"
+    path.write_bytes(items_csv(25_000))
+    calls = []
+    with reporting_progress(lambda rows, finished: calls.append((rows, finished))):
+        parse_csv(read_import_file(path))
+    assert calls == [(10_000, False), (20_000, False), (25_000, True)]
+
+
+def test_the_admin_import_page_sends_a_large_file_to_a_job_and_shows_it(
+        researcher, background, django_capture_on_commit_callbacks):
+    researcher.is_staff = True
+    researcher.save()
+    from tests.api.conftest import grant
+
+    grant(researcher, "studies.add_item")
+    client = Client()
+    client.force_login(researcher)
+    upload = SimpleUploadedFile("big-items.csv", items_csv(1500))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:studies_import_data"), {
+            "kind": "items", "file": upload, "dataset": "Big", "task_format": "yes_no"})
+    job = ImportJob.objects.get()
+    assert response.status_code == 302 and response["Location"] == reverse("admin:studies_importjob_change",
+                                                                            args=[job.pk])
+    page = client.get(response["Location"]).content.decode()
+    assert "Done" in page and "1500" in page
+    assert Item.objects.filter(dataset__name="Big").count() == 1500
+
+
+def test_a_job_left_running_by_a_killed_worker_runs_again(client_for, researcher, background,
+                                                         django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        job_id = post(client_for(researcher), items_csv(50)).json()["id"]
+    ImportJob.objects.filter(pk=job_id).update(status=ImportJob.Status.RUNNING)  # the worker died mid-import
+    assert len(queued) == 1
+    job = import_job_run(job_id=job_id)  # the redelivered message
+    assert job.status == ImportJob.Status.DONE and Item.objects.count() == 50
