@@ -335,6 +335,8 @@ def test_a_form_in_utf16_gets_a_400_not_a_500(target):
 
 HOSTILE_NUMBERS = ["abc", "1.5", "1e999", "-7", "99999999999999999999", ""]
 LONG = "x" * 100_000
+# Amounts Decimal reads but no platform can pay (they raised decimal.InvalidOperation: a 500).
+NOT_AMOUNTS = ["NaN", "sNaN", "-NaN", "Infinity", "-Infinity", "1e999999", "0.1e1"]
 
 
 @pytest.fixture
@@ -386,6 +388,14 @@ ADMIN_VIEWS = {
     "worker: bonus amount not a number": (_workers, "post", {"action": "bonus", "assignment": "{assignment}",
                                                              "amount": "abc"}),
     "worker: block with a reason too long": (_workers, "post", {"action": "block", "reason": LONG}),
+    **{f"worker: approve assignment={v!r}": (_workers, "post", {"action": "approve", "assignment": v})
+       for v in HOSTILE_NUMBERS},
+    **{f"worker: bonus amount={v!r}": (_workers, "post", {"action": "bonus", "assignment": "{assignment}",
+                                                          "amount": v})
+       for v in NOT_AMOUNTS},
+    **{f"publish: bonus amount={v!r}": (_publish, "post", {"action": "bonus", "amount": v,
+                                                           "assignment_ids": "{assignment}"})
+       for v in NOT_AMOUNTS},
     "worker: unknown action": (_workers, "post", {"action": LONG}),
     "progress.json: odd query": (lambda s, _: reverse("admin:studies_study_progress_json", args=[s.pk]), "get",
                                  {"since": "abc", "page": "-1"}),
