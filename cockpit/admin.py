@@ -34,8 +34,10 @@ from studies.selectors import (
 )
 from studies.services.studies import (
     DESIGN_FIELDS,
+    LOCKED_FIELDS,
     StudyError,
     study_create,
+    study_locked_changes,
     study_sample_items,
     study_update,
 )
@@ -61,12 +63,12 @@ class StudyForm(forms.ModelForm):
         sources = data.get("sources")
         kind = data.get("kind")
         instance = self.instance
-        if instance.pk and instance.status != Study.Status.DRAFT:
-            for field in ("dataset", "split", "item_sample_size", "sample_seed"):
-                if field in data and data[field] != getattr(instance, field):
-                    self.add_error(field, "The study is no longer a draft: its items cannot change.")
-            if sources is not None and set(sources) != set(instance.sources.all()):
-                self.add_error("sources", "The study is no longer a draft: its sources cannot change.")
+        if instance.pk:
+            # The service's rule (study_update enforces it too), shown beside each field; the
+            # instance still holds the stored values here (the form writes to it after clean()).
+            changes = {f: data[f] for f in LOCKED_FIELDS if f in data}
+            for field, reason in study_locked_changes(study=instance, changes=changes, sources=sources).items():
+                self.add_error(field, reason)
         if dataset is not None and split:
             pool = Item.objects.filter(dataset=dataset, split=split).count()
             size = data.get("item_sample_size")

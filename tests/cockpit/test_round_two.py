@@ -1,0 +1,33 @@
+"""Issue 22 (the cockpit, second round), through the pages: numbers that never contradict each
+other, review and pay, and the rough edges a new user hits."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from studies.models import Study
+from studies.services.studies import StudyError, study_update
+from tests.cockpit.test_study_setup import form_data
+from tests.work import open_utility_study
+
+pytestmark = pytest.mark.django_db
+
+
+def test_workers_per_unit_of_an_open_study_is_refused_by_the_page_and_the_service(admin_client):
+    study = open_utility_study(name="quota", n_items=2, n_sources=1, quota=3)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    data = {**form_data(admin_client.get(url)), "annotators_per_unit": "2"}
+    refused = admin_client.post(url, data)
+    assert refused.status_code == 200
+    assert ("The study is no longer a draft (open): its workers per unit cannot change "
+            "(its units, progress and cost were built with 3).") in refused.content.decode()
+    study.refresh_from_db()
+    assert study.annotators_per_unit == 3
+    with pytest.raises(StudyError, match="its workers per unit cannot change"):
+        study_update(study=study, annotators_per_unit=2)
+    assert Study.objects.get(pk=study.pk).annotators_per_unit == 3
+    # Anything else of the design still changes on an open study, and the same value is no change.
+    data.update(annotators_per_unit="3", reward="2.50")
+    assert admin_client.post(url, data).status_code == 302
+    study.refresh_from_db()
+    assert (study.annotators_per_unit, str(study.reward)) == (3, "2.50")
