@@ -211,8 +211,10 @@ class StudyAdmin(StudyScopedAdmin):
     def design_at_a_glance(self, obj):
         if obj is None or not obj.pk:
             return "Shown once the study is saved."
-        return design_table(study_design_summary(study=obj), study_cost_and_pay(study=obj),
-                            extra_warnings=study_entry_warnings(study=obj))
+        # What is saved: after a refused save ``obj`` carries the form's unsaved values.
+        saved = Study.objects.get(pk=obj.pk)
+        return design_table(study_design_summary(study=saved), study_cost_and_pay(study=saved),
+                            extra_warnings=study_entry_warnings(study=saved))
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data

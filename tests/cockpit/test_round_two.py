@@ -2,6 +2,8 @@
 other, review and pay, and the rough edges a new user hits."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -31,3 +33,25 @@ def test_workers_per_unit_of_an_open_study_is_refused_by_the_page_and_the_servic
     assert admin_client.post(url, data).status_code == 302
     study.refresh_from_db()
     assert (study.annotators_per_unit, str(study.reward)) == (3, "2.50")
+
+
+def design_rows(html: str) -> dict[str, str]:
+    table = re.search(r'<table class="rl-design">(.*?)</table>', html, re.S).group(1)
+    return {th: re.sub(r"<[^>]+>", "", td) for th, td in re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>", table)}
+
+
+def test_a_refused_save_leaves_the_design_summary_showing_what_is_saved(admin_client):
+    study = open_utility_study(name="unsaved", n_items=4, n_sources=1, quota=2, units_per_task=4)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    page = admin_client.get(url)
+    saved = design_rows(page.content.decode())
+    assert (saved["Units per task"], saved["Tasks"]) == ("4", "2")
+    data = {**form_data(page), "units_per_task": "1", "reward": "9.00",
+            "attention_checks-TOTAL_FORMS": "1", "attention_checks-0-question": "Choose no.",
+            "attention_checks-0-choices": '["yes", "no"]', "attention_checks-0-correct_answer": "maybe"}
+    refused = admin_client.post(url, data)
+    assert refused.status_code == 200
+    html = refused.content.decode()
+    assert "is not one of the choices" in html
+    assert design_rows(html) == saved  # not 1 unit per task, 8 tasks at 9.00
+    assert re.search(r'name="units_per_task" value="1"', html)  # the form keeps what was typed
