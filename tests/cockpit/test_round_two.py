@@ -55,3 +55,20 @@ def test_a_refused_save_leaves_the_design_summary_showing_what_is_saved(admin_cl
     assert "is not one of the choices" in html
     assert design_rows(html) == saved  # not 1 unit per task, 8 tasks at 9.00
     assert re.search(r'name="units_per_task" value="1"', html)  # the form keeps what was typed
+
+
+def test_the_consent_page_counts_the_questions_as_the_task_does(admin_client):
+    from django.test import Client
+
+    from tests.annotations.factories import AttentionCheckFactory, make_study
+    from tests.annotations.pages import entry_url, start
+
+    study = make_study(platform="link", n_items=4, n_sources=1, quota=2, units_per_task=4)
+    AttentionCheckFactory(study=study, question="Attention: choose No.", correct_answer="no")
+    worker = Client()
+    landing = worker.get(entry_url(study)).content.decode()
+    assert "About 6.0 minutes; 5 questions." in landing
+    task = worker.get(start(worker, entry_url(study))).content.decode()
+    assert "Question 1 of 5" in task
+    preview = admin_client.get(reverse("annotations:preview", args=[study.pk])).content.decode()
+    assert "5 questions." in preview
