@@ -21,6 +21,7 @@ from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
 from cockpit import progress, workers
+from cockpit.imported import imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
 from studies.admin.scoping import StudyScopedAdmin
@@ -193,6 +194,8 @@ class StudyAdmin(StudyScopedAdmin):
     def progress_at_a_glance(self, obj):
         if obj is None or not obj.pk:
             return "—"
+        if obj.is_imported_outcome:
+            return imported_origin(obj)
         done = studies_completion(studies=[obj])[obj.pk]
         if not done.to_collect:
             return "No units yet: the study collects answers once it is open."
@@ -213,6 +216,8 @@ class StudyAdmin(StudyScopedAdmin):
             return "Shown once the study is saved."
         # What is saved: after a refused save ``obj`` carries the form's unsaved values.
         saved = Study.objects.get(pk=obj.pk)
+        if saved.is_imported_outcome:
+            return imported_table(saved)
         return design_table(study_design_summary(study=saved), study_cost_and_pay(study=saved),
                             extra_warnings=study_entry_warnings(study=saved))
 

@@ -72,3 +72,42 @@ def test_the_consent_page_counts_the_questions_as_the_task_does(admin_client):
     assert "Question 1 of 5" in task
     preview = admin_client.get(reverse("annotations:preview", args=[study.pk])).content.decode()
     assert "5 questions." in preview
+
+
+def test_an_imported_study_page_says_what_it_is_and_offers_what_applies(admin_client, tmp_path):
+    import json
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.factories import DatasetFactory, ItemFactory
+
+    dataset = DatasetFactory(name="released-ds")
+    items = [ItemFactory(dataset=dataset, split="test", question=f"Is {n} a prime?", gold_answer="yes")
+             for n in (2, 3, 5)]
+    lines = [{"question": item.question, "rationale_source": source, "ground_truth_label": "yes",
+              "human_predicted_label_before_rationale": "no", "human_predicted_label_after_rationale": "yes"}
+             for item in items for source in ("gpt3", "t5large")]
+    upload = SimpleUploadedFile("rationale_utility.json", "\n".join(map(json.dumps, lines)).encode())
+    response = admin_client.post(reverse("admin:scoring_scorerun_import_outcomes"), {
+        "file": upload, "dataset": dataset.pk, "split": "test", "study": "Released"})
+    assert response.status_code == 302
+    study = Study.objects.get(name="Released")
+    page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "A study run elsewhere: 6 (item, source) outcomes imported from rationale_utility.json on " in html
+    rows = design_rows(html.replace('<table class="rl-design" id="imported-outcomes">', '<table class="rl-design">'))
+    assert rows["Outcomes (item, source)"] == "6" and rows["Items"] == "3"
+    assert rows["Rationale sources"] == "gpt3, t5large"
+    assert rows["Imported from"].startswith("rationale_utility.json on ")
+    # Nothing of a study to run: no pay, no consent warning, no units, no publishing or preview.
+    for text in ("Pay to workers", "There is no consent text yet", "No units yet", 'id="study-link-publish"',
+                 'id="preview-as-worker"', 'id="study-link-progress"', 'id="study-link-workers"'):
+        assert text not in html, text
+    # What applies: scoring again (a form to the score-now view), the scores' export, the score runs.
+    assert re.search(rf'<form method="post" action="{reverse("admin:scoring_scorerun_score")}" id="score-again"', html)
+    assert f'name="study" value="{study.pk}"' in html
+    export = f"/api/v1/studies/{study.pk}/export/scores/?file_format=csv"
+    assert f'href="{export}" id="study-link-export_scores"' in html
+    assert admin_client.get(export).status_code == 200
+    assert 'id="study-link-score_runs"' in html
