@@ -111,3 +111,12 @@ def test_an_imported_study_page_says_what_it_is_and_offers_what_applies(admin_cl
     assert f'href="{export}" id="study-link-export_scores"' in html
     assert admin_client.get(export).status_code == 200
     assert 'id="study-link-score_runs"' in html
+
+
+@pytest.mark.parametrize("url", ["admin:studies_import_data", "admin:scoring_scorerun_import_outcomes"])
+def test_the_import_pages_show_their_form_and_no_template_comment(admin_client, url):
+    page = admin_client.get(reverse(url))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'name="file"' in html and 'type="file"' in html
+    assert "{#" not in html and "An import&#x27;s upload form" not in html and "An import's upload form" not in html
