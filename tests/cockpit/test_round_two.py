@@ -120,3 +120,31 @@ def test_the_import_pages_show_their_form_and_no_template_comment(admin_client, 
     html = page.content.decode()
     assert 'name="file"' in html and 'type="file"' in html
     assert "{#" not in html and "An import&#x27;s upload form" not in html and "An import's upload form" not in html
+
+
+def test_an_attention_check_with_empty_choices_saves_as_yes_no(admin_client):
+    from annotations.models import AttentionCheck
+
+    study = open_utility_study(name="yesno", n_items=2, n_sources=1, quota=1)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    page = admin_client.get(url)
+    html = page.content.decode()
+    # The empty form the "Add another" button copies shows the choices empty, not as [].
+    empty = re.search(r'<textarea name="attention_checks-__prefix__-choices"[^>]*>(.*?)</textarea>', html, re.S)
+    assert empty is not None and empty.group(1).strip() == ""
+    assert "empty means yes / no" in html
+    data = {**form_data(page), "attention_checks-TOTAL_FORMS": "1",
+            "attention_checks-0-question": "Choose 'no' for this one.", "attention_checks-0-choices": "",
+            "attention_checks-0-correct_answer": "no"}
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, re.findall(r'<ul class="errorlist[^>]*>.*?</ul>', response.content.decode())
+    check = AttentionCheck.objects.get(study=study)
+    assert (check.choices, check.correct_answer) == ([], "no")
+    again = admin_client.get(url).content.decode()
+    shown = re.search(r'<textarea name="attention_checks-0-choices"[^>]*>(.*?)</textarea>', again, re.S)
+    assert shown.group(1).strip() == ""
+    # A correct answer that yes / no does not allow is still refused, by name.
+    data.update({"attention_checks-INITIAL_FORMS": "1", "attention_checks-0-id": str(check.pk),
+                 "attention_checks-0-study": str(study.pk), "attention_checks-0-correct_answer": "maybe"})
+    refused = admin_client.post(url, data)
+    assert refused.status_code == 200 and "maybe" in refused.content.decode()
