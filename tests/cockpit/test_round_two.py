@@ -2,7 +2,9 @@
 other, review and pay, and the rough edges a new user hits."""
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -148,3 +150,26 @@ def test_an_attention_check_with_empty_choices_saves_as_yes_no(admin_client):
                  "attention_checks-0-study": str(study.pk), "attention_checks-0-correct_answer": "maybe"})
     refused = admin_client.post(url, data)
     assert refused.status_code == 200 and "maybe" in refused.content.decode()
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_api_paths(text: str) -> set[str]:
+    """Every API address the README names (``/api/v1/...``), ``<id>`` written as the schema's
+    ``{id}``, query strings left out; relative names after "under `/api/v1/studies/<id>/`" too."""
+    paths = {re.sub(r"<(\w+)>", r"{id}", p.split("?")[0]) for p in re.findall(r"`[A-Z]* ?(/api/v1/[^`\s]*)`", text)}
+    for block in re.findall(r"under `/api/v1/studies/<id>/`(.*?)\n\n", text, re.S):
+        paths |= {f"/api/v1/studies/{{id}}/{name}" for name in re.findall(r"`([a-z][a-z/]*/)`", block)}
+    return paths
+
+
+def test_every_api_address_the_readme_names_is_in_the_schema(admin_client):
+    schema = admin_client.get("/api/schema/?format=json")
+    assert schema.status_code == 200
+    served = set(json.loads(schema.content)["paths"])
+    named = readme_api_paths(README.read_text())
+    assert {"/api/v1/studies/{id}/summary/", "/api/v1/studies/{id}/cost/", "/api/v1/studies/{id}/"} <= named
+    assert named - served == set()
+    # The checker catches what issue 22 item 13 found: a README line naming /progress/.
+    assert readme_api_paths("see `GET /api/v1/studies/<id>/progress/`") - served == {"/api/v1/studies/{id}/progress/"}
