@@ -82,7 +82,7 @@ def _act(request, study, participant) -> None:
             assignment = assignment_reject(assignment=_assignment(request, study, participant), user=user,
                                            feedback=request.POST.get("feedback", ""),
                                            category=request.POST.get("category", ""))
-            messages.success(request, f"Task {assignment.pk} rejected; its questions go back to the pool.")
+            messages.success(request, rejected_message(study, assignment))
         elif action == "bonus":
             try:
                 amount = Decimal(request.POST.get("amount", ""))
@@ -103,6 +103,15 @@ def _act(request, study, participant) -> None:
             messages.error(request, f"Unknown action {action!r}.")
     except (PlatformServiceError, PlatformError) as exc:
         messages.error(request, f"Nothing was done: {exc.message}")
+
+
+def rejected_message(study, assignment) -> str:
+    """What a rejection did: on an open study its questions go back to the pool, on any other
+    nobody takes them again."""
+    if study.status == study.Status.OPEN:
+        return f"Task {assignment.pk} rejected; its questions go back to the pool."
+    return (f"Task {assignment.pk} rejected; the study is {study.get_status_display().lower()}, so its questions "
+            "are not offered again (its answers no longer count).")
 
 
 def urls(model_admin) -> list:

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from studies.models import Study
 from studies.services.studies import StudyError, study_update
+from tests.cockpit.test_review import reviewed  # noqa: F401 (a fixture)
 from tests.cockpit.test_study_setup import form_data
 from tests.work import open_utility_study
 
@@ -173,3 +174,27 @@ def test_every_api_address_the_readme_names_is_in_the_schema(admin_client):
     assert named - served == set()
     # The checker catches what issue 22 item 13 found: a README line naming /progress/.
     assert readme_api_paths("see `GET /api/v1/studies/<id>/progress/`") - served == {"/api/v1/studies/{id}/progress/"}
+
+
+def test_a_closed_study_says_rejected_work_is_not_offered_again_and_its_short_units_stay_short(reviewed):
+    from annotations.services.platforms.close import study_close
+
+    client, study, workers = reviewed
+    careless = workers["careless"]
+    progress = reverse("admin:studies_study_progress", args=[study.pk])
+    assert ">In progress</th>" in client.get(progress).content.decode()  # open: they are
+    study_close(study=study)
+    page = f"/admin/studies/study/{study.pk}/workers/{careless.participant_id}/"
+    done = client.post(page, {"action": "reject", "assignment": careless.pk, "feedback": "Failed the check."},
+                       follow=True)
+    assert done.status_code == 200
+    html = done.content.decode()
+    assert (f"Task {careless.pk} rejected; the study is closed, so its questions are not offered again "
+            "(its answers no longer count).") in html
+    assert "go back to the pool" not in html.split('<ul class="messagelist">')[1].split("</ul>")[0]
+    closed = client.get(progress)
+    assert closed.status_code == 200
+    label = re.search(r'<th id="units-in-progress-label">(.*?)</th>\s*<td data-k="units_in_progress">(\d+)',
+                      closed.content.decode())
+    assert label.group(1) == "Started, not complete (the study is closed: they stay short)"
+    assert int(label.group(2)) > 0
