@@ -198,3 +198,20 @@ def test_a_closed_study_says_rejected_work_is_not_offered_again_and_its_short_un
                       closed.content.decode())
     assert label.group(1) == "Started, not complete (the study is closed: they stay short)"
     assert int(label.group(2)) > 0
+
+
+def test_score_runs_opened_from_a_study_offer_it_and_a_new_token_is_for_the_signed_in_user(admin_client, admin_user):
+    study = open_utility_study(name="scored", n_items=2, n_sources=1, quota=1)
+    other = open_utility_study(name="another", n_items=2, n_sources=1, quota=1)
+    page = admin_client.get(reverse("admin:scoring_scorerun_changelist") + f"?study__id__exact={study.pk}")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert re.search(rf'<option value="{study.pk}" selected>scored</option>', html)
+    assert f'<option value="{other.pk}">another</option>' in html
+    for hostile in ("abc", "1" * 40, "-1"):  # a filter value that is no study id preselects nothing
+        page = admin_client.get(reverse("admin:scoring_scorerun_changelist") + f"?study__id__exact={hostile}")
+        assert page.status_code in (200, 302)
+        assert page.status_code == 302 or not re.search(r'<option value="\d+" selected>', page.content.decode())
+    add = admin_client.get(reverse("admin:studies_apitoken_add"))
+    assert add.status_code == 200
+    assert re.search(rf'<option value="{admin_user.pk}" selected>{admin_user.username}</option>', add.content.decode())
