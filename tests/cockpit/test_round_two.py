@@ -215,3 +215,23 @@ def test_score_runs_opened_from_a_study_offer_it_and_a_new_token_is_for_the_sign
     add = admin_client.get(reverse("admin:studies_apitoken_add"))
     assert add.status_code == 200
     assert re.search(rf'<option value="{admin_user.pk}" selected>{admin_user.username}</option>', add.content.decode())
+
+
+def test_the_admin_names_the_project_and_its_models_and_no_page_asks_for_a_favicon(admin_client):
+    from django.test import Client
+
+    from tests.annotations.factories import make_study
+    from tests.annotations.pages import entry_url
+
+    index = admin_client.get(reverse("admin:index"))
+    assert index.status_code == 200
+    html = index.content.decode()
+    assert '<a href="/admin/">Rationale Lab</a>' in html and "<title>Studies, work and results | Rationale Lab admin" in html
+    assert "Django administration" not in html
+    assert ">MTurk qualification types</a>" in html and ">Gen-U predictions</a>" in html
+    assert "M turk" not in html and "Gen u" not in html
+    assert '<link rel="icon" href="data:,">' in html
+    study = make_study(platform="link", n_items=2, n_sources=1, quota=1, units_per_task=2)
+    for page in (admin_client.get(reverse("admin:studies_study_change", args=[study.pk])),
+                 Client().get(entry_url(study))):
+        assert page.status_code == 200 and '<link rel="icon" href="data:,">' in page.content.decode()
