@@ -235,3 +235,33 @@ def test_the_admin_names_the_project_and_its_models_and_no_page_asks_for_a_favic
     for page in (admin_client.get(reverse("admin:studies_study_change", args=[study.pk])),
                  Client().get(entry_url(study))):
         assert page.status_code == 200 and '<link rel="icon" href="data:,">' in page.content.decode()
+
+
+def test_the_generalization_import_says_what_it_merged_and_links_the_conflicts(admin_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from studies.models import GeneralizationQuestion
+    from tests.factories import DatasetFactory, ItemFactory
+
+    dataset = DatasetFactory(name="genq-ds")
+    ItemFactory(dataset=dataset, split="test", question="Is water wet?", gold_answer="yes")
+    ItemFactory(dataset=dataset, split="test", question="Is fire cold?", gold_answer="no")
+    data = {"Is water wet?": [["Is ice wet?", "True", "similar"], ["Is ice wet?", "True", "similar"],
+                              ["Is steam wet?", "True", "similar"], ["Is steam wet?", "False", "similar"]],
+            "Is fire cold?": [["Is fire hot?", "True", "rephrase"]]}
+    upload = SimpleUploadedFile("generalisation_final_test.json", json.dumps(data).encode())
+    response = admin_client.post(reverse("admin:studies_import_data"), {
+        "kind": "generalization", "file": upload, "dataset": "genq-ds", "split": "test"}, follow=True)
+    assert response.status_code == 200
+    html = response.content.decode()
+    message = re.search(r'<ul class="messagelist">(.*?)</ul>', html, re.S).group(1)
+    assert "Imported generalisation_final_test.json: 3 created, 0 updated, 0 unchanged." in message
+    assert "Of its 5 rows, 1 repeated an earlier row exactly and were merged (3 distinct questions)." in message
+    assert re.search(r'1 question\(s\) were given more than once with different answers \(1 line\(s\), e.g. line 1, '
+                     r'column \d+: "Is steam wet\?" answered no there, yes at line 1, column \d+\): the first answer '
+                     r'was kept and each is flagged for validation.', message)
+    link = re.search(r'<a href="([^"]+)" id="import-conflicts-link">Show them</a>', message).group(1)
+    shown = admin_client.get(link.replace("&amp;", "&"))
+    assert shown.status_code == 200
+    assert [q.text for q in shown.context["cl"].queryset] == ["Is steam wet?"]
+    assert GeneralizationQuestion.objects.get(text="Is steam wet?").answer == "yes"
