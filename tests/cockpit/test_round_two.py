@@ -265,3 +265,32 @@ def test_the_generalization_import_says_what_it_merged_and_links_the_conflicts(a
     assert shown.status_code == 200
     assert [q.text for q in shown.context["cl"].queryset] == ["Is steam wet?"]
     assert GeneralizationQuestion.objects.get(text="Is steam wet?").answer == "yes"
+
+
+def test_a_worker_returns_a_task_from_its_pages_after_confirming():
+    from django.test import Client
+
+    from annotations.models import Assignment
+    from tests.annotations.factories import make_study
+    from tests.annotations.pages import answer, entry_url, start
+
+    study = make_study(platform="link", n_items=2, n_sources=1, quota=1, units_per_task=2)
+    worker = Client()
+    task = start(worker, entry_url(study))
+    page = worker.get(task).content.decode()
+    leave = f'<form method="post" action="{task}leave" id="leave-form">'
+    assert '<summary>Return this task</summary>' in page and leave in page
+    assert "Yes, return this task" in page  # the confirmation, inside the closed box
+    answer(worker, task, "yes")
+    assert leave in worker.get(task).content.decode()
+    assignment = Assignment.objects.get()
+    assert worker.get(task + "leave").status_code == 405  # GET changes nothing
+    done = worker.post(task + "leave", follow=True)
+    assert done.status_code == 200 and "You left this task" in done.content.decode()
+    assignment.refresh_from_db()
+    assert assignment.status == Assignment.Status.RETURNED
+    assert not assignment.claims.filter(released=False).exists()  # its questions are free again
+    # The next worker gets them.
+    other = Client()
+    assert other.get(start(other, entry_url(study))).status_code == 200
+    assert Assignment.objects.exclude(pk=assignment.pk).get().claims.count() == 2
