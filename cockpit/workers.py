@@ -14,7 +14,12 @@ from django.urls import path, reverse
 
 from annotations.models import Assignment, Bonus, Participant
 from annotations.platforms.base import PlatformError
-from annotations.selectors_review import study_worker, study_workers, worker_assignments
+from annotations.selectors_review import (
+    study_attention_failures,
+    study_worker,
+    study_workers,
+    worker_assignments,
+)
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import worker_block
@@ -33,6 +38,7 @@ def workers_view(model_admin, request, study_id: int):
     context = {
         **study_context(model_admin.admin_site, request, study, f"Workers: {study.name}"),
         "workers": study_workers(study=study),
+        "attention": study_attention_failures(study=study),
         "statuses": Assignment.Status.choices,
     }
     return TemplateResponse(request, "cockpit/study/workers.html", context)
@@ -54,6 +60,8 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
     context = {
         **study_context(model_admin.admin_site, request, study, "Worker"),
         "record": study_worker(study=study, participant=participant),
+        "attention": study_attention_failures(study=study, participant=participant),
+        "attention_participant": participant.pk,
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],

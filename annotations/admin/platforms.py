@@ -37,6 +37,7 @@ from annotations.selectors_platforms import (
     study_links_status,
     study_platform_overview,
 )
+from annotations.selectors_review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
@@ -163,6 +164,7 @@ class PublicationAdmin(StudyScopedAdmin):
             "links": [(link, link_public_url(link), state) for link, state in link_states[:500]],
             "link_counts": dict(Counter(state for _, state in link_states)),
             "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
+            "attention": study_attention_failures(study=study),
         }
         return TemplateResponse(request, "admin/annotations/platforms/publish.html", context)
 

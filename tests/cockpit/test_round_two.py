@@ -176,7 +176,7 @@ def test_every_api_address_the_readme_names_is_in_the_schema(admin_client):
     assert readme_api_paths("see `GET /api/v1/studies/<id>/progress/`") - served == {"/api/v1/studies/{id}/progress/"}
 
 
-def test_a_closed_study_says_rejected_work_is_not_offered_again_and_its_short_units_stay_short(reviewed):
+def test_a_closed_study_says_rejected_work_is_not_offered_again_and_its_short_units_stay_short(reviewed):  # noqa: F811 (the fixture imported above)
     from annotations.services.platforms.close import study_close
 
     client, study, workers = reviewed
@@ -294,3 +294,32 @@ def test_a_worker_returns_a_task_from_its_pages_after_confirming():
     other = Client()
     assert other.get(start(other, entry_url(study))).status_code == 200
     assert Assignment.objects.exclude(pk=assignment.pk).get().claims.count() == 2
+
+
+def test_failed_attention_checks_are_warned_on_the_progress_workers_worker_and_publish_pages(reviewed):  # noqa: F811 (the fixture imported above)
+    client, study, workers = reviewed
+    careless = workers["careless"]
+    warning = ("1 of 3 task(s) with an attention check failed it (1 worker(s)): read their answers before "
+               "approving or scoring them.")
+    pages = [reverse("admin:studies_study_progress", args=[study.pk]),
+             reverse("admin:studies_study_workers", args=[study.pk]),
+             reverse("admin:studies_study_worker", args=[study.pk, careless.participant_id]),
+             reverse("admin:annotations_publication_publish", args=[study.pk])]
+    one_worker = warning.replace("1 of 3", "1 of 1")  # the worker page counts that worker's tasks
+    for url, expected in zip(pages, [warning, warning, one_worker, warning], strict=True):
+        page = client.get(url)
+        assert page.status_code == 200, url
+        assert expected in page.content.decode(), url
+    careful_page = client.get(reverse("admin:studies_study_worker", args=[study.pk, workers["careful"].participant_id]))
+    assert 'id="attention-warning"' not in careful_page.content.decode()
+    # The warning's link is the review filter: the answers of the failing task only.
+    html = client.get(pages[0]).content.decode()
+    link = re.search(r'<a href="([^"]+)" id="attention-review-link">', html).group(1).replace("&amp;", "&")
+    listed = client.get(link)
+    assert listed.status_code == 200
+    shown = list(listed.context["cl"].queryset)
+    assert shown and {a.claim.assignment_id for a in shown} == {careless.pk}
+    assert len(shown) == careless.claims.count() * 2 - 1  # every answer of the task: 2 a question, 1 the check
+    assert "Task failed an attention check" in listed.content.decode()
+    others = client.get(link.replace("attention=failed", "attention=not_failed")).context["cl"].queryset
+    assert careless.pk not in {a.claim.assignment_id for a in others} and others.count() > 0
