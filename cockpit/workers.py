@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from annotations.models import Assignment, Bonus, Participant
+from annotations.models import Assignment, Bonus, Participant, ParticipantLink
 from annotations.platforms.base import PlatformError
 from annotations.selectors_review import (
     study_attention_failures,
@@ -62,6 +62,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "record": study_worker(study=study, participant=participant),
         "attention": study_attention_failures(study=study, participant=participant),
         "attention_participant": participant.pk,
+        "link": ParticipantLink.objects.filter(study=study, participant=participant).first(),
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],

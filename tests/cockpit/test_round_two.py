@@ -323,3 +323,47 @@ def test_failed_attention_checks_are_warned_on_the_progress_workers_worker_and_p
     assert "Task failed an attention check" in listed.content.decode()
     others = client.get(link.replace("attention=failed", "attention=not_failed")).context["cl"].queryset
     assert careless.pk not in {a.claim.assignment_id for a in others} and others.count() > 0
+
+
+def test_each_participant_link_shows_its_task_worker_and_review_in_the_page_and_csv(admin_client):
+    import csv
+    import io
+
+    from annotations.models import Assignment, ParticipantLink
+    from lab.pseudonyms import worker_pseudonym
+    from tests.annotations.factories import make_study
+    from tests.work import work_through_pages
+
+    study = make_study(platform="link", n_items=6, n_sources=1, quota=1, units_per_task=2, status="draft")
+    publish = reverse("admin:annotations_publication_publish", args=[study.pk])
+    assert admin_client.post(publish, {"action": "publish", "platform": "link", "link_mode": "single"}).status_code == 302
+    first, second, unused = ParticipantLink.objects.filter(study=study).order_by("id")[:3]
+    for link in (first, second):
+        work_through_pages(f"/w/l/{link.token}/", answer=lambda step, n: "yes")
+    first.refresh_from_db()
+    second.refresh_from_db()
+    kept, rejected = (Assignment.objects.get(participant=link.participant) for link in (first, second))
+    worker_page = reverse("admin:studies_study_worker", args=[study.pk, second.participant_id])
+    admin_client.post(worker_page, {"action": "reject", "assignment": rejected.pk, "feedback": "Not careful."})
+    rejected.refresh_from_db()
+    assert rejected.status == Assignment.Status.REJECTED
+
+    html = admin_client.get(publish).content.decode()
+    row = re.search(rf'<tr id="link-{second.pk}">(.*?)</tr>', html, re.S).group(1)
+    pseudonym = worker_pseudonym(second.participant.platform, second.participant.external_id)
+    assert '<td class="rl-link-rejected">rejected</td>' in row and f"<code>{second.completion_code}</code>" in row
+    assert f"{rejected.pk} <span" in row and "(rejected)" in row and f">{pseudonym}</a>" in row
+    assert '<td class="rl-link-submitted">submitted</td>' in re.search(rf'<tr id="link-{first.pk}">(.*?)</tr>',
+                                                                        html, re.S).group(1)
+    assert re.search(rf'<tr id="link-{unused.pk}">.*?<td class="rl-link-unused">unused</td>\s*<td>—</td>', html, re.S)
+
+    rows = {int(r["id"]): r for r in csv.DictReader(io.StringIO(
+        admin_client.get(reverse("admin:annotations_publication_links_csv", args=[study.pk])).content.decode()))}
+    assert {k: rows[second.pk][k] for k in ("state", "task", "worker", "review", "completion_code")} == {
+        "state": "rejected", "task": str(rejected.pk), "worker": pseudonym, "review": "Rejected",
+        "completion_code": second.completion_code}
+    assert (rows[first.pk]["state"], rows[first.pk]["task"]) == ("submitted", str(kept.pk))
+    assert (rows[unused.pk]["task"], rows[unused.pk]["worker"]) == ("", "")
+    # The worker's page names the link and its code, the one to withhold.
+    shown = admin_client.get(worker_page).content.decode()
+    assert f"link {second.pk}, completion code <code>{second.completion_code}</code>" in shown
