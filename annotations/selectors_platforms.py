@@ -2,6 +2,7 @@
 overview the researcher's publish page shows."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -143,3 +144,29 @@ def study_link_rows(*, study: Study) -> list[LinkRow]:
 def study_links_status(*, study: Study) -> list[tuple[ParticipantLink, str]]:
     """Each single-person link of ``study`` with its state (``study_link_rows``)."""
     return [(row.link, row.state) for row in study_link_rows(study=study)]
+
+
+@dataclass
+class DryRunShown:
+    """A dry run as the publish page shows it: each request that would be sent, its operation and
+    its parameters as indented JSON (never a Python dict's repr)."""
+
+    publication: Publication
+    requests: list[tuple[str, str]]
+
+
+def study_dry_runs_shown(*, study: Study, limit: int = 3) -> list[DryRunShown]:
+    """The study's latest dry runs made since its latest real publication (a dry run is a preview of
+    a publication: once the study is published for real, the preview is history, not news)."""
+    runs = Publication.objects.filter(study=study, dry_run=True)
+    real = Publication.objects.filter(study=study, dry_run=False).order_by("-created_at").first()
+    if real is not None:
+        runs = runs.filter(created_at__gt=real.created_at)
+    out = []
+    for publication in runs.order_by("-created_at")[:limit]:
+        requests = [r for r in (publication.plan or {}).get("requests", []) if isinstance(r, dict)]
+        out.append(DryRunShown(publication=publication, requests=[
+            (str(r.get("operation", "request")),
+             json.dumps({k: v for k, v in r.items() if k != "operation"}, indent=2, ensure_ascii=False, default=str))
+            for r in requests]))
+    return out

@@ -34,6 +34,7 @@ from annotations.platforms.base import PlatformError
 from annotations.selectors_cost import study_cost_and_pay
 from annotations.selectors_platforms import (
     study_bonus_candidates,
+    study_dry_runs_shown,
     study_link_rows,
     study_platform_overview,
 )
@@ -154,7 +155,7 @@ class PublicationAdmin(StudyScopedAdmin):
             "overview": study_platform_overview(study=study),
             "candidates": candidates,
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
-            "dry_runs": Publication.objects.filter(study=study, dry_run=True).order_by("-created_at")[:3],
+            "dry_runs": study_dry_runs_shown(study=study),
             "submitted": submitted,
             # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee.
             "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted).estimate,

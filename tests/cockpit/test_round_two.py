@@ -367,3 +367,26 @@ def test_each_participant_link_shows_its_task_worker_and_review_in_the_page_and_
     # The worker's page names the link and its code, the one to withhold.
     shown = admin_client.get(worker_page).content.decode()
     assert f"link {second.pk}, completion code <code>{second.completion_code}</code>" in shown
+
+
+def test_the_publish_page_shows_a_dry_run_readably_until_the_study_is_published(admin_client):
+    from tests.annotations.factories import make_study
+
+    study = make_study(platform="link", n_items=4, n_sources=1, quota=1, units_per_task=2, status="draft")
+    publish = reverse("admin:annotations_publication_publish", args=[study.pk])
+    page = admin_client.get(publish).content.decode()
+    box = re.search(r'<label><input type="checkbox" name="dry_run" id="dry-run-box"[^>]*>([^<]*)</label>', page)
+    assert "off by default here: links move no money" in box.group(1)  # as the README says
+    assert admin_client.get(publish + "?platform=prolific").content.decode().count('id="dry-run-box" checked') == 1
+    response = admin_client.post(publish, {"action": "publish", "platform": "link", "link_mode": "single",
+                                           "dry_run": "on"}, follow=True)
+    html = response.content.decode()
+    card = re.search(r'<div class="rl-card" id="dry-run">(.*?)</div>', html, re.S).group(1)
+    assert "what publishing on Participant links would do</h2>" in card and "()" not in card.split("</h2>")[0]
+    assert "<strong>make_links</strong>" in card
+    assert re.search(r'<pre class="rl-plan">\{\s*&quot;mode&quot;: &quot;single&quot;,\s*&quot;count&quot;: 2\s*\}</pre>', card)
+    assert "{&#x27;" not in card  # no Python dict repr
+    assert ".rl-card button, form.rl-small button { background: var(--button-bg)" in html  # buttons styled
+    admin_client.post(publish, {"action": "publish", "platform": "link", "link_mode": "single"})
+    after = admin_client.get(publish).content.decode()
+    assert 'id="dry-run"' not in after and 'id="link-table"' in after
