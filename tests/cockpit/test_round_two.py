@@ -349,6 +349,7 @@ def test_each_participant_link_shows_its_task_worker_and_review_in_the_page_and_
     assert rejected.status == Assignment.Status.REJECTED
 
     html = admin_client.get(publish).content.decode()
+    assert "1 unused, 0 used, 1 submitted,\n      0 approved, 1 rejected," in html
     row = re.search(rf'<tr id="link-{second.pk}">(.*?)</tr>', html, re.S).group(1)
     pseudonym = worker_pseudonym(second.participant.platform, second.participant.external_id)
     assert '<td class="rl-link-rejected">rejected</td>' in row and f"<code>{second.completion_code}</code>" in row
