@@ -2,6 +2,8 @@
 overview the researcher's publish page shows."""
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Count, QuerySet, Sum
@@ -17,6 +19,7 @@ from annotations.models import (
     Publication,
 )
 from annotations.selectors import on_hold
+from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
 
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
@@ -92,19 +95,78 @@ def study_platform_overview(*, study: Study) -> dict:
 
 
 LINK_UNUSED, LINK_USED, LINK_SUBMITTED, LINK_REVOKED = "unused", "used", "submitted", "revoked"
+LINK_APPROVED, LINK_REJECTED = "approved", "rejected"
+_LINK_STATE = {Assignment.Status.SUBMITTED: LINK_SUBMITTED, Assignment.Status.APPROVED: LINK_APPROVED,
+               Assignment.Status.REJECTED: LINK_REJECTED}
+
+
+@dataclass
+class LinkRow:
+    """A single-person link and what it became: its task, the worker's pseudonym, the review."""
+
+    link: ParticipantLink
+    state: str
+    task_id: int | None = None
+    participant_id: int | None = None
+    worker: str = ""
+    review: str = ""  # the task's status as the researcher reads it ("Submitted", "Rejected", ...)
+
+
+def study_link_rows(*, study: Study) -> list[LinkRow]:
+    """Each single-person link of ``study`` with its state: ``unused`` (nobody opened it), ``used``
+    (opened, nothing submitted yet), ``submitted`` (its task awaits review), ``approved`` or
+    ``rejected`` (reviewed: a lab paying by completion code withholds a rejected one's), or
+    ``revoked`` (withdrawn and never used); and its latest task with the worker's pseudonym."""
+    links = list(ParticipantLink.objects.filter(study=study).select_related("participant").order_by("id"))
+    latest: dict[int, Assignment] = {}
+    for assignment in (Assignment.objects.filter(study=study, participant_id__in=[
+            link.participant_id for link in links if link.participant_id]).order_by("created_at", "id")):
+        done = latest.get(assignment.participant_id)
+        # The latest finished task speaks for the link; one still in progress only when none finished.
+        if done is None or assignment.status in DONE_STATUSES or done.status not in DONE_STATUSES:
+            latest[assignment.participant_id] = assignment
+    out = []
+    for link in links:
+        if link.participant_id is None:
+            out.append(LinkRow(link=link, state=LINK_REVOKED if link.revoked else LINK_UNUSED))
+            continue
+        task = latest.get(link.participant_id)
+        participant = link.participant
+        out.append(LinkRow(
+            link=link, state=_LINK_STATE.get(task.status, LINK_USED) if task else LINK_USED,
+            task_id=task.pk if task else None, participant_id=participant.pk,
+            worker=worker_pseudonym(participant.platform, participant.external_id),
+            review=task.get_status_display() if task else "",
+        ))
+    return out
 
 
 def study_links_status(*, study: Study) -> list[tuple[ParticipantLink, str]]:
-    """Each single-person link of ``study`` with its state: ``unused`` (nobody opened it), ``used``
-    (opened, nothing submitted yet), ``submitted`` (its participant submitted a task, reviewed or
-    not) or ``revoked`` (withdrawn and never used)."""
-    submitted = set(Assignment.objects.filter(study=study, status__in=DONE_STATUSES)
-                    .values_list("participant_id", flat=True))
+    """Each single-person link of ``study`` with its state (``study_link_rows``)."""
+    return [(row.link, row.state) for row in study_link_rows(study=study)]
+
+
+@dataclass
+class DryRunShown:
+    """A dry run as the publish page shows it: each request that would be sent, its operation and
+    its parameters as indented JSON (never a Python dict's repr)."""
+
+    publication: Publication
+    requests: list[tuple[str, str]]
+
+
+def study_dry_runs_shown(*, study: Study, limit: int = 3) -> list[DryRunShown]:
+    """The study's latest dry runs made since its latest real publication (a dry run is a preview of
+    a publication: once the study is published for real, the preview is history, not news)."""
+    runs = Publication.objects.filter(study=study, dry_run=True)
+    real = Publication.objects.filter(study=study, dry_run=False).order_by("-created_at").first()
+    if real is not None:
+        runs = runs.filter(created_at__gt=real.created_at)
     out = []
-    for link in ParticipantLink.objects.filter(study=study).order_by("id"):
-        if link.participant_id is None:
-            state = LINK_REVOKED if link.revoked else LINK_UNUSED
-        else:
-            state = LINK_SUBMITTED if link.participant_id in submitted else LINK_USED
-        out.append((link, state))
+    for publication in runs.order_by("-created_at")[:limit]:
+        requests = [r for r in (publication.plan or {}).get("requests", []) if isinstance(r, dict)]
+        out.append(DryRunShown(publication=publication, requests=[
+            (str(r.get("operation", "request")),
+             json.dumps({k: v for k, v in r.items() if k != "operation"}, indent=2, ensure_ascii=False, default=str))
+            for r in requests]))
     return out

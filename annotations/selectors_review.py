@@ -12,6 +12,7 @@ from django.db.models import (
     Case,
     CharField,
     Count,
+    Exists,
     F,
     OuterRef,
     Q,
@@ -153,3 +154,41 @@ def worker_assignments(*, study: Study, participant: Participant) -> QuerySet[As
             .annotate(n_questions=Count("claims", distinct=True),
                       n_answered=Count("claims", filter=Q(claims__completed_at__isnull=False), distinct=True))
             .prefetch_related("bonuses").order_by("-created_at"))
+
+
+def assignments_failing_attention() -> QuerySet[Assignment]:
+    """Tasks with at least one attention-check answer that is wrong (``answers_for_review``'s rule)."""
+    wrong = answers_for_review(Annotation.objects.filter(claim__assignment_id=OuterRef("pk"), step=Step.ATTENTION))
+    return Assignment.objects.filter(Exists(wrong.filter(is_correct=False)))
+
+
+@dataclass
+class AttentionFailures:
+    """How many of a study's tasks (or one worker's) failed an attention check they answered."""
+
+    tasks_checked: int = 0
+    tasks_failed: int = 0
+    workers_failed: int = 0
+
+    @property
+    def warning(self) -> str:
+        if not self.tasks_failed:
+            return ""
+        return (f"{self.tasks_failed} of {self.tasks_checked} task(s) with an attention check failed it "
+                f"({self.workers_failed} worker(s)): read their answers before approving or scoring them.")
+
+
+def study_attention_failures(*, study: Study, participant: Participant | None = None) -> AttentionFailures:
+    """The attention checks answered in ``study`` (by ``participant`` when given), per task."""
+    answers = Annotation.objects.filter(claim__study_id=study.pk, step=Step.ATTENTION)
+    if participant is not None:
+        answers = answers.filter(claim__participant_id=participant.pk)
+    checked: set[int] = set()
+    failed: dict[int, int] = {}
+    for assignment_id, participant_id, correct in answers_for_review(answers).values_list(
+            "claim__assignment_id", "claim__participant_id", "is_correct").order_by():
+        checked.add(assignment_id)
+        if correct is False:
+            failed[assignment_id] = participant_id
+    return AttentionFailures(tasks_checked=len(checked), tasks_failed=len(failed),
+                             workers_failed=len(set(failed.values())))

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_http_methods
 from annotations import selectors_entry
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
 from annotations.platforms import handoff
+from annotations.selectors_cost import questions_per_task
 from annotations.services.entry import (
     PlatformRefs,
     assignment_enter,
@@ -68,6 +69,7 @@ def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = F
     return render(request, "annotations/landing.html", {
         "study": study, "preview": preview, "error": error, "action": request.get_full_path(),
         "nonce": _nonce(page), "ask_identifier": identifier,
+        "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
     }, status=status)
 
 

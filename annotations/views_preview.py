@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET
 
 from annotations.models import Annotation, AttentionCheck, Claim, Participant, Unit
 from annotations.selectors import StepView, step_view
+from annotations.selectors_cost import questions_per_task
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import AnnotationError
 from annotations.services.steps import steps_for
@@ -143,9 +144,11 @@ def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
             if request.GET.get("step"):
                 return _message(request, context, "Nothing to preview", str(error))
             context["preview_message"] = str(error)
+            context["questions"] = questions_per_task(study=study)
             return _respond(render(request, "annotations/landing.html", context))
         signed = signing.dumps(task, salt=f"{_SALT}:{study.pk}", compress=True)
         if not request.GET.get("step"):  # the consent page, then the task's first page
+            context["questions"] = len(task)  # as the task's pages count them ("Question 1 of N")
             context["preview_next_url"] = _url(study)
             context["preview_next_params"] = [("task", signed), ("n", 0), ("step", _steps(study, task[0])[0])]
             return _respond(render(request, "annotations/landing.html", context))

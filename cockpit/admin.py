@@ -21,6 +21,7 @@ from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
 from cockpit import progress, workers
+from cockpit.imported import imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
 from studies.admin.scoping import StudyScopedAdmin
@@ -34,8 +35,10 @@ from studies.selectors import (
 )
 from studies.services.studies import (
     DESIGN_FIELDS,
+    LOCKED_FIELDS,
     StudyError,
     study_create,
+    study_locked_changes,
     study_sample_items,
     study_update,
 )
@@ -61,12 +64,12 @@ class StudyForm(forms.ModelForm):
         sources = data.get("sources")
         kind = data.get("kind")
         instance = self.instance
-        if instance.pk and instance.status != Study.Status.DRAFT:
-            for field in ("dataset", "split", "item_sample_size", "sample_seed"):
-                if field in data and data[field] != getattr(instance, field):
-                    self.add_error(field, "The study is no longer a draft: its items cannot change.")
-            if sources is not None and set(sources) != set(instance.sources.all()):
-                self.add_error("sources", "The study is no longer a draft: its sources cannot change.")
+        if instance.pk:
+            # The service's rule (study_update enforces it too), shown beside each field; the
+            # instance still holds the stored values here (the form writes to it after clean()).
+            changes = {f: data[f] for f in LOCKED_FIELDS if f in data}
+            for field, reason in study_locked_changes(study=instance, changes=changes, sources=sources).items():
+                self.add_error(field, reason)
         if dataset is not None and split:
             pool = Item.objects.filter(dataset=dataset, split=split).count()
             size = data.get("item_sample_size")
@@ -191,6 +194,8 @@ class StudyAdmin(StudyScopedAdmin):
     def progress_at_a_glance(self, obj):
         if obj is None or not obj.pk:
             return "—"
+        if obj.is_imported_outcome:
+            return imported_origin(obj)
         done = studies_completion(studies=[obj])[obj.pk]
         if not done.to_collect:
             return "No units yet: the study collects answers once it is open."
@@ -209,8 +214,12 @@ class StudyAdmin(StudyScopedAdmin):
     def design_at_a_glance(self, obj):
         if obj is None or not obj.pk:
             return "Shown once the study is saved."
-        return design_table(study_design_summary(study=obj), study_cost_and_pay(study=obj),
-                            extra_warnings=study_entry_warnings(study=obj))
+        # What is saved: after a refused save ``obj`` carries the form's unsaved values.
+        saved = Study.objects.get(pk=obj.pk)
+        if saved.is_imported_outcome:
+            return imported_table(saved)
+        return design_table(study_design_summary(study=saved), study_cost_and_pay(study=saved),
+                            extra_warnings=study_entry_warnings(study=saved))
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data

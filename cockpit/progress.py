@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from annotations.selectors_progress import study_progress
+from annotations.selectors_review import study_attention_failures
 from cockpit.views_common import study_context, study_for
 
 POLL_SECONDS = 5
@@ -30,6 +31,7 @@ def progress_view(model_admin, request, study_id: int):
     context = {
         **study_context(model_admin.admin_site, request, study, f"Progress: {study.name}"),
         "progress": progress,
+        "attention": study_attention_failures(study=study),
         "task_rows": [(key, label, progress.tasks[key]) for key, label in TASK_ROWS],
         "poll_url": reverse("admin:studies_study_progress_json", args=[study.pk]),
         "poll_seconds": POLL_SECONDS,

@@ -41,10 +41,24 @@ def check_choices(choices) -> None:
         raise forms.ValidationError({"choices": "Every choice needs a label."})
 
 
+class ChoicesField(forms.JSONField):
+    """The attention check's choices: empty (shown empty, never as ``[]``) means yes / no."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**{**kwargs, "required": False})
+
+    def to_python(self, value):
+        return [] if value in self.empty_values else super().to_python(value)
+
+    def prepare_value(self, value):
+        return "" if value in ([], None, "") else super().prepare_value(value)
+
+
 class AttentionCheckForm(forms.ModelForm):
     class Meta:
         model = AttentionCheck
         fields = ["question", "choices", "correct_answer"]
+        field_classes = {"choices": ChoicesField}
         widgets = {"question": forms.Textarea(attrs={"rows": 2, "cols": 50})}
         help_texts = {"choices": _choices_field_help()}
 

@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from cockpit.imported import IMPORTED_LINKS, export_scores_url
 from scoring.selectors import score_run_latest
 from studies.models import Study
 from studies.selectors import PAY, VIEW, studies_for_user
@@ -33,7 +34,7 @@ def study_links(study: Study) -> list[tuple[str, str, str]]:
     """(key, label, url) of every page about ``study``: the study page's buttons and the bar at
     the top of each cockpit page. The latest report is there once a scoring run finished."""
     run = score_run_latest(study=study)
-    return [
+    links = [
         ("study", "Study page", reverse("admin:studies_study_change", args=[study.pk])),
         ("progress", "Progress", reverse("admin:studies_study_progress", args=[study.pk])),
         ("workers", "Workers", reverse("admin:studies_study_workers", args=[study.pk])),
@@ -46,6 +47,10 @@ def study_links(study: Study) -> list[tuple[str, str, str]]:
         ("score_runs", "Score runs", reverse("admin:scoring_scorerun_changelist") + f"?study__id__exact={study.pk}"),
         ("report", "Latest report", reverse("admin:scoring_scorerun_report", args=[run.pk]) if run else ""),
     ]
+    if study.is_imported_outcome:  # run elsewhere: nothing to watch, review, publish or pay
+        links = [link for link in links if link[0] in IMPORTED_LINKS]
+        links.append(("export_scores", "Export scores (CSV)", export_scores_url(study)))
+    return links
 
 
 def study_context(admin_site, request, study: Study, title: str) -> dict:

@@ -10,9 +10,14 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from annotations.models import Assignment, Bonus, Participant
+from annotations.models import Assignment, Bonus, Participant, ParticipantLink
 from annotations.platforms.base import PlatformError
-from annotations.selectors_review import study_worker, study_workers, worker_assignments
+from annotations.selectors_review import (
+    study_attention_failures,
+    study_worker,
+    study_workers,
+    worker_assignments,
+)
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import worker_block
@@ -31,6 +36,7 @@ def workers_view(model_admin, request, study_id: int):
     context = {
         **study_context(model_admin.admin_site, request, study, f"Workers: {study.name}"),
         "workers": study_workers(study=study),
+        "attention": study_attention_failures(study=study),
         "statuses": Assignment.Status.choices,
     }
     return TemplateResponse(request, "cockpit/study/workers.html", context)
@@ -52,6 +58,9 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
     context = {
         **study_context(model_admin.admin_site, request, study, "Worker"),
         "record": study_worker(study=study, participant=participant),
+        "attention": study_attention_failures(study=study, participant=participant),
+        "attention_participant": participant.pk,
+        "link": ParticipantLink.objects.filter(study=study, participant=participant).first(),
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],
@@ -89,7 +98,7 @@ def _act(request, study, participant) -> None:
             assignment = assignment_reject(user=user, study=study, assignment=_assignment(request, study, participant),
                                            feedback=request.POST.get("feedback", ""),
                                            category=request.POST.get("category", ""))
-            messages.success(request, f"Task {assignment.pk} rejected; its questions go back to the pool.")
+            messages.success(request, rejected_message(study, assignment))
         elif action == "bonus":
             bonus = bonus_pay(user=user, study=study, assignment=_assignment(request, study, participant),
                               amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""),
@@ -107,6 +116,15 @@ def _act(request, study, participant) -> None:
             messages.error(request, f"Unknown action {action!r}.")
     except (PlatformServiceError, PlatformError) as exc:
         messages.error(request, f"Nothing was done: {exc.message}")
+
+
+def rejected_message(study, assignment) -> str:
+    """What a rejection did: on an open study its questions go back to the pool, on any other
+    nobody takes them again."""
+    if study.status == study.Status.OPEN:
+        return f"Task {assignment.pk} rejected; its questions go back to the pool."
+    return (f"Task {assignment.pk} rejected; the study is {study.get_status_display().lower()}, so its questions "
+            "are not offered again (its answers no longer count).")
 
 
 def urls(model_admin) -> list:

@@ -96,7 +96,10 @@ class ScoreRunAdmin(StudyScopedAdmin):
         ] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
-        extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user),
+        # Opened from a study (its score runs): "Score now" offers that study first.
+        study = request.GET.get("study__id__exact", "")
+        initial = {"study": int(study)} if study.isascii() and study.isdigit() and len(study) < 12 else {}
+        extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user, initial=initial),
                          "can_import_outcomes": self._may_import_outcomes(request)}
         return super().changelist_view(request, extra_context=extra_context)
 

@@ -95,6 +95,12 @@ def study_design_summary(*, study: Study) -> StudyDesignSummary:
     )
 
 
+def study_outcome_imports(*, study: Study) -> QuerySet[ImportRecord]:
+    """The outcomes files imported into ``study`` (a study run elsewhere), newest first: the
+    ``ImportRecord`` rows the outcomes import writes with the study's id in their summary."""
+    return ImportRecord.objects.filter(kind="outcomes", summary__study=study.pk).order_by("-imported_at", "-pk")
+
+
 # --- Per-study access -------------------------------------------------------------------------
 # One definition of "the studies this user may see / change / pay for", used by every admin page,
 # the preview and the API. Membership: superusers reach every study; everyone else the studies they

@@ -11,7 +11,7 @@ from django.utils.text import Truncator
 
 from annotations.models import Annotation
 from annotations.selectors import rationale_text
-from annotations.selectors_review import answers_for_review
+from annotations.selectors_review import answers_for_review, assignments_failing_attention
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 
 
@@ -53,6 +53,23 @@ class ReportedProblemFilter(admin.SimpleListFilter):
         return queryset
 
 
+class AttentionFilter(admin.SimpleListFilter):
+    """The answers of tasks that failed (or passed) an attention check: the failing tasks to review."""
+    title = "task's attention check"
+    parameter_name = "attention"
+
+    def lookups(self, request, model_admin):
+        return [("failed", "Task failed an attention check"), ("not_failed", "Task failed none")]
+
+    def queryset(self, request, queryset):
+        failing = assignments_failing_attention().values("pk")
+        if self.value() == "failed":
+            return queryset.filter(claim__assignment_id__in=failing)
+        if self.value() == "not_failed":
+            return queryset.exclude(claim__assignment_id__in=failing)
+        return queryset
+
+
 @admin.register(Annotation)
 class AnnotationAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     study_path = "claim__study"
@@ -60,7 +77,7 @@ class AnnotationAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     list_display = ("id", "worker", "question", "source", "step", "answer", "is_correct_display",
                     "before_after", "rationale_shown", "seconds", "reported_problem", "answered_at")
     list_filter = ("claim__study", "claim__unit__source", "step", CorrectFilter, "claim__participant",
-                   ReportedProblemFilter)
+                   ReportedProblemFilter, AttentionFilter)
     search_fields = ("claim__participant__external_id", "claim__question_key", "claim__unit__item__question")
     readonly_fields = ("claim", "step", "answer", "payload", "shown_at", "answered_at", "duration_ms")
     list_per_page = 50

@@ -33,9 +33,11 @@ from annotations.platforms.base import PlatformError
 from annotations.selectors_cost import study_cost_and_pay
 from annotations.selectors_platforms import (
     study_bonus_candidates,
-    study_links_status,
+    study_dry_runs_shown,
+    study_link_rows,
     study_platform_overview,
 )
+from annotations.selectors_review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import access_study, study_assignments
@@ -137,7 +139,7 @@ class PublicationAdmin(StudyScopedAdmin):
                 balance_error = exc.message
         candidates = study_bonus_candidates(study=study)
         submitted = Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).count()
-        link_states = study_links_status(study=study)
+        link_rows = study_link_rows(study=study)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Crowd platform: {study.name}",
@@ -153,30 +155,35 @@ class PublicationAdmin(StudyScopedAdmin):
             "overview": study_platform_overview(study=study),
             "candidates": candidates,
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
-            "dry_runs": Publication.objects.filter(study=study, dry_run=True).order_by("-created_at")[:3],
+            "dry_runs": study_dry_runs_shown(study=study),
             "submitted": submitted,
             # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee.
             "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted).estimate,
             "live": Publication.objects.filter(study=study, platform=platform_name, dry_run=False,
                                                status__in=[Publication.Status.PUBLISHED,
                                                            Publication.Status.PUBLISHING]).first(),
-            "links": [(link, link_public_url(link), state) for link, state in link_states[:500]],
-            "link_counts": dict(Counter(state for _, state in link_states)),
+            "links": [(row, link_public_url(row.link)) for row in link_rows[:500]],
+            "link_counts": dict(Counter(row.state for row in link_rows)),
             "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
+            "attention": study_attention_failures(study=study),
         }
         return TemplateResponse(request, "admin/annotations/platforms/publish.html", context)
 
     def links_csv_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
-        """The study's single-person links as CSV: id, label, address, completion code, state."""
+        """The study's single-person links as CSV: id, label, address, completion code, state, when
+        first opened, and the task, worker pseudonym and review it became."""
         self._check(request)
         study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-links.csv"'
         writer = csv_writer(response)
-        writer.writerow(["id", "label", "url", "completion_code", "state", "redeemed_at"])
-        for link, state in study_links_status(study=study):
-            writer.writerow([link.pk, link.label, link_public_url(link), link.completion_code, state,
-                             link.redeemed_at.isoformat() if link.redeemed_at else ""])
+        # Columns are only appended: task, worker (pseudonym) and review say what each link became.
+        writer.writerow(["id", "label", "url", "completion_code", "state", "redeemed_at", "task", "worker", "review"])
+        for row in study_link_rows(study=study):
+            link = row.link
+            writer.writerow([link.pk, link.label, link_public_url(link), link.completion_code, row.state,
+                             link.redeemed_at.isoformat() if link.redeemed_at else "", row.task_id or "",
+                             row.worker, row.review])
         return response
 
     def _act(self, request: HttpRequest, study: Study) -> None:

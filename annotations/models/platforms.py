@@ -321,6 +321,7 @@ class MTurkQualificationType(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "MTurk qualification type"
         constraints = [
             models.UniqueConstraint(fields=["study", "kind", "endpoint"], name="mturk_qualtype_one_per_kind"),
         ]

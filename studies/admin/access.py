@@ -27,6 +27,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
         qs = super().get_queryset(request).select_related("user")
         return qs if request.user.is_superuser else qs.filter(user=request.user)
 
+    def get_changeform_initial_data(self, request):
+        return {"user": request.user.pk, **super().get_changeform_initial_data(request)}  # default: yourself
+
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
             kwargs["form"] = ApiTokenAddForm

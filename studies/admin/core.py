@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.text import Truncator
 
+from studies.admin.import_messages import import_message
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -413,12 +414,7 @@ class ImportRecordAdmin(admin.ModelAdmin):
                     failed_file = exc.filename or form.cleaned_data["file"].name
                     unlisted = exc.unlisted
                 else:
-                    self.message_user(
-                        request,
-                        f"Imported {record.filename}: {record.created} created, {record.updated} updated, "
-                        f"{record.unchanged} unchanged.",
-                        messages.SUCCESS,
-                    )
+                    self.message_user(request, import_message(record), messages.SUCCESS)
                     return HttpResponseRedirect(reverse("admin:studies_importrecord_change", args=[record.pk]))
         else:
             form = ImportForm(initial={"kind": request.GET.get("kind", "strategyqa")})

@@ -34,6 +34,7 @@ class GenUPrediction(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "Gen-U prediction"
         constraints = [
             models.UniqueConstraint(
                 fields=["generalization_question", "rationale_source", "answerer"],

@@ -116,19 +116,43 @@ def study_create(
     return study
 
 
+LOCKED_FIELDS = ("dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit")
+
+
+def study_locked_changes(*, study: Study, changes: dict[str, Any],
+                         sources: Iterable[RationaleSource] | None = None) -> dict[str, str]:
+    """What of ``changes`` (and ``sources``) a study that is no longer a draft refuses, as
+    {field: reason}: its items (sampling fields) and sources, and its workers per unit, since the
+    units, their counters, the progress and the cost were built with it. Empty for a draft. The
+    one owner of this rule: ``study_update`` enforces it, the study form shows it per field."""
+    if study.status == Study.Status.DRAFT:
+        return {}
+    refused: dict[str, str] = {}
+    state = study.get_status_display().lower()
+    for field in LOCKED_FIELDS:
+        if field in changes and changes[field] != getattr(study, field):
+            if field == "annotators_per_unit":
+                refused[field] = (f"The study is no longer a draft ({state}): its workers per unit cannot change "
+                                  f"(its units, progress and cost were built with {study.annotators_per_unit}).")
+            else:
+                refused[field] = f"The study is no longer a draft ({state}): its items cannot change."
+    if sources is not None and set(sources) != set(study.sources.all()):
+        refused["sources"] = f"The study is no longer a draft ({state}): its sources cannot change."
+    return refused
+
+
 def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = None, **changes: Any) -> Study:
-    """Change a study's design. Sampling fields (dataset, split, sample size, seed) and sources
-    change only while the study is a draft; a changed sample is drawn again."""
+    """Change a study's design. Sampling fields (dataset, split, sample size, seed), sources and
+    workers per unit change only while the study is a draft (``study_locked_changes``); a changed
+    sample is drawn again."""
     unknown = set(changes) - DESIGN_FIELDS
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
     old = {f: getattr(study, f) for f in SAMPLE_FIELDS}
     resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
-    locked = study.status != Study.Status.DRAFT
-    if locked and (resample or sources is not None and set(sources) != set(study.sources.all())):
-        raise StudyError(
-            f"study {study.name!r} is {study.get_status_display().lower()}: its items and sources can no longer change"
-        )
+    refused = study_locked_changes(study=study, changes=changes, sources=sources)
+    if refused:
+        raise StudyError(f"study {study.name!r}: " + " ".join(dict.fromkeys(refused.values())))
     for field, value in changes.items():
         setattr(study, field, value)
     _full_clean(study)
@@ -139,4 +163,3 @@ def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = No
         if resample or not study.items.exists():
             study_sample_items(study=study)
     return study
-

@@ -69,9 +69,14 @@ def work_in_chromium(browser: Browser, url: str, *, answer, flag_at: int) -> str
     worker = context.new_page()
     worker.set_default_timeout(20_000)
     worker.goto(url)
+    promised = re.search(r"(\d+) questions?\.", worker.locator("main").inner_text()).group(1)
     worker.get_by_label("I have read the above and agree to take part.").check()
     with worker.expect_navigation():
         worker.get_by_role("button", name="Start the task").click()
+    # The consent page's count is the task's (issue 22 item 3), and the task can be handed back.
+    expect(worker.locator("#progress-text")).to_have_text(f"Question 1 of {promised}")
+    expect(worker.locator("#leave-box summary")).to_have_text("Return this task")
+    expect(worker.locator("#leave")).to_be_hidden()  # behind the confirmation
     flagged_question = ""
     for n in range(100):
         if not worker.locator("#answer-form").count():
@@ -120,6 +125,7 @@ def test_researcher_runs_a_study_from_the_admin(live_server, browser: Browser, p
     page.click("input[type=submit][value=Import]")
     expect(page.locator("ul.messagelist").first).to_contain_text(f"{N_ITEMS} created")
     page.goto(live_server.url + reverse("admin:studies_import_data"))
+    expect(page.locator("#content")).not_to_contain_text("{#")  # no template comment as text (item 9)
     page.select_option("select[name=kind]", "rationales")
     page.set_input_files("input[name=file]", str(rationales_file))
     page.fill("input[name=dataset]", "StrategyQA")

@@ -122,7 +122,7 @@ def test_update_resamples_drafts_only():
     assert study.items.count() == 4
     study_update(study=study, consent_text="I agree.")
     study = study_open(study=study)  # the way the app opens it (the questionnaire builds the units)
-    with pytest.raises(StudyError, match="can no longer change"):
+    with pytest.raises(StudyError, match="no longer a draft .open.: its items cannot change"):
         study_update(study=study, item_sample_size=3)
     with pytest.raises(StudyError, match="only a draft"):
         study_sample_items(study=study)

@@ -72,7 +72,7 @@ def test_links_download_with_their_state_and_one_can_be_withdrawn(researcher, st
     assert unused.revoked
     with pytest.raises(StudyNotOpen):
         participant_link_redeem(link=unused)
-    assert "11 unused, 1 used, 1 submitted,\n      1 withdrawn" in researcher.get(_page(study, "link")).content.decode()
+    assert "11 unused, 1 used, 1 submitted,\n      0 approved, 0 rejected,\n      1 withdrawn" in researcher.get(_page(study, "link")).content.decode()
 
 
 @pytest.mark.parametrize("value", ["99999999999999999999", "2147483648", "0", "-3"])
