@@ -190,7 +190,35 @@ def gen_u_section(results: dict) -> Section:
     gen_u = results.get("gen_u") or {}
     if gen_u:
         section.notes += gen_u_method_notes(gen_u)
+    ties = gen_u.get("tie_rules") or {}
+    if ties.get("by_source"):
+        section.tables.append(gen_u_tie_rule_table(ties))
     return section
+
+
+TIE_RULE_COLUMNS = [
+    Column("source", "Source"), Column("rule", "Tie rule"), Column("n", "n", "int"), Column("n_tied", "Tied items", "int"),
+    Column("mean", "Mean Gen-U", "float"), Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"),
+    Column("not_useful", "Not useful", "float"),
+]
+
+
+def gen_u_tie_rule_table(ties: dict) -> Table:
+    """The Gen-U figures under each tie rule and with tied items left out (``results["gen_u"]["tie_rules"]``)."""
+    default = ties.get("default")
+    rows = []
+    for source, entry in ties["by_source"].items():
+        for rule in [*ties.get("rules", {}), "ties_left_out"]:
+            figures = entry.get(rule)
+            if not figures:
+                continue
+            label = "tied items left out" if rule == "ties_left_out" else rule + (" (default)" if rule == default else "")
+            rows.append({"source": source, "rule": label, "n": figures["n"], "n_tied": entry["n_tied"],
+                         **{k: figures[k] for k in ("mean", "useful", "unsure", "not_useful")}})
+    rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
+    return Table("gen_u_tie_rules", "Gen-U under each tie rule (the paper states none)", TIE_RULE_COLUMNS, rows,
+                 note=f"A tie in the mode of an item's per-question scores goes to {rules}. The shares above use "
+                      f"{default!r}.")
 
 
 def gen_u_method_notes(gen_u: dict) -> list[str]:

@@ -53,8 +53,10 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str])
 
 def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:
     """Add each unit's Gen-U to ``frame`` (columns item_id, source_id, source) and the ``gen_u``
-    block to ``results``: counts, consistency of the answerers, what was left out and why, and
-    the method (question filter, tie rule, answerers with their fine-tuning settings)."""
+    block to ``results``: counts, consistency of the answerers, what was left out and why, the
+    method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
+    the Gen-U shares and mean per source under each tie rule and with tied items left out, with
+    the number of tied items (the paper states no rule)."""
     names = dict(zip(frame["source_id"], frame["source"], strict=False))
     preds = _gen_u_predictions(frame["item_id"].unique(), names)
     per_q, per_item, counts, w = genu_rule.genu_frame(preds)
@@ -79,4 +81,8 @@ def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd
             },
         }
         _gen_u_method(preds, results["gen_u"], warnings)
+        results["gen_u"]["tie_rules"] = {
+            "default": genu_rule.TIE_RULE, "rules": dict(genu_rule.TIE_RULES),
+            "by_source": genu_rule.tie_rule_effect(per_item),
+        }
     return frame

@@ -350,3 +350,37 @@ def test_properties_mixed_model_fits_pairwise_interactions_when_data_allows():
     assert model["interactions"] is True
     assert "factual:novel_info" in model["terms"]
     assert model["terms"]["factual:novel_info"]["log_odds"] > 0  # useful when both hold together
+
+
+def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
+    """The paper states no tie rule: results.json and the report give Gen-U under each rule and
+    with the tied items left out, with how many items tie."""
+    from scoring.reports.sections import report_sections
+    from studies.services.questions import generalization_questions_set_validation
+
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    collect(study, make_unit(study, items[1], good), [("no", "yes")] * 5)
+    # items[0]: +1 then -1, a tie (lowest -1, highest +1, first +1); items[1]: 0 twice, no tie.
+    q = [GeneralizationQuestionFactory(item=items[k // 2], text=f"q{k}?", answer="yes") for k in range(4)]
+    generalization_questions_set_validation(questions=q, status="valid")
+    for question, (i_ok, ir_ok) in zip(q, [(False, True), (True, False), (True, True), (True, True)], strict=True):
+        predict(question, good, "I", i_ok)
+        predict(question, good, "IR", ir_ok)
+
+    run = study_score(study=study, similarity=False)
+
+    assert UnitScore.objects.get(study=study, item=items[0]).gen_u == -1  # the default rule, lowest
+    ties = run.results["gen_u"]["tie_rules"]
+    assert ties["default"] == "lowest" and set(ties["rules"]) == {"lowest", "highest", "first"}
+    good_lm = ties["by_source"]["good-lm"]
+    assert (good_lm["n_items"], good_lm["n_tied"]) == (2, 1)
+    assert good_lm["lowest"] == {"n": 2, "mean": -0.5, "useful": 0.0, "unsure": 0.5, "not_useful": 0.5}
+    assert good_lm["highest"] == good_lm["first"] == {"n": 2, "mean": 0.5, "useful": 0.5, "unsure": 0.5,
+                                                      "not_useful": 0.0}
+    assert good_lm["ties_left_out"] == {"n": 1, "mean": 0.0, "useful": 0.0, "unsure": 1.0, "not_useful": 0.0}
+    section = next(s for s in report_sections(run) if s.key == "gen_u")
+    table = next(t for t in section.tables if t.name == "gen_u_tie_rules")
+    assert [(r["rule"], r["n"], r["n_tied"], r["mean"]) for r in table.rows] == [
+        ("lowest (default)", 2, 1, -0.5), ("highest", 2, 1, 0.5), ("first", 2, 1, 0.5),
+        ("tied items left out", 1, 1, 0.0)]
