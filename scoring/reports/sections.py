@@ -138,7 +138,9 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
                Column("value", "Theil's U", "float", 4), Column("ci", "95% CI", "ci", 4)]
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
     gen_u = results.get("gen_u") or {}
-    if gen_u.get("question_filter"):
+    if gen_u.get("method"):
+        section.notes.append(f"{gen_u['method']}.")
+    elif gen_u.get("question_filter"):
         section.notes.append(f"Gen-U on {gen_u['question_filter']}.")
     section.notes.append(CI_NOTE if frame is not None else
                          "n and intervals come from the study's unit scores, which a later run replaced.")
@@ -241,6 +243,12 @@ def gen_u_method_notes(gen_u: dict) -> list[str]:
                                    for e in entries)
             for role, entries in sorted(answerers.items()))
         notes.append(f"Answerers: {roles}.")
+        trained = [f"{role} {e.get('model')}: {(e.get('trained_on') or {}).get('rationales') or 'no rationales'} "
+                   f"({(e.get('trained_on') or {}).get('generalization_questions', 0)} generalization questions)"
+                   for role, entries in sorted(answerers.items()) if role == "F^IR" for e in entries
+                   if e.get("trained_on")]
+        if trained:
+            notes.append(f"F^IR was trained on: {'; '.join(trained)}.")
     return notes
 
 

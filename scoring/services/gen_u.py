@@ -46,9 +46,39 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str])
         for model in sorted(set(models)):
             source = RationaleSource.objects.filter(model_name_or_path=model).exclude(training={}).first()
             training = source.training if source else {}
-            entries.append({"model": model, "fine_tuning_preset": training.get("preset"), "training": training})
+            data = training.get("data") or {}
+            entries.append({"model": model, "fine_tuning_preset": training.get("preset"),
+                            "overrides": training.get("overrides"), "trained_on": data or None,
+                            "training": training})
         answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
     results_gen_u["answerers"] = answerers
+    results_gen_u["method"] = gen_u_method_text(results_gen_u)
+
+
+def _answerer_text(role: str, entry: dict) -> str:
+    preset = entry.get("fine_tuning_preset")
+    text = f"{role} {entry.get('model')} (" + (f"preset {preset}" if preset else "training not recorded")
+    if entry.get("overrides"):
+        text += f", overridden: {', '.join(entry['overrides'])}"
+    data = entry.get("trained_on") or {}
+    if data:
+        text += f"; trained on {data.get('dataset')} {data.get('split')}"
+        if role == "F^IR":
+            text += f" with {data.get('rationales') or 'no rationales'}"
+        if data.get("generalization_questions"):
+            text += f" and {data['generalization_questions']} generalization questions"
+    return text + ")"
+
+
+def gen_u_method_text(gen_u: dict) -> str:
+    """One line naming what a Gen-U figure rests on: the questions, the tie rule, and each
+    answerer with its fine-tuning preset and data (for F^IR, which rationales it was trained on).
+    Shown wherever a Gen-U figure is."""
+    parts = [f"Gen-U on {gen_u.get('question_filter')}", f"ties to the {genu_rule.TIE_RULE} score"]
+    for role in ("F^I", "F^IR"):
+        for entry in (gen_u.get("answerers") or {}).get(role, []):
+            parts.append(_answerer_text(role, entry))
+    return "; ".join(parts)
 
 
 def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:

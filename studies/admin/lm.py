@@ -27,7 +27,7 @@ from studies.models import (
     RationaleSource,
     Split,
 )
-from studies.services.finetune import DEFAULT_PRESET, MODES, PRESETS, finetune_t5
+from studies.services.finetune import DEFAULT_PRESETS, MODES, PRESETS, finetune_t5
 from studies.services.generation import (
     GenerationError,
     generation_job_cancel,
@@ -98,8 +98,10 @@ class FaithfulnessForm(_JobForm):
 
 class FinetuneForm(forms.Form):
     mode = forms.ChoiceField(choices=list(MODES.items()))
-    preset = forms.ChoiceField(choices=[(k, f"{k}: {v['description']}") for k, v in PRESETS.items()],
-                               initial=DEFAULT_PRESET, help_text="Fields left empty take the preset's value.")
+    preset = forms.ChoiceField(
+        choices=[("", "the mode's default: " + ", ".join(f"{m} {p}" for m, p in DEFAULT_PRESETS.items()))]
+        + [(k, f"{k}: {v['description']}") for k, v in PRESETS.items()],
+        required=False, help_text="Fields left empty take the preset's value.")
     base_model = forms.CharField(help_text="Model name (e.g. t5-base) or a folder on the worker.")
     split = forms.ChoiceField(choices=Split.choices, initial="train")
     n_shot = forms.IntegerField(min_value=1, required=False, help_text="Empty: the preset's (full split or 48).")
@@ -181,7 +183,7 @@ def generate_faithfulness(modeladmin, request, queryset):
 def finetune_on_dataset(modeladmin, request, queryset):
     def run(dataset, data, user):
         return finetune_t5(dataset=dataset, mode=data["mode"], base_model=data["base_model"], split=data["split"],
-                           preset=data["preset"], n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
+                           preset=data["preset"] or None, n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
                            seed=data["seed"], output_name=data["output_name"] or None, user=user, run_now=False)
 
     return _action_page(modeladmin, request, queryset, form_class=FinetuneForm, title="Fine-tune T5",
