@@ -195,6 +195,9 @@ def gen_u_section(results: dict) -> Section:
     ties = gen_u.get("tie_rules") or {}
     if ties.get("by_source"):
         section.tables.append(gen_u_tie_rule_table(ties))
+        rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
+        section.notes.append(f"The paper states no tie rule. Under each rule a tie in an item's mode goes to {rules}; "
+                             f"the shares above use {ties.get('default')!r}.")
     return section
 
 
@@ -217,10 +220,7 @@ def gen_u_tie_rule_table(ties: dict) -> Table:
             label = "tied items left out" if rule == "ties_left_out" else rule + (" (default)" if rule == default else "")
             rows.append({"source": source, "rule": label, "n": figures["n"], "n_tied": entry["n_tied"],
                          **{k: figures[k] for k in ("mean", "useful", "unsure", "not_useful")}})
-    rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
-    return Table("gen_u_tie_rules", "Gen-U under each tie rule (the paper states none)", TIE_RULE_COLUMNS, rows,
-                 note=f"A tie in the mode of an item's per-question scores goes to {rules}. The shares above use "
-                      f"{default!r}.")
+    return Table("gen_u_tie_rules", "Gen-U under each tie rule (the paper states none)", TIE_RULE_COLUMNS, rows)
 
 
 def gen_u_method_notes(gen_u: dict) -> list[str]:

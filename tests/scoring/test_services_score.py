@@ -384,6 +384,8 @@ def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
     assert [(r["rule"], r["n"], r["n_tied"], r["mean"]) for r in table.rows] == [
         ("lowest (default)", 2, 1, -0.5), ("highest", 2, 1, 0.5), ("first", 2, 1, 0.5),
         ("tied items left out", 1, 1, 0.0)]
+    assert any(note.startswith("The paper states no tie rule.") and "highest: the highest tied score" in note
+               for note in section.notes)
 
 
 def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trained_on(utility_study):
