@@ -138,7 +138,9 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
                Column("value", "Theil's U", "float", 4), Column("ci", "95% CI", "ci", 4)]
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
     gen_u = results.get("gen_u") or {}
-    if gen_u.get("question_filter"):
+    if gen_u.get("method"):
+        section.notes.append(f"{gen_u['method']}.")
+    elif gen_u.get("question_filter"):
         section.notes.append(f"Gen-U on {gen_u['question_filter']}.")
     section.notes.append(CI_NOTE if frame is not None else
                          "n and intervals come from the study's unit scores, which a later run replaced.")
@@ -190,7 +192,35 @@ def gen_u_section(results: dict) -> Section:
     gen_u = results.get("gen_u") or {}
     if gen_u:
         section.notes += gen_u_method_notes(gen_u)
+    ties = gen_u.get("tie_rules") or {}
+    if ties.get("by_source"):
+        section.tables.append(gen_u_tie_rule_table(ties))
+        rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
+        section.notes.append(f"The paper states no tie rule. Under each rule a tie in an item's mode goes to {rules}; "
+                             f"the shares above use {ties.get('default')!r}.")
     return section
+
+
+TIE_RULE_COLUMNS = [
+    Column("source", "Source"), Column("rule", "Tie rule"), Column("n", "n", "int"), Column("n_tied", "Tied items", "int"),
+    Column("mean", "Mean Gen-U", "float"), Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"),
+    Column("not_useful", "Not useful", "float"),
+]
+
+
+def gen_u_tie_rule_table(ties: dict) -> Table:
+    """The Gen-U figures under each tie rule and with tied items left out (``results["gen_u"]["tie_rules"]``)."""
+    default = ties.get("default")
+    rows = []
+    for source, entry in ties["by_source"].items():
+        for rule in [*ties.get("rules", {}), "ties_left_out"]:
+            figures = entry.get(rule)
+            if not figures:
+                continue
+            label = "tied items left out" if rule == "ties_left_out" else rule + (" (default)" if rule == default else "")
+            rows.append({"source": source, "rule": label, "n": figures["n"], "n_tied": entry["n_tied"],
+                         **{k: figures[k] for k in ("mean", "useful", "unsure", "not_useful")}})
+    return Table("gen_u_tie_rules", "Gen-U under each tie rule (the paper states none)", TIE_RULE_COLUMNS, rows)
 
 
 def gen_u_method_notes(gen_u: dict) -> list[str]:
@@ -213,6 +243,12 @@ def gen_u_method_notes(gen_u: dict) -> list[str]:
                                    for e in entries)
             for role, entries in sorted(answerers.items()))
         notes.append(f"Answerers: {roles}.")
+        trained = [f"{role} {e.get('model')}: {(e.get('trained_on') or {}).get('rationales') or 'no rationales'} "
+                   f"({(e.get('trained_on') or {}).get('generalization_questions', 0)} generalization questions)"
+                   for role, entries in sorted(answerers.items()) if role == "F^IR" for e in entries
+                   if e.get("trained_on")]
+        if trained:
+            notes.append(f"F^IR was trained on: {'; '.join(trained)}.")
     return notes
 
 

@@ -35,7 +35,7 @@ def association_rows(results: dict) -> list[dict]:
     notes = {
         "similarity": (f"BERTScore with {similarity['name']}, layer {similarity['num_layers']} (the paper: "
                        f"{similarity['paper_used']})") if similarity else "",
-        "gen_u": f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "",
+        "gen_u": gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else ""),
     }
     rows = []
     for name, per_source in results.items():

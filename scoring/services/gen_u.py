@@ -46,15 +46,47 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str])
         for model in sorted(set(models)):
             source = RationaleSource.objects.filter(model_name_or_path=model).exclude(training={}).first()
             training = source.training if source else {}
-            entries.append({"model": model, "fine_tuning_preset": training.get("preset"), "training": training})
+            data = training.get("data") or {}
+            entries.append({"model": model, "fine_tuning_preset": training.get("preset"),
+                            "overrides": training.get("overrides"), "trained_on": data or None,
+                            "training": training})
         answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
     results_gen_u["answerers"] = answerers
+    results_gen_u["method"] = gen_u_method_text(results_gen_u)
+
+
+def _answerer_text(role: str, entry: dict) -> str:
+    preset = entry.get("fine_tuning_preset")
+    text = f"{role} {entry.get('model')} (" + (f"preset {preset}" if preset else "training not recorded")
+    if entry.get("overrides"):
+        text += f", overridden: {', '.join(entry['overrides'])}"
+    data = entry.get("trained_on") or {}
+    if data:
+        text += f"; trained on {data.get('dataset')} {data.get('split')}"
+        if role == "F^IR":
+            text += f" with {data.get('rationales') or 'no rationales'}"
+        if data.get("generalization_questions"):
+            text += f" and {data['generalization_questions']} generalization questions"
+    return text + ")"
+
+
+def gen_u_method_text(gen_u: dict) -> str:
+    """One line naming what a Gen-U figure rests on: the questions, the tie rule, and each
+    answerer with its fine-tuning preset and data (for F^IR, which rationales it was trained on).
+    Shown wherever a Gen-U figure is."""
+    parts = [f"Gen-U on {gen_u.get('question_filter')}", f"ties to the {genu_rule.TIE_RULE} score"]
+    for role in ("F^I", "F^IR"):
+        for entry in (gen_u.get("answerers") or {}).get(role, []):
+            parts.append(_answerer_text(role, entry))
+    return "; ".join(parts)
 
 
 def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:
     """Add each unit's Gen-U to ``frame`` (columns item_id, source_id, source) and the ``gen_u``
-    block to ``results``: counts, consistency of the answerers, what was left out and why, and
-    the method (question filter, tie rule, answerers with their fine-tuning settings)."""
+    block to ``results``: counts, consistency of the answerers, what was left out and why, the
+    method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
+    the Gen-U shares and mean per source under each tie rule and with tied items left out, with
+    the number of tied items (the paper states no rule)."""
     names = dict(zip(frame["source_id"], frame["source"], strict=False))
     preds = _gen_u_predictions(frame["item_id"].unique(), names)
     per_q, per_item, counts, w = genu_rule.genu_frame(preds)
@@ -79,4 +111,8 @@ def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd
             },
         }
         _gen_u_method(preds, results["gen_u"], warnings)
+        results["gen_u"]["tie_rules"] = {
+            "default": genu_rule.TIE_RULE, "rules": dict(genu_rule.TIE_RULES),
+            "by_source": genu_rule.tie_rule_effect(per_item),
+        }
     return frame

@@ -16,8 +16,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from studies.lm.questions import DROP_REASONS
 from studies.models import (
     Dataset,
+    DroppedQuestion,
     GenerationFailure,
     GenerationJob,
     GenUPrediction,
@@ -25,7 +27,7 @@ from studies.models import (
     RationaleSource,
     Split,
 )
-from studies.services.finetune import DEFAULT_PRESET, MODES, PRESETS, finetune_t5
+from studies.services.finetune import DEFAULT_PRESETS, MODES, PRESETS, finetune_t5
 from studies.services.generation import (
     GenerationError,
     generation_job_cancel,
@@ -96,8 +98,10 @@ class FaithfulnessForm(_JobForm):
 
 class FinetuneForm(forms.Form):
     mode = forms.ChoiceField(choices=list(MODES.items()))
-    preset = forms.ChoiceField(choices=[(k, f"{k}: {v['description']}") for k, v in PRESETS.items()],
-                               initial=DEFAULT_PRESET, help_text="Fields left empty take the preset's value.")
+    preset = forms.ChoiceField(
+        choices=[("", "the mode's default: " + ", ".join(f"{m} {p}" for m, p in DEFAULT_PRESETS.items()))]
+        + [(k, f"{k}: {v['description']}") for k, v in PRESETS.items()],
+        required=False, help_text="Fields left empty take the preset's value.")
     base_model = forms.CharField(help_text="Model name (e.g. t5-base) or a folder on the worker.")
     split = forms.ChoiceField(choices=Split.choices, initial="train")
     n_shot = forms.IntegerField(min_value=1, required=False, help_text="Empty: the preset's (full split or 48).")
@@ -179,7 +183,7 @@ def generate_faithfulness(modeladmin, request, queryset):
 def finetune_on_dataset(modeladmin, request, queryset):
     def run(dataset, data, user):
         return finetune_t5(dataset=dataset, mode=data["mode"], base_model=data["base_model"], split=data["split"],
-                           preset=data["preset"], n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
+                           preset=data["preset"] or None, n_shot=data["n_shot"], epochs=data["epochs"], batch_size=data["batch_size"], lr=data["lr"],
                            seed=data["seed"], output_name=data["output_name"] or None, user=user, run_now=False)
 
     return _action_page(modeladmin, request, queryset, form_class=FinetuneForm, title="Fine-tune T5",
@@ -284,7 +288,16 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         fields = list(super().get_fields(request, obj))
         if obj is not None and obj.kind == GenerationJob.Kind.QUARK:
             fields.insert(fields.index("params"), "training_report")
+        if obj is not None and obj.kind == GenerationJob.Kind.GENERALIZATION_QUESTIONS:
+            fields.insert(fields.index("failures_link") + 1, "dropped_link")
         return fields
+
+    @admin.display(description="dropped by the filter")
+    def dropped_link(self, obj):
+        counts = (obj.params or {}).get("dropped") or {}
+        url = reverse("admin:studies_droppedquestion_changelist") + f"?job__id__exact={obj.pk}"
+        why = "; ".join(f"{DROP_REASONS.get(reason, reason)}: {n}" for reason, n in counts.items())
+        return format_html('<a href="{}">{} dropped samples</a>{}', url, sum(counts.values()), f" ({why})" if why else "")
 
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)
@@ -343,6 +356,30 @@ class GenerationFailureAdmin(ReadOnlyAdmin):
     @admin.display(description="raw output")
     def raw_short(self, obj):
         return format_html("<code>{}</code>", _short(obj.raw_output, 120))
+
+
+@admin.register(DroppedQuestion)
+class DroppedQuestionAdmin(ReadOnlyAdmin):
+    """Every generated question the filter dropped, with its reason and the text it repeats."""
+
+    list_display = ["job", "item_display", "qtype", "sample_index", "text_short", "reason", "matched_short"]
+    list_filter = ["reason", "qtype", "job"]
+    search_fields = ["text", "matched", "item__external_id"]
+    list_select_related = ["job", "item"]
+    fields = ["job", "item", "qtype", "sample_index", "text", "answer", "reason", "matched", "raw_output", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="item", ordering="item__external_id")
+    def item_display(self, obj):
+        return obj.item.external_id
+
+    @admin.display(description="question")
+    def text_short(self, obj):
+        return _short(obj.text, 120)
+
+    @admin.display(description="repeats")
+    def matched_short(self, obj):
+        return _short(obj.matched, 120)
 
 
 @admin.register(GenUPrediction)

@@ -159,16 +159,38 @@ def parse_causal_answer(raw: str, item: PromptItem) -> ParsedAnswer | ParseFailu
 _ANSWER_OPENING = re.compile(r"^(?:yes|no|true|false)\b\s*[,.!:;]", re.IGNORECASE)
 
 
+_CLOSING = "\"'”’)]"
+_OPENING = "\"'“‘(["
+# A yes/no question opens with an auxiliary verb; one that lost its question mark is still one
+# question when it is one sentence ("Do ABBA's 1970's genre still matter").
+_YES_NO_OPENING = re.compile(
+    r"^(?:is|are|was|were|do|does|did|can|could|would|will|should|shall|has|have|had|may|might|must)\b",
+    re.IGNORECASE)
+
+
 def question_problem(text: str) -> str | None:
     """Why ``text`` is not a usable question, or None. A question ends with its only question
-    mark and does not open like an answer ("No, it would not. ...")."""
-    if not text.endswith("?"):
+    mark and does not open like an answer ("No, it would not. ..."). A yes/no question (opening
+    "Is ...", "Does ...", possibly inside quotes) may have closing quotes or brackets after its mark
+    (``Could Alice be the main character of "Alice's Adventures in Wonderland?"``), and one that is
+    a single sentence lacking the mark is a question too ("Do ABBA's 1970's genre still matter")."""
+    if not _is_question(text):
         return "not a question (it does not end with '?')"
     if text.count("?") > 1:
         return "more than one question"
     if _ANSWER_OPENING.match(text):
         return "reads as an answer, not a question"
     return None
+
+
+def _is_question(text: str) -> bool:
+    if text.endswith("?"):
+        return True
+    yes_no = _YES_NO_OPENING.match(text.lstrip(_OPENING))
+    if yes_no and text.rstrip(_CLOSING).endswith("?"):
+        return True
+    body = text.rstrip(".").rstrip()
+    return bool(yes_no) and "?" not in text and not re.search(r"[.!;:]\s", body) and body[-1:].isalnum()
 
 
 def parse_generalization(raw: str) -> ParsedQuestion | ParseFailure:

@@ -1,25 +1,35 @@
-"""Filtering generated generalization questions: drop empties, exact duplicates and near
-duplicates (of the original question, of each other, and of the item's questions of another
-type: a text cannot be both a rephrase and a counterfactual of one question, so the type
-generated first keeps it)."""
+"""Filtering generated generalization questions.
+
+A generalization question is, by design, often a minimal edit of the original: a counterfactual
+changes one word ("lunch" -> "dinner"), a rephrase reorders a few. So the filter drops only what
+is no new question at all, and nothing for being merely similar:
+
+- ``empty``: nothing left once punctuation and spaces are set aside;
+- ``duplicate_of_original``: the original question again once case, spaces and punctuation are
+  set aside (:func:`normalise`);
+- ``repeat``: a question this item already has, or was just given, for the same type, again once
+  case, spaces and punctuation are set aside (one sample of several repeating another).
+
+The same text under another type is kept (the authors' validated test set holds 67 such
+questions): a validation study, not a string rule, decides whether it fits both types.
+
+Every dropped sample comes back with its reason and the text it repeats, so the job can store it
+(:class:`studies.models.DroppedQuestion`). Outputs that are not a question are refused earlier,
+by the parser (:func:`studies.lm.parsing.question_problem`)."""
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
-NEAR_DUPLICATE_RATIO = 0.9
+DROP_REASONS = {
+    "empty": "empty once punctuation and spaces are set aside",
+    "duplicate_of_original": "the original question again (case, spaces and punctuation set aside)",
+    "repeat": "a question of this type the item already has (case, spaces and punctuation set aside)",
+}
 
 
 def normalise(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
-
-
-def is_near_duplicate(a: str, b: str, *, ratio: float = NEAR_DUPLICATE_RATIO) -> bool:
-    na, nb = normalise(a), normalise(b)
-    if na == nb:
-        return True
-    return difflib.SequenceMatcher(None, na, nb, autojunk=False).ratio() >= ratio
 
 
 @dataclass
@@ -30,27 +40,30 @@ class Candidate:
     index: int
 
 
-def filter_questions(candidates: list[Candidate], *, original: str, existing: list[str] = (),
-                     other_types: list[str] = (),
-                     ratio: float = NEAR_DUPLICATE_RATIO) -> tuple[list[Candidate], dict[str, int]]:
-    """Keep candidates in order; return them with counts of what was dropped and why. ``existing``
-    are the item's questions of this type, ``other_types`` its questions of the other types."""
+@dataclass(frozen=True)
+class Dropped:
+    candidate: Candidate
+    reason: str  # a key of DROP_REASONS
+    matched: str = ""  # the text it repeats
+
+
+def filter_questions(candidates: list[Candidate], *, original: str,
+                     existing: list[str] = ()) -> tuple[list[Candidate], list[Dropped]]:
+    """Keep candidates in order; return them and every dropped one with its reason (:data:`DROP_REASONS`).
+    ``existing`` are the item's questions of this type."""
     kept: list[Candidate] = []
-    dropped = {"empty": 0, "duplicate_of_original": 0, "duplicate": 0, "duplicate_of_other_type": 0}
-    seen = list(existing)
+    dropped: list[Dropped] = []
+    key_original = normalise(original)
+    seen = {normalise(text): text for text in reversed(list(existing))}
     for candidate in candidates:
-        if not normalise(candidate.text):
-            dropped["empty"] += 1
-            continue
-        if is_near_duplicate(candidate.text, original, ratio=ratio):
-            dropped["duplicate_of_original"] += 1
-            continue
-        if any(is_near_duplicate(candidate.text, other, ratio=ratio) for other in seen):
-            dropped["duplicate"] += 1
-            continue
-        if any(is_near_duplicate(candidate.text, other, ratio=ratio) for other in other_types):
-            dropped["duplicate_of_other_type"] += 1
-            continue
-        kept.append(candidate)
-        seen.append(candidate.text)
+        key = normalise(candidate.text)
+        if not key:
+            dropped.append(Dropped(candidate, "empty"))
+        elif key == key_original:
+            dropped.append(Dropped(candidate, "duplicate_of_original", original))
+        elif key in seen:
+            dropped.append(Dropped(candidate, "repeat", seen[key]))
+        else:
+            kept.append(candidate)
+            seen[key] = candidate.text
     return kept, dropped

@@ -14,6 +14,7 @@ from .core import (  # noqa: F401
     Study,
 )
 from .lm import (  # noqa: F401
+    DroppedQuestion,
     GenerationFailure,
     GenerationJob,
     GenUPrediction,  # noqa: F401

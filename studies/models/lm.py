@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from lab.transitions import StatusMachine
+from studies.lm.questions import DROP_REASONS
 
 from .core import GeneralizationQuestion, RationaleSource
 
@@ -185,3 +186,29 @@ class GenerationFailure(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id} item {self.item_id}: {self.reason[:60]}"
+
+
+class DroppedQuestion(models.Model):
+    """A generated generalization question the filter dropped (:mod:`studies.lm.questions`), kept
+    with its reason and the text it repeats, so a researcher can see what the filter took out.
+    One per (job, item, type, sample)."""
+
+    job = models.ForeignKey(GenerationJob, on_delete=models.CASCADE, related_name="dropped_questions")
+    item = models.ForeignKey("studies.Item", on_delete=models.CASCADE, related_name="dropped_questions")
+    qtype = models.CharField("type", max_length=20)
+    sample_index = models.PositiveIntegerField()
+    text = models.TextField(blank=True)
+    answer = models.CharField(max_length=50, blank=True)
+    reason = models.CharField(max_length=30, choices=list(DROP_REASONS.items()))
+    matched = models.TextField(blank=True, help_text="The text it repeats (the original or a kept question).")
+    raw_output = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job_id", "item_id", "qtype", "sample_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "item", "qtype", "sample_index"], name="droppedq_unique_per_sample"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} item {self.item_id} {self.qtype}#{self.sample_index}: {self.reason}"

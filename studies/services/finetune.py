@@ -6,15 +6,26 @@ which runs it in-process). The checkpoint goes to ``settings.RL_MODEL_DIR/<name>
 registered as a rationale source (kind lm, backend seq2seq, the folder as model path).
 
 Training examples come from the dataset's split (``train`` by default); ``n_shot`` draws that
-many items with ``seed``. The answerers also train on the split's generalization questions
-(not marked invalid) unless ``include_generalization`` is False: that is the input Gen-U gives them.
+many items with ``seed``. F^IR trains on the items' gold rationales. The answerers train on the
+split's items only; adding the split's generalization questions (not marked invalid, each paired
+with its original's gold rationale for F^IR) is an explicit choice, ``include_generalization``,
+that the checkpoint records as an override.
 
-Settings come from a named preset (:data:`PRESETS`), each value overridable: ``quick`` (the
-default: a short run to try things, *not* the paper's settings) and ``paper`` (the authors'
-released training command: 25 epochs, lr 3e-5, batch size 4, seed 0; the rationalizer on 48
-shots, the answerers on the full train split). The settings used, the preset's name and which
-values were overridden are recorded with each checkpoint: on its rationale source
-(``RationaleSource.training``) and in ``rationale_lab_training.json`` in its folder.
+Settings come from a named preset (:data:`PRESETS`) that says what it reproduces; each value can
+be overridden, and each preset serves the modes it names:
+
+- ``paper-answerers`` (F^I, F^IR; their default): as the paper trains them, T5-base on the train
+  split only, F^I question -> answer, F^IR question + gold rationale -> answer. The paper gives no
+  epochs or learning rate for them: ours are those of the authors' released FEB command.
+- ``paper-quark-start`` (the rationalizer's default): F as the paper's Quark starting point,
+  T5-large on the full training set for 25 epochs.
+- ``feb-few-shot`` (rationalizer): the paper's few-shot source (T5-3B in the paper), FEB's
+  48 examples.
+- ``quick`` (any mode): a smoke test that the pipeline runs; no published figure comes from it.
+
+The settings used, the preset, which values were overridden and the data (dataset, split, items,
+examples, generalization questions, which rationales) are recorded with each checkpoint: on its
+rationale source (``RationaleSource.training``) and in ``rationale_lab_training.json`` in its folder.
 """
 from __future__ import annotations
 
@@ -43,35 +54,60 @@ MODES = {
     "answer_i": "Gen-U answerer F^I (question only)",
     "answer_ir": "Gen-U answerer F^IR (question and rationale)",
 }
+FEB_RELEASE = {"epochs": 25, "batch_size": 4, "lr": 3e-5, "seed": 0}  # the authors' released FEB command
+# Each preset: what it reproduces (description), the modes it serves, its values, and which of
+# them the paper states (from_paper); the others are ours, and the description says where from.
 PRESETS = {
-    "quick": {
-        "description": "a short run to try things out (3 epochs at lr 3e-4, batch 8); not the paper's settings",
-        "all": {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": True},
+    "paper-answerers": {
+        "description": ("Gen-U's F^I and F^IR as the paper trains them: T5-base (in the paper) on the train split "
+                        "only, F^I on question -> answer, F^IR on question + gold rationale -> answer, no "
+                        "generalization questions. The paper gives no epochs or learning rate for them: ours are "
+                        "the authors' released FEB command's (25 epochs, lr 3e-5, batch 4, seed 0)"),
+        "modes": ("answer_i", "answer_ir"),
+        "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-base"},
+        "from_paper": ("base_model_in_paper", "n_shot", "include_generalization"),
     },
-    "paper": {
-        "description": ("Joshi et al. 2023 as released: 25 epochs at lr 3e-5, batch 4, seed 0; the rationalizer F "
-                        "on 48 shots (T5-large in the paper), F^I and F^IR on the full StrategyQA train split "
-                        "(T5-base in the paper)"),
-        "all": {"epochs": 25, "batch_size": 4, "lr": 3e-5, "seed": 0, "include_generalization": False},
-        "rationalizer": {"n_shot": 48, "base_model_in_paper": "t5-large"},
-        "answer_i": {"n_shot": None, "base_model_in_paper": "t5-base"},
-        "answer_ir": {"n_shot": None, "base_model_in_paper": "t5-base"},
+    "paper-quark-start": {
+        "description": ("the self-rationalizer F as the paper's Quark starting point: T5-large (in the paper) on the "
+                        "full training set for 25 epochs; lr 3e-5, batch 4, seed 0 from the authors' released FEB "
+                        "command"),
+        "modes": ("rationalizer",),
+        "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-large"},
+        "from_paper": ("base_model_in_paper", "n_shot", "epochs"),
+    },
+    "feb-few-shot": {
+        "description": ("the paper's few-shot source (T5-3B in the paper): FEB's 48 training examples, with the "
+                        "authors' released FEB command (25 epochs, lr 3e-5, batch 4, seed 0)"),
+        "modes": ("rationalizer",),
+        "all": {**FEB_RELEASE, "n_shot": 48, "include_generalization": False, "base_model_in_paper": "t5-3b"},
+        "from_paper": ("base_model_in_paper", "n_shot"),
+    },
+    "quick": {
+        "description": ("a smoke test (3 epochs at lr 3e-4, batch 8) that shows the pipeline runs; no published "
+                        "figure should come from it"),
+        "modes": tuple(MODES),
+        "all": {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": False},
+        "from_paper": (),
     },
 }
-DEFAULT_PRESET = "quick"
+DEFAULT_PRESETS = {"rationalizer": "paper-quark-start", "answer_i": "paper-answerers", "answer_ir": "paper-answerers"}
 LENGTHS = {"max_source_length": 512, "max_target_length": 128}
 TRAINING_FILE = "rationale_lab_training.json"
 RECORDED = ("preset", "preset_description", "overrides", "mode", "base_model", "base_model_in_paper", "n_shot",
             "include_generalization", "epochs", "steps", "batch_size", "lr", "seed", "examples",
-            "max_source_length", "max_target_length")
+            "max_source_length", "max_target_length", "data", "from_paper")
 
 
 def preset_values(preset: str, mode: str) -> dict:
-    """The settings of ``preset`` for ``mode``."""
+    """The settings of ``preset`` for ``mode``; a preset made for other modes is refused."""
     if preset not in PRESETS:
         raise GenerationError(f"unknown fine-tuning preset {preset!r}: choose one of {', '.join(PRESETS)}")
     chosen = PRESETS[preset]
-    return {**LENGTHS, **chosen["all"], **chosen.get(mode, {})}
+    if mode not in chosen["modes"]:
+        fits = ", ".join(name for name, p in PRESETS.items() if mode in p["modes"])
+        raise GenerationError(f"preset {preset!r} is for {', '.join(chosen['modes'])}, not {mode}: for {mode} "
+                              f"choose {fits}")
+    return {**LENGTHS, **chosen["all"]}
 
 
 def _slug(text: str) -> str:
@@ -90,8 +126,10 @@ def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int) -> list[
 
 
 def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | None = None, seed: int = 0,
-                   include_generalization: bool = True) -> list[tuple[str, str]]:
-    """(input, target) pairs in the FEB formats the generation code reads back."""
+                   include_generalization: bool = False) -> tuple[list[tuple[str, str]], dict]:
+    """(input, target) pairs in the FEB formats the generation code reads back, and what they
+    were made of (recorded with the checkpoint): dataset, split, items, examples, generalization
+    questions and which rationales."""
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
     items = _items(dataset, split, n_shot, seed)
@@ -105,6 +143,7 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
             pairs.append((templates.t5_answer_input(p), templates.t5_answer_target(p)))
         elif item.gold_rationale.strip():
             pairs.append((templates.t5_answer_with_rationale_input(p, item.gold_rationale), templates.t5_answer_target(p)))
+    from_items = len(pairs)
     if mode != "rationalizer" and include_generalization and dataset.is_yes_no:
         by_item = {i.pk: i for i in items}
         questions = GeneralizationQuestion.objects.filter(item_id__in=by_item).exclude(
@@ -123,7 +162,14 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
             f"no training examples for {mode} in {dataset.name!r} {split}"
             + (": the items have no gold rationale" if mode != "answer_i" else "")
         )
-    return pairs
+    rationales = {
+        "rationalizer": f"gold rationales of {dataset.name} {split} (targets)",
+        "answer_i": None,
+        "answer_ir": f"gold rationales of {dataset.name} {split}",
+    }[mode]
+    data = {"dataset": dataset.name, "split": split, "items": len(items), "examples_from_items": from_items,
+            "generalization_questions": len(pairs) - from_items, "rationales": rationales}
+    return pairs, data
 
 
 def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
@@ -133,10 +179,14 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
     mode = given.get("mode", "rationalizer")
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
-    preset = given.get("preset") or DEFAULT_PRESET
+    preset = given.get("preset") or DEFAULT_PRESETS[mode]
     base = preset_values(preset, mode)
     merged = {**base, **given, "mode": mode, "preset": preset, "preset_description": PRESETS[preset]["description"]}
-    merged["overrides"] = sorted(k for k, v in given.items() if k in base and base[k] != v)
+    overrides = {k for k, v in given.items() if k in base and base[k] != v}
+    if split != "train":  # every preset trains on the train split
+        overrides.add("split")
+    merged["overrides"] = sorted(overrides)
+    merged["from_paper"] = [k for k in PRESETS[preset]["from_paper"] if k not in overrides]
     if not merged.get("base_model"):
         hint = f" (the paper used {base['base_model_in_paper']})" if base.get("base_model_in_paper") else ""
         raise GenerationError(f"base_model is required: a model name or a local folder{hint}")
@@ -145,8 +195,9 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
             raise GenerationError(f"{key} must be at least 1")
     if float(merged["lr"]) <= 0:
         raise GenerationError("lr must be positive")
-    pairs = training_pairs(dataset=dataset, split=split, mode=mode, n_shot=merged.get("n_shot"),
-                           seed=int(merged["seed"]), include_generalization=bool(merged["include_generalization"]))
+    pairs, merged["data"] = training_pairs(dataset=dataset, split=split, mode=mode, n_shot=merged.get("n_shot"),
+                                           seed=int(merged["seed"]),
+                                           include_generalization=bool(merged["include_generalization"]))
     merged["examples"] = len(pairs)
     if not merged.get("steps"):
         merged["steps"] = max(1, math.ceil(len(pairs) * int(merged["epochs"]) / int(merged["batch_size"])))
@@ -180,9 +231,9 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
     if registered is not None:
         _complete(job.pk, registered, params)
         return registered
-    pairs = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
-                           n_shot=params.get("n_shot"), seed=int(params["seed"]),
-                           include_generalization=bool(params["include_generalization"]))
+    pairs, _ = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
+                              n_shot=params.get("n_shot"), seed=int(params["seed"]),
+                              include_generalization=bool(params["include_generalization"]))
     device = select_device()
     try:
         tokenizer = AutoTokenizer.from_pretrained(params["base_model"])
@@ -233,7 +284,11 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
             "description": (f"{MODES[params['mode']]} fine-tuned from {params['base_model']} on {job.dataset.name} "
                             f"{job.split or 'train'} with preset {params['preset']!r}"
                             + (f" (overridden: {', '.join(params['overrides'])})" if params["overrides"] else "")
-                            + f": {params['examples']} examples, {params['epochs']} epochs, {params['steps']} steps, "
+                            + f": {params['examples']} examples"
+                            + (f" ({params['data']['generalization_questions']} of them generalization questions)"
+                               if params["data"]["generalization_questions"] else "")
+                            + (f", on {params['data']['rationales']}" if params["data"]["rationales"] else "")
+                            + f", {params['epochs']} epochs, {params['steps']} steps, "
                             f"lr {params['lr']}, batch {params['batch_size']}, seed {params['seed']}; final loss "
                             f"{result.final_loss:.4f}; job {job.pk}."),
             "training": training,

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from studies.lm import genu as genu_rule
 from studies.lm import quark
 from studies.models import Dataset, GenerationJob, RationaleSource
 from studies.services.generation.common import GenerationError, ordered_item_ids
@@ -402,6 +403,7 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
     best = params.get("best")
     return {
         "job_id": job.pk, "policy": params["policy"], "reward": params["reward"], "dataset": job.dataset.name,
+        "reward_tie_rule": genu_rule.TIE_RULE_TEXT if params["reward"] == "genu" else None,
         "steps_run": int(params.get("checkpoint_step") or 0), "steps": params["settings"]["steps"],
         "settings": params["settings"],
         "run": {k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "only_valid", "validation_split",

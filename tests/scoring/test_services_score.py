@@ -188,8 +188,8 @@ def test_gen_u_leaves_unparseable_answers_out_and_states_its_method(utility_stud
     assert gen_u["n_questions"] == 2
     assert gen_u["question_filter"] == "validated questions only" and gen_u["n_questions_unvalidated"] == 0
     assert "lowest score" in gen_u["tie_rule"]
-    assert gen_u["answerers"]["F^I"] == [{"model": "t5-base-I", "fine_tuning_preset": "paper",
-                                          "training": {"preset": "paper", "epochs": 25}}]
+    assert gen_u["answerers"]["F^I"] == [{"model": "t5-base-I", "fine_tuning_preset": "paper", "overrides": None,
+                                          "trained_on": None, "training": {"preset": "paper", "epochs": 25}}]
     assert gen_u["answerers"]["F^IR"][0]["fine_tuning_preset"] is None
     assert any("left out of Gen-U because an answerer's output did not parse" in w for w in run.results["warnings"])
     # The report states the same next to the Gen-U shares.
@@ -350,3 +350,82 @@ def test_properties_mixed_model_fits_pairwise_interactions_when_data_allows():
     assert model["interactions"] is True
     assert "factual:novel_info" in model["terms"]
     assert model["terms"]["factual:novel_info"]["log_odds"] > 0  # useful when both hold together
+
+
+def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
+    """The paper states no tie rule: results.json and the report give Gen-U under each rule and
+    with the tied items left out, with how many items tie."""
+    from scoring.reports.sections import report_sections
+    from studies.services.questions import generalization_questions_set_validation
+
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    collect(study, make_unit(study, items[1], good), [("no", "yes")] * 5)
+    # items[0]: +1 then -1, a tie (lowest -1, highest +1, first +1); items[1]: 0 twice, no tie.
+    q = [GeneralizationQuestionFactory(item=items[k // 2], text=f"q{k}?", answer="yes") for k in range(4)]
+    generalization_questions_set_validation(questions=q, status="valid")
+    for question, (i_ok, ir_ok) in zip(q, [(False, True), (True, False), (True, True), (True, True)], strict=True):
+        predict(question, good, "I", i_ok)
+        predict(question, good, "IR", ir_ok)
+
+    run = study_score(study=study, similarity=False)
+
+    assert UnitScore.objects.get(study=study, item=items[0]).gen_u == -1  # the default rule, lowest
+    ties = run.results["gen_u"]["tie_rules"]
+    assert ties["default"] == "lowest" and set(ties["rules"]) == {"lowest", "highest", "first"}
+    good_lm = ties["by_source"]["good-lm"]
+    assert (good_lm["n_items"], good_lm["n_tied"]) == (2, 1)
+    assert good_lm["lowest"] == {"n": 2, "mean": -0.5, "useful": 0.0, "unsure": 0.5, "not_useful": 0.5}
+    assert good_lm["highest"] == good_lm["first"] == {"n": 2, "mean": 0.5, "useful": 0.5, "unsure": 0.5,
+                                                      "not_useful": 0.0}
+    assert good_lm["ties_left_out"] == {"n": 1, "mean": 0.0, "useful": 0.0, "unsure": 1.0, "not_useful": 0.0}
+    section = next(s for s in report_sections(run) if s.key == "gen_u")
+    table = next(t for t in section.tables if t.name == "gen_u_tie_rules")
+    assert [(r["rule"], r["n"], r["n_tied"], r["mean"]) for r in table.rows] == [
+        ("lowest (default)", 2, 1, -0.5), ("highest", 2, 1, 0.5), ("first", 2, 1, 0.5),
+        ("tied items left out", 1, 1, 0.0)]
+    assert any(note.startswith("The paper states no tie rule.") and "highest: the highest tied score" in note
+               for note in section.notes)
+
+
+def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trained_on(utility_study):
+    """The answerers' checkpoints record their preset and data (studies.services.finetune); every
+    Gen-U figure (results.json, the report's Gen-U and Theil's U notes, the CSV notes) names them."""
+    from scoring.reports.sections import report_sections
+    from scoring.services.export import association_rows
+    from studies.services import finetune
+    from studies.services.questions import generalization_questions_set_validation
+
+    study, items, good, _ = utility_study
+    for item in items:
+        item.split = "train"
+        item.save(update_fields=["split"])
+    for mode, model in (("answer_i", "ckpt-I"), ("answer_ir", "ckpt-IR")):
+        params = finetune.finetune_params(dataset=study.dataset, split="train",
+                                          params={"mode": mode, "base_model": "t5-base"})
+        RationaleSourceFactory(name=model, kind="lm", backend="seq2seq", model_name_or_path=model,
+                               training={k: params.get(k) for k in finetune.RECORDED})
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    q = GeneralizationQuestionFactory(item=items[0], text="q?", answer="yes")
+    generalization_questions_set_validation(questions=[q], status="valid")
+    predict(q, good, "I", False, model="ckpt-I")
+    predict(q, good, "IR", True, model="ckpt-IR")
+
+    run = study_score(study=study, similarity=False)
+
+    gen_u = run.results["gen_u"]
+    fir = gen_u["answerers"]["F^IR"][0]
+    dataset = study.dataset.name
+    assert fir["fine_tuning_preset"] == "paper-answerers" and fir["overrides"] == []
+    assert fir["trained_on"]["rationales"] == f"gold rationales of {dataset} train"
+    assert fir["trained_on"]["generalization_questions"] == 0
+    assert gen_u["method"] == (
+        f"Gen-U on validated questions only; ties to the lowest score; F^I ckpt-I (preset paper-answerers; trained "
+        f"on {dataset} train); F^IR ckpt-IR (preset paper-answerers; trained on {dataset} train with gold "
+        f"rationales of {dataset} train)")
+    sections = {s.key: s for s in report_sections(run)}
+    assert f"F^IR was trained on: F^IR ckpt-IR: gold rationales of {dataset} train (0 generalization questions)." in (
+        sections["gen_u"].notes)
+    assert any(note.startswith(gen_u["method"]) for section in sections.values() for note in section.notes
+               if section.key != "gen_u")
+    assert {row["note"] for row in association_rows(run.results) if "gen_u" in row["measure"]} == {gen_u["method"]}

@@ -1,11 +1,16 @@
 import json
+import shlex
 from collections import Counter
+from datetime import datetime, timedelta
+from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from studies.models import GeneralizationQuestion, ImportRecord
+from studies.services.genu import genu_questions
 from studies.services.importers import (
     ImportValidationError,
     generalization_questions_import,
@@ -118,3 +123,37 @@ def test_command_lists_errors(strategyqa_dir):
         call_command("import_generalization", str(strategyqa_dir / "generalisation_final_dev.json"))
     assert "15 problem(s)" in str(exc.value)
     assert "'Anna Magdalena Bach' is not True or False" in str(exc.value)
+
+
+def _readme_commands(name: str) -> list[list[str]]:
+    """The README's shell lines running ``manage.py <name>``, split like a shell would."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return [shlex.split(line.split("manage.py", 1)[1]) for line in readme.splitlines()
+            if f"manage.py {name} " in line and line.strip().startswith(".venv/bin/python")]
+
+
+def test_readme_import_marks_the_released_questions_validated_with_their_provenance(strategyqa_dir, shared_data):
+    """The README's first hour, as written: StrategyQA test items, then the released generalization
+    questions. They are the authors' validated set, so Gen-U must be able to use them as they come in."""
+    (items_cmd,) = _readme_commands("import_strategyqa")
+    (questions_cmd,) = _readme_commands("import_generalization")
+    here = str(shared_data)
+
+    def run(args):
+        call_command(*[a.replace("../shared/data", here) for a in args], stdout=StringIO())
+
+    run(items_cmd)
+    run(questions_cmd)
+    data = json.loads((strategyqa_dir / "generalisation_final_test.json").read_text())
+    seen, _, _ = _expected(data)
+    record = ImportRecord.objects.get(kind="generalization")
+    assert GeneralizationQuestion.objects.count() == len(seen)
+    assert not GeneralizationQuestion.objects.exclude(validation_status="valid").exists()
+    assert record.summary["validation_status_set"] == "valid"
+    provenance = GeneralizationQuestion.objects.first().metadata["validation"]
+    assert provenance["status"] == "valid" and provenance["set_by"] == "import"
+    assert provenance["file"] == "generalisation_final_test.json" and provenance["sha256"] == record.sha256
+    assert abs(datetime.fromisoformat(provenance["at"]) - record.imported_at) < timedelta(minutes=5)
+    # Gen-U's question filter (validated questions only, the paper's) takes every one of them.
+    item_ids = GeneralizationQuestion.objects.values_list("item_id", flat=True)
+    assert genu_questions(item_ids=item_ids).count() == len(seen)

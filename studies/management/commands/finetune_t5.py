@@ -1,17 +1,20 @@
 """Fine-tune T5 as a self-rationalizer or as a Gen-U answerer and register it as a source.
 
-    manage.py finetune_t5 --dataset strategyqa --mode rationalizer --base-model t5-large
-    manage.py finetune_t5 --dataset strategyqa --mode answer_ir --base-model /models/t5-base --n-shot 48
-    manage.py finetune_t5 --dataset strategyqa --mode answer_i --base-model /models/t5-base --preset paper
-    manage.py finetune_t5 ... --queue      # hand it to an lm worker instead of training here
+    manage.py finetune_t5 --dataset StrategyQA --mode answer_i --base-model /models/t5-base
+    manage.py finetune_t5 --dataset StrategyQA --mode answer_ir --base-model /models/t5-base
+    manage.py finetune_t5 --dataset StrategyQA --mode rationalizer --base-model /models/t5-large
+    manage.py finetune_t5 --dataset StrategyQA --mode rationalizer --base-model /models/t5-3b --preset feb-few-shot
+    manage.py finetune_t5 ... --preset quick   # a smoke test
+    manage.py finetune_t5 ... --queue          # hand it to an lm worker instead of training here
 
-Settings come from a preset (``quick``, the default, or ``paper``: the authors' released
-settings); options given override it and the checkpoint records which.
+Settings come from a preset that says what it reproduces (default: ``paper-answerers`` for F^I and
+F^IR, ``paper-quark-start`` for the rationalizer); options given override it and the checkpoint
+records which, with the data it was trained on.
 """
 from django.core.management.base import BaseCommand, CommandError
 
 from studies.models import Dataset
-from studies.services.finetune import DEFAULT_PRESET, MODES, PRESETS, finetune_t5
+from studies.services.finetune import DEFAULT_PRESETS, MODES, PRESETS, finetune_t5
 from studies.services.generation import GenerationError
 
 
@@ -22,8 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True, help="dataset name")
         parser.add_argument("--mode", choices=sorted(MODES), default="rationalizer")
         parser.add_argument("--base-model", required=True, help="model name (e.g. t5-base) or a local folder")
-        parser.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
-                            help="; ".join(f"{k}: {v['description']}" for k, v in PRESETS.items()))
+        parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                            help=("default: " + ", ".join(f"{m} {p}" for m, p in DEFAULT_PRESETS.items()) + ". "
+                                  + "; ".join(f"{k}: {v['description']}" for k, v in PRESETS.items())))
         parser.add_argument("--split", default="train")
         parser.add_argument("--n-shot", type=int, default=None, help="train on this many items (default: all)")
         parser.add_argument("--epochs", type=int, default=None)
@@ -32,8 +36,9 @@ class Command(BaseCommand):
         parser.add_argument("--lr", type=float, default=None)
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--output-name", default=None, help="name of the registered rationale source")
-        parser.add_argument("--no-generalization", action="store_true",
-                            help="answerers: do not also train on the split's generalization questions")
+        parser.add_argument("--include-generalization", action="store_true",
+                            help="answerers: also train on the split's generalization questions (not the paper's; "
+                                 "recorded as an override)")
         parser.add_argument("--queue", action="store_true", help="queue on the lm workers instead of training here")
 
     def handle(self, *args, **opts):
@@ -46,7 +51,7 @@ class Command(BaseCommand):
                 dataset=dataset, mode=opts["mode"], base_model=opts["base_model"], split=opts["split"], preset=opts["preset"],
                 n_shot=opts["n_shot"], epochs=opts["epochs"], steps=opts["steps"], batch_size=opts["batch_size"],
                 lr=opts["lr"], seed=opts["seed"], output_name=opts["output_name"],
-                include_generalization=False if opts["no_generalization"] else None, run_now=not opts["queue"],
+                include_generalization=True if opts["include_generalization"] else None, run_now=not opts["queue"],
             )
         except GenerationError as exc:
             raise CommandError(str(exc)) from exc

@@ -148,6 +148,7 @@ class BatchOutput:
     predictions: list[GenUPrediction] = field(default_factory=list)
     faithfulness: dict[int, dict] = field(default_factory=dict)  # rationale id -> probabilities
     failures: list[GenerationFailure] = field(default_factory=list)
+    dropped: list = field(default_factory=list)  # DroppedQuestion rows (generalization question jobs)
 
 
 class Handler:

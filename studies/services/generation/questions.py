@@ -1,14 +1,20 @@
 """Generalization question jobs: a question generator writes rephrase, similar and counterfactual
-questions for each item, answers each one, and the questions are stored unvalidated."""
+questions for each item, answers each one, and the questions are stored unvalidated. Samples that
+do not parse are stored as failures; samples the filter drops (:mod:`studies.lm.questions`) as
+:class:`DroppedQuestion` rows with their reason, and the job's ``params["dropped"]`` counts them."""
 from __future__ import annotations
 
 import random
+from collections import Counter
+
+from django.db.models import Count
 
 from studies.lm import templates
 from studies.lm.parsing import ParseFailure, parse_generalization
 from studies.lm.questions import Candidate, filter_questions
 from studies.models import (
     Dataset,
+    DroppedQuestion,
     GeneralizationQuestion,
     GenerationFailure,
     GenerationJob,
@@ -148,11 +154,13 @@ class QuestionHandler(ItemHandler):
                                                           reason=parsed.reason))
                     continue
                 candidates.append(Candidate(text=parsed.text, answer=parsed.answer, raw=raw, index=index))
-            other_types = [text for other in templates.QUESTION_TYPES if other != qtype
-                           for text in existing.get((item.pk, other), [])]
             kept, dropped = filter_questions(candidates, original=item.question,
-                                             existing=existing.get((item.pk, qtype), []), other_types=other_types)
+                                             existing=existing.get((item.pk, qtype), []))
             existing.setdefault((item.pk, qtype), []).extend(candidate.text for candidate in kept)
+            out.dropped.extend(DroppedQuestion(
+                job=job, item=item, qtype=qtype, sample_index=d.candidate.index, text=d.candidate.text,
+                answer=d.candidate.answer, reason=d.reason, matched=d.matched, raw_output=d.candidate.raw,
+            ) for d in dropped)
             for candidate in kept:
                 metadata = {**info, "sample_index": candidate.index, "raw_output": candidate.raw}
                 if qtype == templates.COUNTERFACTUAL:
@@ -165,7 +173,8 @@ class QuestionHandler(ItemHandler):
             if not kept:
                 out.failures.append(GenerationFailure(
                     job=job, item=item, unit=qtype, raw_output="\n---\n".join(samples),
-                    reason=no_question_reason(qtype, samples=len(samples), unparseable=unparseable, dropped=dropped),
+                    reason=no_question_reason(qtype, samples=len(samples), unparseable=unparseable,
+                                              dropped=dict(Counter(d.reason for d in dropped))),
                 ))
         return out
 
@@ -175,3 +184,8 @@ class QuestionHandler(ItemHandler):
         GeneralizationQuestion.objects.bulk_create(
             [q for q in output.questions if (q.item_id, q.qtype, q.text) not in existing])
         store_failures(job, output.failures)
+        if output.dropped:
+            # (job, item, type, sample) is unique: a drop another delivery already stored is skipped.
+            DroppedQuestion.objects.bulk_create(output.dropped, ignore_conflicts=True)
+            counts = DroppedQuestion.objects.filter(job=job).order_by().values_list("reason").annotate(n=Count("id"))
+            job.params = {**job.params, "dropped": dict(sorted(counts))}

@@ -8,6 +8,12 @@ a row error: the released dev file has 16 such answers, and they are reported, n
 Rows repeated identically are merged. The same question given twice with different answers
 (8 times in the released test file) keeps its first answer, is flagged in its metadata
 (``conflicting_answers``) and listed in the import summary, so a validator can settle it.
+
+A ``validation_status`` given to the import is applied to every question of the file and its
+provenance is stored on each question whose status it sets (``metadata["validation"]``: the
+status, that an import set it, the file's name and SHA-256, and when). The released
+``generalisation_final_*.json`` files are the authors' validated set: import them with
+``validation_status="valid"`` (``--validation-status valid``), as the README says.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
 
@@ -66,6 +73,10 @@ def generalization_questions_import(
                             f"[question, answer, type] rows, got a JSON {json_type(doc.data)}"),
             filename=f.name,
         )
+    provenance = None
+    if validation_status is not None:
+        provenance = {"status": validation_status, "set_by": "import", "file": f.name[:200], "sha256": f.sha256,
+                      "at": timezone.now().isoformat()}
     errors = ErrorCollector()
     rows: dict[tuple[int, str, str], dict[str, Any]] = {}
     first: dict[tuple[int, str, str], str] = {}
@@ -117,8 +128,9 @@ def generalization_questions_import(
             originals.add(item.pk)
             key = (item.pk, qtype_key, text.strip())
             values = {"answer": answer, "origin": f.name[:200], "metadata": {"original_question": original}}
-            if validation_status is not None:
+            if provenance is not None:
                 values["validation_status"] = validation_status
+                values["metadata"]["validation"] = dict(provenance)
             if key in rows:
                 if rows[key]["answer"] == answer:
                     merged += 1
@@ -165,5 +177,6 @@ def generalization_questions_import(
             "originals": len(originals),
             "per_type": per_type,
             "conflicting_answers": conflicts,
+            "validation_status_set": validation_status,
         }
         return import_record_create(kind=KIND, f=f, dataset=dataset, result=result, summary=summary, user=user)

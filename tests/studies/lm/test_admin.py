@@ -90,10 +90,10 @@ def test_finetune_action_on_dataset_queues_a_job(admin_client, dataset):
         item.save()
     response = admin_client.post(reverse("admin:studies_dataset_changelist"), {
         "action": "finetune_on_dataset", "_selected_action": [dataset.pk], "apply": "1", "mode": "answer_i",
-        "preset": "paper", "base_model": "t5-base", "split": "train", "epochs": 2, "batch_size": 2, "lr": 0.001,
+        "preset": "paper-answerers", "base_model": "t5-base", "split": "train", "epochs": 2, "batch_size": 2, "lr": 0.001,
         "seed": ""})
     assert response.status_code == 302
     job = GenerationJob.objects.get(kind="finetune")
     assert job.total == 5 and job.params["mode"] == "answer_i" and job.status == "queued"
-    assert job.params["preset"] == "paper" and job.params["seed"] == 0  # left empty: the preset's
+    assert job.params["preset"] == "paper-answerers" and job.params["seed"] == 0  # left empty: the preset's
     assert job.params["overrides"] == ["batch_size", "epochs", "lr"]

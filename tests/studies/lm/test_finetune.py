@@ -20,16 +20,20 @@ pytest.importorskip("torch")
 def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_items, strategyqa_dataset):
     GeneralizationQuestion.objects.create(item=train_items[0], qtype="rephrase", text="Reworded?", answer="yes")
     job = finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_ir", base_model=str(lm_models["t5"]),
-                               steps=4, batch_size=4, output_name="fir-test")
+                               steps=4, batch_size=2, output_name="fir-test")
     assert (job.status, job.done, job.total) == ("done", 4, 4)
-    assert job.params["examples"] == len(train_items) + 1  # items plus the generalization question
+    assert job.params["examples"] == len(train_items)  # the paper's: the items only, not the generalization question
     source = RationaleSource.objects.get(pk=job.params["output_source_id"])
     assert (source.name, source.kind, source.backend) == ("fir-test", "lm", "seq2seq")
     assert source.model_name_or_path.startswith(str(settings.RL_MODEL_DIR))
-    assert "F^IR" in source.description and "4 steps" in source.description and "preset 'quick'" in source.description
-    # The settings used travel with the checkpoint: on the source and in its folder.
-    assert source.training["preset"] == "quick" and source.training["overrides"] == ["batch_size"]
-    assert (source.training["steps"], source.training["lr"], source.training["job_id"]) == (4, 3e-4, job.pk)
+    assert "F^IR" in source.description and "4 steps" in source.description
+    assert "preset 'paper-answerers'" in source.description and "on gold rationales of strategyqa train" in source.description
+    # The settings and data used travel with the checkpoint: on the source and in its folder.
+    assert source.training["preset"] == "paper-answerers" and source.training["overrides"] == ["batch_size"]
+    assert (source.training["steps"], source.training["lr"], source.training["job_id"]) == (4, 3e-5, job.pk)
+    assert source.training["data"] == {"dataset": "strategyqa", "split": "train", "items": len(train_items),
+                                       "examples_from_items": len(train_items), "generalization_questions": 0,
+                                       "rationales": "gold rationales of strategyqa train"}
     saved = json.loads((Path(source.model_name_or_path) / finetune.TRAINING_FILE).read_text())
     assert saved == source.training
     backend = backends.Seq2SeqBackend(source.model_name_or_path)
@@ -44,14 +48,14 @@ def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_i
 def test_n_shot_rationalizer_through_the_command(lm_models, train_items, strategyqa_dataset):
     out = StringIO()
     call_command("finetune_t5", "--dataset", "strategyqa", "--mode", "rationalizer", "--base-model",
-                 str(lm_models["t5"]), "--preset", "paper", "--n-shot", "8", "--steps", "3", "--output-name",
+                 str(lm_models["t5"]), "--preset", "feb-few-shot", "--n-shot", "8", "--steps", "3", "--output-name",
                  "rat-8shot", stdout=out)
-    assert "registered as source 'rat-8shot'" in out.getvalue() and "preset 'paper'" in out.getvalue()
+    assert "registered as source 'rat-8shot'" in out.getvalue() and "preset 'feb-few-shot'" in out.getvalue()
     job = GenerationJob.objects.get(kind="finetune")
     assert job.params["examples"] == 8 and job.params["n_shot"] == 8
-    # The paper's settings, but for the shots and steps asked here, and it says so.
+    # FEB's settings, but for the shots and steps asked here, and it says so.
     assert (job.params["lr"], job.params["batch_size"], job.params["epochs"]) == (3e-5, 4, 25)
-    assert job.params["overrides"] == ["n_shot"] and job.params["base_model_in_paper"] == "t5-large"
+    assert job.params["overrides"] == ["n_shot"] and job.params["base_model_in_paper"] == "t5-3b"
     source = RationaleSource.objects.get(name="rat-8shot")
     assert source.decoding["max_new_tokens"] == 100
     raw = backends.Seq2SeqBackend(source.model_name_or_path).generate(
@@ -71,7 +75,7 @@ def test_bad_requests_are_clear_errors(train_items, strategyqa_dataset):
     with pytest.raises(GenerationError, match="unknown fine-tuning preset 'fast'"):
         finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="x", preset="fast")
     with pytest.raises(GenerationError, match="the paper used t5-base"):
-        finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="", preset="paper")
+        finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="")
 
 
 def test_missing_base_model_fails_the_job_with_its_path(train_items, strategyqa_dataset, tmp_path):

@@ -91,20 +91,41 @@ def test_causal_answer_takes_the_first_line():
     assert isinstance(parsing.parse_causal_answer("   ", YN), parsing.ParseFailure)
 
 
-def test_filter_drops_empty_exact_and_near_duplicates():
+def test_filter_keeps_minimal_edits_and_drops_only_copies_with_their_reason():
     c = [questions.Candidate(text=t, answer="yes", raw=t, index=i) for i, t in enumerate([
-        "Is grass green?",           # the original, with different case below
-        "is GRASS green",            # exact duplicate of the original after normalising
-        "Is grass greem?",           # near duplicate of the original (ratio >= 0.9)
-        "Do cows eat grass?",
-        "Do cows eat grass ?",       # duplicate of the previous one
-        "   ",
-        "Do horses eat hay?",
+        "Did Abraham Lincoln eat lunch at the White House?",   # the original
+        "did abraham lincoln eat LUNCH at the White House",    # the original again, case and punctuation aside
+        "Did Abraham Lincoln eat dinner at the White House?",  # a counterfactual: one word changed
+        "Did Abraham Lincoln have lunch at the White House?",  # a rephrase: one word changed
+        "Did Abraham Lincoln eat dinner at the White House ?", # the counterfactual again
+        "   ?",
+        "Did George Washington eat lunch at Mount Vernon?",
     ])]
     kept, dropped = questions.filter_questions(c[1:], original=c[0].text)
-    assert [k.text for k in kept] == ["Do cows eat grass?", "Do horses eat hay?"]
-    assert dropped == {"empty": 1, "duplicate_of_original": 2, "duplicate": 1, "duplicate_of_other_type": 0}
+    assert [k.index for k in kept] == [2, 3, 6]
+    assert [(d.candidate.index, d.reason, d.matched) for d in dropped] == [
+        (1, "duplicate_of_original", c[0].text), (4, "repeat", c[2].text), (5, "empty", "")]
+    assert set(questions.DROP_REASONS) == {d.reason for d in dropped}
+    # The item's stored questions of this type count as already there; other types are not compared.
+    kept, dropped = questions.filter_questions(c[2:4], original=c[0].text, existing=[c[3].text.upper()])
+    assert [k.index for k in kept] == [2] and [(d.reason, d.matched) for d in dropped] == [("repeat", c[3].text.upper())]
 
-    kept, dropped = questions.filter_questions(c[3:], original=c[0].text, other_types=["Do cows eat grass??"])
-    assert [k.text for k in kept] == ["Do horses eat hay?"]
-    assert dropped == {"empty": 1, "duplicate_of_original": 0, "duplicate": 0, "duplicate_of_other_type": 2}
+
+@pytest.mark.parametrize("text", [
+    'Could Alice be the main character of "Alice\'s Adventures in Wonderland?"',
+    '"Can a pancreas removal cause someone to go bankrupt?"',
+    "Do ABBA's 1970's genre still matter",
+    "Was long hair associated with the youth movements of the 1960s, such as Hippies.",
+])
+def test_questions_people_validated_are_questions(text):
+    assert parsing.question_problem(text) is None
+
+
+@pytest.mark.parametrize("text", [
+    'All of the following are good negations of the question, "Is Amazonas a safe place?"',
+    "Moon Jae-In was born in South Korea, not in Beijing.",
+    "Is it salty. It is sweet",
+    "question:",
+])
+def test_statements_are_still_not_questions(text):
+    assert parsing.question_problem(text) is not None

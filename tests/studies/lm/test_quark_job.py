@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from studies.lm import quark
+from studies.lm.genu import TIE_RULE_TEXT
 from studies.lm.rewards import RewardSample
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource
 from studies.services import quark as quark_service
@@ -205,6 +206,7 @@ def test_genu_reward_leaves_out_items_without_validated_questions(lm_models, str
                  "--out", str(tmp_path), stdout=StringIO())
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["items"] == {"train": 5, "validation": 3, "heldout": 3}
+    assert report["reward_tie_rule"] == TIE_RULE_TEXT  # the rule GenUReward's modes used (genu_score's default)
     assert report["excluded_without_questions"] == {"train": 3, "validation": 3, "heldout": 5}
     assert report["run"]["only_valid"] is True and report["registered_source"] is not None
     assert RationaleSource.objects.get(pk=report["registered_source"]["id"]).training["reward"] == "genu"

@@ -220,17 +220,18 @@ def test_generalization_questions_for_10_items_end_up_unvalidated(
     assert generated.exists()
     assert set(generated.values_list("validation_status", flat=True)) == {"unvalidated"}
     assert set(generated.values_list("item_id", flat=True)) <= {i.pk for i in dev_items[:10]}
-    from studies.lm.questions import is_near_duplicate
+    from studies.lm.parsing import question_problem
+    from studies.lm.questions import normalise
 
     for q in generated:
-        assert not is_near_duplicate(q.text, q.item.question)
+        assert normalise(q.text) != normalise(q.item.question)
         assert q.answer in {"yes", "no"} and q.metadata["job_id"] == job.pk
         assert q.metadata["decoding"]["temperature"] == 0.7 and q.metadata["decoding"]["num_return_sequences"] == 5
-        assert q.text.endswith("?") and q.metadata["answer_origin"] == "lm"
+        assert question_problem(q.text) is None and q.metadata["answer_origin"] == "lm"
         if q.qtype == "counterfactual":  # the LM's answer, kept whether or not it flips the original's
             assert q.metadata["flips_original_answer"] == (q.answer != q.item.gold_answer)
         others = generated.filter(item=q.item, qtype=q.qtype).exclude(pk=q.pk)
-        assert not any(is_near_duplicate(q.text, o.text) for o in others)
+        assert normalise(q.text) not in {normalise(o.text) for o in others}
     processed = set(generated.values_list("item_id", flat=True)) | set(
         GenerationFailure.objects.filter(job=job).values_list("item_id", flat=True))
     assert processed == {i.pk for i in dev_items[:10]}
