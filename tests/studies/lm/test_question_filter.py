@@ -51,6 +51,9 @@ def test_filter_keeps_the_validated_test_questions_but_copies_of_the_original_an
     # Only two kinds of loss: the original question itself again, and text that is no question.
     assert set(reasons) <= {"duplicate_of_original", "not a question"}
     assert reasons["not a question"] <= 15 and kept_share >= 0.975
+    # What a person accepts as a new question (everything but the original word for word): 99% kept.
+    new_questions = total - reasons["duplicate_of_original"]
+    assert (new_questions - reasons["not a question"]) / new_questions >= 0.99
 
 
 def _demonstrations() -> dict:
