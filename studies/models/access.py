@@ -3,7 +3,8 @@
 An ``ApiToken`` is shown once, when it is created (admin or ``api_token_create``); the database
 keeps only its SHA-256 digest, so a leaked database dump does not leak working tokens. A token
 sends ``Authorization: Token rl_...`` and acts as its user, limited to safe (read) methods when
-``read_only`` is set.
+``read_only`` is set. A token only ever narrows once made (``ApiToken.clean``): revoked stays
+revoked, read-only stays read-only, an expiry only moves earlier; a wider token is a new token.
 
 The custom permission ``studies.view_raw_worker_ids`` lives on this model's ``Meta``: staff users
 who hold it may ask the API and the exports for raw platform ids (MTurk WorkerId, Prolific PID);
@@ -12,6 +13,7 @@ everybody else only ever sees keyed pseudonyms.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -35,6 +37,31 @@ class ApiToken(models.Model):
         permissions = [
             ("view_raw_worker_ids", "Can see raw platform worker ids in the API and exports"),
         ]
+
+    def clean(self) -> None:
+        """A stored token may be narrowed, never widened: revocation is one-way, a read-only token
+        stays read-only, an expiry moves only earlier (and a token that expires never becomes one
+        that does not), and it keeps its user. Whoever needs more creates a new token, whose key
+        is shown once. Compared with the stored row, so every path that validates (the admin's
+        form, ``api_token_update``) gets the same answer."""
+        super().clean()
+        if self.pk is None:
+            return
+        stored = ApiToken.objects.filter(pk=self.pk).values("user_id", "read_only", "expires_at", "revoked").first()
+        if stored is None:
+            return
+        errors = {}
+        if stored["revoked"] and not self.revoked:
+            errors["revoked"] = "A revoked token stays revoked: create a new token instead."
+        if stored["read_only"] and not self.read_only:
+            errors["read_only"] = ("A read-only token stays read-only: create a read-write token instead "
+                                   "(its key is shown once).")
+        if stored["expires_at"] is not None and (self.expires_at is None or self.expires_at > stored["expires_at"]):
+            errors["expires_at"] = "A token's expiry can only move earlier: create a new token instead."
+        if stored["user_id"] != self.user_id:
+            errors["user"] = "A token keeps the user it was made for."
+        if errors:
+            raise ValidationError(errors)
 
     def __str__(self) -> str:
         mode = "read-only" if self.read_only else "read-write"
