@@ -184,10 +184,21 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
                         ImportRecord.objects.filter(imported_by_id=getattr(user, "pk", None)).values("pk"))
 
 
-def generation_jobs_for_user(*, user) -> QuerySet[GenerationJob]:
-    """LM jobs belong to no study: all with the view permission, else the user's own."""
-    return _all_or_used(user, GenerationJob, "studies.view_generationjob",
-                        GenerationJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))
+JOB_PERMISSIONS = {VIEW: "studies.view_generationjob", CHANGE: "studies.change_generationjob"}
+JOB_START_PERMISSION = "studies.add_generationjob"
+
+
+def generation_jobs_for_user(*, user, access: str = VIEW) -> QuerySet[GenerationJob]:
+    """LM jobs belong to no study. VIEW (read a job's progress): all of them with
+    ``studies.view_generationjob``, else the user's own. CHANGE (cancel, resume): all of them with
+    ``studies.change_generationjob``, else the user's own while they may start jobs
+    (``studies.add_generationjob``): resuming one spends compute as starting one does."""
+    if access not in JOB_PERMISSIONS:
+        raise ValueError(f"access must be one of view, change; got {access!r}")
+    own = GenerationJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk")
+    if access == CHANGE and _active(user) and not user.is_superuser and not user.has_perm(JOB_START_PERMISSION):
+        own = own.none()
+    return _all_or_used(user, GenerationJob, JOB_PERMISSIONS[access], own)
 
 
 def source_coverage() -> dict[int, set[tuple[int, str]]]:

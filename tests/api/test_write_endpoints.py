@@ -232,6 +232,21 @@ def test_generation_service_errors_are_400(client_for, make_user):
     assert "not a language model source" in response.json()["non_field_errors"][0]
 
 
+@pytest.mark.parametrize("kind, params, named", [
+    ("quark", {"reward": "marker:is", "report": {"heldout": {"after": 1.0}}, "best": {"step": 1}, "checkpoint_step": 9,
+               "history": []}, "params.best, params.checkpoint_step, params.history, params.report"),
+    ("rationales", {"cursor": 10**6, "max_requests": 3}, "params.cursor"),
+])
+def test_a_job_refuses_parameters_it_does_not_document_naming_each(client_for, make_user, lm_source, kind, params,
+                                                                   named):
+    client = client_for(grant(make_user("priya"), "studies.add_generationjob"))
+    response = client.post("/api/v1/generation-jobs/", {"kind": kind, "source": lm_source.name, "dataset": "gen-dataset",
+                                                        "params": params}, format="json")
+    assert response.status_code == 400
+    assert response.json()["non_field_errors"][0].startswith(f"{named}: not a parameter of {kind} jobs")
+    assert not GenerationJob.objects.exists()
+
+
 def test_generation_jobs_need_the_permission(client_for, researcher, lm_source):
     response = client_for(researcher).post("/api/v1/generation-jobs/", {"kind": "rationales"}, format="json")
     assert response.status_code == 403
