@@ -9,12 +9,41 @@ revoked, read-only stays read-only, an expiry only moves earlier; a wider token 
 The custom permission ``studies.view_raw_worker_ids`` lives on this model's ``Meta``: staff users
 who hold it may ask the API and the exports for raw platform ids (MTurk WorkerId, Prolific PID);
 everybody else only ever sees keyed pseudonyms.
+
+A ``StudyShare`` lets another researcher reach a study at one level: ``view`` (read it, its
+answers, scores and exports), ``change`` (also change its design, attention checks and content,
+open and close it) or ``pay`` (also publish it and move money: approve, reject, bonus,
+block, close on the platform). Each level includes the ones before it, and the model
+permissions (``studies.change_study``, ``studies.pay_workers``) still apply on top
+(``studies.selectors.studies_for_user``).
 """
 from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+
+
+class StudyShare(models.Model):
+    """One researcher's access to another's study (the through row of ``Study.shared_with``; it
+    keeps that relation's table, so shares made before levels existed are these rows)."""
+
+    class Level(models.TextChoices):
+        VIEW = "view", "view: read the study, its answers, scores and exports"
+        CHANGE = "change", "change: also change its design and content; open and close it"
+        PAY = "pay", "pay: also publish it and move money (approve, reject, bonus, block)"
+
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="shares")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    level = models.CharField(max_length=10, choices=Level.choices, default=Level.VIEW)
+
+    class Meta:
+        db_table = "studies_study_shared_with"
+        unique_together = [("study", "user")]
+        verbose_name = "share"
+
+    def __str__(self) -> str:
+        return f"{self.study} shared with {self.user} ({self.level})"
 
 
 class ApiToken(models.Model):

@@ -62,6 +62,30 @@ def test_bad_study_designs_are_400_naming_the_field(client_for, researcher, stud
     assert Study.objects.count() == 1
 
 
+def test_a_refused_username_or_study_name_says_the_same_whoever_it_belongs_to(client_for, researcher, make_user,
+                                                                              study_data):
+    # Regression (issue 20, item 11): the 400s told whether a username or another's study existed.
+    gone = make_user("gone")
+    gone.is_active = False
+    gone.save()
+    client = client_for(researcher)
+    said = {}
+    for name in ("nobody", "gone"):
+        response = client.post("/api/v1/studies/", design(study_data.study.dataset, study_data.sources,
+                                                          shared_with=[name]), format="json")
+        assert response.status_code == 400
+        said[name] = response.json()["shared_with"][0].replace(name, "NAME")
+    assert said["nobody"] == said["gone"] == "'NAME': not found or not yours."
+    other = make_user("olga2", perms=["studies.add_study", "studies.view_dataset", "studies.view_rationalesource"])
+    theirs = client_for(other).post("/api/v1/studies/", design(study_data.study.dataset, study_data.sources,
+                                                               name="olgas-study"), format="json")
+    assert theirs.status_code == 201, theirs.json()
+    for taken in ("olgas-study", "utility-study"):  # another researcher's, the researcher's own
+        response = client.post("/api/v1/studies/", design(study_data.study.dataset, study_data.sources, name=taken),
+                               format="json")
+        assert response.json()["name"] == [f"The name {taken!r} is not available: choose another name."]
+
+
 def test_a_design_the_study_service_refuses_is_400_with_its_message(client_for, researcher, study_data):
     body = design(study_data.study.dataset, [], name="no-sources")
     response = client_for(researcher).post("/api/v1/studies/", body, format="json")
