@@ -13,7 +13,7 @@ everybody else only ever sees keyed pseudonyms.
 A ``StudyShare`` lets another researcher reach a study at one level: ``view`` (read it, its
 answers, scores and exports), ``change`` (also change its design, attention checks and content,
 open and close it) or ``pay`` (also publish it and move money: approve, reject, bonus,
-block, close on the platform). Each level includes the ones before it, and the model
+block). Each level includes the ones before it, and the model
 permissions (``studies.change_study``, ``studies.pay_workers``) still apply on top
 (``studies.selectors.studies_for_user``).
 """
