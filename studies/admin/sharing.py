@@ -4,13 +4,34 @@ study's owner (or a superuser) can share it or change a level; everyone else see
 read-only."""
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.forms.models import BaseInlineFormSet
 
 from studies.models import StudyShare
 from studies.services.sharing import study_share, study_unshare
 from studies.services.studies import StudyError
+
+
+class ShareForm(forms.ModelForm):
+    """The researcher is typed by username (no list of every account to pick from); one that is
+    not an active user gets the same answer whoever it is."""
+
+    user = forms.ModelChoiceField(
+        queryset=get_user_model().objects.filter(is_active=True), to_field_name="username", widget=forms.TextInput,
+        label="username", error_messages={"invalid_choice": "Not found or not yours: give an active researcher's "
+                                                            "username."})
+
+    class Meta:
+        model = StudyShare
+        fields = ["user", "level"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["user"] = self.instance.user.username
 
 
 class _ShareFormSet(BaseInlineFormSet):
@@ -39,9 +60,9 @@ class _ShareFormSet(BaseInlineFormSet):
 
 class StudyShareInline(admin.TabularInline):
     model = StudyShare
+    form = ShareForm
     formset = _ShareFormSet
     fields = ["user", "level"]
-    autocomplete_fields = ["user"]
     extra = 0
     verbose_name = "share"
     verbose_name_plural = ("Shared with (view: read it; change: also its design and content; pay: also "

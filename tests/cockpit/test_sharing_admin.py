@@ -26,10 +26,15 @@ def test_the_owner_shares_a_study_at_a_level_on_its_page(bobs_study):
     alice, _ = staff_client("alice")
     url = reverse("admin:studies_study_change", args=[study.pk])
     data = form_data(bob_client.get(url))
-    data.update({"shares-TOTAL_FORMS": "1", "shares-0-user": alice.pk, "shares-0-level": "change"})
+    data.update({"shares-TOTAL_FORMS": "1", "shares-0-user": "alice", "shares-0-level": "change"})
     response = bob_client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:3000]
     assert list(StudyShare.objects.values_list("user__username", "level")) == [("alice", "change")]
+    data = form_data(bob_client.get(url))
+    assert data["shares-0-user"] == "alice"  # shown by username
+    data.update({"shares-TOTAL_FORMS": "2", "shares-1-user": "nobody", "shares-1-level": "view"})
+    refused = bob_client.post(url, data)
+    assert refused.status_code == 200 and "Not found or not yours" in refused.content.decode()
 
 
 def test_a_researcher_with_a_change_share_cannot_raise_it_or_share_further(bobs_study):
@@ -42,7 +47,7 @@ def test_a_researcher_with_a_change_share_cannot_raise_it_or_share_further(bobs_
     assert page.status_code == 200
     data = form_data(page)
     assert data["shares-0-level"] == "change"
-    data.update({"shares-0-level": "pay", "shares-TOTAL_FORMS": "2", "shares-1-user": carol.pk,
+    data.update({"shares-0-level": "pay", "shares-TOTAL_FORMS": "2", "shares-1-user": carol.username,
                  "shares-1-level": "pay"})
     response = alice_client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:3000]  # the page saves; the shares stay
