@@ -25,6 +25,7 @@ from cockpit.imported import imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
 from studies.admin.scoping import StudyScopedAdmin
+from studies.admin.sharing import StudyShareInline
 from studies.models import Item, Study
 from studies.selectors import (
     CHANGE,
@@ -153,8 +154,8 @@ class StudyAdmin(StudyScopedAdmin):
                     "created_at"]
     list_filter = ["kind", "status", "platform", "dataset"]
     search_fields = ["name", "instructions"]
-    autocomplete_fields = ["owner", "shared_with"]
-    inlines = [AttentionCheckInline, QualificationTestInline]
+    autocomplete_fields = ["owner"]
+    inlines = [AttentionCheckInline, QualificationTestInline, StudyShareInline]
     readonly_fields = ["status", "progress_at_a_glance", "design_at_a_glance", "created_at", "updated_at"]
     actions = ["resample_items", "open_studies", "close_studies"]
     fieldsets = [
@@ -165,7 +166,7 @@ class StudyAdmin(StudyScopedAdmin):
             "platform",
         ]}),
         ("What workers read", {"fields": ["consent_text", "instructions", "example"], "classes": ["collapse"]}),
-        ("Other", {"fields": ["faithfulness_enabled", "owner", "shared_with", "created_at", "updated_at"],
+        ("Other", {"fields": ["faithfulness_enabled", "owner", "created_at", "updated_at"],
                    "classes": ["collapse"]}),
     ]
 
@@ -176,6 +177,14 @@ class StudyAdmin(StudyScopedAdmin):
 
     def get_changelist(self, request, **kwargs):
         return StudyChangeList
+
+    def get_readonly_fields(self, request, obj=None):
+        """Only a study's owner (or a superuser) hands it to someone else: taking ownership would
+        let a researcher it is shared with raise their own share (``studies.services.sharing``)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and not request.user.is_superuser and obj.owner_id != request.user.pk:
+            fields.append("owner")
+        return fields
 
     def get_urls(self):
         return progress.urls(self) + workers.urls(self) + super().get_urls()
@@ -242,7 +251,7 @@ class StudyAdmin(StudyScopedAdmin):
             raise PermissionDenied(str(exc)) from exc
 
     def save_related(self, request, form, formsets, change):
-        # Sources were set by the service; the form still saves shared_with.
+        # Sources were set by the service; the inlines (shares through study_share) save here.
         form.cleaned_data.pop("sources", None)
         super().save_related(request, form, formsets, change)
 

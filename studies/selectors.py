@@ -17,6 +17,7 @@ from studies.models import (
     Rationale,
     RationaleSource,
     Study,
+    StudyShare,
 )
 
 
@@ -104,13 +105,16 @@ def study_outcome_imports(*, study: Study) -> QuerySet[ImportRecord]:
 # --- Per-study access -------------------------------------------------------------------------
 # One definition of "the studies this user may see / change / pay for", used by every admin page,
 # the preview and the API. Membership: superusers reach every study; everyone else the studies they
-# own and those shared with them (being staff grants nothing by itself). On top of membership,
-# changing a study (its design, its attention checks, its scoring) needs ``studies.change_study``
-# and moving money for it (publishing, approving, rejecting, bonuses) needs ``studies.pay_workers``.
+# own, at every level, and those shared with them up to the share's level (``StudyShare``: view <
+# change < pay, each including the ones before it); being staff grants nothing by itself. On top
+# of membership, changing a study (its design, its attention checks, its scoring) needs
+# ``studies.change_study`` and moving money for it (publishing, approving, rejecting, bonuses)
+# needs ``studies.pay_workers``.
 # Reference data (datasets, items, sources, rationales, generalization questions) belongs to no
 # study: a user who holds the model's view permission reads all of it, anyone else only what the
 # studies they may see use.
 VIEW, CHANGE, PAY = "view", "change", "pay"
+LEVELS = (VIEW, CHANGE, PAY)  # the order of StudyShare.Level: a share grants its level and those before it
 ACCESS_PERMISSIONS = {CHANGE: "studies.change_study", PAY: "studies.pay_workers"}
 RAW_WORKER_IDS_PERMISSION = "studies.view_raw_worker_ids"
 
@@ -120,8 +124,9 @@ def _active(user) -> bool:
 
 
 def studies_for_user(*, user, access: str = VIEW) -> QuerySet[Study]:
-    """The studies ``user`` may reach with ``access`` (VIEW, CHANGE or PAY)."""
-    if access not in (VIEW, CHANGE, PAY):
+    """The studies ``user`` may reach with ``access`` (VIEW, CHANGE or PAY): their own, and those
+    shared with them at ``access`` or above, given the permission ``access`` needs."""
+    if access not in LEVELS:
         raise ValueError(f"access must be one of view, change, pay; got {access!r}")
     if not _active(user):
         return Study.objects.none()
@@ -129,7 +134,7 @@ def studies_for_user(*, user, access: str = VIEW) -> QuerySet[Study]:
         return Study.objects.all()
     if access in ACCESS_PERMISSIONS and not user.has_perm(ACCESS_PERMISSIONS[access]):
         return Study.objects.none()
-    shared = Study.shared_with.through.objects.filter(user_id=user.pk).values("study_id")
+    shared = StudyShare.objects.filter(user_id=user.pk, level__in=LEVELS[LEVELS.index(access):]).values("study_id")
     return Study.objects.filter(Q(owner_id=user.pk) | Q(pk__in=shared))
 
 
@@ -197,10 +202,21 @@ def import_jobs_for_user(*, user) -> QuerySet[ImportJob]:
                         ImportJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))
 
 
-def generation_jobs_for_user(*, user) -> QuerySet[GenerationJob]:
-    """LM jobs belong to no study: all with the view permission, else the user's own."""
-    return _all_or_used(user, GenerationJob, "studies.view_generationjob",
-                        GenerationJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))
+JOB_PERMISSIONS = {VIEW: "studies.view_generationjob", CHANGE: "studies.change_generationjob"}
+JOB_START_PERMISSION = "studies.add_generationjob"
+
+
+def generation_jobs_for_user(*, user, access: str = VIEW) -> QuerySet[GenerationJob]:
+    """LM jobs belong to no study. VIEW (read a job's progress): all of them with
+    ``studies.view_generationjob``, else the user's own. CHANGE (cancel, resume): all of them with
+    ``studies.change_generationjob``, else the user's own while they may start jobs
+    (``studies.add_generationjob``): resuming one spends compute as starting one does."""
+    if access not in JOB_PERMISSIONS:
+        raise ValueError(f"access must be one of view, change; got {access!r}")
+    own = GenerationJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk")
+    if access == CHANGE and _active(user) and not user.is_superuser and not user.has_perm(JOB_START_PERMISSION):
+        own = own.none()
+    return _all_or_used(user, GenerationJob, JOB_PERMISSIONS[access], own)
 
 
 def source_coverage() -> dict[int, set[tuple[int, str]]]:

@@ -37,8 +37,9 @@ from scoring.selectors import score_run_latest
 from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
 from studies.api.filters import StudyFilter
 from studies.api.serializers import ErrorSerializer, StudyDesignSerializer, StudySerializer
-from studies.models import Platform, Split, Study
+from studies.models import Platform, Split, Study, StudyShare
 from studies.selectors import studies_for_user
+from studies.services.sharing import study_share
 from studies.services.studies import StudyError, study_create
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="Not found, or not visible to you.")
@@ -50,14 +51,15 @@ class ValidationFailed(ValidationError):
 
 
 def study_create_from_design(*, design: dict, user) -> Study:
-    """Create a study owned by ``user`` through ``study_create`` and share it; one transaction, so
-    a failure leaves nothing behind."""
+    """Create a study owned by ``user`` through ``study_create`` and share it (``study_share``, at
+    the design's ``share_level``); one transaction, so a failure leaves nothing behind."""
     shared_with = design.pop("shared_with", [])
+    level = design.pop("share_level", StudyShare.Level.VIEW)
     try:
         with transaction.atomic():
             study = study_create(owner=user, **design)
-            if shared_with:
-                study.shared_with.add(*shared_with)
+            for other in shared_with:
+                study_share(study=study, user=user, with_user=other, level=level)
     except StudyError as exc:
         raise ValidationFailed({"non_field_errors": [str(exc)]}) from exc
     return study
@@ -119,12 +121,13 @@ STUDY_EXAMPLE = OpenApiExample("A utility study", response_only=True, value={
     "platform": "prolific", "consent_text": "", "instructions": "", "example": "", "faithfulness_enabled": False,
     "is_imported_outcome": False, "owner": "dana", "shared_with": ["lee"], "n_items": 458, "n_units": 1374,
     "n_units_complete": 1374, "n_annotations": 13740, "created_at": "2026-11-30T09:00:00Z",
-    "updated_at": "2026-11-30T09:00:00Z"})
+    "updated_at": "2026-11-30T09:00:00Z", "shares": [{"username": "lee", "level": "view"}]})
 DESIGN_EXAMPLE = OpenApiExample("A study design", request_only=True, value={
     "name": "strategyqa-utility-pilot", "kind": "utility", "dataset": "strategyqa", "split": "test",
     "item_sample_size": 50, "sample_seed": 1, "sources": ["gpt3", "t5large"], "annotators_per_unit": 5,
     "units_per_task": 10, "reward": "2.50", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "8.0",
-    "platform": "prolific", "instructions": "Answer, read the explanation, answer again.", "shared_with": ["lee"]})
+    "platform": "prolific", "instructions": "Answer, read the explanation, answer again.", "shared_with": ["lee"],
+    "share_level": "view"})
 
 
 
@@ -148,7 +151,9 @@ DESIGN_EXAMPLE = OpenApiExample("A study design", request_only=True, value={
         description=(
             "Creates a draft study owned by you from a design: dataset and sources by name, split, sample, "
             "annotators per unit, units per task, pay. The items are drawn and the units built by the study "
-            "service. Needs a read-write token and the permission `studies.add_study`. 400 names each bad field."
+            "service. Needs a read-write token and the permission `studies.add_study`. 400 names each bad field. "
+            "`shared_with` shares it with those researchers at `share_level` (default view: read only; change: also "
+            "its design and content; pay: also publish it and move money)."
         ),
         request=StudyDesignSerializer,
         responses={201: StudySerializer, 400: BAD_REQUEST},
@@ -167,7 +172,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return (
             studies_for_user(user=self.request.user)
             .select_related("owner")
-            .prefetch_related("shared_with", "sources")
+            .prefetch_related("shared_with", "shares__user", "sources")
             .annotate(
                 n_items=correlated_count(Study.items.through.objects.all(), "study"),
                 n_units=correlated_count(Unit.objects.all(), "study"),

@@ -356,6 +356,7 @@ SPECTACULAR_SETTINGS.update(
             "RationaleSourceKindEnum": "studies.models.RationaleSource.Kind",
             "ImportKindEnum": "studies.api.serializers.IMPORT_KINDS",
             "GenerationJobKindEnum": "studies.models.GenerationJob.Kind",
+            "ShareLevelEnum": "studies.models.StudyShare.Level",
         },
     }
 )

@@ -1,12 +1,15 @@
 """Admin for API tokens: a researcher creates one here and copies its key from the message shown
-once after saving (only a digest is stored). Non-superusers see and create only their own tokens."""
+once after saving (only a digest is stored). Non-superusers see and create only their own tokens.
+A saved token can be renamed or narrowed (revoked, made read-only, its expiry brought forward)
+through ``api_token_update``, never widened (``ApiToken.clean``); the page shows what can no
+longer change as read-only."""
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from studies.api.tokens import api_token_create
+from studies.api.tokens import UPDATABLE, api_token_create, api_token_update
 from studies.models import ApiToken
 
 
@@ -44,11 +47,16 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        return ["user", "prefix", "created_at", "last_used_at"]
+        fixed = ["user", "prefix", "created_at", "last_used_at"]
+        if obj.revoked:  # nothing but its name changes any more
+            return [*fixed, "read_only", "revoked", "expires_at"]
+        return [*fixed, "read_only"] if obj.read_only else fixed
 
     def save_model(self, request, obj, form, change):
         if change:
-            super().save_model(request, obj, form, change)
+            changes = {f: form.cleaned_data[f] for f in form.changed_data if f in UPDATABLE}
+            if changes:
+                api_token_update(token=obj, user=request.user, **changes)
             return
         user = obj.user if request.user.is_superuser and obj.user_id else request.user
         token, key = api_token_create(

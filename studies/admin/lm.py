@@ -318,12 +318,13 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def _each_job(self, request, queryset, service, done_message: str) -> None:
-        """``service(job=...)`` on each selected job, each refusal (GenerationError) a warning;
+        """``service(job=..., user=...)`` on each selected job (the service checks that the user may
+        act on it), each refusal (GenerationError) a warning;
         then ``done_message`` (``{done}``: how many it worked on) when any did."""
         done = 0
         for job in queryset:
             try:
-                service(job=job)
+                service(job=job, user=request.user)
                 done += 1
             except GenerationError as exc:
                 self.message_user(request, str(exc), messages.WARNING)

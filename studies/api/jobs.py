@@ -90,7 +90,8 @@ class GenerationJobStartSerializer(serializers.Serializer):
         "(preset paper-answerers|paper-quark-start|feb-few-shot|quick, mode, base_model, ...); quark (source = the policy to improve): reward (genu or "
         "marker:WORD), settings (Quark settings: steps, n_reward_tokens, kl_coef, ...), checkpoint_every, "
         "max_accuracy_drop, validation_split / heldout_split, output_name, answerer_i / answerer_ir (genu). "
-        "`manage.py quark_train --help` explains each.",
+        "`manage.py quark_train --help` explains each. Any other key (the ones a job writes as it runs, such as "
+        "cursor, usage, history, report, best, checkpoint_step) answers 400 naming it.",
     )
 
     def validate(self, attrs):

@@ -16,6 +16,7 @@ from studies.models import (
     RationaleSource,
     Split,
     Study,
+    StudyShare,
 )
 from studies.selectors import datasets_for_user, sources_for_user
 
@@ -100,11 +101,30 @@ class GeneralizationQuestionSerializer(serializers.ModelSerializer):
         ]
 
 
+SHARE_LEVELS_HELP = (
+    "view: read the study, its answers, scores and exports; change: also change its design and content, open "
+    "and close it; pay: also publish it and move money (approve, reject, bonus, block). Each level includes "
+    "the ones before it, and the permissions studies.change_study / studies.pay_workers still apply."
+)
+
+
+class StudyShareSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = StudyShare
+        fields = ["username", "level"]
+        extra_kwargs = {"level": {"help_text": SHARE_LEVELS_HELP}}
+
+
 class StudySerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True, help_text="Username of the owner.")
     shared_with = serializers.SlugRelatedField(
-        slug_field="username", many=True, read_only=True, help_text="Usernames the study is shared with."
+        slug_field="username", many=True, read_only=True,
+        help_text="Usernames the study is shared with, at any level (`shares` gives each one's level).",
     )
+    shares = StudyShareSerializer(many=True, read_only=True,
+                                  help_text="Whom the study is shared with and at which level. " + SHARE_LEVELS_HELP)
     n_items = serializers.IntegerField(read_only=True, help_text="Items in the study.")
     n_units = serializers.IntegerField(read_only=True, help_text="Units (e.g. item x source) to annotate.")
     n_units_complete = serializers.IntegerField(read_only=True, help_text="Units with all their annotators.")
@@ -117,7 +137,7 @@ class StudySerializer(serializers.ModelSerializer):
             "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
             "platform", "consent_text", "instructions", "example", "faithfulness_enabled", "is_imported_outcome",
             "owner", "shared_with", "n_items", "n_units", "n_units_complete", "n_annotations", "created_at",
-            "updated_at",
+            "updated_at", "shares",
         ]
 
 
@@ -152,7 +172,13 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
     faithfulness_enabled = serializers.BooleanField(default=False)
     shared_with = NameRelatedField(
         slug_field="username", queryset=get_user_model().objects.filter(is_active=True), many=True,
-        required=False, help_text="Usernames of researchers who may read the study.",
+        required=False, help_text="Usernames of researchers to share the study with, at `share_level`.",
+        error_messages={"does_not_exist": "{value!r}: not found or not yours.",
+                        "invalid": "Give usernames (strings)."},
+    )
+    share_level = serializers.ChoiceField(
+        choices=StudyShare.Level.choices, default=StudyShare.Level.VIEW,
+        help_text="The level of every share in `shared_with` (default view). " + SHARE_LEVELS_HELP,
     )
 
     def get_fields(self):
@@ -165,8 +191,10 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
 
     def validate_name(self, value: str) -> str:
         value = value.strip()
+        # Names are unique across every researcher's studies, so a taken name must be refused; the
+        # message is the same whoever's study has it and says nothing more about that study.
         if Study.objects.filter(name=value).exists():
-            raise serializers.ValidationError(f"A study named {value!r} exists already: choose another name.")
+            raise serializers.ValidationError(f"The name {value!r} is not available: choose another name.")
         return value
 
 

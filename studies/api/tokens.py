@@ -42,6 +42,30 @@ def api_token_create(
     return token, key
 
 
+TOKEN_CHANGE_PERMISSION = "studies.change_apitoken"
+UPDATABLE = ("name", "read_only", "expires_at", "revoked")
+
+
+@transaction.atomic
+def api_token_update(*, token: ApiToken, user: AbstractBaseUser, **changes) -> ApiToken:
+    """Change a token for ``user`` (a superuser, or the token's owner holding
+    ``studies.change_apitoken``): its name, or narrow it (``ApiToken.clean``: revoke it, make it
+    read-only, bring its expiry forward). Widening it is refused with the field named."""
+    unknown = sorted(set(changes) - set(UPDATABLE))
+    if unknown:
+        raise ValueError(f"api_token_update changes only {', '.join(UPDATABLE)}; not {', '.join(unknown)}")
+    locked = ApiToken.objects.select_for_update().filter(pk=token.pk).first()
+    allowed = user is not None and user.is_active and (
+        user.is_superuser or (locked is not None and locked.user_id == user.pk and user.has_perm(TOKEN_CHANGE_PERMISSION)))
+    if locked is None or not allowed:
+        raise ValidationError(f"Token {token.pk}: not found or not yours.")
+    for field, value in changes.items():
+        setattr(locked, field, value.strip() if field == "name" else value)
+    locked.full_clean()
+    locked.save(update_fields=[*changes])
+    return locked
+
+
 def api_token_get_valid(*, key: str) -> ApiToken | None:
     """The active token with this key, or None (unknown, revoked, expired, or inactive user)."""
     token = ApiToken.objects.select_related("user").filter(key_digest=_digest(key), revoked=False).first()

@@ -1,5 +1,5 @@
 """Models of the studies app, one module per area; import from ``studies.models``."""
-from .access import ApiToken  # noqa: F401
+from .access import ApiToken, StudyShare  # noqa: F401
 from .core import (  # noqa: F401
     YES_NO_CHOICES,
     Dataset,

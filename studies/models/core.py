@@ -258,7 +258,9 @@ class Study(TimeStamped):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_studies"
     )
-    shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_studies")
+    # Each share has a level (view, change or pay: ``StudyShare``); studies.selectors.studies_for_user reads it.
+    shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_studies",
+                                         through="StudyShare")
     # A study of outcomes collected elsewhere (e.g. the released rationale_utility.json).
     is_imported_outcome = models.BooleanField(default=False)
 

@@ -60,3 +60,69 @@ def test_there_is_one_token_admin_the_one_the_readme_uses():
 
     assert [m for m in admin.site._registry if "token" in m._meta.model_name] == [ApiToken]
     assert "rest_framework.authtoken" not in settings.INSTALLED_APPS
+
+
+# --- A token only narrows (issue 20, item 7) ----------------------------------------------------
+@pytest.fixture
+def bob(make_user):
+    return make_user("bob", staff=True, perms=["studies.view_apitoken", "studies.change_apitoken",
+                                               "studies.add_study"])
+
+
+def _bobs_revoked_read_only_token(bob, make_user):
+    """Bob's read-only token, revoked by a superuser on its admin change page."""
+    from django.test import Client
+
+    from studies.api.tokens import api_token_create
+
+    token, key = api_token_create(user=bob, name="notebook", read_only=True)
+    root = Client()
+    root.force_login(make_user("root", superuser=True))
+    response = root.post(f"/admin/studies/apitoken/{token.pk}/change/",
+                         {"name": "notebook", "read_only": "on", "revoked": "on", "expires_at_0": "", "expires_at_1": ""})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    token.refresh_from_db()
+    assert token.revoked
+    return token, key
+
+
+def test_a_revoked_token_cannot_be_made_live_again_through_its_admin_change_page(client, bob, make_user):
+    token, key = _bobs_revoked_read_only_token(bob, make_user)
+    client.force_login(bob)
+    response = client.post(f"/admin/studies/apitoken/{token.pk}/change/",
+                           {"name": "notebook again", "expires_at_0": "", "expires_at_1": ""})  # boxes unticked
+    assert response.status_code == 302, response.content.decode()[:2000]
+    token.refresh_from_db()
+    assert (token.name, token.revoked, token.read_only) == ("notebook again", True, True)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/v1/studies/").status_code == 401
+
+
+def test_the_token_service_refuses_to_widen_a_token_naming_the_field(bob, make_user):
+    from datetime import timedelta
+
+    from django.core.exceptions import ValidationError
+    from django.utils import timezone
+
+    from studies.api.tokens import api_token_create, api_token_update
+
+    token, _ = _bobs_revoked_read_only_token(bob, make_user)
+    for change, field in [({"revoked": False}, "revoked"), ({"read_only": False}, "read_only")]:
+        with pytest.raises(ValidationError) as refused:
+            api_token_update(token=token, user=bob, **change)
+        assert field in refused.value.message_dict
+    token.refresh_from_db()
+    assert token.revoked and token.read_only
+
+    soon = timezone.now() + timedelta(days=1)
+    live, _ = api_token_create(user=bob, name="script", read_only=False, expires_at=soon)
+    for later in (soon + timedelta(days=30), None):
+        with pytest.raises(ValidationError) as refused:
+            api_token_update(token=live, user=bob, expires_at=later)
+        assert "expires_at" in refused.value.message_dict
+    narrowed = api_token_update(token=live, user=bob, read_only=True, expires_at=soon - timedelta(hours=1))
+    assert narrowed.read_only and narrowed.expires_at == soon - timedelta(hours=1)
+    with pytest.raises(ValidationError, match="not found or not yours"):
+        api_token_update(token=live, user=make_user("olga", staff=True, perms=["studies.change_apitoken"]),
+                         revoked=True)

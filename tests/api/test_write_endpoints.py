@@ -62,6 +62,30 @@ def test_bad_study_designs_are_400_naming_the_field(client_for, researcher, stud
     assert Study.objects.count() == 1
 
 
+def test_a_refused_username_or_study_name_says_the_same_whoever_it_belongs_to(client_for, researcher, make_user,
+                                                                              study_data):
+    # Regression (issue 20, item 11): the 400s told whether a username or another's study existed.
+    gone = make_user("gone")
+    gone.is_active = False
+    gone.save()
+    client = client_for(researcher)
+    said = {}
+    for name in ("nobody", "gone"):
+        response = client.post("/api/v1/studies/", design(study_data.study.dataset, study_data.sources,
+                                                          shared_with=[name]), format="json")
+        assert response.status_code == 400
+        said[name] = response.json()["shared_with"][0].replace(name, "NAME")
+    assert said["nobody"] == said["gone"] == "'NAME': not found or not yours."
+    other = make_user("olga2", perms=["studies.add_study", "studies.view_dataset", "studies.view_rationalesource"])
+    theirs = client_for(other).post("/api/v1/studies/", design(study_data.study.dataset, study_data.sources,
+                                                               name="olgas-study"), format="json")
+    assert theirs.status_code == 201, theirs.json()
+    for taken in ("olgas-study", "utility-study"):  # another researcher's, the researcher's own
+        response = client.post("/api/v1/studies/", design(study_data.study.dataset, study_data.sources, name=taken),
+                               format="json")
+        assert response.json()["name"] == [f"The name {taken!r} is not available: choose another name."]
+
+
 def test_a_design_the_study_service_refuses_is_400_with_its_message(client_for, researcher, study_data):
     body = design(study_data.study.dataset, [], name="no-sources")
     response = client_for(researcher).post("/api/v1/studies/", body, format="json")
@@ -230,6 +254,21 @@ def test_generation_service_errors_are_400(client_for, make_user):
     )
     assert response.status_code == 400
     assert "not a language model source" in response.json()["non_field_errors"][0]
+
+
+@pytest.mark.parametrize("kind, params, named", [
+    ("quark", {"reward": "marker:is", "report": {"heldout": {"after": 1.0}}, "best": {"step": 1}, "checkpoint_step": 9,
+               "history": []}, "params.best, params.checkpoint_step, params.history, params.report"),
+    ("rationales", {"cursor": 10**6, "max_requests": 3}, "params.cursor"),
+])
+def test_a_job_refuses_parameters_it_does_not_document_naming_each(client_for, make_user, lm_source, kind, params,
+                                                                   named):
+    client = client_for(grant(make_user("priya"), "studies.add_generationjob"))
+    response = client.post("/api/v1/generation-jobs/", {"kind": kind, "source": lm_source.name, "dataset": "gen-dataset",
+                                                        "params": params}, format="json")
+    assert response.status_code == 400
+    assert response.json()["non_field_errors"][0].startswith(f"{named}: not a parameter of {kind} jobs")
+    assert not GenerationJob.objects.exists()
 
 
 def test_generation_jobs_need_the_permission(client_for, researcher, lm_source):

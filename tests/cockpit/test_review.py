@@ -7,6 +7,7 @@ import pytest
 from annotations.models import Annotation, Assignment, Bonus, Participant, PlatformCall, WorkerBlock
 from annotations.services.answers import annotation_submit, assignment_submit
 from studies.models import Platform
+from studies.services.sharing import study_share
 from tests.annotations.factories import AttentionCheckFactory
 from tests.cockpit.conftest import staff_client
 from tests.work import open_utility_study, work
@@ -145,7 +146,7 @@ def test_approve_reject_bonus_and_block_from_the_worker_page(reviewed):
 def test_reviewing_needs_pay_access(reviewed):
     client, study, workers = reviewed
     lee, lee_client = staff_client("lee", pay=False)
-    study.shared_with.add(lee)
+    study_share(study=study, user=study.owner, with_user=lee, level="pay")  # the share allows it; the permission not
     careful = workers["careful"]
     page = f"/admin/studies/study/{study.pk}/workers/{careful.participant_id}/"
     shown = lee_client.get(page)

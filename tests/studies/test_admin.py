@@ -114,9 +114,10 @@ def test_study_added_in_admin_goes_through_the_service(admin_client):
         "name": "From admin", "kind": "utility", "dataset": dataset.pk, "split": "test", "item_sample_size": "4",
         "sample_seed": "3", "sources": [rationale.source.pk], "annotators_per_unit": "5", "units_per_task": "10",
         "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0", "platform": "link",
-        # The study page's inlines (attention checks, qualification test), empty.
+        # The study page's inlines (attention checks, qualification test, shares), empty.
         "attention_checks-TOTAL_FORMS": "0", "attention_checks-INITIAL_FORMS": "0",
         "qualification_test-TOTAL_FORMS": "0", "qualification_test-INITIAL_FORMS": "0",
+        "shares-TOTAL_FORMS": "0", "shares-INITIAL_FORMS": "0",
     })
     assert response.status_code == 302, response.content.decode()[:3000]
     study = Study.objects.get(name="From admin")

@@ -20,6 +20,7 @@ from studies.selectors import (
     study_user_may,
     user_may_see_raw_worker_ids,
 )
+from studies.services.sharing import study_share
 from studies.services.studies import study_create
 from tests.factories import (
     DatasetFactory,
@@ -86,9 +87,33 @@ def test_change_and_pay_need_their_permission_on_top_of_membership(world):
     assert not studies_for_user(user=owner, access=PAY).exists()
     editor = _user("ed", perms=["studies.change_study", "studies.pay_workers"])
     assert not studies_for_user(user=editor, access=CHANGE).exists()  # a permission is not membership
-    world["study"].shared_with.add(editor)
+    study_share(study=world["study"], user=world["owner"], with_user=editor, level="pay")
     assert list(studies_for_user(user=editor, access=CHANGE)) == [world["study"]]
     assert list(studies_for_user(user=editor, access=PAY)) == [world["study"]]
+
+
+def test_a_share_grants_its_level_and_the_ones_below_it_only(world):
+    # Regression (issue 20, item 8): a share granted change and pay whatever it was meant for.
+    editor = _user("ed", perms=["studies.change_study", "studies.pay_workers"])
+    study, owner = world["study"], world["owner"]
+    reaches = {}
+    for level in ("view", "change", "pay"):
+        study_share(study=study, user=owner, with_user=editor, level=level)
+        reaches[level] = [access for access in (VIEW, CHANGE, PAY) if study_user_may(user=editor, study=study,
+                                                                                      access=access)]
+    assert reaches == {"view": [VIEW], "change": [VIEW, CHANGE], "pay": [VIEW, CHANGE, PAY]}
+
+
+def test_only_the_owner_shares_a_study_and_a_share_cannot_raise_itself(world):
+    from studies.services.studies import StudyError
+
+    study, colleague = world["study"], world["colleague"]
+    grant = _user("ed", perms=["studies.change_study", "studies.pay_workers"])
+    study_share(study=study, user=world["owner"], with_user=grant, level="change")
+    for who, with_user in ((grant, grant), (grant, colleague), (_user("olga2", staff=True), colleague)):
+        with pytest.raises(StudyError, match="not found or not yours to share"):
+            study_share(study=study, user=who, with_user=with_user, level="pay")
+    assert not study_user_may(user=grant, study=study, access=PAY)
 
 
 def test_reference_data_is_what_visible_studies_use_without_the_view_permission(world):

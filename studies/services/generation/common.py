@@ -156,6 +156,10 @@ class Handler:
     work and says whether more remains (the task queues itself again while it does)."""
 
     kind: str = ""
+    # The parameters a caller may give (``generation_job_create`` refuses any other key): the
+    # handlers write their own keys (a cursor, budget usage, a Quark run's history and report)
+    # into ``job.params`` as the job runs, and none of those may come from outside.
+    params_accepted: frozenset[str] = frozenset()
 
     def prepare(self, *, source, generator, dataset, split: str, item_ids, limit, params: dict) -> Prepared:
         raise NotImplementedError

@@ -31,6 +31,7 @@ from .common import (
 
 class FaithfulnessHandler(ItemHandler):
     kind = GenerationJob.Kind.FAITHFULNESS
+    params_accepted = frozenset({"task_model", "task_backend"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         if source is None:

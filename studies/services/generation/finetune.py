@@ -9,6 +9,9 @@ from .common import GenerationError, Handler, Prepared
 
 class FinetuneHandler(Handler):
     kind = GenerationJob.Kind.FINETUNE
+    # What ``studies.services.finetune.finetune_t5`` takes (``finetune_params`` completes them).
+    params_accepted = frozenset({"mode", "preset", "base_model", "n_shot", "epochs", "steps", "batch_size", "lr",
+                                 "seed", "output_name", "include_generalization"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         from studies.services.finetune import finetune_params

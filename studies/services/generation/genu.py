@@ -17,6 +17,7 @@ from .common import (
 
 class GenUHandler(ItemHandler):
     kind = GenerationJob.Kind.GENU_ANSWERS
+    params_accepted = frozenset({"answerer_i", "answerer_ir", "only_valid"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         from studies.services.genu import ROLES, genu_answerer_check, genu_questions

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
+from studies.selectors import CHANGE, generation_jobs_for_user
 
 from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status
 from .faithfulness import FaithfulnessHandler
@@ -67,12 +68,21 @@ def generation_job_create(
     ``task_model`` and ``task_backend`` (see :mod:`.faithfulness`); fine-tuning takes what
     :func:`studies.services.finetune.finetune_params` accepts; Quark training takes what
     :func:`studies.services.quark.quark_params` accepts (``source`` is the policy, or
-    ``params["policy_path"]`` a checkpoint folder)."""
+    ``params["policy_path"]`` a checkpoint folder). Any other key is refused (each handler's
+    ``params_accepted``): the keys a job writes as it runs (cursor, usage, history, report, best,
+    checkpoint_step, ...) never come from the caller."""
     handler = HANDLERS.get(kind)
     if handler is None:
         raise GenerationError(f"unknown job kind {kind!r}")
     if batch_size < 1:
         raise GenerationError("batch size must be at least 1")
+    if params is not None and not isinstance(params, dict):
+        raise GenerationError("params must be an object of parameters")
+    unknown = sorted(set(params or {}) - handler.params_accepted)
+    if unknown:
+        raise GenerationError(
+            f"{', '.join(f'params.{key}' for key in unknown)}: not a parameter of {kind} jobs (they take "
+            f"{', '.join(sorted(handler.params_accepted)) or 'none'})")
     if dataset is None and item_ids:
         first = Item.objects.filter(pk=item_ids[0]).select_related("dataset").first()
         dataset = first.dataset if first else None
@@ -90,10 +100,23 @@ def generation_job_create(
     return job
 
 
+def _job_to_change(*, user, job: GenerationJob, verb: str) -> GenerationJob:
+    """The job, locked, if ``user`` may cancel or resume it (``generation_jobs_for_user``, access
+    CHANGE); a GenerationError otherwise, the same for a job that does not exist. Call inside a
+    transaction."""
+    locked = (generation_jobs_for_user(user=user, access=CHANGE).select_for_update()
+              .filter(pk=job.pk).first())
+    if locked is None:
+        raise GenerationError(f"job {job.pk}: not found or not yours to {verb}")
+    return locked
+
+
 @transaction.atomic
-def generation_job_cancel(*, job: GenerationJob) -> GenerationJob:
-    """Ask a job to stop. It stops at the end of its current batch; a queued job never starts."""
-    job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+def generation_job_cancel(*, job: GenerationJob, user) -> GenerationJob:
+    """Ask a job to stop, for ``user`` (who must be allowed to: their own job while they may start
+    jobs, any job with ``studies.change_generationjob``). It stops at the end of its current
+    batch; a queued job never starts."""
+    job = _job_to_change(user=user, job=job, verb="cancel")
     if not job.is_active:
         raise GenerationError(f"job {job.pk} is {job.get_status_display().lower()}: only queued or running jobs can be cancelled")
     GenerationJob.STATUS.move(job, Status.CANCELLED, cancel_requested=True, eta_seconds=None,
@@ -102,9 +125,10 @@ def generation_job_cancel(*, job: GenerationJob) -> GenerationJob:
 
 
 @transaction.atomic
-def generation_job_resume(*, job: GenerationJob, enqueue: bool = True) -> GenerationJob:
-    """Queue a failed, cancelled or stalled job again; it continues where it stopped."""
-    job = GenerationJob.objects.select_for_update().get(pk=job.pk)
+def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> GenerationJob:
+    """Queue a failed, cancelled or stalled job again, for ``user`` (allowed as for
+    :func:`generation_job_cancel`); it continues where it stopped."""
+    job = _job_to_change(user=user, job=job, verb="resume")
     if job.status == Status.DONE:
         raise GenerationError(f"job {job.pk} is done: nothing to resume")
     # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.

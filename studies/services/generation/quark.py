@@ -9,6 +9,11 @@ from .common import Handler, Prepared
 
 class QuarkHandler(Handler):
     kind = GenerationJob.Kind.QUARK
+    # What ``studies.services.quark.quark_params`` documents; ``settings`` is checked key by key by
+    # ``QuarkSettings.from_json``.
+    params_accepted = frozenset({"reward", "answerer_i", "answerer_ir", "only_valid", "settings", "policy_path",
+                                 "validation_split", "heldout_split", "train_limit", "validation_limit",
+                                 "heldout_limit", "checkpoint_every", "max_accuracy_drop", "output_name"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         from studies.services.quark import quark_params

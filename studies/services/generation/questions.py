@@ -87,6 +87,7 @@ def no_question_reason(qtype: str, *, samples: int, unparseable: int, dropped: d
 
 class QuestionHandler(ItemHandler):
     kind = GenerationJob.Kind.GENERALIZATION_QUESTIONS
+    params_accepted = frozenset({"max_requests", "max_tokens"})  # the openai budget cap
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         if generator is None:

@@ -39,6 +39,7 @@ def train_demonstrations(dataset: Dataset, *, seed: int) -> list[dict]:
 
 class RationaleHandler(ItemHandler):
     kind = GenerationJob.Kind.RATIONALES
+    params_accepted = frozenset({"max_requests", "max_tokens"})  # the openai budget cap
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         lm_source(source, "rationale source")

@@ -128,11 +128,11 @@ def test_the_marker_reward_raises_the_heldout_marker_share(t5_trained_longer, st
 
 
 def test_a_killed_or_cancelled_run_resumes_from_its_last_checkpoint_as_the_same_run(t5_source, strategyqa_dataset,
-                                                                                     splits, admin_client):
+                                                                                     splits, admin_client, admin_user):
     straight = generation_job_run(job_id=_job(t5_source, strategyqa_dataset).pk)
     assert straight.status == "done" and straight.done == 6
 
-    job = _job(t5_source, strategyqa_dataset, note="interrupted")
+    job = _job(t5_source, strategyqa_dataset, output_name="quark-interrupted")
     assert generation_job_run_batch(job_id=job.pk) is True  # steps 1-2, checkpoint at 2
     job.refresh_from_db()
     assert (job.done, job.params["checkpoint_step"]) == (2, 2)
@@ -142,10 +142,10 @@ def test_a_killed_or_cancelled_run_resumes_from_its_last_checkpoint_as_the_same_
     assert generation_job_run_batch(job_id=job.pk) is True  # from the checkpoint at 2: steps 3-4
     job.refresh_from_db()
     assert job.params["checkpoint_step"] == 4
-    generation_job_cancel(job=job)
+    generation_job_cancel(job=job, user=admin_user)
     assert generation_job_run_batch(job_id=job.pk) is False
     quark_service.forget_runs()
-    generation_job_resume(job=job, enqueue=False)
+    generation_job_resume(job=job, user=admin_user, enqueue=False)
     resumed = generation_job_run(job_id=job.pk)
     assert resumed.status == "done" and resumed.done == 6
 

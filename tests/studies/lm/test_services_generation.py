@@ -57,7 +57,7 @@ def test_source_backed_by_a_local_folder_generates_50_rationales_with_progress(l
 
 
 def test_crash_halfway_then_resume_ends_with_exactly_50_rationales(
-        lm_models, dev_items, strategyqa_dataset, monkeypatch, django_capture_on_commit_callbacks):
+        lm_models, dev_items, strategyqa_dataset, monkeypatch, django_capture_on_commit_callbacks, admin_user):
     source = t5_source(lm_models)
     real = backends.Seq2SeqBackend.generate
     calls = {"n": 0}
@@ -77,7 +77,7 @@ def test_crash_halfway_then_resume_ends_with_exactly_50_rationales(
     assert Rationale.objects.filter(source=source).count() == 32 == job.done
 
     with django_capture_on_commit_callbacks(execute=True):
-        generation.generation_job_resume(job=job)
+        generation.generation_job_resume(job=job, user=admin_user)
     job.refresh_from_db()
     assert (job.status, job.done) == ("done", 50)
     assert Rationale.objects.filter(source=source).count() == 50
@@ -158,17 +158,17 @@ def test_unparseable_outputs_are_kept_as_failures_with_raw_text(lm_models, dev_i
     assert again.params["demonstrations"] == job.params["demonstrations"]
 
 
-def test_cancel_stops_after_the_current_batch(lm_models, dev_items, strategyqa_dataset):
+def test_cancel_stops_after_the_current_batch(lm_models, dev_items, strategyqa_dataset, admin_user):
     source = t5_source(lm_models)
     job = rationale_job(source, strategyqa_dataset)
     generation.generation_job_run_batch(job_id=job.pk)
-    generation.generation_job_cancel(job=job)
+    generation.generation_job_cancel(job=job, user=admin_user)
     assert generation.generation_job_run_batch(job_id=job.pk) is False
     job.refresh_from_db()
     assert job.status == "cancelled" and job.cancel_requested
     assert Rationale.objects.filter(source=source).count() == 16
     with pytest.raises(generation.GenerationError, match="only queued or running"):
-        generation.generation_job_cancel(job=job)
+        generation.generation_job_cancel(job=job, user=admin_user)
 
 
 def test_openai_source_stops_at_its_budget_cap(dev_items, strategyqa_dataset, train_items):
