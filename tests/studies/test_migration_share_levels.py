@@ -8,7 +8,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [("studies", "0007_generationjob_quark")]
-AFTER = [("studies", "0008_d_study_share_levels")]
+AFTER = [("studies", "0008_study_share_levels")]
 
 
 @pytest.fixture

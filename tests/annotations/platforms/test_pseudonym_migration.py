@@ -9,8 +9,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from lab.pseudonyms import worker_pseudonym
 
-BEFORE = [("annotations", "0010_b_worker_block")]
-AFTER = [("annotations", "0011_b_platform_call_pseudonyms")]
+BEFORE = [("annotations", "0010_worker_block")]
+AFTER = [("annotations", "0011_platform_call_pseudonyms")]
 
 
 @pytest.mark.django_db(transaction=True)

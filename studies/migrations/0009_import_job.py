@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0007_generationjob_quark'),
+        ('studies', '0008_study_share_levels'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0007_generationjob_quark'),
+        ('studies', '0009_import_job'),
     ]
 
     operations = [

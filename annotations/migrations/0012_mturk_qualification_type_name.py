@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotations', '0009_money_flags_and_unknown'),
+        ('annotations', '0011_platform_call_pseudonyms'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('studies', '0007_generationjob_quark'),
+        ('studies', '0010_dropped_question'),
     ]
 
     operations = [
