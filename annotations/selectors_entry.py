@@ -39,7 +39,7 @@ def active_assignment(*, study: Study, participant: Participant | None,
     return (
         Assignment.objects.filter(study_id=study.pk, participant_id=participant.pk, status=Assignment.Status.ACTIVE,
                                   expires_at__gt=now or timezone.now())
-        .only("token", "platform_assignment_id", "expires_at")
+        .only("token", "participant_id", "platform_assignment_id", "expires_at")
         .first()
     )
 
