@@ -70,7 +70,7 @@ def annotation_submit(
         if claim.assignment_id != assignment.pk:
             raise ForeignClaim("That question is not part of your task.")
         locked = lock_active(assignment, now)
-        refuse_until_qualified(locked)
+        refuse_until_qualified(locked, study_id=assignment.study_id)
         if claim.released:
             raise AssignmentExpired("This question was given back to the pool; its answers are no longer saved.")
         kind = assignment.study.kind
@@ -104,10 +104,11 @@ def annotation_submit(
         return annotation
 
 
-def refuse_until_qualified(locked: Assignment) -> None:
+def refuse_until_qualified(locked: Assignment, *, study_id: int) -> None:
     """Raise ``QualificationRequired`` while the task waits for its qualification test
-    (``Assignment.qualification_pending``, read with the row lock: no query of its own)."""
-    if locked.qualification_pending:
+    (``Assignment.qualification_pending``, read with the row lock: no query of its own unless it
+    is set; then the test must still exist, so a task whose study dropped its test is not stuck)."""
+    if locked.qualification_pending and precompiled.QUALIFICATION_TEST_OF_STUDY.first(study_id) is not None:
         raise QualificationRequired(
             "This study asks you to take its qualification test first: open your task page again to see it."
         )
@@ -133,7 +134,7 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         if locked.status == Assignment.Status.SUBMITTED:
             assignment.refresh_from_db()
             return assignment
-        refuse_until_qualified(lock_active(assignment))
+        refuse_until_qualified(lock_active(assignment), study_id=assignment.study_id)
         open_claims = Claim.objects.filter(
             assignment_id=assignment.pk, completed_at__isnull=True, released=False
         ).count()

@@ -245,6 +245,16 @@ def test_the_answer_and_submit_services_refuse_while_the_qualification_test_is_n
     assert Assignment.objects.get().status == Assignment.Status.ACTIVE
 
 
+def test_a_task_waiting_for_a_qualification_test_the_study_no_longer_has_is_not_stuck():
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    test = add_qualification(study)
+    assignment = assignment_start(study=study, participant=ParticipantFactory(), consented=True)
+    assert Assignment.objects.get().qualification_pending
+    test.delete()  # the researcher removed the test: the page asks no test, so neither do the services
+    annotation_submit(assignment=assignment, claim=assignment.claims.get(), step="before", answer="yes")
+    assert Annotation.objects.count() == 1
+
+
 def test_qualification_fail_ends_politely_and_gives_units_back(client):
     study = make_study(n_items=2, n_sources=1, units_per_task=1)
     test = add_qualification(study, pass_mark=3)
