@@ -10,9 +10,9 @@ The rules (the README's "Security model" says the same):
 - A platform assignment (MTurk assignmentId, Prolific SESSION_ID) has at most one local task:
   entering with it again after that task is finished gets the finished task's (done) page.
 - A consent form is taken once: its one-time nonce becomes a ``ConsentReceipt`` in the same
-  transaction as the participant it made and the task it gave, so a retried form gets the same
-  task; a form that was refused leaves nothing behind. (The nonce is bound to the browser that
-  loaded the landing page: ``annotations.views_entry``.)
+  transaction as the participant it made, and the task it gave is recorded on it, so a retried
+  form gets the same task. A form that was refused gets no trust from being sent again. (The
+  nonce is bound to the browser that loaded the landing page: ``annotations.views_entry``.)
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from annotations import selectors_entry
 from annotations.models import Assignment, ConsentReceipt, Participant
 from annotations.services.assignment import assignment_start, platform_assignment_check
-from annotations.services.errors import AnnotationError, PlatformAssignmentTaken, TaskInProgress
+from annotations.services.errors import PlatformAssignmentTaken, TaskInProgress
 from studies.models import Study
 
 IN_ANOTHER_BROWSER = (
@@ -43,12 +43,6 @@ class PlatformRefs:
     return_url: str = ""
 
 
-class ConsentFormSpent(AnnotationError):
-    """A consent form whose receipt has no task (taken before receipts and tasks were written together)."""
-
-    status = 400
-
-
 def may_resume(*, active: Assignment, refs: PlatformRefs, held_task_id: int | None) -> bool:
     """Whether an entry may open ``active``, the participant's task in progress: a browser whose
     study cookie names this task (``held_task_id``) may, and so may an entry with the platform
@@ -62,37 +56,39 @@ def task_in_progress(active: Assignment) -> TaskInProgress:
     return TaskInProgress(IN_ANOTHER_BROWSER.format(deadline=active.expires_at.strftime("%Y-%m-%d %H:%M")))
 
 
-class _SameForm(Exception):
-    """The consent form's receipt exists already (committed by a request sent at the same time)."""
+def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Participant]) -> ConsentReceipt:
+    """The receipt of the consent form with nonce ``key``: made the first time, when
+    ``participant()`` is called to find or create who consents (in this transaction, so a refusal
+    it raises leaves nothing behind); the same receipt for every retry of that form."""
+    existing = ConsentReceipt.objects.select_related("participant").filter(key=key).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return ConsentReceipt.objects.create(key=key, study=study, participant=participant())
+    except IntegrityError:  # the same form, sent twice at once: the first one made the receipt
+        return ConsentReceipt.objects.select_related("participant").get(key=key)
 
 
 def consent_take(*, key: str, study: Study, participant: Callable[[], Participant], refs: PlatformRefs,
                  held_task_id: int | None, completion_code: str = "") -> Assignment:
     """The task of the consent form with nonce ``key`` (already checked to come from this
-    browser's landing page). The first time: ``participant()`` finds or creates who consents,
-    ``assignment_enter`` decides their task, and the receipt records it, all in one transaction
-    (a refusal raised by either leaves nothing behind). Every retry of that form gets the same task
-    (a form sent twice at once waits for the first one's transaction, then reads its receipt).
-    Raises what ``participant()`` and ``assignment_enter`` raise."""
-    existing = ConsentReceipt.objects.select_related("assignment").filter(key=key).first()
-    if existing is None:
-        try:
-            with transaction.atomic():
-                person = participant()
-                try:
-                    with transaction.atomic():
-                        receipt = ConsentReceipt.objects.create(key=key, study=study, participant=person)
-                except IntegrityError:
-                    raise _SameForm from None
-                assignment = assignment_enter(study=study, participant=person, refs=refs,
-                                              held_task_id=held_task_id, completion_code=completion_code)
-                ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
-                return assignment
-        except _SameForm:
-            existing = ConsentReceipt.objects.select_related("assignment").get(key=key)
-    if existing.assignment is None:
-        raise ConsentFormSpent("This consent form was already used. Please open the study's link again.")
-    return existing.assignment
+    browser's landing page): its receipt (``consent_receipt_take``), then, holding the receipt's
+    row lock, the task it gave before, or the one ``assignment_enter`` decides now, recorded on
+    the receipt in the same transaction. So a copy of the form sent meanwhile waits and gets the
+    same task, and a form that was refused is decided afresh when sent again: it proves no more
+    than the cookie it comes with (``held_task_id``). Raises what ``participant()`` and
+    ``assignment_enter`` raise."""
+    receipt = consent_receipt_take(key=key, study=study, participant=participant)
+    with transaction.atomic():
+        # The row alone (a joined row would be read as it was before the wait for the lock).
+        locked = ConsentReceipt.objects.select_for_update().only("assignment_id").get(pk=receipt.pk)
+        if locked.assignment_id is not None:
+            return Assignment.objects.get(pk=locked.assignment_id)
+        assignment = assignment_enter(study=study, participant=receipt.participant, refs=refs,
+                                      held_task_id=held_task_id, completion_code=completion_code)
+        ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
+        return assignment
 
 
 def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,
@@ -101,7 +97,8 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
     (``may_resume``), else a new one. Raises ``TaskInProgress`` when a task in progress belongs to
     another browser, ``PlatformAssignmentDone`` / ``PlatformAssignmentTaken`` when the platform
     assignment has another local task, and the assignment service's errors (no work, not
-    qualified, ...). Call inside the transaction that records the consent (``consent_take``)."""
+    qualified, ...). Call inside the transaction that records the task on the consent's receipt
+    (``consent_take``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
         if active is not None:
