@@ -115,7 +115,7 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
             )
         except TaskInProgress:  # another request of this worker started one meanwhile: decide again
             continue
-    # pragma: no cover - a task appeared and vanished between two reads
+    # Reached only when a task appeared and vanished between two reads.
     raise TaskInProgress("Your task is being set up in another window; reload this page in a moment.")
 
 

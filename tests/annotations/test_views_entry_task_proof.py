@@ -7,9 +7,11 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.test import Client
 
-from annotations.models import Assignment, Participant, PlatformAssignmentBinding
+from annotations.models import Assignment, Participant
+from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import PlatformAssignmentDone
+from annotations.services.release import assignment_release
 from studies.models import Platform
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, entry_url, landing_nonce, start
@@ -137,7 +139,10 @@ def test_a_consent_post_with_a_submitted_assignment_gives_its_done_page_not_a_se
 def test_the_service_refuses_a_second_task_for_a_finished_platform_assignment(mturk_study):
     worker = Participant.objects.create(platform=Platform.MTURK, external_id="ADUPWORKER1")
     first = assignment_start(study=mturk_study, participant=worker, platform_assignment_id="3DUPASG1", consented=True)
-    Assignment.STATUS.move(first, Assignment.Status.SUBMITTED)
+    for claim in first.claims.all():
+        for step in ("before", "after"):
+            annotation_submit(assignment=first, claim=claim, step=step, answer="yes")
+    assignment_submit(assignment=first)
     with pytest.raises(PlatformAssignmentDone) as refused:
         assignment_start(study=mturk_study, participant=worker, platform_assignment_id="3DUPASG1", consented=True)
     assert refused.value.assignment.pk == first.pk
@@ -152,6 +157,7 @@ def test_the_database_refuses_two_live_tasks_for_one_platform_assignment(mturk_s
     second = assignment_start(study=mturk_study, participant=two, platform_assignment_id="3OWN", consented=True)
     with pytest.raises(IntegrityError), transaction.atomic():
         Assignment.objects.filter(pk=second.pk).update(platform_assignment_id="3SHARED")
-    Assignment.objects.filter(pk=second.pk).update(status=Assignment.Status.EXPIRED)
+    expire = assignment_release(assignment=second, status=Assignment.Status.EXPIRED)
+    assert expire
     Assignment.objects.filter(pk=second.pk).update(platform_assignment_id="3SHARED")  # expired: not taken
-    assert PlatformAssignmentBinding.objects.count() == 0  # (bindings are the entry's, not the service's)
+    assert Assignment.objects.filter(platform_assignment_id="3SHARED").count() == 2
