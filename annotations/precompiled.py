@@ -204,7 +204,8 @@ class HotQuery:
 ASSIGNMENT_BY_TOKEN = HotQuery("assignment_by_token", Assignment, {"": "__all__", "study": "__all__"},
                                where="token")
 # The assignment row lock that serialises everything changing one assignment.
-ASSIGNMENT_LOCK = HotQuery("assignment_lock", Assignment, {"": ("status", "expires_at", "created_at")},
+ASSIGNMENT_LOCK = HotQuery("assignment_lock", Assignment,
+                           {"": ("status", "expires_at", "created_at", "qualification_pending")},
                            where="id", for_update=True)
 
 # What a step page shows of one claim. Split by what the claim is, so that no query joins more

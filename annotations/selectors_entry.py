@@ -14,6 +14,7 @@ from annotations.models import (
     ParticipantLink,
     PlatformAssignmentBinding,
 )
+from annotations.models.core import LIVE_OR_FINISHED
 from studies.models import Platform, Study
 
 
@@ -38,7 +39,7 @@ def active_assignment(*, study: Study, participant: Participant | None,
     return (
         Assignment.objects.filter(study_id=study.pk, participant_id=participant.pk, status=Assignment.Status.ACTIVE,
                                   expires_at__gt=now or timezone.now())
-        .only("token", "platform_assignment_id", "expires_at")
+        .only("token", "participant_id", "platform_assignment_id", "expires_at")
         .first()
     )
 
@@ -81,3 +82,17 @@ def study_entry_warnings(*, study: Study) -> list[str]:
         "participant identifier (a lab id or e-mail, stored only as a keyed hash) are recognised "
         "across browsers; single-person links avoid the problem."
     ]
+
+
+def task_of_platform_assignment(*, study: Study, platform_assignment_id: str) -> Assignment | None:
+    """The local task of a platform assignment (MTurk assignmentId, Prolific SESSION_ID) in
+    ``study`` that is in progress or finished; an expired or returned one counts as not taken.
+    At most one (constraint ``assignment_one_task_per_platform_assignment``)."""
+    if not platform_assignment_id:
+        return None
+    return (
+        Assignment.objects.filter(study_id=study.pk, platform_assignment_id=platform_assignment_id,
+                                  status__in=LIVE_OR_FINISHED)
+        .only("token", "status", "participant_id", "platform_assignment_id", "expires_at")
+        .first()
+    )

@@ -4,9 +4,11 @@
 - ``/w/l/<token>/``: a single-person link (``ParticipantLink``);
 - ``/w/o/<token>/``: a shared link (``OpenLink``).
 
-Each shows the landing page (consent) with a one-time nonce; its POST takes the consent once
-(``services.entry.consent_receipt_take``) and redirects to the task at ``/w/a/<assignment
-token>/``. Who may open a task in progress is decided by ``services.entry.may_resume``.
+Each shows the landing page (consent) with a one-time nonce bound to the browser that loaded it
+(``worker_pages.browser_key``); its POST takes the consent once (``services.entry.consent_take``)
+and redirects to the task at ``/w/a/<assignment token>/``, setting the study cookie that proves
+this browser holds that task (``worker_pages.remember_task``). Who may open a task in progress is
+decided by ``services.entry.may_resume``.
 """
 from __future__ import annotations
 
@@ -22,14 +24,8 @@ from annotations import selectors_entry
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
 from annotations.platforms import handoff
 from annotations.selectors_cost import questions_per_task
-from annotations.services.entry import (
-    PlatformRefs,
-    assignment_enter,
-    consent_receipt_take,
-    may_resume,
-    task_in_progress,
-)
-from annotations.services.errors import AnnotationError
+from annotations.services.entry import PlatformRefs, consent_take, may_resume, task_in_progress
+from annotations.services.errors import AnnotationError, PlatformAssignmentDone
 from annotations.services.participants import (
     InvalidIdentifier,
     open_link_join,
@@ -39,7 +35,14 @@ from annotations.services.participants import (
     participant_new_anonymous,
     platform_assignment_bind,
 )
-from annotations.worker_pages import cookie_participant_id, message, remember_participant, worker_page
+from annotations.worker_pages import (
+    browser_digest,
+    browser_holds,
+    keep_browser_key,
+    message,
+    remember_task,
+    worker_page,
+)
 from studies.models import Platform, Study
 
 NONCE_SALT = "annotations.entry.nonce"
@@ -49,28 +52,34 @@ CONSENT_MISSING = "Please tick the box to give your consent, or close this page.
 
 # --- the landing page and its one-time nonce ----------------------------------------------------
 
-def _nonce(page: str) -> str:
+def _nonce(request: HttpRequest, page: str) -> str:
     """A one-time form nonce bound to the landing page ``page`` (the entry and, for a platform,
-    the worker and assignment ids in its URL). Made on GET without storing anything."""
-    return signing.dumps([page, secrets.token_hex(16)], salt=NONCE_SALT, compress=False)
+    the worker and assignment ids in its URL) and to this browser (the digest of its
+    ``browser_key``). Made on GET without storing anything."""
+    return signing.dumps([page, secrets.token_hex(16), browser_digest(request)], salt=NONCE_SALT, compress=False)
 
 
 def _nonce_key(request: HttpRequest, page: str) -> str | None:
-    """The key of the POSTed nonce if it was made for ``page`` and is fresh, else None."""
+    """The key of the POSTed nonce if it was made for ``page`` in this browser and is fresh, else
+    None: a nonce replayed from another browser is not taken."""
     try:
-        made_for, key = signing.loads(request.POST.get("nonce", ""), salt=NONCE_SALT, max_age=NONCE_MAX_AGE)
+        made_for, key, browser = signing.loads(request.POST.get("nonce", ""), salt=NONCE_SALT, max_age=NONCE_MAX_AGE)
     except (signing.BadSignature, ValueError, TypeError):
         return None
-    return key if made_for == page and isinstance(key, str) and len(key) == 32 else None
+    if made_for != page or browser != browser_digest(request):
+        return None
+    return key if isinstance(key, str) and len(key) == 32 else None
 
 
 def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = False, error: str = "",
              identifier: bool = False, status: int = 200) -> HttpResponse:
-    return render(request, "annotations/landing.html", {
+    response = render(request, "annotations/landing.html", {
         "study": study, "preview": preview, "error": error, "action": request.get_full_path(),
-        "nonce": _nonce(page), "ask_identifier": identifier,
+        "nonce": _nonce(request, page), "ask_identifier": identifier,
         "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
     }, status=status)
+    keep_browser_key(request, response)
+    return response
 
 
 def _closed(request: HttpRequest) -> HttpResponse:
@@ -78,9 +87,11 @@ def _closed(request: HttpRequest) -> HttpResponse:
                    message="This study is not accepting work at the moment. Thank you for your interest.")
 
 
-def _to_task(request: HttpRequest, assignment: Assignment, *, study: Study, participant_id: int) -> HttpResponse:
+def _to_task(request: HttpRequest, assignment: Assignment, *, study: Study) -> HttpResponse:
+    """Send this browser to ``assignment``, which it is entitled to, with the cookie proving it."""
     response = redirect("annotations:assignment", token=assignment.token)
-    remember_participant(request, response, study_id=study.pk, participant_id=participant_id)
+    remember_task(request, response, study_id=study.pk, participant_id=assignment.participant_id,
+                  assignment_id=assignment.pk)
     return response
 
 
@@ -89,9 +100,10 @@ def _refused(request: HttpRequest, error: AnnotationError) -> HttpResponse:
 
 
 def _consent(request: HttpRequest, *, study: Study, page: str, participant: Callable[[], Participant],
-             trusted: Callable[[Participant], bool], refs: PlatformRefs | None = None,
+             held_task_id: int | None, refs: PlatformRefs | None = None,
              completion_code: str = "", identifier: bool = False) -> HttpResponse:
-    """The landing page's POST, for every way in: take the consent once, then resume or start."""
+    """The landing page's POST, for every way in: take the consent once, then resume or start.
+    ``held_task_id`` is the task this browser's study cookie proves it holds."""
     if not request.POST.get("consent"):
         return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400)
     key = _nonce_key(request, page)
@@ -100,18 +112,15 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
                         error="This page was open too long or was not loaded from this study: please tick the "
                               "box and start again.")
     try:
-        receipt, fresh = consent_receipt_take(key=key, study=study, participant=participant)
-        if not fresh and receipt.assignment_id:  # the same form again: the same task
-            return _to_task(request, receipt.assignment, study=study, participant_id=receipt.participant_id)
-        assignment = assignment_enter(
-            study=study, participant=receipt.participant, refs=refs or PlatformRefs(), completion_code=completion_code,
-            trusted=not fresh or trusted(receipt.participant), receipt=receipt,
-        )
+        assignment = consent_take(key=key, study=study, participant=participant, refs=refs or PlatformRefs(),
+                                  held_task_id=held_task_id, completion_code=completion_code)
     except InvalidIdentifier as error:
         return _landing(request, study, page=page, error=error.message, identifier=identifier, status=400)
+    except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
+        return _to_task(request, error.assignment, study=study)
     except AnnotationError as error:
         return _refused(request, error)
-    return _to_task(request, assignment, study=study, participant_id=receipt.participant_id)
+    return _to_task(request, assignment, study=study)
 
 
 # --- /w/s/<study token>/ --------------------------------------------------------------------------
@@ -144,7 +153,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     but unauthenticated: see ``services.entry``)."""
     page = f"s:{study.pk}:{arrival.platform}:{arrival.worker_id}:{arrival.assignment_id}"
     refs = PlatformRefs(assignment_id=arrival.assignment_id, task_id=arrival.task_id, return_url=arrival.return_url)
-    held = cookie_participant_id(request, study.pk)
+    held = browser_holds(request, study.pk).assignment_id
     known = selectors_entry.participant_by_platform_id(platform=arrival.platform, external_id=arrival.worker_id)
     owner = selectors_entry.platform_assignment_owner(platform=arrival.platform,
                                                       platform_assignment_id=arrival.assignment_id)
@@ -154,15 +163,18 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
                                "opened with yours. Open the task again from the platform.")
     if request.method == "GET":
         active = selectors_entry.active_assignment(study=study, participant=known)
+        if known is not None and (active is None or active.platform_assignment_id != arrival.assignment_id):
+            done = selectors_entry.task_of_platform_assignment(study=study, platform_assignment_id=arrival.assignment_id)
+            if done is not None and done.status != Assignment.Status.ACTIVE:  # one task per platform assignment
+                return _to_task(request, done, study=study)
         if active is not None:
-            trusted = held == known.pk
-            if trusted and arrival.assignment_id != active.platform_assignment_id:
+            if held == active.pk and arrival.assignment_id != active.platform_assignment_id:
                 # The platform gave this worker a new assignment (returned and accepted again):
-                # consenting again moves the task to it (a POST, not this GET).
+                # consenting again in the browser that holds the task moves it (a POST, not this GET).
                 return _landing(request, study, page=page)
-            if not may_resume(active=active, refs=refs, trusted=trusted):
+            if not may_resume(active=active, refs=refs, held_task_id=held):
                 return _refused(request, task_in_progress(active))
-            return _to_task(request, active, study=study, participant_id=known.pk)
+            return _to_task(request, active, study=study)
         return _landing(request, study, page=page)
 
     def participant() -> Participant:
@@ -172,18 +184,22 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
 
     code = handoff.study_completion_code(study) if arrival.platform == Platform.PROLIFIC else ""
     return _consent(request, study=study, page=page, participant=participant, refs=refs, completion_code=code,
-                    trusted=lambda worker: held == worker.pk)
+                    held_task_id=held)
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, link: OpenLink | None = None) -> HttpResponse:
-    """A plain study link or an open link: the browser's cookie, or a typed participant identifier,
-    or a new anonymous participant."""
-    held = cookie_participant_id(request, study.pk)
-    holder = Participant.objects.filter(pk=held, platform=Platform.LINK).first() if held else None
+    """A plain study link or an open link: the participant of the browser's cookie, or a typed
+    participant identifier, or a new anonymous participant. A task in progress opens only in the
+    browser that holds it (the cookie names the task, not only the participant)."""
+    held = browser_holds(request, study.pk)
+    holder = (Participant.objects.filter(pk=held.participant_id, platform=Platform.LINK).first()
+              if held.participant_id else None)
     if request.method == "GET":
         active = selectors_entry.active_assignment(study=study, participant=holder)
         if active is not None:
-            return _to_task(request, active, study=study, participant_id=holder.pk)
+            if not may_resume(active=active, refs=PlatformRefs(), held_task_id=held.assignment_id):
+                return _refused(request, task_in_progress(active))
+            return _to_task(request, active, study=study)
         return _landing(request, study, page=page, identifier=True)
     identifier = request.POST.get("identifier", "").strip()
 
@@ -197,8 +213,7 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, link: Ope
         return person
 
     return _consent(request, study=study, page=page, participant=participant, identifier=True,
-                    completion_code=link.completion_code if link else "",
-                    trusted=lambda person: holder is not None and holder.pk == person.pk)
+                    completion_code=link.completion_code if link else "", held_task_id=held.assignment_id)
 
 
 # --- /w/o/<token>/ and /w/l/<token>/ -------------------------------------------------------------
@@ -230,10 +245,10 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     if link.participant_id:
         active = selectors_entry.active_assignment(study=study, participant=link.participant)
         if active is not None:
-            return _to_task(request, active, study=study, participant_id=link.participant_id)
+            return _to_task(request, active, study=study)
         finished = selectors_entry.latest_assignment(study=study, participant_id=link.participant_id)
         if finished is not None and finished.status != Assignment.Status.ACTIVE:
-            if cookie_participant_id(request, study.pk) == link.participant_id:
+            if browser_holds(request, study.pk).assignment_id == finished.pk:
                 return redirect("annotations:assignment", token=finished.token)
             return message(request, title="This link was already used", status=403,
                            message="The task of this link is finished. Its completion code was shown at the end "
@@ -243,5 +258,6 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     page = f"l:{link.pk}"
     if request.method == "GET":
         return _landing(request, study, page=page)
+    # (The holder's task in progress was opened above, from any browser: the link is its credential.)
     return _consent(request, study=study, page=page, participant=lambda: participant_link_redeem(link=link),
-                    completion_code=link.completion_code, trusted=lambda person: True)
+                    completion_code=link.completion_code, held_task_id=None)

@@ -1,10 +1,14 @@
 """What every worker page shares: its headers, the refusal of input no page can take, the
-message page, and the study cookie that says which participant a browser is."""
+message page, the study cookie that says which task a browser holds, and the browser key that
+binds a landing page's consent form to the browser that loaded it."""
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
 
-from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.clickjacking import xframe_options_exempt
@@ -49,7 +53,7 @@ def worker_page(view):
     return xframe_options_exempt(wrapped)
 
 
-# --- the study cookie ---------------------------------------------------------------------------
+# --- the study cookie: which task this browser holds ---------------------------------------------
 
 def _cookie_name(study_id: int) -> str:
     return f"rl_w{study_id}"
@@ -59,18 +63,62 @@ def _cookie_salt(study_id: int) -> str:
     return f"{COOKIE_SALT}:{study_id}"
 
 
-def cookie_participant_id(request: HttpRequest, study_id: int) -> int | None:
-    """The participant this browser holds in the study (a signed, study-bound cookie), or None."""
-    try:
-        value = request.get_signed_cookie(_cookie_name(study_id), default="", salt=_cookie_salt(study_id),
-                                          max_age=COOKIE_MAX_AGE)
-    except signing.BadSignature:  # pragma: no cover - get_signed_cookie returns the default
-        return None
-    return int(value) if value.isdigit() else None
+@dataclass(frozen=True)
+class Held:
+    """What a browser proves in a study: the participant it last worked as, and the task the
+    server handed it (its id, in a cookie signed with ``DJANGO_SECRET_KEY``: a browser cannot make
+    one up, so it names only a task this browser was sent to)."""
+
+    participant_id: int | None = None
+    assignment_id: int | None = None
 
 
-def remember_participant(request: HttpRequest, response: HttpResponse, *, study_id: int, participant_id: int) -> None:
+def browser_holds(request: HttpRequest, study_id: int) -> Held:
+    """What the study's signed, study-bound cookie of this browser names (``Held()`` if none).
+    A cookie of the earlier form (a participant id alone) names no task."""
+    value = request.get_signed_cookie(_cookie_name(study_id), default="", salt=_cookie_salt(study_id),
+                                      max_age=COOKIE_MAX_AGE)
+    participant, _, task = value.partition(".")
+    if not (participant.isascii() and participant.isdigit()):
+        return Held()
+    return Held(int(participant), int(task) if task.isascii() and task.isdigit() else None)
+
+
+def remember_task(request: HttpRequest, response: HttpResponse, *, study_id: int, participant_id: int,
+                  assignment_id: int) -> None:
+    """Give this browser the proof that it holds task ``assignment_id``. Call only where the
+    browser was entitled to the task (it started it, held it already, or came with the task's
+    own platform assignment id or single-person link)."""
     response.set_signed_cookie(
-        _cookie_name(study_id), str(participant_id), salt=_cookie_salt(study_id), max_age=COOKIE_MAX_AGE,
-        httponly=True, samesite="Lax", secure=request.is_secure(),
+        _cookie_name(study_id), f"{participant_id}.{assignment_id}", salt=_cookie_salt(study_id),
+        max_age=COOKIE_MAX_AGE, httponly=True, samesite="Lax", secure=request.is_secure(),
     )
+
+
+# --- the browser key: which browser loaded a landing page -----------------------------------------
+
+BROWSER_COOKIE = "rl_b"
+_BROWSER_KEY = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def browser_key(request: HttpRequest) -> str:
+    """This browser's own random key (cookie ``rl_b``, made at its first landing page; set it on
+    the response with ``keep_browser_key``). A landing page's consent nonce carries its digest, so
+    the form is taken only from the browser that loaded the page."""
+    key = getattr(request, "_rl_browser_key", None) or request.COOKIES.get(BROWSER_COOKIE, "")
+    if not _BROWSER_KEY.fullmatch(key):
+        key = secrets.token_urlsafe(32)
+        request._rl_browser_key_new = True
+    request._rl_browser_key = key
+    return key
+
+
+def browser_digest(request: HttpRequest) -> str:
+    """The digest of this browser's key that a nonce carries (the key itself never is in a page)."""
+    return hashlib.sha256(b"rl-browser\x00" + browser_key(request).encode()).hexdigest()[:32]
+
+
+def keep_browser_key(request: HttpRequest, response: HttpResponse) -> None:
+    if getattr(request, "_rl_browser_key_new", False):
+        response.set_cookie(BROWSER_COOKIE, request._rl_browser_key, max_age=COOKIE_MAX_AGE, httponly=True,
+                            samesite="Lax", secure=request.is_secure())

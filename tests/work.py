@@ -8,11 +8,12 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from annotations.models import Assignment, Claim
+from annotations.models import Assignment, Claim, QualificationTest
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.opening import study_open
 from annotations.services.participants import participant_get_or_create
+from annotations.services.qualification import qualification_submit
 from studies.models import Platform, Study
 from studies.services.studies import study_create
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
@@ -55,13 +56,16 @@ def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bo
          steps: int | None = None, platform: str = Platform.PROLIFIC,
          payload: Callable[[Claim, str], dict | None] | None = None,
          shown_for: float | None = None) -> Assignment:
-    """Worker ``worker`` (a Prolific id, or an id on ``platform``) starts a task in ``study`` and
-    answers every claim through ``annotation_submit`` (only the first ``steps`` answers when
+    """Worker ``worker`` (a Prolific id, or an id on ``platform``) starts a task in ``study``, passes
+    its qualification test if it has one, and answers every claim through ``annotation_submit`` (only the first ``steps`` answers when
     given), then submits. ``payload(claim, step)`` adds a payload to an answer (e.g. a reported
     problem). ``shown_for`` (seconds) dates each step's display that long before its answer, as the
     questionnaire page's token does, so the answers have a duration."""
     participant = participant_get_or_create(platform=platform, external_id=worker)
     assignment = assignment_start(study=study, participant=participant, consented=True)
+    if assignment.qualification_pending:  # the study has a qualification test: pass it first, as the page asks
+        questions = QualificationTest.objects.get(study=study).questions.all()
+        qualification_submit(assignment=assignment, answers={str(q.pk): q.correct_answer for q in questions})
     done = 0
     for claim in assignment.claims.select_related("unit__item", "attention_check").order_by("position"):
         kinds = ("attention",) if claim.attention_check_id else ("before", "after")

@@ -160,6 +160,10 @@ class QualificationGrant(models.Model):
         ]
 
 
+# The statuses of a task that holds its platform assignment: in progress or finished.
+LIVE_OR_FINISHED = ("active", "submitted", "approved", "rejected")
+
+
 class Assignment(models.Model):
     """One worker's task: ``units_per_task`` units (plus attention checks) in a fixed order."""
 
@@ -191,6 +195,10 @@ class Assignment(models.Model):
     expires_at = models.DateTimeField()
     submitted_at = models.DateTimeField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    # Set when the task starts while the study's qualification test stands between this worker
+    # and the questions; cleared when they pass it. The answer and submit services refuse while
+    # it is set (read with the row lock they take anyway, so the check costs no query).
+    qualification_pending = models.BooleanField(default=False)
 
     class Meta:
         indexes = [models.Index(fields=["study", "status", "expires_at"])]
@@ -201,6 +209,14 @@ class Assignment(models.Model):
                 fields=["study", "participant"],
                 condition=Q(status="active"),
                 name="assignment_one_active_per_worker",
+            ),
+            # A platform assignment (MTurk assignmentId, Prolific SESSION_ID) has at most one
+            # local task in progress or finished: one completion code, one approval, one payment.
+            # An expired or returned task gave its questions back and counts as not taken.
+            models.UniqueConstraint(
+                fields=["study", "platform_assignment_id"],
+                condition=~Q(platform_assignment_id="") & Q(status__in=LIVE_OR_FINISHED),
+                name="assignment_one_task_per_platform_assignment",
             ),
         ]
 

@@ -8,8 +8,8 @@ Arrival (query string of the entry URL ``/w/s/<study token>/``):
   worker only previews the HIT, ``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE`` and there is no
   ``workerId``: the page is read-only and nothing is stored.
 - Prolific: ``PROLIFIC_PID``, ``STUDY_ID``, ``SESSION_ID``.
-- Plain link: nothing; the browser keeps its participant in a signed cookie, so the same
-  browser resumes. Single-person links (``/w/l/<token>/``) and open links
+- Plain link: nothing; the browser keeps its participant and the task it holds in a signed
+  cookie, so the same browser resumes its task (and no other browser does). Single-person links (``/w/l/<token>/``) and open links
   (``/w/o/<token>/``) are the platforms' ``ParticipantLink`` / ``OpenLink`` rows.
 
 ``arrival_parse`` checks each id against the platform's documented format (below) and refuses

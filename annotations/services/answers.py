@@ -22,6 +22,7 @@ from annotations.services.errors import (
     AssignmentIncomplete,
     ForeignClaim,
     InvalidAnswer,
+    QualificationRequired,
     StepOutOfOrder,
 )
 from annotations.services.release import extend_to_full_duration, lock, lock_active
@@ -61,12 +62,15 @@ def annotation_submit(
     reveal). Steps go in order (``after`` needs ``before``). Expired, finished or foreign
     assignments are refused with ``AssignmentExpired`` / ``AssignmentNotActive`` /
     ``ForeignClaim`` and nothing changes. The first answer of a task extends its deadline from
-    the first-answer window to the full duration."""
+    the first-answer window to the full duration. While the task's qualification test is not
+    passed nothing is stored (``QualificationRequired``): the test is the gate, not only the
+    page that shows it."""
     now = timezone.now()
     with transaction.atomic():
         if claim.assignment_id != assignment.pk:
             raise ForeignClaim("That question is not part of your task.")
         locked = lock_active(assignment, now)
+        refuse_until_qualified(locked, study_id=assignment.study_id)
         if claim.released:
             raise AssignmentExpired("This question was given back to the pool; its answers are no longer saved.")
         kind = assignment.study.kind
@@ -100,6 +104,16 @@ def annotation_submit(
         return annotation
 
 
+def refuse_until_qualified(locked: Assignment, *, study_id: int) -> None:
+    """Raise ``QualificationRequired`` while the task waits for its qualification test
+    (``Assignment.qualification_pending``, read with the row lock: no query of its own unless it
+    is set; then the test must still exist, so a task whose study dropped its test is not stuck)."""
+    if locked.qualification_pending and precompiled.QUALIFICATION_TEST_OF_STUDY.first(study_id) is not None:
+        raise QualificationRequired(
+            "This study asks you to take its qualification test first: open your task page again to see it."
+        )
+
+
 def _same_or_locked(existing: Annotation, answer: str, payload: dict) -> Annotation:
     if existing.answer == answer and (existing.payload or {}) == (payload or {}):
         return existing
@@ -114,13 +128,13 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
     """Finish the task: every claim must be complete. From now on its answers count
     (``claims_that_count``) and each of its units has one more ``n_completed``. Returns the
     assignment with its completion code. Idempotent: submitting a submitted assignment returns
-    it unchanged."""
+    it unchanged. Refused (``QualificationRequired``) while the qualification test is not passed."""
     with transaction.atomic():
         locked = lock(assignment)
         if locked.status == Assignment.Status.SUBMITTED:
             assignment.refresh_from_db()
             return assignment
-        lock_active(assignment)
+        refuse_until_qualified(lock_active(assignment), study_id=assignment.study_id)
         open_claims = Claim.objects.filter(
             assignment_id=assignment.pk, completed_at__isnull=True, released=False
         ).count()

@@ -46,12 +46,23 @@ from django.db.models import F
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from annotations.models import Assignment, AttentionCheck, Claim, Participant, QualificationGrant, Unit
+from annotations import selectors_entry
+from annotations.models import (
+    Assignment,
+    AttentionCheck,
+    Claim,
+    Participant,
+    QualificationGrant,
+    QualificationTest,
+    Unit,
+)
 from annotations.selectors import participant_blocked
 from annotations.services.errors import (
     NotQualified,
     NoWorkAvailable,
     ParticipantBlocked,
+    PlatformAssignmentDone,
+    PlatformAssignmentTaken,
     StudyNotOpen,
     TaskInProgress,
 )
@@ -195,6 +206,38 @@ def _refresh_platform_refs(assignment: Assignment, **refs: str) -> None:
 
 
 
+def platform_assignment_check(*, study: Study, platform_assignment_id: str, own: Assignment | None = None) -> None:
+    """Refuse a second local task for one platform assignment (MTurk assignmentId, Prolific
+    SESSION_ID): raise ``PlatformAssignmentDone`` (carrying the finished task, whose page is the
+    done page) or ``PlatformAssignmentTaken`` when a task other than ``own`` holds it in progress
+    or finished. The constraint ``assignment_one_task_per_platform_assignment`` is the last guard."""
+    if not platform_assignment_id:
+        return
+    held = selectors_entry.task_of_platform_assignment(study=study, platform_assignment_id=platform_assignment_id)
+    if held is None or (own is not None and held.pk == own.pk):
+        return
+    if held.status != Assignment.Status.ACTIVE:
+        raise PlatformAssignmentDone("This platform assignment was already done: its task is finished.",
+                                     assignment=held)
+    raise PlatformAssignmentTaken(
+        "This platform assignment already has a task in progress. Continue it where you started it; if you "
+        "cannot, return the assignment on the platform and accept the study again."
+    )
+
+
+def _qualification_pending(*, study: Study, participant: Participant) -> bool:
+    """Whether a new task of ``participant`` must wait for the study's qualification test. Raises
+    ``NotQualified`` when they failed it."""
+    passed = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk)
+              .values_list("passed", flat=True).first())
+    if passed is False:
+        raise NotQualified(
+            "You took this study's qualification test and did not reach the pass mark, so it cannot "
+            "offer you tasks. Thank you for your time."
+        )
+    return passed is None and QualificationTest.objects.filter(study_id=study.pk).exists()
+
+
 def _expire_if_stale(active: Assignment, now: datetime) -> bool:
     """Expire the worker's active assignment if its deadline passed (units go back). Returns
     whether it is gone; an assignment that moved on meanwhile is left as it is."""
@@ -259,7 +302,10 @@ def assignment_start(
     fresh random one per claim). ``resume=False`` (the worker entry pages, which decide who may
     open a task in progress: ``annotations.services.entry``) raises ``TaskInProgress`` instead of
     resuming or touching an active assignment.
-    Raises ``StudyNotOpen``, ``ParticipantBlocked``, ``NotQualified`` or ``NoWorkAvailable``."""
+    Raises ``StudyNotOpen``, ``ParticipantBlocked``, ``NotQualified`` or ``NoWorkAvailable``, and
+    for a platform assignment that already has another local task ``PlatformAssignmentDone`` /
+    ``PlatformAssignmentTaken`` (``platform_assignment_check``). A task that starts before its
+    worker passed the study's qualification test is marked ``qualification_pending``."""
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen("This study is not accepting work at the moment. Thank you for your interest.")
     if participant_blocked(participant=participant, study=study):
@@ -276,16 +322,14 @@ def assignment_start(
         if active is not None and not _expire_if_stale(active, now):
             if not resume:
                 raise TaskInProgress("You already have a task in progress in this study.")
+            platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id, own=active)
             _refresh_platform_refs(active, **refs)
             if consented and active.consented_at is None:
                 assignment_consent(assignment=active)
             return active
 
-        if QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False).exists():
-            raise NotQualified(
-                "You took this study's qualification test and did not reach the pass mark, so it cannot "
-                "offer you tasks. Thank you for your time."
-            )
+        platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id)
+        pending = _qualification_pending(study=study, participant=participant)
         with transaction.atomic():
             try:
                 with transaction.atomic():
@@ -295,11 +339,13 @@ def assignment_start(
                         expires_at=now + first_answer_window(study),
                         completion_code=completion_code or secrets.token_hex(5).upper(),
                         consented_at=now if consented else None,
+                        qualification_pending=pending,
                         **refs,
                     )
             except IntegrityError:
-                # The same worker started in parallel and that start committed a task: resume it
-                # (next attempt). Its claim ran inside the transaction we waited for, so it is final.
+                # The same worker (or the same platform assignment) started in parallel and that
+                # start committed a task: decide again (next attempt), which resumes it or refuses.
+                # Its claim ran inside the transaction we waited for, so it is final.
                 continue
             _claim_task(assignment=assignment, study=study, rng=rng)
         assignment.study = study

@@ -2,12 +2,17 @@
 
 The rules (the README's "Security model" says the same):
 
-- A task is resumed only by the browser that holds it (the study's signed cookie names the
-  participant, or the browser sent the same consent form again), or by an entry that carries
-  the platform's own assignment id bound to that task. Presenting a worker id, a participant
-  identifier or a link alone never hands out someone's task.
+- A task in progress is opened only by a browser that proves it holds *that task* (the study's
+  signed cookie names the task: the server sets it only in a browser it sent to the task), or
+  by an entry that carries the platform's own assignment id bound to that task. A worker id, a
+  participant identifier, a link or a cookie of an older task never hands out someone's task,
+  and an entry that does not hold the task never moves it to other platform references.
+- A platform assignment (MTurk assignmentId, Prolific SESSION_ID) has at most one local task:
+  entering with it again after that task is finished gets the finished task's (done) page.
 - A consent form is taken once: its one-time nonce becomes a ``ConsentReceipt`` in the same
-  transaction as the participant it made, so a retried form gets the same participant and task.
+  transaction as the participant it made, and the task it gave is recorded on it, so a retried
+  form gets the same task. A form that was refused gets no trust from being sent again. (The
+  nonce is bound to the browser that loaded the landing page: ``annotations.views_entry``.)
 """
 from __future__ import annotations
 
@@ -18,8 +23,8 @@ from django.db import IntegrityError, transaction
 
 from annotations import selectors_entry
 from annotations.models import Assignment, ConsentReceipt, Participant
-from annotations.services.assignment import assignment_start
-from annotations.services.errors import TaskInProgress
+from annotations.services.assignment import assignment_start, platform_assignment_check
+from annotations.services.errors import PlatformAssignmentTaken, TaskInProgress
 from studies.models import Study
 
 IN_ANOTHER_BROWSER = (
@@ -38,11 +43,11 @@ class PlatformRefs:
     return_url: str = ""
 
 
-def may_resume(*, active: Assignment, refs: PlatformRefs, trusted: bool) -> bool:
-    """Whether an entry may open ``active``, the participant's task in progress: a trusted browser
-    (the study cookie names this participant, or it sent this consent form before) may, and so
-    may an entry with the platform assignment id the task is bound to."""
-    if trusted:
+def may_resume(*, active: Assignment, refs: PlatformRefs, held_task_id: int | None) -> bool:
+    """Whether an entry may open ``active``, the participant's task in progress: a browser whose
+    study cookie names this task (``held_task_id``) may, and so may an entry with the platform
+    assignment id the task is bound to."""
+    if held_task_id is not None and held_task_id == active.pk:
         return True
     return bool(refs.assignment_id) and refs.assignment_id == active.platform_assignment_id
 
@@ -51,59 +56,84 @@ def task_in_progress(active: Assignment) -> TaskInProgress:
     return TaskInProgress(IN_ANOTHER_BROWSER.format(deadline=active.expires_at.strftime("%Y-%m-%d %H:%M")))
 
 
-def consent_receipt_take(*, key: str, study: Study,
-                         participant: Callable[[], Participant]) -> tuple[ConsentReceipt, bool]:
-    """The receipt of the consent form with nonce ``key``: (receipt, True) the first time, when
+def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Participant]) -> ConsentReceipt:
+    """The receipt of the consent form with nonce ``key``: made the first time, when
     ``participant()`` is called to find or create who consents (in this transaction, so a refusal
-    it raises leaves nothing behind); (the same receipt, False) for every retry of that form."""
+    it raises leaves nothing behind); the same receipt for every retry of that form."""
     existing = ConsentReceipt.objects.select_related("participant").filter(key=key).first()
     if existing is not None:
-        return existing, False
+        return existing
     try:
         with transaction.atomic():
-            receipt = ConsentReceipt.objects.create(key=key, study=study, participant=participant())
+            return ConsentReceipt.objects.create(key=key, study=study, participant=participant())
     except IntegrityError:  # the same form, sent twice at once: the first one made the receipt
-        return ConsentReceipt.objects.select_related("participant").get(key=key), False
-    return receipt, True
+        return ConsentReceipt.objects.select_related("participant").get(key=key)
 
 
-def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, trusted: bool,
-                     completion_code: str = "", receipt: ConsentReceipt | None = None) -> Assignment:
+def consent_take(*, key: str, study: Study, participant: Callable[[], Participant], refs: PlatformRefs,
+                 held_task_id: int | None, completion_code: str = "") -> Assignment:
+    """The task of the consent form with nonce ``key`` (already checked to come from this
+    browser's landing page): its receipt (``consent_receipt_take``), then, holding the receipt's
+    row lock, the task it gave before, or the one ``assignment_enter`` decides now, recorded on
+    the receipt in the same transaction. So a copy of the form sent meanwhile waits and gets the
+    same task, and a form that was refused is decided afresh when sent again: it proves no more
+    than the cookie it comes with (``held_task_id``). Raises what ``participant()`` and
+    ``assignment_enter`` raise."""
+    receipt = consent_receipt_take(key=key, study=study, participant=participant)
+    with transaction.atomic():
+        # The row alone (a joined row would be read as it was before the wait for the lock).
+        locked = ConsentReceipt.objects.select_for_update().only("assignment_id").get(pk=receipt.pk)
+        if locked.assignment_id is not None:
+            return Assignment.objects.get(pk=locked.assignment_id)
+        assignment = assignment_enter(study=study, participant=receipt.participant, refs=refs,
+                                      held_task_id=held_task_id, completion_code=completion_code)
+        ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
+        return assignment
+
+
+def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,
+                     completion_code: str = "") -> Assignment:
     """The task of a worker who consented: the one in progress when this entry may resume it
     (``may_resume``), else a new one. Raises ``TaskInProgress`` when a task in progress belongs to
-    another browser, and the assignment service's errors (no work, not qualified, ...)."""
+    another browser, ``PlatformAssignmentDone`` / ``PlatformAssignmentTaken`` when the platform
+    assignment has another local task, and the assignment service's errors (no work, not
+    qualified, ...). Call inside the transaction that records the task on the consent's receipt
+    (``consent_take``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
         if active is not None:
-            if not may_resume(active=active, refs=refs, trusted=trusted):
+            if not may_resume(active=active, refs=refs, held_task_id=held_task_id):
                 raise task_in_progress(active)
-            assignment = _refs_update(active, refs)
-            break
+            if held_task_id == active.pk:
+                return _refs_update(active, refs, study=study)
+            return active
         try:
-            assignment = assignment_start(
+            return assignment_start(
                 study=study, participant=participant, platform_assignment_id=refs.assignment_id,
                 platform_task_id=refs.task_id, return_url=refs.return_url, completion_code=completion_code,
                 consented=True, resume=False,
             )
-            break
         except TaskInProgress:  # another request of this worker started one meanwhile: decide again
             continue
-    else:  # pragma: no cover - a task appeared and vanished between two reads
-        raise TaskInProgress("Your task is being set up in another window; reload this page in a moment.")
-    if receipt is not None and receipt.assignment_id != assignment.pk:
-        ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
-        receipt.assignment = assignment
-    return assignment
+    # Reached only when a task appeared and vanished between two reads.
+    raise TaskInProgress("Your task is being set up in another window; reload this page in a moment.")
 
 
-def _refs_update(active: Assignment, refs: PlatformRefs) -> Assignment:
-    """A trusted browser re-entered with new platform references (MTurk gives a new assignmentId
-    when a worker returns and accepts the HIT again): the hand-back must go to the new one. Its
-    id was bound to this worker before (``platform_assignment_bind``)."""
+def _refs_update(active: Assignment, refs: PlatformRefs, *, study: Study) -> Assignment:
+    """The browser that holds ``active`` re-entered with new platform references (MTurk gives a
+    new assignmentId when a worker returns and accepts the HIT again): the hand-back must go to
+    the new one. Its id was bound to this worker before (``platform_assignment_bind``); a
+    platform assignment that has another local task is refused (``platform_assignment_check``)."""
     changes = {name: value for name, value in (("platform_assignment_id", refs.assignment_id),
                                                ("platform_task_id", refs.task_id),
                                                ("return_url", refs.return_url))
                if value and getattr(active, name) != value}
+    if "platform_assignment_id" in changes:
+        platform_assignment_check(study=study, platform_assignment_id=refs.assignment_id, own=active)
     if changes:
-        Assignment.objects.filter(pk=active.pk).update(**changes)
+        try:
+            with transaction.atomic():
+                Assignment.objects.filter(pk=active.pk).update(**changes)
+        except IntegrityError:  # the same platform assignment started a task at this very moment
+            raise PlatformAssignmentTaken("This platform assignment already has a task in progress.") from None
     return Assignment.objects.get(pk=active.pk)

@@ -25,6 +25,29 @@ class NotQualified(AnnotationError):
     status = 403
 
 
+class QualificationRequired(AnnotationError):
+    """The task's qualification test was not passed yet: no answer is stored, nothing submits."""
+
+    status = 403
+
+
+class PlatformAssignmentDone(AnnotationError):
+    """The platform assignment of this entry already has its local task, finished: ``assignment``
+    is that task (its page is the done page, with its completion code and hand-back)."""
+
+    status = 409
+
+    def __init__(self, message: str, *, assignment):
+        super().__init__(message)
+        self.assignment = assignment
+
+
+class PlatformAssignmentTaken(AnnotationError):
+    """The platform assignment already has another local task in progress."""
+
+    status = 409
+
+
 class NoWorkAvailable(AnnotationError):
     status = 409
 

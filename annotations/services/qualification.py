@@ -1,5 +1,7 @@
 """The qualification test: graded once per worker and study; passing grants the study's
-qualification, failing ends the task politely and gives its units back."""
+qualification (and lets the task's answers in: ``Assignment.qualification_pending``, set by
+``assignment_start``, is what the answer and submit services check), failing ends the task
+politely and gives its units back."""
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
@@ -23,6 +25,9 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
             study_id=assignment.study_id, participant_id=assignment.participant_id
         ).first()
         if existing is not None:
+            if existing.passed:  # passed in this task or an earlier one: nothing stands in the way
+                Assignment.objects.filter(pk=assignment.pk, qualification_pending=True).update(
+                    qualification_pending=False)
             return existing
         locked = lock_active(assignment)
         questions = list(test.questions.all())
@@ -49,6 +54,8 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
                 study_id=assignment.study_id, participant_id=assignment.participant_id
             )
         if passed:
+            Assignment.objects.filter(pk=locked.pk).update(qualification_pending=False)
+            locked.qualification_pending = assignment.qualification_pending = False
             extend_to_full_duration(locked=locked, study=assignment.study)
         else:
             assignment_release(assignment=assignment, status=Assignment.Status.RETURNED)

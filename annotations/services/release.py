@@ -70,8 +70,8 @@ def first_answer_window(study: Study) -> timedelta:
 # --- the assignment row lock ----------------------------------------------------------------------
 
 def lock(assignment: Assignment) -> Assignment:
-    """``Assignment.objects.select_for_update().only("id", "status", "expires_at", "created_at")
-    .get(pk=...)``: serialises everything that changes one assignment."""
+    """``Assignment.objects.select_for_update().only("id", "status", "expires_at", "created_at",
+    "qualification_pending").get(pk=...)``: serialises everything that changes one assignment."""
     locked = precompiled.ASSIGNMENT_LOCK.first(assignment.pk)
     if locked is None:
         raise Assignment.DoesNotExist("Assignment matching query does not exist.")

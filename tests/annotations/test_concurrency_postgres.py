@@ -9,12 +9,15 @@ from collections import Counter
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test import Client
 
-from annotations.models import Annotation, Assignment, Claim, Unit
+from annotations.models import Annotation, Assignment, Claim, ConsentReceipt, Unit
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
+from studies.models import Platform
 from tests.annotations.factories import ParticipantFactory, make_study
+from tests.annotations.pages import entry_url, landing_nonce
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -157,3 +160,54 @@ def test_double_start_as_work_runs_out_gives_the_same_task_or_no_work(other_outc
         assert mine.get().status == Assignment.Status.ACTIVE
         assert mine.get().claims.filter(unit__isnull=False).count() == 1
     assert not mine.filter(status=Assignment.Status.RETURNED).exists()
+
+
+def _post_at_once(requests: list[tuple], barrier: threading.Barrier) -> list:
+    """POST each (client, url, form) in its own thread, all released together; the responses."""
+    responses: list = []
+
+    def post(client, url, form):
+        try:
+            barrier.wait()
+            responses.append(client.post(url, form))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=post, args=request) for request in requests]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return responses
+
+
+def test_one_consent_form_sent_four_times_at_once_gives_one_task():
+    """Issue 20 item 1: the receipt, the participant and the task are written in one transaction;
+    a copy of the form sent meanwhile waits for it and gets the same task (never "in progress
+    elsewhere", never a second task)."""
+    study = make_study(n_items=6, n_sources=1, units_per_task=2)
+    url = entry_url(study)
+    browser = Client()
+    form = {"consent": "yes", "nonce": landing_nonce(browser, url)}
+    copies = []
+    for _ in range(4):  # the same browser (its cookies), four connections
+        copy = Client()
+        copy.cookies = browser.cookies
+        copies.append((copy, url, form))
+    responses = _post_at_once(copies, threading.Barrier(4))
+    assert [r.status_code for r in responses] == [302] * 4
+    assert len({r["Location"] for r in responses}) == 1
+    assert Assignment.objects.count() == 1 and ConsentReceipt.objects.get().assignment == Assignment.objects.get()
+
+
+def test_one_platform_assignment_entered_from_two_browsers_at_once_gives_one_task():
+    """Issue 20 item 2: one platform assignment, one local task, whatever the timing."""
+    study = make_study(platform=Platform.MTURK, n_items=6, n_sources=1, units_per_task=2)
+    url = entry_url(study, assignmentId="3RACEASG", hitId="3HIT", workerId="ARACER",
+                    turkSubmitTo="https://workersandbox.mturk.com")
+    browsers = [Client() for _ in range(3)]
+    requests = [(b, url, {"consent": "yes", "nonce": landing_nonce(b, url)}) for b in browsers]
+    responses = _post_at_once(requests, threading.Barrier(3))
+    assert [r.status_code for r in responses] == [302] * 3
+    assert len({r["Location"] for r in responses}) == 1
+    assert Assignment.objects.filter(platform_assignment_id="3RACEASG").count() == 1

@@ -14,6 +14,7 @@ from annotations import precompiled
 from annotations.models import Annotation, Assignment, Claim, QualificationTest
 from annotations.services.answers import annotation_submit
 from annotations.services.assignment import assignment_start
+from annotations.services.qualification import qualification_submit
 from studies.models import GeneralizationQuestion, Study
 from tests.annotations.factories import (
     AttentionCheckFactory,
@@ -31,8 +32,10 @@ def state(db):
     a claim fully and one half; a generalization study with one started task."""
     study = make_study(units_per_task=3)
     AttentionCheckFactory(study=study)
-    add_qualification(study)
+    test = add_qualification(study)
     assignment = assignment_start(study=study, participant=ParticipantFactory(), consented=True)
+    qualification_submit(assignment=assignment,
+                         answers={str(q.pk): q.correct_answer for q in test.questions.all()})  # passed
     claims = list(assignment.claims.select_related("unit__item", "attention_check").order_by("position"))
     unit_claims = [c for c in claims if c.unit_id]
     check = next(c for c in claims if c.attention_check_id)

@@ -17,8 +17,11 @@ from annotations.models import (
     Unit,
 )
 from annotations.platforms import handoff
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_start
+from annotations.services.errors import QualificationRequired
 from studies.models import Platform, Study
-from tests.annotations.factories import add_qualification, make_study
+from tests.annotations.factories import ParticipantFactory, add_qualification, make_study
 from tests.annotations.pages import (
     answer,
     complete_task,
@@ -204,6 +207,52 @@ def test_qualification_pass_then_work(client):
     assert response.status_code == 302
     assert QualificationGrant.objects.get().passed
     assert 'name="step" value="before"' in client.get(task).content.decode()
+
+
+def test_the_qualification_test_cannot_be_skipped_by_posting_answers_and_the_submit(client):
+    """Issue 20 item 3: answers posted straight to ``answer`` (claim ids are guessable) and the
+    submit are refused until the test is passed; the page is not the only gate."""
+    study = make_study(n_items=2, n_sources=1, units_per_task=2)
+    test = add_qualification(study, pass_mark=2)
+    task = start(client, entry_url(study))
+    assignment = Assignment.objects.get()
+    for claim in assignment.claims.order_by("-position"):
+        for step in ("before", "after"):
+            response = client.post(task + "answer", {"claim": claim.pk, "step": step, "answer": "yes"})
+            assert response.status_code == 403 and "qualification test first" in response.content.decode()
+    response = client.post(task + "submit")
+    assert response.status_code == 403 and "qualification test first" in response.content.decode()
+    assert not Annotation.objects.exists()
+    assignment.refresh_from_db()
+    assert assignment.status == Assignment.Status.ACTIVE and not QualificationGrant.objects.exists()
+    assert "Qualification test" in client.get(task).content.decode()  # still asked
+    ids = [q.pk for q in test.questions.all()]
+    client.post(task + "qualification", {f"q_{ids[0]}": "yes", f"q_{ids[1]}": "no", f"q_{ids[2]}": "yes"})
+    claim = assignment.claims.order_by("position").first()
+    assert client.post(task + "answer", {"claim": claim.pk, "step": "before", "answer": "yes"}).status_code == 302
+
+
+def test_the_answer_and_submit_services_refuse_while_the_qualification_test_is_needed():
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    add_qualification(study)
+    assignment = assignment_start(study=study, participant=ParticipantFactory(), consented=True)
+    claim = assignment.claims.get()
+    with pytest.raises(QualificationRequired):
+        annotation_submit(assignment=assignment, claim=claim, step="before", answer="yes")
+    Claim.objects.filter(pk=claim.pk).update(completed_at=timezone.now())  # as if answered some other way
+    with pytest.raises(QualificationRequired):
+        assignment_submit(assignment=assignment)
+    assert Assignment.objects.get().status == Assignment.Status.ACTIVE
+
+
+def test_a_task_waiting_for_a_qualification_test_the_study_no_longer_has_is_not_stuck():
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    test = add_qualification(study)
+    assignment = assignment_start(study=study, participant=ParticipantFactory(), consented=True)
+    assert Assignment.objects.get().qualification_pending
+    test.delete()  # the researcher removed the test: the page asks no test, so neither do the services
+    annotation_submit(assignment=assignment, claim=assignment.claims.get(), step="before", answer="yes")
+    assert Annotation.objects.count() == 1
 
 
 def test_qualification_fail_ends_politely_and_gives_units_back(client):

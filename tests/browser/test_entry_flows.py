@@ -65,3 +65,25 @@ def test_a_participant_identifier_typed_in_two_browsers_is_one_person(live_serve
     assert Participant.objects.count() == 1
     keys = list(Assignment.objects.values_list("claims__question_key", flat=True))
     assert len(keys) == 4 and len(set(keys)) == 4  # four questions, none twice, whatever the source
+
+
+def test_an_old_cookie_of_a_typed_identifier_does_not_open_that_persons_task_in_another_browser(live_server, browser):
+    """Issue 20 item 1: the study cookie proves the task the browser holds, not the person."""
+    study = make_study(n_items=6, n_sources=1, units_per_task=2)
+    attacker = browser.new_context().new_page()
+    attacker.goto(entry(live_server, study))
+    attacker.get_by_label("Your lab id or e-mail address", exact=False).fill("victim.person@lab.example")
+    consent_and_start(attacker)
+    answer_everything(attacker)  # done with it; the browser keeps the study cookie
+
+    victim = browser.new_context().new_page()
+    victim.goto(entry(live_server, study))
+    victim.get_by_label("Your lab id or e-mail address", exact=False).fill("Victim.Person@lab.example")
+    consent_and_start(victim)
+    task_url = victim.url
+
+    response = attacker.goto(entry(live_server, study))
+    assert response.status == 409 and attacker.url != task_url
+    expect(attacker.locator("#message")).to_contain_text("in progress")
+    victim.goto(entry(live_server, study))
+    assert victim.url == task_url  # the browser that started the task still holds it
