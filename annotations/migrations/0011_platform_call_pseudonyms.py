@@ -15,7 +15,7 @@ from lab.pseudonyms import worker_pseudonym
 
 
 def forwards(apps, schema_editor):
-    PlatformCall = apps.get_model('annotations', '0010_worker_block')
+    PlatformCall = apps.get_model("annotations", "PlatformCall")
     for call in PlatformCall.objects.filter(request_summary__has_key="worker_id").iterator():
         summary = dict(call.request_summary)
         raw = str(summary.pop("worker_id") or "")

@@ -9,10 +9,10 @@ LIVE_OR_FINISHED = ('active', 'submitted', 'approved', 'rejected')
 def pending_for_tasks_in_progress(apps, schema_editor):
     """Tasks in progress that have no answer yet, in a study with a qualification test their
     worker has not passed, wait for the test like new ones."""
-    Assignment = apps.get_model('annotations', '0012_mturk_qualification_type_name')
-    Annotation = apps.get_model('annotations', '0012_mturk_qualification_type_name')
-    QualificationGrant = apps.get_model('annotations', '0012_mturk_qualification_type_name')
-    QualificationTest = apps.get_model('annotations', '0012_mturk_qualification_type_name')
+    Assignment = apps.get_model('annotations', 'Assignment')
+    Annotation = apps.get_model('annotations', 'Annotation')
+    QualificationGrant = apps.get_model('annotations', 'QualificationGrant')
+    QualificationTest = apps.get_model('annotations', 'QualificationTest')
     tested = QualificationTest.objects.values_list('study_id', flat=True)
     passed = QualificationGrant.objects.filter(study_id=OuterRef('study_id'), participant_id=OuterRef('participant_id'),
                                                passed=True)
@@ -24,7 +24,7 @@ def pending_for_tasks_in_progress(apps, schema_editor):
 def refuse_duplicates(apps, schema_editor):
     """Say which platform assignments already have several local tasks (the constraint below
     cannot be added over them): a researcher decides which task stands (reject the others)."""
-    Assignment = apps.get_model('annotations', '0012_mturk_qualification_type_name')
+    Assignment = apps.get_model('annotations', 'Assignment')
     duplicates = list(
         Assignment.objects.filter(status__in=LIVE_OR_FINISHED).exclude(platform_assignment_id='')
         .values('study_id', 'platform_assignment_id').annotate(n=Count('id')).filter(n__gt=1)
