@@ -320,6 +320,14 @@ class ImportJob(models.Model):
         WRITING = "writing", "Writing"
         FINISHED = "finished", "Finished"
 
+    # A queued job runs; a running one ends done or failed (a worker that died mid-run leaves it
+    # running, and the redelivered message runs it again from the start: all or nothing). A job
+    # that never ran can fail (its upload unreadable). Done and failed are final.
+    STATUS = StatusMachine("status", {
+        Status.QUEUED: {Status.RUNNING, Status.FAILED},
+        Status.RUNNING: {Status.DONE, Status.FAILED},
+    })
+
     kind = models.CharField(max_length=50)
     options = models.JSONField(default=dict, blank=True)
     file = models.FileField(upload_to="imports/%Y/%m/", max_length=500, blank=True)

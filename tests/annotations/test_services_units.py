@@ -59,7 +59,8 @@ def test_gold_source_without_rationale_rows_uses_the_items_gold_rationale():
 
 
 def test_quota_follows_the_study_when_rebuilt():
-    study = make_study(n_items=2, n_sources=1, quota=5)
+    # Only a draft's workers per unit can change (issue 22 item 1): its units are built when it opens.
+    study = make_study(n_items=2, n_sources=1, quota=5, status=Study.Status.DRAFT)
     study_update(study=study, annotators_per_unit=3)
     study_units_build(study=study)
     assert set(Unit.objects.filter(study=study).values_list("quota", flat=True)) == {3}

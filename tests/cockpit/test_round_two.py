@@ -177,13 +177,14 @@ def test_every_api_address_the_readme_names_is_in_the_schema(admin_client):
 
 
 def test_a_closed_study_says_rejected_work_is_not_offered_again_and_its_short_units_stay_short(reviewed):  # noqa: F811 (the fixture imported above)
+    from annotations.services.platforms.access import OPERATOR
     from annotations.services.platforms.close import study_close
 
     client, study, workers = reviewed
     careless = workers["careless"]
     progress = reverse("admin:studies_study_progress", args=[study.pk])
     assert ">In progress</th>" in client.get(progress).content.decode()  # open: they are
-    study_close(study=study)
+    study_close(study=study, user=OPERATOR)
     page = f"/admin/studies/study/{study.pk}/workers/{careless.participant_id}/"
     done = client.post(page, {"action": "reject", "assignment": careless.pk, "feedback": "Failed the check."},
                        follow=True)

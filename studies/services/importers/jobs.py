@@ -77,8 +77,9 @@ def import_job_run(*, job_id: int) -> ImportJob:
         job = ImportJob.objects.select_for_update().get(pk=job_id)
         if job.status in (ImportJob.Status.DONE, ImportJob.Status.FAILED):
             return job
-        job.status, job.stage, job.started_at = ImportJob.Status.RUNNING, ImportJob.Stage.READING, timezone.now()
-        job.save(update_fields=["status", "stage", "started_at"])
+        started = {"stage": ImportJob.Stage.READING, "started_at": timezone.now()}
+        if not ImportJob.STATUS.move(job, ImportJob.Status.RUNNING, **started):  # interrupted: run again
+            ImportJob.objects.filter(pk=job.pk).update(**started)
 
     def progress(rows: int, finished: bool) -> None:
         stage = ImportJob.Stage.WRITING if finished else ImportJob.Stage.READING
@@ -106,9 +107,8 @@ def import_job_run(*, job_id: int) -> ImportJob:
 
 def _finish(job: ImportJob, *, status: str, error: str = "", errors: list | None = None, record=None) -> None:
     job.refresh_from_db(fields=["rows_read"])
-    job.status, job.stage, job.finished_at = status, ImportJob.Stage.FINISHED, timezone.now()
-    job.error, job.errors, job.record = error, errors or [], record
-    job.save(update_fields=["status", "stage", "finished_at", "error", "errors", "record"])
+    ImportJob.STATUS.move(job, status, stage=ImportJob.Stage.FINISHED, finished_at=timezone.now(), error=error,
+                          errors=errors or [], record=record)
     if job.file:
         job.file.delete(save=False)  # the upload is not kept once imported (or refused)
         ImportJob.objects.filter(pk=job.pk).update(file="")
