@@ -137,3 +137,22 @@ def test_planner_is_fast_and_seedable():
     assert time.perf_counter() - start < 5  # a page's budget on a loaded test machine (about 0.4 s alone)
     planning.precision.cache_clear()
     assert planning.precision(sources, priors["all"], n_items=458, raters=5, choices=2, seed=123) == first
+
+
+def test_majority_probability_and_simulated_votes_agree_with_every_vote_pattern():
+    """Four choices, four workers: the exact majority-right probability the prior is fitted with
+    equals the sum over all 4^4 vote patterns scored by ``majority_vote``, and the simulated votes
+    (right votes, then wrong ones spread over the three wrong labels) are right that often."""
+    import itertools
+
+    q, raters, choices = 0.45, 4, 4
+    wrong = (1 - q) / (choices - 1)
+    brute = sum(
+        np.prod([q if v == "a" else wrong for v in votes])
+        for votes in itertools.product("abcd", repeat=raters) if majority_vote(votes) == "a"
+    )
+    assert abs(planning.p_majority_right(q, raters, choices) - brute) < 1e-12
+    rng = np.random.default_rng(5)
+    simulated = planning._right(rng.random(200_000), q, raters, choices, rng).mean()
+    assert abs(simulated - brute) < 0.005
+    assert abs(planning.worker_rate(brute, raters, choices) - q) < 1e-9
