@@ -235,9 +235,13 @@ def items_needed(prior: SourcePrior, difference: float, *, raters: int, choices:
     def ok(n: int) -> bool:
         return power(prior, difference, n_items=n, raters=raters, choices=choices, n_sims=n_sims, seed=seed) >= POWER
 
-    if _useful_after_rate(prior, difference, raters, choices) is None or not ok(MAX_ITEMS):
+    if _useful_after_rate(prior, difference, raters, choices) is None:
         return None
-    lo, hi = 1, MAX_ITEMS
+    lo, hi = 1, 8  # doubling, then bisection: the large batches are simulated only when needed
+    while not ok(hi):
+        if hi >= MAX_ITEMS:
+            return None
+        lo, hi = hi, min(2 * hi, MAX_ITEMS)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)

@@ -110,13 +110,15 @@ def test_planner_matches_a_10000_run_simulation_of_the_scoring_pipeline():
 def test_detectable_difference_and_items_needed_have_80_percent_power_in_the_pipeline():
     """At the planner's smallest detectable difference (and at its item count for an entered
     difference), 10,000 pipeline-scored paired studies reject in 80% of runs, within 10%."""
-    # A pilot's shares (30% useful, 20% unsure, 50% not useful with three workers per unit).
-    prior = planning.SourcePrior.from_shares("pilot", 0.3, 0.2, raters=3, choices=2)
-    n_items, raters = 60, 3
-    planned = planning.precision((), prior, n_items=n_items, raters=raters, choices=2, difference=0.2)
-    assert planned.detectable_difference is not None and 0.2 < planned.detectable_difference < 0.3
+    # A pilot's shares (20% useful, 10% unsure, 70% not useful with three workers per unit): a
+    # large difference is possible, so a small design (fast to score 10,000 times) can detect it.
+    prior = planning.SourcePrior.from_shares("pilot", 0.2, 0.1, raters=3, choices=2)
+    n_items, raters = 30, 3
+    planned = planning.precision((), prior, n_items=n_items, raters=raters, choices=2, difference=0.3)
+    assert planned.detectable_difference is not None
+    assert 0.3 < planned.detectable_difference < planning.max_difference(prior, raters, 2)
     assert planned.items_needed is not None and planned.items_needed > n_items
-    for d, n in ((planned.detectable_difference, n_items), (0.2, planned.items_needed)):
+    for d, n in ((planned.detectable_difference, n_items), (0.3, planned.items_needed)):
         q_after = planning._useful_after_rate(prior, d, raters, 2)
         better = planning.SourcePrior("better", prior.q_before, q_after)
         simulated = pipeline_useful([prior, better], n_items=n, raters=raters, runs=RUNS, seed=11)
