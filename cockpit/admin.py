@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from annotations.selectors_cost import study_cost_and_pay
 from annotations.selectors_entry import study_entry_warnings
@@ -20,7 +21,7 @@ from annotations.selectors_progress import studies_completion
 from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
-from cockpit import progress, workers
+from cockpit import precision, progress, workers
 from cockpit.imported import imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
@@ -187,7 +188,7 @@ class StudyAdmin(StudyScopedAdmin):
         return fields
 
     def get_urls(self):
-        return progress.urls(self) + workers.urls(self) + super().get_urls()
+        return progress.urls(self) + workers.urls(self) + precision.urls(self) + super().get_urls()
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         study = self.get_object(request, object_id)
@@ -227,8 +228,9 @@ class StudyAdmin(StudyScopedAdmin):
         saved = Study.objects.get(pk=obj.pk)
         if saved.is_imported_outcome:
             return imported_table(saved)
-        return design_table(study_design_summary(study=saved), study_cost_and_pay(study=saved),
-                            extra_warnings=study_entry_warnings(study=saved))
+        table = design_table(study_design_summary(study=saved), study_cost_and_pay(study=saved),
+                             extra_warnings=study_entry_warnings(study=saved))
+        return format_html("{}{}", table, mark_safe(precision.precision_html(study=saved)))  # noqa: S308 (rendered template)
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data

@@ -12,3 +12,11 @@ class CockpitConfig(AppConfig):
         admin.site.site_header = "Rationale Lab"
         admin.site.site_title = "Rationale Lab admin"
         admin.site.index_title = "Studies, work and results"
+
+        # The publish page lives in annotations, which may not import scoring: the cockpit hands it
+        # the study planner's panel ("How precise will this study be?").
+        from annotations.admin.platforms import PUBLISH_PAGE_PANELS
+        from cockpit.precision import publish_panel
+
+        if publish_panel not in PUBLISH_PAGE_PANELS:
+            PUBLISH_PAGE_PANELS.append(publish_panel)

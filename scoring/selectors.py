@@ -1,8 +1,13 @@
 """Reads of the scoring app."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from scoring import core
+from scoring.metrics import planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Study
+from studies.selectors import studies_for_user
 
 
 def score_run_latest(*, study: Study) -> ScoreRun | None:
@@ -14,3 +19,92 @@ def score_run_latest(*, study: Study) -> ScoreRun | None:
 def imported_outcomes_count(*, study: Study) -> int:
     """How many (item, source) outcomes of a study run elsewhere ``study`` holds."""
     return UnitScore.objects.filter(study=study, imported=True).count()
+
+
+# --- the study planner's prior -----------------------------------------------------------------
+
+RELEASED_PRIOR = "released"
+RELEASED_PRIOR_LABEL = ("the released StrategyQA study (Joshi et al. 2023: 458 questions x 3 models, "
+                        "5 workers per unit, yes/no)")
+
+
+@dataclass(frozen=True)
+class PlanPrior:
+    """Where the planner's expected shares come from: ``key`` (``"released"`` or ``"pilot:<id>"``),
+    a label that says so, per-source priors and the pooled one (the paired test's baseline)."""
+
+    key: str
+    label: str
+    sources: dict
+    pooled: planning.SourcePrior
+
+
+def plan_prior_choices(*, user) -> list[tuple[str, str]]:
+    """The priors ``user`` may pick: the released study's shares, or a scored pilot they may view."""
+    choices = [(RELEASED_PRIOR, f"Released study: {RELEASED_PRIOR_LABEL}")]
+    runs = ScoreRun.objects.filter(study__in=studies_for_user(user=user), status=ScoreRun.Status.DONE,
+                                   results__has_key="utility_shares").select_related("study").order_by("-finished_at")
+    seen = set()
+    for run in runs:
+        if run.study_id not in seen:
+            seen.add(run.study_id)
+            choices.append((f"pilot:{run.study_id}", f"Pilot: {run.study.name} (scored run {run.pk})"))
+    return choices
+
+
+def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
+    """The prior ``key`` names, if ``user`` may read it (``ValueError`` with the reason otherwise).
+
+    A pilot's prior is its latest finished run's useful / unsure / not useful shares per source and
+    over all sources, observed with its workers per unit and answer choices."""
+    if key == RELEASED_PRIOR:
+        priors = planning.released_priors()
+        pooled = priors.pop(core.ALL)
+        return PlanPrior(key, RELEASED_PRIOR_LABEL, priors, pooled)
+    if key not in dict(plan_prior_choices(user=user)):
+        raise ValueError(f"Unknown prior {key[:40]!r}: pick the released study or a scored pilot you may view.")
+    study = Study.objects.select_related("dataset").get(pk=int(key.split(":", 1)[1]))
+    run = score_run_latest(study=study)
+    shares = (run.results or {}).get("utility_shares") or {} if run else {}
+    raters = int(((run.results or {}).get("study") or {}).get("annotators_per_unit") or study.annotators_per_unit)
+    raters = min(max(raters, 1), planning.MAX_RATERS)
+    choices = study_answer_choices(study=study)
+    priors = {}
+    for name, row in shares.items():
+        try:
+            useful, unsure = float(row["useful"]), float(row["unsure"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        priors[name] = planning.SourcePrior.from_shares(name, useful, unsure, raters=raters, choices=choices)
+    if core.ALL not in priors:
+        raise ValueError(f"The pilot {study.name!r} has no utility shares in its latest scored run.")
+    pooled = priors.pop(core.ALL)
+    label = f"the pilot {study.name} (latest scored run {run.pk}, {raters} workers per unit)"
+    return PlanPrior(key, label, priors, pooled)
+
+
+def study_answer_choices(*, study: Study) -> int:
+    """How many labels a worker picks from in ``study`` (2 for yes/no)."""
+    dataset = study.dataset
+    n = 2 if dataset is None or dataset.is_yes_no else len(dataset.choice_labels or [])
+    return min(max(n, 2), planning.MAX_CHOICES)
+
+
+def study_precision(*, study: Study, prior: PlanPrior, n_items: int,
+                    difference: float | None = None) -> tuple[planning.Precision, list[str]]:
+    """The planner's figures for ``study``'s saved design (``n_items`` items: the design summary's),
+    and notes on how each of its sources was matched to the prior."""
+    notes = []
+    matched = []
+    for source in study.sources.order_by("name"):
+        found = prior.sources.get(source.name)
+        if found is None:
+            notes.append(f"{source.name}: no shares in {prior.label}; the pooled shares over its sources are used.")
+            found = prior.pooled
+        matched.append(planning.SourcePrior(source.name, found.q_before, found.q_after))
+    raters = min(max(study.annotators_per_unit, 1), planning.MAX_RATERS)
+    if raters != study.annotators_per_unit:
+        notes.append(f"The planner simulates at most {planning.MAX_RATERS} workers per unit.")
+    result = planning.precision(tuple(matched), prior.pooled, n_items=n_items, raters=raters,
+                                choices=study_answer_choices(study=study), difference=difference)
+    return result, notes

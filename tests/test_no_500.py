@@ -407,6 +407,11 @@ ADMIN_VIEWS = {
     "import data: unknown kind": (lambda s, _: reverse("admin:studies_import_data"), "post",
                                   {"kind": "nope", "dataset": LONG}),
     "import data: kind in the query": (lambda s, _: reverse("admin:studies_import_data"), "get", {"kind": LONG}),
+    **{f"precision: difference={v!r}": (lambda s, _: reverse("admin:studies_study_precision", args=[s.pk]), "get",
+                                        {"difference": v, "prior": "released"})
+       for v in (*HOSTILE_NUMBERS, *NOT_AMOUNTS)},
+    "precision: unknown prior": (lambda s, _: reverse("admin:studies_study_precision", args=[s.pk]), "get",
+                                 {"prior": LONG, "difference": LONG}),
 }
 
 

@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from annotations.models import (
     Assignment,
@@ -54,6 +55,10 @@ from studies.selectors import PAY, VIEW, studies_for_user
 
 # Up to this many approvals or bonuses run in the request; more go to the Celery queue.
 INLINE_LIMIT = 50
+# Panels a higher app adds to the publish page: callables (request, study) -> rendered HTML. The
+# cockpit adds the study planner's "How precise will this study be?" (``cockpit.precision``), which
+# needs ``scoring``; annotations may not import scoring, so the cockpit hands it in here.
+PUBLISH_PAGE_PANELS: list = []
 
 
 class ReadOnlyAdmin(StudyScopedAdmin):
@@ -166,6 +171,8 @@ class PublicationAdmin(StudyScopedAdmin):
             "link_counts": dict(Counter(row.state for row in link_rows)),
             "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
             "attention": study_attention_failures(study=study),
+            "panels": [mark_safe(html) for html in (panel(request, study) for panel in PUBLISH_PAGE_PANELS)  # noqa: S308
+                       if html],
         }
         return TemplateResponse(request, "admin/annotations/platforms/publish.html", context)
 

@@ -20,6 +20,7 @@ from .labels import (
     UTILITY_NAMES,
     UTILITY_VALUES,
     gen_u,
+    majority_index,
     majority_vote,
     utility_category,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "fleiss_kappa",
     "gen_u",
     "krippendorff_alpha",
+    "majority_index",
     "majority_vote",
     "relative_consistency",
     "share_cis",

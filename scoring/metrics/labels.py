@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
+import numpy as np
+
 from studies.lm import genu
 
 USEFUL, UNSURE, NOT_USEFUL = 1, 0, -1
@@ -14,6 +16,18 @@ UTILITY_CHOICES = [(name, f"{name.replace('_', ' ')} ({value:+d})" if value else
                    for value, name in UTILITY_NAMES.items()]
 
 
+def majority_index(counts, axis: int = -1) -> np.ndarray:
+    """The majority rule on vote counts, vectorised: ``counts[..., j]`` is how many annotators gave
+    label ``j`` (``axis`` names the labels' axis); the result is the index of the label given by strictly more annotators than any
+    other, or ``-1`` on a tie (or no votes). The one owner of the tie rule: :func:`majority_vote`
+    applies it to labels and the study planner (``scoring.metrics.planning``) to simulated votes."""
+    counts = np.asarray(counts)
+    top = counts.max(axis=axis, keepdims=True)
+    n_top = (counts == top).sum(axis=axis)
+    top = np.squeeze(top, axis=axis)
+    return np.where((n_top == 1) & (top > 0), counts.argmax(axis=axis), -1)
+
+
 def majority_vote(labels: Iterable[Hashable]) -> Hashable | None:
     """The label given by strictly more annotators than any other label, or ``None`` on a tie.
 
@@ -22,10 +36,9 @@ def majority_vote(labels: Iterable[Hashable]) -> Hashable | None:
     counts = Counter(label for label in labels if label is not None)
     if not counts:
         return None
-    top = counts.most_common(2)
-    if len(top) == 2 and top[0][1] == top[1][1]:
-        return None
-    return top[0][0]
+    names = list(counts)
+    index = int(majority_index(np.array([counts[name] for name in names])))
+    return None if index < 0 else names[index]
 
 
 def utility_category(before_correct: bool, after_correct: bool) -> int:

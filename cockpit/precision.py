@@ -1,0 +1,133 @@
+"""How precise will this study be? The planner's figures on the study's pages.
+
+``/admin/studies/study/<id>/precision/`` shows, for the saved design (items x sources x workers per
+unit, majority vote), each source's expected useful / not-useful share with the half-width of its
+95% interval, the smallest difference between two sources' useful shares detected with 80% power
+(paired by item), and, for a difference the researcher enters, the items needed. The prior is the
+released study's shares or a scored pilot's (``?prior=``). The numbers come from
+``scoring.selectors.study_precision`` (a simulation of the scoring pipeline's majority vote,
+``scoring.metrics.planning``). The design summary shows the same figures with the default prior,
+and the publish page (``annotations``, which may not import ``scoring``) shows them through the
+panel hook ``annotations.admin.platforms.PUBLISH_PAGE_PANELS``, registered in ``CockpitConfig.ready``."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django import forms
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from cockpit.views_common import study_context, study_for
+from scoring.metrics import planning
+from scoring.selectors import (
+    RELEASED_PRIOR,
+    plan_prior,
+    plan_prior_choices,
+    study_answer_choices,
+    study_precision,
+)
+from studies.models import Study
+from studies.selectors import study_design_summary
+
+METHOD = (
+    "Method: {n_sims:,} simulated studies of this design. Each worker answers right with a per-source "
+    "probability before and after the rationale (fitted so that the majority of the prior's workers "
+    "reproduces the prior's useful / unsure / not-useful shares), and otherwise picks a wrong answer at "
+    "random; each unit's before and after answers go through the scoring's majority vote (a tie counts as "
+    "wrong) and utility table. The interval half-width is 1.96 standard deviations of a source's share over "
+    "the simulated studies. The detectable difference is the "
+    "smallest rise in a second source's useful share (its after-answers better, its before-answers the "
+    "same) that McNemar's exact test (two-sided, 5%) on the same items detects in 80% of the simulated "
+    "studies, starting from the prior's pooled shares. Units are simulated as independent (no item "
+    "effect shared by the sources), which leaves the detectable difference on the cautious side."
+)
+
+
+class PrecisionForm(forms.Form):
+    prior = forms.ChoiceField(required=False, label="Expected shares from")
+    difference = forms.DecimalField(
+        required=False, min_value=Decimal("0.005"), max_value=Decimal("0.995"), max_digits=4, decimal_places=3,
+        label="Difference to detect",
+        help_text="A difference between two sources' useful shares, as a fraction (0.10 = ten points).",
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["prior"].choices = plan_prior_choices(user=user)
+        self.fields["prior"].initial = RELEASED_PRIOR
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def precision_figures(*, study: Study, prior_key: str = RELEASED_PRIOR, user, difference: float | None = None):
+    """(result, notes, prior) for ``study``'s saved design."""
+    prior = plan_prior(user=user, key=prior_key)
+    n_items = study_design_summary(study=study).items
+    result, notes = study_precision(study=study, prior=prior, n_items=n_items, difference=difference)
+    return result, notes, prior
+
+
+def precision_html(*, study: Study, user=None, compact: bool = True) -> str:
+    """The planner's table with the default prior (the released study's: no user needed), for the
+    design summary and the publish page."""
+    if study.is_imported_outcome:
+        return ""
+    result, notes, prior = precision_figures(study=study, user=user)
+    return render_to_string("cockpit/study/_precision.html", {
+        "result": result, "notes": notes, "prior": prior, "rows": _rows(result), "compact": compact,
+        "detectable": _pct(result.detectable_difference), "method": METHOD.format(n_sims=result.n_sims),
+        "page_url": reverse("admin:studies_study_precision", args=[study.pk]),
+    })
+
+
+def _rows(result: planning.Precision) -> list[tuple[str, str, str, str, str]]:
+    return [(s.name, _pct(s.useful), f"± {_pct(s.useful_half_width)}", _pct(s.not_useful),
+             f"± {_pct(s.not_useful_half_width)}") for s in result.sources]
+
+
+def precision_view(model_admin, request, study_id: int):
+    study = study_for(request, study_id)
+    form = PrecisionForm(request.GET or None, user=request.user)
+    prior_key, difference, errors = RELEASED_PRIOR, None, []
+    if request.GET:
+        if form.is_valid():
+            prior_key = form.cleaned_data.get("prior") or RELEASED_PRIOR
+            value = form.cleaned_data.get("difference")
+            difference = float(value) if value is not None else None
+        else:
+            for name, messages in form.errors.items():
+                label = form.fields[name].label if name in form.fields else name
+                errors.extend(f"{label}: {message}" for message in messages)
+    prior = plan_prior(user=request.user, key=prior_key)
+    if difference is not None:
+        raters = min(max(study.annotators_per_unit, 1), planning.MAX_RATERS)
+        top = planning.max_difference(prior.pooled, raters, study_answer_choices(study=study))
+        if difference > top:
+            errors.append(f"Difference to detect: {difference:.3f} is more than this prior allows with "
+                          f"{raters} workers per unit (at most {top:.3f}: every after-answer right).")
+            difference = None
+    result, notes, prior = precision_figures(study=study, prior_key=prior_key, user=request.user,
+                                             difference=difference)
+    context = {
+        **study_context(model_admin.admin_site, request, study, f"Precision: {study.name}"),
+        "form": form, "errors": errors, "result": result, "notes": notes, "prior": prior,
+        "rows": _rows(result), "detectable": _pct(result.detectable_difference), "compact": False,
+        "method": METHOD.format(n_sims=result.n_sims), "difference": difference,
+    }
+    status = 400 if errors else 200
+    return TemplateResponse(request, "cockpit/study/precision.html", context, status=status)
+
+
+def publish_panel(request, study: Study) -> str:
+    """The publish page's panel (``annotations.admin.platforms.PUBLISH_PAGE_PANELS``)."""
+    return precision_html(study=study, user=request.user)
+
+
+def urls(model_admin) -> list:
+    view = model_admin.admin_site.admin_view
+    return [path("<int:study_id>/precision/", view(lambda request, study_id: precision_view(model_admin, request,
+                                                                                          study_id)),
+                 name="studies_study_precision")]
