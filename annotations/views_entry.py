@@ -33,6 +33,7 @@ from annotations.services.participants import (
     participant_identified,
     participant_link_redeem,
     participant_new_anonymous,
+    participant_of_browser,
     platform_assignment_bind,
 )
 from annotations.worker_pages import (
@@ -249,7 +250,11 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
             return _to_task(request, active, study=study)
         finished = selectors_entry.latest_assignment(study=study, participant_id=link.participant_id, link=link)
         if finished is not None and finished.status != Assignment.Status.ACTIVE:
-            if browser_holds(request, study.pk).assignment_id == finished.pk:
+            held = browser_holds(request, study.pk)
+            # The browser that did it, or one that proves a later task of the link's participant
+            # (it went on to another of their links): the done page with this link's code.
+            if held.assignment_id == finished.pk or (held.participant_id == link.participant_id and participant_of_browser(
+                    study=study, participant_id=held.participant_id, task_id=held.assignment_id) is not None):
                 return redirect("annotations:assignment", token=finished.token)
             return message(request, title="This link was already used", status=403,
                            message="The task of this link is finished. Its completion code was shown at the end "

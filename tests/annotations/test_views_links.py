@@ -238,3 +238,27 @@ def test_an_anonymous_open_link_worker_is_recognised_on_a_single_person_link(thr
     task2 = start(browser, link_url(link))
     assert not _keys(task1) & _keys(task2)
     assert Participant.objects.count() == 1
+
+
+def test_the_worker_page_lists_every_link_the_recognised_worker_used(admin_client, three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    _finish(browser, start(browser, link_url(first)))
+    start(browser, link_url(second))
+    worker = ParticipantLink.objects.get(pk=first.pk).participant_id
+    page = admin_client.get(reverse("admin:studies_study_worker", args=[three_questions.pk, worker])).content.decode()
+    assert "Participant links" in page
+    assert first.completion_code in page and second.completion_code in page
+
+
+def test_the_first_links_code_stays_with_the_browser_that_went_on_to_a_second_link(three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    task1 = start(browser, link_url(first))
+    _finish(browser, task1)
+    task2 = start(browser, link_url(second))
+    assert browser.get(link_url(first))["Location"] == task1  # its own task's done page, not the second task
+    assert first.completion_code in browser.get(task1).content.decode()
+    assert browser.get(link_url(second))["Location"] == task2
+    stranger = Client().get(link_url(first))
+    assert stranger.status_code == 403 and first.completion_code not in stranger.content.decode()
