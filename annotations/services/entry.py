@@ -103,9 +103,9 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
     (``may_resume``), else a new one. Raises ``TaskInProgress`` when a task in progress belongs to
     another browser, ``PlatformAssignmentDone`` / ``PlatformAssignmentTaken`` when the platform
     assignment has another local task, and the assignment service's errors (no work, not
-    qualified, ...). Through a single-person ``link`` the task in progress is opened only if it was
-    started through that link (the link is its credential); another one refuses. Call inside the transaction that records the task on the consent's receipt
-    (``consent_take``)."""
+    qualified, ...). Through a single-person ``link`` the task in progress is opened only if it
+    was started through that link (the link is its credential); another one refuses. Call inside
+    the transaction that records the task on the consent's receipt (``consent_take``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
         if active is not None and link is not None:

@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotations import selectors_entry
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink, PlatformAssignmentBinding
 from annotations.services.errors import AnnotationError, StudyNotOpen, TaskInProgress
 from studies.models import Platform, Study
@@ -139,9 +140,7 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
         if locked.participant_id is None:
             person = participant_of_browser(study=locked.study, participant_id=held_participant_id,
                                             task_id=held_task_id)
-            if person is not None and Assignment.objects.filter(
-                    study_id=locked.study_id, participant_id=person.pk, status=Assignment.Status.ACTIVE,
-                    expires_at__gt=timezone.now()).exists():
+            if person is not None and selectors_entry.active_assignment(study=locked.study, participant=person):
                 raise TaskInProgress(OTHER_TASK_IN_PROGRESS)
             locked.participant = person or participant_get_or_create(platform=Platform.LINK,
                                                                     external_id=f"plink-{locked.pk}")
