@@ -39,17 +39,31 @@ def active_assignment(*, study: Study, participant: Participant | None,
     return (
         Assignment.objects.filter(study_id=study.pk, participant_id=participant.pk, status=Assignment.Status.ACTIVE,
                                   expires_at__gt=now or timezone.now())
-        .only("token", "participant_id", "platform_assignment_id", "expires_at")
+        .only("token", "participant_id", "platform_assignment_id", "expires_at", "participant_link_id")
         .first()
     )
 
 
-def latest_assignment(*, study: Study, participant_id: int) -> Assignment | None:
-    """The participant's latest task in ``study`` that is in progress or finished (an expired or
-    returned one gave its questions back and counts as not taken)."""
+def link_active_task(*, link: ParticipantLink, now: datetime | None = None) -> Assignment | None:
+    """The task in progress started through single-person ``link`` (its participant may hold
+    other links of the study: their tasks are not this link's)."""
     return (
-        Assignment.objects.filter(study_id=study.pk, participant_id=participant_id)
-        .exclude(status__in=[Assignment.Status.EXPIRED, Assignment.Status.RETURNED])
+        Assignment.objects.filter(participant_link_id=link.pk, status=Assignment.Status.ACTIVE,
+                                  expires_at__gt=now or timezone.now())
+        .only("token", "participant_id", "platform_assignment_id", "expires_at", "participant_link_id")
+        .first()
+    )
+
+
+def latest_assignment(*, study: Study, participant_id: int, link: ParticipantLink | None = None) -> Assignment | None:
+    """The participant's latest task in ``study`` that is in progress or finished (an expired or
+    returned one gave its questions back and counts as not taken); with ``link``, of the tasks
+    started through that single-person link."""
+    tasks = Assignment.objects.filter(study_id=study.pk, participant_id=participant_id)
+    if link is not None:
+        tasks = tasks.filter(participant_link_id=link.pk)
+    return (
+        tasks.exclude(status__in=[Assignment.Status.EXPIRED, Assignment.Status.RETURNED])
         .order_by("-created_at", "-id")
         .only("token", "status", "expires_at")
         .first()

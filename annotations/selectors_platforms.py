@@ -119,18 +119,19 @@ def study_link_rows(*, study: Study) -> list[LinkRow]:
     ``revoked`` (withdrawn and never used); and its latest task with the worker's pseudonym."""
     links = list(ParticipantLink.objects.filter(study=study).select_related("participant").order_by("id"))
     latest: dict[int, Assignment] = {}
-    for assignment in (Assignment.objects.filter(study=study, participant_id__in=[
-            link.participant_id for link in links if link.participant_id]).order_by("created_at", "id")):
-        done = latest.get(assignment.participant_id)
+    # A link's tasks are the ones started through it (its participant may hold other links too).
+    for assignment in (Assignment.objects.filter(study=study, participant_link__isnull=False)
+                       .order_by("created_at", "id")):
+        done = latest.get(assignment.participant_link_id)
         # The latest finished task speaks for the link; one still in progress only when none finished.
         if done is None or assignment.status in DONE_STATUSES or done.status not in DONE_STATUSES:
-            latest[assignment.participant_id] = assignment
+            latest[assignment.participant_link_id] = assignment
     out = []
     for link in links:
         if link.participant_id is None:
             out.append(LinkRow(link=link, state=LINK_REVOKED if link.revoked else LINK_UNUSED))
             continue
-        task = latest.get(link.participant_id)
+        task = latest.get(link.pk)
         participant = link.participant
         out.append(LinkRow(
             link=link, state=_LINK_STATE.get(task.status, LINK_USED) if task else LINK_USED,

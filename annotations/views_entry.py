@@ -33,6 +33,7 @@ from annotations.services.participants import (
     participant_identified,
     participant_link_redeem,
     participant_new_anonymous,
+    participant_of_browser,
     platform_assignment_bind,
 )
 from annotations.worker_pages import (
@@ -101,7 +102,7 @@ def _refused(request: HttpRequest, error: AnnotationError) -> HttpResponse:
 
 def _consent(request: HttpRequest, *, study: Study, page: str, participant: Callable[[], Participant],
              held_task_id: int | None, refs: PlatformRefs | None = None,
-             completion_code: str = "", identifier: bool = False) -> HttpResponse:
+             completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None) -> HttpResponse:
     """The landing page's POST, for every way in: take the consent once, then resume or start.
     ``held_task_id`` is the task this browser's study cookie proves it holds."""
     if not request.POST.get("consent"):
@@ -113,7 +114,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
                               "box and start again.")
     try:
         assignment = consent_take(key=key, study=study, participant=participant, refs=refs or PlatformRefs(),
-                                  held_task_id=held_task_id, completion_code=completion_code)
+                                  held_task_id=held_task_id, completion_code=completion_code, link=link)
     except InvalidIdentifier as error:
         return _landing(request, study, page=page, error=error.message, identifier=identifier, status=400)
     except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
@@ -232,9 +233,10 @@ def open_link_entry(request: HttpRequest, token: str) -> HttpResponse:
 @worker_page
 @require_http_methods(["GET", "POST"])
 def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
-    """A single-person link: the link is its holder's credential, so it opens the holder's task in
-    progress from any browser; a finished task (and its completion code) only from the browser
-    that did it."""
+    """A single-person link: the link is its holder's credential, so it opens its task in progress
+    (the one started through it) from any browser; a finished task (and its completion code) only
+    from the browser that did it. A browser that worked in the study before is recognised at the
+    link's first use (``participant_link_redeem``)."""
     link = selectors_entry.link_by_token(ParticipantLink, token)
     if link is None:
         raise Http404("No such link.")
@@ -243,12 +245,16 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
                        message="This link has been withdrawn by the researcher. Thank you for your interest.")
     study = link.study
     if link.participant_id:
-        active = selectors_entry.active_assignment(study=study, participant=link.participant)
+        active = selectors_entry.link_active_task(link=link)
         if active is not None:
             return _to_task(request, active, study=study)
-        finished = selectors_entry.latest_assignment(study=study, participant_id=link.participant_id)
+        finished = selectors_entry.latest_assignment(study=study, participant_id=link.participant_id, link=link)
         if finished is not None and finished.status != Assignment.Status.ACTIVE:
-            if browser_holds(request, study.pk).assignment_id == finished.pk:
+            held = browser_holds(request, study.pk)
+            # The browser that did it, or one that proves a later task of the link's participant
+            # (it went on to another of their links): the done page with this link's code.
+            if held.assignment_id == finished.pk or (held.participant_id == link.participant_id and participant_of_browser(
+                    study=study, participant_id=held.participant_id, task_id=held.assignment_id) is not None):
                 return redirect("annotations:assignment", token=finished.token)
             return message(request, title="This link was already used", status=403,
                            message="The task of this link is finished. Its completion code was shown at the end "
@@ -258,6 +264,8 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     page = f"l:{link.pk}"
     if request.method == "GET":
         return _landing(request, study, page=page)
-    # (The holder's task in progress was opened above, from any browser: the link is its credential.)
-    return _consent(request, study=study, page=page, participant=lambda: participant_link_redeem(link=link),
-                    completion_code=link.completion_code, held_task_id=None)
+    # (The link's task in progress was opened above, from any browser: the link is its credential.)
+    held = browser_holds(request, study.pk)
+    return _consent(request, study=study, page=page, completion_code=link.completion_code, held_task_id=None,
+                    link=link, participant=lambda: participant_link_redeem(
+                        link=link, held_participant_id=held.participant_id, held_task_id=held.assignment_id))

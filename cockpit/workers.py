@@ -60,7 +60,8 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "record": study_worker(study=study, participant=participant),
         "attention": study_attention_failures(study=study, participant=participant),
         "attention_participant": participant.pk,
-        "link": ParticipantLink.objects.filter(study=study, participant=participant).first(),
+        # One browser may have used several of the study's links (recognised as this worker).
+        "links": list(ParticipantLink.objects.filter(study=study, participant=participant).order_by("id")),
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],

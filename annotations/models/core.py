@@ -195,6 +195,11 @@ class Assignment(models.Model):
     expires_at = models.DateTimeField()
     submitted_at = models.DateTimeField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    # The single-person link this task was started through (its completion code is the link's):
+    # one person may hold several links of a study, each link's task is its own.
+    participant_link = models.ForeignKey(
+        "annotations.ParticipantLink", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
     # Set when the task starts while the study's qualification test stands between this worker
     # and the questions; cleared when they pass it. The answer and submit services refuse while
     # it is set (read with the row lock they take anyway, so the check costs no query).

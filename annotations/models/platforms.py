@@ -245,8 +245,10 @@ class Bonus(models.Model):
 
 
 class ParticipantLink(models.Model):
-    """A single-person link: the first visit creates its participant, later visits (a reload,
-    another day) return the same participant. Revoked links stop working."""
+    """A single-person link: the first visit creates its participant (or recognises the browser's
+    participant of this study), later visits (a reload, another day) return the same participant.
+    Its tasks are the ones started through it (``Assignment.participant_link``). Revoked links
+    stop working."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participant_links")
     publication = models.ForeignKey(
@@ -255,8 +257,10 @@ class ParticipantLink(models.Model):
     token = models.CharField(max_length=64, unique=True, default=new_link_token)
     label = models.CharField(max_length=200, blank=True, help_text="E.g. a lab seat or session name.")
     completion_code = models.CharField(max_length=16, default=new_completion_code)
-    participant = models.OneToOneField(
-        Participant, null=True, blank=True, on_delete=models.SET_NULL, related_name="participant_link"
+    # Set at the link's first use: a new participant, or the one this browser proved it worked as
+    # in this study (``participant_link_redeem``), so one person may hold several of a study's links.
+    participant = models.ForeignKey(
+        Participant, null=True, blank=True, on_delete=models.SET_NULL, related_name="participant_links"
     )
     revoked = models.BooleanField(default=False)
     created_by = models.ForeignKey(

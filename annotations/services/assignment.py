@@ -290,6 +290,7 @@ def assignment_start(
     completion_code: str = "",
     consented: bool = False,
     resume: bool = True,
+    participant_link=None,
     now: datetime | None = None,
     rng: random.Random | None = None,
 ) -> Assignment:
@@ -305,7 +306,8 @@ def assignment_start(
     Raises ``StudyNotOpen``, ``ParticipantBlocked``, ``NotQualified`` or ``NoWorkAvailable``, and
     for a platform assignment that already has another local task ``PlatformAssignmentDone`` /
     ``PlatformAssignmentTaken`` (``platform_assignment_check``). A task that starts before its
-    worker passed the study's qualification test is marked ``qualification_pending``."""
+    worker passed the study's qualification test is marked ``qualification_pending``. A task
+    started through a single-person link records it (``participant_link``)."""
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen("This study is not accepting work at the moment. Thank you for your interest.")
     if participant_blocked(participant=participant, study=study):
@@ -340,6 +342,7 @@ def assignment_start(
                         completion_code=completion_code or secrets.token_hex(5).upper(),
                         consented_at=now if consented else None,
                         qualification_pending=pending,
+                        participant_link=participant_link,
                         **refs,
                     )
             except IntegrityError:

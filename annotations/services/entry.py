@@ -9,6 +9,10 @@ The rules (the README's "Security model" says the same):
   and an entry that does not hold the task never moves it to other platform references.
 - A platform assignment (MTurk assignmentId, Prolific SESSION_ID) has at most one local task:
   entering with it again after that task is finished gets the finished task's (done) page.
+- A single-person link's task is its own: the link opens the tasks started through it, never
+  another task of its participant (who may hold several links of the study: a browser that
+  proves it worked in the study is that participant on the next link it opens,
+  ``participants.participant_link_redeem``).
 - A consent form is taken once: its one-time nonce becomes a ``ConsentReceipt`` in the same
   transaction as the participant it made, and the task it gave is recorded on it, so a retried
   form gets the same task. A form that was refused gets no trust from being sent again. (The
@@ -22,9 +26,10 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from annotations import selectors_entry
-from annotations.models import Assignment, ConsentReceipt, Participant
+from annotations.models import Assignment, ConsentReceipt, Participant, ParticipantLink
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import PlatformAssignmentTaken, TaskInProgress
+from annotations.services.participants import OTHER_TASK_IN_PROGRESS
 from studies.models import Study
 
 IN_ANOTHER_BROWSER = (
@@ -71,7 +76,8 @@ def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Pa
 
 
 def consent_take(*, key: str, study: Study, participant: Callable[[], Participant], refs: PlatformRefs,
-                 held_task_id: int | None, completion_code: str = "") -> Assignment:
+                 held_task_id: int | None, completion_code: str = "",
+                 link: ParticipantLink | None = None) -> Assignment:
     """The task of the consent form with nonce ``key`` (already checked to come from this
     browser's landing page): its receipt (``consent_receipt_take``), then, holding the receipt's
     row lock, the task it gave before, or the one ``assignment_enter`` decides now, recorded on
@@ -86,21 +92,26 @@ def consent_take(*, key: str, study: Study, participant: Callable[[], Participan
         if locked.assignment_id is not None:
             return Assignment.objects.get(pk=locked.assignment_id)
         assignment = assignment_enter(study=study, participant=receipt.participant, refs=refs,
-                                      held_task_id=held_task_id, completion_code=completion_code)
+                                      held_task_id=held_task_id, completion_code=completion_code, link=link)
         ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
         return assignment
 
 
 def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,
-                     completion_code: str = "") -> Assignment:
+                     completion_code: str = "", link: ParticipantLink | None = None) -> Assignment:
     """The task of a worker who consented: the one in progress when this entry may resume it
     (``may_resume``), else a new one. Raises ``TaskInProgress`` when a task in progress belongs to
     another browser, ``PlatformAssignmentDone`` / ``PlatformAssignmentTaken`` when the platform
     assignment has another local task, and the assignment service's errors (no work, not
-    qualified, ...). Call inside the transaction that records the task on the consent's receipt
-    (``consent_take``)."""
+    qualified, ...). Through a single-person ``link`` the task in progress is opened only if it
+    was started through that link (the link is its credential); another one refuses. Call inside
+    the transaction that records the task on the consent's receipt (``consent_take``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
+        if active is not None and link is not None:
+            if active.participant_link_id == link.pk:
+                return active
+            raise TaskInProgress(OTHER_TASK_IN_PROGRESS)
         if active is not None:
             if not may_resume(active=active, refs=refs, held_task_id=held_task_id):
                 raise task_in_progress(active)
@@ -111,7 +122,7 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
             return assignment_start(
                 study=study, participant=participant, platform_assignment_id=refs.assignment_id,
                 platform_task_id=refs.task_id, return_url=refs.return_url, completion_code=completion_code,
-                consented=True, resume=False,
+                consented=True, resume=False, participant_link=link,
             )
         except TaskInProgress:  # another request of this worker started one meanwhile: decide again
             continue

@@ -3,7 +3,13 @@
 A participant is a platform id (MTurk WorkerId, Prolific PID, both validated by
 ``annotations.platforms.handoff``), a single-person link's holder, an anonymous browser on a
 plain or open link, or a person who typed a participant identifier there (stored only as a
-keyed hash of it)."""
+keyed hash of it).
+
+A browser that proves it worked in a study as a link participant (its study cookie names a task
+of that participant, set only where the browser was entitled to it) is that participant on the
+study's single-person links it opens next (``participant_link_redeem``): the assignment policy's
+"no question twice" then holds across those links. What is not recognised: another browser,
+cleared cookies, a participant known only by a typed identifier (typing it proves nothing)."""
 from __future__ import annotations
 
 import hashlib
@@ -17,13 +23,18 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotations import selectors_entry
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink, PlatformAssignmentBinding
-from annotations.services.errors import AnnotationError, StudyNotOpen
+from annotations.services.errors import AnnotationError, StudyNotOpen, TaskInProgress
 from studies.models import Platform, Study
 
 # A lab id or an e-mail address: letters, digits and . _ - + @, at most 254 characters.
 IDENTIFIER_FORMAT = re.compile(r"[\w.+@-]{1,254}", re.ASCII)
 IDENTIFIER_PREFIX = "idh-"
+OTHER_TASK_IN_PROGRESS = (
+    "This browser has another task of this study in progress. Finish it (or return it) first, then "
+    "open this link again: it will give you questions you have not seen yet."
+)
 
 
 class IdentityMismatch(AnnotationError):
@@ -94,15 +105,45 @@ def platform_assignment_bind(*, study: Study, participant: Participant, platform
         )
 
 
-def participant_link_redeem(*, link: ParticipantLink) -> Participant:
-    """The participant of a single-person link, created at its first use (the same one on every
-    later use). Raises ``StudyNotOpen`` for a withdrawn link."""
+def participant_of_browser(*, study: Study, participant_id: int | None, task_id: int | None) -> Participant | None:
+    """The participant a browser proves it worked as in ``study``: its study cookie
+    (``worker_pages.browser_holds``, signed and set only where the browser was entitled to the
+    task) names a task of that participant in this study. Only a link participant whose identity
+    nothing but a browser can hold (a single-person link's, or an anonymous browser's), never a
+    platform worker or a typed identifier's participant (anyone may type an identifier). None when
+    the cookie proves nothing."""
+    if participant_id is None or task_id is None:
+        return None
+    task = (Assignment.objects.select_related("participant")
+            .filter(pk=task_id, study_id=study.pk, participant_id=participant_id).first())
+    if task is None:
+        return None
+    person = task.participant
+    if person.platform != Platform.LINK or person.external_id.startswith(IDENTIFIER_PREFIX):
+        return None
+    return person
+
+
+def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int | None = None,
+                            held_task_id: int | None = None) -> Participant:
+    """The participant of a single-person link, decided at its first use (the same one on every
+    later use): the participant this browser proves it worked as in the link's study
+    (``participant_of_browser``, given what the browser's study cookie names), so it is given no
+    question it has seen, else a new one. A browser whose participant has a task in progress in
+    the study is refused (``TaskInProgress``) and the link stays unused: the link's task must be
+    its own. Raises ``StudyNotOpen`` for a withdrawn link. Call inside the transaction that takes
+    the consent, so a refusal leaves nothing behind."""
     with transaction.atomic():
-        locked = ParticipantLink.objects.select_for_update().get(pk=link.pk)
+        locked = ParticipantLink.objects.select_for_update().select_related("study").get(pk=link.pk)
         if locked.revoked:
             raise StudyNotOpen("This link has been withdrawn by the researcher.")
         if locked.participant_id is None:
-            locked.participant = participant_get_or_create(platform=Platform.LINK, external_id=f"plink-{locked.pk}")
+            person = participant_of_browser(study=locked.study, participant_id=held_participant_id,
+                                            task_id=held_task_id)
+            if person is not None and selectors_entry.active_assignment(study=locked.study, participant=person):
+                raise TaskInProgress(OTHER_TASK_IN_PROGRESS)
+            locked.participant = person or participant_get_or_create(platform=Platform.LINK,
+                                                                    external_id=f"plink-{locked.pk}")
             locked.redeemed_at = timezone.now()
             locked.save(update_fields=["participant", "redeemed_at"])
     link.participant, link.redeemed_at = locked.participant, locked.redeemed_at

@@ -3,6 +3,9 @@ redemption service they use (issue 11 bug 4; issue 12: a used link shows its cod
 browser that did the task)."""
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -120,3 +123,142 @@ def test_the_study_page_warns_when_a_study_takes_anonymous_open_link_workers(adm
     assert "anonymous workers through an open link" in admin_client.get(page).content.decode()
     prolific = make_study(platform=Platform.PROLIFIC)
     assert "anonymous" not in admin_client.get(reverse("admin:studies_study_change", args=[prolific.pk])).content.decode()
+
+
+# --- one browser, several single-person links of one study (issue 22 item 6) -----------------------
+
+def _keys(task_url: str) -> set[str]:
+    token = task_url.rstrip("/").rsplit("/", 1)[-1]
+    return set(Assignment.objects.get(token=token).claims.filter(unit__isnull=False)
+               .values_list("question_key", flat=True))
+
+
+def _finish(browser, task: str) -> None:
+    complete_task(browser, task)
+    assert browser.post(task + "submit").status_code == 302
+
+
+@pytest.fixture
+def three_questions(db):
+    # 3 questions, 2 per task: a second worker gets at least one question the first one saw.
+    return make_study(n_items=3, n_sources=1, units_per_task=2)
+
+
+def test_a_browser_opening_a_second_link_gets_no_question_it_has_seen_and_is_one_worker(three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    task1 = start(browser, link_url(first))
+    _finish(browser, task1)
+    task2 = start(browser, link_url(second))
+    assert task2 != task1
+    assert _keys(task1) and _keys(task2) and not _keys(task1) & _keys(task2)
+    links = {link.pk: link for link in ParticipantLink.objects.filter(study=three_questions)}
+    assert links[first.pk].participant_id == links[second.pk].participant_id  # one worker
+    assert Participant.objects.count() == 1
+    tasks = {a.participant_link_id: a for a in Assignment.objects.all()}
+    # Each link keeps its own task and completion code (each is one paid completion).
+    assert set(tasks) == {first.pk, second.pk}
+    assert tasks[second.pk].completion_code == second.completion_code
+    assert tasks[first.pk].completion_code == first.completion_code
+
+
+def test_a_second_browser_opening_the_second_link_is_a_new_worker(three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    _finish(browser, start(browser, link_url(first)))
+    start(Client(), link_url(second))
+    links = {link.pk: link for link in ParticipantLink.objects.filter(study=three_questions)}
+    assert links[first.pk].participant_id != links[second.pk].participant_id
+    assert Participant.objects.count() == 2
+
+
+def test_each_link_of_one_worker_shows_its_own_task_in_the_links_csv(admin_client, three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    task1 = start(browser, link_url(first))
+    _finish(browser, task1)
+    task2 = start(browser, link_url(second))
+    rows = list(csv.DictReader(io.StringIO(admin_client.get(
+        reverse("admin:annotations_publication_links_csv", args=[three_questions.pk])).content.decode())))
+    by_id = {int(row["id"]): row for row in rows}
+    tasks = {a.token: a for a in Assignment.objects.all()}
+    assert by_id[first.pk]["task"] == str(tasks[task1.rstrip("/").rsplit("/", 1)[-1]].pk)
+    assert by_id[first.pk]["state"] == "submitted"
+    assert by_id[second.pk]["task"] == str(tasks[task2.rstrip("/").rsplit("/", 1)[-1]].pk)
+    assert by_id[second.pk]["state"] == "used"
+    assert by_id[first.pk]["worker"] == by_id[second.pk]["worker"] != ""
+
+
+def test_a_second_link_opened_while_the_first_task_runs_is_refused_and_stays_unused(three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    task1 = start(browser, link_url(first))
+    refused = consent(browser, link_url(second))
+    page = refused.content.decode()
+    # The cookie of the first link's task never opens it through a link it was not started from.
+    assert refused.status_code == 409 and "another task of this study in progress" in page and task1 not in page
+    assert ParticipantLink.objects.get(pk=second.pk).participant_id is None
+    assert Assignment.objects.count() == 1
+    _finish(browser, task1)
+    task2 = start(browser, link_url(second))
+    assert not _keys(task1) & _keys(task2)
+
+
+def test_a_browser_cookie_does_not_take_over_a_link_another_browser_used(three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    mine, theirs = Client(), Client()
+    _finish(mine, start(mine, link_url(first)))
+    _finish(theirs, start(theirs, link_url(second)))
+    owner = ParticipantLink.objects.get(pk=second.pk).participant_id
+    # The used link's finished task is not shown to another browser, and its participant stays.
+    for method in ("get", "post"):
+        assert getattr(mine, method)(link_url(second), {"consent": "yes"} if method == "post" else {}).status_code == 403
+    assert ParticipantLink.objects.get(pk=second.pk).participant_id == owner
+    assert owner != ParticipantLink.objects.get(pk=first.pk).participant_id
+
+
+def test_a_typed_identifier_is_not_proof_enough_to_be_recognised_on_a_single_person_link(three_questions):
+    """Anyone may type someone's identifier on an open link: a browser that did so is not that
+    person on a single-person link."""
+    link = links_generate(study=three_questions, n=1)[0]
+    shared = open_link_create(study=three_questions)
+    browser = Client()
+    _finish(browser, start(browser, link_url(shared), identifier="victim@lab.example"))
+    start(browser, link_url(link))
+    victim = Assignment.objects.exclude(participant_link=link).get().participant_id
+    assert ParticipantLink.objects.get(pk=link.pk).participant_id != victim
+
+
+def test_an_anonymous_open_link_worker_is_recognised_on_a_single_person_link(three_questions):
+    link = links_generate(study=three_questions, n=1)[0]
+    shared = open_link_create(study=three_questions)
+    browser = Client()
+    task1 = start(browser, link_url(shared))
+    _finish(browser, task1)
+    task2 = start(browser, link_url(link))
+    assert not _keys(task1) & _keys(task2)
+    assert Participant.objects.count() == 1
+
+
+def test_the_worker_page_lists_every_link_the_recognised_worker_used(admin_client, three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    _finish(browser, start(browser, link_url(first)))
+    start(browser, link_url(second))
+    worker = ParticipantLink.objects.get(pk=first.pk).participant_id
+    page = admin_client.get(reverse("admin:studies_study_worker", args=[three_questions.pk, worker])).content.decode()
+    assert "Participant links" in page
+    assert first.completion_code in page and second.completion_code in page
+
+
+def test_the_first_links_code_stays_with_the_browser_that_went_on_to_a_second_link(three_questions):
+    first, second = links_generate(study=three_questions, n=2)
+    browser = Client()
+    task1 = start(browser, link_url(first))
+    _finish(browser, task1)
+    task2 = start(browser, link_url(second))
+    assert browser.get(link_url(first))["Location"] == task1  # its own task's done page, not the second task
+    assert first.completion_code in browser.get(task1).content.decode()
+    assert browser.get(link_url(second))["Location"] == task2
+    stranger = Client().get(link_url(first))
+    assert stranger.status_code == 403 and first.completion_code not in stranger.content.decode()

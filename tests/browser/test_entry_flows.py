@@ -7,8 +7,9 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotations.models import Assignment, Participant
+from annotations.models import Assignment, Participant, ParticipantLink
 from annotations.platforms import handoff
+from annotations.services.links import links_generate
 from studies.models import Platform
 from tests.annotations.factories import make_study
 
@@ -87,3 +88,27 @@ def test_an_old_cookie_of_a_typed_identifier_does_not_open_that_persons_task_in_
     expect(attacker.locator("#message")).to_contain_text("in progress")
     victim.goto(entry(live_server, study))
     assert victim.url == task_url  # the browser that started the task still holds it
+
+
+def test_one_browser_on_two_single_person_links_gets_no_question_twice(live_server, browser):
+    """Issue 22 item 6: the second link of one browser gives no question the first one gave, and
+    the browser is one worker; another browser on a third link is a new one."""
+    study = make_study(n_items=3, n_sources=1, units_per_task=2)  # a second worker must repeat one
+    first, second, third = links_generate(study=study, n=3)
+    laptop = browser.new_context().new_page()
+    for link in (first, second):
+        laptop.goto(f"{live_server.url}/w/l/{link.token}/")
+        consent_and_start(laptop)
+        answer_everything(laptop)
+        expect(laptop.locator("#completion-code")).to_contain_text(link.completion_code)
+    tasks = {a.participant_link_id: set(a.claims.filter(unit__isnull=False).values_list("question_key", flat=True))
+             for a in Assignment.objects.all()}
+    assert tasks[first.pk] and tasks[second.pk] and not tasks[first.pk] & tasks[second.pk]
+    assert Participant.objects.count() == 1
+
+    other = browser.new_context().new_page()
+    other.goto(f"{live_server.url}/w/l/{third.token}/")
+    consent_and_start(other)
+    answer_everything(other)
+    assert Participant.objects.count() == 2
+    assert ParticipantLink.objects.get(pk=third.pk).participant_id != ParticipantLink.objects.get(pk=first.pk).participant_id

@@ -8,13 +8,15 @@ import csv
 import io
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from annotations.models import OpenLink, ParticipantLink
 from annotations.services.errors import StudyNotOpen
 from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.publish import study_publish
-from tests.annotations.platforms.conftest import open_study, submitted
+from tests.annotations.pages import complete_task, start
+from tests.annotations.platforms.conftest import open_study
 
 
 @pytest.fixture
@@ -54,8 +56,10 @@ def test_links_download_with_their_state_and_one_can_be_withdrawn(researcher, st
     study_publish(study=study, platform_name="link")
     unused, used, done, *_ = ParticipantLink.objects.filter(study=study).order_by("id")
     participant_link_redeem(link=used)
-    participant_link_redeem(link=done)
-    submitted(study, platform="link", worker_id=done.participant.external_id, assignment_id="")
+    worker = Client()  # the done link's task, started and submitted through its page (its own task)
+    task = start(worker, f"/w/l/{done.token}/")
+    complete_task(worker, task)
+    assert worker.post(task + "submit").status_code == 302
 
     response = researcher.get(reverse("admin:annotations_publication_links_csv", args=[study.pk]))
     rows = {int(row["id"]): row for row in csv.DictReader(io.StringIO(response.content.decode()))}
