@@ -1,4 +1,4 @@
-"""Migration ``0014_q_link_tasks`` on a database with link tasks: until now a single-person link's
+"""Migration ``0014_link_tasks`` on a database with link tasks: until now a single-person link's
 participant was the link's alone, so the tasks of that participant in the link's study are the
 link's tasks; other workers' tasks get no link."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 BEFORE = [("annotations", "0013_task_proof")]
-AFTER = [("annotations", "0014_q_link_tasks")]
+AFTER = [("annotations", "0014_link_tasks")]
 
 
 @pytest.fixture
