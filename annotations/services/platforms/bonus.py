@@ -27,7 +27,15 @@ from studies.models import Platform, Study
 
 from .access import BONUS, access_study, assignment_of, study_assignments
 from .calls import reconciler
-from .common import OP, actor, assignment_platform, participant_pseudonym, participant_redaction, redacted
+from .common import (
+    OP,
+    actor,
+    assignment_platform,
+    each_assignment,
+    participant_pseudonym,
+    participant_redaction,
+    redacted,
+)
 from .tokens import bonus_token
 
 AMOUNT_TEXT = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,2})?")
@@ -89,16 +97,9 @@ def study_bonuses_pay(*, user, study: Study, assignment_ids: list[int], amount: 
     ``unsettled``, for a retry or the next sync."""
     study = access_study(user=user, study=study, access=BONUS)
     amount, reason = _bonus_checks(amount=amount, reason=reason, kind=kind)
-    paid, errors, unsettled = 0, [], []
-    for assignment in study_assignments(study=study, ids=assignment_ids):
-        try:
-            _pay(assignment, amount=amount, reason=reason, kind=kind, user=user)
-            paid += 1
-        except (PlatformTransientError, CallOutcomeUnknown) as exc:
-            errors.append(f"assignment {assignment.pk}: {_message(exc)}")
-            unsettled.append(assignment.pk)
-        except (PlatformError, PlatformServiceError) as exc:
-            errors.append(f"assignment {assignment.pk}: {_message(exc)}")
+    paid, errors, unsettled = each_assignment(
+        study_assignments(study=study, ids=assignment_ids),
+        lambda assignment: _pay(assignment, amount=amount, reason=reason, kind=kind, user=user))
     return {"paid": paid, "errors": errors, "unsettled": unsettled}
 
 

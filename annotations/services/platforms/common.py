@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from annotations.models import Assignment, PlatformCall
-from annotations.services.payments import PlatformServiceError
+from annotations.platforms.base import PlatformError, PlatformTransientError
+from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
 
@@ -43,3 +44,20 @@ def redacted(text: str, participant) -> str:
     """``text`` (a platform's error, say) with ``participant``'s raw id replaced by the pseudonym."""
     raw = participant.external_id
     return text.replace(raw, participant_pseudonym(participant)) if raw else text
+
+
+def each_assignment(assignments, act) -> tuple[int, list[str], list[int]]:
+    """Run ``act(assignment)`` on each of a batch: a row that fails does not stop the others.
+    Returns (how many succeeded, an error line per failed row, the ids whose outcome is not
+    settled: a transient error or a lost answer, which a retry of the batch may settle)."""
+    done, errors, unsettled = 0, [], []
+    for assignment in assignments:
+        try:
+            act(assignment)
+            done += 1
+        except (PlatformTransientError, CallOutcomeUnknown) as exc:
+            errors.append(f"assignment {assignment.pk}: {getattr(exc, 'message', '') or exc}")
+            unsettled.append(assignment.pk)
+        except (PlatformError, PlatformServiceError) as exc:
+            errors.append(f"assignment {assignment.pk}: {getattr(exc, 'message', '') or exc}")
+    return done, errors, unsettled

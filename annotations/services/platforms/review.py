@@ -7,11 +7,10 @@ from django.utils import timezone
 
 from annotations.models import Assignment, PlatformSubmission
 from annotations.platforms import get_platform
-from annotations.platforms.base import PlatformError, PlatformTransientError, money
+from annotations.platforms.base import money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.selectors_platforms import assignments_on_hold
 from annotations.services.payments import (
-    CallOutcomeUnknown,
     CallSpec,
     PlatformServiceError,
     platform_call_execute,
@@ -21,7 +20,14 @@ from studies.models import Platform, Study
 
 from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
 from .calls import reconciler
-from .common import OP, actor, assignment_platform, participant_pseudonym, participant_redaction
+from .common import (
+    OP,
+    actor,
+    assignment_platform,
+    each_assignment,
+    participant_pseudonym,
+    participant_redaction,
+)
 
 
 def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
@@ -156,14 +162,5 @@ def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = 
                            .select_related("participant", "study").order_by("id"))
     else:
         assignments = study_assignments(study=study, ids=assignment_ids)
-    approved, errors, unsettled = 0, [], []
-    for assignment in assignments:
-        try:
-            _approve(assignment, user=user)
-            approved += 1
-        except (PlatformTransientError, CallOutcomeUnknown) as exc:
-            errors.append(f"assignment {assignment.pk}: {exc.message}")
-            unsettled.append(assignment.pk)
-        except (PlatformServiceError, PlatformError) as exc:
-            errors.append(f"assignment {assignment.pk}: {exc.message}")
+    approved, errors, unsettled = each_assignment(assignments, lambda assignment: _approve(assignment, user=user))
     return {"approved": approved, "errors": errors, "unsettled": unsettled}
