@@ -229,8 +229,11 @@ def test_a_gguf_policy_trains_dequantized_and_its_checkpoints_save_and_resume(ti
     quark_service.forget_runs()  # the worker dies: the run continues from the saved checkpoint
     resumed = generation_job_run(job_id=interrupted.pk)
     assert resumed.status == "done", resumed.error
-    assert [(h["step"], h["loss"]) for h in resumed.params["history"]] == \
-        [(h["step"], h["loss"]) for h in straight.params["history"]]
+    # The same run: the same steps and losses. Two fresh runs of this Llama on a CPU already differ
+    # in the fifth digit of the loss (5.5887 and 5.5889 at step 1, seen), hence the tolerance.
+    assert [h["step"] for h in resumed.params["history"]] == [1, 2, 3, 4]
+    assert [h["loss"] for h in resumed.params["history"]] == \
+        pytest.approx([h["loss"] for h in straight.params["history"]], rel=1e-3)
     source = RationaleSource.objects.get(pk=resumed.params["output_source_id"])
     from studies.lm.backends import load_transformers_model
 
