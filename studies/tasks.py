@@ -8,12 +8,7 @@ import logging
 from celery import shared_task
 
 from studies.lm.backends import TransientBackendError
-from studies.services.generation import (
-    describe_exception,
-    generation_job_fail,
-    generation_job_run_batch,
-    generation_jobs_resume_stalled,
-)
+from studies.services.generation import generation_job_run_batch, generation_jobs_resume_stalled
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +31,11 @@ def run_generation_job(job_id: int) -> None:
     request (``studies.lm.backends.OpenAIBackend``). An endpoint still failing after it fails the
     job with the reason; "Resume job" continues where it stopped."""
     try:
-        more = generation_job_run_batch(job_id=job_id)
-    except TransientBackendError as exc:
-        generation_job_fail(job_id=job_id, error=f"{exc}; resume the job when the endpoint answers again")
+        more = generation_job_run_batch(job_id=job_id)  # marks the job failed on any exception
+    except TransientBackendError:
         return
-    except Exception as exc:
+    except Exception:
         logger.exception("generation job %s failed", job_id)
-        generation_job_fail(job_id=job_id, error=describe_exception(exc))
         raise
     if more:
         run_generation_job.apply_async(args=[job_id], queue="lm")

@@ -5,6 +5,7 @@ code a real model uses.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -172,3 +173,72 @@ def build_tiny_classifier(folder: Path, items: list[templates.PromptItem], *, st
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_gguf(folder: Path, texts: list[str], *, seed: int = 0) -> Path:
+    """A 2-layer Llama (hidden 32) written as a GGUF file, the format of the README's real model
+    (SmolLM2-135M-Instruct, Q4_1): a byte-level BPE tokenizer (GGUF's ``gpt2`` tokenizer) learnt
+    from ``texts``, random weights, the linear layers quantized to Q8_0 and the rest float32.
+    transformers loads it through its GGUF quantizer, as it loads the real file. Returns the
+    ``.gguf`` path."""
+    import gguf
+    import numpy as np
+    from gguf.quants import quantize
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(sorted(set(texts)), trainer)
+    spec = json.loads(tokenizer.to_str())["model"]
+    tokens = [token for token, _ in sorted(spec["vocab"].items(), key=lambda kv: kv[1])]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in spec["merges"]]
+    vocab, dim, layers, heads, kv_heads, ffn = len(tokens), 32, 2, 4, 2, 64
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tiny-llama.Q8_0.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(1024)
+    writer.add_embedding_length(dim)
+    writer.add_block_count(layers)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_rope_dimension_count(dim // heads)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(merges)
+    writer.add_token_types([gguf.TokenType.CONTROL if t == "<|endoftext|>" else gguf.TokenType.NORMAL for t in tokens])
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(0)
+    rng = np.random.default_rng(seed)
+
+    def dense(*shape):
+        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+    def linear(name, rows, cols):
+        writer.add_tensor(name, quantize(dense(rows, cols), gguf.GGMLQuantizationType.Q8_0),
+                          raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    writer.add_tensor("token_embd.weight", dense(vocab, dim))
+    for block in range(layers):
+        writer.add_tensor(f"blk.{block}.attn_norm.weight", np.ones(dim, np.float32))
+        linear(f"blk.{block}.attn_q.weight", dim, dim)
+        linear(f"blk.{block}.attn_k.weight", kv_heads * dim // heads, dim)
+        linear(f"blk.{block}.attn_v.weight", kv_heads * dim // heads, dim)
+        linear(f"blk.{block}.attn_output.weight", dim, dim)
+        writer.add_tensor(f"blk.{block}.ffn_norm.weight", np.ones(dim, np.float32))
+        linear(f"blk.{block}.ffn_gate.weight", ffn, dim)
+        linear(f"blk.{block}.ffn_up.weight", ffn, dim)
+        linear(f"blk.{block}.ffn_down.weight", dim, ffn)
+    writer.add_tensor("output_norm.weight", np.ones(dim, np.float32))
+    writer.add_tensor("output.weight", dense(vocab, dim))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -11,6 +11,7 @@ from .contrast import (
     relative_consistency,
 )
 from .faithfulness import CAVEATS as FAITHFULNESS_CAVEATS
+from .faithfulness import caveats_for as faithfulness_caveats
 from .faithfulness import comprehensiveness, sufficiency
 from .labels import (
     NOT_USEFUL,
@@ -40,6 +41,7 @@ __all__ = [
     "consistent_bundle_count",
     "correlation_ratio",
     "entropy",
+    "faithfulness_caveats",
     "feasible_consistency_range",
     "fleiss_kappa",
     "gen_u",

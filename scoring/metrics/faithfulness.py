@@ -1,19 +1,28 @@
-"""Faithfulness of highlights (SPEC section 6; ERASER, DeYoung et al. 2020), with this app's
-documented deviation: y_hat is the class predicted *from the highlight*, not from the full input.
+"""Faithfulness of highlights (SPEC section 6; ERASER, DeYoung et al. 2020):
 
     sufficiency       = mean( p(y_hat | x) - p(y_hat | h) )      lower is better
     comprehensiveness = mean( p(y_hat | x) - p(y_hat | x \\ h) )  higher is better
+
+y_hat comes from one of two rules (``studies.lm.highlights.Y_HAT_FROM``), stored with the
+probabilities and named next to the numbers: ``highlight`` (the highlight pass; the seed,
+pyhighlights, scores the model that made the highlight this way, select-then-predict) or ``full``
+(the full input, as ERASER, for a task model that reads the full input).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 CAVEATS = {
-    "deviation": (
-        "y_hat is the class predicted from the highlight, not from the full input as in ERASER; "
-        "the numbers are not directly comparable with ERASER's tables."
+    "y_hat_from_highlight": (
+        "y_hat from the highlight pass (select-then-predict, as the seed pyhighlights scores the model that made "
+        "the highlight); ERASER takes y_hat from the full input, so these numbers are not directly comparable with "
+        "ERASER's tables."
+    ),
+    "y_hat_from_full": (
+        "y_hat from the full input, as ERASER, for a task model that reads the full input and did not make the "
+        "highlight."
     ),
     "sufficiency": (
         "Negative sufficiency is expected for select-then-predict models (their predictor is "
@@ -24,6 +33,17 @@ CAVEATS = {
         "passes (full input, input without the highlight) are off the predictor's training distribution."
     ),
 }
+
+
+def caveats_for(rules: Iterable[str]) -> dict[str, str]:
+    """The caveats that apply to figures computed with these y_hat rules: each rule's, and the
+    select-then-predict ones when y_hat came from the highlight."""
+    rules = set(rules)
+    out = {f"y_hat_from_{rule}": CAVEATS[f"y_hat_from_{rule}"] for rule in ("highlight", "full") if rule in rules}
+    if "highlight" in rules:
+        out["sufficiency"] = CAVEATS["sufficiency"]
+        out["comprehensiveness"] = CAVEATS["comprehensiveness"]
+    return out
 
 
 def _diff(p_full: Sequence[float], p_other: Sequence[float], name: str) -> float:

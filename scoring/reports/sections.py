@@ -13,7 +13,6 @@ import pandas as pd
 from django.core.cache import cache
 
 from scoring import plots
-from scoring.metrics import FAITHFULNESS_CAVEATS
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
@@ -171,6 +170,16 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
                           "similarity_model": model} for s, v in stored.items()], "source")
     columns = [Column("source", "Source"), Column("n", "n", "int"), Column("eta", "Correlation ratio η", "float", 4),
                Column("ci", "95% CI", "ci", 4), Column("similarity_model", "Similarity model")]
+    paper = similarity.get("paper")
+    if paper and not paper.get("same_model"):  # another model: the paper's figure and model beside ours
+        for row in rows:
+            row["paper_eta"] = paper["correlation_ratio"].get(row["source"])
+            row["paper_model"] = paper["model"] if row["paper_eta"] is not None else ""
+        columns += [Column("paper_eta", "The paper's η", "float", 3), Column("paper_model", "The paper's model")]
+        section.notes.append(f"Our similarity model ({similarity.get('name')}, layer {similarity.get('num_layers')}) "
+                             f"is not the paper's ({paper['model']}): the paper's figures are shown beside ours, not "
+                             "comparable with them. Point RL_SIMILARITY_MODEL at a local roberta-large folder to "
+                             "compare.")
     section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
     quintile = (results.get("theils_u_utility_given_similarity_quintile") or {}).get(ALL)
     if quintile is not None:
@@ -361,17 +370,21 @@ def faithfulness_section(results: dict) -> Section:
     if not faith:
         section.absent = "Faithfulness is off for this study (an opt-in on the study page, for sources with highlights)."
         return section
+    split = faith.get("split") or "test"  # results from before the split was recorded were test-split studies
+    rules_named = {"highlight": "highlight pass (select-then-predict)", "full": "full input (ERASER)"}
     rows = [{"source": name, "n": f["n"], "sufficiency": f["sufficiency"], "comprehensiveness": f["comprehensiveness"],
+             "y_hat_from": ", ".join(rules_named.get(r, r) for r in f.get("y_hat_from") or ["highlight"]),
              "computed_by": ", ".join(f.get("computed_by") or [])} for name, f in (faith.get("per_source") or {}).items()]
-    rows.append({"source": "test (all sources)", "n": sum(r["n"] for r in rows),
-                 "sufficiency": results.get("test_sufficiency"),
-                 "comprehensiveness": results.get("test_comprehensiveness"), "computed_by": ""})
+    rows.append({"source": f"{split} (all sources)", "n": sum(r["n"] for r in rows),
+                 "sufficiency": results.get(f"{split}_sufficiency"),
+                 "comprehensiveness": results.get(f"{split}_comprehensiveness"),
+                 "y_hat_from": ", ".join(rules_named.get(r, r) for r in faith.get("y_hat_from") or []), "computed_by": ""})
     columns = [Column("source", "Source"), Column("n", "n", "int"),
                Column("sufficiency", "Sufficiency (lower is better)", "float"),
                Column("comprehensiveness", "Comprehensiveness (higher is better)", "float"),
-               Column("computed_by", "Probabilities from")]
+               Column("y_hat_from", "y_hat from"), Column("computed_by", "Probabilities from")]
     section.tables.append(Table("faithfulness", "Sufficiency and comprehensiveness", columns, rows))
-    section.notes += [f"{key}: {text}" for key, text in FAITHFULNESS_CAVEATS.items()]
+    section.notes += [f"{key}: {text}" for key, text in (faith.get("caveats") or {}).items()]
     return section
 
 

@@ -42,8 +42,12 @@ def association_rows(results: dict) -> list[dict]:
         if not (name.startswith("theils_u_") or name.startswith("correlation_ratio_")):
             continue
         note = next((text for key, text in notes.items() if key in name), "")
+        paper = similarity.get("paper") if name.startswith("correlation_ratio_") else None
         for source, value in per_source.items():
-            rows.append({"measure": name, "source": source, "value": value, "note": note})
+            theirs = (paper or {}).get("correlation_ratio", {}).get(source)
+            extra = (f"; the paper's figure, with {paper['model']}: {theirs}"
+                     if theirs is not None and not paper.get("same_model") else "")
+            rows.append({"measure": name, "source": source, "value": value, "note": note + extra})
     return rows
 
 

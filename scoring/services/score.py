@@ -15,7 +15,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``
 - ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
   ``theils_u_utility_given_similarity_quintile``; ``similarity_model`` names the model's folder and
-  ``similarity``: {name, path, num_layers, method, paper_used} (None when similarity was off)
+  ``similarity``: {name, path, num_layers, method, paper_used, paper: {model, correlation_ratio:
+  {source|all: the paper's figure}, same_model}} (``paper`` None for a dataset the paper did not
+  report; None when similarity was off)
 - ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, n_questions,
   consistency, question_filter, n_questions_validated, n_questions_unvalidated, tie_rule,
   unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]}}
@@ -24,8 +26,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source,
   and ``consistency`` of the human answers over bundles (Figure 4)
 - ``properties_model`` (when property annotations exist): log-odds with 95% intervals
-- ``faithfulness`` (opt-in): per source, with ``caveats``; plus ``test_sufficiency`` and
-  ``test_comprehensiveness`` over all sources
+- ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat), the
+  ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
+  ``<split>_comprehensiveness`` over all sources, named after the study's split
+  (``test_sufficiency`` only for a test-split study)
 - ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
 """
 from __future__ import annotations
@@ -46,7 +50,7 @@ from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
 from scoring.progress import score_stage
 from scoring.services.gen_u import gen_u_results
-from scoring.similarity import SimilarityUnavailable, bertscore_f1, similarity_model
+from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, Study
 
 logger = logging.getLogger(__name__)
@@ -97,7 +101,8 @@ def _task_correct(study: Study, frame: pd.DataFrame) -> pd.Series:
 # --- parts of the results --------------------------------------------------------------------
 
 
-def _add_similarity(frame: pd.DataFrame, results: dict, warnings: list[str], enabled: bool) -> pd.DataFrame:
+def _add_similarity(frame: pd.DataFrame, results: dict, warnings: list[str], enabled: bool, *,
+                    dataset: str = "") -> pd.DataFrame:
     results["similarity"] = None
     if not enabled:
         results["similarity_model"] = None
@@ -120,7 +125,7 @@ def _add_similarity(frame: pd.DataFrame, results: dict, warnings: list[str], ena
         model = similarity_model()
         f1 = bertscore_f1(usable["text"].tolist(), usable["gold_rationale"].tolist(), model=model)
         results["similarity_model"] = model.path
-        results["similarity"] = model.as_json()
+        results["similarity"] = {**model.as_json(), "paper": paper_correlation_ratio(dataset, model)}
     except SimilarityUnavailable as exc:
         warnings.append(f"Similarity skipped: {exc}")
         results["similarity_model"] = None
@@ -283,10 +288,13 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
 
 def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
     """Opt-in. Reads the probabilities stored per rationale in ``Rationale.faithfulness``
-    (``{"p_full", "p_highlight", "p_without"}``, probabilities of y_hat, the class predicted from
-    the highlight), written by the faithfulness job or imported with the rationales."""
+    (``{"p_full", "p_highlight", "p_without"}``, probabilities of y_hat, and ``y_hat_from``, the
+    rule that chose it), written by the faithfulness job or imported with the rationales (the
+    import format's y_hat is predicted from the highlight, as are those of jobs that predate the
+    rule). The figures over all sources are named after the study's split."""
     per_source = {}
     all_full, all_h, all_wo = [], [], []
+    rules_used: set[str] = set()
     keys = ("p_full", "p_highlight", "p_without")
     for source in study.sources.all():
         if not source.has_highlights:
@@ -305,23 +313,34 @@ def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
         full = [v["p_full"] for v in vals]
         hl = [v["p_highlight"] for v in vals]
         wo = [v["p_without"] for v in vals]
+        rules = sorted({v.get("y_hat_from") or "highlight" for v in vals})
+        if len(rules) > 1:
+            warnings.append(f"Source {source.name}: its faithfulness probabilities mix y_hat rules ({', '.join(rules)}); "
+                            "run the faithfulness job again with one task model for all its rationales.")
+        rules_used.update(rules)
         per_source[source.name] = {
             "n": len(vals),
             "sufficiency": metrics.sufficiency(full, hl),
             "comprehensiveness": metrics.comprehensiveness(full, wo),
+            "y_hat_from": rules,
             "computed_by": sorted({v.get("task_model") or f"imported from {v.get('imported_from', '?')}" for v in vals}),
         }
         all_full += full
         all_h += hl
         all_wo += wo
-    results["faithfulness"] = {"per_source": per_source, "caveats": metrics.FAITHFULNESS_CAVEATS}
+    split = study.split
+    results["faithfulness"] = {"per_source": per_source, "split": split, "y_hat_from": sorted(rules_used),
+                               "caveats": metrics.faithfulness_caveats(rules_used)}
+    if len(rules_used) > 1:
+        warnings.append(f"The {split} sufficiency and comprehensiveness over all sources mix y_hat rules "
+                        f"({', '.join(sorted(rules_used))}): compare sources within one rule.")
     if all_full:
-        results["test_sufficiency"] = metrics.sufficiency(all_full, all_h)
-        results["test_comprehensiveness"] = metrics.comprehensiveness(all_full, all_wo)
+        results[f"{split}_sufficiency"] = metrics.sufficiency(all_full, all_h)
+        results[f"{split}_comprehensiveness"] = metrics.comprehensiveness(all_full, all_wo)
     else:
         warnings.append("Faithfulness is on but no source of this study has stored highlight probabilities.")
-        results["test_sufficiency"] = None
-        results["test_comprehensiveness"] = None
+        results[f"{split}_sufficiency"] = None
+        results[f"{split}_comprehensiveness"] = None
 
 
 # --- utility study ---------------------------------------------------------------------------
@@ -372,7 +391,7 @@ def _utility(study: Study, results: dict, warnings: list[str], *, both_direction
     score_stage("Gen-U")
     frame = gen_u_results(frame, results, warnings)
     score_stage("similarity to the gold rationale (BERTScore)")
-    frame = _add_similarity(frame, results, warnings, similarity)
+    frame = _add_similarity(frame, results, warnings, similarity, dataset=study.dataset.name)
     score_stage("shares, intervals and associations")
     summary = core.summarise_units(frame, both_directions=both_directions)
     warnings.extend(summary.pop("warnings"))

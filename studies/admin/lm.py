@@ -87,9 +87,10 @@ class GenUAnswersForm(_JobForm):
 
 
 class FaithfulnessForm(_JobForm):
-    task_model = forms.CharField(max_length=500, help_text="The task model's folder, hub name or .gguf file, as the "
-                                 "lm worker sees it.")
-    task_backend = forms.ChoiceField(choices=[
+    task_model = forms.CharField(max_length=500, required=False, help_text=(
+        "The task model's folder, hub name or .gguf file, as the lm worker sees it; y_hat then comes from the full "
+        "input (ERASER). Empty: the highlight source's own model, y_hat from the highlight pass (select-then-predict)."))
+    task_backend = forms.ChoiceField(required=False, choices=[("", "the source's own backend"),
         ("classifier", "sequence classification (its classes named by the choice labels)"),
         ("seq2seq", "seq2seq (T5-style), scoring the label words"),
         ("causal", "causal (GPT-style), scoring the label words"),

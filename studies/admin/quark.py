@@ -103,6 +103,8 @@ def quark_report_html(params: dict) -> SafeString:
     total = (params.get("settings") or {}).get("steps")
     parts = [format_html("<p>Reward <code>{}</code>; {} of {} steps checkpointed; {}.</p>", params.get("reward", ""),
                          step, total, report.get("selection") or "training")]
+    for warning in report.get("warnings") or []:
+        parts.append(format_html('<p class="warning">Warning: {}.</p>', warning))
     source = report.get("registered_source")
     if source:
         parts.append(format_html("<p>Selected step {} registered as source <strong>{}</strong> ({}).</p>",

@@ -86,10 +86,12 @@ class GenerationJobStartSerializer(serializers.Serializer):
         required=False, default=dict,
         help_text="Per kind: max_requests / max_tokens (openai budget); genu_answers: answerer_i, answerer_ir "
         "(LM source ids), only_valid (default true: validated questions only); faithfulness: task_model (folder, hub "
-        "name or .gguf file), task_backend (classifier | seq2seq | causal); finetune: training parameters "
-        "(preset paper-answerers|paper-quark-start|feb-few-shot|quick, mode, base_model, ...); quark (source = the policy to improve): reward (genu or "
-        "marker:WORD), settings (Quark settings: steps, n_reward_tokens, kl_coef, ...), checkpoint_every, "
-        "max_accuracy_drop, validation_split / heldout_split, output_name, answerer_i / answerer_ir (genu). "
+        "name or .gguf file; empty: the highlight source's own model), task_backend (classifier | seq2seq | causal), "
+        "y_hat_from (highlight | full; default highlight for the source's own model, full for another); finetune: "
+        "training parameters (preset paper-answerers|paper-quark-start|feb-few-shot|quick, mode, base_model, ...); "
+        "quark (source = the policy to improve): reward (genu or marker:WORD), settings (Quark settings: preset "
+        "default | reference, steps, n_reward_tokens, kl_coef, ...), checkpoint_every, max_accuracy_drop, "
+        "register_without_gain, validation_split / heldout_split, output_name, answerer_i / answerer_ir (genu). "
         "`manage.py quark_train --help` explains each. Any other key (the ones a job writes as it runs, such as "
         "cursor, usage, history, report, best, checkpoint_step) answers 400 naming it.",
     )

@@ -145,17 +145,22 @@ def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
 def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:
     """A fresh (uncached) float32 copy of a seq2seq or causal model and its tokenizer, on the
     worker's device, for training: plain Adam on bf16 weights loses updates, so training stays in
-    float32 and generation later loads the saved checkpoint in bf16 where the GPU supports it."""
+    float32 and generation later loads the saved checkpoint in bf16 where the GPU supports it.
+
+    A GGUF file is de-quantized into an ordinary dense model (``GgufConfig(dequantize=True)``):
+    transformers otherwise keeps a GGUF quantizer on the model, which refuses ``save_pretrained``
+    ("quantized with gguf and is not serializable") and may keep weights packed, untrainable.
+    The checkpoints of a run then save and load like any other folder."""
     import torch
 
     if kind not in {"seq2seq", "causal"}:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
         raise BackendError("the source has no model name or path")
-    return _load(kind, name_or_path, select_device(), torch.float32)
+    return _load(kind, name_or_path, select_device(), torch.float32, dense=True)
 
 
-def _load(kind: str, name_or_path: str, device: str, dtype) -> LoadedModel:
+def _load(kind: str, name_or_path: str, device: str, dtype, *, dense: bool = False) -> LoadedModel:
     from transformers import (
         AutoModelForCausalLM,
         AutoModelForSeq2SeqLM,
@@ -166,11 +171,19 @@ def _load(kind: str, name_or_path: str, device: str, dtype) -> LoadedModel:
     loader = {"seq2seq": AutoModelForSeq2SeqLM, "causal": AutoModelForCausalLM,
               "classifier": AutoModelForSequenceClassification}[kind]
     location, extra = gguf_location(name_or_path)
+    options = dict(extra)
+    if dense and extra:
+        from transformers import GgufConfig
+
+        options["quantization_config"] = GgufConfig(dequantize=True)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location, **extra)
-        model = loader.from_pretrained(location, dtype=dtype, **extra)
+        model = loader.from_pretrained(location, dtype=dtype, **options)
     except (OSError, ValueError, ImportError) as exc:
         raise BackendError(f"cannot load {kind} model {name_or_path!r}: {exc}") from exc
+    if dense and getattr(model, "hf_quantizer", None) is not None:
+        raise BackendError(f"{name_or_path!r} stayed quantized after loading: it cannot be trained or saved "
+                           "(convert it to an ordinary checkpoint folder first)")
     model.to(device)
     prepare_tokenizer(kind, tokenizer)
     return LoadedModel(model=model, tokenizer=tokenizer, device=device, dtype=str(dtype).replace("torch.", ""))

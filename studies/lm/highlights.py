@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# Where y_hat, the class whose probability faithfulness compares, is predicted from:
+# "highlight": the highlight pass (select-then-predict; the seed pyhighlights scores the model that
+# made the highlight this way); "full": the full input (ERASER; for a task model that reads the
+# full input and did not make the highlight).
+Y_HAT_FROM = ("highlight", "full")
+
 
 def check_spans(spans, text: str) -> list[tuple[int, int]]:
     """``spans`` as sorted, merged ``(start, end)`` character offsets (end exclusive) inside

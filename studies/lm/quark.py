@@ -44,10 +44,27 @@ def reward_token(index: int) -> str:
     return REWARD_TOKEN.format(index)
 
 
+# Named starting points for :class:`QuarkSettings`; options given override them.
+# ``default``: ours (see QuarkSettings). ``reference``: GXimingLu/Quark's ``arguments.py`` / ``main.py``
+# values where they differ from ours (sample interval 500, warm-up 500, batch 128, top-p 1.0, no
+# gradient clipping, Adam eps 1e-5); K, KL, entropy, lr and temperature are the same in both. The
+# reference's length (3M episodes / batch 128 = 23,438 steps) is not copied: steps stay the run's.
+PRESETS: dict[str, dict] = {
+    "default": {},
+    "reference": {"sample_interval": 500, "warmup_steps": 500, "batch_size": 128, "top_p": 1.0,
+                  "clip_grad_norm": 0.0, "adam_eps": 1e-5},
+}
+
+
 @dataclass
 class QuarkSettings:
-    """Every knob of a run; the defaults are the paper's where it gives one (SPEC section 9)."""
+    """Every knob of a run. The paper (SPEC section 9) gives none of these values. K = 5, KL 0.05,
+    entropy 0.06, lr 1e-5 and temperature 1 are the reference code's (GXimingLu/Quark); the
+    ``default`` preset's sample interval 100, warm-up 100, batch 8, top-p 0.9, gradient clipping at
+    1.0 and Adam eps 1e-8 are ours (the README says why); the ``reference`` preset has the reference
+    code's."""
 
+    preset: str = "default"
     n_reward_tokens: int = 5
     kl_coef: float = 0.05
     entropy_coef: float = 0.06
@@ -62,16 +79,23 @@ class QuarkSettings:
     max_new_tokens: int = 100
     max_input_length: int = 512
     clip_grad_norm: float = 1.0
+    adam_eps: float = 1e-8
     seed: int = 0
     ties: str = "split"
     eval_samples: int = 0
 
     @classmethod
     def from_json(cls, data: dict | None) -> QuarkSettings:
+        """Settings from ``data``: its ``preset`` (``default`` when absent) gives the starting
+        values, every other key given overrides them."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data or {}) - known)
         if unknown:
             raise ValueError(f"unknown Quark setting(s) {', '.join(unknown)}")
+        preset = (data or {}).get("preset") or "default"
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}")
+        data = {**PRESETS[preset], **{k: v for k, v in (data or {}).items() if v is not None}, "preset": preset}
         values = {}
         for f in fields(cls):
             if data and data.get(f.name) is not None:
@@ -95,6 +119,8 @@ class QuarkSettings:
                 raise ValueError(f"{f.name} must be a finite number")
         if self.steps > MAX_STEPS:
             raise ValueError(f"steps must be at most {MAX_STEPS}")
+        if self.adam_eps <= 0:
+            raise ValueError("adam_eps must be positive")
         for name in ("kl_coef", "entropy_coef", "warmup_steps", "clip_grad_norm", "eval_samples"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
@@ -168,20 +194,19 @@ def control_template(backend: str, base_template: str, token: str) -> str:
 
 # --- the pool and its quantiles --------------------------------------------------------------
 def _chunk_of(rank: int, n: int, k: int) -> int:
-    """Which of ``k`` near-equal consecutive chunks of ``n`` ranks holds ``rank`` (numpy's
-    ``array_split``: the first ``n % k`` chunks are one longer)."""
-    size, longer = divmod(n, k)
-    if rank < longer * (size + 1):
-        return rank // (size + 1)
-    return longer + (rank - longer * (size + 1)) // size
+    """Which quantile of ``n`` ranks holds ``rank``, as the reference code's ``DataPool`` cuts
+    them: each of the ``k`` quantiles gets ``n // k`` ranks and the ``n % k`` left over go to the
+    last (worst) one; a pool smaller than ``k`` is all in the worst."""
+    size = n // k
+    return k - 1 if size == 0 else min(rank // size, k - 1)
 
 
 def assign_bins(rewards: list[float], k: int, *, ties: str = "split") -> list[int]:
-    """The reward token (0 = best) of each sample, as Quark does it: sort by reward, highest
-    first, and cut the ranks into ``k`` near-equal quantiles (numpy ``array_split`` sizes: the
-    first ``n % k`` are one longer). Samples with equal rewards keep pool order (oldest first), so
-    a tie can straddle two quantiles; when the best reward is rarer than 1/k of the pool, token 0
-    holds all of it plus the next best samples.
+    """The reward token (0 = best) of each sample, as Quark's reference code does it: sort by
+    reward, highest first, give each of the ``k`` quantiles ``n // k`` ranks and the remainder to
+    the worst token. Samples with equal rewards keep pool order (oldest first), so a tie can
+    straddle two quantiles; when the best reward is rarer than 1/k of the pool, token 0 holds all
+    of it plus the next best samples.
 
     ``ties="together"`` gives equal rewards one token, the quantile of their middle rank: with a
     binary reward and K = 2, token 0 then marks exactly the rewarded samples while they are fewer
@@ -345,7 +370,7 @@ class QuarkTrainer:
         reference.model.eval()
         for parameter in reference.model.parameters():
             parameter.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(policy.model.parameters(), lr=settings.lr)
+        self.optimizer = torch.optim.Adam(policy.model.parameters(), lr=settings.lr, eps=settings.adam_eps)
         warmup, total = settings.warmup_steps, settings.steps
 
         def factor(step: int) -> float:

@@ -114,6 +114,7 @@ def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: 
               for role in ("train", "validation", "heldout")}
     if limits["train"] is None and limit is not None:
         limits["train"] = _number({"limit": limit}, "limit", int, low=1)
+    merged["register_without_gain"] = bool(merged.get("register_without_gain", False))
     for key in ("validation_split", "heldout_split", "policy_path", "output_name"):
         if key in merged and not isinstance(merged[key], str):
             raise GenerationError(f"{key} must be text")
@@ -292,9 +293,16 @@ def keeps_accuracy(accuracy: float | None, *, before: float | None, max_drop: fl
     return accuracy is not None and (before or 0.0) - accuracy <= max_drop + 1e-9
 
 
+def beats_original(reward: float | None, *, original: float | None) -> bool:
+    """A checkpoint is worth registering only when its mean validation reward is above the
+    original model's (``original`` None: the original had no reward to compare with)."""
+    return reward is not None and (original is None or reward > original + 1e-9)
+
+
 def choose_checkpoint(evaluations: list[dict], *, before: float | None, max_drop: float) -> dict | None:
     """The selected checkpoint: the highest validation reward among the checkpoints that keep task
-    accuracy (the earliest on a tie); None when none does."""
+    accuracy (the earliest on a tie); None when none does. Whether it beats the original is
+    :func:`beats_original`'s question, asked when the run finishes."""
     best = None
     for entry in evaluations:
         if entry.get("model") != "checkpoint" or entry.get("reward") is None:
@@ -303,6 +311,30 @@ def choose_checkpoint(evaluations: list[dict], *, before: float | None, max_drop
                 best is None or entry["reward"] > best["reward"]):
             best = entry
     return best
+
+
+def registration(params: dict) -> tuple[bool, str]:
+    """(register?, the report's selection sentence) for a run's selected checkpoint: registered
+    when one keeps task accuracy and beats the original's validation reward, or, with
+    ``register_without_gain``, whenever one keeps task accuracy."""
+    best, drop = params.get("best"), params["max_accuracy_drop"]
+    if best is None:
+        return False, (f"no checkpoint kept validation task accuracy within {drop} of the original: "
+                       "nothing registered")
+    original = ((params.get("before") or {}).get("validation") or {}).get("reward")
+    chosen = (f"step {best['step']}: highest validation reward ({best['reward']:.4g}) among checkpoints losing at "
+              f"most {drop} validation task accuracy")
+    if beats_original(best["reward"], original=original):
+        return True, f"{chosen}; above the original's {_shown(original)}"
+    if params.get("register_without_gain"):
+        return True, (f"{chosen}; not above the original's {_shown(original)}, registered anyway "
+                      "(register_without_gain)")
+    return False, (f"{chosen}; not above the original's validation reward {_shown(original)}: nothing registered "
+                   "(register_without_gain registers it anyway)")
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def _evaluate_checkpoint(run: Run, job: GenerationJob, touch) -> None:
@@ -322,14 +354,16 @@ def _evaluate_checkpoint(run: Run, job: GenerationJob, touch) -> None:
 
 
 def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource | None:
-    """Evaluate the selected checkpoint on the held-out items, register it and write the report.
-    Idempotent: a job whose source is registered just finishes."""
+    """Evaluate the selected checkpoint on the held-out items, register it when it beats the
+    original on validation reward (:func:`registration`) and write the report. Idempotent: a job
+    whose checkpoint is evaluated (and registered, if it is to be) just finishes."""
     job = GenerationJob.objects.get(pk=job_id)
     params = job.params
     registered = RationaleSource.objects.filter(pk=params.get("output_source_id")).first()
     best = params.get("best")
-    source, after = registered, None
-    if registered is None and best is not None:
+    source, after = registered, (params.get("report") or {}).get("after")
+    register = registration(params)[0]
+    if best is not None and (after is None or (register and registered is None)):
         run = run or _run_for(job)
         best_folder = run.folder / "best"
         held = quark.load_models(run.spec.backend, run.spec.model, settings=run.settings, checkpoint=best_folder)
@@ -339,9 +373,9 @@ def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource 
         after = {"validation": {k: best.get(k) for k in ("reward", "accuracy")},
                  "heldout": evaluate(final, run.prompts, run.reward, run.heldout_ids, reference=False,
                                      batch_size=run.settings.batch_size, samples=run.settings.eval_samples)}
-        source = _register(job, run, best_folder, after)
-    report = quark_report(job, after=after if after is not None else (params.get("report") or {}).get("after"),
-                          source=source)
+        if register:
+            source = _register(job, run, best_folder, after)
+    report = quark_report(job, after=after, source=source)
     with transaction.atomic():
         locked = GenerationJob.objects.select_for_update().get(pk=job_id)
         locked.params = {**locked.params, "report": report,
@@ -390,6 +424,19 @@ def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> R
     return source
 
 
+def settings_warnings(settings: dict) -> list[str]:
+    """What in a run's settings keeps the policy from moving: no round sampled by the policy
+    itself, or a learning rate still warming up at the last step."""
+    steps, out = settings["steps"], []
+    if settings["sample_interval"] >= steps:
+        out.append(f"sample_interval ({settings['sample_interval']}) is not below steps ({steps}): the policy never "
+                   "samples its own rationales; it trains only on the reference's first round")
+    if settings["warmup_steps"] >= steps:
+        out.append(f"warmup_steps ({settings['warmup_steps']}) is not below steps ({steps}): the learning rate never "
+                   f"reaches lr ({settings['lr']})")
+    return out
+
+
 def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSource | None) -> dict:
     """What ``quark_train`` writes to ``report.json``: held-out reward and validation task
     accuracy before and after, the selection, the steps run and every setting used."""
@@ -406,8 +453,9 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
         "reward_tie_rule": genu_rule.TIE_RULE_TEXT if params["reward"] == "genu" else None,
         "steps_run": int(params.get("checkpoint_step") or 0), "steps": params["settings"]["steps"],
         "settings": params["settings"],
-        "run": {k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "only_valid", "validation_split",
-                                           "heldout_split", "answerer_i", "answerer_ir")},
+        "run": {k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "register_without_gain",
+                                           "only_valid", "validation_split", "heldout_split", "answerer_i",
+                                           "answerer_ir")},
         "items": {"train": len(job.item_ids), "validation": len(params["validation_item_ids"]),
                   "heldout": len(params["heldout_item_ids"])},
         "excluded_without_questions": params.get("excluded_without_questions"),
@@ -422,11 +470,9 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
                        "reward_after": ((after or {}).get("validation") or {}).get("reward")},
         "after": after,
         "selected_step": best["step"] if best else None,
-        "selection": ("highest validation reward among checkpoints losing at most "
-                      f"{params['max_accuracy_drop']} validation task accuracy"
-                      if best else "no checkpoint kept validation task accuracy within "
-                      f"{params['max_accuracy_drop']} of the original: nothing registered"),
+        "selection": registration(params)[1],
         "evaluations": params.get("evaluations", []),
+        "warnings": settings_warnings(params["settings"]),
         "registered_source": ({"id": source.pk, "name": source.name, "model_name_or_path": source.model_name_or_path}
                               if source else None),
     }

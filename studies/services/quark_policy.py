@@ -69,7 +69,8 @@ def source_by_name_or_id(text: str, *, role: str = "policy") -> RationaleSource 
 
 
 def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> PolicySpec:
-    """A source (instance, name or id) with a seq2seq or causal backend, or a model folder.
+    """A source (instance, name or id) with a seq2seq or causal backend, a model folder, or a
+    causal model's ``.gguf`` file.
     A source registered by an earlier Quark run trains further from its plain template."""
     source = policy if isinstance(policy, RationaleSource) else None
     if source is None:
@@ -88,11 +89,16 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
         try:
             path = Path(str(policy)).expanduser()
             is_folder = path.is_dir()
+            is_gguf = path.suffix.lower() == ".gguf" and path.is_file()
         except (OSError, ValueError, RuntimeError):
-            is_folder = False
-        if not is_folder:
-            raise GenerationError(f"policy {str(policy)!r} is neither a rationale source nor a model folder")
-        spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=str(path.resolve()))
+            is_folder = is_gguf = False
+        if is_gguf:  # a causal GGUF file: trained de-quantized, its checkpoints ordinary folders
+            spec = PolicySpec(name=path.stem, backend="causal", model=str(path.resolve()))
+        elif not is_folder:
+            raise GenerationError(f"policy {str(policy)!r} is neither a rationale source, a model folder nor a "
+                                  ".gguf file")
+        else:
+            spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=str(path.resolve()))
     if spec.backend == "causal" and not spec.demonstrations:
         spec.demonstrations = train_demonstrations(dataset, seed=spec.seed)
     return spec

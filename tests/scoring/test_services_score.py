@@ -229,6 +229,11 @@ def test_similarity_uses_local_bertscore_model(utility_study):
     assert run.results["similarity"]["num_layers"] == 6 and "MiniLM" in run.results["similarity"]["name"]
     assert "roberta-large" in run.results["similarity"]["paper_used"]
     assert 0.0 <= run.results["correlation_ratio_utility_similarity"]["all"] <= 1.0
+    assert run.results["similarity"]["paper"] is None  # a dataset the paper did not report
+    study.dataset.name = "StrategyQA"
+    study.dataset.save()
+    paper = study_score(study=study, similarity=True).results["similarity"]["paper"]
+    assert paper["same_model"] is False and paper["correlation_ratio"]["all"] == 0.041
 
 
 def test_generalization_study_accuracy_delta_by_type_and_utility(utility_study):
@@ -287,6 +292,35 @@ def test_faithfulness_opt_in_adds_test_columns_with_caveats(utility_study):
     assert run.results["test_sufficiency"] == pytest.approx(((0.9 - 0.95) + 0.1 + 0 - 0.1) / 4)
     assert run.results["test_comprehensiveness"] == pytest.approx((0.6 + 0.2 + 0 + 0.5) / 4)
     assert "select-then-predict" in run.results["faithfulness"]["caveats"]["sufficiency"]
+    # Imported probabilities: the import format's y_hat is predicted from the highlight.
+    assert run.results["faithfulness"]["per_source"]["good-lm"]["y_hat_from"] == ["highlight"]
+    assert "pyhighlights" in run.results["faithfulness"]["caveats"]["y_hat_from_highlight"]
+
+
+def test_faithfulness_columns_are_named_after_the_study_split_and_say_the_y_hat_rule(utility_study):
+    from scoring.reports.sections import faithfulness_section
+
+    study, items, good = _faithfulness_study(utility_study)
+    Study.objects.filter(pk=study.pk).update(split="dev")
+    study.refresh_from_db()
+    for it in items:  # from a job with an external full-input task model
+        r = it.rationales.get(source=good)
+        r.faithfulness = {"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3, "y_hat": "yes", "y_hat_from": "full",
+                          "task_model": "/models/task", "job_id": 1}
+        r.save()
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+
+    run = study_score(study=study, similarity=False)
+
+    assert run.results["dev_sufficiency"] == pytest.approx(0.1)
+    assert run.results["dev_comprehensiveness"] == pytest.approx(0.6)
+    assert "test_sufficiency" not in run.results and "test_comprehensiveness" not in run.results
+    faith = run.results["faithfulness"]
+    assert faith["split"] == "dev" and faith["per_source"]["good-lm"]["y_hat_from"] == ["full"]
+    assert set(faith["caveats"]) == {"y_hat_from_full"} and "ERASER" in faith["caveats"]["y_hat_from_full"]
+    table = faithfulness_section(run.results).tables[0]
+    assert table.rows[0]["y_hat_from"] == "full input (ERASER)"
+    assert table.rows[-1]["source"] == "dev (all sources)" and table.rows[-1]["sufficiency"] == pytest.approx(0.1)
 
 
 def test_faithfulness_says_how_many_rationales_it_left_out(utility_study):

@@ -55,3 +55,38 @@ def test_bertscore_runs_the_configured_folder(settings, tmp_path):
     settings.RL_SIMILARITY_NUM_LAYERS = 6
     # The layer setting reaches BERTScore: the same folder at another layer gives other scores.
     assert bertscore_f1(candidates, references) != pytest.approx(at_three, abs=1e-4)
+
+
+def test_the_papers_correlation_ratio_and_model_stand_next_to_ours_when_the_model_differs(settings, tmp_path):
+    """Our default MiniLM gives other figures than the paper's roberta-large (layer 17): the
+    results, the report's table and the CSV note put the paper's figure and model beside ours; with
+    roberta-large at layer 17 they are the same model and nothing is added."""
+    from scoring.reports.sections import similarity_section
+    from scoring.services.export import association_rows
+    from scoring.similarity import SimilarityModel, paper_correlation_ratio
+
+    minilm = SimilarityModel(name=MINILM_NAME, path="/m", num_layers=6)
+    paper = paper_correlation_ratio("StrategyQA", minilm)
+    assert paper == {"model": "roberta-large, layer 17 (BERTScore's default)", "same_model": False,
+                     "correlation_ratio": {"all": 0.041, "gpt3": 0.021, "t53b": 0.017, "t5large": 0.002}}
+    assert paper_correlation_ratio("OpenBookQA", minilm)["correlation_ratio"] == {"all": 0.055}
+    assert paper_correlation_ratio("Demo", minilm) is None
+    roberta = SimilarityModel(name="roberta-large", path="/r", num_layers=17)
+    assert paper_correlation_ratio("strategyqa", roberta)["same_model"] is True
+    assert paper_correlation_ratio("strategyqa", SimilarityModel("roberta-large", "/r", 24))["same_model"] is False
+
+    ours = {"gpt3": 0.177, "t53b": 0.056, "t5large": 0.142, "mine": 0.3, "all": 0.114}
+    results = {"correlation_ratio_utility_similarity": ours, "similarity": {**minilm.as_json(), "paper": paper}}
+    section = similarity_section(results, None)
+    rows = {row["source"]: row for row in section.tables[0].rows}
+    assert (rows["all"]["eta"], rows["all"]["paper_eta"]) == (0.114, 0.041)
+    assert (rows["gpt3"]["paper_eta"], rows["t5large"]["paper_eta"]) == (0.021, 0.002)
+    assert rows["mine"]["paper_eta"] is None and rows["mine"]["paper_model"] == ""
+    assert rows["gpt3"]["paper_model"].startswith("roberta-large")
+    assert any("RL_SIMILARITY_MODEL" in note and "not the paper's" in note for note in section.notes)
+    notes = {row["source"]: row["note"] for row in association_rows(results)}
+    assert "the paper's figure, with roberta-large, layer 17 (BERTScore's default): 0.041" in notes["all"]
+    same = {"correlation_ratio_utility_similarity": ours,
+            "similarity": {**roberta.as_json(), "paper": paper_correlation_ratio("StrategyQA", roberta)}}
+    assert "paper_eta" not in similarity_section(same, None).tables[0].rows[0]
+    assert "the paper's figure" not in association_rows(same)[0]["note"]

@@ -49,6 +49,10 @@ class Command(BaseCommand):
                     sim = results["similarity"]
                     self.stdout.write(f"  similarity model: {sim['name']}, layer {sim['num_layers']} "
                                       f"(the paper used {sim['paper_used']}; figures are comparable only with it)")
+                    paper = sim.get("paper")
+                    if paper and not paper.get("same_model"):
+                        self.stdout.write("  the paper's, with " + paper["model"] + ": " + ", ".join(
+                            f"{s}={v:.3f}" for s, v in paper["correlation_ratio"].items()))
         check = results.get("imported_utility_check")
         if check:
             self.stdout.write(f"imported utility check: {check['mismatches']} mismatches of {check['compared']} rows")

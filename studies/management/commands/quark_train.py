@@ -14,13 +14,16 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from studies.lm.quark import QuarkSettings
+from studies.lm.quark import PRESETS, QuarkSettings
 from studies.models import Dataset
 from studies.services.generation import GenerationError
 from studies.services.quark import DEFAULTS, quark_train
 from studies.services.quark_policy import source_by_name_or_id
 
 SETTING_HELP = {
+    "preset": "starting values of the settings below, which options given override: default (ours) or reference "
+              "(GXimingLu/Quark's code: sample interval 500, warm-up 500, batch 128, top-p 1.0, no gradient clipping, "
+              "Adam eps 1e-5); defaults shown are the default preset's",
     "n_reward_tokens": "K, the number of reward tokens (quantiles of the pool); token 0 is the best",
     "kl_coef": "weight of KL(policy || reference) in the token-level loss",
     "entropy_coef": "weight of the entropy bonus subtracted from the loss",
@@ -35,6 +38,7 @@ SETTING_HELP = {
     "max_new_tokens": "longest rationale output (sampling and evaluation)",
     "max_input_length": "prompt tokens kept (longer prompts lose their start)",
     "clip_grad_norm": "clip the gradient norm to this (0: no clipping)",
+    "adam_eps": "Adam's epsilon",
     "seed": "seed of every random draw (sampling, batches), per step: a resumed run continues the same",
     "ties": "split (as Quark: equal rewards may straddle a quantile cut, pool order decides) or together "
             "(equal rewards share the quantile of their middle rank; suits a binary reward such as marker:WORD)",
@@ -76,6 +80,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-accuracy-drop", type=float, default=DEFAULTS["max_accuracy_drop"],
                             help="a checkpoint whose validation task accuracy is more than this share below the "
                                  "original model's is not selected (default %(default)s)")
+        parser.add_argument("--register-without-gain", action="store_true",
+                            help="register the selected checkpoint even when its validation reward is not above the "
+                                 "original model's (default: such a run registers nothing and says so)")
         parser.add_argument("--output-name", default=None,
                             help="name of the registered rationale source (default: <policy>-quark-<reward>)")
         defaults = QuarkSettings()
@@ -83,7 +90,8 @@ class Command(BaseCommand):
             if f.name == "steps":
                 continue
             parser.add_argument(f"--{f.name.replace('_', '-')}", type={"int": int, "float": float, "str": str}[f.type], default=None,
-                                help=f"{SETTING_HELP[f.name]} (default {getattr(defaults, f.name)})")
+                                help=f"{SETTING_HELP[f.name]} (default {getattr(defaults, f.name)})",
+                                **({"choices": list(PRESETS)} if f.name == "preset" else {}))
         parser.add_argument("--steps", type=int, default=None,
                             help=f"{SETTING_HELP['steps']} (default {defaults.steps})")
         parser.add_argument("--queue", action="store_true",
@@ -99,7 +107,7 @@ class Command(BaseCommand):
             "train_limit": opts["train_limit"], "validation_limit": opts["validation_limit"],
             "heldout_limit": opts["heldout_limit"], "checkpoint_every": opts["checkpoint_every"],
             "max_accuracy_drop": opts["max_accuracy_drop"], "output_name": opts["output_name"],
-            "only_valid": not opts["include_unvalidated"],
+            "only_valid": not opts["include_unvalidated"], "register_without_gain": opts["register_without_gain"],
         }
         for key in ("answerer_i", "answerer_ir"):
             if opts[key]:
@@ -127,6 +135,8 @@ class Command(BaseCommand):
             f"job {job.pk}: {report['steps_run']} steps; held-out mean reward {_fmt(held['reward_before'])} -> "
             f"{_fmt(held['reward_after'])}{sampled}; validation task accuracy {_fmt(val['accuracy_before'])} -> "
             f"{_fmt(val['accuracy_after'])}; {report['selection']}")
+        for warning in report.get("warnings") or []:
+            self.stdout.write(self.style.WARNING(f"warning: {warning}"))
         source = report["registered_source"]
         if source:
             self.stdout.write(self.style.SUCCESS(

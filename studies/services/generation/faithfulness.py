@@ -1,13 +1,20 @@
 """Faithfulness jobs (SPEC section 6): for each rationale of a highlight source, a task model
 scores the item's answer labels three times, on the full question x, on the highlight alone h
-and on the question without the highlight x \\ h. y_hat is the label predicted from h (the
-documented deviation from ERASER, which takes it from x); the job stores p(y_hat | x),
-p(y_hat | h) and p(y_hat | x \\ h) on the rationale (``Rationale.faithfulness``), which is where
-scoring reads them.
+and on the question without the highlight x \\ h, and the job stores p(y_hat | x), p(y_hat | h)
+and p(y_hat | x \\ h) on the rationale (``Rationale.faithfulness``), which is where scoring reads
+them, with the rule that chose y_hat (``y_hat_from``):
 
-``params``: ``task_model`` (a folder, hub name or ``.gguf`` file) and ``task_backend``
-(``classifier`` for a sequence-classification model whose classes name the choice labels;
-``seq2seq`` or ``causal`` to score the label words; see :mod:`studies.lm.label_scoring`).
+- the model that made the highlight (the highlight source's own seq2seq or causal model, used when
+  ``task_model`` is left out or names it): y_hat from the highlight pass, as the seed
+  (pyhighlights) scores select-then-predict models (``y_hat_from = "highlight"``);
+- any other task model, usually one that reads the full input: y_hat from the full input, as
+  ERASER (``y_hat_from = "full"``).
+
+``params``: ``task_model`` (a folder, hub name or ``.gguf`` file; empty: the source's own model),
+``task_backend`` (``classifier`` for a sequence-classification model whose classes name the choice
+labels; ``seq2seq`` or ``causal`` to score the label words, see :mod:`studies.lm.label_scoring`;
+empty with the source's own model: its backend) and ``y_hat_from`` (``highlight`` or ``full``: an
+explicit choice overriding the rule above, e.g. for an external select-then-predict model).
 A rationale whose highlight does not fit its question is recorded as a failure."""
 from __future__ import annotations
 
@@ -29,9 +36,37 @@ from .common import (
 )
 
 
+def own_model(source) -> tuple[str, str]:
+    """(model, backend) of the model that made the source's highlights when the project can run
+    it (an LM source with a seq2seq or causal backend and a model), else ("", "")."""
+    if source.kind == "lm" and source.backend in ("seq2seq", "causal") and source.model_name_or_path.strip():
+        return source.model_name_or_path.strip(), source.backend
+    return "", ""
+
+
+def faithfulness_params(source, params: dict) -> dict:
+    """A faithfulness job's params checked and completed: the task model (the source's own when
+    none is given), its backend and the y_hat rule (see the module docstring)."""
+    mine, my_backend = own_model(source)
+    model = params.get("task_model")
+    if model is not None and not isinstance(model, str):
+        raise GenerationError("task_model must be text: the folder, hub name or .gguf file of the task model")
+    model = (model or "").strip() or mine
+    if not model:
+        raise GenerationError(f"task_model is required: {source.name!r} has no model of its own that the project can "
+                              "run; give the folder (or .gguf file) of the task model")
+    backend = params.get("task_backend") or (my_backend if model == mine else None)
+    if backend not in TASK_BACKENDS:
+        raise GenerationError(f"task_backend must be one of {', '.join(TASK_BACKENDS)}")
+    rule = params.get("y_hat_from") or ("highlight" if model == mine else "full")
+    if rule not in highlights.Y_HAT_FROM:
+        raise GenerationError(f"y_hat_from must be one of {', '.join(highlights.Y_HAT_FROM)}, not {rule!r}")
+    return {**params, "task_model": model, "task_backend": backend, "y_hat_from": rule}
+
+
 class FaithfulnessHandler(ItemHandler):
     kind = GenerationJob.Kind.FAITHFULNESS
-    params_accepted = frozenset({"task_model", "task_backend"})
+    params_accepted = frozenset({"task_model", "task_backend", "y_hat_from"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         if source is None:
@@ -39,10 +74,7 @@ class FaithfulnessHandler(ItemHandler):
         if not source.has_highlights:
             raise GenerationError(f"source {source.name!r} has no highlights: tick 'has highlights' on it and "
                                   "import its rationales with a highlights column")
-        if params.get("task_backend") not in TASK_BACKENDS:
-            raise GenerationError(f"task_backend must be one of {', '.join(TASK_BACKENDS)}")
-        if not str(params.get("task_model") or "").strip():
-            raise GenerationError("task_model is required: the folder (or .gguf file) of the task model")
+        params = faithfulness_params(source, params)
         ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=None)
         with_highlights = set(Rationale.objects.filter(source=source, item_id__in=ids).exclude(highlights=[])
                               .values_list("item_id", flat=True))
@@ -79,12 +111,13 @@ class FaithfulnessHandler(ItemHandler):
                 passes[name].append(base.__class__(question=text, choices=base.choices, dataset=base.dataset))
             usable.append(rationale)
         probs = {name: scorer.probabilities(pitems) for name, pitems in passes.items()}
+        rule = job.params.get("y_hat_from") or "highlight"  # jobs from before the rule was a choice
         for index, rationale in enumerate(usable):
-            from_highlight = probs["highlight"][index]
-            y_hat = max(from_highlight, key=from_highlight.get)
+            deciding = probs[rule][index]
+            y_hat = max(deciding, key=deciding.get)
             out.faithfulness[rationale.pk] = {
-                "p_full": probs["full"][index][y_hat], "p_highlight": from_highlight[y_hat],
-                "p_without": probs["without"][index][y_hat], "y_hat": y_hat,
+                "p_full": probs["full"][index][y_hat], "p_highlight": probs["highlight"][index][y_hat],
+                "p_without": probs["without"][index][y_hat], "y_hat": y_hat, "y_hat_from": rule,
                 "task_model": job.params["task_model"], "task_backend": job.params["task_backend"],
                 "job_id": job.pk,
             }

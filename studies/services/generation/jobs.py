@@ -22,7 +22,7 @@ from django.utils import timezone
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 from studies.selectors import CHANGE, generation_jobs_for_user
 
-from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status
+from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status, generation_job_fail
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
@@ -180,11 +180,23 @@ def generation_job_run_batch(*, job_id: int) -> bool:
     """Process the job's next batch. Returns True while work remains (the task re-queues itself).
 
     Idempotent: a finished, failed or cancelled job is left alone; items with outputs are skipped.
-    Generation happens outside any transaction; the writes of one batch are atomic."""
+    Generation happens outside any transaction; the writes of one batch are atomic. Any exception
+    of the batch marks the job failed with its error (then propagates), whoever runs it: the lm
+    worker, ``manage.py quark_train`` or ``finetune_t5`` in the foreground, a test; a transient
+    backend error says to resume once the endpoint answers."""
+    from studies.lm.backends import TransientBackendError
+
     job = _start(job_id)
     if job is None:
         return False
-    return HANDLERS[job.kind].run_batch(job)
+    try:
+        return HANDLERS[job.kind].run_batch(job)
+    except TransientBackendError as exc:
+        generation_job_fail(job_id=job_id, error=f"{exc}; resume the job when the endpoint answers again")
+        raise
+    except Exception as exc:
+        generation_job_fail(job_id=job_id, error=describe_exception(exc))
+        raise
 
 
 def generation_job_run(*, job_id: int) -> GenerationJob:

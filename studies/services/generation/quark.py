@@ -13,7 +13,8 @@ class QuarkHandler(Handler):
     # ``QuarkSettings.from_json``.
     params_accepted = frozenset({"reward", "answerer_i", "answerer_ir", "only_valid", "settings", "policy_path",
                                  "validation_split", "heldout_split", "train_limit", "validation_limit",
-                                 "heldout_limit", "checkpoint_every", "max_accuracy_drop", "output_name"})
+                                 "heldout_limit", "checkpoint_every", "max_accuracy_drop", "output_name",
+                                 "register_without_gain"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         from studies.services.quark import quark_params

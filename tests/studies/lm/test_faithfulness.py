@@ -128,11 +128,53 @@ def test_faithfulness_job_runs_the_task_model_three_times_per_item(tmp_path, lm_
         passes = [scorer.probabilities([base.__class__(question=text, choices=base.choices, dataset=base.dataset)])[0]
                   for text in (r.item.question, highlights.highlight_only(r.item.question, r.highlights),
                                highlights.without_highlight(r.item.question, r.highlights))]
-        assert f["y_hat"] == max(passes[1], key=passes[1].get)  # y_hat comes from the highlight pass
+        # An external task model (not the one that made the highlight) reads the full input: y_hat
+        # comes from the full input, as in ERASER, and the rule is stored with the numbers.
+        assert f["y_hat_from"] == "full" and f["y_hat"] == max(passes[0], key=passes[0].get)
         assert [f["p_full"], f["p_highlight"], f["p_without"]] == pytest.approx([p[f["y_hat"]] for p in passes])
         assert all(sum(p.values()) == pytest.approx(1.0) for p in passes)
     again = generation.generation_job_run(job_id=job.pk)
     assert again.done == 3  # a re-run changes nothing
+
+
+@pytest.mark.lm
+def test_the_model_that_made_the_highlight_is_scored_with_y_hat_from_the_highlight(tmp_path, lm_models):
+    """The seed (pyhighlights) scores the select-then-predict model that made the highlight, y_hat
+    from the highlight pass. When the highlight source is a model the project can run, a job
+    without a task model scores that model that way; an explicit y_hat_from overrides the rule."""
+    pytest.importorskip("torch")
+    items = demo_items()[:3]
+    rationales_import(file=highlight_file(tmp_path, items), dataset_name=demo.DATASET_NAME)
+    source = RationaleSource.objects.get(name="highlighter")
+    dataset = source.rationales.first().item.dataset
+    with pytest.raises(generation.GenerationError, match="task_model is required: 'highlighter' has no model"):
+        generation.generation_job_create(kind="faithfulness", source=source, dataset=dataset, enqueue=False, params={})
+    RationaleSource.objects.filter(pk=source.pk).update(kind="lm", backend="seq2seq",
+                                                       model_name_or_path=str(lm_models["t5_answerer"]))
+    source.refresh_from_db()
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="faithfulness", source=source, dataset=dataset, enqueue=False, params={}).pk)
+    assert job.status == "done" and job.done == 3, job.error
+    assert (job.params["task_model"], job.params["task_backend"], job.params["y_hat_from"]) == (
+        str(lm_models["t5_answerer"]), "seq2seq", "highlight")
+
+    from studies.lm.label_scoring import LabelScorer
+    from studies.services.generation import prompt_item
+
+    scorer = LabelScorer("seq2seq", str(lm_models["t5_answerer"]))
+    for r in Rationale.objects.filter(source=source).select_related("item__dataset"):
+        base = prompt_item(r.item)
+        h = highlights.highlight_only(r.item.question, r.highlights)
+        from_highlight = scorer.probabilities([base.__class__(question=h, choices=base.choices,
+                                                              dataset=base.dataset)])[0]
+        assert r.faithfulness["y_hat_from"] == "highlight"
+        assert r.faithfulness["y_hat"] == max(from_highlight, key=from_highlight.get)
+    forced = generation.generation_job_create(kind="faithfulness", source=source, dataset=dataset, enqueue=False,
+                                              params={"y_hat_from": "full"})
+    assert forced.params["y_hat_from"] == "full"
+    with pytest.raises(generation.GenerationError, match="y_hat_from must be one of highlight, full"):
+        generation.generation_job_create(kind="faithfulness", source=source, dataset=dataset, enqueue=False,
+                                         params={"y_hat_from": "both"})
 
 
 @pytest.mark.lm
@@ -176,6 +218,7 @@ def test_highlight_study_end_to_end_with_probabilities_the_project_computed(tmp_
     expected_comp = sum(f["p_full"] - f["p_without"] for f in stored) / len(stored)
     assert run.results["test_sufficiency"] == pytest.approx(expected_suff)
     assert run.results["test_comprehensiveness"] == pytest.approx(expected_comp)
+    assert run.results["faithfulness"]["y_hat_from"] == ["full"]  # an external classifier: ERASER's rule
     per_source = run.results["faithfulness"]["per_source"]["highlighter"]
     assert per_source["n"] == len(items) and per_source["computed_by"] == [str(lm_models["classifier"])]
     assert Study.objects.get(pk=study.pk).faithfulness_enabled

@@ -11,15 +11,16 @@ pytestmark = pytest.mark.lm
 torch = pytest.importorskip("torch")
 
 
-def test_bins_cut_uneven_pools_into_k_near_equal_quantiles_best_first():
-    # 11 samples into 5 quantiles: sizes 3, 2, 2, 2, 2 (the first n % k one longer), best reward first.
+def test_bins_give_each_quantile_n_over_k_and_the_remainder_to_the_worst_as_the_reference_code():
+    # GXimingLu/Quark's DataPool: sorted best first, n // k samples per token, the n % k left over
+    # take the worst token. 11 samples into 5: 2, 2, 2, 2 and 3.
     rewards = [0.5, 0.9, 0.1, 0.7, 0.3, 1.0, 0.0, 0.8, 0.2, 0.6, 0.4]
     bins = quark.assign_bins(rewards, 5)
     by_rank = [bins[i] for i in sorted(range(11), key=lambda i: -rewards[i])]
-    assert by_rank == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    # 7 into 3: 3, 2, 2. Fewer samples than tokens: one each, best first, the worst tokens unused.
-    assert [quark.assign_bins(list(range(7)), 3)[i] for i in (6, 5, 4, 3, 2, 1, 0)] == [0, 0, 0, 1, 1, 2, 2]
-    assert quark.assign_bins([0.2, 0.9, 0.5], 5) == [2, 0, 1]
+    assert by_rank == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4]
+    # 7 into 3: 2, 2, 3. Fewer samples than tokens: n // k is 0, all in the worst token (as the reference).
+    assert [quark.assign_bins(list(range(7)), 3)[i] for i in (6, 5, 4, 3, 2, 1, 0)] == [0, 0, 1, 1, 2, 2, 2]
+    assert quark.assign_bins([0.2, 0.9, 0.5], 5) == [4, 4, 4]
     # Ties keep pool order (oldest first) and may straddle a cut, as in Quark.
     assert quark.assign_bins([1, 0, 0, 1, 0, 0], 3) == [0, 1, 1, 0, 2, 2]
     assert quark.assign_bins([], 5) == []
@@ -36,6 +37,8 @@ def test_tied_rewards_can_share_one_token():
     assert quark.assign_bins([3, 2, 2, 2, 1, 0], 3) == [0, 0, 1, 1, 2, 2]
     assert quark.assign_bins([3, 2, 2, 2, 1, 0], 3, ties="together") == [0, 1, 1, 1, 2, 2]
     assert quark.assign_bins(list(range(7)), 3, ties="together") == quark.assign_bins(list(range(7)), 3)
+    # 7 into 3 (2, 2, 3): the middle rank of ranks 3-6 is 4, in the second quantile.
+    assert quark.assign_bins([5, 4, 4, 4, 4, 0, 0], 3, ties="together") == [0, 1, 1, 1, 1, 2, 2]
     with pytest.raises(ValueError, match="ties must be one of split, together"):
         quark.assign_bins(rewards, 2, ties="sometimes")
     with pytest.raises(ValueError, match="ties must be one of"):
@@ -49,7 +52,7 @@ def test_pool_bins_follow_the_growing_pool():
               quark.PoolEntry(item=2, response="b", reward=1.0, step=0)])
     assert pool.bins(2) == [1, 0]
     pool.add([quark.PoolEntry(item=3, response="c", reward=2.0, step=5)])
-    assert pool.bins(2) == [1, 0, 0]  # 3 into 2 quantiles: the best two share token 0
+    assert pool.bins(2) == [1, 1, 0]  # 3 into 2 quantiles: one each, the one left over in the worst
     assert quark.DataPool.from_json(pool.as_json()).entries == pool.entries
 
 
@@ -178,6 +181,28 @@ def test_settings_are_checked():
         quark.QuarkSettings.from_json({"steps": "many"})
     defaults = quark.QuarkSettings()
     assert (defaults.n_reward_tokens, defaults.kl_coef, defaults.entropy_coef, defaults.lr) == (5, 0.05, 0.06, 1e-5)
+    with pytest.raises(ValueError, match="adam_eps must be positive"):
+        quark.QuarkSettings.from_json({"adam_eps": 0})
+
+
+def test_the_reference_preset_has_the_reference_codes_values_and_options_override_it(lm_models):
+    ours = quark.QuarkSettings.from_json({})
+    assert ours.preset == "default"
+    assert (ours.sample_interval, ours.warmup_steps, ours.batch_size, ours.top_p, ours.clip_grad_norm,
+            ours.adam_eps) == (100, 100, 8, 0.9, 1.0, 1e-8)
+    reference = quark.QuarkSettings.from_json({"preset": "reference"})
+    assert (reference.sample_interval, reference.warmup_steps, reference.batch_size, reference.top_p,
+            reference.clip_grad_norm, reference.adam_eps) == (500, 500, 128, 1.0, 0.0, 1e-5)
+    assert (reference.n_reward_tokens, reference.kl_coef, reference.entropy_coef, reference.lr,
+            reference.temperature) == (5, 0.05, 0.06, 1e-5, 1.0)  # the same in both
+    given = quark.QuarkSettings.from_json({"preset": "reference", "batch_size": 16, "steps": 7})
+    assert (given.batch_size, given.steps, given.sample_interval, given.preset) == (16, 7, 500, "reference")
+    assert quark.QuarkSettings.from_json(given.as_json()) == given  # a stored run restores as it ran
+    with pytest.raises(ValueError, match="preset must be one of default, reference, not 'paper'"):
+        quark.QuarkSettings.from_json({"preset": "paper"})
+    # Adam's epsilon reaches the optimizer.
+    trainer = _toy_trainer(lm_models, preset="reference", batch_size=8)
+    assert trainer.optimizer.param_groups[0]["eps"] == 1e-5 and trainer.settings.clip_grad_norm == 0.0
 
 
 def test_marker_reward_matches_whole_words_and_refuses_bad_specs():

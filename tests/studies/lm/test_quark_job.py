@@ -45,6 +45,18 @@ def t5_source(lm_models):
                                           model_name_or_path=str(lm_models["t5"]))
 
 
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory, strategyqa_train_rows):
+    """A tiny Llama as a GGUF file with Q8_0 linear layers (what the real SmolLM2 file is, smaller)."""
+    pytest.importorskip("gguf")
+    from studies.lm import templates
+    from tests import tiny_models as tiny
+
+    texts = [templates.CAUSAL_HEADER] + [templates.causal_training_text(i)
+                                         for i in tiny.strategyqa_prompt_items(strategyqa_train_rows)]
+    return tiny.build_tiny_gguf(tmp_path_factory.mktemp("gguf"), texts)
+
+
 @pytest.fixture(autouse=True)
 def fresh_runs():
     quark_service.forget_runs()
@@ -55,6 +67,7 @@ def fresh_runs():
 def _job(source, dataset, *, steps=6, every=2, reward="marker:is", **params):
     return generation_job_create(kind="quark", source=source, dataset=dataset, split="train", enqueue=False,
                                  params={"reward": reward, "checkpoint_every": every, "max_accuracy_drop": 1.0,
+                                         "register_without_gain": True,
                                          "output_name": f"quark-{steps}-{every}-{len(params)}", **params,
                                          "settings": {**TINY, "steps": steps}})
 
@@ -64,7 +77,7 @@ def test_quark_train_reports_before_and_after_and_registers_a_source_that_genera
     call_command("quark_train", "--policy", "tiny-t5", "--dataset", "strategyqa", "--reward", "marker:is",
                  "--steps", "4", "--checkpoint-every", "2", "--max-accuracy-drop", "1", "--lr", "3e-3",
                  "--warmup-steps", "2", "--sample-interval", "10", "--samples-per-item", "2", "--max-new-tokens", "16",
-                 "--out", str(tmp_path / "run"), stdout=out)
+                 "--register-without-gain", "--out", str(tmp_path / "run"), stdout=out)
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["steps_run"] == 4 and report["reward"] == "marker:is" and report["policy"]["name"] == "tiny-t5"
     assert report["settings"]["lr"] == 3e-3 and report["settings"]["kl_coef"] == 0.05  # given, and the default
@@ -73,6 +86,10 @@ def test_quark_train_reports_before_and_after_and_registers_a_source_that_genera
         assert 0.0 <= report["heldout"][key] <= 1.0
     assert report["validation"]["accuracy_before"] is not None and report["validation"]["accuracy_after"] is not None
     assert [e["step"] for e in report["evaluations"]] == [0, 2, 4]
+    # 4 steps with a sample interval of 10: the policy never samples, and the report says so.
+    assert report["warnings"] == ["sample_interval (10) is not below steps (4): the policy never samples its own "
+                                  "rationales; it trains only on the reference's first round"]
+    assert "warning: sample_interval (10) is not below steps (4)" in out.getvalue()
     assert "held-out mean reward" in out.getvalue() and "registered as source" in out.getvalue()
     # The selected checkpoint is a source that generates with the best token in front.
     source = RationaleSource.objects.get(name=report["registered_source"]["name"])
@@ -168,6 +185,78 @@ def test_a_killed_or_cancelled_run_resumes_from_its_last_checkpoint_as_the_same_
     assert resumed.params["report"]["registered_source"]["name"] in html
 
 
+def test_a_run_that_does_not_beat_the_original_registers_nothing_and_says_so(t5_source, strategyqa_dataset, splits,
+                                                                            tmp_path):
+    """A marker no rationale contains: every reward is 0, before and after, so the selected
+    checkpoint does not beat the original on validation reward and nothing is registered; the
+    report still has its held-out figures. --register-without-gain registers it, saying so."""
+    def train(*extra):
+        out = StringIO()
+        call_command("quark_train", "--policy", "tiny-t5", "--dataset", "strategyqa", "--reward", "marker:zebraquartz",
+                     "--steps", "2", "--checkpoint-every", "2", "--max-accuracy-drop", "1", "--max-new-tokens", "8",
+                     "--output-name", "no-gain", "--out", str(tmp_path), *extra, stdout=out)
+        return json.loads((tmp_path / "report.json").read_text()), out.getvalue()
+
+    report, printed = train()
+    assert report["validation"]["reward_before"] == 0.0 and report["evaluations"][-1]["reward"] == 0.0
+    assert report["selected_step"] == 2 and report["registered_source"] is None
+    assert "not above the original's validation reward 0: nothing registered" in report["selection"]
+    assert report["heldout"]["reward_after"] == 0.0 and report["run"]["register_without_gain"] is False
+    assert "no source registered" in printed and not RationaleSource.objects.filter(name="no-gain").exists()
+    quark_service.forget_runs()
+    report, printed = train("--register-without-gain")
+    assert report["registered_source"]["name"] == "no-gain" and "registered anyway" in report["selection"]
+
+
+def test_a_gguf_policy_trains_dequantized_and_its_checkpoints_save_and_resume(tiny_gguf, strategyqa_dataset, splits):
+    """The README's real model is a GGUF file: it trains as an ordinary float32 model, every
+    checkpoint saves as an ordinary folder (transformers refuses to save a model that still has
+    its GGUF quantizer), and a run killed after a checkpoint resumes from it as the same run."""
+    def job(note):
+        return generation_job_create(kind="quark", dataset=strategyqa_dataset, split="train", enqueue=False, params={
+            "reward": "marker:the", "policy_path": str(tiny_gguf), "checkpoint_every": 2, "max_accuracy_drop": 1.0,
+            "register_without_gain": True, "output_name": f"gguf-{note}", "note": note,
+            "settings": {**TINY, "steps": 4, "max_new_tokens": 8}})
+
+    straight = generation_job_run(job_id=job("straight").pk)
+    assert straight.status == "done", straight.error
+    assert straight.params["policy"]["backend"] == "causal" and straight.params["policy"]["model"] == str(tiny_gguf)
+    last = quark_service.run_folder(straight.pk) / "last"
+    assert (last / "model.safetensors").is_file()
+    assert "quantization_config" not in json.loads((last / "config.json").read_text())
+
+    interrupted = job("interrupted")
+    assert generation_job_run_batch(job_id=interrupted.pk) is True  # steps 1-2, checkpoint at 2
+    quark_service.forget_runs()  # the worker dies: the run continues from the saved checkpoint
+    resumed = generation_job_run(job_id=interrupted.pk)
+    assert resumed.status == "done", resumed.error
+    # The same run: the same steps and losses. Two fresh runs of this Llama on a CPU already differ
+    # in the fifth digit of the loss (5.5887 and 5.5889 at step 1, seen), hence the tolerance.
+    assert [h["step"] for h in resumed.params["history"]] == [1, 2, 3, 4]
+    assert [h["loss"] for h in resumed.params["history"]] == \
+        pytest.approx([h["loss"] for h in straight.params["history"]], rel=1e-3)
+    source = RationaleSource.objects.get(pk=resumed.params["output_source_id"])
+    from studies.lm.backends import load_transformers_model
+
+    assert getattr(load_transformers_model("causal", source.model_name_or_path).model, "hf_quantizer", None) is None
+
+
+def test_any_failure_in_a_run_marks_the_job_failed_with_its_error(tiny_gguf, strategyqa_dataset, splits, tmp_path):
+    """The policy file goes bad after the job was queued: the run fails, and the job says so
+    (before, a job run in the foreground stayed 'running' with no error)."""
+    import shutil
+
+    policy = tmp_path / "policy.gguf"
+    shutil.copy(tiny_gguf, policy)
+    job = generation_job_create(kind="quark", dataset=strategyqa_dataset, split="train", enqueue=False, params={
+        "reward": "marker:the", "policy_path": str(policy), "settings": {**TINY, "steps": 2}})
+    policy.write_bytes(b"not a GGUF file")
+    with pytest.raises(Exception, match="policy.gguf"):
+        generation_job_run(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == "failed" and "policy.gguf" in job.error and job.finished_at is not None
+
+
 def test_selection_keeps_task_accuracy():
     evaluations = [{"step": 0, "reward": 0.1, "accuracy": 0.6, "model": "original"},
                    {"step": 10, "reward": 0.4, "accuracy": 0.58, "model": "checkpoint"},
@@ -203,7 +292,7 @@ def test_genu_reward_leaves_out_items_without_validated_questions(lm_models, str
     call_command("quark_train", "--policy", "tiny-t5", "--dataset", "strategyqa", "--reward", "genu",
                  "--answerer-i", "tiny-answerer", "--answerer-ir", str(answerer.pk), "--steps", "2",
                  "--checkpoint-every", "2", "--max-accuracy-drop", "1", "--batch-size", "4", "--max-new-tokens", "12",
-                 "--out", str(tmp_path), stdout=StringIO())
+                 "--register-without-gain", "--out", str(tmp_path), stdout=StringIO())
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["items"] == {"train": 5, "validation": 3, "heldout": 3}
     assert report["reward_tie_rule"] == TIE_RULE_TEXT  # the rule GenUReward's modes used (genu_score's default)
@@ -220,7 +309,7 @@ def test_bad_requests_are_clear_errors(t5_source, strategyqa_dataset, splits, tm
         run("--policy", "tiny-t5", "--reward", "bleu")
     with pytest.raises(CommandError, match="needs answerer_i"):
         run("--policy", "tiny-t5", "--reward", "genu")
-    with pytest.raises(CommandError, match="neither a rationale source nor a model folder"):
+    with pytest.raises(CommandError, match="neither a rationale source, a model folder nor a .gguf file"):
         run("--policy", str(tmp_path / "nothing"), "--reward", "marker:is")
     with pytest.raises(CommandError, match="no dataset named 'nope'"):
         call_command("quark_train", "--dataset", "nope", "--policy", "x", "--reward", "marker:x", "--out", "x")
