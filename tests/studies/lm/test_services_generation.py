@@ -247,11 +247,11 @@ def test_generalization_questions_for_10_items_end_up_unvalidated(
     assert {(pk, item) for pk, item in generated.values_list("pk", "item_id") if item in had} == before
 
 
-def test_a_question_generated_under_two_types_is_kept_once_by_the_first_type(
+def test_a_question_generated_under_several_types_is_kept_under_each_once(
         dev_items, train_items, strategyqa_dataset, strategyqa_generalisation):
-    """The SmolLM2 demo kept "Is a tomato a fruit?" as both a rephrase and a counterfactual of one
-    item: a text cannot be both, so the type generated first (rephrase, similar, counterfactual)
-    keeps it and the others count it as dropped."""
+    """The same text under two types of one item is kept under each (issue 21 item 3: the authors'
+    validated test questions hold 84 such pairs; a validation study decides which type is right),
+    and only once per type."""
     import_train_questions(train_items, strategyqa_generalisation)
 
     own = {"rephrase": "Would a whale fit in a bathtub?", "similar": "Can penguins fly over mountains?",
@@ -272,7 +272,7 @@ def test_a_question_generated_under_two_types_is_kept_once_by_the_first_type(
     generated = GeneralizationQuestion.objects.filter(origin="generator:hosted-questions")
     for item in dev_items[:2]:
         tomato = generated.filter(item=item, text="Is a tomato a fruit?")
-        assert list(tomato.values_list("qtype", flat=True)) == ["rephrase"]
+        assert sorted(tomato.values_list("qtype", flat=True)) == ["counterfactual", "rephrase", "similar"]
         assert set(generated.filter(item=item).values_list("qtype", flat=True)) == {
             "rephrase", "similar", "counterfactual"}
 
