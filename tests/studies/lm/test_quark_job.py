@@ -215,7 +215,7 @@ def test_a_gguf_policy_trains_dequantized_and_its_checkpoints_save_and_resume(ti
     def job(note):
         return generation_job_create(kind="quark", dataset=strategyqa_dataset, split="train", enqueue=False, params={
             "reward": "marker:the", "policy_path": str(tiny_gguf), "checkpoint_every": 2, "max_accuracy_drop": 1.0,
-            "register_without_gain": True, "output_name": f"gguf-{note}", "note": note,
+            "register_without_gain": True, "output_name": f"gguf-{note}",
             "settings": {**TINY, "steps": 4, "max_new_tokens": 8}})
 
     straight = generation_job_run(job_id=job("straight").pk)
