@@ -11,6 +11,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("RL_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
+@pytest.fixture
+def migration_executor():
+    """A migration executor for a test that moves the schema back and forth (mark it
+    ``django_db(transaction=True)``); afterwards every app is migrated to its latest state again,
+    so the tests that follow find the schema they expect."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    yield MigrationExecutor(connection)
+    final = MigrationExecutor(connection)
+    final.migrate(final.loader.graph.leaf_nodes())
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

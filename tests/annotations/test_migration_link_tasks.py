@@ -12,16 +12,9 @@ BEFORE = [("annotations", "0013_task_proof")]
 AFTER = [("annotations", "0014_link_tasks")]
 
 
-@pytest.fixture
-def executor():
-    """A migration executor; afterwards every app is migrated to its latest state again."""
-    yield MigrationExecutor(connection)
-    final = MigrationExecutor(connection)
-    final.migrate(final.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
-def test_a_links_tasks_are_its_participants_tasks_in_its_study(executor):
+def test_a_links_tasks_are_its_participants_tasks_in_its_study(migration_executor):
+    executor = migration_executor
     executor.migrate(BEFORE)
     apps = executor.loader.project_state(BEFORE).apps
     Study = apps.get_model("studies", "Study")

@@ -11,17 +11,9 @@ BEFORE = [("studies", "0007_generationjob_quark")]
 AFTER = [("studies", "0008_study_share_levels")]
 
 
-@pytest.fixture
-def executor():
-    """A migration executor; afterwards every app is migrated to its latest state again, so the
-    tests that follow find the schema they expect."""
-    yield MigrationExecutor(connection)
-    final = MigrationExecutor(connection)
-    final.migrate(final.loader.graph.leaf_nodes())
-
-
 @pytest.mark.django_db(transaction=True)
-def test_shares_made_before_levels_keep_change_and_pay(executor):
+def test_shares_made_before_levels_keep_change_and_pay(migration_executor):
+    executor = migration_executor
     executor.migrate(BEFORE)
     old = executor.loader.project_state(BEFORE).apps
     User = old.get_model("auth", "User")
