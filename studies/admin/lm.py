@@ -342,8 +342,16 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         self._each_job(request, queryset, generation_job_resume, "Queued {done} job(s) again.")
 
 
+class _ItemColumn:
+    """The item a row is about, by its external id (the failures' and the dropped questions' lists)."""
+
+    @admin.display(description="item", ordering="item__external_id")
+    def item_display(self, obj):
+        return obj.item.external_id
+
+
 @admin.register(GenerationFailure)
-class GenerationFailureAdmin(ReadOnlyAdmin):
+class GenerationFailureAdmin(_ItemColumn, ReadOnlyAdmin):
     list_display = ["job", "item_display", "unit", "reason", "raw_short", "created_at"]
     list_filter = ["job__kind", "job"]
     search_fields = ["reason", "raw_output", "item__external_id"]
@@ -351,17 +359,13 @@ class GenerationFailureAdmin(ReadOnlyAdmin):
     fields = ["job", "item", "unit", "reason", "raw_output", "created_at"]
     readonly_fields = fields
 
-    @admin.display(description="item", ordering="item__external_id")
-    def item_display(self, obj):
-        return obj.item.external_id
-
     @admin.display(description="raw output")
     def raw_short(self, obj):
         return format_html("<code>{}</code>", _short(obj.raw_output, 120))
 
 
 @admin.register(DroppedQuestion)
-class DroppedQuestionAdmin(ReadOnlyAdmin):
+class DroppedQuestionAdmin(_ItemColumn, ReadOnlyAdmin):
     """Every generated question the filter dropped, with its reason and the text it repeats."""
 
     list_display = ["job", "item_display", "qtype", "sample_index", "text_short", "reason", "matched_short"]
@@ -370,10 +374,6 @@ class DroppedQuestionAdmin(ReadOnlyAdmin):
     list_select_related = ["job", "item"]
     fields = ["job", "item", "qtype", "sample_index", "text", "answer", "reason", "matched", "raw_output", "created_at"]
     readonly_fields = fields
-
-    @admin.display(description="item", ordering="item__external_id")
-    def item_display(self, obj):
-        return obj.item.external_id
 
     @admin.display(description="question")
     def text_short(self, obj):
