@@ -4,15 +4,14 @@ from __future__ import annotations
 from celery import shared_task
 
 from scoring.services import study_score
-from scoring.services.runs import heartbeat, score_run_start, score_runs_resume_stalled
+from scoring.services.runs import SCORE_TASK, heartbeat, score_run_start, score_runs_resume_stalled
 from studies.models import Study
 
-QUEUE = "default"
 
-
-# The queue is given where the task is sent (``score_run_enqueue`` uses ``apply_async(queue=QUEUE)``):
+# The queue is given where the task is sent (``score_run_enqueue`` uses ``apply_async(queue=QUEUE)``,
+# ``scoring.services.runs.QUEUE``):
 # Celery 5.5 deprecates the ``queue`` task attribute in favour of routing at send time.
-@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=3600, time_limit=3660)
+@shared_task(name=SCORE_TASK, acks_late=True, reject_on_worker_lost=True, soft_time_limit=3600, time_limit=3660)
 def score_study_task(study_id: int, run_id: int | None = None) -> int | None:
     """Score study ``study_id``, filling the pending ``ScoreRun`` ``run_id`` when given.
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from annotations.choices import correct_answer_problem
 from lab.pseudonyms import worker_pseudonym
 from lab.transitions import StatusMachine
 from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
@@ -99,10 +101,6 @@ class Unit(models.Model):
 
 
 def _check_correct_answer(question) -> None:
-    from django.core.exceptions import ValidationError
-
-    from annotations.services.steps import correct_answer_problem  # the services import the models
-
     problem = correct_answer_problem(question.choices, question.correct_answer)
     if problem:
         raise ValidationError({"correct_answer": problem})

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -32,6 +33,10 @@ from studies.models import Study
 logger = logging.getLogger(__name__)
 Status = ScoreRun.Status
 MAX_ATTEMPTS = 3
+# The task that computes a run (``scoring.tasks.score_study_task`` is registered under this name) and
+# its queue. Sent by name: the tasks call these services, so the services do not import the tasks.
+SCORE_TASK = "scoring.tasks.score_study_task"
+QUEUE = "default"
 # Sending gives up after about a second when the broker does not answer (kombu's default retries
 # for much longer, and the caller is a web request).
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
@@ -46,10 +51,9 @@ def stalled_after() -> timedelta:
 
 
 def _send(run: ScoreRun) -> None:
-    from scoring.tasks import QUEUE, score_study_task
-
     try:
-        result = score_study_task.apply_async((run.study_id, run.pk), queue=QUEUE, retry_policy=SEND_RETRY_POLICY)
+        result = current_app.signature(SCORE_TASK, args=(run.study_id, run.pk)).apply_async(
+            queue=QUEUE, retry_policy=SEND_RETRY_POLICY)
     except Exception as exc:  # kombu's OperationalError, a refused socket, DNS: nothing was queued
         reason = f"{exc.__class__.__name__}: {exc}"
         logger.warning("score run %s not queued: %s", run.pk, reason)
