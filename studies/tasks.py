@@ -9,6 +9,7 @@ from celery import shared_task
 
 from studies.lm.backends import TransientBackendError
 from studies.services.generation import generation_job_run_batch, generation_jobs_resume_stalled
+from studies.services.importers.jobs import IMPORT_TASK, import_job_run
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +52,11 @@ def resume_stalled_generation_jobs() -> list[int]:
     return generation_jobs_resume_stalled(stalled_after=timedelta(seconds=settings.RL_LM_STALL_SECONDS))
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=3600, time_limit=3600 + 300)
+@shared_task(name=IMPORT_TASK, acks_late=True, reject_on_worker_lost=True, soft_time_limit=3600,
+             time_limit=3600 + 300)
 def run_import_job(job_id: int) -> None:
     """Import one stored upload (``studies.services.importers.jobs.import_job_run``): one file, up
     to ``RL_IMPORT_MAX_ROWS`` records, validated then written in one transaction (a 100,000-row
     CSV: about a minute and some 200 MB). A worker killed mid-import wrote nothing; acks_late
     redelivers the message and the import starts again. A finished job is left as it is."""
-    from studies.services.importers.jobs import import_job_run
-
     import_job_run(job_id=job_id)

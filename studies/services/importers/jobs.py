@@ -10,6 +10,7 @@ import logging
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 JOB_OPTIONS = {"dataset_name", "split", "source_name", "file_format", "task_format", "validation_status",
                "choice_labels", "columns"}
 COLUMNS = {"items": ItemColumns, "rationales": RationaleColumns}
+# The task that runs a stored job (``studies.tasks.run_import_job`` is registered under this name),
+# sent by name: the task calls this module, so this module does not import the tasks.
+IMPORT_TASK = "studies.tasks.run_import_job"
 # A failed job keeps at most this many row errors (and says how many there were).
 MAX_STORED_ERRORS = 1000
 IMPORT_PERMISSION = "studies.add_importrecord"
@@ -64,9 +68,7 @@ def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | N
         job.file.save(name[-100:], file, save=False)
         job.full_clean()
         job.save()
-        from studies.tasks import run_import_job
-
-        transaction.on_commit(lambda: run_import_job.delay(job.pk))
+        transaction.on_commit(lambda: current_app.signature(IMPORT_TASK, args=(job.pk,)).apply_async())
     return job
 
 
