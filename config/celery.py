@@ -3,6 +3,7 @@
 Run a worker for both queues with ``celery -A config worker -Q default,lm``; on GPU machines run
 ``celery -A config worker -Q lm --concurrency 1`` so a model is loaded once per process."""
 import os
+import socket
 
 from celery import Celery
 
@@ -16,8 +17,6 @@ app.autodiscover_tasks()
 @app.task(name="rationale_lab.ping")
 def ping(value: str = "pong") -> dict:
     """Health check: a worker answers with the value and its hostname."""
-    import socket
-
     return {"value": value, "host": socket.gethostname()}
 
 

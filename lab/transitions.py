@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
+
 
 class TransitionError(Exception):
     """A status change that the model's machine does not allow. The message names both states."""
@@ -79,7 +81,5 @@ class StatusMachine:
         if not sources:
             return 0
         if any(f.name == "updated_at" for f in queryset.model._meta.concrete_fields) and "updated_at" not in fields:
-            from django.utils import timezone
-
             fields["updated_at"] = timezone.now()
         return queryset.filter(**{f"{self.field}__in": sources}).update(**{self.field: new}, **fields)

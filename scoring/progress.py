@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from celery import current_task
+from celery.result import AsyncResult
+
 logger = logging.getLogger(__name__)
 
 STAGES = (
@@ -22,8 +25,6 @@ STAGES = (
 
 def score_stage(name: str) -> None:
     """Record that the scoring task reached stage ``name`` (one of ``STAGES``)."""
-    from celery import current_task
-
     task = current_task
     task_id = getattr(getattr(task, "request", None), "id", None) if task else None
     if not task_id:
@@ -39,8 +40,6 @@ def score_progress(task_id: str) -> dict | None:
     """``{"stage", "step", "steps"}`` of a running scoring task, or None when it told nothing."""
     if not task_id:
         return None
-    from celery.result import AsyncResult
-
     try:
         result = AsyncResult(task_id)
         info = result.info if result.state == "PROGRESS" else None

@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from studies.models import Platform
 
 from .base import CrowdPlatform
+from .link import LinkPlatform
+from .mturk import MTurkPlatform
+from .prolific import ProlificPlatform
 
 _overrides: dict[str, CrowdPlatform] = {}
 
 
 def platform_class(name: str) -> type[CrowdPlatform]:
     """The implementation of the platform called ``name`` (a ``studies.models.Platform`` value)."""
-    from .link import LinkPlatform
-    from .mturk import MTurkPlatform
-    from .prolific import ProlificPlatform
-
     for cls in (LinkPlatform, ProlificPlatform, MTurkPlatform):
         if cls.name == name:
             return cls

@@ -13,6 +13,7 @@ import pandas as pd
 from django.core.cache import cache
 
 from scoring import plots
+from scoring.metrics import theils_u
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
@@ -125,7 +126,6 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
             for source, g in _groups(frame, [x, y]):
                 value = stored.get(source)
                 if value is None:  # a direction that was not stored: computed here from the same units
-                    from scoring.metrics import theils_u
                     value = theils_u(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()) if len(g) else None
                 low, high = percentile_ci(theils_u_draws(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()))
                 rows.append({"measure": label, "source": source, "n": len(g), "value": value,

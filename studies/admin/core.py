@@ -12,7 +12,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -36,7 +36,13 @@ from studies.services.content import (
     content_row_save,
     content_rows_delete,
 )
-from studies.services.importers import IMPORT_KINDS, ImportValidationError, ItemColumns, import_run
+from studies.services.importers import (
+    IMPORT_KINDS,
+    ImportValidationError,
+    ItemColumns,
+    RationaleColumns,
+    import_run,
+)
 from studies.services.importers.jobs import import_in_background, import_job_create
 from studies.services.questions import QuestionError, generalization_questions_set_validation
 
@@ -129,8 +135,6 @@ class DatasetAdmin(admin.ModelAdmin):
     readonly_fields = ["created_at", "updated_at"]
 
     def get_queryset(self, request):
-        from django.db.models import Q
-
         return super().get_queryset(request).annotate(
             _n=Count("items"),
             _train=Count("items", filter=Q(items__split="train")),
@@ -313,8 +317,6 @@ class ImportForm(forms.Form):
         return data
 
     def service_options(self) -> dict:
-        from studies.services.importers import RationaleColumns
-
         d = self.cleaned_data
         kind = d["kind"]
         opts: dict = {"filename": d["file"].name}

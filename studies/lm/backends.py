@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -354,8 +355,6 @@ class OpenAIBackend:
     def __init__(self, *, endpoint_url: str, model: str, api: str = "completions", budget: Budget | None = None,
                  max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 60.0,
                  timeout_s: float = 120.0, concurrency: int = 4, sleep=time.sleep, transport=None):
-        import httpx
-
         if not endpoint_url:
             raise BackendError("the source has no endpoint URL for the openai backend")
         if api not in {"completions", "chat"}:
@@ -413,8 +412,6 @@ class OpenAIBackend:
         return min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
 
     def _request(self, prompt: str, decoding: Decoding) -> list[str]:
-        import httpx
-
         payload = self._payload(prompt, decoding)
         last = ""
         for attempt in range(self.max_retries + 1):

@@ -7,6 +7,7 @@ from django.db import models
 
 from lab.transitions import StatusMachine
 from studies.lm.questions import DROP_REASONS
+from studies.lm.templates import DEFAULT_INSTRUCTIONS
 
 from .core import GeneralizationQuestion, RationaleSource
 
@@ -50,8 +51,6 @@ def default_generator_decoding() -> dict:
 
 
 def default_generator_instructions() -> dict:
-    from studies.lm.templates import DEFAULT_INSTRUCTIONS
-
     return dict(DEFAULT_INSTRUCTIONS)
 
 

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotations.platforms.base import PlatformError
 from annotations.selectors_cost import study_cost_and_pay
+from annotations.services.links import link_public_url
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.publish import study_publish
 from studies.models import Platform, Study
@@ -53,8 +54,6 @@ class Command(BaseCommand):
             for request in publication.plan.get("requests", []):
                 self.stdout.write(json.dumps(request, indent=2, default=str))
         elif publication.platform == Platform.LINK:
-            from annotations.services.links import link_public_url
-
             for link in [*publication.open_links.all(), *publication.participant_links.all()]:
                 self.stdout.write(f"{link_public_url(link)}\t{link.completion_code}")
             self.stdout.write(self.style.SUCCESS("published as links"))

