@@ -31,12 +31,25 @@ def machines() -> list[tuple[type, StatusMachine]]:
     return found
 
 
+def _status_like(field) -> bool:
+    """A field that holds a state chosen from a list: ``status``, ``validation_status``, ... (a
+    platform's own status text, which has no choices, is a record of what it said, not a state)."""
+    return field.name.endswith("status") and bool(field.choices)
+
+
 def test_every_status_field_has_a_machine():
     with_status = {
-        model for model in apps.get_models()
-        if model._meta.app_label in APPS and any(f.name == "status" for f in model._meta.concrete_fields)
+        (model, field.name) for model in apps.get_models() if model._meta.app_label in APPS
+        for field in model._meta.concrete_fields if _status_like(field)
     }
-    assert with_status == {model for model, _ in machines()}
+    assert with_status == {(model, machine.field) for model, machine in machines()}
+
+
+def test_validation_status_is_guarded():
+    from studies.models import GeneralizationQuestion
+
+    assert GeneralizationQuestion.STATUS.field == "validation_status"
+    assert "validation_status" in STATUS_FIELDS
 
 
 @pytest.mark.parametrize("model,machine", machines(), ids=lambda v: getattr(v, "__name__", ""))
@@ -68,23 +81,43 @@ def test_staying_in_a_state_is_not_a_move():
     assert machine.move(obj, state, save=False) is False
 
 
+STATUS_FIELDS = frozenset({"status"} | {machine.field for _model, machine in machines()})
+
+
 def _status_writes(path: Path) -> list[str]:
+    return _status_writes_in(path, name=str(path.relative_to(ROOT)))
+
+
+def _status_writes_in(path: Path, *, name: str) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                if isinstance(target, ast.Attribute) and target.attr == "status":
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} assigns .status")
+                if isinstance(target, ast.Attribute) and target.attr in STATUS_FIELDS:
+                    found.append(f"{name}:{node.lineno} assigns .{target.attr}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "update" and any(k.arg == "status" for k in node.keywords):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno} .update(status=...)")
-            if node.func.attr == "save":
+            if node.func.attr == "update":
                 for k in node.keywords:
-                    if k.arg == "update_fields" and "'status'" in ast.unparse(k.value).replace('"', "'"):
-                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} save(update_fields=[status])")
+                    if k.arg in STATUS_FIELDS:
+                        found.append(f"{name}:{node.lineno} .update({k.arg}=...)")
+            if node.func.attr in ("save", "bulk_update"):
+                listed = [ast.unparse(k.value) for k in node.keywords if k.arg in ("update_fields", "fields")]
+                listed += [ast.unparse(a) for a in node.args[1:2]] if node.func.attr == "bulk_update" else []
+                for text in listed:
+                    for name in STATUS_FIELDS:
+                        if f"'{name}'" in text.replace('"', "'"):
+                            found.append(f"{name}:{node.lineno} {node.func.attr}([{name}])")
     return found
+
+
+def test_the_guard_sees_a_validation_status_write(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("q.validation_status = 'valid'\nQ.objects.update(validation_status='valid')\n"
+                      "Q.objects.bulk_update(rows, ['validation_status'])\n")
+    found = _status_writes_in(module, name="m.py")
+    assert len(found) == 3, found
 
 
 def test_no_module_writes_a_status_outside_its_machine():

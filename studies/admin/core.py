@@ -336,10 +336,9 @@ class ImportForm(forms.Form):
                 columns=RationaleColumns(**d["column_map"]),
             )
         elif kind == "generalization":
-            opts.update(
-                dataset_name=d["dataset"], split=d.get("split") or None,
-                validation_status=d.get("validation_status") or None,
-            )
+            # An import option (a dict), not a write of the status: the importer applies it.
+            opts.update({"dataset_name": d["dataset"], "split": d.get("split") or None,
+                         "validation_status": d.get("validation_status") or None})
         return opts
 
 

@@ -186,6 +186,14 @@ class GeneralizationQuestion(TimeStamped):
         VALID = "valid", "Valid"
         INVALID = "invalid", "Invalid"
 
+    # The researchers' judgement of a question: any judgement may be revised (an import or the
+    # admin's actions), but every change goes through the machine like any status.
+    STATUS = StatusMachine("validation_status", {
+        Validation.UNVALIDATED: {Validation.VALID, Validation.INVALID},
+        Validation.VALID: {Validation.INVALID, Validation.UNVALIDATED},
+        Validation.INVALID: {Validation.VALID, Validation.UNVALIDATED},
+    })
+
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="generalization_questions")
     qtype = models.CharField("type", max_length=20, choices=Type.choices)
     text = models.TextField()

@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import transaction
-from django.utils import timezone
 
 from studies.models import GeneralizationQuestion
 from studies.services.content import content_change_check
@@ -29,8 +28,4 @@ def generalization_questions_set_validation(
     with transaction.atomic():
         content_change_check(user=user, model=GeneralizationQuestion, changes={pk: {"validation_status"} for pk in ids},
                              lock=True)
-        return (
-            GeneralizationQuestion.objects.filter(pk__in=ids)
-            .exclude(validation_status=status)
-            .update(validation_status=status, updated_at=timezone.now())
-        )
+        return GeneralizationQuestion.STATUS.move_queryset(GeneralizationQuestion.objects.filter(pk__in=ids), status)
