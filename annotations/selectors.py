@@ -67,8 +67,8 @@ def claims_that_count(*, study: Study) -> QuerySet[Claim]:
 
     The answers that count are the annotations of these claims. Scoring, the exports, the progress
     counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these
-    claims; ``annotations.services.release`` keeps it so; work on hold still holds its slot there
-    until the researcher clears or rejects it)."""
+    claims, work on hold left out as everywhere else; ``annotations.services.release`` keeps it so;
+    work on hold still holds its slot, ``n_claimed``, until the researcher clears or rejects it)."""
     return claims_that_count_in_any_study().filter(study_id=study.pk)
 
 

@@ -15,7 +15,7 @@ from annotations.services.payments import (
     PlatformServiceError,
     platform_call_execute,
 )
-from annotations.services.release import assignment_release
+from annotations.services.release import assignment_release, units_recount_completed
 from studies.models import Platform, Study
 
 from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
@@ -57,6 +57,8 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
         if locked.cleared_at is None:
             locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
             locked.save(update_fields=["cleared_at", "cleared_by"])
+            if locked.assignment_id is not None:  # the work counts again: so does ``n_completed``
+                units_recount_completed(assignment_ids=[locked.assignment_id])
     return locked
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import transaction
+
 from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
+from annotations.services.release import units_recount_completed
 from studies.models import Platform, Study
 
 from .bonus import bonus_reconciled
@@ -81,6 +84,9 @@ def study_sync(*, study: Study) -> SyncReport:
         ids = [item.platform_assignment_id for item in remote]
         local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
             study=study, platform_assignment_id__in=ids).select_related("participant")}
+        was_held = set(PlatformSubmission.objects.filter(
+            publication=publication, flag=PlatformSubmission.Flag.WORKER_MISMATCH, assignment__isnull=False)
+            .values_list("assignment_id", flat=True))
         answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
                        .values_list("claim__assignment", flat=True).distinct())
         for item in remote:
@@ -93,12 +99,17 @@ def study_sync(*, study: Study) -> SyncReport:
                     flag = PlatformSubmission.Flag.WORKER_MISMATCH
                 elif assignment.pk not in answered:
                     flag = PlatformSubmission.Flag.NO_ANSWERS
-            PlatformSubmission.objects.update_or_create(
-                publication=publication, platform_assignment_id=item.platform_assignment_id,
-                defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
-                          "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
-                          "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
-            )
+            with transaction.atomic():
+                PlatformSubmission.objects.update_or_create(
+                    publication=publication, platform_assignment_id=item.platform_assignment_id,
+                    defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
+                              "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
+                              "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
+                )
+                if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
+                    # Held work stops counting (and cleared or corrected work counts again):
+                    # ``n_completed`` follows ``claims_that_count`` in the same transaction.
+                    units_recount_completed(assignment_ids=[assignment.pk])
             if flag:
                 report.flagged += 1
                 report.flags.append({"platform_assignment_id": item.platform_assignment_id,
