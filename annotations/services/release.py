@@ -205,3 +205,17 @@ def assignment_expire_stale(*, now: datetime | None = None) -> int:
             if not ids:
                 return total
             total += len(_release([(pk, Assignment.Status.ACTIVE) for pk in ids], status=Assignment.Status.EXPIRED))
+
+
+# --- a participant's withdrawal -------------------------------------------------------------------
+
+def assignments_withdraw(*, assignment_ids: list[int]) -> list[int]:
+    """End these tasks as ``withdrawn`` (their participant withdrew from the study:
+    ``annotations.services.withdrawal``) and give their unit slots back by the rules above: a
+    claim still held frees its slot (``n_claimed`` down) and one that counted leaves
+    ``n_completed``, so while the study is open the units take other workers. Locks the rows in id
+    order; call inside the withdrawal's transaction. Returns the ids moved (a task already
+    withdrawn is left alone)."""
+    rows = list(Assignment.objects.select_for_update().filter(id__in=assignment_ids).order_by("id")
+                .values_list("id", "status"))
+    return _release(rows, status=Assignment.Status.WITHDRAWN)

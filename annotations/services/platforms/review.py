@@ -34,8 +34,10 @@ def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
     """Record the review outcome locally (after the platform confirmed it, or as sync found it),
     through ``Assignment.STATUS``: approved work stays counted; rejected work gives its unit slots
     back (``release.assignment_release``), so the units take other workers. Returns whether the
-    assignment moved (False: already there)."""
+    assignment moved (False: already there, or withdrawn by its participant)."""
     assignment = Assignment.objects.get(pk=assignment_id)
+    if assignment.status == Assignment.Status.WITHDRAWN:
+        return False  # its participant withdrew: a late platform outcome changes nothing here
     if not approved:
         return assignment_release(assignment=assignment, status=Assignment.Status.REJECTED,
                                   reviewed_at=timezone.now())

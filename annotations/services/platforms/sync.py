@@ -10,6 +10,7 @@ from django.db import transaction
 from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
+from annotations.selectors import participant_withdrawal_digest, study_withdrawal_digests
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from annotations.services.release import units_recount_completed
 from studies.models import Platform, Study
@@ -67,9 +68,11 @@ def study_sync(*, study: Study) -> SyncReport:
     stored assignment or no stored answers, and those whose platform worker id is not the local
     participant's (held: not scored, approved or paid until a researcher clears it), take over
     review outcomes decided on the platform (MTurk auto-approval), and reconcile calls left
-    unconfirmed by a crash. A publication the platform cannot list records its error (shown in
+    unconfirmed by a crash. The rows of a worker who withdrew from the study
+    (``annotations.services.withdrawal``) are skipped: nothing of theirs is stored again. A publication the platform cannot list records its error (shown in
     the admin) and the others are synced; one bad row never stops the sync."""
     report = SyncReport(reconciled=platform_calls_reconcile(study=study))
+    withdrawn = study_withdrawal_digests(study=study)
     publications = Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK).exclude(
         status__in=[Publication.Status.FAILED])
     for publication in publications:
@@ -90,6 +93,9 @@ def study_sync(*, study: Study) -> SyncReport:
         answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
                        .values_list("claim__assignment", flat=True).distinct())
         for item in remote:
+            if item.worker_id and participant_withdrawal_digest(
+                    platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
+                continue  # the worker withdrew from the study: nothing of theirs is stored again
             assignment = local.get(item.platform_assignment_id)
             flag = ""
             if item.status in ("submitted", "approved", "rejected"):
