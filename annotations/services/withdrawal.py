@@ -42,8 +42,8 @@ from annotations.models import (
     PlatformSubmission,
     QualificationGrant,
     Withdrawal,
-    new_token,
 )
+from annotations.models.core import new_token
 from annotations.selectors import claims_that_count, participant_withdrawal_digest
 from annotations.services.errors import AnnotationError
 from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash

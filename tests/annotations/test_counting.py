@@ -1,7 +1,7 @@
 """What counts, and the unit counters: one definition (``selectors.claims_that_count``).
 
 State is built only through the services (start, answer, leave, expire, submit, approve, reject
-through the releasing service); after every step the stored counters must equal a recount from
+through the releasing service, a participant's withdrawal, sync's hold and its clearing); after every step the stored counters must equal a recount from
 the selector. Issue 11 bug 1: expired, returned, still-active and rejected work was scored, and a
 unit with a quota of 1 was scored with 2 annotators."""
 from __future__ import annotations
@@ -22,12 +22,13 @@ from annotations.models import Annotation, Assignment, Claim, PlatformSubmission
 from annotations.selectors import claims_that_count
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
-from annotations.services.errors import NoWorkAvailable
+from annotations.services.errors import NoWorkAvailable, ParticipantBlocked
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
+from annotations.services.withdrawal import participant_withdraw
 from lab.transitions import TransitionError
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
 from tests.annotations.platforms.conftest import open_study, start_assignment
@@ -144,18 +145,26 @@ def _walk(seed: int, steps: int = 70) -> Counter:
     study = make_study(n_items=4, n_sources=2, quota=2, units_per_task=3)
     if seed % 2:
         AttentionCheckFactory(study=study)
-    workers = [ParticipantFactory() for _ in range(5)]
+    workers = [ParticipantFactory() for _ in range(7)]
     clock = timezone.now()
+    withdrawn: Counter = Counter()  # withdrawn tasks with no payment are deleted: count them on the way
     for _ in range(steps):
         actives = list(Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE))
         submitted = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED))
-        op = rng.choice(["start"] * 3 + ["answer"] * 5 + ["submit"] * 2 + ["leave", "expire", "approve", "reject"])
+        op = rng.choice(["start"] * 3 + ["answer"] * 5 + ["submit"] * 2
+                        + ["leave", "expire", "approve", "reject", "withdraw"])
         active = rng.choice(actives) if actives else None
         if op == "start":
             try:
                 assignment_start(study=study, participant=rng.choice(workers), now=clock)
-            except NoWorkAvailable:
+            except (NoWorkAvailable, ParticipantBlocked):  # blocked: a worker who withdrew
                 pass
+        elif op == "withdraw":
+            # A participant withdraws (issue 24): whatever their tasks' states, their slots go back.
+            person = rng.choice(workers)
+            if Assignment.objects.filter(study=study, participant=person).exists():
+                outcome = participant_withdraw(user=OPERATOR, study=study, worker_id=person.external_id)
+                withdrawn[Assignment.Status.WITHDRAWN] += outcome.tasks_ended
         elif op == "answer" and active is not None and active.expires_at > timezone.now():
             # One step, one question, or the rest of the task.
             for claim in (active.claims.filter(completed_at__isnull=True, released=False)
@@ -178,7 +187,7 @@ def _walk(seed: int, steps: int = 70) -> Counter:
             assignment_release(assignment=rng.choice(submitted), status=Assignment.Status.REJECTED,
                                reviewed_at=timezone.now())
         assert_counters_agree(study)
-    return Counter(Assignment.objects.filter(study=study).values_list("status", flat=True))
+    return Counter(Assignment.objects.filter(study=study).values_list("status", flat=True)) + withdrawn
 
 
 @pytest.mark.parametrize("seed", range(12))
