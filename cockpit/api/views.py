@@ -49,6 +49,11 @@ NOT_FOUND = OpenApiResponse(ErrorSerializer, description="Not found, or not visi
 BAD_REQUEST = OpenApiResponse(description="Bad input: the body names each field and what is wrong with it.")
 
 
+WITHDRAWAL_EXAMPLE = OpenApiExample("A withdrawal's record", response_only=True, value={
+    "id": 4, "study": 3, "withdrawn_by": "dana", "withdrawn_at": "2026-12-01T09:30:00Z",
+    "last_applied_at": "2026-12-01T09:30:00Z", "n_answers": 22, "n_counted_answers": 22, "n_tasks": 1})
+
+
 class ValidationFailed(ValidationError):
     """400 with a body naming the field(s)."""
 
@@ -346,6 +351,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "untouched. The next score run says how many answers were withdrawn."
         ),
         request=WithdrawalRequestSerializer,
+        examples=[OpenApiExample("By pseudonym", request_only=True, value={"pseudonym": "w_3f9c2a71be04d6e8"}),
+                  WITHDRAWAL_EXAMPLE],
         responses={200: WithdrawalSerializer, 201: WithdrawalSerializer, 400: BAD_REQUEST,
                    403: OpenApiResponse(ErrorSerializer, description="No change rights on this study."),
                    404: NOT_FOUND},
@@ -356,6 +363,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         description="The audit records of the study's withdrawals (who withdrew a participant and when, how much "
                     "was erased), newest first, without the participants' personal data.",
         responses={200: WithdrawalSerializer(many=True), 404: NOT_FOUND},
+        examples=[OpenApiExample("One withdrawal", response_only=True, value=[WITHDRAWAL_EXAMPLE.value])],
     )
     @action(detail=True, methods=["get", "post"], pagination_class=None, filter_backends=[])
     def withdrawals(self, request, pk=None):
