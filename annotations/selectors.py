@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.core import signing
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotations import precompiled
@@ -22,6 +22,7 @@ from annotations.models import (
     QualificationGrant,
     QualificationTest,
     Unit,
+    Withdrawal,
     WorkerBlock,
 )
 from annotations.services.steps import (
@@ -31,6 +32,7 @@ from annotations.services.steps import (
     normalise_choices,
     steps_for,
 )
+from lab.pseudonyms import withdrawal_digest, worker_pseudonym
 from studies.models import RationaleSource, Study
 
 _SHOWN_SALT = "annotations.shown"
@@ -67,8 +69,8 @@ def claims_that_count(*, study: Study) -> QuerySet[Claim]:
 
     The answers that count are the annotations of these claims. Scoring, the exports, the progress
     counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these
-    claims; ``annotations.services.release`` keeps it so; work on hold still holds its slot there
-    until the researcher clears or rejects it)."""
+    claims, work on hold left out as everywhere else; ``annotations.services.release`` keeps it so;
+    work on hold still holds its slot, ``n_claimed``, until the researcher clears or rejects it)."""
     return claims_that_count_in_any_study().filter(study_id=study.pk)
 
 
@@ -315,5 +317,55 @@ def blocks_covering(*, study: Study) -> QuerySet[WorkerBlock]:
 
 
 def participant_blocked(*, participant, study: Study) -> bool:
-    """Whether ``participant`` is blocked in ``study`` (``blocks_covering``)."""
-    return participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists()
+    """Whether ``participant`` is blocked in ``study`` (``blocks_covering``), or withdrew from it
+    (``participant_withdrawn``): a withdrawn participant is given no task there again."""
+    return (participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists()
+            or participant_withdrawn(participant=participant, study=study))
+
+
+# --- withdrawals -----------------------------------------------------------------------------------
+def participant_withdrawal_digest(*, platform: str, external_id: str, study: Study | int) -> str:
+    """The digest a withdrawal of this worker from ``study`` is recorded under
+    (``lab.pseudonyms.withdrawal_digest`` of their pseudonym)."""
+    study_id = study if isinstance(study, int) else study.pk
+    return withdrawal_digest(study_id, worker_pseudonym(platform, external_id))
+
+
+def study_withdrawal_digests(*, study: Study) -> set[str]:
+    """The digests of every participant withdrawn from ``study``."""
+    return set(Withdrawal.objects.filter(study_id=study.pk).values_list("digest", flat=True))
+
+
+def participant_withdrawn(*, participant, study: Study) -> bool:
+    """Whether ``participant`` withdrew from ``study`` (a ``Withdrawal`` under their digest)."""
+    digest = participant_withdrawal_digest(platform=participant.platform, external_id=participant.external_id,
+                                           study=study)
+    return Withdrawal.objects.filter(study_id=study.pk, digest=digest).exists()
+
+
+@dataclass
+class WithdrawalSummary:
+    """How many participants withdrew from a study and how many answers were erased with them
+    (of those, how many had counted): what the score run reports."""
+
+    participants: int = 0
+    answers: int = 0
+    counted_answers: int = 0
+
+    def as_dict(self) -> dict:
+        return {"participants": self.participants, "answers": self.answers, "counted_answers": self.counted_answers}
+
+    @property
+    def note(self) -> str:
+        if not self.participants:
+            return ""
+        return (f"{self.participants} participant(s) withdrew from this study: their {self.answers} answer(s) "
+                f"({self.counted_answers} of which had counted) were erased and are not in these results.")
+
+
+def study_withdrawals_summary(*, study: Study) -> WithdrawalSummary:
+    """The withdrawals of ``study`` in numbers (``WithdrawalSummary``)."""
+    totals = Withdrawal.objects.filter(study_id=study.pk).aggregate(
+        participants=Count("id"), answers=Sum("n_answers"), counted=Sum("n_counted_answers"))
+    return WithdrawalSummary(participants=totals["participants"] or 0, answers=totals["answers"] or 0,
+                             counted_answers=totals["counted"] or 0)

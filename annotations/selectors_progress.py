@@ -130,7 +130,8 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
         units_empty=empty,
         tasks_planned=capacity.tasks,
         tasks=tasks,
-        workers=Assignment.objects.filter(study=study).values("participant_id").distinct().count(),
+        workers=Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
+        .values("participant_id").distinct().count(),
         attention_answered=checks["answered"],
         attention_failed=checks["failed"],
         answers_flagged=Annotation.objects.filter(claim__study_id=study.pk, payload__flag=True).count(),

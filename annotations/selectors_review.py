@@ -110,7 +110,7 @@ def _records(study: Study, participants: QuerySet[Participant]) -> list[WorkerRe
                            pseudonym=worker_pseudonym(p.platform, p.external_id))
         for p in participants.only("id", "platform", "external_id", "blocked")
     }
-    for pid, status, n in (Assignment.objects.filter(study=study, participant_id__in=records)
+    for pid, status, n in (study_tasks(study=study).filter(participant_id__in=records)
                            .values_list("participant_id", "status").annotate(n=Count("id")).order_by()):
         records[pid].tasks[status] = n
     claim_ms: dict[int, tuple[int, int | None]] = {}  # claim -> (participant, ms); None if a step is untimed
@@ -138,9 +138,21 @@ def _records(study: Study, participants: QuerySet[Participant]) -> list[WorkerRe
     return sorted(records.values(), key=lambda r: r.pseudonym)
 
 
+def study_tasks(*, study: Study) -> QuerySet[Assignment]:
+    """The tasks of ``study`` a reviewer sees: all but those of participants who withdrew (an
+    emptied task kept only for the payment audit, ``annotations.services.withdrawal``)."""
+    return Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
+
+
+def study_participants(*, study: Study) -> QuerySet[Participant]:
+    """Everyone who took a task in ``study`` (``study_tasks``): withdrawn participants are not."""
+    return Participant.objects.filter(pk__in=study_tasks(study=study).values("participant_id"))
+
+
 def study_workers(*, study: Study) -> list[WorkerRecord]:
-    """Every worker who took a task in ``study``, with their record, by pseudonym."""
-    return _records(study, Participant.objects.filter(assignments__study=study).distinct())
+    """Every worker who took a task in ``study`` (``study_participants``), with their record, by
+    pseudonym."""
+    return _records(study, study_participants(study=study))
 
 
 def study_worker(*, study: Study, participant: Participant) -> WorkerRecord:
@@ -150,7 +162,7 @@ def study_worker(*, study: Study, participant: Participant) -> WorkerRecord:
 
 def worker_assignments(*, study: Study, participant: Participant) -> QuerySet[Assignment]:
     """The worker's tasks in ``study``, newest first, with how many questions each answered."""
-    return (Assignment.objects.filter(study=study, participant=participant)
+    return (study_tasks(study=study).filter(participant=participant)
             .annotate(n_questions=Count("claims", distinct=True),
                       n_answered=Count("claims", filter=Q(claims__completed_at__isnull=False), distinct=True))
             .prefetch_related("bonuses").order_by("-created_at"))

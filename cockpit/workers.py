@@ -1,19 +1,23 @@
 """Review a study's workers: the list of everyone who took a task, and one worker's page with their
 answers, accuracy, time, reported problems and tasks, from which the researcher approves, rejects,
 pays a bonus or blocks. Every button is a POST that calls the audited platform services
-(``annotations.services.platforms``) and needs PAY access to the study; GET changes nothing."""
+(``annotations.services.platforms``) and needs PAY access to the study; GET changes nothing. The
+list's withdrawal form (a participant's withdrawal: ``annotations.services.withdrawal``) needs
+change rights on the study."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from annotations.models import Assignment, Bonus, Participant, ParticipantLink
 from annotations.platforms.base import PlatformError
+from annotations.selectors import study_withdrawals_summary
 from annotations.selectors_review import (
     study_attention_failures,
+    study_participants,
     study_worker,
     study_workers,
     worker_assignments,
@@ -22,8 +26,9 @@ from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import worker_block
 from annotations.services.platforms.review import assignment_approve, assignment_reject
+from annotations.services.withdrawal import participant_withdraw
 from cockpit.views_common import study_context, study_for
-from studies.selectors import PAY, study_user_may
+from studies.selectors import CHANGE, PAY, study_user_may
 
 
 def answers_url(study_id: int, participant_id: int | None = None) -> str:
@@ -38,12 +43,44 @@ def workers_view(model_admin, request, study_id: int):
         "workers": study_workers(study=study),
         "attention": study_attention_failures(study=study),
         "statuses": Assignment.Status.choices,
+        "can_withdraw": study_user_may(user=request.user, study=study, access=CHANGE),
+        "withdraw_ways": WITHDRAW_WAYS,
+        "withdrawals": study_withdrawals_summary(study=study),
     }
     return TemplateResponse(request, "cockpit/study/workers.html", context)
 
 
+# How the withdrawal form may name the participant: the service's keyword, the form's label.
+WITHDRAW_WAYS = [("pseudonym", "Pseudonym (w_...)"), ("worker_id", "Platform worker id"),
+                 ("participant_identifier", "Participant identifier they typed")]
+
+
+def withdraw_view(model_admin, request, study_id: int):
+    """POST only: withdraw the participant the form names (``participant_withdraw``, which checks
+    the user's change rights on the study itself), then back to the workers list."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    study = study_for(request, study_id, access=CHANGE)
+    way = request.POST.get("way", "")
+    if way not in dict(WITHDRAW_WAYS):
+        messages.error(request, f"Nothing was done: {way[:40]!r} is not a way to name a participant.")
+    else:
+        try:
+            outcome = participant_withdraw(user=request.user, study=study, **{way: request.POST.get("who", "")})
+        except PlatformServiceError as exc:
+            messages.error(request, f"Nothing was done: {exc.message}")
+        else:
+            if outcome.created:
+                messages.success(request, f"Participant withdrawn: {outcome.answers_erased} answer(s) of "
+                                          f"{outcome.tasks_ended} task(s) erased; their questions go back to the pool "
+                                          "while the study is open. Money already paid is unchanged.")
+            else:
+                messages.info(request, "This participant was already withdrawn: nothing more to erase.")
+    return HttpResponseRedirect(reverse("admin:studies_study_workers", args=[study.pk]))
+
+
 def _worker(study, participant_id: int) -> Participant:
-    return get_object_or_404(Participant.objects.filter(assignments__study=study).distinct(), pk=participant_id)
+    return get_object_or_404(study_participants(study=study), pk=participant_id)
 
 
 def worker_view(model_admin, request, study_id: int, participant_id: int):
@@ -67,6 +104,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],
         "bonus_kinds": Bonus.Kind.choices,
         "can_pay": study_user_may(user=request.user, study=study, access=PAY),
+        "can_withdraw": study_user_may(user=request.user, study=study, access=CHANGE),
         "answers_url": answers_url(study.pk, participant.pk),
         "workers_url": reverse("admin:studies_study_workers", args=[study.pk]),
         "reward": study.reward,
@@ -133,6 +171,8 @@ def urls(model_admin) -> list:
     return [
         path("<int:study_id>/workers/", view(lambda r, study_id: workers_view(model_admin, r, study_id)),
              name="studies_study_workers"),
+        path("<int:study_id>/workers/withdraw/", view(lambda r, study_id: withdraw_view(model_admin, r, study_id)),
+             name="studies_study_withdraw"),
         path("<int:study_id>/workers/<int:participant_id>/",
              view(lambda r, study_id, participant_id: worker_view(model_admin, r, study_id, participant_id)),
              name="studies_study_worker"),

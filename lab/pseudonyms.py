@@ -18,6 +18,17 @@ def worker_pseudonym(platform: str, external_id: str) -> str:
     return "w_" + hmac.new(key, msg, hashlib.sha256).hexdigest()[:16]
 
 
+def withdrawal_digest(study_id: int, pseudonym: str) -> str:
+    """What a participant's withdrawal from a study is recorded under: 64 hex digits of
+    HMAC-SHA256(``settings.RL_PSEUDONYM_SALT``, ``withdrawal``, study id, pseudonym). One-way, not
+    the pseudonym (an old export cannot be joined to it) and different in every study (two
+    studies' withdrawals cannot be linked); recomputable only with the salt, from the worker's
+    platform id, which is how a later sync or a return of the same worker is recognised."""
+    key = str(settings.RL_PSEUDONYM_SALT).encode("utf-8")
+    msg = b"withdrawal\x00" + str(int(study_id)).encode() + b"\x00" + pseudonym.strip().encode()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
 class PseudonymCache:
     """Memoises pseudonyms by participant id: computed once per worker, not once per row."""
 

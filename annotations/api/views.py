@@ -74,6 +74,7 @@ class AssignmentViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return (
             Assignment.objects.filter(study__in=studies_for_user(user=self.request.user))
+            .exclude(status=Assignment.Status.WITHDRAWN)  # emptied, kept only for the payment audit
             .select_related("participant")
             .annotate(
                 n_units=Count("claims", distinct=True),

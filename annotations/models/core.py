@@ -172,11 +172,17 @@ class Assignment(models.Model):
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         RETURNED = "returned", "Returned"
+        WITHDRAWN = "withdrawn", "Withdrawn (the participant's data was erased)"
 
-    # Active work ends by submission, expiry or return; submitted work is reviewed once.
+    # Active work ends by submission, expiry or return; submitted work is reviewed once. A
+    # participant's withdrawal (``annotations.services.withdrawal``) ends any task of theirs.
     STATUS = StatusMachine("status", {
-        Status.ACTIVE: {Status.SUBMITTED, Status.EXPIRED, Status.RETURNED},
-        Status.SUBMITTED: {Status.APPROVED, Status.REJECTED},
+        Status.ACTIVE: {Status.SUBMITTED, Status.EXPIRED, Status.RETURNED, Status.WITHDRAWN},
+        Status.SUBMITTED: {Status.APPROVED, Status.REJECTED, Status.WITHDRAWN},
+        Status.APPROVED: {Status.WITHDRAWN},
+        Status.REJECTED: {Status.WITHDRAWN},
+        Status.EXPIRED: {Status.WITHDRAWN},
+        Status.RETURNED: {Status.WITHDRAWN},
     })
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")

@@ -61,3 +61,33 @@ class WorkerBlock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.participant} blocked ({'everywhere' if self.everywhere else f'from study {self.study_id}'})"
+
+
+class Withdrawal(models.Model):
+    """The audit record of a participant's withdrawal from a study
+    (``annotations.services.withdrawal.participant_withdraw``): who withdrew them and when, and how
+    much was erased, without the personal data. ``digest`` is ``lab.pseudonyms.withdrawal_digest``
+    (one-way, neither the pseudonym nor the platform id): a later sync skips the platform's rows of
+    that worker, and the worker is not given another task in the study. One row per study and
+    participant: withdrawing again updates it."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="withdrawals")
+    digest = models.CharField(max_length=64)
+    withdrawn_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    withdrawn_at = models.DateTimeField(auto_now_add=True)
+    last_applied_at = models.DateTimeField(auto_now=True)
+    n_answers = models.PositiveIntegerField(default=0, help_text="Answers erased (every step of every task).")
+    n_counted_answers = models.PositiveIntegerField(
+        default=0, help_text="Of those, answers that counted (were scored) when they were erased.")
+    n_tasks = models.PositiveIntegerField(default=0, help_text="Tasks ended and emptied.")
+
+    class Meta:
+        ordering = ["-withdrawn_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "digest"], name="withdrawal_one_per_participant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"withdrawal {self.pk} from {self.study} ({self.withdrawn_at:%Y-%m-%d})"

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from annotations import precompiled
 from annotations.models import Annotation, Assignment, Claim, Unit
+from annotations.selectors import claim_counts
 from annotations.services.errors import (
     AnswerLocked,
     AssignmentExpired,
@@ -146,11 +147,11 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         if not assignment.completion_code:
             fields["completion_code"] = secrets.token_hex(5).upper()
         Assignment.STATUS.move(locked, Assignment.Status.SUBMITTED, **fields)
-        # A unit is in a task at most once (one claim per question and worker): +1 each, units
+        # A unit is in a task at most once (one claim per question and worker): +1 for each claim
+        # that now counts (``claim_counts``: work that sync already put on hold does not), units
         # locked in id order as every other writer of the counters does.
         unit_ids = list(
-            Claim.objects.filter(assignment_id=assignment.pk, released=False, unit__isnull=False)
-            .values_list("unit_id", flat=True)
+            Claim.objects.filter(claim_counts(), assignment_id=assignment.pk).values_list("unit_id", flat=True)
         )
         if unit_ids:
             list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))

@@ -13,15 +13,16 @@ The two counters of a ``Unit`` read the one definition of "this answer counts"
 
 - ``n_claimed``: the unit's claims that are not released, i.e. held by active work or by work
   that counts (submitted or approved). The unit takes new workers while ``n_claimed < quota``.
-- ``n_completed``: the unit's claims that count (``claims_that_count``), plus those of submitted
-  work that sync put on hold (a platform worker id that is not the participant's): held work
-  keeps its slot until a researcher clears it (it counts again) or rejects it (released here).
-  It moves up when an assignment is submitted (not at each answer: an active task's answers do
-  not count yet) and down when submitted work is rejected.
+- ``n_completed``: the unit's claims that count (``claims_that_count``), exactly. It moves up when
+  an assignment is submitted (not at each answer: an active task's answers do not count yet) and
+  down when submitted work is rejected. Work that sync puts on hold (a platform worker id that is
+  not the participant's) stops counting: it keeps its slot in ``n_claimed`` but leaves
+  ``n_completed`` until a researcher clears it (it counts again) or rejects it (released here).
+  Sync and the clearing call ``units_recount_completed`` for the held work's units; the submit
+  and the release count the claims ``claims_that_count`` admits, so held work is never counted.
 
 So ``n_completed <= n_claimed <= quota`` (check constraints), a unit is done when
-``n_completed == quota``, and scoring, exports, progress and counters agree whenever no work is
-on hold.
+``n_completed == quota``, and scoring, exports, progress and counters agree, held work included.
 
 Deadlines: a new assignment must get its first answer within ``first_answer_window`` (a task
 nobody works on, such as one orphaned by a lost consent response, gives its slots back early);
@@ -35,17 +36,16 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Count, F
 from django.utils import timezone
 
 from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
+from annotations.selectors import claim_counts, claims_that_count_in_any_study
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
 from studies.models import Study
 
 EXPIRE_BATCH = 200
-# Work in these states counts (``claims_that_count``); its completed claims are in ``n_completed``.
-COUNTED_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 
 
 def assignment_duration(study: Study) -> timedelta:
@@ -115,15 +115,15 @@ def _release(rows: list[tuple[int, str]], *, status: str, **fields) -> list[int]
     moving = [pk for pk, old in rows if Assignment.STATUS.can(old, status)]
     if not moving:
         return []
-    counted = {pk for pk, old in rows if old in COUNTED_STATUSES}
+    # What each unit loses: its held slots, and of those the ones that count now (the one rule,
+    # read before the status moves: held work is not in ``n_completed``, so it is not taken off).
     claims = list(
         Claim.objects.filter(assignment_id__in=moving, released=False, unit__isnull=False)
-        .values_list("unit_id", "assignment_id", "completed_at")
+        .values_list("unit_id", "id")
     )
-    claimed: Counter = Counter(unit_id for unit_id, _a, _done in claims)
-    completed: Counter = Counter(
-        unit_id for unit_id, assignment_id, done in claims if assignment_id in counted and done is not None
-    )
+    claimed: Counter = Counter(unit_id for unit_id, _c in claims)
+    counting = set(Claim.objects.filter(claim_counts(), assignment_id__in=moving).values_list("id", flat=True))
+    completed: Counter = Counter(unit_id for unit_id, claim_id in claims if claim_id in counting)
     if claimed:
         list(Unit.objects.select_for_update().filter(id__in=list(claimed)).order_by("id").values_list("id"))
         by_delta: dict[tuple[int, int], list[int]] = {}
@@ -157,6 +157,27 @@ def assignment_release(*, assignment: Assignment, status: str, **fields) -> bool
     return True
 
 
+def units_recount_completed(*, assignment_ids: list[int]) -> None:
+    """Bring ``n_completed`` of the units these assignments hold back to the one rule after their
+    hold changed (sync put them on hold, or a researcher cleared them): each unit's counter becomes
+    its number of ``claims_that_count``. Units are locked in id order, as every writer of the
+    counters does; the slot (``n_claimed``) is not touched: held work keeps it. Call inside the
+    transaction that changed the hold."""
+    unit_ids = sorted(set(
+        Claim.objects.filter(assignment_id__in=assignment_ids, released=False, unit__isnull=False)
+        .values_list("unit_id", flat=True)))
+    if not unit_ids:
+        return
+    list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
+    counts = dict(claims_that_count_in_any_study().filter(unit_id__in=unit_ids).order_by()
+                  .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
+    by_count: dict[int, list[int]] = {}
+    for unit_id in unit_ids:
+        by_count.setdefault(counts.get(unit_id, 0), []).append(unit_id)
+    for n, ids in by_count.items():
+        Unit.objects.filter(id__in=ids).exclude(n_completed=n).update(n_completed=n)
+
+
 def assignment_return(*, assignment: Assignment) -> Assignment:
     """The worker leaves: the units go back to the pool. Leaving a task that is no longer active
     changes nothing."""
@@ -184,3 +205,17 @@ def assignment_expire_stale(*, now: datetime | None = None) -> int:
             if not ids:
                 return total
             total += len(_release([(pk, Assignment.Status.ACTIVE) for pk in ids], status=Assignment.Status.EXPIRED))
+
+
+# --- a participant's withdrawal -------------------------------------------------------------------
+
+def assignments_withdraw(*, assignment_ids: list[int]) -> list[int]:
+    """End these tasks as ``withdrawn`` (their participant withdrew from the study:
+    ``annotations.services.withdrawal``) and give their unit slots back by the rules above: a
+    claim still held frees its slot (``n_claimed`` down) and one that counted leaves
+    ``n_completed``, so while the study is open the units take other workers. Locks the rows in id
+    order; call inside the withdrawal's transaction. Returns the ids moved (a task already
+    withdrawn is left alone)."""
+    rows = list(Assignment.objects.select_for_update().filter(id__in=assignment_ids).order_by("id")
+                .values_list("id", "status"))
+    return _release(rows, status=Assignment.Status.WITHDRAWN)

@@ -22,9 +22,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from annotations.api.views import AnnotationViewSet as AnswersViewSet
-from annotations.models import Annotation, Unit
+from annotations.models import Annotation, Unit, Withdrawal
 from annotations.selectors import claims_that_count_in_any_study
 from annotations.selectors_cost import study_cost_and_pay
+from annotations.services.platforms.access import PlatformAccessDenied
+from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
+from cockpit.api.serializers import WithdrawalRequestSerializer, WithdrawalSerializer
 from lab.api.counts import correlated_count
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
 from scoring.api.export import SCORE_COLUMNS, score_rows, source_summaries
@@ -44,6 +47,11 @@ from studies.services.studies import StudyError, study_create
 
 NOT_FOUND = OpenApiResponse(ErrorSerializer, description="Not found, or not visible to you.")
 BAD_REQUEST = OpenApiResponse(description="Bad input: the body names each field and what is wrong with it.")
+
+
+WITHDRAWAL_EXAMPLE = OpenApiExample("A withdrawal's record", response_only=True, value={
+    "id": 4, "study": 3, "withdrawn_by": "dana", "withdrawn_at": "2026-12-01T09:30:00Z",
+    "last_applied_at": "2026-12-01T09:30:00Z", "n_answers": 22, "n_counted_answers": 22, "n_tasks": 1})
 
 
 class ValidationFailed(ValidationError):
@@ -164,7 +172,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
     filterset_class = StudyFilter
     ordering_fields = ["id", "created_at", "name"]
-    write_permissions = {"create": "studies.add_study"}
+    write_permissions = {"create": "studies.add_study", "withdrawals": "studies.change_study"}
     throttle_scope_for_action = {"export_annotations": "api_export", "export_scores": "api_export"}
 
     def get_queryset(self):
@@ -329,6 +337,52 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             columns=SCORE_COLUMNS, rows=score_rows(scores), file_format=file_format,
             filename=f"study-{study.pk}-scores",
         )
+
+
+    @extend_schema(
+        methods=["POST"],
+        summary="Withdraw a participant",
+        description=(
+            "Withdraw one participant from the study and erase their data from it: their answers, timings, flags "
+            "and platform references; their tasks end and their questions go back to the pool while the study is "
+            "open. Name them by exactly one of `pseudonym` (`w_...`), `worker_id` (the platform's id) or "
+            "`participant_identifier` (what they typed on a link). Needs change rights on the study. Idempotent: "
+            "201 when this call withdrew them, 200 when they were already withdrawn. Money already paid is "
+            "untouched. The next score run says how many answers were withdrawn."
+        ),
+        request=WithdrawalRequestSerializer,
+        examples=[OpenApiExample("By pseudonym", request_only=True, value={"pseudonym": "w_3f9c2a71be04d6e8"}),
+                  WITHDRAWAL_EXAMPLE],
+        responses={200: WithdrawalSerializer, 201: WithdrawalSerializer, 400: BAD_REQUEST,
+                   403: OpenApiResponse(ErrorSerializer, description="No change rights on this study."),
+                   404: NOT_FOUND},
+    )
+    @extend_schema(
+        methods=["GET"],
+        summary="The study's withdrawals",
+        description="The audit records of the study's withdrawals (who withdrew a participant and when, how much "
+                    "was erased), newest first, without the participants' personal data.",
+        responses={200: WithdrawalSerializer(many=True), 404: NOT_FOUND},
+        examples=[OpenApiExample("One withdrawal", response_only=True, value=[WITHDRAWAL_EXAMPLE.value])],
+    )
+    @action(detail=True, methods=["get", "post"], pagination_class=None, filter_backends=[])
+    def withdrawals(self, request, pk=None):
+        study = self.get_object()
+        if request.method == "GET":
+            records = Withdrawal.objects.filter(study=study).select_related("withdrawn_by")
+            return Response(WithdrawalSerializer(records, many=True).data)
+        body = WithdrawalRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            outcome = participant_withdraw(user=request.user, study=study, **body.validated_data)
+        except PlatformAccessDenied as exc:
+            return Response({"detail": exc.message}, status=status.HTTP_403_FORBIDDEN)
+        except ParticipantNotFound as exc:
+            return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
+        except WithdrawalError as exc:
+            raise ValidationFailed({"non_field_errors": [exc.message]}) from exc
+        return Response(WithdrawalSerializer(outcome.withdrawal).data,
+                        status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
 
 
 class AnnotationViewSet(AnswersViewSet):

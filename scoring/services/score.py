@@ -30,6 +30,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
+- ``withdrawals`` (only when participants withdrew: ``annotations.services.withdrawal``):
+  {participants, answers, counted_answers}, the answers erased with them (a warning says so too)
 - ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
 """
 from __future__ import annotations
@@ -44,7 +46,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import Annotation, Unit
-from annotations.selectors import claims_that_count
+from annotations.selectors import claims_that_count, study_withdrawals_summary
 from scoring import core, metrics
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
@@ -455,6 +457,10 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[
         raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
     if study.faithfulness_enabled:
         _faithfulness(study, results, warnings)
+    withdrawn = study_withdrawals_summary(study=study)
+    if withdrawn.participants:  # their answers are erased: say how many the figures lack
+        results["withdrawals"] = withdrawn.as_dict()
+        warnings.append(withdrawn.note)
     results["warnings"] = warnings
     return core.clean_json(results), frame
 

@@ -1,7 +1,7 @@
 """What counts, and the unit counters: one definition (``selectors.claims_that_count``).
 
 State is built only through the services (start, answer, leave, expire, submit, approve, reject
-through the releasing service); after every step the stored counters must equal a recount from
+through the releasing service, a participant's withdrawal, sync's hold and its clearing); after every step the stored counters must equal a recount from
 the selector. Issue 11 bug 1: expired, returned, still-active and rejected work was scored, and a
 unit with a quota of 1 was scored with 2 annotators."""
 from __future__ import annotations
@@ -18,16 +18,20 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, Claim, Unit
+from annotations.models import Annotation, Assignment, Claim, PlatformSubmission, Unit
 from annotations.selectors import claims_that_count
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
-from annotations.services.errors import NoWorkAvailable
+from annotations.services.errors import NoWorkAvailable, ParticipantBlocked
 from annotations.services.platforms.access import OPERATOR
-from annotations.services.platforms.review import assignment_approve
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_approve, submission_clear
+from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
+from annotations.services.withdrawal import participant_withdraw
 from lab.transitions import TransitionError
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
+from tests.annotations.platforms.conftest import open_study, start_assignment
 
 pytestmark = pytest.mark.django_db
 
@@ -141,18 +145,26 @@ def _walk(seed: int, steps: int = 70) -> Counter:
     study = make_study(n_items=4, n_sources=2, quota=2, units_per_task=3)
     if seed % 2:
         AttentionCheckFactory(study=study)
-    workers = [ParticipantFactory() for _ in range(5)]
+    workers = [ParticipantFactory() for _ in range(7)]
     clock = timezone.now()
+    withdrawn: Counter = Counter()  # withdrawn tasks with no payment are deleted: count them on the way
     for _ in range(steps):
         actives = list(Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE))
         submitted = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED))
-        op = rng.choice(["start"] * 3 + ["answer"] * 5 + ["submit"] * 2 + ["leave", "expire", "approve", "reject"])
+        op = rng.choice(["start"] * 3 + ["answer"] * 5 + ["submit"] * 2
+                        + ["leave", "expire", "approve", "reject", "withdraw"])
         active = rng.choice(actives) if actives else None
         if op == "start":
             try:
                 assignment_start(study=study, participant=rng.choice(workers), now=clock)
-            except NoWorkAvailable:
+            except (NoWorkAvailable, ParticipantBlocked):  # blocked: a worker who withdrew
                 pass
+        elif op == "withdraw":
+            # A participant withdraws (issue 24): whatever their tasks' states, their slots go back.
+            person = rng.choice(workers)
+            if Assignment.objects.filter(study=study, participant=person).exists():
+                outcome = participant_withdraw(user=OPERATOR, study=study, worker_id=person.external_id)
+                withdrawn[Assignment.Status.WITHDRAWN] += outcome.tasks_ended
         elif op == "answer" and active is not None and active.expires_at > timezone.now():
             # One step, one question, or the rest of the task.
             for claim in (active.claims.filter(completed_at__isnull=True, released=False)
@@ -175,7 +187,7 @@ def _walk(seed: int, steps: int = 70) -> Counter:
             assignment_release(assignment=rng.choice(submitted), status=Assignment.Status.REJECTED,
                                reviewed_at=timezone.now())
         assert_counters_agree(study)
-    return Counter(Assignment.objects.filter(study=study).values_list("status", flat=True))
+    return Counter(Assignment.objects.filter(study=study).values_list("status", flat=True)) + withdrawn
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -209,4 +221,69 @@ def test_the_migration_recount_gives_the_services_counters():
     migration = importlib.import_module("annotations.migrations.0007_claims_that_count")
     migration.recount(apps, SimpleNamespace(connection=connection))
     assert list(Unit.objects.order_by("id").values_list("n_claimed", "n_completed")) == before
+    assert_counters_agree(study)
+
+
+# --- held work (issue 23 item 4) ------------------------------------------------------------------
+
+def test_held_work_leaves_n_completed_and_keeps_its_slot_until_cleared_or_rejected(prolific):
+    """Sync holds work whose platform worker is someone else: its answers stop counting and so
+    does ``Unit.n_completed`` (the API's ``n_units_complete`` and the admin's unit list agree with
+    the progress page), while the slot stays claimed; clearing counts it again, rejecting gives the
+    slot back. Work held before it is submitted is not counted by the submit either."""
+    _platform, server = prolific
+    study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft")
+    open_study(study)
+    publication = study_publish(study=study, platform_name="prolific")
+    pid = publication.prolific_study_id
+    spoofs = [server.add_submission(pid, participant_id=f"p_real_{i}") for i in range(3)]
+    held, rejected, early = (
+        start_assignment(study, platform="prolific", worker_id=f"p_fake_{i}", assignment_id=spoofs[i]["id"],
+                         task_id=pid) for i in range(3))
+    for work in (held, rejected):
+        answer_all(work)
+        assignment_submit(assignment=work)
+    answer_all(early)  # answered, not yet submitted here, already submitted on the platform
+    assert_counters_agree(study)
+    assert set(Unit.objects.filter(study=study).values_list("n_completed", flat=True)) == {2}
+
+    study_sync(study=study)
+
+    assert PlatformSubmission.objects.filter(flag=PlatformSubmission.Flag.WORKER_MISMATCH).count() == 3
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(3, 0)}
+    assert_counters_agree(study)
+    assignment_submit(assignment=early)  # held: the submit counts nothing
+    assert set(Unit.objects.filter(study=study).values_list("n_completed", flat=True)) == {0}
+    assert_counters_agree(study)
+
+    submission_clear(user=OPERATOR, submission=PlatformSubmission.objects.get(assignment=held))
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(3, 1)}
+    assert_counters_agree(study)
+    study_sync(study=study)  # a later sync keeps the researcher's decision and the counters
+    assert_counters_agree(study)
+    assert set(Unit.objects.filter(study=study).values_list("n_completed", flat=True)) == {1}
+
+    assignment_release(assignment=rejected, status=Assignment.Status.REJECTED, reviewed_at=timezone.now())
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(2, 1)}
+    assert_counters_agree(study)
+
+
+def test_the_held_work_migration_recounts_what_the_services_keep(prolific):
+    """Units counted under the old rule (held work inside ``n_completed``) are brought to the new
+    one by the data migration, and units without held work are left as they are."""
+    _platform, server = prolific
+    study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft")
+    open_study(study)
+    publication = study_publish(study=study, platform_name="prolific")
+    spoof = server.add_submission(publication.prolific_study_id, participant_id="p_real")
+    work = start_assignment(study, platform="prolific", worker_id="p_fake", assignment_id=spoof["id"],
+                            task_id=publication.prolific_study_id)
+    answer_all(work)
+    assignment_submit(assignment=work)
+    study_sync(study=study)
+    kept = list(Unit.objects.order_by("id").values_list("n_claimed", "n_completed"))
+    Unit.objects.filter(study=study).update(n_completed=1)  # what the old rule stored
+    migration = importlib.import_module("annotations.migrations.0015_withdraw_held_work_recount")
+    migration.recount_held(apps, SimpleNamespace(connection=connection))
+    assert list(Unit.objects.order_by("id").values_list("n_claimed", "n_completed")) == kept
     assert_counters_agree(study)

@@ -15,7 +15,7 @@ from annotations.services.payments import (
     PlatformServiceError,
     platform_call_execute,
 )
-from annotations.services.release import assignment_release
+from annotations.services.release import assignment_release, units_recount_completed
 from studies.models import Platform, Study
 
 from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
@@ -34,8 +34,10 @@ def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
     """Record the review outcome locally (after the platform confirmed it, or as sync found it),
     through ``Assignment.STATUS``: approved work stays counted; rejected work gives its unit slots
     back (``release.assignment_release``), so the units take other workers. Returns whether the
-    assignment moved (False: already there)."""
+    assignment moved (False: already there, or withdrawn by its participant)."""
     assignment = Assignment.objects.get(pk=assignment_id)
+    if assignment.status == Assignment.Status.WITHDRAWN:
+        return False  # its participant withdrew: a late platform outcome changes nothing here
     if not approved:
         return assignment_release(assignment=assignment, status=Assignment.Status.REJECTED,
                                   reviewed_at=timezone.now())
@@ -57,6 +59,8 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
         if locked.cleared_at is None:
             locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
             locked.save(update_fields=["cleared_at", "cleared_by"])
+            if locked.assignment_id is not None:  # the work counts again: so does ``n_completed``
+                units_recount_completed(assignment_ids=[locked.assignment_id])
     return locked
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import transaction
+
 from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
+from annotations.selectors import participant_withdrawal_digest, study_withdrawal_digests
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
+from annotations.services.release import units_recount_completed
 from studies.models import Platform, Study
 
 from .bonus import bonus_reconciled
@@ -64,9 +68,11 @@ def study_sync(*, study: Study) -> SyncReport:
     stored assignment or no stored answers, and those whose platform worker id is not the local
     participant's (held: not scored, approved or paid until a researcher clears it), take over
     review outcomes decided on the platform (MTurk auto-approval), and reconcile calls left
-    unconfirmed by a crash. A publication the platform cannot list records its error (shown in
+    unconfirmed by a crash. The rows of a worker who withdrew from the study
+    (``annotations.services.withdrawal``) are skipped: nothing of theirs is stored again. A publication the platform cannot list records its error (shown in
     the admin) and the others are synced; one bad row never stops the sync."""
     report = SyncReport(reconciled=platform_calls_reconcile(study=study))
+    withdrawn = study_withdrawal_digests(study=study)
     publications = Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK).exclude(
         status__in=[Publication.Status.FAILED])
     for publication in publications:
@@ -81,9 +87,15 @@ def study_sync(*, study: Study) -> SyncReport:
         ids = [item.platform_assignment_id for item in remote]
         local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
             study=study, platform_assignment_id__in=ids).select_related("participant")}
+        was_held = set(PlatformSubmission.objects.filter(
+            publication=publication, flag=PlatformSubmission.Flag.WORKER_MISMATCH, assignment__isnull=False)
+            .values_list("assignment_id", flat=True))
         answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
                        .values_list("claim__assignment", flat=True).distinct())
         for item in remote:
+            if item.worker_id and participant_withdrawal_digest(
+                    platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
+                continue  # the worker withdrew from the study: nothing of theirs is stored again
             assignment = local.get(item.platform_assignment_id)
             flag = ""
             if item.status in ("submitted", "approved", "rejected"):
@@ -93,12 +105,17 @@ def study_sync(*, study: Study) -> SyncReport:
                     flag = PlatformSubmission.Flag.WORKER_MISMATCH
                 elif assignment.pk not in answered:
                     flag = PlatformSubmission.Flag.NO_ANSWERS
-            PlatformSubmission.objects.update_or_create(
-                publication=publication, platform_assignment_id=item.platform_assignment_id,
-                defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
-                          "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
-                          "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
-            )
+            with transaction.atomic():
+                PlatformSubmission.objects.update_or_create(
+                    publication=publication, platform_assignment_id=item.platform_assignment_id,
+                    defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
+                              "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
+                              "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
+                )
+                if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
+                    # Held work stops counting (and cleared or corrected work counts again):
+                    # ``n_completed`` follows ``claims_that_count`` in the same transaction.
+                    units_recount_completed(assignment_ids=[assignment.pk])
             if flag:
                 report.flagged += 1
                 report.flags.append({"platform_assignment_id": item.platform_assignment_id,

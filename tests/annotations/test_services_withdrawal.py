@@ -1,0 +1,195 @@
+"""A participant's withdrawal (issue 24), through the services: their data leaves the study, their
+slots go back by the release rules, payments stay as they were, a later sync stores nothing of
+theirs, and the record keeps no personal data."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
+from annotations.models import (
+    Annotation,
+    Assignment,
+    Bonus,
+    Claim,
+    FlagReview,
+    Participant,
+    PlatformAssignmentBinding,
+    PlatformCall,
+    PlatformSubmission,
+    Unit,
+    Withdrawal,
+)
+from annotations.selectors import claims_that_count
+from annotations.services.answers import assignment_submit
+from annotations.services.assignment import assignment_start
+from annotations.services.errors import NoWorkAvailable, ParticipantBlocked
+from annotations.services.flags import flag_accept
+from annotations.services.participants import participant_identified
+from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_approve
+from annotations.services.platforms.sync import study_sync
+from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
+from lab.pseudonyms import worker_pseudonym
+from tests.annotations.factories import ParticipantFactory, make_study
+from tests.annotations.platforms.conftest import open_study, start_assignment, submitted
+from tests.annotations.test_counting import answer_all, assert_counters_agree
+
+pytestmark = pytest.mark.django_db
+
+
+def pseudonym(participant: Participant) -> str:
+    return worker_pseudonym(participant.platform, participant.external_id)
+
+
+def done(study, participant=None):
+    work = assignment_start(study=study, participant=participant or ParticipantFactory())
+    answer_all(work)
+    return assignment_submit(assignment=work)
+
+
+def test_withdrawal_erases_the_answers_and_gives_the_slots_back_to_the_pool():
+    study = make_study(n_items=2, n_sources=1, quota=2, units_per_task=2)
+    leaving, staying = done(study), done(study)
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(2, 2)}
+    with pytest.raises(NoWorkAvailable):  # full: nobody else gets a unit
+        assignment_start(study=study, participant=ParticipantFactory())
+    n_answers = Annotation.objects.filter(claim__assignment=leaving).count()
+
+    outcome = participant_withdraw(user=OPERATOR, study=study, pseudonym=pseudonym(leaving.participant))
+
+    assert outcome.created and outcome.answers_erased == n_answers == 4 and outcome.tasks_ended == 1
+    assert not Annotation.objects.filter(claim__participant=leaving.participant).exists()
+    assert not Claim.objects.filter(participant=leaving.participant).exists()
+    assert not Assignment.objects.filter(participant=leaving.participant).exists()  # no money named it
+    assert set(claims_that_count(study=study).values_list("assignment_id", flat=True)) == {staying.pk}
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(1, 1)}
+    assert_counters_agree(study)
+    again = done(study)  # the units went back to the pool: another worker takes them
+    assert again.claims.filter(unit__isnull=False).count() == 2
+    assert_counters_agree(study)
+
+    record = Withdrawal.objects.get(study=study)
+    assert (record.n_answers, record.n_counted_answers, record.n_tasks) == (4, 4, 1)
+    values = {str(v) for v in Withdrawal.objects.filter(pk=record.pk).values().first().values()}
+    assert not values & {pseudonym(leaving.participant), leaving.participant.external_id}
+    assert not any(leaving.participant.external_id in v or pseudonym(leaving.participant) in v for v in values)
+
+
+def test_withdrawing_twice_changes_nothing_the_second_time_whichever_way_they_are_named():
+    study = make_study(n_items=2, n_sources=1, quota=2, units_per_task=2)
+    leaving = done(study, participant_identified(identifier="ana@lab.example"))
+    first = participant_withdraw(user=OPERATOR, study=study, participant_identifier=" Ana@Lab.example ")
+    counters = list(Unit.objects.order_by("id").values_list("n_claimed", "n_completed"))
+    for way in ({"participant_identifier": "ana@lab.example"}, {"pseudonym": pseudonym(leaving.participant)},
+                {"worker_id": leaving.participant.external_id}):
+        second = participant_withdraw(user=OPERATOR, study=study, **way)
+        assert not second.created and second.withdrawal.pk == first.withdrawal.pk
+        assert (second.answers_erased, second.tasks_ended) == (0, 0)
+    assert Withdrawal.objects.get().n_answers == 4
+    assert list(Unit.objects.order_by("id").values_list("n_claimed", "n_completed")) == counters
+    with pytest.raises(ParticipantBlocked):  # a withdrawn participant gets no new task in the study
+        assignment_start(study=study, participant=leaving.participant)
+
+
+def test_withdrawal_names_one_participant_one_way_and_needs_change_rights():
+    study = make_study(n_items=2, n_sources=1, quota=2, units_per_task=2)
+    work = done(study)
+    with pytest.raises(WithdrawalError, match="one way"):
+        participant_withdraw(user=OPERATOR, study=study)
+    with pytest.raises(WithdrawalError, match="one way"):
+        participant_withdraw(user=OPERATOR, study=study, pseudonym=pseudonym(work.participant), worker_id="x")
+    with pytest.raises(ParticipantNotFound):
+        participant_withdraw(user=OPERATOR, study=study, pseudonym="w_0000000000000000")
+    with pytest.raises(WithdrawalError, match="participant identifier"):
+        participant_withdraw(user=OPERATOR, study=study, participant_identifier="not an id!")
+    stranger = get_user_model().objects.create_user("stranger", password="pw", is_staff=True)
+    with pytest.raises(PlatformAccessDenied):
+        participant_withdraw(user=stranger, study=study, pseudonym=pseudonym(work.participant))
+    with pytest.raises(PlatformAccessDenied):
+        participant_withdraw(user=None, study=study, pseudonym=pseudonym(work.participant))
+    assert Annotation.objects.filter(claim__assignment=work).count() == 4 and not Withdrawal.objects.exists()
+
+
+def test_active_expired_and_flagged_work_all_leave_and_the_counters_follow():
+    study = make_study(n_items=4, n_sources=1, quota=2, units_per_task=2)
+    person = ParticipantFactory()
+    first = done(study, person)
+    flagged = Annotation.objects.filter(claim__assignment=first).first()
+    Annotation.objects.filter(pk=flagged.pk).update(payload={"flag": True})
+    flag_accept(annotation=flagged)
+    active = assignment_start(study=study, participant=person)
+    answer_all(active)  # answered, not submitted
+    assert_counters_agree(study)
+
+    participant_withdraw(user=OPERATOR, study=study, worker_id=person.external_id)
+
+    assert not FlagReview.objects.exists() and not Annotation.objects.filter(claim__participant=person).exists()
+    assert not Assignment.objects.filter(study=study, participant=person).exists()
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(0, 0)}
+    assert_counters_agree(study)
+
+
+def test_paid_work_stays_auditable_and_sync_stores_nothing_of_the_withdrawn_worker(prolific):
+    _platform, server = prolific
+    study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft", reward=Decimal("2.00"))
+    open_study(study)
+    publication = study_publish(study=study, platform_name="prolific")
+    pid = publication.prolific_study_id
+    mine, theirs = (server.add_submission(pid, participant_id=w) for w in ("p_leaving", "p_staying"))
+    leaving = submitted(study, platform="prolific", worker_id="p_leaving", assignment_id=mine["id"], task_id=pid)
+    staying = submitted(study, platform="prolific", worker_id="p_staying", assignment_id=theirs["id"], task_id=pid)
+    study_sync(study=study)
+    assignment_approve(user=OPERATOR, study=study, assignment=leaving)
+    bonus = bonus_pay(user=OPERATOR, study=study, assignment=leaving, amount=Decimal("0.50"), reason="Thanks.")
+    calls = list(PlatformCall.objects.filter(study=study).order_by("id").values())
+    assert any(c["amount"] > 0 for c in calls)
+
+    participant_withdraw(user=OPERATOR, study=study, worker_id="p_leaving")
+
+    # Money: every audit row and the bonus exactly as they were; the task they name is kept, empty.
+    assert list(PlatformCall.objects.filter(study=study).order_by("id").values()) == calls
+    bonus_after = Bonus.objects.get(pk=bonus.pk)
+    assert (bonus_after.amount, bonus_after.status, bonus_after.assignment_id) == (bonus.amount, bonus.status, leaving.pk)
+    husk = Assignment.objects.get(pk=leaving.pk)
+    assert husk.status == Assignment.Status.WITHDRAWN
+    assert (husk.platform_assignment_id, husk.platform_task_id, husk.completion_code, husk.consented_at,
+            husk.submitted_at) == ("", "", "", None, None)
+    assert husk.token != leaving.token and not husk.claims.exists()
+    assert not PlatformSubmission.objects.filter(Q(assignment=leaving) | Q(worker_id="p_leaving")).exists()
+    assert not PlatformAssignmentBinding.objects.filter(participant=leaving.participant, study=study).exists()
+    assert_counters_agree(study)
+
+    # The platform still lists the worker's (approved) submission: sync stores nothing of it, and
+    # the staying worker's row is synced as before.
+    server.submissions[mine["id"]]["status"] = "APPROVED"
+    report = study_sync(study=study)
+    assert not PlatformSubmission.objects.filter(worker_id="p_leaving").exists()
+    assert PlatformSubmission.objects.filter(assignment=staying, worker_id="p_staying").exists()
+    assert report.flagged == 0 and not report.errors
+    assert Assignment.objects.get(pk=leaving.pk).status == Assignment.Status.WITHDRAWN
+    with pytest.raises(ParticipantBlocked):
+        start_assignment(study, platform="prolific", worker_id="p_leaving", assignment_id="new-session", task_id=pid)
+
+
+def test_withdrawing_held_work_keeps_the_counters_and_the_hold_on_others(prolific):
+    """A worker whose session someone else answered (held work): withdrawing the one who answered
+    frees the slot; the counters keep to the one rule throughout."""
+    _platform, server = prolific
+    study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft")
+    open_study(study)
+    publication = study_publish(study=study, platform_name="prolific")
+    real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
+    spoof = submitted(study, platform="prolific", worker_id="p_fake", assignment_id=real["id"],
+                      task_id=publication.prolific_study_id)
+    study_sync(study=study)
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(1, 0)}
+    outcome = participant_withdraw(user=OPERATOR, study=study, worker_id="p_fake")
+    assert outcome.withdrawal.n_counted_answers == 0 and outcome.answers_erased == 6
+    assert not Assignment.objects.filter(pk=spoof.pk).exists()
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(0, 0)}
+    assert_counters_agree(study)
