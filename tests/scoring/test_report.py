@@ -351,8 +351,8 @@ def test_a_failed_run_shows_its_error(admin_client, imported_study):
 
 @pytest.mark.filterwarnings("ignore:Results are not stored in backend")
 def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_study, utility_file, settings):
-    """The stages travel through the Celery task's state in the result backend (scoring runs in one
-    database transaction): an eager run of the task leaves its last stage there."""
+    """The stages travel through the Celery task's state in the result backend (scoring writes to
+    the database only at its end): an eager run of the task leaves its last stage there."""
     from celery import current_app
 
     from scoring.progress import score_progress
