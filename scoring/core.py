@@ -1,8 +1,8 @@
 """The vectorised scoring core: pure pandas/numpy over plain frames, no Django.
 
-``study_score`` (``scoring.services.score``) loads a study's rows into the frames below and calls
-these functions; the benchmark (``benchmarks/scoring/bench_scoring.py``) calls the same functions on
-synthetic frames. No per-annotation Python loop anywhere: everything is groupby / bincount.
+``study_score`` (``scoring.services.score``) loads a study's rows into the frames below and runs
+:func:`score_frames` (imported outcomes: :func:`score_units`); the benchmark
+(``benchmarks/scoring/bench_scoring.py``) runs the same :func:`score_frames` on synthetic frames. No per-annotation Python loop anywhere: everything is groupby / bincount.
 
 Frames
 ------
@@ -15,12 +15,14 @@ units: one row per unit; columns ``unit_id``, ``item_id``, ``source`` (name), ``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from scoring import metrics
+from scoring.errors import ScoringError
 from scoring.metrics.labels import UTILITY_NAMES, utility_category
 
 ALL = "all"
@@ -217,26 +219,80 @@ def agreement(annotations: pd.DataFrame) -> dict:
     return out
 
 
+@dataclass
+class Part:
+    """One step's share of a scoring run: its keys of ``results.json`` (in the order they are
+    published), its warnings, and the per-unit table when the step makes or extends one. Steps
+    return parts; :func:`merge` puts them together, so a key of the results is found where the step
+    that computes it returns it."""
+
+    results: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    frame: pd.DataFrame | None = None
+
+
+def merge(parts: Iterable[Part], *, frame: pd.DataFrame | None = None) -> Part:
+    """The parts one after the other: later keys after earlier ones, warnings in step order."""
+    merged = Part(frame=frame)
+    for part in parts:
+        merged.results.update(part.results)
+        merged.warnings.extend(part.warnings)
+    return merged
+
+
+def collected_outcomes(units: pd.DataFrame, annotations: pd.DataFrame, *, expected_raters: int) -> Part:
+    """The per-unit table of a study's collected answers (:func:`unit_outcomes`) with ``n_units``,
+    ``ties`` and ``agreement``."""
+    frame, warnings, ties = unit_outcomes(units, annotations, expected_raters=expected_raters)
+    results = {
+        "n_units": int(len(units)),
+        "ties": ties,
+        "agreement": agreement(annotations) if not annotations.empty else {},
+    }
+    return Part(results, warnings, frame)
+
+
+def score_units(
+    outcomes: Part,
+    *,
+    annotate: Callable[[pd.DataFrame], Part] | None = None,
+    both_directions: bool = False,
+    n_resamples: int = 2000,
+) -> Part:
+    """A utility study's scores from its per-unit outcomes (collected or imported): ``annotate``
+    adds per-unit columns from outside the frames (``study_score``: task accuracy, Gen-U,
+    similarity) with their part of the results, then the summaries (:func:`summarise_units`)."""
+    parts = [outcomes]
+    frame = outcomes.frame
+    if annotate is not None:
+        parts.append(annotated := annotate(frame))
+        frame = annotated.frame
+    parts.append(summarise_units(frame, both_directions=both_directions, n_resamples=n_resamples))
+    return merge(parts, frame=frame)
+
+
 def score_frames(
     units: pd.DataFrame,
     annotations: pd.DataFrame,
     *,
     expected_raters: int,
+    annotate: Callable[[pd.DataFrame], Part] | None = None,
     both_directions: bool = False,
     n_resamples: int = 2000,
-) -> tuple[pd.DataFrame, dict]:
-    """Everything the utility study computes from the raw frames: the per-unit table and the
-    results dict (ties, shares with intervals, associations, agreement, warnings)."""
-    frame, warnings, ties = unit_outcomes(units, annotations, expected_raters=expected_raters)
-    results = summarise_units(frame, both_directions=both_directions, n_resamples=n_resamples)
-    results["ties"] = ties
-    results["agreement"] = agreement(annotations)
-    results["warnings"] = warnings + results["warnings"]
-    return frame, results
+    what: str = "The study",
+) -> Part:
+    """The utility study's composition from the raw frames, the one ``study_score`` runs on a
+    study's rows and the benchmark (``benchmarks/scoring``) measures on synthetic ones: majorities
+    and utility per unit, ties, agreement, then :func:`score_units`. Raises ``ScoringError``
+    (``what`` names the study) when no unit has a completed answer."""
+    outcomes = collected_outcomes(units, annotations, expected_raters=expected_raters)
+    if outcomes.frame.empty:
+        raise ScoringError(f"{what} has no completed answers yet; nothing to score.")
+    return score_units(outcomes, annotate=annotate, both_directions=both_directions, n_resamples=n_resamples)
 
 
-def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_resamples: int = 2000) -> dict:
-    """Summaries that need only the per-unit table (also used for imported outcomes)."""
+def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_resamples: int = 2000) -> Part:
+    """Summaries that need only the per-unit table (collected and imported outcomes alike)."""
     results: dict = {"n_units_scored": int(len(frame))}
     results["utility_shares"] = utility_shares(frame, n_resamples=n_resamples)
     results["task_accuracy"] = task_accuracy(frame)
@@ -246,8 +302,7 @@ def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_res
         sub = frame.dropna(subset=["gen_u"]).copy()
         sub["utility"] = sub["gen_u"].astype(int)
         results["gen_u_shares"] = utility_shares(sub, n_resamples=n_resamples)
-    results["warnings"] = warnings
-    return results
+    return Part(results, warnings)
 
 
 # --- Gen-U and bundles --------------------------------------------------------------------------

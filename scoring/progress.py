@@ -1,7 +1,8 @@
 """How far a score run has got, for the run's state page.
 
-Scoring runs in one database transaction, so its stages are told through the Celery task's own
-state in the result backend (``PROGRESS``, outside that transaction): ``score_stage`` is called by
+Scoring writes nothing to the database until its last stage (one short transaction stores the
+results), so its stages are told through the Celery task's own state in the result backend
+(``PROGRESS``): ``score_stage`` is called by
 the scoring pipeline as it reaches each stage, ``score_progress`` reads it for the state page.
 Outside a Celery task (the management command) nothing is recorded; a result backend that cannot
 store or answer costs only the progress line, never the scoring."""

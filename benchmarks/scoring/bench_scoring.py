@@ -1,6 +1,7 @@
-"""Scoring benchmark: synthetic annotations scored end to end through the vectorised core that
-``study_score`` uses after loading rows (``scoring.core.score_frames``), and relative consistency
-for large numbers of bundles.
+"""Scoring benchmark: synthetic annotations scored end to end through ``scoring.core.score_frames``,
+the composition ``study_score`` runs on a study's rows once they are loaded (there without the
+database's per-unit columns: the synthetic units carry their task accuracy), and relative
+consistency for large numbers of bundles.
 
     .venv/bin/python benchmarks/scoring/bench_scoring.py            # 200,000 units x 5 workers
     .venv/bin/python benchmarks/scoring/bench_scoring.py --units 20000
@@ -80,17 +81,18 @@ def main() -> None:
 
     gc.collect()
     t, cpu = time.perf_counter(), time.process_time()
-    frame, results = core.score_frames(units, annotations, expected_raters=args.workers)
+    scored = core.score_frames(units, annotations, expected_raters=args.workers)
     elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     print(f"score_frames end to end (majorities, utility, shares + bootstrap CIs, Theil's U, "
           f"Krippendorff alpha, Fleiss kappa): {elapsed:.2f} s wall, {cpu:.2f} s CPU; peak RSS {peak_rss_mib():.0f} MiB")
+    results = scored.results
     shares = results["utility_shares"]["all"]
     print(f"  units scored {results['n_units_scored']:,}; useful {shares['useful']:.4f} "
           f"unsure {shares['unsure']:.4f} not useful {shares['not_useful']:.4f}; "
           f"U(utility|task acc) {results['theils_u_utility_given_task_accuracy']['all']:.4f}; "
           f"alpha(before) {results['agreement']['before']['krippendorff_alpha']:.4f}; "
           f"kappa(before) {results['agreement']['before']['fleiss_kappa']:.4f}")
-    del frame, results
+    del scored, results
     gc.collect()
 
     tracemalloc.start()

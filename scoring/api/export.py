@@ -1,52 +1,57 @@
 """The unit-score export (one row per scored (item, source) unit) and the per-source summaries."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from django.db.models import Avg, Count, Q, QuerySet
+from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySet, Value, When
 
 from lab.api.streaming import Column
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import UnitScore
 from studies.models import Study
 
-SCORE_COLUMNS: list[Column] = [
-    Column("study_id", "int", "Study id."),
-    Column("item_id", "int", "Item id."),
-    Column("item_external_id", "str", "Item id in its dataset (e.g. StrategyQA qid)."),
-    Column("split", "str", "Split of the item."),
-    Column("source_id", "int", "Rationale source id."),
-    Column("source_name", "str", "Rationale source name."),
-    Column("gold_answer", "str", "The item's correct answer label."),
-    Column("n_annotators", "int", "Annotators whose answers were aggregated."),
-    Column("before_majority", "str", "Majority answer before the rationale; empty on a tie."),
-    Column("after_majority", "str", "Majority answer after the rationale; empty on a tie."),
-    Column("before_tie", "bool", "No majority before the rationale (counted as wrong)."),
-    Column("after_tie", "bool", "No majority after the rationale (counted as wrong)."),
-    Column("before_correct", "bool", "Majority before the rationale is the gold answer."),
-    Column("after_correct", "bool", "Majority after the rationale is the gold answer."),
-    Column("utility", "int", "1 useful (wrong then right), -1 not useful (wrong after), 0 unsure (right, right)."),
-    Column("utility_label", "str", "useful, unsure or not_useful."),
-    Column("task_correct", "bool", "The source's own predicted answer was correct (task accuracy)."),
-    Column("gen_u", "int", "Gen-U of the rationale (-1, 0, 1), when computed."),
-    Column("similarity", "float", "BERTScore similarity to the gold rationale, when computed."),
-    Column("imported", "bool", "The aggregated answers were imported (study run elsewhere)."),
-    Column("updated_at", "datetime", "When the score was computed (UTC)."),
-    Column("reported_utility", "int", "Imported outcome studies: the utility the imported file stated."),
-]
 
-_FIELDS = [
-    "study_id", "item_id", "item__external_id", "item__split", "source_id", "source__name", "item__gold_answer",
-    "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
-    "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported", "updated_at",
-    "reported_utility",
+def utility_label() -> Case:
+    """The utility's name (``UTILITY_NAMES``; empty when there is none), made by the database."""
+    return Case(*(When(utility=value, then=Value(name)) for value, name in UTILITY_NAMES.items()),
+                default=Value(""), output_field=CharField())
+
+
+# One declaration per column: its name, type, meaning and the ``UnitScore`` field path (or the
+# expression) its value is read from. The query, CSV, JSON lines and Parquet all follow it.
+SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression]]] = [
+    (Column("study_id", "int", "Study id."), "study_id"),
+    (Column("item_id", "int", "Item id."), "item_id"),
+    (Column("item_external_id", "str", "Item id in its dataset (e.g. StrategyQA qid)."), "item__external_id"),
+    (Column("split", "str", "Split of the item."), "item__split"),
+    (Column("source_id", "int", "Rationale source id."), "source_id"),
+    (Column("source_name", "str", "Rationale source name."), "source__name"),
+    (Column("gold_answer", "str", "The item's correct answer label."), "item__gold_answer"),
+    (Column("n_annotators", "int", "Annotators whose answers were aggregated."), "n_annotators"),
+    (Column("before_majority", "str", "Majority answer before the rationale; empty on a tie."), "before_majority"),
+    (Column("after_majority", "str", "Majority answer after the rationale; empty on a tie."), "after_majority"),
+    (Column("before_tie", "bool", "No majority before the rationale (counted as wrong)."), "before_tie"),
+    (Column("after_tie", "bool", "No majority after the rationale (counted as wrong)."), "after_tie"),
+    (Column("before_correct", "bool", "Majority before the rationale is the gold answer."), "before_correct"),
+    (Column("after_correct", "bool", "Majority after the rationale is the gold answer."), "after_correct"),
+    (Column("utility", "int", "1 useful (wrong then right), -1 not useful (wrong after), 0 unsure (right, right)."),
+     "utility"),
+    (Column("utility_label", "str", "useful, unsure or not_useful."), utility_label),
+    (Column("task_correct", "bool", "The source's own predicted answer was correct (task accuracy)."), "task_correct"),
+    (Column("gen_u", "int", "Gen-U of the rationale (-1, 0, 1), when computed."), "gen_u"),
+    (Column("similarity", "float", "BERTScore similarity to the gold rationale, when computed."), "similarity"),
+    (Column("imported", "bool", "The aggregated answers were imported (study run elsewhere)."), "imported"),
+    (Column("updated_at", "datetime", "When the score was computed (UTC)."), "updated_at"),
+    (Column("reported_utility", "int", "Imported outcome studies: the utility the imported file stated."),
+     "reported_utility"),
 ]
+SCORE_COLUMNS: list[Column] = [column for column, _ in SCORE_SPEC]
 
 
 def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iterator[tuple]:
-    for values in queryset.order_by("item_id", "source_id").values_list(*_FIELDS).iterator(chunk_size=chunk_size):
-        utility = values[14]
-        yield values[:15] + (UTILITY_NAMES.get(utility, ""),) + values[15:]
+    """Rows in ``SCORE_COLUMNS`` order."""
+    values = [value if isinstance(value, str) else value() for _, value in SCORE_SPEC]
+    return queryset.order_by("item_id", "source_id").values_list(*values).iterator(chunk_size=chunk_size)
 
 
 def _share(n: int, total: int) -> float | None:

@@ -1,11 +1,19 @@
 """The annotation export: one row per recorded answer, with the worker pseudonymised and the unit's
 scores joined. The column set is stable: columns are only ever added at the end, never renamed
-or removed; ``worker_raw_id`` is appended only when a permitted user asks for it."""
+or removed; ``worker_raw_id`` is appended only when a permitted user asks for it.
+
+One declaration (``ANNOTATION_SPEC``) says, for each column, its name, type, meaning and where its
+value is read: the answer's own row (a field path from ``Annotation``, or a value the database
+computes, ``_COMPUTED``), its unit (a field path from ``Unit``), the unit's score (a field path
+from ``UnitScore``) or a value made per row (``MADE``). The queries, the column lists of CSV, JSON
+lines and Parquet, and the order of each row's values all come from it: a column read from the
+database is one line there."""
 from __future__ import annotations
 
 import queue
 import threading
 from collections.abc import Iterator
+from operator import itemgetter
 
 from django.db import connections
 from django.db.models import BooleanField, CharField, ExpressionWrapper, Func, QuerySet, TextField
@@ -16,71 +24,147 @@ from annotations.selectors import claim_counts
 from annotations.services.steps import answer_is_correct
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
-from scoring.metrics.labels import UTILITY_NAMES
+from scoring.api.export import utility_label
 from scoring.models import UnitScore
 from studies.models import Study
 
 ANSWER_STEPS = {"before", "after", "attention"}  # steps whose answer has a gold label
-ANNOTATION_COLUMNS: list[Column] = [
-    Column("annotation_id", "int", "Id of the answer (one row per answered step)."),
-    Column("study_id", "int", "Study id."),
-    Column("assignment_id", "int", "The worker's task (assignment) id."),
-    Column("assignment_status", "str", "active, submitted, expired, approved, rejected or returned."),
-    Column("worker", "str", "Pseudonymised worker id: `w_` + 16 hex digits of HMAC-SHA256(salt, platform:id)."),
-    Column("position", "int", "Position of the unit in the task (0-based)."),
-    Column("unit_id", "int", "Unit id; empty for attention checks."),
-    Column("item_id", "int", "Item id; empty for attention checks."),
-    Column("item_external_id", "str", "Item id in its dataset (e.g. StrategyQA qid)."),
-    Column("split", "str", "Split of the item: train, dev, test or other."),
-    Column("source_id", "int", "Rationale source id of the unit."),
-    Column("source_name", "str", "Rationale source name of the unit."),
-    Column("generalization_question_id", "int", "Generalization question answered (generalization studies)."),
-    Column("generalization_type", "str", "rephrase, counterfactual or similar (generalization studies)."),
-    Column("attention_check_id", "int", "Attention check id; empty for real units."),
-    Column("step", "str", "before (no rationale), after (with rationale), validation, properties or attention."),
-    Column("answer", "str", "The answer label given (yes/no, or a..d)."),
-    Column("gold_answer", "str", "The correct label for this question (item, generalization question or check)."),
-    Column("answer_correct", "bool", "answer == gold_answer for before/after/attention steps; empty otherwise."),
-    Column("payload", "str", "JSON of the step's structured answer (validation and property marks)."),
-    Column("shown_at", "datetime", "When the step was shown (UTC)."),
-    Column("answered_at", "datetime", "When the answer was recorded (UTC)."),
-    Column("duration_ms", "int", "Time spent on the step in milliseconds."),
-    Column("utility", "int", "Utility of the (item, source) unit after scoring: 1 useful, 0 unsure, -1 not useful."),
-    Column("utility_label", "str", "useful, unsure or not_useful; empty before scoring."),
-    Column("task_correct", "bool", "Whether the source's own predicted answer was correct."),
-    Column("gen_u", "int", "Gen-U of the unit's rationale (-1, 0, 1), when computed."),
-    Column("similarity", "float", "BERTScore similarity of the rationale to the gold rationale, when computed."),
-    Column("counts", "bool", "The answer counts: its claim is complete, not given back, and its task submitted or "
-           "approved (what scoring reads; `annotations.selectors.claims_that_count`)."),
-]
-RAW_WORKER_COLUMN = Column("worker_raw_id", "str", "Raw platform id (only for staff with studies.view_raw_worker_ids).")
+ANSWER, UNIT, SCORE, MADE = "answer", "unit", "score", "made"  # where a column's value is read
 
-# Per answer only what belongs to the answer and its claim (one join); the rest comes from
-# per-study tables read once: units with their item, source and question; attention checks;
-# workers (pseudonym computed once per worker) and tasks as they appear.
-_FIELDS = [
-    "id", "claim__study_id", "claim__assignment_id", "claim__participant_id", "claim__position", "claim__unit_id",
-    "claim__attention_check_id", "step", "answer", "payload_text", "shown_iso", "answered_iso", "duration_ms", "counts",
+ANNOTATION_SPEC: list[tuple[Column, str, str]] = [
+    (Column("annotation_id", "int", "Id of the answer (one row per answered step)."), ANSWER, "id"),
+    (Column("study_id", "int", "Study id."), ANSWER, "claim__study_id"),
+    (Column("assignment_id", "int", "The worker's task (assignment) id."), ANSWER, "claim__assignment_id"),
+    (Column("assignment_status", "str", "active, submitted, expired, approved, rejected or returned."),
+     MADE, "assignment_status"),
+    (Column("worker", "str", "Pseudonymised worker id: `w_` + 16 hex digits of HMAC-SHA256(salt, platform:id)."),
+     MADE, "worker"),
+    (Column("position", "int", "Position of the unit in the task (0-based)."), ANSWER, "claim__position"),
+    (Column("unit_id", "int", "Unit id; empty for attention checks."), ANSWER, "claim__unit_id"),
+    (Column("item_id", "int", "Item id; empty for attention checks."), UNIT, "item_id"),
+    (Column("item_external_id", "str", "Item id in its dataset (e.g. StrategyQA qid)."), UNIT, "item__external_id"),
+    (Column("split", "str", "Split of the item: train, dev, test or other."), UNIT, "item__split"),
+    (Column("source_id", "int", "Rationale source id of the unit."), UNIT, "source_id"),
+    (Column("source_name", "str", "Rationale source name of the unit."), UNIT, "source__name"),
+    (Column("generalization_question_id", "int", "Generalization question answered (generalization studies)."),
+     UNIT, "generalization_question_id"),
+    (Column("generalization_type", "str", "rephrase, counterfactual or similar (generalization studies)."),
+     UNIT, "generalization_question__qtype"),
+    (Column("attention_check_id", "int", "Attention check id; empty for real units."),
+     ANSWER, "claim__attention_check_id"),
+    (Column("step", "str", "before (no rationale), after (with rationale), validation, properties or attention."),
+     ANSWER, "step"),
+    (Column("answer", "str", "The answer label given (yes/no, or a..d)."), ANSWER, "answer"),
+    (Column("gold_answer", "str", "The correct label for this question (item, generalization question or check)."),
+     MADE, "gold_answer"),
+    (Column("answer_correct", "bool", "answer == gold_answer for before/after/attention steps; empty otherwise."),
+     MADE, "answer_correct"),
+    (Column("payload", "str", "JSON of the step's structured answer (validation and property marks)."),
+     MADE, "payload"),
+    (Column("shown_at", "datetime", "When the step was shown (UTC)."), ANSWER, "shown_iso"),
+    (Column("answered_at", "datetime", "When the answer was recorded (UTC)."), ANSWER, "answered_iso"),
+    (Column("duration_ms", "int", "Time spent on the step in milliseconds."), ANSWER, "duration_ms"),
+    (Column("utility", "int", "Utility of the (item, source) unit after scoring: 1 useful, 0 unsure, -1 not useful."),
+     SCORE, "utility"),
+    (Column("utility_label", "str", "useful, unsure or not_useful; empty before scoring."), SCORE, "utility_label"),
+    (Column("task_correct", "bool", "Whether the source's own predicted answer was correct."), SCORE, "task_correct"),
+    (Column("gen_u", "int", "Gen-U of the unit's rationale (-1, 0, 1), when computed."), SCORE, "gen_u"),
+    (Column("similarity", "float", "BERTScore similarity of the rationale to the gold rationale, when computed."),
+     SCORE, "similarity"),
+    (Column("counts", "bool", "The answer counts: its claim is complete, not given back, and its task submitted or "
+            "approved (what scoring reads; `annotations.selectors.claims_that_count`)."), ANSWER, "counts"),
 ]
-_UNIT_FIELDS = [
-    "id", "item_id", "item__external_id", "item__split", "item__gold_answer", "source_id", "source__name",
-    "generalization_question_id", "generalization_question__qtype", "generalization_question__answer",
-]
+RAW_WORKER_SPEC = (Column("worker_raw_id", "str", "Raw platform id (only for staff with "
+                          "studies.view_raw_worker_ids)."), MADE, "worker_raw_id")
+ANNOTATION_COLUMNS: list[Column] = [column for column, _, _ in ANNOTATION_SPEC]
+RAW_WORKER_COLUMN = RAW_WORKER_SPEC[0]
 PAGE_ROWS = 10_000
 READ_AHEAD_PAGES = 2
-def annotation_columns(*, raw_worker_ids: bool) -> list[Column]:
-    return ANNOTATION_COLUMNS + ([RAW_WORKER_COLUMN] if raw_worker_ids else [])
 
 
-def unit_score_lookup(study: Study) -> dict[tuple[int, int], tuple]:
-    """(item, source) -> (utility, utility label, task_correct, gen_u, similarity) of the study's
-    scored units. Its size is the number of scored units, not of annotations."""
-    return {
-        (i, r): (utility, UTILITY_NAMES.get(utility, ""), *rest)
-        for i, r, utility, *rest in UnitScore.objects.filter(study=study)
-        .values_list("item_id", "source_id", "utility", "task_correct", "gen_u", "similarity")
-        .iterator(chunk_size=5000)
+def _unique(values) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _computed(fields) -> dict:
+    """The values the database computes, for those among ``fields``."""
+    computed = {
+        "counts": lambda: ExpressionWrapper(claim_counts("claim__"), output_field=BooleanField()),
+        "payload_text": lambda: Cast("payload", TextField()),
+        "shown_iso": lambda: IsoUtc("shown_at"),
+        "answered_iso": lambda: IsoUtc("answered_at"),
+        "utility_label": utility_label,
     }
+    return {name: make() for name, make in computed.items() if name in fields}
+
+
+# What the row maker (``annotation_rows``) adds to each row, in this order.
+_MADE = ("assignment_status", "worker", "gold_answer", "answer_correct", "payload", "worker_raw_id")
+
+
+class _Layout:
+    """What ``ANNOTATION_SPEC`` asks to read, and where each column's value sits in the row the
+    maker puts together: the answer's ``answer_fields``, then its unit's ``unit_fields`` without
+    the id, the unit's gold answer and ``score_fields`` (``_unit_table``), then the ``_MADE`` values.
+
+    Per answer only what belongs to the answer and its claim is read (one join); the rest comes from
+    per-study tables read once: units with their item, source, question and score; attention
+    checks; workers (pseudonym computed once per worker) and tasks as they appear. Besides what the
+    columns show, the rows need the answer's worker, task and payload and the unit's gold answer."""
+
+    def __init__(self, *, raw_worker_ids: bool) -> None:
+        self.specs = ANNOTATION_SPEC + ([RAW_WORKER_SPEC] if raw_worker_ids else [])
+        read = {table: [value for _, where, value in self.specs if where == table] for table in (ANSWER, UNIT, SCORE)}
+        self.answer_fields = _unique(["id", *read[ANSWER], "claim__participant_id", "claim__assignment_id",
+                                      "claim__unit_id", "claim__attention_check_id", "step", "answer", "payload_text"])
+        self.unit_fields = _unique(["id", *read[UNIT], "item_id", "source_id", "item__gold_answer",
+                                    "generalization_question_id", "generalization_question__answer"])
+        self.score_fields = read[SCORE]
+
+    def positions(self) -> list[int]:
+        unit = len(self.answer_fields) - 1  # the unit's fields start after the answer's, its id left out
+        score = unit + len(self.unit_fields) + 1  # after the unit's fields and its gold answer
+        made = score + len(self.score_fields)
+        where = {
+            ANSWER: self.answer_fields.index,
+            UNIT: lambda value: unit + self.unit_fields.index(value),
+            SCORE: lambda value: score + self.score_fields.index(value),
+            MADE: lambda value: made + _MADE.index(value),
+        }
+        return [where[table](value) for _, table, value in self.specs]
+
+    def answer(self, *names: str) -> list[int]:
+        return [self.answer_fields.index(name) for name in names]
+
+
+def annotation_columns(*, raw_worker_ids: bool) -> list[Column]:
+    return [column for column, _, _ in _Layout(raw_worker_ids=raw_worker_ids).specs]
+
+
+def unit_score_lookup(study: Study, *, fields: list[str] | None = None) -> dict[tuple[int, int], tuple]:
+    """(item, source) -> the score columns of ``ANNOTATION_SPEC`` (or ``fields`` of ``UnitScore``,
+    ``utility_label`` included) of the study's scored units. Its size is the number of scored
+    units, not of annotations."""
+    fields = _Layout(raw_worker_ids=False).score_fields if fields is None else fields
+    rows = (UnitScore.objects.filter(study=study).annotate(**_computed(fields))
+            .values_list("item_id", "source_id", *fields).iterator(chunk_size=5000))
+    return {(i, r): tuple(rest) for i, r, *rest in rows}
+
+
+def _unit_table(study: Study, layout: _Layout) -> tuple[dict[int, tuple], tuple]:
+    """Unit id -> its ``unit_fields`` (without the id), its gold answer (the generalization
+    question's, else the item's) and its score; and the same shape of empties for an answer
+    without a unit (an attention check)."""
+    scores = unit_score_lookup(study, fields=layout.score_fields)
+    no_score = tuple("" if name == "utility_label" else None for name in layout.score_fields)
+    field = {name: i for i, name in enumerate(layout.unit_fields)}
+    key, gq, gq_gold, item_gold = (itemgetter(field["item_id"], field["source_id"]), field["generalization_question_id"],
+                                   field["generalization_question__answer"], field["item__gold_answer"])
+    units = {
+        row[0]: (*row[1:], row[gq_gold] if row[gq] is not None else row[item_gold], *scores.get(key(row), no_score))
+        for row in Unit.objects.filter(study=study).values_list(*layout.unit_fields)
+    }
+    return units, (None,) * len(layout.unit_fields) + no_score
 
 
 class IsoUtc(Func):
@@ -110,18 +194,19 @@ class _Workers:
     """Participant id -> (pseudonym, raw id) and assignment id -> status, read in bulk for the ids a
     page brings that were not seen yet: their size is the number of workers and tasks, not answers."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: _Layout) -> None:
+        self.participant, self.assignment = layout.answer("claim__participant_id", "claim__assignment_id")
         self.people: dict[int, tuple[str, str]] = {}
         self.task_status: dict[int, str] = {}
 
     def read(self, page: list[tuple]) -> None:
-        people = {row[3] for row in page} - self.people.keys()
+        people = {row[self.participant] for row in page} - self.people.keys()
         if people:
             for pk, platform, external_id in Participant.objects.filter(pk__in=people).values_list(
                 "id", "platform", "external_id"
             ):
                 self.people[pk] = (worker_pseudonym(platform, external_id), external_id)
-        tasks = {row[2] for row in page} - self.task_status.keys()
+        tasks = {row[self.assignment] for row in page} - self.task_status.keys()
         if tasks:
             self.task_status.update(Assignment.objects.filter(pk__in=tasks).values_list("id", "status"))
 
@@ -190,45 +275,27 @@ def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAG
 def annotation_rows(
     queryset: QuerySet[Annotation], *, study: Study, raw_worker_ids: bool, page_rows: int = PAGE_ROWS
 ) -> Iterator[tuple]:
-    """Rows in ``ANNOTATION_COLUMNS`` order, read in pages of ``page_rows`` by id (keyset: each page
-    is ``id > last id``, so memory stays flat however many answers there are)."""
-    # Unit id -> the unit's item, source and question, and its scores: one lookup per answer.
-    scores = unit_score_lookup(study)
-    no_score = (None, "", None, None, None)
-    units = {
-        row[0]: (*row[1:], *scores.get((row[1], row[5]), no_score))
-        for row in Unit.objects.filter(study=study).values_list(*_UNIT_FIELDS)
-    }
+    """Rows in ``annotation_columns(raw_worker_ids=...)`` order, read in pages of ``page_rows`` by id
+    (keyset: each page is ``id > last id``, so memory stays flat however many answers there are)."""
+    layout = _Layout(raw_worker_ids=raw_worker_ids)
+    units, no_unit = _unit_table(study, layout)
+    unit_gold = len(layout.unit_fields) - 1
     checks = dict(AttentionCheck.objects.filter(study=study).values_list("id", "correct_answer"))
-    workers = _Workers()
-    no_unit = (None,) * (len(_UNIT_FIELDS) - 1) + no_score
-    pages = queryset.annotate(
-        counts=ExpressionWrapper(claim_counts("claim__"), output_field=BooleanField()),
-        payload_text=Cast("payload", TextField()), shown_iso=IsoUtc("shown_at"), answered_iso=IsoUtc("answered_at"),
-    ).order_by("id").values_list(*_FIELDS)
+    workers = _Workers(layout)
+    pick = itemgetter(*layout.positions())
+    person, task, unit, check, step, answer, payload = layout.answer(
+        "claim__participant_id", "claim__assignment_id", "claim__unit_id", "claim__attention_check_id", "step",
+        "answer", "payload_text")
+    pages = queryset.annotate(**_computed(layout.answer_fields)).order_by("id").values_list(*layout.answer_fields)
     for page in keyset_pages(pages, page_rows=page_rows):
         workers.read(page)
         people, task_status = workers.people, workers.task_status
-        for (
-            pk, study_id, assignment_id, participant_id, position, unit_id, check_id, step, answer, payload,
-            shown_at, answered_at, duration_ms, counts,
-        ) in page:
-            (
-                item_id, item_external_id, split, item_gold, source_id, source_name, genq_id, genq_type, genq_answer,
-                utility, utility_label, task_correct, gen_u, similarity,
-            ) = units.get(unit_id, no_unit)
-            if check_id is not None:
-                gold = checks.get(check_id)
-            elif genq_id is not None:
-                gold = genq_answer
-            else:
-                gold = item_gold
-            correct = answer_is_correct(answer, gold) if (step in ANSWER_STEPS and gold is not None and answer) else None
-            pseudonym, external_id = people[participant_id]
-            row = (
-                pk, study_id, assignment_id, task_status[assignment_id], pseudonym, position, unit_id, item_id,
-                item_external_id, split, source_id, source_name, genq_id, genq_type, check_id, step, answer, gold,
-                correct, "" if payload == "{}" else payload, shown_at, answered_at,
-                duration_ms, utility, utility_label, task_correct, gen_u, similarity, counts,
-            )
-            yield row + (external_id,) if raw_worker_ids else row
+        for row in page:
+            u = units.get(row[unit], no_unit)
+            gold = checks.get(row[check]) if row[check] is not None else u[unit_gold]
+            given = row[answer]
+            correct = answer_is_correct(given, gold) if (row[step] in ANSWER_STEPS and gold is not None and given) else None
+            pseudonym, external_id = people[row[person]]
+            text = row[payload]
+            yield pick(row + u + (task_status[row[task]], pseudonym, gold, correct, "" if text == "{}" else text,
+                                  external_id))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scoring.core import bundle_consistency
+from scoring.core import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
 
@@ -81,38 +81,38 @@ def gen_u_method_text(gen_u: dict) -> str:
     return "; ".join(parts)
 
 
-def gen_u_results(frame: pd.DataFrame, results: dict, warnings: list[str]) -> pd.DataFrame:
-    """Add each unit's Gen-U to ``frame`` (columns item_id, source_id, source) and the ``gen_u``
-    block to ``results``: counts, consistency of the answerers, what was left out and why, the
+def gen_u_results(frame: pd.DataFrame) -> Part:
+    """Each unit's Gen-U added to ``frame`` (columns item_id, source_id, source), and the ``gen_u``
+    block of the results: counts, consistency of the answerers, what was left out and why, the
     method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
     the number of tied items (the paper states no rule)."""
     names = dict(zip(frame["source_id"], frame["source"], strict=False))
     preds = _gen_u_predictions(frame["item_id"].unique(), names)
-    per_q, per_item, counts, w = genu_rule.genu_frame(preds)
-    warnings.extend(w)
+    per_q, per_item, counts, warnings = genu_rule.genu_frame(preds)
     frame = frame.drop(columns=["gen_u"], errors="ignore").merge(
         per_item[["item_id", "source", "gen_u"]], on=["item_id", "source"], how="left"
     )
     have = set(per_item["source"]) if len(per_item) else set()
     for source in sorted(set(frame["source"]) - have):
         warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
-    if len(preds):
-        results["gen_u"] = {
-            "n_items_with_gen_u": int(len(per_item)),
-            "n_questions": int(len(per_q)),
-            "unparseable": counts,
-            "consistency": {
-                source: {
-                    "F^I": bundle_consistency(g["i_correct"], g["item_id"]),
-                    "F^IR": bundle_consistency(g["ir_correct"], g["item_id"]),
-                }
-                for source, g in per_q.groupby("source", sort=True)
-            },
-        }
-        _gen_u_method(preds, results["gen_u"], warnings)
-        results["gen_u"]["tie_rules"] = {
-            "default": genu_rule.TIE_RULE, "rules": dict(genu_rule.TIE_RULES),
-            "by_source": genu_rule.tie_rule_effect(per_item),
-        }
-    return frame
+    if not len(preds):
+        return Part({}, warnings, frame)
+    gen_u = {
+        "n_items_with_gen_u": int(len(per_item)),
+        "n_questions": int(len(per_q)),
+        "unparseable": counts,
+        "consistency": {
+            source: {
+                "F^I": bundle_consistency(g["i_correct"], g["item_id"]),
+                "F^IR": bundle_consistency(g["ir_correct"], g["item_id"]),
+            }
+            for source, g in per_q.groupby("source", sort=True)
+        },
+    }
+    _gen_u_method(preds, gen_u, warnings)
+    gen_u["tie_rules"] = {
+        "default": genu_rule.TIE_RULE, "rules": dict(genu_rule.TIE_RULES),
+        "by_source": genu_rule.tie_rule_effect(per_item),
+    }
+    return Part({"gen_u": gen_u}, warnings, frame)

@@ -1,5 +1,9 @@
 """Scoring a study: load its rows into frames, run the vectorised core, store the results.
 
+Each step (generalization, utility, properties model, faithfulness) returns its part of the results
+(``core.Part``: its keys, its warnings, its per-unit table); ``_compute`` merges them in the order
+below, so a key is found in the step that returns it.
+
 ``study_score(*, study) -> ScoreRun`` is the one entry point (the management command, the Celery
 task and the admin's "Score now" all call it).
 
@@ -48,6 +52,7 @@ from django.utils import timezone
 from annotations.models import Annotation, Unit
 from annotations.selectors import claims_that_count, study_withdrawals_summary
 from scoring import core, metrics
+from scoring.core import Part
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
 from scoring.progress import score_stage
@@ -100,40 +105,43 @@ def _task_correct(study: Study, frame: pd.DataFrame) -> pd.Series:
     return merged["task_correct"].astype(object).where(merged["task_correct"].notna(), None).to_numpy()
 
 
-# --- parts of the results --------------------------------------------------------------------
+# --- parts of the results: each step returns its keys and warnings (``core.Part``) --------------
 
 
-def _add_similarity(frame: pd.DataFrame, results: dict, warnings: list[str], enabled: bool, *,
-                    dataset: str = "") -> pd.DataFrame:
-    results["similarity"] = None
-    if not enabled:
-        results["similarity_model"] = None
-        warnings.append("Similarity (BERTScore) was not requested for this run; its correlation ratio is left out.")
-        return frame
+def _similarity_pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    """(item, source, rationale text, gold rationale) of the scored units."""
     pairs = Rationale.objects.filter(item_id__in=frame["item_id"].unique().tolist()).values_list(
         "item_id", "source_id", "text", "item__gold_rationale"
     )
     df = pd.DataFrame.from_records(list(pairs), columns=["item_id", "source_id", "text", "gold_rationale"])
-    df = frame[["item_id", "source_id"]].drop_duplicates().merge(df, on=["item_id", "source_id"], how="inner")
+    return frame[["item_id", "source_id"]].drop_duplicates().merge(df, on=["item_id", "source_id"], how="inner")
+
+
+def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "") -> Part:
+    """Each unit's BERTScore F1 against the gold rationale, ``similarity`` and ``similarity_model``."""
+    none = {"similarity": None, "similarity_model": None}
+    if not enabled:
+        return Part(none, ["Similarity (BERTScore) was not requested for this run; its correlation ratio is left out."],
+                    frame)
+    df = _similarity_pairs(frame)
     usable = df[(df["text"].str.strip() != "") & (df["gold_rationale"].fillna("").str.strip() != "")]
+    warnings = []
     if len(usable) < len(frame):
         warnings.append(
             f"{len(frame) - len(usable)} units have no rationale text or no gold rationale; they have no similarity."
         )
     if usable.empty:
-        results["similarity_model"] = None
-        return frame
+        return Part(none, warnings, frame)
     try:
         model = similarity_model()
         f1 = bertscore_f1(usable["text"].tolist(), usable["gold_rationale"].tolist(), model=model)
-        results["similarity_model"] = model.path
-        results["similarity"] = {**model.as_json(), "paper": paper_correlation_ratio(dataset, model)}
+        results = {"similarity": {**model.as_json(), "paper": paper_correlation_ratio(dataset, model)},
+                   "similarity_model": model.path}
     except SimilarityUnavailable as exc:
-        warnings.append(f"Similarity skipped: {exc}")
-        results["similarity_model"] = None
-        return frame
+        return Part(none, [*warnings, f"Similarity skipped: {exc}"], frame)
     usable = usable.assign(similarity=f1)[["item_id", "source_id", "similarity"]]
-    return frame.drop(columns=["similarity"], errors="ignore").merge(usable, on=["item_id", "source_id"], how="left")
+    frame = frame.drop(columns=["similarity"], errors="ignore").merge(usable, on=["item_id", "source_id"], how="left")
+    return Part(results, warnings, frame)
 
 
 def _utility_lookup(study: Study) -> pd.DataFrame:
@@ -146,21 +154,22 @@ def _utility_lookup(study: Study) -> pd.DataFrame:
     return df.drop_duplicates(["item_id", "source_id"])
 
 
-def _generalization(study: Study, results: dict, warnings: list[str]) -> None:
-    units = _units_frame(study, generalization=True)
-    if units.empty:
-        raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
-    annotations = _annotation_frame(study, generalization=True)
-    frame, w, ties = core.unit_outcomes(units, annotations, expected_raters=study.annotators_per_unit)
-    warnings.extend(w)
-    results["ties"] = ties
-    results["n_units"] = int(len(units))
-    results["n_units_scored"] = int(len(frame))
-    results["agreement"] = core.agreement(annotations) if not annotations.empty else {}
-    if frame.empty:
-        return
+def _delta_summary(g: pd.DataFrame) -> dict:
+    lo, hi = metrics.bootstrap_ci(g["delta"].to_numpy(float))
+    return {
+        "n": int(len(g)),
+        "accuracy_before": float(g["before_correct"].mean()),
+        "accuracy_after": float(g["after_correct"].mean()),
+        "accuracy_delta": float(g["delta"].mean()),
+        "accuracy_delta_ci": [lo, hi],
+    }
+
+
+def _with_original_utility(study: Study, frame: pd.DataFrame) -> Part:
+    """The generalization units with the utility of their original rationale and their accuracy delta."""
     lookup = _utility_lookup(study)
     frame = frame.merge(lookup.rename(columns={"utility": "original_utility"}), on=["item_id", "source_id"], how="left")
+    warnings = []
     missing = int(frame["original_utility"].isna().sum())
     if missing:
         warnings.append(
@@ -171,54 +180,64 @@ def _generalization(study: Study, results: dict, warnings: list[str]) -> None:
     frame["utility_name"] = frame["original_utility"].map(
         lambda v: metrics.UTILITY_NAMES.get(int(v)) if pd.notna(v) else "unknown"
     )
+    return Part({}, warnings, frame)
 
-    def summary(g: pd.DataFrame) -> dict:
-        lo, hi = metrics.bootstrap_ci(g["delta"].to_numpy(float))
-        return {
-            "n": int(len(g)),
-            "accuracy_before": float(g["before_correct"].mean()),
-            "accuracy_after": float(g["after_correct"].mean()),
-            "accuracy_delta": float(g["delta"].mean()),
-            "accuracy_delta_ci": [lo, hi],
-        }
 
-    gen = {
-        "all": summary(frame),
-        "by_type": {str(k): summary(g) for k, g in frame.groupby("qtype", sort=True)},
-        "by_utility": {str(k): summary(g) for k, g in frame.groupby("utility_name", sort=True)},
-        "by_source": {str(k): summary(g) for k, g in frame.groupby("source", sort=True)},
-        "by_source_and_type": {
-            f"{s}|{t}": summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
-        },
-    }
+def _generalization_consistency(frame: pd.DataFrame) -> dict:
+    """Consistency of the human answers over bundles (an item's questions with one source), and
+    over an item with its counterfactuals where the original item's outcome is known."""
     bundles = frame["item_id"].astype(str) + "|" + frame["source"].astype(str)
-    gen["consistency"] = {
+    consistency = {
         "all_generalization_questions": {
             "before": core.bundle_consistency(frame["before_correct"], bundles),
             "after": core.bundle_consistency(frame["after_correct"], bundles),
         }
     }
-    # An item with its counterfactuals: the original item's answer (from its utility study) plus the
-    # counterfactual questions, where the original outcome is known.
     cf = frame[(frame["qtype"] == "counterfactual") & frame["orig_after_correct"].notna()]
     if len(cf):
         originals = cf.drop_duplicates(["item_id", "source"])
+        ids = pd.concat([cf["item_id"].astype(str) + "|" + cf["source"], originals["item_id"].astype(str) + "|"
+                         + originals["source"]], ignore_index=True)
         stacked = {}
         for step in ("before", "after"):
             correct = pd.concat([cf[f"{step}_correct"].astype(bool),
                                  originals[f"orig_{step}_correct"].astype(bool)], ignore_index=True)
-            ids = pd.concat([cf["item_id"].astype(str) + "|" + cf["source"], originals["item_id"].astype(str) + "|"
-                             + originals["source"]], ignore_index=True)
             stacked[step] = core.bundle_consistency(correct, ids)
-        gen["consistency"]["item_with_counterfactuals"] = stacked
-    results["generalization"] = gen
+        consistency["item_with_counterfactuals"] = stacked
+    return consistency
 
 
-def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, warnings: list[str]) -> None:
-    """Binomial mixed model (SPEC section 7): useful vs not ~ properties, random intercepts for
-    question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes).
-    Property annotations: ``Annotation(step="properties").payload`` is ``{"properties": {name: bool}}``
-    (or ``{name: bool}``); a rationale has a property when most of its annotators marked it."""
+def _generalization(study: Study) -> Part:
+    """A generalization study: ties, counts, agreement and ``generalization`` (Figure 4)."""
+    units = _units_frame(study, generalization=True)
+    if units.empty:
+        raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
+    outcomes = core.collected_outcomes(units, _annotation_frame(study, generalization=True),
+                                       expected_raters=study.annotators_per_unit)
+    results = {  # in the order results.json has always had
+        "ties": outcomes.results["ties"], "n_units": outcomes.results["n_units"],
+        "n_units_scored": int(len(outcomes.frame)), "agreement": outcomes.results["agreement"],
+    }
+    if outcomes.frame.empty:
+        return Part(results, outcomes.warnings)
+    with_utility = _with_original_utility(study, outcomes.frame)
+    frame = with_utility.frame
+    results["generalization"] = {
+        "all": _delta_summary(frame),
+        "by_type": {str(k): _delta_summary(g) for k, g in frame.groupby("qtype", sort=True)},
+        "by_utility": {str(k): _delta_summary(g) for k, g in frame.groupby("utility_name", sort=True)},
+        "by_source": {str(k): _delta_summary(g) for k, g in frame.groupby("source", sort=True)},
+        "by_source_and_type": {
+            f"{s}|{t}": _delta_summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
+        },
+        "consistency": _generalization_consistency(frame),
+    }
+    return Part(results, outcomes.warnings + with_utility.warnings)
+
+
+def _property_marks(study: Study) -> tuple[pd.DataFrame, list[str]] | None:
+    """Per (item, source) whether most annotators marked each property (0/1), and the property
+    names; None without property annotations."""
     rows = Annotation.objects.filter(
         claim__in=claims_that_count(study=study), step=Annotation.Step.PROPERTIES
     ).values_list("claim__unit__item_id", "claim__unit__source_id", "payload")
@@ -229,55 +248,49 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
             records.append({"item_id": item_id, "source_id": source_id,
                             **{str(k): bool(v) for k, v in props.items() if isinstance(v, bool)}})
     if not records:
-        return
+        return None
     df = pd.DataFrame.from_records(records)
     prop_cols = sorted(c for c in df.columns if c not in ("item_id", "source_id"))
-    agg = df.groupby(["item_id", "source_id"])[prop_cols].mean().gt(0.5).astype(int).reset_index()
-    if frame is not None and "utility" in frame:
-        outcome = frame[["item_id", "source_id", "utility"]]
-    else:
-        outcome = _utility_lookup(study)[["item_id", "source_id", "utility"]]
-    data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
-    if len(data) < 10 or data["utility"].nunique() < 2:
+    return df.groupby(["item_id", "source_id"])[prop_cols].mean().gt(0.5).astype(int).reset_index(), prop_cols
+
+
+def _properties_formula(safe: dict[str, str], n_rationales: int) -> tuple[str, bool, list[str]]:
+    """SPEC section 7 asks for the properties and their interactions. Pairwise interactions are
+    fitted when there are at least 10 rationales per fixed-effect term; with fewer the model would
+    be unidentifiable, so only main effects are fitted and the results say so."""
+    k = len(safe)
+    n_terms_with_interactions = 1 + k + k * (k - 1) // 2
+    if k >= 2 and n_rationales >= 10 * n_terms_with_interactions:
+        return "useful ~ (" + " + ".join(safe.values()) + ") ** 2", True, []
+    warnings = []
+    if k >= 2:
         warnings.append(
-            f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
-            "(need at least 10 with both useful and not-useful outcomes)."
+            f"Properties model: pairwise interactions not fitted ({n_rationales} rationales; "
+            f"{10 * n_terms_with_interactions} needed for the {n_terms_with_interactions} terms); main effects only."
         )
-        return
+    return "useful ~ " + (" + ".join(safe.values()) if safe else "1"), False, warnings
+
+
+def _fit_properties(data: pd.DataFrame, prop_cols: list[str]) -> Part:
     data["useful"] = (data["utility"] == 1).astype(int)
     varying = [c for c in prop_cols if data[c].nunique() > 1]
     safe = {c: f"p{i}" for i, c in enumerate(varying)}
     data = data.rename(columns=safe)
     from statsmodels.genmod.bayes_mixed_glm import BinomialBayesMixedGLM
 
-    # SPEC section 7 asks for the properties and their interactions. Pairwise interactions are
-    # fitted when there are at least 10 rationales per fixed-effect term; with fewer the model
-    # would be unidentifiable, so only main effects are fitted and the results say so.
-    k = len(safe)
-    n_terms_with_interactions = 1 + k + k * (k - 1) // 2
-    with_interactions = k >= 2 and len(data) >= 10 * n_terms_with_interactions
-    if with_interactions:
-        formula = "useful ~ (" + " + ".join(safe.values()) + ") ** 2"
-    else:
-        formula = "useful ~ " + (" + ".join(safe.values()) if safe else "1")
-        if k >= 2:
-            warnings.append(
-                f"Properties model: pairwise interactions not fitted ({len(data)} rationales; "
-                f"{10 * n_terms_with_interactions} needed for the {n_terms_with_interactions} terms); main effects only."
-            )
+    formula, with_interactions, warnings = _properties_formula(safe, len(data))
     vc = {"question": "0 + C(item_id)", "source": "0 + C(source_id)"}
     try:
         fit = BinomialBayesMixedGLM.from_formula(formula, vc, data).fit_vb()
     except Exception as exc:  # numerical failure of the fit: report, do not fail the whole scoring
-        warnings.append(f"Properties model could not be fitted: {exc}")
-        return
+        return Part({}, [*warnings, f"Properties model could not be fitted: {exc}"])
     names = {v: k for k, v in safe.items()}
     terms = {}
     for name, mean, sd in zip(fit.model.exog_names, fit.fe_mean, fit.fe_sd, strict=True):
         label = ":".join(names.get(part, part) for part in name.split(":"))
         terms[label] = {"log_odds": float(mean), "ci": [float(mean - 1.96 * sd), float(mean + 1.96 * sd)]}
     fixed = " + ".join(varying)
-    results["properties_model"] = {
+    return Part({"properties_model": {
         "formula": (f"useful ~ ({fixed}) ** 2" if with_interactions else f"useful ~ {fixed}")
         + " + (1 | question) + (1 | source)",
         "interactions": with_interactions,
@@ -285,64 +298,98 @@ def _properties_model(study: Study, frame: pd.DataFrame | None, results: dict, w
         "n_rationales": int(len(data)),
         "terms": terms,
         "constant_properties_dropped": [c for c in prop_cols if c not in varying],
-    }
+    }}, warnings)
 
 
-def _faithfulness(study: Study, results: dict, warnings: list[str]) -> None:
+def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
+    """Binomial mixed model (SPEC section 7): useful vs not ~ properties, random intercepts for
+    question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes).
+    Property annotations: ``Annotation(step="properties").payload`` is ``{"properties": {name: bool}}``
+    (or ``{name: bool}``); a rationale has a property when most of its annotators marked it. The
+    outcome is this study's utility (``frame``), else the one other studies scored."""
+    marks = _property_marks(study)
+    if marks is None:
+        return Part()
+    agg, prop_cols = marks
+    if frame is not None and "utility" in frame:
+        outcome = frame[["item_id", "source_id", "utility"]]
+    else:
+        outcome = _utility_lookup(study)[["item_id", "source_id", "utility"]]
+    data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
+    if len(data) < 10 or data["utility"].nunique() < 2:
+        return Part({}, [
+            f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
+            "(need at least 10 with both useful and not-useful outcomes)."
+        ])
+    return _fit_properties(data, prop_cols)
+
+
+FAITHFULNESS_KEYS = ("p_full", "p_highlight", "p_without")
+
+
+def _stored_probabilities(study: Study, source) -> tuple[list[dict], list[str]]:
+    """The faithfulness probabilities stored for ``source``'s rationales of the study's items."""
+    rows = list(Rationale.objects.filter(source=source, item__in=study.items.all())
+                .values_list("faithfulness", flat=True))
+    vals = [v for v in rows
+            if isinstance(v, dict) and all(isinstance(v.get(k), (int, float)) for k in FAITHFULNESS_KEYS)]
+    if not vals:
+        return vals, [f"Source {source.name} has highlights but no stored faithfulness probabilities: run "
+                      "the faithfulness job or import them with its rationales."]
+    if len(vals) < len(rows):
+        return vals, [f"Source {source.name}: {len(rows) - len(vals)} of its {len(rows)} rationales of the "
+                      f"study's items have no faithfulness probabilities; its sufficiency and comprehensiveness "
+                      f"are over the other {len(vals)} (run the faithfulness job for the rest)."]
+    return vals, []
+
+
+def _source_faithfulness(name: str, vals: list[dict]) -> Part:
+    full, hl, wo = ([v[k] for v in vals] for k in FAITHFULNESS_KEYS)
+    rules = sorted({v.get("y_hat_from") or "highlight" for v in vals})
+    warnings = []
+    if len(rules) > 1:
+        warnings.append(f"Source {name}: its faithfulness probabilities mix y_hat rules ({', '.join(rules)}); "
+                        "run the faithfulness job again with one task model for all its rationales.")
+    return Part({
+        "n": len(vals),
+        "sufficiency": metrics.sufficiency(full, hl),
+        "comprehensiveness": metrics.comprehensiveness(full, wo),
+        "y_hat_from": rules,
+        "computed_by": sorted({v.get("task_model") or f"imported from {v.get('imported_from', '?')}" for v in vals}),
+    }, warnings)
+
+
+def _faithfulness(study: Study) -> Part:
     """Opt-in. Reads the probabilities stored per rationale in ``Rationale.faithfulness``
     (``{"p_full", "p_highlight", "p_without"}``, probabilities of y_hat, and ``y_hat_from``, the
     rule that chose it), written by the faithfulness job or imported with the rationales (the
     import format's y_hat is predicted from the highlight, as are those of jobs that predate the
     rule). The figures over all sources are named after the study's split."""
-    per_source = {}
-    all_full, all_h, all_wo = [], [], []
-    rules_used: set[str] = set()
-    keys = ("p_full", "p_highlight", "p_without")
+    per_source, warnings, pooled = {}, [], []
     for source in study.sources.all():
         if not source.has_highlights:
             continue
-        rows = list(Rationale.objects.filter(source=source, item__in=study.items.all())
-                    .values_list("faithfulness", flat=True))
-        vals = [v for v in rows if isinstance(v, dict) and all(isinstance(v.get(k), (int, float)) for k in keys)]
-        if not vals:
-            warnings.append(f"Source {source.name} has highlights but no stored faithfulness probabilities: run "
-                            "the faithfulness job or import them with its rationales.")
-            continue
-        if len(vals) < len(rows):
-            warnings.append(f"Source {source.name}: {len(rows) - len(vals)} of its {len(rows)} rationales of the "
-                            f"study's items have no faithfulness probabilities; its sufficiency and comprehensiveness "
-                            f"are over the other {len(vals)} (run the faithfulness job for the rest).")
-        full = [v["p_full"] for v in vals]
-        hl = [v["p_highlight"] for v in vals]
-        wo = [v["p_without"] for v in vals]
-        rules = sorted({v.get("y_hat_from") or "highlight" for v in vals})
-        if len(rules) > 1:
-            warnings.append(f"Source {source.name}: its faithfulness probabilities mix y_hat rules ({', '.join(rules)}); "
-                            "run the faithfulness job again with one task model for all its rationales.")
-        rules_used.update(rules)
-        per_source[source.name] = {
-            "n": len(vals),
-            "sufficiency": metrics.sufficiency(full, hl),
-            "comprehensiveness": metrics.comprehensiveness(full, wo),
-            "y_hat_from": rules,
-            "computed_by": sorted({v.get("task_model") or f"imported from {v.get('imported_from', '?')}" for v in vals}),
-        }
-        all_full += full
-        all_h += hl
-        all_wo += wo
+        vals, missing = _stored_probabilities(study, source)
+        warnings += missing
+        if vals:
+            row = _source_faithfulness(source.name, vals)
+            per_source[source.name] = row.results
+            warnings += row.warnings
+            pooled += vals
+    rules_used = {rule for row in per_source.values() for rule in row["y_hat_from"]}
     split = study.split
-    results["faithfulness"] = {"per_source": per_source, "split": split, "y_hat_from": sorted(rules_used),
-                               "caveats": metrics.faithfulness_caveats(rules_used)}
+    results = {"faithfulness": {"per_source": per_source, "split": split, "y_hat_from": sorted(rules_used),
+                                "caveats": metrics.faithfulness_caveats(rules_used)}}
     if len(rules_used) > 1:
         warnings.append(f"The {split} sufficiency and comprehensiveness over all sources mix y_hat rules "
                         f"({', '.join(sorted(rules_used))}): compare sources within one rule.")
-    if all_full:
-        results[f"{split}_sufficiency"] = metrics.sufficiency(all_full, all_h)
-        results[f"{split}_comprehensiveness"] = metrics.comprehensiveness(all_full, all_wo)
-    else:
+    if not pooled:
         warnings.append("Faithfulness is on but no source of this study has stored highlight probabilities.")
-        results[f"{split}_sufficiency"] = None
-        results[f"{split}_comprehensiveness"] = None
+        return Part({**results, f"{split}_sufficiency": None, f"{split}_comprehensiveness": None}, warnings)
+    full, hl, wo = ([v[k] for v in pooled] for k in FAITHFULNESS_KEYS)
+    results[f"{split}_sufficiency"] = metrics.sufficiency(full, hl)
+    results[f"{split}_comprehensiveness"] = metrics.comprehensiveness(full, wo)
+    return Part(results, warnings)
 
 
 # --- utility study ---------------------------------------------------------------------------
@@ -361,44 +408,55 @@ def _imported_frame(study: Study) -> pd.DataFrame:
     return core.add_utility(df)
 
 
-def _utility(study: Study, results: dict, warnings: list[str], *, both_directions: bool, similarity: bool) -> pd.DataFrame:
+def _imported_outcomes(study: Study) -> Part:
+    """The per-unit table of an imported outcome study (its majorities, as imported), with
+    ``n_units``, ``ties``, ``imported_utility_check`` and (empty) ``agreement``."""
+    frame = _imported_frame(study)
+    if frame.empty:
+        raise ScoringError(f"Study {study.name!r} is an imported outcome without rows; import the outcomes file first.")
+    reported = frame["reported_utility"].notna()
+    mismatch = reported & (frame["reported_utility"].fillna(99).astype(int) != frame["utility"])
+    warnings = []
+    if mismatch.any():
+        warnings.append(f"{int(mismatch.sum())} imported rows state a utility that differs from the one recomputed "
+                        "from their before/after answers; the recomputed one is used.")
+    warnings.append("Agreement needs the raw annotations; imported outcomes hold only the majorities.")
+    return Part({
+        "n_units": int(len(frame)),
+        "ties": {"before": int(frame["before_tie"].sum()), "after": int(frame["after_tie"].sum()),
+                 "units_with_tie": int((frame["before_tie"] | frame["after_tie"]).sum())},
+        "imported_utility_check": {"compared": int(reported.sum()), "mismatches": int(mismatch.sum())},
+        "agreement": {},
+    }, warnings, frame)
+
+
+def _annotate(study: Study, *, similarity: bool):
+    """What a utility study's units get from outside the answers: the source's task accuracy,
+    Gen-U and similarity to the gold rationale (``core.score_units``'s ``annotate``)."""
+
+    def annotate(frame: pd.DataFrame) -> Part:
+        frame = frame.assign(task_correct=_task_correct(study, frame))
+        score_stage("Gen-U")
+        gen_u = gen_u_results(frame)
+        score_stage("similarity to the gold rationale (BERTScore)")
+        sim = _similarity(gen_u.frame, enabled=similarity, dataset=study.dataset.name)
+        score_stage("shares, intervals and associations")
+        return core.merge([gen_u, sim], frame=sim.frame)
+
+    return annotate
+
+
+def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
+    annotate = _annotate(study, similarity=similarity)
     if study.is_imported_outcome:
-        frame = _imported_frame(study)
-        if frame.empty:
-            raise ScoringError(f"Study {study.name!r} is an imported outcome without rows; import the outcomes file first.")
-        results["n_units"] = int(len(frame))
-        results["ties"] = {"before": int(frame["before_tie"].sum()), "after": int(frame["after_tie"].sum()),
-                           "units_with_tie": int((frame["before_tie"] | frame["after_tie"]).sum())}
-        reported = frame["reported_utility"].notna()
-        mismatch = reported & (frame["reported_utility"].fillna(99).astype(int) != frame["utility"])
-        results["imported_utility_check"] = {"compared": int(reported.sum()), "mismatches": int(mismatch.sum())}
-        if mismatch.any():
-            warnings.append(f"{int(mismatch.sum())} imported rows state a utility that differs from the one recomputed "
-                            "from their before/after answers; the recomputed one is used.")
-        results["agreement"] = {}
-        warnings.append("Agreement needs the raw annotations; imported outcomes hold only the majorities.")
-    else:
-        units = _units_frame(study, generalization=False)
-        if units.empty:
-            raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
-        annotations = _annotation_frame(study, generalization=False)
-        results["n_units"] = int(len(units))
-        frame, w, ties = core.unit_outcomes(units, annotations, expected_raters=study.annotators_per_unit)
-        warnings.extend(w)
-        results["ties"] = ties
-        results["agreement"] = core.agreement(annotations) if not annotations.empty else {}
-        if frame.empty:
-            raise ScoringError(f"Study {study.name!r} has no completed answers yet; nothing to score.")
-    frame["task_correct"] = _task_correct(study, frame)
-    score_stage("Gen-U")
-    frame = gen_u_results(frame, results, warnings)
-    score_stage("similarity to the gold rationale (BERTScore)")
-    frame = _add_similarity(frame, results, warnings, similarity, dataset=study.dataset.name)
-    score_stage("shares, intervals and associations")
-    summary = core.summarise_units(frame, both_directions=both_directions)
-    warnings.extend(summary.pop("warnings"))
-    results.update(summary)
-    return frame
+        return core.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
+    units = _units_frame(study, generalization=False)
+    if units.empty:
+        raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
+    return core.score_frames(
+        units, _annotation_frame(study, generalization=False), expected_raters=study.annotators_per_unit,
+        annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
+    )
 
 
 def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:
@@ -437,32 +495,43 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:
     UnitScore.objects.bulk_create(objs, batch_size=1000)
 
 
-def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[dict, pd.DataFrame | None]:
-    warnings: list[str] = []
-    results: dict = {
+def _header(study: Study) -> Part:
+    return Part({
         "schema_version": SCHEMA_VERSION,
         "study": {
             "id": study.pk, "name": study.name, "kind": study.kind, "dataset": study.dataset.name,
             "is_imported_outcome": study.is_imported_outcome, "annotators_per_unit": study.annotators_per_unit,
         },
-    }
-    frame = None
+    })
+
+
+def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[dict, pd.DataFrame | None]:
+    """Reads and computes, writes nothing: ``results.json`` merged from each step's part, and the
+    per-unit table of a utility study (None otherwise)."""
     score_stage("reading the answers and their majorities")
+    parts = [_header(study)]
+    frame = None
     if study.kind == Study.Kind.GENERALIZATION:
-        _generalization(study, results, warnings)
+        parts.append(_generalization(study))
     elif study.kind == Study.Kind.UTILITY:
-        frame = _utility(study, results, warnings, both_directions=both_directions, similarity=similarity)
-    _properties_model(study, frame, results, warnings)
-    if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION) and "properties_model" not in results:
+        parts.append(utility := _utility(study, both_directions=both_directions, similarity=similarity))
+        frame = utility.frame
+    parts.append(properties := _properties_model(study, frame))
+    if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION) and not properties.results:
         raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
     if study.faithfulness_enabled:
-        _faithfulness(study, results, warnings)
+        parts.append(_faithfulness(study))
+    parts.append(_withdrawals(study))
+    merged = core.merge(parts)
+    return core.clean_json({**merged.results, "warnings": merged.warnings}), frame
+
+
+def _withdrawals(study: Study) -> Part:
+    """Participants who withdrew: their answers are erased, so say how many the figures lack."""
     withdrawn = study_withdrawals_summary(study=study)
-    if withdrawn.participants:  # their answers are erased: say how many the figures lack
-        results["withdrawals"] = withdrawn.as_dict()
-        warnings.append(withdrawn.note)
-    results["warnings"] = warnings
-    return core.clean_json(results), frame
+    if not withdrawn.participants:
+        return Part({})
+    return Part({"withdrawals": withdrawn.as_dict()}, [withdrawn.note])
 
 
 def study_score(
@@ -478,6 +547,9 @@ def study_score(
     ``similarity`` (BERTScore against the gold
     rationale) defaults to the setting ``RL_SCORING_SIMILARITY`` (on unless set false).
 
+    Everything is read and computed first, outside any transaction (BERTScore and the mixed model
+    can take minutes); one short transaction then stores the unit scores and finishes the run.
+
     A ``ScoringError`` (nothing to score) marks the run failed with its message; any other error
     marks it failed and propagates."""
     if similarity is None:
@@ -488,15 +560,16 @@ def study_score(
     elif run.status != ScoreRun.Status.RUNNING:
         ScoreRun.STATUS.move(run, ScoreRun.Status.RUNNING, error="", attempts=run.attempts + 1)
     try:
+        results, frame = _compute(study, both_directions=both_directions, similarity=similarity)
+        if frame is not None:
+            score_stage("storing the unit scores")
         with transaction.atomic():
-            results, frame = _compute(study, both_directions=both_directions, similarity=similarity)
             if frame is not None:
-                score_stage("storing the unit scores")
                 _store_unit_scores(study, frame)
             ScoreRun.STATUS.move(run, ScoreRun.Status.DONE, results=results, warnings=results["warnings"],
                                  finished_at=timezone.now())
     except ScoringError as exc:
-        run.refresh_from_db(fields=["status"])  # what the rolled-back transaction left
+        run.refresh_from_db(fields=["status"])  # what a rolled-back transaction left
         ScoreRun.STATUS.move(run, ScoreRun.Status.FAILED, error=str(exc), finished_at=timezone.now())
     except Exception as exc:
         logger.exception("scoring of study %s failed", study.pk)

@@ -188,8 +188,10 @@ def test_a_tampered_task_is_not_shown(staff_client):
     study, other = make_study(), make_study(rationale_text="OTHER STUDY {item}")
     walk_other = walk(staff_client, other)
     task = re.search(r'name="task" value="([^"]*)"', walk_other[0]).group(1)
-    html = staff_client.get(url(study, task=unescape(task), n=0, step="after")).content.decode()
-    assert "OTHER STUDY" not in html
+    response = staff_client.get(url(study, task=unescape(task), n=0, step="after"))
+    html = response.content.decode()
+    assert response.status_code == 200  # the other study's task is refused, and one of this study's drawn
+    assert "OTHER STUDY" not in html and re.search(r"Rationale \d+ from ", html)
 
 
 @pytest.mark.parametrize("who", ["anonymous", "worker"])

@@ -28,7 +28,3 @@ def test_simultaneous_first_answers_never_answer_500(tmp_path):
     assert set(report["codes"]) <= {"302"}, report
     assert report["claims_answered"] == 12 and report["max_answers_per_claim"] == 1
 
-
-def test_sqlite_writers_take_the_lock_when_they_begin(settings):
-    options = settings.DATABASES["default"]["OPTIONS"]
-    assert options["transaction_mode"] == "IMMEDIATE" and options["timeout"] >= 5

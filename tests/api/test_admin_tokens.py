@@ -10,6 +10,7 @@ import pytest
 from django.contrib.messages import get_messages
 from rest_framework.test import APIClient
 
+from studies.api.tokens import api_token_create
 from studies.models import ApiToken
 from tests.api.conftest import grant
 
@@ -46,9 +47,12 @@ def test_a_researcher_sees_only_their_own_tokens_in_the_admin(client, researcher
     client_for(other_researcher)  # creates olga's token
     researcher.is_staff = True
     researcher.save()
+    api_token_create(user=researcher, name="dana-notebook")
     grant(researcher, "studies.view_apitoken", "studies.change_apitoken")
     client.force_login(researcher)
-    page = client.get("/admin/studies/apitoken/").content.decode()
+    response = client.get("/admin/studies/apitoken/")
+    page = response.content.decode()
+    assert response.status_code == 200 and "dana-notebook" in page  # the list is shown, with their own token
     assert "olga" not in page
 
 

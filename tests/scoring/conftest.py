@@ -1,29 +1,29 @@
 """Fixtures of the scoring tests: the StrategyQA test split built directly from the shared data
-(the studies importers are another area's work), and studies over it."""
+(the studies importers are another area's work), and studies over it. The split's file is read
+once per run (``strategyqa_test_rows``)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from studies.models import YES_NO_CHOICES, Dataset, Item, Study
+from tests.scoring.released import imported_study_create, strategyqa_items_create
+
+
+@pytest.fixture(scope="session")
+def strategyqa_test_rows(strategyqa_dir) -> list[dict]:
+    """The released test split, read once for the whole run."""
+    return json.loads((strategyqa_dir / "strategyqa_processed_test.json").read_text())
 
 
 @pytest.fixture
-def strategyqa_test_items(db, strategyqa_dir):
-    dataset = Dataset.objects.create(name="StrategyQA", task_format=Dataset.TaskFormat.YES_NO)
-    rows = json.loads((strategyqa_dir / "strategyqa_processed_test.json").read_text())
-    Item.objects.bulk_create([
-        Item(dataset=dataset, external_id=r["qid"], question=r["question"], choices=list(YES_NO_CHOICES),
-             gold_answer="yes" if r["answer"] else "no", gold_rationale=r["rationale"], split="test")
-        for r in rows
-    ])
-    return dataset
+def strategyqa_test_items(db, strategyqa_test_rows):
+    return strategyqa_items_create(strategyqa_test_rows)
 
 
 @pytest.fixture
 def imported_study(strategyqa_test_items):
-    return Study.objects.create(name="Joshi et al. 2023 released outcomes", dataset=strategyqa_test_items, split="test")
+    return imported_study_create(strategyqa_test_items)
 
 
 @pytest.fixture

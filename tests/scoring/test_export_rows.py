@@ -112,3 +112,33 @@ def test_the_read_ahead_stops_with_its_caller_and_hands_over_its_errors():
     with pytest.raises(DataError):
         list(keyset_pages(failing, page_rows=5))
     assert not readers()
+
+
+def test_a_column_added_to_the_spec_is_one_line_and_reaches_every_format(monkeypatch):
+    """Issue 23 item 7: the columns were four lists kept in step by position. One declaration
+    now drives the query, the row and every format: a line for an answer's field and a line for
+    its unit's field are all it takes."""
+    from lab.api.streaming import Column, iter_csv, iter_jsonl
+    from scoring.api import export_annotations as export
+
+    study = open_utility_study(name="one-line", n_items=2, n_sources=1, quota=1)
+    work(study, "5f0c0ffee0c0ffee0c0ffee3")
+    monkeypatch.setattr(export, "ANNOTATION_SPEC", [
+        *export.ANNOTATION_SPEC,
+        (Column("question_key", "str", "The claim's question key."), export.ANSWER, "claim__question_key"),
+        (Column("item_question", "str", "The item's question."), export.UNIT, "item__question"),
+    ])
+    columns = export.annotation_columns(raw_worker_ids=True)
+    queryset = Annotation.objects.filter(claim__study=study).select_related("claim__unit__item")
+    rows = list(export.annotation_rows(queryset, study=study, raw_worker_ids=True))
+
+    names = [c.name for c in columns]
+    assert names[-3:] == ["question_key", "item_question", "worker_raw_id"]
+    stored = {a.pk: a for a in queryset}
+    for row in map(dict, (zip(names, row, strict=True) for row in rows)):
+        a = stored[row["annotation_id"]]
+        assert (row["question_key"], row["item_question"]) == (a.claim.question_key, a.claim.unit.item.question)
+        assert row["answer"] == a.answer and row["counts"] is True
+    lines = [json.loads(line) for line in b"".join(iter_jsonl(columns, rows)).splitlines()]
+    assert [line["item_question"] for line in lines] == [stored[r[0]].claim.unit.item.question for r in rows]
+    assert b"".join(iter_csv(columns, rows)).decode().splitlines()[0].endswith("question_key,item_question,worker_raw_id")

@@ -10,6 +10,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from django.db import transaction
 from django.urls import reverse
 
 from annotations.services.opening import study_open
@@ -29,13 +30,38 @@ from tests.factories import (
     RationaleFactory,
     RationaleSourceFactory,
 )
+from tests.scoring.released import imported_study_create, strategyqa_items_create
 from tests.work import work
 
 
+@pytest.fixture(scope="module")
+def _scored_once(django_db_setup, django_db_blocker, strategyqa_test_rows, strategyqa_dir):
+    """The released outcomes (458 items, 1,374 outcomes) imported and scored once for this module,
+    inside a transaction that stays open around its tests (each test still runs in its own
+    savepoint, rolled back after it) and is rolled back after the last one."""
+    with django_db_blocker.unblock():
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            # Named apart from the per-test ``imported_study`` fixture's, which the other tests build.
+            dataset = strategyqa_items_create(strategyqa_test_rows, name="StrategyQA (report module)")
+            study = imported_study_create(dataset, name="released outcomes (report module)")
+            outcomes_import(study=study, file=strategyqa_dir / "rationale_utility.json")
+            run = study_score(study=study, similarity=False)
+        except BaseException:
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+            raise
+    yield run.pk
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        atomic.__exit__(None, None, None)
+
+
 @pytest.fixture
-def scored_run(imported_study, utility_file):
-    outcomes_import(study=imported_study, file=utility_file)
-    return study_score(study=imported_study, similarity=False)
+def scored_run(db, _scored_once):
+    """A fresh copy of the module's scored run, so that a test may change it (in its savepoint)."""
+    return ScoreRun.objects.get(pk=_scored_once)
 
 
 @pytest.fixture
@@ -325,8 +351,8 @@ def test_a_failed_run_shows_its_error(admin_client, imported_study):
 
 @pytest.mark.filterwarnings("ignore:Results are not stored in backend")
 def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_study, utility_file, settings):
-    """The stages travel through the Celery task's state in the result backend (scoring runs in one
-    database transaction): an eager run of the task leaves its last stage there."""
+    """The stages travel through the Celery task's state in the result backend (scoring writes to
+    the database only at its end): an eager run of the task leaves its last stage there."""
     from celery import current_app
 
     from scoring.progress import score_progress

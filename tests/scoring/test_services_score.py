@@ -463,3 +463,34 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
     assert any(note.startswith(gen_u["method"]) for section in sections.values() for note in section.notes
                if section.key != "gen_u")
     assert {row["note"] for row in association_rows(run.results) if "gen_u" in row["measure"]} == {gen_u["method"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scoring_reads_and_computes_before_the_one_short_transaction_that_stores():
+    """Issue 23 item 6: BERTScore and the mixed model ran inside one transaction that could last
+    minutes. Every read (answers, rationales, Gen-U) now happens before it; the transaction holds
+    the writes only: the unit scores and the finished run."""
+    from django.db import connection
+
+    from tests.work import open_utility_study, work
+
+    study = open_utility_study(name="short-tx", n_items=2, n_sources=1, quota=1)
+    work(study, "SHORTTX00000000000000001")
+    queries = []
+
+    def record(execute, sql, params, many, context):
+        queries.append((sql.split()[0].upper(), connection.in_atomic_block, sql))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        run = study_score(study=study, similarity=False)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    inside = [(verb, sql) for verb, atomic, sql in queries if atomic]
+    assert [sql for verb, sql in inside if verb == "SELECT"] == []
+    assert any(verb == "INSERT" and "scoring_unitscore" in sql for verb, sql in inside)
+    assert any(verb == "UPDATE" and "scoring_scorerun" in sql for verb, sql in inside)
+    outside = [sql for verb, atomic, sql in queries if not atomic and verb == "SELECT"]
+    assert any("annotations_annotation" in sql for sql in outside)
+    assert any("studies_rationale" in sql for sql in outside)
+    assert UnitScore.objects.filter(study=study).count() == 2
