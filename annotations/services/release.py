@@ -19,6 +19,9 @@ The two counters of a ``Unit`` read the one definition of "this answer counts"
   It moves up when an assignment is submitted (not at each answer: an active task's answers do
   not count yet) and down when submitted work is rejected.
 
+A study that stops early (``Study.stop_when_decided``) lowers a decided unit's ``quota`` to its
+``n_claimed`` (``annotations.services.stopping``); a release keeps it closed.
+
 So ``n_completed <= n_claimed <= quota`` (check constraints), a unit is done when
 ``n_completed == quota``, and scoring, exports, progress and counters agree whenever no work is
 on hold.
@@ -41,6 +44,7 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
+from annotations.services.stopping import units_after_release
 from studies.models import Study
 
 EXPIRE_BATCH = 200
@@ -135,6 +139,8 @@ def _release(rows: list[tuple[int, str]], *, status: str, **fields) -> list[int]
             )
     Claim.objects.filter(assignment_id__in=moving, released=False).update(released=True)
     Assignment.STATUS.move_queryset(Assignment.objects.filter(id__in=moving), status, **fields)
+    if claimed:
+        units_after_release(unit_ids=list(claimed))  # a decided unit stays closed (stopping), units still locked
     return moving
 
 

@@ -16,6 +16,7 @@ from annotations.services.payments import (
     platform_call_execute,
 )
 from annotations.services.release import assignment_release
+from annotations.services.stopping import unit_decide_for_assignment
 from studies.models import Platform, Study
 
 from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
@@ -57,6 +58,8 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
         if locked.cleared_at is None:
             locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
             locked.save(update_fields=["cleared_at", "cleared_by"])
+    if locked.assignment_id:
+        unit_decide_for_assignment(assignment_id=locked.assignment_id)  # its answers count again
     return locked
 
 
