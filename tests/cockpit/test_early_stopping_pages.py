@@ -60,3 +60,29 @@ def test_a_study_that_does_not_stop_early_shows_nothing_of_it(dana):
     assert "early_stopping" not in data or data["early_stopping"] is None
     page = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
     assert "Answers saved by stopping early" not in page
+
+
+def test_the_study_page_sets_stop_when_decided_on_a_draft_shows_it_and_refuses_it_once_open(admin_client):
+    from studies.models import Study
+    from tests.cockpit.test_study_setup import form_data
+
+    draft = make_study(name="draft-stop", n_items=2, n_sources=1, quota=5, units_per_task=2,
+                       status=Study.Status.DRAFT)
+    url = reverse("admin:studies_study_change", args=[draft.pk])
+    data = form_data(admin_client.get(url))
+    assert "stop_when_decided" not in data or data["stop_when_decided"] in ("", None, False)
+    saved = admin_client.post(url, {**data, "stop_when_decided": "on"})
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    draft.refresh_from_db()
+    assert draft.stop_when_decided is True
+    page = admin_client.get(url).content.decode()
+    assert "at most: a unit stops when its result is decided" in page  # the design at a glance
+
+    opened = make_study(name="open-stop", n_items=2, n_sources=1, quota=5, units_per_task=2, stop_when_decided=True)
+    url = reverse("admin:studies_study_change", args=[opened.pk])
+    data = {k: v for k, v in form_data(admin_client.get(url)).items() if k != "stop_when_decided"}
+    refused = admin_client.post(url, data)  # the box unticked
+    assert refused.status_code == 200
+    assert "whether a unit stops when its result is decided cannot change" in refused.content.decode()
+    opened.refresh_from_db()
+    assert opened.stop_when_decided is True
