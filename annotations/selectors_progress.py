@@ -90,7 +90,7 @@ class EarlyStopping:
     the study's quoted cost per answer (``selectors_cost.study_cost_and_pay``: rewards and fee over
     the design's answers)."""
 
-    units_decided: int
+    units_decided: int  # decided with fewer than the design's workers: the units that stopped early
     answers_collected: int
     answers_saved: int
     answers_designed: int
@@ -116,9 +116,10 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     if not study.stop_when_decided:
         return None
     units = Unit.objects.filter(study=study).aggregate(
-        n=Count("id"), quota=Sum("quota"), decided=Count("id", filter=Q(decided_at__isnull=False)))
+        n=Count("id"), quotas=Sum("quota"),
+        decided=Count("id", filter=Q(decided_at__isnull=False, quota__lt=study.annotators_per_unit)))
     designed = units["n"] * study.annotators_per_unit
-    saved = designed - (units["quota"] or 0)
+    saved = designed - (units["quotas"] or 0)
     cost = cost or study_cost_and_pay(study=study)
     per_answer = money(cost.estimate.total / cost.answers) if cost.answers else Decimal("0.00")
     return EarlyStopping(units_decided=units["decided"], answers_collected=claims_that_count(study=study).count(),

@@ -84,7 +84,7 @@ def demo(q_before: float, q_after: float) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from annotations.models import Unit
+    from annotations.models import Claim, Unit
     from annotations.selectors_progress import study_early_stopping
     from annotations.services.answers import annotation_submit, assignment_submit
     from annotations.services.assignment import assignment_start
@@ -108,8 +108,11 @@ def demo(q_before: float, q_after: float) -> None:
         consent_text=full.consent_text, instructions=full.instructions, stop_when_decided=True))
 
     def answer(worker: str, claim, step: str) -> str:
+        """The crowd's k-th answer to a unit is the same in both studies (whichever worker gives it),
+        so the study that stops early collects a prefix of the full study's answers of each unit."""
         item = claim.unit.item
-        seed = hashlib.sha256(f"{worker}|{item.external_id}|{claim.unit.source_id}|{step}".encode()).hexdigest()
+        k = Claim.objects.filter(unit_id=claim.unit_id, id__lt=claim.id).count()
+        seed = hashlib.sha256(f"{k}|{item.external_id}|{claim.unit.source_id}|{step}".encode()).hexdigest()
         right = random.Random(seed).random() < (q_before if step == "before" else q_after)
         return item.gold_answer if right else ("no" if item.gold_answer == "yes" else "yes")
 
@@ -137,7 +140,7 @@ def demo(q_before: float, q_after: float) -> None:
     print(f"demo study: {units} units x {stop.annotators_per_unit} workers, crowd right {q_before:.0%} before, "
           f"{q_after:.0%} after")
     print(f"answers collected {early.answers_collected} of {early.answers_designed}; saved {early.answers_saved} "
-          f"({early.percent_saved}%), {early.units_decided} units decided early")
+          f"({early.percent_saved}%), {early.units_decided} units stopped early (decided before their last worker)")
     print(f"money saved: {early.money_saved} {early.currency} ({early.cost_per_answer} an answer)")
     print(f"utility of every unit equal to the full study's: {same}")
     assert same

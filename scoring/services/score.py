@@ -151,7 +151,7 @@ def _early_stopping(study: Study) -> dict:
     return {
         "used": True,
         "answers_per_unit": {str(n): per_unit[n] for n in sorted(per_unit) if per_unit[n]},
-        "units_decided": units.filter(decided_at__isnull=False).count(),
+        "units_decided": units.filter(decided_at__isnull=False, quota__lt=study.annotators_per_unit).count(),
         "answers_collected": sum(n * k for n, k in per_unit.items()),
         "answers_designed": designed,
         "answers_saved": designed - quotas,

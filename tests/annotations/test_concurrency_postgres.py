@@ -32,8 +32,13 @@ def _needs_postgres():
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
 
 
-def _work(study, participant, barrier: threading.Barrier, errors: list, log: list) -> None:
-    """One simulated worker: start, answer everything, submit, again until no work is left."""
+def _yes_then_no(claim, step: str) -> str:
+    return "yes" if step == "before" else "no"
+
+
+def _work(study, participant, barrier: threading.Barrier, errors: list, log: list, answer=_yes_then_no) -> None:
+    """One simulated worker: start, answer everything (``answer(claim, step)``), submit, again until
+    no work is left."""
     try:
         barrier.wait()
         while True:
@@ -44,8 +49,8 @@ def _work(study, participant, barrier: threading.Barrier, errors: list, log: lis
             claims = list(assignment.claims.select_related("unit__item").order_by("position"))
             log.append((participant.pk, [c.question_key for c in claims]))
             for claim in claims:
-                annotation_submit(assignment=assignment, claim=claim, step="before", answer="yes")
-                annotation_submit(assignment=assignment, claim=claim, step="after", answer="no")
+                annotation_submit(assignment=assignment, claim=claim, step="before", answer=answer(claim, "before"))
+                annotation_submit(assignment=assignment, claim=claim, step="after", answer=answer(claim, "after"))
             assignment_submit(assignment=assignment)
     except Exception as error:  # noqa: BLE001 - reported by the test
         errors.append(repr(error))
@@ -213,26 +218,6 @@ def test_one_platform_assignment_entered_from_two_browsers_at_once_gives_one_tas
     assert Assignment.objects.filter(platform_assignment_id="3RACEASG").count() == 1
 
 
-def _work_right(study, participant, barrier: threading.Barrier, errors: list) -> None:
-    """A worker who answers every question right, before and after, until no work is left."""
-    try:
-        barrier.wait()
-        while True:
-            try:
-                assignment = assignment_start(study=study, participant=participant)
-            except NoWorkAvailable:
-                return
-            for claim in assignment.claims.select_related("unit__item").order_by("position"):
-                gold = claim.unit.item.gold_answer
-                annotation_submit(assignment=assignment, claim=claim, step="before", answer=gold)
-                annotation_submit(assignment=assignment, claim=claim, step="after", answer=gold)
-            assignment_submit(assignment=assignment)
-    except Exception as error:  # noqa: BLE001 - reported by the test
-        errors.append(repr(error))
-    finally:
-        connections.close_all()
-
-
 def test_with_early_stopping_no_unit_collects_answers_after_it_is_decided_beyond_the_claims_held_then():
     """Issue 24: thirty workers at once on a study that stops early. Three right answers of five
     decide a yes/no unit; from then on only the claims already held (their tasks were started
@@ -241,7 +226,10 @@ def test_with_early_stopping_no_unit_collects_answers_after_it_is_decided_beyond
     workers = [ParticipantFactory() for _ in range(30)]
     barrier = threading.Barrier(len(workers))
     errors: list = []
-    threads = [threading.Thread(target=_work_right, args=(study, w, barrier, errors)) for w in workers]
+    def gold(claim, step: str) -> str:  # every answer right, before and after
+        return claim.unit.item.gold_answer
+
+    threads = [threading.Thread(target=_work, args=(study, w, barrier, errors, [], gold)) for w in workers]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -50,7 +50,7 @@ def test_the_publish_page_shows_what_stopping_early_saved(dana):
     study = decided_study(user)
     page = client.get(reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode()
     assert 'id="early-stopping"' in page
-    assert "4\n      of 10 answers saved so far (2 units decided)" in page
+    assert "4\n      of 10 answers saved so far (2 units stopped early)" in page
 
 
 def test_a_study_that_does_not_stop_early_shows_nothing_of_it(dana):

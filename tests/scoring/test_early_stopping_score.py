@@ -58,7 +58,7 @@ def test_the_same_crowd_scores_the_same_with_and_without_early_stopping():
     assert early["answers_collected"] < N_ITEMS * 5
     assert early["answers_saved"] == N_ITEMS * 5 - early["answers_collected"] > 0
     assert sum(early["answers_per_unit"].values()) == N_ITEMS
-    assert early["units_decided"] == Unit.objects.filter(study=study, decided_at__isnull=False).count()
+    assert early["units_decided"] == Unit.objects.filter(study=study, decided_at__isnull=False, quota__lt=5).count() > 0
     agreement = stopped_run.results["agreement"]["before"]
     assert agreement["n_annotations"] == early["answers_collected"]
     # Units stopped early are not "short": they have what their stop left them.
