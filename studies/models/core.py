@@ -259,7 +259,8 @@ class Study(TimeStamped):
     # correctness before and after: ``studies.majority.outcome_decided``); utility and generalization
     # studies only. A design setting: fixed once the study opens (``study_locked_changes``).
     stop_when_decided = models.BooleanField(
-        default=False, verbose_name="stop a unit when its result is decided",
+        # db_default: rows written by an older schema's code (migration tests, a rolling deploy) get False.
+        default=False, db_default=False, verbose_name="stop a unit when its result is decided",
         help_text="Stop collecting a unit's answers once no remaining answer could change whether its majority "
                   "is right, before and after the rationale (a tie counts as wrong). Saves answers; fixed once the "
                   "study opens.",
