@@ -6,6 +6,7 @@ Every count of answers reads the one definition of "this answer counts"
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from functools import reduce
 from operator import or_
 
@@ -13,8 +14,16 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Claim, Unit
+from annotations.platforms.base import money
 from annotations.selectors import claims_that_count
-from annotations.selectors_cost import PayReading, pay_reading, questions_per_task, study_effective_hourly_pay
+from annotations.selectors_cost import (
+    CostAndPay,
+    PayReading,
+    pay_reading,
+    questions_per_task,
+    study_cost_and_pay,
+    study_effective_hourly_pay,
+)
 from studies.design import design_capacity
 from studies.models import Study
 
@@ -54,6 +63,8 @@ class StudyProgress:
     answers_flagged: int
     pay: PayReading
     at: str
+    # Only for a study that stops a unit when its result is decided (``study_early_stopping``).
+    early_stopping: EarlyStopping | None = None
 
     @property
     def percent(self) -> float:
@@ -66,7 +77,56 @@ class StudyProgress:
         pay = out["pay"]
         pay["figure"] = None if self.pay.figure is None else str(self.pay.figure)
         pay["floor"] = str(self.pay.floor)
+        if self.early_stopping is not None:
+            out["early_stopping"] = self.early_stopping.as_dict()
         return out
+
+
+@dataclass
+class EarlyStopping:
+    """What stopping units once their result is decided (``Study.stop_when_decided``,
+    ``annotations.services.stopping``) has saved so far: the answers the decided units will never
+    collect (the design's workers per unit less their lowered quota) and what they would have cost at
+    the study's quoted cost per answer (``selectors_cost.study_cost_and_pay``: rewards and fee over
+    the design's answers)."""
+
+    units_decided: int  # decided with fewer than the design's workers: the units that stopped early
+    answers_collected: int
+    answers_saved: int
+    answers_designed: int
+    cost_per_answer: Decimal
+    money_saved: Decimal
+    currency: str
+
+    @property
+    def percent_saved(self) -> float:
+        return _percent(self.answers_saved, self.answers_designed)
+
+    def as_dict(self) -> dict:
+        return {"units_decided": self.units_decided, "answers_collected": self.answers_collected,
+                "answers_saved": self.answers_saved,
+                "answers_designed": self.answers_designed, "percent_saved": self.percent_saved,
+                "cost_per_answer": str(self.cost_per_answer), "money_saved": str(self.money_saved),
+                "currency": self.currency}
+
+
+def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> EarlyStopping | None:
+    """Answers and money saved by stopping early so far; None for a study that does not stop early.
+    ``cost``: the study's cost reading when the caller has it already (the publish page)."""
+    if not study.stop_when_decided:
+        return None
+    units = Unit.objects.filter(study=study).aggregate(
+        n=Count("id"), quotas=Sum("quota"),
+        decided=Count("id", filter=Q(decided_at__isnull=False, quota__lt=study.annotators_per_unit)))
+    designed = units["n"] * study.annotators_per_unit
+    saved = designed - (units["quotas"] or 0)
+    cost = cost or study_cost_and_pay(study=study)
+    per_answer = money(cost.estimate.total / cost.answers) if cost.answers else Decimal("0.00")
+    return EarlyStopping(units_decided=units["decided"], answers_collected=claims_that_count(study=study).count(),
+                         answers_saved=saved, answers_designed=designed,
+                         cost_per_answer=per_answer,
+                         money_saved=money(cost.estimate.total * saved / cost.answers) if cost.answers else per_answer,
+                         currency=cost.estimate.currency)
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:
@@ -138,6 +198,7 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
         pay=pay_reading(hourly=study_effective_hourly_pay(study=study),
                         questions=questions_per_task(study=study, largest_task=capacity.largest_task)),
         at=now.isoformat(),
+        early_stopping=study_early_stopping(study=study),
     )
 
 

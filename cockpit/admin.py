@@ -38,6 +38,7 @@ from studies.selectors import (
 from studies.services.studies import (
     DESIGN_FIELDS,
     LOCKED_FIELDS,
+    STOP_WHEN_DECIDED_KINDS,
     StudyError,
     study_create,
     study_locked_changes,
@@ -79,6 +80,9 @@ class StudyForm(forms.ModelForm):
                 self.add_error("split", f"{dataset} has no items in the {split} split: import them first.")
             elif size and size > pool:
                 self.add_error("item_sample_size", f"Only {pool} items in the {split} split.")
+        if data.get("stop_when_decided") and kind and kind not in STOP_WHEN_DECIDED_KINDS:
+            self.add_error("stop_when_decided", f"A {Study.Kind(kind).label.lower()} study is not scored by majorities "
+                                                "before and after: only utility and generalization units stop early.")
         needs_sources = kind in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES)
         if needs_sources and sources is not None and not sources:
             self.add_error("sources", "Choose at least one rationale source.")
@@ -103,7 +107,8 @@ def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
         ("Rationale sources", f"{s.sources:,}"),
         ("Units", f"{s.units:,}"),
         ("Workers per unit", f"{s.annotators_per_unit:,}"),
-        ("Answers to collect", f"{s.answers:,}"),
+        ("Answers to collect", f"{s.answers:,}" + (" at most: a unit stops when its result is decided"
+                                                    if s.stop_when_decided else "")),
         ("Units per task", f"{s.units_per_task:,}" if s.largest_task >= s.units_per_task or not s.units
          else f"{s.units_per_task:,} (a task holds at most {s.largest_task:,})"),
         ("Tasks", f"{s.tasks:,}"),
@@ -163,8 +168,8 @@ class StudyAdmin(StudyScopedAdmin):
         (None, {"fields": ["name", "kind", "status", "progress_at_a_glance", "design_at_a_glance"]}),
         ("Items and sources", {"fields": ["dataset", "split", "item_sample_size", "sample_seed", "sources"]}),
         ("Design and pay", {"fields": [
-            "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
-            "platform",
+            "annotators_per_unit", "stop_when_decided", "units_per_task", "reward", "hourly_pay_floor",
+            "estimated_minutes_per_task", "platform",
         ]}),
         ("What workers read", {"fields": ["consent_text", "instructions", "example"], "classes": ["collapse"]}),
         ("Other", {"fields": ["faithfulness_enabled", "owner", "created_at", "updated_at"],

@@ -105,7 +105,9 @@ def unit_outcomes(
         frame[f"{step}_tie"] = frame[f"{step}_tie"].fillna(False).astype(bool)
     frame["n_annotators"] = frame[["before_n", "after_n"]].min(axis=1)
     empty = frame["n_annotators"] == 0
-    short = (frame["n_annotators"] < expected_raters) & ~empty
+    # A study that stops units early gives each unit its own number (``expected_raters`` column).
+    expected = frame["expected_raters"] if "expected_raters" in frame else expected_raters
+    short = (frame["n_annotators"] < expected) & ~empty
     if empty.any():
         warnings.append(
             f"{int(empty.sum())} of {len(frame)} units have no completed answers yet and are left out of the scores."
@@ -114,8 +116,10 @@ def unit_outcomes(
         by_count = frame.loc[short, "n_annotators"].value_counts().sort_index()
         detail = ", ".join(f"{int(n)} with {int(k)}" for k, n in by_count.items())
         warnings.append(
-            f"{int(short.sum())} units are short of the {expected_raters} annotators the study asks for "
-            f"({detail}); they are scored on the answers they have."
+            f"{int(short.sum())} units are short of the "
+            + ("annotators they still need (a unit stopped early needs only those it held when it was decided)"
+               if "expected_raters" in frame else f"{expected_raters} annotators the study asks for")
+            + f" ({detail}); they are scored on the answers they have."
         )
     frame = frame[~empty].copy()
     frame = add_utility(frame)

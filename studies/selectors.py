@@ -41,6 +41,8 @@ class StudyDesignSummary:
     worker_hours: Decimal
     missing_rationales: int
     warnings: list[str] = field(default_factory=list)
+    # ``Study.stop_when_decided``: "answers to collect" is then the most the study collects.
+    stop_when_decided: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -93,6 +95,7 @@ def study_design_summary(*, study: Study) -> StudyDesignSummary:
         worker_hours=(minutes * tasks / 60).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP),
         missing_rationales=missing,
         warnings=warnings,
+        stop_when_decided=study.stop_when_decided,
     )
 
 

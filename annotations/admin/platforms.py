@@ -38,6 +38,7 @@ from annotations.selectors_platforms import (
     study_link_rows,
     study_platform_overview,
 )
+from annotations.selectors_progress import study_early_stopping
 from annotations.selectors_review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
@@ -153,6 +154,7 @@ class PublicationAdmin(StudyScopedAdmin):
             "platform_name": platform_name,
             "platforms": Platform.choices,
             "cost": cost,
+            "early_stopping": study_early_stopping(study=study, cost=cost),
             "estimate": estimate,
             "hourly": cost.hourly,
             "balance": balance,

@@ -66,6 +66,10 @@ class Unit(models.Model):
     # ``n_claimed < quota`` and is done when ``n_completed == quota``.
     n_claimed = models.PositiveIntegerField(default=0)
     n_completed = models.PositiveIntegerField(default=0)
+    # Set when a study that stops early (``Study.stop_when_decided``) found the unit's score decided
+    # (``annotations.services.stopping``): its quota was lowered to its claims then, so it takes nobody
+    # more; the claims held then finish normally.
+    decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

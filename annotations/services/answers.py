@@ -34,6 +34,7 @@ from annotations.services.steps import (
     normalise_choices,
     steps_for,
 )
+from annotations.services.stopping import units_decide
 
 
 def claim_labels(claim: Claim, *, kind: str) -> list[str]:
@@ -156,5 +157,7 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         if unit_ids:
             list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
             Unit.objects.filter(id__in=unit_ids).update(n_completed=F("n_completed") + 1)
+            # Its answers count now: a study that stops early closes the units they decide.
+            units_decide(study=assignment.study, unit_ids=unit_ids)
         assignment.refresh_from_db(fields=["status", *fields])
         return assignment

@@ -21,6 +21,9 @@ The two counters of a ``Unit`` read the one definition of "this answer counts"
   Sync and the clearing call ``units_recount_completed`` for the held work's units; the submit
   and the release count the claims ``claims_that_count`` admits, so held work is never counted.
 
+A study that stops early (``Study.stop_when_decided``) lowers a decided unit's ``quota`` to its
+``n_claimed`` (``annotations.services.stopping``); a release keeps it closed.
+
 So ``n_completed <= n_claimed <= quota`` (check constraints), a unit is done when
 ``n_completed == quota``, and scoring, exports, progress and counters agree, held work included.
 
@@ -43,6 +46,7 @@ from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
 from annotations.selectors import claim_counts, claims_that_count_in_any_study
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
+from annotations.services.stopping import units_after_release
 from studies.models import Study
 
 EXPIRE_BATCH = 200
@@ -135,6 +139,8 @@ def _release(rows: list[tuple[int, str]], *, status: str, **fields) -> list[int]
             )
     Claim.objects.filter(assignment_id__in=moving, released=False).update(released=True)
     Assignment.STATUS.move_queryset(Assignment.objects.filter(id__in=moving), status, **fields)
+    if claimed:
+        units_after_release(unit_ids=list(claimed))  # a decided unit stays closed (stopping), units still locked
     return moving
 
 

@@ -127,7 +127,7 @@ STUDY_EXAMPLE = OpenApiExample("A utility study", response_only=True, value={
     "item_sample_size": None, "sample_seed": 0, "sources": [4, 5, 6], "annotators_per_unit": 5,
     "units_per_task": 10, "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0",
     "platform": "prolific", "consent_text": "", "instructions": "", "example": "", "faithfulness_enabled": False,
-    "is_imported_outcome": False, "owner": "dana", "shared_with": ["lee"], "n_items": 458, "n_units": 1374,
+    "stop_when_decided": False, "is_imported_outcome": False, "owner": "dana", "shared_with": ["lee"], "n_items": 458, "n_units": 1374,
     "n_units_complete": 1374, "n_annotations": 13740, "created_at": "2026-11-30T09:00:00Z",
     "updated_at": "2026-11-30T09:00:00Z", "shares": [{"username": "lee", "level": "view"}]})
 DESIGN_EXAMPLE = OpenApiExample("A study design", request_only=True, value={

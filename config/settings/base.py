@@ -307,6 +307,12 @@ CELERY_BEAT_SCHEDULE["annotations-expire-stale-assignments"] = {
     "task": "annotations.expire_stale_assignments",
     "schedule": float(os.environ.get("RL_EXPIRE_SECONDS", "60")),
 }
+# Studies that stop a unit when its result is decided (annotations.services.stopping): one whose units
+# are all decided is closed by a task queued at the last decision; beat closes any whose message was lost.
+CELERY_BEAT_SCHEDULE["annotations-close-decided-studies"] = {
+    "task": "annotations.close_decided_studies",
+    "schedule": float(os.environ.get("RL_EXPIRE_SECONDS", "60")),
+}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 # --- REST framework -----------------------------------------------------------------------

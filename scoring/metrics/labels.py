@@ -1,4 +1,7 @@
-"""Label-level rules: majority vote, the utility table and Gen-U (SPEC sections 2 and 4)."""
+"""Label-level rules: majority vote, the utility table and Gen-U (SPEC sections 2 and 4).
+
+``majority_index`` (the majority and tie rule) is defined in :mod:`studies.majority`, below the apps,
+so that a study stopping units early decides with the same rule that scores; it is re-exported here."""
 from __future__ import annotations
 
 from collections import Counter
@@ -7,6 +10,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 
 from studies.lm import genu
+from studies.majority import majority_index  # the tie rule's one owner, re-exported here
 
 USEFUL, UNSURE, NOT_USEFUL = 1, 0, -1
 # The utility vocabulary: value -> name, the reverse, and (name, label) choices for filters and forms.
@@ -14,18 +18,6 @@ UTILITY_NAMES = {USEFUL: "useful", UNSURE: "unsure", NOT_USEFUL: "not_useful"}
 UTILITY_VALUES = {name: value for value, name in UTILITY_NAMES.items()}
 UTILITY_CHOICES = [(name, f"{name.replace('_', ' ')} ({value:+d})" if value else f"{name} (0)")
                    for value, name in UTILITY_NAMES.items()]
-
-
-def majority_index(counts, axis: int = -1) -> np.ndarray:
-    """The majority rule on vote counts, vectorised: ``counts[..., j]`` is how many annotators gave
-    label ``j`` (``axis`` names the labels' axis); the result is the index of the label given by strictly more annotators than any
-    other, or ``-1`` on a tie (or no votes). The one owner of the tie rule: :func:`majority_vote`
-    applies it to labels and the study planner (``scoring.metrics.planning``) to simulated votes."""
-    counts = np.asarray(counts)
-    top = counts.max(axis=axis, keepdims=True)
-    n_top = (counts == top).sum(axis=axis)
-    top = np.squeeze(top, axis=axis)
-    return np.where((n_top == 1) & (top > 0), counts.argmax(axis=axis), -1)
 
 
 def majority_vote(labels: Iterable[Hashable]) -> Hashable | None:

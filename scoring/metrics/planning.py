@@ -40,6 +40,7 @@ import numpy as np
 from scipy.stats import binom
 
 from scoring.metrics.labels import majority_index, utility_category
+from studies.majority import remaining_ways
 
 ALPHA = 0.05
 POWER = 0.80
@@ -67,15 +68,7 @@ RELEASED_CHOICES = 2
 def _vote_table(raters: int, choices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every way ``raters`` votes fall on ``choices`` labels (label 0 the right one): the number of
     right votes, the log multinomial coefficient, and whether the majority rule picks the right one."""
-    def compositions(total: int, parts: int):
-        if parts == 1:
-            yield (total,)
-            return
-        for first in range(total + 1):
-            for rest in compositions(total - first, parts - 1):
-                yield (first, *rest)
-
-    vectors = np.array(list(compositions(raters, choices)), dtype=np.int64)
+    vectors = remaining_ways(raters, choices)
     log_coef = math.lgamma(raters + 1) - np.array([sum(math.lgamma(v + 1) for v in row) for row in vectors])
     right = majority_index(vectors) == 0
     return vectors[:, 0], log_coef, right

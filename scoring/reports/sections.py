@@ -322,6 +322,27 @@ def agreement_section(results: dict) -> Section:
     for row in rows:
         if row.get("fleiss_kappa_note"):
             section.notes.append(f"{row['step']}: {row['fleiss_kappa_note']}")
+    if (results.get("early_stopping") or {}).get("used"):
+        section.notes.append("Computed on the answers collected: this study stopped each unit once its result was "
+                             "decided, so units have different numbers of answers (see Early stopping).")
+    return section
+
+
+def early_stopping_section(results: dict) -> Section:
+    """Whether the study stopped units early, and the answers each unit got then."""
+    section = Section("early_stopping", "Early stopping: answers per unit")
+    early = results.get("early_stopping") or {}
+    if not early.get("used"):
+        section.absent = "This study collected every unit's full number of answers (it did not stop units early)."
+        return section
+    rows = [{"answers": int(n), "units": k} for n, k in sorted((early.get("answers_per_unit") or {}).items(),
+                                                               key=lambda kv: int(kv[0]))]
+    columns = [Column("answers", "Answers that count", "int"), Column("units", "Units", "int")]
+    section.tables.append(Table("early_stopping_answers_per_unit", "Units by number of answers", columns, rows))
+    section.notes.append(early.get("note", ""))
+    section.notes.append(f"{early.get('answers_collected', 0):,} answers collected of {early.get('answers_designed', 0):,} "
+                         f"designed; {early.get('answers_saved', 0):,} saved ({early.get('units_decided', 0):,} units "
+                         "decided early).")
     return section
 
 
@@ -430,6 +451,7 @@ def _sections(results: dict, frame: pd.DataFrame | None, both: bool) -> list[Sec
         gen_u_section(results),
         generalization_section(results),
         agreement_section(results),
+        early_stopping_section(results),
         properties_section(results),
         consistency_section(results),
         faithfulness_section(results),

@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from annotations.models import Annotation, Unit
@@ -83,10 +85,13 @@ def _annotation_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
 def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
     qs = Unit.objects.filter(study=study, generalization_question__isnull=not generalization)
     fields = ["id", "item_id", "source_id", "source__name", "item__gold_answer"]
+    if study.stop_when_decided:
+        fields += ["quota"]  # a unit stopped early is complete at its (lowered) quota
     if generalization:
         fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype"]
     df = pd.DataFrame.from_records(list(qs.values_list(*fields)), columns=fields)
-    df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold"})
+    df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold",
+                            "quota": "expected_raters"})
     if generalization:
         df = df.rename(columns={
             "generalization_question_id": "question_id", "generalization_question__qtype": "qtype",
@@ -142,6 +147,29 @@ def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "") -> Par
     usable = usable.assign(similarity=f1)[["item_id", "source_id", "similarity"]]
     frame = frame.drop(columns=["similarity"], errors="ignore").merge(usable, on=["item_id", "source_id"], how="left")
     return Part(results, warnings, frame)
+
+
+def _early_stopping(study: Study) -> dict:
+    """A study that stopped each unit once its result was decided (``Study.stop_when_decided``):
+    how many answers each unit got, what was saved, and that agreement reads the answers collected."""
+    counted = claims_that_count(study=study).values_list("unit_id").annotate(n=Count("id")).order_by()
+    per_unit = Counter(n for _unit, n in counted)
+    units = Unit.objects.filter(study=study)
+    per_unit[0] += units.count() - sum(per_unit.values())
+    designed = units.count() * study.annotators_per_unit
+    quotas = sum(units.values_list("quota", flat=True))
+    return {
+        "used": True,
+        "answers_per_unit": {str(n): per_unit[n] for n in sorted(per_unit) if per_unit[n]},
+        "units_decided": units.filter(decided_at__isnull=False, quota__lt=study.annotators_per_unit).count(),
+        "answers_collected": sum(n * k for n, k in per_unit.items()),
+        "answers_designed": designed,
+        "answers_saved": designed - quotas,
+        "note": ("Each unit stopped collecting once no remaining answer could change whether its majority was "
+                 "right, before and after (a tie counts as wrong), so the utility of every unit is the one its "
+                 f"{study.annotators_per_unit} answers would have given; units have different numbers of answers, "
+                 "and agreement (Table 18) is computed on the answers collected."),
+    }
 
 
 def _utility_lookup(study: Study) -> pd.DataFrame:
@@ -501,6 +529,7 @@ def _header(study: Study) -> Part:
         "study": {
             "id": study.pk, "name": study.name, "kind": study.kind, "dataset": study.dataset.name,
             "is_imported_outcome": study.is_imported_outcome, "annotators_per_unit": study.annotators_per_unit,
+            "stop_when_decided": study.stop_when_decided,
         },
     })
 
@@ -516,6 +545,8 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[
     elif study.kind == Study.Kind.UTILITY:
         parts.append(utility := _utility(study, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
+    if study.stop_when_decided:
+        parts.append(Part({"early_stopping": _early_stopping(study)}))
     parts.append(properties := _properties_model(study, frame))
     if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION) and not properties.results:
         raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")

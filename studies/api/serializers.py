@@ -135,8 +135,8 @@ class StudySerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "kind", "status", "dataset", "split", "item_sample_size", "sample_seed", "sources",
             "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
-            "platform", "consent_text", "instructions", "example", "faithfulness_enabled", "is_imported_outcome",
-            "owner", "shared_with", "n_items", "n_units", "n_units_complete", "n_annotations", "created_at",
+            "platform", "consent_text", "instructions", "example", "faithfulness_enabled", "stop_when_decided",
+            "is_imported_outcome", "owner", "shared_with", "n_items", "n_units", "n_units_complete", "n_annotations", "created_at",
             "updated_at", "shares",
         ]
 
@@ -170,6 +170,10 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
     instructions = serializers.CharField(required=False, allow_blank=True, default="")
     example = serializers.CharField(required=False, allow_blank=True, default="")
     faithfulness_enabled = serializers.BooleanField(default=False)
+    stop_when_decided = serializers.BooleanField(
+        default=False, help_text="Stop collecting a unit's answers once no remaining answer could change whether its "
+                                 "majority is right, before and after (utility and generalization studies; fixed once "
+                                 "the study opens).")
     shared_with = NameRelatedField(
         slug_field="username", queryset=get_user_model().objects.filter(is_active=True), many=True,
         required=False, help_text="Usernames of researchers to share the study with, at `share_level`.",

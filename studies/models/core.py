@@ -263,6 +263,16 @@ class Study(TimeStamped):
     instructions = models.TextField(blank=True)
     example = models.TextField(blank=True, help_text="A worked example shown with the instructions.")
     faithfulness_enabled = models.BooleanField(default=False)
+    # Stop collecting a unit once no remaining answer could change its score (the majority's
+    # correctness before and after: ``studies.majority.outcome_decided``); utility and generalization
+    # studies only. A design setting: fixed once the study opens (``study_locked_changes``).
+    stop_when_decided = models.BooleanField(
+        # db_default: rows written by an older schema's code (migration tests, a rolling deploy) get False.
+        default=False, db_default=False, verbose_name="stop a unit when its result is decided",
+        help_text="Stop collecting a unit's answers once no remaining answer could change whether its majority "
+                  "is right, before and after the rationale (a tie counts as wrong). Saves answers; fixed once the "
+                  "study opens.",
+    )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_studies"
     )

@@ -69,8 +69,10 @@ SAMPLE_FIELDS = {"dataset", "split", "item_sample_size", "sample_seed"}
 DESIGN_FIELDS = {
     "name", "kind", "dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit", "units_per_task",
     "reward", "hourly_pay_floor", "estimated_minutes_per_task", "platform", "consent_text", "instructions",
-    "example", "faithfulness_enabled", "owner",
+    "example", "faithfulness_enabled", "owner", "stop_when_decided",
 }
+# Kinds scored by the majority of the before and after answers: the only ones a unit can stop early in.
+STOP_WHEN_DECIDED_KINDS = (Study.Kind.UTILITY, Study.Kind.GENERALIZATION)
 
 
 def study_create(
@@ -93,6 +95,7 @@ def study_create(
     instructions: str = "",
     example: str = "",
     faithfulness_enabled: bool = False,
+    stop_when_decided: bool = False,
 ) -> Study:
     """Create a draft study design and draw its item sample. Raises StudyError with a message
     the researcher can act on (bad numbers, a name in use, an empty split, a sample too large)."""
@@ -106,8 +109,9 @@ def study_create(
         estimated_minutes_per_task=Decimal(str(estimated_minutes_per_task)), platform=platform,
         owner=owner if getattr(owner, "is_authenticated", False) else None,
         consent_text=consent_text, instructions=instructions, example=example,
-        faithfulness_enabled=faithfulness_enabled,
+        faithfulness_enabled=faithfulness_enabled, stop_when_decided=stop_when_decided,
     )
+    _check_stop_when_decided(study)
     _full_clean(study)
     with transaction.atomic():
         study.save()
@@ -116,7 +120,16 @@ def study_create(
     return study
 
 
-LOCKED_FIELDS = ("dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit")
+LOCKED_FIELDS = ("dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit", "stop_when_decided")
+
+
+def _check_stop_when_decided(study: Study) -> None:
+    """Stopping a unit early needs a score decided by majorities (utility, generalization)."""
+    if study.stop_when_decided and study.kind not in STOP_WHEN_DECIDED_KINDS:
+        raise StudyError(
+            f"stop_when_decided: a {Study.Kind(study.kind).label.lower()} study is not scored by the majority of "
+            "before and after answers, so no unit can be decided early; turn it off (utility and generalization "
+            "studies only).")
 
 
 def study_locked_changes(*, study: Study, changes: dict[str, Any],
@@ -131,7 +144,10 @@ def study_locked_changes(*, study: Study, changes: dict[str, Any],
     state = study.get_status_display().lower()
     for field in LOCKED_FIELDS:
         if field in changes and changes[field] != getattr(study, field):
-            if field == "annotators_per_unit":
+            if field == "stop_when_decided":
+                refused[field] = (f"The study is no longer a draft ({state}): whether a unit stops when its result "
+                                  "is decided cannot change (its units were filled under that rule).")
+            elif field == "annotators_per_unit":
                 refused[field] = (f"The study is no longer a draft ({state}): its workers per unit cannot change "
                                   f"(its units, progress and cost were built with {study.annotators_per_unit}).")
             else:
@@ -155,6 +171,7 @@ def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = No
         raise StudyError(f"study {study.name!r}: " + " ".join(dict.fromkeys(refused.values())))
     for field, value in changes.items():
         setattr(study, field, value)
+    _check_stop_when_decided(study)
     _full_clean(study)
     with transaction.atomic():
         study.save()

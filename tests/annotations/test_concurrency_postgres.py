@@ -32,8 +32,13 @@ def _needs_postgres():
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
 
 
-def _work(study, participant, barrier: threading.Barrier, errors: list, log: list) -> None:
-    """One simulated worker: start, answer everything, submit, again until no work is left."""
+def _yes_then_no(claim, step: str) -> str:
+    return "yes" if step == "before" else "no"
+
+
+def _work(study, participant, barrier: threading.Barrier, errors: list, log: list, answer=_yes_then_no) -> None:
+    """One simulated worker: start, answer everything (``answer(claim, step)``), submit, again until
+    no work is left."""
     try:
         barrier.wait()
         while True:
@@ -44,8 +49,8 @@ def _work(study, participant, barrier: threading.Barrier, errors: list, log: lis
             claims = list(assignment.claims.select_related("unit__item").order_by("position"))
             log.append((participant.pk, [c.question_key for c in claims]))
             for claim in claims:
-                annotation_submit(assignment=assignment, claim=claim, step="before", answer="yes")
-                annotation_submit(assignment=assignment, claim=claim, step="after", answer="no")
+                annotation_submit(assignment=assignment, claim=claim, step="before", answer=answer(claim, "before"))
+                annotation_submit(assignment=assignment, claim=claim, step="after", answer=answer(claim, "after"))
             assignment_submit(assignment=assignment)
     except Exception as error:  # noqa: BLE001 - reported by the test
         errors.append(repr(error))
@@ -211,3 +216,32 @@ def test_one_platform_assignment_entered_from_two_browsers_at_once_gives_one_tas
     assert [r.status_code for r in responses] == [302] * 3
     assert len({r["Location"] for r in responses}) == 1
     assert Assignment.objects.filter(platform_assignment_id="3RACEASG").count() == 1
+
+
+def test_with_early_stopping_no_unit_collects_answers_after_it_is_decided_beyond_the_claims_held_then():
+    """Issue 24: thirty workers at once on a study that stops early. Three right answers of five
+    decide a yes/no unit; from then on only the claims already held (their tasks were started
+    before the decision) may add answers, and the unit's quota is exactly its claims."""
+    study = make_study(n_items=N_UNITS, n_sources=1, quota=QUOTA, units_per_task=2, stop_when_decided=True)
+    workers = [ParticipantFactory() for _ in range(30)]
+    barrier = threading.Barrier(len(workers))
+    errors: list = []
+    def gold(claim, step: str) -> str:  # every answer right, before and after
+        return claim.unit.item.gold_answer
+
+    threads = [threading.Thread(target=_work, args=(study, w, barrier, errors, [], gold)) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a worker hung"
+    assert errors == []
+    for unit in Unit.objects.filter(study=study):
+        assert unit.decided_at is not None, unit
+        live = Claim.objects.filter(unit=unit, released=False).select_related("assignment")
+        assert unit.n_claimed == unit.n_completed == unit.quota == live.count(), unit
+        assert 3 <= unit.quota <= QUOTA
+        late = [c for c in live if c.assignment.created_at > unit.decided_at]
+        assert late == [], f"{unit}: claimed after it was decided"
+    saved = QUOTA * N_UNITS - sum(Unit.objects.filter(study=study).values_list("quota", flat=True))
+    assert saved > 0

@@ -28,6 +28,7 @@ from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
+from annotations.services.stopping import _counted_votes, _decided
 from annotations.services.withdrawal import participant_withdraw
 from lab.transitions import TransitionError
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
@@ -59,6 +60,14 @@ def assert_counters_agree(study):
         assert unit.n_completed <= unit.n_claimed <= unit.quota
         workers = claims_that_count(study=study).filter(unit=unit).values_list("participant_id", flat=True)
         assert len(workers) == len(set(workers)) <= unit.quota
+        # Stopping early (annotations.services.stopping): a decided unit takes nobody more and is
+        # still decided by the answers that count; any other unit keeps the study's quota.
+        if unit.decided_at is None:
+            assert unit.quota == study.annotators_per_unit, unit
+        else:
+            assert study.stop_when_decided and unit.n_claimed == unit.quota, unit
+            votes = _counted_votes(study=study, unit_ids=[unit.pk]).get(unit.pk)
+            assert _decided(unit, votes, full=study.annotators_per_unit), unit
     repeats = (Claim.objects.filter(study=study).values("participant_id", "question_key")
                .annotate(n=Count("id")).filter(n__gt=1))
     assert not repeats.exists()
@@ -140,19 +149,25 @@ def test_release_is_idempotent_and_follows_the_machine():
     assert_counters_agree(study)
 
 
-def _walk(seed: int, steps: int = 70) -> Counter:
+def _walk(seed: int, steps: int = 70, *, stop: bool = False) -> Counter:
     rng = random.Random(seed)
-    study = make_study(n_items=4, n_sources=2, quota=2, units_per_task=3)
+    # With early stopping and two workers per unit, one counted wrong answer in both steps decides a unit
+    # (the second can at best tie, and a tie counts as wrong); a counted right one does not.
+    study = make_study(n_items=4, n_sources=2, quota=2, units_per_task=3, stop_when_decided=stop)
     if seed % 2:
         AttentionCheckFactory(study=study)
     workers = [ParticipantFactory() for _ in range(7)]
+    # With early stopping, a crowd that mostly agrees, so that units get decided on the way.
+    answers = ["yes"] * 4 + ["no"] if stop else ["yes", "no"]
+    # ... whose tasks are mostly finished, so that units collect several answers that count.
+    ops = (["start"] * 3 + ["answer"] * 5 + ["submit"] * (5 if stop else 2)
+           + ["leave", "expire", "approve", "reject", "withdraw"])
     clock = timezone.now()
     withdrawn: Counter = Counter()  # withdrawn tasks with no payment are deleted: count them on the way
     for _ in range(steps):
         actives = list(Assignment.objects.filter(study=study, status=Assignment.Status.ACTIVE))
         submitted = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED))
-        op = rng.choice(["start"] * 3 + ["answer"] * 5 + ["submit"] * 2
-                        + ["leave", "expire", "approve", "reject", "withdraw"])
+        op = rng.choice(ops)
         active = rng.choice(actives) if actives else None
         if op == "start":
             try:
@@ -172,7 +187,7 @@ def _walk(seed: int, steps: int = 70) -> Counter:
                 steps = ["attention"] if claim.attention_check_id else ["before", "after"]
                 for step in steps[: rng.choice([1, 2])]:
                     if not claim.annotations.filter(step=step).exists():
-                        annotation_submit(assignment=active, claim=claim, step=step, answer=rng.choice(["yes", "no"]))
+                        annotation_submit(assignment=active, claim=claim, step=step, answer=rng.choice(answers))
         elif op == "leave" and active is not None:
             assignment_return(assignment=active)
         elif op == "expire":
@@ -193,6 +208,20 @@ def _walk(seed: int, steps: int = 70) -> Counter:
 @pytest.mark.parametrize("seed", range(12))
 def test_random_walks_through_the_services_keep_counters_equal_to_the_selector(seed):
     _walk(seed)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_walks_with_early_stopping_keep_the_counters_and_decided_units_closed(seed):
+    _walk(seed, stop=True)
+
+
+def test_the_early_stopping_walks_decide_units():
+    """The walks above exercise the stopping rules: units do get decided on the way."""
+    decided = 0
+    for seed in range(12):
+        _walk(seed, stop=True)
+        decided += Unit.objects.filter(decided_at__isnull=False).count()
+    assert decided > 0
 
 
 def test_the_walks_visit_every_state():

@@ -16,6 +16,7 @@ from annotations.services.payments import (
     platform_call_execute,
 )
 from annotations.services.release import assignment_release, units_recount_completed
+from annotations.services.stopping import unit_decide_for_assignment
 from studies.models import Platform, Study
 
 from .access import APPROVE, REJECT, access_study, assignment_of, study_assignments
@@ -61,6 +62,8 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
             locked.save(update_fields=["cleared_at", "cleared_by"])
             if locked.assignment_id is not None:  # the work counts again: so does ``n_completed``
                 units_recount_completed(assignment_ids=[locked.assignment_id])
+    if locked.assignment_id:
+        unit_decide_for_assignment(assignment_id=locked.assignment_id)  # its answers count again
     return locked
 
 

@@ -1,0 +1,183 @@
+"""Stopping a unit once its result is decided (``Study.stop_when_decided``, issue 24).
+
+A utility or generalization unit is scored by the majority of its answers before and after the
+rationale, a tie counting as wrong (SPEC section 2). Once the answers that count
+(``annotations.selectors.claims_that_count``) make the correctness of both majorities the same for
+every way the unit's remaining answers could fall, the rest would be paid for and change nothing:
+the unit is *decided* (``studies.majority.outcome_decided``, which applies the scoring's own majority
+and tie rule to every way the remaining answers can fall).
+
+The rules, kept with the counters' rules of ``annotations.services.release``:
+
+- Decided at each event that makes answers count: a task's submit (``answers.assignment_submit``)
+  and a researcher clearing work that sync put on hold (``unit_decide_for_assignment``). A decided
+  unit's ``quota`` is lowered to its ``n_claimed`` and ``decided_at`` is set, under the unit's row
+  lock, so the claim (``n_claimed < quota``) never offers it again; the claims held then finish
+  normally and their answers count. ``n_claimed <= quota`` and ``n_completed <= n_claimed`` hold.
+- When a claim of a decided unit is released (expiry, return, rejection: ``release._release``),
+  ``units_after_release`` looks again: still decided, the quota follows ``n_claimed`` down (the
+  unit stays closed); no longer decided (a counted answer was rejected), the unit is reopened
+  with the study's workers per unit as its quota.
+- A study whose units are all decided stops recruiting on its platform through the one close
+  service (``platforms.close.study_close``) with its owner's rights, from a Celery task queued when
+  the last unit is decided (``study_close_when_decided``) and from beat as a fallback.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotations.models import Annotation, Claim, Unit
+from annotations.selectors import claims_that_count
+from annotations.services.steps import genq_choices, normalise_choices
+from studies.majority import outcome_decided
+from studies.models import Study
+
+logger = logging.getLogger(__name__)
+
+# The steps whose majorities the score reads (utility and generalization studies).
+SCORED_STEPS = (Annotation.Step.BEFORE, Annotation.Step.AFTER)
+
+
+def _unit_question(unit: Unit) -> tuple[list[str], str]:
+    """The choice labels a unit's question offers and its right label, as scoring reads them
+    (``scoring.services.score._units_frame``: the item's gold answer, or the generalization
+    question's answer)."""
+    if unit.generalization_question_id:
+        genq = unit.generalization_question
+        return [c["label"] for c in genq_choices(genq, unit.item)], genq.answer
+    return [c["label"] for c in normalise_choices(unit.item.choices)], unit.item.gold_answer
+
+
+def _counted_votes(*, study: Study, unit_ids: list[int]) -> dict[int, dict]:
+    """Per unit: the number of claims that count and their answers per scored step."""
+    rows = Annotation.objects.filter(
+        claim__in=claims_that_count(study=study).filter(unit_id__in=unit_ids), step__in=SCORED_STEPS,
+    ).values_list("claim__unit_id", "claim_id", "step", "answer")
+    out: dict[int, dict] = defaultdict(lambda: {"claims": set(), "answers": defaultdict(list)})
+    for unit_id, claim_id, step, answer in rows:
+        out[unit_id]["claims"].add(claim_id)
+        out[unit_id]["answers"][step].append(answer)
+    return out
+
+
+def _decided(unit: Unit, votes: dict | None, *, full: int) -> bool:
+    labels, gold = _unit_question(unit)
+    votes = votes or {"claims": (), "answers": {}}
+    answers = votes["answers"]
+    labels = list(dict.fromkeys([*labels, *(a for step in SCORED_STEPS for a in answers.get(step, ()))]))
+    index = {label: i for i, label in enumerate(labels)}
+    step_counts = []
+    for step in SCORED_STEPS:
+        counts = [0] * len(labels)
+        for answer in answers.get(step, ()):
+            counts[index[answer]] += 1
+        step_counts.append(counts)
+    remaining = max(0, full - len(votes["claims"]))
+    return outcome_decided(step_counts, correct=index.get(gold, -1), remaining=remaining)
+
+
+def _units(ids: Iterable[int], **filters):
+    return list(Unit.objects.filter(id__in=list(ids), **filters).select_related("item", "generalization_question")
+                .order_by("id"))
+
+
+def units_decide(*, study: Study, unit_ids: Iterable[int]) -> list[int]:
+    """Decide ``unit_ids`` of ``study`` on the answers that count now: each undecided one whose
+    score no remaining answer could change gets ``quota = n_claimed`` and ``decided_at``. Returns
+    the ids decided now. Nothing for a study that does not stop early.
+
+    Call inside the transaction that made answers count, holding the units' row locks (taken in id
+    order, as every writer of the counters does), so that no claim of them runs in between. When the
+    last unit of the study is decided, the study's close is queued for after the commit."""
+    if not study.stop_when_decided:
+        return []
+    units = _units(unit_ids, study_id=study.pk, decided_at__isnull=True)
+    if not units:
+        return []
+    votes = _counted_votes(study=study, unit_ids=[u.pk for u in units])
+    decided = [u.pk for u in units if _decided(u, votes.get(u.pk), full=study.annotators_per_unit)]
+    if decided:
+        Unit.objects.filter(id__in=decided).update(quota=F("n_claimed"), decided_at=timezone.now())
+        if not Unit.objects.filter(study_id=study.pk, decided_at__isnull=True).exists():
+            transaction.on_commit(lambda: _queue_close(study.pk))
+    return decided
+
+
+def units_after_release(*, unit_ids: Iterable[int]) -> None:
+    """After claims of ``unit_ids`` were released (``release._release``, units locked): a decided
+    unit stays closed (its quota follows ``n_claimed`` down) while the answers that count still
+    decide it, and is reopened (quota back to the study's workers per unit, ``decided_at`` cleared)
+    when they no longer do (a counted answer was rejected)."""
+    units = _units(unit_ids, decided_at__isnull=False)
+    by_study: dict[int, list[Unit]] = defaultdict(list)
+    for unit in units:
+        by_study[unit.study_id].append(unit)
+    for study in Study.objects.filter(pk__in=list(by_study)):
+        group = by_study[study.pk]
+        votes = _counted_votes(study=study, unit_ids=[u.pk for u in group])
+        still = [u.pk for u in group if _decided(u, votes.get(u.pk), full=study.annotators_per_unit)]
+        reopened = [u.pk for u in group if u.pk not in still]
+        if still:
+            Unit.objects.filter(id__in=still).update(quota=F("n_claimed"))
+        if reopened:
+            Unit.objects.filter(id__in=reopened).update(quota=study.annotators_per_unit, decided_at=None)
+
+
+def unit_decide_for_assignment(*, assignment_id: int) -> list[int]:
+    """Work of ``assignment_id`` started to count again (a researcher cleared its hold): decide its
+    units, locked in id order."""
+    claims = Claim.objects.filter(assignment_id=assignment_id, released=False, unit__isnull=False)
+    unit_ids = sorted(set(claims.values_list("unit_id", flat=True)))
+    if not unit_ids:
+        return []
+    with transaction.atomic():
+        list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
+        study = Study.objects.get(pk=Unit.objects.filter(pk=unit_ids[0]).values_list("study_id", flat=True)[0])
+        return units_decide(study=study, unit_ids=unit_ids)
+
+
+# --- closing a study whose units are all decided ----------------------------------------------------
+
+def _queue_close(study_id: int) -> None:
+    """Queue the close; never fail the worker's submit that decided the last unit (the broker may be
+    down: beat's ``close_decided_studies`` closes it later)."""
+    from annotations.tasks import close_decided_study
+
+    try:
+        close_decided_study.delay(study_id)
+    except Exception:  # noqa: BLE001 - the submit is committed; beat retries the close
+        logger.warning("could not queue the close of study %s (all units decided); beat will close it", study_id,
+                       exc_info=True)
+
+
+def studies_all_decided() -> list[int]:
+    """Open studies that stop early and whose units are all decided: nothing more to collect."""
+    return list(
+        Study.objects.filter(status=Study.Status.OPEN, stop_when_decided=True, units__isnull=False)
+        .exclude(units__decided_at__isnull=True).values_list("pk", flat=True).distinct().order_by("pk")
+    )
+
+
+def study_close_when_decided(*, study: Study) -> bool:
+    """Close ``study`` (stop recruiting on its platform, through ``platforms.close.study_close``) if
+    it stops early, is open and every unit is decided, as its owner (the close needs the owner's
+    CHANGE right; a study without an owner is left open, with a warning in the log). Idempotent:
+    returns whether it closed the study now."""
+    from annotations.services.platforms.close import study_close
+
+    study = Study.objects.select_related("owner").get(pk=study.pk)
+    if (study.status != Study.Status.OPEN or not study.stop_when_decided or not study.units.exists()
+            or study.units.filter(decided_at__isnull=True).exists()):
+        return False
+    if study.owner is None or not study.owner.is_active:
+        logger.warning("study %s: every unit is decided, but it has no active owner to close it as; close it by hand",
+                       study.pk)
+        return False
+    study_close(user=study.owner, study=study)
+    return True
