@@ -44,25 +44,29 @@ def resolve_columns(
 
     ``given[role]`` is a column name the user chose (it must be in ``header``), ``""`` for "not in
     this file", or None: the first of ``candidates[role]`` in ``header`` (else ``""``). Every
-    ``required`` group needs one of its roles resolved. One ImportValidationError lists every
-    problem with the file's columns (and ``hint``)."""
+    ``required`` group needs one of its roles resolved. One ImportValidationError names every
+    group the file lacks and every column given that it has not, with the file's columns (and
+    ``hint``)."""
     candidates = candidates or {}
     columns: dict[str, str] = {}
-    problems: list[str] = []
     for role, name in given.items():
         if name is None:
             name = next((c for c in candidates.get(role, ()) if c in header), "")
-        elif name and name not in header:
-            problems.append(f"the column {name!r} given for {role.replace('_', ' ')}")
         columns[role] = name
-    problems[:0] = [what for roles, what in required if not any(columns.get(r) for r in roles)]
-    if problems:
-        raise ImportValidationError(
-            f"the file lacks {'; '.join(dict.fromkeys(problems))}; its columns are "
-            f"{', '.join(sorted(map(repr, header))) or 'none'}{hint}",
-            filename=filename,
-        )
+    lacking = [what for roles, what in required if not any(columns.get(r) for r in roles)]
+    absent = list(dict.fromkeys(name for name in columns.values() if name and name not in header))
+    if lacking or absent:
+        raise ImportValidationError(_columns_problem(lacking, absent, header) + hint, filename=filename)
     return columns
+
+
+def _columns_problem(lacking: list[str], absent: list[str], header: Collection[str]) -> str:
+    problems = []
+    if lacking:
+        problems.append(f"the file lacks {'; '.join(lacking)}")
+    if absent:
+        problems.append(f"the file has no column(s) {', '.join(map(repr, absent))}")
+    return f"{'; '.join(problems)}; its columns are {', '.join(sorted(map(repr, header))) or 'none'}"
 
 
 class Row:
