@@ -138,21 +138,29 @@ class KeyedRows:
     def __init__(self) -> None:
         self.rows: dict[Any, Any] = {}
         self.lines: dict[Any, int | None] = {}
+        self.columns: dict[Any, int | None] = {}
         self.merged = 0
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, key: Any, values: Any, *, line: int | None, same: Callable[[Any, Any], bool] | None = None) -> Any:
+    def add(self, key: Any, values: Any, *, line: int | None, column: int | None = None,
+            same: Callable[[Any, Any], bool] | None = None) -> Any:
         """Keep ``values`` under ``key`` and return None; a repeat that is the ``same`` (equal by
         default) is merged and returns None too. A different repeat is not kept: the values kept
         first are returned, for the caller to report or settle."""
         if key not in self.rows:
             self.rows[key] = values
             self.lines[key] = line
+            self.columns[key] = column
             return None
         kept = self.rows[key]
         if (same or (lambda a, b: a == b))(kept, values):
             self.merged += 1
             return None
         return kept
+
+    def where(self, key: Any) -> str:
+        """Where the row kept under ``key`` came from: ``line 3`` or ``line 3, column 5``."""
+        column = self.columns.get(key)
+        return f"line {self.lines[key]}" + (f", column {column}" if column else "")
