@@ -297,6 +297,12 @@ class JSONDocument:
             return None, None
         return line_col(self.text, pos)
 
+    def records(self) -> Iterator[tuple[int | None, Any, int | None]]:
+        """A JSON list's elements as ``(line, element, column)``, as ``read_records`` gives them."""
+        for i, rec in enumerate(self.data):
+            line, col = self.where(i)
+            yield line, rec, col
+
 
 def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
     """Parse a whole JSON document; a syntax error becomes an ImportValidationError with its line
@@ -486,10 +492,7 @@ def read_records(f: ImportFile, *, file_format: str | None = None) -> list[tuple
                 RowError(1, "", f"expected a JSON list of records, got a JSON {json_type(doc.data)}"),
                 filename=f.name,
             )
-        pairs = []
-        for i, rec in enumerate(doc.data):
-            line, col = doc.where(i)
-            pairs.append((line, rec, col))
+        pairs = list(doc.records())
     for line, rec, col in pairs:
         if not isinstance(rec, dict):
             errors.add(line, "", f"expected a JSON object, got a JSON {json_type(rec)}", column=col)
