@@ -72,11 +72,13 @@ def _columns_problem(lacking: list[str], absent: list[str], header: Collection[s
 class Row:
     """One record being parsed: its cells by role (``columns``: role -> the file's column name; a
     role not mapped is read under its own name), where it is (line, column, a short description of
-    the record), and whether an error was found in it."""
+    the record, its position), and whether an error was found in it."""
 
     def __init__(self, rec: Mapping[str, Any], *, line: int | None, errors: ErrorCollector,
-                 column: int | None = None, columns: Mapping[str, str] | None = None, record: str = ""):
+                 column: int | None = None, columns: Mapping[str, str] | None = None, record: str = "",
+                 index: int = 0):
         self.rec = rec
+        self.index = index  # the record's position among the file's records
         self.line = line
         self.column = column
         self.columns = columns or {}
@@ -128,7 +130,7 @@ def parse_rows(records: Iterable[tuple[int | None, Any, int | None]], *, errors:
         if not isinstance(rec, dict):
             errors.add(line, "", f"expected a JSON object, got a JSON {json_type(rec)}", column=col, record=described)
             continue
-        yield Row(rec, line=line, column=col, columns=columns, errors=errors, record=described)
+        yield Row(rec, line=line, column=col, columns=columns, errors=errors, record=described, index=n)
 
 
 class KeyedRows:
