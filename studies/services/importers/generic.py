@@ -15,7 +15,7 @@ from typing import IO, Any
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord, Split
 
 from .errors import ErrorCollector, ImportValidationError
-from .items import ItemRows, check_item_values, items_apply
+from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import json_cell, json_type, read_import_file, read_records
 from .rows import Row, header_of, parse_rows, resolve_columns
 from .upsert import dataset_check
@@ -162,14 +162,9 @@ class _ItemRow:
                                  question=question, gold_answer=gold, raw_answer=raw_answer, allowed=allowed,
                                  answer_field=row.name("answer"), question_field=row.name("question")):
             row.ok = False
-        return {
-            "question": question,
-            "choices": choices,
-            "gold_answer": gold,
-            "gold_rationale": row.text("rationale") if row.has("rationale") else "",
-            "split": self.split(row),
-            "metadata": {k: v for k, v in row.others(self.used).items() if v not in ("", None)},
-        }
+        return item_values(question=question, choices=choices, gold_answer=gold,
+                           gold_rationale=row.text("rationale") if row.has("rationale") else "", split=self.split(row),
+                           metadata={k: v for k, v in row.others(self.used).items() if v not in ("", None)})
 
     def choices(self, row: Row) -> list[dict[str, str]]:
         choices, reason = _parse_choices(row.raw("choices"))

@@ -20,7 +20,7 @@ from typing import IO, Any
 from studies.models import Dataset, ImportRecord
 
 from .errors import ErrorCollector, ImportValidationError, RowError, TooManyRecords
-from .items import ItemRows, check_item_values, items_apply
+from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import ImportFile, json_type, parse_json_document, parse_json_lines, read_import_file
 from .rows import Row, parse_rows
 from .upsert import dataset_check
@@ -92,15 +92,8 @@ def _original(row: Row, split: str) -> dict[str, Any] | None:
         row.ok = False
     if not row.ok:
         return None
-    fact = row.text("fact1")
-    return {
-        "question": stem,
-        "choices": choices,
-        "gold_answer": gold,
-        "gold_rationale": "" if fact.lower() in NO_RATIONALE else fact,
-        "split": split,
-        "metadata": row.others({"id", "question", "answerKey"}),
-    }
+    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=_rationale(row.text("fact1")),
+                       split=split, metadata=row.others({"id", "question", "answerKey"}))
 
 
 def _original_choices(row: Row, raw: Any) -> list[dict[str, str]]:
@@ -144,15 +137,14 @@ def _single(key: str, row: Row, split: str) -> dict[str, Any] | None:
         row.error("rationale", f"expected text, got a JSON {json_type(rationale)}")
     if not row.ok:
         return None
-    rationale = (rationale or "").strip()
-    return {
-        "question": stem,
-        "choices": choices,
-        "gold_answer": gold,
-        "gold_rationale": "" if rationale.lower() in NO_RATIONALE else rationale,
-        "split": split,
-        "metadata": {"source_key": key},
-    }
+    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=_rationale(rationale or ""),
+                       split=split, metadata={"source_key": key})
+
+
+def _rationale(text: str) -> str:
+    """The gold rationale: the file's text, or none for an empty one or ``dummy``."""
+    text = text.strip()
+    return "" if text.lower() in NO_RATIONALE else text
 
 
 def _single_options(row: Row, text: str) -> tuple[str, list[dict[str, str]]]:

@@ -15,7 +15,7 @@ from typing import IO, Any
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord
 
 from .errors import ErrorCollector, ImportValidationError, RowError
-from .items import ItemRows, check_item_values, items_apply
+from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import json_type, parse_json_document, read_import_file
 from .rows import Row, parse_rows
 from .upsert import dataset_check
@@ -62,14 +62,9 @@ def _values(row: Row, split: str) -> dict[str, Any] | None:
         return None
     described = (("term", row.text("term")), ("description", row.text("description")), ("facts", facts),
                  ("decomposition", decomposition))
-    return {
-        "question": question,
-        "choices": list(YES_NO_CHOICES),
-        "gold_answer": gold,
-        "gold_rationale": rationale or " ".join(facts or []),
-        "split": split,
-        "metadata": {key: value for key, value in described if value},
-    }
+    return item_values(question=question, choices=list(YES_NO_CHOICES), gold_answer=gold,
+                       gold_rationale=rationale or " ".join(facts or []), split=split,
+                       metadata={key: value for key, value in described if value})
 
 
 def _reasoning(row: Row) -> tuple[list[str] | None, list[str] | None, str]:
