@@ -27,7 +27,7 @@ from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, S
 from cockpit.views_common import study_links
 from studies.admin.scoping import StudyScopedAdmin
 from studies.admin.sharing import StudyShareInline
-from studies.models import Item, Study
+from studies.models import Study
 from studies.selectors import (
     CHANGE,
     source_coverage,
@@ -37,11 +37,9 @@ from studies.selectors import (
 )
 from studies.services.studies import (
     DESIGN_FIELDS,
-    LOCKED_FIELDS,
-    STOP_WHEN_DECIDED_KINDS,
     StudyError,
-    study_create,
-    study_locked_changes,
+    study_design_problems,
+    study_insert,
     study_sample_items,
     study_update,
 )
@@ -62,39 +60,31 @@ class StudyForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        dataset = data.get("dataset")
-        split = data.get("split")
-        sources = data.get("sources")
-        kind = data.get("kind")
-        instance = self.instance
-        if instance.pk:
-            # The service's rule (study_update enforces it too), shown beside each field; the
-            # instance still holds the stored values here (the form writes to it after clean()).
-            changes = {f: data[f] for f in LOCKED_FIELDS if f in data}
-            for field, reason in study_locked_changes(study=instance, changes=changes, sources=sources).items():
-                self.add_error(field, reason)
-        if dataset is not None and split:
-            pool = Item.objects.filter(dataset=dataset, split=split).count()
-            size = data.get("item_sample_size")
-            if not pool:
-                self.add_error("split", f"{dataset} has no items in the {split} split: import them first.")
-            elif size and size > pool:
-                self.add_error("item_sample_size", f"Only {pool} items in the {split} split.")
-        if data.get("stop_when_decided") and kind and kind not in STOP_WHEN_DECIDED_KINDS:
-            self.add_error("stop_when_decided", f"A {Study.Kind(kind).label.lower()} study is not scored by majorities "
-                                                "before and after: only utility and generalization units stop early.")
-        needs_sources = kind in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES)
-        if needs_sources and sources is not None and not sources:
-            self.add_error("sources", "Choose at least one rationale source.")
-        if sources and dataset is not None and split and "sources" not in self.errors:
-            # Sources chosen now (a study's own sources stay: imported outcomes may have none).
-            kept = set(instance.sources.all()) if instance.pk else set()
-            added = [s for s in sources if s not in kept]
-            missing = sources_without_rationales(sources=added, dataset=dataset, split=split)
-            if missing:
-                self.add_error("sources", f"No rationales for {dataset} ({split}) from: "
-                                          f"{', '.join(s.name for s in missing)}. Import them or choose other sources.")
+        # The service's rules (study_insert and study_update refuse the same design), each shown
+        # beside its field. The instance still holds the stored values here (the form writes to
+        # it after clean()), so the rules compare the form's values with them.
+        changes = {f: data[f] for f in DESIGN_FIELDS if f in data}
+        problems = study_design_problems(study=self.instance, changes=changes, sources=data.get("sources"))
+        for field, reason in problems.items():
+            self.add_error(field if field in self.fields else None, reason)
+        if "sources" not in problems:
+            self._refuse_sources_without_rationales(data)
         return data
+
+    def _refuse_sources_without_rationales(self, data):
+        """The server side of the sources picker, which offers only sources with rationales for the
+        chosen dataset and split: one chosen now without any is refused here (a study's own sources
+        stay: imported outcomes may have none). Services accept such a source (its units wait for
+        rationales; the design summary counts the missing ones)."""
+        dataset, split, sources = data.get("dataset"), data.get("split"), data.get("sources")
+        if not sources or dataset is None or not split:
+            return
+        kept = set(self.instance.sources.all()) if self.instance.pk else set()
+        missing = sources_without_rationales(sources=[s for s in sources if s not in kept], dataset=dataset,
+                                             split=split)
+        if missing:
+            self.add_error("sources", f"No rationales for {dataset} ({split}) from: "
+                                      f"{', '.join(s.name for s in missing)}. Import them or choose other sources.")
 
 
 def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
@@ -243,13 +233,10 @@ class StudyAdmin(StudyScopedAdmin):
         sources = data.get("sources")
         try:
             if not change:
-                if not fields.get("owner"):
-                    fields["owner"] = request.user
-                study = study_create(sources=sources or [], **fields)
-                obj.pk = study.pk
-                obj.created_at, obj.updated_at = study.created_at, study.updated_at
-                obj._state.adding = False
-                obj._state.db = study._state.db
+                # obj is the form's unsaved study, holding the design; the service saves it.
+                if obj.owner_id is None:
+                    obj.owner = request.user
+                study_insert(study=obj, sources=sources or [])
             else:
                 # obj already carries the form's values; the service compares with the stored row.
                 study_update(study=Study.objects.get(pk=obj.pk), sources=sources, **fields)

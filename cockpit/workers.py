@@ -12,8 +12,8 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from annotations.admin.actions import BonusForm, post_action, task_ids
 from annotations.models import Assignment, Bonus, Participant, ParticipantLink
-from annotations.platforms.base import PlatformError
 from annotations.selectors import study_withdrawals_summary
 from annotations.selectors_review import (
     study_attention_failures,
@@ -89,7 +89,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
     url = reverse("admin:studies_study_worker", args=[study.pk, participant.pk])
     if request.method == "POST":
         study = study_for(request, study_id, access=PAY)
-        _act(request, study, participant)
+        post_action(request, WORKER_ACTIONS, study, participant)
         return HttpResponseRedirect(url)
     assignments = list(worker_assignments(study=study, participant=participant))
     context = {
@@ -112,49 +112,49 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
     return TemplateResponse(request, "cockpit/study/worker.html", context)
 
 
-def _assignment(request, study, participant) -> Assignment:
-    """The task named by the form's ``assignment`` (a whole number), of this study and worker;
+def _assignment(request, study, participant, raw: str | None = None) -> Assignment:
+    """The task named by the form's ``assignment`` (one whole number), of this study and worker;
     ``PlatformServiceError`` otherwise (the page says so; no 500 for ``abc`` or ``1.5``)."""
-    raw = request.POST.get("assignment", "")
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-        raise PlatformServiceError(f"task {raw[:40]!r} is not a task number")
-    assignment = Assignment.objects.filter(pk=int(raw), study=study, participant=participant).first()
+    raw = request.POST.get("assignment", "") if raw is None else raw
+    ids = task_ids(raw)
+    if len(ids) != 1:
+        raise PlatformServiceError(f"task {raw[:40]!r} is one task number, not {len(ids)}")
+    assignment = Assignment.objects.filter(pk=ids[0], study=study, participant=participant).first()
     if assignment is None:
-        raise PlatformServiceError(f"task {raw} is not one of this worker's tasks in this study")
+        raise PlatformServiceError(f"task {ids[0]} is not one of this worker's tasks in this study")
     return assignment
 
 
-def _act(request, study, participant) -> None:
-    """One button: approve / reject one task, pay a bonus for one, or block the worker. Each calls
-    the platform service with the acting user and the study; the service checks the right."""
-    action = request.POST.get("action", "")
-    user = request.user
-    try:
-        if action == "approve":
-            assignment = assignment_approve(user=user, study=study, assignment=_assignment(request, study, participant))
-            messages.success(request, f"Task {assignment.pk} approved: its reward is paid.")
-        elif action == "reject":
-            assignment = assignment_reject(user=user, study=study, assignment=_assignment(request, study, participant),
-                                           feedback=request.POST.get("feedback", ""),
-                                           category=request.POST.get("category", ""))
-            messages.success(request, rejected_message(study, assignment))
-        elif action == "bonus":
-            bonus = bonus_pay(user=user, study=study, assignment=_assignment(request, study, participant),
-                              amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""),
-                              kind=request.POST.get("kind") or Bonus.Kind.OTHER)
-            messages.success(request, f"Bonus of {bonus.amount} {bonus.currency}: {bonus.get_status_display()}.")
-        elif action == "block":
-            everywhere = request.POST.get("everywhere") == "on"
-            worker_block(user=user, study=study, participant=participant, reason=request.POST.get("reason", ""),
-                         everywhere=everywhere)
-            messages.success(request, "Worker blocked in every study: they cannot start another task."
-                             if everywhere else
-                             "Worker blocked in this study and in the other studies you own: they cannot start "
-                             "another task there.")
-        else:
-            messages.error(request, f"Unknown action {action!r}.")
-    except (PlatformServiceError, PlatformError) as exc:
-        messages.error(request, f"Nothing was done: {exc.message}")
+def _approve(request, study, participant) -> str:
+    assignment = assignment_approve(user=request.user, study=study, assignment=_assignment(request, study, participant))
+    return f"Task {assignment.pk} approved: its reward is paid."
+
+
+def _reject(request, study, participant) -> str:
+    assignment = assignment_reject(user=request.user, study=study, assignment=_assignment(request, study, participant),
+                                   feedback=request.POST.get("feedback", ""), category=request.POST.get("category", ""))
+    return rejected_message(study, assignment)
+
+
+def _bonus(request, study, participant) -> str:
+    asked = BonusForm(request.POST).asked()
+    bonus = bonus_pay(user=request.user, study=study, assignment=_assignment(request, study, participant, asked.tasks),
+                      amount=asked.amount, reason=asked.reason, kind=asked.kind)
+    return f"Bonus of {bonus.amount} {bonus.currency}: {bonus.get_status_display()}."
+
+
+def _block(request, study, participant) -> str:
+    everywhere = request.POST.get("everywhere") == "on"
+    worker_block(user=request.user, study=study, participant=participant, reason=request.POST.get("reason", ""),
+                 everywhere=everywhere)
+    if everywhere:
+        return "Worker blocked in every study: they cannot start another task."
+    return "Worker blocked in this study and in the other studies you own: they cannot start another task there."
+
+
+# The worker page's buttons (``annotations.admin.actions.post_action``, as the publish page's):
+# each calls the platform service with the acting user and the study; the service checks the right.
+WORKER_ACTIONS = {"approve": _approve, "reject": _reject, "bonus": _bonus, "block": _block}
 
 
 def rejected_message(study, assignment) -> str:

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.utils.html import format_html
-from django.utils.text import Truncator
 
 from annotations.models import Annotation
 from annotations.selectors import rationale_text
 from annotations.selectors_review import answers_for_review, assignments_failing_attention
+from studies.admin.display import short_text, short_text_with_title
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
-
-
-def _short(text: str, n: int = 90):
-    text = text or ""
-    return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(n)) if text else "—"
 
 
 class CorrectFilter(admin.SimpleListFilter):
@@ -103,9 +98,9 @@ class AnnotationAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     def question(self, obj):
         claim = obj.claim
         if claim.attention_check_id:
-            return format_html("<em>attention check:</em> {}", Truncator(claim.attention_check.question).chars(80))
+            return format_html("<em>attention check:</em> {}", short_text(claim.attention_check.question))
         unit = claim.unit
-        return _short(unit.generalization_question.text if unit.generalization_question_id else unit.item.question)
+        return short_text_with_title(unit.generalization_question.text if unit.generalization_question_id else unit.item.question)
 
     @admin.display(ordering="claim__unit__source__name")
     def source(self, obj):
@@ -127,7 +122,7 @@ class AnnotationAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
         """Shown on the answer given after the explanation: a worker sees it only after the first answer."""
         if obj.step != Annotation.Step.AFTER or obj.claim.unit is None:
             return "—"
-        return _short(rationale_text(obj.claim.unit))
+        return short_text_with_title(rationale_text(obj.claim.unit))
 
     @admin.display(description="seconds", ordering="duration_ms")
     def seconds(self, obj):

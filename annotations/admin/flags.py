@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.db.models import Q
-from django.utils.html import format_html
-from django.utils.text import Truncator
 
 from annotations.admin.platforms import ReadOnlyAdmin
 from annotations.models import FlaggedAnswer, FlagReview
 from annotations.selectors import rationale_text
 from annotations.services.flags import flag_accept, flag_dismiss
 from annotations.services.payments import PlatformServiceError
+from studies.admin.display import short_text_with_title
 from studies.selectors import CHANGE
 
 
@@ -61,7 +60,7 @@ class FlaggedAnswerAdmin(ReadOnlyAdmin):
         if unit is None:
             return "—"
         text = unit.generalization_question.text if unit.generalization_question_id else unit.item.question
-        return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(90))
+        return short_text_with_title(text)
 
     @admin.display(description="source", ordering="claim__unit__source__name")
     def source(self, obj):
@@ -72,7 +71,7 @@ class FlaggedAnswerAdmin(ReadOnlyAdmin):
     def explanation(self, obj):
         unit = obj.claim.unit
         text = rationale_text(unit) if unit is not None else ""
-        return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(90)) if text else "—"
+        return short_text_with_title(text)
 
     @admin.display(description="worker's note")
     def note(self, obj):

@@ -19,6 +19,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from annotations.admin.actions import BonusForm, post_action, task_ids
 from annotations.models import (
     Assignment,
     Bonus,
@@ -43,7 +44,7 @@ from annotations.selectors_review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import access_study, study_assignments
-from annotations.services.platforms.bonus import bonus_amount, study_bonuses_pay
+from annotations.services.platforms.bonus import study_bonuses_pay
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all, submission_clear
@@ -128,7 +129,7 @@ class PublicationAdmin(StudyScopedAdmin):
             if not studies_for_user(user=request.user, access=PAY).filter(pk=study.pk).exists():
                 raise PermissionDenied("Publishing, reviewing and paying need the permission to pay workers "
                                        "of this study (studies.pay_workers).")
-            self._act(request, study)
+            post_action(request, PUBLISH_ACTIONS, study)
             return HttpResponseRedirect(url)
         platform_name = request.GET.get("platform") or study.platform
         if platform_name not in Platform.values:
@@ -195,100 +196,102 @@ class PublicationAdmin(StudyScopedAdmin):
                              row.worker, row.review])
         return response
 
-    def _act(self, request: HttpRequest, study: Study) -> None:
-        action = request.POST.get("action", "")
-        user = request.user
-        try:
-            if action == "publish":
-                platform_name = request.POST.get("platform") or study.platform
-                dry_run = request.POST.get("dry_run") == "on"
-                options = {"link_mode": request.POST.get("link_mode", "single")}
-                publication = study_publish(study=study, user=user, dry_run=dry_run, platform_name=platform_name,
-                                            options=options)
-                if dry_run:
-                    messages.info(request, f"Dry run: {len(publication.plan.get('requests', []))} request(s) shown "
-                                           "below; nothing was sent.")
-                else:
-                    messages.success(request, f"Published {study.name} on {publication.platform} "
-                                              f"(batch {publication.batch}).")
-            elif action == "sync":
-                report = study_sync(study=study)
-                messages.success(request, f"Synced: {report.remote} on the platform, {report.matched} matched, "
-                                          f"{report.flagged} flagged, {report.status_updates} status updates, "
-                                          f"reconciled {report.reconciled}.")
-                for error in report.errors:
-                    messages.error(request, f"Sync could not read {error}")
-            elif action == "approve_all":
-                ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
-                           .order_by("id").values_list("id", flat=True))
-                if len(ids) > INLINE_LIMIT:
-                    access_study(user=user, study=study, access=PAY)  # refused now, not only in the task
-                    queue_in_batches(approve_assignments_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids)
-                    messages.success(request, f"Approving {len(ids)} assignments in the background; reload to "
-                                              "see the audit table fill.")
-                    return
-                result = study_approve_all(user=user, study=study, assignment_ids=ids)
-                messages.success(request, f"Approved {result['approved']} assignment(s).")
-                for error in result["errors"][:20]:
-                    messages.error(request, error)
-            elif action == "bonus":
-                self._bonus(request, study)
-            elif action == "make_links":
-                count = int(request.POST.get("count") or 0)
-                links = links_generate(study=study, n=count, user=user, label=request.POST.get("label", ""))
-                messages.success(request, f"Made {len(links)} single-person link(s).")
-            elif action == "open_link":
-                raw = request.POST.get("max_participants") or ""
-                link = open_link_create(study=study, user=user, completion_code=request.POST.get("completion_code", ""),
-                                        max_participants=int(raw) if raw else None)
-                messages.success(request, f"Open link: {link_public_url(link)} (code {link.completion_code}).")
-            elif action == "revoke_link":
-                link = get_object_or_404(ParticipantLink, study=study, pk=int(request.POST.get("link_id") or 0))
-                link_revoke(link=link)
-                messages.success(request, f"Link {link.pk} withdrawn: it can no longer be opened.")
-            elif action == "close":
-                closed = study_close(user=user, study=study)
-                messages.success(request, f"Closed {len(closed)} publication(s).")
-            else:
-                messages.error(request, f"Unknown action {action!r}.")
-        except (PlatformServiceError, PlatformError) as exc:
-            messages.error(request, exc.message)
-        except ValueError as exc:
-            messages.error(request, f"Invalid input: {exc}")
 
-    def _bonus(self, request: HttpRequest, study: Study) -> None:
-        """The same bonus for the assignments listed (or the kind's candidates): checked and paid by
-        ``bonus.study_bonuses_pay``, here or, for more than ``INLINE_LIMIT``, in
-        ``pay_bonuses_task`` batches that carry the study and the user."""
-        kind = request.POST.get("kind", Bonus.Kind.OTHER)
-        reason = request.POST.get("reason", "").strip()
-        raw_amount = request.POST.get("amount", "")
-        bonus_amount(raw_amount)  # a bad amount is refused before anything is queued
-        raw_ids = request.POST.get("assignment_ids", "").replace(",", " ").split()
-        if not raw_ids and kind in {Bonus.Kind.FLAGGED_ERROR, Bonus.Kind.GOOD_WORK}:
-            raw_ids = [str(i) for i in study_bonus_candidates(study=study)[kind]]
+def _publish(request: HttpRequest, study: Study) -> str:
+    dry_run = request.POST.get("dry_run") == "on"
+    publication = study_publish(study=study, user=request.user, dry_run=dry_run,
+                                platform_name=request.POST.get("platform") or study.platform,
+                                options={"link_mode": request.POST.get("link_mode", "single")})
+    if dry_run:
+        messages.info(request, f"Dry run: {len(publication.plan.get('requests', []))} request(s) shown below; "
+                               "nothing was sent.")
+        return ""
+    return f"Published {study.name} on {publication.platform} (batch {publication.batch})."
+
+
+def _sync(request: HttpRequest, study: Study) -> str:
+    report = study_sync(study=study)
+    for error in report.errors:
+        messages.error(request, f"Sync could not read {error}")
+    return (f"Synced: {report.remote} on the platform, {report.matched} matched, {report.flagged} flagged, "
+            f"{report.status_updates} status updates, reconciled {report.reconciled}.")
+
+
+def _approve_all(request: HttpRequest, study: Study) -> str:
+    user = request.user
+    ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
+               .order_by("id").values_list("id", flat=True))
+    if len(ids) > INLINE_LIMIT:
+        access_study(user=user, study=study, access=PAY)  # refused now, not only in the task
+        queue_in_batches(approve_assignments_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids)
+        return f"Approving {len(ids)} assignments in the background; reload to see the audit table fill."
+    result = study_approve_all(user=user, study=study, assignment_ids=ids)
+    for error in result["errors"][:20]:
+        messages.error(request, error)
+    return f"Approved {result['approved']} assignment(s)."
+
+
+def _bonus(request: HttpRequest, study: Study) -> str:
+    """The same bonus for the tasks listed (or the kind's candidates): checked and paid by
+    ``bonus.study_bonuses_pay``, here or, for more than ``INLINE_LIMIT``, in ``pay_bonuses_task``
+    batches that carry the study and the user."""
+    asked = BonusForm(request.POST).asked()
+    if asked.tasks.strip():
+        ids = task_ids(asked.tasks)
+    elif asked.kind in {Bonus.Kind.FLAGGED_ERROR, Bonus.Kind.GOOD_WORK}:
+        ids = study_bonus_candidates(study=study)[asked.kind]
+    else:
         ids = []
-        for raw in raw_ids:
-            if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-                messages.error(request, f"Assignment id {raw[:40]!r} is not a number.")
-                return
-            ids.append(int(raw))
-        if not ids:
-            messages.error(request, "No assignments to pay: enter assignment ids or pick a kind with candidates.")
-            return
-        user = request.user
-        if len(ids) > INLINE_LIMIT:
-            access_study(user=user, study=study, access=PAY)
-            study_assignments(study=study, ids=ids)  # ids of another study: refused now, nothing queued
-            queue_in_batches(pay_bonuses_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids,
-                             amount=raw_amount.strip(), reason=reason, kind=kind)
-            messages.success(request, f"Paying {len(ids)} bonuses in the background; each is paid once.")
-            return
-        result = study_bonuses_pay(user=user, study=study, assignment_ids=ids, amount=raw_amount, reason=reason,
-                                   kind=kind)
-        for error in result["errors"][:20]:
-            messages.error(request, error)
-        messages.success(request, f"Bonus paid (or already paid) for {result['paid']} assignment(s).")
+    if not ids:
+        raise PlatformServiceError("no tasks to pay: enter task numbers or pick a kind with candidates")
+    user = request.user
+    if len(ids) > INLINE_LIMIT:
+        access_study(user=user, study=study, access=PAY)
+        study_assignments(study=study, ids=ids)  # ids of another study: refused now, nothing queued
+        queue_in_batches(pay_bonuses_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids,
+                         amount=asked.amount, reason=asked.reason, kind=asked.kind)
+        return f"Paying {len(ids)} bonuses in the background; each is paid once."
+    result = study_bonuses_pay(user=user, study=study, assignment_ids=ids, amount=asked.amount, reason=asked.reason,
+                               kind=asked.kind)
+    for error in result["errors"][:20]:
+        messages.error(request, error)
+    return f"Bonus paid (or already paid) for {result['paid']} assignment(s)."
+
+
+def _make_links(request: HttpRequest, study: Study) -> str:
+    links = links_generate(study=study, n=int(request.POST.get("count") or 0), user=request.user,
+                           label=request.POST.get("label", ""))
+    return f"Made {len(links)} single-person link(s)."
+
+
+def _open_link(request: HttpRequest, study: Study) -> str:
+    raw = request.POST.get("max_participants") or ""
+    link = open_link_create(study=study, user=request.user, completion_code=request.POST.get("completion_code", ""),
+                            max_participants=int(raw) if raw else None)
+    return f"Open link: {link_public_url(link)} (code {link.completion_code})."
+
+
+def _revoke_link(request: HttpRequest, study: Study) -> str:
+    link = get_object_or_404(ParticipantLink, study=study, pk=int(request.POST.get("link_id") or 0))
+    link_revoke(link=link)
+    return f"Link {link.pk} withdrawn: it can no longer be opened."
+
+
+def _close(request: HttpRequest, study: Study) -> str:
+    return f"Closed {len(study_close(user=request.user, study=study))} publication(s)."
+
+
+# The publish page's buttons (``post_action``): each calls one platform service as the user.
+PUBLISH_ACTIONS = {
+    "publish": _publish,
+    "sync": _sync,
+    "approve_all": _approve_all,
+    "bonus": _bonus,
+    "make_links": _make_links,
+    "open_link": _open_link,
+    "revoke_link": _revoke_link,
+    "close": _close,
+}
 
 
 @admin.register(PlatformCall)

@@ -66,7 +66,7 @@ from annotations.services.errors import (
     StudyNotOpen,
     TaskInProgress,
 )
-from annotations.services.release import _release, first_answer_window, lock, lock_active
+from annotations.services.release import assignments_release, first_answer_window, lock, lock_active
 from studies.models import Study
 
 # Gap between unit positions, so attention checks slot in between without renumbering.
@@ -247,7 +247,7 @@ def _expire_if_stale(active: Assignment, now: datetime) -> bool:
             return True
         if locked.expires_at > now:
             return False
-        _release([(locked.pk, locked.status)], status=Assignment.Status.EXPIRED)
+        assignments_release([(locked.pk, locked.status)], status=Assignment.Status.EXPIRED)
         return True
 
 

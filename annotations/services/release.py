@@ -112,7 +112,7 @@ def extend_to_full_duration(*, locked: Assignment, study: Study) -> None:
 
 # --- giving slots back --------------------------------------------------------------------------
 
-def _release(rows: list[tuple[int, str]], *, status: str, **fields) -> list[int]:
+def assignments_release(rows: list[tuple[int, str]], *, status: str, **fields) -> list[int]:
     """Move the given assignments (``(id, current status)``, rows locked by the caller) to
     ``status`` where the machine allows it, and give their unit slots back. Returns the ids moved.
     Units are locked in id order, so concurrent releases never deadlock."""
@@ -158,7 +158,7 @@ def assignment_release(*, assignment: Assignment, status: str, **fields) -> bool
     if locked.status == status:
         return False
     Assignment.STATUS.check(locked.status, status, what=f"assignment {assignment.pk}")
-    _release([(locked.pk, locked.status)], status=status, **fields)
+    assignments_release([(locked.pk, locked.status)], status=status, **fields)
     assignment.refresh_from_db(fields=["status", *fields])
     return True
 
@@ -210,7 +210,7 @@ def assignment_expire_stale(*, now: datetime | None = None) -> int:
             )
             if not ids:
                 return total
-            total += len(_release([(pk, Assignment.Status.ACTIVE) for pk in ids], status=Assignment.Status.EXPIRED))
+            total += len(assignments_release([(pk, Assignment.Status.ACTIVE) for pk in ids], status=Assignment.Status.EXPIRED))
 
 
 # --- a participant's withdrawal -------------------------------------------------------------------
@@ -224,4 +224,4 @@ def assignments_withdraw(*, assignment_ids: list[int]) -> list[int]:
     withdrawn is left alone)."""
     rows = list(Assignment.objects.select_for_update().filter(id__in=assignment_ids).order_by("id")
                 .values_list("id", "status"))
-    return _release(rows, status=Assignment.Status.WITHDRAWN)
+    return assignments_release(rows, status=Assignment.Status.WITHDRAWN)

@@ -14,7 +14,7 @@ The rules, kept with the counters' rules of ``annotations.services.release``:
   unit's ``quota`` is lowered to its ``n_claimed`` and ``decided_at`` is set, under the unit's row
   lock, so the claim (``n_claimed < quota``) never offers it again; the claims held then finish
   normally and their answers count. ``n_claimed <= quota`` and ``n_completed <= n_claimed`` hold.
-- When a claim of a decided unit is released (expiry, return, rejection: ``release._release``),
+- When a claim of a decided unit is released (expiry, return, rejection: ``release.assignments_release``),
   ``units_after_release`` looks again: still decided, the quota follows ``n_claimed`` down (the
   unit stays closed); no longer decided (a counted answer was rejected), the unit is reopened
   with the study's workers per unit as its quota.
@@ -110,7 +110,7 @@ def units_decide(*, study: Study, unit_ids: Iterable[int]) -> list[int]:
 
 
 def units_after_release(*, unit_ids: Iterable[int]) -> None:
-    """After claims of ``unit_ids`` were released (``release._release``, units locked): a decided
+    """After claims of ``unit_ids`` were released (``release.assignments_release``, units locked): a decided
     unit stays closed (its quota follows ``n_claimed`` down) while the answers that count still
     decide it, and is reopened (quota back to the study's workers per unit, ``decided_at`` cleared)
     when they no longer do (a counted answer was rejected)."""

@@ -19,8 +19,9 @@ from studies.models import Dataset, Item, Rationale, RationaleSource, Study
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector
 from studies.services.importers.reading import ImportFile, parse_json_lines, read_import_file
+from studies.services.importers.rows import Row, header_of, parse_rows, resolve_columns
 from studies.services.importers.upsert import QuestionIndex, bulk_upsert, import_record_create
-from studies.services.importers.values import answer_label, as_text, describe_allowed, short
+from studies.services.importers.values import answer_label, describe_allowed, short
 
 REQUIRED_FIELDS = (
     "question",
@@ -46,68 +47,98 @@ class _Line:
     loose: bool  # the question matched only after the importers' normalisation
 
 
-def _label(dataset: Dataset, row: dict, field: str, line: int, errors: ErrorCollector, *, allow_tie: bool):
-    value = row[field]
-    if value is None or value == "":
-        if not allow_tie:
-            errors.add(line, field, "missing")
-        return None
-    label = answer_label(dataset, value)
-    if label is None:
-        errors.add(line, field, f"{short(value)!r} is not an answer of this dataset ({describe_allowed(dataset)})")
-    return label
+class _OutcomeRow:
+    """Parses one line of an outcomes file into a ``_Line``; None when the line cannot name its
+    item and source. Problems are reported on the row (the line's other checks still run, so that
+    every problem of the file is listed)."""
+
+    def __init__(self, study: Study):
+        self.study = study
+        self.dataset = study.dataset
+        self.in_split = QuestionIndex(self.dataset, split=study.split or None)
+        self.anywhere = QuestionIndex(self.dataset)
+
+    def __call__(self, row: Row) -> _Line | None:
+        missing = row.missing(REQUIRED_FIELDS)
+        if missing:
+            row.error(missing[0], f"missing field(s) {', '.join(missing)}")
+            return None
+        item = self.item(row)
+        source = row.text("rationale_source") if item is not None else ""
+        if item is not None and not source:
+            row.error("rationale_source", "empty")
+        if item is None or not source:
+            return None
+        gold = self.label(row, "ground_truth_label", allow_tie=False)
+        before = self.label(row, "human_predicted_label_before_rationale", allow_tie=True)
+        after = self.label(row, "human_predicted_label_after_rationale", allow_tie=True)
+        if gold and gold != item.gold_answer:
+            row.error("ground_truth_label",
+                      f"{gold!r} disagrees with the item's gold answer {item.gold_answer!r} (item {item.external_id})")
+        rationale = row.raw("rationale")
+        question = row.raw("question")
+        return _Line(row.line, item, source, before, after, self.reported(row), self.n_annotators(row),
+                     rationale if isinstance(rationale, str) else "",
+                     loose=" ".join(question.split()) != " ".join(item.question.split()))
+
+    def item(self, row: Row) -> Item | None:
+        """The item whose question the line gives (the study's split first, then the dataset)."""
+        question = row.raw("question")
+        if not isinstance(question, str) or not question.strip():
+            row.error("question", "must be the question's text")
+            return None
+        item, reason = self.in_split.find(question)
+        if item is None:
+            item, reason = self.anywhere.find(question)
+        if item is None:
+            row.error("question", f"{reason}; import the dataset's items first")
+        return item
+
+    def label(self, row: Row, field: str, *, allow_tie: bool) -> str | None:
+        """The answer label of ``field``; None for a tie (an empty answer) where one is allowed."""
+        if not row.given(field):
+            if not allow_tie:
+                row.error(field, "missing")
+            return None
+        value = row.raw(field)
+        label = answer_label(self.dataset, value)
+        if label is None:
+            row.error(field, f"{short(value)!r} is not an answer of this dataset ({describe_allowed(self.dataset)})")
+        return label
+
+    def reported(self, row: Row) -> int | None:
+        reported = row.raw("rationale_utility")
+        if reported is not None and (isinstance(reported, bool) or reported not in (-1, 0, 1)):
+            row.error("rationale_utility", f"{short(reported)!r} is not -1, 0 or 1")
+        return reported
+
+    def n_annotators(self, row: Row) -> Any:
+        n = row.rec.get("n_annotators", self.study.annotators_per_unit)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            row.error("n_annotators", f"{short(n)!r} is not a positive integer")
+        return n
 
 
 def _read_lines(study: Study, f: ImportFile) -> list[_Line]:
     """Every line checked; every problem collected and raised together (nothing written)."""
-    dataset = study.dataset
-    in_split, anywhere = QuestionIndex(dataset, split=study.split or None), QuestionIndex(dataset)
+    records = [(line, rec, None) for line, rec in parse_json_lines(f)]
+    resolve_columns(given=dict.fromkeys(REQUIRED_FIELDS), candidates={name: [name] for name in REQUIRED_FIELDS},
+                    required=[((name,), f"a {name!r} field") for name in REQUIRED_FIELDS],
+                    header=header_of(records), filename=f.name)
+    parse = _OutcomeRow(study)
     errors = ErrorCollector()
     out: list[_Line] = []
     seen: dict[tuple[int, str], int] = {}
-    for line, row in parse_json_lines(f):
-        if not isinstance(row, dict):
-            errors.add(line, "", "expected a JSON object")
+    for row in parse_rows(records, errors=errors):
+        parsed = parse(row)
+        if parsed is None:
             continue
-        missing = [name for name in REQUIRED_FIELDS if name not in row]
-        if missing:
-            errors.add(line, missing[0], f"missing field(s) {', '.join(missing)}")
-            continue
-        if not isinstance(row["question"], str) or not row["question"].strip():
-            errors.add(line, "question", "must be the question's text")
-            continue
-        question = row["question"]
-        item, reason = in_split.find(question)
-        if item is None:
-            item, reason = anywhere.find(question)
-        if item is None:
-            errors.add(line, "question", f"{reason}; import the dataset's items first")
-            continue
-        source = as_text(row["rationale_source"])
-        if not source:
-            errors.add(line, "rationale_source", "empty")
-            continue
-        gold = _label(dataset, row, "ground_truth_label", line, errors, allow_tie=False)
-        before = _label(dataset, row, "human_predicted_label_before_rationale", line, errors, allow_tie=True)
-        after = _label(dataset, row, "human_predicted_label_after_rationale", line, errors, allow_tie=True)
-        if gold and gold != item.gold_answer:
-            errors.add(line, "ground_truth_label",
-                       f"{gold!r} disagrees with the item's gold answer {item.gold_answer!r} (item {item.external_id})")
-        reported = row.get("rationale_utility")
-        if reported is not None and (isinstance(reported, bool) or reported not in (-1, 0, 1)):
-            errors.add(line, "rationale_utility", f"{short(reported)!r} is not -1, 0 or 1")
-        n_annotators = row.get("n_annotators", study.annotators_per_unit)
-        if not isinstance(n_annotators, int) or isinstance(n_annotators, bool) or n_annotators < 1:
-            errors.add(line, "n_annotators", f"{short(n_annotators)!r} is not a positive integer")
-        key = (item.pk, source)
+        key = (parsed.item.pk, parsed.source)
         if key in seen:
-            errors.add(line, "", f"duplicate of line {seen[key]} (same question and source)")
+            row.error("", f"duplicate of line {seen[key]} (same question and source)")
             continue
-        seen[key] = line
-        rationale = row.get("rationale")
-        out.append(_Line(line, item, source, before, after, reported, n_annotators,
-                         rationale if isinstance(rationale, str) else "",
-                         loose=" ".join(question.split()) != " ".join(item.question.split())))
+        seen[key] = row.line
+        out.append(parsed)
     errors.raise_if_any(f.name)
     if not out:
         raise ImportValidationError("no outcome rows found", filename=f.name)
@@ -140,17 +171,52 @@ def outcomes_import(*, study: Study, file: str | Path | IO | Any) -> dict:
         )
     f = read_import_file(file)
     lines = _read_lines(study, f)
+    sources, new_names = _sources(lines, f)
+    result, removed = _unit_scores(study, lines, sources, f)
+    new_rationales = _rationales(lines, sources, f)
 
-    sources = {s.name: s for s in RationaleSource.objects.filter(name__in={r.source for r in lines})}
-    new_names = sorted({r.source for r in lines} - set(sources))
-    _, created_sources = bulk_upsert(
+    if not study.is_imported_outcome:
+        study.is_imported_outcome = True
+        study.save(update_fields=["is_imported_outcome", "updated_at"])
+    Study.STATUS.move(study, Study.Status.CLOSED)
+    study.items.add(*{r.item.pk for r in lines})
+    study.sources.add(*{sources[r.source].pk for r in lines})
+
+    summary = {
+        "rows": len(lines),
+        "created": result.created,
+        "updated": result.updated,
+        "unchanged": result.unchanged,
+        "removed": removed,
+        "rationales_created": new_rationales,
+        "sources_created": new_names,
+        "sources": sorted({r.source for r in lines}),
+        "loosely_matched_lines": [r.line for r in lines if r.loose],
+    }
+    import_record_create(kind="outcomes", f=f, dataset=study.dataset, result=result,
+                         summary={"study": study.pk, **summary})
+    return summary
+
+
+def _sources(lines: list[_Line], f: ImportFile) -> tuple[dict[str, RationaleSource], list[str]]:
+    """The lines' sources by name, those not known yet created as imported sources (their names
+    returned too)."""
+    names = {r.source for r in lines}
+    sources = {s.name: s for s in RationaleSource.objects.filter(name__in=names)}
+    new_names = sorted(names - set(sources))
+    _, created = bulk_upsert(
         model=RationaleSource, existing={}, compare_fields=[], filename=f.name,
         rows={name: {"kind": RationaleSource.Kind.IMPORTED,
                      "description": f"Created by the outcomes import of {f.name}."} for name in new_names},
         build=lambda name, values: RationaleSource(name=name, **values),
     )
-    sources.update({s.name: s for s in created_sources})
+    sources.update({s.name: s for s in created})
+    return sources, new_names
 
+
+def _unit_scores(study: Study, lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile):
+    """One imported ``UnitScore`` per line (created or updated); the study's unit scores of no line
+    are removed. Returns the upsert's result and how many were removed."""
     rows = {
         (r.item.pk, sources[r.source].pk): {
             "before_majority": r.before or "", "after_majority": r.after or "", "before_tie": r.before is None,
@@ -167,41 +233,25 @@ def outcomes_import(*, study: Study, file: str | Path | IO | Any) -> dict:
     )
     gone = [u.pk for key, u in existing.items() if key not in rows]
     removed = UnitScore.objects.filter(pk__in=gone).delete()[0] if gone else 0
+    return result, removed
 
+
+def _rationales(lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile) -> int:
+    """A line's rationale text becomes its source's ``Rationale`` for the item when there is none
+    yet; returns how many were created."""
     with_text = {(r.item.pk, sources[r.source].pk): r for r in lines if r.rationale.strip()}
     have = {
         (i, s): None for i, s in Rationale.objects.filter(item_id__in={k[0] for k in with_text})
         .values_list("item_id", "source_id")
     }
-    _, new_rationales = bulk_upsert(
+    _, created = bulk_upsert(
         model=Rationale, existing=have, compare_fields=[], filename=f.name,
         rows={key: {"text": r.rationale} for key, r in with_text.items() if key not in have},
         lines={key: r.line for key, r in with_text.items()},
         build=lambda key, values: Rationale(item_id=key[0], source_id=key[1], text=values["text"],
                                             generation_info={"import": f.name, "kind": "outcomes"}),
     )
-
-    if not study.is_imported_outcome:
-        study.is_imported_outcome = True
-        study.save(update_fields=["is_imported_outcome", "updated_at"])
-    Study.STATUS.move(study, Study.Status.CLOSED)
-    study.items.add(*{r.item.pk for r in lines})
-    study.sources.add(*{sources[r.source].pk for r in lines})
-
-    summary = {
-        "rows": len(lines),
-        "created": result.created,
-        "updated": result.updated,
-        "unchanged": result.unchanged,
-        "removed": removed,
-        "rationales_created": len(new_rationales),
-        "sources_created": new_names,
-        "sources": sorted({r.source for r in lines}),
-        "loosely_matched_lines": [r.line for r in lines if r.loose],
-    }
-    import_record_create(kind="outcomes", f=f, dataset=study.dataset, result=result,
-                         summary={"study": study.pk, **summary})
-    return summary
+    return len(created)
 
 
 @transaction.atomic

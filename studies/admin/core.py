@@ -16,8 +16,8 @@ from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.text import Truncator
 
+from studies.admin.display import short_text
 from studies.admin.import_messages import import_message
 from studies.models import (
     Dataset,
@@ -45,10 +45,6 @@ from studies.services.importers import (
 )
 from studies.services.importers.jobs import import_in_background, import_job_create
 from studies.services.questions import QuestionError, generalization_questions_set_validation
-
-
-def _short(text: str, n: int = 80) -> str:
-    return Truncator(text or "").chars(n)
 
 
 class ContentAdmin(admin.ModelAdmin):
@@ -171,7 +167,7 @@ class ItemAdmin(ContentAdmin):
 
     @admin.display(description="question")
     def question_short(self, obj):
-        return _short(obj.question)
+        return short_text(obj.question)
 
     @admin.display(description="gold rationale", boolean=True)
     def has_gold_rationale(self, obj):
@@ -214,7 +210,7 @@ class RationaleAdmin(ContentAdmin):
 
     @admin.display(description="rationale")
     def text_short(self, obj):
-        return _short(obj.text)
+        return short_text(obj.text)
 
 
 @admin.register(GeneralizationQuestion)
@@ -230,11 +226,11 @@ class GeneralizationQuestionAdmin(ContentAdmin):
 
     @admin.display(description="question")
     def text_short(self, obj):
-        return _short(obj.text)
+        return short_text(obj.text)
 
     @admin.display(description="original question", ordering="item__external_id")
     def original(self, obj):
-        return _short(obj.item.question, 60)
+        return short_text(obj.item.question, 60)
 
     def _set(self, request, queryset, status):
         try:

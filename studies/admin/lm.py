@@ -14,8 +14,8 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
-from django.utils.text import Truncator
 
+from studies.admin.display import short_text
 from studies.lm.questions import DROP_REASONS
 from studies.models import (
     Dataset,
@@ -36,10 +36,6 @@ from studies.services.generation import (
 )
 
 REFRESH_SECONDS = 5
-
-
-def _short(text: str, n: int = 80) -> str:
-    return Truncator(text or "").chars(n)
 
 
 def _duration(seconds: float | None) -> str:
@@ -361,7 +357,7 @@ class GenerationFailureAdmin(_ItemColumn, ReadOnlyAdmin):
 
     @admin.display(description="raw output")
     def raw_short(self, obj):
-        return format_html("<code>{}</code>", _short(obj.raw_output, 120))
+        return format_html("<code>{}</code>", short_text(obj.raw_output, 120))
 
 
 @admin.register(DroppedQuestion)
@@ -377,11 +373,11 @@ class DroppedQuestionAdmin(_ItemColumn, ReadOnlyAdmin):
 
     @admin.display(description="question")
     def text_short(self, obj):
-        return _short(obj.text, 120)
+        return short_text(obj.text, 120)
 
     @admin.display(description="repeats")
     def matched_short(self, obj):
-        return _short(obj.matched, 120)
+        return short_text(obj.matched, 120)
 
 
 @admin.register(GenUPrediction)
@@ -396,7 +392,7 @@ class GenUPredictionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="question")
     def question_short(self, obj):
-        return _short(obj.generalization_question.text)
+        return short_text(obj.generalization_question.text)
 
     @admin.display(description="gold")
     def gold(self, obj):

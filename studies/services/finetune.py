@@ -110,7 +110,8 @@ def preset_values(preset: str, mode: str) -> dict:
     return {**LENGTHS, **chosen["all"]}
 
 
-def _slug(text: str) -> str:
+def model_slug(text: str) -> str:
+    """The folder name under ``RL_MODEL_DIR`` for a model called ``text`` (fine-tuned or Quark)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "model"
 
 
@@ -203,7 +204,7 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
         merged["steps"] = max(1, math.ceil(len(pairs) * int(merged["epochs"]) / int(merged["batch_size"])))
     merged["steps"] = int(merged["steps"])
     shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
-    merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{_slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
+    merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{model_slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
     existing = RationaleSource.objects.filter(name=merged["output_name"]).first()
     if existing is not None and existing.kind != RationaleSource.Kind.LM:
         raise GenerationError(f"a non-LM rationale source is already named {merged['output_name']!r}: pick another output_name")
@@ -263,7 +264,7 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
                            max_target_length=int(params["max_target_length"]), on_step=on_step)
     if result.cancelled:
         return None
-    folder = settings.RL_MODEL_DIR / _slug(params["output_name"])
+    folder = settings.RL_MODEL_DIR / model_slug(params["output_name"])
     partial = folder.with_name(folder.name + f".job{job.pk}.partial")
     if partial.exists():
         shutil.rmtree(partial)

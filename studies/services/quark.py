@@ -30,6 +30,7 @@ from django.utils import timezone
 from studies.lm import genu as genu_rule
 from studies.lm import quark
 from studies.models import Dataset, GenerationJob, RationaleSource
+from studies.services.finetune import model_slug
 from studies.services.generation.common import GenerationError, ordered_item_ids
 from studies.services.quark_policy import (
     PolicyPrompts,
@@ -44,12 +45,6 @@ Status = GenerationJob.Status
 DEFAULTS = {"validation_split": "dev", "heldout_split": "test", "checkpoint_every": 50, "max_accuracy_drop": 0.02}
 TRAINING_FILE = "rationale_lab_training.json"
 HISTORY_DIGITS = 5
-
-
-def _slug(text: str) -> str:
-    from studies.services.finetune import _slug as slug
-
-    return slug(text)
 
 
 def _number(params: dict, key: str, cast, *, low: float, high: float | None = None):
@@ -390,7 +385,7 @@ def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource 
 
 def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> RationaleSource:
     params = job.params
-    folder = Path(settings.RL_MODEL_DIR) / _slug(params["output_name"])
+    folder = Path(settings.RL_MODEL_DIR) / model_slug(params["output_name"])
     partial = folder.with_name(folder.name + f".job{job.pk}.partial")
     if partial.exists():
         shutil.rmtree(partial)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -38,31 +38,15 @@ def study_sample_items(*, study: Study) -> list[Item]:
     if study.status != Study.Status.DRAFT:
         raise StudyError(f"study {study.name!r} is {study.get_status_display().lower()}: only a draft can be re-sampled")
     with transaction.atomic():
+        _refuse(_sample_problems(dataset=study.dataset, split=study.split, size=study.item_sample_size))
         pool = list(Item.objects.filter(dataset=study.dataset, split=study.split).order_by("external_id"))
-        if not pool:
-            raise StudyError(
-                f"dataset {study.dataset.name!r} has no items in split {study.split!r}: import the questions first"
-            )
         size = study.item_sample_size
         if size is None or size == len(pool):
             chosen = pool
-        elif size > len(pool):
-            raise StudyError(
-                f"the sample size {size} is larger than the {len(pool)} items of split {study.split!r}; "
-                "lower it or leave it empty to take all"
-            )
         else:
             chosen = sorted(random.Random(study.sample_seed).sample(pool, size), key=lambda i: i.external_id)
         study.items.set(chosen)
         return chosen
-
-
-def _check_sources(*, dataset: Dataset, sources: Iterable[RationaleSource]) -> list[RationaleSource]:
-    sources = list(sources)
-    names = [s.name for s in sources]
-    if len(set(names)) != len(names):
-        raise StudyError("a rationale source is listed twice")
-    return sources
 
 
 SAMPLE_FIELDS = {"dataset", "split", "item_sample_size", "sample_seed"}
@@ -97,11 +81,9 @@ def study_create(
     faithfulness_enabled: bool = False,
     stop_when_decided: bool = False,
 ) -> Study:
-    """Create a draft study design and draw its item sample. Raises StudyError with a message
-    the researcher can act on (bad numbers, a name in use, an empty split, a sample too large)."""
-    sources = _check_sources(dataset=dataset, sources=sources)
-    if kind in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES) and not sources:
-        raise StudyError(f"a {Study.Kind(kind).label.lower()} study needs at least one rationale source")
+    """Create a draft study design and draw its item sample (``study_insert``). Raises StudyError
+    with a message the researcher can act on (bad numbers, a name in use, an empty split, a sample
+    too large, a source without rationales)."""
     study = Study(
         name=name.strip(), kind=kind, dataset=dataset, split=split, item_sample_size=item_sample_size,
         sample_seed=sample_seed, annotators_per_unit=annotators_per_unit, units_per_task=units_per_task,
@@ -111,7 +93,18 @@ def study_create(
         consent_text=consent_text, instructions=instructions, example=example,
         faithfulness_enabled=faithfulness_enabled, stop_when_decided=stop_when_decided,
     )
-    _check_stop_when_decided(study)
+    return study_insert(study=study, sources=sources)
+
+
+def study_insert(*, study: Study, sources: Iterable[RationaleSource] = ()) -> Study:
+    """Save ``study``, a new draft design the caller built unsaved (``study_create`` builds one from
+    its arguments, the admin's study form holds one), set its sources and draw its item sample, all
+    or nothing. Raises StudyError naming every problem of the design (``study_design_problems``),
+    then any of the model's own checks."""
+    if study.pk is not None:
+        raise StudyError(f"study {study.name!r} exists already: change it with study_update")
+    sources = list(sources)
+    _refuse(study_design_problems(study=study, sources=sources))
     _full_clean(study)
     with transaction.atomic():
         study.save()
@@ -121,15 +114,6 @@ def study_create(
 
 
 LOCKED_FIELDS = ("dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit", "stop_when_decided")
-
-
-def _check_stop_when_decided(study: Study) -> None:
-    """Stopping a unit early needs a score decided by majorities (utility, generalization)."""
-    if study.stop_when_decided and study.kind not in STOP_WHEN_DECIDED_KINDS:
-        raise StudyError(
-            f"stop_when_decided: a {Study.Kind(study.kind).label.lower()} study is not scored by the majority of "
-            "before and after answers, so no unit can be decided early; turn it off (utility and generalization "
-            "studies only).")
 
 
 def study_locked_changes(*, study: Study, changes: dict[str, Any],
@@ -157,26 +141,89 @@ def study_locked_changes(*, study: Study, changes: dict[str, Any],
     return refused
 
 
+NEEDS_SOURCES = (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIONALE_PROPERTIES)
+
+
+def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = None,
+                          sources: Iterable[RationaleSource] | None = None) -> dict[str, str]:
+    """What is wrong with a study design, as {field: reason}; empty when nothing is. ``study`` is
+    a new, unsaved design, or the stored study with ``changes`` (its value stands for a field not
+    in them); ``sources`` None leaves the sources as they are.
+
+    The one set of design rules: ``study_insert`` and ``study_update`` refuse a design with any
+    problem (StudyError with the reasons), and the admin's study form shows each beside its field.
+    The rules: a study no longer a draft keeps its items, sources and workers per unit
+    (``study_locked_changes``); the split has items, at least as many as the sample size
+    (``study_sample_items`` draws them); a study that shows rationales has at least one source, and
+    none is listed twice; only a study scored by majorities before and after stops units
+    early (``STOP_WHEN_DECIDED_KINDS``). (A source may have no rationales yet: the design summary counts the
+    missing ones, and a gold source shows the items' own rationales.)"""
+    changes = dict(changes or {})
+    problems = study_locked_changes(study=study, changes=changes, sources=sources) if study.pk else {}
+    design = {f: changes[f] if f in changes else _stored(study, f)
+              for f in ("kind", "dataset", "split", "item_sample_size", "stop_when_decided")}
+    dataset, split = design["dataset"], design["split"]
+    if dataset is not None and split:
+        problems.update(_sample_problems(dataset=dataset, split=split, size=design["item_sample_size"]))
+    if sources is not None and "sources" not in problems:
+        problems.update(_source_problems(kind=design["kind"], sources=list(sources)))
+    if design["stop_when_decided"] and design["kind"] not in STOP_WHEN_DECIDED_KINDS:
+        # Stopping a unit early needs a score decided by majorities (utility, generalization).
+        problems["stop_when_decided"] = (
+            f"A {Study.Kind(design['kind']).label.lower()} study is not scored by the majority of before and after "
+            "answers, so no unit can be decided early: turn it off (utility and generalization studies only).")
+    return problems
+
+
+def _stored(study: Study, field: str) -> Any:
+    if field == "dataset":
+        return study.dataset if study.dataset_id else None
+    return getattr(study, field)
+
+
+def _sample_problems(*, dataset: Dataset, split: str, size: int | None) -> dict[str, str]:
+    pool = Item.objects.filter(dataset=dataset, split=split).count()
+    if not pool:
+        return {"split": f"{dataset} has no items in the {split} split: import them first."}
+    if size and size > pool:
+        return {"item_sample_size": f"The sample size {size} is larger than the {pool} items of the {split} split: "
+                                    "lower it or leave it empty to take all."}
+    return {}
+
+
+def _source_problems(*, kind: str, sources: list[RationaleSource]) -> dict[str, str]:
+    if kind in NEEDS_SOURCES and not sources:
+        return {"sources": f"A {Study.Kind(kind).label.lower()} study needs at least one rationale source."}
+    if len({s.pk for s in sources}) != len(sources):
+        return {"sources": "A rationale source is listed twice."}
+    return {}
+
+
+def _refuse(problems: dict[str, str], *, study: Study | None = None) -> None:
+    if problems:
+        where = f"study {study.name!r}: " if study is not None else ""
+        raise StudyError(where + " ".join(dict.fromkeys(problems.values())))
+
+
 def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = None, **changes: Any) -> Study:
     """Change a study's design. Sampling fields (dataset, split, sample size, seed), sources and
-    workers per unit change only while the study is a draft (``study_locked_changes``); a changed
-    sample is drawn again."""
+    workers per unit change only while the study is a draft (``study_locked_changes``), and the
+    result must pass every design rule (``study_design_problems``); a changed sample is drawn
+    again."""
     unknown = set(changes) - DESIGN_FIELDS
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
+    sources = list(sources) if sources is not None else None
     old = {f: getattr(study, f) for f in SAMPLE_FIELDS}
     resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
-    refused = study_locked_changes(study=study, changes=changes, sources=sources)
-    if refused:
-        raise StudyError(f"study {study.name!r}: " + " ".join(dict.fromkeys(refused.values())))
+    _refuse(study_design_problems(study=study, changes=changes, sources=sources), study=study)
     for field, value in changes.items():
         setattr(study, field, value)
-    _check_stop_when_decided(study)
     _full_clean(study)
     with transaction.atomic():
         study.save()
         if sources is not None:
-            study.sources.set(_check_sources(dataset=study.dataset, sources=sources))
+            study.sources.set(sources)
         if resample or not study.items.exists():
             study_sample_items(study=study)
     return study

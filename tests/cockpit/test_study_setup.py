@@ -114,3 +114,33 @@ def test_attention_checks_and_qualification_test_are_set_up_on_the_study_page(ad
     assert "Which is a mammal? | whale | whale; shark" in again
     assignment = work(study, "f" * 24, submit=False)
     assert assignment.claims.filter(attention_check=check).exists()
+
+
+@pytest.mark.parametrize("design, field, message", [
+    ({"split": "dev"}, "split", "picker-ds has no items in the dev split: import them first."),
+    ({"item_sample_size": 5}, "item_sample_size", "The sample size 5 is larger than the 1 items of the test split: "
+                                                   "lower it or leave it empty to take all."),
+    ({"sources": "none"}, "sources", "A utility study needs at least one rationale source."),
+])
+def test_the_study_form_and_the_service_refuse_a_design_with_the_same_message(admin_client, world, design, field,
+                                                                              message):
+    """One set of design rules (studies.services.studies.study_design_problems): the admin shows
+    the reason beside its field, and study_create (what the API and load_demo call) refuses the
+    same design with the same reason."""
+    from studies.services.studies import StudyError, study_create
+
+    dataset, on_test, elsewhere = world
+    chosen = [] if design.get("sources") == "none" else [on_test]
+    fields = {"split": "test", "item_sample_size": None, **{k: v for k, v in design.items() if k != "sources"}}
+    add = reverse("admin:studies_study_add")
+    data = {**form_data(admin_client.get(add)), "name": "refused", "dataset": dataset.pk, "consent_text": "ok",
+            "sources": [s.pk for s in chosen],
+            **{k: "" if v is None else v for k, v in fields.items()}}
+    refused = admin_client.post(add, data)
+    assert refused.status_code == 200
+    shown = refused.context["adminform"].form.errors
+    assert shown[field] == [message]
+    with pytest.raises(StudyError) as raised:
+        study_create(name="refused", dataset=dataset, sources=chosen, **fields)
+    assert str(raised.value) == " ".join(reason for reasons in shown.values() for reason in reasons)
+    assert not Study.objects.filter(name="refused").exists()

@@ -136,7 +136,7 @@ def test_study_form_rejects_a_sample_bigger_than_the_split(admin_client):
         "reward": "2.00", "hourly_pay_floor": "15.00", "estimated_minutes_per_task": "6.0", "platform": "link",
     })
     assert response.status_code == 200
-    assert b"Only 2 items in the test split." in response.content
+    assert b"The sample size 9 is larger than the 2 items of the test split" in response.content
     assert not Study.objects.filter(name="Too big").exists()
 
 

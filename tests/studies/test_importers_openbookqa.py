@@ -96,3 +96,21 @@ def test_single_object_form_without_options_is_reported(tmp_path):
     assert "(a) ... (b)" in by_field["question"].reason
     assert "'(e)'" in by_field["answer"].reason
     assert by_field["question"].line == 1 and by_field["question"].column is not None
+
+
+def test_a_record_that_is_not_an_object_leaves_the_others_their_keys(tmp_path):
+    """The shared row parser (importers.rows.parse_rows) skips a record that is not an object:
+    the records after it still read their own key (the item id is <split>-<key>)."""
+    good = {"question": "Which is a metal? (a) iron (b) wood (c) glass (d) paper", "answer": "(a)",
+            "rationale": "dummy"}
+    path = tmp_path / "obqa_dev.jsonl"
+    path.write_text(json.dumps({"0": good, "1": ["not", "an", "object"], "2": {**good, "answer": "(e)"}}))
+    with pytest.raises(ImportValidationError) as exc:
+        items_import_openbookqa(file=path)
+    assert [(e.field, e.record, e.reason[:40]) for e in exc.value.errors] == [
+        ("", "", "expected a JSON object, got a JSON list"),
+        ("answer", "key '2'", "the answer '(e)' is not one of (a), (b),"),
+    ]
+    path.write_text(json.dumps({"0": good, "2": {**good, "answer": "(b)"}}))
+    items_import_openbookqa(file=path)
+    assert dict(Item.objects.values_list("external_id", "gold_answer")) == {"dev-0": "a", "dev-2": "b"}

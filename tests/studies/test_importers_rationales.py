@@ -123,3 +123,31 @@ def test_command(sqa_test_imported, utility_file, capsys):
     assert "1374 created" in out and '"gpt3": 458' in out
     with pytest.raises(CommandError, match="unknown dataset"):
         call_command("import_rationales", str(utility_file), "--dataset", "Missing")
+
+
+def test_every_table_importer_names_missing_columns_alike(tmp_path):
+    """One column-resolution step (importers.rows.resolve_columns) behind the table importers:
+    a column the user names that the file lacks, or a role no column fills, is said the same way
+    by the rationales and items importers (and outcomes), with the file's columns, before any row."""
+    from studies.services.importers import ItemColumns, RationaleColumns, items_import_table
+
+    dataset = DatasetFactory(name="YN")
+    ItemFactory(dataset=dataset, external_id="i1", gold_answer="yes")
+    path = tmp_path / "t.csv"
+    path.write_text("item_id,text,label\ni1,Because so.,yes\n")
+    with pytest.raises(ImportValidationError) as rationales:
+        rationales_import(file=path, dataset_name="YN", source_name="m",
+                          columns=RationaleColumns(rationale="explanation_text"))
+    with pytest.raises(ImportValidationError) as items:
+        items_import_table(file=path, dataset_name="YN", columns=ItemColumns(id="item_id", question="question_text",
+                                                                              answer="label"))
+    assert rationales.value.errors[0].reason == (
+        "the file has no column(s) 'explanation_text'; its columns are 'item_id', 'label', 'text'")
+    assert items.value.errors[0].reason == (
+        "the file has no column(s) 'question_text'; its columns are 'item_id', 'label', 'text': map them with the "
+        "column options")
+    path.write_text("label,text\nyes,Because so.\n")
+    with pytest.raises(ImportValidationError) as lacking:
+        rationales_import(file=path, dataset_name="YN", source_name="m")
+    assert lacking.value.errors[0].reason == (
+        "the file lacks an item id or a question column; its columns are 'label', 'text'")

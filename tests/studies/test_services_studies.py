@@ -106,7 +106,7 @@ def test_empty_split_and_no_sources_are_refused():
     ItemFactory(dataset=dataset, split="test")
     with pytest.raises(StudyError, match="at least one rationale source"):
         study_create(name="x", dataset=dataset, sources=[])
-    with pytest.raises(StudyError, match="no items in split 'dev'"):
+    with pytest.raises(StudyError, match="no items in the dev split"):
         study_create(name="x", dataset=dataset, split="dev", sources=[RationaleSourceFactory()])
     assert not Study.objects.exists()
 

@@ -27,6 +27,7 @@ from studies.models import GeneralizationQuestion, ImportRecord, Item
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_type, parse_json_document, read_import_file
+from .rows import KeyedRows, Row
 from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
 from .values import check_split, choice_label, short, split_from_name, yes_no_label
 
@@ -73,84 +74,98 @@ def generalization_questions_import(
                             f"[question, answer, type] rows, got a JSON {json_type(doc.data)}"),
             filename=f.name,
         )
-    provenance = None
-    if validation_status is not None:
-        provenance = {"status": validation_status, "set_by": "import", "file": f.name[:200], "sha256": f.sha256,
-                      "at": timezone.now().isoformat()}
-    errors = ErrorCollector()
-    rows: dict[tuple[int, str, str], dict[str, Any]] = {}
-    first: dict[tuple[int, str, str], str] = {}
-    lines: dict[tuple[int, str, str], int | None] = {}
-    merged = 0
-    conflicts: list[dict[str, Any]] = []
-    n_rows = 0
-    originals: set[int] = set()
+    parsed = _GeneralizationFile(f=f, dataset=dataset, index=index, validation_status=validation_status)
     for original, entries in doc.data.items():
+        parsed.read(doc, original, entries)
+    parsed.errors.raise_if_any(f.name)
+    if not parsed.kept.rows:
+        raise ImportValidationError("the file has no generalization questions", filename=f.name)
+    return _apply(f=f, dataset=dataset, split=split, parsed=parsed, user=user)
+
+
+class _GeneralizationFile:
+    """The rows of a generalization file as they are read: each original question's item, each
+    row parsed (``Row`` over ``question``, ``answer``, ``type``), repeats merged, and a question
+    given twice with different answers kept with its first answer and flagged."""
+
+    def __init__(self, *, f, dataset, index: QuestionIndex, validation_status: str | None):
+        self.f, self.dataset, self.index, self.validation_status = f, dataset, index, validation_status
+        self.provenance = None
+        if validation_status is not None:
+            self.provenance = {"status": validation_status, "set_by": "import", "file": f.name[:200],
+                               "sha256": f.sha256, "at": timezone.now().isoformat()}
+        self.errors = ErrorCollector()
+        self.kept = KeyedRows()
+        self.conflicts: list[dict[str, Any]] = []
+        self.n_rows = 0
+        self.originals: set[int] = set()
+
+    def read(self, doc, original: str, entries: Any) -> None:
+        """One original question and its list of rows."""
         line, col = doc.where(original)
         record = f"original {short(original, 50)!r}"
-        item, reason = index.find(original)
+        item, reason = self.index.find(original)
         if item is None:
-            errors.add(line, "original question", reason, column=col)
+            self.errors.add(line, "original question", reason, column=col)
         if not isinstance(entries, list):
-            errors.add(line, "", f"expected a list of [question, answer, type] rows, got a JSON {json_type(entries)}",
-                       column=col, record=record)
-            continue
+            self.errors.add(line, "", f"expected a list of [question, answer, type] rows, got a JSON "
+                            f"{json_type(entries)}", column=col, record=record)
+            return
         for n, entry in enumerate(entries):
-            n_rows += 1
+            self.n_rows += 1
             eline, ecol = doc.where(original, n)
-            erecord = f"{record} row {n + 1}"
             if not isinstance(entry, list) or len(entry) != 3:
-                errors.add(eline, "", f"expected [question, answer, type], got {short(entry)!r}", column=ecol,
-                           record=erecord)
+                self.errors.add(eline, "", f"expected [question, answer, type], got {short(entry)!r}", column=ecol,
+                                record=f"{record} row {n + 1}")
                 continue
-            text, raw_answer, qtype = entry
-            ok = True
-            if not isinstance(text, str) or not text.strip():
-                errors.add(eline, "question", "the question text is empty", column=ecol, record=erecord)
-                ok = False
-            if dataset.is_yes_no:
-                answer = yes_no_label(raw_answer, strict_true_false=True)
-                allowed = "True or False"
-            else:
-                answer = choice_label(raw_answer, dataset.allowed_labels())
-                allowed = ", ".join(dataset.allowed_labels())
-            if answer is None:
-                errors.add(eline, "answer", f"the answer {short(raw_answer)!r} is not {allowed}", column=ecol,
-                           record=erecord)
-                ok = False
-            qtype_key = qtype.strip().lower() if isinstance(qtype, str) else ""
-            if qtype_key not in TYPES:
-                errors.add(eline, "type", f"the type {short(qtype)!r} is not one of {', '.join(sorted(TYPES))}",
-                           column=ecol, record=erecord)
-                ok = False
-            if not ok or item is None:
-                continue
-            originals.add(item.pk)
-            key = (item.pk, qtype_key, text.strip())
-            values = {"answer": answer, "origin": f.name[:200], "metadata": {"original_question": original}}
-            if provenance is not None:
-                values["validation_status"] = validation_status
-                values["metadata"]["validation"] = dict(provenance)
-            if key in rows:
-                if rows[key]["answer"] == answer:
-                    merged += 1
-                    continue
-                # The released files hold a few of these (8 in the test file): the generator gave
-                # the same question twice with opposite answers. Keep the first answer, flag the
-                # question for validation, and say so in the summary.
-                kept = rows[key]
-                kept["metadata"]["conflicting_answers"] = sorted({kept["answer"], answer})
-                conflicts.append({
-                    "line": eline, "column": ecol, "original": original, "question": text.strip(), "type": qtype_key,
-                    "kept": kept["answer"], "dropped": answer, "first_at": first[key],
-                })
-                continue
-            rows[key] = values
-            lines[key] = eline
-            first[key] = f"line {eline}" + (f", column {ecol}" if ecol else "")
-    errors.raise_if_any(f.name)
-    if not rows:
-        raise ImportValidationError("the file has no generalization questions", filename=f.name)
+            row = Row(dict(zip(("question", "answer", "type"), entry, strict=True)), line=eline, column=ecol,
+                      errors=self.errors, record=f"{record} row {n + 1}")
+            self.keep(row, item, original)
+
+    def keep(self, row: Row, item: Item | None, original: str) -> None:
+        parsed = self.parse(row)
+        if parsed is None or item is None:
+            return
+        text, answer, qtype = parsed
+        self.originals.add(item.pk)
+        key = (item.pk, qtype, text)
+        values = {"answer": answer, "origin": self.f.name[:200], "metadata": {"original_question": original}}
+        if self.provenance is not None:
+            values["validation_status"] = self.validation_status
+            values["metadata"]["validation"] = dict(self.provenance)
+        kept = self.kept.add(key, values, line=row.line, column=row.column, same=lambda a, b: a["answer"] == b["answer"])
+        if kept is not None:
+            # The released files hold a few of these (8 in the test file): the generator gave the
+            # same question twice with opposite answers. Keep the first answer, flag the question
+            # for validation, and say so in the summary.
+            kept["metadata"]["conflicting_answers"] = sorted({kept["answer"], answer})
+            self.conflicts.append({
+                "line": row.line, "column": row.column, "original": original, "question": text, "type": qtype,
+                "kept": kept["answer"], "dropped": answer, "first_at": self.kept.where(key),
+            })
+
+    def parse(self, row: Row) -> tuple[str, str, str] | None:
+        """``(question text, answer label, type)``; None when the row has an error."""
+        text = row.raw("question")
+        if not isinstance(text, str) or not text.strip():
+            row.error("question", "the question text is empty")
+        raw_answer = row.raw("answer")
+        if self.dataset.is_yes_no:
+            answer, allowed = yes_no_label(raw_answer, strict_true_false=True), "True or False"
+        else:
+            answer = choice_label(raw_answer, self.dataset.allowed_labels())
+            allowed = ", ".join(self.dataset.allowed_labels())
+        if answer is None:
+            row.error("answer", f"the answer {short(raw_answer)!r} is not {allowed}")
+        qtype = row.raw("type")
+        qtype_key = qtype.strip().lower() if isinstance(qtype, str) else ""
+        if qtype_key not in TYPES:
+            row.error("type", f"the type {short(qtype)!r} is not one of {', '.join(sorted(TYPES))}")
+        return (text.strip(), answer, qtype_key) if row.ok else None
+
+
+def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRecord:
+    rows, validation_status = parsed.kept.rows, parsed.validation_status
     with transaction.atomic():
         existing = {
             (g.item_id, g.qtype, g.text): g
@@ -163,7 +178,7 @@ def generalization_questions_import(
         compare = ["answer"] + (["validation_status"] if validation_status is not None else [])
         result, _ = bulk_upsert(
             model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
-            lines=lines, filename=f.name, user=user,
+            lines=parsed.kept.lines, filename=f.name, user=user,
         )
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:
@@ -171,12 +186,12 @@ def generalization_questions_import(
         summary = {
             "dataset": dataset.name,
             "split": split,
-            "rows_in_file": n_rows,
+            "rows_in_file": parsed.n_rows,
             "questions": len(rows),
-            "identical_duplicates_merged": merged,
-            "originals": len(originals),
+            "identical_duplicates_merged": parsed.kept.merged,
+            "originals": len(parsed.originals),
             "per_type": per_type,
-            "conflicting_answers": conflicts,
+            "conflicting_answers": parsed.conflicts,
             "validation_status_set": validation_status,
         }
         return import_record_create(kind=KIND, f=f, dataset=dataset, result=result, summary=summary, user=user)

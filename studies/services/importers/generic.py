@@ -15,8 +15,9 @@ from typing import IO, Any
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord, Split
 
 from .errors import ErrorCollector, ImportValidationError
-from .items import ItemRows, check_item_values, items_apply
+from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import json_cell, json_type, read_import_file, read_records
+from .rows import Row, header_of, parse_rows, resolve_columns
 from .upsert import dataset_check
 from .values import as_text, check_split, choice_label, short, split_from_name, yes_no_label
 
@@ -37,6 +38,19 @@ class ItemColumns:
 
     def used(self) -> set[str]:
         return {v for v in asdict(self).values() if v}
+
+    def resolve(self, header: set[str], *, filename: str = "", multiple_choice: bool = False) -> dict[str, str]:
+        """``{role: column}`` for this file (``resolve_columns``): id, question and answer (and
+        choices for multiple choice) must be named and in the file; a rationale or split column
+        named but absent is read as empty."""
+        named = asdict(self)
+        needed = ["id", "question", "answer"] + (["choices"] if multiple_choice else [])
+        return resolve_columns(
+            given={role: name if role in needed else None for role, name in named.items()},
+            candidates={role: [name] for role, name in named.items() if name},
+            required=[((role,), f"a named {role} column") for role in needed],
+            header=header, filename=filename, hint=": map them with the column options",
+        )
 
 
 def _parse_choices(value: Any) -> tuple[list[dict[str, str]] | None, str]:
@@ -79,120 +93,109 @@ def items_import_table(
     f = read_import_file(file, filename=filename)
     columns = columns or ItemColumns()
     default_split = check_split(split, filename=f.name) or split_from_name(f.name) or Split.OTHER
-    existing = Dataset.objects.filter(name=(dataset_name or "").strip()).first()
-    if task_format is None:
-        if existing is None:
-            raise ImportValidationError(
-                f"dataset {dataset_name!r} does not exist yet: give its task format (yes_no or multiple_choice)",
-                filename=f.name,
-            )
-        task_format = existing.task_format
-    if task_format not in Dataset.TaskFormat.values:
-        raise ImportValidationError(
-            f"unknown task format {task_format!r}: use yes_no or multiple_choice", filename=f.name
-        )
+    task_format = _task_format(dataset_name, task_format, f.name)
     labels = [lbl.strip().lower() for lbl in (choice_labels or []) if lbl.strip()]
     dataset = dataset_check(name=dataset_name, task_format=task_format, choice_labels=labels, filename=f.name)
     if dataset is not None and not labels:
         labels = list(dataset.choice_labels)
     is_mc = task_format == Dataset.TaskFormat.MULTIPLE_CHOICE
-    for required in ("id", "question", "answer"):
-        if not getattr(columns, required):
-            raise ImportValidationError(f"the {required} column must be named", filename=f.name)
     records = read_records(f, file_format=file_format)
+    cols = columns.resolve(header_of(records), filename=f.name, multiple_choice=is_mc)
     errors = ErrorCollector()
-    header = set(records[0][1]) if records else set()
-    missing = [c for c in (columns.id, columns.question, columns.answer) if c not in header]
-    if is_mc and columns.choices and columns.choices not in header:
-        missing.append(columns.choices)
-    if missing:
-        raise ImportValidationError(
-            f"the file has no column(s) {', '.join(repr(m) for m in missing)}; its columns are "
-            f"{', '.join(sorted(map(repr, header)))}: map them with the column options",
-            filename=f.name,
-        )
     rows = ItemRows(errors, id_field=columns.id)
-    for line, rec, col in records:
-        external_id = as_text(rec.get(columns.id))
+    parse = _ItemRow(labels=labels, multiple_choice=is_mc, default_split=default_split, used=columns.used())
+    for row in parse_rows(records, columns=cols, errors=errors):
+        external_id = row.text("id")
         if not external_id:
-            errors.add(line, columns.id, "the id is empty", column=col)
+            row.error("id", "the id is empty")
             continue
-        record = f"id {short(external_id, 40)!r}"
-        if not rows.claim(external_id, line=line, column=col):
-            continue
-        question = as_text(rec.get(columns.question))
-        raw_answer = rec.get(columns.answer)
-        ok = True
-        if is_mc:
-            choices, reason = _parse_choices(rec.get(columns.choices))
-            if choices is None:
-                errors.add(line, columns.choices, reason, column=col, record=record)
-                ok = False
-                choices = []
-            elif len(choices) < 2:
-                errors.add(line, columns.choices, "a multiple-choice item needs at least two options", column=col,
-                           record=record)
-                ok = False
-            else:
-                row_labels = [c["label"] for c in choices]
-                if not labels:
-                    labels = row_labels
-                if row_labels != labels:
-                    errors.add(
-                        line, columns.choices, f"the option labels {row_labels} differ from the dataset's {labels}",
-                        column=col, record=record,
-                    )
-                    ok = False
-                for c in choices:
-                    if not c["text"]:
-                        errors.add(line, columns.choices, f"option {c['label']!r} has no text", column=col,
-                                   record=record)
-                        ok = False
-            gold = choice_label(raw_answer, labels) if labels else None
-            if gold is None and isinstance(raw_answer, str):
-                matches = [c["label"] for c in choices if c["text"] == raw_answer.strip()]
-                gold = matches[0] if len(matches) == 1 else None
-            allowed = ", ".join(labels) if labels else "an option label"
-        else:
-            choices = list(YES_NO_CHOICES)
-            gold = yes_no_label(raw_answer)
-            allowed = "yes/no (or true/false)"
-        ok = check_item_values(
-            errors=errors, line=line, column=col, record=record, question=question, gold_answer=gold,
-            raw_answer=raw_answer, allowed=allowed, answer_field=columns.answer, question_field=columns.question,
-        ) and ok
-        row_split = default_split
-        if columns.split and as_text(rec.get(columns.split)):
-            row_split = as_text(rec.get(columns.split)).lower()
-            if row_split not in Split.values:
-                errors.add(line, columns.split, f"unknown split {short(row_split)!r}: use {', '.join(Split.values)}",
-                           column=col, record=record)
-                ok = False
-        if not ok:
-            continue
-        rationale = as_text(rec.get(columns.rationale)) if columns.rationale else ""
-        metadata = {k: v for k, v in rec.items() if k not in columns.used() and v not in ("", None)}
-        rows.add(
-            external_id,
-            {
-                "question": question,
-                "choices": choices,
-                "gold_answer": gold,
-                "gold_rationale": rationale,
-                "split": row_split,
-                "metadata": metadata,
-            },
-            line=line,
-            column=col,
-        )
+        if rows.claim(external_id, line=row.line, column=row.column):
+            row.record = f"id {short(external_id, 40)!r}"
+            values = parse(row)
+            if row.ok:
+                rows.add(external_id, values, line=row.line, column=row.column)
     rows.raise_if_invalid(f.name, noun="items")
     return items_apply(
         kind=KIND,
         f=f,
         dataset_name=dataset_name,
         task_format=task_format,
-        choice_labels=labels if is_mc else [],
+        choice_labels=parse.labels if is_mc else [],
         rows=rows,
         user=user,
         extra_summary={"columns": asdict(columns)},
     )
+
+
+def _task_format(dataset_name: str, task_format: str | None, filename: str) -> str:
+    """The task format asked for, else the existing dataset's; refused when neither says."""
+    if task_format is None:
+        existing = Dataset.objects.filter(name=(dataset_name or "").strip()).first()
+        if existing is None:
+            raise ImportValidationError(
+                f"dataset {dataset_name!r} does not exist yet: give its task format (yes_no or multiple_choice)",
+                filename=filename,
+            )
+        task_format = existing.task_format
+    if task_format not in Dataset.TaskFormat.values:
+        raise ImportValidationError(f"unknown task format {task_format!r}: use yes_no or multiple_choice",
+                                    filename=filename)
+    return task_format
+
+
+class _ItemRow:
+    """Parses one row of an items table into an item's values; errors are reported on the row.
+    The first row's option labels become the dataset's when it has none yet."""
+
+    def __init__(self, *, labels: list[str], multiple_choice: bool, default_split: str, used: set[str]):
+        self.labels, self.multiple_choice, self.default_split, self.used = labels, multiple_choice, default_split, used
+
+    def __call__(self, row: Row) -> dict[str, Any]:
+        question = row.text("question")
+        raw_answer = row.raw("answer")
+        if self.multiple_choice:
+            choices = self.choices(row)
+            gold, allowed = self.option(raw_answer, choices), ", ".join(self.labels) or "an option label"
+        else:
+            choices, gold, allowed = list(YES_NO_CHOICES), yes_no_label(raw_answer), "yes/no (or true/false)"
+        if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record,
+                                 question=question, gold_answer=gold, raw_answer=raw_answer, allowed=allowed,
+                                 answer_field=row.name("answer"), question_field=row.name("question")):
+            row.ok = False
+        return item_values(question=question, choices=choices, gold_answer=gold,
+                           gold_rationale=row.text("rationale") if row.has("rationale") else "", split=self.split(row),
+                           metadata={k: v for k, v in row.others(self.used).items() if v not in ("", None)})
+
+    def choices(self, row: Row) -> list[dict[str, str]]:
+        choices, reason = _parse_choices(row.raw("choices"))
+        if choices is None:
+            row.error("choices", reason)
+            return []
+        if len(choices) < 2:
+            row.error("choices", "a multiple-choice item needs at least two options")
+            return choices
+        row_labels = [c["label"] for c in choices]
+        if not self.labels:
+            self.labels = row_labels
+        if row_labels != self.labels:
+            row.error("choices", f"the option labels {row_labels} differ from the dataset's {self.labels}")
+        for c in choices:
+            if not c["text"]:
+                row.error("choices", f"option {c['label']!r} has no text")
+        return choices
+
+    def option(self, raw_answer: Any, choices: list[dict[str, str]]) -> str | None:
+        """The answer's option label: a label (``b``, ``(B)``) or the exact text of one option."""
+        gold = choice_label(raw_answer, self.labels) if self.labels else None
+        if gold is None and isinstance(raw_answer, str):
+            matches = [c["label"] for c in choices if c["text"] == raw_answer.strip()]
+            gold = matches[0] if len(matches) == 1 else None
+        return gold
+
+    def split(self, row: Row) -> str:
+        if not row.has("split") or not row.text("split"):
+            return self.default_split
+        value = row.text("split").lower()
+        if value not in Split.values:
+            row.error("split", f"unknown split {short(value)!r}: use {', '.join(Split.values)}")
+        return value

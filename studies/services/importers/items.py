@@ -15,6 +15,13 @@ from .values import short
 ITEM_FIELDS = ["question", "choices", "gold_answer", "gold_rationale", "split", "metadata"]
 
 
+def item_values(*, question: str, choices: list[dict[str, str]], gold_answer: str, gold_rationale: str, split: str,
+                metadata: dict[str, Any]) -> dict[str, Any]:
+    """One validated item row as ``items_apply`` stores it (``ITEM_FIELDS``)."""
+    return {"question": question, "choices": choices, "gold_answer": gold_answer, "gold_rationale": gold_rationale,
+            "split": split, "metadata": metadata}
+
+
 class ItemRows:
     """Validated item rows keyed by external id, with the line each came from, so that a
     duplicate id is reported against both lines."""

@@ -20,8 +20,9 @@ from typing import IO, Any
 from studies.models import Dataset, ImportRecord
 
 from .errors import ErrorCollector, ImportValidationError, RowError, TooManyRecords
-from .items import ItemRows, check_item_values, items_apply
+from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import ImportFile, json_type, parse_json_document, parse_json_lines, read_import_file
+from .rows import Row, parse_rows
 from .upsert import dataset_check
 from .values import as_text, check_split, choice_label, short, split_from_name
 
@@ -73,141 +74,110 @@ def _records(f: ImportFile) -> tuple[str, list[tuple[int | None, int | None, str
     return "original", [(line, None, str(line), rec) for line, rec in parse_json_lines(f)]
 
 
-def _original(
-    rec: dict, *, line: int | None, col: int | None, split: str, errors: ErrorCollector, rows: ItemRows
-) -> None:
-    external_id = as_text(rec.get("id"))
-    record = f"id {short(external_id, 40)!r}" if external_id else ""
-    if not external_id:
-        errors.add(line, "id", "the question id is missing or empty", column=col)
-        return
-    if not rows.claim(external_id, line=line, column=col):
-        return
-    question = rec.get("question")
+def _original(row: Row, split: str) -> dict[str, Any] | None:
+    """An item's values from a record of the original release; None (errors on the row) when it
+    has any."""
+    question = row.raw("question")
     if not isinstance(question, dict):
-        errors.add(
-            line, "question", f"expected an object with stem and choices, got a JSON {json_type(question)}",
-            column=col, record=record,
-        )
-        return
+        row.error("question", f"expected an object with stem and choices, got a JSON {json_type(question)}")
+        return None
     stem = question.get("stem")
     stem = stem.strip() if isinstance(stem, str) else ""
-    choices_raw = question.get("choices")
-    ok = True
-    choices: list[dict[str, str]] = []
-    if not isinstance(choices_raw, list) or len(choices_raw) != len(LABELS):
-        errors.add(
-            line, "question.choices",
-            f"expected a list of {len(LABELS)} options, got {short(choices_raw)!r}", column=col, record=record,
-        )
-        ok = False
-    else:
-        for n, choice in enumerate(choices_raw):
-            field = f"question.choices[{n}]"
-            if not isinstance(choice, dict):
-                errors.add(line, field, "expected an object with text and label", column=col, record=record)
-                ok = False
-                continue
-            label = as_text(choice.get("label")).lower()
-            text = as_text(choice.get("text"))
-            if label not in LABELS:
-                errors.add(
-                    line, f"{field}.label", f"the label {short(choice.get('label'))!r} is not one of A, B, C, D",
-                    column=col, record=record,
-                )
-                ok = False
-            if not text:
-                errors.add(line, f"{field}.text", "the option text is empty", column=col, record=record)
-                ok = False
-            choices.append({"label": label, "text": text})
-        labels = [c["label"] for c in choices]
-        if ok and sorted(labels) != LABELS:
-            errors.add(
-                line, "question.choices", f"the labels {labels} must be A, B, C, D, each once",
-                column=col, record=record,
-            )
-            ok = False
-        choices.sort(key=lambda c: c["label"])
-    raw_answer = rec.get("answerKey")
+    choices = _original_choices(row, question.get("choices"))
+    raw_answer = row.raw("answerKey")
     gold = choice_label(raw_answer, LABELS)
-    ok = check_item_values(
-        errors=errors, line=line, column=col, record=record, question=stem, gold_answer=gold,
-        raw_answer=raw_answer, allowed="A, B, C or D", answer_field="answerKey", question_field="question.stem",
-    ) and ok
-    if not ok:
-        return
-    fact = as_text(rec.get("fact1"))
-    metadata = {k: v for k, v in rec.items() if k not in {"id", "question", "answerKey"}}
-    rows.add(
-        external_id,
-        {
-            "question": stem,
-            "choices": choices,
-            "gold_answer": gold,
-            "gold_rationale": "" if fact.lower() in NO_RATIONALE else fact,
-            "split": split,
-            "metadata": metadata,
-        },
-        line=line,
-        column=col,
-    )
+    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record, question=stem,
+                             gold_answer=gold, raw_answer=raw_answer, allowed="A, B, C or D", answer_field="answerKey",
+                             question_field="question.stem"):
+        row.ok = False
+    if not row.ok:
+        return None
+    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=_rationale(row.text("fact1")),
+                       split=split, metadata=row.others({"id", "question", "answerKey"}))
 
 
-def _single(
-    key: str, rec: dict, *, line: int | None, col: int | None, split: str, errors: ErrorCollector, rows: ItemRows
-) -> None:
-    record = f"key {short(key, 20)!r}"
-    if not rows.claim(f"{split}-{key}", line=line, column=col):
-        return
-    text = rec.get("question")
+def _original_choices(row: Row, raw: Any) -> list[dict[str, str]]:
+    """The four options of ``question.choices``, sorted by label; errors on the row."""
+    if not isinstance(raw, list) or len(raw) != len(LABELS):
+        row.error("", f"expected a list of {len(LABELS)} options, got {short(raw)!r}", field="question.choices")
+        return []
+    choices = []
+    for n, choice in enumerate(raw):
+        field = f"question.choices[{n}]"
+        if not isinstance(choice, dict):
+            row.error("", "expected an object with text and label", field=field)
+            continue
+        label, text = as_text(choice.get("label")).lower(), as_text(choice.get("text"))
+        if label not in LABELS:
+            row.error("", f"the label {short(choice.get('label'))!r} is not one of A, B, C, D", field=f"{field}.label")
+        if not text:
+            row.error("", "the option text is empty", field=f"{field}.text")
+        choices.append({"label": label, "text": text})
+    labels = [c["label"] for c in choices]
+    if row.ok and sorted(labels) != LABELS:
+        row.error("", f"the labels {labels} must be A, B, C, D, each once", field="question.choices")
+    return sorted(choices, key=lambda c: c["label"])
+
+
+def _single(key: str, row: Row, split: str) -> dict[str, Any] | None:
+    """An item's values from a record of the single-object form; None (errors on the row) when it
+    has any."""
+    text = row.raw("question")
     if not isinstance(text, str) or not text.strip():
-        errors.add(line, "question", "the question text is empty", column=col, record=record)
-        return
-    m = _OPTIONS.match(text.strip())
-    ok = True
-    choices: list[dict[str, str]] = []
-    stem = text.strip()
-    if not m:
-        errors.add(
-            line, "question", "expected the four options in the text as (a) ... (b) ... (c) ... (d) ...",
-            column=col, record=record,
-        )
-        ok = False
-    else:
-        stem = m.group("stem").strip()
-        for label in LABELS:
-            option = m.group(label).strip()
-            if not option:
-                errors.add(line, "question", f"option ({label}) is empty", column=col, record=record)
-                ok = False
-            choices.append({"label": label, "text": option})
-    raw_answer = rec.get("answer")
+        row.error("question", "the question text is empty")
+        return None
+    stem, choices = _single_options(row, text.strip())
+    raw_answer = row.raw("answer")
     gold = choice_label(raw_answer, LABELS)
-    ok = check_item_values(
-        errors=errors, line=line, column=col, record=record, question=stem, gold_answer=gold,
-        raw_answer=raw_answer, allowed="(a), (b), (c) or (d)",
-    ) and ok
-    rationale = rec.get("rationale")
+    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record, question=stem,
+                             gold_answer=gold, raw_answer=raw_answer, allowed="(a), (b), (c) or (d)"):
+        row.ok = False
+    rationale = row.raw("rationale")
     if rationale is not None and not isinstance(rationale, str):
-        errors.add(line, "rationale", f"expected text, got a JSON {json_type(rationale)}", column=col, record=record)
-        ok = False
-    if not ok:
+        row.error("rationale", f"expected text, got a JSON {json_type(rationale)}")
+    if not row.ok:
+        return None
+    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=_rationale(rationale or ""),
+                       split=split, metadata={"source_key": key})
+
+
+def _rationale(text: str) -> str:
+    """The gold rationale: the file's text, or none for an empty one or ``dummy``."""
+    text = text.strip()
+    return "" if text.lower() in NO_RATIONALE else text
+
+
+def _single_options(row: Row, text: str) -> tuple[str, list[dict[str, str]]]:
+    """The stem and the four options written into the question text as (a) ... (d) ...."""
+    m = _OPTIONS.match(text)
+    if not m:
+        row.error("question", "expected the four options in the text as (a) ... (b) ... (c) ... (d) ...")
+        return text, []
+    choices = []
+    for label in LABELS:
+        option = m.group(label).strip()
+        if not option:
+            row.error("question", f"option ({label}) is empty")
+        choices.append({"label": label, "text": option})
+    return m.group("stem").strip(), choices
+
+
+def _read(row: Row, key: str, *, shape: str, split: str, rows: ItemRows) -> None:
+    """Claim the record's item id and keep its values when it has no error."""
+    if shape == "single":
+        external_id = f"{split}-{key}"
+        row.record = f"key {short(key, 20)!r}"
+    else:
+        external_id = row.text("id")
+        if not external_id:
+            row.error("id", "the question id is missing or empty")
+            return
+        row.record = f"id {short(external_id, 40)!r}"
+    if not rows.claim(external_id, line=row.line, column=row.column):
         return
-    rationale = (rationale or "").strip()
-    metadata = {"source_key": key}
-    rows.add(
-        f"{split}-{key}",
-        {
-            "question": stem,
-            "choices": choices,
-            "gold_answer": gold,
-            "gold_rationale": "" if rationale.lower() in NO_RATIONALE else rationale,
-            "split": split,
-            "metadata": metadata,
-        },
-        line=line,
-        column=col,
-    )
+    values = _single(key, row, split) if shape == "single" else _original(row, split)
+    if values is not None:
+        rows.add(external_id, values, line=row.line, column=row.column)
 
 
 def items_import_openbookqa(
@@ -228,14 +198,9 @@ def items_import_openbookqa(
     shape, records = _records(f)
     errors = ErrorCollector()
     rows = ItemRows(errors, id_field="id" if shape == "original" else "key")
-    for line, col, key, rec in records:
-        if not isinstance(rec, dict):
-            errors.add(line, "", f"expected a JSON object, got a JSON {json_type(rec)}", column=col)
-            continue
-        if shape == "single":
-            _single(key, rec, line=line, col=col, split=split, errors=errors, rows=rows)
-        else:
-            _original(rec, line=line, col=col, split=split, errors=errors, rows=rows)
+    keys = [key for _, _, key, _ in records]
+    for row in parse_rows(((line, rec, col) for line, col, _, rec in records), errors=errors):
+        _read(row, keys[row.index], shape=shape, split=split, rows=rows)
     rows.raise_if_invalid(f.name, noun="questions")
     return items_apply(
         kind=KIND,

@@ -28,8 +28,9 @@ from studies.models import ImportRecord, Item, Rationale, RationaleSource
 
 from .errors import ErrorCollector, ImportValidationError
 from .reading import json_cell, read_import_file, read_records
+from .rows import KeyedRows, Required, Row, header_of, parse_rows, resolve_columns
 from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
-from .values import answer_label, as_text, check_split, describe_allowed, short
+from .values import answer_label, check_split, describe_allowed, short
 
 KIND = "rationales"
 
@@ -67,15 +68,20 @@ class RationaleColumns:
     p_without: str | None = None
     y_hat: str | None = None
 
-    def resolve(self, header: set[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for role, given in asdict(self).items():
-            if given is None:
-                found = next((c for c in CANDIDATES[role] if c in header), "")
-                out[role] = found
-            else:
-                out[role] = given
-        return out
+    def resolve(self, header: set[str], *, filename: str = "", source_name: str | None = None) -> dict[str, str]:
+        """``{role: column}`` for this file (``resolve_columns``); with ``source_name`` the file
+        needs no source column (one it has is still not kept as an extra field)."""
+        given = asdict(self)
+        candidates = dict(CANDIDATES)
+        if source_name:
+            candidates["source"] = [given["source"]] if given["source"] else CANDIDATES["source"]
+            given["source"] = None
+        required: list[Required] = [(("item_id", "question"), "an item id or a question column"),
+                                    (("rationale",), "a rationale column")]
+        if not source_name:
+            required.append((("source",), "a source column (or give a source name for the whole file)"))
+        return resolve_columns(given=given, header=header, filename=filename, candidates=candidates,
+                               required=required)
 
 
 def rationales_import(
@@ -97,167 +103,166 @@ def rationales_import(
     dataset = dataset_get(name=dataset_name, filename=f.name)
     source_name = (source_name or "").strip() or None
     records = read_records(f, file_format=file_format)
-    header: set[str] = set()
-    for _, rec, _ in records:
-        header.update(rec)
-    cols = (columns or RationaleColumns()).resolve(header)
-    problems = []
-    if not cols["item_id"] and not cols["question"]:
-        problems.append("an item id or a question column")
-    if not cols["rationale"]:
-        problems.append("a rationale column")
-    if not cols["source"] and not source_name:
-        problems.append("a source column (or give a source name for the whole file)")
-    for role, name in cols.items():
-        if name and name not in header and not (role == "source" and source_name):
-            problems.append(f"the column {name!r} given for {role.replace('_', ' ')}")
-    if problems:
-        raise ImportValidationError(
-            f"the file lacks {'; '.join(problems)}; its columns are {', '.join(sorted(map(repr, header)))}",
-            filename=f.name,
-        )
+    cols = (columns or RationaleColumns()).resolve(header_of(records), filename=f.name, source_name=source_name)
     index = QuestionIndex(dataset, split)
     if not len(index):
         where = f"dataset {dataset.name!r}" + (f" split {split!r}" if split else "")
         raise ImportValidationError(f"{where} has no items: import the questions first", filename=f.name)
-    with_probabilities = any(cols[k] for k in PROBABILITIES)
+    parse = _RationaleRow(f=f, dataset=dataset, index=index, cols=cols, source_name=source_name)
     errors = ErrorCollector()
-    rows: dict[tuple[int, str], dict[str, Any]] = {}
-    first_line: dict[tuple[int, str], int | None] = {}
-    used = {v for v in cols.values() if v}
-    merged = 0
-    for line, rec, col in records:
-        item: Item | None = None
-        record = ""
-        item_id = as_text(rec.get(cols["item_id"])) if cols["item_id"] else ""
-        question = as_text(rec.get(cols["question"])) if cols["question"] else ""
-        if item_id:
-            record = f"item {short(item_id, 40)!r}"
-            item = index.by_external_id.get(item_id)
-            if item is None:
-                errors.add(line, cols["item_id"], f"no item with id {short(item_id)!r} in {dataset.name!r}"
-                           + (f" split {split!r}" if split else ""), column=col)
-        elif question:
-            item, reason = index.find(question)
-            if item is None:
-                errors.add(line, cols["question"], reason, column=col)
-            else:
-                record = f"item {short(item.external_id, 40)!r}"
-        else:
-            errors.add(line, cols["item_id"] or cols["question"], "neither an item id nor a question text is given",
-                       column=col)
-        source = source_name or (as_text(rec.get(cols["source"])) if cols["source"] else "")
-        if not source:
-            errors.add(line, cols["source"], "the source name is empty", column=col, record=record)
-        elif len(source) > 200:
-            errors.add(line, cols["source"], "the source name is longer than 200 characters", column=col,
-                       record=record)
-            source = ""
-        text = as_text(rec.get(cols["rationale"]))
+    kept = KeyedRows()
+    for row in parse_rows(records, columns=cols, errors=errors):
+        parsed = parse(row)
+        if parsed is not None and kept.add(parsed[0], parsed[1], line=row.line) is not None:
+            row.error("rationale", f"a different rationale for the same item and source {parsed[0][1]!r} is on "
+                                   f"line {kept.lines[parsed[0]]}; keep one")
+    errors.raise_if_any(f.name)
+    if not kept.rows:
+        raise ImportValidationError("the file has no rationales", filename=f.name)
+    return _apply(f=f, dataset=dataset, rows=kept.rows, lines=kept.lines, merged=kept.merged, split=split, user=user)
+
+
+class _RationaleRow:
+    """Parses one row of a rationales file: ``((item id, source name), values)``, or None when
+    the row has an error (reported on the row)."""
+
+    def __init__(self, *, f, dataset, index: QuestionIndex, cols: dict[str, str], source_name: str | None):
+        self.f, self.dataset, self.index, self.cols, self.source_name = f, dataset, index, cols, source_name
+        self.with_probabilities = any(cols[k] for k in PROBABILITIES)
+        self.used = {v for v in cols.values() if v}
+
+    def __call__(self, row: Row) -> tuple[tuple[int, str], dict[str, Any]] | None:
+        item = self.item(row)
+        source = self.source(row)
+        text = row.text("rationale")
         if not text:
-            errors.add(line, cols["rationale"], "the rationale text is empty", column=col, record=record)
-        predicted = ""
-        raw_pred = rec.get(cols["predicted_answer"]) if cols["predicted_answer"] else None
-        if raw_pred not in (None, ""):
-            label = answer_label(dataset, raw_pred)
-            if label is None:
-                errors.add(line, cols["predicted_answer"],
-                           f"the predicted answer {short(raw_pred)!r} is not one of {describe_allowed(dataset)}",
-                           column=col, record=record)
-            else:
-                predicted = label
-        raw_gold = rec.get(cols["gold_answer"]) if cols["gold_answer"] else None
-        if item is not None and raw_gold not in (None, ""):
-            gold = answer_label(dataset, raw_gold)
-            if gold is None:
-                errors.add(line, cols["gold_answer"],
-                           f"the gold label {short(raw_gold)!r} is not one of {describe_allowed(dataset)}",
-                           column=col, record=record)
-            elif gold != item.gold_answer:
-                errors.add(line, cols["gold_answer"],
-                           f"the file's gold label {gold!r} disagrees with item {item.external_id!r} "
-                           f"(gold answer {item.gold_answer!r}): is the question matched to the wrong item?",
-                           column=col, record=record)
-        highlight = _highlights(rec, cols, item, errors, line, col, record)
-        faithfulness = _probabilities(rec, cols, dataset, errors, line, col, record, f.name) if with_probabilities else None
+            row.error("rationale", "the rationale text is empty")
+        predicted = self.predicted(row)
+        self.check_gold(row, item)
+        highlight = _highlights(row, item)
+        faithfulness = _probabilities(row, self.dataset, self.f.name) if self.with_probabilities else None
         if item is None or not source or not text:
-            continue
-        extra = {k: v for k, v in rec.items() if k not in used}
+            return None
+        extra = row.others(self.used)
         values = {
             "text": text,
             "predicted_answer": predicted,
             "prediction_correct": (predicted == item.gold_answer) if predicted else None,
-            "generation_info": {"imported_from": f.name, "extra": extra} if extra else {"imported_from": f.name},
+            "generation_info": {"imported_from": self.f.name, "extra": extra} if extra else {"imported_from": self.f.name},
         }
         if highlight is not None:
             values["highlights"] = highlight
         if faithfulness is not None:
             values["faithfulness"] = faithfulness
-        key = (item.pk, source)
-        if key in rows:
-            if rows[key] == values:
-                merged += 1
-                continue
-            errors.add(line, cols["rationale"],
-                       f"a different rationale for the same item and source {source!r} is on line "
-                       f"{first_line[key]}; keep one", column=col, record=record)
-            continue
-        rows[key] = values
-        first_line[key] = line
-    errors.raise_if_any(f.name)
-    if not rows:
-        raise ImportValidationError("the file has no rationales", filename=f.name)
-    return _apply(f=f, dataset=dataset, rows=rows, lines=first_line, merged=merged, split=split, user=user)
+        return (item.pk, source), values
+
+    def item(self, row: Row) -> Item | None:
+        """The row's item, by id or else by question text; names it in the row's record."""
+        item_id = row.text("item_id") if row.has("item_id") else ""
+        if item_id:
+            item = self.index.by_external_id.get(item_id)
+            if item is None:
+                row.error("item_id", f"no item with id {short(item_id)!r} in {self.dataset.name!r}"
+                          + (f" split {self.index.split!r}" if self.index.split else ""))
+            row.record = f"item {short(item_id, 40)!r}"  # the row's later errors name it
+            return item
+        question = row.text("question") if row.has("question") else ""
+        if not question:
+            row.error("item_id", "neither an item id nor a question text is given",
+                      field=self.cols["item_id"] or self.cols["question"])
+            return None
+        item, reason = self.index.find(question)
+        if item is None:
+            row.error("question", reason)
+        else:
+            row.record = f"item {short(item.external_id, 40)!r}"
+        return item
+
+    def source(self, row: Row) -> str:
+        source = self.source_name or (row.text("source") if row.has("source") else "")
+        if not source:
+            row.error("source", "the source name is empty")
+        elif len(source) > 200:
+            row.error("source", "the source name is longer than 200 characters")
+            return ""
+        return source
+
+    def predicted(self, row: Row) -> str:
+        if not row.has("predicted_answer") or not row.given("predicted_answer"):
+            return ""
+        raw = row.raw("predicted_answer")
+        label = answer_label(self.dataset, raw)
+        if label is None:
+            row.error("predicted_answer",
+                      f"the predicted answer {short(raw)!r} is not one of {describe_allowed(self.dataset)}")
+            return ""
+        return label
+
+    def check_gold(self, row: Row, item: Item | None) -> None:
+        """A gold label in the file must be the matched item's: a question matched to the wrong
+        item shows here."""
+        if item is None or not row.has("gold_answer") or not row.given("gold_answer"):
+            return
+        raw = row.raw("gold_answer")
+        gold = answer_label(self.dataset, raw)
+        if gold is None:
+            row.error("gold_answer", f"the gold label {short(raw)!r} is not one of {describe_allowed(self.dataset)}")
+        elif gold != item.gold_answer:
+            row.error("gold_answer", f"the file's gold label {gold!r} disagrees with item {item.external_id!r} "
+                                     f"(gold answer {item.gold_answer!r}): is the question matched to the wrong item?")
 
 
-def _highlights(rec, cols, item, errors, line, col, record) -> list[list[int]] | None:
+def _highlights(row: Row, item: Item | None) -> list[list[int]] | None:
     """The row's highlight as character spans over its question; None when the file has none."""
     for role in ("highlights", "highlight_tokens"):
-        if not cols[role]:
+        if not row.has(role):
             continue
-        raw = rec.get(cols[role])
-        if raw in (None, ""):
+        if not row.given(role):
             return []
         if item is None:
             return None
         try:
-            value = json_cell(raw)
+            value = json_cell(row.raw(role))
             if role == "highlight_tokens":
                 value = spans.token_spans_to_chars(value, item.question)
             return [list(span) for span in spans.check_spans(value, item.question)]
         except (ValueError, TypeError) as exc:
-            errors.add(line, cols[role], f"{exc}", column=col, record=record)
+            row.error(role, f"{exc}")
             return None
     return None
 
 
-def _probabilities(rec, cols, dataset, errors, line, col, record, filename) -> dict | None:
+def _probabilities(row: Row, dataset, filename: str) -> dict | None:
     """The row's three faithfulness probabilities (all required when the file has any)."""
     out: dict[str, Any] = {}
     for key in PROBABILITIES:
-        name = cols[key] or key
-        raw = rec.get(cols[key]) if cols[key] else None
-        if raw in (None, ""):
-            errors.add(line, name, f"{key} is missing: a file with faithfulness probabilities needs "
-                       f"{', '.join(PROBABILITIES)} on every row", column=col, record=record)
-            continue
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = float("nan")
-        if not 0.0 <= value <= 1.0:
-            errors.add(line, name, f"{key} {short(raw)!r} is not a probability between 0 and 1", column=col,
-                       record=record)
-            continue
-        out[key] = value
-    if cols["y_hat"] and rec.get(cols["y_hat"]) not in (None, ""):
-        label = answer_label(dataset, rec.get(cols["y_hat"]))
+        value = _probability(row, key)
+        if value is not None:
+            out[key] = value
+    if row.has("y_hat") and row.given("y_hat"):
+        label = answer_label(dataset, row.raw("y_hat"))
         if label is None:
-            errors.add(line, cols["y_hat"], f"y_hat {short(rec.get(cols['y_hat']))!r} is not one of "
-                       f"{describe_allowed(dataset)}", column=col, record=record)
+            row.error("y_hat", f"y_hat {short(row.raw('y_hat'))!r} is not one of {describe_allowed(dataset)}")
         out["y_hat"] = label or ""
     out["imported_from"] = filename
     return out if all(k in out for k in PROBABILITIES) else None
+
+
+def _probability(row: Row, key: str) -> float | None:
+    field = row.name(key) or key
+    raw = row.raw(key)
+    if raw in (None, ""):
+        row.error(key, f"{key} is missing: a file with faithfulness probabilities needs {', '.join(PROBABILITIES)} "
+                       "on every row", field=field)
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        row.error(key, f"{key} {short(raw)!r} is not a probability between 0 and 1", field=field)
+        return None
+    return value
 
 
 def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: dict[tuple[int, str], int | None],

@@ -66,15 +66,7 @@ def _size_of(file: Any) -> int | None:
 def read_import_file(file: str | Path | IO | Any, *, filename: str | None = None) -> ImportFile:
     """Read a path, an uploaded file or a binary file object, refusing files over
     ``settings.RL_MAX_IMPORT_BYTES`` *before* reading them."""
-    if isinstance(file, (str, Path)):
-        name = filename or Path(file).name
-        if not Path(file).is_file():
-            raise ImportValidationError(f"file not found: {file}", filename=name)
-    else:
-        name = filename or Path(getattr(file, "name", "") or "upload").name
-    reason = text_problem(name)
-    if reason:
-        raise ImportValidationError(f"the file name {reason}; rename the file", filename=name.replace("\x00", ""))
+    name = _file_name(file, filename)
     limit = int(settings.RL_MAX_IMPORT_BYTES)
     size = _size_of(file)
     if size is not None and size > limit:
@@ -83,26 +75,7 @@ def read_import_file(file: str | Path | IO | Any, *, filename: str | None = None
             "(RL_MAX_IMPORT_BYTES); split it into smaller files or raise the limit",
             filename=name,
         )
-    if isinstance(file, (str, Path)):
-        with open(file, "rb") as fh:
-            raw = fh.read(limit + 1)
-    else:
-        if hasattr(file, "seek"):
-            try:
-                file.seek(0)
-            except (OSError, ValueError):
-                pass
-        if hasattr(file, "chunks"):
-            buf = bytearray()
-            for chunk in file.chunks():
-                buf.extend(chunk)
-                if len(buf) > limit:
-                    break
-            raw = bytes(buf)
-        else:
-            raw = file.read(limit + 1)
-    if isinstance(raw, str):
-        raw = raw.encode("utf-8")
+    raw = _read_bytes(file, limit)
     if len(raw) > limit:
         raise ImportValidationError(
             f"the file is over the import limit of {_human_size(limit)} (RL_MAX_IMPORT_BYTES)", filename=name
@@ -115,6 +88,41 @@ def read_import_file(file: str | Path | IO | Any, *, filename: str | None = None
             RowError(line, "", f"not UTF-8 text (byte {exc.start}); save the file as UTF-8"), filename=name
         ) from None
     return ImportFile(name=name, text=text, sha256=hashlib.sha256(raw).hexdigest(), size=len(raw))
+
+
+def _file_name(file: Any, filename: str | None) -> str:
+    """The name the import reports the file under; a path must exist, a name must be storable."""
+    if isinstance(file, (str, Path)):
+        name = filename or Path(file).name
+        if not Path(file).is_file():
+            raise ImportValidationError(f"file not found: {file}", filename=name)
+    else:
+        name = filename or Path(getattr(file, "name", "") or "upload").name
+    reason = text_problem(name)
+    if reason:
+        raise ImportValidationError(f"the file name {reason}; rename the file", filename=name.replace("\x00", ""))
+    return name
+
+
+def _read_bytes(file: Any, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of a path, an uploaded file (chunk by chunk) or a file object."""
+    if isinstance(file, (str, Path)):
+        with open(file, "rb") as fh:
+            return fh.read(limit + 1)
+    if hasattr(file, "seek"):
+        try:
+            file.seek(0)
+        except (OSError, ValueError):
+            pass
+    if hasattr(file, "chunks"):
+        buf = bytearray()
+        for chunk in file.chunks():
+            buf.extend(chunk)
+            if len(buf) > limit:
+                break
+        return bytes(buf)
+    raw = file.read(limit + 1)
+    return raw.encode("utf-8") if isinstance(raw, str) else raw
 
 
 def max_rows() -> int:
@@ -297,6 +305,12 @@ class JSONDocument:
             return None, None
         return line_col(self.text, pos)
 
+    def records(self) -> Iterator[tuple[int | None, Any, int | None]]:
+        """A JSON list's elements as ``(line, element, column)``, as ``read_records`` gives them."""
+        for i, rec in enumerate(self.data):
+            line, col = self.where(i)
+            yield line, rec, col
+
 
 def parse_json_document(f: ImportFile, *, depth: int = 1) -> JSONDocument:
     """Parse a whole JSON document; a syntax error becomes an ImportValidationError with its line
@@ -393,36 +407,11 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
     except csv.Error:
         dialect = csv.excel
     reader = csv.reader(_lines(f.text), dialect)
+    header = _csv_header(f, reader)
     rows: list[tuple[int, dict[str, str]]] = []
     errors = ErrorCollector()
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise ImportValidationError("the file is empty", filename=f.name) from None
-    except csv.Error as exc:
-        raise ImportValidationError(RowError(1, "", f"not valid CSV: {exc}"), filename=f.name) from None
-    header = [h.strip() for h in header]
-    seen: set[str] = set()
-    for n, h in enumerate(header, start=1):
-        reason = text_problem(h)
-        if reason:
-            errors.add(1, f"column {n}", f"the column name {reason}")
-        elif h in seen and h:
-            errors.add(1, h, "the header names this column twice")
-        seen.add(h)
-    errors.raise_if_any(f.name)
     counter = RecordCounter()
-    while True:
-        start = reader.line_num + 1
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            errors.add(start, "", f"not valid CSV: {exc}")
-            break
-        if not any(c.strip() for c in cells):
-            continue
+    for start, cells in _csv_records(reader, errors):
         if counter.over():
             raise too_many_rows(f, start)
         if len(cells) != len(header):
@@ -439,6 +428,43 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
     if not rows:
         raise ImportValidationError("the file has no data rows under its header", filename=f.name)
     return rows
+
+
+def _csv_header(f: ImportFile, reader) -> list[str]:
+    """The header row's column names, each storable and named once."""
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise ImportValidationError("the file is empty", filename=f.name) from None
+    except csv.Error as exc:
+        raise ImportValidationError(RowError(1, "", f"not valid CSV: {exc}"), filename=f.name) from None
+    errors = ErrorCollector()
+    seen: set[str] = set()
+    for n, h in enumerate(header, start=1):
+        reason = text_problem(h)
+        if reason:
+            errors.add(1, f"column {n}", f"the column name {reason}")
+        elif h in seen and h:
+            errors.add(1, h, "the header names this column twice")
+        seen.add(h)
+    errors.raise_if_any(f.name)
+    return header
+
+
+def _csv_records(reader, errors: ErrorCollector) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank records after the header with the line each starts on; a CSV syntax error
+    is reported and ends the file."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            errors.add(start, "", f"not valid CSV: {exc}")
+            return
+        if any(c.strip() for c in cells):
+            yield start, cells
 
 
 def detect_format(f: ImportFile, requested: str | None = None) -> str:
@@ -486,10 +512,7 @@ def read_records(f: ImportFile, *, file_format: str | None = None) -> list[tuple
                 RowError(1, "", f"expected a JSON list of records, got a JSON {json_type(doc.data)}"),
                 filename=f.name,
             )
-        pairs = []
-        for i, rec in enumerate(doc.data):
-            line, col = doc.where(i)
-            pairs.append((line, rec, col))
+        pairs = list(doc.records())
     for line, rec, col in pairs:
         if not isinstance(rec, dict):
             errors.add(line, "", f"expected a JSON object, got a JSON {json_type(rec)}", column=col)

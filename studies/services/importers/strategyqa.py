@@ -15,10 +15,11 @@ from typing import IO, Any
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord
 
 from .errors import ErrorCollector, ImportValidationError, RowError
-from .items import ItemRows, check_item_values, items_apply
+from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import json_type, parse_json_document, read_import_file
+from .rows import Row, parse_rows
 from .upsert import dataset_check
-from .values import as_text, check_split, short, split_from_name, yes_no_label
+from .values import check_split, short, split_from_name, yes_no_label
 
 KIND = "strategyqa"
 DEFAULT_DATASET = "StrategyQA"
@@ -42,6 +43,43 @@ def _string_list(value: Any) -> list[str] | None:
             return _string_list(parsed) if isinstance(parsed, list) else None
         return [text]
     return None
+
+
+def _values(row: Row, split: str) -> dict[str, Any] | None:
+    """The item's values from one StrategyQA record; None (errors on the row) when it has any."""
+    question = row.raw("question")
+    if question is not None and not isinstance(question, str):
+        row.error("question", f"expected text, got a JSON {json_type(question)}")
+        return None
+    question = (question or "").strip()
+    raw_answer = row.raw("answer")
+    gold = yes_no_label(raw_answer) if raw_answer is not None else None
+    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record,
+                             question=question, gold_answer=gold, raw_answer=raw_answer, allowed="true/false"):
+        row.ok = False
+    facts, decomposition, rationale = _reasoning(row)
+    if not row.ok:
+        return None
+    described = (("term", row.text("term")), ("description", row.text("description")), ("facts", facts),
+                 ("decomposition", decomposition))
+    return item_values(question=question, choices=list(YES_NO_CHOICES), gold_answer=gold,
+                       gold_rationale=rationale or " ".join(facts or []), split=split,
+                       metadata={key: value for key, value in described if value})
+
+
+def _reasoning(row: Row) -> tuple[list[str] | None, list[str] | None, str]:
+    """The record's facts, decomposition and rationale text, each checked."""
+    facts = _string_list(row.raw("facts"))
+    if facts is None:
+        row.error("facts", "expected a list of sentences (or a stringified list)")
+    decomposition = _string_list(row.raw("decomposition"))
+    if decomposition is None:
+        row.error("decomposition", "expected a list of sub-questions")
+    rationale = row.raw("rationale")
+    if rationale is not None and not isinstance(rationale, str):
+        row.error("rationale", f"expected text, got a JSON {json_type(rationale)}")
+        return facts, decomposition, ""
+    return facts, decomposition, (rationale or "").strip()
 
 
 def items_import_strategyqa(
@@ -70,68 +108,16 @@ def items_import_strategyqa(
         )
     errors = ErrorCollector()
     rows = ItemRows(errors, id_field="qid")
-    for index, rec in enumerate(doc.data):
-        line, col = doc.where(index)
-        record = f"record {index + 1}"
-        if not isinstance(rec, dict):
-            errors.add(line, "", f"expected a JSON object, got a JSON {json_type(rec)}", column=col, record=record)
-            continue
-        external_id = as_text(rec.get("qid"))
+    for row in parse_rows(doc.records(), errors=errors, record=lambda n, _rec: f"record {n + 1}"):
+        external_id = row.text("qid")
         if not external_id:
-            errors.add(line, "qid", "the question id is missing or empty", column=col, record=record)
+            row.error("qid", "the question id is missing or empty")
             continue
-        record = f"qid {short(external_id, 40)!r}"
-        if not rows.claim(external_id, line=line, column=col):
-            continue
-        question = rec.get("question")
-        if question is not None and not isinstance(question, str):
-            errors.add(line, "question", f"expected text, got a JSON {json_type(question)}", column=col, record=record)
-            continue
-        question = (question or "").strip()
-        raw_answer = rec.get("answer")
-        gold = yes_no_label(raw_answer) if raw_answer is not None else None
-        ok = check_item_values(
-            errors=errors, line=line, column=col, record=record, question=question,
-            gold_answer=gold, raw_answer=raw_answer, allowed="true/false",
-        )
-        facts = _string_list(rec.get("facts"))
-        if facts is None:
-            errors.add(line, "facts", "expected a list of sentences (or a stringified list)", column=col, record=record)
-            ok = False
-        decomposition = _string_list(rec.get("decomposition"))
-        if decomposition is None:
-            errors.add(line, "decomposition", "expected a list of sub-questions", column=col, record=record)
-            ok = False
-        rationale = rec.get("rationale")
-        if rationale is not None and not isinstance(rationale, str):
-            errors.add(line, "rationale", f"expected text, got a JSON {json_type(rationale)}", column=col, record=record)
-            ok = False
-        if not ok:
-            continue
-        gold_rationale = (rationale or "").strip() or " ".join(facts or [])
-        metadata = {
-            key: value
-            for key, value in (
-                ("term", as_text(rec.get("term"))),
-                ("description", as_text(rec.get("description"))),
-                ("facts", facts),
-                ("decomposition", decomposition),
-            )
-            if value
-        }
-        rows.add(
-            external_id,
-            {
-                "question": question,
-                "choices": list(YES_NO_CHOICES),
-                "gold_answer": gold,
-                "gold_rationale": gold_rationale,
-                "split": split,
-                "metadata": metadata,
-            },
-            line=line,
-            column=col,
-        )
+        row.record = f"qid {short(external_id, 40)!r}"
+        if rows.claim(external_id, line=row.line, column=row.column):
+            values = _values(row, split)
+            if values is not None:
+                rows.add(external_id, values, line=row.line, column=row.column)
     rows.raise_if_invalid(f.name, noun="questions")
     return items_apply(
         kind=KIND,

@@ -137,75 +137,97 @@ def bulk_upsert(
     ``studies.services.content`` allows ``user`` (None: the operator): a row used by a study the
     user may not change (or would use, for a new row), and a changed field of what an open or
     closed study shows, are reported by line too. Call inside the import's transaction (the studies using the rows are locked)."""
-    result = UpsertResult()
-    errors = ErrorCollector()
+    upsert = _Upsert(model=model, compare_fields=compare_fields, lines=lines or {})
+    upsert.plan(existing, rows, build)
+    upsert.refuse_changes_not_allowed(existing, user)
+    upsert.errors.raise_if_any(filename)
+    created = model.objects.bulk_create(upsert.to_create, batch_size=batch_size)
+    if created and user is not None:
+        upsert.refuse_created_not_allowed(created, user)
+        upsert.errors.raise_if_any(filename)
+    upsert.update(batch_size)
+    upsert.result.created = len(upsert.to_create)
+    upsert.result.updated = len(upsert.to_update)
+    return upsert.result, created
 
-    def clean(obj: models.Model, key: Any) -> None:
+
+class _Upsert:
+    """One ``bulk_upsert``: the rows sorted into new, changed and unchanged, and every problem found
+    with its line."""
+
+    def __init__(self, *, model: type[models.Model], compare_fields: list[str], lines: dict[Any, int | None]):
+        self.model, self.compare_fields, self.lines = model, compare_fields, lines
+        self.result = UpsertResult()
+        self.errors = ErrorCollector()
+        self.to_create: list[models.Model] = []
+        self.created_keys: list[Any] = []  # the key of each row of to_create
+        self.to_update: list[models.Model] = []
+        self.changed_fields: set[str] = set()
+        self.diffs: dict[Any, list[str]] = {}  # primary key -> the fields the row changes
+        # Foreign keys were resolved by the importer; validating them again costs a query per row.
+        self.exclude = [f.name for f in model._meta.concrete_fields if f.is_relation]
+
+    def error(self, key: Any, field: str, reason: str) -> None:
+        self.errors.add(self.lines.get(key), field, reason,
+                        record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
+
+    def clean(self, obj: models.Model, key: Any) -> None:
         try:
-            obj.full_clean(exclude=exclude, validate_unique=False, validate_constraints=False)
+            obj.full_clean(exclude=self.exclude, validate_unique=False, validate_constraints=False)
         except ValidationError as exc:
-            line = (lines or {}).get(key)
             for name, messages in exc.message_dict.items():
-                field_name = "" if name == "__all__" else name
                 for message in messages:
-                    errors.add(line, field_name, message.rstrip("."),
-                               record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
+                    self.error(key, "" if name == "__all__" else name, message.rstrip("."))
 
-    to_create: list[models.Model] = []
-    to_update: list[models.Model] = []
-    changed_fields: set[str] = set()
-    diffs: dict[Any, list[str]] = {}  # primary key -> the fields the row changes
-    rows_created_keys: list[Any] = []  # the key of each row of to_create
-    # Foreign keys were resolved by the importer; validating them again costs a query per row.
-    exclude = [f.name for f in model._meta.concrete_fields if f.is_relation]
-    for key, values in rows.items():
-        obj = existing.get(key)
-        if obj is None:
-            new = build(key, values)
-            clean(new, key)
-            to_create.append(new)
-            rows_created_keys.append(key)
-            continue
-        diff = [f for f in compare_fields if f in values and getattr(obj, f) != values[f]]
-        if diff:
-            diffs[obj.pk] = diff
+    def plan(self, existing: dict[Any, models.Model], rows: dict[Any, dict[str, Any]],
+             build: Callable[[Any, dict[str, Any]], models.Model]) -> None:
+        for key, values in rows.items():
+            obj = existing.get(key)
+            if obj is None:
+                new = build(key, values)
+                self.clean(new, key)
+                self.to_create.append(new)
+                self.created_keys.append(key)
+                continue
+            diff = [f for f in self.compare_fields if f in values and getattr(obj, f) != values[f]]
+            if not diff:
+                self.result.unchanged += 1
+                continue
+            self.diffs[obj.pk] = diff
             for f, v in values.items():
                 setattr(obj, f, v)
-            changed_fields.update(values)
-            clean(obj, key)
-            to_update.append(obj)
-        else:
-            result.unchanged += 1
-    if diffs:
-        not_yours, fixed = content_change_problems(user=user, model=model, changes=diffs, lock=True)
-        key_of = {obj.pk: key for key, obj in existing.items() if obj is not None and obj.pk in diffs}
+            self.changed_fields.update(values)
+            self.clean(obj, key)
+            self.to_update.append(obj)
+
+    def refuse_changes_not_allowed(self, existing: dict[Any, models.Model], user: Any) -> None:
+        """Changed rows that ``user`` may not change, or that an open or closed study shows."""
+        if not self.diffs:
+            return
+        not_yours, fixed = content_change_problems(user=user, model=self.model, changes=self.diffs, lock=True)
+        key_of = {obj.pk: key for key, obj in existing.items() if obj is not None and obj.pk in self.diffs}
         for pk, reason in [*not_yours.items(), *fixed.items()]:
-            key = key_of[pk]
-            errors.add((lines or {}).get(key), ", ".join(diffs[pk]), reason,
-                       record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
-    errors.raise_if_any(filename)
-    created = model.objects.bulk_create(to_create, batch_size=batch_size)
-    if created and user is not None:
-        # New rows that a study the user may not change would use (bulk_create set their keys on
-        # PostgreSQL and SQLite): refused by line, and the caller's transaction rolls the file back.
-        not_yours, _ = content_change_problems(user=user, model=model, changes={obj.pk: () for obj in created},
+            self.error(key_of[pk], ", ".join(self.diffs[pk]), reason)
+
+    def refuse_created_not_allowed(self, created: list[models.Model], user: Any) -> None:
+        """New rows that a study the user may not change would use (bulk_create set their keys on
+        PostgreSQL and SQLite): refused by line, and the caller's transaction rolls the file back."""
+        not_yours, _ = content_change_problems(user=user, model=self.model, changes={obj.pk: () for obj in created},
                                                lock=True)
-        for key, obj in zip(rows_created_keys, created, strict=True):
+        for key, obj in zip(self.created_keys, created, strict=True):
             if obj.pk in not_yours:
-                errors.add((lines or {}).get(key), "", not_yours[obj.pk],
-                           record=f"id {short(key, 40)!r}" if isinstance(key, str) else "")
-        errors.raise_if_any(filename)
-    if to_update:
-        update_fields = sorted(changed_fields)
-        if any(f.name == "updated_at" for f in model._meta.concrete_fields):
+                self.error(key, "", not_yours[obj.pk])
+
+    def update(self, batch_size: int) -> None:
+        if not self.to_update:
+            return
+        update_fields = sorted(self.changed_fields)
+        if any(f.name == "updated_at" for f in self.model._meta.concrete_fields):
             now = timezone.now()
-            for obj in to_update:
+            for obj in self.to_update:
                 obj.updated_at = now
             update_fields.append("updated_at")
-        model.objects.bulk_update(to_update, update_fields, batch_size=batch_size)
-    result.created = len(to_create)
-    result.updated = len(to_update)
-    return result, created
+        self.model.objects.bulk_update(self.to_update, update_fields, batch_size=batch_size)
 
 
 def import_record_create(

@@ -258,3 +258,22 @@ def test_a_good_amount_still_pays_from_the_worker_page(link_work):
     client.post(f"/admin/studies/study/{study.pk}/workers/{work.participant_id}/",
                 {"action": "bonus", "assignment": work.pk, "amount": " 1.5 ", "kind": "other", "reason": REASON})
     assert Bonus.objects.get().amount == Decimal("1.50")
+
+
+@pytest.mark.parametrize("action", ["bonus", "no_such_button"])
+def test_the_publish_page_and_the_worker_page_answer_a_button_alike(link_work, action):
+    """One dispatcher and one bonus form (annotations.admin.actions) behind both pages: the same
+    bad task number, or an unknown button, gets the same answer, and nothing is paid."""
+    client, study, work = link_work
+    pages = {_publish_page(study.pk): "assignment_ids", f"/admin/studies/study/{study.pk}/workers/"
+             f"{work.participant_id}/": "assignment"}
+    shown = []
+    for page, field in pages.items():
+        response = client.post(page, {"action": action, field: "12a", "amount": "0.50", "kind": "other",
+                                      "reason": REASON}, follow=True)
+        assert response.status_code == 200
+        shown.append([str(m) for m in response.context["messages"]])
+    expected = ("Nothing was done: task '12a' is not a task number" if action == "bonus"
+                else "Unknown action 'no_such_button'.")
+    assert shown == [[expected], [expected]]
+    assert not Bonus.objects.exists()
