@@ -37,7 +37,7 @@ from decimal import Decimal
 from typing import IO, Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from annotations.models import (
     Annotation,
@@ -72,6 +72,26 @@ from .tables import CHECKSUMS_FILE, DATAPACKAGE_FILE, FORMAT_VERSION, RESULTS_FI
 
 BATCH = 5_000
 HASH_CHUNK = 1 << 20
+# The cells a row cannot do without (an empty one is a row error naming the field).
+REQUIRED = {
+    "items": ("id", "external_id", "split", "question", "gold_answer"),
+    "rationales": ("item_id", "source", "text"),
+    "generalization_questions": ("id", "item_id", "type", "text", "answer", "validation_status"),
+    "genu_predictions": ("generalization_question_id", "source", "answerer", "correct"),
+    "units": ("id", "item_id", "rationale", "question_key", "quota", "n_claimed", "n_completed"),
+    "tasks": ("id", "worker", "platform", "status", "on_hold", "expires_at"),
+    "claims": ("id", "task_id", "worker", "position", "question_key", "released"),
+    "annotations": ("assignment_id", "position", "step", "answered_at"),
+    "flag_reviews": ("task_id", "position", "step", "decision"),
+    "qualification_grants": ("worker", "platform", "passed", "score"),
+    "unit_scores": ("item_id", "source", "n_annotators", "before_tie", "after_tie", "imported"),
+}
+# study.json: what the import reads, by section.
+DESIGN_KEYS = {
+    "study": ("id", "name", "kind", "split", "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor",
+              "estimated_minutes_per_task", "platform"),
+    "dataset": ("name", "task_format"),
+}
 
 
 class BundleError(ImportValidationError):
@@ -210,27 +230,40 @@ class Bundle:
         """The table's rows, each cell parsed by its type; a bad cell is reported and its row skipped."""
         types = {f.name: f.type for f in table.fields}
         wanted = table.reads or tuple(types)
+        required = REQUIRED.get(table.name, ())
         with self.archive.open(table.path) as raw:
             reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
             header = next(reader, [])
             index = {name: header.index(name) for name in wanted}
-            for line, cells in enumerate(reader, start=2):
-                if len(cells) != len(header):
-                    self.error(table.path, line, "", f"{len(cells)} cells where the header has {len(header)}")
-                    continue
-                values, ok = {}, True
-                for name in wanted:
-                    text = cells[index[name]]
-                    if text == "":
-                        values[name] = None
+            line = 1
+            try:
+                for line, cells in enumerate(reader, start=2):  # noqa: B007 - line is read after the loop
+                    if len(cells) != len(header):
+                        self.error(table.path, line, "", f"{len(cells)} cells where the header has {len(header)}")
                         continue
-                    try:
-                        values[name] = PARSERS[types[name]](text)
-                    except BadCell as exc:
-                        self.error(table.path, line, name, str(exc))
-                        ok = False
-                if ok:
-                    yield Row(table.path, line, values)
+                    values = self._values(table, line, cells, index, wanted, types, required)
+                    if values is not None:
+                        yield Row(table.path, line, values)
+            except (csv.Error, UnicodeDecodeError) as exc:  # the rest of the file cannot be read
+                self.error(table.path, line + 1, "", f"unreadable CSV: {exc}")
+
+    def _values(self, table: Table, line: int, cells: list[str], index: dict[str, int], wanted, types,
+                required) -> dict[str, Any] | None:
+        values, ok = {}, True
+        for name in wanted:
+            text = cells[index[name]]
+            if text == "":
+                values[name] = None
+                if name in required:
+                    self.error(table.path, line, name, "empty")
+                    ok = False
+                continue
+            try:
+                values[name] = PARSERS[types[name]](text)
+            except BadCell as exc:
+                self.error(table.path, line, name, str(exc))
+                ok = False
+        return values if ok else None
 
 
 def _open(file: Any, filename: str | None) -> Bundle:
@@ -356,6 +389,16 @@ class _Import:
     def err(self, row: Row, field_name: str, reason: str) -> None:
         self.b.error(row.path, row.line, field_name, reason)
 
+    def _clean(self, obj, section: str) -> bool:
+        """``obj.full_clean()``; its problems reported against study.json's ``section``."""
+        try:
+            obj.full_clean()
+        except ValidationError as exc:
+            for name, problems in exc.message_dict.items():
+                self.b.error(STUDY_FILE, None, f"{section}.{name}", "; ".join(problems))
+            return False
+        return True
+
     # design and content
 
     def dataset(self, design: dict) -> Dataset:
@@ -364,8 +407,8 @@ class _Import:
         if dataset is None:
             dataset = Dataset(name=spec["name"], task_format=spec["task_format"],
                               choice_labels=spec.get("choice_labels") or [], description=spec.get("description", ""))
-            dataset.full_clean()
-            dataset.save()
+            if self._clean(dataset, "dataset"):
+                dataset.save()
         elif (dataset.task_format, list(dataset.choice_labels)) != (spec["task_format"], spec.get("choice_labels") or []):
             self.b.error(STUDY_FILE, None, "dataset",
                          f"dataset {dataset.name!r} exists here with another task format or choices")
@@ -375,8 +418,8 @@ class _Import:
         source = RationaleSource.objects.filter(name=spec["name"]).first()
         if source is None:
             source = RationaleSource(**{f: spec[f] for f in SOURCE_FIELDS if f in spec})
-            source.full_clean()
-            source.save()
+            if self._clean(source, "sources"):
+                source.save()
         else:
             for f in ("kind", "backend", "model_name_or_path", "template", "decoding", "seed", "has_highlights"):
                 if f in spec and getattr(source, f) != spec[f]:
@@ -508,19 +551,15 @@ class _Import:
             is_imported_outcome=spec.get("is_imported_outcome", False),
             owner=self.owner if getattr(self.owner, "is_authenticated", False) else None,
         )
-        try:
-            study.full_clean()
-        except ValidationError as exc:
-            for name, messages in exc.message_dict.items():
-                self.b.error(STUDY_FILE, None, f"study.{name}" if name != "name" else "name", "; ".join(messages))
+        if not self._clean(study, "study"):
             self.b.raise_if_any()
         study.save()
         for check in design.get("attention_checks") or []:
-            obj = AttentionCheck(study=study, question=check["question"], choices=check["choices"],
-                                 correct_answer=check["correct_answer"])
-            obj.full_clean()
-            obj.save()
-            self.checks[check["id"]] = obj.pk
+            obj = AttentionCheck(study=study, question=check.get("question", ""), choices=check.get("choices", []),
+                                 correct_answer=check.get("correct_answer", ""))
+            if self._clean(obj, "attention_checks") and isinstance(check.get("id"), int):
+                obj.save()
+                self.checks[check["id"]] = obj.pk
         test = design.get("qualification_test")
         if test:
             qt = QualificationTest.objects.create(study=study, pass_mark=test["pass_mark"],
@@ -719,6 +758,7 @@ def bundle_import(*, file: str | IO | Any, name: str, owner=None, filename: str 
         _check_sums(bundle)
         _check_schemas(bundle)
         design = bundle.json(STUDY_FILE)
+        _check_design(bundle, design)
         if design.get("bundle_format") != FORMAT_VERSION:
             raise BundleError(RowError(None, "bundle_format", f"format {design.get('bundle_format')!r}; this "
                                        f"installation reads format {FORMAT_VERSION}", record=STUDY_FILE),
@@ -728,38 +768,67 @@ def bundle_import(*, file: str | IO | Any, name: str, owner=None, filename: str 
             raise BundleError(RowError(None, "name", "give the new study a name"), filename=bundle.name)
         if Study.objects.filter(name=name).exists():
             raise BundleError(RowError(None, "name", f"a study named {name!r} exists already"), filename=bundle.name)
-        with transaction.atomic():
-            job = _Import(bundle, name=name, owner=owner)
-            dataset = job.dataset(design)
-            bundle.raise_if_any()
-            study_sources = [job.source(s) for s in design.get("sources") or []]
-            answerers = {s["name"]: job.source(s) for s in design.get("answerer_sources") or []}
-            job.sources = {s.name: s for s in study_sources}
-            bundle.raise_if_any()
-            study_items: list[int] = []
-            job.item_rows(dataset, study_items)
-            job.rationale_rows()
-            job.genq_rows()
-            job.genu_rows(answerers)
-            bundle.raise_if_any()  # content first: the rest refers to it
-            study = job.study(design, dataset)
-            study.sources.set(study_sources)
-            study.items.add(*study_items)
-            job.unit_rows(study)
-            job.task_rows(study)
-            job.claim_rows(study)
-            job.annotation_rows()
-            job.flag_rows(owner)
-            job.grant_rows(study)
-            job.unit_score_rows(study)
-            bundle.raise_if_any()
-            original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
-            import_record_create(
-                kind="bundle", f=ImportFile(name=bundle.name, text="", sha256=bundle.sha256, size=bundle.size),
-                dataset=dataset, result=UpsertResult(created=sum(job.counts.values())), user=owner,
-                summary={"study": study.pk, "original_study": design["study"]["id"],
-                         "original_name": design["study"]["name"], **job.counts,
-                         "original_results": bool(original),
-                         "id_runs": {"items": job.items.runs, "units": job.units.runs, "tasks": job.tasks.runs}},
-            )
+        try:
+            study = _write(bundle, design, name=name, owner=owner)
+        except IntegrityError as exc:  # a rule the rows' checks above do not know of
+            raise BundleError(RowError(None, "", f"the bundle's rows break a rule of the database: {exc}"),
+                              filename=bundle.name) from None
+    return study
+
+
+def _check_design(bundle: Bundle, design: Any) -> None:
+    if not isinstance(design, dict):
+        raise BundleError(RowError(None, "", "expected a JSON object", record=STUDY_FILE), filename=bundle.name)
+    for section, keys in DESIGN_KEYS.items():
+        part = design.get(section)
+        if not isinstance(part, dict):
+            bundle.error(STUDY_FILE, None, section, "missing")
+            continue
+        for key in keys:
+            if key not in part:
+                bundle.error(STUDY_FILE, None, f"{section}.{key}", "missing")
+    for section in ("sources", "answerer_sources", "attention_checks"):
+        value = design.get(section) or []
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            bundle.error(STUDY_FILE, None, section, "expected a list of objects")
+    if any(not s.get("name") for s in design.get("sources") or [] if isinstance(s, dict)):
+        bundle.error(STUDY_FILE, None, "sources.name", "a source without a name")
+    bundle.raise_if_any()
+
+
+def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
+    with transaction.atomic():
+        job = _Import(bundle, name=name, owner=owner)
+        dataset = job.dataset(design)
+        bundle.raise_if_any()
+        study_sources = [job.source(s) for s in design.get("sources") or []]
+        answerers = {s["name"]: job.source(s) for s in design.get("answerer_sources") or []}
+        job.sources = {s.name: s for s in study_sources}
+        bundle.raise_if_any()
+        study_items: list[int] = []
+        job.item_rows(dataset, study_items)
+        job.rationale_rows()
+        job.genq_rows()
+        job.genu_rows(answerers)
+        bundle.raise_if_any()  # content first: the rest refers to it
+        study = job.study(design, dataset)
+        study.sources.set(study_sources)
+        study.items.add(*study_items)
+        job.unit_rows(study)
+        job.task_rows(study)
+        job.claim_rows(study)
+        job.annotation_rows()
+        job.flag_rows(owner)
+        job.grant_rows(study)
+        job.unit_score_rows(study)
+        bundle.raise_if_any()
+        original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
+        import_record_create(
+            kind="bundle", f=ImportFile(name=bundle.name, text="", sha256=bundle.sha256, size=bundle.size),
+            dataset=dataset, result=UpsertResult(created=sum(job.counts.values())), user=owner,
+            summary={"study": study.pk, "original_study": design["study"]["id"],
+                     "original_name": design["study"]["name"], **job.counts,
+                     "original_results": bool(original),
+                     "id_runs": {"items": job.items.runs, "units": job.units.runs, "tasks": job.tasks.runs}},
+        )
     return study
