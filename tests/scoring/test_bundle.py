@@ -87,6 +87,15 @@ def test_a_bundle_reimported_scores_to_the_same_results_to_the_last_digit():
     statuses = sorted(Assignment.objects.filter(study=copy).values_list("status", flat=True))
     assert statuses == sorted(Assignment.objects.filter(study=study).values_list("status", flat=True))
     assert Annotation.objects.filter(claim__study=copy, payload__flag=True, flag_review__decision="accepted").count() == 1
+    # and every answer kept its timings, every task its times
+    timing = ("claim__assignment__participant__external_id", "claim__position", "step", "answer", "shown_at",
+              "answered_at", "duration_ms")
+    worked = {(worker_pseudonym(Platform.LINK, w), *rest)
+              for w, *rest in Annotation.objects.filter(claim__study=study).values_list(*timing)}
+    assert set(Annotation.objects.filter(claim__study=copy).values_list(*timing)) == worked
+    task_times = ("created_at", "consented_at", "submitted_at", "reviewed_at", "expires_at")
+    assert sorted(Assignment.objects.filter(study=copy).values_list(*task_times)) == sorted(
+        Assignment.objects.filter(study=study).values_list(*task_times))
 
 
 def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():

@@ -632,7 +632,8 @@ class _Import:
                 self.tasks.add(row["id"], task.pk)
                 if row["on_hold"]:
                     self.held_tasks.add(task.pk)
-            Assignment.objects.bulk_update([a for _, a in pairs], ["created_at"])
+            # created_at is auto_now_add: the original time goes back in a second write (one per task)
+            Assignment.objects.bulk_update([a for _, a in pairs], ["created_at"], batch_size=500)
             self.counts["tasks"] = self.counts.get("tasks", 0) + len(pairs)
 
     def claim_rows(self, study: Study) -> None:
@@ -677,7 +678,7 @@ class _Import:
         steps = set(Annotation.Step.values)
         for batch in _batches(self.b.rows(TABLES["annotations"])):
             claims = self._claims_of(batch)
-            new, answered = [], []
+            new = []
             for row in batch:
                 claim = claims.get((self.tasks.get(row["assignment_id"]), row["position"]))
                 if claim is None:
@@ -689,14 +690,18 @@ class _Import:
                 if row["answered_at"] is None:
                     self.err(row, "answered_at", "empty")
                     continue
+                try:
+                    payload = json.loads(row["payload"]) if row["payload"] else {}
+                except ValueError as exc:
+                    payload = exc
+                if not isinstance(payload, dict):
+                    self.err(row, "payload", "expected a JSON object")
+                    continue
                 new.append(Annotation(claim_id=claim, step=row["step"], answer=row["answer"] or "",
-                                      payload=json.loads(row["payload"]) if row["payload"] else {},
-                                      shown_at=row["shown_at"], duration_ms=row["duration_ms"]))
-                answered.append(row["answered_at"])
+                                      payload=payload,
+                                      shown_at=row["shown_at"], answered_at=row["answered_at"],
+                                      duration_ms=row["duration_ms"]))
             Annotation.objects.bulk_create(new)
-            for obj, at in zip(new, answered, strict=True):  # auto_now_add stamped them now: the real time back
-                obj.answered_at = at
-            Annotation.objects.bulk_update(new, ["answered_at"])
             self.counts["annotations"] = self.counts.get("annotations", 0) + len(new)
 
     def flag_rows(self, user) -> None:
@@ -714,7 +719,7 @@ class _Import:
             FlagReview.objects.bulk_create([r for _, r in reviews])
             for row, review in reviews:
                 review.decided_at = row["decided_at"] or review.decided_at
-            FlagReview.objects.bulk_update([r for _, r in reviews], ["decided_at"])
+            FlagReview.objects.bulk_update([r for _, r in reviews], ["decided_at"], batch_size=500)
 
     def grant_rows(self, study: Study) -> None:
         questions = getattr(self, "qualification", [])
