@@ -198,3 +198,49 @@ def test_a_bad_row_is_refused_with_its_file_row_field_and_reason_and_nothing_is_
     assert (error.record, error.field) == ("data/tasks.csv", "status") and error.line >= 2
     assert "'finished' is not a task status" in error.reason
     assert Study.objects.count() == studies and Participant.objects.count() == people
+
+
+def test_a_generalization_study_round_trips_to_the_same_results():
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_sources=1, n_genq=2, quota=3, units_per_task=6,
+                       name="bundle-generalization")
+    for n in range(4):
+        work(study, f"GEN{n}", answer=_answerer(n), platform=Platform.LINK)
+    original = study_score(study=study, similarity=False)
+    assert original.status == "done", original.error
+
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-generalization-copy")
+
+    rescored = study_score(study=copy, similarity=False)
+    assert rescored.status == "done", rescored.error
+    assert _numbers(rescored.results) == _numbers(original.results)
+    assert original.results["generalization"]["by_type"]
+
+
+def test_a_study_of_imported_outcomes_round_trips_to_the_same_results(imported_study, utility_file):
+    from scoring.services.outcomes import outcomes_import
+
+    outcomes_import(study=imported_study, file=utility_file)
+    original = study_score(study=imported_study, similarity=False)
+    assert original.status == "done", original.error
+
+    copy = bundle_import(file=io.BytesIO(_bundle(imported_study)), name="released-copy")
+
+    assert copy.is_imported_outcome
+    rescored = study_score(study=copy, similarity=False)
+    assert _numbers(rescored.results) == _numbers(original.results)
+    assert original.results["imported_utility_check"]["compared"] > 100
+
+
+def test_a_design_without_a_field_the_import_reads_is_refused_naming_it():
+    study = _worked_study()
+
+    def drop_quota(content: bytes) -> bytes:
+        design = json.loads(content)
+        del design["study"]["annotators_per_unit"]
+        return json.dumps(design).encode()
+
+    data = _resign(_rewrite(_bundle(study), "study.json", drop_quota))
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+    error = refused.value.errors[0]
+    assert (error.record, error.field, error.reason) == ("study.json", "study.annotators_per_unit", "missing")
