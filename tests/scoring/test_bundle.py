@@ -244,3 +244,16 @@ def test_a_design_without_a_field_the_import_reads_is_refused_naming_it():
         bundle_import(file=io.BytesIO(data), name="bundle-copy")
     error = refused.value.errors[0]
     assert (error.record, error.field, error.reason) == ("study.json", "study.annotators_per_unit", "missing")
+
+
+def test_the_command_writes_a_bundle_and_imports_it(tmp_path):
+    from django.core.management import call_command
+
+    study = _worked_study()
+    path = tmp_path / "bundle.zip"
+    call_command("study_bundle", "export", str(study.pk), str(path), stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("study_bundle", "import", str(path), "--name", "from the command", stdout=out)
+    copy = Study.objects.get(name="from the command")
+    assert f"id={copy.pk}" in out.getvalue()
+    assert Annotation.objects.filter(claim__study=copy).count() == Annotation.objects.filter(claim__study=study).count()
