@@ -153,16 +153,29 @@ def app_version() -> dict:
         version = tomllib.loads((base / "pyproject.toml").read_text())["project"]["version"]
     except (OSError, KeyError, tomllib.TOMLDecodeError):
         version = ""
-    commit = ""
-    head = base / ".git"
-    try:  # a worktree's .git is a file naming the real folder
-        if head.is_file():
-            head = Path(head.read_text().split(":", 1)[1].strip())
-        ref = (head / "HEAD").read_text().strip()
-        commit = (head / ref[5:]).read_text().strip() if ref.startswith("ref: ") else ref
+    return {"name": "rationale-lab", "version": version, "commit": _git_commit(base / ".git")}
+
+
+def _git_commit(git: Path) -> str:
+    """The checked-out commit, read from the files of ``.git`` (no git binary needed); '' when the
+    code is not a checkout (an installed image records its version only)."""
+    try:
+        if git.is_file():  # a worktree: .git names its folder, whose commondir holds the refs
+            git = Path(git.read_text().split(":", 1)[1].strip())
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        common = git / (git / "commondir").read_text().strip() if (git / "commondir").exists() else git
+        for folder in (git, common):
+            if (folder / ref).exists():
+                return (folder / ref).read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
     except (OSError, IndexError):
         pass
-    return {"name": "rationale-lab", "version": version, "commit": commit}
+    return ""
 
 
 def _package_versions() -> dict:
