@@ -30,6 +30,7 @@ from annotations.models import (
     Unit,
 )
 from annotations.selectors import on_hold
+from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from scoring.api.export_annotations import annotation_rows
 from scoring.metrics.bootstrap import DEFAULT_SEED
@@ -314,34 +315,6 @@ def _table_rows(study: Study) -> dict[str, Callable[[], Iterable[tuple]]]:
 # --- the archive ---------------------------------------------------------------------------------
 
 
-class _Sink:
-    """What the zip writes to: collects the bytes until the stream hands them on. No ``seek``: the
-    zip then writes each member's sizes after its data (data descriptors), so nothing is revisited."""
-
-    def __init__(self) -> None:
-        self._chunks: list[bytes] = []
-        self._pos = 0
-        self.pending = 0
-
-    def write(self, data) -> int:
-        self._chunks.append(bytes(data))
-        self._pos += len(data)
-        self.pending += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def flush(self) -> None:
-        pass
-
-    def drain(self) -> bytes:
-        out = b"".join(self._chunks)
-        self._chunks.clear()
-        self.pending = 0
-        return out
-
-
 def bundle_filename(study: Study) -> str:
     return f"study-{study.pk}-bundle.zip"
 
@@ -353,9 +326,10 @@ def bundle_stream(*, study: Study) -> Iterator[bytes]:
     study = Study.objects.select_related("dataset").get(pk=study.pk)
     run = score_run_latest(study=study)
     results = run.results if run is not None else None
-    sink = _Sink()
+    sink = DrainSink()  # no seek: each member's sizes follow its data, nothing is revisited
     archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)
     written: dict[str, tuple[str, int]] = {}  # path -> (sha256, bytes)
+    handed = [0]  # the archive's size when its bytes were last handed on
 
     def member(path: str, chunks: Iterable[bytes]) -> Iterator[bytes]:
         digest, size = hashlib.sha256(), 0
@@ -364,9 +338,11 @@ def bundle_stream(*, study: Study) -> Iterator[bytes]:
                 out.write(chunk)
                 digest.update(chunk)
                 size += len(chunk)
-                if sink.pending >= FLUSH_BYTES:
+                if sink.tell() - handed[0] >= FLUSH_BYTES:
+                    handed[0] = sink.tell()
                     yield sink.drain()
         written[path] = (digest.hexdigest(), size)
+        handed[0] = sink.tell()
         yield sink.drain()
 
     def json_bytes(data) -> list[bytes]:
