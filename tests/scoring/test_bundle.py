@@ -257,3 +257,15 @@ def test_the_command_writes_a_bundle_and_imports_it(tmp_path):
     copy = Study.objects.get(name="from the command")
     assert f"id={copy.pk}" in out.getvalue()
     assert Annotation.objects.filter(claim__study=copy).count() == Annotation.objects.filter(claim__study=study).count()
+
+
+def test_text_a_spreadsheet_would_run_travels_exactly():
+    study = make_study(n_items=2, n_sources=1, question_text="-{i} is below zero?",
+                       rationale_text="=HYPERLINK({item}, {source})", name="bundle-formulas")
+    archive = zipfile.ZipFile(io.BytesIO(_bundle(study)))
+    items = list(csv.DictReader(io.StringIO(archive.read("data/items.csv").decode())))
+    rationales = list(csv.DictReader(io.StringIO(archive.read("data/rationales.csv").decode())))
+    assert {r["question"] for r in items} == {"-0 is below zero?", "-1 is below zero?"}
+    assert all(r["text"].startswith("=HYPERLINK(") for r in rationales)
+
+    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-formulas-copy")  # the same items: no difference

@@ -4,7 +4,6 @@ is computed as it goes out, then ``datapackage.json`` (Frictionless Data Package
 path, fields with types, and hash) and ``SHA256SUMS`` close the archive."""
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -32,6 +31,7 @@ from annotations.models import (
 from annotations.selectors import on_hold
 from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
+from lab.spreadsheet import exact_csv_writer
 from scoring.api.export_annotations import annotation_rows
 from scoring.metrics.bootstrap import DEFAULT_SEED
 from scoring.models import UnitScore
@@ -79,7 +79,7 @@ def cell(value) -> str:
 
 def _csv_chunks(table: Table, rows: Iterable[Iterable]) -> Iterator[bytes]:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = exact_csv_writer(buf)  # exact: read back by the import (not for a spreadsheet)
     writer.writerow(table.field_names())
     n = 0
     for row in rows:
@@ -377,7 +377,7 @@ def datapackage(study: Study, written: dict[str, tuple[str, int]]) -> dict:
         resources.append({
             "name": table.name.replace("_", "-"), "path": table.path, "profile": "tabular-data-resource",
             "format": "csv", "mediatype": "text/csv", "encoding": "utf-8", "bytes": size, "hash": f"sha256:{digest}",
-            "description": table.description, "dialect": {"delimiter": ",", "header": True, "lineTerminator": "\n"},
+            "description": table.description, "dialect": {"delimiter": ",", "header": True, "lineTerminator": "\r\n"},
             "schema": schema,
         })
     return {
@@ -387,6 +387,8 @@ def datapackage(study: Study, written: dict[str, tuple[str, int]]) -> dict:
         "created": cell(timezone.now()),
         "version": str(FORMAT_VERSION),
         "description": "A Rationale Lab study bundle: re-import it into Rationale Lab to re-score the study, or "
-                       "read its tables with any Frictionless tool. Workers are pseudonyms.",
+                       "read its tables with any Frictionless tool. Workers are pseudonyms. Cells are exact: text that "
+                       "a spreadsheet would run as a formula is not neutralised, so open the tables with a data "
+                       "tool, not a spreadsheet.",
         "resources": resources,
     }

@@ -5,7 +5,8 @@ Ids in the tables are the exporting installation's ids: they tie the tables toge
 bundle and mean nothing elsewhere (the import makes its own). Workers appear only as their
 pseudonym (``lab.pseudonyms``); raw platform ids are never written.
 
-Cells: CSV, UTF-8, one header row; an empty cell is null; booleans ``true`` / ``false``;
+Cells: CSV, UTF-8, one header row, rows ending CRLF, every cell exact (not neutralised for
+spreadsheets: ``lab.spreadsheet.exact_csv_writer``); an empty cell is null; booleans ``true`` / ``false``;
 datetimes ISO 8601 in UTC; ``object`` and ``array`` cells are JSON; numbers are written with
 Python's shortest exact repr, so a float reads back to the same bits."""
 from __future__ import annotations
