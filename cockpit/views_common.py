@@ -50,6 +50,7 @@ def study_links(study: Study) -> list[tuple[str, str, str]]:
     if study.is_imported_outcome:  # run elsewhere: nothing to watch, review, publish or pay
         links = [link for link in links if link[0] in IMPORTED_LINKS]
         links.append(("export_scores", "Export scores (CSV)", export_scores_url(study)))
+    links.append(("bundle", "Download the bundle (zip)", reverse("admin:studies_study_bundle", args=[study.pk])))
     return links
 
 

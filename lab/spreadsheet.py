@@ -95,3 +95,11 @@ class SafeCSVWriter:
 
 def csv_writer(fh: Any, *, kinds: Sequence[str] | None = None) -> SafeCSVWriter:
     return SafeCSVWriter(fh, kinds=kinds)
+
+
+def exact_csv_writer(fh: Any) -> Any:
+    """A ``csv.writer`` that writes every cell exactly (rows end with CRLF, as in :func:`csv_writer`),
+    for CSV that programs read back and must get to the character: the study bundle's tables, a
+    Frictionless data package that another installation imports to re-score the study. Nothing is
+    neutralised, so such a file is data for tools, not for a spreadsheet; its package says so."""
+    return csv.writer(fh, lineterminator="\r\n")

@@ -14,6 +14,7 @@ import secrets
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from annotations.choices import correct_answer_problem
 from lab.pseudonyms import worker_pseudonym
@@ -269,6 +270,11 @@ class Claim(models.Model):
         ]
 
 
+def answer_time():
+    """Now: the default time of an answer (``timezone.now`` looked up at each call)."""
+    return timezone.now()
+
+
 class Annotation(models.Model):
     """One answer to one step of a claimed unit. Written once: never updated."""
 
@@ -284,7 +290,9 @@ class Annotation(models.Model):
     answer = models.CharField(max_length=50, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     shown_at = models.DateTimeField(null=True, blank=True)
-    answered_at = models.DateTimeField(auto_now_add=True)
+    # Stamped when the answer is stored (``answer_time``: read at save time, like auto_now_add, but
+    # a value given is kept, so that a study bundle's import keeps each answer's original time).
+    answered_at = models.DateTimeField(default=answer_time, editable=False, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import F
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -19,6 +20,7 @@ from drf_spectacular.utils import (
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from annotations.api.views import AnnotationViewSet as AnswersViewSet
@@ -37,6 +39,7 @@ from scoring.api.serializers import SourceSummarySerializer
 from scoring.metrics.labels import UTILITY_CHOICES
 from scoring.models import UnitScore
 from scoring.selectors import score_run_latest
+from scoring.services.bundle import BundleError, bundle_filename, bundle_import, bundle_stream
 from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
 from studies.api.filters import StudyFilter
 from studies.api.serializers import ErrorSerializer, StudyDesignSerializer, StudySerializer
@@ -164,7 +167,7 @@ DESIGN_EXAMPLE = OpenApiExample("A study design", request_only=True, value={
             "its design and content; pay: also publish it and move money)."
         ),
         request=StudyDesignSerializer,
-        responses={201: StudySerializer, 400: BAD_REQUEST},
+        responses={201: StudySerializer, 400: OpenApiTypes.OBJECT},
         examples=[DESIGN_EXAMPLE, STUDY_EXAMPLE],
     ),
 )
@@ -172,8 +175,10 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = StudySerializer
     filterset_class = StudyFilter
     ordering_fields = ["id", "created_at", "name"]
-    write_permissions = {"create": "studies.add_study", "withdrawals": "studies.change_study"}
-    throttle_scope_for_action = {"export_annotations": "api_export", "export_scores": "api_export"}
+    write_permissions = {"create": "studies.add_study", "withdrawals": "studies.change_study",
+                         "import_bundle": "studies.add_study"}
+    throttle_scope_for_action = {"export_annotations": "api_export", "export_scores": "api_export",
+                                 "bundle": "api_export"}
 
     def get_queryset(self):
         complete = Unit.objects.filter(n_completed__gte=F("quota"))
@@ -383,6 +388,59 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationFailed({"non_field_errors": [exc.message]}) from exc
         return Response(WithdrawalSerializer(outcome.withdrawal).data,
                         status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
+
+    @extend_schema(
+        summary="The study's bundle (zip)",
+        description=(
+            "One zip another lab can re-score: the design (`study.json`), items, rationales, generalization "
+            "questions, Gen-U predictions, units, tasks, claims, every answer with worker pseudonyms and timings, "
+            "flag reviews, unit scores, `results.json` of the latest run, `settings.json` (the app's version and "
+            "every setting a score depends on), a Frictionless `datapackage.json` and `SHA256SUMS`. Streamed as "
+            "it is made. Import it with `POST /api/v1/studies/import-bundle/`."
+        ),
+        responses={(200, "application/zip"): OpenApiTypes.BINARY, 404: NOT_FOUND},
+        examples=[OpenApiExample("Another researcher's study", response_only=True, status_codes=["404"],
+                                 value={"detail": "No Study matches the given query."})],
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def bundle(self, request, pk=None):
+        study = self.get_object()
+        response = StreamingHttpResponse(bundle_stream(study=study), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{bundle_filename(study)}"'
+        return response
+
+    @extend_schema(
+        summary="Import a study bundle",
+        description=(
+            "Multipart: `file` (a bundle from `GET /api/v1/studies/<id>/bundle/`, of this or another installation) "
+            "and `name` (the new study's). Creates a closed study owned by you whose scoring gives the bundle's "
+            "`results.json` numbers. All or nothing: 400 lists every problem with its `record` (the bundle's "
+            "file), `line` (CSV row), `field` and `reason`. Needs `studies.add_study`."
+        ),
+        request={"multipart/form-data": {"type": "object", "properties": {
+            "file": {"type": "string", "format": "binary"}, "name": {"type": "string"}}}},
+        responses={201: StudySerializer, 400: OpenApiTypes.OBJECT},
+        examples=[OpenApiExample("A file changed after the bundle was made", response_only=True, status_codes=["400"],
+                                 value={"file": ["bundle.zip: nothing imported: data/units.csv: field 'sha256': "
+                                                 "checksum mismatch: ..."],
+                                        "errors": [{"line": None, "column": None, "record": "data/units.csv",
+                                                    "field": "sha256", "reason": "checksum mismatch: ..."}]})],
+    )
+    @action(detail=False, methods=["post"], url_path="import-bundle", parser_classes=[MultiPartParser, FormParser],
+            pagination_class=None, filter_backends=[])
+    def import_bundle(self, request):
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise ValidationFailed({"file": ["Attach the bundle (a .zip) as 'file'."]})
+        try:
+            study = bundle_import(file=upload, name=request.data.get("name", ""), owner=request.user,
+                                  filename=upload.name)
+        except BundleError as exc:
+            return Response({"file": [str(exc)], "errors": [e.as_dict() for e in exc.errors]},
+                            status=status.HTTP_400_BAD_REQUEST)
+        study = self.get_queryset().get(pk=study.pk)
+        return Response(StudySerializer(study, context=self.get_serializer_context()).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class AnnotationViewSet(AnswersViewSet):

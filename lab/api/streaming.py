@@ -96,8 +96,9 @@ def iter_jsonl(columns: list[Column], rows: Iterable[tuple]) -> Iterator[bytes]:
         yield b"".join(encoded)
 
 
-class _DrainSink:
-    """A write-only file object that hands back what was written since the last drain."""
+class DrainSink:
+    """A write-only file object that hands back what was written since the last drain. It has no
+    ``seek``: a zip written to it puts each member's sizes after its data (the study bundle)."""
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
@@ -133,7 +134,7 @@ def iter_parquet(
     ``batch_rows`` rows, so at most one batch of Python values and one row group of Arrow data are
     held; each finished row group is sent at once."""
     schema = pa.schema([pa.field(c.name, ARROW_TYPES[c.kind], nullable=True) for c in columns])
-    sink = _DrainSink()
+    sink = DrainSink()
     writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, compression="zstd")
     kinds = [c.kind for c in columns]  # a datetime column may carry datetimes or their ISO text
     group: list[pa.RecordBatch] = []

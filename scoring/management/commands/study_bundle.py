@@ -1,0 +1,43 @@
+"""``manage.py study_bundle export STUDY_ID FILE`` writes a study's bundle (zip) to FILE, streamed;
+``manage.py study_bundle import FILE --name NAME`` imports one as a new closed study (all or
+nothing; every problem listed with its file, row and field)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scoring.services.bundle import BundleError, bundle_import, bundle_stream
+from studies.models import Study
+
+
+class Command(BaseCommand):
+    help = "Write a study's bundle (zip) to a file, or import a bundle as a new closed study."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        out = sub.add_parser("export", help="Write the bundle of a study.")
+        out.add_argument("study_id", type=int)
+        out.add_argument("file", type=Path)
+        into = sub.add_parser("import", help="Import a bundle as a new closed study.")
+        into.add_argument("file", type=Path)
+        into.add_argument("--name", required=True, help="The new study's name.")
+
+    def handle(self, *args, action, file, **options):
+        if action == "export":
+            study = Study.objects.filter(pk=options["study_id"]).first()
+            if study is None:
+                raise CommandError(f"No study with id {options['study_id']}.")
+            size = 0
+            with file.open("wb") as fh:
+                for chunk in bundle_stream(study=study):
+                    fh.write(chunk)
+                    size += len(chunk)
+            self.stdout.write(f"Wrote {file} ({size:,} bytes) for study {study.name!r}.")
+            return
+        try:
+            study = bundle_import(file=file, name=options["name"])
+        except BundleError as exc:
+            raise CommandError("\n".join([exc.summary(), *exc.lines()[1:]])) from None
+        self.stdout.write(f"Imported study {study.name!r} id={study.pk} (closed); score it with "
+                          f"manage.py score_study {study.pk}.")

@@ -1,0 +1,397 @@
+"""Writing a study bundle: one zip streamed as it is made (``bundle_stream``), never held whole in
+memory or on disk. Each table is read in pages by id and written row by row; each file's SHA-256
+is computed as it goes out, then ``datapackage.json`` (Frictionless Data Package: every table's
+path, fields with types, and hash) and ``SHA256SUMS`` close the archive."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tomllib
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from annotations.models import (
+    Annotation,
+    Assignment,
+    AttentionCheck,
+    Claim,
+    FlagReview,
+    QualificationGrant,
+    QualificationTest,
+    Unit,
+)
+from annotations.selectors import on_hold
+from lab.api.streaming import DrainSink
+from lab.pseudonyms import PseudonymCache
+from lab.spreadsheet import exact_csv_writer
+from scoring.api.export_annotations import annotation_rows
+from scoring.metrics.bootstrap import DEFAULT_SEED
+from scoring.models import UnitScore
+from scoring.selectors import score_run_latest
+from scoring.services.score import SCHEMA_VERSION
+from studies.lm import genu as genu_rule
+from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
+
+from .tables import (
+    CHECKSUMS_FILE,
+    DATAPACKAGE_FILE,
+    FORMAT_VERSION,
+    JSON_FILES,
+    RESULTS_FILE,
+    SETTINGS_FILE,
+    STUDY_FILE,
+    TABLES,
+    Table,
+)
+
+PAGE_ROWS = 5_000
+FLUSH_BYTES = 1 << 20  # hand the client what the zip has written once it passes 1 MiB
+SOURCE_FIELDS = ("name", "kind", "description", "backend", "model_name_or_path", "endpoint_url", "template",
+                 "decoding", "demonstrations", "seed", "has_highlights", "training")
+# Packages whose arithmetic the scores go through.
+SCORE_PACKAGES = ("numpy", "pandas", "scipy", "statsmodels", "krippendorff", "bert-score", "torch", "transformers")
+
+
+# --- cells ---------------------------------------------------------------------------------------
+
+
+def cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat() if timezone.is_aware(value) else value.isoformat()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def _csv_chunks(table: Table, rows: Iterable[Iterable]) -> Iterator[bytes]:
+    buf = io.StringIO()
+    writer = exact_csv_writer(buf)  # exact: read back by the import (not for a spreadsheet)
+    writer.writerow(table.field_names())
+    n = 0
+    for row in rows:
+        writer.writerow([cell(v) for v in row])
+        n += 1
+        if n % 2000 == 0:
+            yield buf.getvalue().encode("utf-8")
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue().encode("utf-8")
+
+
+def _paged(qs: QuerySet, fields: list[str]) -> Iterator[tuple]:
+    """``qs.values_list("id", *fields)`` in pages by id (keyset): flat memory; the id is dropped."""
+    last = 0
+    qs = qs.order_by("id").values_list("id", *fields)
+    while page := list(qs.filter(id__gt=last)[:PAGE_ROWS]):
+        for row in page:
+            yield row[1:]
+        last = page[-1][0]
+
+
+# --- the JSON files ------------------------------------------------------------------------------
+
+
+def _source_json(source: RationaleSource) -> dict:
+    return {f: getattr(source, f) for f in SOURCE_FIELDS}
+
+
+def answerer_sources(study: Study) -> list[RationaleSource]:
+    """The fine-tuned sources that Gen-U's answerers name (results.json reads their training)."""
+    models = set(GenUPrediction.objects.filter(generalization_question__item__in=study.items.all(),
+                                               rationale_source__in=study.sources.all())
+                 .values_list("answerer_model", flat=True).distinct())
+    return list(RationaleSource.objects.filter(model_name_or_path__in=models).exclude(training={})
+                .exclude(pk__in=study.sources.all()).order_by("id"))
+
+
+def study_design(study: Study) -> dict:
+    test = QualificationTest.objects.filter(study=study).first()
+    return {
+        "bundle_format": FORMAT_VERSION,
+        "study": {
+            "id": study.pk, "name": study.name, "kind": study.kind, "status": study.status, "split": study.split,
+            "item_sample_size": study.item_sample_size, "sample_seed": study.sample_seed,
+            "annotators_per_unit": study.annotators_per_unit, "units_per_task": study.units_per_task,
+            "reward": str(study.reward), "hourly_pay_floor": str(study.hourly_pay_floor),
+            "estimated_minutes_per_task": str(study.estimated_minutes_per_task), "platform": study.platform,
+            "consent_text": study.consent_text, "instructions": study.instructions, "example": study.example,
+            "faithfulness_enabled": study.faithfulness_enabled, "is_imported_outcome": study.is_imported_outcome,
+            "stop_when_decided": study.stop_when_decided, "created_at": cell(study.created_at),
+        },
+        "dataset": {"name": study.dataset.name, "task_format": study.dataset.task_format,
+                    "choice_labels": study.dataset.choice_labels, "description": study.dataset.description},
+        "sources": [_source_json(s) for s in study.sources.order_by("id")],
+        "answerer_sources": [_source_json(s) for s in answerer_sources(study)],
+        "attention_checks": [
+            {"id": c.pk, "question": c.question, "choices": c.choices, "correct_answer": c.correct_answer}
+            for c in AttentionCheck.objects.filter(study=study).order_by("id")
+        ],
+        "qualification_test": None if test is None else {
+            "pass_mark": test.pass_mark, "instructions": test.instructions,
+            "questions": [{"position": q.position, "question": q.question, "choices": q.choices,
+                           "correct_answer": q.correct_answer} for q in test.questions.order_by("position", "id")],
+        },
+    }
+
+
+def app_version() -> dict:
+    base = Path(settings.BASE_DIR)
+    try:
+        version = tomllib.loads((base / "pyproject.toml").read_text())["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        version = ""
+    return {"name": "rationale-lab", "version": version, "commit": _git_commit(base / ".git")}
+
+
+def _git_commit(git: Path) -> str:
+    """The checked-out commit, read from the files of ``.git`` (no git binary needed); '' when the
+    code is not a checkout (an installed image records its version only)."""
+    try:
+        if git.is_file():  # a worktree: .git names its folder, whose commondir holds the refs
+            git = Path(git.read_text().split(":", 1)[1].strip())
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        common = git / (git / "commondir").read_text().strip() if (git / "commondir").exists() else git
+        for folder in (git, common):
+            if (folder / ref).exists():
+                return (folder / ref).read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+    except (OSError, IndexError):
+        pass
+    return ""
+
+
+def _package_versions() -> dict:
+    out = {}
+    for name in SCORE_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def score_settings(results: dict | None) -> dict:
+    """The app's version and every setting a score depends on: the ones read from the environment
+    and the ones the latest run recorded in its results.json (tie rules, Gen-U's question filter
+    and answerers with their fine-tuning presets, the similarity model)."""
+    results = results or {}
+    gen_u = results.get("gen_u") or {}
+    return {
+        "bundle_format": FORMAT_VERSION,
+        "app": app_version(),
+        "packages": _package_versions(),
+        "results_schema_version": results.get("schema_version", SCHEMA_VERSION),
+        "settings": {
+            "RL_SCORING_SIMILARITY": bool(settings.RL_SCORING_SIMILARITY),
+            "RL_SIMILARITY_MODEL": settings.RL_SIMILARITY_MODEL,
+            "RL_SIMILARITY_NUM_LAYERS": settings.RL_SIMILARITY_NUM_LAYERS,
+        },
+        "rules": {
+            "majority_tie": "a tie counts as wrong (no majority)",
+            "gen_u_tie_rule": genu_rule.TIE_RULE_TEXT,
+            "bootstrap": {"method": "percentile", "confidence": 0.95, "seed": DEFAULT_SEED},
+            "what_counts": "annotations.selectors.claims_that_count: complete, not given back, task submitted or "
+                           "approved, not on hold",
+        },
+        "latest_run": {
+            "similarity_model": results.get("similarity_model"),
+            "similarity": results.get("similarity"),
+            "gen_u": {k: gen_u.get(k) for k in ("question_filter", "tie_rule", "answerers", "method") if k in gen_u},
+            "faithfulness_y_hat_from": (results.get("faithfulness") or {}).get("y_hat_from"),
+        },
+    }
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+
+def _table_rows(study: Study) -> dict[str, Callable[[], Iterable[tuple]]]:
+    items = study.items.all()
+    sources = study.sources.all()
+    names = dict(RationaleSource.objects.values_list("id", "name").filter(pk__in=sources))
+    pseudonyms = PseudonymCache()
+
+    def rationales():
+        for item_id, source_id, *rest in _paged(
+            Rationale.objects.filter(item__in=items, source__in=sources),
+            ["item_id", "source_id", "text", "predicted_answer", "prediction_correct", "highlights", "faithfulness",
+             "raw_output", "generation_info"],
+        ):
+            yield (item_id, names[source_id], *rest)
+
+    def genu():
+        for genq, source_id, *rest in _paged(
+            GenUPrediction.objects.filter(generalization_question__item__in=items, rationale_source__in=sources),
+            ["generalization_question_id", "rationale_source_id", "answerer", "answerer_model", "predicted_answer",
+             "correct", "raw_output"],
+        ):
+            yield (genq, names[source_id], *rest)
+
+    def units():
+        for pk, item_id, source_id, genq, rationale_id, *rest in _paged(
+            Unit.objects.filter(study=study),
+            ["id", "item_id", "source_id", "generalization_question_id", "rationale_id", "question_key", "quota",
+             "n_claimed", "n_completed", "decided_at"],
+        ):
+            yield (pk, item_id, names.get(source_id), genq, rationale_id is not None, *rest)
+
+    def tasks():
+        # A withdrawn participant's task is kept only as the trace of money paid (it holds no answer):
+        # it never leaves the installation, nor does its pseudonym.
+        qs = (Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
+              .annotate(held=on_hold("pk")))
+        for pk, participant_id, platform, external_id, *rest in _paged(qs, [
+            "id", "participant_id", "participant__platform", "participant__external_id", "status", "held",
+            "created_at", "consented_at", "expires_at", "submitted_at", "reviewed_at",
+        ]):
+            yield (pk, pseudonyms.get(participant_id, platform, external_id), platform, *rest)
+
+    def claims():
+        for pk, task, participant_id, platform, external_id, *rest in _paged(
+            Claim.objects.filter(study=study),
+            ["id", "assignment_id", "participant_id", "participant__platform", "participant__external_id",
+             "position", "unit_id", "attention_check_id", "question_key", "completed_at", "released"],
+        ):
+            yield (pk, task, pseudonyms.get(participant_id, platform, external_id), *rest)
+
+    def flags():
+        return _paged(FlagReview.objects.filter(annotation__claim__study=study), [
+            "annotation_id", "annotation__claim__assignment_id", "annotation__claim__position", "annotation__step",
+            "decision", "decided_at"])
+
+    def grants():
+        test = QualificationTest.objects.filter(study=study).first()
+        position = {str(q.pk): str(i) for i, q in enumerate(test.questions.order_by("position", "id"))} if test else {}
+        for participant_id, platform, external_id, passed, score, answers in _paged(
+            QualificationGrant.objects.filter(study=study),
+            ["participant_id", "participant__platform", "participant__external_id", "passed", "score", "answers"],
+        ):
+            yield (pseudonyms.get(participant_id, platform, external_id), platform, passed, score,
+                   {position.get(k, k): v for k, v in (answers or {}).items()})
+
+    def unit_scores():
+        for item_id, source_id, *rest in _paged(UnitScore.objects.filter(study=study), [
+            "item_id", "source_id", "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie",
+            "before_correct", "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported",
+            "reported_utility",
+        ]):
+            yield (item_id, names.get(source_id) or RationaleSource.objects.get(pk=source_id).name, *rest)
+
+    return {
+        "items": lambda: _paged(items, ["id", "external_id", "split", "question", "choices", "gold_answer",
+                                        "gold_rationale", "metadata"]),
+        "rationales": rationales,
+        "generalization_questions": lambda: _paged(
+            GeneralizationQuestion.objects.filter(item__in=items),
+            ["id", "item_id", "qtype", "text", "answer", "origin", "validation_status", "metadata"]),
+        "genu_predictions": genu,
+        "units": units,
+        "tasks": tasks,
+        "claims": claims,
+        "annotations": lambda: annotation_rows(Annotation.objects.filter(claim__study=study), study=study,
+                                               raw_worker_ids=False),
+        "flag_reviews": flags,
+        "qualification_grants": grants,
+        "unit_scores": unit_scores,
+    }
+
+
+# --- the archive ---------------------------------------------------------------------------------
+
+
+def bundle_filename(study: Study) -> str:
+    return f"study-{study.pk}-bundle.zip"
+
+
+def bundle_stream(*, study: Study) -> Iterator[bytes]:
+    """The bundle of ``study`` as a zip, in chunks as it is made (call it outside a transaction on
+    PostgreSQL to let the annotation pages be read ahead). Reads the current database: what was
+    erased (a withdrawn participant) is not there."""
+    study = Study.objects.select_related("dataset").get(pk=study.pk)
+    run = score_run_latest(study=study)
+    results = run.results if run is not None else None
+    sink = DrainSink()  # no seek: each member's sizes follow its data, nothing is revisited
+    archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)
+    written: dict[str, tuple[str, int]] = {}  # path -> (sha256, bytes)
+    handed = [0]  # the archive's size when its bytes were last handed on
+
+    def member(path: str, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        digest, size = hashlib.sha256(), 0
+        with archive.open(path, "w", force_zip64=True) as out:
+            for chunk in chunks:
+                out.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+                if sink.tell() - handed[0] >= FLUSH_BYTES:
+                    handed[0] = sink.tell()
+                    yield sink.drain()
+        written[path] = (digest.hexdigest(), size)
+        handed[0] = sink.tell()
+        yield sink.drain()
+
+    def json_bytes(data) -> list[bytes]:
+        return [json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"]
+
+    yield from member(STUDY_FILE, json_bytes(study_design(study)))
+    yield from member(SETTINGS_FILE, json_bytes(score_settings(results)))
+    if results is not None:
+        yield from member(RESULTS_FILE, json_bytes(results))
+    for name, rows in _table_rows(study).items():
+        yield from member(TABLES[name].path, _csv_chunks(TABLES[name], rows()))
+    yield from member(DATAPACKAGE_FILE, json_bytes(datapackage(study, written)))
+    sums = "".join(f"{digest}  {path}\n" for path, (digest, _) in sorted(written.items()))
+    yield from member(CHECKSUMS_FILE, [sums.encode("ascii")])
+    archive.close()
+    yield sink.drain()
+
+
+def datapackage(study: Study, written: dict[str, tuple[str, int]]) -> dict:
+    resources = []
+    for path, description in JSON_FILES.items():
+        if path in written:
+            digest, size = written[path]
+            resources.append({"name": path.removesuffix(".json").replace("_", "-"), "path": path, "format": "json",
+                              "mediatype": "application/json", "encoding": "utf-8", "bytes": size,
+                              "hash": f"sha256:{digest}", "description": description})
+    for table in TABLES.values():
+        digest, size = written[table.path]
+        schema = {"fields": [f.as_json() for f in table.fields], "missingValues": [""]}
+        if table.primary_key:
+            schema["primaryKey"] = list(table.primary_key)
+        resources.append({
+            "name": table.name.replace("_", "-"), "path": table.path, "profile": "tabular-data-resource",
+            "format": "csv", "mediatype": "text/csv", "encoding": "utf-8", "bytes": size, "hash": f"sha256:{digest}",
+            "description": table.description, "dialect": {"delimiter": ",", "header": True, "lineTerminator": "\r\n"},
+            "schema": schema,
+        })
+    return {
+        "profile": "tabular-data-package",
+        "name": f"rationale-lab-study-{study.pk}",
+        "title": study.name,
+        "created": cell(timezone.now()),
+        "version": str(FORMAT_VERSION),
+        "description": "A Rationale Lab study bundle: re-import it into Rationale Lab to re-score the study, or "
+                       "read its tables with any Frictionless tool. Workers are pseudonyms. Cells are exact: text that "
+                       "a spreadsheet would run as a formula is not neutralised, so open the tables with a data "
+                       "tool, not a spreadsheet.",
+        "resources": resources,
+    }

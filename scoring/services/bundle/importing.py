@@ -1,0 +1,841 @@
+"""Importing a study bundle (``bundle.export``) as a new, closed study whose re-scoring gives the
+original ``results.json`` numbers.
+
+All or nothing, in three passes over the zip:
+
+1. every file's SHA-256 against ``SHA256SUMS`` (and ``datapackage.json``'s hashes): a changed,
+   missing or unlisted file is refused by name;
+2. each table's schema in ``datapackage.json`` and its CSV header against the fields this
+   installation reads: a missing field or another type is refused naming the file and the field;
+3. the rows, read one at a time and written in batches inside one transaction: a bad row is
+   reported with its file, row (CSV line), field and reason (the importers' ``ImportValidationError``)
+   and nothing is kept.
+
+Content is shared, never overwritten: a dataset, item, source, rationale, generalization question
+or Gen-U prediction that exists already (same name or key) is used when it holds the same values
+and refused by row otherwise, so an import never changes another study. Workers become participants
+keyed by their pseudonym on their platform: the pseudonym is all the bundle has, so nobody here can
+map them back to a platform id, and none is invented.
+
+Memory: answers, claims, units and tasks are streamed in batches of ``BATCH`` rows; ids are mapped
+through :class:`IdMap`, which keeps runs of consecutive ids (a study's units, claims and tasks are
+made in blocks), and claims are found again per batch in the database, so memory does not grow with
+the number of answers."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import zipfile
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import IO, Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from annotations.models import (
+    Annotation,
+    Assignment,
+    AttentionCheck,
+    Claim,
+    FlagReview,
+    Participant,
+    QualificationGrant,
+    QualificationQuestion,
+    QualificationTest,
+    Unit,
+)
+from scoring.models import UnitScore
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    GenUPrediction,
+    Item,
+    Platform,
+    Rationale,
+    RationaleSource,
+    Study,
+)
+from studies.services.importers import ImportValidationError
+from studies.services.importers.errors import ErrorCollector, RowError
+from studies.services.importers.reading import ImportFile
+from studies.services.importers.upsert import UpsertResult, import_record_create
+
+from .export import SOURCE_FIELDS
+from .tables import CHECKSUMS_FILE, DATAPACKAGE_FILE, FORMAT_VERSION, RESULTS_FILE, STUDY_FILE, TABLES, Table
+
+BATCH = 5_000
+HASH_CHUNK = 1 << 20
+# The cells a row cannot do without (an empty one is a row error naming the field).
+REQUIRED = {
+    "items": ("id", "external_id", "split", "question", "gold_answer"),
+    "rationales": ("item_id", "source", "text"),
+    "generalization_questions": ("id", "item_id", "type", "text", "answer", "validation_status"),
+    "genu_predictions": ("generalization_question_id", "source", "answerer", "correct"),
+    "units": ("id", "item_id", "rationale", "question_key", "quota", "n_claimed", "n_completed"),
+    "tasks": ("id", "worker", "platform", "status", "on_hold", "expires_at"),
+    "claims": ("id", "task_id", "worker", "position", "question_key", "released"),
+    "annotations": ("assignment_id", "position", "step", "answered_at"),
+    "flag_reviews": ("task_id", "position", "step", "decision"),
+    "qualification_grants": ("worker", "platform", "passed", "score"),
+    "unit_scores": ("item_id", "source", "n_annotators", "before_tie", "after_tie", "imported"),
+}
+# study.json: what the import reads, by section.
+DESIGN_KEYS = {
+    "study": ("id", "name", "kind", "split", "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor",
+              "estimated_minutes_per_task", "platform"),
+    "dataset": ("name", "task_format"),
+}
+
+
+class BundleError(ImportValidationError):
+    """The bundle cannot be imported; nothing was written. Each error's ``record`` names the file."""
+
+
+# --- ids -----------------------------------------------------------------------------------------
+
+
+class IdMap:
+    """Bundle id -> new id, added in increasing bundle id order, kept as runs of consecutive ids on
+    both sides: a block of a thousand units made together costs three integers."""
+
+    def __init__(self) -> None:
+        self._old = array("q")
+        self._new = array("q")
+        self._len = array("q")
+
+    def add(self, old: int, new: int) -> None:
+        if self._old:
+            end = self._old[-1] + self._len[-1]
+            if old == end and new == self._new[-1] + self._len[-1]:
+                self._len[-1] += 1
+                return
+            if old < end:
+                raise ValueError("ids must be added in increasing order")
+        self._old.append(old)
+        self._new.append(new)
+        self._len.append(1)
+
+    def get(self, old: int | None) -> int | None:
+        if old is None:
+            return None
+        i = bisect_right(self._old, old) - 1
+        if i < 0 or old >= self._old[i] + self._len[i]:
+            return None
+        return self._new[i] + old - self._old[i]
+
+    @property
+    def runs(self) -> int:
+        return len(self._old)
+
+
+# --- cells ---------------------------------------------------------------------------------------
+
+
+class BadCell(ValueError):
+    pass
+
+
+def _bool(text: str) -> bool:
+    if text in ("true", "True", "1"):
+        return True
+    if text in ("false", "False", "0"):
+        return False
+    raise BadCell(f"{text[:40]!r} is not true or false")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise BadCell(f"{text[:40]!r} is not an integer") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise BadCell(f"{text[:40]!r} is not a number") from None
+
+
+def _datetime(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadCell(f"{text[:40]!r} is not an ISO 8601 date and time") from None
+    if value.tzinfo is None:
+        raise BadCell(f"{text[:40]!r} has no time zone (expected UTC, +00:00)")
+    return value
+
+
+def _json(kind: type):
+    def parse(text: str):
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise BadCell(f"not JSON ({exc})") from None
+        if not isinstance(value, kind):
+            raise BadCell(f"expected a JSON {'object' if kind is dict else 'array'}")
+        return value
+    return parse
+
+
+PARSERS = {"integer": _int, "number": _number, "boolean": _bool, "datetime": _datetime,
+           "object": _json(dict), "array": _json(list), "string": str}
+
+
+@dataclass
+class Row:
+    path: str
+    line: int
+    values: dict[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+# --- the archive ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Bundle:
+    archive: zipfile.ZipFile
+    name: str
+    sha256: str
+    size: int
+    errors: ErrorCollector = field(default_factory=ErrorCollector)
+
+    def error(self, path: str, line: int | None, field_name: str, reason: str) -> None:
+        self.errors.add(line, field_name, reason, record=path)
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise BundleError(self.errors.errors, filename=self.name, unlisted=self.errors.unlisted)
+
+    def json(self, path: str) -> Any:
+        try:
+            return json.loads(self.archive.read(path).decode("utf-8"))
+        except KeyError:
+            raise BundleError(RowError(None, "", "missing from the bundle", record=path), filename=self.name) from None
+        except ValueError as exc:
+            raise BundleError(RowError(None, "", f"not JSON: {exc}", record=path), filename=self.name) from None
+
+    def rows(self, table: Table) -> Iterator[Row]:
+        """The table's rows, each cell parsed by its type; a bad cell is reported and its row skipped."""
+        types = {f.name: f.type for f in table.fields}
+        wanted = table.reads or tuple(types)
+        required = REQUIRED.get(table.name, ())
+        with self.archive.open(table.path) as raw:
+            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
+            header = next(reader, [])
+            index = {name: header.index(name) for name in wanted}
+            line = 1
+            try:
+                for line, cells in enumerate(reader, start=2):  # noqa: B007 - line is read after the loop
+                    if len(cells) != len(header):
+                        self.error(table.path, line, "", f"{len(cells)} cells where the header has {len(header)}")
+                        continue
+                    values = self._values(table, line, cells, index, wanted, types, required)
+                    if values is not None:
+                        yield Row(table.path, line, values)
+            except (csv.Error, UnicodeDecodeError) as exc:  # the rest of the file cannot be read
+                self.error(table.path, line + 1, "", f"unreadable CSV: {exc}")
+
+    def _values(self, table: Table, line: int, cells: list[str], index: dict[str, int], wanted, types,
+                required) -> dict[str, Any] | None:
+        values, ok = {}, True
+        for name in wanted:
+            text = cells[index[name]]
+            if text == "":
+                values[name] = None
+                if name in required:
+                    self.error(table.path, line, name, "empty")
+                    ok = False
+                continue
+            try:
+                values[name] = PARSERS[types[name]](text)
+            except BadCell as exc:
+                self.error(table.path, line, name, str(exc))
+                ok = False
+        return values if ok else None
+
+
+def _open(file: Any, filename: str | None) -> Bundle:
+    name = filename or getattr(file, "name", None) or "bundle.zip"
+    if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
+        file = open(file, "rb")  # noqa: SIM115 - closed with the archive by the caller's context
+    digest, size = hashlib.sha256(), 0
+    file.seek(0)
+    while chunk := file.read(HASH_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    file.seek(0)
+    try:
+        archive = zipfile.ZipFile(file)
+    except zipfile.BadZipFile as exc:
+        raise BundleError(f"not a zip archive ({exc})", filename=str(name)) from None
+    return Bundle(archive, str(name).rsplit("/", 1)[-1], digest.hexdigest(), size)
+
+
+def _check_sums(bundle: Bundle) -> None:
+    """Pass 1: every file's SHA-256 is the one SHA256SUMS lists (and datapackage.json states)."""
+    names = {i.filename for i in bundle.archive.infolist() if not i.is_dir()}
+    if CHECKSUMS_FILE not in names:
+        raise BundleError(RowError(None, "", "missing: the bundle cannot be checked", record=CHECKSUMS_FILE),
+                          filename=bundle.name)
+    listed: dict[str, str] = {}
+    for n, line in enumerate(bundle.archive.read(CHECKSUMS_FILE).decode("utf-8", "replace").splitlines(), 1):
+        digest, _, path = line.partition("  ")
+        if len(digest) != 64 or not path:
+            bundle.error(CHECKSUMS_FILE, n, "", "expected '<sha256>  <path>'")
+            continue
+        listed[path] = digest.lower()
+    for path in sorted(names - {CHECKSUMS_FILE} - set(listed)):
+        bundle.error(path, None, "sha256", f"not listed in {CHECKSUMS_FILE}")
+    for path, expected in sorted(listed.items()):
+        if path not in names:
+            bundle.error(path, None, "sha256", f"listed in {CHECKSUMS_FILE} but missing from the bundle")
+            continue
+        digest = hashlib.sha256()
+        with bundle.archive.open(path) as member:
+            while chunk := member.read(HASH_CHUNK):
+                digest.update(chunk)
+        if digest.hexdigest() != expected:
+            bundle.error(path, None, "sha256",
+                         f"checksum mismatch: the file's SHA-256 is {digest.hexdigest()}, {CHECKSUMS_FILE} says "
+                         f"{expected} (the file changed after the bundle was made)")
+    bundle.raise_if_any()
+    package = bundle.json(DATAPACKAGE_FILE)
+    for resource in package.get("resources") or []:
+        path, stated = resource.get("path"), str(resource.get("hash") or "").removeprefix("sha256:")
+        if path in listed and stated and stated != listed[path]:
+            bundle.error(DATAPACKAGE_FILE, None, "hash", f"{path}: {stated} differs from {CHECKSUMS_FILE}'s")
+    bundle.raise_if_any()
+
+
+def _check_schemas(bundle: Bundle) -> None:
+    """Pass 2: each table's fields (datapackage.json and the CSV header) are the ones read here."""
+    package = bundle.json(DATAPACKAGE_FILE)
+    resources = {r.get("path"): r for r in package.get("resources") or [] if isinstance(r, dict)}
+    for table in TABLES.values():
+        resource = resources.get(table.path)
+        if resource is None:
+            bundle.error(table.path, None, "", f"no resource in {DATAPACKAGE_FILE}")
+            continue
+        given = {f.get("name"): f.get("type") for f in (resource.get("schema") or {}).get("fields") or []
+                 if isinstance(f, dict)}
+        expected = {f.name: f.type for f in table.fields}
+        for name in table.reads or expected:
+            if name not in given:
+                bundle.error(table.path, None, name, f"schema mismatch: the field is missing from {DATAPACKAGE_FILE}")
+            elif given[name] != expected[name]:
+                bundle.error(table.path, None, name,
+                             f"schema mismatch: type {given[name]!r} in {DATAPACKAGE_FILE}, expected {expected[name]!r}")
+        if table.reads is None:
+            for name in given.keys() - expected.keys():
+                bundle.error(table.path, None, name, "schema mismatch: a field this installation does not know")
+        if table.path not in bundle.archive.namelist():
+            bundle.error(table.path, None, "", "missing from the bundle")
+            continue
+        with bundle.archive.open(table.path) as raw:
+            header = next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline="")), [])
+        if header != list(given):
+            missing = [n for n in given if n not in header] or [n for n in header if n not in given]
+            bundle.error(table.path, 1, missing[0] if missing else "",
+                         f"schema mismatch: the CSV header ({', '.join(header)}) is not the fields of "
+                         f"{DATAPACKAGE_FILE}")
+    bundle.raise_if_any()
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def _batches(rows: Iterator[Row]) -> Iterator[list[Row]]:
+    batch: list[Row] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _differs(obj, row: Row, fields: dict[str, str]) -> str:
+    """The first field (bundle name) whose value differs from the existing row's, or ''."""
+    for name, attr in fields.items():
+        mine = getattr(obj, attr)
+        if mine != row[name] and not (row[name] is None and mine in ("", {}, [])):
+            return name
+    return ""
+
+
+class _Import:
+    def __init__(self, bundle: Bundle, *, name: str, owner) -> None:
+        self.b, self.name, self.owner = bundle, name, owner
+        self.items, self.units, self.tasks, self.genqs = IdMap(), IdMap(), IdMap(), IdMap()
+        self.sources: dict[str, RationaleSource] = {}
+        self.checks: dict[int, int] = {}
+        self.workers: dict[tuple[str, str], int] = {}
+        self.held_tasks: set[int] = set()
+        self.counts: dict[str, int] = {}
+
+    def err(self, row: Row, field_name: str, reason: str) -> None:
+        self.b.error(row.path, row.line, field_name, reason)
+
+    def _clean(self, obj, section: str) -> bool:
+        """``obj.full_clean()``; its problems reported against study.json's ``section``."""
+        try:
+            obj.full_clean()
+        except ValidationError as exc:
+            for name, problems in exc.message_dict.items():
+                self.b.error(STUDY_FILE, None, f"{section}.{name}", "; ".join(problems))
+            return False
+        return True
+
+    # design and content
+
+    def dataset(self, design: dict) -> Dataset:
+        spec = design["dataset"]
+        dataset = Dataset.objects.filter(name=spec["name"]).first()
+        if dataset is None:
+            dataset = Dataset(name=spec["name"], task_format=spec["task_format"],
+                              choice_labels=spec.get("choice_labels") or [], description=spec.get("description", ""))
+            if self._clean(dataset, "dataset"):
+                dataset.save()
+        elif (dataset.task_format, list(dataset.choice_labels)) != (spec["task_format"], spec.get("choice_labels") or []):
+            self.b.error(STUDY_FILE, None, "dataset",
+                         f"dataset {dataset.name!r} exists here with another task format or choices")
+        return dataset
+
+    def source(self, spec: dict) -> RationaleSource:
+        source = RationaleSource.objects.filter(name=spec["name"]).first()
+        if source is None:
+            source = RationaleSource(**{f: spec[f] for f in SOURCE_FIELDS if f in spec})
+            if self._clean(source, "sources"):
+                source.save()
+        else:
+            for f in ("kind", "backend", "model_name_or_path", "template", "decoding", "seed", "has_highlights"):
+                if f in spec and getattr(source, f) != spec[f]:
+                    self.b.error(STUDY_FILE, None, f"sources.{f}",
+                                 f"source {source.name!r} exists here with another {f}; rename it to import")
+                    break
+        return source
+
+    def item_rows(self, dataset: Dataset, study_items: list[int]) -> None:
+        table = TABLES["items"]
+        compare = {"question": "question", "choices": "choices", "gold_answer": "gold_answer",
+                   "gold_rationale": "gold_rationale", "split": "split"}
+        for batch in _batches(self.b.rows(table)):
+            existing = {i.external_id: i for i in Item.objects.filter(
+                dataset=dataset, external_id__in=[r["external_id"] for r in batch])}
+            new = []
+            for row in batch:
+                if not row["external_id"] or not row["question"] or not row["gold_answer"]:
+                    self.err(row, "external_id" if not row["external_id"] else
+                             "question" if not row["question"] else "gold_answer", "empty")
+                    continue
+                item = existing.get(row["external_id"])
+                if item is not None:
+                    bad = _differs(item, row, compare)
+                    if bad:
+                        self.err(row, bad, f"differs from item {item.external_id!r} of dataset {dataset.name!r} "
+                                           "here; an import never changes another study's items")
+                    new.append((row, item))
+                    continue
+                obj = Item(dataset=dataset, external_id=row["external_id"], question=row["question"],
+                           choices=row["choices"] or [], gold_answer=row["gold_answer"],
+                           gold_rationale=row["gold_rationale"] or "", split=row["split"] or "other",
+                           metadata=row["metadata"] or {})
+                new.append((row, obj))
+            Item.objects.bulk_create([o for _, o in new if o.pk is None])
+            for row, obj in new:
+                self.items.add(row["id"], obj.pk)
+                study_items.append(obj.pk)
+
+    def rationale_rows(self) -> None:
+        compare = {"text": "text", "predicted_answer": "predicted_answer",
+                   "prediction_correct": "prediction_correct", "highlights": "highlights",
+                   "faithfulness": "faithfulness"}
+        for batch in _batches(self.b.rows(TABLES["rationales"])):
+            keyed = []
+            for row in batch:
+                item, source = self.items.get(row["item_id"]), self.sources.get(row["source"])
+                if item is None or source is None:
+                    self.err(row, "item_id" if item is None else "source", "not in the bundle's items / sources")
+                    continue
+                keyed.append(((item, source.pk), row))
+            existing = {(r.item_id, r.source_id): r for r in Rationale.objects.filter(
+                item_id__in={k[0] for k, _ in keyed}, source_id__in={k[1] for k, _ in keyed})}
+            new = []
+            for key, row in keyed:
+                if key in existing:
+                    bad = _differs(existing[key], row, compare)
+                    if bad:
+                        self.err(row, bad, "differs from this item's rationale of this source here")
+                    continue
+                if not row["text"]:
+                    self.err(row, "text", "empty")
+                    continue
+                new.append(Rationale(item_id=key[0], source_id=key[1], text=row["text"],
+                                     predicted_answer=row["predicted_answer"] or "",
+                                     prediction_correct=row["prediction_correct"], highlights=row["highlights"] or [],
+                                     faithfulness=row["faithfulness"] or {}, raw_output=row["raw_output"] or "",
+                                     generation_info=row["generation_info"] or {}))
+            Rationale.objects.bulk_create(new)
+
+    def genq_rows(self) -> None:
+        for batch in _batches(self.b.rows(TABLES["generalization_questions"])):
+            items = {self.items.get(r["item_id"]) for r in batch}
+            existing = {(q.item_id, q.qtype, q.text): q for q in GeneralizationQuestion.objects.filter(item_id__in=items)}
+            pairs = []
+            for row in batch:
+                item = self.items.get(row["item_id"])
+                if item is None:
+                    self.err(row, "item_id", "not in the bundle's items")
+                    continue
+                q = existing.get((item, row["type"], row["text"]))
+                if q is not None:
+                    bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"})
+                    if bad:
+                        self.err(row, bad, "differs from this generalization question here")
+                else:
+                    q = GeneralizationQuestion(item_id=item, qtype=row["type"], text=row["text"], answer=row["answer"],
+                                               origin=row["origin"] or "", metadata=row["metadata"] or {},
+                                               validation_status=row["validation_status"])
+                pairs.append((row, q))
+            GeneralizationQuestion.objects.bulk_create([q for _, q in pairs if q.pk is None])
+            for row, q in pairs:
+                self.genqs.add(row["id"], q.pk)
+
+    def genu_rows(self, answerer_sources: dict[str, RationaleSource]) -> None:
+        for batch in _batches(self.b.rows(TABLES["genu_predictions"])):
+            keyed = []
+            for row in batch:
+                q, source = self.genqs.get(row["generalization_question_id"]), self.sources.get(row["source"])
+                if q is None or source is None:
+                    self.err(row, "generalization_question_id" if q is None else "source", "not in the bundle")
+                    continue
+                keyed.append(((q, source.pk, row["answerer"]), row))
+            existing = {(p.generalization_question_id, p.rationale_source_id, p.answerer): p
+                        for p in GenUPrediction.objects.filter(generalization_question_id__in={k[0] for k, _ in keyed})}
+            new = []
+            for key, row in keyed:
+                if key in existing:
+                    bad = _differs(existing[key], row, {"predicted_answer": "predicted_answer", "correct": "correct"})
+                    if bad:
+                        self.err(row, bad, "differs from this Gen-U prediction here")
+                    continue
+                new.append(GenUPrediction(generalization_question_id=key[0], rationale_source_id=key[1],
+                                          answerer=key[2], answerer_model=row["answerer_model"] or "",
+                                          predicted_answer=row["predicted_answer"] or "", correct=row["correct"],
+                                          raw_output=row["raw_output"] or ""))
+            GenUPrediction.objects.bulk_create(new)
+
+    def study(self, design: dict, dataset: Dataset) -> Study:
+        spec = design["study"]
+        study = Study(
+            name=self.name, kind=spec["kind"], status=Study.Status.CLOSED, dataset=dataset, split=spec["split"],
+            item_sample_size=spec.get("item_sample_size"), sample_seed=spec.get("sample_seed", 0),
+            annotators_per_unit=spec["annotators_per_unit"], units_per_task=spec["units_per_task"],
+            reward=Decimal(spec["reward"]), hourly_pay_floor=Decimal(spec["hourly_pay_floor"]),
+            estimated_minutes_per_task=Decimal(spec["estimated_minutes_per_task"]), platform=spec["platform"],
+            consent_text=spec.get("consent_text", ""), instructions=spec.get("instructions", ""),
+            example=spec.get("example", ""), faithfulness_enabled=spec.get("faithfulness_enabled", False),
+            is_imported_outcome=spec.get("is_imported_outcome", False),
+            stop_when_decided=spec.get("stop_when_decided", False),
+            owner=self.owner if getattr(self.owner, "is_authenticated", False) else None,
+        )
+        if not self._clean(study, "study"):
+            self.b.raise_if_any()
+        study.save()
+        for check in design.get("attention_checks") or []:
+            obj = AttentionCheck(study=study, question=check.get("question", ""), choices=check.get("choices", []),
+                                 correct_answer=check.get("correct_answer", ""))
+            if self._clean(obj, "attention_checks") and isinstance(check.get("id"), int):
+                obj.save()
+                self.checks[check["id"]] = obj.pk
+        test = design.get("qualification_test")
+        if test:
+            qt = QualificationTest.objects.create(study=study, pass_mark=test["pass_mark"],
+                                                  instructions=test.get("instructions", ""))
+            self.qualification = [
+                QualificationQuestion.objects.create(test=qt, position=q["position"], question=q["question"],
+                                                     choices=q["choices"], correct_answer=q["correct_answer"])
+                for q in test["questions"]]
+        return study
+
+    # the work
+
+    def unit_rows(self, study: Study) -> None:
+        for batch in _batches(self.b.rows(TABLES["units"])):
+            pairs = []
+            for row in batch:
+                item = self.items.get(row["item_id"])
+                source = self.sources.get(row["source"]) if row["source"] else None
+                genq = self.genqs.get(row["generalization_question_id"])
+                if item is None or (row["source"] and source is None) or (
+                        row["generalization_question_id"] is not None and genq is None):
+                    self.err(row, "item_id" if item is None else "source" if genq is not None or
+                             row["generalization_question_id"] is None else "generalization_question_id",
+                             "not in the bundle")
+                    continue
+                rationale = None
+                if row["rationale"]:
+                    rationale = Rationale.objects.filter(item_id=item, source=source).values_list("pk", flat=True).first()
+                pairs.append((row, Unit(study=study, item_id=item, source=source, generalization_question_id=genq,
+                                        rationale_id=rationale, question_key=row["question_key"], quota=row["quota"],
+                                        n_claimed=row["n_claimed"], n_completed=row["n_completed"],
+                                        decided_at=row.get("decided_at"))))
+            Unit.objects.bulk_create([u for _, u in pairs])
+            for row, unit in pairs:
+                self.units.add(row["id"], unit.pk)
+            self.counts["units"] = self.counts.get("units", 0) + len(pairs)
+
+    def participants(self, keys: set[tuple[str, str]]) -> None:
+        """Participants keyed by pseudonym on their platform, made when new."""
+        keys -= self.workers.keys()
+        if not keys:
+            return
+        for platform in {p for p, _ in keys}:
+            wanted = {w for p, w in keys if p == platform}
+            found = dict(Participant.objects.filter(platform=platform, external_id__in=wanted)
+                         .values_list("external_id", "pk"))
+            Participant.objects.bulk_create([Participant(platform=platform, external_id=w)
+                                             for w in wanted - found.keys()], ignore_conflicts=True)
+            found = dict(Participant.objects.filter(platform=platform, external_id__in=wanted)
+                         .values_list("external_id", "pk"))
+            self.workers.update({(platform, w): pk for w, pk in found.items()})
+
+    def task_rows(self, study: Study) -> None:
+        for batch in _batches(self.b.rows(TABLES["tasks"])):
+            self.participants({(r["platform"], r["worker"]) for r in batch})
+            pairs = []
+            for row in batch:
+                if row["status"] not in Assignment.Status.values:
+                    self.err(row, "status", f"{row['status']!r} is not a task status")
+                    continue
+                if not row["worker"] or not row["expires_at"]:
+                    self.err(row, "worker" if not row["worker"] else "expires_at", "empty")
+                    continue
+                pairs.append((row, Assignment(
+                    study=study, participant_id=self.workers[(row["platform"], row["worker"])], status=row["status"],
+                    consented_at=row["consented_at"], expires_at=row["expires_at"],
+                    submitted_at=row["submitted_at"], reviewed_at=row["reviewed_at"])))
+            Assignment.objects.bulk_create([a for _, a in pairs])
+            for row, task in pairs:
+                task.created_at = row["created_at"] or task.created_at
+                self.tasks.add(row["id"], task.pk)
+                if row["on_hold"]:
+                    self.held_tasks.add(task.pk)
+            # created_at is auto_now_add: the original time goes back in a second write (one per task)
+            Assignment.objects.bulk_update([a for _, a in pairs], ["created_at"], batch_size=500)
+            self.counts["tasks"] = self.counts.get("tasks", 0) + len(pairs)
+
+    def claim_rows(self, study: Study) -> None:
+        for batch in _batches(self.b.rows(TABLES["claims"])):
+            claims = []
+            for row in batch:
+                task = self.tasks.get(row["task_id"])
+                unit = self.units.get(row["unit_id"])
+                check = self.checks.get(row["attention_check_id"]) if row["attention_check_id"] is not None else None
+                if task is None:
+                    self.err(row, "task_id", "not in the bundle's tasks")
+                    continue
+                if (unit is None) == (check is None):
+                    self.err(row, "unit_id", "a claim holds one unit or one attention check of the bundle")
+                    continue
+                worker = self._worker(row)
+                if worker is None:
+                    self.err(row, "worker", "not a worker of the bundle's tasks")
+                    continue
+                claims.append(Claim(assignment_id=task, unit_id=unit, attention_check_id=check, study=study,
+                                    participant_id=worker, question_key=row["question_key"] or "",
+                                    position=row["position"], completed_at=row["completed_at"],
+                                    # work on hold at the origin does not count there, nor here (the
+                                    # platform's report that put it on hold cannot travel)
+                                    released=bool(row["released"]) or task in self.held_tasks))
+            Claim.objects.bulk_create(claims)
+            self.counts["claims"] = self.counts.get("claims", 0) + len(claims)
+
+    def _worker(self, row: Row) -> int | None:
+        for platform in Platform.values:
+            pk = self.workers.get((platform, row["worker"]))
+            if pk is not None:
+                return pk
+        return None
+
+    def _claims_of(self, batch: list[Row]) -> dict[tuple[int, int], int]:
+        tasks = {self.tasks.get(r["assignment_id" if "assignment_id" in r.values else "task_id"]) for r in batch}
+        return {(a, p): pk for a, p, pk in Claim.objects.filter(assignment_id__in=tasks - {None})
+                .values_list("assignment_id", "position", "id")}
+
+    def annotation_rows(self) -> None:
+        steps = set(Annotation.Step.values)
+        for batch in _batches(self.b.rows(TABLES["annotations"])):
+            claims = self._claims_of(batch)
+            new = []
+            for row in batch:
+                claim = claims.get((self.tasks.get(row["assignment_id"]), row["position"]))
+                if claim is None:
+                    self.err(row, "assignment_id", "no claim of the bundle at this task and position")
+                    continue
+                if row["step"] not in steps:
+                    self.err(row, "step", f"{row['step']!r} is not a step")
+                    continue
+                if row["answered_at"] is None:
+                    self.err(row, "answered_at", "empty")
+                    continue
+                try:
+                    payload = json.loads(row["payload"]) if row["payload"] else {}
+                except ValueError as exc:
+                    payload = exc
+                if not isinstance(payload, dict):
+                    self.err(row, "payload", "expected a JSON object")
+                    continue
+                new.append(Annotation(claim_id=claim, step=row["step"], answer=row["answer"] or "",
+                                      payload=payload,
+                                      shown_at=row["shown_at"], answered_at=row["answered_at"],
+                                      duration_ms=row["duration_ms"]))
+            Annotation.objects.bulk_create(new)
+            self.counts["annotations"] = self.counts.get("annotations", 0) + len(new)
+
+    def flag_rows(self, user) -> None:
+        for batch in _batches(self.b.rows(TABLES["flag_reviews"])):
+            claims = self._claims_of(batch)
+            answers = {(a.claim_id, a.step): a.pk for a in Annotation.objects.filter(claim_id__in=claims.values())}
+            reviews = []
+            for row in batch:
+                answer = answers.get((claims.get((self.tasks.get(row["task_id"]), row["position"])), row["step"]))
+                if answer is None or row["decision"] not in FlagReview.Decision.values:
+                    self.err(row, "decision" if answer else "annotation_id",
+                             "not a decision" if answer else "no answer of the bundle at this task, position and step")
+                    continue
+                reviews.append((row, FlagReview(annotation_id=answer, decision=row["decision"])))
+            FlagReview.objects.bulk_create([r for _, r in reviews])
+            for row, review in reviews:
+                review.decided_at = row["decided_at"] or review.decided_at
+            FlagReview.objects.bulk_update([r for _, r in reviews], ["decided_at"], batch_size=500)
+
+    def grant_rows(self, study: Study) -> None:
+        questions = getattr(self, "qualification", [])
+        grants = []
+        for row in self.b.rows(TABLES["qualification_grants"]):
+            self.participants({(row["platform"], row["worker"])})
+            answers = {}
+            for k, v in (row["answers"] or {}).items():
+                if not k.isdigit() or int(k) >= len(questions):
+                    self.err(row, "answers", f"{k!r} is not a question position of the qualification test")
+                    break
+                answers[str(questions[int(k)].pk)] = v
+            grants.append(QualificationGrant(study=study, participant_id=self.workers[(row["platform"], row["worker"])],
+                                             passed=row["passed"], score=row["score"], answers=answers))
+        QualificationGrant.objects.bulk_create(grants)
+
+    def unit_score_rows(self, study: Study) -> None:
+        fields = [f.name for f in TABLES["unit_scores"].fields if f.name not in ("item_id", "source")]
+        for batch in _batches(self.b.rows(TABLES["unit_scores"])):
+            scores = []
+            for row in batch:
+                item, source = self.items.get(row["item_id"]), self.sources.get(row["source"])
+                if item is None or source is None:
+                    self.err(row, "item_id" if item is None else "source", "not in the bundle")
+                    continue
+                values = {f: row[f] for f in fields}
+                values["before_majority"] = values["before_majority"] or ""
+                values["after_majority"] = values["after_majority"] or ""
+                scores.append(UnitScore(study=study, item_id=item, source=source, **values))
+            UnitScore.objects.bulk_create(scores)
+
+
+def bundle_import(*, file: str | IO | Any, name: str, owner=None, filename: str | None = None) -> Study:
+    """Import the bundle ``file`` (a path or a binary file object) as a new closed study named
+    ``name`` owned by ``owner``. All or nothing: a changed file, a schema that is not this
+    installation's, or any bad row raises ``BundleError`` (an ``ImportValidationError``) listing
+    every problem with its file, row, field and reason, and nothing is written. Returns the study;
+    score it to re-compute ``results.json``."""
+    bundle = _open(file, filename)
+    with bundle.archive:
+        _check_sums(bundle)
+        _check_schemas(bundle)
+        design = bundle.json(STUDY_FILE)
+        _check_design(bundle, design)
+        if design.get("bundle_format") != FORMAT_VERSION:
+            raise BundleError(RowError(None, "bundle_format", f"format {design.get('bundle_format')!r}; this "
+                                       f"installation reads format {FORMAT_VERSION}", record=STUDY_FILE),
+                              filename=bundle.name)
+        name = (name or "").strip()
+        if not name:
+            raise BundleError(RowError(None, "name", "give the new study a name"), filename=bundle.name)
+        if Study.objects.filter(name=name).exists():
+            raise BundleError(RowError(None, "name", f"a study named {name!r} exists already"), filename=bundle.name)
+        try:
+            study = _write(bundle, design, name=name, owner=owner)
+        except IntegrityError as exc:  # a rule the rows' checks above do not know of
+            raise BundleError(RowError(None, "", f"the bundle's rows break a rule of the database: {exc}"),
+                              filename=bundle.name) from None
+    return study
+
+
+def _check_design(bundle: Bundle, design: Any) -> None:
+    if not isinstance(design, dict):
+        raise BundleError(RowError(None, "", "expected a JSON object", record=STUDY_FILE), filename=bundle.name)
+    for section, keys in DESIGN_KEYS.items():
+        part = design.get(section)
+        if not isinstance(part, dict):
+            bundle.error(STUDY_FILE, None, section, "missing")
+            continue
+        for key in keys:
+            if key not in part:
+                bundle.error(STUDY_FILE, None, f"{section}.{key}", "missing")
+    for section in ("sources", "answerer_sources", "attention_checks"):
+        value = design.get(section) or []
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            bundle.error(STUDY_FILE, None, section, "expected a list of objects")
+    if any(not s.get("name") for s in design.get("sources") or [] if isinstance(s, dict)):
+        bundle.error(STUDY_FILE, None, "sources.name", "a source without a name")
+    bundle.raise_if_any()
+
+
+def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
+    with transaction.atomic():
+        job = _Import(bundle, name=name, owner=owner)
+        dataset = job.dataset(design)
+        bundle.raise_if_any()
+        study_sources = [job.source(s) for s in design.get("sources") or []]
+        answerers = {s["name"]: job.source(s) for s in design.get("answerer_sources") or []}
+        job.sources = {s.name: s for s in study_sources}
+        bundle.raise_if_any()
+        study_items: list[int] = []
+        job.item_rows(dataset, study_items)
+        job.rationale_rows()
+        job.genq_rows()
+        job.genu_rows(answerers)
+        bundle.raise_if_any()  # content first: the rest refers to it
+        study = job.study(design, dataset)
+        study.sources.set(study_sources)
+        study.items.add(*study_items)
+        job.unit_rows(study)
+        job.task_rows(study)
+        job.claim_rows(study)
+        job.annotation_rows()
+        job.flag_rows(owner)
+        job.grant_rows(study)
+        job.unit_score_rows(study)
+        bundle.raise_if_any()
+        original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
+        import_record_create(
+            kind="bundle", f=ImportFile(name=bundle.name, text="", sha256=bundle.sha256, size=bundle.size),
+            dataset=dataset, result=UpsertResult(created=sum(job.counts.values())), user=owner,
+            summary={"study": study.pk, "original_study": design["study"]["id"],
+                     "original_name": design["study"]["name"], **job.counts,
+                     "original_results": bool(original),
+                     "id_runs": {"items": job.items.runs, "units": job.units.runs, "tasks": job.tasks.runs}},
+        )
+    return study

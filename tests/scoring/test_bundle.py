@@ -1,0 +1,271 @@
+"""Study bundles: a study built and worked through the services goes out as a bundle, comes back
+as a new closed study, and scores to the same results.json numbers; a bundle changed after it was
+made, or whose schema is not this installation's, is refused by file and field."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import zipfile
+
+import pytest
+
+from annotations.models import Annotation, Assignment, Participant
+from annotations.services.flags import flag_accept
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.close import study_close
+from annotations.services.platforms.review import assignment_approve, assignment_reject
+from lab.pseudonyms import worker_pseudonym
+from scoring.models import UnitScore
+from scoring.services import study_score
+from scoring.services.bundle import BundleError, bundle_import, bundle_stream
+from studies.models import Platform, Study
+from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
+from tests.work import work
+
+pytestmark = pytest.mark.django_db
+
+# Worker n answers "before" with the gold on units whose item number plus n is even, "after" with
+# the gold unless n is 4: majorities differ across units, and some answers disagree.
+
+
+def _answerer(n: int):
+    def answer(claim, step):
+        gold = claim.unit.item.gold_answer
+        other = "no" if gold == "yes" else "yes"
+        if step == "before":
+            return gold if (claim.unit.item_id + n) % 2 == 0 else other
+        return other if n == 4 else gold
+    return answer
+
+
+def _worked_study() -> Study:
+    study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=8, name="bundle-origin")
+    AttentionCheckFactory(study=study)
+    add_qualification(study)
+    tasks = [work(study, f"PID{n:04d}", answer=_answerer(n), platform=Platform.LINK, shown_for=3.5,
+                  payload=(lambda c, s: {"flag": True, "flag_note": "odd"} if s == "after" and c.position == 0 else None)
+                  if n == 0 else None)
+             for n in range(6)]
+    assignment_approve(user=OPERATOR, study=study, assignment=tasks[0])
+    assignment_reject(user=OPERATOR, study=study, assignment=tasks[5], feedback="Failed the checks, sorry.")
+    work(study, "PID-late", answer=_answerer(1), platform=Platform.LINK, steps=3, submit=False)  # still at work
+    flag_accept(annotation=Annotation.objects.filter(claim__assignment=tasks[0], payload__flag=True).first())
+    study_close(user=OPERATOR, study=study)
+    return study
+
+
+def _bundle(study: Study) -> bytes:
+    return b"".join(bundle_stream(study=study))
+
+
+def _numbers(results: dict) -> dict:
+    """results.json less what names the study (its id and name)."""
+    out = json.loads(json.dumps(results))
+    out["study"].pop("id")
+    out["study"].pop("name")
+    return out
+
+
+def test_a_bundle_reimported_scores_to_the_same_results_to_the_last_digit():
+    study = _worked_study()
+    original = study_score(study=study, similarity=False)
+    assert original.status == "done", original.error
+    data = _bundle(study)
+
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", filename="study.zip")
+
+    assert copy.status == Study.Status.CLOSED and copy.pk != study.pk
+    rescored = study_score(study=copy, similarity=False)
+    assert rescored.status == "done", rescored.error
+    assert _numbers(rescored.results) == _numbers(original.results)
+    assert original.results["n_units_scored"] == 8 and original.results["agreement"]
+    # the unit scores and every answer came across; the work that did not count still does not
+    assert UnitScore.objects.filter(study=copy).count() == UnitScore.objects.filter(study=study).count()
+    assert Annotation.objects.filter(claim__study=copy).count() == Annotation.objects.filter(claim__study=study).count()
+    statuses = sorted(Assignment.objects.filter(study=copy).values_list("status", flat=True))
+    assert statuses == sorted(Assignment.objects.filter(study=study).values_list("status", flat=True))
+    assert Annotation.objects.filter(claim__study=copy, payload__flag=True, flag_review__decision="accepted").count() == 1
+    # and every answer kept its timings, every task its times
+    timing = ("claim__assignment__participant__external_id", "claim__position", "step", "answer", "shown_at",
+              "answered_at", "duration_ms")
+    worked = {(worker_pseudonym(Platform.LINK, w), *rest)
+              for w, *rest in Annotation.objects.filter(claim__study=study).values_list(*timing)}
+    assert set(Annotation.objects.filter(claim__study=copy).values_list(*timing)) == worked
+    task_times = ("created_at", "consented_at", "submitted_at", "reviewed_at", "expires_at")
+    assert sorted(Assignment.objects.filter(study=copy).values_list(*task_times)) == sorted(
+        Assignment.objects.filter(study=study).values_list(*task_times))
+
+
+def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():
+    study = _worked_study()
+    study_score(study=study, similarity=False)
+    archive = zipfile.ZipFile(io.BytesIO(_bundle(study)))
+    text = b"".join(archive.read(n) for n in archive.namelist()).decode("utf-8")
+
+    assert "PID0001" not in text and "PID-late" not in text
+    assert worker_pseudonym(Platform.LINK, "PID0001") in text
+    package = json.loads(archive.read("datapackage.json"))
+    sums = dict(reversed(line.split("  ")) for line in archive.read("SHA256SUMS").decode().splitlines())
+    for resource in package["resources"]:
+        content = archive.read(resource["path"])
+        assert resource["hash"] == "sha256:" + hashlib.sha256(content).hexdigest() == "sha256:" + sums[resource["path"]]
+        if resource.get("schema"):
+            header = next(csv.reader(io.StringIO(content.decode())))
+            assert header == [f["name"] for f in resource["schema"]["fields"]]
+    design = json.loads(archive.read("study.json"))
+    assert design["study"]["annotators_per_unit"] == 5 and design["study"]["units_per_task"] == 8
+    assert len(design["attention_checks"]) == 1 and len(design["qualification_test"]["questions"]) == 3
+    assert json.loads(archive.read("settings.json"))["rules"]["bootstrap"]["seed"] == 0
+
+
+def test_imported_workers_are_keyed_by_their_pseudonym():
+    study = _worked_study()
+    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy")
+    pseudonym = worker_pseudonym(Platform.LINK, "PID0002")
+    assert Participant.objects.filter(external_id=pseudonym).exists()
+    assert not Participant.objects.filter(assignments__study__name="bundle-copy", external_id="PID0002").exists()
+
+
+def _rewrite(data: bytes, path: str, change) -> bytes:
+    """The bundle with one file changed by ``change`` (bytes -> bytes), other files as they were."""
+    src, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for name in src.namelist():
+            content = src.read(name)
+            dst.writestr(name, change(content) if name == path else content)
+    return out.getvalue()
+
+
+def _resign(data: bytes) -> bytes:
+    """Recompute SHA256SUMS (and datapackage.json's hashes) after a change, as a careful editor would."""
+    src = zipfile.ZipFile(io.BytesIO(data))
+    files = {n: src.read(n) for n in src.namelist()}
+    package = json.loads(files["datapackage.json"])
+    for r in package["resources"]:
+        r["hash"] = "sha256:" + hashlib.sha256(files[r["path"]]).hexdigest()
+    files["datapackage.json"] = json.dumps(package).encode()
+    files["SHA256SUMS"] = "".join(f"{hashlib.sha256(c).hexdigest()}  {n}\n" for n, c in sorted(files.items())
+                                  if n != "SHA256SUMS").encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for n, c in files.items():
+            dst.writestr(n, c)
+    return out.getvalue()
+
+
+def test_a_bundle_with_a_changed_file_is_refused_naming_the_file_and_nothing_is_written():
+    study = _worked_study()
+    data = _rewrite(_bundle(study), "data/annotations.csv", lambda c: c.replace(b",yes,", b",no,", 1))
+    studies = Study.objects.count()
+
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+
+    error = refused.value.errors[0]
+    assert error.record == "data/annotations.csv" and error.field == "sha256" and "checksum mismatch" in error.reason
+    assert Study.objects.count() == studies
+
+
+def test_a_bundle_whose_schema_differs_is_refused_naming_the_file_and_the_field():
+    study = _worked_study()
+
+    def retype(content: bytes) -> bytes:
+        package = json.loads(content)
+        table = next(r for r in package["resources"] if r["path"] == "data/claims.csv")
+        next(f for f in table["schema"]["fields"] if f["name"] == "position")["type"] = "string"
+        return json.dumps(package).encode()
+
+    data = _resign(_rewrite(_bundle(study), "datapackage.json", retype))
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+    error = refused.value.errors[0]
+    assert (error.record, error.field) == ("data/claims.csv", "position") and "schema mismatch" in error.reason
+    assert "data/claims.csv" in str(refused.value.errors[0]) or refused.value.errors[0].record
+
+
+def test_a_bad_row_is_refused_with_its_file_row_field_and_reason_and_nothing_is_written():
+    study = _worked_study()
+    data = _resign(_rewrite(_bundle(study), "data/tasks.csv",
+                            lambda c: c.replace(b",submitted,", b",finished,", 1)))
+    studies, people = Study.objects.count(), Participant.objects.count()
+
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+
+    error = refused.value.errors[0]
+    assert (error.record, error.field) == ("data/tasks.csv", "status") and error.line >= 2
+    assert "'finished' is not a task status" in error.reason
+    assert Study.objects.count() == studies and Participant.objects.count() == people
+
+
+def test_a_generalization_study_round_trips_to_the_same_results():
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_sources=1, n_genq=2, quota=3, units_per_task=6,
+                       name="bundle-generalization")
+    for n in range(4):
+        work(study, f"GEN{n}", answer=_answerer(n), platform=Platform.LINK)
+    original = study_score(study=study, similarity=False)
+    assert original.status == "done", original.error
+
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-generalization-copy")
+
+    rescored = study_score(study=copy, similarity=False)
+    assert rescored.status == "done", rescored.error
+    assert _numbers(rescored.results) == _numbers(original.results)
+    assert original.results["generalization"]["by_type"]
+
+
+def test_a_study_of_imported_outcomes_round_trips_to_the_same_results(imported_study, utility_file):
+    from scoring.services.outcomes import outcomes_import
+
+    outcomes_import(study=imported_study, file=utility_file)
+    original = study_score(study=imported_study, similarity=False)
+    assert original.status == "done", original.error
+
+    copy = bundle_import(file=io.BytesIO(_bundle(imported_study)), name="released-copy")
+
+    assert copy.is_imported_outcome
+    rescored = study_score(study=copy, similarity=False)
+    assert _numbers(rescored.results) == _numbers(original.results)
+    assert original.results["imported_utility_check"]["compared"] > 100
+
+
+def test_a_design_without_a_field_the_import_reads_is_refused_naming_it():
+    study = _worked_study()
+
+    def drop_quota(content: bytes) -> bytes:
+        design = json.loads(content)
+        del design["study"]["annotators_per_unit"]
+        return json.dumps(design).encode()
+
+    data = _resign(_rewrite(_bundle(study), "study.json", drop_quota))
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+    error = refused.value.errors[0]
+    assert (error.record, error.field, error.reason) == ("study.json", "study.annotators_per_unit", "missing")
+
+
+def test_the_command_writes_a_bundle_and_imports_it(tmp_path):
+    from django.core.management import call_command
+
+    study = _worked_study()
+    path = tmp_path / "bundle.zip"
+    call_command("study_bundle", "export", str(study.pk), str(path), stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("study_bundle", "import", str(path), "--name", "from the command", stdout=out)
+    copy = Study.objects.get(name="from the command")
+    assert f"id={copy.pk}" in out.getvalue()
+    assert Annotation.objects.filter(claim__study=copy).count() == Annotation.objects.filter(claim__study=study).count()
+
+
+def test_text_a_spreadsheet_would_run_travels_exactly():
+    study = make_study(n_items=2, n_sources=1, question_text="-{i} is below zero?",
+                       rationale_text="=HYPERLINK({item}, {source})", name="bundle-formulas")
+    archive = zipfile.ZipFile(io.BytesIO(_bundle(study)))
+    items = list(csv.DictReader(io.StringIO(archive.read("data/items.csv").decode())))
+    rationales = list(csv.DictReader(io.StringIO(archive.read("data/rationales.csv").decode())))
+    assert {r["question"] for r in items} == {"-0 is below zero?", "-1 is below zero?"}
+    assert all(r["text"].startswith("=HYPERLINK(") for r in rationales)
+
+    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-formulas-copy")  # the same items: no difference
