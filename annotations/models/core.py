@@ -9,6 +9,7 @@ Invariants held by the database, not only by the services:
 """
 from __future__ import annotations
 
+import random
 import secrets
 
 from django.db import models
@@ -43,6 +44,16 @@ class Participant(models.Model):
         return f"{self.platform}:{worker_pseudonym(self.platform, self.external_id)}"
 
 
+# Units' random keys lie in [0, RAND_KEY_SPAN): a PostgreSQL ``integer``.
+RAND_KEY_SPAN = 2**31
+
+
+def unit_rand_key() -> int:
+    """A unit's random key, drawn once when the unit is built (the claim's order among equally
+    filled units: ``annotations.services.assignment``)."""
+    return random.getrandbits(31)
+
+
 class Unit(models.Model):
     """One thing that needs ``quota`` distinct workers: an item x source (utility), a
     generalization question x source (generalization), a generated question (validation), or
@@ -64,6 +75,10 @@ class Unit(models.Model):
     # ``n_claimed < quota`` and is done when ``n_completed == quota``.
     n_claimed = models.PositiveIntegerField(default=0)
     n_completed = models.PositiveIntegerField(default=0)
+    # A random position among the study's units, fixed when the unit is built: a claim takes the
+    # least-filled units from a random point of this key onwards (wrapping around), read from the
+    # index ``unit_claim_order`` instead of sorting the study's units.
+    rand_key = models.IntegerField(default=unit_rand_key, editable=False)
 
     class Meta:
         constraints = [
@@ -92,7 +107,12 @@ class Unit(models.Model):
             models.CheckConstraint(condition=Q(n_claimed__lte=models.F("quota")), name="unit_not_overfilled"),
             models.CheckConstraint(condition=Q(n_completed__lte=models.F("n_claimed")), name="unit_completed_le_claimed"),
         ]
-        indexes = [models.Index(fields=["study", "n_claimed"])]
+        indexes = [
+            # The claim's read: the units that take workers, least filled first, then by random
+            # key. Partial, so that full units (whatever their quota) are not in the way.
+            models.Index(fields=["study", "n_claimed", "rand_key"], condition=Q(n_claimed__lt=models.F("quota")),
+                         name="unit_claim_order"),
+        ]
 
     def __str__(self) -> str:
         return f"unit {self.pk} ({self.question_key}, source {self.source_id})"
