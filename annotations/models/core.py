@@ -13,7 +13,8 @@ import random
 import secrets
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.lookups import LessThan
 
 from lab.pseudonyms import worker_pseudonym
 from lab.transitions import StatusMachine
@@ -60,7 +61,8 @@ class Unit(models.Model):
     a rationale (properties). ``question_key`` names the question a worker sees, so that no
     worker sees it twice in a study with another source."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="units")
+    # No index of its own: ``unit_claim_order`` starts with the study (see there).
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="units", db_index=False)
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="units")
     source = models.ForeignKey(RationaleSource, null=True, blank=True, on_delete=models.CASCADE)
     rationale = models.ForeignKey(Rationale, null=True, blank=True, on_delete=models.CASCADE)
@@ -108,9 +110,12 @@ class Unit(models.Model):
             models.CheckConstraint(condition=Q(n_completed__lte=models.F("n_claimed")), name="unit_completed_le_claimed"),
         ]
         indexes = [
-            # The claim's read: the units that take workers, least filled first, then by random
-            # key. Partial, so that full units (whatever their quota) are not in the way.
-            models.Index(fields=["study", "n_claimed", "rand_key"], condition=Q(n_claimed__lt=models.F("quota")),
+            # The claim's read (``annotations.services.assignment``): the study's units that take
+            # workers, least filled first, then by random key. It is also the study's only index on
+            # ``unit``, so the planner has no other way in: with statistics that predate a study
+            # (its id unknown to them, every plan looks cheap) a plain study index plus a sort of
+            # the whole study was chosen over it. Full units (whatever their quota) sort apart.
+            models.Index(F("study"), LessThan(F("n_claimed"), F("quota")), F("n_claimed"), F("rand_key"),
                          name="unit_claim_order"),
         ]
 
