@@ -20,14 +20,14 @@ Policy of ``assignment_start``:
    random point of their random keys (drawn when the units were built), wrapping around, so
    that simultaneous workers aim at different rows; the candidates are read from an index in
    that order (``_candidates``), so a claim costs the same whatever the study's size. When
-   every eligible row was locked by others and nothing was claimed, short follow-up transactions retry (bounded
-   in time), so "no work" is only reported when there truly is none; a claim that got some but
-   fewer units than wanted keeps them (a shorter task rather than a blocked web worker). SQLite
-   has no row locks: there, writes are serialised by the database. The retries of an empty
-   claim stay inside the transaction that created the assignment (they hold no unit lock, only
-   the new assignment row), so a second "start" of the same worker (a double click) waits for
-   the first and then gets the same task, or "no work" when the first found none: never an
-   empty task that closes under it.
+   every eligible row was locked by others and nothing was claimed, short follow-up passes retry
+   (bounded in time), so "no work" is only reported when there truly is none; a claim that got
+   some but fewer units than wanted keeps them (a shorter task rather than a blocked web
+   worker). SQLite has no row locks: there, writes are serialised by the database. The retries
+   of an empty claim stay inside the transaction that created the assignment (they hold no unit
+   lock, only the new assignment row), so a second "start" of the same worker (a double click)
+   waits for the first and then gets the same task, or "no work" when the first found none:
+   never an empty task that closes under it.
 
 Expiry (``release``): an assignment past ``expires_at`` gives back *all* its units (completed or
 not; its claims stay, marked ``released``, so the worker still never sees those questions again),
@@ -162,8 +162,9 @@ def _candidates(eligible, *, limit: int, pivot: int) -> list[tuple]:
     costs the same in a study of 100,000 units as in one of 1,000: the study is never sorted.
 
     In turn, each stopping once ``limit`` rows are in hand (usually after the first): the lowest
-    fill level from ``pivot`` up, the same level below ``pivot``, then the fuller levels. The
-    lowest level is a subquery (the first entry of the index), read again by each statement."""
+    fill level from ``pivot`` up, the same level below ``pivot``, then the fuller levels (from
+    their lowest keys: rarely needed, only when the lowest level runs short). The lowest level is
+    a subquery (the first entry of the index), read again by each statement."""
     rows: list[tuple] = []
     ids: set[int] = set()
     for read in candidate_reads(eligible, pivot=pivot):
