@@ -9,11 +9,13 @@ Invariants held by the database, not only by the services:
 """
 from __future__ import annotations
 
+import random
 import secrets
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from annotations.choices import correct_answer_problem
@@ -46,13 +48,24 @@ class Participant(models.Model):
         return f"{self.platform}:{worker_pseudonym(self.platform, self.external_id)}"
 
 
+# Units' random keys lie in [0, RAND_KEY_SPAN): a PostgreSQL ``integer``.
+RAND_KEY_SPAN = 2**31
+
+
+def unit_rand_key() -> int:
+    """A unit's random key, drawn once when the unit is built (the claim's order among equally
+    filled units: ``annotations.services.assignment``)."""
+    return random.getrandbits(31)
+
+
 class Unit(models.Model):
     """One thing that needs ``quota`` distinct workers: an item x source (utility), a
     generalization question x source (generalization), a generated question (validation), or
     a rationale (properties). ``question_key`` names the question a worker sees, so that no
     worker sees it twice in a study with another source."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="units")
+    # No index of its own: ``unit_claim_order`` starts with the study (see there).
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="units", db_index=False)
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="units")
     source = models.ForeignKey(RationaleSource, null=True, blank=True, on_delete=models.CASCADE)
     rationale = models.ForeignKey(Rationale, null=True, blank=True, on_delete=models.CASCADE)
@@ -71,6 +84,10 @@ class Unit(models.Model):
     # (``annotations.services.stopping``): its quota was lowered to its claims then, so it takes nobody
     # more; the claims held then finish normally.
     decided_at = models.DateTimeField(null=True, blank=True)
+    # A random position among the study's units, fixed when the unit is built: a claim takes the
+    # least-filled units from a random point of this key onwards (wrapping around), read from the
+    # index ``unit_claim_order`` instead of sorting the study's units.
+    rand_key = models.IntegerField(default=unit_rand_key, editable=False)
 
     class Meta:
         constraints = [
@@ -99,7 +116,15 @@ class Unit(models.Model):
             models.CheckConstraint(condition=Q(n_claimed__lte=models.F("quota")), name="unit_not_overfilled"),
             models.CheckConstraint(condition=Q(n_completed__lte=models.F("n_claimed")), name="unit_completed_le_claimed"),
         ]
-        indexes = [models.Index(fields=["study", "n_claimed"])]
+        indexes = [
+            # The claim's read (``annotations.services.assignment``): the study's units that take
+            # workers, least filled first, then by random key. It is also the study's only index on
+            # ``unit``, so the planner has no other way in: with statistics that predate a study
+            # (its id unknown to them, every plan looks cheap) a plain study index plus a sort of
+            # the whole study was chosen over it. Full units (whatever their quota) sort apart.
+            models.Index(F("study"), LessThan(F("n_claimed"), F("quota")), F("n_claimed"), F("rand_key"),
+                         name="unit_claim_order"),
+        ]
 
     def __str__(self) -> str:
         return f"unit {self.pk} ({self.question_key}, source {self.source_id})"

@@ -16,16 +16,18 @@ Policy of ``assignment_start``:
 3. Concurrency (PostgreSQL): candidates are read with ``SELECT ... FOR UPDATE SKIP LOCKED`` ordered
    by fill, so simultaneous workers take different rows instead of waiting; the claim
    transaction is a handful of statements; ``n_claimed`` moves with ``F()`` updates and a check
-   constraint refuses over-filling in any case. Equally filled units are taken in a per-claim
-   pseudo-random order so that simultaneous workers aim at different rows. When every eligible
-   row was locked by others and nothing was claimed, short follow-up transactions retry (bounded
-   in time), so "no work" is only reported when there truly is none; a claim that got some but
-   fewer units than wanted keeps them (a shorter task rather than a blocked web worker). SQLite
-   has no row locks: there, writes are serialised by the database. The retries of an empty
-   claim stay inside the transaction that created the assignment (they hold no unit lock, only
-   the new assignment row), so a second "start" of the same worker (a double click) waits for
-   the first and then gets the same task, or "no work" when the first found none: never an
-   empty task that closes under it.
+   constraint refuses over-filling in any case. Equally filled units are taken from a per-claim
+   random point of their random keys (drawn when the units were built), wrapping around, so
+   that simultaneous workers aim at different rows; the candidates are read from an index in
+   that order (``_candidates``), so a claim costs the same whatever the study's size. When
+   every eligible row was locked by others and nothing was claimed, short follow-up passes retry
+   (bounded in time), so "no work" is only reported when there truly is none; a claim that got
+   some but fewer units than wanted keeps them (a shorter task rather than a blocked web
+   worker). SQLite has no row locks: there, writes are serialised by the database. The retries
+   of an empty claim stay inside the transaction that created the assignment (they hold no unit
+   lock, only the new assignment row), so a second "start" of the same worker (a double click)
+   waits for the first and then gets the same task, or "no work" when the first found none:
+   never an empty task that closes under it.
 
 Expiry (``release``): an assignment past ``expires_at`` gives back *all* its units (completed or
 not; its claims stay, marked ``released``, so the worker still never sees those questions again),
@@ -42,8 +44,7 @@ from collections import Counter
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
-from django.db.models.functions import Mod
+from django.db.models import F, Subquery
 from django.utils import timezone
 
 from annotations import selectors_entry
@@ -56,6 +57,7 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from annotations.models.core import RAND_KEY_SPAN
 from annotations.selectors import participant_blocked
 from annotations.services.errors import (
     NotQualified,
@@ -101,18 +103,9 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: i
 
     Returns (claimed, maybe_more): ``maybe_more`` is true when fewer were claimed than wanted
     although eligible units were seen or skipped (locked by another worker right now)."""
-    eligible = Unit.objects.filter(study_id=study.pk, n_claimed__lt=F("quota"))
-    if seen:
-        eligible = eligible.exclude(question_key__in=seen)
-    limit = want * max(1, n_sources) + want
-    # Least-filled first; among equally filled units a per-claim pseudo-random order, so that
-    # simultaneous workers aim at different rows instead of all queueing for the same head rows.
-    salt = rng.randrange(1, 1_000_003)
-    rows = list(
-        eligible.order_by("n_claimed", Mod(F("id") * 7919 + salt, 1_000_003), "id")
-        .select_for_update(skip_locked=True, of=("self",))
-        .values_list("id", "source_id", "question_key", "n_claimed")[:limit]
-    )
+    eligible = eligible_units(study_id=study.pk, seen=seen)
+    limit = candidates_wanted(want=want, n_sources=n_sources)
+    rows = _candidates(eligible, limit=limit, pivot=rng.randrange(RAND_KEY_SPAN))
     # Greedy picks: lowest fill first, then the source this worker has had least, one unit per question.
     per_source: Counter = Counter()
     chosen: list[tuple] = []
@@ -145,6 +138,57 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: i
     maybe_more = short and (len(rows) == limit or (connection_has_skip_locked() and _any_eligible(
         eligible, exclude_keys=[row[2] for row in chosen])))
     return len(chosen), maybe_more
+
+
+_CANDIDATE_FIELDS = ("id", "source_id", "question_key", "n_claimed")
+
+
+def eligible_units(*, study_id: int, seen: list[str]):
+    """The study's units that take workers, less the questions in ``seen``."""
+    eligible = Unit.objects.filter(study_id=study_id, n_claimed__lt=F("quota"))
+    return eligible.exclude(question_key__in=seen) if seen else eligible
+
+
+def candidates_wanted(*, want: int, n_sources: int) -> int:
+    """How many candidates a claim of ``want`` units reads (enough for its source mix)."""
+    return want * max(1, n_sources) + want
+
+
+def _candidates(eligible, *, limit: int, pivot: int) -> list[tuple]:
+    """Up to ``limit`` eligible units, locked (``FOR UPDATE SKIP LOCKED``: rows other workers hold
+    are passed over), least filled first and, among equally filled ones, from ``pivot`` onwards in
+    the units' random keys, wrapping around. Each read is a range of the index
+    ``unit_claim_order`` (study, fill, random key) that stops after ``limit`` rows, so the claim
+    costs the same in a study of 100,000 units as in one of 1,000: the study is never sorted.
+
+    In turn, each stopping once ``limit`` rows are in hand (usually after the first): the lowest
+    fill level from ``pivot`` up, the same level below ``pivot``, then the fuller levels (from
+    their lowest keys: rarely needed, only when the lowest level runs short). The lowest level is
+    a subquery (the first entry of the index), read again by each statement."""
+    rows: list[tuple] = []
+    ids: set[int] = set()
+    for read in candidate_reads(eligible, pivot=pivot):
+        # The level is read again by each statement: a unit given back meanwhile may lower it,
+        # and a unit of this pass may then come again.
+        rows.extend(row for row in read[: limit - len(rows)] if row[0] not in ids)
+        ids.update(row[0] for row in rows)
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def candidate_reads(eligible, *, pivot: int) -> tuple:
+    """The reads of ``_candidates`` in turn, unsliced (the claim benchmark explains them:
+    ``benchmarks/questionnaire/claim_cost.py``)."""
+    level = Subquery(eligible.order_by("n_claimed").values("n_claimed")[:1])
+    lowest = eligible.filter(n_claimed=level)
+    parts = (
+        lowest.filter(rand_key__gte=pivot).order_by("rand_key"),
+        lowest.filter(rand_key__lt=pivot).order_by("rand_key"),
+        eligible.filter(n_claimed__gt=level).order_by("n_claimed", "rand_key"),
+    )
+    return tuple(part.select_for_update(skip_locked=True, of=("self",)).values_list(*_CANDIDATE_FIELDS)
+                 for part in parts)
 
 
 def connection_has_skip_locked() -> bool:

@@ -15,6 +15,10 @@ Usage (see README.md):
     # launch burst at human pace, planner statistics gathered before the study was seeded:
     ... load.py --levels 200 --seconds 30 --arrival 2 --think 3 7 --analyze
 
+    # the claim query's cost by study size (900 / 9,000 / 90,000 units, fresh and analysed;
+    # EXPLAIN ANALYZE, no server): claim_cost.py, whose options follow
+    ... load.py --claim-cost --sizes 900 9000 90000 --runs 15
+
 Bounded: every level stops after ``--seconds`` (and when the study runs out of work); requests
 time out after 30 s; only 127.0.0.1 is contacted.
 """
@@ -264,6 +268,10 @@ def cells(latency: dict) -> list[str]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--claim-cost"]:  # the study-size table of the claim query (claim_cost.py)
+        from claim_cost import main as claim_cost
+
+        return claim_cost(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", type=int, nargs="+", default=[20, 50, 200])
     parser.add_argument("--seconds", type=float, default=15.0, help="measured time per level (max 60)")
