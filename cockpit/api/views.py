@@ -72,7 +72,8 @@ def study_create_from_design(*, design: dict, user) -> Study:
             for other in shared_with:
                 study_share(study=study, user=user, with_user=other, level=level)
     except StudyError as exc:
-        raise ValidationFailed({"non_field_errors": [str(exc)]}) from exc
+        raise ValidationFailed({field: [reason] for field, reason in exc.problems.items()}
+                               or {"non_field_errors": [str(exc)]}) from exc
     return study
 
 

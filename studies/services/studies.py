@@ -13,7 +13,12 @@ from studies.models import Dataset, Item, Platform, RationaleSource, Study
 
 
 class StudyError(Exception):
-    """A study design cannot be made or changed as asked; the message says why and what to do."""
+    """A study design cannot be made or changed as asked; the message says why and what to do, and
+    ``problems`` (when the design rules refused it) names each field with its reason."""
+
+    def __init__(self, message: str, problems: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.problems = dict(problems or {})
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -202,7 +207,7 @@ def _source_problems(*, kind: str, sources: list[RationaleSource]) -> dict[str, 
 def _refuse(problems: dict[str, str], *, study: Study | None = None) -> None:
     if problems:
         where = f"study {study.name!r}: " if study is not None else ""
-        raise StudyError(where + " ".join(dict.fromkeys(problems.values())))
+        raise StudyError(where + " ".join(dict.fromkeys(problems.values())), problems)
 
 
 def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = None, **changes: Any) -> Study:

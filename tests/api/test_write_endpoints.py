@@ -90,7 +90,8 @@ def test_a_design_the_study_service_refuses_is_400_with_its_message(client_for, 
     body = design(study_data.study.dataset, [], name="no-sources")
     response = client_for(researcher).post("/api/v1/studies/", body, format="json")
     assert response.status_code == 400
-    assert "rationale source" in response.json()["non_field_errors"][0]
+    # The design rules name the field they refuse (``study_design_problems``).
+    assert "rationale source" in response.json()["sources"][0]
     assert not Study.objects.filter(name="no-sources").exists()
 
 
