@@ -7,7 +7,7 @@ from celery import shared_task
 
 from annotations.services.payments import PlatformServiceError
 from annotations.services.release import assignment_expire_stale
-from annotations.services.stopping import studies_all_decided, study_close_when_decided
+from annotations.services.stopping import CLOSE_TASK, studies_all_decided, study_close_when_decided
 from studies.models import Study
 
 logger = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ def expire_stale_assignments() -> int:
     return assignment_expire_stale()
 
 
-@shared_task(name="annotations.close_decided_study", acks_late=True, soft_time_limit=240, time_limit=300)
+@shared_task(name=CLOSE_TASK, acks_late=True, soft_time_limit=240, time_limit=300)
 def close_decided_study(study_id: int) -> bool:
     """Close a study that stops early once every unit is decided (queued when the last one is).
     Idempotent: a closed study, or one with an undecided unit, is left alone."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from math import comb
 
 import numpy as np
 
@@ -34,8 +35,6 @@ def majority_index(counts, axis: int = -1) -> np.ndarray:
 
 
 def _n_ways(remaining: int, choices: int) -> int:
-    from math import comb
-
     return comb(remaining + choices - 1, choices - 1)
 
 

@@ -43,7 +43,7 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
@@ -192,8 +192,6 @@ def candidate_reads(eligible, *, pivot: int) -> tuple:
 
 
 def connection_has_skip_locked() -> bool:
-    from django.db import connection
-
     return connection.features.has_select_for_update_skip_locked
 
 

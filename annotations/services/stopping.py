@@ -28,12 +28,14 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable
 
+from celery import current_app
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import Annotation, Claim, Unit
 from annotations.selectors import claims_that_count
+from annotations.services.platforms.close import study_close
 from annotations.services.steps import genq_choices, normalise_choices
 from studies.majority import outcome_decided
 from studies.models import Study
@@ -144,13 +146,15 @@ def unit_decide_for_assignment(*, assignment_id: int) -> list[int]:
 
 # --- closing a study whose units are all decided ----------------------------------------------------
 
+# The task that closes one (``annotations.tasks.close_decided_study`` is registered under this name),
+# sent by name: the tasks call this module, so it does not import them.
+CLOSE_TASK = "annotations.close_decided_study"
+
 def _queue_close(study_id: int) -> None:
     """Queue the close; never fail the worker's submit that decided the last unit (the broker may be
     down: beat's ``close_decided_studies`` closes it later)."""
-    from annotations.tasks import close_decided_study
-
     try:
-        close_decided_study.delay(study_id)
+        current_app.signature(CLOSE_TASK, args=(study_id,)).apply_async()
     except Exception:  # noqa: BLE001 - the submit is committed; beat retries the close
         logger.warning("could not queue the close of study %s (all units decided); beat will close it", study_id,
                        exc_info=True)
@@ -169,8 +173,6 @@ def study_close_when_decided(*, study: Study) -> bool:
     it stops early, is open and every unit is decided, as its owner (the close needs the owner's
     CHANGE right; a study without an owner is left open, with a warning in the log). Idempotent:
     returns whether it closed the study now."""
-    from annotations.services.platforms.close import study_close
-
     study = Study.objects.select_related("owner").get(pk=study.pk)
     if (study.status != Study.Status.OPEN or not study.stop_when_decided or not study.units.exists()
             or study.units.filter(decided_at__isnull=True).exists()):
