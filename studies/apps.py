@@ -6,8 +6,9 @@ class StudiesConfig(AppConfig):
     name = "studies"
     verbose_name = "Studies: datasets, rationales and designs"
 
-    def ready(self):
-        # Register the app's Celery tasks in every process (web included): services send some of
-        # them by name (``studies.services.importers.jobs.IMPORT_TASK``) and must find them
-        # registered, so that eager mode and routing apply as for a task imported directly.
+    def ready(self) -> None:
+        # Register the app's Celery tasks in every process (web included): services queue them by
+        # name (``studies.services.generation.jobs.RUN_TASK``, ``studies.services.importers.jobs.IMPORT_TASK``)
+        # instead of importing the tasks, which import those services. A name Celery knows runs
+        # inline under CELERY_TASK_ALWAYS_EAGER, as a task imported directly.
         from studies import tasks  # noqa: F401

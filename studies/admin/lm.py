@@ -27,13 +27,14 @@ from studies.models import (
     RationaleSource,
     Split,
 )
-from studies.services.finetune import DEFAULT_PRESETS, MODES, PRESETS, finetune_t5
 from studies.services.generation import (
     GenerationError,
+    finetune_t5,
     generation_job_cancel,
     generation_job_create,
     generation_job_resume,
 )
+from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 
 REFRESH_SECONDS = 5
 

@@ -1,6 +1,6 @@
 """Quark (Lu et al. 2022; SPEC section 9): reward-conditioned training of a self-rationalizer.
 
-The torch parts, free of Django: what the job (:mod:`studies.services.quark`) and the tests drive.
+The torch parts, free of Django: what the job (:mod:`studies.services.generation.quark`) and the tests drive.
 
 - K reward tokens (``<|reward_0|>`` best .. ``<|reward_{K-1}|>`` worst) are added to the tokenizer,
   each a single new token id, their embedding rows drawn from a normal with the existing rows'

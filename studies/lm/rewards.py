@@ -3,7 +3,7 @@
     reward.score(samples: list[RewardSample]) -> list[float]
 
 - ``genu``: Gen-U of the rationale (SPEC section 4), the F^I / F^IR answerers on the item's
-  validated generalization questions (:class:`studies.services.quark_rewards.GenUReward`, which
+  validated generalization questions (:class:`studies.services.generation.quark_rewards.GenUReward`, which
   needs the database); items without such questions are left out of the run and counted.
 - ``marker:WORD``: 1.0 when the rationale contains WORD as a whole word (case-insensitive), else
   0.0. A toy that shows whether training moves the policy at all.

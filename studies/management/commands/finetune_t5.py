@@ -14,8 +14,8 @@ records which, with the data it was trained on.
 from django.core.management.base import BaseCommand, CommandError
 
 from studies.models import Dataset
-from studies.services.finetune import DEFAULT_PRESETS, MODES, PRESETS, finetune_t5
-from studies.services.generation import GenerationError
+from studies.services.generation import GenerationError, finetune_t5
+from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 
 
 class Command(BaseCommand):

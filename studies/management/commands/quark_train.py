@@ -16,9 +16,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from studies.lm.quark import PRESETS, QuarkSettings
 from studies.models import Dataset
-from studies.services.generation import GenerationError
-from studies.services.quark import DEFAULTS, quark_train
-from studies.services.quark_policy import source_by_name_or_id
+from studies.services.generation import GenerationError, quark_train
+from studies.services.generation.quark import DEFAULTS
+from studies.services.generation.quark_policy import source_by_name_or_id
 
 SETTING_HELP = {
     "preset": "starting values of the settings below, which options given override: default (ours) or reference "

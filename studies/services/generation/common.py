@@ -1,6 +1,7 @@
-"""What every job kind shares: the error, prompt items, item selection, source checks, decoding
-settings, the budget, the backend factory, and the handler interface with the batch loop that
-item-by-item kinds run."""
+"""What every job kind shares before and while it runs: prompt items, item selection, source
+checks, decoding settings, the budget, the backend factory, and the handler interface with the
+batch loop that item-by-item kinds run (how a job finishes, reports and fails is
+:mod:`.lifecycle`'s)."""
 from __future__ import annotations
 
 import time
@@ -8,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from studies.lm import templates
 from studies.lm.backends import Backend, BackendError, Budget, Decoding, TransientBackendError, build_backend
@@ -24,12 +24,10 @@ from studies.models import (
     RationaleSource,
 )
 
+from .errors import GenerationError
+from .lifecycle import Status, eta_seconds, generation_job_fail, mark_done, smoothed_rate
+
 DEFAULT_BATCH_SIZE = 16
-Status = GenerationJob.Status
-
-
-class GenerationError(Exception):
-    """A job that cannot be created or run as asked; the message says what to change."""
 
 
 def prompt_item(item: Item, dataset_name: str | None = None) -> templates.PromptItem:
@@ -115,16 +113,6 @@ def source_backend(source, *, budget: Budget | None = None, options: dict | None
     return build_backend(backend=source.backend, model_name_or_path=source.model_name_or_path,
                          endpoint_url=source.endpoint_url,
                          options=(source.decoding or {}) if options is None else options, budget=budget)
-
-
-def generation_job_fail(*, job_id: int, error: str) -> None:
-    """Record why a job stopped (shown in the admin); it can be resumed."""
-    with transaction.atomic():
-        job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or job.status in (Status.DONE, Status.CANCELLED):
-            return
-        GenerationJob.STATUS.move(job, Status.FAILED, error=error[:5000], eta_seconds=None,
-                                  finished_at=timezone.now())
 
 
 # --- handlers -----------------------------------------------------------------------------------
@@ -228,9 +216,7 @@ class ItemHandler(Handler):
         if not item_ids:
             with transaction.atomic():
                 locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
-                if locked.status == Status.RUNNING:
-                    GenerationJob.STATUS.move(locked, Status.DONE, done=min(processed, locked.total), eta_seconds=0.0,
-                                              finished_at=timezone.now())
+                mark_done(locked, done=min(processed, locked.total))
             return False
 
         started = time.monotonic()
@@ -257,16 +243,15 @@ class ItemHandler(Handler):
             locked.done = min(processed + len(newly), locked.total)
             if output.failures:  # failures are only written here, under this lock: else the count stands
                 locked.failed = GenerationFailure.objects.filter(job=locked).values("item_id").distinct().count()
-            batch_rate = output.units / elapsed
-            locked.rate = batch_rate if locked.rate is None else 0.5 * locked.rate + 0.5 * batch_rate
+            locked.rate = smoothed_rate(locked.rate, output.units / elapsed)
             remaining = locked.total - locked.done
-            locked.eta_seconds = remaining / locked.rate if locked.rate else None
+            locked.eta_seconds = eta_seconds(remaining, locked.rate)
             locked.params = {**locked.params, "cursor": cursor}
             if "usage" in job.params:
                 locked.params["usage"] = job.params["usage"]
             locked.save(update_fields=["done", "failed", "rate", "eta_seconds", "params", "updated_at"])
-            if locked.status == Status.RUNNING and remaining == 0:
-                GenerationJob.STATUS.move(locked, Status.DONE, finished_at=timezone.now(), eta_seconds=0.0)
+            if remaining == 0:
+                mark_done(locked)
             return locked.status == Status.RUNNING and not locked.cancel_requested
 
 

@@ -1,21 +1,305 @@
-"""Fine-tuning jobs: one long batch that trains, saves and registers a checkpoint. The work is
-:mod:`studies.services.finetune`'s."""
+"""Fine-tuning jobs: T5 as a self-rationalizer (FEB explain format) or as one of the two Gen-U
+answerers (F^I: question only; F^IR: question plus the original item's rationale).
+
+A :class:`GenerationJob` of kind ``finetune`` (:class:`FinetuneHandler`; started by the admin
+action or ``manage.py finetune_t5``, see :mod:`.training`): one long batch that trains, then
+publishes the checkpoint to ``settings.RL_MODEL_DIR/<name>`` and registers it as a rationale
+source (kind lm, backend seq2seq, the folder as model path) through :mod:`.lifecycle`.
+
+Training examples come from the dataset's split (``train`` by default); ``n_shot`` draws that
+many items with ``seed``. F^IR trains on the items' gold rationales. The answerers train on the
+split's items only; adding the split's generalization questions (not marked invalid, each paired
+with its original's gold rationale for F^IR) is an explicit choice, ``include_generalization``,
+that the checkpoint records as an override.
+
+Settings come from a named preset (:data:`PRESETS`) that says what it reproduces; each value can
+be overridden, and each preset serves the modes it names:
+
+- ``paper-answerers`` (F^I, F^IR; their default): as the paper trains them, T5-base on the train
+  split only, F^I question -> answer, F^IR question + gold rationale -> answer. The paper gives no
+  epochs or learning rate for them: ours are those of the authors' released FEB command.
+- ``paper-quark-start`` (the rationalizer's default): F as the paper's Quark starting point,
+  T5-large on the full training set for 25 epochs.
+- ``feb-few-shot`` (rationalizer): the paper's few-shot source (T5-3B in the paper), FEB's
+  48 examples.
+- ``quick`` (any mode): a smoke test that the pipeline runs; no published figure comes from it.
+
+The settings used, the preset, which values were overridden and the data (dataset, split, items,
+examples, generalization questions, which rationales) are recorded with each checkpoint: on its
+rationale source (``RationaleSource.training``) and in ``rationale_lab_training.json`` in its folder.
+"""
 from __future__ import annotations
 
-from studies.models import GenerationJob
+import json
+import math
+import random
 
-from .common import GenerationError, Handler, Prepared
+from studies.lm import templates
+from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
+
+from .common import Handler, Prepared, prompt_item
+from .errors import GenerationError
+from .lifecycle import (
+    StepProgress,
+    generation_job_fail,
+    generation_job_finish,
+    model_folder,
+    model_folder_publish,
+    model_source_register,
+    output_name_check,
+    slug,
+)
+
+MODES = {
+    "rationalizer": "T5 self-rationalizer (answer and rationale)",
+    "answer_i": "Gen-U answerer F^I (question only)",
+    "answer_ir": "Gen-U answerer F^IR (question and rationale)",
+}
+FEB_RELEASE = {"epochs": 25, "batch_size": 4, "lr": 3e-5, "seed": 0}  # the authors' released FEB command
+# Each preset: what it reproduces (description), the modes it serves, its values, and which of
+# them the paper states (from_paper); the others are ours, and the description says where from.
+PRESETS = {
+    "paper-answerers": {
+        "description": ("Gen-U's F^I and F^IR as the paper trains them: T5-base (in the paper) on the train split "
+                        "only, F^I on question -> answer, F^IR on question + gold rationale -> answer, no "
+                        "generalization questions. The paper gives no epochs or learning rate for them: ours are "
+                        "the authors' released FEB command's (25 epochs, lr 3e-5, batch 4, seed 0)"),
+        "modes": ("answer_i", "answer_ir"),
+        "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-base"},
+        "from_paper": ("base_model_in_paper", "n_shot", "include_generalization"),
+    },
+    "paper-quark-start": {
+        "description": ("the self-rationalizer F as the paper's Quark starting point: T5-large (in the paper) on the "
+                        "full training set for 25 epochs; lr 3e-5, batch 4, seed 0 from the authors' released FEB "
+                        "command"),
+        "modes": ("rationalizer",),
+        "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-large"},
+        "from_paper": ("base_model_in_paper", "n_shot", "epochs"),
+    },
+    "feb-few-shot": {
+        "description": ("the paper's few-shot source (T5-3B in the paper): FEB's 48 training examples, with the "
+                        "authors' released FEB command (25 epochs, lr 3e-5, batch 4, seed 0)"),
+        "modes": ("rationalizer",),
+        "all": {**FEB_RELEASE, "n_shot": 48, "include_generalization": False, "base_model_in_paper": "t5-3b"},
+        "from_paper": ("base_model_in_paper", "n_shot"),
+    },
+    "quick": {
+        "description": ("a smoke test (3 epochs at lr 3e-4, batch 8) that shows the pipeline runs; no published "
+                        "figure should come from it"),
+        "modes": tuple(MODES),
+        "all": {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": False},
+        "from_paper": (),
+    },
+}
+DEFAULT_PRESETS = {"rationalizer": "paper-quark-start", "answer_i": "paper-answerers", "answer_ir": "paper-answerers"}
+LENGTHS = {"max_source_length": 512, "max_target_length": 128}
+TRAINING_FILE = "rationale_lab_training.json"
+RECORDED = ("preset", "preset_description", "overrides", "mode", "base_model", "base_model_in_paper", "n_shot",
+            "include_generalization", "epochs", "steps", "batch_size", "lr", "seed", "examples",
+            "max_source_length", "max_target_length", "data", "from_paper")
+
+
+def preset_values(preset: str, mode: str) -> dict:
+    """The settings of ``preset`` for ``mode``; a preset made for other modes is refused."""
+    if preset not in PRESETS:
+        raise GenerationError(f"unknown fine-tuning preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    chosen = PRESETS[preset]
+    if mode not in chosen["modes"]:
+        fits = ", ".join(name for name, p in PRESETS.items() if mode in p["modes"])
+        raise GenerationError(f"preset {preset!r} is for {', '.join(chosen['modes'])}, not {mode}: for {mode} "
+                              f"choose {fits}")
+    return {**LENGTHS, **chosen["all"]}
+
+
+def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int) -> list[Item]:
+    items = list(Item.objects.filter(dataset=dataset, split=split).order_by("pk"))
+    if n_shot is not None:
+        if n_shot < 1:
+            raise GenerationError("n_shot must be at least 1 (leave it empty for the full split)")
+        if n_shot > len(items):
+            raise GenerationError(f"n_shot {n_shot} is more than the {len(items)} items of {dataset.name!r} {split}")
+        items = random.Random(seed).sample(items, n_shot)
+    return items
+
+
+def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | None = None, seed: int = 0,
+                   include_generalization: bool = False) -> tuple[list[tuple[str, str]], dict]:
+    """(input, target) pairs in the FEB formats the generation code reads back, and what they
+    were made of (recorded with the checkpoint): dataset, split, items, examples, generalization
+    questions and which rationales."""
+    if mode not in MODES:
+        raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
+    items = _items(dataset, split, n_shot, seed)
+    pairs: list[tuple[str, str]] = []
+    for item in items:
+        p = prompt_item(item, dataset.name)
+        if mode == "rationalizer":
+            if item.gold_rationale.strip():
+                pairs.append((templates.t5_explain_input(p), templates.t5_explain_target(p)))
+        elif mode == "answer_i":
+            pairs.append((templates.t5_answer_input(p), templates.t5_answer_target(p)))
+        elif item.gold_rationale.strip():
+            pairs.append((templates.t5_answer_with_rationale_input(p, item.gold_rationale), templates.t5_answer_target(p)))
+    from_items = len(pairs)
+    if mode != "rationalizer" and include_generalization and dataset.is_yes_no:
+        by_item = {i.pk: i for i in items}
+        questions = GeneralizationQuestion.objects.filter(item_id__in=by_item).exclude(
+            validation_status=GeneralizationQuestion.Validation.INVALID).order_by("pk")
+        for q in questions:
+            original = by_item[q.item_id]
+            gp = templates.PromptItem(question=q.text, choices=tuple((c["label"], c["text"]) for c in original.choices),
+                                      dataset=dataset.name, answer=q.answer)
+            if mode == "answer_i":
+                pairs.append((templates.t5_answer_input(gp), templates.t5_answer_target(gp)))
+            elif original.gold_rationale.strip():
+                pairs.append((templates.t5_answer_with_rationale_input(gp, original.gold_rationale),
+                              templates.t5_answer_target(gp)))
+    if not pairs:
+        raise GenerationError(
+            f"no training examples for {mode} in {dataset.name!r} {split}"
+            + (": the items have no gold rationale" if mode != "answer_i" else "")
+        )
+    rationales = {
+        "rationalizer": f"gold rationales of {dataset.name} {split} (targets)",
+        "answer_i": None,
+        "answer_ir": f"gold rationales of {dataset.name} {split}",
+    }[mode]
+    data = {"dataset": dataset.name, "split": split, "items": len(items), "examples_from_items": from_items,
+            "generalization_questions": len(pairs) - from_items, "rationales": rationales}
+    return pairs, data
+
+
+def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
+    """Validate and complete fine-tuning parameters: the preset's values, then the given ones;
+    computes ``steps`` from epochs. Records which given values differ from the preset."""
+    given = {k: v for k, v in params.items() if v is not None}
+    mode = given.get("mode", "rationalizer")
+    if mode not in MODES:
+        raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
+    preset = given.get("preset") or DEFAULT_PRESETS[mode]
+    base = preset_values(preset, mode)
+    merged = {**base, **given, "mode": mode, "preset": preset, "preset_description": PRESETS[preset]["description"]}
+    overrides = {k for k, v in given.items() if k in base and base[k] != v}
+    if split != "train":  # every preset trains on the train split
+        overrides.add("split")
+    merged["overrides"] = sorted(overrides)
+    merged["from_paper"] = [k for k in PRESETS[preset]["from_paper"] if k not in overrides]
+    if not merged.get("base_model"):
+        hint = f" (the paper used {base['base_model_in_paper']})" if base.get("base_model_in_paper") else ""
+        raise GenerationError(f"base_model is required: a model name or a local folder{hint}")
+    for key in ("epochs", "batch_size"):
+        if int(merged[key]) < 1:
+            raise GenerationError(f"{key} must be at least 1")
+    if float(merged["lr"]) <= 0:
+        raise GenerationError("lr must be positive")
+    pairs, merged["data"] = training_pairs(dataset=dataset, split=split, mode=mode, n_shot=merged.get("n_shot"),
+                                           seed=int(merged["seed"]),
+                                           include_generalization=bool(merged["include_generalization"]))
+    merged["examples"] = len(pairs)
+    if not merged.get("steps"):
+        merged["steps"] = max(1, math.ceil(len(pairs) * int(merged["epochs"]) / int(merged["batch_size"])))
+    merged["steps"] = int(merged["steps"])
+    shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
+    merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
+    output_name_check(merged["output_name"])
+    return merged
+
+
+def training_record(*, job: GenerationJob, params: dict, final_loss: float, device: str) -> dict:
+    """What is recorded with a checkpoint: every setting used, the preset, the data and the outcome."""
+    record = {key: params.get(key) for key in RECORDED}
+    record.update({"dataset": job.dataset.name, "split": job.split or "train", "final_loss": final_loss,
+                   "job_id": job.pk, "device": device})
+    return record
+
+
+def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
+    """Train, publish and register. Idempotent: a job whose source is registered just finishes.
+    Checks for cancellation while training and reports step progress."""
+    params = job.params
+    registered = RationaleSource.objects.filter(pk=params.get("output_source_id")).first()
+    if registered is not None:
+        generation_job_finish(job_id=job.pk)
+        return registered
+    trained = _train(job)
+    if trained is None:
+        return None
+    model, tokenizer, final_loss, device = trained
+    training = training_record(job=job, params=params, final_loss=final_loss, device=device)
+
+    def write(folder):
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
+
+    folder = model_folder(params["output_name"])
+    model_folder_publish(folder, write, partial_name=f"{folder.name}.job{job.pk}.partial")
+    is_answerer = params["mode"] != "rationalizer"
+    source = model_source_register(
+        name=params["output_name"], backend=RationaleSource.Backend.SEQ2SEQ, folder=folder,
+        description=_description(job, final_loss), training=training, seed=int(params["seed"]),
+        decoding={"do_sample": False, "max_new_tokens": 8 if is_answerer else 100, "num_return_sequences": 1},
+    )
+    generation_job_finish(job_id=job.pk, params={"output_source_id": source.pk, "checkpoint": str(folder),
+                                                 "final_loss": final_loss})
+    return source
+
+
+def _train(job: GenerationJob):
+    """(model, tokenizer, final loss, device) trained as the job says; None when the base model
+    does not load (the job is failed with why) or the job was cancelled while training."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from studies.lm.backends import select_device
+    from studies.lm.training import train_seq2seq
+
+    params = job.params
+    pairs, _ = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
+                              n_shot=params.get("n_shot"), seed=int(params["seed"]),
+                              include_generalization=bool(params["include_generalization"]))
+    device = select_device()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(params["base_model"])
+        # Weights stay float32 for training (plain AdamW on bf16 weights loses updates); generation
+        # later loads the checkpoint in bf16 on a GPU that supports it.
+        model = AutoModelForSeq2SeqLM.from_pretrained(params["base_model"]).to(device)
+    except (OSError, ValueError) as exc:
+        generation_job_fail(job_id=job.pk, error=f"cannot load base model {params['base_model']!r}: {exc}")
+        return None
+    progress = StepProgress(job.pk, total=params["steps"], every=params["steps"] // 50)
+    result = train_seq2seq(model, tokenizer, pairs, steps=params["steps"], batch_size=int(params["batch_size"]),
+                           lr=float(params["lr"]), seed=int(params["seed"]),
+                           max_source_length=int(params["max_source_length"]),
+                           max_target_length=int(params["max_target_length"]),
+                           on_step=lambda step, loss: progress.report(step))
+    if result.cancelled:
+        return None
+    return model, tokenizer, result.final_loss, device
+
+
+def _description(job: GenerationJob, final_loss: float) -> str:
+    params = job.params
+    return (f"{MODES[params['mode']]} fine-tuned from {params['base_model']} on {job.dataset.name} "
+            f"{job.split or 'train'} with preset {params['preset']!r}"
+            + (f" (overridden: {', '.join(params['overrides'])})" if params["overrides"] else "")
+            + f": {params['examples']} examples"
+            + (f" ({params['data']['generalization_questions']} of them generalization questions)"
+               if params["data"]["generalization_questions"] else "")
+            + (f", on {params['data']['rationales']}" if params["data"]["rationales"] else "")
+            + f", {params['epochs']} epochs, {params['steps']} steps, "
+            f"lr {params['lr']}, batch {params['batch_size']}, seed {params['seed']}; final loss "
+            f"{final_loss:.4f}; job {job.pk}.")
 
 
 class FinetuneHandler(Handler):
+    """One long batch that trains, publishes and registers a checkpoint (:func:`finetune_job_run`)."""
+
     kind = GenerationJob.Kind.FINETUNE
-    # What ``studies.services.finetune.finetune_t5`` takes (``finetune_params`` completes them).
+    # What :func:`.training.finetune_t5` takes (:func:`finetune_params` completes them).
     params_accepted = frozenset({"mode", "preset", "base_model", "n_shot", "epochs", "steps", "batch_size", "lr",
                                  "seed", "output_name", "include_generalization"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
-        from studies.services.finetune import finetune_params
-
         if dataset is None:
             raise GenerationError("choose the dataset to fine-tune on")
         split = split or "train"
@@ -23,7 +307,5 @@ class FinetuneHandler(Handler):
         return Prepared(item_ids=[], params=params, total=int(params["steps"]), split=split)
 
     def run_batch(self, job):
-        from studies.services.finetune import finetune_job_run
-
         finetune_job_run(job=job)
         return False

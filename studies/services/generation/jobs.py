@@ -1,5 +1,6 @@
-"""The lifecycle of LM jobs: create (each kind's handler checks its inputs), run batch by batch,
-cancel, resume, resume the stalled ones, fail. One handler per job kind:
+"""LM jobs from the outside: create (each kind's handler checks its inputs), queue, run batch by
+batch, cancel, resume, resume the stalled ones (how a running job reports, finishes and fails is
+:mod:`.lifecycle`'s). One handler per job kind:
 
 - ``rationales``: :class:`~.rationales.RationaleHandler`
 - ``generalization_questions``: :class:`~.questions.QuestionHandler`
@@ -10,22 +11,31 @@ cancel, resume, resume the stalled ones, fail. One handler per job kind:
 
 A job freezes its item ids at creation. The worker calls :func:`generation_job_run_batch` until it
 returns False (see :class:`~.common.ItemHandler` for what one batch does).
+
+Jobs are queued by the task's name (:data:`RUN_TASK`), not by importing ``studies.tasks``: the
+tasks call these services, so importing them back would make an import cycle. ``studies.apps``
+imports the tasks when Django starts, so the name resolves to the task in every process (and runs
+it inline where ``CELERY_TASK_ALWAYS_EAGER`` is set).
 """
 from __future__ import annotations
 
 import traceback
 from datetime import timedelta
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from studies.lm.backends import TransientBackendError
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 from studies.selectors import CHANGE, generation_jobs_for_user
 
-from .common import DEFAULT_BATCH_SIZE, GenerationError, Handler, Status, generation_job_fail
+from .common import DEFAULT_BATCH_SIZE, Handler
+from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
+from .lifecycle import Status, generation_job_fail, job_touch
 from .quark import QuarkHandler
 from .questions import QuestionHandler
 from .rationales import RationaleHandler
@@ -37,10 +47,11 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def _enqueue(job_id: int) -> None:
-    from studies.tasks import run_generation_job
+RUN_TASK = "studies.tasks.run_generation_job"  # its default name, which CELERY_TASK_ROUTES names too
 
-    result = run_generation_job.apply_async(args=[job_id], queue="lm")
+
+def _enqueue(job_id: int) -> None:
+    result = current_app.signature(RUN_TASK, args=[job_id], queue="lm").apply_async()
     GenerationJob.objects.filter(pk=job_id).update(celery_task_id=result.id or "")
 
 
@@ -66,8 +77,8 @@ def generation_job_create(
     sources of any backend) and ``only_valid`` (default True: validated questions only, as in the
     paper; False is an explicit choice to include unvalidated ones); faithfulness takes
     ``task_model`` and ``task_backend`` (see :mod:`.faithfulness`); fine-tuning takes what
-    :func:`studies.services.finetune.finetune_params` accepts; Quark training takes what
-    :func:`studies.services.quark.quark_params` accepts (``source`` is the policy, or
+    :func:`.finetune.finetune_params` accepts; Quark training takes what
+    :func:`.quark.quark_params` accepts (``source`` is the policy, or
     ``params["policy_path"]`` a checkpoint folder). Any other key is refused (each handler's
     ``params_accepted``): the keys a job writes as it runs (cursor, usage, history, report, best,
     checkpoint_step, ...) never come from the caller."""
@@ -157,7 +168,7 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     )
     for job_id in ids:
         # Touch the job so the next beat tick does not queue it again while this message waits.
-        GenerationJob.objects.filter(pk=job_id).update(updated_at=timezone.now())
+        job_touch(job_id)
         if enqueue:
             transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
     return ids
@@ -184,8 +195,6 @@ def generation_job_run_batch(*, job_id: int) -> bool:
     of the batch marks the job failed with its error (then propagates), whoever runs it: the lm
     worker, ``manage.py quark_train`` or ``finetune_t5`` in the foreground, a test; a transient
     backend error says to resume once the endpoint answers."""
-    from studies.lm.backends import TransientBackendError
-
     job = _start(job_id)
     if job is None:
         return False

@@ -1,29 +1,484 @@
-"""Quark training jobs: ``checkpoint_every`` steps per batch, evaluated and checkpointed after
-each; the run is :mod:`studies.services.quark`'s."""
+"""Quark training jobs (SPEC section 9): a :class:`GenerationJob` of kind ``quark`` on the ``lm``
+queue (:class:`QuarkHandler`), with the other kinds' progress, cancel, resume and finish
+(:mod:`.lifecycle`).
+
+One batch of the job is ``checkpoint_every`` optimizer steps (the trainer is
+:class:`studies.lm.quark.QuarkTrainer`); after it the policy is evaluated on the validation
+items and everything a run is made of (weights, optimizer and schedule, the pool, the step, the
+history) is saved as the run's checkpoint, ``<RL_MODEL_DIR>/quark-runs/job<id>/last``. A worker
+killed mid-batch loses only that batch: the job continues from the last checkpoint, with the same
+pool, and since every random draw is seeded by (seed, step) it continues as the same run. Cancel
+stops after the current step and saves a checkpoint there; *Resume job* continues from it.
+
+Model selection: the checkpoint with the highest mean validation reward whose validation task
+accuracy is at most ``max_accuracy_drop`` below the original model's (greedy outputs; the original
+reads its plain prompt, a checkpoint the best reward token). It is kept in ``best`` as it is found;
+when the run ends it is evaluated on the held-out items, copied to ``<RL_MODEL_DIR>/<output_name>``
+and registered as a rationale source whose template prepends the best token, ready for
+*Generate rationales* and a utility study. ``params["report"]`` holds the before/after figures.
+"""
 from __future__ import annotations
 
-from studies.models import GenerationJob
+import json
+import shutil
+from pathlib import Path
 
-from .common import Handler, Prepared
+from django.conf import settings
+from django.db import transaction
+
+from studies.lm import genu as genu_rule
+from studies.lm import quark
+from studies.models import Dataset, GenerationJob, RationaleSource
+
+from .common import Handler, Prepared, ordered_item_ids
+from .errors import GenerationError
+from .lifecycle import (
+    StepProgress,
+    generation_job_finish,
+    job_touch,
+    model_folder,
+    model_folder_publish,
+    model_source_register,
+    output_name_check,
+)
+from .quark_policy import PolicyPrompts, PolicySpec, evaluate, resolve_policy
+from .quark_rewards import build_reward, items_with_questions
+
+DEFAULTS = {"validation_split": "dev", "heldout_split": "test", "checkpoint_every": 50, "max_accuracy_drop": 0.02}
+TRAINING_FILE = "rationale_lab_training.json"
+HISTORY_DIGITS = 5
+
+# The run's parameters beside ``settings`` (:class:`studies.lm.quark.QuarkSettings` checks those)
+# and ``reward`` (:func:`.quark_rewards.build_reward`), declared once and checked by one loop
+# (:func:`_run_params`): each number with its type and bounds, the texts, the flags with defaults.
+NUMBERS = {  # key: (type, lowest, highest or None)
+    "answerer_i": (int, 1, 2**31 - 1), "answerer_ir": (int, 1, 2**31 - 1), "checkpoint_every": (int, 1, None),
+    "max_accuracy_drop": (float, 0, 1), "train_limit": (int, 1, None), "validation_limit": (int, 1, None),
+    "heldout_limit": (int, 1, None),
+}
+TEXTS = ("validation_split", "heldout_split", "policy_path", "output_name")
+FLAGS = {"only_valid": True, "register_without_gain": False}
+
+
+def _number(params: dict, key: str, cast, *, low: float, high: float | None = None):
+    """``params[key]`` as ``cast`` within [low, high]; a GenerationError naming the key otherwise."""
+    value = params.get(key)
+    try:
+        if isinstance(value, bool) or (cast is int and isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        number = cast(value)
+    except (TypeError, ValueError):
+        raise GenerationError(f"{key} must be a number, not {value!r}") from None
+    if number < low or (high is not None and number > high):
+        raise GenerationError(f"{key} must be between {low} and {high}" if high is not None
+                              else f"{key} must be at least {low}")
+    return number
+
+
+def _run_params(params: dict) -> dict:
+    """``params`` (None values left out) over :data:`DEFAULTS`, every key checked and cast as
+    declared: ``settings`` by :class:`QuarkSettings`, the others by :data:`NUMBERS`,
+    :data:`TEXTS` and :data:`FLAGS`."""
+    given = {k: v for k, v in params.items() if v is not None}
+    if not isinstance(given.get("settings", {}), dict):
+        raise GenerationError("settings must be an object of Quark settings")
+    merged = {**DEFAULTS, **given}
+    try:
+        merged["settings"] = quark.QuarkSettings.from_json(given.get("settings")).as_json()
+    except ValueError as exc:
+        raise GenerationError(f"bad Quark settings: {exc}") from exc
+    if not isinstance(merged.get("reward"), str):
+        raise GenerationError("reward must be genu or marker:WORD")
+    for key, (cast, low, high) in NUMBERS.items():
+        if key in merged:
+            merged[key] = _number(merged, key, cast, low=low, high=high)
+    for key in TEXTS:
+        if key in merged and not isinstance(merged[key], str):
+            raise GenerationError(f"{key} must be text")
+    for key, default in FLAGS.items():
+        merged[key] = bool(merged.get(key, default))
+    return merged
+
+
+def _split_items(dataset: Dataset, split: str, limit, *, genu: bool, only_valid: bool,
+                 item_ids: list[int] | None = None) -> tuple[list[int], int]:
+    ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=None)
+    excluded = 0
+    if genu:
+        ids, excluded = items_with_questions(ids, only_valid=only_valid)
+        if not ids:
+            which = "validated " if only_valid else ""
+            raise GenerationError(f"no {split} item of {dataset.name!r} has {which}generalization questions: Gen-U "
+                                  "cannot reward any (import or validate them, or include unvalidated ones)")
+    if limit is not None:
+        ids = ids[:limit]
+    return ids, excluded
+
+
+def _job_items(merged: dict, *, dataset: Dataset, split: str, train_limit: int | None,
+               item_ids: list[int] | None) -> list[int]:
+    """The training item ids; the validation and held-out ones, and how many items of each role
+    have no generalization question to reward (Gen-U), go into ``merged``."""
+    genu, only_valid, excluded = merged["reward"] == "genu", merged["only_valid"], {}
+    train, excluded["train"] = _split_items(dataset, split or "train", train_limit, genu=genu,
+                                            only_valid=only_valid, item_ids=item_ids)
+    for role in ("validation", "heldout"):
+        merged[f"{role}_item_ids"], excluded[role] = _split_items(
+            dataset, merged[f"{role}_split"], merged.get(f"{role}_limit"), genu=genu, only_valid=only_valid)
+    merged["excluded_without_questions"] = excluded
+    return train
+
+
+def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: dict,
+                 item_ids: list[int] | None = None) -> tuple[list[int], dict]:
+    """Check a new Quark job's inputs; (training item ids, completed params). ``item_ids`` (else
+    the dataset's ``split``, the first ``limit`` unless ``train_limit`` is given) are the training
+    items; ``params``: ``reward`` (``genu`` or ``marker:WORD``), ``answerer_i`` / ``answerer_ir`` /
+    ``only_valid`` (genu), ``settings`` (:class:`studies.lm.quark.QuarkSettings`), ``policy_path``
+    (a checkpoint folder when no source is given), ``validation_split`` / ``heldout_split`` and
+    ``train_limit`` / ``validation_limit`` / ``heldout_limit``, ``checkpoint_every``,
+    ``max_accuracy_drop``, ``output_name``, ``register_without_gain``."""
+    if dataset is None:
+        raise GenerationError("choose the dataset to train on")
+    merged = _run_params(params)
+    build_reward(merged)  # checks the spec and the answerers
+    train_limit = merged.get("train_limit")
+    if train_limit is None and limit is not None:
+        train_limit = _number({"limit": limit}, "limit", int, low=1)
+    spec = resolve_policy(policy if policy is not None else merged.get("policy_path", ""), dataset=dataset)
+    merged["policy"] = spec.as_json()
+    train = _job_items(merged, dataset=dataset, split=split, train_limit=train_limit, item_ids=item_ids)
+    merged.setdefault("output_name", f"{spec.name}-quark-{merged['reward'].replace(':', '-')}")
+    if not merged["output_name"].strip() or len(merged["output_name"]) > 200:
+        raise GenerationError("output_name must be 1 to 200 characters")
+    output_name_check(merged["output_name"])
+    return train, merged
+
+
+# --- the run in a worker ------------------------------------------------------------------------
+class Run:
+    """A job's trainer, prompts and reward in this process, kept between its batches."""
+
+    def __init__(self, job: GenerationJob):
+        params = job.params
+        self.job_id = job.pk
+        self.spec = PolicySpec.from_json(params["policy"])
+        self.settings = quark.QuarkSettings.from_json(params["settings"])
+        self.folder = run_folder(job.pk)
+        self.train_ids = list(job.item_ids)
+        self.validation_ids = list(params["validation_item_ids"])
+        self.heldout_ids = list(params["heldout_item_ids"])
+        self.prompts = PolicyPrompts(self.spec, self.train_ids + self.validation_ids + self.heldout_ids)
+        self.reward = build_reward(params)
+        checkpoint = self.folder / "last"
+        resume = params.get("checkpoint_step") is not None and (checkpoint / quark.STATE_FILE).is_file()
+        policy, reference, ids = quark.load_models(self.spec.backend, self.spec.model, settings=self.settings,
+                                                   checkpoint=checkpoint if resume else None)
+        self.trainer = quark.QuarkTrainer(kind=self.spec.backend, policy=policy, reference=reference, reward_ids=ids,
+                                          settings=self.settings, item_ids=self.train_ids, prompt=self.prompts.prompt,
+                                          score=self.prompts.scorer(self.reward), stop=self.prompts.stop,
+                                          model_name=self.spec.model)
+        extra = self.trainer.restore(checkpoint) if resume else {}
+        self.history: list[dict] = list(extra.get("history", []))
+        self.evaluations: list[dict] = list(extra.get("evaluations", []))
+        self.best: dict | None = extra.get("best")
+
+    def evaluate(self, item_ids: list[int], *, reference: bool, tick=None, samples: int = 0) -> dict:
+        return evaluate(self.trainer, self.prompts, self.reward, item_ids, reference=reference,
+                        batch_size=self.settings.batch_size, tick=tick, samples=samples)
+
+    def extra(self) -> dict:
+        return {"history": self.history, "evaluations": self.evaluations, "best": self.best}
+
+
+_RUNS: dict[int, Run] = {}
+
+
+def run_folder(job_id: int) -> Path:
+    return Path(settings.RL_MODEL_DIR) / "quark-runs" / f"job{job_id}"
+
+
+def forget_runs() -> None:
+    """Drop the runs held in this process (what a worker restart does)."""
+    _RUNS.clear()
+
+
+def _run_for(job: GenerationJob) -> Run:
+    run = _RUNS.get(job.pk)
+    if run is None or run.trainer.step != int(job.params.get("checkpoint_step") or 0):
+        _RUNS.clear()  # one run in memory per worker
+        run = _RUNS[job.pk] = Run(job)
+    return run
+
+
+def _save_weights(run: Run, folder: Path) -> None:
+    def write(partial: Path) -> None:
+        run.trainer.policy.model.save_pretrained(partial)
+        run.trainer.policy.tokenizer.save_pretrained(partial)
+
+    model_folder_publish(folder, write)
+
+
+def _rounded(stats: dict) -> dict:
+    return {k: float(f"{v:.{HISTORY_DIGITS}g}") if isinstance(v, float) else v for k, v in stats.items()}
+
+
+def _write(job_id: int, **changes) -> GenerationJob:
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().get(pk=job_id)
+        locked.params = {**locked.params, **changes.pop("params", {})}
+        for key, value in changes.items():
+            setattr(locked, key, value)
+        locked.save(update_fields=["params", "updated_at", *changes])
+        return locked
+
+
+def quark_job_run_batch(job: GenerationJob) -> bool:
+    """Train up to the next checkpoint, evaluate, save; finish the run after the last step.
+    Returns True while steps remain."""
+    run = _run_for(job)
+    started_from = run.trainer.step
+    total = run.settings.steps
+    every = int(job.params["checkpoint_every"])
+    if started_from >= total:  # the last checkpoint is saved: only the finish was lost
+        quark_job_finish(job_id=job.pk, run=run)
+        return False
+
+    def touch():
+        job_touch(job.pk)
+
+    if "before" not in job.params:
+        before = {"validation": run.evaluate(run.validation_ids, reference=True, tick=touch),
+                  "heldout": run.evaluate(run.heldout_ids, reference=True, tick=touch,
+                                          samples=run.settings.eval_samples)}
+        job = _write(job.pk, params={"before": before})
+    if not run.evaluations:
+        v = job.params["before"]["validation"]
+        run.evaluations.append({"step": 0, "reward": v["reward"], "accuracy": v["accuracy"], "eligible": False,
+                                "model": "original"})
+    target = min(total, (started_from // every + 1) * every)
+    progress, cancelled = StepProgress(job.pk, total=total, started_from=started_from), False
+    while run.trainer.step < target:
+        stats = run.trainer.advance()
+        run.history.append(_rounded({"step": run.trainer.step, **stats}))
+        if not progress.report(run.trainer.step):
+            cancelled = True
+            break
+    step = run.trainer.step
+    if step == target:  # checkpoints are evaluated at the same steps whether or not the run stopped between
+        _evaluate_checkpoint(run, job, touch)
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+        if int(locked.params.get("checkpoint_step") or 0) != started_from:
+            _RUNS.pop(job.pk, None)  # another delivery of this job got here first: its work stands
+            return False
+        model_folder_publish(run.folder / "last", lambda partial: run.trainer.save(partial, extra=run.extra()))
+        locked.params = {**locked.params, "checkpoint_step": step, "history": run.history,
+                         "evaluations": run.evaluations, "best": run.best, "run_folder": str(run.folder)}
+        locked.done = step
+        locked.save(update_fields=["params", "done", "updated_at"])
+    if step < total:
+        return not cancelled
+    quark_job_finish(job_id=job.pk, run=run)
+    return False
+
+
+def keeps_accuracy(accuracy: float | None, *, before: float | None, max_drop: float) -> bool:
+    """A checkpoint may be selected only when its validation task accuracy is at most
+    ``max_drop`` below the original model's."""
+    return accuracy is not None and (before or 0.0) - accuracy <= max_drop + 1e-9
+
+
+def beats_original(reward: float | None, *, original: float | None) -> bool:
+    """A checkpoint is worth registering only when its mean validation reward is above the
+    original model's (``original`` None: the original had no reward to compare with)."""
+    return reward is not None and (original is None or reward > original + 1e-9)
+
+
+def choose_checkpoint(evaluations: list[dict], *, before: float | None, max_drop: float) -> dict | None:
+    """The selected checkpoint: the highest validation reward among the checkpoints that keep task
+    accuracy (the earliest on a tie); None when none does. Whether it beats the original is
+    :func:`beats_original`'s question, asked when the run finishes."""
+    best = None
+    for entry in evaluations:
+        if entry.get("model") != "checkpoint" or entry.get("reward") is None:
+            continue
+        if keeps_accuracy(entry.get("accuracy"), before=before, max_drop=max_drop) and (
+                best is None or entry["reward"] > best["reward"]):
+            best = entry
+    return best
+
+
+def registration(params: dict) -> tuple[bool, str]:
+    """(register?, the report's selection sentence) for a run's selected checkpoint: registered
+    when one keeps task accuracy and beats the original's validation reward, or, with
+    ``register_without_gain``, whenever one keeps task accuracy."""
+    best, drop = params.get("best"), params["max_accuracy_drop"]
+    if best is None:
+        return False, (f"no checkpoint kept validation task accuracy within {drop} of the original: "
+                       "nothing registered")
+    original = ((params.get("before") or {}).get("validation") or {}).get("reward")
+    chosen = (f"step {best['step']}: highest validation reward ({best['reward']:.4g}) among checkpoints losing at "
+              f"most {drop} validation task accuracy")
+    if beats_original(best["reward"], original=original):
+        return True, f"{chosen}; above the original's {_shown(original)}"
+    if params.get("register_without_gain"):
+        return True, (f"{chosen}; not above the original's {_shown(original)}, registered anyway "
+                      "(register_without_gain)")
+    return False, (f"{chosen}; not above the original's validation reward {_shown(original)}: nothing registered "
+                   "(register_without_gain registers it anyway)")
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def _evaluate_checkpoint(run: Run, job: GenerationJob, touch) -> None:
+    """Validation reward and accuracy of the policy now; its weights are kept in ``best`` when it
+    becomes the selected checkpoint."""
+    result = run.evaluate(run.validation_ids, reference=False, tick=touch)
+    before = job.params["before"]["validation"]["accuracy"]
+    drop = float(job.params["max_accuracy_drop"])
+    entry = {"step": run.trainer.step, "reward": result["reward"], "accuracy": result["accuracy"],
+             "parsed": result["parsed"], "model": "checkpoint",
+             "eligible": keeps_accuracy(result["accuracy"], before=before, max_drop=drop)}
+    run.evaluations.append(entry)
+    chosen = choose_checkpoint(run.evaluations, before=before, max_drop=drop)
+    if chosen is entry:
+        run.best = dict(entry)
+        _save_weights(run, run.folder / "best")
+
+
+def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource | None:
+    """Evaluate the selected checkpoint on the held-out items, register it when it beats the
+    original on validation reward (:func:`registration`) and write the report. Idempotent: a job
+    whose checkpoint is evaluated (and registered, if it is to be) just finishes."""
+    job = GenerationJob.objects.get(pk=job_id)
+    params = job.params
+    registered = RationaleSource.objects.filter(pk=params.get("output_source_id")).first()
+    best = params.get("best")
+    source, after = registered, (params.get("report") or {}).get("after")
+    register = registration(params)[0]
+    if best is not None and (after is None or (register and registered is None)):
+        run = run or _run_for(job)
+        best_folder = run.folder / "best"
+        held = quark.load_models(run.spec.backend, run.spec.model, settings=run.settings, checkpoint=best_folder)
+        final = quark.QuarkTrainer(kind=run.spec.backend, policy=held[0], reference=held[1], reward_ids=held[2],
+                                   settings=run.settings, item_ids=run.train_ids, prompt=run.prompts.prompt,
+                                   score=run.prompts.scorer(run.reward), stop=run.prompts.stop)
+        after = {"validation": {k: best.get(k) for k in ("reward", "accuracy")},
+                 "heldout": evaluate(final, run.prompts, run.reward, run.heldout_ids, reference=False,
+                                     batch_size=run.settings.batch_size, samples=run.settings.eval_samples)}
+        if register:
+            source = _register(job, run, best_folder, after)
+    report = quark_report(job, after=after, source=source)
+    generation_job_finish(job_id=job_id, params={
+        "report": report,
+        **({"output_source_id": source.pk, "checkpoint": source.model_name_or_path} if source else {})})
+    _RUNS.pop(job_id, None)
+    return source
+
+
+def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> RationaleSource:
+    params = job.params
+    before = params["before"]
+    training = {
+        "method": "quark", "job_id": job.pk, "policy": run.spec.as_json(), "reward": params["reward"],
+        "settings": run.settings.as_json(), "selected_step": params["best"]["step"],
+        "checkpoint_every": params["checkpoint_every"], "max_accuracy_drop": params["max_accuracy_drop"],
+        "base_template": run.spec.template, "reward_token": quark.reward_token(0),
+        "validation_accuracy_before": before["validation"]["accuracy"],
+        "validation_accuracy_after": after["validation"]["accuracy"],
+        "heldout_reward_before": before["heldout"]["reward"], "heldout_reward_after": after["heldout"]["reward"],
+        "heldout_sampled_reward_before": before["heldout"].get("sampled_reward"),
+        "heldout_sampled_reward_after": after["heldout"].get("sampled_reward"),
+    }
+
+    def write(partial: Path) -> None:
+        shutil.copytree(best_folder, partial)
+        (partial / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
+
+    folder = model_folder(params["output_name"])
+    model_folder_publish(folder, write, partial_name=f"{folder.name}.job{job.pk}.partial")
+    return model_source_register(
+        name=params["output_name"], backend=run.spec.backend, folder=folder,
+        template=run.prompts.template(quark.reward_token(0)), demonstrations=run.spec.demonstrations,
+        decoding={"do_sample": False, "max_new_tokens": run.settings.max_new_tokens, "num_return_sequences": 1},
+        seed=run.spec.seed, training=training,
+        description=(f"Quark ({params['reward']} reward) from {run.spec.name}: step {params['best']['step']} of "
+                     f"{run.settings.steps} selected by validation reward; job {job.pk}. Prompts start with "
+                     f"{quark.reward_token(0)}, the best reward token."),
+    )
+
+
+def settings_warnings(settings: dict) -> list[str]:
+    """What in a run's settings keeps the policy from moving: no round sampled by the policy
+    itself, or a learning rate still warming up at the last step."""
+    steps, out = settings["steps"], []
+    if settings["sample_interval"] >= steps:
+        out.append(f"sample_interval ({settings['sample_interval']}) is not below steps ({steps}): the policy never "
+                   "samples its own rationales; it trains only on the reference's first round")
+    if settings["warmup_steps"] >= steps:
+        out.append(f"warmup_steps ({settings['warmup_steps']}) is not below steps ({steps}): the learning rate never "
+                   f"reaches lr ({settings['lr']})")
+    return out
+
+
+def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSource | None) -> dict:
+    """What ``quark_train`` writes to ``report.json``: held-out reward and validation task
+    accuracy before and after, the selection, the steps run and every setting used."""
+    params = job.params
+    before = params.get("before") or {}
+    strip = ("examples",)
+
+    def part(result: dict | None, role: str) -> dict | None:
+        return None if not result else {k: v for k, v in result.get(role, {}).items() if k not in strip}
+
+    best = params.get("best")
+    return {
+        "job_id": job.pk, "policy": params["policy"], "reward": params["reward"], "dataset": job.dataset.name,
+        "reward_tie_rule": genu_rule.TIE_RULE_TEXT if params["reward"] == "genu" else None,
+        "steps_run": int(params.get("checkpoint_step") or 0), "steps": params["settings"]["steps"],
+        "settings": params["settings"],
+        "run": {k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "register_without_gain",
+                                           "only_valid", "validation_split", "heldout_split", "answerer_i",
+                                           "answerer_ir")},
+        "items": {"train": len(job.item_ids), "validation": len(params["validation_item_ids"]),
+                  "heldout": len(params["heldout_item_ids"])},
+        "excluded_without_questions": params.get("excluded_without_questions"),
+        "heldout": {"before": part(before, "heldout"), "after": part(after, "heldout"),
+                    "reward_before": (before.get("heldout") or {}).get("reward"),
+                    "reward_after": ((after or {}).get("heldout") or {}).get("reward"),
+                    "sampled_reward_before": (before.get("heldout") or {}).get("sampled_reward"),
+                    "sampled_reward_after": ((after or {}).get("heldout") or {}).get("sampled_reward")},
+        "validation": {"accuracy_before": (before.get("validation") or {}).get("accuracy"),
+                       "accuracy_after": ((after or {}).get("validation") or {}).get("accuracy"),
+                       "reward_before": (before.get("validation") or {}).get("reward"),
+                       "reward_after": ((after or {}).get("validation") or {}).get("reward")},
+        "after": after,
+        "selected_step": best["step"] if best else None,
+        "selection": registration(params)[1],
+        "evaluations": params.get("evaluations", []),
+        "warnings": settings_warnings(params["settings"]),
+        "registered_source": ({"id": source.pk, "name": source.name, "model_name_or_path": source.model_name_or_path}
+                              if source else None),
+    }
 
 
 class QuarkHandler(Handler):
+    """``checkpoint_every`` steps per batch, evaluated and checkpointed after each (:func:`quark_job_run_batch`)."""
+
     kind = GenerationJob.Kind.QUARK
-    # What ``studies.services.quark.quark_params`` documents; ``settings`` is checked key by key by
-    # ``QuarkSettings.from_json``.
+    # What :func:`quark_params` documents; ``settings`` is checked key by key by ``QuarkSettings.from_json``.
     params_accepted = frozenset({"reward", "answerer_i", "answerer_ir", "only_valid", "settings", "policy_path",
                                  "validation_split", "heldout_split", "train_limit", "validation_limit",
                                  "heldout_limit", "checkpoint_every", "max_accuracy_drop", "output_name",
                                  "register_without_gain"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
-        from studies.services.quark import quark_params
-
         ids, params = quark_params(policy=source, dataset=dataset, split=split or "train", limit=limit, params=params,
                                    item_ids=item_ids)
         return Prepared(item_ids=ids, params=params, total=int(params["settings"]["steps"]), split=split or "train")
 
     def run_batch(self, job):
-        from studies.services.quark import quark_job_run_batch
-
         return quark_job_run_batch(job)

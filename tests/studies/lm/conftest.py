@@ -3,6 +3,7 @@ locally (no downloads), saved to a session folder and loaded by path like real m
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -43,37 +44,64 @@ def question_demos(rows: list[dict], generalisation: dict) -> dict[str, list[tem
     return demos
 
 
+class TinyModels(Mapping):
+    """The tiny models by name, each built (trained briefly and saved under ``root``) the first
+    time a test reads it, then kept for the session: a test run that needs one model builds one."""
+
+    def __init__(self, root: Path, rows: list[dict], generalisation: dict):
+        from tests import tiny_models as tiny
+
+        self.root, self.rows, self.generalisation, self.built = root, rows, generalisation, {}
+        self.items = tiny.strategyqa_prompt_items(rows)
+        self.builders = {
+            "t5": lambda: tiny.build_tiny_t5(root / "t5", self.items, steps=50),
+            "t5_questions": lambda: tiny.build_tiny_t5(root / "t5-questions", self.items, steps=80,
+                                                       extra_pairs=self.question_pairs(), batch_size=4,
+                                                       max_source_length=128),
+            "t5_answerer": lambda: tiny.build_tiny_t5(root / "t5-answerer", self.items, steps=30,
+                                                      extra_pairs=self.answer_pairs()),
+            "gpt2": lambda: tiny.build_tiny_gpt2(root / "gpt2", self.items, steps=150),
+            "classifier": lambda: tiny.build_tiny_classifier(root / "classifier", self.items, steps=40),
+        }
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.built:
+            self.built[name] = self.builders[name]()
+        return self.built[name]
+
+    def __iter__(self):
+        return iter(self.builders)
+
+    def __len__(self) -> int:
+        return len(self.builders)
+
+    def question_pairs(self) -> list[tuple[str, str]]:
+        demos = question_demos(self.rows, self.generalisation)
+        pairs = []
+        for row, item in zip(self.rows, self.items, strict=True):
+            for text, answer, qtype in self.generalisation.get(row["question"], []):
+                prompt = templates.generalization_prompt(
+                    qtype, instruction=templates.DEFAULT_INSTRUCTIONS[qtype], demonstrations=demos[qtype],
+                    question=item.question, context=item.facts)
+                pairs.append((prompt, " ".join(text.split()) + f"\nanswer: {answer}"))
+        return pairs
+
+    def answer_pairs(self) -> list[tuple[str, str]]:
+        pairs = []
+        for item in self.items:  # F^I and F^IR formats, so the answerers learn to emit a label
+            pairs.append((templates.t5_answer_input(item), templates.t5_answer_target(item)))
+            pairs.append((templates.t5_answer_with_rationale_input(item, item.rationale),
+                          templates.t5_answer_target(item)))
+        return pairs
+
+
 @pytest.fixture(scope="session")
-def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation) -> dict[str, Path]:
-    """Tiny T5 rationalizer, T5 question generator, T5 answerer, GPT-2 and a BERT classifier, trained briefly."""
+def lm_models(tmp_path_factory, strategyqa_train_rows, strategyqa_generalisation) -> TinyModels:
+    """Tiny T5 rationalizer, T5 question generator, T5 answerer, GPT-2 and a BERT classifier,
+    trained briefly, each when a test first reads it (``lm_models["t5"]``)."""
     torch = pytest.importorskip("torch")
     torch.set_num_threads(2)
-    from tests import tiny_models as tiny
-
-    root = tmp_path_factory.mktemp("lm-models")
-    items = tiny.strategyqa_prompt_items(strategyqa_train_rows)
-    demos = question_demos(strategyqa_train_rows, strategyqa_generalisation)
-    question_pairs = []
-    for row, item in zip(strategyqa_train_rows, items, strict=True):
-        for text, answer, qtype in strategyqa_generalisation.get(row["question"], []):
-            prompt = templates.generalization_prompt(
-                qtype, instruction=templates.DEFAULT_INSTRUCTIONS[qtype], demonstrations=demos[qtype],
-                question=item.question, context=item.facts)
-            target = " ".join(text.split()) + f"\nanswer: {answer}"
-            question_pairs.append((prompt, target))
-    answer_pairs = []
-    for item in items:  # F^I and F^IR formats, so the answerers learn to emit a label
-        answer_pairs.append((templates.t5_answer_input(item), templates.t5_answer_target(item)))
-        answer_pairs.append((templates.t5_answer_with_rationale_input(item, item.rationale),
-                             templates.t5_answer_target(item)))
-    return {
-        "t5": tiny.build_tiny_t5(root / "t5", items, steps=50),
-        "t5_questions": tiny.build_tiny_t5(root / "t5-questions", items, steps=80, extra_pairs=question_pairs,
-                                             batch_size=4, max_source_length=128),
-        "t5_answerer": tiny.build_tiny_t5(root / "t5-answerer", items, steps=30, extra_pairs=answer_pairs),
-        "gpt2": tiny.build_tiny_gpt2(root / "gpt2", items, steps=150),
-        "classifier": tiny.build_tiny_classifier(root / "classifier", items, steps=40),
-    }
+    return TinyModels(tmp_path_factory.mktemp("lm-models"), strategyqa_train_rows, strategyqa_generalisation)
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ from django.core.management import CommandError, call_command
 
 from studies.lm import backends, parsing, templates
 from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
-from studies.services import finetune
-from studies.services.generation import GenerationError, generation_job_run_batch
+from studies.services.generation import GenerationError, finetune, finetune_t5, generation_job_run_batch
 
 pytestmark = [pytest.mark.lm, pytest.mark.django_db]
 pytest.importorskip("torch")
@@ -19,7 +18,7 @@ pytest.importorskip("torch")
 
 def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_items, strategyqa_dataset):
     GeneralizationQuestion.objects.create(item=train_items[0], qtype="rephrase", text="Reworded?", answer="yes")
-    job = finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_ir", base_model=str(lm_models["t5"]),
+    job = finetune_t5(dataset=strategyqa_dataset, mode="answer_ir", base_model=str(lm_models["t5"]),
                                steps=4, batch_size=2, output_name="fir-test")
     assert (job.status, job.done, job.total) == ("done", 4, 4)
     assert job.params["examples"] == len(train_items)  # the paper's: the items only, not the generalization question
@@ -69,16 +68,16 @@ def test_bad_requests_are_clear_errors(train_items, strategyqa_dataset):
     with pytest.raises(CommandError, match="no dataset named 'nope'"):
         call_command("finetune_t5", "--dataset", "nope", "--base-model", "x")
     with pytest.raises(GenerationError, match="n_shot 500 is more than the 60 items"):
-        finetune.finetune_t5(dataset=strategyqa_dataset, mode="rationalizer", base_model="x", n_shot=500)
+        finetune_t5(dataset=strategyqa_dataset, mode="rationalizer", base_model="x", n_shot=500)
     with pytest.raises(GenerationError, match="unknown fine-tuning mode"):
-        finetune.finetune_t5(dataset=strategyqa_dataset, mode="quark", base_model="x")
+        finetune_t5(dataset=strategyqa_dataset, mode="quark", base_model="x")
     with pytest.raises(GenerationError, match="unknown fine-tuning preset 'fast'"):
-        finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="x", preset="fast")
+        finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="x", preset="fast")
     with pytest.raises(GenerationError, match="the paper used t5-base"):
-        finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="")
+        finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model="")
 
 
 def test_missing_base_model_fails_the_job_with_its_path(train_items, strategyqa_dataset, tmp_path):
-    job = finetune.finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model=str(tmp_path / "missing"),
+    job = finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model=str(tmp_path / "missing"),
                                steps=2)
     assert job.status == "failed" and "cannot load base model" in job.error and "missing" in job.error

@@ -8,8 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from studies.models import GeneralizationQuestion, GenerationJob
-from studies.services import finetune
-from studies.services.generation import GenerationError
+from studies.services.generation import GenerationError, finetune
 
 pytestmark = pytest.mark.django_db
 

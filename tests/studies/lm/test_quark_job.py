@@ -12,7 +12,6 @@ from studies.lm import quark
 from studies.lm.genu import TIE_RULE_TEXT
 from studies.lm.rewards import RewardSample
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource
-from studies.services import quark as quark_service
 from studies.services.generation import (
     GenerationError,
     generation_job_cancel,
@@ -20,8 +19,10 @@ from studies.services.generation import (
     generation_job_resume,
     generation_job_run,
     generation_job_run_batch,
+    quark_train,
 )
-from studies.services.quark_rewards import GenUReward, build_reward
+from studies.services.generation import quark as quark_service
+from studies.services.generation.quark_rewards import GenUReward, build_reward
 from tests.studies.lm.conftest import make_items
 
 pytestmark = [pytest.mark.lm, pytest.mark.django_db]
@@ -327,7 +328,7 @@ def test_bad_requests_are_clear_errors(t5_source, strategyqa_dataset, splits, tm
             generation_job_create(kind="quark", source=None if "policy_path" in params else t5_source,
                                   dataset=strategyqa_dataset, enqueue=False, params={"reward": "marker:is", **params})
     with pytest.raises(GenerationError, match="no train item"):
-        quark_service.quark_train(policy="tiny-t5", dataset=strategyqa_dataset, reward="genu", run_now=False,
+        quark_train(policy="tiny-t5", dataset=strategyqa_dataset, reward="genu", run_now=False,
                                   params={"answerer_i": t5_source.pk, "answerer_ir": t5_source.pk})
 
 

@@ -18,8 +18,10 @@ from studies.lm.backends import Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.lm.rewards import Reward, RewardSample
 from studies.models import Dataset, Item, RationaleSource
-from studies.services.generation.common import GenerationError, lm_source, prompt_item
-from studies.services.generation.rationales import train_demonstrations
+
+from .common import lm_source, prompt_item
+from .errors import GenerationError
+from .rationales import train_demonstrations
 
 TRAINABLE = ("seq2seq", "causal")
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from studies.lm.rewards import MarkerReward, Reward, RewardSample, parse_reward_spec
 from studies.models import Item, RationaleSource
-from studies.services.generation.common import GenerationError
 from studies.services.genu import genu_answerer_check, genu_questions, genu_score
+
+from .errors import GenerationError
 
 
 class GenUReward:

@@ -1,0 +1,155 @@
+"""What every LM job kind does the same way once it runs, in one place:
+
+- **progress and cancel**: :class:`StepProgress` reports the steps of a training kind (done, rate,
+  ETA) and says whether the job was asked to stop; item kinds smooth their rate per batch with
+  :func:`smoothed_rate` and read their ETA from :func:`eta_seconds`;
+- **fail and finish**: :func:`generation_job_fail` records why a job stopped;
+  :func:`generation_job_finish` (or :func:`mark_done` on a job the caller holds locked) moves a
+  running job to DONE with its final counts and params. A job cancelled meanwhile stays cancelled:
+  what it stored stands;
+- **model folders**: :func:`model_folder_publish` writes a folder beside its place and swaps it in
+  so that a crash leaves the old folder or the new one, never half of either;
+- **sources**: :func:`output_name_check` refuses an output name a non-LM source holds, and
+  :func:`model_source_register` registers (or updates) the LM rationale source of a checkpoint.
+
+Status changes go through ``GenerationJob.STATUS`` (:mod:`lab.transitions`)."""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from studies.models import GenerationJob, RationaleSource
+
+from .errors import GenerationError
+
+Status = GenerationJob.Status
+
+
+# --- progress and cancel ------------------------------------------------------------------------
+def eta_seconds(remaining: float, rate: float | None) -> float | None:
+    """Seconds left at ``rate`` units a second (None while the rate is unknown or zero)."""
+    return remaining / rate if rate else None
+
+
+def smoothed_rate(previous: float | None, latest: float) -> float:
+    """The job's rate after a batch that ran at ``latest``: the mean of it and the rate before."""
+    return latest if previous is None else 0.5 * previous + 0.5 * latest
+
+
+def job_touch(job_id: int) -> None:
+    """Mark the job as moving (beat queues again only the jobs that stopped moving)."""
+    GenerationJob.objects.filter(pk=job_id).update(updated_at=timezone.now())
+
+
+def cancel_requested(job_id: int) -> bool:
+    """Whether someone asked the job to stop (``generation_job_cancel``) since it started."""
+    return GenerationJob.objects.filter(pk=job_id, cancel_requested=True).exists()
+
+
+class StepProgress:
+    """Progress of a job that runs ``total`` steps in one process (fine-tuning, Quark): each
+    :meth:`report` stores the steps done, the rate since this process started (from step
+    ``started_from``) and the ETA, touches the job (so beat sees it move), and says whether to go
+    on (False once a cancel was requested). ``every``: report one step in that many (and the last)."""
+
+    def __init__(self, job_id: int, *, total: int, started_from: int = 0, every: int = 1):
+        self.job_id, self.total, self.started_from, self.every = job_id, total, started_from, max(1, every)
+        self.began = time.monotonic()
+
+    def report(self, step: int) -> bool:
+        if step % self.every and step != self.total:
+            return True
+        rate = (step - self.started_from) / max(time.monotonic() - self.began, 1e-6)
+        GenerationJob.objects.filter(pk=self.job_id).update(
+            done=step, rate=rate, eta_seconds=eta_seconds(self.total - step, rate), updated_at=timezone.now())
+        return not cancel_requested(self.job_id)
+
+
+# --- fail and finish ----------------------------------------------------------------------------
+def generation_job_fail(*, job_id: int, error: str) -> None:
+    """Record why a job stopped (shown in the admin); it can be resumed."""
+    with transaction.atomic():
+        job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.status in (Status.DONE, Status.CANCELLED):
+            return
+        GenerationJob.STATUS.move(job, Status.FAILED, error=error[:5000], eta_seconds=None,
+                                  finished_at=timezone.now())
+
+
+def mark_done(locked: GenerationJob, **changes) -> None:
+    """Move ``locked`` (held with ``select_for_update`` by the caller) to DONE with ``changes``
+    when it is running; a job cancelled or failed meanwhile keeps its status."""
+    if locked.status == Status.RUNNING:
+        GenerationJob.STATUS.move(locked, Status.DONE, finished_at=timezone.now(), eta_seconds=0.0, **changes)
+
+
+def generation_job_finish(*, job_id: int, params: dict | None = None) -> GenerationJob:
+    """A job that did all its work: ``params`` merged into its own and ``done`` set to ``total``
+    (stored whatever its status: what it produced stands), then DONE if it is running."""
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job_id)
+        locked.params = {**locked.params, **(params or {})}
+        locked.done = locked.total
+        locked.save(update_fields=["params", "done", "updated_at"])
+        mark_done(locked)
+        return locked
+
+
+# --- model folders ------------------------------------------------------------------------------
+def slug(text: str) -> str:
+    """``text`` as a folder name: runs of other characters than letters, digits, ``_.-`` become
+    one ``-``; at most 100 characters; ``model`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:100] or "model"
+
+
+def model_folder(output_name: str) -> Path:
+    """Where a job's checkpoint named ``output_name`` is published: under ``RL_MODEL_DIR``."""
+    return Path(settings.RL_MODEL_DIR) / slug(output_name)
+
+
+def model_folder_publish(folder: Path, write: Callable[[Path], None], *, partial_name: str = "") -> Path:
+    """Publish ``folder`` crash-safely: ``write`` makes and fills a fresh folder beside it
+    (``partial_name``, by default ``<name>.partial``; one left by a crashed write is deleted
+    first), as ``save_pretrained`` or ``shutil.copytree`` do, then the old folder
+    is moved aside to ``<name>.old``, the new one renamed into place and the old one deleted.
+    Each step is a rename, so a crash leaves the old or the new folder (under its name or
+    ``.old``), never a half-written one under ``folder``'s name. Returns ``folder``."""
+    partial = folder.with_name(partial_name or folder.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    write(partial)
+    old = folder.with_name(folder.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if folder.exists():
+        folder.rename(old)
+    partial.rename(folder)
+    if old.exists():
+        shutil.rmtree(old)
+    return folder
+
+
+# --- sources ------------------------------------------------------------------------------------
+def output_name_check(name: str) -> None:
+    """A job may register its checkpoint as ``name`` unless a source that is not an LM holds it
+    (an LM source of that name is the job's to update)."""
+    existing = RationaleSource.objects.filter(name=name).first()
+    if existing is not None and existing.kind != RationaleSource.Kind.LM:
+        raise GenerationError(f"a non-LM rationale source is already named {name!r}: pick another output_name")
+
+
+def model_source_register(*, name: str, backend: str, folder: Path, **fields) -> RationaleSource:
+    """The LM rationale source ``name`` reading the checkpoint in ``folder`` with ``backend``,
+    created or updated with ``fields`` (description, training record, decoding, template...)."""
+    source, _ = RationaleSource.objects.update_or_create(
+        name=name, defaults={"kind": RationaleSource.Kind.LM, "backend": backend,
+                             "model_name_or_path": str(folder), **fields})
+    return source
