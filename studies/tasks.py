@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 
 from studies.lm.backends import TransientBackendError
 from studies.services.generation import generation_job_run_batch, generation_jobs_resume_stalled
@@ -45,10 +47,6 @@ def run_generation_job(job_id: int) -> None:
 @shared_task(name="studies.resume_stalled_generation_jobs", acks_late=True, soft_time_limit=60, time_limit=90)
 def resume_stalled_generation_jobs() -> list[int]:
     """Beat, every minute: queue again the jobs whose message died with a killed worker."""
-    from datetime import timedelta
-
-    from django.conf import settings
-
     return generation_jobs_resume_stalled(stalled_after=timedelta(seconds=settings.RL_LM_STALL_SECONDS))
 
 

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from studies.models import GeneralizationQuestion, ImportRecord
-from studies.services.genu import genu_questions
+from studies.services.generation.genu import genu_questions
 from studies.services.importers import (
     ImportValidationError,
     generalization_questions_import,

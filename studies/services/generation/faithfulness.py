@@ -21,7 +21,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from studies.lm import highlights
-from studies.lm.label_scoring import TASK_BACKENDS
+from studies.lm.label_scoring import TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
 
 from .common import (
@@ -89,8 +89,6 @@ class FaithfulnessHandler(ItemHandler):
         return done | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
-        from studies.lm.label_scoring import LabelScorer
-
         scorer = LabelScorer(job.params["task_backend"], job.params["task_model"])
         rationales = list(Rationale.objects.filter(source_id=job.source_id, item_id__in=item_ids)
                           .select_related("item__dataset").order_by("item_id"))

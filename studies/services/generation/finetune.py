@@ -35,6 +35,8 @@ import math
 import random
 
 from studies.lm import templates
+from studies.lm.backends import select_device
+from studies.lm.training import train_seq2seq
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
 
 from .common import Handler, Prepared, prompt_item
@@ -249,9 +251,6 @@ def _train(job: GenerationJob):
     """(model, tokenizer, final loss, device) trained as the job says; None when the base model
     does not load (the job is failed with why) or the job was cancelled while training."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from studies.lm.backends import select_device
-    from studies.lm.training import train_seq2seq
 
     params = job.params
     pairs, _ = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],

@@ -1,18 +1,191 @@
-"""Gen-U answer jobs: F^I and F^IR answer the generalization questions of the items that have a
-rationale from the source; one stored prediction per (question, source, answerer). The answering
-itself is :mod:`studies.services.genu`'s."""
+"""Gen-U answering (SPEC section 4): the answerers F^I (question only) and F^IR (question plus
+the original item's rationale) answer generalization questions; each question gets its score
+and each item the mode (:mod:`studies.lm.genu` holds the definition and the tie rule).
+
+Callable without a job: :func:`genu_score` takes (item, rationale text) pairs and the two
+answerers and returns per-question scores and per-pair Gen-U, storing nothing, so a trainer can
+use Gen-U as its reward. The ``genu_answers`` job (:class:`GenUHandler`, below) uses
+the same :func:`genu_questions` and :func:`genu_answer` and stores the predictions for scoring.
+
+Answerers are rationale sources of any backend (seq2seq with the FEB answer templates, causal or
+OpenAI-compatible with ``Question: / Choices: [/ Explanation:] / Answer:`` prompts), all through
+the one backend interface.
+
+The ``genu_answers`` job's handler lives here too: F^I and F^IR answer the generalization questions of
+the items that have a rationale from the source; one stored prediction per (question, source, answerer).
+"""
 from __future__ import annotations
 
-from studies.models import GenerationFailure, GenerationJob, GenUPrediction, Rationale, RationaleSource
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import QuerySet
+
+from studies.lm import genu, templates
+from studies.lm.backends import Decoding
+from studies.lm.parsing import ParseFailure, parse_causal_answer, parse_t5_answer
+from studies.models import (
+    GeneralizationQuestion,
+    GenerationFailure,
+    GenerationJob,
+    GenUPrediction,
+    Item,
+    Rationale,
+    RationaleSource,
+)
 
 from .common import (
     BatchOutput,
     GenerationError,
     ItemHandler,
     Prepared,
+    decoding_from,
+    lm_source,
     ordered_item_ids,
+    source_backend,
     store_failures,
+    yes_no_prompt_item,
 )
+
+ANSWERER_BACKENDS = ("seq2seq", "causal", "openai")
+ANSWER_DECODING = Decoding(do_sample=False, max_new_tokens=8, num_return_sequences=1)
+ROLES = {"I": "answerer_i", "IR": "answerer_ir"}
+QUESTION_FILTERS = {
+    True: "validated questions only",
+    False: "every question not marked invalid (unvalidated questions included)",
+}
+
+
+def genu_questions(*, item_ids, only_valid: bool = True) -> QuerySet[GeneralizationQuestion]:
+    """The generalization questions Gen-U answers: by default only those validated as valid (the
+    paper's); ``only_valid=False`` adds the unvalidated ones, an explicit choice that the job's
+    parameters and the score report state. Questions marked invalid never count."""
+    qs = GeneralizationQuestion.objects.filter(item_id__in=item_ids).exclude(
+        validation_status=GeneralizationQuestion.Validation.INVALID)
+    if only_valid:
+        qs = qs.filter(validation_status=GeneralizationQuestion.Validation.VALID)
+    return qs
+
+
+def genu_answerer_check(source: RationaleSource | None, role: str) -> RationaleSource:
+    """``source`` if it can answer as F^I (``role`` "I") or F^IR ("IR"); else a GenerationError."""
+    label = "answerer_i (F^I)" if role == "I" else "answerer_ir (F^IR)"
+    return lm_source(source, label, backends=ANSWERER_BACKENDS)
+
+
+@dataclass(frozen=True)
+class GenUAnswer:
+    """One answerer's answer to one question. ``parsed`` False: the output named no choice;
+    ``predicted`` is then blank and the question is left out of Gen-U."""
+
+    question_id: int
+    item_id: int
+    answerer: str  # "I" or "IR"
+    predicted: str
+    correct: bool
+    parsed: bool
+    raw: str
+    reason: str = ""
+
+
+def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: RationaleSource, role: str,
+                rationales: Sequence[str] = ()) -> list[GenUAnswer]:
+    """Answer ``questions`` with ``answerer`` as F^I (``role="I"``) or F^IR (``role="IR"``, with
+    ``rationales[i]`` shown beside ``questions[i]``). One batched backend call."""
+    if role not in ROLES:
+        raise ValueError(f"role must be 'I' or 'IR', not {role!r}")
+    if role == "IR" and len(rationales) != len(questions):
+        raise ValueError(f"F^IR needs one rationale per question: {len(questions)} questions, {len(rationales)} rationales")
+    if not questions:
+        return []
+    pitems = [yes_no_prompt_item(q.text, dataset=q.item.dataset.name, answer=q.answer) for q in questions]
+    seq2seq = answerer.backend == "seq2seq"
+    if role == "I":
+        prompts = [(templates.t5_answer_input if seq2seq else templates.causal_answer_input)(p) for p in pitems]
+    else:
+        make = templates.t5_answer_with_rationale_input if seq2seq else templates.causal_answer_with_rationale_input
+        prompts = [make(p, r) for p, r in zip(pitems, rationales, strict=True)]
+    decoding = decoding_from(answerer.decoding, **ANSWER_DECODING.as_json())
+    if not seq2seq and not decoding.stop:
+        decoding.stop = ["\n"]
+    parse = parse_t5_answer if seq2seq else parse_causal_answer
+    outputs = source_backend(answerer).generate(prompts, decoding)
+    answers = []
+    for question, pitem, samples in zip(questions, pitems, outputs, strict=True):
+        raw = samples[0] if samples else ""
+        parsed = parse(raw, pitem)
+        failed = isinstance(parsed, ParseFailure)
+        label = "" if failed else parsed.answer
+        answers.append(GenUAnswer(
+            question_id=question.pk, item_id=question.item_id, answerer=role, predicted=label,
+            correct=bool(label) and label == question.answer, parsed=not failed, raw=raw,
+            reason=parsed.reason if failed else "",
+        ))
+    return answers
+
+
+@dataclass(frozen=True)
+class QuestionScore:
+    pair: int  # index into the pairs given to genu_score
+    question_id: int
+    i: GenUAnswer
+    ir: GenUAnswer
+    score: int | None  # None: an answer did not parse, the question is left out
+
+    @property
+    def counted(self) -> bool:
+        return self.score is not None
+
+
+@dataclass
+class GenUResult:
+    questions: list[QuestionScore]
+    scores: list[int | None]  # Gen-U per pair; None where no question of its item counted
+    unparseable: dict[str, int] = field(default_factory=dict)  # {"F^I": n, "F^IR": n}
+    question_filter: str = ""
+    tie_rule: str = genu.TIE_RULE_TEXT
+
+
+def genu_score(*, pairs: Sequence[tuple[Item, str]], answerer_i: RationaleSource, answerer_ir: RationaleSource,
+               only_valid: bool = True, i_answers: dict[int, GenUAnswer] | None = None) -> GenUResult:
+    """Gen-U of each (item, rationale text) pair, storing nothing.
+
+    F^I answers depend on the question alone: pass the same ``i_answers`` dict to later calls and
+    it is filled and reused (a trainer scoring new rationales of the same items asks F^I once).
+    Items may repeat (several rationales of one item)."""
+    genu_answerer_check(answerer_i, "I")
+    genu_answerer_check(answerer_ir, "IR")
+    cache = {} if i_answers is None else i_answers
+    item_ids = {item.pk for item, _ in pairs}
+    questions = list(genu_questions(item_ids=item_ids, only_valid=only_valid)
+                     .select_related("item__dataset").order_by("item_id", "pk"))
+    by_item: dict[int, list[GeneralizationQuestion]] = {}
+    for q in questions:
+        by_item.setdefault(q.item_id, []).append(q)
+    missing_i = [q for q in questions if q.pk not in cache]
+    for answer in genu_answer(questions=missing_i, answerer=answerer_i, role="I"):
+        cache[answer.question_id] = answer
+    ir_questions, ir_rationales, ir_pairs = [], [], []
+    for index, (item, rationale) in enumerate(pairs):
+        for q in by_item.get(item.pk, []):
+            ir_questions.append(q)
+            ir_rationales.append(rationale)
+            ir_pairs.append(index)
+    ir_answers = genu_answer(questions=ir_questions, answerer=answerer_ir, role="IR", rationales=ir_rationales)
+    scored: list[QuestionScore] = []
+    per_pair: dict[int, list[int]] = {}
+    unparseable = {"F^I": 0, "F^IR": 0}
+    for pair, ir in zip(ir_pairs, ir_answers, strict=True):
+        i = cache[ir.question_id]
+        unparseable["F^I"] += not i.parsed
+        unparseable["F^IR"] += not ir.parsed
+        score = genu.question_score(i.correct, ir.correct) if i.parsed and ir.parsed else None
+        scored.append(QuestionScore(pair=pair, question_id=ir.question_id, i=i, ir=ir, score=score))
+        if score is not None:
+            per_pair.setdefault(pair, []).append(score)
+    scores = [genu.mode_score(per_pair[i]) if per_pair.get(i) else None for i in range(len(pairs))]
+    return GenUResult(questions=scored, scores=scores, unparseable=unparseable,
+                      question_filter=QUESTION_FILTERS[bool(only_valid)])
 
 
 class GenUHandler(ItemHandler):
@@ -20,7 +193,6 @@ class GenUHandler(ItemHandler):
     params_accepted = frozenset({"answerer_i", "answerer_ir", "only_valid"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
-        from studies.services.genu import ROLES, genu_answerer_check, genu_questions
 
         if source is None:  # any source: imported rationales have a Gen-U as much as generated ones
             raise GenerationError("choose the rationale source")
@@ -41,7 +213,6 @@ class GenUHandler(ItemHandler):
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
     def _questions(self, job, ids):
-        from studies.services.genu import genu_questions
 
         return genu_questions(item_ids=ids, only_valid=job.params.get("only_valid", True))
 
@@ -54,7 +225,6 @@ class GenUHandler(ItemHandler):
         return {i for i in ids if i not in incomplete}
 
     def generate(self, job, item_ids):
-        from studies.services.genu import ROLES, genu_answer
 
         source = job.source
         rationales = {r.item_id: r.text for r in Rationale.objects.filter(source=source, item_id__in=item_ids)}

@@ -1,7 +1,7 @@
 """The rewards a Quark job trains on, built from its spec (the interface is :mod:`studies.lm.rewards`).
 
 - ``genu``: :class:`GenUReward`, Gen-U (-1, 0 or 1; SPEC section 4) of each sampled rationale,
-  computed by the F^I / F^IR answerers through :func:`studies.services.genu.genu_score` on the
+  computed by the F^I / F^IR answerers through :func:`studies.services.generation.genu.genu_score` on the
   item's generalization questions (validated ones only unless the job says otherwise). Items
   without such questions cannot be rewarded: :func:`items_with_questions` leaves them out of the
   run and the job counts them.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from studies.lm.rewards import MarkerReward, Reward, RewardSample, parse_reward_spec
 from studies.models import Item, RationaleSource
-from studies.services.genu import genu_answerer_check, genu_questions, genu_score
+from studies.services.generation.genu import genu_answerer_check, genu_questions, genu_score
 
 from .errors import GenerationError
 

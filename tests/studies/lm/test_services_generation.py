@@ -370,7 +370,7 @@ def test_causal_answerers_go_through_the_same_backend_interface(lm_models, dev_i
 
 def test_genu_score_is_callable_without_a_job_and_stores_nothing(lm_models, dev_items, strategyqa_dataset):
     from studies.lm import genu as rule
-    from studies.services.genu import genu_score
+    from studies.services.generation.genu import genu_score
 
     genu_fixture(lm_models, dev_items, strategyqa_dataset, n=3)
     fi = t5_source(lm_models, name="F^I", key="t5_answerer")
