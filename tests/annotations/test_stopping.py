@@ -137,9 +137,10 @@ def test_the_setting_is_fixed_once_the_study_opens_and_needs_a_majority_scored_k
     study = one_unit_study()
     with pytest.raises(StudyError, match="whether a unit stops when its result is decided cannot change"):
         study_update(study=study, stop_when_decided=False)
-    with pytest.raises(StudyError, match="stop_when_decided"):
+    with pytest.raises(StudyError, match="no unit can be decided early") as refused:
         make_study(kind=Study.Kind.QUESTION_VALIDATION, n_sources=0, status=Study.Status.DRAFT,
                    stop_when_decided=True)
+    assert set(refused.value.problems) == {"stop_when_decided"}
 
 
 def test_a_study_whose_units_are_all_decided_closes_its_links_as_its_owner(django_capture_on_commit_callbacks):
