@@ -10,4 +10,4 @@ class AnnotationsConfig(AppConfig):
         # Register the app's Celery tasks in every process (web included): services send some of
         # them by name (``annotations.services.stopping.CLOSE_TASK``) and must find them registered,
         # so that eager mode and routing apply as for a task imported directly.
-        from annotations import tasks, tasks_platforms  # noqa: F401
+        from annotations import tasks  # noqa: F401 (the package registers both task modules)

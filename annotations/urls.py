@@ -1,7 +1,9 @@
 """Worker URLs, mounted under ``/w/`` by ``config/urls.py``."""
 from django.urls import path
 
-from annotations import views, views_entry, views_preview
+from annotations.views import entry as views_entry
+from annotations.views import preview as views_preview
+from annotations.views import task as views
 
 app_name = "annotations"
 

@@ -15,9 +15,9 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from annotations.selectors_cost import study_cost_and_pay
-from annotations.selectors_entry import study_entry_warnings
-from annotations.selectors_progress import studies_completion
+from annotations.selectors.cost import study_cost_and_pay
+from annotations.selectors.entry import study_entry_warnings
+from annotations.selectors.progress import studies_completion
 from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
@@ -89,7 +89,7 @@ class StudyForm(forms.ModelForm):
 
 def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
     """The design (``studies.selectors.study_design_summary``) and what it costs and pays (the one
-    cost-and-pay reading, ``annotations.selectors_cost.study_cost_and_pay``, that the publish page,
+    cost-and-pay reading, ``annotations.selectors.cost.study_cost_and_pay``, that the publish page,
     the API and ``publish_study`` quote too)."""
     s, e, pay = summary, cost.estimate, cost.pay
     rows = [

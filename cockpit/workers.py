@@ -15,7 +15,7 @@ from django.urls import path, reverse
 from annotations.admin.actions import BonusForm, post_action, task_ids
 from annotations.models import Assignment, Bonus, Participant, ParticipantLink
 from annotations.selectors import study_withdrawals_summary
-from annotations.selectors_review import (
+from annotations.selectors.review import (
     study_attention_failures,
     study_participants,
     study_worker,
@@ -23,8 +23,8 @@ from annotations.selectors_review import (
     worker_assignments,
 )
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
-from annotations.services.platforms.close import worker_block
 from annotations.services.platforms.review import assignment_approve, assignment_reject
 from annotations.services.withdrawal import participant_withdraw
 from cockpit.views_common import study_context, study_for

@@ -19,6 +19,3 @@ def ping(value: str = "pong") -> dict:
     """Health check: a worker answers with the value and its hostname."""
     return {"value": value, "host": socket.gethostname()}
 
-
-# Crowd-platform tasks live in annotations/tasks_platforms.py (not tasks.py).
-app.autodiscover_tasks(related_name="tasks_platforms")

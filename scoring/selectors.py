@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scoring import core
-from scoring.metrics import planning
+from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Study
 from studies.selectors import studies_for_user
@@ -59,7 +58,7 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
     over all sources, observed with its workers per unit and answer choices."""
     if key == RELEASED_PRIOR:
         priors = planning.released_priors()
-        pooled = priors.pop(core.ALL)
+        pooled = priors.pop(pipeline.ALL)
         return PlanPrior(key, RELEASED_PRIOR_LABEL, priors, pooled)
     if key not in dict(plan_prior_choices(user=user)):
         raise ValueError(f"Unknown prior {key[:40]!r}: pick the released study or a scored pilot you may view.")
@@ -76,9 +75,9 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
         except (KeyError, TypeError, ValueError):
             continue
         priors[name] = planning.SourcePrior.from_shares(name, useful, unsure, raters=raters, choices=choices)
-    if core.ALL not in priors:
+    if pipeline.ALL not in priors:
         raise ValueError(f"The pilot {study.name!r} has no utility shares in its latest scored run.")
-    pooled = priors.pop(core.ALL)
+    pooled = priors.pop(pipeline.ALL)
     label = f"the pilot {study.name} (latest scored run {run.pk}, {raters} workers per unit)"
     return PlanPrior(key, label, priors, pooled)
 

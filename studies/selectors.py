@@ -36,7 +36,7 @@ class StudyDesignSummary:
     questions: int
     workers: int
     # The design's planned time (its estimate); what the study costs and pays is read by the one
-    # cost-and-pay selector, ``annotations.selectors_cost.study_cost_and_pay``.
+    # cost-and-pay selector, ``annotations.selectors.cost.study_cost_and_pay``.
     minutes_per_task: Decimal
     worker_hours: Decimal
     missing_rationales: int
@@ -50,7 +50,7 @@ class StudyDesignSummary:
 
 def study_design_summary(*, study: Study) -> StudyDesignSummary:
     """The design at a glance: units, answers to collect, tasks and the planned time. Cost and
-    pay are not the design's: ``annotations.selectors_cost.study_cost_and_pay`` quotes them.
+    pay are not the design's: ``annotations.selectors.cost.study_cost_and_pay`` quotes them.
 
     Units are what the unit builder makes (``studies.design.design_units``); tasks and workers
     follow the assignment rule (``design_capacity``: a task holds at most one unit of each

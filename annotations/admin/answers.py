@@ -2,7 +2,7 @@
 worker saw (on the answer given after it), both answers of the question, whether each was right,
 the time it took, the worker's pseudonym and any problem they reported; filtered by study,
 source, step, correctness, worker and reported problem. Read-only: answers are written by the
-worker pages only. The columns come from ``annotations.selectors_review.answers_for_review``."""
+worker pages only. The columns come from ``annotations.selectors.review.answers_for_review``."""
 from __future__ import annotations
 
 from django.contrib import admin
@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from annotations.models import Annotation
 from annotations.selectors import rationale_text
-from annotations.selectors_review import answers_for_review, assignments_failing_attention
+from annotations.selectors.review import answers_for_review, assignments_failing_attention
 from studies.admin.display import short_text, short_text_with_title
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 

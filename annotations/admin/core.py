@@ -32,7 +32,7 @@ class ReadOnlyMixin:
 @admin.register(Participant)
 class ParticipantAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     """Workers who took a task in a study the user may see. Nothing here is edited: a block is
-    made on the worker's page of a study (``close.worker_block``, which decides what it covers and
+    made on the worker's page of a study (``blocks.worker_block``, which decides what it covers and
     who may block everywhere); ``blocked`` is the superuser's block in every study."""
 
     study_path = "assignments__study"

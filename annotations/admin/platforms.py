@@ -32,15 +32,15 @@ from annotations.models import (
 )
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
-from annotations.selectors_cost import study_cost_and_pay
-from annotations.selectors_platforms import (
+from annotations.selectors.cost import study_cost_and_pay
+from annotations.selectors.platforms import (
     study_bonus_candidates,
     study_dry_runs_shown,
     study_link_rows,
     study_platform_overview,
 )
-from annotations.selectors_progress import study_early_stopping
-from annotations.selectors_review import study_attention_failures
+from annotations.selectors.progress import study_early_stopping
+from annotations.selectors.review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import access_study, study_assignments
@@ -49,7 +49,7 @@ from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
-from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task, queue_in_batches
+from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_task, queue_in_batches
 from lab.spreadsheet import csv_writer
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 from studies.models import Platform, Study

@@ -41,7 +41,7 @@ class FlaggedAnswer(Annotation):
 
 
 class WorkerBlock(models.Model):
-    """A researcher's block of a worker (``annotations.services.platforms.close.worker_block``).
+    """A researcher's block of a worker (``annotations.services.platforms.blocks.worker_block``).
     It covers the study it was made on and every study owned by the researcher who made it
     (``annotations.selectors.participant_blocked``), never another researcher's. ``everywhere``:
     a superuser's block of the worker in every study (it also sets ``Participant.blocked`` and

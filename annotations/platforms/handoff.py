@@ -40,7 +40,7 @@ from django.urls import reverse
 
 from annotations.models.platforms import Publication
 from annotations.platforms import mturk, prolific
-from annotations.selectors_platforms import study_prolific_study_ids
+from annotations.selectors.platforms import study_prolific_study_ids
 from studies.models import Platform
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"

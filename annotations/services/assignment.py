@@ -47,7 +47,6 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
-from annotations import selectors_entry
 from annotations.models import (
     Assignment,
     AttentionCheck,
@@ -58,6 +57,7 @@ from annotations.models import (
     Unit,
 )
 from annotations.models.core import RAND_KEY_SPAN
+from annotations.selectors import entry as selectors_entry
 from annotations.selectors import participant_blocked
 from annotations.services.errors import (
     NotQualified,

@@ -16,7 +16,7 @@ The rules (the README's "Security model" says the same):
 - A consent form is taken once: its one-time nonce becomes a ``ConsentReceipt`` in the same
   transaction as the participant it made, and the task it gave is recorded on it, so a retried
   form gets the same task. A form that was refused gets no trust from being sent again. (The
-  nonce is bound to the browser that loaded the landing page: ``annotations.views_entry``.)
+  nonce is bound to the browser that loaded the landing page: ``annotations.views.entry``.)
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from annotations import selectors_entry
 from annotations.models import Assignment, ConsentReceipt, Participant, ParticipantLink
+from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import PlatformAssignmentTaken, TaskInProgress
 from annotations.services.participants import OTHER_TASK_IN_PROGRESS

@@ -1,6 +1,6 @@
 """Plain participant links: making single-person links and open links. No money moves.
 
-Workers redeem them on the worker pages (``annotations.views_entry``, through
+Workers redeem them on the worker pages (``annotations.views.entry``, through
 ``annotations.services.participants.participant_link_redeem`` and ``open_link_join``).
 """
 from __future__ import annotations

@@ -23,8 +23,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from annotations import selectors_entry
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink, PlatformAssignmentBinding
+from annotations.selectors import entry as selectors_entry
 from annotations.services.errors import AnnotationError, StudyNotOpen, TaskInProgress
 from studies.models import Platform, Study
 

@@ -146,7 +146,7 @@ def unit_decide_for_assignment(*, assignment_id: int) -> list[int]:
 
 # --- closing a study whose units are all decided ----------------------------------------------------
 
-# The task that closes one (``annotations.tasks.close_decided_study`` is registered under this name),
+# The task that closes one (``annotations.tasks.assignments.close_decided_study`` is registered under this name),
 # sent by name: the tasks call this module, so it does not import them.
 CLOSE_TASK = "annotations.close_decided_study"
 

@@ -85,7 +85,7 @@ def demo(q_before: float, q_after: float) -> None:
     from django.core.management import call_command
 
     from annotations.models import Claim, Unit
-    from annotations.selectors_progress import study_early_stopping
+    from annotations.selectors.progress import study_early_stopping
     from annotations.services.answers import annotation_submit, assignment_submit
     from annotations.services.assignment import assignment_start
     from annotations.services.errors import NoWorkAvailable

@@ -1,4 +1,4 @@
-"""Scoring benchmark: synthetic annotations scored end to end through ``scoring.core.score_frames``,
+"""Scoring benchmark: synthetic annotations scored end to end through ``scoring.metrics.pipeline.score_frames``,
 the composition ``study_score`` runs on a study's rows once they are loaded (there without the
 database's per-unit columns: the synthetic units carry their task accuracy), and relative
 consistency for large numbers of bundles.
@@ -24,8 +24,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scoring import core  # noqa: E402
-from scoring.metrics import relative_consistency  # noqa: E402
+from scoring.metrics import (
+    pipeline,  # noqa: E402
+    relative_consistency,  # noqa: E402
+)
 
 
 def synthetic(n_units: int, workers: int, n_sources: int = 3, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -81,7 +83,7 @@ def main() -> None:
 
     gc.collect()
     t, cpu = time.perf_counter(), time.process_time()
-    scored = core.score_frames(units, annotations, expected_raters=args.workers)
+    scored = pipeline.score_frames(units, annotations, expected_raters=args.workers)
     elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     print(f"score_frames end to end (majorities, utility, shares + bootstrap CIs, Theil's U, "
           f"Krippendorff alpha, Fleiss kappa): {elapsed:.2f} s wall, {cpu:.2f} s CPU; peak RSS {peak_rss_mib():.0f} MiB")
@@ -97,7 +99,7 @@ def main() -> None:
 
     tracemalloc.start()
     t = time.perf_counter()
-    core.score_frames(units, annotations, expected_raters=args.workers)
+    pipeline.score_frames(units, annotations, expected_raters=args.workers)
     traced = time.perf_counter() - t
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

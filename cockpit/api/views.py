@@ -26,14 +26,14 @@ from rest_framework.response import Response
 from annotations.api.views import AnnotationViewSet as AnswersViewSet
 from annotations.models import Annotation, Unit, Withdrawal
 from annotations.selectors import claims_that_count_in_any_study
-from annotations.selectors_cost import study_cost_and_pay
+from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.platforms.access import PlatformAccessDenied
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
 from cockpit.api.serializers import WithdrawalRequestSerializer, WithdrawalSerializer
 from lab.api.counts import correlated_count
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
-from scoring.api.export import SCORE_COLUMNS, score_rows, source_summaries
 from scoring.api.export_annotations import annotation_columns, annotation_rows
+from scoring.api.export_units import SCORE_COLUMNS, score_rows, source_summaries
 from scoring.api.filters import ScoredAnnotationFilter, UnitScoreFilter
 from scoring.api.serializers import SourceSummarySerializer
 from scoring.metrics.labels import UTILITY_CHOICES

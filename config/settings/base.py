@@ -276,7 +276,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TIME_LIMIT = 6 * 3600
 CELERY_TASK_SOFT_TIME_LIMIT = 6 * 3600 - 60
 CELERY_BEAT_SCHEDULE: dict = {}
-# Crowd platforms (annotations.tasks_platforms): sync live MTurk / Prolific publications.
+# Crowd platforms (annotations.tasks.platforms): sync live MTurk / Prolific publications.
 CELERY_BEAT_SCHEDULE["platforms-sync-open-studies"] = {
     "task": "annotations.platforms.sync_open_studies",
     "schedule": float(os.environ.get("RL_PLATFORM_SYNC_SECONDS", "300")),

@@ -24,7 +24,7 @@ from annotations.selectors import claim_counts
 from annotations.services.steps import answer_is_correct
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
-from scoring.api.export import utility_label
+from scoring.api.export_units import utility_label
 from scoring.models import UnitScore
 from studies.models import Study
 

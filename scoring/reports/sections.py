@@ -18,7 +18,7 @@ from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
-from scoring.services.export import share_rows
+from scoring.services.results_folder import share_rows
 from studies.models import RationaleSource
 
 ALL = "all"

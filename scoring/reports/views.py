@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from scoring import plots
 from scoring.models import ScoreRun
-from scoring.progress import score_progress
 from scoring.reports.download import report_zip, zip_name
 from scoring.reports.sections import render_figure, report_sections
+from scoring.run_stages import score_progress
 
 POLL_SECONDS = 2
 STATE_LABELS = {
@@ -78,7 +78,7 @@ def download_view(model_admin, request, run_id: int):
 
 def run_state(run: ScoreRun) -> dict:
     """What the state page shows, as JSON. ``progress`` ({stage, step, steps}) is the stage a
-    running task last told (``scoring.progress``), None when it told nothing."""
+    running task last told (``scoring.run_stages``), None when it told nothing."""
     end = run.finished_at or timezone.now()
     progress = score_progress(run.task_id) if run.status == ScoreRun.Status.RUNNING else None
     label = STATE_LABELS[run.status]

@@ -1,7 +1,7 @@
 """Scoring a study: load its rows into frames, run the vectorised core, store the results.
 
 Each step (generalization, utility, properties model, faithfulness) returns its part of the results
-(``core.Part``: its keys, its warnings, its per-unit table); ``_compute`` merges them in the order
+(``pipeline.Part``: its keys, its warnings, its per-unit table); ``_compute`` merges them in the order
 below, so a key is found in the step that returns it.
 
 ``study_score(*, study) -> ScoreRun`` is the one entry point (the management command, the Celery
@@ -53,12 +53,13 @@ from django.utils import timezone
 
 from annotations.models import Annotation, Unit
 from annotations.selectors import claims_that_count, study_withdrawals_summary
-from scoring import core, metrics
-from scoring.core import Part
+from scoring import metrics
 from scoring.errors import ScoringError
+from scoring.metrics import pipeline
+from scoring.metrics.pipeline import Part
 from scoring.models import ScoreRun, UnitScore
-from scoring.progress import score_stage
-from scoring.services.gen_u import gen_u_results
+from scoring.run_stages import score_stage
+from scoring.services.genu import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, Study
 
@@ -110,7 +111,7 @@ def _task_correct(study: Study, frame: pd.DataFrame) -> pd.Series:
     return merged["task_correct"].astype(object).where(merged["task_correct"].notna(), None).to_numpy()
 
 
-# --- parts of the results: each step returns its keys and warnings (``core.Part``) --------------
+# --- parts of the results: each step returns its keys and warnings (``pipeline.Part``) --------------
 
 
 def _similarity_pairs(frame: pd.DataFrame) -> pd.DataFrame:
@@ -217,8 +218,8 @@ def _generalization_consistency(frame: pd.DataFrame) -> dict:
     bundles = frame["item_id"].astype(str) + "|" + frame["source"].astype(str)
     consistency = {
         "all_generalization_questions": {
-            "before": core.bundle_consistency(frame["before_correct"], bundles),
-            "after": core.bundle_consistency(frame["after_correct"], bundles),
+            "before": pipeline.bundle_consistency(frame["before_correct"], bundles),
+            "after": pipeline.bundle_consistency(frame["after_correct"], bundles),
         }
     }
     cf = frame[(frame["qtype"] == "counterfactual") & frame["orig_after_correct"].notna()]
@@ -230,7 +231,7 @@ def _generalization_consistency(frame: pd.DataFrame) -> dict:
         for step in ("before", "after"):
             correct = pd.concat([cf[f"{step}_correct"].astype(bool),
                                  originals[f"orig_{step}_correct"].astype(bool)], ignore_index=True)
-            stacked[step] = core.bundle_consistency(correct, ids)
+            stacked[step] = pipeline.bundle_consistency(correct, ids)
         consistency["item_with_counterfactuals"] = stacked
     return consistency
 
@@ -240,7 +241,7 @@ def _generalization(study: Study) -> Part:
     units = _units_frame(study, generalization=True)
     if units.empty:
         raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
-    outcomes = core.collected_outcomes(units, _annotation_frame(study, generalization=True),
+    outcomes = pipeline.collected_outcomes(units, _annotation_frame(study, generalization=True),
                                        expected_raters=study.annotators_per_unit)
     results = {  # in the order results.json has always had
         "ties": outcomes.results["ties"], "n_units": outcomes.results["n_units"],
@@ -433,7 +434,7 @@ def _imported_frame(study: Study) -> pd.DataFrame:
         "before_tie", "after_tie", "n_annotators", "reported_utility"])
     for step in ("before", "after"):
         df[f"{step}_majority"] = df[f"{step}_majority"].astype(object).where(~df[f"{step}_tie"], None)
-    return core.add_utility(df)
+    return pipeline.add_utility(df)
 
 
 def _imported_outcomes(study: Study) -> Part:
@@ -460,7 +461,7 @@ def _imported_outcomes(study: Study) -> Part:
 
 def _annotate(study: Study, *, similarity: bool):
     """What a utility study's units get from outside the answers: the source's task accuracy,
-    Gen-U and similarity to the gold rationale (``core.score_units``'s ``annotate``)."""
+    Gen-U and similarity to the gold rationale (``pipeline.score_units``'s ``annotate``)."""
 
     def annotate(frame: pd.DataFrame) -> Part:
         frame = frame.assign(task_correct=_task_correct(study, frame))
@@ -469,7 +470,7 @@ def _annotate(study: Study, *, similarity: bool):
         score_stage("similarity to the gold rationale (BERTScore)")
         sim = _similarity(gen_u.frame, enabled=similarity, dataset=study.dataset.name)
         score_stage("shares, intervals and associations")
-        return core.merge([gen_u, sim], frame=sim.frame)
+        return pipeline.merge([gen_u, sim], frame=sim.frame)
 
     return annotate
 
@@ -477,11 +478,11 @@ def _annotate(study: Study, *, similarity: bool):
 def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
     annotate = _annotate(study, similarity=similarity)
     if study.is_imported_outcome:
-        return core.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
+        return pipeline.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
     units = _units_frame(study, generalization=False)
     if units.empty:
         raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
-    return core.score_frames(
+    return pipeline.score_frames(
         units, _annotation_frame(study, generalization=False), expected_raters=study.annotators_per_unit,
         annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
     )
@@ -553,8 +554,8 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))
     parts.append(_withdrawals(study))
-    merged = core.merge(parts)
-    return core.clean_json({**merged.results, "warnings": merged.warnings}), frame
+    merged = pipeline.merge(parts)
+    return pipeline.clean_json({**merged.results, "warnings": merged.warnings}), frame
 
 
 def _withdrawals(study: Study) -> Part:

@@ -1,6 +1,6 @@
 """Gen-U (SPEC section 4): the one definition of the per-question score, the mode and its tie
 rule, and their vectorised form. Pure Python / pandas, no Django: the Gen-U answering service
-(:mod:`studies.services.generation.genu`), scoring (``scoring.core``, ``scoring.metrics``) and a trainer that
+(:mod:`studies.services.generation.genu`), scoring (``scoring.metrics.pipeline``, ``scoring.metrics``) and a trainer that
 uses Gen-U as its reward all read it from here.
 
 For generalization question i of item x, with F^I answering the question alone and F^IR the

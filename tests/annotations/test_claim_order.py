@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from annotations.models import Unit
 from annotations.models.core import RAND_KEY_SPAN
 from annotations.services.assignment import assignment_start
-from annotations.views_preview import preview_task
+from annotations.views.preview import preview_task
 from tests.annotations.factories import ParticipantFactory, make_study
 
 pytestmark = pytest.mark.django_db

@@ -63,7 +63,7 @@ def test_the_first_answer_window_is_a_setting(settings):
 def test_the_expiry_task_declares_no_retry_it_does_not_do():
     """Issue 11: the task set ``max_retries`` and ``retry_backoff`` without ``autoretry_for``, so
     they did nothing. The next beat run is its retry."""
-    from annotations.tasks import expire_stale_assignments
+    from annotations.tasks.assignments import expire_stale_assignments
 
     assert not getattr(expire_stale_assignments, "autoretry_for", ())
     assert not getattr(expire_stale_assignments, "retry_backoff", False)

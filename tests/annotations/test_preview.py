@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from annotations.models import Annotation, Assignment, Claim, Participant, Unit
 from annotations.services.assignment import assignment_start
-from annotations.views_preview import preview_task
+from annotations.views.preview import preview_task
 from studies.models import Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
 

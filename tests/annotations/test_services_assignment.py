@@ -27,7 +27,7 @@ from annotations.services.errors import (
 )
 from annotations.services.opening import study_open
 from annotations.services.release import assignment_expire_stale, assignment_return
-from annotations.tasks import expire_stale_assignments
+from annotations.tasks.assignments import expire_stale_assignments
 from studies.models import Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
 

@@ -15,7 +15,7 @@ from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
 from annotations.services.platforms.publish import study_publish
 from annotations.services.release import assignment_release
-from annotations.tasks import close_decided_studies
+from annotations.tasks.assignments import close_decided_studies
 from studies.models import Study
 from studies.services.studies import StudyError, study_update
 from tests.annotations.factories import ParticipantFactory, make_study

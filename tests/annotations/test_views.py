@@ -331,7 +331,7 @@ def test_leave_gives_units_back(client):
 
 
 def test_a_worker_can_flag_a_broken_question_and_earns_the_bonus_once_a_researcher_accepts_it(client):
-    from annotations.selectors_platforms import study_bonus_candidates
+    from annotations.selectors.platforms import study_bonus_candidates
     from annotations.services.flags import flag_accept
 
     study = make_study(n_items=1, n_sources=1, units_per_task=1)

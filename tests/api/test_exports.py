@@ -10,8 +10,8 @@ from django.http import StreamingHttpResponse
 
 from lab.api.streaming import iter_parquet
 from lab.pseudonyms import worker_pseudonym
-from scoring.api.export import SCORE_COLUMNS
 from scoring.api.export_annotations import ANNOTATION_COLUMNS
+from scoring.api.export_units import SCORE_COLUMNS
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from scoring.api.export import SCORE_COLUMNS
 from scoring.api.export_annotations import ANNOTATION_COLUMNS
+from scoring.api.export_units import SCORE_COLUMNS
 from studies.api.tokens import api_token_create
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from django.urls import reverse
 from playwright.sync_api import Browser, Page, expect
 
 from annotations.models import Annotation, Assignment, FlagReview, OpenLink, PlatformCall
-from annotations.selectors_platforms import study_bonus_candidates
+from annotations.selectors.platforms import study_bonus_candidates
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Item, Study
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotations.selectors_cost import study_cost_and_pay
+from annotations.selectors.cost import study_cost_and_pay
 from tests.annotations.factories import make_study
 from tests.cockpit.conftest import staff_client
 from tests.work import work

@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from annotations.selectors_cost import study_cost_and_pay
+from annotations.selectors.cost import study_cost_and_pay
 from studies import demo
 from studies.models import Dataset, ImportRecord, Item, Rationale, RationaleSource, Study
 from studies.selectors import study_design_summary

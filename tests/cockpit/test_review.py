@@ -162,7 +162,7 @@ def test_reviewing_needs_pay_access(reviewed):
 def test_review_export_and_grading_read_one_rule_for_a_right_answer(reviewed):
     """Whether an answer is right is decided once (exact label equality): the answers list, the
     export's ``answer_correct`` and the attention check's grade agree on every answer."""
-    from annotations.selectors_review import answers_for_review
+    from annotations.selectors.review import answers_for_review
     from scoring.api.export_annotations import annotation_columns, annotation_rows
 
     _, study, _ = reviewed

@@ -14,7 +14,6 @@ from dython.nominal import correlation_ratio as dython_eta
 from dython.nominal import theils_u as dython_u
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
-from scoring import core
 from scoring.metrics import (
     bootstrap_ci,
     comprehensiveness,
@@ -25,6 +24,7 @@ from scoring.metrics import (
     gen_u,
     krippendorff_alpha,
     majority_vote,
+    pipeline,
     relative_consistency,
     share_cis,
     sufficiency,
@@ -55,7 +55,7 @@ def test_utility_category_follows_spec_table(before, after, expected):
 
 
 def test_vectorised_utility_agrees_with_the_table_on_every_before_after_tie_combination():
-    """``core.add_utility`` (the pipeline's) is derived from ``utility_category`` (the table):
+    """``pipeline.add_utility`` (the pipeline's) is derived from ``utility_category`` (the table):
     every combination of a right, wrong or tied (no majority) answer before and after gives the
     same category, a tie counted as wrong."""
     outcomes = {"right": "yes", "wrong": "no", "tie": None}
@@ -65,13 +65,13 @@ def test_vectorised_utility_agrees_with_the_table_on_every_before_after_tie_comb
         "before_majority": [outcomes[b] for b, _ in combos],
         "after_majority": [outcomes[a] for _, a in combos],
     })
-    got = core.add_utility(frame)["utility"].tolist()
+    got = pipeline.add_utility(frame)["utility"].tolist()
     expected = [utility_category(b == "right", a == "right") for b, a in combos]
     assert got == expected
     assert sorted(set(got)) == [-1, 0, 1]  # every category is reached
     # The same for multiple-choice labels and a frame whose majorities are all missing.
     mc = pd.DataFrame({"gold": ["c", "c"], "before_majority": ["a", "c"], "after_majority": ["c", None]})
-    assert core.add_utility(mc)["utility"].tolist() == [utility_category(False, True), utility_category(True, False)]
+    assert pipeline.add_utility(mc)["utility"].tolist() == [utility_category(False, True), utility_category(True, False)]
 
 
 def test_utility_recomputed_from_released_labels_matches_every_row(strategyqa_dir):

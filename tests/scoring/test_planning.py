@@ -1,6 +1,6 @@
 """The study planner (issue 22, "how precise will this study be?") against a long simulation of the
 scoring pipeline itself: 10,000 simulated studies whose worker answers (labels) go through
-``scoring.core.unit_outcomes`` (the majority vote and utility table that score real studies) and
+``scoring.metrics.pipeline.unit_outcomes`` (the majority vote and utility table that score real studies) and
 an independently written McNemar test. The planner's figures must agree within 10%."""
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
-from scoring import core
-from scoring.metrics import majority_index, majority_vote, planning
+from scoring.metrics import majority_index, majority_vote, pipeline, planning
 
 RUNS = 10_000
 
 
 def pipeline_useful(priors, *, n_items: int, raters: int, runs: int, seed: int) -> dict[str, np.ndarray]:
     """``runs`` studies of ``n_items`` yes/no items x the sources in ``priors``: every worker's
-    answer a label, scored by ``core.unit_outcomes``; returns per source the (runs, n_items)
+    answer a label, scored by ``pipeline.unit_outcomes``; returns per source the (runs, n_items)
     utility."""
     rng = np.random.default_rng(seed)
     names = [p.name for p in priors]
@@ -41,7 +40,7 @@ def pipeline_useful(priors, *, n_items: int, raters: int, runs: int, seed: int) 
             == "before" else pd.Categorical.from_codes(np.ones(code.size, dtype=np.int8), ["before", "after"]),
             "answer": pd.Categorical.from_codes(code.reshape(-1), ["no", "yes"]),
         }))
-    frame, _, _ = core.unit_outcomes(units, pd.concat(frames, ignore_index=True), expected_raters=raters)
+    frame, _, _ = pipeline.unit_outcomes(units, pd.concat(frames, ignore_index=True), expected_raters=raters)
     frame = frame.sort_values("unit_id")
     utility = frame["utility"].to_numpy().reshape(runs, len(priors), n_items)
     return {name: utility[:, i, :] for i, name in enumerate(names)}
@@ -65,13 +64,13 @@ def close(planned: float, simulated: float, tolerance: float = 0.10) -> bool:
 
 def test_majority_rule_on_counts_is_the_scoring_pipelines():
     """The planner's rule on vote counts (``majority_index``) and the scoring's majority per unit
-    (``core.majorities``) agree on every random vote, ties included."""
+    (``pipeline.majorities``) agree on every random vote, ties included."""
     rng = np.random.default_rng(3)
     labels = np.array(["a", "b", "c"])
     votes = rng.integers(0, 3, size=(3000, 4))
     annotations = pd.DataFrame({"unit_id": np.repeat(np.arange(3000), 4), "participant_id": 0, "step": "before",
                                 "answer": labels[votes.reshape(-1)]})
-    scored = core.majorities(annotations, steps=["before"]).set_index("unit_id").sort_index()
+    scored = pipeline.majorities(annotations, steps=["before"]).set_index("unit_id").sort_index()
     counts = np.stack([(votes == j).sum(axis=1) for j in range(3)], axis=1)
     index = majority_index(counts)
     expected = np.where(index >= 0, labels[np.maximum(index, 0)], None)

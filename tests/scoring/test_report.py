@@ -355,7 +355,7 @@ def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_s
     the database only at its end): an eager run of the task leaves its last stage there."""
     from celery import current_app
 
-    from scoring.progress import score_progress
+    from scoring.run_stages import score_progress
     from scoring.tasks import score_study_task
 
     settings.RL_SCORING_SIMILARITY = False

@@ -426,7 +426,7 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
     """The answerers' checkpoints record their preset and data (studies.services.generation.finetune); every
     Gen-U figure (results.json, the report's Gen-U and Theil's U notes, the CSV notes) names them."""
     from scoring.reports.sections import report_sections
-    from scoring.services.export import association_rows
+    from scoring.services.results_folder import association_rows
     from studies.services.generation import finetune
     from studies.services.questions import generalization_questions_set_validation
 

@@ -62,7 +62,7 @@ def test_the_papers_correlation_ratio_and_model_stand_next_to_ours_when_the_mode
     results, the report's table and the CSV note put the paper's figure and model beside ours; with
     roberta-large at layer 17 they are the same model and nothing is added."""
     from scoring.reports.sections import similarity_section
-    from scoring.services.export import association_rows
+    from scoring.services.results_folder import association_rows
     from scoring.similarity import SimilarityModel, paper_correlation_ratio
 
     minilm = SimilarityModel(name=MINILM_NAME, path="/m", num_layers=6)

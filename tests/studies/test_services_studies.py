@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from annotations.selectors_cost import study_cost_and_pay
+from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.opening import study_open
 from studies.models import Study
 from studies.selectors import study_design_summary

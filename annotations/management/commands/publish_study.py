@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.platforms.base import PlatformError
-from annotations.selectors_cost import study_cost_and_pay
+from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.links import link_public_url
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.publish import study_publish

@@ -8,7 +8,9 @@
 - ``sync``: fetch what the platform says, match it to the stored work, reconcile unconfirmed calls;
 - ``review``: approve and reject submitted work;
 - ``bonus``: bonuses and the researcher's review of reported problems;
-- ``close``: stop recruiting (``study_close``), block and notify workers;
+- ``close``: stop recruiting (``study_close``);
+- ``blocks``: block a worker (``worker_block``);
+- ``notify``: message a study's MTurk workers (``workers_notify``);
 - ``tokens``: the idempotency tokens, built from this installation's stored id;
 - ``calls``: what to ask a platform about a call whose answer was lost.
 
@@ -16,5 +18,5 @@ Every call that changes state on a platform goes through ``payments.platform_cal
 (audit row committed as ``sent`` before the request, platform idempotency token, confirmation
 after). Services here therefore do not wrap platform calls in ``transaction.atomic``; the local
 writes around them are atomic on their own. The reads (cost and pay, candidates, overview) are in
-``annotations.selectors_platforms``.
+``annotations.selectors.platforms``.
 """

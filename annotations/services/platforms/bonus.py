@@ -16,7 +16,7 @@ from django.utils import timezone
 from annotations.models import Assignment, Bonus, FlagReview, PlatformCall, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformTransientError, money
-from annotations.selectors_platforms import assignments_on_hold, study_prolific_study_ids
+from annotations.selectors.platforms import assignments_on_hold, study_prolific_study_ids
 from annotations.services.payments import (
     CallOutcomeUnknown,
     CallSpec,

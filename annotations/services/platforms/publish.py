@@ -22,7 +22,7 @@ from annotations.platforms.mturk import (
     question_form_xml,
     split_assignments,
 )
-from annotations.selectors_cost import study_cost_and_pay, study_task_count
+from annotations.selectors.cost import study_cost_and_pay, study_task_count
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute

@@ -9,7 +9,7 @@ from annotations.models import Assignment, PlatformSubmission
 from annotations.platforms import get_platform
 from annotations.platforms.base import money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
-from annotations.selectors_platforms import assignments_on_hold
+from annotations.selectors.platforms import assignments_on_hold
 from annotations.services.payments import (
     CallSpec,
     PlatformServiceError,

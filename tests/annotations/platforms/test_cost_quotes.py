@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from annotations.models import Assignment
-from annotations.selectors_cost import questions_per_task, study_cost_and_pay, study_effective_hourly_pay
+from annotations.selectors.cost import questions_per_task, study_cost_and_pay, study_effective_hourly_pay
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import open_study, submitted
 

@@ -11,7 +11,7 @@ from django.test import Client
 
 from annotations.models import Annotation, Assignment, FlagReview, PlatformSubmission
 from annotations.selectors import claims_that_count
-from annotations.selectors_platforms import study_bonus_candidates
+from annotations.selectors.platforms import study_bonus_candidates
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.flags import flag_accept, flag_dismiss
 from annotations.services.payments import PlatformServiceError

@@ -20,7 +20,7 @@ from annotations.platforms.prolific import bonus_csv
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
-from annotations.services.platforms.close import workers_notify
+from annotations.services.platforms.notify import workers_notify
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync

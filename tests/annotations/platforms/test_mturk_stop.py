@@ -12,7 +12,8 @@ import studies.services.studies as study_services
 from annotations.models import Publication
 from annotations.platforms.mturk import EXPIRE_NOW
 from annotations.services.platforms.access import OPERATOR
-from annotations.services.platforms.close import study_close, worker_block
+from annotations.services.platforms.blocks import worker_block
+from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_add_assignments, study_publish
 from studies.design import tasks_for_places
 from studies.models import Study
@@ -77,7 +78,7 @@ def test_block_expire_and_add_assignments(mturk, study):
 
 
 def test_notify_workers_sends_one_message_per_content(mturk, study):
-    from annotations.services.platforms.close import workers_notify
+    from annotations.services.platforms.notify import workers_notify
 
     platform, stubber = mturk
     open_study(study)

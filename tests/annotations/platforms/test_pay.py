@@ -4,8 +4,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from annotations.platforms.mturk import MTurkPlatform
-from annotations.selectors_cost import study_cost_and_pay, study_effective_hourly_pay, study_task_count
-from annotations.selectors_platforms import study_bonus_candidates
+from annotations.selectors.cost import study_cost_and_pay, study_effective_hourly_pay, study_task_count
+from annotations.selectors.platforms import study_bonus_candidates
 from tests.annotations.platforms.conftest import open_study, submitted
 
 

@@ -14,8 +14,9 @@ from django.urls import reverse
 from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, WorkerBlock
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import PlatformAccessDenied
+from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay, study_bonuses_pay
-from annotations.services.platforms.close import study_close, worker_block
+from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import (
     assignment_approve,
@@ -24,7 +25,7 @@ from annotations.services.platforms.review import (
     submission_clear,
 )
 from annotations.services.platforms.sync import study_sync
-from annotations.tasks_platforms import approve_assignments_task, pay_bonuses_task
+from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_task
 from studies.models import Study
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import submitted

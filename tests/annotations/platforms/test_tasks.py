@@ -7,7 +7,7 @@ from botocore.stub import ANY
 from django.contrib.auth import get_user_model
 
 from annotations.models import Bonus, PlatformCall, Publication
-from annotations.tasks_platforms import (
+from annotations.tasks.platforms import (
     approve_assignments_task,
     pay_bonuses_task,
     publish_study_task,

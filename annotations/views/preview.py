@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET
 
 from annotations.models import Annotation, AttentionCheck, Claim, Participant, Unit
 from annotations.selectors import StepView, step_view
-from annotations.selectors_cost import questions_per_task
+from annotations.selectors.cost import questions_per_task
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import AnnotationError
 from annotations.services.steps import steps_for

@@ -2,7 +2,7 @@
 
 Every count of answers reads the one definition of "this answer counts"
 (``annotations.selectors.claims_that_count``); time and pay read the one cost-and-pay reading of
-``annotations.selectors_cost``. Nothing here writes."""
+``annotations.selectors.cost``. Nothing here writes."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -16,7 +16,7 @@ from django.utils import timezone
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.platforms.base import money
 from annotations.selectors import claims_that_count
-from annotations.selectors_cost import (
+from annotations.selectors.cost import (
     CostAndPay,
     PayReading,
     pay_reading,

@@ -2,7 +2,8 @@
 services are idempotent (request tokens and the PlatformCall audit rows), so ``acks_late`` and
 retries never create a second HIT, payment or bonus.
 
-Discovered through ``app.autodiscover_tasks(related_name="tasks_platforms")`` in config/celery.py.
+Registered with the package (``annotations/tasks/__init__.py`` imports it), which
+``app.autodiscover_tasks()`` finds like every app's ``tasks``.
 """
 from __future__ import annotations
 

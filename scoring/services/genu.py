@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scoring.core import Part, bundle_consistency
+from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
 

@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 from annotations.models import Annotation, Assignment
 from annotations.platforms import get_platform
 from annotations.platforms.base import CostEstimate, money
-from annotations.selectors_platforms import DONE_STATUSES
+from annotations.selectors.platforms import DONE_STATUSES
 from studies.design import study_capacity
 from studies.models import Platform, Study
 

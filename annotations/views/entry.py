@@ -20,10 +20,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from annotations import selectors_entry
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
 from annotations.platforms import handoff
-from annotations.selectors_cost import questions_per_task
+from annotations.selectors import entry as selectors_entry
+from annotations.selectors.cost import questions_per_task
 from annotations.services.entry import PlatformRefs, consent_take, may_resume, task_in_progress
 from annotations.services.errors import AnnotationError, PlatformAssignmentDone
 from annotations.services.participants import (

@@ -2,15 +2,15 @@
 
 ``/admin/studies/study/<id>/progress/`` renders the numbers once; its script asks
 ``/admin/studies/study/<id>/progress.json`` again every few seconds and puts the new numbers in
-place (no reload, nothing loaded from elsewhere). Both read ``annotations.selectors_progress``."""
+place (no reload, nothing loaded from elsewhere). Both read ``annotations.selectors.progress``."""
 from __future__ import annotations
 
 from django.http import JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from annotations.selectors_progress import study_progress
-from annotations.selectors_review import study_attention_failures
+from annotations.selectors.progress import study_progress
+from annotations.selectors.review import study_attention_failures
 from cockpit.views_common import study_context, study_for
 
 POLL_SECONDS = 5

@@ -1,0 +1,1 @@
+"""The worker pages: the task pages (``task``), the ways in (``entry``) and the researcher's preview (``preview``)."""
