@@ -25,7 +25,7 @@ from annotations.services.errors import (
     QualificationRequired,
     StepOutOfOrder,
 )
-from annotations.services.release import extend_to_full_duration, lock, lock_active
+from annotations.services.release import active_or_refuse, extend_to_full_duration, lock, lock_active
 from annotations.services.steps import (
     answer_is_correct,
     clean_answer,
@@ -134,10 +134,12 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         if locked.status == Assignment.Status.SUBMITTED:
             assignment.refresh_from_db()
             return assignment
-        refuse_until_qualified(lock_active(assignment), study_id=assignment.study_id)
-        open_claims = Claim.objects.filter(
-            assignment_id=assignment.pk, completed_at__isnull=True, released=False
-        ).count()
+        active_or_refuse(locked)  # the row just locked: no second lock
+        refuse_until_qualified(locked, study_id=assignment.study_id)
+        # The task's claims in one read: the open ones refuse the submit, the others' units move.
+        claims = list(Claim.objects.filter(assignment_id=assignment.pk, released=False)
+                      .values_list("unit_id", "completed_at"))
+        open_claims = sum(1 for _unit_id, completed_at in claims if completed_at is None)
         if open_claims:
             raise AssignmentIncomplete(
                 f"{open_claims} question(s) of this task still need an answer before you can finish."
@@ -148,12 +150,12 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         Assignment.STATUS.move(locked, Assignment.Status.SUBMITTED, **fields)
         # A unit is in a task at most once (one claim per question and worker): +1 each, units
         # locked in id order as every other writer of the counters does.
-        unit_ids = list(
-            Claim.objects.filter(assignment_id=assignment.pk, released=False, unit__isnull=False)
-            .values_list("unit_id", flat=True)
-        )
+        unit_ids = sorted(unit_id for unit_id, _completed_at in claims if unit_id is not None)
         if unit_ids:
             list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
             Unit.objects.filter(id__in=unit_ids).update(n_completed=F("n_completed") + 1)
-        assignment.refresh_from_db(fields=["status", *fields])
+        # What the move wrote, without reading the row back.
+        assignment.status = Assignment.Status.SUBMITTED
+        for name, value in fields.items():
+            setattr(assignment, name, value)
         return assignment
