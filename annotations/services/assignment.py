@@ -332,9 +332,7 @@ def assignment_start(
 
         platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id)
         pending = _qualification_pending(study=study, participant=participant)
-        # No savepoint of its own when called inside a transaction (the consent's): an error here
-        # leaves that transaction to roll back, which it does (nothing catches one and goes on).
-        with transaction.atomic(savepoint=False):
+        with transaction.atomic():
             try:
                 with transaction.atomic():
                     assignment = Assignment.objects.create(

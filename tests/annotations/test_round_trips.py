@@ -19,7 +19,8 @@ from tests.annotations.pages import FIELD, entry_url
 # (CONN_HEALTH_CHECKS is off: lab.dbretry). The same on SQLite.
 MOST = {
     "landing": 2,  # the study and its attention checks (the design's question count is kept per process)
-    "claim": 24,  # once per task: receipt, participant, checks, the claim itself, two transactions
+    "claim": 26,  # once per task: receipt, participant, checks, the claim itself (its savepoint: a caller
+    #              inside a transaction may catch "no work" and go on), two transactions
     "first_question": 4,  # + the qualification test check, before the first answer only
     "before": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, deadline (first answer only),
     #              insert, COMMIT
