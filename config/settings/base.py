@@ -141,10 +141,19 @@ DATABASES = {
 # in one transaction and fetch from it in another) and no prepared statements (psycopg prepares a
 # query it has run 5 times on the same connection; PgBouncer 1.18 cannot route those). Row locks
 # (SELECT ... FOR UPDATE SKIP LOCKED) live inside a transaction and work unchanged.
+
+
+def pgbouncer_database(database: dict) -> dict:
+    """``database`` (a DATABASES entry of PostgreSQL) set up to be reached through PgBouncer in
+    transaction mode (changed in place, and returned)."""
+    database["DISABLE_SERVER_SIDE_CURSORS"] = True
+    database.setdefault("OPTIONS", {})["prepare_threshold"] = None
+    return database
+
+
 RL_DATABASE_PGBOUNCER = env_bool("DATABASE_PGBOUNCER", False)
 if RL_DATABASE_PGBOUNCER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+    pgbouncer_database(DATABASES["default"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A writing transaction takes SQLite's write lock when it begins and waits for it (up to 20 s)
     # instead of starting as a reader and failing with "database is locked" when two readers
