@@ -155,7 +155,12 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
                  http=Http):
     async def timed(step, coro):
         began, t0 = time.monotonic() - start, time.perf_counter()
-        response = await coro
+        try:
+            response = await coro
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):  # an error of the run, not its end
+            stats[f"{step}_timeout"] += 1
+            lat[step].append((began, time.perf_counter() - t0))
+            return 599, {}, b""
         lat[step].append((began, time.perf_counter() - t0))
         return response
 
@@ -166,7 +171,10 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
     await asyncio.sleep(rng.uniform(0, arrival))
     while time.monotonic() < deadline and not stop.is_set():
         client = http(host, port)  # a new participant: fresh cookies
-        _, _, page = await timed("landing", client.request("GET", entry))
+        status, _, page = await timed("landing", client.request("GET", entry))
+        if status != 200:
+            stats[f"landing_{status}"] += status != 599
+            return
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1).decode()
         nonce = html.unescape(FIELD["nonce"].search(page).group(1).decode())
         await pause()
@@ -178,10 +186,12 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
             if status == 409:  # no work left
                 stop.set()
                 return
-            stats[f"claim_{status}"] += 1
+            stats[f"claim_{status}"] += status != 599
             return
         task = headers["location"]
-        _, _, page = await timed("first_question", client.request("GET", task))
+        status, _, page = await timed("first_question", client.request("GET", task))
+        if status == 599:  # timed out (counted)
+            return
         while True:
             await pause()
             if time.monotonic() >= deadline:
@@ -194,9 +204,11 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
                     "shown": FIELD["shown"].search(page).group(1).decode(), "answer": "yes"}
             status, _, _ = await timed(step, client.request("POST", task + "answer", form))
             if status != 302:
-                stats[f"{step}_{status}"] += 1
+                stats[f"{step}_{status}"] += status != 599
                 return
-            _, _, page = await timed("reveal" if step == "before" else "question", client.request("GET", task))
+            status, _, page = await timed("reveal" if step == "before" else "question", client.request("GET", task))
+            if status == 599:  # timed out (counted)
+                return
             if step == "after":
                 stats["units"] += 1
                 if time.monotonic() < deadline:
