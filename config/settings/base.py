@@ -151,8 +151,8 @@ def pgbouncer_database(database: dict) -> dict:
     return database
 
 
-RL_DATABASE_PGBOUNCER = env_bool("DATABASE_PGBOUNCER", False)
-if RL_DATABASE_PGBOUNCER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+DATABASE_PGBOUNCER = env_bool("DATABASE_PGBOUNCER", False)
+if DATABASE_PGBOUNCER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     pgbouncer_database(DATABASES["default"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A writing transaction takes SQLite's write lock when it begins and waits for it (up to 20 s)
