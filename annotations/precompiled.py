@@ -41,12 +41,20 @@ class HotQuery:
     ``spec`` maps a path ("" for the model itself, "unit", "unit__item", ...) to the attnames
     selected there (``"__all__"``: every concrete field); the primary key is always included.
     Joins follow the foreign keys: INNER where the key is required, LEFT JOIN otherwise.
-    ``where`` is an attname of the model, or ``<attname>__in`` for a list of values."""
+    ``where`` is an attname of the model, or ``<attname>__in`` for a list of values.
+
+    ``subqueries`` adds columns to the model itself, as ``annotate(name=Subquery(...))`` would:
+    ``{name: (model, attname, outer key, {attname: constant})}`` is the value of ``attname`` in the
+    one row of ``model`` whose ``outer key`` is this row's primary key and whose other columns
+    equal the constants (a unique key: the row or NULL). A correlated scalar subquery is one index
+    lookup per row whatever the planner's statistics, where a join can be planned as a scan."""
 
     def __init__(self, name: str, model, spec: dict[str, tuple[str, ...] | str], *, where: str,
-                 order_by: tuple[str, ...] = (), for_update: bool = False):
+                 order_by: tuple[str, ...] = (), for_update: bool = False,
+                 subqueries: dict[str, tuple] | None = None):
         self.name, self.model, self.spec = name, model, spec
         self.where, self.order_by, self.for_update = where, order_by, for_update
+        self.subqueries = dict(subqueries or {})
         self.nodes = []  # (path, model, fields, parent index, relation field, alias)
         for path, names in sorted(spec.items(), key=lambda kv: (kv[0].count("__") if kv[0] else -1, kv[0])):
             if path:
@@ -87,6 +95,10 @@ class HotQuery:
         if len(self.nodes) > 1:
             qs = qs.select_related(*(node[0] for node in self.nodes[1:]))
         qs = qs.only(*names).filter(**{self.where: value}).order_by(*self.order_by)
+        for sub_name, (sub_model, attname, outer_key, constants) in self.subqueries.items():
+            qs = qs.annotate(**{sub_name: models.Subquery(
+                sub_model._default_manager.filter(**{outer_key: models.OuterRef("pk")}, **constants)
+                .values(attname)[:1])})
         if self.for_update:
             qs = qs.select_for_update(of=("self",) if len(self.nodes) > 1 else ())
         return qs
@@ -115,6 +127,18 @@ class HotQuery:
                 f"({parent_alias}.{qn(relation.column)} = {alias}.{qn(relation.target_field.column)})"
             )
         root = self.nodes[0]
+        sub_params = []
+        for n, (sub_model, attname, outer_key, constants) in enumerate(self.subqueries.values()):
+            sub_alias, opts = f"S{n}", sub_model._meta
+            field = opts.get_field(attname)
+            conditions = [f"{sub_alias}.{qn(opts.get_field(outer_key).column)} = {root[5]}.{qn(root[1]._meta.pk.column)}"]
+            for key, constant in constants.items():
+                conditions.append(f"{sub_alias}.{qn(opts.get_field(key).column)} = %s")
+                sub_params.append(opts.get_field(key).get_db_prep_value(constant, connection))
+            columns.append(f"(SELECT {sub_alias}.{qn(field.column)} FROM {qn(opts.db_table)} {sub_alias} "
+                           f"WHERE {' AND '.join(conditions)} LIMIT 1)")
+            col = field.get_col(sub_alias)
+            converters.append((connection.ops.get_db_converters(col) + field.get_db_converters(connection), col))
         where_col = root[1]._meta.get_field(self.where.removesuffix("__in")).column
         sql = f"SELECT {', '.join(columns)} FROM {qn(root[1]._meta.db_table)} {root[5]} {' '.join(joins)} " \
               f"WHERE {root[5]}.{qn(where_col)}"
@@ -130,7 +154,7 @@ class HotQuery:
             tail += " FOR UPDATE"
             if joins:
                 tail += f" OF {root[5]}"
-        return sql, tail, [(i, conv, col) for i, (conv, col) in enumerate(converters) if conv]
+        return sql, tail, [(i, conv, col) for i, (conv, col) in enumerate(converters) if conv], sub_params
 
     def _db(self) -> str:
         return (router.db_for_write if self.for_update else router.db_for_read)(self.model)
@@ -139,7 +163,7 @@ class HotQuery:
         compiled = self._compiled.get(connection.alias)
         if compiled is None:
             compiled = self._compiled[connection.alias] = self._compile(connection)
-        sql, tail, converters = compiled
+        sql, tail, converters, sub_params = compiled
         if self.where.endswith("__in"):
             params = list(value)
             if not params:
@@ -147,6 +171,7 @@ class HotQuery:
             sql = f"{sql} IN ({', '.join(['%s'] * len(params))}){tail}"
         else:
             params, sql = [value], f"{sql} = %s{tail}"
+        params = [*sub_params, *params]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
@@ -172,6 +197,8 @@ class HotQuery:
             if parent is not None and objects[parent] is not None:
                 relation.set_cached_value(objects[parent], obj)
             objects.append(obj)
+        for sub_name, sub_value in zip(self.subqueries, row[start:], strict=True):
+            setattr(objects[0], sub_name, sub_value)
         return objects[0]
 
     # --- what callers use ---
@@ -181,7 +208,9 @@ class HotQuery:
         if not PRECOMPILED:
             return list(self.queryset(value).values_list(*names))
         columns = [f.attname for f in self.nodes[0][2]]
-        positions = [columns.index(name) for name in names]
+        subquery_start = sum(len(node[2]) for node in self.nodes)
+        positions = [columns.index(name) if name in columns else subquery_start + list(self.subqueries).index(name)
+                     for name in names]
         return [tuple(row[i] for i in positions) for row in self._rows(value, connections[self._db()])]
 
     def all(self, value) -> list:
@@ -229,10 +258,14 @@ GENERALIZATION_QUESTION = HotQuery("generalization_question", GeneralizationQues
                                    {"": ("text", "answer", "qtype", "metadata")}, where="id")
 # A page's claims and their answers: two index lookups (a join of the two tables is planned as a
 # scan of every answer when the planner's statistics are stale).
-CLAIMS_OF_ASSIGNMENT = HotQuery("claims_of_assignment", Claim, {"": ("completed_at", "attention_check_id")},
-                                where="assignment_id", order_by=("position",))
-ANSWERS_OF_CLAIMS = HotQuery("answers_of_claims", Annotation, {"": ("claim_id", "step", "answer")},
-                             where="claim_id__in")
+# A page's claims, each with its first answer: a claim that is not completed has at most its
+# first step answered (the last step completes it in the same transaction), so this is all a page
+# needs of the answers (steps.answered_steps). One query, an index lookup per claim.
+CLAIMS_OF_ASSIGNMENT = HotQuery(
+    "claims_of_assignment", Claim, {"": ("completed_at", "attention_check_id")},
+    where="assignment_id", order_by=("position",),
+    subqueries={"before_answer": (Annotation, "answer", "claim", {"step": Annotation.Step.BEFORE})},
+)
 QUALIFICATION_TEST_OF_STUDY = HotQuery("qualification_test_of_study", QualificationTest, {"": ("study_id",)},
                                        where="study_id")
 

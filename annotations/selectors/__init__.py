@@ -2,8 +2,8 @@
 
 The rule that protects every study lives here: a rationale is put into a page only once the
 worker's "before" answer for that claim is stored (generalization: the original question too).
-A step page reads four small precompiled queries (``annotations.precompiled``): the assignment with its
-study, its claims, their answers, and the shown claim's content."""
+A step page reads three small precompiled queries (``annotations.precompiled``): the assignment with its
+study, its claims with their first answers, and the shown claim's content."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -220,13 +220,16 @@ def _claim_with_content(claim_id: int, *, is_attention_check: bool) -> Claim:
 
 def _claims_with_answers(assignment_id: int) -> tuple[list[tuple], dict[int, dict[str, str]]]:
     """The assignment's claims in order as (id, completed_at, attention check id), and the
-    answers so far by claim and step. Two index lookups: a join of the two tables is planned as
-    a scan of every answer when the planner's statistics are stale."""
-    claims = precompiled.CLAIMS_OF_ASSIGNMENT.values("id", "completed_at", "attention_check_id", value=assignment_id)
-    answered: dict[int, dict[str, str]] = {}
-    rows = precompiled.ANSWERS_OF_CLAIMS.values("claim_id", "step", "answer", value=[claim[0] for claim in claims])
-    for claim_id, step, answer in rows:
-        answered.setdefault(claim_id, {})[step] = answer
+    answers so far of the claims not completed, by claim and step. One query: a claim that is not
+    completed has at most its first step answered (its last step completes it, in the same
+    transaction: ``services.answers.annotation_submit``), so each claim's row carries its
+    ``before`` answer (an index lookup per claim; a join of the two tables is planned as a scan of
+    every answer when the planner's statistics are stale)."""
+    rows = precompiled.CLAIMS_OF_ASSIGNMENT.values("id", "completed_at", "attention_check_id", "before_answer",
+                                                   value=assignment_id)
+    claims = [(claim_id, completed_at, check_id) for claim_id, completed_at, check_id, _before in rows]
+    answered = {claim_id: {Step.BEFORE: before} for claim_id, completed_at, _check_id, before in rows
+                if before is not None and completed_at is None}
     return claims, answered
 
 
@@ -264,7 +267,7 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None) -> P
     claims, answered = _claims_with_answers(assignment.pk)
     total = len(claims)
     n_done = sum(1 for _, completed_at, _ in claims if completed_at is not None)
-    if not answered:
+    if not answered and not n_done:  # no answer yet (a completed claim has all of its answers)
         test = qualification_needed(assignment=assignment)
         if test is not None:
             questions = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -160,8 +161,35 @@ def questions_per_task(*, study: Study, largest_task: int | None = None) -> int:
     """What one task asks: its units (as many as the assignment rule lets a task hold,
     ``studies.design.study_capacity``; pass ``largest_task`` when it is known) plus the study's
     attention checks."""
-    units = study_capacity(study=study).largest_task if largest_task is None else largest_task
+    units = _largest_task(study) if largest_task is None else largest_task
     return units + study.attention_checks.count()
+
+
+# Distinct questions of a study's design, per process: (units, questions, when read). Reading them
+# means the study's whole unit plan (every item id and rationale: 40,000 rows for a 30,000-unit
+# study), and every landing page counts a task's questions. A study that is no longer a draft has
+# its items and sources fixed (``studies.services.studies.study_locked_changes``), so its count is
+# kept for DESIGN_TTL seconds (a generalization question found invalid meanwhile leaves the plan,
+# so it is not kept for ever); a draft's is always read afresh.
+DESIGN_TTL = 60.0
+_DESIGN_QUESTIONS: dict[tuple, tuple[int, int, float]] = {}
+
+
+def _largest_task(study: Study) -> int:
+    """``study_capacity(study=study).largest_task``, the design read at most once a minute for a
+    study that is not a draft."""
+    if study.status == Study.Status.DRAFT or study.pk is None:
+        return study_capacity(study=study).largest_task
+    key = (study.pk, study.created_at, study.kind)  # a row made again under the same id is another study
+    now = time.monotonic()
+    cached = _DESIGN_QUESTIONS.get(key)
+    if cached is None or now - cached[2] > DESIGN_TTL:
+        capacity = study_capacity(study=study)
+        if len(_DESIGN_QUESTIONS) > 10_000:
+            _DESIGN_QUESTIONS.clear()
+        cached = _DESIGN_QUESTIONS[key] = (capacity.units, capacity.questions, now)
+    units, questions, _read_at = cached
+    return min(study.units_per_task, questions) if units else 0
 
 
 def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:

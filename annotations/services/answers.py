@@ -26,7 +26,7 @@ from annotations.services.errors import (
     QualificationRequired,
     StepOutOfOrder,
 )
-from annotations.services.release import extend_to_full_duration, lock, lock_active
+from annotations.services.release import active_or_refuse, extend_to_full_duration, lock, lock_active
 from annotations.services.steps import (
     answer_is_correct,
     clean_answer,
@@ -136,10 +136,12 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         if locked.status == Assignment.Status.SUBMITTED:
             assignment.refresh_from_db()
             return assignment
-        refuse_until_qualified(lock_active(assignment), study_id=assignment.study_id)
-        open_claims = Claim.objects.filter(
-            assignment_id=assignment.pk, completed_at__isnull=True, released=False
-        ).count()
+        active_or_refuse(locked)  # the row just locked: no second lock
+        refuse_until_qualified(locked, study_id=assignment.study_id)
+        # The task's claims in one read: the open ones refuse the submit, the others' units move.
+        claims = list(Claim.objects.filter(assignment_id=assignment.pk, released=False)
+                      .values_list("unit_id", "completed_at"))
+        open_claims = sum(1 for _unit_id, completed_at in claims if completed_at is None)
         if open_claims:
             raise AssignmentIncomplete(
                 f"{open_claims} question(s) of this task still need an answer before you can finish."
@@ -151,6 +153,8 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
         # A unit is in a task at most once (one claim per question and worker): +1 for each claim
         # that now counts (``claim_counts``: work that sync already put on hold does not), units
         # locked in id order as every other writer of the counters does.
+        # Read again through the counting rule (``claim_counts``): a task sync already put on hold
+        # adds nothing until the hold is cleared.
         unit_ids = list(
             Claim.objects.filter(claim_counts(), assignment_id=assignment.pk).values_list("unit_id", flat=True)
         )
@@ -159,5 +163,8 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
             Unit.objects.filter(id__in=unit_ids).update(n_completed=F("n_completed") + 1)
             # Its answers count now: a study that stops early closes the units they decide.
             units_decide(study=assignment.study, unit_ids=unit_ids)
-        assignment.refresh_from_db(fields=["status", *fields])
+        # What the move wrote, without reading the row back.
+        assignment.status = Assignment.Status.SUBMITTED
+        for name, value in fields.items():
+            setattr(assignment, name, value)
         return assignment

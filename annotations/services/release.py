@@ -85,7 +85,12 @@ def lock(assignment: Assignment) -> Assignment:
 def lock_active(assignment: Assignment, now: datetime | None = None) -> Assignment:
     """Lock the assignment; refuse (``AssignmentExpired`` / ``AssignmentNotActive``) unless it is
     active and within its deadline."""
-    locked = lock(assignment)
+    return active_or_refuse(lock(assignment), now)
+
+
+def active_or_refuse(locked: Assignment, now: datetime | None = None) -> Assignment:
+    """``locked`` (an assignment row just locked with ``lock``) if it is active and within its
+    deadline; else ``AssignmentExpired`` / ``AssignmentNotActive``."""
     now = now or timezone.now()
     if locked.status == Assignment.Status.EXPIRED or (
         locked.status == Assignment.Status.ACTIVE and locked.expires_at <= now

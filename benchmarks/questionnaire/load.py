@@ -155,10 +155,16 @@ class Http:
 
 
 async def worker(host: str, port: int, entry: str, start: float, deadline: float, lat: dict, stats: Counter,
-                 stop: asyncio.Event, *, arrival: float, think: tuple[float, float] | None, rng: random.Random):
+                 stop: asyncio.Event, *, arrival: float, think: tuple[float, float] | None, rng: random.Random,
+                 http=Http):
     async def timed(step, coro):
         began, t0 = time.monotonic() - start, time.perf_counter()
-        response = await coro
+        try:
+            response = await coro
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):  # an error of the run, not its end
+            stats[f"{step}_timeout"] += 1
+            lat[step].append((began, time.perf_counter() - t0))
+            return 599, {}, b""
         lat[step].append((began, time.perf_counter() - t0))
         return response
 
@@ -168,8 +174,11 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
 
     await asyncio.sleep(rng.uniform(0, arrival))
     while time.monotonic() < deadline and not stop.is_set():
-        client = Http(host, port)  # a new participant: fresh cookies
-        _, _, page = await timed("landing", client.request("GET", entry))
+        client = http(host, port)  # a new participant: fresh cookies
+        status, _, page = await timed("landing", client.request("GET", entry))
+        if status != 200:
+            stats[f"landing_{status}"] += status != 599
+            return
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1).decode()
         nonce = html.unescape(FIELD["nonce"].search(page).group(1).decode())
         await pause()
@@ -181,10 +190,12 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
             if status == 409:  # no work left
                 stop.set()
                 return
-            stats[f"claim_{status}"] += 1
+            stats[f"claim_{status}"] += status != 599
             return
         task = headers["location"]
-        _, _, page = await timed("first_question", client.request("GET", task))
+        status, _, page = await timed("first_question", client.request("GET", task))
+        if status == 599:  # timed out (counted)
+            return
         while True:
             await pause()
             if time.monotonic() >= deadline:
@@ -197,9 +208,11 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
                     "shown": FIELD["shown"].search(page).group(1).decode(), "answer": "yes"}
             status, _, _ = await timed(step, client.request("POST", task + "answer", form))
             if status != 302:
-                stats[f"{step}_{status}"] += 1
+                stats[f"{step}_{status}"] += status != 599
                 return
-            _, _, page = await timed("reveal" if step == "before" else "question", client.request("GET", task))
+            status, _, page = await timed("reveal" if step == "before" else "question", client.request("GET", task))
+            if status == 599:  # timed out (counted)
+                return
             if step == "after":
                 stats["units"] += 1
                 if time.monotonic() < deadline:
@@ -238,7 +251,7 @@ def summary(samples: list[tuple[float, float]]) -> dict:
 
 
 async def run_level(port: int, entry: str, n: int, seconds: float, *, arrival: float = 0.0,
-                    think: tuple[float, float] | None = None, seed: int = 0) -> dict:
+                    think: tuple[float, float] | None = None, seed: int = 0, http=Http) -> dict:
     lat: dict = defaultdict(list)  # step -> [(seconds since the level started, latency)]
     stats: Counter = Counter()
     stop = asyncio.Event()
@@ -246,7 +259,7 @@ async def run_level(port: int, entry: str, n: int, seconds: float, *, arrival: f
     start = time.monotonic()
     deadline = start + seconds
     await asyncio.gather(*(worker("127.0.0.1", port, entry, start, deadline, lat, stats, stop, arrival=arrival,
-                                  think=think, rng=random.Random(rng.random())) for _ in range(n)))
+                                  think=think, rng=random.Random(rng.random()), http=http) for _ in range(n)))
     elapsed = min(time.monotonic(), deadline) - start
     windows = []  # by when the request started
     for w in range(int(math.ceil(elapsed / WINDOW))):
@@ -292,10 +305,20 @@ def main() -> None:
     parser.add_argument("--queries", choices=("precompiled", "orm"), default="precompiled",
                         help="orm: the worker pages run the ORM twins of annotations.precompiled")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results.json")))
+    # --- issue 25: the server as deployed, the client's connections, round trips per step ---
+    parser.add_argument("--deployed", action="store_true",
+                        help="run gunicorn with config/gunicorn.conf.py as the README deploys it (its workers, "
+                             "threads and keepalive; --gunicorn-workers/--gunicorn-threads are then ignored "
+                             "unless set through GUNICORN_WORKERS / GUNICORN_THREADS)")
+    parser.add_argument("--keep-alive", action="store_true",
+                        help="each simulated worker keeps one HTTP/1.1 connection open between its requests "
+                             "(as a browser or a reverse proxy does; needs gthread workers to matter)")
+    parser.add_argument("--no-round-trips", action="store_true",
+                        help="skip counting the database round trips per step (one task walked in-process)")
     args = parser.parse_args()
     seconds = min(args.seconds, 60.0)
-    if any(n > 500 for n in args.levels):
-        sys.exit("at most 500 simulated workers")
+    if any(n > 1000 for n in args.levels):
+        sys.exit("at most 1,000 simulated workers")
 
     load_before = os.getloadavg()
     django_setup()
@@ -304,6 +327,11 @@ def main() -> None:
     _warm_id, warm_entry = seed(0, **design)
     from django.db import connection, connections
 
+    trips = None
+    if not args.no_round_trips:  # one task of the warm-up study, in-process, before the server starts
+        import round_trips
+
+        trips = round_trips.summary(round_trips.walk_task(warm_entry))
     connections.close_all()
 
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi:application", "-b",
@@ -311,6 +339,14 @@ def main() -> None:
            "--backlog", "2048", "--log-level", "warning", "--timeout", "60"]
     if args.queries == "orm":
         cmd += ["-c", str(Path(__file__).with_name("gunicorn_orm.py"))]
+    if args.deployed:  # the deployed configuration; only the address and log level differ
+        cmd = [str(Path(sys.executable).with_name("gunicorn")), "-c", str(ROOT / "config" / "gunicorn.conf.py"),
+               "config.wsgi:application", "-b", f"127.0.0.1:{args.port}", "--log-level", "warning"]
+    http = Http
+    if args.keep_alive:
+        from keepalive import KeepAliveHttp
+
+        http = KeepAliveHttp
     server = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ}, start_new_session=True)
     base = f"http://127.0.0.1:{args.port}"
     failed = []
@@ -324,7 +360,7 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         # warm-up: a few tasks on a study of its own, not counted
-        asyncio.run(run_level(args.port, warm_entry, 4, 2.0))
+        asyncio.run(run_level(args.port, warm_entry, 4, 2.0, http=http))
         if args.analyze:
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE")
@@ -336,13 +372,14 @@ def main() -> None:
             load = os.getloadavg()
             server_cpu, client_cpu = group_cpu_seconds(server.pid), time.process_time()
             result = asyncio.run(run_level(args.port, entry, n, seconds, arrival=args.arrival,
-                                           think=tuple(args.think) if args.think else None, seed=n))
+                                           think=tuple(args.think) if args.think else None, seed=n, http=http))
             server_cpu = group_cpu_seconds(server.pid) - server_cpu
             client_cpu = time.process_time() - client_cpu
             done = max(1, result["units"])
             result["load_average"] = [load, os.getloadavg()]
             result["cpu_ms_per_unit"] = {"server": round(server_cpu * 1000 / done, 1),
                                          "client": round(client_cpu * 1000 / done, 1)}
+            result["requests_per_unit"] = round(result["requests"] / done, 2)
             result["checks"] = checks = check(study_id)
             connections.close_all()
             if checks["n_unit_problems"] or checks["repeated_questions"]:
@@ -354,7 +391,8 @@ def main() -> None:
         server.wait(timeout=30)
     meta = {"cpus": os.cpu_count(), "queries": args.queries, "load_average_at_start": load_before,
             "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads}, **design,
-            "seconds": seconds, "think": args.think, "arrival": args.arrival, "analyze": args.analyze}
+            "seconds": seconds, "think": args.think, "arrival": args.arrival, "analyze": args.analyze,
+            "deployed": args.deployed, "keep_alive": args.keep_alive, "round_trips_per_step": trips}
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(f"load average at start {load_before}; " + json.dumps({k: v for k, v in meta.items() if k != "cpus"}))
     print("| workers | units/s | units | errors | " + " | ".join(f"{s} p50/p95/p99 ms" for s in STEPS) + " |")
@@ -368,6 +406,15 @@ def main() -> None:
             lat = w["latency_ms"]
             row = [f"{c} ({lat[s]['n']})" if s in lat else "-" for s, c in zip(STEPS, cells(lat), strict=True)]
             print(f"| {r['workers']} | {w['from_s']:.0f} | " + " | ".join(row) + " |")
+    if trips:
+        print("\ndatabase round trips per request, by step (statements through Django's cursor; round trips "
+              "on the wire, BEGIN / COMMIT / health check included):")
+        print("| step | " + " | ".join(trips) + " |")
+        print("|---|" + "---|" * len(trips))
+        for kind in ("statements", "round_trips"):
+            print(f"| {kind} | " + " | ".join(str(trips[s][kind]) for s in trips) + " |")
+    print("\nrequests per completed unit: " + ", ".join(f"{r['workers']} workers {r.get('requests_per_unit')}"
+                                                      for r in results))
     if failed:
         sys.exit(f"database checks failed: {failed}")
 

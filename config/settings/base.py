@@ -73,6 +73,10 @@ MIDDLEWARE = [
     "lab.middleware.AdminSelectionMiddleware",
     # Answers a locked-out login with 429 (django-axes; last, as its documentation asks).
     "axes.middleware.AxesMiddleware",
+    # A view whose first statement failed on a dead persistent connection runs once more on a new
+    # one (lab/dbretry.py): what lets CONN_HEALTH_CHECKS (a query per request) stay off. It sees the
+    # view's errors before any other middleware (its process_exception runs first).
+    "lab.dbretry.RetryOnDeadConnectionMiddleware",
 ]
 
 # --- Login throttling (django-axes) -------------------------------------------------------------
@@ -121,13 +125,35 @@ if not os.environ.get("DATABASE_URL"):
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # Database: DATABASE_URL (postgres://...) or a SQLite file under var/.
+# Persistent connections (DATABASE_CONN_MAX_AGE seconds). No health check by default: Django's
+# CONN_HEALTH_CHECKS costs a `SELECT 1` round trip at the start of every request; instead a request
+# whose first statement finds the connection dead runs once more on a new one
+# (lab.dbretry.RetryOnDeadConnectionMiddleware). DATABASE_CONN_HEALTH_CHECKS=1 turns them back on.
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
-        conn_health_checks=True,
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", False),
     )
 }
+# Behind PgBouncer in transaction mode (DATABASE_PGBOUNCER=1): a session's state does not survive
+# its transaction there, so no server-side cursors (Django's .iterator() would open a named cursor
+# in one transaction and fetch from it in another) and no prepared statements (psycopg prepares a
+# query it has run 5 times on the same connection; PgBouncer 1.18 cannot route those). Row locks
+# (SELECT ... FOR UPDATE SKIP LOCKED) live inside a transaction and work unchanged.
+
+
+def pgbouncer_database(database: dict) -> dict:
+    """``database`` (a DATABASES entry of PostgreSQL) set up to be reached through PgBouncer in
+    transaction mode (changed in place, and returned)."""
+    database["DISABLE_SERVER_SIDE_CURSORS"] = True
+    database.setdefault("OPTIONS", {})["prepare_threshold"] = None
+    return database
+
+
+DATABASE_PGBOUNCER = env_bool("DATABASE_PGBOUNCER", False)
+if DATABASE_PGBOUNCER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    pgbouncer_database(DATABASES["default"])
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A writing transaction takes SQLite's write lock when it begins and waits for it (up to 20 s)
     # instead of starting as a reader and failing with "database is locked" when two readers

@@ -1,0 +1,72 @@
+"""The database statements each step of the worker flow sends, pinned (issue 25): a change that
+adds a query to a hot path fails here. The load benchmark reports the same counts on the wire
+(``benchmarks/questionnaire/round_trips.py``, with psycopg's BEGIN and the COMMITs)."""
+from __future__ import annotations
+
+import html
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from annotations.models import Assignment
+from tests.annotations.factories import make_study
+from tests.annotations.pages import FIELD, entry_url
+
+# The most statements one request of each step may send, BEGIN and COMMIT included (Django logs
+# them with the queries): on PostgreSQL each is one round trip, and there is no health-check query
+# (CONN_HEALTH_CHECKS is off: lab.dbretry). The same on SQLite.
+MOST = {
+    "landing": 2,  # the study and its attention checks (the design's question count is kept per process)
+    "claim": 26,  # once per task: receipt, participant, checks, the claim itself (its savepoint: a caller
+    #              inside a transaction may catch "no work" and go on), two transactions
+    "first_question": 4,  # + the qualification test check, before the first answer only
+    "before": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, deadline (first answer only),
+    #              insert, COMMIT
+    "reveal": 3,  # assignment+study, claims with their first answers, the shown claim's content
+    "after": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, insert, completed, COMMIT
+    "question": 3,
+    "finish": 9,  # assignment, BEGIN, lock, claims, status, unit lock, unit counters, COMMIT, participant
+    "done": 2,
+}
+
+
+def _walk(client: Client, url: str) -> dict[str, list[int]]:
+    counts: dict[str, list[int]] = {}
+
+    def request(step, method, path, data=None):
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(path) if method == "GET" else client.post(path, data)
+        counts.setdefault(step, []).append(len(captured))
+        return response
+
+    request("landing", "GET", url)  # the first landing of a study reads its design: not counted
+    counts.clear()
+    page = request("landing", "GET", url).content.decode()
+    nonce = html.unescape(FIELD["nonce"].search(page).group(1))
+    response = request("claim", "POST", url, {"consent": "yes", "nonce": nonce})
+    assert response.status_code == 302
+    task = response["Location"]
+    page = request("first_question", "GET", task).content.decode()
+    while (claim := FIELD["claim"].search(page)) is not None:
+        step = FIELD["step"].search(page).group(1)
+        form = {"claim": claim.group(1), "step": step, "shown": html.unescape(FIELD["shown"].search(page).group(1)),
+                "answer": "yes"}
+        assert request(step, "POST", task + "answer", form).status_code == 302
+        page = request("reveal" if step == "before" else "question", "GET", task).content.decode()
+    assert request("finish", "POST", task + "submit").status_code == 302
+    assert request("done", "GET", task).status_code == 200
+    return counts
+
+
+@pytest.mark.django_db
+def test_each_step_sends_at_most_its_statements():
+    study = make_study(n_items=6, n_sources=2, units_per_task=4)
+    counts = _walk(Client(), entry_url(study))
+    assert Assignment.objects.get().status == Assignment.Status.SUBMITTED
+    assert set(counts) == set(MOST)
+    over = {step: max(values) for step, values in counts.items() if max(values) > MOST[step]}
+    assert not over, f"more statements than pinned: {over} (counts {counts})"
+    # every question step of the task was seen (4 units: 4 before, 4 after, 3 reveals + 4 next pages)
+    assert len(counts["before"]) == len(counts["after"]) == 4
