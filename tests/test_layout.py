@@ -168,3 +168,61 @@ def test_the_cycle_check_finds_a_cycle(graph):
         assert any({"lab.transitions", "cockpit.admin"} <= set(c) for c in _cycles(graph))
     finally:
         graph.remove_import(importer="lab.transitions", imported="cockpit.admin")
+
+
+# --- tests mirror the services (tests/README.md) -------------------------------------------------
+
+def _service_modules() -> list[Path]:
+    return [path for app in APPS for path in sorted((ROOT / app).glob("services/**/*.py")) if path.name != "__init__.py"]
+
+
+def _named_test(path: Path) -> bool:
+    app, stem, parent = path.relative_to(ROOT).parts[0], path.stem, path.parent.name
+    names = {f"test_{stem}.py", f"test_services_{stem}.py", f"test_importers_{stem}.py", f"test_{parent}_{stem}.py"}
+    return any(t.name in names for t in (ROOT / "tests" / app).rglob("test_*.py"))
+
+
+def _grouped() -> dict[str, list[str]]:
+    rows = {}
+    for line in (ROOT / "tests" / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[1].startswith("`"):
+            rows[cells[0].strip("`")] = [t.strip().strip("`") for t in cells[1].split(",")]
+    return rows
+
+
+def _imports_any(test_file: Path, modules: set[str]) -> bool:
+    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        if any(name in modules for name in names):
+            return True
+    return False
+
+
+def test_every_service_module_has_its_tests(graph):
+    grouped = _grouped()
+    missing, wrong = [], []
+    for path in _service_modules():
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if _named_test(path):
+            continue
+        if module not in grouped:
+            missing.append(module)
+            continue
+        # The module itself, or what imports it, one or two steps up (a package that re-exports it,
+        # the view that calls it): a test reaches a service through its public entry points.
+        users = {module, *graph.find_modules_that_directly_import(module)}
+        users |= {up for user in list(users) for up in graph.find_modules_that_directly_import(user)}
+        for test in grouped[module]:
+            if not (ROOT / test).is_file() or not _imports_any(ROOT / test, users):
+                wrong.append(f"{module}: {test} does not import it (or a module one or two imports above it)")
+    stale = sorted(set(grouped) - {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in _service_modules()})
+    assert not missing, "no test module named after these, and no row in tests/README.md:\n" + "\n".join(missing)
+    assert not wrong, "\n".join(wrong)
+    assert not stale, f"tests/README.md lists modules that do not exist: {stale}"
