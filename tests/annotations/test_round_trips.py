@@ -19,15 +19,17 @@ from tests.annotations.pages import FIELD, entry_url
 # (CONN_HEALTH_CHECKS is off: lab.dbretry). The same on SQLite.
 MOST = {
     "landing": 2,  # the study and its attention checks (the design's question count is kept per process)
-    "claim": 26,  # once per task: receipt, participant, checks, the claim itself (its savepoint: a caller
-    #              inside a transaction may catch "no work" and go on), two transactions
+    "claim": 28,  # once per task: receipt, participant, checks (blocks and withdrawals), the claim itself
+    #              (its savepoint: a caller inside a transaction may catch "no work" and go on; the
+    #              index reads of the least-filled level), two transactions
     "first_question": 4,  # + the qualification test check, before the first answer only
     "before": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, deadline (first answer only),
     #              insert, COMMIT
     "reveal": 3,  # assignment+study, claims with their first answers, the shown claim's content
     "after": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, insert, completed, COMMIT
     "question": 3,
-    "finish": 9,  # assignment, BEGIN, lock, claims, status, unit lock, unit counters, COMMIT, participant
+    "finish": 10,  # assignment, BEGIN, lock, claims, status, the claims that count now (held work does
+    #               not), unit lock, unit counters, COMMIT, participant
     "done": 2,
 }
 
