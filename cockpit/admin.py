@@ -21,7 +21,7 @@ from annotations.selectors.progress import studies_completion
 from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
-from cockpit import bundle, precision, progress, workers
+from cockpit import bundle, precision, progress_page, workers
 from cockpit.imported import imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
@@ -183,7 +183,7 @@ class StudyAdmin(StudyScopedAdmin):
         return fields
 
     def get_urls(self):
-        return (progress.urls(self) + workers.urls(self) + precision.urls(self) + bundle.urls(self)
+        return (progress_page.urls(self) + workers.urls(self) + precision.urls(self) + bundle.urls(self)
                 + super().get_urls())
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

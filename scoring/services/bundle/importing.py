@@ -592,7 +592,7 @@ class _Import:
                 pairs.append((row, Unit(study=study, item_id=item, source=source, generalization_question_id=genq,
                                         rationale_id=rationale, question_key=row["question_key"], quota=row["quota"],
                                         n_claimed=row["n_claimed"], n_completed=row["n_completed"],
-                                        decided_at=row.get("decided_at"))))
+                                        decided_at=row["decided_at"])))
             Unit.objects.bulk_create([u for _, u in pairs])
             for row, unit in pairs:
                 self.units.add(row["id"], unit.pk)
