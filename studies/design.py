@@ -62,23 +62,51 @@ def design_units(*, study: Study, item_ids: Iterable[int] | None = None) -> Unit
     item_ids = sorted(item_ids)
     if not item_ids:
         return UnitPlan(problem=f"Study '{study.name}' has no items: add items to the study (or draw its sample).")
-    kind = study.kind
-    if kind == Study.Kind.QUESTION_VALIDATION:
-        units = [
-            UnitSpec(item_id, None, None, genq_id, f"genq:{genq_id}")
-            for genq_id, item_id in GeneralizationQuestion.objects.filter(item_id__in=item_ids)
-            .order_by("item_id", "id").values_list("id", "item_id")
-        ]
-        if not units:
-            return UnitPlan(problem=(
-                f"Study '{study.name}' validates generalization questions, but its items have none: "
-                "import or generate generalization questions first."
-            ))
-        return UnitPlan(units=units)
-
+    if study.kind == Study.Kind.QUESTION_VALIDATION:
+        return _question_validation_units(study=study, item_ids=item_ids)
     sources = list(study.sources.order_by("id")) if study.pk else []
     if not sources:
         return UnitPlan(problem=f"Study '{study.name}' has no rationale sources: add at least one source to the study.")
+    rationales = _rationales_of(item_ids=item_ids, sources=sources)
+    questions = _source_questions(study=study, item_ids=item_ids)
+    if isinstance(questions, UnitPlan):
+        return questions
+    return _source_units(study=study, questions=questions, sources=sources, rationales=rationales)
+
+
+def _question_validation_units(*, study: Study, item_ids: list[int]) -> UnitPlan:
+    """A question validation study: one unit per generalization question of its items."""
+    units = [
+        UnitSpec(item_id, None, None, genq_id, f"genq:{genq_id}")
+        for genq_id, item_id in GeneralizationQuestion.objects.filter(item_id__in=item_ids)
+        .order_by("item_id", "id").values_list("id", "item_id")
+    ]
+    if not units:
+        return UnitPlan(problem=(
+            f"Study '{study.name}' validates generalization questions, but its items have none: "
+            "import or generate generalization questions first."
+        ))
+    return UnitPlan(units=units)
+
+
+@dataclass(frozen=True)
+class _Rationales:
+    """Which (item, source) pairs can be shown: a stored rationale, or a gold source's fallback
+    to ``Item.gold_rationale``."""
+
+    rationale_of: dict[tuple[int, int], int]
+    gold_sources: set[int]
+    has_gold_text: set[int]
+
+    def shown(self, item_id: int, source_id: int) -> tuple[bool, int | None]:
+        """Whether the pair has something to show, and its rationale id (None: the gold text)."""
+        rationale_id = self.rationale_of.get((item_id, source_id))
+        if rationale_id is None and not (source_id in self.gold_sources and item_id in self.has_gold_text):
+            return False, None
+        return True, rationale_id
+
+
+def _rationales_of(*, item_ids: list[int], sources: list[RationaleSource]) -> _Rationales:
     rationale_of = {
         (item_id, source_id): rationale_id
         for rationale_id, item_id, source_id in Rationale.objects.filter(
@@ -89,11 +117,16 @@ def design_units(*, study: Study, item_ids: Iterable[int] | None = None) -> Unit
     has_gold_text = set()
     if gold_sources:
         has_gold_text = set(Item.objects.filter(id__in=item_ids).exclude(gold_rationale="").values_list("id", flat=True))
+    return _Rationales(rationale_of, gold_sources, has_gold_text)
 
-    # (item, generalization question or None): each is paired with every source that has a rationale for the item.
+
+def _source_questions(*, study: Study, item_ids: list[int]) -> list[tuple[int, int | None]] | UnitPlan:
+    """The (item, generalization question or None) pairs of a study whose units pair each with
+    every source that has a rationale for the item; a ``UnitPlan`` with the problem when none."""
+    kind = study.kind
     if kind in (Study.Kind.UTILITY, Study.Kind.RATIONALE_PROPERTIES):
-        questions = [(item_id, None) for item_id in item_ids]
-    elif kind == Study.Kind.GENERALIZATION:
+        return [(item_id, None) for item_id in item_ids]
+    if kind == Study.Kind.GENERALIZATION:
         questions = [
             (item_id, genq_id)
             for genq_id, item_id in GeneralizationQuestion.objects.filter(item_id__in=item_ids)
@@ -102,13 +135,18 @@ def design_units(*, study: Study, item_ids: Iterable[int] | None = None) -> Unit
         ]
         if not questions:
             return UnitPlan(problem=f"Study '{study.name}': its items have no generalization questions yet.")
-    else:  # pragma: no cover - a new kind must be added here explicitly
-        return UnitPlan(problem=f"Study kind '{kind}' has no unit definition.")
+        return questions
+    return UnitPlan(problem=f"Study kind '{kind}' has no unit definition.")  # pragma: no cover - add a new kind here
+
+
+def _source_units(*, study: Study, questions: list[tuple[int, int | None]], sources: list[RationaleSource],
+                  rationales: _Rationales) -> UnitPlan:
+    """Each question paired with every source that has something to show for its item."""
     plan = UnitPlan()
     for item_id, genq_id in questions:
         for source in sources:
-            rationale_id = rationale_of.get((item_id, source.pk))
-            if rationale_id is None and not (source.pk in gold_sources and item_id in has_gold_text):
+            shown, rationale_id = rationales.shown(item_id, source.pk)
+            if not shown:
                 plan.missing_rationales += 1
                 continue
             plan.units.append(UnitSpec(item_id, source.pk, rationale_id, genq_id, f"item:{item_id}"))

@@ -72,14 +72,10 @@ def content_change_problems(
     writes), so that none of them opens between this check and the write."""
     if model not in FIXED_FIELDS or not changes:
         return {}, {}
-    fixed_fields = FIXED_FIELDS[model]
-    uses = content_studies(model=model, pks=list(changes))
-    study_ids = set().union(*uses.values()) if uses else set()
-    if not study_ids:
+    found = _studies_using(model=model, pks=list(changes), lock=lock)
+    if found is None:
         return {}, {}
-    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only("pk", "name", "status")
-    with transaction.atomic():  # the locks last until the caller's transaction ends
-        by_id = {s.pk: s for s in (studies.select_for_update() if lock else studies)}
+    uses, by_id = found
     allowed = _may_change_ids(user) if user is not None else None
     not_yours: dict[int, str] = {}
     fixed: dict[int, str] = {}
@@ -87,32 +83,58 @@ def content_change_problems(
         using = [by_id[s] for s in sorted(uses.get(pk, ())) if s in by_id]
         if not using:
             continue
-        if allowed is not None:
-            if any(s.pk not in allowed for s in using):
-                # Not named: another researcher's study name is theirs (issue 20 item 11).
-                not_yours[pk] = (
-                    f"{_label(model, pk)} is used by a study you may not change: only that study's researchers "
-                    "may edit or delete it, or add to what it shows"
-                )
-                continue
-        started = [s for s in using if s.status != Study.Status.DRAFT]
-        if not started:
+        if allowed is not None and any(s.pk not in allowed for s in using):
+            not_yours[pk] = _not_yours_reason(model, pk)
             continue
-        if fields is None:
-            fixed[pk] = (
-                f"{_label(model, pk)} cannot be deleted: {_names(started)} "
-                f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}"
-            )
-            continue
-        touched = sorted(set(fields) & fixed_fields)
-        if touched:
-            fixed[pk] = (
-                f"{', '.join(touched)} of {_label(model, pk)} cannot change: {_names(started)} "
-                f"{'shows' if len(started) == 1 else 'show'} it to workers and {_opened(started)}, so what its "
-                "workers saw and its scores stay as they were. Import the corrected content as a new dataset "
-                "or source and copy the study"
-            )
+        reason = _fixed_reason(model, pk, fields, using)
+        if reason:
+            fixed[pk] = reason
     return not_yours, fixed
+
+
+def _studies_using(
+    *, model: type[models.Model], pks: list[int], lock: bool
+) -> tuple[dict[int, set[int]], dict[int, Study]] | None:
+    """Which studies use each row (``content_studies``) and those studies by primary key, locked
+    when ``lock``; None when no study uses any of the rows."""
+    uses = content_studies(model=model, pks=pks)
+    study_ids = set().union(*uses.values()) if uses else set()
+    if not study_ids:
+        return None
+    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only("pk", "name", "status")
+    with transaction.atomic():  # the locks last until the caller's transaction ends
+        by_id = {s.pk: s for s in (studies.select_for_update() if lock else studies)}
+    return uses, by_id
+
+
+def _not_yours_reason(model: type[models.Model], pk: int) -> str:
+    # Not named: another researcher's study name is theirs (issue 20 item 11).
+    return (
+        f"{_label(model, pk)} is used by a study you may not change: only that study's researchers "
+        "may edit or delete it, or add to what it shows"
+    )
+
+
+def _fixed_reason(model: type[models.Model], pk: int, fields: Iterable[str] | None, using: list[Study]) -> str:
+    """Why the change (``fields``, None for a deletion) of a row that ``using`` use is refused
+    because one of them was opened; empty when it is not."""
+    started = [s for s in using if s.status != Study.Status.DRAFT]
+    if not started:
+        return ""
+    if fields is None:
+        return (
+            f"{_label(model, pk)} cannot be deleted: {_names(started)} "
+            f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}"
+        )
+    touched = sorted(set(fields) & FIXED_FIELDS[model])
+    if not touched:
+        return ""
+    return (
+        f"{', '.join(touched)} of {_label(model, pk)} cannot change: {_names(started)} "
+        f"{'shows' if len(started) == 1 else 'show'} it to workers and {_opened(started)}, so what its "
+        "workers saw and its scores stay as they were. Import the corrected content as a new dataset "
+        "or source and copy the study"
+    )
 
 
 def _names(studies: list[Study]) -> str:

@@ -83,48 +83,88 @@ def study_sync(*, study: Study) -> SyncReport:
             Publication.objects.filter(pk=publication.pk).update(error=f"sync: {exc.message}"[:2000])
             report.errors.append(f"{publication}: {exc.message}")
             continue
-        report.remote += len(remote)
-        ids = [item.platform_assignment_id for item in remote]
-        local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
-            study=study, platform_assignment_id__in=ids).select_related("participant")}
-        was_held = set(PlatformSubmission.objects.filter(
-            publication=publication, flag=PlatformSubmission.Flag.WORKER_MISMATCH, assignment__isnull=False)
-            .values_list("assignment_id", flat=True))
-        answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
-                       .values_list("claim__assignment", flat=True).distinct())
-        for item in remote:
-            if item.worker_id and participant_withdrawal_digest(
-                    platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
-                continue  # the worker withdrew from the study: nothing of theirs is stored again
-            assignment = local.get(item.platform_assignment_id)
-            flag = ""
-            if item.status in ("submitted", "approved", "rejected"):
-                if assignment is None:
-                    flag = PlatformSubmission.Flag.NO_LOCAL_ASSIGNMENT
-                elif assignment.participant.external_id != item.worker_id:
-                    flag = PlatformSubmission.Flag.WORKER_MISMATCH
-                elif assignment.pk not in answered:
-                    flag = PlatformSubmission.Flag.NO_ANSWERS
-            with transaction.atomic():
-                PlatformSubmission.objects.update_or_create(
-                    publication=publication, platform_assignment_id=item.platform_assignment_id,
-                    defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
-                              "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
-                              "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
-                )
-                if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
-                    # Held work stops counting (and cleared or corrected work counts again):
-                    # ``n_completed`` follows ``claims_that_count`` in the same transaction.
-                    units_recount_completed(assignment_ids=[assignment.pk])
-            if flag:
-                report.flagged += 1
-                report.flags.append({"platform_assignment_id": item.platform_assignment_id,
-                                     "worker_id": item.worker_id, "flag": flag})
-            if assignment is None:
-                continue
-            report.matched += 1
-            if (item.status in ("approved", "rejected") and assignment.status == Assignment.Status.SUBMITTED
-                    and flag != PlatformSubmission.Flag.WORKER_MISMATCH):
-                assignment_reviewed(assignment.pk, approved=item.status == "approved")
-                report.status_updates += 1
+        _publication_sync(study=study, publication=publication, remote=remote, withdrawn=withdrawn, report=report)
     return report
+
+
+@dataclass
+class _StoredWork:
+    """What is stored here for one publication's remote rows: the assignments they name (by
+    platform assignment id), those held for a worker mismatch, and those with answers."""
+
+    local: dict
+    was_held: set
+    answered: set
+
+
+def _stored_work(*, study: Study, publication: Publication, remote: list) -> _StoredWork:
+    ids = [item.platform_assignment_id for item in remote]
+    local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
+        study=study, platform_assignment_id__in=ids).select_related("participant")}
+    was_held = set(PlatformSubmission.objects.filter(
+        publication=publication, flag=PlatformSubmission.Flag.WORKER_MISMATCH, assignment__isnull=False)
+        .values_list("assignment_id", flat=True))
+    answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
+                   .values_list("claim__assignment", flat=True).distinct())
+    return _StoredWork(local, was_held, answered)
+
+
+def _publication_sync(*, study: Study, publication: Publication, remote: list, withdrawn, report: SyncReport) -> None:
+    """Match one publication's remote rows to the stored work, store each as a
+    ``PlatformSubmission`` and count it on ``report``."""
+    report.remote += len(remote)
+    stored = _stored_work(study=study, publication=publication, remote=remote)
+    for item in remote:
+        if item.worker_id and participant_withdrawal_digest(
+                platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
+            continue  # the worker withdrew from the study: nothing of theirs is stored again
+        assignment = stored.local.get(item.platform_assignment_id)
+        flag = _submission_flag(item, assignment, stored.answered)
+        _submission_store(publication=publication, item=item, assignment=assignment, flag=flag,
+                          was_held=stored.was_held)
+        _submission_report(item=item, assignment=assignment, flag=flag, report=report)
+
+
+def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
+    """Why a submitted remote row is held or needs a look: no stored assignment, another worker
+    than the local participant, or no stored answers; empty when none (or not submitted)."""
+    if item.status not in ("submitted", "approved", "rejected"):
+        return ""
+    if assignment is None:
+        return PlatformSubmission.Flag.NO_LOCAL_ASSIGNMENT
+    if assignment.participant.external_id != item.worker_id:
+        return PlatformSubmission.Flag.WORKER_MISMATCH
+    if assignment.pk not in answered:
+        return PlatformSubmission.Flag.NO_ANSWERS
+    return ""
+
+
+def _submission_store(*, publication: Publication, item, assignment: Assignment | None, flag: str,
+                      was_held: set) -> None:
+    with transaction.atomic():
+        PlatformSubmission.objects.update_or_create(
+            publication=publication, platform_assignment_id=item.platform_assignment_id,
+            defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
+                      "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
+                      "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
+        )
+        if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
+            # Held work stops counting (and cleared or corrected work counts again):
+            # ``n_completed`` follows ``claims_that_count`` in the same transaction.
+            units_recount_completed(assignment_ids=[assignment.pk])
+
+
+def _submission_report(*, item, assignment: Assignment | None, flag: str, report: SyncReport) -> None:
+    """Count the row on ``report``, and take over a review outcome decided on the platform
+    (never for work held for a worker mismatch)."""
+    if flag:
+        report.flagged += 1
+        report.flags.append({"platform_assignment_id": item.platform_assignment_id,
+                             "worker_id": item.worker_id, "flag": flag})
+    if assignment is None:
+        return
+    report.matched += 1
+    if (item.status in ("approved", "rejected") and assignment.status == Assignment.Status.SUBMITTED
+            and flag != PlatformSubmission.Flag.WORKER_MISMATCH):
+        assignment_reviewed(assignment.pk, approved=item.status == "approved")
+        report.status_updates += 1
