@@ -112,17 +112,9 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
         raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
     name = resolve_platform(study, platform_name)
     platform = get_platform(name)
-    _, default_tasks = study_task_count(study=study)
-    n_tasks = int(n_tasks if n_tasks is not None else default_tasks)
-    if n_tasks < 1:
-        raise PlatformServiceError(
-            f"study {study.name!r} has nothing to publish: add items (and sources) or build its units first"
-        )
-    if platform.moves_money and study.reward <= 0:
-        raise PlatformServiceError(f"study {study.name!r} has no reward: set a reward per task before publishing")
+    n_tasks = _tasks_to_publish(study=study, platform=platform, n_tasks=n_tasks)
     cost = study_cost_and_pay(study=study, platform_name=name, max_assignments_per_hit=_per_hit(options),
                               n_tasks=n_tasks)
-    estimate = cost.estimate
     if dry_run:
         return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
                                 cost=cost, options=options)
@@ -133,7 +125,38 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
             study = study_open(study=study)
         except StudyError as exc:
             raise PlatformServiceError(f"study {study.name!r} cannot be published: {exc}") from exc
+    publication = _publication_claim(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
+                                     estimate=cost.estimate, options=options)
+    if publication.status == Publication.Status.PUBLISHED:
+        return publication
+    _publication_send(publication=publication, study=study, user=user, name=name, platform=platform,
+                      options=options)
+    with transaction.atomic():
+        publication = Publication.objects.select_for_update().get(pk=publication.pk)
+        Publication.STATUS.move(publication, Publication.Status.PUBLISHED, error="")
+    logger.info("published %s on %s (batch %s): %s", study, name, publication.batch, publication.external_ids)
+    return publication
 
+
+def _tasks_to_publish(*, study: Study, platform, n_tasks: int | None) -> int:
+    """The tasks to publish (``n_tasks``, or the study's design), refused when there are none or
+    when the platform moves money and the study has no reward."""
+    _, default_tasks = study_task_count(study=study)
+    n_tasks = int(n_tasks if n_tasks is not None else default_tasks)
+    if n_tasks < 1:
+        raise PlatformServiceError(
+            f"study {study.name!r} has nothing to publish: add items (and sources) or build its units first"
+        )
+    if platform.moves_money and study.reward <= 0:
+        raise PlatformServiceError(f"study {study.name!r} has no reward: set a reward per task before publishing")
+    return n_tasks
+
+
+def _publication_claim(*, study: Study, user, name: str, platform, n_tasks: int, estimate,
+                       options: dict) -> Publication:
+    """Under a lock on the study: the publication this publish works on. One published or still
+    publishing is returned as it is (resumed, or nothing left to do); else a batch that failed
+    before anything was sent is reused, or a new batch is made."""
     with transaction.atomic():
         Study.objects.select_for_update().filter(pk=study.pk).first()
         publication = (
@@ -142,29 +165,42 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
                     status__in=[Publication.Status.PUBLISHING, Publication.Status.PUBLISHED])
             .order_by("-batch").first()
         )
-        if publication is not None and publication.status == Publication.Status.PUBLISHED:
+        if publication is not None:
             return publication
-        if publication is None:
-            # A batch that failed before anything was sent (no credentials, low balance) is
-            # reused, so failed attempts do not pile up batch numbers.
-            latest = (Publication.objects.select_for_update()
-                      .filter(study=study, platform=name, dry_run=False).order_by("-batch").first())
-            if (latest is not None and latest.status == Publication.Status.FAILED and not latest.external_ids
-                    and not latest.calls.exclude(status=PlatformCall.Status.FAILED).exists()):
-                Publication.STATUS.move(latest, Publication.Status.PUBLISHING, n_tasks=n_tasks,
-                                        reward=money(study.reward), currency=estimate.currency,
-                                        estimated_cost=estimate.total, endpoint=platform.endpoint,
-                                        plan={"options": options, "estimate": estimate.as_dict()})
-                publication = latest
-        if publication is None:
-            batch = _next_batch(study, name, dry_run=False)
-            publication = Publication.objects.create(
-                study=study, platform=name, batch=batch, dry_run=False,
-                request_token=publication_request_token(study=study, platform=name, batch=batch),
-                endpoint=platform.endpoint, n_tasks=n_tasks, reward=money(study.reward),
-                currency=estimate.currency, estimated_cost=estimate.total, created_by=actor(user),
-                plan={"options": options, "estimate": estimate.as_dict()},
-            )
+        publication = _failed_batch_reuse(study=study, name=name, platform=platform, n_tasks=n_tasks,
+                                          estimate=estimate, options=options)
+        if publication is not None:
+            return publication
+        batch = _next_batch(study, name, dry_run=False)
+        return Publication.objects.create(
+            study=study, platform=name, batch=batch, dry_run=False,
+            request_token=publication_request_token(study=study, platform=name, batch=batch),
+            endpoint=platform.endpoint, n_tasks=n_tasks, reward=money(study.reward),
+            currency=estimate.currency, estimated_cost=estimate.total, created_by=actor(user),
+            plan={"options": options, "estimate": estimate.as_dict()},
+        )
+
+
+def _failed_batch_reuse(*, study: Study, name: str, platform, n_tasks: int, estimate,
+                        options: dict) -> Publication | None:
+    """A batch that failed before anything was sent (no credentials, low balance) is reused, so
+    failed attempts do not pile up batch numbers: moved back to publishing; None when the latest
+    batch is not such a one. Call under the study's lock."""
+    latest = (Publication.objects.select_for_update()
+              .filter(study=study, platform=name, dry_run=False).order_by("-batch").first())
+    if (latest is None or latest.status != Publication.Status.FAILED or latest.external_ids
+            or latest.calls.exclude(status=PlatformCall.Status.FAILED).exists()):
+        return None
+    Publication.STATUS.move(latest, Publication.Status.PUBLISHING, n_tasks=n_tasks,
+                            reward=money(study.reward), currency=estimate.currency,
+                            estimated_cost=estimate.total, endpoint=platform.endpoint,
+                            plan={"options": options, "estimate": estimate.as_dict()})
+    return latest
+
+
+def _publication_send(*, publication: Publication, study: Study, user, name: str, platform, options: dict) -> None:
+    """Create on the platform what ``publication`` still lacks; a failure is recorded on it
+    (``_publication_error``) and raised as a ``PlatformServiceError``."""
     try:
         if name == Platform.MTURK:
             _publish_mturk(publication=publication, study=study, user=user, platform=platform, options=options)
@@ -178,12 +214,6 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
     except PlatformServiceError as exc:
         _publication_error(publication, exc.message)
         raise
-    with transaction.atomic():
-        publication = Publication.objects.select_for_update().get(pk=publication.pk)
-        Publication.STATUS.move(publication, Publication.Status.PUBLISHED, error="")
-    logger.info("published %s on %s (batch %s): %s", study, name, publication.batch, publication.external_ids)
-    return publication
-
 
 
 def _publication_error(publication: Publication, message: str) -> None:
