@@ -123,31 +123,45 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
         label, (x, y) = THEILS_U[key]
         stored = results.get(key) or {}
         if frame is not None:
-            for source, g in _groups(frame, [x, y]):
-                value = stored.get(source)
-                if value is None:  # a direction that was not stored: computed here from the same units
-                    value = theils_u(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()) if len(g) else None
-                low, high = percentile_ci(theils_u_draws(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()))
-                rows.append({"measure": label, "source": source, "n": len(g), "value": value,
-                             "ci_low": low, "ci_high": high})
+            rows += _theils_u_unit_rows(label, x, y, stored, frame)
         else:
             rows += _ordered([{"measure": label, "source": s, "n": None, "value": v, "ci_low": None, "ci_high": None}
                               for s, v in stored.items()], "source")
     columns = [Column("measure", "Measure"), Column("source", "Source"), Column("n", "n", "int"),
                Column("value", "Theil's U", "float", 4), Column("ci", "95% CI", "ci", 4)]
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
-    gen_u = results.get("gen_u") or {}
-    if gen_u.get("method"):
-        section.notes.append(f"{gen_u['method']}.")
-    elif gen_u.get("question_filter"):
-        section.notes.append(f"Gen-U on {gen_u['question_filter']}.")
-    section.notes.append(CI_NOTE if frame is not None else
-                         "n and intervals come from the study's unit scores, which a later run replaced.")
-    if not both_directions:
-        section.notes.append("Both directions: add ?both=1 to this page's address.")
+    section.notes += _theils_u_notes(results, frame, both_directions=both_directions)
     if "gen_u_vs_utility" in plots.available(results):
         section.figures.append("gen_u_vs_utility")
     return section
+
+
+def _theils_u_unit_rows(label: str, x: str, y: str, stored: dict, frame: pd.DataFrame) -> list[dict]:
+    """U(x | y) per source and over all, with n and a bootstrap interval from the unit scores; a
+    direction that was not stored is computed here from the same units."""
+    rows = []
+    for source, g in _groups(frame, [x, y]):
+        value = stored.get(source)
+        if value is None:
+            value = theils_u(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()) if len(g) else None
+        low, high = percentile_ci(theils_u_draws(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()))
+        rows.append({"measure": label, "source": source, "n": len(g), "value": value,
+                     "ci_low": low, "ci_high": high})
+    return rows
+
+
+def _theils_u_notes(results: dict, frame: pd.DataFrame | None, *, both_directions: bool) -> list[str]:
+    notes = []
+    gen_u = results.get("gen_u") or {}
+    if gen_u.get("method"):
+        notes.append(f"{gen_u['method']}.")
+    elif gen_u.get("question_filter"):
+        notes.append(f"Gen-U on {gen_u['question_filter']}.")
+    notes.append(CI_NOTE if frame is not None else
+                 "n and intervals come from the study's unit scores, which a later run replaced.")
+    if not both_directions:
+        notes.append("Both directions: add ?both=1 to this page's address.")
+    return notes
 
 
 def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:

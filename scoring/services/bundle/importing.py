@@ -330,27 +330,38 @@ def _check_schemas(bundle: Bundle) -> None:
             continue
         given = {f.get("name"): f.get("type") for f in (resource.get("schema") or {}).get("fields") or []
                  if isinstance(f, dict)}
-        expected = {f.name: f.type for f in table.fields}
-        for name in table.reads or expected:
-            if name not in given:
-                bundle.error(table.path, None, name, f"schema mismatch: the field is missing from {DATAPACKAGE_FILE}")
-            elif given[name] != expected[name]:
-                bundle.error(table.path, None, name,
-                             f"schema mismatch: type {given[name]!r} in {DATAPACKAGE_FILE}, expected {expected[name]!r}")
-        if table.reads is None:
-            for name in given.keys() - expected.keys():
-                bundle.error(table.path, None, name, "schema mismatch: a field this installation does not know")
+        _check_schema_fields(bundle, table, given)
         if table.path not in bundle.archive.namelist():
             bundle.error(table.path, None, "", "missing from the bundle")
             continue
-        with bundle.archive.open(table.path) as raw:
-            header = next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline="")), [])
-        if header != list(given):
-            missing = [n for n in given if n not in header] or [n for n in header if n not in given]
-            bundle.error(table.path, 1, missing[0] if missing else "",
-                         f"schema mismatch: the CSV header ({', '.join(header)}) is not the fields of "
-                         f"{DATAPACKAGE_FILE}")
+        _check_csv_header(bundle, table, given)
     bundle.raise_if_any()
+
+
+def _check_schema_fields(bundle: Bundle, table: Table, given: dict) -> None:
+    """The fields ``datapackage.json`` gives a table (name -> type) are the ones read here, with
+    the types read here; a table read whole may have no field this installation does not know."""
+    expected = {f.name: f.type for f in table.fields}
+    for name in table.reads or expected:
+        if name not in given:
+            bundle.error(table.path, None, name, f"schema mismatch: the field is missing from {DATAPACKAGE_FILE}")
+        elif given[name] != expected[name]:
+            bundle.error(table.path, None, name,
+                         f"schema mismatch: type {given[name]!r} in {DATAPACKAGE_FILE}, expected {expected[name]!r}")
+    if table.reads is None:
+        for name in given.keys() - expected.keys():
+            bundle.error(table.path, None, name, "schema mismatch: a field this installation does not know")
+
+
+def _check_csv_header(bundle: Bundle, table: Table, given: dict) -> None:
+    """The table's CSV header is the fields ``datapackage.json`` gives it, in that order."""
+    with bundle.archive.open(table.path) as raw:
+        header = next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline="")), [])
+    if header != list(given):
+        missing = [n for n in given if n not in header] or [n for n in header if n not in given]
+        bundle.error(table.path, 1, missing[0] if missing else "",
+                     f"schema mismatch: the CSV header ({', '.join(header)}) is not the fields of "
+                     f"{DATAPACKAGE_FILE}")
 
 
 # --- writing -------------------------------------------------------------------------------------
