@@ -163,8 +163,6 @@ def assignment_submit(*, assignment: Assignment) -> Assignment:
             Unit.objects.filter(id__in=unit_ids).update(n_completed=F("n_completed") + 1)
             # Its answers count now: a study that stops early closes the units they decide.
             units_decide(study=assignment.study, unit_ids=unit_ids)
-        # What the move wrote, without reading the row back.
-        assignment.status = Assignment.Status.SUBMITTED
-        for name, value in fields.items():
-            setattr(assignment, name, value)
+        # The caller's copy gets what the move wrote, without reading the row back.
+        Assignment.STATUS.move(assignment, Assignment.Status.SUBMITTED, save=False, **fields)
         return assignment
