@@ -5,12 +5,13 @@ worker keeps one open for ``keepalive`` seconds. A connection the server closed 
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlencode
 
 from load import Http
 
 
 class KeepAliveHttp(Http):
+    CONNECTION = "keep-alive"
+
     def __init__(self, host: str, port: int):
         super().__init__(host, port)
         self.reader = self.writer = None
@@ -35,13 +36,7 @@ class KeepAliveHttp(Http):
         return head, body
 
     async def request(self, method: str, path: str, form: dict | None = None) -> tuple[int, dict, bytes]:
-        body = urlencode(form).encode() if form is not None else b""
-        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: keep-alive"]
-        if self.cookies:
-            head.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
-        if form is not None:
-            head += ["Content-Type: application/x-www-form-urlencoded", f"Content-Length: {len(body)}"]
-        raw = ("\r\n".join(head) + "\r\n\r\n").encode() + body
+        raw = self.encode(method, path, form)
         try:
             header_blob, payload = await self._exchange(raw)
         except (asyncio.IncompleteReadError, ConnectionError):  # the server closed the idle connection
@@ -49,17 +44,7 @@ class KeepAliveHttp(Http):
                 self.writer.close()
             self.reader = self.writer = None
             header_blob, payload = await self._exchange(raw)
-        lines = header_blob.decode("latin-1").rstrip("\r\n").split("\r\n")
-        status = int(lines[0].split()[1])
-        headers: dict = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name, value = name.lower(), value.strip()
-            if name == "set-cookie":
-                key, _, rest = value.partition("=")
-                self.cookies[key] = rest.split(";", 1)[0]
-            headers[name] = value
-        return status, headers, payload
+        return self.decode(header_blob, payload)
 
     def __del__(self):
         if self.writer is not None:

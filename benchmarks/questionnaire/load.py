@@ -127,21 +127,21 @@ class Http:
     def __init__(self, host: str, port: int):
         self.host, self.port, self.cookies = host, port, {}
 
-    async def request(self, method: str, path: str, form: dict | None = None) -> tuple[int, dict, bytes]:
+    CONNECTION = "close"
+
+    def encode(self, method: str, path: str, form: dict | None) -> bytes:
+        """The request's bytes, with the jar's cookies."""
         body = urlencode(form).encode() if form is not None else b""
-        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close"]
+        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", f"Connection: {self.CONNECTION}"]
         if self.cookies:
             head.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
         if form is not None:
             head += ["Content-Type: application/x-www-form-urlencoded", f"Content-Length: {len(body)}"]
-        reader, writer = await asyncio.open_connection(self.host, self.port)
-        try:
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-            raw = await asyncio.wait_for(reader.read(-1), timeout=30)
-        finally:
-            writer.close()
-        header_blob, _, payload = raw.partition(b"\r\n\r\n")
-        lines = header_blob.decode("latin-1").split("\r\n")
+        return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+    def decode(self, header_blob: bytes, payload: bytes) -> tuple[int, dict, bytes]:
+        """(status, headers, body) of a response, its cookies kept in the jar."""
+        lines = header_blob.decode("latin-1").rstrip("\r\n").split("\r\n")
         status = int(lines[0].split()[1])
         headers: dict = {}
         for line in lines[1:]:
@@ -152,6 +152,17 @@ class Http:
                 self.cookies[key] = rest.split(";", 1)[0]
             headers[name] = value
         return status, headers, payload
+
+    async def request(self, method: str, path: str, form: dict | None = None) -> tuple[int, dict, bytes]:
+        raw = self.encode(method, path, form)
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            writer.write(raw)
+            response = await asyncio.wait_for(reader.read(-1), timeout=30)
+        finally:
+            writer.close()
+        header_blob, _, payload = response.partition(b"\r\n\r\n")
+        return self.decode(header_blob, payload)
 
 
 async def worker(host: str, port: int, entry: str, start: float, deadline: float, lat: dict, stats: Counter,
