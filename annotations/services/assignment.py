@@ -372,7 +372,15 @@ def assignment_start(
                 assignment_consent(assignment=active)
             return active
 
-        platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id)
+        try:
+            platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id)
+        except PlatformAssignmentTaken:
+            # This worker's own start of the same platform assignment committed between the read of
+            # their active task above and this check (two statements): decide again, which resumes
+            # it or refuses as for any task in progress.
+            if _active_assignment(study=study, participant=participant) is not None:
+                continue
+            raise
         pending = _qualification_pending(study=study, participant=participant)
         with transaction.atomic():
             try:

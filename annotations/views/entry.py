@@ -155,9 +155,12 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     page = f"s:{study.pk}:{arrival.platform}:{arrival.worker_id}:{arrival.assignment_id}"
     refs = PlatformRefs(assignment_id=arrival.assignment_id, task_id=arrival.task_id, return_url=arrival.return_url)
     held = browser_holds(request, study.pk).assignment_id
-    known = selectors_entry.participant_by_platform_id(platform=arrival.platform, external_id=arrival.worker_id)
+    # The binding first: a worker's participant row is committed no later than its binding, so a
+    # binding seen here has its participant seen below (read the other way round, a simultaneous
+    # first entry of the same worker could commit both in between and look like another worker).
     owner = selectors_entry.platform_assignment_owner(platform=arrival.platform,
                                                       platform_assignment_id=arrival.assignment_id)
+    known = selectors_entry.participant_by_platform_id(platform=arrival.platform, external_id=arrival.worker_id)
     if owner is not None and (known is None or owner != known.pk):
         return message(request, title="This task belongs to another worker", status=403,
                        message="This platform assignment was opened by another worker account, so it cannot be "
