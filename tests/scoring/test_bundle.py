@@ -269,3 +269,26 @@ def test_text_a_spreadsheet_would_run_travels_exactly():
     assert all(r["text"].startswith("=HYPERLINK(") for r in rationales)
 
     bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-formulas-copy")  # the same items: no difference
+
+
+def test_a_study_that_stopped_early_round_trips_with_its_setting_and_decided_units():
+    """Issue 24: early stopping travels with the bundle (the setting and when each unit was
+    decided), so the copy's results.json says the same about it as the original's."""
+    study = make_study(n_items=2, n_sources=1, quota=5, units_per_task=2, name="stops-early-origin",
+                       stop_when_decided=True)
+    for n in range(3):  # three identical right answers of five decide both yes/no units
+        work(study, f"PID-E{n}", platform=Platform.LINK)
+    decided = dict(study.units.values_list("question_key", "decided_at"))
+    assert all(decided.values())
+    study_close(user=OPERATOR, study=study)
+    original = study_score(study=study, similarity=False)
+    assert original.status == "done", original.error
+
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="stops-early-copy", filename="study.zip")
+
+    assert copy.stop_when_decided is True
+    assert dict(copy.units.values_list("question_key", "decided_at")) == decided
+    rescored = study_score(study=copy, similarity=False)
+    assert rescored.status == "done", rescored.error
+    assert original.results["early_stopping"]["answers_saved"] == 4
+    assert _numbers(rescored.results) == _numbers(original.results)
