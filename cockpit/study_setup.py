@@ -6,9 +6,9 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 
+from annotations.choices import correct_answer_problem, normalise_choices
 from annotations.models import AttentionCheck, QualificationGrant, QualificationTest
 from annotations.services.qualification import qualification_questions, qualification_questions_set
-from annotations.services.steps import correct_answer_problem, normalise_choices
 
 
 class SourcesPicker(forms.CheckboxSelectMultiple):
@@ -34,7 +34,7 @@ def _choices_field_help() -> str:
 
 def check_choices(choices) -> None:
     """A ValidationError naming what is wrong with ``choices``; whether the correct answer is one of
-    them is the model's check (``annotations.services.steps.correct_answer_problem``)."""
+    them is the model's check (``annotations.choices.correct_answer_problem``)."""
     if not isinstance(choices, list):
         raise forms.ValidationError({"choices": "A list of answer labels, e.g. [\"yes\", \"no\"]."})
     if any(not c["label"] for c in normalise_choices(choices)):

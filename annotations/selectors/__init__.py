@@ -14,6 +14,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotations import precompiled
+from annotations.choices import normalise_choices
 from annotations.models import (
     Annotation,
     Assignment,
@@ -29,7 +30,6 @@ from annotations.services.steps import (
     RATIONALE_PROPERTIES,
     VALIDATION_FIELDS,
     genq_choices,
-    normalise_choices,
     steps_for,
 )
 from lab.pseudonyms import withdrawal_digest, worker_pseudonym

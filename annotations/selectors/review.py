@@ -41,7 +41,7 @@ def _step_answer(step: str):
 def answers_for_review(queryset: QuerySet[Annotation]) -> QuerySet[Annotation]:
     """``queryset`` with, on each answer: ``gold`` (the right answer of what was asked: the
     attention check's, the generalization question's or the item's), ``is_correct`` (True / False
-    on graded steps, None elsewhere: the rule of ``annotations.services.steps.answer_is_correct``,
+    on graded steps, None elsewhere: the rule of ``annotations.choices.answer_is_correct``,
     exact label equality, in SQL), and
     ``before_answer`` / ``after_answer`` (both steps of the same question, whichever row this is)."""
     gold = Coalesce("claim__attention_check__correct_answer", "claim__unit__generalization_question__answer",

@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotations import precompiled
+from annotations.choices import answer_is_correct, normalise_choices
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.selectors import claim_counts
 from annotations.services.errors import (
@@ -27,13 +28,7 @@ from annotations.services.errors import (
     StepOutOfOrder,
 )
 from annotations.services.release import active_or_refuse, extend_to_full_duration, lock, lock_active
-from annotations.services.steps import (
-    answer_is_correct,
-    clean_answer,
-    genq_choices,
-    normalise_choices,
-    steps_for,
-)
+from annotations.services.steps import clean_answer, genq_choices, steps_for
 from annotations.services.stopping import units_decide
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
 from annotations.models import Assignment, QualificationGrant, QualificationTest
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
-from annotations.services.steps import answer_is_correct, correct_answer_problem, normalise_choices
 
 
 def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> QualificationGrant:

@@ -3,11 +3,7 @@
 Shared by the answer service (what is allowed) and the selectors (what a page shows)."""
 from __future__ import annotations
 
-from annotations.choices import (  # noqa: F401 (the rules of one answer, re-exported for the steps)
-    answer_is_correct,
-    correct_answer_problem,
-    normalise_choices,
-)
+from annotations.choices import normalise_choices
 from annotations.models import Annotation
 from annotations.services.errors import InvalidAnswer
 from studies.models import Study

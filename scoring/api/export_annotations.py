@@ -19,9 +19,9 @@ from django.db import connections
 from django.db.models import BooleanField, CharField, ExpressionWrapper, Func, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from annotations.choices import answer_is_correct
 from annotations.models import Annotation, Assignment, AttentionCheck, Participant, Unit
 from annotations.selectors import claim_counts
-from annotations.services.steps import answer_is_correct
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
 from scoring.api.export_units import utility_label

@@ -83,7 +83,7 @@ def add_utility(frame: pd.DataFrame) -> pd.DataFrame:
     gold = frame["gold"].astype(object)
     for step in ("before", "after"):
         maj = frame[f"{step}_majority"].astype(object)
-        # exact label equality: annotations.services.steps.answer_is_correct, column-wise
+        # exact label equality: annotations.choices.answer_is_correct, column-wise
         frame[f"{step}_correct"] = (maj.notna() & (maj == gold)).to_numpy(dtype=bool)
     frame["utility"] = UTILITY_TABLE[frame["before_correct"].to_numpy(dtype=np.intp),
                                       frame["after_correct"].to_numpy(dtype=np.intp)]
