@@ -119,6 +119,15 @@ TEMPLATES = [
             ],
         },
     },
+    # The worker pages (templates/jinja2/annotations/, rendered as "annotations/<name>.html"): Jinja2
+    # for speed (lab/jinja2.py says why). The engine above finds no "annotations/..." template, so
+    # Django's render() falls through to this one; the admin and the cockpit stay on the one above.
+    {
+        "BACKEND": "django.template.backends.jinja2.Jinja2",
+        "DIRS": [BASE_DIR / "templates" / "jinja2"],
+        "APP_DIRS": False,
+        "OPTIONS": {"environment": "lab.jinja2.environment", "autoescape": True},
+    },
 ]
 
 if not os.environ.get("DATABASE_URL"):
