@@ -35,8 +35,9 @@ class KeepAliveHttp(Http):
             self.reader = self.writer = None
         return head, body
 
-    async def request(self, method: str, path: str, form: dict | None = None) -> tuple[int, dict, bytes]:
-        raw = self.encode(method, path, form)
+    async def request(self, method: str, path: str, form: dict | None = None,
+                      headers: dict | None = None) -> tuple[int, dict, bytes]:
+        raw = self.encode(method, path, form, headers)
         try:
             header_blob, payload = await self._exchange(raw)
         except (asyncio.IncompleteReadError, ConnectionError):  # the server closed the idle connection

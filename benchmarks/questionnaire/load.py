@@ -2,7 +2,10 @@
 
 Each simulated worker opens the study link as a new participant (fresh cookie jar), consents
 (claim), GETs its first question page, and for every question POSTs the first answer, GETs the
-reveal, POSTs the second answer and GETs the next page; then finishes and starts over. By default
+reveal, POSTs the second answer and GETs the next page; then finishes and starts over. Answers are
+sent as the step page's script sends them (header ``X-RL-Inline: 1``: the reply is the next page
+itself, so the reveal and the next question come with the answers and have no rows of their own);
+``--plain-forms`` sends them as a browser without JavaScript does (POST, redirect, GET). By default
 closed loop (no think time, all workers at once); ``--think MIN MAX`` waits a random human time
 before every step, ``--arrival N`` starts the workers at random moments within the first N
 seconds (a launch burst). After each level the database is checked (every unit within its quota,
@@ -48,6 +51,8 @@ os.environ.setdefault("DJANGO_DEBUG", "0")
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"'.encode()) for name in
          ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
+# The header the step page's script sends with an answer (annotations.views.task.INLINE_HEADER).
+INLINE = {"X-RL-Inline": "1"}
 STEPS = ("landing", "claim", "first_question", "question", "before", "reveal", "after", "finish")
 WINDOW = 10.0  # seconds per latency window
 
@@ -129,14 +134,15 @@ class Http:
 
     CONNECTION = "close"
 
-    def encode(self, method: str, path: str, form: dict | None) -> bytes:
-        """The request's bytes, with the jar's cookies."""
+    def encode(self, method: str, path: str, form: dict | None, headers: dict | None = None) -> bytes:
+        """The request's bytes, with the jar's cookies (and ``headers``)."""
         body = urlencode(form).encode() if form is not None else b""
         head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", f"Connection: {self.CONNECTION}"]
         if self.cookies:
             head.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
         if form is not None:
             head += ["Content-Type: application/x-www-form-urlencoded", f"Content-Length: {len(body)}"]
+        head += [f"{name}: {value}" for name, value in (headers or {}).items()]
         return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
     def decode(self, header_blob: bytes, payload: bytes) -> tuple[int, dict, bytes]:
@@ -153,8 +159,9 @@ class Http:
             headers[name] = value
         return status, headers, payload
 
-    async def request(self, method: str, path: str, form: dict | None = None) -> tuple[int, dict, bytes]:
-        raw = self.encode(method, path, form)
+    async def request(self, method: str, path: str, form: dict | None = None,
+                      headers: dict | None = None) -> tuple[int, dict, bytes]:
+        raw = self.encode(method, path, form, headers)
         reader, writer = await asyncio.open_connection(self.host, self.port)
         try:
             writer.write(raw)
@@ -167,7 +174,7 @@ class Http:
 
 async def worker(host: str, port: int, entry: str, start: float, deadline: float, lat: dict, stats: Counter,
                  stop: asyncio.Event, *, arrival: float, think: tuple[float, float] | None, rng: random.Random,
-                 http=Http):
+                 http=Http, inline: bool = True):
     async def timed(step, coro):
         began, t0 = time.monotonic() - start, time.perf_counter()
         try:
@@ -217,13 +224,20 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
             step = FIELD["step"].search(page).group(1).decode()
             form = {"csrfmiddlewaretoken": token, "claim": claim.group(1).decode(), "step": step,
                     "shown": FIELD["shown"].search(page).group(1).decode(), "answer": "yes"}
-            status, _, _ = await timed(step, client.request("POST", task + "answer", form))
-            if status != 302:
-                stats[f"{step}_{status}"] += status != 599
-                return
-            status, _, page = await timed("reveal" if step == "before" else "question", client.request("GET", task))
-            if status == 599:  # timed out (counted)
-                return
+            if inline:  # the reply is the next page
+                status, _, page = await timed(step, client.request("POST", task + "answer", form, INLINE))
+                if status != 200:
+                    stats[f"{step}_{status}"] += status != 599
+                    return
+            else:
+                status, _, _ = await timed(step, client.request("POST", task + "answer", form))
+                if status != 302:
+                    stats[f"{step}_{status}"] += status != 599
+                    return
+                status, _, page = await timed("reveal" if step == "before" else "question",
+                                              client.request("GET", task))
+                if status == 599:  # timed out (counted)
+                    return
             if step == "after":
                 stats["units"] += 1
                 if time.monotonic() < deadline:
@@ -262,7 +276,8 @@ def summary(samples: list[tuple[float, float]]) -> dict:
 
 
 async def run_level(port: int, entry: str, n: int, seconds: float, *, arrival: float = 0.0,
-                    think: tuple[float, float] | None = None, seed: int = 0, http=Http) -> dict:
+                    think: tuple[float, float] | None = None, seed: int = 0, http=Http,
+                    inline: bool = True) -> dict:
     lat: dict = defaultdict(list)  # step -> [(seconds since the level started, latency)]
     stats: Counter = Counter()
     stop = asyncio.Event()
@@ -270,7 +285,8 @@ async def run_level(port: int, entry: str, n: int, seconds: float, *, arrival: f
     start = time.monotonic()
     deadline = start + seconds
     await asyncio.gather(*(worker("127.0.0.1", port, entry, start, deadline, lat, stats, stop, arrival=arrival,
-                                  think=think, rng=random.Random(rng.random()), http=http) for _ in range(n)))
+                                  think=think, rng=random.Random(rng.random()), http=http, inline=inline)
+                           for _ in range(n)))
     elapsed = min(time.monotonic(), deadline) - start
     windows = []  # by when the request started
     for w in range(int(math.ceil(elapsed / WINDOW))):
@@ -324,6 +340,9 @@ def main() -> None:
     parser.add_argument("--keep-alive", action="store_true",
                         help="each simulated worker keeps one HTTP/1.1 connection open between its requests "
                              "(as a browser or a reverse proxy does; needs gthread workers to matter)")
+    parser.add_argument("--plain-forms", action="store_true",
+                        help="send answers as a browser without JavaScript does (POST, redirect, GET of the "
+                             "next page) instead of as the step page's script does (the reply is the page)")
     parser.add_argument("--no-round-trips", action="store_true",
                         help="skip counting the database round trips per step (one task walked in-process)")
     args = parser.parse_args()
@@ -342,7 +361,7 @@ def main() -> None:
     if not args.no_round_trips:  # one task of the warm-up study, in-process, before the server starts
         import round_trips
 
-        trips = round_trips.summary(round_trips.walk_task(warm_entry))
+        trips = round_trips.summary(round_trips.walk_task(warm_entry, inline=not args.plain_forms))
     connections.close_all()
 
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi:application", "-b",
@@ -371,7 +390,7 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         # warm-up: a few tasks on a study of its own, not counted
-        asyncio.run(run_level(args.port, warm_entry, 4, 2.0, http=http))
+        asyncio.run(run_level(args.port, warm_entry, 4, 2.0, http=http, inline=not args.plain_forms))
         if args.analyze:
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE")
@@ -383,7 +402,8 @@ def main() -> None:
             load = os.getloadavg()
             server_cpu, client_cpu = group_cpu_seconds(server.pid), time.process_time()
             result = asyncio.run(run_level(args.port, entry, n, seconds, arrival=args.arrival,
-                                           think=tuple(args.think) if args.think else None, seed=n, http=http))
+                                           think=tuple(args.think) if args.think else None, seed=n, http=http,
+                                           inline=not args.plain_forms))
             server_cpu = group_cpu_seconds(server.pid) - server_cpu
             client_cpu = time.process_time() - client_cpu
             done = max(1, result["units"])
@@ -403,7 +423,8 @@ def main() -> None:
     meta = {"cpus": os.cpu_count(), "queries": args.queries, "load_average_at_start": load_before,
             "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads}, **design,
             "seconds": seconds, "think": args.think, "arrival": args.arrival, "analyze": args.analyze,
-            "deployed": args.deployed, "keep_alive": args.keep_alive, "round_trips_per_step": trips}
+            "deployed": args.deployed, "keep_alive": args.keep_alive,
+            "answers": "plain forms" if args.plain_forms else "inline", "round_trips_per_step": trips}
     Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(f"load average at start {load_before}; " + json.dumps({k: v for k, v in meta.items() if k != "cpus"}))
     print("| workers | units/s | units | errors | " + " | ".join(f"{s} p50/p95/p99 ms" for s in STEPS) + " |")

@@ -3,7 +3,9 @@
 One task of a study is walked in-process with Django's test client, the way ``load.py``'s workers
 walk it over HTTP: landing page, consent (the claim), first question, then per question the first
 answer (before), the reveal, the second answer (after) and the next page (question), the submit
-(finish) and the done page. Before each request the connections are handled as a server does at
+(finish) and the done page. With ``inline`` the answers are sent as the step page's script sends
+them (header ``X-RL-Inline: 1``): the reply is the next page, so the reveal and the next question
+are part of the answer steps and have no requests of their own. Before each request the connections are handled as a server does at
 ``request_started`` (``close_old_connections``: the ``CONN_HEALTH_CHECKS`` query runs there when
 it is on), which the test client skips.
 
@@ -25,6 +27,9 @@ import re
 import tempfile
 from collections import defaultdict
 
+# The header the step page's script sends with an answer (annotations.views.task.INLINE_HEADER),
+# as the test client takes it.
+INLINE = {"HTTP_X_RL_INLINE": "1"}
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in
          ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
 # libpq's trace lines of frontend messages that wait for the server (simple query; extended
@@ -58,7 +63,7 @@ class _Wire:
         return n
 
 
-def walk_task(entry: str) -> dict[str, dict[str, list[int]]]:
+def walk_task(entry: str, *, inline: bool = False) -> dict[str, dict[str, list[int]]]:
     """Walk one task of the study at ``entry`` (``/w/s/<token>/``) as a new participant; returns
     ``{step: {"statements": [...], "round_trips": [...]}}`` (one value per request of that step)."""
     from django.db import close_old_connections, connection
@@ -73,14 +78,14 @@ def walk_task(entry: str) -> dict[str, dict[str, list[int]]]:
         statements[0] += 1
         return execute(sql, params, many, context)
 
-    def request(step: str, method: str, path: str, data: dict | None = None):
+    def request(step: str, method: str, path: str, data: dict | None = None, headers: dict | None = None):
         close_old_connections()  # what request_started does in a server (health check, max age)
         connection.ensure_connection()
         wire._attach()
         wire.count()  # drop what came before
         statements[0] = 0
         with connection.execute_wrapper(counter):
-            response = client.get(path) if method == "GET" else client.post(path, data)
+            response = client.get(path) if method == "GET" else client.post(path, data, **(headers or {}))
             wire._attach()  # a connection opened during the request (none when persistent)
         close_old_connections()  # request_finished
         counts[step]["statements"].append(statements[0])
@@ -98,16 +103,21 @@ def walk_task(entry: str) -> dict[str, dict[str, list[int]]]:
         step = FIELD["step"].search(page).group(1)
         form = {"csrfmiddlewaretoken": token, "claim": claim.group(1), "step": step,
                 "shown": html.unescape(FIELD["shown"].search(page).group(1)), "answer": "yes"}
-        response = request(step, "POST", task + "answer", form)
-        assert response.status_code == 302, (step, response.status_code)
-        page = request("reveal" if step == "before" else "question", "GET", task).content.decode()
+        if inline:
+            response = request(step, "POST", task + "answer", form, INLINE)
+            assert response.status_code == 200, (step, response.status_code)
+            page = response.content.decode()
+        else:
+            response = request(step, "POST", task + "answer", form)
+            assert response.status_code == 302, (step, response.status_code)
+            page = request("reveal" if step == "before" else "question", "GET", task).content.decode()
     response = request("finish", "POST", task + "submit", {"csrfmiddlewaretoken": token})
     assert response.status_code == 302, response.status_code
     request("done", "GET", task)
     return dict(counts)
 
 
-def cpu_per_unit(entry: str, *, tasks: int = 20) -> dict:
+def cpu_per_unit(entry: str, *, tasks: int = 20, inline: bool = False) -> dict:
     """Django's CPU per completed unit, in-process: ``tasks`` tasks walked as above with nothing
     counted (process CPU time, so other load on the machine slows it but is not in it; the
     database's own CPU is not in it either). Comparable between two versions of the code run
@@ -122,9 +132,9 @@ def cpu_per_unit(entry: str, *, tasks: int = 20) -> dict:
     for _ in range(tasks):
         client = Client(HTTP_HOST="127.0.0.1")
 
-        def request(method, path, data=None, client=client):
+        def request(method, path, data=None, headers=None, client=client):
             close_old_connections()
-            response = client.get(path) if method == "GET" else client.post(path, data)
+            response = client.get(path) if method == "GET" else client.post(path, data, **(headers or {}))
             close_old_connections()
             return response
 
@@ -135,11 +145,14 @@ def cpu_per_unit(entry: str, *, tasks: int = 20) -> dict:
         page = request("GET", task).content.decode()
         while (claim := FIELD["claim"].search(page)) is not None:
             step = FIELD["step"].search(page).group(1)
-            request("POST", task + "answer", {"csrfmiddlewaretoken": token, "claim": claim.group(1), "step": step,
-                                              "shown": html.unescape(FIELD["shown"].search(page).group(1)),
-                                              "answer": "yes"})
+            form = {"csrfmiddlewaretoken": token, "claim": claim.group(1), "step": step,
+                    "shown": html.unescape(FIELD["shown"].search(page).group(1)), "answer": "yes"}
             units += step == "after"
-            page = request("GET", task).content.decode()
+            if inline:
+                page = request("POST", task + "answer", form, INLINE).content.decode()
+            else:
+                request("POST", task + "answer", form)
+                page = request("GET", task).content.decode()
         request("POST", task + "submit", {"csrfmiddlewaretoken": token})
     return {"tasks": tasks, "units": units, "django_cpu_ms_per_unit": round((time.process_time() - began) * 1000 / units, 2)}
 
@@ -149,7 +162,7 @@ def summary(counts: dict) -> dict[str, dict[str, int]]:
     return {step: {kind: max(values) for kind, values in c.items()} for step, c in counts.items()}
 
 
-if __name__ == "__main__":  # DATABASE_URL=postgres://... python benchmarks/questionnaire/round_trips.py <entry>
+if __name__ == "__main__":  # DATABASE_URL=postgres://... python benchmarks/questionnaire/round_trips.py <entry> [--inline]
     import json
     import sys
 
@@ -158,4 +171,4 @@ if __name__ == "__main__":  # DATABASE_URL=postgres://... python benchmarks/ques
     import django
 
     django.setup()
-    print(json.dumps(summary(walk_task(sys.argv[1])), indent=1))
+    print(json.dumps(summary(walk_task(sys.argv[1], inline="--inline" in sys.argv[2:])), indent=1))

@@ -34,12 +34,19 @@ MOST = {
 }
 
 
-def _walk(client: Client, url: str) -> dict[str, list[int]]:
+# Answers sent by the step page's script (header X-RL-Inline: 1) are replied to with the next page:
+# the reveal's and the next question's reads join the answer's request, and the task's own row is
+# read once for both.
+MOST_INLINE = {**{k: v for k, v in MOST.items() if k not in ("reveal", "question")},
+               "before": MOST["before"] + MOST["reveal"] - 1, "after": MOST["after"] + MOST["question"] - 1}
+
+
+def _walk(client: Client, url: str, *, inline: bool = False) -> dict[str, list[int]]:
     counts: dict[str, list[int]] = {}
 
-    def request(step, method, path, data=None):
+    def request(step, method, path, data=None, **headers):
         with CaptureQueriesContext(connection) as captured:
-            response = client.get(path) if method == "GET" else client.post(path, data)
+            response = client.get(path) if method == "GET" else client.post(path, data, **headers)
         counts.setdefault(step, []).append(len(captured))
         return response
 
@@ -55,8 +62,13 @@ def _walk(client: Client, url: str) -> dict[str, list[int]]:
         step = FIELD["step"].search(page).group(1)
         form = {"claim": claim.group(1), "step": step, "shown": html.unescape(FIELD["shown"].search(page).group(1)),
                 "answer": "yes"}
-        assert request(step, "POST", task + "answer", form).status_code == 302
-        page = request("reveal" if step == "before" else "question", "GET", task).content.decode()
+        if inline:
+            response = request(step, "POST", task + "answer", form, HTTP_X_RL_INLINE="1")
+            assert response.status_code == 200
+            page = response.content.decode()
+        else:
+            assert request(step, "POST", task + "answer", form).status_code == 302
+            page = request("reveal" if step == "before" else "question", "GET", task).content.decode()
     assert request("finish", "POST", task + "submit").status_code == 302
     assert request("done", "GET", task).status_code == 200
     return counts
@@ -71,4 +83,15 @@ def test_each_step_sends_at_most_its_statements():
     over = {step: max(values) for step, values in counts.items() if max(values) > MOST[step]}
     assert not over, f"more statements than pinned: {over} (counts {counts})"
     # every question step of the task was seen (4 units: 4 before, 4 after, 3 reveals + 4 next pages)
+    assert len(counts["before"]) == len(counts["after"]) == 4
+
+
+@pytest.mark.django_db
+def test_an_answer_that_brings_the_next_page_sends_at_most_its_statements():
+    study = make_study(n_items=6, n_sources=2, units_per_task=4)
+    counts = _walk(Client(), entry_url(study), inline=True)
+    assert Assignment.objects.get().status == Assignment.Status.SUBMITTED
+    assert set(counts) == set(MOST_INLINE)
+    over = {step: max(values) for step, values in counts.items() if max(values) > MOST_INLINE[step]}
+    assert not over, f"more statements than pinned: {over} (counts {counts})"
     assert len(counts["before"]) == len(counts["after"]) == 4

@@ -59,6 +59,32 @@ def test_utility_flow_hides_the_rationale_until_the_first_answer_is_stored(clien
     assert a.shown_at is not None and a.duration_ms is not None
 
 
+def test_an_answer_from_the_pages_script_gets_the_next_page_and_a_replay_stores_once(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=2, rationale_text="SECRET-RATIONALE {item}")
+    task = start(client, entry_url(study))
+    fields = form_fields(client.get(task).content.decode())
+    for _ in range(2):  # the script's request, then the same answer again (a retry, or the plain form)
+        reveal = client.post(task + "answer", {**fields, "answer": "no"}, HTTP_X_RL_INLINE="1")
+        assert reveal.status_code == 200 and reveal["Cache-Control"] == "no-store"
+        page = reveal.content.decode()
+        assert 'name="step" value="after"' in page and "SECRET-RATIONALE" in page
+    assert Annotation.objects.count() == 1
+    # The page that came with the answer is the one the task's address shows (but for the CSRF
+    # token's mask and the signed time the page was shown).
+    def same(html):
+        return re.sub(r'name="(csrfmiddlewaretoken|shown)" value="[^"]*"', "", html)
+    assert same(client.get(task).content.decode()) == same(page)
+    # A refused answer is the same page with its reason (400), as without the header.
+    bad = client.post(task + "answer", {**form_fields(page), "answer": "maybe"}, HTTP_X_RL_INLINE="1")
+    assert bad.status_code == 400 and 'role="alert"' in bad.content.decode()
+    nxt = client.post(task + "answer", {**form_fields(page), "answer": "yes"}, HTTP_X_RL_INLINE="1")
+    assert nxt.status_code == 200 and "Question 2 of 2" in nxt.content.decode()
+    # Only the header's exact value asks for the page.
+    fields = form_fields(nxt.content.decode())
+    plain = client.post(task + "answer", {**fields, "answer": "no"}, HTTP_X_RL_INLINE="yes")
+    assert plain.status_code == 302 and plain["Location"] == task
+
+
 def test_changing_the_first_answer_after_the_reveal_is_refused(client):
     study = make_study(n_items=2, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))

@@ -12,6 +12,7 @@ from annotations.platforms import handoff
 from annotations.services.links import links_generate
 from studies.models import Platform
 from tests.annotations.factories import make_study
+from tests.browser.swap import next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -29,8 +30,8 @@ def consent_and_start(page: Page) -> None:
 def answer_everything(page: Page) -> None:
     while page.get_by_role("button", name="Save and continue").count():
         page.locator("fieldset").last.get_by_label("Yes", exact=True).check()
-        page.get_by_role("button", name="Save and continue").click()
-        page.wait_for_load_state()
+        with next_page(page):
+            page.get_by_role("button", name="Save and continue").click()
     page.get_by_role("button", name="Finish the task").click()
     page.wait_for_load_state()
 

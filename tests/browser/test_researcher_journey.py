@@ -23,6 +23,7 @@ from annotations.models import Annotation, Assignment, FlagReview, OpenLink, Pla
 from annotations.selectors.platforms import study_bonus_candidates
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Item, Study
+from tests.browser.swap import next_page
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
 from tests.work import work_through_pages
 
@@ -90,7 +91,7 @@ def work_in_chromium(browser: Browser, url: str, *, answer, flag_at: int) -> str
             flagged_question = worker.locator("#answer-legend").inner_text()
             shot(worker, "04-worker-reports-a-problem")
         worker.locator(f"#answer-form input[name=answer][value='{answer(step, n)}']").check()
-        with worker.expect_navigation():
+        with next_page(worker):
             worker.get_by_role("button", name="Save and continue").click()
     with worker.expect_navigation():
         worker.get_by_role("button", name="Finish the task").click()

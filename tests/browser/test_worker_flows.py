@@ -11,6 +11,7 @@ from annotations.models import Annotation, Assignment, Participant, Qualificatio
 from annotations.platforms import handoff
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
+from tests.browser.swap import next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -30,14 +31,14 @@ def consent_and_start(page: Page) -> None:
 
 def choose(page: Page, label: str, *, keyboard: bool = False) -> None:
     radio = page.locator("fieldset").last.get_by_label(label, exact=True)
-    if keyboard:
-        radio.focus()
-        page.keyboard.press("Space")
-        page.keyboard.press("Enter")  # implicit submission of the form
-    else:
-        radio.check()
-        page.get_by_role("button", name="Save and continue").click()
-    page.wait_for_load_state()
+    with next_page(page):
+        if keyboard:
+            radio.focus()
+            page.keyboard.press("Space")
+            page.keyboard.press("Enter")  # implicit submission of the form
+        else:
+            radio.check()
+            page.get_by_role("button", name="Save and continue").click()
 
 
 def assert_labelled(page: Page) -> None:
@@ -62,9 +63,14 @@ def test_utility_flow_keyboard_only_with_reload_and_hidden_rationale(live_server
         expect(page.locator("#progress-text")).to_have_text(f"Question {number} of 2")
         assert SECRET not in page.content()  # view source before the first answer
         assert_labelled(page)
+        page.evaluate("window.__sameDocument = 1")  # gone if the page were loaded anew
         choose(page, "No", keyboard=True)
         expect(page.locator("#rationale")).to_contain_text(SECRET)
         expect(page.locator("#first-answer")).to_contain_text("No")
+        # The reveal came with the answer, in place: no navigation, the address is the task's and
+        # the keyboard starts from the page's heading.
+        assert page.evaluate("window.__sameDocument") == 1 and page.url == task_url
+        assert page.evaluate("document.activeElement.tagName") == "H1"
         page.reload()  # refresh mid-task: same step, the reveal stays
         expect(page.locator("#rationale")).to_contain_text(SECRET)
         choose(page, "Yes", keyboard=True)
@@ -78,6 +84,23 @@ def test_utility_flow_keyboard_only_with_reload_and_hidden_rationale(live_server
         ("before", "no"), ("after", "yes"), ("before", "no"), ("after", "yes")]
 
 
+def test_without_javascript_the_answers_are_plain_forms(live_server, browser):
+    study = make_study(n_items=2, n_sources=1, units_per_task=2)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(entry(live_server, study))
+    consent_and_start(page)
+    for label in ("Yes", "No", "No", "Yes"):
+        page.locator("fieldset").last.get_by_label(label, exact=True).check()
+        with page.expect_navigation():  # POST, redirect, GET of the task page
+            page.get_by_role("button", name="Save and continue").click()
+    page.get_by_role("button", name="Finish the task").click()
+    expect(page.locator("#completion-code")).to_be_visible()
+    assert list(Annotation.objects.order_by("id").values_list("step", "answer")) == [
+        ("before", "yes"), ("after", "no"), ("before", "no"), ("after", "yes")]
+    context.close()
+
+
 def test_double_submit_and_changing_the_first_answer_are_refused(live_server, page: Page):
     study = make_study(n_items=2, n_sources=1, units_per_task=2)
     page.goto(entry(live_server, study))
@@ -86,8 +109,8 @@ def test_double_submit_and_changing_the_first_answer_are_refused(live_server, pa
     form = {name: page.locator(f"input[name={name}]").first.input_value()
             for name in ("csrfmiddlewaretoken", "claim", "step", "shown")}
     page.locator("fieldset").last.get_by_label("Yes", exact=True).check()
-    page.get_by_role("button", name="Save and continue").dblclick()
-    page.wait_for_load_state()
+    with next_page(page):
+        page.get_by_role("button", name="Save and continue").dblclick()
     expect(page.locator("#rationale")).to_be_visible()
     # The same POST replayed (dropped connection, retry) stores nothing new.
     replay = page.request.post(task_url + "answer", form={**form, "answer": "yes"}, max_redirects=0)
@@ -161,7 +184,8 @@ def test_question_validation_flow(live_server, page: Page):
     page.locator("#well_formed-yes").check()
     page.locator("#type_correct-yes").check()
     page.locator("#answer_correct-no").check()
-    page.get_by_role("button", name="Save and continue").click()
+    with next_page(page):  # the same page again, with the reason
+        page.get_by_role("button", name="Save and continue").click()
     expect(page.get_by_role("alert")).to_contain_text("corrected answer")
     page.locator("#well_formed-yes").check()
     page.locator("#type_correct-yes").check()
