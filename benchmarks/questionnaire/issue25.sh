@@ -13,6 +13,7 @@ PG=${PG:-postgres://postgres@127.0.0.1:5432}
 DB=${DB:-rl_issue25}
 WHAT=${WHAT:-"paired options pgbouncer launch"}
 ROUNDS=${ROUNDS:-2}
+LEVEL_SECONDS=${LEVEL_SECONDS:-12}  # measured seconds per level (load.py caps it at 60); longer on a slow machine
 
 fresh() { dropdb -h 127.0.0.1 -U postgres --if-exists --force "$1" && createdb -h 127.0.0.1 -U postgres "$1"; }
 run() {  # run LABEL DIR ARGS...: load.py of the code in DIR, on a fresh database
@@ -27,8 +28,8 @@ NEW=$PWD
 
 if [[ $WHAT == *paired* ]]; then  # closed loop, 20 and 50 workers, old and new alternating
   for round in $(seq "$ROUNDS"); do
-    run "old-$round" "$OLD" --levels 20 50 --seconds 12 --gunicorn-workers 3
-    run "new-$round" "$NEW" --levels 20 50 --seconds 12 --gunicorn-workers 3
+    run "old-$round" "$OLD" --levels 20 50 --seconds "$LEVEL_SECONDS" --gunicorn-workers 3
+    run "new-$round" "$NEW" --levels 20 50 --seconds "$LEVEL_SECONDS" --gunicorn-workers 3
   done
 fi
 

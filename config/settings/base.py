@@ -126,7 +126,8 @@ TEMPLATES = [
         "BACKEND": "django.template.backends.jinja2.Jinja2",
         "DIRS": [BASE_DIR / "templates" / "jinja2"],
         "APP_DIRS": False,
-        "OPTIONS": {"environment": "lab.jinja2.environment", "autoescape": True},
+        "OPTIONS": {"environment": "lab.jinja2.environment", "autoescape": True,
+                    "context_processors": ["lab.jinja2.csrf_once"]},
     },
 ]
 
