@@ -101,6 +101,27 @@ def test_without_javascript_the_answers_are_plain_forms(live_server, browser):
     context.close()
 
 
+@pytest.mark.parametrize("failure", ["network", "not a page"])
+def test_when_the_scripts_request_fails_the_answer_is_posted_the_plain_way(live_server, page: Page, failure):
+    study = make_study(n_items=1, n_sources=1, units_per_task=1, rationale_text=SECRET + " {item}")
+    page.goto(entry(live_server, study))
+    consent_and_start(page)
+
+    def broken(route):  # the script's request only; the plain form goes through
+        if route.request.headers.get("x-rl-inline") != "1":
+            return route.continue_()
+        if failure == "network":
+            return route.abort("connectionreset")
+        return route.fulfill(status=502, content_type="text/plain", body="Bad gateway")
+
+    page.route("**/answer", broken)
+    page.locator("fieldset").last.get_by_label("Yes", exact=True).check()
+    with page.expect_navigation():  # the plain POST, its redirect and the task page
+        page.get_by_role("button", name="Save and continue").click()
+    expect(page.locator("#rationale")).to_contain_text(SECRET)
+    assert list(Annotation.objects.values_list("step", "answer")) == [("before", "yes")]
+
+
 def test_double_submit_and_changing_the_first_answer_are_refused(live_server, page: Page):
     study = make_study(n_items=2, n_sources=1, units_per_task=2)
     page.goto(entry(live_server, study))
