@@ -1,4 +1,5 @@
-"""The task pages under ``/w/a/<assignment token>/`` (server-rendered, POST-redirect-GET). Thin:
+"""The task pages under ``/w/a/<assignment token>/`` (server-rendered, POST-redirect-GET; an answer
+sent by the page's script is answered with the next page instead, ``INLINE_HEADER``). Thin:
 parse, call a service or selector, render. GET never changes state; every form carries Django's
 CSRF token. The token is unguessable and is the task's only key: whoever holds it (the browser
 the entry page redirected) works on the task; the ways in are in ``annotations.views.entry``.
