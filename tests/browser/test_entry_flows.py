@@ -12,7 +12,7 @@ from annotations.platforms import handoff
 from annotations.services.links import links_generate
 from studies.models import Platform
 from tests.annotations.factories import make_study
-from tests.browser.swap import next_page
+from tests.browser.pages import consent_and_start, next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,11 +20,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def entry(live_server, study, **params) -> str:
     url = f"{live_server.url}/w/s/{handoff.study_token(study.pk)}/"
     return f"{url}?{urlencode(params)}" if params else url
-
-
-def consent_and_start(page: Page) -> None:
-    page.get_by_label("I have read the above and agree to take part.").check()
-    page.get_by_role("button", name="Start the task").click()
 
 
 def answer_everything(page: Page) -> None:

@@ -23,7 +23,7 @@ from annotations.models import Annotation, Assignment, FlagReview, OpenLink, Pla
 from annotations.selectors.platforms import study_bonus_candidates
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Item, Study
-from tests.browser.swap import next_page
+from tests.browser.pages import next_page
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
 from tests.work import work_through_pages
 

@@ -11,7 +11,7 @@ from annotations.models import Annotation, Assignment, Participant, Qualificatio
 from annotations.platforms import handoff
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
-from tests.browser.swap import next_page
+from tests.browser.pages import consent_and_start, next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -22,11 +22,6 @@ EVIL = "<img src=x onerror=\"window.__pwned=1\">"
 def entry(live_server, study, **params) -> str:
     url = f"{live_server.url}/w/s/{handoff.study_token(study.pk)}/"
     return f"{url}?{urlencode(params)}" if params else url
-
-
-def consent_and_start(page: Page) -> None:
-    page.get_by_label("I have read the above and agree to take part.").check()
-    page.get_by_role("button", name="Start the task").click()
 
 
 def choose(page: Page, label: str, *, keyboard: bool = False) -> None:
@@ -75,8 +70,9 @@ def test_utility_flow_keyboard_only_with_reload_and_hidden_rationale(live_server
         expect(page.locator("#rationale")).to_contain_text(SECRET)
         choose(page, "Yes", keyboard=True)
     page.get_by_role("button", name="Finish the task").focus()
-    page.keyboard.press("Enter")
-    page.wait_for_load_state()
+    with page.expect_navigation():  # the submit is a plain form: POST, redirect, the done page
+        page.keyboard.press("Enter")
+    expect(page.locator("#completion-code")).not_to_be_empty()  # the server is done with the row
     code = Assignment.objects.get().completion_code
     expect(page.locator("#completion-code")).to_have_text(code)
     assert page.url == task_url
