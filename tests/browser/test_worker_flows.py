@@ -126,9 +126,13 @@ def test_double_submit_and_changing_the_first_answer_are_refused(live_server, pa
     form = {name: page.locator(f"input[name={name}]").first.input_value()
             for name in ("csrfmiddlewaretoken", "claim", "step", "shown")}
     page.locator("fieldset").last.get_by_label("Yes", exact=True).check()
+    sent = []
+    page.on("request", lambda request: sent.append(request) if request.url.endswith("/answer") else None)
     with next_page(page):
         page.get_by_role("button", name="Save and continue").dblclick()
+    page.wait_for_load_state("networkidle")  # a second request of the double click, if any, is answered
     expect(page.locator("#rationale")).to_be_visible()
+    assert len(sent) == 1  # the page's script sends one answer at a time
     # The same POST replayed (dropped connection, retry) stores nothing new.
     replay = page.request.post(task_url + "answer", form={**form, "answer": "yes"}, max_redirects=0)
     assert replay.status == 302
