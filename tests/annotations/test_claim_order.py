@@ -48,11 +48,12 @@ def test_new_workers_aim_at_different_units():
 
 
 def _plans(sqls: list[str]) -> list[list[dict]]:
-    """Each statement's plan nodes (``EXPLAIN (FORMAT JSON)``, not run)."""
+    """Each statement's plan nodes, with the rows each node really produced (``EXPLAIN (ANALYZE,
+    FORMAT JSON)``: run inside the test's transaction, so its row locks go with it)."""
     plans = []
     for sql in sqls:
         with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
             out = cursor.fetchone()[0]
         out = json.loads(out) if isinstance(out, str) else out
         nodes, todo = [], [out[0]["Plan"]]
@@ -67,14 +68,20 @@ def _plans(sqls: list[str]) -> list[list[dict]]:
 @pytest.mark.postgres
 def test_the_claim_reads_an_index_range_and_never_sorts_the_study():
     """With statistics gathered before the study existed (every plan for its id looks like one
-    row) and after ``ANALYZE``: the claim's unit reads are ranges of ``unit_claim_order``, with no
-    sort node (a sort of the study cost 76-87 ms at 90,000 units)."""
+    row) and after ``ANALYZE``: the claim's unit reads are ranges of ``unit_claim_order`` and never
+    sort the study (a sort of the study cost 76-87 ms at 90,000 units).
+
+    The planner may still read a short range through a bitmap of that index and sort the few rows
+    it holds: with fresh statistics it does so when the random point falls near the end of the
+    keys (seen in about 1 run of 3 on a 2,100-unit study). That is not a sort of the study, so
+    what is checked is what each read really sorted: at most a tenth of the study's units."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
     make_study(n_items=5, n_sources=1, n_genq=0)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE annotations_unit")
     study = make_study(n_items=700, n_sources=3, n_genq=0, units_per_task=10, quota=3)
+    n_units = Unit.objects.filter(study=study).count()
     assignment_start(study=study, participant=ParticipantFactory())  # some units are fuller now
     for state in ("statistics before the study", "analysed"):
         if state == "analysed":
@@ -87,6 +94,10 @@ def test_the_claim_reads_an_index_range_and_never_sorts_the_study():
         assert reads, state
         for sql, nodes in zip(reads, _plans(reads), strict=True):
             types = [node["Node Type"] for node in nodes]
-            assert not [t for t in types if "Sort" in t], (state, types, sql)
-            scans = [node for node in nodes if node["Node Type"].endswith("Scan")]
-            assert scans and all(node.get("Index Name") == "unit_claim_order" for node in scans), (state, types)
+            sorted_rows = [child["Actual Rows"] for node in nodes if "Sort" in node["Node Type"]
+                           for child in node.get("Plans", ())]
+            assert all(rows <= n_units // 10 for rows in sorted_rows), (state, types, sorted_rows, sql)
+            index_reads = [node for node in nodes if "Index" in node["Node Type"]]
+            assert "Seq Scan" not in types, (state, types)
+            assert index_reads and all(node.get("Index Name") == "unit_claim_order" for node in index_reads), (
+                state, types)
