@@ -10,6 +10,10 @@ from django.test import Client
 from annotations.platforms import handoff
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in ("claim", "step", "shown", "nonce")}
+# Text a worker page must show, never run; escaped, Jinja2 (the worker pages) writes an apostrophe
+# as &#39;, Django's engine as &#x27;.
+EVIL = "<script>alert('x')</script>"
+EVIL_ESCAPED = ("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;", "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;")
 
 
 def entry_url(study, **params) -> str:

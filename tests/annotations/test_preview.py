@@ -17,12 +17,10 @@ from annotations.services.assignment import assignment_start
 from annotations.views.preview import preview_task
 from studies.models import Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
+from tests.annotations.pages import EVIL, EVIL_ESCAPED
 
 pytestmark = pytest.mark.django_db
 
-EVIL = "<script>alert('x')</script>"
-# EVIL escaped: Jinja2 (the worker pages) writes an apostrophe as &#39;, Django's engine as &#x27;.
-ESCAPED = ("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;", "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;")
 
 
 @pytest.fixture
@@ -112,7 +110,7 @@ def test_consent_page_then_before_and_after(staff_client):
 def test_rationale_is_escaped(staff_client):
     study = make_study(rationale_text=EVIL + " {item} {source}", question_text=EVIL + " {i}")
     pages = walk(staff_client, study)
-    assert any(escaped in page for page in pages for escaped in ESCAPED)
+    assert any(escaped in page for page in pages for escaped in EVIL_ESCAPED)
     assert not any(EVIL in page for page in pages)
 
 

@@ -23,6 +23,8 @@ from annotations.services.errors import QualificationRequired
 from studies.models import Platform, Study
 from tests.annotations.factories import ParticipantFactory, add_qualification, make_study
 from tests.annotations.pages import (
+    EVIL,
+    EVIL_ESCAPED,
     answer,
     complete_task,
     consent,
@@ -34,9 +36,6 @@ from tests.annotations.pages import (
 
 pytestmark = pytest.mark.django_db
 
-EVIL = "<script>alert('x')</script>"
-# EVIL escaped: Jinja2 (the worker pages) writes an apostrophe as &#39;, Django's engine as &#x27;.
-ESCAPED = ("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;", "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;")
 
 
 def test_utility_flow_hides_the_rationale_until_the_first_answer_is_stored(client):
@@ -127,7 +126,7 @@ def test_question_and_rationale_text_are_escaped(client):
     task = start(client, entry_url(study))
     answer(client, task, "yes")
     html = client.get(task).content.decode()
-    assert EVIL not in html and sum(html.count(escaped) for escaped in ESCAPED) >= 2
+    assert EVIL not in html and sum(html.count(escaped) for escaped in EVIL_ESCAPED) >= 2
 
 
 def test_forms_need_csrf():

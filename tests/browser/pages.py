@@ -22,12 +22,13 @@ def consent_and_start(page: Page) -> None:
     page.get_by_role("button", name="Start the task").click()
     page.wait_for_url(TASK_PAGE, wait_until="load")
 
-_COUNT = "() => document.documentElement.dataset.pages || '0'"
+
+_COUNT = "document.documentElement.dataset.pages || '0'"
 
 
 @contextmanager
 def next_page(page: Page):
     """``with next_page(page): <send the answer form>`` returns once the next page is in place."""
-    before = page.evaluate(_COUNT)
+    before = page.evaluate(f"() => {_COUNT}")
     yield
-    page.wait_for_function("n => (document.documentElement.dataset.pages || '0') !== n", arg=before)
+    page.wait_for_function(f"n => ({_COUNT}) !== n", arg=before)

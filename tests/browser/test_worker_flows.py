@@ -1,7 +1,6 @@
 """A worker walks each questionnaire flow in headless Chromium."""
 from __future__ import annotations
 
-import re
 from urllib.parse import urlencode
 
 import pytest
@@ -11,7 +10,7 @@ from annotations.models import Annotation, Assignment, Participant, Qualificatio
 from annotations.platforms import handoff
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
-from tests.browser.pages import consent_and_start, next_page
+from tests.browser.pages import TASK_PAGE, consent_and_start, next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -52,7 +51,7 @@ def test_utility_flow_keyboard_only_with_reload_and_hidden_rationale(live_server
     page.keyboard.press("Space")
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
-    page.wait_for_url(re.compile(r"/w/a/[\w-]+/$"))
+    page.wait_for_url(TASK_PAGE)
     task_url = page.url
     for number in (1, 2):
         expect(page.locator("#progress-text")).to_have_text(f"Question {number} of 2")
