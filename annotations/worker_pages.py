@@ -16,6 +16,12 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from lab.middleware import nul_in_request
 
 COOKIE_SALT = "annotations.worker"
+# A form sent by a worker page's own script (templates/jinja2/annotations/base.html) carries this
+# header set to "1": the view then replies with the page the form leads to (200) instead of a
+# redirect to it, which saves the browser, gunicorn and the database a whole request. Without the
+# header (no JavaScript, or the script's request failed and the form was sent the plain way) the
+# form does the same and the reply is the usual redirect.
+INLINE_HEADER = "X-RL-Inline"
 COOKIE_MAX_AGE = 60 * 24 * 3600
 FRAME_ANCESTORS = "frame-ancestors 'self' https://www.mturk.com https://workersandbox.mturk.com"
 
@@ -23,6 +29,19 @@ FRAME_ANCESTORS = "frame-ancestors 'self' https://www.mturk.com https://workersa
 def message(request: HttpRequest, *, title: str, message: str, status: int = 200, assignment=None) -> HttpResponse:
     return render(request, "annotations/message.html",
                   {"title": title, "message": message, "assignment": assignment}, status=status)
+
+
+def wants_inline(request: HttpRequest) -> bool:
+    """Whether ``request`` was sent by a worker page's script and takes the next page as its reply."""
+    return request.method == "POST" and request.headers.get(INLINE_HEADER) == "1"
+
+
+def located(response: HttpResponse, url: str) -> HttpResponse:
+    """A page sent in place of a redirect to ``url``: ``Content-Location`` names the address it
+    belongs to, and the page's script shows that address (``history.replaceState``), so a reload
+    or a bookmark opens the page itself, not the form that led to it."""
+    response["Content-Location"] = url
+    return response
 
 
 def worker_page(view):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
@@ -36,12 +37,15 @@ from annotations.services.participants import (
     participant_of_browser,
     platform_assignment_bind,
 )
+from annotations.views.task import task_page
 from annotations.worker_pages import (
     browser_digest,
     browser_holds,
     keep_browser_key,
+    located,
     message,
     remember_task,
+    wants_inline,
     worker_page,
 )
 from studies.models import Platform, Study
@@ -89,8 +93,13 @@ def _closed(request: HttpRequest) -> HttpResponse:
 
 
 def _to_task(request: HttpRequest, assignment: Assignment, *, study: Study) -> HttpResponse:
-    """Send this browser to ``assignment``, which it is entitled to, with the cookie proving it."""
-    response = redirect("annotations:assignment", token=assignment.token)
+    """Send this browser to ``assignment``, which it is entitled to, with the cookie proving it:
+    a redirect, or the task's page itself for a consent form sent by the landing page's script
+    (``wants_inline``: one request fewer for every worker who starts)."""
+    if wants_inline(request):
+        response = located(task_page(request, assignment), reverse("annotations:assignment", args=[assignment.token]))
+    else:
+        response = redirect("annotations:assignment", token=assignment.token)
     remember_task(request, response, study_id=study.pk, participant_id=assignment.participant_id,
                   assignment_id=assignment.pk)
     return response

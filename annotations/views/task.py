@@ -1,5 +1,5 @@
-"""The task pages under ``/w/a/<assignment token>/`` (server-rendered, POST-redirect-GET; an answer
-sent by the page's script is answered with the next page instead, ``INLINE_HEADER``). Thin:
+"""The task pages under ``/w/a/<assignment token>/`` (server-rendered, POST-redirect-GET; a form
+sent by the page's script is answered with the next page instead, ``worker_pages.wants_inline``). Thin:
 parse, call a service or selector, render. GET never changes state; every form carries Django's
 CSRF token. The token is unguessable and is the task's only key: whoever holds it (the browser
 the entry page redirected) works on the task; the ways in are in ``annotations.views.entry``.
@@ -19,14 +19,7 @@ from annotations.services.assignment import assignment_consent
 from annotations.services.errors import AnnotationError, InvalidAnswer
 from annotations.services.qualification import qualification_submit
 from annotations.services.release import assignment_return
-from annotations.worker_pages import message, worker_page
-
-# A request with this header set to "1" comes from the step page's own script (see base.html):
-# the answer view then replies with the next page itself (200) instead of a redirect to it, which
-# saves the browser, gunicorn and the database a whole request per answer. Without the header (no
-# JavaScript, or the script's request failed and the form was sent the plain way) the answer is
-# stored the same way and the reply is the usual redirect.
-INLINE_HEADER = "X-RL-Inline"
+from annotations.worker_pages import message, wants_inline, worker_page
 
 # --- the task -----------------------------------------------------------------------------------
 
@@ -37,7 +30,8 @@ def _assignment_or_404(token: str) -> Assignment:
     return assignment
 
 
-def _render_page(request: HttpRequest, assignment: Assignment, *, error: str = "", status: int = 200) -> HttpResponse:
+def task_page(request: HttpRequest, assignment: Assignment, *, error: str = "", status: int = 200) -> HttpResponse:
+    """The task's page as its address shows it now (``selectors.assignment_page``)."""
     page = selectors.assignment_page(assignment=assignment)
     context = {"page": page, "assignment": assignment, "study": assignment.study, "error": error}
     if page.state == "submitted":
@@ -59,7 +53,7 @@ def _refused(request: HttpRequest, assignment: Assignment, error: AnnotationErro
 @worker_page
 @require_GET
 def assignment_view(request: HttpRequest, token: str) -> HttpResponse:
-    return _render_page(request, _assignment_or_404(token))
+    return task_page(request, _assignment_or_404(token))
 
 
 @worker_page
@@ -67,12 +61,19 @@ def assignment_view(request: HttpRequest, token: str) -> HttpResponse:
 def consent_view(request: HttpRequest, token: str) -> HttpResponse:
     assignment = _assignment_or_404(token)
     if not request.POST.get("consent"):
-        return _render_page(request, assignment, error="Please tick the box to give your consent.", status=400)
+        return task_page(request, assignment, error="Please tick the box to give your consent.", status=400)
     try:
         assignment_consent(assignment=assignment)
     except AnnotationError as error:
         return _refused(request, assignment, error)
-    return redirect("annotations:assignment", token=token)
+    return _next(request, assignment)
+
+
+def _next(request: HttpRequest, assignment: Assignment) -> HttpResponse:
+    """After a form of the task page: its next page, as the form's sender takes it."""
+    if wants_inline(request):
+        return task_page(request, assignment)
+    return redirect("annotations:assignment", token=assignment.token)
 
 
 @worker_page
@@ -82,7 +83,7 @@ def qualification_view(request: HttpRequest, token: str) -> HttpResponse:
     try:
         qualification_submit(assignment=assignment, answers=qualification_answers(request.POST))
     except InvalidAnswer as error:
-        return _render_page(request, assignment, error=error.message, status=400)
+        return task_page(request, assignment, error=error.message, status=400)
     except AnnotationError as error:
         return _refused(request, assignment, error)
     return redirect("annotations:assignment", token=token)
@@ -93,7 +94,7 @@ def qualification_view(request: HttpRequest, token: str) -> HttpResponse:
 def answer_view(request: HttpRequest, token: str) -> HttpResponse:
     form = AnswerForm(request.POST)
     if not form.is_valid():
-        return _render_page(request, _assignment_or_404(token),
+        return task_page(request, _assignment_or_404(token),
                             error="The answer form was incomplete; please answer again.", status=400)
     data = form.cleaned_data
     # The assignment and the claim in one query (the claim's assignment is normally this one).
@@ -111,12 +112,10 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
     except InvalidAnswer as error:
         if claim.assignment_id != assignment.pk:
             return _refused(request, assignment, error)
-        return _render_page(request, assignment, error=error.message, status=400)
+        return task_page(request, assignment, error=error.message, status=400)
     except AnnotationError as error:
         return _refused(request, assignment, error)
-    if request.headers.get(INLINE_HEADER) == "1":
-        return _render_page(request, assignment)
-    return redirect("annotations:assignment", token=token)
+    return _next(request, assignment)
 
 
 @worker_page

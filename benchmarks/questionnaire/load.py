@@ -51,7 +51,7 @@ os.environ.setdefault("DJANGO_DEBUG", "0")
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"'.encode()) for name in
          ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
-# The header the step page's script sends with an answer (annotations.views.task.INLINE_HEADER).
+# The header the pages' script sends with a consent or an answer (annotations.worker_pages.INLINE_HEADER).
 INLINE = {"X-RL-Inline": "1"}
 STEPS = ("landing", "claim", "first_question", "question", "before", "reveal", "after", "finish")
 WINDOW = 10.0  # seconds per latency window
@@ -202,18 +202,23 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
         await pause()
         if time.monotonic() >= deadline:
             return
-        status, headers, _ = await timed("claim", client.request("POST", entry, {
-            "consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}))
-        if status != 302:
+        # Inline, the consent's reply is the first question, with the task's address in
+        # Content-Location (the landing page's script); plain, a redirect to the task's page.
+        status, headers, page = await timed("claim", client.request("POST", entry, {
+            "consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}, INLINE if inline else None))
+        if status != (200 if inline else 302):
             if status == 409:  # no work left
                 stop.set()
                 return
             stats[f"claim_{status}"] += status != 599
             return
-        task = headers["location"]
-        status, _, page = await timed("first_question", client.request("GET", task))
-        if status == 599:  # timed out (counted)
-            return
+        if inline:
+            task = headers["content-location"]
+        else:
+            task = headers["location"]
+            status, _, page = await timed("first_question", client.request("GET", task))
+            if status == 599:  # timed out (counted)
+                return
         while True:
             await pause()
             if time.monotonic() >= deadline:

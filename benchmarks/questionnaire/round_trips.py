@@ -27,7 +27,7 @@ import re
 import tempfile
 from collections import defaultdict
 
-# The header the step page's script sends with an answer (annotations.views.task.INLINE_HEADER),
+# The header the pages' script sends with a consent or an answer (annotations.worker_pages.INLINE_HEADER),
 # as the test client takes it.
 INLINE = {"HTTP_X_RL_INLINE": "1"}
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in
@@ -95,10 +95,16 @@ def walk_task(entry: str, *, inline: bool = False) -> dict[str, dict[str, list[i
     page = request("landing", "GET", entry).content.decode()
     token = FIELD["csrfmiddlewaretoken"].search(page).group(1)
     nonce = html.unescape(FIELD["nonce"].search(page).group(1))
-    response = request("claim", "POST", entry, {"consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce})
-    assert response.status_code == 302, response.status_code
-    task = response["Location"]
-    page = request("first_question", "GET", task).content.decode()
+    consent = {"consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}
+    if inline:  # the consent's reply is the first question
+        response = request("claim", "POST", entry, consent, INLINE)
+        assert response.status_code == 200, response.status_code
+        task, page = response["Content-Location"], response.content.decode()
+    else:
+        response = request("claim", "POST", entry, consent)
+        assert response.status_code == 302, response.status_code
+        task = response["Location"]
+        page = request("first_question", "GET", task).content.decode()
     while (claim := FIELD["claim"].search(page)) is not None:
         step = FIELD["step"].search(page).group(1)
         form = {"csrfmiddlewaretoken": token, "claim": claim.group(1), "step": step,
@@ -141,8 +147,13 @@ def cpu_per_unit(entry: str, *, tasks: int = 20, inline: bool = False) -> dict:
         page = request("GET", entry).content.decode()
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1)
         nonce = html.unescape(FIELD["nonce"].search(page).group(1))
-        task = request("POST", entry, {"consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce})["Location"]
-        page = request("GET", task).content.decode()
+        consent = {"consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}
+        if inline:
+            response = request("POST", entry, consent, INLINE)
+            task, page = response["Content-Location"], response.content.decode()
+        else:
+            task = request("POST", entry, consent)["Location"]
+            page = request("GET", task).content.decode()
         while (claim := FIELD["claim"].search(page)) is not None:
             step = FIELD["step"].search(page).group(1)
             form = {"csrfmiddlewaretoken": token, "claim": claim.group(1), "step": step,

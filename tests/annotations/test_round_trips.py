@@ -34,10 +34,11 @@ MOST = {
 }
 
 
-# Answers sent by the step page's script (header X-RL-Inline: 1) are replied to with the next page:
-# the reveal's and the next question's reads join the answer's request, and the task's own row is
-# read once for both.
-MOST_INLINE = {**{k: v for k, v in MOST.items() if k not in ("reveal", "question")},
+# A consent and answers sent by the pages' script (header X-RL-Inline: 1) are replied to with the
+# next page: the first question's, the reveal's and the next question's reads join the consent's
+# and the answer's request, and the task's own row is read once for both.
+MOST_INLINE = {**{k: v for k, v in MOST.items() if k not in ("first_question", "reveal", "question")},
+               "claim": MOST["claim"] + MOST["first_question"] - 1,
                "before": MOST["before"] + MOST["reveal"] - 1, "after": MOST["after"] + MOST["question"] - 1}
 
 
@@ -54,10 +55,15 @@ def _walk(client: Client, url: str, *, inline: bool = False) -> dict[str, list[i
     counts.clear()
     page = request("landing", "GET", url).content.decode()
     nonce = html.unescape(FIELD["nonce"].search(page).group(1))
-    response = request("claim", "POST", url, {"consent": "yes", "nonce": nonce})
-    assert response.status_code == 302
-    task = response["Location"]
-    page = request("first_question", "GET", task).content.decode()
+    if inline:
+        response = request("claim", "POST", url, {"consent": "yes", "nonce": nonce}, HTTP_X_RL_INLINE="1")
+        assert response.status_code == 200
+        task, page = response["Content-Location"], response.content.decode()
+    else:
+        response = request("claim", "POST", url, {"consent": "yes", "nonce": nonce})
+        assert response.status_code == 302
+        task = response["Location"]
+        page = request("first_question", "GET", task).content.decode()
     while (claim := FIELD["claim"].search(page)) is not None:
         step = FIELD["step"].search(page).group(1)
         form = {"claim": claim.group(1), "step": step, "shown": html.unescape(FIELD["shown"].search(page).group(1)),

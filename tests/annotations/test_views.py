@@ -84,6 +84,45 @@ def test_an_answer_from_the_pages_script_gets_the_next_page_and_a_replay_stores_
     assert plain.status_code == 302 and plain["Location"] == task
 
 
+def test_a_consent_from_the_landing_pages_script_gets_the_first_question_and_its_address(client):
+    study = make_study(n_items=2, n_sources=1, units_per_task=2, rationale_text="SECRET-RATIONALE {item}")
+    url = entry_url(study)
+    form = {"consent": "yes", "nonce": landing_nonce(client, url)}
+    first = client.post(url, form, HTTP_X_RL_INLINE="1")
+    assignment = Assignment.objects.get()
+    task = f"/w/a/{assignment.token}/"
+    # The task's first page itself (200), with the address it belongs to and the study cookie that
+    # proves this browser holds the task: the script shows that address, so a reload is the task.
+    assert first.status_code == 200 and first["Content-Location"] == task
+    assert first["Cache-Control"] == "no-store" and first.cookies[f"rl_w{study.pk}"].value
+    page = first.content.decode()
+    assert 'name="step" value="before"' in page and "Question 1 of 2" in page and "SECRET-RATIONALE" not in page
+
+    def same(html):
+        return re.sub(r'name="(csrfmiddlewaretoken|shown)" value="[^"]*"', "", html)
+    assert same(client.get(task).content.decode()) == same(page)  # the cookie came with it
+    # The same form again (the plain way after a failed request): the same task, no second one.
+    again = client.post(url, form)
+    assert again.status_code == 302 and again["Location"] == task and Assignment.objects.count() == 1
+    # A refused consent is its page with the reason, and no address to move to.
+    refused = Client().post(url, {"consent": "yes", "nonce": "forged"}, HTTP_X_RL_INLINE="1")
+    assert refused.status_code == 400 and not refused.has_header("Content-Location")
+    assert Assignment.objects.count() == 1
+
+
+def test_the_task_pages_consent_from_its_script_gets_the_first_question(client):
+    study = make_study(n_items=1, n_sources=1, units_per_task=1)
+    participant = ParticipantFactory()
+    assignment = assignment_start(study=study, participant=participant)
+    task = f"/w/a/{assignment.token}/"
+    assert 'action="' + task + 'consent"' in client.get(task).content.decode()
+    first = client.post(task + "consent", {"consent": "yes"}, HTTP_X_RL_INLINE="1")
+    assert first.status_code == 200 and 'name="step" value="before"' in first.content.decode()
+    assert Assignment.objects.get().consented_at is not None
+    plain = client.post(task + "consent", {"consent": "yes"})
+    assert plain.status_code == 302 and plain["Location"] == task
+
+
 def test_changing_the_first_answer_after_the_reveal_is_refused(client):
     study = make_study(n_items=2, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))
