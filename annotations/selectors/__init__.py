@@ -218,19 +218,42 @@ def _claim_with_content(claim_id: int, *, is_attention_check: bool) -> Claim:
     return claim
 
 
-def _claims_with_answers(assignment_id: int) -> tuple[list[tuple], dict[int, dict[str, str]]]:
-    """The assignment's claims in order as (id, completed_at, attention check id), and the
-    answers so far of the claims not completed, by claim and step. One query: a claim that is not
-    completed has at most its first step answered (its last step completes it, in the same
-    transaction: ``services.answers.annotation_submit``), so each claim's row carries its
-    ``before`` answer (an index lookup per claim; a join of the two tables is planned as a scan of
-    every answer when the planner's statistics are stale)."""
+@dataclass
+class TaskClaims:
+    """A task's claims in order, as ``(id, completed_at, attention check id)``, and the answers so
+    far of the claims not completed, by claim and step (``task_claims``). A claim that is not
+    completed has at most its first step answered: its last step completes it, in the same
+    transaction (``services.answers.annotation_submit``), and no kind has more than two steps."""
+
+    rows: list[tuple[int, datetime | None, int | None]]
+    answered: dict[int, dict[str, str]]
+
+    def stored_steps(self, claim_id: int, steps: tuple[str, ...]) -> tuple[str, ...]:
+        """The steps of ``steps`` (the claim's own) that have an answer stored."""
+        for pk, completed_at, _check_id in self.rows:
+            if pk == claim_id:
+                return steps if completed_at is not None else tuple(s for s in steps if s in self.answered.get(pk, {}))
+        return ()
+
+    def record(self, *, claim_id: int, step: str, answer: str, completed_at: datetime | None) -> None:
+        """What an answer just stored changes (``completed_at``: its claim's, set by a last step)."""
+        if completed_at is None:
+            self.answered.setdefault(claim_id, {})[step] = answer
+            return
+        self.answered.pop(claim_id, None)
+        self.rows = [(pk, completed_at if pk == claim_id else done, check_id) for pk, done, check_id in self.rows]
+
+
+def task_claims(assignment_id: int) -> TaskClaims:
+    """The task's claims and their first answers (``TaskClaims``). One query: each claim's row
+    carries its ``before`` answer (an index lookup per claim; a join of the two tables is planned
+    as a scan of every answer when the planner's statistics are stale)."""
     rows = precompiled.CLAIMS_OF_ASSIGNMENT.values("id", "completed_at", "attention_check_id", "before_answer",
                                                    value=assignment_id)
     claims = [(claim_id, completed_at, check_id) for claim_id, completed_at, check_id, _before in rows]
     answered = {claim_id: {Step.BEFORE: before} for claim_id, completed_at, _check_id, before in rows
                 if before is not None and completed_at is None}
-    return claims, answered
+    return TaskClaims(claims, answered)
 
 
 def qualification_needed(*, assignment: Assignment) -> QualificationTest | None:
@@ -247,8 +270,10 @@ def qualification_needed(*, assignment: Assignment) -> QualificationTest | None:
     return test
 
 
-def assignment_page(*, assignment: Assignment, now: datetime | None = None) -> Page:
-    """What the worker's page shows now, from the stored state only (so a reload resumes)."""
+def assignment_page(*, assignment: Assignment, now: datetime | None = None, claims: TaskClaims | None = None) -> Page:
+    """What the worker's page shows now, from the stored state only (so a reload resumes).
+    ``claims``: the task's claims as an answer just left them, read under the task's row lock
+    (``services.answers.annotation_submit_with_task``); read here when not given."""
     now = now or timezone.now()
     status = assignment.status
     if status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED):
@@ -264,7 +289,8 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None) -> P
         return Page(state="consent", assignment=assignment)
 
     # Light rows for the whole task; the full join only for the one claim the page shows.
-    claims, answered = _claims_with_answers(assignment.pk)
+    task = task_claims(assignment.pk) if claims is None else claims
+    claims, answered = task.rows, task.answered
     total = len(claims)
     n_done = sum(1 for _, completed_at, _ in claims if completed_at is not None)
     if not answered and not n_done:  # no answer yet (a completed claim has all of its answers)

@@ -8,6 +8,7 @@ claims count (``selectors.claims_that_count``) and ``Unit.n_completed`` moves (s
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -17,7 +18,7 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.choices import answer_is_correct, normalise_choices
 from annotations.models import Annotation, Assignment, Claim, Unit
-from annotations.selectors import claim_counts
+from annotations.selectors import TaskClaims, claim_counts, task_claims
 from annotations.services.errors import (
     AnswerLocked,
     AssignmentExpired,
@@ -42,7 +43,23 @@ def claim_labels(claim: Claim, *, kind: str) -> list[str]:
     return [c["label"] for c in normalise_choices(unit.item.choices)]
 
 
-def annotation_submit(
+@dataclass(frozen=True)
+class Submitted:
+    annotation: Annotation  # the stored answer (the one stored before, for an answer sent again)
+    # The task's claims as this answer left them, read under the task's row lock: what the next
+    # page needs (``selectors.assignment_page(claims=...)``), without reading them again.
+    task: TaskClaims
+
+
+def annotation_submit(*, assignment: Assignment, claim: Claim, step: str, answer: str, payload: dict | None = None,
+                      shown_at: datetime | None = None, duration_ms: int | None = None) -> Annotation:
+    """Store one step's answer for a claim of ``assignment`` and return it: the rules are
+    ``annotation_submit_with_task``'s, which also returns the task's claims for the next page."""
+    return annotation_submit_with_task(assignment=assignment, claim=claim, step=step, answer=answer, payload=payload,
+                                       shown_at=shown_at, duration_ms=duration_ms).annotation
+
+
+def annotation_submit_with_task(
     *,
     assignment: Assignment,
     claim: Claim,
@@ -51,7 +68,7 @@ def annotation_submit(
     payload: dict | None = None,
     shown_at: datetime | None = None,
     duration_ms: int | None = None,
-) -> Annotation:
+) -> Submitted:
     """Store one step's answer for a claim of ``assignment``.
 
     Idempotent: the same answer again returns the stored one and changes nothing. A different
@@ -79,9 +96,14 @@ def annotation_submit(
         )
         if step == Annotation.Step.ATTENTION:
             clean_payload = {"correct": answer_is_correct(clean, claim.attention_check.correct_answer)}
-        stored = {a.step: a for a in precompiled.ANSWERS_OF_CLAIM.all(claim.pk)}
+        # The task's claims, under the lock: which steps of this claim are stored (and the next
+        # page's state). Only an answer sent again reads the stored answer itself, to compare.
+        task = task_claims(assignment.pk)
+        stored = task.stored_steps(claim.pk, steps)
         if step in stored:
-            return _same_or_locked(stored[step], clean, clean_payload)
+            existing = {a.step: a for a in precompiled.ANSWERS_OF_CLAIM.all(claim.pk)}.get(step)
+            if existing is not None:
+                return Submitted(_same_or_locked(existing, clean, clean_payload), task)
         missing = [s for s in steps[: steps.index(step)] if s not in stored]
         if missing:
             raise StepOutOfOrder("Please answer the question on its own first; then the explanation is shown.")
@@ -95,10 +117,12 @@ def annotation_submit(
             claim_id=claim.pk, step=step, answer=clean, payload=clean_payload,
             shown_at=shown_at, duration_ms=duration_ms,
         )
-        if step == steps[-1]:
+        completed = now if step == steps[-1] else None
+        if completed is not None:
             claim.completed_at = now
             precompiled.claim_completed(claim_id=claim.pk, at=now)
-        return annotation
+        task.record(claim_id=claim.pk, step=step, answer=clean, completed_at=completed)
+        return Submitted(annotation, task)
 
 
 def refuse_until_qualified(locked: Assignment, *, study_id: int) -> None:

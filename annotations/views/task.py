@@ -14,7 +14,7 @@ from annotations import selectors
 from annotations.forms import AnswerForm, qualification_answers
 from annotations.models import Assignment
 from annotations.platforms import handoff
-from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.answers import annotation_submit_with_task, assignment_submit
 from annotations.services.assignment import assignment_consent
 from annotations.services.errors import AnnotationError, InvalidAnswer
 from annotations.services.qualification import qualification_submit
@@ -30,9 +30,11 @@ def _assignment_or_404(token: str) -> Assignment:
     return assignment
 
 
-def task_page(request: HttpRequest, assignment: Assignment, *, error: str = "", status: int = 200) -> HttpResponse:
-    """The task's page as its address shows it now (``selectors.assignment_page``)."""
-    page = selectors.assignment_page(assignment=assignment)
+def task_page(request: HttpRequest, assignment: Assignment, *, error: str = "", status: int = 200,
+              claims: selectors.TaskClaims | None = None) -> HttpResponse:
+    """The task's page as its address shows it now (``selectors.assignment_page``; ``claims``: the
+    task's claims as an answer just left them)."""
+    page = selectors.assignment_page(assignment=assignment, claims=claims)
     context = {"page": page, "assignment": assignment, "study": assignment.study, "error": error}
     if page.state == "submitted":
         context["handback"] = handoff.handback_for(assignment)
@@ -69,10 +71,10 @@ def consent_view(request: HttpRequest, token: str) -> HttpResponse:
     return _next(request, assignment)
 
 
-def _next(request: HttpRequest, assignment: Assignment) -> HttpResponse:
+def _next(request: HttpRequest, assignment: Assignment, *, claims: selectors.TaskClaims | None = None) -> HttpResponse:
     """After a form of the task page: its next page, as the form's sender takes it."""
     if wants_inline(request):
-        return task_page(request, assignment)
+        return task_page(request, assignment, claims=claims)
     return redirect("annotations:assignment", token=assignment.token)
 
 
@@ -95,7 +97,7 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
     form = AnswerForm(request.POST)
     if not form.is_valid():
         return task_page(request, _assignment_or_404(token),
-                            error="The answer form was incomplete; please answer again.", status=400)
+                         error="The answer form was incomplete; please answer again.", status=400)
     data = form.cleaned_data
     # The assignment and the claim in one query (the claim's assignment is normally this one).
     assignment, claim = selectors.claim_for_answer(token=token, claim_id=data["claim"])
@@ -105,7 +107,7 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
         raise Http404("No such question.")
     shown_at = selectors.shown_at_from_token(data["shown"], claim_id=claim.pk, step=data["step"])
     try:
-        annotation_submit(
+        submitted = annotation_submit_with_task(
             assignment=assignment, claim=claim, step=data["step"], answer=data["answer"],
             payload=form.payload(), shown_at=shown_at,
         )
@@ -115,7 +117,7 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
         return task_page(request, assignment, error=error.message, status=400)
     except AnnotationError as error:
         return _refused(request, assignment, error)
-    return _next(request, assignment)
+    return _next(request, assignment, claims=submitted.task)
 
 
 @worker_page

@@ -170,7 +170,10 @@ def test_reads_and_writes_go_where_the_router_says(state):
     assert ("write", "Annotation") in Recorder.asked  # the INSERT
     assert ("write", "Claim") in Recorder.asked  # completed_at
     assert ("write", "Assignment") in Recorder.asked  # the row lock
-    assert ("read", "Annotation") in Recorder.asked  # the stored answers
+    assert ("read", "Claim") in Recorder.asked  # the task's claims and their first answers
+    assert ("read", "Annotation") not in Recorder.asked
+    annotation_submit(assignment=assignment, claim=claim, step="after", answer="yes")  # sent again
+    assert ("read", "Annotation") in Recorder.asked  # the stored answer, to compare
 
 
 def test_types_survive_the_converters(state):

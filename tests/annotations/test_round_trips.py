@@ -23,10 +23,10 @@ MOST = {
     #              (its savepoint: a caller inside a transaction may catch "no work" and go on; the
     #              index reads of the least-filled level), two transactions
     "first_question": 4,  # + the qualification test check, before the first answer only
-    "before": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, deadline (first answer only),
-    #              insert, COMMIT
+    "before": 7,  # claim+assignment+study, BEGIN, row lock, the task's claims with their first answers
+    #              (which steps are stored), deadline (first answer only), insert, COMMIT
     "reveal": 3,  # assignment+study, claims with their first answers, the shown claim's content
-    "after": 7,  # claim+assignment+study, BEGIN, row lock, stored answers, insert, completed, COMMIT
+    "after": 7,  # claim+assignment+study, BEGIN, row lock, the task's claims, insert, completed, COMMIT
     "question": 3,
     "finish": 10,  # assignment, BEGIN, lock, claims, status, the claims that count now (held work does
     #               not), unit lock, unit counters, COMMIT, participant
@@ -36,10 +36,11 @@ MOST = {
 
 # A consent and answers sent by the pages' script (header X-RL-Inline: 1) are replied to with the
 # next page: the first question's, the reveal's and the next question's reads join the consent's
-# and the answer's request, and the task's own row is read once for both.
+# and the answer's request. The task's own row is read once for both, and so are the task's claims
+# (under the row lock, for the answer's checks and the next page alike).
 MOST_INLINE = {**{k: v for k, v in MOST.items() if k not in ("first_question", "reveal", "question")},
                "claim": MOST["claim"] + MOST["first_question"] - 1,
-               "before": MOST["before"] + MOST["reveal"] - 1, "after": MOST["after"] + MOST["question"] - 1}
+               "before": MOST["before"] + MOST["reveal"] - 2, "after": MOST["after"] + MOST["question"] - 2}
 
 
 def _walk(client: Client, url: str, *, inline: bool = False) -> dict[str, list[int]]:

@@ -78,10 +78,17 @@ def test_an_answer_from_the_pages_script_gets_the_next_page_and_a_replay_stores_
     assert bad.status_code == 400 and 'role="alert"' in bad.content.decode()
     nxt = client.post(task + "answer", {**form_fields(page), "answer": "yes"}, HTTP_X_RL_INLINE="1")
     assert nxt.status_code == 200 and "Question 2 of 2" in nxt.content.decode()
+    # The page comes from the task's claims as the answer left them (read under the row lock, not
+    # again): the same as the address shows after a second answer too.
+    assert same(client.get(task).content.decode()) == same(nxt.content.decode())
     # Only the header's exact value asks for the page.
     fields = form_fields(nxt.content.decode())
     plain = client.post(task + "answer", {**fields, "answer": "no"}, HTTP_X_RL_INLINE="yes")
     assert plain.status_code == 302 and plain["Location"] == task
+    last = client.post(task + "answer", {**form_fields(client.get(task).content.decode()), "answer": "no"},
+                       HTTP_X_RL_INLINE="1")
+    assert "Finish the task" in last.content.decode()
+    assert same(client.get(task).content.decode()) == same(last.content.decode())
 
 
 def test_a_consent_from_the_landing_pages_script_gets_the_first_question_and_its_address(client):
