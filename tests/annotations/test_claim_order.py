@@ -65,16 +65,34 @@ def _plans(sqls: list[str]) -> list[list[dict]]:
     return plans
 
 
+class _PivotAt(Random):
+    """The claim's random point (``rng.randrange(RAND_KEY_SPAN)``) at a fixed fraction of the key
+    span; every other draw stays random."""
+
+    def __init__(self, fraction: float):
+        super().__init__()
+        self.fraction = fraction
+
+    def randrange(self, *args, **kwargs):
+        if args == (RAND_KEY_SPAN,) and not kwargs:
+            return int(RAND_KEY_SPAN * self.fraction)
+        return super().randrange(*args, **kwargs)
+
+
 @pytest.mark.postgres
 def test_the_claim_reads_an_index_range_and_never_sorts_the_study():
     """With statistics gathered before the study existed (every plan for its id looks like one
     row) and after ``ANALYZE``: the claim's unit reads are ranges of ``unit_claim_order`` and never
     sort the study (a sort of the study cost 76-87 ms at 90,000 units).
 
-    The planner may still read a short range through a bitmap of that index and sort the few rows
-    it holds: with fresh statistics it does so when the random point falls near the end of the
-    keys (seen in about 1 run of 3 on a 2,100-unit study). That is not a sort of the study, so
-    what is checked is what each read really sorted: at most a tenth of the study's units."""
+    The planner may read a short range through a bitmap of that index and sort the few rows it
+    holds: with fresh statistics it did so when the random point fell near the end of the keys
+    (about 1 run in 3 on this 2,100-unit study; once it sorted 273 rows, 13% of the study). That
+    is not a sort of the study, and how short a range the planner treats so is its own cost
+    model's choice. So the measured claims start a third of the way into the keys (``_PivotAt``):
+    two thirds of the level lie ahead, which an ordered index range serves and a sort of the level
+    (the regression this guards against) would have to sort whole. What each read really sorted
+    is checked: at most a tenth of the study's units."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
     make_study(n_items=5, n_sources=1, n_genq=0)
@@ -88,7 +106,7 @@ def test_the_claim_reads_an_index_range_and_never_sorts_the_study():
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE annotations_unit")
         with CaptureQueriesContext(connection) as queries:
-            assignment_start(study=study, participant=ParticipantFactory())
+            assignment_start(study=study, participant=ParticipantFactory(), rng=_PivotAt(1 / 3))
         reads = [q["sql"] for q in queries.captured_queries
                  if q["sql"].startswith("SELECT") and 'FROM "annotations_unit"' in q["sql"] and "FOR UPDATE" in q["sql"]]
         assert reads, state
