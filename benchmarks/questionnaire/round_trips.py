@@ -3,9 +3,10 @@
 One task of a study is walked in-process with Django's test client, the way ``load.py``'s workers
 walk it over HTTP: landing page, consent (the claim), first question, then per question the first
 answer (before), the reveal, the second answer (after) and the next page (question), the submit
-(finish) and the done page. With ``inline`` the answers are sent as the step page's script sends
-them (header ``X-RL-Inline: 1``): the reply is the next page, so the reveal and the next question
-are part of the answer steps and have no requests of their own. Before each request the
+(finish) and the done page. With ``inline`` the consent and the answers are sent as the pages'
+script sends them (header ``X-RL-Inline: 1``): the reply is the next page, so the first question,
+the reveal and the next question are part of the claim and answer steps and have no requests of
+their own. Before each request the
 connections are handled as a server does at ``request_started`` (``close_old_connections``: the
 ``CONN_HEALTH_CHECKS`` query runs there when it is on), which the test client skips.
 
