@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 
 from annotations.models import Participant
 from annotations.services.links import open_link_create
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from scoring.models import ScoreRun
 from scoring.services import study_score
@@ -57,7 +58,7 @@ def world():
     # qualification test and a grant, a publication with its participant links, an open link.
     AttentionCheckFactory(study=theirs)
     add_qualification(theirs)
-    study_publish(study=theirs, platform_name="link")
+    study_publish(user=OPERATOR, study=theirs, platform_name="link")
     open_link_create(study=theirs, completion_code="LAB-2026", max_participants=2)
     return theirs, {"nobody": _staff("nobody", perms=False), "sam": _staff("sam", perms=True)}
 

@@ -263,7 +263,7 @@ def test_held_work_leaves_n_completed_and_keeps_its_slot_until_cleared_or_reject
     _platform, server = prolific
     study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft")
     open_study(study)
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     pid = publication.prolific_study_id
     spoofs = [server.add_submission(pid, participant_id=f"p_real_{i}") for i in range(3)]
     held, rejected, early = (
@@ -303,7 +303,7 @@ def test_the_held_work_migration_recounts_what_the_services_keep(prolific):
     _platform, server = prolific
     study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft")
     open_study(study)
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     spoof = server.add_submission(publication.prolific_study_id, participant_id="p_real")
     work = start_assignment(study, platform="prolific", worker_id="p_fake", assignment_id=spoof["id"],
                             task_id=publication.prolific_study_id)

@@ -138,7 +138,7 @@ def test_paid_work_stays_auditable_and_sync_stores_nothing_of_the_withdrawn_work
     _platform, server = prolific
     study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft", reward=Decimal("2.00"))
     open_study(study)
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     pid = publication.prolific_study_id
     mine, theirs = (server.add_submission(pid, participant_id=w) for w in ("p_leaving", "p_staying"))
     leaving = submitted(study, platform="prolific", worker_id="p_leaving", assignment_id=mine["id"], task_id=pid)
@@ -182,7 +182,7 @@ def test_withdrawing_held_work_keeps_the_counters_and_the_hold_on_others(prolifi
     _platform, server = prolific
     study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft")
     open_study(study)
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
     spoof = submitted(study, platform="prolific", worker_id="p_fake", assignment_id=real["id"],
                       task_id=publication.prolific_study_id)

@@ -10,6 +10,7 @@ from annotations.platforms.base import PlatformError
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.links import link_public_url
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from studies.models import Platform, Study
 
@@ -34,8 +35,8 @@ class Command(BaseCommand):
         if options["max_assignments_per_hit"]:
             publish_options["max_assignments_per_hit"] = options["max_assignments_per_hit"]
         try:
-            publication = study_publish(study=study, dry_run=options["dry_run"], platform_name=options["platform"],
-                                        options=publish_options)
+            publication = study_publish(study=study, user=OPERATOR, dry_run=options["dry_run"],
+                                        platform_name=options["platform"], options=publish_options)
         except (PlatformServiceError, PlatformError) as exc:
             raise CommandError(exc.message) from exc
         # The one cost-and-pay reading, as the study page, the publish page and the API quote it.

@@ -1,6 +1,6 @@
 """Who may act on a study's workers: the one check every platform action makes where it writes.
 
-Zulip's ``access_*`` pattern: approve, reject, bonus, block and close each take the acting user
+Zulip's ``access_*`` pattern: publish, approve, reject, bonus, block and close each take the acting user
 and the study and call ``access_study`` before anything else, so the admin, the per-worker
 page, the Celery tasks (which carry the study id and the user id) and any later caller get the
 same answer; none of them can forget it. The right itself is read from the one per-study access
@@ -30,9 +30,10 @@ class _Operator:
 
 OPERATOR = _Operator()
 
-# What each platform action needs: moving money or judging a worker needs PAY; closing a study
-# (stopping its recruitment) changes the study and needs CHANGE, as the study admin's action did.
-APPROVE = REJECT = BONUS = BLOCK = NOTIFY = PAY
+# What each platform action needs: moving money or judging a worker needs PAY (publishing spends the
+# study's budget, as the publish page's buttons always required); closing a study (stopping its
+# recruitment) changes the study and needs CHANGE, as the study admin's action did.
+PUBLISH = APPROVE = REJECT = BONUS = BLOCK = NOTIFY = PAY
 CLOSE = CHANGE
 
 

@@ -30,6 +30,7 @@ from studies.design import tasks_for_places
 from studies.models import Platform, Study
 from studies.services.studies import StudyError
 
+from .access import PUBLISH, access_study
 from .calls import reconciler
 from .common import OP, actor, resolve_platform
 from .qualification import mturk_qualification_ensure, mturk_requirements, qualification_test_questions
@@ -95,9 +96,11 @@ def _next_batch(study: Study, platform: str, dry_run: bool) -> int:
     return (latest or 0) + 1
 
 
-def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_name: str | None = None,
+def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: str | None = None,
                   n_tasks: int | None = None, options: dict | None = None) -> Publication:
-    """Publish ``study`` on its platform (or ``platform_name``).
+    """Publish ``study`` on its platform (or ``platform_name``), as ``user``, who needs PAY access
+    to the study (``access.access_study``; a dry run too: it records a plan and a cost); a
+    management command acts as ``access.OPERATOR``.
 
     Idempotent: while a publication of this study on this platform is published or still
     publishing, calling again resumes or returns it, with the same request tokens, so no second
@@ -107,6 +110,7 @@ def study_publish(*, study: Study, user=None, dry_run: bool = False, platform_na
     ``options``: title, description, max_assignments_per_hit, locales, min_approval_rate,
     lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
     ("single" or "open"), require_qualification (default True when the study has a test)."""
+    access_study(user=user, study=study, access=PUBLISH)  # the caller's study object is the one opened
     options = dict(options or {})
     if options.get("link_mode", "single") not in LINK_MODES:
         raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
@@ -378,13 +382,15 @@ def _publish_links(*, publication, study, user, options) -> None:
         links_generate(study=study, n=publication.n_tasks, user=user, publication=publication)
 
 
-def study_add_assignments(*, study: Study, user=None) -> dict:
-    """MTurk: add assignments to the study's HITs for units still short of their quota.
+def study_add_assignments(*, study: Study, user) -> dict:
+    """MTurk: add assignments to the study's HITs for units still short of their quota, as
+    ``user`` (PAY access: it spends the study's budget, ``access.access_study``).
 
     Needed tasks = the tasks the places still open in units need under the assignment rule (a
     task holds at most one unit of each question: ``studies.design.tasks_for_places``) minus
     assignments still available on the HITs. HITs created with fewer than 10 assignments stay below 10 (MTurk
     refuses to cross that line); what does not fit is reported for a new batch."""
+    access_study(user=user, study=study, access=PUBLISH)
     publication = (Publication.objects.filter(study=study, platform=Platform.MTURK, dry_run=False,
                                               status=Publication.Status.PUBLISHED).order_by("-batch").first())
     if publication is None:

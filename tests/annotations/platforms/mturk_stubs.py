@@ -9,6 +9,7 @@ from botocore.stub import ANY
 from annotations.models import Publication
 from annotations.platforms.handoff import study_token
 from annotations.platforms.mturk import QUAL_LOCALE, QUAL_PERCENT_APPROVED
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.tokens import publication_request_token
 from tests.annotations.platforms.conftest import PUBLIC_URL
@@ -76,6 +77,6 @@ def remote(assignment_id: str, worker_id: str, status: str = "Submitted", hit_id
 
 def published(stubber, study) -> Publication:
     queue_publish(stubber, study)
-    return study_publish(study=study, platform_name="mturk")
+    return study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
 

@@ -61,7 +61,7 @@ def test_rotating_the_secret_key_never_pays_the_same_bonus_again(prolific, study
     """Regression (issue 11): tokens were derived from SECRET_KEY, so after a key rotation the
     same bonus got a new token, a new Bonus row, and was paid a second time."""
     platform, server = prolific
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     sub = server.add_submission(publication.prolific_study_id, participant_id="p1")
     work = submitted(study, platform="prolific", worker_id="p1", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)

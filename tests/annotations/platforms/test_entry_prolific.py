@@ -9,6 +9,7 @@ from django.test import Client
 
 from annotations.models import Assignment, Participant
 from annotations.platforms import handoff
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, entry_url, landing_nonce, start
@@ -24,7 +25,7 @@ def hex24() -> str:
 def published(prolific, db):
     """A Prolific study published through the app, and its Prolific study id."""
     study = make_study(platform="prolific", n_items=4, n_sources=1, units_per_task=2, status="draft", reward=2)
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     study.refresh_from_db()
     return study, publication.prolific_study_id
 

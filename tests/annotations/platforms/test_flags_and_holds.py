@@ -85,7 +85,7 @@ def test_the_admin_lists_flags_and_accepts_and_dismisses_them(study, root):
 
 def test_sync_holds_work_whose_platform_worker_is_someone_else(prolific, study, root):
     platform, server = prolific
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
     # The session id of p_real's submission, presented with a fabricated participant id.
     spoofed = submitted(study, platform="prolific", worker_id="p_fabricated_1", assignment_id=real["id"],

@@ -21,7 +21,7 @@ from tests.annotations.platforms.conftest import start_assignment, submitted
 def test_publishing_a_draft_opens_it_with_its_units_and_workers_get_work(study):
     assert study.status == Study.Status.DRAFT and not Unit.objects.filter(study=study).exists()
 
-    publication = study_publish(study=study, platform_name="link")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="link")
 
     assert publication.status == Publication.Status.PUBLISHED
     study.refresh_from_db()
@@ -35,7 +35,7 @@ def test_a_draft_that_cannot_open_is_refused_before_anything_is_published(db):
     draft = make_study(status="draft", consent_text="")
 
     with pytest.raises(PlatformServiceError, match="no consent text"):
-        study_publish(study=draft, platform_name="link")
+        study_publish(user=OPERATOR, study=draft, platform_name="link")
 
     draft.refresh_from_db()
     assert draft.status == Study.Status.DRAFT
@@ -43,7 +43,7 @@ def test_a_draft_that_cannot_open_is_refused_before_anything_is_published(db):
 
 
 def test_closing_a_link_study_closes_its_links_and_the_study(study):
-    publication = study_publish(study=study, platform_name="link")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="link")
 
     closed = study_close(user=OPERATOR, study=study)
     assert study_close(user=OPERATOR, study=study) == []  # idempotent: nothing left to close
@@ -55,7 +55,7 @@ def test_closing_a_link_study_closes_its_links_and_the_study(study):
 
 
 def test_rejecting_through_the_review_service_gives_the_slots_back(study):
-    study_publish(study=study, platform_name="link")
+    study_publish(user=OPERATOR, study=study, platform_name="link")
     work = submitted(study, platform="link", worker_id="lab-1", assignment_id="")
     units = list(work.claims.filter(unit__isnull=False).values_list("unit_id", flat=True))
     assert set(Unit.objects.filter(pk__in=units).values_list("n_claimed", "n_completed")) == {(1, 1)}

@@ -35,15 +35,15 @@ def test_open_link_rejects_a_bad_completion_code(study):
 
 
 def test_publishing_as_links_makes_one_link_per_task_once(study):
-    first = study_publish(study=study, platform_name="link")
-    second = study_publish(study=study, platform_name="link")
+    first = study_publish(user=OPERATOR, study=study, platform_name="link")
+    second = study_publish(user=OPERATOR, study=study, platform_name="link")
     assert first.pk == second.pk and first.status == Publication.Status.PUBLISHED
     assert ParticipantLink.objects.filter(publication=first).count() == 14
     assert not PlatformCall.objects.exists()  # no money moves
 
 
 def test_publishing_an_open_link_uses_the_publication_code(study):
-    publication = study_publish(study=study, platform_name="link", options={"link_mode": "open"})
+    publication = study_publish(user=OPERATOR, study=study, platform_name="link", options={"link_mode": "open"})
     link = OpenLink.objects.get(publication=publication)
     assert link.completion_code == publication.completion_code and link.max_participants == 14
 

@@ -34,7 +34,7 @@ OTHER_STUDY = "0123456789abcdef01234567"
 def _prolific_work(study, server, *, worker: str, session: str | None = None, task_id: str | None = None):
     publication = Publication.objects.filter(study=study, platform="prolific", dry_run=False).first()
     if publication is None:
-        publication = study_publish(study=study, platform_name="prolific")
+        publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     sub = server.add_submission(publication.prolific_study_id, participant_id=worker)
     work = submitted(study, platform="prolific", worker_id=worker, assignment_id=session or sub["id"],
                      task_id=publication.prolific_study_id if task_id is None else task_id)
@@ -43,7 +43,7 @@ def _prolific_work(study, server, *, worker: str, session: str | None = None, ta
 
 def test_a_session_id_carrying_a_csv_row_cannot_choose_the_bonus(prolific, study):
     platform, server = prolific
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     victim = server.add_submission(publication.prolific_study_id, participant_id="pcheat")
     _, _, work = _prolific_work(study, server, worker="pcheat", session=f"{victim['id']},99.99\n{victim['id']}")
 

@@ -52,7 +52,7 @@ def test_publish_creates_hits_of_nine_with_external_question_and_requirements(mt
     platform, stubber = mturk
     queue_publish(stubber, study)
 
-    publication = study_publish(study=study, platform_name="mturk")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     assert publication.status == Publication.Status.PUBLISHED
@@ -77,9 +77,9 @@ def test_the_external_question_is_well_formed_and_points_at_the_worker_entry(stu
 def test_publishing_twice_creates_no_second_hit(mturk, study):
     platform, stubber = mturk
     queue_publish(stubber, study)
-    first = study_publish(study=study, platform_name="mturk")
+    first = study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
-    second = study_publish(study=study, platform_name="mturk")  # no response queued: any call would fail
+    second = study_publish(user=OPERATOR, study=study, platform_name="mturk")  # no response queued: any call would fail
 
     assert second.pk == first.pk
     assert PlatformCall.objects.filter(operation="create_hit").count() == 2
@@ -95,7 +95,7 @@ def test_duplicate_token_error_recovers_the_existing_hit_id_from_the_message(mtu
     )
     stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
 
-    publication = study_publish(study=study, platform_name="mturk")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     assert publication.hit_ids == [HIT_A, HIT_B]
@@ -116,7 +116,7 @@ def test_duplicate_token_without_an_id_finds_the_hit_through_paginated_list_hits
                          {"MaxResults": 100, "NextToken": "page2"})
     stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
 
-    publication = study_publish(study=study, platform_name="mturk")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     assert publication.hit_ids == [HIT_A, HIT_B]
@@ -135,14 +135,14 @@ def test_crash_after_create_hit_was_sent_is_reconciled_without_a_second_hit(mtur
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "publish", publish_then_die)
-        study_publish(study=study, platform_name="mturk")
+        study_publish(user=OPERATOR, study=study, platform_name="mturk")
     assert PlatformCall.objects.get(platform_token=token0).status == "sent"
 
     # The retry asks MTurk (list_hits) instead of creating again, then makes only the second HIT.
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
     stubber.add_response("list_hits", {"HITs": [hit(HIT_A, 9, token0)["HIT"]], "NumResults": 1}, {"MaxResults": 100})
     stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
-    publication = study_publish(study=study, platform_name="mturk")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     assert publication.hit_ids == [HIT_A, HIT_B]
@@ -154,7 +154,7 @@ def test_balance_below_the_estimate_refuses_to_publish_and_sends_nothing(mturk, 
     stubber.add_response("get_account_balance", {"AvailableBalance": "10.00", "OnHoldBalance": "0.00"}, {})
 
     with pytest.raises(PlatformServiceError, match="balance 10.00 USD is below"):
-        study_publish(study=study, platform_name="mturk")
+        study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     assert Publication.objects.get(study=study).status == Publication.Status.FAILED
@@ -181,7 +181,7 @@ def test_graded_qualification_test_is_created_once_and_required(mturk, study):
     stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9, requirements=requirements))
     stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5, requirements=requirements))
 
-    study_publish(study=study, platform_name="mturk")
+    study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     qualification = MTurkQualificationType.objects.get(study=study)
@@ -360,13 +360,13 @@ def test_http_public_url_is_refused_before_any_call_and_the_batch_is_reused(mtur
     platform, stubber = mturk
     settings.RL_PUBLIC_URL = "http://127.0.0.1:8000"
     with pytest.raises(PlatformServiceError, match="RL_PUBLIC_URL"):
-        study_publish(study=study, platform_name="mturk")  # nothing queued: any MTurk call would fail
+        study_publish(user=OPERATOR, study=study, platform_name="mturk")  # nothing queued: any MTurk call would fail
     failed = Publication.objects.get(study=study)
     assert failed.status == Publication.Status.FAILED
 
     settings.RL_PUBLIC_URL = PUBLIC_URL
     queue_publish(stubber, study)
-    publication = study_publish(study=study, platform_name="mturk")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
     stubber.assert_no_pending_responses()
     assert (publication.pk, publication.batch, publication.status) == (failed.pk, 1, Publication.Status.PUBLISHED)

@@ -64,7 +64,7 @@ def test_block_expire_and_add_assignments(mturk, study):
                          {"HITId": HIT_B})
     stubber.add_response("create_additional_assignments_for_hit", {}, {
         "HITId": HIT_B, "NumberOfAdditionalAssignments": 4, "UniqueRequestToken": f"{publication.request_token}-x1-9"})
-    result = study_add_assignments(study=study)
+    result = study_add_assignments(user=OPERATOR, study=study)
     assert (result["needed"], result["available"], result["added"], result["not_placed"]) == (13, 1, 4, 8)
 
     stubber.add_response("update_expiration_for_hit", {}, {"HITId": HIT_A, "ExpireAt": EXPIRE_NOW})
@@ -112,13 +112,13 @@ def test_extra_assignments_count_the_tasks_the_open_places_need(db, mturk):
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
     stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
     stubber.add_response("create_hit", hit(HIT_B, 1), hit_params(study, index=1, size=1))
-    study_publish(study=study, platform_name="mturk")
+    study_publish(user=OPERATOR, study=study, platform_name="mturk")
     stubber.add_response("get_hit", {"HIT": {"HITId": HIT_A, "MaxAssignments": 9, "NumberOfAssignmentsAvailable": 9}},
                          {"HITId": HIT_A})
     stubber.add_response("get_hit", {"HIT": {"HITId": HIT_B, "MaxAssignments": 1, "NumberOfAssignmentsAvailable": 1}},
                          {"HITId": HIT_B})
 
-    result = study_add_assignments(study=study)
+    result = study_add_assignments(user=OPERATOR, study=study)
 
     assert (result["needed"], result["available"], result["added"], result["not_placed"]) == (10, 10, 0, 0)
     stubber.assert_no_pending_responses()

@@ -28,7 +28,7 @@ REJECTION = (
 
 
 def _publish(study) -> Publication:
-    return study_publish(study=study, platform_name="prolific")
+    return study_publish(user=OPERATOR, study=study, platform_name="prolific")
 
 
 def test_publish_creates_and_publishes_a_study_with_the_documented_fields(prolific, study):

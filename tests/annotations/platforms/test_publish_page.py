@@ -14,6 +14,7 @@ from django.urls import reverse
 from annotations.models import OpenLink, ParticipantLink
 from annotations.services.errors import StudyNotOpen
 from annotations.services.participants import participant_link_redeem
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from tests.annotations.pages import complete_task, start
 from tests.annotations.platforms.conftest import open_study
@@ -53,7 +54,7 @@ def test_participant_links_move_no_money_and_are_not_a_dry_run_by_default(resear
 
 def test_links_download_with_their_state_and_one_can_be_withdrawn(researcher, study):
     open_study(study)
-    study_publish(study=study, platform_name="link")
+    study_publish(user=OPERATOR, study=study, platform_name="link")
     unused, used, done, *_ = ParticipantLink.objects.filter(study=study).order_by("id")
     participant_link_redeem(link=used)
     worker = Client()  # the done link's task, started and submitted through its page (its own task)

@@ -11,13 +11,13 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, WorkerBlock
+from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, Publication, WorkerBlock
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.access import PlatformAccessDenied
+from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
 from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay, study_bonuses_pay
 from annotations.services.platforms.close import study_close
-from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.publish import study_add_assignments, study_publish
 from annotations.services.platforms.review import (
     assignment_approve,
     assignment_reject,
@@ -25,7 +25,7 @@ from annotations.services.platforms.review import (
     submission_clear,
 )
 from annotations.services.platforms.sync import study_sync
-from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_task
+from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_task, publish_study_task
 from studies.models import Study
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import submitted
@@ -55,7 +55,7 @@ def two_prolific_studies(prolific, alice):
     works = {}
     for key, owner, worker in (("a", alice[0], "pa11ce"), ("b", bob, "pv1ct1m")):
         study = _study(owner, name=f"study-{key}")
-        publication = study_publish(study=study, platform_name="prolific")
+        publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
         sub = server.add_submission(publication.prolific_study_id, participant_id=worker)
         works[key] = submitted(study, platform="prolific", worker_id=worker, assignment_id=sub["id"],
                                task_id=publication.prolific_study_id)
@@ -126,6 +126,29 @@ def test_the_approve_task_checks_the_user_and_the_study(two_prolific_studies, al
     assert Assignment.objects.get(pk=victim.pk).status == Assignment.Status.SUBMITTED
 
 
+def test_the_publish_task_acts_as_its_user_and_checks_their_right(alice):
+    # A Celery message names a study and a user id: the task publishes only what that user may
+    # publish (PAY access), as the publish page does, and a message without a user acts for nobody.
+    user, _ = alice
+    bob, _ = staff_client("bob")
+    theirs, mine = _study(bob, name="bobs-study"), _study(user, name="alices-study")
+    status = theirs.status
+
+    with pytest.raises(PlatformAccessDenied, match="not found or not yours"):
+        publish_study_task.delay(theirs.pk, user_id=user.pk, platform="link").get()
+    with pytest.raises(PlatformAccessDenied, match="nobody is acting"):
+        publish_study_task.delay(theirs.pk, platform="link").get()
+    with pytest.raises(PlatformAccessDenied, match="not found or not yours"):
+        publish_study_task.delay(theirs.pk, user_id=user.pk, platform="link", dry_run=True).get()
+    theirs.refresh_from_db()
+    assert theirs.status == status
+    assert not Publication.objects.filter(study=theirs).exists()
+
+    done = publish_study_task.delay(mine.pk, user_id=user.pk, platform="link").get()
+    assert done["status"] == Publication.Status.PUBLISHED
+    assert Publication.objects.get(pk=done["publication"]).created_by == user
+
+
 def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolific_studies):
     # Lee sees Bob's study (it is shared with him) but may not pay its workers; Mo has the pay
     # permission but no share of it. Each service refuses both, whoever calls it.
@@ -152,6 +175,10 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
         "block": lambda user: worker_block(user=user, study=victim.study, participant=victim.participant,
                                            reason="Spam."),
         "clear hold": lambda user: submission_clear(user=user, submission=held),
+        "publish": lambda user: study_publish(user=user, study=victim.study, platform_name="prolific"),
+        "publish as links": lambda user: study_publish(user=user, study=victim.study, platform_name="link"),
+        "dry run": lambda user: study_publish(user=user, study=victim.study, platform_name="link", dry_run=True),
+        "add assignments": lambda user: study_add_assignments(user=user, study=victim.study),
     }
     for user in (lee, mo):
         for name, action in actions.items():
@@ -160,6 +187,8 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
                 pytest.fail(f"{name} as {user.username}: not refused")
     assert server.payments == [] and server.calls("POST", r"/api/v1/submissions/\w+/transition/") == []
     assert not Bonus.objects.exists() and not WorkerBlock.objects.exists()
+    assert list(Publication.objects.filter(study=victim.study).values_list("platform", "dry_run")) == [
+        ("prolific", False)]
     held.refresh_from_db()
     assert held.cleared_at is None
     assert Assignment.objects.get(pk=victim.pk).status == Assignment.Status.SUBMITTED

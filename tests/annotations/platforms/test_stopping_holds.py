@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def test_clearing_a_hold_makes_its_answers_count_and_decides_the_unit(prolific):
     _platform, server = prolific
     study = make_study(n_items=1, n_sources=1, quota=5, units_per_task=1, status="draft", stop_when_decided=True)
-    publication = study_publish(study=study, platform_name="prolific")
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
     submitted(study, platform="prolific", worker_id="p_fabricated", assignment_id=real["id"],
               task_id=publication.prolific_study_id)

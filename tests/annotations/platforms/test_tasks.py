@@ -40,8 +40,9 @@ def test_publish_task_twice_makes_each_hit_once(mturk, study):
     platform, stubber = mturk
     queue_publish(stubber, study)
 
-    first = publish_study_task.delay(study.pk, platform="mturk").get()
-    second = publish_study_task.delay(study.pk, platform="mturk").get()
+    researcher = get_user_model().objects.create_superuser("root", password="pw")
+    first = publish_study_task.delay(study.pk, user_id=researcher.pk, platform="mturk").get()
+    second = publish_study_task.delay(study.pk, user_id=researcher.pk, platform="mturk").get()
 
     stubber.assert_no_pending_responses()
     assert first == second
@@ -80,7 +81,8 @@ def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
 def test_sync_tasks_fan_out_to_live_publications(mturk, study):
     platform, stubber = mturk
     queue_publish(stubber, study)
-    publish_study_task.delay(study.pk, platform="mturk").get()
+    researcher = get_user_model().objects.create_superuser("root", password="pw")
+    publish_study_task.delay(study.pk, user_id=researcher.pk, platform="mturk").get()
     for _ in range(2):
         for hit_id in (HIT_A, HIT_B):
             stubber.add_response("list_assignments_for_hit", sync_page([]), {
