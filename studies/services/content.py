@@ -1,6 +1,7 @@
 """Writes of the shared content studies show their workers: items, rationale sources, rationales
 and generalization questions. One rule, owned here, whoever writes (the admin's change and delete
-pages and actions, the importers):
+pages and actions, the importers, the LM jobs that write rationales and questions, which act for
+the researcher who started them):
 
 - *Only the studies' researchers change what their studies use.* A row used by a study the
   acting user may not change (``studies.selectors.studies_for_user`` with CHANGE: owner, shared,
@@ -145,6 +146,15 @@ def _names(studies: list[Study]) -> str:
 
 def _opened(studies: list[Study]) -> str:
     return "was opened" if len(studies) == 1 else "were opened"
+
+
+def content_added_refusals(*, user, model: type[models.Model], pks: Iterable[int]) -> dict[int, str]:
+    """Of rows just added (``pks``, written in the caller's transaction), those ``user`` may not add
+    because a study they may not change would show them (the rule's first clause; its studies are
+    locked until the transaction ends). The caller deletes them, or rolls back, before it commits:
+    what an importer, an LM job or any later writer adds gets the same answer."""
+    not_yours, _ = content_change_problems(user=user, model=model, changes={pk: () for pk in pks}, lock=True)
+    return not_yours
 
 
 def content_change_check(

@@ -269,6 +269,12 @@ def failed_item_ids(job: GenerationJob, ids: list[int]) -> set[int]:
     return set(GenerationFailure.objects.filter(job=job, item_id__in=ids).values_list("item_id", flat=True))
 
 
+# Why a generated row was not stored: a study that its job's researcher may not change would show it
+# (studies.services.content.content_added_refusals).
+NOT_YOURS_TO_ADD = ("not stored: a study you may not change would show this {what}; only that study's "
+                    "researchers may add to what it shows")
+
+
 def store_failures(job: GenerationJob, failures: list[GenerationFailure]) -> None:
     # (job, item, unit) is unique: a failure another delivery already stored is skipped.
     GenerationFailure.objects.bulk_create(failures, ignore_conflicts=True)

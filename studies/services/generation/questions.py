@@ -21,8 +21,10 @@ from studies.models import (
     Item,
     QuestionGenerator,
 )
+from studies.services.content import content_added_refusals
 
 from .common import (
+    NOT_YOURS_TO_ADD,
     BatchOutput,
     GenerationError,
     ItemHandler,
@@ -182,8 +184,19 @@ class QuestionHandler(ItemHandler):
     def store(self, job, output):
         existing = set(GeneralizationQuestion.objects.filter(item_id__in={q.item_id for q in output.questions})
                        .values_list("item_id", "qtype", "text"))
-        GeneralizationQuestion.objects.bulk_create(
+        created = GeneralizationQuestion.objects.bulk_create(
             [q for q in output.questions if (q.item_id, q.qtype, q.text) not in existing])
+        # The job acts for the researcher who started it: a question that a study they may not
+        # change would show is not theirs to add (studies.services.content), and is kept as a failure.
+        refused = content_added_refusals(user=job.created_by, model=GeneralizationQuestion,
+                                         pks=[q.pk for q in created])
+        if refused:
+            GeneralizationQuestion.objects.filter(pk__in=refused).delete()
+            units = sorted({(q.item_id, q.qtype) for q in created if q.pk in refused})
+            output.failures.extend(GenerationFailure(job=job, item_id=item_id, unit=qtype, raw_output="",
+                                                     reason=NOT_YOURS_TO_ADD.format(what="question"))
+                                   for item_id, qtype in units)
+            output.questions = [q for q in output.questions if q.pk not in refused]
         store_failures(job, output.failures)
         if output.dropped:
             # (job, item, type, sample) is unique: a drop another delivery already stored is skipped.

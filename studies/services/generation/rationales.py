@@ -4,8 +4,10 @@ from __future__ import annotations
 from studies.lm import templates
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
+from studies.services.content import content_added_refusals
 
 from .common import (
+    NOT_YOURS_TO_ADD,
     BatchOutput,
     GenerationError,
     ItemHandler,
@@ -106,5 +108,18 @@ class RationaleHandler(ItemHandler):
 
     def store(self, job, output):
         # (item, source) is unique: rationales stored meanwhile by another delivery are kept as they are.
+        items = {r.item_id for r in output.rationales}
+        stored = set(Rationale.objects.filter(source=job.source, item_id__in=items).values_list("item_id", flat=True))
         Rationale.objects.bulk_create(output.rationales, ignore_conflicts=True)
+        # The job acts for the researcher who started it: a rationale that a study they may not
+        # change would show is not theirs to add (studies.services.content), and is kept as a failure.
+        added = dict(Rationale.objects.filter(source=job.source, item_id__in=items - stored)
+                     .values_list("pk", "item_id"))
+        refused = {added[pk] for pk in content_added_refusals(user=job.created_by, model=Rationale, pks=list(added))}
+        if refused:
+            Rationale.objects.filter(source=job.source, item_id__in=refused).delete()
+            output.failures.extend(GenerationFailure(job=job, item_id=r.item_id, unit="", raw_output=r.raw_output,
+                                                     reason=NOT_YOURS_TO_ADD.format(what="rationale"))
+                                   for r in output.rationales if r.item_id in refused)
+            output.rationales = [r for r in output.rationales if r.item_id not in refused]
         store_failures(job, output.failures)

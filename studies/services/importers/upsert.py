@@ -15,7 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from studies.models import Dataset, ImportRecord, Item
-from studies.services.content import content_change_problems
+from studies.services.content import content_added_refusals, content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import ImportFile
@@ -212,8 +212,7 @@ class _Upsert:
     def refuse_created_not_allowed(self, created: list[models.Model], user: Any) -> None:
         """New rows that a study the user may not change would use (bulk_create set their keys on
         PostgreSQL and SQLite): refused by line, and the caller's transaction rolls the file back."""
-        not_yours, _ = content_change_problems(user=user, model=self.model, changes={obj.pk: () for obj in created},
-                                               lock=True)
+        not_yours = content_added_refusals(user=user, model=self.model, pks=[obj.pk for obj in created])
         for key, obj in zip(self.created_keys, created, strict=True):
             if obj.pk in not_yours:
                 self.error(key, "", not_yours[obj.pk])

@@ -6,10 +6,25 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from studies.models import RationaleSource
-from studies.services.generation import GenerationError, generation_job_cancel, generation_job_create
+from studies.models import (
+    GeneralizationQuestion,
+    GenerationFailure,
+    Item,
+    QuestionGenerator,
+    Rationale,
+    RationaleSource,
+    Study,
+)
+from studies.services.generation import (
+    GenerationError,
+    generation_job_cancel,
+    generation_job_create,
+    generation_job_run,
+)
 from tests.api.conftest import grant
 from tests.factories import DatasetFactory, ItemFactory
+
+from .openai_server import OpenAIServer, completion
 
 pytestmark = pytest.mark.django_db
 RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob")
@@ -94,3 +109,75 @@ def test_internal_job_parameters_are_refused_naming_the_key(world):
     with pytest.raises(GenerationError, match=r"params\.cursor, params\.usage: not a parameter of rationales jobs"):
         job_of(alice, params={"cursor": 10**9, "usage": {"used_requests": 0}})
     assert job_of(alice, params={"max_requests": 5}).params["max_requests"] == 5
+
+
+def _train_pool(dataset) -> None:
+    """Six train items with a gold rationale and a question of each type: what the jobs draw their
+    demonstrations from."""
+    for i in range(6):
+        item = ItemFactory(dataset=dataset, split="train", question=f"Is train fact {i} true?", gold_answer="yes",
+                           gold_rationale=f"Train fact {i} is true.")
+        for qtype in ("rephrase", "similar", "counterfactual"):
+            GeneralizationQuestion.objects.create(item=item, qtype=qtype, text=f"Is {qtype} fact {i} true?",
+                                                  answer="yes", origin="import")
+
+
+def _hosted_source(server) -> RationaleSource:
+    return RationaleSource.objects.create(
+        name="hosted", kind="lm", backend="openai", model_name_or_path="gpt-x", endpoint_url=server.url,
+        decoding={"max_new_tokens": 40, "backoff_s": 0.01, "concurrency": 1})
+
+
+def test_a_job_adds_no_rationale_to_another_researchers_study(world):
+    # Alice's study draws two of the three items and lists the hosted source: a rationale of that
+    # source for those items would be shown to her workers. Bob's job is refused those two (kept as
+    # failures with the reason) and stores the third; Alice's own job stores all of them.
+    alice, bob, _ = world
+    grant(alice, "studies.change_study")
+    items = list(Item.objects.filter(split="dev").order_by("pk"))
+    _train_pool(items[0].dataset)
+    reply = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
+    with OpenAIServer(lambda path, body: (200, completion([reply]), {})) as server:
+        source = _hosted_source(server)
+        study = Study.objects.create(name="alices-study", dataset=items[0].dataset, owner=alice)
+        study.items.set(items[:2])
+        study.sources.set([source])
+
+        def run(user):
+            job = generation_job_create(kind="rationales", source=source, dataset=items[0].dataset, split="dev",
+                                        user=user, enqueue=False)
+            return generation_job_run(job_id=job.pk)
+
+        bobs = run(bob)
+        assert list(Rationale.objects.filter(source=source).values_list("item_id", flat=True)) == [items[2].pk]
+        failures = GenerationFailure.objects.filter(job=bobs).order_by("item_id")
+        assert [f.item_id for f in failures] == [items[0].pk, items[1].pk]
+        assert all("a study you may not change would show this rationale" in f.reason for f in failures)
+        assert (bobs.status, bobs.done, bobs.failed) == ("done", 3, 2)
+
+        run(alice)
+        assert Rationale.objects.filter(source=source).count() == 3
+
+
+def test_a_job_adds_no_generalization_question_to_another_researchers_study(world):
+    alice, bob, _ = world
+    grant(alice, "studies.change_study")
+    items = list(Item.objects.filter(split="dev").order_by("pk"))
+    _train_pool(items[0].dataset)
+    study = Study.objects.create(name="alices-generalization", dataset=items[0].dataset, owner=alice,
+                                 kind=Study.Kind.GENERALIZATION)
+    study.items.set(items[:1])
+    reply = " Is the sky blue on a clear day?\nAnswer: yes"
+    with OpenAIServer(lambda path, body: (200, completion([reply]), {})) as server:
+        generator = QuestionGenerator.objects.create(
+            name="hosted-questions", backend="openai", model_name_or_path="gpt-x", endpoint_url=server.url,
+            decoding={"backoff_s": 0.01, "concurrency": 1})
+        job = generation_job_create(kind="generalization_questions", generator=generator, dataset=items[0].dataset, split="dev",
+                                    user=bob, enqueue=False, params={})
+        job = generation_job_run(job_id=job.pk)
+    assert job.status == "done", job.error
+    generated = GeneralizationQuestion.objects.filter(origin="generator:hosted-questions")
+    assert not generated.filter(item=items[0]).exists()
+    assert set(generated.values_list("item_id", flat=True)) == {items[1].pk, items[2].pk}
+    refused = GenerationFailure.objects.filter(job=job, item=items[0])
+    assert refused.exists() and all("would show this question" in f.reason for f in refused)
