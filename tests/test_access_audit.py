@@ -59,7 +59,7 @@ def world():
     AttentionCheckFactory(study=theirs)
     add_qualification(theirs)
     study_publish(user=OPERATOR, study=theirs, platform_name="link")
-    open_link_create(study=theirs, completion_code="LAB-2026", max_participants=2)
+    open_link_create(study=theirs, user=OPERATOR, completion_code="LAB-2026", max_participants=2)
     return theirs, {"nobody": _staff("nobody", perms=False), "sam": _staff("sam", perms=True)}
 
 

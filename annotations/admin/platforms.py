@@ -273,7 +273,7 @@ def _open_link(request: HttpRequest, study: Study) -> str:
 
 def _revoke_link(request: HttpRequest, study: Study) -> str:
     link = get_object_or_404(ParticipantLink, study=study, pk=int(request.POST.get("link_id") or 0))
-    link_revoke(link=link)
+    link_revoke(link=link, user=request.user)
     return f"Link {link.pk} withdrawn: it can no longer be opened."
 
 

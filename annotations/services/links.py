@@ -1,5 +1,10 @@
 """Plain participant links: making single-person links and open links. No money moves.
 
+Making or withdrawing a link recruits for a study (or stops it), so each service here takes the
+acting user and checks their right on the study first (``platforms.access.access_study``), as
+publishing does: the publish page, ``study_publish`` (which makes a link publication's links),
+the ``make_links`` command (as ``OPERATOR``) and any later caller get the same answer.
+
 Workers redeem them on the worker pages (``annotations.views.entry``, through
 ``annotations.services.participants.participant_link_redeem`` and ``open_link_join``).
 """
@@ -12,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 
 from annotations.models import OpenLink, ParticipantLink, Publication
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import CLOSE, PUBLISH, access_study
 from studies.models import Study
 
 # URL shapes of the questionnaire's link views (annotations.platforms): /w/l/<token>/ for a
@@ -31,9 +37,11 @@ def link_public_url(link: ParticipantLink | OpenLink) -> str:
     return settings.RL_PUBLIC_URL + path
 
 
-def links_generate(*, study: Study, n: int, user=None, label: str = "",
+def links_generate(*, study: Study, n: int, user, label: str = "",
                    publication: Publication | None = None) -> list[ParticipantLink]:
-    """Make ``n`` single-person links for ``study``."""
+    """Make ``n`` single-person links for ``study`` as ``user``, who needs the right to publish it
+    (``PlatformAccessDenied`` otherwise, before anything is checked or made)."""
+    access_study(user=user, study=study, access=PUBLISH)
     if n < 1 or n > MAX_LINKS_PER_CALL:
         raise PlatformServiceError(f"number of links must be between 1 and {MAX_LINKS_PER_CALL}, got {n}")
     label_max = ParticipantLink._meta.get_field("label").max_length - len(f" {n}")
@@ -49,9 +57,12 @@ def links_generate(*, study: Study, n: int, user=None, label: str = "",
     return list(ParticipantLink.objects.filter(token__in=[link.token for link in links]).order_by("id"))
 
 
-def open_link_create(*, study: Study, user=None, completion_code: str = "", max_participants: int | None = None,
+def open_link_create(*, study: Study, user, completion_code: str = "", max_participants: int | None = None,
                      publication: Publication | None = None) -> OpenLink:
-    """An open link for ``study``. Bad values raise :class:`PlatformServiceError` naming the field."""
+    """An open link for ``study``, made by ``user``, who needs the right to publish it
+    (``PlatformAccessDenied`` otherwise). Bad values raise :class:`PlatformServiceError` naming
+    the field."""
+    access_study(user=user, study=study, access=PUBLISH)
     if max_participants is not None and not 1 <= max_participants <= MAX_OPEN_LINK_PARTICIPANTS:
         raise PlatformServiceError(
             f"The open link's places (max_participants) must be between 1 and {MAX_OPEN_LINK_PARTICIPANTS}, "
@@ -85,9 +96,11 @@ def links_close(*, study: Study) -> dict:
     return {"revoked_links": revoked, "closed_open_links": closed}
 
 
-def link_revoke(*, link: ParticipantLink) -> ParticipantLink:
+def link_revoke(*, link: ParticipantLink, user) -> ParticipantLink:
     """Withdraw one single-person link: it can no longer be redeemed (a task already started through
-    it can still be finished from the browser that holds it). Idempotent."""
+    it can still be finished from the browser that holds it). Idempotent. ``user`` needs the right
+    to close the link's study (stopping recruitment), as ``study_close`` does."""
+    access_study(user=user, study=link.study_id, access=CLOSE)
     ParticipantLink.objects.filter(pk=link.pk, revoked=False).update(revoked=True)
     link.refresh_from_db(fields=["revoked"])
     return link

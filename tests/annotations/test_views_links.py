@@ -14,6 +14,7 @@ from annotations.models import Assignment, OpenLink, Participant, ParticipantLin
 from annotations.services.errors import StudyNotOpen
 from annotations.services.links import links_close, links_generate, open_link_create
 from annotations.services.participants import participant_link_redeem
+from annotations.services.platforms.access import OPERATOR
 from studies.models import Platform
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, consent, start
@@ -31,7 +32,7 @@ def link_url(link) -> str:
 
 
 def test_redeeming_a_single_person_link_always_gives_its_one_participant(study):
-    link = links_generate(study=study, n=1)[0]
+    link = links_generate(study=study, user=OPERATOR, n=1)[0]
     first = participant_link_redeem(link=link)
     again = participant_link_redeem(link=ParticipantLink.objects.get(pk=link.pk))
     assert first.pk == again.pk and first.platform == "link"
@@ -39,14 +40,14 @@ def test_redeeming_a_single_person_link_always_gives_its_one_participant(study):
 
 
 def test_a_withdrawn_link_cannot_be_redeemed(study):
-    link = links_generate(study=study, n=1)[0]
+    link = links_generate(study=study, user=OPERATOR, n=1)[0]
     links_close(study=study)
     with pytest.raises(StudyNotOpen):
         participant_link_redeem(link=link)
 
 
 def test_a_single_person_link_through_the_pages(study):
-    link = links_generate(study=study, n=1)[0]
+    link = links_generate(study=study, user=OPERATOR, n=1)[0]
     browser = Client()
     task = start(browser, link_url(link))
     assignment = Assignment.objects.select_related("participant").get()
@@ -61,7 +62,7 @@ def test_a_single_person_link_through_the_pages(study):
 
 
 def test_a_used_link_opened_in_another_browser_does_not_show_its_completion_code_again(study):
-    link = links_generate(study=study, n=1)[0]
+    link = links_generate(study=study, user=OPERATOR, n=1)[0]
     browser = Client()
     task = start(browser, link_url(link))
     complete_task(browser, task)
@@ -75,7 +76,7 @@ def test_a_used_link_opened_in_another_browser_does_not_show_its_completion_code
 
 
 def test_withdrawn_unknown_and_malformed_links(client, study):
-    link = links_generate(study=study, n=2)[0]
+    link = links_generate(study=study, user=OPERATOR, n=2)[0]
     links_close(study=study)
     response = client.get(link_url(link))
     assert response.status_code == 410 and "withdrawn" in response.content.decode()
@@ -85,7 +86,7 @@ def test_withdrawn_unknown_and_malformed_links(client, study):
 
 
 def test_an_open_link_takes_new_browsers_up_to_its_capacity(study):
-    link = open_link_create(study=study, completion_code="LAB-2026", max_participants=2)
+    link = open_link_create(study=study, user=OPERATOR, completion_code="LAB-2026", max_participants=2)
     first, second = Client(), Client()
     task = start(first, link_url(link))
     assert first.get(link_url(link))["Location"] == task  # the same browser resumes, not counted again
@@ -98,7 +99,7 @@ def test_an_open_link_takes_new_browsers_up_to_its_capacity(study):
 
 
 def test_a_worker_coming_back_through_an_open_link_for_another_task_is_not_counted_again(study):
-    link = open_link_create(study=study, max_participants=1)
+    link = open_link_create(study=study, user=OPERATOR, max_participants=1)
     browser = Client()
     task = start(browser, link_url(link))
     complete_task(browser, task)
@@ -109,7 +110,7 @@ def test_a_worker_coming_back_through_an_open_link_for_another_task_is_not_count
 
 
 def test_a_closed_open_link_takes_nobody(client, study):
-    link = open_link_create(study=study)
+    link = open_link_create(study=study, user=OPERATOR)
     links_close(study=study)
     assert client.get(link_url(link)).status_code == 403
 
@@ -117,9 +118,9 @@ def test_a_closed_open_link_takes_nobody(client, study):
 def test_the_study_page_warns_when_a_study_takes_anonymous_open_link_workers(admin_client, study):
     page = reverse("admin:studies_study_change", args=[study.pk])
     assert "takes anonymous workers through its plain study link" in admin_client.get(page).content.decode()
-    links_generate(study=study, n=2)  # single-person links only: everyone is known
+    links_generate(study=study, user=OPERATOR, n=2)  # single-person links only: everyone is known
     assert "anonymous workers" not in admin_client.get(page).content.decode()
-    open_link_create(study=study)
+    open_link_create(study=study, user=OPERATOR)
     assert "anonymous workers through an open link" in admin_client.get(page).content.decode()
     prolific = make_study(platform=Platform.PROLIFIC)
     assert "anonymous" not in admin_client.get(reverse("admin:studies_study_change", args=[prolific.pk])).content.decode()
@@ -145,7 +146,7 @@ def three_questions(db):
 
 
 def test_a_browser_opening_a_second_link_gets_no_question_it_has_seen_and_is_one_worker(three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     browser = Client()
     task1 = start(browser, link_url(first))
     _finish(browser, task1)
@@ -163,7 +164,7 @@ def test_a_browser_opening_a_second_link_gets_no_question_it_has_seen_and_is_one
 
 
 def test_a_second_browser_opening_the_second_link_is_a_new_worker(three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     browser = Client()
     _finish(browser, start(browser, link_url(first)))
     start(Client(), link_url(second))
@@ -173,7 +174,7 @@ def test_a_second_browser_opening_the_second_link_is_a_new_worker(three_question
 
 
 def test_each_link_of_one_worker_shows_its_own_task_in_the_links_csv(admin_client, three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     browser = Client()
     task1 = start(browser, link_url(first))
     _finish(browser, task1)
@@ -190,7 +191,7 @@ def test_each_link_of_one_worker_shows_its_own_task_in_the_links_csv(admin_clien
 
 
 def test_a_second_link_opened_while_the_first_task_runs_is_refused_and_stays_unused(three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     browser = Client()
     task1 = start(browser, link_url(first))
     refused = consent(browser, link_url(second))
@@ -205,7 +206,7 @@ def test_a_second_link_opened_while_the_first_task_runs_is_refused_and_stays_unu
 
 
 def test_a_browser_cookie_does_not_take_over_a_link_another_browser_used(three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     mine, theirs = Client(), Client()
     _finish(mine, start(mine, link_url(first)))
     _finish(theirs, start(theirs, link_url(second)))
@@ -220,8 +221,8 @@ def test_a_browser_cookie_does_not_take_over_a_link_another_browser_used(three_q
 def test_a_typed_identifier_is_not_proof_enough_to_be_recognised_on_a_single_person_link(three_questions):
     """Anyone may type someone's identifier on an open link: a browser that did so is not that
     person on a single-person link."""
-    link = links_generate(study=three_questions, n=1)[0]
-    shared = open_link_create(study=three_questions)
+    link = links_generate(study=three_questions, user=OPERATOR, n=1)[0]
+    shared = open_link_create(study=three_questions, user=OPERATOR)
     browser = Client()
     _finish(browser, start(browser, link_url(shared), identifier="victim@lab.example"))
     start(browser, link_url(link))
@@ -230,8 +231,8 @@ def test_a_typed_identifier_is_not_proof_enough_to_be_recognised_on_a_single_per
 
 
 def test_an_anonymous_open_link_worker_is_recognised_on_a_single_person_link(three_questions):
-    link = links_generate(study=three_questions, n=1)[0]
-    shared = open_link_create(study=three_questions)
+    link = links_generate(study=three_questions, user=OPERATOR, n=1)[0]
+    shared = open_link_create(study=three_questions, user=OPERATOR)
     browser = Client()
     task1 = start(browser, link_url(shared))
     _finish(browser, task1)
@@ -241,7 +242,7 @@ def test_an_anonymous_open_link_worker_is_recognised_on_a_single_person_link(thr
 
 
 def test_the_worker_page_lists_every_link_the_recognised_worker_used(admin_client, three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     browser = Client()
     _finish(browser, start(browser, link_url(first)))
     start(browser, link_url(second))
@@ -252,7 +253,7 @@ def test_the_worker_page_lists_every_link_the_recognised_worker_used(admin_clien
 
 
 def test_the_first_links_code_stays_with_the_browser_that_went_on_to_a_second_link(three_questions):
-    first, second = links_generate(study=three_questions, n=2)
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
     browser = Client()
     task1 = start(browser, link_url(first))
     _finish(browser, task1)

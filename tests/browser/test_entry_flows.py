@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 from annotations.models import Assignment, Participant, ParticipantLink
 from annotations.platforms import handoff
 from annotations.services.links import links_generate
+from annotations.services.platforms.access import OPERATOR
 from studies.models import Platform
 from tests.annotations.factories import make_study
 from tests.browser.pages import consent_and_start, next_page
@@ -90,7 +91,7 @@ def test_one_browser_on_two_single_person_links_gets_no_question_twice(live_serv
     """Issue 22 item 6: the second link of one browser gives no question the first one gave, and
     the browser is one worker; another browser on a third link is a new one."""
     study = make_study(n_items=3, n_sources=1, units_per_task=2)  # a second worker must repeat one
-    first, second, third = links_generate(study=study, n=3)
+    first, second, third = links_generate(study=study, user=OPERATOR, n=3)
     laptop = browser.new_context().new_page()
     for link in (first, second):
         laptop.goto(f"{live_server.url}/w/l/{link.token}/")

@@ -1,11 +1,13 @@
 """``manage.py make_links <study id> --count N`` (single-person links) or ``--open`` (one open link with
-a completion code); prints the URLs. No money moves."""
+a completion code); prints the URLs. No money moves. It acts as the deployment's operator
+(``OPERATOR``), like the other commands that act on a study."""
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
 from annotations.services.links import link_public_url, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
 from studies.models import Study
 
 
@@ -26,11 +28,11 @@ class Command(BaseCommand):
             raise CommandError(f"no study with id {options['study_id']}")
         try:
             if options["open"]:
-                link = open_link_create(study=study, completion_code=options["completion_code"],
+                link = open_link_create(study=study, user=OPERATOR, completion_code=options["completion_code"],
                                         max_participants=options["max_participants"])
                 self.stdout.write(f"{link_public_url(link)}\tcompletion code {link.completion_code}")
                 return
-            for link in links_generate(study=study, n=options["count"], label=options["label"]):
+            for link in links_generate(study=study, n=options["count"], user=OPERATOR, label=options["label"]):
                 self.stdout.write(f"{link_public_url(link)}\t{link.label}\t{link.completion_code}")
         except PlatformServiceError as exc:
             raise CommandError(exc.message) from exc

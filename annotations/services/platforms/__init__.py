@@ -1,8 +1,8 @@
 """Crowd-platform services, one module per thing they own:
 
 - ``access``: who may act on a study's workers (``access_study``), checked by every action below
-  that a researcher starts (approve, reject, clear a hold, bonus, block, notify, close): each takes
-  the acting user and the study;
+  that a researcher starts (publish, approve, reject, clear a hold, bonus, block, notify, close,
+  and the link services of ``annotations.services.links``): each takes the acting user and the study;
 - ``publish``: put a study on its platform (MTurk HITs, a Prolific study, links), extend it;
 - ``qualification``: MTurk qualification types and grants;
 - ``sync``: fetch what the platform says, match it to the stored work, reconcile unconfirmed calls;

@@ -17,7 +17,7 @@ from tests.annotations.platforms.conftest import PUBLIC_URL, open_study, submitt
 
 
 def test_links_are_unguessable_and_point_at_the_link_entry(study):
-    links = links_generate(study=study, n=20, label="Lab A")
+    links = links_generate(study=study, user=OPERATOR, n=20, label="Lab A")
     tokens = {link.token for link in links}
     assert len(tokens) == 20 and all(len(token) >= 43 for token in tokens)
     assert links[0].label == "Lab A 1"
@@ -25,13 +25,13 @@ def test_links_are_unguessable_and_point_at_the_link_entry(study):
 
 
 def test_an_open_link_has_its_public_url(study):
-    link = open_link_create(study=study, completion_code="LAB-2026", max_participants=2)
+    link = open_link_create(study=study, user=OPERATOR, completion_code="LAB-2026", max_participants=2)
     assert link_public_url(link) == f"{PUBLIC_URL}/w/o/{link.token}/"
 
 
 def test_open_link_rejects_a_bad_completion_code(study):
     with pytest.raises(PlatformServiceError, match="completion code"):
-        open_link_create(study=study, completion_code="<script>")
+        open_link_create(study=study, user=OPERATOR, completion_code="<script>")
 
 
 def test_publishing_as_links_makes_one_link_per_task_once(study):
@@ -50,7 +50,7 @@ def test_publishing_an_open_link_uses_the_publication_code(study):
 
 def test_review_and_bonus_of_link_work_move_no_money(study):
     open_study(study)
-    link = links_generate(study=study, n=1)[0]
+    link = links_generate(study=study, user=OPERATOR, n=1)[0]
     participant = participant_link_redeem(link=link)
     work = submitted(study, platform="link", worker_id=participant.external_id, assignment_id="")
     assignment_approve(user=OPERATOR, study=work.study, assignment=work)

@@ -11,7 +11,17 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission, Publication, WorkerBlock
+from annotations.models import (
+    Assignment,
+    Bonus,
+    OpenLink,
+    ParticipantLink,
+    PlatformCall,
+    PlatformSubmission,
+    Publication,
+    WorkerBlock,
+)
+from annotations.services.links import link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
 from annotations.services.platforms.blocks import worker_block
@@ -163,6 +173,7 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
               task_id=victim.platform_task_id)
     study_sync(study=victim.study)
     held = PlatformSubmission.objects.get(platform_assignment_id=real["id"], flag="worker_mismatch")
+    [link] = links_generate(study=victim.study, n=1, user=OPERATOR)
     actions = {
         "approve": lambda user: assignment_approve(user=user, study=victim.study, assignment=victim),
         "reject": lambda user: assignment_reject(user=user, study=victim.study, assignment=victim,
@@ -179,6 +190,9 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
         "publish as links": lambda user: study_publish(user=user, study=victim.study, platform_name="link"),
         "dry run": lambda user: study_publish(user=user, study=victim.study, platform_name="link", dry_run=True),
         "add assignments": lambda user: study_add_assignments(user=user, study=victim.study),
+        "make links": lambda user: links_generate(study=victim.study, n=3, user=user),
+        "open link": lambda user: open_link_create(study=victim.study, user=user),
+        "revoke link": lambda user: link_revoke(link=link, user=user),
     }
     for user in (lee, mo):
         for name, action in actions.items():
@@ -191,6 +205,8 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
         ("prolific", False)]
     held.refresh_from_db()
     assert held.cleared_at is None
+    assert list(ParticipantLink.objects.filter(study=victim.study).values_list("pk", "revoked")) == [(link.pk, False)]
+    assert not OpenLink.objects.filter(study=victim.study).exists()
     assert Assignment.objects.get(pk=victim.pk).status == Assignment.Status.SUBMITTED
     with pytest.raises(PlatformAccessDenied):
         study_close(user=mo, study=victim.study)
