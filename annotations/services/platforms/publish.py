@@ -110,7 +110,7 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     ``options``: title, description, max_assignments_per_hit, locales, min_approval_rate,
     lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
     ("single" or "open"), require_qualification (default True when the study has a test)."""
-    access_study(user=user, study=study, access=PUBLISH)  # the caller's study object is the one opened
+    access_study(user=user, study=study, access=PUBLISH)  # the study read again is not kept: study_open changes the caller's object
     options = dict(options or {})
     if options.get("link_mode", "single") not in LINK_MODES:
         raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
