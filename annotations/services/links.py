@@ -85,9 +85,11 @@ def open_link_create(*, study: Study, user, completion_code: str = "", max_parti
     return link
 
 
-def links_close(*, study: Study) -> dict:
+def links_close(*, study: Study, user) -> dict:
     """Revoke unused single-person links and deactivate open links (used ones keep working so a
-    participant can finish)."""
+    participant can finish). ``user`` needs the right to close the study (``study_close`` calls
+    this for a link publication)."""
+    access_study(user=user, study=study, access=CLOSE)
     with transaction.atomic():
         revoked = ParticipantLink.objects.filter(study=study, participant__isnull=True, revoked=False).update(
             revoked=True

@@ -41,7 +41,7 @@ def test_redeeming_a_single_person_link_always_gives_its_one_participant(study):
 
 def test_a_withdrawn_link_cannot_be_redeemed(study):
     link = links_generate(study=study, user=OPERATOR, n=1)[0]
-    links_close(study=study)
+    links_close(study=study, user=OPERATOR)
     with pytest.raises(StudyNotOpen):
         participant_link_redeem(link=link)
 
@@ -77,7 +77,7 @@ def test_a_used_link_opened_in_another_browser_does_not_show_its_completion_code
 
 def test_withdrawn_unknown_and_malformed_links(client, study):
     link = links_generate(study=study, user=OPERATOR, n=2)[0]
-    links_close(study=study)
+    links_close(study=study, user=OPERATOR)
     response = client.get(link_url(link))
     assert response.status_code == 410 and "withdrawn" in response.content.decode()
     for token in ("x" * 43, "a/b", "a" * 65, "é" * 10):
@@ -111,7 +111,7 @@ def test_a_worker_coming_back_through_an_open_link_for_another_task_is_not_count
 
 def test_a_closed_open_link_takes_nobody(client, study):
     link = open_link_create(study=study, user=OPERATOR)
-    links_close(study=study)
+    links_close(study=study, user=OPERATOR)
     assert client.get(link_url(link)).status_code == 403
 
 

@@ -27,7 +27,7 @@ def study_close(*, user, study: Study) -> list[Publication]:
         Publication.Status.PUBLISHED, Publication.Status.PUBLISHING])
     for publication in publications:
         if publication.platform == Platform.LINK:
-            links_close(study=study)
+            links_close(study=study, user=user)
         else:
             platform = get_platform(publication.platform)
             operation = OP.EXPIRE_HIT if publication.platform == Platform.MTURK else OP.STOP_STUDY

@@ -21,7 +21,7 @@ from annotations.models import (
     Publication,
     WorkerBlock,
 )
-from annotations.services.links import link_revoke, links_generate, open_link_create
+from annotations.services.links import link_revoke, links_close, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
 from annotations.services.platforms.blocks import worker_block
@@ -193,6 +193,7 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
         "make links": lambda user: links_generate(study=victim.study, n=3, user=user),
         "open link": lambda user: open_link_create(study=victim.study, user=user),
         "revoke link": lambda user: link_revoke(link=link, user=user),
+        "close links": lambda user: links_close(study=victim.study, user=user),
     }
     for user in (lee, mo):
         for name, action in actions.items():
