@@ -141,10 +141,11 @@ def _theils_u_unit_rows(label: str, x: str, y: str, stored: dict, frame: pd.Data
     direction that was not stored is computed here from the same units."""
     rows = []
     for source, g in _groups(frame, [x, y]):
+        xs, ys = g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()
         value = stored.get(source)
         if value is None:
-            value = theils_u(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()) if len(g) else None
-        low, high = percentile_ci(theils_u_draws(g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()))
+            value = theils_u(xs, ys) if len(g) else None
+        low, high = percentile_ci(theils_u_draws(xs, ys))
         rows.append({"measure": label, "source": source, "n": len(g), "value": value,
                      "ci_low": low, "ci_high": high})
     return rows
