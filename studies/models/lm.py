@@ -143,6 +143,10 @@ class GenerationJob(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Started by the deployment's operator (a management command, the shell) rather than a researcher:
+    # such a job stores what it makes as the operator. A job whose researcher's account was deleted
+    # (``created_by`` set to NULL) is not one: it acts for nobody (``generation.common.job_actor``).
+    by_operator = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from studies.lm import templates
@@ -267,6 +268,15 @@ def failed_item_ids(job: GenerationJob, ids: list[int]) -> set[int]:
     if not job.failed:  # kept under the job's row lock with every failure written: none yet
         return set()
     return set(GenerationFailure.objects.filter(job=job, item_id__in=ids).values_list("item_id", flat=True))
+
+
+def job_actor(job: GenerationJob):
+    """Who ``job`` stores what it makes for (``studies.services.content``): the researcher who
+    started it; the operator (``None``) for a job a command started; for a job whose researcher's
+    account was deleted meanwhile, nobody (an anonymous user, who may add nothing a study shows)."""
+    if job.created_by_id is not None:
+        return job.created_by
+    return None if job.by_operator else AnonymousUser()
 
 
 # Why a generated row was not stored: a study that its job's researcher may not change would show it

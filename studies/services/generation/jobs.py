@@ -103,6 +103,7 @@ def generation_job_create(
         kind=kind, source=source, generator=generator, dataset=dataset, split=prepared.split,
         item_ids=prepared.item_ids, batch_size=batch_size, params=prepared.params, total=prepared.total,
         created_by=user if getattr(user, "is_authenticated", False) else None,
+        by_operator=not getattr(user, "is_authenticated", False),
     )
     job.full_clean()
     job.save()

@@ -31,6 +31,7 @@ from .common import (
     Prepared,
     decoding_from,
     failed_item_ids,
+    job_actor,
     job_budget,
     ordered_item_ids,
     prompt_item,
@@ -188,7 +189,7 @@ class QuestionHandler(ItemHandler):
             [q for q in output.questions if (q.item_id, q.qtype, q.text) not in existing])
         # The job acts for the researcher who started it: a question that a study they may not
         # change would show is not theirs to add (studies.services.content), and is kept as a failure.
-        refused = content_added_refusals(user=job.created_by, model=GeneralizationQuestion,
+        refused = content_added_refusals(user=job_actor(job), model=GeneralizationQuestion,
                                          pks=[q.pk for q in created])
         if refused:
             GeneralizationQuestion.objects.filter(pk__in=refused).delete()

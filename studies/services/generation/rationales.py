@@ -14,6 +14,7 @@ from .common import (
     Prepared,
     decoding_from,
     failed_item_ids,
+    job_actor,
     job_budget,
     lm_source,
     ordered_item_ids,
@@ -115,7 +116,7 @@ class RationaleHandler(ItemHandler):
         # change would show is not theirs to add (studies.services.content), and is kept as a failure.
         added = dict(Rationale.objects.filter(source=job.source, item_id__in=items - stored)
                      .values_list("pk", "item_id"))
-        refused = {added[pk] for pk in content_added_refusals(user=job.created_by, model=Rationale, pks=list(added))}
+        refused = {added[pk] for pk in content_added_refusals(user=job_actor(job), model=Rationale, pks=list(added))}
         if refused:
             Rationale.objects.filter(source=job.source, item_id__in=refused).delete()
             output.failures.extend(GenerationFailure(job=job, item_id=r.item_id, unit="", raw_output=r.raw_output,

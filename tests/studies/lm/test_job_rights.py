@@ -181,3 +181,33 @@ def test_a_job_adds_no_generalization_question_to_another_researchers_study(worl
     assert set(generated.values_list("item_id", flat=True)) == {items[1].pk, items[2].pk}
     refused = GenerationFailure.objects.filter(job=job, item=items[0])
     assert refused.exists() and all("would show this question" in f.reason for f in refused)
+
+
+def test_a_job_whose_researcher_was_deleted_acts_for_nobody_and_a_commands_job_for_the_operator(world):
+    # Bob starts a job, then his account is deleted (created_by becomes NULL): the job must not gain
+    # the operator's reach. It stores only the rationale no study shows; a job a command starts
+    # (no user) stores as the operator, as before.
+    alice, bob, _ = world
+    items = list(Item.objects.filter(split="dev").order_by("pk"))
+    _train_pool(items[0].dataset)
+    reply = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
+    with OpenAIServer(lambda path, body: (200, completion([reply]), {})) as server:
+        source = _hosted_source(server)
+        study = Study.objects.create(name="alices-study", dataset=items[0].dataset, owner=alice)
+        study.items.set(items[:2])
+        study.sources.set([source])
+
+        def job_of(user):
+            return generation_job_create(kind="rationales", source=source, dataset=items[0].dataset, split="dev",
+                                         user=user, enqueue=False)
+
+        orphan = job_of(bob)
+        bob.delete()
+        orphan = generation_job_run(job_id=orphan.pk)
+        assert (orphan.created_by_id, orphan.by_operator) == (None, False)
+        assert list(Rationale.objects.filter(source=source).values_list("item_id", flat=True)) == [items[2].pk]
+        assert (orphan.status, orphan.failed) == ("done", 2)
+
+        operators = generation_job_run(job_id=job_of(None).pk)
+        assert operators.by_operator
+        assert Rationale.objects.filter(source=source).count() == 3
