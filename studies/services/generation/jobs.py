@@ -99,11 +99,11 @@ def generation_job_create(
         dataset = first.dataset if first else None
     prepared = handler.prepare(source=source, generator=generator, dataset=dataset, split=split, item_ids=item_ids,
                                limit=limit, params=dict(params or {}))
+    researcher = user if getattr(user, "is_authenticated", False) else None  # none: the operator
     job = GenerationJob(
         kind=kind, source=source, generator=generator, dataset=dataset, split=prepared.split,
         item_ids=prepared.item_ids, batch_size=batch_size, params=prepared.params, total=prepared.total,
-        created_by=user if getattr(user, "is_authenticated", False) else None,
-        by_operator=not getattr(user, "is_authenticated", False),
+        created_by=researcher, by_operator=researcher is None,
     )
     job.full_clean()
     job.save()

@@ -128,25 +128,36 @@ def _hosted_source(server) -> RationaleSource:
         decoding={"max_new_tokens": 40, "backoff_s": 0.01, "concurrency": 1})
 
 
-def test_a_job_adds_no_rationale_to_another_researchers_study(world):
-    # Alice's study draws two of the three items and lists the hosted source: a rationale of that
-    # source for those items would be shown to her workers. Bob's job is refused those two (kept as
-    # failures with the reason) and stores the third; Alice's own job stores all of them.
-    alice, bob, _ = world
-    grant(alice, "studies.change_study")
+RATIONALE_REPLY = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
+
+
+def _alices_rationale_study(alice, server) -> tuple[list[Item], RationaleSource]:
+    """The dev items, and the hosted source that Alice's study lists for the first two of them: a
+    rationale of that source for those items would be shown to her workers."""
     items = list(Item.objects.filter(split="dev").order_by("pk"))
     _train_pool(items[0].dataset)
-    reply = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
-    with OpenAIServer(lambda path, body: (200, completion([reply]), {})) as server:
-        source = _hosted_source(server)
-        study = Study.objects.create(name="alices-study", dataset=items[0].dataset, owner=alice)
-        study.items.set(items[:2])
-        study.sources.set([source])
+    source = _hosted_source(server)
+    study = Study.objects.create(name="alices-study", dataset=items[0].dataset, owner=alice)
+    study.items.set(items[:2])
+    study.sources.set([source])
+    return items, source
+
+
+def _rationale_job(source, items, user):
+    return generation_job_create(kind="rationales", source=source, dataset=items[0].dataset, split="dev", user=user,
+                                 enqueue=False)
+
+
+def test_a_job_adds_no_rationale_to_another_researchers_study(world):
+    # Bob's job is refused the two items Alice's study shows (kept as failures with the reason) and
+    # stores the third; Alice's own job stores all of them.
+    alice, bob, _ = world
+    grant(alice, "studies.change_study")
+    with OpenAIServer(lambda path, body: (200, completion([RATIONALE_REPLY]), {})) as server:
+        items, source = _alices_rationale_study(alice, server)
 
         def run(user):
-            job = generation_job_create(kind="rationales", source=source, dataset=items[0].dataset, split="dev",
-                                        user=user, enqueue=False)
-            return generation_job_run(job_id=job.pk)
+            return generation_job_run(job_id=_rationale_job(source, items, user).pk)
 
         bobs = run(bob)
         assert list(Rationale.objects.filter(source=source).values_list("item_id", flat=True)) == [items[2].pk]
@@ -188,26 +199,15 @@ def test_a_job_whose_researcher_was_deleted_acts_for_nobody_and_a_commands_job_f
     # the operator's reach. It stores only the rationale no study shows; a job a command starts
     # (no user) stores as the operator, as before.
     alice, bob, _ = world
-    items = list(Item.objects.filter(split="dev").order_by("pk"))
-    _train_pool(items[0].dataset)
-    reply = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
-    with OpenAIServer(lambda path, body: (200, completion([reply]), {})) as server:
-        source = _hosted_source(server)
-        study = Study.objects.create(name="alices-study", dataset=items[0].dataset, owner=alice)
-        study.items.set(items[:2])
-        study.sources.set([source])
-
-        def job_of(user):
-            return generation_job_create(kind="rationales", source=source, dataset=items[0].dataset, split="dev",
-                                         user=user, enqueue=False)
-
-        orphan = job_of(bob)
+    with OpenAIServer(lambda path, body: (200, completion([RATIONALE_REPLY]), {})) as server:
+        items, source = _alices_rationale_study(alice, server)
+        orphan = _rationale_job(source, items, bob)
         bob.delete()
         orphan = generation_job_run(job_id=orphan.pk)
         assert (orphan.created_by_id, orphan.by_operator) == (None, False)
         assert list(Rationale.objects.filter(source=source).values_list("item_id", flat=True)) == [items[2].pk]
         assert (orphan.status, orphan.failed) == ("done", 2)
 
-        operators = generation_job_run(job_id=job_of(None).pk)
+        operators = generation_job_run(job_id=_rationale_job(source, items, None).pk)
         assert operators.by_operator
         assert Rationale.objects.filter(source=source).count() == 3
