@@ -150,3 +150,34 @@ def test_a_job_left_running_by_a_killed_worker_runs_again(client_for, researcher
     assert len(queued) == 1
     job = import_job_run(job_id=job_id)  # the redelivered message
     assert job.status == ImportJob.Status.DONE and Item.objects.count() == 50
+
+
+def test_a_job_whose_researcher_was_deleted_adds_nothing_another_researchers_study_shows(
+        make_user, researcher, background, django_capture_on_commit_callbacks):
+    # Olga's draft study shows source "olgas-lm" for item q0. Dana queues a rationale import that
+    # would add that rationale, and her account is deleted before the job runs: the job acts for
+    # nobody (not as the operator, whom the "not yours" clause does not bind), so the row is refused.
+    from django.core.files.base import ContentFile
+
+    from studies.models import Rationale, RationaleSource, Study
+    from studies.services.importers.jobs import import_job_create
+    from tests.factories import DatasetFactory, ItemFactory
+
+    olga = make_user("olga", perms=["studies.change_study"])
+    dataset = DatasetFactory(name="YN")
+    items = [ItemFactory(dataset=dataset, external_id=f"q{i}", gold_answer="yes") for i in range(2)]
+    source = RationaleSource.objects.create(name="olgas-lm", kind="imported")
+    study = Study.objects.create(name="olgas-study", dataset=dataset, owner=olga)
+    study.items.set(items[:1])
+    study.sources.set([source])
+    rows = "item_id,rationale\n" + "".join(f"q{i},Because {i}.\n" for i in range(2))
+    upload = ContentFile(rows.encode(), name="rationales.csv")
+    with django_capture_on_commit_callbacks(execute=False):  # queued, not run yet
+        job = import_job_create(kind="rationales", file=upload, user=researcher,
+                                options={"dataset_name": "YN", "source_name": "olgas-lm"})
+    researcher.delete()
+
+    job = import_job_run(job_id=job.pk)
+    assert job.status == "failed", job.error
+    assert "line 2: rationale" in job.error and "used by a study you may not change" in job.error
+    assert not Rationale.objects.filter(source=source).exists()

@@ -12,6 +12,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -92,7 +93,7 @@ def import_job_run(*, job_id: int) -> ImportJob:
         options["columns"] = COLUMNS[job.kind](**options["columns"])
     try:
         with reporting_progress(progress), job.file.open("rb") as fh:
-            record = import_run(kind=job.kind, file=fh, filename=job.filename, user=job.created_by, **options)
+            record = import_run(kind=job.kind, file=fh, filename=job.filename, user=_job_actor(job), **options)
     except ImportValidationError as exc:
         errors = [e.as_dict() for e in exc.errors[:MAX_STORED_ERRORS]]
         more = len(exc.errors) - len(errors)
@@ -105,6 +106,15 @@ def import_job_run(*, job_id: int) -> ImportJob:
     else:
         _finish(job, status=ImportJob.Status.DONE, record=record)
     return job
+
+
+def _job_actor(job: ImportJob):
+    """Who a job imports for: the researcher who queued it. Every job is queued by a user
+    (``import_job_create`` needs the import permission), so a job without one lost its researcher
+    (the account was deleted while it waited): it acts for nobody, an anonymous user who may add
+    only what no study shows, never for the operator (``None``), whom the content rule's "not
+    yours" clause does not bind (as ``generation.common.job_actor`` decides for LM jobs)."""
+    return job.created_by if job.created_by_id is not None else AnonymousUser()
 
 
 def _finish(job: ImportJob, *, status: str, error: str = "", errors: list | None = None, record=None) -> None:
