@@ -317,6 +317,8 @@ def generalization_section(results: dict) -> Section:
     if not gold:
         section.notes.append("No gold source in this study: Figure 4's reference (gold rationales) is missing; add "
                              "the dataset's gold rationales as a source to get it.")
+    if gen.get("original_utility_from"):
+        section.notes.append(_utility_from_note(gen["original_utility_from"], "The original rationales' utility"))
     section.notes.append("95% intervals: percentile bootstrap over units.")
     if "generalization" in plots.available(results):
         section.figures.append("generalization")
@@ -375,7 +377,21 @@ def properties_section(results: dict) -> Section:
     section.notes.append(f"{model.get('formula')}: {model.get('method')}.")
     if model.get("constant_properties_dropped"):
         section.notes.append("Left out (no rationale differed): " + ", ".join(model["constant_properties_dropped"]))
+    if model.get("utility_from"):
+        section.notes.append(_utility_from_note(model["utility_from"], "Utility (this study has none of its own)"))
     return section
+
+
+def _utility_from_note(provenance: dict, what: str) -> str:
+    """Which studies a borrowed utility came from, by the rule the results name (a run from before
+    the rule was recorded has none: the note says nothing then)."""
+    studies = provenance.get("studies") or []
+    named = "; ".join(f"{s['name']!r} ({s['pairs']} pairs)" for s in studies) or "no study"
+    note = f"{what}: from {named}; {provenance.get('rule', '')}."
+    if provenance.get("pairs_in_several_studies"):
+        note += (f" {provenance['pairs_in_several_studies']} pairs were scored in more than one study, "
+                 f"{provenance.get('pairs_the_studies_disagree_on', 0)} of them differently.")
+    return note
 
 
 def consistency_section(results: dict) -> Section:

@@ -28,8 +28,11 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
 - ``agreement``: {before|after: {krippendorff_alpha, fleiss_kappa, n_units, n_annotations}} (Table 18)
 - ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source,
-  and ``consistency`` of the human answers over bundles (Figure 4)
-- ``properties_model`` (when property annotations exist): log-odds with 95% intervals
+  and ``consistency`` of the human answers over bundles (Figure 4); ``original_utility_from``:
+  {rule, studies: [{id, name, pairs}], pairs_in_several_studies, pairs_the_studies_disagree_on},
+  where the utility of the original rationales came from (``_utility_lookup``)
+- ``properties_model`` (when property annotations exist): log-odds with 95% intervals; with
+  ``utility_from`` (the same shape) when the study has no utility of its own
 - ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat), the
   ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
@@ -62,6 +65,7 @@ from scoring.run_stages import score_stage
 from scoring.services.genu import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, Study
+from studies.selectors import VIEW, studies_for_user
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -173,14 +177,60 @@ def _early_stopping(study: Study) -> dict:
     }
 
 
-def _utility_lookup(study: Study) -> pd.DataFrame:
-    """Utility of (item, source) from other studies' unit scores (latest first), for the
-    generalization study's Figure 4 and the properties model."""
-    rows = UnitScore.objects.filter(utility__isnull=False, item__in=study.items.all()).exclude(study=study).order_by(
-        "-updated_at").values_list("item_id", "source_id", "utility", "after_correct", "before_correct")
+def _utility_studies(study: Study):
+    """The studies whose scored utility ``study`` may borrow: those its owner may view (an
+    owner-less study, made by the operator: the other owner-less ones), never another researcher's
+    that the owner cannot see. The owner, not whoever presses "Score", so that the results are the
+    study's, whoever scores it."""
+    if study.owner_id is None:
+        return Study.objects.filter(owner__isnull=True)
+    return studies_for_user(user=study.owner, access=VIEW)
+
+
+def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
+    """Utility of each (item, source) from other studies' unit scores, for the generalization
+    study's Figure 4 and the properties model: of the studies ``_utility_studies`` allows, the one
+    that scored the pair most recently. Returns the table and where it came from (``UTILITY_FROM``
+    says the rule; the studies with the pairs each gave; the pairs more than one study scored and
+    how many of those the studies disagree on), which the results print next to the figures."""
+    rows = (UnitScore.objects.filter(utility__isnull=False, item__in=study.items.all(),
+                                     study__in=_utility_studies(study))
+            .exclude(study=study).order_by("-updated_at", "-pk")
+            .values_list("item_id", "source_id", "utility", "after_correct", "before_correct", "study_id"))
     df = pd.DataFrame.from_records(list(rows), columns=["item_id", "source_id", "utility", "orig_after_correct",
-                                                        "orig_before_correct"])
-    return df.drop_duplicates(["item_id", "source_id"])
+                                                        "orig_before_correct", "study_id"])
+    per_pair = df.groupby(["item_id", "source_id"])["utility"]
+    several = per_pair.size().gt(1)
+    chosen = df.drop_duplicates(["item_id", "source_id"])
+    names = dict(Study.objects.filter(pk__in=chosen["study_id"].unique().tolist()).values_list("pk", "name"))
+    counts = chosen["study_id"].value_counts()
+    provenance = {
+        "rule": UTILITY_FROM,
+        "studies": [{"id": int(pk), "name": names.get(int(pk), ""), "pairs": int(n)}
+                    for pk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "pairs_in_several_studies": int(several.sum()),
+        "pairs_the_studies_disagree_on": int(per_pair.nunique().gt(1).sum()),
+    }
+    return chosen.drop(columns="study_id"), provenance
+
+
+# How a generalization study (or the properties model of a study without utility of its own) finds
+# the utility of each original rationale: results.json carries it with the studies it named.
+UTILITY_FROM = ("each (question, source) takes its utility from the study that scored it most recently, "
+                "among the other studies this study's owner may view")
+
+
+def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
+    """Say when the utility ``what`` uses mixes studies, or when they disagree on a pair."""
+    warnings = []
+    if len(provenance["studies"]) > 1:
+        warnings.append(f"{what} takes the utility of its original rationales from "
+                        f"{len(provenance['studies'])} studies ({UTILITY_FROM}).")
+    if provenance["pairs_the_studies_disagree_on"]:
+        warnings.append(f"{what}: {provenance['pairs_the_studies_disagree_on']} of the "
+                        f"{provenance['pairs_in_several_studies']} (question, source) pairs scored in more than one "
+                        "study have different utilities there; the most recently scored study's is used.")
+    return warnings
 
 
 def _delta_summary(g: pd.DataFrame) -> dict:
@@ -196,20 +246,20 @@ def _delta_summary(g: pd.DataFrame) -> dict:
 
 def _with_original_utility(study: Study, frame: pd.DataFrame) -> Part:
     """The generalization units with the utility of their original rationale and their accuracy delta."""
-    lookup = _utility_lookup(study)
+    lookup, provenance = _utility_lookup(study)
     frame = frame.merge(lookup.rename(columns={"utility": "original_utility"}), on=["item_id", "source_id"], how="left")
-    warnings = []
+    warnings = _utility_from_warnings(provenance, "Figure 4")
     missing = int(frame["original_utility"].isna().sum())
     if missing:
         warnings.append(
             f"{missing} generalization units have no utility for their original rationale (no scored utility "
-            "study of that item and source); they appear under 'unknown' in the by-utility breakdown."
+            "study of that item and source that this study's owner may view); they appear under 'unknown' in the by-utility breakdown."
         )
     frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
     frame["utility_name"] = frame["original_utility"].map(
         lambda v: metrics.UTILITY_NAMES.get(int(v)) if pd.notna(v) else "unknown"
     )
-    return Part({}, warnings, frame)
+    return Part({"original_utility_from": provenance}, warnings, frame)
 
 
 def _generalization_consistency(frame: pd.DataFrame) -> dict:
@@ -260,6 +310,7 @@ def _generalization(study: Study) -> Part:
             f"{s}|{t}": _delta_summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
         },
         "consistency": _generalization_consistency(frame),
+        "original_utility_from": with_utility.results["original_utility_from"],
     }
     return Part(results, outcomes.warnings + with_utility.warnings)
 
@@ -340,17 +391,23 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     if marks is None:
         return Part()
     agg, prop_cols = marks
+    borrowed = None
     if frame is not None and "utility" in frame:
         outcome = frame[["item_id", "source_id", "utility"]]
     else:
-        outcome = _utility_lookup(study)[["item_id", "source_id", "utility"]]
+        lookup, borrowed = _utility_lookup(study)
+        outcome = lookup[["item_id", "source_id", "utility"]]
     data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
     if len(data) < 10 or data["utility"].nunique() < 2:
         return Part({}, [
             f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
             "(need at least 10 with both useful and not-useful outcomes)."
         ])
-    return _fit_properties(data, prop_cols)
+    fitted = _fit_properties(data, prop_cols)
+    if borrowed is not None and "properties_model" in fitted.results:
+        fitted.results["properties_model"]["utility_from"] = borrowed
+        fitted.warnings.extend(_utility_from_warnings(borrowed, "The properties model"))
+    return fitted
 
 
 FAITHFULNESS_KEYS = ("p_full", "p_highlight", "p_without")

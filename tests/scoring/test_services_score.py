@@ -260,6 +260,52 @@ def test_generalization_study_accuracy_delta_by_type_and_utility(utility_study):
     assert gen["consistency"]["item_with_counterfactuals"]["after"]["n_bundles"] == 1
 
 
+def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_them(utility_study):
+    # Alice's generalization study shares its item and source with her utility study and with Bob's,
+    # which Bob scored last and with another outcome. Figure 4 uses Alice's (Bob's is not hers to see,
+    # and before, the most recently scored study won whoever owned it) and says which study it used.
+    from django.contrib.auth import get_user_model
+
+    from studies.services.sharing import study_share
+
+    User = get_user_model()
+    alice, bob = User.objects.create_user("alice"), User.objects.create_user("bob")
+    study, items, good, _ = utility_study
+    Study.objects.filter(pk=study.pk).update(owner=alice, name="alices-utility")
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)  # useful
+    study_score(study=study, similarity=False)
+    bobs = StudyFactory(annotators_per_unit=5, dataset=study.dataset, owner=bob, name="bobs-utility")
+    collect(bobs, make_unit(bobs, items[0], good), [("no", "no")] * 5, start=5)  # not useful
+    study_score(study=bobs, similarity=False)
+    gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3,
+                             owner=alice, name="alices-generalization")
+    gen_study.items.add(items[0])
+    cf = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.COUNTERFACTUAL, answer="no")
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=cf), [("yes", "no")] * 3, start=10)
+
+    gen = study_score(study=gen_study).results["generalization"]
+    assert set(gen["by_utility"]) == {"useful"}
+    source = gen["original_utility_from"]
+    assert source["studies"] == [{"id": study.pk, "name": "alices-utility", "pairs": 1}]
+    assert source["pairs_in_several_studies"] == 0 and "owner may view" in source["rule"]
+
+    # Shared with Alice, Bob's more recent score is used, and the results say two studies scored the
+    # pair differently.
+    study_share(study=bobs, user=bob, with_user=alice)
+    run = study_score(study=gen_study)
+    gen = run.results["generalization"]
+    assert set(gen["by_utility"]) == {"not_useful"}
+    source = gen["original_utility_from"]
+    assert source["studies"] == [{"id": bobs.pk, "name": "bobs-utility", "pairs": 1}]
+    assert (source["pairs_in_several_studies"], source["pairs_the_studies_disagree_on"]) == (1, 1)
+    assert any("have different utilities there" in w for w in run.results["warnings"])
+    # The report prints it next to Figure 4.
+    from scoring.reports.sections import generalization_section
+
+    notes = " ".join(generalization_section(run.results).notes)
+    assert "from 'bobs-utility' (1 pairs)" in notes and "1 of them differently" in notes
+
+
 def test_study_without_units_fails_with_a_clear_error():
     study = StudyFactory()
     run = study_score(study=study, similarity=False)
