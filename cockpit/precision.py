@@ -44,6 +44,15 @@ METHOD = (
 )
 
 
+def method_text(result: planning.Precision) -> str:
+    """The method line of these figures, with the simulations each one actually ran."""
+    text = METHOD.format(n_sims=result.n_sims)
+    if result.items_needed_sims is not None:
+        text += (f" The items needed for the difference asked are searched with {result.items_needed_sims:,} "
+                 "simulated studies per candidate number of items.")
+    return text
+
+
 class PrecisionForm(forms.Form):
     prior = forms.ChoiceField(required=False, label="Expected shares from")
     difference = forms.DecimalField(
@@ -78,7 +87,7 @@ def precision_html(*, study: Study, user=None, compact: bool = True) -> str:
     result, notes, prior = precision_figures(study=study, user=user)
     return render_to_string("cockpit/study/_precision.html", {
         "result": result, "notes": notes, "prior": prior, "rows": _rows(result), "compact": compact,
-        "detectable": _pct(result.detectable_difference), "method": METHOD.format(n_sims=result.n_sims),
+        "detectable": _pct(result.detectable_difference), "method": method_text(result),
         "page_url": reverse("admin:studies_study_precision", args=[study.pk]),
     })
 
@@ -115,7 +124,7 @@ def precision_view(model_admin, request, study_id: int):
         **study_context(model_admin.admin_site, request, study, f"Precision: {study.name}"),
         "form": form, "errors": errors, "result": result, "notes": notes, "prior": prior,
         "rows": _rows(result), "detectable": _pct(result.detectable_difference), "compact": False,
-        "method": METHOD.format(n_sims=result.n_sims), "difference": difference,
+        "method": method_text(result), "difference": difference,
     }
     status = 400 if errors else 200
     return TemplateResponse(request, "cockpit/study/precision.html", context, status=status)

@@ -262,6 +262,12 @@ class Precision:
     detectable_difference: float | None
     difference: float | None = None
     items_needed: int | None = None
+    items_needed_sims: int | None = None  # the simulated studies per candidate size of that search
+
+
+# The search for the items needed simulates a study per candidate size many times over: it runs at
+# most this many simulated studies per size (the method line says how many it used).
+ITEMS_NEEDED_MAX_SIMS = 1000
 
 
 @lru_cache(maxsize=256)
@@ -283,9 +289,9 @@ def precision(priors: tuple[SourcePrior, ...], baseline: SourcePrior, *, n_items
                                     half_width(useful), half_width(not_useful)))
     detectable = (smallest_detectable_difference(baseline, n_items=n_items, raters=raters, choices=choices,
                                                  n_sims=n_sims, seed=seed) if n_items >= 1 else None)
-    needed = None
+    needed = needed_sims = None
     if difference is not None:
-        needed = items_needed(baseline, difference, raters=raters, choices=choices, n_sims=min(n_sims, 1000),
-                              seed=seed)
+        needed_sims = min(n_sims, ITEMS_NEEDED_MAX_SIMS)
+        needed = items_needed(baseline, difference, raters=raters, choices=choices, n_sims=needed_sims, seed=seed)
     return Precision(n_items, raters, choices, n_sims, seed, tuple(rows), baseline.name, detectable, difference,
-                     needed)
+                     needed, needed_sims)

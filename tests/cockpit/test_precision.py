@@ -84,6 +84,10 @@ def test_items_needed_for_an_entered_difference(researcher, study):
     assert result.items_needed is not None and result.items_needed > 200
     assert f"Items needed to detect a difference of 0.120 with 80% power: <strong>{result.items_needed}</strong>" in text
     assert_figures(text, result)
+    # The method line names the simulations each figure ran: the search for the items needed runs
+    # fewer per size than the intervals do, and says so.
+    assert result.items_needed_sims == 1000 and result.n_sims == 2000
+    assert "searched with 1,000 simulated studies per candidate number of items" in text
 
 
 @pytest.mark.parametrize("value,reason", [
