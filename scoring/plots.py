@@ -80,7 +80,8 @@ def gen_u_vs_utility_figure(results: dict, fmt: str = "png") -> bytes | None:
     axes[0].set_ylabel("share")
     u = results.get("theils_u_utility_given_gen_u") or {}
     if u.get("all") is not None:
-        fig.suptitle(f"Theil's U(utility | Gen-U) = {u['all']:.3f}")
+        rule = ((results.get("gen_u") or {}).get("tie_rules") or {}).get("default")
+        fig.suptitle(f"Theil's U(utility | Gen-U) = {u['all']:.3f}" + (f" (Gen-U ties: {rule})" if rule else ""))
     axes[1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, fmt)
 

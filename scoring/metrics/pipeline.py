@@ -162,6 +162,14 @@ def _per_source(frame: pd.DataFrame, func, columns: list[str]) -> dict:
     return out
 
 
+def theils_u_utility_given(frame: pd.DataFrame, column: str) -> dict:
+    """Theil's U(utility | ``column``) per source and over all sources (``ALL``), on the rows that
+    have a value of ``column``."""
+    return _per_source(
+        frame, lambda g: metrics.theils_u(g["utility"].to_numpy(), g[column].astype(int).to_numpy()), [column]
+    )
+
+
 def associations(frame: pd.DataFrame, *, both_directions: bool = False) -> tuple[dict, list[str]]:
     """Theil's U of utility against task accuracy and Gen-U, and the correlation ratio of utility
     against similarity, per source and combined (the paper's Tables 4 and 6). Rows without the
@@ -176,9 +184,7 @@ def associations(frame: pd.DataFrame, *, both_directions: bool = False) -> tuple
         missing = frame.loc[frame[col].isna(), "source"].value_counts()
         for source, n in missing.items():
             warnings.append(f"Source {source}: {int(n)} units have no {human}; they are left out of its Theil's U.")
-        out[f"theils_u_utility_given_{label}"] = _per_source(
-            frame, lambda g, c=col: metrics.theils_u(g["utility"].to_numpy(), g[c].astype(int).to_numpy()), [col]
-        )
+        out[f"theils_u_utility_given_{label}"] = theils_u_utility_given(frame, col)
         if both_directions:
             out[f"theils_u_{label}_given_utility"] = _per_source(
                 frame, lambda g, c=col: metrics.theils_u(g[c].astype(int).to_numpy(), g["utility"].to_numpy()), [col]

@@ -221,14 +221,15 @@ def gen_u_section(results: dict) -> Section:
         section.tables.append(gen_u_tie_rule_table(ties))
         rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
         section.notes.append(f"The paper states no tie rule. Under each rule a tie in an item's mode goes to {rules}; "
-                             f"the shares above use {ties.get('default')!r}.")
+                             f"the shares above and Theil's U(utility | Gen-U) in Table 6 use {ties.get('default')!r}"
+                             " (the table's last column gives U under each rule).")
     return section
 
 
 TIE_RULE_COLUMNS = [
     Column("source", "Source"), Column("rule", "Tie rule"), Column("n", "n", "int"), Column("n_tied", "Tied items", "int"),
     Column("mean", "Mean Gen-U", "float"), Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"),
-    Column("not_useful", "Not useful", "float"),
+    Column("not_useful", "Not useful", "float"), Column("theils_u", "U(utility | Gen-U)", "float"),
 ]
 
 
@@ -242,8 +243,10 @@ def gen_u_tie_rule_table(ties: dict) -> Table:
             if not figures:
                 continue
             label = "tied items left out" if rule == "ties_left_out" else rule + (" (default)" if rule == default else "")
+            u = (ties.get("theils_u_utility_given_gen_u") or {}).get(rule) or {}
             rows.append({"source": source, "rule": label, "n": figures["n"], "n_tied": entry["n_tied"],
-                         **{k: figures[k] for k in ("mean", "useful", "unsure", "not_useful")}})
+                         **{k: figures[k] for k in ("mean", "useful", "unsure", "not_useful")},
+                         "theils_u": u.get(source)})
     return Table("gen_u_tie_rules", "Gen-U under each tie rule (the paper states none)", TIE_RULE_COLUMNS, rows)
 
 

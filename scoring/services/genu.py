@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
@@ -111,8 +112,24 @@ def gen_u_results(frame: pd.DataFrame) -> Part:
         },
     }
     _gen_u_method(preds, gen_u, warnings)
+    # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and
+    # Theil's U above count (predictions may exist for pairs the study has no unit of).
+    scored = per_item.merge(frame[["item_id", "source"]].drop_duplicates(), on=["item_id", "source"], how="inner")
     gen_u["tie_rules"] = {
         "default": genu_rule.TIE_RULE, "rules": dict(genu_rule.TIE_RULES),
-        "by_source": genu_rule.tie_rule_effect(per_item),
+        "by_source": genu_rule.tie_rule_effect(scored),
     }
+    if "utility" in frame:
+        gen_u["tie_rules"]["theils_u_utility_given_gen_u"] = _theils_u_by_tie_rule(frame, scored)
     return Part({"gen_u": gen_u}, warnings, frame)
+
+
+def _theils_u_by_tie_rule(frame: pd.DataFrame, scored: pd.DataFrame) -> dict:
+    """Theil's U(utility | Gen-U) (Table 6) under each tie rule and with tied items left out, per
+    source and over all: the paper states no tie rule, so the report shows what each reading gives
+    next to the default's figure."""
+    units = frame[["item_id", "source", "utility"]].merge(scored, on=["item_id", "source"], how="inner")
+    out = {rule: pipeline.theils_u_utility_given(units, f"gen_u_{rule}") for rule in genu_rule.TIE_RULES}
+    untied = units.loc[~units["tied"].astype(bool)]
+    out[genu_rule.TIES_LEFT_OUT] = pipeline.theils_u_utility_given(untied, f"gen_u_{genu_rule.TIE_RULE}")
+    return out

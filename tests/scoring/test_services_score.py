@@ -438,15 +438,20 @@ def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
     from scoring.reports.sections import report_sections
     from studies.services.questions import generalization_questions_set_validation
 
-    study, items, good, _ = utility_study
+    study, items, good, bad = utility_study
     collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
     collect(study, make_unit(study, items[1], good), [("no", "yes")] * 5)
+    collect(study, make_unit(study, items[2], bad), [("yes", "no")] * 5)
     # items[0]: +1 then -1, a tie (lowest -1, highest +1, first +1); items[1]: 0 twice, no tie.
     q = [GeneralizationQuestionFactory(item=items[k // 2], text=f"q{k}?", answer="yes") for k in range(4)]
     generalization_questions_set_validation(questions=q, status="valid")
     for question, (i_ok, ir_ok) in zip(q, [(False, True), (True, False), (True, True), (True, True)], strict=True):
         predict(question, good, "I", i_ok)
         predict(question, good, "IR", ir_ok)
+        # bad-lm's predictions are for items it has no unit of here (its unit is items[2]): the tie
+        # rules' table counts only the scored units' pairs, as the shares and Theil's U do.
+        predict(question, bad, "I", True)
+        predict(question, bad, "IR", False)
 
     run = study_score(study=study, similarity=False)
 
@@ -466,6 +471,12 @@ def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
         ("tied items left out", 1, 1, 0.0)]
     assert any(note.startswith("The paper states no tie rule.") and "highest: the highest tied score" in note
                for note in section.notes)
+    # Theil's U(utility | Gen-U) under each rule: the default's is Table 6's figure.
+    u = ties["theils_u_utility_given_gen_u"]
+    assert set(u) == {"lowest", "highest", "first", "ties_left_out"}
+    assert u["lowest"] == run.results["theils_u_utility_given_gen_u"]
+    assert [r["theils_u"] for r in table.rows] == [u[rule]["good-lm"] for rule in
+                                                   ("lowest", "highest", "first", "ties_left_out")]
 
 
 def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trained_on(utility_study):
