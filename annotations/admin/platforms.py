@@ -319,28 +319,68 @@ class BonusAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
 
 @admin.register(ParticipantLink)
 class ParticipantLinkAdmin(StudyScopedAdmin):
+    """Only the label is edited here. A link's study, completion code and withdrawal are the link
+    services' (``annotations.services.links``), which check the acting user's right: a link made
+    for a study or given a new code recruits for it (PUBLISH), withdrawing stops it (CLOSE, the
+    "Withdraw" action below) and nothing un-withdraws one. A CHANGE share is enough to edit a row
+    here, so any of these fields editable would let its holder do what the services refuse."""
+
     list_display = ("id", "study", "label", "completion_code", "participant", "redeemed_at", "revoked", "url")
     list_filter = ("revoked", "study")
     search_fields = ("label", "study__name")
-    readonly_fields = ("token", "participant", "redeemed_at", "created_at", "created_by", "url")
     fields = ("study", "label", "completion_code", "revoked", "token", "url", "participant", "redeemed_at",
               "created_by", "created_at")
+    readonly_fields = tuple(name for name in fields if name != "label")
+    actions = ["revoke_links"]
 
     def has_add_permission(self, request, obj=None):
         return False  # links are made in bulk from the researcher page or `manage.py make_links`
+
+    def save_model(self, request, obj, form, change):
+        """Write only what the form changed (the label): a full save would write back the
+        ``revoked``, ``participant`` and ``redeemed_at`` read when the page was submitted, undoing a
+        withdrawal or a redemption made meanwhile."""
+        if change:
+            obj.save(update_fields=form.changed_data)
+        else:
+            obj.save()
 
     @admin.display(description="URL")
     def url(self, obj):
         return link_public_url(obj)
 
+    @admin.action(description="Withdraw: the selected links can no longer be opened", permissions=["change"])
+    def revoke_links(self, request, queryset):
+        """Each link through ``link_revoke`` as the user, which checks their right to close its
+        study, as the publish page's withdraw button does."""
+        done, refused = 0, []
+        for link in queryset:
+            try:
+                link_revoke(link=link, user=request.user)
+                done += 1
+            except PlatformServiceError as exc:
+                refused.append(f"link {link.pk}: {exc.message}")
+        for message in refused[:20]:
+            self.message_user(request, message, messages.ERROR)
+        if done:
+            self.message_user(request, f"{done} link(s) withdrawn.", messages.SUCCESS)
+
 
 @admin.register(OpenLink)
 class OpenLinkAdmin(StudyScopedAdmin):
+    """Nothing is edited here: an open link's study, publication, completion code, cap and state are
+    the link services' (``annotations.services.links``), which check the acting user's right (see
+    ``ParticipantLinkAdmin``); a publication dropdown would also list every researcher's publications,
+    named by study. Stopping recruitment is ``study_close``'s (the publish page's "Close")."""
+
     list_display = ("id", "study", "completion_code", "n_participants", "max_participants", "active", "url")
     list_filter = ("active",)
     readonly_fields = ("token", "n_participants", "created_at", "created_by", "url")
 
     def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
         return False
 
     @admin.display(description="URL")
