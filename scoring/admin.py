@@ -23,9 +23,10 @@ from django.views.decorators.http import require_POST
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
+from scoring.services.outcomes import OutcomesStudyNotYours
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Dataset, Split, Study
-from studies.selectors import CHANGE, studies_for_user
+from studies.selectors import studies_for_user
 from studies.services.importers import ImportValidationError
 
 
@@ -41,7 +42,8 @@ class ScoreNowForm(forms.Form):
 
 class ImportOutcomesForm(forms.Form):
     """A utility study run elsewhere: its outcomes file, the dataset its questions belong to and the
-    name of the finished study to create (or to import into again, when the user may change it)."""
+    name of the finished study to create (or to import into again, when the user may change it:
+    ``outcomes_study_create`` checks that, for the admin as for the command)."""
 
     file = forms.FileField(help_text="One JSON object per line and per (question, source), as in "
                                      "rationale_utility.json.")
@@ -52,17 +54,10 @@ class ImportOutcomesForm(forms.Form):
                             help_text="Name of the finished study, e.g. Joshi et al. 2023 (released).")
     score = forms.BooleanField(required=False, initial=True, label="Score it now")
 
-    def __init__(self, *args, user, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.user = user
-
     def clean_study(self):
         name = self.cleaned_data["study"].strip()
         if not name:
             raise forms.ValidationError("Name the study.")
-        existing = Study.objects.filter(name=name)
-        if existing.exists() and not studies_for_user(user=self.user, access=CHANGE).filter(name=name).exists():
-            raise forms.ValidationError("A study of this name exists that you may not change: choose another name.")
         return name
 
 
@@ -126,12 +121,14 @@ class ScoreRunAdmin(StudyScopedAdmin):
         if not self._may_import_outcomes(request):
             raise PermissionDenied
         errors, failed_file, unlisted = None, "", 0
-        form = ImportOutcomesForm(request.POST or None, request.FILES or None, user=request.user)
+        form = ImportOutcomesForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
                 study, summary = outcomes_study_create(name=data["study"], dataset=data["dataset"], file=data["file"],
-                                                       split=data["split"], owner=request.user)
+                                                       split=data["split"], owner=request.user, user=request.user)
+            except OutcomesStudyNotYours:  # the service's check, shown on the name the user gave
+                form.add_error("study", "A study of this name exists that you may not change: choose another name.")
             except ImportValidationError as exc:
                 errors, failed_file, unlisted = exc.errors, exc.filename or data["file"].name, exc.unlisted
             else:

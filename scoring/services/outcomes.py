@@ -5,7 +5,13 @@ The file goes through the importers (``studies.services.importers``): the same s
 (``RL_MAX_IMPORT_BYTES``, checked before reading), UTF-8 and JSON-lines reading with every bad line
 reported, the same answer labels and question matching, the same row validation and upsert, and
 one ``ImportRecord``. Only what is particular to outcomes lives here: the fields of a line and
-their checks."""
+their checks.
+
+Both services act for ``user`` (None: the operator, e.g. ``manage.py import_outcomes``) and check
+their rights here, whoever calls: importing into an existing study needs CHANGE on it
+(``studies.selectors.study_user_may``), and the shared content an import adds (sources,
+rationales) goes through ``bulk_upsert`` with that user, so a rationale another researcher's study
+would show is refused by line (``studies.services.content``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +22,9 @@ from django.db import transaction
 
 from scoring.models import UnitScore
 from studies.models import Dataset, Item, Rationale, RationaleSource, Study
+from studies.selectors import CHANGE, study_user_may
 from studies.services.importers import ImportValidationError
-from studies.services.importers.errors import ErrorCollector
+from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile, parse_json_lines, read_import_file
 from studies.services.importers.rows import Row, header_of, parse_rows, resolve_columns
 from studies.services.importers.upsert import QuestionIndex, bulk_upsert, import_record_create
@@ -32,6 +39,10 @@ REQUIRED_FIELDS = (
 )
 _UNIT_FIELDS = ["before_majority", "after_majority", "before_tie", "after_tie", "reported_utility",
                 "n_annotators", "imported"]
+
+
+class OutcomesStudyNotYours(ImportValidationError):
+    """The study to import into exists and the acting user may not change it; nothing was written."""
 
 
 @dataclass
@@ -146,10 +157,12 @@ def _read_lines(study: Study, f: ImportFile) -> list[_Line]:
 
 
 @transaction.atomic
-def outcomes_import(*, study: Study, file: str | Path | IO | Any) -> dict:
+def outcomes_import(*, study: Study, file: str | Path | IO | Any, user) -> dict:
     """Import aggregated before/after answers (one JSON object per line, one line per question and
     source, fields as in ``rationale_utility.json``) into ``study``, mark it an imported outcome
-    and close it.
+    and close it, acting for ``user`` (None: the operator). A user who may not change ``study``
+    is refused (``OutcomesStudyNotYours``), and so is a line whose rationale would be shown by
+    a study the user may not change (see the module's docstring).
 
     Items are matched by question text among the study dataset's items (the study's split first),
     as every importer matches them (``importers.values.normalize_question``: case, spacing, escaped
@@ -163,7 +176,16 @@ def outcomes_import(*, study: Study, file: str | Path | IO | Any) -> dict:
     All or nothing: a file over the import limit or with bad lines raises the importers'
     ``ImportValidationError`` listing every problem by line and field, and nothing is written.
     Re-importing the same file changes nothing. Returns a summary."""
+    return _import(study=study, file=file, user=user, check_change=True)
+
+
+def _import(*, study: Study, file, user, check_change: bool) -> dict:
+    """``outcomes_import``; ``check_change``: False only where ``outcomes_study_create`` has
+    checked the study already (or has just made it for ``user``: creating a study is not changing
+    someone's)."""
     study = Study.objects.select_for_update().select_related("dataset").get(pk=study.pk)
+    if check_change:
+        _check_may_change(study, user)
     if study.units.exists():
         raise ImportValidationError(
             f"study {study.name!r} collects its own answers ({study.units.count()} units); import outcomes "
@@ -171,9 +193,9 @@ def outcomes_import(*, study: Study, file: str | Path | IO | Any) -> dict:
         )
     f = read_import_file(file)
     lines = _read_lines(study, f)
-    sources, new_names = _sources(lines, f)
-    result, removed = _unit_scores(study, lines, sources, f)
-    new_rationales = _rationales(lines, sources, f)
+    sources, new_names = _sources(lines, f, user)
+    result, removed = _unit_scores(study, lines, sources, f, user)
+    new_rationales = _rationales(lines, sources, f, user)
 
     if not study.is_imported_outcome:
         study.is_imported_outcome = True
@@ -194,11 +216,19 @@ def outcomes_import(*, study: Study, file: str | Path | IO | Any) -> dict:
         "loosely_matched_lines": [r.line for r in lines if r.loose],
     }
     import_record_create(kind="outcomes", f=f, dataset=study.dataset, result=result,
-                         summary={"study": study.pk, **summary})
+                         summary={"study": study.pk, **summary}, user=user)
     return summary
 
 
-def _sources(lines: list[_Line], f: ImportFile) -> tuple[dict[str, RationaleSource], list[str]]:
+def _check_may_change(study: Study, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) an existing study they may not change."""
+    if user is not None and not study_user_may(user=user, study=study, access=CHANGE):
+        raise OutcomesStudyNotYours(RowError(
+            None, "study", f"study {study.name!r} exists and you may not change it (studies.change_study on a "
+                           "study you own or that is shared with you): import into a study of another name"))
+
+
+def _sources(lines: list[_Line], f: ImportFile, user) -> tuple[dict[str, RationaleSource], list[str]]:
     """The lines' sources by name, those not known yet created as imported sources (their names
     returned too)."""
     names = {r.source for r in lines}
@@ -208,13 +238,13 @@ def _sources(lines: list[_Line], f: ImportFile) -> tuple[dict[str, RationaleSour
         model=RationaleSource, existing={}, compare_fields=[], filename=f.name,
         rows={name: {"kind": RationaleSource.Kind.IMPORTED,
                      "description": f"Created by the outcomes import of {f.name}."} for name in new_names},
-        build=lambda name, values: RationaleSource(name=name, **values),
+        build=lambda name, values: RationaleSource(name=name, **values), user=user,
     )
     sources.update({s.name: s for s in created})
     return sources, new_names
 
 
-def _unit_scores(study: Study, lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile):
+def _unit_scores(study: Study, lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile, user):
     """One imported ``UnitScore`` per line (created or updated); the study's unit scores of no line
     are removed. Returns the upsert's result and how many were removed."""
     rows = {
@@ -229,14 +259,14 @@ def _unit_scores(study: Study, lines: list[_Line], sources: dict[str, RationaleS
     result, _ = bulk_upsert(
         model=UnitScore, existing=existing, rows=rows, compare_fields=_UNIT_FIELDS, filename=f.name,
         lines={(r.item.pk, sources[r.source].pk): r.line for r in lines},
-        build=lambda key, values: UnitScore(study=study, item_id=key[0], source_id=key[1], **values),
+        build=lambda key, values: UnitScore(study=study, item_id=key[0], source_id=key[1], **values), user=user,
     )
     gone = [u.pk for key, u in existing.items() if key not in rows]
     removed = UnitScore.objects.filter(pk__in=gone).delete()[0] if gone else 0
     return result, removed
 
 
-def _rationales(lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile) -> int:
+def _rationales(lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile, user) -> int:
     """A line's rationale text becomes its source's ``Rationale`` for the item when there is none
     yet; returns how many were created."""
     with_text = {(r.item.pk, sources[r.source].pk): r for r in lines if r.rationale.strip()}
@@ -250,17 +280,19 @@ def _rationales(lines: list[_Line], sources: dict[str, RationaleSource], f: Impo
         lines={key: r.line for key, r in with_text.items()},
         build=lambda key, values: Rationale(item_id=key[0], source_id=key[1], text=values["text"],
                                             generation_info={"import": f.name, "kind": "outcomes"}),
+        user=user,
     )
     return len(created)
 
 
 @transaction.atomic
 def outcomes_study_create(
-    *, name: str, dataset: Dataset, file: str | Path | IO, split: str = "test", owner=None
+    *, name: str, dataset: Dataset, file: str | Path | IO, user, split: str = "test", owner=None
 ) -> tuple[Study, dict]:
     """Create a finished utility study named ``name`` from an outcomes file (see
-    ``outcomes_import``): the study, its sources and its unit scores appear together or not at all.
-    Importing again into an existing study of that name is idempotent."""
+    ``outcomes_import``), acting for ``user`` (None: the operator): the study, its sources and its
+    unit scores appear together or not at all. Importing again into an existing study of that name
+    is idempotent, and needs CHANGE on it (``OutcomesStudyNotYours`` otherwise)."""
     study = Study.objects.filter(name=name).first()
     if study is None:
         study = Study(
@@ -269,9 +301,12 @@ def outcomes_study_create(
         )
         study.full_clean()
         study.save()
-    elif study.dataset_id != dataset.pk:
-        raise ImportValidationError(
-            f"study {name!r} exists already with dataset {study.dataset.name!r}, not {dataset.name!r}; "
-            "choose another study name."
-        )
-    return study, outcomes_import(study=study, file=file)
+    else:
+        _check_may_change(study, user)  # before anything is said of it
+        if study.dataset_id != dataset.pk:
+            raise ImportValidationError(
+                f"study {name!r} exists already with dataset {study.dataset.name!r}, not {dataset.name!r}; "
+                "choose another study name."
+            )
+    # checked above: an existing study needs CHANGE, one just made for the user is theirs
+    return study, _import(study=study, file=file, user=user, check_change=False)

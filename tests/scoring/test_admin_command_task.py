@@ -15,7 +15,7 @@ from scoring.tasks import score_study_task
 
 @pytest.fixture
 def scored_run(imported_study, utility_file):
-    outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
     return study_score(study=imported_study, similarity=False)
 
 
@@ -44,7 +44,7 @@ def test_score_study_command_unknown_study_is_a_clear_error():
 
 
 def test_task_fills_pending_run_and_second_delivery_changes_nothing(imported_study, utility_file):
-    outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
     run = ScoreRun.objects.create(study=imported_study)
 
     with pytest.MonkeyPatch.context() as mp:

@@ -219,7 +219,7 @@ def test_a_generalization_study_round_trips_to_the_same_results():
 def test_a_study_of_imported_outcomes_round_trips_to_the_same_results(imported_study, utility_file):
     from scoring.services.outcomes import outcomes_import
 
-    outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
     original = study_score(study=imported_study, similarity=False)
     assert original.status == "done", original.error
 

@@ -83,7 +83,7 @@ def test_another_researchers_study_of_that_name_is_left_alone(strategyqa_test_it
     olga = get_user_model().objects.create_user(username="olga", password="pw")
     small = tmp_path / "small.json"
     small.write_text("\n".join(utility_file.read_text().splitlines()[:2]) + "\n")
-    theirs, _ = outcomes_study_create(name=NAME, dataset=strategyqa_test_items, file=small, owner=olga)
+    theirs, _ = outcomes_study_create(name=NAME, dataset=strategyqa_test_items, file=small, owner=olga, user=None)
     _, dana = staff("dana", all_model_perms=False, extra=(
         "studies.add_study", "studies.change_study", "scoring.change_scorerun", "scoring.view_scorerun"))
 

@@ -46,7 +46,7 @@ def _scored_once(django_db_setup, django_db_blocker, strategyqa_test_rows, strat
             # Named apart from the per-test ``imported_study`` fixture's, which the other tests build.
             dataset = strategyqa_items_create(strategyqa_test_rows, name="StrategyQA (report module)")
             study = imported_study_create(dataset, name="released outcomes (report module)")
-            outcomes_import(study=study, file=strategyqa_dir / "rationale_utility.json")
+            outcomes_import(study=study, file=strategyqa_dir / "rationale_utility.json", user=None)
             run = study_score(study=study, similarity=False)
         except BaseException:
             transaction.set_rollback(True)
@@ -320,7 +320,7 @@ def test_report_needs_staff(client, scored_run):
 def test_score_now_opens_the_runs_state_which_leads_to_the_report(admin_client, imported_study, utility_file,
                                                                     django_capture_on_commit_callbacks, settings):
     settings.RL_SCORING_SIMILARITY = False
-    outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
     url = reverse("admin:scoring_scorerun_score")
     assert admin_client.get(url).status_code == 405
 
@@ -359,7 +359,7 @@ def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_s
     from scoring.tasks import score_study_task
 
     settings.RL_SCORING_SIMILARITY = False
-    outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
     run = ScoreRun.objects.create(study=imported_study, task_id="report-test-task")
     score_study_task.apply(args=(imported_study.pk, run.pk), task_id=run.task_id)
     assert score_progress(run.task_id) == {"stage": "storing the unit scores", "step": 5, "steps": 5}
@@ -470,7 +470,7 @@ def test_a_source_named_like_math_is_drawn_as_text_in_the_figures_and_the_zip(ad
     renamed = [dict(r, rationale_source=MATH_NAME) if r["rationale_source"] == "gpt3" else r for r in rows]
     path = tmp_path / "outcomes.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in renamed))
-    outcomes_import(study=imported_study, file=path)
+    outcomes_import(study=imported_study, file=path, user=None)
     run = study_score(study=imported_study, similarity=False)
     assert run.status == ScoreRun.Status.DONE, run.error
     assert MATH_NAME in run.results["utility_shares"]

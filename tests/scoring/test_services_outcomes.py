@@ -19,7 +19,7 @@ def released_rows(path):
 
 
 def test_import_creates_one_unit_score_per_row_and_marks_the_study(imported_study, utility_file):
-    summary = outcomes_import(study=imported_study, file=utility_file)
+    summary = outcomes_import(study=imported_study, file=utility_file, user=None)
 
     imported_study.refresh_from_db()
     assert imported_study.is_imported_outcome
@@ -31,14 +31,14 @@ def test_import_creates_one_unit_score_per_row_and_marks_the_study(imported_stud
 
 
 def test_reimport_changes_nothing(imported_study, utility_file):
-    outcomes_import(study=imported_study, file=utility_file)
-    summary = outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
+    summary = outcomes_import(study=imported_study, file=utility_file, user=None)
     assert (summary["created"], summary["updated"], summary["unchanged"]) == (0, 0, 1374)
     assert UnitScore.objects.filter(study=imported_study).count() == 1374
 
 
 def test_scoring_imported_outcomes_reproduces_released_utility_exactly(imported_study, utility_file):
-    outcomes_import(study=imported_study, file=utility_file)
+    outcomes_import(study=imported_study, file=utility_file, user=None)
 
     run = study_score(study=imported_study, similarity=False)
 
@@ -81,7 +81,7 @@ def test_import_with_bad_rows_names_every_line_and_field_and_imports_nothing(imp
     data = "\n".join(json.dumps(r) for r in (GOOD, bad, wrong_gold, {"question": "x"}, bad_answer)) + "\n"
 
     with pytest.raises(ImportValidationError) as err:
-        outcomes_import(study=imported_study, file=io.BytesIO(data.encode()))
+        outcomes_import(study=imported_study, file=io.BytesIO(data.encode()), user=None)
 
     lines = err.value.lines()
     assert lines[0].startswith("line 2: field 'question': no item of dataset") and "import the dataset's items" in lines[0]
@@ -97,7 +97,7 @@ def test_import_with_bad_rows_names_every_line_and_field_and_imports_nothing(imp
 def test_import_with_bad_json_names_the_line_and_column(imported_study):
     data = json.dumps(GOOD) + "\n{not json\n"
     with pytest.raises(ImportValidationError, match=r"line 2, column 2: not valid JSON"):
-        outcomes_import(study=imported_study, file=io.BytesIO(data.encode()))
+        outcomes_import(study=imported_study, file=io.BytesIO(data.encode()), user=None)
     assert UnitScore.objects.count() == 0
 
 
@@ -106,7 +106,7 @@ def test_import_over_the_upload_size_limit_is_refused_before_reading(imported_st
     data = (json.dumps(GOOD) + "\n").encode()
     assert len(data) > 100
     with pytest.raises(ImportValidationError, match="over the import limit of 100 bytes"):
-        outcomes_import(study=imported_study, file=io.BytesIO(data))
+        outcomes_import(study=imported_study, file=io.BytesIO(data), user=None)
     assert UnitScore.objects.count() == 0
     imported_study.refresh_from_db()
     assert imported_study.status == Study.Status.DRAFT and not imported_study.is_imported_outcome
@@ -114,7 +114,7 @@ def test_import_over_the_upload_size_limit_is_refused_before_reading(imported_st
 
 def test_import_closes_the_study_through_its_machine_and_records_the_file(imported_study):
     assert imported_study.status == Study.Status.DRAFT
-    summary = outcomes_import(study=imported_study, file=io.BytesIO(json.dumps(GOOD).encode()))
+    summary = outcomes_import(study=imported_study, file=io.BytesIO(json.dumps(GOOD).encode()), user=None)
     imported_study.refresh_from_db()
     assert imported_study.status == Study.Status.CLOSED and imported_study.is_imported_outcome
     record = ImportRecord.objects.get(kind="outcomes")
@@ -126,7 +126,7 @@ def test_import_with_tie_scores_it_as_wrong(imported_study):
     row = {"question": "Did Gauss have a normal brain structure?", "rationale_source": "m",
            "ground_truth_label": False, "human_predicted_label_before_rationale": None,
            "human_predicted_label_after_rationale": False}
-    outcomes_import(study=imported_study, file=io.BytesIO(json.dumps(row).encode()))
+    outcomes_import(study=imported_study, file=io.BytesIO(json.dumps(row).encode()), user=None)
 
     run = study_score(study=imported_study, similarity=False)
 

@@ -79,7 +79,7 @@ def test_the_outcomes_import_has_the_same_cap(imported_study_file, settings):
     study, path = imported_study_file
     settings.RL_IMPORT_MAX_ROWS = 50
     with pytest.raises(ImportValidationError, match="more than 50 records"):
-        outcomes_import(study=study, file=path)
+        outcomes_import(study=study, file=path, user=None)
 
 
 @pytest.fixture

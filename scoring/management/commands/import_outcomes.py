@@ -30,7 +30,8 @@ class Command(BaseCommand):
         except Dataset.DoesNotExist:
             raise CommandError(f"No dataset named {dataset!r}; import its items first.") from None
         try:
-            study_obj, summary = outcomes_study_create(name=study, dataset=dataset_obj, file=file, split=split)
+            study_obj, summary = outcomes_study_create(name=study, dataset=dataset_obj, file=file, split=split,
+                                                        user=None)  # the operator
         except ImportValidationError as exc:
             raise CommandError("\n".join([exc.summary(), *exc.lines()[1:]])) from None
         self.stdout.write(f"Study {study_obj.name!r} id={study_obj.pk}: " + ", ".join(

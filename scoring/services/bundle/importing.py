@@ -13,9 +13,12 @@ All or nothing, in three passes over the zip:
 
 Content is shared, never overwritten: a dataset, item, source, rationale, generalization question
 or Gen-U prediction that exists already (same name or key) is used when it holds the same values
-and refused by row otherwise, so an import never changes another study. Workers become participants
-keyed by their pseudonym on their platform: the pseudonym is all the bundle has, so nobody here can
-map them back to a platform id, and none is invented.
+and refused by row otherwise, so an import never changes another study. Nor does it add to what
+another researcher's study shows: a new item, rationale or generalization question that a study
+the importing owner may not change would show (``studies.services.content``) is refused by row, as
+the dataset importers refuse it (the operator, with no owner, may add it). Workers become
+participants keyed by their pseudonym on their platform: the pseudonym is all the bundle has, so
+nobody here can map them back to a platform id, and none is invented.
 
 Memory: answers, claims, units and tasks are streamed in batches of ``BATCH`` rows; ids are mapped
 through :class:`IdMap`, which keeps runs of consecutive ids (a study's units, claims and tasks are
@@ -62,6 +65,7 @@ from studies.models import (
     RationaleSource,
     Study,
 )
+from studies.services.content import content_added_refusals
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
@@ -400,6 +404,19 @@ class _Import:
     def err(self, row: Row, field_name: str, reason: str) -> None:
         self.b.error(row.path, row.line, field_name, reason)
 
+    def refuse_added(self, model, pairs: list[tuple[Row, Any]]) -> None:
+        """Of the content rows just written (each with its bundle row), those a study the owner may
+        not change would show (``studies.services.content``: a rationale of a source another
+        researcher's study lists for an item it drew, a generalization question of an item their
+        generalization study drew) are reported by row; the import then keeps nothing. The
+        operator (no owner) may add them."""
+        if self.owner is None or not pairs:
+            return
+        refused = content_added_refusals(user=self.owner, model=model, pks=[obj.pk for _, obj in pairs])
+        for row, obj in pairs:
+            if obj.pk in refused:
+                self.err(row, "", refused[obj.pk])
+
     def _clean(self, obj, section: str) -> bool:
         """``obj.full_clean()``; its problems reported against study.json's ``section``."""
         try:
@@ -465,7 +482,9 @@ class _Import:
                            gold_rationale=row["gold_rationale"] or "", split=row["split"] or "other",
                            metadata=row["metadata"] or {})
                 new.append((row, obj))
-            Item.objects.bulk_create([o for _, o in new if o.pk is None])
+            created = [(row, o) for row, o in new if o.pk is None]
+            Item.objects.bulk_create([o for _, o in created])
+            self.refuse_added(Item, created)
             for row, obj in new:
                 self.items.add(row["id"], obj.pk)
                 study_items.append(obj.pk)
@@ -494,12 +513,13 @@ class _Import:
                 if not row["text"]:
                     self.err(row, "text", "empty")
                     continue
-                new.append(Rationale(item_id=key[0], source_id=key[1], text=row["text"],
-                                     predicted_answer=row["predicted_answer"] or "",
-                                     prediction_correct=row["prediction_correct"], highlights=row["highlights"] or [],
-                                     faithfulness=row["faithfulness"] or {}, raw_output=row["raw_output"] or "",
-                                     generation_info=row["generation_info"] or {}))
-            Rationale.objects.bulk_create(new)
+                new.append((row, Rationale(
+                    item_id=key[0], source_id=key[1], text=row["text"], predicted_answer=row["predicted_answer"] or "",
+                    prediction_correct=row["prediction_correct"], highlights=row["highlights"] or [],
+                    faithfulness=row["faithfulness"] or {}, raw_output=row["raw_output"] or "",
+                    generation_info=row["generation_info"] or {})))
+            Rationale.objects.bulk_create([r for _, r in new])
+            self.refuse_added(Rationale, new)
 
     def genq_rows(self) -> None:
         for batch in _batches(self.b.rows(TABLES["generalization_questions"])):
@@ -521,7 +541,9 @@ class _Import:
                                                origin=row["origin"] or "", metadata=row["metadata"] or {},
                                                validation_status=row["validation_status"])
                 pairs.append((row, q))
-            GeneralizationQuestion.objects.bulk_create([q for _, q in pairs if q.pk is None])
+            created = [(row, q) for row, q in pairs if q.pk is None]
+            GeneralizationQuestion.objects.bulk_create([q for _, q in created])
+            self.refuse_added(GeneralizationQuestion, created)
             for row, q in pairs:
                 self.genqs.add(row["id"], q.pk)
 
@@ -767,10 +789,12 @@ class _Import:
 
 def bundle_import(*, file: str | IO | Any, name: str, owner=None, filename: str | None = None) -> Study:
     """Import the bundle ``file`` (a path or a binary file object) as a new closed study named
-    ``name`` owned by ``owner``. All or nothing: a changed file, a schema that is not this
-    installation's, or any bad row raises ``BundleError`` (an ``ImportValidationError``) listing
-    every problem with its file, row, field and reason, and nothing is written. Returns the study;
-    score it to re-compute ``results.json``."""
+    ``name`` owned by ``owner``, the user who imports it (None: the operator, e.g. a management
+    command), whose right to add shared content is checked here. All or nothing: a changed file, a
+    schema that is not this installation's, any bad row, or content the owner may not add raises
+    ``BundleError`` (an ``ImportValidationError``) listing every problem with its file, row, field
+    and reason, and nothing is written. Returns the study; score it to re-compute
+    ``results.json``."""
     bundle = _open(file, filename)
     with bundle.archive:
         _check_sums(bundle)
