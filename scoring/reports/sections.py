@@ -101,8 +101,20 @@ def utility_section(results: dict) -> Section:
                                 _share_ci_rows(results, "utility_shares")))
     section.notes.append(f"Majority of the annotators per unit; a majority tie counts as wrong ({ties} units had a "
                          "tie). 95% intervals: percentile bootstrap, 2,000 resamples.")
+    if results.get("counted_answers"):
+        section.notes.append(counted_note(results["counted_answers"]))
     section.figures.append("utility_shares")
     return section
+
+
+def counted_note(counted: dict) -> str:
+    """Whose answers the figures count (``results["counted_answers"]``): approved tasks and those
+    not yet reviewed, which count until rejected."""
+    note = (f"Counted: {counted.get('tasks_approved', 0)} approved tasks and {counted.get('tasks_not_reviewed', 0)} "
+            f"submitted but not yet reviewed ({counted.get('rule')})")
+    if counted.get("tasks_failing_an_attention_check"):
+        note += f"; {counted['tasks_failing_an_attention_check']} of them failed an attention check"
+    return note + "."
 
 
 def _kind(results: dict) -> str:
@@ -320,6 +332,8 @@ def generalization_section(results: dict) -> Section:
     if not gold:
         section.notes.append("No gold source in this study: Figure 4's reference (gold rationales) is missing; add "
                              "the dataset's gold rationales as a source to get it.")
+    if results.get("counted_answers"):
+        section.notes.append(counted_note(results["counted_answers"]))
     if gen.get("original_utility_from"):
         section.notes.append(_utility_from_note(gen["original_utility_from"], "The original rationales' utility"))
     section.notes.append("95% intervals: percentile bootstrap over units.")

@@ -37,6 +37,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
+- ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
+  tasks_failing_an_attention_check}, the tasks whose answers the figures count
 - ``withdrawals`` (only when participants withdrew: ``annotations.services.withdrawal``):
   {participants, answers, counted_answers}, the answers erased with them (a warning says so too)
 - ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
@@ -54,7 +56,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from annotations.models import Annotation, Unit
+from annotations.models import Annotation, Assignment, Unit
 from annotations.selectors import claims_that_count, study_withdrawals_summary
 from scoring import metrics
 from scoring.errors import ScoringError
@@ -610,9 +612,40 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[
         raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))
+    if not study.is_imported_outcome:
+        parts.append(_counted_answers(study))
     parts.append(_withdrawals(study))
     merged = pipeline.merge(parts)
     return pipeline.clean_json({**merged.results, "warnings": merged.warnings}), frame
+
+
+# What a score counts (``annotations.selectors.claims_that_count``), said in the results.
+COUNTED = ("the answers of completed questions in submitted or approved tasks; active, returned, expired, "
+           "rejected and on-hold work is left out, and a submitted task counts until it is rejected")
+
+
+def _counted_answers(study: Study) -> Part:
+    """Which tasks the counted answers come from: approved ones, and submitted ones nobody has
+    reviewed yet, which count until they are rejected (among them those that failed an attention
+    check). Scoring before the review gives other figures than after it: the results say which."""
+    counted = claims_that_count(study=study)
+    tasks = dict(counted.order_by().values("assignment__status").annotate(n=Count("assignment_id", distinct=True))
+                 .values_list("assignment__status", "n"))
+    failing = (Annotation.objects.filter(step=Annotation.Step.ATTENTION, payload__correct=False,
+                                         claim__assignment_id__in=counted.values("assignment_id"))
+               .values("claim__assignment_id").distinct().count())
+    unreviewed = int(tasks.get(Assignment.Status.SUBMITTED, 0))
+    block = {"rule": COUNTED, "tasks_approved": int(tasks.get(Assignment.Status.APPROVED, 0)),
+             "tasks_not_reviewed": unreviewed, "tasks_failing_an_attention_check": failing}
+    warnings = []
+    if unreviewed:
+        warnings.append(
+            f"{unreviewed} of the tasks counted here are submitted but not yet reviewed"
+            + (f" ({failing} counted tasks failed an attention check)" if failing else "")
+            + ": they count until rejected, so figures scored after the review may differ.")
+    elif failing:
+        warnings.append(f"{failing} approved tasks counted here failed an attention check.")
+    return Part({"counted_answers": block}, warnings)
 
 
 def _withdrawals(study: Study) -> Part:

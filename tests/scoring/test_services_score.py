@@ -306,6 +306,44 @@ def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_t
     assert "from 'bobs-utility' (1 pairs)" in notes and "1 of them differently" in notes
 
 
+def test_the_results_say_whose_answers_count_reviewed_or_not(utility_study):
+    # Three tasks on one unit: one approved, two submitted and not reviewed, of which one failed its
+    # attention check. All three count until rejected, and the results and the report say so.
+    from annotations.models import AttentionCheck
+    from annotations.services.platforms.access import OPERATOR
+    from annotations.services.platforms.review import assignment_approve
+    from scoring.reports.sections import utility_section
+
+    study, items, good, _ = utility_study
+    unit = make_unit(study, items[0], good, quota=3)
+    collect(study, unit, [("no", "yes")] * 2)
+    assignment_approve(user=OPERATOR, study=study, assignment=Assignment.objects.filter(study=study).first())
+    check = AttentionCheck.objects.create(study=study, question="Choose 'no'.", correct_answer="no",
+                                          choices=[{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}])
+    participant = Participant.objects.create(platform="link", external_id="careless")
+    task = Assignment.objects.create(study=study, participant=participant, expires_at=timezone.now() + timedelta(hours=1))
+    claim = Claim.objects.create(assignment=task, unit=unit, study=study, participant=participant,
+                                 question_key=unit.question_key, position=0)
+    Unit.objects.filter(pk=unit.pk).update(n_claimed=F("n_claimed") + 1)
+    attention = Claim.objects.create(assignment=task, attention_check=check, study=study, participant=participant,
+                                     question_key=f"check{check.pk}", position=1)
+    annotation_submit(assignment=task, claim=claim, step="before", answer="no")
+    annotation_submit(assignment=task, claim=claim, step="after", answer="yes")
+    annotation_submit(assignment=task, claim=attention, step="attention", answer="yes")  # wrong
+    assignment_submit(assignment=task)
+
+    run = study_score(study=study, similarity=False)
+
+    counted = run.results["counted_answers"]
+    assert (counted["tasks_approved"], counted["tasks_not_reviewed"], counted["tasks_failing_an_attention_check"]) \
+        == (1, 2, 1)
+    assert "until it is rejected" in counted["rule"]
+    assert any("2 of the tasks counted here are submitted but not yet reviewed (1 counted tasks failed an attention "
+               "check)" in w for w in run.results["warnings"])
+    assert "Counted: 1 approved tasks and 2 submitted but not yet reviewed" in " ".join(
+        utility_section(run.results).notes)
+
+
 def test_study_without_units_fails_with_a_clear_error():
     study = StudyFactory()
     run = study_score(study=study, similarity=False)
