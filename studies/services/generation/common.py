@@ -279,10 +279,14 @@ def job_actor(job: GenerationJob):
     return None if job.by_operator else AnonymousUser()
 
 
-# Why a generated row was not stored: a study that its job's researcher may not change would show it
-# (studies.services.content.content_added_refusals).
+# Why a job's output was not stored: it would change what a study that the job's researcher may not
+# change shows or scores (the not-yours clause of studies.services.content). TO_ADD: a new row that
+# study would show (content_added_refusals); TO_CHANGE: a change to a row it uses, or an addition
+# its scores would read (content_change_problems).
 NOT_YOURS_TO_ADD = ("not stored: a study you may not change would show this {what}; only that study's "
                     "researchers may add to what it shows")
+NOT_YOURS_TO_CHANGE = ("not stored: a study you may not change uses this {what}; only that study's "
+                       "researchers may change what it shows or what its scores read")
 
 
 def store_failures(job: GenerationJob, failures: list[GenerationFailure]) -> None:

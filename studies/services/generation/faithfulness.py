@@ -15,21 +15,27 @@ them, with the rule that chose y_hat (``y_hat_from``):
 labels; ``seq2seq`` or ``causal`` to score the label words, see :mod:`studies.lm.label_scoring`;
 empty with the source's own model: its backend) and ``y_hat_from`` (``highlight`` or ``full``: an
 explicit choice overriding the rule above, e.g. for an external select-then-predict model).
-A rationale whose highlight does not fit its question is recorded as a failure."""
+A rationale whose highlight does not fit its question is recorded as a failure, and so is one that
+a study the job's researcher may not change uses (not theirs to change: :meth:`FaithfulnessHandler.store`)."""
 from __future__ import annotations
+
+import json
 
 from django.utils import timezone
 
 from studies.lm import highlights
 from studies.lm.label_scoring import TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
+from studies.services.content import content_change_problems
 
 from .common import (
+    NOT_YOURS_TO_CHANGE,
     BatchOutput,
     GenerationError,
     ItemHandler,
     Prepared,
     failed_item_ids,
+    job_actor,
     ordered_item_ids,
     prompt_item,
     store_failures,
@@ -122,8 +128,20 @@ class FaithfulnessHandler(ItemHandler):
         return out
 
     def store(self, job, output):
+        # The job acts for the researcher who started it: a rationale that a study they may not
+        # change uses is not theirs to change (its scores read the faithfulness), checked here
+        # under a lock on those studies until this batch commits (studies.services.content); a
+        # refused one keeps its faithfulness and is recorded as a failure with what was computed.
+        not_yours, fixed = content_change_problems(
+            user=job_actor(job), model=Rationale, changes=dict.fromkeys(output.faithfulness, ("faithfulness",)),
+            lock=True)
+        refused = {**fixed, **dict.fromkeys(not_yours, NOT_YOURS_TO_CHANGE.format(what="rationale"))}
         now = timezone.now()
-        rationales = list(Rationale.objects.filter(pk__in=output.faithfulness))
+        rationales = list(Rationale.objects.filter(pk__in=output.faithfulness).order_by("item_id"))
+        output.failures.extend(GenerationFailure(job=job, item_id=r.item_id, unit="", reason=refused[r.pk],
+                                                 raw_output=json.dumps(output.faithfulness[r.pk]))
+                               for r in rationales if r.pk in refused)
+        rationales = [r for r in rationales if r.pk not in refused]
         for rationale in rationales:
             rationale.faithfulness = output.faithfulness[rationale.pk]
             rationale.updated_at = now

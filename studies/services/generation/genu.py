@@ -13,6 +13,8 @@ the one backend interface.
 
 The ``genu_answers`` job's handler lives here too: F^I and F^IR answer the generalization questions of
 the items that have a rationale from the source; one stored prediction per (question, source, answerer).
+An item's predictions that a study the job's researcher may not change would read are not stored
+(:meth:`GenUHandler.store`).
 """
 from __future__ import annotations
 
@@ -33,13 +35,17 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
+from studies.services.content import content_change_problems
 
 from .common import (
+    NOT_YOURS_TO_CHANGE,
     BatchOutput,
     GenerationError,
     ItemHandler,
     Prepared,
     decoding_from,
+    failed_item_ids,
+    job_actor,
     lm_source,
     ordered_item_ids,
     source_backend,
@@ -222,7 +228,7 @@ class GenUHandler(ItemHandler):
                                                  generalization_question_id__in=[q for q, _ in questions])
                    .values_list("generalization_question_id", "answerer"))
         incomplete = {item for q, item in questions if (q, "I") not in have or (q, "IR") not in have}
-        return {i for i in ids if i not in incomplete}
+        return {i for i in ids if i not in incomplete} | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
 
@@ -257,6 +263,24 @@ class GenUHandler(ItemHandler):
             rationale_source_id=job.source_id,
             generalization_question_id__in={p.generalization_question_id for p in output.predictions},
         ).values_list("generalization_question_id", "answerer"))
-        GenUPrediction.objects.bulk_create(
-            [p for p in output.predictions if (p.generalization_question_id, p.answerer) not in existing])
+        new = [p for p in output.predictions if (p.generalization_question_id, p.answerer) not in existing]
+        # The job acts for the researcher who started it. A study's Gen-U is computed from the
+        # predictions of its items for its sources, the ones whose rationale it shows: an item's
+        # predictions are not theirs to add when a study they may not change uses the source's
+        # rationale of that item (studies.services.content, its studies locked until this batch
+        # commits); they are kept as one failure per item, in place of its unparsed-answer ones.
+        items = {p.generalization_question.item_id for p in new}
+        rationale_items = dict(Rationale.objects.filter(source_id=job.source_id, item_id__in=items)
+                               .values_list("pk", "item_id"))
+        not_yours, _ = content_change_problems(user=job_actor(job), model=Rationale,
+                                               changes=dict.fromkeys(rationale_items, ()), lock=True)
+        refused = {rationale_items[pk] for pk in not_yours}
+        if refused:
+            new = [p for p in new if p.generalization_question.item_id not in refused]
+            output.predictions = [p for p in output.predictions if p.generalization_question.item_id not in refused]
+            output.failures = [f for f in output.failures if f.item_id not in refused]
+            output.failures.extend(GenerationFailure(job=job, item_id=item_id, unit="", raw_output="",
+                                                     reason=NOT_YOURS_TO_CHANGE.format(what="rationale"))
+                                   for item_id in sorted(refused))
+        GenUPrediction.objects.bulk_create(new)
         store_failures(job, output.failures)
