@@ -121,7 +121,7 @@ def test_active_expired_and_flagged_work_all_leave_and_the_counters_follow():
     first = done(study, person)
     flagged = Annotation.objects.filter(claim__assignment=first).first()
     Annotation.objects.filter(pk=flagged.pk).update(payload={"flag": True})
-    flag_accept(annotation=flagged)
+    flag_accept(annotation=flagged, user=OPERATOR)
     active = assignment_start(study=study, participant=person)
     answer_all(active)  # answered, not submitted
     assert_counters_agree(study)

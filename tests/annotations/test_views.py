@@ -406,6 +406,7 @@ def test_leave_gives_units_back(client):
 def test_a_worker_can_flag_a_broken_question_and_earns_the_bonus_once_a_researcher_accepts_it(client):
     from annotations.selectors.platforms import study_bonus_candidates
     from annotations.services.flags import flag_accept
+    from annotations.services.platforms.access import OPERATOR
 
     study = make_study(n_items=1, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))
@@ -423,7 +424,7 @@ def test_a_worker_can_flag_a_broken_question_and_earns_the_bonus_once_a_research
     assert client.post(task + "submit").status_code == 302  # bonuses go to finished work only
     assignment = Assignment.objects.get()
     assert study_bonus_candidates(study=study)["flagged_error"] == []  # ticking the box alone earns nothing
-    flag_accept(annotation=before)
+    flag_accept(annotation=before, user=OPERATOR)
     assert study_bonus_candidates(study=study)["flagged_error"] == [assignment.pk]
 
 

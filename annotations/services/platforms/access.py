@@ -35,6 +35,9 @@ OPERATOR = _Operator()
 # recruitment) changes the study and needs CHANGE, as the study admin's action did.
 PUBLISH = APPROVE = REJECT = BONUS = BLOCK = NOTIFY = PAY
 CLOSE = CHANGE
+# Deciding a worker's flag (accepting one makes the task eligible for the flagged-error bonus, which
+# paying then needs PAY for) is reviewing the study's content, as the flags admin always required.
+DECIDE_FLAG = CHANGE
 
 
 class PlatformAccessDenied(PlatformServiceError):

@@ -54,16 +54,46 @@ def test_a_flag_earns_its_bonus_only_once_accepted(study):
         bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="You found a broken question.",
                   kind="flagged_error")
 
-    flag_dismiss(annotation=flagged)
+    flag_dismiss(annotation=flagged, user=OPERATOR)
     assert study_bonus_candidates(study=study)["flagged_error"] == []
-    flag_accept(annotation=flagged)
+    flag_accept(annotation=flagged, user=OPERATOR)
 
     assert study_bonus_candidates(study=study)["flagged_error"] == [work.pk]
     bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="You found a broken question.",
                       kind="flagged_error")
     assert bonus.status == "recorded"  # a link study: recorded, paid by the lab
     with pytest.raises(PlatformServiceError, match="no flag"):
-        flag_accept(annotation=Annotation.objects.exclude(pk=flagged.pk).first())
+        flag_accept(annotation=Annotation.objects.exclude(pk=flagged.pk).first(), user=OPERATOR)
+
+
+def test_deciding_a_flag_checks_the_users_right_in_the_service(study):
+    # The flags admin only offers the studies a user may change; the service checks it itself, so
+    # any other caller gets the same answer: Vic, with a view share, and Mo, with every permission
+    # but no share, are refused; Cy, with a change share, decides. Accepting would make the task
+    # eligible for the flagged-error bonus.
+    from annotations.services.platforms.access import PlatformAccessDenied
+    from studies.services.sharing import study_share
+    from tests.cockpit.conftest import staff_client
+
+    open_study(study)
+    work, flagged = _flagged_work(study)
+    owner, _ = staff_client("owner")
+    study.owner = owner
+    study.save(update_fields=["owner"])
+    vic, _ = staff_client("vic")
+    mo, _ = staff_client("mo")
+    cy, _ = staff_client("cy", pay=False)
+    study_share(study=study, user=owner, with_user=vic, level="view")
+    study_share(study=study, user=owner, with_user=cy, level="change")
+    for user in (vic, mo):
+        for decide in (flag_accept, flag_dismiss):
+            with pytest.raises(PlatformAccessDenied):
+                decide(annotation=flagged, user=user)
+    with pytest.raises(PlatformAccessDenied, match="nobody is acting"):
+        flag_accept(annotation=flagged, user=None)
+    assert not FlagReview.objects.exists() and study_bonus_candidates(study=study)["flagged_error"] == []
+    assert flag_accept(annotation=flagged, user=cy).decided_by == cy
+    assert study_bonus_candidates(study=study)["flagged_error"] == [work.pk]
 
 
 def test_the_admin_lists_flags_and_accepts_and_dismisses_them(study, root):
