@@ -17,6 +17,7 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from annotations.services.qualification import qualification_test_taken
 from lab.pseudonyms import worker_pseudonym
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 
@@ -126,8 +127,23 @@ class AttentionCheckAdmin(StudyScopedAdmin):
 
 
 class QualificationQuestionInline(admin.TabularInline):
+    """The test's questions, editable until a worker has taken the test: then they are fixed, as
+    ``qualification_questions_set`` (the study page's path) refuses to change them."""
+
     model = QualificationQuestion
     extra = 1
+
+    def _taken(self, obj) -> bool:
+        return obj is not None and obj.pk is not None and qualification_test_taken(obj)
+
+    def has_add_permission(self, request, obj=None):
+        return not self._taken(obj) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return not self._taken(obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return not self._taken(obj) and super().has_delete_permission(request, obj)
 
 
 @admin.register(QualificationTest)

@@ -72,6 +72,12 @@ def qualification_questions(test: QualificationTest) -> list[dict]:
             for q in test.questions.order_by("position", "id")]
 
 
+def qualification_test_taken(test: QualificationTest) -> bool:
+    """Whether a worker has taken ``test``: from then on its questions are fixed (the graded
+    answers refer to them), wherever they would be edited."""
+    return QualificationGrant.objects.filter(study_id=test.study_id).exists()
+
+
 def qualification_questions_set(*, test: QualificationTest, questions: list[dict]) -> None:
     """Make ``questions`` (``{"question", "choices", "correct_answer"}``, in order) the test's
     questions. Nothing changes when they are the same; different questions are refused once a
@@ -80,7 +86,7 @@ def qualification_questions_set(*, test: QualificationTest, questions: list[dict
         QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
         if qualification_questions(test) == questions:
             return
-        if QualificationGrant.objects.filter(study_id=test.study_id).exists():
+        if qualification_test_taken(test):
             raise QualificationSetupError("Workers have already taken this qualification test: its questions can no "
                                           "longer change.")
         for number, question in enumerate(questions, start=1):
