@@ -39,7 +39,7 @@ from studies.lm.backends import select_device
 from studies.lm.training import train_seq2seq
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
 
-from .common import Handler, Prepared, prompt_item
+from .common import Handler, Prepared, job_actor, prompt_item
 from .errors import GenerationError
 from .lifecycle import (
     StepProgress,
@@ -203,7 +203,6 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
     merged["steps"] = int(merged["steps"])
     shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
     merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
-    output_name_check(merged["output_name"])
     return merged
 
 
@@ -234,11 +233,13 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
         tokenizer.save_pretrained(folder)
         (folder / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
 
+    actor = job_actor(job)
+    output_name_check(params["output_name"], user=actor)  # a study may have listed the source meanwhile
     folder = model_folder(params["output_name"])
     model_folder_publish(folder, write, partial_name=f"{folder.name}.job{job.pk}.partial")
     is_answerer = params["mode"] != "rationalizer"
     source = model_source_register(
-        name=params["output_name"], backend=RationaleSource.Backend.SEQ2SEQ, folder=folder,
+        name=params["output_name"], backend=RationaleSource.Backend.SEQ2SEQ, folder=folder, user=actor,
         description=_description(job, final_loss), training=training, seed=int(params["seed"]),
         decoding={"do_sample": False, "max_new_tokens": 8 if is_answerer else 100, "num_return_sequences": 1},
     )

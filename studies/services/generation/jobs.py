@@ -35,7 +35,7 @@ from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
-from .lifecycle import Status, generation_job_fail, job_touch
+from .lifecycle import Status, generation_job_fail, job_touch, output_name_check
 from .quark import QuarkHandler
 from .questions import QuestionHandler
 from .rationales import RationaleHandler
@@ -100,6 +100,8 @@ def generation_job_create(
     prepared = handler.prepare(source=source, generator=generator, dataset=dataset, split=split, item_ids=item_ids,
                                limit=limit, params=dict(params or {}))
     researcher = user if getattr(user, "is_authenticated", False) else None  # none: the operator
+    if "output_name" in prepared.params:  # fine-tuning and Quark register their checkpoint under it
+        output_name_check(prepared.params["output_name"], user=researcher)
     job = GenerationJob(
         kind=kind, source=source, generator=generator, dataset=dataset, split=prepared.split,
         item_ids=prepared.item_ids, batch_size=batch_size, params=prepared.params, total=prepared.total,

@@ -9,7 +9,8 @@
   what it stored stands;
 - **model folders**: :func:`model_folder_publish` writes a folder beside its place and swaps it in
   so that a crash leaves the old folder or the new one, never half of either;
-- **sources**: :func:`output_name_check` refuses an output name a non-LM source holds, and
+- **sources**: :func:`output_name_check` refuses an output name a non-LM source holds, or an LM
+  source the job's user may not change (:mod:`studies.services.content`), and
   :func:`model_source_register` registers (or updates) the LM rationale source of a checkpoint.
 
 Status changes go through ``GenerationJob.STATUS`` (:mod:`lab.transitions`)."""
@@ -26,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GenerationJob, RationaleSource
+from studies.services.content import ContentChangeRefused, content_change_check
 
 from .errors import GenerationError
 
@@ -138,18 +140,38 @@ def model_folder_publish(folder: Path, write: Callable[[Path], None], *, partial
 
 
 # --- sources ------------------------------------------------------------------------------------
-def output_name_check(name: str) -> None:
-    """A job may register its checkpoint as ``name`` unless a source that is not an LM holds it
-    (an LM source of that name is the job's to update)."""
+# What registering a checkpoint under an LM source's name changes of that source (its name and kind stay).
+REGISTERED_FIELDS = frozenset({"backend", "model_name_or_path", "template", "demonstrations", "decoding", "seed",
+                               "training", "description"})
+
+
+def output_name_check(name: str, *, user, lock: bool = False) -> None:
+    """A job acting for ``user`` (None: the operator; ``common.job_actor``) may register its
+    checkpoint as ``name``: a new name, or an LM source that ``user`` may change under the shared
+    content rule (:mod:`studies.services.content`). Registering replaces that source's model, and so
+    what the studies listing it get from it next: a source that a study ``user`` may not change
+    lists is not theirs to replace, nor is a source that is not an LM. Checked when the job is
+    created and again before it publishes its checkpoint (the source may have been listed by
+    another researcher's study meanwhile). ``lock``: as for ``content_change_check``."""
     existing = RationaleSource.objects.filter(name=name).first()
-    if existing is not None and existing.kind != RationaleSource.Kind.LM:
+    if existing is None:
+        return
+    if existing.kind != RationaleSource.Kind.LM:
         raise GenerationError(f"a non-LM rationale source is already named {name!r}: pick another output_name")
+    try:
+        content_change_check(user=user, model=RationaleSource, changes={existing.pk: REGISTERED_FIELDS}, lock=lock)
+    except ContentChangeRefused as exc:
+        raise GenerationError(f"output_name {name!r} is an existing source this job may not replace: {exc}. "
+                              "Pick another output_name") from exc
 
 
-def model_source_register(*, name: str, backend: str, folder: Path, **fields) -> RationaleSource:
+def model_source_register(*, name: str, backend: str, folder: Path, user, **fields) -> RationaleSource:
     """The LM rationale source ``name`` reading the checkpoint in ``folder`` with ``backend``,
-    created or updated with ``fields`` (description, training record, decoding, template...)."""
-    source, _ = RationaleSource.objects.update_or_create(
-        name=name, defaults={"kind": RationaleSource.Kind.LM, "backend": backend,
-                             "model_name_or_path": str(folder), **fields})
+    created or updated with ``fields`` (description, training record, decoding, template...) for
+    ``user`` (:func:`output_name_check`, under a lock on the studies using it)."""
+    with transaction.atomic():
+        output_name_check(name, user=user, lock=True)
+        source, _ = RationaleSource.objects.update_or_create(
+            name=name, defaults={"kind": RationaleSource.Kind.LM, "backend": backend,
+                                 "model_name_or_path": str(folder), **fields})
     return source

@@ -30,7 +30,7 @@ from studies.lm import genu as genu_rule
 from studies.lm import quark
 from studies.models import Dataset, GenerationJob, RationaleSource
 
-from .common import Handler, Prepared, ordered_item_ids
+from .common import Handler, Prepared, job_actor, ordered_item_ids
 from .errors import GenerationError
 from .lifecycle import (
     StepProgress,
@@ -151,7 +151,6 @@ def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: 
     merged.setdefault("output_name", f"{spec.name}-quark-{merged['reward'].replace(':', '-')}")
     if not merged["output_name"].strip() or len(merged["output_name"]) > 200:
         raise GenerationError("output_name must be 1 to 200 characters")
-    output_name_check(merged["output_name"])
     return train, merged
 
 
@@ -398,10 +397,12 @@ def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> R
         shutil.copytree(best_folder, partial)
         (partial / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
 
+    actor = job_actor(job)
+    output_name_check(params["output_name"], user=actor)  # a study may have listed the source meanwhile
     folder = model_folder(params["output_name"])
     model_folder_publish(folder, write, partial_name=f"{folder.name}.job{job.pk}.partial")
     return model_source_register(
-        name=params["output_name"], backend=run.spec.backend, folder=folder,
+        name=params["output_name"], backend=run.spec.backend, folder=folder, user=actor,
         template=run.prompts.template(quark.reward_token(0)), demonstrations=run.spec.demonstrations,
         decoding={"do_sample": False, "max_new_tokens": run.settings.max_new_tokens, "num_return_sequences": 1},
         seed=run.spec.seed, training=training,
