@@ -23,6 +23,7 @@ import pandas as pd
 
 from scoring import metrics
 from scoring.errors import ScoringError
+from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.labels import UTILITY_NAMES, utility_category
 
 ALL = "all"
@@ -136,7 +137,7 @@ def unit_outcomes(
     return frame, warnings, ties
 
 
-def utility_shares(frame: pd.DataFrame, *, n_resamples: int = 2000, seed: int = 0) -> dict:
+def utility_shares(frame: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict:
     """Shares of useful / unsure / not useful per source and over all sources, each with a
     percentile bootstrap 95% interval (the paper's Table 3)."""
     out = {}
@@ -267,7 +268,7 @@ def score_units(
     *,
     annotate: Callable[[pd.DataFrame], Part] | None = None,
     both_directions: bool = False,
-    n_resamples: int = 2000,
+    n_resamples: int = DEFAULT_RESAMPLES,
 ) -> Part:
     """A utility study's scores from its per-unit outcomes (collected or imported): ``annotate``
     adds per-unit columns from outside the frames (``study_score``: task accuracy, Gen-U,
@@ -288,7 +289,7 @@ def score_frames(
     expected_raters: int,
     annotate: Callable[[pd.DataFrame], Part] | None = None,
     both_directions: bool = False,
-    n_resamples: int = 2000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     what: str = "The study",
 ) -> Part:
     """The utility study's composition from the raw frames, the one ``study_score`` runs on a
@@ -301,7 +302,7 @@ def score_frames(
     return score_units(outcomes, annotate=annotate, both_directions=both_directions, n_resamples=n_resamples)
 
 
-def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_resamples: int = 2000) -> Part:
+def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_resamples: int = DEFAULT_RESAMPLES) -> Part:
     """Summaries that need only the per-unit table (collected and imported outcomes alike)."""
     results: dict = {"n_units_scored": int(len(frame))}
     results["utility_shares"] = utility_shares(frame, n_resamples=n_resamples)

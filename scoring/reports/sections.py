@@ -37,7 +37,12 @@ THEILS_U = {
 }
 REVERSE = {"theils_u_utility_given_task_accuracy": "theils_u_task_accuracy_given_utility",
            "theils_u_utility_given_gen_u": "theils_u_gen_u_given_utility"}
-CI_NOTE = "95% intervals: percentile bootstrap over units, 2,000 resamples."
+def ci_note(results: dict) -> str:
+    """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``; a run from
+    before it was recorded used the same 2,000 percentile resamples, seed 0)."""
+    boot = results.get("bootstrap") or {"confidence": 0.95, "n_resamples": 2000, "seed": 0}
+    return (f"{boot['confidence']:.0%} intervals: percentile bootstrap over units, {boot['n_resamples']:,} resamples "
+            f"(seed {boot['seed']}).")
 
 
 UTILITY_ORDER = ["useful", "unsure", "not_useful", "unknown"]
@@ -100,11 +105,21 @@ def utility_section(results: dict) -> Section:
     section.tables.append(Table("utility_shares", "Share of rationales per utility category", SHARE_COLUMNS,
                                 _share_ci_rows(results, "utility_shares")))
     section.notes.append(f"Majority of the annotators per unit; a majority tie counts as wrong ({ties} units had a "
-                         "tie). 95% intervals: percentile bootstrap, 2,000 resamples.")
+                         f"tie). {ci_note(results)}")
+    if results.get("study", {}).get("split"):
+        section.notes.append(items_note(results["study"]))
     if results.get("counted_answers"):
         section.notes.append(counted_note(results["counted_answers"]))
     section.figures.append("utility_shares")
     return section
+
+
+def items_note(study: dict) -> str:
+    """Which of the dataset's items the study drew (``results["study"]``)."""
+    size = study.get("item_sample_size")
+    drawn = (f"a sample of {size} drawn with seed {study.get('sample_seed')}" if size is not None
+             else "all of them")
+    return f"Items: the {study.get('dataset')} {study.get('split')} split, {drawn}."
 
 
 def counted_note(counted: dict) -> str:
@@ -170,7 +185,7 @@ def _theils_u_notes(results: dict, frame: pd.DataFrame | None, *, both_direction
         notes.append(f"{gen_u['method']}.")
     elif gen_u.get("question_filter"):
         notes.append(f"Gen-U on {gen_u['question_filter']}.")
-    notes.append(CI_NOTE if frame is not None else
+    notes.append(ci_note(results) if frame is not None else
                  "n and intervals come from the study's unit scores, which a later run replaced.")
     if not both_directions:
         notes.append("Both directions: add ?both=1 to this page's address.")

@@ -10,7 +10,9 @@ task and the admin's "Score now" all call it).
 ``ScoreRun.results`` (``results.json``), schema_version 1. Figures keep the names they are published
 under; per-source figures are dicts ``{source name: value, ..., "all": value over all sources}``:
 
-- ``study``: id, name, kind, dataset, is_imported_outcome, annotators_per_unit
+- ``study``: id, name, kind, dataset, is_imported_outcome, annotators_per_unit, stop_when_decided,
+  split, item_sample_size, sample_seed (which of the dataset's items the study drew)
+- ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
 - ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
   with percentile bootstrap 95% intervals (Table 3)
@@ -61,6 +63,7 @@ from annotations.selectors import claims_that_count, study_withdrawals_summary
 from scoring import metrics
 from scoring.errors import ScoringError
 from scoring.metrics import pipeline
+from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.pipeline import Part
 from scoring.models import ScoreRun, UnitScore
 from scoring.run_stages import score_stage
@@ -590,7 +593,12 @@ def _header(study: Study) -> Part:
             "id": study.pk, "name": study.name, "kind": study.kind, "dataset": study.dataset.name,
             "is_imported_outcome": study.is_imported_outcome, "annotators_per_unit": study.annotators_per_unit,
             "stop_when_decided": study.stop_when_decided,
+            # which of the dataset's items: the split, and the seeded sample of it (None: all of them)
+            "split": study.split, "item_sample_size": study.item_sample_size, "sample_seed": study.sample_seed,
         },
+        # every interval of these results (``metrics.bootstrap``; the report's notes read it here)
+        "bootstrap": {"method": "percentile", "confidence": 0.95, "n_resamples": DEFAULT_RESAMPLES,
+                      "seed": DEFAULT_SEED},
     })
 
 

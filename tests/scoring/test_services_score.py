@@ -107,6 +107,14 @@ def test_utility_study_majorities_utilities_and_warnings(utility_study):
     assert r["utility_shares"]["good-lm"]["useful"] == pytest.approx(0.75)
     assert r["utility_shares"]["bad-lm"]["not_useful"] == 1.0
     assert r["task_accuracy"] == {"bad-lm": 0.0, "good-lm": 1.0, "all": pytest.approx(4 / 7)}
+    # What the figures rest on is recorded with them: the items drawn and the intervals' bootstrap,
+    # and the report's notes read it from there.
+    from scoring.reports.sections import utility_section
+
+    assert r["bootstrap"] == {"method": "percentile", "confidence": 0.95, "n_resamples": 2000, "seed": 0}
+    assert (r["study"]["split"], r["study"]["item_sample_size"], r["study"]["sample_seed"]) == ("test", None, 0)
+    notes = " ".join(utility_section({**r, "bootstrap": {**r["bootstrap"], "n_resamples": 500}}).notes)
+    assert "500 resamples (seed 0)" in notes and "split, all of them" in notes
     # Combined Theil's U equals the metric over the stored unit table.
     units = list(UnitScore.objects.filter(study=study))
     expected = metrics.theils_u([u.utility for u in units], [u.task_correct for u in units])
