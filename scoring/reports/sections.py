@@ -407,6 +407,8 @@ def properties_section(results: dict) -> Section:
     columns = [Column("term", "Term"), Column("log_odds", "Log-odds", "float"), Column("ci", "95% interval", "ci")]
     section.tables.append(Table("properties_model", f"n = {model.get('n_rationales')} rationales", columns, rows))
     section.notes.append(f"{model.get('formula')}: {model.get('method')}.")
+    if model.get("mark_rule"):
+        section.notes.append(f"Properties: {model['mark_rule']} ({model.get('even_splits', 0)} even splits).")
     if model.get("constant_properties_dropped"):
         section.notes.append("Left out (no rationale differed): " + ", ".join(model["constant_properties_dropped"]))
     if model.get("utility_from"):

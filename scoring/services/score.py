@@ -320,9 +320,15 @@ def _generalization(study: Study) -> Part:
     return Part(results, outcomes.warnings + with_utility.warnings)
 
 
-def _property_marks(study: Study) -> tuple[pd.DataFrame, list[str]] | None:
-    """Per (item, source) whether most annotators marked each property (0/1), and the property
-    names; None without property annotations."""
+# When a rationale has a property: the rule the properties model's results name.
+MARK_RULE = ("a rationale has a property when more than half of its annotators marked it; an even split counts "
+             "as not marked")
+
+
+def _property_marks(study: Study) -> tuple[pd.DataFrame, list[str], int] | None:
+    """Per (item, source) whether most annotators marked each property (0/1, ``MARK_RULE``), the
+    property names and how many (rationale, property) marks were an even split; None without
+    property annotations."""
     rows = Annotation.objects.filter(
         claim__in=claims_that_count(study=study), step=Annotation.Step.PROPERTIES
     ).values_list("claim__unit__item_id", "claim__unit__source_id", "payload")
@@ -336,7 +342,8 @@ def _property_marks(study: Study) -> tuple[pd.DataFrame, list[str]] | None:
         return None
     df = pd.DataFrame.from_records(records)
     prop_cols = sorted(c for c in df.columns if c not in ("item_id", "source_id"))
-    return df.groupby(["item_id", "source_id"])[prop_cols].mean().gt(0.5).astype(int).reset_index(), prop_cols
+    shares = df.groupby(["item_id", "source_id"])[prop_cols].mean()
+    return shares.gt(0.5).astype(int).reset_index(), prop_cols, int(shares.eq(0.5).sum().sum())
 
 
 def _properties_formula(safe: dict[str, str], n_rationales: int) -> tuple[str, bool, list[str]]:
@@ -395,7 +402,7 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     marks = _property_marks(study)
     if marks is None:
         return Part()
-    agg, prop_cols = marks
+    agg, prop_cols, even_splits = marks
     borrowed = None
     if frame is not None and "utility" in frame:
         outcome = frame[["item_id", "source_id", "utility"]]
@@ -409,6 +416,8 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
             "(need at least 10 with both useful and not-useful outcomes)."
         ])
     fitted = _fit_properties(data, prop_cols)
+    if "properties_model" in fitted.results:
+        fitted.results["properties_model"].update({"mark_rule": MARK_RULE, "even_splits": even_splits})
     if borrowed is not None and "properties_model" in fitted.results:
         fitted.results["properties_model"]["utility_from"] = borrowed
         fitted.warnings.extend(_utility_from_warnings(borrowed, "The properties model"))

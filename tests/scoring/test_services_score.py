@@ -450,6 +450,7 @@ def test_properties_mixed_model_reports_log_odds_with_intervals():
     model = run.results["properties_model"]
     assert model["n_rationales"] == 80
     assert model["constant_properties_dropped"] == ["grammatical"]
+    assert "more than half of its annotators" in model["mark_rule"] and model["even_splits"] == 0
     term = model["terms"]["factual"]
     assert term["ci"][0] < term["log_odds"] < term["ci"][1]
     assert term["log_odds"] > 0.5  # useful far more often when factual
