@@ -51,7 +51,7 @@ def _worked_study() -> Study:
     assignment_approve(user=OPERATOR, study=study, assignment=tasks[0])
     assignment_reject(user=OPERATOR, study=study, assignment=tasks[5], feedback="Failed the checks, sorry.")
     work(study, "PID-late", answer=_answerer(1), platform=Platform.LINK, steps=3, submit=False)  # still at work
-    flag_accept(annotation=Annotation.objects.filter(claim__assignment=tasks[0], payload__flag=True).first())
+    flag_accept(annotation=Annotation.objects.filter(claim__assignment=tasks[0], payload__flag=True).first(), user=OPERATOR)
     study_close(user=OPERATOR, study=study)
     return study
 
