@@ -8,6 +8,8 @@ from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySe
 from lab.api.streaming import Column
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import UnitScore
+from scoring.selectors import score_run_latest
+from scoring.services.genu import gen_u_method_text
 from studies.models import Study
 
 
@@ -58,9 +60,27 @@ def _share(n: int, total: int) -> float | None:
     return round(n / total, 6) if total else None
 
 
+def scored_with(*, study: Study) -> dict:
+    """What the stored unit scores were computed with: the latest finished run (the one that wrote
+    them; None for outcomes imported and never scored), its similarity model and its Gen-U method
+    (question filter, tie rule, answerers), so that a mean Gen-U or similarity is never read
+    without the setting that made it."""
+    run = score_run_latest(study=study)
+    results = (run.results or {}) if run is not None else {}
+    similarity = results.get("similarity") or {}
+    return {
+        "score_run": run.pk if run is not None else None,
+        "similarity_model": (f"{similarity.get('name')}, layer {similarity.get('num_layers')}"
+                             if similarity.get("name") else None),
+        "gen_u_method": gen_u_method_text(results["gen_u"]) if results.get("gen_u") else None,
+    }
+
+
 def source_summaries(*, study: Study) -> list[dict]:
     """Per rationale source: counts and shares of useful / unsure / not useful units, majority ties,
-    accuracies before and after the rationale, task accuracy, mean Gen-U and similarity."""
+    accuracies before and after the rationale, task accuracy, mean Gen-U and similarity, with what
+    they were computed with (``scored_with``)."""
+    settings_used = scored_with(study=study)
     rows = (
         UnitScore.objects.filter(study=study)
         .values("source_id", "source__name")
@@ -103,6 +123,7 @@ def source_summaries(*, study: Study) -> list[dict]:
                 "task_accuracy": _share(r["n_task_correct"], r["n_task_known"]),
                 "mean_gen_u": r["mean_gen_u"],
                 "mean_similarity": r["mean_similarity"],
+                **settings_used,
             }
         )
     return out

@@ -56,3 +56,10 @@ class SourceSummarySerializer(serializers.Serializer):
     task_accuracy = serializers.FloatField(allow_null=True, help_text="Share of units where the source was right.")
     mean_gen_u = serializers.FloatField(allow_null=True)
     mean_similarity = serializers.FloatField(allow_null=True)
+    score_run = serializers.IntegerField(allow_null=True, help_text=(
+        "The scoring run that wrote these unit scores (its results.json: /studies/{id}/results/); null for "
+        "outcomes imported and never scored."))
+    similarity_model = serializers.CharField(allow_null=True, help_text=(
+        "The BERTScore model and layer behind mean_similarity (null: similarity was not computed)."))
+    gen_u_method = serializers.CharField(allow_null=True, help_text=(
+        "What mean_gen_u rests on: the question filter, the tie rule and the answerers with their training."))

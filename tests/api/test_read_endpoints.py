@@ -136,6 +136,12 @@ def test_scores_and_summary(client_for, study_data):
     by_name = {row["source_name"]: row for row in summary}
     assert by_name[gpt3.name]["n_useful"] == 2 and by_name[gpt3.name]["share_useful"] == 1.0
     assert by_name[t5.name]["share_not_useful"] == 1.0 and by_name[t5.name]["task_accuracy"] == 0.0
+    # Each row names what its figures were computed with: the run that wrote the unit scores, its
+    # similarity model and Gen-U method (none here: scored without either).
+    from scoring.selectors import score_run_latest
+
+    run = score_run_latest(study=study_data.study)
+    assert {(row["score_run"], row["similarity_model"], row["gen_u_method"]) for row in summary} == {(run.pk, None, None)}
 
 
 def test_results_json_of_the_latest_finished_run_or_404(client_for, study_data):
