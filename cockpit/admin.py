@@ -240,7 +240,7 @@ class StudyAdmin(StudyScopedAdmin):
                 study_insert(study=obj, sources=sources or [])
             else:
                 # obj already carries the form's values; the service compares with the stored row.
-                study_update(study=Study.objects.get(pk=obj.pk), sources=sources, **fields)
+                study_update(study=Study.objects.get(pk=obj.pk), user=request.user, sources=sources, **fields)
         except StudyError as exc:
             # The form's clean() catches the usual cases; this is a race with another edit.
             raise PermissionDenied(str(exc)) from exc
@@ -252,6 +252,8 @@ class StudyAdmin(StudyScopedAdmin):
 
     def _each(self, request, queryset, service, verb, **kwargs):
         done, failed = 0, []
+        # Each service checks the user's right itself; this reads the same selector first, so a
+        # study the user may not change is named in one message and not tried.
         allowed = set(studies_for_user(user=request.user, access=CHANGE).values_list("pk", flat=True))
         for study in queryset:
             if study.pk not in allowed:
@@ -270,11 +272,11 @@ class StudyAdmin(StudyScopedAdmin):
 
     @admin.action(description="Draw the item sample again (drafts only)")
     def resample_items(self, request, queryset):
-        self._each(request, queryset, study_sample_items, "re-sampled")
+        self._each(request, queryset, study_sample_items, "re-sampled", user=request.user)
 
     @admin.action(description="Open selected studies to workers (builds their units)")
     def open_studies(self, request, queryset):
-        self._each(request, queryset, study_open, "opened")
+        self._each(request, queryset, study_open, "opened", user=request.user)
 
     @admin.action(description="Close selected studies (stops recruiting on their platform: HITs expired, "
                               "Prolific study stopped, links closed)")

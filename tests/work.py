@@ -13,6 +13,7 @@ from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.opening import study_open
 from annotations.services.participants import participant_get_or_create
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.qualification import qualification_submit
 from studies.models import Platform, Study
 from studies.services.studies import study_create
@@ -49,7 +50,7 @@ def open_utility_study(
         units_per_task=units_per_task or len(items), owner=owner, consent_text="I agree.",
         platform=Platform.PROLIFIC,
     )
-    return study_open(study=study)
+    return study_open(study=study, user=OPERATOR)
 
 
 def work(study: Study, worker: str, *, answer: Answerer = gold_after, submit: bool = True,

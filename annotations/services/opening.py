@@ -4,22 +4,27 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from annotations.services.platforms.access import CHANGE, access_study
 from annotations.services.units import study_units_build
 from studies.design import design_units
 from studies.models import Study
-from studies.services.studies import StudyError, study_sample_items
+from studies.services.studies import StudyError, study_items_draw
+
+OPEN = CHANGE  # opening a study fixes its design and builds its units: change rights on it, as closing needs
 
 
-def study_open(*, study: Study) -> Study:
-    """Open a draft study to workers: draw its item sample if none is drawn, build its units
-    through the one unit derivation (``studies.design``), and move it to open through
-    ``Study.STATUS``. Refuses, with ``StudyError`` naming what to change, a study without a
+def study_open(*, study: Study, user) -> Study:
+    """Open a draft study to workers, for ``user``, who needs CHANGE access to it
+    (``access.access_study``: ``OPERATOR`` for a command, None refused): draw its item sample if
+    none is drawn, build its units through the one unit derivation (``studies.design``), and move
+    it to open through ``Study.STATUS``. Refuses, with ``StudyError`` naming what to change, a study without a
     consent text and a design that cannot fill because it yields no units (no items, no
     sources, no rationales, no generalization questions). A design whose tasks cannot be as large
     as ``units_per_task`` (no worker sees a question twice) opens with smaller tasks: the design
     summary warns and counts the tasks and workers it needs (``studies.design.design_capacity``).
     Idempotent: an open study is returned as it is; a closed one cannot open again. Returns
     ``study``, refreshed."""
+    access_study(user=user, study=study, access=OPEN)
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if locked.status == Study.Status.CLOSED:
@@ -31,7 +36,7 @@ def study_open(*, study: Study) -> Study:
                     "'What workers read') before opening it"
                 )
             if not locked.items.exists():
-                study_sample_items(study=locked)
+                study_items_draw(study=locked)  # the right was checked above
             plan = design_units(study=locked)
             if not plan.units:
                 raise StudyError(plan.problem)

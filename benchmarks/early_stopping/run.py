@@ -91,6 +91,7 @@ def demo(q_before: float, q_after: float) -> None:
     from annotations.services.errors import NoWorkAvailable
     from annotations.services.opening import study_open
     from annotations.services.participants import participant_get_or_create
+    from annotations.services.platforms.access import OPERATOR
     from scoring.models import UnitScore
     from scoring.services import study_score
     from studies import demo as demo_content
@@ -105,7 +106,8 @@ def demo(q_before: float, q_after: float) -> None:
         sources=list(full.sources.all()), annotators_per_unit=full.annotators_per_unit,
         units_per_task=full.units_per_task, reward=full.reward, hourly_pay_floor=full.hourly_pay_floor,
         estimated_minutes_per_task=full.estimated_minutes_per_task, platform=full.platform, owner=full.owner,
-        consent_text=full.consent_text, instructions=full.instructions, stop_when_decided=True))
+        consent_text=full.consent_text, instructions=full.instructions, stop_when_decided=True),
+        user=OPERATOR)
 
     def answer(worker: str, claim, step: str) -> str:
         """The crowd's k-th answer to a unit is the same in both studies (whichever worker gives it),

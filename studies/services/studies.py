@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from studies.models import Dataset, Item, Platform, RationaleSource, Study
+from studies.selectors import CHANGE, study_user_may
 
 
 class StudyError(Exception):
@@ -35,11 +36,31 @@ def _full_clean(study: Study) -> None:
         raise StudyError(_validation_message(exc)) from None
 
 
-def study_sample_items(*, study: Study) -> list[Item]:
+def _check_may_change(*, study: Study, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) a study they may not change. The
+    services check it themselves, so the admin, the API, a command and a task get one answer; the
+    message does not name a study the user may not reach."""
+    if user is not None and not study_user_may(user=user, study=study, access=CHANGE):
+        raise StudyError(f"study {study.pk}: not found or not yours to change (studies.change_study on a study "
+                         "you own or that is shared with you).")
+
+
+def study_sample_items(*, study: Study, user) -> list[Item]:
+    """Draw the study's items again (``study_items_draw``), for ``user``, who must be allowed to
+    change the study (None: the operator)."""
+    _check_may_change(study=study, user=user)
+    return study_items_draw(study=study)
+
+
+def study_items_draw(*, study: Study) -> list[Item]:
     """Draw the study's items from its dataset split: all of them when ``item_sample_size`` is
     empty, else a sample drawn with ``random.Random(sample_seed)`` from the items ordered by
     external id, so the same seed gives the same sample on any database. Only a draft study can
-    be re-sampled. Returns the items, ordered by external id."""
+    be re-sampled. Returns the items, ordered by external id.
+
+    No right is checked here: the caller checked the acting user's (``study_sample_items``,
+    ``study_update``, ``annotations.services.opening.study_open``) or made the study
+    (``study_insert``). Anyone else calls ``study_sample_items``."""
     if study.status != Study.Status.DRAFT:
         raise StudyError(f"study {study.name!r} is {study.get_status_display().lower()}: only a draft can be re-sampled")
     with transaction.atomic():
@@ -114,7 +135,7 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = ()) -> St
     with transaction.atomic():
         study.save()
         study.sources.set(sources)
-        study_sample_items(study=study)
+        study_items_draw(study=study)
     return study
 
 
@@ -210,11 +231,13 @@ def _refuse(problems: dict[str, str], *, study: Study | None = None) -> None:
         raise StudyError(where + " ".join(dict.fromkeys(problems.values())), problems)
 
 
-def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = None, **changes: Any) -> Study:
-    """Change a study's design. Sampling fields (dataset, split, sample size, seed), sources and
-    workers per unit change only while the study is a draft (``study_locked_changes``), and the
-    result must pass every design rule (``study_design_problems``); a changed sample is drawn
-    again."""
+def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | None = None,
+                 **changes: Any) -> Study:
+    """Change a study's design, for ``user``, who must be allowed to change the study (None: the
+    operator). Sampling fields (dataset, split, sample size, seed), sources and workers per unit
+    change only while the study is a draft (``study_locked_changes``), and the result must pass
+    every design rule (``study_design_problems``); a changed sample is drawn again."""
+    _check_may_change(study=study, user=user)
     unknown = set(changes) - DESIGN_FIELDS
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
@@ -230,5 +253,5 @@ def study_update(*, study: Study, sources: Iterable[RationaleSource] | None = No
         if sources is not None:
             study.sources.set(sources)
         if resample or not study.items.exists():
-            study_sample_items(study=study)
+            study_items_draw(study=study)
     return study

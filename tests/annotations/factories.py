@@ -79,7 +79,7 @@ def make_study(
         consent_text=consent_text, **study_fields,
     )
     if status != Study.Status.DRAFT:
-        study = study_open(study=study)
+        study = study_open(study=study, user=OPERATOR)
     if status == Study.Status.CLOSED:
         study_close(user=OPERATOR, study=study)
     return study

@@ -10,6 +10,7 @@ from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from studies.design import design_capacity, study_capacity
 from studies.models import Study
 from studies.selectors import study_design_summary
@@ -51,7 +52,7 @@ def test_summary_follows_the_assignment_rule_and_the_real_rule_agrees():
     assert (summary.units, summary.answers, summary.tasks) == (24, 120, 15)  # was 12 tasks of 10
     assert (summary.largest_task, summary.workers, summary.questions) == (8, 15, 8)
     assert any("at most 8 questions, not 10" in w for w in summary.warnings)
-    study = study_open(study=study)
+    study = study_open(study=study, user=OPERATOR)
     sizes = fill(study)
     assert sizes == [8] * 15
     assert set(Unit.objects.filter(study=study).values_list("n_completed", flat=True)) == {5}
@@ -69,27 +70,27 @@ def test_uneven_generalization_design_needs_as_many_tasks_as_its_busiest_questio
 def test_open_builds_units_through_the_derivation_and_the_status_machine():
     study = make_study(status=Study.Status.DRAFT, n_items=3, n_sources=2)
     assert not Unit.objects.filter(study=study).exists()
-    opened = study_open(study=study)
+    opened = study_open(study=study, user=OPERATOR)
     assert opened.status == Study.Status.OPEN
     assert Unit.objects.filter(study=study).count() == 6
-    assert study_open(study=opened).status == Study.Status.OPEN  # idempotent
+    assert study_open(study=opened, user=OPERATOR).status == Study.Status.OPEN  # idempotent
     assert Unit.objects.filter(study=study).count() == 6
 
 
 def test_open_refuses_an_empty_consent_text():
     study = make_study(status=Study.Status.DRAFT, consent_text="   ")
     with pytest.raises(StudyError, match="no consent text"):
-        study_open(study=study)
+        study_open(study=study, user=OPERATOR)
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT
     assert any("no consent text" in w for w in study_design_summary(study=study).warnings)
-    study_update(study=study, consent_text="I agree.")
-    assert study_open(study=study).status == Study.Status.OPEN
+    study_update(study=study, user=None, consent_text="I agree.")
+    assert study_open(study=study, user=OPERATOR).status == Study.Status.OPEN
 
 
 def test_open_refuses_a_design_that_yields_no_units():
     study = make_study(status=Study.Status.DRAFT, kind=Study.Kind.GENERALIZATION, n_genq=0)
     with pytest.raises(StudyError, match="no generalization questions"):
-        study_open(study=study)
+        study_open(study=study, user=OPERATOR)
     assert Study.objects.get(pk=study.pk).status == Study.Status.DRAFT
     assert not Unit.objects.filter(study=study).exists()
 
@@ -97,4 +98,4 @@ def test_open_refuses_a_design_that_yields_no_units():
 def test_a_closed_study_does_not_open_again():
     study = make_study(status=Study.Status.CLOSED)
     with pytest.raises(StudyError, match="closed"):
-        study_open(study=study)
+        study_open(study=study, user=OPERATOR)

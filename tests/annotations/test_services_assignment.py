@@ -26,6 +26,7 @@ from annotations.services.errors import (
     StudyNotOpen,
 )
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.release import assignment_expire_stale, assignment_return
 from annotations.tasks.assignments import expire_stale_assignments
 from studies.models import Study
@@ -154,7 +155,7 @@ def test_closed_study_and_blocked_worker_are_refused():
     study = make_study(status=Study.Status.DRAFT)
     with pytest.raises(StudyNotOpen):
         assignment_start(study=study, participant=ParticipantFactory())
-    study = study_open(study=study)
+    study = study_open(study=study, user=OPERATOR)
     with pytest.raises(ParticipantBlocked):
         assignment_start(study=study, participant=ParticipantFactory(blocked=True))
     assert not Assignment.objects.exists()

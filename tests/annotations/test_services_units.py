@@ -53,7 +53,7 @@ def test_properties_units_are_one_per_rationale():
 def test_gold_source_without_rationale_rows_uses_the_items_gold_rationale():
     study = make_study(n_items=2, n_sources=1, status=Study.Status.DRAFT)
     gold = RationaleSourceFactory(name="gold", kind=RationaleSource.Kind.GOLD)
-    study_update(study=study, sources=[*study.sources.all(), gold])
+    study_update(study=study, user=None, sources=[*study.sources.all(), gold])
     assert study_units_build(study=study) == 4
     assert Unit.objects.filter(study=study, source=gold, rationale__isnull=True).count() == 2
 
@@ -61,7 +61,7 @@ def test_gold_source_without_rationale_rows_uses_the_items_gold_rationale():
 def test_quota_follows_the_study_when_rebuilt():
     # Only a draft's workers per unit can change (issue 22 item 1): its units are built when it opens.
     study = make_study(n_items=2, n_sources=1, quota=5, status=Study.Status.DRAFT)
-    study_update(study=study, annotators_per_unit=3)
+    study_update(study=study, user=None, annotators_per_unit=3)
     study_units_build(study=study)
     assert set(Unit.objects.filter(study=study).values_list("quota", flat=True)) == {3}
 

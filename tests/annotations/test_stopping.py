@@ -136,7 +136,7 @@ def test_a_four_choice_unit_is_decided_wrong_once_no_remaining_answers_can_make_
 def test_the_setting_is_fixed_once_the_study_opens_and_needs_a_majority_scored_kind():
     study = one_unit_study()
     with pytest.raises(StudyError, match="whether a unit stops when its result is decided cannot change"):
-        study_update(study=study, stop_when_decided=False)
+        study_update(study=study, user=None, stop_when_decided=False)
     with pytest.raises(StudyError, match="no unit can be decided early") as refused:
         make_study(kind=Study.Kind.QUESTION_VALIDATION, n_sources=0, status=Study.Status.DRAFT,
                    stop_when_decided=True)

@@ -29,7 +29,7 @@ def test_workers_per_unit_of_an_open_study_is_refused_by_the_page_and_the_servic
     study.refresh_from_db()
     assert study.annotators_per_unit == 3
     with pytest.raises(StudyError, match="its workers per unit cannot change"):
-        study_update(study=study, annotators_per_unit=2)
+        study_update(study=study, user=None, annotators_per_unit=2)
     assert Study.objects.get(pk=study.pk).annotators_per_unit == 3
     # Anything else of the design still changes on an open study, and the same value is no change.
     data.update(annotators_per_unit="3", reward="2.50")

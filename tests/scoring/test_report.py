@@ -14,6 +14,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.download import table_csv
@@ -76,7 +77,8 @@ def collected_run(db):
         RationaleFactory(item=item, source=mixed, predicted_answer="yes" if i % 2 else "no",
                          prediction_correct=bool(i % 2))
     study = study_open(study=study_create(name="report study", dataset=dataset, sources=[good, mixed],
-                                          annotators_per_unit=3, units_per_task=6, consent_text="ok"))
+                                          annotators_per_unit=3, units_per_task=6, consent_text="ok"),
+                       user=OPERATOR)
 
     def answer(claim, step):  # varied but repeatable answers: right after the rationale more often
         h = hash((claim.participant_id, claim.unit.item.external_id, claim.unit.source_id, step)) % 10
@@ -400,7 +402,8 @@ def test_generalization_study_report_from_answers_has_figure_4_with_gold_as_refe
 
     def design(name, **kind):
         return study_open(study=study_create(name=name, dataset=dataset, sources=[lm, gold], annotators_per_unit=1,
-                                             units_per_task=2, consent_text="ok", **kind))
+                                             units_per_task=2, consent_text="ok", **kind),
+                          user=OPERATOR)
 
     utility = design("gen-utility")
     for n in range(2):
@@ -447,7 +450,8 @@ def test_faithfulness_section_when_the_study_has_it(db):
         RationaleFactory(item=item, source=source, predicted_answer="yes", prediction_correct=True,
                          faithfulness={"p_full": full, "p_highlight": hl, "p_without": without})
     study = study_open(study=study_create(name="faith", dataset=dataset, sources=[source], annotators_per_unit=1,
-                                          units_per_task=2, consent_text="ok", faithfulness_enabled=True))
+                                          units_per_task=2, consent_text="ok", faithfulness_enabled=True),
+                       user=OPERATOR)
     work(study, "c" * 24)
     run = study_score(study=study, similarity=False)
 

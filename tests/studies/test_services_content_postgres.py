@@ -12,6 +12,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from studies.models import Rationale, Study
 from studies.services.content import ContentChangeRefused, content_row_save
 from tests.annotations.factories import make_study
@@ -42,7 +43,7 @@ def test_an_edit_during_the_opening_waits_for_it_and_is_refused():
             connections.close_all()
 
     with transaction.atomic():
-        study_open(study=draft)  # holds the study's row lock until this block commits
+        study_open(study=draft, user=OPERATOR)  # holds the study's row lock until this block commits
         editor = threading.Thread(target=edit)
         editor.start()
         time.sleep(1.0)

@@ -4,6 +4,7 @@ import pytest
 
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from studies.models import Study
 from studies.selectors import study_design_summary
 from studies.services.importers import rationales_import
@@ -118,14 +119,14 @@ def test_update_resamples_drafts_only():
         RationaleFactory(item=ItemFactory(dataset=dataset, split="test"), source=source)
     study = study_create(name="u", dataset=dataset, sources=[source])
     assert study.items.count() == 10
-    study_update(study=study, item_sample_size=4)
+    study_update(study=study, user=None, item_sample_size=4)
     assert study.items.count() == 4
-    study_update(study=study, consent_text="I agree.")
-    study = study_open(study=study)  # the way the app opens it (the questionnaire builds the units)
+    study_update(study=study, user=None, consent_text="I agree.")
+    study = study_open(study=study, user=OPERATOR)  # the way the app opens it (the questionnaire builds the units)
     with pytest.raises(StudyError, match="no longer a draft .open.: its items cannot change"):
-        study_update(study=study, item_sample_size=3)
+        study_update(study=study, user=None, item_sample_size=3)
     with pytest.raises(StudyError, match="only a draft"):
-        study_sample_items(study=study)
-    study_update(study=study, reward=Decimal("3.00"))
+        study_sample_items(study=study, user=None)
+    study_update(study=study, user=None, reward=Decimal("3.00"))
     study.refresh_from_db()
     assert study.reward == Decimal("3.00") and study.items.count() == 4

@@ -126,7 +126,7 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
         # The one way to open: units built first; a study that cannot run is refused before
         # anything is sent to a platform.
         try:
-            study = study_open(study=study)
+            study = study_open(study=study, user=user)
         except StudyError as exc:
             raise PlatformServiceError(f"study {study.name!r} cannot be published: {exc}") from exc
     publication = _publication_claim(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,

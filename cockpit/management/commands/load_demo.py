@@ -15,6 +15,7 @@ from django.db import transaction
 
 from annotations.platforms.handoff import study_entry_url
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from studies import demo
 from studies.models import Dataset, Platform, RationaleSource, Study
 from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
@@ -60,7 +61,7 @@ class Command(BaseCommand):
         status_note = ""
         if study.status == Study.Status.DRAFT:
             try:
-                study = study_open(study=study)
+                study = study_open(study=study, user=OPERATOR)  # a command: the operator acts
             except StudyError as exc:
                 status_note = f" (left as draft: {exc})"
         url = f"{settings.RL_PUBLIC_URL}/admin/"

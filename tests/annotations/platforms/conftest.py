@@ -19,6 +19,7 @@ from annotations.platforms.prolific import ProlificPlatform
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.steps import steps_for
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.prolific_server import FakeProlific
@@ -82,7 +83,7 @@ def study(db):
 
 
 def open_study(study):
-    study_open(study=study)  # the one way to open: builds the units
+    study_open(study=study, user=OPERATOR)  # the one way to open: builds the units
     return study
 
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from annotations.platforms import handoff
 from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
 from scoring.services import study_score
 from studies import demo
 from studies.lm import highlights
@@ -200,7 +201,7 @@ def test_highlight_study_end_to_end_with_probabilities_the_project_computed(tmp_
     study = study_create(
         name="Highlight study", dataset=items[0].dataset, sources=[source], annotators_per_unit=1, units_per_task=5,
         reward=Decimal("1.00"), consent_text="Consent.", instructions="Answer.", faithfulness_enabled=True)
-    study = study_open(study=study)
+    study = study_open(study=study, user=OPERATOR)
     job = generation.generation_job_run(job_id=generation.generation_job_create(
         kind="faithfulness", source=source, dataset=study.dataset, split="test", enqueue=False,
         params={"task_model": str(lm_models["classifier"]), "task_backend": "classifier"}).pk)

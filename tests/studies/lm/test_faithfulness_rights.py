@@ -104,7 +104,7 @@ def test_a_faithfulness_job_changes_no_rationale_another_researchers_study_uses(
 def test_the_studys_researcher_and_the_operator_still_compute_faithfulness(world):
     # Faithfulness is not fixed when a study opens: its owner may recompute it for the open study.
     items, source, study, _, _, bob = world
-    study_open(study=study)
+    study_open(study=study, user=bob)
     n = len(items)
     bobs = faithfulness_job(source, items, bob)
     assert (bobs.status, bobs.done, bobs.failed) == ("done", n, 0), bobs.error
