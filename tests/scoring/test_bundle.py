@@ -74,7 +74,7 @@ def test_a_bundle_reimported_scores_to_the_same_results_to_the_last_digit():
     assert original.status == "done", original.error
     data = _bundle(study)
 
-    copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", filename="study.zip")
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", filename="study.zip", owner=None)
 
     assert copy.status == Study.Status.CLOSED and copy.pk != study.pk
     rescored = study_score(study=copy, similarity=False)
@@ -122,7 +122,7 @@ def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():
 
 def test_imported_workers_are_keyed_by_their_pseudonym():
     study = _worked_study()
-    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy")
+    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy", owner=None)
     pseudonym = worker_pseudonym(Platform.LINK, "PID0002")
     assert Participant.objects.filter(external_id=pseudonym).exists()
     assert not Participant.objects.filter(assignments__study__name="bundle-copy", external_id="PID0002").exists()
@@ -161,7 +161,7 @@ def test_a_bundle_with_a_changed_file_is_refused_naming_the_file_and_nothing_is_
     studies = Study.objects.count()
 
     with pytest.raises(BundleError) as refused:
-        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
 
     error = refused.value.errors[0]
     assert error.record == "data/annotations.csv" and error.field == "sha256" and "checksum mismatch" in error.reason
@@ -179,7 +179,7 @@ def test_a_bundle_whose_schema_differs_is_refused_naming_the_file_and_the_field(
 
     data = _resign(_rewrite(_bundle(study), "datapackage.json", retype))
     with pytest.raises(BundleError) as refused:
-        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
     error = refused.value.errors[0]
     assert (error.record, error.field) == ("data/claims.csv", "position") and "schema mismatch" in error.reason
     assert "data/claims.csv" in str(refused.value.errors[0]) or refused.value.errors[0].record
@@ -192,7 +192,7 @@ def test_a_bad_row_is_refused_with_its_file_row_field_and_reason_and_nothing_is_
     studies, people = Study.objects.count(), Participant.objects.count()
 
     with pytest.raises(BundleError) as refused:
-        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
 
     error = refused.value.errors[0]
     assert (error.record, error.field) == ("data/tasks.csv", "status") and error.line >= 2
@@ -208,7 +208,7 @@ def test_a_generalization_study_round_trips_to_the_same_results():
     original = study_score(study=study, similarity=False)
     assert original.status == "done", original.error
 
-    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-generalization-copy")
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-generalization-copy", owner=None)
 
     rescored = study_score(study=copy, similarity=False)
     assert rescored.status == "done", rescored.error
@@ -223,7 +223,7 @@ def test_a_study_of_imported_outcomes_round_trips_to_the_same_results(imported_s
     original = study_score(study=imported_study, similarity=False)
     assert original.status == "done", original.error
 
-    copy = bundle_import(file=io.BytesIO(_bundle(imported_study)), name="released-copy")
+    copy = bundle_import(file=io.BytesIO(_bundle(imported_study)), name="released-copy", owner=None)
 
     assert copy.is_imported_outcome
     rescored = study_score(study=copy, similarity=False)
@@ -241,7 +241,7 @@ def test_a_design_without_a_field_the_import_reads_is_refused_naming_it():
 
     data = _resign(_rewrite(_bundle(study), "study.json", drop_quota))
     with pytest.raises(BundleError) as refused:
-        bundle_import(file=io.BytesIO(data), name="bundle-copy")
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
     error = refused.value.errors[0]
     assert (error.record, error.field, error.reason) == ("study.json", "study.annotators_per_unit", "missing")
 
@@ -268,7 +268,7 @@ def test_text_a_spreadsheet_would_run_travels_exactly():
     assert {r["question"] for r in items} == {"-0 is below zero?", "-1 is below zero?"}
     assert all(r["text"].startswith("=HYPERLINK(") for r in rationales)
 
-    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-formulas-copy")  # the same items: no difference
+    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-formulas-copy", owner=None)  # the same items: no difference
 
 
 def test_a_study_that_stopped_early_round_trips_with_its_setting_and_decided_units():
@@ -284,7 +284,7 @@ def test_a_study_that_stopped_early_round_trips_with_its_setting_and_decided_uni
     original = study_score(study=study, similarity=False)
     assert original.status == "done", original.error
 
-    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="stops-early-copy", filename="study.zip")
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="stops-early-copy", filename="study.zip", owner=None)
 
     assert copy.stop_when_decided is True
     assert dict(copy.units.values_list("question_key", "decided_at")) == decided

@@ -126,7 +126,7 @@ def test_a_bundle_adding_a_generalization_question_another_researchers_study_dra
     assert Study.objects.count() == studies and GeneralizationQuestion.objects.count() == questions
 
     # The operator (a management command: no owner) may.
-    bundle_import(file=io.BytesIO(data), name="operator-copy")
+    bundle_import(file=io.BytesIO(data), name="operator-copy", owner=None)
     assert GeneralizationQuestion.objects.filter(item=item, text="Alice's new question?").exists()
 
 

@@ -36,7 +36,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Wrote {file} ({size:,} bytes) for study {study.name!r}.")
             return
         try:
-            study = bundle_import(file=file, name=options["name"])
+            study = bundle_import(file=file, name=options["name"], owner=None)  # the operator
         except BundleError as exc:
             raise CommandError("\n".join([exc.summary(), *exc.lines()[1:]])) from None
         self.stdout.write(f"Imported study {study.name!r} id={study.pk} (closed); score it with "

@@ -787,7 +787,7 @@ class _Import:
             UnitScore.objects.bulk_create(scores)
 
 
-def bundle_import(*, file: str | IO | Any, name: str, owner=None, filename: str | None = None) -> Study:
+def bundle_import(*, file: str | IO | Any, name: str, owner, filename: str | None = None) -> Study:
     """Import the bundle ``file`` (a path or a binary file object) as a new closed study named
     ``name`` owned by ``owner``, the user who imports it (None: the operator, e.g. a management
     command), whose right to add shared content is checked here. All or nothing: a changed file, a
