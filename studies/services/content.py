@@ -157,6 +157,23 @@ def content_added_refusals(*, user, model: type[models.Model], pks: Iterable[int
     return not_yours
 
 
+def gen_u_added_refusals(*, user, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """Of the (item, source) pairs a writer would add Gen-U predictions for (an LM job, a bundle
+    import), those ``user`` may not add, with the reason: a study they may not change uses that
+    source's rationale of the item, and its Gen-U score reads those predictions. Checked as a
+    change of the rationale (its studies locked until the caller's transaction ends); a pair with
+    no rationale is read by no study."""
+    pairs = set(pairs)
+    if not pairs:
+        return {}
+    rationales = {(item_id, source_id): pk for pk, item_id, source_id in Rationale.objects.filter(
+        item_id__in={p[0] for p in pairs}, source_id__in={p[1] for p in pairs}).values_list("pk", "item_id", "source_id")
+        if (item_id, source_id) in pairs}
+    not_yours, _ = content_change_problems(user=user, model=Rationale, changes=dict.fromkeys(rationales.values(), ()),
+                                           lock=True)
+    return {pair: not_yours[pk] for pair, pk in rationales.items() if pk in not_yours}
+
+
 def content_change_check(
     *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool = False
 ) -> None:

@@ -17,7 +17,14 @@ from scoring.services import outcomes_import, outcomes_study_create
 from scoring.services.bundle import BundleError, bundle_import, bundle_stream
 from scoring.services.bundle.export import SOURCE_FIELDS
 from scoring.services.outcomes import OutcomesStudyNotYours
-from studies.models import GeneralizationQuestion, ImportRecord, Rationale, RationaleSource, Study
+from studies.models import (
+    GeneralizationQuestion,
+    GenUPrediction,
+    ImportRecord,
+    Rationale,
+    RationaleSource,
+    Study,
+)
 from studies.services.importers import ImportValidationError
 from studies.services.studies import study_create
 from tests.annotations.factories import make_study
@@ -128,6 +135,35 @@ def test_a_bundle_adding_a_generalization_question_another_researchers_study_dra
     # The operator (a management command: no owner) may.
     bundle_import(file=io.BytesIO(data), name="operator-copy", owner=None)
     assert GeneralizationQuestion.objects.filter(item=item, text="Alice's new question?").exists()
+
+
+def test_a_bundle_adding_gen_u_predictions_another_researchers_study_would_score_is_refused(alice, bob):
+    # Bob's draft shows the source's rationales of the origin's items, so his Gen-U reads the
+    # predictions of their generalization questions for that source: Alice's bundle may not add one.
+    origin = make_study(kind=Study.Kind.GENERALIZATION, n_items=2, n_sources=1, n_genq=1,
+                        status=Study.Status.CLOSED, name="bundle-rights-gen-u")
+    item = origin.items.order_by("pk").first()
+    source = origin.sources.get()
+    question = GeneralizationQuestion.objects.filter(item=item).first()
+    bobs = study_create(name="Bob's utility draft", dataset=origin.dataset, sources=[source], owner=bob)
+    assert item in bobs.items.all()
+    line = {}
+
+    def add_prediction(files):
+        line["at"] = _append_row(files, "data/genu_predictions.csv", {
+            "generalization_question_id": question.pk, "source": source.name, "answerer": "I",
+            "predicted_answer": "yes", "correct": "true"})
+
+    data = _bundle_with(origin, add_prediction)
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="alice-copy", owner=alice)
+    [error] = refused.value.errors
+    assert (error.record, error.line) == ("data/genu_predictions.csv", line["at"]) and NOT_YOURS in error.reason
+    assert not GenUPrediction.objects.exists()
+
+    # The origin study (the operator's) scores them too: only the operator may add them.
+    bundle_import(file=io.BytesIO(data), name="operator-copy", owner=None)
+    assert GenUPrediction.objects.filter(generalization_question=question, rationale_source=source).count() == 1
 
 
 # --- outcomes ------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ from studies.models import (
     RationaleSource,
     Study,
 )
-from studies.services.content import content_added_refusals
+from studies.services.content import content_added_refusals, gen_u_added_refusals
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
@@ -417,6 +417,21 @@ class _Import:
             if obj.pk in refused:
                 self.err(row, "", refused[obj.pk])
 
+    def refuse_gen_u(self, pairs: list[tuple[Row, GenUPrediction]]) -> None:
+        """Gen-U predictions a study the owner may not change would score (its source's rationale of
+        the question's item: ``content.gen_u_added_refusals``) are reported by row, as
+        ``refuse_added`` reports content; the operator (no owner) may add them."""
+        if self.owner is None or not pairs:
+            return
+        item_of = dict(GeneralizationQuestion.objects.filter(
+            pk__in={p.generalization_question_id for _, p in pairs}).values_list("pk", "item_id"))
+        refused = gen_u_added_refusals(user=self.owner, pairs={
+            (item_of[p.generalization_question_id], p.rationale_source_id) for _, p in pairs})
+        for row, p in pairs:
+            reason = refused.get((item_of[p.generalization_question_id], p.rationale_source_id))
+            if reason:
+                self.err(row, "", reason)
+
     def _clean(self, obj, section: str) -> bool:
         """``obj.full_clean()``; its problems reported against study.json's ``section``."""
         try:
@@ -565,11 +580,12 @@ class _Import:
                     if bad:
                         self.err(row, bad, "differs from this Gen-U prediction here")
                     continue
-                new.append(GenUPrediction(generalization_question_id=key[0], rationale_source_id=key[1],
-                                          answerer=key[2], answerer_model=row["answerer_model"] or "",
-                                          predicted_answer=row["predicted_answer"] or "", correct=row["correct"],
-                                          raw_output=row["raw_output"] or ""))
-            GenUPrediction.objects.bulk_create(new)
+                new.append((row, GenUPrediction(
+                    generalization_question_id=key[0], rationale_source_id=key[1], answerer=key[2],
+                    answerer_model=row["answerer_model"] or "", predicted_answer=row["predicted_answer"] or "",
+                    correct=row["correct"], raw_output=row["raw_output"] or "")))
+            self.refuse_gen_u(new)
+            GenUPrediction.objects.bulk_create([p for _, p in new])
 
     def study(self, design: dict, dataset: Dataset) -> Study:
         spec = design["study"]

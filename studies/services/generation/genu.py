@@ -35,7 +35,7 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
-from studies.services.content import content_change_problems
+from studies.services.content import gen_u_added_refusals
 
 from .common import (
     NOT_YOURS_TO_CHANGE,
@@ -269,12 +269,8 @@ class GenUHandler(ItemHandler):
         # predictions are not theirs to add when a study they may not change uses the source's
         # rationale of that item (studies.services.content, its studies locked until this batch
         # commits); they are kept as one failure per item, in place of its unparsed-answer ones.
-        items = {p.generalization_question.item_id for p in new}
-        rationale_items = dict(Rationale.objects.filter(source_id=job.source_id, item_id__in=items)
-                               .values_list("pk", "item_id"))
-        not_yours, _ = content_change_problems(user=job_actor(job), model=Rationale,
-                                               changes=dict.fromkeys(rationale_items, ()), lock=True)
-        refused = {rationale_items[pk] for pk in not_yours}
+        refused = {item_id for item_id, _ in gen_u_added_refusals(
+            user=job_actor(job), pairs={(p.generalization_question.item_id, job.source_id) for p in new})}
         if refused:
             new = [p for p in new if p.generalization_question.item_id not in refused]
             output.predictions = [p for p in output.predictions if p.generalization_question.item_id not in refused]
