@@ -8,7 +8,12 @@ from django.contrib import admin
 
 from annotations.choices import correct_answer_problem, normalise_choices
 from annotations.models import AttentionCheck, QualificationGrant, QualificationTest
-from annotations.services.qualification import qualification_questions, qualification_questions_set
+from annotations.services.qualification import (
+    attention_checks_fixed,
+    qualification_questions,
+    qualification_questions_set,
+    qualification_test_taken,
+)
 
 
 class SourcesPicker(forms.CheckboxSelectMultiple):
@@ -75,6 +80,14 @@ class AttentionCheckInline(admin.TabularInline):
     extra = 0
     verbose_name = "attention check"
     verbose_name_plural = "Attention checks (mixed into tasks; workers who miss them are flagged)"
+
+    # Fixed once a worker was given one (``attention_checks_fixed``): the review grades the answers
+    # against them. New ones may still be added. ``obj`` is the study.
+    def has_change_permission(self, request, obj=None):
+        return not attention_checks_fixed(obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return not attention_checks_fixed(obj) and super().has_delete_permission(request, obj)
 
 
 QUESTIONS_HELP = (
@@ -160,3 +173,15 @@ class QualificationTestInline(admin.StackedInline):
     max_num = 1
     verbose_name = "qualification test"
     verbose_name_plural = "Qualification test (graded once per worker before their first task)"
+
+    # Once a worker has taken it, its grading is fixed and it is not deleted: the form refuses other
+    # questions, and the pass mark is read-only here (``qualification_test_taken``). ``obj`` is the study.
+    def _taken(self, obj) -> bool:
+        test = QualificationTest.objects.filter(study=obj).first() if obj is not None and obj.pk else None
+        return test is not None and qualification_test_taken(test)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("pass_mark",) if self._taken(obj) else ()
+
+    def has_delete_permission(self, request, obj=None):
+        return not self._taken(obj) and super().has_delete_permission(request, obj)

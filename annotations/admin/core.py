@@ -17,7 +17,7 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
-from annotations.services.qualification import qualification_test_taken
+from annotations.services.qualification import attention_checks_fixed, qualification_test_taken
 from lab.pseudonyms import worker_pseudonym
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 
@@ -122,8 +122,22 @@ class ClaimAdmin(ReadOnlyMixin, StudyScopedAdmin):
 
 @admin.register(AttentionCheck)
 class AttentionCheckAdmin(StudyScopedAdmin):
+    """A check is changed or deleted only until a worker of its study has been given one
+    (``attention_checks_fixed``), as on the study page; its study never changes."""
+
     list_display = ("id", "study", "question", "correct_answer")
     list_filter = ("study",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("study",) if obj is not None else ()
+
+    def has_change_permission(self, request, obj=None):
+        return not (obj is not None and attention_checks_fixed(obj.study)) and super().has_change_permission(
+            request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return not (obj is not None and attention_checks_fixed(obj.study)) and super().has_delete_permission(
+            request, obj)
 
 
 class QualificationQuestionInline(admin.TabularInline):
@@ -148,8 +162,20 @@ class QualificationQuestionInline(admin.TabularInline):
 
 @admin.register(QualificationTest)
 class QualificationTestAdmin(StudyScopedAdmin):
+    """Its study never changes; once a worker has taken it, nothing of it changes and it is not
+    deleted (``qualification_test_taken``), as on the study page."""
+
     list_display = ("id", "study", "pass_mark")
     inlines = [QualificationQuestionInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("study",) if obj is not None else ()
+
+    def has_change_permission(self, request, obj=None):
+        return not (obj is not None and qualification_test_taken(obj)) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return not (obj is not None and qualification_test_taken(obj)) and super().has_delete_permission(request, obj)
 
 
 @admin.register(QualificationGrant)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
-from annotations.models import Assignment, QualificationGrant, QualificationTest
+from annotations.models import Assignment, Claim, QualificationGrant, QualificationTest
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
 
@@ -72,9 +72,18 @@ def qualification_questions(test: QualificationTest) -> list[dict]:
             for q in test.questions.order_by("position", "id")]
 
 
+def attention_checks_fixed(study) -> bool:
+    """Whether ``study``'s attention checks are fixed: once a worker has been given one of them,
+    the review grades the answers against the check's correct answer when it is read, so changing
+    or deleting a check would silently change who failed. New checks may still be added (later
+    tasks carry them). Every page that edits them asks this."""
+    return study is not None and study.pk is not None and Claim.objects.filter(
+        study_id=study.pk, attention_check__isnull=False).exists()
+
+
 def qualification_test_taken(test: QualificationTest) -> bool:
-    """Whether a worker has taken ``test``: from then on its questions are fixed (the graded
-    answers refer to them), wherever they would be edited."""
+    """Whether a worker has taken ``test``: from then on its questions, pass mark and study are
+    fixed, and it is not deleted (the graded answers refer to them), wherever they would be edited."""
     return QualificationGrant.objects.filter(study_id=test.study_id).exists()
 
 

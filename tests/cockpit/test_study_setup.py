@@ -116,6 +116,45 @@ def test_attention_checks_and_qualification_test_are_set_up_on_the_study_page(ad
     assert assignment.claims.filter(attention_check=check).exists()
 
 
+def test_attention_checks_and_the_test_are_fixed_once_workers_had_them_on_every_page(admin_client):
+    # Set up on the study page, then a worker is given the check and takes the test: from then on
+    # neither the study page nor their own admin pages change or delete them (the review grades
+    # the answers against them); a new check may still be added.
+    study = open_utility_study(name="fixed-setup", n_items=2, n_sources=1, quota=2)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    data = form_data(admin_client.get(url))
+    data.update({"attention_checks-TOTAL_FORMS": "1", "attention_checks-0-question": "Choose 'no'.",
+                 "attention_checks-0-choices": '["yes", "no"]', "attention_checks-0-correct_answer": "no",
+                 "qualification_test-TOTAL_FORMS": "1", "qualification_test-0-pass_mark": "1",
+                 "qualification_test-0-questions": "Is Paris in France? | yes"})
+    assert admin_client.post(url, data).status_code == 302
+    check, test = AttentionCheck.objects.get(study=study), QualificationTest.objects.get(study=study)
+    work(study, "f" * 24, submit=False)  # takes the test, is given the check
+
+    data = form_data(admin_client.get(url))
+    data.update({"attention_checks-0-correct_answer": "yes", "attention_checks-0-DELETE": "on",
+                 "qualification_test-0-pass_mark": "0", "qualification_test-0-DELETE": "on"})
+    admin_client.post(url, data)
+    check.refresh_from_db()
+    test.refresh_from_db()
+    assert (check.correct_answer, test.pass_mark) == ("no", 1)
+    for model, row, field, value in (("attentioncheck", check, "correct_answer", "yes"),
+                                     ("qualificationtest", test, "pass_mark", "0")):
+        change = reverse(f"admin:annotations_{model}_change", args=[row.pk])
+        assert admin_client.post(change, {field: value}).status_code == 403
+        assert admin_client.post(reverse(f"admin:annotations_{model}_delete", args=[row.pk]),
+                                 {"post": "yes"}).status_code == 403
+    assert AttentionCheck.objects.get(pk=check.pk).correct_answer == "no"
+    assert QualificationTest.objects.get(pk=test.pk).pass_mark == 1
+
+    # A new check is still added (later tasks carry it).
+    data = form_data(admin_client.get(url))
+    data.update({"attention_checks-TOTAL_FORMS": "2", "attention_checks-1-question": "Choose 'yes'.",
+                 "attention_checks-1-choices": '["yes", "no"]', "attention_checks-1-correct_answer": "yes"})
+    assert admin_client.post(url, data).status_code == 302
+    assert AttentionCheck.objects.filter(study=study).count() == 2
+
+
 @pytest.mark.parametrize("design, field, message", [
     ({"split": "dev"}, "split", "picker-ds has no items in the dev split: import them first."),
     ({"item_sample_size": 5}, "item_sample_size", "The sample size 5 is larger than the 1 items of the test split: "
