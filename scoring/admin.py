@@ -72,6 +72,11 @@ class ScoreRunAdmin(StudyScopedAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        # A run is never edited (its attempts bound the retries, its updated_at is the worker's
+        # heartbeat); the list-level right still gates "Score now" and the outcomes import.
+        return obj is None and super().has_change_permission(request, obj)
+
     @admin.display(description="warnings")
     def n_warnings(self, obj: ScoreRun) -> int:
         return len(obj.warnings or [])
@@ -161,3 +166,6 @@ class UnitScoreAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a score run rewrites them

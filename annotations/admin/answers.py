@@ -84,6 +84,9 @@ class AnnotationAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # answers are erased only by a withdrawal (``participant_withdraw``), which records it
+
     def get_queryset(self, request):
         return answers_for_review(super().get_queryset(request)).select_related(
             "claim__participant", "claim__study", "claim__unit__item", "claim__unit__source",

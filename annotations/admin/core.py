@@ -23,10 +23,17 @@ from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 
 
 class ReadOnlyMixin:
+    """Rows the questionnaire and the services write: nobody adds, edits or deletes them here
+    (deleting a unit, claim, answer or grant would skip what the services keep with it: the
+    unit counters, a withdrawal's record, a test taken once)."""
+
     def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 
@@ -42,6 +49,11 @@ class ParticipantAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     list_filter = ("platform", "blocked")
     search_fields = ("external_id",)
     readonly_fields = ("platform", "worker", "external_id", "blocked", "created_at")
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting a worker would take their blocks (another researcher's, the superuser's) with
+        # them and erase their answers without a withdrawal's record: ``participant_withdraw`` erases.
+        return False
 
     @admin.display(description="worker (pseudonym)")
     def worker(self, obj: Participant) -> str:
@@ -95,6 +107,11 @@ class AssignmentAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     list_select_related = ("study", "participant")
 
     def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # A task's end goes through the services (expiry, return, review, withdrawal), which give
+        # its units back and keep the payments' link to it; deleting it here would do neither.
         return False
 
     def get_queryset(self, request):
