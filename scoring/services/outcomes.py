@@ -22,13 +22,13 @@ from django.db import transaction
 
 from scoring.models import UnitScore
 from studies.models import Dataset, Item, Rationale, RationaleSource, Study
-from studies.selectors import CHANGE, study_user_may
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile, parse_json_lines, read_import_file
 from studies.services.importers.rows import Row, header_of, parse_rows, resolve_columns
 from studies.services.importers.upsert import QuestionIndex, bulk_upsert, import_record_create
 from studies.services.importers.values import answer_label, describe_allowed, short
+from studies.services.studies import StudyError, study_change_check
 
 REQUIRED_FIELDS = (
     "question",
@@ -221,11 +221,14 @@ def _import(*, study: Study, file, user, check_change: bool) -> dict:
 
 
 def _check_may_change(study: Study, user) -> None:
-    """Refuse ``user`` (None: the operator, never refused) an existing study they may not change."""
-    if user is not None and not study_user_may(user=user, study=study, access=CHANGE):
+    """Refuse ``user`` (None: the operator, never refused) an existing study they may not change
+    (``study_change_check``), as an import error on the study's name, which the user gave."""
+    try:
+        study_change_check(study=study, user=user)
+    except StudyError:
         raise OutcomesStudyNotYours(RowError(
             None, "study", f"study {study.name!r} exists and you may not change it (studies.change_study on a "
-                           "study you own or that is shared with you): import into a study of another name"))
+                           "study you own or that is shared with you): import into a study of another name")) from None
 
 
 def _sources(lines: list[_Line], f: ImportFile, user) -> tuple[dict[str, RationaleSource], list[str]]:

@@ -36,10 +36,11 @@ def _full_clean(study: Study) -> None:
         raise StudyError(_validation_message(exc)) from None
 
 
-def _check_may_change(*, study: Study, user) -> None:
-    """Refuse ``user`` (None: the operator, never refused) a study they may not change. The
-    services check it themselves, so the admin, the API, a command and a task get one answer; the
-    message does not name a study the user may not reach."""
+def study_change_check(*, study: Study, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) a study they may not change, with
+    ``StudyError``. The services that change a study call it themselves (here, and the outcomes
+    import), so the admin, the API, a command and a task get one answer; the message does not name
+    a study the user may not reach."""
     if user is not None and not study_user_may(user=user, study=study, access=CHANGE):
         raise StudyError(f"study {study.pk}: not found or not yours to change (studies.change_study on a study "
                          "you own or that is shared with you).")
@@ -48,7 +49,7 @@ def _check_may_change(*, study: Study, user) -> None:
 def study_sample_items(*, study: Study, user) -> list[Item]:
     """Draw the study's items again (``study_items_draw``), for ``user``, who must be allowed to
     change the study (None: the operator)."""
-    _check_may_change(study=study, user=user)
+    study_change_check(study=study, user=user)
     return study_items_draw(study=study)
 
 
@@ -237,7 +238,7 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
     operator). Sampling fields (dataset, split, sample size, seed), sources and workers per unit
     change only while the study is a draft (``study_locked_changes``), and the result must pass
     every design rule (``study_design_problems``); a changed sample is drawn again."""
-    _check_may_change(study=study, user=user)
+    study_change_check(study=study, user=user)
     unknown = set(changes) - DESIGN_FIELDS
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
