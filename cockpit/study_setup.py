@@ -7,7 +7,7 @@ from django import forms
 from django.contrib import admin
 
 from annotations.choices import correct_answer_problem, normalise_choices
-from annotations.models import AttentionCheck, QualificationGrant, QualificationTest
+from annotations.models import AttentionCheck, QualificationTest
 from annotations.services.qualification import (
     attention_checks_fixed,
     qualification_questions,
@@ -154,7 +154,7 @@ class QualificationTestForm(forms.ModelForm):
                 self.add_error("pass_mark", f"The pass mark is higher than the number of questions "
                                             f"({len(data['parsed_questions'])}).")
             elif (self.instance.pk and data["parsed_questions"] != qualification_questions(self.instance)
-                  and QualificationGrant.objects.filter(study_id=self.instance.study_id).exists()):
+                  and qualification_test_taken(self.instance)):
                 self.add_error("questions", "Workers have already taken this test: its questions can no longer "
                                             "change (their graded answers refer to them).")
         return data
