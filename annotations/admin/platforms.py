@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from annotations.admin.actions import BonusForm, post_action, task_ids
+from annotations.admin.core import ReadOnlyMixin
 from annotations.models import (
     Assignment,
     Bonus,
@@ -63,18 +64,9 @@ INLINE_LIMIT = 50
 PUBLISH_PAGE_PANELS: list = []
 
 
-class ReadOnlyAdmin(StudyScopedAdmin):
+class ReadOnlyAdmin(ReadOnlyMixin, StudyScopedAdmin):
     """A study-scoped list nobody adds to, edits or deletes from here: its rows are written by
     services (audits, flags), and its actions call them."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Publication)
