@@ -24,6 +24,22 @@ def migration_executor():
     final.migrate(final.loader.graph.leaf_nodes())
 
 
+@pytest.fixture
+def migrate_to(migration_executor):
+    """``migrate_to(targets)`` moves the schema to ``targets`` and returns the historical apps there
+    (a new executor each time, so its graph knows what the earlier moves applied); afterwards the
+    schema is back at the latest migrations (``migration_executor``)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    def move(targets):
+        executor = MigrationExecutor(connection)
+        executor.migrate(targets)
+        return executor.loader.project_state(targets).apps
+
+    return move
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

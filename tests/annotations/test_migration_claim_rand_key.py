@@ -3,8 +3,6 @@ the same key, so the migration draws one per existing unit."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from annotations.models.core import RAND_KEY_SPAN
 
@@ -13,10 +11,8 @@ AFTER = [("annotations", "0019_claim_rand_key")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_existing_units_get_their_own_random_keys(migration_executor):
-    executor = migration_executor
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+def test_existing_units_get_their_own_random_keys(migrate_to):
+    apps = migrate_to(BEFORE)
     Study = apps.get_model("studies", "Study")
     Dataset = apps.get_model("studies", "Dataset")
     Item = apps.get_model("studies", "Item")
@@ -28,9 +24,7 @@ def test_existing_units_get_their_own_random_keys(migration_executor):
     Unit.objects.bulk_create([Unit(study=study, item=item, question_key=f"item:{item.pk}", quota=3, n_claimed=i % 3)
                               for i, item in enumerate(items)])
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    Unit = executor.loader.project_state(AFTER).apps.get_model("annotations", "Unit")
+    Unit = migrate_to(AFTER).get_model("annotations", "Unit")
     keys = list(Unit.objects.filter(study_id=study.pk).values_list("rand_key", flat=True))
     assert len(keys) == 40 and len(set(keys)) == 40
     assert all(0 <= key < RAND_KEY_SPAN for key in keys)

@@ -4,8 +4,6 @@ link's tasks; other workers' tasks get no link."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 BEFORE = [("annotations", "0013_task_proof")]
@@ -13,10 +11,8 @@ AFTER = [("annotations", "0014_link_tasks")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_links_tasks_are_its_participants_tasks_in_its_study(migration_executor):
-    executor = migration_executor
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+def test_a_links_tasks_are_its_participants_tasks_in_its_study(migrate_to):
+    apps = migrate_to(BEFORE)
     Study = apps.get_model("studies", "Study")
     Dataset = apps.get_model("studies", "Dataset")
     Participant = apps.get_model("annotations", "Participant")
@@ -34,8 +30,6 @@ def test_a_links_tasks_are_its_participants_tasks_in_its_study(migration_executo
     elsewhere = Assignment.objects.create(study=other, participant=holder, token="c", expires_at=later)
     anonymous = Assignment.objects.create(study=study, participant=stranger, token="d", expires_at=later)
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    Assignment = executor.loader.project_state(AFTER).apps.get_model("annotations", "Assignment")
+    Assignment = migrate_to(AFTER).get_model("annotations", "Assignment")
     linked = dict(Assignment.objects.values_list("pk", "participant_link_id"))
     assert linked == {done.pk: link.pk, again.pk: link.pk, elsewhere.pk: None, anonymous.pk: None}

@@ -5,20 +5,11 @@ could not be added over them)."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("annotations", "0012_mturk_qualification_type_name")]
 AFTER = [("annotations", "0013_task_proof")]
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 def _tasks(apps, *, name, platform_ids):
@@ -42,20 +33,20 @@ def _tasks(apps, *, name, platform_ids):
     return tasks
 
 
-def test_tasks_in_progress_wait_for_the_test_and_duplicates_stop_the_migration(migration_executor):
-    """(``migration_executor`` brings the schema back to the latest migrations afterwards.)"""
-    apps = _migrate(BEFORE)
+def test_tasks_in_progress_wait_for_the_test_and_duplicates_stop_the_migration(migrate_to):
+    """(``migrate_to`` brings the schema back to the latest migrations afterwards.)"""
+    apps = migrate_to(BEFORE)
     try:
         waiting, done = _tasks(apps, name="first", platform_ids=[("3WAITING", "active"), ("3DONE", "submitted")])
-        apps = _migrate(AFTER)
+        apps = migrate_to(AFTER)
         Assignment = apps.get_model("annotations", "Assignment")
         assert Assignment.objects.get(pk=waiting.pk).qualification_pending
         assert not Assignment.objects.get(pk=done.pk).qualification_pending
 
-        apps = _migrate(BEFORE)
+        apps = migrate_to(BEFORE)
         _tasks(apps, name="second", platform_ids=[("3TWICE", "submitted"), ("3TWICE", "approved")])
         with pytest.raises(RuntimeError, match="3TWICE"):
-            _migrate(AFTER)
+            migrate_to(AFTER)
     finally:
-        apps = _migrate(BEFORE)
+        apps = migrate_to(BEFORE)
         apps.get_model("annotations", "Assignment").objects.all().delete()

@@ -4,8 +4,6 @@ money do not change, so a payment retried after the upgrade finds its row and is
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from lab.pseudonyms import worker_pseudonym
 
@@ -14,10 +12,8 @@ AFTER = [("annotations", "0011_platform_call_pseudonyms")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_old_audit_rows_name_workers_by_pseudonym_after_the_migration(migration_executor):
-    executor = migration_executor
-    executor.migrate(BEFORE)
-    old = executor.loader.project_state(BEFORE).apps
+def test_old_audit_rows_name_workers_by_pseudonym_after_the_migration(migrate_to):
+    old = migrate_to(BEFORE)
     calls = old.get_model("annotations", "PlatformCall")
     rows = {
         "block": calls.objects.create(platform="mturk", operation="block", idempotency_key="mturk:block:AVICTIM1",
@@ -30,9 +26,7 @@ def test_old_audit_rows_name_workers_by_pseudonym_after_the_migration(migration_
                                                                       "platform_assignment_id": "3ASGAAAA"}),
     }
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    new = executor.loader.project_state(AFTER).apps.get_model("annotations", "PlatformCall")
+    new = migrate_to(AFTER).get_model("annotations", "PlatformCall")
 
     pseudonym = worker_pseudonym("mturk", "AVICTIM1")
     after = {name: new.objects.get(pk=row.pk) for name, row in rows.items()}
