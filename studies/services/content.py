@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
 
 from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
@@ -146,6 +147,16 @@ def _names(studies: list[Study]) -> str:
 
 def _opened(studies: list[Study]) -> str:
     return "was opened" if len(studies) == 1 else "were opened"
+
+
+def job_acts_for(*, created_by, by_operator: bool = False):
+    """Who a background job (an LM job, an import) writes for under this rule: the researcher who
+    started it; the operator (``None``) for a job a command started; for a job whose researcher's
+    account was deleted meanwhile (``created_by`` set to NULL), nobody: an anonymous user, who may
+    add nothing a study shows, never the operator, whom the "not yours" clause does not bind."""
+    if created_by is not None:
+        return created_by
+    return None if by_operator else AnonymousUser()
 
 
 def content_added_refusals(*, user, model: type[models.Model], pks: Iterable[int]) -> dict[int, str]:

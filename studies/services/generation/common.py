@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from studies.lm import templates
@@ -24,6 +23,7 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
+from studies.services.content import job_acts_for
 
 from .errors import GenerationError
 from .lifecycle import Status, eta_seconds, generation_job_fail, mark_done, smoothed_rate
@@ -274,9 +274,7 @@ def job_actor(job: GenerationJob):
     """Who ``job`` stores what it makes for (``studies.services.content``): the researcher who
     started it; the operator (``None``) for a job a command started; for a job whose researcher's
     account was deleted meanwhile, nobody (an anonymous user, who may add nothing a study shows)."""
-    if job.created_by_id is not None:
-        return job.created_by
-    return None if job.by_operator else AnonymousUser()
+    return job_acts_for(created_by=job.created_by, by_operator=job.by_operator)
 
 
 # Why a job's output was not stored: it would change what a study that the job's researcher may not

@@ -12,13 +12,13 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
 from lab.jsontext import text_problem
 from studies.models import ImportJob
+from studies.services.content import job_acts_for
 
 from . import IMPORT_KINDS, ItemColumns, RationaleColumns, import_run
 from .errors import ImportValidationError
@@ -109,12 +109,10 @@ def import_job_run(*, job_id: int) -> ImportJob:
 
 
 def _job_actor(job: ImportJob):
-    """Who a job imports for: the researcher who queued it. Every job is queued by a user
-    (``import_job_create`` needs the import permission), so a job without one lost its researcher
-    (the account was deleted while it waited): it acts for nobody, an anonymous user who may add
-    only what no study shows, never for the operator (``None``), whom the content rule's "not
-    yours" clause does not bind (as ``generation.common.job_actor`` decides for LM jobs)."""
-    return job.created_by if job.created_by_id is not None else AnonymousUser()
+    """Who a job imports for (``content.job_acts_for``): every job is queued by a user
+    (``import_job_create`` needs the import permission), so one without a user lost its researcher
+    and acts for nobody."""
+    return job_acts_for(created_by=job.created_by)
 
 
 def _finish(job: ImportJob, *, status: str, error: str = "", errors: list | None = None, record=None) -> None:
