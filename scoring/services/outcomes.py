@@ -28,7 +28,7 @@ from studies.services.importers.reading import ImportFile, parse_json_lines, rea
 from studies.services.importers.rows import Row, header_of, parse_rows, resolve_columns
 from studies.services.importers.upsert import QuestionIndex, bulk_upsert, import_record_create
 from studies.services.importers.values import answer_label, describe_allowed, short
-from studies.services.studies import StudyError, study_change_check
+from studies.services.studies import StudyError, study_add_check, study_change_check
 
 REQUIRED_FIELDS = (
     "question",
@@ -231,6 +231,14 @@ def _check_may_change(study: Study, user) -> None:
                            "study you own or that is shared with you): import into a study of another name")) from None
 
 
+def _check_may_add(user) -> None:
+    """Refuse ``user`` a new study unless they may create studies (``study_add_check``)."""
+    try:
+        study_add_check(user=user)
+    except StudyError as exc:
+        raise ImportValidationError(RowError(None, "study", str(exc))) from None
+
+
 def _sources(lines: list[_Line], f: ImportFile, user) -> tuple[dict[str, RationaleSource], list[str]]:
     """The lines' sources by name, those not known yet created as imported sources (their names
     returned too)."""
@@ -294,10 +302,12 @@ def outcomes_study_create(
 ) -> tuple[Study, dict]:
     """Create a finished utility study named ``name`` from an outcomes file (see
     ``outcomes_import``), acting for ``user`` (None: the operator): the study, its sources and its
-    unit scores appear together or not at all. Importing again into an existing study of that name
-    is idempotent, and needs CHANGE on it (``OutcomesStudyNotYours`` otherwise)."""
+    unit scores appear together or not at all. Creating the study needs ``studies.add_study``;
+    importing again into an existing study of that name is idempotent, and needs CHANGE on it
+    (``OutcomesStudyNotYours`` otherwise)."""
     study = Study.objects.filter(name=name).first()
     if study is None:
+        _check_may_add(user)
         study = Study(
             name=name, kind=Study.Kind.UTILITY, dataset=dataset, split=split, owner=owner,
             is_imported_outcome=True, status=Study.Status.CLOSED,

@@ -46,6 +46,14 @@ def study_change_check(*, study: Study, user) -> None:
                          "you own or that is shared with you).")
 
 
+def study_add_check(*, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) a new study unless they hold
+    ``studies.add_study``, with ``StudyError``: the services that make a study for the user who
+    acts (the outcomes and bundle imports) call it themselves, as the admin and the API check it."""
+    if user is not None and not user.has_perm("studies.add_study"):
+        raise StudyError("you may not create studies (it needs the permission studies.add_study).")
+
+
 def study_sample_items(*, study: Study, user) -> list[Item]:
     """Draw the study's items again (``study_items_draw``), for ``user``, who must be allowed to
     change the study (None: the operator)."""

@@ -11,6 +11,7 @@ import json
 import zipfile
 
 import pytest
+from django.contrib.auth.models import Permission
 
 from scoring.models import UnitScore
 from scoring.services import outcomes_import, outcomes_study_create
@@ -218,3 +219,39 @@ def test_outcomes_go_into_an_existing_study_only_for_a_user_who_may_change_it(
     assert outcomes_import(study=bobs, file=more, user=bob)["created"] == 2
     assert outcomes_study_create(name="Bob's outcomes", dataset=strategyqa_test_items, file=more,
                                  user=None)[1]["unchanged"] == 4
+
+
+# --- creating the study ----------------------------------------------------------------------------
+
+
+def test_the_imports_create_a_study_only_for_a_user_who_may_create_studies(strategyqa_test_items, utility_file,
+                                                                          tmp_path):
+    # Study creation is checked in the services, not only by the admin's and the API's views: a
+    # user with every other permission but studies.add_study gets no study from either import.
+    carol = staff("carol")[0]
+    carol.user_permissions.remove(Permission.objects.get(content_type__app_label="studies", codename="add_study"))
+    carol = type(carol).objects.get(pk=carol.pk)  # permissions are cached per instance
+    path = _gpt3_lines(utility_file, tmp_path)
+    origin = make_study(n_items=2, n_sources=1, status=Study.Status.CLOSED, name="bundle-add-origin")
+    data = b"".join(bundle_stream(study=origin))
+    studies = Study.objects.count()
+
+    with pytest.raises(ImportValidationError) as refused:
+        outcomes_study_create(name="Carol's outcomes", dataset=strategyqa_test_items, file=path, owner=carol,
+                              user=carol)
+    [error] = refused.value.errors
+    assert error.field == "study" and "studies.add_study" in error.reason
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="carol-copy", owner=carol)
+    [error] = refused.value.errors
+    assert error.field == "owner" and "studies.add_study" in error.reason
+    assert Study.objects.count() == studies and not UnitScore.objects.exists()
+    assert not ImportRecord.objects.exists()
+
+    # With the permission both create it.
+    carol.user_permissions.add(Permission.objects.get(content_type__app_label="studies", codename="add_study"))
+    carol = type(carol).objects.get(pk=carol.pk)
+    study, _ = outcomes_study_create(name="Carol's outcomes", dataset=strategyqa_test_items, file=path, owner=carol,
+                                     user=carol)
+    assert study.owner == carol and UnitScore.objects.filter(study=study).count() == 2
+    assert bundle_import(file=io.BytesIO(data), name="carol-copy", owner=carol).owner == carol

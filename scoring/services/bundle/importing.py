@@ -70,6 +70,7 @@ from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
+from studies.services.studies import StudyError, study_add_check
 
 from .export import SOURCE_FIELDS
 from .tables import CHECKSUMS_FILE, DATAPACKAGE_FILE, FORMAT_VERSION, RESULTS_FILE, STUDY_FILE, TABLES, Table
@@ -806,13 +807,18 @@ class _Import:
 def bundle_import(*, file: str | IO | Any, name: str, owner, filename: str | None = None) -> Study:
     """Import the bundle ``file`` (a path or a binary file object) as a new closed study named
     ``name`` owned by ``owner``, the user who imports it (None: the operator, e.g. a management
-    command), whose right to add shared content is checked here. All or nothing: a changed file, a
+    command), whose right to create a study (``studies.add_study``) and to add shared content is
+    checked here. All or nothing: a changed file, a
     schema that is not this installation's, any bad row, or content the owner may not add raises
     ``BundleError`` (an ``ImportValidationError``) listing every problem with its file, row, field
     and reason, and nothing is written. Returns the study; score it to re-compute
     ``results.json``."""
     bundle = _open(file, filename)
     with bundle.archive:
+        try:
+            study_add_check(user=owner)  # creating a study, whoever calls (the admin and the API check it too)
+        except StudyError as exc:
+            raise BundleError(RowError(None, "owner", str(exc)), filename=bundle.name) from None
         _check_sums(bundle)
         _check_schemas(bundle)
         design = bundle.json(STUDY_FILE)
