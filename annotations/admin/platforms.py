@@ -328,6 +328,12 @@ class ParticipantLinkAdmin(StudyScopedAdmin):
     def has_add_permission(self, request, obj=None):
         return False  # links are made in bulk from the researcher page or `manage.py make_links`
 
+    def has_delete_permission(self, request, obj=None):
+        # A link is withdrawn ("Withdraw", ``link_revoke``), never deleted: a deleted link would
+        # drop its task's tie to it (the CSV's task and review columns, which say whose code to
+        # withhold) and the record of the completion code it handed out.
+        return False
+
     def save_model(self, request, obj, form, change):
         """Write only what the form changed (the label): a full save would write back the
         ``revoked``, ``participant`` and ``redeemed_at`` read when the page was submitted, undoing a
@@ -374,6 +380,9 @@ class OpenLinkAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # its participants and completion code stay on record; closing the study stops it
 
     @admin.display(description="URL")
     def url(self, obj):

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 from django.forms.models import model_to_dict
+from django.test import Client
 
 from annotations.models import OpenLink, ParticipantLink
 from annotations.services.links import link_revoke, links_close, links_generate
@@ -116,3 +117,20 @@ def test_withdrawing_is_an_action_that_calls_the_service(shared):
     kept.refresh_from_db()
     assert kept.revoked
     assert "1 link(s) withdrawn" in response.content.decode()
+
+
+def test_no_link_is_deleted_in_the_admin(shared):
+    # Deleting a link would drop its task's tie to it and the record of the code it gave out; a
+    # link is withdrawn instead. Neither the delete page nor the bulk action is offered, to Bob or
+    # to the study's owner.
+    owner_client = Client()
+    owner_client.force_login(shared["hers"].owner)
+    links = [(ParticipantLink, shared["kept"].pk), (OpenLink, shared["open"].pk)]
+    for client in (shared["client"], owner_client):
+        for model, pk in links:
+            delete = f"/admin/annotations/{model._meta.model_name}/{pk}/delete/"
+            assert client.post(delete, {"post": "yes"}).status_code == 403, model
+            changelist = f"/admin/annotations/{model._meta.model_name}/"
+            client.post(changelist, {"action": "delete_selected", "_selected_action": [pk], "post": "yes"})
+            assert model.objects.filter(pk=pk).exists(), model
+            assert "delete_selected" not in client.get(changelist).content.decode(), model
