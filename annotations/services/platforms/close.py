@@ -22,13 +22,14 @@ def study_close(*, user, study: Study) -> list[Publication]:
     move the study to closed through ``Study.STATUS``. Work already started can still be
     submitted and reviewed. Idempotent. Returns the publications it closed."""
     caller, study = study, access_study(user=user, study=study, access=CLOSE)
+    # Every link of the study stops, whether or not a live link publication made it (an open link
+    # made on the publish page has none): a closed study never reopens.
+    links_close(study=study, user=user)
     closed = []
     publications = Publication.objects.filter(study=study, dry_run=False, status__in=[
         Publication.Status.PUBLISHED, Publication.Status.PUBLISHING])
     for publication in publications:
-        if publication.platform == Platform.LINK:
-            links_close(study=study, user=user)
-        else:
+        if publication.platform != Platform.LINK:
             platform = get_platform(publication.platform)
             operation = OP.EXPIRE_HIT if publication.platform == Platform.MTURK else OP.STOP_STUDY
             try:

@@ -11,6 +11,7 @@ from annotations.services.participants import participant_link_redeem
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve
 from tests.annotations.platforms.conftest import PUBLIC_URL, open_study, submitted
@@ -57,3 +58,18 @@ def test_review_and_bonus_of_link_work_move_no_money(study):
     bonus = bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Thanks for coming to the lab.")
     assert bonus.status == Bonus.Status.RECORDED
     assert not PlatformCall.objects.exists()
+
+
+def test_closing_a_study_stops_every_link_a_publication_did_not_make(study):
+    # The publish page's "open link" and `manage.py make_links` make links with no link publication:
+    # closing the study stops them too, as it stops a publication's.
+    open_study(study)
+    link = open_link_create(study=study, user=OPERATOR)
+    unused, = links_generate(study=study, user=OPERATOR, n=1)
+    assert not Publication.objects.filter(study=study).exists()
+
+    study_close(user=OPERATOR, study=study)
+
+    link.refresh_from_db()
+    unused.refresh_from_db()
+    assert not link.active and unused.revoked
