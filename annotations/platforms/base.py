@@ -183,6 +183,16 @@ class CrowdPlatform(ABC):
     def assignment_status(self, *, platform_assignment_id: str) -> str | None:
         return None
 
+    def assignment_id_error(self, platform_assignment_id) -> str | None:
+        """Why ``platform_assignment_id`` is not an id of this platform's format (None: it is)."""
+        return None
+
+    def assignment_owner(self, *, platform_assignment_id: str) -> tuple[str, str] | None:
+        """(task id, worker id): the platform's task (MTurk HIT, Prolific study) it files this
+        assignment under and the platform's worker who holds it, or None where the platform cannot
+        say. A read: it moves nothing."""
+        return None
+
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
                        token: str, sent_at: dt.datetime | None) -> bool | None:
         return None

@@ -470,6 +470,13 @@ class MTurkPlatform(CrowdPlatform):
         raw = response.get("Assignment", {}).get("AssignmentStatus", "")
         return STATUS_MAP.get(raw)
 
+    def assignment_id_error(self, platform_assignment_id) -> str | None:
+        return id_error("AssignmentId", platform_assignment_id)
+
+    def assignment_owner(self, *, platform_assignment_id: str) -> tuple[str, str] | None:
+        found = self._call("get_assignment", AssignmentId=platform_assignment_id).get("Assignment", {})
+        return (found.get("HITId") or "", found.get("WorkerId") or "") if found else None
+
     def bonus(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal, reason: str,
               token: str, study_external_id: str = "") -> dict:
         try:

@@ -236,6 +236,18 @@ class ProlificPlatform(CrowdPlatform):
         body = self._request("GET", f"submissions/{platform_assignment_id}/")
         return STATUS_MAP.get(body.get("status", ""))
 
+    def assignment_id_error(self, platform_assignment_id) -> str | None:
+        try:
+            prolific_id(platform_assignment_id, what="submission id")
+        except PlatformError as exc:
+            return exc.message
+        return None
+
+    def assignment_owner(self, *, platform_assignment_id: str) -> tuple[str, str] | None:
+        platform_assignment_id = prolific_id(platform_assignment_id, what="submission id")
+        body = self._request("GET", f"submissions/{platform_assignment_id}/")
+        return str(body.get("study_id") or ""), str(body.get("participant_id") or body.get("participant") or "")
+
     def bonus_setup(self, *, study_external_id: str, submission_id: str, amount: Decimal) -> dict:
         """Step 1: create the bulk bonus (moves no money); returns its id. The CSV is written by
         the ``csv`` module from a validated submission id and a Decimal amount, then read back:

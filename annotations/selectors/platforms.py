@@ -25,15 +25,28 @@ from studies.models import Platform, Study
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 
+# Where a publication's external ids name the platform's own task: an MTurk HIT, a Prolific study.
+TASK_ID_KEY = {Platform.MTURK: "hit_id", Platform.PROLIFIC: "study_id"}
+
+
+def study_platform_task_ids(*, study: Study, platform: str) -> set[str]:
+    """The platform's task ids (MTurk HIT ids, Prolific study ids) ``study`` was published as on
+    ``platform`` (dry runs aside): the only ones whose work is this study's."""
+    key = TASK_ID_KEY.get(platform)
+    ids: set[str] = set()
+    if key is None:
+        return ids
+    for external_ids in Publication.objects.filter(
+        study_id=study.pk, platform=platform, dry_run=False
+    ).values_list("external_ids", flat=True):
+        ids.update(str(entry[key]) for entry in external_ids or [] if entry.get(key))
+    return ids
+
+
 def study_prolific_study_ids(*, study: Study) -> set[str]:
     """The Prolific study ids ``study`` was published as (dry runs aside). A worker's
     ``STUDY_ID`` must be one of them (``annotations.platforms.handoff.arrival_parse``)."""
-    ids: set[str] = set()
-    for external_ids in Publication.objects.filter(
-        study_id=study.pk, platform=Platform.PROLIFIC, dry_run=False
-    ).values_list("external_ids", flat=True):
-        ids.update(str(entry["study_id"]) for entry in external_ids or [] if entry.get("study_id"))
-    return ids
+    return study_platform_task_ids(study=study, platform=Platform.PROLIFIC)
 
 
 def assignments_on_hold(*, study: Study | None = None) -> QuerySet[Assignment]:

@@ -34,6 +34,7 @@ from .common import (
     each_assignment,
     participant_pseudonym,
     participant_redaction,
+    platform_work_confirm,
     redacted,
 )
 from .tokens import bonus_token
@@ -141,6 +142,7 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
               "redact": participant_redaction(assignment.participant)}
     key = f"{name}:bonus:{token}"
     try:
+        platform_work_confirm(assignment)  # refused: the bonus row fails with the reason, nothing is sent
         if name == Platform.PROLIFIC:
             call = _prolific_bonus(platform=platform, assignment=assignment, bonus=bonus, summary=summary,
                                    common=common)

@@ -1,8 +1,10 @@
 """Small pieces every platform service uses."""
 from __future__ import annotations
 
-from annotations.models import Assignment, PlatformCall
+from annotations.models import Assignment, PlatformCall, PlatformSubmission
+from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformTransientError
+from annotations.selectors.platforms import study_platform_task_ids
 from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
@@ -26,6 +28,50 @@ def resolve_platform(study: Study, name: str | None) -> Platform:
 
 def assignment_platform(assignment: Assignment) -> Platform:
     return Platform(assignment.participant.platform)
+
+
+def platform_work_confirm(assignment: Assignment) -> None:
+    """Refuse (``PlatformServiceError``) to move money for ``assignment`` unless its platform
+    assignment id is this study's work on the platform: an MTurk assignment of one of the study's
+    own HITs, a Prolific submission of its own Prolific study, held by the task's worker. A worker
+    sends that id at the entry and nothing there can prove it (an assignment id of another
+    researcher's HIT is as well formed as one of ours), while approving, rejecting or paying acts on
+    that id across the whole requester account. Sync lists the study's own work (a
+    ``PlatformSubmission`` under its publication, whose worker it compares: a mismatch is a hold),
+    so that is the proof; otherwise the platform is asked whose it is (a read, before anything is
+    sent). Links move no money and need none."""
+    name = assignment_platform(assignment)
+    if name == Platform.LINK:
+        return
+    platform_assignment_id = assignment.platform_assignment_id
+    platform = get_platform(name)
+    if platform.assignment_id_error(platform_assignment_id):
+        return  # no platform's id: the call itself refuses it before sending, on its audit row
+    if PlatformSubmission.objects.filter(publication__study_id=assignment.study_id, publication__platform=name,
+                                         publication__dry_run=False,
+                                         platform_assignment_id=platform_assignment_id).exists():
+        return
+    own = study_platform_task_ids(study=assignment.study, platform=name)
+    task = "HIT" if name == Platform.MTURK else "study"
+    if not own:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: this study has no published {name} {task}, so no work on {name} is this "
+            "study's: nothing is sent")
+    try:
+        owner = platform.assignment_owner(platform_assignment_id=platform_assignment_id)
+    except PlatformError as exc:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: {name} could not say whose work its assignment id is ({exc.message}); "
+            "nothing is sent: sync the study, then try again") from exc
+    task_id, worker_id = owner or ("", "")
+    if task_id not in own:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: {name} files its assignment id under a {task} that is not this study's: "
+            "nothing is sent (the worker entered with another study's id)")
+    if worker_id != assignment.participant.external_id:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: on {name} another worker holds its assignment id: nothing is sent; sync "
+            "the study (the work is then on hold until a researcher clears or rejects it)")
 
 
 def participant_pseudonym(participant) -> str:

@@ -28,6 +28,7 @@ from .common import (
     each_assignment,
     participant_pseudonym,
     participant_redaction,
+    platform_work_confirm,
 )
 
 
@@ -95,6 +96,7 @@ def _approve(assignment: Assignment, *, user, feedback: str = "") -> Assignment:
         return assignment
     _check_reviewable(assignment)
     _check_on_hold(assignment)
+    platform_work_confirm(assignment)
     name = assignment_platform(assignment)
     if name != Platform.LINK:
         platform = get_platform(name)
@@ -136,6 +138,7 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                 f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters; this one has "
                 f"{len(feedback)}: explain what went wrong in more detail"
             )
+    platform_work_confirm(assignment)
     if name != Platform.LINK:
         platform = get_platform(name)
         platform_call_execute(

@@ -80,3 +80,17 @@ def published(stubber, study) -> Publication:
     return study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
 
+
+
+def owner_answer(work, *, hit_id: str = HIT_A, worker_id: str | None = None) -> dict:
+    """MTurk's ``get_assignment`` for ``work``: the HIT it belongs to and the worker holding it."""
+    return {"Assignment": {"AssignmentId": work.platform_assignment_id, "HITId": hit_id,
+                           "WorkerId": worker_id or work.participant.external_id, "AssignmentStatus": "Submitted"}}
+
+
+def confirm(stubber, *works, hit_id: str = HIT_A) -> None:
+    """Queue MTurk's answer to the check before money moves for work sync has not listed yet
+    (``platform_work_confirm``: whose HIT is it, and who holds it)."""
+    for work in works:
+        stubber.add_response("get_assignment", owner_answer(work, hit_id=hit_id),
+                             {"AssignmentId": work.platform_assignment_id})

@@ -22,6 +22,7 @@ from lab.pseudonyms import worker_pseudonym
 from studies.models import Study
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.mturk_stubs import HIT_A, confirm, published
 from tests.cockpit.conftest import staff_client
 
 pytestmark = pytest.mark.django_db
@@ -100,8 +101,11 @@ def test_raw_worker_ids_stay_out_of_the_audit_a_researcher_reads(mturk, alice, r
     platform, stubber = mturk
     user, client = alice
     study = _study(user, "alice-1")
-    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID)
+    published(stubber, study)
+    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID, task_id=HIT_A)
+    confirm(stubber, work)
     stubber.add_response("approve_assignment", {}, {"AssignmentId": TASK_ID})
+    confirm(stubber, work)
     stubber.add_response("send_bonus", {}, {"WorkerId": WORKER, "BonusAmount": "0.50", "AssignmentId": TASK_ID,
                                             "Reason": "Careful work.", "UniqueRequestToken": ANY})
     stubber.add_response("create_worker_block", {}, {"WorkerId": WORKER, "Reason": "Spam."})
@@ -113,13 +117,13 @@ def test_raw_worker_ids_stay_out_of_the_audit_a_researcher_reads(mturk, alice, r
     root_client.post(page, {"action": "block", "reason": "Spam.", "everywhere": "on"})
 
     stubber.assert_no_pending_responses()
-    calls = list(PlatformCall.objects.filter(study=study))
+    calls = list(PlatformCall.objects.filter(study=study).exclude(operation="create_hit"))
     assert sorted(c.operation for c in calls) == ["approve", "block", "bonus"]
     for call in calls:  # what is stored: keys, summaries and answers name the worker by pseudonym
         stored = call.idempotency_key + json.dumps(call.request_summary) + json.dumps(call.response) + call.error
         assert WORKER not in stored
     listing = client.get("/admin/annotations/platformcall/")
-    assert listing.context["cl"].result_count == 3 and WORKER not in listing.content.decode()
+    assert listing.context["cl"].result_count == 5 and WORKER not in listing.content.decode()  # and two HITs
     assert f"mturk:block:{worker_pseudonym('mturk', WORKER)}" in listing.content.decode()
     assert client.get("/admin/annotations/platformcall/", {"q": WORKER}).context["cl"].result_count == 0
     publish = client.get(reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode()
@@ -133,19 +137,22 @@ def test_a_lost_mturk_bonus_is_found_by_the_worker_of_its_assignment_and_not_pai
     platform, stubber = mturk
     user, client = alice
     study = _study(user, "alice-1")
-    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID)
+    published(stubber, study)
+    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID, task_id=HIT_A)
     real_bonus = platform.bonus
 
     def pay_then_lose_the_answer(**kwargs):
         real_bonus(**kwargs)  # MTurk paid...
         raise RuntimeError("connection dropped")  # ...and the answer never came back
 
+    confirm(stubber, work)
     stubber.add_response("send_bonus", {}, {"WorkerId": WORKER, "BonusAmount": "0.50", "AssignmentId": TASK_ID,
                                             "Reason": "Careful work.", "UniqueRequestToken": ANY})
     with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(platform, "bonus", pay_then_lose_the_answer)
         client.post(_worker_page(study, work), {"action": "bonus", "assignment": work.pk, "amount": "0.50",
                                                 "kind": "other", "reason": "Careful work."})
+    confirm(stubber, work)
     stubber.add_response("list_bonus_payments", {"BonusPayments": [
         {"WorkerId": WORKER, "BonusAmount": "0.50", "AssignmentId": TASK_ID, "Reason": "Careful work."}],
         "NumResults": 1}, {"AssignmentId": TASK_ID})
@@ -163,7 +170,9 @@ def test_a_platform_error_naming_the_worker_is_stored_and_shown_with_the_pseudon
     platform, stubber = mturk
     user, client = alice
     study = _study(user, "alice-1")
-    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID)
+    published(stubber, study)
+    work = submitted(study, platform="mturk", worker_id=WORKER, assignment_id=TASK_ID, task_id=HIT_A)
+    confirm(stubber, work)
     stubber.add_client_error("send_bonus", service_error_code="RequestError",
                              service_message=f"Worker {WORKER} is not associated with assignment {TASK_ID}.")
 

@@ -26,7 +26,7 @@ from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
 from lab.pseudonyms import worker_pseudonym
 from tests.annotations.platforms.conftest import submitted
-from tests.annotations.platforms.mturk_stubs import HIT_A, published, sync_page
+from tests.annotations.platforms.mturk_stubs import HIT_A, confirm, published, sync_page
 
 OTHER_STUDY = "0123456789abcdef01234567"
 
@@ -146,8 +146,10 @@ def test_a_bonus_whose_answer_was_lost_is_unknown_then_reconciled_as_paid(prolif
 def test_mturk_input_the_service_model_refuses_fails_cleanly_and_the_batch_goes_on(mturk, study):
     platform, stubber = mturk
     published(stubber, study)
-    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA")
+    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
     bad = submitted(study, platform="mturk", worker_id="ABAD", assignment_id="")  # AssignmentId needs 1+ chars
+    confirm(stubber, good)  # MTurk says whose work it is; an id out of format is not asked about
     stubber.add_response("approve_assignment", {}, {"AssignmentId": good.platform_assignment_id})
     # botocore checks parameters against the service model (it refuses the bad one before sending)
     # only while a response is queued; the one queued for it stays unused.
@@ -211,6 +213,7 @@ def test_an_mturk_bonus_that_cannot_be_reconciled_keeps_its_error_and_the_sync_g
                           study=study, assignment=odd),
             send=lambda: (_ for _ in ()).throw(RuntimeError("crashed")))
     # A bonus whose answer was lost: unknown, never failed.
+    confirm(stubber, gone)
     with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="outcome unknown"):
         patch.setattr(platform, "bonus", lambda **kwargs: (_ for _ in ()).throw(
             PlatformTransientError("MTurk send_bonus: Read timeout")))
@@ -240,8 +243,10 @@ def test_mturk_ids_out_of_format_are_refused_before_sending_and_the_rest_proceed
     an approval fails alone with the parameter named, a notification goes to the other workers."""
     platform, stubber = mturk
     published(stubber, study)
-    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA")
+    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
     bad = submitted(study, platform="mturk", worker_id="Abad,0.99", assignment_id="3bad\r\n")
+    confirm(stubber, good)
     stubber.add_response("approve_assignment", {}, {"AssignmentId": good.platform_assignment_id})
     stubber.add_response("notify_workers", {"NotifyWorkersFailureStatuses": []},
                          {"Subject": "Thanks", "MessageText": "Thank you.", "WorkerIds": ["AGOOD"]})

@@ -37,6 +37,7 @@ from tests.annotations.platforms.mturk_stubs import (
     HIT_A,
     HIT_B,
     NOW,
+    confirm,
     default_requirements,
     external_question,
     hit,
@@ -221,14 +222,19 @@ def test_sync_pages_through_assignments_matches_answers_and_flags_missing_ones(m
 
 def test_approve_reject_and_bonus_are_sent_once(mturk, study):
     platform, stubber = mturk
-    open_study(study)
-    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA")
+    published(stubber, study)
+    good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3GOODAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
     bad = submitted(study, platform="mturk", worker_id="ABAD", assignment_id="3BADAAAAAAAAAAAAAAAAAAAAAAAAAA",
-                    correct=False)
+                    task_id=HIT_A, correct=False)
     token = bonus_token(assignment=good, amount=Decimal("0.75"), kind="good_work", reason="Consistently good work.")
+    # Each first review or payment asks MTurk whose the work is (sync has not listed it yet).
+    confirm(stubber, good)
     stubber.add_response("approve_assignment", {}, {"AssignmentId": good.platform_assignment_id})
+    confirm(stubber, bad)
     stubber.add_response("reject_assignment", {}, {"AssignmentId": bad.platform_assignment_id,
                                                    "RequesterFeedback": "You failed every attention check."})
+    confirm(stubber, good)
     stubber.add_response("send_bonus", {}, {"WorkerId": "AGOOD", "BonusAmount": "0.75",
                                             "AssignmentId": good.platform_assignment_id,
                                             "Reason": "Consistently good work.", "UniqueRequestToken": token})
@@ -262,6 +268,7 @@ def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mt
     publication = published(stubber, study)
     work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
                      task_id=HIT_A)
+    confirm(stubber, work)
     stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "1.00",
                                             "AssignmentId": work.platform_assignment_id, "Reason": "Flagged a bug.",
                                             "UniqueRequestToken": ANY})
@@ -297,9 +304,11 @@ def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mt
 
 def test_bonus_that_never_arrived_is_sent_again_with_the_same_token(mturk, study):
     platform, stubber = mturk
-    open_study(study)
-    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA")
+    published(stubber, study)
+    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_B)
     token = bonus_token(assignment=work, amount=Decimal("0.50"), kind="other", reason="Thanks.")
+    confirm(stubber, work, hit_id=HIT_B)
 
     def die_before_sending(**kwargs):
         raise RuntimeError("connection dropped")
@@ -308,6 +317,7 @@ def test_bonus_that_never_arrived_is_sent_again_with_the_same_token(mturk, study
         patch.setattr(platform, "bonus", die_before_sending)
         bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("0.50"), reason="Thanks.")
 
+    confirm(stubber, work, hit_id=HIT_B)
     stubber.add_response("list_bonus_payments", {"BonusPayments": [], "NumResults": 0},
                          {"AssignmentId": work.platform_assignment_id})
     stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "0.50",
@@ -322,8 +332,10 @@ def test_bonus_that_never_arrived_is_sent_again_with_the_same_token(mturk, study
 
 def test_duplicate_bonus_token_reported_by_mturk_counts_as_paid(mturk, study):
     platform, stubber = mturk
-    open_study(study)
-    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA")
+    published(stubber, study)
+    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
+    confirm(stubber, work)
     stubber.add_client_error("send_bonus", service_error_code="RequestError",
                              service_message='The idempotency token "x" has already been processed. (1767614400123)')
 

@@ -39,7 +39,7 @@ from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_ta
 from studies.models import Study
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import submitted
-from tests.annotations.platforms.mturk_stubs import published
+from tests.annotations.platforms.mturk_stubs import HIT_A, confirm, published
 from tests.cockpit.conftest import staff_client
 
 pytestmark = pytest.mark.django_db
@@ -234,10 +234,14 @@ def test_the_approve_task_retries_a_network_error_and_approves(mturk, alice):
     user, _ = alice
     study = _study(user, status="draft")
     published(stubber, study)
-    work = submitted(study, platform="mturk", worker_id="AW1", assignment_id="3ASG1AAAAAAAAAAAAAAAAAAAAAAAAA")
+    work = submitted(study, platform="mturk", worker_id="AW1", assignment_id="3ASG1AAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
+    confirm(stubber, work)  # whose work is it (sync has not listed it): the study's HIT's, its worker's
     stubber.add_client_error("approve_assignment", service_error_code="ServiceFault", http_status_code=500,
                              expected_params={"AssignmentId": work.platform_assignment_id})
-    # The retry asks MTurk what became of the lost call (still submitted), then sends it again.
+    # The retry asks again whose it is, then what became of the lost call (still submitted), then
+    # sends it again.
+    confirm(stubber, work)
     stubber.add_response("get_assignment", {"Assignment": {"AssignmentId": work.platform_assignment_id,
                                                            "AssignmentStatus": "Submitted"}},
                          {"AssignmentId": work.platform_assignment_id})

@@ -7,6 +7,7 @@ from botocore.stub import ANY
 from django.contrib.auth import get_user_model
 
 from annotations.models import Bonus, PlatformCall, Publication
+from annotations.services.platforms.sync import study_sync
 from annotations.tasks.platforms import (
     approve_assignments_task,
     pay_bonuses_task,
@@ -15,8 +16,8 @@ from annotations.tasks.platforms import (
     sync_study_task,
 )
 from config.celery import app
-from tests.annotations.platforms.conftest import open_study, submitted
-from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, queue_publish, sync_page
+from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, published, queue_publish, remote, sync_page
 
 
 def test_tasks_are_registered_on_the_default_queue():
@@ -54,9 +55,16 @@ def test_publish_task_twice_makes_each_hit_once(mturk, study):
 
 def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
     platform, stubber = mturk
-    open_study(study)
-    works = [submitted(study, platform="mturk", worker_id=f"AW{i}", assignment_id=f"3ASG{i}AAAAAAAAAAAAAAAAAAAAAAAAA")
-             for i in range(2)]
+    publication = published(stubber, study)
+    works = [submitted(study, platform="mturk", worker_id=f"AW{i}", assignment_id=f"3ASG{i}AAAAAAAAAAAAAAAAAAAAAAAAA",
+                       task_id=HIT_A) for i in range(2)]
+    # Sync lists them under the study's own HIT: that is the proof the money calls need, so
+    # nothing more is asked of MTurk before they are sent.
+    for hit_id in publication.hit_ids:
+        listed = [remote(w.platform_assignment_id, w.participant.external_id) for w in works if hit_id == HIT_A]
+        stubber.add_response("list_assignments_for_hit", sync_page(listed), {
+            "HITId": hit_id, "AssignmentStatuses": ["Submitted", "Approved", "Rejected"], "MaxResults": 100})
+    study_sync(study=study)
     for work in works:
         stubber.add_response("approve_assignment", {}, {"AssignmentId": work.platform_assignment_id})
     for work in works:
