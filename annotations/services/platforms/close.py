@@ -14,6 +14,7 @@ from studies.models import Platform, Study
 
 from .access import CLOSE, access_study
 from .common import OP, actor
+from .publish import publication_recruiting_stop
 
 
 def study_close(*, user, study: Study) -> list[Publication]:
@@ -46,6 +47,10 @@ def study_close(*, user, study: Study) -> list[Publication]:
         with transaction.atomic():
             locked = Publication.objects.select_for_update().get(pk=publication.pk)
             Publication.STATUS.move(locked, Publication.Status.CLOSED, closed_at=timezone.now())
+        # A publish in flight may have recorded a HIT (published the Prolific study, made links)
+        # after the publication was read above and before it was closed: stopped now. One recorded
+        # after this move is stopped by that publish (``publish.publication_add_external_id``).
+        publication_recruiting_stop(publication=locked, user=user)
         closed.append(publication)
     with transaction.atomic():
         Study.STATUS.move(Study.objects.select_for_update().get(pk=study.pk), Study.Status.CLOSED)

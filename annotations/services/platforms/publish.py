@@ -1,17 +1,35 @@
 """Publishing a study on its platform: MTurk HITs, a Prolific study, or participant links; a dry
 run shows every request and sends nothing. Publishing opens the study through ``study_open``
-(its units are built first), and extending an MTurk batch adds assignments for what is missing."""
+(its units are built first), and extending an MTurk batch adds assignments for what is missing.
+
+A study closed while it is being published (``close.study_close``, from another request or
+task) stops the publish: before each call that opens places to workers (each MTurk HIT, the
+Prolific draft and its publishing, the links) the publication is read again under a short lock
+(``_publishing_goes_on``), and once it is closed nothing more is created. What a call already in
+flight made after the close had stopped the rest (a HIT created after the close's expire, a
+Prolific study published after its stop) is stopped through the same audited calls
+(``publication_recruiting_stop``), by the publish that recorded it or by the close, whichever
+comes second; the publish then returns the closed publication, without an error."""
 from __future__ import annotations
 
 import logging
 import math
+from typing import NoReturn
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max, Sum, Value
 from django.db.models.functions import Greatest
+from django.utils import timezone
 
-from annotations.models import MTurkQualificationType, PlatformCall, Publication, Unit
+from annotations.models import (
+    MTurkQualificationType,
+    OpenLink,
+    ParticipantLink,
+    PlatformCall,
+    Publication,
+    Unit,
+)
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, TaskSpec, money
 from annotations.platforms.handoff import study_entry_url
@@ -25,7 +43,12 @@ from annotations.platforms.mturk import (
 from annotations.selectors.cost import study_cost_and_pay, study_task_count
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
-from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
+from annotations.services.payments import (
+    CallOutcomeUnknown,
+    CallSpec,
+    PlatformServiceError,
+    platform_call_execute,
+)
 from studies.design import tasks_for_places
 from studies.models import Platform, Study
 from studies.services.studies import StudyError
@@ -107,6 +130,10 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     HIT / Prolific study / link set is made. A dry run builds and logs everything that would be
     sent, stores it on a dry-run publication, and sends nothing.
 
+    A study closed while this runs (``close.study_close``) stops it: nothing more is created,
+    what was made is stopped, and the publication is returned closed (status ``closed``, no
+    error; a warning is logged saying what was created and stopped).
+
     ``options``: title, description, max_assignments_per_hit, locales, min_approval_rate,
     lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
     ("single" or "open"), require_qualification (default True when the study has a test)."""
@@ -135,11 +162,41 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
         return publication
     _publication_send(publication=publication, study=study, user=user, name=name, platform=platform,
                       options=options)
+    return _publication_finish(publication=publication, study=study, user=user, name=name)
+
+
+def _publication_finish(*, publication: Publication, study: Study, user, name: str) -> Publication:
+    """Under a lock on ``publication``, after its calls: published, while it is still publishing
+    and its study open. Closed meanwhile (or its study closed before the publication was made:
+    it is closed with it), the publish stops there: whatever it made that the close did not stop
+    is stopped (``publication_recruiting_stop``) and the closed publication is returned."""
     with transaction.atomic():
-        publication = Publication.objects.select_for_update().get(pk=publication.pk)
-        Publication.STATUS.move(publication, Publication.Status.PUBLISHED, error="")
-    logger.info("published %s on %s (batch %s): %s", study, name, publication.batch, publication.external_ids)
-    return publication
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        if locked.status == Publication.Status.PUBLISHED:  # a concurrent publish of this batch finished first
+            return locked
+        if locked.status == Publication.Status.PUBLISHING:
+            if Study.objects.filter(pk=study.pk, status=Study.Status.OPEN).exists():
+                Publication.STATUS.move(locked, Publication.Status.PUBLISHED, error="")
+                logger.info("published %s on %s (batch %s): %s", study, name, locked.batch, locked.external_ids)
+                return locked
+            Publication.STATUS.move(locked, Publication.Status.CLOSED, closed_at=timezone.now())
+    stopped = publication_recruiting_stop(publication=locked, user=user)
+    logger.warning(
+        "publishing %s on %s (batch %s) stopped: the study was closed meanwhile; the publication is closed, "
+        "nothing more was created. Made: %s; stopped now: %s", study, name, locked.batch,
+        locked.external_ids or "nothing on the platform", stopped or "nothing more to stop")
+    return locked
+
+
+def _publishing_goes_on(publication: Publication, study: Study) -> bool:
+    """Before a call that opens places to workers: True while ``publication`` is still publishing
+    and its study open, read under a lock on the publication row that is released before the
+    call (never held across a request). False: the study was closed meanwhile, and nothing more
+    may be created (``_publication_finish`` ends the publish)."""
+    with transaction.atomic():
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        study_open = Study.objects.filter(pk=study.pk, status=Study.Status.OPEN).exists()
+    return locked.status == Publication.Status.PUBLISHING and study_open
 
 
 def _tasks_to_publish(*, study: Study, platform, n_tasks: int | None) -> int:
@@ -222,11 +279,12 @@ def _publication_send(*, publication: Publication, study: Study, user, name: str
 
 def _publication_error(publication: Publication, message: str) -> None:
     """Nothing created yet: the publication failed (a later publish starts a new batch). Something
-    created: it stays "publishing" so the next publish resumes with the same tokens."""
+    created: it stays "publishing" so the next publish resumes with the same tokens. Closed
+    meanwhile (``close.study_close``): it stays closed, with the error."""
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         started = locked.external_ids or locked.calls.exclude(status=PlatformCall.Status.FAILED).exists()
-        if started:
+        if started or locked.status != Publication.Status.PUBLISHING:
             locked.error = message[:2000]
             locked.save(update_fields=["error", "updated_at"])
         else:
@@ -277,8 +335,13 @@ def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options) -> 
     return publication
 
 
-def publication_add_external_id(publication: Publication, entry: dict, key: str) -> Publication:
-    """Record one thing created on the platform (a HIT, a Prolific study) on ``publication``."""
+def publication_add_external_id(publication: Publication, entry: dict, key: str, *, user=None) -> Publication:
+    """Record one thing created on the platform (a HIT, a Prolific study) on ``publication``; the
+    row read under the lock is returned, so its status is the one the record was made under.
+
+    Closed already (the close read the publication before this record: a HIT created while the
+    close ran): recorded all the same, then stopped (``publication_recruiting_stop``, as
+    ``user``). Recorded before the close moved the publication: the close stops it."""
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         entries = [e for e in locked.external_ids if e.get(key) != entry[key] and e.get("index") != entry.get("index")]
@@ -286,7 +349,91 @@ def publication_add_external_id(publication: Publication, entry: dict, key: str)
         locked.external_ids = sorted(entries, key=lambda e: e.get("index", 0))
         locked.save(update_fields=["external_ids", "updated_at"])
     publication.external_ids = locked.external_ids
+    if locked.status == Publication.Status.CLOSED:
+        publication_recruiting_stop(publication=locked, user=user)
     return locked
+
+
+# Prolific study statuses in which it recruits no one (and will not by itself).
+PROLIFIC_STOPPED = {"UNPUBLISHED", "AWAITING REVIEW", "COMPLETED"}
+
+
+def publication_recruiting_stop(*, publication: Publication, user) -> list[str]:
+    """Stop what was made for ``publication`` (closed) that its close did not stop, as ``user``:
+    a publish in flight while the close ran may have made it after the close had read the
+    publication. Called by the close once the publication is closed, and by a publish that finds
+    it closed (``publication_add_external_id``, ``_publication_finish``): together they stop
+    whatever was made, whichever comes second. Idempotent; returns what was stopped now.
+
+    MTurk: each recorded HIT that the close's expire call (``mturk:close:<request token>``,
+    confirmed) did not list as expired is expired on its own audited call,
+    ``mturk:expire_hit:<HIT id>`` (sent once). Prolific: its study, when publishing it was ever
+    attempted, is asked for its status, and stopped (``prolific:stop_study:<study id>``) unless
+    it is already stopped: a stop sent before the publish arrived does not count, so the study's
+    status, not the close's call, decides. Links: the publication's unused links are withdrawn
+    (its open links deactivated), as ``links.links_close`` does for the study.
+
+    A refusal by the platform is kept on the publication's ``error`` (the admin shows it) and
+    raised as a ``PlatformServiceError`` naming what may still be live."""
+    publication = Publication.objects.get(pk=publication.pk)
+    if publication.status != Publication.Status.CLOSED:
+        return []
+    if publication.platform == Platform.LINK:
+        with transaction.atomic():
+            revoked = ParticipantLink.objects.filter(publication=publication, participant__isnull=True,
+                                                     revoked=False).update(revoked=True)
+            closed = OpenLink.objects.filter(publication=publication, active=True).update(active=False)
+        return [f"{n} {what}" for n, what in ((revoked, "link(s) withdrawn"), (closed, "open link(s) closed")) if n]
+    platform = get_platform(publication.platform)
+    if publication.platform == Platform.MTURK:
+        close = PlatformCall.objects.filter(idempotency_key=f"{Platform.MTURK}:close:{publication.request_token}",
+                                            status=PlatformCall.Status.CONFIRMED).first()
+        expired = set((close.response or {}).get("expired", [])) if close is not None else set()
+        todo = [(OP.EXPIRE_HIT, f"{Platform.MTURK}:expire_hit:{hit_id}", {"hit_id": hit_id})
+                for hit_id in publication.hit_ids if hit_id not in expired]
+    else:
+        study_id = publication.prolific_study_id
+        attempted = PlatformCall.objects.filter(
+            idempotency_key=f"{Platform.PROLIFIC}:publish_study:{publication.request_token}").exists()
+        if not study_id or not attempted:
+            return []  # a draft at most: it recruits no one
+        try:
+            status = platform.get_study(study_id=study_id).get("status", "")
+        except PlatformError as exc:
+            _recruiting_stop_failed(publication, f"Prolific study {study_id} of {publication} may still be "
+                                                 f"recruiting: its status could not be read ({exc.message})")
+        if status in PROLIFIC_STOPPED:
+            return []
+        todo = [(OP.STOP_STUDY, f"{Platform.PROLIFIC}:stop_study:{study_id}", {"study_id": study_id})]
+    stopped = []
+    for operation, key, entry in todo:
+        try:
+            platform_call_execute(
+                spec=CallSpec(platform=publication.platform, operation=operation, idempotency_key=key,
+                              request_summary={"external_ids": [entry], "reason": "made while the study was closing"},
+                              user=actor(user), study=publication.study, publication=publication),
+                send=lambda entry=entry: platform.close(external_ids=[entry]),
+                reconcile=reconciler(platform),
+            )
+        except CallOutcomeUnknown as exc:  # another attempt (the close, or the publish) is sending it now
+            logger.info("not stopping %s again: %s", entry, exc.message)
+            continue
+        except PlatformError as exc:
+            what = entry.get("hit_id") or entry.get("study_id")
+            _recruiting_stop_failed(publication, f"{what} of {publication} was made while the study was closing "
+                                                 f"and may still be recruiting: stopping it failed ({exc.message})")
+        stopped.append(entry.get("hit_id") or entry.get("study_id"))
+    if stopped:
+        logger.warning("%s: stopped %s, made while the study was closing", publication, stopped)
+    return stopped
+
+
+def _recruiting_stop_failed(publication: Publication, message: str) -> NoReturn:
+    with transaction.atomic():
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        locked.error = message[:2000]
+        locked.save(update_fields=["error", "updated_at"])
+    raise PlatformServiceError(message)
 
 
 def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options) -> None:
@@ -312,6 +459,8 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
             "included): add funds to the requester account, then publish again"
         )
     for index, size in pending:
+        if not _publishing_goes_on(publication, study):
+            return
         token = platform.hit_token(spec.request_token, index)
         fee = platform.estimate_cost(spec_reward=spec.reward, n_tasks=size, max_assignments_per_hit=size).total
         call = platform_call_execute(
@@ -331,8 +480,10 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
             if found is None:
                 raise PlatformServiceError(f"HIT {index} of {study.name!r} was confirmed but its id is unknown")
             hit_id = found.external_id
-        publication_add_external_id(publication, {"index": index, "hit_id": hit_id, "max_assignments": size},
-                                    "hit_id")
+        recorded = publication_add_external_id(
+            publication, {"index": index, "hit_id": hit_id, "max_assignments": size}, "hit_id", user=user)
+        if recorded.status != Publication.Status.PUBLISHING:
+            return  # closed while this HIT was being made: it was expired on recording
 
 
 def _hit_response(task) -> dict:
@@ -347,6 +498,8 @@ def _publish_prolific(*, publication, study, user, platform, options) -> None:
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         locked.plan = {**(locked.plan or {}), "completion_code": publication.completion_code}
         locked.save(update_fields=["plan", "updated_at"])
+    if not _publishing_goes_on(publication, study):
+        return
     create = platform_call_execute(
         spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.CREATE_STUDY,
                       idempotency_key=f"{Platform.PROLIFIC}:create_study:{publication.request_token}",
@@ -356,7 +509,9 @@ def _publish_prolific(*, publication, study, user, platform, options) -> None:
         reconcile=reconciler(platform),
     )
     prolific_id = create.response["id"]
-    publication_add_external_id(publication, {"index": 0, "study_id": prolific_id}, "study_id")
+    publication_add_external_id(publication, {"index": 0, "study_id": prolific_id}, "study_id", user=user)
+    if not _publishing_goes_on(publication, study):
+        return  # a draft only: it recruits no one
     estimate = platform.estimate_cost(spec_reward=spec.reward, n_tasks=spec.n_tasks)
     platform_call_execute(
         spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.PUBLISH_STUDY,
@@ -373,6 +528,8 @@ def _publish_prolific(*, publication, study, user, platform, options) -> None:
 def _publish_links(*, publication, study, user, options) -> None:
     mode = options.get("link_mode", "single")
     if publication.participant_links.exists() or publication.open_links.exists():
+        return
+    if not _publishing_goes_on(publication, study):
         return
     if mode == "open":
         open_link_create(study=study, user=user, publication=publication,
