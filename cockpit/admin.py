@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -30,7 +31,9 @@ from studies.admin.sharing import StudyShareInline
 from studies.models import Study
 from studies.selectors import (
     CHANGE,
+    datasets_for_user,
     source_coverage,
+    sources_for_user,
     sources_without_rationales,
     studies_for_user,
     study_design_summary,
@@ -38,8 +41,11 @@ from studies.selectors import (
 from studies.services.studies import (
     DESIGN_FIELDS,
     StudyError,
+    study_delete,
+    study_delete_check,
     study_design_problems,
     study_insert,
+    study_owner_or_superuser,
     study_sample_items,
     study_update,
 )
@@ -176,11 +182,50 @@ class StudyAdmin(StudyScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         """Only a study's owner (or a superuser) hands it to someone else: taking ownership would
-        let a researcher it is shared with raise their own share (``studies.services.sharing``)."""
+        let a researcher it is shared with raise their own share (``studies.services.sharing``). A
+        new study is its maker's: only a superuser chooses another owner (``study_insert``)."""
         fields = list(super().get_readonly_fields(request, obj))
-        if obj is not None and not request.user.is_superuser and obj.owner_id != request.user.pk:
+        if not (request.user.is_superuser if obj is None else study_owner_or_superuser(study=obj, user=request.user)):
             fields.append("owner")
         return fields
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        # The datasets and sources the user may see, as the API offers and the services accept.
+        if db_field.name == "dataset":
+            kwargs["queryset"] = datasets_for_user(user=request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "sources":
+            kwargs["queryset"] = sources_for_user(user=request.user)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def has_delete_permission(self, request, obj=None):
+        """Deleting a study is its owner's (or a superuser's), as ``study_delete`` decides: a share,
+        even CHANGE, does not grant it."""
+        if not super().has_delete_permission(request, obj):
+            return False
+        if obj is None:
+            return True
+        try:
+            study_delete_check(study=obj, user=request.user)
+        except StudyError:
+            return False
+        return True
+
+    def delete_model(self, request, obj):
+        try:
+            study_delete(study=obj, user=request.user)
+        except StudyError as exc:
+            raise PermissionDenied(str(exc)) from exc
+
+    def delete_queryset(self, request, queryset):
+        try:
+            with transaction.atomic():
+                for study in queryset:
+                    study_delete(study=study, user=request.user)
+        except StudyError as exc:
+            raise PermissionDenied(str(exc)) from exc
 
     def get_urls(self):
         return (progress_page.urls(self) + workers.urls(self) + precision.urls(self) + bundle.urls(self)
@@ -234,10 +279,9 @@ class StudyAdmin(StudyScopedAdmin):
         sources = data.get("sources")
         try:
             if not change:
-                # obj is the form's unsaved study, holding the design; the service saves it.
-                if obj.owner_id is None:
-                    obj.owner = request.user
-                study_insert(study=obj, sources=sources or [])
+                # obj is the form's unsaved study, holding the design; the service saves it (an
+                # empty owner becomes the user).
+                study_insert(study=obj, sources=sources or [], user=request.user)
             else:
                 # obj already carries the form's values; the service compares with the stored row.
                 study_update(study=Study.objects.get(pk=obj.pk), user=request.user, sources=sources, **fields)

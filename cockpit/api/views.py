@@ -68,7 +68,7 @@ def study_create_from_design(*, design: dict, user) -> Study:
     level = design.pop("share_level", StudyShare.Level.VIEW)
     try:
         with transaction.atomic():
-            study = study_create(owner=user, **design)
+            study = study_create(owner=user, user=user, **design)
             for other in shared_with:
                 study_share(study=study, user=user, with_user=other, level=level)
     except StudyError as exc:

@@ -9,14 +9,13 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from studies.models import Study, StudyShare
-from studies.services.studies import StudyError
+from studies.services.studies import StudyError, study_owner_or_superuser
 
 LEVELS = [level for level, _ in StudyShare.Level.choices]
 
 
 def _check_may_share(*, study: Study, user) -> None:
-    active = user is not None and user.is_authenticated and user.is_active
-    if not active or not (user.is_superuser or (study.owner_id is not None and study.owner_id == user.pk)):
+    if not study_owner_or_superuser(study=study, user=user):
         raise StudyError(f"study {study.pk}: not found or not yours to share (only its owner shares a study).")
 
 

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from studies.models import Dataset, Item, Platform, RationaleSource, Study
-from studies.selectors import CHANGE, study_user_may
+from studies.selectors import CHANGE, datasets_for_user, sources_for_user, study_user_may
 
 
 class StudyError(Exception):
@@ -46,12 +46,65 @@ def study_change_check(*, study: Study, user) -> None:
                          "you own or that is shared with you).")
 
 
+def study_owner_or_superuser(*, study: Study, user) -> bool:
+    """Whether ``user`` may do what only a study's owner does: they are active and own ``study``, or
+    are a superuser. The one rule for sharing it or changing a share (``studies.services.sharing``),
+    handing it to another owner (``study_update``), deleting it (``study_delete``) and making a study
+    owned by someone else (``study_insert``: a superuser only). A share, at any level, grants none of
+    these. The operator (None) is not an owner here: the services that let it act skip this check."""
+    active = user is not None and user.is_authenticated and user.is_active
+    return active and (user.is_superuser or (study.owner_id is not None and study.owner_id == user.pk))
+
+
 def study_add_check(*, user) -> None:
     """Refuse ``user`` (None: the operator, never refused) a new study unless they hold
     ``studies.add_study``, with ``StudyError``: the services that make a study for the user who
     acts (the outcomes and bundle imports) call it themselves, as the admin and the API check it."""
     if user is not None and not user.has_perm("studies.add_study"):
         raise StudyError("you may not create studies (it needs the permission studies.add_study).")
+
+
+def study_delete_check(*, study: Study, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) the deletion of ``study`` unless they own
+    it (or are a superuser) and hold ``studies.delete_study``, with ``StudyError``: a share, even
+    CHANGE, does not grant deleting. ``study_delete`` calls it; the admin asks it whether to offer
+    deleting. The message does not name a study the user may not reach."""
+    if user is not None and not (study_owner_or_superuser(study=study, user=user)
+                                 and user.has_perm("studies.delete_study")):
+        raise StudyError(f"study {study.pk}: not found or not yours to delete (only its owner deletes a study, with "
+                         "studies.delete_study; a share does not grant it).")
+
+
+def study_delete(*, study: Study, user) -> None:
+    """Delete ``study``, a draft, for ``user``, who must own it or be a superuser and hold
+    ``studies.delete_study`` (``study_delete_check``; None: the operator). A study that opened is
+    never deleted (its units, answers and payments are the record; close it instead)."""
+    study_delete_check(study=study, user=user)
+    if study.status != Study.Status.DRAFT:
+        raise StudyError(f"study {study.name!r} is {study.get_status_display().lower()}: only a draft study can be "
+                         "deleted.")
+    with transaction.atomic():
+        study.delete()
+
+
+def _reference_problems(*, user, dataset: Dataset | None = None,
+                        sources: Iterable[RationaleSource] = ()) -> dict[str, str]:
+    """The dataset and sources of ``sources`` that ``user`` may not use in a study, as {field:
+    reason}: those outside ``datasets_for_user`` / ``sources_for_user`` (the API's choices too), so a
+    study cannot bring into view the items and rationales of reference data the user may not read.
+    Named by id only: the user may not read their names."""
+    problems: dict[str, str] = {}
+    if dataset is not None and not datasets_for_user(user=user).filter(pk=dataset.pk).exists():
+        problems["dataset"] = (f"Dataset {dataset.pk}: not found or not yours to use (it needs studies.view_dataset, "
+                               "or a study you may see that uses it).")
+    sources = list(sources)
+    if sources:
+        visible = set(sources_for_user(user=user).filter(pk__in=[s.pk for s in sources]).values_list("pk", flat=True))
+        hidden = sorted({s.pk for s in sources} - visible)
+        if hidden:
+            problems["sources"] = (f"Rationale source(s) {', '.join(map(str, hidden))}: not found or not yours to use "
+                                   "(it needs studies.view_rationalesource, or a study you may see that uses it).")
+    return problems
 
 
 def study_sample_items(*, study: Study, user) -> list[Item]:
@@ -115,10 +168,12 @@ def study_create(
     example: str = "",
     faithfulness_enabled: bool = False,
     stop_when_decided: bool = False,
+    user: Any = None,
 ) -> Study:
-    """Create a draft study design and draw its item sample (``study_insert``). Raises StudyError
-    with a message the researcher can act on (bad numbers, a name in use, an empty split, a sample
-    too large, a source without rationales)."""
+    """Create a draft study design and draw its item sample (``study_insert``), for ``user`` (None:
+    the operator; see ``study_insert`` for what a user is refused). Raises StudyError with a message
+    the researcher can act on (bad numbers, a name in use, an empty split, a sample too large, a
+    source without rationales)."""
     study = Study(
         name=name.strip(), kind=kind, dataset=dataset, split=split, item_sample_size=item_sample_size,
         sample_seed=sample_seed, annotators_per_unit=annotators_per_unit, units_per_task=units_per_task,
@@ -128,17 +183,31 @@ def study_create(
         consent_text=consent_text, instructions=instructions, example=example,
         faithfulness_enabled=faithfulness_enabled, stop_when_decided=stop_when_decided,
     )
-    return study_insert(study=study, sources=sources)
+    return study_insert(study=study, sources=sources, user=user)
 
 
-def study_insert(*, study: Study, sources: Iterable[RationaleSource] = ()) -> Study:
+def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user: Any = None) -> Study:
     """Save ``study``, a new draft design the caller built unsaved (``study_create`` builds one from
     its arguments, the admin's study form holds one), set its sources and draw its item sample, all
-    or nothing. Raises StudyError naming every problem of the design (``study_design_problems``),
-    then any of the model's own checks."""
+    or nothing, for ``user`` (None: the operator, who may make any study for anyone). A user must
+    hold ``studies.add_study`` (``study_add_check``); the study is theirs (an empty owner becomes
+    them; only a superuser makes one owned by someone else, ``study_owner_or_superuser``); and its
+    dataset and sources must be ones they may see (``datasets_for_user``, ``sources_for_user``).
+    Raises StudyError naming every problem of the design (``study_design_problems``), then any of
+    the model's own checks."""
     if study.pk is not None:
         raise StudyError(f"study {study.name!r} exists already: change it with study_update")
     sources = list(sources)
+    if user is not None:
+        study_add_check(user=user)
+        if study.owner_id is None and getattr(user, "is_authenticated", False):
+            study.owner = user
+        if not study_owner_or_superuser(study=study, user=user):
+            reason = ("A study you create is yours: only a superuser creates a study owned by someone else "
+                      "(leave the owner empty).")
+            raise StudyError(reason, {"owner": reason})
+        _refuse(_reference_problems(user=user, dataset=study.dataset if study.dataset_id else None,
+                                    sources=sources))
     _refuse(study_design_problems(study=study, sources=sources))
     _full_clean(study)
     with transaction.atomic():
@@ -243,14 +312,27 @@ def _refuse(problems: dict[str, str], *, study: Study | None = None) -> None:
 def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | None = None,
                  **changes: Any) -> Study:
     """Change a study's design, for ``user``, who must be allowed to change the study (None: the
-    operator). Sampling fields (dataset, split, sample size, seed), sources and workers per unit
-    change only while the study is a draft (``study_locked_changes``), and the result must pass
-    every design rule (``study_design_problems``); a changed sample is drawn again."""
+    operator). Only its owner or a superuser hands it to another owner (``study_owner_or_superuser``:
+    owning it would let someone it is shared with raise their own share), and a new dataset or source
+    must be one the user may see (``datasets_for_user``, ``sources_for_user``). Sampling fields
+    (dataset, split, sample size, seed), sources and workers per unit change only while the study is
+    a draft (``study_locked_changes``), and the result must pass every design rule
+    (``study_design_problems``); a changed sample is drawn again."""
     study_change_check(study=study, user=user)
     unknown = set(changes) - DESIGN_FIELDS
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
     sources = list(sources) if sources is not None else None
+    if user is not None:
+        if ("owner" in changes and getattr(changes["owner"], "pk", None) != study.owner_id
+                and not study_owner_or_superuser(study=study, user=user)):
+            reason = "Only the study's owner (or a superuser) hands it to another owner."
+            raise StudyError(f"study {study.name!r}: {reason}", {"owner": reason})
+        dataset = changes.get("dataset")
+        new_dataset = dataset if dataset is not None and dataset != _stored(study, "dataset") else None
+        kept = set(study.sources.all()) if sources is not None else set()
+        _refuse(_reference_problems(user=user, dataset=new_dataset,
+                                    sources=[s for s in sources or () if s not in kept]), study=study)
     old = {f: getattr(study, f) for f in SAMPLE_FIELDS}
     resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
     _refuse(study_design_problems(study=study, changes=changes, sources=sources), study=study)
