@@ -158,3 +158,18 @@ def test_validation_action_calls_the_service(admin_client):
     assert response.status_code == 302
     q.refresh_from_db()
     assert q.validation_status == "valid"
+
+
+def test_the_import_page_needs_the_import_permission_whatever_the_files_size(tmp_path):
+    # The page let in anyone with studies.add_item and imported a small file inline, while a large
+    # one (a background job) needed studies.add_importrecord: the importer now asks it itself.
+    from tests.factories import staff
+
+    user, client = staff("itemonly", all_model_perms=False, extra=("studies.add_item", "studies.view_item"))
+    path = tmp_path / "pilot.csv"
+    path.write_text("key,text,label\nk1,Is it?,yes\n")
+    response = client.post(reverse(IMPORT_URL), {
+        "kind": "items", "file": _upload(path), "dataset": "Pilot", "task_format": "yes_no",
+        "columns": "id=key, question=text, answer=label"})
+    assert response.status_code == 403
+    assert not Item.objects.exists() and not ImportRecord.objects.exists()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
+
 from .errors import ImportValidationError, RowError  # noqa: F401
 from .generalization import generalization_questions_import
 from .generic import ItemColumns, items_import_table
@@ -25,8 +27,23 @@ IMPORT_KINDS = {
 }
 
 
+# The one right a file import needs, whoever calls (the admin's page, the API, a background job).
+IMPORT_PERMISSION = "studies.add_importrecord"
+
+
+def import_permission_check(user) -> None:
+    """Refuse a researcher without ``studies.add_importrecord`` (``PermissionDenied``). The operator
+    (None) is never refused, nor a background job whose researcher's account was deleted (it acts for
+    nobody, an anonymous user, and stores only what no study shows: ``content.job_acts_for``)."""
+    if user is not None and user.is_authenticated and not user.has_perm(IMPORT_PERMISSION):
+        raise PermissionDenied("importing needs the permission studies.add_importrecord")
+
+
 def import_run(*, kind: str, file: Any, **options: Any):
-    """Run the importer of ``kind`` with its keyword options; returns the ImportRecord."""
+    """Run the importer of ``kind`` with its keyword options, for ``options["user"]`` (absent or
+    None: the operator), who needs the import permission (``import_permission_check``); returns
+    the ImportRecord."""
+    import_permission_check(options.get("user"))
     try:
         _, service = IMPORT_KINDS[kind]
     except KeyError:
@@ -36,11 +53,13 @@ def import_run(*, kind: str, file: Any, **options: Any):
 
 __all__ = [
     "IMPORT_KINDS",
+    "IMPORT_PERMISSION",
     "ImportValidationError",
     "ItemColumns",
     "RationaleColumns",
     "RowError",
     "generalization_questions_import",
+    "import_permission_check",
     "import_run",
     "items_import_openbookqa",
     "items_import_strategyqa",

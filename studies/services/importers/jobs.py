@@ -20,7 +20,7 @@ from lab.jsontext import text_problem
 from studies.models import ImportJob
 from studies.services.content import job_acts_for
 
-from . import IMPORT_KINDS, ItemColumns, RationaleColumns, import_run
+from . import IMPORT_KINDS, ItemColumns, RationaleColumns, import_permission_check, import_run
 from .errors import ImportValidationError
 from .reading import read_import_file, reporting_progress
 
@@ -35,7 +35,6 @@ COLUMNS = {"items": ItemColumns, "rationales": RationaleColumns}
 IMPORT_TASK = "studies.tasks.run_import_job"
 # A failed job keeps at most this many row errors (and says how many there were).
 MAX_STORED_ERRORS = 1000
-IMPORT_PERMISSION = "studies.add_importrecord"
 
 
 def import_in_background(*, file: Any) -> bool:
@@ -47,8 +46,7 @@ def import_in_background(*, file: Any) -> bool:
 def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | None = None) -> ImportJob:
     """Store the upload and queue its import (after the job's row is committed). Needs
     ``studies.add_importrecord``; unknown kinds and options are refused before anything is stored."""
-    if not user.has_perm(IMPORT_PERMISSION):
-        raise PermissionDenied("importing needs the permission studies.add_importrecord")
+    import_permission_check(user)
     if kind not in IMPORT_KINDS:
         raise ImportValidationError(f"unknown import kind {kind!r}: use one of {', '.join(IMPORT_KINDS)}")
     options = {k: asdict(v) if is_dataclass(v) else v for k, v in (options or {}).items()
@@ -94,6 +92,8 @@ def import_job_run(*, job_id: int) -> ImportJob:
     try:
         with reporting_progress(progress), job.file.open("rb") as fh:
             record = import_run(kind=job.kind, file=fh, filename=job.filename, user=_job_actor(job), **options)
+    except PermissionDenied as exc:  # its researcher lost the right to import since queueing it
+        _finish(job, status=ImportJob.Status.FAILED, error=f"nothing imported: {exc}")
     except ImportValidationError as exc:
         errors = [e.as_dict() for e in exc.errors[:MAX_STORED_ERRORS]]
         more = len(exc.errors) - len(errors)
