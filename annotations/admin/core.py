@@ -50,6 +50,9 @@ class ParticipantAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     search_fields = ("external_id",)
     readonly_fields = ("platform", "worker", "external_id", "blocked", "created_at")
 
+    def has_change_permission(self, request, obj=None):
+        return False  # nothing to edit; saving the page would write back a block read before it was lifted
+
     def has_delete_permission(self, request, obj=None):
         # Deleting a worker would take their blocks (another researcher's, the superuser's) with
         # them and erase their answers without a withdrawal's record: ``participant_withdraw`` erases.
@@ -107,6 +110,11 @@ class AssignmentAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     list_select_related = ("study", "participant")
 
     def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        # Nothing to edit; saving the page would write the whole row back, undoing a status a
+        # review, an expiry or a withdrawal moved meanwhile.
         return False
 
     def has_delete_permission(self, request, obj=None):

@@ -81,6 +81,11 @@ class PublicationAdmin(StudyScopedAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        # Nothing to edit here (publishing, closing and sync are the publish page's services);
+        # saving the page would write back a status a publish or close in flight had moved.
+        return False
+
     def has_delete_permission(self, request, obj=None):
         return False
 
@@ -197,6 +202,10 @@ def _publish(request: HttpRequest, study: Study) -> str:
     if dry_run:
         messages.info(request, f"Dry run: {len(publication.plan.get('requests', []))} request(s) shown below; "
                                "nothing was sent.")
+        return ""
+    if publication.status == Publication.Status.CLOSED:  # the study was closed while it was being published
+        messages.warning(request, f"Publishing {study.name} on {publication.platform} (batch {publication.batch}) "
+                                  "stopped: the study was closed meanwhile, and what was made is stopped.")
         return ""
     return f"Published {study.name} on {publication.platform} (batch {publication.batch})."
 

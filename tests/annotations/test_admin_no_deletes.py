@@ -35,3 +35,23 @@ def test_service_owned_rows_are_not_deleted_from_the_admin_and_a_run_is_not_edit
     url = reverse("admin:scoring_scorerun_change", args=[run.pk])
     assert admin_client.post(url, {"attempts": 0}).status_code == 403
     assert ScoreRun.objects.get(pk=run.pk).attempts == attempts
+
+
+def test_a_workers_task_and_a_publication_are_not_saved_back_from_their_admin_pages(admin_client):
+    # Every field of these pages is read-only, yet saving one wrote the whole row back: a status a
+    # review, an expiry, a withdrawal or a publish moved meanwhile, or a block lifted, came back.
+    from annotations.models import Publication
+    from annotations.services.platforms.access import OPERATOR
+    from annotations.services.platforms.publish import study_publish
+
+    study = open_utility_study(name="no-saves", n_items=2, n_sources=1, quota=1)
+    work(study, "e" * 24)
+    publication = study_publish(user=OPERATOR, study=study, platform_name="link")
+    for model, name, pk in ((Participant, "annotations_participant", Participant.objects.first().pk),
+                            (Assignment, "annotations_assignment", Assignment.objects.first().pk),
+                            (Publication, "annotations_publication", publication.pk)):
+        url = reverse(f"admin:{name}_change", args=[pk])
+        before = model.objects.filter(pk=pk).values().get()
+        assert admin_client.get(url).status_code == 200, name  # still shown, read-only
+        assert admin_client.post(url, {}).status_code == 403, name
+        assert model.objects.filter(pk=pk).values().get() == before, name
