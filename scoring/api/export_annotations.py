@@ -5,9 +5,10 @@ or removed; ``worker_raw_id`` is appended only when a permitted user asks for it
 One declaration (``ANNOTATION_SPEC``) says, for each column, its name, type, meaning and where its
 value is read: the answer's own row (a field path from ``Annotation``, or a value the database
 computes, ``_COMPUTED``), its unit (a field path from ``Unit``), the unit's score (a field path
-from ``UnitScore``) or a value made per row (``MADE``). The queries, the column lists of CSV, JSON
-lines and Parquet, and the order of each row's values all come from it: a column read from the
-database is one line there."""
+from ``UnitScore``), what the scores were computed with (``RUN``: a key of
+``export_units.scored_with``, read once for the study) or a value made per row (``MADE``). The
+queries, the column lists of CSV, JSON lines and Parquet, and the order of each row's values all
+come from it: a column read from the database is one line there."""
 from __future__ import annotations
 
 import queue
@@ -24,12 +25,12 @@ from annotations.models import Annotation, Assignment, AttentionCheck, Participa
 from annotations.selectors import claim_counts
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
-from scoring.api.export_units import utility_label
+from scoring.api.export_units import SCORED_WITH_COLUMNS, scored_with, utility_label
 from scoring.models import UnitScore
 from studies.models import Study
 
 ANSWER_STEPS = {"before", "after", "attention"}  # steps whose answer has a gold label
-ANSWER, UNIT, SCORE, MADE = "answer", "unit", "score", "made"  # where a column's value is read
+ANSWER, UNIT, SCORE, RUN, MADE = "answer", "unit", "score", "run", "made"  # where a column's value is read
 
 ANNOTATION_SPEC: list[tuple[Column, str, str]] = [
     (Column("annotation_id", "int", "Id of the answer (one row per answered step)."), ANSWER, "id"),
@@ -73,6 +74,7 @@ ANNOTATION_SPEC: list[tuple[Column, str, str]] = [
      SCORE, "similarity"),
     (Column("counts", "bool", "The answer counts: its claim is complete, not given back, and its task submitted or "
             "approved (what scoring reads; `annotations.selectors.claims_that_count`)."), ANSWER, "counts"),
+    *((column, RUN, name) for name, column in SCORED_WITH_COLUMNS.items()),
 ]
 RAW_WORKER_SPEC = (Column("worker_raw_id", "str", "Raw platform id (only for staff with "
                           "studies.view_raw_worker_ids)."), MADE, "worker_raw_id")
@@ -105,7 +107,8 @@ _MADE = ("assignment_status", "worker", "gold_answer", "answer_correct", "payloa
 class _Layout:
     """What ``ANNOTATION_SPEC`` asks to read, and where each column's value sits in the row the
     maker puts together: the answer's ``answer_fields``, then its unit's ``unit_fields`` without
-    the id, the unit's gold answer and ``score_fields`` (``_unit_table``), then the ``_MADE`` values.
+    the id, the unit's gold answer, ``score_fields`` and ``run_fields`` (``_unit_table``), then the
+    ``_MADE`` values.
 
     Per answer only what belongs to the answer and its claim is read (one join); the rest comes from
     per-study tables read once: units with their item, source, question and score; attention
@@ -120,15 +123,18 @@ class _Layout:
         self.unit_fields = _unique(["id", *read[UNIT], "item_id", "source_id", "item__gold_answer",
                                     "generalization_question_id", "generalization_question__answer"])
         self.score_fields = read[SCORE]
+        self.run_fields = [value for _, where, value in self.specs if where == RUN]
 
     def positions(self) -> list[int]:
         unit = len(self.answer_fields) - 1  # the unit's fields start after the answer's, its id left out
         score = unit + len(self.unit_fields) + 1  # after the unit's fields and its gold answer
-        made = score + len(self.score_fields)
+        run = score + len(self.score_fields)
+        made = run + len(self.run_fields)
         where = {
             ANSWER: self.answer_fields.index,
             UNIT: lambda value: unit + self.unit_fields.index(value),
             SCORE: lambda value: score + self.score_fields.index(value),
+            RUN: lambda value: run + self.run_fields.index(value),
             MADE: lambda value: made + _MADE.index(value),
         }
         return [where[table](value) for _, table, value in self.specs]
@@ -153,18 +159,22 @@ def unit_score_lookup(study: Study, *, fields: list[str] | None = None) -> dict[
 
 def _unit_table(study: Study, layout: _Layout) -> tuple[dict[int, tuple], tuple]:
     """Unit id -> its ``unit_fields`` (without the id), its gold answer (the generalization
-    question's, else the item's) and its score; and the same shape of empties for an answer
-    without a unit (an attention check)."""
+    question's, else the item's), its score and what the study's scores were computed with (the
+    same for every unit: read once here, not per answer); and the same shape, with empties but
+    the study's ``run_fields``, for an answer without a unit (an attention check)."""
     scores = unit_score_lookup(study, fields=layout.score_fields)
+    used = scored_with(study=study) if layout.run_fields else {}
+    run = tuple(used[name] for name in layout.run_fields)
     no_score = tuple("" if name == "utility_label" else None for name in layout.score_fields)
     field = {name: i for i, name in enumerate(layout.unit_fields)}
     key, gq, gq_gold, item_gold = (itemgetter(field["item_id"], field["source_id"]), field["generalization_question_id"],
                                    field["generalization_question__answer"], field["item__gold_answer"])
     units = {
-        row[0]: (*row[1:], row[gq_gold] if row[gq] is not None else row[item_gold], *scores.get(key(row), no_score))
+        row[0]: (*row[1:], row[gq_gold] if row[gq] is not None else row[item_gold], *scores.get(key(row), no_score),
+                 *run)
         for row in Unit.objects.filter(study=study).values_list(*layout.unit_fields)
     }
-    return units, (None,) * len(layout.unit_fields) + no_score
+    return units, (None,) * len(layout.unit_fields) + no_score + run
 
 
 class IsoUtc(Func):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 
 from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySet, Value, When
 
@@ -19,9 +20,31 @@ def utility_label() -> Case:
                 default=Value(""), output_field=CharField())
 
 
+class _ScoredWith:
+    """Marks a column whose value is what the study's unit scores were computed with
+    (``scored_with``, under the column's name): the same on every row of a study, so read once
+    per study, never per row."""
+
+    def __repr__(self) -> str:
+        return "SCORED_WITH"
+
+
+SCORED_WITH = _ScoredWith()
+# What a row's ``utility``, ``gen_u`` and ``similarity`` rest on (``scored_with``); the unit-score and
+# the annotation exports both carry them, as the per-source summary does.
+SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
+    Column("score_run", "int", "The scoring run that wrote the unit's scores (its results.json: "
+           "/api/v1/studies/{id}/results/); empty for outcomes imported and never scored."),
+    Column("similarity_model", "str", "The BERTScore model and layer `similarity` was computed with; empty: "
+           "that run computed no similarity."),
+    Column("gen_u_method", "str", "What `gen_u` rests on: the question filter, the tie rule and the answerers "
+           "with their training; empty: that run computed no Gen-U."),
+]}
+
 # One declaration per column: its name, type, meaning and the ``UnitScore`` field path (or the
-# expression) its value is read from. The query, CSV, JSON lines and Parquet all follow it.
-SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression]]] = [
+# expression) its value is read from, or ``SCORED_WITH``. The query, CSV, JSON lines and Parquet
+# all follow it.
+SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression] | _ScoredWith]] = [
     (Column("study_id", "int", "Study id."), "study_id"),
     (Column("item_id", "int", "Item id."), "item_id"),
     (Column("item_external_id", "str", "Item id in its dataset (e.g. StrategyQA qid)."), "item__external_id"),
@@ -46,14 +69,36 @@ SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression]]] = [
     (Column("updated_at", "datetime", "When the score was computed (UTC)."), "updated_at"),
     (Column("reported_utility", "int", "Imported outcome studies: the utility the imported file stated."),
      "reported_utility"),
+    *((column, SCORED_WITH) for column in SCORED_WITH_COLUMNS.values()),
 ]
 SCORE_COLUMNS: list[Column] = [column for column, _ in SCORE_SPEC]
 
 
 def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iterator[tuple]:
-    """Rows in ``SCORE_COLUMNS`` order."""
-    values = [value if isinstance(value, str) else value() for _, value in SCORE_SPEC]
-    return queryset.order_by("item_id", "source_id").values_list(*values).iterator(chunk_size=chunk_size)
+    """Rows in ``SCORE_COLUMNS`` order, streamed. The ``SCORED_WITH`` columns are looked up once for
+    each study the rows belong to (``scored_with``), when its first row comes."""
+    read = [value if isinstance(value, str) else value() for _, value in SCORE_SPEC if value is not SCORED_WITH]
+    named = [column.name for column, value in SCORE_SPEC if value is SCORED_WITH]
+    if "study_id" not in read:
+        read.append("study_id")
+    study_at = read.index("study_id")
+    positions, n_read = [], 0
+    for column, value in SCORE_SPEC:
+        if value is SCORED_WITH:
+            positions.append(len(read) + named.index(column.name))  # after the values read
+        else:
+            positions.append(n_read)
+            n_read += 1
+    pick = itemgetter(*positions)
+    rows = queryset.order_by("item_id", "source_id").values_list(*read).iterator(chunk_size=chunk_size)
+    per_study: dict[int, tuple] = {}
+    for row in rows:
+        study_id = row[study_at]
+        settings_used = per_study.get(study_id)
+        if settings_used is None:
+            used = scored_with(study=Study(pk=study_id))
+            settings_used = per_study[study_id] = tuple(used[name] for name in named)
+        yield pick(row + settings_used)
 
 
 def _share(n: int, total: int) -> float | None:

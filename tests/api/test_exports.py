@@ -160,3 +160,53 @@ def test_json_lines_are_one_exact_object_per_row_whatever_the_text_holds():
         assert json.loads(line) == {"annotation_id": pk, "answer": text, "ok": ok, "at": at.isoformat(), "x": x}
     with pytest.raises(ValueError):
         list(iter_jsonl(columns, iter([rows[0], rows[1][:4]])))
+
+
+@pytest.fixture
+def rescored_with_gen_u_and_similarity(study_data):
+    """``study_data`` with validated generalization questions answered by F^I and F^IR, scored again
+    with similarity (BERTScore against the gold rationale) on, as a researcher would."""
+    pytest.importorskip("bert_score")
+    from scoring.services import study_score
+    from studies.models import GeneralizationQuestion, GenUPrediction
+    from studies.services.questions import generalization_questions_set_validation
+
+    for item in study_data.items:
+        question = GeneralizationQuestion.objects.create(item=item, qtype="rephrase", text=f"Really, {item.question}",
+                                                         answer=item.gold_answer)
+        generalization_questions_set_validation(questions=[question], status="valid")
+        for source in study_data.sources:
+            for answerer, correct in (("I", False), ("IR", True)):
+                GenUPrediction.objects.create(
+                    generalization_question=question, rationale_source=source, answerer=answerer,
+                    answerer_model=f"t5-base-{answerer}", correct=correct,
+                    predicted_answer=question.answer if correct else "no")
+    run = study_score(study=study_data.study, similarity=True)
+    assert run.status == "done", run.error
+    assert run.results["similarity"] and run.results["gen_u"]["method"]
+    return run
+
+
+@pytest.mark.parametrize("file_format", ["csv", "jsonl", "parquet"])
+def test_exported_scores_name_the_run_the_similarity_model_and_the_gen_u_method(
+        client_for, study_data, staff_plain, rescored_with_gen_u_and_similarity, file_format):
+    """Every row of both exports names what its utility, gen_u and similarity rest on, the values the
+    per-source summary gives: the run that wrote them, its similarity model, its Gen-U method."""
+    run = rescored_with_gen_u_and_similarity
+    similarity = run.results["similarity"]
+    expected = {"score_run": run.pk, "similarity_model": f"{similarity['name']}, layer {similarity['num_layers']}",
+                "gen_u_method": run.results["gen_u"]["method"]}
+    study_data.study.shared_with.add(staff_plain)
+    client = client_for(staff_plain)
+    summary = client.get(f"/api/v1/studies/{study_data.study.pk}/summary/").json()
+    assert {tuple(row[k] for k in expected) for row in summary} == {tuple(expected.values())}
+    for export in ("scores", "annotations"):
+        response, body = download(client, f"/api/v1/studies/{study_data.study.pk}/export/{export}/",
+                                  file_format=file_format)
+        assert response.status_code == 200
+        frame = READERS[file_format](body)
+        assert list(frame.columns)[-3:] == list(expected), export
+        assert len(frame) == len(study_data.scores if export == "scores" else study_data.annotations)
+        for column, value in expected.items():
+            assert set(frame[column]) == {value}, (export, column)
+    assert frame["gen_u"].notna().all() and frame["similarity"].notna().all()
