@@ -59,3 +59,40 @@ def test_task_fills_pending_run_and_second_delivery_changes_nothing(imported_stu
     assert run.finished_at == finished
     assert ScoreRun.objects.filter(study=imported_study).count() == 1
     assert UnitScore.objects.filter(study=imported_study).count() == 1374
+
+
+@pytest.mark.django_db
+def test_score_study_command_prints_what_gen_u_and_the_counted_answers_rest_on(tmp_path):
+    """U(utility | Gen-U) is printed with the Gen-U method under it (question filter, tie rule,
+    answerers), and the figures with the rule of which answers they count, as results.json says."""
+    from annotations.services.platforms.access import OPERATOR
+    from annotations.services.platforms.close import study_close
+    from studies.models import GeneralizationQuestion, GenUPrediction
+    from studies.services.questions import generalization_questions_set_validation
+    from tests.work import open_utility_study, work
+
+    study = open_utility_study(name="genu-command", n_items=2, n_sources=1, quota=2)
+    for w in range(2):
+        work(study, f"PID-genu-command-{w}")
+    study_close(user=OPERATOR, study=study)
+    source = study.sources.get()
+    for item in study.items.all():
+        question = GeneralizationQuestion.objects.create(item=item, qtype="rephrase", text=f"Really, {item.question}",
+                                                         answer=item.gold_answer)
+        generalization_questions_set_validation(questions=[question], status="valid")
+        for answerer, correct in (("I", False), ("IR", True)):
+            GenUPrediction.objects.create(generalization_question=question, rationale_source=source,
+                                          answerer=answerer, answerer_model=f"t5-base-{answerer}", correct=correct,
+                                          predicted_answer=question.answer if correct else "no")
+    out = io.StringIO()
+    call_command("score_study", str(study.pk), "--out", str(tmp_path), "--no-similarity", stdout=out)
+
+    results = ScoreRun.objects.filter(study=study).latest("pk").results
+    lines = out.getvalue().splitlines()
+    genu_line = next(i for i, line in enumerate(lines) if line.startswith("theils_u_utility_given_gen_u: "))
+    assert lines[genu_line + 1] == f"  Gen-U method: {results['gen_u']['method']}"
+    assert "ties to the lowest score" in results["gen_u"]["method"]
+    counted = results["counted_answers"]
+    assert (f"  counted answers: {counted['rule']} ({counted['tasks_approved']} tasks approved, "
+            f"{counted['tasks_not_reviewed']} submitted and not yet reviewed, 0 failing an attention check)") in lines
+    assert counted["tasks_not_reviewed"] == 2

@@ -32,6 +32,12 @@ class Command(BaseCommand):
         paths = score_run_export(run=run, out_dir=out_dir)
         results = run.results
         self.stdout.write(f"Score run {run.pk} of study {study.pk} ({study.name}): {results.get('n_units_scored')} units scored.")
+        counted = results.get("counted_answers")
+        if counted:  # what every figure below counts (collected studies)
+            self.stdout.write(
+                f"  counted answers: {counted['rule']} ({counted['tasks_approved']} tasks approved, "
+                f"{counted['tasks_not_reviewed']} submitted and not yet reviewed, "
+                f"{counted['tasks_failing_an_attention_check']} failing an attention check)")
         shares = results.get("utility_shares") or {}
         if shares:
             self.stdout.write(f"{'source':<20}{'n':>6}{'useful':>22}{'unsure':>22}{'not useful':>22}")
@@ -45,6 +51,8 @@ class Command(BaseCommand):
             if key in results:
                 self.stdout.write(f"{key}: " + ", ".join(
                     f"{s}={v:.4f}" if v is not None else f"{s}=n/a" for s, v in results[key].items()))
+                if key.endswith("gen_u") and (results.get("gen_u") or {}).get("method"):
+                    self.stdout.write(f"  Gen-U method: {results['gen_u']['method']}")
                 if key.startswith("correlation_ratio") and results.get("similarity"):
                     sim = results["similarity"]
                     self.stdout.write(f"  similarity model: {sim['name']}, layer {sim['num_layers']} "
