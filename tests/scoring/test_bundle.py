@@ -292,3 +292,36 @@ def test_a_study_that_stopped_early_round_trips_with_its_setting_and_decided_uni
     assert rescored.status == "done", rescored.error
     assert original.results["early_stopping"]["answers_saved"] == 4
     assert _numbers(rescored.results) == _numbers(original.results)
+
+
+def test_settings_json_says_what_the_scored_run_used_not_what_the_environment_says_at_export(settings):
+    """The bundle's settings.json records what the latest run did (similarity off although the
+    setting says on; its bootstrap with its number of resamples), and labels the environment's
+    similarity settings as read when the bundle was made."""
+    study = _worked_study()
+    settings.RL_SCORING_SIMILARITY = True
+    run = study_score(study=study, similarity=False)  # told --no-similarity, the setting says on
+    run.results["bootstrap"]["n_resamples"] = 999  # as an older run with another number of resamples recorded
+    run.save(update_fields=["results"])
+    settings.RL_SIMILARITY_MODEL = "/models/roberta-large"  # changed after the run
+
+    written = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))
+
+    assert written["rules"]["bootstrap"] == {**run.results["bootstrap"], "read_from": "the latest run's results.json"}
+    assert written["rules"]["bootstrap"]["n_resamples"] == 999
+    latest = written["latest_run"]
+    assert (latest["score_run"], latest["similarity_computed"], latest["similarity_model"]) == (run.pk, False, None)
+    assert latest["counted_answers"] == run.results["counted_answers"]
+    assert "settings" not in written  # the environment's values are not presented as the run's
+    environment = written["settings_read_at_export"]
+    assert environment["values"]["RL_SCORING_SIMILARITY"] is True
+    assert environment["values"]["RL_SIMILARITY_MODEL"] == "/models/roberta-large"
+    assert "when the bundle was made" in environment["note"]
+
+
+def test_settings_json_without_a_run_gives_the_defaults_it_would_use_and_says_so():
+    study = _worked_study()
+    written = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))
+    bootstrap = written["rules"]["bootstrap"]
+    assert (bootstrap["n_resamples"], bootstrap["seed"]) == (2000, 0) and "no finished score run" in bootstrap["read_from"]
+    assert (written["latest_run"]["score_run"], written["latest_run"]["similarity_computed"]) == (None, None)

@@ -33,7 +33,7 @@ from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
 from scoring.api.export_annotations import annotation_rows
-from scoring.metrics.bootstrap import DEFAULT_SEED
+from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.models import UnitScore
 from scoring.selectors import score_run_latest
 from scoring.services.score import SCHEMA_VERSION
@@ -189,33 +189,48 @@ def _package_versions() -> dict:
     return out
 
 
-def score_settings(results: dict | None) -> dict:
-    """The app's version and every setting a score depends on: the ones read from the environment
-    and the ones the latest run recorded in its results.json (tie rules, Gen-U's question filter
-    and answerers with their fine-tuning presets, the similarity model)."""
+def score_settings(results: dict | None, *, run_id: int | None = None) -> dict:
+    """The app's version and every setting a score depends on, as the latest finished run (``run_id``,
+    whose results.json is ``results``) used them: its bootstrap (method, confidence, resamples,
+    seed), whether it computed similarity and with which model, Gen-U's question filter, tie rule
+    and answerers with their fine-tuning presets. The similarity settings of this installation's
+    environment are kept apart, labelled as read when the bundle was made: the run may have been
+    told otherwise (``--no-similarity``) or scored before they changed."""
     results = results or {}
     gen_u = results.get("gen_u") or {}
+    bootstrap = ({**results["bootstrap"], "read_from": "the latest run's results.json"} if results.get("bootstrap")
+                 else {"method": "percentile", "confidence": 0.95, "n_resamples": DEFAULT_RESAMPLES,
+                       "seed": DEFAULT_SEED, "read_from": "this installation's defaults: no finished score run"})
     return {
         "bundle_format": FORMAT_VERSION,
         "app": app_version(),
         "packages": _package_versions(),
         "results_schema_version": results.get("schema_version", SCHEMA_VERSION),
-        "settings": {
-            "RL_SCORING_SIMILARITY": bool(settings.RL_SCORING_SIMILARITY),
-            "RL_SIMILARITY_MODEL": settings.RL_SIMILARITY_MODEL,
-            "RL_SIMILARITY_NUM_LAYERS": settings.RL_SIMILARITY_NUM_LAYERS,
+        "settings_read_at_export": {
+            "note": "this installation's environment when the bundle was made, not necessarily what the latest "
+                    "run used: that is latest_run",
+            "values": {
+                "RL_SCORING_SIMILARITY": bool(settings.RL_SCORING_SIMILARITY),
+                "RL_SIMILARITY_MODEL": settings.RL_SIMILARITY_MODEL,
+                "RL_SIMILARITY_NUM_LAYERS": settings.RL_SIMILARITY_NUM_LAYERS,
+            },
         },
         "rules": {
             "majority_tie": "a tie counts as wrong (no majority)",
             "gen_u_tie_rule": genu_rule.TIE_RULE_TEXT,
-            "bootstrap": {"method": "percentile", "confidence": 0.95, "seed": DEFAULT_SEED},
+            "bootstrap": bootstrap,
             "what_counts": "annotations.selectors.claims_that_count: complete, not given back, task submitted or "
                            "approved, not on hold",
         },
         "latest_run": {
+            "score_run": run_id,
+            # None when no run or one that computed no similarity (not asked, or the model was not there:
+            # results.json's warnings say which)
+            "similarity_computed": bool(results.get("similarity")) if results else None,
             "similarity_model": results.get("similarity_model"),
             "similarity": results.get("similarity"),
             "gen_u": {k: gen_u.get(k) for k in ("question_filter", "tie_rule", "answerers", "method") if k in gen_u},
+            "counted_answers": results.get("counted_answers"),
             "faithfulness_y_hat_from": (results.get("faithfulness") or {}).get("y_hat_from"),
         },
     }
@@ -352,7 +367,7 @@ def bundle_stream(*, study: Study) -> Iterator[bytes]:
         return [json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"]
 
     yield from member(STUDY_FILE, json_bytes(study_design(study)))
-    yield from member(SETTINGS_FILE, json_bytes(score_settings(results)))
+    yield from member(SETTINGS_FILE, json_bytes(score_settings(results, run_id=run.pk if run is not None else None)))
     if results is not None:
         yield from member(RESULTS_FILE, json_bytes(results))
     for name, rows in _table_rows(study).items():
