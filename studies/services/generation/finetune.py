@@ -15,14 +15,19 @@ that the checkpoint records as an override.
 Settings come from a named preset (:data:`PRESETS`) that says what it reproduces; each value can
 be overridden, and each preset serves the modes it names:
 
-- ``paper-answerers`` (F^I, F^IR; their default): as the paper trains them, T5-base on the train
-  split only, F^I question -> answer, F^IR question + gold rationale -> answer. The paper gives no
-  epochs or learning rate for them: ours are those of the authors' released FEB command.
+- ``paper-answerers`` (F^I, F^IR; their default): the paper's answerers are two T5-base models
+  fine-tuned on StrategyQA, F^I on the question, F^IR on the question and a rationale. The rest is
+  our reading, not the paper's word: the whole train split, F^IR with the items' gold rationales,
+  no generalization questions; and the paper gives no epochs or learning rate for them: ours are
+  those of the authors' released FEB command.
 - ``paper-quark-start`` (the rationalizer's default): F as the paper's Quark starting point,
   T5-large on the full training set for 25 epochs.
 - ``feb-few-shot`` (rationalizer): the paper's few-shot source (T5-3B in the paper), FEB's
-  48 examples.
+  48 examples (which 48: our seeded draw).
 - ``quick`` (any mode): a smoke test that the pipeline runs; no published figure comes from it.
+
+What each preset takes from the paper (``from_paper``) is only what SPEC.md or an issue quoting
+the paper states; ``STATED_IN`` says where, for each.
 
 The settings used, the preset, which values were overridden and the data (dataset, split, items,
 examples, generalization questions, which rationales) are recorded with each checkpoint: on its
@@ -59,16 +64,18 @@ MODES = {
 }
 FEB_RELEASE = {"epochs": 25, "batch_size": 4, "lr": 3e-5, "seed": 0}  # the authors' released FEB command
 # Each preset: what it reproduces (description), the modes it serves, its values, and which of
-# them the paper states (from_paper); the others are ours, and the description says where from.
+# them the paper states (from_paper, each with where it is stated: STATED_IN); the others are ours,
+# and the description says where from.
 PRESETS = {
     "paper-answerers": {
-        "description": ("Gen-U's F^I and F^IR as the paper trains them: T5-base (in the paper) on the train split "
-                        "only, F^I on question -> answer, F^IR on question + gold rationale -> answer, no "
-                        "generalization questions. The paper gives no epochs or learning rate for them: ours are "
-                        "the authors' released FEB command's (25 epochs, lr 3e-5, batch 4, seed 0)"),
+        "description": ("Gen-U's F^I and F^IR: T5-base, as in the paper (two T5-base models fine-tuned on "
+                        "StrategyQA), F^I on question -> answer, F^IR on question + rationale -> answer. Our reading, "
+                        "which the paper does not state: the whole train split, F^IR with the items' gold "
+                        "rationales, no generalization questions. The paper gives no epochs or learning rate for "
+                        "them: ours are the authors' released FEB command's (25 epochs, lr 3e-5, batch 4, seed 0)"),
         "modes": ("answer_i", "answer_ir"),
         "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-base"},
-        "from_paper": ("base_model_in_paper", "n_shot", "include_generalization"),
+        "from_paper": ("base_model_in_paper",),
     },
     "paper-quark-start": {
         "description": ("the self-rationalizer F as the paper's Quark starting point: T5-large (in the paper) on the "
@@ -79,8 +86,9 @@ PRESETS = {
         "from_paper": ("base_model_in_paper", "n_shot", "epochs"),
     },
     "feb-few-shot": {
-        "description": ("the paper's few-shot source (T5-3B in the paper): FEB's 48 training examples, with the "
-                        "authors' released FEB command (25 epochs, lr 3e-5, batch 4, seed 0)"),
+        "description": ("the paper's few-shot source (T5-3B in the paper): FEB's 48 training examples (which 48: "
+                        "our draw with the seed), with the authors' released FEB command (25 epochs, lr 3e-5, "
+                        "batch 4, seed 0)"),
         "modes": ("rationalizer",),
         "all": {**FEB_RELEASE, "n_shot": 48, "include_generalization": False, "base_model_in_paper": "t5-3b"},
         "from_paper": ("base_model_in_paper", "n_shot"),
@@ -92,6 +100,23 @@ PRESETS = {
         "all": {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": False},
         "from_paper": (),
     },
+}
+# Where the paper's word for each ``from_paper`` value is (SPEC.md, or an issue that quotes the
+# paper); a value with no such source is our reading and is not in ``from_paper``.
+STATED_IN = {
+    "paper-answerers": {
+        "base_model_in_paper": "SPEC.md section 4 ('the paper fine-tunes two T5-base models on StrategyQA'); issue 21",
+    },
+    "paper-quark-start": {
+        "base_model_in_paper": "SPEC.md section 9 ('The paper fine-tuned T5-large for 25 epochs first'); issue 21",
+        "n_shot": "issue 21 ('T5-large fine-tuned on the whole training set for 25 epochs before Quark')",
+        "epochs": "SPEC.md section 9; issue 21",
+    },
+    "feb-few-shot": {
+        "base_model_in_paper": "issue 21 ('the paper's T5-3B source is few-shot (FEB, 48 examples)'); SPEC.md section 3",
+        "n_shot": "issue 21 ('the paper's T5-3B source is few-shot (FEB, 48 examples)')",
+    },
+    "quick": {},
 }
 DEFAULT_PRESETS = {"rationalizer": "paper-quark-start", "answer_i": "paper-answerers", "answer_ir": "paper-answerers"}
 LENGTHS = {"max_source_length": 512, "max_target_length": 128}
