@@ -129,6 +129,10 @@ def counted_note(counted: dict) -> str:
             f"submitted but not yet reviewed ({counted.get('rule')})")
     if counted.get("tasks_failing_an_attention_check"):
         note += f"; {counted['tasks_failing_an_attention_check']} of them failed an attention check"
+    if "tasks_on_hold" in counted:  # runs from before it was recorded say nothing of the work left out
+        note += (f". Left out: {counted['tasks_on_hold']} tasks on hold ({counted.get('answers_on_hold', 0)} answers; "
+                 f"they count once a researcher clears them) and {counted.get('tasks_rejected', 0)} rejected "
+                 f"({counted.get('answers_rejected', 0)} answers)")
     return note + "."
 
 
@@ -347,6 +351,8 @@ def generalization_section(results: dict) -> Section:
     if not gold:
         section.notes.append("No gold source in this study: Figure 4's reference (gold rationales) is missing; add "
                              "the dataset's gold rationales as a source to get it.")
+    if gen.get("question_filter"):
+        section.notes.append(generalization_questions_note(gen))
     if results.get("counted_answers"):
         section.notes.append(counted_note(results["counted_answers"]))
     if gen.get("original_utility_from"):
@@ -355,6 +361,19 @@ def generalization_section(results: dict) -> Section:
     if "generalization" in plots.available(results):
         section.figures.append("generalization")
     return section
+
+
+def generalization_questions_note(gen: dict) -> str:
+    """Which generalization questions Figure 4 counts (``results["generalization"]``; a run from
+    before they were recorded has no note): the filter, its counts and the questions marked invalid
+    that were left out, with their answers."""
+    note = (f"Questions: {gen.get('question_filter')} ({gen.get('n_questions_validated')} validated, "
+            f"{gen.get('n_questions_unvalidated')} unvalidated; {gen.get('n_questions')} counted); "
+            f"{gen.get('n_questions_invalid_left_out', 0)} marked invalid left out")
+    if gen.get("n_questions_invalid_left_out"):
+        note += (f" with their {gen.get('n_units_invalid_left_out', 0)} units and "
+                 f"{gen.get('answers_invalid_left_out', 0)} counted answers")
+    return note + f". Rule, as for Gen-U: {gen.get('question_rule')}."
 
 
 def agreement_section(results: dict) -> Section:
@@ -402,11 +421,17 @@ def properties_section(results: dict) -> Section:
         section.absent = (_warning(results, "properties model") or "No property annotations: the model needs "
                           "annotators to mark the properties of rationales (a rationale-properties study).")
         return section
-    rows = [{"term": name, "log_odds": t["log_odds"], "ci_low": t["ci"][0], "ci_high": t["ci"][1]}
-            for name, t in model.get("terms", {}).items()]
     columns = [Column("term", "Term"), Column("log_odds", "Log-odds", "float"), Column("ci", "95% interval", "ci")]
-    section.tables.append(Table("properties_model", f"n = {model.get('n_rationales')} rationales", columns, rows))
+    section.tables.append(Table("properties_model", f"n = {model.get('n_rationales')} rationales", columns,
+                                _term_rows(model)))
     section.notes.append(f"{model.get('formula')}: {model.get('method')}.")
+    section.notes += _properties_reading_notes(model)
+    other = model.get("unsure_dropped") or {}
+    if other.get("fitted"):
+        section.tables.append(Table(
+            "properties_model_unsure_dropped",
+            f"Other reading of useful vs not: {other.get('outcome')} (n = {other.get('n_rationales')} rationales)",
+            columns, _term_rows(other)))
     if model.get("mark_rule"):
         section.notes.append(f"Properties: {model['mark_rule']} ({model.get('even_splits', 0)} even splits).")
     if model.get("constant_properties_dropped"):
@@ -414,6 +439,32 @@ def properties_section(results: dict) -> Section:
     if model.get("utility_from"):
         section.notes.append(_utility_from_note(model["utility_from"], "Utility (this study has none of its own)"))
     return section
+
+
+def _term_rows(model: dict) -> list[dict]:
+    return [{"term": name, "log_odds": t["log_odds"], "ci_low": t["ci"][0], "ci_high": t["ci"][1]}
+            for name, t in (model.get("terms") or {}).items()]
+
+
+def _properties_reading_notes(model: dict) -> list[str]:
+    """The outcome coding and priors the model was fitted with, and the other reading of "useful vs
+    not" (``results["properties_model"]``; a run from before they were recorded has no such notes)."""
+    notes = []
+    if model.get("outcome"):
+        notes.append(f"Outcome: {model['outcome']}. SPEC section 7 says \"useful vs not\" and leaves unsure open; "
+                     "the other reading, unsure left out, is given as well.")
+    priors = model.get("priors") or {}
+    if priors:
+        notes.append(f"Priors: each fixed effect (log-odds) normal with sd {priors.get('fe_p')}; the log of each "
+                     f"random intercept's sd normal with sd {priors.get('vcp_p')} (statsmodels' defaults, stated; "
+                     "SPEC names none).")
+    other = model.get("unsure_dropped") or {}
+    if other.get("fitted"):
+        notes.append(f"Other reading ({other.get('outcome')}): {other.get('formula')}, "
+                     f"n = {other.get('n_rationales')} rationales (table above).")
+    elif other:
+        notes.append(f"Other reading ({other.get('outcome')}): not fitted: {other.get('not_fitted')}.")
+    return notes
 
 
 def _utility_from_note(provenance: dict, what: str) -> str:

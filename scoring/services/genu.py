@@ -4,19 +4,51 @@ computed on (SPEC section 4)."""
 from __future__ import annotations
 
 import pandas as pd
+from django.db.models import Q
 
 from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
 
+# Which generalization questions a published figure counts, Gen-U and Figure 4 alike: the ones not
+# marked invalid when the study is scored. A question's validation may change after a study using it
+# opens (``studies.services.questions``), so it is read when scoring, not when the units were built.
+QUESTION_RULE = "questions not marked invalid when scored (validated and unvalidated ones count)"
+
+
+def questions_that_count(path: str = "") -> Q:
+    """``QUESTION_RULE`` as a condition on the generalization question that ``path`` leads to from
+    the queried model (``"generalization_question__"`` from a ``GenUPrediction`` or a ``Unit``): the
+    rule lives here and only here."""
+    return ~Q(**{f"{path}validation_status": GeneralizationQuestion.Validation.INVALID})
+
+
+def question_filter(validation: pd.Series, *, what: str, unvalidated_why: str) -> tuple[dict, list[str]]:
+    """What a figure's counted questions are (``validation``: the status of each counted question,
+    one row per question): ``n_questions_validated``, ``n_questions_unvalidated`` and
+    ``question_filter`` in words (``unvalidated_why``: why unvalidated ones are in), with a
+    warning naming ``what`` when unvalidated questions count."""
+    validated = int((validation == GeneralizationQuestion.Validation.VALID).sum())
+    unvalidated = int(len(validation) - validated)
+    block = {"n_questions_validated": validated, "n_questions_unvalidated": unvalidated}
+    warnings = []
+    if unvalidated:
+        block["question_filter"] = f"includes unvalidated questions ({unvalidated_why})"
+        warnings.append(f"{what} includes {unvalidated} generalization questions nobody validated (the paper used "
+                        "validated questions only).")
+    else:
+        block["question_filter"] = "validated questions only"
+    return block, warnings
+
 
 def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
-    """Gen-U predictions of these items and sources, on questions not marked invalid. A blank
-    predicted answer is an output that did not parse."""
+    """Gen-U predictions of these items and sources, on the questions that count
+    (``questions_that_count``). A blank predicted answer is an output that did not parse."""
     rows = GenUPrediction.objects.filter(
+        questions_that_count("generalization_question__"),
         generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)
-    ).exclude(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID).values_list(
+    ).values_list(
         "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
         "predicted_answer", "generalization_question__validation_status", "answerer_model")
     df = pd.DataFrame.from_records(list(rows), columns=[
@@ -30,16 +62,10 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str])
     """What the Gen-U figures were computed on: the question filter, the tie rule and the
     answerers with their fine-tuning settings."""
     questions = preds.drop_duplicates("question_id")
-    validated = int((questions["validation"] == GeneralizationQuestion.Validation.VALID).sum())
-    unvalidated = int(len(questions) - validated)
-    results_gen_u["n_questions_validated"] = validated
-    results_gen_u["n_questions_unvalidated"] = unvalidated
-    if unvalidated:
-        results_gen_u["question_filter"] = "includes unvalidated questions (chosen explicitly when answering)"
-        warnings.append(f"Gen-U includes {unvalidated} generalization questions nobody validated (the paper used "
-                        "validated questions only).")
-    else:
-        results_gen_u["question_filter"] = "validated questions only"
+    block, question_warnings = question_filter(questions["validation"], what="Gen-U",
+                                               unvalidated_why="chosen explicitly when answering")
+    results_gen_u.update(block)
+    warnings.extend(question_warnings)
     results_gen_u["tie_rule"] = genu_rule.TIE_RULE_TEXT
     answerers: dict[str, list] = {}
     for code, models in preds.groupby("answerer")["answerer_model"]:

@@ -30,17 +30,25 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
 - ``agreement``: {before|after: {krippendorff_alpha, fleiss_kappa, n_units, n_annotations}} (Table 18)
 - ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source,
-  and ``consistency`` of the human answers over bundles (Figure 4); ``original_utility_from``:
+  and ``consistency`` of the human answers over bundles (Figure 4), over the questions that count
+  when scored (Gen-U's rule, ``genu.QUESTION_RULE``; so are the study's ties, n_units and
+  agreement): question_rule, question_filter, n_questions, n_questions_validated,
+  n_questions_unvalidated, n_questions_invalid_left_out, n_units_invalid_left_out,
+  answers_invalid_left_out; ``original_utility_from``:
   {rule, studies: [{id, name, pairs}], pairs_in_several_studies, pairs_the_studies_disagree_on},
   where the utility of the original rationales came from (``_utility_lookup``)
 - ``properties_model`` (when property annotations exist): log-odds with 95% intervals; with
-  ``utility_from`` (the same shape) when the study has no utility of its own
+  ``utility_from`` (the same shape) when the study has no utility of its own; ``outcome`` (unsure
+  counted as not useful), ``priors`` {fe_p, vcp_p}, and ``unsure_dropped``: the other reading of
+  "useful vs not" {outcome, n_rationales, fitted, formula, interactions, terms, ...} or why not fitted
 - ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat), the
   ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
-  tasks_failing_an_attention_check}, the tasks whose answers the figures count
+  tasks_failing_an_attention_check}, the tasks whose answers the figures count, and those left out:
+  tasks_on_hold, answers_on_hold (submitted work held for a worker mismatch, counted once cleared),
+  tasks_rejected, answers_rejected
 - ``withdrawals`` (only when participants withdrew: ``annotations.services.withdrawal``):
   {participants, answers, counted_answers}, the answers erased with them (a warning says so too)
 - ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
@@ -55,11 +63,12 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import BooleanField, Count, ExpressionWrapper
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Unit
-from annotations.selectors import claims_that_count, study_withdrawals_summary
+from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, claims_that_count, study_withdrawals_summary
+from annotations.selectors.platforms import assignments_on_hold
 from scoring import metrics
 from scoring.errors import ScoringError
 from scoring.metrics import pipeline
@@ -67,6 +76,7 @@ from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.pipeline import Part
 from scoring.models import ScoreRun, UnitScore
 from scoring.run_stages import score_stage
+from scoring.services import genu
 from scoring.services.genu import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, Study
@@ -98,14 +108,20 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
     if study.stop_when_decided:
         fields += ["quota"]  # a unit stopped early is complete at its (lowered) quota
     if generalization:
-        fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype"]
+        fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype",
+                   "generalization_question__validation_status", "question_counts"]
+        # whether the unit's question counts now (``genu.questions_that_count``, Gen-U's rule)
+        qs = qs.annotate(question_counts=ExpressionWrapper(
+            genu.questions_that_count("generalization_question__"), output_field=BooleanField()))
     df = pd.DataFrame.from_records(list(qs.values_list(*fields)), columns=fields)
     df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold",
                             "quota": "expected_raters"})
     if generalization:
         df = df.rename(columns={
             "generalization_question_id": "question_id", "generalization_question__qtype": "qtype",
+            "generalization_question__validation_status": "validation",
         })
+        df["question_counts"] = df["question_counts"].astype(bool)
         df["gold"] = df.pop("generalization_question__answer")
     df["source"] = df["source"].fillna("(no source)")
     return df
@@ -291,19 +307,53 @@ def _generalization_consistency(frame: pd.DataFrame) -> dict:
     return consistency
 
 
+def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Part:
+    """Which of a generalization study's questions Figure 4 counts: those that count now by Gen-U's
+    rule (``genu.QUESTION_RULE``: a question marked invalid after the study's units were built is
+    left out), the counts of validated and unvalidated ones, and those left out with their answers
+    (the counted before and after answers on their units). The frame is the units that count."""
+    kept = units["question_counts"]
+    left_out = units.loc[~kept]
+    counted = units.loc[kept]
+    block, warnings = genu.question_filter(
+        counted.drop_duplicates("question_id")["validation"], what="Figure 4",
+        unvalidated_why="the study's units pair every question not marked invalid with each source")
+    n_answers_left_out = int(answers["unit_id"].isin(left_out["unit_id"]).sum()) if len(answers) else 0
+    block = {
+        "question_rule": genu.QUESTION_RULE, **block,
+        "n_questions": int(counted["question_id"].nunique()),
+        "n_questions_invalid_left_out": int(left_out["question_id"].nunique()),
+        "n_units_invalid_left_out": int(len(left_out)),
+        "answers_invalid_left_out": n_answers_left_out,
+    }
+    if len(left_out):
+        warnings.append(
+            f"{block['n_questions_invalid_left_out']} generalization questions of this study are now marked invalid: "
+            f"their {len(left_out)} units and {n_answers_left_out} counted answers are left out of Figure 4, its "
+            "ties, agreement and consistency (Gen-U's rule).")
+    return Part(block, warnings, counted.drop(columns=["question_counts", "validation"]))
+
+
 def _generalization(study: Study) -> Part:
-    """A generalization study: ties, counts, agreement and ``generalization`` (Figure 4)."""
+    """A generalization study: ties, counts, agreement and ``generalization`` (Figure 4), all over
+    the questions that count when scored (``_generalization_questions``)."""
     units = _units_frame(study, generalization=True)
     if units.empty:
         raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
-    outcomes = pipeline.collected_outcomes(units, _annotation_frame(study, generalization=True),
-                                       expected_raters=study.annotators_per_unit)
+    answers = _annotation_frame(study, generalization=True)
+    questions = _generalization_questions(units, answers)
+    units = questions.frame
+    if units.empty:
+        raise ScoringError(f"Study {study.name!r}: every one of its generalization questions is now marked invalid; "
+                           "there is nothing left to score.")
+    answers = answers.loc[answers["unit_id"].isin(units["unit_id"])] if len(answers) else answers
+    outcomes = pipeline.collected_outcomes(units, answers, expected_raters=study.annotators_per_unit)
     results = {  # in the order results.json has always had
         "ties": outcomes.results["ties"], "n_units": outcomes.results["n_units"],
         "n_units_scored": int(len(outcomes.frame)), "agreement": outcomes.results["agreement"],
     }
     if outcomes.frame.empty:
-        return Part(results, outcomes.warnings)
+        return Part(results, questions.warnings + outcomes.warnings)
     with_utility = _with_original_utility(study, outcomes.frame)
     frame = with_utility.frame
     results["generalization"] = {
@@ -316,8 +366,9 @@ def _generalization(study: Study) -> Part:
         },
         "consistency": _generalization_consistency(frame),
         "original_utility_from": with_utility.results["original_utility_from"],
+        **questions.results,
     }
-    return Part(results, outcomes.warnings + with_utility.warnings)
+    return Part(results, questions.warnings + outcomes.warnings + with_utility.warnings)
 
 
 # When a rationale has a property: the rule the properties model's results name.
@@ -363,8 +414,22 @@ def _properties_formula(safe: dict[str, str], n_rationales: int) -> tuple[str, b
     return "useful ~ " + (" + ".join(safe.values()) if safe else "1"), False, warnings
 
 
+# The properties model's priors. SPEC section 7 names none: these are statsmodels' defaults, passed
+# explicitly so that results.json states them. ``fe_p``: the prior standard deviation of each fixed
+# effect (a log-odds); ``vcp_p``: the prior standard deviation of log(s), s the standard deviation
+# of a random intercept.
+PROPERTIES_FE_PRIOR_SD = 2.0
+PROPERTIES_VC_PRIOR_SD = 1.0
+
+# The outcome "useful vs not" (SPEC section 7) can be read two ways: the model is fitted with
+# unsure counted as not useful, and the results also give the other reading, unsure left out.
+OUTCOME_UNSURE_NOT_USEFUL = "useful (+1) against unsure (0) and not useful (-1) together"
+OUTCOME_UNSURE_DROPPED = "useful (+1) against not useful (-1); unsure (0) rationales left out"
+
+
 def _fit_properties(data: pd.DataFrame, prop_cols: list[str]) -> Part:
-    data["useful"] = (data["utility"] == 1).astype(int)
+    """The properties model on ``data`` (one row per rationale, its properties, ``utility`` and
+    ``useful``, the outcome, 0/1)."""
     varying = [c for c in prop_cols if data[c].nunique() > 1]
     safe = {c: f"p{i}" for i, c in enumerate(varying)}
     data = data.rename(columns=safe)
@@ -373,7 +438,8 @@ def _fit_properties(data: pd.DataFrame, prop_cols: list[str]) -> Part:
     formula, with_interactions, warnings = _properties_formula(safe, len(data))
     vc = {"question": "0 + C(item_id)", "source": "0 + C(source_id)"}
     try:
-        fit = BinomialBayesMixedGLM.from_formula(formula, vc, data).fit_vb()
+        fit = BinomialBayesMixedGLM.from_formula(formula, vc, data, vcp_p=PROPERTIES_VC_PRIOR_SD,
+                                                 fe_p=PROPERTIES_FE_PRIOR_SD).fit_vb()
     except Exception as exc:  # numerical failure of the fit: report, do not fail the whole scoring
         return Part({}, [*warnings, f"Properties model could not be fitted: {exc}"])
     names = {v: k for k, v in safe.items()}
@@ -387,15 +453,35 @@ def _fit_properties(data: pd.DataFrame, prop_cols: list[str]) -> Part:
         + " + (1 | question) + (1 | source)",
         "interactions": with_interactions,
         "method": "statsmodels BinomialBayesMixedGLM, variational Bayes; intervals are mean +/- 1.96 posterior sd",
+        "priors": {"fe_p": PROPERTIES_FE_PRIOR_SD, "vcp_p": PROPERTIES_VC_PRIOR_SD},
         "n_rationales": int(len(data)),
         "terms": terms,
         "constant_properties_dropped": [c for c in prop_cols if c not in varying],
     }}, warnings)
 
 
+def _properties_unsure_dropped(data: pd.DataFrame, prop_cols: list[str]) -> tuple[dict, list[str]]:
+    """The other reading of "useful vs not" (``OUTCOME_UNSURE_DROPPED``), fitted the same way:
+    its formula, n and terms, or why it was not fitted."""
+    sub = data.loc[data["utility"] != 0].assign(useful=lambda d: (d["utility"] == 1).astype(int))
+    block = {"outcome": OUTCOME_UNSURE_DROPPED, "n_rationales": int(len(sub))}
+    if len(sub) < 10 or sub["useful"].nunique() < 2:
+        return {**block, "fitted": False, "not_fitted": (
+            f"{len(sub)} rationales are useful or not useful (need at least 10, with both outcomes)")}, []
+    fitted = _fit_properties(sub, prop_cols)
+    warnings = [w.replace("Properties model", "Properties model, unsure left out", 1) for w in fitted.warnings]
+    model = fitted.results.get("properties_model")
+    if model is None:
+        return {**block, "fitted": False, "not_fitted": warnings[-1] if warnings else "the fit failed"}, warnings
+    keep = ("formula", "interactions", "terms", "constant_properties_dropped")
+    return {**block, "fitted": True, **{k: model[k] for k in keep}}, warnings
+
+
 def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     """Binomial mixed model (SPEC section 7): useful vs not ~ properties, random intercepts for
-    question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes).
+    question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes) with the
+    priors ``PROPERTIES_*_PRIOR_SD``. "Useful vs not" is coded ``OUTCOME_UNSURE_NOT_USEFUL``; SPEC
+    leaves it open, so ``unsure_dropped`` gives the other reading (``OUTCOME_UNSURE_DROPPED``).
     Property annotations: ``Annotation(step="properties").payload`` is ``{"properties": {name: bool}}``
     (or ``{name: bool}``); a rationale has a property when most of its annotators marked it. The
     outcome is this study's utility (``frame``), else the one other studies scored."""
@@ -415,9 +501,12 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
             f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
             "(need at least 10 with both useful and not-useful outcomes)."
         ])
-    fitted = _fit_properties(data, prop_cols)
+    fitted = _fit_properties(data.assign(useful=(data["utility"] == 1).astype(int)), prop_cols)
     if "properties_model" in fitted.results:
-        fitted.results["properties_model"].update({"mark_rule": MARK_RULE, "even_splits": even_splits})
+        other, other_warnings = _properties_unsure_dropped(data, prop_cols)
+        fitted.results["properties_model"].update({"mark_rule": MARK_RULE, "even_splits": even_splits,
+                                                   "outcome": OUTCOME_UNSURE_NOT_USEFUL, "unsure_dropped": other})
+        fitted.warnings.extend(other_warnings)
     if borrowed is not None and "properties_model" in fitted.results:
         fitted.results["properties_model"]["utility_from"] = borrowed
         fitted.warnings.extend(_utility_from_warnings(borrowed, "The properties model"))
@@ -641,10 +730,18 @@ COUNTED = ("the answers of completed questions in submitted or approved tasks; a
            "rejected and on-hold work is left out, and a submitted task counts until it is rejected")
 
 
+def _task_answers(tasks) -> int:
+    """The answers given in ``tasks`` to the study's questions (every step; attention checks aside)."""
+    return Annotation.objects.filter(claim__assignment__in=tasks, claim__unit__isnull=False).count()
+
+
 def _counted_answers(study: Study) -> Part:
     """Which tasks the counted answers come from: approved ones, and submitted ones nobody has
     reviewed yet, which count until they are rejected (among them those that failed an attention
-    check). Scoring before the review gives other figures than after it: the results say which."""
+    check). Scoring before the review gives other figures than after it: the results say which.
+    Also the work left out: submitted or approved tasks on hold (``assignments_on_hold``: sync found
+    another worker on the platform, and no researcher has cleared them; they count once cleared) and
+    rejected tasks, each with its answers."""
     counted = claims_that_count(study=study)
     tasks = dict(counted.order_by().values("assignment__status").annotate(n=Count("assignment_id", distinct=True))
                  .values_list("assignment__status", "n"))
@@ -652,9 +749,20 @@ def _counted_answers(study: Study) -> Part:
                                          claim__assignment_id__in=counted.values("assignment_id"))
                .values("claim__assignment_id").distinct().count())
     unreviewed = int(tasks.get(Assignment.Status.SUBMITTED, 0))
+    held = assignments_on_hold(study=study).filter(status__in=COUNTING_ASSIGNMENT_STATUSES)
+    rejected = Assignment.objects.filter(study=study, status=Assignment.Status.REJECTED)
+    n_held = held.count()
     block = {"rule": COUNTED, "tasks_approved": int(tasks.get(Assignment.Status.APPROVED, 0)),
-             "tasks_not_reviewed": unreviewed, "tasks_failing_an_attention_check": failing}
+             "tasks_not_reviewed": unreviewed, "tasks_failing_an_attention_check": failing,
+             "tasks_on_hold": n_held, "answers_on_hold": _task_answers(held) if n_held else 0,
+             "tasks_rejected": (n_rejected := rejected.count()),
+             "answers_rejected": _task_answers(rejected) if n_rejected else 0}
     warnings = []
+    if n_held:
+        warnings.append(
+            f"{n_held} submitted tasks ({block['answers_on_hold']} answers) are on hold and not counted: sync found the "
+            "platform's worker is not the participant who answered. Held work counts once a researcher clears it, "
+            "so figures scored after that may differ.")
     if unreviewed:
         warnings.append(
             f"{unreviewed} of the tasks counted here are submitted but not yet reviewed"

@@ -268,6 +268,51 @@ def test_generalization_study_accuracy_delta_by_type_and_utility(utility_study):
     assert gen["consistency"]["item_with_counterfactuals"]["after"]["n_bundles"] == 1
 
 
+def test_figure_4_leaves_out_questions_marked_invalid_after_the_answers_and_says_so(utility_study):
+    """Figure 4 counts the questions Gen-U counts: a question marked invalid after its answers were
+    collected (the validation stays editable once the study opens) is left out, and the results and
+    the report say which questions counted and what was left out."""
+    from scoring.reports.sections import generalization_section
+    from studies.services.questions import generalization_questions_set_validation
+
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    study_score(study=study, similarity=False)
+    gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3)
+    gen_study.items.add(items[0])
+    cf = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.COUNTERFACTUAL, answer="no")
+    rp = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.REPHRASE, answer="yes")
+    generalization_questions_set_validation(questions=[cf], status="valid")
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=cf), [("yes", "no")] * 3)
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=rp), [("yes", "yes")] * 3, start=5)
+
+    generalization_questions_set_validation(questions=[rp], status="invalid")
+    run = study_score(study=gen_study)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    r = run.results
+    gen = r["generalization"]
+    assert set(gen["by_type"]) == {"counterfactual"}
+    assert gen["all"]["n"] == 1 and r["n_units"] == 1 and r["agreement"]["before"]["n_annotations"] == 3
+    assert gen["question_filter"] == "validated questions only"
+    assert "not marked invalid when scored" in gen["question_rule"]
+    assert (gen["n_questions"], gen["n_questions_validated"], gen["n_questions_unvalidated"]) == (1, 1, 0)
+    assert (gen["n_questions_invalid_left_out"], gen["n_units_invalid_left_out"],
+            gen["answers_invalid_left_out"]) == (1, 1, 6)
+    assert any("1 generalization questions of this study are now marked invalid" in w and "6 counted answers" in w
+               for w in r["warnings"])
+    notes = " ".join(generalization_section(r).notes)
+    assert "Questions: validated questions only (1 validated, 0 unvalidated; 1 counted); 1 marked invalid left out " \
+           "with their 1 units and 6 counted answers" in notes
+
+    # Back to unvalidated, the rephrase counts again and the filter says unvalidated questions are in.
+    generalization_questions_set_validation(questions=[rp], status="unvalidated")
+    gen = study_score(study=gen_study).results["generalization"]
+    assert set(gen["by_type"]) == {"counterfactual", "rephrase"}
+    assert gen["question_filter"].startswith("includes unvalidated questions")
+    assert (gen["n_questions_unvalidated"], gen["n_questions_invalid_left_out"]) == (1, 0)
+
+
 def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_them(utility_study):
     # Alice's generalization study shares its item and source with her utility study and with Bob's,
     # which Bob scored last and with another outcome. Figure 4 uses Alice's (Bob's is not hers to see,
@@ -454,6 +499,47 @@ def test_properties_mixed_model_reports_log_odds_with_intervals():
     term = model["terms"]["factual"]
     assert term["ci"][0] < term["log_odds"] < term["ci"][1]
     assert term["log_odds"] > 0.5  # useful far more often when factual
+    # Every rationale here is useful or unsure: with unsure left out there is one outcome, nothing to fit.
+    assert model["unsure_dropped"]["fitted"] is False and "need at least 10" in model["unsure_dropped"]["not_fitted"]
+
+
+def test_properties_model_states_its_outcome_coding_and_priors_and_gives_the_other_reading():
+    """SPEC section 7's "useful vs not" leaves unsure open: the model counts unsure as not useful,
+    says so and which priors it used, and gives the other reading (unsure left out) next to it."""
+    from scoring.reports.sections import properties_section
+
+    study = StudyFactory(annotators_per_unit=3)
+    sources = [RationaleSourceFactory(name=f"coding-{i}") for i in range(2)]
+    rng = __import__("random").Random(11)
+    answers = {1: ("no", "yes"), 0: ("yes", "yes"), -1: ("yes", "no")}
+    for _n in range(40):
+        item = ItemFactory(dataset=study.dataset, gold_answer="yes")
+        for source in sources:
+            factual = rng.random() < 0.5
+            utility = rng.choices([1, 0, -1], weights=[6, 2, 2] if factual else [2, 2, 6])[0]
+            unit = make_unit(study, item, source, quota=3)
+            collect(study, unit, [answers[utility]] * 3)
+            for claim in unit.claims.all():
+                Annotation.objects.create(claim=claim, step="properties", payload={"properties": {"factual": factual}})
+
+    run = study_score(study=study, similarity=False)
+
+    model = run.results["properties_model"]
+    assert model["outcome"] == "useful (+1) against unsure (0) and not useful (-1) together"
+    assert model["priors"] == {"fe_p": 2.0, "vcp_p": 1.0}
+    n_unsure = UnitScore.objects.filter(study=study, utility=0).count()
+    assert 0 < n_unsure < 80 and model["n_rationales"] == 80
+    other = model["unsure_dropped"]
+    assert other["fitted"] is True and other["outcome"].startswith("useful (+1) against not useful (-1)")
+    assert other["n_rationales"] == 80 - n_unsure
+    term = other["terms"]["factual"]
+    assert term["ci"][0] < term["log_odds"] < term["ci"][1] and term["log_odds"] > 0.5
+    assert term["log_odds"] != model["terms"]["factual"]["log_odds"]
+    section = properties_section(run.results)
+    assert [t.name for t in section.tables] == ["properties_model", "properties_model_unsure_dropped"]
+    notes = " ".join(section.notes)
+    assert "Outcome: useful (+1) against unsure (0) and not useful (-1) together" in notes
+    assert "sd 2.0" in notes and "sd 1.0" in notes and "Other reading (useful (+1) against not useful" in notes
 
 
 def test_properties_mixed_model_fits_pairwise_interactions_when_data_allows():

@@ -13,12 +13,17 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from annotations.models import Annotation, Assignment
+from annotations.models import Annotation, Assignment, PlatformSubmission
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_expire_stale, assignment_release, assignment_return
 from scoring.api.export_annotations import annotation_columns, annotation_rows
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
 from studies.api.tokens import api_token_create
+from tests.annotations.platforms.conftest import prolific, prolific_server, start_assignment  # noqa: F401
 from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +88,39 @@ def test_answers_of_a_task_still_at_work_are_not_scored():
     assert run.status == ScoreRun.Status.FAILED
     assert "no completed answers" in run.error
     assert not UnitScore.objects.filter(study=study).exists()
+
+
+def test_work_on_hold_and_rejected_work_are_counted_as_left_out_and_held_work_is_warned_about(prolific):  # noqa: F811
+    """Work that sync holds (the platform's worker is not the participant who answered) is left out
+    of the scores until a researcher clears it: the results count it, and rejected work, and warn
+    that the figures may change once the held work is cleared."""
+    from scoring.reports.sections import utility_section
+
+    _platform, server = prolific
+    study = open_utility_study(name="held-work", n_items=1, n_sources=1, quota=3, gold="yes")
+    pid = study_publish(user=OPERATOR, study=study, platform_name="prolific").prolific_study_id
+    for worker, submitter in (("p_honest", "p_honest"), ("p_fabricated", "p_real")):
+        submission = server.add_submission(pid, participant_id=submitter)
+        task = start_assignment(study, platform="prolific", worker_id=worker, assignment_id=submission["id"],
+                                task_id=pid)
+        for claim in task.claims.all():
+            for step in ("before", "after"):
+                annotation_submit(assignment=task, claim=claim, step=step, answer=wrong_then_right(claim, step))
+        assignment_submit(assignment=task)
+    rejected = work(study, "REJD00000000000000000009", answer=right_then_right)
+    assignment_release(assignment=rejected, status=Assignment.Status.REJECTED)
+    study_sync(study=study)
+    assert PlatformSubmission.objects.filter(flag=PlatformSubmission.Flag.WORKER_MISMATCH).count() == 1
+
+    run = study_score(study=study, similarity=False)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    assert UnitScore.objects.get(study=study).n_annotators == 1
+    counted = run.results["counted_answers"]
+    assert (counted["tasks_approved"], counted["tasks_not_reviewed"]) == (0, 1)
+    assert (counted["tasks_on_hold"], counted["answers_on_hold"]) == (1, 2)
+    assert (counted["tasks_rejected"], counted["answers_rejected"]) == (1, 2)
+    assert any(w.startswith("1 submitted tasks (2 answers) are on hold") and "once a researcher clears it" in w
+               for w in run.results["warnings"])
+    assert "Left out: 1 tasks on hold (2 answers; they count once a researcher clears them) and 1 rejected " \
+           "(2 answers)" in " ".join(utility_section(run.results).notes)
