@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from scoring.api.export_units import SCORED_WITH_COLUMNS, scored_with
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
 
@@ -13,6 +14,10 @@ class UnitScoreSerializer(serializers.ModelSerializer):
     gold_answer = serializers.CharField(source="item.gold_answer", read_only=True)
     source_name = serializers.CharField(source="source.name", read_only=True)
     utility_label = serializers.SerializerMethodField(help_text="useful, unsure or not_useful; empty if unscored.")
+    # What ``utility``, ``gen_u`` and ``similarity`` rest on, as the exports and the summary give it.
+    score_run = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["score_run"].description)
+    similarity_model = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["similarity_model"].description)
+    gen_u_method = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["gen_u_method"].description)
 
     class Meta:
         model = UnitScore
@@ -20,11 +25,28 @@ class UnitScoreSerializer(serializers.ModelSerializer):
             "id", "study", "item", "item_external_id", "split", "source", "source_name", "gold_answer",
             "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
             "after_correct", "utility", "utility_label", "task_correct", "gen_u", "similarity", "imported",
-            "updated_at",
+            "updated_at", "score_run", "similarity_model", "gen_u_method",
         ]
 
     def get_utility_label(self, obj) -> str:
         return UTILITY_NAMES.get(obj.utility, "")
+
+    def _scored_with(self, obj) -> dict:
+        """``scored_with`` of the row's study, read once per study for a page (the serializer's
+        context is shared by a list's rows)."""
+        cache = self.context.setdefault("_scored_with", {}) if isinstance(self.context, dict) else {}
+        if obj.study_id not in cache:
+            cache[obj.study_id] = scored_with(study=obj.study)
+        return cache[obj.study_id]
+
+    def get_score_run(self, obj) -> int | None:
+        return self._scored_with(obj)["score_run"]
+
+    def get_similarity_model(self, obj) -> str | None:
+        return self._scored_with(obj)["similarity_model"]
+
+    def get_gen_u_method(self, obj) -> str | None:
+        return self._scored_with(obj)["gen_u_method"]
 
 
 class ScoreRunSerializer(serializers.ModelSerializer):

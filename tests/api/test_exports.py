@@ -200,6 +200,8 @@ def test_exported_scores_name_the_run_the_similarity_model_and_the_gen_u_method(
     client = client_for(staff_plain)
     summary = client.get(f"/api/v1/studies/{study_data.study.pk}/summary/").json()
     assert {tuple(row[k] for k in expected) for row in summary} == {tuple(expected.values())}
+    scores = client.get("/api/v1/scores/", {"study": study_data.study.pk}).json()["results"]
+    assert scores and {tuple(row[k] for k in expected) for row in scores} == {tuple(expected.values())}
     for export in ("scores", "annotations"):
         response, body = download(client, f"/api/v1/studies/{study_data.study.pk}/export/{export}/",
                                   file_format=file_format)
