@@ -17,19 +17,26 @@ The rules (the README's "Security model" says the same):
   transaction as the participant it made, and the task it gave is recorded on it, so a retried
   form gets the same task. A form that was refused gets no trust from being sent again. (The
   nonce is bound to the browser that loaded the landing page: ``annotations.views.entry``.)
+- An open link's place is taken in the transaction that starts the task: a refused start (no
+  work, not qualified, a task in progress elsewhere) takes no place, and a refused form sent again
+  is counted only if it then gets its task.
+- A closed study (or closed link) starts nothing (``assignment_start`` refuses), but what was
+  started stays reachable: a task in progress resumes under the rules above, and a finished
+  task's done page shows as it does while the study is open.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from annotations.models import Assignment, ConsentReceipt, Participant, ParticipantLink
+from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import PlatformAssignmentTaken, TaskInProgress
-from annotations.services.participants import OTHER_TASK_IN_PROGRESS
+from annotations.services.participants import OTHER_TASK_IN_PROGRESS, open_link_check, open_link_join
 from studies.models import Study
 
 IN_ANOTHER_BROWSER = (
@@ -37,6 +44,9 @@ IN_ANOTHER_BROWSER = (
     "assignment of your platform. Continue it there; if you cannot, it is given back when its time "
     "runs out ({deadline} UTC) and you can start again."
 )
+
+# A task whose page is the done page (its completion code and hand-back).
+DONE = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -75,16 +85,36 @@ def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Pa
         return ConsentReceipt.objects.select_related("participant").get(key=key)
 
 
+def consent_given(*, key: str, study: Study) -> Assignment | None:
+    """The task the consent form with nonce ``key`` already gave in ``study`` (a retry of a form
+    whose response was lost), or None: a closed study answers a retried form with it, as an open
+    one does (``consent_take``), and refuses any other."""
+    receipt = (ConsentReceipt.objects.filter(key=key, study_id=study.pk, assignment__isnull=False)
+               .select_related("assignment").first())
+    return receipt.assignment if receipt is not None else None
+
+
+def finished_task_of_browser(*, study: Study, participant_id: int | None, task_id: int | None) -> Assignment | None:
+    """The finished (submitted or reviewed) task of ``study`` that this browser's study cookie
+    names (``worker_pages.browser_holds``: set only in a browser that was sent to the task), or
+    None. Its page is the done page, with the completion code."""
+    if participant_id is None or task_id is None:
+        return None
+    return (Assignment.objects.filter(pk=task_id, study_id=study.pk, participant_id=participant_id,
+                                      status__in=DONE).only("token").first())
+
+
 def consent_take(*, key: str, study: Study, participant: Callable[[], Participant], refs: PlatformRefs,
                  held_task_id: int | None, completion_code: str = "",
-                 link: ParticipantLink | None = None) -> Assignment:
+                 link: ParticipantLink | None = None, open_link: OpenLink | None = None) -> Assignment:
     """The task of the consent form with nonce ``key`` (already checked to come from this
     browser's landing page): its receipt (``consent_receipt_take``), then, holding the receipt's
     row lock, the task it gave before, or the one ``assignment_enter`` decides now, recorded on
     the receipt in the same transaction. So a copy of the form sent meanwhile waits and gets the
     same task, and a form that was refused is decided afresh when sent again: it proves no more
-    than the cookie it comes with (``held_task_id``). Raises what ``participant()`` and
-    ``assignment_enter`` raise."""
+    than the cookie it comes with (``held_task_id``). A worker who came through ``open_link``
+    takes its place with the new task, in this transaction (``assignment_enter``). Raises what
+    ``participant()`` and ``assignment_enter`` raise."""
     receipt = consent_receipt_take(key=key, study=study, participant=participant)
     with transaction.atomic():
         # The row alone (a joined row would be read as it was before the wait for the lock).
@@ -92,20 +122,25 @@ def consent_take(*, key: str, study: Study, participant: Callable[[], Participan
         if locked.assignment_id is not None:
             return Assignment.objects.get(pk=locked.assignment_id)
         assignment = assignment_enter(study=study, participant=receipt.participant, refs=refs,
-                                      held_task_id=held_task_id, completion_code=completion_code, link=link)
+                                      held_task_id=held_task_id, completion_code=completion_code, link=link,
+                                      open_link=open_link)
         ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
         return assignment
 
 
 def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,
-                     completion_code: str = "", link: ParticipantLink | None = None) -> Assignment:
+                     completion_code: str = "", link: ParticipantLink | None = None,
+                     open_link: OpenLink | None = None) -> Assignment:
     """The task of a worker who consented: the one in progress when this entry may resume it
     (``may_resume``), else a new one. Raises ``TaskInProgress`` when a task in progress belongs to
     another browser, ``PlatformAssignmentDone`` / ``PlatformAssignmentTaken`` when the platform
     assignment has another local task, and the assignment service's errors (no work, not
     qualified, ...). Through a single-person ``link`` the task in progress is opened only if it
-    was started through that link (the link is its credential); another one refuses. Call inside
-    the transaction that records the task on the consent's receipt (``consent_take``)."""
+    was started through that link (the link is its credential); another one refuses. Through an
+    ``open_link`` a new task takes the participant's place on the link (``open_link_join``, after
+    the start, so a refused start takes no place and a full or closed link starts no task; a
+    closed or full link refuses before anything is claimed, ``open_link_check``). Call inside the
+    transaction that records the task on the consent's receipt (``consent_take``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
         if active is not None and link is not None:
@@ -118,12 +153,20 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
             if held_task_id == active.pk:
                 return _refs_update(active, refs, study=study)
             return active
+        if open_link is not None:
+            open_link_check(link=open_link, participant=participant)
         try:
-            return assignment_start(
-                study=study, participant=participant, platform_assignment_id=refs.assignment_id,
-                platform_task_id=refs.task_id, return_url=refs.return_url, completion_code=completion_code,
-                consented=True, resume=False, participant_link=link,
-            )
+            # A savepoint only for an open link (a refused join takes the task back with it); without
+            # one, the start needs none (its statements are pinned: tests/annotations/test_round_trips.py).
+            with transaction.atomic() if open_link is not None else nullcontext():
+                started = assignment_start(
+                    study=study, participant=participant, platform_assignment_id=refs.assignment_id,
+                    platform_task_id=refs.task_id, return_url=refs.return_url, completion_code=completion_code,
+                    consented=True, resume=False, participant_link=link,
+                )
+                if open_link is not None:  # its row lock is held only until this transaction commits
+                    open_link_join(link=open_link, participant=participant, task=started)
+                return started
         except TaskInProgress:  # another request of this worker started one meanwhile: decide again
             continue
     # Reached only when a task appeared and vanished between two reads.

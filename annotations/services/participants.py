@@ -150,12 +150,35 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
     return locked.participant
 
 
-def open_link_join(*, link: OpenLink, participant: Participant) -> None:
+def _open_link_returning(*, link: OpenLink, participant: Participant, task: Assignment | None = None) -> bool:
+    """Whether ``participant`` took part in the link's study before (a task other than ``task``):
+    they hold a place already, or never needed one."""
+    earlier = Assignment.objects.filter(study_id=link.study_id, participant_id=participant.pk)
+    if task is not None:
+        earlier = earlier.exclude(pk=task.pk)
+    return participant.pk is not None and earlier.exists()
+
+
+def open_link_check(*, link: OpenLink, participant: Participant) -> None:
+    """Refuse (``StudyNotOpen``) what ``open_link_join`` would refuse, before a task is claimed
+    for nothing: a closed link, or a full one for a participant who would take a new place. Only
+    reads; the place itself is taken by ``open_link_join``."""
+    active, used, most = (OpenLink.objects.filter(pk=link.pk)
+                          .values_list("active", "n_participants", "max_participants").first() or (False, 0, None))
+    if not active:
+        raise StudyNotOpen("This link is closed. Thank you for your interest.")
+    if most is not None and used >= most and not _open_link_returning(link=link, participant=participant):
+        raise StudyNotOpen("This link is full or closed. Thank you for your interest.")
+
+
+def open_link_join(*, link: OpenLink, participant: Participant, task: Assignment | None = None) -> None:
     """Count ``participant`` against the open link's capacity the first time they take part in its
-    study through it (a worker coming back for another task is not counted again). Raises
-    ``StudyNotOpen`` when the link is closed or full. Call inside the transaction that creates
-    the participant's consent, so a refused join leaves nothing behind."""
-    if participant.pk and Assignment.objects.filter(study_id=link.study_id, participant_id=participant.pk).exists():
+    study through it (a worker coming back for another task is not counted again; ``task``, the
+    task this join is for, is not an earlier one). Raises ``StudyNotOpen`` when the link is closed
+    or full. Call inside the transaction that starts ``task``, after the start
+    (``services.entry.assignment_enter``): a refused start takes no place, a refused join starts
+    no task, and the link's row is locked only until that transaction commits."""
+    if _open_link_returning(link=link, participant=participant, task=task):
         if not OpenLink.objects.filter(pk=link.pk, active=True).exists():
             raise StudyNotOpen("This link is closed. Thank you for your interest.")
         return

@@ -9,6 +9,11 @@ Each shows the landing page (consent) with a one-time nonce bound to the browser
 and redirects to the task at ``/w/a/<assignment token>/``, setting the study cookie that proves
 this browser holds that task (``worker_pages.remember_task``). Who may open a task in progress is
 decided by ``services.entry.may_resume``.
+
+A closed study (or a closed open link) refuses only what would start work: the landing page and
+its consent. A task in progress still opens for whoever may resume it, and a finished task's done
+page (completion code, hand-back) still shows, as before the close: closing stops recruiting,
+work already started can still be submitted (``services.platforms.close.study_close``).
 """
 from __future__ import annotations
 
@@ -25,11 +30,18 @@ from annotations.models import Assignment, OpenLink, Participant, ParticipantLin
 from annotations.platforms import handoff
 from annotations.selectors import entry as selectors_entry
 from annotations.selectors.cost import questions_per_task
-from annotations.services.entry import PlatformRefs, consent_take, may_resume, task_in_progress
+from annotations.services.entry import (
+    PlatformRefs,
+    consent_given,
+    consent_take,
+    finished_task_of_browser,
+    may_resume,
+    task_in_progress,
+)
 from annotations.services.errors import AnnotationError, PlatformAssignmentDone
 from annotations.services.participants import (
     InvalidIdentifier,
-    open_link_join,
+    open_link_check,
     participant_get_or_create,
     participant_identified,
     participant_link_redeem,
@@ -92,6 +104,15 @@ def _closed(request: HttpRequest) -> HttpResponse:
                    message="This study is not accepting work at the moment. Thank you for your interest.")
 
 
+def _closed_consent(request: HttpRequest, *, study: Study, page: str) -> HttpResponse:
+    """A consent form sent to a closed study (or link): refused, unless it is a retry of a form
+    that already gave a task before the close (its response was lost): that task, as a retry
+    gets while the study is open (``services.entry.consent_given``)."""
+    key = _nonce_key(request, page) if request.POST.get("consent") else None
+    given = consent_given(key=key, study=study) if key else None
+    return _closed(request) if given is None else _to_task(request, given, study=study)
+
+
 def _to_task(request: HttpRequest, assignment: Assignment, *, study: Study) -> HttpResponse:
     """Send this browser to ``assignment``, which it is entitled to, with the cookie proving it:
     a redirect, or the task's page itself for a consent form sent by the landing page's script
@@ -111,9 +132,11 @@ def _refused(request: HttpRequest, error: AnnotationError) -> HttpResponse:
 
 def _consent(request: HttpRequest, *, study: Study, page: str, participant: Callable[[], Participant],
              held_task_id: int | None, refs: PlatformRefs | None = None,
-             completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None) -> HttpResponse:
+             completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None,
+             open_link: OpenLink | None = None) -> HttpResponse:
     """The landing page's POST, for every way in: take the consent once, then resume or start.
-    ``held_task_id`` is the task this browser's study cookie proves it holds."""
+    ``held_task_id`` is the task this browser's study cookie proves it holds; ``open_link``, the
+    open link the worker came through (a new participant takes one of its places with the task)."""
     if not request.POST.get("consent"):
         return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400)
     key = _nonce_key(request, page)
@@ -123,7 +146,8 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
                               "box and start again.")
     try:
         assignment = consent_take(key=key, study=study, participant=participant, refs=refs or PlatformRefs(),
-                                  held_task_id=held_task_id, completion_code=completion_code, link=link)
+                                  held_task_id=held_task_id, completion_code=completion_code, link=link,
+                                  open_link=open_link)
     except InvalidIdentifier as error:
         return _landing(request, study, page=page, error=error.message, identifier=identifier, status=400)
     except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
@@ -146,21 +170,24 @@ def entry(request: HttpRequest, study_token: str) -> HttpResponse:
         arrival = handoff.arrival_parse(study=study, params=request.GET)
     except handoff.ArrivalError as error:
         return message(request, title="This link cannot be used", message=error.message, status=400)
-    if study.status != Study.Status.OPEN:
-        return _closed(request)
+    closed = study.status != Study.Status.OPEN
     if arrival.preview:
+        if closed:
+            return _closed(request)
         if request.method == "POST":
             return message(request, title="Preview", status=403,
                            message="Accept the HIT on Mechanical Turk first; a preview stores nothing.")
         return _landing(request, study, page="preview", preview=True)
     if arrival.platform == Platform.LINK:
-        return _anonymous_entry(request, study=study, page=f"s:{study.pk}")
-    return _platform_entry(request, study=study, arrival=arrival)
+        return _anonymous_entry(request, study=study, page=f"s:{study.pk}", closed=closed)
+    return _platform_entry(request, study=study, arrival=arrival, closed=closed)
 
 
-def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arrival) -> HttpResponse:
+def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arrival, closed: bool) -> HttpResponse:
     """MTurk or Prolific: the worker id and assignment id come from the platform's URL (validated,
-    but unauthenticated: see ``services.entry``)."""
+    but unauthenticated: see ``services.entry``). In a ``closed`` study the done page and the task
+    in progress still open as they do in an open one (in MTurk's frame, where cookies may be
+    withheld, the assignment id is the way back); only the landing page and its consent are refused."""
     page = f"s:{study.pk}:{arrival.platform}:{arrival.worker_id}:{arrival.assignment_id}"
     refs = PlatformRefs(assignment_id=arrival.assignment_id, task_id=arrival.task_id, return_url=arrival.return_url)
     held = browser_holds(request, study.pk).assignment_id
@@ -181,14 +208,16 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             if done is not None and done.status != Assignment.Status.ACTIVE:  # one task per platform assignment
                 return _to_task(request, done, study=study)
         if active is not None:
-            if held == active.pk and arrival.assignment_id != active.platform_assignment_id:
+            if held == active.pk and arrival.assignment_id != active.platform_assignment_id and not closed:
                 # The platform gave this worker a new assignment (returned and accepted again):
                 # consenting again in the browser that holds the task moves it (a POST, not this GET).
                 return _landing(request, study, page=page)
             if not may_resume(active=active, refs=refs, held_task_id=held):
                 return _refused(request, task_in_progress(active))
             return _to_task(request, active, study=study)
-        return _landing(request, study, page=page)
+        return _closed(request) if closed else _landing(request, study, page=page)
+    if closed:
+        return _closed_consent(request, study=study, page=page)
 
     def participant() -> Participant:
         worker = participant_get_or_create(platform=arrival.platform, external_id=arrival.worker_id)
@@ -200,10 +229,13 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
                     held_task_id=held)
 
 
-def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, link: OpenLink | None = None) -> HttpResponse:
+def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
+                     link: OpenLink | None = None) -> HttpResponse:
     """A plain study link or an open link: the participant of the browser's cookie, or a typed
     participant identifier, or a new anonymous participant. A task in progress opens only in the
-    browser that holds it (the cookie names the task, not only the participant)."""
+    browser that holds it (the cookie names the task, not only the participant). When ``closed``
+    (the study, or the open link), that task still opens, and the browser whose cookie names a
+    finished task of the study gets its done page instead of a landing page; nothing else."""
     held = browser_holds(request, study.pk)
     holder = (Participant.objects.filter(pk=held.participant_id, platform=Platform.LINK).first()
               if held.participant_id else None)
@@ -213,19 +245,22 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, link: Ope
             if not may_resume(active=active, refs=PlatformRefs(), held_task_id=held.assignment_id):
                 return _refused(request, task_in_progress(active))
             return _to_task(request, active, study=study)
+        if closed:
+            finished = finished_task_of_browser(study=study, participant_id=held.participant_id,
+                                                task_id=held.assignment_id)
+            return _closed(request) if finished is None else redirect("annotations:assignment", token=finished.token)
         return _landing(request, study, page=page, identifier=True)
+    if closed:
+        return _closed_consent(request, study=study, page=page)
     identifier = request.POST.get("identifier", "").strip()
 
     def participant() -> Participant:
-        if identifier:
-            person = participant_identified(identifier=identifier)
-        else:
-            person = holder or participant_new_anonymous()
-        if link is not None:
-            open_link_join(link=link, participant=person)
-        return person
+        person = participant_identified(identifier=identifier) if identifier else holder
+        if link is not None:  # a closed or full link keeps no one it refuses (the place is taken with the task)
+            open_link_check(link=link, participant=person or Participant())
+        return person or participant_new_anonymous()
 
-    return _consent(request, study=study, page=page, participant=participant, identifier=True,
+    return _consent(request, study=study, page=page, participant=participant, identifier=True, open_link=link,
                     completion_code=link.completion_code if link else "", held_task_id=held.assignment_id)
 
 
@@ -237,9 +272,9 @@ def open_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     link = selectors_entry.link_by_token(OpenLink, token)
     if link is None:
         raise Http404("No such link.")
-    if link.study.status != Study.Status.OPEN or not link.active:
-        return _closed(request)
-    return _anonymous_entry(request, study=link.study, page=f"o:{link.pk}", link=link)
+    # A closed link (or study) still opens its holders' tasks in progress and done pages.
+    closed = link.study.status != Study.Status.OPEN or not link.active
+    return _anonymous_entry(request, study=link.study, page=f"o:{link.pk}", closed=closed, link=link)
 
 
 @worker_page
