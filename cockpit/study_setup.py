@@ -11,7 +11,7 @@ from annotations.models import AttentionCheck, QualificationTest
 from annotations.services.qualification import (
     attention_checks_fixed,
     qualification_questions,
-    qualification_questions_set,
+    qualification_test_save,
     qualification_test_taken,
 )
 
@@ -160,9 +160,9 @@ class QualificationTestForm(forms.ModelForm):
         return data
 
     def save(self, commit=True):
-        test = super().save(commit=commit)
-        if commit:
-            qualification_questions_set(test=test, questions=self.cleaned_data["parsed_questions"])
+        test = super().save(commit=False)
+        if commit:  # a new test also holds the study's tasks in progress until their workers pass it
+            qualification_test_save(test=test, questions=self.cleaned_data["parsed_questions"])
         return test
 
 

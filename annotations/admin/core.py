@@ -17,7 +17,11 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
-from annotations.services.qualification import attention_checks_fixed, qualification_test_taken
+from annotations.services.qualification import (
+    attention_checks_fixed,
+    qualification_test_save,
+    qualification_test_taken,
+)
 from lab.pseudonyms import worker_pseudonym
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 
@@ -201,6 +205,11 @@ class QualificationTestAdmin(StudyScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return not (obj is not None and qualification_test_taken(obj)) and super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        # A new test also holds the study's tasks in progress until their workers pass it (in the
+        # page's transaction, with the questions saved next).
+        qualification_test_save(test=obj)
 
 
 @admin.register(QualificationGrant)

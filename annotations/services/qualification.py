@@ -1,13 +1,15 @@
 """The qualification test: graded once per worker and study; passing grants the study's
 qualification (and lets the task's answers in: ``Assignment.qualification_pending``, set by
-``assignment_start``, is what the answer and submit services check), failing ends the task
-politely and gives its units back."""
+``assignment_start`` and, for the tasks already in progress when a test is added, by
+``qualification_test_save``, is what the answer and submit services check), failing ends the
+task politely and gives its units back."""
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 
 from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
-from annotations.models import Assignment, Claim, QualificationGrant, QualificationTest
+from annotations.models import Annotation, Assignment, Claim, QualificationGrant, QualificationTest
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
 
@@ -106,3 +108,42 @@ def qualification_questions_set(*, test: QualificationTest, questions: list[dict
         test.questions.model.objects.bulk_create([
             test.questions.model(test=test, position=position, **q) for position, q in enumerate(questions)
         ])
+
+
+def qualification_test_save(*, test: QualificationTest, questions: list[dict] | None = None) -> QualificationTest:
+    """Save ``test`` (and, given ``questions``, make them its questions: ``qualification_questions_set``):
+    the one way a qualification test is created, on the study page and on the test's own admin page.
+    A new test applies to the study's tasks already in progress as to new ones, in the same
+    transaction (``qualification_tasks_hold``), so the answer and submit services refuse them until
+    their worker passed it, as the task page asks."""
+    with transaction.atomic():
+        created = test.pk is None
+        test.save()
+        if created:
+            qualification_tasks_hold(study_id=test.study_id)
+        if questions is not None:
+            qualification_questions_set(test=test, questions=questions)
+    return test
+
+
+def qualification_tasks_hold(*, study_id: int) -> int:
+    """Mark the study's tasks in progress that must wait for its (new) qualification test
+    (``Assignment.qualification_pending``) by the task page's rule (``selectors.assignment_page``
+    and ``qualification_needed``): the worker has not passed the test and the task has no answer
+    yet (a task already answered goes on: the page shows it no test). Call inside the transaction
+    that creates the test. The tasks are locked first, as an answer locks its task, so an answer
+    stored meanwhile is seen (that task goes on) and a later one finds the mark. Returns how many
+    tasks wait."""
+    passed = QualificationGrant.objects.filter(study_id=study_id, participant_id=OuterRef("participant_id"),
+                                               passed=True)
+    with transaction.atomic():
+        tasks = list(Assignment.objects.select_for_update().filter(study_id=study_id, status=Assignment.Status.ACTIVE)
+                     .exclude(Exists(passed)).order_by("pk").values_list("pk", flat=True))
+        if not tasks:
+            return 0
+        answered = Exists(Annotation.objects.filter(claim__assignment_id=OuterRef("pk")))
+        # One already marked but answered (its answers came while the study had no test: a test
+        # deleted before anyone took it) goes on too, as its page shows no test.
+        Assignment.objects.filter(pk__in=tasks, qualification_pending=True).filter(answered).update(
+            qualification_pending=False)
+        return Assignment.objects.filter(pk__in=tasks).exclude(answered).update(qualification_pending=True)

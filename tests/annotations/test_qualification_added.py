@@ -1,0 +1,101 @@
+"""A qualification test added to an open study holds the tasks already in progress as it holds new
+ones: where the task page shows the test (the worker has not passed it, the task has no answer
+yet), the answer and submit services refuse until the worker passed it, whichever page added
+the test (the study page or the test's own admin page). A task already answered goes on, as its
+page shows no test."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotations.models import Annotation, Assignment, QualificationTest
+from annotations.services.qualification import qualification_test_save
+from tests.annotations.factories import add_qualification, make_study
+from tests.annotations.pages import answer, complete_task, entry_url, form_fields, start
+from tests.cockpit.test_study_setup import form_data
+
+pytestmark = pytest.mark.django_db
+
+QUESTIONS = [("Is Paris in France?", "yes"), ("Is Lyon in Spain?", "no")]
+
+
+def add_test(admin_client, study, page: str) -> QualificationTest:
+    if page == "study page":
+        url = reverse("admin:studies_study_change", args=[study.pk])
+        data = form_data(admin_client.get(url))
+        data.update({"qualification_test-TOTAL_FORMS": "1", "qualification_test-0-pass_mark": "2",
+                     "qualification_test-0-questions": "\n".join(f"{q} | {a}" for q, a in QUESTIONS)})
+        response = admin_client.post(url, data)
+    else:
+        data = {"study": study.pk, "pass_mark": 2, "instructions": "", "questions-TOTAL_FORMS": len(QUESTIONS),
+                "questions-INITIAL_FORMS": 0, "questions-MIN_NUM_FORMS": 0, "questions-MAX_NUM_FORMS": 1000}
+        for i, (question, correct) in enumerate(QUESTIONS):
+            data.update({f"questions-{i}-position": i, f"questions-{i}-question": question,
+                         f"questions-{i}-choices": '["yes", "no"]', f"questions-{i}-correct_answer": correct})
+        response = admin_client.post(reverse("admin:annotations_qualificationtest_add"), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    test = QualificationTest.objects.get(study=study)
+    assert test.questions.count() == len(QUESTIONS)
+    return test
+
+
+def pass_test(browser: Client, task: str, test: QualificationTest) -> None:
+    answers = {f"q_{q.pk}": q.correct_answer for q in test.questions.all()}
+    assert browser.post(task + "qualification", answers).status_code == 302
+
+
+@pytest.mark.parametrize("page", ["study page", "test admin"])
+def test_a_test_added_to_an_open_study_holds_the_tasks_in_progress_until_passed(admin_client, page):
+    study = make_study(n_items=6, n_sources=1, units_per_task=2)
+    browser = Client()
+    task = start(browser, entry_url(study))
+    fields = form_fields(browser.get(task).content.decode())  # the first question, on screen
+    answered = Client()  # another worker, who answered once before the test came
+    answered_task = start(answered, entry_url(study))
+    assert answer(answered, answered_task)[1].status_code == 302
+
+    test = add_test(admin_client, study, page)
+
+    assert 'name="q_' in browser.get(task).content.decode()  # the page shows the test
+    for response in (browser.post(task + "answer", {**fields, "answer": "yes"}), browser.post(task + "submit")):
+        assert response.status_code == 403 and "qualification test" in response.content.decode()
+    held = Assignment.objects.get(token=task.rstrip("/").rsplit("/", 1)[-1])
+    assert held.qualification_pending and held.status == Assignment.Status.ACTIVE
+    assert not Annotation.objects.filter(claim__assignment=held).exists()
+
+    # The task already answered goes on (its page shows no test), to its completion code.
+    assert 'name="q_' not in answered.get(answered_task).content.decode()
+    complete_task(answered, answered_task)
+    assert answered.post(answered_task + "submit").status_code == 302
+
+    pass_test(browser, task, test)
+    complete_task(browser, task)
+    assert browser.post(task + "submit").status_code == 302
+    held.refresh_from_db()
+    assert held.status == Assignment.Status.SUBMITTED and not held.qualification_pending
+
+
+def test_a_changed_test_holds_no_task_again():
+    study = make_study(n_items=6, n_sources=1, units_per_task=2)
+    test = add_qualification(study, pass_mark=2)  # tests/annotations/factories: no service
+    passed = Client()
+    task = start(passed, entry_url(study))
+    pass_test(passed, task, test)
+    test.pass_mark = 3
+    qualification_test_save(test=test)  # a change is no new test: nothing is held again
+    assert not Assignment.objects.get().qualification_pending
+    assert answer(passed, task)[1].status_code == 302
+
+
+def test_a_task_answered_while_the_study_had_no_test_goes_on_when_one_is_added_again():
+    study = make_study(n_items=6, n_sources=1, units_per_task=2)
+    add_qualification(study)
+    browser = Client()
+    task = start(browser, entry_url(study))
+    assert Assignment.objects.get().qualification_pending
+    QualificationTest.objects.filter(study=study).delete()  # nobody took it: it may go
+    assert answer(browser, task)[1].status_code == 302  # no test: the answers come in
+    qualification_test_save(test=QualificationTest(study=study, pass_mark=1))
+    assert not Assignment.objects.get().qualification_pending  # its page shows no test, so it goes on
+    assert answer(browser, task)[1].status_code == 302
