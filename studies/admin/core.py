@@ -3,10 +3,10 @@
 Writes go through the services: the study form calls ``study_create`` / ``study_update`` (the
 study admin and its open / close actions live in ``cockpit.admin``), the actions here call
 ``generalization_questions_set_validation``, the "Import data" page calls the importers and
-lists every bad row of a refused file, and edits and deletions of items, sources, rationales and
-generalization questions go through ``studies.services.content`` (``ContentAdmin``): a row used
-by a study the user may not change is theirs to read at most, and what an open or closed study
-shows its workers stays fixed."""
+lists every bad row of a refused file, and edits and deletions of datasets, items, sources,
+rationales and generalization questions go through ``studies.services.content``
+(``ContentAdmin``): a row used by a study the user may not change is theirs to read at most, and
+what an open or closed study shows its workers and its scores read stays fixed."""
 from __future__ import annotations
 
 from django import forms
@@ -124,7 +124,7 @@ class ContentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Dataset)
-class DatasetAdmin(admin.ModelAdmin):
+class DatasetAdmin(ContentAdmin):
     list_display = ["name", "task_format", "n_items", "n_train", "n_dev", "n_test", "created_at"]
     list_filter = ["task_format"]
     search_fields = ["name", "description"]

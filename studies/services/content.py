@@ -1,25 +1,36 @@
-"""Writes of the shared content studies show their workers: items, rationale sources, rationales
-and generalization questions. One rule, owned here, whoever writes (the admin's change and delete
-pages and actions, the importers, the LM jobs that write rationales and questions, which act for
-the researcher who started them):
+"""Writes of the shared content studies show their workers and score: datasets, items, rationale
+sources, rationales and generalization questions. One rule, owned here, whoever writes (the
+admin's change and delete pages and actions, the importers, the LM jobs that write rationales,
+questions and Gen-U predictions, which act for the researcher who started them):
 
 - *Only the studies' researchers change what their studies use.* A row used by a study the
   acting user may not change (``studies.selectors.studies_for_user`` with CHANGE: owner, shared,
   or superuser, with ``studies.change_study``) is not theirs to edit or delete, whatever the
   study's status; nor may they add a row such a study would use (a rationale of a source it
-  lists for an item it drew, a generalization question of an item a generalization study drew):
-  it would be shown to that study's workers when it opens.
+  lists for an item it drew, a generalization question of an item a generalization study drew,
+  a Gen-U prediction such a study would score: ``gen_u_added_refusals``): it would be shown to
+  that study's workers, or read by its scores, when it opens.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
-  what its scores read (gold answers, predicted answers, source names) is never changed under
-  it: an edit of those fields (``FIXED_FIELDS``), and any deletion, of a row an open or closed
-  study uses is refused, by its owner too. Correct content by importing a new dataset or source
-  and copying the study. Other fields (an item's metadata, a source's description and settings, a
+  what its scores read (gold answers, predicted answers, source names, the dataset's name, task
+  format and choice labels) is never changed under it: an edit of those fields
+  (``FIXED_FIELDS``), and any deletion, of a row an open or closed study uses is refused, by its
+  owner too. Correct content by importing a new dataset or source and copying the study. Other
+  fields (a dataset's description, an item's metadata, a source's description and settings, a
   rationale's faithfulness and highlights, a question's validation status) stay editable by the
   studies' researchers.
 
-Which studies use a row is ``studies.selectors.content_studies`` (the same reading of "used" as
-the reference-data visibility selectors there). A user of ``None`` is the operator (management
+Which studies use a row (``_rows_studies``) is ``studies.selectors.content_studies`` (the same
+reading of "used" as the reference-data visibility selectors there), and two uses those
+selectors do not list: a dataset is used by the studies on it (its name, task format and choice
+labels are what scoring, results and exports read); a generalization question is also used by
+every study whose Gen-U reads its predictions: one that drew its item and uses the rationale of
+that item by a source with Gen-U predictions on the question (the condition
+``gen_u_added_refusals`` checks for a new prediction): its text, answer and validation status
+(a question marked invalid drops out of Gen-U), and its deletion (its predictions go with it),
+change that study's Gen-U. So only that study's researchers mark such a question valid or
+invalid (``studies.services.questions``; still theirs to do after it opens), and its fixed
+fields and deletion are refused once it opens. A user of ``None`` is the operator (management
 commands): only the second rule applies to them."""
 from __future__ import annotations
 
@@ -28,11 +39,20 @@ from collections.abc import Iterable, Mapping
 from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
 
-from studies.models import GeneralizationQuestion, Item, Rationale, RationaleSource, Study
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    GenUPrediction,
+    Item,
+    Rationale,
+    RationaleSource,
+    Study,
+)
 from studies.selectors import CHANGE, content_studies, studies_for_user
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
 FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
+    Dataset: frozenset({"name", "task_format", "choice_labels"}),
     Item: frozenset({"dataset", "external_id", "question", "choices", "gold_answer", "gold_rationale", "split"}),
     RationaleSource: frozenset({"name", "kind"}),
     Rationale: frozenset({"item", "source", "text", "predicted_answer", "prediction_correct"}),
@@ -97,9 +117,9 @@ def content_change_problems(
 def _studies_using(
     *, model: type[models.Model], pks: list[int], lock: bool
 ) -> tuple[dict[int, set[int]], dict[int, Study]] | None:
-    """Which studies use each row (``content_studies``) and those studies by primary key, locked
+    """Which studies use each row (``_rows_studies``) and those studies by primary key, locked
     when ``lock``; None when no study uses any of the rows."""
-    uses = content_studies(model=model, pks=pks)
+    uses = _rows_studies(model, pks)
     study_ids = set().union(*uses.values()) if uses else set()
     if not study_ids:
         return None
@@ -107,6 +127,60 @@ def _studies_using(
     with transaction.atomic():  # the locks last until the caller's transaction ends
         by_id = {s.pk: s for s in (studies.select_for_update() if lock else studies)}
     return uses, by_id
+
+
+CHUNK = 5000  # bounded IN lists (SQLite's and PostgreSQL's parameter limits), as content_studies
+
+
+def _rows_studies(model: type[models.Model], pks: list[int]) -> dict[int, set[int]]:
+    """The ids of the studies that use each row (rows no study uses are left out): see the module's
+    docstring. A bounded number of queries for every 5,000 rows, whatever the number of studies."""
+    if model is Dataset:
+        out: dict[int, set[int]] = {}
+        for start in range(0, len(pks), CHUNK):
+            for dataset_id, study_id in Study.objects.filter(dataset_id__in=pks[start:start + CHUNK]).order_by(
+            ).values_list("dataset_id", "pk"):
+                out.setdefault(dataset_id, set()).add(study_id)
+        return out
+    uses = content_studies(model=model, pks=pks)
+    if model is GeneralizationQuestion:
+        for pk, study_ids in _gen_u_studies(pks).items():
+            uses.setdefault(pk, set()).update(study_ids)
+    return uses
+
+
+def _gen_u_rationales(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """The rationale of each (item, source) pair that has one: a study's Gen-U reads the
+    predictions of a pair whose rationale it uses (``_gen_u_studies``, ``gen_u_added_refusals``)."""
+    if not pairs:
+        return {}
+    rows = Rationale.objects.filter(
+        item_id__in={p[0] for p in pairs}, source_id__in={p[1] for p in pairs}
+    ).order_by().values_list("pk", "item_id", "source_id")
+    return {(item_id, source_id): pk for pk, item_id, source_id in rows if (item_id, source_id) in pairs}
+
+
+def _gen_u_studies(pks: list[int]) -> dict[int, set[int]]:
+    """For generalization questions, the ids of the studies whose Gen-U reads their predictions:
+    those that use the rationale of the question's item by a source with a prediction on the
+    question (``content_studies`` of that rationale). Questions without predictions are left out."""
+    out: dict[int, set[int]] = {}
+    for start in range(0, len(pks), CHUNK):
+        pairs_of: dict[int, set[tuple[int, int]]] = {}
+        for pk, item_id, source_id in GenUPrediction.objects.filter(
+            generalization_question_id__in=pks[start:start + CHUNK]
+        ).order_by().values_list("generalization_question_id", "generalization_question__item_id",
+                                 "rationale_source_id").distinct():
+            pairs_of.setdefault(pk, set()).add((item_id, source_id))
+        if not pairs_of:
+            continue
+        rationales = _gen_u_rationales(set().union(*pairs_of.values()))
+        uses = content_studies(model=Rationale, pks=sorted(set(rationales.values())))
+        for pk, pairs in pairs_of.items():
+            studies = set().union(*(uses.get(rationales[p], set()) for p in pairs if p in rationales))
+            if studies:
+                out[pk] = studies
+    return out
 
 
 def _not_yours_reason(model: type[models.Model], pk: int) -> str:
@@ -133,7 +207,7 @@ def _fixed_reason(model: type[models.Model], pk: int, fields: Iterable[str] | No
         return ""
     return (
         f"{', '.join(touched)} of {_label(model, pk)} cannot change: {_names(started)} "
-        f"{'shows' if len(started) == 1 else 'show'} it to workers and {_opened(started)}, so what its "
+        f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}, so what its "
         "workers saw and its scores stay as they were. Import the corrected content as a new dataset "
         "or source and copy the study"
     )
@@ -174,12 +248,9 @@ def gen_u_added_refusals(*, user, pairs: Iterable[tuple[int, int]]) -> dict[tupl
     source's rationale of the item, and its Gen-U score reads those predictions. Checked as a
     change of the rationale (its studies locked until the caller's transaction ends); a pair with
     no rationale is read by no study."""
-    pairs = set(pairs)
-    if not pairs:
+    rationales = _gen_u_rationales(set(pairs))
+    if not rationales:
         return {}
-    rationales = {(item_id, source_id): pk for pk, item_id, source_id in Rationale.objects.filter(
-        item_id__in={p[0] for p in pairs}, source_id__in={p[1] for p in pairs}).values_list("pk", "item_id", "source_id")
-        if (item_id, source_id) in pairs}
     not_yours, _ = content_change_problems(user=user, model=Rationale, changes=dict.fromkeys(rationales.values(), ()),
                                            lock=True)
     return {pair: not_yours[pk] for pair, pk in rationales.items() if pk in not_yours}
