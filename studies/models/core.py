@@ -8,8 +8,10 @@ display order, so templates and the questionnaire never guess.
 from __future__ import annotations
 
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -25,6 +27,36 @@ class Platform(models.TextChoices):
     LINK = "link", "Participant links"
     PROLIFIC = "prolific", "Prolific"
     MTURK = "mturk", "Amazon Mechanical Turk"
+
+
+def validate_endpoint_url(value: str) -> None:
+    """An LM endpoint URL (``RationaleSource`` / ``QuestionGenerator.endpoint_url``): http or https
+    only, and no credentials in it (``user:pass@``). Which endpoints get the operator's API key
+    is the backend's decision (``studies.lm.backends.openai_key_decision``), not this one's."""
+    if not value:
+        return
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:
+        raise ValidationError("Enter a valid URL.", code="invalid") from exc
+    if parts.scheme.lower() not in {"http", "https"}:
+        raise ValidationError("An endpoint URL must start with http:// or https://.", code="endpoint_scheme")
+    if "@" in parts.netloc:
+        raise ValidationError("An endpoint URL must not carry a user name or password (user:pass@).",
+                              code="endpoint_credentials")
+
+
+def clean_endpoint_url_field(instance: models.Model, exclude, errors: dict) -> dict:
+    """Add :func:`validate_endpoint_url`'s error for ``instance.endpoint_url`` to ``errors`` (a
+    ``clean_fields`` error dict), unless the field is excluded or already has an error. A check
+    in ``clean_fields`` rather than a field validator, so the field (and its migrations) stays as is."""
+    if "endpoint_url" in (exclude or ()) or "endpoint_url" in errors:
+        return errors
+    try:
+        validate_endpoint_url(instance.endpoint_url)
+    except ValidationError as exc:
+        errors = {**errors, "endpoint_url": exc.error_list}
+    return errors
 
 
 class TimeStamped(models.Model):
@@ -145,6 +177,16 @@ class RationaleSource(TimeStamped):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean_fields(self, exclude=None) -> None:
+        errors: dict = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        errors = clean_endpoint_url_field(self, exclude, errors)
+        if errors:
+            raise ValidationError(errors)
 
 
 class Rationale(TimeStamped):

@@ -1,6 +1,7 @@
 """The OpenAI-compatible backend against a local HTTP server the test starts."""
 import logging
 
+import httpx
 import pytest
 
 from studies.lm.backends import (
@@ -96,12 +97,21 @@ def test_budget_cap_on_tokens():
 
 
 def test_api_key_comes_from_the_settings_and_never_reaches_errors(settings, caplog):
+    # The key goes only to https on a host of RL_OPENAI_KEY_HOSTS (test_openai_key_hosts.py), so
+    # this endpoint is a mock transport rather than the local http server.
     settings.RL_OPENAI_API_KEY = "sk-secret-123"
-    with OpenAIServer(lambda path, body: (401, {"error": "unauthorised"}, {})) as s:
-        b, _ = backend(s)
-        with caplog.at_level(logging.DEBUG), pytest.raises(BackendError) as error:
-            b.generate(["p"], GREEDY)
-    assert s.requests[0]["headers"]["Authorization"] == "Bearer sk-secret-123"
+    settings.RL_OPENAI_KEY_HOSTS = ["api.openai.com"]
+    seen: list[httpx.Request] = []
+
+    def unauthorised(request):
+        seen.append(request)
+        return httpx.Response(401, json={"error": "unauthorised"})
+
+    b = OpenAIBackend(endpoint_url="https://api.openai.com/v1", model="m", concurrency=1,
+                      transport=httpx.MockTransport(unauthorised))
+    with caplog.at_level(logging.DEBUG), pytest.raises(BackendError) as error:
+        b.generate(["p"], GREEDY)
+    assert seen[0].headers["Authorization"] == "Bearer sk-secret-123"
     assert "sk-secret" not in str(error.value)
     assert "sk-secret" not in caplog.text
 
