@@ -1,7 +1,8 @@
 """Admin for LM generation: generators, jobs (with live progress), failures and Gen-U predictions.
 
 The actions only collect parameters and call the services (``generation_job_create``,
-``generation_job_cancel``, ``generation_job_resume``, ``finetune_t5``); the work runs on the
+``generation_job_cancel``, ``generation_job_resume``, ``finetune_t5``), which check the user's
+right themselves (starting a job needs ``studies.add_generationjob``); the work runs on the
 ``lm`` Celery queue. "Generate rationales" (and the Gen-U answers and faithfulness jobs) is added to the rationale source admin and "Fine-tune
 T5" to the dataset admin from here, so ``studies/admin/core.py`` stays untouched. LM output is
 shown through Django's auto-escaping only.
@@ -35,6 +36,7 @@ from studies.services.generation import (
     generation_job_resume,
 )
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
+from studies.services.generation.jobs import generation_job_start_check
 
 REFRESH_SECONDS = 5
 
@@ -111,7 +113,14 @@ class FinetuneForm(forms.Form):
 
 
 def _action_page(modeladmin, request, queryset, *, form_class, title, action, submit, run):
-    """Show ``form_class`` for the selected rows; on submit call ``run(obj, data)`` for each."""
+    """Show ``form_class`` for the selected rows; on submit call ``run(obj, data)`` for each. A user
+    who may not start LM jobs is told so before any form (the service refuses them anyway: the
+    action's own ``change`` right on the row is not the right to start a job)."""
+    try:
+        generation_job_start_check(user=request.user)
+    except GenerationError as exc:
+        modeladmin.message_user(request, str(exc), messages.ERROR)
+        return None
     if "apply" in request.POST:
         form = form_class(request.POST)
         if form.is_valid():

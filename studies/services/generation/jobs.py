@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from studies.lm.backends import TransientBackendError
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
-from studies.selectors import CHANGE, generation_jobs_for_user
+from studies.selectors import CHANGE, JOB_START_PERMISSION, generation_jobs_for_user
 
 from .common import DEFAULT_BATCH_SIZE, Handler
 from .errors import GenerationError
@@ -48,6 +48,37 @@ HANDLERS: dict[str, Handler] = {
 
 
 RUN_TASK = "studies.tasks.run_generation_job"  # its default name, which CELERY_TASK_ROUTES names too
+
+
+def generation_job_start_check(*, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) unless they may start LM jobs
+    (``studies.add_generationjob``; an inactive account holds no permission), with
+    ``GenerationError``. :func:`generation_job_create` calls it, so the admin's actions, the API
+    and any other caller get one answer; a job whose researcher lost the right stops when it next
+    runs (:func:`_creator_refusal`)."""
+    if user is not None and not user.has_perm(JOB_START_PERMISSION):
+        raise GenerationError(f"you may not start LM jobs (it needs the permission {JOB_START_PERMISSION}).")
+
+
+def _creator_refusal(job: GenerationJob) -> str:
+    """Why ``job`` may not go on: the researcher who started it may no longer start jobs (the
+    permission was removed or the account deactivated), so the job stops spending compute and
+    budget for them; empty when it may go on. A job a command started (the operator's) always
+    may, and so may one whose researcher's account was deleted: it acts for nobody
+    (``common.job_actor``), storing only what no study shows."""
+    creator = job.created_by
+    if creator is None or creator.has_perm(JOB_START_PERMISSION):
+        return ""
+    why = "their account was deactivated" if not creator.is_active else f"they no longer hold {JOB_START_PERMISSION}"
+    return f"Cancelled: {creator} who started this job may no longer start LM jobs ({why})."
+
+
+def _cancel(locked: GenerationJob, *, error: str = "") -> None:
+    """Move ``locked`` (held with ``select_for_update``) to cancelled, with ``error`` saying why
+    when the job did not ask for it."""
+    fields = {"error": error[:5000]} if error else {}
+    GenerationJob.STATUS.move(locked, Status.CANCELLED, cancel_requested=True, eta_seconds=None,
+                              finished_at=timezone.now(), **fields)
 
 
 def _enqueue(job_id: int) -> None:
@@ -81,7 +112,11 @@ def generation_job_create(
     :func:`.quark.quark_params` accepts (``source`` is the policy, or
     ``params["policy_path"]`` a checkpoint folder). Any other key is refused (each handler's
     ``params_accepted``): the keys a job writes as it runs (cursor, usage, history, report, best,
-    checkpoint_step, ...) never come from the caller."""
+    checkpoint_step, ...) never come from the caller.
+
+    ``user``: who starts the job, refused unless they may start jobs
+    (:func:`generation_job_start_check`); None: the operator (a management command)."""
+    generation_job_start_check(user=user)
     handler = HANDLERS.get(kind)
     if handler is None:
         raise GenerationError(f"unknown job kind {kind!r}")
@@ -133,18 +168,22 @@ def generation_job_cancel(*, job: GenerationJob, user) -> GenerationJob:
     job = _job_to_change(user=user, job=job, verb="cancel")
     if not job.is_active:
         raise GenerationError(f"job {job.pk} is {job.get_status_display().lower()}: only queued or running jobs can be cancelled")
-    GenerationJob.STATUS.move(job, Status.CANCELLED, cancel_requested=True, eta_seconds=None,
-                              finished_at=timezone.now())
+    _cancel(job)
     return job
 
 
 @transaction.atomic
 def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> GenerationJob:
     """Queue a failed, cancelled or stalled job again, for ``user`` (allowed as for
-    :func:`generation_job_cancel`); it continues where it stopped."""
+    :func:`generation_job_cancel`); it continues where it stopped. A job whose researcher may no
+    longer start jobs is not resumed (it would stop again when it runs): start a new one."""
     job = _job_to_change(user=user, job=job, verb="resume")
     if job.status == Status.DONE:
         raise GenerationError(f"job {job.pk} is done: nothing to resume")
+    refusal = _creator_refusal(job)
+    if refusal:
+        raise GenerationError(f"job {job.pk} cannot be resumed: {job.created_by} who started it may no longer "
+                              "start LM jobs; start a new job instead")
     # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.
     job.params = {k: v for k, v in job.params.items() if k != "cursor"}
     GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None, params=job.params)
@@ -162,13 +201,22 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     skip stored items and write under the job's row lock, so a second chain only finds less to do.
     Fine-tuning is one long batch and is left to the admin's "Resume job". A Quark batch
     (``checkpoint_every`` steps) touches its job every step, and a second chain of one is harmless:
-    the batch that finds the checkpoint moved on discards its work and ends its chain."""
+    the batch that finds the checkpoint moved on discards its work and ends its chain.
+
+    A stalled job whose researcher may no longer start jobs is cancelled with that reason instead
+    (:func:`_creator_refusal`). Returns the ids of the jobs queued again."""
     cutoff = timezone.now() - stalled_after
-    ids = list(
-        GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)
-        .exclude(kind=GenerationJob.Kind.FINETUNE)
-        .values_list("pk", flat=True)
-    )
+    stalled = (GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)
+               .exclude(kind=GenerationJob.Kind.FINETUNE).select_related("created_by").defer("item_ids"))
+    ids = []
+    for job in stalled:
+        refusal = _creator_refusal(job)
+        if not refusal:
+            ids.append(job.pk)
+            continue
+        locked = GenerationJob.objects.select_for_update().defer("item_ids").filter(pk=job.pk).first()
+        if locked is not None and locked.is_active:
+            _cancel(locked, error=refusal)
     for job_id in ids:
         # Touch the job so the next beat tick does not queue it again while this message waits.
         job_touch(job_id)
@@ -184,6 +232,10 @@ def _start(job_id: int) -> GenerationJob | None:
             return None
         if job.cancel_requested:
             GenerationJob.STATUS.move(job, Status.CANCELLED)
+            return None
+        refusal = _creator_refusal(job)
+        if refusal:  # its researcher lost the right to start jobs: it goes no further for them
+            _cancel(job, error=refusal)
             return None
         if job.status == Status.QUEUED:
             GenerationJob.STATUS.move(job, Status.RUNNING, started_at=job.started_at or timezone.now())
