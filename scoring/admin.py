@@ -3,8 +3,9 @@
 - the report pages of one run (report, figures, download, the run's live state):
   ``scoring.reports.views``;
 - ``/admin/scoring/scorerun/score/``: "Score now" (POST, CSRF-protected) queues
-  ``scoring.tasks.score_study_task`` for a study through ``score_run_enqueue`` and opens the
-  run's state page, which follows it until the report is there;
+  ``scoring.tasks.score_study_task`` for a study through ``score_run_enqueue`` (which checks the
+  user's right: ``scoring.add_scorerun`` and VIEW on the study, as the API) and opens the run's
+  state page, which follows it until the report is there;
 - ``/admin/scoring/scorerun/import-outcomes/``: a study run elsewhere (an outcomes file such as
   ``rationale_utility.json``) becomes a finished study through ``outcomes_study_create`` and is
   scored at once: what ``manage.py import_outcomes --score`` does, from the admin.
@@ -24,6 +25,7 @@ from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
 from scoring.services.outcomes import OutcomesStudyNotYours
+from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Dataset, Split, Study
 from studies.selectors import studies_for_user
@@ -31,7 +33,7 @@ from studies.services.importers import ImportValidationError
 
 
 class ScoreNowForm(forms.Form):
-    """"Score now": a study the user may see (scoring needs ``scoring.change_scorerun`` on top)."""
+    """"Score now": a study the user may see (scoring needs ``scoring.add_scorerun`` on top)."""
 
     study = forms.ModelChoiceField(queryset=Study.objects.none())
 
@@ -74,8 +76,13 @@ class ScoreRunAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         # A run is never edited (its attempts bound the retries, its updated_at is the worker's
-        # heartbeat); the list-level right still gates "Score now" and the outcomes import.
+        # heartbeat).
         return obj is None and super().has_change_permission(request, obj)
+
+    def may_score(self, request) -> bool:
+        """Whether "Score now" is offered: the right to start a scoring run (``score_run_enqueue``
+        checks it, and the study, itself)."""
+        return request.user.has_perm(SCORE_PERMISSION)
 
     @admin.display(description="warnings")
     def n_warnings(self, obj: ScoreRun) -> int:
@@ -104,21 +111,21 @@ class ScoreRunAdmin(StudyScopedAdmin):
         return super().changelist_view(request, extra_context=extra_context)
 
     def score_now_view(self, request):
-        if not self.has_change_permission(request):
+        if not self.may_score(request):
             raise PermissionDenied
         form = ScoreNowForm(request.POST, user=request.user)
         if not form.is_valid():
             messages.error(request, "Choose a study to score.")
             return redirect("admin:scoring_scorerun_changelist")
         try:
-            run = score_run_enqueue(study=form.cleaned_data["study"])
-        except ScoringQueueUnavailable as exc:
+            run = score_run_enqueue(study=form.cleaned_data["study"], user=request.user)
+        except (ScoreRunRefused, ScoringQueueUnavailable) as exc:
             messages.error(request, str(exc))
             return redirect("admin:scoring_scorerun_changelist")
         return redirect("admin:scoring_scorerun_state", run.pk)
 
     def _may_import_outcomes(self, request) -> bool:
-        return request.user.has_perm("studies.add_study") and self.has_change_permission(request)
+        return request.user.has_perm("studies.add_study") and self.may_score(request)
 
     def import_outcomes_view(self, request):
         """Upload an outcomes file: the finished study appears with its unit scores, or nothing is
@@ -142,8 +149,8 @@ class ScoreRunAdmin(StudyScopedAdmin):
                 if not data["score"]:
                     return redirect("admin:studies_study_change", study.pk)
                 try:
-                    run = score_run_enqueue(study=study)
-                except ScoringQueueUnavailable as exc:
+                    run = score_run_enqueue(study=study, user=request.user)
+                except (ScoreRunRefused, ScoringQueueUnavailable) as exc:
                     messages.error(request, str(exc))
                     return redirect("admin:studies_study_change", study.pk)
                 return redirect("admin:scoring_scorerun_state", run.pk)

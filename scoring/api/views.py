@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import ScoringQueueUnavailable, score_run_enqueue
+from scoring.services.runs import ScoreRunRefused
 from studies.api.serializers import ErrorSerializer
 from studies.selectors import studies_for_user
 
@@ -111,7 +112,9 @@ class ScoreRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 status=status.HTTP_404_NOT_FOUND,
             )
         try:
-            run = score_run_enqueue(study=study)
+            run = score_run_enqueue(study=study, user=request.user)
+        except ScoreRunRefused as exc:  # the service's own check (the permission is checked above too)
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except ScoringQueueUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response(ScoreRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -54,7 +54,7 @@ def report_view(model_admin, request, run_id: int):
         "results": run.results or {},
         "sections": report_sections(run, both_directions=both),
         "both": both,
-        "can_score": model_admin.has_change_permission(request),
+        "can_score": model_admin.may_score(request),
     }
     return TemplateResponse(request, "admin/scoring/report.html", context)
 

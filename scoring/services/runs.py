@@ -1,9 +1,11 @@
 """Score runs in the background: queue one, start it in a worker, keep its heartbeat, and recover
 the ones whose worker died (as the LM jobs are recovered: stall detection by beat, re-queue, resume).
 
-- ``score_run_enqueue`` creates a pending run and sends its task. A broker that cannot be reached
-  fails the run at once with the reason and raises ``ScoringQueueUnavailable`` (the API answers
-  503, the admin says so): no run is left pending with nothing queued.
+- ``score_run_enqueue`` creates a pending run and sends its task, for a user who may start one
+  (``scoring.add_scorerun`` and VIEW on the study; ``ScoreRunRefused`` otherwise, which the API
+  answers 403 and the admin shows). A broker that cannot be reached fails the run at once with the
+  reason and raises ``ScoringQueueUnavailable`` (the API answers 503, the admin says so): no run
+  is left pending with nothing queued.
 - ``score_run_start`` is the task's first step: it takes a pending run, or a running one whose
   heartbeat stopped (its worker was killed and the broker redelivered the message), and moves it to
   running. A running run with a live heartbeat belongs to another worker and is left alone.
@@ -29,6 +31,7 @@ from django.utils import timezone
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun
 from studies.models import Study
+from studies.selectors import VIEW, study_user_may
 
 logger = logging.getLogger(__name__)
 Status = ScoreRun.Status
@@ -42,8 +45,31 @@ QUEUE = "default"
 SEND_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 
 
+# Starting a scoring run: this permission, and VIEW on the study (scoring recomputes; it changes no
+# answer). README, "What sharing grants".
+SCORE_PERMISSION = "scoring.add_scorerun"
+
+
 class ScoringQueueUnavailable(ScoringError):
     """The task queue (broker) could not be reached; the run was marked failed."""
+
+
+class ScoreRunRefused(ScoringError):
+    """The acting user may not start a scoring run of this study; nothing was created or queued."""
+
+
+def score_run_check(*, study: Study, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) a scoring run of ``study`` unless they
+    hold ``scoring.add_scorerun`` and may VIEW the study, with ``ScoreRunRefused`` (the message does
+    not name a study the user may not reach). :func:`score_run_enqueue` calls it, so the admin, the
+    API and any task get one answer."""
+    if user is None:
+        return
+    if not user.has_perm(SCORE_PERMISSION):
+        raise ScoreRunRefused(f"you may not start scoring runs (it needs the permission {SCORE_PERMISSION}).")
+    if not study_user_may(user=user, study=study, access=VIEW):
+        raise ScoreRunRefused(f"study {study.pk}: not found or not yours to score (a study you own or that is "
+                              "shared with you).")
 
 
 def stalled_after() -> timedelta:
@@ -70,10 +96,13 @@ def _send(run: ScoreRun) -> None:
         ScoreRun.objects.filter(pk=run.pk).update(task_id=result.id)
 
 
-def score_run_enqueue(*, study: Study) -> ScoreRun:
+def score_run_enqueue(*, study: Study, user) -> ScoreRun:
     """Create a pending ``ScoreRun`` and queue ``score_study_task`` for it once the row is committed
-    (at once outside a transaction). Raises ``ScoringQueueUnavailable`` when the broker cannot be
-    reached; the run is then failed with the reason, never left pending."""
+    (at once outside a transaction), for ``user`` (None: the operator), who must be allowed to
+    (:func:`score_run_check`; ``ScoreRunRefused`` otherwise, before anything is created). Raises
+    ``ScoringQueueUnavailable`` when the broker cannot be reached; the run is then failed with the
+    reason, never left pending."""
+    score_run_check(study=study, user=user)
     run = ScoreRun.objects.create(study=study, status=Status.PENDING)
     transaction.on_commit(lambda: _send(run))
     return run

@@ -85,7 +85,7 @@ def test_another_researchers_study_of_that_name_is_left_alone(strategyqa_test_it
     small.write_text("\n".join(utility_file.read_text().splitlines()[:2]) + "\n")
     theirs, _ = outcomes_study_create(name=NAME, dataset=strategyqa_test_items, file=small, owner=olga, user=None)
     _, dana = staff("dana", all_model_perms=False, extra=(
-        "studies.add_study", "studies.change_study", "scoring.change_scorerun", "scoring.view_scorerun"))
+        "studies.add_study", "studies.change_study", "scoring.add_scorerun", "scoring.view_scorerun"))
 
     response = dana.post(URL, {"file": upload(utility_file), "dataset": strategyqa_test_items.pk, "split": "test",
                                "study": NAME, "score": "on"})
@@ -95,7 +95,7 @@ def test_another_researchers_study_of_that_name_is_left_alone(strategyqa_test_it
 
 
 def test_importing_needs_the_rights_to_add_a_study_and_score(strategyqa_test_items, utility_file):
-    _, viewer = staff("vic", all_model_perms=False, extra=("scoring.view_scorerun", "scoring.change_scorerun"))
+    _, viewer = staff("vic", all_model_perms=False, extra=("scoring.view_scorerun", "scoring.add_scorerun"))
     assert viewer.get(URL).status_code == 403
     assert URL not in viewer.get(reverse("admin:scoring_scorerun_changelist")).content.decode()
     _, adder = staff("ada", all_model_perms=False, extra=("studies.add_study", "scoring.view_scorerun"))

@@ -53,7 +53,7 @@ def broker_down():
 
 
 def test_a_redelivered_task_takes_over_a_run_whose_worker_died(scored_study, settings):
-    run = score_run_enqueue(study=scored_study)  # pending; sent at commit (the test never commits)
+    run = score_run_enqueue(study=scored_study, user=None)  # pending; sent at commit (the test never commits)
     # Worker A takes the run and is killed (kill -9): nothing more happens on its side.
     assert score_run_start(run_id=run.pk, study_id=scored_study.pk) is not None
     # The broker redelivers at once (reject_on_worker_lost): A's heartbeat is still fresh, so the
@@ -76,7 +76,7 @@ def test_a_redelivered_task_takes_over_a_run_whose_worker_died(scored_study, set
 
 
 def test_beat_queues_a_stalled_run_again_and_it_finishes(scored_study, django_capture_on_commit_callbacks):
-    run = score_run_enqueue(study=scored_study)
+    run = score_run_enqueue(study=scored_study, user=None)
     score_run_start(run_id=run.pk, study_id=scored_study.pk)  # taken by a worker that then dies
     assert score_runs_resume_stalled() == []  # its heartbeat is fresh: nothing to do yet
 
@@ -89,7 +89,7 @@ def test_beat_queues_a_stalled_run_again_and_it_finishes(scored_study, django_ca
 
 
 def test_a_run_that_kills_its_worker_every_time_fails_after_the_last_attempt(scored_study, settings):
-    run = score_run_enqueue(study=scored_study)
+    run = score_run_enqueue(study=scored_study, user=None)
     settings.RL_SCORE_STALL_SECONDS = 0
     for _ in range(MAX_ATTEMPTS):
         assert score_run_start(run_id=run.pk, study_id=scored_study.pk) is not None  # and dies
@@ -117,7 +117,7 @@ def test_enqueue_with_the_broker_down_refuses_and_fails_the_run(
     started = time.monotonic()
     with pytest.raises(ScoringQueueUnavailable, match="task queue .* cannot be reached"):
         with django_capture_on_commit_callbacks(execute=True):
-            score_run_enqueue(study=scored_study)
+            score_run_enqueue(study=scored_study, user=None)
     assert time.monotonic() - started < 15
     run = ScoreRun.objects.get(study=scored_study)
     assert run.status == ScoreRun.Status.FAILED and "could not be reached" in run.error
