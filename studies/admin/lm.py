@@ -12,6 +12,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -28,6 +29,7 @@ from studies.models import (
     RationaleSource,
     Split,
 )
+from studies.selectors import VIEW, generation_jobs_for_user
 from studies.services.generation import (
     GenerationError,
     finetune_t5,
@@ -229,6 +231,18 @@ class QuestionGeneratorAdmin(admin.ModelAdmin):
         (None, {"fields": ["created_at", "updated_at"]}),
     ]
 
+    def has_delete_permission(self, request, obj=None):
+        # Deleting a generator deletes its jobs (running ones included, past the cancel rule) and
+        # their records: one that ever ran a job stays.
+        if obj is not None and obj.jobs.exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        if queryset.filter(jobs__isnull=False).exists():
+            raise PermissionDenied("A question generator that ran a job is not deleted: its jobs are the record.")
+        super().delete_queryset(request, queryset)
+
     @admin.display(description="demonstrations")
     def n_demonstrations(self, obj):
         return ", ".join(f"{k} {len(v)}" for k, v in (obj.demonstrations or {}).items()) or "drawn at first job"
@@ -247,10 +261,18 @@ class QuestionGeneratorAdmin(admin.ModelAdmin):
 
 # --- jobs -------------------------------------------------------------------------------------
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """What the LM jobs write (jobs, their failures and dropped questions, Gen-U predictions) is
+    read here, never edited or deleted: a job stops through ``generation_job_cancel`` (which checks
+    who may), a deleted prediction would change the next Gen-U score of every study that reads it,
+    and a failure or a dropped question is the record of why a row was not stored."""
+
     def has_add_permission(self, request):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 
@@ -290,6 +312,11 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         from .quark import quark_report_html
 
         return quark_report_html(obj.params or {})
+
+    def get_queryset(self, request):
+        # The jobs the user may read (``generation_jobs_for_user``), as the API lists them.
+        visible = generation_jobs_for_user(user=request.user, access=VIEW).values("pk")
+        return super().get_queryset(request).filter(pk__in=visible)
 
     def get_fields(self, request, obj=None):
         fields = list(super().get_fields(request, obj))

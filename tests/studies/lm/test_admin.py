@@ -97,3 +97,37 @@ def test_finetune_action_on_dataset_queues_a_job(admin_client, dataset):
     assert job.total == 5 and job.params["mode"] == "answer_i" and job.status == "queued"
     assert job.params["preset"] == "paper-answerers" and job.params["seed"] == 0  # left empty: the preset's
     assert job.params["overrides"] == ["batch_size", "epochs", "lr"]
+
+
+def test_what_the_jobs_wrote_is_not_deleted_and_a_researcher_lists_only_jobs_they_may_read(dataset, source):
+    # delete_selected on Gen-U predictions changed every study's next Gen-U score that reads them;
+    # deleting a job went past generation_job_cancel's rule; deleting a generator took its jobs.
+    from studies.models import GenUPrediction
+    from tests.factories import GeneralizationQuestionFactory, staff
+
+    sam, sam_client = staff("sam")  # every model permission of the apps, no superuser
+    item = dataset.items.first()
+    generator = QuestionGenerator.objects.create(name="qg", backend="causal", model_name_or_path="/m/qg")
+    job = GenerationJob.objects.create(kind="generalization_questions", generator=generator, dataset=dataset,
+                                       total=5, status="running")
+    failure = GenerationFailure.objects.create(job=job, item=item, reason="unparseable")
+    question = GeneralizationQuestionFactory(item=item)
+    prediction = GenUPrediction.objects.create(generalization_question=question, rationale_source=source,
+                                               answerer="I", answerer_model="t5-base", predicted_answer="yes",
+                                               correct=True)
+    rows = [(GenUPrediction, prediction.pk), (GenerationJob, job.pk), (GenerationFailure, failure.pk),
+            (QuestionGenerator, generator.pk)]
+    for model, pk in rows:
+        name = f"studies_{model._meta.model_name}"
+        assert sam_client.post(reverse(f"admin:{name}_delete", args=[pk]), {"post": "yes"}).status_code == 403, name
+        sam_client.post(reverse(f"admin:{name}_changelist"),
+                        {"action": "delete_selected", "_selected_action": [pk], "post": "yes"})
+        assert model.objects.filter(pk=pk).exists(), name
+
+    # Without studies.view_generationjob a researcher lists their own jobs only, as the API does.
+    from django.contrib.auth.models import Permission
+
+    sam.user_permissions.remove(Permission.objects.get(codename="view_generationjob"))
+    mine = GenerationJob.objects.create(kind="rationales", source=source, dataset=dataset, total=1, created_by=sam)
+    listing = sam_client.get(reverse("admin:studies_generationjob_changelist"))
+    assert [row.pk for row in listing.context["cl"].result_list] == [mine.pk]
