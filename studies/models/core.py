@@ -46,17 +46,25 @@ def validate_endpoint_url(value: str) -> None:
                               code="endpoint_credentials")
 
 
-def clean_endpoint_url_field(instance: models.Model, exclude, errors: dict) -> dict:
-    """Add :func:`validate_endpoint_url`'s error for ``instance.endpoint_url`` to ``errors`` (a
-    ``clean_fields`` error dict), unless the field is excluded or already has an error. A check
-    in ``clean_fields`` rather than a field validator, so the field (and its migrations) stays as is."""
-    if "endpoint_url" in (exclude or ()) or "endpoint_url" in errors:
-        return errors
-    try:
-        validate_endpoint_url(instance.endpoint_url)
-    except ValidationError as exc:
-        errors = {**errors, "endpoint_url": exc.error_list}
-    return errors
+class EndpointUrlChecked:
+    """For a model with an LM ``endpoint_url`` (``RationaleSource``, ``QuestionGenerator``): its
+    validation (``full_clean``, forms, importers) adds :func:`validate_endpoint_url`'s error, unless
+    the field is excluded or already has one. A check in ``clean_fields`` rather than a field
+    validator, so the field (and its migrations) stays as is."""
+
+    def clean_fields(self, exclude=None) -> None:
+        errors: dict = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        if "endpoint_url" not in (exclude or ()) and "endpoint_url" not in errors:
+            try:
+                validate_endpoint_url(self.endpoint_url)
+            except ValidationError as exc:
+                errors["endpoint_url"] = exc.error_list
+        if errors:
+            raise ValidationError(errors)
 
 
 class TimeStamped(models.Model):
@@ -132,7 +140,7 @@ class Item(TimeStamped):
         return label
 
 
-class RationaleSource(TimeStamped):
+class RationaleSource(EndpointUrlChecked, TimeStamped):
     """Where rationales come from: gold, an imported file, or an LM configuration.
 
     Everything needed to reproduce an LM output lives here and is copied onto every
@@ -177,16 +185,6 @@ class RationaleSource(TimeStamped):
 
     def __str__(self) -> str:
         return self.name
-
-    def clean_fields(self, exclude=None) -> None:
-        errors: dict = {}
-        try:
-            super().clean_fields(exclude=exclude)
-        except ValidationError as exc:
-            errors = exc.update_error_dict(errors)
-        errors = clean_endpoint_url_field(self, exclude, errors)
-        if errors:
-            raise ValidationError(errors)
 
 
 class Rationale(TimeStamped):

@@ -3,14 +3,13 @@ answerers' predictions. The LM worker (studies.lm, studies.tasks) writes them.""
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
 
 from lab.transitions import StatusMachine
 from studies.lm.questions import DROP_REASONS
 from studies.lm.templates import DEFAULT_INSTRUCTIONS
 
-from .core import GeneralizationQuestion, RationaleSource, clean_endpoint_url_field
+from .core import EndpointUrlChecked, GeneralizationQuestion, RationaleSource
 
 
 class GenUPrediction(models.Model):
@@ -55,7 +54,7 @@ def default_generator_instructions() -> dict:
     return dict(DEFAULT_INSTRUCTIONS)
 
 
-class QuestionGenerator(models.Model):
+class QuestionGenerator(EndpointUrlChecked, models.Model):
     """An LM configured to write generalization questions (rephrase, similar, counterfactual).
 
     ``instructions`` maps each type to its instruction; ``demonstrations`` maps each type to six
@@ -87,16 +86,6 @@ class QuestionGenerator(models.Model):
     def origin(self) -> str:
         """What generated questions record in ``GeneralizationQuestion.origin``."""
         return f"generator:{self.name}"
-
-    def clean_fields(self, exclude=None) -> None:
-        errors: dict = {}
-        try:
-            super().clean_fields(exclude=exclude)
-        except ValidationError as exc:
-            errors = exc.update_error_dict(errors)
-        errors = clean_endpoint_url_field(self, exclude, errors)
-        if errors:
-            raise ValidationError(errors)
 
 
 class GenerationJob(models.Model):
