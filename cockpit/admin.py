@@ -26,6 +26,7 @@ from cockpit import bundle, precision, progress_page, workers
 from cockpit.imported import imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
+from scoring.services.runs import ScoreRunRefused, score_run_check
 from studies.admin.scoping import StudyScopedAdmin
 from studies.admin.sharing import StudyShareInline
 from studies.models import Study
@@ -234,7 +235,8 @@ class StudyAdmin(StudyScopedAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         study = self.get_object(request, object_id)
         links = study_links(study) if study is not None else []
-        extra_context = {**(extra_context or {}), "study_links": links}
+        extra_context = {**(extra_context or {}), "study_links": links,
+                         "can_score": study is not None and _may_score(study=study, user=request.user)}
         return super().change_view(request, object_id, form_url, extra_context=extra_context)
 
     @admin.display(description="answers collected")
@@ -326,3 +328,12 @@ class StudyAdmin(StudyScopedAdmin):
                               "Prolific study stopped, links closed)")
     def close_studies(self, request, queryset):
         self._each(request, queryset, study_close, "closed", user=request.user)
+
+
+def _may_score(*, study: Study, user) -> bool:
+    """Whether the study page offers "Score again": the service's own answer (``score_run_check``)."""
+    try:
+        score_run_check(study=study, user=user)
+    except ScoreRunRefused:
+        return False
+    return True

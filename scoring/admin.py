@@ -107,6 +107,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
         study = request.GET.get("study__id__exact", "")
         initial = {"study": int(study)} if study.isascii() and study.isdigit() and len(study) < 12 else {}
         extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user, initial=initial),
+                         "can_score": self.may_score(request),
                          "can_import_outcomes": self._may_import_outcomes(request)}
         return super().changelist_view(request, extra_context=extra_context)
 

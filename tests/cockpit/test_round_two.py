@@ -114,6 +114,15 @@ def test_an_imported_study_page_says_what_it_is_and_offers_what_applies(admin_cl
     assert f'href="{export}" id="study-link-export_scores"' in html
     assert admin_client.get(export).status_code == 200
     assert 'id="study-link-score_runs"' in html
+    # Someone who may see the study but not start a run is not offered "Score again" (the service,
+    # score_run_check, would refuse it).
+    from studies.services.sharing import study_share
+    from tests.factories import staff
+
+    viewer, viewer_client = staff("vera", all_model_perms=False, extra=("studies.view_study",))
+    study_share(study=study, user=study.owner, with_user=viewer)
+    seen = viewer_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
+    assert "A study run elsewhere" in seen and 'id="score-again"' not in seen
 
 
 @pytest.mark.parametrize("url", ["admin:studies_import_data", "admin:scoring_scorerun_import_outcomes"])

@@ -74,6 +74,9 @@ def test_the_admins_score_now_needs_the_permission_to_start_a_run(study, owner, 
     study_share(study=study, user=owner, with_user=get_user_model().objects.get(username="cid"))
     assert changer.post(url, {"study": study.pk}).status_code == 403
     assert not ScoreRun.objects.exists()
+    # ... and the page does not offer the button the service would refuse.
+    listing = changer.get(reverse("admin:scoring_scorerun_changelist")).content.decode()
+    assert 'value="Score now"' not in listing
 
     # ... scoring.add_scorerun is, as in the API and the README, on a study the user may see.
     _, adder = staff("ada", all_model_perms=False, extra=("studies.view_study", "scoring.view_scorerun",
@@ -84,6 +87,7 @@ def test_the_admins_score_now_needs_the_permission_to_start_a_run(study, owner, 
     run = ScoreRun.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("admin:scoring_scorerun_state",
                                                                           args=[run.pk])
+    assert 'value="Score now"' in adder.get(reverse("admin:scoring_scorerun_changelist")).content.decode()
 
 
 def test_the_api_answers_the_services_refusal_with_403(study, monkeypatch):
