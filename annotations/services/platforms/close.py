@@ -14,7 +14,7 @@ from studies.models import Platform, Study
 
 from .access import CLOSE, access_study
 from .common import OP, actor
-from .publish import publication_recruiting_stop
+from .publish import STILL_RECRUITING, publication_recruiting_stop
 
 
 def study_close(*, user, study: Study) -> list[Publication]:
@@ -52,6 +52,11 @@ def study_close(*, user, study: Study) -> list[Publication]:
         # after this move is stopped by that publish (``publish.publication_add_external_id``).
         publication_recruiting_stop(publication=locked, user=user)
         closed.append(publication)
+    # A stop that failed at an earlier close or publish (its error kept on the closed publication:
+    # a HIT or Prolific study may still be live) is tried again: closing again is the retry.
+    for publication in Publication.objects.filter(study=study, dry_run=False, status=Publication.Status.CLOSED,
+                                                  error__contains=STILL_RECRUITING):
+        publication_recruiting_stop(publication=publication, user=user)
     with transaction.atomic():
         Study.STATUS.move(Study.objects.select_for_update().get(pk=study.pk), Study.Status.CLOSED)
     study.refresh_from_db(fields=["status", "updated_at"])

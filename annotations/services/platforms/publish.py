@@ -374,7 +374,18 @@ def publication_recruiting_stop(*, publication: Publication, user) -> list[str]:
     (its open links deactivated), as ``links.links_close`` does for the study.
 
     A refusal by the platform is kept on the publication's ``error`` (the admin shows it) and
-    raised as a ``PlatformServiceError`` naming what may still be live."""
+    raised as a ``PlatformServiceError`` naming what may still be live; closing the study again
+    tries once more (``close.study_close``), and the error goes once nothing is left live."""
+    stopped = _recruiting_stop(publication=publication, user=user)
+    Publication.objects.filter(pk=publication.pk, error__contains=STILL_RECRUITING).update(error="")
+    return stopped
+
+
+# What a failed stop's message says (``_recruiting_stop_failed``): a later stop that succeeds clears it.
+STILL_RECRUITING = "may still be recruiting"
+
+
+def _recruiting_stop(*, publication: Publication, user) -> list[str]:
     publication = Publication.objects.get(pk=publication.pk)
     if publication.status != Publication.Status.CLOSED:
         return []
@@ -400,8 +411,8 @@ def publication_recruiting_stop(*, publication: Publication, user) -> list[str]:
         try:
             status = platform.get_study(study_id=study_id).get("status", "")
         except PlatformError as exc:
-            _recruiting_stop_failed(publication, f"Prolific study {study_id} of {publication} may still be "
-                                                 f"recruiting: its status could not be read ({exc.message})")
+            _recruiting_stop_failed(publication, f"Prolific study {study_id} of {publication} {STILL_RECRUITING}: "
+                                                 f"its status could not be read ({exc.message})")
         if status in PROLIFIC_STOPPED:
             return []
         todo = [(OP.STOP_STUDY, f"{Platform.PROLIFIC}:stop_study:{study_id}", {"study_id": study_id})]
@@ -421,7 +432,7 @@ def publication_recruiting_stop(*, publication: Publication, user) -> list[str]:
         except PlatformError as exc:
             what = entry.get("hit_id") or entry.get("study_id")
             _recruiting_stop_failed(publication, f"{what} of {publication} was made while the study was closing "
-                                                 f"and may still be recruiting: stopping it failed ({exc.message})")
+                                                 f"and {STILL_RECRUITING}: stopping it failed ({exc.message})")
         stopped.append(entry.get("hit_id") or entry.get("study_id"))
     if stopped:
         logger.warning("%s: stopped %s, made while the study was closing", publication, stopped)

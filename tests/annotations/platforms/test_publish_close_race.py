@@ -212,3 +212,28 @@ def test_links_made_while_the_study_closes_are_withdrawn(study):
     assert publication.status == Publication.Status.CLOSED
     assert publication.participant_links.count() == publication.n_tasks
     assert not publication.participant_links.filter(revoked=False).exists()
+
+
+def test_a_stop_that_failed_is_tried_again_by_closing_again(mturk, study):
+    # The publish recorded HIT_A after the close had read the publication, and MTurk refused to
+    # expire it: the HIT may still be live, and the error says so on the publication. Closing the
+    # study again expires it (before, a closed publication was never looked at again) and clears it.
+    platform, stubber = mturk
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
+    stubber.add_client_error("update_expiration_for_hit", service_error_code="RequestError",
+                             service_message="This HIT is currently in the state 'Reviewing'.", http_status_code=400,
+                             expected_params={"HITId": HIT_A, "ExpireAt": EXPIRE_NOW})
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="may still be recruiting"):
+        _close_after(patch, platform, "publish", study)
+        study_publish(user=OPERATOR, study=study, platform_name="mturk")
+    publication = Publication.objects.get(study=study)
+    assert publication.status == Publication.Status.CLOSED and "may still be recruiting" in publication.error
+
+    _expire(stubber, HIT_A)
+    study_close(user=OPERATOR, study=Study.objects.get(pk=study.pk))
+
+    stubber.assert_no_pending_responses()
+    publication.refresh_from_db()
+    assert publication.error == "" and _expire_calls() == {HIT_A: PlatformCall.Status.CONFIRMED}
+    study_close(user=OPERATOR, study=Study.objects.get(pk=study.pk))  # nothing left to stop: nothing sent
