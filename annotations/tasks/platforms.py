@@ -12,7 +12,7 @@ import logging
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from annotations.models import Publication
+from annotations.models import PlatformCall, Publication
 from annotations.platforms.base import PlatformTransientError
 from annotations.services.payments import CallOutcomeUnknown
 from annotations.services.platforms.bonus import study_bonuses_pay
@@ -74,12 +74,15 @@ def sync_study_task(study_id: int) -> dict:
 
 @shared_task(name="annotations.platforms.sync_open_studies", **COMMON)
 def sync_open_studies_task() -> dict:
-    """Beat: sync every study with a live (or still publishing) platform publication."""
-    study_ids = sorted(set(
-        Publication.objects.filter(dry_run=False, status__in=[Publication.Status.PUBLISHED,
-                                                              Publication.Status.PUBLISHING])
-        .exclude(platform=Platform.LINK).values_list("study_id", flat=True)
-    ))
+    """Beat: sync every study with a live (or still publishing) platform publication, and every
+    study, closed ones included, with a platform call whose answer was lost (a bonus, a review, a
+    HIT made while the study closed): only a sync asks the platform what became of it."""
+    live = (Publication.objects.filter(dry_run=False, status__in=[Publication.Status.PUBLISHED,
+                                                                  Publication.Status.PUBLISHING])
+            .exclude(platform=Platform.LINK).values_list("study_id", flat=True))
+    unsettled = (PlatformCall.objects.filter(status=PlatformCall.Status.SENT, study__isnull=False)
+                 .exclude(platform=Platform.LINK).values_list("study_id", flat=True))
+    study_ids = sorted(set(live) | set(unsettled))
     for study_id in study_ids:
         sync_study_task.delay(study_id)
     return {"queued": len(study_ids)}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
 from botocore.stub import ANY
 from django.contrib.auth import get_user_model
 
@@ -17,7 +18,15 @@ from annotations.tasks.platforms import (
 )
 from config.celery import app
 from tests.annotations.platforms.conftest import submitted
-from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, published, queue_publish, remote, sync_page
+from tests.annotations.platforms.mturk_stubs import (
+    HIT_A,
+    HIT_B,
+    NOW,
+    published,
+    queue_publish,
+    remote,
+    sync_page,
+)
 
 
 def test_tasks_are_registered_on_the_default_queue():
@@ -100,3 +109,50 @@ def test_sync_tasks_fan_out_to_live_publications(mturk, study):
     assert sync_study_task.delay(study.pk).get()["remote"] == 0
     stubber.assert_no_pending_responses()
 
+
+
+def test_beat_syncs_a_closed_study_whose_bonus_answer_was_lost(mturk, study):
+    # A bonus paid while the answer was lost stays "unknown" until a sync asks MTurk. Beat synced
+    # only studies with a live publication, so once the study was closed nothing ever asked.
+    from annotations.platforms.mturk import EXPIRE_NOW
+    from annotations.services.platforms.access import OPERATOR
+    from annotations.services.platforms.bonus import bonus_pay
+    from annotations.services.platforms.close import study_close
+    from tests.annotations.platforms.mturk_stubs import confirm
+
+    platform, stubber = mturk
+    publication = published(stubber, study)
+    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
+    confirm(stubber, work)
+    stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "1.00",
+                                            "AssignmentId": work.platform_assignment_id, "Reason": "Flagged a bug.",
+                                            "UniqueRequestToken": ANY})
+    real_bonus = platform.bonus
+
+    def pay_then_die(**kwargs):
+        real_bonus(**kwargs)
+        raise RuntimeError("worker killed")
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
+        patch.setattr(platform, "bonus", pay_then_die)
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.",
+                  kind="other")
+    for hit_id in publication.hit_ids:
+        stubber.add_response("update_expiration_for_hit", {}, {"HITId": hit_id, "ExpireAt": EXPIRE_NOW})
+    study_close(user=OPERATOR, study=study)
+    assert not Publication.objects.filter(study=study, status__in=["published", "publishing"]).exists()
+
+    # Beat's sync (run eagerly) asks MTurk about the bonus and finds it paid.
+    stubber.add_response("list_bonus_payments", {"BonusPayments": [
+        {"WorkerId": "AWORKER", "BonusAmount": "1.00", "AssignmentId": work.platform_assignment_id,
+         "Reason": "Flagged a bug.", "GrantTime": NOW}], "NumResults": 1},
+        {"AssignmentId": work.platform_assignment_id})
+    for hit_id in publication.hit_ids:
+        stubber.add_response("list_assignments_for_hit", sync_page([]), {
+            "HITId": hit_id, "AssignmentStatuses": ["Submitted", "Approved", "Rejected"], "MaxResults": 100})
+    assert sync_open_studies_task.delay().get() == {"queued": 1}
+
+    stubber.assert_no_pending_responses()
+    assert Bonus.objects.get().status == Bonus.Status.PAID
+    assert PlatformCall.objects.get(operation="bonus").status == PlatformCall.Status.CONFIRMED
