@@ -94,3 +94,32 @@ def confirm(stubber, *works, hit_id: str = HIT_A) -> None:
     for work in works:
         stubber.add_response("get_assignment", owner_answer(work, hit_id=hit_id),
                              {"AssignmentId": work.platform_assignment_id})
+
+
+def bonus_paid_answer_lost(platform, stubber, study):
+    """Submitted MTurk work of ``study`` (published, HIT_A) whose $1.00 bonus MTurk paid while the
+    process died before recording it: the bonus call is left "sent" (its outcome unknown)."""
+    from decimal import Decimal
+
+    import pytest
+
+    from annotations.services.platforms.bonus import bonus_pay
+    from tests.annotations.platforms.conftest import submitted
+
+    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
+                     task_id=HIT_A)
+    confirm(stubber, work)
+    stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "1.00",
+                                            "AssignmentId": work.platform_assignment_id, "Reason": "Flagged a bug.",
+                                            "UniqueRequestToken": ANY})
+    real_bonus = platform.bonus
+
+    def pay_then_die(**kwargs):
+        real_bonus(**kwargs)  # the money moved...
+        raise RuntimeError("worker killed")  # ...and the process died before recording it
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
+        patch.setattr(platform, "bonus", pay_then_die)
+        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.",
+                  kind="other")
+    return work

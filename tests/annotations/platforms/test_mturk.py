@@ -37,6 +37,7 @@ from tests.annotations.platforms.mturk_stubs import (
     HIT_A,
     HIT_B,
     NOW,
+    bonus_paid_answer_lost,
     confirm,
     default_requirements,
     external_question,
@@ -266,21 +267,7 @@ def test_reject_without_feedback_is_refused_before_any_call(mturk, study):
 def test_bonus_crash_between_sent_and_recorded_is_reconciled_on_the_next_sync(mturk, study):
     platform, stubber = mturk
     publication = published(stubber, study)
-    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
-                     task_id=HIT_A)
-    confirm(stubber, work)
-    stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "1.00",
-                                            "AssignmentId": work.platform_assignment_id, "Reason": "Flagged a bug.",
-                                            "UniqueRequestToken": ANY})
-    real_bonus = platform.bonus
-
-    def pay_then_die(**kwargs):
-        real_bonus(**kwargs)  # the money moved...
-        raise RuntimeError("worker killed")  # ...and the process died before recording it
-
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
-        patch.setattr(platform, "bonus", pay_then_die)
-        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.", kind="other")
+    work = bonus_paid_answer_lost(platform, stubber, study)
     call = PlatformCall.objects.get(operation="bonus")
     assert call.status == "sent" and Bonus.objects.get().status == Bonus.Status.PENDING
 

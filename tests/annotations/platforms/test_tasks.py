@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import pytest
 from botocore.stub import ANY
 from django.contrib.auth import get_user_model
 
@@ -116,28 +115,12 @@ def test_beat_syncs_a_closed_study_whose_bonus_answer_was_lost(mturk, study):
     # only studies with a live publication, so once the study was closed nothing ever asked.
     from annotations.platforms.mturk import EXPIRE_NOW
     from annotations.services.platforms.access import OPERATOR
-    from annotations.services.platforms.bonus import bonus_pay
     from annotations.services.platforms.close import study_close
-    from tests.annotations.platforms.mturk_stubs import confirm
+    from tests.annotations.platforms.mturk_stubs import bonus_paid_answer_lost
 
     platform, stubber = mturk
     publication = published(stubber, study)
-    work = submitted(study, platform="mturk", worker_id="AWORKER", assignment_id="3WORKAAAAAAAAAAAAAAAAAAAAAAAAA",
-                     task_id=HIT_A)
-    confirm(stubber, work)
-    stubber.add_response("send_bonus", {}, {"WorkerId": "AWORKER", "BonusAmount": "1.00",
-                                            "AssignmentId": work.platform_assignment_id, "Reason": "Flagged a bug.",
-                                            "UniqueRequestToken": ANY})
-    real_bonus = platform.bonus
-
-    def pay_then_die(**kwargs):
-        real_bonus(**kwargs)
-        raise RuntimeError("worker killed")
-
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
-        patch.setattr(platform, "bonus", pay_then_die)
-        bonus_pay(user=OPERATOR, study=work.study, assignment=work, amount=Decimal("1.00"), reason="Flagged a bug.",
-                  kind="other")
+    work = bonus_paid_answer_lost(platform, stubber, study)
     for hit_id in publication.hit_ids:
         stubber.add_response("update_expiration_for_hit", {}, {"HITId": hit_id, "ExpireAt": EXPIRE_NOW})
     study_close(user=OPERATOR, study=study)
