@@ -84,3 +84,24 @@ class UnitScore(models.Model):
             models.UniqueConstraint(fields=["study", "item", "source"], name="unit_score_unique"),
         ]
         indexes = [models.Index(fields=["study", "source"])]
+
+
+class BundledUtility(models.Model):
+    """The borrowed utility of a study imported from a study bundle, as the bundle carried it: what
+    the copy's scoring uses in place of this installation's studies (``scoring.services.score.
+    borrowed_utility``), so that Figure 4's ``by_utility`` (and the properties model of a study
+    without utility of its own) re-score to the bundle's numbers.
+
+    ``rows``: ``[item_id, source_id, utility, orig_after_correct, orig_before_correct, study_id]``
+    per (item, source), with this installation's item and source ids and the lending study's id
+    where the bundle was made; ``provenance``: where the table came from, as the bundle's
+    ``settings.json`` says (the rule, the lending studies with their score runs, whether the table is
+    the one the bundle's results.json was scored with). ``rows`` is None when the bundle had no
+    table (made before bundles carried one): ``reason`` then says why those figures cannot be
+    reproduced, and the copy never borrows from this installation's studies instead."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="bundled_utility")
+    rows = models.JSONField(null=True, blank=True)
+    provenance = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)

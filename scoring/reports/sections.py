@@ -469,10 +469,17 @@ def _properties_reading_notes(model: dict) -> list[str]:
 
 def _utility_from_note(provenance: dict, what: str) -> str:
     """Which studies a borrowed utility came from, by the rule the results name (a run from before
-    the rule was recorded has none: the note says nothing then)."""
+    the rule was recorded has none: the note says nothing then). A study imported from a bundle
+    says it read the bundle's table, or why the bundle could not give it."""
+    if provenance.get("unavailable"):
+        return f"{what}: not known here: {provenance['unavailable']}."
     studies = provenance.get("studies") or []
     named = "; ".join(f"{s['name']!r} ({s['pairs']} pairs)" for s in studies) or "no study"
     note = f"{what}: from {named}; {provenance.get('rule', '')}."
+    if provenance.get("read_from"):
+        note += f" Read from {provenance['read_from']}."
+    if provenance.get("caveat"):
+        note += f" {provenance['caveat']}"
     if provenance.get("pairs_in_several_studies"):
         note += (f" {provenance['pairs_in_several_studies']} pairs were scored in more than one study, "
                  f"{provenance.get('pairs_the_studies_disagree_on', 0)} of them differently.")

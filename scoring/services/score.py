@@ -35,8 +35,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   agreement): question_rule, question_filter, n_questions, n_questions_validated,
   n_questions_unvalidated, n_questions_invalid_left_out, n_units_invalid_left_out,
   answers_invalid_left_out; ``original_utility_from``:
-  {rule, studies: [{id, name, pairs}], pairs_in_several_studies, pairs_the_studies_disagree_on},
-  where the utility of the original rationales came from (``_utility_lookup``)
+  {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on},
+  where the utility of the original rationales came from (``borrowed_utility``: the lending studies
+  with the score run whose unit scores were read; a study imported from a bundle adds ``read_from``,
+  or gives ``{unavailable, read_from}`` when its bundle had no table, and ``by_utility`` is then None)
 - ``properties_model`` (when property annotations exist): log-odds with 95% intervals; with
   ``utility_from`` (the same shape) when the study has no utility of its own; ``outcome`` (unsure
   counted as not useful), ``priors`` {fe_p, vcp_p}, and ``unsure_dropped``: the other reading of
@@ -74,8 +76,9 @@ from scoring.errors import ScoringError
 from scoring.metrics import pipeline
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.pipeline import Part
-from scoring.models import ScoreRun, UnitScore
+from scoring.models import BundledUtility, ScoreRun, UnitScore
 from scoring.run_stages import score_stage
+from scoring.selectors import score_run_latest
 from scoring.services import genu
 from scoring.services.genu import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
@@ -103,7 +106,11 @@ def _annotation_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
 
 
 def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
-    qs = Unit.objects.filter(study=study, generalization_question__isnull=not generalization)
+    """The study's units in id order: the bootstrap resamples rows by position, so an order the
+    database is free to choose (the claim index's random key) would change the intervals from one
+    copy of the study to another (a study imported from its bundle keeps its units' order, not
+    their random keys)."""
+    qs = Unit.objects.filter(study=study, generalization_question__isnull=not generalization).order_by("id")
     fields = ["id", "item_id", "source_id", "source__name", "item__gold_answer"]
     if study.stop_when_decided:
         fields += ["quota"]  # a unit stopped early is complete at its (lowered) quota
@@ -208,49 +215,92 @@ def _utility_studies(study: Study):
     return studies_for_user(user=study.owner, access=VIEW)
 
 
+# The borrowed utility table's columns (``borrowed_utility``): the lending study in ``study_id``.
+UTILITY_COLUMNS = ["item_id", "source_id", "utility", "orig_after_correct", "orig_before_correct", "study_id"]
+
+
+def _utility_table(records) -> pd.DataFrame:
+    """The borrowed utility table from its rows (``UTILITY_COLUMNS``), built the one way whether the
+    rows come from unit scores or from a bundle, so both give the same frame to the last bit."""
+    return pd.DataFrame.from_records(list(records), columns=UTILITY_COLUMNS)
+
+
+def borrowed_utility(study: Study) -> tuple[pd.DataFrame, dict]:
+    """The utility of each (item, source) of ``study``'s items taken from other studies, for the
+    generalization study's Figure 4 (``by_utility`` and the consistency of an item with its
+    counterfactuals) and the properties model of a study without utility of its own; the bundle
+    export writes it too. A study imported from a bundle reads the table the bundle carried
+    (``BundledUtility``), never this installation's studies, so it re-scores to the bundle's
+    numbers; any other study takes it from the other studies' unit scores (``_utility_lookup``).
+
+    Returns the table (``UTILITY_COLUMNS``) and where it came from: ``{rule, studies: [{id, name,
+    pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on}``, with
+    ``read_from`` (and ``caveat`` when the bundle says its table is not the one its results were
+    scored with) for a bundle's copy, or ``{unavailable: why, read_from}`` for a copy whose bundle
+    had no table (the table is then empty and the figures that need it are left out)."""
+    bundled = BundledUtility.objects.filter(study=study).first()
+    if bundled is None:
+        return _utility_lookup(study)
+    if bundled.rows is None:
+        return _utility_table([]), {"unavailable": bundled.reason, "read_from": BUNDLED_FROM}
+    caveat = {"caveat": bundled.reason} if bundled.reason else {}
+    return _utility_table(bundled.rows), {**bundled.provenance, "read_from": BUNDLED_FROM, **caveat}
+
+
 def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
-    """Utility of each (item, source) from other studies' unit scores, for the generalization
-    study's Figure 4 and the properties model: of the studies ``_utility_studies`` allows, the one
-    that scored the pair most recently. Returns the table and where it came from (``UTILITY_FROM``
-    says the rule; the studies with the pairs each gave; the pairs more than one study scored and
-    how many of those the studies disagree on), which the results print next to the figures."""
+    """``borrowed_utility`` from this installation's studies: of the studies ``_utility_studies``
+    allows, the one that scored the pair most recently, with its latest finished score run (whose
+    unit scores these are). Where it came from: ``UTILITY_FROM`` says the rule; the studies with
+    the pairs each gave; the pairs more than one study scored and how many of those the studies
+    disagree on, which the results print next to the figures."""
     rows = (UnitScore.objects.filter(utility__isnull=False, item__in=study.items.all(),
                                      study__in=_utility_studies(study))
             .exclude(study=study).order_by("-updated_at", "-pk")
             .values_list("item_id", "source_id", "utility", "after_correct", "before_correct", "study_id"))
-    df = pd.DataFrame.from_records(list(rows), columns=["item_id", "source_id", "utility", "orig_after_correct",
-                                                        "orig_before_correct", "study_id"])
+    df = _utility_table(rows)
     per_pair = df.groupby(["item_id", "source_id"])["utility"]
     several = per_pair.size().gt(1)
     chosen = df.drop_duplicates(["item_id", "source_id"])
-    names = dict(Study.objects.filter(pk__in=chosen["study_id"].unique().tolist()).values_list("pk", "name"))
+    lenders = Study.objects.in_bulk(chosen["study_id"].unique().tolist())
     counts = chosen["study_id"].value_counts()
+    studies = []
+    for pk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        lender = lenders.get(int(pk))
+        run = score_run_latest(study=lender) if lender is not None else None
+        studies.append({"id": int(pk), "name": lender.name if lender else "", "pairs": int(n),
+                        "score_run": run.pk if run is not None else None})
     provenance = {
         "rule": UTILITY_FROM,
-        "studies": [{"id": int(pk), "name": names.get(int(pk), ""), "pairs": int(n)}
-                    for pk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "studies": studies,
         "pairs_in_several_studies": int(several.sum()),
         "pairs_the_studies_disagree_on": int(per_pair.nunique().gt(1).sum()),
     }
-    return chosen.drop(columns="study_id"), provenance
+    return chosen, provenance
 
 
 # How a generalization study (or the properties model of a study without utility of its own) finds
 # the utility of each original rationale: results.json carries it with the studies it named.
 UTILITY_FROM = ("each (question, source) takes its utility from the study that scored it most recently, "
                 "among the other studies this study's owner may view")
+# ... and how a study imported from a bundle finds it.
+BUNDLED_FROM = ("the study bundle this study was imported from, as it was where the bundle was made: the studies "
+                "and score runs named are that installation's")
 
 
 def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
-    """Say when the utility ``what`` uses mixes studies, or when they disagree on a pair."""
+    """Say when the utility ``what`` uses mixes studies, or when they disagree on a pair, or when a
+    bundle's table may not be the one its results were scored with."""
     warnings = []
-    if len(provenance["studies"]) > 1:
+    studies = provenance.get("studies") or []
+    if len(studies) > 1:
         warnings.append(f"{what} takes the utility of its original rationales from "
-                        f"{len(provenance['studies'])} studies ({UTILITY_FROM}).")
-    if provenance["pairs_the_studies_disagree_on"]:
+                        f"{len(studies)} studies ({UTILITY_FROM}).")
+    if provenance.get("pairs_the_studies_disagree_on"):
         warnings.append(f"{what}: {provenance['pairs_the_studies_disagree_on']} of the "
                         f"{provenance['pairs_in_several_studies']} (question, source) pairs scored in more than one "
                         "study have different utilities there; the most recently scored study's is used.")
+    if provenance.get("caveat"):
+        warnings.append(f"{what} may differ from the bundle's results.json: {provenance['caveat']}")
     return warnings
 
 
@@ -266,12 +316,19 @@ def _delta_summary(g: pd.DataFrame) -> dict:
 
 
 def _with_original_utility(study: Study, frame: pd.DataFrame) -> Part:
-    """The generalization units with the utility of their original rationale and their accuracy delta."""
-    lookup, provenance = _utility_lookup(study)
-    frame = frame.merge(lookup.rename(columns={"utility": "original_utility"}), on=["item_id", "source_id"], how="left")
+    """The generalization units with the utility of their original rationale and their accuracy
+    delta (``borrowed_utility``; when it is unavailable, a warning says why ``by_utility`` and the
+    consistency of an item with its counterfactuals are left out)."""
+    lookup, provenance = borrowed_utility(study)
+    frame = frame.merge(lookup.drop(columns="study_id").rename(columns={"utility": "original_utility"}),
+                        on=["item_id", "source_id"], how="left")
     warnings = _utility_from_warnings(provenance, "Figure 4")
     missing = int(frame["original_utility"].isna().sum())
-    if missing:
+    if provenance.get("unavailable"):
+        warnings.append(f"Figure 4 by the utility of the original rationale (by_utility) cannot be reproduced and is "
+                        f"left out, as is the consistency of an item with its counterfactuals: "
+                        f"{provenance['unavailable']}.")
+    elif missing:
         warnings.append(
             f"{missing} generalization units have no utility for their original rationale (no scored utility "
             "study of that item and source that this study's owner may view); they appear under 'unknown' in the by-utility breakdown."
@@ -359,7 +416,8 @@ def _generalization(study: Study) -> Part:
     results["generalization"] = {
         "all": _delta_summary(frame),
         "by_type": {str(k): _delta_summary(g) for k, g in frame.groupby("qtype", sort=True)},
-        "by_utility": {str(k): _delta_summary(g) for k, g in frame.groupby("utility_name", sort=True)},
+        "by_utility": None if with_utility.results["original_utility_from"].get("unavailable") else {
+            str(k): _delta_summary(g) for k, g in frame.groupby("utility_name", sort=True)},
         "by_source": {str(k): _delta_summary(g) for k, g in frame.groupby("source", sort=True)},
         "by_source_and_type": {
             f"{s}|{t}": _delta_summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
@@ -493,7 +551,10 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     if frame is not None and "utility" in frame:
         outcome = frame[["item_id", "source_id", "utility"]]
     else:
-        lookup, borrowed = _utility_lookup(study)
+        lookup, borrowed = borrowed_utility(study)
+        if borrowed.get("unavailable"):
+            return Part({}, [f"Properties model not fitted: this study has no utility of its own, and "
+                             f"{borrowed['unavailable']}."])
         outcome = lookup[["item_id", "source_id", "utility"]]
     data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
     if len(data) < 10 or data["utility"].nunique() < 2:

@@ -326,10 +326,10 @@ def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_t
     study, items, good, _ = utility_study
     Study.objects.filter(pk=study.pk).update(owner=alice, name="alices-utility")
     collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)  # useful
-    study_score(study=study, similarity=False)
+    alices_run = study_score(study=study, similarity=False)
     bobs = StudyFactory(annotators_per_unit=5, dataset=study.dataset, owner=bob, name="bobs-utility")
     collect(bobs, make_unit(bobs, items[0], good), [("no", "no")] * 5, start=5)  # not useful
-    study_score(study=bobs, similarity=False)
+    bobs_run = study_score(study=bobs, similarity=False)
     gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3,
                              owner=alice, name="alices-generalization")
     gen_study.items.add(items[0])
@@ -339,7 +339,8 @@ def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_t
     gen = study_score(study=gen_study).results["generalization"]
     assert set(gen["by_utility"]) == {"useful"}
     source = gen["original_utility_from"]
-    assert source["studies"] == [{"id": study.pk, "name": "alices-utility", "pairs": 1}]
+    # with the score run whose unit scores were read
+    assert source["studies"] == [{"id": study.pk, "name": "alices-utility", "pairs": 1, "score_run": alices_run.pk}]
     assert source["pairs_in_several_studies"] == 0 and "owner may view" in source["rule"]
 
     # Shared with Alice, Bob's more recent score is used, and the results say two studies scored the
@@ -349,7 +350,7 @@ def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_t
     gen = run.results["generalization"]
     assert set(gen["by_utility"]) == {"not_useful"}
     source = gen["original_utility_from"]
-    assert source["studies"] == [{"id": bobs.pk, "name": "bobs-utility", "pairs": 1}]
+    assert source["studies"] == [{"id": bobs.pk, "name": "bobs-utility", "pairs": 1, "score_run": bobs_run.pk}]
     assert (source["pairs_in_several_studies"], source["pairs_the_studies_disagree_on"]) == (1, 1)
     assert any("have different utilities there" in w for w in run.results["warnings"])
     # The report prints it next to Figure 4.

@@ -1,13 +1,14 @@
 """``manage.py study_bundle export STUDY_ID FILE`` writes a study's bundle (zip) to FILE, streamed;
 ``manage.py study_bundle import FILE --name NAME`` imports one as a new closed study (all or
-nothing; every problem listed with its file, row and field)."""
+nothing; every problem listed with its file, row and field), and says when the bundle cannot give
+what Figure 4's ``by_utility`` borrowed from another study (a bundle made before it carried it)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scoring.services.bundle import BundleError, bundle_import, bundle_stream
+from scoring.services.bundle import BundleError, bundle_import, bundle_stream, bundled_utility_missing
 from studies.models import Study
 
 
@@ -41,3 +42,7 @@ class Command(BaseCommand):
             raise CommandError("\n".join([exc.summary(), *exc.lines()[1:]])) from None
         self.stdout.write(f"Imported study {study.name!r} id={study.pk} (closed); score it with "
                           f"manage.py score_study {study.pk}.")
+        missing = bundled_utility_missing(study)
+        if missing:
+            self.stdout.write(self.style.WARNING(
+                f"Its Figure 4 by the original rationale's utility (by_utility) cannot be reproduced: {missing}."))

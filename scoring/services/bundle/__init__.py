@@ -2,6 +2,6 @@
 into its own installation to re-score the study (``bundle_stream`` writes it, ``bundle_import``
 reads it back as a new closed study)."""
 from .export import bundle_filename, bundle_stream
-from .importing import BundleError, bundle_import
+from .importing import BundleError, bundle_import, bundled_utility_missing
 
-__all__ = ["BundleError", "bundle_filename", "bundle_import", "bundle_stream"]
+__all__ = ["BundleError", "bundle_filename", "bundle_import", "bundle_stream", "bundled_utility_missing"]

@@ -36,7 +36,7 @@ from scoring.api.export_annotations import annotation_rows
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.models import UnitScore
 from scoring.selectors import score_run_latest
-from scoring.services.score import SCHEMA_VERSION
+from scoring.services.score import SCHEMA_VERSION, borrowed_utility
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
 
@@ -189,13 +189,57 @@ def _package_versions() -> dict:
     return out
 
 
-def score_settings(results: dict | None, *, run_id: int | None = None) -> dict:
+def borrowed_utility_part(study: Study, results: dict | None) -> tuple[list[tuple] | None, dict | None]:
+    """The borrowed utility of a study that is not a utility study (``score.borrowed_utility``, the
+    table its scoring reads: Figure 4's ``by_utility`` and the properties model of a study without
+    utility of its own), as the rows of ``data/borrowed_utility.csv`` (pairs of the study's sources)
+    and the ``settings.json`` section that says where it came from: the lending studies with their
+    score runs, and whether they are the ones the latest run's results.json names (when not, a
+    lending study was scored again since, and the import's re-score says its figures may differ).
+    (None, None) for a utility study, which never borrows; no rows when the study has no table to
+    give (itself a copy of a bundle without one): the section then says why."""
+    if study.kind == Study.Kind.UTILITY:
+        return None, None
+    table, provenance = borrowed_utility(study)
+    if provenance.get("unavailable"):
+        return None, {"table": None, "unavailable": provenance["unavailable"]}
+    names = dict(study.sources.values_list("id", "name"))
+    rows = sorted((r["item_id"], names[r["source_id"]], r["utility"], r["orig_after_correct"],
+                   r["orig_before_correct"], r["study_id"])
+                  for r in table.to_dict("records") if r["source_id"] in names)
+    results = results or {}
+    recorded = ((results.get("generalization") or {}).get("original_utility_from")
+                or (results.get("properties_model") or {}).get("utility_from"))
+    same = None if recorded is None else recorded == provenance
+    section = {
+        "table": TABLES["borrowed_utility"].path,
+        "what": "the utility of the study's original rationales, taken from other studies when the bundle was made "
+                "(Figure 4 by the original rationale's utility, the consistency of an item with its counterfactuals, "
+                "and the properties model of a study without utility of its own): re-scoring the imported study "
+                "reads it, never the importing installation's studies",
+        "from": provenance,
+        "same_as_latest_run": same,
+    }
+    if same is False:
+        section["note"] = BORROWED_NOT_THE_RUNS
+    return rows, section
+
+
+# Why a bundle's borrowed utility may not be the one its results.json was scored with.
+BORROWED_NOT_THE_RUNS = (
+    "the borrowed utility in this bundle is not the one its results.json was scored with (the latest run names other "
+    "lending studies or score runs: one was scored again since, or the run predates their recording); score the "
+    "study again, then export it, for a bundle that reproduces it")
+
+
+def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None) -> dict:
     """The app's version and every setting a score depends on, as the latest finished run (``run_id``,
     whose results.json is ``results``) used them: its bootstrap (method, confidence, resamples,
     seed), whether it computed similarity and with which model, Gen-U's question filter, tie rule
     and answerers with their fine-tuning presets. The similarity settings of this installation's
     environment are kept apart, labelled as read when the bundle was made: the run may have been
-    told otherwise (``--no-similarity``) or scored before they changed."""
+    told otherwise (``--no-similarity``) or scored before they changed. ``borrowed``: where the
+    borrowed utility came from (``borrowed_utility_part``), under ``borrowed_utility``."""
     results = results or {}
     gen_u = results.get("gen_u") or {}
     bootstrap = ({**results["bootstrap"], "read_from": "the latest run's results.json"} if results.get("bootstrap")
@@ -233,6 +277,7 @@ def score_settings(results: dict | None, *, run_id: int | None = None) -> dict:
             "counted_answers": results.get("counted_answers"),
             "faithfulness_y_hat_from": (results.get("faithfulness") or {}).get("y_hat_from"),
         },
+        **({"borrowed_utility": borrowed} if borrowed is not None else {}),
     }
 
 
@@ -366,12 +411,17 @@ def bundle_stream(*, study: Study) -> Iterator[bytes]:
     def json_bytes(data) -> list[bytes]:
         return [json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"]
 
+    borrowed_rows, borrowed = borrowed_utility_part(study, results)
     yield from member(STUDY_FILE, json_bytes(study_design(study)))
-    yield from member(SETTINGS_FILE, json_bytes(score_settings(results, run_id=run.pk if run is not None else None)))
+    yield from member(SETTINGS_FILE, json_bytes(score_settings(results, run_id=run.pk if run is not None else None,
+                                                               borrowed=borrowed)))
     if results is not None:
         yield from member(RESULTS_FILE, json_bytes(results))
     for name, rows in _table_rows(study).items():
         yield from member(TABLES[name].path, _csv_chunks(TABLES[name], rows()))
+    if borrowed_rows is not None:
+        table = TABLES["borrowed_utility"]
+        yield from member(table.path, _csv_chunks(table, borrowed_rows))
     yield from member(DATAPACKAGE_FILE, json_bytes(datapackage(study, written)))
     sums = "".join(f"{digest}  {path}\n" for path, (digest, _) in sorted(written.items()))
     yield from member(CHECKSUMS_FILE, [sums.encode("ascii")])
@@ -388,6 +438,8 @@ def datapackage(study: Study, written: dict[str, tuple[str, int]]) -> dict:
                               "mediatype": "application/json", "encoding": "utf-8", "bytes": size,
                               "hash": f"sha256:{digest}", "description": description})
     for table in TABLES.values():
+        if table.optional and table.path not in written:
+            continue
         digest, size = written[table.path]
         schema = {"fields": [f.as_json() for f in table.fields], "missingValues": [""]}
         if table.primary_key:

@@ -54,7 +54,7 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
-from scoring.models import UnitScore
+from scoring.models import BundledUtility, UnitScore
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -73,7 +73,16 @@ from studies.services.importers.upsert import UpsertResult, import_record_create
 from studies.services.studies import StudyError, study_add_check
 
 from .export import SOURCE_FIELDS
-from .tables import CHECKSUMS_FILE, DATAPACKAGE_FILE, FORMAT_VERSION, RESULTS_FILE, STUDY_FILE, TABLES, Table
+from .tables import (
+    CHECKSUMS_FILE,
+    DATAPACKAGE_FILE,
+    FORMAT_VERSION,
+    RESULTS_FILE,
+    SETTINGS_FILE,
+    STUDY_FILE,
+    TABLES,
+    Table,
+)
 
 BATCH = 5_000
 HASH_CHUNK = 1 << 20
@@ -90,7 +99,15 @@ REQUIRED = {
     "flag_reviews": ("task_id", "position", "step", "decision"),
     "qualification_grants": ("worker", "platform", "passed", "score"),
     "unit_scores": ("item_id", "source", "n_annotators", "before_tie", "after_tie", "imported"),
+    "borrowed_utility": ("item_id", "source", "utility", "study_id"),
 }
+# A copy whose bundle has no borrowed utility table (made before bundles carried one): why its
+# scoring cannot give Figure 4 by the original rationale's utility (the migration that marks the
+# studies imported before keeps a copy of these words).
+NO_BORROWED_TABLE = (
+    "the study bundle it was imported from has no borrowed utility table (data/borrowed_utility.csv: bundles made "
+    "before they carried one), so the utility of its original rationales, which came from another study where the "
+    "bundle was made, is not known here")
 # study.json: what the import reads, by section.
 DESIGN_KEYS = {
     "study": ("id", "name", "kind", "split", "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor",
@@ -330,6 +347,8 @@ def _check_schemas(bundle: Bundle) -> None:
     resources = {r.get("path"): r for r in package.get("resources") or [] if isinstance(r, dict)}
     for table in TABLES.values():
         resource = resources.get(table.path)
+        if resource is None and table.optional and table.path not in bundle.archive.namelist():
+            continue  # not written for this study, or a bundle made before the table existed
         if resource is None:
             bundle.error(table.path, None, "", f"no resource in {DATAPACKAGE_FILE}")
             continue
@@ -803,6 +822,44 @@ class _Import:
                 scores.append(UnitScore(study=study, item_id=item, source=source, **values))
             UnitScore.objects.bulk_create(scores)
 
+    def borrowed_utility_rows(self, study: Study) -> None:
+        """The borrowed utility the bundle carried (``data/borrowed_utility.csv``, and where it came
+        from in ``settings.json``), kept for the copy's scoring (``BundledUtility``) in place of this
+        installation's studies. A study that is not a utility study and whose bundle has no table
+        gets a ``BundledUtility`` without rows: its scoring then says what it cannot reproduce."""
+        if study.kind == Study.Kind.UTILITY:
+            return  # a utility study's scoring never borrows
+        names = set(self.b.archive.namelist())
+        written = self.b.json(SETTINGS_FILE) if SETTINGS_FILE in names else {}
+        section = written.get("borrowed_utility") if isinstance(written, dict) else None
+        section = section if isinstance(section, dict) else {}
+        table = TABLES["borrowed_utility"]
+        if table.path not in names:
+            BundledUtility.objects.create(study=study, rows=None,
+                                          reason=str(section.get("unavailable") or NO_BORROWED_TABLE))
+            return
+        rows = []
+        for row in self.b.rows(table):
+            item, source = self.items.get(row["item_id"]), self.sources.get(row["source"])
+            if item is None or source is None:
+                self.err(row, "item_id" if item is None else "source", "not in the bundle's items / sources")
+                continue
+            if row["utility"] not in (-1, 0, 1):
+                self.err(row, "utility", f"{row['utility']} is not -1, 0 or 1")
+                continue
+            rows.append([item, source.pk, row["utility"], row["orig_after_correct"], row["orig_before_correct"],
+                         row["study_id"]])
+        provenance = section.get("from") if isinstance(section.get("from"), dict) else {}
+        caveat = str(section.get("note") or "") if section.get("same_as_latest_run") is False else ""
+        BundledUtility.objects.create(study=study, rows=rows, provenance=provenance, reason=caveat)
+        self.counts["borrowed_utility"] = len(rows)
+
+
+def bundled_utility_missing(study: Study) -> str:
+    """Why ``study``, imported from a bundle, cannot reproduce the figures that need borrowed
+    utility ('' when it can, or borrows none): what the import command and its callers say."""
+    return BundledUtility.objects.filter(study=study, rows__isnull=True).values_list("reason", flat=True).first() or ""
+
 
 def bundle_import(*, file: str | IO | Any, name: str, owner, filename: str | None = None) -> Study:
     """Import the bundle ``file`` (a path or a binary file object) as a new closed study named
@@ -885,6 +942,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.flag_rows(owner)
         job.grant_rows(study)
         job.unit_score_rows(study)
+        job.borrowed_utility_rows(study)
         bundle.raise_if_any()
         original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
         import_record_create(

@@ -44,6 +44,9 @@ class Table:
     # annotations table is the API's annotation export, whose columns are only ever appended: a
     # bundle with more columns than these still imports.
     reads: tuple[str, ...] | None = None
+    # Written only for some studies (and absent from bundles made before it existed): the import
+    # reads it when the bundle has it, and says what is missing without it.
+    optional: bool = False
 
     @property
     def path(self) -> str:
@@ -123,6 +126,15 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _f("after_correct:boolean"), _f("utility:integer"), _f("task_correct:boolean"), _f("gen_u:integer"),
         _f("similarity:number"), _f("imported:boolean"), _f("reported_utility:integer"),
     ), "The unit scores of the latest score run.", primary_key=("item_id", "source")),
+    Table("borrowed_utility", (
+        _f("item_id:integer"), _f("source"), _f("utility:integer", "1 useful, 0 unsure, -1 not useful."),
+        _f("orig_after_correct:boolean", "The lending study's majority after the rationale was right."),
+        _f("orig_before_correct:boolean", "The lending study's majority before the rationale was right."),
+        _f("study_id:integer", "The lending study (settings.json borrowed_utility names it, with its score run)."),
+    ), "The utility of each (item, source) of the study's sources taken from another study (studies other than "
+       "utility studies: Figure 4 by the original rationale's utility, and the properties model of a study without "
+       "utility of its own); re-scoring the imported study uses it.", primary_key=("item_id", "source"),
+       optional=True),
 ]}
 
 # JSON files of the bundle besides the tables.
@@ -134,6 +146,7 @@ CHECKSUMS_FILE = "SHA256SUMS"
 JSON_FILES = {
     STUDY_FILE: "The design: kind, dataset, sources, quota, units per task, pay, consent, instructions, attention "
                 "checks, the qualification test.",
-    SETTINGS_FILE: "The app's version and every setting that affects a score.",
+    SETTINGS_FILE: "The app's version and every setting that affects a score, and where the borrowed utility "
+                   "(data/borrowed_utility.csv) came from.",
     RESULTS_FILE: "results.json of the study's latest finished score run (absent when never scored).",
 }
