@@ -12,7 +12,10 @@ any deferred field).
 Every query here is declared with its ORM twin (``HotQuery.queryset``): the tests compare the
 two on SQLite and PostgreSQL (``tests/annotations/test_precompiled.py``), and ``PRECOMPILED =
 False`` runs the twins instead (what the benchmark's ``--queries orm`` measures). Reads go to the
-database the router names for the model, writes to the router's write database. The two writes
+database the router names for the model, writes (and the locking reads) to the router's write
+database. One statement is here because the ORM cannot write it at all: the claim's ``FOR KEY
+SHARE`` on its study (``study_lock_grant``), which runs by hand whatever ``PRECOMPILED`` says (its
+twin, the same read without the lock, is what the tests compare it with). The two writes
 (an answer's ``INSERT``, a claim's ``completed_at``) skip ``save()``: the ``INSERT`` falls back to
 the ORM when anything listens to ``Annotation``'s save signals, and the ``UPDATE`` is what
 ``QuerySet.update`` does (no signals either).
@@ -25,8 +28,15 @@ from django.db import connections, models, router
 from django.db.models import signals
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, AttentionCheck, Claim, QualificationTest
-from studies.models import GeneralizationQuestion
+from annotations.models import (
+    Annotation,
+    Assignment,
+    AttentionCheck,
+    Claim,
+    QualificationGrant,
+    QualificationTest,
+)
+from studies.models import GeneralizationQuestion, Study
 
 # False: every query below runs its ORM twin (benchmark comparison; same rows, same shapes).
 PRECOMPILED = True
@@ -286,6 +296,61 @@ CHECK_FOR_ANSWER = HotQuery("check_for_answer", AttentionCheck, {"": ("choices",
 GENERALIZATION_QUESTION_FOR_ANSWER = HotQuery("generalization_question_for_answer", GeneralizationQuestion,
                                               {"": ("metadata",)}, where="id")
 ANSWERS_OF_CLAIM = HotQuery("answers_of_claim", Annotation, {"": "__all__"}, where="claim_id")
+
+
+# --- the claim's lock on its study ---------------------------------------------------------------
+
+_STUDY_LOCK_SQL: dict[str, tuple] = {}
+
+
+def _study_lock_sql(connection) -> tuple:
+    """(the statement, the converters of its one column and that column) for this database."""
+    if connection.alias not in _STUDY_LOCK_SQL:
+        qn = connection.ops.quote_name
+        study, grant = Study._meta, QualificationGrant._meta
+        passed = grant.get_field("passed")
+        sql = (f"SELECT S.{qn(study.get_field('status').column)}, (SELECT G.{qn(passed.column)} FROM {qn(grant.db_table)} G "
+               f"WHERE G.{qn(grant.get_field('study').column)} = S.{qn(study.pk.column)} "
+               f"AND G.{qn(grant.get_field('participant').column)} = %s LIMIT 1) "
+               f"FROM {qn(study.db_table)} S WHERE S.{qn(study.pk.column)} = %s")
+        if connection.vendor == "postgresql":  # elsewhere (SQLite) a plain read: writes are serialised
+            sql += " FOR KEY SHARE"
+        col = passed.get_col("G")
+        _STUDY_LOCK_SQL[connection.alias] = (
+            sql, connection.ops.get_db_converters(col) + passed.get_db_converters(connection), col)
+    return _STUDY_LOCK_SQL[connection.alias]
+
+
+def study_lock_grant(*, study_id: int, participant_id: int) -> tuple[str | None, bool | None]:
+    """Lock the study's row ``FOR KEY SHARE`` until the transaction ends (PostgreSQL) and read its
+    status as committed now (after any close it waited for) and whether the worker passed the
+    study's qualification test: ``(status, passed)``, ``passed`` of their grant, ``None`` without
+    one; ``(None, None)`` without the study. Call inside the claim's transaction.
+
+    ``FOR KEY SHARE`` locks of concurrent claims do not wait for each other (nor for updates of the
+    study's other columns); a ``SELECT ... FOR UPDATE`` of the study waits for them, and they for
+    it. The ORM has ``FOR UPDATE`` and ``FOR NO KEY UPDATE`` only, both of which would queue the
+    study's claims one behind the other. One statement, what the grant read was before."""
+    db = router.db_for_write(Study)
+    connection = connections[db]
+    sql, converters, col = _study_lock_sql(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [participant_id, study_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    status, value = row
+    for func in converters:
+        value = func(value, col, connection)
+    return status, value
+
+
+def study_lock_grant_queryset(*, study_id: int, participant_id: int) -> models.QuerySet:
+    """The ORM twin of ``study_lock_grant``, less the lock: the study's status and ``passed`` of the
+    worker's grant, one row per study found."""
+    grant = QualificationGrant.objects.filter(study_id=models.OuterRef("pk"), participant_id=participant_id)
+    return (Study.objects.filter(pk=study_id).annotate(passed=models.Subquery(grant.values("passed")[:1]))
+            .values_list("status", "passed"))
 
 
 # --- the writes ----------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ Policy of ``assignment_start``:
    of an empty claim stay inside the transaction that created the assignment (they hold no unit
    lock, only the new assignment row), so a second "start" of the same worker (a double click)
    waits for the first and then gets the same task, or "no work" when the first found none:
-   never an empty task that closes under it.
+   never an empty task that closes under it. A claim locks its study's row ``FOR KEY SHARE`` (claims
+   do not wait for each other) before it reads whether the study has a qualification test, so a
+   test being added cannot miss the task (``_qualification_pending``).
 
 Expiry (``release``): an assignment past ``expires_at`` gives back *all* its units (completed or
 not; its claims stay, marked ``released``, so the worker still never sees those questions again),
@@ -47,15 +49,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
-from annotations.models import (
-    Assignment,
-    AttentionCheck,
-    Claim,
-    Participant,
-    QualificationGrant,
-    QualificationTest,
-    Unit,
-)
+from annotations import precompiled
+from annotations.models import Assignment, AttentionCheck, Claim, Participant, Unit
 from annotations.models.core import RAND_KEY_SPAN
 from annotations.selectors import entry as selectors_entry
 from annotations.selectors import participant_blocked
@@ -75,6 +70,7 @@ from studies.models import Study
 POSITION_GAP = 100
 # How long a claim keeps topping up when rows were skipped because other workers held them.
 TOP_UP_SECONDS = 1.0
+STUDY_NOT_OPEN = "This study is not accepting work at the moment. Thank you for your interest."
 NO_WORK = (
     "There is no work left for you in this study right now: every question you have not yet seen "
     "has all the answers it needs. Thank you!"
@@ -269,15 +265,28 @@ def platform_assignment_check(*, study: Study, platform_assignment_id: str, own:
 
 def _qualification_pending(*, study: Study, participant: Participant) -> bool:
     """Whether a new task of ``participant`` must wait for the study's qualification test. Raises
-    ``NotQualified`` when they failed it."""
-    passed = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk)
-              .values_list("passed", flat=True).first())
+    ``NotQualified`` when they failed it. Call inside the transaction that creates the task, before
+    it does: the study's row stays locked ``FOR KEY SHARE`` until that transaction ends.
+
+    A test added meanwhile (``qualification_test_save``, which locks the study's row ``FOR UPDATE``
+    before it creates the test and marks the tasks in progress) either waits for this claim and then
+    finds its task, or makes this claim wait here until the test is committed. The test is read by a
+    statement of its own, after the lock: a statement reads what was committed when it began, so a
+    read in the locking statement that waited for a test being saved would not see that test.
+    The same locking statement reads the study's status as committed when the lock is granted, so a
+    start that read the study before a close committed (``platforms.close.study_close`` locks the
+    row ``FOR UPDATE``) makes no task in the closed study (``StudyNotOpen``); a close that comes
+    after the lock waits for this start, whose task then goes on as any task in progress does.
+    Two statements (one for a worker who passed), as before the lock."""
+    status, passed = precompiled.study_lock_grant(study_id=study.pk, participant_id=participant.pk)
+    if status != Study.Status.OPEN:  # closed (or paused) since ``study`` was read: no new task
+        raise StudyNotOpen(STUDY_NOT_OPEN)
     if passed is False:
         raise NotQualified(
             "You took this study's qualification test and did not reach the pass mark, so it cannot "
             "offer you tasks. Thank you for your time."
         )
-    return passed is None and QualificationTest.objects.filter(study_id=study.pk).exists()
+    return passed is None and precompiled.QUALIFICATION_TEST_OF_STUDY.first(study.pk) is not None
 
 
 def _expire_if_stale(active: Assignment, now: datetime) -> bool:
@@ -351,7 +360,7 @@ def assignment_start(
     worker passed the study's qualification test is marked ``qualification_pending``. A task
     started through a single-person link records it (``participant_link``)."""
     if study.status != Study.Status.OPEN:
-        raise StudyNotOpen("This study is not accepting work at the moment. Thank you for your interest.")
+        raise StudyNotOpen(STUDY_NOT_OPEN)
     if participant_blocked(participant=participant, study=study):
         raise ParticipantBlocked("This study is not available to your account.")
     now = now or timezone.now()
@@ -381,8 +390,8 @@ def assignment_start(
             if _active_assignment(study=study, participant=participant) is not None:
                 continue
             raise
-        pending = _qualification_pending(study=study, participant=participant)
         with transaction.atomic():
+            pending = _qualification_pending(study=study, participant=participant)
             try:
                 with transaction.atomic():
                     assignment = Assignment.objects.create(

@@ -12,6 +12,7 @@ from annotations.choices import answer_is_correct, correct_answer_problem, norma
 from annotations.models import Annotation, Assignment, Claim, QualificationGrant, QualificationTest
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
+from studies.models import Study
 
 
 def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> QualificationGrant:
@@ -115,9 +116,15 @@ def qualification_test_save(*, test: QualificationTest, questions: list[dict] | 
     the one way a qualification test is created, on the study page and on the test's own admin page.
     A new test applies to the study's tasks already in progress as to new ones, in the same
     transaction (``qualification_tasks_hold``), so the answer and submit services refuse them until
-    their worker passed it, as the task page asks."""
+    their worker passed it, as the task page asks. A new test first locks its study's row ``FOR
+    UPDATE``: a task being started reads the test under a ``FOR KEY SHARE`` lock of that row
+    (``assignment._qualification_pending``), so this waits for the starts that found no test (their
+    tasks are then marked with the others) and the starts that come meanwhile wait for this
+    transaction (and then find the test)."""
     with transaction.atomic():
         created = test.pk is None
+        if created:
+            Study.objects.select_for_update().filter(pk=test.study_id).values_list("pk", flat=True).first()
         test.save()
         if created:
             qualification_tasks_hold(study_id=test.study_id)

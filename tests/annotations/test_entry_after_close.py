@@ -8,11 +8,13 @@ import pytest
 from django.test import Client
 
 from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant
+from annotations.services.assignment import assignment_start
+from annotations.services.errors import StudyNotOpen
 from annotations.services.links import open_link_create
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from studies.models import Platform, Study
-from tests.annotations.factories import make_study
+from tests.annotations.factories import ParticipantFactory, make_study
 from tests.annotations.pages import answer, complete_task, entry_url, landing_nonce, start
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +126,16 @@ def test_an_anonymous_holder_finishes_after_the_close_and_sees_the_done_page(lin
         assert response.status_code == 403 and "Study closed" in response.content.decode()
     assert browser.post(url, {"consent": "yes", "nonce": form["nonce"]}).status_code in (400, 403)
     assert Participant.objects.count() == 1 and Assignment.objects.count() == 1
+
+
+def test_a_start_that_read_the_study_before_the_close_committed_makes_no_task(db):
+    """The consent read the study while it was open; the close committed before its claim ran. The
+    claim reads the status again under its lock of the study's row (``_qualification_pending``), so
+    no task starts in the closed study and no unit is claimed."""
+    study = make_study(n_items=4, n_sources=1, units_per_task=2)
+    read_while_open = Study.objects.get(pk=study.pk)
+    close(study)
+    with pytest.raises(StudyNotOpen):
+        assignment_start(study=read_while_open, participant=ParticipantFactory())
+    assert not Assignment.objects.filter(study=study).exists()
+    assert not study.units.filter(n_claimed__gt=0).exists()

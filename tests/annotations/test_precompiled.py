@@ -6,9 +6,10 @@ same fields deferred. Run on SQLite and on PostgreSQL (``scripts/test.sh`` runs 
 from __future__ import annotations
 
 import pytest
-from django.db import models
+from django.db import connection, models, transaction
 from django.db.models import signals
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from annotations import precompiled
 from annotations.models import Annotation, Assignment, Claim, QualificationTest
@@ -115,6 +116,34 @@ def test_precompiled_rows_equal_the_orm_rows(name, state, monkeypatch):
     assert found, f"{name}: no value found a row, so nothing was compared"
 
 
+def test_the_claims_study_lock_reads_the_grant_as_its_orm_twin(state):
+    """``study_lock_grant`` (by hand: the ORM has no ``FOR KEY SHARE``) returns what its twin
+    returns (the study's status and the worker's grant), for a worker who passed, one who failed,
+    one who never took the test, and no study."""
+    study, passed = state["study"], state["assignment"].participant
+    test = QualificationTest.objects.get(study=study)
+    failed = ParticipantFactory()
+    qualification_submit(assignment=assignment_start(study=study, participant=failed),
+                         answers={str(q.pk): "no" if q.correct_answer == "yes" else "yes"
+                                  for q in test.questions.all()})  # every answer wrong
+    cases = [(study.pk, passed.pk, True), (study.pk, failed.pk, False), (study.pk, ParticipantFactory().pk, None),
+             (state["gen_claim"].study_id, passed.pk, None), (MISSING, passed.pk, None)]
+    for study_id, participant_id, expected in cases:
+        twin = precompiled.study_lock_grant_queryset(study_id=study_id, participant_id=participant_id)
+        status, got = precompiled.study_lock_grant(study_id=study_id, participant_id=participant_id)
+        twin_status, twin_passed = twin.first() or (None, None)
+        assert got is twin_passed is expected, (study_id, participant_id)  # a bool, converted as the ORM does
+        assert status == twin_status == (None if study_id == MISSING else "open"), (study_id, status)
+        assert twin.exists() == (study_id != MISSING)
+
+
+def test_the_claims_study_lock_is_a_key_share_lock_on_postgresql(state):
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        precompiled.study_lock_grant(study_id=state["study"].pk, participant_id=state["assignment"].participant_id)
+    (sql,) = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT")]
+    assert sql.endswith(" FOR KEY SHARE") == (connection.vendor == "postgresql")
+
+
 def test_a_deferred_field_loads_like_the_orm(state):
     claim = precompiled.CLAIM_WITH_UNIT.first(state["unit_claims"][0].pk)
     assert "participant_id" in claim.get_deferred_fields()
@@ -174,6 +203,9 @@ def test_reads_and_writes_go_where_the_router_says(state):
     assert ("read", "Annotation") not in Recorder.asked
     annotation_submit(assignment=assignment, claim=claim, step="after", answer="yes")  # sent again
     assert ("read", "Annotation") in Recorder.asked  # the stored answer, to compare
+    Recorder.asked.clear()
+    precompiled.study_lock_grant(study_id=state["study"].pk, participant_id=assignment.participant_id)
+    assert Recorder.asked == [("write", "Study")]  # a lock: where the writes go
 
 
 def test_types_survive_the_converters(state):
