@@ -50,6 +50,7 @@ from .lifecycle import (
     StepProgress,
     generation_job_fail,
     generation_job_finish,
+    job_goes_on,
     model_folder,
     model_folder_publish,
     model_source_register,
@@ -241,7 +242,11 @@ def training_record(*, job: GenerationJob, params: dict, final_loss: float, devi
 
 def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
     """Train, publish and register. Idempotent: a job whose source is registered just finishes.
-    Checks for cancellation while training and reports step progress."""
+    Reports step progress and, at each report, checks for cancellation and whether the researcher
+    who started the job may still start jobs (:func:`.lifecycle.job_goes_on`: the rule each batch's
+    start applies, here seen while the one long batch trains); checked once more right before the
+    checkpoint is written. A job stopped so writes nothing: no folder, no source; one whose
+    researcher lost the right is cancelled with why."""
     params = job.params
     registered = RationaleSource.objects.filter(pk=params.get("output_source_id")).first()
     if registered is not None:
@@ -258,6 +263,8 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
         tokenizer.save_pretrained(folder)
         (folder / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
 
+    if not job_goes_on(job.pk):  # right before the write: nothing is written for a researcher who lost the right
+        return None
     actor = job_actor(job)
     output_name_check(params["output_name"], user=actor)  # a study may have listed the source meanwhile
     folder = model_folder(params["output_name"])
@@ -291,7 +298,8 @@ def _train(job: GenerationJob):
     except (OSError, ValueError) as exc:
         generation_job_fail(job_id=job.pk, error=f"cannot load base model {params['base_model']!r}: {exc}")
         return None
-    progress = StepProgress(job.pk, total=params["steps"], every=params["steps"] // 50)
+    # A report (one step in 50, and the last) is an update and a read of the job and its researcher.
+    progress = StepProgress(job.pk, total=params["steps"], every=params["steps"] // 50, creator_checked=True)
     result = train_seq2seq(model, tokenizer, pairs, steps=params["steps"], batch_size=int(params["batch_size"]),
                            lr=float(params["lr"]), seed=int(params["seed"]),
                            max_source_length=int(params["max_source_length"]),

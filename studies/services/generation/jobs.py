@@ -35,7 +35,7 @@ from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
-from .lifecycle import Status, generation_job_fail, job_touch, output_name_check
+from .lifecycle import Status, creator_refusal, generation_job_fail, job_cancel, job_touch, output_name_check
 from .quark import QuarkHandler
 from .questions import QuestionHandler
 from .rationales import RationaleHandler
@@ -55,30 +55,10 @@ def generation_job_start_check(*, user) -> None:
     (``studies.add_generationjob``; an inactive account holds no permission), with
     ``GenerationError``. :func:`generation_job_create` calls it, so the admin's actions, the API
     and any other caller get one answer; a job whose researcher lost the right stops when it next
-    runs (:func:`_creator_refusal`)."""
+    runs (:func:`.lifecycle.creator_refusal`), a fine-tuning job (one long batch) while it trains
+    and again before it writes its checkpoint (:func:`.lifecycle.job_goes_on`)."""
     if user is not None and not user.has_perm(JOB_START_PERMISSION):
         raise GenerationError(f"you may not start LM jobs (it needs the permission {JOB_START_PERMISSION}).")
-
-
-def _creator_refusal(job: GenerationJob) -> str:
-    """Why ``job`` may not go on: the researcher who started it may no longer start jobs (the
-    permission was removed or the account deactivated), so the job stops spending compute and
-    budget for them; empty when it may go on. A job a command started (the operator's) always
-    may, and so may one whose researcher's account was deleted: it acts for nobody
-    (``common.job_actor``), storing only what no study shows."""
-    creator = job.created_by
-    if creator is None or creator.has_perm(JOB_START_PERMISSION):
-        return ""
-    why = "their account was deactivated" if not creator.is_active else f"they no longer hold {JOB_START_PERMISSION}"
-    return f"Cancelled: {creator} who started this job may no longer start LM jobs ({why})."
-
-
-def _cancel(locked: GenerationJob, *, error: str = "") -> None:
-    """Move ``locked`` (held with ``select_for_update``) to cancelled, with ``error`` saying why
-    when the job did not ask for it."""
-    fields = {"error": error[:5000]} if error else {}
-    GenerationJob.STATUS.move(locked, Status.CANCELLED, cancel_requested=True, eta_seconds=None,
-                              finished_at=timezone.now(), **fields)
 
 
 def _enqueue(job_id: int) -> None:
@@ -168,7 +148,7 @@ def generation_job_cancel(*, job: GenerationJob, user) -> GenerationJob:
     job = _job_to_change(user=user, job=job, verb="cancel")
     if not job.is_active:
         raise GenerationError(f"job {job.pk} is {job.get_status_display().lower()}: only queued or running jobs can be cancelled")
-    _cancel(job)
+    job_cancel(job)
     return job
 
 
@@ -180,7 +160,7 @@ def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> 
     job = _job_to_change(user=user, job=job, verb="resume")
     if job.status == Status.DONE:
         raise GenerationError(f"job {job.pk} is done: nothing to resume")
-    refusal = _creator_refusal(job)
+    refusal = creator_refusal(job)
     if refusal:
         raise GenerationError(f"job {job.pk} cannot be resumed: {job.created_by} who started it may no longer "
                               "start LM jobs; start a new job instead")
@@ -204,19 +184,19 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     the batch that finds the checkpoint moved on discards its work and ends its chain.
 
     A stalled job whose researcher may no longer start jobs is cancelled with that reason instead
-    (:func:`_creator_refusal`). Returns the ids of the jobs queued again."""
+    (:func:`.lifecycle.creator_refusal`). Returns the ids of the jobs queued again."""
     cutoff = timezone.now() - stalled_after
     stalled = (GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)
                .exclude(kind=GenerationJob.Kind.FINETUNE).select_related("created_by").defer("item_ids"))
     ids = []
     for job in stalled:
-        refusal = _creator_refusal(job)
+        refusal = creator_refusal(job)
         if not refusal:
             ids.append(job.pk)
             continue
         locked = GenerationJob.objects.select_for_update().defer("item_ids").filter(pk=job.pk).first()
         if locked is not None and locked.is_active:
-            _cancel(locked, error=refusal)
+            job_cancel(locked, error=refusal)
     for job_id in ids:
         # Touch the job so the next beat tick does not queue it again while this message waits.
         job_touch(job_id)
@@ -233,9 +213,9 @@ def _start(job_id: int) -> GenerationJob | None:
         if job.cancel_requested:
             GenerationJob.STATUS.move(job, Status.CANCELLED)
             return None
-        refusal = _creator_refusal(job)
+        refusal = creator_refusal(job)
         if refusal:  # its researcher lost the right to start jobs: it goes no further for them
-            _cancel(job, error=refusal)
+            job_cancel(job, error=refusal)
             return None
         if job.status == Status.QUEUED:
             GenerationJob.STATUS.move(job, Status.RUNNING, started_at=job.started_at or timezone.now())

@@ -2,7 +2,8 @@
 
 - **progress and cancel**: :class:`StepProgress` reports the steps of a training kind (done, rate,
   ETA) and says whether the job was asked to stop; item kinds smooth their rate per batch with
-  :func:`smoothed_rate` and read their ETA from :func:`eta_seconds`;
+  :func:`smoothed_rate` and read their ETA from :func:`eta_seconds`; :func:`creator_refusal` says
+  whether a job's researcher may still have it run, and :func:`job_cancel` stops it;
 - **fail and finish**: :func:`generation_job_fail` records why a job stopped;
   :func:`generation_job_finish` (or :func:`mark_done` on a job the caller holds locked) moves a
   running job to DONE with its final counts and params. A job cancelled meanwhile stays cancelled:
@@ -27,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GenerationJob, RationaleSource
+from studies.selectors import JOB_START_PERMISSION
 from studies.services.content import ContentChangeRefused, content_change_check
 
 from .errors import GenerationError
@@ -55,14 +57,60 @@ def cancel_requested(job_id: int) -> bool:
     return GenerationJob.objects.filter(pk=job_id, cancel_requested=True).exists()
 
 
+def creator_refusal(job: GenerationJob) -> str:
+    """Why ``job`` may not go on: the researcher who started it may no longer start jobs (the
+    permission was removed or the account deactivated), so the job stops spending compute and
+    budget for them; empty when it may go on. A job a command started (the operator's) always
+    may, and so may one whose researcher's account was deleted: it acts for nobody
+    (``common.job_actor``), storing only what no study shows. Django caches permissions on a user
+    instance: pass a job read afresh (with its ``created_by``) to see a right removed since."""
+    creator = job.created_by
+    if creator is None or creator.has_perm(JOB_START_PERMISSION):
+        return ""
+    why = "their account was deactivated" if not creator.is_active else f"they no longer hold {JOB_START_PERMISSION}"
+    return f"Cancelled: {creator} who started this job may no longer start LM jobs ({why})."
+
+
+def job_cancel(locked: GenerationJob, *, error: str = "") -> None:
+    """Move ``locked`` (held with ``select_for_update``) to cancelled, with ``error`` saying why
+    when the job did not ask for it."""
+    fields = {"error": error[:5000]} if error else {}
+    GenerationJob.STATUS.move(locked, Status.CANCELLED, cancel_requested=True, eta_seconds=None,
+                              finished_at=timezone.now(), **fields)
+
+
+def job_goes_on(job_id: int) -> bool:
+    """Whether a job that is running in one long stretch (fine-tuning) may go on: not when a
+    cancel was requested, nor when its researcher may no longer start jobs (:func:`creator_refusal`,
+    the rule each batch's start applies), in which case the job is cancelled here with that reason.
+    One read of the job with its researcher (and the permission lookup for a researcher's job);
+    the lock is taken only to cancel."""
+    job = (GenerationJob.objects.select_related("created_by").defer("item_ids", "params")
+           .filter(pk=job_id).first())
+    if job is None or job.cancel_requested:
+        return False
+    refusal = creator_refusal(job)
+    if not refusal:
+        return True
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().defer("item_ids").filter(pk=job_id).first()
+        if locked is not None and locked.is_active:
+            job_cancel(locked, error=refusal)
+    return False
+
+
 class StepProgress:
     """Progress of a job that runs ``total`` steps in one process (fine-tuning, Quark): each
     :meth:`report` stores the steps done, the rate since this process started (from step
     ``started_from``) and the ETA, touches the job (so beat sees it move), and says whether to go
-    on (False once a cancel was requested). ``every``: report one step in that many (and the last)."""
+    on (False once a cancel was requested). ``every``: report one step in that many (and the last).
+    ``creator_checked``: a report also stops (and cancels) the job when its researcher may no
+    longer start jobs (:func:`job_goes_on`), for a kind whose whole run is one batch."""
 
-    def __init__(self, job_id: int, *, total: int, started_from: int = 0, every: int = 1):
+    def __init__(self, job_id: int, *, total: int, started_from: int = 0, every: int = 1,
+                 creator_checked: bool = False):
         self.job_id, self.total, self.started_from, self.every = job_id, total, started_from, max(1, every)
+        self.creator_checked = creator_checked
         self.began = time.monotonic()
 
     def report(self, step: int) -> bool:
@@ -71,6 +119,8 @@ class StepProgress:
         rate = (step - self.started_from) / max(time.monotonic() - self.began, 1e-6)
         GenerationJob.objects.filter(pk=self.job_id).update(
             done=step, rate=rate, eta_seconds=eta_seconds(self.total - step, rate), updated_at=timezone.now())
+        if self.creator_checked:
+            return job_goes_on(self.job_id)
         return not cancel_requested(self.job_id)
 
 
