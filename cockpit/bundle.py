@@ -23,7 +23,7 @@ class BundleImportForm(forms.Form):
 
 def bundle_download_view(request, study_id: int):
     study = study_for(request, study_id)
-    response = StreamingHttpResponse(bundle_stream(study=study), content_type="application/zip")
+    response = StreamingHttpResponse(bundle_stream(study=study, user=request.user), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{bundle_filename(study)}"'
     return response
 

@@ -28,7 +28,7 @@ from scoring.services.outcomes import OutcomesStudyNotYours
 from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused
 from studies.admin.scoping import StudyScopedAdmin
 from studies.models import Dataset, Split, Study
-from studies.selectors import studies_for_user
+from studies.selectors import datasets_for_user, studies_for_user
 from studies.services.importers import ImportValidationError
 
 
@@ -49,12 +49,17 @@ class ImportOutcomesForm(forms.Form):
 
     file = forms.FileField(help_text="One JSON object per line and per (question, source), as in "
                                      "rationale_utility.json.")
-    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("name"),
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none(),
                                      help_text="The dataset whose questions the file answers (import them first).")
     split = forms.ChoiceField(choices=Split.choices, initial=Split.TEST)
     study = forms.CharField(max_length=Study._meta.get_field("name").max_length,
                             help_text="Name of the finished study, e.g. Joshi et al. 2023 (released).")
     score = forms.BooleanField(required=False, initial=True, label="Score it now")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the datasets the user may see: those a study may use (``outcomes_study_create`` checks it too)
+        self.fields["dataset"].queryset = datasets_for_user(user=user).order_by("name")
 
     def clean_study(self):
         name = self.cleaned_data["study"].strip()
@@ -134,7 +139,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
         if not self._may_import_outcomes(request):
             raise PermissionDenied
         errors, failed_file, unlisted = None, "", 0
-        form = ImportOutcomesForm(request.POST or None, request.FILES or None)
+        form = ImportOutcomesForm(request.POST or None, request.FILES or None, user=request.user)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:

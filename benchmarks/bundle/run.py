@@ -59,7 +59,7 @@ def bundle(out: Path, traced: bool) -> None:
     started = time.perf_counter()
     size = 0
     with out.open("wb") as fh:
-        for chunk in bundle_stream(study=study):
+        for chunk in bundle_stream(study=study, user=None):
             fh.write(chunk)
             size += len(chunk)
     _report("bundle", started, cpu_before, baseline, traced, answers=n, MiB=f"{size / 2**20:.1f}")

@@ -408,7 +408,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def bundle(self, request, pk=None):
         study = self.get_object()
-        response = StreamingHttpResponse(bundle_stream(study=study), content_type="application/zip")
+        response = StreamingHttpResponse(bundle_stream(study=study, user=request.user), content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="{bundle_filename(study)}"'
         return response
 

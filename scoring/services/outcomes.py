@@ -11,17 +11,24 @@ Both services act for ``user`` (None: the operator, e.g. ``manage.py import_outc
 their rights here, whoever calls: importing into an existing study needs CHANGE on it
 (``studies.selectors.study_user_may``), and the shared content an import adds (sources,
 rationales) goes through ``bulk_upsert`` with that user, so a rationale another researcher's study
-would show is refused by line (``studies.services.content``)."""
+would show is refused by line (``studies.services.content``). The dataset and the sources an import
+uses are only those the user may see (``studies.selectors.datasets_for_user`` /
+``sources_for_user``, the rule ``study_insert`` applies to a study's design): a source named in the
+file that the user may not see is treated as one that does not exist here (``usable_by_name``), so
+an import never brings another researcher's source, its configuration or its rationales into view,
+and never tells its fields."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from django.db import transaction
+from django.db import models, transaction
 
 from scoring.models import UnitScore
 from studies.models import Dataset, Item, Rationale, RationaleSource, Study
+from studies.selectors import datasets_for_user, sources_for_user
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile, parse_json_lines, read_import_file
@@ -167,8 +174,10 @@ def outcomes_import(*, study: Study, file: str | Path | IO | Any, user) -> dict:
     Items are matched by question text among the study dataset's items (the study's split first),
     as every importer matches them (``importers.values.normalize_question``: case, spacing, escaped
     quotes and debris after the question mark are ignored; such lines are listed in the summary's
-    ``loosely_matched_lines``); sources by name (an unknown source is created as an imported
-    source). Each line becomes (or updates) a ``UnitScore`` with ``imported=True``; a line's
+    ``loosely_matched_lines``); sources by name among those the user may see (an unknown source,
+    or one the user may not see, is created as an imported source; under ``NAME (STUDY)`` when
+    another researcher's source holds the name, listed in the summary's ``sources_renamed``:
+    ``usable_by_name``). Each line becomes (or updates) a ``UnitScore`` with ``imported=True``; a line's
     ``rationale`` text becomes the source's ``Rationale`` for the item when there is none yet. An
     answer of ``null`` means the original majority was a tie. ``rationale_utility``, when given, is
     kept as ``reported_utility`` so that scoring can check its recomputed utility against it.
@@ -186,6 +195,7 @@ def _import(*, study: Study, file, user, check_change: bool) -> dict:
     study = Study.objects.select_for_update().select_related("dataset").get(pk=study.pk)
     if check_change:
         _check_may_change(study, user)
+    _check_may_use_dataset(study.dataset, user)
     if study.units.exists():
         raise ImportValidationError(
             f"study {study.name!r} collects its own answers ({study.units.count()} units); import outcomes "
@@ -193,7 +203,7 @@ def _import(*, study: Study, file, user, check_change: bool) -> dict:
         )
     f = read_import_file(file)
     lines = _read_lines(study, f)
-    sources, new_names = _sources(lines, f, user)
+    sources, new_names, renamed = _sources(lines, f, user, study)
     result, removed = _unit_scores(study, lines, sources, f, user)
     new_rationales = _rationales(lines, sources, f, user)
 
@@ -212,6 +222,7 @@ def _import(*, study: Study, file, user, check_change: bool) -> dict:
         "removed": removed,
         "rationales_created": new_rationales,
         "sources_created": new_names,
+        "sources_renamed": renamed,
         "sources": sorted({r.source for r in lines}),
         "loosely_matched_lines": [r.line for r in lines if r.loose],
     }
@@ -231,6 +242,16 @@ def _check_may_change(study: Study, user) -> None:
                            "study you own or that is shared with you): import into a study of another name")) from None
 
 
+def _check_may_use_dataset(dataset: Dataset, user) -> None:
+    """Refuse ``user`` (None: the operator, never refused) a dataset they may not see
+    (``datasets_for_user``: what ``study_insert`` lets a study use), with the answer a missing
+    dataset would get: by id only, never its name."""
+    if user is not None and not datasets_for_user(user=user).filter(pk=dataset.pk).exists():
+        raise ImportValidationError(RowError(
+            None, "dataset", f"dataset {dataset.pk}: not found or not yours to use (it needs studies.view_dataset, or "
+                             "a study you may see that uses it)"))
+
+
 def _check_may_add(user) -> None:
     """Refuse ``user`` a new study unless they may create studies (``study_add_check``)."""
     try:
@@ -239,20 +260,54 @@ def _check_may_add(user) -> None:
         raise ImportValidationError(RowError(None, "study", str(exc))) from None
 
 
-def _sources(lines: list[_Line], f: ImportFile, user) -> tuple[dict[str, RationaleSource], list[str]]:
-    """The lines' sources by name, those not known yet created as imported sources (their names
-    returned too)."""
-    names = {r.source for r in lines}
-    sources = {s.name: s for s in RationaleSource.objects.filter(name__in=names)}
-    new_names = sorted(names - set(sources))
+def usable_by_name(*, model: type[models.Model], visible: models.QuerySet, name: str, tag: str,
+                   taken: set[str]) -> tuple[models.Model | None, str]:
+    """The row of ``model`` (a dataset, a rationale source: names unique here) that an import naming
+    ``name`` uses for the acting user: one of ``visible``, what the user may see (the selectors'
+    ``datasets_for_user`` / ``sources_for_user``), else None and the name a new row of theirs takes.
+
+    A name held by a row the user may not see gets the answer a missing one gets: a new row is made,
+    under ``name (tag)`` (then ``name (tag 2)``, ...) since the name is taken. Nothing of the hidden
+    row is read or compared, so the import tells nothing of its fields and never uses it. A
+    candidate the user may see is used (importing the same file again finds what the first import
+    made). ``taken``: the names this import has given already (updated), so two names never meet."""
+    max_length = model._meta.get_field("name").max_length
+    tag = " ".join(tag.split())[:60]
+    for n in itertools.count(1):
+        suffix = "" if n == 1 else f" ({tag})" if n == 2 else f" ({tag} {n - 1})"
+        candidate = name if n == 1 else name[: max_length - len(suffix)] + suffix
+        if candidate in taken:
+            continue
+        found = visible.filter(name=candidate).first()
+        if found is not None or not model.objects.filter(name=candidate).exists():
+            taken.add(candidate)
+            return found, candidate
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _sources(lines: list[_Line], f: ImportFile, user, study: Study
+             ) -> tuple[dict[str, RationaleSource], list[str], dict[str, str]]:
+    """The lines' sources by the file's names: those the user may see (``usable_by_name``), the
+    others created as imported sources, under another name when another researcher's source holds
+    the file's. Returns them, the names created and {file's name: name created} where they differ."""
+    visible = RationaleSource.objects.all() if user is None else sources_for_user(user=user)
+    sources: dict[str, RationaleSource] = {}
+    new: dict[str, str] = {}  # name created -> the file's name
+    taken: set[str] = set()
+    for name in sorted({r.source for r in lines}):
+        found, usable = usable_by_name(model=RationaleSource, visible=visible, name=name, tag=study.name, taken=taken)
+        if found is not None:
+            sources[name] = found
+        else:
+            new[usable] = name
     _, created = bulk_upsert(
         model=RationaleSource, existing={}, compare_fields=[], filename=f.name,
-        rows={name: {"kind": RationaleSource.Kind.IMPORTED,
-                     "description": f"Created by the outcomes import of {f.name}."} for name in new_names},
+        rows={usable: {"kind": RationaleSource.Kind.IMPORTED,
+                       "description": f"Created by the outcomes import of {f.name}."} for usable in new},
         build=lambda name, values: RationaleSource(name=name, **values), user=user,
     )
-    sources.update({s.name: s for s in created})
-    return sources, new_names
+    sources.update({new[s.name]: s for s in created})
+    return sources, sorted(new), {name: usable for usable, name in sorted(new.items()) if usable != name}
 
 
 def _unit_scores(study: Study, lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile, user):
@@ -308,6 +363,7 @@ def outcomes_study_create(
     study = Study.objects.filter(name=name).first()
     if study is None:
         _check_may_add(user)
+        _check_may_use_dataset(dataset, user)
         study = Study(
             name=name, kind=Study.Kind.UTILITY, dataset=dataset, split=split, owner=owner,
             is_imported_outcome=True, status=Study.Status.CLOSED,
@@ -316,6 +372,7 @@ def outcomes_study_create(
         study.save()
     else:
         _check_may_change(study, user)  # before anything is said of it
+        _check_may_use_dataset(dataset, user)  # before its name is
         if study.dataset_id != dataset.pk:
             raise ImportValidationError(
                 f"study {name!r} exists already with dataset {study.dataset.name!r}, not {dataset.name!r}; "

@@ -57,7 +57,7 @@ def _worked_study() -> Study:
 
 
 def _bundle(study: Study) -> bytes:
-    return b"".join(bundle_stream(study=study))
+    return b"".join(bundle_stream(study=study, user=None))
 
 
 def _numbers(results: dict) -> dict:

@@ -79,7 +79,7 @@ def _lender_and_borrower() -> tuple[Study, Study]:
 
 
 def _bundle(study: Study) -> bytes:
-    return b"".join(bundle_stream(study=study))
+    return b"".join(bundle_stream(study=study, user=None))
 
 
 def _without_borrowed_table(data: bytes) -> bytes:

@@ -84,8 +84,9 @@ def test_another_researchers_study_of_that_name_is_left_alone(strategyqa_test_it
     small = tmp_path / "small.json"
     small.write_text("\n".join(utility_file.read_text().splitlines()[:2]) + "\n")
     theirs, _ = outcomes_study_create(name=NAME, dataset=strategyqa_test_items, file=small, owner=olga, user=None)
-    _, dana = staff("dana", all_model_perms=False, extra=(
-        "studies.add_study", "studies.change_study", "scoring.add_scorerun", "scoring.view_scorerun"))
+    _, dana = staff("dana", all_model_perms=False, extra=(  # she may read the dataset (the form offers it)
+        "studies.add_study", "studies.change_study", "studies.view_dataset", "scoring.add_scorerun",
+        "scoring.view_scorerun"))
 
     response = dana.post(URL, {"file": upload(utility_file), "dataset": strategyqa_test_items.pk, "split": "test",
                                "study": NAME, "score": "on"})

@@ -53,7 +53,7 @@ def bob():
 def _bundle_with(study: Study, change) -> bytes:
     """``study``'s bundle with its files changed by ``change`` (path -> bytes, in place) and its
     checksums recomputed, as someone crafting a bundle would."""
-    src = zipfile.ZipFile(io.BytesIO(b"".join(bundle_stream(study=study))))
+    src = zipfile.ZipFile(io.BytesIO(b"".join(bundle_stream(study=study, user=None))))
     files = {n: src.read(n) for n in src.namelist()}
     change(files)
     out = io.BytesIO()
@@ -233,7 +233,7 @@ def test_the_imports_create_a_study_only_for_a_user_who_may_create_studies(strat
     carol = type(carol).objects.get(pk=carol.pk)  # permissions are cached per instance
     path = _gpt3_lines(utility_file, tmp_path)
     origin = make_study(n_items=2, n_sources=1, status=Study.Status.CLOSED, name="bundle-add-origin")
-    data = b"".join(bundle_stream(study=origin))
+    data = b"".join(bundle_stream(study=origin, user=None))
     studies = Study.objects.count()
 
     with pytest.raises(ImportValidationError) as refused:

@@ -31,7 +31,7 @@ class Command(BaseCommand):
                 raise CommandError(f"No study with id {options['study_id']}.")
             size = 0
             with file.open("wb") as fh:
-                for chunk in bundle_stream(study=study):
+                for chunk in bundle_stream(study=study, user=None):
                     fh.write(chunk)
                     size += len(chunk)
             self.stdout.write(f"Wrote {file} ({size:,} bytes) for study {study.name!r}.")

@@ -39,6 +39,7 @@ from scoring.selectors import score_run_latest
 from scoring.services.score import SCHEMA_VERSION, borrowed_utility
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
+from studies.selectors import sources_for_user
 
 from .tables import (
     CHECKSUMS_FILE,
@@ -56,6 +57,8 @@ PAGE_ROWS = 5_000
 FLUSH_BYTES = 1 << 20  # hand the client what the zip has written once it passes 1 MiB
 SOURCE_FIELDS = ("name", "kind", "description", "backend", "model_name_or_path", "endpoint_url", "template",
                  "decoding", "demonstrations", "seed", "has_highlights", "training")
+WITHHELD = ("the settings of the source fine-tuned as this answerer are withheld: the user who made this bundle "
+            "may not read that source (studies.view_rationalesource, or a study they may see that uses it)")
 # Packages whose arithmetic the scores go through.
 SCORE_PACKAGES = ("numpy", "pandas", "scipy", "statsmodels", "krippendorff", "bert-score", "torch", "transformers")
 
@@ -110,7 +113,8 @@ def _source_json(source: RationaleSource) -> dict:
 
 
 def answerer_sources(study: Study) -> list[RationaleSource]:
-    """The fine-tuned sources that Gen-U's answerers name (results.json reads their training)."""
+    """The fine-tuned sources that Gen-U's answerers name (results.json reads their training). Not
+    the study's sources: a reader of the study may not read them (``answerer_sources_json``)."""
     models = set(GenUPrediction.objects.filter(generalization_question__item__in=study.items.all(),
                                                rationale_source__in=study.sources.all())
                  .values_list("answerer_model", flat=True).distinct())
@@ -118,7 +122,20 @@ def answerer_sources(study: Study) -> list[RationaleSource]:
                 .exclude(pk__in=study.sources.all()).order_by("id"))
 
 
-def study_design(study: Study) -> dict:
+def answerer_sources_json(study: Study, user) -> list[dict]:
+    """``study.json``'s ``answerer_sources``: each with its settings when ``user`` (None: the
+    operator) may read it (``sources_for_user``, the rule the API's sources follow), else only the
+    model the Gen-U predictions already name and why the rest is withheld: neither the source's
+    name nor its endpoint, template or training, which are another researcher's."""
+    sources = answerer_sources(study)
+    readable = (set(s.pk for s in sources) if user is None else
+                set(sources_for_user(user=user).filter(pk__in=[s.pk for s in sources]).values_list("pk", flat=True)))
+    return [_source_json(s) if s.pk in readable else {"model_name_or_path": s.model_name_or_path, "withheld": WITHHELD}
+            for s in sources]
+
+
+def study_design(study: Study, user) -> dict:
+    """``study.json`` for ``user`` (see ``bundle_stream``)."""
     test = QualificationTest.objects.filter(study=study).first()
     return {
         "bundle_format": FORMAT_VERSION,
@@ -135,7 +152,7 @@ def study_design(study: Study) -> dict:
         "dataset": {"name": study.dataset.name, "task_format": study.dataset.task_format,
                     "choice_labels": study.dataset.choice_labels, "description": study.dataset.description},
         "sources": [_source_json(s) for s in study.sources.order_by("id")],
-        "answerer_sources": [_source_json(s) for s in answerer_sources(study)],
+        "answerer_sources": answerer_sources_json(study, user),
         "attention_checks": [
             {"id": c.pk, "question": c.question, "choices": c.choices, "correct_answer": c.correct_answer}
             for c in AttentionCheck.objects.filter(study=study).order_by("id")
@@ -382,10 +399,14 @@ def bundle_filename(study: Study) -> str:
     return f"study-{study.pk}-bundle.zip"
 
 
-def bundle_stream(*, study: Study) -> Iterator[bytes]:
-    """The bundle of ``study`` as a zip, in chunks as it is made (call it outside a transaction on
-    PostgreSQL to let the annotation pages be read ahead). Reads the current database: what was
-    erased (a withdrawn participant) is not there."""
+def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
+    """The bundle of ``study`` as a zip for ``user``, who may see the study (the caller checked it),
+    in chunks as it is made (call it outside a transaction on PostgreSQL to let the annotation pages
+    be read ahead). Reads the current database: what was erased (a withdrawn participant) is not
+    there. What the study uses without showing it (Gen-U's fine-tuned answerer sources) is written
+    whole only when ``user`` may read it (``answerer_sources_json``; None: the operator, everything).
+    Every caller names its reader: a default reader would decide what a bundle holds far from
+    the page that hands it out."""
     study = Study.objects.select_related("dataset").get(pk=study.pk)
     run = score_run_latest(study=study)
     results = run.results if run is not None else None
@@ -412,7 +433,7 @@ def bundle_stream(*, study: Study) -> Iterator[bytes]:
         return [json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"]
 
     borrowed_rows, borrowed = borrowed_utility_part(study, results)
-    yield from member(STUDY_FILE, json_bytes(study_design(study)))
+    yield from member(STUDY_FILE, json_bytes(study_design(study, user)))
     yield from member(SETTINGS_FILE, json_bytes(score_settings(results, run_id=run.pk if run is not None else None,
                                                                borrowed=borrowed)))
     if results is not None:

@@ -16,7 +16,12 @@ or Gen-U prediction that exists already (same name or key) is used when it holds
 and refused by row otherwise, so an import never changes another study. Nor does it add to what
 another researcher's study shows: a new item, rationale or generalization question that a study
 the importing owner may not change would show (``studies.services.content``) is refused by row, as
-the dataset importers refuse it (the operator, with no owner, may add it). Workers become
+the dataset importers refuse it (the operator, with no owner, may add it). The dataset and the
+sources (the study's and Gen-U's answerers') are found by name only among those the importing owner
+may see (``datasets_for_user``, ``sources_for_user``: what ``study_insert`` lets a study use); a
+name another researcher's row holds gets the answer a missing name gets, a new row made from the
+bundle, under ``NAME (STUDY)`` since names are unique here (``outcomes.usable_by_name``; the import
+record's ``renamed`` lists them), and nothing of the hidden row is compared or told. Workers become
 participants keyed by their pseudonym on their platform: the pseudonym is all the bundle has, so
 nobody here can map them back to a platform id, and none is invented.
 
@@ -55,6 +60,7 @@ from annotations.models import (
     Unit,
 )
 from scoring.models import BundledUtility, UnitScore
+from scoring.services.outcomes import usable_by_name
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -65,6 +71,7 @@ from studies.models import (
     RationaleSource,
     Study,
 )
+from studies.selectors import datasets_for_user, sources_for_user
 from studies.services.content import content_added_refusals, gen_u_added_refusals
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
@@ -415,7 +422,10 @@ class _Import:
     def __init__(self, bundle: Bundle, *, name: str, owner) -> None:
         self.b, self.name, self.owner = bundle, name, owner
         self.items, self.units, self.tasks, self.genqs = IdMap(), IdMap(), IdMap(), IdMap()
-        self.sources: dict[str, RationaleSource] = {}
+        self.sources: dict[str, RationaleSource] = {}  # the study's, by the bundle's names
+        self.found: dict[str, RationaleSource] = {}  # every source this import uses, by the bundle's names
+        self.taken: dict[type, set[str]] = {Dataset: set(), RationaleSource: set()}
+        self.renamed: dict[str, dict[str, str]] = {}  # "dataset" / "sources" -> {bundle's name: name here}
         self.checks: dict[int, int] = {}
         self.workers: dict[tuple[str, str], int] = {}
         self.held_tasks: set[int] = set()
@@ -464,11 +474,23 @@ class _Import:
 
     # design and content
 
+    def usable(self, model, name: str):
+        """The row named ``name`` the owner may see, or None and the name a new one takes
+        (``usable_by_name``: a name held by a row the owner may not see is answered as a missing one)."""
+        if self.owner is None:
+            visible = model.objects.all()
+        else:
+            visible = (datasets_for_user if model is Dataset else sources_for_user)(user=self.owner)
+        found, usable = usable_by_name(model=model, visible=visible, name=name, tag=self.name, taken=self.taken[model])
+        if found is None and usable != name:
+            self.renamed.setdefault("dataset" if model is Dataset else "sources", {})[name] = usable
+        return found, usable
+
     def dataset(self, design: dict) -> Dataset:
         spec = design["dataset"]
-        dataset = Dataset.objects.filter(name=spec["name"]).first()
+        dataset, usable = self.usable(Dataset, spec["name"])
         if dataset is None:
-            dataset = Dataset(name=spec["name"], task_format=spec["task_format"],
+            dataset = Dataset(name=usable, task_format=spec["task_format"],
                               choice_labels=spec.get("choice_labels") or [], description=spec.get("description", ""))
             if self._clean(dataset, "dataset"):
                 dataset.save()
@@ -478,9 +500,13 @@ class _Import:
         return dataset
 
     def source(self, spec: dict) -> RationaleSource:
-        source = RationaleSource.objects.filter(name=spec["name"]).first()
+        """The source the bundle's ``spec`` names: the one of that name the owner may see, used when
+        it holds the same settings and refused otherwise; else a new one (``usable``)."""
+        if spec["name"] in self.found:
+            return self.found[spec["name"]]
+        source, usable = self.usable(RationaleSource, spec["name"])
         if source is None:
-            source = RationaleSource(**{f: spec[f] for f in SOURCE_FIELDS if f in spec})
+            source = RationaleSource(**{f: spec[f] for f in SOURCE_FIELDS if f in spec and f != "name"}, name=usable)
             if self._clean(source, "sources"):
                 source.save()
         else:
@@ -489,6 +515,7 @@ class _Import:
                     self.b.error(STUDY_FILE, None, f"sources.{f}",
                                  f"source {source.name!r} exists here with another {f}; rename it to import")
                     break
+        self.found[spec["name"]] = source
         return source
 
     def item_rows(self, dataset: Dataset, study_items: list[int]) -> None:
@@ -923,8 +950,11 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         dataset = job.dataset(design)
         bundle.raise_if_any()
         study_sources = [job.source(s) for s in design.get("sources") or []]
-        answerers = {s["name"]: job.source(s) for s in design.get("answerer_sources") or []}
-        job.sources = {s.name: s for s in study_sources}
+        job.sources = {s["name"]: job.found[s["name"]] for s in design.get("sources") or []}
+        # Gen-U's fine-tuned answerers (results.json reads their training); one whose settings the
+        # bundle withholds (``export.answerer_sources_json``) is not made here
+        answerers = {s["name"]: job.source(s) for s in design.get("answerer_sources") or []
+                     if s.get("name") and "withheld" not in s}
         bundle.raise_if_any()
         study_items: list[int] = []
         job.item_rows(dataset, study_items)
@@ -950,7 +980,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
             dataset=dataset, result=UpsertResult(created=sum(job.counts.values())), user=owner,
             summary={"study": study.pk, "original_study": design["study"]["id"],
                      "original_name": design["study"]["name"], **job.counts,
-                     "original_results": bool(original),
+                     "original_results": bool(original), "renamed": job.renamed,
                      "id_runs": {"items": job.items.runs, "units": job.units.runs, "tasks": job.tasks.runs}},
         )
     return study
