@@ -11,6 +11,7 @@ from studies.models import (
     Dataset,
     GeneralizationQuestion,
     GenerationJob,
+    GenUPrediction,
     ImportJob,
     ImportRecord,
     Item,
@@ -191,6 +192,16 @@ def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestio
         item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
     ).values("pk")
     return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion", used)
+
+
+def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:
+    """The Gen-U predictions whose generalization question and rationale source the user may both
+    read (``generalization_questions_for_user``, ``sources_for_user``): a prediction's raw output and
+    answerer model are its source's, so a hidden source's predictions stay hidden."""
+    return GenUPrediction.objects.filter(
+        generalization_question__in=generalization_questions_for_user(user=user).values("pk"),
+        rationale_source__in=sources_for_user(user=user).values("pk"),
+    )
 
 
 def import_records_for_user(*, user) -> QuerySet[ImportRecord]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.utils import NotRelationField, get_fields_from_path
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -29,7 +30,15 @@ from studies.models import (
     RationaleSource,
     Split,
 )
-from studies.selectors import import_jobs_for_user
+from studies.selectors import (
+    datasets_for_user,
+    generalization_questions_for_user,
+    import_jobs_for_user,
+    import_records_for_user,
+    items_for_user,
+    rationales_for_user,
+    sources_for_user,
+)
 from studies.services.content import (
     ContentChangeRefused,
     content_change_problems,
@@ -53,17 +62,50 @@ class ContentAdmin(admin.ModelAdmin):
     not change has no change or delete permission here (its pages are read-only, a POST answers
     403); an edit of what an open or closed study shows is a form error naming the study; a
     deletion of a row such a study uses is listed as not allowed on the confirmation page; a new
-    row that a study the user may not change would use is not added (a message says why)."""
+    row that a study the user may not change would use is not added (a message says why).
+
+    What it lists, searches, filters on and opens is the model's selector (``SELECTORS``, as the
+    API reads them): Django opens an admin page to the view *or* the change permission, and a
+    researcher who may change rows but not read all of them sees only those the studies they may
+    see use; another row's pages answer as a missing one does, and a relation's list filter offers
+    only the values of the rows shown."""
+
+    SELECTORS = {
+        Dataset: datasets_for_user,
+        Item: items_for_user,
+        RationaleSource: sources_for_user,
+        Rationale: rationales_for_user,
+        GeneralizationQuestion: generalization_questions_for_user,
+    }
+
+    def _visible(self, request):
+        return self.SELECTORS[self.model](user=request.user)
+
+    def _is_visible(self, request, obj) -> bool:
+        return obj is None or obj.pk is None or self._visible(request).filter(pk=obj.pk).exists()
+
+    def get_queryset(self, request):
+        qs = self._visible(request)
+        ordering = self.get_ordering(request)
+        return qs.order_by(*ordering) if ordering else qs
+
+    def get_list_filter(self, request):
+        related = admin.RelatedOnlyFieldListFilter
+        return [(entry, related) if isinstance(entry, str) and _is_relation(self.model, entry) else entry
+                for entry in super().get_list_filter(request)]
 
     def _problems(self, request, changes):
         return content_change_problems(user=request.user, model=self.model, changes=changes)
 
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) and self._is_visible(request, obj)
+
     def has_change_permission(self, request, obj=None):
-        allowed = super().has_change_permission(request, obj)
+        allowed = super().has_change_permission(request, obj) and self._is_visible(request, obj)
         return allowed and (obj is None or obj.pk is None or not self._problems(request, {obj.pk: ()})[0])
 
     def has_delete_permission(self, request, obj=None):
-        allowed = super().has_delete_permission(request, obj)
+        allowed = super().has_delete_permission(request, obj) and self._is_visible(request, obj)
         return allowed and (obj is None or obj.pk is None or not self._problems(request, {obj.pk: None})[0])
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -117,6 +159,13 @@ class ContentAdmin(admin.ModelAdmin):
         except ContentChangeRefused as exc:  # as above, between the confirmation page and the write
             self.message_user(request, str(exc) + ".", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
+
+
+def _is_relation(model, path: str) -> bool:
+    try:
+        return get_fields_from_path(model, path)[-1].is_relation
+    except (FieldDoesNotExist, NotRelationField):
+        return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,10 +417,21 @@ class ImportJobAdmin(admin.ModelAdmin):
 @admin.register(ImportRecord)
 class ImportRecordAdmin(admin.ModelAdmin):
     list_display = ["imported_at", "kind", "filename", "dataset", "created", "updated", "unchanged", "imported_by"]
-    list_filter = ["kind", "dataset"]
+    list_filter = ["kind", ("dataset", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["filename", "sha256"]
     readonly_fields = [f.name for f in ImportRecord._meta.fields]
     change_list_template = "admin/studies/importrecord/change_list.html"
+
+    def get_queryset(self, request):
+        # What the API lists (``import_records_for_user``): every import with the view permission, else
+        # the user's own; Django opens this page to the change permission too.
+        qs = import_records_for_user(user=request.user)
+        ordering = self.get_ordering(request)
+        return qs.order_by(*ordering) if ordering else qs
+
+    def has_view_permission(self, request, obj=None):
+        allowed = super().has_view_permission(request, obj)
+        return allowed and (obj is None or self.get_queryset(request).filter(pk=obj.pk).exists())
 
     def has_add_permission(self, request):
         return False
@@ -424,7 +484,8 @@ class ImportRecordAdmin(admin.ModelAdmin):
             "unlisted": unlisted,
             "failed_file": failed_file,
             "kinds": [(k, label) for k, (label, _) in IMPORT_KINDS.items()],
-            "dataset_names": list(Dataset.objects.values_list("name", flat=True)),
+            "dataset_names": list(  # the suggestions: the datasets the user may read, as the API lists them
+                datasets_for_user(user=request.user).order_by("name").values_list("name", flat=True)),
         }
         return TemplateResponse(request, "admin/studies/import_data.html", context,
                                 status=400 if errors else 200)

@@ -29,7 +29,13 @@ from studies.models import (
     RationaleSource,
     Split,
 )
-from studies.selectors import VIEW, generation_jobs_for_user
+from studies.selectors import (
+    VIEW,
+    datasets_for_user,
+    generation_jobs_for_user,
+    genu_predictions_for_user,
+    sources_for_user,
+)
 from studies.services.generation import (
     GenerationError,
     finetune_t5,
@@ -60,11 +66,24 @@ def progress_html(job: GenerationJob):
 
 
 # --- forms for the intermediate action pages --------------------------------------------------
-class _JobForm(forms.Form):
-    dataset = forms.ModelChoiceField(queryset=Dataset.objects.all())
+class _UserForm(forms.Form):
+    """An action page's form, built for the user who sends it (``user``): its pickers offer only
+    what that user may read, as the API does."""
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+
+class _JobForm(_UserForm):
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none())
     split = forms.ChoiceField(choices=[("", "all splits"), *Split.choices], required=False, initial="dev")
     limit = forms.IntegerField(min_value=1, required=False, help_text="First N items by id; empty takes all.")
     batch_size = forms.IntegerField(min_value=1, max_value=1024, initial=16)
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, user=user, **kwargs)
+        self.fields["dataset"].queryset = datasets_for_user(user=user)
 
 
 class GenerateRationalesForm(_JobForm):
@@ -77,14 +96,19 @@ class GenerateQuestionsForm(_JobForm):
 
 
 class GenUAnswersForm(_JobForm):
-    answerer_i = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm"),
+    answerer_i = forms.ModelChoiceField(queryset=RationaleSource.objects.none(),
                                         label="F^I answerer (question only)")
-    answerer_ir = forms.ModelChoiceField(queryset=RationaleSource.objects.filter(kind="lm"),
+    answerer_ir = forms.ModelChoiceField(queryset=RationaleSource.objects.none(),
                                          label="F^IR answerer (question and rationale)")
     include_unvalidated = forms.BooleanField(
         required=False, label="Include unvalidated questions",
         help_text="Off (the paper's way): only questions validated as valid. On: also questions nobody "
                   "validated; the score report says so.")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, user=user, **kwargs)
+        for name in ("answerer_i", "answerer_ir"):
+            self.fields[name].queryset = sources_for_user(user=user).filter(kind="lm")
 
 
 class FaithfulnessForm(_JobForm):
@@ -98,7 +122,7 @@ class FaithfulnessForm(_JobForm):
     ])
 
 
-class FinetuneForm(forms.Form):
+class FinetuneForm(_UserForm):
     mode = forms.ChoiceField(choices=list(MODES.items()))
     preset = forms.ChoiceField(
         choices=[("", "the mode's default: " + ", ".join(f"{m} {p}" for m, p in DEFAULT_PRESETS.items()))]
@@ -124,7 +148,7 @@ def _action_page(modeladmin, request, queryset, *, form_class, title, action, su
         modeladmin.message_user(request, str(exc), messages.ERROR)
         return None
     if "apply" in request.POST:
-        form = form_class(request.POST)
+        form = form_class(request.POST, user=request.user)
         if form.is_valid():
             for obj in queryset:
                 try:
@@ -138,7 +162,7 @@ def _action_page(modeladmin, request, queryset, *, form_class, title, action, su
                                          job.total), messages.SUCCESS)
             return None
     else:
-        form = form_class()
+        form = form_class(user=request.user)
     context = {
         **modeladmin.admin_site.each_context(request),
         "title": title, "form": form, "queryset": queryset, "action": action, "submit": submit,
@@ -375,18 +399,28 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         self._each_job(request, queryset, generation_job_resume, "Queued {done} job(s) again.")
 
 
-class _ItemColumn:
-    """The item a row is about, by its external id (the failures' and the dropped questions' lists)."""
+class _JobRecordAdmin(ReadOnlyAdmin):
+    """What a job wrote about its items (failures, dropped questions): the rows of the jobs the user
+    may read (``generation_jobs_for_user``, as the job list), the rest answering as missing ones do;
+    the job filter lists only the jobs of the rows shown."""
+
+    def get_queryset(self, request):
+        visible = generation_jobs_for_user(user=request.user, access=VIEW).values("pk")
+        return super().get_queryset(request).filter(job__in=visible)
+
+    def has_view_permission(self, request, obj=None):
+        allowed = super().has_view_permission(request, obj)
+        return allowed and (obj is None or self.get_queryset(request).filter(pk=obj.pk).exists())
 
     @admin.display(description="item", ordering="item__external_id")
-    def item_display(self, obj):
+    def item_display(self, obj):  # the item a row is about, by its external id
         return obj.item.external_id
 
 
 @admin.register(GenerationFailure)
-class GenerationFailureAdmin(_ItemColumn, ReadOnlyAdmin):
+class GenerationFailureAdmin(_JobRecordAdmin):
     list_display = ["job", "item_display", "unit", "reason", "raw_short", "created_at"]
-    list_filter = ["job__kind", "job"]
+    list_filter = ["job__kind", ("job", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["reason", "raw_output", "item__external_id"]
     list_select_related = ["job", "item"]
     fields = ["job", "item", "unit", "reason", "raw_output", "created_at"]
@@ -398,11 +432,11 @@ class GenerationFailureAdmin(_ItemColumn, ReadOnlyAdmin):
 
 
 @admin.register(DroppedQuestion)
-class DroppedQuestionAdmin(_ItemColumn, ReadOnlyAdmin):
+class DroppedQuestionAdmin(_JobRecordAdmin):
     """Every generated question the filter dropped, with its reason and the text it repeats."""
 
     list_display = ["job", "item_display", "qtype", "sample_index", "text_short", "reason", "matched_short"]
-    list_filter = ["reason", "qtype", "job"]
+    list_filter = ["reason", "qtype", ("job", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["text", "matched", "item__external_id"]
     list_select_related = ["job", "item"]
     fields = ["job", "item", "qtype", "sample_index", "text", "answer", "reason", "matched", "raw_output", "created_at"]
@@ -419,13 +453,24 @@ class DroppedQuestionAdmin(_ItemColumn, ReadOnlyAdmin):
 
 @admin.register(GenUPrediction)
 class GenUPredictionAdmin(ReadOnlyAdmin):
+    """The predictions whose question and source the user may read (``genu_predictions_for_user``);
+    the others' pages answer as missing ones do, and the source filter lists only the sources shown."""
+
     list_display = ["question_short", "rationale_source", "answerer", "predicted_answer", "gold", "correct"]
-    list_filter = ["answerer", "correct", "rationale_source"]
+    list_filter = ["answerer", "correct", ("rationale_source", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["generalization_question__text", "raw_output"]
     list_select_related = ["generalization_question", "rationale_source"]
     fields = ["generalization_question", "rationale_source", "answerer", "answerer_model", "predicted_answer",
               "correct", "raw_output", "created_at"]
     readonly_fields = fields
+
+    def get_queryset(self, request):
+        visible = genu_predictions_for_user(user=request.user).values("pk")
+        return super().get_queryset(request).filter(pk__in=visible)
+
+    def has_view_permission(self, request, obj=None):
+        allowed = super().has_view_permission(request, obj)
+        return allowed and (obj is None or self.get_queryset(request).filter(pk=obj.pk).exists())
 
     @admin.display(description="question")
     def question_short(self, obj):
