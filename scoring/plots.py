@@ -119,13 +119,18 @@ def generalization_figure(results: dict, fmt: str = "png", *, gold: tuple[str, .
         hi = [data[k]["accuracy_delta_ci"][1] - v for k, v in zip(keys, vals, strict=True)]
         colors = ["#999999" if title == "by source" and k in gold else "#4c72b0" for k in keys]
         ax.bar(keys, vals, yerr=[lo, hi], capsize=3, color=colors)
+        per_answer = [data[k].get("delta_per_answer") for k in keys]
+        if any(v is not None for v in per_answer):  # the other reading (a run from before it was recorded: none)
+            ax.plot(range(len(keys)), [float("nan") if v is None else v for v in per_answer], "kx", linestyle="none",
+                    label="per answer")
         ax.axhline(0, color="black", linewidth=0.8)
         if reference is not None:
             ax.axhline(reference, color="#555555", linestyle="--", linewidth=1, label="gold rationales")
         ax.set_title(title)
         ax.set_xticks(range(len(keys)), [f"{k}\n(n={data[k]['n']})" for k in keys])
-    axes[0][0].set_ylabel("accuracy after - before")
-    if reference is not None:
+    axes[0][0].set_ylabel("accuracy after - before\n(bars: majority per unit, a tie wrong)")
+    if reference is not None or any(row.get("delta_per_answer") is not None for _, data in panels
+                                    for row in data.values()):
         axes[0][-1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle("Generalization: change in accuracy with the rationale", y=1.04)
     return _save(fig, fmt)

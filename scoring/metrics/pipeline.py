@@ -77,6 +77,21 @@ def majorities(annotations: pd.DataFrame, steps: Iterable[str] = ("before", "aft
     return out.reset_index()
 
 
+def answers_right(frame: pd.DataFrame, annotations: pd.DataFrame) -> pd.DataFrame:
+    """Adds ``<step>_right`` to the per-unit ``frame`` (columns ``unit_id``, ``gold``, and
+    ``<step>_n`` from :func:`majorities`): how many of the unit's answers of each step are the gold
+    label, counted over the answers :func:`majorities` counts, so that ``<step>_right / <step>_n``
+    is the unit's per-answer accuracy (the other reading of an accuracy taken per unit majority)."""
+    frame = frame.copy()
+    a = annotations.loc[annotations["answer"].notna() & (annotations["answer"] != ""), ["unit_id", "step", "answer"]]
+    a = a.merge(frame[["unit_id", "gold"]], on="unit_id", how="inner")
+    a = a.assign(right=(a["answer"].astype(object) == a["gold"].astype(object)).astype(int))
+    for step in ("before", "after"):
+        right = a.loc[a["step"] == step].groupby("unit_id")["right"].sum()
+        frame[f"{step}_right"] = frame["unit_id"].map(right).fillna(0).astype(int).to_numpy()
+    return frame
+
+
 def add_utility(frame: pd.DataFrame) -> pd.DataFrame:
     """Adds ``before_correct``, ``after_correct`` and ``utility`` from the majority columns and
     ``gold``. A tie or a missing majority counts as wrong (SPEC section 2)."""
@@ -319,11 +334,38 @@ def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_res
 # --- Gen-U and bundles --------------------------------------------------------------------------
 
 
+# Which bundle size relative consistency is computed on when bundles differ in size (RC, SPEC
+# section 5, is defined for bundles of one size): said in the results next to the figure.
+RC_SIZE_RULE = ("the most common bundle size; between sizes equally common, the largest (the most instances); "
+                "every size's relative consistency is given as well (rc_by_bundle_size)")
+
+
+def rc_bundle_size(sizes: pd.Series) -> int:
+    """The bundle size RC is computed on (``RC_SIZE_RULE``) from each bundle's size."""
+    counts = sizes.value_counts()
+    return int(max(counts.index[counts == counts.max()]))
+
+
+def _rc_figures(n: int, a: int, c: int, k: int) -> dict:
+    """Accuracy, consistency and RC of ``n`` bundles of size ``k`` with ``a`` correct instances and
+    ``c`` consistent bundles; an infeasible input (never for counted data) keeps its message."""
+    out = {"n_bundles": n, "accuracy": a / (n * k), "consistency": c / n}
+    try:
+        out["relative_consistency"] = metrics.relative_consistency(n, a, c, bundle_size=k)
+    except ValueError as exc:
+        out["relative_consistency"] = None
+        out["rc_note"] = str(exc)
+    return out
+
+
 def bundle_consistency(correct: pd.Series, bundle: pd.Series) -> dict:
     """Consistency over bundles and, where the bundle sizes allow, relative consistency.
 
     RC (SPEC section 5) is defined for bundles of one size. When sizes differ, RC is computed over
-    the bundles of the most common size and says so (``rc_bundle_size``, ``rc_n_bundles``)."""
+    the bundles of one size, chosen by ``RC_SIZE_RULE`` (``rc_size_rule``), and says so: that
+    subset's ``rc_bundle_size``, ``rc_n_bundles``, ``rc_accuracy`` and ``rc_consistency`` (the
+    figures RC is relative to; ``accuracy`` and ``consistency`` cover every bundle), and
+    ``rc_by_bundle_size``: the same figures for every size."""
     df = pd.DataFrame({"correct": correct.astype(bool).to_numpy(), "bundle": bundle.to_numpy()})
     if df.empty:
         return {"n_bundles": 0, "consistency": None, "relative_consistency": None}
@@ -334,20 +376,24 @@ def bundle_consistency(correct: pd.Series, bundle: pd.Series) -> dict:
         "accuracy": float(g["sum"].sum() / g["size"].sum()),
         "consistency": float((g["sum"] == g["size"]).mean()),
     }
-    sizes = g["size"].value_counts()
-    k = int(sizes.idxmax())
-    same = g[g["size"] == k]
-    n, a, c = len(same), int(same["sum"].sum()), int((same["sum"] == k).sum())
+    by_size = {int(size): _rc_figures(len(same), int(same["sum"].sum()), int((same["sum"] == size).sum()), int(size))
+               for size, same in g.groupby("size", sort=True)}
+    k = rc_bundle_size(g["size"])
+    chosen = by_size[k]
     out["rc_bundle_size"] = k
-    out["rc_n_bundles"] = n
-    if len(sizes) > 1:
+    out["rc_n_bundles"] = chosen["n_bundles"]
+    out["rc_accuracy"] = chosen["accuracy"]
+    out["rc_consistency"] = chosen["consistency"]
+    out["rc_size_rule"] = RC_SIZE_RULE
+    if len(by_size) > 1:
+        sizes = ", ".join(f"{v['n_bundles']} of size {s}" for s, v in by_size.items())
         out["rc_note"] = (
-            f"Bundle sizes differ ({', '.join(f'{int(v)} of size {int(s)}' for s, v in sizes.sort_index().items())}); "
-            f"relative consistency is computed over the {n} bundles of size {k}."
+            f"Bundle sizes differ ({sizes}); "
+            f"relative consistency is computed over the {chosen['n_bundles']} bundles of size {k} "
+            f"(accuracy {chosen['accuracy']:.3f}, consistency {chosen['consistency']:.3f} there)."
         )
-    try:
-        out["relative_consistency"] = metrics.relative_consistency(n, a, c, bundle_size=k)
-    except ValueError as exc:  # cannot happen for counted data; keep the message if it does
-        out["relative_consistency"] = None
-        out["rc_note"] = str(exc)
+    out["relative_consistency"] = chosen["relative_consistency"]
+    if "rc_note" in chosen:  # cannot happen for counted data; keep the message if it does
+        out["rc_note"] = chosen["rc_note"]
+    out["rc_by_bundle_size"] = {str(s): v for s, v in by_size.items()}
     return out

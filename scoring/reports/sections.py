@@ -110,8 +110,37 @@ def utility_section(results: dict) -> Section:
         section.notes.append(items_note(results["study"]))
     if results.get("counted_answers"):
         section.notes.append(counted_note(results["counted_answers"]))
+    section.notes += sources_notes(results)
     section.figures.append("utility_shares")
     return section
+
+
+def sources_notes(results: dict) -> list[str]:
+    """One line per rationale source (``results["sources"]``; a run from before it was recorded
+    has none): what it is, how it was trained, and what its rationales of the study's items were
+    made with, with how many each."""
+    notes = []
+    for name, source in sorted((results.get("sources") or {}).items()):
+        what = [source.get("kind") or "?"]
+        if source.get("backend"):
+            what.append(f"{source['backend']} backend")
+        if source.get("model_name_or_path"):
+            what.append(f"model {source['model_name_or_path']}")
+        trained = [f"fine-tuning preset {source['training_preset']}" if source.get("training_preset") else "",
+                   f"mode {source['training_mode']}" if source.get("training_mode") else "",
+                   f"method {source['training_method']}" if source.get("training_method") else ""]
+        if any(trained):
+            what.append("trained with " + ", ".join(t for t in trained if t))
+        made = "; ".join(_generation_text(g) for g in source.get("generation") or []) or "none of the study's items"
+        notes.append(f"Source {name}: {', '.join(what)}. Rationales: {made}.")
+    return notes
+
+
+def _generation_text(combo: dict) -> str:
+    recorded = [f"{key} {json.dumps(combo[key], sort_keys=True) if isinstance(combo[key], dict) else combo[key]}"
+                for key in ("model", "template", "decoding", "seed") if combo.get(key) is not None]
+    return f"{combo.get('n_rationales')} " + (f"made with {', '.join(recorded)}" if recorded
+                                              else "with no generation record (imported or gold)")
 
 
 def items_note(study: dict) -> str:
@@ -247,6 +276,9 @@ def gen_u_section(results: dict) -> Section:
     gen_u = results.get("gen_u") or {}
     if gen_u:
         section.notes += gen_u_method_notes(gen_u)
+    if gen_u.get("consistency_bundle"):
+        section.notes.append(f"The answerers' consistency (results.json, gen_u.consistency) is over bundles of "
+                             f"{gen_u['consistency_bundle']}.")
     ties = gen_u.get("tie_rules") or {}
     if ties.get("by_source"):
         section.tables.append(gen_u_tie_rule_table(ties))
@@ -326,11 +358,15 @@ def generalization_section(results: dict) -> Section:
     columns = [Column("key", "Group"), Column("n", "n", "int"), Column("accuracy_before", "Before", "float"),
                Column("accuracy_after", "After", "float"), Column("accuracy_delta", "After − before", "float"),
                Column("ci", "95% CI", "ci")]
+    if gen.get("aggregation"):  # a run from before the other reading was recorded has neither column
+        columns += [Column("ties", "Ties (before, after)"),
+                    Column("delta_per_answer", "After − before, per answer", "float")]
 
     def rows(group: str) -> list[dict]:
         out = [{"key": k, "n": r["n"], "accuracy_before": r["accuracy_before"], "accuracy_after": r["accuracy_after"],
                 "accuracy_delta": r["accuracy_delta"], "ci_low": r["accuracy_delta_ci"][0],
-                "ci_high": r["accuracy_delta_ci"][1]} for k, r in (gen.get(group) or {}).items()]
+                "ci_high": r["accuracy_delta_ci"][1], "delta_per_answer": r.get("delta_per_answer"),
+                "ties": f"{r.get('ties_before')}, {r.get('ties_after')}"} for k, r in (gen.get(group) or {}).items()]
         return _ordered(out, "key", UTILITY_ORDER if group == "by_utility" else None)
 
     section.tables.append(Table("generalization_by_type", "By generalization type", columns, rows("by_type")))
@@ -351,16 +387,39 @@ def generalization_section(results: dict) -> Section:
     if not gold:
         section.notes.append("No gold source in this study: Figure 4's reference (gold rationales) is missing; add "
                              "the dataset's gold rationales as a source to get it.")
+    if gen.get("aggregation"):
+        section.notes.append(figure_4_aggregation_note(gen))
     if gen.get("question_filter"):
         section.notes.append(generalization_questions_note(gen))
     if results.get("counted_answers"):
         section.notes.append(counted_note(results["counted_answers"]))
+    section.notes += sources_notes(results)
     if gen.get("original_utility_from"):
         section.notes.append(_utility_from_note(gen["original_utility_from"], "The original rationales' utility"))
     section.notes.append("95% intervals: percentile bootstrap over units.")
     if "generalization" in plots.available(results):
         section.figures.append("generalization")
     return section
+
+
+def figure_4_aggregation_note(gen: dict) -> str:
+    """How Figure 4's accuracy is aggregated and what the other reading gives over all units
+    (``results["generalization"]["aggregation"]``; SPEC section 4 says only accuracy(after) -
+    accuracy(before))."""
+    aggregation, everything = gen["aggregation"], gen.get("all") or {}
+    note = (f"Accuracy {aggregation['rule']} (SPEC section 4 leaves it open). The other reading, accuracy "
+            f"{aggregation['other_reading']}, is the last column")
+
+    def num(key):
+        value = everything.get(key)
+        return "n/a" if value is None else f"{value:.3f}"
+
+    if everything.get("accuracy_before_per_answer") is not None:
+        note += (f"; over all units per answer: before {num('accuracy_before_per_answer')}, after "
+                 f"{num('accuracy_after_per_answer')}, after − before {num('delta_per_answer')} "
+                 f"({everything.get('n_answers_before')} answers), against {num('accuracy_delta')} by majority with "
+                 f"{everything.get('ties_before')} ties before and {everything.get('ties_after')} after counted wrong")
+    return note + "."
 
 
 def generalization_questions_note(gen: dict) -> str:
@@ -486,6 +545,9 @@ def _utility_from_note(provenance: dict, what: str) -> str:
     return note
 
 
+STEPS = ("before", "after")
+
+
 def consistency_section(results: dict) -> Section:
     section = Section("consistency", "Consistency and relative consistency")
     consistency = (results.get("generalization") or {}).get("consistency") or {}
@@ -493,19 +555,65 @@ def consistency_section(results: dict) -> Section:
         section.absent = ("No bundles: consistency needs a generalization study (an item's generalization "
                           "questions, or the item with its counterfactuals, answered by the same study).")
         return section
-    rows = []
-    for bundle, steps in consistency.items():
-        for step, r in steps.items():
-            rows.append({"bundles": bundle.replace("_", " "), "step": step, "n": r.get("n_bundles"),
+    rows, by_size = [], []
+    for bundle, entry in consistency.items():
+        for step in (s for s in STEPS if s in entry):
+            r = entry[step]
+            name = bundle.replace("_", " ")
+            rows.append({"bundles": name, "step": step, "n": r.get("n_bundles"),
                          "accuracy": r.get("accuracy"), "consistency": r.get("consistency"),
-                         "relative_consistency": r.get("relative_consistency"), "note": r.get("rc_note", "")})
+                         "relative_consistency": r.get("relative_consistency"), "rc_bundle_size": r.get("rc_bundle_size"),
+                         "rc_n": r.get("rc_n_bundles"), "rc_accuracy": r.get("rc_accuracy"),
+                         "rc_consistency": r.get("rc_consistency"), "note": r.get("rc_note", "")})
+            sizes = r.get("rc_by_bundle_size") or {}
+            if len(sizes) > 1:
+                by_size += [{"bundles": name, "step": step, "size": int(size), **figures}
+                            for size, figures in sorted(sizes.items(), key=lambda kv: int(kv[0]))]
     columns = [Column("bundles", "Bundles"), Column("step", "Answer"), Column("n", "Bundles (n)", "int"),
                Column("accuracy", "Accuracy", "float"), Column("consistency", "Consistency", "float"),
-               Column("relative_consistency", "Relative consistency", "float"), Column("note", "Note")]
+               Column("relative_consistency", "Relative consistency", "float"),
+               Column("rc_bundle_size", "RC on bundles of size", "int"), Column("rc_n", "RC bundles (n)", "int"),
+               Column("rc_accuracy", "RC's accuracy", "float"), Column("rc_consistency", "RC's consistency", "float"),
+               Column("note", "Note")]
     section.tables.append(Table("consistency", "Human answers over bundles", columns, rows))
+    if by_size:
+        section.tables.append(Table(
+            "consistency_by_bundle_size", "Relative consistency per bundle size (bundles of different sizes)",
+            [Column("bundles", "Bundles"), Column("step", "Answer"), Column("size", "Bundle size", "int"),
+             Column("n_bundles", "Bundles (n)", "int"), Column("accuracy", "Accuracy", "float"),
+             Column("consistency", "Consistency", "float"), Column("relative_consistency", "Relative consistency",
+                                                                  "float")], by_size))
     section.notes.append("Relative consistency: the probability that a model of the same accuracy is at most this "
                          "consistent (1 is the most consistency that accuracy allows).")
+    section.notes += consistency_notes(consistency)
     return section
+
+
+def consistency_notes(consistency: dict) -> list[str]:
+    """What each kind of bundle is, which bundles relative consistency is computed on, and, when
+    SPEC's bundle (the item with all its generalization questions) could not be formed, why
+    (``results["generalization"]["consistency"]``; a run from before the bundles were named has
+    none of these lines)."""
+    notes = []
+    for bundle, entry in consistency.items():
+        if entry.get("bundle"):
+            note = f"Bundles \"{bundle.replace('_', ' ')}\": {entry['bundle']}"
+            if "n_bundles_with_item" in entry:
+                note += (f" ({entry['n_bundles_with_item']} bundles with the item's outcome, "
+                         f"{entry.get('n_bundles_without_item', 0)} without)")
+            notes.append(note + ".")
+    named = [entry for entry in consistency.values() if entry.get("bundle")]
+    if named and "item_with_generalization_questions" not in consistency:
+        notes.append("SPEC section 5's bundle, the item with all its generalization questions, is not given: the "
+                     "original items' outcomes are not known here (no utility study this study's owner may view "
+                     "scored them, or the bundle it was imported from had no table).")
+    rule = next((entry[step].get("rc_size_rule") for entry in named for step in STEPS
+                 if (entry.get(step) or {}).get("rc_size_rule")), None)
+    if rule:
+        notes.append(f"Relative consistency is defined for bundles of one size: it is computed on {rule}; "
+                     "accuracy and consistency cover every bundle, RC's accuracy and consistency the bundles it is "
+                     "computed on.")
+    return notes
 
 
 def faithfulness_section(results: dict) -> Section:
@@ -518,7 +626,7 @@ def faithfulness_section(results: dict) -> Section:
     rules_named = {"highlight": "highlight pass (select-then-predict)", "full": "full input (ERASER)"}
     rows = [{"source": name, "n": f["n"], "sufficiency": f["sufficiency"], "comprehensiveness": f["comprehensiveness"],
              "y_hat_from": ", ".join(rules_named.get(r, r) for r in f.get("y_hat_from") or ["highlight"]),
-             "computed_by": ", ".join(f.get("computed_by") or [])} for name, f in (faith.get("per_source") or {}).items()]
+             "computed_by": probabilities_from(f)} for name, f in (faith.get("per_source") or {}).items()]
     rows.append({"source": f"{split} (all sources)", "n": sum(r["n"] for r in rows),
                  "sufficiency": results.get(f"{split}_sufficiency"),
                  "comprehensiveness": results.get(f"{split}_comprehensiveness"),
@@ -529,7 +637,29 @@ def faithfulness_section(results: dict) -> Section:
                Column("y_hat_from", "y_hat from"), Column("computed_by", "Probabilities from")]
     section.tables.append(Table("faithfulness", "Sufficiency and comprehensiveness", columns, rows))
     section.notes += [f"{key}: {text}" for key, text in (faith.get("caveats") or {}).items()]
+    unstated = sorted({row["task_model"] for f in (faith.get("per_source") or {}).values()
+                       for row in f.get("computed_with") or [] if row.get("task_model") and not row.get("method")})
+    if unstated:
+        section.notes.append(f"Probabilities from: the task model and its backend; the stored probabilities do not "
+                             f"record how {', '.join(unstated)} scored the labels (method) or the prompt it read.")
     return section
+
+
+def probabilities_from(source: dict) -> str:
+    """What computed a source's faithfulness probabilities (``computed_with``: the task model with
+    its backend, and the scoring method and prompt where the job stored them; a run from before
+    it was recorded: ``computed_by``, the models alone)."""
+    if "computed_with" not in source:
+        return ", ".join(source.get("computed_by") or [])
+    texts = []
+    for row in source["computed_with"]:
+        if not row.get("task_model"):
+            texts.append(f"imported from {row.get('imported_from') or '?'} ({row.get('n_rationales')} rationales)")
+            continue
+        how = [f"backend {row.get('task_backend') or 'not recorded'}"]
+        how += [f"{key} {row[key]}" for key in ("method", "prompt") if row.get(key)]
+        texts.append(f"{row['task_model']} ({'; '.join(how)}; {row.get('n_rationales')} rationales)")
+    return ", ".join(texts)
 
 
 def figure_options(results: dict) -> dict[str, dict]:

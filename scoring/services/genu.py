@@ -17,6 +17,14 @@ from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSour
 QUESTION_RULE = "questions not marked invalid when scored (validated and unvalidated ones count)"
 
 
+# What a bundle of the answerers' consistency (``gen_u["consistency"]``) is. SPEC section 5's bundle is
+# "an item with all its generalization questions", but F^I and F^IR answer only the generalization
+# questions (``GenUPrediction``), never the item itself, so that bundle cannot be formed here.
+CONSISTENCY_BUNDLE = ("an item's generalization questions that Gen-U counts, per source, answered by F^I (without the "
+                      "rationale) or F^IR (with it); the item itself is left out: the answerers do not answer it, so "
+                      "SPEC section 5's bundle (the item with all its generalization questions) cannot be formed")
+
+
 def questions_that_count(path: str = "") -> Q:
     """``QUESTION_RULE`` as a condition on the generalization question that ``path`` leads to from
     the queried model (``"generalization_question__"`` from a ``GenUPrediction`` or a ``Unit``): the
@@ -136,6 +144,7 @@ def gen_u_results(frame: pd.DataFrame) -> Part:
             }
             for source, g in per_q.groupby("source", sort=True)
         },
+        "consistency_bundle": CONSISTENCY_BUNDLE,
     }
     _gen_u_method(preds, gen_u, warnings)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and

@@ -27,15 +27,40 @@ def share_rows(results: dict, key: str = "utility_shares") -> list[dict]:
     return rows
 
 
+def gen_u_note(results: dict) -> str:
+    """What a Gen-U figure rests on (``results["gen_u"]["method"]``; a run from before it was
+    recorded: its question filter), for every table that prints one."""
+    gen_u = results.get("gen_u") or {}
+    return gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "")
+
+
+def gen_u_share_rows(results: dict) -> list[dict]:
+    """``gen_u_shares.csv``: the Gen-U shares with the ``note`` of what they rest on."""
+    note = gen_u_note(results)
+    return [{**row, "note": note} for row in share_rows(results, "gen_u_shares")]
+
+
+def generalization_note(gen: dict) -> str:
+    """What every Figure 4 figure rests on (``results["generalization"]``): the questions it counts
+    and how accuracy is aggregated, with the other reading (a run from before they were recorded
+    names what it has)."""
+    parts = []
+    if gen.get("question_filter"):
+        parts.append(f"questions: {gen['question_filter']}")
+    aggregation = gen.get("aggregation") or {}
+    if aggregation:
+        parts.append(f"accuracy {aggregation['rule']}; the other reading, accuracy {aggregation['other_reading']}")
+    return "; ".join(parts)
+
+
 def association_rows(results: dict) -> list[dict]:
     """One row per (measure, source); ``note`` says what a figure depends on (the similarity
     model and layer, the Gen-U question filter), so it is never read without it."""
     similarity = results.get("similarity") or {}
-    gen_u = results.get("gen_u") or {}
     notes = {
         "similarity": (f"BERTScore with {similarity['name']}, layer {similarity['num_layers']} (the paper: "
                        f"{similarity['paper_used']})") if similarity else "",
-        "gen_u": gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else ""),
+        "gen_u": gen_u_note(results),
     }
     rows = []
     for name, per_source in results.items():
@@ -51,14 +76,24 @@ def association_rows(results: dict) -> list[dict]:
     return rows
 
 
+# generalization.csv's columns after the majority figures: the ties they count wrong and the other
+# reading, per answer (``score.FIGURE_4_AGGREGATION``); empty for a run from before they were recorded.
+PER_ANSWER_COLUMNS = ["ties_before", "ties_after", "n_answers_before", "n_answers_after",
+                      "accuracy_before_per_answer", "accuracy_after_per_answer", "delta_per_answer"]
+
+
 def generalization_rows(results: dict) -> list[dict]:
+    """``generalization.csv``: Figure 4 per group, majority per unit (a tie wrong) with its interval,
+    then its ties and the per-answer reading, and the ``note`` of what it rests on."""
     gen = results.get("generalization") or {}
+    note = generalization_note(gen)
     rows = []
     for group in ("by_type", "by_utility", "by_source", "by_source_and_type"):
         for key, row in (gen.get(group) or {}).items():
             rows.append({"group": group, "key": key, "n": row["n"], "accuracy_before": row["accuracy_before"],
                          "accuracy_after": row["accuracy_after"], "accuracy_delta": row["accuracy_delta"],
-                         "ci_low": row["accuracy_delta_ci"][0], "ci_high": row["accuracy_delta_ci"][1]})
+                         "ci_low": row["accuracy_delta_ci"][0], "ci_high": row["accuracy_delta_ci"][1],
+                         **{c: row.get(c) for c in PER_ANSWER_COLUMNS}, "note": note})
     return rows
 
 
@@ -100,7 +135,7 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
         "agreement.csv": (agreement_rows(results), None),
     }
     if results.get("gen_u_shares"):
-        tables["gen_u_shares.csv"] = (share_rows(results, "gen_u_shares"), None)
+        tables["gen_u_shares.csv"] = (gen_u_share_rows(results), None)
     if results.get("generalization"):
         tables["generalization.csv"] = (generalization_rows(results), None)
     for name, (rows, columns) in tables.items():

@@ -13,6 +13,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``study``: id, name, kind, dataset, is_imported_outcome, annotators_per_unit, stop_when_decided,
   split, item_sample_size, sample_seed (which of the dataset's items the study drew)
 - ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
+- ``sources``: {source: {kind, backend, model_name_or_path, training_preset, training_mode,
+  training_method, generation: [{model, decoding, template, seed, n_rationales}]}}, the distinct
+  settings its rationales of the study's items record in ``generation_info`` (``_sources``)
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
 - ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
   with percentile bootstrap 95% intervals (Table 3)
@@ -26,11 +29,17 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   report; None when similarity was off)
 - ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, n_questions,
   consistency, question_filter, n_questions_validated, n_questions_unvalidated, tie_rule,
-  unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]}}
+  unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]},
+  consistency_bundle (what a bundle of the answerers' consistency is: ``genu.CONSISTENCY_BUNDLE``)}
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
 - ``agreement``: {before|after: {krippendorff_alpha, fleiss_kappa, n_units, n_annotations}} (Table 18)
-- ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source,
-  and ``consistency`` of the human answers over bundles (Figure 4), over the questions that count
+- ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source
+  (each with its ties and the per-answer reading: ties_before, ties_after, n_answers_before,
+  n_answers_after, accuracy_before_per_answer, accuracy_after_per_answer, delta_per_answer),
+  ``aggregation`` {rule, other_reading} (``FIGURE_4_AGGREGATION``: majority per unit, a tie wrong),
+  and ``consistency`` of the human answers over bundles, each named by its ``bundle``
+  (``BUNDLE_*``: questions only, SPEC's item with its questions, item with its counterfactuals;
+  RC's subset and sizes: ``pipeline.bundle_consistency``) (Figure 4), over the questions that count
   when scored (Gen-U's rule, ``genu.QUESTION_RULE``; so are the study's ties, n_units and
   agreement): question_rule, question_filter, n_questions, n_questions_validated,
   n_questions_unvalidated, n_questions_invalid_left_out, n_units_invalid_left_out,
@@ -43,7 +52,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``utility_from`` (the same shape) when the study has no utility of its own; ``outcome`` (unsure
   counted as not useful), ``priors`` {fe_p, vcp_p}, and ``unsure_dropped``: the other reading of
   "useful vs not" {outcome, n_rationales, fitted, formula, interactions, terms, ...} or why not fitted
-- ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat), the
+- ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat, and
+  ``computed_with``: [{task_model, task_backend, method, prompt, imported_from, n_rationales}]), the
   ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
@@ -57,6 +67,7 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 """
 from __future__ import annotations
 
+import json
 import logging
 import traceback
 from collections import Counter
@@ -65,7 +76,7 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, Count, ExpressionWrapper
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Unit
@@ -82,7 +93,7 @@ from scoring.selectors import score_run_latest
 from scoring.services import genu
 from scoring.services.genu import gen_u_results
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
-from studies.models import Rationale, Study
+from studies.models import Rationale, RationaleSource, Study
 from studies.selectors import VIEW, studies_for_user
 
 logger = logging.getLogger(__name__)
@@ -304,14 +315,42 @@ def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
     return warnings
 
 
+# How Figure 4's accuracy is aggregated (SPEC section 4 says only "accuracy(after) - accuracy(before)"):
+# the figures use the first; each summary also gives the other reading, with the ties behind the first.
+FIGURE_4_AGGREGATION = {
+    "rule": "per unit: a unit is answered right when its annotators' majority is the question's answer; a majority "
+            "tie counts as wrong (as for utility); accuracy is the share of units answered right",
+    "other_reading": "per answer: the share of all counted answers that are right, each annotator's answer "
+                     "counted once, so no tie arises (accuracy_before_per_answer, accuracy_after_per_answer, "
+                     "delta_per_answer)",
+}
+
+
+def _share(right, n) -> float | None:
+    return float(right) / float(n) if n else None
+
+
 def _delta_summary(g: pd.DataFrame) -> dict:
+    """Figure 4's figures over the units ``g``: accuracy before and after and its change by the
+    units' majorities (``FIGURE_4_AGGREGATION["rule"]``) with its interval, the majority ties
+    counted wrong, and the other reading, per answer."""
     lo, hi = metrics.bootstrap_ci(g["delta"].to_numpy(float))
+    n_before, n_after = int(g["before_n"].sum()), int(g["after_n"].sum())
+    before = _share(g["before_right"].sum(), n_before)
+    after = _share(g["after_right"].sum(), n_after)
     return {
         "n": int(len(g)),
         "accuracy_before": float(g["before_correct"].mean()),
         "accuracy_after": float(g["after_correct"].mean()),
         "accuracy_delta": float(g["delta"].mean()),
         "accuracy_delta_ci": [lo, hi],
+        "ties_before": int(g["before_tie"].sum()),
+        "ties_after": int(g["after_tie"].sum()),
+        "n_answers_before": n_before,
+        "n_answers_after": n_after,
+        "accuracy_before_per_answer": before,
+        "accuracy_after_per_answer": after,
+        "delta_per_answer": None if before is None or after is None else after - before,
     }
 
 
@@ -340,27 +379,59 @@ def _with_original_utility(study: Study, frame: pd.DataFrame) -> Part:
     return Part({"original_utility_from": provenance}, warnings, frame)
 
 
+# What a bundle of the human answers' consistency is (SPEC section 5: "an item with its
+# counterfactual, or an item with all its generalization questions"); each figure names its own.
+BUNDLE_QUESTIONS = ("an item's generalization questions answered with one source's rationale; the item itself is "
+                    "left out")
+BUNDLE_ITEM_WITH_QUESTIONS = (
+    "the item with all its generalization questions (SPEC section 5), per source: the item's own outcome (its "
+    "majority before and after the rationale, in the study that lent the original rationale's utility) is "
+    "included where it is known; where it is not, the bundle is the questions alone")
+BUNDLE_ITEM_WITH_COUNTERFACTUALS = ("the item with its counterfactual questions, per source, where the item's own "
+                                    "outcome is known (in the study that lent the original rationale's utility)")
+
+
+def _with_originals(rows: pd.DataFrame, originals: pd.DataFrame) -> dict:
+    """Consistency before and after over bundles of the question ``rows`` with the items' own
+    outcomes (``originals``, one row per (item, source): ``orig_<step>_correct``)."""
+    ids = pd.concat([rows["item_id"].astype(str) + "|" + rows["source"].astype(str),
+                     originals["item_id"].astype(str) + "|" + originals["source"].astype(str)], ignore_index=True)
+    stacked = {}
+    for step in ("before", "after"):
+        correct = pd.concat([rows[f"{step}_correct"].astype(bool),
+                             originals[f"orig_{step}_correct"].astype(bool)], ignore_index=True)
+        stacked[step] = pipeline.bundle_consistency(correct, ids)
+    return stacked
+
+
 def _generalization_consistency(frame: pd.DataFrame) -> dict:
-    """Consistency of the human answers over bundles (an item's questions with one source), and
-    over an item with its counterfactuals where the original item's outcome is known."""
+    """Consistency of the human answers over bundles, each named with its definition (``bundle``):
+    an item's questions with one source (``BUNDLE_QUESTIONS``); SPEC's bundle, the item with all
+    its questions (``BUNDLE_ITEM_WITH_QUESTIONS``, where the original item's outcome is known for
+    at least one bundle); and an item with its counterfactuals (``BUNDLE_ITEM_WITH_COUNTERFACTUALS``)."""
     bundles = frame["item_id"].astype(str) + "|" + frame["source"].astype(str)
     consistency = {
         "all_generalization_questions": {
+            "bundle": BUNDLE_QUESTIONS,
             "before": pipeline.bundle_consistency(frame["before_correct"], bundles),
             "after": pipeline.bundle_consistency(frame["after_correct"], bundles),
         }
     }
-    cf = frame[(frame["qtype"] == "counterfactual") & frame["orig_after_correct"].notna()]
+    known = frame.loc[frame["orig_after_correct"].notna() & frame["orig_before_correct"].notna()]
+    originals = known.drop_duplicates(["item_id", "source"])
+    if len(originals):
+        consistency["item_with_generalization_questions"] = {
+            "bundle": BUNDLE_ITEM_WITH_QUESTIONS,
+            "n_bundles_with_item": int(len(originals)),
+            "n_bundles_without_item": int(bundles.nunique() - len(originals)),
+            **_with_originals(frame, originals),
+        }
+    cf = known[known["qtype"] == "counterfactual"]
     if len(cf):
-        originals = cf.drop_duplicates(["item_id", "source"])
-        ids = pd.concat([cf["item_id"].astype(str) + "|" + cf["source"], originals["item_id"].astype(str) + "|"
-                         + originals["source"]], ignore_index=True)
-        stacked = {}
-        for step in ("before", "after"):
-            correct = pd.concat([cf[f"{step}_correct"].astype(bool),
-                                 originals[f"orig_{step}_correct"].astype(bool)], ignore_index=True)
-            stacked[step] = pipeline.bundle_consistency(correct, ids)
-        consistency["item_with_counterfactuals"] = stacked
+        consistency["item_with_counterfactuals"] = {
+            "bundle": BUNDLE_ITEM_WITH_COUNTERFACTUALS,
+            **_with_originals(cf, cf.drop_duplicates(["item_id", "source"])),
+        }
     return consistency
 
 
@@ -405,6 +476,7 @@ def _generalization(study: Study) -> Part:
                            "there is nothing left to score.")
     answers = answers.loc[answers["unit_id"].isin(units["unit_id"])] if len(answers) else answers
     outcomes = pipeline.collected_outcomes(units, answers, expected_raters=study.annotators_per_unit)
+    outcomes.frame = pipeline.answers_right(outcomes.frame, answers)  # for the per-answer reading
     results = {  # in the order results.json has always had
         "ties": outcomes.results["ties"], "n_units": outcomes.results["n_units"],
         "n_units_scored": int(len(outcomes.frame)), "agreement": outcomes.results["agreement"],
@@ -422,6 +494,7 @@ def _generalization(study: Study) -> Part:
         "by_source_and_type": {
             f"{s}|{t}": _delta_summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
         },
+        "aggregation": FIGURE_4_AGGREGATION,
         "consistency": _generalization_consistency(frame),
         "original_utility_from": with_utility.results["original_utility_from"],
         **questions.results,
@@ -606,7 +679,28 @@ def _source_faithfulness(name: str, vals: list[dict]) -> Part:
         "comprehensiveness": metrics.comprehensiveness(full, wo),
         "y_hat_from": rules,
         "computed_by": sorted({v.get("task_model") or f"imported from {v.get('imported_from', '?')}" for v in vals}),
+        "computed_with": _computed_with(vals),
     }, warnings)
+
+
+# What made a rationale's faithfulness probabilities, as the faithfulness job stores it with them
+# (``studies.services.generation.faithfulness``): the task model and backend, and the scoring method
+# and prompt where the stored dict has them (None where it does not).
+COMPUTED_WITH_KEYS = ("task_model", "task_backend", "method", "prompt")
+
+
+def _computed_with(vals: list[dict]) -> list[dict]:
+    """The distinct ``COMPUTED_WITH_KEYS`` of ``vals`` (imported ones: ``imported_from``) with how
+    many rationales each, the most common first."""
+    def cell(value):  # a stored dict or list (a structured prompt) is counted by its JSON text
+        return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else (value or None)
+
+    counts = Counter(
+        (*(cell(v.get(key)) for key in COMPUTED_WITH_KEYS), None if v.get("task_model") else v.get("imported_from"))
+        for v in vals)
+    rows = [{**dict(zip(COMPUTED_WITH_KEYS, key[:-1], strict=True)), "imported_from": key[-1], "n_rationales": n}
+            for key, n in counts.items()]
+    return sorted(rows, key=lambda r: (-r["n_rationales"], json.dumps(r, sort_keys=True, default=str)))
 
 
 def _faithfulness(study: Study) -> Part:
@@ -745,6 +839,49 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:
     UnitScore.objects.bulk_create(objs, batch_size=1000)
 
 
+# What each source's rationales were made with, read from their ``generation_info`` (the keys the
+# rationale job writes: ``studies.services.generation.rationales``): one row per distinct combination.
+GENERATION_KEYS = ("model", "decoding", "template", "seed")
+
+
+def _study_sources(study: Study):
+    """The study's sources: its design's, and those of its units and unit scores (a study whose
+    units were made by hand, or imported outcomes, may name sources its design does not)."""
+    return RationaleSource.objects.filter(
+        Q(studies=study) | Q(pk__in=Unit.objects.filter(study=study).values("source_id"))
+        | Q(pk__in=UnitScore.objects.filter(study=study).values("source_id"))).distinct().order_by("name")
+
+
+def _sources(study: Study) -> dict:
+    """``results["sources"]``: per source, what it is (kind, backend, model, the fine-tuning preset
+    or method when it was trained here) and ``generation``, the distinct (model, decoding, template,
+    seed) its rationales of the study's items record in ``generation_info``, with how many
+    rationales each (one grouped query; no rationale text is read)."""
+    sources = list(_study_sources(study))
+    items = (Q(item__in=study.items.all()) | Q(item__in=Unit.objects.filter(study=study).values("item_id"))
+             | Q(item__in=UnitScore.objects.filter(study=study).values("item_id")))
+    rows = (Rationale.objects.filter(items, source__in=[s.pk for s in sources])
+            .values("source_id", *(f"generation_info__{key}" for key in GENERATION_KEYS))
+            .annotate(n=Count("id")).order_by())
+    generation: dict[int, list] = {}
+    for row in rows:
+        generation.setdefault(row["source_id"], []).append(
+            {**{key: row[f"generation_info__{key}"] for key in GENERATION_KEYS}, "n_rationales": row["n"]})
+    out = {}
+    for source in sources:
+        training = source.training or {}
+        combos = sorted(generation.get(source.pk, []), key=lambda c: (-c["n_rationales"], json.dumps(c, sort_keys=True,
+                                                                                                      default=str)))
+        out[source.name] = {
+            "kind": source.kind, "backend": source.backend, "model_name_or_path": source.model_name_or_path,
+            # a fine-tuned checkpoint's preset and mode (``finetune``), or another method's name (``quark``)
+            "training_preset": training.get("preset"), "training_mode": training.get("mode"),
+            "training_method": training.get("method"),
+            "generation": combos,
+        }
+    return out
+
+
 def _header(study: Study) -> Part:
     return Part({
         "schema_version": SCHEMA_VERSION,
@@ -758,6 +895,9 @@ def _header(study: Study) -> Part:
         # every interval of these results (``metrics.bootstrap``; the report's notes read it here)
         "bootstrap": {"method": "percentile", "confidence": 0.95, "n_resamples": DEFAULT_RESAMPLES,
                       "seed": DEFAULT_SEED},
+   
+        # what each source is and what its rationales were made with (``_sources``)
+        "sources": _sources(study),
     })
 
 

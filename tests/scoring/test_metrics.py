@@ -148,6 +148,29 @@ def test_consistency_hand_worked():
     assert consistent_bundle_count(correct, bundles) == (4, 5, 2)
 
 
+def test_bundle_consistency_names_the_bundles_rc_is_computed_on_and_gives_every_size():
+    """With bundles of different sizes RC is computed on one size: the most common, and between
+    sizes equally common the largest, whatever order the bundles come in; the subset's accuracy
+    and consistency are given with it, and every size's figures."""
+    # two bundles of size 2 listed first (a consistent, b not), two of size 3 (c consistent, d not)
+    correct = [True, True, True, False, True, True, True, False, True, True]
+    bundles = ["a", "a", "b", "b", "c", "c", "c", "d", "d", "d"]
+    out = pipeline.bundle_consistency(pd.Series(correct), pd.Series(bundles))
+    assert (out["n_bundles"], out["accuracy"], out["consistency"]) == (4, 0.8, 0.5)
+    assert (out["rc_bundle_size"], out["rc_n_bundles"], out["rc_accuracy"], out["rc_consistency"]) == (
+        3, 2, pytest.approx(5 / 6), 0.5)
+    assert out["relative_consistency"] == pytest.approx(relative_consistency(2, 5, 1, bundle_size=3))
+    assert out["rc_size_rule"] == pipeline.RC_SIZE_RULE and "the largest" in out["rc_size_rule"]
+    assert out["rc_by_bundle_size"] == {
+        "2": {"n_bundles": 2, "accuracy": 0.75, "consistency": 0.5,
+              "relative_consistency": pytest.approx(relative_consistency(2, 3, 1))},
+        "3": {"n_bundles": 2, "accuracy": pytest.approx(5 / 6), "consistency": 0.5,
+              "relative_consistency": out["relative_consistency"]}}
+    assert "accuracy 0.833, consistency 0.500 there" in out["rc_note"]
+    reordered = pipeline.bundle_consistency(pd.Series(correct[::-1]), pd.Series(bundles[::-1]))
+    assert reordered["rc_bundle_size"] == 3
+
+
 def exact_rc_size2(n: int, a: int, c: int) -> Fraction:
     def m(i):
         if not (max(0, a - n) <= i <= a // 2):

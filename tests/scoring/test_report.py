@@ -439,6 +439,8 @@ def test_generalization_study_report_from_answers_has_figure_4_with_gold_as_refe
     assert "gold (reference)" in html and "Relative consistency" in html
     svg = admin_client.get(reverse("admin:scoring_scorerun_figure", args=[run.pk, "generalization", "svg"]))
     assert b"gold rationales" in svg.content and b"by original utility" in svg.content
+    # The bars' aggregation is named, and the other reading drawn beside them.
+    assert b"majority per unit, a tie wrong" in svg.content and b"per answer" in svg.content
 
 
 def test_faithfulness_section_when_the_study_has_it(db):

@@ -156,6 +156,14 @@ def test_gen_u_per_item_and_theils_u_against_utility(utility_study):
     assert scores[items[0].pk].gen_u == 1 and scores[items[1].pk].gen_u == 0
     assert run.results["theils_u_utility_given_gen_u"]["good-lm"] == pytest.approx(1.0)
     assert run.results["gen_u"]["consistency"]["good-lm"]["F^IR"]["consistency"] == 1.0
+    # What a bundle of the answerers' consistency is: the item's questions, without the item (SPEC's
+    # bundle cannot be formed: the answerers do not answer the item), in the results and the report.
+    from scoring.reports.sections import gen_u_section
+
+    bundle = run.results["gen_u"]["consistency_bundle"]
+    assert "the item itself is left out" in bundle and "SPEC section 5's bundle" in bundle
+    assert f"The answerers' consistency (results.json, gen_u.consistency) is over bundles of {bundle}." in (
+        gen_u_section(run.results).notes)
 
 
 def predict(question, source, answerer, correct, *, parsed=True, model=None):
@@ -613,7 +621,7 @@ def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
                                                    ("lowest", "highest", "first", "ties_left_out")]
 
 
-def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trained_on(utility_study):
+def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trained_on(utility_study, tmp_path):
     """The answerers' checkpoints record their preset and data (studies.services.generation.finetune); every
     Gen-U figure (results.json, the report's Gen-U and Theil's U notes, the CSV notes) names them."""
     from scoring.reports.sections import report_sections
@@ -654,6 +662,14 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
     assert any(note.startswith(gen_u["method"]) for section in sections.values() for note in section.notes
                if section.key != "gen_u")
     assert {row["note"] for row in association_rows(run.results) if "gen_u" in row["measure"]} == {gen_u["method"]}
+    # gen_u_shares.csv too
+    import csv
+
+    from scoring.services import score_run_export
+
+    written = {p.name: p for p in score_run_export(run=run, out_dir=tmp_path)}
+    assert {row["note"] for row in csv.DictReader(written["gen_u_shares.csv"].open(encoding="utf-8"))} == {
+        gen_u["method"]}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -685,3 +701,194 @@ def test_scoring_reads_and_computes_before_the_one_short_transaction_that_stores
     assert any("annotations_annotation" in sql for sql in outside)
     assert any("studies_rationale" in sql for sql in outside)
     assert UnitScore.objects.filter(study=study).count() == 2
+
+
+def _figure_4_study(utility_study):
+    """A generalization study on items 0 and 1 with good-lm, whose original rationale of item 0 a
+    utility study scored not useful (wrong before and after) and that of item 1 nobody scored.
+    Item 0: the counterfactual goes wrong -> right (3 answers); the rephrase ties 2-2 before and
+    is right after (4 answers). Item 1: its rephrase is right before and after (3 answers)."""
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "no")] * 5)
+    study_score(study=study, similarity=False)
+    gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3)
+    gen_study.items.add(items[0], items[1])
+    cf = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.COUNTERFACTUAL, answer="no")
+    rp = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.REPHRASE, answer="yes")
+    rp1 = GeneralizationQuestionFactory(item=items[1], qtype=GeneralizationQuestion.Type.REPHRASE, answer="yes")
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=cf), [("yes", "no")] * 3)
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=4, gq=rp), [("yes", "yes")] * 2 + [("no", "yes")] * 2)
+    collect(gen_study, make_unit(gen_study, items[1], good, quota=3, gq=rp1), [("yes", "yes")] * 3)
+    return gen_study
+
+
+def test_figure_4_names_its_aggregation_and_gives_the_per_answer_reading_with_its_ties(utility_study, tmp_path):
+    """SPEC section 4 says only accuracy(after) - accuracy(before): Figure 4 takes each unit's
+    majority (a tie wrong), says so, and gives the per-answer reading and the ties next to it, in
+    results.json, the report and generalization.csv."""
+    import csv
+
+    from scoring.reports.sections import generalization_section
+    from scoring.services import score_run_export
+
+    run = study_score(study=_figure_4_study(utility_study))
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    gen = run.results["generalization"]
+    assert gen["aggregation"]["rule"].startswith("per unit") and "tie counts as wrong" in gen["aggregation"]["rule"]
+    assert gen["aggregation"]["other_reading"].startswith("per answer")
+    everything = gen["all"]
+    # by majority: before 1 of 3 units right (the rephrase's tie counts wrong), after 3 of 3
+    assert (everything["accuracy_before"], everything["accuracy_after"]) == (pytest.approx(1 / 3), 1.0)
+    assert (everything["ties_before"], everything["ties_after"]) == (1, 0)
+    # per answer: before 0 + 2 + 3 of 10 answers, after all 10
+    assert (everything["n_answers_before"], everything["n_answers_after"]) == (10, 10)
+    assert everything["accuracy_before_per_answer"] == pytest.approx(0.5)
+    assert everything["accuracy_after_per_answer"] == 1.0 and everything["delta_per_answer"] == pytest.approx(0.5)
+    rephrase = gen["by_type"]["rephrase"]
+    assert (rephrase["accuracy_before"], rephrase["accuracy_before_per_answer"], rephrase["ties_before"]) == (
+        0.5, pytest.approx(5 / 7), 1)
+
+    section = generalization_section(run.results)
+    notes = " ".join(section.notes)
+    assert "Accuracy per unit: a unit is answered right when its annotators' majority" in notes
+    assert "per answer: before 0.500, after 1.000, after − before 0.500 (10 answers), against 0.667 by majority " \
+           "with 1 ties before and 0 after counted wrong" in notes
+    by_type = {r["key"]: r for r in next(t for t in section.tables if t.name == "generalization_by_type").rows}
+    assert by_type["rephrase"]["delta_per_answer"] == pytest.approx(2 / 7) and by_type["rephrase"]["ties"] == "1, 0"
+
+    written = {p.name: p for p in score_run_export(run=run, out_dir=tmp_path)}
+    rows = list(csv.DictReader(written["generalization.csv"].open(encoding="utf-8")))
+    rephrase_row = next(r for r in rows if (r["group"], r["key"]) == ("by_type", "rephrase"))
+    assert float(rephrase_row["delta_per_answer"]) == pytest.approx(2 / 7) and rephrase_row["ties_before"] == "1"
+    assert {r["note"] for r in rows} == {
+        f"questions: {gen['question_filter']}; accuracy {gen['aggregation']['rule']}; the other reading, accuracy "
+        f"{gen['aggregation']['other_reading']}"}
+
+
+def test_consistency_names_its_bundles_and_gives_spec_bundles_with_the_item_itself(utility_study):
+    """SPEC section 5: a bundle is an item with all its generalization questions. The questions-only
+    bundles say that they leave the item out; SPEC's bundles add the item's own outcome where the
+    lending utility study has it (item 0, wrong after: its bundle is no longer consistent)."""
+    from scoring.reports.sections import consistency_section
+
+    run = study_score(study=_figure_4_study(utility_study))
+
+    consistency = run.results["generalization"]["consistency"]
+    questions = consistency["all_generalization_questions"]
+    assert "the item itself is left out" in questions["bundle"]
+    assert (questions["after"]["n_bundles"], questions["after"]["consistency"]) == (2, 1.0)
+    spec = consistency["item_with_generalization_questions"]
+    assert spec["bundle"].startswith("the item with all its generalization questions (SPEC section 5)")
+    assert (spec["n_bundles_with_item"], spec["n_bundles_without_item"]) == (1, 1)
+    after = spec["after"]
+    # item 0: counterfactual, rephrase right, the item itself wrong; item 1: its rephrase right
+    assert (after["n_bundles"], after["n_instances"], after["accuracy"], after["consistency"]) == (2, 4, 0.75, 0.5)
+    # one bundle of size 3 and one of size 1: RC on the larger, with that subset's figures
+    assert (after["rc_bundle_size"], after["rc_n_bundles"], after["rc_accuracy"], after["rc_consistency"]) == (
+        3, 1, pytest.approx(2 / 3), 0.0)
+    assert set(after["rc_by_bundle_size"]) == {"1", "3"}
+    assert "the largest" in after["rc_size_rule"]
+    assert "item itself" not in consistency["item_with_counterfactuals"]["bundle"]
+    assert consistency["item_with_counterfactuals"]["after"]["consistency"] == 0.0
+
+    section = consistency_section(run.results)
+    rows = {(r["bundles"], r["step"]): r for r in section.tables[0].rows}
+    assert rows[("item with generalization questions", "after")]["rc_accuracy"] == pytest.approx(2 / 3)
+    assert rows[("item with generalization questions", "after")]["rc_n"] == 1
+    by_size = next(t for t in section.tables if t.name == "consistency_by_bundle_size").rows
+    assert {(r["bundles"], r["step"], r["size"]) for r in by_size} >= {
+        ("item with generalization questions", "after", 1), ("item with generalization questions", "after", 3)}
+    notes = " ".join(section.notes)
+    assert f"Bundles \"all generalization questions\": {questions['bundle']}." in notes
+    assert "(1 bundles with the item's outcome, 1 without)" in notes
+    assert "computed on the most common bundle size; between sizes equally common, the largest" in notes
+
+
+def test_consistency_says_when_specs_bundle_cannot_be_formed(utility_study):
+    """Without the original items' outcomes (nobody scored them) only the questions-only bundles
+    are given, and the report says why SPEC's are not."""
+    from scoring.reports.sections import consistency_section
+
+    study, items, good, _ = utility_study
+    gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3)
+    gen_study.items.add(items[0])
+    rp = GeneralizationQuestionFactory(item=items[0], qtype=GeneralizationQuestion.Type.REPHRASE, answer="yes")
+    collect(gen_study, make_unit(gen_study, items[0], good, quota=3, gq=rp), [("yes", "yes")] * 3)
+
+    run = study_score(study=gen_study)
+
+    assert set(run.results["generalization"]["consistency"]) == {"all_generalization_questions"}
+    assert "SPEC section 5's bundle, the item with all its generalization questions, is not given" in " ".join(
+        consistency_section(run.results).notes)
+
+
+def test_results_name_each_source_and_what_its_rationales_were_made_with(utility_study):
+    """``results["sources"]``: what each source is and the distinct (model, decoding, template,
+    seed) its rationales record, with counts, read in one grouped query; the report prints a
+    line per source."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scoring.reports.sections import utility_section
+
+    study, items, good, bad = utility_study
+    lm = RationaleSourceFactory(name="t5-lm", kind="lm", backend="seq2seq", model_name_or_path="/models/t5",
+                                training={"preset": "paper", "mode": "rationalizer"})
+    made = {"model": "/models/t5", "decoding": {"do_sample": False, "max_new_tokens": 100}, "template": "t5_explain",
+            "template_text": "explain {question}", "job_id": 7}
+    for k, item in enumerate(items):
+        RationaleFactory(item=item, source=lm, generation_info={**made, "seed": 0 if k < 3 else 1})
+    study.sources.add(lm)
+    study.items.add(*items)
+    collect(study, make_unit(study, items[0], lm), [("no", "yes")] * 5)
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5, start=5)
+
+    with CaptureQueriesContext(connection) as queries:
+        run = study_score(study=study, similarity=False)
+
+    sources = run.results["sources"]
+    combo = {k: made[k] for k in ("model", "decoding", "template")}
+    assert sources["t5-lm"] == {
+        "kind": "lm", "backend": "seq2seq", "model_name_or_path": "/models/t5", "training_preset": "paper",
+        "training_mode": "rationalizer", "training_method": None,
+        "generation": [{**combo, "seed": 0, "n_rationales": 3}, {**combo, "seed": 1, "n_rationales": 1}]}
+    assert set(sources) == {"t5-lm", "good-lm"}  # good-lm: a unit's source, though not in the design
+    assert sources["good-lm"]["generation"] == [
+        {"model": None, "decoding": None, "template": None, "seed": None, "n_rationales": 4}]
+    reads = [q["sql"] for q in queries.captured_queries if "generation_info" in q["sql"]]
+    assert len(reads) == 1 and "GROUP BY" in reads[0] and '"text"' not in reads[0]
+    notes = utility_section(run.results).notes
+    assert ("Source t5-lm: lm, seq2seq backend, model /models/t5, trained with fine-tuning preset paper, mode "
+            "rationalizer. Rationales: 3 made with model /models/t5, template t5_explain, decoding "
+            '{"do_sample": false, "max_new_tokens": 100}, seed 0; 1 made with model /models/t5, template t5_explain, '
+            'decoding {"do_sample": false, "max_new_tokens": 100}, seed 1.') in notes
+    assert "Source good-lm: imported. Rationales: 4 with no generation record (imported or gold)." in notes
+
+
+def test_faithfulness_names_the_task_backend_and_the_method_and_prompt_where_stored(utility_study):
+    from scoring.reports.sections import faithfulness_section
+
+    study, items, good = _faithfulness_study(utility_study)
+    for k, it in enumerate(items):
+        r = it.rationales.get(source=good)
+        r.faithfulness = {"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3, "y_hat": "yes", "y_hat_from": "full",
+                          "task_model": "/models/task", "task_backend": "classifier", "job_id": 1}
+        if k == 3:  # a job that records its scoring method and prompt
+            r.faithfulness.update(task_model="/models/t5", task_backend="seq2seq", method="label log-prob softmax",
+                                  prompt="answer {question}")
+        r.save()
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+
+    run = study_score(study=study, similarity=False)
+
+    assert run.results["faithfulness"]["per_source"]["good-lm"]["computed_with"] == [
+        {"task_model": "/models/task", "task_backend": "classifier", "method": None, "prompt": None,
+         "imported_from": None, "n_rationales": 3},
+        {"task_model": "/models/t5", "task_backend": "seq2seq", "method": "label log-prob softmax",
+         "prompt": "answer {question}", "imported_from": None, "n_rationales": 1}]
+    section = faithfulness_section(run.results)
+    assert section.tables[0].rows[0]["computed_by"] == (
+        "/models/task (backend classifier; 3 rationales), /models/t5 (backend seq2seq; method label log-prob "
+        "softmax; prompt answer {question}; 1 rationales)")
+    assert any("do not record how /models/task scored the labels" in note for note in section.notes)
