@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from lab.api.filters import MAX_ID
 from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource, Split
-from studies.selectors import generation_jobs_for_user
+from studies.selectors import datasets_for_user, generation_jobs_for_user, sources_for_user
 from studies.services.generation import GenerationError, generation_job_create
 
 from .filters import GenerationJobFilter
@@ -40,11 +40,20 @@ class GenerationJobSerializer(serializers.ModelSerializer):
 
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}]})
 class _NameOrIdField(serializers.Field):
-    """A related object by id (integer) or by its unique name (string)."""
+    """A related object by id (integer) or by its unique name (string), among those ``visible``
+    (a selector taking ``user``) shows the requesting user: a row they may not read is answered as
+    one that does not exist. Without ``visible``, every row of ``model``."""
 
-    def __init__(self, model, **kwargs):
+    def __init__(self, model, *, visible=None, **kwargs):
         self.model = model
+        self.visible = visible
         super().__init__(**kwargs)
+
+    def _rows(self):
+        if self.visible is None:
+            return self.model.objects.all()
+        request = self.context.get("request")
+        return self.visible(user=getattr(request, "user", None))
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, (int, str)) or data == "":
@@ -57,7 +66,7 @@ class _NameOrIdField(serializers.Field):
             lookup = {"pk": int(data)}
         else:
             lookup = {"name": str(data).strip()}
-        obj = self.model.objects.filter(**lookup).first()
+        obj = self._rows().filter(**lookup).first()
         if obj is None:
             raise serializers.ValidationError(f"No {self.model._meta.verbose_name} with {next(iter(lookup.values()))!r}.")
         return obj
@@ -69,12 +78,12 @@ class _NameOrIdField(serializers.Field):
 class GenerationJobStartSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=GenerationJob.Kind.choices)
     source = _NameOrIdField(
-        RationaleSource, required=False, help_text="LM rationale source (id or name): rationales and genu_answers; the highlight source: faithfulness."
+        RationaleSource, visible=sources_for_user, required=False, help_text="LM rationale source (id or name): rationales and genu_answers; the highlight source: faithfulness."
     )
     generator = _NameOrIdField(
         QuestionGenerator, required=False, help_text="Question generator (id or name): generalization_questions."
     )
-    dataset = _NameOrIdField(Dataset, required=False, help_text="Dataset (id or name).")
+    dataset = _NameOrIdField(Dataset, visible=datasets_for_user, required=False, help_text="Dataset (id or name).")
     split = serializers.ChoiceField(choices=Split.choices, required=False, allow_blank=True, default="")
     item_ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_ID), required=False, allow_empty=False, max_length=100_000,
@@ -142,7 +151,9 @@ JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, valu
         summary="Start a generation job",
         description=(
             "Queue an LM job on the `lm` queue; it runs in batches and survives a worker restart. Needs a "
-            "read-write token and the permission `studies.add_generationjob`. 400 names the missing or bad field."
+            "read-write token and the permission `studies.add_generationjob`. The source, dataset, item ids and "
+            "the sources `params` name (answerer_i, answerer_ir) must be ones you may read: another researcher's "
+            "is answered as one that does not exist. 400 names the missing or bad field."
         ),
         request=GenerationJobStartSerializer,
         responses={
@@ -171,7 +182,7 @@ class GenerationJobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSe
         return super().get_serializer_class()
 
     def create(self, request, *args, **kwargs):
-        form = GenerationJobStartSerializer(data=request.data)
+        form = GenerationJobStartSerializer(data=request.data, context=self.get_serializer_context())
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:

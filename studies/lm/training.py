@@ -1,13 +1,45 @@
 """Small, dependency-free training loops for seq2seq (T5) and causal models.
 
-Used by the fine-tuning service and by the tiny models that tests and benchmarks build. Plain
-AdamW with linear warm-up, teacher forcing, pad positions masked out of the loss.
+Used by the fine-tuning service and by the tiny models that tests and benchmarks build. AdamW
+(:data:`OPTIMIZER`, :data:`WEIGHT_DECAY`) with a linear warm-up over the first
+:data:`WARMUP_PERCENT` % of the steps then a constant rate, gradients clipped at
+:data:`CLIP_GRAD_NORM`, teacher forcing, pad positions masked out of the loss. These constants are
+what the loop uses and what :func:`training_schedule` reports (a fine-tuned checkpoint records it).
 """
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+
+# The optimizer and schedule of every loop here: the loop reads these, and so do the record and the
+# description of a fine-tuning job (studies.services.generation.finetune), so they cannot differ.
+OPTIMIZER = "AdamW"  # torch.optim's class of that name
+WEIGHT_DECAY = 0.01  # torch.optim.AdamW's default, passed explicitly
+WARMUP_PERCENT = 10  # linear warm-up over the first 10% of the steps (at least one), then a constant rate
+CLIP_GRAD_NORM = 1.0  # the gradients' total norm is clipped to this before each step
+
+
+def warmup_steps(steps: int) -> int:
+    """The warm-up steps of a run of ``steps`` optimizer steps."""
+    return max(1, steps * WARMUP_PERCENT // 100)
+
+
+def training_schedule(steps: int) -> dict:
+    """The optimizer and schedule a run of ``steps`` steps uses, as recorded with a checkpoint."""
+    return {
+        "optimizer": OPTIMIZER,
+        "weight_decay": WEIGHT_DECAY,
+        "warmup": {"shape": "linear", "percent_of_steps": WARMUP_PERCENT, "steps": warmup_steps(steps),
+                   "then": "constant"},
+        "clip_grad_norm": CLIP_GRAD_NORM,
+    }
+
+
+def schedule_description() -> str:
+    """The optimizer and schedule in words (the fine-tuning presets' descriptions say it)."""
+    return (f"{OPTIMIZER} (weight decay {WEIGHT_DECAY}), linear warm-up over the first {WARMUP_PERCENT}% of the "
+            f"steps then a constant rate, gradients clipped at norm {CLIP_GRAD_NORM}")
 
 
 @dataclass
@@ -40,8 +72,8 @@ def _masked_labels(input_ids, attention_mask):
 
 def _optimize(model, n: int, make_batch: Callable[[list[int]], tuple], *, steps: int, batch_size: int,
               lr: float, seed: int, on_step: Callable[[int, float], bool] | None) -> TrainResult:
-    """The shared loop: ``steps`` AdamW steps (linear warm-up, gradients clipped at 1.0) on shuffled
-    batches of ``n`` examples; ``make_batch(indices)`` gives (input_ids, attention_mask, labels).
+    """The shared loop: ``steps`` optimizer steps (:func:`training_schedule`: AdamW, linear warm-up
+    then constant, gradients clipped) on shuffled batches of ``n`` examples; ``make_batch(indices)`` gives (input_ids, attention_mask, labels).
     Leaves the model in training mode: the caller puts it back in eval mode."""
     import torch
 
@@ -49,8 +81,8 @@ def _optimize(model, n: int, make_batch: Callable[[list[int]], tuple], *, steps:
     rng = random.Random(seed)
     device = next(model.parameters()).device
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    scheduler = _schedule(optimizer, warmup=max(1, steps // 10))
+    optimizer = getattr(torch.optim, OPTIMIZER)(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+    scheduler = _schedule(optimizer, warmup=warmup_steps(steps))
     loss_value = float("nan")
     batches = _batches(n, batch_size, rng)
     for step in range(1, steps + 1):
@@ -58,7 +90,7 @@ def _optimize(model, n: int, make_batch: Callable[[list[int]], tuple], *, steps:
         loss = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                      labels=labels.to(device)).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()

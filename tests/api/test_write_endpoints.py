@@ -201,6 +201,10 @@ def test_scoring_without_a_study_is_400(client_for, researcher):
 
 
 # --- Generation jobs ----------------------------------------------------------------------
+# A researcher who starts LM jobs, reading the sources, datasets and items they run on.
+JOB_STARTER = ("studies.add_generationjob", "studies.view_rationalesource", "studies.view_dataset", "studies.view_item")
+
+
 @pytest.fixture
 def lm_source(db):
     ItemFactory(dataset=DatasetFactory(name="gen-dataset"))
@@ -210,7 +214,7 @@ def lm_source(db):
 
 
 def test_start_a_generation_job_and_read_its_progress(client_for, make_user, lm_source):
-    user = grant(make_user("priya"), "studies.add_generationjob")
+    user = grant(make_user("priya"), *JOB_STARTER)
     item = ItemFactory()
     client = client_for(user)
     response = client.post(
@@ -239,14 +243,14 @@ def test_start_a_generation_job_and_read_its_progress(client_for, make_user, lm_
     ],
 )
 def test_bad_generation_jobs_are_400_naming_the_field(client_for, make_user, lm_source, body, field):
-    client = client_for(grant(make_user("priya"), "studies.add_generationjob"))
+    client = client_for(grant(make_user("priya"), *JOB_STARTER))
     response = client.post("/api/v1/generation-jobs/", body, format="json")
     assert response.status_code == 400
     assert field in response.json()
 
 
 def test_generation_service_errors_are_400(client_for, make_user):
-    client = client_for(grant(make_user("priya"), "studies.add_generationjob"))
+    client = client_for(grant(make_user("priya"), *JOB_STARTER))
     not_lm = RationaleSourceFactory(name="imported-file")
     item = ItemFactory()
     response = client.post(
@@ -264,7 +268,7 @@ def test_generation_service_errors_are_400(client_for, make_user):
 ])
 def test_a_job_refuses_parameters_it_does_not_document_naming_each(client_for, make_user, lm_source, kind, params,
                                                                    named):
-    client = client_for(grant(make_user("priya"), "studies.add_generationjob"))
+    client = client_for(grant(make_user("priya"), *JOB_STARTER))
     response = client.post("/api/v1/generation-jobs/", {"kind": kind, "source": lm_source.name, "dataset": "gen-dataset",
                                                         "params": params}, format="json")
     assert response.status_code == 400

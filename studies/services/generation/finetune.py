@@ -18,16 +18,20 @@ be overridden, and each preset serves the modes it names:
 - ``paper-answerers`` (F^I, F^IR; their default): the paper's answerers are two T5-base models
   fine-tuned on StrategyQA, F^I on the question, F^IR on the question and a rationale. The rest is
   our reading, not the paper's word: the whole train split, F^IR with the items' gold rationales,
-  no generalization questions; and the paper gives no epochs or learning rate for them: ours are
-  those of the authors' released FEB command.
+  no generalization questions; and the paper gives no epochs, learning rate or batch size for
+  them: ours are 25 epochs (the paper's for F), lr 3e-5 and batch 4 (FEB's few-shot script), seed 0.
 - ``paper-quark-start`` (the rationalizer's default): F as the paper's Quark starting point,
-  T5-large on the full training set for 25 epochs.
+  T5-large on the full training set for 25 epochs; lr 3e-5 and batch 4 from FEB's script, seed 0 ours.
 - ``feb-few-shot`` (rationalizer): the paper's few-shot source (T5-3B in the paper), FEB's
-  48 examples (which 48: our seeded draw).
+  48 examples (which 48: our seeded draw); lr 3e-5 and batch 4 from FEB's script, but 25 epochs and
+  our schedule, not the script's 300 steps at a constant rate without warm-up.
 - ``quick`` (any mode): a smoke test that the pipeline runs; no published figure comes from it.
 
 What each preset takes from the paper (``from_paper``) is only what SPEC.md or an issue quoting
-the paper states; ``STATED_IN`` says where, for each.
+the paper states; ``STATED_IN`` says where, for each. Where the other values come from is in
+:data:`NOT_FROM_PAPER` and each preset's description. The optimizer and schedule (AdamW, weight
+decay, warm-up, gradient clipping) are the training loop's (:mod:`studies.lm.training`), the same
+for every preset, and recorded with each checkpoint.
 
 The settings used, the preset, which values were overridden and the data (dataset, split, items,
 examples, generalization questions, which rationales) are recorded with each checkpoint: on its
@@ -41,7 +45,7 @@ import random
 
 from studies.lm import templates
 from studies.lm.backends import select_device
-from studies.lm.training import train_seq2seq
+from studies.lm.training import schedule_description, train_seq2seq, training_schedule
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
 
 from .common import Handler, Prepared, job_actor, prompt_item
@@ -63,40 +67,52 @@ MODES = {
     "answer_i": "Gen-U answerer F^I (question only)",
     "answer_ir": "Gen-U answerer F^IR (question and rationale)",
 }
-FEB_RELEASE = {"epochs": 25, "batch_size": 4, "lr": 3e-5, "seed": 0}  # the authors' released FEB command
+# The shared values of the paper presets, and where each comes from. The authors' FEB few-shot
+# script (allenai/feb, scripts/exp.py: learning_rate 3e-5, per_device_train_batch_size 4) gives lr
+# and batch size; it trains max_steps 300 with warmup_steps 0 and a constant rate over 60 seeds, not
+# epochs. 25 epochs is the paper's for F, the self-rationalizer (issue 21, SPEC.md section 9), used
+# for the other presets too; seed 0 is ours.
+FEB_SCRIPT = {"batch_size": 4, "lr": 3e-5}
+PAPER_PRESET_VALUES = {"epochs": 25, **FEB_SCRIPT, "seed": 0}
+FROM_FEB_SCRIPT = "the authors' FEB few-shot script (allenai/feb scripts/exp.py: learning_rate 3e-5, batch size 4)"
+SCHEDULE = schedule_description()
 # Each preset: what it reproduces (description), the modes it serves, its values, and which of
-# them the paper states (from_paper, each with where it is stated: STATED_IN); the others are ours,
-# and the description says where from.
+# them the paper states (from_paper, each with where it is stated: STATED_IN); the others are ours
+# or FEB's script's (NOT_FROM_PAPER), and the description says which.
 PRESETS = {
     "paper-answerers": {
         "description": ("Gen-U's F^I and F^IR: T5-base, as in the paper (two T5-base models fine-tuned on "
                         "StrategyQA), F^I on question -> answer, F^IR on question + rationale -> answer. Our reading, "
                         "which the paper does not state: the whole train split, F^IR with the items' gold "
-                        "rationales, no generalization questions. The paper gives no epochs or learning rate for "
-                        "them: ours are the authors' released FEB command's (25 epochs, lr 3e-5, batch 4, seed 0)"),
+                        "rationales, no generalization questions. The paper gives no epochs, learning rate or batch "
+                        "size for them: ours are 25 epochs (the paper's for F, the self-rationalizer), lr 3e-5 and "
+                        f"batch 4 (FEB's few-shot script), seed 0; {SCHEDULE} (ours)"),
         "modes": ("answer_i", "answer_ir"),
-        "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-base"},
+        "all": {**PAPER_PRESET_VALUES, "n_shot": None, "include_generalization": False,
+                "base_model_in_paper": "t5-base"},
         "from_paper": ("base_model_in_paper",),
     },
     "paper-quark-start": {
         "description": ("the self-rationalizer F as the paper's Quark starting point: T5-large (in the paper) on the "
-                        "full training set for 25 epochs; lr 3e-5, batch 4, seed 0 from the authors' released FEB "
-                        "command"),
+                        "full training set for 25 epochs; lr 3e-5 and batch 4 from FEB's few-shot script, seed 0 "
+                        f"ours; {SCHEDULE} (ours)"),
         "modes": ("rationalizer",),
-        "all": {**FEB_RELEASE, "n_shot": None, "include_generalization": False, "base_model_in_paper": "t5-large"},
+        "all": {**PAPER_PRESET_VALUES, "n_shot": None, "include_generalization": False,
+                "base_model_in_paper": "t5-large"},
         "from_paper": ("base_model_in_paper", "n_shot", "epochs"),
     },
     "feb-few-shot": {
         "description": ("the paper's few-shot source (T5-3B in the paper): FEB's 48 training examples (which 48: "
-                        "our draw with the seed), with the authors' released FEB command (25 epochs, lr 3e-5, "
-                        "batch 4, seed 0)"),
+                        "our draw with the seed); lr 3e-5 and batch 4 from FEB's few-shot script; 25 epochs (the "
+                        f"paper's for F) and seed 0 ours; {SCHEDULE} (ours: FEB's script trains 300 steps at a "
+                        "constant rate without warm-up, over 60 seeds)"),
         "modes": ("rationalizer",),
-        "all": {**FEB_RELEASE, "n_shot": 48, "include_generalization": False, "base_model_in_paper": "t5-3b"},
+        "all": {**PAPER_PRESET_VALUES, "n_shot": 48, "include_generalization": False, "base_model_in_paper": "t5-3b"},
         "from_paper": ("base_model_in_paper", "n_shot"),
     },
     "quick": {
-        "description": ("a smoke test (3 epochs at lr 3e-4, batch 8) that shows the pipeline runs; no published "
-                        "figure should come from it"),
+        "description": (f"a smoke test (3 epochs at lr 3e-4, batch 8; {SCHEDULE}) that shows the pipeline runs; "
+                        "no published figure should come from it"),
         "modes": tuple(MODES),
         "all": {"epochs": 3, "batch_size": 8, "lr": 3e-4, "seed": 0, "n_shot": None, "include_generalization": False},
         "from_paper": (),
@@ -119,12 +135,23 @@ STATED_IN = {
     },
     "quick": {},
 }
+# Where each preset value that is not the paper's comes from: FEB's script, or ours.
+NOT_FROM_PAPER = {
+    "paper-answerers": {"epochs": "ours (the paper's 25 epochs for F, the self-rationalizer)",
+                        "lr": FROM_FEB_SCRIPT, "batch_size": FROM_FEB_SCRIPT, "seed": "ours"},
+    "paper-quark-start": {"lr": FROM_FEB_SCRIPT, "batch_size": FROM_FEB_SCRIPT, "seed": "ours"},
+    "feb-few-shot": {"epochs": "ours (the paper's 25 epochs for F; FEB's script trains 300 steps)",
+                     "lr": FROM_FEB_SCRIPT, "batch_size": FROM_FEB_SCRIPT, "seed": "ours"},
+    "quick": {"epochs": "ours", "lr": "ours", "batch_size": "ours", "seed": "ours"},
+}
 DEFAULT_PRESETS = {"rationalizer": "paper-quark-start", "answer_i": "paper-answerers", "answer_ir": "paper-answerers"}
 LENGTHS = {"max_source_length": 512, "max_target_length": 128}
 TRAINING_FILE = "rationale_lab_training.json"
 RECORDED = ("preset", "preset_description", "overrides", "mode", "base_model", "base_model_in_paper", "n_shot",
             "include_generalization", "epochs", "steps", "batch_size", "lr", "seed", "examples",
-            "max_source_length", "max_target_length", "data", "from_paper")
+            "max_source_length", "max_target_length", "data", "from_paper",
+            # the training loop's optimizer and schedule (studies.lm.training.training_schedule)
+            "optimizer", "weight_decay", "warmup", "clip_grad_norm")
 
 
 def preset_values(preset: str, mode: str) -> dict:
@@ -227,6 +254,7 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
     if not merged.get("steps"):
         merged["steps"] = max(1, math.ceil(len(pairs) * int(merged["epochs"]) / int(merged["batch_size"])))
     merged["steps"] = int(merged["steps"])
+    merged.update(training_schedule(merged["steps"]))  # what the loop will use, shown with the job
     shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
     merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
     return merged
@@ -235,6 +263,7 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
 def training_record(*, job: GenerationJob, params: dict, final_loss: float, device: str) -> dict:
     """What is recorded with a checkpoint: every setting used, the preset, the data and the outcome."""
     record = {key: params.get(key) for key in RECORDED}
+    record.update(training_schedule(int(params["steps"])))  # what the loop used (a job queued before it said)
     record.update({"dataset": job.dataset.name, "split": job.split or "train", "final_loss": final_loss,
                    "job_id": job.pk, "device": device})
     return record

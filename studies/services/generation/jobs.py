@@ -28,7 +28,14 @@ from django.utils import timezone
 
 from studies.lm.backends import TransientBackendError
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
-from studies.selectors import CHANGE, JOB_START_PERMISSION, generation_jobs_for_user
+from studies.selectors import (
+    CHANGE,
+    JOB_START_PERMISSION,
+    datasets_for_user,
+    generation_jobs_for_user,
+    items_for_user,
+    sources_for_user,
+)
 
 from .common import DEFAULT_BATCH_SIZE, Handler
 from .errors import GenerationError
@@ -37,6 +44,7 @@ from .finetune import FinetuneHandler
 from .genu import GenUHandler
 from .lifecycle import Status, creator_refusal, generation_job_fail, job_cancel, job_touch, output_name_check
 from .quark import QuarkHandler
+from .quark_policy import source_by_name_or_id
 from .questions import QuestionHandler
 from .rationales import RationaleHandler
 
@@ -59,6 +67,58 @@ def generation_job_start_check(*, user) -> None:
     and again before it writes its checkpoint (:func:`.lifecycle.job_goes_on`)."""
     if user is not None and not user.has_perm(JOB_START_PERMISSION):
         raise GenerationError(f"you may not start LM jobs (it needs the permission {JOB_START_PERMISSION}).")
+
+
+# The params that name a rationale source by id (Gen-U answers and Quark's genu reward).
+SOURCE_PARAMS = ("answerer_i", "answerer_ir")
+
+
+def _id_or_none(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None,
+                                item_ids: list[int] | None, params: dict | None) -> None:
+    """Refuse, with ``GenerationError``, a job that would read what ``user`` may not: the source
+    (and the sources its params name: ``answerer_i`` / ``answerer_ir``, Quark's ``policy_path`` when
+    it names a source) outside ``sources_for_user``, the dataset outside ``datasets_for_user``,
+    item ids outside ``items_for_user``. A job copies its source's endpoint, template and
+    demonstrations and its dataset's train items into its params and runs on them, so reading them
+    is what starting it takes. A hidden row is answered as a missing one. ``user`` None: the
+    operator (a management command), never refused."""
+    if user is None:
+        return
+    params = params if isinstance(params, dict) else {}
+    visible_sources = sources_for_user(user=user)
+    if source is not None and (source.pk is None or not visible_sources.filter(pk=source.pk).exists()):
+        raise GenerationError(f"no rationale source {source.pk} that you may use")
+    for key in SOURCE_PARAMS:
+        if params.get(key) in (None, ""):
+            continue  # missing: the kind's own check names it
+        source_id = _id_or_none(params[key])
+        if source_id is None or not visible_sources.filter(pk=source_id).exists():
+            raise GenerationError(f"params.{key}: no rationale source {params[key]!r} that you may use")
+    policy = params.get("policy_path")
+    if source is None and isinstance(policy, str) and policy.strip():
+        named = source_by_name_or_id(policy)
+        if named is not None and not visible_sources.filter(pk=named.pk).exists():
+            # As resolve_policy answers a name that is neither a source nor a model folder.
+            raise GenerationError(f"policy {policy!r} is neither a rationale source, a model folder nor a "
+                                  ".gguf file")
+    if dataset is not None and (dataset.pk is None or not datasets_for_user(user=user).filter(pk=dataset.pk).exists()):
+        raise GenerationError(f"no dataset {dataset.pk} that you may use")
+    if item_ids:
+        ids = sorted({int(i) for i in item_ids})
+        seen = set(items_for_user(user=user).filter(pk__in=ids).values_list("pk", flat=True))
+        hidden = [i for i in ids if i not in seen]
+        if hidden:  # as ordered_item_ids answers ids that do not exist
+            raise GenerationError(f"item ids {hidden[:10]} do not exist")
 
 
 def _enqueue(job_id: int) -> None:
@@ -95,7 +155,8 @@ def generation_job_create(
     checkpoint_step, ...) never come from the caller.
 
     ``user``: who starts the job, refused unless they may start jobs
-    (:func:`generation_job_start_check`); None: the operator (a management command)."""
+    (:func:`generation_job_start_check`) and read its source, dataset, items and the sources its
+    params name (:func:`generation_job_inputs_check`); None: the operator (a management command)."""
     generation_job_start_check(user=user)
     handler = HANDLERS.get(kind)
     if handler is None:
@@ -109,6 +170,7 @@ def generation_job_create(
         raise GenerationError(
             f"{', '.join(f'params.{key}' for key in unknown)}: not a parameter of {kind} jobs (they take "
             f"{', '.join(sorted(handler.params_accepted)) or 'none'})")
+    generation_job_inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params)
     if dataset is None and item_ids:
         first = Item.objects.filter(pk=item_ids[0]).select_related("dataset").first()
         dataset = first.dataset if first else None

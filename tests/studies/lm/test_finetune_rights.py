@@ -16,7 +16,7 @@ from tests.api.conftest import grant
 from .conftest import make_items
 
 pytestmark = pytest.mark.django_db
-RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob")
+RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.view_dataset", "studies.view_item", "studies.view_rationalesource")
 WHY = {"permission removed": "they no longer hold studies.add_generationjob",
        "deactivated": "their account was deactivated"}
 

@@ -27,7 +27,8 @@ from tests.factories import DatasetFactory, ItemFactory
 from .openai_server import OpenAIServer, completion
 
 pytestmark = pytest.mark.django_db
-RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob")
+# A researcher who starts jobs reads the sources, datasets and items they run on (sources_for_user, ...).
+RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.view_dataset", "studies.view_item", "studies.view_rationalesource")
 
 
 def staff(name, *perms):

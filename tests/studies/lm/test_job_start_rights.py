@@ -29,7 +29,7 @@ from .openai_server import OpenAIServer, completion
 from .test_job_rights import RATIONALE_REPLY, _hosted_source, _train_pool
 
 pytestmark = pytest.mark.django_db
-RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob")
+RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.view_dataset", "studies.view_item", "studies.view_rationalesource")
 REFUSED = "you may not start LM jobs (it needs the permission studies.add_generationjob)."
 
 

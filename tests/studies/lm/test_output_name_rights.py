@@ -19,7 +19,8 @@ from tests.api.conftest import grant
 from .conftest import make_items
 
 pytestmark = pytest.mark.django_db
-RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.add_study", "studies.change_study")
+RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.add_study", "studies.change_study",
+              "studies.view_dataset", "studies.view_item", "studies.view_rationalesource")
 REFUSED = "output_name 'bobs-t5' is an existing source this job may not replace"
 
 
