@@ -78,6 +78,9 @@ class Decoding:
         return decoding
 
     def as_json(self) -> dict:
+        """The decoding settings only. Backend options kept in the same JSON on a source
+        (the OpenAI ``api``, retries, concurrency) are not here: the one that changes outputs,
+        ``api``, is recorded from the backend (:func:`backend_run_info`)."""
         return asdict(self)
 
 
@@ -238,6 +241,19 @@ class _TransformersBackend:
     @property
     def device(self) -> str:
         return self.loaded.device
+
+    def run_info(self) -> dict:
+        """What, besides the model, the prompt and the decoding settings, changes this backend's
+        outputs: the device and the dtype the weights are in (bf16 on a CUDA GPU and fp32 on the
+        CPU give different greedy outputs), and the torch and transformers versions. Cheap: read
+        once per batch, not per token."""
+        import torch
+        import transformers
+
+        dtype = getattr(self.loaded.model, "dtype", None)
+        return {"device": self.loaded.device,
+                "dtype": str(dtype).replace("torch.", "") if dtype is not None else self.loaded.dtype,
+                "torch": torch.__version__, "transformers": transformers.__version__}
 
     def _generate_kwargs(self, decoding: Decoding, max_input: int) -> dict:
         kwargs: dict[str, Any] = {
@@ -425,6 +441,14 @@ class OpenAIBackend:
     def close(self) -> None:
         self._client.close()
 
+    def run_info(self) -> dict:
+        """What, besides the model, the prompt and the decoding settings, changes this backend's
+        outputs: ``api`` (``chat`` sends the prompt as one user message, ``completions`` as text to
+        continue). :class:`Decoding` does not hold it (it is a backend option), so
+        ``Decoding.as_json`` leaves it out; the weights' dtype and library versions are the
+        server's, unknown here."""
+        return {"device": self.device, "api": self.api}
+
     def _payload(self, prompt: str, decoding: Decoding) -> dict:
         payload: dict[str, Any] = {
             "model": self.model_name,
@@ -501,6 +525,15 @@ class OpenAIBackend:
         if decoding.stop:
             results = [[cut_at_stop(t, decoding.stop) for t in group] for group in results]
         return results
+
+
+def backend_run_info(backend) -> dict:
+    """``backend.run_info()`` (device, dtype, library versions or the OpenAI ``api``), for the
+    generation record; a backend without one (a test double) gives its ``device`` only."""
+    run_info = getattr(backend, "run_info", None)
+    if callable(run_info):
+        return run_info()
+    return {"device": getattr(backend, "device", "")}
 
 
 def build_backend(*, backend: str, model_name_or_path: str, endpoint_url: str = "", options: dict | None = None,

@@ -4,8 +4,10 @@ runs three times per item (full input, highlight only, input without the highlig
 - ``classifier``: ``AutoModelForSequenceClassification`` on the (possibly reduced) question; its
   classes are matched to the item's choice labels by name (``id2label``: "yes"/"no", "True"/"False",
   "a".."d" or the choice texts); the softmax is taken over the matched classes.
-- ``seq2seq``: the FEB answer prompt (``answer {dataset} question: ... <extra_id_0>``); each choice's
-  target ``<extra_id_0> {answer} <extra_id_1>`` is scored by its summed token log-probability.
+- ``seq2seq``: our plain answer prompt (``answer {dataset} question: ... <extra_id_0>``,
+  :data:`studies.lm.templates.T5_ANSWER`, the F^I input: not a FEB template, SPEC section 8 gives
+  none for a plain answer); each choice's target ``<extra_id_0> {answer} <extra_id_1>`` is scored by
+  its summed token log-probability.
 - ``causal``: ``Question: ... / Choices: ... / Answer:``, each choice scored as the continuation
   `` {answer}``.
 

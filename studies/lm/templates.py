@@ -1,5 +1,5 @@
-"""Prompt templates: the FEB rationale templates (SPEC section 8) and the generalization question
-prompts (SPEC section 4).
+"""Prompt templates: the FEB rationale templates (SPEC section 8), our plain F^I answer template
+(not FEB's: SPEC section 8 gives none), and the generalization question prompts (SPEC section 4).
 
 Templates work on plain data (:class:`PromptItem`), not on Django models, so that fine-tuning,
 generation and tests share them. Answers are *choice labels* (``"yes"``/``"no"``, ``"a"``..``"d"``);
@@ -18,19 +18,26 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-# The FEB templates.
+# The FEB templates (SPEC section 8): T5 infilling and answering given the explanation (F^IR).
 T5_EXPLAIN = "explain {dataset} question: {question} {choices} <extra_id_0> because <extra_id_1>"
 T5_EXPLAIN_TARGET = "<extra_id_0> {answer} <extra_id_1> {rationale} <extra_id_2>"
 T5_ANSWER_GIVEN_EXPLANATION = (
     "answer {dataset} question given the explanation: {question} {choices} "
     "<extra_id_0> because <extra_id_1> {rationale} <extra_id_2>"
 )
+T5_ANSWER_TARGET = "<extra_id_0> {answer} <extra_id_1>"  # F^IR's target (FEB); F^I reuses it
+# Ours, not FEB's: the plain question -> answer input for F^I. SPEC section 8 gives no plain
+# answer template (issue 5 asks only for "plain question -> answer"); this is F^IR's FEB input
+# without the explanation part.
 T5_ANSWER = "answer {dataset} question: {question} {choices} <extra_id_0>"
-T5_ANSWER_TARGET = "<extra_id_0> {answer} <extra_id_1>"
 
+# The paper's GPT-3 few-shot setup (SPEC section 8): the header, six demonstration blocks, then
+# the query block that stops after ``Answer:``. CAUSAL_FEW_SHOT is the whole prompt as one
+# template; ``{demonstrations}`` is the blocks (CAUSAL_BLOCK each) joined by newlines.
 CAUSAL_HEADER = "Answer the question from the provided choices, and provide a reason why the answer is correct."
 CAUSAL_BLOCK = "Question: {question}\nChoices: {choices_csv}\nAnswer: {answer}\nReason: {rationale}\n###"
 CAUSAL_QUERY = "Question: {question}\nChoices: {choices_csv}\nAnswer:"
+CAUSAL_FEW_SHOT = CAUSAL_HEADER + "\n{demonstrations}\n" + CAUSAL_QUERY
 CAUSAL_STOP = "###"
 # Causal (and OpenAI-compatible) Gen-U answerers: F^I sees the question, F^IR also the rationale.
 CAUSAL_ANSWER = "Question: {question}\nChoices: {choices_csv}\nAnswer:"
@@ -42,7 +49,7 @@ TEMPLATE_NAMES = {
     "t5_explain": T5_EXPLAIN,
     "t5_answer_given_explanation": T5_ANSWER_GIVEN_EXPLANATION,
     "t5_answer": T5_ANSWER,
-    "causal_few_shot": CAUSAL_QUERY,
+    "causal_few_shot": CAUSAL_FEW_SHOT,
 }
 
 _PLACEHOLDER = re.compile(r"\{(dataset|question|choices|choices_csv|demonstrations|rationale|answer)\}")
@@ -143,7 +150,7 @@ def t5_answer_with_rationale_input(item: PromptItem, rationale: str) -> str:
 
 
 def t5_answer_input(item: PromptItem) -> str:
-    """F^I: the plain question to answer."""
+    """F^I: the plain question to answer, in our template (:data:`T5_ANSWER`, not FEB's)."""
     return fill(T5_ANSWER, _fields(item))
 
 
@@ -188,15 +195,15 @@ def causal_block(demo: Demonstration) -> str:
 
 
 def causal_prompt(item: PromptItem, demonstrations: list[Demonstration], template: str = "") -> str:
-    """Header, the demonstration blocks, then the query block that stops after ``Answer:``."""
+    """Header, the demonstration blocks, then the query block that stops after ``Answer:``:
+    :data:`CAUSAL_FEW_SHOT` filled (or the source's ``template``). Without demonstrations the
+    default prompt is the header and the query block only (no empty line between them)."""
     demos = "\n".join(causal_block(d) for d in demonstrations)
     if template:
         return fill(template, _fields(item, demonstrations=demos))
-    parts = [CAUSAL_HEADER]
     if demos:
-        parts.append(demos)
-    parts.append(fill(CAUSAL_QUERY, _fields(item)))
-    return "\n".join(parts)
+        return fill(CAUSAL_FEW_SHOT, _fields(item, demonstrations=demos))
+    return "\n".join([CAUSAL_HEADER, fill(CAUSAL_QUERY, _fields(item))])
 
 
 def causal_training_text(item: PromptItem) -> str:
@@ -210,10 +217,17 @@ SIMILAR = "similar"
 COUNTERFACTUAL = "counterfactual"
 QUESTION_TYPES = (REPHRASE, SIMILAR, COUNTERFACTUAL)
 
+# The authors' instructions, word for word as SPEC section 4 quotes them. The counterfactual one
+# does not say "and answer it" (the other two do); the LM still answers every type, because each
+# demonstration ends with an ``answer: True|False`` line, and :func:`generalization_prompt`'s
+# output format (and the parser, :func:`studies.lm.parsing.parse_generalization`) rely on that
+# line, not on the instruction. Generators keep the instructions they were created with (the
+# model's default copies these), and every generated question records the instruction it was
+# prompted with (``metadata["instruction"]``).
 DEFAULT_INSTRUCTIONS = {
     REPHRASE: "Rephrase the question and answer it.",
     SIMILAR: "Given a context, generate a similar question to the given question and answer it.",
-    COUNTERFACTUAL: "Given the context and question, generate a question that negates the question and answer it.",
+    COUNTERFACTUAL: "Given the context and question, generate a question that negates the question.",
 }
 
 

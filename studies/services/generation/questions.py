@@ -1,15 +1,24 @@
 """Generalization question jobs: a question generator writes rephrase, similar and counterfactual
 questions for each item, answers each one, and the questions are stored unvalidated. Samples that
 do not parse are stored as failures; samples the filter drops (:mod:`studies.lm.questions`) as
-:class:`DroppedQuestion` rows with their reason, and the job's ``params["dropped"]`` counts them."""
+:class:`DroppedQuestion` rows with their reason, and the job's ``params["dropped"]`` counts them.
+
+The prompt is frozen when the job is created, as rationale jobs freeze theirs: the job's
+``params["instructions"]`` and ``params["demonstrations"]`` hold, per type, the instruction and the
+demonstrations every batch prompts with, whatever is edited on the generator afterwards. Each
+question's metadata records its type's ``instruction`` (the text) and ``demonstrations_sha256``
+(:func:`demonstrations_digest` of the job's frozen copy)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections import Counter
 
 from django.db.models import Count
 
 from studies.lm import templates
+from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_generalization
 from studies.lm.questions import Candidate, filter_questions
 from studies.models import (
@@ -80,6 +89,20 @@ def generator_demonstrations(generator: QuestionGenerator, dataset: Dataset) -> 
     return demos
 
 
+def demonstrations_digest(demonstrations: list[dict]) -> str:
+    """SHA-256 of one type's demonstrations (canonical JSON: sorted keys, no spaces)."""
+    text = json.dumps(demonstrations, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def generator_instructions(generator: QuestionGenerator) -> dict[str, str]:
+    """The instruction per type: the generator's where it has one, else the default
+    (:data:`templates.DEFAULT_INSTRUCTIONS`)."""
+    given = generator.instructions if isinstance(generator.instructions, dict) else {}
+    return {t: given[t] if isinstance(given.get(t), str) else templates.DEFAULT_INSTRUCTIONS[t]
+            for t in templates.QUESTION_TYPES}
+
+
 def no_question_reason(qtype: str, *, samples: int, unparseable: int, dropped: dict[str, int]) -> str:
     """Why a (item, type) produced no question: every sample is either unparseable (empty ones
     included) or dropped by the filter, and each is counted once."""
@@ -105,8 +128,11 @@ class QuestionHandler(ItemHandler):
         if generator.backend == "openai" and not generator.endpoint_url:
             raise GenerationError(f"generator {generator.name!r} needs an endpoint URL for the openai backend")
         ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
-        generator_demonstrations(generator, dataset)
+        demos = generator_demonstrations(generator, dataset)
         decoding_from(generator.decoding)
+        # The job's prompt, frozen (as rationale jobs freeze their demonstrations).
+        params["instructions"] = generator_instructions(generator)
+        params["demonstrations"] = {t: list(demos[t]) for t in templates.QUESTION_TYPES}
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
     def processed_among(self, job, ids):
@@ -120,9 +146,17 @@ class QuestionHandler(ItemHandler):
         decoding = decoding_from(generator.decoding)
         if generator.backend in ("causal", "openai") and not decoding.stop:
             decoding.stop = list(QUESTION_STOP)
-        demos_by_type = {t: [templates.QuestionDemo.from_json(d) for d in (generator.demonstrations or {}).get(t, [])]
+        # Jobs created before prompts were frozen read the generator's current ones, and their
+        # questions then carry the demonstrations themselves (there is no frozen copy to point at).
+        frozen = "demonstrations" in job.params and "instructions" in job.params
+        raw_demos = job.params["demonstrations"] if frozen else (generator.demonstrations or {})
+        instructions = job.params["instructions"] if frozen else generator_instructions(generator)
+        demo_json = {t: list(raw_demos.get(t) or []) for t in templates.QUESTION_TYPES}
+        demos_by_type = {t: [templates.QuestionDemo.from_json(d) for d in demo_json[t]]
                          for t in templates.QUESTION_TYPES}
-        instructions = {**templates.DEFAULT_INSTRUCTIONS, **(generator.instructions or {})}
+        prompt_info = {t: {"instruction": instructions[t], "demonstrations_sha256": demonstrations_digest(demo_json[t]),
+                           **({} if frozen else {"demonstrations": demo_json[t]})}
+                       for t in templates.QUESTION_TYPES}
         units: list[tuple[Item, str]] = []
         prompts: list[str] = []
         for item in items:
@@ -142,8 +176,8 @@ class QuestionHandler(ItemHandler):
         for q in GeneralizationQuestion.objects.filter(item_id__in=item_ids).values("item_id", "qtype", "text"):
             existing.setdefault((q["item_id"], q["qtype"]), []).append(q["text"])
         info = {"generator": generator.name, "backend": generator.backend, "model": generator.model_name_or_path,
-                "decoding": decoding.as_json(), "seed": generator.seed, "job_id": job.pk,
-                "answer_origin": "lm"}
+                "endpoint_url": generator.endpoint_url, "decoding": decoding.as_json(), "seed": generator.seed,
+                "job_id": job.pk, "answer_origin": "lm", **backend_run_info(backend)}
         out = BatchOutput(units=len(items))
         for (item, qtype), samples in zip(units, outputs, strict=True):
             candidates: list[Candidate] = []
@@ -166,7 +200,7 @@ class QuestionHandler(ItemHandler):
                 answer=d.candidate.answer, reason=d.reason, matched=d.matched, raw_output=d.candidate.raw,
             ) for d in dropped)
             for candidate in kept:
-                metadata = {**info, "sample_index": candidate.index, "raw_output": candidate.raw}
+                metadata = {**info, **prompt_info[qtype], "sample_index": candidate.index, "raw_output": candidate.raw}
                 if qtype == templates.COUNTERFACTUAL:
                     # A counterfactual should flip the original's answer; the LM's answer may not.
                     metadata["flips_original_answer"] = candidate.answer != item.gold_answer

@@ -1,7 +1,15 @@
-"""Rationale jobs: an LM source writes an answer and a rationale for each item (FEB templates)."""
+"""Rationale jobs: an LM source writes an answer and a rationale for each item (FEB templates).
+
+Each rationale's ``generation_info`` records what made it: backend, model, endpoint, the template
+name and its full text (for a causal or OpenAI source the whole few-shot prompt,
+``{demonstrations}`` standing for the blocks of ``demonstration_template``), the demonstrations'
+keys (the job's ``params["demonstrations"]`` holds them frozen), decoding settings, seed, and what
+the backend reports once per batch (:func:`studies.lm.backends.backend_run_info`): the device and
+dtype the weights ran in with the torch and transformers versions, or the OpenAI ``api``."""
 from __future__ import annotations
 
 from studies.lm import templates
+from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
 from studies.services.content import content_added_refusals
@@ -85,11 +93,14 @@ class RationaleHandler(ItemHandler):
         info = {
             "backend": source.backend, "model": source.model_name_or_path, "endpoint_url": source.endpoint_url,
             "template": template_name, "template_text": source.template or (
-                templates.T5_EXPLAIN if source.backend == "seq2seq" else templates.CAUSAL_QUERY),
+                templates.T5_EXPLAIN if source.backend == "seq2seq" else
+                templates.CAUSAL_FEW_SHOT if demos else f"{templates.CAUSAL_HEADER}\n{templates.CAUSAL_QUERY}"),
             "decoding": decoding.as_json(), "seed": source.seed, "job_id": job.pk,
-            "device": getattr(backend, "device", ""),
             "demonstrations": [d.key for d in demos] if demos else [],
+            **backend_run_info(backend),  # device, dtype, torch/transformers versions, or the openai api
         }
+        if source.backend != "seq2seq":
+            info["demonstration_template"] = templates.CAUSAL_BLOCK
         out = BatchOutput(units=len(items))
         for item, pitem, samples in zip(items, pitems, outputs, strict=True):
             raw = samples[0] if samples else ""
