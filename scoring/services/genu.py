@@ -10,6 +10,7 @@ from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
+from studies.selectors import sources_for_user
 
 # Which generalization questions a published figure counts, Gen-U and Figure 4 alike: the ones not
 # marked invalid when the study is scored. A question's validation may change after a study using it
@@ -66,9 +67,18 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
     return df
 
 
-def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str]) -> None:
+def answerer_sources_readable(reader):
+    """The sources whose fine-tuning settings a study read by ``reader`` (its owner; None: the
+    operator's study) may name for its Gen-U answerers: those the reader may read
+    (``sources_for_user``), so another researcher's training settings never enter a report."""
+    return RationaleSource.objects.all() if reader is None else sources_for_user(user=reader)
+
+
+def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str], *, reader) -> None:
     """What the Gen-U figures were computed on: the question filter, the tie rule and the
-    answerers with their fine-tuning settings."""
+    answerers with their fine-tuning settings, read from the newest fine-tuned source with the
+    answerer's model path among those ``reader`` may read (``answerer_sources_readable``; another's
+    reads as "training not recorded")."""
     questions = preds.drop_duplicates("question_id")
     block, question_warnings = question_filter(questions["validation"], what="Gen-U",
                                                unvalidated_why="chosen explicitly when answering")
@@ -79,7 +89,8 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str])
     for code, models in preds.groupby("answerer")["answerer_model"]:
         entries = []
         for model in sorted(set(models)):
-            source = RationaleSource.objects.filter(model_name_or_path=model).exclude(training={}).first()
+            source = (answerer_sources_readable(reader).filter(model_name_or_path=model).exclude(training={})
+                      .order_by("-pk").first())
             training = source.training if source else {}
             data = training.get("data") or {}
             entries.append({"model": model, "fine_tuning_preset": training.get("preset"),
@@ -116,12 +127,14 @@ def gen_u_method_text(gen_u: dict) -> str:
     return "; ".join(parts)
 
 
-def gen_u_results(frame: pd.DataFrame) -> Part:
+def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     """Each unit's Gen-U added to ``frame`` (columns item_id, source_id, source), and the ``gen_u``
     block of the results: counts, consistency of the answerers, what was left out and why, the
     method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
-    the number of tied items (the paper states no rule)."""
+    the number of tied items (the paper states no rule). ``reader``: the study's owner, whose
+    right to read a source decides whether its fine-tuning settings are named
+    (``answerer_sources_readable``)."""
     names = dict(zip(frame["source_id"], frame["source"], strict=False))
     preds = _gen_u_predictions(frame["item_id"].unique(), names)
     per_q, per_item, counts, warnings = genu_rule.genu_frame(preds)
@@ -146,7 +159,7 @@ def gen_u_results(frame: pd.DataFrame) -> Part:
         },
         "consistency_bundle": CONSISTENCY_BUNDLE,
     }
-    _gen_u_method(preds, gen_u, warnings)
+    _gen_u_method(preds, gen_u, warnings, reader=reader)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and
     # Theil's U above count (predictions may exist for pairs the study has no unit of).
     scored = per_item.merge(frame[["item_id", "source"]].drop_duplicates(), on=["item_id", "source"], how="inner")

@@ -781,7 +781,7 @@ def _annotate(study: Study, *, similarity: bool):
     def annotate(frame: pd.DataFrame) -> Part:
         frame = frame.assign(task_correct=_task_correct(study, frame))
         score_stage("Gen-U")
-        gen_u = gen_u_results(frame)
+        gen_u = gen_u_results(frame, reader=study.owner)
         score_stage("similarity to the gold rationale (BERTScore)")
         sim = _similarity(gen_u.frame, enabled=similarity, dataset=study.dataset.name)
         score_stage("shares, intervals and associations")

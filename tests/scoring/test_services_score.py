@@ -892,3 +892,39 @@ def test_faithfulness_names_the_task_backend_and_the_method_and_prompt_where_sto
         "/models/task (backend classifier; 3 rationales), /models/t5 (backend seq2seq; method label log-prob "
         "softmax; prompt answer {question}; 1 rationales)")
     assert any("do not record how /models/task scored the labels" in note for note in section.notes)
+
+
+@pytest.mark.parametrize("owner_reads_the_answerer", [True, False])
+def test_gen_u_names_an_answerers_training_only_from_a_source_the_owner_may_read(utility_study, owner_reads_the_answerer):
+    """The answerers' fine-tuning settings come from a source with their model path that the
+    study's owner may read (``sources_for_user``): another researcher's fine-tuned source with the
+    same path does not put her training settings into this study's results."""
+    from django.contrib.auth.models import Permission
+
+    from studies.services.questions import generalization_questions_set_validation
+    from tests.cockpit.conftest import staff_client
+
+    study, items, good, _ = utility_study
+    owner, _client = staff_client("bob-owner")
+    owner.user_permissions.remove(*Permission.objects.filter(codename="view_rationalesource"))
+    if owner_reads_the_answerer:
+        owner.user_permissions.add(Permission.objects.get(codename="view_rationalesource"))
+    Study.objects.filter(pk=study.pk).update(owner=owner)
+    study.refresh_from_db()
+    RationaleSourceFactory(name="alice-ft", kind="lm", backend="seq2seq", model_name_or_path="shared/ckpt",
+                           training={"preset": "ALICE-PRESET", "overrides": [], "data": {"dataset": "alice-ds"}})
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    q = GeneralizationQuestionFactory(item=items[0], text="q?", answer="yes")
+    generalization_questions_set_validation(questions=[q], status="valid")
+    predict(q, good, "I", False, model="shared/ckpt")
+    predict(q, good, "IR", True, model="shared/ckpt")
+
+    gen_u = study_score(study=study, similarity=False).results["gen_u"]
+
+    fi = gen_u["answerers"]["F^I"][0]
+    if owner_reads_the_answerer:
+        assert fi["fine_tuning_preset"] == "ALICE-PRESET" and "ALICE-PRESET" in gen_u["method"]
+    else:
+        assert fi["fine_tuning_preset"] is None and fi["training"] == {} and fi["trained_on"] is None
+        assert "ALICE-PRESET" not in str(gen_u) and "alice-ds" not in str(gen_u)
+        assert "training not recorded" in gen_u["method"]
