@@ -1,7 +1,7 @@
 """LM generation for the studies app.
 
-- ``templates``: FEB rationale templates (T5 infilling, F^IR, F^I, causal few-shot) and the
-  generalization question prompts.
+- ``templates``: the FEB rationale templates (T5 infilling, F^IR, causal few-shot), our plain F^I
+  answer template (not FEB's), and the generalization question prompts.
 - ``parsing``: raw outputs to (answer label, rationale), or a ``ParseFailure`` with the raw text.
 - ``backends``: ``generate(prompts, decoding) -> list[list[str]]`` for seq2seq and causal
   transformers (loaded once per process, CUDA + bf16 when available) and OpenAI-compatible HTTP.

@@ -7,7 +7,8 @@ answerers and returns per-question scores and per-pair Gen-U, storing nothing, s
 use Gen-U as its reward. The ``genu_answers`` job (:class:`GenUHandler`, below) uses
 the same :func:`genu_questions` and :func:`genu_answer` and stores the predictions for scoring.
 
-Answerers are rationale sources of any backend (seq2seq with the FEB answer templates, causal or
+Answerers are rationale sources of any backend (seq2seq with FEB's answer-given-the-explanation
+template for F^IR and our plain answer template for F^I, causal or
 OpenAI-compatible with ``Question: / Choices: [/ Explanation:] / Answer:`` prompts), all through
 the one backend interface.
 
