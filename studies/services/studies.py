@@ -217,30 +217,84 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user:
     return study
 
 
-LOCKED_FIELDS = ("dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit", "stop_when_decided")
+# Fixed once a study is no longer a draft (open or closed), for everyone: its owner, a superuser and
+# the operator too. What its units were built with (its kind, items and workers per unit, whether a
+# unit stops early), and what its workers were offered and are paid by (``PAY_FIELDS``).
+LOCKED_FIELDS = ("kind", "dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit",
+                 "stop_when_decided", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
+                 "platform")
+# What a task was offered at and is paid by: an MTurk HIT's reward and duration and a Prolific study's
+# reward and completion time are the platform's once published (neither is changed afterwards), an
+# approval records the study's reward as the amount paid, the entry, hand-back and pay calls follow the
+# study's platform, tasks' deadlines follow its minutes, the cost and pay pages (and their below-floor
+# warnings) read all of them, and a task's size is what its reward pays for. To pay workers more, pay a
+# bonus; to offer other terms, copy the study.
+PAY_FIELDS = ("units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task", "platform")
+
+
+def study_fixed_fields(*, study: Study) -> tuple[str, ...]:
+    """The design fields ``study`` no longer lets anyone change (``study_locked_changes``): none for a
+    draft, else ``LOCKED_FIELDS`` and its sources: what the study page shows read-only."""
+    if study.pk is None or study.status == Study.Status.DRAFT:
+        return ()
+    return (*LOCKED_FIELDS, "sources")
+
+
+def _unchanged(study: Study, field: str, value: Any) -> bool:
+    """Whether ``value`` is what ``study`` stores in ``field``, read as the field reads it (a reward
+    of "2.5" is the stored Decimal("2.50")); a value the field cannot read is a change (full_clean
+    says why)."""
+    stored = getattr(study, field)
+    model_field = Study._meta.get_field(field)
+    if model_field.is_relation:
+        return value == stored
+    try:
+        return model_field.to_python(value) == stored
+    except ValidationError:
+        return False
+
+
+def _locked_reason(study: Study, field: str) -> str:
+    state = study.get_status_display().lower()
+    why = {
+        "kind": f"its kind cannot change (its units, its workers' questions and its scores are those of a "
+                f"{study.get_kind_display().lower()} study)",
+        "stop_when_decided": "whether a unit stops when its result is decided cannot change (its units were filled "
+                             "under that rule)",
+        "annotators_per_unit": f"its workers per unit cannot change (its units, progress and cost were built with "
+                               f"{study.annotators_per_unit})",
+        "units_per_task": f"its units per task cannot change (each task was offered at its reward for "
+                          f"{study.units_per_task} units, and its published tasks were counted with it)",
+        "reward": f"its reward per task cannot change (workers were offered {study.reward} a task: a published MTurk "
+                  "HIT or Prolific study keeps the reward it was published with, and approving pays it); pay more "
+                  "as a bonus, or copy the study to offer another reward",
+        "hourly_pay_floor": f"its hourly pay floor cannot change (its workers' pay is checked against the "
+                            f"{study.hourly_pay_floor}/hour it opened with); pay a bonus to bring pay up to it",
+        "estimated_minutes_per_task": f"its estimated minutes per task cannot change (its workers were told "
+                                      f"{study.estimated_minutes_per_task}: a published HIT's duration or Prolific "
+                                      "study's completion time was set from it, and its tasks' deadlines follow it)",
+        "platform": f"its platform cannot change (its workers arrive, hand back and are paid through "
+                    f"{study.get_platform_display()}); copy the study to run it elsewhere",
+    }.get(field, "its items cannot change")
+    return f"The study is no longer a draft ({state}): {why}."
 
 
 def study_locked_changes(*, study: Study, changes: dict[str, Any],
                          sources: Iterable[RationaleSource] | None = None) -> dict[str, str]:
     """What of ``changes`` (and ``sources``) a study that is no longer a draft refuses, as
-    {field: reason}: its items (sampling fields) and sources, and its workers per unit, since the
-    units, their counters, the progress and the cost were built with it. Empty for a draft. The
-    one owner of this rule: ``study_update`` enforces it, the study form shows it per field."""
+    {field: reason}: its kind, items (sampling fields) and sources, its workers per unit and
+    early stopping, since its units, their counters, the progress and the cost were built with them;
+    and what its workers were offered and are paid by (``PAY_FIELDS``: units per task, reward, hourly
+    floor, estimated minutes, platform). For everyone, the owner and the operator too. Empty for a
+    draft. The one owner of this rule: ``study_update`` enforces it (under a lock on the study, so it
+    cannot open between the check and the write), the study form shows it per field, and
+    ``study_fixed_fields`` names the fields it fixes."""
     if study.status == Study.Status.DRAFT:
         return {}
-    refused: dict[str, str] = {}
-    state = study.get_status_display().lower()
-    for field in LOCKED_FIELDS:
-        if field in changes and changes[field] != getattr(study, field):
-            if field == "stop_when_decided":
-                refused[field] = (f"The study is no longer a draft ({state}): whether a unit stops when its result "
-                                  "is decided cannot change (its units were filled under that rule).")
-            elif field == "annotators_per_unit":
-                refused[field] = (f"The study is no longer a draft ({state}): its workers per unit cannot change "
-                                  f"(its units, progress and cost were built with {study.annotators_per_unit}).")
-            else:
-                refused[field] = f"The study is no longer a draft ({state}): its items cannot change."
+    refused = {field: _locked_reason(study, field) for field in LOCKED_FIELDS
+               if field in changes and not _unchanged(study, field, changes[field])}
     if sources is not None and set(sources) != set(study.sources.all()):
+        state = study.get_status_display().lower()
         refused["sources"] = f"The study is no longer a draft ({state}): its sources cannot change."
     return refused
 
@@ -256,8 +310,8 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
 
     The one set of design rules: ``study_insert`` and ``study_update`` refuse a design with any
     problem (StudyError with the reasons), and the admin's study form shows each beside its field.
-    The rules: a study no longer a draft keeps its items, sources and workers per unit
-    (``study_locked_changes``); the split has items, at least as many as the sample size
+    The rules: a study no longer a draft keeps its kind, items, sources, workers per unit, early
+    stopping and what its workers were offered and are paid by (``study_locked_changes``); the split has items, at least as many as the sample size
     (``study_sample_items`` draws them); a study that shows rationales has at least one source, and
     none is listed twice; only a study scored by majorities before and after stops units
     early (``STOP_WHEN_DECIDED_KINDS``). (A source may have no rationales yet: the design summary counts the
@@ -314,35 +368,41 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
     """Change a study's design, for ``user``, who must be allowed to change the study (None: the
     operator). Only its owner or a superuser hands it to another owner (``study_owner_or_superuser``:
     owning it would let someone it is shared with raise their own share), and a new dataset or source
-    must be one the user may see (``datasets_for_user``, ``sources_for_user``). Sampling fields
-    (dataset, split, sample size, seed), sources and workers per unit change only while the study is
-    a draft (``study_locked_changes``), and the result must pass every design rule
-    (``study_design_problems``); a changed sample is drawn again."""
+    must be one the user may see (``datasets_for_user``, ``sources_for_user``). Once the study is no
+    longer a draft, its kind, items (dataset, split, sample size, seed), sources, workers per unit,
+    early stopping, and what its workers were offered and are paid by (units per task, reward, hourly
+    floor, estimated minutes, platform) are fixed for everyone, its owner and the operator too
+    (``study_locked_changes``); the result must pass every design rule (``study_design_problems``); a
+    changed sample is drawn again. The rules are checked on the study row read under a lock, so it
+    cannot open (``study_open``, a publish) between the check and the write. ``study`` is refreshed
+    and returned."""
     study_change_check(study=study, user=user)
     unknown = set(changes) - DESIGN_FIELDS
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
     sources = list(sources) if sources is not None else None
-    if user is not None:
-        if ("owner" in changes and getattr(changes["owner"], "pk", None) != study.owner_id
-                and not study_owner_or_superuser(study=study, user=user)):
-            reason = "Only the study's owner (or a superuser) hands it to another owner."
-            raise StudyError(f"study {study.name!r}: {reason}", {"owner": reason})
-        dataset = changes.get("dataset")
-        new_dataset = dataset if dataset is not None and dataset != _stored(study, "dataset") else None
-        kept = set(study.sources.all()) if sources is not None else set()
-        _refuse(_reference_problems(user=user, dataset=new_dataset,
-                                    sources=[s for s in sources or () if s not in kept]), study=study)
-    old = {f: getattr(study, f) for f in SAMPLE_FIELDS}
-    resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
-    _refuse(study_design_problems(study=study, changes=changes, sources=sources), study=study)
-    for field, value in changes.items():
-        setattr(study, field, value)
-    _full_clean(study)
     with transaction.atomic():
-        study.save()
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        if user is not None:
+            if ("owner" in changes and getattr(changes["owner"], "pk", None) != locked.owner_id
+                    and not study_owner_or_superuser(study=locked, user=user)):
+                reason = "Only the study's owner (or a superuser) hands it to another owner."
+                raise StudyError(f"study {locked.name!r}: {reason}", {"owner": reason})
+            dataset = changes.get("dataset")
+            new_dataset = dataset if dataset is not None and dataset != _stored(locked, "dataset") else None
+            kept = set(locked.sources.all()) if sources is not None else set()
+            _refuse(_reference_problems(user=user, dataset=new_dataset,
+                                        sources=[s for s in sources or () if s not in kept]), study=locked)
+        old = {f: getattr(locked, f) for f in SAMPLE_FIELDS}
+        resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
+        _refuse(study_design_problems(study=locked, changes=changes, sources=sources), study=locked)
+        for field, value in changes.items():
+            setattr(locked, field, value)
+        _full_clean(locked)
+        locked.save()
         if sources is not None:
-            study.sources.set(sources)
-        if resample or not study.items.exists():
-            study_items_draw(study=study)
+            locked.sources.set(sources)
+        if resample or not locked.items.exists():
+            study_items_draw(study=locked)
+    study.refresh_from_db()
     return study

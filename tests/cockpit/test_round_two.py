@@ -31,11 +31,11 @@ def test_workers_per_unit_of_an_open_study_is_refused_by_the_page_and_the_servic
     with pytest.raises(StudyError, match="its workers per unit cannot change"):
         study_update(study=study, user=None, annotators_per_unit=2)
     assert Study.objects.get(pk=study.pk).annotators_per_unit == 3
-    # Anything else of the design still changes on an open study, and the same value is no change.
-    data.update(annotators_per_unit="3", reward="2.50")
+    # What workers are not promised by still changes on an open study, and the same value is no change.
+    data.update(annotators_per_unit="3", instructions="Read the question twice.")
     assert admin_client.post(url, data).status_code == 302
     study.refresh_from_db()
-    assert (study.annotators_per_unit, str(study.reward)) == (3, "2.50")
+    assert (study.annotators_per_unit, study.instructions) == (3, "Read the question twice.")
 
 
 def design_rows(html: str) -> dict[str, str]:
