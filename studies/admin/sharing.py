@@ -6,23 +6,19 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.forms.models import BaseInlineFormSet
 
 from studies.models import StudyShare
-from studies.services.sharing import study_share, study_unshare
+from studies.services.sharing import share_recipient_get, study_share, study_unshare
 from studies.services.studies import StudyError
 
 
 class ShareForm(forms.ModelForm):
     """The researcher is typed by username (no list of every account to pick from); one that is
-    not an active user gets the same answer whoever it is."""
+    not an active user gets the same answer whoever it is (``share_recipient_get``)."""
 
-    user = forms.ModelChoiceField(
-        queryset=get_user_model().objects.filter(is_active=True), to_field_name="username", widget=forms.TextInput,
-        label="username", error_messages={"invalid_choice": "Not found or not yours: give an active researcher's "
-                                                            "username."})
+    user = forms.CharField(widget=forms.TextInput, label="username", strip=False)
 
     class Meta:
         model = StudyShare
@@ -32,6 +28,13 @@ class ShareForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["user"] = self.instance.user.username
+
+    def clean_user(self):
+        user = share_recipient_get(self.cleaned_data["user"])
+        if user is None:
+            raise forms.ValidationError("Not found or not yours: give an active researcher's username.",
+                                        code="invalid_choice")
+        return user
 
 
 class _ShareFormSet(BaseInlineFormSet):

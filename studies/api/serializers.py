@@ -1,7 +1,6 @@
 """Serializers of the studies API: read representations and the input of the write endpoints."""
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from lab.jsontext import text_problem
@@ -19,6 +18,7 @@ from studies.models import (
     StudyShare,
 )
 from studies.selectors import datasets_for_user, sources_for_user
+from studies.services.sharing import share_recipient_get
 
 
 def check_storable_text(value: str) -> str:
@@ -174,11 +174,12 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
         default=False, help_text="Stop collecting a unit's answers once no remaining answer could change whether its "
                                  "majority is right, before and after (utility and generalization studies; fixed once "
                                  "the study opens).")
-    shared_with = NameRelatedField(
-        slug_field="username", queryset=get_user_model().objects.filter(is_active=True), many=True,
+    # Plain usernames, resolved in ``validate_shared_with`` as the study page's shares are: a
+    # related field would render, in the browsable API, a select listing every account.
+    shared_with = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False,
+                                    error_messages={"invalid": "Give usernames (strings)."}),
         required=False, help_text="Usernames of researchers to share the study with, at `share_level`.",
-        error_messages={"does_not_exist": "{value!r}: not found or not yours.",
-                        "invalid": "Give usernames (strings)."},
     )
     share_level = serializers.ChoiceField(
         choices=StudyShare.Level.choices, default=StudyShare.Level.VIEW,
@@ -200,6 +201,18 @@ class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
         if Study.objects.filter(name=value).exists():
             raise serializers.ValidationError(f"The name {value!r} is not available: choose another name.")
         return value
+
+    def validate_shared_with(self, value: list[str]) -> list:
+        """The users of the usernames (``share_recipient_get``, the study page's reading); any name
+        that is not an active user's gets one answer, whoever it is."""
+        users = []
+        for username in value:
+            check_storable_text(username)
+            user = share_recipient_get(username)
+            if user is None:
+                raise serializers.ValidationError(f"{username!r}: not found or not yours.")
+            users.append(user)
+        return users
 
 
 IMPORT_KINDS = [

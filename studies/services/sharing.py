@@ -5,6 +5,7 @@ with, at any level, cannot share it further or raise their own level. What each 
 read by the one access selector, ``studies.selectors.studies_for_user``."""
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
@@ -12,6 +13,16 @@ from studies.models import Study, StudyShare
 from studies.services.studies import StudyError, study_owner_or_superuser
 
 LEVELS = [level for level, _ in StudyShare.Level.choices]
+
+
+def share_recipient_get(username: str):
+    """The researcher a study may be shared with, by username: an active user; None for any other
+    name (unknown, or an inactive account: one answer, whoever it is). The one reading of a typed
+    username for the study page's shares (``ShareForm``) and the API's design (``shared_with``),
+    neither of which offers a list of every account to pick from."""
+    if not isinstance(username, str) or not username:
+        return None
+    return get_user_model().objects.filter(is_active=True, username=username).first()
 
 
 def _check_may_share(*, study: Study, user) -> None:

@@ -179,5 +179,7 @@ def test_a_job_whose_researcher_was_deleted_adds_nothing_another_researchers_stu
 
     job = import_job_run(job_id=job.pk)
     assert job.status == "failed", job.error
-    assert "line 2: rationale" in job.error and "used by a study you may not change" in job.error
+    # Nobody may see a dataset (``datasets_for_user``): the file is refused as one naming an unknown
+    # dataset, before any of its rows could reach the study.
+    assert "unknown dataset 'YN'" in job.error and "(known: none you may see)" in job.error
     assert not Rationale.objects.filter(source=source).exists()

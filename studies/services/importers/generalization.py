@@ -50,7 +50,7 @@ def generalization_questions_import(
     unvalidated."""
     f = read_import_file(file, filename=filename)
     split = check_split(split, filename=f.name)
-    dataset = dataset_get(name=dataset_name, filename=f.name)
+    dataset = dataset_get(name=dataset_name, user=user, filename=f.name)
     if validation_status is not None and validation_status not in GeneralizationQuestion.Validation.values:
         raise ImportValidationError(
             f"unknown validation status {validation_status!r}: use "
@@ -178,7 +178,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
         compare = ["answer"] + (["validation_status"] if validation_status is not None else [])
         result, _ = bulk_upsert(
             model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
-            lines=parsed.kept.lines, filename=f.name, user=user,
+            lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:

@@ -114,7 +114,7 @@ def items_apply(
 
         result, _ = bulk_upsert(
             model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS,
-            lines=rows.lines, filename=f.name, user=user,
+            lines=rows.lines, filename=f.name, user=user, key_field="external_id",
         )
         splits: dict[str, int] = {}
         for values in rows.rows.values():

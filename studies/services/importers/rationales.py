@@ -100,7 +100,7 @@ def rationales_import(
     source; otherwise each row names its source. All or nothing; idempotent."""
     f = read_import_file(file, filename=filename)
     split = check_split(split, filename=f.name)
-    dataset = dataset_get(name=dataset_name, filename=f.name)
+    dataset = dataset_get(name=dataset_name, user=user, filename=f.name)
     source_name = (source_name or "").strip() or None
     records = read_records(f, file_format=file_format)
     cols = (columns or RationaleColumns()).resolve(header_of(records), filename=f.name, source_name=source_name)
@@ -294,7 +294,7 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             model=Rationale, existing=existing, rows=keyed, build=build,
             compare_fields=["text", "predicted_answer", "prediction_correct", "generation_info", "highlights",
                             "faithfulness"],
-            lines=keyed_lines, filename=f.name, user=user,
+            lines=keyed_lines, filename=f.name, user=user, key_field="source",
         )
         with_highlights = sorted({name for (_, name), values in rows.items() if values.get("highlights")})
         RationaleSource.objects.filter(name__in=with_highlights, has_highlights=False).update(has_highlights=True)

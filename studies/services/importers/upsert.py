@@ -15,6 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from studies.models import Dataset, ImportRecord, Item
+from studies.selectors import datasets_for_user
 from studies.services.content import content_added_refusals, content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
@@ -22,11 +23,16 @@ from .reading import ImportFile
 from .values import normalize_question, short
 
 
-def dataset_get(*, name: str, filename: str = "") -> Dataset:
+def dataset_get(*, name: str, user: Any = None, filename: str = "") -> Dataset:
+    """The dataset an import adds to, among those ``user`` may see (``datasets_for_user``; None:
+    the operator, every dataset). Another researcher's dataset the user may not see gets the same
+    answer as one that does not exist, and the names suggested are only those the user may see."""
+    datasets = Dataset.objects.all() if user is None else datasets_for_user(user=user)
     try:
-        return Dataset.objects.get(name=name)
+        return datasets.get(name=name)
     except Dataset.DoesNotExist:
-        known = ", ".join(Dataset.objects.values_list("name", flat=True)[:20]) or "none yet"
+        known = ", ".join(datasets.order_by("name").values_list("name", flat=True)[:20]) or (
+            "none yet" if user is None else "none you may see")
         raise ImportValidationError(
             f"unknown dataset {name!r} (known: {known}); import its items first", filename=filename
         ) from None
@@ -125,6 +131,7 @@ def bulk_upsert(
     filename: str = "",
     batch_size: int = 500,
     user: Any = None,
+    key_field: str = "",
 ) -> tuple[UpsertResult, list[models.Model]]:
     """Create the rows whose key is new, update those whose ``compare_fields`` differ, count the
     rest as unchanged. ``existing`` maps key -> instance; ``rows`` maps key -> field values.
@@ -136,15 +143,19 @@ def bulk_upsert(
     Shared content (items, sources, rationales, generalization questions) changes only as
     ``studies.services.content`` allows ``user`` (None: the operator): a row used by a study the
     user may not change (or would use, for a new row), and a changed field of what an open or
-    closed study shows, are reported by line too. Call inside the import's transaction (the studies using the rows are locked)."""
-    upsert = _Upsert(model=model, compare_fields=compare_fields, lines=lines or {})
+    closed study shows, are reported by line too. A row refused as not the user's is reported by
+    its line and ``key_field`` (the field that names the row) only, never which of its fields
+    differ from the stored row or the row's id (``_Upsert.report_not_yours``). Call inside the
+    import's transaction (the studies using the rows are locked; new rows refused are rolled back)."""
+    upsert = _Upsert(model=model, compare_fields=compare_fields, lines=lines or {}, key_field=key_field)
     upsert.plan(existing, rows, build)
     upsert.refuse_changes_not_allowed(existing, user)
     upsert.errors.raise_if_any(filename)
     created = model.objects.bulk_create(upsert.to_create, batch_size=batch_size)
     if created and user is not None:
         upsert.refuse_created_not_allowed(created, user)
-        upsert.errors.raise_if_any(filename)
+    upsert.report_not_yours()
+    upsert.errors.raise_if_any(filename)
     upsert.update(batch_size)
     upsert.result.created = len(upsert.to_create)
     upsert.result.updated = len(upsert.to_update)
@@ -155,8 +166,9 @@ class _Upsert:
     """One ``bulk_upsert``: the rows sorted into new, changed and unchanged, and every problem found
     with its line."""
 
-    def __init__(self, *, model: type[models.Model], compare_fields: list[str], lines: dict[Any, int | None]):
-        self.model, self.compare_fields, self.lines = model, compare_fields, lines
+    def __init__(self, *, model: type[models.Model], compare_fields: list[str], lines: dict[Any, int | None],
+                 key_field: str = ""):
+        self.model, self.compare_fields, self.lines, self.key_field = model, compare_fields, lines, key_field
         self.result = UpsertResult()
         self.errors = ErrorCollector()
         self.to_create: list[models.Model] = []
@@ -164,6 +176,7 @@ class _Upsert:
         self.to_update: list[models.Model] = []
         self.changed_fields: set[str] = set()
         self.diffs: dict[Any, list[str]] = {}  # primary key -> the fields the row changes
+        self.refused: list[Any] = []  # the keys of rows that are not the user's (``report_not_yours``)
         # Foreign keys were resolved by the importer; validating them again costs a query per row.
         self.exclude = [f.name for f in model._meta.concrete_fields if f.is_relation]
 
@@ -206,7 +219,8 @@ class _Upsert:
             return
         not_yours, fixed = content_change_problems(user=user, model=self.model, changes=self.diffs, lock=True)
         key_of = {obj.pk: key for key, obj in existing.items() if obj is not None and obj.pk in self.diffs}
-        for pk, reason in [*not_yours.items(), *fixed.items()]:
+        self.refused.extend(key_of[pk] for pk in not_yours)
+        for pk, reason in fixed.items():  # the user may change every study using the row: theirs to read
             self.error(key_of[pk], ", ".join(self.diffs[pk]), reason)
 
     def refuse_created_not_allowed(self, created: list[models.Model], user: Any) -> None:
@@ -215,7 +229,18 @@ class _Upsert:
         not_yours = content_added_refusals(user=user, model=self.model, pks=[obj.pk for obj in created])
         for key, obj in zip(self.created_keys, created, strict=True):
             if obj.pk in not_yours:
-                self.error(key, "", not_yours[obj.pk])
+                self.refused.append(key)
+
+    def report_not_yours(self) -> None:
+        """Rows used (or, new, that would be used) by a study the user may not change: one answer
+        whether the row exists and whatever it holds, so it says nothing of another researcher's
+        content. Not the fields that differ (they would tell the stored row field by field), not the
+        row's id, not the study; reported after the new rows are checked and in line order, so neither
+        when nor where a row is reported tells whether it existed."""
+        reason = (f"this {self.model._meta.verbose_name} is used by a study you may not change: only that "
+                  "study's researchers may edit it or add to what it shows")
+        for key in sorted(self.refused, key=lambda key: self.lines.get(key) or 0):
+            self.error(key, self.key_field, reason)
 
     def update(self, batch_size: int) -> None:
         if not self.to_update:

@@ -1,0 +1,101 @@
+"""What the API tells one researcher about another's datasets, rationales and accounts: nothing.
+``POST /api/v1/imports/`` answers a hidden dataset as an unknown one and suggests only datasets the
+user may see; a rationale row refused because another researcher's study uses it says neither which
+fields differ from the stored row nor its id; the browsable API's study form lists no usernames
+(``shared_with`` takes usernames as text, resolved as the study page's shares are)."""
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from studies.models import Rationale, Study, StudyShare
+from studies.services.studies import study_create
+from tests.cockpit.conftest import staff_client
+from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "ALICE-SECRET-RATIONALE"
+
+
+@pytest.fixture
+def lab():
+    """Alice's study lists her source on "shared-ds", where Bob (who reads only what his studies
+    use) has a study of his own; Alice's other study is on "alice-hidden-ds"."""
+    alice, _ = staff_client("alice")
+    bob, _ = researcher_without_reference_views("bob")
+    shared = DatasetFactory(name="shared-ds")
+    item = ItemFactory(dataset=shared, split="test", external_id="q0", gold_answer="yes")
+    alices_source, bobs_source = RationaleSourceFactory(name="alice-src"), RationaleSourceFactory(name="bob-src")
+    secret = RationaleFactory(item=item, source=alices_source, text=SECRET)
+    RationaleFactory(item=item, source=bobs_source)
+    study_create(name="alices-study", dataset=shared, sources=[alices_source], owner=alice, user=alice)
+    study_create(name="bobs-study", dataset=shared, sources=[bobs_source], owner=bob)  # by the operator
+    hidden = DatasetFactory(name="alice-hidden-ds")
+    ItemFactory(dataset=hidden, split="test", external_id="h0", gold_answer="yes")
+    study_create(name="alices-hidden-study", dataset=hidden, sources=[alices_source], owner=alice, user=alice)
+    return {"alice": alice, "bob": bob, "secret": secret}
+
+
+def _import(client, dataset: str, body: bytes):
+    upload = SimpleUploadedFile("r.csv", body, content_type="text/csv")
+    return client.post("/api/v1/imports/", {"kind": "rationales", "dataset": dataset, "file": upload},
+                       format="multipart")
+
+
+def test_an_import_answers_a_hidden_dataset_as_an_unknown_one(client_for, lab):
+    client = client_for(lab["bob"])
+    body = b"item_id,source,rationale\nh0,bob-src,Mine.\n"
+
+    said = {}
+    for name in ("alice-hidden-ds", "nope"):
+        response = _import(client, name, body)
+        assert response.status_code == 400
+        said[name] = response.content.decode().replace(name, "NAME")
+
+    assert said["alice-hidden-ds"] == said["nope"]
+    assert "alice-hidden-ds" not in said["nope"] and "(known: shared-ds)" in said["nope"]
+    assert not Rationale.objects.filter(item__external_id="h0").exists()
+
+
+def test_a_refused_rationale_row_does_not_tell_anothers_text_field_by_field(client_for, lab):
+    client = client_for(lab["bob"])
+    answers = []
+    for guess in (SECRET, "a wrong guess"):
+        response = _import(client, "shared-ds", f"item_id,source,rationale\nq0,alice-src,{guess}\n".encode())
+        assert response.status_code == 400
+        (error,) = response.json()["errors"]
+        answers.append(error)
+
+    assert answers[0] == answers[1]  # a right guess reads as a wrong one
+    error = answers[0]
+    assert error["line"] == 2 and error["field"] == "source" and "a study you may not change" in error["reason"]
+    assert str(lab["secret"].pk) not in error["reason"] and "text" not in error["reason"]
+    assert Rationale.objects.get(pk=lab["secret"].pk).text == SECRET
+
+
+def test_the_browsable_study_form_lists_no_usernames(client_for, make_user, lab):
+    make_user("zebulon-elsewhere", perms=["studies.add_study"])  # an account Bob has no business knowing of
+    viewer = Client()
+    viewer.force_login(lab["bob"])
+
+    page = viewer.get("/api/v1/studies/", HTTP_ACCEPT="text/html")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "shared_with" in html  # the field is still offered, as text
+    assert "zebulon-elsewhere" not in html and "alice" not in html
+
+    # Posted through the API, usernames still share the study; an unknown one is refused as before.
+    design = {"name": "bobs-shared", "dataset": "shared-ds", "sources": ["bob-src"], "consent_text": "ok",
+              "shared_with": ["zebulon-elsewhere"], "share_level": "change"}
+    created = client_for(lab["bob"]).post("/api/v1/studies/", design, format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["shared_with"] == ["zebulon-elsewhere"]
+    share = StudyShare.objects.get(study=Study.objects.get(name="bobs-shared"))
+    assert (share.user.username, share.level) == ("zebulon-elsewhere", "change")
+    refused = client_for(lab["bob"]).post("/api/v1/studies/", {**design, "name": "again", "shared_with": [7]},
+                                          format="json")
+    assert refused.status_code == 400 and refused.json()["shared_with"] == ["'7': not found or not yours."]
