@@ -27,6 +27,7 @@ from scoring.services import ScoringQueueUnavailable, outcomes_study_create, sco
 from scoring.services.outcomes import OutcomesStudyNotYours
 from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused
 from studies.admin.scoping import StudyScopedAdmin
+from studies.lm import genu as genu_rule
 from studies.models import Dataset, Split, Study
 from studies.selectors import datasets_for_user, studies_for_user
 from studies.services.importers import ImportValidationError
@@ -169,10 +170,18 @@ class ScoreRunAdmin(StudyScopedAdmin):
 @admin.register(UnitScore)
 class UnitScoreAdmin(StudyScopedAdmin):
     list_display = ("study", "item", "source", "n_annotators", "before_majority", "after_majority", "utility",
-                    "task_correct", "gen_u", "similarity", "imported")
+                    "task_correct", "gen_u_with_tie_rule", "similarity", "imported")
     list_filter = ("imported", "utility", "source")
     search_fields = ("study__name", "item__question", "item__external_id")
     list_select_related = ("study", "item", "source")
+
+    # Gen-U's column says its tie rule; hovering it gives the rule in full (the help text).
+    @admin.display(description=format_html('<span title="{}">Gen-U (a tie to the {} score)</span>',
+                                            genu_rule.TIE_RULE_TEXT, genu_rule.TIE_RULE), ordering="gen_u")
+    def gen_u_with_tie_rule(self, obj):
+        """Gen-U with its tie rule in the column header (``studies.lm.genu.TIE_RULE``, in full
+        ``TIE_RULE_TEXT``)."""
+        return obj.gen_u
 
     def has_add_permission(self, request):
         return False

@@ -218,11 +218,27 @@ def _theils_u_notes(results: dict, frame: pd.DataFrame | None, *, both_direction
         notes.append(f"{gen_u['method']}.")
     elif gen_u.get("question_filter"):
         notes.append(f"Gen-U on {gen_u['question_filter']}.")
+    notes += task_accuracy_notes(results)
     notes.append(ci_note(results) if frame is not None else
                  "n and intervals come from the study's unit scores, which a later run replaced.")
     if not both_directions:
         notes.append("Both directions: add ?both=1 to this page's address.")
     return notes
+
+
+def task_accuracy_notes(results: dict) -> list[str]:
+    """Which items task accuracy leaves out (``results["n_items_without_rationale"]``): a source's
+    items with no rationale (its output did not parse) have no unit, so they are not counted."""
+    missing = results.get("n_items_without_rationale")
+    if missing is None or "theils_u_utility_given_task_accuracy" not in results:
+        return []
+    left_out = {source: n for source, n in missing.items() if n}
+    if not left_out:
+        return ["Task accuracy: every source has a rationale (a unit) for each of the study's items."]
+    named = ", ".join(f"{source} {n}" for source, n in left_out.items())
+    return [f"Task accuracy and U(utility | task accuracy) count only the items a source has a rationale for; "
+            f"items without one (its output did not parse, or none was made) have no unit and are left out, "
+            f"not counted wrong, which can raise its task accuracy. Items left out: {named}."]
 
 
 def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
@@ -258,11 +274,34 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
     section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
     quintile = (results.get("theils_u_utility_given_similarity_quintile") or {}).get(ALL)
     if quintile is not None:
-        section.notes.append(f"Theil's U(utility | similarity quintile) over all sources: {quintile:.4f}.")
+        section.notes.append(f"Theil's U(utility | similarity quintile) over all sources: {quintile:.4f}."
+                             + similarity_binning_note(results.get("similarity_binning") or {}))
     section.notes.append(f"Similarity: {similarity.get('method', 'BERTScore')} with {similarity.get('name')}, layer "
                          f"{similarity.get('num_layers')}. The paper used {similarity.get('paper_used')}; the number "
                          "is comparable only with the same model (RL_SIMILARITY_MODEL).")
     return section
+
+
+def _bins_text(row: dict) -> str:
+    edges = ", ".join(f"{e:.4f}" for e in row.get("edges") or [])
+    return f"{row.get('bins_used')} of {row.get('bins_asked')} bins used (edges {edges})"
+
+
+def similarity_binning_note(binning: dict) -> str:
+    """How the similarity quintiles were binned and U under the other bin counts
+    (``results["similarity_binning"]``; empty for a run from before it was recorded)."""
+    if not binning:
+        return ""
+    others = []
+    for row in (binning.get("other_readings") or {}).values():
+        value = (row.get("theils_u") or {}).get(ALL)
+        shown = f"{value:.4f}" if value is not None else "not computed"
+        others.append(f"{shown} with {row.get('bins_asked')} bins ({_bins_text(row)})")
+    text = f" Bins: {binning.get('rule')}; {_bins_text(binning)}."
+    if others:
+        text += (" SPEC says only \"binned similarity\"; the other readings, U(utility | similarity bin): "
+                 + "; ".join(others) + ".")
+    return text
 
 
 def gen_u_section(results: dict) -> Section:

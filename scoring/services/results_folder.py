@@ -12,7 +12,7 @@ from scoring.models import ScoreRun, UnitScore
 UNIT_COLUMNS = [
     "item_id", "external_id", "source", "n_annotators", "before_majority", "after_majority", "before_tie",
     "after_tie", "before_correct", "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported",
-    "reported_utility",
+    "reported_utility", "gen_u_note",
 ]
 
 
@@ -111,7 +111,8 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -
 
 
 def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
-    """Write ``results.json``, ``units.csv`` (one row per UnitScore), ``utility_shares.csv``,
+    """Write ``results.json``, ``units.csv`` (one row per UnitScore; ``gen_u_note`` says what its gen_u
+    rests on, the tie rule included), ``utility_shares.csv``,
     ``associations.csv``, ``agreement.csv`` and, when present, ``gen_u_shares.csv`` and
     ``generalization.csv`` into ``out_dir`` (created if missing). Returns the paths written."""
     if run.status != ScoreRun.Status.DONE:
@@ -124,9 +125,12 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     path.write_text(json.dumps(results, indent=2, sort_keys=False), encoding="utf-8")
     written.append(path)
     units = UnitScore.objects.filter(study_id=run.study_id).select_related("item", "source").order_by("source__name", "item_id")
+    # gen_u's tie rule and questions (``gen_u_note``), on every row as the other tables' ``note``
+    note = gen_u_note(results)
     unit_rows = [{
         "item_id": u.item_id, "external_id": u.item.external_id, "source": u.source.name,
-        **{c: getattr(u, c) for c in UNIT_COLUMNS if c not in ("item_id", "external_id", "source")},
+        **{c: getattr(u, c) for c in UNIT_COLUMNS if c not in ("item_id", "external_id", "source", "gen_u_note")},
+        "gen_u_note": note,
     } for u in units]
     tables = {
         "units.csv": (unit_rows, UNIT_COLUMNS),

@@ -19,11 +19,15 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
 - ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
   with percentile bootstrap 95% intervals (Table 3)
-- ``task_accuracy``: {source: share of units whose predicted answer was right}
+- ``task_accuracy``: {source: share of units whose predicted answer was right}, then
+  ``n_items_without_rationale``: {source: the study's items with no unit of that source (its output
+  did not parse, or none was made), which task accuracy and U(utility | task accuracy) leave out}
 - ``theils_u_utility_given_task_accuracy``, ``theils_u_utility_given_gen_u`` (Tables 4 and 6);
   with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``
 - ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
-  ``theils_u_utility_given_similarity_quintile``; ``similarity_model`` names the model's folder and
+  ``theils_u_utility_given_similarity_quintile``, with ``similarity_binning``: {rule, bins_asked,
+  bins_used, edges, other_readings: {3_bins|10_bins: {bins_asked, bins_used, edges, theils_u}}}
+  (SPEC's "binned similarity" leaves the bins open); ``similarity_model`` names the model's folder and
   ``similarity``: {name, path, num_layers, method, paper_used, paper: {model, correlation_ratio:
   {source|all: the paper's figure}, same_model}} (``paper`` None for a dataset the paper did not
   report; None when similarity was off)
@@ -774,33 +778,71 @@ def _imported_outcomes(study: Study) -> Part:
     }, warnings, frame)
 
 
+def _items_without_rationale(study: Study) -> Part:
+    """``n_items_without_rationale``: per source, the study's items (its drawn items and those of
+    its units) less the items with a unit of that source. An (item, source) pair whose LM output
+    did not parse has no rationale, so no unit and no task_correct: task accuracy and U(utility |
+    task accuracy) leave it out rather than count it wrong, and a warning says so when non-zero."""
+    if study.is_imported_outcome:
+        units = UnitScore.objects.filter(study=study, imported=True)
+    else:
+        units = Unit.objects.filter(study=study, generalization_question__isnull=True)
+    pairs = set(units.values_list("item_id", "source__name").distinct())
+    items = set(study.items.values_list("id", flat=True)) | {item for item, _ in pairs}
+    names = {s.name for s in _study_sources(study)} | {s for _, s in pairs if s is not None}
+    counts = {name: len(items - {item for item, s in pairs if s == name}) for name in sorted(names)}
+    warnings = [f"Source {name}: {n} of the study's {len(items)} items have no rationale of it (its output did not "
+                f"parse, or none was made), so no unit; its task accuracy and U(utility | task accuracy) are over "
+                f"the items it has a rationale for and leave these out rather than count them wrong."
+                for name, n in counts.items() if n]
+    return Part({"n_items_without_rationale": counts}, warnings)
+
+
 def _annotate(study: Study, *, similarity: bool):
-    """What a utility study's units get from outside the answers: the source's task accuracy,
-    Gen-U and similarity to the gold rationale (``pipeline.score_units``'s ``annotate``)."""
+    """What a utility study's units get from outside the answers: the source's task accuracy
+    (with ``n_items_without_rationale``, the items it leaves out), Gen-U and similarity to the
+    gold rationale (``pipeline.score_units``'s ``annotate``)."""
 
     def annotate(frame: pd.DataFrame) -> Part:
         frame = frame.assign(task_correct=_task_correct(study, frame))
+        missing = _items_without_rationale(study)
         score_stage("Gen-U")
         gen_u = gen_u_results(frame, reader=study.owner)
         score_stage("similarity to the gold rationale (BERTScore)")
         sim = _similarity(gen_u.frame, enabled=similarity, dataset=study.dataset.name)
         score_stage("shares, intervals and associations")
-        return pipeline.merge([gen_u, sim], frame=sim.frame)
+        return pipeline.merge([missing, gen_u, sim], frame=sim.frame)
 
     return annotate
+
+
+def _next_to(results: dict, key: str, after: str) -> dict:
+    """``results`` with ``key`` moved to just after ``after`` (where a reader of that figure looks)."""
+    if key not in results or after not in results:
+        return results
+    value = results.pop(key)
+    out = {}
+    for name, v in results.items():
+        out[name] = v
+        if name == after:
+            out[key] = value
+    return out
 
 
 def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
     annotate = _annotate(study, similarity=similarity)
     if study.is_imported_outcome:
-        return pipeline.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
-    units = _units_frame(study, generalization=False)
-    if units.empty:
-        raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
-    return pipeline.score_frames(
-        units, _annotation_frame(study, generalization=False), expected_raters=study.annotators_per_unit,
-        annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
-    )
+        part = pipeline.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
+    else:
+        units = _units_frame(study, generalization=False)
+        if units.empty:
+            raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
+        part = pipeline.score_frames(
+            units, _annotation_frame(study, generalization=False), expected_raters=study.annotators_per_unit,
+            annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
+        )
+    part.results = _next_to(part.results, "n_items_without_rationale", "task_accuracy")
+    return part
 
 
 def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:

@@ -24,6 +24,25 @@ from .parsing import match_answer
 
 TASK_BACKENDS = ("classifier", "seq2seq", "causal")
 
+# How each backend turns a task model into label probabilities (the code below), as the
+# faithfulness job stores it with the probabilities (``"method"``), and the template its model
+# reads (``"prompt"``: the question slot holds x, h or x \ h). Keep them in step with the code.
+LABEL_METHODS = {
+    "classifier": ("softmax over the classifier's classes matched to the choice labels by name (id2label), the "
+                   "classes that match no choice left out; the input is the question alone (truncated to 512 "
+                   "tokens)"),
+    "seq2seq": ("softmax over the choices of each choice's summed token log-probability of the target "
+                f"{templates.T5_ANSWER_TARGET!r} (answer: the label for yes/no, else the choice text; with the "
+                "tokenizer's end token) given the prompt (truncated to 512 tokens)"),
+    "causal": ("softmax over the choices of each choice's summed token log-probability of the continuation "
+               "' {answer}' (the label for yes/no, else the choice text) after the prompt"),
+}
+LABEL_PROMPTS = {
+    "classifier": "{question}",
+    "seq2seq": templates.T5_ANSWER,
+    "causal": templates.CAUSAL_ANSWER,
+}
+
 
 def _softmax(scores: list[float]) -> list[float]:
     top = max(scores)

@@ -2,7 +2,9 @@
 scores the item's answer labels three times, on the full question x, on the highlight alone h
 and on the question without the highlight x \\ h, and the job stores p(y_hat | x), p(y_hat | h)
 and p(y_hat | x \\ h) on the rationale (``Rationale.faithfulness``), which is where scoring reads
-them, with the rule that chose y_hat (``y_hat_from``):
+them, with the task model and its backend, how it scored the labels (``method``: the backend's
+``label_scoring.LABEL_METHODS`` and the three inputs, ``PASSES``), the template it read
+(``prompt``: ``label_scoring.LABEL_PROMPTS``) and the rule that chose y_hat (``y_hat_from``):
 
 - the model that made the highlight (the highlight source's own seq2seq or causal model, used when
   ``task_model`` is left out or names it): y_hat from the highlight pass, as the seed
@@ -24,7 +26,7 @@ import json
 from django.utils import timezone
 
 from studies.lm import highlights
-from studies.lm.label_scoring import TASK_BACKENDS, LabelScorer
+from studies.lm.label_scoring import LABEL_METHODS, LABEL_PROMPTS, TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
 from studies.services.content import content_change_problems
 
@@ -40,6 +42,18 @@ from .common import (
     prompt_item,
     store_failures,
 )
+
+# The three inputs each rationale's labels are scored on (``generate``), stored in ``"method"``
+# after the backend's label method (``label_scoring.LABEL_METHODS``).
+PASSES = ("three passes per rationale, each filling the prompt's question: x (the full question), h (the "
+          "highlighted spans alone, in order, joined by spaces) and x \\ h (the question with the highlighted text "
+          "deleted, the remaining parts joined by spaces)")
+
+
+def method_text(backend: str) -> str:
+    """What the job stores as ``"method"``: how ``backend`` turns the model into label
+    probabilities, and the three inputs."""
+    return f"{LABEL_METHODS[backend]}; {PASSES}"
 
 
 def own_model(source) -> tuple[str, str]:
@@ -116,6 +130,7 @@ class FaithfulnessHandler(ItemHandler):
             usable.append(rationale)
         probs = {name: scorer.probabilities(pitems) for name, pitems in passes.items()}
         rule = job.params.get("y_hat_from") or "highlight"  # jobs from before the rule was a choice
+        method, prompt = method_text(scorer.backend), LABEL_PROMPTS[scorer.backend]
         for index, rationale in enumerate(usable):
             deciding = probs[rule][index]
             y_hat = max(deciding, key=deciding.get)
@@ -123,7 +138,7 @@ class FaithfulnessHandler(ItemHandler):
                 "p_full": probs["full"][index][y_hat], "p_highlight": probs["highlight"][index][y_hat],
                 "p_without": probs["without"][index][y_hat], "y_hat": y_hat, "y_hat_from": rule,
                 "task_model": job.params["task_model"], "task_backend": job.params["task_backend"],
-                "job_id": job.pk,
+                "method": method, "prompt": prompt, "job_id": job.pk,
             }
         return out
 
