@@ -13,6 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from django.utils.html import format_html, format_html_join  # noqa: E402
 from django.utils.safestring import SafeString, mark_safe  # noqa: E402
 
+from studies.lm import genu as genu_rule  # noqa: E402
+from studies.models import RationaleSource  # noqa: E402
+from studies.services.generation.quark_rewards import reward_rules  # noqa: E402
+
 plt.rcParams["svg.fonttype"] = "path"
 
 
@@ -92,8 +96,47 @@ def before_after_table(params: dict) -> SafeString:
                          _fmt(b.get("sampled_reward")), _fmt(a.get("sampled_reward"))))
         rows.append((f"{label} task accuracy", _fmt(b.get("accuracy")), _fmt(a.get("accuracy"))))
     body = format_html_join("", "<tr><th>{}</th><td>{}</td><td>{}</td></tr>", rows)
-    return format_html('<table class="quark-before-after"><thead><tr><th></th><th>before (original)</th>'
-                       "<th>after (selected checkpoint)</th></tr></thead><tbody>{}</tbody></table>", body)
+    table = format_html('<table class="quark-before-after"><thead><tr><th></th><th>before (original)</th>'
+                        "<th>after (selected checkpoint)</th></tr></thead><tbody>{}</tbody></table>", body)
+    notes = format_html_join("", "<li>{}</li>", ((note,) for note in reward_notes(params)))
+    return format_html('{}<ul class="quark-reward-rules">{}</ul>', table, notes)
+
+
+def reward_notes(params: dict) -> list[str]:
+    """What decides the mean rewards above, in words: for Gen-U the tie rule, whether only validated
+    questions count (``only_valid``) and the answerers by name; for any reward what an unparsed
+    output gets and what is dropped. Read from the report once the run ends (as it was then), from
+    the job's params and the rules' owners before."""
+    report = params.get("report") or {}
+    spec = params.get("reward", "")
+    rules = {**reward_rules(spec), **{k: report[k] for k in ("unparsed_output_rule", "unscoreable_output_rule")
+                                      if report.get(k)}}
+    notes = []
+    if spec == "genu":
+        names = report.get("answerers")
+        if names is None:
+            found = dict(RationaleSource.objects.filter(pk__in=[params.get("answerer_i"), params.get("answerer_ir")])
+                         .values_list("pk", "name"))
+            names = {genu_rule.ANSWERER_NAMES[role]: found.get(params.get(key))
+                     for key, role in (("answerer_i", "I"), ("answerer_ir", "IR"))}
+        notes.append("Gen-U answerers: " + ", ".join(f"{role} {name or '(deleted)'}" for role, name in names.items()))
+        only_valid = params.get("only_valid", True)
+        notes.append(f"only_valid = {bool(only_valid)}: "
+                     + ("validated generalization questions only" if only_valid
+                        else "unvalidated generalization questions count too"))
+        notes.append("Tie rule: " + (report.get("reward_tie_rule") or genu_rule.TIE_RULE_TEXT))
+    if rules.get("unparsed_output_rule"):
+        notes.append(f"Unparsed outputs: {rules['unparsed_output_rule']}.")
+    if rules.get("unscoreable_output_rule"):
+        counts = report.get("dropped_unscoreable") or {}
+        shown = "; ".join(f"{role} {_count(c.get('before'))} before, {_count(c.get('after'))} after"
+                          for role, c in counts.items())
+        notes.append(f"Unscoreable outputs: {rules['unscoreable_output_rule']}" + (f" ({shown})." if shown else "."))
+    return notes
+
+
+def _count(value) -> str:
+    return "—" if value is None else str(value)
 
 
 def quark_report_html(params: dict) -> SafeString:

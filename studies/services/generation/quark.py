@@ -8,7 +8,10 @@ items and everything a run is made of (weights, optimizer and schedule, the pool
 history) is saved as the run's checkpoint, ``<RL_MODEL_DIR>/quark-runs/job<id>/last``. A worker
 killed mid-batch loses only that batch: the job continues from the last checkpoint, with the same
 pool, and since every random draw is seeded by (seed, step) it continues as the same run. Cancel
-stops after the current step and saves a checkpoint there; *Resume job* continues from it.
+stops after the current step and saves a checkpoint there; *Resume job* continues from it. So does
+a job whose researcher may no longer start LM jobs (:func:`.lifecycle.job_goes_on`, checked at every
+step's report and again before the run's checkpoint is published and registered), cancelled with
+why; a run stopped at its last step is not finished (nothing published) until it is resumed.
 
 Model selection: the checkpoint with the highest mean validation reward whose validation task
 accuracy is at most ``max_accuracy_drop`` below the original model's (greedy outputs; the original
@@ -34,7 +37,9 @@ from .common import Handler, Prepared, job_actor, ordered_item_ids
 from .errors import GenerationError
 from .lifecycle import (
     StepProgress,
+    generation_job_fail,
     generation_job_finish,
+    job_goes_on,
     job_touch,
     model_folder,
     model_folder_publish,
@@ -42,7 +47,8 @@ from .lifecycle import (
     output_name_check,
 )
 from .quark_policy import PolicyPrompts, PolicySpec, evaluate, resolve_policy
-from .quark_rewards import build_reward, items_with_questions
+from .quark_rewards import build_reward, dropped, items_with_questions, reward_rules
+from .rationales import job_demonstrations
 
 DEFAULTS = {"validation_split": "dev", "heldout_split": "test", "checkpoint_every": 50, "max_accuracy_drop": 0.02}
 TRAINING_FILE = "rationale_lab_training.json"
@@ -232,9 +238,35 @@ def _write(job_id: int, **changes) -> GenerationJob:
         return locked
 
 
+def _policy_demonstrations(job: GenerationJob) -> GenerationJob | None:
+    """``job`` with its causal policy's demonstrations: the policy's own, or six drawn from the
+    dataset's train items with gold rationales that the job's researcher may read (the operator's
+    job: all; :func:`.rationales.job_demonstrations`), frozen into ``params["policy"]`` as its first
+    batch starts (``params["demonstrations_from"]`` says where from). None when too few (the job is
+    failed with why)."""
+    policy = job.params["policy"]
+    if policy.get("backend") != "causal" or policy.get("demonstrations"):
+        return job
+    try:
+        demonstrations, where = job_demonstrations(job, seed=int(policy.get("seed") or 0))
+    except GenerationError as exc:
+        generation_job_fail(job_id=job.pk, error=str(exc))
+        return None
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+        if not locked.params["policy"].get("demonstrations"):  # else another delivery drew them
+            locked.params = {**locked.params, "policy": {**locked.params["policy"], "demonstrations": demonstrations},
+                             "demonstrations_from": where}
+            locked.save(update_fields=["params", "updated_at"])
+        return locked
+
+
 def quark_job_run_batch(job: GenerationJob) -> bool:
     """Train up to the next checkpoint, evaluate, save; finish the run after the last step.
     Returns True while steps remain."""
+    job = _policy_demonstrations(job)
+    if job is None:
+        return False
     run = _run_for(job)
     started_from = run.trainer.step
     total = run.settings.steps
@@ -256,7 +288,10 @@ def quark_job_run_batch(job: GenerationJob) -> bool:
         run.evaluations.append({"step": 0, "reward": v["reward"], "accuracy": v["accuracy"], "eligible": False,
                                 "model": "original"})
     target = min(total, (started_from // every + 1) * every)
-    progress, cancelled = StepProgress(job.pk, total=total, started_from=started_from), False
+    # Each step's report also stops (and cancels, with why) a job whose researcher may no longer
+    # start jobs: a batch is ``checkpoint_every`` steps, checked at its start by the batch runner.
+    progress = StepProgress(job.pk, total=total, started_from=started_from, creator_checked=True)
+    cancelled = False
     while run.trainer.step < target:
         stats = run.trainer.advance()
         run.history.append(_rounded({"step": run.trainer.step, **stats}))
@@ -276,8 +311,10 @@ def quark_job_run_batch(job: GenerationJob) -> bool:
                          "evaluations": run.evaluations, "best": run.best, "run_folder": str(run.folder)}
         locked.done = step
         locked.save(update_fields=["params", "done", "updated_at"])
+    if cancelled:  # stopped at a step (even the last): the checkpoint there stands; *Resume job* goes on from it
+        return False
     if step < total:
-        return not cancelled
+        return True
     quark_job_finish(job_id=job.pk, run=run)
     return False
 
@@ -339,7 +376,7 @@ def _evaluate_checkpoint(run: Run, job: GenerationJob, touch) -> None:
     before = job.params["before"]["validation"]["accuracy"]
     drop = float(job.params["max_accuracy_drop"])
     entry = {"step": run.trainer.step, "reward": result["reward"], "accuracy": result["accuracy"],
-             "parsed": result["parsed"], "model": "checkpoint",
+             "parsed": result["parsed"], "items": result["items"], "rewarded": result["rewarded"], "model": "checkpoint",
              "eligible": keeps_accuracy(result["accuracy"], before=before, max_drop=drop)}
     run.evaluations.append(entry)
     chosen = choose_checkpoint(run.evaluations, before=before, max_drop=drop)
@@ -351,7 +388,13 @@ def _evaluate_checkpoint(run: Run, job: GenerationJob, touch) -> None:
 def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource | None:
     """Evaluate the selected checkpoint on the held-out items, register it when it beats the
     original on validation reward (:func:`registration`) and write the report. Idempotent: a job
-    whose checkpoint is evaluated (and registered, if it is to be) just finishes."""
+    whose checkpoint is evaluated (and registered, if it is to be) just finishes. A job that was
+    cancelled, or whose researcher may no longer start jobs (:func:`.lifecycle.job_goes_on`, which
+    then cancels it with why), is not finished: checked here and again right before the selected
+    checkpoint is published and registered; nothing is written then, and *Resume job* (once the
+    right is back) finishes it from the run's saved checkpoint."""
+    if not job_goes_on(job_id):
+        return None
     job = GenerationJob.objects.get(pk=job_id)
     params = job.params
     registered = RationaleSource.objects.filter(pk=params.get("output_source_id")).first()
@@ -365,11 +408,13 @@ def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource 
         final = quark.QuarkTrainer(kind=run.spec.backend, policy=held[0], reference=held[1], reward_ids=held[2],
                                    settings=run.settings, item_ids=run.train_ids, prompt=run.prompts.prompt,
                                    score=run.prompts.scorer(run.reward), stop=run.prompts.stop)
-        after = {"validation": {k: best.get(k) for k in ("reward", "accuracy")},
+        after = {"validation": {k: best.get(k) for k in ("reward", "accuracy", "items", "rewarded") if k in best},
                  "heldout": evaluate(final, run.prompts, run.reward, run.heldout_ids, reference=False,
                                      batch_size=run.settings.batch_size, samples=run.settings.eval_samples)}
         if register:
             source = _register(job, run, best_folder, after)
+            if source is None:  # stopped right before the write
+                return None
     report = quark_report(job, after=after, source=source)
     generation_job_finish(job_id=job_id, params={
         "report": report,
@@ -378,7 +423,7 @@ def quark_job_finish(*, job_id: int, run: Run | None = None) -> RationaleSource 
     return source
 
 
-def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> RationaleSource:
+def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> RationaleSource | None:
     params = job.params
     before = params["before"]
     training = {
@@ -397,6 +442,8 @@ def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> R
         shutil.copytree(best_folder, partial)
         (partial / TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n")
 
+    if not job_goes_on(job.pk):  # right before the write: nothing is written for a researcher who lost the right
+        return None
     actor = job_actor(job)
     output_name_check(params["output_name"], user=actor)  # a study may have listed the source meanwhile
     folder = model_folder(params["output_name"])
@@ -436,9 +483,22 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
         return None if not result else {k: v for k, v in result.get(role, {}).items() if k not in strip}
 
     best = params.get("best")
+
+    def dropped_in(role: str) -> dict:
+        b, a = before.get(role), (after or {}).get(role)
+        out = {"before": dropped(b), "after": dropped(a)}
+        if (b or {}).get("samples_per_item"):
+            out.update(sampled_before=dropped(b, sampled=True), sampled_after=dropped(a, sampled=True))
+        return out
+
+    genu = params["reward"] == "genu"
     return {
         "job_id": job.pk, "policy": params["policy"], "reward": params["reward"], "dataset": job.dataset.name,
-        "reward_tie_rule": genu_rule.TIE_RULE_TEXT if params["reward"] == "genu" else None,
+        "reward_tie_rule": genu_rule.TIE_RULE_TEXT if genu else None,
+        # What a mean reward counts besides the rationales (quark_rewards owns both rules).
+        **reward_rules(params["reward"]),
+        "dropped_unscoreable": {role: dropped_in(role) for role in ("heldout", "validation")},
+        "answerers": _answerer_names(params) if genu else None,
         "steps_run": int(params.get("checkpoint_step") or 0), "steps": params["settings"]["steps"],
         "settings": params["settings"],
         "run": {k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "register_without_gain",
@@ -464,6 +524,14 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
         "registered_source": ({"id": source.pk, "name": source.name, "model_name_or_path": source.model_name_or_path}
                               if source else None),
     }
+
+
+def _answerer_names(params: dict) -> dict:
+    """The names of the F^I and F^IR sources a Gen-U run was rewarded by (None for one deleted since)."""
+    names = dict(RationaleSource.objects.filter(pk__in=[params.get("answerer_i"), params.get("answerer_ir")])
+                 .values_list("pk", "name"))
+    return {genu_rule.ANSWERER_NAMES[role]: names.get(params.get(key))
+            for key, role in (("answerer_i", "I"), ("answerer_ir", "IR"))}
 
 
 class QuarkHandler(Handler):

@@ -21,7 +21,6 @@ from studies.models import Dataset, Item, RationaleSource
 
 from .common import lm_source, prompt_item
 from .errors import GenerationError
-from .rationales import train_demonstrations
 
 TRAINABLE = ("seq2seq", "causal")
 
@@ -101,8 +100,8 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
                                   ".gguf file")
         else:
             spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=str(path.resolve()))
-    if spec.backend == "causal" and not spec.demonstrations:
-        spec.demonstrations = train_demonstrations(dataset, seed=spec.seed)
+    # A causal policy without demonstrations of its own reads six of the dataset's train items: drawn
+    # when the job's first batch starts, among the items its researcher may read (quark._policy_demonstrations).
     return spec
 
 

@@ -7,9 +7,11 @@
   run and the job counts them.
 - ``marker:WORD``: :class:`studies.lm.rewards.MarkerReward`.
 
-An output that did not parse has no rationale: it gets the reward's minimum, so the policy learns
-to keep the format. A rationale Gen-U cannot score (every answer to its questions unparseable)
-gets ``None`` and stays out of the pool.
+An output that did not parse has no rationale: it gets the reward's minimum
+(:data:`UNPARSED_OUTPUT_REWARD` for Gen-U), so the policy learns to keep the format. A rationale
+Gen-U cannot score (every answer to its questions unparseable) gets ``None`` and stays out of the
+pool and of the mean rewards (:data:`UNSCOREABLE_RULE`); :func:`reward_rules` states both for a
+report.
 """
 from __future__ import annotations
 
@@ -19,12 +21,18 @@ from studies.services.generation.genu import genu_answerer_check, genu_questions
 
 from .errors import GenerationError
 
+# What decides a mean reward besides the rationales themselves (stated in every report).
+UNPARSED_OUTPUT_REWARD = -1.0  # Gen-U of an output that did not parse (no rationale to score)
+UNPARSED_RULE = "an output that did not parse (no rationale) gets the reward's minimum, {value:g}"
+UNSCOREABLE_RULE = ("a rationale the reward cannot score (Gen-U: every answer to its questions unparseable) is "
+                    "dropped: left out of the training pool and of the mean rewards")
+
 
 class GenUReward:
     """Gen-U of (item, rationale) by the two answerers; F^I answers are asked once per question."""
 
     name = "genu"
-    minimum, maximum = -1.0, 1.0
+    minimum, maximum = UNPARSED_OUTPUT_REWARD, 1.0
 
     def __init__(self, *, answerer_i: RationaleSource, answerer_ir: RationaleSource, only_valid: bool = True):
         self.answerer_i = genu_answerer_check(answerer_i, "I")
@@ -65,6 +73,32 @@ def answerers(params: dict) -> tuple[RationaleSource, RationaleSource]:
             raise GenerationError(f"the genu reward needs {key} (an LM source answering as F^{role})")
         found.append(genu_answerer_check(source, role))
     return found[0], found[1]
+
+
+def reward_rules(spec: str) -> dict:
+    """For the reward ``spec`` names: the reward an unparsed output gets (the class's ``minimum``,
+    what :meth:`GenUReward.score` and ``MarkerReward.score`` give it) and the two rules in words."""
+    try:
+        kind, _ = parse_reward_spec(spec)
+    except ValueError:
+        return {}
+    value = GenUReward.minimum if kind == "genu" else MarkerReward.minimum
+    return {"unparsed_output_reward": value, "unparsed_output_rule": UNPARSED_RULE.format(value=value),
+            "unscoreable_output_rule": UNSCOREABLE_RULE}
+
+
+def dropped(result: dict | None, *, sampled: bool = False) -> int | None:
+    """How many outputs of an evaluation (:func:`.quark_policy.evaluate`) were dropped as
+    unscoreable: the outputs less the rewarded ones (an unparsed output is rewarded, at the
+    minimum). ``sampled``: of its sampled rationales instead of its greedy outputs. None when the
+    evaluation does not say (an older job's)."""
+    if not result or result.get("items") is None:
+        return None
+    if sampled:
+        if result.get("sampled_rewarded") is None:
+            return None
+        return int(result["items"]) * int(result["samples_per_item"]) - int(result["sampled_rewarded"])
+    return None if result.get("rewarded") is None else int(result["items"]) - int(result["rewarded"])
 
 
 def build_reward(params: dict) -> Reward:

@@ -5,13 +5,24 @@ name and its full text (for a causal or OpenAI source the whole few-shot prompt,
 ``{demonstrations}`` standing for the blocks of ``demonstration_template``), the demonstrations'
 keys (the job's ``params["demonstrations"]`` holds them frozen), decoding settings, seed, and what
 the backend reports once per batch (:func:`studies.lm.backends.backend_run_info`): the device and
-dtype the weights ran in with the torch and transformers versions, or the OpenAI ``api``."""
+dtype the weights ran in with the torch and transformers versions, or the OpenAI ``api``.
+
+A causal or OpenAI source without demonstrations of its own reads six drawn from the dataset's
+train items with gold rationales (:func:`train_demonstrations`): only items the job's researcher
+may read (``studies.selectors.items_for_user``; the operator's job: every item). The job has its
+researcher once it exists, so the draw is made, and frozen into ``params["demonstrations"]``, when
+its first batch starts (:meth:`RationaleHandler.run_batch`); ``params["demonstrations_from"]``
+says where they came from."""
 from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import QuerySet
 
 from studies.lm import templates
 from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
+from studies.selectors import items_for_user
 from studies.services.content import content_added_refusals
 
 from .common import (
@@ -30,22 +41,62 @@ from .common import (
     source_backend,
     store_failures,
 )
+from .lifecycle import generation_job_fail
 
 RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
 
 
-def train_demonstrations(dataset: Dataset, *, seed: int) -> list[dict]:
-    """Six demonstrations drawn (seeded) from the dataset's train items with gold rationales."""
-    pool_items = list(Item.objects.filter(dataset=dataset, split="train").exclude(gold_rationale="").order_by("pk"))
-    pool = [prompt_item(i, dataset.name) for i in pool_items]
+def train_demonstrations(dataset: Dataset, *, seed: int, readable: QuerySet[Item] | None = None) -> list[dict]:
+    """Six demonstrations drawn (seeded) from the dataset's train items with gold rationales;
+    ``readable``: only among these items (what the job's researcher may read), None: among all."""
+    pool_items = Item.objects.filter(dataset=dataset, split="train").exclude(gold_rationale="")
+    if readable is not None:
+        pool_items = pool_items.filter(pk__in=readable.values("pk"))
+    pool = [prompt_item(i, dataset.name) for i in pool_items.order_by("pk")]
     try:
         demos = templates.draw_demonstrations(pool, seed=seed)
     except ValueError as exc:
+        which = "" if readable is None else " (among the items the job's researcher may read)"
         raise GenerationError(
-            f"dataset {dataset.name!r}: {exc}. Import its train split, or write six demonstrations "
+            f"dataset {dataset.name!r}{which}: {exc}. Import its train split, or write six demonstrations "
             "on the rationale source"
         ) from exc
     return [d.as_json() for d in demos]
+
+
+SOURCE_DEMONSTRATIONS = "the rationale source's own demonstrations"
+OPERATOR_DEMONSTRATIONS = "drawn from the train items of {dataset} with gold rationales (the operator's job: all of them)"
+RESEARCHER_DEMONSTRATIONS = ("drawn from the train items of {dataset} with gold rationales that {user}, who started the "
+                             "job, may read (items_for_user)")
+
+
+def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], str]:
+    """(six demonstrations for ``job`` drawn with ``seed`` from its dataset's train items, where
+    from): for a researcher's job only among the items they may read, for the operator's among all."""
+    actor = job_actor(job)
+    if actor is None:
+        return (train_demonstrations(job.dataset, seed=seed),
+                OPERATOR_DEMONSTRATIONS.format(dataset=job.dataset.name))
+    return (train_demonstrations(job.dataset, seed=seed, readable=items_for_user(user=actor)),
+            RESEARCHER_DEMONSTRATIONS.format(dataset=job.dataset.name, user=job.created_by or "nobody"))
+
+
+def _demonstrations_frozen(job: GenerationJob) -> bool:
+    """Draw and freeze the job's demonstrations (:func:`job_demonstrations`) unless another delivery
+    did; False, with the job failed with why, when its researcher reads too few."""
+    try:
+        demonstrations, where = job_demonstrations(job, seed=job.source.seed)
+    except GenerationError as exc:
+        generation_job_fail(job_id=job.pk, error=str(exc))
+        return False
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
+        if "demonstrations" not in locked.params:
+            locked.params = {**locked.params, "demonstrations": demonstrations, "demonstrations_from": where}
+            locked.save(update_fields=["params", "updated_at"])
+        job.params = {**job.params, **{k: locked.params[k] for k in ("demonstrations", "demonstrations_from")
+                                       if k in locked.params}}
+    return True
 
 
 class RationaleHandler(ItemHandler):
@@ -55,13 +106,18 @@ class RationaleHandler(ItemHandler):
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         lm_source(source, "rationale source")
         ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
-        if source.backend in ("causal", "openai"):
-            if source.demonstrations:
-                params["demonstrations"] = list(source.demonstrations)
-            else:
-                params["demonstrations"] = train_demonstrations(dataset, seed=source.seed)
+        if source.backend in ("causal", "openai") and source.demonstrations:
+            params["demonstrations"] = list(source.demonstrations)
+            params["demonstrations_from"] = SOURCE_DEMONSTRATIONS
+        # Otherwise drawn from the train items the job's researcher may read when it starts (run_batch).
         decoding_from(source.decoding, **RATIONALE_DECODING_DEFAULTS)
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
+
+    def run_batch(self, job):
+        if job.source.backend in ("causal", "openai") and "demonstrations" not in job.params:
+            if not _demonstrations_frozen(job):
+                return False
+        return super().run_batch(job)
 
     def processed_among(self, job, ids):
         done = set(Rationale.objects.filter(source_id=job.source_id, item_id__in=ids).values_list("item_id", flat=True))
