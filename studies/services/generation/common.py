@@ -156,6 +156,11 @@ class Handler:
     def run_batch(self, job: GenerationJob) -> bool:
         raise NotImplementedError
 
+    def before_save(self, job: GenerationJob) -> None:
+        """What a new job records that needs its researcher (``job.created_by``; None: the
+        operator's), called by ``generation_job_create`` before the job is saved: a
+        ``GenerationError`` refuses the job. Nothing by default."""
+
 
 class ItemHandler(Handler):
     """Kinds that process a frozen list of items in batches. Each batch

@@ -184,6 +184,7 @@ def generation_job_create(
         item_ids=prepared.item_ids, batch_size=batch_size, params=prepared.params, total=prepared.total,
         created_by=researcher, by_operator=researcher is None,
     )
+    handler.before_save(job)
     job.full_clean()
     job.save()
     if enqueue:

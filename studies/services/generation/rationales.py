@@ -10,9 +10,9 @@ dtype the weights ran in with the torch and transformers versions, or the OpenAI
 A causal or OpenAI source without demonstrations of its own reads six drawn from the dataset's
 train items with gold rationales (:func:`train_demonstrations`): only items the job's researcher
 may read (``studies.selectors.items_for_user``; the operator's job: every item). The job has its
-researcher once it exists, so the draw is made, and frozen into ``params["demonstrations"]``, when
-its first batch starts (:meth:`RationaleHandler.run_batch`); ``params["demonstrations_from"]``
-says where they came from."""
+researcher once it is made, so the draw is made then, frozen into ``params["demonstrations"]``
+(:meth:`RationaleHandler.before_save`); ``params["demonstrations_from"]`` says where they came
+from."""
 from __future__ import annotations
 
 from django.db import transaction
@@ -109,11 +109,19 @@ class RationaleHandler(ItemHandler):
         if source.backend in ("causal", "openai") and source.demonstrations:
             params["demonstrations"] = list(source.demonstrations)
             params["demonstrations_from"] = SOURCE_DEMONSTRATIONS
-        # Otherwise drawn from the train items the job's researcher may read when it starts (run_batch).
+        # Otherwise drawn from the train items the job's researcher may read (before_save).
         decoding_from(source.decoding, **RATIONALE_DECODING_DEFAULTS)
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
+    def before_save(self, job):
+        """Draw the demonstrations of a source without its own now, while the job's researcher is
+        known (an account deleted later leaves a job that acts for nobody, which may read none)."""
+        if job.source.backend in ("causal", "openai") and "demonstrations" not in job.params:
+            demonstrations, where = job_demonstrations(job, seed=job.source.seed)
+            job.params = {**job.params, "demonstrations": demonstrations, "demonstrations_from": where}
+
     def run_batch(self, job):
+        # A job created before the draw moved to its creation (``before_save``) draws at its first batch.
         if job.source.backend in ("causal", "openai") and "demonstrations" not in job.params:
             if not _demonstrations_frozen(job):
                 return False

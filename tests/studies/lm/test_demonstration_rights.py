@@ -6,9 +6,9 @@ the job's params (which its researcher reads) and its prompts. The operator's jo
 them, as before. ``params["demonstrations_from"]`` says which."""
 import pytest
 
-from studies.models import Item, Rationale, RationaleSource
+from studies.models import GenerationJob, Item, Rationale, RationaleSource
 from studies.selectors import items_for_user
-from studies.services.generation import generation_job_create, generation_job_run_batch
+from studies.services.generation import GenerationError, generation_job_create, generation_job_run_batch
 from studies.services.studies import study_create
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
 
@@ -71,10 +71,14 @@ def test_a_researchers_job_draws_its_demonstrations_only_from_train_items_they_m
         assert set(info["demonstrations"]) == keys
 
 
-def test_the_draw_waits_for_the_job_to_run_for_its_researcher(lab):
+def test_the_draw_is_made_when_the_job_is_created_for_its_researcher(lab):
+    """At creation, while the researcher is known: a job whose account is deleted later acts for
+    nobody, who may read no item, and still runs on what was drawn for them."""
     lab["studies"](bob_train=8)
-    job = _job(lab, lab["bob"])
-    assert not {"demonstrations", "demonstrations_from"} & set(job.params)  # nothing copied at creation
+    bob = lab["bob"]
+    job = _job(lab, bob)
+    assert {d["key"] for d in job.params["demonstrations"]} <= _train_keys(items_for_user(user=bob))
+    assert "bob, who started the job" in job.params["demonstrations_from"]
 
 
 def test_the_operators_job_draws_from_every_train_item_and_says_so(lab):
@@ -93,10 +97,9 @@ def test_the_operators_job_draws_from_every_train_item_and_says_so(lab):
     assert again.params["demonstrations"] == job.params["demonstrations"]
 
 
-def test_a_researcher_who_reads_fewer_than_six_train_items_gets_a_failed_job_that_says_why(lab):
+def test_a_researcher_who_reads_fewer_than_six_train_items_is_refused_the_job_with_why(lab):
     lab["studies"](bob_train=4)
-    job = _job(lab, lab["bob"])
-    assert generation_job_run_batch(job_id=job.pk) is False
-    job.refresh_from_db()
-    assert job.status == "failed" and "demonstrations" not in job.params
-    assert "among the items the job's researcher may read" in job.error and "found 4" in job.error
+    with pytest.raises(GenerationError, match="among the items the job's researcher may read") as refused:
+        _job(lab, lab["bob"])
+    assert "found 4" in str(refused.value)
+    assert not GenerationJob.objects.exists()
