@@ -143,7 +143,8 @@ def _identifier_with_nul():
 
 def _researcher():
     user = get_user_model().objects.create_user("importer", password="pw-importer-1", is_staff=True)
-    for codename in ("add_importrecord", "add_item", "add_study", "add_generationjob"):
+    # view_dataset: rationales go into an existing dataset, which an import finds among those its user may see
+    for codename in ("add_importrecord", "add_item", "add_study", "add_generationjob", "view_dataset"):
         user.user_permissions.add(Permission.objects.get(content_type__app_label="studies", codename=codename))
     user.user_permissions.add(Permission.objects.get(content_type__app_label="scoring", codename="add_scorerun"))
     return get_user_model().objects.get(pk=user.pk)

@@ -67,9 +67,8 @@ def preview_task(*, study: Study, rng: Random | None = None) -> list[list]:
             study = Study.objects.get(pk=study.pk)
             if study.status == Study.Status.DRAFT:
                 study_units_build(study=study)  # what opening it will build
-                Study.STATUS.move(study, Study.Status.OPEN, save=False)  # in memory, for the rule,
-                # and in the row the claim reads again under its lock (rolled back with the rest)
-                Study.objects.filter(pk=study.pk).update(status=Study.Status.OPEN)
+                # Saved: the claim reads the status again under its lock (rolled back with the rest).
+                Study.STATUS.move(study, Study.Status.OPEN)
             participant = Participant.objects.create(platform=Platform.LINK,
                                                      external_id=f"preview-{secrets.token_hex(8)}")
             assignment = assignment_start(study=study, participant=participant, consented=True, rng=rng)
