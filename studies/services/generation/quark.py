@@ -241,8 +241,9 @@ def _write(job_id: int, **changes) -> GenerationJob:
 def _policy_demonstrations(job: GenerationJob) -> GenerationJob | None:
     """``job`` with its causal policy's demonstrations: the policy's own, or six drawn from the
     dataset's train items with gold rationales that the job's researcher may read (the operator's
-    job: all; :func:`.rationales.job_demonstrations`), frozen into ``params["policy"]`` as its first
-    batch starts (``params["demonstrations_from"]`` says where from). None when too few (the job is
+    job: all; :func:`.rationales.job_demonstrations`), frozen into ``params["policy"]``: at the job's
+    creation (``QuarkHandler.before_save``), or here as its first batch starts for a job created
+    without them (``params["demonstrations_from"]`` says where from). None when too few (the job is
     failed with why)."""
     policy = job.params["policy"]
     if policy.get("backend") != "causal" or policy.get("demonstrations"):
@@ -548,6 +549,16 @@ class QuarkHandler(Handler):
         ids, params = quark_params(policy=source, dataset=dataset, split=split or "train", limit=limit, params=params,
                                    item_ids=item_ids)
         return Prepared(item_ids=ids, params=params, total=int(params["settings"]["steps"]), split=split or "train")
+
+    def before_save(self, job):
+        """A causal policy without demonstrations of its own gets them now, while the job's
+        researcher is known, as a rationale job does (:meth:`.rationales.RationaleHandler.before_save`);
+        too few readable items refuse the job."""
+        policy = job.params.get("policy") or {}
+        if policy.get("backend") == "causal" and not policy.get("demonstrations"):
+            demonstrations, where = job_demonstrations(job, seed=int(policy.get("seed") or 0))
+            job.params = {**job.params, "policy": {**policy, "demonstrations": demonstrations},
+                          "demonstrations_from": where}
 
     def run_batch(self, job):
         return quark_job_run_batch(job)

@@ -11,7 +11,7 @@ from django.urls import reverse
 from studies.lm import quark
 from studies.lm.genu import TIE_RULE_TEXT
 from studies.lm.rewards import RewardSample
-from studies.models import GeneralizationQuestion, Rationale, RationaleSource
+from studies.models import GeneralizationQuestion, GenerationJob, Rationale, RationaleSource
 from studies.services.generation import (
     GenerationError,
     generation_job_cancel,
@@ -341,3 +341,14 @@ def test_help_documents_every_option(capsys):
                    "--include-unvalidated", "--heldout-limit", "--ties", "--eval-samples"):
         assert option in text
     assert "marker:WORD" in text and "default 0.05" in text
+
+
+def test_a_causal_policys_demonstrations_are_drawn_when_the_job_is_created(tiny_gguf, strategyqa_dataset, splits):
+    """As for a rationale job: drawn while the job's researcher is known (here the operator: every
+    train item), so a job whose researcher's account is deleted before it runs still has them."""
+    job = generation_job_create(kind="quark", dataset=strategyqa_dataset, split="train", enqueue=False, params={
+        "reward": "marker:the", "policy_path": str(tiny_gguf), "checkpoint_every": 2, "max_accuracy_drop": 1.0,
+        "output_name": "gguf-drawn", "settings": {**TINY, "steps": 2, "max_new_tokens": 8}})
+    stored = GenerationJob.objects.get(pk=job.pk).params
+    assert len(stored["policy"]["demonstrations"]) == 6
+    assert stored["demonstrations_from"].endswith("(the operator's job: all of them)")
