@@ -29,3 +29,18 @@ def imported_study(strategyqa_test_items):
 @pytest.fixture
 def utility_file(strategyqa_dir):
     return strategyqa_dir / "rationale_utility.json"
+
+
+@pytest.fixture
+def utility_study():
+    """Four yes/no items, each with a rationale of ``good-lm`` (right) and of ``bad-lm`` (wrong):
+    (study, items, good, bad)."""
+    from tests.factories import ItemFactory, RationaleFactory, RationaleSourceFactory, StudyFactory
+
+    study = StudyFactory(annotators_per_unit=5)
+    good, bad = RationaleSourceFactory(name="good-lm"), RationaleSourceFactory(name="bad-lm")
+    items = [ItemFactory(dataset=study.dataset, gold_answer="yes", gold_rationale="The sky is blue.") for _ in range(4)]
+    for it in items:
+        RationaleFactory(item=it, source=good, prediction_correct=True, text="The sky is blue indeed.")
+        RationaleFactory(item=it, source=bad, prediction_correct=False, text="Bananas are yellow.")
+    return study, items, good, bad

@@ -64,17 +64,6 @@ def make_unit(study, item, source, quota=5, gq=None):
                                question_key=f"q{item.pk}" + (f"g{gq.pk}" if gq else ""), generalization_question=gq)
 
 
-@pytest.fixture
-def utility_study():
-    study = StudyFactory(annotators_per_unit=5)
-    good, bad = RationaleSourceFactory(name="good-lm"), RationaleSourceFactory(name="bad-lm")
-    items = [ItemFactory(dataset=study.dataset, gold_answer="yes", gold_rationale="The sky is blue.") for _ in range(4)]
-    for it in items:
-        RationaleFactory(item=it, source=good, prediction_correct=True, text="The sky is blue indeed.")
-        RationaleFactory(item=it, source=bad, prediction_correct=False, text="Bananas are yellow.")
-    return study, items, good, bad
-
-
 def test_utility_study_majorities_utilities_and_warnings(utility_study):
     study, items, good, bad = utility_study
     # good-lm: wrong -> right on items 0-1 (useful), right -> right on item 2 (unsure);

@@ -22,30 +22,14 @@ from studies.lm import genu as genu_rule
 from studies.models import Rationale
 from tests.factories import (
     GeneralizationQuestionFactory,
-    ItemFactory,
-    RationaleFactory,
-    RationaleSourceFactory,
-    StudyFactory,
 )
 from tests.scoring.test_services_score import collect, predict
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def two_sources():
-    """As ``test_services_score.two_sources``: four items, a source right on each, one wrong."""
-    study = StudyFactory(annotators_per_unit=5)
-    good, bad = RationaleSourceFactory(name="good-lm"), RationaleSourceFactory(name="bad-lm")
-    items = [ItemFactory(dataset=study.dataset, gold_answer="yes", gold_rationale="The sky is blue.") for _ in range(4)]
-    for it in items:
-        RationaleFactory(item=it, source=good, prediction_correct=True, text="The sky is blue indeed.")
-        RationaleFactory(item=it, source=bad, prediction_correct=False, text="Bananas are yellow.")
-    return study, items, good, bad
-
-
-def test_task_accuracy_names_the_items_a_source_has_no_rationale_for(two_sources):
-    study, items, good, bad = two_sources
+def test_task_accuracy_names_the_items_a_source_has_no_rationale_for(utility_study):
+    study, items, good, bad = utility_study
     # bad-lm's output did not parse on items 2 and 3: no rationale, so the design makes no unit.
     Rationale.objects.filter(source=bad, item__in=items[2:]).delete()
     study.items.set(items)
@@ -71,8 +55,8 @@ def test_task_accuracy_names_the_items_a_source_has_no_rationale_for(two_sources
     assert "left out, not counted wrong, which can raise its task accuracy. Items left out: bad-lm 2." in notes
 
 
-def test_no_warning_when_every_source_has_every_item(two_sources):
-    study, items, good, bad = two_sources
+def test_no_warning_when_every_source_has_every_item(utility_study):
+    study, items, good, bad = utility_study
     study.items.set(items[:2])
     study.sources.set([good, bad])
     study_units_build(study=study)
@@ -124,8 +108,8 @@ def test_tied_similarities_use_fewer_bins_and_the_report_says_how_many():
     assert "with 3 bins (" in notes and "with 10 bins (" in notes
 
 
-def _gen_u_run(two_sources):
-    study, items, good, _ = two_sources
+def _gen_u_run(utility_study):
+    study, items, good, _ = utility_study
     unit = Unit.objects.create(study=study, item=items[0], source=good, quota=5, question_key=f"q{items[0].pk}")
     collect(study, unit, [("no", "yes")] * 5)
     for k, (i_ok, ir_ok) in enumerate([(False, True), (True, True)]):  # s = [1, 0]: a tie
@@ -137,8 +121,8 @@ def _gen_u_run(two_sources):
     return run
 
 
-def test_units_csv_says_what_gen_u_rests_on_with_its_tie_rule(two_sources, tmp_path):
-    run = _gen_u_run(two_sources)
+def test_units_csv_says_what_gen_u_rests_on_with_its_tie_rule(utility_study, tmp_path):
+    run = _gen_u_run(utility_study)
     score_run_export(run=run, out_dir=tmp_path)
     with (tmp_path / "units.csv").open() as fh:
         rows = list(csv.DictReader(fh))
@@ -147,8 +131,8 @@ def test_units_csv_says_what_gen_u_rests_on_with_its_tie_rule(two_sources, tmp_p
     assert f"ties to the {genu_rule.TIE_RULE} score" in rows[0]["gen_u_note"]
 
 
-def test_the_unit_scores_admin_list_names_gen_us_tie_rule(two_sources, admin_client):
-    _gen_u_run(two_sources)
+def test_the_unit_scores_admin_list_names_gen_us_tie_rule(utility_study, admin_client):
+    _gen_u_run(utility_study)
     response = admin_client.get(reverse("admin:scoring_unitscore_changelist"))
     assert response.status_code == 200
     text = response.content.decode()
