@@ -45,6 +45,8 @@ from studies.services.studies import (
     study_delete,
     study_delete_check,
     study_design_problems,
+    study_fixed_fields,
+    study_fixed_reason,
     study_insert,
     study_owner_or_superuser,
     study_sample_items,
@@ -64,6 +66,14 @@ class StudyForm(forms.ModelForm):
             field.widget = SourcesPicker(coverage=source_coverage(), choices=field.choices)
             field.help_text = ("Only sources with rationales for the chosen dataset and split are offered "
                                "(import rationales to add one).")
+        if "consent_text" in self.fields and "consent_text" in study_fixed_fields(study=self.instance):
+            # Read-only once fixed (``study_locked_changes``): the form keeps the stored text, byte for
+            # byte (not stripped), whatever is posted. Editable, a browser would send it back with its
+            # own line breaks (CRLF) and trimmed, which would read as a change to the text the workers
+            # agreed to.
+            field = self.fields["consent_text"]
+            field.disabled, field.strip = True, False
+            field.help_text = study_fixed_reason(study=self.instance, field="consent_text")
 
     def clean(self):
         data = super().clean()

@@ -47,12 +47,12 @@ def _staff(username: str, *, perms: bool) -> object:
 def world():
     olga = get_user_model().objects.create_user(username="olga", password="pw", is_staff=True)
     theirs = open_utility_study(name=SECRET, owner=olga, quota=1, item_ids=["library-q0", "library-q1"],
-                                source_names=["library-s0", "library-s1"])
+                                source_names=["library-s0", "library-s1"], platform="link")
     # Datasets, items and sources are a library, open to holders of their view permission: name
     # them apart from the study, whose name must not show.
     theirs.dataset.name = "library-dataset"
     theirs.dataset.save()
-    work(theirs, "5a9d64f5f6dfdd0001eaa73d")
+    work(theirs, "5a9d64f5f6dfdd0001eaa73d", platform="link")
     study_score(study=theirs, similarity=False)
     # The rows a study has on its pages beyond answers and scores: an attention check, a
     # qualification test and a grant, a publication with its participant links, an open link.

@@ -40,7 +40,7 @@ from studies.models import (
     Study,
 )
 from tests.annotations.factories import add_qualification, make_study
-from tests.annotations.pages import entry_url, form_fields, landing_nonce, start
+from tests.annotations.pages import entry_url, form_fields, landing_form, start
 from tests.factories import DatasetFactory, ItemFactory
 
 pytestmark = pytest.mark.django_db
@@ -135,7 +135,7 @@ def _link_token(kind):
 def _identifier_with_nul():
     client = Client()
     url = entry_url(make_study())
-    return _worker("post", url, {"consent": "yes", "nonce": landing_nonce(client, url), "identifier": "lab" + NUL + "42"},
+    return _worker("post", url, landing_form(client, url, identifier="lab" + NUL + "42"),
                    client)
 
 

@@ -128,6 +128,8 @@ class PublicationAdmin(StudyScopedAdmin):
                                        "of this study (studies.pay_workers).")
             post_action(request, PUBLISH_ACTIONS, study)
             return HttpResponseRedirect(url)
+        # The platform priced in the estimate: the study's, or another one for a quote (a study is
+        # published only on its own: the publish card always names that one).
         platform_name = request.GET.get("platform") or study.platform
         if platform_name not in Platform.values:
             platform_name = study.platform
@@ -164,7 +166,7 @@ class PublicationAdmin(StudyScopedAdmin):
             "submitted": submitted,
             # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee.
             "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted).estimate,
-            "live": Publication.objects.filter(study=study, platform=platform_name, dry_run=False,
+            "live": Publication.objects.filter(study=study, platform=study.platform, dry_run=False,
                                                status__in=[Publication.Status.PUBLISHED,
                                                            Publication.Status.PUBLISHING]).first(),
             "links": [(row, link_public_url(row.link)) for row in link_rows[:500]],
@@ -196,8 +198,10 @@ class PublicationAdmin(StudyScopedAdmin):
 
 def _publish(request: HttpRequest, study: Study) -> str:
     dry_run = request.POST.get("dry_run") == "on"
+    # The platform the button named: the study's, which the service checks again (a draft's platform
+    # changed since the page was shown is refused, not published on in its place).
     publication = study_publish(study=study, user=request.user, dry_run=dry_run,
-                                platform_name=request.POST.get("platform") or study.platform,
+                                platform_name=request.POST.get("platform") or None,
                                 options={"link_mode": request.POST.get("link_mode", "single")})
     if dry_run:
         messages.info(request, f"Dry run: {len(publication.plan.get('requests', []))} request(s) shown below; "

@@ -34,9 +34,16 @@ class PlatformAssignmentBinding(models.Model):
 class ConsentReceipt(models.Model):
     """One consent form as sent from one landing page: ``key`` is the page's one-time nonce. A
     retry of the same form (its response was lost, so the browser has no cookie yet) finds this
-    row and gets the same participant and the same task, never a new one."""
+    row and gets the same participant and the same task, never a new one. ``consent_sha256`` is
+    the SHA-256 of the consent text the page showed, the one the worker agreed to (the study's, which
+    is fixed once it opens); empty on receipts taken before it was recorded."""
 
     key = models.CharField(max_length=64, unique=True)
+    # db_default: receipts written by an older schema's code (a rolling deploy) get "" too.
+    consent_sha256 = models.CharField(
+        max_length=64, blank=True, default="", db_default="",
+        help_text="SHA-256 (hex) of the consent text (UTF-8) the worker agreed to; empty on older receipts.",
+    )
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
     participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="consent_receipts")
     assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

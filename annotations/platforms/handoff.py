@@ -13,8 +13,9 @@ Arrival (query string of the entry URL ``/w/s/<study token>/``):
   (``/w/o/<token>/``) are the platforms' ``ParticipantLink`` / ``OpenLink`` rows.
 
 ``arrival_parse`` checks each id against the platform's documented format (below) and refuses
-anything else; these ids are unauthenticated all the same (anyone can type them into a URL), so
-``annotations.services.entry`` decides who may open which task.
+anything else, then that the platform's task named (MTurk ``hitId``, Prolific ``STUDY_ID``) is
+one the study was published as; these ids are unauthenticated all the same (anyone can type them
+into a URL), so ``annotations.services.entry`` decides who may open which task.
 
 Hand-back at the end:
 
@@ -40,7 +41,7 @@ from django.urls import reverse
 
 from annotations.models.platforms import Publication
 from annotations.platforms import mturk, prolific
-from annotations.selectors.platforms import study_prolific_study_ids
+from annotations.selectors.platforms import study_platform_task_ids
 from studies.models import Platform
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
@@ -169,12 +170,32 @@ def _prolific_id(params, name: str, *, what: str) -> str:
     return _id({name: value.lower()}, name, PROLIFIC_ID, what=what)
 
 
+# What a platform task id that is not the study's own is refused with: the parameter, then why.
+NOT_OWN_TASK = {
+    Platform.MTURK: "hitId is not one of this study's HITs: open the HIT again from MTurk.",
+    Platform.PROLIFIC: "STUDY_ID is not this study's Prolific study: open the study again from Prolific.",
+}
+
+
+def _own_task_id(*, study, platform: str, task_id: str) -> str:
+    """``task_id`` (already in its platform's format) if ``study`` was published as it on
+    ``platform`` (an MTurk HIT, a Prolific study; dry runs aside, closed ones included, so a task
+    in progress still opens after a close): the one rule, ``study_platform_task_ids``, that
+    decides too whose work money may move for. One indexed read of the study's publications, at
+    the entry only: the task pages never ask again. Else ``ArrivalError`` naming the parameter."""
+    if task_id not in study_platform_task_ids(study=study, platform=platform):
+        raise ArrivalError(NOT_OWN_TASK[platform])
+    return task_id
+
+
 def arrival_parse(*, study, params) -> Arrival:
     """Validate the platform's query parameters (a QueryDict or dict) for ``study``'s platform.
 
-    Every id must have its platform's documented format, and a Prolific ``STUDY_ID`` must be
-    this study's own published Prolific study; otherwise ``ArrivalError`` says which parameter is
-    wrong. The returned values are the validated ones: the only ones the app stores or sends."""
+    Every id must have its platform's documented format, and the platform's task it names (MTurk
+    ``hitId``, Prolific ``STUDY_ID``) must be one this study was published as
+    (``_own_task_id``); otherwise ``ArrivalError`` says which parameter is wrong. An MTurk
+    preview (``assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE``) stores nothing and is not looked up.
+    The returned values are the validated ones: the only ones the app stores or sends."""
     platform = study.platform
     if platform == Platform.MTURK:
         if _param(params, "assignmentId") == MTURK_PREVIEW_ID:
@@ -186,15 +207,14 @@ def arrival_parse(*, study, params) -> Arrival:
         submit_to = _param(params, "turkSubmitTo").rstrip("/")
         if submit_to not in MTURK_SUBMIT_URLS:
             raise ArrivalError("turkSubmitTo is not Amazon Mechanical Turk's address: open the HIT again from MTurk.")
-        return Arrival(platform=platform, worker_id=worker_id, assignment_id=assignment_id, task_id=task_id,
-                       return_url=submit_to)
+        return Arrival(platform=platform, worker_id=worker_id, assignment_id=assignment_id,
+                       task_id=_own_task_id(study=study, platform=platform, task_id=task_id), return_url=submit_to)
     if platform == Platform.PROLIFIC:
         worker_id = _prolific_id(params, "PROLIFIC_PID", what="Prolific participant id")
         task_id = _prolific_id(params, "STUDY_ID", what="Prolific study id")
         session_id = _prolific_id(params, "SESSION_ID", what="Prolific session id")
-        if task_id not in study_prolific_study_ids(study=study):
-            raise ArrivalError("STUDY_ID is not this study's Prolific study: open the study again from Prolific.")
-        return Arrival(platform=platform, worker_id=worker_id, assignment_id=session_id, task_id=task_id)
+        return Arrival(platform=platform, worker_id=worker_id, assignment_id=session_id,
+                       task_id=_own_task_id(study=study, platform=platform, task_id=task_id))
     return Arrival(platform=Platform.LINK)
 
 

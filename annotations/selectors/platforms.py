@@ -31,21 +31,25 @@ TASK_ID_KEY = {Platform.MTURK: "hit_id", Platform.PROLIFIC: "study_id"}
 
 def study_platform_task_ids(*, study: Study, platform: str) -> set[str]:
     """The platform's task ids (MTurk HIT ids, Prolific study ids) ``study`` was published as on
-    ``platform`` (dry runs aside): the only ones whose work is this study's."""
+    ``platform`` (dry runs aside): the only ones whose work is this study's, so the only ones a
+    worker may enter it with (``annotations.platforms.handoff.arrival_parse``) and money may move
+    for (``annotations.services.platforms.common.platform_work_confirm``). One read, by the
+    index of the study's publications."""
     key = TASK_ID_KEY.get(platform)
     ids: set[str] = set()
     if key is None:
         return ids
     for external_ids in Publication.objects.filter(
         study_id=study.pk, platform=platform, dry_run=False
-    ).values_list("external_ids", flat=True):
+    ).order_by().values_list("external_ids", flat=True):
         ids.update(str(entry[key]) for entry in external_ids or [] if entry.get(key))
     return ids
 
 
 def study_prolific_study_ids(*, study: Study) -> set[str]:
-    """The Prolific study ids ``study`` was published as (dry runs aside). A worker's
-    ``STUDY_ID`` must be one of them (``annotations.platforms.handoff.arrival_parse``)."""
+    """The Prolific study ids ``study`` was published as (dry runs aside): a worker's
+    ``STUDY_ID`` must be one of them, as a worker's MTurk ``hitId`` must be one of its HITs
+    (``study_platform_task_ids``, which ``annotations.platforms.handoff.arrival_parse`` asks)."""
     return study_platform_task_ids(study=study, platform=Platform.PROLIFIC)
 
 

@@ -17,6 +17,10 @@ The rules (the README's "Security model" says the same):
   transaction as the participant it made, and the task it gave is recorded on it, so a retried
   form gets the same task. A form that was refused gets no trust from being sent again. (The
   nonce is bound to the browser that loaded the landing page: ``annotations.views.entry``.)
+- A consent form agrees to the text its page showed: it carries that text's SHA-256, which the
+  receipt records. A form whose hash is not the study's consent as it reads now is refused
+  before anything is made (``ConsentChanged``), unless it is a retry of a form that already gave
+  its task. (A study's consent text is fixed once it opens: ``studies.services.studies``.)
 - An open link's place is taken in the transaction that starts the task: a refused start (no
   work, not qualified, a task in progress elsewhere) takes no place, and a refused form sent again
   is counted only if it then gets its task.
@@ -26,6 +30,7 @@ The rules (the README's "Security model" says the same):
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -35,7 +40,7 @@ from django.db import IntegrityError, transaction
 from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
-from annotations.services.errors import PlatformAssignmentTaken, TaskInProgress
+from annotations.services.errors import ConsentChanged, PlatformAssignmentTaken, TaskInProgress
 from annotations.services.participants import OTHER_TASK_IN_PROGRESS, open_link_check, open_link_join
 from studies.models import Study
 
@@ -43,6 +48,11 @@ IN_ANOTHER_BROWSER = (
     "You already have a task in progress in this study, opened in another browser or under another "
     "assignment of your platform. Continue it there; if you cannot, it is given back when its time "
     "runs out ({deadline} UTC) and you can start again."
+)
+
+CONSENT_CHANGED = (
+    "The consent text of this study is not the one your page showed. Please read it as it stands now "
+    "and tick the box again if you agree."
 )
 
 # A task whose page is the done page (its completion code and hand-back).
@@ -71,16 +81,26 @@ def task_in_progress(active: Assignment) -> TaskInProgress:
     return TaskInProgress(IN_ANOTHER_BROWSER.format(deadline=active.expires_at.strftime("%Y-%m-%d %H:%M")))
 
 
-def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Participant]) -> ConsentReceipt:
-    """The receipt of the consent form with nonce ``key``: made the first time, when
-    ``participant()`` is called to find or create who consents (in this transaction, so a refusal
-    it raises leaves nothing behind); the same receipt for every retry of that form."""
+def consent_text_sha256(study: Study) -> str:
+    """The SHA-256 (64 lowercase hex digits) of ``study``'s consent text as stored, in UTF-8: what
+    the landing page's form carries (the text it shows) and a consent receipt records. Computed
+    from the study row the page already read."""
+    return hashlib.sha256(study.consent_text.encode("utf-8")).hexdigest()
+
+
+def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Participant],
+                         consent_sha256: str) -> ConsentReceipt:
+    """The receipt of the consent form with nonce ``key``, agreeing to the consent text of hash
+    ``consent_sha256``: made the first time, when ``participant()`` is called to find or create who
+    consents (in this transaction, so a refusal it raises leaves nothing behind); the same receipt
+    for every retry of that form."""
     existing = ConsentReceipt.objects.select_related("participant").filter(key=key).first()
     if existing is not None:
         return existing
     try:
         with transaction.atomic():
-            return ConsentReceipt.objects.create(key=key, study=study, participant=participant())
+            return ConsentReceipt.objects.create(key=key, study=study, participant=participant(),
+                                                 consent_sha256=consent_sha256)
     except IntegrityError:  # the same form, sent twice at once: the first one made the receipt
         return ConsentReceipt.objects.select_related("participant").get(key=key)
 
@@ -104,18 +124,28 @@ def finished_task_of_browser(*, study: Study, participant_id: int | None, task_i
                                       status__in=DONE).only("token").first())
 
 
-def consent_take(*, key: str, study: Study, participant: Callable[[], Participant], refs: PlatformRefs,
-                 held_task_id: int | None, completion_code: str = "",
+def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Callable[[], Participant],
+                 refs: PlatformRefs, held_task_id: int | None, completion_code: str = "",
                  link: ParticipantLink | None = None, open_link: OpenLink | None = None) -> Assignment:
     """The task of the consent form with nonce ``key`` (already checked to come from this
-    browser's landing page): its receipt (``consent_receipt_take``), then, holding the receipt's
-    row lock, the task it gave before, or the one ``assignment_enter`` decides now, recorded on
-    the receipt in the same transaction. So a copy of the form sent meanwhile waits and gets the
-    same task, and a form that was refused is decided afresh when sent again: it proves no more
-    than the cookie it comes with (``held_task_id``). A worker who came through ``open_link``
-    takes its place with the new task, in this transaction (``assignment_enter``). Raises what
+    browser's landing page), which agreed to the consent text of hash ``consent_sha256`` (64
+    lowercase hex digits, checked by the caller). A hash that is not the study's consent as it
+    reads now (``consent_text_sha256``) raises ``ConsentChanged`` before anything is made, unless
+    the form already gave its task (``consent_given``: a retry, answered as before). Else its
+    receipt, recording the hash (``consent_receipt_take``), then, holding the receipt's row lock,
+    the task it gave before, or the one ``assignment_enter`` decides now, recorded on the receipt
+    in the same transaction. So a copy of the form sent meanwhile waits and gets the same task,
+    and a form that was refused is decided afresh when sent again: it proves no more than the
+    cookie it comes with (``held_task_id``). A worker who came through ``open_link`` takes its
+    place with the new task, in this transaction (``assignment_enter``). Raises what
     ``participant()`` and ``assignment_enter`` raise."""
-    receipt = consent_receipt_take(key=key, study=study, participant=participant)
+    if consent_sha256 != consent_text_sha256(study):
+        given = consent_given(key=key, study=study)
+        if given is not None:
+            return given
+        raise ConsentChanged(CONSENT_CHANGED)
+    receipt = consent_receipt_take(key=key, study=study, participant=participant,
+                                   consent_sha256=consent_sha256)
     with transaction.atomic():
         # The row alone (a joined row would be read as it was before the wait for the lock).
         locked = ConsentReceipt.objects.select_for_update().only("assignment_id").get(pk=receipt.pk)

@@ -52,6 +52,14 @@ class NoWorkAvailable(AnnotationError):
     status = 409
 
 
+class ConsentChanged(AnnotationError):
+    """The consent form agreed to another text than the study's consent now reads (its page was
+    loaded before the text changed, or its hash was altered): nothing is taken, the page shows the
+    study's consent as it reads now."""
+
+    status = 409
+
+
 class TaskInProgress(AnnotationError):
     """The worker has a task in progress in this study that this request may not open (see
     ``annotations.services.entry``)."""

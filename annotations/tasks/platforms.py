@@ -55,12 +55,12 @@ def _user(user_id):
 
 
 @shared_task(name="annotations.platforms.publish_study", **COMMON)
-def publish_study_task(study_id: int, user_id: int | None = None, dry_run: bool = False,
-                       platform: str | None = None) -> dict:
-    """Publish study ``study_id`` as user ``user_id`` (``publish.study_publish``, which checks that
-    the user may: PAY access; no user acts for nobody and is refused, never retried)."""
+def publish_study_task(study_id: int, user_id: int | None = None, dry_run: bool = False) -> dict:
+    """Publish study ``study_id`` on its platform as user ``user_id`` (``publish.study_publish``,
+    which checks that the user may: PAY access; no user acts for nobody and is refused, never
+    retried)."""
     study = Study.objects.get(pk=study_id)
-    publication = study_publish(study=study, user=_user(user_id), dry_run=dry_run, platform_name=platform)
+    publication = study_publish(study=study, user=_user(user_id), dry_run=dry_run)
     return {"publication": publication.pk, "status": publication.status, "external_ids": publication.external_ids}
 
 

@@ -5,7 +5,8 @@
 - ``/w/o/<token>/``: a shared link (``OpenLink``).
 
 Each shows the landing page (consent) with a one-time nonce bound to the browser that loaded it
-(``worker_pages.browser_key``); its POST takes the consent once (``services.entry.consent_take``)
+(``worker_pages.browser_key``) and the SHA-256 of the consent text it shows (what the form agrees
+to, recorded on the consent's receipt); its POST takes the consent once (``services.entry.consent_take``)
 and redirects to the task at ``/w/a/<assignment token>/``, setting the study cookie that proves
 this browser holds that task (``worker_pages.remember_task``). Who may open a task in progress is
 decided by ``services.entry.may_resume``.
@@ -17,6 +18,7 @@ work already started can still be submitted (``services.platforms.close.study_cl
 """
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 
@@ -34,11 +36,12 @@ from annotations.services.entry import (
     PlatformRefs,
     consent_given,
     consent_take,
+    consent_text_sha256,
     finished_task_of_browser,
     may_resume,
     task_in_progress,
 )
-from annotations.services.errors import AnnotationError, PlatformAssignmentDone
+from annotations.services.errors import AnnotationError, ConsentChanged, PlatformAssignmentDone
 from annotations.services.participants import (
     InvalidIdentifier,
     open_link_check,
@@ -65,6 +68,7 @@ from studies.models import Platform, Study
 NONCE_SALT = "annotations.entry.nonce"
 NONCE_MAX_AGE = 24 * 3600
 CONSENT_MISSING = "Please tick the box to give your consent, or close this page."
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 # --- the landing page and its one-time nonce ----------------------------------------------------
@@ -88,11 +92,20 @@ def _nonce_key(request: HttpRequest, page: str) -> str | None:
     return key if isinstance(key, str) and len(key) == 32 else None
 
 
+def _consent_sha256(request: HttpRequest) -> str | None:
+    """The POSTed hash of the consent text the landing page showed (``consent_sha256``) if it has
+    its format, 64 lowercase hexadecimal digits, else None. Whether it is the study's consent is
+    the service's to decide (``services.entry.consent_take``)."""
+    value = request.POST.get("consent_sha256", "")
+    return value if SHA256_HEX.fullmatch(value) else None
+
+
 def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = False, error: str = "",
              identifier: bool = False, status: int = 200) -> HttpResponse:
     response = render(request, "annotations/landing.html", {
         "study": study, "preview": preview, "error": error, "action": request.get_full_path(),
         "nonce": _nonce(request, page), "ask_identifier": identifier,
+        "consent_sha256": consent_text_sha256(study),  # of the consent text this page shows
         "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
     }, status=status)
     keep_browser_key(request, response)
@@ -144,12 +157,19 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
         return _landing(request, study, page=page, identifier=identifier, status=400,
                         error="This page was open too long or was not loaded from this study: please tick the "
                               "box and start again.")
+    consent_sha256 = _consent_sha256(request)
+    if consent_sha256 is None:
+        return _landing(request, study, page=page, identifier=identifier, status=400,
+                        error="This form did not say which consent text it agrees to (consent_sha256 must be "
+                              "the 64 lowercase hexadecimal digits the page gave): please read the consent, "
+                              "tick the box and start again.")
     try:
-        assignment = consent_take(key=key, study=study, participant=participant, refs=refs or PlatformRefs(),
-                                  held_task_id=held_task_id, completion_code=completion_code, link=link,
-                                  open_link=open_link)
-    except InvalidIdentifier as error:
-        return _landing(request, study, page=page, error=error.message, identifier=identifier, status=400)
+        assignment = consent_take(key=key, study=study, consent_sha256=consent_sha256,
+                                  participant=participant, refs=refs or PlatformRefs(), held_task_id=held_task_id,
+                                  completion_code=completion_code, link=link, open_link=open_link)
+    except (InvalidIdentifier, ConsentChanged) as error:  # the landing page again, as it reads now
+        return _landing(request, study, page=page, error=error.message, identifier=identifier,
+                        status=error.status)
     except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
         return _to_task(request, error.assignment, study=study)
     except AnnotationError as error:

@@ -50,7 +50,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 os.environ.setdefault("DJANGO_DEBUG", "0")
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"'.encode()) for name in
-         ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
+         ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce", "consent_sha256")}
 # The header the pages' script sends with a consent or an answer (annotations.worker_pages.INLINE_HEADER).
 INLINE = {"X-RL-Inline": "1"}
 STEPS = ("landing", "claim", "first_question", "question", "before", "reveal", "after", "finish")
@@ -199,13 +199,15 @@ async def worker(host: str, port: int, entry: str, start: float, deadline: float
             return
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1).decode()
         nonce = html.unescape(FIELD["nonce"].search(page).group(1).decode())
+        consent_sha256 = FIELD["consent_sha256"].search(page).group(1).decode()  # the consent text it shows
         await pause()
         if time.monotonic() >= deadline:
             return
         # Inline, the consent's reply is the first question, with the task's address in
         # Content-Location (the landing page's script); plain, a redirect to the task's page.
         status, headers, page = await timed("claim", client.request("POST", entry, {
-            "consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}, INLINE if inline else None))
+            "consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce, "consent_sha256": consent_sha256},
+            INLINE if inline else None))
         if status != (200 if inline else 302):
             if status == 409:  # no work left
                 stop.set()

@@ -32,7 +32,14 @@ from collections import defaultdict
 # as the test client takes it.
 INLINE = {"HTTP_X_RL_INLINE": "1"}
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in
-         ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce")}
+         ("csrfmiddlewaretoken", "claim", "step", "shown", "nonce", "consent_sha256")}
+
+
+def form_values(page: str, *names: str) -> dict[str, str]:
+    """The values of the page's form fields ``names`` (the landing page's nonce and consent hash)."""
+    return {name: html.unescape(FIELD[name].search(page).group(1)) for name in names}
+
+
 # libpq's trace lines of frontend messages that wait for the server (simple query; extended
 # protocol batches end with Sync). Format: "[timestamp] F <length> <Message> ...".
 _WAITS = re.compile(r"^(?:\S+\s+)?F\s+\d+\s+(Query|Sync)\b", re.M)
@@ -95,8 +102,7 @@ def walk_task(entry: str, *, inline: bool = False) -> dict[str, dict[str, list[i
 
     page = request("landing", "GET", entry).content.decode()
     token = FIELD["csrfmiddlewaretoken"].search(page).group(1)
-    nonce = html.unescape(FIELD["nonce"].search(page).group(1))
-    consent = {"consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}
+    consent = {"consent": "yes", "csrfmiddlewaretoken": token, **form_values(page, "nonce", "consent_sha256")}
     if inline:  # the consent's reply is the first question
         response = request("claim", "POST", entry, consent, INLINE)
         assert response.status_code == 200, response.status_code
@@ -147,8 +153,7 @@ def cpu_per_unit(entry: str, *, tasks: int = 20, inline: bool = False) -> dict:
 
         page = request("GET", entry).content.decode()
         token = FIELD["csrfmiddlewaretoken"].search(page).group(1)
-        nonce = html.unescape(FIELD["nonce"].search(page).group(1))
-        consent = {"consent": "yes", "csrfmiddlewaretoken": token, "nonce": nonce}
+        consent = {"consent": "yes", "csrfmiddlewaretoken": token, **form_values(page, "nonce", "consent_sha256")}
         if inline:
             response = request("POST", entry, consent, INLINE)
             task, page = response["Content-Location"], response.content.decode()

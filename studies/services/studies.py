@@ -219,10 +219,12 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user:
 
 # Fixed once a study is no longer a draft (open or closed), for everyone: its owner, a superuser and
 # the operator too. What its units were built with (its kind, items and workers per unit, whether a
-# unit stops early), and what its workers were offered and are paid by (``PAY_FIELDS``).
+# unit stops early), what its workers were offered and are paid by (``PAY_FIELDS``), and the consent
+# they agreed to (each consent receipt records the SHA-256 of the text its worker was shown:
+# ``annotations.services.entry.consent_take``).
 LOCKED_FIELDS = ("kind", "dataset", "split", "item_sample_size", "sample_seed", "annotators_per_unit",
                  "stop_when_decided", "units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task",
-                 "platform")
+                 "platform", "consent_text")
 # What a task was offered at and is paid by: an MTurk HIT's reward and duration and a Prolific study's
 # reward and completion time are the platform's once published (neither is changed afterwards), an
 # approval records the study's reward as the amount paid, the entry, hand-back and pay calls follow the
@@ -234,7 +236,8 @@ PAY_FIELDS = ("units_per_task", "reward", "hourly_pay_floor", "estimated_minutes
 
 def study_fixed_fields(*, study: Study) -> tuple[str, ...]:
     """The design fields ``study`` no longer lets anyone change (``study_locked_changes``): none for a
-    draft, else ``LOCKED_FIELDS`` and its sources: what the study page shows read-only."""
+    draft, else ``LOCKED_FIELDS`` and its sources. The study page refuses a change to each beside
+    its field, and shows the consent text read-only (``cockpit.admin.StudyForm``)."""
     if study.pk is None or study.status == Study.Status.DRAFT:
         return ()
     return (*LOCKED_FIELDS, "sources")
@@ -275,8 +278,16 @@ def _locked_reason(study: Study, field: str) -> str:
                                       "study's completion time was set from it, and its tasks' deadlines follow it)",
         "platform": f"its platform cannot change (its workers arrive, hand back and are paid through "
                     f"{study.get_platform_display()}); copy the study to run it elsewhere",
+        "consent_text": "its consent text cannot change (its workers agreed to it as it reads, and each "
+                        "worker's consent records that text's SHA-256); copy the study to ask for other consent",
     }.get(field, "its items cannot change")
     return f"The study is no longer a draft ({state}): {why}."
+
+
+def study_fixed_reason(*, study: Study, field: str) -> str:
+    """Why ``field``, one of ``study_fixed_fields(study=study)``, cannot change: the words
+    ``study_locked_changes`` refuses a change with, for a page that shows the field read-only."""
+    return _locked_reason(study, field)
 
 
 def study_locked_changes(*, study: Study, changes: dict[str, Any],
@@ -285,10 +296,11 @@ def study_locked_changes(*, study: Study, changes: dict[str, Any],
     {field: reason}: its kind, items (sampling fields) and sources, its workers per unit and
     early stopping, since its units, their counters, the progress and the cost were built with them;
     and what its workers were offered and are paid by (``PAY_FIELDS``: units per task, reward, hourly
-    floor, estimated minutes, platform). For everyone, the owner and the operator too. Empty for a
-    draft. The one owner of this rule: ``study_update`` enforces it (under a lock on the study, so it
-    cannot open between the check and the write), the study form shows it per field, and
-    ``study_fixed_fields`` names the fields it fixes."""
+    floor, estimated minutes, platform) and the consent text they agreed to. For everyone, the owner
+    and the operator too. Empty for a draft. The one owner of this rule: ``study_update`` enforces it
+    (under a lock on the study, so it cannot open between the check and the write), the study form
+    shows it per field (the consent text read-only, so that a browser's line breaks never read as a
+    change), and ``study_fixed_fields`` names the fields it fixes."""
     if study.status == Study.Status.DRAFT:
         return {}
     refused = {field: _locked_reason(study, field) for field in LOCKED_FIELDS
@@ -311,7 +323,8 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
     The one set of design rules: ``study_insert`` and ``study_update`` refuse a design with any
     problem (StudyError with the reasons), and the admin's study form shows each beside its field.
     The rules: a study no longer a draft keeps its kind, items, sources, workers per unit, early
-    stopping and what its workers were offered and are paid by (``study_locked_changes``); the split has items, at least as many as the sample size
+    stopping, what its workers were offered and are paid by and the consent they agreed to
+    (``study_locked_changes``); the split has items, at least as many as the sample size
     (``study_sample_items`` draws them); a study that shows rationales has at least one source, and
     none is listed twice; only a study scored by majorities before and after stops units
     early (``STOP_WHEN_DECIDED_KINDS``). (A source may have no rationales yet: the design summary counts the
@@ -370,8 +383,9 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
     owning it would let someone it is shared with raise their own share), and a new dataset or source
     must be one the user may see (``datasets_for_user``, ``sources_for_user``). Once the study is no
     longer a draft, its kind, items (dataset, split, sample size, seed), sources, workers per unit,
-    early stopping, and what its workers were offered and are paid by (units per task, reward, hourly
-    floor, estimated minutes, platform) are fixed for everyone, its owner and the operator too
+    early stopping, what its workers were offered and are paid by (units per task, reward, hourly
+    floor, estimated minutes, platform) and the consent text they agreed to are fixed for everyone,
+    its owner and the operator too
     (``study_locked_changes``); the result must pass every design rule (``study_design_problems``); a
     changed sample is drawn again. The rules are checked on the study row read under a lock, so it
     cannot open (``study_open``, a publish) between the check and the write. ``study`` is refreshed

@@ -9,7 +9,8 @@ from django.test import Client
 
 from annotations.platforms import handoff
 
-FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"') for name in ("claim", "step", "shown", "nonce")}
+FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"')
+         for name in ("claim", "step", "shown", "nonce", "consent_sha256")}
 # Text a worker page must show, never run; escaped, Jinja2 (the worker pages) writes an apostrophe
 # as &#39;, Django's engine as &#x27;.
 EVIL = "<script>alert('x')</script>"
@@ -21,16 +22,24 @@ def entry_url(study, **params) -> str:
     return f"{url}?{urlencode(params)}" if params else url
 
 
-def landing_nonce(client: Client, url: str) -> str:
-    """Open the landing page and read its one-time consent nonce."""
+def landing_form(client: Client, url: str, **extra) -> dict:
+    """Open the landing page and fill its consent form as a browser sends it: the box ticked, the
+    page's one-time nonce and the hash of the consent text it shows, and ``extra`` fields."""
     page = client.get(url)
     assert page.status_code == 200, page.content.decode()[:500]
-    return html.unescape(FIELD["nonce"].search(page.content.decode()).group(1))
+    text = page.content.decode()
+    return {"consent": "yes", **{name: html.unescape(FIELD[name].search(text).group(1))
+                                 for name in ("nonce", "consent_sha256")}, **extra}
+
+
+def landing_nonce(client: Client, url: str) -> str:
+    """Open the landing page and read its one-time consent nonce."""
+    return landing_form(client, url)["nonce"]
 
 
 def consent(client: Client, url: str, **extra):
     """Load the landing page, tick the consent box and send the form (the response)."""
-    return client.post(url, {"consent": "yes", "nonce": landing_nonce(client, url), **extra})
+    return client.post(url, landing_form(client, url, **extra))
 
 
 def start(client: Client, url: str, **extra) -> str:

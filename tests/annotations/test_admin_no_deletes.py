@@ -44,8 +44,8 @@ def test_a_workers_task_and_a_publication_are_not_saved_back_from_their_admin_pa
     from annotations.services.platforms.access import OPERATOR
     from annotations.services.platforms.publish import study_publish
 
-    study = open_utility_study(name="no-saves", n_items=2, n_sources=1, quota=1)
-    work(study, "e" * 24)
+    study = open_utility_study(name="no-saves", n_items=2, n_sources=1, quota=1, platform="link")
+    work(study, "e" * 24, platform="link")
     publication = study_publish(user=OPERATOR, study=study, platform_name="link")
     for model, name, pk in ((Participant, "annotations_participant", Participant.objects.first().pk),
                             (Assignment, "annotations_assignment", Assignment.objects.first().pk),

@@ -17,7 +17,8 @@ from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
 from studies.models import Platform
 from tests.annotations.factories import ParticipantFactory, make_study
-from tests.annotations.pages import entry_url, landing_nonce
+from tests.annotations.pages import entry_url, landing_form
+from tests.annotations.platforms.mturk_stubs import published_as
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -193,7 +194,7 @@ def test_one_consent_form_sent_four_times_at_once_gives_one_task():
     study = make_study(n_items=6, n_sources=1, units_per_task=2)
     url = entry_url(study)
     browser = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(browser, url)}
+    form = landing_form(browser, url)
     copies = []
     for _ in range(4):  # the same browser (its cookies), four connections
         copy = Client()
@@ -205,13 +206,14 @@ def test_one_consent_form_sent_four_times_at_once_gives_one_task():
     assert Assignment.objects.count() == 1 and ConsentReceipt.objects.get().assignment == Assignment.objects.get()
 
 
-def test_one_platform_assignment_entered_from_two_browsers_at_once_gives_one_task():
+def test_one_platform_assignment_entered_from_two_browsers_at_once_gives_one_task(mturk):
     """Issue 20 item 2: one platform assignment, one local task, whatever the timing."""
     study = make_study(platform=Platform.MTURK, n_items=6, n_sources=1, units_per_task=2)
+    published_as(mturk[1], study, "3HIT")
     url = entry_url(study, assignmentId="3RACEASG", hitId="3HIT", workerId="ARACER",
                     turkSubmitTo="https://workersandbox.mturk.com")
     browsers = [Client() for _ in range(3)]
-    requests = [(b, url, {"consent": "yes", "nonce": landing_nonce(b, url)}) for b in browsers]
+    requests = [(b, url, landing_form(b, url)) for b in browsers]
     responses = _post_at_once(requests, threading.Barrier(3))
     assert [r.status_code for r in responses] == [302] * 3
     assert len({r["Location"] for r in responses}) == 1

@@ -261,7 +261,7 @@ def test_held_work_leaves_n_completed_and_keeps_its_slot_until_cleared_or_reject
     the progress page), while the slot stays claimed; clearing counts it again, rejecting gives the
     slot back. Work held before it is submitted is not counted by the submit either."""
     _platform, server = prolific
-    study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft")
+    study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft", platform="prolific")
     open_study(study)
     publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     pid = publication.prolific_study_id
@@ -301,7 +301,7 @@ def test_the_held_work_migration_recounts_what_the_services_keep(prolific):
     """Units counted under the old rule (held work inside ``n_completed``) are brought to the new
     one by the data migration, and units without held work are left as they are."""
     _platform, server = prolific
-    study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft")
+    study = make_study(n_items=3, n_sources=1, quota=3, units_per_task=3, status="draft", platform="prolific")
     open_study(study)
     publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     spoof = server.add_submission(publication.prolific_study_id, participant_id="p_real")

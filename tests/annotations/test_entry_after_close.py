@@ -15,7 +15,8 @@ from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from studies.models import Platform, Study
 from tests.annotations.factories import ParticipantFactory, make_study
-from tests.annotations.pages import answer, complete_task, entry_url, landing_nonce, start
+from tests.annotations.pages import answer, complete_task, entry_url, landing_form, start
+from tests.annotations.platforms.mturk_stubs import published_as, queue_expire
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +28,13 @@ def mturk(worker: str = "AWORKER1", assignment: str = "3ASSIGN1") -> dict:
 
 
 @pytest.fixture
-def mturk_study(db):
-    return make_study(platform=Platform.MTURK, n_items=6, n_sources=1, units_per_task=2)
+def mturk_study(db, mturk):
+    """An open MTurk study published as HIT 3HIT, the one its workers enter with; MTurk answers
+    the close the tests make (the HIT expired)."""
+    study = make_study(platform=Platform.MTURK, n_items=6, n_sources=1, units_per_task=2)
+    published_as(mturk[1], study, "3HIT")
+    queue_expire(mturk[1], "3HIT")
+    return study
 
 
 def close(study):
@@ -72,7 +78,7 @@ def test_a_closed_study_takes_no_new_worker_and_keeps_no_one(mturk_study):
     task = start(holder, entry_url(mturk_study, **mturk()))
     late = Client()
     url = entry_url(mturk_study, **mturk(worker="ALATECOMER", assignment="3LATE"))
-    form = {"consent": "yes", "nonce": landing_nonce(late, url)}  # the landing page, loaded before the close
+    form = landing_form(late, url)  # the landing page, loaded before the close
     close(mturk_study)
     for response in (late.get(url), late.post(url, form)):
         assert response.status_code == 403 and "Study closed" in response.content.decode()
@@ -89,7 +95,7 @@ def test_a_closed_study_takes_no_new_worker_and_keeps_no_one(mturk_study):
 def test_a_consent_form_retried_after_the_close_gets_the_task_it_gave(mturk_study):
     url = entry_url(mturk_study, **mturk())
     browser = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(browser, url)}
+    form = landing_form(browser, url)
     task = browser.post(url, form)["Location"]
     close(mturk_study)
     del browser.cookies[f"rl_w{mturk_study.pk}"]  # the response was lost
@@ -110,7 +116,7 @@ def test_an_anonymous_holder_finishes_after_the_close_and_sees_the_done_page(lin
     browser = Client()
     task = start(browser, url)
     stranger = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(stranger, url)}
+    form = landing_form(stranger, url)
     close(link_study)
     if way == "open link":
         assert not OpenLink.objects.get().active

@@ -11,7 +11,7 @@ from annotations.services.links import open_link_create
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.release import assignment_return
 from tests.annotations.factories import make_study
-from tests.annotations.pages import consent, landing_nonce, start
+from tests.annotations.pages import consent, landing_form, start
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def test_refused_consents_take_no_place_on_an_open_link():
     assert used(link) == 1  # the refused consents took no place
 
     # A refused form sent again is decided afresh, and takes a place only with its task.
-    form = {"consent": "yes", "nonce": landing_nonce(other, url)}
+    form = landing_form(other, url)
     assert other.post(url, form).status_code == 409
     assert used(link) == 1
     assignment_return(assignment=Assignment.objects.get())  # the units are free again
@@ -59,7 +59,7 @@ def test_a_full_open_link_still_refuses_and_keeps_no_one():
     url = f"/w/o/{link.token}/"
     start(Client(), url)
     late = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(late, url)}
+    form = landing_form(late, url)
     for _ in range(2):
         refused = late.post(url, form)
         assert refused.status_code == 403 and "full" in refused.content.decode()

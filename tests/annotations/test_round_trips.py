@@ -55,13 +55,15 @@ def _walk(client: Client, url: str, *, inline: bool = False) -> dict[str, list[i
     request("landing", "GET", url)  # the first landing of a study reads its design: not counted
     counts.clear()
     page = request("landing", "GET", url).content.decode()
-    nonce = html.unescape(FIELD["nonce"].search(page).group(1))
+    # The consent form as the page fills it: its nonce and the hash of the consent text it shows.
+    consent = {"consent": "yes", **{name: html.unescape(FIELD[name].search(page).group(1))
+                                    for name in ("nonce", "consent_sha256")}}
     if inline:
-        response = request("claim", "POST", url, {"consent": "yes", "nonce": nonce}, HTTP_X_RL_INLINE="1")
+        response = request("claim", "POST", url, consent, HTTP_X_RL_INLINE="1")
         assert response.status_code == 200
         task, page = response["Content-Location"], response.content.decode()
     else:
-        response = request("claim", "POST", url, {"consent": "yes", "nonce": nonce})
+        response = request("claim", "POST", url, consent)
         assert response.status_code == 302
         task = response["Location"]
         page = request("first_question", "GET", task).content.decode()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.services.entry import PlatformRefs, assignment_enter, consent_take, may_resume
+from annotations.services.entry import (
+    PlatformRefs,
+    assignment_enter,
+    consent_take,
+    consent_text_sha256,
+    may_resume,
+)
 from annotations.services.errors import TaskInProgress
 from tests.annotations.factories import ParticipantFactory, make_study
 
@@ -31,9 +37,9 @@ def test_only_the_browser_holding_the_task_or_its_platform_assignment_resumes_it
 def test_a_consent_form_sent_twice_gets_the_same_task():
     study = make_study(n_items=4, n_sources=1, quota=2, units_per_task=2)
     worker = ParticipantFactory()
-    first = consent_take(key="nonce-1", study=study, participant=lambda: worker, refs=PlatformRefs(),
-                         held_task_id=None)
-    second = consent_take(key="nonce-1", study=study, participant=lambda: worker, refs=PlatformRefs(),
-                          held_task_id=None)
+    first = consent_take(key="nonce-1", study=study, consent_sha256=consent_text_sha256(study),
+                         participant=lambda: worker, refs=PlatformRefs(), held_task_id=None)
+    second = consent_take(key="nonce-1", study=study, consent_sha256=consent_text_sha256(study),
+                          participant=lambda: worker, refs=PlatformRefs(), held_task_id=None)
     assert second.pk == first.pk
     assert first.consented_at is not None

@@ -136,7 +136,7 @@ def test_active_expired_and_flagged_work_all_leave_and_the_counters_follow():
 
 def test_paid_work_stays_auditable_and_sync_stores_nothing_of_the_withdrawn_worker(prolific):
     _platform, server = prolific
-    study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft", reward=Decimal("2.00"))
+    study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft", reward=Decimal("2.00"), platform="prolific")
     open_study(study)
     publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     pid = publication.prolific_study_id
@@ -180,7 +180,7 @@ def test_withdrawing_held_work_keeps_the_counters_and_the_hold_on_others(prolifi
     """A worker whose session someone else answered (held work): withdrawing the one who answered
     frees the slot; the counters keep to the one rule throughout."""
     _platform, server = prolific
-    study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft")
+    study = make_study(n_items=3, n_sources=1, quota=2, units_per_task=3, status="draft", platform="prolific")
     open_study(study)
     publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
     real = server.add_submission(publication.prolific_study_id, participant_id="p_real")

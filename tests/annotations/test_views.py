@@ -30,9 +30,10 @@ from tests.annotations.pages import (
     consent,
     entry_url,
     form_fields,
-    landing_nonce,
+    landing_form,
     start,
 )
+from tests.annotations.platforms.mturk_stubs import published_as
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +95,7 @@ def test_an_answer_from_the_pages_script_gets_the_next_page_and_a_replay_stores_
 def test_a_consent_from_the_landing_pages_script_gets_the_first_question_and_its_address(client):
     study = make_study(n_items=2, n_sources=1, units_per_task=2, rationale_text="SECRET-RATIONALE {item}")
     url = entry_url(study)
-    form = {"consent": "yes", "nonce": landing_nonce(client, url)}
+    form = landing_form(client, url)
     first = client.post(url, form, HTTP_X_RL_INLINE="1")
     assignment = Assignment.objects.get()
     task = f"/w/a/{assignment.token}/"
@@ -151,13 +152,13 @@ def test_double_submit_stores_once(client):
 
 def test_same_browser_resumes_and_a_new_one_gets_other_work(client):
     study = make_study(n_items=4, n_sources=1, units_per_task=2)
-    second_tab = landing_nonce(client, entry_url(study))
+    second_tab = landing_form(client, entry_url(study))
     task = start(client, entry_url(study))
     answer(client, task, "yes")
     again = client.get(entry_url(study))
     assert again.status_code == 302 and again["Location"] == task
     # A second tab's consent form, sent after the first: the same worker, the same task.
-    assert client.post(entry_url(study), {"consent": "yes", "nonce": second_tab})["Location"] == task
+    assert client.post(entry_url(study), second_tab)["Location"] == task
     other = Client()
     other_task = start(other, entry_url(study))
     assert other_task != task
@@ -192,8 +193,9 @@ def test_mturk_preview_is_read_only_and_stores_nothing(client):
     assert not Participant.objects.exists() and not Assignment.objects.exists()
 
 
-def test_mturk_accept_and_hand_back_by_form_post(client):
+def test_mturk_accept_and_hand_back_by_form_post(client, mturk):
     study = make_study(platform=Platform.MTURK, n_items=2, n_sources=1, units_per_task=1)
+    published_as(mturk[1], study, "3HIT1")
     params = {"assignmentId": "3ASSIGN1", "hitId": "3HIT1", "workerId": "AWORKER1",
               "turkSubmitTo": "https://workersandbox.mturk.com"}
     task = start(client, entry_url(study, **params))

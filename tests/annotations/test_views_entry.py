@@ -10,7 +10,8 @@ from annotations.platforms import handoff
 from annotations.services.assignment import assignment_start
 from studies.models import Platform
 from tests.annotations.factories import make_study
-from tests.annotations.pages import complete_task, consent, entry_url, landing_nonce, start
+from tests.annotations.pages import complete_task, consent, entry_url, landing_form, landing_nonce, start
+from tests.annotations.platforms.mturk_stubs import published_as
 
 pytestmark = pytest.mark.django_db
 
@@ -22,8 +23,11 @@ def mturk(worker: str = "AVICTIM1", assignment: str = "3VICTIMASSIGN", hit: str 
 
 
 @pytest.fixture
-def mturk_study(db):
-    return make_study(platform=Platform.MTURK, n_items=6, n_sources=1, units_per_task=2)
+def mturk_study(db, mturk):
+    """An open MTurk study published as HITs 3HIT and 3OTHER, the ones its workers enter with."""
+    study = make_study(platform=Platform.MTURK, n_items=6, n_sources=1, units_per_task=2)
+    published_as(mturk[1], study, "3HIT", "3OTHER")
+    return study
 
 
 # --- item 1: every platform parameter has its documented format ----------------------------------
@@ -100,10 +104,10 @@ def test_a_victims_worker_id_with_another_assignment_id_does_not_open_the_victim
 def test_a_consent_post_cannot_take_over_or_rewrite_a_victims_task(mturk_study):
     attacker = Client()
     forged = entry_url(mturk_study, **mturk(assignment="3FORGED", submit_to="https://www.mturk.com"))
-    nonce = landing_nonce(attacker, forged)  # loaded before the victim arrives
+    form = landing_form(attacker, forged)  # loaded before the victim arrives
     victim = Client()
     task = start(victim, entry_url(mturk_study, **mturk()))
-    response = attacker.post(forged, {"consent": "yes", "nonce": nonce})
+    response = attacker.post(forged, form)
     assert response.status_code == 409 and task not in response.content.decode()
     assignment = Assignment.objects.get()
     assert (assignment.platform_assignment_id, assignment.return_url) == ("3VICTIMASSIGN", SANDBOX)
@@ -141,12 +145,14 @@ def test_returning_and_accepting_again_in_the_same_browser_moves_the_task_to_the
 # --- item 12: consent is taken once --------------------------------------------------------------
 
 @pytest.mark.parametrize("platform_params", [{}, mturk()], ids=["plain link", "mturk"])
-def test_a_retried_consent_form_gets_the_same_participant_and_task(platform_params):
+def test_a_retried_consent_form_gets_the_same_participant_and_task(platform_params, request):
     study = make_study(platform=Platform.MTURK if platform_params else Platform.LINK, n_items=6, n_sources=1,
                        units_per_task=2)
+    if platform_params:
+        published_as(request.getfixturevalue("mturk")[1], study, "3HIT")
     url = entry_url(study, **platform_params)
     browser = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(browser, url)}
+    form = landing_form(browser, url)
     first = browser.post(url, form)
     for _ in range(2):
         # The response was lost: the browser never got the study cookie and sends the same form again.

@@ -14,7 +14,8 @@ from annotations.services.errors import PlatformAssignmentDone
 from annotations.services.release import assignment_release
 from studies.models import Platform
 from tests.annotations.factories import make_study
-from tests.annotations.pages import complete_task, entry_url, landing_nonce, start
+from tests.annotations.pages import complete_task, entry_url, landing_form, start
+from tests.annotations.platforms.mturk_stubs import published_as
 
 pytestmark = pytest.mark.django_db
 
@@ -26,8 +27,11 @@ def mturk(worker: str = "AVICTIM1", assignment: str = "3VICTIMREAL", hit: str = 
 
 
 @pytest.fixture
-def mturk_study(db):
-    return make_study(platform=Platform.MTURK, n_items=8, n_sources=1, units_per_task=2)
+def mturk_study(db, mturk):
+    """An open MTurk study published as HIT 3HIT, the one its workers enter with."""
+    study = make_study(platform=Platform.MTURK, n_items=8, n_sources=1, units_per_task=2)
+    published_as(mturk[1], study, "3HIT")
+    return study
 
 
 def leave(client: Client, task: str) -> None:
@@ -42,14 +46,14 @@ def test_an_old_cookie_naming_the_victim_does_not_open_or_rebind_the_victims_lat
     attacker = Client()
     leave(attacker, start(attacker, entry_url(mturk_study, **mturk(assignment="3INVENTEDONE"))))
     forged = entry_url(mturk_study, **mturk(assignment="3INVENTEDTWO"))
-    nonce = landing_nonce(attacker, forged)  # loaded while the victim is still idle
+    form = landing_form(attacker, forged)  # loaded while the victim is still idle
     victim = Client()
     task = start(victim, entry_url(mturk_study, **mturk()))
 
     page = attacker.get(forged)
     assert page.status_code == 409 and "in progress" in page.content.decode()
     assert task not in page.content.decode() and "Location" not in page
-    response = attacker.post(forged, {"consent": "yes", "nonce": nonce})
+    response = attacker.post(forged, form)
     assert response.status_code == 409 and task not in response.content.decode() and "Location" not in response
 
     victims_task = Assignment.objects.get(status=Assignment.Status.ACTIVE)
@@ -62,13 +66,13 @@ def test_an_old_cookie_of_a_typed_identifier_does_not_open_that_persons_task_in_
     url = entry_url(study)
     attacker = Client()
     leave(attacker, start(attacker, url, identifier="victim.person@lab.example"))
-    nonce = landing_nonce(attacker, url)  # loaded while the victim is still idle
+    form = landing_form(attacker, url)  # loaded while the victim is still idle
     victim = Client()
     task = start(victim, url, identifier="Victim.Person@lab.example")
 
     page = attacker.get(url)
     assert page.status_code == 409 and task not in page.content.decode() and "Location" not in page
-    response = attacker.post(url, {"consent": "yes", "nonce": nonce})  # no identifier: the cookie's person
+    response = attacker.post(url, form)  # no identifier: the cookie's person
     assert response.status_code == 409 and task not in response.content.decode() and "Location" not in response
     assert victim.get(url)["Location"] == task  # the browser that started the task still holds it
 
@@ -86,7 +90,7 @@ def test_a_consent_form_replayed_from_another_browser_does_not_return_its_task()
     study = make_study(n_items=8, n_sources=1, units_per_task=2)
     url = entry_url(study)
     browser = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(browser, url)}
+    form = landing_form(browser, url)
     task = browser.post(url, form)["Location"]
     replay = Client().post(url, form)
     assert replay.status_code == 400 and "start again" in replay.content.decode()
@@ -101,7 +105,7 @@ def test_a_consent_form_refused_once_is_not_trusted_when_sent_again():
     url = entry_url(study)
     held = start(Client(), url, identifier="lab-7")
     stranger = Client()
-    form = {"consent": "yes", "nonce": landing_nonce(stranger, url), "identifier": "LAB-7"}
+    form = landing_form(stranger, url, identifier="LAB-7")
     for _ in range(2):
         response = stranger.post(url, form)
         assert response.status_code == 409 and held not in response.content.decode() and "Location" not in response
@@ -127,11 +131,11 @@ def test_entering_again_with_a_submitted_mturk_assignment_shows_its_done_page(mt
 def test_a_consent_post_with_a_submitted_assignment_gives_its_done_page_not_a_second_task(mturk_study):
     url = entry_url(mturk_study, **mturk(worker="ADUPWORKER1", assignment="3DUPASG1"))
     browser = Client()
-    nonce = landing_nonce(browser, url)  # a second tab, opened before the task was finished
+    second_tab = landing_form(browser, url)  # opened before the task was finished
     task = start(browser, url)
     complete_task(browser, task)
     browser.post(task + "submit")
-    again = browser.post(url, {"consent": "yes", "nonce": nonce})
+    again = browser.post(url, second_tab)
     assert again.status_code == 302 and again["Location"] == task
     assert Assignment.objects.count() == 1
 

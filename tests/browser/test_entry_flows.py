@@ -13,6 +13,8 @@ from annotations.services.links import links_generate
 from annotations.services.platforms.access import OPERATOR
 from studies.models import Platform
 from tests.annotations.factories import make_study
+from tests.annotations.platforms.conftest import aws_env, mturk  # noqa: F401 (the stubbed MTurk client)
+from tests.annotations.platforms.mturk_stubs import published_as
 from tests.browser.pages import consent_and_start, next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -32,8 +34,9 @@ def answer_everything(page: Page) -> None:
     page.wait_for_load_state()
 
 
-def test_the_mturk_hand_back_posts_to_mturk_as_the_browser_reads_the_address(live_server, page: Page):
+def test_the_mturk_hand_back_posts_to_mturk_as_the_browser_reads_the_address(live_server, page: Page, mturk):  # noqa: F811
     study = make_study(platform=Platform.MTURK, n_items=1, n_sources=1, units_per_task=1)
+    published_as(mturk[1], study, "3HITB")
     params = {"assignmentId": "3ASSIGNB", "hitId": "3HITB", "workerId": "AWORKERB"}
     # The address a browser reads as evil.example (issue 10 item 7) is refused at the door.
     page.goto(entry(live_server, study, **params, turkSubmitTo="https://evil.example\\@www.mturk.com"))

@@ -10,6 +10,8 @@ from annotations.models import Annotation, Assignment, Participant, Qualificatio
 from annotations.platforms import handoff
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
+from tests.annotations.platforms.conftest import aws_env, mturk  # noqa: F401 (the stubbed MTurk client)
+from tests.annotations.platforms.mturk_stubs import published_as
 from tests.browser.pages import TASK_PAGE, consent_and_start, next_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -167,8 +169,9 @@ def test_closing_the_browser_and_coming_back_with_the_same_link_resumes(live_ser
     expect(fresh.locator("#first-answer")).to_contain_text("Yes")
 
 
-def test_mturk_preview_then_accept_then_hand_back(live_server, page: Page):
+def test_mturk_preview_then_accept_then_hand_back(live_server, page: Page, mturk):  # noqa: F811
     study = make_study(platform=Platform.MTURK, n_items=2, n_sources=1, units_per_task=1)
+    published_as(mturk[1], study, "3HIT9")
     page.goto(entry(live_server, study, assignmentId=handoff.MTURK_PREVIEW_ID, hitId="3HIT9"))
     expect(page.locator("#preview-notice")).to_be_visible()
     expect(page.get_by_role("button", name="Accept the HIT to start")).to_be_disabled()

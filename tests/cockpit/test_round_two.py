@@ -388,7 +388,10 @@ def test_the_publish_page_shows_a_dry_run_readably_until_the_study_is_published(
     page = admin_client.get(publish).content.decode()
     box = re.search(r'<label><input type="checkbox" name="dry_run" id="dry-run-box"[^>]*>([^<]*)</label>', page)
     assert "off by default here: links move no money" in box.group(1)  # as the README says
-    assert admin_client.get(publish + "?platform=prolific").content.decode().count('id="dry-run-box" checked') == 1
+    where_money_moves = make_study(platform="prolific", n_items=4, n_sources=1, quota=1, units_per_task=2,
+                                   status="draft")
+    prolific_page = reverse("admin:annotations_publication_publish", args=[where_money_moves.pk])
+    assert admin_client.get(prolific_page).content.decode().count('id="dry-run-box" checked') == 1
     response = admin_client.post(publish, {"action": "publish", "platform": "link", "link_mode": "single",
                                            "dry_run": "on"}, follow=True)
     html = response.content.decode()

@@ -1,9 +1,9 @@
 """What a study's workers were offered is fixed once it opens: its reward, hourly floor, estimated
-minutes, units per task and platform (``studies.services.studies.PAY_FIELDS``), and its kind, for
-everyone (a CHANGE share, the owner, the operator), with an error naming the field and why
-(``study_locked_changes``, enforced by ``study_update``, shown by the study page's form). The
-studies are published the way the app publishes them: on a local Prolific API server, whose
-study keeps the reward it was created with."""
+minutes, units per task and platform (``studies.services.studies.PAY_FIELDS``), its kind, and the
+consent text its workers agreed to, for everyone (a CHANGE share, the owner, the operator), with an
+error naming the field and why (``study_locked_changes``, enforced by ``study_update``, shown by the
+study page's form, where the consent text is read-only). The studies are published the way the app
+publishes them: on a local Prolific API server, whose study keeps the reward it was created with."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -38,6 +38,7 @@ CHANGES = {
     "units_per_task": (1, "its units per task cannot change (each task was offered at its reward for 3 units"),
     "platform": (Platform.MTURK, "its platform cannot change"),
     "kind": (Study.Kind.QUESTION_VALIDATION, "its kind cannot change"),
+    "consent_text": ("I agree to other terms.", "its consent text cannot change (its workers agreed to it"),
 }
 
 
@@ -74,7 +75,7 @@ def published(prolific):
 
 def terms(study: Study) -> dict:
     row = Study.objects.get(pk=study.pk)
-    return {field: getattr(row, field) for field in (*PAY_FIELDS, "kind", "status")}
+    return {field: getattr(row, field) for field in (*PAY_FIELDS, "kind", "consent_text", "status")}
 
 
 @pytest.mark.parametrize("field", CHANGES)
@@ -102,7 +103,8 @@ def test_the_same_terms_written_again_are_no_change_and_the_rest_still_changes(p
     before = terms(study)
     study_update(study=Study.objects.get(pk=study.pk), user=carl, reward="2.0", hourly_pay_floor="15",
                  estimated_minutes_per_task=Decimal("6"), units_per_task=3, platform=Platform.PROLIFIC,
-                 kind=Study.Kind.UTILITY, instructions="Read each explanation carefully.", name="olgas-terms-2")
+                 kind=Study.Kind.UTILITY, consent_text=before["consent_text"],
+                 instructions="Read each explanation carefully.", name="olgas-terms-2")
     row = Study.objects.get(pk=study.pk)
     assert terms(row) == before
     assert (row.instructions, row.name) == ("Read each explanation carefully.", "olgas-terms-2")
@@ -122,15 +124,19 @@ def test_an_open_study_without_a_publication_and_a_closed_one_keep_their_terms(d
 def test_a_draft_changes_its_terms_until_it_opens(db):
     study = make_study(name="draft-terms", status=Study.Status.DRAFT, reward=Decimal("2.00"))
     assert study_fixed_fields(study=study) == ()
-    study_update(study=study, user=None, reward=Decimal("3.00"), units_per_task=2, platform=Platform.MTURK)
+    study_update(study=study, user=None, reward=Decimal("3.00"), units_per_task=2, platform=Platform.MTURK,
+                 consent_text="I agree to the draft's terms.")
     assert (study.reward, study.units_per_task, study.platform) == (Decimal("3.00"), 2, Platform.MTURK)
     study_update(study=study, user=None, platform=Platform.LINK)
     study_open(study=study, user=OPERATOR)
-    assert set(PAY_FIELDS) <= set(study_fixed_fields(study=Study.objects.get(pk=study.pk)))
+    assert {*PAY_FIELDS, "consent_text"} <= set(study_fixed_fields(study=Study.objects.get(pk=study.pk)))
     with pytest.raises(StudyError, match="its reward per task cannot change"):
         study_update(study=study, user=None, reward=Decimal("4.00"))
     study_close(user=OPERATOR, study=study)
-    assert Study.objects.get(pk=study.pk).reward == Decimal("3.00")
+    with pytest.raises(StudyError, match=r"no longer a draft \(closed\): its consent text cannot change"):
+        study_update(study=study, user=None, consent_text="I agree to the closed study's terms.")
+    row = Study.objects.get(pk=study.pk)
+    assert (row.reward, row.consent_text) == (Decimal("3.00"), "I agree to the draft's terms.")
 
 
 def test_an_update_from_a_copy_read_before_the_study_opened_is_refused_and_keeps_it_open(db):
@@ -161,3 +167,42 @@ def test_the_study_page_refuses_a_new_reward_of_a_published_study_beside_the_fie
     assert set(errors) == {"reward", "units_per_task"}
     assert "its reward per task cannot change" in errors["reward"][0]
     assert terms(study)["reward"] == Decimal("2.00") and terms(study)["units_per_task"] == 3
+
+
+def test_the_study_page_shows_an_open_studys_consent_text_read_only_and_keeps_it(published):
+    study, client = published["study"], published["carl_client"]
+    before = terms(study)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    page = client.get(url)
+    field = page.context["adminform"].form.fields["consent_text"]
+    assert field.disabled and "its consent text cannot change (its workers agreed to it" in field.help_text
+    assert "disabled" in str(page.context["adminform"].form["consent_text"])
+    # A posted text is not taken; the rest of the form still saves.
+    data = {**form_data(page), "consent_text": "I agree to other terms.", "instructions": "Read carefully."}
+    assert client.post(url, data).status_code == 302
+    assert terms(study) == before
+    assert Study.objects.get(pk=study.pk).instructions == "Read carefully."
+
+
+def test_an_open_studys_consent_sent_back_with_a_browsers_line_breaks_stays_as_agreed(db):
+    """A browser sends a textarea back with CRLF line breaks: saving an open study's page changes
+    neither a byte of its consent text nor, so, the hash its workers' receipts record."""
+    dora, client = staff_client("dora")
+    agreed = "I agree to take part.\nMy answers are kept for research.\n"
+    study = make_study(name="doras-lines", owner=dora, consent_text=agreed)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    data = {**form_data(client.get(url)), "consent_text": agreed.replace("\n", "\r\n").strip(),
+            "instructions": "Read carefully."}
+    assert client.post(url, data).status_code == 302
+    row = Study.objects.get(pk=study.pk)
+    assert (row.consent_text, row.instructions) == (agreed, "Read carefully.")
+
+
+def test_a_draft_studys_consent_text_is_edited_on_its_page(db):
+    dora, client = staff_client("dora")
+    draft = make_study(status=Study.Status.DRAFT, name="doras-draft", owner=dora)
+    url = reverse("admin:studies_study_change", args=[draft.pk])
+    page = client.get(url)
+    assert not page.context["adminform"].form.fields["consent_text"].disabled
+    assert client.post(url, {**form_data(page), "consent_text": "I agree to the pilot."}).status_code == 302
+    assert Study.objects.get(pk=draft.pk).consent_text == "I agree to the pilot."

@@ -1,5 +1,7 @@
 """``manage.py publish_study <id> [--platform mturk|prolific|link] [--dry-run]``: estimate the cost and
-publish a study; with --dry-run, print every request that would be sent and send nothing."""
+publish a study on its platform; with --dry-run, print every request that would be sent and send
+nothing. ``--platform`` only confirms the study's platform: another one is refused, as the service
+refuses it for every caller (``annotations.services.platforms.common.publish_platform``)."""
 from __future__ import annotations
 
 import json
@@ -21,7 +23,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("study_id", type=int)
         parser.add_argument("--platform", choices=Platform.values, default=None,
-                            help="Defaults to the study's platform.")
+                            help="The study's platform (the default); another one is refused: a study is "
+                                 "published only on its own platform.")
         parser.add_argument("--dry-run", action="store_true", help="Print the requests; send nothing.")
         parser.add_argument("--link-mode", choices=["single", "open"], default="single")
         parser.add_argument("--max-assignments-per-hit", type=int, default=None,

@@ -8,6 +8,7 @@ from annotations.selectors.platforms import study_platform_task_ids
 from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
+from studies.services.studies import study_locked_changes
 
 OP = PlatformCall.Operation
 DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
@@ -18,12 +19,28 @@ def actor(user):
     return user if getattr(user, "pk", None) else None
 
 
-def resolve_platform(study: Study, name: str | None) -> Platform:
-    """``name`` (or the study's platform) as a ``Platform`` member; a clear error otherwise."""
-    value = name or study.platform
-    if value not in Platform.values:
-        raise PlatformServiceError(f"platform {value!r} is not one of {', '.join(Platform.values)}")
-    return Platform(value)
+def publish_platform(*, study: Study, platform_name: str | None = None) -> Platform:
+    """The platform ``study`` is published on: its own, ``Study.platform``. ``platform_name``, when
+    a caller names one (the publish page's button, ``publish_study --platform``), is refused unless
+    it is that one, with the same ``PlatformServiceError`` for every caller.
+
+    A study runs on one platform: its entry reads the ids that platform sends
+    (``annotations.platforms.handoff.arrival_parse``), its hand-back, fee and pay follow it, and the
+    field is fixed once the study opens (``studies.services.studies.LOCKED_FIELDS``, whose reason
+    the error quotes). A draft changes its platform on the study page first; an open study is
+    copied to run elsewhere."""
+    for value in (study.platform, platform_name or study.platform):
+        if value not in Platform.values:
+            raise PlatformServiceError(f"platform {str(value)[:40]!r} is not one of {', '.join(Platform.values)}")
+    own = Platform(study.platform)
+    if not platform_name or platform_name == own:
+        return own
+    why = study_locked_changes(study=study, changes={"platform": platform_name}).get("platform") or (
+        "It is a draft: change its platform on the study page first, then publish.")
+    raise PlatformServiceError(
+        f"study {study.name!r} cannot be published on {Platform(platform_name).label}: its platform (the study's "
+        f"platform field) is {own.label}, and a study is published only on its own platform, the one its workers "
+        f"arrive from, are handed back to and are paid through. {why}")
 
 
 def assignment_platform(assignment: Assignment) -> Platform:

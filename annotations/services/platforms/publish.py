@@ -55,7 +55,7 @@ from studies.services.studies import StudyError
 
 from .access import PUBLISH, access_study
 from .calls import reconciler
-from .common import OP, actor, resolve_platform
+from .common import OP, actor, publish_platform
 from .qualification import mturk_qualification_ensure, mturk_requirements, qualification_test_questions
 from .tokens import publication_request_token
 
@@ -121,9 +121,12 @@ def _next_batch(study: Study, platform: str, dry_run: bool) -> int:
 
 def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: str | None = None,
                   n_tasks: int | None = None, options: dict | None = None) -> Publication:
-    """Publish ``study`` on its platform (or ``platform_name``), as ``user``, who needs PAY access
-    to the study (``access.access_study``; a dry run too: it records a plan and a cost); a
-    management command acts as ``access.OPERATOR``.
+    """Publish ``study`` on its platform, as ``user``, who needs PAY access to the study
+    (``access.access_study``; a dry run too: it records a plan and a cost); a management command
+    acts as ``access.OPERATOR``. ``platform_name`` is the platform the caller means (the publish
+    page's button, ``publish_study --platform``): refused unless it is the study's own
+    (``common.publish_platform``), read from the study's row, and again under its lock when the
+    publication is made, so nothing is ever published on a platform the study does not name.
 
     Idempotent: while a publication of this study on this platform is published or still
     publishing, calling again resumes or returns it, with the same request tokens, so no second
@@ -137,11 +140,12 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     ``options``: title, description, max_assignments_per_hit, locales, min_approval_rate,
     lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
     ("single" or "open"), require_qualification (default True when the study has a test)."""
-    access_study(user=user, study=study, access=PUBLISH)  # the study read again is not kept: study_open changes the caller's object
+    # The study read again is kept for its platform only: study_open changes the caller's object.
+    current = access_study(user=user, study=study, access=PUBLISH)
     options = dict(options or {})
     if options.get("link_mode", "single") not in LINK_MODES:
         raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
-    name = resolve_platform(study, platform_name)
+    name = publish_platform(study=current, platform_name=platform_name)
     platform = get_platform(name)
     n_tasks = _tasks_to_publish(study=study, platform=platform, n_tasks=n_tasks)
     cost = study_cost_and_pay(study=study, platform_name=name, max_assignments_per_hit=_per_hit(options),
@@ -217,9 +221,11 @@ def _publication_claim(*, study: Study, user, name: str, platform, n_tasks: int,
                        options: dict) -> Publication:
     """Under a lock on the study: the publication this publish works on. One published or still
     publishing is returned as it is (resumed, or nothing left to do); else a batch that failed
-    before anything was sent is reused, or a new batch is made."""
+    before anything was sent is reused, or a new batch is made. ``name`` is checked again against
+    the locked row (a draft's platform may have changed since it was read; open now, it is fixed)."""
     with transaction.atomic():
-        Study.objects.select_for_update().filter(pk=study.pk).first()
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        publish_platform(study=locked, platform_name=name)
         publication = (
             Publication.objects.select_for_update()
             .filter(study=study, platform=name, dry_run=False,

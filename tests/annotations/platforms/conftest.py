@@ -20,7 +20,9 @@ from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.publish import study_publish
 from annotations.services.steps import steps_for
+from studies.services.studies import study_update
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.prolific_server import FakeProlific
 
@@ -80,6 +82,20 @@ def study(db):
     """4 items x 2 sources x 5 annotators = 40 answers in tasks of 3 units: 14 tasks."""
     return make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, status="draft", reward=Decimal("2.00"),
                       estimated_minutes_per_task=Decimal("6.0"))
+
+
+def on_platform(study, platform: str):
+    """``study``, a draft, set to run on ``platform`` through the study page's service: a study is
+    published only on its own platform (``common.publish_platform``)."""
+    return study_update(study=study, user=None, platform=platform)
+
+
+def publish_on(study, platform: str, **kwargs):
+    """``study`` published on ``platform`` as the operator: a draft on another platform is set to
+    run on it first (``on_platform``)."""
+    if study.platform != platform:
+        on_platform(study, platform)
+    return study_publish(user=OPERATOR, study=study, platform_name=platform, **kwargs)
 
 
 def open_study(study):

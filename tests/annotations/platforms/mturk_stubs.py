@@ -1,18 +1,22 @@
 """MTurk requests and responses the Stubber tests queue: the HITs a publish creates, with the
-exact parameters the real service model checks, and the pages a sync reads."""
+exact parameters the real service model checks (or, for the tests of the way in, any: the HIT ids
+a study's workers enter with), and the pages a sync reads."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 from botocore.stub import ANY
+from django.test import override_settings
 
 from annotations.models import Publication
 from annotations.platforms.handoff import study_token
-from annotations.platforms.mturk import QUAL_LOCALE, QUAL_PERCENT_APPROVED
+from annotations.platforms.mturk import EXPIRE_NOW, QUAL_LOCALE, QUAL_PERCENT_APPROVED, split_assignments
+from annotations.selectors.cost import study_task_count
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.tokens import publication_request_token
-from tests.annotations.platforms.conftest import PUBLIC_URL
+from tests.annotations.platforms.conftest import PUBLIC_URL, on_platform
 
 HIT_A = "3AAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 HIT_B = "3BBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
@@ -76,10 +80,37 @@ def remote(assignment_id: str, worker_id: str, status: str = "Submitted", hit_id
 
 
 def published(stubber, study) -> Publication:
+    """``study`` (an MTurk study, or a draft set to run on MTurk here) published as HIT_A and HIT_B."""
     queue_publish(stubber, study)
+    if study.platform != "mturk":
+        on_platform(study, "mturk")
     return study_publish(user=OPERATOR, study=study, platform_name="mturk")
 
 
+
+
+def published_as(stubber, study, *hit_ids: str) -> Publication:
+    """``study`` (an MTurk study, draft or open) published through ``study_publish`` on the stubbed
+    client, MTurk answering its ``create_hit`` calls with ``hit_ids``, one HIT each (its tasks
+    spread evenly over them): the HITs its workers may enter it with. Any HIT parameters (tests of
+    what is sent queue ``hit_params`` themselves); MTurk takes only an https ExternalURL, hence
+    the public address while it publishes."""
+    _, n_tasks = study_task_count(study=study)
+    per_hit = math.ceil(n_tasks / len(hit_ids))
+    sizes = split_assignments(n_tasks, per_hit)
+    assert len(sizes) == len(hit_ids), f"{n_tasks} tasks make {len(sizes)} HIT(s), not {len(hit_ids)}"
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    for hit_id, size in zip(hit_ids, sizes, strict=True):
+        stubber.add_response("create_hit", hit(hit_id, size))
+    with override_settings(RL_PUBLIC_URL=PUBLIC_URL):
+        return study_publish(user=OPERATOR, study=study, platform_name="mturk",
+                             options={"max_assignments_per_hit": per_hit})
+
+
+def queue_expire(stubber, *hit_ids: str) -> None:
+    """MTurk's answer to a close expiring ``hit_ids`` (``study_close``)."""
+    for hit_id in hit_ids:
+        stubber.add_response("update_expiration_for_hit", {}, {"HITId": hit_id, "ExpireAt": EXPIRE_NOW})
 
 
 def owner_answer(work, *, hit_id: str = HIT_A, worker_id: str | None = None) -> dict:

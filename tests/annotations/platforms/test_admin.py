@@ -7,11 +7,11 @@ from decimal import Decimal
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from annotations.models import Assignment, Bonus, ParticipantLink, PlatformCall, Publication
-from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.conftest import on_platform, submitted
 from tests.annotations.platforms.test_prolific import REJECTION
 
 
@@ -27,7 +27,8 @@ def _page(study) -> str:
 
 
 def test_page_shows_estimate_hourly_pay_and_buttons(client, researcher, study):
-    response = client.get(_page(study) + "?platform=mturk")
+    on_platform(study, "mturk")
+    response = client.get(_page(study))
     assert response.status_code == 200
     html = response.content.decode()
     assert "33.60 USD" in html and "20.00/hour" in html and "Dry run" in html
@@ -55,13 +56,14 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     platform, server = prolific
     url = _page(study)
 
-    # MTurk: dry run only (no network here); nothing money-moving is written.
-    response = client.post(url, {"action": "publish", "platform": "mturk", "dry_run": "on"}, follow=True)
+    # The study runs on Prolific: a dry run first, which sends nothing and writes nothing money-moving.
+    on_platform(study, "prolific")
+    response = client.post(url, {"action": "publish", "platform": "prolific", "dry_run": "on"}, follow=True)
     assert response.status_code == 200
     dry = Publication.objects.get(dry_run=True)
-    assert [r["operation"] for r in dry.plan["requests"]] == ["get_account_balance", "create_hit", "create_hit"]
-    assert "ExternalQuestion" in response.content.decode()  # the plan is shown, escaped
-    assert not PlatformCall.objects.exists()
+    assert [r["operation"] for r in dry.plan["requests"]] == ["POST studies/", "POST studies/<id>/transition/"]
+    assert "&quot;external_study_url&quot;" in response.content.decode()  # the plan is shown, escaped
+    assert not PlatformCall.objects.exists() and not server.calls("POST", r"/api/v1/studies/")
 
     # Prolific for real (against the local server), clicked twice.
     for _ in range(2):
@@ -101,12 +103,25 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
 
 
 def test_publish_study_command_dry_run_prints_the_requests(study):
+    on_platform(study, "mturk")
     out = StringIO()
     call_command("publish_study", study.pk, "--platform", "mturk", "--dry-run", stdout=out)
     text = out.getvalue()
     assert "DRY RUN" in text and "create_hit" in text and "UniqueRequestToken" in text
     assert "14 tasks" in text and "33.60" in text
     assert not PlatformCall.objects.exists()
+
+
+def test_publish_study_command_refuses_another_platform_than_the_studys(study):
+    # The study runs on participant links: --platform confirms the study's platform, it never
+    # publishes the study elsewhere (a dry run neither).
+    for extra in ([], ["--dry-run"]):
+        with pytest.raises(CommandError, match=r"cannot be published on Prolific: its platform \(the study's platform "
+                                               r"field\) is Participant links"):
+            call_command("publish_study", study.pk, "--platform", "prolific", *extra, stdout=StringIO())
+    assert not Publication.objects.filter(study=study).exists()
+    study.refresh_from_db()
+    assert study.status == "draft"
 
 
 def test_make_links_command_prints_urls(study):
@@ -121,6 +136,7 @@ def test_make_links_command_prints_urls(study):
 
 def test_sync_study_command_reports(study, prolific):
     platform, server = prolific
+    on_platform(study, "prolific")
     call_command("publish_study", study.pk, "--platform", "prolific", stdout=StringIO())
     publication = Publication.objects.get(dry_run=False)
     server.add_submission(publication.prolific_study_id, participant_id="ghost")

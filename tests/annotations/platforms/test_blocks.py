@@ -32,8 +32,9 @@ TASK_ID = "3VICTIMAAAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _study(owner, name: str) -> Study:
+    """An open MTurk study of ``owner``'s (the workers here are MTurk's)."""
     return make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, reward=Decimal("2.00"), owner=owner,
-                      name=name)
+                      name=name, platform="mturk")
 
 
 def _worker_page(study, work) -> str:

@@ -12,9 +12,8 @@ from annotations.platforms.mturk import MTurkPlatform
 from annotations.platforms.prolific import ProlificPlatform
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
-from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.tokens import bonus_token, publication_request_token
-from tests.annotations.platforms.conftest import PROLIFIC_TOKEN, submitted
+from tests.annotations.platforms.conftest import PROLIFIC_TOKEN, publish_on, submitted
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -61,7 +60,7 @@ def test_rotating_the_secret_key_never_pays_the_same_bonus_again(prolific, study
     """Regression (issue 11): tokens were derived from SECRET_KEY, so after a key rotation the
     same bonus got a new token, a new Bonus row, and was paid a second time."""
     platform, server = prolific
-    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
+    publication = publish_on(study, "prolific")
     sub = server.add_submission(publication.prolific_study_id, participant_id="p1")
     work = submitted(study, platform="prolific", worker_id="p1", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from annotations.models import Assignment
 from annotations.selectors.cost import questions_per_task, study_cost_and_pay, study_effective_hourly_pay
 from tests.annotations.factories import make_study
-from tests.annotations.platforms.conftest import open_study, submitted
+from tests.annotations.platforms.conftest import on_platform, open_study, submitted
 
 
 @pytest.fixture
@@ -31,8 +31,6 @@ def _quotes(client, study, platform: str) -> dict[str, str]:
     """Each place's page or output, as text."""
     out = StringIO()
     call_command("publish_study", str(study.pk), "--platform", platform, "--dry-run", stdout=out)
-    study.platform = platform
-    study.save(update_fields=["platform"])  # the study page prices the study's own platform
     return {
         "study page": client.get(f"/admin/studies/study/{study.pk}/change/").content.decode(),
         "publish page": client.get(f"/admin/annotations/publication/publish/{study.pk}/?platform={platform}")
@@ -48,6 +46,7 @@ def _quotes(client, study, platform: str) -> dict[str, str]:
 def test_every_place_quotes_the_same_cost_and_pay(study, root_client, prolific, mturk, settings, platform, rate,
                                                   total):
     settings.RL_MTURK_FEE_RATE = "0.25"
+    on_platform(study, platform)  # the study page and a publish price the study's own platform
     open_study(study)
     for i, minutes in enumerate([9, 10, 10, 10, 11]):
         submitted(study, platform="link", worker_id=f"lab-{i}", assignment_id="", minutes=minutes)

@@ -12,7 +12,7 @@ from annotations.platforms import handoff
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from tests.annotations.factories import make_study
-from tests.annotations.pages import complete_task, entry_url, landing_nonce, start
+from tests.annotations.pages import complete_task, entry_url, landing_form, start
 
 PID, SESSION = "5a9d64f5f6dfdd0001eaa73d", "66a2bd0c9e8f7a6b5c4d3e2f"
 
@@ -102,13 +102,13 @@ def test_a_prolific_session_has_at_most_one_local_task_and_entering_it_again_sho
     study, study_id = published
     url = prolific_url(study, study_id)
     browser = Client()
-    nonce = landing_nonce(browser, url)  # a second tab, opened before the task was finished
+    second_tab = landing_form(browser, url)  # opened before the task was finished
     task = start(browser, url)
     complete_task(browser, task)
     browser.post(task + "submit")
     for other in (Client(), browser):
         response = other.get(url)
         assert response.status_code == 302 and response["Location"] == task
-    again = browser.post(url, {"consent": "yes", "nonce": nonce})
+    again = browser.post(url, second_tab)
     assert again.status_code == 302 and again["Location"] == task
     assert Assignment.objects.filter(platform_assignment_id=SESSION).count() == 1

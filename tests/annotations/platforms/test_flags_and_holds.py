@@ -17,11 +17,10 @@ from annotations.services.flags import flag_accept, flag_dismiss
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
-from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.services.steps import steps_for
-from tests.annotations.platforms.conftest import open_study, start_assignment, submitted
+from tests.annotations.platforms.conftest import open_study, publish_on, start_assignment, submitted
 
 
 def _flagged_work(study, *, worker: str = "lab-1") -> tuple[Assignment, Annotation]:
@@ -115,7 +114,7 @@ def test_the_admin_lists_flags_and_accepts_and_dismisses_them(study, root):
 
 def test_sync_holds_work_whose_platform_worker_is_someone_else(prolific, study, root):
     platform, server = prolific
-    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
+    publication = publish_on(study, "prolific")
     real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
     # The session id of p_real's submission, presented with a fabricated participant id.
     spoofed = submitted(study, platform="prolific", worker_id="p_fabricated_1", assignment_id=real["id"],

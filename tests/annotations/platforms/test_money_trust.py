@@ -21,11 +21,10 @@ from annotations.services.payments import CallSpec, PlatformServiceError, platfo
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.notify import workers_notify
-from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all
 from annotations.services.platforms.sync import study_sync
 from lab.pseudonyms import worker_pseudonym
-from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.conftest import publish_on, submitted
 from tests.annotations.platforms.mturk_stubs import HIT_A, confirm, published, sync_page
 
 OTHER_STUDY = "0123456789abcdef01234567"
@@ -34,7 +33,7 @@ OTHER_STUDY = "0123456789abcdef01234567"
 def _prolific_work(study, server, *, worker: str, session: str | None = None, task_id: str | None = None):
     publication = Publication.objects.filter(study=study, platform="prolific", dry_run=False).first()
     if publication is None:
-        publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
+        publication = publish_on(study, "prolific")
     sub = server.add_submission(publication.prolific_study_id, participant_id=worker)
     work = submitted(study, platform="prolific", worker_id=worker, assignment_id=session or sub["id"],
                      task_id=publication.prolific_study_id if task_id is None else task_id)
@@ -43,7 +42,7 @@ def _prolific_work(study, server, *, worker: str, session: str | None = None, ta
 
 def test_a_session_id_carrying_a_csv_row_cannot_choose_the_bonus(prolific, study):
     platform, server = prolific
-    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
+    publication = publish_on(study, "prolific")
     victim = server.add_submission(publication.prolific_study_id, participant_id="pcheat")
     _, _, work = _prolific_work(study, server, worker="pcheat", session=f"{victim['id']},99.99\n{victim['id']}")
 

@@ -32,7 +32,13 @@ from annotations.services.platforms.review import assignment_approve, assignment
 from annotations.services.platforms.sync import study_sync
 from annotations.services.platforms.tokens import bonus_token, publication_request_token
 from tests.annotations.factories import add_qualification
-from tests.annotations.platforms.conftest import PUBLIC_URL, open_study, start_assignment, submitted
+from tests.annotations.platforms.conftest import (
+    PUBLIC_URL,
+    on_platform,
+    open_study,
+    start_assignment,
+    submitted,
+)
 from tests.annotations.platforms.mturk_stubs import (
     HIT_A,
     HIT_B,
@@ -48,6 +54,12 @@ from tests.annotations.platforms.mturk_stubs import (
     remote,
     sync_page,
 )
+
+
+@pytest.fixture
+def study(db, study):
+    """The platform tests' draft study, set to run on MTurk: a study is published on its own platform only."""
+    return on_platform(study, "mturk")
 
 
 def test_publish_creates_hits_of_nine_with_external_question_and_requirements(mturk, study):

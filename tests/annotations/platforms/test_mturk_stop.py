@@ -14,11 +14,11 @@ from annotations.platforms.mturk import EXPIRE_NOW
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.close import study_close
-from annotations.services.platforms.publish import study_add_assignments, study_publish
+from annotations.services.platforms.publish import study_add_assignments
 from studies.design import tasks_for_places
 from studies.models import Study
 from tests.annotations.factories import make_study
-from tests.annotations.platforms.conftest import open_study, submitted
+from tests.annotations.platforms.conftest import open_study, publish_on, submitted
 from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, hit, hit_params, published
 
 
@@ -112,7 +112,7 @@ def test_extra_assignments_count_the_tasks_the_open_places_need(db, mturk):
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
     stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
     stubber.add_response("create_hit", hit(HIT_B, 1), hit_params(study, index=1, size=1))
-    study_publish(user=OPERATOR, study=study, platform_name="mturk")
+    publish_on(study, "mturk")
     stubber.add_response("get_hit", {"HIT": {"HITId": HIT_A, "MaxAssignments": 9, "NumberOfAssignmentsAvailable": 9}},
                          {"HITId": HIT_A})
     stubber.add_response("get_hit", {"HIT": {"HITId": HIT_B, "MaxAssignments": 1, "NumberOfAssignmentsAvailable": 1}},

@@ -19,12 +19,24 @@ from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, assignment_reject
 from annotations.services.platforms.sync import study_sync
-from tests.annotations.platforms.conftest import PROLIFIC_TOKEN, PUBLIC_URL, start_assignment, submitted
+from tests.annotations.platforms.conftest import (
+    PROLIFIC_TOKEN,
+    PUBLIC_URL,
+    on_platform,
+    start_assignment,
+    submitted,
+)
 
 REJECTION = (
     "Your answers failed all three attention checks in this task, which asked you to pick a stated option; "
     "we cannot use the data."
 )
+
+
+@pytest.fixture
+def study(db, study):
+    """The platform tests' draft study, set to run on Prolific: a study is published on its own platform only."""
+    return on_platform(study, "prolific")
 
 
 def _publish(study) -> Publication:

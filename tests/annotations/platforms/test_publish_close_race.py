@@ -17,6 +17,7 @@ from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.tokens import publication_request_token
 from studies.models import Study
+from tests.annotations.platforms.conftest import on_platform
 from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, hit, hit_params
 
 
@@ -47,6 +48,7 @@ def _expire_calls() -> dict[str, str]:
 
 
 def test_closed_while_the_first_hit_is_made_no_further_hit_and_that_hit_is_expired(mturk, study):
+    on_platform(study, "mturk")
     platform, stubber = mturk
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
     stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
@@ -67,6 +69,7 @@ def test_closed_while_the_first_hit_is_made_no_further_hit_and_that_hit_is_expir
 
 
 def test_closed_while_the_second_hit_is_made_both_hits_are_expired_once(mturk, study):
+    on_platform(study, "mturk")
     platform, stubber = mturk
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
     stubber.add_response("create_hit", hit(HIT_A, 9), hit_params(study, index=0, size=9))
@@ -89,6 +92,7 @@ def test_closed_while_the_second_hit_is_made_both_hits_are_expired_once(mturk, s
 
 
 def test_closed_before_the_first_hit_nothing_is_created(mturk, study):
+    on_platform(study, "mturk")
     platform, stubber = mturk
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
 
@@ -102,6 +106,7 @@ def test_closed_before_the_first_hit_nothing_is_created(mturk, study):
 
 
 def test_a_publish_refused_after_the_close_keeps_the_publication_closed_with_its_error(mturk, study):
+    on_platform(study, "mturk")
     platform, stubber = mturk
     stubber.add_response("get_account_balance", {"AvailableBalance": "1.00"}, {})
 
@@ -131,6 +136,7 @@ def test_a_publish_that_finishes_while_the_close_expires_has_its_late_hit_expire
     """The close reads the publication (HIT_A recorded, HIT_B's create sent but not recorded), and
     while it expires HIT_A a retried publish records HIT_B and finishes: the close, on closing the
     publication, expires HIT_B too."""
+    on_platform(study, "mturk")
     platform, stubber = mturk
     token = publication_request_token(study=study, platform="mturk", batch=1)
     stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
@@ -178,6 +184,7 @@ def test_a_publish_that_finishes_while_the_close_expires_has_its_late_hit_expire
 
 
 def test_prolific_closed_after_the_draft_is_never_published(prolific, study):
+    on_platform(study, "prolific")
     platform, server = prolific
 
     with pytest.MonkeyPatch.context() as patch:
@@ -191,6 +198,7 @@ def test_prolific_closed_after_the_draft_is_never_published(prolific, study):
 
 
 def test_prolific_closed_while_publishing_ends_stopped_without_an_error(prolific, study):
+    on_platform(study, "prolific")
     platform, server = prolific
 
     with pytest.MonkeyPatch.context() as patch:
@@ -215,6 +223,7 @@ def test_links_made_while_the_study_closes_are_withdrawn(study):
 
 
 def test_a_stop_that_failed_is_tried_again_by_closing_again(mturk, study):
+    on_platform(study, "mturk")
     # The publish recorded HIT_A after the close had read the publication, and MTurk refused to
     # expire it: the HIT may still be live, and the error says so on the publication. Closing the
     # study again expires it (before, a closed publication was never looked at again) and clears it.

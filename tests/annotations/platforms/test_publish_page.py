@@ -11,13 +11,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import OpenLink, ParticipantLink
+from annotations.models import OpenLink, ParticipantLink, Publication
 from annotations.services.errors import StudyNotOpen
 from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from tests.annotations.pages import complete_task, start
-from tests.annotations.platforms.conftest import open_study
+from tests.annotations.platforms.conftest import on_platform, open_study
 
 
 @pytest.fixture
@@ -35,6 +35,7 @@ def _dry_run_box(html: str) -> str:
 
 
 def test_the_page_is_the_sequence_and_says_what_each_button_does_and_costs(researcher, study):
+    on_platform(study, "mturk")
     html = researcher.get(_page(study, "mturk")).content.decode()
 
     headings = ["1. Estimate", "2. Publish", "3. Sync", "4. Review", "5. Pay", "6. Close"]
@@ -89,3 +90,31 @@ def test_an_open_link_limit_out_of_range_is_an_error_on_the_page(researcher, stu
     assert response.status_code == 200
     assert "places (max_participants) must be between 1 and 2147483647" in response.content.decode()
     assert not OpenLink.objects.filter(study=study).exists()
+
+
+def test_another_platforms_quote_offers_no_publish_there(researcher, study):
+    # The page prices Prolific for comparison; its publish card still names the study's own
+    # platform and offers no button that would publish the link study on Prolific.
+    html = researcher.get(_page(study, "prolific")).content.decode()
+
+    assert "1. Estimate (prolific)" in html and "37.33" in html  # the quote
+    publish_card = html[html.index('id="publish"'):html.index('id="sync"')]
+    assert "2. Publish on link" in publish_card and 'id="publish-elsewhere"' in publish_card
+    assert "change its platform on the" in publish_card
+    assert 'name="action" value="publish"' not in publish_card
+
+
+def test_a_publish_posted_for_another_platform_is_refused_with_the_reason(researcher, study, prolific):
+    # A form posted for Prolific (a page shown before the draft's platform changed, or a forged
+    # one) is answered as every caller is: nothing is published, on either platform.
+    platform, server = prolific
+    url = reverse("admin:annotations_publication_publish", args=[study.pk])
+
+    response = researcher.post(url, {"action": "publish", "platform": "prolific"}, follow=True)
+
+    html = response.content.decode()
+    assert "Nothing was done: study" in html and "cannot be published on Prolific" in html
+    assert "platform field) is Participant links" in html
+    assert not Publication.objects.filter(study=study).exists() and server.calls("POST", r"/api/v1/studies/") == []
+    study.refresh_from_db()
+    assert study.status == "draft"

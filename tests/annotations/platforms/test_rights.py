@@ -64,7 +64,7 @@ def two_prolific_studies(prolific, alice):
     bob, _ = staff_client("bob")
     works = {}
     for key, owner, worker in (("a", alice[0], "pa11ce"), ("b", bob, "pv1ct1m")):
-        study = _study(owner, name=f"study-{key}")
+        study = _study(owner, name=f"study-{key}", platform="prolific")
         publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
         sub = server.add_submission(publication.prolific_study_id, participant_id=worker)
         works[key] = submitted(study, platform="prolific", worker_id=worker, assignment_id=sub["id"],
@@ -145,16 +145,16 @@ def test_the_publish_task_acts_as_its_user_and_checks_their_right(alice):
     status = theirs.status
 
     with pytest.raises(PlatformAccessDenied, match="not found or not yours"):
-        publish_study_task.delay(theirs.pk, user_id=user.pk, platform="link").get()
+        publish_study_task.delay(theirs.pk, user_id=user.pk).get()
     with pytest.raises(PlatformAccessDenied, match="nobody is acting"):
-        publish_study_task.delay(theirs.pk, platform="link").get()
+        publish_study_task.delay(theirs.pk).get()
     with pytest.raises(PlatformAccessDenied, match="not found or not yours"):
-        publish_study_task.delay(theirs.pk, user_id=user.pk, platform="link", dry_run=True).get()
+        publish_study_task.delay(theirs.pk, user_id=user.pk, dry_run=True).get()
     theirs.refresh_from_db()
     assert theirs.status == status
     assert not Publication.objects.filter(study=theirs).exists()
 
-    done = publish_study_task.delay(mine.pk, user_id=user.pk, platform="link").get()
+    done = publish_study_task.delay(mine.pk, user_id=user.pk).get()
     assert done["status"] == Publication.Status.PUBLISHED
     assert Publication.objects.get(pk=done["publication"]).created_by == user
 

@@ -6,11 +6,10 @@ import pytest
 
 from annotations.models import PlatformSubmission, Unit
 from annotations.services.platforms.access import OPERATOR
-from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import submission_clear
 from annotations.services.platforms.sync import study_sync
 from tests.annotations.factories import make_study
-from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.conftest import publish_on, submitted
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def test_clearing_a_hold_makes_its_answers_count_and_decides_the_unit(prolific):
     _platform, server = prolific
     study = make_study(n_items=1, n_sources=1, quota=5, units_per_task=1, status="draft", stop_when_decided=True)
-    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
+    publication = publish_on(study, "prolific")
     real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
     submitted(study, platform="prolific", worker_id="p_fabricated", assignment_id=real["id"],
               task_id=publication.prolific_study_id)

@@ -16,7 +16,7 @@ from annotations.tasks.platforms import (
     sync_study_task,
 )
 from config.celery import app
-from tests.annotations.platforms.conftest import submitted
+from tests.annotations.platforms.conftest import on_platform, submitted
 from tests.annotations.platforms.mturk_stubs import (
     HIT_A,
     HIT_B,
@@ -47,11 +47,12 @@ def test_beat_syncs_open_publications():
 
 def test_publish_task_twice_makes_each_hit_once(mturk, study):
     platform, stubber = mturk
+    on_platform(study, "mturk")
     queue_publish(stubber, study)
 
     researcher = get_user_model().objects.create_superuser("root", password="pw")
-    first = publish_study_task.delay(study.pk, user_id=researcher.pk, platform="mturk").get()
-    second = publish_study_task.delay(study.pk, user_id=researcher.pk, platform="mturk").get()
+    first = publish_study_task.delay(study.pk, user_id=researcher.pk).get()
+    second = publish_study_task.delay(study.pk, user_id=researcher.pk).get()
 
     stubber.assert_no_pending_responses()
     assert first == second
@@ -96,9 +97,10 @@ def test_approve_and_bonus_tasks_twice_pay_once(mturk, study):
 
 def test_sync_tasks_fan_out_to_live_publications(mturk, study):
     platform, stubber = mturk
+    on_platform(study, "mturk")
     queue_publish(stubber, study)
     researcher = get_user_model().objects.create_superuser("root", password="pw")
-    publish_study_task.delay(study.pk, user_id=researcher.pk, platform="mturk").get()
+    publish_study_task.delay(study.pk, user_id=researcher.pk).get()
     for _ in range(2):
         for hit_id in (HIT_A, HIT_B):
             stubber.add_response("list_assignments_for_hit", sync_page([]), {
