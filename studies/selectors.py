@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import BigIntegerField, Exists, OuterRef, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from studies.design import design_units, study_capacity
 from studies.models import (
@@ -15,6 +17,7 @@ from studies.models import (
     ImportJob,
     ImportRecord,
     Item,
+    QuestionGenerator,
     Rationale,
     RationaleSource,
     Study,
@@ -176,6 +179,37 @@ def sources_for_user(*, user) -> QuerySet[RationaleSource]:
     return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
 
 
+GENERATOR_PERMISSIONS = {VIEW: "studies.view_questiongenerator", CHANGE: "studies.change_questiongenerator"}
+
+
+def question_generators_for_user(*, user, access: str = VIEW) -> QuerySet[QuestionGenerator]:
+    """The question generators ``user`` may reach with ``access`` (VIEW or CHANGE), by the rule of
+    rationale sources (``sources_for_user`` and the shared content rule, ``studies.services.content``):
+    a generator, like a source, is library data, so VIEW is all of them with
+    ``studies.view_questiongenerator``, else only the user's own (``created_by``), as a source is
+    read without its view permission only through what the user's own studies use. A generator with
+    no owner (the operator's, or one made before generators had owners) is then read only with the
+    view permission, as a source no study of the user's uses. CHANGE (edit, delete; never granted by
+    a share) needs ``studies.change_questiongenerator`` and is the user's own generators plus the
+    owner-less ones they read, as a source is changed by whoever reads it unless a study they may not
+    change uses it: another researcher's generator is never theirs to change. Superusers reach every
+    generator. Starting a job on one reads it (VIEW), as starting one on a source does."""
+    if access not in GENERATOR_PERMISSIONS:
+        raise ValueError(f"access must be one of view, change; got {access!r}")
+    if not _active(user):
+        return QuestionGenerator.objects.none()
+    if user.is_superuser:
+        return QuestionGenerator.objects.all()
+    own = Q(created_by_id=user.pk)
+    if access == VIEW:
+        return _all_or_used(user, QuestionGenerator, GENERATOR_PERMISSIONS[VIEW],
+                            QuestionGenerator.objects.filter(own).values("pk"))
+    if not user.has_perm(GENERATOR_PERMISSIONS[CHANGE]):
+        return QuestionGenerator.objects.none()
+    ownerless = Q(created_by__isnull=True) if user.has_perm(GENERATOR_PERMISSIONS[VIEW]) else Q(pk__in=[])
+    return QuestionGenerator.objects.filter(own | ownerless)
+
+
 def rationales_for_user(*, user) -> QuerySet[Rationale]:
     """All rationales with the view permission; otherwise those a visible study shows: its items'
     rationales from its own sources."""
@@ -204,16 +238,44 @@ def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:
     )
 
 
+# The imports whose record names a study in its summary (``summary["study"]``): the outcomes import
+# (into an existing study) and the study bundle import (a new study). Every other kind imports into
+# its dataset (``ImportRecord.dataset``): items, rationales, generalization questions.
+STUDY_IMPORT_KINDS = ("outcomes", "bundle")
+
+
 def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
-    """All imports with the view permission, else the user's own."""
-    return _all_or_used(user, ImportRecord, "studies.view_importrecord",
-                        ImportRecord.objects.filter(imported_by_id=getattr(user, "pk", None)).values("pk"))
+    """The imports ``user`` may read: their own, and those whose target they may read through the
+    visibility selectors: an outcomes or bundle import when they may see its study
+    (``studies_for_user``), any other import when they may read its dataset (``datasets_for_user``);
+    superusers read all. ``studies.view_importrecord`` opens the feature (the admin's pages), never
+    another researcher's rows: a record quotes its file's name, its counts and summary, what the
+    importer saw. One query (the selectors are subqueries), for the API and the admin alike."""
+    if not _active(user):
+        return ImportRecord.objects.none()
+    if user.is_superuser:
+        return ImportRecord.objects.all()
+    study_id = Cast(KeyTextTransform("study", "summary"), BigIntegerField())
+    return ImportRecord.objects.alias(target_study_id=study_id).filter(
+        Q(imported_by_id=user.pk)
+        | Q(kind__in=STUDY_IMPORT_KINDS, target_study_id__in=studies_for_user(user=user).values("pk"))
+        | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk")))
+    )
 
 
 def import_jobs_for_user(*, user) -> QuerySet[ImportJob]:
-    """Background imports: all with the import records' view permission, else the user's own."""
-    return _all_or_used(user, ImportJob, "studies.view_importrecord",
-                        ImportJob.objects.filter(created_by_id=getattr(user, "pk", None)).values("pk"))
+    """Background imports: the user's own, and those that ended with an import record the user may
+    read (``import_records_for_user``); superusers see all. Until it is done a job has written
+    nothing of its target, and what it shows (its options, every bad row of its file, quoted) is
+    its researcher's file, so another researcher's queued, running or failed job is not theirs to
+    read."""
+    if not _active(user):
+        return ImportJob.objects.none()
+    if user.is_superuser:
+        return ImportJob.objects.all()
+    return ImportJob.objects.filter(
+        Q(created_by_id=user.pk) | Q(record_id__in=import_records_for_user(user=user).values("pk"))
+    )
 
 
 JOB_PERMISSIONS = {VIEW: "studies.view_generationjob", CHANGE: "studies.change_generationjob"}

@@ -59,9 +59,10 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
         generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)
     ).values_list(
         "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
-        "predicted_answer", "generalization_question__validation_status", "answerer_model")
+        "predicted_answer", "generalization_question__validation_status", "answerer_model", "answerer_source_id")
     df = pd.DataFrame.from_records(list(rows), columns=[
-        "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model"])
+        "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model",
+        "answerer_source_id"])
     df["source"] = df["source_id"].map(source_names)
     df["parsed"] = df["predicted"].fillna("").astype(str) != ""
     return df
@@ -74,10 +75,25 @@ def answerer_sources_readable(reader):
     return RationaleSource.objects.all() if reader is None else sources_for_user(user=reader)
 
 
+# How an answerer's settings were found (``gen_u["answerers"][role][i]["matched_by"]``).
+BY_ANSWERER_SOURCE = "answerer source"
+BY_MODEL_PATH = "model path"
+
+
+def _answerer_keys(group: pd.DataFrame) -> list[tuple[str, int | None]]:
+    """The distinct (model path, answerer source id or None) of one answerer's predictions."""
+    keys = {(str(model), None if pd.isna(source_id) else int(source_id))
+            for model, source_id in zip(group["answerer_model"], group["answerer_source_id"], strict=True)}
+    return sorted(keys, key=lambda k: (k[0], k[1] is None, k[1] or 0))
+
+
 def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str], *, reader) -> None:
     """What the Gen-U figures were computed on: the question filter, the tie rule and the
-    answerers with their fine-tuning settings, read from the newest fine-tuned source with the
-    answerer's model path among those ``reader`` may read (``answerer_sources_readable``; another's
+    answerers with their fine-tuning settings. A prediction that records the source that answered
+    it (``answerer_source``) reads that source's settings; one that does not (written before it was
+    recorded, imported from a bundle, or its source deleted) falls back to the newest fine-tuned
+    source with the answerer's model path (``matched_by`` "model path", which the report states).
+    Either way only among the sources ``reader`` may read (``answerer_sources_readable``; another's
     reads as "training not recorded")."""
     questions = preds.drop_duplicates("question_id")
     block, question_warnings = question_filter(questions["validation"], what="Gen-U",
@@ -85,17 +101,20 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
     results_gen_u.update(block)
     warnings.extend(question_warnings)
     results_gen_u["tie_rule"] = genu_rule.TIE_RULE_TEXT
+    readable = answerer_sources_readable(reader)
     answerers: dict[str, list] = {}
-    for code, models in preds.groupby("answerer")["answerer_model"]:
+    for code, group in preds.groupby("answerer"):
         entries = []
-        for model in sorted(set(models)):
-            source = (answerer_sources_readable(reader).filter(model_name_or_path=model).exclude(training={})
-                      .order_by("-pk").first())
-            training = source.training if source else {}
+        for model, source_id in _answerer_keys(group):
+            if source_id is not None:
+                source = readable.filter(pk=source_id).first()
+            else:
+                source = readable.filter(model_name_or_path=model).exclude(training={}).order_by("-pk").first()
+            training = (source.training if source else {}) or {}
             data = training.get("data") or {}
-            entries.append({"model": model, "fine_tuning_preset": training.get("preset"),
-                            "overrides": training.get("overrides"), "trained_on": data or None,
-                            "training": training})
+            entries.append({"model": model, "matched_by": BY_MODEL_PATH if source_id is None else BY_ANSWERER_SOURCE,
+                            "fine_tuning_preset": training.get("preset"), "overrides": training.get("overrides"),
+                            "trained_on": data or None, "training": training})
         answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
     results_gen_u["answerers"] = answerers
     results_gen_u["method"] = gen_u_method_text(results_gen_u)

@@ -423,8 +423,8 @@ class ImportRecordAdmin(admin.ModelAdmin):
     change_list_template = "admin/studies/importrecord/change_list.html"
 
     def get_queryset(self, request):
-        # What the API lists (``import_records_for_user``): every import with the view permission, else
-        # the user's own; Django opens this page to the change permission too.
+        # What the API lists (``import_records_for_user``): the user's own imports and those whose study or
+        # dataset they may read, whatever model permission opened the page (view or change).
         qs = import_records_for_user(user=request.user)
         ordering = self.get_ordering(request)
         return qs.order_by(*ordering) if ordering else qs

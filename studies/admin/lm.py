@@ -13,6 +13,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -30,10 +31,12 @@ from studies.models import (
     Split,
 )
 from studies.selectors import (
+    CHANGE,
     VIEW,
     datasets_for_user,
     generation_jobs_for_user,
     genu_predictions_for_user,
+    question_generators_for_user,
     sources_for_user,
 )
 from studies.services.generation import (
@@ -239,37 +242,65 @@ _add_actions(Dataset, finetune_on_dataset)
 # --- generators -------------------------------------------------------------------------------
 @admin.register(QuestionGenerator)
 class QuestionGeneratorAdmin(admin.ModelAdmin):
-    list_display = ["name", "backend", "model_name_or_path", "n_demonstrations", "updated_at"]
+    """The generators the user may read (``question_generators_for_user``, as the API looks them
+    up): another's pages answer as missing ones do; editing and deleting need CHANGE access (the
+    user's own, or an owner-less one they read); a new generator is its maker's."""
+
+    list_display = ["name", "backend", "model_name_or_path", "n_demonstrations", "created_by", "updated_at"]
     list_filter = ["backend"]
     search_fields = ["name", "model_name_or_path"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["created_by", "created_at", "updated_at"]
     actions = ["generate_questions"]
     fieldsets = [
         (None, {"fields": ["name", "description", "backend", "model_name_or_path", "endpoint_url", "seed"]}),
         ("Prompts", {"fields": ["instructions", "demonstrations"], "description":
             "instructions: {type: text} for rephrase, similar and counterfactual. demonstrations: {type: [six "
             "{question, context, output, answer}]}, answer True/False (every type: the LM answers its own "
-            "questions, and they stay unvalidated until checked). Types left "
-            "empty are drawn from the dataset's train generalization questions when a job starts."}),
+            "questions, and they stay unvalidated until checked). For types left empty, each job draws six "
+            "from the dataset's train generalization questions that its researcher may read, into the job "
+            "(its params say where from); nothing drawn is saved here."}),
         ("Decoding", {"fields": ["decoding"], "description": "Default: 5 samples at temperature 0.7."}),
-        (None, {"fields": ["created_at", "updated_at"]}),
+        (None, {"fields": ["created_by", "created_at", "updated_at"]}),
     ]
+
+    def get_queryset(self, request):
+        visible = question_generators_for_user(user=request.user, access=VIEW).values("pk")
+        return super().get_queryset(request).filter(pk__in=visible)
+
+    def _reaches(self, request, obj, access: str) -> bool:
+        return obj is None or obj.pk is None or question_generators_for_user(
+            user=request.user, access=access).filter(pk=obj.pk).exists()
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) and self._reaches(request, obj, VIEW)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and self._reaches(request, obj, CHANGE)
 
     def has_delete_permission(self, request, obj=None):
         # Deleting a generator deletes its jobs (running ones included, past the cancel rule) and
         # their records: one that ever ran a job stays.
         if obj is not None and obj.jobs.exists():
             return False
-        return super().has_delete_permission(request, obj)
+        return super().has_delete_permission(request, obj) and self._reaches(request, obj, CHANGE)
 
     def delete_queryset(self, request, queryset):
         if queryset.filter(jobs__isnull=False).exists():
             raise PermissionDenied("A question generator that ran a job is not deleted: its jobs are the record.")
+        changeable = question_generators_for_user(user=request.user, access=CHANGE).values("pk")
+        if queryset.exclude(pk__in=changeable).exists():
+            raise PermissionDenied("Only your own question generators (or ones without an owner) are yours to delete.")
         super().delete_queryset(request, queryset)
+
+    def save_model(self, request, obj, form, change):
+        if not change:  # a new generator is its maker's
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
 
     @admin.display(description="demonstrations")
     def n_demonstrations(self, obj):
-        return ", ".join(f"{k} {len(v)}" for k, v in (obj.demonstrations or {}).items()) or "drawn at first job"
+        return (", ".join(f"{k} {len(v)}" for k, v in (obj.demonstrations or {}).items())
+                or "drawn for each job")
 
     @admin.action(description="Generate generalization questions", permissions=["change"])
     def generate_questions(self, request, queryset):
@@ -460,13 +491,24 @@ class GenUPredictionAdmin(ReadOnlyAdmin):
     list_filter = ["answerer", "correct", ("rationale_source", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["generalization_question__text", "raw_output"]
     list_select_related = ["generalization_question", "rationale_source"]
-    fields = ["generalization_question", "rationale_source", "answerer", "answerer_model", "predicted_answer",
-              "correct", "raw_output", "created_at"]
+    fields = ["generalization_question", "rationale_source", "answerer", "answerer_model", "answerer_source_shown",
+              "predicted_answer", "correct", "raw_output", "created_at"]
     readonly_fields = fields
 
     def get_queryset(self, request):
         visible = genu_predictions_for_user(user=request.user).values("pk")
-        return super().get_queryset(request).filter(pk__in=visible)
+        readable = sources_for_user(user=request.user).filter(pk=OuterRef("answerer_source_id"))
+        return super().get_queryset(request).filter(pk__in=visible).annotate(answerer_source_readable=Exists(readable))
+
+    @admin.display(description="answerer source")
+    def answerer_source_shown(self, obj):
+        """The source that answered, named only to a user who may read it (``sources_for_user``):
+        another researcher's source name is theirs; the model path is shown either way."""
+        if obj.answerer_source_id is None:
+            return "not recorded (an older prediction: only its model path is)"
+        if not getattr(obj, "answerer_source_readable", False):
+            return "a source you may not read"
+        return obj.answerer_source.name
 
     def has_view_permission(self, request, obj=None):
         allowed = super().has_view_permission(request, obj)

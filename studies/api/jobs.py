@@ -17,7 +17,12 @@ from rest_framework.response import Response
 
 from lab.api.filters import MAX_ID
 from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource, Split
-from studies.selectors import datasets_for_user, generation_jobs_for_user, sources_for_user
+from studies.selectors import (
+    datasets_for_user,
+    generation_jobs_for_user,
+    question_generators_for_user,
+    sources_for_user,
+)
 from studies.services.generation import GenerationError, generation_job_create
 
 from .filters import GenerationJobFilter
@@ -81,7 +86,8 @@ class GenerationJobStartSerializer(serializers.Serializer):
         RationaleSource, visible=sources_for_user, required=False, help_text="LM rationale source (id or name): rationales and genu_answers; the highlight source: faithfulness."
     )
     generator = _NameOrIdField(
-        QuestionGenerator, required=False, help_text="Question generator (id or name): generalization_questions."
+        QuestionGenerator, visible=question_generators_for_user, required=False,
+        help_text="Question generator (id or name): generalization_questions.",
     )
     dataset = _NameOrIdField(Dataset, visible=datasets_for_user, required=False, help_text="Dataset (id or name).")
     split = serializers.ChoiceField(choices=Split.choices, required=False, allow_blank=True, default="")
@@ -151,8 +157,9 @@ JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, valu
         summary="Start a generation job",
         description=(
             "Queue an LM job on the `lm` queue; it runs in batches and survives a worker restart. Needs a "
-            "read-write token and the permission `studies.add_generationjob`. The source, dataset, item ids and "
-            "the sources `params` name (answerer_i, answerer_ir) must be ones you may read: another researcher's "
+            "read-write token and the permission `studies.add_generationjob`. The source or question generator, "
+            "dataset, item ids and the sources `params` name (answerer_i, answerer_ir) must be ones you may read: "
+            "another researcher's "
             "is answered as one that does not exist. 400 names the missing or bad field."
         ),
         request=GenerationJobStartSerializer,

@@ -29,6 +29,13 @@ class GenUPrediction(models.Model):
     rationale_source = models.ForeignKey(RationaleSource, on_delete=models.CASCADE, related_name="genu_predictions")
     answerer = models.CharField(max_length=2, choices=Answerer.choices)
     answerer_model = models.CharField(max_length=500, help_text="Model name or path of the answerer.")
+    # The rationale source that answered (the job's ``answerer_i`` / ``answerer_ir``). Null for
+    # predictions written before it was recorded (and those a bundle import brings in, or whose
+    # source was deleted): readers then fall back to ``answerer_model``, which two sources may share.
+    answerer_source = models.ForeignKey(
+        RationaleSource, null=True, blank=True, on_delete=models.SET_NULL, related_name="answered_genu_predictions",
+        help_text="The rationale source that answered; empty for predictions from before it was recorded.",
+    )
     # Blank when the answerer's output did not parse: such a question is left out of Gen-U.
     predicted_answer = models.CharField(max_length=50, blank=True)
     correct = models.BooleanField()
@@ -59,8 +66,13 @@ class QuestionGenerator(EndpointUrlChecked, models.Model):
 
     ``instructions`` maps each type to its instruction; ``demonstrations`` maps each type to six
     fixed demonstrations ``{"question", "context", "output", "answer"}`` (answer ``True``/``False``,
-    counterfactuals included: the LM answers its own questions). Empty demonstrations for a type are drawn, with ``seed``, from the
-    dataset's train-split generalization questions when a job starts, and saved here."""
+    counterfactuals included: the LM answers its own questions). For a type without demonstrations
+    here, each job draws six, with ``seed``, from the dataset's train-split generalization questions
+    that its researcher may read, into the job's own ``params`` (as a rationale job draws its
+    source's): nothing a job draws is written here.
+
+    ``created_by``: the researcher who made it (None: made by the operator, or before generators
+    had owners). Who reads and changes it is ``studies.selectors.question_generators_for_user``."""
 
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
@@ -73,6 +85,10 @@ class QuestionGenerator(EndpointUrlChecked, models.Model):
     demonstrations = models.JSONField(default=dict, blank=True)
     decoding = models.JSONField(default=default_generator_decoding, blank=True)
     seed = models.IntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Its researcher; empty: the operator's (made by a command, or before generators had owners).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

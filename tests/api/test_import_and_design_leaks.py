@@ -5,11 +5,13 @@ fields differ from the stored row nor its id; the browsable API's study form lis
 (``shared_with`` takes usernames as text, resolved as the study page's shares are)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from studies.models import Rationale, Study, StudyShare
+from studies.models import ImportRecord, Item, Rationale, Study, StudyShare
 from studies.services.studies import study_create
 from tests.cockpit.conftest import staff_client
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
@@ -59,6 +61,21 @@ def test_an_import_answers_a_hidden_dataset_as_an_unknown_one(client_for, lab):
     assert "alice-hidden-ds" not in said["nope"] and "(known: shared-ds)" in said["nope"]
     assert not Rationale.objects.filter(item__external_id="h0").exists()
 
+
+
+def test_an_item_import_naming_a_hidden_dataset_is_refused_as_a_taken_name(client_for, lab):
+    # Names are unique: a hidden dataset's name cannot be created as a missing one would be. The
+    # answer says only that it is taken; the file's items are not added to Alice's dataset.
+    upload = SimpleUploadedFile("planted_test.json", json.dumps([
+        {"qid": "h0", "question": "Overwritten?", "answer": False},
+        {"qid": "x1", "question": "Planted?", "answer": True}]).encode(), content_type="application/json")
+    response = client_for(lab["bob"]).post("/api/v1/imports/", {
+        "kind": "strategyqa", "dataset": "alice-hidden-ds", "file": upload}, format="multipart")
+
+    assert response.status_code == 400, response.content
+    assert "the dataset name 'alice-hidden-ds' is taken by a dataset you may not see" in response.json()["file"][0]
+    assert list(Item.objects.filter(dataset__name="alice-hidden-ds").values_list("external_id", flat=True)) == ["h0"]
+    assert not ImportRecord.objects.exists()
 
 def test_a_refused_rationale_row_does_not_tell_anothers_text_field_by_field(client_for, lab):
     client = client_for(lab["bob"])

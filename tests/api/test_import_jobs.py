@@ -106,6 +106,50 @@ def test_another_researchers_job_is_not_found(client_for, researcher, other_rese
     assert client_for(other_researcher).get("/api/v1/import-jobs/").json()["results"] == []
 
 
+
+def test_the_view_permission_opens_no_other_researchers_job_or_import(
+        client_for, researcher, other_researcher, background, django_capture_on_commit_callbacks):
+    # Olga may read import records (``studies.view_importrecord``): that opens the pages, not Dana's
+    # imports. Dana's failed job quotes her file's rows; her done job names her file and dataset.
+    from tests.api.conftest import grant
+
+    olga = grant(other_researcher, "studies.view_importrecord")
+    with django_capture_on_commit_callbacks(execute=True):
+        failed = post(client_for(researcher), items_csv(100, bad_lines=(5,))).json()
+        done = post(client_for(researcher), items_csv(100)).json()
+    record = ImportRecord.objects.get()
+    olgas = client_for(olga)
+
+    assert olgas.get(failed["url"]).status_code == 404 and olgas.get(done["url"]).status_code == 404
+    assert olgas.get("/api/v1/import-jobs/").json()["results"] == []
+    assert olgas.get(f"/api/v1/imports/{record.pk}/").status_code == 404
+    assert olgas.get("/api/v1/imports/").json()["results"] == []
+    # Dana still reads both of her jobs and her import.
+    assert {j["id"] for j in client_for(researcher).get("/api/v1/import-jobs/").json()["results"]} == {
+        failed["id"], done["id"]}
+
+
+def test_a_study_shared_on_the_dataset_opens_the_done_job_and_its_import_not_a_failed_one(
+        client_for, researcher, other_researcher, background, django_capture_on_commit_callbacks):
+    from studies.services.sharing import study_share
+    from studies.services.studies import study_create
+    from tests.factories import RationaleSourceFactory
+
+    with django_capture_on_commit_callbacks(execute=True):
+        failed = post(client_for(researcher), items_csv(100, bad_lines=(5,))).json()
+        done = post(client_for(researcher), items_csv(100)).json()
+    record = ImportRecord.objects.get()
+    split = Item.objects.filter(dataset=record.dataset).values_list("split", flat=True).first()
+    study = study_create(name="danas-study", dataset=record.dataset, split=split, sources=[RationaleSourceFactory()],
+                         owner=researcher)
+    study_share(study=study, user=researcher, with_user=other_researcher)
+    olgas = client_for(other_researcher)
+
+    assert [j["id"] for j in olgas.get("/api/v1/import-jobs/").json()["results"]] == [done["id"]]
+    assert olgas.get(done["url"]).json()["record"] == record.pk
+    assert olgas.get(failed["url"]).status_code == 404  # it wrote nothing; its errors quote Dana's file
+    assert olgas.get(f"/api/v1/imports/{record.pk}/").json()["filename"] == "big-items.csv"
+
 def test_a_job_needs_the_import_permission(make_user, client_for, background):
     reader = make_user("reader", perms=["studies.add_study"])
     response = post(client_for(reader), items_csv(100))

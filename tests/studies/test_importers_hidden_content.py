@@ -8,13 +8,16 @@ whether that row exists or not."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
-from studies.models import GeneralizationQuestion, Rationale
+from studies.models import GeneralizationQuestion, Item, Rationale
 from studies.services.importers import (
     ImportValidationError,
     generalization_questions_import,
+    items_import_strategyqa,
+    items_import_table,
     rationales_import,
 )
 from studies.services.studies import study_create
@@ -97,3 +100,33 @@ def test_a_refused_row_of_anothers_study_says_nothing_of_its_content_or_existenc
     assert sorted(Rationale.objects.filter(source__name="alice-src").values_list("text", flat=True)) == [
         f"{SECRET} 0", f"{SECRET} 1"]  # nothing written, nothing added
 
+
+
+def test_an_item_import_neither_adds_to_nor_describes_a_dataset_the_user_may_not_see(lab, tmp_path):
+    # Names are unique, so a hidden dataset's name cannot be answered as a missing one (which the
+    # import creates): it is refused saying only that the name is taken, whatever the file's task
+    # format, and nothing of the hidden dataset (its task format, options, items) is read or changed.
+    sqa = tmp_path / "planted_test.json"
+    sqa.write_text(json.dumps([{"qid": "h0", "question": "Overwritten?", "answer": False},
+                               {"qid": "x1", "question": "Planted?", "answer": True}]))
+    table = tmp_path / "planted.csv"
+    table.write_text('id,question,answer,choices\nx2,Which?,a,"[""one"", ""two""]"\n')
+    importers = {
+        "strategyqa": items_import_strategyqa,
+        "table, multiple choice": partial(items_import_table, task_format="multiple_choice"),
+        "table, the dataset's task format": items_import_table,
+    }
+    said = {kind: str(_refusal(sqa if kind == "strategyqa" else table, user=lab["bob"], dataset="alice-hidden-ds",
+                               importer=importer)) for kind, importer in importers.items()}
+
+    for kind, message in said.items():
+        assert message.endswith("the dataset name 'alice-hidden-ds' is taken by a dataset you may not see: choose "
+                                "another dataset name"), kind
+        assert "Yes / no" not in message and "yes_no" not in message
+    hidden = Item.objects.filter(dataset__name="alice-hidden-ds")
+    assert list(hidden.values_list("external_id", "question")) == [("h0", "Hidden question?")]
+    # A name nobody holds is his; Alice, who may see hers, and the operator still add to it.
+    assert items_import_strategyqa(file=sqa, dataset_name="bobs-ds", user=lab["bob"]).created == 2
+    sqa.write_text(json.dumps([{"qid": "x1", "question": "Planted?", "answer": True}]))
+    assert items_import_strategyqa(file=sqa, dataset_name="alice-hidden-ds", user=lab["alice"]).created == 1
+    assert items_import_strategyqa(file=sqa, dataset_name="alice-hidden-ds").unchanged == 1

@@ -51,6 +51,7 @@ from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item,
 from .common import Handler, Prepared, job_actor, prompt_item
 from .errors import GenerationError
 from .lifecycle import (
+    TRAINING_FILE,
     StepProgress,
     generation_job_fail,
     generation_job_finish,
@@ -146,7 +147,6 @@ NOT_FROM_PAPER = {
 }
 DEFAULT_PRESETS = {"rationalizer": "paper-quark-start", "answer_i": "paper-answerers", "answer_ir": "paper-answerers"}
 LENGTHS = {"max_source_length": 512, "max_target_length": 128}
-TRAINING_FILE = "rationale_lab_training.json"
 RECORDED = ("preset", "preset_description", "overrides", "mode", "base_model", "base_model_in_paper", "n_shot",
             "include_generalization", "epochs", "steps", "batch_size", "lr", "seed", "examples",
             "max_source_length", "max_target_length", "data", "from_paper",
@@ -295,7 +295,7 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
     if not job_goes_on(job.pk):  # right before the write: nothing is written for a researcher who lost the right
         return None
     actor = job_actor(job)
-    output_name_check(params["output_name"], user=actor)  # a study may have listed the source meanwhile
+    output_name_check(params["output_name"], user=actor, job_id=job.pk)  # a study may have listed the source meanwhile
     folder = model_folder(params["output_name"])
     model_folder_publish(folder, write, partial_name=f"{folder.name}.job{job.pk}.partial")
     is_answerer = params["mode"] != "rationalizer"

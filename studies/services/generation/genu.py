@@ -13,7 +13,8 @@ OpenAI-compatible with ``Question: / Choices: [/ Explanation:] / Answer:`` promp
 the one backend interface.
 
 The ``genu_answers`` job's handler lives here too: F^I and F^IR answer the generalization questions of
-the items that have a rationale from the source; one stored prediction per (question, source, answerer).
+the items that have a rationale from the source; one stored prediction per (question, source, answerer),
+recording the source that answered (``answerer_source``) beside its model path (``answerer_model``).
 An item's predictions that a study the job's researcher may not change would read are not stored
 (:meth:`GenUHandler.store`).
 """
@@ -250,7 +251,8 @@ class GenUHandler(ItemHandler):
                 question = by_id[answer.question_id]
                 out.predictions.append(GenUPrediction(
                     generalization_question=question, rationale_source=source, answerer=role,
-                    answerer_model=answerer.model_name_or_path, predicted_answer=answer.predicted,
+                    answerer_source=answerer, answerer_model=answerer.model_name_or_path,
+                    predicted_answer=answer.predicted,
                     correct=answer.correct, raw_output=answer.raw,
                 ))
                 if not answer.parsed:

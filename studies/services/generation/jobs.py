@@ -34,15 +34,26 @@ from studies.selectors import (
     datasets_for_user,
     generation_jobs_for_user,
     items_for_user,
+    question_generators_for_user,
     sources_for_user,
 )
 
-from .common import DEFAULT_BATCH_SIZE, Handler
+from .common import DEFAULT_BATCH_SIZE, Handler, job_actor
 from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
-from .lifecycle import Status, creator_refusal, generation_job_fail, job_cancel, job_touch, output_name_check
+from .lifecycle import (
+    Status,
+    creator_refusal,
+    generation_job_fail,
+    job_cancel,
+    job_inputs_refusal_register,
+    job_refusal,
+    job_touch,
+    model_path_readable,
+    output_name_check,
+)
 from .quark import QuarkHandler
 from .quark_policy import source_by_name_or_id
 from .questions import QuestionHandler
@@ -71,6 +82,9 @@ def generation_job_start_check(*, user) -> None:
 
 # The params that name a rationale source by id (Gen-U answers and Quark's genu reward).
 SOURCE_PARAMS = ("answerer_i", "answerer_ir")
+# The params that name a model to load by its path or hub name (Quark's policy_path is checked
+# beside the source it may name instead).
+MODEL_PATH_PARAMS = ("base_model", "task_model")
 
 
 def _id_or_none(value) -> int | None:
@@ -84,20 +98,28 @@ def _id_or_none(value) -> int | None:
 
 
 def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None,
-                                item_ids: list[int] | None, params: dict | None) -> None:
+                                item_ids: list[int] | None, params: dict | None,
+                                generator: QuestionGenerator | None = None) -> None:
     """Refuse, with ``GenerationError``, a job that would read what ``user`` may not: the source
     (and the sources its params name: ``answerer_i`` / ``answerer_ir``, Quark's ``policy_path`` when
-    it names a source) outside ``sources_for_user``, the dataset outside ``datasets_for_user``,
-    item ids outside ``items_for_user``. A job copies its source's endpoint, template and
-    demonstrations and its dataset's train items into its params and runs on them, so reading them
-    is what starting it takes. A hidden row is answered as a missing one. ``user`` None: the
-    operator (a management command), never refused."""
+    it names a source) outside ``sources_for_user``, the question generator outside
+    ``question_generators_for_user``, the dataset outside ``datasets_for_user``, item ids outside
+    ``items_for_user``. A job copies its source's or generator's endpoint, template or instructions
+    and demonstrations and its dataset's train items into its params and runs on them, so reading
+    them is what starting it takes. A model named by its path (``base_model``, ``task_model``,
+    ``policy_path``) is read only through a source ``user`` may read, unless it is an operator's
+    (``lifecycle.model_path_readable``). A hidden row or model is answered as a missing one.
+    ``user`` None: the operator (a management command), never refused. Made again whenever the job
+    runs (:func:`generation_job_inputs_refusal`)."""
     if user is None:
         return
     params = params if isinstance(params, dict) else {}
     visible_sources = sources_for_user(user=user)
     if source is not None and (source.pk is None or not visible_sources.filter(pk=source.pk).exists()):
         raise GenerationError(f"no rationale source {source.pk} that you may use")
+    if generator is not None and (generator.pk is None or not question_generators_for_user(user=user).filter(
+            pk=generator.pk).exists()):
+        raise GenerationError(f"no question generator {generator.pk} that you may use")
     for key in SOURCE_PARAMS:
         if params.get(key) in (None, ""):
             continue  # missing: the kind's own check names it
@@ -107,10 +129,15 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     policy = params.get("policy_path")
     if source is None and isinstance(policy, str) and policy.strip():
         named = source_by_name_or_id(policy)
-        if named is not None and not visible_sources.filter(pk=named.pk).exists():
+        if (not visible_sources.filter(pk=named.pk).exists() if named is not None
+                else not model_path_readable(policy, visible_sources=visible_sources)):
             # As resolve_policy answers a name that is neither a source nor a model folder.
             raise GenerationError(f"policy {policy!r} is neither a rationale source, a model folder nor a "
                                   ".gguf file")
+    for key in MODEL_PATH_PARAMS:  # a model named by its path: another researcher's checkpoint is theirs
+        if isinstance(params.get(key), str) and not model_path_readable(params[key], visible_sources=visible_sources):
+            raise GenerationError(f"params.{key}: no model {params[key].strip()!r} that you may use (a model folder "
+                                  "or .gguf file that exists, or a hub name)")
     if dataset is not None and (dataset.pk is None or not datasets_for_user(user=user).filter(pk=dataset.pk).exists()):
         raise GenerationError(f"no dataset {dataset.pk} that you may use")
     if item_ids:
@@ -119,6 +146,34 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
         hidden = [i for i in ids if i not in seen]
         if hidden:  # as ordered_item_ids answers ids that do not exist
             raise GenerationError(f"item ids {hidden[:10]} do not exist")
+
+
+def generation_job_inputs_refusal(job: GenerationJob) -> str:
+    """Why ``job`` may no longer run for its researcher: :func:`generation_job_inputs_check` made
+    again for them (``common.job_actor``) on what the job reads (its source, question generator and
+    params, and its dataset), as a share may have been revoked or a permission removed since it
+    was created; empty when it still may. Its items are read through its dataset, so they are
+    looked up one by one only when the dataset is hidden (a job on item ids its researcher read
+    without the dataset). The operator's jobs, and those of a deleted account (acting for nobody,
+    storing only what no study shows), are not concerned, as for ``lifecycle.creator_refusal``.
+    Each batch's start, fine-tuning's progress reports, a resume and beat's requeue ask it: a few
+    indexed reads, plus one over the sources' model paths for a job that names a model by path."""
+    if job.created_by_id is None:
+        return ""
+    user = job_actor(job)
+    try:
+        generation_job_inputs_check(user=user, source=job.source, generator=job.generator, dataset=None,
+                                    item_ids=None, params=job.params)
+        if job.dataset_id is not None and not datasets_for_user(user=user).filter(pk=job.dataset_id).exists():
+            ids = set(job.item_ids or [])
+            if not ids or items_for_user(user=user).filter(pk__in=ids).count() != len(ids):
+                raise GenerationError(f"no dataset {job.dataset_id} that you may use")
+    except GenerationError as exc:
+        return f"Cancelled: {user} who started this job may no longer read what it reads ({exc})."
+    return ""
+
+
+job_inputs_refusal_register(generation_job_inputs_refusal)  # lifecycle.job_refusal (job_goes_on) asks it
 
 
 def _enqueue(job_id: int) -> None:
@@ -155,8 +210,9 @@ def generation_job_create(
     checkpoint_step, ...) never come from the caller.
 
     ``user``: who starts the job, refused unless they may start jobs
-    (:func:`generation_job_start_check`) and read its source, dataset, items and the sources its
-    params name (:func:`generation_job_inputs_check`); None: the operator (a management command)."""
+    (:func:`generation_job_start_check`) and read its source or question generator, dataset, items
+    and the sources its params name (:func:`generation_job_inputs_check`); None: the operator (a
+    management command)."""
     generation_job_start_check(user=user)
     handler = HANDLERS.get(kind)
     if handler is None:
@@ -170,7 +226,8 @@ def generation_job_create(
         raise GenerationError(
             f"{', '.join(f'params.{key}' for key in unknown)}: not a parameter of {kind} jobs (they take "
             f"{', '.join(sorted(handler.params_accepted)) or 'none'})")
-    generation_job_inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params)
+    generation_job_inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params,
+                                generator=generator)
     if dataset is None and item_ids:
         first = Item.objects.filter(pk=item_ids[0]).select_related("dataset").first()
         dataset = first.dataset if first else None
@@ -219,14 +276,17 @@ def generation_job_cancel(*, job: GenerationJob, user) -> GenerationJob:
 def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> GenerationJob:
     """Queue a failed, cancelled or stalled job again, for ``user`` (allowed as for
     :func:`generation_job_cancel`); it continues where it stopped. A job whose researcher may no
-    longer start jobs is not resumed (it would stop again when it runs): start a new one."""
+    longer start jobs, or no longer read what it reads (:func:`generation_job_inputs_refusal`), is
+    not resumed (it would stop again when it runs): start a new one."""
     job = _job_to_change(user=user, job=job, verb="resume")
     if job.status == Status.DONE:
         raise GenerationError(f"job {job.pk} is done: nothing to resume")
-    refusal = creator_refusal(job)
-    if refusal:
+    if creator_refusal(job):
         raise GenerationError(f"job {job.pk} cannot be resumed: {job.created_by} who started it may no longer "
                               "start LM jobs; start a new job instead")
+    refusal = generation_job_inputs_refusal(job)
+    if refusal:
+        raise GenerationError(f"job {job.pk} cannot be resumed: {refusal.removeprefix('Cancelled: ')}")
     # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.
     job.params = {k: v for k, v in job.params.items() if k != "cursor"}
     GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None, params=job.params)
@@ -246,14 +306,14 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     (``checkpoint_every`` steps) touches its job every step, and a second chain of one is harmless:
     the batch that finds the checkpoint moved on discards its work and ends its chain.
 
-    A stalled job whose researcher may no longer start jobs is cancelled with that reason instead
-    (:func:`.lifecycle.creator_refusal`). Returns the ids of the jobs queued again."""
+    A stalled job whose researcher may no longer start jobs or read its inputs is cancelled with
+    that reason instead (:func:`.lifecycle.job_refusal`). Returns the ids of the jobs queued again."""
     cutoff = timezone.now() - stalled_after
     stalled = (GenerationJob.objects.filter(status__in=[Status.QUEUED, Status.RUNNING], updated_at__lt=cutoff)
                .exclude(kind=GenerationJob.Kind.FINETUNE).select_related("created_by").defer("item_ids"))
     ids = []
     for job in stalled:
-        refusal = creator_refusal(job)
+        refusal = job_refusal(job)
         if not refusal:
             ids.append(job.pk)
             continue
@@ -276,8 +336,8 @@ def _start(job_id: int) -> GenerationJob | None:
         if job.cancel_requested:
             GenerationJob.STATUS.move(job, Status.CANCELLED)
             return None
-        refusal = creator_refusal(job)
-        if refusal:  # its researcher lost the right to start jobs: it goes no further for them
+        refusal = job_refusal(job)
+        if refusal:  # its researcher lost the right to start jobs or to read its inputs: no further for them
             job_cancel(job, error=refusal)
             return None
         if job.status == Status.QUEUED:

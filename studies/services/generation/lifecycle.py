@@ -2,8 +2,9 @@
 
 - **progress and cancel**: :class:`StepProgress` reports the steps of a training kind (done, rate,
   ETA) and says whether the job was asked to stop; item kinds smooth their rate per batch with
-  :func:`smoothed_rate` and read their ETA from :func:`eta_seconds`; :func:`creator_refusal` says
-  whether a job's researcher may still have it run, and :func:`job_cancel` stops it;
+  :func:`smoothed_rate` and read their ETA from :func:`eta_seconds`; :func:`job_refusal` says
+  whether a job's researcher may still have it run (and read its inputs), and :func:`job_cancel`
+  stops it;
 - **fail and finish**: :func:`generation_job_fail` records why a job stopped;
   :func:`generation_job_finish` (or :func:`mark_done` on a job the caller holds locked) moves a
   running job to DONE with its final counts and params. A job cancelled meanwhile stays cancelled:
@@ -17,6 +18,8 @@
 Status changes go through ``GenerationJob.STATUS`` (:mod:`lab.transitions`)."""
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import time
@@ -71,6 +74,26 @@ def creator_refusal(job: GenerationJob) -> str:
     return f"Cancelled: {creator} who started this job may no longer start LM jobs ({why})."
 
 
+# Why a job's researcher may no longer read what it reads: ``jobs.generation_job_inputs_refusal``,
+# which owns the inputs check and builds on this module, so it hands it here when it is imported
+# (the package imports it: every process that runs a job has it).
+_inputs_refusal: Callable[[GenerationJob], str] | None = None
+
+
+def job_inputs_refusal_register(check: Callable[[GenerationJob], str]) -> None:
+    """Make ``check`` the inputs check :func:`job_refusal` applies (``jobs`` calls this once)."""
+    global _inputs_refusal
+    _inputs_refusal = check
+
+
+def job_refusal(job: GenerationJob) -> str:
+    """Why ``job`` may not go on: :func:`creator_refusal`, or its researcher may no longer read what
+    it reads (its source, question generator, dataset, items, the sources and model paths its
+    params name: ``jobs.generation_job_inputs_refusal``, the check its creation made, made again
+    as a share may have been revoked since); empty when it may. Pass a job read afresh."""
+    return creator_refusal(job) or (_inputs_refusal(job) if _inputs_refusal is not None else "")
+
+
 def job_cancel(locked: GenerationJob, *, error: str = "") -> None:
     """Move ``locked`` (held with ``select_for_update``) to cancelled, with ``error`` saying why
     when the job did not ask for it."""
@@ -81,15 +104,14 @@ def job_cancel(locked: GenerationJob, *, error: str = "") -> None:
 
 def job_goes_on(job_id: int) -> bool:
     """Whether a job that is running in one long stretch (fine-tuning) may go on: not when a
-    cancel was requested, nor when its researcher may no longer start jobs (:func:`creator_refusal`,
-    the rule each batch's start applies), in which case the job is cancelled here with that reason.
-    One read of the job with its researcher (and the permission lookup for a researcher's job);
-    the lock is taken only to cancel."""
-    job = (GenerationJob.objects.select_related("created_by").defer("item_ids", "params")
-           .filter(pk=job_id).first())
+    cancel was requested, nor when its researcher may no longer start jobs or read its inputs
+    (:func:`job_refusal`, the rule each batch's start applies), in which case the job is cancelled
+    here with that reason. One read of the job with its researcher, the permission lookup and the
+    few indexed reads of the inputs check for a researcher's job; the lock is taken only to cancel."""
+    job = GenerationJob.objects.select_related("created_by").filter(pk=job_id).first()
     if job is None or job.cancel_requested:
         return False
-    refusal = creator_refusal(job)
+    refusal = job_refusal(job)
     if not refusal:
         return True
     with transaction.atomic():
@@ -162,8 +184,123 @@ def slug(text: str) -> str:
 
 
 def model_folder(output_name: str) -> Path:
-    """Where a job's checkpoint named ``output_name`` is published: under ``RL_MODEL_DIR``."""
+    """Where a job's checkpoint named ``output_name`` is published: under ``RL_MODEL_DIR``.
+    :func:`output_name_check` says whether a job may publish there."""
     return Path(settings.RL_MODEL_DIR) / slug(output_name)
+
+
+# The folders the code keeps under RL_MODEL_DIR beside the published checkpoints: Quark's runs
+# (``quark.run_folder``: every job's resumable checkpoint) and what ``model_folder_publish`` writes
+# beside a folder while it swaps it in (``<name>.partial``, ``<name>.job<id>.partial``, ``<name>.old``).
+QUARK_RUNS = "quark-runs"
+SCRATCH_SUFFIXES = (".partial", ".old")
+# What a training job writes into the checkpoint it publishes: its training record, with its
+# ``job_id`` (fine-tuning and Quark alike). It also tells a job resumed after a crash between
+# publishing and registering that the folder is its own (:func:`published_by`).
+TRAINING_FILE = "rationale_lab_training.json"
+
+
+def published_by(folder: Path) -> int | None:
+    """The id of the job that published ``folder`` (its :data:`TRAINING_FILE`'s ``job_id``), None
+    when it has no readable record. Only jobs write into ``RL_MODEL_DIR``, so a record naming a
+    job was written by that job."""
+    try:
+        job_id = json.loads((folder / TRAINING_FILE).read_text()).get("job_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return job_id if isinstance(job_id, int) else None
+
+
+def resolved_path(path: str | Path) -> Path:
+    """``path`` made absolute (relative to the working directory, as a model loader reads it), with
+    ``~``, ``..`` and symbolic links resolved."""
+    return Path(path).expanduser().resolve()
+
+
+def path_within(path: Path, folder: Path) -> bool:
+    """Whether the resolved ``path`` is ``folder`` or lies under it (both resolved)."""
+    return path == folder or folder in path.parents
+
+
+def operator_model_paths() -> list[Path]:
+    """The models the operator configures in the settings rather than as a source: the demo's GGUF
+    file (``RL_DEMO_LM_GGUF``) and the similarity model (``RL_SIMILARITY_MODEL``), resolved."""
+    paths = (settings.RL_DEMO_LM_GGUF, settings.RL_SIMILARITY_MODEL)
+    return [resolved_path(p) for p in paths if str(p or "").strip()]
+
+
+def local_model_path(text: str) -> Path | None:
+    """The resolved path ``text`` names when it names a local model (absolute, starting with ``.``
+    or ``~``, or existing relative to the working directory, as a loader reads it); None for a hub
+    name (``org/model`` with no such folder here) or text that is no path."""
+    text = str(text or "").strip()
+    if not text:
+        return None
+    try:
+        path = resolved_path(text)
+        if Path(text).expanduser().is_absolute() or text.startswith((".", "~")) or os.path.lexists(path):
+            return path
+    except (OSError, ValueError, RuntimeError):
+        pass
+    return None
+
+
+def model_path_readable(value, *, visible_sources) -> bool:
+    """Whether a job acting for a user who may read ``visible_sources`` (``sources_for_user``) may
+    load the model ``value`` names (fine-tuning's ``base_model``, faithfulness's ``task_model``,
+    Quark's ``policy_path`` when it names no source). A hub name is the loader's to fetch: readable.
+    A local path (:func:`local_model_path`) that is (under) some source's model is readable only
+    through a source the user may read whose model it is (under), whether it exists or not; one
+    that no source holds is an operator's model, readable (the ones the settings name,
+    :func:`operator_model_paths`, always), except under ``RL_MODEL_DIR``, where the jobs publish:
+    there only an existing folder outside the hidden, scratch and Quark-run folders is, and a
+    missing one gets the answer of a hidden one. One query over the sources' model paths, made only
+    for a local path."""
+    path = local_model_path(value)
+    if path is None:
+        return True
+    if any(path_within(path, p) for p in operator_model_paths()):
+        return True
+    held = []  # (source id, whether its model is the path or above it)
+    for pk, model in RationaleSource.objects.exclude(model_name_or_path="").values_list("pk", "model_name_or_path"):
+        theirs = local_model_path(model)
+        if theirs is not None and (path_within(path, theirs) or path_within(theirs, path)):
+            held.append((pk, path_within(path, theirs)))
+    if held:
+        return visible_sources.filter(pk__in=[pk for pk, above in held if above]).exists()
+    root = resolved_path(settings.RL_MODEL_DIR)
+    if path_within(path, root):
+        parts = path.relative_to(root).parts
+        return (bool(parts) and not (parts[0].startswith(".") or parts[0] == QUARK_RUNS
+                                     or parts[0].endswith(SCRATCH_SUFFIXES)) and os.path.lexists(path))
+    return True
+
+
+def _model_folder_refusal(name: str, folder: Path, *, replacing: RationaleSource | None, published: bool,
+                          job_id: int | None = None) -> str:
+    """Why a job may not publish its checkpoint named ``name`` to ``folder`` (``model_folder(name)``);
+    empty when it may. See :func:`output_name_check`."""
+    root, leaf = resolved_path(settings.RL_MODEL_DIR), slug(name)  # folder's name (a Path drops a "." leaf)
+    where = f"output_name {name!r}: its model folder {leaf!r}"
+    if (leaf.startswith(".") or leaf == QUARK_RUNS or leaf.endswith(SCRATCH_SUFFIXES)
+            or any(path_within(p, root / leaf) for p in operator_model_paths())):
+        return f"{where} is one the lab keeps for itself (hidden, Quark's runs, a scratch folder or an operator's model)"
+    target = resolved_path(folder)
+    if target.parent != root:
+        return f"{where} does not sit directly in the model directory"
+    claimed = RationaleSource.objects.exclude(model_name_or_path="")
+    if replacing is not None:
+        claimed = claimed.exclude(pk=replacing.pk)
+    theirs = (local_model_path(p) for p in claimed.values_list("model_name_or_path", flat=True))
+    taken = any(path is not None and path_within(path, target) for path in theirs)
+    if not taken and not published and os.path.lexists(folder):
+        # Only the folder of the very source being replaced may be replaced (the content rule said it may be),
+        # or one this job published itself before a crash kept it from registering it.
+        taken = ((replacing is None or resolved_path(replacing.model_name_or_path or ".") != target)
+                 and (job_id is None or published_by(folder) != job_id))
+    if taken:
+        return f"{where} is already taken by another model"
+    return ""
 
 
 def model_folder_publish(folder: Path, write: Callable[[Path], None], *, partial_name: str = "") -> Path:
@@ -195,19 +332,37 @@ REGISTERED_FIELDS = frozenset({"backend", "model_name_or_path", "template", "dem
                                "training", "description"})
 
 
-def output_name_check(name: str, *, user, lock: bool = False) -> None:
+def output_name_check(name: str, *, user, lock: bool = False, published: bool = False,
+                      job_id: int | None = None) -> None:
     """A job acting for ``user`` (None: the operator; ``common.job_actor``) may register its
     checkpoint as ``name``: a new name, or an LM source that ``user`` may change under the shared
     content rule (:mod:`studies.services.content`). Registering replaces that source's model, and so
     what the studies listing it get from it next: a source that a study ``user`` may not change
     lists is not theirs to replace, nor is a source that is not an LM. Checked when the job is
     created and again before it publishes its checkpoint (the source may have been listed by
-    another researcher's study meanwhile). ``lock``: as for ``content_change_check``."""
+    another researcher's study meanwhile). ``lock``: as for ``content_change_check``.
+
+    The checkpoint goes to the folder :func:`model_folder` names, whatever source it registers
+    under, and publishing it deletes what was there: so the folder too must be the job's to write.
+    It must sit directly in ``RL_MODEL_DIR`` (resolved); it may not be hidden (``.``, ``..``),
+    Quark's runs, a publish's scratch folder (``*.partial``, ``*.old``) or hold an operator's model
+    (:func:`operator_model_paths`); no other source's model may lie in it; and a folder that
+    exists may only be the model folder of the very source being replaced. A folder held by a
+    source ``user`` may not see gets the same answer as any taken folder. ``published``: the job
+    has just written the folder itself (``model_source_register``), so its existence is no refusal;
+    ``job_id``: the job about to publish, whose own folder (:func:`published_by`: a crash came
+    between its publishing and registering, and it runs again) is no refusal either."""
+    if not isinstance(name, str) or not name.strip():
+        raise GenerationError("output_name: give the name to register the checkpoint under")
     existing = RationaleSource.objects.filter(name=name).first()
+    if existing is not None and existing.kind != RationaleSource.Kind.LM:
+        raise GenerationError(f"a non-LM rationale source is already named {name!r}: pick another output_name")
+    refusal = _model_folder_refusal(name, model_folder(name), replacing=existing, published=published,
+                                    job_id=job_id)
+    if refusal:
+        raise GenerationError(f"{refusal}: pick another output_name")
     if existing is None:
         return
-    if existing.kind != RationaleSource.Kind.LM:
-        raise GenerationError(f"a non-LM rationale source is already named {name!r}: pick another output_name")
     try:
         content_change_check(user=user, model=RationaleSource, changes={existing.pk: REGISTERED_FIELDS}, lock=lock)
     except ContentChangeRefused as exc:
@@ -220,7 +375,7 @@ def model_source_register(*, name: str, backend: str, folder: Path, user, **fiel
     created or updated with ``fields`` (description, training record, decoding, template...) for
     ``user`` (:func:`output_name_check`, under a lock on the studies using it)."""
     with transaction.atomic():
-        output_name_check(name, user=user, lock=True)
+        output_name_check(name, user=user, lock=True, published=True)
         source, _ = RationaleSource.objects.update_or_create(
             name=name, defaults={"kind": RationaleSource.Kind.LM, "backend": backend,
                                  "model_name_or_path": str(folder), **fields})

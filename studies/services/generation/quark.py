@@ -36,6 +36,8 @@ from studies.models import Dataset, GenerationJob, RationaleSource
 from .common import Handler, Prepared, job_actor, ordered_item_ids
 from .errors import GenerationError
 from .lifecycle import (
+    QUARK_RUNS,
+    TRAINING_FILE,
     StepProgress,
     generation_job_fail,
     generation_job_finish,
@@ -51,7 +53,6 @@ from .quark_rewards import build_reward, dropped, items_with_questions, reward_r
 from .rationales import job_demonstrations
 
 DEFAULTS = {"validation_split": "dev", "heldout_split": "test", "checkpoint_every": 50, "max_accuracy_drop": 0.02}
-TRAINING_FILE = "rationale_lab_training.json"
 HISTORY_DIGITS = 5
 
 # The run's parameters beside ``settings`` (:class:`studies.lm.quark.QuarkSettings` checks those)
@@ -200,7 +201,7 @@ _RUNS: dict[int, Run] = {}
 
 
 def run_folder(job_id: int) -> Path:
-    return Path(settings.RL_MODEL_DIR) / "quark-runs" / f"job{job_id}"
+    return Path(settings.RL_MODEL_DIR) / QUARK_RUNS / f"job{job_id}"
 
 
 def forget_runs() -> None:
@@ -446,7 +447,7 @@ def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> R
     if not job_goes_on(job.pk):  # right before the write: nothing is written for a researcher who lost the right
         return None
     actor = job_actor(job)
-    output_name_check(params["output_name"], user=actor)  # a study may have listed the source meanwhile
+    output_name_check(params["output_name"], user=actor, job_id=job.pk)  # a study may have listed the source meanwhile
     folder = model_folder(params["output_name"])
     model_folder_publish(folder, write, partial_name=f"{folder.name}.job{job.pk}.partial")
     return model_source_register(

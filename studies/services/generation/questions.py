@@ -7,7 +7,14 @@ The prompt is frozen when the job is created, as rationale jobs freeze theirs: t
 ``params["instructions"]`` and ``params["demonstrations"]`` hold, per type, the instruction and the
 demonstrations every batch prompts with, whatever is edited on the generator afterwards. Each
 question's metadata records its type's ``instruction`` (the text) and ``demonstrations_sha256``
-(:func:`demonstrations_digest` of the job's frozen copy)."""
+(:func:`demonstrations_digest` of the job's frozen copy).
+
+A type the generator has no demonstrations for gets six drawn from the dataset's train-split
+generalization questions, as a rationale job draws its source's: only among the questions and items
+the job's researcher may read (the operator's job: all of them), when the job is created
+(:meth:`QuestionHandler.before_save`), into the job's params only, never onto the generator (which
+may be another researcher's, or read by researchers who may not read those questions);
+``params["demonstrations_from"]`` says, per type, where they came from."""
 from __future__ import annotations
 
 import hashlib
@@ -30,6 +37,7 @@ from studies.models import (
     Item,
     QuestionGenerator,
 )
+from studies.selectors import generalization_questions_for_user, items_for_user
 from studies.services.content import content_added_refusals
 
 from .common import (
@@ -51,42 +59,70 @@ from .common import (
 QUESTION_STOP = ["\n\n"]
 
 
-def generator_demonstrations(generator: QuestionGenerator, dataset: Dataset) -> dict:
-    """The generator's demonstrations per type; types without any are drawn (seeded) from the
-    dataset's train-split generalization questions and saved on the generator."""
-    demos = dict(generator.demonstrations or {})
-    changed = False
-    for index, qtype in enumerate(templates.QUESTION_TYPES):
-        if demos.get(qtype):
-            continue
-        pool = list(
-            GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
-            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID)
-            .select_related("item").order_by("item_id", "id")
+GENERATOR_DEMONSTRATIONS = "the question generator's own demonstrations"
+OPERATOR_QUESTION_DEMONSTRATIONS = ("drawn from the train-split {qtype} generalization questions of {dataset} "
+                                    "(the operator's job: all of them)")
+RESEARCHER_QUESTION_DEMONSTRATIONS = (
+    "drawn from the train-split {qtype} generalization questions of {dataset} that {user}, who started the job, may "
+    "read (generalization_questions_for_user, items_for_user)")
+
+
+def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset, qtype: str, *,
+                                  user=None) -> list[dict]:
+    """Six ``qtype`` demonstrations drawn (seeded by the generator) from the dataset's train-split
+    generalization questions of that type not marked invalid, one per item. ``user``: only among the
+    questions and items they may read (``generalization_questions_for_user``, ``items_for_user``): a
+    demonstration carries the item's question and facts and the question's text and answer; None:
+    among all (the operator's job)."""
+    pool = (GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
+            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID))
+    if user is not None:
+        pool = pool.filter(pk__in=generalization_questions_for_user(user=user).values("pk"),
+                           item_id__in=items_for_user(user=user).values("pk"))
+    by_item: dict[int, GeneralizationQuestion] = {}
+    for question in pool.select_related("item").order_by("item_id", "id"):
+        by_item.setdefault(question.item_id, question)
+    candidates = list(by_item.values())
+    if len(candidates) < templates.N_DEMONSTRATIONS:
+        which = "" if user is None else " that the job's researcher may read"
+        raise GenerationError(
+            f"question generator {generator.name!r} has no demonstrations for type {qtype!r} and dataset "
+            f"{dataset.name!r} has only {len(candidates)} train items with {qtype} questions{which} to draw six from: "
+            "add demonstrations in the generator's admin page or import the train generalization questions"
         )
-        by_item: dict[int, GeneralizationQuestion] = {}
-        for question in pool:
-            by_item.setdefault(question.item_id, question)
-        candidates = list(by_item.values())
-        if len(candidates) < templates.N_DEMONSTRATIONS:
-            raise GenerationError(
-                f"question generator {generator.name!r} has no demonstrations for type {qtype!r} and dataset "
-                f"{dataset.name!r} has only {len(candidates)} train items with {qtype} questions to draw six from: "
-                "add demonstrations in the generator's admin page or import the train generalization questions"
-            )
-        chosen = random.Random(generator.seed + index).sample(candidates, templates.N_DEMONSTRATIONS)
-        demos[qtype] = [
-            templates.QuestionDemo(
-                question=q.item.question, output=q.text, answer=templates.bool_word(q.answer),
-                context=prompt_item(q.item, dataset.name).facts,
-            ).as_json()
-            for q in chosen
-        ]
-        changed = True
-    if changed:
-        generator.demonstrations = demos
-        generator.save(update_fields=["demonstrations", "updated_at"])
-    return demos
+    index = templates.QUESTION_TYPES.index(qtype)
+    chosen = random.Random(generator.seed + index).sample(candidates, templates.N_DEMONSTRATIONS)
+    return [
+        templates.QuestionDemo(
+            question=q.item.question, output=q.text, answer=templates.bool_word(q.answer),
+            context=prompt_item(q.item, dataset.name).facts,
+        ).as_json()
+        for q in chosen
+    ]
+
+
+def job_question_demonstrations(job: GenerationJob) -> tuple[dict[str, list[dict]], dict[str, str]]:
+    """(the demonstrations of each type that ``job`` prompts with, where each type's came from): the
+    generator's own where it has them, else drawn (:func:`drawn_question_demonstrations`) for the
+    job's researcher from what they may read, for the operator's job from everything. Nothing is
+    written on the generator: it may be another researcher's, or read by researchers who may not
+    read what this job's researcher drew from."""
+    generator, dataset = job.generator, job.dataset
+    own = generator.demonstrations if isinstance(generator.demonstrations, dict) else {}
+    actor = job_actor(job)
+    demos: dict[str, list[dict]] = {}
+    where: dict[str, str] = {}
+    for qtype in templates.QUESTION_TYPES:
+        if own.get(qtype):
+            demos[qtype], where[qtype] = list(own[qtype]), GENERATOR_DEMONSTRATIONS
+        elif actor is None:
+            demos[qtype] = drawn_question_demonstrations(generator, dataset, qtype)
+            where[qtype] = OPERATOR_QUESTION_DEMONSTRATIONS.format(qtype=qtype, dataset=dataset.name)
+        else:
+            demos[qtype] = drawn_question_demonstrations(generator, dataset, qtype, user=actor)
+            where[qtype] = RESEARCHER_QUESTION_DEMONSTRATIONS.format(qtype=qtype, dataset=dataset.name,
+                                                                     user=job.created_by or "nobody")
+    return demos, where
 
 
 def demonstrations_digest(demonstrations: list[dict]) -> str:
@@ -128,12 +164,19 @@ class QuestionHandler(ItemHandler):
         if generator.backend == "openai" and not generator.endpoint_url:
             raise GenerationError(f"generator {generator.name!r} needs an endpoint URL for the openai backend")
         ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
-        demos = generator_demonstrations(generator, dataset)
         decoding_from(generator.decoding)
-        # The job's prompt, frozen (as rationale jobs freeze their demonstrations).
+        # The job's prompt, frozen (as rationale jobs freeze their demonstrations): the instructions
+        # here, the demonstrations once the job's researcher is known (before_save).
         params["instructions"] = generator_instructions(generator)
-        params["demonstrations"] = {t: list(demos[t]) for t in templates.QUESTION_TYPES}
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
+
+    def before_save(self, job):
+        """Freeze the demonstrations of each type into the job (``params["demonstrations"]``, and
+        ``params["demonstrations_from"]`` per type): the generator's own, or drawn for the job's
+        researcher from the train generalization questions they may read
+        (:func:`job_question_demonstrations`)."""
+        demonstrations, where = job_question_demonstrations(job)
+        job.params = {**job.params, "demonstrations": demonstrations, "demonstrations_from": where}
 
     def processed_among(self, job, ids):
         done = set(GeneralizationQuestion.objects.filter(item_id__in=ids, origin=job.generator.origin)

@@ -18,7 +18,7 @@ from .errors import ErrorCollector, ImportValidationError
 from .items import ItemRows, check_item_values, item_values, items_apply
 from .reading import json_cell, json_type, read_import_file, read_records
 from .rows import Row, header_of, parse_rows, resolve_columns
-from .upsert import dataset_check
+from .upsert import dataset_check, dataset_existing
 from .values import as_text, check_split, choice_label, short, split_from_name, yes_no_label
 
 KIND = "items"
@@ -93,9 +93,10 @@ def items_import_table(
     f = read_import_file(file, filename=filename)
     columns = columns or ItemColumns()
     default_split = check_split(split, filename=f.name) or split_from_name(f.name) or Split.OTHER
-    task_format = _task_format(dataset_name, task_format, f.name)
+    task_format = _task_format(dataset_name, task_format, f.name, user=user)
     labels = [lbl.strip().lower() for lbl in (choice_labels or []) if lbl.strip()]
-    dataset = dataset_check(name=dataset_name, task_format=task_format, choice_labels=labels, filename=f.name)
+    dataset = dataset_check(name=dataset_name, task_format=task_format, choice_labels=labels, filename=f.name,
+                            user=user)
     if dataset is not None and not labels:
         labels = list(dataset.choice_labels)
     is_mc = task_format == Dataset.TaskFormat.MULTIPLE_CHOICE
@@ -127,10 +128,11 @@ def items_import_table(
     )
 
 
-def _task_format(dataset_name: str, task_format: str | None, filename: str) -> str:
-    """The task format asked for, else the existing dataset's; refused when neither says."""
+def _task_format(dataset_name: str, task_format: str | None, filename: str, *, user: Any = None) -> str:
+    """The task format asked for, else the existing dataset's (one ``user`` may see:
+    ``dataset_existing``); refused when neither says."""
     if task_format is None:
-        existing = Dataset.objects.filter(name=(dataset_name or "").strip()).first()
+        existing = dataset_existing(name=dataset_name, user=user, filename=filename)
         if existing is None:
             raise ImportValidationError(
                 f"dataset {dataset_name!r} does not exist yet: give its task format (yes_no or multiple_choice)",

@@ -105,7 +105,8 @@ def items_apply(
     the import, all in one transaction. Call only after every row has been validated."""
     with transaction.atomic():
         dataset, dataset_created = dataset_get_or_create(
-            name=dataset_name, task_format=task_format, choice_labels=choice_labels, description=dataset_description
+            name=dataset_name, task_format=task_format, choice_labels=choice_labels, description=dataset_description,
+            user=user,
         )
         existing = {item.external_id: item for item in Item.objects.filter(dataset=dataset)}
 

@@ -193,7 +193,8 @@ def items_import_openbookqa(
     f = read_import_file(file, filename=filename)
     split = check_split(split, filename=f.name) or split_from_name(f.name) or "other"
     dataset_check(
-        name=dataset_name, task_format=Dataset.TaskFormat.MULTIPLE_CHOICE, choice_labels=LABELS, filename=f.name
+        name=dataset_name, task_format=Dataset.TaskFormat.MULTIPLE_CHOICE, choice_labels=LABELS, filename=f.name,
+        user=user,
     )
     shape, records = _records(f)
     errors = ErrorCollector()

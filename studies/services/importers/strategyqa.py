@@ -96,7 +96,7 @@ def items_import_strategyqa(
     Raises ImportValidationError listing every bad record."""
     f = read_import_file(file, filename=filename)
     split = check_split(split, filename=f.name) or split_from_name(f.name) or "other"
-    dataset_check(name=dataset_name, task_format=Dataset.TaskFormat.YES_NO, filename=f.name)
+    dataset_check(name=dataset_name, task_format=Dataset.TaskFormat.YES_NO, filename=f.name, user=user)
     doc = parse_json_document(f, depth=1)
     if not isinstance(doc.data, list):
         hint = ""

@@ -38,15 +38,31 @@ def dataset_get(*, name: str, user: Any = None, filename: str = "") -> Dataset:
         ) from None
 
 
+def dataset_existing(*, name: str, user: Any = None, filename: str = "") -> Dataset | None:
+    """The dataset named ``name`` that an item import adds to, or None when there is none yet. A
+    name held by a dataset ``user`` may not see (``datasets_for_user``; None: the operator, who sees
+    every dataset) is refused, saying only that the name is taken: names are unique, so such a
+    dataset can be neither made again nor answered as a missing one, and nothing of it (its task
+    format, its option labels, its items) is read, compared or written."""
+    dataset = Dataset.objects.filter(name=(name or "").strip()).first()
+    if dataset is None or user is None or datasets_for_user(user=user).filter(pk=dataset.pk).exists():
+        return dataset
+    raise ImportValidationError(
+        f"the dataset name {dataset.name!r} is taken by a dataset you may not see: choose another dataset name",
+        filename=filename,
+    )
+
+
 def dataset_check(
-    *, name: str, task_format: str, choice_labels: list[str] | None = None, filename: str = ""
+    *, name: str, task_format: str, choice_labels: list[str] | None = None, filename: str = "", user: Any = None
 ) -> Dataset | None:
-    """The existing dataset of that name (None if new); refuse one of another task format.
-    Writes nothing, so importers call it before validating rows."""
+    """The existing dataset of that name (None if new), among those ``user`` may see
+    (``dataset_existing``); refuse one of another task format. Writes nothing, so importers call it
+    before validating rows."""
     name = (name or "").strip()
     if not name:
         raise ImportValidationError("the dataset name is empty", filename=filename)
-    dataset = Dataset.objects.filter(name=name).first()
+    dataset = dataset_existing(name=name, user=user, filename=filename)
     if dataset is None:
         return None
     if dataset.task_format != task_format:
@@ -64,10 +80,10 @@ def dataset_check(
 
 
 def dataset_get_or_create(
-    *, name: str, task_format: str, choice_labels: list[str] | None = None, description: str = ""
+    *, name: str, task_format: str, choice_labels: list[str] | None = None, description: str = "", user: Any = None
 ) -> tuple[Dataset, bool]:
-    """Call inside the import's transaction, after ``dataset_check``."""
-    dataset = Dataset.objects.filter(name=name.strip()).first()
+    """Call inside the import's transaction, after ``dataset_check`` (for the same ``user``)."""
+    dataset = dataset_existing(name=name, user=user)
     if dataset is not None:
         return dataset, False
     dataset = Dataset(

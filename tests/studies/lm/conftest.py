@@ -17,6 +17,16 @@ def _rows(strategyqa_dir: Path, split: str) -> list[dict]:
     return json.loads((strategyqa_dir / f"strategyqa_processed_{split}.json").read_text())
 
 
+@pytest.fixture(autouse=True)
+def model_dir(settings, tmp_path) -> Path:
+    """A fresh ``RL_MODEL_DIR`` for each test: the folders a job publishes there belong to the
+    sources of the test's database, which is rolled back after it (a folder left by an earlier
+    test would be taken: ``lifecycle.output_name_check``)."""
+    settings.RL_MODEL_DIR = tmp_path / "models"
+    settings.RL_MODEL_DIR.mkdir()
+    return settings.RL_MODEL_DIR
+
+
 @pytest.fixture(scope="session")
 def strategyqa_train_rows(strategyqa_dir) -> list[dict]:
     return _rows(strategyqa_dir, "train")[:N_TRAIN_ROWS]

@@ -81,3 +81,36 @@ def test_missing_base_model_fails_the_job_with_its_path(train_items, strategyqa_
     job = finetune_t5(dataset=strategyqa_dataset, mode="answer_i", base_model=str(tmp_path / "missing"),
                                steps=2)
     assert job.status == "failed" and "cannot load base model" in job.error and "missing" in job.error
+
+
+def test_a_job_that_crashed_between_publishing_and_registering_finishes_when_run_again(
+        lm_models, train_items, strategyqa_dataset, monkeypatch, admin_user):
+    """The folder a job published is its own (its training record names the job), so running the
+    job again replaces it and registers the source instead of refusing the folder as taken."""
+    from studies.services.generation import generation_job_resume, lifecycle
+
+    real = finetune.model_source_register
+
+    def crash(**kwargs):
+        raise RuntimeError("worker killed after publishing")
+
+    monkeypatch.setattr(finetune, "model_source_register", crash)
+    with pytest.raises(RuntimeError):
+        finetune_t5(dataset=strategyqa_dataset, mode="rationalizer", base_model=str(lm_models["t5"]), steps=2,
+                    batch_size=2, output_name="crashed-once", user=admin_user)
+    job = GenerationJob.objects.get(kind="finetune")
+    folder = lifecycle.model_folder("crashed-once")
+    assert lifecycle.published_by(folder) == job.pk and not RationaleSource.objects.filter(name="crashed-once").exists()
+    # Another job may not take that folder: it holds a model, whoever's it is.
+    with pytest.raises(GenerationError, match="is already taken by another model"):
+        finetune_t5(dataset=strategyqa_dataset, mode="rationalizer", base_model=str(lm_models["t5"]), steps=2,
+                    batch_size=2, output_name="crashed-once", user=admin_user, run_now=False)
+    monkeypatch.setattr(finetune, "model_source_register", real)
+    job.refresh_from_db()
+    if job.status != "running":
+        generation_job_resume(job=job, user=admin_user, enqueue=False)
+    generation_job_run_batch(job_id=job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("done", "")
+    source = RationaleSource.objects.get(name="crashed-once")
+    assert source.model_name_or_path == str(folder) and lifecycle.published_by(folder) == job.pk

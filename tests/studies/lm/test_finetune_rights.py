@@ -112,7 +112,8 @@ def test_a_report_reads_the_researchers_right_afresh_in_a_few_queries(
     progress = StepProgress(job.pk, total=10, every=2, creator_checked=True)
     with django_assert_num_queries(0):
         assert progress.report(1) is True  # not a reported step: nothing asked
-    with django_assert_max_num_queries(4):  # the progress update, the job with Bob, Bob's permissions
+    # the progress update, the job with Bob, Bob's permissions, the inputs check's read of the dataset
+    with django_assert_max_num_queries(5):
         assert progress.report(2) is True
 
     _take_right(bob, "permission removed")

@@ -12,6 +12,7 @@ from studies.models import GeneralizationQuestion, QuestionGenerator, Rationale,
 from studies.services import generation
 from studies.services.generation.common import prompt_item
 
+from .conftest import question_demos
 from .openai_server import OpenAIServer, chat, completion
 from .test_services_generation import import_train_questions, rationale_job, t5_source
 
@@ -87,12 +88,16 @@ def test_each_question_records_the_instruction_and_the_jobs_frozen_demonstration
 
 
 def test_a_job_created_before_prompts_were_frozen_records_the_demonstrations_it_used(
-        dev_items, train_items, strategyqa_dataset, strategyqa_generalisation):
+        dev_items, train_items, strategyqa_dataset, strategyqa_generalisation, strategyqa_train_rows):
     def unfreeze(generator, job):
         job.params = {k: v for k, v in job.params.items() if k not in ("demonstrations", "instructions")}
         job.save(update_fields=["params"])
 
-    run_question_job(train_items, strategyqa_generalisation, strategyqa_dataset, edit_after_create=unfreeze)
+    # Such a job read its generator's demonstrations (those jobs saved their draw there).
+    own = {t: [d.as_json() for d in demos]
+           for t, demos in question_demos(strategyqa_train_rows, strategyqa_generalisation).items()}
+    run_question_job(train_items, strategyqa_generalisation, strategyqa_dataset, edit_after_create=unfreeze,
+                     demonstrations=own)
     generator = QuestionGenerator.objects.get(name="hosted-questions")
     for q in GeneralizationQuestion.objects.filter(origin="generator:hosted-questions"):
         assert q.metadata["demonstrations"] == generator.demonstrations[q.qtype]

@@ -27,8 +27,10 @@ from tests.factories import DatasetFactory, ItemFactory
 from .openai_server import OpenAIServer, completion
 
 pytestmark = pytest.mark.django_db
-# A researcher who starts jobs reads the sources, datasets and items they run on (sources_for_user, ...).
-RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.view_dataset", "studies.view_item", "studies.view_rationalesource")
+# A researcher who starts jobs reads the sources, generators, datasets and items they run on, and the
+# train questions a generator's job draws its demonstrations from (sources_for_user, ...).
+RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.view_dataset", "studies.view_item",
+              "studies.view_rationalesource", "studies.view_questiongenerator", "studies.view_generalizationquestion")
 
 
 def staff(name, *perms):

@@ -213,8 +213,11 @@ def test_generalization_questions_for_10_items_end_up_unvalidated(
     job = generation.generation_job_create(kind="generalization_questions", generator=generator,
                                            dataset=strategyqa_dataset, split="dev", limit=10, batch_size=4,
                                            enqueue=False)
+    # Drawn into the job (the operator's: from every train question), never saved on the generator.
+    assert all(len(job.params["demonstrations"][t]) == 6 for t in ("rephrase", "similar", "counterfactual"))
+    assert "the operator's job: all of them" in job.params["demonstrations_from"]["rephrase"]
     generator.refresh_from_db()
-    assert all(len(generator.demonstrations[t]) == 6 for t in ("rephrase", "similar", "counterfactual"))
+    assert generator.demonstrations == {}
     job = generation.generation_job_run(job_id=job.pk)
     assert (job.status, job.done, job.total) == ("done", 10, 10)
 

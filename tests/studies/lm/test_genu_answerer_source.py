@@ -1,0 +1,71 @@
+"""A Gen-U prediction records the rationale source that answered it (``answerer_source``) beside its
+model path (``answerer_model``): two sources may share a path (a checkpoint registered twice, another
+researcher's fine-tuned copy), and the path alone cannot tell which answered."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
+from studies.services import generation
+from studies.services.questions import generalization_questions_set_validation
+from studies.services.studies import study_create
+from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory
+
+from .openai_server import OpenAIServer, completion
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_genu_job_records_which_source_answered_as_f_i_and_which_as_f_ir():
+    dataset = DatasetFactory(name="genu-ds")
+    source = RationaleSource.objects.create(name="explainer", kind=RationaleSource.Kind.IMPORTED)
+    items = [ItemFactory(dataset=dataset, split="dev", gold_answer="yes") for _ in range(2)]
+    questions = []
+    for item in items:
+        RationaleFactory(item=item, source=source)
+        questions.append(GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes",
+                                                               text=f"Rephrased: {item.question}"))
+    generalization_questions_set_validation(questions=questions, status="valid")
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        # Two sources on one model path: only the recorded source says which answered.
+        answerers = {role: RationaleSource.objects.create(
+            name=f"ckpt-{role}", kind="lm", backend="openai", model_name_or_path="shared/ckpt",
+            endpoint_url=server.url, decoding={"backoff_s": 0.01, "concurrency": 1}) for role in ("I", "IR")}
+        job = generation.generation_job_run(job_id=generation.generation_job_create(
+            kind="genu_answers", source=source, item_ids=[i.pk for i in items], user=None, enqueue=False,
+            params={"answerer_i": answerers["I"].pk, "answerer_ir": answerers["IR"].pk}).pk)
+    assert job.status == "done", job.error
+
+    stored = GenUPrediction.objects.filter(rationale_source=source)
+    assert stored.count() == 4
+    for role, answerer in answerers.items():
+        assert set(stored.filter(answerer=role).values_list("answerer_source_id", "answerer_model")) == {
+            (answerer.pk, "shared/ckpt")}
+
+
+def test_the_admin_names_the_answerer_source_only_to_a_reader_of_it():
+    """The prediction's page shows its answerer's model path to whoever reads the prediction, and the
+    answerer source's name only to a reader of that source (``sources_for_user``)."""
+    bob, bob_client = researcher_without_reference_views("bob")
+    dataset = DatasetFactory(name="genu-ds")
+    item = ItemFactory(dataset=dataset, split="dev", gold_answer="yes")
+    source = RationaleSource.objects.create(name="bobs-explainer", kind=RationaleSource.Kind.IMPORTED)
+    RationaleFactory(item=item, source=source)
+    study_create(name="bobs", dataset=dataset, split="dev", sources=[source], owner=bob, user=None, consent_text="ok")
+    question = GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes", text="Rephrased?")
+    hidden = RationaleSource.objects.create(name="ALICE-CKPT", kind="lm", backend="seq2seq",
+                                            model_name_or_path="shared/ckpt")
+    prediction = GenUPrediction.objects.create(generalization_question=question, rationale_source=source,
+                                               answerer="I", answerer_source=hidden, answerer_model="shared/ckpt",
+                                               predicted_answer="yes", correct=True)
+    url = reverse("admin:studies_genuprediction_change", args=[prediction.pk])
+
+    page = bob_client.get(url).content.decode()
+    assert "shared/ckpt" in page and "a source you may not read" in page and "ALICE-CKPT" not in page
+
+    root = get_user_model().objects.create_superuser(username="root", password="pw")
+    bob_client.force_login(root)
+    assert "ALICE-CKPT" in bob_client.get(url).content.decode()

@@ -1,0 +1,112 @@
+"""A job may name the model it loads by its path: fine-tuning's ``base_model``, faithfulness's
+``task_model``, Quark's ``policy_path``. Such a path is a source's model as much as the source is:
+``generation_job_inputs_check`` lets a researcher load it only through a source they may read
+(``sources_for_user``), so another researcher's checkpoint named by its folder is refused, with
+the answer a missing folder gets. Operator models that no source holds (the demo's GGUF, a folder
+outside ``RL_MODEL_DIR``) and hub names stay allowed."""
+import pytest
+from django.contrib.auth import get_user_model
+
+from studies.models import GenerationJob, RationaleSource, StudyShare
+from studies.services.generation import GenerationError, generation_job_create
+from studies.services.generation.lifecycle import model_folder
+from studies.services.studies import study_create
+from tests.api.conftest import grant
+from tests.factories import DatasetFactory
+
+from .test_job_rights import _train_pool
+
+pytestmark = pytest.mark.django_db
+RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.add_study",
+              "studies.view_dataset", "studies.view_item")
+
+
+def researcher(name):
+    return grant(get_user_model().objects.create_user(username=name, password="pw", is_staff=True), *RESEARCHER)
+
+
+@pytest.fixture
+def lab():
+    """Alice; Bob's private fine-tuned source ``bobs-t5`` (its weights in ``RL_MODEL_DIR/bobs-t5``),
+    listed by his study; a dataset both may read."""
+    alice, bob = researcher("alice"), researcher("bob")
+    dataset = DatasetFactory(name="shared-ds")
+    _train_pool(dataset)
+    folder = model_folder("bobs-t5")
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    source = RationaleSource.objects.create(name="bobs-t5", kind="lm", backend="seq2seq",
+                                            model_name_or_path=str(folder))
+    study = study_create(name="bobs-study", dataset=dataset, split="train", sources=[source], owner=bob)
+    return {"alice": alice, "bob": bob, "dataset": dataset, "folder": folder, "source": source, "study": study}
+
+
+def finetune(lab, user, base_model):
+    return generation_job_create(kind="finetune", dataset=lab["dataset"], split="train", user=user, enqueue=False,
+                                 params={"mode": "rationalizer", "base_model": base_model, "output_name": "mine"})
+
+
+def refusal(call, value) -> str:
+    with pytest.raises(GenerationError) as refused:
+        call()
+    return str(refused.value).replace(repr(str(value)), "PATH")
+
+
+def test_fine_tuning_from_another_researchers_checkpoint_folder_is_refused_as_a_missing_one(lab):
+    missing = model_folder("no-such-model")
+    said = {str(p): refusal(lambda p=p: finetune(lab, lab["alice"], str(p)), p)
+            for p in (lab["folder"], lab["folder"] / "config.json", missing)}
+    assert len(set(said.values())) == 1
+    assert said[str(missing)] == ("params.base_model: no model PATH that you may use (a model folder or .gguf file "
+                                  "that exists, or a hub name)")
+    assert not GenerationJob.objects.exists()
+    # Bob, whose study lists it, fine-tunes from it.
+    assert finetune(lab, lab["bob"], str(lab["folder"])).params["base_model"] == str(lab["folder"])
+
+
+def test_a_source_outside_the_model_directory_is_held_too_even_where_its_folder_is_missing(lab):
+    """The audit's case: a private source whose model path this machine does not have."""
+    bobs = RationaleSource.objects.create(name="bobs-private-t5", kind="lm", backend="seq2seq",
+                                          model_name_or_path="/srv/var/models/bobs-private-t5")
+    lab["study"].sources.add(bobs)
+    with pytest.raises(GenerationError, match="params.base_model: no model '/srv/var/models/bobs-private-t5'"):
+        finetune(lab, lab["alice"], bobs.model_name_or_path)
+
+
+def test_a_share_of_the_study_that_lists_the_source_lets_her_load_it(lab):
+    StudyShare.objects.create(study=lab["study"], user=lab["alice"], level="view")
+    assert finetune(lab, lab["alice"], str(lab["folder"])).created_by == lab["alice"]
+
+
+def test_faithfulness_with_another_researchers_task_model_is_refused(lab):
+    def job(path):
+        return lambda: generation_job_create(kind="faithfulness", dataset=lab["dataset"], user=lab["alice"],
+                                             enqueue=False, params={"task_model": path, "task_backend": "classifier"})
+    assert refusal(job(str(lab["folder"])), lab["folder"]).startswith("params.task_model: no model PATH")
+    # A hub name passes this check (and the job is refused for what it lacks: a highlight source).
+    assert refusal(job("org/classifier"), "org/classifier") == "choose the highlight source"
+
+
+def test_a_quark_policy_folder_of_another_researcher_or_of_a_quark_run_reads_as_no_policy(lab):
+    run = model_folder("quark-runs") / "job7" / "last"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    said = {}
+    for path in (lab["folder"], run, model_folder("nothing-here")):
+        said[path.name] = refusal(lambda path=path: generation_job_create(
+            kind="quark", dataset=lab["dataset"], user=lab["alice"], enqueue=False,
+            params={"reward": "marker:is", "policy_path": str(path)}), path)
+    assert set(said.values()) == {"policy PATH is neither a rationale source, a model folder nor a .gguf file"}
+
+
+def test_operator_models_and_hub_names_stay_allowed(lab, settings, tmp_path):
+    gguf = tmp_path / "demo" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    settings.RL_DEMO_LM_GGUF = gguf
+    operators_t5 = tmp_path / "operator-models" / "t5-small"  # outside RL_MODEL_DIR, no source's model
+    operators_t5.mkdir(parents=True)
+    in_model_dir = model_folder("t5-base")  # an operator's copy in RL_MODEL_DIR that no source holds
+    in_model_dir.mkdir()
+    for base_model in (str(gguf), str(operators_t5), str(in_model_dir), "google/t5-small", "t5-small"):
+        assert finetune(lab, lab["alice"], base_model).params["base_model"] == base_model
