@@ -71,10 +71,12 @@ class ImportOutcomesForm(forms.Form):
 
 @admin.register(ScoreRun)
 class ScoreRunAdmin(StudyScopedAdmin):
-    list_display = ("id", "study", "status", "created_at", "finished_at", "n_warnings", "report_link")
+    list_display = ("id", "study", "status", "requested_by", "created_at", "finished_at", "n_warnings", "report_link")
     list_filter = ("status",)
     search_fields = ("study__name",)
-    readonly_fields = ("study", "status", "results", "warnings", "error", "task_id", "created_at", "finished_at")
+    list_select_related = ("study", "requested_by")
+    readonly_fields = ("study", "status", "requested_by", "by_operator", "results", "warnings", "error", "task_id",
+                       "created_at", "finished_at")
     change_list_template = "admin/scoring/scorerun_change_list.html"
 
     def has_add_permission(self, request):

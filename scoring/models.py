@@ -3,6 +3,7 @@ holds one row per (study, item, source): the aggregated answers and the derived 
 report and the API read."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from lab.transitions import StatusMachine
@@ -42,6 +43,13 @@ class ScoreRun(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Who asked for the run (``score_run_enqueue``): their right is checked again when a worker starts
+    # it (``score_run_start``), so a run queued before a share was revoked writes nothing. None with
+    # ``by_operator``: a command or the operator; None without it: the account was deleted meanwhile,
+    # and the run acts for nobody (refused).
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    by_operator = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -57,13 +65,16 @@ class UnitScore(models.Model):
     (1 useful, 0 unsure, -1 not useful), ``task_correct`` (the source's predicted answer was right;
     null when unknown), ``gen_u`` (-1/0/1, null without predictions), ``similarity`` (BERTScore F1
     of the rationale against the gold rationale, null when not computed), ``imported`` (the
-    majorities came from an outcomes file) and ``reported_utility`` (the utility the imported file
-    stated, kept to check the recomputed ``utility`` against it)."""
+    majorities came from an outcomes file), ``reported_utility`` (the utility the imported file
+    stated, kept to check the recomputed ``utility`` against it) and ``score_run`` (the run that
+    wrote the scores; None: not scored). ``n_annotators`` is None when not known (an imported file
+    that does not say)."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="unit_scores")
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="unit_scores")
     source = models.ForeignKey(RationaleSource, on_delete=models.CASCADE, related_name="unit_scores")
-    n_annotators = models.PositiveIntegerField(default=0)
+    # None: not known (an outcomes file that does not say how many workers answered).
+    n_annotators = models.PositiveIntegerField(default=0, null=True, blank=True)
     before_majority = models.CharField(max_length=50, blank=True)
     after_majority = models.CharField(max_length=50, blank=True)
     before_tie = models.BooleanField(default=False)
@@ -77,6 +88,9 @@ class UnitScore(models.Model):
     # True when the aggregated answers were imported (a study run elsewhere), not collected here.
     imported = models.BooleanField(default=False)
     reported_utility = models.SmallIntegerField(null=True, blank=True)
+    # The run that wrote the scores (``before_correct`` ... ``similarity``); None while the row is
+    # not scored (outcomes imported, or changed by a re-import, and not scored since).
+    score_run = models.ForeignKey(ScoreRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from django.db.models import Count, Max, Q
+
+from annotations.models import Assignment, Claim
+from annotations.selectors import claim_counts
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Study
@@ -13,6 +18,26 @@ def score_run_latest(*, study: Study) -> ScoreRun | None:
     """The study's latest finished run."""
     return ScoreRun.objects.filter(study=study, status=ScoreRun.Status.DONE).order_by("-finished_at", "-pk").first()
 
+
+
+def unit_counting_changes(*, study: Study) -> dict[tuple[int, int], tuple[int, datetime | None]]:
+    """(item, source) -> (how many answers count now for the study's utility unit, the latest time
+    its counting answers changed by a submission or a rejection), in one grouped query (its size is
+    the study's units). Together they tell whether a unit's scores are stale
+    (``export_units.unit_score_stale``): a run aggregated ``n_annotators`` counting answers and
+    finished at ``finished_at``; a different count now (work rejected, withdrawn, put on hold or
+    cleared) or a task submitted or rejected after it means the answers that count are not the
+    ones it scored. Active, returned and expired work never counted and changes nothing."""
+    counting = claim_counts()
+    rows = (Claim.objects.filter(study_id=study.pk, unit__isnull=False, unit__generalization_question__isnull=True)
+            .values("unit__item_id", "unit__source_id")
+            .annotate(n=Count("id", filter=counting),
+                      submitted=Max("assignment__submitted_at", filter=counting),
+                      rejected=Max("assignment__reviewed_at", filter=Q(assignment__status=Assignment.Status.REJECTED)))
+            .order_by()
+            .values_list("unit__item_id", "unit__source_id", "n", "submitted", "rejected"))
+    return {(item, source): (n, max((t for t in (submitted, rejected) if t is not None), default=None))
+            for item, source, n, submitted, rejected in rows}
 
 
 def imported_outcomes_count(*, study: Study) -> int:
@@ -65,7 +90,7 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
     study = Study.objects.select_related("dataset").get(pk=int(key.split(":", 1)[1]))
     run = score_run_latest(study=study)
     shares = (run.results or {}).get("utility_shares") or {} if run else {}
-    raters = int(((run.results or {}).get("study") or {}).get("annotators_per_unit") or study.annotators_per_unit)
+    raters, assumed = pilot_raters(study=study, run=run)
     raters = min(max(raters, 1), planning.MAX_RATERS)
     choices = study_answer_choices(study=study)
     priors = {}
@@ -78,8 +103,26 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
     if pipeline.ALL not in priors:
         raise ValueError(f"The pilot {study.name!r} has no utility shares in its latest scored run.")
     pooled = priors.pop(pipeline.ALL)
-    label = f"the pilot {study.name} (latest scored run {run.pk}, {raters} workers per unit)"
+    workers = (f"{raters} workers per unit assumed: its outcomes file does not say how many answered" if assumed
+               else f"{raters} workers per unit")
+    label = f"the pilot {study.name} (latest scored run {run.pk}, {workers})"
     return PlanPrior(key, label, priors, pooled)
+
+
+def pilot_raters(*, study: Study, run: ScoreRun | None) -> tuple[int, bool]:
+    """The workers per unit a pilot's shares were observed with, and whether that is assumed. A
+    study run here: its design's (as its run recorded it). Imported outcomes: the most common
+    ``n_annotators`` its file gave; when the file gave none (the released file), the study's
+    design value, assumed."""
+    recorded = ((run.results or {}).get("study") or {}).get("annotators_per_unit") if run is not None else None
+    if not study.is_imported_outcome:
+        return int(recorded or study.annotators_per_unit), False
+    known = (UnitScore.objects.filter(study=study, n_annotators__isnull=False).values("n_annotators")
+             .annotate(n=Count("id")).order_by("-n", "-n_annotators").values_list("n_annotators", flat=True)
+             .first())
+    if known is not None:
+        return int(known), False
+    return int(study.annotators_per_unit or recorded or 1), True
 
 
 def study_answer_choices(*, study: Study) -> int:

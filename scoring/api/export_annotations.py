@@ -5,8 +5,9 @@ or removed; ``worker_raw_id`` is appended only when a permitted user asks for it
 One declaration (``ANNOTATION_SPEC``) says, for each column, its name, type, meaning and where its
 value is read: the answer's own row (a field path from ``Annotation``, or a value the database
 computes, ``_COMPUTED``), its unit (a field path from ``Unit``), the unit's score (a field path
-from ``UnitScore``), what the scores were computed with (``RUN``: a key of
-``export_units.scored_with``, read once for the study) or a value made per row (``MADE``). The
+from ``UnitScore``), what the unit's scores were computed with (``RUN``: a key of
+``export_units.SCORED_WITH_COLUMNS``: the unit's own score run, read once per run, and whether the
+answers that count changed since, read once for the study) or a value made per row (``MADE``). The
 queries, the column lists of CSV, JSON lines and Parquet, and the order of each row's values all
 come from it: a column read from the database is one line there."""
 from __future__ import annotations
@@ -25,7 +26,7 @@ from annotations.models import Annotation, Assignment, AttentionCheck, Participa
 from annotations.selectors import claim_counts
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
-from scoring.api.export_units import SCORED_WITH_COLUMNS, scored_with, utility_label
+from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith, utility_label
 from scoring.models import UnitScore
 from studies.models import Study
 
@@ -73,7 +74,8 @@ ANNOTATION_SPEC: list[tuple[Column, str, str]] = [
     (Column("similarity", "float", "BERTScore similarity of the rationale to the gold rationale, when computed."),
      SCORE, "similarity"),
     (Column("counts", "bool", "The answer counts: its claim is complete, not given back, and its task submitted or "
-            "approved (what scoring reads; `annotations.selectors.claims_that_count`)."), ANSWER, "counts"),
+            "approved (what scoring reads; `annotations.selectors.claims_that_count`), as it is now: the scores are "
+            "those of `score_run`, and `stale` says whether what counts changed since."), ANSWER, "counts"),
     *((column, RUN, name) for name, column in SCORED_WITH_COLUMNS.items()),
 ]
 RAW_WORKER_SPEC = (Column("worker_raw_id", "str", "Raw platform id (only for staff with "
@@ -159,22 +161,32 @@ def unit_score_lookup(study: Study, *, fields: list[str] | None = None) -> dict[
 
 def _unit_table(study: Study, layout: _Layout) -> tuple[dict[int, tuple], tuple]:
     """Unit id -> its ``unit_fields`` (without the id), its gold answer (the generalization
-    question's, else the item's), its score and what the study's scores were computed with (the
-    same for every unit: read once here, not per answer); and the same shape, with empties but
-    the study's ``run_fields``, for an answer without a unit (an attention check)."""
-    scores = unit_score_lookup(study, fields=layout.score_fields)
-    used = scored_with(study=study) if layout.run_fields else {}
-    run = tuple(used[name] for name in layout.run_fields)
-    no_score = tuple("" if name == "utility_label" else None for name in layout.score_fields)
+    question's, else the item's), its score and what that score was computed with: the unit's own
+    run and whether the answers changed since (``export_units.ScoredWith``: each run read once, the
+    study's counting answers once; not per answer); and the same shape, with empties, for an answer
+    without a unit (an attention check)."""
+    n_score = len(layout.score_fields)
+    scores = unit_score_lookup(study, fields=[*layout.score_fields, *SCORED_WITH_READS[3:], "score_run_id"])
+    runs = ScoredWith(study.pk)
+    order = list(SCORED_WITH_COLUMNS)
+    run_at = [order.index(name) for name in layout.run_fields]
+    no_run = (None,) * len(layout.run_fields)
+
+    def scored(key: tuple[int, int], rest: tuple) -> tuple:
+        n_annotators, imported, run_id = rest[n_score:]
+        values = runs.values(run_id, *key, n_annotators, imported)
+        return (*rest[:n_score], *(values[i] for i in run_at))
+
+    by_pair = {key: scored(key, rest) for key, rest in scores.items()}
+    no_score = (*("" if name == "utility_label" else None for name in layout.score_fields), *no_run)
     field = {name: i for i, name in enumerate(layout.unit_fields)}
     key, gq, gq_gold, item_gold = (itemgetter(field["item_id"], field["source_id"]), field["generalization_question_id"],
                                    field["generalization_question__answer"], field["item__gold_answer"])
     units = {
-        row[0]: (*row[1:], row[gq_gold] if row[gq] is not None else row[item_gold], *scores.get(key(row), no_score),
-                 *run)
+        row[0]: (*row[1:], row[gq_gold] if row[gq] is not None else row[item_gold], *by_pair.get(key(row), no_score))
         for row in Unit.objects.filter(study=study).values_list(*layout.unit_fields)
     }
-    return units, (None,) * len(layout.unit_fields) + no_score + run
+    return units, (None,) * len(layout.unit_fields) + no_score
 
 
 class IsoUtc(Func):

@@ -8,8 +8,8 @@ from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySe
 
 from lab.api.streaming import Column
 from scoring.metrics.labels import UTILITY_NAMES
-from scoring.models import UnitScore
-from scoring.selectors import score_run_latest
+from scoring.models import ScoreRun, UnitScore
+from scoring.selectors import score_run_latest, unit_counting_changes
 from scoring.services.genu import gen_u_method_text
 from studies.models import Study
 
@@ -21,25 +21,80 @@ def utility_label() -> Case:
 
 
 class _ScoredWith:
-    """Marks a column whose value is what the study's unit scores were computed with
-    (``scored_with``, under the column's name): the same on every row of a study, so read once
-    per study, never per row."""
+    """Marks a column whose value is what the row's own score run computed it with, or whether that
+    run's scores are stale (``ScoredWith``, under the column's name): read once per run and per
+    study, never per row."""
 
     def __repr__(self) -> str:
         return "SCORED_WITH"
 
 
 SCORED_WITH = _ScoredWith()
-# What a row's ``utility``, ``gen_u`` and ``similarity`` rest on (``scored_with``); the unit-score and
-# the annotation exports both carry them, as the per-source summary does.
+# What a row's ``utility``, ``gen_u`` and ``similarity`` rest on: the run that wrote them (the row's
+# own, ``UnitScore.score_run``), that run's settings, and whether the answers changed since it
+# (``stale``); the unit-score and the annotation exports both carry them.
 SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
-    Column("score_run", "int", "The scoring run that wrote the unit's scores (its results.json: "
-           "/api/v1/studies/{id}/results/); empty for outcomes imported and never scored."),
-    Column("similarity_model", "str", "The BERTScore model and layer `similarity` was computed with; empty: "
-           "that run computed no similarity."),
+    Column("score_run", "int", "The scoring run that wrote this row's scores (its results.json: "
+           "/api/v1/studies/{id}/results/ for the latest); empty: not scored (outcomes imported, or changed by a "
+           "re-import, and not scored since)."),
+    Column("similarity_model", "str", "The BERTScore model and layer `similarity` was computed with by that run; "
+           "empty: that run computed no similarity."),
     Column("gen_u_method", "str", "What `gen_u` rests on: the question filter, the tie rule and the answerers "
            "with their training; empty: that run computed no Gen-U."),
+    Column("stale", "bool", "The answers that count for this unit changed after `score_run` finished: a task was "
+           "submitted or rejected since, or the number of counting answers differs from what the run aggregated "
+           "(work rejected, withdrawn, put on hold or cleared); the scores are that run's, so score the study again. "
+           "Empty: not scored. Imported outcomes are never stale: re-importing them clears the scores they change."),
 ]}
+# What ``ScoredWith.values`` reads from a unit-score row, in this order.
+SCORED_WITH_READS = ("score_run_id", "item_id", "source_id", "n_annotators", "imported")
+
+
+def unit_score_stale(*, n_annotators: int | None, imported: bool, finished_at, change) -> bool:
+    """Whether a scored row's scores are stale: ``change`` is its unit's (counting answers now, last
+    change of them) from ``scoring.selectors.unit_counting_changes``; ``finished_at`` its run's.
+    Imported outcomes: never (a re-import clears what it changes)."""
+    if imported:
+        return False
+    n_now, changed_at = change if change is not None else (0, None)
+    if n_now != (n_annotators or 0):
+        return True
+    return changed_at is not None and (finished_at is None or changed_at > finished_at)
+
+
+class ScoredWith:
+    """The ``SCORED_WITH_COLUMNS`` values of one study's unit-score rows: each row's own run, read
+    once per run (its settings and ``finished_at``), and its staleness against the study's counting
+    answers, read once for the study (``unit_counting_changes``, lazily: a study without scored rows
+    never reads it). No query per row."""
+
+    def __init__(self, study_id: int) -> None:
+        self.study = Study(pk=study_id)
+        self.runs: dict[int, tuple[tuple, object]] = {}
+        self.changes: dict | None = None
+
+    def run(self, run_id: int) -> tuple[tuple, object]:
+        found = self.runs.get(run_id)
+        if found is None:
+            run = ScoreRun.objects.filter(pk=run_id).only("results", "finished_at").first()
+            used = scored_with_run(run)
+            found = self.runs[run_id] = (
+                (used["score_run"], used["similarity_model"], used["gen_u_method"]),
+                run.finished_at if run is not None else None)
+        return found
+
+    def values(self, run_id: int | None, item_id: int, source_id: int, n_annotators: int | None,
+               imported: bool) -> tuple:
+        """(score_run, similarity_model, gen_u_method, stale) of a row."""
+        if run_id is None:
+            return None, None, None, None
+        used, finished_at = self.run(run_id)
+        if self.changes is None:
+            self.changes = unit_counting_changes(study=self.study)
+        stale = unit_score_stale(n_annotators=n_annotators, imported=imported, finished_at=finished_at,
+                                 change=self.changes.get((item_id, source_id)))
+        return (*used, stale)
+
 
 # One declaration per column: its name, type, meaning and the ``UnitScore`` field path (or the
 # expression) its value is read from, or ``SCORED_WITH``. The query, CSV, JSON lines and Parquet
@@ -52,7 +107,8 @@ SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression] | _ScoredWith]] = 
     (Column("source_id", "int", "Rationale source id."), "source_id"),
     (Column("source_name", "str", "Rationale source name."), "source__name"),
     (Column("gold_answer", "str", "The item's correct answer label."), "item__gold_answer"),
-    (Column("n_annotators", "int", "Annotators whose answers were aggregated."), "n_annotators"),
+    (Column("n_annotators", "int", "Annotators whose answers were aggregated; empty: not known (imported outcomes "
+            "whose file does not say)."), "n_annotators"),
     (Column("before_majority", "str", "Majority answer before the rationale; empty on a tie."), "before_majority"),
     (Column("after_majority", "str", "Majority answer after the rationale; empty on a tie."), "after_majority"),
     (Column("before_tie", "bool", "No majority before the rationale (counted as wrong)."), "before_tie"),
@@ -75,30 +131,31 @@ SCORE_COLUMNS: list[Column] = [column for column, _ in SCORE_SPEC]
 
 
 def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iterator[tuple]:
-    """Rows in ``SCORE_COLUMNS`` order, streamed. The ``SCORED_WITH`` columns are looked up once for
-    each study the rows belong to (``scored_with``), when its first row comes."""
+    """Rows in ``SCORE_COLUMNS`` order, streamed. The ``SCORED_WITH`` columns are each row's own
+    run's (``ScoredWith``: read once per run and per study, never per row)."""
     read = [value if isinstance(value, str) else value() for _, value in SCORE_SPEC if value is not SCORED_WITH]
-    named = [column.name for column, value in SCORE_SPEC if value is SCORED_WITH]
-    if "study_id" not in read:
-        read.append("study_id")
+    order = list(SCORED_WITH_COLUMNS)
+    extra = [name for name in ("study_id", *SCORED_WITH_READS) if name not in read]
+    read += extra
     study_at = read.index("study_id")
-    positions, n_read = [], 0
+    reads = itemgetter(*(read.index(name) for name in SCORED_WITH_READS))
+    n_read = len(read)
+    positions, taken = [], 0
     for column, value in SCORE_SPEC:
         if value is SCORED_WITH:
-            positions.append(len(read) + named.index(column.name))  # after the values read
+            positions.append(n_read + order.index(column.name))  # after the values read
         else:
-            positions.append(n_read)
-            n_read += 1
+            positions.append(taken)
+            taken += 1
     pick = itemgetter(*positions)
     rows = queryset.order_by("item_id", "source_id").values_list(*read).iterator(chunk_size=chunk_size)
-    per_study: dict[int, tuple] = {}
+    per_study: dict[int, ScoredWith] = {}
     for row in rows:
         study_id = row[study_at]
-        settings_used = per_study.get(study_id)
-        if settings_used is None:
-            used = scored_with(study=Study(pk=study_id))
-            settings_used = per_study[study_id] = tuple(used[name] for name in named)
-        yield pick(row + settings_used)
+        runs = per_study.get(study_id)
+        if runs is None:
+            runs = per_study[study_id] = ScoredWith(study_id)
+        yield pick(row + runs.values(*reads(row)))
 
 
 def _share(n: int, total: int) -> float | None:
@@ -106,11 +163,15 @@ def _share(n: int, total: int) -> float | None:
 
 
 def scored_with(*, study: Study) -> dict:
-    """What the stored unit scores were computed with: the latest finished run (the one that wrote
-    them; None for outcomes imported and never scored), its similarity model and its Gen-U method
-    (question filter, tie rule, answerers), so that a mean Gen-U or similarity is never read
-    without the setting that made it."""
-    run = score_run_latest(study=study)
+    """What the study's latest finished run computed with (``scored_with_run``; None for outcomes
+    imported and never scored): what the per-source summary rests on."""
+    return scored_with_run(score_run_latest(study=study))
+
+
+def scored_with_run(run: ScoreRun | None) -> dict:
+    """What ``run`` computed with: its id, its similarity model and its Gen-U method (question
+    filter, tie rule, answerers), so that a mean Gen-U or similarity is never read without the
+    setting that made it. All None for no run."""
     results = (run.results or {}) if run is not None else {}
     similarity = results.get("similarity") or {}
     return {
@@ -137,8 +198,9 @@ def source_summaries(*, study: Study) -> list[dict]:
             n_not_useful=Count("id", filter=Q(utility=-1)),
             n_before_ties=Count("id", filter=Q(before_tie=True)),
             n_after_ties=Count("id", filter=Q(after_tie=True)),
-            n_before_correct=Count("id", filter=Q(before_correct=True)),
-            n_after_correct=Count("id", filter=Q(after_correct=True)),
+            # over the scored units (``n_scored``): an unscored one has no correctness yet
+            n_before_correct=Count("id", filter=Q(before_correct=True, utility__isnull=False)),
+            n_after_correct=Count("id", filter=Q(after_correct=True, utility__isnull=False)),
             n_task_known=Count("id", filter=Q(task_correct__isnull=False)),
             n_task_correct=Count("id", filter=Q(task_correct=True)),
             mean_gen_u=Avg("gen_u"),
@@ -163,8 +225,8 @@ def source_summaries(*, study: Study) -> list[dict]:
                 "share_not_useful": _share(r["n_not_useful"], scored),
                 "n_before_ties": r["n_before_ties"],
                 "n_after_ties": r["n_after_ties"],
-                "accuracy_before": _share(r["n_before_correct"], r["n_units"]),
-                "accuracy_after": _share(r["n_after_correct"], r["n_units"]),
+                "accuracy_before": _share(r["n_before_correct"], scored),
+                "accuracy_after": _share(r["n_after_correct"], scored),
                 "task_accuracy": _share(r["n_task_correct"], r["n_task_known"]),
                 "mean_gen_u": r["mean_gen_u"],
                 "mean_similarity": r["mean_similarity"],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from scoring.api.export_units import SCORED_WITH_COLUMNS, scored_with
+from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
 
@@ -14,10 +14,12 @@ class UnitScoreSerializer(serializers.ModelSerializer):
     gold_answer = serializers.CharField(source="item.gold_answer", read_only=True)
     source_name = serializers.CharField(source="source.name", read_only=True)
     utility_label = serializers.SerializerMethodField(help_text="useful, unsure or not_useful; empty if unscored.")
-    # What ``utility``, ``gen_u`` and ``similarity`` rest on, as the exports and the summary give it.
+    # What ``utility``, ``gen_u`` and ``similarity`` rest on, as the exports and the summary give it:
+    # the row's own run, its settings, and whether the answers changed since (``stale``).
     score_run = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["score_run"].description)
     similarity_model = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["similarity_model"].description)
     gen_u_method = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["gen_u_method"].description)
+    stale = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["stale"].description)
 
     class Meta:
         model = UnitScore
@@ -25,19 +27,21 @@ class UnitScoreSerializer(serializers.ModelSerializer):
             "id", "study", "item", "item_external_id", "split", "source", "source_name", "gold_answer",
             "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
             "after_correct", "utility", "utility_label", "task_correct", "gen_u", "similarity", "imported",
-            "updated_at", "score_run", "similarity_model", "gen_u_method",
+            "updated_at", "score_run", "similarity_model", "gen_u_method", "stale",
         ]
 
     def get_utility_label(self, obj) -> str:
         return UTILITY_NAMES.get(obj.utility, "")
 
     def _scored_with(self, obj) -> dict:
-        """``scored_with`` of the row's study, read once per study for a page (the serializer's
-        context is shared by a list's rows)."""
+        """``SCORED_WITH_COLUMNS`` of the row (``ScoredWith``: its run read once, the study's counting
+        answers once, for a page: the serializer's context is shared by a list's rows)."""
         cache = self.context.setdefault("_scored_with", {}) if isinstance(self.context, dict) else {}
-        if obj.study_id not in cache:
-            cache[obj.study_id] = scored_with(study=obj.study)
-        return cache[obj.study_id]
+        runs = cache.get(obj.study_id)
+        if runs is None:
+            runs = cache[obj.study_id] = ScoredWith(obj.study_id)
+        values = runs.values(*(getattr(obj, name) for name in SCORED_WITH_READS))
+        return dict(zip(SCORED_WITH_COLUMNS, values, strict=True))
 
     def get_score_run(self, obj) -> int | None:
         return self._scored_with(obj)["score_run"]
@@ -47,6 +51,9 @@ class UnitScoreSerializer(serializers.ModelSerializer):
 
     def get_gen_u_method(self, obj) -> str | None:
         return self._scored_with(obj)["gen_u_method"]
+
+    def get_stale(self, obj) -> bool | None:
+        return self._scored_with(obj)["stale"]
 
 
 class ScoreRunSerializer(serializers.ModelSerializer):
@@ -73,14 +80,17 @@ class SourceSummarySerializer(serializers.Serializer):
     share_not_useful = serializers.FloatField(allow_null=True)
     n_before_ties = serializers.IntegerField(help_text="Units without a majority before the rationale.")
     n_after_ties = serializers.IntegerField(help_text="Units without a majority after the rationale.")
-    accuracy_before = serializers.FloatField(allow_null=True, help_text="Share of units whose majority was right before.")
-    accuracy_after = serializers.FloatField(allow_null=True, help_text="Share of units whose majority was right after.")
+    accuracy_before = serializers.FloatField(allow_null=True, help_text=(
+        "Share of the scored units (n_scored) whose majority was right before; null when none is scored."))
+    accuracy_after = serializers.FloatField(allow_null=True, help_text=(
+        "Share of the scored units (n_scored) whose majority was right after; null when none is scored."))
     task_accuracy = serializers.FloatField(allow_null=True, help_text="Share of units where the source was right.")
     mean_gen_u = serializers.FloatField(allow_null=True)
     mean_similarity = serializers.FloatField(allow_null=True)
     score_run = serializers.IntegerField(allow_null=True, help_text=(
-        "The scoring run that wrote these unit scores (its results.json: /studies/{id}/results/); null for "
-        "outcomes imported and never scored."))
+        "The study's latest finished scoring run, whose settings these lines give (its results.json: "
+        "/studies/{id}/results/); null when the study has none. Each unit's own run, and whether its scores are "
+        "stale, are in the unit-score export."))
     similarity_model = serializers.CharField(allow_null=True, help_text=(
         "The BERTScore model and layer behind mean_similarity (null: similarity was not computed)."))
     gen_u_method = serializers.CharField(allow_null=True, help_text=(

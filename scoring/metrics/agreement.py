@@ -28,7 +28,11 @@ def krippendorff_alpha(units: Sequence[Hashable], labels: Sequence[Hashable]) ->
     """Krippendorff's alpha, nominal level, via the ``krippendorff`` package (value-counts form,
     so the number of raters may differ between units; units with a single answer add nothing).
     NaN when there is no pairable unit or only one label value is ever used."""
-    counts = value_counts_matrix(units, labels)
+    return alpha_from_counts(value_counts_matrix(units, labels))
+
+
+def alpha_from_counts(counts: np.ndarray) -> float:
+    """:func:`krippendorff_alpha` of a units x categories matrix (:func:`value_counts_matrix`)."""
     counts = counts[counts.sum(axis=1) >= 2]
     if counts.shape[0] == 0 or counts.shape[1] < 2:
         return float("nan")
@@ -38,7 +42,11 @@ def krippendorff_alpha(units: Sequence[Hashable], labels: Sequence[Hashable]) ->
 def fleiss_kappa(units: Sequence[Hashable], labels: Sequence[Hashable]) -> float:
     """Fleiss' kappa via statsmodels. Requires every unit to have the same number of raters:
     raises ``ValueError`` naming the counts otherwise."""
-    counts = value_counts_matrix(units, labels)
+    return kappa_from_counts(value_counts_matrix(units, labels))
+
+
+def kappa_from_counts(counts: np.ndarray) -> float:
+    """:func:`fleiss_kappa` of a units x categories matrix (:func:`value_counts_matrix`)."""
     if counts.shape[0] == 0:
         raise ValueError("fleiss_kappa: no annotations")
     raters = counts.sum(axis=1)

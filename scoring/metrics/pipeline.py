@@ -23,6 +23,7 @@ import pandas as pd
 
 from scoring import metrics
 from scoring.errors import ScoringError
+from scoring.metrics.agreement import alpha_from_counts, kappa_from_counts
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.labels import UTILITY_NAMES, utility_category
 
@@ -138,6 +139,7 @@ def unit_outcomes(
             + f" ({detail}); they are scored on the answers they have."
         )
     frame = frame[~empty].copy()
+    frame["short"] = short[~empty].to_numpy(dtype=bool)
     frame = add_utility(frame)
     ties = {
         "before": int(frame["before_tie"].sum()),
@@ -242,25 +244,108 @@ def task_accuracy(frame: pd.DataFrame) -> dict:
     return _per_source(frame, lambda g: float(g["task_correct"].astype(bool).mean()), ["task_correct"])
 
 
-def agreement(annotations: pd.DataFrame) -> dict:
+# What agreement's "unit" is (SPEC section 2 says "over the raw annotations" and leaves it open):
+# the published figure rates each scored unit, i.e. one (item, source) pair (a generalization
+# study: one (question, source) pair); the other reading pools an item's before answers over its
+# sources (they were given without any rationale, so every source's raters answered the same thing).
+AGREEMENT_UNIT = {"item_id": "(item, source): the answers to one item with one source's rationale",
+                  "question_id": "(generalization question, source): the answers to one question with one "
+                                 "source's rationale"}
+AGREEMENT_BY_ITEM = {"item_id": "item: an item's before answers under every source together (before the rationale "
+                                "all sources' raters answered the same question)",
+                     "question_id": "generalization question: its before answers under every source together"}
+FLEISS_FULL_UNITS = "Fleiss' kappa over the units with the most common number of raters only"
+
+
+def _agreement_row(units: pd.Series, labels: pd.Series) -> dict:
+    """Agreement of one step's answers (``units[i]`` rated ``labels[i]``): alpha and the units it
+    used (those with two answers or more: a single answer adds nothing), Fleiss' kappa when every
+    unit has as many raters, and otherwise kappa over the units with the most common count."""
+    counts = metrics.value_counts_matrix(units, labels)
+    raters = counts.sum(axis=1)
+    row = {"n_units": int(counts.shape[0]), "n_annotations": int(len(labels)),
+           "n_units_alpha": int((raters >= 2).sum()),
+           "n_units_single_answer": int((raters < 2).sum())}
+    row["krippendorff_alpha"] = alpha_from_counts(counts)
+    if counts.shape[0] and (raters == raters[0]).all():
+        row["fleiss_kappa"] = kappa_from_counts(counts)
+    else:
+        row["fleiss_kappa"] = None
+        sizes = np.bincount(raters)
+        k = int(len(sizes) - 1 - np.argmax(sizes[::-1]))  # most common count; the larger on a draw
+        kappa = kappa_from_counts(counts[raters == k]) if k >= 2 else None
+        row["fleiss_kappa_full_units"] = {"rule": FLEISS_FULL_UNITS, "raters": k,
+                                          "n_units": int((raters == k).sum()) if k >= 2 else 0,
+                                          "fleiss_kappa": kappa}
+        row["fleiss_kappa_note"] = (f"Not computed over all units: units have different numbers of raters "
+                                    f"({', '.join(str(int(r)) for r in sorted(set(raters.tolist())))}); "
+                                    f"over the {row['fleiss_kappa_full_units']['n_units']} units with {k} raters: "
+                                    + ("not computable" if kappa is None or kappa != kappa else f"{kappa:.4f}") + ".")
+    return row
+
+
+def task_accuracy_n(frame: pd.DataFrame) -> dict:
+    """How many units each source's task accuracy is over: the scored units (those with an answer)
+    that have the source's predicted answer; units no one has answered yet are not in it."""
+    has = frame.dropna(subset=["task_correct"])
+    counts = {str(k): int(v) for k, v in has["source"].value_counts().sort_index().items()}
+    return {**counts, ALL: int(len(has))}
+
+
+def _unit_key(units: pd.DataFrame | None) -> str | None:
+    return next((k for k in ("question_id", "item_id") if units is not None and k in units), None)
+
+
+def agreement(annotations: pd.DataFrame, units: pd.DataFrame | None = None) -> dict:
     """Krippendorff's alpha (nominal) over the raw answers of each step; Fleiss' kappa when every
-    unit has the same number of answers (the paper's Table 18)."""
+    unit has the same number of answers (the paper's Table 18). With ``units`` (``unit_id`` and
+    ``item_id`` or ``question_id``) each step's row names its ``unit`` (``AGREEMENT_UNIT``)."""
     out = {}
+    key = _unit_key(units)
     for step in ("before", "after"):
         a = annotations[(annotations["step"] == step) & annotations["answer"].notna() & (annotations["answer"] != "")]
         if a.empty:
             continue
-        counts = metrics.value_counts_matrix(a["unit_id"].to_numpy(), a["answer"].to_numpy())
-        row = {"n_units": int(counts.shape[0]), "n_annotations": int(len(a))}
-        row["krippendorff_alpha"] = metrics.krippendorff_alpha(a["unit_id"].to_numpy(), a["answer"].to_numpy())
-        raters = counts.sum(axis=1)
-        if counts.shape[0] and (raters == raters[0]).all():
-            row["fleiss_kappa"] = metrics.fleiss_kappa(a["unit_id"].to_numpy(), a["answer"].to_numpy())
-        else:
-            row["fleiss_kappa"] = None
-            row["fleiss_kappa_note"] = "Not computed: units have different numbers of raters."
-        out[step] = row
+        # Series, not arrays: a categorical answer column is counted by its codes
+        out[step] = ({"unit": AGREEMENT_UNIT[key]} if key else {}) | _agreement_row(a["unit_id"], a["answer"])
     return out
+
+
+def agreement_by_item(annotations: pd.DataFrame, units: pd.DataFrame) -> dict:
+    """The other reading of agreement (``AGREEMENT_BY_ITEM``): the before answers with the item (or
+    generalization question) as the unit, every source's raters together. Empty without answers."""
+    key = _unit_key(units)
+    a = annotations[(annotations["step"] == "before") & annotations["answer"].notna() & (annotations["answer"] != "")]
+    if key is None or a.empty:
+        return {}
+    item = a["unit_id"].map(units.set_index("unit_id")[key])
+    keep = item.notna().to_numpy()
+    if not keep.any():
+        return {}
+    return {"before": {"unit": AGREEMENT_BY_ITEM[key],
+                       **_agreement_row(item[keep], a["answer"][keep])}}
+
+
+# Units short of annotators are scored on the answers they have; the other reading scores only
+# the units with all the answers they need.
+FULL_UNITS_RULE = ("only the units with every answer they need (the study's annotators per unit, or a unit stopped "
+                   "early: those it held when it was decided)")
+
+
+def short_units(frame: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES) -> dict:
+    """Units scored short of annotators, per source and over all, and the utility shares of the
+    full units only (``FULL_UNITS_RULE``); ``None`` shares when no unit is short (they are the
+    published ones)."""
+    short = frame["short"] if "short" in frame else pd.Series(False, index=frame.index)
+    counts = {str(k): int(v) for k, v in frame.loc[short, "source"].value_counts().sort_index().items()}
+    for name in frame["source"].unique():
+        counts.setdefault(str(name), 0)
+    counts = dict(sorted(counts.items()))
+    counts[ALL] = int(short.sum())
+    full = frame.loc[~short]
+    return {"n_short_by_source": counts, "full_units_rule": FULL_UNITS_RULE,
+            "utility_shares_full_units_only": (utility_shares(full, n_resamples=n_resamples)
+                                               if short.any() and len(full) else None)}
 
 
 @dataclass
@@ -284,15 +369,18 @@ def merge(parts: Iterable[Part], *, frame: pd.DataFrame | None = None) -> Part:
     return merged
 
 
-def collected_outcomes(units: pd.DataFrame, annotations: pd.DataFrame, *, expected_raters: int) -> Part:
+def collected_outcomes(units: pd.DataFrame, annotations: pd.DataFrame, *, expected_raters: int,
+                       by_item: bool = True) -> Part:
     """The per-unit table of a study's collected answers (:func:`unit_outcomes`) with ``n_units``,
-    ``ties`` and ``agreement``."""
+    ``ties``, ``agreement`` and (unless ``by_item`` is false) ``agreement_by_item``."""
     frame, warnings, ties = unit_outcomes(units, annotations, expected_raters=expected_raters)
     results = {
         "n_units": int(len(units)),
         "ties": ties,
-        "agreement": agreement(annotations) if not annotations.empty else {},
+        "agreement": agreement(annotations, units) if not annotations.empty else {},
     }
+    if by_item:
+        results["agreement_by_item"] = agreement_by_item(annotations, units) if not annotations.empty else {}
     return Part(results, warnings, frame)
 
 
@@ -315,6 +403,14 @@ def score_units(
     return merge(parts, frame=frame)
 
 
+def as_categories(annotations: pd.DataFrame) -> pd.DataFrame:
+    """``annotations`` with ``step`` and ``answer`` as categoricals (the same values; grouping and
+    counting then read their codes, which is what makes a reading of the answers cheap)."""
+    cols = {c: annotations[c].astype("category") for c in ("step", "answer")
+            if c in annotations and not isinstance(annotations[c].dtype, pd.CategoricalDtype)}
+    return annotations.assign(**cols) if cols else annotations
+
+
 def score_frames(
     units: pd.DataFrame,
     annotations: pd.DataFrame,
@@ -324,12 +420,15 @@ def score_frames(
     both_directions: bool = False,
     n_resamples: int = DEFAULT_RESAMPLES,
     what: str = "The study",
+    by_item: bool = True,
 ) -> Part:
     """The utility study's composition from the raw frames, the one ``study_score`` runs on a
     study's rows and the benchmark (``benchmarks/scoring``) measures on synthetic ones: majorities
     and utility per unit, ties, agreement, then :func:`score_units`. Raises ``ScoringError``
-    (``what`` names the study) when no unit has a completed answer."""
-    outcomes = collected_outcomes(units, annotations, expected_raters=expected_raters)
+    (``what`` names the study) when no unit has a completed answer. ``by_item`` false leaves out
+    the by-item agreement (:func:`other_readings` does: it is not asked of a reading, and costly)."""
+    annotations = as_categories(annotations)
+    outcomes = collected_outcomes(units, annotations, expected_raters=expected_raters, by_item=by_item)
     if outcomes.frame.empty:
         raise ScoringError(f"{what} has no completed answers yet; nothing to score.")
     return score_units(outcomes, annotate=annotate, both_directions=both_directions, n_resamples=n_resamples)
@@ -339,7 +438,11 @@ def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_res
     """Summaries that need only the per-unit table (collected and imported outcomes alike)."""
     results: dict = {"n_units_scored": int(len(frame))}
     results["utility_shares"] = utility_shares(frame, n_resamples=n_resamples)
+    if "short" in frame:  # collected answers (imported outcomes hold only the majorities)
+        results["short_units"] = short_units(frame, n_resamples=n_resamples)
     results["task_accuracy"] = task_accuracy(frame)
+    if "task_correct" in frame:
+        results["task_accuracy_n"] = task_accuracy_n(frame)
     assoc, warnings = associations(frame, both_directions=both_directions)
     results.update(assoc)
     if "gen_u" in frame and frame["gen_u"].notna().any():
@@ -347,6 +450,58 @@ def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_res
         sub["utility"] = sub["gen_u"].astype(int)
         results["gen_u_shares"] = utility_shares(sub, n_resamples=n_resamples)
     return Part(results, warnings)
+
+
+# --- other readings of which answers count ------------------------------------------------------
+
+# What each other reading of the counted answers reports (the rest of the composition is the same).
+READING_KEYS = ("n_units_scored", "ties", "utility_shares", "task_accuracy", "task_accuracy_n",
+                "theils_u_utility_given_task_accuracy", "theils_u_utility_given_gen_u",
+                "correlation_ratio_utility_similarity", "agreement")
+
+
+def other_readings(units: pd.DataFrame, annotations: pd.DataFrame, keep: dict[str, np.ndarray], published: Part, *,
+                   expected_raters: int, n_resamples: int = DEFAULT_RESAMPLES) -> dict:
+    """The published composition (:func:`score_frames`) on other subsets of the answers: ``keep``
+    maps a reading's name to a boolean mask over ``annotations``. The per-unit columns that do not
+    depend on the answers (task accuracy, Gen-U, similarity) are taken from ``published.frame``.
+    A reading that keeps every answer, or the same answers as an earlier one, is not computed
+    again: it says ``identical_to`` and repeats those figures."""
+    columns = [c for c in ("task_correct", "gen_u", "similarity") if c in published.frame]
+    per_unit = published.frame[["unit_id", *columns]]
+
+    def annotate(frame: pd.DataFrame) -> Part:
+        return Part(frame=frame.drop(columns=[c for c in columns if c in frame]).merge(per_unit, on="unit_id",
+                                                                                          how="left"))
+
+    def pick(results: dict) -> dict:
+        return {k: results[k] for k in READING_KEYS if k in results}
+
+    annotations = as_categories(annotations)
+    out: dict = {}
+    done: list[tuple[str, np.ndarray]] = []
+    for name, mask in keep.items():
+        mask = np.asarray(mask, dtype=bool)
+        row: dict = {"n_answers": int(mask.sum()), "answers_left_out": int((~mask).sum())}
+        same = next((earlier for earlier, m in done if np.array_equal(m, mask)), None)
+        if mask.all():
+            row.update(identical_to="published", **pick(published.results))
+        elif same is not None:
+            row.update({k: v for k, v in out[same].items() if k in READING_KEYS}, identical_to=same)
+        elif not mask.any():
+            row["identical_to"] = None
+            row["note"] = "No answers are left under this reading; nothing to score."
+        else:
+            try:
+                part = score_frames(units, annotations.loc[mask], expected_raters=expected_raters, annotate=annotate,
+                                    n_resamples=n_resamples, by_item=False)
+            except ScoringError as exc:
+                row.update(identical_to=None, note=str(exc))
+            else:
+                row.update(identical_to=None, **pick(part.results))
+        out[name] = row
+        done.append((name, mask))
+    return out
 
 
 # --- Gen-U and bundles --------------------------------------------------------------------------

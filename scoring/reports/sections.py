@@ -18,7 +18,8 @@ from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
-from scoring.services.results_folder import share_rows
+from scoring.services.results_folder import bootstrap_note, share_rows
+from scoring.similarity import FIGURES_STATED_IN, MODEL_STATED_IN, figure_stated_in
 from studies.models import RationaleSource
 
 ALL = "all"
@@ -40,9 +41,7 @@ REVERSE = {"theils_u_utility_given_task_accuracy": "theils_u_task_accuracy_given
 def ci_note(results: dict) -> str:
     """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``; a run from
     before it was recorded used the same 2,000 percentile resamples, seed 0)."""
-    boot = results.get("bootstrap") or {"confidence": 0.95, "n_resamples": 2000, "seed": 0}
-    return (f"{boot['confidence']:.0%} intervals: percentile bootstrap over units, {boot['n_resamples']:,} resamples "
-            f"(seed {boot['seed']}).")
+    return bootstrap_note(results)
 
 
 UTILITY_ORDER = ["useful", "unsure", "not_useful", "unknown"]
@@ -110,9 +109,23 @@ def utility_section(results: dict) -> Section:
         section.notes.append(items_note(results["study"]))
     if results.get("counted_answers"):
         section.notes.append(counted_note(results["counted_answers"]))
+    if results.get("short_units"):
+        section.notes.append(short_units_note(results["short_units"]))
     section.notes += sources_notes(results)
     section.figures.append("utility_shares")
     return section
+
+
+def short_units_note(short: dict) -> str:
+    """Units scored short of annotators (``results["short_units"]``) and the shares over full units."""
+    counts = short.get("n_short_by_source") or {}
+    if not counts.get(ALL):
+        return "Every scored unit has all the answers it needs."
+    per = ", ".join(f"{s} {n}" for s, n in counts.items() if s != ALL)
+    full = (short.get("utility_shares_full_units_only") or {}).get(ALL) or {}
+    return (f"{counts[ALL]} units are short of annotators ({per}) and are scored on the answers they have. Other "
+            f"reading, {short.get('full_units_rule')}: {full.get('n', 0)} units, useful {_fmt(full.get('useful'))}, "
+            f"unsure {_fmt(full.get('unsure'))}, not useful {_fmt(full.get('not_useful'))}.")
 
 
 def sources_notes(results: dict) -> list[str]:
@@ -158,11 +171,54 @@ def counted_note(counted: dict) -> str:
             f"submitted but not yet reviewed ({counted.get('rule')})")
     if counted.get("tasks_failing_an_attention_check"):
         note += f"; {counted['tasks_failing_an_attention_check']} of them failed an attention check"
+    if counted.get("attention_check_rule"):
+        note += f" ({counted['attention_check_rule']})"
     if "tasks_on_hold" in counted:  # runs from before it was recorded say nothing of the work left out
         note += (f". Left out: {counted['tasks_on_hold']} tasks on hold ({counted.get('answers_on_hold', 0)} answers; "
                  f"they count once a researcher clears them) and {counted.get('tasks_rejected', 0)} rejected "
                  f"({counted.get('answers_rejected', 0)} answers)")
-    return note + "."
+    if "tasks_returned_with_completed_answers" in counted:
+        note += (f"; {counted['tasks_returned_with_completed_answers']} returned tasks "
+                 f"({counted.get('answers_returned', 0)} answers to completed questions) and "
+                 f"{counted.get('tasks_expired_with_completed_answers', 0)} expired tasks "
+                 f"({counted.get('answers_expired', 0)} answers) are left out as well")
+    return note + "." + "".join(f" {text}" for text in other_readings_notes(counted))
+
+
+READING_NAMES = {"without_tasks_failing_any_check": "without the tasks that failed any attention check",
+                 "without_tasks_failing_every_check": "without the tasks that failed every attention check",
+                 "approved_tasks_only": "approved tasks only"}
+
+
+def _fmt(value, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def other_readings_notes(counted: dict) -> list[str]:
+    """What the other readings of which answers count give (``counted["other_readings"]``; a run
+    from before they were recorded has none): utility shares over all sources, Theil's U(utility |
+    task accuracy) and Krippendorff's alpha before and after, each with its rule."""
+    notes = []
+    for name, row in (counted.get("other_readings") or {}).items():
+        label = READING_NAMES.get(name, name)
+        if row.get("identical_to") == "published":
+            notes.append(f"Other reading, {label}: the same answers as published ({row.get('rule')}).")
+            continue
+        if row.get("note"):
+            notes.append(f"Other reading, {label}: {row['note']} ({row.get('rule')}).")
+            continue
+        shares = (row.get("utility_shares") or {}).get(ALL) or {}
+        u = (row.get("theils_u_utility_given_task_accuracy") or {}).get(ALL)
+        agreement = row.get("agreement") or {}
+        alpha = ", ".join(f"{step} {_fmt((agreement.get(step) or {}).get('krippendorff_alpha'))}"
+                          for step in ("before", "after") if step in agreement)
+        same = f" (the same answers as {READING_NAMES.get(row['identical_to'], row['identical_to'])})" \
+            if row.get("identical_to") else ""
+        notes.append(f"Other reading, {label}{same}: {row.get('answers_left_out', 0)} answers left out, "
+                     f"{row.get('n_units_scored')} units scored; useful {_fmt(shares.get('useful'))}, unsure "
+                     f"{_fmt(shares.get('unsure'))}, not useful {_fmt(shares.get('not_useful'))}; U(utility | task "
+                     f"accuracy) {_fmt(u, 4)}; Krippendorff's α {alpha or 'n/a'} ({row.get('rule')}).")
+    return notes
 
 
 def _kind(results: dict) -> str:
@@ -233,12 +289,15 @@ def task_accuracy_notes(results: dict) -> list[str]:
     if missing is None or "theils_u_utility_given_task_accuracy" not in results:
         return []
     left_out = {source: n for source, n in missing.items() if n}
+    n = results.get("task_accuracy_n") or {}
+    over = (" Task accuracy is over the scored units only (units nobody has answered yet are left out): n = "
+            + ", ".join(f"{source} {k}" for source, k in n.items()) + ".") if n else ""
     if not left_out:
-        return ["Task accuracy: every source has a rationale (a unit) for each of the study's items."]
+        return ["Task accuracy: every source has a rationale (a unit) for each of the study's items." + over]
     named = ", ".join(f"{source} {n}" for source, n in left_out.items())
     return [f"Task accuracy and U(utility | task accuracy) count only the items a source has a rationale for; "
             f"items without one (its output did not parse, or none was made) have no unit and are left out, "
-            f"not counted wrong, which can raise its task accuracy. Items left out: {named}."]
+            f"not counted wrong, which can raise its task accuracy. Items left out: {named}." + over]
 
 
 def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
@@ -262,22 +321,25 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
     columns = [Column("source", "Source"), Column("n", "n", "int"), Column("eta", "Correlation ratio η", "float", 4),
                Column("ci", "95% CI", "ci", 4), Column("similarity_model", "Similarity model")]
     paper = similarity.get("paper")
-    if paper and not paper.get("same_model"):  # another model: the paper's figure and model beside ours
+    if paper and not paper.get("same_model"):  # another model: the published figure and its model beside ours
         for row in rows:
             row["paper_eta"] = paper["correlation_ratio"].get(row["source"])
             row["paper_model"] = paper["model"] if row["paper_eta"] is not None else ""
-        columns += [Column("paper_eta", "The paper's η", "float", 3), Column("paper_model", "The paper's model")]
+            row["paper_eta_from"] = figure_stated_in(row["source"]) if row["paper_eta"] is not None else ""
+        columns += [Column("paper_eta", "Published η", "float", 3), Column("paper_eta_from", "Stated in"),
+                    Column("paper_model", "Its model (as quoted in issue 21)")]
         section.notes.append(f"Our similarity model ({similarity.get('name')}, layer {similarity.get('num_layers')}) "
-                             f"is not the paper's ({paper['model']}): the paper's figures are shown beside ours, not "
-                             "comparable with them. Point RL_SIMILARITY_MODEL at a local roberta-large folder to "
-                             "compare.")
+                             f"is not the one the published figures are quoted with ({paper['model']}, "
+                             f"{paper.get('model_stated_in') or MODEL_STATED_IN}): they are shown beside ours, not "
+                             f"comparable with them. Published figures: {FIGURES_STATED_IN}. Point "
+                             "RL_SIMILARITY_MODEL at a local roberta-large folder to compare.")
     section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
     quintile = (results.get("theils_u_utility_given_similarity_quintile") or {}).get(ALL)
     if quintile is not None:
         section.notes.append(f"Theil's U(utility | similarity quintile) over all sources: {quintile:.4f}."
                              + similarity_binning_note(results.get("similarity_binning") or {}))
     section.notes.append(f"Similarity: {similarity.get('method', 'BERTScore')} with {similarity.get('name')}, layer "
-                         f"{similarity.get('num_layers')}. The paper used {similarity.get('paper_used')}; the number "
+                         f"{similarity.get('num_layers')}. The published figures' model: {similarity.get('paper_used')}; the number "
                          "is comparable only with the same model (RL_SIMILARITY_MODEL).")
     return section
 
@@ -372,6 +434,14 @@ def gen_u_method_notes(gen_u: dict) -> list[str]:
                                    for e in entries)
             for role, entries in sorted(answerers.items()))
         notes.append(f"Answerers: {roles}.")
+        by_path = [f"{role} {e.get('model')}" for role, entries in sorted(answerers.items()) for e in entries
+                   if e.get("matched_by") == "model path"]
+        if by_path:
+            notes.append(
+                f"The Gen-U predictions of {', '.join(by_path)} do not record which source answered them (made before "
+                "that was recorded, imported from a bundle, or their source deleted): their settings were read by "
+                "model path, from the newest fine-tuned source with that path the study's owner may read, which "
+                "another source sharing the path would change.")
         trained = [f"{role} {e.get('model')}: {(e.get('trained_on') or {}).get('rationales') or 'no rationales'} "
                    f"({(e.get('trained_on') or {}).get('generalization_questions', 0)} generalization questions)"
                    for role, entries in sorted(answerers.items()) if role == "F^IR" for e in entries
@@ -435,7 +505,7 @@ def generalization_section(results: dict) -> Section:
     section.notes += sources_notes(results)
     if gen.get("original_utility_from"):
         section.notes.append(_utility_from_note(gen["original_utility_from"], "The original rationales' utility"))
-    section.notes.append("95% intervals: percentile bootstrap over units.")
+    section.notes.append(ci_note(results))
     if "generalization" in plots.available(results):
         section.figures.append("generalization")
     return section
@@ -480,11 +550,26 @@ def agreement_section(results: dict) -> Section:
     if not agreement:
         section.absent = _warning(results, "agreement") or "No raw answers to measure agreement on."
         return section
-    rows = [{"step": step, **row} for step, row in agreement.items()]
-    columns = [Column("step", "Answer"), Column("n_units", "Units", "int"), Column("n_annotations", "Answers", "int"),
+    def table_rows(block: dict, label: str = "") -> list[dict]:
+        return [{"step": f"{step}{label}", **row,
+                 "fleiss_kappa_full": (row.get("fleiss_kappa_full_units") or {}).get("fleiss_kappa")}
+                for step, row in block.items()]
+
+    rows = table_rows(agreement) + table_rows(results.get("agreement_by_item") or {}, " (by item)")
+    columns = [Column("step", "Answer"), Column("n_units", "Units", "int"),
+               Column("n_units_alpha", "Units α uses (2+ answers)", "int"),
+               Column("n_annotations", "Answers", "int"),
                Column("krippendorff_alpha", "Krippendorff's α (nominal)", "float"),
-               Column("fleiss_kappa", "Fleiss' κ", "float")]
+               Column("fleiss_kappa", "Fleiss' κ", "float"),
+               Column("fleiss_kappa_full", "Fleiss' κ, full units only", "float")]
     section.tables.append(Table("agreement", "Agreement over the raw answers", columns, rows))
+    units = [f"{row['step']}: {row['unit']}" for row in rows if row.get("unit")]
+    if units:
+        section.notes.append("Unit of agreement (SPEC leaves it open): " + "; ".join(units) + ".")
+    single = [f"{row['step']} {row['n_units_single_answer']}" for row in rows if row.get("n_units_single_answer")]
+    if single:
+        section.notes.append("Units with a single answer add nothing to α and are left out of it: " + ", ".join(single)
+                             + ".")
     for row in rows:
         if row.get("fleiss_kappa_note"):
             section.notes.append(f"{row['step']}: {row['fleiss_kappa_note']}")

@@ -46,6 +46,10 @@ REQUIRED_FIELDS = (
 )
 _UNIT_FIELDS = ["before_majority", "after_majority", "before_tie", "after_tie", "reported_utility",
                 "n_annotators", "imported"]
+# What a score run writes on a row (``scoring.services.score``): a new or changed line clears it, so
+# that no row shows the scores (or names the run) of outcomes that run did not see.
+UNSCORED = {"before_correct": None, "after_correct": None, "utility": None, "task_correct": None, "gen_u": None,
+            "similarity": None, "score_run": None}
 
 
 class OutcomesStudyNotYours(ImportValidationError):
@@ -60,7 +64,7 @@ class _Line:
     before: str | None  # None: no majority (a tie)
     after: str | None
     reported: int | None
-    n_annotators: int
+    n_annotators: int | None  # None: the file does not say
     rationale: str
     loose: bool  # the question matched only after the importers' normalisation
 
@@ -131,8 +135,10 @@ class _OutcomeRow:
         return reported
 
     def n_annotators(self, row: Row) -> Any:
-        n = row.rec.get("n_annotators", self.study.annotators_per_unit)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        """The line's ``n_annotators``; None when it has none (the released file has none): how many
+        workers answered is then not known, and never taken from the study's design."""
+        n = row.rec.get("n_annotators")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             row.error("n_annotators", f"{short(n)!r} is not a positive integer")
         return n
 
@@ -312,12 +318,14 @@ def _sources(lines: list[_Line], f: ImportFile, user, study: Study
 
 def _unit_scores(study: Study, lines: list[_Line], sources: dict[str, RationaleSource], f: ImportFile, user):
     """One imported ``UnitScore`` per line (created or updated); the study's unit scores of no line
-    are removed. Returns the upsert's result and how many were removed."""
+    are removed. A new or changed row is unscored (``UNSCORED``: its scores and ``score_run``
+    cleared) until the study is scored again; an unchanged row keeps its scores. Returns the
+    upsert's result and how many were removed."""
     rows = {
         (r.item.pk, sources[r.source].pk): {
             "before_majority": r.before or "", "after_majority": r.after or "", "before_tie": r.before is None,
             "after_tie": r.after is None, "reported_utility": r.reported, "n_annotators": r.n_annotators,
-            "imported": True,
+            "imported": True, **UNSCORED,
         }
         for r in lines
     }

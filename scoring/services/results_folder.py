@@ -8,12 +8,52 @@ from pathlib import Path
 from lab.spreadsheet import csv_writer
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun, UnitScore
+from scoring.similarity import MODEL_STATED_IN, figure_stated_in
 
 UNIT_COLUMNS = [
     "item_id", "external_id", "source", "n_annotators", "before_majority", "after_majority", "before_tie",
     "after_tie", "before_correct", "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported",
     "reported_utility", "gen_u_note",
 ]
+
+
+def bootstrap_note(results: dict) -> str:
+    """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``; a run from
+    before it was recorded used the same 2,000 percentile resamples, seed 0)."""
+    boot = results.get("bootstrap") or {"confidence": 0.95, "n_resamples": 2000, "seed": 0}
+    return (f"{boot['confidence']:.0%} intervals: percentile bootstrap over units, {boot['n_resamples']:,} resamples "
+            f"(seed {boot['seed']}).")
+
+
+def utility_note(results: dict) -> str:
+    """What every utility figure rests on: the tie rule, which answers counted (and the other
+    readings' place), units short of annotators, and the bootstrap."""
+    ties = (results.get("ties") or {}).get("units_with_tie", 0)
+    parts = [f"majority of the annotators per unit, a majority tie counted wrong ({ties} units had a tie)"]
+    counted = results.get("counted_answers") or {}
+    if counted.get("rule"):
+        parts.append(f"counted: {counted['rule']}; {counted.get('tasks_failing_an_attention_check', 0)} counted tasks "
+                     f"failed an attention check ({counted.get('attention_check_rule', 'any wrong check')}); other "
+                     "readings in results.json counted_answers.other_readings")
+    short = results.get("short_units") or {}
+    if short:
+        n_short = (short.get("n_short_by_source") or {}).get("all", 0)
+        parts.append(f"{n_short} units short of annotators scored on the answers they have"
+                     + ("; shares over full units only in results.json short_units" if n_short else ""))
+    return "; ".join(parts) + ". " + bootstrap_note(results)
+
+
+def task_accuracy_note(results: dict) -> str:
+    """What task accuracy (and Theil's U given it) is over: the scored units with the source's
+    predicted answer, per source, and the items left out because they have no rationale."""
+    n = results.get("task_accuracy_n") or {}
+    missing = {s: k for s, k in (results.get("n_items_without_rationale") or {}).items() if k}
+    text = "task accuracy over the scored units only (units nobody answered yet are left out)"
+    if n:
+        text += " (n: " + ", ".join(f"{s} {k}" for s, k in n.items()) + ")"
+    if missing:
+        text += "; items without a rationale of the source left out: " + ", ".join(f"{s} {k}" for s, k in missing.items())
+    return text
 
 
 def share_rows(results: dict, key: str = "utility_shares") -> list[dict]:
@@ -32,6 +72,12 @@ def gen_u_note(results: dict) -> str:
     recorded: its question filter), for every table that prints one."""
     gen_u = results.get("gen_u") or {}
     return gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "")
+
+
+def utility_share_rows(results: dict) -> list[dict]:
+    """``utility_shares.csv``: the utility shares with the ``note`` of what they rest on."""
+    note = utility_note(results)
+    return [{**row, "note": note} for row in share_rows(results)]
 
 
 def gen_u_share_rows(results: dict) -> list[dict]:
@@ -58,19 +104,23 @@ def association_rows(results: dict) -> list[dict]:
     model and layer, the Gen-U question filter), so it is never read without it."""
     similarity = results.get("similarity") or {}
     notes = {
-        "similarity": (f"BERTScore with {similarity['name']}, layer {similarity['num_layers']} (the paper: "
-                       f"{similarity['paper_used']})") if similarity else "",
+        "similarity": (f"BERTScore with {similarity['name']}, layer {similarity['num_layers']} (the published "
+                       f"figures' model: {similarity['paper_used']})") if similarity else "",
         "gen_u": gen_u_note(results),
+        "task_accuracy": task_accuracy_note(results),
     }
     rows = []
     for name, per_source in results.items():
         if not (name.startswith("theils_u_") or name.startswith("correlation_ratio_")):
             continue
         note = next((text for key, text in notes.items() if key in name), "")
+        if "task_accuracy" in name:
+            note += "; utility: " + utility_note(results)
         paper = similarity.get("paper") if name.startswith("correlation_ratio_") else None
         for source, value in per_source.items():
             theirs = (paper or {}).get("correlation_ratio", {}).get(source)
-            extra = (f"; the paper's figure, with {paper['model']}: {theirs}"
+            extra = (f"; the published figure ({figure_stated_in(source)}), with {paper['model']} "
+                     f"({paper.get('model_stated_in') or MODEL_STATED_IN}): {theirs}"
                      if theirs is not None and not paper.get("same_model") else "")
             rows.append({"measure": name, "source": source, "value": value, "note": note + extra})
     return rows
@@ -97,9 +147,24 @@ def generalization_rows(results: dict) -> list[dict]:
     return rows
 
 
+AGREEMENT_COLUMNS = ["reading", "step", "unit", "n_units", "n_annotations", "n_units_alpha", "n_units_single_answer",
+                     "krippendorff_alpha", "fleiss_kappa", "fleiss_kappa_full_units", "full_units_raters",
+                     "full_units_n", "fleiss_kappa_note"]
+
+
 def agreement_rows(results: dict) -> list[dict]:
-    return [{"step": step, **{k: v for k, v in row.items() if not k.endswith("_note")}}
-            for step, row in (results.get("agreement") or {}).items()]
+    """``agreement.csv``: the published agreement per step (its unit named), then the by-item
+    reading of the before answers; the full-units-only kappa flattened into its columns and
+    ``fleiss_kappa_note`` kept."""
+    rows = []
+    for reading, key in (("published", "agreement"), ("by item", "agreement_by_item")):
+        for step, row in (results.get(key) or {}).items():
+            full = row.get("fleiss_kappa_full_units") or {}
+            rows.append({"reading": reading, "step": step,
+                         **{k: v for k, v in row.items() if k != "fleiss_kappa_full_units"},
+                         "fleiss_kappa_full_units": full.get("fleiss_kappa"), "full_units_raters": full.get("raters"),
+                         "full_units_n": full.get("n_units")})
+    return rows
 
 
 def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
@@ -134,9 +199,9 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     } for u in units]
     tables = {
         "units.csv": (unit_rows, UNIT_COLUMNS),
-        "utility_shares.csv": (share_rows(results), None),
+        "utility_shares.csv": (utility_share_rows(results), None),
         "associations.csv": (association_rows(results), ["measure", "source", "value", "note"]),
-        "agreement.csv": (agreement_rows(results), None),
+        "agreement.csv": (agreement_rows(results), AGREEMENT_COLUMNS),
     }
     if results.get("gen_u_shares"):
         tables["gen_u_shares.csv"] = (gen_u_share_rows(results), None)

@@ -103,19 +103,41 @@ def score_run_enqueue(*, study: Study, user) -> ScoreRun:
     ``ScoringQueueUnavailable`` when the broker cannot be reached; the run is then failed with the
     reason, never left pending."""
     score_run_check(study=study, user=user)
-    run = ScoreRun.objects.create(study=study, status=Status.PENDING)
+    run = ScoreRun.objects.create(study=study, status=Status.PENDING, requested_by=user, by_operator=user is None)
     transaction.on_commit(lambda: _send(run))
     return run
+
+
+def requester_refusal(run: ScoreRun) -> str:
+    """Why ``run`` may not be computed now, empty when it may: the user who asked for it must
+    still pass :func:`score_run_check` (a share revoked, the permission removed or the account
+    deactivated since it was queued stops it); a run whose requester's account was deleted acts for
+    nobody; the operator's runs always may. Pass a run read afresh (Django caches permissions on a
+    user instance)."""
+    if run.by_operator:
+        return ""
+    user = run.requested_by
+    if user is None:
+        return "Not scored: the account that asked for this run was deleted; nobody may act for it."
+    if not user.is_active:
+        return f"Not scored: {user}, who asked for this run, has a deactivated account."
+    try:
+        score_run_check(study=run.study, user=user)
+    except ScoreRunRefused as exc:
+        return f"Not scored: {user}, who asked for this run, may no longer score this study ({exc})"
+    return ""
 
 
 def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) -> ScoreRun | None:
     """The task's claim on its run: a pending run, or a running one whose heartbeat is older than
     ``RL_SCORE_STALL_SECONDS`` (its worker died; this is the broker's redelivery), moves to running
-    and is returned. Anything else (done, failed, missing, or running under a live worker) returns
-    None and the task does nothing."""
+    and is returned, once its requester is checked again (:func:`requester_refusal`; a refused run
+    is failed with the reason). Anything else (done, failed, missing, or running under a live
+    worker) returns None and the task does nothing."""
     now = now or timezone.now()
     with transaction.atomic():
-        run = ScoreRun.objects.select_for_update().filter(pk=run_id, study_id=study_id).first()
+        run = (ScoreRun.objects.select_for_update(of=("self",)).select_related("requested_by", "study")
+               .filter(pk=run_id, study_id=study_id).first())
         if run is None:
             return None
         if run.status == Status.RUNNING:
@@ -130,6 +152,11 @@ def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) 
             ScoreRun.STATUS.move(run, Status.FAILED, finished_at=now, error=(
                 f"The scoring worker died {run.attempts} times on this run (killed, out of memory?); "
                 "not tried again. Score the study again once the cause is fixed."))
+            return None
+        refusal = requester_refusal(run)
+        if refusal:
+            logger.warning("score run %s refused: %s", run.pk, refusal)
+            ScoreRun.STATUS.move(run, Status.FAILED, finished_at=now, error=refusal)
             return None
         ScoreRun.STATUS.move(run, Status.RUNNING, attempts=run.attempts + 1, error="")
         return run

@@ -10,6 +10,8 @@ task and the admin's "Score now" all call it).
 ``ScoreRun.results`` (``results.json``), schema_version 1. Figures keep the names they are published
 under; per-source figures are dicts ``{source name: value, ..., "all": value over all sources}``:
 
+- ``run``: {id, finished_at, app: {name, version, commit}, packages: {name: version}}, the run that
+  made these results and the code it ran (``scoring.provenance``, as the bundle's settings.json)
 - ``study``: id, name, kind, dataset, is_imported_outcome, annotators_per_unit, stop_when_decided,
   split, item_sample_size, sample_seed (which of the dataset's items the study drew)
 - ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
@@ -19,6 +21,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
 - ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
   with percentile bootstrap 95% intervals (Table 3)
+- ``short_units`` (collected answers): {n_short_by_source: {source|all: units scored short of
+  annotators}, full_units_rule, utility_shares_full_units_only (None when no unit is short)}
+- ``task_accuracy_n``: {source|all: the scored units task accuracy is over}
 - ``task_accuracy``: {source: share of units whose predicted answer was right}, then
   ``n_items_without_rationale``: {source: the study's items with no unit of that source (its output
   did not parse, or none was made), which task accuracy and U(utility | task accuracy) leave out}
@@ -36,7 +41,11 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]},
   consistency_bundle (what a bundle of the answerers' consistency is: ``genu.CONSISTENCY_BUNDLE``)}
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
-- ``agreement``: {before|after: {krippendorff_alpha, fleiss_kappa, n_units, n_annotations}} (Table 18)
+- ``agreement``: {before|after: {unit (what a unit is: ``pipeline.AGREEMENT_UNIT``), n_units, n_annotations,
+  n_units_alpha (units with 2+ answers, those alpha uses), n_units_single_answer, krippendorff_alpha,
+  fleiss_kappa (None when raters differ, then fleiss_kappa_note and fleiss_kappa_full_units: {rule, raters,
+  n_units, fleiss_kappa})}} (Table 18); ``agreement_by_item``: {before: the same, with the item (or
+  generalization question) as the unit, every source's raters together}
 - ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source
   (each with its ties and the per-answer reading: ties_before, ties_after, n_answers_before,
   n_answers_after, accuracy_before_per_answer, accuracy_after_per_answer, delta_per_answer),
@@ -64,7 +73,12 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
   tasks_failing_an_attention_check}, the tasks whose answers the figures count, and those left out:
   tasks_on_hold, answers_on_hold (submitted work held for a worker mismatch, counted once cleared),
-  tasks_rejected, answers_rejected
+  tasks_rejected, answers_rejected, tasks_returned_with_completed_answers, answers_returned,
+  tasks_expired_with_completed_answers, answers_expired; attention_check_rule (what "failing" means);
+  and (utility studies) other_readings: {without_tasks_failing_any_check,
+  without_tasks_failing_every_check, approved_tasks_only: {rule, n_answers, answers_left_out,
+  identical_to, n_units_scored, ties, utility_shares, task_accuracy, theils_u_..., agreement}}, the
+  same composition on the answers each keeps (``pipeline.other_readings``)
 - ``withdrawals`` (only when participants withdrew: ``annotations.services.withdrawal``):
   {participants, answers, counted_answers}, the answers erased with them (a warning says so too)
 - ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
@@ -92,6 +106,7 @@ from scoring.metrics import pipeline
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.pipeline import Part
 from scoring.models import BundledUtility, ScoreRun, UnitScore
+from scoring.provenance import app_version, package_versions
 from scoring.run_stages import score_stage
 from scoring.selectors import score_run_latest
 from scoring.services import genu
@@ -484,6 +499,7 @@ def _generalization(study: Study) -> Part:
     results = {  # in the order results.json has always had
         "ties": outcomes.results["ties"], "n_units": outcomes.results["n_units"],
         "n_units_scored": int(len(outcomes.frame)), "agreement": outcomes.results["agreement"],
+        "agreement_by_item": outcomes.results["agreement_by_item"],
     }
     if outcomes.frame.empty:
         return Part(results, questions.warnings + outcomes.warnings)
@@ -837,15 +853,22 @@ def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
         units = _units_frame(study, generalization=False)
         if units.empty:
             raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
+        answers = _annotation_frame(study, generalization=False)
         part = pipeline.score_frames(
-            units, _annotation_frame(study, generalization=False), expected_raters=study.annotators_per_unit,
+            units, answers, expected_raters=study.annotators_per_unit,
             annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
         )
+        masks, rules = _reading_masks(study, answers)
+        readings = pipeline.other_readings(units, answers, masks, part, expected_raters=study.annotators_per_unit)
+        part.results[READINGS_KEY] = {name: {"rule": rules[name], **row} for name, row in readings.items()}
     part.results = _next_to(part.results, "n_items_without_rationale", "task_accuracy")
     return part
 
 
-def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:
+def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> None:
+    """Write the per-unit table of ``run`` to the study's ``UnitScore`` rows, each naming ``run``
+    (``score_run``) as the run that scored it."""
+
     def val(v):
         return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v
 
@@ -862,21 +885,22 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame) -> None:
             unit = by_id[rec["unit_id"]]
             for field, col in fields.items():
                 v = val(rec.get(col))
-                setattr(unit, field, int(v) if field in ("utility", "gen_u") and v is not None else v)
+                setattr(unit, field, int(v) if field in ("utility", "gen_u", "n_annotators") and v is not None else v)
+            unit.score_run = run
             changed.append(unit)
-        UnitScore.objects.bulk_update(changed, list(fields), batch_size=1000)
+        UnitScore.objects.bulk_update(changed, [*fields, "score_run"], batch_size=1000)
         return
     UnitScore.objects.filter(study=study, imported=False).delete()
     objs = []
     for rec in records:
         kwargs = {field: val(rec.get(col)) for field, col in fields.items()}
-        for f in ("utility", "gen_u"):
+        for f in ("utility", "gen_u", "n_annotators"):
             if kwargs[f] is not None:
                 kwargs[f] = int(kwargs[f])
         objs.append(UnitScore(
             study=study, item_id=rec["item_id"], source_id=rec["source_id"],
             before_majority=rec.get("before_majority") or "", after_majority=rec.get("after_majority") or "",
-            **kwargs,
+            score_run=run, **kwargs,
         ))
     UnitScore.objects.bulk_create(objs, batch_size=1000)
 
@@ -924,9 +948,14 @@ def _sources(study: Study) -> dict:
     return out
 
 
-def _header(study: Study) -> Part:
+def _header(study: Study, run: ScoreRun | None = None) -> Part:
+    """``schema_version``, ``run`` (which run made these results: its id, when it finished (filled
+    in as it finishes), the app's version and commit and the scoring packages' versions,
+    ``scoring.provenance``), ``study``, ``bootstrap`` and ``sources``."""
     return Part({
         "schema_version": SCHEMA_VERSION,
+        "run": {"id": run.pk if run is not None else None, "finished_at": None, "app": app_version(),
+                "packages": package_versions()},
         "study": {
             "id": study.pk, "name": study.name, "kind": study.kind, "dataset": study.dataset.name,
             "is_imported_outcome": study.is_imported_outcome, "annotators_per_unit": study.annotators_per_unit,
@@ -943,17 +972,19 @@ def _header(study: Study) -> Part:
     })
 
 
-def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[dict, pd.DataFrame | None]:
+def _compute(study: Study, *, both_directions: bool, similarity: bool,
+             run: ScoreRun | None = None) -> tuple[dict, pd.DataFrame | None]:
     """Reads and computes, writes nothing: ``results.json`` merged from each step's part, and the
     per-unit table of a utility study (None otherwise)."""
     score_stage("reading the answers and their majorities")
-    parts = [_header(study)]
-    frame = None
+    parts = [_header(study, run)]
+    frame = readings = None
     if study.kind == Study.Kind.GENERALIZATION:
         parts.append(_generalization(study))
     elif study.kind == Study.Kind.UTILITY:
         parts.append(utility := _utility(study, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
+        readings = utility.results.pop(READINGS_KEY, None)
     if study.stop_when_decided:
         parts.append(Part({"early_stopping": _early_stopping(study)}))
     parts.append(properties := _properties_model(study, frame))
@@ -962,7 +993,7 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool) -> tuple[
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))
     if not study.is_imported_outcome:
-        parts.append(_counted_answers(study))
+        parts.append(_counted_answers(study, readings=readings))
     parts.append(_withdrawals(study))
     merged = pipeline.merge(parts)
     return pipeline.clean_json({**merged.results, "warnings": merged.warnings}), frame
@@ -973,12 +1004,48 @@ COUNTED = ("the answers of completed questions in submitted or approved tasks; a
            "rejected and on-hold work is left out, and a submitted task counts until it is rejected")
 
 
+# The other readings of which counted answers the figures rest on (SPEC is silent): each one is
+# the published composition on the answers it keeps (``pipeline.other_readings``).
+READINGS_KEY = "_counted_answers_readings"
+FAILED_ANY = ("a task failed its attention checks when any one of them was answered wrong (the rule "
+              "tasks_failing_an_attention_check counts)")
+FAILED_EVERY = "a task failed its attention checks when every one of them was answered wrong (a task without any stays)"
+READING_RULES = {
+    "without_tasks_failing_any_check": f"the counted answers less those of tasks that failed an attention check; "
+                                       f"{FAILED_ANY}",
+    "without_tasks_failing_every_check": f"the counted answers less those of tasks that failed an attention check; "
+                                         f"{FAILED_EVERY}",
+    "approved_tasks_only": "the counted answers of approved tasks only (submitted tasks not yet reviewed left out)",
+}
+
+
+def _reading_masks(study: Study, answers: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Which of the counted ``answers`` (the rows of ``_annotation_frame``) each other reading keeps
+    (``READING_RULES``), from their task's status and attention checks."""
+    counted = claims_that_count(study=study)
+    tasks = pd.DataFrame.from_records(list(counted.values_list("id", "assignment_id", "assignment__status")),
+                                      columns=["claim_id", "assignment_id", "status"])
+    checks = pd.DataFrame.from_records(list(
+        Annotation.objects.filter(step=Annotation.Step.ATTENTION, claim__assignment_id__in=counted.values("assignment_id"))
+        .values("claim__assignment_id").order_by()
+        .annotate(n=Count("id"), wrong=Count("id", filter=Q(payload__correct=False)))
+        .values_list("claim__assignment_id", "n", "wrong")), columns=["assignment_id", "n_checks", "n_wrong"])
+    tasks = tasks.merge(checks, on="assignment_id", how="left").fillna({"n_checks": 0, "n_wrong": 0})
+    rows = answers[["claim_id"]].merge(tasks, on="claim_id", how="left")
+    masks = {
+        "without_tasks_failing_any_check": (rows["n_wrong"] == 0).to_numpy(),
+        "without_tasks_failing_every_check": ~((rows["n_checks"] > 0) & (rows["n_wrong"] == rows["n_checks"])).to_numpy(),
+        "approved_tasks_only": (rows["status"] == Assignment.Status.APPROVED).to_numpy(),
+    }
+    return masks, READING_RULES
+
+
 def _task_answers(tasks) -> int:
     """The answers given in ``tasks`` to the study's questions (every step; attention checks aside)."""
     return Annotation.objects.filter(claim__assignment__in=tasks, claim__unit__isnull=False).count()
 
 
-def _counted_answers(study: Study) -> Part:
+def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
     """Which tasks the counted answers come from: approved ones, and submitted ones nobody has
     reviewed yet, which count until they are rejected (among them those that failed an attention
     check). Scoring before the review gives other figures than after it: the results say which.
@@ -999,7 +1066,19 @@ def _counted_answers(study: Study) -> Part:
              "tasks_not_reviewed": unreviewed, "tasks_failing_an_attention_check": failing,
              "tasks_on_hold": n_held, "answers_on_hold": _task_answers(held) if n_held else 0,
              "tasks_rejected": (n_rejected := rejected.count()),
-             "answers_rejected": _task_answers(rejected) if n_rejected else 0}
+             "answers_rejected": _task_answers(rejected) if n_rejected else 0,
+             "attention_check_rule": FAILED_ANY}
+    for status in (Assignment.Status.RETURNED, Assignment.Status.EXPIRED):
+        # tasks given back or run out after answering some questions: their completed answers are left out
+        ended = Assignment.objects.filter(study=study, status=status, claims__unit__isnull=False,
+                                          claims__completed_at__isnull=False).distinct()
+        n_ended = ended.count()
+        block[f"tasks_{status}_with_completed_answers"] = n_ended
+        block[f"answers_{status}"] = (Annotation.objects.filter(
+            claim__assignment__in=ended, claim__unit__isnull=False, claim__completed_at__isnull=False).count()
+            if n_ended else 0)
+    if readings is not None:
+        block["other_readings"] = readings
     warnings = []
     if n_held:
         warnings.append(
@@ -1046,18 +1125,20 @@ def study_score(
         similarity = bool(settings.RL_SCORING_SIMILARITY)
     study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
     if run is None:
-        run = ScoreRun.objects.create(study=study, status=ScoreRun.Status.RUNNING, attempts=1)
+        run = ScoreRun.objects.create(study=study, status=ScoreRun.Status.RUNNING, attempts=1, by_operator=True)
     elif run.status != ScoreRun.Status.RUNNING:
         ScoreRun.STATUS.move(run, ScoreRun.Status.RUNNING, error="", attempts=run.attempts + 1)
     try:
-        results, frame = _compute(study, both_directions=both_directions, similarity=similarity)
+        results, frame = _compute(study, both_directions=both_directions, similarity=similarity, run=run)
         if frame is not None:
             score_stage("storing the unit scores")
         with transaction.atomic():
             if frame is not None:
-                _store_unit_scores(study, frame)
+                _store_unit_scores(study, frame, run=run)
+            finished_at = timezone.now()
+            results["run"]["finished_at"] = finished_at.isoformat()
             ScoreRun.STATUS.move(run, ScoreRun.Status.DONE, results=results, warnings=results["warnings"],
-                                 finished_at=timezone.now())
+                                 finished_at=finished_at)
     except ScoringError as exc:
         run.refresh_from_db(fields=["status"])  # what a rolled-back transaction left
         ScoreRun.STATUS.move(run, ScoreRun.Status.FAILED, error=str(exc), finished_at=timezone.now())

@@ -270,8 +270,10 @@ def test_researcher_runs_a_study_from_the_admin(live_server, browser: Browser, p
     theils = page.locator("#table-theils_u tbody tr", has_text="all").locator("td")
     assert theils.nth(2).inner_text() == str(units.count())
     assert re.fullmatch(r"\[\d\.\d{4}, \d\.\d{4}\]", theils.nth(4).inner_text())
-    agreement = page.locator("#table-agreement tbody tr", has_text="after").locator("td")
-    assert agreement.nth(2).inner_text() == str(to_collect)
+    # The row of the after answers by (item, source) unit, not its by-item reading ("after (by item)").
+    agreement = page.locator("#table-agreement tbody tr").filter(
+        has=page.locator("td:first-child", has_text=re.compile(r"^after$"))).locator("td")
+    assert agreement.nth(3).inner_text() == str(to_collect)  # step, units, units alpha uses, answers
     expect(page.locator("#section-generalization")).to_contain_text("Not in this report")
     expect(page.locator("#figure-utility_shares")).to_be_visible()
     assert page.locator("#figure-utility_shares").evaluate("(img) => img.naturalWidth") > 100

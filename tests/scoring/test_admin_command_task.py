@@ -45,7 +45,7 @@ def test_score_study_command_unknown_study_is_a_clear_error():
 
 def test_task_fills_pending_run_and_second_delivery_changes_nothing(imported_study, utility_file):
     outcomes_import(study=imported_study, file=utility_file, user=None)
-    run = ScoreRun.objects.create(study=imported_study)
+    run = ScoreRun.objects.create(study=imported_study, by_operator=True)  # as score_run_enqueue(user=None)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("django.conf.settings.RL_SCORING_SIMILARITY", False, raising=False)

@@ -61,9 +61,11 @@ def _bundle(study: Study) -> bytes:
 
 
 def _numbers(results: dict) -> dict:
-    """results.json less what names the study (its id and name), and the line by which a copy says it
-    read its borrowed utility from the bundle (the tests of borrowed utility check it)."""
+    """results.json less what names the study (its id and name) and the run (``run``: its id, when it
+    finished, the code it ran), and the line by which a copy says it read its borrowed utility from
+    the bundle (the tests of borrowed utility check it)."""
     out = json.loads(json.dumps(results))
+    out.pop("run", None)
     out["study"].pop("id")
     out["study"].pop("name")
     (out.get("generalization") or {}).get("original_utility_from", {}).pop("read_from", None)

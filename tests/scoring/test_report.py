@@ -362,7 +362,7 @@ def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_s
 
     settings.RL_SCORING_SIMILARITY = False
     outcomes_import(study=imported_study, file=utility_file, user=None)
-    run = ScoreRun.objects.create(study=imported_study, task_id="report-test-task")
+    run = ScoreRun.objects.create(study=imported_study, task_id="report-test-task", by_operator=True)  # as the operator queues it
     score_study_task.apply(args=(imported_study.pk, run.pk), task_id=run.task_id)
     assert score_progress(run.task_id) == {"stage": "storing the unit scores", "step": 5, "steps": 5}
 

@@ -104,3 +104,63 @@ def test_the_api_answers_the_services_refusal_with_403(study, monkeypatch):
     assert response.status_code == 403
     assert response.json()["detail"].startswith(f"study {study.pk}: not found or not yours to score")
     assert not ScoreRun.objects.exists()
+
+
+def _queued(study, user, capture):
+    with capture(execute=False):
+        return score_run_enqueue(study=study, user=user)
+
+
+def test_a_run_queued_before_its_share_was_revoked_writes_nothing(study, owner, django_capture_on_commit_callbacks):
+    from scoring.models import UnitScore
+    from scoring.tasks import score_study_task
+    from studies.services.sharing import study_unshare
+    from tests.work import work
+
+    shared = _user("sue", "scoring.add_scorerun")
+    study_share(study=study, user=owner, with_user=shared)
+    run = _queued(study, shared, django_capture_on_commit_callbacks)
+    assert (run.requested_by, run.by_operator) == (shared, False)
+    work(study, "w1")  # something to score
+    study_unshare(study=study, user=owner, with_user=shared)  # while the run waits in the queue
+    scored_before = UnitScore.objects.filter(study=study, score_run__isnull=False).count()
+    assert score_study_task(study.pk, run.pk) == run.pk
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == (f"Not scored: sue, who asked for this run, may no longer score this study (study "
+                         f"{study.pk}: not found or not yours to score (a study you own or that is shared with you).)")
+    assert run.results == {}
+    assert UnitScore.objects.filter(study=study, score_run__isnull=False).count() == scored_before
+
+
+def test_a_run_whose_requester_was_deleted_or_deactivated_acts_for_nobody(study, owner,
+                                                                         django_capture_on_commit_callbacks):
+    from scoring.tasks import score_study_task
+
+    deleted, deactivated = (_user(name, "scoring.add_scorerun") for name in ("del", "dea"))
+    for user in (deleted, deactivated):
+        study_share(study=study, user=owner, with_user=user)
+    gone_run, idle_run = (_queued(study, user, django_capture_on_commit_callbacks) for user in (deleted, deactivated))
+    deleted.delete()
+    deactivated.is_active = False
+    deactivated.save(update_fields=["is_active"])
+    for run in (gone_run, idle_run):
+        score_study_task(study.pk, run.pk)
+        run.refresh_from_db()
+    assert (gone_run.status, gone_run.by_operator, gone_run.requested_by) == ("failed", False, None)
+    assert gone_run.error == "Not scored: the account that asked for this run was deleted; nobody may act for it."
+    assert (idle_run.status, idle_run.error) == ("failed", "Not scored: dea, who asked for this run, has a "
+                                                           "deactivated account.")
+
+
+def test_the_owners_and_the_operators_queued_runs_are_computed(study, owner, django_capture_on_commit_callbacks):
+    from scoring.tasks import score_study_task
+    from tests.work import work
+
+    work(study, "w1")
+    runs = [_queued(study, user, django_capture_on_commit_callbacks) for user in (owner, None)]
+    assert runs[1].by_operator is True
+    for run in runs:
+        score_study_task(study.pk, run.pk)
+        run.refresh_from_db()
+    assert [(run.status, run.error) for run in runs] == [("done", "")] * 2

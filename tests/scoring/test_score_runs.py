@@ -102,8 +102,8 @@ def test_a_run_that_kills_its_worker_every_time_fails_after_the_last_attempt(sco
 @pytest.mark.django_db(transaction=True)
 def test_a_running_worker_keeps_its_heartbeat():
     study = open_utility_study(name="beat", n_items=1, n_sources=1, quota=1)
-    # A pending run as score_run_enqueue makes it (enqueueing here would run it inline at once).
-    run = ScoreRun.objects.create(study=study)
+    # A pending run as score_run_enqueue makes it for the operator (enqueueing here would run it inline at once).
+    run = ScoreRun.objects.create(study=study, by_operator=True)
     run = score_run_start(run_id=run.pk, study_id=study.pk)
     first = ScoreRun.objects.get(pk=run.pk).updated_at
     with heartbeat(run, every=0.05):

@@ -193,7 +193,9 @@ def test_gen_u_leaves_unparseable_answers_out_and_states_its_method(utility_stud
     assert gen_u["n_questions"] == 2
     assert gen_u["question_filter"] == "validated questions only" and gen_u["n_questions_unvalidated"] == 0
     assert "lowest score" in gen_u["tie_rule"]
-    assert gen_u["answerers"]["F^I"] == [{"model": "t5-base-I", "fine_tuning_preset": "paper", "overrides": None,
+    # These predictions record no answerer source (as those written before it was): read by model path.
+    assert gen_u["answerers"]["F^I"] == [{"model": "t5-base-I", "matched_by": "model path",
+                                          "fine_tuning_preset": "paper", "overrides": None,
                                           "trained_on": None, "training": {"preset": "paper", "epochs": 25}}]
     assert gen_u["answerers"]["F^IR"][0]["fine_tuning_preset"] is None
     assert any("left out of Gen-U because an answerer's output did not parse" in w for w in run.results["warnings"])

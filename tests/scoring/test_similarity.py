@@ -68,7 +68,11 @@ def test_the_papers_correlation_ratio_and_model_stand_next_to_ours_when_the_mode
     minilm = SimilarityModel(name=MINILM_NAME, path="/m", num_layers=6)
     paper = paper_correlation_ratio("StrategyQA", minilm)
     assert paper == {"model": "roberta-large, layer 17 (BERTScore's default)", "same_model": False,
-                     "correlation_ratio": {"all": 0.041, "gpt3": 0.021, "t53b": 0.017, "t5large": 0.002}}
+                     "correlation_ratio": {"all": 0.041, "gpt3": 0.021, "t53b": 0.017, "t5large": 0.002},
+                     # SPEC section 3 states only the over-all figure and no model: each says where it is from
+                     "model_stated_in": "as quoted in issue 21; SPEC section 3 names no model",
+                     "figures_stated_in": {"all": "SPEC section 3", "gpt3": "as quoted in issue 21",
+                                           "t53b": "as quoted in issue 21", "t5large": "as quoted in issue 21"}}
     assert paper_correlation_ratio("OpenBookQA", minilm)["correlation_ratio"] == {"all": 0.055}
     assert paper_correlation_ratio("Demo", minilm) is None
     roberta = SimilarityModel(name="roberta-large", path="/r", num_layers=17)
@@ -83,10 +87,18 @@ def test_the_papers_correlation_ratio_and_model_stand_next_to_ours_when_the_mode
     assert (rows["gpt3"]["paper_eta"], rows["t5large"]["paper_eta"]) == (0.021, 0.002)
     assert rows["mine"]["paper_eta"] is None and rows["mine"]["paper_model"] == ""
     assert rows["gpt3"]["paper_model"].startswith("roberta-large")
-    assert any("RL_SIMILARITY_MODEL" in note and "not the paper's" in note for note in section.notes)
+    assert (rows["all"]["paper_eta_from"], rows["gpt3"]["paper_eta_from"]) == ("SPEC section 3", "as quoted in issue 21")
+    assert any("RL_SIMILARITY_MODEL" in note and "as quoted in issue 21; SPEC section 3 names no model" in note
+               for note in section.notes)
+    # nothing SPEC does not state is called the paper's
+    assert not any("the paper's" in note.lower() or "the paper used" in note.lower() for note in section.notes)
+    assert not any("paper" in column.label.lower() for column in section.tables[0].columns)
     notes = {row["source"]: row["note"] for row in association_rows(results)}
-    assert "the paper's figure, with roberta-large, layer 17 (BERTScore's default): 0.041" in notes["all"]
+    assert ("the published figure (SPEC section 3), with roberta-large, layer 17 (BERTScore's default) (as quoted "
+            "in issue 21; SPEC section 3 names no model): 0.041") in notes["all"]
+    assert "the published figure (as quoted in issue 21)" in notes["gpt3"]
+    assert "the paper" not in notes["all"]
     same = {"correlation_ratio_utility_similarity": ours,
             "similarity": {**roberta.as_json(), "paper": paper_correlation_ratio("StrategyQA", roberta)}}
     assert "paper_eta" not in similarity_section(same, None).tables[0].rows[0]
-    assert "the paper's figure" not in association_rows(same)[0]["note"]
+    assert "; the published figure (" not in association_rows(same)[0]["note"]

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scoring.models import ScoreRun
 from scoring.services import score_run_export, study_score
+from scoring.similarity import FIGURES_STATED_IN
 from studies.models import Study
 
 
@@ -56,11 +57,13 @@ class Command(BaseCommand):
                 if key.startswith("correlation_ratio") and results.get("similarity"):
                     sim = results["similarity"]
                     self.stdout.write(f"  similarity model: {sim['name']}, layer {sim['num_layers']} "
-                                      f"(the paper used {sim['paper_used']}; figures are comparable only with it)")
+                                      f"(the published figures' model: {sim['paper_used']}; figures are comparable "
+                                      "only with it)")
                     paper = sim.get("paper")
                     if paper and not paper.get("same_model"):
-                        self.stdout.write("  the paper's, with " + paper["model"] + ": " + ", ".join(
-                            f"{s}={v:.3f}" for s, v in paper["correlation_ratio"].items()))
+                        self.stdout.write(
+                            "  published, with " + paper["model"] + f" ({FIGURES_STATED_IN}): " + ", ".join(
+                                f"{s}={v:.3f}" for s, v in paper["correlation_ratio"].items()))
         check = results.get("imported_utility_check")
         if check:
             self.stdout.write(f"imported utility check: {check['mismatches']} mismatches of {check['compared']} rows")

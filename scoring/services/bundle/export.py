@@ -7,15 +7,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import tomllib
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from importlib import metadata
-from pathlib import Path
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotations.models import (
@@ -35,6 +32,7 @@ from lab.spreadsheet import exact_csv_writer
 from scoring.api.export_annotations import annotation_rows
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.models import UnitScore
+from scoring.provenance import app_version, package_versions
 from scoring.selectors import score_run_latest
 from scoring.services.score import SCHEMA_VERSION, borrowed_utility
 from studies.lm import genu as genu_rule
@@ -59,8 +57,6 @@ SOURCE_FIELDS = ("name", "kind", "description", "backend", "model_name_or_path",
                  "decoding", "demonstrations", "seed", "has_highlights", "training")
 WITHHELD = ("the settings of the source fine-tuned as this answerer are withheld: the user who made this bundle "
             "may not read that source (studies.view_rationalesource, or a study they may see that uses it)")
-# Packages whose arithmetic the scores go through.
-SCORE_PACKAGES = ("numpy", "pandas", "scipy", "statsmodels", "krippendorff", "bert-score", "torch", "transformers")
 
 
 # --- cells ---------------------------------------------------------------------------------------
@@ -113,13 +109,16 @@ def _source_json(source: RationaleSource) -> dict:
 
 
 def answerer_sources(study: Study) -> list[RationaleSource]:
-    """The fine-tuned sources that Gen-U's answerers name (results.json reads their training). Not
-    the study's sources: a reader of the study may not read them (``answerer_sources_json``)."""
-    models = set(GenUPrediction.objects.filter(generalization_question__item__in=study.items.all(),
-                                               rationale_source__in=study.sources.all())
-                 .values_list("answerer_model", flat=True).distinct())
-    return list(RationaleSource.objects.filter(model_name_or_path__in=models).exclude(training={})
-                .exclude(pk__in=study.sources.all()).order_by("id"))
+    """The fine-tuned sources that Gen-U's answerers name (results.json reads their training): the
+    source each prediction records as its answerer, and for predictions from before that was
+    recorded the sources with their model path (``scoring.services.genu``'s fallback). Not the
+    study's sources: a reader of the study may not read them (``answerer_sources_json``)."""
+    predictions = GenUPrediction.objects.filter(generalization_question__item__in=study.items.all(),
+                                                rationale_source__in=study.sources.all())
+    recorded = set(predictions.exclude(answerer_source=None).values_list("answerer_source_id", flat=True).distinct())
+    models = set(predictions.filter(answerer_source=None).values_list("answerer_model", flat=True).distinct())
+    return list(RationaleSource.objects.filter(Q(pk__in=recorded) | Q(model_name_or_path__in=models))
+                .exclude(training={}).exclude(pk__in=study.sources.all()).order_by("id"))
 
 
 def answerer_sources_json(study: Study, user) -> list[dict]:
@@ -163,47 +162,6 @@ def study_design(study: Study, user) -> dict:
                            "correct_answer": q.correct_answer} for q in test.questions.order_by("position", "id")],
         },
     }
-
-
-def app_version() -> dict:
-    base = Path(settings.BASE_DIR)
-    try:
-        version = tomllib.loads((base / "pyproject.toml").read_text())["project"]["version"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        version = ""
-    return {"name": "rationale-lab", "version": version, "commit": _git_commit(base / ".git")}
-
-
-def _git_commit(git: Path) -> str:
-    """The checked-out commit, read from the files of ``.git`` (no git binary needed); '' when the
-    code is not a checkout (an installed image records its version only)."""
-    try:
-        if git.is_file():  # a worktree: .git names its folder, whose commondir holds the refs
-            git = Path(git.read_text().split(":", 1)[1].strip())
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref: "):
-            return head
-        ref = head[5:]
-        common = git / (git / "commondir").read_text().strip() if (git / "commondir").exists() else git
-        for folder in (git, common):
-            if (folder / ref).exists():
-                return (folder / ref).read_text().strip()
-        for line in (common / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split(" ", 1)[0]
-    except (OSError, IndexError):
-        pass
-    return ""
-
-
-def _package_versions() -> dict:
-    out = {}
-    for name in SCORE_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 def borrowed_utility_part(study: Study, results: dict | None) -> tuple[list[tuple] | None, dict | None]:
@@ -265,7 +223,7 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
     return {
         "bundle_format": FORMAT_VERSION,
         "app": app_version(),
-        "packages": _package_versions(),
+        "packages": package_versions(),
         "results_schema_version": results.get("schema_version", SCHEMA_VERSION),
         "settings_read_at_export": {
             "note": "this installation's environment when the bundle was made, not necessarily what the latest "

@@ -105,7 +105,8 @@ REQUIRED = {
     "annotations": ("assignment_id", "position", "step", "answered_at"),
     "flag_reviews": ("task_id", "position", "step", "decision"),
     "qualification_grants": ("worker", "platform", "passed", "score"),
-    "unit_scores": ("item_id", "source", "n_annotators", "before_tie", "after_tie", "imported"),
+    # n_annotators may be empty: imported outcomes whose file did not say how many workers answered
+    "unit_scores": ("item_id", "source", "before_tie", "after_tie", "imported"),
     "borrowed_utility": ("item_id", "source", "utility", "study_id"),
 }
 # A copy whose bundle has no borrowed utility table (made before bundles carried one): why its
