@@ -49,6 +49,7 @@ from studies.models import (
     Study,
 )
 from studies.selectors import CHANGE, content_studies, studies_for_user
+from studies.services.model_paths import source_model_path_problem
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
 FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
@@ -276,6 +277,10 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         new = obj.pk is None
         if not new:
             content_change_check(user=user, model=type(obj), changes={obj.pk: set(changed)}, lock=True)
+        if isinstance(obj, RationaleSource) and (new or "model_name_or_path" in changed):
+            problem = source_model_path_problem(user=user, path=obj.model_name_or_path)
+            if problem:
+                raise ContentChangeRefused({obj.pk or 0: problem})
         obj.full_clean()
         obj.save()
         if new:

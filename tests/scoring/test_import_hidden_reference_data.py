@@ -258,3 +258,23 @@ def test_csv_rows_of_a_renamed_source_follow_it(lab):
     new_item = copy.items.get(external_id=item.external_id)
     assert mine.rationales.get(item=new_item).text == "Bob's own text."
     assert private.rationales.filter(text="Bob's own text.").count() == 0
+
+
+def test_a_bundle_may_not_point_a_new_source_at_another_researchers_checkpoint(lab, tmp_path):
+    """A source's model path is a way into the checkpoint it names: a bundle's new source may not
+    name the folder of a source the importer may not read (model_paths.source_model_path_problem,
+    the rule the admin and the LM jobs follow)."""
+    checkpoint = tmp_path / "alice-private-ckpt"
+    checkpoint.mkdir()
+    lab["private"].model_name_or_path = str(checkpoint)
+    lab["private"].save(update_fields=["model_name_or_path"])
+    spec = {"name": "bobs-own", "kind": "lm", "backend": "seq2seq"}
+    refused = _upload(lab["bob"], _with_sources(lab["bobs"], {**spec, "model_name_or_path": str(checkpoint)}),
+                      "bob-pointed")
+    assert refused.status_code == 400, refused.content.decode()
+    assert "sources.model_name_or_path" in refused.content.decode() and "bobs-own" in refused.content.decode()
+    assert not RationaleSource.objects.filter(name="bobs-own").exists()
+    assert not Study.objects.filter(name="bob-pointed").exists()
+    made = _upload(lab["bob"], _with_sources(lab["bobs"], {**spec, "model_name_or_path": str(tmp_path / "bobs")}),
+                   "bob-own-path")
+    assert made.status_code == 201, made.content.decode()

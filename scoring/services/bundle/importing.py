@@ -77,6 +77,7 @@ from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
+from studies.services.model_paths import source_model_path_problem
 from studies.services.studies import StudyError, study_add_check
 
 from .export import SOURCE_FIELDS
@@ -508,7 +509,11 @@ class _Import:
         source, usable = self.usable(RationaleSource, spec["name"])
         if source is None:
             source = RationaleSource(**{f: spec[f] for f in SOURCE_FIELDS if f in spec and f != "name"}, name=usable)
-            if self._clean(source, "sources"):
+            problem = source_model_path_problem(user=self.owner, path=source.model_name_or_path)
+            if problem:  # a bundle may not point a source at another researcher's checkpoint
+                self.b.error(STUDY_FILE, None, "sources.model_name_or_path",
+                             f"source {spec['name']!r}: {problem.removeprefix('model_name_or_path: ')}")
+            elif self._clean(source, "sources"):
                 source.save()
         else:
             for f in ("kind", "backend", "model_name_or_path", "template", "decoding", "seed", "has_highlights"):

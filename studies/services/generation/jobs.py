@@ -37,6 +37,7 @@ from studies.selectors import (
     question_generators_for_user,
     sources_for_user,
 )
+from studies.services.model_paths import model_path_readable
 
 from .common import DEFAULT_BATCH_SIZE, Handler, job_actor
 from .errors import GenerationError
@@ -51,7 +52,6 @@ from .lifecycle import (
     job_inputs_refusal_register,
     job_refusal,
     job_touch,
-    model_path_readable,
     output_name_check,
 )
 from .quark import QuarkHandler
@@ -108,7 +108,7 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     and demonstrations and its dataset's train items into its params and runs on them, so reading
     them is what starting it takes. A model named by its path (``base_model``, ``task_model``,
     ``policy_path``) is read only through a source ``user`` may read, unless it is an operator's
-    (``lifecycle.model_path_readable``). A hidden row or model is answered as a missing one.
+    (``model_paths.model_path_readable``). A hidden row or model is answered as a missing one.
     ``user`` None: the operator (a management command), never refused. Made again whenever the job
     runs (:func:`generation_job_inputs_refusal`)."""
     if user is None:

@@ -33,6 +33,14 @@ from django.utils import timezone
 from studies.models import GenerationJob, RationaleSource
 from studies.selectors import JOB_START_PERMISSION
 from studies.services.content import ContentChangeRefused, content_change_check
+from studies.services.model_paths import (
+    QUARK_RUNS,
+    SCRATCH_SUFFIXES,
+    local_model_path,
+    operator_model_paths,
+    path_within,
+    resolved_path,
+)
 
 from .errors import GenerationError
 
@@ -189,11 +197,6 @@ def model_folder(output_name: str) -> Path:
     return Path(settings.RL_MODEL_DIR) / slug(output_name)
 
 
-# The folders the code keeps under RL_MODEL_DIR beside the published checkpoints: Quark's runs
-# (``quark.run_folder``: every job's resumable checkpoint) and what ``model_folder_publish`` writes
-# beside a folder while it swaps it in (``<name>.partial``, ``<name>.job<id>.partial``, ``<name>.old``).
-QUARK_RUNS = "quark-runs"
-SCRATCH_SUFFIXES = (".partial", ".old")
 # What a training job writes into the checkpoint it publishes: its training record, with its
 # ``job_id`` (fine-tuning and Quark alike). It also tells a job resumed after a crash between
 # publishing and registering that the folder is its own (:func:`published_by`).
@@ -209,71 +212,6 @@ def published_by(folder: Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return job_id if isinstance(job_id, int) else None
-
-
-def resolved_path(path: str | Path) -> Path:
-    """``path`` made absolute (relative to the working directory, as a model loader reads it), with
-    ``~``, ``..`` and symbolic links resolved."""
-    return Path(path).expanduser().resolve()
-
-
-def path_within(path: Path, folder: Path) -> bool:
-    """Whether the resolved ``path`` is ``folder`` or lies under it (both resolved)."""
-    return path == folder or folder in path.parents
-
-
-def operator_model_paths() -> list[Path]:
-    """The models the operator configures in the settings rather than as a source: the demo's GGUF
-    file (``RL_DEMO_LM_GGUF``) and the similarity model (``RL_SIMILARITY_MODEL``), resolved."""
-    paths = (settings.RL_DEMO_LM_GGUF, settings.RL_SIMILARITY_MODEL)
-    return [resolved_path(p) for p in paths if str(p or "").strip()]
-
-
-def local_model_path(text: str) -> Path | None:
-    """The resolved path ``text`` names when it names a local model (absolute, starting with ``.``
-    or ``~``, or existing relative to the working directory, as a loader reads it); None for a hub
-    name (``org/model`` with no such folder here) or text that is no path."""
-    text = str(text or "").strip()
-    if not text:
-        return None
-    try:
-        path = resolved_path(text)
-        if Path(text).expanduser().is_absolute() or text.startswith((".", "~")) or os.path.lexists(path):
-            return path
-    except (OSError, ValueError, RuntimeError):
-        pass
-    return None
-
-
-def model_path_readable(value, *, visible_sources) -> bool:
-    """Whether a job acting for a user who may read ``visible_sources`` (``sources_for_user``) may
-    load the model ``value`` names (fine-tuning's ``base_model``, faithfulness's ``task_model``,
-    Quark's ``policy_path`` when it names no source). A hub name is the loader's to fetch: readable.
-    A local path (:func:`local_model_path`) that is (under) some source's model is readable only
-    through a source the user may read whose model it is (under), whether it exists or not; one
-    that no source holds is an operator's model, readable (the ones the settings name,
-    :func:`operator_model_paths`, always), except under ``RL_MODEL_DIR``, where the jobs publish:
-    there only an existing folder outside the hidden, scratch and Quark-run folders is, and a
-    missing one gets the answer of a hidden one. One query over the sources' model paths, made only
-    for a local path."""
-    path = local_model_path(value)
-    if path is None:
-        return True
-    if any(path_within(path, p) for p in operator_model_paths()):
-        return True
-    held = []  # (source id, whether its model is the path or above it)
-    for pk, model in RationaleSource.objects.exclude(model_name_or_path="").values_list("pk", "model_name_or_path"):
-        theirs = local_model_path(model)
-        if theirs is not None and (path_within(path, theirs) or path_within(theirs, path)):
-            held.append((pk, path_within(path, theirs)))
-    if held:
-        return visible_sources.filter(pk__in=[pk for pk, above in held if above]).exists()
-    root = resolved_path(settings.RL_MODEL_DIR)
-    if path_within(path, root):
-        parts = path.relative_to(root).parts
-        return (bool(parts) and not (parts[0].startswith(".") or parts[0] == QUARK_RUNS
-                                     or parts[0].endswith(SCRATCH_SUFFIXES)) and os.path.lexists(path))
-    return True
 
 
 def _model_folder_refusal(name: str, folder: Path, *, replacing: RationaleSource | None, published: bool,

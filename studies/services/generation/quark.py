@@ -32,11 +32,11 @@ from django.db import transaction
 from studies.lm import genu as genu_rule
 from studies.lm import quark
 from studies.models import Dataset, GenerationJob, RationaleSource
+from studies.services.model_paths import QUARK_RUNS
 
 from .common import Handler, Prepared, job_actor, ordered_item_ids
 from .errors import GenerationError
 from .lifecycle import (
-    QUARK_RUNS,
     TRAINING_FILE,
     StepProgress,
     generation_job_fail,

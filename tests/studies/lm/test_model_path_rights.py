@@ -110,3 +110,50 @@ def test_operator_models_and_hub_names_stay_allowed(lab, settings, tmp_path):
     in_model_dir.mkdir()
     for base_model in (str(gguf), str(operators_t5), str(in_model_dir), "google/t5-small", "t5-small"):
         assert finetune(lab, lab["alice"], base_model).params["base_model"] == base_model
+
+
+# --- a source pointed at a path: the same rule (model_paths.source_model_path_problem) ------------
+
+
+def _may_add_sources(user):
+    return grant(user, "studies.add_rationalesource", "studies.change_rationalesource")
+
+
+def test_a_researcher_may_not_point_a_new_source_at_another_researchers_checkpoint(lab):
+    from studies.services.content import ContentChangeRefused, content_row_save
+
+    alice = _may_add_sources(lab["alice"])
+    for path in (str(lab["folder"]), str(lab["folder"] / "config.json"), str(lab["folder"].parent / "quark-runs")):
+        with pytest.raises(ContentChangeRefused, match="model_name_or_path: no model .* that you may use"):
+            content_row_save(user=alice, obj=RationaleSource(name="mine", kind="lm", backend="seq2seq",
+                                                             model_name_or_path=path), changed=())
+    assert not RationaleSource.objects.filter(name="mine").exists()
+    # Her own folder (not made yet), a hub name and the operator's writes are allowed.
+    for n, path in enumerate((str(model_folder("alices-own")), "google/flan-t5-small")):
+        content_row_save(user=alice, obj=RationaleSource(name=f"mine{n}", kind="lm", backend="seq2seq",
+                                                         model_name_or_path=path), changed=())
+    content_row_save(user=None, obj=RationaleSource(name="operators", kind="lm", backend="seq2seq",
+                                                    model_name_or_path=str(lab["folder"])), changed=())
+    # Editing her own source onto Bob's folder is refused the same way.
+    mine = RationaleSource.objects.get(name="mine0")
+    mine.model_name_or_path = str(lab["folder"])
+    with pytest.raises(ContentChangeRefused, match="no model"):
+        content_row_save(user=alice, obj=mine, changed=["model_name_or_path"])
+
+
+def test_the_admins_source_form_names_the_refused_path_beside_its_field(lab, rf):
+    from django.contrib import admin
+
+    alice = _may_add_sources(lab["alice"])
+    request = rf.post("/admin/studies/rationalesource/add/")
+    request.user = get_user_model().objects.get(pk=alice.pk)
+    form_class = admin.site._registry[RationaleSource].get_form(request)
+    data = {"name": "mine", "kind": "lm", "backend": "seq2seq", "decoding": "{}", "demonstrations": "[]", "seed": 0}
+    refused = form_class(data={**data, "model_name_or_path": str(lab["folder"])})
+    assert not refused.is_valid()
+    assert refused.errors["model_name_or_path"] == [f"no model {str(lab['folder'])!r} that you may use (a folder of a "
+                                                    "source you may read, a hub name, or a folder of your own "
+                                                    "outside the lab's model folders)"]
+    allowed = form_class(data={**data, "model_name_or_path": "google/flan-t5-small"})
+    allowed.is_valid()
+    assert "model_name_or_path" not in allowed.errors
