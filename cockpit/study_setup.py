@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth.models import AnonymousUser
 
 from annotations.choices import correct_answer_problem, normalise_choices
 from annotations.models import AttentionCheck, QualificationTest
@@ -132,6 +133,9 @@ def format_questions(test: QualificationTest) -> str:
 
 
 class QualificationTestForm(forms.ModelForm):
+    # Who saves it (QualificationTestInline.get_formset names the request's user); unnamed, nobody:
+    # the service refuses, never acting as the operator.
+    acting_user = AnonymousUser()
     questions = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "cols": 80}), required=True,
                                 help_text=QUESTIONS_HELP)
 
@@ -162,13 +166,20 @@ class QualificationTestForm(forms.ModelForm):
     def save(self, commit=True):
         test = super().save(commit=False)
         if commit:  # a new test also holds the study's tasks in progress until their workers pass it
-            qualification_test_save(test=test, questions=self.cleaned_data["parsed_questions"])
+            qualification_test_save(test=test, user=self.acting_user, questions=self.cleaned_data["parsed_questions"])
         return test
 
 
 class QualificationTestInline(admin.StackedInline):
     model = QualificationTest
     form = QualificationTestForm
+
+    def get_formset(self, request, obj=None, **kwargs):
+        # The form saves through qualification_test_save, which checks the acting user itself: each
+        # request's formset gets its own form class that names the user (never a shared class attribute).
+        formset = super().get_formset(request, obj, **kwargs)
+        formset.form = type(formset.form.__name__, (formset.form,), {"acting_user": request.user})
+        return formset
     extra = 0
     max_num = 1
     verbose_name = "qualification test"

@@ -209,7 +209,7 @@ class QualificationTestAdmin(StudyScopedAdmin):
     def save_model(self, request, obj, form, change):
         # A new test also holds the study's tasks in progress until their workers pass it (in the
         # page's transaction, with the questions saved next).
-        qualification_test_save(test=obj)
+        qualification_test_save(test=obj, user=request.user)
 
 
 @admin.register(QualificationGrant)

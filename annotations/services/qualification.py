@@ -13,6 +13,7 @@ from annotations.models import Annotation, Assignment, Claim, QualificationGrant
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
 from studies.models import Study
+from studies.selectors import CHANGE, study_user_may
 
 
 def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> QualificationGrant:
@@ -111,9 +112,16 @@ def qualification_questions_set(*, test: QualificationTest, questions: list[dict
         ])
 
 
-def qualification_test_save(*, test: QualificationTest, questions: list[dict] | None = None) -> QualificationTest:
-    """Save ``test`` (and, given ``questions``, make them its questions: ``qualification_questions_set``):
-    the one way a qualification test is created, on the study page and on the test's own admin page.
+class QualificationTestRefused(Exception):
+    """The acting user may not change this study's qualification test; nothing was saved."""
+
+
+def qualification_test_save(*, test: QualificationTest, user, questions: list[dict] | None = None) -> QualificationTest:
+    """Save ``test`` (and, given ``questions``, make them its questions: ``qualification_questions_set``)
+    for ``user`` (None: the operator), who must be allowed to change its study (CHANGE,
+    ``studies.selectors.study_user_may``; ``QualificationTestRefused`` before anything is written
+    otherwise): the one way a qualification test is created or changed, on the study page and on
+    the test's own admin page, which so get one answer.
     A new test applies to the study's tasks already in progress as to new ones, in the same
     transaction (``qualification_tasks_hold``), so the answer and submit services refuse them until
     their worker passed it, as the task page asks. A new test first locks its study's row ``FOR
@@ -121,6 +129,9 @@ def qualification_test_save(*, test: QualificationTest, questions: list[dict] | 
     (``assignment._qualification_pending``), so this waits for the starts that found no test (their
     tasks are then marked with the others) and the starts that come meanwhile wait for this
     transaction (and then find the test)."""
+    if user is not None and not study_user_may(user=user, study=Study(pk=test.study_id), access=CHANGE):
+        raise QualificationTestRefused(f"study {test.study_id}: not found or not yours to change (its qualification "
+                                       "test needs change rights on the study).")
     with transaction.atomic():
         created = test.pk is None
         if created:

@@ -83,7 +83,7 @@ def test_a_changed_test_holds_no_task_again():
     task = start(passed, entry_url(study))
     pass_test(passed, task, test)
     test.pass_mark = 3
-    qualification_test_save(test=test)  # a change is no new test: nothing is held again
+    qualification_test_save(test=test, user=None)  # a change is no new test: nothing is held again
     assert not Assignment.objects.get().qualification_pending
     assert answer(passed, task)[1].status_code == 302
 
@@ -96,6 +96,37 @@ def test_a_task_answered_while_the_study_had_no_test_goes_on_when_one_is_added_a
     assert Assignment.objects.get().qualification_pending
     QualificationTest.objects.filter(study=study).delete()  # nobody took it: it may go
     assert answer(browser, task)[1].status_code == 302  # no test: the answers come in
-    qualification_test_save(test=QualificationTest(study=study, pass_mark=1))
+    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=None)
     assert not Assignment.objects.get().qualification_pending  # its page shows no test, so it goes on
     assert answer(browser, task)[1].status_code == 302
+
+
+def test_the_service_saves_a_test_only_for_whoever_may_change_the_study():
+    """qualification_test_save checks the acting user itself (CHANGE on the study), so the study
+    page, the test's admin page and any later caller get one answer; the study page's form, unnamed,
+    acts for nobody, never as the operator."""
+    from django.contrib.auth import get_user_model
+
+    from annotations.services.qualification import QualificationTestRefused
+    from cockpit.study_setup import QualificationTestForm
+    from studies.services.sharing import study_share
+    from tests.api.conftest import grant
+
+    def user(name):
+        return grant(get_user_model().objects.create_user(username=name, password="pw", is_staff=True),
+                     "studies.view_study", "studies.change_study")
+
+    owner, viewer, stranger = user("olga"), user("vic"), user("sam")
+    study = make_study(n_items=2, n_sources=1, owner=owner)
+    study_share(study=study, user=owner, with_user=viewer)  # VIEW: reads the study, changes nothing
+    for who in (viewer, stranger):
+        with pytest.raises(QualificationTestRefused, match=f"study {study.pk}: not found or not yours to change"):
+            qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=who)
+    form = QualificationTestForm(data={"pass_mark": 1, "instructions": "", "questions": "Is Paris in France? | yes"},
+                                 instance=QualificationTest(study=study))
+    assert form.is_valid(), form.errors
+    with pytest.raises(QualificationTestRefused):
+        form.save()
+    assert not QualificationTest.objects.filter(study=study).exists()
+    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=owner)
+    assert QualificationTest.objects.filter(study=study).count() == 1

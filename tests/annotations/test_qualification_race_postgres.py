@@ -91,7 +91,7 @@ def paused_after(module, name: str, monkeypatch) -> tuple[threading.Event, threa
 
 
 def new_test(study) -> QualificationTest:
-    return qualification_test_save(test=QualificationTest(study=study, pass_mark=1), questions=QUESTIONS)
+    return qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=None, questions=QUESTIONS)
 
 
 def test_a_test_added_while_a_task_starts_waits_for_it_and_holds_it(monkeypatch):
