@@ -140,3 +140,21 @@ def dev_items(strategyqa_dataset, strategyqa_dev_rows):
 @pytest.fixture
 def train_items(strategyqa_dataset, strategyqa_train_rows):
     return make_items(strategyqa_dataset, strategyqa_train_rows, "train")
+
+
+@pytest.fixture
+def splits(strategyqa_dataset, strategyqa_train_rows, strategyqa_dev_rows):
+    """The Quark tests' items: 8 train, 6 dev (validation) and 8 test (held-out)."""
+    return {"train": make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train"),
+            "dev": make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev"),
+            "test": make_items(strategyqa_dataset, strategyqa_dev_rows[6:14], "test")}
+
+
+@pytest.fixture
+def fresh_quark_runs():
+    """No Quark run left in this process's memory from another test, before or after."""
+    from studies.services.generation import quark as quark_service
+
+    quark_service.forget_runs()
+    yield
+    quark_service.forget_runs()

@@ -25,19 +25,12 @@ from studies.services.generation import quark as quark_service
 from studies.services.generation.quark_rewards import GenUReward, build_reward
 from tests.studies.lm.conftest import make_items
 
-pytestmark = [pytest.mark.lm, pytest.mark.django_db]
+pytestmark = [pytest.mark.lm, pytest.mark.django_db, pytest.mark.usefixtures("fresh_quark_runs")]
 torch = pytest.importorskip("torch")
 
 # Fast settings for a 2+2 layer T5 with d_model 32: seconds, not minutes.
 TINY = {"lr": 3e-3, "warmup_steps": 2, "batch_size": 8, "sample_interval": 10, "samples_per_item": 2,
         "max_new_tokens": 16, "kl_coef": 0.05, "entropy_coef": 0.06}
-
-
-@pytest.fixture
-def splits(strategyqa_dataset, strategyqa_train_rows, strategyqa_dev_rows):
-    return {"train": make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train"),
-            "dev": make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev"),
-            "test": make_items(strategyqa_dataset, strategyqa_dev_rows[6:14], "test")}
 
 
 @pytest.fixture
@@ -56,13 +49,6 @@ def tiny_gguf(tmp_path_factory, strategyqa_train_rows):
     texts = [templates.CAUSAL_HEADER] + [templates.causal_training_text(i)
                                          for i in tiny.strategyqa_prompt_items(strategyqa_train_rows)]
     return tiny.build_tiny_gguf(tmp_path_factory.mktemp("gguf"), texts)
-
-
-@pytest.fixture(autouse=True)
-def fresh_runs():
-    quark_service.forget_runs()
-    yield
-    quark_service.forget_runs()
 
 
 def _job(source, dataset, *, steps=6, every=2, reward="marker:is", **params):

@@ -14,29 +14,11 @@ from studies.admin.quark import before_after_table
 from studies.lm.genu import TIE_RULE_TEXT
 from studies.lm.rewards import RewardSample
 from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
-from studies.services.generation import quark as quark_service
 from studies.services.generation import quark_rewards
 from studies.services.generation.quark_rewards import build_reward
 
-from .conftest import make_items
-
-pytestmark = [pytest.mark.lm, pytest.mark.django_db]
+pytestmark = [pytest.mark.lm, pytest.mark.django_db, pytest.mark.usefixtures("fresh_quark_runs")]
 torch = pytest.importorskip("torch")
-
-
-@pytest.fixture
-def splits(strategyqa_dataset, strategyqa_train_rows, strategyqa_dev_rows):
-    """As in test_quark_job: 8 train, 6 dev (validation) and 8 test (held-out) items."""
-    return {"train": make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train"),
-            "dev": make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev"),
-            "test": make_items(strategyqa_dataset, strategyqa_dev_rows[6:14], "test")}
-
-
-@pytest.fixture(autouse=True)
-def fresh_runs():
-    quark_service.forget_runs()
-    yield
-    quark_service.forget_runs()
 
 
 def test_the_unparsed_output_reward_is_the_one_the_genu_reward_gives(lm_models, strategyqa_dataset, splits):

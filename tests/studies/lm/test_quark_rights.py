@@ -16,30 +16,14 @@ from studies.services.generation import generation_job_create, generation_job_re
 from studies.services.generation import quark as quark_service
 from tests.api.conftest import grant
 
-from .conftest import make_items
 from .test_quark_job import TINY
 
-pytestmark = [pytest.mark.lm, pytest.mark.django_db]
+pytestmark = [pytest.mark.lm, pytest.mark.django_db, pytest.mark.usefixtures("fresh_quark_runs")]
 torch = pytest.importorskip("torch")
 RESEARCHER = ("studies.view_generationjob", "studies.add_generationjob", "studies.view_dataset", "studies.view_item",
               "studies.view_rationalesource")
 WHY = {"permission removed": "they no longer hold studies.add_generationjob",
        "deactivated": "their account was deactivated"}
-
-
-@pytest.fixture
-def splits(strategyqa_dataset, strategyqa_train_rows, strategyqa_dev_rows):
-    """As in test_quark_job: 8 train, 6 dev (validation) and 8 test (held-out) items."""
-    return {"train": make_items(strategyqa_dataset, strategyqa_train_rows[:8], "train"),
-            "dev": make_items(strategyqa_dataset, strategyqa_dev_rows[:6], "dev"),
-            "test": make_items(strategyqa_dataset, strategyqa_dev_rows[6:14], "test")}
-
-
-@pytest.fixture(autouse=True)
-def fresh_runs():
-    quark_service.forget_runs()
-    yield
-    quark_service.forget_runs()
 
 
 @pytest.fixture
