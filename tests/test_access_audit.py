@@ -201,7 +201,7 @@ def test_the_preview_of_another_researchers_study_is_not_found(world, who):
 @pytest.mark.parametrize("who", ["nobody", "sam"])
 def test_the_api_shows_nothing_of_another_researchers_study(world, who):
     theirs, users = world
-    _, key = api_token_create(user=users[who], name="audit", read_only=True)
+    _, key = api_token_create(user=users[who], name="audit", read_only=True, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     for path in ("", "results/", "summary/", "export/annotations/", "export/scores/",

@@ -97,7 +97,7 @@ def test_an_operator_unlocks_with_axes_reset_username(alice):
 
 def test_api_tokens_are_not_logins_and_work_while_the_user_is_locked_out(alice):
     fail(Client(), settings.AXES_FAILURE_LIMIT)
-    _, key = api_token_create(user=alice, name="t", read_only=True)
+    _, key = api_token_create(user=alice, name="t", read_only=True, by=None)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert api.get("/api/v1/studies/").status_code == 200

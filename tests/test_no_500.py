@@ -151,7 +151,7 @@ def _researcher():
 
 
 def _api_client() -> APIClient:
-    _, key = api_token_create(user=_researcher(), name="probe", read_only=False)
+    _, key = api_token_create(user=_researcher(), name="probe", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client

@@ -206,7 +206,7 @@ def export(file_format: str, source: str | None) -> None:
     from studies.models import Study
 
     study = Study.objects.get(name="bench-study")
-    _, key = api_token_create(user=study.owner, name="bench")
+    _, key = api_token_create(user=study.owner, name="bench", by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     params = {"file_format": file_format}

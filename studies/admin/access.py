@@ -60,7 +60,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             return
         user = obj.user if request.user.is_superuser and obj.user_id else request.user
         token, key = api_token_create(
-            user=user, name=obj.name, read_only=obj.read_only, expires_at=obj.expires_at
+            user=user, name=obj.name, by=request.user, read_only=obj.read_only, expires_at=obj.expires_at
         )
         obj.pk = token.pk
         obj.user = token.user

@@ -21,11 +21,24 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
+TOKEN_ADD_PERMISSION = "studies.add_apitoken"
+
+
 @transaction.atomic
 def api_token_create(
-    *, user: AbstractBaseUser, name: str, read_only: bool = True, expires_at: datetime | None = None
+    *, user: AbstractBaseUser, name: str, by: AbstractBaseUser | None, read_only: bool = True,
+    expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token for ``user``; return it and its key. The key is not stored: show it now."""
+    """Create a token for ``user``, acting as ``by``; return it and its key. The key is not stored:
+    show it now. ``by`` is a superuser (a token for anyone), or ``user`` themself holding
+    ``studies.add_apitoken`` (a token for no one else); None is the operator (a script or a
+    management command). A token acts with all of its user's rights, so this is checked here, not
+    only by the admin page that usually calls it."""
+    allowed = by is None or (by.is_active and (
+        by.is_superuser or (by.pk == user.pk and by.has_perm(TOKEN_ADD_PERMISSION))))
+    if not allowed:
+        raise ValidationError({"user": f"{by} may not create an API token for {user}: only a superuser creates "
+                                       "tokens for others, and a user with the permission to add tokens their own."})
     if not user.is_active:
         raise ValidationError({"user": f"User {user} is inactive: activate the account before giving it a token."})
     key = KEY_PREFIX + secrets.token_urlsafe(32)

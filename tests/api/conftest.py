@@ -77,7 +77,7 @@ def client_for():
     """An APIClient authenticated with a fresh API token of ``user``."""
 
     def make(user, *, read_only: bool = False) -> APIClient:
-        _, key = api_token_create(user=user, name="test", read_only=read_only)
+        _, key = api_token_create(user=user, name="test", read_only=read_only, by=None)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
         return client

@@ -150,7 +150,7 @@ def test_write_without_the_model_permission_is_403_naming_it(client_for, make_us
 
 @pytest.mark.parametrize("change", ["revoked", "expired", "inactive", "unknown"])
 def test_unusable_tokens_get_401(researcher, change):
-    token, key = api_token_create(user=researcher, name="t")
+    token, key = api_token_create(user=researcher, name="t", by=None)
     if change == "revoked":
         ApiToken.objects.filter(pk=token.pk).update(revoked=True)
     elif change == "expired":
@@ -166,7 +166,7 @@ def test_unusable_tokens_get_401(researcher, change):
 
 
 def test_token_is_stored_only_as_a_digest_and_records_its_last_use(client_for, researcher):
-    token, key = api_token_create(user=researcher, name="notebook")
+    token, key = api_token_create(user=researcher, name="notebook", by=None)
     assert key not in (token.key_digest, token.prefix) and key.startswith(token.prefix)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")

@@ -47,7 +47,7 @@ def test_a_researcher_sees_only_their_own_tokens_in_the_admin(client, researcher
     client_for(other_researcher)  # creates olga's token
     researcher.is_staff = True
     researcher.save()
-    api_token_create(user=researcher, name="dana-notebook")
+    api_token_create(user=researcher, name="dana-notebook", by=None)
     grant(researcher, "studies.view_apitoken", "studies.change_apitoken")
     client.force_login(researcher)
     response = client.get("/admin/studies/apitoken/")
@@ -79,7 +79,7 @@ def _bobs_revoked_read_only_token(bob, make_user):
 
     from studies.api.tokens import api_token_create
 
-    token, key = api_token_create(user=bob, name="notebook", read_only=True)
+    token, key = api_token_create(user=bob, name="notebook", read_only=True, by=None)
     root = Client()
     root.force_login(make_user("root", superuser=True))
     response = root.post(f"/admin/studies/apitoken/{token.pk}/change/",
@@ -120,7 +120,7 @@ def test_the_token_service_refuses_to_widen_a_token_naming_the_field(bob, make_u
     assert token.revoked and token.read_only
 
     soon = timezone.now() + timedelta(days=1)
-    live, _ = api_token_create(user=bob, name="script", read_only=False, expires_at=soon)
+    live, _ = api_token_create(user=bob, name="script", read_only=False, expires_at=soon, by=None)
     for later in (soon + timedelta(days=30), None):
         with pytest.raises(ValidationError) as refused:
             api_token_update(token=live, user=bob, expires_at=later)
@@ -130,3 +130,23 @@ def test_the_token_service_refuses_to_widen_a_token_naming_the_field(bob, make_u
     with pytest.raises(ValidationError, match="not found or not yours"):
         api_token_update(token=live, user=make_user("olga", staff=True, perms=["studies.change_apitoken"]),
                          revoked=True)
+
+
+def test_a_token_is_created_only_by_its_user_with_the_permission_or_a_superuser(researcher, other_researcher):
+    """``api_token_create`` checks who acts itself, whatever page or script calls it: a token acts
+    with all of its user's rights, so nobody but a superuser makes one for someone else."""
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="may not create an API token for"):
+        api_token_create(user=researcher, name="hers", by=other_researcher)  # another researcher
+    with pytest.raises(ValidationError, match="may not create an API token for"):
+        api_token_create(user=researcher, name="mine", by=researcher)  # no permission to add tokens
+    assert not ApiToken.objects.filter(user=researcher).exists()
+    grant(other_researcher, "studies.add_apitoken")
+    other = get_user_model().objects.get(pk=other_researcher.pk)
+    with pytest.raises(ValidationError, match="may not create an API token for"):
+        api_token_create(user=researcher, name="hers", by=other)  # the permission is for her own tokens
+    assert api_token_create(user=other, name="mine", by=other)[0].user == other
+    root = get_user_model().objects.create_superuser(username="root", password="pw")
+    assert api_token_create(user=researcher, name="given", by=root)[0].user == researcher

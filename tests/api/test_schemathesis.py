@@ -28,7 +28,7 @@ def api_token(make_user, settings):
     )
     grant(user, "studies.add_generationjob")
     build_study(user, name="fuzz-study")
-    _, key = api_token_create(user=user, name="schemathesis", read_only=False)
+    _, key = api_token_create(user=user, name="schemathesis", read_only=False, by=None)
     return key
 
 

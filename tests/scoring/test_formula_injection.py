@@ -68,7 +68,7 @@ def assert_neutralised(cells):
 
 def api_client():
     user = get_user_model().objects.create_superuser(username="root", password="pw-root-123")
-    _, key = api_token_create(user=user, name="t", read_only=False)
+    _, key = api_token_create(user=user, name="t", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client

@@ -37,7 +37,7 @@ SECRET_QUESTION = "Alice's private question?"
 
 
 def api(user) -> APIClient:
-    _, key = api_token_create(user=user, name="t", read_only=False)
+    _, key = api_token_create(user=user, name="t", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client

@@ -97,7 +97,7 @@ def test_the_api_answers_the_services_refusal_with_403(study, monkeypatch):
 
     monkeypatch.setattr(views, "studies_for_user", lambda **kw: type(study).objects.all())
     stranger = _user("sam", "scoring.add_scorerun")
-    _, key = api_token_create(user=stranger, name="test", read_only=False)
+    _, key = api_token_create(user=stranger, name="test", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     response = client.post("/api/v1/score-runs/", {"study": study.pk}, format="json")

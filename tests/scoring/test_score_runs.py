@@ -128,7 +128,7 @@ def test_enqueue_with_the_broker_down_refuses_and_fails_the_run(
 def test_post_score_runs_with_the_broker_down_answers_503_and_leaves_nothing_pending(broker_down):
     study = open_utility_study(name="api-down", n_items=1, n_sources=1, quota=1)
     user = get_user_model().objects.create_superuser(username="root", password="pw-root-123")
-    _, key = api_token_create(user=user, name="t", read_only=False)
+    _, key = api_token_create(user=user, name="t", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
 

@@ -71,7 +71,7 @@ def test_a_quota_one_unit_is_scored_with_exactly_the_one_worker_whose_answers_co
 
     # The API's study counts read the same definition: two answers (before and after) count.
     admin = get_user_model().objects.create_superuser("root-counts", password="x")
-    _, key = api_token_create(user=admin, name="counts")
+    _, key = api_token_create(user=admin, name="counts", by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get(f"/api/v1/studies/{study.pk}/").json()["n_annotations"] == 2

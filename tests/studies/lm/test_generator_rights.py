@@ -142,7 +142,7 @@ def test_a_job_on_another_researchers_generator_is_refused_by_the_service(lab):
 
 
 def test_the_api_answers_another_researchers_generator_as_a_missing_one(lab):
-    _, key = api_token_create(user=lab["bob"], name="t", read_only=False)
+    _, key = api_token_create(user=lab["bob"], name="t", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     missing_id = QuestionGenerator.objects.order_by("-pk").first().pk + 1

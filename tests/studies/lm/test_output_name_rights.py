@@ -89,7 +89,7 @@ def test_a_researcher_cannot_start_training_into_a_source_another_researchers_st
 def test_the_api_refuses_it_too(world, strategyqa_dataset):
     alice, _, source, bobs_study_lists_it = world
     bobs_study_lists_it()
-    _, key = api_token_create(user=alice, name="test", read_only=False)
+    _, key = api_token_create(user=alice, name="test", read_only=False, by=None)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     response = client.post("/api/v1/generation-jobs/", {
