@@ -29,7 +29,7 @@ from cockpit.views_common import study_links
 from scoring.services.runs import ScoreRunRefused, score_run_check
 from studies.admin.scoping import StudyScopedAdmin
 from studies.admin.sharing import StudyShareInline
-from studies.models import Study
+from studies.models import Dataset, Study
 from studies.selectors import (
     CHANGE,
     datasets_for_user,
@@ -63,7 +63,11 @@ class StudyForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if "sources" in self.fields:
             field = self.fields["sources"]
-            field.widget = SourcesPicker(coverage=source_coverage(), choices=field.choices)
+            # The datasets the form offers (the user's); a fixed dataset is the study's own.
+            datasets = (self.fields["dataset"].queryset if "dataset" in self.fields
+                        else Dataset.objects.filter(pk=self.instance.dataset_id))
+            coverage = source_coverage(sources=field.queryset, datasets=datasets)
+            field.widget = SourcesPicker(coverage=coverage, choices=field.choices)
             field.help_text = ("Only sources with rationales for the chosen dataset and split are offered "
                                "(import rationales to add one).")
         if "consent_text" in self.fields and "consent_text" in study_fixed_fields(study=self.instance):

@@ -295,11 +295,14 @@ def generation_jobs_for_user(*, user, access: str = VIEW) -> QuerySet[Generation
     return _all_or_used(user, GenerationJob, JOB_PERMISSIONS[access], own)
 
 
-def source_coverage() -> dict[int, set[tuple[int, str]]]:
-    """For each rationale source, the (dataset id, split) pairs it has rationales for: what the
-    study form's sources picker offers once a dataset and split are chosen."""
+def source_coverage(*, sources: QuerySet[RationaleSource], datasets: QuerySet[Dataset]) -> dict[int, set[tuple[int, str]]]:
+    """For each of ``sources``, the (dataset id, split) pairs of ``datasets`` it has rationales for:
+    what the study form's sources picker offers once a dataset and split are chosen. The form
+    passes the sources and datasets it offers (the user's, ``sources_for_user`` and
+    ``datasets_for_user``), so the page names no dataset the user may not see."""
     coverage: dict[int, set[tuple[int, str]]] = {}
-    rows = Rationale.objects.order_by().values_list("source_id", "item__dataset_id", "item__split").distinct()
+    rows = (Rationale.objects.filter(source__in=sources.values("pk"), item__dataset__in=datasets.values("pk"))
+            .order_by().values_list("source_id", "item__dataset_id", "item__split").distinct())
     for source_id, dataset_id, split in rows:
         coverage.setdefault(source_id, set()).add((dataset_id, split))
     return coverage

@@ -73,6 +73,23 @@ def test_sources_picker_carries_coverage_and_the_server_refuses_a_source_without
     assert list(Study.objects.get(name="picked").sources.all()) == [on_test]
 
 
+def test_sources_picker_names_no_dataset_the_researcher_may_not_see(client, world):
+    """The picker's coverage is of the sources and datasets the form offers: a source that also has
+    rationales in another researcher's dataset does not carry that dataset's id."""
+    from django.contrib.auth import get_user_model
+
+    from tests.api.conftest import grant
+
+    dataset, on_test, elsewhere = world
+    bob = grant(get_user_model().objects.create_user(username="bob", password="pw", is_staff=True),
+                "studies.add_study", "studies.view_study", "studies.view_rationalesource")
+    client.force_login(bob)
+    html = client.get(reverse("admin:studies_study_add")).content.decode()
+    assert re.search(rf'value="{elsewhere.pk}"[^>]*data-coverage=""', html), html[:3000]
+    assert re.search(rf'value="{on_test.pk}"[^>]*data-coverage=""', html)
+    assert f'data-coverage="{dataset.pk}:' not in html
+
+
 def test_attention_checks_and_qualification_test_are_set_up_on_the_study_page(admin_client):
     study = open_utility_study(name="setup", n_items=2, n_sources=1, quota=1)
     url = reverse("admin:studies_study_change", args=[study.pk])
