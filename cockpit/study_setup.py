@@ -10,6 +10,8 @@ from django.contrib.auth.models import AnonymousUser
 from annotations.choices import correct_answer_problem, normalise_choices
 from annotations.models import AttentionCheck, QualificationTest
 from annotations.services.qualification import (
+    attention_check_delete,
+    attention_check_save,
     attention_checks_fixed,
     qualification_questions,
     qualification_test_save,
@@ -61,6 +63,10 @@ class ChoicesField(forms.JSONField):
 
 
 class AttentionCheckForm(forms.ModelForm):
+    # Who saves it (AttentionCheckInline.get_formset names the request's user); unnamed, nobody:
+    # the service refuses, never acting as the operator.
+    acting_user = AnonymousUser()
+
     class Meta:
         model = AttentionCheck
         fields = ["question", "choices", "correct_answer"]
@@ -74,10 +80,34 @@ class AttentionCheckForm(forms.ModelForm):
             check_choices(data["choices"] or [])
         return data
 
+    def save(self, commit=True):
+        check = super().save(commit=False)
+        if commit:
+            attention_check_save(check=check, user=self.acting_user)
+        return check
+
+
+class AttentionCheckFormSet(forms.BaseInlineFormSet):
+    """Deletes through ``attention_check_delete``, as its forms save through ``attention_check_save``:
+    each checks the acting user and the fixed rule itself."""
+
+    def delete_existing(self, obj, commit=True):
+        if commit:
+            attention_check_delete(check=obj, user=self.form.acting_user)
+
 
 class AttentionCheckInline(admin.TabularInline):
     model = AttentionCheck
     form = AttentionCheckForm
+    formset = AttentionCheckFormSet
+
+    def get_formset(self, request, obj=None, **kwargs):
+        # As the qualification test's inline: each request's formset gets its own form class naming
+        # the user the services check (never a shared class attribute).
+        formset = super().get_formset(request, obj, **kwargs)
+        formset.form = type(formset.form.__name__, (formset.form,), {"acting_user": request.user})
+        return formset
+
     extra = 0
     verbose_name = "attention check"
     verbose_name_plural = "Attention checks (mixed into tasks; workers who miss them are flagged)"

@@ -18,6 +18,8 @@ from annotations.models import (
     Unit,
 )
 from annotations.services.qualification import (
+    attention_check_delete,
+    attention_check_save,
     attention_checks_fixed,
     qualification_test_save,
     qualification_test_taken,
@@ -167,6 +169,17 @@ class AttentionCheckAdmin(StudyScopedAdmin):
     def has_delete_permission(self, request, obj=None):
         return not (obj is not None and attention_checks_fixed(obj.study)) and super().has_delete_permission(
             request, obj)
+
+    # Written through the services, which check the user and the fixed rule themselves.
+    def save_model(self, request, obj, form, change):
+        attention_check_save(check=obj, user=request.user)
+
+    def delete_model(self, request, obj):
+        attention_check_delete(check=obj, user=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for check in queryset:
+            attention_check_delete(check=check, user=request.user)
 
 
 class QualificationQuestionInline(admin.TabularInline):

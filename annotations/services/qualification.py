@@ -9,7 +9,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
 from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
-from annotations.models import Annotation, Assignment, Claim, QualificationGrant, QualificationTest
+from annotations.models import (
+    Annotation,
+    Assignment,
+    AttentionCheck,
+    Claim,
+    QualificationGrant,
+    QualificationTest,
+)
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
 from studies.models import Study
@@ -74,6 +81,53 @@ def qualification_questions(test: QualificationTest) -> list[dict]:
     """The test's questions in order, as ``{"question", "choices", "correct_answer"}``."""
     return [{"question": q.question, "choices": list(q.choices or []), "correct_answer": q.correct_answer}
             for q in test.questions.order_by("position", "id")]
+
+
+class AttentionCheckRefused(Exception):
+    """An attention check may not be written by this user, or no longer changes."""
+
+
+def _attention_study_locked(*, study_id: int, user, verb: str) -> None:
+    """Refuse (``AttentionCheckRefused``) unless ``user`` (None: the operator) may change the study
+    ``study_id``; then lock the study's row ``FOR UPDATE`` (call inside the write's transaction): a
+    task being started draws its checks under a ``FOR KEY SHARE`` lock of that row, so none is given
+    one between the ``attention_checks_fixed`` answer below and the write."""
+    if user is not None and not study_user_may(user=user, study=Study(pk=study_id), access=CHANGE):
+        raise AttentionCheckRefused(f"study {study_id}: not found or not yours to change (its attention checks need "
+                                    f"change rights on the study): the check was not {verb}.")
+    Study.objects.select_for_update().filter(pk=study_id).values_list("pk", flat=True).first()
+
+
+def attention_check_save(*, check: AttentionCheck, user) -> AttentionCheck:
+    """Save ``check``, new or edited, for ``user`` (None: the operator), who must be allowed to change
+    its study (CHANGE, ``studies.selectors.study_user_may``): the one way an attention check is written,
+    on the study page and on the checks' own admin page, which so get one answer. An edited check
+    keeps its study, and is refused once the study's checks are fixed (``attention_checks_fixed``);
+    new ones may always be added. ``AttentionCheckRefused`` before anything is written otherwise."""
+    with transaction.atomic():
+        if check.pk is not None:
+            stored = AttentionCheck.objects.filter(pk=check.pk).values_list("study_id", flat=True).first()
+            if stored is not None and stored != check.study_id:
+                raise AttentionCheckRefused(f"attention check {check.pk}: its study never changes.")
+        _attention_study_locked(study_id=check.study_id, user=user, verb="saved")
+        if check.pk is not None and attention_checks_fixed(Study(pk=check.study_id)):
+            raise AttentionCheckRefused(f"attention check {check.pk}: workers have been given this study's checks, "
+                                        "so they no longer change (their answers are graded against them); add a "
+                                        "new one instead.")
+        check.full_clean(exclude=["choices"])  # empty choices (blank to the model) mean yes / no
+        check.save()
+    return check
+
+
+def attention_check_delete(*, check: AttentionCheck, user) -> None:
+    """Delete ``check`` for ``user`` (None: the operator), by the rule of ``attention_check_save``:
+    change rights on its study, and only while the study's checks are not fixed."""
+    with transaction.atomic():
+        _attention_study_locked(study_id=check.study_id, user=user, verb="deleted")
+        if attention_checks_fixed(Study(pk=check.study_id)):
+            raise AttentionCheckRefused(f"attention check {check.pk}: workers have been given this study's checks, "
+                                        "so it is not deleted (their answers are graded against it).")
+        AttentionCheck.objects.filter(pk=check.pk).delete()
 
 
 def attention_checks_fixed(study) -> bool:
