@@ -3,28 +3,45 @@ from __future__ import annotations
 
 from django import forms
 
-from annotations.services.steps import FLAG_NOTE_MAX, RATIONALE_PROPERTIES, VALIDATION_FIELDS
+from annotations.services.steps import RATIONALE_PROPERTIES, VALIDATION_FIELDS
 
 PAYLOAD_FIELDS = tuple(name for name, _ in VALIDATION_FIELDS) + ("corrected_answer", "flag") + tuple(
     name for name, _ in RATIONALE_PROPERTIES
 )
-# Free text is cut to the service's limit; everything else is a short label.
-PAYLOAD_LIMITS = {"flag_note": FLAG_NOTE_MAX}
+# A payload label (the longest of the pages' choices is far shorter) longer than this is refused
+# with its field named, never cut to fit. The free-text note is the exception: its textarea's
+# ``maxlength`` counts a line break once but the browser sends it as CRLF, so a note the page
+# accepted can arrive longer; the flag service keeps its first FLAG_NOTE_MAX characters.
+LABEL_MAX = 50
+NOTE_FIELDS = ("flag_note",)
 
 
 class AnswerForm(forms.Form):
     claim = forms.IntegerField(min_value=1)
     step = forms.CharField(max_length=20)
-    answer = forms.CharField(max_length=50, required=False)
+    answer = forms.CharField(max_length=LABEL_MAX, required=False)
     shown = forms.CharField(max_length=500, required=False)
 
+    def clean(self):
+        data = super().clean()
+        for name in PAYLOAD_FIELDS:
+            if len(self.data.get(name, "")) > LABEL_MAX:
+                self.add_error(None, f"{name}: at most {LABEL_MAX} characters")
+        return data
+
+    def problems(self) -> str:
+        """What is wrong with the form, each field named: ``claim: Enter a whole number.; ...``."""
+        return "; ".join(f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+                         for name, errors in self.errors.items())
+
     def payload(self) -> dict:
-        """The multi-question answers (validation, properties) present in the POST."""
-        payload = {name: self.data.get(name, "")[:50] for name in PAYLOAD_FIELDS if name in self.data}
-        payload.update({name: self.data.get(name, "")[:limit] for name, limit in PAYLOAD_LIMITS.items() if name in self.data})
-        return payload
+        """The multi-question answers (validation, properties) present in the POST (each label within
+        its limit: ``clean``), and the flag's note (the flag service keeps its first FLAG_NOTE_MAX
+        characters)."""
+        return {name: self.data.get(name, "") for name in (*PAYLOAD_FIELDS, *NOTE_FIELDS) if name in self.data}
 
 
 def qualification_answers(data) -> dict[str, str]:
-    """``q_<question id>`` fields of the qualification form, as question id -> label."""
-    return {key[2:]: str(value)[:50] for key, value in data.items() if key.startswith("q_")}
+    """``q_<question id>`` fields of the qualification form, as question id -> label (graded only
+    if it is one of the question's labels: ``qualification_submit``; nothing is cut to fit)."""
+    return {key[2:]: str(value) for key, value in data.items() if key.startswith("q_")}

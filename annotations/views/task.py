@@ -97,7 +97,7 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
     form = AnswerForm(request.POST)
     if not form.is_valid():
         return task_page(request, _assignment_or_404(token),
-                         error="The answer form was incomplete; please answer again.", status=400)
+                         error=f"The answer form was not valid ({form.problems()}); please answer again.", status=400)
     data = form.cleaned_data
     # The assignment and the claim in one query (the claim's assignment is normally this one).
     assignment, claim = selectors.claim_for_answer(token=token, claim_id=data["claim"])

@@ -437,3 +437,21 @@ def test_flag_is_part_of_the_idempotent_answer(client):
     replay = client.post(task + "answer", {**fields, "answer": "yes", "flag": "1", "flag_note": "broken"})
     assert first.status_code == replay.status_code == 302
     assert Annotation.objects.filter(step="before").count() == 1
+
+
+def test_a_malformed_answer_form_is_refused_with_its_fields_named_and_nothing_cut_to_fit(client):
+    """Each parameter of the answer form is checked against its format: a claim that is not a
+    whole number, or a value longer than its field's limit, gets a 400 naming the field, and
+    nothing is stored (before, an over-long payload value was cut to 50 characters and stored)."""
+    study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=1, n_genq=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    fields = form_fields(client.get(task).content.decode())
+    good = {**fields, "answer": "", "well_formed": "yes", "type_correct": "no", "answer_correct": "yes",
+            "corrected_answer": ""}
+    not_a_number = client.post(task + "answer", {**good, "claim": "1x"})
+    assert not_a_number.status_code == 400 and "claim: Enter a whole number." in not_a_number.content.decode()
+    long_label = client.post(task + "answer", {**good, "type_correct": "no" + "o" * 60})
+    assert long_label.status_code == 400 and "type_correct: at most 50 characters" in long_label.content.decode()
+    assert not Annotation.objects.exists()
+    assert client.post(task + "answer", good).status_code == 302
+    assert Annotation.objects.get().payload["type_correct"] == "no"
