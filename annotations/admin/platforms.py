@@ -413,11 +413,11 @@ class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     raw_worker_id_fields = ("worker_id",)
     list_display = ("platform_assignment_id", "publication", "worker_id", "platform_status", "assignment", "flag",
                     "cleared_at", "submitted_at", "synced_at")
-    list_filter = ("flag", "platform_status")
+    list_filter = ("flag", "platform_status", "publication__study")
     search_fields = ("platform_assignment_id", "worker_id")
     actions = ["clear_holds"]
 
-    @admin.action(description="Clear the hold: this worker's work counts and may be approved and paid")
+    @admin.action(description="Clear the hold (a worker mismatch, or work the platform does not list): it counts and may be approved and paid")
     def clear_holds(self, request, queryset):
         allowed = set(self.model._default_manager.filter(**self._in_studies(request, PAY)).values_list("pk", flat=True))
         cleared = 0

@@ -343,6 +343,7 @@ class PlatformSubmission(models.Model):
         NO_LOCAL_ASSIGNMENT = "no_local_assignment", "Submitted on the platform, unknown here"
         NO_ANSWERS = "no_answers", "Submitted on the platform with no stored answers"
         WORKER_MISMATCH = "worker_mismatch", "The platform's worker is not the participant who answered here"
+        NOT_ON_PLATFORM = "not_on_platform", "Answered here, unknown to the platform"
 
     publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="submissions")
     platform_assignment_id = models.CharField(max_length=200)
@@ -353,8 +354,9 @@ class PlatformSubmission(models.Model):
         Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_submissions"
     )
     flag = models.CharField(max_length=30, choices=Flag.choices, blank=True, default="")
-    # A worker-id mismatch keeps the work out of scores, approval and bonuses until a researcher
-    # clears it (``annotations.services.platforms.review.submission_clear``).
+    # A worker-id mismatch, or work the platform's listing does not know (``NOT_ON_PLATFORM``),
+    # keeps the work out of scores, approval and bonuses until a researcher clears it
+    # (``annotations.services.platforms.review.submission_clear``).
     cleared_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

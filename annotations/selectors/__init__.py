@@ -47,13 +47,19 @@ Step = Annotation.Step
 COUNTING_ASSIGNMENT_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 
 
+# The flags of sync that hold work: the platform's worker is not the participant who answered
+# (``WORKER_MISMATCH``), or the platform does not list the work at all (``NOT_ON_PLATFORM``: a
+# platform id invented at the entry URL).
+HOLDING_FLAGS = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmission.Flag.NOT_ON_PLATFORM)
+
+
 def on_hold(assignment_ref: str = "pk") -> Exists:
-    """True for an assignment (``assignment_ref`` names its id in the outer query) that sync found
-    answered by someone other than the platform's worker (``PlatformSubmission.Flag.WORKER_MISMATCH``)
-    and that no researcher cleared: its work is not scored, approved or paid until one decides."""
+    """True for an assignment (``assignment_ref`` names its id in the outer query) that sync held
+    (``HOLDING_FLAGS``: answered by someone other than the platform's worker, or under a platform
+    id the platform does not list) and that no researcher cleared: its work is not scored,
+    approved or paid until one decides."""
     return Exists(PlatformSubmission.objects.filter(
-        assignment_id=OuterRef(assignment_ref), flag=PlatformSubmission.Flag.WORKER_MISMATCH,
-        cleared_at__isnull=True))
+        assignment_id=OuterRef(assignment_ref), flag__in=HOLDING_FLAGS, cleared_at__isnull=True))
 
 
 def claims_that_count(*, study: Study) -> QuerySet[Claim]:
@@ -65,7 +71,7 @@ def claims_that_count(*, study: Study) -> QuerySet[Claim]:
     - part of an assignment that is submitted or approved (not active, expired, returned or
       rejected), and
     - not on hold (``on_hold``: sync found the platform's worker is not the participant who
-      answered, and no researcher has cleared it yet).
+      answered, or found the work unknown to the platform, and no researcher has cleared it yet).
 
     The answers that count are the annotations of these claims. Scoring, the exports, the progress
     counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these

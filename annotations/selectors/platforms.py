@@ -18,7 +18,7 @@ from annotations.models import (
     PlatformSubmission,
     Publication,
 )
-from annotations.selectors import on_hold
+from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
 
@@ -53,10 +53,28 @@ def study_prolific_study_ids(*, study: Study) -> set[str]:
     return study_platform_task_ids(study=study, platform=Platform.PROLIFIC)
 
 
+def publication_unlisted_work(*, study: Study, publication: Publication, listed: set[str],
+                              started_before) -> list[Assignment]:
+    """The submitted or approved tasks of ``study`` answered under one of ``publication``'s
+    platform tasks (``TASK_ID_KEY``: a Prolific study) with a platform assignment id (a Prolific
+    session) that is not in ``listed``, the ids the platform's complete listing of the
+    publication just gave, and started here before ``started_before``: work the platform does
+    not know, as a platform id invented at the entry URL gives. One read; ``listed`` is
+    subtracted here, not sent to the database."""
+    key = TASK_ID_KEY.get(publication.platform)
+    task_ids = {str(entry[key]) for entry in publication.external_ids or [] if key and entry.get(key)}
+    if not task_ids:
+        return []
+    tasks = (Assignment.objects.filter(study=study, platform_task_id__in=task_ids,
+                                       status__in=COUNTING_ASSIGNMENT_STATUSES, created_at__lt=started_before)
+             .exclude(platform_assignment_id="").select_related("participant").order_by("id"))
+    return [task for task in tasks if task.platform_assignment_id not in listed]
+
+
 def assignments_on_hold(*, study: Study | None = None) -> QuerySet[Assignment]:
-    """Assignments that sync found answered by someone other than the platform's worker (the
-    platform's worker id differs from the local participant's) and that no researcher cleared:
-    they are not scored, approved or paid until one decides."""
+    """Assignments that sync held (``annotations.selectors.on_hold``: the platform's worker id
+    differs from the local participant's, or the platform does not list the work) and that no
+    researcher cleared: they are not scored, approved or paid until one decides."""
     held = Assignment.objects.filter(on_hold("pk"))
     return held.filter(study=study) if study is not None else held
 
@@ -65,8 +83,8 @@ def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[s
     """Assignment ids that earn the SPEC's bonuses: ``flagged_error`` (a flag the worker raised on
     a question or explanation and a researcher accepted: ``annotations.services.flags``; a flag
     alone earns nothing) and ``good_work`` (every attention check passed, and the final answers
-    match the gold answer at least ``min_accuracy`` of the time). Work held by an uncleared
-    worker-id mismatch (``assignments_on_hold``) is no candidate."""
+    match the gold answer at least ``min_accuracy`` of the time). Work held by sync and not
+    cleared (``assignments_on_hold``) is no candidate."""
     done = Assignment.objects.filter(study=study, status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED])
     good = []
     stats: dict[int, dict[str, int]] = {}

@@ -260,6 +260,11 @@ RL_PROLIFIC_CURRENCY = os.environ.get("RL_PROLIFIC_CURRENCY", "USD").upper()
 # A Prolific bonus shows on the submission some minutes after it is paid; until then a payment
 # whose answer was lost is "unknown", never sent again.
 RL_PROLIFIC_BONUS_SETTLE_SECONDS = int(os.environ.get("RL_PROLIFIC_BONUS_SETTLE_SECONDS", "3600"))
+# Prolific lists a submission from the moment its participant starts. Sync holds (not counted,
+# approved or paid until a researcher clears it) submitted work answered here under a Prolific
+# session the platform does not list, once its task is older than RL_SYNC_UNLISTED_GRACE_MINUTES:
+# younger work is not held yet (it counts meanwhile), so a slow listing never holds real work.
+RL_SYNC_UNLISTED_GRACE_MINUTES = float(os.environ.get("RL_SYNC_UNLISTED_GRACE_MINUTES", "60"))
 # MTurk (boto3; credentials from boto3's own chain). Sandbox unless RL_MTURK_ENDPOINT says otherwise.
 RL_MTURK_ENDPOINT = os.environ.get("RL_MTURK_ENDPOINT", "https://mturk-requester-sandbox.us-east-1.amazonaws.com")
 # MTurk's commission: RL_MTURK_FEE_RATE on rewards and bonuses, RL_MTURK_LARGE_HIT_FEE_RATE on HITs

@@ -72,7 +72,7 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   (``test_sufficiency`` only for a test-split study)
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
   tasks_failing_an_attention_check}, the tasks whose answers the figures count, and those left out:
-  tasks_on_hold, answers_on_hold (submitted work held for a worker mismatch, counted once cleared),
+  tasks_on_hold, answers_on_hold (submitted work sync held, counted once cleared),
   tasks_rejected, answers_rejected, tasks_returned_with_completed_answers, answers_returned,
   tasks_expired_with_completed_answers, answers_expired; attention_check_rule (what "failing" means);
   and (utility studies) other_readings: {without_tasks_failing_any_check,
@@ -1050,7 +1050,8 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
     reviewed yet, which count until they are rejected (among them those that failed an attention
     check). Scoring before the review gives other figures than after it: the results say which.
     Also the work left out: submitted or approved tasks on hold (``assignments_on_hold``: sync found
-    another worker on the platform, and no researcher has cleared them; they count once cleared) and
+    another worker on the platform, or the platform does not list them, and no researcher has
+    cleared them; they count once cleared) and
     rejected tasks, each with its answers."""
     counted = claims_that_count(study=study)
     tasks = dict(counted.order_by().values("assignment__status").annotate(n=Count("assignment_id", distinct=True))
@@ -1083,7 +1084,7 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
     if n_held:
         warnings.append(
             f"{n_held} submitted tasks ({block['answers_on_hold']} answers) are on hold and not counted: sync found the "
-            "platform's worker is not the participant who answered. Held work counts once a researcher clears it, "
+            "platform's worker is not the participant who answered, or the platform does not list the work. Held work counts once a researcher clears it, "
             "so figures scored after that may differ.")
     if unreviewed:
         warnings.append(

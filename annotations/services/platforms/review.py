@@ -9,6 +9,7 @@ from annotations.models import Assignment, PlatformSubmission
 from annotations.platforms import get_platform
 from annotations.platforms.base import money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
+from annotations.selectors import HOLDING_FLAGS
 from annotations.selectors.platforms import assignments_on_hold
 from annotations.services.payments import (
     CallSpec,
@@ -49,15 +50,18 @@ def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
 
 
 def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmission:
-    """A researcher's decision on work that sync put on hold (the platform's worker id is not the
-    local participant's), as ``user`` (PAY access to its study): the work counts again and may be
-    approved and paid. To refuse it, reject the assignment instead."""
+    """A researcher's decision on work that sync put on hold (``HOLDING_FLAGS``: the platform's
+    worker id is not the local participant's, or the platform does not list the work), as
+    ``user`` (PAY access to its study): the work counts again and may be approved and paid. To
+    refuse it, reject the assignment instead."""
     submission = PlatformSubmission.objects.select_related("publication").get(pk=submission.pk)
     access_study(user=user, study=submission.publication.study_id, access=APPROVE)
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=submission.pk)
-        if locked.flag != PlatformSubmission.Flag.WORKER_MISMATCH:
-            raise PlatformServiceError(f"submission {locked.platform_assignment_id} is not on hold")
+        if locked.flag not in HOLDING_FLAGS:
+            raise PlatformServiceError(
+                f"submission {locked.platform_assignment_id} is not on hold (sync holds only work whose "
+                "platform worker is someone else, or work the platform does not list)")
         if locked.cleared_at is None:
             locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
             locked.save(update_fields=["cleared_at", "cleared_by"])
@@ -71,8 +75,8 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
 def _check_on_hold(assignment: Assignment) -> None:
     if assignments_on_hold(study=assignment.study).filter(pk=assignment.pk).exists():
         raise PlatformServiceError(
-            f"assignment {assignment.pk} is on hold: the platform says another worker holds it. Clear it "
-            "(Platform submissions) or reject it")
+            f"assignment {assignment.pk} is on hold: sync found another worker holds it on the platform, "
+            "or the platform does not list it. Clear it (Platform submissions) or reject it")
 
 
 def _check_reviewable(assignment: Assignment) -> None:

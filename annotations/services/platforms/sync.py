@@ -4,13 +4,17 @@ was never recorded."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
-from annotations.selectors import participant_withdrawal_digest, study_withdrawal_digests
+from annotations.selectors import HOLDING_FLAGS, participant_withdrawal_digest, study_withdrawal_digests
+from annotations.selectors.platforms import publication_unlisted_work
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from annotations.services.release import units_recount_completed
 from studies.models import Platform, Study
@@ -20,6 +24,12 @@ from .calls import reconciler
 from .common import OP
 from .publish import publication_add_external_id
 from .review import assignment_reviewed
+
+# The platforms whose listing holds every piece of work from the moment its worker starts it
+# (Prolific lists a submission as ACTIVE from the start): there, work answered here that the
+# listing lacks is unknown to the platform (``PlatformSubmission.Flag.NOT_ON_PLATFORM``). MTurk
+# lists only submitted assignments (and is closed), so its listing proves nothing missing.
+LISTS_WORK_FROM_THE_START = frozenset({Platform.PROLIFIC})
 
 
 def platform_calls_reconcile(*, study: Study) -> dict:
@@ -66,7 +76,9 @@ def study_sync(*, study: Study) -> SyncReport:
     """Fetch every assignment / submission of the study's publications, match them to the stored
     assignments (by the platform's assignment / submission id), flag submitted ones that have no
     stored assignment or no stored answers, and those whose platform worker id is not the local
-    participant's (held: not scored, approved or paid until a researcher clears it), take over
+    participant's (held: not scored, approved or paid until a researcher clears it), hold
+    likewise the submitted work answered here under one of the publication's platform tasks that
+    the platform's listing lacks (``_unlisted_work_hold``: an invented platform id), take over
     review outcomes decided on the platform (MTurk auto-approval), and reconcile calls left
     unconfirmed by a crash. The rows of a worker who withdrew from the study
     (``annotations.services.withdrawal``) are skipped: nothing of theirs is stored again. A publication the platform cannot list records its error (shown in
@@ -77,6 +89,7 @@ def study_sync(*, study: Study) -> SyncReport:
         status__in=[Publication.Status.FAILED])
     for publication in publications:
         platform = get_platform(publication.platform)
+        listed_at = timezone.now()  # the listing shows everything started before this
         try:
             remote = platform.sync(external_ids=publication.external_ids)
         except PlatformError as exc:
@@ -84,13 +97,17 @@ def study_sync(*, study: Study) -> SyncReport:
             report.errors.append(f"{publication}: {exc.message}")
             continue
         _publication_sync(study=study, publication=publication, remote=remote, withdrawn=withdrawn, report=report)
+        if publication.platform in LISTS_WORK_FROM_THE_START:
+            _unlisted_work_hold(study=study, publication=publication, remote=remote, listed_at=listed_at,
+                                report=report)
     return report
 
 
 @dataclass
 class _StoredWork:
     """What is stored here for one publication's remote rows: the assignments they name (by
-    platform assignment id), those held for a worker mismatch, and those with answers."""
+    platform assignment id), those held (``HOLDING_FLAGS``: a worker mismatch, or not listed by
+    the platform before), and those with answers."""
 
     local: dict
     was_held: set
@@ -102,7 +119,7 @@ def _stored_work(*, study: Study, publication: Publication, remote: list) -> _St
     local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
         study=study, platform_assignment_id__in=ids).select_related("participant")}
     was_held = set(PlatformSubmission.objects.filter(
-        publication=publication, flag=PlatformSubmission.Flag.WORKER_MISMATCH, assignment__isnull=False)
+        publication=publication, flag__in=HOLDING_FLAGS, assignment__isnull=False)
         .values_list("assignment_id", flat=True))
     answered = set(Annotation.objects.filter(claim__assignment__in=[a.pk for a in local.values()])
                    .values_list("claim__assignment", flat=True).distinct())
@@ -168,3 +185,31 @@ def _submission_report(*, item, assignment: Assignment | None, flag: str, report
             and flag != PlatformSubmission.Flag.WORKER_MISMATCH):
         assignment_reviewed(assignment.pk, approved=item.status == "approved")
         report.status_updates += 1
+
+
+def _unlisted_work_hold(*, study: Study, publication: Publication, remote: list, listed_at: datetime,
+                        report: SyncReport) -> None:
+    """Hold the submitted or approved work of ``publication``'s platform tasks that the platform's
+    complete listing (``remote``) lacks: a ``PlatformSubmission`` flagged ``NOT_ON_PLATFORM``
+    names the task, so it stops counting (``annotations.selectors.on_hold``), and its units are
+    recounted in the same transaction. Only work started here more than
+    ``RL_SYNC_UNLISTED_GRACE_MINUTES`` before the listing: younger work is not held yet. A task
+    whose id the platform listed once keeps that row; a later listing of a held id replaces its
+    flag (``_submission_store``) and the work counts again. Withdrawn work is not counting work,
+    so it is never touched."""
+    started_before = listed_at - timedelta(minutes=settings.RL_SYNC_UNLISTED_GRACE_MINUTES)
+    listed = {item.platform_assignment_id for item in remote}
+    for task in publication_unlisted_work(study=study, publication=publication, listed=listed,
+                                          started_before=started_before):
+        with transaction.atomic():
+            row, created = PlatformSubmission.objects.get_or_create(
+                publication=publication, platform_assignment_id=task.platform_assignment_id,
+                defaults={"platform_task_id": task.platform_task_id[:200],
+                          "worker_id": task.participant.external_id[:200], "platform_status": "",
+                          "assignment": task, "flag": PlatformSubmission.Flag.NOT_ON_PLATFORM})
+            if created:  # held work stops counting: ``n_completed`` follows in the same transaction
+                units_recount_completed(assignment_ids=[task.pk])
+        if row.flag == PlatformSubmission.Flag.NOT_ON_PLATFORM:
+            report.flagged += 1
+            report.flags.append({"platform_assignment_id": row.platform_assignment_id,
+                                 "worker_id": row.worker_id, "flag": row.flag})
