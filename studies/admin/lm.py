@@ -48,6 +48,7 @@ from studies.services.generation import (
 )
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 from studies.services.generation.jobs import generation_job_start_check
+from studies.services.model_paths import source_model_path_problem
 
 REFRESH_SECONDS = 5
 
@@ -292,6 +293,24 @@ class QuestionGeneratorAdmin(admin.ModelAdmin):
             raise PermissionDenied("Only your own question generators (or ones without an owner) are yours to delete.")
         super().delete_queryset(request, queryset)
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+
+        class GeneratorForm(form):
+            def clean_model_name_or_path(self):
+                # The rule a source's model path follows (model_paths.source_model_path_problem): a
+                # generator's model is loaded by every job on it, so it is no way into another
+                # researcher's checkpoint; generation_job_inputs_check asks it again for each job.
+                path = self.cleaned_data.get("model_name_or_path", "")
+                if self.instance.pk is None or path != self.instance.model_name_or_path:
+                    problem = source_model_path_problem(user=request.user, path=path)
+                    if problem:
+                        raise forms.ValidationError(problem.removeprefix("model_name_or_path: "))
+                return path
+
+        GeneratorForm.__name__ = form.__name__
+        return GeneratorForm
+
     def save_model(self, request, obj, form, change):
         if not change:  # a new generator is its maker's
             obj.created_by = request.user
@@ -397,7 +416,8 @@ class GenerationJobAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">{} failure rows</a>', url, obj.failures.count())
 
     def changelist_view(self, request, extra_context=None):
-        active = GenerationJob.objects.filter(status__in=["queued", "running"]).exists()
+        # Only the jobs the list shows (get_queryset): another researcher's running job is not theirs to see.
+        active = self.get_queryset(request).filter(status__in=["queued", "running"]).exists()
         extra = {"refresh_seconds": REFRESH_SECONDS if active else None, **(extra_context or {})}
         return super().changelist_view(request, extra_context=extra)
 

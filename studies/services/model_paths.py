@@ -2,8 +2,9 @@
 
 A checkpoint's folder is whatever a source's ``model_name_or_path`` or a job's parameter names, so
 one rule decides whether a user may load (or point a source at) a local path, wherever that path
-comes in: a job's params (``generation.jobs.generation_job_inputs_check``), a source edited in the
-admin (``content.content_row_save``) or brought by a study bundle. Another researcher's checkpoint
+comes in: a job's params and question generator (``generation.jobs.generation_job_inputs_check``), a
+source edited in the admin (``content.content_row_save``) or brought by a study bundle, a question
+generator saved in the admin. Another researcher's checkpoint
 is reached only through a source they may read (``sources_for_user``)."""
 from __future__ import annotations
 
@@ -88,12 +89,12 @@ def model_path_readable(value, *, visible_sources, missing_ok: bool = False) -> 
 
 
 def source_model_path_problem(*, user, path: str) -> str:
-    """Why ``user`` may not point a rationale source at the model ``path`` (its
-    ``model_name_or_path``), empty when they may: the rule jobs load models by
+    """Why ``user`` may not point a rationale source or a question generator at the model ``path``
+    (its ``model_name_or_path``), empty when they may: the rule jobs load models by
     (:func:`model_path_readable`), so a source cannot become a way into another researcher's
     checkpoint, Quark's runs or a scratch folder; a folder not made yet is allowed. The operator
-    (``user`` None) may name any. The admin's source form, ``content.content_row_save`` and the
-    study bundle import ask this."""
+    (``user`` None) may name any. The admin's source form, ``content.content_row_save``, the
+    study bundle import and the admin's question generator form ask this."""
     if user is None or not str(path or "").strip():
         return ""
     if model_path_readable(path, visible_sources=sources_for_user(user=user), missing_ok=True):

@@ -107,8 +107,11 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     ``items_for_user``. A job copies its source's or generator's endpoint, template or instructions
     and demonstrations and its dataset's train items into its params and runs on them, so reading
     them is what starting it takes. A model named by its path (``base_model``, ``task_model``,
-    ``policy_path``) is read only through a source ``user`` may read, unless it is an operator's
-    (``model_paths.model_path_readable``). A hidden row or model is answered as a missing one.
+    ``policy_path``), and the question generator's ``model_name_or_path`` (a generator, read by
+    whoever may read the library, may have been pointed at a checkpoint before the admin checked it,
+    or the checkpoint's source hidden since), is read only through a source ``user`` may read,
+    unless it is an operator's or a hub name (``model_paths.model_path_readable``). A hidden row or
+    model is answered as a missing one.
     ``user`` None: the operator (a management command), never refused. Made again whenever the job
     runs (:func:`generation_job_inputs_refusal`)."""
     if user is None:
@@ -120,6 +123,10 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     if generator is not None and (generator.pk is None or not question_generators_for_user(user=user).filter(
             pk=generator.pk).exists()):
         raise GenerationError(f"no question generator {generator.pk} that you may use")
+    if generator is not None and not model_path_readable(generator.model_name_or_path, visible_sources=visible_sources):
+        # A generator is library data others may read: its model is loaded only by the path rule.
+        raise GenerationError(f"question generator {generator.pk}: no model {generator.model_name_or_path.strip()!r} "
+                              "that you may use (a model folder or .gguf file that exists, or a hub name)")
     for key in SOURCE_PARAMS:
         if params.get(key) in (None, ""):
             continue  # missing: the kind's own check names it
