@@ -40,6 +40,7 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.content import (
+    PARENT_SELECTORS,
     ContentChangeRefused,
     content_change_problems,
     content_row_save,
@@ -69,7 +70,10 @@ class ContentAdmin(admin.ModelAdmin):
     API reads them): Django opens an admin page to the view *or* the change permission, and a
     researcher who may change rows but not read all of them sees only those the studies they may
     see use; another row's pages answer as a missing one does, and a relation's list filter offers
-    only the values of the rows shown."""
+    only the values of the rows shown. A row's dataset, item and source are chosen among those the
+    user may read (``content.PARENT_SELECTORS``, with the autocomplete widget, whose search is the
+    parent's admin and so its selector: a raw-id widget would label any id it is given), plus the
+    one an edited row already has; ``content_row_save`` refuses any other."""
 
     SELECTORS = {
         Dataset: datasets_for_user,
@@ -95,6 +99,12 @@ class ContentAdmin(admin.ModelAdmin):
         return [(entry, related) if isinstance(entry, str) and _is_relation(self.model, entry) else entry
                 for entry in super().get_list_filter(request)]
 
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        selector = PARENT_SELECTORS.get(db_field.related_model)
+        if selector is not None and "queryset" not in kwargs:
+            kwargs["queryset"] = selector(user=request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def _problems(self, request, changes):
         return content_change_problems(user=request.user, model=self.model, changes=changes)
 
@@ -114,6 +124,14 @@ class ContentAdmin(admin.ModelAdmin):
         problems = self._problems
 
         class ContentForm(form):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                for name, field in self.fields.items():  # an edited row keeps the parent it has
+                    parent_id = getattr(self.instance, f"{name}_id", None) if self.instance.pk else None
+                    queryset = getattr(field, "queryset", None)
+                    if parent_id is not None and queryset is not None and queryset.model in PARENT_SELECTORS:
+                        field.queryset = queryset | queryset.model.objects.filter(pk=parent_id)
+
             def clean(self):
                 cleaned = super().clean()
                 if self.instance.pk is not None and self.changed_data:
@@ -265,8 +283,7 @@ class RationaleAdmin(ContentAdmin):
     list_display = ["item_id_display", "source", "text_short", "predicted_answer", "prediction_correct"]
     list_filter = ["source", "prediction_correct", "item__dataset", "item__split"]
     search_fields = ["text", "item__external_id", "item__question", "source__name"]
-    raw_id_fields = ["item"]
-    autocomplete_fields = ["source"]
+    autocomplete_fields = ["item", "source"]
     readonly_fields = ["created_at", "updated_at"]
     list_select_related = ["item", "source"]
     list_per_page = 50
@@ -285,7 +302,7 @@ class GeneralizationQuestionAdmin(ContentAdmin):
     list_display = ["text_short", "qtype", "answer", "validation_status", "original", "origin"]
     list_filter = ["qtype", "validation_status", "answer", "item__dataset", "item__split"]
     search_fields = ["text", "item__question", "item__external_id", "origin"]
-    raw_id_fields = ["item"]
+    autocomplete_fields = ["item"]
     readonly_fields = ["created_at", "updated_at"]
     list_select_related = ["item"]
     actions = ["mark_valid", "mark_invalid", "mark_unvalidated"]

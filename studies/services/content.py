@@ -48,7 +48,14 @@ from studies.models import (
     RationaleSource,
     Study,
 )
-from studies.selectors import CHANGE, content_studies, studies_for_user
+from studies.selectors import (
+    CHANGE,
+    content_studies,
+    datasets_for_user,
+    items_for_user,
+    sources_for_user,
+    studies_for_user,
+)
 from studies.services.model_paths import source_model_path_problem
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
@@ -269,12 +276,48 @@ def content_change_check(
         raise ContentChangeRefused(fixed)
 
 
+# The rows a content row hangs from, and who may hang a row from them: a new row, or an edit that
+# moves one, names only a parent the user may read (``content_parent_problems``).
+PARENT_SELECTORS = {
+    Dataset: datasets_for_user,
+    Item: items_for_user,
+    RationaleSource: sources_for_user,
+}
+
+
+def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] | None = None) -> dict[str, str]:
+    """Why ``obj`` may not hang from the parents it names (its dataset, item or rationale source):
+    field name -> reason, for each parent ``user`` may not read (the visibility selectors). A new
+    row is checked on every parent, an edit only on the parents ``changed`` names. The operator
+    (None) may name any. A hidden parent is answered as a missing one would be, so the answer
+    confirms nothing of another researcher's content."""
+    if user is None:
+        return {}
+    changed = None if obj.pk is None or changed is None else set(changed)
+    problems: dict[str, str] = {}
+    for field in type(obj)._meta.concrete_fields:
+        selector = PARENT_SELECTORS.get(field.related_model) if field.is_relation else None
+        if selector is None or (changed is not None and not {field.name, field.attname} & changed):
+            continue
+        parent_id = getattr(obj, field.attname)
+        if parent_id is not None and not selector(user=user).filter(pk=parent_id).exists():
+            problems[field.name] = (f"{field.name}: there is no such {field.related_model._meta.verbose_name} "
+                                    "you may use")
+    return problems
+
+
 def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> models.Model:
     """Save a content row, new or edited (``changed``: the names of the fields an edit changes),
-    checking the rule under a lock on the studies that use it. A new row is checked once written,
-    inside the same transaction: refused (``ContentNotYours``), it is rolled back."""
+    checking the rule under a lock on the studies that use it. A new row, or an edit that moves a
+    row to another parent, names only a dataset, item or source the user may read
+    (``content_parent_problems``; refused, ``ContentChangeRefused``, before anything is written).
+    A new row is checked once written, inside the same transaction: refused (``ContentNotYours``),
+    it is rolled back."""
     with transaction.atomic():
         new = obj.pk is None
+        parents = content_parent_problems(user=user, obj=obj, changed=None if new else changed)
+        if parents:
+            raise ContentChangeRefused({obj.pk or 0: "; ".join(parents.values())})
         if not new:
             content_change_check(user=user, model=type(obj), changes={obj.pk: set(changed)}, lock=True)
         if isinstance(obj, RationaleSource) and (new or "model_name_or_path" in changed):

@@ -88,7 +88,7 @@ def test_a_refused_rationale_row_does_not_tell_anothers_text_field_by_field(clie
 
     assert answers[0] == answers[1]  # a right guess reads as a wrong one
     error = answers[0]
-    assert error["line"] == 2 and error["field"] == "source" and "a study you may not change" in error["reason"]
+    assert error["line"] == 2 and error["field"] == "source" and "is taken by a source you may not see" in error["reason"]
     assert str(lab["secret"].pk) not in error["reason"] and "text" not in error["reason"]
     assert Rationale.objects.get(pk=lab["secret"].pk).text == SECRET
 

@@ -94,7 +94,7 @@ def test_a_refused_row_of_anothers_study_says_nothing_of_its_content_or_existenc
     assert [(line, field) for line, field, _, _ in right] == [(1, "source"), (2, "source")]  # line and key field
     reasons = {reason for _, _, reason, _ in right}
     (reason,) = reasons  # one answer whether the row exists or not
-    assert "a study you may not change" in reason and "alices-study" not in reason
+    assert "is taken by a source you may not see" in reason and "alices-study" not in reason
     assert not any(c.isdigit() for c in reason)  # no row id
     assert not any(word in reason for word in ("text", "predicted_answer", "generation_info"))
     assert sorted(Rationale.objects.filter(source__name="alice-src").values_list("text", flat=True)) == [

@@ -14,6 +14,12 @@ faithfulness probabilities computed elsewhere come in the columns ``p_full``, ``
 optionally ``y_hat``). They are stored where scoring reads them (``Rationale.faithfulness``); a
 file with these columns must fill all three on every row, or nothing is imported and the rows
 are listed. A file without them leaves stored highlights and probabilities as they are.
+
+A source is looked up among those the importing user may see (``sources_for_user``; None: the
+operator, every source). Names are unique, so a name held by a source the user may not see can be
+neither created again nor answered as a missing one: each row naming it is refused, saying only
+that the name is taken (as ``upsert.dataset_existing`` answers for a dataset), before anything of
+that source (its rationales, its highlights flag) is read, compared or written.
 """
 from __future__ import annotations
 
@@ -25,8 +31,9 @@ from django.db import transaction
 
 from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
+from studies.selectors import sources_for_user
 
-from .errors import ErrorCollector, ImportValidationError
+from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_cell, read_import_file, read_records
 from .rows import KeyedRows, Required, Row, header_of, parse_rows, resolve_columns
 from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
@@ -104,11 +111,14 @@ def rationales_import(
     source_name = (source_name or "").strip() or None
     records = read_records(f, file_format=file_format)
     cols = (columns or RationaleColumns()).resolve(header_of(records), filename=f.name, source_name=source_name)
+    sources = _SourceNames(user)
+    if source_name and sources.hidden(source_name):
+        raise ImportValidationError([RowError(None, "source", sources.taken(source_name))], filename=f.name)
     index = QuestionIndex(dataset, split)
     if not len(index):
         where = f"dataset {dataset.name!r}" + (f" split {split!r}" if split else "")
         raise ImportValidationError(f"{where} has no items: import the questions first", filename=f.name)
-    parse = _RationaleRow(f=f, dataset=dataset, index=index, cols=cols, source_name=source_name)
+    parse = _RationaleRow(f=f, dataset=dataset, index=index, cols=cols, source_name=source_name, sources=sources)
     errors = ErrorCollector()
     kept = KeyedRows()
     for row in parse_rows(records, columns=cols, errors=errors):
@@ -119,15 +129,41 @@ def rationales_import(
     errors.raise_if_any(f.name)
     if not kept.rows:
         raise ImportValidationError("the file has no rationales", filename=f.name)
-    return _apply(f=f, dataset=dataset, rows=kept.rows, lines=kept.lines, merged=kept.merged, split=split, user=user)
+    return _apply(f=f, dataset=dataset, rows=kept.rows, lines=kept.lines, merged=kept.merged, split=split, user=user,
+                  names_of=sources)
+
+
+class _SourceNames:
+    """The sources an import may name, for ``user`` (None: the operator, every source): a name held
+    by a source the user may not see (``sources_for_user``) is refused, only as taken."""
+
+    def __init__(self, user: Any):
+        self.user = user
+        self.visible = RationaleSource.objects.all() if user is None else sources_for_user(user=user)
+        self._hidden: dict[str, bool] = {}
+
+    def hidden(self, name: str) -> bool:
+        if self.user is None:
+            return False
+        if name not in self._hidden:
+            self._hidden[name] = RationaleSource.objects.filter(name=name).exclude(
+                pk__in=self.visible.values("pk")).exists()
+        return self._hidden[name]
+
+    @staticmethod
+    def taken(name: str) -> str:
+        return (f"the source name {short(name)!r} is taken by a source you may not see: "
+                "choose another source name")
 
 
 class _RationaleRow:
     """Parses one row of a rationales file: ``((item id, source name), values)``, or None when
     the row has an error (reported on the row)."""
 
-    def __init__(self, *, f, dataset, index: QuestionIndex, cols: dict[str, str], source_name: str | None):
+    def __init__(self, *, f, dataset, index: QuestionIndex, cols: dict[str, str], source_name: str | None,
+                 sources: _SourceNames):
         self.f, self.dataset, self.index, self.cols, self.source_name = f, dataset, index, cols, source_name
+        self.sources = sources
         self.with_probabilities = any(cols[k] for k in PROBABILITIES)
         self.used = {v for v in cols.values() if v}
 
@@ -184,6 +220,9 @@ class _RationaleRow:
             row.error("source", "the source name is empty")
         elif len(source) > 200:
             row.error("source", "the source name is longer than 200 characters")
+            return ""
+        elif self.sources.hidden(source):
+            row.error("source", self.sources.taken(source), field=self.cols["source"] or "source")
             return ""
         return source
 
@@ -266,10 +305,16 @@ def _probability(row: Row, key: str) -> float | None:
 
 
 def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: dict[tuple[int, str], int | None],
-           merged: int, split, user) -> ImportRecord:
+           merged: int, split, user, names_of: _SourceNames) -> ImportRecord:
     with transaction.atomic():
         names = sorted({name for _, name in rows})
-        sources = {s.name: s for s in RationaleSource.objects.filter(name__in=names)}
+        sources = {s.name: s for s in names_of.visible.filter(name__in=names)}
+        # A name another researcher's source took since the rows were read: refused as the rows are.
+        taken = set(RationaleSource.objects.filter(name__in=set(names) - set(sources)).values_list("name", flat=True))
+        if taken:
+            refused = sorted(((lines.get(key), key[1]) for key in rows if key[1] in taken), key=lambda t: t[0] or 0)
+            raise ImportValidationError([RowError(line, "source", names_of.taken(name)) for line, name in refused],
+                                        filename=f.name)
         created_sources = []
         for name in names:
             if name not in sources:
@@ -297,7 +342,8 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             lines=keyed_lines, filename=f.name, user=user, key_field="source",
         )
         with_highlights = sorted({name for (_, name), values in rows.items() if values.get("highlights")})
-        RationaleSource.objects.filter(name__in=with_highlights, has_highlights=False).update(has_highlights=True)
+        RationaleSource.objects.filter(pk__in=[sources[name].pk for name in with_highlights],
+                                       has_highlights=False).update(has_highlights=True)
         per_source: dict[str, int] = {}
         for _, name in rows:
             per_source[name] = per_source.get(name, 0) + 1
