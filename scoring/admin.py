@@ -21,6 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from lab.ids import parse_id
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
@@ -113,7 +114,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
     def changelist_view(self, request, extra_context=None):
         # Opened from a study (its score runs): "Score now" offers that study first.
         study = request.GET.get("study__id__exact", "")
-        initial = {"study": int(study)} if study.isascii() and study.isdigit() and len(study) < 12 else {}
+        initial = {"study": parse_id(study)} if parse_id(study) else {}
         extra_context = {**(extra_context or {}), "score_form": ScoreNowForm(user=request.user, initial=initial),
                          "can_score": self.may_score(request),
                          "can_import_outcomes": self._may_import_outcomes(request)}

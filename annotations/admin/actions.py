@@ -19,6 +19,7 @@ from annotations.models import Bonus
 from annotations.platforms.base import PlatformError
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_amount
+from lab.ids import parse_id
 
 # (request, *what the page is about) -> the success message, or None when nothing needs saying.
 Handler = Callable[..., str | None]
@@ -47,9 +48,10 @@ def task_ids(text: str) -> list[int]:
     ``PlatformServiceError`` names the first that is not one (``abc``, ``1.5``, ``-1``, ``١``)."""
     ids = []
     for raw in text.replace(",", " ").split() or [text]:
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        pk = parse_id(raw)
+        if pk is None:
             raise PlatformServiceError(f"task {raw[:40]!r} is not a task number")
-        ids.append(int(raw))
+        ids.append(pk)
     return ids
 
 

@@ -32,6 +32,7 @@ from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError
 from cockpit.api.serializers import WithdrawalRequestSerializer, WithdrawalSerializer
 from lab.api.counts import correlated_count
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
+from lab.ids import parse_id
 from scoring.api.export_annotations import annotation_columns, annotation_rows
 from scoring.api.export_units import SCORE_COLUMNS, score_rows, source_summaries
 from scoring.api.filters import ScoredAnnotationFilter, UnitScoreFilter
@@ -285,9 +286,10 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if platform not in Platform.values:
             raise ValidationFailed({"platform": [f"{platform!r} is not one of {', '.join(Platform.values)}."]})
         raw = request.query_params.get("max_assignments_per_hit") or ""
-        if raw and not (raw.isdigit() and 1 <= int(raw) <= 1_000_000):
-            raise ValidationFailed({"max_assignments_per_hit": [f"{raw!r} is not a whole number from 1."]})
-        cost = study_cost_and_pay(study=study, platform_name=platform, max_assignments_per_hit=int(raw) if raw else None)
+        per_hit = parse_id(raw, maximum=1_000_000) if raw else None
+        if raw and not per_hit:
+            raise ValidationFailed({"max_assignments_per_hit": [f"{raw!r} is not a whole number from 1 to 1000000."]})
+        cost = study_cost_and_pay(study=study, platform_name=platform, max_assignments_per_hit=per_hit)
         return Response(cost.as_dict())
 
     def _file_format(self, request) -> str:

@@ -9,7 +9,7 @@ from django import forms
 from django.utils import timezone
 from django_filters.fields import IsoDateTimeField
 
-MAX_ID = 2**63 - 1
+from lab.ids import MAX_ID, parse_id
 
 
 class IdFilter(df.NumberFilter):
@@ -46,8 +46,7 @@ class DateTimeFilter(df.IsoDateTimeFilter):
 def filter_id_or_name(queryset, field_prefix: str, value: str):
     """``source=12`` or ``source=gpt3``: a related object by id or by its ``name``."""
     value = value.strip()
-    if value.isdigit():
-        if int(value) > MAX_ID:
-            return queryset.none()
-        return queryset.filter(**{f"{field_prefix}__pk": int(value)})
+    if value.isascii() and value.isdigit():
+        pk = parse_id(value)
+        return queryset.none() if pk is None else queryset.filter(**{f"{field_prefix}__pk": pk})
     return queryset.filter(**{f"{field_prefix}__name": value})

@@ -15,7 +15,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from lab.api.filters import MAX_ID
+from lab.ids import MAX_ID, parse_id
 from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource, Split
 from studies.selectors import (
     datasets_for_user,
@@ -65,10 +65,11 @@ class _NameOrIdField(serializers.Field):
             raise serializers.ValidationError("Give an id (integer) or a name (string).")
         if isinstance(data, str):
             check_storable_text(data)
-        if isinstance(data, int) or str(data).isdigit():
-            if not 1 <= int(data) <= MAX_ID:
+        if isinstance(data, int) or (data.strip().isascii() and data.strip().isdigit()):
+            pk = data if isinstance(data, int) else parse_id(data)
+            if pk is None or not 1 <= pk <= MAX_ID:
                 raise serializers.ValidationError(f"Ids are whole numbers from 1 to {MAX_ID}.")
-            lookup = {"pk": int(data)}
+            lookup = {"pk": pk}
         else:
             lookup = {"name": str(data).strip()}
         obj = self._rows().filter(**lookup).first()

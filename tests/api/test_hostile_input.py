@@ -25,3 +25,41 @@ def test_json_at_the_depth_limit_is_parsed(client_for, researcher):
     body = '{"study": ' + "[" * 63 + "]" * 63 + "}"
     response = client_for(researcher).post("/api/v1/score-runs/", body, content_type="application/json")
     assert response.status_code == 400 and "study" in response.json()  # a field error, not a parse error
+
+
+SUPERSCRIPT_TWO = "\u00b2"  # str.isdigit() says yes, int() refuses it
+LONG_DIGITS = "9" * 5000  # str.isdigit() says yes, int() refuses over 4,300 digits
+
+
+@pytest.mark.parametrize("url", [
+    "/api/v1/studies/{pk}/cost/?max_assignments_per_hit=" + SUPERSCRIPT_TWO,
+    "/api/v1/studies/{pk}/cost/?max_assignments_per_hit=" + LONG_DIGITS,
+    "/api/v1/rationales/?source=" + SUPERSCRIPT_TWO,
+    "/api/v1/rationales/?source=" + LONG_DIGITS,
+    "/api/v1/generation-jobs/?source=" + SUPERSCRIPT_TWO,
+    "/api/v1/scores/?source=" + SUPERSCRIPT_TWO,
+    "/api/v1/studies/?source=" + SUPERSCRIPT_TWO,
+    "/api/v1/annotations/?source=" + LONG_DIGITS,
+])
+def test_a_digit_int_refuses_is_an_answer_not_a_500(client_for, study_data, url):
+    """An id given as text is one only in ASCII digits and within a key's size (``lab.ids.parse_id``):
+    ``²`` or 5,000 nines is no id (a name, or a 400 naming the parameter), never a 500."""
+    client = client_for(study_data.study.owner)
+    client.raise_request_exception = False
+    response = client.get(url.format(pk=study_data.study.pk))
+    assert response.status_code in (200, 400), response.content[:300]
+    if "max_assignments_per_hit" in url:
+        assert response.status_code == 400 and "max_assignments_per_hit" in response.json()
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"kind": "rationales", "source": SUPERSCRIPT_TWO, "dataset": 1}, "source"),
+    ({"kind": "rationales", "source": LONG_DIGITS, "dataset": 1}, "source"),
+    ({"kind": "rationales", "source": "x", "dataset": SUPERSCRIPT_TWO}, "dataset"),
+])
+def test_a_job_naming_a_source_or_dataset_by_an_odd_digit_is_a_400_naming_it(client_for, study_data, body, field):
+    owner = grant(study_data.study.owner, "studies.add_generationjob")
+    client = client_for(owner)
+    client.raise_request_exception = False
+    response = client.post("/api/v1/generation-jobs/", body, format="json")
+    assert response.status_code == 400 and field in response.json(), response.content[:300]

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from annotations.models import Assignment
 from annotations.services.payments import PlatformServiceError
+from lab.ids import parse_id
 from studies.models import Study
 from studies.selectors import CHANGE, PAY, studies_for_user
 
@@ -69,9 +70,9 @@ def study_assignments(*, study: Study, ids: Iterable[int]) -> list[Assignment]:
     ids = list(ids)
     for i in ids:
         whole = isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63
-        if not (whole or (isinstance(i, str) and i.isascii() and i.isdigit() and len(i) <= 18)):
+        if not (whole or parse_id(i) is not None):
             raise PlatformServiceError(f"assignment id {str(i)[:40]!r} is not a whole number; nothing was done")
-    wanted = sorted({int(i) for i in ids})
+    wanted = sorted({i if isinstance(i, int) else parse_id(i) for i in ids})
     found = list(Assignment.objects.filter(study=study, pk__in=wanted).select_related("participant", "study")
                  .order_by("id"))
     missing = sorted(set(wanted) - {a.pk for a in found})

@@ -26,6 +26,7 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from lab.ids import parse_id
 from studies.lm.backends import TransientBackendError
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 from studies.selectors import (
@@ -92,9 +93,7 @@ def _id_or_none(value) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+    return parse_id(value)
 
 
 def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None,

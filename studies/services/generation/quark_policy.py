@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lab.ids import parse_id
 from lab.jsontext import text_problem
 from studies.lm import quark, templates
 from studies.lm.backends import Decoding
@@ -64,8 +65,9 @@ def source_by_name_or_id(text: str, *, role: str = "policy") -> RationaleSource 
     if problem:
         raise GenerationError(f"{role} {problem}")
     found = RationaleSource.objects.filter(name=text).first()
-    if found is None and text.isdigit():
-        found = RationaleSource.objects.filter(pk=int(text)).first()
+    pk = parse_id(text) if found is None else None
+    if pk is not None:
+        found = RationaleSource.objects.filter(pk=pk).first()
     return found
 
 
