@@ -35,7 +35,9 @@ import csv
 import hashlib
 import io
 import json
+import math
 import zipfile
+import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -44,6 +46,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import IO, Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
@@ -59,6 +62,8 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from lab.ids import parse_id
+from lab.jsontext import load_json
 from scoring.models import BundledUtility, UnitScore
 from scoring.services.outcomes import usable_by_name
 from studies.models import (
@@ -94,6 +99,25 @@ from .tables import (
 
 BATCH = 5_000
 HASH_CHUNK = 1 << 20
+# What the archive may hold, checked against its directory (each member's declared size) before
+# any member is read; zipfile never reads a member past its declared size, so a member cannot
+# unpack to more than these say. The caps follow RL_MAX_IMPORT_BYTES (100 MiB by default), read at
+# each import:
+# - a member read whole into memory (SHA256SUMS and the .json files): RL_MAX_IMPORT_BYTES //
+#   WHOLE_READ_SHARE, 10 MiB (a bundle's are tens of KB: study.json, settings.json, results.json and
+#   datapackage.json hold the design and the aggregate results, never a row per answer);
+# - any other member (a table, read row by row): RL_MAX_IMPORT_BYTES * MEMBER_FACTOR, 1,000 MiB
+#   (the 1,000,000-answer benchmark's annotations.csv is 183 MiB, benchmarks/bundle/README.md);
+# - all members together: RL_MAX_IMPORT_BYTES * TOTAL_FACTOR, 2,000 MiB (that benchmark's bundle
+#   unzips to 224 MiB);
+# - a member over RATIO_FROM_BYTES (1 MiB) that unpacks to more than MAX_RATIO times its packed
+#   size (deflate reaches about 1,000 on repeated bytes; the benchmark's synthetic tables, which
+#   repeat, compress about 15 to 1).
+WHOLE_READ_SHARE = 10
+MEMBER_FACTOR = 10
+TOTAL_FACTOR = 20
+MAX_RATIO = 100
+RATIO_FROM_BYTES = 1 << 20
 # The cells a row cannot do without (an empty one is a row error naming the field).
 REQUIRED = {
     "items": ("id", "external_id", "split", "question", "gold_answer"),
@@ -181,18 +205,27 @@ def _bool(text: str) -> bool:
     raise BadCell(f"{text[:40]!r} is not true or false")
 
 
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # a database's bigint (and IdMap's array("q"))
+
+
 def _int(text: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise BadCell(f"{text[:40]!r} is not an integer") from None
+    if not INT_MIN <= value <= INT_MAX:
+        raise BadCell(f"{text[:40]!r} is out of range (a 64-bit integer)")
+    return value
 
 
 def _number(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise BadCell(f"{text[:40]!r} is not a number") from None
+    if not math.isfinite(value):  # the bundle writes no NaN or infinity (an unknown number is empty)
+        raise BadCell(f"{text[:40]!r} is not a finite number")
+    return value
 
 
 def _datetime(text: str) -> datetime:
@@ -249,11 +282,25 @@ class Bundle:
         if self.errors:
             raise BundleError(self.errors.errors, filename=self.name, unlisted=self.errors.unlisted)
 
-    def json(self, path: str) -> Any:
+    def read_whole(self, path: str) -> bytes:
+        """A member read whole into memory: at most the cap on such members (``_open`` refused a
+        larger declared size; a byte more is never read)."""
+        cap = _whole_read_cap()
         try:
-            return json.loads(self.archive.read(path).decode("utf-8"))
+            with self.archive.open(path) as member:
+                data = member.read(cap + 1)
         except KeyError:
             raise BundleError(RowError(None, "", "missing from the bundle", record=path), filename=self.name) from None
+        except UNREADABLE as exc:
+            raise BundleError(RowError(None, "", f"unreadable: {exc}", record=path), filename=self.name) from None
+        if len(data) > cap:
+            raise BundleError(RowError(None, "", f"over {cap:,} bytes", record=path), filename=self.name)
+        return data
+
+    def json(self, path: str) -> Any:
+        data = self.read_whole(path)
+        try:
+            return load_json(data.decode("utf-8"))  # depth-limited: deep nesting is a ValueError, not a 500
         except ValueError as exc:
             raise BundleError(RowError(None, "", f"not JSON: {exc}", record=path), filename=self.name) from None
 
@@ -309,9 +356,52 @@ def _open(file: Any, filename: str | None) -> Bundle:
     file.seek(0)
     try:
         archive = zipfile.ZipFile(file)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
         raise BundleError(f"not a zip archive ({exc})", filename=str(name)) from None
-    return Bundle(archive, str(name).rsplit("/", 1)[-1], digest.hexdigest(), size)
+    bundle = Bundle(archive, str(name).rsplit("/", 1)[-1], digest.hexdigest(), size)
+    try:
+        _check_members(bundle)
+    except BundleError:
+        archive.close()
+        raise
+    return bundle
+
+
+# What reading a member may raise on an archive whose data does not match its directory (a bad
+# CRC, a truncated or corrupt stream, an encrypted member, a compression zipfile cannot read).
+UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError)
+
+
+def _whole_read_cap() -> int:
+    return int(settings.RL_MAX_IMPORT_BYTES) // WHOLE_READ_SHARE
+
+
+def _whole_read(path: str) -> bool:
+    return path == CHECKSUMS_FILE or path.endswith(".json")
+
+
+def _check_members(bundle: Bundle) -> None:
+    """Before any member is read: every member's declared size (and the total) is under its cap,
+    none unpacks to more than MAX_RATIO times its packed size, and no name is there twice."""
+    limit = int(settings.RL_MAX_IMPORT_BYTES)
+    member_cap, total_cap, whole_cap = limit * MEMBER_FACTOR, limit * TOTAL_FACTOR, _whole_read_cap()
+    seen: set[str] = set()
+    total = 0
+    for info in bundle.archive.infolist():
+        path, size = info.filename, info.file_size
+        if path in seen:
+            bundle.error(path, None, "", "in the archive twice")
+        seen.add(path)
+        total += size
+        cap = whole_cap if _whole_read(path) else member_cap
+        if size > cap:
+            bundle.error(path, None, "", f"unpacks to {size:,} bytes, over the limit of {cap:,} for this file")
+        elif size > RATIO_FROM_BYTES and size > MAX_RATIO * max(info.compress_size, 1):
+            bundle.error(path, None, "", f"unpacks to {size:,} bytes from {info.compress_size:,}: more than "
+                                         f"{MAX_RATIO} times its packed size (a zip bomb?)")
+    if total > total_cap:
+        bundle.error("", None, "", f"the archive unpacks to {total:,} bytes, over the limit of {total_cap:,}")
+    bundle.raise_if_any()
 
 
 def _check_sums(bundle: Bundle) -> None:
@@ -321,7 +411,7 @@ def _check_sums(bundle: Bundle) -> None:
         raise BundleError(RowError(None, "", "missing: the bundle cannot be checked", record=CHECKSUMS_FILE),
                           filename=bundle.name)
     listed: dict[str, str] = {}
-    for n, line in enumerate(bundle.archive.read(CHECKSUMS_FILE).decode("utf-8", "replace").splitlines(), 1):
+    for n, line in enumerate(bundle.read_whole(CHECKSUMS_FILE).decode("utf-8", "replace").splitlines(), 1):
         digest, _, path = line.partition("  ")
         if len(digest) != 64 or not path:
             bundle.error(CHECKSUMS_FILE, n, "", "expected '<sha256>  <path>'")
@@ -334,26 +424,79 @@ def _check_sums(bundle: Bundle) -> None:
             bundle.error(path, None, "sha256", f"listed in {CHECKSUMS_FILE} but missing from the bundle")
             continue
         digest = hashlib.sha256()
-        with bundle.archive.open(path) as member:
-            while chunk := member.read(HASH_CHUNK):
-                digest.update(chunk)
+        try:
+            with bundle.archive.open(path) as member:
+                while chunk := member.read(HASH_CHUNK):
+                    digest.update(chunk)
+        except UNREADABLE as exc:
+            bundle.error(path, None, "", f"unreadable: {exc}")
+            continue
         if digest.hexdigest() != expected:
             bundle.error(path, None, "sha256",
                          f"checksum mismatch: the file's SHA-256 is {digest.hexdigest()}, {CHECKSUMS_FILE} says "
                          f"{expected} (the file changed after the bundle was made)")
     bundle.raise_if_any()
-    package = bundle.json(DATAPACKAGE_FILE)
-    for resource in package.get("resources") or []:
+    for resource in _package(bundle)["resources"]:
         path, stated = resource.get("path"), str(resource.get("hash") or "").removeprefix("sha256:")
         if path in listed and stated and stated != listed[path]:
             bundle.error(DATAPACKAGE_FILE, None, "hash", f"{path}: {stated} differs from {CHECKSUMS_FILE}'s")
     bundle.raise_if_any()
 
 
+def _package(bundle: Bundle) -> dict:
+    """datapackage.json, refused naming the place where its shape is not a data package's: an
+    object whose ``resources`` (absent: none) is a list of objects, each with a string ``path``, a
+    ``schema`` object (absent: none) whose ``fields`` is a list of objects with string names and
+    types. What the passes read of it is then there to read; ``resources`` is always a list."""
+    package = bundle.json(DATAPACKAGE_FILE)
+
+    def bad(where: str, reason: str) -> None:
+        bundle.error(DATAPACKAGE_FILE, None, where, reason)
+
+    if not isinstance(package, dict):
+        bad("", "expected a JSON object")
+        bundle.raise_if_any()
+    resources = package.get("resources")
+    if resources is None:
+        resources = package["resources"] = []
+    if not isinstance(resources, list):
+        bad("resources", "expected a list of objects")
+        bundle.raise_if_any()
+    for i, resource in enumerate(resources):
+        where = f"resources[{i}]"
+        if not isinstance(resource, dict):
+            bad(where, "expected an object")
+            continue
+        if not isinstance(resource.get("path"), (str, type(None))):
+            bad(f"{where}.path", "expected a string")
+        if not isinstance(resource.get("hash"), (str, type(None))):
+            bad(f"{where}.hash", "expected a string")
+        schema = resource.get("schema")
+        if schema is None:
+            continue
+        if not isinstance(schema, dict):
+            bad(f"{where}.schema", "expected an object")
+            continue
+        fields = schema.get("fields")
+        if fields is None:
+            continue
+        if not isinstance(fields, list):
+            bad(f"{where}.schema.fields", "expected a list of objects")
+            continue
+        for j, spec in enumerate(fields):
+            if not isinstance(spec, dict):
+                bad(f"{where}.schema.fields[{j}]", "expected an object")
+                continue
+            for key in ("name", "type"):
+                if not isinstance(spec.get(key), (str, type(None))):
+                    bad(f"{where}.schema.fields[{j}].{key}", "expected a string")
+    bundle.raise_if_any()
+    return package
+
+
 def _check_schemas(bundle: Bundle) -> None:
     """Pass 2: each table's fields (datapackage.json and the CSV header) are the ones read here."""
-    package = bundle.json(DATAPACKAGE_FILE)
-    resources = {r.get("path"): r for r in package.get("resources") or [] if isinstance(r, dict)}
+    resources = {r.get("path"): r for r in _package(bundle)["resources"]}
     for table in TABLES.values():
         resource = resources.get(table.path)
         if resource is None and table.optional and table.path not in bundle.archive.namelist():
@@ -361,8 +504,7 @@ def _check_schemas(bundle: Bundle) -> None:
         if resource is None:
             bundle.error(table.path, None, "", f"no resource in {DATAPACKAGE_FILE}")
             continue
-        given = {f.get("name"): f.get("type") for f in (resource.get("schema") or {}).get("fields") or []
-                 if isinstance(f, dict)}
+        given = {f.get("name"): f.get("type") for f in (resource.get("schema") or {}).get("fields") or []}
         _check_schema_fields(bundle, table, given)
         if table.path not in bundle.archive.namelist():
             bundle.error(table.path, None, "", "missing from the bundle")
@@ -435,6 +577,14 @@ class _Import:
 
     def err(self, row: Row, field_name: str, reason: str) -> None:
         self.b.error(row.path, row.line, field_name, reason)
+
+    def map_id(self, ids: IdMap, row: Row, new: int) -> None:
+        """``ids.add`` of the row's id, or the row's error when its id is not above the one before."""
+        try:
+            ids.add(row["id"], new)
+        except ValueError:
+            self.err(row, "id", f"{row['id']} is not above the id of the row before: a bundle lists each "
+                                "table's ids once, in increasing order")
 
     def refuse_added(self, model, pairs: list[tuple[Row, Any]]) -> None:
         """Of the content rows just written (each with its bundle row), those a study the owner may
@@ -554,7 +704,7 @@ class _Import:
             Item.objects.bulk_create([o for _, o in created])
             self.refuse_added(Item, created)
             for row, obj in new:
-                self.items.add(row["id"], obj.pk)
+                self.map_id(self.items, row, obj.pk)
                 study_items.append(obj.pk)
 
     def rationale_rows(self) -> None:
@@ -613,7 +763,7 @@ class _Import:
             GeneralizationQuestion.objects.bulk_create([q for _, q in created])
             self.refuse_added(GeneralizationQuestion, created)
             for row, q in pairs:
-                self.genqs.add(row["id"], q.pk)
+                self.map_id(self.genqs, row, q.pk)
 
     def genu_rows(self, answerer_sources: dict[str, RationaleSource]) -> None:
         for batch in _batches(self.b.rows(TABLES["genu_predictions"])):
@@ -697,7 +847,7 @@ class _Import:
                                         decided_at=row["decided_at"])))
             Unit.objects.bulk_create([u for _, u in pairs])
             for row, unit in pairs:
-                self.units.add(row["id"], unit.pk)
+                self.map_id(self.units, row, unit.pk)
             self.counts["units"] = self.counts.get("units", 0) + len(pairs)
 
     def participants(self, keys: set[tuple[str, str]]) -> None:
@@ -733,7 +883,7 @@ class _Import:
             Assignment.objects.bulk_create([a for _, a in pairs])
             for row, task in pairs:
                 task.created_at = row["created_at"] or task.created_at
-                self.tasks.add(row["id"], task.pk)
+                self.map_id(self.tasks, row, task.pk)
                 if row["on_hold"]:
                     self.held_tasks.add(task.pk)
             # created_at is auto_now_add: the original time goes back in a second write (one per task)
@@ -832,10 +982,11 @@ class _Import:
             self.participants({(row["platform"], row["worker"])})
             answers = {}
             for k, v in (row["answers"] or {}).items():
-                if not k.isdigit() or int(k) >= len(questions):
+                position = parse_id(k)
+                if position is None or position >= len(questions):
                     self.err(row, "answers", f"{k!r} is not a question position of the qualification test")
                     break
-                answers[str(questions[int(k)].pk)] = v
+                answers[str(questions[position].pk)] = v
             grants.append(QualificationGrant(study=study, participant_id=self.workers[(row["platform"], row["worker"])],
                                              passed=row["passed"], score=row["score"], answers=answers))
         QualificationGrant.objects.bulk_create(grants)
