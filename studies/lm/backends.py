@@ -13,7 +13,10 @@ returning, for each prompt, ``decoding.num_return_sequences`` raw outputs (the c
   per-job budget cap. The API key comes from the setting ``RL_OPENAI_API_KEY`` and is never
   stored or logged; it is sent only to an https endpoint whose host is one of the setting
   ``RL_OPENAI_KEY_HOSTS`` (:func:`openai_key_decision`), any other endpoint (a local vLLM or
-  llama.cpp server, or whatever a researcher typed) is called without it. This back-off is the
+  llama.cpp server, or whatever a researcher typed) is called without it. Every request goes
+  through ``OpenAIBackend._send``, which first applies :func:`studies.lm.endpoints.endpoint_refusal`
+  (no link-local or metadata addresses ever, loopback and private ones only for a host of
+  ``RL_LM_ENDPOINT_PRIVATE_HOSTS``, no query string or fragment). This back-off is the
   only retry layer: the Celery task does not retry, so a prompt is sent at most
   ``max_retries + 1`` times (6 by default), each attempt counted in the budget; an endpoint
   still failing after that fails the job, which can be resumed.
@@ -37,6 +40,8 @@ from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
+
+from .endpoints import endpoint_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -475,6 +480,20 @@ class OpenAIBackend:
                 pass
         return min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
 
+    def _send(self, payload: dict) -> httpx.Response:
+        """The one place a request leaves for the endpoint: refused with a :class:`BackendError`,
+        before anything is sent, when :func:`endpoint_refusal` says the worker must not call it
+        (the cloud metadata service, the worker's own or its network's services, a URL whose ``?``
+        or ``#`` hides the appended path). Checked on every request, not once, so a host whose
+        address changes to a private one is caught at the next request; see
+        :mod:`studies.lm.endpoints` for what it cannot catch (DNS rebinding between the check and
+        the connection)."""
+        refusal = endpoint_refusal(self.url)
+        if refusal:
+            logger.warning("openai backend: refused to call %s: %s", self.url, refusal)
+            raise BackendError(f"refused to call the endpoint {self.url}: {refusal}")
+        return self._client.post(self.url, json=payload)
+
     def _request(self, prompt: str, decoding: Decoding) -> list[str]:
         payload = self._payload(prompt, decoding)
         last = ""
@@ -482,7 +501,7 @@ class OpenAIBackend:
             self.budget.reserve_request()
             response = None
             try:
-                response = self._client.post(self.url, json=payload)
+                response = self._send(payload)
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}"
             else:

@@ -1,0 +1,170 @@
+"""The LM worker calls no endpoint on the metadata service, its own machine or its network unless
+the operator listed the host in RL_LM_ENDPOINT_PRIVATE_HOSTS (studies.lm.endpoints).
+
+A researcher who may add a rationale source chooses its endpoint_url, and a failed reply's first
+200 characters end up in the job's error, which they read: without the rule they could make the
+server POST to http://169.254.169.254/latest/meta-data or 127.0.0.1:<port> and read the answer."""
+import socket
+
+import httpx
+import pytest
+
+from studies.lm.backends import BackendError, Decoding, OpenAIBackend
+from studies.lm.endpoints import endpoint_refusal
+from studies.models import RationaleSource
+from studies.services import generation
+from studies.tasks import run_generation_job
+
+from .openai_server import OpenAIServer, completion
+
+SECRET = "INTERNAL-SECRET-iam-role-creds"
+REPLY = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
+
+
+@pytest.fixture
+def recorder():
+    """A transport that records what reaches it and answers with an internal service's secret."""
+    seen: list[httpx.Request] = []
+
+    def handler(request):
+        seen.append(request)
+        return httpx.Response(404, text=SECRET)
+
+    return seen, httpx.MockTransport(handler)
+
+
+def call(url: str, transport) -> BackendError:
+    backend = OpenAIBackend(endpoint_url=url, model="m", max_retries=0, concurrency=1, transport=transport)
+    with pytest.raises(BackendError) as error:
+        backend.generate(["q"], Decoding(max_new_tokens=5))
+    return error.value
+
+
+@pytest.mark.parametrize("url, why", [
+    ("http://169.254.169.254/latest/meta-data", "link-local"),
+    ("http://[fe80::1]/v1", "link-local"),
+    ("http://[::ffff:169.254.169.254]/v1", "link-local"),
+    ("http://224.0.0.1/v1", "multicast"),
+    ("http://0.0.0.0:8000/v1", "unspecified"),
+    ("http://240.0.0.1/v1", "reserved"),
+])
+def test_link_local_multicast_reserved_and_unspecified_are_never_called(settings, recorder, url, why):
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = ["169.254.169.254", "fe80::1", "0.0.0.0", "224.0.0.1", "240.0.0.1",
+                                             "::ffff:169.254.169.254"]  # listing them changes nothing
+    seen, transport = recorder
+    error = str(call(url, transport))
+    assert seen == [], "nothing was sent"
+    assert why in error and "RL_LM_ENDPOINT_PRIVATE_HOSTS" in error and "refused to call the endpoint" in error
+    assert SECRET not in error
+
+
+@pytest.mark.parametrize("url", [
+    "http://10.0.0.5:9200",
+    "http://192.168.1.10/v1",
+    "http://172.16.0.1/v1",
+    "http://100.64.0.1/v1",
+    "http://[fd00::1]/v1",
+    "http://127.0.0.1:5432",
+    "http://[::1]:8000/admin",
+    "http://2130706433:8000/v1",  # 127.0.0.1 spelt as one number
+])
+def test_private_and_loopback_addresses_not_listed_are_refused_before_any_request(settings, recorder, url):
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = ["localhost"]  # the default, less its two addresses
+    seen, transport = recorder
+    error = str(call(url, transport))
+    assert seen == []
+    assert "loopback or private" in error and "RL_LM_ENDPOINT_PRIVATE_HOSTS" in error and url in error
+    assert SECRET not in error
+
+
+def test_an_empty_setting_refuses_even_the_local_server(settings):
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = ""
+    with OpenAIServer(lambda path, body: (404, {"error": SECRET}, {})) as server:
+        error = str(call(server.url, None))
+    assert server.requests == [], "the local server got nothing"
+    assert "'127.0.0.1'" in error and "not one of the hosts in RL_LM_ENDPOINT_PRIVATE_HOSTS" in error
+    assert SECRET not in error
+
+
+def test_the_default_lets_a_local_server_on_the_loopback_work(settings):
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        backend = OpenAIBackend(endpoint_url=server.url, model="m", max_retries=0, concurrency=1)
+        assert backend.generate(["q"], Decoding(max_new_tokens=5)) == [[" yes"]]
+    assert len(server.requests) == 1
+
+
+def test_a_listed_private_address_is_called_and_its_body_still_echoed(settings, recorder):
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = "gpu-box.lab, 10.0.0.5"  # the environment's form works too
+    seen, transport = recorder
+    error = str(call("http://10.0.0.5:8000/v1", transport))
+    assert [str(r.url) for r in seen] == ["http://10.0.0.5:8000/v1/completions"]
+    assert "answered 404" in error and SECRET in error  # an allowed endpoint is the researcher's own
+
+
+def test_a_public_name_resolving_to_a_private_address_is_refused(settings, recorder, monkeypatch):
+    answers = {"llm.example.com": "10.1.2.3", "gpu-box.lab": "10.1.2.4", "meta.example.com": "169.254.169.254",
+               "api.example.com": "93.184.216.34"}
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = ["gpu-box.lab", "meta.example.com"]
+    seen, transport = recorder
+    error = str(call("https://llm.example.com/v1", transport))
+    assert seen == [] and "'llm.example.com' resolves to 10.1.2.3" in error
+    error = str(call("http://meta.example.com/v1", transport))
+    assert seen == [] and "link-local" in error
+    assert endpoint_refusal("http://gpu-box.lab:8000/v1/completions") == ""  # listed by name
+    assert endpoint_refusal("https://api.example.com/v1/completions") == ""  # a public address
+
+
+@pytest.mark.parametrize("url", [
+    "http://api.example.com/v1#",
+    "http://api.example.com/v1?x=",
+    "http://api.example.com/latest/meta-data?",
+    "http://127.0.0.1:8000/v1#",
+    "http://user:pass@127.0.0.1:8000/v1",
+])
+def test_urls_that_hide_the_appended_path_or_carry_credentials_are_refused(recorder, url):
+    seen, transport = recorder
+    error = str(call(url, transport))
+    assert seen == []
+    assert "query string or fragment" in error or "user name or password" in error
+
+
+@pytest.mark.django_db
+def test_a_job_on_the_metadata_address_fails_without_calling_it(strategyqa_dataset, dev_items, train_items,
+                                                                monkeypatch):
+    seen: list[httpx.Request] = []
+    real_client = httpx.Client
+
+    def client(*args, transport=None, **kwargs):
+        return real_client(*args, transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(
+            404, text=SECRET)), **kwargs)
+
+    monkeypatch.setattr(httpx, "Client", client)
+    source = generation_source("http://169.254.169.254/latest/meta-data#")
+    job = generation.generation_job_create(kind="rationales", source=source, dataset=strategyqa_dataset,
+                                           split="dev", enqueue=False, limit=2)
+    run_generation_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert seen == []
+    assert job.status == "failed" and "refused to call the endpoint" in job.error
+    assert SECRET not in job.error
+
+
+@pytest.mark.django_db
+def test_a_job_on_the_local_server_still_runs_end_to_end(strategyqa_dataset, dev_items, train_items):
+    with OpenAIServer(lambda path, body: (200, completion([REPLY]), {})) as server:
+        job = generation.generation_job_create(kind="rationales", source=generation_source(server.url),
+                                               dataset=strategyqa_dataset, split="dev", enqueue=False, limit=2)
+        run_generation_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.status == "done" and job.done == 2 and len(server.requests) == 2
+
+
+def generation_source(url: str) -> RationaleSource:
+    return RationaleSource.objects.create(
+        name="researcher-endpoint", kind="lm", backend="openai", model_name_or_path="gpt-x", endpoint_url=url,
+        decoding={"max_new_tokens": 40, "max_retries": 0, "backoff_s": 0.001, "concurrency": 1})
