@@ -20,6 +20,7 @@ from django.urls import path, reverse
 
 from studies.admin.display import short_text
 from studies.admin.import_messages import import_message
+from studies.admin.model_path_form import with_model_path_check
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -54,7 +55,6 @@ from studies.services.importers import (
     import_run,
 )
 from studies.services.importers.jobs import import_in_background, import_job_create
-from studies.services.model_paths import source_model_path_problem
 from studies.services.questions import QuestionError, generalization_questions_set_validation
 
 
@@ -257,21 +257,8 @@ class RationaleSourceAdmin(ContentAdmin):
         return super().get_queryset(request).annotate(_n=Count("rationales"))
 
     def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change=change, **kwargs)
-
-        class SourceForm(form):
-            def clean_model_name_or_path(self):
-                # The rule jobs load models by (model_paths.source_model_path_problem), beside the field;
-                # content_row_save asks it again when the row is written.
-                path = self.cleaned_data.get("model_name_or_path", "")
-                if self.instance.pk is None or path != self.instance.model_name_or_path:
-                    problem = source_model_path_problem(user=request.user, path=path)
-                    if problem:
-                        raise forms.ValidationError(problem.removeprefix("model_name_or_path: "))
-                return path
-
-        SourceForm.__name__ = form.__name__
-        return SourceForm
+        # The rule jobs load models by, beside the field; content_row_save asks it again when the row is written.
+        return with_model_path_check(super().get_form(request, obj, change=change, **kwargs), user=request.user)
 
     @admin.display(description="rationales", ordering="_n")
     def n_rationales(self, obj):

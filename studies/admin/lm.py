@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from studies.admin.display import short_text
+from studies.admin.model_path_form import with_model_path_check
 from studies.lm.questions import DROP_REASONS
 from studies.models import (
     Dataset,
@@ -48,7 +49,6 @@ from studies.services.generation import (
 )
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 from studies.services.generation.jobs import generation_job_start_check
-from studies.services.model_paths import source_model_path_problem
 
 REFRESH_SECONDS = 5
 
@@ -294,22 +294,9 @@ class QuestionGeneratorAdmin(admin.ModelAdmin):
         super().delete_queryset(request, queryset)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change=change, **kwargs)
-
-        class GeneratorForm(form):
-            def clean_model_name_or_path(self):
-                # The rule a source's model path follows (model_paths.source_model_path_problem): a
-                # generator's model is loaded by every job on it, so it is no way into another
-                # researcher's checkpoint; generation_job_inputs_check asks it again for each job.
-                path = self.cleaned_data.get("model_name_or_path", "")
-                if self.instance.pk is None or path != self.instance.model_name_or_path:
-                    problem = source_model_path_problem(user=request.user, path=path)
-                    if problem:
-                        raise forms.ValidationError(problem.removeprefix("model_name_or_path: "))
-                return path
-
-        GeneratorForm.__name__ = form.__name__
-        return GeneratorForm
+        # A generator's model is loaded by every job on it, so it is no way into another researcher's
+        # checkpoint: the sources' rule, and generation_job_inputs_check asks it again for each job.
+        return with_model_path_check(super().get_form(request, obj, change=change, **kwargs), user=request.user)
 
     def save_model(self, request, obj, form, change):
         if not change:  # a new generator is its maker's
