@@ -72,7 +72,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   (``test_sufficiency`` only for a test-split study)
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
   tasks_failing_an_attention_check}, the tasks whose answers the figures count, and those left out:
-  tasks_on_hold, answers_on_hold (submitted work sync held, counted once cleared),
+  tasks_on_hold, answers_on_hold (submitted work sync held, counted once cleared), hold_rule (what
+  holds work, with RL_SYNC_UNLISTED_GRACE_MINUTES), tasks_on_hold_by_reason (when any is held),
   tasks_rejected, answers_rejected, tasks_returned_with_completed_answers, answers_returned,
   tasks_expired_with_completed_answers, answers_expired; attention_check_rule (what "failing" means);
   and (utility studies) other_readings: {without_tasks_failing_any_check,
@@ -97,8 +98,13 @@ from django.db import transaction
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, Unit
-from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, claims_that_count, study_withdrawals_summary
+from annotations.models import Annotation, Assignment, PlatformSubmission, Unit
+from annotations.selectors import (
+    COUNTING_ASSIGNMENT_STATUSES,
+    HOLDING_FLAGS,
+    claims_that_count,
+    study_withdrawals_summary,
+)
 from annotations.selectors.platforms import assignments_on_hold
 from scoring import metrics
 from scoring.errors import ScoringError
@@ -1007,6 +1013,17 @@ COUNTED = ("the answers of completed questions in submitted or approved tasks; a
 # The other readings of which counted answers the figures rest on (SPEC is silent): each one is
 # the published composition on the answers it keeps (``pipeline.other_readings``).
 READINGS_KEY = "_counted_answers_readings"
+
+
+def hold_rule() -> str:
+    """What puts work on hold (``annotations.selectors.on_hold``), with the setting it depends on as
+    this installation has it: said in the results beside the count of held work."""
+    return ("work sync held and no researcher cleared: the platform's worker id is not the participant's "
+            "(worker_mismatch), or Prolific does not list the session it was answered under "
+            f"(not_on_platform), looked for once a task is {settings.RL_SYNC_UNLISTED_GRACE_MINUTES:g} minutes "
+            "old (RL_SYNC_UNLISTED_GRACE_MINUTES): younger work counts until a sync after that")
+
+
 FAILED_ANY = ("a task failed its attention checks when any one of them was answered wrong (the rule "
               "tasks_failing_an_attention_check counts)")
 FAILED_EVERY = "a task failed its attention checks when every one of them was answered wrong (a task without any stays)"
@@ -1066,6 +1083,7 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
     block = {"rule": COUNTED, "tasks_approved": int(tasks.get(Assignment.Status.APPROVED, 0)),
              "tasks_not_reviewed": unreviewed, "tasks_failing_an_attention_check": failing,
              "tasks_on_hold": n_held, "answers_on_hold": _task_answers(held) if n_held else 0,
+             "hold_rule": hold_rule(),
              "tasks_rejected": (n_rejected := rejected.count()),
              "answers_rejected": _task_answers(rejected) if n_rejected else 0,
              "attention_check_rule": FAILED_ANY}
@@ -1078,6 +1096,11 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
         block[f"answers_{status}"] = (Annotation.objects.filter(
             claim__assignment__in=ended, claim__unit__isnull=False, claim__completed_at__isnull=False).count()
             if n_ended else 0)
+    if n_held:
+        block["tasks_on_hold_by_reason"] = dict(
+            PlatformSubmission.objects.filter(assignment__in=held.values("pk"), flag__in=HOLDING_FLAGS,
+                                              cleared_at__isnull=True)
+            .order_by("flag").values("flag").annotate(n=Count("assignment_id", distinct=True)).values_list("flag", "n"))
     if readings is not None:
         block["other_readings"] = readings
     warnings = []

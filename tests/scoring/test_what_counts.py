@@ -119,6 +119,9 @@ def test_work_on_hold_and_rejected_work_are_counted_as_left_out_and_held_work_is
     counted = run.results["counted_answers"]
     assert (counted["tasks_approved"], counted["tasks_not_reviewed"]) == (0, 1)
     assert (counted["tasks_on_hold"], counted["answers_on_hold"]) == (1, 2)
+    # What holds work is named, with the setting it depends on, and the held tasks by reason.
+    assert counted["tasks_on_hold_by_reason"] == {"worker_mismatch": 1}
+    assert "RL_SYNC_UNLISTED_GRACE_MINUTES" in counted["hold_rule"] and "60 minutes" in counted["hold_rule"]
     assert (counted["tasks_rejected"], counted["answers_rejected"]) == (1, 2)
     assert any(w.startswith("1 submitted tasks (2 answers) are on hold") and "once a researcher clears it" in w
                for w in run.results["warnings"])
