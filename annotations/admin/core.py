@@ -11,12 +11,14 @@ from annotations.models import (
     Assignment,
     AttentionCheck,
     Claim,
+    ConsentReceipt,
     Participant,
     QualificationGrant,
     QualificationQuestion,
     QualificationTest,
     Unit,
 )
+from annotations.services.entry import consent_text_sha256
 from annotations.services.qualification import (
     attention_check_delete,
     attention_check_save,
@@ -223,6 +225,25 @@ class QualificationTestAdmin(StudyScopedAdmin):
         # A new test also holds the study's tasks in progress until their workers pass it (in the
         # page's transaction, with the questions saved next).
         qualification_test_save(test=obj, user=request.user)
+
+
+@admin.register(ConsentReceipt)
+class ConsentReceiptAdmin(ReadOnlyMixin, StudyScopedAdmin):
+    """Each consent form a worker sent (``services.entry.consent_take``): who (by pseudonym), when,
+    the task it gave, and the SHA-256 of the consent text they agreed to, which the study page's
+    text (fixed once the study opens) can be checked against: what an ethics review asks to see."""
+
+    list_display = ("id", "study", "participant", "created_at", "assignment", "consent_sha256", "agreed_to_current")
+    list_filter = ("study",)
+    list_select_related = ("study", "participant", "assignment")
+    readonly_fields = ("study", "participant", "assignment", "consent_sha256", "agreed_to_current", "created_at")
+    exclude = ("key",)  # the form's one-time nonce: of no use to a reader
+
+    @admin.display(description="agreed to the study's consent text as it reads now", boolean=True)
+    def agreed_to_current(self, obj: ConsentReceipt) -> bool | None:
+        if not obj.consent_sha256:
+            return None  # a receipt from before the hash was recorded
+        return obj.consent_sha256 == consent_text_sha256(obj.study)
 
 
 @admin.register(QualificationGrant)
