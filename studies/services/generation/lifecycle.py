@@ -43,6 +43,7 @@ from studies.services.model_paths import (
 )
 
 from .errors import GenerationError
+from .inputs import generation_job_inputs_refusal
 
 Status = GenerationJob.Status
 
@@ -82,24 +83,12 @@ def creator_refusal(job: GenerationJob) -> str:
     return f"Cancelled: {creator} who started this job may no longer start LM jobs ({why})."
 
 
-# Why a job's researcher may no longer read what it reads: ``jobs.generation_job_inputs_refusal``,
-# which owns the inputs check and builds on this module, so it hands it here when it is imported
-# (the package imports it: every process that runs a job has it).
-_inputs_refusal: Callable[[GenerationJob], str] | None = None
-
-
-def job_inputs_refusal_register(check: Callable[[GenerationJob], str]) -> None:
-    """Make ``check`` the inputs check :func:`job_refusal` applies (``jobs`` calls this once)."""
-    global _inputs_refusal
-    _inputs_refusal = check
-
-
 def job_refusal(job: GenerationJob) -> str:
     """Why ``job`` may not go on: :func:`creator_refusal`, or its researcher may no longer read what
     it reads (its source, question generator, dataset, items, the sources and model paths its
-    params name: ``jobs.generation_job_inputs_refusal``, the check its creation made, made again
+    params name: ``inputs.generation_job_inputs_refusal``, the check its creation made, made again
     as a share may have been revoked since); empty when it may. Pass a job read afresh."""
-    return creator_refusal(job) or (_inputs_refusal(job) if _inputs_refusal is not None else "")
+    return creator_refusal(job) or generation_job_inputs_refusal(job)
 
 
 def job_cancel(locked: GenerationJob, *, error: str = "") -> None:

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.ids import parse_id
-from lab.jsontext import text_problem
 from studies.lm import quark, templates
 from studies.lm.backends import Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
@@ -22,6 +20,7 @@ from studies.models import Dataset, Item, RationaleSource
 
 from .common import lm_source, prompt_item
 from .errors import GenerationError
+from .inputs import source_by_name_or_id
 
 TRAINABLE = ("seq2seq", "causal")
 
@@ -55,20 +54,6 @@ def _folder_backend(path: Path) -> str:
     except (OSError, ValueError) as exc:
         raise GenerationError(f"cannot read {config}: {exc}") from exc
     return "seq2seq" if data.get("is_encoder_decoder") else "causal"
-
-
-def source_by_name_or_id(text: str, *, role: str = "policy") -> RationaleSource | None:
-    """The rationale source named ``text``, else the one whose id it is. Text no query can carry
-    (a NUL) is refused here, naming ``role``: the one lookup every way of naming a source goes through."""
-    text = str(text or "").strip()
-    problem = text_problem(text)
-    if problem:
-        raise GenerationError(f"{role} {problem}")
-    found = RationaleSource.objects.filter(name=text).first()
-    pk = parse_id(text) if found is None else None
-    if pk is not None:
-        found = RationaleSource.objects.filter(pk=pk).first()
-    return found
 
 
 def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> PolicySpec:

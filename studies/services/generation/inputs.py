@@ -1,0 +1,134 @@
+"""What an LM job reads, checked for its researcher: when it is created
+(:func:`generation_job_inputs_check`) and whenever it runs (:func:`generation_job_inputs_refusal`,
+which ``lifecycle.job_refusal`` asks at each batch's start, at fine-tuning's and Quark's progress
+checks, on a resume and on beat's requeue). Its own module, below ``lifecycle`` and the job kinds,
+so that every process that runs a job has the check (it was handed to ``lifecycle`` by ``jobs``
+when that module was imported, and a process that had not imported it checked nothing); and the
+one lookup by which a source is named by its name or id (:func:`source_by_name_or_id`)."""
+from __future__ import annotations
+
+from lab.ids import parse_id
+from lab.jsontext import text_problem
+from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource
+from studies.selectors import (
+    datasets_for_user,
+    items_for_user,
+    question_generators_for_user,
+    sources_for_user,
+)
+from studies.services.content import job_acts_for
+from studies.services.model_paths import model_path_readable
+
+from .errors import GenerationError
+
+
+def source_by_name_or_id(text: str, *, role: str = "policy") -> RationaleSource | None:
+    """The rationale source named ``text``, else the one whose id it is. Text no query can carry
+    (a NUL) is refused here, naming ``role``: the one lookup every way of naming a source goes through."""
+    text = str(text or "").strip()
+    problem = text_problem(text)
+    if problem:
+        raise GenerationError(f"{role} {problem}")
+    found = RationaleSource.objects.filter(name=text).first()
+    pk = parse_id(text) if found is None else None
+    if pk is not None:
+        found = RationaleSource.objects.filter(pk=pk).first()
+    return found
+
+
+# The params that name a rationale source by id (Gen-U answers and Quark's genu reward).
+SOURCE_PARAMS = ("answerer_i", "answerer_ir")
+# The params that name a model to load by its path or hub name (Quark's policy_path is checked
+# beside the source it may name instead).
+MODEL_PATH_PARAMS = ("base_model", "task_model")
+
+
+def _id_or_none(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return parse_id(value)
+
+
+def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None,
+                                item_ids: list[int] | None, params: dict | None,
+                                generator: QuestionGenerator | None = None) -> None:
+    """Refuse, with ``GenerationError``, a job that would read what ``user`` may not: the source
+    (and the sources its params name: ``answerer_i`` / ``answerer_ir``, Quark's ``policy_path`` when
+    it names a source) outside ``sources_for_user``, the question generator outside
+    ``question_generators_for_user``, the dataset outside ``datasets_for_user``, item ids outside
+    ``items_for_user``. A job copies its source's or generator's endpoint, template or instructions
+    and demonstrations and its dataset's train items into its params and runs on them, so reading
+    them is what starting it takes. A model named by its path (``base_model``, ``task_model``,
+    ``policy_path``), and the question generator's ``model_name_or_path`` (a generator, read by
+    whoever may read the library, may have been pointed at a checkpoint before the admin checked it,
+    or the checkpoint's source hidden since), is read only through a source ``user`` may read,
+    unless it is an operator's or a hub name (``model_paths.model_path_readable``). A hidden row or
+    model is answered as a missing one.
+    ``user`` None: the operator (a management command), never refused. Made again whenever the job
+    runs (:func:`generation_job_inputs_refusal`)."""
+    if user is None:
+        return
+    params = params if isinstance(params, dict) else {}
+    visible_sources = sources_for_user(user=user)
+    if source is not None and (source.pk is None or not visible_sources.filter(pk=source.pk).exists()):
+        raise GenerationError(f"no rationale source {source.pk} that you may use")
+    if generator is not None and (generator.pk is None or not question_generators_for_user(user=user).filter(
+            pk=generator.pk).exists()):
+        raise GenerationError(f"no question generator {generator.pk} that you may use")
+    if generator is not None and not model_path_readable(generator.model_name_or_path, visible_sources=visible_sources):
+        # A generator is library data others may read: its model is loaded only by the path rule.
+        raise GenerationError(f"question generator {generator.pk}: no model {generator.model_name_or_path.strip()!r} "
+                              "that you may use (a model folder or .gguf file that exists, or a hub name)")
+    for key in SOURCE_PARAMS:
+        if params.get(key) in (None, ""):
+            continue  # missing: the kind's own check names it
+        source_id = _id_or_none(params[key])
+        if source_id is None or not visible_sources.filter(pk=source_id).exists():
+            raise GenerationError(f"params.{key}: no rationale source {params[key]!r} that you may use")
+    policy = params.get("policy_path")
+    if source is None and isinstance(policy, str) and policy.strip():
+        named = source_by_name_or_id(policy)
+        if (not visible_sources.filter(pk=named.pk).exists() if named is not None
+                else not model_path_readable(policy, visible_sources=visible_sources)):
+            # As resolve_policy answers a name that is neither a source nor a model folder.
+            raise GenerationError(f"policy {policy!r} is neither a rationale source, a model folder nor a "
+                                  ".gguf file")
+    for key in MODEL_PATH_PARAMS:  # a model named by its path: another researcher's checkpoint is theirs
+        if isinstance(params.get(key), str) and not model_path_readable(params[key], visible_sources=visible_sources):
+            raise GenerationError(f"params.{key}: no model {params[key].strip()!r} that you may use (a model folder "
+                                  "or .gguf file that exists, or a hub name)")
+    if dataset is not None and (dataset.pk is None or not datasets_for_user(user=user).filter(pk=dataset.pk).exists()):
+        raise GenerationError(f"no dataset {dataset.pk} that you may use")
+    if item_ids:
+        ids = sorted({int(i) for i in item_ids})
+        seen = set(items_for_user(user=user).filter(pk__in=ids).values_list("pk", flat=True))
+        hidden = [i for i in ids if i not in seen]
+        if hidden:  # as ordered_item_ids answers ids that do not exist
+            raise GenerationError(f"item ids {hidden[:10]} do not exist")
+
+
+def generation_job_inputs_refusal(job: GenerationJob) -> str:
+    """Why ``job`` may no longer run for its researcher: :func:`generation_job_inputs_check` made
+    again for them (``common.job_actor``) on what the job reads (its source, question generator and
+    params, and its dataset), as a share may have been revoked or a permission removed since it
+    was created; empty when it still may. Its items are read through its dataset, so they are
+    looked up one by one only when the dataset is hidden (a job on item ids its researcher read
+    without the dataset). The operator's jobs, and those of a deleted account (acting for nobody,
+    storing only what no study shows), are not concerned, as for ``lifecycle.creator_refusal``.
+    Each batch's start, fine-tuning's progress reports, a resume and beat's requeue ask it: a few
+    indexed reads, plus one over the sources' model paths for a job that names a model by path."""
+    if job.created_by_id is None:
+        return ""
+    user = job_acts_for(created_by=job.created_by, by_operator=job.by_operator)  # common.job_actor
+    try:
+        generation_job_inputs_check(user=user, source=job.source, generator=job.generator, dataset=None,
+                                    item_ids=None, params=job.params)
+        if job.dataset_id is not None and not datasets_for_user(user=user).filter(pk=job.dataset_id).exists():
+            ids = set(job.item_ids or [])
+            if not ids or items_for_user(user=user).filter(pk__in=ids).count() != len(ids):
+                raise GenerationError(f"no dataset {job.dataset_id} that you may use")
+    except GenerationError as exc:
+        return f"Cancelled: {user} who started this job may no longer read what it reads ({exc})."
+    return ""
