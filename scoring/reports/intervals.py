@@ -4,7 +4,9 @@ Theil's U depends only on the joint counts of two categorical columns, and resam
 with replacement draws those counts from Multinomial(n, observed joint shares); so the intervals
 are computed from multinomial draws of the contingency table (fast whatever n is). The
 correlation ratio needs the continuous values, so its resamples draw row indices (in chunks).
-Both use the same seed and number of resamples as the utility shares' intervals."""
+Both are drawn with the run's recorded bootstrap settings (``results["bootstrap"]``, those of the
+utility shares' intervals: ``run_bootstrap``); a run from before they were recorded gets this
+installation's defaults, and the report says so."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,6 +17,17 @@ import pandas as pd
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 CONFIDENCE = 0.95
+
+
+def run_bootstrap(results: dict) -> tuple[dict, bool]:
+    """The bootstrap settings the run recorded (``results["bootstrap"]``: n_resamples, seed,
+    confidence), for the intervals the report draws itself, and whether they were recorded; a run
+    from before they were recorded gets this installation's defaults, and False."""
+    boot = results.get("bootstrap") or {}
+    if boot.get("n_resamples") is not None and boot.get("seed") is not None:
+        return {"n_resamples": int(boot["n_resamples"]), "seed": int(boot["seed"]),
+                "confidence": float(boot.get("confidence") or CONFIDENCE)}, True
+    return {"n_resamples": DEFAULT_RESAMPLES, "seed": DEFAULT_SEED, "confidence": CONFIDENCE}, False
 
 
 def _entropy_rows(counts: np.ndarray) -> np.ndarray:

@@ -15,10 +15,10 @@ from django.core.cache import cache
 from scoring import plots
 from scoring.metrics import theils_u
 from scoring.models import ScoreRun, UnitScore
-from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
+from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
-from scoring.services.results_folder import bootstrap_note, share_rows
+from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
 from scoring.similarity import FIGURES_STATED_IN, MODEL_STATED_IN, figure_stated_in
 from studies.models import RationaleSource
 
@@ -42,6 +42,22 @@ def ci_note(results: dict) -> str:
     """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``; a run from
     before it was recorded used the same 2,000 percentile resamples, seed 0)."""
     return bootstrap_note(results)
+
+
+def drawn_ci_notes(results: dict) -> list[str]:
+    """For the intervals the report draws itself (Theil's U, eta): how they were drawn, with the
+    run's recorded settings (``intervals.run_bootstrap``); a run that did not record them is told
+    that this installation's defaults were used."""
+    boot, recorded = run_bootstrap(results)
+    if recorded:
+        return [ci_note(results)]
+    return [f"This run did not record its bootstrap settings: the intervals this report draws (Theil's U, η) use "
+            f"this installation's defaults, {boot['confidence']:.0%} percentile bootstrap over units, "
+            f"{boot['n_resamples']:,} resamples (seed {boot['seed']})."]
+
+
+def _ci_label(results: dict) -> str:
+    return f"{run_bootstrap(results)[0]['confidence']:.0%} CI"
 
 
 UTILITY_ORDER = ["useful", "unsure", "not_useful", "unknown"]
@@ -239,12 +255,12 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
         label, (x, y) = THEILS_U[key]
         stored = results.get(key) or {}
         if frame is not None:
-            rows += _theils_u_unit_rows(label, x, y, stored, frame)
+            rows += _theils_u_unit_rows(label, x, y, stored, frame, run_bootstrap(results)[0])
         else:
             rows += _ordered([{"measure": label, "source": s, "n": None, "value": v, "ci_low": None, "ci_high": None}
                               for s, v in stored.items()], "source")
     columns = [Column("measure", "Measure"), Column("source", "Source"), Column("n", "n", "int"),
-               Column("value", "Theil's U", "float", 4), Column("ci", "95% CI", "ci", 4)]
+               Column("value", "Theil's U", "float", 4), Column("ci", _ci_label(results), "ci", 4)]
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
     section.notes += _theils_u_notes(results, frame, both_directions=both_directions)
     if "gen_u_vs_utility" in plots.available(results):
@@ -252,16 +268,18 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
     return section
 
 
-def _theils_u_unit_rows(label: str, x: str, y: str, stored: dict, frame: pd.DataFrame) -> list[dict]:
-    """U(x | y) per source and over all, with n and a bootstrap interval from the unit scores; a
-    direction that was not stored is computed here from the same units."""
+def _theils_u_unit_rows(label: str, x: str, y: str, stored: dict, frame: pd.DataFrame, boot: dict) -> list[dict]:
+    """U(x | y) per source and over all, with n and a bootstrap interval from the unit scores (drawn
+    with ``boot``, the run's recorded settings); a direction that was not stored is computed here
+    from the same units."""
     rows = []
     for source, g in _groups(frame, [x, y]):
         xs, ys = g[x].astype(int).to_numpy(), g[y].astype(int).to_numpy()
         value = stored.get(source)
         if value is None:
             value = theils_u(xs, ys) if len(g) else None
-        low, high = percentile_ci(theils_u_draws(xs, ys))
+        low, high = percentile_ci(theils_u_draws(xs, ys, n_resamples=boot["n_resamples"], seed=boot["seed"]),
+                                  boot["confidence"])
         rows.append({"measure": label, "source": source, "n": len(g), "value": value,
                      "ci_low": low, "ci_high": high})
     return rows
@@ -275,8 +293,8 @@ def _theils_u_notes(results: dict, frame: pd.DataFrame | None, *, both_direction
     elif gen_u.get("question_filter"):
         notes.append(f"Gen-U on {gen_u['question_filter']}.")
     notes += task_accuracy_notes(results)
-    notes.append(ci_note(results) if frame is not None else
-                 "n and intervals come from the study's unit scores, which a later run replaced.")
+    notes += (drawn_ci_notes(results) if frame is not None else
+              ["n and intervals come from the study's unit scores, which a later run replaced."])
     if not both_directions:
         notes.append("Both directions: add ?both=1 to this page's address.")
     return notes
@@ -311,15 +329,18 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
     model = f"BERTScore F1 with {similarity.get('name')}, layer {similarity.get('num_layers')}"
     rows = []
     if frame is not None:
+        boot, _ = run_bootstrap(results)
         for source, g in _groups(frame, ["similarity"]):
-            low, high = percentile_ci(correlation_ratio_draws(g["utility"].to_numpy(), g["similarity"].to_numpy(float)))
+            draws = correlation_ratio_draws(g["utility"].to_numpy(), g["similarity"].to_numpy(float),
+                                            n_resamples=boot["n_resamples"], seed=boot["seed"])
+            low, high = percentile_ci(draws, boot["confidence"])
             rows.append({"source": source, "n": len(g), "eta": stored.get(source), "ci_low": low, "ci_high": high,
                          "similarity_model": model})
     else:
         rows = _ordered([{"source": s, "n": None, "eta": v, "ci_low": None, "ci_high": None,
                           "similarity_model": model} for s, v in stored.items()], "source")
     columns = [Column("source", "Source"), Column("n", "n", "int"), Column("eta", "Correlation ratio η", "float", 4),
-               Column("ci", "95% CI", "ci", 4), Column("similarity_model", "Similarity model")]
+               Column("ci", _ci_label(results), "ci", 4), Column("similarity_model", "Similarity model")]
     paper = similarity.get("paper")
     if paper and not paper.get("same_model"):  # another model: the published figure and its model beside ours
         for row in rows:
@@ -341,29 +362,9 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
     section.notes.append(f"Similarity: {similarity.get('method', 'BERTScore')} with {similarity.get('name')}, layer "
                          f"{similarity.get('num_layers')}. The published figures' model: {similarity.get('paper_used')}; the number "
                          "is comparable only with the same model (RL_SIMILARITY_MODEL).")
+    section.notes += (drawn_ci_notes(results) if frame is not None else
+                      ["n and intervals come from the study's unit scores, which a later run replaced."])
     return section
-
-
-def _bins_text(row: dict) -> str:
-    edges = ", ".join(f"{e:.4f}" for e in row.get("edges") or [])
-    return f"{row.get('bins_used')} of {row.get('bins_asked')} bins used (edges {edges})"
-
-
-def similarity_binning_note(binning: dict) -> str:
-    """How the similarity quintiles were binned and U under the other bin counts
-    (``results["similarity_binning"]``; empty for a run from before it was recorded)."""
-    if not binning:
-        return ""
-    others = []
-    for row in (binning.get("other_readings") or {}).values():
-        value = (row.get("theils_u") or {}).get(ALL)
-        shown = f"{value:.4f}" if value is not None else "not computed"
-        others.append(f"{shown} with {row.get('bins_asked')} bins ({_bins_text(row)})")
-    text = f" Bins: {binning.get('rule')}; {_bins_text(binning)}."
-    if others:
-        text += (" SPEC says only \"binned similarity\"; the other readings, U(utility | similarity bin): "
-                 + "; ".join(others) + ".")
-    return text
 
 
 def gen_u_section(results: dict) -> Section:
@@ -387,6 +388,7 @@ def gen_u_section(results: dict) -> Section:
         section.notes.append(f"The paper states no tie rule. Under each rule a tie in an item's mode goes to {rules}; "
                              f"the shares above and Theil's U(utility | Gen-U) in Table 6 use {ties.get('default')!r}"
                              " (the table's last column gives U under each rule).")
+    section.notes.append(ci_note(results))
     return section
 
 
@@ -812,7 +814,7 @@ def report_sections(run: ScoreRun, *, both_directions: bool = False) -> list[Sec
     latest = score_run_latest(study=run.study)
     digest = hashlib.sha256(json.dumps([run.pk, str(run.finished_at), latest.pk if latest else 0, both, results],
                                        sort_keys=True, default=str).encode()).hexdigest()
-    key = f"rl-report-sections:v1:{digest}"
+    key = f"rl-report-sections:v2:{digest}"
     sections = cache.get(key)
     if sections is None:
         sections = _sections(results, unit_frame(run, latest), both)

@@ -74,6 +74,11 @@ def gen_u_note(results: dict) -> str:
     return gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "")
 
 
+def with_bootstrap_note(note: str, results: dict) -> str:
+    """``note`` followed by how the intervals beside it were drawn (``bootstrap_note``)."""
+    return f"{note.rstrip('.')}. {bootstrap_note(results)}" if note else bootstrap_note(results)
+
+
 def utility_share_rows(results: dict) -> list[dict]:
     """``utility_shares.csv``: the utility shares with the ``note`` of what they rest on."""
     note = utility_note(results)
@@ -81,8 +86,9 @@ def utility_share_rows(results: dict) -> list[dict]:
 
 
 def gen_u_share_rows(results: dict) -> list[dict]:
-    """``gen_u_shares.csv``: the Gen-U shares with the ``note`` of what they rest on."""
-    note = gen_u_note(results)
+    """``gen_u_shares.csv``: the Gen-U shares with the ``note`` of what they rest on, their
+    intervals' bootstrap included."""
+    note = with_bootstrap_note(gen_u_note(results), results)
     return [{**row, "note": note} for row in share_rows(results, "gen_u_shares")]
 
 
@@ -97,6 +103,29 @@ def generalization_note(gen: dict) -> str:
     if aggregation:
         parts.append(f"accuracy {aggregation['rule']}; the other reading, accuracy {aggregation['other_reading']}")
     return "; ".join(parts)
+
+
+def _bins_text(row: dict) -> str:
+    edges = ", ".join(f"{e:.4f}" for e in row.get("edges") or [])
+    return f"{row.get('bins_used')} of {row.get('bins_asked')} bins used (edges {edges})"
+
+
+def similarity_binning_note(binning: dict) -> str:
+    """How the similarity quintiles were binned and U under the other bin counts
+    (``results["similarity_binning"]``; empty for a run from before it was recorded), for the
+    report and ``associations.csv``."""
+    if not binning:
+        return ""
+    others = []
+    for row in (binning.get("other_readings") or {}).values():
+        value = (row.get("theils_u") or {}).get("all")
+        shown = f"{value:.4f}" if value is not None else "not computed"
+        others.append(f"{shown} with {row.get('bins_asked')} bins ({_bins_text(row)})")
+    text = f" Bins: {binning.get('rule')}; {_bins_text(binning)}."
+    if others:
+        text += (" SPEC says only \"binned similarity\"; the other readings, U(utility | similarity bin): "
+                 + "; ".join(others) + ".")
+    return text
 
 
 def association_rows(results: dict) -> list[dict]:
@@ -116,6 +145,8 @@ def association_rows(results: dict) -> list[dict]:
         note = next((text for key, text in notes.items() if key in name), "")
         if "task_accuracy" in name:
             note += "; utility: " + utility_note(results)
+        if name == "theils_u_utility_given_similarity_quintile":
+            note = "; ".join(part for part in (note, binned_similarity_note(results)) if part)
         paper = similarity.get("paper") if name.startswith("correlation_ratio_") else None
         for source, value in per_source.items():
             theirs = (paper or {}).get("correlation_ratio", {}).get(source)
@@ -126,6 +157,20 @@ def association_rows(results: dict) -> list[dict]:
     return rows
 
 
+def binned_similarity_note(results: dict) -> str:
+    """What U(utility | similarity quintile) rests on besides the model: the binning rule, the bins
+    used of those asked (tied similarities can merge them, so the name's "quintile" may be fewer
+    bins) and U under the other bin counts (``similarity_binning``; empty for an older run)."""
+    binning = results.get("similarity_binning") or {}
+    if not binning:
+        return ""
+    text = similarity_binning_note(binning).strip()
+    if binning.get("bins_used") != binning.get("bins_asked"):
+        text += (f" The measure is named for the {binning.get('bins_asked')} bins asked (quintiles); "
+                 f"{binning.get('bins_used')} were used.")
+    return text
+
+
 # generalization.csv's columns after the majority figures: the ties they count wrong and the other
 # reading, per answer (``score.FIGURE_4_AGGREGATION``); empty for a run from before they were recorded.
 PER_ANSWER_COLUMNS = ["ties_before", "ties_after", "n_answers_before", "n_answers_after",
@@ -134,9 +179,10 @@ PER_ANSWER_COLUMNS = ["ties_before", "ties_after", "n_answers_before", "n_answer
 
 def generalization_rows(results: dict) -> list[dict]:
     """``generalization.csv``: Figure 4 per group, majority per unit (a tie wrong) with its interval,
-    then its ties and the per-answer reading, and the ``note`` of what it rests on."""
+    then its ties and the per-answer reading, and the ``note`` of what it rests on (the interval's
+    bootstrap included)."""
     gen = results.get("generalization") or {}
-    note = generalization_note(gen)
+    note = with_bootstrap_note(generalization_note(gen), results)
     rows = []
     for group in ("by_type", "by_utility", "by_source", "by_source_and_type"):
         for key, row in (gen.get(group) or {}).items():

@@ -14,6 +14,7 @@ from annotations.services.release import assignment_release
 from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
+from scoring.services.results_folder import bootstrap_note
 from studies.models import GeneralizationQuestion, GenUPrediction, Study
 from tests.factories import (
     GeneralizationQuestionFactory,
@@ -754,7 +755,7 @@ def test_figure_4_names_its_aggregation_and_gives_the_per_answer_reading_with_it
     assert float(rephrase_row["delta_per_answer"]) == pytest.approx(2 / 7) and rephrase_row["ties_before"] == "1"
     assert {r["note"] for r in rows} == {
         f"questions: {gen['question_filter']}; accuracy {gen['aggregation']['rule']}; the other reading, accuracy "
-        f"{gen['aggregation']['other_reading']}"}
+        f"{gen['aggregation']['other_reading']}. {bootstrap_note(run.results)}"}
 
 
 def test_consistency_names_its_bundles_and_gives_spec_bundles_with_the_item_itself(utility_study):
