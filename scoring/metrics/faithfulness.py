@@ -5,14 +5,21 @@
 
 y_hat comes from one of two rules (``studies.lm.highlights.Y_HAT_FROM``), stored with the
 probabilities and named next to the numbers: ``highlight`` (the highlight pass; the seed,
-pyhighlights, scores the model that made the highlight this way, select-then-predict) or ``full``
-(the full input, as ERASER, for a task model that reads the full input).
+pyhighlights, scores the model that made the highlight this way, select-then-predict; SPEC's
+definition) or ``full`` (the full input, as ERASER, for a task model that reads the full input; a
+departure from SPEC, said in its caveat and in ``spec_rule``).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+# SPEC section 6's reading of y_hat: the class predicted from the highlight, not from the full
+# input (ERASER's). The faithfulness block names it (``spec_rule``) with the sources that follow it.
+SPEC_Y_HAT_FROM = "highlight"
+SPEC_RULE = ("SPEC section 6: y_hat is the class predicted from the highlight, not from the full input (ERASER takes "
+             "it from the full input); a figure with y_hat from the full input departs from SPEC")
 
 CAVEATS = {
     "y_hat_from_highlight": (
@@ -22,7 +29,8 @@ CAVEATS = {
     ),
     "y_hat_from_full": (
         "y_hat from the full input, as ERASER, for a task model that reads the full input and did not make the "
-        "highlight."
+        "highlight: not SPEC's definition (SPEC section 6 takes y_hat from the highlight), so these numbers are "
+        "not comparable with figures whose y_hat came from the highlight."
     ),
     "sufficiency": (
         "Negative sufficiency is expected for select-then-predict models (their predictor is "
@@ -44,6 +52,18 @@ def caveats_for(rules: Iterable[str]) -> dict[str, str]:
         out["sufficiency"] = CAVEATS["sufficiency"]
         out["comprehensiveness"] = CAVEATS["comprehensiveness"]
     return out
+
+
+def spec_rule(rules_by_source: dict[str, Iterable[str]]) -> dict:
+    """SPEC's y_hat rule (``SPEC_RULE``) and which sources' figures follow it: a source whose
+    probabilities all took y_hat from the highlight follows it; one with any other rule does not."""
+    rules = {name: sorted(set(r)) for name, r in rules_by_source.items()}
+    return {
+        "y_hat_from": SPEC_Y_HAT_FROM,
+        "reading": SPEC_RULE,
+        "sources_following": sorted(n for n, r in rules.items() if r == [SPEC_Y_HAT_FROM]),
+        "sources_departing": sorted(n for n, r in rules.items() if r != [SPEC_Y_HAT_FROM]),
+    }
 
 
 def _diff(p_full: Sequence[float], p_other: Sequence[float], name: str) -> float:

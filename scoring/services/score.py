@@ -16,8 +16,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   split, item_sample_size, sample_seed (which of the dataset's items the study drew)
 - ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
 - ``sources``: {source: {kind, backend, model_name_or_path, training_preset, training_mode,
-  training_method, generation: [{model, decoding, template, seed, n_rationales}]}}, the distinct
-  settings its rationales of the study's items record in ``generation_info`` (``_sources``)
+  training_method, generation: [{model, decoding, template, seed, demonstrations_hash,
+  template_text_hash, n_rationales}]}}, the distinct settings its rationales of the study's items
+  record in ``generation_info`` (``_sources``; the hashes: ``GENERATION_HASH_RULE``), so two
+  few-shot prompts with the same seed, or two custom templates, never read as one
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
 - ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
   with percentile bootstrap 95% intervals (Table 3)
@@ -63,11 +65,13 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   or gives ``{unavailable, read_from}`` when its bundle had no table, and ``by_utility`` is then None)
 - ``properties_model`` (when property annotations exist): log-odds with 95% intervals; with
   ``utility_from`` (the same shape) when the study has no utility of its own; ``outcome`` (unsure
-  counted as not useful), ``priors`` {fe_p, vcp_p}, and ``unsure_dropped``: the other reading of
+  counted as not useful), ``priors`` {fe_p, vcp_p}, ``interactions`` with ``interactions_rule``
+  and ``min_rationales`` {n, rule} (our cut-offs, ``PROPERTIES_*``), and ``unsure_dropped``: the other reading of
   "useful vs not" {outcome, n_rationales, fitted, formula, interactions, terms, ...} or why not fitted
 - ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat, and
   ``computed_with``: [{task_model, task_backend, method, prompt, imported_from, n_rationales}]), the
-  ``caveats`` of the rules used and the ``split``; plus ``<split>_sufficiency`` and
+  ``caveats`` of the rules used, ``spec_rule``: {y_hat_from, reading, sources_following,
+  sources_departing} (SPEC section 6 takes y_hat from the highlight) and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
@@ -75,7 +79,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   tasks_on_hold, answers_on_hold (submitted work sync held, counted once cleared), hold_rule (what
   holds work, with RL_SYNC_UNLISTED_GRACE_MINUTES), tasks_on_hold_by_reason (when any is held),
   tasks_rejected, answers_rejected, tasks_returned_with_completed_answers, answers_returned,
-  tasks_expired_with_completed_answers, answers_expired; attention_check_rule (what "failing" means);
+  tasks_expired_with_completed_answers, answers_expired, expiry_rule (what expires a task, with
+  RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES, or their rule when unset); attention_check_rule (what "failing" means);
   and (utility studies) other_readings: {without_tasks_failing_any_check,
   without_tasks_failing_every_check, approved_tasks_only: {rule, n_answers, answers_left_out,
   identical_to, n_units_scored, ties, utility_shares, task_accuracy, theils_u_..., agreement}}, the
@@ -86,6 +91,7 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import traceback
@@ -106,10 +112,12 @@ from annotations.selectors import (
     study_withdrawals_summary,
 )
 from annotations.selectors.platforms import assignments_on_hold
+from annotations.services.release import assignment_duration, first_answer_window
 from scoring import metrics
 from scoring.errors import ScoringError
 from scoring.metrics import pipeline
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from scoring.metrics.faithfulness import spec_rule as faithfulness_spec_rule
 from scoring.metrics.pipeline import Part
 from scoring.models import BundledUtility, ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
@@ -218,15 +226,47 @@ def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "") -> Par
     return Part(results, warnings, frame)
 
 
+# What early stopping changes (``_early_stopping``'s ``affects``): a decided unit keeps the answers
+# collected when it was decided, so each unit's majority correctness (utility, Figure 4's per-unit
+# accuracy, consistency) is what its full answers would have given, but every figure that reads the
+# answers themselves rests on fewer of them than the full design would collect. ``ties``: a decided
+# unit may be a tie on its answers (counted wrong) where its full answers would be wrong without one.
+EARLY_STOPPING_AFFECTS = {
+    Study.Kind.UTILITY: ["ties", "agreement", "agreement_by_item", "counted_answers.other_readings"],
+    Study.Kind.GENERALIZATION: [
+        "ties", "agreement", "agreement_by_item",
+        *(f"generalization.*.{key}" for key in ("ties_before", "ties_after", "n_answers_before", "n_answers_after",
+                                               "accuracy_before_per_answer", "accuracy_after_per_answer",
+                                               "delta_per_answer")),
+    ],
+}
+EARLY_STOPPING_UNCHANGED = {
+    Study.Kind.UTILITY: "the utility of every unit",
+    Study.Kind.GENERALIZATION: ("every unit's accuracy before and after by its majority (Figure 4's accuracy_before, "
+                                "accuracy_after and accuracy_delta) and the consistency of the answers"),
+}
+EARLY_STOPPING_FEWER = {
+    Study.Kind.UTILITY: ("agreement (Table 18) is computed on the answers collected, and so are the majority ties "
+                         "and the other readings of the counted answers (counted_answers.other_readings), which "
+                         "leave answers out of units that already have fewer"),
+    Study.Kind.GENERALIZATION: ("agreement (Table 18), the majority ties and Figure 4's per-answer reading "
+                                "(n_answers_*, accuracy_*_per_answer, delta_per_answer) are computed on the answers "
+                                "collected, so they differ from what the full design would give"),
+}
+
+
 def _early_stopping(study: Study) -> dict:
     """A study that stopped each unit once its result was decided (``Study.stop_when_decided``):
-    how many answers each unit got, what was saved, and that agreement reads the answers collected."""
+    how many answers each unit got, what was saved, which result keys rest on fewer answers than
+    the full design would collect (``affects``, ``EARLY_STOPPING_AFFECTS``) and a note that says so."""
     counted = claims_that_count(study=study).values_list("unit_id").annotate(n=Count("id")).order_by()
     per_unit = Counter(n for _unit, n in counted)
     units = Unit.objects.filter(study=study)
     per_unit[0] += units.count() - sum(per_unit.values())
     designed = units.count() * study.annotators_per_unit
     quotas = sum(units.values_list("quota", flat=True))
+    kind = study.kind if study.kind in EARLY_STOPPING_AFFECTS else Study.Kind.UTILITY
+    unchanged = EARLY_STOPPING_UNCHANGED[kind]
     return {
         "used": True,
         "answers_per_unit": {str(n): per_unit[n] for n in sorted(per_unit) if per_unit[n]},
@@ -234,10 +274,12 @@ def _early_stopping(study: Study) -> dict:
         "answers_collected": sum(n * k for n, k in per_unit.items()),
         "answers_designed": designed,
         "answers_saved": designed - quotas,
+        "affects": EARLY_STOPPING_AFFECTS[kind],
         "note": ("Each unit stopped collecting once no remaining answer could change whether its majority was "
-                 "right, before and after (a tie counts as wrong), so the utility of every unit is the one its "
+                 f"right, before and after (a tie counts as wrong), so {unchanged} is what its "
                  f"{study.annotators_per_unit} answers would have given; units have different numbers of answers, "
-                 "and agreement (Table 18) is computed on the answers collected."),
+                 f"and {EARLY_STOPPING_FEWER[kind]}. Figures resting on fewer answers: "
+                 f"{', '.join(EARLY_STOPPING_AFFECTS[kind])}."),
     }
 
 
@@ -554,19 +596,38 @@ def _property_marks(study: Study) -> tuple[pd.DataFrame, list[str], int] | None:
     return shares.gt(0.5).astype(int).reset_index(), prop_cols, int(shares.eq(0.5).sum().sum())
 
 
+# The properties model's cut-offs (ours: SPEC section 7 asks for "the properties and their
+# interactions as fixed effects" and names no sample size). Pairwise interactions are fitted only with
+# at least ``PROPERTIES_RATIONALES_PER_TERM`` rationales per fixed-effect term of the model with them
+# (intercept, the k varying properties and their k(k-1)/2 pairs); the model at all only with at least
+# ``PROPERTIES_MIN_RATIONALES`` rationales having both outcomes. Both are named in the results.
+PROPERTIES_RATIONALES_PER_TERM = 10
+PROPERTIES_MIN_RATIONALES = 10
+PROPERTIES_INTERACTIONS_RULE = (
+    f"pairwise interactions are fitted when there are at least {PROPERTIES_RATIONALES_PER_TERM} rationales per "
+    "fixed-effect term of the model with them (1 + k + k(k-1)/2 terms for k varying properties) and k >= 2; "
+    "otherwise main effects only. Our cut-off: SPEC section 7 asks for the properties and their interactions "
+    "and names no sample size")
+PROPERTIES_MIN_RATIONALES_RULE = (
+    f"the model is fitted only with at least {PROPERTIES_MIN_RATIONALES} rationales that have property "
+    "annotations and a utility, with both outcomes present. Our cut-off: SPEC section 7 names none")
+
+
 def _properties_formula(safe: dict[str, str], n_rationales: int) -> tuple[str, bool, list[str]]:
     """SPEC section 7 asks for the properties and their interactions. Pairwise interactions are
-    fitted when there are at least 10 rationales per fixed-effect term; with fewer the model would
-    be unidentifiable, so only main effects are fitted and the results say so."""
+    fitted when there are at least ``PROPERTIES_RATIONALES_PER_TERM`` rationales per fixed-effect
+    term (``PROPERTIES_INTERACTIONS_RULE``); with fewer the model would be unidentifiable, so only
+    main effects are fitted and the results say so."""
     k = len(safe)
     n_terms_with_interactions = 1 + k + k * (k - 1) // 2
-    if k >= 2 and n_rationales >= 10 * n_terms_with_interactions:
+    needed = PROPERTIES_RATIONALES_PER_TERM * n_terms_with_interactions
+    if k >= 2 and n_rationales >= needed:
         return "useful ~ (" + " + ".join(safe.values()) + ") ** 2", True, []
     warnings = []
     if k >= 2:
         warnings.append(
             f"Properties model: pairwise interactions not fitted ({n_rationales} rationales; "
-            f"{10 * n_terms_with_interactions} needed for the {n_terms_with_interactions} terms); main effects only."
+            f"{needed} needed for the {n_terms_with_interactions} terms); main effects only."
         )
     return "useful ~ " + (" + ".join(safe.values()) if safe else "1"), False, warnings
 
@@ -609,6 +670,8 @@ def _fit_properties(data: pd.DataFrame, prop_cols: list[str]) -> Part:
         "formula": (f"useful ~ ({fixed}) ** 2" if with_interactions else f"useful ~ {fixed}")
         + " + (1 | question) + (1 | source)",
         "interactions": with_interactions,
+        "interactions_rule": PROPERTIES_INTERACTIONS_RULE,
+        "min_rationales": {"n": PROPERTIES_MIN_RATIONALES, "rule": PROPERTIES_MIN_RATIONALES_RULE},
         "method": "statsmodels BinomialBayesMixedGLM, variational Bayes; intervals are mean +/- 1.96 posterior sd",
         "priors": {"fe_p": PROPERTIES_FE_PRIOR_SD, "vcp_p": PROPERTIES_VC_PRIOR_SD},
         "n_rationales": int(len(data)),
@@ -622,9 +685,10 @@ def _properties_unsure_dropped(data: pd.DataFrame, prop_cols: list[str]) -> tupl
     its formula, n and terms, or why it was not fitted."""
     sub = data.loc[data["utility"] != 0].assign(useful=lambda d: (d["utility"] == 1).astype(int))
     block = {"outcome": OUTCOME_UNSURE_DROPPED, "n_rationales": int(len(sub))}
-    if len(sub) < 10 or sub["useful"].nunique() < 2:
+    if len(sub) < PROPERTIES_MIN_RATIONALES or sub["useful"].nunique() < 2:
         return {**block, "fitted": False, "not_fitted": (
-            f"{len(sub)} rationales are useful or not useful (need at least 10, with both outcomes)")}, []
+            f"{len(sub)} rationales are useful or not useful (need at least {PROPERTIES_MIN_RATIONALES}, "
+            "with both outcomes)")}, []
     fitted = _fit_properties(sub, prop_cols)
     warnings = [w.replace("Properties model", "Properties model, unsure left out", 1) for w in fitted.warnings]
     model = fitted.results.get("properties_model")
@@ -656,10 +720,11 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
                              f"{borrowed['unavailable']}."])
         outcome = lookup[["item_id", "source_id", "utility"]]
     data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
-    if len(data) < 10 or data["utility"].nunique() < 2:
+    if len(data) < PROPERTIES_MIN_RATIONALES or data["utility"].nunique() < 2:
         return Part({}, [
             f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
-            "(need at least 10 with both useful and not-useful outcomes)."
+            f"(need at least {PROPERTIES_MIN_RATIONALES} with both useful and not-useful outcomes; our cut-off, "
+            "SPEC names none)."
         ])
     fitted = _fit_properties(data.assign(useful=(data["utility"] == 1).astype(int)), prop_cols)
     if "properties_model" in fitted.results:
@@ -749,6 +814,8 @@ def _faithfulness(study: Study) -> Part:
     rules_used = {rule for row in per_source.values() for rule in row["y_hat_from"]}
     split = study.split
     results = {"faithfulness": {"per_source": per_source, "split": split, "y_hat_from": sorted(rules_used),
+                                "spec_rule": faithfulness_spec_rule(
+                                    {name: row["y_hat_from"] for name, row in per_source.items()}),
                                 "caveats": metrics.faithfulness_caveats(rules_used)}}
     if len(rules_used) > 1:
         warnings.append(f"The {split} sufficiency and comprehensiveness over all sources mix y_hat rules "
@@ -914,6 +981,22 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> N
 # What each source's rationales were made with, read from their ``generation_info`` (the keys the
 # rationale job writes: ``studies.services.generation.rationales``): one row per distinct combination.
 GENERATION_KEYS = ("model", "decoding", "template", "seed")
+# What tells two prompts apart beyond those keys: the few-shot demonstrations (their keys, in the
+# prompt's order) and the template's own text (every source template is named "custom"). The rows
+# are grouped by them too, and each row records them as ``<key>_hash`` (``generation_hash``), so
+# two prompts made with the same seed and template name never read as one.
+GENERATION_HASHED_KEYS = ("demonstrations", "template_text")
+GENERATION_HASH_RULE = ("the first 12 hex digits of the SHA-256 of the value's canonical JSON (keys sorted, no spaces, "
+                        "UTF-8); None when the rationale does not record it")
+
+
+def generation_hash(value) -> str | None:
+    """``GENERATION_HASH_RULE``: a short, stable fingerprint of a stored demonstrations list or
+    template text (None when not recorded)."""
+    if value is None:
+        return None
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 def _study_sources(study: Study):
@@ -927,18 +1010,25 @@ def _study_sources(study: Study):
 def _sources(study: Study) -> dict:
     """``results["sources"]``: per source, what it is (kind, backend, model, the fine-tuning preset
     or method when it was trained here) and ``generation``, the distinct (model, decoding, template,
-    seed) its rationales of the study's items record in ``generation_info``, with how many
-    rationales each (one grouped query; no rationale text is read)."""
+    seed, demonstrations_hash, template_text_hash: ``GENERATION_HASHED_KEYS``) its rationales of the
+    study's items record in ``generation_info``, with how many rationales each (one grouped query;
+    no rationale text is read)."""
     sources = list(_study_sources(study))
     items = (Q(item__in=study.items.all()) | Q(item__in=Unit.objects.filter(study=study).values("item_id"))
              | Q(item__in=UnitScore.objects.filter(study=study).values("item_id")))
+    keys = (*GENERATION_KEYS, *GENERATION_HASHED_KEYS)
     rows = (Rationale.objects.filter(items, source__in=[s.pk for s in sources])
-            .values("source_id", *(f"generation_info__{key}" for key in GENERATION_KEYS))
+            .values("source_id", *(f"generation_info__{key}" for key in keys))
             .annotate(n=Count("id")).order_by())
-    generation: dict[int, list] = {}
+    combos: dict[int, dict[str, dict]] = {}
     for row in rows:
-        generation.setdefault(row["source_id"], []).append(
-            {**{key: row[f"generation_info__{key}"] for key in GENERATION_KEYS}, "n_rationales": row["n"]})
+        combo = ({key: row[f"generation_info__{key}"] for key in GENERATION_KEYS}
+                 | {f"{key}_hash": generation_hash(row[f"generation_info__{key}"]) for key in GENERATION_HASHED_KEYS})
+        # rows the database told apart by a JSON spelling alone (key order) hash the same: one row
+        same = combos.setdefault(row["source_id"], {}).setdefault(json.dumps(combo, sort_keys=True, default=str),
+                                                                  {**combo, "n_rationales": 0})
+        same["n_rationales"] += row["n"]
+    generation = {source_id: list(counted.values()) for source_id, counted in combos.items()}
     out = {}
     for source in sources:
         training = source.training or {}
@@ -1024,6 +1114,24 @@ def hold_rule() -> str:
             "old (RL_SYNC_UNLISTED_GRACE_MINUTES): younger work counts until a sync after that")
 
 
+def expiry_rule(study: Study) -> str:
+    """What makes a task expire, its completed answers then left out (``answers_expired``), with the
+    settings it depends on as this installation has them (``annotations.services.release``): said
+    in the results beside the count of expired work. An unset setting is described by its rule."""
+    task = settings.RL_ASSIGNMENT_MINUTES
+    first = settings.RL_FIRST_ANSWER_MINUTES
+    task_text = (f"{float(task):g} minutes (RL_ASSIGNMENT_MINUTES)" if task else
+                 "four times the study's estimated minutes per task, at least 30 minutes (RL_ASSIGNMENT_MINUTES unset)")
+    first_text = (f"{float(first):g} minutes (RL_FIRST_ANSWER_MINUTES)" if first else
+                  "the study's estimated minutes per task, at least 10 minutes (RL_FIRST_ANSWER_MINUTES unset)")
+    return (f"a task expires when it is not submitted within its time, {task_text}, or gets no first answer within "
+            f"{first_text}, never longer than the task's time; for this study "
+            f"(estimated {float(study.estimated_minutes_per_task):g} minutes per task) that is "
+            f"{assignment_duration(study).total_seconds() / 60:g} and "
+            f"{first_answer_window(study).total_seconds() / 60:g} minutes as the settings stand now. An expired "
+            "task's completed answers are left out of the figures")
+
+
 FAILED_ANY = ("a task failed its attention checks when any one of them was answered wrong (the rule "
               "tasks_failing_an_attention_check counts)")
 FAILED_EVERY = "a task failed its attention checks when every one of them was answered wrong (a task without any stays)"
@@ -1083,7 +1191,7 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
     block = {"rule": COUNTED, "tasks_approved": int(tasks.get(Assignment.Status.APPROVED, 0)),
              "tasks_not_reviewed": unreviewed, "tasks_failing_an_attention_check": failing,
              "tasks_on_hold": n_held, "answers_on_hold": _task_answers(held) if n_held else 0,
-             "hold_rule": hold_rule(),
+             "hold_rule": hold_rule(), "expiry_rule": expiry_rule(study),
              "tasks_rejected": (n_rejected := rejected.count()),
              "answers_rejected": _task_answers(rejected) if n_rejected else 0,
              "attention_check_rule": FAILED_ANY}

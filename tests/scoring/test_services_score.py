@@ -15,6 +15,7 @@ from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
 from scoring.services.results_folder import bootstrap_note
+from scoring.services.score import generation_hash
 from studies.models import GeneralizationQuestion, GenUPrediction, Study
 from tests.factories import (
     GeneralizationQuestionFactory,
@@ -841,13 +842,17 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
 
     sources = run.results["sources"]
     combo = {k: made[k] for k in ("model", "decoding", "template")}
+    # What a seed and a template name do not tell apart: the demonstrations and the template's text.
+    hashes = {"demonstrations_hash": None, "template_text_hash": generation_hash("explain {question}")}
     assert sources["t5-lm"] == {
         "kind": "lm", "backend": "seq2seq", "model_name_or_path": "/models/t5", "training_preset": "paper",
         "training_mode": "rationalizer", "training_method": None,
-        "generation": [{**combo, "seed": 0, "n_rationales": 3}, {**combo, "seed": 1, "n_rationales": 1}]}
+        "generation": [{**combo, "seed": 0, **hashes, "n_rationales": 3},
+                       {**combo, "seed": 1, **hashes, "n_rationales": 1}]}
     assert set(sources) == {"t5-lm", "good-lm"}  # good-lm: a unit's source, though not in the design
     assert sources["good-lm"]["generation"] == [
-        {"model": None, "decoding": None, "template": None, "seed": None, "n_rationales": 4}]
+        {"model": None, "decoding": None, "template": None, "seed": None, "demonstrations_hash": None,
+         "template_text_hash": None, "n_rationales": 4}]
     reads = [q["sql"] for q in queries.captured_queries if "generation_info" in q["sql"]]
     assert len(reads) == 1 and "GROUP BY" in reads[0] and '"text"' not in reads[0]
     notes = utility_section(run.results).notes
