@@ -18,6 +18,7 @@ from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
+from scoring.services.genu import answerer_text
 from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
 from scoring.similarity import FIGURES_STATED_IN, MODEL_STATED_IN, figure_stated_in
 from studies.models import RationaleSource
@@ -431,10 +432,9 @@ def gen_u_method_notes(gen_u: dict) -> list[str]:
         notes.append(f"Answers that did not parse are left out of the mode, not counted as wrong: {counts}.")
     answerers = gen_u.get("answerers") or {}
     if answerers:
-        roles = "; ".join(
-            f"{role} " + ", ".join(f"{e.get('model')} (fine-tuning preset: {e.get('fine_tuning_preset') or 'not recorded'})"
-                                   for e in entries)
-            for role, entries in sorted(answerers.items()))
+        # Each answerer as results.json's method names it: base model, what of its preset the paper
+        # states, and the backend, prompt template and decoding its job recorded.
+        roles = "; ".join(answerer_text(role, e) for role, entries in sorted(answerers.items()) for e in entries)
         notes.append(f"Answerers: {roles}.")
         by_path = [f"{role} {e.get('model')}" for role, entries in sorted(answerers.items()) for e in entries
                    if e.get("matched_by") == "model path"]

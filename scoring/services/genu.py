@@ -3,14 +3,17 @@ Gen-U per (item, source) with the one definition (:mod:`studies.lm.genu`) and st
 computed on (SPEC section 4)."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 from django.db.models import Q
 
 from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
-from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
+from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
 from studies.selectors import sources_for_user
+from studies.services.generation.genu import ANSWERING_KEY, ROLES
 
 # Which generalization questions a published figure counts, Gen-U and Figure 4 alike: the ones not
 # marked invalid when the study is scored. A question's validation may change after a study using it
@@ -87,6 +90,46 @@ def _answerer_keys(group: pd.DataFrame) -> list[tuple[str, int | None]]:
     return sorted(keys, key=lambda k: (k[0], k[1] is None, k[1] or 0))
 
 
+# What an answerer entry says where its Gen-U job did not record how it answered (jobs run before
+# the record, imported predictions, a source matched by model path or not readable).
+NOT_RECORDED = "not recorded"
+# How each fine-tuning setting the paper may state is named in the report (``training["from_paper"]``).
+FROM_PAPER_NAMES = {"base_model_in_paper": "the base model", "n_shot": "the number of training examples",
+                    "epochs": "the epochs"}
+
+
+def answering_recorded(*, role_code: str, answerer_id: int, source_ids) -> list[dict]:
+    """The distinct settings (backend, template, decoding) that the Gen-U jobs of ``source_ids``
+    with ``answerer_id`` as ``role_code`` ("I" or "IR") recorded answering with (the job's
+    ``params["answering"]``, :func:`studies.services.generation.genu.answerer_settings`); empty when
+    none recorded them."""
+    key = ROLES.get(role_code)
+    if key is None:
+        return []
+    jobs = GenerationJob.objects.filter(kind=GenerationJob.Kind.GENU_ANSWERS, source_id__in=list(source_ids),
+                                        **{f"params__{key}": answerer_id}).order_by("pk")
+    found: list[dict] = []
+    for params in jobs.values_list("params", flat=True):
+        for entry in ((params or {}).get(ANSWERING_KEY) or {}).get(role_code) or []:
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
+def _answering_fields(recorded: list[dict]) -> dict:
+    """An answerer entry's ``backend``, ``template`` (with ``template_origin``) and ``decoding``:
+    the one recorded, a list where the jobs recorded several, ``NOT_RECORDED`` where none did."""
+    out = {}
+    for name in ("backend", "template", "template_origin", "decoding"):
+        values = []
+        for entry in recorded:
+            if entry.get(name) not in values:
+                values.append(entry.get(name))
+        out[name] = NOT_RECORDED if not values else values[0] if len(values) == 1 else values
+    out["answering"] = recorded
+    return out
+
+
 def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str], *, reader) -> None:
     """What the Gen-U figures were computed on: the question filter, the tie rule and the
     answerers with their fine-tuning settings. A prediction that records the source that answered
@@ -102,6 +145,7 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
     warnings.extend(question_warnings)
     results_gen_u["tie_rule"] = genu_rule.TIE_RULE_TEXT
     readable = answerer_sources_readable(reader)
+    rationale_sources = {int(s) for s in preds["source_id"].unique()}
     answerers: dict[str, list] = {}
     for code, group in preds.groupby("answerer"):
         entries = []
@@ -112,19 +156,66 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
                 source = readable.filter(model_name_or_path=model).exclude(training={}).order_by("-pk").first()
             training = (source.training if source else {}) or {}
             data = training.get("data") or {}
+            # How it answered (backend, prompt template, decoding): as its Gen-U jobs recorded, only for
+            # the source the predictions name and the reader may read.
+            recorded = (answering_recorded(role_code=str(code), answerer_id=source_id, source_ids=rationale_sources)
+                        if source_id is not None and source is not None else [])
             entries.append({"model": model, "matched_by": BY_MODEL_PATH if source_id is None else BY_ANSWERER_SOURCE,
                             "fine_tuning_preset": training.get("preset"), "overrides": training.get("overrides"),
-                            "trained_on": data or None, "training": training})
+                            "base_model": training.get("base_model"),
+                            "base_model_in_paper": training.get("base_model_in_paper"),
+                            "from_paper": training.get("from_paper"),
+                            "trained_on": data or None, "training": training, **_answering_fields(recorded)})
         answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
     results_gen_u["answerers"] = answerers
     results_gen_u["method"] = gen_u_method_text(results_gen_u)
 
 
+def _decoding_text(decoding) -> str:
+    if not isinstance(decoding, dict):
+        return str(decoding)
+    if decoding.get("do_sample"):
+        text = (f"sampling (temperature {decoding.get('temperature')}, top_p {decoding.get('top_p')}, "
+                f"seed {decoding.get('seed')})")
+    else:
+        text = "greedy"
+    text += f", max_new_tokens {decoding.get('max_new_tokens')}"
+    if decoding.get("stop"):
+        text += f", stop at {json.dumps(decoding['stop'])}"
+    return text
+
+
+def _answering_text(entry: dict) -> str:
+    """How an answerer answered: backend, prompt template (and whose it is) and decoding, as its
+    Gen-U jobs recorded them; "not recorded" for jobs from before the record."""
+    recorded = entry.get("answering") or []
+    if not recorded:
+        return f"backend, prompt template and decoding {NOT_RECORDED}"
+    texts = [f"backend {r.get('backend')}, prompt template {r.get('template')} ({r.get('template_origin')}), "
+             f"decoding {_decoding_text(r.get('decoding'))}" for r in recorded]
+    return texts[0] if len(texts) == 1 else "answered in several ways: " + " | ".join(texts)
+
+
+def _paper_text(entry: dict) -> str:
+    """What of the answerer's fine-tuning the paper states (SPEC section 4: two T5-base models on
+    StrategyQA, nothing more) and what is ours: the preset's name is not a claim that it is the paper's."""
+    base, in_paper = entry.get("base_model"), entry.get("base_model_in_paper")
+    stated = [FROM_PAPER_NAMES.get(k, k) for k in (entry.get("from_paper") or [])]
+    if not stated:
+        return "none of its settings is stated by the paper"
+    text = f"of its settings the paper states only {', '.join(stated)}"
+    if in_paper:
+        text += f" ({in_paper})" if not base or base == in_paper else f" ({in_paper}, not this answerer's {base})"
+    return text + "; the others are ours or FEB's script's"
+
+
 def _answerer_text(role: str, entry: dict) -> str:
     preset = entry.get("fine_tuning_preset")
-    text = f"{role} {entry.get('model')} (" + (f"preset {preset}" if preset else "training not recorded")
+    base = entry.get("base_model")
+    text = f"{role} {entry.get('model')} (base {base or NOT_RECORDED}; "
+    text += f"fine-tuning preset {preset}: {_paper_text(entry)}" if preset else "training not recorded"
     if entry.get("overrides"):
-        text += f", overridden: {', '.join(entry['overrides'])}"
+        text += f"; overridden: {', '.join(entry['overrides'])}"
     data = entry.get("trained_on") or {}
     if data:
         text += f"; trained on {data.get('dataset')} {data.get('split')}"
@@ -132,7 +223,7 @@ def _answerer_text(role: str, entry: dict) -> str:
             text += f" with {data.get('rationales') or 'no rationales'}"
         if data.get("generalization_questions"):
             text += f" and {data['generalization_questions']} generalization questions"
-    return text + ")"
+    return text + f"; {_answering_text(entry)})"
 
 
 def gen_u_method_text(gen_u: dict) -> str:
@@ -200,3 +291,7 @@ def _theils_u_by_tie_rule(frame: pd.DataFrame, scored: pd.DataFrame) -> dict:
     untied = units.loc[~units["tied"].astype(bool)]
     out[genu_rule.TIES_LEFT_OUT] = pipeline.theils_u_utility_given(untied, f"gen_u_{genu_rule.TIE_RULE}")
     return out
+
+
+# The public name, for the report (scoring.reports.sections.gen_u_method_notes).
+answerer_text = _answerer_text

@@ -196,9 +196,12 @@ def test_gen_u_leaves_unparseable_answers_out_and_states_its_method(utility_stud
     assert gen_u["question_filter"] == "validated questions only" and gen_u["n_questions_unvalidated"] == 0
     assert "lowest score" in gen_u["tie_rule"]
     # These predictions record no answerer source (as those written before it was): read by model path.
-    assert gen_u["answerers"]["F^I"] == [{"model": "t5-base-I", "matched_by": "model path",
-                                          "fine_tuning_preset": "paper", "overrides": None,
-                                          "trained_on": None, "training": {"preset": "paper", "epochs": 25}}]
+    (answerer,) = gen_u["answerers"]["F^I"]
+    assert {k: answerer[k] for k in ("model", "matched_by", "fine_tuning_preset", "overrides", "trained_on",
+                                     "training")} == {
+        "model": "t5-base-I", "matched_by": "model path", "fine_tuning_preset": "paper", "overrides": None,
+        "trained_on": None, "training": {"preset": "paper", "epochs": 25}}
+    assert answerer["template"] == answerer["decoding"] == "not recorded"  # predictions of no recorded job
     assert gen_u["answerers"]["F^IR"][0]["fine_tuning_preset"] is None
     assert any("left out of Gen-U because an answerer's output did not parse" in w for w in run.results["warnings"])
     # The report states the same next to the Gen-U shares.
@@ -207,8 +210,12 @@ def test_gen_u_leaves_unparseable_answers_out_and_states_its_method(utility_stud
     notes = " ".join(next(s for s in report_sections(run) if s.key == "gen_u").notes)
     assert "Questions: validated questions only (5 validated, 0 unvalidated; 2 counted). Tie rule: A tie" in notes
     assert "not counted as wrong: good-lm 3 questions (3 F^I, 0 F^IR answers)." in notes
-    assert ("Answerers: F^I t5-base-I (fine-tuning preset: paper); "
-            "F^IR t5-base-IR (fine-tuning preset: not recorded).") in notes
+    # The answerers as results.json's method names them (the report's text is the scoring service's).
+    from scoring.services.genu import answerer_text
+    answerers = run.results["gen_u"]["answerers"]
+    assert (f"Answerers: {answerer_text('F^I', answerers['F^I'][0])}; "
+            f"{answerer_text('F^IR', answerers['F^IR'][0])}.") in notes
+    assert "F^I t5-base-I (base" in notes and "fine-tuning preset paper:" in notes
 
 
 def test_gen_u_on_unvalidated_questions_is_stated(utility_study):
@@ -645,10 +652,13 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
     assert fir["fine_tuning_preset"] == "paper-answerers" and fir["overrides"] == []
     assert fir["trained_on"]["rationales"] == f"gold rationales of {dataset} train"
     assert fir["trained_on"]["generalization_questions"] == 0
+    preset = ("base t5-base; fine-tuning preset paper-answerers: of its settings the paper states only the base "
+              "model (t5-base); the others are ours or FEB's script's")
+    unrecorded = "backend, prompt template and decoding not recorded"
     assert gen_u["method"] == (
-        f"Gen-U on validated questions only; ties to the lowest score; F^I ckpt-I (preset paper-answerers; trained "
-        f"on {dataset} train); F^IR ckpt-IR (preset paper-answerers; trained on {dataset} train with gold "
-        f"rationales of {dataset} train)")
+        f"Gen-U on validated questions only; ties to the lowest score; F^I ckpt-I ({preset}; trained "
+        f"on {dataset} train; {unrecorded}); F^IR ckpt-IR ({preset}; trained on {dataset} train with gold "
+        f"rationales of {dataset} train; {unrecorded})")
     sections = {s.key: s for s in report_sections(run)}
     assert f"F^IR was trained on: F^IR ckpt-IR: gold rationales of {dataset} train (0 generalization questions)." in (
         sections["gen_u"].notes)
@@ -662,7 +672,7 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
 
     written = {p.name: p for p in score_run_export(run=run, out_dir=tmp_path)}
     assert {row["note"] for row in csv.DictReader(written["gen_u_shares.csv"].open(encoding="utf-8"))} == {
-        gen_u["method"]}
+        f"{gen_u['method']}. {bootstrap_note(run.results)}"}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,7 +10,9 @@ the same :func:`genu_questions` and :func:`genu_answer` and stores the predictio
 Answerers are rationale sources of any backend (seq2seq with FEB's answer-given-the-explanation
 template for F^IR and our plain answer template for F^I, causal or
 OpenAI-compatible with ``Question: / Choices: [/ Explanation:] / Answer:`` prompts), all through
-the one backend interface.
+the one backend interface. The job records in its params (``answering``, per role) the backend,
+template and decoding each answerer used (:func:`answerer_settings`): scoring names them beside
+every Gen-U figure.
 
 The ``genu_answers`` job's handler lives here too: F^I and F^IR answer the generalization questions of
 the items that have a rationale from the source; one stored prediction per (question, source, answerer),
@@ -75,6 +77,44 @@ def genu_questions(*, item_ids, only_valid: bool = True) -> QuerySet[Generalizat
     return qs
 
 
+# The prompt template each answerer backend and role uses (a function of :mod:`studies.lm.templates`),
+# and where it comes from. SPEC states FEB's T5 answer-given-the-explanation template (section 8,
+# "F^IR style") and no template for F^I nor any causal answerer: those are our choice.
+TEMPLATES = {
+    (True, "I"): "t5_answer_input",
+    (True, "IR"): "t5_answer_with_rationale_input",
+    (False, "I"): "causal_answer_input",
+    (False, "IR"): "causal_answer_with_rationale_input",
+}
+TEMPLATE_ORIGINS = {
+    "t5_answer_input": "ours (SPEC states no prompt template for F^I)",
+    "t5_answer_with_rationale_input": "FEB's answer-given-the-explanation template (SPEC section 8)",
+    "causal_answer_input": "ours (SPEC states no prompt template for F^I)",
+    "causal_answer_with_rationale_input": "ours (SPEC states no causal template for F^IR)",
+}
+# The key of a Gen-U job's params that records, per answerer role ("I", "IR"), each distinct
+# (backend, template, decoding) the job answered with (:func:`answerer_settings`). The job writes
+# it as it runs; a caller may not give it (not in ``params_accepted``).
+ANSWERING_KEY = "answering"
+
+
+def answerer_settings(answerer: RationaleSource, role: str) -> dict:
+    """How ``answerer`` answers as ``role`` ("I" or "IR"): its ``backend``, the prompt ``template``
+    (a :mod:`studies.lm.templates` function name) with ``template_origin``, and the ``decoding``
+    actually used: :data:`ANSWER_DECODING` (greedy, 8 new tokens; ours) under the source's own
+    ``decoding`` settings, with a stop at the first newline for causal and OpenAI-compatible
+    answerers that set no stop. Every Gen-U figure depends on these, so the job records them."""
+    if role not in ROLES:
+        raise ValueError(f"role must be 'I' or 'IR', not {role!r}")
+    seq2seq = answerer.backend == "seq2seq"
+    decoding = decoding_from(answerer.decoding, **ANSWER_DECODING.as_json())
+    if not seq2seq and not decoding.stop:
+        decoding.stop = ["\n"]
+    template = TEMPLATES[(seq2seq, role)]
+    return {"backend": answerer.backend, "template": template, "template_origin": TEMPLATE_ORIGINS[template],
+            "decoding": decoding.as_json()}
+
+
 def genu_answerer_check(source: RationaleSource | None, role: str) -> RationaleSource:
     """``source`` if it can answer as F^I (``role`` "I") or F^IR ("IR"); else a GenerationError."""
     label = "answerer_i (F^I)" if role == "I" else "answerer_ir (F^IR)"
@@ -108,14 +148,13 @@ def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: Ration
         return []
     pitems = [yes_no_prompt_item(q.text, dataset=q.item.dataset.name, answer=q.answer) for q in questions]
     seq2seq = answerer.backend == "seq2seq"
+    settings = answerer_settings(answerer, role)
+    make = getattr(templates, settings["template"])
     if role == "I":
-        prompts = [(templates.t5_answer_input if seq2seq else templates.causal_answer_input)(p) for p in pitems]
+        prompts = [make(p) for p in pitems]
     else:
-        make = templates.t5_answer_with_rationale_input if seq2seq else templates.causal_answer_with_rationale_input
         prompts = [make(p, r) for p, r in zip(pitems, rationales, strict=True)]
-    decoding = decoding_from(answerer.decoding, **ANSWER_DECODING.as_json())
-    if not seq2seq and not decoding.stop:
-        decoding.stop = ["\n"]
+    decoding = decoding_from(settings["decoding"])
     parse = parse_t5_answer if seq2seq else parse_causal_answer
     outputs = source_backend(answerer).generate(prompts, decoding)
     answers = []
@@ -196,6 +235,23 @@ def genu_score(*, pairs: Sequence[tuple[Item, str]], answerer_i: RationaleSource
                       question_filter=QUESTION_FILTERS[bool(only_valid)])
 
 
+@dataclass
+class GenUBatchOutput(BatchOutput):
+    """A Gen-U batch's output and, per answerer role, how it answered (:func:`answerer_settings`)."""
+
+    answering: dict[str, dict] = field(default_factory=dict)
+
+
+def record_answering(params: dict, answering: dict[str, dict], roles) -> dict:
+    """``params`` with each of ``roles``' settings from ``answering`` added to
+    ``params[ANSWERING_KEY][role]`` (a list of the distinct settings the job answered with)."""
+    recorded = {role: list(entries) for role, entries in (params.get(ANSWERING_KEY) or {}).items()}
+    for role in sorted(roles):
+        if role in answering and answering[role] not in recorded.setdefault(role, []):
+            recorded[role].append(answering[role])
+    return {**params, ANSWERING_KEY: recorded} if recorded else params
+
+
 class GenUHandler(ItemHandler):
     kind = GenerationJob.Kind.GENU_ANSWERS
     params_accepted = frozenset({"answerer_i", "answerer_ir", "only_valid"})
@@ -241,10 +297,11 @@ class GenUHandler(ItemHandler):
         have = set(GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
                    .values_list("generalization_question_id", "answerer"))
         by_id = {q.pk: q for q in questions}
-        out = BatchOutput(units=len(item_ids))
+        out = GenUBatchOutput(units=len(item_ids))
         for role, key in ROLES.items():
             answerer = RationaleSource.objects.get(pk=job.params[key])
             todo = [q for q in questions if (q.pk, role) not in have]
+            out.answering[role] = answerer_settings(answerer, role)
             answers = genu_answer(questions=todo, answerer=answerer, role=role,
                                   rationales=[rationales[q.item_id] for q in todo] if role == "IR" else ())
             for answer in answers:
@@ -283,3 +340,6 @@ class GenUHandler(ItemHandler):
                                    for item_id in sorted(refused))
         GenUPrediction.objects.bulk_create(new)
         store_failures(job, output.failures)
+        # How the stored predictions were answered: the job's own record (run_batch saves its params).
+        answering = getattr(output, "answering", {})
+        job.params = record_answering(job.params, answering, {p.answerer for p in new})

@@ -1,0 +1,128 @@
+"""Every Gen-U figure depends on how the answerers answered: their backend, prompt template and
+decoding (greedy, 8 new tokens and, for causal answerers, a stop at the newline, under the source's
+own ``decoding``). The Gen-U job records them in its params (``answering``, per role) and scoring
+names them beside the figure; older jobs read "not recorded". The answerers' fine-tuning is named by
+its base model and what the paper states of it (SPEC section 4: the base model only), never as
+"the paper's" setup beyond that."""
+from __future__ import annotations
+
+import pytest
+
+from scoring.services import study_score
+from studies.models import GenerationJob, GenUPrediction
+from studies.services import generation
+from studies.services.generation import finetune
+from studies.services.generation.common import GenerationError
+from studies.services.questions import generalization_questions_set_validation
+from tests.factories import GeneralizationQuestionFactory, RationaleSourceFactory
+from tests.studies.lm.openai_server import OpenAIServer, completion
+
+from .test_services_score import collect, make_unit
+
+pytestmark = pytest.mark.django_db
+
+
+def _training(mode: str, dataset, base_model: str = "t5-base") -> dict:
+    """What a checkpoint fine-tuned with the ``paper-answerers`` preset records (finetune.RECORDED)."""
+    preset = finetune.PRESETS["paper-answerers"]
+    return {**preset["all"], "preset": "paper-answerers", "overrides": [], "mode": mode, "base_model": base_model,
+            "from_paper": list(preset["from_paper"]),
+            "data": {"dataset": dataset.name, "split": "train", "generalization_questions": 0}}
+
+
+def _study_with_question(utility_study):
+    study, items, good, _ = utility_study
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)
+    question = GeneralizationQuestionFactory(item=items[0], text="q?", answer="yes")
+    generalization_questions_set_validation(questions=[question], status="valid")
+    return study, items, good, question
+
+
+def _answerers(study, url, *, ir_decoding=None, ir_base="t5-base"):
+    fi = RationaleSourceFactory(name="ans-I", kind="lm", backend="openai", model_name_or_path="ckpt-I",
+                                endpoint_url=url, decoding={"backoff_s": 0.01, "concurrency": 1},
+                                training=_training("answer_i", study.dataset))
+    fir = RationaleSourceFactory(name="ans-IR", kind="lm", backend="openai", model_name_or_path="ckpt-IR",
+                                 endpoint_url=url, decoding={"backoff_s": 0.01, "concurrency": 1, **(ir_decoding or {})},
+                                 training=_training("answer_ir", study.dataset, base_model=ir_base))
+    return fi, fir
+
+
+def _run_genu(source, items, fi, fir):
+    job = generation.generation_job_run(job_id=generation.generation_job_create(
+        kind="genu_answers", source=source, item_ids=[i.pk for i in items], user=None, enqueue=False,
+        params={"answerer_i": fi.pk, "answerer_ir": fir.pk}).pk)
+    assert job.status == "done", job.error
+    return job
+
+
+def test_the_genu_job_records_each_answerers_backend_template_and_decoding(utility_study):
+    study, items, good, _ = _study_with_question(utility_study)
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        fi, fir = _answerers(study, server.url, ir_decoding={"max_new_tokens": 3})
+        job = _run_genu(good, items, fi, fir)
+
+    answering = job.params["answering"]
+    [i], [ir] = answering["I"], answering["IR"]
+    assert (i["backend"], i["template"]) == ("openai", "causal_answer_input")
+    assert "SPEC states no prompt template for F^I" in i["template_origin"]
+    assert (i["decoding"]["do_sample"], i["decoding"]["max_new_tokens"], i["decoding"]["stop"]) == (False, 8, ["\n"])
+    assert ir["template"] == "causal_answer_with_rationale_input"
+    assert ir["decoding"]["max_new_tokens"] == 3  # the answerer source's own decoding, as used
+    # Written by the job as it runs: a caller may not give it.
+    with pytest.raises(GenerationError, match="params.answering"):
+        generation.generation_job_create(kind="genu_answers", source=good, item_ids=[items[0].pk], user=None,
+                                         enqueue=False, params={"answerer_i": fi.pk, "answerer_ir": fir.pk,
+                                                                "answering": {}})
+
+
+def test_gen_u_results_and_report_name_the_recorded_backend_template_and_decoding(utility_study):
+    study, items, good, _ = _study_with_question(utility_study)
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        fi, fir = _answerers(study, server.url)
+        _run_genu(good, items, fi, fir)
+
+    gen_u = study_score(study=study, similarity=False).results["gen_u"]
+
+    [efi], [efir] = gen_u["answerers"]["F^I"], gen_u["answerers"]["F^IR"]
+    assert (efi["backend"], efi["template"]) == ("openai", "causal_answer_input")
+    assert efi["decoding"]["max_new_tokens"] == 8 and efi["decoding"]["stop"] == ["\n"]
+    assert efir["template"] == "causal_answer_with_rationale_input"
+    method = gen_u["method"]
+    assert ("F^I ckpt-I (base t5-base; " in method and "backend openai, prompt template causal_answer_input (ours "
+            "(SPEC states no prompt template for F^I)), decoding greedy, max_new_tokens 8, stop at [\"\\n\"]" in method)
+
+
+def test_predictions_of_jobs_that_recorded_no_settings_read_not_recorded(utility_study):
+    study, items, good, question = _study_with_question(utility_study)
+    fi = RationaleSourceFactory(name="old-I", kind="lm", backend="seq2seq", model_name_or_path="old-I")
+    for role in ("I", "IR"):
+        GenUPrediction.objects.create(generalization_question=question, rationale_source=good, answerer=role,
+                                      answerer_source=fi, answerer_model="old-I", predicted_answer="yes",
+                                      correct=True)
+    GenerationJob.objects.create(kind=GenerationJob.Kind.GENU_ANSWERS, source=good,
+                                 params={"answerer_i": fi.pk, "answerer_ir": fi.pk})  # from before the record
+
+    gen_u = study_score(study=study, similarity=False).results["gen_u"]
+
+    [entry] = gen_u["answerers"]["F^I"]
+    assert (entry["backend"], entry["template"], entry["decoding"]) == ("not recorded",) * 3
+    assert "backend, prompt template and decoding not recorded" in gen_u["method"]
+
+
+def test_the_answerers_are_named_by_base_model_and_only_the_base_model_is_the_papers(utility_study):
+    study, items, good, _ = _study_with_question(utility_study)
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        fi, fir = _answerers(study, server.url, ir_base="t5-small")
+        _run_genu(good, items, fi, fir)
+
+    gen_u = study_score(study=study, similarity=False).results["gen_u"]
+
+    method = gen_u["method"]
+    [efir] = gen_u["answerers"]["F^IR"]
+    assert efir["fine_tuning_preset"] == "paper-answerers"  # the key stays; the text says what it is
+    assert "F^I ckpt-I (base t5-base; fine-tuning preset paper-answerers: of its settings the paper states " \
+           "only the base model (t5-base); the others are ours or FEB's script's" in method
+    # An answerer fine-tuned from another base does not read as the paper's.
+    assert "F^IR ckpt-IR (base t5-small; " in method
+    assert "the paper states only the base model (t5-base, not this answerer's t5-small)" in method
