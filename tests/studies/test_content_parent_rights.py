@@ -13,6 +13,7 @@ from studies.models import Dataset, GeneralizationQuestion, Item, Rationale, Rat
 from studies.services.content import ContentChangeRefused, content_row_save
 from studies.services.importers import items_import_table, rationales_import
 from studies.services.studies import study_create
+from tests.admin_forms import admin_form_data
 from tests.cockpit.conftest import staff_client
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
 from tests.studies.helpers import write_jsonl
@@ -63,12 +64,7 @@ def _form_data(client: Client, model, **values) -> dict:
     """What the add page's form sends, with ``values`` set."""
     page = client.get(_add_url(model))
     assert page.status_code == 200
-    data = {}
-    for field in page.context["adminform"].form:
-        value = field.value()
-        data[field.html_name] = "" if value is None else value
-        if field.field.show_hidden_initial:
-            data[field.html_initial_name] = data[field.html_name]
+    data = admin_form_data(page)
     data.update(values)
     return data
 

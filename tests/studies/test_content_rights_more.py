@@ -16,6 +16,7 @@ from scoring.services import study_score
 from studies.models import Dataset, GeneralizationQuestion, GenUPrediction, Study
 from studies.services.content import ContentNotYours
 from studies.services.questions import generalization_questions_set_validation
+from tests.admin_forms import admin_form_data
 from tests.annotations.factories import make_study
 from tests.factories import DatasetFactory, GeneralizationQuestionFactory, RationaleSourceFactory, staff
 from tests.work import open_utility_study, work
@@ -53,13 +54,7 @@ def _form_data(client: Client, obj) -> dict:
     hidden initial values a browser sends for fields with a callable default."""
     page = client.get(_change_url(obj))
     assert page.status_code == 200
-    data = {}
-    for field in page.context["adminform"].form:
-        value = field.value()
-        data[field.html_name] = "" if value is None else value
-        if field.field.show_hidden_initial:
-            data[field.html_initial_name] = data[field.html_name]
-    return data
+    return admin_form_data(page)
 
 
 def _predict(question, source, answerer, correct):
