@@ -344,11 +344,23 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, C
 # --- blocks --------------------------------------------------------------------------------------
 def blocks_covering(*, study: Study) -> QuerySet[WorkerBlock]:
     """The blocks that refuse workers in ``study``: made on it, made by its owner (a
-    researcher's block covers the studies they own), or everywhere (a superuser's)."""
+    researcher's block covers the studies they own), or everywhere (a superuser's). The same rule
+    read from a block: ``studies_covered_by``."""
     covers = Q(study_id=study.pk) | Q(everywhere=True)
     if study.owner_id is not None:
         covers |= Q(researcher_id=study.owner_id)
     return WorkerBlock.objects.filter(covers)
+
+
+def studies_covered_by(block: WorkerBlock) -> Q:
+    """The rule of ``blocks_covering`` read the other way, as a condition on a row's ``study``: the
+    studies ``block`` covers (its study, the studies its researcher owns, or every study)."""
+    if block.everywhere:
+        return Q()
+    covered = Q(study_id=block.study_id)
+    if block.researcher_id is not None:
+        covered |= Q(study__owner_id=block.researcher_id)
+    return covered
 
 
 def participant_blocked(*, participant, study: Study) -> bool:

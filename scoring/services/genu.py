@@ -209,7 +209,7 @@ def _paper_text(entry: dict) -> str:
     return text + "; the others are ours or FEB's script's"
 
 
-def _answerer_text(role: str, entry: dict) -> str:
+def answerer_text(role: str, entry: dict) -> str:
     preset = entry.get("fine_tuning_preset")
     base = entry.get("base_model")
     text = f"{role} {entry.get('model')} (base {base or NOT_RECORDED}; "
@@ -233,7 +233,7 @@ def gen_u_method_text(gen_u: dict) -> str:
     parts = [f"Gen-U on {gen_u.get('question_filter')}", f"ties to the {genu_rule.TIE_RULE} score"]
     for role in ("F^I", "F^IR"):
         for entry in (gen_u.get("answerers") or {}).get(role, []):
-            parts.append(_answerer_text(role, entry))
+            parts.append(answerer_text(role, entry))
     return "; ".join(parts)
 
 
@@ -292,6 +292,3 @@ def _theils_u_by_tie_rule(frame: pd.DataFrame, scored: pd.DataFrame) -> dict:
     out[genu_rule.TIES_LEFT_OUT] = pipeline.theils_u_utility_given(untied, f"gen_u_{genu_rule.TIE_RULE}")
     return out
 
-
-# The public name, for the report (scoring.reports.sections.gen_u_method_notes).
-answerer_text = _answerer_text

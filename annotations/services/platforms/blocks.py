@@ -3,10 +3,10 @@ the MTurk account."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Q
 
 from annotations.models import Assignment, Participant, WorkerBlock
 from annotations.platforms import get_platform
+from annotations.selectors import studies_covered_by
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from annotations.services.release import assignments_release
 from studies.models import Platform, Study
@@ -62,18 +62,13 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
 
 def _tasks_in_progress_end(*, block: WorkerBlock) -> list[int]:
     """End the blocked worker's tasks in progress in the studies ``block`` covers (the rule of
-    ``selectors.blocks_covering``: its study, the studies its researcher owns, or every study), as
+    ``selectors.studies_covered_by``: its study, the studies its researcher owns, or every study), as
     returned: their unit slots go back and their answers never count, as a block refuses the
     worker in those studies (``assignment_start`` refuses a new task; this ends the ones they hold,
     which the task pages would otherwise go on taking). The rows are locked in id order, so an answer
     being stored meanwhile either commits first (and is given back with its task) or waits and is
     refused (``lock_active``). Call inside the block's transaction."""
-    covered = Q()
-    if not block.everywhere:
-        covered = Q(study_id=block.study_id)
-        if block.researcher_id is not None:
-            covered |= Q(study__owner_id=block.researcher_id)
     rows = list(Assignment.objects.select_for_update(of=("self",)).filter(
-        covered, participant_id=block.participant_id, status=Assignment.Status.ACTIVE)
+        studies_covered_by(block), participant_id=block.participant_id, status=Assignment.Status.ACTIVE)
         .order_by("pk").values_list("pk", "status"))
     return assignments_release(rows, status=Assignment.Status.RETURNED)

@@ -467,10 +467,9 @@ def _package(bundle: Bundle) -> dict:
         if not isinstance(resource, dict):
             bad(where, "expected an object")
             continue
-        if not isinstance(resource.get("path"), (str, type(None))):
-            bad(f"{where}.path", "expected a string")
-        if not isinstance(resource.get("hash"), (str, type(None))):
-            bad(f"{where}.hash", "expected a string")
+        for key in ("path", "hash"):
+            if not isinstance(resource.get(key), (str, type(None))):
+                bad(f"{where}.{key}", "expected a string")
         schema = resource.get("schema")
         if schema is None:
             continue
