@@ -18,8 +18,9 @@ from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
-from scoring.services.genu import answerer_text
+from scoring.services.genu import UNPARSED_COUNTED_WRONG, UNPARSED_LEFT_OUT, answerer_text
 from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
+from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT
 from scoring.similarity import FIGURES_STATED_IN, MODEL_STATED_IN, figure_stated_in
 from studies.models import RationaleSource
 
@@ -263,6 +264,8 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
     columns = [Column("measure", "Measure"), Column("source", "Source"), Column("n", "n", "int"),
                Column("value", "Theil's U", "float", 4), Column("ci", _ci_label(results), "ci", 4)]
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
+    if (results.get("task_accuracy_readings") or {}).get("by_source"):
+        section.tables.append(task_accuracy_readings_table(results["task_accuracy_readings"]))
     section.notes += _theils_u_notes(results, frame, both_directions=both_directions)
     if "gen_u_vs_utility" in plots.available(results):
         section.figures.append("gen_u_vs_utility")
@@ -294,6 +297,7 @@ def _theils_u_notes(results: dict, frame: pd.DataFrame | None, *, both_direction
     elif gen_u.get("question_filter"):
         notes.append(f"Gen-U on {gen_u['question_filter']}.")
     notes += task_accuracy_notes(results)
+    notes += gen_u_unparsed_u_notes(gen_u)
     notes += (drawn_ci_notes(results) if frame is not None else
               ["n and intervals come from the study's unit scores, which a later run replaced."])
     if not both_directions:
@@ -314,9 +318,58 @@ def task_accuracy_notes(results: dict) -> list[str]:
     if not left_out:
         return ["Task accuracy: every source has a rationale (a unit) for each of the study's items." + over]
     named = ", ".join(f"{source} {n}" for source, n in left_out.items())
-    return [f"Task accuracy and U(utility | task accuracy) count only the items a source has a rationale for; "
-            f"items without one (its output did not parse, or none was made) have no unit and are left out, "
-            f"not counted wrong, which can raise its task accuracy. Items left out: {named}." + over]
+    notes = [f"Task accuracy and U(utility | task accuracy) count only the items a source has a rationale for; "
+             f"items without one (its output did not parse, or none was made) have no unit and are left out, "
+             f"not counted wrong, which can raise its task accuracy. Items left out: {named}." + over]
+    if (results.get("task_accuracy_readings") or {}).get("by_source"):
+        notes.append(task_accuracy_readings_note(results["task_accuracy_readings"]))
+    return notes
+
+
+# How the report names each reading of an output that did not parse (``task_accuracy_readings``,
+# ``gen_u["unparsed_rules"]``).
+READING_LABELS = {TASK_ACCURACY_LEFT_OUT: "left out", TASK_ACCURACY_COUNTED_WRONG: "counted as wrong",
+                  UNPARSED_LEFT_OUT: "left out", UNPARSED_COUNTED_WRONG: "counted as wrong"}
+
+
+def _reading_label(rule: str, default: str | None) -> str:
+    return READING_LABELS.get(rule, rule) + (" (default)" if rule == default else "")
+
+
+def _readings_in_order(block: dict) -> list[str]:
+    """A readings block's rules, the default first."""
+    rules = list(block.get("rules") or {})
+    return sorted(rules, key=lambda rule: rule != block.get("default"))
+
+
+TASK_ACCURACY_READING_COLUMNS = [
+    Column("source", "Source"), Column("reading", "Items without a rationale"), Column("n_correct", "Right", "int"),
+    Column("n", "n", "int"), Column("accuracy", "Task accuracy", "float"),
+]
+
+
+def task_accuracy_readings_table(readings: dict) -> Table:
+    """Task accuracy with a source's items without a rationale left out (the default, the published
+    figure) and counted as wrong (``results["task_accuracy_readings"]``)."""
+    rows = []
+    for source in _ordered([{"source": s} for s in readings["by_source"]], "source"):
+        entry = readings["by_source"][source["source"]]
+        for rule in _readings_in_order(readings):
+            n = entry["n_units"] + (entry["n_items_without_rationale"] if rule == TASK_ACCURACY_COUNTED_WRONG else 0)
+            rows.append({"source": source["source"], "reading": _reading_label(rule, readings.get("default")),
+                         "n_correct": entry["n_correct"], "n": n, "accuracy": entry.get(rule)})
+    return Table("task_accuracy_readings", "Task accuracy with the items a source has no rationale for left out or "
+                 "counted as wrong (the paper states no rule)", TASK_ACCURACY_READING_COLUMNS, rows)
+
+
+def task_accuracy_readings_note(readings: dict) -> str:
+    """Which reading the published task accuracy is, and what the paper says (nothing)."""
+    rules = readings.get("rules") or {}
+    default = readings.get("default")
+    others = "; ".join(f"{_reading_label(rule, default)}: {rules[rule]}" for rule in _readings_in_order(readings))
+    return (f"{readings.get('spec')}. Task accuracy and U(utility | task accuracy) use the default reading, "
+            f"{READING_LABELS.get(default, default)!r}; the table gives both ({others}). U(utility | task accuracy) "
+            "has no counted-as-wrong reading: an item without a rationale has no unit, so no utility.")
 
 
 def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
@@ -389,8 +442,64 @@ def gen_u_section(results: dict) -> Section:
         section.notes.append(f"The paper states no tie rule. Under each rule a tie in an item's mode goes to {rules}; "
                              f"the shares above and Theil's U(utility | Gen-U) in Table 6 use {ties.get('default')!r}"
                              " (the table's last column gives U under each rule).")
+    unparsed = gen_u.get("unparsed_rules") or {}
+    if unparsed.get("by_source"):
+        section.tables.append(gen_u_unparsed_table(unparsed))
+        section.notes.append(gen_u_unparsed_note(unparsed))
     section.notes.append(ci_note(results))
     return section
+
+
+UNPARSED_COLUMNS = [
+    Column("source", "Source"), Column("reading", "Answers that did not parse"), Column("n", "n", "int"),
+    Column("n_questions", "Questions", "int"), Column("mean", "Mean Gen-U", "float"),
+    Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"), Column("not_useful", "Not useful", "float"),
+    Column("theils_u", "U(utility | Gen-U)", "float"),
+]
+
+
+def gen_u_unparsed_table(unparsed: dict) -> Table:
+    """The Gen-U figures with an answer that did not parse left out (the default, the published
+    figures) and counted as wrong, under the default tie rule (``results["gen_u"]["unparsed_rules"]``)."""
+    default = unparsed.get("default")
+    rows = []
+    for source in _ordered([{"source": s} for s in unparsed["by_source"]], "source"):
+        entry = unparsed["by_source"][source["source"]]
+        for rule in _readings_in_order(unparsed):
+            figures = entry.get(rule)
+            if not figures:
+                continue
+            u = (unparsed.get("theils_u_utility_given_gen_u") or {}).get(rule) or {}
+            rows.append({"source": source["source"], "reading": _reading_label(rule, default),
+                         **{k: figures.get(k) for k in ("n", "n_questions", "mean", "useful", "unsure", "not_useful")},
+                         "theils_u": u.get(source["source"])})
+    return Table("gen_u_unparsed_rules", "Gen-U with the answers that did not parse left out or counted as wrong "
+                 "(the paper states no rule)", UNPARSED_COLUMNS, rows)
+
+
+def gen_u_unparsed_note(unparsed: dict) -> str:
+    """Which reading the published Gen-U figures are, and what the paper says (nothing)."""
+    rules = unparsed.get("rules") or {}
+    default = unparsed.get("default")
+    readings = "; ".join(f"{_reading_label(rule, default)}: {rules[rule]}" for rule in _readings_in_order(unparsed))
+    return (f"{unparsed.get('spec')}. The Gen-U shares above and Theil's U(utility | Gen-U) in Table 6 use the "
+            f"default reading, {READING_LABELS.get(default, default)!r}; the table gives both, under the "
+            f"{unparsed.get('tie_rule')!r} tie rule ({readings}).")
+
+
+def gen_u_unparsed_u_notes(gen_u: dict) -> list[str]:
+    """U(utility | Gen-U) with the answers that did not parse counted as wrong, beside the default
+    figure in the Theil's U table (``gen_u["unparsed_rules"]``); nothing when no run recorded it."""
+    unparsed = gen_u.get("unparsed_rules") or {}
+    by_reading = unparsed.get("theils_u_utility_given_gen_u") or {}
+    other = by_reading.get(UNPARSED_COUNTED_WRONG)
+    if not other:
+        return []
+    values = ", ".join(f"{row['source']} {_fmt(other[row['source']], 4)}"
+                       for row in _ordered([{"source": s} for s in other], "source"))
+    return [f"U(utility | Gen-U) leaves out a question whose F^I or F^IR answer did not parse (the default; "
+            f"{unparsed.get('spec')}); with those answers counted as wrong it is {values} (the Gen-U section's "
+            "table gives both readings)."]
 
 
 TIE_RULE_COLUMNS = [

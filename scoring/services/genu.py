@@ -29,6 +29,24 @@ CONSISTENCY_BUNDLE = ("an item's generalization questions that Gen-U counts, per
                       "SPEC section 5's bundle (the item with all its generalization questions) cannot be formed")
 
 
+# What the paper (SPEC) says of an LM output that did not parse: nothing on how it counts in a figure
+# (section 8 says only that parse failures are recorded with the raw output, never dropped silently).
+# Task accuracy (``score.task_accuracy_readings``) and Gen-U (``unparsed_rules`` below) keep leaving
+# such outputs out by default, and each gives the figure with them counted as wrong beside it.
+UNPARSED_SPEC = ("SPEC does not say how an LM output that did not parse counts (section 8 says only that parse "
+                 "failures are recorded with the raw output, never dropped silently)")
+
+# The two readings of a Gen-U answer that did not parse (``gen_u["unparsed_rules"]``).
+UNPARSED_LEFT_OUT = "left_out"
+UNPARSED_COUNTED_WRONG = "counted_wrong"
+UNPARSED_RULES = {
+    UNPARSED_LEFT_OUT: "a question whose F^I or F^IR answer did not parse is left out of the item's mode (the "
+                       "published figures; studies.lm.genu)",
+    UNPARSED_COUNTED_WRONG: "an F^I or F^IR answer that did not parse counts as a wrong answer in the question's "
+                            "score; a question with only one answerer's prediction is still left out",
+}
+
+
 def questions_that_count(path: str = "") -> Q:
     """``QUESTION_RULE`` as a condition on the generalization question that ``path`` leads to from
     the queried model (``"generalization_question__"`` from a ``GenUPrediction`` or a ``Unit``): the
@@ -230,7 +248,8 @@ def gen_u_method_text(gen_u: dict) -> str:
     """One line naming what a Gen-U figure rests on: the questions, the tie rule, and each
     answerer with its fine-tuning preset and data (for F^IR, which rationales it was trained on).
     Shown wherever a Gen-U figure is."""
-    parts = [f"Gen-U on {gen_u.get('question_filter')}", f"ties to the {genu_rule.TIE_RULE} score"]
+    parts = [f"Gen-U on {gen_u.get('question_filter')}", f"ties to the {genu_rule.TIE_RULE} score",
+             "questions whose answer did not parse left out (counted as wrong: unparsed_rules)"]
     for role in ("F^I", "F^IR"):
         for entry in (gen_u.get("answerers") or {}).get(role, []):
             parts.append(answerer_text(role, entry))
@@ -242,7 +261,9 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     block of the results: counts, consistency of the answerers, what was left out and why, the
     method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
-    the number of tied items (the paper states no rule). ``reader``: the study's owner, whose
+    the number of tied items (the paper states no rule), and ``unparsed_rules``: the same figures,
+    under the default tie rule, with an answer that did not parse left out (the default) and
+    counted as wrong (SPEC states no rule). ``reader``: the study's owner, whose
     right to read a source decides whether its fine-tuning settings are named
     (``answerer_sources_readable``)."""
     names = dict(zip(frame["source_id"], frame["source"], strict=False))
@@ -272,14 +293,55 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     _gen_u_method(preds, gen_u, warnings, reader=reader)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and
     # Theil's U above count (predictions may exist for pairs the study has no unit of).
-    scored = per_item.merge(frame[["item_id", "source"]].drop_duplicates(), on=["item_id", "source"], how="inner")
+    scored = _scored_pairs(per_item, frame)
     gen_u["tie_rules"] = {
         "default": genu_rule.TIE_RULE, "rules": dict(genu_rule.TIE_RULES),
         "by_source": genu_rule.tie_rule_effect(scored),
     }
     if "utility" in frame:
         gen_u["tie_rules"]["theils_u_utility_given_gen_u"] = _theils_u_by_tie_rule(frame, scored)
+    gen_u["unparsed_rules"] = _unparsed_rules(preds, frame, scored, gen_u["tie_rules"])
     return Part({"gen_u": gen_u}, warnings, frame)
+
+
+def _scored_pairs(per_item: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """``per_item`` (``genu_rule.genu_frame``'s) on the scored units' (item, source) pairs only."""
+    return per_item.merge(frame[["item_id", "source"]].drop_duplicates(), on=["item_id", "source"], how="inner")
+
+
+def _unparsed_rules(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict) -> dict:
+    """The Gen-U figures under each reading of ``UNPARSED_RULES``, with the default tie rule, on the
+    scored units' pairs, in ``tie_rules``' shape: per source and over all, the shares and mean
+    (``genu_rule.tie_rule_effect``) and the questions each reading counts; with utility, Theil's
+    U(utility | Gen-U) too. The default reading's figures are those of ``tie_rules`` (``scored``);
+    the other recomputes Gen-U with the one definition on the same predictions, an answer that did
+    not parse (stored with a blank predicted answer, ``_gen_u_predictions``) read as a parsed wrong one."""
+    as_wrong = preds.assign(correct=preds["correct"].astype(bool) & preds["parsed"], parsed=True)
+    wrong = _scored_pairs(genu_rule.genu_frame(as_wrong)[1], frame)
+    readings = {UNPARSED_LEFT_OUT: (scored, tie_rules["by_source"]),
+                UNPARSED_COUNTED_WRONG: (wrong, genu_rule.tie_rule_effect(wrong))}
+    by_source: dict = {}
+    for reading, (per_item, effect) in readings.items():
+        questions = _questions_by_source(per_item)
+        for source, entry in effect.items():
+            by_source.setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
+                                                         "n_questions": questions.get(source, 0)}
+    out = {"default": UNPARSED_LEFT_OUT, "rules": dict(UNPARSED_RULES), "spec": UNPARSED_SPEC,
+           "tie_rule": genu_rule.TIE_RULE, "by_source": by_source}
+    if "utility" in frame:
+        column = f"gen_u_{genu_rule.TIE_RULE}"
+        units = frame[["item_id", "source", "utility"]]
+        out["theils_u_utility_given_gen_u"] = {
+            reading: pipeline.theils_u_utility_given(units.merge(per_item, on=["item_id", "source"], how="inner"),
+                                                     column)
+            for reading, (per_item, _) in readings.items()}
+    return out
+
+
+def _questions_by_source(per_item: pd.DataFrame) -> dict:
+    """The questions Gen-U counts per source and over all (as ``tie_rule_effect`` names them)."""
+    counts = {str(s): int(n) for s, n in per_item.groupby("source", sort=True)["n_questions"].sum().items()}
+    return {**counts, pipeline.ALL: int(per_item["n_questions"].sum())}
 
 
 def _theils_u_by_tie_rule(frame: pd.DataFrame, scored: pd.DataFrame) -> dict:

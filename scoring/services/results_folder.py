@@ -53,6 +53,11 @@ def task_accuracy_note(results: dict) -> str:
         text += " (n: " + ", ".join(f"{s} {k}" for s, k in n.items()) + ")"
     if missing:
         text += "; items without a rationale of the source left out: " + ", ".join(f"{s} {k}" for s, k in missing.items())
+        wrong = {s: r.get("items_counted_wrong") for s, r in
+                 ((results.get("task_accuracy_readings") or {}).get("by_source") or {}).items() if s in missing}
+        if wrong:
+            text += " (counted as wrong instead: " + ", ".join(
+                f"{s} {v:.3f}" for s, v in wrong.items() if v is not None) + "; task_accuracy_readings)"
     return text
 
 

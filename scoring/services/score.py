@@ -28,7 +28,11 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``task_accuracy_n``: {source|all: the scored units task accuracy is over}
 - ``task_accuracy``: {source: share of units whose predicted answer was right}, then
   ``n_items_without_rationale``: {source: the study's items with no unit of that source (its output
-  did not parse, or none was made), which task accuracy and U(utility | task accuracy) leave out}
+  did not parse, or none was made), which task accuracy and U(utility | task accuracy) leave out}, then
+  ``task_accuracy_readings``: {default (``TASK_ACCURACY_LEFT_OUT``, the reading ``task_accuracy`` is),
+  rules: {items_left_out, items_counted_wrong: what each is}, spec (SPEC states no rule:
+  ``genu.UNPARSED_SPEC``), by_source: {source|all: {n_correct, n_units, n_items_without_rationale,
+  items_left_out: correct / units, items_counted_wrong: correct / (units + items without rationale)}}}
 - ``theils_u_utility_given_task_accuracy``, ``theils_u_utility_given_gen_u`` (Tables 4 and 6);
   with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``
 - ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
@@ -41,7 +45,13 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, n_questions,
   consistency, question_filter, n_questions_validated, n_questions_unvalidated, tie_rule,
   unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]},
-  consistency_bundle (what a bundle of the answerers' consistency is: ``genu.CONSISTENCY_BUNDLE``)}
+  consistency_bundle (what a bundle of the answerers' consistency is: ``genu.CONSISTENCY_BUNDLE``),
+  tie_rules: {default, rules, by_source: {source|all: {n_items, n_tied, <rule>|ties_left_out: {n, mean,
+  useful, unsure, not_useful}}}, theils_u_utility_given_gen_u: {<rule>|ties_left_out: {source|all: U}}},
+  unparsed_rules: {default (``genu.UNPARSED_LEFT_OUT``, the reading of ``gen_u_shares`` and Table 6), rules:
+  {left_out, counted_wrong: what each is}, spec (``genu.UNPARSED_SPEC``), tie_rule, by_source: {source|all:
+  {left_out|counted_wrong: {n, mean, useful, unsure, not_useful, n_questions}}}, theils_u_utility_given_gen_u:
+  {left_out|counted_wrong: {source|all: U}} (with utility)}}
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
 - ``agreement``: {before|after: {unit (what a unit is: ``pipeline.AGREEMENT_UNIT``), n_units, n_annotations,
   n_units_alpha (units with 2+ answers, those alpha uses), n_units_single_answer, krippendorff_alpha,
@@ -887,6 +897,45 @@ def _items_without_rationale(study: Study) -> Part:
     return Part({"n_items_without_rationale": counts}, warnings)
 
 
+# The two readings of task accuracy where a source has no rationale for an item (its LM output did
+# not parse, or none was made): SPEC does not say how such an item counts (``genu.UNPARSED_SPEC``), so
+# the published figure keeps the default and ``task_accuracy_readings`` gives the other beside it.
+TASK_ACCURACY_LEFT_OUT = "items_left_out"
+TASK_ACCURACY_COUNTED_WRONG = "items_counted_wrong"
+TASK_ACCURACY_RULES = {
+    TASK_ACCURACY_LEFT_OUT: "items without a rationale left out: correct / scored units (the published figure)",
+    TASK_ACCURACY_COUNTED_WRONG: "items without a rationale counted as wrong: correct / (scored units + items "
+                                 "without a rationale)",
+}
+
+
+def task_accuracy_readings(frame: pd.DataFrame, results: dict) -> dict:
+    """``task_accuracy_readings``: task accuracy under each rule of ``TASK_ACCURACY_RULES``, per
+    source and over all (``pipeline.ALL``), with its counts: ``n_correct`` and ``n_units`` (the
+    scored units with the source's predicted answer, ``task_accuracy_n``) from ``frame``, the per-unit
+    table, and ``n_items_without_rationale`` from ``results``. The default reading's figure is
+    ``task_accuracy``'s; the other counts the items without a rationale as wrong. Empty when the
+    units carry no predicted answer."""
+    if "task_correct" not in frame or "n_items_without_rationale" not in results:
+        return {}
+    has = frame.dropna(subset=["task_correct"])
+    correct = has["task_correct"].astype(bool).groupby(has["source"].astype(str)).sum()
+    units = has["source"].astype(str).value_counts()
+    missing = results["n_items_without_rationale"]
+    names = sorted(set(units.index) | {name for name, n in missing.items() if n})
+    rows = [(name, int(correct.get(name, 0)), int(units.get(name, 0)), int(missing.get(name, 0))) for name in names]
+    rows.append((pipeline.ALL, sum(r[1] for r in rows), int(len(has)), sum(r[3] for r in rows)))
+    by_source = {}
+    for name, right, n, left_out in rows:
+        by_source[name] = {
+            "n_correct": right, "n_units": n, "n_items_without_rationale": left_out,
+            TASK_ACCURACY_LEFT_OUT: _share(right, n),
+            TASK_ACCURACY_COUNTED_WRONG: _share(right, n + left_out),
+        }
+    return {"default": TASK_ACCURACY_LEFT_OUT, "rules": dict(TASK_ACCURACY_RULES), "spec": genu.UNPARSED_SPEC,
+            "by_source": by_source}
+
+
 def _annotate(study: Study, *, similarity: bool):
     """What a utility study's units get from outside the answers: the source's task accuracy
     (with ``n_items_without_rationale``, the items it leaves out), Gen-U and similarity to the
@@ -935,6 +984,10 @@ def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
         readings = pipeline.other_readings(units, answers, masks, part, expected_raters=study.annotators_per_unit)
         part.results[READINGS_KEY] = {name: {"rule": rules[name], **row} for name, row in readings.items()}
     part.results = _next_to(part.results, "n_items_without_rationale", "task_accuracy")
+    readings = task_accuracy_readings(part.frame, part.results)
+    if readings:
+        part.results["task_accuracy_readings"] = readings
+        part.results = _next_to(part.results, "task_accuracy_readings", "n_items_without_rationale")
     return part
 
 

@@ -656,7 +656,8 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
               "model (t5-base); the others are ours or FEB's script's")
     unrecorded = "backend, prompt template and decoding not recorded"
     assert gen_u["method"] == (
-        f"Gen-U on validated questions only; ties to the lowest score; F^I ckpt-I ({preset}; trained "
+        f"Gen-U on validated questions only; ties to the lowest score; questions whose answer did not parse left "
+        f"out (counted as wrong: unparsed_rules); F^I ckpt-I ({preset}; trained "
         f"on {dataset} train; {unrecorded}); F^IR ckpt-IR ({preset}; trained on {dataset} train with gold "
         f"rationales of {dataset} train; {unrecorded})")
     sections = {s.key: s for s in report_sections(run)}
