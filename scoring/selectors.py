@@ -6,8 +6,8 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Q
 
-from annotations.models import Assignment, Claim
-from annotations.selectors import claim_counts
+from annotations.models import Assignment, Claim, PlatformSubmission
+from annotations.selectors import HOLDING_FLAGS, claim_counts
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Study
@@ -22,22 +22,31 @@ def score_run_latest(*, study: Study) -> ScoreRun | None:
 
 def unit_counting_changes(*, study: Study) -> dict[tuple[int, int], tuple[int, datetime | None]]:
     """(item, source) -> (how many answers count now for the study's utility unit, the latest time
-    its counting answers changed by a submission or a rejection), in one grouped query (its size is
-    the study's units). Together they tell whether a unit's scores are stale
-    (``export_units.unit_score_stale``): a run aggregated ``n_annotators`` counting answers and
-    finished at ``finished_at``; a different count now (work rejected, withdrawn, put on hold or
-    cleared) or a task submitted or rejected after it means the answers that count are not the
-    ones it scored. Active, returned and expired work never counted and changes nothing."""
+    its counting answers changed), in one grouped query (its size is the study's units). Together
+    they tell whether a unit's scores are stale (``export_units.unit_score_stale``): a run aggregated
+    ``n_annotators`` counting answers and finished at ``finished_at``; a different count now (work
+    rejected, withdrawn, put on hold or cleared) or a change after it means the answers that count
+    are not the ones it scored. The changes, over every claim of the unit (held ones too): a task
+    submitted (counting work) or rejected, a hold set (``PlatformSubmission.flagged_at`` of a
+    holding flag), a hold lifted by sync (``flagged_at`` of a flag changed back to none) and a hold
+    cleared by a researcher (``cleared_at``). So a hold set on one task and cleared on another after
+    the run is stale though the count is the same. Active, returned and expired work never counted
+    and changes nothing."""
     counting = claim_counts()
+    hold = "assignment__platform_submissions__"
+    flag_changed = (Q(**{f"{hold}flag__in": HOLDING_FLAGS})
+                    | Q(**{f"{hold}flag": PlatformSubmission.Flag.OK, f"{hold}flagged_at__isnull": False}))
     rows = (Claim.objects.filter(study_id=study.pk, unit__isnull=False, unit__generalization_question__isnull=True)
             .values("unit__item_id", "unit__source_id")
-            .annotate(n=Count("id", filter=counting),
+            .annotate(n=Count("id", filter=counting, distinct=True),  # distinct: the join repeats a claim per platform row
                       submitted=Max("assignment__submitted_at", filter=counting),
-                      rejected=Max("assignment__reviewed_at", filter=Q(assignment__status=Assignment.Status.REJECTED)))
+                      rejected=Max("assignment__reviewed_at", filter=Q(assignment__status=Assignment.Status.REJECTED)),
+                      flagged=Max(f"{hold}flagged_at", filter=flag_changed),
+                      cleared=Max(f"{hold}cleared_at", filter=Q(**{f"{hold}flag__in": HOLDING_FLAGS})))
             .order_by()
-            .values_list("unit__item_id", "unit__source_id", "n", "submitted", "rejected"))
-    return {(item, source): (n, max((t for t in (submitted, rejected) if t is not None), default=None))
-            for item, source, n, submitted, rejected in rows}
+            .values_list("unit__item_id", "unit__source_id", "n", "submitted", "rejected", "flagged", "cleared"))
+    return {(item, source): (n, max((t for t in times if t is not None), default=None))
+            for item, source, n, *times in rows}
 
 
 def imported_outcomes_count(*, study: Study) -> int:

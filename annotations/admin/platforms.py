@@ -412,7 +412,7 @@ class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     study_path = "publication__study"
     raw_worker_id_fields = ("worker_id",)
     list_display = ("platform_assignment_id", "publication", "worker_id", "platform_status", "assignment", "flag",
-                    "cleared_at", "submitted_at", "synced_at")
+                    "flagged_at", "cleared_at", "submitted_at", "synced_at")
     list_filter = ("flag", "platform_status", "publication__study")
     search_fields = ("platform_assignment_id", "worker_id")
     actions = ["clear_holds"]

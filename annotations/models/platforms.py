@@ -354,6 +354,10 @@ class PlatformSubmission(models.Model):
         Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_submissions"
     )
     flag = models.CharField(max_length=30, choices=Flag.choices, blank=True, default="")
+    # When sync set the current ``flag`` (or changed it, to OK included); left alone while the flag
+    # stays. With ``cleared_at`` it dates every change of a hold, which the scores' staleness reads
+    # (``scoring.selectors.unit_counting_changes``). Null: never flagged, or flagged before it was kept.
+    flagged_at = models.DateTimeField(null=True, blank=True)
     # A worker-id mismatch, or work the platform's listing does not know (``NOT_ON_PLATFORM``),
     # keeps the work out of scores, approval and bonuses until a researcher clears it
     # (``annotations.services.platforms.review.submission_clear``).

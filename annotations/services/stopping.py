@@ -14,6 +14,8 @@ The rules, kept with the counters' rules of ``annotations.services.release``:
   unit's ``quota`` is lowered to its ``n_claimed`` and ``decided_at`` is set, under the unit's row
   lock, so the claim (``n_claimed < quota``) never offers it again; the claims held then finish
   normally and their answers count. ``n_claimed <= quota`` and ``n_completed <= n_claimed`` hold.
+- When sync puts submitted work on hold, its answers stop counting: ``units_after_hold`` checks
+  its decided units again as after a release (below); the held claim keeps its slot.
 - When a claim of a decided unit is released (expiry, return, rejection: ``release.assignments_release``),
   ``units_after_release`` looks again: still decided, the quota follows ``n_claimed`` down (the
   unit stays closed); no longer decided (a counted answer was rejected), the unit is reopened
@@ -117,6 +119,13 @@ def units_after_release(*, unit_ids: Iterable[int]) -> None:
     unit stays closed (its quota follows ``n_claimed`` down) while the answers that count still
     decide it, and is reopened (quota back to the study's workers per unit, ``decided_at`` cleared)
     when they no longer do (a counted answer was rejected)."""
+    _decided_units_recheck(unit_ids)
+
+
+def _decided_units_recheck(unit_ids: Iterable[int]) -> None:
+    """The decided units of ``unit_ids`` (locked by the caller), checked again on the answers that
+    count now: still decided, ``quota = n_claimed`` (closed); no longer decided, reopened with the
+    study's workers per unit as ``quota`` and ``decided_at`` cleared."""
     units = _units(unit_ids, decided_at__isnull=False)
     by_study: dict[int, list[Unit]] = defaultdict(list)
     for unit in units:
@@ -143,6 +152,27 @@ def unit_decide_for_assignment(*, assignment_id: int) -> list[int]:
         list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
         study = Study.objects.get(pk=Unit.objects.filter(pk=unit_ids[0]).values_list("study_id", flat=True)[0])
         return units_decide(study=study, unit_ids=unit_ids)
+
+
+def units_after_hold(*, assignment_id: int) -> None:
+    """Sync put submitted work of ``assignment_id`` on hold (``annotations.selectors.HOLDING_FLAGS``):
+    its answers stop counting, so each decided unit it holds a claim of is checked again exactly as
+    after a release (``units_after_release``): still decided on the answers that count without it,
+    it stays closed; no longer decided, it is reopened with the study's workers per unit as its
+    quota. The held claim keeps its slot (``n_claimed``, as ``release.units_recount_completed``
+    leaves it) until a researcher clears the work (it counts again: ``unit_decide_for_assignment``)
+    or rejects it (the release frees the slot), so a reopened unit takes ``quota - n_claimed`` new
+    workers and ``n_completed <= n_claimed <= quota`` holds: ``n_claimed`` never passed the study's
+    workers per unit, the quota the unit was opened with. Units are locked in id order, as every
+    writer of the counters does; call inside the transaction that set the hold, after
+    ``n_completed`` was recounted."""
+    unit_ids = sorted(set(Claim.objects.filter(assignment_id=assignment_id, released=False, unit__isnull=False)
+                          .values_list("unit_id", flat=True)))
+    if not unit_ids:
+        return
+    with transaction.atomic():
+        list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
+        _decided_units_recheck(unit_ids)
 
 
 # --- closing a study whose units are all decided ----------------------------------------------------

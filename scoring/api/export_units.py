@@ -42,9 +42,11 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
     Column("gen_u_method", "str", "What `gen_u` rests on: the question filter, the tie rule and the answerers "
            "with their training; empty: that run computed no Gen-U."),
     Column("stale", "bool", "The answers that count for this unit changed after `score_run` finished: a task was "
-           "submitted or rejected since, or the number of counting answers differs from what the run aggregated "
-           "(work rejected, withdrawn, put on hold or cleared); the scores are that run's, so score the study again. "
-           "Empty: not scored. Imported outcomes are never stale: re-importing them clears the scores they change."),
+           "submitted or rejected since, sync put a task on hold or lifted its hold since, or a researcher cleared "
+           "a hold since (even when the count stayed the same: one task held and another cleared), or the number "
+           "of counting answers differs from what the run aggregated (work rejected, withdrawn, put on hold or "
+           "cleared); the scores are that run's, so score the study again. Empty: not scored. Imported outcomes "
+           "are never stale: re-importing them clears the scores they change."),
 ]}
 # What ``ScoredWith.values`` reads from a unit-score row, in this order.
 SCORED_WITH_READS = ("score_run_id", "item_id", "source_id", "n_annotators", "imported")

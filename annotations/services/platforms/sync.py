@@ -17,6 +17,7 @@ from annotations.selectors import HOLDING_FLAGS, participant_withdrawal_digest, 
 from annotations.selectors.platforms import publication_unlisted_work
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from annotations.services.release import units_recount_completed
+from annotations.services.stopping import unit_decide_for_assignment, units_after_hold
 from studies.models import Platform, Study
 
 from .bonus import bonus_reconciled
@@ -158,17 +159,28 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
 
 def _submission_store(*, publication: Publication, item, assignment: Assignment | None, flag: str,
                       was_held: set) -> None:
+    """Store one remote row. ``flagged_at`` dates a flag that is new or changed (a row stored with
+    no flag, or keeping its flag, leaves it alone). A hold that begins here stops the work counting:
+    ``n_completed`` is recounted and its decided units checked again (``stopping.units_after_hold``)
+    in the same transaction; a hold the platform lifts (it lists the work now) lets the work decide
+    its units again there (``stopping.unit_decide_for_assignment``), as a researcher's clear does."""
     with transaction.atomic():
-        PlatformSubmission.objects.update_or_create(
-            publication=publication, platform_assignment_id=item.platform_assignment_id,
-            defaults={"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
-                      "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
-                      "accepted_at": item.accepted_at, "submitted_at": item.submitted_at},
-        )
+        key = {"publication": publication, "platform_assignment_id": item.platform_assignment_id}
+        before = PlatformSubmission.objects.select_for_update().filter(**key).values_list("flag", flat=True).first()
+        defaults = {"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
+                    "platform_status": item.raw_status[:40], "assignment": assignment, "flag": flag,
+                    "accepted_at": item.accepted_at, "submitted_at": item.submitted_at}
+        if flag != (before if before is not None else ""):
+            defaults["flagged_at"] = timezone.now()
+        PlatformSubmission.objects.update_or_create(**key, defaults=defaults)
         if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
             # Held work stops counting (and cleared or corrected work counts again):
             # ``n_completed`` follows ``claims_that_count`` in the same transaction.
             units_recount_completed(assignment_ids=[assignment.pk])
+            if flag == PlatformSubmission.Flag.WORKER_MISMATCH and before != flag:
+                units_after_hold(assignment_id=assignment.pk)  # a decided unit may be decided no more
+            elif flag not in HOLDING_FLAGS:
+                unit_decide_for_assignment(assignment_id=assignment.pk)  # counts again: it may decide its units
 
 
 def _submission_report(*, item, assignment: Assignment | None, flag: str, report: SyncReport) -> None:
@@ -191,8 +203,9 @@ def _unlisted_work_hold(*, study: Study, publication: Publication, remote: list,
                         report: SyncReport) -> None:
     """Hold the submitted or approved work of ``publication``'s platform tasks that the platform's
     complete listing (``remote``) lacks: a ``PlatformSubmission`` flagged ``NOT_ON_PLATFORM``
-    names the task, so it stops counting (``annotations.selectors.on_hold``), and its units are
-    recounted in the same transaction. Only work started here more than
+    names the task (``flagged_at``: now), so it stops counting (``annotations.selectors.on_hold``),
+    and its units are recounted and its decided units checked again (``stopping.units_after_hold``)
+    in the same transaction. Only work started here more than
     ``RL_SYNC_UNLISTED_GRACE_MINUTES`` before the listing: younger work is not held yet. A task
     whose id the platform listed once keeps that row; a later listing of a held id replaces its
     flag (``_submission_store``) and the work counts again. Withdrawn work is not counting work,
@@ -206,9 +219,11 @@ def _unlisted_work_hold(*, study: Study, publication: Publication, remote: list,
                 publication=publication, platform_assignment_id=task.platform_assignment_id,
                 defaults={"platform_task_id": task.platform_task_id[:200],
                           "worker_id": task.participant.external_id[:200], "platform_status": "",
-                          "assignment": task, "flag": PlatformSubmission.Flag.NOT_ON_PLATFORM})
-            if created:  # held work stops counting: ``n_completed`` follows in the same transaction
+                          "assignment": task, "flag": PlatformSubmission.Flag.NOT_ON_PLATFORM,
+                          "flagged_at": timezone.now()})
+            if created:  # held work stops counting: its units follow in the same transaction
                 units_recount_completed(assignment_ids=[task.pk])
+                units_after_hold(assignment_id=task.pk)
         if row.flag == PlatformSubmission.Flag.NOT_ON_PLATFORM:
             report.flagged += 1
             report.flags.append({"platform_assignment_id": row.platform_assignment_id,

@@ -1,0 +1,108 @@
+"""A unit's exported scores are stale once the answers that count changed after its run, even when
+their number did not: sync holding one task after the run while another task's hold ends (a
+researcher clears it, or the platform lists it after all) leaves the count the same, so the times of
+the holds' changes (``PlatformSubmission.flagged_at`` and ``cleared_at``) are read too
+(``scoring.selectors.unit_counting_changes``)."""
+from __future__ import annotations
+
+import pytest
+
+from annotations.models import PlatformSubmission
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import submission_clear
+from annotations.services.platforms.sync import study_sync
+from scoring.api.export_units import SCORE_COLUMNS, score_rows
+from scoring.models import UnitScore
+from scoring.services import study_score
+from tests.annotations.platforms.conftest import prolific, prolific_server, start_assignment  # noqa: F401
+from tests.work import open_utility_study
+
+pytestmark = pytest.mark.django_db
+
+Flag = PlatformSubmission.Flag
+
+
+def unit_row(study) -> dict:
+    names = [c.name for c in SCORE_COLUMNS]
+    (row,) = [dict(zip(names, row, strict=True)) for row in score_rows(UnitScore.objects.filter(study=study))]
+    return row
+
+
+def one_unit_on_prolific(name: str):
+    """An open utility study of one unit (three workers), published on the fake Prolific server:
+    (study, Prolific study id)."""
+    study = open_utility_study(name=name, n_items=1, n_sources=1, quota=3, gold="yes")
+    return study, study_publish(user=OPERATOR, study=study, platform_name="prolific").prolific_study_id
+
+
+def answered(study, pid: str, *, worker: str, session: str):
+    """``worker`` answers (wrong before, right after) and submits under the Prolific ``session``."""
+    task = start_assignment(study, platform="prolific", worker_id=worker, assignment_id=session, task_id=pid)
+    for claim in task.claims.all():
+        for step in ("before", "after"):
+            annotation_submit(assignment=task, claim=claim, step=step, answer="no" if step == "before" else "yes")
+    return assignment_submit(assignment=task)
+
+
+def score(study):
+    run = study_score(study=study, similarity=False)
+    assert run.status == "done", run.error
+    return run
+
+
+def test_a_hold_set_on_one_task_and_cleared_on_another_after_the_run_make_the_unit_stale(prolific, settings):  # noqa: F811
+    settings.RL_SYNC_UNLISTED_GRACE_MINUTES = 0
+    _platform, server = prolific
+    study, pid = one_unit_on_prolific("hold-swap-cleared")
+    honest = server.add_submission(pid, participant_id="p_honest")
+    answered(study, pid, worker="p_honest", session=honest["id"])
+    taken = server.add_submission(pid, participant_id="p_real")
+    answered(study, pid, worker="p_fabricated", session=taken["id"])  # Prolific says p_real holds it
+    study_sync(study=study)
+    mismatch = PlatformSubmission.objects.get(platform_assignment_id=taken["id"])
+    assert mismatch.flag == Flag.WORKER_MISMATCH and mismatch.flagged_at is not None
+    answered(study, pid, worker="p_invented", session="invented-session")  # not synced before the run
+    run = score(study)
+    assert (unit_row(study)["n_annotators"], unit_row(study)["stale"]) == (2, False)
+
+    submission_clear(user=OPERATOR, submission=mismatch)  # counts again: 3
+    study_sync(study=study)  # holds the session Prolific never listed: 2 again
+
+    unlisted = PlatformSubmission.objects.get(platform_assignment_id="invented-session")
+    assert unlisted.flag == Flag.NOT_ON_PLATFORM and unlisted.flagged_at > run.finished_at
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 2, True)
+
+    study_sync(study=study)  # the flags stay: their times stay
+    assert PlatformSubmission.objects.get(pk=unlisted.pk).flagged_at == unlisted.flagged_at
+    assert PlatformSubmission.objects.get(pk=mismatch.pk).flagged_at == mismatch.flagged_at
+
+    again = score(study)
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (again.pk, 2, False)
+
+
+def test_a_hold_set_on_one_task_and_lifted_by_the_platform_on_another_after_the_run_make_the_unit_stale(
+        prolific, settings):  # noqa: F811
+    settings.RL_SYNC_UNLISTED_GRACE_MINUTES = 0
+    _platform, server = prolific
+    study, pid = one_unit_on_prolific("hold-swap-listed")
+    honest = server.add_submission(pid, participant_id="p_honest")
+    answered(study, pid, worker="p_honest", session=honest["id"])
+    answered(study, pid, worker="p_late", session="late-session")
+    study_sync(study=study)  # Prolific does not list it yet: held
+    assert PlatformSubmission.objects.get(platform_assignment_id="late-session").flag == Flag.NOT_ON_PLATFORM
+    answered(study, pid, worker="p_invented", session="invented-session")  # not synced before the run
+    run = score(study)
+    assert (unit_row(study)["n_annotators"], unit_row(study)["stale"]) == (2, False)
+
+    server.add_submission(pid, participant_id="p_late", submission_id="late-session")  # listed after all
+    study_sync(study=study)  # the late one counts again, the invented one is held: 2 still
+
+    late = PlatformSubmission.objects.get(platform_assignment_id="late-session")
+    assert late.flag == Flag.OK and late.flagged_at > run.finished_at
+    assert PlatformSubmission.objects.get(platform_assignment_id="invented-session").flag == Flag.NOT_ON_PLATFORM
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 2, True)
