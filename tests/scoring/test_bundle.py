@@ -121,7 +121,11 @@ def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():
     design = json.loads(archive.read("study.json"))
     assert design["study"]["annotators_per_unit"] == 5 and design["study"]["units_per_task"] == 8
     assert len(design["attention_checks"]) == 1 and len(design["qualification_test"]["questions"]) == 3
-    assert json.loads(archive.read("settings.json"))["rules"]["bootstrap"]["seed"] == 0
+    rules = json.loads(archive.read("settings.json"))["rules"]
+    assert rules["bootstrap"]["seed"] == 0
+    # How an LM output that did not parse counts is named, with where the other reading is.
+    assert rules["unparsed_outputs"].startswith("a question whose F^I or F^IR answer did not parse is left out")
+    assert "task_accuracy_readings, gen_u.unparsed_rules" in rules["unparsed_outputs"]
 
 
 def test_imported_workers_are_keyed_by_their_pseudonym():

@@ -34,7 +34,13 @@ from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.models import UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.selectors import score_run_latest
-from scoring.services.score import SCHEMA_VERSION, borrowed_utility
+from scoring.services.genu import UNPARSED_LEFT_OUT, UNPARSED_RULES, UNPARSED_SPEC
+from scoring.services.score import (
+    SCHEMA_VERSION,
+    TASK_ACCURACY_LEFT_OUT,
+    TASK_ACCURACY_RULES,
+    borrowed_utility,
+)
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
 from studies.selectors import sources_for_user
@@ -237,6 +243,9 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
         "rules": {
             "majority_tie": "a tie counts as wrong (no majority)",
             "gen_u_tie_rule": genu_rule.TIE_RULE_TEXT,
+            "unparsed_outputs": f"{UNPARSED_RULES[UNPARSED_LEFT_OUT]}; task accuracy: "
+                                f"{TASK_ACCURACY_RULES[TASK_ACCURACY_LEFT_OUT]} ({UNPARSED_SPEC}; results.json gives "
+                                "both with them counted as wrong: task_accuracy_readings, gen_u.unparsed_rules)",
             "bootstrap": bootstrap,
             "what_counts": "annotations.selectors.claims_that_count: complete, not given back, task submitted or "
                            "approved, not on hold",
