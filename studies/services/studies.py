@@ -118,21 +118,26 @@ def study_items_draw(*, study: Study) -> list[Item]:
     """Draw the study's items from its dataset split: all of them when ``item_sample_size`` is
     empty, else a sample drawn with ``random.Random(sample_seed)`` from the items ordered by
     external id, so the same seed gives the same sample on any database. Only a draft study can
-    be re-sampled. Returns the items, ordered by external id.
+    be re-sampled. The status and the sample's settings are read from the study's row, locked ``FOR
+    UPDATE`` until the items are written, not from ``study``, which may be a copy read before the
+    study was opened or changed (as the admin's action reads it; opening locks the same row).
+    Returns the items, ordered by external id.
 
     No right is checked here: the caller checked the acting user's (``study_sample_items``,
     ``study_update``, ``annotations.services.opening.study_open``) or made the study
     (``study_insert``). Anyone else calls ``study_sample_items``."""
-    if study.status != Study.Status.DRAFT:
-        raise StudyError(f"study {study.name!r} is {study.get_status_display().lower()}: only a draft can be re-sampled")
     with transaction.atomic():
-        _refuse(_sample_problems(dataset=study.dataset, split=study.split, size=study.item_sample_size))
-        pool = list(Item.objects.filter(dataset=study.dataset, split=study.split).order_by("external_id"))
-        size = study.item_sample_size
+        stored = Study.objects.select_for_update().get(pk=study.pk)
+        if stored.status != Study.Status.DRAFT:
+            raise StudyError(
+                f"study {stored.name!r} is {stored.get_status_display().lower()}: only a draft can be re-sampled")
+        _refuse(_sample_problems(dataset=stored.dataset, split=stored.split, size=stored.item_sample_size))
+        pool = list(Item.objects.filter(dataset=stored.dataset, split=stored.split).order_by("external_id"))
+        size = stored.item_sample_size
         if size is None or size == len(pool):
             chosen = pool
         else:
-            chosen = sorted(random.Random(study.sample_seed).sample(pool, size), key=lambda i: i.external_id)
+            chosen = sorted(random.Random(stored.sample_seed).sample(pool, size), key=lambda i: i.external_id)
         study.items.set(chosen)
         return chosen
 

@@ -82,7 +82,7 @@ def test_a_changed_test_holds_no_task_again():
     passed = Client()
     task = start(passed, entry_url(study))
     pass_test(passed, task, test)
-    test.pass_mark = 3
+    test.instructions = "Read carefully."
     qualification_test_save(test=test, user=None)  # a change is no new test: nothing is held again
     assert not Assignment.objects.get().qualification_pending
     assert answer(passed, task)[1].status_code == 302
