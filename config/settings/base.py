@@ -299,18 +299,27 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesys
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or REDIS_URL or (
     f"db+sqlite:///{CELERY_DATA_DIR / 'results.sqlite3'}"
 )
+# No task runs longer than CELERY_TASK_TIME_LIMIT (the default of every task, and above each task's
+# own time_limit: tests/test_celery_visibility_timeout.py checks every registered task). Redis hands
+# a message that a worker took and has not acknowledged (acks_late) to another worker after the
+# visibility timeout (Redis's default: one hour, shorter than an LM job's or an import's limit), so
+# it is set above that limit, with an hour's margin for a message waiting in a worker's prefetch or
+# for its countdown. The filesystem transport ignores it (it has no visibility timeout).
+CELERY_TASK_TIME_LIMIT = 6 * 3600
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 3600}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The filesystem transport does not create its folders.
     for _sub in ("queue", "processed", "control"):
         (CELERY_DATA_DIR / _sub).mkdir(parents=True, exist_ok=True)
     _queue_dir = str(CELERY_DATA_DIR / "queue")
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
+    CELERY_BROKER_TRANSPORT_OPTIONS.update({
         "data_folder_in": _queue_dir,
         "data_folder_out": _queue_dir,
         "processed_folder": str(CELERY_DATA_DIR / "processed"),
         "control_folder": str(CELERY_DATA_DIR / "control"),
         "polling_interval": 0.1,
-    }
+    })
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_QUEUES = (Queue("default"), Queue("lm"))
 # Every task goes to "default" unless routed here: LM work needs a worker that has the models
@@ -324,8 +333,6 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_TASK_TIME_LIMIT = 6 * 3600
-CELERY_TASK_SOFT_TIME_LIMIT = 6 * 3600 - 60
 CELERY_BEAT_SCHEDULE: dict = {}
 # Crowd platforms (annotations.tasks.platforms): sync live MTurk / Prolific publications.
 CELERY_BEAT_SCHEDULE["platforms-sync-open-studies"] = {

@@ -22,7 +22,7 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.importers import ImportValidationError, import_run
-from studies.services.importers.jobs import import_in_background, import_job_create
+from studies.services.importers.jobs import ImportQueueUnavailable, import_in_background, import_job_create
 
 from .filters import (
     DatasetFilter,
@@ -34,6 +34,7 @@ from .filters import (
 )
 from .serializers import (
     DatasetSerializer,
+    ErrorSerializer,
     GeneralizationQuestionSerializer,
     ImportErrorSerializer,
     ImportJobSerializer,
@@ -218,6 +219,9 @@ def import_file_run(*, data: dict, user) -> ImportRecord | ImportJob:
             201: ImportRecordSerializer,
             202: OpenApiResponse(ImportJobSerializer, description="A large file: its import job, queued."),
             400: OpenApiResponse(ImportErrorSerializer, description="Nothing imported; every bad row listed."),
+            503: OpenApiResponse(ErrorSerializer, description="A large file whose job could not be queued (the "
+                                 "task queue cannot be reached): the job is marked failed, nothing was imported "
+                                 "and the upload was not kept; upload the file again later."),
         },
         examples=[OpenApiExample("Rejected file", response_only=True, status_codes=["400"], value={
             "file": ["rationales.jsonl: nothing imported: line 3: field 'answer': the answer 'maybe' is not one of "
@@ -246,6 +250,8 @@ class ImportViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         form.is_valid(raise_exception=True)
         try:
             done = import_file_run(data=form.validated_data, user=request.user)
+        except ImportQueueUnavailable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         except ImportValidationError as exc:
             errors = [e.as_dict() for e in exc.errors]
             return Response({"file": [str(exc)], "errors": errors}, status=status.HTTP_400_BAD_REQUEST)

@@ -64,9 +64,14 @@ def access_study(*, user, study: Study | int, access: str) -> Study:
     return found
 
 
-def study_assignments(*, study: Study, ids: Iterable[int]) -> list[Assignment]:
-    """The assignments ``ids`` of ``study``, in id order; ``PlatformServiceError`` naming every id
-    that is not a task of ``study`` (nothing is done to any of them then)."""
+def study_assignments(*, study: Study, ids: Iterable[int]) -> tuple[list[Assignment], list[str]]:
+    """The assignments ``ids`` of ``study``, in id order, and an error line per id that no longer
+    exists anywhere. An id of another study's task is refused: ``PlatformServiceError`` naming
+    every such id, and nothing is done to any of them (no batch may reach another study's
+    workers). An id that names no task at all is an error of its row only, in the batch
+    services' per-row form (``common.each_assignment``): a queued bonus or approve batch whose
+    worker withdrew meanwhile (``participant_withdraw`` deletes their unpaid tasks) still pays or
+    approves the others."""
     ids = list(ids)
     for i in ids:
         whole = isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63
@@ -76,13 +81,18 @@ def study_assignments(*, study: Study, ids: Iterable[int]) -> list[Assignment]:
     found = list(Assignment.objects.filter(study=study, pk__in=wanted).select_related("participant", "study")
                  .order_by("id"))
     missing = sorted(set(wanted) - {a.pk for a in found})
-    if missing:
-        shown = ", ".join(str(i) for i in missing[:20]) + (" ..." if len(missing) > 20 else "")
+    foreign = list(Assignment.objects.filter(pk__in=missing).order_by("id").values_list("pk", flat=True))
+    if foreign:
+        shown = ", ".join(str(i) for i in foreign[:20]) + (" ..." if len(foreign) > 20 else "")
         raise PlatformServiceError(
             f"assignment(s) {shown}: not found in study {study.pk}; nothing was done")
-    return found
+    return found, [f"assignment {i}: not found in study {study.pk} (its worker withdrew or it was deleted); "
+                   "nothing was done to it" for i in missing]
 
 
 def assignment_of(*, study: Study, assignment: Assignment | int) -> Assignment:
-    """``assignment`` read again, if it is a task of ``study``."""
-    return study_assignments(study=study, ids=[assignment if isinstance(assignment, int) else assignment.pk])[0]
+    """``assignment`` read again, if it is a task of ``study``; ``PlatformServiceError`` otherwise."""
+    found, gone = study_assignments(study=study, ids=[assignment if isinstance(assignment, int) else assignment.pk])
+    if gone:
+        raise PlatformServiceError(gone[0])
+    return found[0]

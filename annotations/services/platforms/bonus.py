@@ -91,17 +91,18 @@ def bonus_pay(*, user, study: Study, assignment: Assignment, amount: Decimal | s
 def study_bonuses_pay(*, user, study: Study, assignment_ids: list[int], amount: Decimal | str, reason: str,
                       kind: str = Bonus.Kind.OTHER) -> dict:
     """Pay the same bonus to the workers of ``assignment_ids``, as ``user`` (PAY access to
-    ``study``). Every id must be a task of ``study``, or nothing is paid. The one batch of
+    ``study``). An id of another study's task refuses the batch: nothing is paid. The one batch of
     bonuses: the publish page runs it inline and ``pay_bonuses_task`` runs it per batch. No
-    single assignment stops the batch: a refusal is in ``errors`` with the assignment's id (and on
-    its bonus row); one whose outcome is not known yet is in ``errors`` and its id in
+    single assignment stops the batch: a refusal, or an id that no longer exists (a worker who
+    withdrew after the batch was queued), is in ``errors`` with the assignment's id (and a refusal
+    on its bonus row); one whose outcome is not known yet is in ``errors`` and its id in
     ``unsettled``, for a retry or the next sync."""
     study = access_study(user=user, study=study, access=BONUS)
     amount, reason = _bonus_checks(amount=amount, reason=reason, kind=kind)
+    assignments, gone = study_assignments(study=study, ids=assignment_ids)
     paid, errors, unsettled = each_assignment(
-        study_assignments(study=study, ids=assignment_ids),
-        lambda assignment: _pay(assignment, amount=amount, reason=reason, kind=kind, user=user))
-    return {"paid": paid, "errors": errors, "unsettled": unsettled}
+        assignments, lambda assignment: _pay(assignment, amount=amount, reason=reason, kind=kind, user=user))
+    return {"paid": paid, "errors": gone + errors, "unsettled": unsettled}
 
 
 def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:

@@ -164,17 +164,19 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
 
 def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = None) -> dict:
     """Approve, as ``user`` (PAY access), every submitted assignment of ``study``, or those of
-    ``assignment_ids`` (all of which must be tasks of ``study``: otherwise nothing is done). The
+    ``assignment_ids`` (an id of another study's task refuses the batch: nothing is done). The
     one "approve all": the publish page runs it inline and ``approve_assignments_task`` runs it
-    per batch. No single assignment stops the batch: a refusal or a bad id is collected in
-    ``errors`` with the assignment's id (and recorded on its audit row); one whose outcome is not
-    known yet (a network error, an earlier attempt's lost answer) is in ``errors`` and its id in
+    per batch. No single assignment stops the batch: a refusal, or an id that no longer exists (a
+    worker who withdrew after the batch was queued), is collected in ``errors`` with the
+    assignment's id (and a refusal recorded on its audit row); one whose outcome is not known yet
+    (a network error, an earlier attempt's lost answer) is in ``errors`` and its id in
     ``unsettled``, for a retry or the next sync."""
     study = access_study(user=user, study=study, access=APPROVE)
+    gone: list[str] = []
     if assignment_ids is None:
         assignments = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
                            .select_related("participant", "study").order_by("id"))
     else:
-        assignments = study_assignments(study=study, ids=assignment_ids)
+        assignments, gone = study_assignments(study=study, ids=assignment_ids)
     approved, errors, unsettled = each_assignment(assignments, lambda assignment: _approve(assignment, user=user))
-    return {"approved": approved, "errors": errors, "unsettled": unsettled}
+    return {"approved": approved, "errors": gone + errors, "unsettled": unsettled}

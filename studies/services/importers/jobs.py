@@ -35,6 +35,19 @@ COLUMNS = {"items": ItemColumns, "rationales": RationaleColumns}
 IMPORT_TASK = "studies.tasks.run_import_job"
 # A failed job keeps at most this many row errors (and says how many there were).
 MAX_STORED_ERRORS = 1000
+# What a job whose task could not be queued says, and what the caller is told.
+QUEUE_DOWN = "the task queue could not be reached; nothing was imported, upload the file again"
+
+
+class ImportQueueUnavailable(ImportValidationError):
+    """The task queue (broker) could not be reached when a background import was queued: its job
+    was marked failed and its upload deleted. An ``ImportValidationError`` (nothing imported, one
+    problem to show), so every upload form shows it as it shows a refused file; the API answers
+    503."""
+
+    def summary(self) -> str:
+        name = f"{self.filename}: " if self.filename else ""
+        return f"{name}{self.errors[0].reason}"
 
 
 def import_in_background(*, file: Any) -> bool:
@@ -45,7 +58,9 @@ def import_in_background(*, file: Any) -> bool:
 
 def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | None = None) -> ImportJob:
     """Store the upload and queue its import (after the job's row is committed). Needs
-    ``studies.add_importrecord``; unknown kinds and options are refused before anything is stored."""
+    ``studies.add_importrecord``; unknown kinds and options are refused before anything is stored.
+    Raises ``ImportQueueUnavailable`` when the task queue cannot be reached (``_send``): the job is
+    then failed and its upload deleted, never left queued."""
     import_permission_check(user)
     if kind not in IMPORT_KINDS:
         raise ImportValidationError(f"unknown import kind {kind!r}: use one of {', '.join(IMPORT_KINDS)}")
@@ -67,8 +82,20 @@ def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | N
         job.file.save(name[-100:], file, save=False)
         job.full_clean()
         job.save()
-        transaction.on_commit(lambda: current_app.signature(IMPORT_TASK, args=(job.pk,)).apply_async())
+        transaction.on_commit(lambda: _send(job))
     return job
+
+
+def _send(job: ImportJob) -> None:
+    """Queue ``job``'s import. A broker that cannot be reached fails the job at once and deletes its
+    upload (``_finish``), then raises ``ImportQueueUnavailable``: no job is left queued with nothing
+    to run it and its file kept, as ``scoring.services.runs`` does for a score run."""
+    try:
+        current_app.signature(IMPORT_TASK, args=(job.pk,)).apply_async()
+    except Exception as exc:  # kombu's OperationalError, a refused socket, DNS: nothing was queued
+        logger.warning("import job %s not queued: %s: %s", job.pk, exc.__class__.__name__, exc)
+        _finish(job, status=ImportJob.Status.FAILED, error=QUEUE_DOWN)
+        raise ImportQueueUnavailable(QUEUE_DOWN, filename=job.filename) from exc
 
 
 def import_job_run(*, job_id: int) -> ImportJob:
