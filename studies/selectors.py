@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import BigIntegerField, Exists, OuterRef, Q, QuerySet
+from django.db.models import BigIntegerField, BooleanField, Exists, F, Func, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -156,10 +156,15 @@ def user_may_see_raw_worker_ids(user) -> bool:
     return _active(user) and user.has_perm(RAW_WORKER_IDS_PERMISSION)
 
 
+def _reads_all(user, perm: str) -> bool:
+    """Whether ``user`` reads every row of the model ``perm`` views (reference data)."""
+    return _active(user) and (user.is_superuser or user.has_perm(perm))
+
+
 def _all_or_used(user, model, perm: str, used: QuerySet) -> QuerySet:
     if not _active(user):
         return model.objects.none()
-    if user.is_superuser or user.has_perm(perm):
+    if _reads_all(user, perm):
         return model.objects.all()
     return model.objects.filter(pk__in=used)
 
@@ -242,6 +247,41 @@ def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:
 # (into an existing study) and the study bundle import (a new study). Every other kind imports into
 # its dataset (``ImportRecord.dataset``): items, rationales, generalization questions.
 STUDY_IMPORT_KINDS = ("outcomes", "bundle")
+# The imports that write rationales of sources and name them in their summary (``per_source``,
+# ``sources_created``, ``sources_with_highlights``), with the sources' ids in ``summary["source_ids"]``.
+SOURCE_IMPORT_KINDS = ("rationales",)
+
+
+class _HoldsIdOutside(Func):
+    """Whether the JSON array ``json_field[key]`` of the row holds an id that ``ids`` (a queryset of
+    primary keys) does not: an ``EXISTS`` over the array's elements, one correlated subquery. The
+    ORM's JSON ``contains`` does not run on SQLite, so each database walks the array with its own
+    function: ``json_each`` on SQLite, ``jsonb_array_elements_text`` on PostgreSQL (the field is
+    ``jsonb``; a row without the key, or whose key is not an array, holds nothing). ``key`` is a
+    constant of this module, never user input."""
+
+    output_field = BooleanField()
+
+    def __init__(self, json_field: str, key: str, ids: QuerySet):
+        self.key = key
+        super().__init__(F(json_field), Subquery(ids))
+
+    def _parts(self, compiler):
+        field_sql, field_params = compiler.compile(self.source_expressions[0])
+        ids_sql, ids_params = compiler.compile(self.source_expressions[1])
+        return field_sql, tuple(field_params), ids_sql, tuple(ids_params)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        field_sql, field_params, ids_sql, ids_params = self._parts(compiler)
+        return (f"EXISTS (SELECT 1 FROM json_each({field_sql}, %s) AS held "
+                f"WHERE held.value NOT IN {ids_sql})", (*field_params, f"$.{self.key}", *ids_params))
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        field_sql, field_params, ids_sql, ids_params = self._parts(compiler)
+        array = f"({field_sql} -> %s)"
+        return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof({array}) = 'array' "
+                f"THEN {array} ELSE '[]'::jsonb END) AS held(value) WHERE held.value::bigint NOT IN {ids_sql})",
+                (*field_params, self.key, *field_params, self.key, *ids_params))
 
 
 def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
@@ -250,16 +290,31 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
     (``studies_for_user``), any other import when they may read its dataset (``datasets_for_user``);
     superusers read all. ``studies.view_importrecord`` opens the feature (the admin's pages), never
     another researcher's rows: a record quotes its file's name, its counts and summary, what the
-    importer saw. One query (the selectors are subqueries), for the API and the admin alike."""
+    importer saw. One query (the selectors are subqueries), for the API and the admin alike.
+
+    An import that wrote rationales of sources (``SOURCE_IMPORT_KINDS``) names them in its summary
+    (names and row counts), so another researcher reads it only when they may also read every
+    source it names (``sources_for_user``): none of its ``summary["source_ids"]`` outside theirs.
+    A record made before the importer stored ``source_ids`` names its sources only by name (and a
+    source can be renamed since), so it is read beyond its importer only by whoever reads every
+    source (``studies.view_rationalesource``)."""
     if not _active(user):
         return ImportRecord.objects.none()
     if user.is_superuser:
         return ImportRecord.objects.all()
     study_id = Cast(KeyTextTransform("study", "summary"), BigIntegerField())
+    if _reads_all(user, "studies.view_rationalesource"):
+        sources_readable = Q()
+    else:
+        sources_readable = ~Q(kind__in=SOURCE_IMPORT_KINDS) | (
+            Q(summary__has_key="source_ids")
+            & ~Q(_HoldsIdOutside("summary", "source_ids", sources_for_user(user=user).values("pk")))
+        )
     return ImportRecord.objects.alias(target_study_id=study_id).filter(
         Q(imported_by_id=user.pk)
         | Q(kind__in=STUDY_IMPORT_KINDS, target_study_id__in=studies_for_user(user=user).values("pk"))
-        | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk")))
+        | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk"))
+           & sources_readable)
     )
 
 

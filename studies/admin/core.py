@@ -89,6 +89,12 @@ class ContentAdmin(admin.ModelAdmin):
     def _is_visible(self, request, obj) -> bool:
         return obj is None or obj.pk is None or self._visible(request).filter(pk=obj.pk).exists()
 
+    def get_ordering(self, request):
+        # The model's order unless the admin names one, given to the queryset itself: a list that
+        # counts its rows (``DatasetAdmin``, ``RationaleSourceAdmin``) is a GROUP BY, where Django
+        # drops ``Meta.ordering``, and the autocomplete search pages whatever ``get_queryset`` gives.
+        return super().get_ordering(request) or self.model._meta.ordering
+
     def get_queryset(self, request):
         qs = self._visible(request)
         ordering = self.get_ordering(request)

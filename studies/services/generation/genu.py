@@ -137,9 +137,13 @@ class GenUAnswer:
 
 
 def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: RationaleSource, role: str,
-                rationales: Sequence[str] = ()) -> list[GenUAnswer]:
+                rationales: Sequence[str] = (), settings: dict | None = None) -> list[GenUAnswer]:
     """Answer ``questions`` with ``answerer`` as F^I (``role="I"``) or F^IR (``role="IR"``, with
-    ``rationales[i]`` shown beside ``questions[i]``). One batched backend call."""
+    ``rationales[i]`` shown beside ``questions[i]``). One batched backend call.
+
+    ``settings``: ``answerer_settings(answerer, role)`` when the caller has it already (a Gen-U
+    batch records it for its job), so the answers follow the very settings recorded; computed here
+    when not given."""
     if role not in ROLES:
         raise ValueError(f"role must be 'I' or 'IR', not {role!r}")
     if role == "IR" and len(rationales) != len(questions):
@@ -148,7 +152,7 @@ def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: Ration
         return []
     pitems = [yes_no_prompt_item(q.text, dataset=q.item.dataset.name, answer=q.answer) for q in questions]
     seq2seq = answerer.backend == "seq2seq"
-    settings = answerer_settings(answerer, role)
+    settings = answerer_settings(answerer, role) if settings is None else settings
     make = getattr(templates, settings["template"])
     if role == "I":
         prompts = [make(p) for p in pitems]
@@ -301,8 +305,8 @@ class GenUHandler(ItemHandler):
         for role, key in ROLES.items():
             answerer = RationaleSource.objects.get(pk=job.params[key])
             todo = [q for q in questions if (q.pk, role) not in have]
-            out.answering[role] = answerer_settings(answerer, role)
-            answers = genu_answer(questions=todo, answerer=answerer, role=role,
+            out.answering[role] = settings = answerer_settings(answerer, role)  # once per answerer and batch
+            answers = genu_answer(questions=todo, answerer=answerer, role=role, settings=settings,
                                   rationales=[rationales[q.item_id] for q in todo] if role == "IR" else ())
             for answer in answers:
                 question = by_id[answer.question_id]

@@ -353,6 +353,8 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             "rows": len(rows),
             "identical_duplicates_merged": merged,
             "per_source": per_source,
+            # Who reads this record beyond its importer reads these sources (``import_records_for_user``).
+            "source_ids": sorted(source.pk for source in sources.values()),
             "sources_created": created_sources,
             "sources_with_highlights": with_highlights,
             "rows_with_faithfulness_probabilities": sum(1 for values in rows.values() if "faithfulness" in values),
