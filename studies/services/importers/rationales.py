@@ -32,6 +32,7 @@ from django.db import transaction
 from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
 from studies.selectors import sources_for_user
+from studies.services.content import content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_cell, read_import_file, read_records
@@ -304,6 +305,24 @@ def _probability(row: Row, key: str) -> float | None:
     return value
 
 
+def _highlights_flag_check(flips, *, rows: dict[tuple[int, str], dict[str, Any]],
+                           lines: dict[tuple[int, str], int | None], user, filename: str) -> None:
+    """Marking a source as having highlights changes it (scoring computes its faithfulness, a
+    faithfulness job may start on it), so it is asked of the content rule as any change to the
+    source is (``content_change_problems``, under a lock on the studies using it): a source a study
+    the importer may not change uses, or whose flag is fixed, refuses each of its rows that carries
+    highlights, by line; the caller's transaction then writes nothing."""
+    by_pk = {source.pk: source.name for source in flips}
+    not_yours, fixed = content_change_problems(user=user, model=RationaleSource,
+                                               changes={pk: {"has_highlights"} for pk in by_pk}, lock=True)
+    reasons = {by_pk[pk]: reason for pk, reason in {**fixed, **not_yours}.items()}
+    if reasons:
+        refused = sorted(((lines.get(key), reasons[key[1]]) for key, values in rows.items()
+                          if key[1] in reasons and values.get("highlights")), key=lambda t: t[0] or 0)
+        raise ImportValidationError([RowError(line, "highlights", reason) for line, reason in refused],
+                                    filename=filename)
+
+
 def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: dict[tuple[int, str], int | None],
            merged: int, split, user, names_of: _SourceNames) -> ImportRecord:
     with transaction.atomic():
@@ -342,8 +361,10 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             lines=keyed_lines, filename=f.name, user=user, key_field="source",
         )
         with_highlights = sorted({name for (_, name), values in rows.items() if values.get("highlights")})
-        RationaleSource.objects.filter(pk__in=[sources[name].pk for name in with_highlights],
-                                       has_highlights=False).update(has_highlights=True)
+        flips = RationaleSource.objects.filter(pk__in=[sources[name].pk for name in with_highlights],
+                                               has_highlights=False)
+        _highlights_flag_check(flips, rows=rows, lines=lines, user=user, filename=f.name)
+        flips.update(has_highlights=True)
         per_source: dict[str, int] = {}
         for _, name in rows:
             per_source[name] = per_source.get(name, 0) + 1
