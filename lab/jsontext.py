@@ -11,6 +11,7 @@ too) and yields where each problem is; ``load_json`` parses and refuses the firs
 safe on any depth."""
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -92,3 +93,11 @@ def load_json(text: str | bytes, *, max_depth: int = MAX_DEPTH, **loads_options:
             raise JsonTooDeep(reason)
         raise UnstorableText(f"at {json_path(path)}: {reason}")
     return value
+
+
+def json_fingerprint(value: Any, *, digits: int = 12) -> str:
+    """The first ``digits`` hex digits of the SHA-256 of ``value``'s canonical JSON (keys sorted,
+    no spaces, UTF-8): a short, stable fingerprint that tells two values apart without showing
+    them (a recorded prompt's demonstrations, a job's recorded endpoint)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:digits]

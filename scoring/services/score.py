@@ -101,7 +101,6 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import traceback
@@ -123,6 +122,7 @@ from annotations.selectors import (
 )
 from annotations.selectors.platforms import assignments_on_hold
 from annotations.services.release import assignment_duration, first_answer_window
+from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.errors import ScoringError
 from scoring.metrics import pipeline
@@ -1046,10 +1046,7 @@ GENERATION_HASH_RULE = ("the first 12 hex digits of the SHA-256 of the value's c
 def generation_hash(value) -> str | None:
     """``GENERATION_HASH_RULE``: a short, stable fingerprint of a stored demonstrations list or
     template text (None when not recorded)."""
-    if value is None:
-        return None
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return None if value is None else json_fingerprint(value)
 
 
 def _study_sources(study: Study):

@@ -26,6 +26,7 @@ from studies.models import (
 from studies.services.content import job_acts_for
 
 from .errors import GenerationError
+from .inputs import SOURCE_PARAMS
 from .lifecycle import Status, eta_seconds, generation_job_fail, mark_done, smoothed_rate
 
 DEFAULT_BATCH_SIZE = 16
@@ -149,6 +150,14 @@ class Handler:
     # handlers write their own keys (a cursor, budget usage, a Quark run's history and report)
     # into ``job.params`` as the job runs, and none of those may come from outside.
     params_accepted: frozenset[str] = frozenset()
+    # The rows whose settings (where its prompts go and what comes back: ``inputs.SETTINGS_FIELDS``)
+    # the kind reads as it runs, by role (``inputs.SETTINGS_ROLES``): ``generation_job_create``
+    # records them (``inputs.job_settings_snapshot``) and the job stops if they change
+    # (``inputs.job_settings_refusal``). By default the sources its params name by id (Gen-U's
+    # answerers, Quark's genu reward), which every kind that names them reads live; a kind that
+    # prompts its source or generator as it stands adds that role. Kinds that freeze what they read
+    # into their params at creation (Quark's policy, faithfulness's task model) need nothing more.
+    settings_read_live: tuple[str, ...] = SOURCE_PARAMS
 
     def prepare(self, *, source, generator, dataset, split: str, item_ids, limit, params: dict) -> Prepared:
         raise NotImplementedError
@@ -229,6 +238,10 @@ class ItemHandler(Handler):
         try:
             output = self.generate(job, item_ids)
         except TransientBackendError:
+            # The requests spent before the endpoint gave out count against the job's budget: a
+            # resumed job would otherwise start from the usage of its last stored batch and could
+            # go past max_requests / max_tokens.
+            _save_usage(job)
             raise  # the task records it; the job can be resumed
         except BackendError as exc:
             _save_usage(job)
@@ -262,6 +275,8 @@ class ItemHandler(Handler):
 
 
 def _save_usage(job: GenerationJob) -> None:
+    """Store the budget usage the batch's backend counted (``job.params["usage"]``, written by
+    ``generate`` even when it raised) on the job, for a batch that stored nothing else."""
     if "usage" in job.params:
         with transaction.atomic():
             locked = GenerationJob.objects.select_for_update().get(pk=job.pk)

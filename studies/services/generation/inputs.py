@@ -1,14 +1,17 @@
 """What an LM job reads, checked for its researcher: when it is created
 (:func:`generation_job_inputs_check`) and whenever it runs (:func:`generation_job_inputs_refusal`,
 which ``lifecycle.job_refusal`` asks at each batch's start, at fine-tuning's and Quark's progress
-checks, on a resume and on beat's requeue). Its own module, below ``lifecycle`` and the job kinds,
-so that every process that runs a job has the check (it was handed to ``lifecycle`` by ``jobs``
-when that module was imported, and a process that had not imported it checked nothing); and the
-one lookup by which a source is named by its name or id (:func:`source_by_name_or_id`)."""
+checks, on a resume and on beat's requeue), with the settings of the sources and question
+generator a job reads as it runs, recorded when it is created (:func:`job_settings_snapshot`) and
+compared with the live ones each time (:func:`job_settings_refusal`). Its own module, below
+``lifecycle`` and the job kinds, so that every process that runs a job has the check (it was
+handed to ``lifecycle`` by ``jobs`` when that module was imported, and a process that had not
+imported it checked nothing); and the one lookup by which a source is named by its name or id
+(:func:`source_by_name_or_id`)."""
 from __future__ import annotations
 
 from lab.ids import parse_id
-from lab.jsontext import text_problem
+from lab.jsontext import json_fingerprint, text_problem
 from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource
 from studies.selectors import (
     datasets_for_user,
@@ -58,12 +61,14 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     (and the sources its params name: ``answerer_i`` / ``answerer_ir``, Quark's ``policy_path`` when
     it names a source) outside ``sources_for_user``, the question generator outside
     ``question_generators_for_user``, the dataset outside ``datasets_for_user``, item ids outside
-    ``items_for_user``. A job copies its source's or generator's endpoint, template or instructions
-    and demonstrations and its dataset's train items into its params and runs on them, so reading
-    them is what starting it takes. A model named by its path (``base_model``, ``task_model``,
-    ``policy_path``), and the question generator's ``model_name_or_path`` (a generator, read by
-    whoever may read the library, may have been pointed at a checkpoint before the admin checked it,
-    or the checkpoint's source hidden since), is read only through a source ``user`` may read,
+    ``items_for_user``. A job copies its generator's instructions and its source's or generator's
+    demonstrations (or its dataset's train items drawn as demonstrations) into its params and runs
+    on them, and records the settings its source, generator or answerers send its prompts with
+    (their backend, model, endpoint, decoding and template: :func:`job_settings_snapshot`), running
+    only while they stay as recorded; so reading them is what starting it takes. A model named by
+    its path (``base_model``, ``task_model``, ``policy_path``), and the question generator's
+    ``model_name_or_path`` (a generator, read by whoever may read the library, may have been pointed
+    at a checkpoint before the admin checked it, or the checkpoint's source hidden since), is read only through a source ``user`` may read,
     unless it is an operator's or a hub name (``model_paths.model_path_readable``). A hidden row or
     model is answered as a missing one.
     ``user`` None: the operator (a management command), never refused. Made again whenever the job
@@ -109,6 +114,89 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
             raise GenerationError(f"item ids {hidden[:10]} do not exist")
 
 
+# The settings of a rationale source or question generator that decide where a job's prompts go
+# and what comes back (a generator has no template: its instructions are frozen into the job's
+# params). The one list that :func:`job_settings_snapshot` records and :func:`job_settings_refusal`
+# compares.
+SETTINGS_FIELDS = ("backend", "model_name_or_path", "endpoint_url", "decoding", "template", "seed")
+# The key of a job's params holding, per role (``source``, ``generator``, or a key of
+# ``SOURCE_PARAMS``), the row's id and name and its ``SETTINGS_FIELDS`` when the job was created.
+SETTINGS_SNAPSHOT = "settings_snapshot"
+# The roles a job may read settings from as it runs: its source, its question generator, and the
+# sources its params name by id.
+SETTINGS_ROLES = ("source", "generator", *SOURCE_PARAMS)
+
+
+def _role_label(role: str) -> str:
+    return {"source": "source", "generator": "question generator"}.get(role, f"{role} source")
+
+
+def _settings_row(role: str, *, source: RationaleSource | None, generator: QuestionGenerator | None,
+                  params: dict, stored: bool) -> RationaleSource | QuestionGenerator | None:
+    """The row that ``role`` names for a job on ``source``, ``generator`` and ``params``, None when
+    it names none or the row is gone. ``stored``: ``source`` and ``generator`` read again from the
+    database (a caller may hold an unsaved copy; the job runs on the stored row); else the
+    instances given (a job's own, which its batch then runs on, so that the values compared are
+    those used). A source named by the params is read by its id, as the kind reads it."""
+    if role in ("source", "generator"):
+        row = source if role == "source" else generator
+        if row is None or row.pk is None or not stored:
+            return row
+        return type(row).objects.filter(pk=row.pk).first()
+    pk = None if params.get(role) in (None, "") else _id_or_none(params[role])
+    return None if pk is None else RationaleSource.objects.filter(pk=pk).first()
+
+
+def _settings_of(row: RationaleSource | QuestionGenerator) -> dict:
+    """``row``'s id and name, and a fingerprint of each of its ``SETTINGS_FIELDS`` that its model
+    has (``lab.jsontext.json_fingerprint``): enough to tell a change, without copying an endpoint
+    or model path into params that readers of the job who may not read the row would see."""
+    names = {field.name for field in type(row)._meta.concrete_fields}
+    return {"id": row.pk, "name": row.name,
+            **{f: json_fingerprint(getattr(row, f)) for f in SETTINGS_FIELDS if f in names}}
+
+
+def job_settings_snapshot(*, roles: tuple[str, ...], source: RationaleSource | None,
+                          generator: QuestionGenerator | None, params: dict) -> dict:
+    """What a new job records under ``params[SETTINGS_SNAPSHOT]``: for each of ``roles`` (those its
+    kind reads settings from as it runs, ``Handler.settings_read_live``) that names a row, that
+    row's id, name and ``SETTINGS_FIELDS`` as stored. Sources and generators are shared library
+    data that others with change rights may edit while the job waits or runs:
+    :func:`job_settings_refusal` stops the job when they no longer match, so that its researcher's
+    items never go to an endpoint or model they did not start it on."""
+    snapshot = {}
+    for role in roles:
+        row = _settings_row(role, source=source, generator=generator, params=params, stored=True)
+        if row is not None:
+            snapshot[role] = _settings_of(row)
+    return snapshot
+
+
+def job_settings_refusal(job: GenerationJob) -> str:
+    """Why ``job`` may not go on because a source or question generator it reads as it runs was
+    changed since it was created (another researcher may change a shared row): the first recorded
+    setting (:func:`job_settings_snapshot`) that differs from the row now, or the row gone; empty
+    when all match. Compared on the job's own ``source`` and ``generator``, which its batch then
+    prompts. A job created before jobs recorded their settings has no snapshot: it runs on the live
+    settings, as it always did."""
+    snapshot = job.params.get(SETTINGS_SNAPSHOT) if isinstance(job.params, dict) else None
+    if not isinstance(snapshot, dict):
+        return ""  # created before the snapshot: runs as before
+    for role, recorded in snapshot.items():
+        if role not in SETTINGS_ROLES or not isinstance(recorded, dict):
+            continue
+        row = _settings_row(role, source=job.source, generator=job.generator, params=job.params, stored=False)
+        label = f"{_role_label(role)} {recorded.get('name', recorded.get('id'))!r}"
+        if row is None or row.pk != recorded.get("id"):
+            return f"Cancelled: {label} no longer exists; start a new job."
+        live = _settings_of(row)
+        for field in SETTINGS_FIELDS:
+            if field in recorded and live.get(field) != recorded[field]:
+                return (f"Cancelled: the {field} of {label} changed since the job was created; start a new "
+                        "job (a job runs only on the settings it was started with).")
+    return ""
+
+
 def generation_job_inputs_refusal(job: GenerationJob) -> str:
     """Why ``job`` may no longer run for its researcher: :func:`generation_job_inputs_check` made
     again for them (``common.job_actor``) on what the job reads (its source, question generator and
@@ -118,7 +206,15 @@ def generation_job_inputs_refusal(job: GenerationJob) -> str:
     without the dataset). The operator's jobs, and those of a deleted account (acting for nobody,
     storing only what no study shows), are not concerned, as for ``lifecycle.creator_refusal``.
     Each batch's start, fine-tuning's progress reports, a resume and beat's requeue ask it: a few
-    indexed reads, plus one over the sources' model paths for a job that names a model by path."""
+    indexed reads, plus one over the sources' model paths for a job that names a model by path.
+    Then, for every job (the operator's too: a shared row may be edited by anyone allowed to),
+    whether the settings it prompts as it runs are still those it was created with
+    (:func:`job_settings_refusal`)."""
+    return _reading_refusal(job) or job_settings_refusal(job)
+
+
+def _reading_refusal(job: GenerationJob) -> str:
+    """Why ``job``'s researcher may no longer read what it reads (:func:`generation_job_inputs_refusal`)."""
     if job.created_by_id is None:
         return ""
     user = job_acts_for(created_by=job.created_by, by_operator=job.by_operator)  # common.job_actor

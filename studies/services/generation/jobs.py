@@ -39,7 +39,12 @@ from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
 from .genu import GenUHandler
-from .inputs import generation_job_inputs_check, generation_job_inputs_refusal
+from .inputs import (
+    SETTINGS_SNAPSHOT,
+    generation_job_inputs_check,
+    generation_job_inputs_refusal,
+    job_settings_snapshot,
+)
 from .lifecycle import (
     Status,
     creator_refusal,
@@ -107,7 +112,9 @@ def generation_job_create(
     :func:`.quark.quark_params` accepts (``source`` is the policy, or
     ``params["policy_path"]`` a checkpoint folder). Any other key is refused (each handler's
     ``params_accepted``): the keys a job writes as it runs (cursor, usage, history, report, best,
-    checkpoint_step, ...) never come from the caller.
+    checkpoint_step, ...) never come from the caller. The job records the settings of the source,
+    generator or answerers its kind prompts as it runs (``params["settings_snapshot"]``:
+    :func:`.inputs.job_settings_snapshot`) and is cancelled if they are changed before it ends.
 
     ``user``: who starts the job, refused unless they may start jobs
     (:func:`generation_job_start_check`) and read its source or question generator, dataset, items
@@ -136,6 +143,10 @@ def generation_job_create(
     researcher = user if getattr(user, "is_authenticated", False) else None  # none: the operator
     if "output_name" in prepared.params:  # fine-tuning and Quark register their checkpoint under it
         output_name_check(prepared.params["output_name"], user=researcher)
+    # The settings of the rows the kind prompts as it runs, as they are now: the job stops if
+    # anyone changes them while it waits or runs (generation_job_inputs_refusal).
+    prepared.params[SETTINGS_SNAPSHOT] = job_settings_snapshot(
+        roles=handler.settings_read_live, source=source, generator=generator, params=prepared.params)
     job = GenerationJob(
         kind=kind, source=source, generator=generator, dataset=dataset, split=prepared.split,
         item_ids=prepared.item_ids, batch_size=batch_size, params=prepared.params, total=prepared.total,

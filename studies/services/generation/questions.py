@@ -150,6 +150,9 @@ def no_question_reason(qtype: str, *, samples: int, unparseable: int, dropped: d
 class QuestionHandler(ItemHandler):
     kind = GenerationJob.Kind.GENERALIZATION_QUESTIONS
     params_accepted = frozenset({"max_requests", "max_tokens"})  # the openai budget cap
+    # Each batch prompts its question generator as it stands (backend, model, endpoint, decoding):
+    # the job runs only while they are those it was created with (inputs.job_settings_refusal).
+    settings_read_live = ("generator",)
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         if generator is None:

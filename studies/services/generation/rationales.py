@@ -102,6 +102,9 @@ def _demonstrations_frozen(job: GenerationJob) -> bool:
 class RationaleHandler(ItemHandler):
     kind = GenerationJob.Kind.RATIONALES
     params_accepted = frozenset({"max_requests", "max_tokens"})  # the openai budget cap
+    # Each batch prompts its source as it stands (backend, model, endpoint, decoding, template):
+    # the job runs only while they are those it was created with (inputs.job_settings_refusal).
+    settings_read_live = ("source",)
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         lm_source(source, "rationale source")
