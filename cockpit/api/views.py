@@ -246,7 +246,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "source": 4, "source_name": "gpt3", "n_units": 458, "n_scored": 458, "n_useful": 96, "n_unsure": 206,
             "n_not_useful": 156, "share_useful": 0.209607, "share_unsure": 0.449782, "share_not_useful": 0.340611,
             "n_before_ties": 0, "n_after_ties": 0, "accuracy_before": 0.61, "accuracy_after": 0.66,
-            "task_accuracy": 0.74, "mean_gen_u": None, "mean_similarity": None, "score_run": 12,
+            "n_task_known": 458, "task_accuracy": 0.74, "mean_gen_u": None, "mean_similarity": None, "score_run": 12,
             "similarity_model": None, "gen_u_method": None}])],
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])

@@ -37,8 +37,10 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
     Column("score_run", "int", "The scoring run that wrote this row's scores (its results.json: "
            "/api/v1/studies/{id}/results/ for the latest); empty: not scored (outcomes imported, or changed by a "
            "re-import, and not scored since)."),
-    Column("similarity_model", "str", "The BERTScore model and layer `similarity` was computed with by that run; "
-           "empty: that run computed no similarity."),
+    Column("similarity_model", "str", "The model, layer and method `similarity` was computed with by that run "
+           "(e.g. \"mini, layer 6; BERTScore F1 against the gold rationale, no baseline rescaling\": rescaling "
+           "changes the values a lot; a run that recorded no method gives model and layer only); empty: that run "
+           "computed no similarity."),
     Column("gen_u_method", "str", "What `gen_u` rests on: the question filter, the tie rule and the answerers "
            "with their training; empty: that run computed no Gen-U."),
     Column("stale", "bool", "The answers that count for this unit changed after `score_run` finished: a task was "
@@ -122,7 +124,8 @@ SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression] | _ScoredWith]] = 
     (Column("utility_label", "str", "useful, unsure or not_useful."), utility_label),
     (Column("task_correct", "bool", "The source's own predicted answer was correct (task accuracy)."), "task_correct"),
     (Column("gen_u", "int", "Gen-U of the rationale (-1, 0, 1), when computed."), "gen_u"),
-    (Column("similarity", "float", "BERTScore similarity to the gold rationale, when computed."), "similarity"),
+    (Column("similarity", "float", "Similarity to the gold rationale, when computed; the model, layer and method "
+            "it was computed with are `similarity_model`."), "similarity"),
     (Column("imported", "bool", "The aggregated answers were imported (study run elsewhere)."), "imported"),
     (Column("updated_at", "datetime", "When the score was computed (UTC)."), "updated_at"),
     (Column("reported_utility", "int", "Imported outcome studies: the utility the imported file stated."),
@@ -171,23 +174,33 @@ def scored_with(*, study: Study) -> dict:
 
 
 def scored_with_run(run: ScoreRun | None) -> dict:
-    """What ``run`` computed with: its id, its similarity model and its Gen-U method (question
-    filter, tie rule, answerers), so that a mean Gen-U or similarity is never read without the
-    setting that made it. All None for no run."""
+    """What ``run`` computed with: its id, its similarity model, layer and method (results.json
+    ``similarity.method``, ``SimilarityModel.method``: baseline rescaling changes the values a lot)
+    and its Gen-U method (question filter, tie rule, answerers), so that a mean Gen-U or similarity
+    is never read without the setting that made it. A run that recorded no similarity method gives
+    model and layer only, as it always did. All None for no run."""
     results = (run.results or {}) if run is not None else {}
-    similarity = results.get("similarity") or {}
     return {
         "score_run": run.pk if run is not None else None,
-        "similarity_model": (f"{similarity.get('name')}, layer {similarity.get('num_layers')}"
-                             if similarity.get("name") else None),
+        "similarity_model": similarity_model_text(results.get("similarity") or {}),
         "gen_u_method": gen_u_method_text(results["gen_u"]) if results.get("gen_u") else None,
     }
 
 
+def similarity_model_text(similarity: dict) -> str | None:
+    """A run's results.json ``similarity`` as the exports give it: "name, layer N; method" (without
+    "; method" for a run that recorded none); None when the run computed no similarity."""
+    if not similarity.get("name"):
+        return None
+    text = f"{similarity.get('name')}, layer {similarity.get('num_layers')}"
+    return f"{text}; {similarity['method']}" if similarity.get("method") else text
+
+
 def source_summaries(*, study: Study) -> list[dict]:
     """Per rationale source: counts and shares of useful / unsure / not useful units, majority ties,
-    accuracies before and after the rationale, task accuracy, mean Gen-U and similarity, with what
-    they were computed with (``scored_with``)."""
+    accuracies before and after the rationale, task accuracy over the units with the source's
+    predicted answer (``n_task_known``, beside it: the others are left out, ``TASK_ACCURACY_RULES``),
+    mean Gen-U and similarity, with what they were computed with (``scored_with``)."""
     settings_used = scored_with(study=study)
     rows = (
         UnitScore.objects.filter(study=study)
@@ -229,6 +242,7 @@ def source_summaries(*, study: Study) -> list[dict]:
                 "n_after_ties": r["n_after_ties"],
                 "accuracy_before": _share(r["n_before_correct"], scored),
                 "accuracy_after": _share(r["n_after_correct"], scored),
+                "n_task_known": r["n_task_known"],
                 "task_accuracy": _share(r["n_task_correct"], r["n_task_known"]),
                 "mean_gen_u": r["mean_gen_u"],
                 "mean_similarity": r["mean_similarity"],

@@ -6,6 +6,7 @@ from rest_framework import serializers
 from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
+from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT, TASK_ACCURACY_RULES
 
 
 class UnitScoreSerializer(serializers.ModelSerializer):
@@ -84,7 +85,14 @@ class SourceSummarySerializer(serializers.Serializer):
         "Share of the scored units (n_scored) whose majority was right before; null when none is scored."))
     accuracy_after = serializers.FloatField(allow_null=True, help_text=(
         "Share of the scored units (n_scored) whose majority was right after; null when none is scored."))
-    task_accuracy = serializers.FloatField(allow_null=True, help_text="Share of units where the source was right.")
+    n_task_known = serializers.IntegerField(help_text=(
+        "Units with the source's predicted answer: the units task_accuracy is over (results.json task_accuracy_n)."))
+    # The rule in the words of its owner (``TASK_ACCURACY_RULES``), as the report and the bundle give it.
+    task_accuracy = serializers.FloatField(allow_null=True, help_text=(
+        "Share of the units with the source's predicted answer (n_task_known) where it was right; units without "
+        f"one are left out ({TASK_ACCURACY_RULES[TASK_ACCURACY_LEFT_OUT]}). results.json task_accuracy_readings "
+        f"also gives the other reading: {TASK_ACCURACY_RULES[TASK_ACCURACY_COUNTED_WRONG]}. Null when no unit has "
+        "a predicted answer."))
     mean_gen_u = serializers.FloatField(allow_null=True)
     mean_similarity = serializers.FloatField(allow_null=True)
     score_run = serializers.IntegerField(allow_null=True, help_text=(
@@ -92,6 +100,8 @@ class SourceSummarySerializer(serializers.Serializer):
         "/studies/{id}/results/); null when the study has none. Each unit's own run, and whether its scores are "
         "stale, are in the unit-score export."))
     similarity_model = serializers.CharField(allow_null=True, help_text=(
-        "The BERTScore model and layer behind mean_similarity (null: similarity was not computed)."))
+        "The model, layer and method behind mean_similarity, e.g. \"mini, layer 6; BERTScore F1 against the gold "
+        "rationale, no baseline rescaling\" (a run that recorded no method: model and layer only; null: similarity "
+        "was not computed)."))
     gen_u_method = serializers.CharField(allow_null=True, help_text=(
         "What mean_gen_u rests on: the question filter, the tie rule and the answerers with their training."))

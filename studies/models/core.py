@@ -289,10 +289,14 @@ class Study(TimeStamped):
     annotators_per_unit = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
     units_per_task = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
     reward = models.DecimalField(
-        max_digits=8, decimal_places=2, default=Decimal("2.00"), help_text="Base pay per task (USD)."
+        max_digits=8, decimal_places=2, default=Decimal("2.00"),
+        help_text="Base pay per task, in the platform's currency (Prolific: the RL_PROLIFIC_CURRENCY setting; "
+                  "MTurk: USD).",
     )
     hourly_pay_floor = models.DecimalField(
-        max_digits=8, decimal_places=2, default=Decimal("15.00"), help_text="Minimum effective hourly pay (USD)."
+        max_digits=8, decimal_places=2, default=Decimal("15.00"),
+        help_text="Minimum effective hourly pay, in the platform's currency (Prolific: the RL_PROLIFIC_CURRENCY "
+                  "setting; MTurk: USD).",
     )
     estimated_minutes_per_task = models.DecimalField(
         max_digits=6, decimal_places=1, default=Decimal("6.0"),

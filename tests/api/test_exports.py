@@ -194,7 +194,8 @@ def test_exported_scores_name_the_run_the_similarity_model_and_the_gen_u_method(
     per-source summary gives: the run that wrote them, its similarity model, its Gen-U method."""
     run = rescored_with_gen_u_and_similarity
     similarity = run.results["similarity"]
-    expected = {"score_run": run.pk, "similarity_model": f"{similarity['name']}, layer {similarity['num_layers']}",
+    expected = {"score_run": run.pk,
+                "similarity_model": f"{similarity['name']}, layer {similarity['num_layers']}; {similarity['method']}",
                 "gen_u_method": run.results["gen_u"]["method"]}
     study_data.study.shared_with.add(staff_plain)
     client = client_for(staff_plain)
