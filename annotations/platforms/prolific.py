@@ -152,7 +152,8 @@ class ProlificPlatform(CrowdPlatform):
                 "actions": [{"action": "MANUALLY_REVIEW"}],
             }],
             "estimated_completion_time": max(1, int(spec.estimated_minutes)),
-            "maximum_allowed_time": max(2, int(spec.assignment_duration_seconds // 60)),
+            # Whole minutes, rounded up: never shorter than the app's own deadline (publish.platform_time_limit).
+            "maximum_allowed_time": max(2, (int(spec.assignment_duration_seconds) + 59) // 60),
             "reward": to_minor_units(spec.reward),
             "total_available_places": int(spec.n_tasks),
             "device_compatibility": ["desktop", "tablet", "mobile"],

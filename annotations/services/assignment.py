@@ -63,7 +63,13 @@ from annotations.services.errors import (
     StudyNotOpen,
     TaskInProgress,
 )
-from annotations.services.release import assignments_release, first_answer_window, lock, lock_active
+from annotations.services.release import (
+    assignments_release,
+    first_answer_window,
+    first_answer_window_from_consent,
+    lock,
+    lock_active,
+)
 from studies.models import Study
 
 # Gap between unit positions, so attention checks slot in between without renumbering.
@@ -418,11 +424,15 @@ def assignment_start(
 
 @transaction.atomic
 def assignment_consent(*, assignment: Assignment) -> Assignment:
-    """Record consent (idempotent: the first time counts)."""
-    lock_active(assignment)
+    """Record consent (idempotent: the first time counts). The first-answer window then counts
+    from the consent (``release.first_answer_window_from_consent``): a worker who read the consent
+    page's instructions and example for longer than the window keeps the task."""
+    locked = lock_active(assignment)
     if assignment.consented_at is None:
-        assignment.consented_at = timezone.now()
-        Assignment.objects.filter(pk=assignment.pk, consented_at__isnull=True).update(
-            consented_at=assignment.consented_at
-        )
+        now = timezone.now()
+        recorded = Assignment.objects.filter(pk=assignment.pk, consented_at__isnull=True).update(consented_at=now)
+        assignment.consented_at = now
+        if recorded:
+            first_answer_window_from_consent(locked=locked, study=assignment.study, consented_at=now)
+            assignment.expires_at = locked.expires_at
     return assignment

@@ -27,9 +27,12 @@ A study that stops early (``Study.stop_when_decided``) lowers a decided unit's `
 So ``n_completed <= n_claimed <= quota`` (check constraints), a unit is done when
 ``n_completed == quota``, and scoring, exports, progress and counters agree, held work included.
 
-Deadlines: a new assignment must get its first answer within ``first_answer_window`` (a task
-nobody works on, such as one orphaned by a lost consent response, gives its slots back early);
-the first answer (or a passed qualification test) extends it to the full ``assignment_duration``.
+Deadlines: a new assignment must get its first answer within ``first_answer_window`` of its
+worker's consent (a task nobody works on, such as one orphaned by a lost consent response, gives
+its slots back early; a task made before its worker consented gets the window again from the
+consent, ``first_answer_window_from_consent``); the first answer (or a passed qualification test)
+extends it to the full ``assignment_duration``, which publishing sends the platform as its time
+limit (``platforms.publish.platform_time_limit``).
 Past its deadline an assignment expires (``assignment_expire_stale``, beat).
 """
 from __future__ import annotations
@@ -113,6 +116,17 @@ def extend_to_full_duration(*, locked: Assignment, study: Study) -> None:
     if locked.expires_at < full:
         Assignment.objects.filter(pk=locked.pk).update(expires_at=full)
         locked.expires_at = full
+
+
+def first_answer_window_from_consent(*, locked: Assignment, study: Study, consented_at: datetime) -> None:
+    """The worker consented at ``consented_at``, later than the task was made (its consent page
+    shows the instructions and the example): the first-answer window counts from the consent, so
+    time spent reading them before consenting never costs the task; never past the full duration
+    from the start. Call with the row locked (``lock_active``); only ever moves the deadline later."""
+    deadline = min(consented_at + first_answer_window(study), locked.created_at + assignment_duration(study))
+    if locked.expires_at < deadline:
+        Assignment.objects.filter(pk=locked.pk).update(expires_at=deadline)
+        locked.expires_at = deadline
 
 
 # --- giving slots back --------------------------------------------------------------------------

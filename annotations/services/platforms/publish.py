@@ -41,6 +41,7 @@ from annotations.platforms.mturk import (
     split_assignments,
 )
 from annotations.selectors.cost import study_cost_and_pay, study_task_count
+from annotations.services import release  # the module: release imports this one (stopping, close)
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
 from annotations.services.payments import (
@@ -61,6 +62,8 @@ from .tokens import publication_request_token
 
 logger = logging.getLogger(__name__)
 LINK_MODES = ("single", "open")  # single-person links, or one open link
+# MTurk's AssignmentDurationInSeconds: 30 seconds to 365 days (API 2017-01-17, CreateHIT).
+MTURK_MIN_DURATION_SECONDS, MTURK_MAX_DURATION_SECONDS = 30, 365 * 24 * 3600
 
 
 def study_worker_url(*, study: Study, platform: str) -> str:
@@ -72,8 +75,53 @@ def _per_hit(options: dict) -> int:
     return int(options.get("max_assignments_per_hit", settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT))
 
 
+# The time a worker spends on the platform's clock outside the app's: between accepting the task
+# there and the task starting here, and between submitting here and handing the code back there.
+# The platform is given the app's deadline plus this, so a worker who finishes in the app's last
+# minute is not timed out on the platform while returning.
+PLATFORM_HANDOFF_SECONDS = 300
+
+
+def platform_time_limit(*, study: Study, platform: str, options: dict) -> int:
+    """The seconds a worker has on ``platform`` for one task (MTurk's AssignmentDurationInSeconds,
+    Prolific's maximum_allowed_time, which its client rounds up to whole minutes): never less than
+    the app's own deadline, ``release.assignment_duration`` (the one owner of how long a task may
+    take), rounded up to whole seconds, plus ``PLATFORM_HANDOFF_SECONDS`` (getting here from the
+    platform and back), and at least MTurk's 30-second minimum. A shorter limit would
+    time out on the platform, unpaid, a worker the app still tells "your answers are saved".
+
+    An explicit ``assignment_duration_seconds`` option may be longer, never shorter: a shorter one
+    is refused (``PlatformServiceError`` naming both values), before anything is opened or sent."""
+    own = release.assignment_duration(study)
+    needed = math.ceil(own.total_seconds()) + PLATFORM_HANDOFF_SECONDS
+    asked = options.get("assignment_duration_seconds")
+    if asked in (None, ""):
+        seconds = needed
+    else:
+        try:
+            seconds = math.ceil(float(asked))
+        except (TypeError, ValueError, OverflowError):
+            raise PlatformServiceError(
+                f"assignment_duration_seconds {str(asked)[:40]!r} is not a number of seconds") from None
+        if seconds < needed:
+            raise PlatformServiceError(
+                f"assignment_duration_seconds {seconds} is shorter than {needed} seconds, the app's own deadline "
+                f"for a task of {study.name!r} ({own.total_seconds() / 60:g} minutes: RL_ASSIGNMENT_MINUTES, or four "
+                f"times the estimated minutes, at least 30) plus {PLATFORM_HANDOFF_SECONDS} seconds to get here "
+                "and back: the platform would time out, unpaid, workers the app still lets finish. Leave the "
+                "option out, or give at least that.")
+    if platform == Platform.MTURK:
+        seconds = max(MTURK_MIN_DURATION_SECONDS, seconds)
+        if seconds > MTURK_MAX_DURATION_SECONDS:
+            raise PlatformServiceError(
+                f"a task of {study.name!r} may take {seconds} seconds, more than MTurk's largest "
+                f"AssignmentDurationInSeconds ({MTURK_MAX_DURATION_SECONDS}): lower RL_ASSIGNMENT_MINUTES or the option")
+    return seconds
+
+
 def _task_spec(*, study: Study, platform: str, request_token: str, n_tasks: int, completion_code: str,
-               options: dict) -> TaskSpec:
+               options: dict, time_limit: int) -> TaskSpec:
+    """What is sent to the platform; ``time_limit``: ``platform_time_limit``'s seconds."""
     minutes = max(1, math.ceil(float(study.estimated_minutes_per_task)))
     description = (options.get("description") or study.instructions or "").strip()
     if not description:
@@ -90,7 +138,7 @@ def _task_spec(*, study: Study, platform: str, request_token: str, n_tasks: int,
         request_token=request_token,
         worker_url=study_worker_url(study=study, platform=platform),
         lifetime_seconds=int(options.get("lifetime_seconds", 7 * 24 * 3600)),
-        assignment_duration_seconds=int(options.get("assignment_duration_seconds", max(1800, minutes * 60 * 3))),
+        assignment_duration_seconds=time_limit,
         auto_approval_delay_seconds=int(options.get("auto_approval_delay_seconds", 3 * 24 * 3600)),
         max_assignments_per_hit=_per_hit(options),
         completion_code=completion_code,
@@ -138,8 +186,10 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     error; a warning is logged saying what was created and stopped).
 
     ``options``: title, description, max_assignments_per_hit, locales, min_approval_rate,
-    lifetime_seconds, assignment_duration_seconds, auto_approval_delay_seconds, link_mode
-    ("single" or "open"), require_qualification (default True when the study has a test)."""
+    lifetime_seconds, assignment_duration_seconds (at least the app's own deadline, which is sent
+    without it: ``platform_time_limit``; recorded on the publication's plan as
+    ``assignment_duration_seconds``), auto_approval_delay_seconds, link_mode ("single" or "open"),
+    require_qualification (default True when the study has a test)."""
     # The study read again is kept for its platform only: study_open changes the caller's object.
     current = access_study(user=user, study=study, access=PUBLISH)
     options = dict(options or {})
@@ -148,11 +198,12 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     name = publish_platform(study=current, platform_name=platform_name)
     platform = get_platform(name)
     n_tasks = _tasks_to_publish(study=study, platform=platform, n_tasks=n_tasks)
+    time_limit = platform_time_limit(study=study, platform=name, options=options)
     cost = study_cost_and_pay(study=study, platform_name=name, max_assignments_per_hit=_per_hit(options),
                               n_tasks=n_tasks)
     if dry_run:
         return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
-                                cost=cost, options=options)
+                                cost=cost, options=options, time_limit=time_limit)
     if study.status != Study.Status.OPEN:
         # The one way to open: units built first; a study that cannot run is refused before
         # anything is sent to a platform.
@@ -165,7 +216,7 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     if publication.status == Publication.Status.PUBLISHED:
         return publication
     _publication_send(publication=publication, study=study, user=user, name=name, platform=platform,
-                      options=options)
+                      options=options, time_limit=time_limit)
     return _publication_finish(publication=publication, study=study, user=user, name=name)
 
 
@@ -265,14 +316,21 @@ def _failed_batch_reuse(*, study: Study, name: str, platform, n_tasks: int, esti
     return latest
 
 
-def _publication_send(*, publication: Publication, study: Study, user, name: str, platform, options: dict) -> None:
-    """Create on the platform what ``publication`` still lacks; a failure is recorded on it
-    (``_publication_error``) and raised as a ``PlatformServiceError``."""
+def _publication_send(*, publication: Publication, study: Study, user, name: str, platform, options: dict,
+                      time_limit: int) -> None:
+    """Create on the platform what ``publication`` still lacks, with ``time_limit`` (seconds,
+    ``platform_time_limit``) as each task's limit there, recorded first on its plan
+    (``assignment_duration_seconds``; a resumed publish records what it sends now); a failure is
+    recorded on it (``_publication_error``) and raised as a ``PlatformServiceError``."""
     try:
         if name == Platform.MTURK:
-            _publish_mturk(publication=publication, study=study, user=user, platform=platform, options=options)
+            _plan_time_limit(publication, time_limit)
+            _publish_mturk(publication=publication, study=study, user=user, platform=platform, options=options,
+                           time_limit=time_limit)
         elif name == Platform.PROLIFIC:
-            _publish_prolific(publication=publication, study=study, user=user, platform=platform, options=options)
+            _plan_time_limit(publication, time_limit)
+            _publish_prolific(publication=publication, study=study, user=user, platform=platform, options=options,
+                              time_limit=time_limit)
         else:
             _publish_links(publication=publication, study=study, user=user, options=options)
     except PlatformError as exc:
@@ -281,6 +339,15 @@ def _publication_send(*, publication: Publication, study: Study, user, name: str
     except PlatformServiceError as exc:
         _publication_error(publication, exc.message)
         raise
+
+
+def _plan_time_limit(publication: Publication, seconds: int) -> None:
+    """Record on ``publication``'s plan the time limit its platform is sent."""
+    with transaction.atomic():
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        locked.plan = {**(locked.plan or {}), "assignment_duration_seconds": seconds}
+        locked.save(update_fields=["plan", "updated_at"])
+    publication.plan = locked.plan
 
 
 def _publication_error(publication: Publication, message: str) -> None:
@@ -297,13 +364,13 @@ def _publication_error(publication: Publication, message: str) -> None:
             Publication.STATUS.move(locked, Publication.Status.FAILED, error=message[:2000])
 
 
-def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options) -> Publication:
+def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options, time_limit: int) -> Publication:
     estimate = cost.estimate
     batch = _next_batch(study, name, dry_run=False)
     token = publication_request_token(study=study, platform=name, batch=batch)
     completion_code = Publication._meta.get_field("completion_code").default()
     spec = _task_spec(study=study, platform=name, request_token=token, n_tasks=n_tasks,
-                      completion_code=completion_code, options=options)
+                      completion_code=completion_code, options=options, time_limit=time_limit)
     warnings: list[str] = []
     requests: list[dict] = []
     if name == Platform.MTURK:
@@ -329,6 +396,8 @@ def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options) -> 
     warnings.extend(cost.warnings)
     plan = {"requests": requests, "estimate": estimate.as_dict(), "warnings": warnings,
             "cost": cost.as_dict(), "endpoint": platform.endpoint, "options": options}
+    if name in (Platform.MTURK, Platform.PROLIFIC):
+        plan["assignment_duration_seconds"] = time_limit
     with transaction.atomic():
         publication, _ = Publication.objects.update_or_create(
             study=study, platform=name, batch=batch, dry_run=True,
@@ -453,13 +522,14 @@ def _recruiting_stop_failed(publication: Publication, message: str) -> NoReturn:
     raise PlatformServiceError(message)
 
 
-def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options) -> None:
+def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options, time_limit: int) -> None:
     external_question_xml(study_worker_url(study=study, platform=Platform.MTURK))  # HTTPS, before anything is sent
     qualification = None
     if options.get("require_qualification", True):
         qualification = mturk_qualification_ensure(study=study, user=user, platform=platform)
     spec = _task_spec(study=study, platform=Platform.MTURK, request_token=publication.request_token,
-                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options)
+                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options,
+                      time_limit=time_limit)
     spec.qualification_requirements = mturk_requirements(study=study, options=options, qualification=qualification)
     sizes = split_assignments(spec.n_tasks, spec.max_assignments_per_hit)
     done = {entry["index"] for entry in publication.external_ids if entry.get("hit_id")}
@@ -485,7 +555,8 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
                           idempotency_key=f"{Platform.MTURK}:create_hit:{token}",
                           platform_token=token, amount=fee, currency="USD",
                           request_summary={"index": index, "max_assignments": size, "reward": str(spec.reward),
-                                           "endpoint": platform.endpoint, "title": spec.title[:128]},
+                                           "endpoint": platform.endpoint, "title": spec.title[:128],
+                                           "assignment_duration_seconds": spec.assignment_duration_seconds},
                           user=actor(user), study=study, publication=publication),
             send=lambda index=index, size=size: _hit_response(platform.publish(spec=spec, index=index,
                                                                                max_assignments=size)),
@@ -508,9 +579,10 @@ def _hit_response(task) -> dict:
             **task.response}
 
 
-def _publish_prolific(*, publication, study, user, platform, options) -> None:
+def _publish_prolific(*, publication, study, user, platform, options, time_limit: int) -> None:
     spec = _task_spec(study=study, platform=Platform.PROLIFIC, request_token=publication.request_token,
-                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options)
+                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options,
+                      time_limit=time_limit)
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         locked.plan = {**(locked.plan or {}), "completion_code": publication.completion_code}

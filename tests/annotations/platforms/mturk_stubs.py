@@ -14,7 +14,7 @@ from annotations.platforms.handoff import study_token
 from annotations.platforms.mturk import EXPIRE_NOW, QUAL_LOCALE, QUAL_PERCENT_APPROVED, split_assignments
 from annotations.selectors.cost import study_task_count
 from annotations.services.platforms.access import OPERATOR
-from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.publish import PLATFORM_HANDOFF_SECONDS, study_publish
 from annotations.services.platforms.tokens import publication_request_token
 from tests.annotations.platforms.conftest import PUBLIC_URL, on_platform
 
@@ -44,7 +44,7 @@ def hit_params(study, *, index: int, size: int, requirements=None) -> dict:
         "MaxAssignments": size,
         "AutoApprovalDelayInSeconds": 3 * 24 * 3600,
         "LifetimeInSeconds": 7 * 24 * 3600,
-        "AssignmentDurationInSeconds": 1800,
+        "AssignmentDurationInSeconds": 1800 + PLATFORM_HANDOFF_SECONDS,  # the app's 30 minutes, and back
         "Reward": "2.00",
         "Title": study.name,
         "Keywords": ANY,
