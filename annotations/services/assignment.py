@@ -54,6 +54,7 @@ from annotations.models import Assignment, AttentionCheck, Claim, Participant, U
 from annotations.models.core import RAND_KEY_SPAN
 from annotations.selectors import entry as selectors_entry
 from annotations.selectors import participant_blocked
+from annotations.services.deadlines import first_answer_window
 from annotations.services.errors import (
     NotQualified,
     NoWorkAvailable,
@@ -65,7 +66,6 @@ from annotations.services.errors import (
 )
 from annotations.services.release import (
     assignments_release,
-    first_answer_window,
     first_answer_window_from_consent,
     lock,
     lock_active,

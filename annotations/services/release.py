@@ -38,9 +38,8 @@ Past its deadline an assignment expires (``assignment_expire_stale``, beat).
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
@@ -48,30 +47,12 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
 from annotations.selectors import claim_counts, claims_that_count_in_any_study
+from annotations.services.deadlines import assignment_duration, first_answer_window
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
 from annotations.services.stopping import units_after_release
 from studies.models import Study
 
 EXPIRE_BATCH = 200
-
-
-def assignment_duration(study: Study) -> timedelta:
-    """Time a worker has for one task: ``RL_ASSIGNMENT_MINUTES`` if set, else four times the
-    study's estimated minutes, at least 30 minutes."""
-    minutes = settings.RL_ASSIGNMENT_MINUTES
-    if not minutes:
-        minutes = max(30.0, 4 * float(study.estimated_minutes_per_task))
-    return timedelta(minutes=float(minutes))
-
-
-def first_answer_window(study: Study) -> timedelta:
-    """Time a new task waits for its first answer before its slots go back:
-    ``RL_FIRST_ANSWER_MINUTES`` if set, else the study's estimated minutes per task and at least
-    10 minutes; never longer than ``assignment_duration``."""
-    minutes = settings.RL_FIRST_ANSWER_MINUTES
-    if not minutes:
-        minutes = max(10.0, float(study.estimated_minutes_per_task))
-    return min(timedelta(minutes=float(minutes)), assignment_duration(study))
 
 
 # --- the assignment row lock ----------------------------------------------------------------------

@@ -121,7 +121,7 @@ from annotations.selectors import (
     study_withdrawals_summary,
 )
 from annotations.selectors.platforms import assignments_on_hold
-from annotations.services.release import assignment_duration, first_answer_window
+from annotations.services.deadlines import assignment_duration, first_answer_window
 from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.errors import ScoringError

@@ -9,8 +9,9 @@ import pytest
 from annotations.models import Assignment, Unit
 from annotations.services.answers import annotation_submit
 from annotations.services.assignment import assignment_start
+from annotations.services.deadlines import assignment_duration, first_answer_window
 from annotations.services.qualification import qualification_submit
-from annotations.services.release import assignment_duration, assignment_expire_stale, first_answer_window
+from annotations.services.release import assignment_expire_stale
 from tests.annotations.factories import ParticipantFactory, add_qualification, make_study
 
 pytestmark = pytest.mark.django_db

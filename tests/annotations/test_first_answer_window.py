@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Unit
 from annotations.services.assignment import assignment_start
-from annotations.services.release import assignment_duration, assignment_expire_stale, first_answer_window
+from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.release import assignment_expire_stale
 from tests.annotations.factories import ParticipantFactory, make_study
 from tests.annotations.pages import form_fields
 

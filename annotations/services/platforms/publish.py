@@ -41,7 +41,7 @@ from annotations.platforms.mturk import (
     split_assignments,
 )
 from annotations.selectors.cost import study_cost_and_pay, study_task_count
-from annotations.services import release  # the module: release imports this one (stopping, close)
+from annotations.services.deadlines import assignment_duration
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
 from annotations.services.payments import (
@@ -85,14 +85,14 @@ PLATFORM_HANDOFF_SECONDS = 300
 def platform_time_limit(*, study: Study, platform: str, options: dict) -> int:
     """The seconds a worker has on ``platform`` for one task (MTurk's AssignmentDurationInSeconds,
     Prolific's maximum_allowed_time, which its client rounds up to whole minutes): never less than
-    the app's own deadline, ``release.assignment_duration`` (the one owner of how long a task may
+    the app's own deadline, ``deadlines.assignment_duration`` (the one owner of how long a task may
     take), rounded up to whole seconds, plus ``PLATFORM_HANDOFF_SECONDS`` (getting here from the
     platform and back), and at least MTurk's 30-second minimum. A shorter limit would
     time out on the platform, unpaid, a worker the app still tells "your answers are saved".
 
     An explicit ``assignment_duration_seconds`` option may be longer, never shorter: a shorter one
     is refused (``PlatformServiceError`` naming both values), before anything is opened or sent."""
-    own = release.assignment_duration(study)
+    own = assignment_duration(study)
     needed = math.ceil(own.total_seconds()) + PLATFORM_HANDOFF_SECONDS
     asked = options.get("assignment_duration_seconds")
     if asked in (None, ""):

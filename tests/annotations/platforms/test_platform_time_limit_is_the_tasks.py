@@ -1,5 +1,5 @@
 """The time limit a platform is sent is the app's own deadline for a task
-(``release.assignment_duration``) and the minutes to get there and back
+(``deadlines.assignment_duration``) and the minutes to get there and back
 (``PLATFORM_HANDOFF_SECONDS``), never shorter: publishing told the platform three times the
 estimate while the app gave four, so a worker who finished in the app's last stretch was told
 "your answers are saved", given a code, and timed out unpaid on the platform (a 20-minute
@@ -13,10 +13,10 @@ from decimal import Decimal
 import pytest
 
 from annotations.models import PlatformCall, Publication
+from annotations.services.deadlines import assignment_duration
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import PLATFORM_HANDOFF_SECONDS, study_publish
-from annotations.services.release import assignment_duration
 from studies.services.studies import study_update
 from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, hit, hit_params
 
