@@ -359,7 +359,7 @@ def task_accuracy_readings_table(readings: dict) -> Table:
             rows.append({"source": source["source"], "reading": _reading_label(rule, readings.get("default")),
                          "n_correct": entry["n_correct"], "n": n, "accuracy": entry.get(rule)})
     return Table("task_accuracy_readings", "Task accuracy with the items a source has no rationale for left out or "
-                 "counted as wrong (the paper states no rule)", TASK_ACCURACY_READING_COLUMNS, rows)
+                 "counted as wrong (SPEC states no rule)", TASK_ACCURACY_READING_COLUMNS, rows)
 
 
 def task_accuracy_readings_note(readings: dict) -> str:
@@ -439,7 +439,7 @@ def gen_u_section(results: dict) -> Section:
     if ties.get("by_source"):
         section.tables.append(gen_u_tie_rule_table(ties))
         rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
-        section.notes.append(f"The paper states no tie rule. Under each rule a tie in an item's mode goes to {rules}; "
+        section.notes.append(f"SPEC section 4 breaks ties toward the lowest score, as the conservative reading. Under each rule a tie in an item's mode goes to {rules}; "
                              f"the shares above and Theil's U(utility | Gen-U) in Table 6 use {ties.get('default')!r}"
                              " (the table's last column gives U under each rule).")
     unparsed = gen_u.get("unparsed_rules") or {}
@@ -474,7 +474,7 @@ def gen_u_unparsed_table(unparsed: dict) -> Table:
                          **{k: figures.get(k) for k in ("n", "n_questions", "mean", "useful", "unsure", "not_useful")},
                          "theils_u": u.get(source["source"])})
     return Table("gen_u_unparsed_rules", "Gen-U with the answers that did not parse left out or counted as wrong "
-                 "(the paper states no rule)", UNPARSED_COLUMNS, rows)
+                 "(SPEC states no rule)", UNPARSED_COLUMNS, rows)
 
 
 def gen_u_unparsed_note(unparsed: dict) -> str:
@@ -523,7 +523,7 @@ def gen_u_tie_rule_table(ties: dict) -> Table:
             rows.append({"source": source, "rule": label, "n": figures["n"], "n_tied": entry["n_tied"],
                          **{k: figures[k] for k in ("mean", "useful", "unsure", "not_useful")},
                          "theils_u": u.get(source)})
-    return Table("gen_u_tie_rules", "Gen-U under each tie rule (the paper states none)", TIE_RULE_COLUMNS, rows)
+    return Table("gen_u_tie_rules", "Gen-U under each tie rule (SPEC section 4: the lowest, as the conservative reading)", TIE_RULE_COLUMNS, rows)
 
 
 def gen_u_method_notes(gen_u: dict) -> list[str]:

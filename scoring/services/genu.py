@@ -13,7 +13,7 @@ from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
 from studies.selectors import sources_for_user
-from studies.services.generation.genu import ANSWERING_KEY, ROLES
+from studies.services.generation.genu import ANSWERING_KEY, ROLES, VALIDATED_ONLY_READING
 
 # Which generalization questions a published figure counts, Gen-U and Figure 4 alike: the ones not
 # marked invalid when the study is scored. A question's validation may change after a study using it
@@ -43,7 +43,8 @@ UNPARSED_RULES = {
     UNPARSED_LEFT_OUT: "a question whose F^I or F^IR answer did not parse is left out of the item's mode (the "
                        "published figures; studies.lm.genu)",
     UNPARSED_COUNTED_WRONG: "an F^I or F^IR answer that did not parse counts as a wrong answer in the question's "
-                            "score; a question with only one answerer's prediction is still left out",
+                            "score (SPEC section 4: s = -1 when F^IR's did not parse, else +1 when F^I's did not); "
+                            "a question with only one answerer's prediction is still left out",
 }
 
 
@@ -65,8 +66,8 @@ def question_filter(validation: pd.Series, *, what: str, unvalidated_why: str) -
     warnings = []
     if unvalidated:
         block["question_filter"] = f"includes unvalidated questions ({unvalidated_why})"
-        warnings.append(f"{what} includes {unvalidated} generalization questions nobody validated (the paper used "
-                        "validated questions only).")
+        warnings.append(f"{what} includes {unvalidated} generalization questions nobody validated (the default is "
+                        f"{VALIDATED_ONLY_READING}).")
     else:
         block["question_filter"] = "validated questions only"
     return block, warnings
@@ -261,7 +262,7 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     block of the results: counts, consistency of the answerers, what was left out and why, the
     method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
-    the number of tied items (the paper states no rule), and ``unparsed_rules``: the same figures,
+    the number of tied items (SPEC section 4 picks the lowest as the conservative reading), and ``unparsed_rules``: the same figures,
     under the default tie rule, with an answer that did not parse left out (the default) and
     counted as wrong (SPEC states no rule). ``reader``: the study's owner, whose
     right to read a source decides whether its fine-tuning settings are named
@@ -346,7 +347,7 @@ def _questions_by_source(per_item: pd.DataFrame) -> dict:
 
 def _theils_u_by_tie_rule(frame: pd.DataFrame, scored: pd.DataFrame) -> dict:
     """Theil's U(utility | Gen-U) (Table 6) under each tie rule and with tied items left out, per
-    source and over all: the paper states no tie rule, so the report shows what each reading gives
+    source and over all: SPEC section 4 picks the lowest as the conservative reading, and the report shows what each reading gives
     next to the default's figure."""
     units = frame[["item_id", "source", "utility"]].merge(scored, on=["item_id", "source"], how="inner")
     out = {rule: pipeline.theils_u_utility_given(units, f"gen_u_{rule}") for rule in genu_rule.TIE_RULES}

@@ -47,7 +47,9 @@ from studies.services.generation import (
     generation_job_create,
     generation_job_resume,
 )
+from studies.services.generation.faithfulness import Y_HAT_FROM_DEFAULT, Y_HAT_FROM_TEXT
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
+from studies.services.generation.genu import VALIDATED_ONLY_READING
 from studies.services.generation.jobs import generation_job_start_check
 
 REFRESH_SECONDS = 5
@@ -106,8 +108,8 @@ class GenUAnswersForm(_JobForm):
                                          label="F^IR answerer (question and rationale)")
     include_unvalidated = forms.BooleanField(
         required=False, label="Include unvalidated questions",
-        help_text="Off (the paper's way): only questions validated as valid. On: also questions nobody "
-                  "validated; the score report says so.")
+        help_text=f"Off (the default): {VALIDATED_ONLY_READING}. On: also questions nobody validated; the score "
+                  "report says so.")
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, user=user, **kwargs)
@@ -118,12 +120,17 @@ class GenUAnswersForm(_JobForm):
 class FaithfulnessForm(_JobForm):
     task_model = forms.CharField(max_length=500, required=False, help_text=(
         "The task model's folder, hub name or .gguf file, as the lm worker sees it; y_hat then comes from the full "
-        "input (ERASER). Empty: the highlight source's own model, y_hat from the highlight pass (select-then-predict)."))
+        "input (ERASER), which departs from SPEC section 6 (y_hat predicted from the highlight) unless y_hat_from "
+        "below says highlight. Empty: the highlight source's own model, y_hat from the highlight pass "
+        "(select-then-predict)."))
     task_backend = forms.ChoiceField(required=False, choices=[("", "the source's own backend"),
         ("classifier", "sequence classification (its classes named by the choice labels)"),
         ("seq2seq", "seq2seq (T5-style), scoring the label words"),
         ("causal", "causal (GPT-style), scoring the label words"),
     ])
+    # The rules and the default are faithfulness_params' own (Y_HAT_FROM_TEXT, Y_HAT_FROM_DEFAULT).
+    y_hat_from = forms.ChoiceField(required=False, label="y_hat from",
+                                   choices=[("", f"the default: {Y_HAT_FROM_DEFAULT}"), *Y_HAT_FROM_TEXT.items()])
 
 
 class FinetuneForm(_UserForm):
@@ -209,7 +216,8 @@ def generate_faithfulness(modeladmin, request, queryset):
         return generation_job_create(
             kind="faithfulness", source=source, dataset=data["dataset"], split=data["split"], limit=data["limit"],
             batch_size=data["batch_size"], user=user,
-            params={"task_model": data["task_model"].strip(), "task_backend": data["task_backend"]})
+            params={"task_model": data["task_model"].strip(), "task_backend": data["task_backend"],
+                    "y_hat_from": data["y_hat_from"]})
 
     return _action_page(modeladmin, request, queryset, form_class=FaithfulnessForm,
                         title="Faithfulness probabilities", action="generate_faithfulness",

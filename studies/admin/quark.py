@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString, mark_safe  # noqa: E402
 
 from studies.lm import genu as genu_rule  # noqa: E402
 from studies.models import RationaleSource  # noqa: E402
+from studies.services.generation.quark_policy import ACCURACY_NOTE, accuracy_parsed_only  # noqa: E402
 from studies.services.generation.quark_rewards import reward_rules  # noqa: E402
 
 plt.rcParams["svg.fonttype"] = "path"
@@ -67,7 +68,7 @@ def evaluation_figure(params: dict) -> SafeString | None:
     axes[0].set_title("mean reward", fontsize=9)
     steps, values = _series(evaluations, "accuracy")
     axes[1].plot(steps, values, marker="s", linewidth=1, color="#d95f02")
-    axes[1].set_title("validation task accuracy", fontsize=9)
+    axes[1].set_title("validation task accuracy (unparsed counted wrong)", fontsize=9)
     axes[1].set_ylim(0, 1)
     best = params.get("best")
     for ax in axes:
@@ -84,6 +85,9 @@ def _fmt(value) -> str:
 
 
 def before_after_table(params: dict) -> SafeString:
+    """Before/after rewards and task accuracy under both readings (``ACCURACY_NOTE``, the first of
+    the notes under the table, says which is the default and what each counts), then the reward
+    notes (:func:`reward_notes`)."""
     before = params.get("before") or {}
     report = params.get("report") or {}
     after = report.get("after") or {}
@@ -94,11 +98,16 @@ def before_after_table(params: dict) -> SafeString:
         if b.get("samples_per_item"):
             rows.append((f"{label} mean reward, {b['samples_per_item']} samples per item",
                          _fmt(b.get("sampled_reward")), _fmt(a.get("sampled_reward"))))
-        rows.append((f"{label} task accuracy", _fmt(b.get("accuracy")), _fmt(a.get("accuracy"))))
+        rows.append((f"{label} task accuracy (unparsed counted wrong; the default)", _fmt(b.get("accuracy")),
+                     _fmt(a.get("accuracy"))))
+        # The validation "after" keeps the selected checkpoint's figures only; its parsed count is in ``best``.
+        a_counts = {**(params.get("best") or {}), **a} if role == "validation" and a else a
+        rows.append((f"{label} task accuracy (unparsed left out)", _fmt(accuracy_parsed_only(b)),
+                     _fmt(accuracy_parsed_only(a_counts))))
     body = format_html_join("", "<tr><th>{}</th><td>{}</td><td>{}</td></tr>", rows)
     table = format_html('<table class="quark-before-after"><thead><tr><th></th><th>before (original)</th>'
                         "<th>after (selected checkpoint)</th></tr></thead><tbody>{}</tbody></table>", body)
-    notes = format_html_join("", "<li>{}</li>", ((note,) for note in reward_notes(params)))
+    notes = format_html_join("", "<li>{}</li>", ((note,) for note in [ACCURACY_NOTE, *reward_notes(params)]))
     return format_html('{}<ul class="quark-reward-rules">{}</ul>', table, notes)
 
 

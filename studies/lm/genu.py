@@ -30,9 +30,9 @@ TIE_RULES = {
 }
 TIE_RULE = "lowest"
 TIE_RULE_TEXT = (
-    "A tie in the mode of the per-question scores goes to the lowest score (-1 before 0 before +1). "
-    "The paper does not state a tie rule; this is the conservative reading (SPEC section 4). The report "
-    "shows the Gen-U figures under the other rules and with tied items left out."
+    "A tie in the mode of the per-question scores goes to the lowest score (-1 before 0 before +1), as SPEC "
+    "section 4 says: break ties in the mode toward the lowest score (the conservative reading), and document it. "
+    "The report shows the Gen-U figures under the other rules and with tied items left out."
 )
 TIES_LEFT_OUT = "ties_left_out"
 ANSWERER_NAMES = {"I": "F^I", "IR": "F^IR"}

@@ -575,7 +575,7 @@ def test_properties_mixed_model_fits_pairwise_interactions_when_data_allows():
 
 
 def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
-    """The paper states no tie rule: results.json and the report give Gen-U under each rule and
+    """SPEC picks the lowest as the conservative reading: results.json and the report give Gen-U under each rule and
     with the tied items left out, with how many items tie."""
     from scoring.reports.sections import report_sections
     from studies.services.questions import generalization_questions_set_validation
@@ -611,7 +611,7 @@ def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
     assert [(r["rule"], r["n"], r["n_tied"], r["mean"]) for r in table.rows] == [
         ("lowest (default)", 2, 1, -0.5), ("highest", 2, 1, 0.5), ("first", 2, 1, 0.5),
         ("tied items left out", 1, 1, 0.0)]
-    assert any(note.startswith("The paper states no tie rule.") and "highest: the highest tied score" in note
+    assert any(note.startswith("SPEC section 4 breaks ties toward the lowest score, as the conservative reading.") and "highest: the highest tied score" in note
                for note in section.notes)
     # Theil's U(utility | Gen-U) under each rule: the default's is Table 6's figure.
     u = ties["theils_u_utility_given_gen_u"]

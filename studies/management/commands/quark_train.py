@@ -17,8 +17,9 @@ from django.core.management.base import BaseCommand, CommandError
 from studies.lm.quark import PRESETS, QuarkSettings
 from studies.models import Dataset
 from studies.services.generation import GenerationError, quark_train
+from studies.services.generation.genu import VALIDATED_ONLY_READING
 from studies.services.generation.quark import DEFAULTS
-from studies.services.generation.quark_policy import source_by_name_or_id
+from studies.services.generation.quark_policy import ACCURACY_NOTE, accuracy_parsed_only, source_by_name_or_id
 
 SETTING_HELP = {
     "preset": "starting values of the settings below, which options given override: default (ours) or reference "
@@ -72,8 +73,8 @@ class Command(BaseCommand):
         parser.add_argument("--answerer-i", default=None, help="genu: the F^I source (name or id)")
         parser.add_argument("--answerer-ir", default=None, help="genu: the F^IR source (name or id)")
         parser.add_argument("--include-unvalidated", action="store_true",
-                            help="genu: also answer generalization questions not yet validated (default: validated "
-                                 "only, as in the paper); items without any are left out and counted")
+                            help="genu: also answer generalization questions not yet validated (default: "
+                                 f"{VALIDATED_ONLY_READING}); items without any are left out and counted")
         parser.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
                             help="save, evaluate on validation and consider for selection every N steps "
                                  "(default %(default)s); a killed worker resumes from the last one")
@@ -134,7 +135,11 @@ class Command(BaseCommand):
         self.stdout.write(
             f"job {job.pk}: {report['steps_run']} steps; held-out mean reward {_fmt(held['reward_before'])} -> "
             f"{_fmt(held['reward_after'])}{sampled}; validation task accuracy {_fmt(val['accuracy_before'])} -> "
-            f"{_fmt(val['accuracy_after'])}; {report['selection']}")
+            f"{_fmt(val['accuracy_after'])} (unparsed counted wrong; the default), "
+            f"{_fmt(accuracy_parsed_only(job.params['before']['validation']))} -> "
+            f"{_fmt(accuracy_parsed_only(job.params.get('best')) if report['after'] else None)} (unparsed left out); "
+            f"{report['selection']}")
+        self.stdout.write(ACCURACY_NOTE)
         for warning in report.get("warnings") or []:
             self.stdout.write(self.style.WARNING(f"warning: {warning}"))
         source = report["registered_source"]

@@ -64,6 +64,15 @@ def own_model(source) -> tuple[str, str]:
     return "", ""
 
 
+# The y_hat rules a job may name (``highlights.Y_HAT_FROM``) in words, and the rule a job that names
+# none gets (:func:`faithfulness_params`), for the pages that offer the choice.
+Y_HAT_FROM_TEXT = dict(zip(highlights.Y_HAT_FROM, (
+    "the highlight pass (select-then-predict), as SPEC section 6 says",
+    "the full input (ERASER), which departs from SPEC section 6 (y_hat predicted from the highlight)",
+), strict=True))
+Y_HAT_FROM_DEFAULT = "highlight with the highlight source's own model, full with another task model"
+
+
 def faithfulness_params(source, params: dict) -> dict:
     """A faithfulness job's params checked and completed: the task model (the source's own when
     none is given), its backend and the y_hat rule (see the module docstring)."""
@@ -78,7 +87,7 @@ def faithfulness_params(source, params: dict) -> dict:
     backend = params.get("task_backend") or (my_backend if model == mine else None)
     if backend not in TASK_BACKENDS:
         raise GenerationError(f"task_backend must be one of {', '.join(TASK_BACKENDS)}")
-    rule = params.get("y_hat_from") or ("highlight" if model == mine else "full")
+    rule = params.get("y_hat_from") or ("highlight" if model == mine else "full")  # Y_HAT_FROM_DEFAULT
     if rule not in highlights.Y_HAT_FROM:
         raise GenerationError(f"y_hat_from must be one of {', '.join(highlights.Y_HAT_FROM)}, not {rule!r}")
     return {**params, "task_model": model, "task_backend": backend, "y_hat_from": rule}

@@ -64,11 +64,17 @@ QUESTION_FILTERS = {
     True: "validated questions only",
     False: "every question not marked invalid (unvalidated questions included)",
 }
+# Why the default is validated questions only, in the words every page, help text and warning that
+# offers the choice uses: SPEC section 4 says only that humans validate the questions and answers
+# and gives the released (validated) counts; restricting Gen-U to them is our reading, not a rule
+# SPEC states.
+VALIDATED_ONLY_READING = ("validated questions only (our reading of SPEC section 4: its released questions are the "
+                          "validated ones)")
 
 
 def genu_questions(*, item_ids, only_valid: bool = True) -> QuerySet[GeneralizationQuestion]:
-    """The generalization questions Gen-U answers: by default only those validated as valid (the
-    paper's); ``only_valid=False`` adds the unvalidated ones, an explicit choice that the job's
+    """The generalization questions Gen-U answers: by default only those validated as valid
+    (:data:`VALIDATED_ONLY_READING`); ``only_valid=False`` adds the unvalidated ones, an explicit choice that the job's
     parameters and the score report state. Questions marked invalid never count."""
     qs = GeneralizationQuestion.objects.filter(item_id__in=item_ids).exclude(
         validation_status=GeneralizationQuestion.Validation.INVALID)

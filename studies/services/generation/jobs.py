@@ -105,8 +105,9 @@ def generation_job_create(
 
     ``params`` per kind: rationales and questions take ``max_requests`` / ``max_tokens`` (budget
     cap for the openai backend); Gen-U answers take ``answerer_i`` and ``answerer_ir`` (ids of LM
-    sources of any backend) and ``only_valid`` (default True: validated questions only, as in the
-    paper; False is an explicit choice to include unvalidated ones); faithfulness takes
+    sources of any backend) and ``only_valid`` (default True: ``genu.VALIDATED_ONLY_READING``,
+    validated questions only, our reading of SPEC section 4; False is an explicit choice to include
+    unvalidated ones); faithfulness takes
     ``task_model`` and ``task_backend`` (see :mod:`.faithfulness`); fine-tuning takes what
     :func:`.finetune.finetune_params` accepts; Quark training takes what
     :func:`.quark.quark_params` accepts (``source`` is the policy, or

@@ -48,7 +48,15 @@ from .lifecycle import (
     model_source_register,
     output_name_check,
 )
-from .quark_policy import PolicyPrompts, PolicySpec, evaluate, resolve_policy
+from .quark_policy import (
+    ACCURACY_RULE,
+    ACCURACY_RULE_PARSED_ONLY,
+    PolicyPrompts,
+    PolicySpec,
+    accuracy_parsed_only,
+    evaluate,
+    resolve_policy,
+)
 from .quark_rewards import build_reward, dropped, items_with_questions, reward_rules
 from .rationales import job_demonstrations
 
@@ -379,6 +387,7 @@ def _evaluate_checkpoint(run: Run, job: GenerationJob, touch) -> None:
     drop = float(job.params["max_accuracy_drop"])
     entry = {"step": run.trainer.step, "reward": result["reward"], "accuracy": result["accuracy"],
              "parsed": result["parsed"], "items": result["items"], "rewarded": result["rewarded"], "model": "checkpoint",
+             "accuracy_parsed_only": result.get("accuracy_parsed_only"),
              "eligible": keeps_accuracy(result["accuracy"], before=before, max_drop=drop)}
     run.evaluations.append(entry)
     chosen = choose_checkpoint(run.evaluations, before=before, max_drop=drop)
@@ -514,8 +523,13 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
                     "reward_after": ((after or {}).get("heldout") or {}).get("reward"),
                     "sampled_reward_before": (before.get("heldout") or {}).get("sampled_reward"),
                     "sampled_reward_after": ((after or {}).get("heldout") or {}).get("sampled_reward")},
+        # Task accuracy counts an output that did not parse as wrong (the figure selection compares);
+        # the other reading, such outputs left out (scoring's default), is given beside it.
+        "accuracy_rule": ACCURACY_RULE, "accuracy_rule_other": ACCURACY_RULE_PARSED_ONLY,
         "validation": {"accuracy_before": (before.get("validation") or {}).get("accuracy"),
                        "accuracy_after": ((after or {}).get("validation") or {}).get("accuracy"),
+                       "accuracy_parsed_only_before": accuracy_parsed_only(before.get("validation")),
+                       "accuracy_parsed_only_after": accuracy_parsed_only((after or {}).get("validation")),
                        "reward_before": (before.get("validation") or {}).get("reward"),
                        "reward_after": ((after or {}).get("validation") or {}).get("reward")},
         "after": after,

@@ -20,7 +20,7 @@ def test_question_score_table():
 
 def test_ties_go_to_the_lowest_score_and_the_rule_is_stated():
     assert genu.mode_score([1, 0]) == 0 and genu.mode_score([1, -1, 0]) == -1 and genu.mode_score([1, 1, 0]) == 1
-    assert genu.TIE_RULE == "lowest" and "does not state" in genu.TIE_RULE_TEXT
+    assert genu.TIE_RULE == "lowest" and "as SPEC section 4 says" in genu.TIE_RULE_TEXT
     with pytest.raises(ValueError):
         genu.mode_score([])
 
