@@ -11,6 +11,7 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 
 from annotations.admin.actions import BonusForm, post_action, task_ids
 from annotations.models import Assignment, Bonus, Participant, ParticipantLink
@@ -138,8 +139,12 @@ def _reject(request, study, participant) -> str:
 
 def _bonus(request, study, participant) -> str:
     asked = BonusForm(request.POST).asked()
+    asked_at = timezone.now()
     bonus = bonus_pay(user=request.user, study=study, assignment=_assignment(request, study, participant, asked.tasks),
                       amount=asked.amount, reason=asked.reason, kind=asked.kind)
+    if bonus.created_at < asked_at:  # the same bonus (task, amount, kind, reason) asked before: one row, paid once
+        return (f"This bonus of {bonus.amount} {bonus.currency} was asked for before ({bonus.get_status_display()}): "
+                "the same bonus is not paid again. A second bonus needs another amount, kind or reason.")
     return f"Bonus of {bonus.amount} {bonus.currency}: {bonus.get_status_display()}."
 
 

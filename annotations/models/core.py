@@ -238,6 +238,10 @@ class Assignment(models.Model):
     # and the questions; cleared when they pass it. The answer and submit services refuse while
     # it is set (read with the row lock they take anyway, so the check costs no query).
     qualification_pending = models.BooleanField(default=False)
+    # Set when the researcher ended the task (a block: ``platforms.blocks._tasks_in_progress_end``),
+    # not the worker: its page then asks the worker to return it on the platform, and never says
+    # they left it (``selectors.assignment_page``).
+    ended_by_researcher = models.BooleanField(default=False)
 
     class Meta:
         indexes = [models.Index(fields=["study", "status", "expires_at"])]

@@ -148,7 +148,9 @@ class StepView:
 
 @dataclass
 class Page:
-    state: str  # consent | qualification | step | finish | submitted | expired | returned | not_qualified
+    # consent | qualification | step | finish | submitted | expired | returned | ended_by_researcher
+    # | not_qualified
+    state: str
     assignment: Assignment
     step: StepView | None = None
     n_done: int = 0
@@ -287,6 +289,8 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None, clai
     if status == Assignment.Status.EXPIRED or (status == Assignment.Status.ACTIVE and assignment.expires_at <= now):
         return Page(state="expired", assignment=assignment)
     if status == Assignment.Status.RETURNED:
+        if assignment.ended_by_researcher:  # a block ended it: the worker did not leave it
+            return Page(state="ended_by_researcher", assignment=assignment)
         failed = QualificationGrant.objects.filter(
             study_id=assignment.study_id, participant_id=assignment.participant_id, passed=False
         ).exists()
@@ -299,7 +303,10 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None, clai
     claims, answered = task.rows, task.answered
     total = len(claims)
     n_done = sum(1 for _, completed_at, _ in claims if completed_at is not None)
-    if not answered and not n_done:  # no answer yet (a completed claim has all of its answers)
+    # The test stands before a task marked to wait for it (``qualification_pending``: started while
+    # the study had one, or not yet consented to when one was added); a task consented to before
+    # the test existed goes on as its worker was told (``services.qualification.qualification_tasks_hold``).
+    if assignment.qualification_pending and not answered and not n_done:
         test = qualification_needed(assignment=assignment)
         if test is not None:
             questions = [

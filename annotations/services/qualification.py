@@ -176,9 +176,10 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
     ``studies.selectors.study_user_may``; ``QualificationTestRefused`` before anything is written
     otherwise): the one way a qualification test is created or changed, on the study page and on
     the test's own admin page, which so get one answer.
-    A new test applies to the study's tasks already in progress as to new ones, in the same
-    transaction (``qualification_tasks_hold``), so the answer and submit services refuse them until
-    their worker passed it, as the task page asks. A new test first locks its study's row ``FOR
+    A new test applies to new tasks and to the study's tasks in progress whose worker has not
+    consented yet, in the same transaction (``qualification_tasks_hold``), so the answer and submit
+    services refuse them until their worker passed it, as the task page asks; a worker who consented
+    before the test existed finishes their task as they were told. A new test first locks its study's row ``FOR
     UPDATE``: a task being started reads the test under a ``FOR KEY SHARE`` lock of that row
     (``assignment._qualification_pending``), so this waits for the starts that found no test (their
     tasks are then marked with the others) and the starts that come meanwhile wait for this
@@ -209,12 +210,13 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
 
 def qualification_tasks_hold(*, study_id: int) -> int:
     """Mark the study's tasks in progress that must wait for its (new) qualification test
-    (``Assignment.qualification_pending``) by the task page's rule (``selectors.assignment_page``
-    and ``qualification_needed``): the worker has not passed the test and the task has no answer
-    yet (a task already answered goes on: the page shows it no test). Call inside the transaction
-    that creates the test. The tasks are locked first, as an answer locks its task, so an answer
-    stored meanwhile is seen (that task goes on) and a later one finds the mark. Returns how many
-    tasks wait."""
+    (``Assignment.qualification_pending``, which the task page follows: ``selectors.assignment_page``):
+    the worker has not passed the test and has not consented to the task yet. A task consented to
+    before the test existed goes on without it: its worker agreed to the study as it was then, and
+    failing a test sprung on them mid-task would end their work unpaid (a task already answered
+    goes on too). Call inside the transaction that creates the test. The tasks are locked first, as
+    consent and an answer lock their task, so a consent or an answer stored meanwhile is seen (that
+    task goes on) and a later one finds the mark. Returns how many tasks wait."""
     passed = QualificationGrant.objects.filter(study_id=study_id, participant_id=OuterRef("participant_id"),
                                                passed=True)
     with transaction.atomic():
@@ -227,4 +229,6 @@ def qualification_tasks_hold(*, study_id: int) -> int:
         # deleted before anyone took it) goes on too, as its page shows no test.
         Assignment.objects.filter(pk__in=tasks, qualification_pending=True).filter(answered).update(
             qualification_pending=False)
-        return Assignment.objects.filter(pk__in=tasks).exclude(answered).update(qualification_pending=True)
+        Assignment.objects.filter(pk__in=tasks, consented_at__isnull=True).exclude(answered).update(
+            qualification_pending=True)
+        return Assignment.objects.filter(pk__in=tasks, qualification_pending=True).count()

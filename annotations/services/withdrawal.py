@@ -15,6 +15,12 @@ study (``access.access_study``, ``CHANGE``):
   rows keep pointing at what they paid for; every other task is deleted. Payment rows are not
   touched: their amounts stay, and they name workers by pseudonym and platform assignment ids
   only (``platforms.common.participant_pseudonym``);
+- a task still submitted and not reviewed whose platform holds a submission for it (MTurk
+  assignment, Prolific session) refuses the withdrawal (``WithdrawalError`` naming the tasks;
+  nothing changes): that submission waits for the researcher's decision, which the app could no
+  longer send once the task is erased (and sync skips a withdrawn worker), so the worker would go
+  unpaid without anyone being told. Approve or reject those tasks, then withdraw. Work with no
+  platform submission (participant links) has no decision to send and is erased as before;
 - a ``Withdrawal`` records who withdrew them and when, under a one-way digest
   (``lab.pseudonyms.withdrawal_digest``), never the pseudonym or platform id: a later sync skips
   the platform's rows of that worker and the worker gets no task in the study again.
@@ -143,6 +149,20 @@ def _erase(study: Study, participant: Participant) -> tuple[int, int, int]:
     return n_answers, n_counted, n_tasks
 
 
+def _refuse_while_unreviewed(study: Study, participants: list[Participant]) -> None:
+    """Raise ``WithdrawalError`` naming ``participants``' tasks in ``study`` that are submitted and not
+    reviewed and that a platform holds a submission for (locked, so an approval or rejection running
+    meanwhile either commits first or waits): the worker is owed a decision on them, which a
+    withdrawal would make impossible to send."""
+    waiting = list(Assignment.objects.select_for_update().filter(
+        study=study, participant__in=participants, status=Assignment.Status.SUBMITTED)
+        .exclude(platform_assignment_id="").order_by("pk").values_list("pk", flat=True))
+    if waiting:
+        raise WithdrawalError(
+            f"task(s) {', '.join(map(str, waiting))} of this participant are submitted and not reviewed: approve or "
+            "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
+
+
 def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worker_id: str = "",
                          participant_identifier: str = "") -> WithdrawalOutcome:
     """Withdraw a participant from ``study`` as ``user`` (change rights on the study: refused with
@@ -150,8 +170,9 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     platform worker id, or the participant identifier they typed. Erases their data from the study
     and records the withdrawal (see the module's docstring), all in one transaction. Idempotent:
     withdrawing someone already withdrawn returns their record (``created`` False) and changes
-    nothing. ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn
-    from it; ``WithdrawalError`` for a request that names nobody or two ways at once."""
+    nothing. ``WithdrawalError`` naming the tasks, before anything changes, while a task of theirs
+    in the study is submitted on a platform and not reviewed (``_refuse_while_unreviewed``).
+    ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once."""
     study = access_study(user=user, study=study, access=WITHDRAW)
     with transaction.atomic():
         participants = _participants(study, pseudonym=pseudonym, worker_id=worker_id, identifier=participant_identifier)
@@ -163,9 +184,11 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
                 raise ParticipantNotFound(f"nobody matching took part in study {study.pk}, and nobody matching was "
                                           "withdrawn from it: check the pseudonym or id")
             return WithdrawalOutcome(withdrawal=existing, created=False, answers_erased=0, tasks_ended=0)
+        for participant in participants:
+            list(Participant.objects.select_for_update().filter(pk=participant.pk).values_list("pk"))
+        _refuse_while_unreviewed(study, participants)
         outcome = None
         for participant in participants:  # one person; two only when one id exists on two platforms
-            list(Participant.objects.select_for_update().filter(pk=participant.pk).values_list("pk"))
             digest = participant_withdrawal_digest(platform=participant.platform, external_id=participant.external_id,
                                                    study=study)
             record, created = Withdrawal.objects.select_for_update().get_or_create(

@@ -16,7 +16,7 @@ from annotations.models import Assignment
 from annotations.platforms import handoff
 from annotations.services.answers import annotation_submit_with_task, assignment_submit
 from annotations.services.assignment import assignment_consent
-from annotations.services.errors import AnnotationError, InvalidAnswer
+from annotations.services.errors import AnnotationError, AssignmentNotActive, InvalidAnswer
 from annotations.services.qualification import qualification_submit
 from annotations.services.release import assignment_return
 from annotations.worker_pages import message, wants_inline, worker_page
@@ -49,6 +49,12 @@ def task_page(request: HttpRequest, assignment: Assignment, *, error: str = "", 
 
 
 def _refused(request: HttpRequest, assignment: Assignment, error: AnnotationError) -> HttpResponse:
+    """The refusal's message; for a task the researcher ended meanwhile (a block), its page, which
+    says so and asks the worker to return it on their platform (never "already returned")."""
+    if isinstance(error, AssignmentNotActive):
+        current = selectors.assignment_by_token(assignment.token)
+        if current is not None and selectors.assignment_page(assignment=current).state == "ended_by_researcher":
+            return task_page(request, current, status=error.status)
     return message(request, title="Not saved", message=error.message, status=error.status, assignment=assignment)
 
 

@@ -1,15 +1,14 @@
-"""A qualification test added to an open study holds the tasks already in progress as it holds new
-ones: where the task page shows the test (the worker has not passed it, the task has no answer
-yet), the answer and submit services refuse until the worker passed it, whichever page added
-the test (the study page or the test's own admin page). A task already answered goes on, as its
-page shows no test."""
+"""A qualification test added to an open study holds new tasks and those not yet consented to:
+where the task page shows the test, the answer and submit services refuse until the worker
+passed it, whichever page added the test (the study page or the test's own admin page). A worker
+who consented before the test existed finishes as they were told, and their page shows no test."""
 from __future__ import annotations
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Annotation, Assignment, QualificationTest
+from annotations.models import Assignment, QualificationTest
 from annotations.services.qualification import qualification_test_save
 from tests.annotations.factories import add_qualification, make_study
 from tests.annotations.pages import answer, complete_task, entry_url, form_fields, start
@@ -46,7 +45,7 @@ def pass_test(browser: Client, task: str, test: QualificationTest) -> None:
 
 
 @pytest.mark.parametrize("page", ["study page", "test admin"])
-def test_a_test_added_to_an_open_study_holds_the_tasks_in_progress_until_passed(admin_client, page):
+def test_a_test_added_to_an_open_study_holds_new_tasks_not_those_consented_to_before(admin_client, page):
     study = make_study(n_items=6, n_sources=1, units_per_task=2)
     browser = Client()
     task = start(browser, entry_url(study))
@@ -57,23 +56,31 @@ def test_a_test_added_to_an_open_study_holds_the_tasks_in_progress_until_passed(
 
     test = add_test(admin_client, study, page)
 
-    assert 'name="q_' in browser.get(task).content.decode()  # the page shows the test
-    for response in (browser.post(task + "answer", {**fields, "answer": "yes"}), browser.post(task + "submit")):
-        assert response.status_code == 403 and "qualification test" in response.content.decode()
-    held = Assignment.objects.get(token=task.rstrip("/").rsplit("/", 1)[-1])
-    assert held.qualification_pending and held.status == Assignment.Status.ACTIVE
-    assert not Annotation.objects.filter(claim__assignment=held).exists()
+    # Consented before the test existed: the task goes on without it, to its completion code.
+    assert 'name="q_' not in browser.get(task).content.decode()
+    assert browser.post(task + "answer", {**fields, "answer": "yes"}).status_code == 302
+    going = Assignment.objects.get(token=task.rstrip("/").rsplit("/", 1)[-1])
+    assert not going.qualification_pending and going.status == Assignment.Status.ACTIVE
 
     # The task already answered goes on (its page shows no test), to its completion code.
     assert 'name="q_' not in answered.get(answered_task).content.decode()
     complete_task(answered, answered_task)
     assert answered.post(answered_task + "submit").status_code == 302
 
-    pass_test(browser, task, test)
     complete_task(browser, task)
     assert browser.post(task + "submit").status_code == 302
-    held.refresh_from_db()
-    assert held.status == Assignment.Status.SUBMITTED and not held.qualification_pending
+    going.refresh_from_db()
+    assert going.status == Assignment.Status.SUBMITTED
+
+    # A worker who comes after the test takes it first, whichever page added it.
+    newcomer = Client()
+    later = start(newcomer, entry_url(study))
+    assert 'name="q_' in newcomer.get(later).content.decode()
+    held = Assignment.objects.get(token=later.rstrip("/").rsplit("/", 1)[-1])
+    assert held.qualification_pending
+    pass_test(newcomer, later, test)
+    complete_task(newcomer, later)
+    assert newcomer.post(later + "submit").status_code == 302
 
 
 def test_a_changed_test_holds_no_task_again():

@@ -31,7 +31,7 @@ from annotations.services.participants import participant_identified
 from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import assignment_approve
+from annotations.services.platforms.review import assignment_approve, assignment_reject
 from annotations.services.platforms.sync import study_sync
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
 from lab.pseudonyms import worker_pseudonym
@@ -188,8 +188,10 @@ def test_withdrawing_held_work_keeps_the_counters_and_the_hold_on_others(prolifi
                       task_id=publication.prolific_study_id)
     study_sync(study=study)
     assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(1, 0)}
+    assignment_reject(user=OPERATOR, study=study, assignment=spoof, category="FAILED_CHECK",
+                      feedback="Your session was answered from another account, so this work cannot be accepted. " * 2)
     outcome = participant_withdraw(user=OPERATOR, study=study, worker_id="p_fake")
     assert outcome.withdrawal.n_counted_answers == 0 and outcome.answers_erased == 6
-    assert not Assignment.objects.filter(pk=spoof.pk).exists()
+    assert Assignment.objects.get(pk=spoof.pk).status == Assignment.Status.WITHDRAWN  # its rejection names it
     assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(0, 0)}
     assert_counters_agree(study)

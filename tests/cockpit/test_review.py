@@ -117,10 +117,11 @@ def test_approve_reject_bonus_and_block_from_the_worker_page(reviewed):
     client.post(page, {"action": "approve", "assignment": careful.pk})  # a double click
     careful.refresh_from_db()
     assert careful.status == Assignment.Status.APPROVED
-    for _ in range(2):
-        client.post(page, {"action": "bonus", "assignment": careful.pk, "amount": "0.50", "kind": "good_work",
-                           "reason": "Careful work throughout."})
+    said = [client.post(page, {"action": "bonus", "assignment": careful.pk, "amount": "0.50", "kind": "good_work",
+                               "reason": "Careful work throughout."}, follow=True).content.decode() for _ in range(2)]
     assert Bonus.objects.filter(assignment=careful).count() == 1  # the same bonus, once
+    # The second click says so: it paid nothing (a researcher who meant a second bonus knows it was not paid).
+    assert "the same bonus is not paid again" not in said[0] and "the same bonus is not paid again" in said[1]
 
     bad = f"/admin/studies/study/{study.pk}/workers/{careless.participant_id}/"
     refused = client.post(bad, {"action": "reject", "assignment": careless.pk, "feedback": ""}, follow=True)

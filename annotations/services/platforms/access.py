@@ -69,9 +69,10 @@ def study_assignments(*, study: Study, ids: Iterable[int]) -> tuple[list[Assignm
     exists anywhere. An id of another study's task is refused: ``PlatformServiceError`` naming
     every such id, and nothing is done to any of them (no batch may reach another study's
     workers). An id that names no task at all is an error of its row only, in the batch
-    services' per-row form (``common.each_assignment``): a queued bonus or approve batch whose
-    worker withdrew meanwhile (``participant_withdraw`` deletes their unpaid tasks) still pays or
-    approves the others."""
+    services' per-row form (``common.each_assignment``): a queued approve batch of a link study
+    whose participant withdrew meanwhile (``participant_withdraw`` erases a task with no platform
+    submission and nothing paid; on MTurk and Prolific it waits for the review) still approves the
+    others."""
     ids = list(ids)
     for i in ids:
         whole = isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63

@@ -67,8 +67,10 @@ def _tasks_in_progress_end(*, block: WorkerBlock) -> list[int]:
     worker in those studies (``assignment_start`` refuses a new task; this ends the ones they hold,
     which the task pages would otherwise go on taking). The rows are locked in id order, so an answer
     being stored meanwhile either commits first (and is given back with its task) or waits and is
-    refused (``lock_active``). Call inside the block's transaction."""
+    refused (``lock_active``). The tasks are marked ``ended_by_researcher``: the worker did not leave
+    them, and their page says the researcher ended them and asks them to return the task on their
+    platform (``selectors.assignment_page``). Call inside the block's transaction."""
     rows = list(Assignment.objects.select_for_update(of=("self",)).filter(
         studies_covered_by(block), participant_id=block.participant_id, status=Assignment.Status.ACTIVE)
         .order_by("pk").values_list("pk", "status"))
-    return assignments_release(rows, status=Assignment.Status.RETURNED)
+    return assignments_release(rows, status=Assignment.Status.RETURNED, ended_by_researcher=True)
