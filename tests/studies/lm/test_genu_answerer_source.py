@@ -19,16 +19,23 @@ from .openai_server import OpenAIServer, completion
 pytestmark = pytest.mark.django_db
 
 
-def test_a_genu_job_records_which_source_answered_as_f_i_and_which_as_f_ir():
+def explained_items_with_valid_questions(n: int = 2) -> tuple[RationaleSource, list]:
+    """``n`` dev items of a yes/no dataset, each with a rationale of the imported source
+    ``explainer`` and one validated rephrase: what a Gen-U job answers. (source, items)."""
     dataset = DatasetFactory(name="genu-ds")
     source = RationaleSource.objects.create(name="explainer", kind=RationaleSource.Kind.IMPORTED)
-    items = [ItemFactory(dataset=dataset, split="dev", gold_answer="yes") for _ in range(2)]
+    items = [ItemFactory(dataset=dataset, split="dev", gold_answer="yes") for _ in range(n)]
     questions = []
     for item in items:
         RationaleFactory(item=item, source=source)
         questions.append(GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes",
                                                                text=f"Rephrased: {item.question}"))
     generalization_questions_set_validation(questions=questions, status="valid")
+    return source, items
+
+
+def test_a_genu_job_records_which_source_answered_as_f_i_and_which_as_f_ir():
+    source, items = explained_items_with_valid_questions()
     with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
         # Two sources on one model path: only the recorded source says which answered.
         answerers = {role: RationaleSource.objects.create(

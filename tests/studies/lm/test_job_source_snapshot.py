@@ -28,11 +28,11 @@ from studies.services.generation import (
     generation_job_run,
     generation_job_run_batch,
 )
-from studies.services.questions import generalization_questions_set_validation
 from tests.api.conftest import grant
-from tests.factories import DatasetFactory, ItemFactory, RationaleFactory
+from tests.factories import DatasetFactory, ItemFactory
 
 from .openai_server import OpenAIServer, completion
+from .test_genu_answerer_source import explained_items_with_valid_questions
 from .test_job_rights import RATIONALE_REPLY, _train_pool
 
 pytestmark = pytest.mark.django_db
@@ -176,15 +176,7 @@ def test_a_question_job_whose_generator_is_unchanged_runs(lab):
 def test_a_genu_answerer_changed_while_the_job_waits_cancels_it():
     """Gen-U reads its answerers (``params.answerer_i`` / ``answerer_ir``) as it runs: the operator's
     job too stops when one of them is pointed elsewhere."""
-    dataset = DatasetFactory(name="genu-ds")
-    source = RationaleSource.objects.create(name="explainer", kind=RationaleSource.Kind.IMPORTED)
-    items = [ItemFactory(dataset=dataset, split="dev", gold_answer="yes") for _ in range(2)]
-    questions = []
-    for item in items:
-        RationaleFactory(item=item, source=source)
-        questions.append(GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes",
-                                                               text=f"Rephrased: {item.question}"))
-    generalization_questions_set_validation(questions=questions, status="valid")
+    source, items = explained_items_with_valid_questions()
     root = get_user_model().objects.create_superuser("root", password="pw")
     with OpenAIServer(_ok(" yes")) as chosen, OpenAIServer(_ok(" yes")) as other:
         answerers = {role: RationaleSource.objects.create(
