@@ -138,3 +138,26 @@ def test_work_prolific_lists_late_counts_again_and_decides_the_unit_it_reopened(
 
     assert PlatformSubmission.objects.get(assignment=late).flag == PlatformSubmission.Flag.OK
     assert counters(unit) == (True, 3, 3, 3)
+
+
+def test_a_new_reason_to_hold_is_not_covered_by_the_clear_of_the_old_one(prolific, settings):
+    """A researcher cleared work Prolific did not list; Prolific then lists the session for another
+    participant. That is a worker mismatch, a new reason the clear never saw: the work is held
+    again, and stops counting."""
+    settings.RL_SYNC_UNLISTED_GRACE_MINUTES = 0
+    _platform, server = prolific
+    study, prolific_id = one_unit_on_prolific(server)
+    work = submitted(study, platform="prolific", worker_id="p_answered", assignment_id="late-session",
+                     task_id=prolific_id)
+    unit = Unit.objects.get(study=study)
+    study_sync(study=study)
+    held = PlatformSubmission.objects.get(assignment=work)
+    submission_clear(user=OPERATOR, submission=held)
+    assert counters(unit)[3] == 1  # cleared: it counts
+
+    server.add_submission(prolific_id, participant_id="p_someone_else", submission_id="late-session")
+    study_sync(study=study)
+
+    held.refresh_from_db()
+    assert held.flag == PlatformSubmission.Flag.WORKER_MISMATCH and held.cleared_at is None
+    assert counters(unit)[3] == 0  # held again: it does not count

@@ -160,7 +160,8 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
 def _submission_store(*, publication: Publication, item, assignment: Assignment | None, flag: str,
                       was_held: set) -> None:
     """Store one remote row. ``flagged_at`` dates a flag that is new or changed (a row stored with
-    no flag, or keeping its flag, leaves it alone). A hold that begins here stops the work counting:
+    no flag, or keeping its flag, leaves it alone); a holding flag that is new or changed holds the
+    work again even where a researcher cleared the row's earlier reason (its clear is undone). A hold that begins here stops the work counting:
     ``n_completed`` is recounted and its decided units checked again (``stopping.units_after_hold``)
     in the same transaction; a hold the platform lifts (it lists the work now) lets the work decide
     its units again there (``stopping.unit_decide_for_assignment``), as a researcher's clear does."""
@@ -172,6 +173,8 @@ def _submission_store(*, publication: Publication, item, assignment: Assignment 
                     "accepted_at": item.accepted_at, "submitted_at": item.submitted_at}
         if flag != (before if before is not None else ""):
             defaults["flagged_at"] = timezone.now()
+            if flag in HOLDING_FLAGS:  # a new reason to hold: a researcher's clear of the old one does not cover it
+                defaults.update(cleared_at=None, cleared_by=None)
         PlatformSubmission.objects.update_or_create(**key, defaults=defaults)
         if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
             # Held work stops counting (and cleared or corrected work counts again):
