@@ -342,6 +342,23 @@ def _readings_in_order(block: dict) -> list[str]:
     return sorted(rules, key=lambda rule: rule != block.get("default"))
 
 
+def _readings_by_source(block: dict):
+    """(source, rule, its label, the source's entry) for each source of a readings block
+    (``by_source``) in the report's source order, and each reading, the default first: the rows of
+    the readings tables."""
+    for source in _ordered([{"source": s} for s in block["by_source"]], "source"):
+        entry = block["by_source"][source["source"]]
+        for rule in _readings_in_order(block):
+            yield source["source"], rule, _reading_label(rule, block.get("default")), entry
+
+
+def _readings_listed(block: dict) -> str:
+    """Each reading of a readings block with what it is, the default first, for its note."""
+    rules = block.get("rules") or {}
+    return "; ".join(f"{_reading_label(rule, block.get('default'))}: {rules[rule]}"
+                     for rule in _readings_in_order(block))
+
+
 TASK_ACCURACY_READING_COLUMNS = [
     Column("source", "Source"), Column("reading", "Items without a rationale"), Column("n_correct", "Right", "int"),
     Column("n", "n", "int"), Column("accuracy", "Task accuracy", "float"),
@@ -352,23 +369,19 @@ def task_accuracy_readings_table(readings: dict) -> Table:
     """Task accuracy with a source's items without a rationale left out (the default, the published
     figure) and counted as wrong (``results["task_accuracy_readings"]``)."""
     rows = []
-    for source in _ordered([{"source": s} for s in readings["by_source"]], "source"):
-        entry = readings["by_source"][source["source"]]
-        for rule in _readings_in_order(readings):
-            n = entry["n_units"] + (entry["n_items_without_rationale"] if rule == TASK_ACCURACY_COUNTED_WRONG else 0)
-            rows.append({"source": source["source"], "reading": _reading_label(rule, readings.get("default")),
-                         "n_correct": entry["n_correct"], "n": n, "accuracy": entry.get(rule)})
+    for source, rule, label, entry in _readings_by_source(readings):
+        n = entry["n_units"] + (entry["n_items_without_rationale"] if rule == TASK_ACCURACY_COUNTED_WRONG else 0)
+        rows.append({"source": source, "reading": label, "n_correct": entry["n_correct"], "n": n,
+                     "accuracy": entry.get(rule)})
     return Table("task_accuracy_readings", "Task accuracy with the items a source has no rationale for left out or "
                  "counted as wrong (SPEC states no rule)", TASK_ACCURACY_READING_COLUMNS, rows)
 
 
 def task_accuracy_readings_note(readings: dict) -> str:
     """Which reading the published task accuracy is, and what the paper says (nothing)."""
-    rules = readings.get("rules") or {}
     default = readings.get("default")
-    others = "; ".join(f"{_reading_label(rule, default)}: {rules[rule]}" for rule in _readings_in_order(readings))
     return (f"{readings.get('spec')}. Task accuracy and U(utility | task accuracy) use the default reading, "
-            f"{READING_LABELS.get(default, default)!r}; the table gives both ({others}). U(utility | task accuracy) "
+            f"{READING_LABELS.get(default, default)!r}; the table gives both ({_readings_listed(readings)}). U(utility | task accuracy) "
             "has no counted-as-wrong reading: an item without a rationale has no unit, so no utility.")
 
 
@@ -461,30 +474,25 @@ UNPARSED_COLUMNS = [
 def gen_u_unparsed_table(unparsed: dict) -> Table:
     """The Gen-U figures with an answer that did not parse left out (the default, the published
     figures) and counted as wrong, under the default tie rule (``results["gen_u"]["unparsed_rules"]``)."""
-    default = unparsed.get("default")
     rows = []
-    for source in _ordered([{"source": s} for s in unparsed["by_source"]], "source"):
-        entry = unparsed["by_source"][source["source"]]
-        for rule in _readings_in_order(unparsed):
-            figures = entry.get(rule)
-            if not figures:
-                continue
-            u = (unparsed.get("theils_u_utility_given_gen_u") or {}).get(rule) or {}
-            rows.append({"source": source["source"], "reading": _reading_label(rule, default),
-                         **{k: figures.get(k) for k in ("n", "n_questions", "mean", "useful", "unsure", "not_useful")},
-                         "theils_u": u.get(source["source"])})
+    for source, rule, label, entry in _readings_by_source(unparsed):
+        figures = entry.get(rule)
+        if not figures:
+            continue
+        u = (unparsed.get("theils_u_utility_given_gen_u") or {}).get(rule) or {}
+        rows.append({"source": source, "reading": label,
+                     **{k: figures.get(k) for k in ("n", "n_questions", "mean", "useful", "unsure", "not_useful")},
+                     "theils_u": u.get(source)})
     return Table("gen_u_unparsed_rules", "Gen-U with the answers that did not parse left out or counted as wrong "
                  "(SPEC states no rule)", UNPARSED_COLUMNS, rows)
 
 
 def gen_u_unparsed_note(unparsed: dict) -> str:
     """Which reading the published Gen-U figures are, and what the paper says (nothing)."""
-    rules = unparsed.get("rules") or {}
     default = unparsed.get("default")
-    readings = "; ".join(f"{_reading_label(rule, default)}: {rules[rule]}" for rule in _readings_in_order(unparsed))
     return (f"{unparsed.get('spec')}. The Gen-U shares above and Theil's U(utility | Gen-U) in Table 6 use the "
             f"default reading, {READING_LABELS.get(default, default)!r}; the table gives both, under the "
-            f"{unparsed.get('tie_rule')!r} tie rule ({readings}).")
+            f"{unparsed.get('tie_rule')!r} tie rule ({_readings_listed(unparsed)}).")
 
 
 def gen_u_unparsed_u_notes(gen_u: dict) -> list[str]:
