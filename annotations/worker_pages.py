@@ -1,6 +1,7 @@
 """What every worker page shares: its headers, the refusal of input no page can take, the
-message page, the study cookie that says which task a browser holds, and the browser key that
-binds a landing page's consent form to the browser that loaded it."""
+message page, the study cookie that says which task a browser holds, the browser key that
+binds a landing page's consent form to the browser that loaded it, and what a worker is told of
+the task's deadlines (``time_allowed``, ``task_deadline``)."""
 from __future__ import annotations
 
 import functools
@@ -8,12 +9,17 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.clickjacking import xframe_options_exempt
 
+from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.steps import steps_for
 from lab.middleware import nul_in_request
+from studies.models import Study
 
 COOKIE_SALT = "annotations.worker"
 # A form sent by a worker page's own script (templates/jinja2/annotations/base.html) carries this
@@ -141,3 +147,80 @@ def keep_browser_key(request: HttpRequest, response: HttpResponse) -> None:
     if getattr(request, "_rl_browser_key_new", False):
         response.set_cookie(BROWSER_COOKIE, request._rl_browser_key, max_age=COOKIE_MAX_AGE, httponly=True,
                             samesite="Lax", secure=request.is_secure())
+
+
+# --- the task's deadlines, as a worker is told them -----------------------------------------------
+# A task must get its first answer within ``deadlines.first_answer_window`` of the consent and be
+# finished within ``deadlines.assignment_duration`` of its start (``services.release``); past its
+# deadline it goes back to the pool and cannot be finished, so every page before and during the
+# task says which deadline holds. Pure: they read only what the page already has (the study, the
+# assignment row's ``expires_at``), no query.
+
+def _minutes_text(minutes: float) -> str:
+    """``minutes`` in words, rounded down (a worker is never told they have more time than they do)."""
+    whole = int(minutes)
+    if whole < 1:
+        return "less than a minute"
+    if whole < 120:
+        return f"{whole} minute{'s' if whole != 1 else ''}"
+    hours, rest = divmod(whole, 60)
+    return f"{hours} hours" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
+
+
+def time_allowed(study: Study, *, assignment=None, now: datetime | None = None) -> str:
+    """What a worker about to consent is told of the time they will have: the first-answer window
+    and the full duration. Of a task made before its worker consents (``assignment``, its consent
+    page), the full duration already runs from its start, so they are told what is left of it."""
+    first, full = first_answer_window(study), assignment_duration(study)
+    if assignment is not None:
+        full = max(timedelta(0), assignment.created_at + full - (now or timezone.now()))
+        first = min(first, full)
+    return (f"After you agree you have {_minutes_text(first / timedelta(minutes=1))} to give your first answer "
+            f"and {_minutes_text(full / timedelta(minutes=1))} in all to finish. A task that runs out of time "
+            "goes back to the pool and can no longer be finished.")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the task of a page must get its next move: ``at``, the assignment's ``expires_at`` in
+    UTC. ``first_answer``: the task has no answer yet, and its first answer moves the deadline to
+    the full duration; ``test``: the qualification test must be sent by then (passing it moves the
+    deadline too); else the whole task must be finished by then."""
+
+    at: datetime
+    first_answer: bool
+    test: bool
+    seconds_left: int  # when the page was made (the page's script counts down from it)
+    text: str  # "14:05 UTC", or "00:15 UTC on 6 December" when that is not today (UTC)
+
+    @property
+    def iso(self) -> str:
+        """``at`` for ``<time datetime>``, to the second (rounded down, as ``text`` is)."""
+        return self.at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _no_answer_yet(page) -> bool:
+    """Whether the task of a step page has no answer stored: nothing completed and the question
+    shown is at its first step."""
+    step = page.step
+    return page.n_done == 0 and step.step == steps_for(kind=page.assignment.study.kind,
+                                                       is_attention_check=step.is_attention)[0]
+
+
+def task_deadline(page, *, now: datetime | None = None) -> Deadline | None:
+    """The deadline a task page (``selectors.Page``) tells its worker, or None for a page that has
+    none (consent, done, ended). The first-answer wording only while answering would move the
+    deadline: no answer is stored yet and ``expires_at`` is short of the full duration from the
+    start (a task whose test was passed, or whose consent came so late that both deadlines are one,
+    must be finished by it, and is told so)."""
+    if page.state not in ("step", "finish", "qualification"):
+        return None
+    assignment = page.assignment
+    at = assignment.expires_at.astimezone(UTC)
+    now = (now or timezone.now()).astimezone(UTC)
+    before_full = page.state != "finish" and (page.state == "qualification" or _no_answer_yet(page)) and (
+        assignment.expires_at < assignment.created_at + assignment_duration(assignment.study))
+    text = f"{at:%H:%M} UTC" + ("" if at.date() == now.date() else f" on {at.day} {at:%B}")
+    return Deadline(at=at, first_answer=before_full and page.state == "step",
+                    test=before_full and page.state == "qualification",
+                    seconds_left=max(0, int((at - now).total_seconds())), text=text)

@@ -110,6 +110,7 @@ def annotation_submit_with_task(
         if shown_at is not None and duration_ms is None:
             duration_ms = max(0, min(int((now - shown_at).total_seconds() * 1000), 24 * 3600 * 1000))
         extend_to_full_duration(locked=locked, study=assignment.study)
+        assignment.expires_at = locked.expires_at  # the next page (sent with this answer) tells the new deadline
         # No savepoint needed: the assignment row lock above serialises this worker's submissions,
         # so a duplicate (double click, retry) always finds the stored answer in ``stored``; the
         # unique constraint on (claim, step) stays as the last guard.

@@ -60,6 +60,7 @@ from annotations.worker_pages import (
     located,
     message,
     remember_task,
+    time_allowed,
     wants_inline,
     worker_page,
 )
@@ -107,6 +108,7 @@ def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = F
         "nonce": _nonce(request, page), "ask_identifier": identifier,
         "consent_sha256": consent_text_sha256(study),  # of the consent text this page shows
         "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
+        "time_allowed": time_allowed(study),  # how long a worker will have once they agree
     }, status=status)
     keep_browser_key(request, response)
     return response

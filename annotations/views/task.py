@@ -19,7 +19,7 @@ from annotations.services.assignment import assignment_consent
 from annotations.services.errors import AnnotationError, AssignmentNotActive, InvalidAnswer
 from annotations.services.qualification import qualification_submit
 from annotations.services.release import assignment_return
-from annotations.worker_pages import message, wants_inline, worker_page
+from annotations.worker_pages import message, task_deadline, time_allowed, wants_inline, worker_page
 
 # --- the task -----------------------------------------------------------------------------------
 
@@ -33,11 +33,15 @@ def _assignment_or_404(token: str) -> Assignment:
 def task_page(request: HttpRequest, assignment: Assignment, *, error: str = "", status: int = 200,
               claims: selectors.TaskClaims | None = None) -> HttpResponse:
     """The task's page as its address shows it now (``selectors.assignment_page``; ``claims``: the
-    task's claims as an answer just left them)."""
+    task's claims as an answer just left them), with the deadline its worker is told (the time
+    they will have on the consent page, when the task must get its next answer on the others)."""
     page = selectors.assignment_page(assignment=assignment, claims=claims)
-    context = {"page": page, "assignment": assignment, "study": assignment.study, "error": error}
+    context = {"page": page, "assignment": assignment, "study": assignment.study, "error": error,
+               "deadline": task_deadline(page)}
     if page.state == "submitted":
         context["handback"] = handoff.handback_for(assignment)
+    elif page.state == "consent":
+        context["time_allowed"] = time_allowed(assignment.study, assignment=assignment)
     template = {
         "consent": "annotations/consent.html",
         "qualification": "annotations/qualification.html",
