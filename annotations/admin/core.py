@@ -112,7 +112,8 @@ class AssignmentAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
     list_filter = ("study", "status")
     search_fields = ("participant__external_id", "platform_assignment_id", "completion_code")
     readonly_fields = ("study", "participant", "status", "token", "platform_assignment_id", "platform_task_id", "return_url",
-                       "completion_code", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at")
+                       "completion_code", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at",
+                       "ended_as_impostor")
     fields = readonly_fields
     inlines = [ClaimInline]
     list_select_related = ("study", "participant")

@@ -242,6 +242,13 @@ class Assignment(models.Model):
     # not the worker: its page then asks the worker to return it on the platform, and never says
     # they left it (``selectors.assignment_page``).
     ended_by_researcher = models.BooleanField(default=False)
+    # Set when the app ended the task at its participant's Prolific entry because someone else
+    # started it with their id: Prolific confirmed the session the participant came with as theirs
+    # in this study and denied the session this task was started with
+    # (``annotations.services.impostor``). Returned, so its answers never count.
+    ended_as_impostor = models.BooleanField(
+        default=False, help_text="Ended at its participant's entry: Prolific denied the session it was started "
+                                 "with and confirmed theirs, so someone else started it with their Prolific id.")
 
     class Meta:
         indexes = [models.Index(fields=["study", "status", "expires_at"])]

@@ -37,6 +37,11 @@ class PlatformError(Exception):
         self.response = response or {}
 
 
+class PlatformNotFound(PlatformError):
+    """The platform says what was asked about does not exist there (HTTP 404): an answer, not a
+    failure to get one (``annotations.services.impostor`` reads it as "not this worker's")."""
+
+
 class PlatformTransientError(PlatformError):
     """Network trouble, throttling or a server error: the outcome is unknown, retry later."""
 

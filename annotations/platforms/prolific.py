@@ -30,6 +30,7 @@ from .base import (
     CrowdPlatform,
     PlatformConfigError,
     PlatformError,
+    PlatformNotFound,
     PlatformTransientError,
     PublishedTask,
     RemoteSubmission,
@@ -117,6 +118,9 @@ class ProlificPlatform(CrowdPlatform):
             body = response.json() if response.content else {}
         except ValueError:
             body = {"text": response.text[:500]}
+        if response.status_code == 404:
+            raise PlatformNotFound(f"Prolific {method} {path}: HTTP 404: {_error_text(body)}",
+                                   response=body if isinstance(body, dict) else {"body": body})
         if response.status_code >= 400:
             raise PlatformError(f"Prolific {method} {path}: HTTP {response.status_code}: {_error_text(body)}",
                                 response=body if isinstance(body, dict) else {"body": body})

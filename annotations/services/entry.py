@@ -24,6 +24,12 @@ The rules (the README's "Security model" says the same):
 - An open link's place is taken in the transaction that starts the task: a refused start (no
   work, not qualified, a task in progress elsewhere) takes no place, and a refused form sent again
   is counted only if it then gets its task.
+- On Prolific, a task in progress bound to another session than the entry's, which the entry may
+  not resume, is checked with Prolific before the refusal (``impostor.impostor_task_end``): when
+  Prolific vouches for the entry's session as this participant's and denies the task's, someone
+  else started the task with their id, and it is ended; the entry then goes on as if there were no
+  task in progress. The landing page (``annotations.views.entry``) and the consent
+  (``consent_take``) ask the same service, so both answer alike.
 - A closed study (or closed link) starts nothing (``assignment_start`` refuses), but what was
   started stays reachable: a task in progress resumes under the rules above, and a finished
   task's done page shows as it does while the study is open.
@@ -41,6 +47,7 @@ from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import ConsentChanged, PlatformAssignmentTaken, TaskInProgress
+from annotations.services.impostor import impostor_task_end
 from annotations.services.participants import OTHER_TASK_IN_PROGRESS, open_link_check, open_link_join
 from studies.models import Study
 
@@ -77,8 +84,19 @@ def may_resume(*, active: Assignment, refs: PlatformRefs, held_task_id: int | No
     return bool(refs.assignment_id) and refs.assignment_id == active.platform_assignment_id
 
 
-def task_in_progress(active: Assignment) -> TaskInProgress:
-    return TaskInProgress(IN_ANOTHER_BROWSER.format(deadline=active.expires_at.strftime("%Y-%m-%d %H:%M")))
+class TaskHeldElsewhere(TaskInProgress):
+    """``TaskInProgress`` because the entry may not resume ``active``, the participant's task in
+    progress (``may_resume`` said no): ``consent_take`` may still check it with the platform
+    (``impostor.impostor_task_end``) once its transaction is over."""
+
+    def __init__(self, message: str, *, active: Assignment):
+        super().__init__(message)
+        self.active = active
+
+
+def task_in_progress(active: Assignment) -> TaskHeldElsewhere:
+    return TaskHeldElsewhere(IN_ANOTHER_BROWSER.format(deadline=active.expires_at.strftime("%Y-%m-%d %H:%M")),
+                             active=active)
 
 
 def consent_text_sha256(study: Study) -> str:
@@ -137,8 +155,11 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     in the same transaction. So a copy of the form sent meanwhile waits and gets the same task,
     and a form that was refused is decided afresh when sent again: it proves no more than the
     cookie it comes with (``held_task_id``). A worker who came through ``open_link`` takes its
-    place with the new task, in this transaction (``assignment_enter``). Raises what
-    ``participant()`` and ``assignment_enter`` raise."""
+    place with the new task, in this transaction (``assignment_enter``). A refusal because the
+    participant's task in progress is bound to another platform assignment (``TaskHeldElsewhere``)
+    is checked with the platform after that transaction, holding no lock
+    (``impostor.impostor_task_end``): a task Prolific shows an impostor started is ended and the
+    form decided once more. Raises what ``participant()`` and ``assignment_enter`` raise."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
         if given is not None:
@@ -146,6 +167,21 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
         raise ConsentChanged(CONSENT_CHANGED)
     receipt = consent_receipt_take(key=key, study=study, participant=participant,
                                    consent_sha256=consent_sha256)
+    decide = {"receipt": receipt, "study": study, "refs": refs, "held_task_id": held_task_id,
+              "completion_code": completion_code, "link": link, "open_link": open_link}
+    try:
+        return _consent_decide(**decide)
+    except TaskHeldElsewhere as refusal:  # that transaction is over: no lock is held while Prolific is asked
+        if not impostor_task_end(study=study, participant=receipt.participant, task=refusal.active,
+                                 platform_assignment_id=refs.assignment_id):
+            raise
+    return _consent_decide(**decide)
+
+
+def _consent_decide(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs, held_task_id: int | None,
+                    completion_code: str, link: ParticipantLink | None, open_link: OpenLink | None) -> Assignment:
+    """``consent_take``'s decision, in one transaction holding the receipt's row lock: the task the
+    form gave before, or the one ``assignment_enter`` decides now, recorded on the receipt."""
     with transaction.atomic():
         # The row alone (a joined row would be read as it was before the wait for the lock).
         locked = ConsentReceipt.objects.select_for_update().only("assignment_id").get(pk=receipt.pk)

@@ -9,7 +9,9 @@ Each shows the landing page (consent) with a one-time nonce bound to the browser
 to, recorded on the consent's receipt); its POST takes the consent once (``services.entry.consent_take``)
 and redirects to the task at ``/w/a/<assignment token>/``, setting the study cookie that proves
 this browser holds that task (``worker_pages.remember_task``). Who may open a task in progress is
-decided by ``services.entry.may_resume``.
+decided by ``services.entry.may_resume``; on Prolific, a task in progress the entry may not
+resume is checked with Prolific before the refusal (``services.impostor.impostor_task_end``), on the
+landing page's GET here and in the consent's POST (``services.entry.consent_take``).
 
 A closed study (or a closed open link) refuses only what would start work: the landing page and
 its consent. A task in progress still opens for whoever may resume it, and a finished task's done
@@ -42,6 +44,7 @@ from annotations.services.entry import (
     task_in_progress,
 )
 from annotations.services.errors import AnnotationError, ConsentChanged, PlatformAssignmentDone
+from annotations.services.impostor import impostor_task_end
 from annotations.services.participants import (
     InvalidIdentifier,
     open_link_check,
@@ -234,9 +237,13 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
                 # The platform gave this worker a new assignment (returned and accepted again):
                 # consenting again in the browser that holds the task moves it (a POST, not this GET).
                 return _landing(request, study, page=page)
-            if not may_resume(active=active, refs=refs, held_task_id=held):
+            if may_resume(active=active, refs=refs, held_task_id=held):
+                return _to_task(request, active, study=study)
+            # Not this entry's task: refused, unless Prolific shows that someone else started it with
+            # this worker's id (then it is ended, and the entry goes on as if there were none).
+            if not impostor_task_end(study=study, participant=known, task=active,
+                                     platform_assignment_id=arrival.assignment_id):
                 return _refused(request, task_in_progress(active))
-            return _to_task(request, active, study=study)
         return _closed(request) if closed else _landing(request, study, page=page)
     if closed:
         return _closed_consent(request, study=study, page=page)

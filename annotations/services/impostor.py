@@ -1,0 +1,110 @@
+"""A task someone else started with a Prolific worker's id, ended when the worker arrives.
+
+Prolific's entry URL (``PROLIFIC_PID``, ``STUDY_ID``, ``SESSION_ID``) is unauthenticated. Anyone who
+knows a worker's Prolific id can enter first with it and an invented ``SESSION_ID``; the real
+worker, arriving from Prolific with their real one, then meets a task in progress bound to
+another platform assignment and is refused (``entry.task_in_progress``) until it expires.
+
+"Verify on conflict": only then, and only on Prolific, the platform is asked (two reads of
+``GET submissions/<id>/``, moving nothing) before the refusal. The task is ended only when
+Prolific both
+
+- confirms the entry's session (B) as a submission of one of this study's Prolific studies
+  (``study_platform_task_ids``) by this very participant, and
+- denies the task's session (A): not found (``PlatformNotFound``), or filed under another
+  participant or a study that is not this study's.
+
+Anything else keeps the refusal: Prolific cannot be asked (no token, network trouble, throttling,
+another error, no Prolific study published), B is not the participant's submission of this study,
+or A is theirs too (they returned and took the study again on Prolific: the task is theirs). So an
+impostor cannot end a genuine worker's task through this path: it needs Prolific to vouch for the
+session they came with. B is asked first; a B Prolific does not vouch for costs one read, never
+two. The usual entry sends no request to Prolific and no statement more.
+
+The platform is asked outside any transaction (no row lock is held over a network call); the
+task is then locked and ended only if it is still that participant's active task bound to A
+(the impostor may have moved it meanwhile, another entry of the worker may have ended it). It
+ends ``returned`` through the release rules (``release.assignments_release``: its claimed slots
+go back, its answers never count), marked ``ended_as_impostor`` so its researchers see why.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from annotations.models import Assignment, Participant
+from annotations.platforms import get_platform
+from annotations.platforms.base import PlatformError, PlatformNotFound
+from annotations.selectors.platforms import study_platform_task_ids
+from annotations.services.release import assignments_release
+from studies.models import Platform, Study
+
+logger = logging.getLogger(__name__)
+
+# What Prolific says about a session: the participant's submission of this study, someone else's
+# (not found, another participant, another study), or nothing we can rely on.
+THEIRS, NOT_THEIRS, UNKNOWN = "theirs", "not theirs", "unknown"
+
+
+def impostor_task_end(*, study: Study, participant: Participant, task: Assignment,
+                      platform_assignment_id: str) -> bool:
+    """Whether ``task``, ``participant``'s task in progress in ``study``, no longer stands in the
+    way of this entry because it was started by an impostor: the entry came with
+    ``platform_assignment_id`` (a validated Prolific ``SESSION_ID``, B) while the task is bound to
+    another (A), and the entry may not resume it (``entry.may_resume`` said no). Returns False,
+    changing nothing, unless Prolific confirms B as the participant's submission of this study and
+    denies A (the module's rule). Then the task is ended (``returned``, ``ended_as_impostor``) if it
+    is still active and bound to A under its row lock, and True is returned; also when it ended
+    meanwhile (another entry of the worker ended it first), so the caller goes on as if there were
+    no task in progress. A task moved to another session meanwhile is left alone (False). Makes
+    network calls: call outside any transaction, holding no row lock."""
+    denied = task.platform_assignment_id
+    if (participant.platform != Platform.PROLIFIC or not platform_assignment_id or not denied
+            or denied == platform_assignment_id or task.participant_id != participant.pk):
+        return False
+    own = {study_id.lower() for study_id in study_platform_task_ids(study=study, platform=Platform.PROLIFIC)}
+    if not own:
+        return False  # no Prolific study published: no session is this study's
+    if _session_verdict(platform_assignment_id, participant=participant, own=own) != THEIRS:
+        return False
+    if _session_verdict(denied, participant=participant, own=own) != NOT_THEIRS:
+        return False
+    return _task_end(study=study, participant=participant, task_id=task.pk, platform_assignment_id=denied)
+
+
+def _session_verdict(session: str, *, participant: Participant, own: set[str]) -> str:
+    """What Prolific says about ``session``: THEIRS (a submission of one of the study's Prolific
+    studies ``own`` by ``participant``), NOT_THEIRS (not found, or filed under another participant
+    or another study), UNKNOWN (it could not be asked, or its answer names no study or participant)."""
+    platform = get_platform(Platform.PROLIFIC)
+    try:
+        owner = platform.assignment_owner(platform_assignment_id=session)
+    except PlatformNotFound:
+        return NOT_THEIRS
+    except PlatformError:  # no token, network trouble, throttling, another refusal: no answer
+        return UNKNOWN
+    study_id, worker_id = owner or ("", "")
+    if not study_id or not worker_id:
+        return UNKNOWN
+    if study_id.lower() in own and worker_id.lower() == participant.external_id.lower():
+        return THEIRS
+    return NOT_THEIRS
+
+
+def _task_end(*, study: Study, participant: Participant, task_id: int, platform_assignment_id: str) -> bool:
+    """End the task ``task_id`` as an impostor's if, once its row is locked, it is still
+    ``participant``'s active task in ``study`` bound to ``platform_assignment_id``. True when it was
+    ended here or is no longer in progress (ended meanwhile); False when it was moved to another
+    session meanwhile (still in progress, not the one Prolific denied)."""
+    with transaction.atomic():
+        row = (Assignment.objects.select_for_update().filter(pk=task_id, study_id=study.pk, participant_id=participant.pk)
+               .values_list("status", "platform_assignment_id").first())
+        if row is None or row[0] != Assignment.Status.ACTIVE:
+            return True  # ended meanwhile (the worker's other entry, its deadline, a withdrawal): not in the way
+        if row[1] != platform_assignment_id:
+            return False
+        assignments_release([(task_id, row[0])], status=Assignment.Status.RETURNED, ended_as_impostor=True)
+    logger.warning("study %s: task %s ended at its participant's entry: Prolific denied the session it was "
+                   "started with and confirmed the one the participant came with", study.pk, task_id)
+    return True
