@@ -9,11 +9,18 @@ travels, signed, in the preview's links (``?task=...&n=<claim index>&step=<step>
 page shows the same task; the pages are the worker templates, rendered by the worker pages' own
 step builder (``selectors.step_view``). Every page is a GET; the question form submits by GET to
 the next preview page.
+
+A link is good for ``PREVIEW_LINK_MAX_AGE``, and every page reads its question's rows through the
+study as it is now (``selectors.preview.preview_claim``): a link older than that, or one naming a
+row that has left the study since (a source taken off a draft, a deleted attention check), starts
+a fresh preview with a note saying why, instead of showing what the study no longer holds. Who may
+preview is checked on every page, whatever the link.
 """
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 from random import Random
 from urllib.parse import urlencode
 
@@ -26,19 +33,23 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from annotations.models import Annotation, AttentionCheck, Claim, Participant, Unit
+from annotations.models import Annotation, Claim, Participant
 from annotations.selectors import StepView, step_view
 from annotations.selectors.cost import questions_per_task
+from annotations.selectors.preview import PreviewOutdated, preview_claim
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import AnnotationError
 from annotations.services.steps import steps_for
 from annotations.services.units import study_units_build
-from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
+from studies.models import Platform, Study
 from studies.selectors import studies_for_user
 
 Step = Annotation.Step
 UNKNOWN_FIRST_ANSWER = "(the answer chosen on the previous page)"
 _SALT = "annotations.preview"
+# How long a preview link (its signed task) opens: long enough for a researcher to go through a
+# task, short enough that a link passed on or left in a history shows nothing for long.
+PREVIEW_LINK_MAX_AGE = timedelta(hours=24)
 
 
 @dataclass
@@ -85,20 +96,6 @@ def preview_task(*, study: Study, rng: Random | None = None) -> list[list]:
     return task
 
 
-def _claim(entry: list) -> Claim:
-    """An unsaved claim with what a step page shows, from one entry of a preview task."""
-    if entry[0] == "a":
-        return Claim(attention_check=AttentionCheck.objects.get(pk=entry[1]))
-    _, item_id, source_id, rationale_id, genq_id = entry
-    unit = Unit(
-        item=Item.objects.get(pk=item_id),
-        source=RationaleSource.objects.get(pk=source_id) if source_id else None,
-        rationale=Rationale.objects.get(pk=rationale_id) if rationale_id else None,
-        generalization_question=GeneralizationQuestion.objects.get(pk=genq_id) if genq_id else None,
-    )
-    return Claim(unit=unit)
-
-
 def _url(study: Study, **params) -> str:
     return reverse("annotations:preview", args=[study.pk]) + ("?" + urlencode(params) if params else "")
 
@@ -127,6 +124,24 @@ def _message(request, context, title: str, message: str) -> HttpResponse:
     return _respond(render(request, "annotations/message.html", {**context, "title": title, "message": message}))
 
 
+def _link_task(study: Study, signed: str) -> tuple[list | None, str]:
+    """The task a preview link carries, and why there is none where it has expired (a bad or
+    another study's signature: none, and no reason, as before)."""
+    try:
+        return signing.loads(signed, salt=f"{_SALT}:{study.pk}", max_age=PREVIEW_LINK_MAX_AGE), ""
+    except signing.SignatureExpired:
+        hours = int(PREVIEW_LINK_MAX_AGE.total_seconds() // 3600)
+        return None, (f"This preview link was made more than {hours} hours ago, so it no longer opens. "
+                      "Here is a fresh preview of the task a new worker would get now.")
+    except signing.BadSignature:
+        return None, ""
+
+
+def _changed(error: PreviewOutdated) -> str:
+    return (f"This study has changed since this preview link was made ({error}). "
+            "Here is a fresh preview of the task a new worker would get now.")
+
+
 @never_cache
 @staff_member_required
 @require_GET
@@ -134,34 +149,43 @@ def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
     # A study the user may not see is a 404, as in the admin and the API (issue 10 item 9).
     study = get_object_or_404(studies_for_user(user=request.user), pk=study_id)
     context = {"study": study, "researcher_preview": True, "preview_restart_url": _url(study)}
-    try:
-        task = signing.loads(request.GET.get("task", ""), salt=f"{_SALT}:{study.pk}")
-    except signing.BadSignature:
-        task = None
+    n = _int(request.GET.get("n"))
+    task, notice = _link_task(study, request.GET.get("task", ""))
+    claim = None
+    if task is not None and n < len(task):
+        try:
+            claim = preview_claim(study=study, entry=task[n], number=n + 1)
+        except PreviewOutdated as error:
+            task, notice = None, _changed(error)
     if task is None:
         try:
             task = preview_task(study=study)
         except NothingToPreview as error:
             if request.GET.get("step"):
-                return _message(request, context, "Nothing to preview", str(error))
-            context["preview_message"] = str(error)
+                return _message(request, context, "Nothing to preview", " ".join(filter(None, [notice, str(error)])))
+            context["preview_message"] = " ".join(filter(None, [notice, str(error)]))
             context["questions"] = questions_per_task(study=study)
             return _respond(render(request, "annotations/landing.html", context))
         signed = signing.dumps(task, salt=f"{_SALT}:{study.pk}", compress=True)
-        if not request.GET.get("step"):  # the consent page, then the task's first page
+        if notice or not request.GET.get("step"):  # the consent page, then the task's first page
+            context["preview_message"] = notice
             context["questions"] = len(task)  # as the task's pages count them ("Question 1 of N")
             context["preview_next_url"] = _url(study)
             context["preview_next_params"] = [("task", signed), ("n", 0), ("step", _steps(study, task[0])[0])]
             return _respond(render(request, "annotations/landing.html", context))
     else:
         signed = request.GET["task"]
-    n = _int(request.GET.get("n"))
     if n >= len(task):
         return _message(request, context, "End of preview",
                         f"End of preview: that was the last of the {len(task)} question(s) of this task.")
     steps = _steps(study, task[n])
     step = request.GET.get("step") if request.GET.get("step") in steps else steps[0]
-    claim = _claim(task[n])
+    if claim is None:  # a fresh task, drawn just now from the study as it is
+        try:
+            claim = preview_claim(study=study, entry=task[n], number=n + 1)
+        except PreviewOutdated as error:  # changed again in between: the restart link draws anew
+            return _message(request, context, "The study changed",
+                            f"This study changed while the preview was drawn ({error}). Restart the preview.")
     given = request.GET.get("answer", "")
     view = step_view(claim=claim, step=step, kind=study.kind, answers={Step.BEFORE: given}, number=n + 1,
                      total=len(task))
