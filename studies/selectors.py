@@ -1,6 +1,7 @@
 """Reads of the studies app that are more than a one-liner."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -247,9 +248,38 @@ def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:
 # (into an existing study) and the study bundle import (a new study). Every other kind imports into
 # its dataset (``ImportRecord.dataset``): items, rationales, generalization questions.
 STUDY_IMPORT_KINDS = ("outcomes", "bundle")
-# The imports that write rationales of sources and name them in their summary (``per_source``,
-# ``sources_created``, ``sources_with_highlights``), with the sources' ids in ``summary["source_ids"]``.
-SOURCE_IMPORT_KINDS = ("rationales",)
+
+
+@dataclass(frozen=True)
+class NamedContent:
+    """What an import's record names beyond what it imported into (its dataset or study), which a
+    reader of that may not read: the ``summary`` key holding the ids of those rows, the selector of
+    the rows a user reads and the permission that reads them all (``_all_or_used``'s rule, checked
+    first to skip the walk)."""
+
+    key: str
+    readable: Callable[..., QuerySet]
+    read_all: str
+    # The records of the kind made before their importer stored ``key`` that name none of these
+    # rows anyway (no Q: every such record may name some).
+    named_none: Q | None = None
+
+
+# The imports whose record names rows of shared content, by kind. A rationales import names its
+# sources (``per_source`` with their row counts, ``sources_created``, ``sources_with_highlights``); a
+# generalization-question import counts its questions (``questions``, ``per_type``, ``originals``)
+# and quotes those given twice with different answers (``conflicting_answers``: the question and its
+# original). A study bundle import names the sources it made under a new name (``renamed["sources"]``),
+# Gen-U's answerer sources among them, which the study does not list. Item imports name none: they
+# count their rows per split, as the dataset's own pages do; an outcomes import names only sources its
+# study lists.
+NAMED_CONTENT = {
+    "rationales": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource"),
+    "generalization": NamedContent("question_ids", generalization_questions_for_user,
+                                   "studies.view_generalizationquestion"),
+    "bundle": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource",
+                           named_none=~Q(summary__renamed__has_key="sources")),
+}
 
 
 class _HoldsIdOutside(Func):
@@ -292,30 +322,41 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
     another researcher's rows: a record quotes its file's name, its counts and summary, what the
     importer saw. One query (the selectors are subqueries), for the API and the admin alike.
 
-    An import that wrote rationales of sources (``SOURCE_IMPORT_KINDS``) names them in its summary
-    (names and row counts), so another researcher reads it only when they may also read every
-    source it names (``sources_for_user``): none of its ``summary["source_ids"]`` outside theirs.
-    A record made before the importer stored ``source_ids`` names its sources only by name (and a
-    source can be renamed since), so it is read beyond its importer only by whoever reads every
-    source (``studies.view_rationalesource``)."""
+    An import whose record names rows of shared content (``NAMED_CONTENT``: a rationales import its
+    sources, with their row counts; a generalization-question import its questions, counted and
+    quoted; a bundle import the sources it renamed) is read by another researcher only when they may
+    also read every row it names (the kind's selector: ``sources_for_user``,
+    ``generalization_questions_for_user``): none of the ids its importer stored
+    (``summary["source_ids"]``, ``summary["question_ids"]``) outside theirs. A record made before
+    its importer stored them names its rows only by name or text (and a row can be renamed since),
+    so it is read beyond its importer only by whoever reads every row of the kind (its view
+    permission), unless it names none (a bundle import that renamed no source)."""
     if not _active(user):
         return ImportRecord.objects.none()
     if user.is_superuser:
         return ImportRecord.objects.all()
     study_id = Cast(KeyTextTransform("study", "summary"), BigIntegerField())
-    if _reads_all(user, "studies.view_rationalesource"):
-        sources_readable = Q()
-    else:
-        sources_readable = ~Q(kind__in=SOURCE_IMPORT_KINDS) | (
-            Q(summary__has_key="source_ids")
-            & ~Q(_HoldsIdOutside("summary", "source_ids", sources_for_user(user=user).values("pk")))
-        )
     return ImportRecord.objects.alias(target_study_id=study_id).filter(
         Q(imported_by_id=user.pk)
-        | Q(kind__in=STUDY_IMPORT_KINDS, target_study_id__in=studies_for_user(user=user).values("pk"))
-        | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk"))
-           & sources_readable)
+        | ((Q(kind__in=STUDY_IMPORT_KINDS, target_study_id__in=studies_for_user(user=user).values("pk"))
+            | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk"))))
+           & _names_only_readable(user))
     )
+
+
+def _names_only_readable(user) -> Q:
+    """The records whose named content (``NAMED_CONTENT``) ``user`` reads all of: records of any
+    other kind, and of each named kind those whose stored ids are all the user's to read."""
+    readable = Q()
+    for kind, named in NAMED_CONTENT.items():
+        if _reads_all(user, named.read_all):
+            continue
+        stored = Q(summary__has_key=named.key)
+        names = stored & ~Q(_HoldsIdOutside("summary", named.key, named.readable(user=user).values("pk")))
+        if named.named_none is not None:
+            names |= ~stored & named.named_none
+        readable &= ~Q(kind=kind) | names
+    return readable
 
 
 def import_jobs_for_user(*, user) -> QuerySet[ImportJob]:

@@ -1137,6 +1137,8 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
             summary={"study": study.pk, "original_study": design["study"]["id"],
                      "original_name": design["study"]["name"], **job.counts,
                      "original_results": bool(original), "renamed": job.renamed,
+                     # the renamed sources' ids: who reads the record reads them (``import_records_for_user``)
+                     "source_ids": sorted(job.found[name].pk for name in job.renamed.get("sources", {})),
                      "id_runs": {"items": job.items.runs, "units": job.units.runs, "tasks": job.tasks.runs}},
         )
     return study

@@ -14,6 +14,10 @@ provenance is stored on each question whose status it sets (``metadata["validati
 status, that an import set it, the file's name and SHA-256, and when). The released
 ``generalisation_final_*.json`` files are the authors' validated set: import them with
 ``validation_status="valid"`` (``--validation-status valid``), as the README says.
+
+The import's record counts and quotes its questions, so it stores their ids
+(``summary["question_ids"]``): another researcher reads it only when they may read every one of
+them (``studies.selectors.import_records_for_user``), not merely the dataset.
 """
 from __future__ import annotations
 
@@ -176,7 +180,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             return GeneralizationQuestion(item_id=key[0], qtype=key[1], text=key[2], **values)
 
         compare = ["answer"] + (["validation_status"] if validation_status is not None else [])
-        result, _ = bulk_upsert(
+        result, created = bulk_upsert(
             model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
             lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
@@ -193,5 +197,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             "per_type": per_type,
             "conflicting_answers": parsed.conflicts,
             "validation_status_set": validation_status,
+            # Who reads this record beyond its importer reads these questions (``import_records_for_user``):
+            # every question of the file, new, changed or unchanged.
+            "question_ids": sorted([existing[key].pk for key in rows if key in existing]
+                                   + [question.pk for question in created]),
         }
         return import_record_create(kind=KIND, f=f, dataset=dataset, result=result, summary=summary, user=user)
