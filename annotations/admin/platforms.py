@@ -9,6 +9,7 @@ links, close. Every button is a POST; GET never changes anything.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -51,6 +52,7 @@ from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_task, queue_in_batches
+from lab.ids import parse_id
 from lab.spreadsheet import csv_writer
 from studies.admin.scoping import RawWorkerIdsAdmin, StudyScopedAdmin
 from studies.models import Platform, Study
@@ -144,7 +146,10 @@ class PublicationAdmin(StudyScopedAdmin):
             except PlatformError as exc:
                 balance_error = exc.message
         candidates = study_bonus_candidates(study=study)
-        submitted = Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).count()
+        # The tasks "Approve all" names and its form carries (``SHOWN_SUBMITTED``): a click pays these only.
+        submitted_ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
+                             .order_by("id").values_list("id", flat=True))
+        submitted = len(submitted_ids)
         link_rows = study_link_rows(study=study)
         context = {
             **self.admin_site.each_context(request),
@@ -164,6 +169,8 @@ class PublicationAdmin(StudyScopedAdmin):
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
             "dry_runs": study_dry_runs_shown(study=study),
             "submitted": submitted,
+            "submitted_ids": ",".join(map(str, submitted_ids)),
+            "candidate_ids": {kind: ",".join(map(str, ids)) for kind, ids in candidates.items()},
             # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee.
             "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted).estimate,
             "live": Publication.objects.filter(study=study, platform=study.platform, dry_run=False,
@@ -222,29 +229,96 @@ def _sync(request: HttpRequest, study: Study) -> str:
             f"{report.status_updates} status updates, reconciled {report.reconciled}.")
 
 
+# The hidden fields that carry what the page showed: "Approve all"'s submitted tasks, and each bonus
+# kind's candidates (``shown_<kind>``). A click acts on these ids only (those still waiting now).
+SHOWN_SUBMITTED = "shown_submitted"
+SHOWN_CANDIDATES = {kind.value: f"shown_{kind.value}" for kind in (Bonus.Kind.FLAGGED_ERROR, Bonus.Kind.GOOD_WORK)}
+
+
+@dataclass(frozen=True)
+class ShownNow:
+    """What a click on a list the page showed may act on: ``ids``, the shown ids still in the set
+    now; ``skipped``, how many shown ones left it meanwhile; ``arrived``, how many joined it after
+    the page was loaded (not acted on: the page now shows them)."""
+
+    ids: list[int]
+    skipped: int
+    arrived: int
+
+    def note(self, left: str, joined: str) -> str:
+        """The sentences after the count: the shown ids skipped (``left`` says why) and the
+        arrivals left for the next click (``joined`` names them)."""
+        parts = []
+        if self.skipped:
+            parts.append(f" {self.skipped} task(s) shown on the page {left} meanwhile and were skipped.")
+        if self.arrived:
+            parts.append(f" {self.arrived} more task(s) {joined} since the page was loaded: nothing was done to them; "
+                         "the page now shows them.")
+        return "".join(parts)
+
+
+def _shown_now(request: HttpRequest, study: Study, field: str, now: list[int]) -> ShownNow:
+    """The ids of the hidden ``field`` (the list the page showed: assignment ids joined by commas,
+    each a whole number from 1 to 2**63-1), kept where they are in ``now`` (the list as it is at
+    the click). A missing field (a page loaded before the form carried it), text that is not such a
+    list, or an id of another study's task refuses the whole click (``PlatformServiceError``
+    naming the field): nothing is done. The services check each id again beside the write."""
+    raw = request.POST.get(field)
+    if raw is None:
+        raise PlatformServiceError(f"the form does not say which tasks the page showed (field {field!r} is "
+                                   "missing): reload the page and click again")
+    shown: set[int] = set()
+    for text in raw.split(",") if raw.strip() else []:
+        pk = parse_id(text)
+        if not pk:  # None, or 0: no task has it
+            raise PlatformServiceError(f"field {field!r}: {text.strip()[:40]!r} is not a task number; the page "
+                                       "carries the tasks it showed there: reload the page and click again")
+        shown.add(pk)
+    try:
+        study_assignments(study=study, ids=shown)  # another study's task: refused, nothing done
+    except PlatformServiceError as exc:
+        raise PlatformServiceError(f"field {field!r} names tasks this page never showed: {exc.message}") from exc
+    current = set(now)
+    return ShownNow(ids=sorted(shown & current), skipped=len(shown - current), arrived=len(current - shown))
+
+
 def _approve_all(request: HttpRequest, study: Study) -> str:
+    """Approve the submitted tasks the page showed (``SHOWN_SUBMITTED``) that are still submitted:
+    work submitted after the page was loaded waits for the next click, whose page shows it."""
     user = request.user
-    ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
-               .order_by("id").values_list("id", flat=True))
+    waiting = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
+                   .order_by("id").values_list("id", flat=True))
+    shown = _shown_now(request, study, SHOWN_SUBMITTED, waiting)
+    note = shown.note("were no longer waiting for review (approved, rejected or withdrawn)", "were submitted")
+    ids = shown.ids
     if len(ids) > INLINE_LIMIT:
         access_study(user=user, study=study, access=PAY)  # refused now, not only in the task
         queue_in_batches(approve_assignments_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids)
-        return f"Approving {len(ids)} assignments in the background; reload to see the audit table fill."
+        return f"Approving {len(ids)} assignments in the background; reload to see the audit table fill." + note
     result = study_approve_all(user=user, study=study, assignment_ids=ids)
     for error in result["errors"][:20]:
         messages.error(request, error)
-    return f"Approved {result['approved']} assignment(s)."
+    return f"Approved {result['approved']} assignment(s)." + note
 
 
 def _bonus(request: HttpRequest, study: Study) -> str:
-    """The same bonus for the tasks listed (or the kind's candidates): checked and paid by
+    """The same bonus for the tasks listed, or for the kind's candidates the page showed
+    (``SHOWN_CANDIDATES``) that are candidates still: checked and paid by
     ``bonus.study_bonuses_pay``, here or, for more than ``INLINE_LIMIT``, in ``pay_bonuses_task``
     batches that carry the study and the user."""
     asked = BonusForm(request.POST).asked()
+    note = ""
     if asked.tasks.strip():
         ids = task_ids(asked.tasks)
-    elif asked.kind in {Bonus.Kind.FLAGGED_ERROR, Bonus.Kind.GOOD_WORK}:
-        ids = study_bonus_candidates(study=study)[asked.kind]
+    elif asked.kind in SHOWN_CANDIDATES:
+        shown = _shown_now(request, study, SHOWN_CANDIDATES[asked.kind], study_bonus_candidates(study=study)[asked.kind])
+        ids = shown.ids
+        note = shown.note("were no longer candidates (withdrawn, rejected, put on hold, or their flag no longer "
+                          "accepted)", "became candidates")
+        if not ids:
+            was = f"none of the {shown.skipped} it showed is one now" if shown.skipped else "it showed none"
+            raise PlatformServiceError(f"no tasks to pay: the page listed the {asked.kind} candidates when it was "
+                                       f"loaded, and {was}." + note)
     else:
         ids = []
     if not ids:
@@ -255,12 +329,12 @@ def _bonus(request: HttpRequest, study: Study) -> str:
         study_assignments(study=study, ids=ids)  # ids of another study: refused now, nothing queued
         queue_in_batches(pay_bonuses_task, study_id=study.pk, user_id=user.pk, assignment_ids=ids,
                          amount=asked.amount, reason=asked.reason, kind=asked.kind)
-        return f"Paying {len(ids)} bonuses in the background; each is paid once."
+        return f"Paying {len(ids)} bonuses in the background; each is paid once." + note
     result = study_bonuses_pay(user=user, study=study, assignment_ids=ids, amount=asked.amount, reason=asked.reason,
                                kind=asked.kind)
     for error in result["errors"][:20]:
         messages.error(request, error)
-    return f"Bonus paid (or already paid) for {result['paid']} assignment(s)."
+    return f"Bonus paid (or already paid) for {result['paid']} assignment(s)." + note
 
 
 def _make_links(request: HttpRequest, study: Study) -> str:

@@ -86,9 +86,11 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     from annotations.services.platforms.review import assignment_reject
 
     assignment_reject(user=researcher, study=study, assignment=works[2], feedback=REJECTION, category="FAILED_CHECK")
+    shown = ",".join(str(w.pk) for w in works[:2])  # what the page's forms carry: its submitted tasks, its candidates
     for _ in range(2):
-        client.post(url, {"action": "approve_all"})
-        client.post(url, {"action": "bonus", "kind": "good_work", "amount": "0.50", "reason": "Consistently good work."})
+        client.post(url, {"action": "approve_all", "shown_submitted": shown})
+        client.post(url, {"action": "bonus", "kind": "good_work", "amount": "0.50", "reason": "Consistently good work.",
+                          "shown_good_work": shown})
 
     assert [Assignment.objects.get(pk=w.pk).status for w in works] == ["approved", "approved", "rejected"]
     assert Bonus.objects.filter(status="paid").count() == 2

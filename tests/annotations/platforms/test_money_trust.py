@@ -174,7 +174,7 @@ def test_a_bad_row_is_shown_in_the_admin_and_the_rest_of_the_batch_proceeds(prol
     client.force_login(django_user_model.objects.create_superuser("dana", "dana@example.org", "pw-not-used"))
     page = f"/admin/annotations/publication/publish/{study.pk}/"
 
-    approved = client.post(page, {"action": "approve_all"}, follow=True)
+    approved = client.post(page, {"action": "approve_all", "shown_submitted": f"{bad.pk},{good.pk}"}, follow=True)
     paid = client.post(page, {"action": "bonus", "kind": "other", "amount": "0.50", "reason": "Thanks.",
                               "assignment_ids": f"{bad.pk} {good.pk}"}, follow=True)
     synced = client.post(page, {"action": "sync"}, follow=True)
