@@ -19,8 +19,10 @@ def score_study_task(study_id: int, run_id: int | None = None) -> int | None:
     fresh) is left alone, so a second delivery does not score twice; a running run whose heartbeat
     stopped (the worker was killed and the broker redelivered this message) is taken over
     (``scoring.services.runs.score_run_start``), which also checks again that the user who asked
-    for the run may still score the study. Without ``run_id`` (nothing in the app sends that; only
-    someone with the broker's access could) it scores as the operator. Returns the run id."""
+    for the run may still score the study; ``study_score`` checks that once more where it writes
+    the results (``runs.score_run_requester_check``), as a run may compute for up to an hour.
+    Without ``run_id`` (nothing in the app sends that; only someone with the broker's access
+    could) it scores as the operator. Returns the run id."""
     study = Study.objects.filter(pk=study_id).first()
     if study is None:
         return None

@@ -9,6 +9,8 @@ the ones whose worker died (as the LM jobs are recovered: stall detection by bea
 - ``score_run_start`` is the task's first step: it takes a pending run, or a running one whose
   heartbeat stopped (its worker was killed and the broker redelivered the message), and moves it to
   running. A running run with a live heartbeat belongs to another worker and is left alone.
+- ``score_run_requester_check``: the requester is checked again where the results are written
+  (``score.study_score``'s transaction), so a right lost while the run computed writes nothing.
 - ``heartbeat`` touches ``updated_at`` every ``RL_SCORE_HEARTBEAT_SECONDS`` while the run is
   computed, from a thread with its own connection.
 - ``score_runs_resume_stalled`` (beat, every minute) moves running runs without a heartbeat for
@@ -126,6 +128,21 @@ def requester_refusal(run: ScoreRun) -> str:
     except ScoreRunRefused as exc:
         return f"Not scored: {user}, who asked for this run, may no longer score this study ({exc})"
     return ""
+
+
+def score_run_requester_check(run: ScoreRun) -> None:
+    """Call inside the transaction that writes ``run``'s results (``score.study_score``): the run
+    is read again under a lock, with its requester, and :func:`requester_refusal` applied once
+    more, as a run computes for up to an hour after :func:`score_run_start` checked (a share
+    revoked, the permission removed or the account deactivated meanwhile). Refused: raises
+    ``ScoreRunRefused`` with the reason, so that transaction writes nothing and the run is failed
+    with it. The operator's runs pass without a read of the user."""
+    fresh = (ScoreRun.objects.select_for_update(of=("self",)).select_related("requested_by", "study")
+             .get(pk=run.pk))
+    refusal = requester_refusal(fresh)
+    if refusal:
+        logger.warning("score run %s refused where it writes its results: %s", run.pk, refusal)
+        raise ScoreRunRefused(refusal)
 
 
 def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) -> ScoreRun | None:

@@ -135,6 +135,7 @@ from scoring.run_stages import score_stage
 from scoring.selectors import score_run_latest
 from scoring.services import genu
 from scoring.services.genu import gen_u_results
+from scoring.services.runs import score_run_requester_check
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, RationaleSource, Study
 from studies.selectors import VIEW, studies_for_user
@@ -1301,8 +1302,11 @@ def study_score(
     Everything is read and computed first, outside any transaction (BERTScore and the mixed model
     can take minutes); one short transaction then stores the unit scores and finishes the run.
 
-    A ``ScoringError`` (nothing to score) marks the run failed with its message; any other error
-    marks it failed and propagates."""
+    Inside that transaction the run's requester is checked again (``runs.score_run_requester_check``:
+    a share revoked while it computed): refused, nothing is stored and the run fails with why.
+
+    A ``ScoringError`` (nothing to score, the requester refused) marks the run failed with its
+    message; any other error marks it failed and propagates."""
     if similarity is None:
         similarity = bool(settings.RL_SCORING_SIMILARITY)
     study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
@@ -1315,6 +1319,8 @@ def study_score(
         if frame is not None:
             score_stage("storing the unit scores")
         with transaction.atomic():
+            # Its requester may have lost the right while it computed: refused, nothing is written.
+            score_run_requester_check(run)
             if frame is not None:
                 _store_unit_scores(study, frame, run=run)
             finished_at = timezone.now()

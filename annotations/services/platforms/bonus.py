@@ -101,7 +101,8 @@ def study_bonuses_pay(*, user, study: Study, assignment_ids: list[int], amount: 
     amount, reason = _bonus_checks(amount=amount, reason=reason, kind=kind)
     assignments, gone = study_assignments(study=study, ids=assignment_ids)
     paid, errors, unsettled = each_assignment(
-        assignments, lambda assignment: _pay(assignment, amount=amount, reason=reason, kind=kind, user=user))
+        assignments, lambda assignment: _pay(assignment, amount=amount, reason=reason, kind=kind, user=user),
+        user=user, access=BONUS)
     return {"paid": paid, "errors": gone + errors, "unsettled": unsettled}
 
 

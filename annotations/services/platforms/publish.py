@@ -9,7 +9,11 @@ Prolific draft and its publishing, the links) the publication is read again unde
 flight made after the close had stopped the rest (a HIT created after the close's expire, a
 Prolific study published after its stop) is stopped through the same audited calls
 (``publication_recruiting_stop``), by the publish that recorded it or by the close, whichever
-comes second; the publish then returns the closed publication, without an error."""
+comes second; the publish then returns the closed publication, without an error.
+
+The acting user's right to publish is read afresh at the same points (and before each call that
+adds assignments): a share revoked while a publish runs stops it with an error, recorded on the
+publication, and nothing more is created."""
 from __future__ import annotations
 
 import logging
@@ -54,9 +58,9 @@ from studies.design import tasks_for_places
 from studies.models import Platform, Study
 from studies.services.studies import StudyError
 
-from .access import PUBLISH, access_study
+from .access import PUBLISH, PlatformAccessDenied, access_study
 from .calls import reconciler
-from .common import OP, actor, publish_platform
+from .common import OP, access_study_now, actor, publish_platform
 from .qualification import mturk_qualification_ensure, mturk_requirements, qualification_test_questions
 from .tokens import publication_request_token
 
@@ -243,15 +247,34 @@ def _publication_finish(*, publication: Publication, study: Study, user, name: s
     return locked
 
 
-def _publishing_goes_on(publication: Publication, study: Study) -> bool:
-    """Before a call that opens places to workers: True while ``publication`` is still publishing
-    and its study open, read under a lock on the publication row that is released before the
-    call (never held across a request). False: the study was closed meanwhile, and nothing more
-    may be created (``_publication_finish`` ends the publish)."""
+def _publishing_goes_on(publication: Publication, study: Study, user, *, before: str) -> bool:
+    """Before a call that opens places to workers (``before`` names it): True while
+    ``publication`` is still publishing and its study open, read under a lock on the publication
+    row that is released before the call (never held across a request), and ``user`` may still
+    publish the study. False: the study was closed meanwhile, and nothing more may be created
+    (``_publication_finish`` ends the publish).
+
+    The right is read afresh each time (``common.access_study_now``: a publish makes one HIT after
+    another for minutes, and a share revoked, the permission removed or the account deactivated
+    meanwhile stops it before the next call): refused, ``PlatformAccessDenied`` says what was not
+    made and why, and ``_publication_send`` records it on the publication's ``error``. What was
+    made stays on the publication, as it is after any failed call: it was made while the user had
+    the right, and the study's owner decides whether to close the study (which stops it) or to
+    publish again (which resumes the batch with the same tokens)."""
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         study_open = Study.objects.filter(pk=study.pk, status=Study.Status.OPEN).exists()
-    return locked.status == Publication.Status.PUBLISHING and study_open
+    if locked.status != Publication.Status.PUBLISHING or not study_open:
+        return False
+    try:
+        access_study_now(user=user, study=study, access=PUBLISH)
+    except PlatformAccessDenied as exc:
+        made = ", ".join(str(e.get("hit_id") or e.get("study_id")) for e in locked.external_ids) or "nothing"
+        raise PlatformAccessDenied(
+            f"publishing batch {locked.batch} of study {study.pk} stopped before {before}: {exc.message}. Nothing "
+            f"more was sent; what it made before ({made}) stays on the batch: someone who may publish the study "
+            "resumes it by publishing again, or closes the study to stop it") from exc
+    return True
 
 
 def _tasks_to_publish(*, study: Study, platform, n_tasks: int | None) -> int:
@@ -546,7 +569,7 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
             "included): add funds to the requester account, then publish again"
         )
     for index, size in pending:
-        if not _publishing_goes_on(publication, study):
+        if not _publishing_goes_on(publication, study, user, before=f"HIT {index + 1} of {len(sizes)}"):
             return
         token = platform.hit_token(spec.request_token, index)
         fee = platform.estimate_cost(spec_reward=spec.reward, n_tasks=size, max_assignments_per_hit=size).total
@@ -587,7 +610,7 @@ def _publish_prolific(*, publication, study, user, platform, options, time_limit
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         locked.plan = {**(locked.plan or {}), "completion_code": publication.completion_code}
         locked.save(update_fields=["plan", "updated_at"])
-    if not _publishing_goes_on(publication, study):
+    if not _publishing_goes_on(publication, study, user, before="its Prolific study's draft"):
         return
     create = platform_call_execute(
         spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.CREATE_STUDY,
@@ -599,7 +622,7 @@ def _publish_prolific(*, publication, study, user, platform, options, time_limit
     )
     prolific_id = create.response["id"]
     publication_add_external_id(publication, {"index": 0, "study_id": prolific_id}, "study_id", user=user)
-    if not _publishing_goes_on(publication, study):
+    if not _publishing_goes_on(publication, study, user, before=f"publishing Prolific study {prolific_id}"):
         return  # a draft only: it recruits no one
     estimate = platform.estimate_cost(spec_reward=spec.reward, n_tasks=spec.n_tasks)
     platform_call_execute(
@@ -618,7 +641,7 @@ def _publish_links(*, publication, study, user, options) -> None:
     mode = options.get("link_mode", "single")
     if publication.participant_links.exists() or publication.open_links.exists():
         return
-    if not _publishing_goes_on(publication, study):
+    if not _publishing_goes_on(publication, study, user, before="its links"):
         return
     if mode == "open":
         open_link_create(study=study, user=user, publication=publication,
@@ -635,7 +658,10 @@ def study_add_assignments(*, study: Study, user) -> dict:
     Needed tasks = the tasks the places still open in units need under the assignment rule (a
     task holds at most one unit of each question: ``studies.design.tasks_for_places``) minus
     assignments still available on the HITs. HITs created with fewer than 10 assignments stay below 10 (MTurk
-    refuses to cross that line); what does not fit is reported for a new batch."""
+    refuses to cross that line); what does not fit is reported for a new batch.
+
+    The user's right is read afresh before each call that adds assignments (``common.access_study_now``):
+    lost meanwhile, ``PlatformAccessDenied`` names what was added and what was not; nothing more is sent."""
     access_study(user=user, study=study, access=PUBLISH)
     publication = (Publication.objects.filter(study=study, platform=Platform.MTURK, dry_run=False,
                                               status=Publication.Status.PUBLISHED).order_by("-batch").first())
@@ -661,6 +687,12 @@ def study_add_assignments(*, study: Study, user) -> dict:
         n = min(room, to_add)
         target = current + n
         token = f"{publication.request_token}-x{entry['index']}-{target}"[:64]
+        try:
+            access_study_now(user=user, study=study, access=PUBLISH)
+        except PlatformAccessDenied as exc:
+            raise PlatformAccessDenied(
+                f"adding assignments to study {study.pk} stopped before HIT {entry['hit_id']}: {exc.message}. "
+                f"Nothing more was sent; added before: {calls or 'nothing'}") from exc
         platform_call_execute(
             spec=CallSpec(platform=Platform.MTURK, operation=OP.ADD_ASSIGNMENTS,
                           idempotency_key=f"{Platform.MTURK}:add_assignments:{entry['hit_id']}:to{target}",

@@ -178,5 +178,6 @@ def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = 
                            .select_related("participant", "study").order_by("id"))
     else:
         assignments, gone = study_assignments(study=study, ids=assignment_ids)
-    approved, errors, unsettled = each_assignment(assignments, lambda assignment: _approve(assignment, user=user))
+    approved, errors, unsettled = each_assignment(assignments, lambda assignment: _approve(assignment, user=user),
+                                                  user=user, access=APPROVE)
     return {"approved": approved, "errors": gone + errors, "unsettled": unsettled}
