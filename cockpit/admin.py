@@ -41,6 +41,7 @@ from studies.selectors import (
 )
 from studies.services.studies import (
     DESIGN_FIELDS,
+    TASK_MINUTES_FIELDS,
     StudyError,
     study_delete,
     study_delete_check,
@@ -173,14 +174,16 @@ class StudyAdmin(StudyScopedAdmin):
     search_fields = ["name", "instructions"]
     autocomplete_fields = ["owner"]
     inlines = [AttentionCheckInline, QualificationTestInline, StudyShareInline]
-    readonly_fields = ["status", "progress_at_a_glance", "design_at_a_glance", "created_at", "updated_at"]
+    # The tasks' minutes (``TASK_MINUTES_FIELDS``) are shown, never taken: opening fixes them.
+    readonly_fields = ["status", "progress_at_a_glance", "design_at_a_glance", "created_at", "updated_at",
+                       *TASK_MINUTES_FIELDS]
     actions = ["resample_items", "open_studies", "close_studies"]
     fieldsets = [
         (None, {"fields": ["name", "kind", "status", "progress_at_a_glance", "design_at_a_glance"]}),
         ("Items and sources", {"fields": ["dataset", "split", "item_sample_size", "sample_seed", "sources"]}),
         ("Design and pay", {"fields": [
             "annotators_per_unit", "stop_when_decided", "units_per_task", "reward", "hourly_pay_floor",
-            "estimated_minutes_per_task", "platform",
+            "estimated_minutes_per_task", "platform", *TASK_MINUTES_FIELDS,
         ]}),
         ("What workers read", {"fields": ["consent_text", "instructions", "example"], "classes": ["collapse"]}),
         ("Other", {"fields": ["faithfulness_enabled", "owner", "created_at", "updated_at"],

@@ -2,7 +2,16 @@
 (``release``: expiry, the first-answer window from consent), by publishing (the time limit each
 platform is sent, ``platforms.publish.platform_time_limit``) and by the results (what expires a
 task). Its own module, below both: publishing sits under ``release`` (release -> stopping ->
-close -> publish), so it could not import the rule from there."""
+close -> publish), so it could not import the rule from there.
+
+A study's two durations are fixed when it opens to workers (``opening.study_open``, which every
+publish goes through before anything is sent): ``task_minutes_at_opening`` records them on the study
+(``Study.assignment_minutes``, ``Study.first_answer_minutes``) from the rule as it reads then, and
+from then on the study's tasks, its later publishes and its results read those, whatever
+``RL_ASSIGNMENT_MINUTES`` and ``RL_FIRST_ANSWER_MINUTES`` become (a redeploy that changed them
+would otherwise give its live tasks other deadlines than the platform was sent and its workers were
+told). A draft follows the rule as it reads now, so its preview and cost estimate still work. No
+query: the study row the caller holds carries them."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -12,20 +21,55 @@ from django.conf import settings
 from studies.models import Study
 
 
-def assignment_duration(study: Study) -> timedelta:
-    """Time a worker has for one task: ``RL_ASSIGNMENT_MINUTES`` if set, else four times the
-    study's estimated minutes, at least 30 minutes."""
+def assignment_minutes_rule(study: Study) -> float:
+    """The minutes a worker would have for one task of ``study`` if it opened now:
+    ``RL_ASSIGNMENT_MINUTES`` if set, else four times the study's estimated minutes, at least 30."""
     minutes = settings.RL_ASSIGNMENT_MINUTES
     if not minutes:
         minutes = max(30.0, 4 * float(study.estimated_minutes_per_task))
+    return float(minutes)
+
+
+def first_answer_minutes_rule(study: Study) -> float:
+    """The minutes a new task of ``study`` would wait for its first answer if it opened now:
+    ``RL_FIRST_ANSWER_MINUTES`` if set, else the study's estimated minutes, at least 10; never
+    more than ``assignment_minutes_rule``."""
+    minutes = settings.RL_FIRST_ANSWER_MINUTES
+    if not minutes:
+        minutes = max(10.0, float(study.estimated_minutes_per_task))
+    return min(float(minutes), assignment_minutes_rule(study))
+
+
+def task_minutes_at_opening(study: Study) -> dict[str, float]:
+    """The durations ``study`` fixes when it opens, from the rule as it reads now, as the fields
+    ``opening.study_open`` writes with the move to open, on the row it locked:
+    ``assignment_minutes`` (``assignment_minutes_rule``) and ``first_answer_minutes``
+    (``first_answer_minutes_rule``). Whatever a copied design carried does not count."""
+    return {"assignment_minutes": assignment_minutes_rule(study),
+            "first_answer_minutes": first_answer_minutes_rule(study)}
+
+
+def task_minutes_fixed(study: Study) -> bool:
+    """Whether ``study``'s durations are the ones fixed when it opened (a study no longer a draft,
+    with them recorded), not the rule as it reads now."""
+    return study.status != Study.Status.DRAFT and study.assignment_minutes is not None
+
+
+def assignment_duration(study: Study) -> timedelta:
+    """Time a worker has for one task of ``study``: the minutes fixed when it opened
+    (``Study.assignment_minutes``); for a draft (and a study opened before they were recorded that
+    the migration could not reach, such as a preview's rolled-back opening or an imported outcome),
+    the rule as it reads now: ``RL_ASSIGNMENT_MINUTES`` if set, else four times the study's
+    estimated minutes, at least 30 minutes."""
+    minutes = study.assignment_minutes if task_minutes_fixed(study) else assignment_minutes_rule(study)
     return timedelta(minutes=float(minutes))
 
 
 def first_answer_window(study: Study) -> timedelta:
-    """Time a new task waits for its first answer before its slots go back:
-    ``RL_FIRST_ANSWER_MINUTES`` if set, else the study's estimated minutes per task and at least
-    10 minutes; never longer than ``assignment_duration``."""
-    minutes = settings.RL_FIRST_ANSWER_MINUTES
-    if not minutes:
-        minutes = max(10.0, float(study.estimated_minutes_per_task))
+    """Time a new task of ``study`` waits for its first answer before its slots go back: the
+    minutes fixed when it opened (``Study.first_answer_minutes``); for a draft, the rule as it
+    reads now: ``RL_FIRST_ANSWER_MINUTES`` if set, else the study's estimated minutes per task and
+    at least 10 minutes. Never longer than ``assignment_duration``."""
+    fixed = task_minutes_fixed(study) and study.first_answer_minutes is not None
+    minutes = study.first_answer_minutes if fixed else first_answer_minutes_rule(study)
     return min(timedelta(minutes=float(minutes)), assignment_duration(study))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from annotations.services.deadlines import task_minutes_at_opening
 from annotations.services.platforms.access import CHANGE, access_study
 from annotations.services.units import study_units_build
 from studies.design import design_units
@@ -17,7 +18,10 @@ def study_open(*, study: Study, user) -> Study:
     """Open a draft study to workers, for ``user``, who needs CHANGE access to it
     (``access.access_study``: ``OPERATOR`` for a command, None refused): draw its item sample if
     none is drawn, build its units through the one unit derivation (``studies.design``), and move
-    it to open through ``Study.STATUS``. Refuses, with ``StudyError`` naming what to change, a study without a
+    it to open through ``Study.STATUS``, with its tasks' durations fixed from the deadline rule as
+    it reads now (``deadlines.task_minutes_at_opening``: ``RL_ASSIGNMENT_MINUTES`` and
+    ``RL_FIRST_ANSWER_MINUTES``, or their rules), which its tasks and every publish of it keep
+    whatever the settings become. Refuses, with ``StudyError`` naming what to change, a study without a
     consent text and a design that cannot fill because it yields no units (no items, no
     sources, no rationales, no generalization questions). A design whose tasks cannot be as large
     as ``units_per_task`` (no worker sees a question twice) opens with smaller tasks: the design
@@ -41,6 +45,8 @@ def study_open(*, study: Study, user) -> Study:
             if not plan.units:
                 raise StudyError(plan.problem)
             study_units_build(study=locked, plan=plan)
-            Study.STATUS.move(locked, Study.Status.OPEN)
-    study.refresh_from_db(fields=["status", "updated_at"])  # the caller's instance is open now too
+            # What its workers are promised, as the rule reads now, fixed with the move to open.
+            Study.STATUS.move(locked, Study.Status.OPEN, **task_minutes_at_opening(locked))
+    # The caller's instance is open now too, with the durations its tasks keep.
+    study.refresh_from_db(fields=["status", "updated_at", "assignment_minutes", "first_answer_minutes"])
     return study

@@ -121,7 +121,7 @@ from annotations.selectors import (
     study_withdrawals_summary,
 )
 from annotations.selectors.platforms import assignments_on_hold
-from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.deadlines import assignment_duration, first_answer_window, task_minutes_fixed
 from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.errors import ScoringError
@@ -1168,18 +1168,27 @@ def hold_rule() -> str:
 def expiry_rule(study: Study) -> str:
     """What makes a task expire, its completed answers then left out (``answers_expired``), with the
     settings it depends on as this installation has them (``annotations.services.release``): said
-    in the results beside the count of expired work. An unset setting is described by its rule."""
+    in the results beside the count of expired work. An unset setting is described by its rule. A study
+    that opened has its own minutes, fixed then (``deadlines.task_minutes_fixed``): those are said,
+    not the settings as they read now."""
     task = settings.RL_ASSIGNMENT_MINUTES
     first = settings.RL_FIRST_ANSWER_MINUTES
     task_text = (f"{float(task):g} minutes (RL_ASSIGNMENT_MINUTES)" if task else
                  "four times the study's estimated minutes per task, at least 30 minutes (RL_ASSIGNMENT_MINUTES unset)")
     first_text = (f"{float(first):g} minutes (RL_FIRST_ANSWER_MINUTES)" if first else
                   "the study's estimated minutes per task, at least 10 minutes (RL_FIRST_ANSWER_MINUTES unset)")
+    minutes = (f"{assignment_duration(study).total_seconds() / 60:g} and "
+               f"{first_answer_window(study).total_seconds() / 60:g} minutes")
+    if task_minutes_fixed(study):  # its own, fixed when it opened: the settings now may say otherwise
+        return ("a task expires when it is not submitted within its time, or gets no first answer within its "
+                "first-answer window, never longer than the task's time; for this study they were fixed when it "
+                "opened, from RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES as they read then (unset: four times "
+                f"its estimated {float(study.estimated_minutes_per_task):g} minutes per task, at least 30, and the "
+                f"estimate, at least 10): {minutes}. An expired task's completed answers are left out of the figures")
     return (f"a task expires when it is not submitted within its time, {task_text}, or gets no first answer within "
             f"{first_text}, never longer than the task's time; for this study "
             f"(estimated {float(study.estimated_minutes_per_task):g} minutes per task) that is "
-            f"{assignment_duration(study).total_seconds() / 60:g} and "
-            f"{first_answer_window(study).total_seconds() / 60:g} minutes as the settings stand now. An expired "
+            f"{minutes} as the settings stand now. An expired "
             "task's completed answers are left out of the figures")
 
 

@@ -303,6 +303,25 @@ class Study(TimeStamped):
         help_text="Used for pay estimates until recorded task times exist.",
     )
     platform = models.CharField(max_length=20, choices=Platform.choices, default=Platform.LINK)
+    # What a task's workers are promised, fixed when the study opens (``annotations.services.opening
+    # .study_open``) from the deadline rule as it read then (``annotations.services.deadlines``:
+    # RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES, or their rules) and read from then on by its
+    # tasks, its publishes (the platform's time limit) and its results, whatever the settings become.
+    # Empty while a draft (the rule as it reads now counts). Studies already open or closed when the
+    # migration adding them ran were filled by it from the rule as it read then (studies 0016).
+    # Never a researcher's to set: not editable, and ``study_update`` refuses them.
+    assignment_minutes = models.FloatField(
+        null=True, blank=True, editable=False, verbose_name="minutes a worker has for a task",
+        help_text="Fixed when the study opens, from RL_ASSIGNMENT_MINUTES (unset: four times the estimated minutes, "
+                  "at least 30) as it read then: what its workers were promised and what its platform's time limit "
+                  "is set from. Empty while a draft.",
+    )
+    first_answer_minutes = models.FloatField(
+        null=True, blank=True, editable=False, verbose_name="minutes a new task waits for its first answer",
+        help_text="Fixed when the study opens, from RL_FIRST_ANSWER_MINUTES (unset: the estimated minutes, at least "
+                  "10; never more than the task's minutes) as it read then: a task with no answer by then gives "
+                  "its units back. Empty while a draft.",
+    )
     consent_text = models.TextField(blank=True)
     instructions = models.TextField(blank=True)
     example = models.TextField(blank=True, help_text="A worked example shown with the instructions.")

@@ -237,15 +237,21 @@ LOCKED_FIELDS = ("kind", "dataset", "split", "item_sample_size", "sample_seed", 
 # warnings) read all of them, and a task's size is what its reward pays for. To pay workers more, pay a
 # bonus; to offer other terms, copy the study.
 PAY_FIELDS = ("units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task", "platform")
+# How long its workers have for a task and a new task waits for its first answer: set by opening
+# alone (``annotations.services.opening.study_open``, from the deadline rule as it reads then, or by
+# the migration that added them for a study already open), never by a researcher, a draft's
+# included; fixed from then on like ``LOCKED_FIELDS``. Read-only on the study page.
+TASK_MINUTES_FIELDS = ("assignment_minutes", "first_answer_minutes")
 
 
 def study_fixed_fields(*, study: Study) -> tuple[str, ...]:
     """The design fields ``study`` no longer lets anyone change (``study_locked_changes``): none for a
-    draft, else ``LOCKED_FIELDS`` and its sources. The study page refuses a change to each beside
+    draft, else ``LOCKED_FIELDS``, its sources and its tasks' minutes (``TASK_MINUTES_FIELDS``,
+    which no one sets on a draft either). The study page refuses a change to each beside
     its field, and shows the consent text read-only (``cockpit.admin.StudyForm``)."""
     if study.pk is None or study.status == Study.Status.DRAFT:
         return ()
-    return (*LOCKED_FIELDS, "sources")
+    return (*LOCKED_FIELDS, "sources", *TASK_MINUTES_FIELDS)
 
 
 def _unchanged(study: Study, field: str, value: Any) -> bool:
@@ -260,6 +266,19 @@ def _unchanged(study: Study, field: str, value: Any) -> bool:
         return model_field.to_python(value) == stored
     except ValidationError:
         return False
+
+
+def _minutes(value: float | None) -> str:
+    return "no" if value is None else f"{value:g}"
+
+
+def _task_minutes_reason(study: Study, field: str) -> str:
+    """Why ``field``, one of ``TASK_MINUTES_FIELDS``, is not a researcher's to set."""
+    if study.status != Study.Status.DRAFT:
+        return _locked_reason(study, field)
+    return (f"{Study._meta.get_field(field).verbose_name} is set when the study opens, from the deadline rule as it "
+            "reads then (RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES, else the estimated minutes per task): "
+            "not a researcher's to set; change the estimated minutes per task instead.")
 
 
 def _locked_reason(study: Study, field: str) -> str:
@@ -285,6 +304,12 @@ def _locked_reason(study: Study, field: str) -> str:
                     f"{study.get_platform_display()}); copy the study to run it elsewhere",
         "consent_text": "its consent text cannot change (its workers agreed to it as it reads, and each "
                         "worker's consent records that text's SHA-256); copy the study to ask for other consent",
+        "assignment_minutes": f"its minutes a worker has for a task cannot change (fixed at "
+                              f"{_minutes(study.assignment_minutes)} when it opened: its workers were promised them "
+                              "and its platform's time limit was set from them); copy the study to offer other terms",
+        "first_answer_minutes": f"its minutes a new task waits for its first answer cannot change (fixed at "
+                                f"{_minutes(study.first_answer_minutes)} when it opened, with its tasks' minutes); "
+                                "copy the study to offer other terms",
     }.get(field, "its items cannot change")
     return f"The study is no longer a draft ({state}): {why}."
 
@@ -301,15 +326,19 @@ def study_locked_changes(*, study: Study, changes: dict[str, Any],
     {field: reason}: its kind, items (sampling fields) and sources, its workers per unit and
     early stopping, since its units, their counters, the progress and the cost were built with them;
     and what its workers were offered and are paid by (``PAY_FIELDS``: units per task, reward, hourly
-    floor, estimated minutes, platform) and the consent text they agreed to. For everyone, the owner
-    and the operator too. Empty for a draft. The one owner of this rule: ``study_update`` enforces it
+    floor, estimated minutes, platform), the consent text they agreed to and how long they have for a
+    task (``TASK_MINUTES_FIELDS``). For everyone, the owner and the operator too. Empty for a draft,
+    but for the tasks' minutes. The one owner of this rule: ``study_update`` enforces it
     (under a lock on the study, so it cannot open between the check and the write), the study form
     shows it per field (the consent text read-only, so that a browser's line breaks never read as a
-    change), and ``study_fixed_fields`` names the fields it fixes."""
-    if study.status == Study.Status.DRAFT:
-        return {}
-    refused = {field: _locked_reason(study, field) for field in LOCKED_FIELDS
+    change), and ``study_fixed_fields`` names the fields it fixes. The tasks' minutes
+    (``TASK_MINUTES_FIELDS``) are refused a draft too: opening sets them, from the deadline rule."""
+    refused = {field: _task_minutes_reason(study, field) for field in TASK_MINUTES_FIELDS
                if field in changes and not _unchanged(study, field, changes[field])}
+    if study.status == Study.Status.DRAFT:
+        return refused
+    refused.update({field: _locked_reason(study, field) for field in LOCKED_FIELDS
+                    if field in changes and not _unchanged(study, field, changes[field])})
     if sources is not None and set(sources) != set(study.sources.all()):
         state = study.get_status_display().lower()
         refused["sources"] = f"The study is no longer a draft ({state}): its sources cannot change."
@@ -389,14 +418,15 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
     must be one the user may see (``datasets_for_user``, ``sources_for_user``). Once the study is no
     longer a draft, its kind, items (dataset, split, sample size, seed), sources, workers per unit,
     early stopping, what its workers were offered and are paid by (units per task, reward, hourly
-    floor, estimated minutes, platform) and the consent text they agreed to are fixed for everyone,
+    floor, estimated minutes, platform), the consent text they agreed to and the tasks' minutes set when
+    it opened (``TASK_MINUTES_FIELDS``, which no one sets on a draft either) are fixed for everyone,
     its owner and the operator too
     (``study_locked_changes``); the result must pass every design rule (``study_design_problems``); a
     changed sample is drawn again. The rules are checked on the study row read under a lock, so it
     cannot open (``study_open``, a publish) between the check and the write. ``study`` is refreshed
     and returned."""
     study_change_check(study=study, user=user)
-    unknown = set(changes) - DESIGN_FIELDS
+    unknown = set(changes) - DESIGN_FIELDS - set(TASK_MINUTES_FIELDS)  # those: refused with their reason
     if unknown:
         raise StudyError(f"unknown study field(s): {', '.join(sorted(unknown))}")
     sources = list(sources) if sources is not None else None

@@ -54,10 +54,10 @@ def test_a_passed_qualification_test_extends_the_deadline():
 
 
 def test_the_first_answer_window_is_a_setting(settings):
-    study = make_study(n_items=1, n_sources=1)
-    settings.RL_FIRST_ANSWER_MINUTES = 3
-    assert first_answer_window(study) == timedelta(minutes=3)
+    settings.RL_FIRST_ANSWER_MINUTES = 3  # read when the study opens (test_deadlines_fixed_at_opening)
+    assert first_answer_window(make_study(n_items=1, n_sources=1)) == timedelta(minutes=3)
     settings.RL_FIRST_ANSWER_MINUTES = 10_000  # never beyond the full duration
+    study = make_study(n_items=1, n_sources=1)
     assert first_answer_window(study) == assignment_duration(study)
 
 

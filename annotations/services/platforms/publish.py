@@ -215,6 +215,9 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
             study = study_open(study=study, user=user)
         except StudyError as exc:
             raise PlatformServiceError(f"study {study.name!r} cannot be published: {exc}") from exc
+        # The limit again from the minutes the opening fixed (checked above on the draft, so a refused
+        # option opens nothing): what is sent is what the study's tasks get.
+        time_limit = platform_time_limit(study=study, platform=name, options=options)
     publication = _publication_claim(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
                                      estimate=cost.estimate, options=options)
     if publication.status == Publication.Status.PUBLISHED:
