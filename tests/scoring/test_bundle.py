@@ -254,6 +254,31 @@ def test_a_design_without_a_field_the_import_reads_is_refused_naming_it():
     assert (error.record, error.field, error.reason) == ("study.json", "study.annotators_per_unit", "missing")
 
 
+def test_the_task_minutes_a_study_fixed_when_it_opened_travel_with_it():
+    study = _worked_study()
+    opened = Study.objects.get(pk=study.pk)
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy", owner=None)
+    assert (copy.assignment_minutes, copy.first_answer_minutes) == (
+        opened.assignment_minutes, opened.first_answer_minutes)
+    assert opened.assignment_minutes is not None
+
+
+@pytest.mark.parametrize("value", ["40", -5, 0, 1e9, True])
+def test_a_task_minutes_value_that_is_not_minutes_is_refused_naming_it(value):
+    study = _worked_study()
+
+    def bad_minutes(content: bytes) -> bytes:
+        design = json.loads(content)
+        design["study"]["assignment_minutes"] = value
+        return json.dumps(design).encode()
+
+    data = _resign(_rewrite(_bundle(study), "study.json", bad_minutes))
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+    assert [(e.record, e.field) for e in refused.value.errors] == [("study.json", "study.assignment_minutes")]
+    assert not Study.objects.filter(name="bundle-copy").exists()
+
+
 def test_the_command_writes_a_bundle_and_imports_it(tmp_path):
     from django.core.management import call_command
 

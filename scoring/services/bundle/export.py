@@ -153,6 +153,8 @@ def study_design(study: Study, user) -> dict:
             "consent_text": study.consent_text, "instructions": study.instructions, "example": study.example,
             "faithfulness_enabled": study.faithfulness_enabled, "is_imported_outcome": study.is_imported_outcome,
             "stop_when_decided": study.stop_when_decided, "created_at": cell(study.created_at),
+            # What its tasks' deadlines were, fixed when it opened (empty for a draft): the results name them.
+            "assignment_minutes": study.assignment_minutes, "first_answer_minutes": study.first_answer_minutes,
         },
         "dataset": {"name": study.dataset.name, "task_format": study.dataset.task_format,
                     "choice_labels": study.dataset.choice_labels, "description": study.dataset.description},

@@ -141,6 +141,8 @@ NO_BORROWED_TABLE = (
     "the study bundle it was imported from has no borrowed utility table (data/borrowed_utility.csv: bundles made "
     "before they carried one), so the utility of its original rationales, which came from another study where the "
     "bundle was made, is not known here")
+# The longest task duration a bundle may carry (a week, in minutes): more is not a study's deadline.
+MAX_TASK_MINUTES = 7 * 24 * 60
 # study.json: what the import reads, by section.
 DESIGN_KEYS = {
     "study": ("id", "name", "kind", "split", "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor",
@@ -613,6 +615,20 @@ class _Import:
             if reason:
                 self.err(row, "", reason)
 
+    def _minutes(self, spec: dict, name: str) -> float | None:
+        """A task duration the study fixed when it opened (``study.name``: minutes, a number above 0
+        and at most a week, or empty for a study that never opened or a bundle made before they were
+        recorded); anything else is the row's error and is read as empty."""
+        value = spec.get(name)
+        if value is None:
+            return None
+        if (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                and 0 < value <= MAX_TASK_MINUTES):
+            return float(value)
+        self.b.error(STUDY_FILE, None, f"study.{name}",
+                     f"{str(value)[:40]!r} is not a number of minutes above 0 and at most {MAX_TASK_MINUTES}")
+        return None
+
     def _clean(self, obj, section: str) -> bool:
         """``obj.full_clean()``; its problems reported against study.json's ``section``."""
         try:
@@ -801,10 +817,12 @@ class _Import:
             example=spec.get("example", ""), faithfulness_enabled=spec.get("faithfulness_enabled", False),
             is_imported_outcome=spec.get("is_imported_outcome", False),
             stop_when_decided=spec.get("stop_when_decided", False),
+            assignment_minutes=self._minutes(spec, "assignment_minutes"),
+            first_answer_minutes=self._minutes(spec, "first_answer_minutes"),
             owner=self.owner if getattr(self.owner, "is_authenticated", False) else None,
         )
-        if not self._clean(study, "study"):
-            self.b.raise_if_any()
+        self._clean(study, "study")
+        self.b.raise_if_any()  # its fields' problems (``_clean``, ``_minutes``) refuse the bundle here
         study.save()
         for check in design.get("attention_checks") or []:
             obj = AttentionCheck(study=study, question=check.get("question", ""), choices=check.get("choices", []),
