@@ -251,4 +251,4 @@ class ConsentReceiptAdmin(ReadOnlyMixin, StudyScopedAdmin):
 class QualificationGrantAdmin(ReadOnlyMixin, StudyScopedAdmin):
     list_display = ("id", "study", "participant", "passed", "score", "created_at")
     list_filter = ("study", "passed")
-    readonly_fields = ("study", "participant", "passed", "score", "answers", "created_at")
+    readonly_fields = ("study", "participant", "assignment", "passed", "score", "answers", "created_at")

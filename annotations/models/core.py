@@ -181,6 +181,14 @@ class QualificationGrant(models.Model):
     score = models.PositiveIntegerField()
     answers = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The task the test was taken in (``qualification.qualification_submit``); null for a grant from
+    # before it was recorded, or imported. A failed grant taken in a task whose Prolific session
+    # Prolific later denies, while confirming the one its participant comes with, is deleted at
+    # that entry (``annotations.services.impostor.impostor_grant_void``): someone else took it with
+    # their id.
+    assignment = models.ForeignKey(
+        "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The task the test was taken in (empty for grants from before it was recorded).")
 
     class Meta:
         constraints = [

@@ -29,7 +29,11 @@ The rules (the README's "Security model" says the same):
   Prolific vouches for the entry's session as this participant's and denies the task's, someone
   else started the task with their id, and it is ended; the entry then goes on as if there were no
   task in progress. The landing page (``annotations.views.entry``) and the consent
-  (``consent_take``) ask the same service, so both answer alike.
+  (``consent_take``) ask the same service, so both answer alike. A consent refused because the
+  participant failed the qualification test is checked alike (``impostor.impostor_grant_void``):
+  a failed test taken in a task bound to another session, which Prolific denies while vouching for
+  the entry's, is voided, and the worker takes the test themselves. (The landing page refuses no
+  one for a failed test: only the consent starts a task.)
 - A closed study (or closed link) starts nothing (``assignment_start`` refuses), but what was
   started stays reachable: a task in progress resumes under the rules above, and a finished
   task's done page shows as it does while the study is open.
@@ -46,8 +50,8 @@ from django.db import IntegrityError, transaction
 from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
-from annotations.services.errors import ConsentChanged, PlatformAssignmentTaken, TaskInProgress
-from annotations.services.impostor import impostor_task_end
+from annotations.services.errors import ConsentChanged, NotQualified, PlatformAssignmentTaken, TaskInProgress
+from annotations.services.impostor import impostor_grant_void, impostor_task_end
 from annotations.services.participants import OTHER_TASK_IN_PROGRESS, open_link_check, open_link_join
 from studies.models import Study
 
@@ -159,7 +163,10 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     participant's task in progress is bound to another platform assignment (``TaskHeldElsewhere``)
     is checked with the platform after that transaction, holding no lock
     (``impostor.impostor_task_end``): a task Prolific shows an impostor started is ended and the
-    form decided once more. Raises what ``participant()`` and ``assignment_enter`` raise."""
+    form decided once more. So is a refusal because the participant failed the qualification test
+    (``NotQualified``; ``impostor.impostor_grant_void``): a failed test Prolific shows an impostor
+    took, in a task bound to another session, is voided and the form decided once more. Raises
+    what ``participant()`` and ``assignment_enter`` raise."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
         if given is not None:
@@ -174,6 +181,10 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     except TaskHeldElsewhere as refusal:  # that transaction is over: no lock is held while Prolific is asked
         if not impostor_task_end(study=study, participant=receipt.participant, task=refusal.active,
                                  platform_assignment_id=refs.assignment_id):
+            raise
+    except NotQualified:  # the same, for a failed qualification test taken in another session's task
+        if not impostor_grant_void(study=study, participant=receipt.participant,
+                                   platform_assignment_id=refs.assignment_id):
             raise
     return _consent_decide(**decide)
 

@@ -26,6 +26,18 @@ task is then locked and ended only if it is still that participant's active task
 (the impostor may have moved it meanwhile, another entry of the worker may have ended it). It
 ends ``returned`` through the release rules (``release.assignments_release``: its claimed slots
 go back, its answers never count), marked ``ended_as_impostor`` so its researchers see why.
+
+The qualification test is the same hole, worse: it is graded once per worker and study, and a
+failed grant refuses the worker every task of the study (``assignment.assignment_start``), so an
+impostor who fails it on purpose would shut the worker out for good. A consent refused because
+the participant failed the test (``NotQualified``) is checked the same way
+(``impostor_grant_void``): the grant records the task it was taken in, and when Prolific confirms
+the entry's session and denies that task's, the failed grant is deleted (the study's one attempt
+was not the worker's) and the task, returned when the test was failed, is marked
+``ended_as_impostor``; the entry then goes on, and the worker takes the test themselves. A passed
+grant, a grant that records no task (taken before tasks were recorded) or one taken under the
+entry's own session is never touched. Both checks ask Prolific through one rule
+(``prolific_vouches``).
 """
 from __future__ import annotations
 
@@ -33,7 +45,7 @@ import logging
 
 from django.db import transaction
 
-from annotations.models import Assignment, Participant
+from annotations.models import Assignment, Participant, QualificationGrant
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformNotFound
 from annotations.selectors.platforms import study_platform_task_ids
@@ -60,17 +72,65 @@ def impostor_task_end(*, study: Study, participant: Participant, task: Assignmen
     no task in progress. A task moved to another session meanwhile is left alone (False). Makes
     network calls: call outside any transaction, holding no row lock."""
     denied = task.platform_assignment_id
-    if (participant.platform != Platform.PROLIFIC or not platform_assignment_id or not denied
-            or denied == platform_assignment_id or task.participant_id != participant.pk):
+    if task.participant_id != participant.pk:
+        return False
+    if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied):
+        return False
+    return _task_end(study=study, participant=participant, task_id=task.pk, platform_assignment_id=denied)
+
+
+def prolific_vouches(*, study: Study, participant: Participant, session: str, denied: str) -> bool:
+    """Whether Prolific confirms ``session`` (B, the entry's validated ``SESSION_ID``) as
+    ``participant``'s submission of one of ``study``'s Prolific studies and denies ``denied`` (A,
+    the session a task was started with): the module's rule, the one answer both checks here
+    give. False, asking nothing, unless the participant is a Prolific worker, both sessions are
+    given and differ, and the study has a Prolific study published. B is asked first, so a B
+    Prolific does not vouch for costs one read. Makes network calls: call outside any
+    transaction, holding no row lock."""
+    if participant.platform != Platform.PROLIFIC or not session or not denied or denied == session:
         return False
     own = {study_id.lower() for study_id in study_platform_task_ids(study=study, platform=Platform.PROLIFIC)}
     if not own:
         return False  # no Prolific study published: no session is this study's
-    if _session_verdict(platform_assignment_id, participant=participant, own=own) != THEIRS:
+    if _session_verdict(session, participant=participant, own=own) != THEIRS:
         return False
-    if _session_verdict(denied, participant=participant, own=own) != NOT_THEIRS:
+    return _session_verdict(denied, participant=participant, own=own) == NOT_THEIRS
+
+
+def impostor_grant_void(*, study: Study, participant: Participant, platform_assignment_id: str) -> bool:
+    """Whether ``participant``'s failed qualification grant in ``study`` no longer stands in the
+    way of this entry (which ``assignment_start`` refused with ``NotQualified``) because an impostor
+    took the test: the entry came with ``platform_assignment_id`` (a validated Prolific
+    ``SESSION_ID``, B), the grant was taken in a task of the participant bound to another session
+    (A), and Prolific confirms B and denies A (``prolific_vouches``). Returns False, changing
+    nothing, otherwise: not Prolific, no failed grant, a grant that records no task (taken before
+    tasks were recorded) or one taken under B. Then the failed grant is deleted, if it is still
+    that grant (failed, taken in that task), and its task (returned when the test was failed) is
+    marked ``ended_as_impostor``, and True is returned; also when the failed grant went meanwhile
+    (another entry of the worker voided it first), asking nothing, so the caller decides the entry
+    again. A passed grant is never touched. Reads one row, then makes network calls: call outside
+    any transaction, holding no row lock."""
+    if participant.platform != Platform.PROLIFIC or not platform_assignment_id:
         return False
-    return _task_end(study=study, participant=participant, task_id=task.pk, platform_assignment_id=denied)
+    grant = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False)
+             .values_list("pk", "assignment_id", "assignment__study_id", "assignment__participant_id",
+                          "assignment__platform_assignment_id").first())
+    if grant is None:
+        return True  # the failed grant that refused the entry went meanwhile (another entry voided it)
+    grant_id, task_id, task_study_id, task_participant_id, denied = grant
+    if task_id is None or (task_study_id, task_participant_id) != (study.pk, participant.pk):
+        return False  # taken in no recorded task (before tasks were recorded): the refusal stands
+    if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied):
+        return False
+    with transaction.atomic():
+        voided, _by_model = QualificationGrant.objects.filter(pk=grant_id, passed=False, assignment_id=task_id).delete()
+        if not voided:
+            return True  # voided meanwhile (the worker's other entry): decide the entry again
+        Assignment.objects.filter(pk=task_id, status=Assignment.Status.RETURNED).update(ended_as_impostor=True)
+    logger.warning("study %s: the failed qualification test taken in task %s was voided at its participant's "
+                   "entry: Prolific denied the session that task was started with and confirmed the one the "
+                   "participant came with", study.pk, task_id)
+    return True
 
 
 def _session_verdict(session: str, *, participant: Participant, own: set[str]) -> str:

@@ -27,7 +27,9 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
     """Grade ``answers`` (question id as text -> choice label) against the study's test.
 
     One attempt per worker and study: a second call returns the first grant unchanged. A failed
-    test returns the assignment (status ``returned``) so that its units go back to the pool."""
+    test returns the assignment (status ``returned``) so that its units go back to the pool. The
+    grant records the task it was taken in: a failed one taken under a Prolific session someone
+    else invented with the worker's id is voided when the worker comes (``impostor.impostor_grant_void``)."""
     test = QualificationTest.objects.filter(study_id=assignment.study_id).prefetch_related("questions").first()
     if test is None:
         raise InvalidAnswer("This study has no qualification test.")
@@ -56,6 +58,7 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
                 grant = QualificationGrant.objects.create(
                     study_id=assignment.study_id,
                     participant_id=assignment.participant_id,
+                    assignment_id=assignment.pk,  # the task (so its Prolific session) it was taken in
                     passed=passed,
                     score=score,
                     answers=clean,

@@ -13,14 +13,14 @@ import pytest
 from django.db.models import Sum
 from django.test import Client
 
-from annotations.models import Assignment, Claim, Unit
+from annotations.models import Assignment, Claim, QualificationGrant, Unit
 from annotations.platforms import use_platform
 from annotations.platforms.prolific import ProlificPlatform
-from annotations.services.impostor import impostor_task_end
+from annotations.services.impostor import impostor_grant_void, impostor_task_end
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
-from tests.annotations.factories import make_study
-from tests.annotations.pages import answer, entry_url, form_fields, landing_form, start
+from tests.annotations.factories import add_qualification, make_study
+from tests.annotations.pages import answer, consent, entry_url, form_fields, landing_form, start
 
 PID = "5a9d64f5f6dfdd0001eaa73d"
 SUBMISSION_PATH = r"/api/v1/submissions/\w+/"
@@ -257,3 +257,176 @@ def test_a_second_entry_of_the_real_worker_at_the_same_time_ends_nothing_more_an
     assert impostor_task_end(study=study, participant=task.participant, task=stale, platform_assignment_id=real)
     assert claimed(study) == before == 0
     assert Assignment.objects.filter(status=Assignment.Status.RETURNED, ended_as_impostor=True).count() == 1
+
+
+# --- a qualification test an impostor failed on purpose ------------------------------------------
+# The test is graded once per worker and study, and a failed one refuses the worker every task:
+# an impostor who fails it with the worker's id and an invented session would shut them out.
+
+WRONG, RIGHT = ("no", "yes", "no"), ("yes", "no", "yes")  # add_qualification's key: yes, no, yes
+
+
+def take_test(client: Client, task_url: str, test, given: tuple[str, ...]):
+    ids = [question.pk for question in test.questions.order_by("position")]
+    return client.post(task_url + "qualification", {f"q_{pk}": value for pk, value in zip(ids, given, strict=True)})
+
+
+def failed_test(study, study_id: str, test, session: str) -> Assignment:
+    """Someone enters with the worker's id and ``session`` and fails the test: the task it was
+    taken in (returned)."""
+    client = Client()
+    task_url = start(client, url(study, study_id, session))
+    assert take_test(client, task_url, test, WRONG).status_code == 302
+    grant = QualificationGrant.objects.get(study=study)
+    task = Assignment.objects.get(platform_assignment_id=session)
+    assert not grant.passed and grant.assignment_id == task.pk and task.status == Assignment.Status.RETURNED
+    return task
+
+
+def assert_not_qualified(response) -> None:
+    assert response.status_code == 403 and "did not reach the pass mark" in response.content.decode()
+
+
+def assert_grant_stands(task: Assignment) -> None:
+    assert QualificationGrant.objects.filter(assignment=task, passed=False).count() == 1
+    task.refresh_from_db()
+    assert (task.status, task.ended_as_impostor) == (Assignment.Status.RETURNED, False)
+
+
+def test_a_test_an_impostor_failed_with_the_workers_id_is_voided_and_the_worker_takes_it(published, caplog):
+    study, study_id, server = published
+    test = add_qualification(study)
+    task = failed_test(study, study_id, test, hex24())
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    worker = Client()
+
+    response = worker.post(url(study, study_id, real), landing_form(worker, url(study, study_id, real)))
+
+    assert response.status_code == 302, response.content.decode()[:300]
+    new = Assignment.objects.get(platform_assignment_id=real)
+    assert response["Location"].endswith(f"/w/a/{new.token}/") and new.status == Assignment.Status.ACTIVE
+    assert "Qualification test" in worker.get(response["Location"]).content.decode()
+    assert asked(server) == [real, task.platform_assignment_id]
+    assert not QualificationGrant.objects.exists()
+    task.refresh_from_db()
+    assert (task.status, task.ended_as_impostor) == (Assignment.Status.RETURNED, True)
+    warning = [r.getMessage() for r in caplog.records if r.name == "annotations.services.impostor"]
+    assert warning == [f"study {study.pk}: the failed qualification test taken in task {task.pk} was voided at its "
+                       "participant's entry: Prolific denied the session that task was started with and confirmed "
+                       "the one the participant came with"]
+    assert PID not in warning[0] and real not in warning[0]
+    # the worker's own attempt is the study's one attempt, recorded with its task
+    assert take_test(worker, response["Location"], test, RIGHT).status_code == 302
+    grant = QualificationGrant.objects.get(study=study)
+    assert grant.passed and grant.assignment_id == new.pk
+
+
+def test_a_worker_whose_test_was_voided_fails_their_own_attempt_for_good(published):
+    study, study_id, server = published
+    test = add_qualification(study)
+    failed_test(study, study_id, test, hex24())
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    worker = Client()
+    task_url = start(worker, url(study, study_id, real))
+    assert take_test(worker, task_url, test, WRONG).status_code == 302
+    later = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]  # returned, took it again
+
+    assert_not_qualified(consent(Client(), url(study, study_id, later)))
+    assert_grant_stands(Assignment.objects.get(platform_assignment_id=real))
+
+
+def test_prolific_unreachable_keeps_the_failed_test(published):
+    study, study_id, server = published
+    test = add_qualification(study)
+    task = failed_test(study, study_id, test, hex24())
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    worker = Client()
+    form = landing_form(worker, url(study, study_id, real))
+
+    with use_platform("prolific", ProlificPlatform(base_url="http://127.0.0.1:9/api/v1/")):  # nothing listens
+        assert_not_qualified(worker.post(url(study, study_id, real), form))
+    assert_grant_stands(task)
+
+
+def test_a_test_failed_in_the_workers_own_earlier_session_stands(published):
+    """They failed it, returned the study on Prolific and took it again: the attempt was theirs."""
+    study, study_id, server = published
+    test = add_qualification(study)
+    first = server.add_submission(study_id, participant_id=PID, status="RETURNED")["id"]
+    task = failed_test(study, study_id, test, first)
+    second = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+
+    assert_not_qualified(consent(Client(), url(study, study_id, second)))
+    assert asked(server) == [second, first]
+    assert_grant_stands(task)
+
+
+def test_a_session_prolific_does_not_vouch_for_keeps_the_failed_test(published):
+    study, study_id, server = published
+    test = add_qualification(study)
+    task = failed_test(study, study_id, test, hex24())
+    invented = hex24()  # a second impostor's try to void the first attempt
+
+    assert_not_qualified(consent(Client(), url(study, study_id, invented)))
+    assert asked(server) == [invented]
+    assert_grant_stands(task)
+
+
+def test_the_worker_who_failed_and_comes_back_with_the_same_session_asks_prolific_nothing(published):
+    study, study_id, server = published
+    test = add_qualification(study)
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    task = failed_test(study, study_id, test, real)
+
+    assert_not_qualified(consent(Client(), url(study, study_id, real)))
+    assert asked(server) == []
+    assert_grant_stands(task)
+
+
+def test_a_failed_grant_that_records_no_task_stands(published):
+    """A grant from before the task was recorded on it (the migration left them empty)."""
+    study, study_id, server = published
+    test = add_qualification(study)
+    failed_test(study, study_id, test, hex24())
+    QualificationGrant.objects.filter(study=study).update(assignment=None)  # as a grant from before
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+
+    assert_not_qualified(consent(Client(), url(study, study_id, real)))
+    assert asked(server) == []
+    assert QualificationGrant.objects.filter(study=study, passed=False).count() == 1
+
+
+def test_a_passed_grant_is_never_voided(published):
+    """A passed grant refuses no one: the check finds no failed grant in the way, asks Prolific
+    nothing and leaves the grant as it is."""
+    study, study_id, server = published
+    test = add_qualification(study)
+    impostor = Client()
+    task_url = start(impostor, url(study, study_id, hex24()))
+    assert take_test(impostor, task_url, test, RIGHT).status_code == 302
+    participant = QualificationGrant.objects.get().participant
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+
+    assert impostor_grant_void(study=study, participant=participant, platform_assignment_id=real)
+    assert asked(server) == [] and QualificationGrant.objects.get().passed
+    assert not Assignment.objects.filter(ended_as_impostor=True).exists()
+
+
+def test_a_second_entry_of_the_real_worker_finds_the_test_voided_and_goes_on(published):
+    """Two consent forms of the real worker were refused before either voided the test: the one
+    that checks second finds it gone, asks nothing, and decides its form again (True)."""
+    study, study_id, server = published
+    test = add_qualification(study)
+    task = failed_test(study, study_id, test, hex24())
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    worker = Client()
+    form = landing_form(worker, url(study, study_id, real))
+    assert start(Client(), url(study, study_id, real))  # the first form voided it and got the task
+    calls = len(asked(server))
+
+    assert impostor_grant_void(study=study, participant=task.participant, platform_assignment_id=real)
+    assert len(asked(server)) == calls
+    assert worker.post(url(study, study_id, real), form)["Location"].endswith(  # the task of that session
+        "/w/a/" + Assignment.objects.get(platform_assignment_id=real).token + "/")
+    task.refresh_from_db()
+    assert task.ended_as_impostor and not QualificationGrant.objects.exists()
