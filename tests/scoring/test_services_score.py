@@ -613,7 +613,7 @@ def test_gen_u_tie_rules_are_shown_with_their_effect(utility_study):
         ("tied items left out", 1, 1, 0.0)]
     assert any(note.startswith("SPEC section 4 breaks ties toward the lowest score, as the conservative reading.") and "highest: the highest tied score" in note
                for note in section.notes)
-    # Theil's U(utility | Gen-U) under each rule: the default's is Table 6's figure.
+    # Theil's U(utility | Gen-U) under each rule: the default's is the Theil's U section's figure.
     u = ties["theils_u_utility_given_gen_u"]
     assert set(u) == {"lowest", "highest", "first", "ties_left_out"}
     assert u["lowest"] == run.results["theils_u_utility_given_gen_u"]
@@ -680,7 +680,9 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
 def test_scoring_reads_and_computes_before_the_one_short_transaction_that_stores():
     """Issue 23 item 6: BERTScore and the mixed model ran inside one transaction that could last
     minutes. Every read (answers, rationales, Gen-U) now happens before it; the transaction holds
-    the writes only: the unit scores and the finished run."""
+    the writes only: the unit scores and the finished run, and the one read beside them of the
+    run's own row, locked, whose requester is checked again where the results are written
+    (``runs.score_run_requester_check``)."""
     from django.db import connection
 
     from tests.work import open_utility_study, work
@@ -698,7 +700,9 @@ def test_scoring_reads_and_computes_before_the_one_short_transaction_that_stores
 
     assert run.status == ScoreRun.Status.DONE, run.error
     inside = [(verb, sql) for verb, atomic, sql in queries if atomic]
-    assert [sql for verb, sql in inside if verb == "SELECT"] == []
+    reads = [sql for verb, sql in inside if verb == "SELECT"]
+    assert len(reads) == 1 and 'FROM "scoring_scorerun"' in reads[0], reads
+    assert 'WHERE "scoring_scorerun"."id" = ' in reads[0], reads
     assert any(verb == "INSERT" and "scoring_unitscore" in sql for verb, sql in inside)
     assert any(verb == "UPDATE" and "scoring_scorerun" in sql for verb, sql in inside)
     outside = [sql for verb, atomic, sql in queries if not atomic and verb == "SELECT"]
