@@ -52,7 +52,8 @@ def _grouped_shares(shares: dict, title: str, fmt: str) -> bytes | None:
 
 
 def utility_shares_figure(results: dict, fmt: str = "png") -> bytes | None:
-    """Utility shares per source with bootstrap 95% intervals (Table 3 as a figure)."""
+    """Utility shares per source (SPEC section 2) with bootstrap 95% intervals (our choice; SPEC asks
+    for none)."""
     return _grouped_shares(results.get("utility_shares") or {}, "Human utility of rationales (95% bootstrap CI)", fmt)
 
 
@@ -104,8 +105,9 @@ def _keys(title: str, data: dict) -> list[str]:
 
 def generalization_figure(results: dict, fmt: str = "png", *, gold: tuple[str, ...] = ()) -> bytes | None:
     """Figure 4: accuracy after minus before on generalization questions, by question type, by
-    the original rationale's utility and by source, with bootstrap 95% intervals. With a gold
-    source among ``gold`` (names), its change is drawn on every panel as the reference."""
+    the original rationale's utility and by source, with bootstrap 95% intervals (our choice). With a
+    gold source among ``gold`` (names), its change is drawn on every panel for comparison (our
+    addition: SPEC section 4 lists gold as one of the sources)."""
     panels = _generalization_panels(results)
     if not panels:
         return None
@@ -125,7 +127,7 @@ def generalization_figure(results: dict, fmt: str = "png", *, gold: tuple[str, .
                     label="per answer")
         ax.axhline(0, color="black", linewidth=0.8)
         if reference is not None:
-            ax.axhline(reference, color="#555555", linestyle="--", linewidth=1, label="gold rationales")
+            ax.axhline(reference, color="#555555", linestyle="--", linewidth=1, label="gold (for comparison)")
         ax.set_title(title)
         ax.set_xticks(range(len(keys)), [f"{k}\n(n={data[k]['n']})" for k in keys])
     axes[0][0].set_ylabel("accuracy after - before\n(bars: majority per unit, a tie wrong)")

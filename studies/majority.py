@@ -15,6 +15,24 @@ from math import comb
 
 import numpy as np
 
+# The majority rule, named (SPEC section 2: "Aggregate each of the two answers over the annotators by
+# majority vote"; "Majority ties (even annotator counts, or multiple choice) have no majority answer").
+# SPEC leaves open whether a plurality short of more than half of the annotators is a majority: with
+# two choices the readings coincide, with three or more (a 2-1-1-1 split of 5 on a four-option item)
+# they do not. ``majority_index`` is the default reading, the one every published figure and early
+# stopping (``outcome_decided``) use; scoring gives the other beside it (``majority_readings``).
+PLURALITY = "plurality"
+STRICT_MAJORITY = "strict_majority"
+MAJORITY_RULE = PLURALITY
+MAJORITY_RULES = {
+    PLURALITY: "plurality: the label more annotators gave than any other; our reading of SPEC section 2",
+    STRICT_MAJORITY: "strict majority: more than half of the annotators; otherwise no majority answer, counted as "
+                     "wrong like a tie",
+}
+MAJORITY_SPEC = ("SPEC section 2 aggregates by \"majority vote\" and counts a tie as no majority answer; it leaves "
+                 "open whether a plurality short of more than half of the annotators is a majority")
+
+
 # Enumerating the remaining answers is cheap for the paper's designs (5 workers, 2-4 choices: at
 # most 56 ways). Past this many ways a unit is not stopped early (it fills its quota as usual)
 # rather than spend a submit's time on the enumeration: conservative, never wrong.
@@ -24,7 +42,8 @@ MAX_WAYS = 50_000
 def majority_index(counts, axis: int = -1) -> np.ndarray:
     """The majority rule on vote counts, vectorised: ``counts[..., j]`` is how many annotators gave
     label ``j`` (``axis`` names the labels' axis); the result is the index of the label given by
-    strictly more annotators than any other, or ``-1`` on a tie (or no votes). The one owner of the
+    strictly more annotators than any other, or ``-1`` on a tie (or no votes): the plurality
+    reading (``MAJORITY_RULE``; :func:`strict_majority_index` is the other). The one owner of the
     tie rule: scoring's ``majority_vote`` applies it to labels, the study planner to simulated
     votes, and :func:`outcome_decided` to the answers a unit may still get."""
     counts = np.asarray(counts)
@@ -32,6 +51,17 @@ def majority_index(counts, axis: int = -1) -> np.ndarray:
     n_top = (counts == top).sum(axis=axis)
     top = np.squeeze(top, axis=axis)
     return np.where((n_top == 1) & (top > 0), counts.argmax(axis=axis), -1)
+
+
+def strict_majority_index(counts, axis: int = -1) -> np.ndarray:
+    """The other reading of the majority rule (``STRICT_MAJORITY``), vectorised like
+    :func:`majority_index`: the index of the label given by more than half of the annotators, or
+    ``-1`` when no label is (a tie, a plurality short of half, or no votes). Never used by a
+    published figure or by early stopping; scoring reports what it gives beside the default."""
+    counts = np.asarray(counts)
+    index = majority_index(counts, axis=axis)
+    top = counts.max(axis=axis)
+    return np.where(2 * top > counts.sum(axis=axis), index, -1)
 
 
 def _n_ways(remaining: int, choices: int) -> int:
@@ -74,7 +104,8 @@ def majority_right_decided(counts: Sequence[int], *, correct: int, remaining: in
 
 
 def outcome_decided(step_counts: Sequence[Sequence[int]], *, correct: int, remaining: int) -> bool:
-    """Whether a unit's score is decided: for every step the score uses (``step_counts``: one vector
+    """Whether a unit's score is decided under the default majority rule (``MAJORITY_RULE``, the
+    one the published figures use): for every step the score uses (``step_counts``: one vector
     of votes per choice each), the correctness of its majority is the same for every set of the
     ``remaining`` answers. Then the utility category (a function of the steps' correctness alone,
     SPEC section 2) is decided too. A unit whose right answer is not one of its choices

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quark with the Gen-U reward end to end on a small StrategyQA sample, on the CPU, in a scratch
 # SQLite database: import the released StrategyQA splits and generalization questions (marked
-# valid: they are the paper's validated set), build a tiny T5 rationalizer and a tiny T5 answerer
+# valid: the released questions, taken as the validated set, our reading of SPEC section 4), build a tiny T5 rationalizer and a tiny T5 answerer
 # (tests/tiny_models.py: nothing is downloaded), register them as sources, run quark_train and
 # print report.json. Needs ../shared/data/strategyqa; never copies it into the project.
 #

@@ -217,10 +217,13 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "404 until a scoring run has finished (start one with `POST /api/v1/score-runs/`)."
         ),
         responses={200: OpenApiTypes.OBJECT, 404: NOT_FOUND},
-        examples=[OpenApiExample("results.json (abridged)", response_only=True, value={
-            "study": {"id": 3, "name": "strategyqa-utility"},
-            "sources": {"gpt3": {"n_units": 458, "useful": 0.21, "unsure": 0.45, "not_useful": 0.34}},
-            "theils_u": {"task_accuracy": 0.111}})],
+        examples=[OpenApiExample(
+            "results.json (abridged; illustrative values, not the released data)", response_only=True,
+            description="Illustrative values, not the released data; the keys are results.json's own.",
+            value={
+                "study": {"id": 3, "name": "strategyqa-utility"},
+                "utility_shares": {"gpt3": {"n": 458, "useful": 0.21, "unsure": 0.45, "not_useful": 0.34}},
+                "theils_u_utility_given_task_accuracy": {"gpt3": 0.111}})],
     )
     @action(detail=True, methods=["get"])
     def results(self, request, pk=None):
@@ -242,7 +245,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "run, the similarity model and the Gen-U method."
         ),
         responses={200: SourceSummarySerializer(many=True), 404: NOT_FOUND},
-        examples=[OpenApiExample("Two sources", response_only=True, value=[{
+        examples=[OpenApiExample("One source (illustrative values, not the released data)", response_only=True,
+                                 description="Illustrative values, not the released data.", value=[{
             "source": 4, "source_name": "gpt3", "n_units": 458, "n_scored": 458, "n_useful": 96, "n_unsure": 206,
             "n_not_useful": 156, "share_useful": 0.209607, "share_unsure": 0.449782, "share_not_useful": 0.340611,
             "n_before_ties": 0, "n_after_ties": 0, "accuracy_before": 0.61, "accuracy_after": 0.66,

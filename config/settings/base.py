@@ -195,7 +195,8 @@ MEDIA_URL = "media/"
 RL_MAX_IMPORT_BYTES = int(os.environ.get("RL_MAX_IMPORT_BYTES", str(100 * 1024 * 1024)))
 # Records are counted while the file is parsed: the one after RL_IMPORT_MAX_ROWS refuses the file
 # then and there, so the parsed rows never exceed it (about 2 KB each while an import runs: 100,000
-# rows is some 200 MB). The released StrategyQA train split has 2,061 questions.
+# rows is some 200 MB). The released StrategyQA train split has 1,648 items and 9,659 generalization
+# questions (../shared/data/strategyqa).
 RL_IMPORT_MAX_ROWS = int(os.environ.get("RL_IMPORT_MAX_ROWS", "100000"))
 # An upload over RL_IMPORT_BACKGROUND_BYTES is stored under MEDIA_ROOT/imports/ and imported by a
 # Celery worker (studies.services.importers.jobs), never inside the web request; the released

@@ -1,4 +1,4 @@
-"""Inter-annotator agreement over raw annotations (SPEC section 2, the paper's Table 18).
+"""Inter-annotator agreement over raw annotations (SPEC section 2).
 
 Both functions take the annotations in long form, one entry per answer: ``units[i]`` is the unit
 (e.g. item x source, or unit id) that answer ``labels[i]`` was given for. Labels are nominal."""

@@ -10,7 +10,17 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 
 from studies.lm import genu
-from studies.majority import majority_index  # the tie rule's one owner, re-exported here
+
+# The majority and tie rule's one owner is ``studies.majority``; its names are re-exported here.
+from studies.majority import (  # noqa: F401
+    MAJORITY_RULE,
+    MAJORITY_RULES,
+    MAJORITY_SPEC,
+    PLURALITY,
+    STRICT_MAJORITY,
+    majority_index,
+    strict_majority_index,
+)
 
 USEFUL, UNSURE, NOT_USEFUL = 1, 0, -1
 # The utility vocabulary: value -> name, the reverse, and (name, label) choices for filters and forms.
@@ -21,7 +31,9 @@ UTILITY_CHOICES = [(name, f"{name.replace('_', ' ')} ({value:+d})" if value else
 
 
 def majority_vote(labels: Iterable[Hashable]) -> Hashable | None:
-    """The label given by strictly more annotators than any other label, or ``None`` on a tie.
+    """The label given by strictly more annotators than any other label, or ``None`` on a tie: the
+    plurality reading of SPEC section 2's majority (``MAJORITY_RULE``; ``MAJORITY_RULES`` names the
+    other, a strict majority, which scoring reports beside it).
 
     ``None`` entries (unanswered) are ignored. An empty input has no majority: ``None``.
     SPEC section 2 counts a tie as a wrong answer; callers report how many ties there were."""

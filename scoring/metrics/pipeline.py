@@ -25,7 +25,13 @@ from scoring import metrics
 from scoring.errors import ScoringError
 from scoring.metrics.agreement import alpha_from_counts, kappa_from_counts
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
-from scoring.metrics.labels import UTILITY_NAMES, utility_category
+from scoring.metrics.labels import (
+    MAJORITY_RULE,
+    MAJORITY_RULES,
+    MAJORITY_SPEC,
+    UTILITY_NAMES,
+    utility_category,
+)
 
 ALL = "all"
 UTILITY_ORDER = [1, 0, -1]
@@ -154,9 +160,93 @@ def unit_outcomes(
     return frame, warnings, ties
 
 
+# --- the other reading of "majority" (``studies.majority.MAJORITY_RULES``) -------------------------
+
+# Why the two readings give the same figures where no unit's answers of a step fall on three or more
+# choices (a yes/no study always): the label more annotators gave than any other of two has more than half.
+MAJORITY_READINGS_COINCIDE = ("no unit's answers of a step fall on more than two choices, so the label more "
+                              "annotators gave than any other is given by more than half of them: the readings "
+                              "coincide")
+
+
+def _strict_holds(annotations: pd.DataFrame) -> pd.DataFrame:
+    """Per (unit, step) of the answers :func:`majorities` counts: ``strict`` (the top label has more
+    than half of the answers) and ``n_choices`` (the distinct labels answered)."""
+    a = annotations.loc[annotations["step"].isin(["before", "after"]), ["unit_id", "step", "answer"]]
+    a = a[a["answer"].notna() & (a["answer"] != "")]
+    counts = a.groupby(["unit_id", "step", "answer"], observed=True, sort=False).size()
+    counts = counts[counts > 0]
+    per = counts.groupby(level=["unit_id", "step"], observed=True).agg(["max", "sum", "size"]).reset_index()
+    per["step"] = per["step"].astype(str)
+    return per.assign(strict=2 * per["max"] > per["sum"], n_choices=per["size"])
+
+
+def majority_readings(frame: pd.DataFrame, annotations: pd.DataFrame,
+                      figures: Callable[[pd.DataFrame], dict] | None = None) -> dict:
+    """The scored units' figures under each reading of the majority rule (``MAJORITY_RULES``): the
+    default (plurality, ``frame``'s ``<step>_correct`` and ``utility``) and the strict majority,
+    under which a unit whose plurality has no more than half of its answers has no majority answer
+    and counts as wrong, like a tie. ``frame``: :func:`unit_outcomes`' per-unit table;
+    ``figures(g)``: the figures of a reading over units ``g`` (with ``before_correct``,
+    ``after_correct`` and ``utility`` of that reading; default: the utility shares), per source
+    and over all (``ALL``). Gives the counts of units whose majority differs; the per-source
+    figures only where some unit's answers of a step fall on three or more choices (else the
+    readings coincide: ``MAJORITY_READINGS_COINCIDE``)."""
+    shares = figures is None
+    figures = figures or _reading_shares
+    per = _strict_holds(annotations)
+    strict = frame[["unit_id", "source", *(c for c in ("task_correct", "gen_u") if c in frame)]].copy()
+    differs, three = {}, np.zeros(len(frame), dtype=bool)
+    for step in ("before", "after"):
+        part = per.loc[per["step"] == step].set_index("unit_id")
+        holds = frame["unit_id"].map(part["strict"]).fillna(True).astype(bool).to_numpy()
+        three |= frame["unit_id"].map(part["n_choices"]).fillna(0).to_numpy() >= 3
+        differs[step] = frame[f"{step}_majority"].notna().to_numpy() & ~holds
+        strict[f"{step}_correct"] = frame[f"{step}_correct"].to_numpy(dtype=bool) & holds
+        strict[f"{step}_tie"] = frame[f"{step}_tie"].to_numpy(dtype=bool) | differs[step]
+    strict["utility"] = UTILITY_TABLE[strict["before_correct"].to_numpy(dtype=np.intp),
+                                      strict["after_correct"].to_numpy(dtype=np.intp)]
+    out: dict = {
+        "default": MAJORITY_RULE, "rules": dict(MAJORITY_RULES), "spec": MAJORITY_SPEC,
+        "n_units": int(len(frame)), "n_units_three_or_more_choices": int(three.sum()),
+        "n_units_majority_differs": {"before": int(differs["before"].sum()), "after": int(differs["after"].sum()),
+                                     "units": int((differs["before"] | differs["after"]).sum())},
+    }
+    out["coincide"] = out["n_units_majority_differs"]["units"] == 0
+    if not three.any():
+        out["note"] = MAJORITY_READINGS_COINCIDE
+        return out
+    if shares:
+        out["n_units_utility_differs"] = int((strict["utility"].to_numpy() != frame["utility"].to_numpy()).sum())
+    readings = {MAJORITY_RULE: frame, next(r for r in MAJORITY_RULES if r != MAJORITY_RULE): strict}
+    by_source: dict = {}
+    for reading, units in readings.items():
+        groups = [(str(name), g) for name, g in units.groupby("source", sort=True)] + [(ALL, units)]
+        for name, g in groups:
+            by_source.setdefault(name, {})[reading] = {
+                **figures(g), "no_majority_before": int(g["before_tie"].sum()),
+                "no_majority_after": int(g["after_tie"].sum())}
+    out["by_source"] = by_source
+    return out
+
+
+def _reading_shares(g: pd.DataFrame) -> dict:
+    """A reading's utility shares over units ``g`` (no intervals): n, useful, unsure, not_useful, and
+    Theil's U(utility | task accuracy) and U(utility | Gen-U) where the units carry them."""
+    values = g["utility"].to_numpy()
+    n = int(values.size)
+    out = {"n": n, **{UTILITY_NAMES[cat]: (float((values == cat).sum()) / n if n else None) for cat in UTILITY_ORDER}}
+    for label, column in (("task_accuracy", "task_correct"), ("gen_u", "gen_u")):
+        if column in g:
+            sub = g.dropna(subset=[column])
+            out[f"theils_u_utility_given_{label}"] = (
+                metrics.theils_u(sub["utility"].to_numpy(), sub[column].astype(int).to_numpy()) if len(sub) else None)
+    return out
+
+
 def utility_shares(frame: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict:
     """Shares of useful / unsure / not useful per source and over all sources, each with a
-    percentile bootstrap 95% interval (the paper's Table 3)."""
+    percentile bootstrap 95% interval (SPEC section 2; the interval is our choice, SPEC asks for none)."""
     out = {}
     groups = [(str(name), g["utility"].to_numpy()) for name, g in frame.groupby("source", sort=True)]
     groups.append((ALL, frame["utility"].to_numpy()))
@@ -190,7 +280,7 @@ def theils_u_utility_given(frame: pd.DataFrame, column: str) -> dict:
 
 def associations(frame: pd.DataFrame, *, both_directions: bool = False) -> tuple[dict, list[str]]:
     """Theil's U of utility against task accuracy and Gen-U, and the correlation ratio of utility
-    against similarity, per source and combined (the paper's Tables 4 and 6). Rows without the
+    against similarity, per source and combined (SPEC section 3). Rows without the
     predictor are dropped (and named in the warnings)."""
     out: dict = {}
     warnings: list[str] = []
@@ -298,7 +388,7 @@ def _unit_key(units: pd.DataFrame | None) -> str | None:
 
 def agreement(annotations: pd.DataFrame, units: pd.DataFrame | None = None) -> dict:
     """Krippendorff's alpha (nominal) over the raw answers of each step; Fleiss' kappa when every
-    unit has the same number of answers (the paper's Table 18). With ``units`` (``unit_id`` and
+    unit has the same number of answers (SPEC section 2). With ``units`` (``unit_id`` and
     ``item_id`` or ``question_id``) each step's row names its ``unit`` (``AGREEMENT_UNIT``)."""
     out = {}
     key = _unit_key(units)

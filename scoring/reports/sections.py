@@ -1,4 +1,5 @@
-"""The report of one score run, section by section, in the paper's order.
+"""The report of one score run, section by section, in our order (utility, what predicts it, Gen-U and
+generalization, agreement, then the rest; SPEC prescribes no order).
 
 Every section is built from the run's ``results.json`` (``ScoreRun.results``); the association
 measures also get their n and a bootstrap interval from the study's unit scores when those are the
@@ -14,11 +15,18 @@ from django.core.cache import cache
 
 from scoring import plots
 from scoring.metrics import theils_u
+from scoring.metrics.labels import PLURALITY, STRICT_MAJORITY
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
-from scoring.services.genu import UNPARSED_COUNTED_WRONG, UNPARSED_LEFT_OUT, answerer_text
+from scoring.services.genu import (
+    CONFLICTING_FIRST_KEPT,
+    CONFLICTING_LEFT_OUT,
+    UNPARSED_COUNTED_WRONG,
+    UNPARSED_LEFT_OUT,
+    answerer_text,
+)
 from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
 from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT
 from scoring.similarity import FIGURES_STATED_IN, MODEL_STATED_IN, figure_stated_in
@@ -113,7 +121,7 @@ def _groups(frame: pd.DataFrame, columns: list[str]):
 
 
 def utility_section(results: dict) -> Section:
-    section = Section("utility", "Utility per source (Table 3)")
+    section = Section("utility", "Utility per source (SPEC section 2)")
     if not results.get("utility_shares"):
         section.absent = ("No utility outcomes: utility needs each unit's majority answers before and after the "
                           f"rationale (a utility study, or imported outcomes); this is a {_kind(results)} study.")
@@ -121,8 +129,13 @@ def utility_section(results: dict) -> Section:
     ties = (results.get("ties") or {}).get("units_with_tie", 0)
     section.tables.append(Table("utility_shares", "Share of rationales per utility category", SHARE_COLUMNS,
                                 _share_ci_rows(results, "utility_shares")))
-    section.notes.append(f"Majority of the annotators per unit; a majority tie counts as wrong ({ties} units had a "
+    majority = results.get("majority_readings") or {}
+    section.notes.append(f"{_majority_rule_text(majority)} per unit; a majority tie counts as wrong ({ties} units had a "
                          f"tie). {ci_note(results)}")
+    if majority.get("by_source"):
+        section.tables.append(majority_readings_table(majority, UTILITY_MAJORITY_COLUMNS))
+    if majority:
+        section.notes.append(majority_readings_note(majority, "The utility shares and Theil's U"))
     if results.get("study", {}).get("split"):
         section.notes.append(items_note(results["study"]))
     if results.get("counted_answers"):
@@ -132,6 +145,109 @@ def utility_section(results: dict) -> Section:
     section.notes += sources_notes(results)
     section.figures.append("utility_shares")
     return section
+
+
+def _majority_rule_text(majority: dict) -> str:
+    """How a unit's majority is taken, as the run named it (a run from before it was named: plurality)."""
+    rule = (majority.get("rules") or {}).get(majority.get("default"))
+    return f"Majority of the annotators ({rule})" if rule else "Majority of the annotators (plurality)"
+
+
+UTILITY_MAJORITY_COLUMNS = [
+    Column("source", "Source"), Column("reading", "Majority rule"), Column("n", "n", "int"),
+    Column("no_majority_before", "No majority before", "int"), Column("no_majority_after", "No majority after", "int"),
+    Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"), Column("not_useful", "Not useful", "float"),
+    Column("theils_u_utility_given_task_accuracy", "U(utility | task accuracy)", "float", 4),
+    Column("theils_u_utility_given_gen_u", "U(utility | Gen-U)", "float", 4),
+]
+ACCURACY_MAJORITY_COLUMNS = [
+    Column("source", "Source"), Column("reading", "Majority rule"), Column("n", "n", "int"),
+    Column("no_majority_before", "No majority before", "int"), Column("no_majority_after", "No majority after", "int"),
+    Column("accuracy_before", "Before", "float"), Column("accuracy_after", "After", "float"),
+    Column("accuracy_delta", "After − before", "float"),
+]
+
+
+def majority_readings_table(majority: dict, columns: list[Column], name: str = "majority_readings") -> Table:
+    """The figures under each reading of the majority rule, the default (plurality) first
+    (``majority_readings``: utility shares, or Figure 4's accuracy for a generalization study)."""
+    rows = [{"source": source, "reading": label, **(entry.get(rule) or {})}
+            for source, rule, label, entry in _readings_by_source(majority)]
+    return Table(name, "By the majority rule: plurality (the default) or a strict majority "
+                 "(SPEC section 2 leaves it open)", columns, rows)
+
+
+def majority_readings_note(majority: dict, what: str) -> str:
+    """Which majority rule ``what`` use, what SPEC says, and how many units the other reading changes."""
+    differs = majority.get("n_units_majority_differs") or {}
+    note = (f"{majority.get('spec')}. {what} use the default reading, "
+            f"{READING_LABELS.get(majority.get('default'), majority.get('default'))!r} ({_readings_listed(majority)}).")
+    if majority.get("by_source"):
+        note += (f" {differs.get('units', 0)} of {majority.get('n_units')} units have a plurality that is no strict "
+                 f"majority ({differs.get('before', 0)} before, {differs.get('after', 0)} after)")
+        if "n_units_utility_differs" in majority:
+            note += f", changing the utility of {majority['n_units_utility_differs']}"
+        note += "; the table gives both readings."
+    elif majority.get("note"):
+        note += f" Here {majority['note']}."
+    if majority.get("early_stopping"):
+        note += f" Early stopping: {majority['early_stopping']}."
+    return note
+
+
+def gen_u_readings_columns(reading: str) -> list[Column]:
+    """The columns of a table giving Gen-U's figures per source under each reading of ``reading``
+    (what the readings differ on: answers that did not parse, questions with conflicting answers)."""
+    return [
+        Column("source", "Source"), Column("reading", reading), Column("n", "n", "int"),
+        Column("n_questions", "Questions", "int"), Column("mean", "Mean Gen-U", "float"),
+        Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"),
+        Column("not_useful", "Not useful", "float"), Column("theils_u", "U(utility | Gen-U)", "float"),
+    ]
+
+
+CONFLICTING_GEN_U_COLUMNS = gen_u_readings_columns("Questions with conflicting answers")
+CONFLICTING_FIGURE_4_COLUMNS = [
+    Column("source", "Source"), Column("reading", "Questions with conflicting answers"), Column("n", "n", "int"),
+    Column("n_questions", "Questions", "int"), Column("accuracy_before", "Before", "float"),
+    Column("accuracy_after", "After", "float"), Column("accuracy_delta", "After − before", "float"),
+]
+
+
+def _conflicting_answers_add(section, conflicting: dict, columns: list[Column], key: str, what: str) -> None:
+    """The table of both readings (when they differ) and the note naming the rule, for ``what``."""
+    if conflicting.get("by_source"):
+        section.tables.append(conflicting_answers_table(conflicting, columns, key))
+    if conflicting:
+        section.notes.append(conflicting_answers_note(conflicting, what))
+
+
+def conflicting_answers_table(block: dict, columns: list[Column], key: str) -> Table:
+    """The figures with a question its file gave twice with different answers kept with its first
+    answer (the default) and left out (``gen_u["conflicting_answers"]`` or
+    ``generalization["conflicting_answers"]``)."""
+    rows = []
+    for source, rule, label, entry in _readings_by_source(block):
+        u = (block.get("theils_u_utility_given_gen_u") or {}).get(rule) or {}
+        rows.append({"source": source, "reading": label, **(entry.get(rule) or {}), "theils_u": u.get(source)})
+    return Table(key, "With the questions their file gave twice with different answers kept (first answer) or left "
+                 "out (SPEC is silent)", columns, rows)
+
+
+def conflicting_answers_note(block: dict, what: str) -> str:
+    """The rule for a question given twice with different answers, its count and the other reading."""
+    n = block.get("n_questions_conflicting_answers", 0)
+    note = (f"{block.get('spec')}: {what} use the default, {_readings_listed(block)}. "
+            f"{n} counted question(s) had conflicting answers in their file")
+    consistency = block.get("consistency") or {}
+    if consistency:
+        def step(rule: str, name: str):
+            return ((consistency.get(rule) or {}).get(name) or {}).get("consistency")
+
+        parts = [f"{_reading_label(rule, block.get('default'))} {_fmt(step(rule, 'before'))} before, "
+                 f"{_fmt(step(rule, 'after'))} after" for rule in _readings_in_order(block)]
+        note += f"; consistency over an item's questions: {'; '.join(parts)}"
+    return note + ("; the table gives both readings." if block.get("by_source") else ".")
 
 
 def short_units_note(short: dict) -> str:
@@ -244,7 +360,7 @@ def _kind(results: dict) -> str:
 
 
 def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directions: bool) -> Section:
-    section = Section("theils_u", "Theil's U: what predicts utility (Tables 4 and 6)")
+    section = Section("theils_u", "Theil's U: what predicts utility (SPEC section 3)")
     keys = [k for k in ("theils_u_utility_given_task_accuracy", "theils_u_utility_given_gen_u") if results.get(k)]
     if not keys:
         section.absent = (_warning(results, "theil") or "Theil's U needs utility outcomes with the source's "
@@ -329,7 +445,10 @@ def task_accuracy_notes(results: dict) -> list[str]:
 # How the report names each reading of an output that did not parse (``task_accuracy_readings``,
 # ``gen_u["unparsed_rules"]``).
 READING_LABELS = {TASK_ACCURACY_LEFT_OUT: "left out", TASK_ACCURACY_COUNTED_WRONG: "counted as wrong",
-                  UNPARSED_LEFT_OUT: "left out", UNPARSED_COUNTED_WRONG: "counted as wrong"}
+                  UNPARSED_LEFT_OUT: "left out", UNPARSED_COUNTED_WRONG: "counted as wrong",
+                  # the majority rule's readings (``majority_readings``) and a question's conflicting answers
+                  PLURALITY: "plurality", STRICT_MAJORITY: "strict majority",
+                  CONFLICTING_FIRST_KEPT: "first answer kept", CONFLICTING_LEFT_OUT: "left out"}
 
 
 def _reading_label(rule: str, default: str | None) -> str:
@@ -378,7 +497,7 @@ def task_accuracy_readings_table(readings: dict) -> Table:
 
 
 def task_accuracy_readings_note(readings: dict) -> str:
-    """Which reading the published task accuracy is, and what the paper says (nothing)."""
+    """Which reading the published task accuracy is, and what SPEC says (nothing)."""
     default = readings.get("default")
     return (f"{readings.get('spec')}. Task accuracy and U(utility | task accuracy) use the default reading, "
             f"{READING_LABELS.get(default, default)!r}; the table gives both ({_readings_listed(readings)}). U(utility | task accuracy) "
@@ -414,12 +533,15 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
             row["paper_eta"] = paper["correlation_ratio"].get(row["source"])
             row["paper_model"] = paper["model"] if row["paper_eta"] is not None else ""
             row["paper_eta_from"] = figure_stated_in(row["source"]) if row["paper_eta"] is not None else ""
-        columns += [Column("paper_eta", "Published η", "float", 3), Column("paper_eta_from", "Stated in"),
-                    Column("paper_model", "Its model (as quoted in issue 21)")]
+        columns += [Column("paper_eta", "Quoted η (overall: SPEC section 3; per source: issue 21)", "float", 3),
+                    Column("paper_eta_from", "Stated in"), Column("paper_model", "Its model (as quoted in issue 21)")]
         section.notes.append(f"Our similarity model ({similarity.get('name')}, layer {similarity.get('num_layers')}) "
                              f"is not the one the published figures are quoted with ({paper['model']}, "
                              f"{paper.get('model_stated_in') or MODEL_STATED_IN}): they are shown beside ours, not "
-                             f"comparable with them. Published figures: {FIGURES_STATED_IN}. Point "
+                             f"comparable with them. Published figures: {FIGURES_STATED_IN}. A quoted figure is "
+                             "attached by name alone: the per-source ones to a source named exactly gpt3, t53b or "
+                             "t5large in a dataset named StrategyQA (any case), whatever its split or its rationales; "
+                             "the overall one to the all row of a dataset named StrategyQA or OpenBookQA. Point "
                              "RL_SIMILARITY_MODEL at a local roberta-large folder to compare.")
     section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
     quintile = (results.get("theils_u_utility_given_similarity_quintile") or {}).get(ALL)
@@ -453,22 +575,19 @@ def gen_u_section(results: dict) -> Section:
         section.tables.append(gen_u_tie_rule_table(ties))
         rules = "; ".join(f"{name}: {text}" for name, text in (ties.get("rules") or {}).items())
         section.notes.append(f"SPEC section 4 breaks ties toward the lowest score, as the conservative reading. Under each rule a tie in an item's mode goes to {rules}; "
-                             f"the shares above and Theil's U(utility | Gen-U) in Table 6 use {ties.get('default')!r}"
+                             f"the shares above and Theil's U(utility | Gen-U) in the Theil's U section use {ties.get('default')!r}"
                              " (the table's last column gives U under each rule).")
     unparsed = gen_u.get("unparsed_rules") or {}
     if unparsed.get("by_source"):
         section.tables.append(gen_u_unparsed_table(unparsed))
         section.notes.append(gen_u_unparsed_note(unparsed))
+    _conflicting_answers_add(section, gen_u.get("conflicting_answers") or {}, CONFLICTING_GEN_U_COLUMNS,
+                             "gen_u_conflicting_answers", "the Gen-U shares and Theil's U(utility | Gen-U)")
     section.notes.append(ci_note(results))
     return section
 
 
-UNPARSED_COLUMNS = [
-    Column("source", "Source"), Column("reading", "Answers that did not parse"), Column("n", "n", "int"),
-    Column("n_questions", "Questions", "int"), Column("mean", "Mean Gen-U", "float"),
-    Column("useful", "Useful", "float"), Column("unsure", "Unsure", "float"), Column("not_useful", "Not useful", "float"),
-    Column("theils_u", "U(utility | Gen-U)", "float"),
-]
+UNPARSED_COLUMNS = gen_u_readings_columns("Answers that did not parse")
 
 
 def gen_u_unparsed_table(unparsed: dict) -> Table:
@@ -488,9 +607,9 @@ def gen_u_unparsed_table(unparsed: dict) -> Table:
 
 
 def gen_u_unparsed_note(unparsed: dict) -> str:
-    """Which reading the published Gen-U figures are, and what the paper says (nothing)."""
+    """Which reading the published Gen-U figures are, and what SPEC says (nothing)."""
     default = unparsed.get("default")
-    return (f"{unparsed.get('spec')}. The Gen-U shares above and Theil's U(utility | Gen-U) in Table 6 use the "
+    return (f"{unparsed.get('spec')}. The Gen-U shares above and Theil's U(utility | Gen-U) in the Theil's U section use the "
             f"default reading, {READING_LABELS.get(default, default)!r}; the table gives both, under the "
             f"{unparsed.get('tie_rule')!r} tie rule ({_readings_listed(unparsed)}).")
 
@@ -604,21 +723,32 @@ def generalization_section(results: dict) -> Section:
     gold = _gold_names(r["key"] for r in by_source)
     reference = next((r["accuracy_delta"] for r in by_source if r["key"] in gold), None)
     for r in by_source:
-        r["reference"] = "gold (reference)" if r["key"] in gold else ""
+        r["reference"] = "gold (for comparison)" if r["key"] in gold else ""
         r["minus_gold"] = None if reference is None or r["key"] in gold else r["accuracy_delta"] - reference
     section.tables.append(Table(
-        "generalization_by_source", "By source, with gold rationales as the reference",
-        [*columns, Column("reference", "Reference"), Column("minus_gold", "Minus gold's change", "float")], by_source))
+        "generalization_by_source", "By source, gold shown for comparison (our addition: SPEC section 4 lists gold "
+        "as one of the sources)",
+        [*columns, Column("reference", "Gold (for comparison)"), Column("minus_gold", "Minus gold's change", "float")],
+        by_source))
     pairs = rows("by_source_and_type")
     if pairs:
         section.tables.append(Table("generalization_by_source_and_type", "By source and type", columns, pairs))
     if not gold:
-        section.notes.append("No gold source in this study: Figure 4's reference (gold rationales) is missing; add "
-                             "the dataset's gold rationales as a source to get it.")
+        section.notes.append("No gold source in this study, so there is no gold row to compare with (our addition: "
+                             "SPEC section 4 lists gold as one of the sources); add the dataset's gold rationales "
+                             "as a source to get it.")
     if gen.get("aggregation"):
         section.notes.append(figure_4_aggregation_note(gen))
     if gen.get("question_filter"):
         section.notes.append(generalization_questions_note(gen))
+    _conflicting_answers_add(section, gen.get("conflicting_answers") or {}, CONFLICTING_FIGURE_4_COLUMNS,
+                             "generalization_conflicting_answers", "Figure 4 and the consistency of the answers")
+    majority = gen.get("majority_readings") or {}
+    if majority.get("by_source"):
+        section.tables.append(majority_readings_table(majority, ACCURACY_MAJORITY_COLUMNS,
+                                                      "generalization_majority_readings"))
+    if majority:
+        section.notes.append(majority_readings_note(majority, "Figure 4's accuracy by majority"))
     if results.get("counted_answers"):
         section.notes.append(counted_note(results["counted_answers"]))
     section.notes += sources_notes(results)
@@ -664,7 +794,7 @@ def generalization_questions_note(gen: dict) -> str:
 
 
 def agreement_section(results: dict) -> Section:
-    section = Section("agreement", "Annotator agreement before and after the rationale (Table 18)")
+    section = Section("agreement", "Annotator agreement before and after the rationale (SPEC section 2)")
     agreement = results.get("agreement") or {}
     if not agreement:
         section.absent = _warning(results, "agreement") or "No raw answers to measure agreement on."

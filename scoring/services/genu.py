@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
@@ -14,6 +14,7 @@ from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
 from studies.selectors import sources_for_user
 from studies.services.generation.genu import ANSWERING_KEY, ROLES, VALIDATED_ONLY_READING
+from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
 
 # Which generalization questions a published figure counts, Gen-U and Figure 4 alike: the ones not
 # marked invalid when the study is scored. A question's validation may change after a study using it
@@ -48,6 +49,33 @@ UNPARSED_RULES = {
 }
 
 
+# A generalization question its file gave twice with different answers keeps the first answer
+# (``studies.services.importers.generalization``, which flags it: ``CONFLICTING_ANSWERS_KEY``), and an
+# import's validation status marks it valid with the rest. SPEC says nothing of it, so the figures keep
+# it by default and Gen-U (``gen_u["conflicting_answers"]``) and Figure 4 (``generalization``'s) give
+# the figures with such questions left out beside it.
+CONFLICTING_FIRST_KEPT = "first_kept"
+CONFLICTING_LEFT_OUT = "left_out"
+CONFLICTING_RULES = {
+    CONFLICTING_FIRST_KEPT: "a question its file gave twice with different answers keeps the first answer in the "
+                            "file and counts (the published figures); our choice, SPEC is silent",
+    CONFLICTING_LEFT_OUT: "a question its file gave twice with different answers is left out",
+}
+CONFLICTING_SPEC = "SPEC is silent on a generalization question its file gives twice with different answers"
+
+
+def question_conflicted(path: str = "") -> ExpressionWrapper:
+    """Whether the generalization question that ``path`` leads to had conflicting answers in its
+    file (the importer's flag), as a boolean to annotate with."""
+    return ExpressionWrapper(Q(**{f"{path}metadata__has_key": CONFLICTING_ANSWERS_KEY}), output_field=BooleanField())
+
+
+def conflicting_block(n_questions: int) -> dict:
+    """The rule, its other reading and what SPEC says, with the count of questions it concerns."""
+    return {"default": CONFLICTING_FIRST_KEPT, "rules": dict(CONFLICTING_RULES), "spec": CONFLICTING_SPEC,
+            "n_questions_conflicting_answers": int(n_questions)}
+
+
 def questions_that_count(path: str = "") -> Q:
     """``QUESTION_RULE`` as a condition on the generalization question that ``path`` leads to from
     the queried model (``"generalization_question__"`` from a ``GenUPrediction`` or a ``Unit``): the
@@ -79,12 +107,14 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
     rows = GenUPrediction.objects.filter(
         questions_that_count("generalization_question__"),
         generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)
-    ).values_list(
+    ).annotate(conflicted=question_conflicted("generalization_question__")).values_list(
         "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
-        "predicted_answer", "generalization_question__validation_status", "answerer_model", "answerer_source_id")
+        "predicted_answer", "generalization_question__validation_status", "answerer_model", "answerer_source_id",
+        "conflicted")
     df = pd.DataFrame.from_records(list(rows), columns=[
         "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model",
-        "answerer_source_id"])
+        "answerer_source_id", "conflicted"])
+    df["conflicted"] = df["conflicted"].fillna(False).astype(bool)
     df["source"] = df["source_id"].map(source_names)
     df["parsed"] = df["predicted"].fillna("").astype(str) != ""
     return df
@@ -302,7 +332,46 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     if "utility" in frame:
         gen_u["tie_rules"]["theils_u_utility_given_gen_u"] = _theils_u_by_tie_rule(frame, scored)
     gen_u["unparsed_rules"] = _unparsed_rules(preds, frame, scored, gen_u["tie_rules"])
+    gen_u["n_questions_conflicting_answers"] = int(preds.loc[preds["conflicted"], "question_id"].nunique())
+    gen_u["conflicting_answers"] = _conflicting_answers(preds, frame, scored, gen_u["tie_rules"])
+    if gen_u["n_questions_conflicting_answers"]:
+        warnings.append(f"Gen-U counts {gen_u['n_questions_conflicting_answers']} generalization questions their file "
+                        "gave twice with different answers, with the first answer (our choice, SPEC is silent); "
+                        "gen_u.conflicting_answers gives the figures with them left out.")
     return Part({"gen_u": gen_u}, warnings, frame)
+
+
+def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict) -> dict:
+    """Gen-U under each reading of ``CONFLICTING_RULES`` (the default tie rule, the scored units'
+    pairs), in ``_unparsed_rules``' shape, and the answerers' consistency with such questions left
+    out; only the rule and the count when no question that counts had conflicting answers."""
+    n = int(preds.loc[preds["conflicted"], "question_id"].nunique())
+    out = conflicting_block(n)
+    if not n:
+        return out
+    kept = preds.loc[~preds["conflicted"]]
+    per_q, per_item, _, _ = genu_rule.genu_frame(kept)
+    left_out = _scored_pairs(per_item, frame)
+    readings = {CONFLICTING_FIRST_KEPT: (scored, tie_rules["by_source"]),
+                CONFLICTING_LEFT_OUT: (left_out, genu_rule.tie_rule_effect(left_out))}
+    by_source: dict = {}
+    for reading, (items, effect) in readings.items():
+        questions = _questions_by_source(items) if len(items) else {}
+        for source, entry in effect.items():
+            by_source.setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
+                                                         "n_questions": questions.get(source, 0)}
+    out.update(tie_rule=genu_rule.TIE_RULE, by_source=by_source)
+    out["consistency_left_out"] = {
+        source: {"F^I": bundle_consistency(g["i_correct"], g["item_id"]),
+                 "F^IR": bundle_consistency(g["ir_correct"], g["item_id"])}
+        for source, g in per_q.groupby("source", sort=True)}
+    if "utility" in frame:
+        column = f"gen_u_{genu_rule.TIE_RULE}"
+        units = frame[["item_id", "source", "utility"]]
+        out["theils_u_utility_given_gen_u"] = {
+            reading: pipeline.theils_u_utility_given(units.merge(items, on=["item_id", "source"], how="inner"), column)
+            for reading, (items, _) in readings.items()}
+    return out
 
 
 def _scored_pairs(per_item: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
@@ -346,7 +415,7 @@ def _questions_by_source(per_item: pd.DataFrame) -> dict:
 
 
 def _theils_u_by_tie_rule(frame: pd.DataFrame, scored: pd.DataFrame) -> dict:
-    """Theil's U(utility | Gen-U) (Table 6) under each tie rule and with tied items left out, per
+    """Theil's U(utility | Gen-U) (SPEC section 3) under each tie rule and with tied items left out, per
     source and over all: SPEC section 4 picks the lowest as the conservative reading, and the report shows what each reading gives
     next to the default's figure."""
     units = frame[["item_id", "source", "utility"]].merge(scored, on=["item_id", "source"], how="inner")

@@ -29,7 +29,8 @@ def utility_note(results: dict) -> str:
     """What every utility figure rests on: the tie rule, which answers counted (and the other
     readings' place), units short of annotators, and the bootstrap."""
     ties = (results.get("ties") or {}).get("units_with_tie", 0)
-    parts = [f"majority of the annotators per unit, a majority tie counted wrong ({ties} units had a tie)"]
+    parts = [f"{majority_text(results.get('majority_readings') or {})} per unit, a majority tie counted wrong "
+             f"({ties} units had a tie)"]
     counted = results.get("counted_answers") or {}
     if counted.get("rule"):
         parts.append(f"counted: {counted['rule']}; {counted.get('tasks_failing_an_attention_check', 0)} counted tasks "
@@ -41,6 +42,33 @@ def utility_note(results: dict) -> str:
         parts.append(f"{n_short} units short of annotators scored on the answers they have"
                      + ("; shares over full units only in results.json short_units" if n_short else ""))
     return "; ".join(parts) + ". " + bootstrap_note(results)
+
+
+def majority_text(majority: dict) -> str:
+    """The majority rule a run used and where its other reading is (``majority_readings``; a run
+    from before it was named: plurality, unnamed)."""
+    rules = majority.get("rules") or {}
+    default = majority.get("default")
+    if default not in rules:
+        return "majority (plurality) of the annotators"
+    text = f"majority of the annotators, {rules[default]}"
+    others = [rule for rule in rules if rule != default]
+    if majority.get("by_source"):
+        text += (f" ({(majority.get('n_units_majority_differs') or {}).get('units', 0)} units differ under "
+                 f"{', '.join(others)}: results.json majority_readings)")
+    elif majority.get("note"):
+        text += f" ({', '.join(others)} gives the same: {majority['note']})"
+    return text
+
+
+def conflicting_text(block: dict) -> str:
+    """A question given twice with different answers: the rule, how many, where the other reading is
+    (nothing when no counted question had conflicting answers: results.json still names the rule)."""
+    if not block.get("n_questions_conflicting_answers"):
+        return ""
+    text = (f"{block.get('n_questions_conflicting_answers', 0)} question(s) given twice with different answers in "
+            f"their file: {(block.get('rules') or {}).get(block.get('default'))}")
+    return text + ("; with them left out: conflicting_answers in results.json" if block.get("by_source") else "")
 
 
 def task_accuracy_note(results: dict) -> str:
@@ -76,7 +104,9 @@ def gen_u_note(results: dict) -> str:
     """What a Gen-U figure rests on (``results["gen_u"]["method"]``; a run from before it was
     recorded: its question filter), for every table that prints one."""
     gen_u = results.get("gen_u") or {}
-    return gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "")
+    note = gen_u.get("method") or (f"Gen-U on {gen_u['question_filter']}" if gen_u.get("question_filter") else "")
+    conflicting = conflicting_text(gen_u.get("conflicting_answers") or {})
+    return f"{note}; {conflicting}" if note and conflicting else note or conflicting
 
 
 def with_bootstrap_note(note: str, results: dict) -> str:
@@ -107,6 +137,10 @@ def generalization_note(gen: dict) -> str:
     aggregation = gen.get("aggregation") or {}
     if aggregation:
         parts.append(f"accuracy {aggregation['rule']}; the other reading, accuracy {aggregation['other_reading']}")
+    if (gen.get("majority_readings") or {}).get("by_source"):  # where the majority rule's readings differ
+        parts.append(majority_text(gen["majority_readings"]))
+    if conflicting := conflicting_text(gen.get("conflicting_answers") or {}):
+        parts.append(conflicting)
     return "; ".join(parts)
 
 

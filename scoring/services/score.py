@@ -21,8 +21,15 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   record in ``generation_info`` (``_sources``; the hashes: ``GENERATION_HASH_RULE``), so two
   few-shot prompts with the same seed, or two custom templates, never read as one
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
-- ``utility_shares``: {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful, not_useful_ci}}
-  with percentile bootstrap 95% intervals (Table 3)
+- ``majority_readings``: {default (``plurality``: the label more annotators gave than any other, our
+  reading of SPEC section 2), rules: {plurality, strict_majority: what each is}, spec, n_units,
+  n_units_three_or_more_choices, n_units_majority_differs: {before, after, units}, coincide, and either
+  note (why the readings coincide, or why imported outcomes cannot tell) or n_units_utility_differs and
+  by_source: {source|all: {plurality|strict_majority: {n, useful, unsure, not_useful, no_majority_before,
+  no_majority_after, theils_u_utility_given_task_accuracy, theils_u_utility_given_gen_u}}}; early_stopping
+  when units were stopped under the default} (``pipeline.majority_readings``)
+- ``utility_shares`` (SPEC section 2): {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful,
+  not_useful_ci}} with percentile bootstrap 95% intervals (our choice; SPEC asks for none)
 - ``short_units`` (collected answers): {n_short_by_source: {source|all: units scored short of
   annotators}, full_units_rule, utility_shares_full_units_only (None when no unit is short)}
 - ``task_accuracy_n``: {source|all: the scored units task accuracy is over}
@@ -33,30 +40,35 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   rules: {items_left_out, items_counted_wrong: what each is}, spec (SPEC states no rule:
   ``genu.UNPARSED_SPEC``), by_source: {source|all: {n_correct, n_units, n_items_without_rationale,
   items_left_out: correct / units, items_counted_wrong: correct / (units + items without rationale)}}}
-- ``theils_u_utility_given_task_accuracy``, ``theils_u_utility_given_gen_u`` (Tables 4 and 6);
+- ``theils_u_utility_given_task_accuracy``, ``theils_u_utility_given_gen_u`` (SPEC section 3);
   with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``
 - ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
   ``theils_u_utility_given_similarity_quintile``, with ``similarity_binning``: {rule, bins_asked,
   bins_used, edges, other_readings: {3_bins|10_bins: {bins_asked, bins_used, edges, theils_u}}}
   (SPEC's "binned similarity" leaves the bins open); ``similarity_model`` names the model's folder and
   ``similarity``: {name, path, num_layers, method, paper_used, paper: {model, correlation_ratio:
-  {source|all: the paper's figure}, same_model}} (``paper`` None for a dataset the paper did not
-  report; None when similarity was off)
+  {source|all: the published figure: all from SPEC section 3, per source as quoted in issue 21},
+  same_model, model_stated_in, figures_stated_in}} (``paper`` None for a dataset with no such figure;
+  None when similarity was off)
 - ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, n_questions,
   consistency, question_filter, n_questions_validated, n_questions_unvalidated, tie_rule,
   unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]},
   consistency_bundle (what a bundle of the answerers' consistency is: ``genu.CONSISTENCY_BUNDLE``),
   tie_rules: {default, rules, by_source: {source|all: {n_items, n_tied, <rule>|ties_left_out: {n, mean,
   useful, unsure, not_useful}}}, theils_u_utility_given_gen_u: {<rule>|ties_left_out: {source|all: U}}},
-  unparsed_rules: {default (``genu.UNPARSED_LEFT_OUT``, the reading of ``gen_u_shares`` and Table 6), rules:
+  unparsed_rules: {default (``genu.UNPARSED_LEFT_OUT``, the reading of ``gen_u_shares`` and U(utility | Gen-U)), rules:
   {left_out, counted_wrong: what each is}, spec (``genu.UNPARSED_SPEC``), tie_rule, by_source: {source|all:
   {left_out|counted_wrong: {n, mean, useful, unsure, not_useful, n_questions}}}, theils_u_utility_given_gen_u:
-  {left_out|counted_wrong: {source|all: U}} (with utility)}}
+  {left_out|counted_wrong: {source|all: U}} (with utility)}, n_questions_conflicting_answers (questions
+  their file gave twice with different answers: the first answer is kept), conflicting_answers: {default
+  (``genu.CONFLICTING_FIRST_KEPT``), rules: {first_kept, left_out}, spec, n_questions_conflicting_answers,
+  and when non-zero tie_rule, by_source: {source|all: {first_kept|left_out: {n, mean, useful, unsure,
+  not_useful, n_questions}}}, consistency_left_out, theils_u_utility_given_gen_u}}
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
 - ``agreement``: {before|after: {unit (what a unit is: ``pipeline.AGREEMENT_UNIT``), n_units, n_annotations,
   n_units_alpha (units with 2+ answers, those alpha uses), n_units_single_answer, krippendorff_alpha,
   fleiss_kappa (None when raters differ, then fleiss_kappa_note and fleiss_kappa_full_units: {rule, raters,
-  n_units, fleiss_kappa})}} (Table 18); ``agreement_by_item``: {before: the same, with the item (or
+  n_units, fleiss_kappa})}} (SPEC section 2); ``agreement_by_item``: {before: the same, with the item (or
   generalization question) as the unit, every source's raters together}
 - ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source
   (each with its ties and the per-answer reading: ties_before, ties_after, n_answers_before,
@@ -68,7 +80,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   when scored (Gen-U's rule, ``genu.QUESTION_RULE``; so are the study's ties, n_units and
   agreement): question_rule, question_filter, n_questions, n_questions_validated,
   n_questions_unvalidated, n_questions_invalid_left_out, n_units_invalid_left_out,
-  answers_invalid_left_out; ``original_utility_from``:
+  answers_invalid_left_out, n_questions_conflicting_answers and conflicting_answers (Gen-U's shape, with
+  by_source: {source|all: {first_kept|left_out: {n, accuracy_before, accuracy_after, accuracy_delta,
+  n_questions}}} and consistency: {bundle, first_kept|left_out: {before, after}}), majority_readings (the
+  utility study's shape, with Figure 4's accuracy in place of the shares); ``original_utility_from``:
   {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on},
   where the utility of the original rationales came from (``borrowed_utility``: the lending studies
   with the score run whose unit scores were read; a study imported from a bundle adds ``read_from``,
@@ -128,6 +143,7 @@ from scoring.errors import ScoringError
 from scoring.metrics import pipeline
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.faithfulness import spec_rule as faithfulness_spec_rule
+from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
 from scoring.metrics.pipeline import Part
 from scoring.models import BundledUtility, ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
@@ -171,10 +187,12 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
         fields += ["quota"]  # a unit stopped early is complete at its (lowered) quota
     if generalization:
         fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype",
-                   "generalization_question__validation_status", "question_counts"]
-        # whether the unit's question counts now (``genu.questions_that_count``, Gen-U's rule)
+                   "generalization_question__validation_status", "question_counts", "conflicted"]
+        # whether the unit's question counts now (``genu.questions_that_count``, Gen-U's rule), and
+        # whether its file gave it twice with different answers (``genu.CONFLICTING_RULES``)
         qs = qs.annotate(question_counts=ExpressionWrapper(
-            genu.questions_that_count("generalization_question__"), output_field=BooleanField()))
+            genu.questions_that_count("generalization_question__"), output_field=BooleanField()),
+            conflicted=genu.question_conflicted("generalization_question__"))
     df = pd.DataFrame.from_records(list(qs.values_list(*fields)), columns=fields)
     df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold",
                             "quota": "expected_raters"})
@@ -184,6 +202,7 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
             "generalization_question__validation_status": "validation",
         })
         df["question_counts"] = df["question_counts"].astype(bool)
+        df["conflicted"] = df["conflicted"].fillna(False).astype(bool)
         df["gold"] = df.pop("generalization_question__answer")
     df["source"] = df["source"].fillna("(no source)")
     return df
@@ -257,10 +276,10 @@ EARLY_STOPPING_UNCHANGED = {
                                 "accuracy_after and accuracy_delta) and the consistency of the answers"),
 }
 EARLY_STOPPING_FEWER = {
-    Study.Kind.UTILITY: ("agreement (Table 18) is computed on the answers collected, and so are the majority ties "
+    Study.Kind.UTILITY: ("agreement (SPEC section 2) is computed on the answers collected, and so are the majority ties "
                          "and the other readings of the counted answers (counted_answers.other_readings), which "
                          "leave answers out of units that already have fewer"),
-    Study.Kind.GENERALIZATION: ("agreement (Table 18), the majority ties and Figure 4's per-answer reading "
+    Study.Kind.GENERALIZATION: ("agreement (SPEC section 2), the majority ties and Figure 4's per-answer reading "
                                 "(n_answers_*, accuracy_*_per_answer, delta_per_answer) are computed on the answers "
                                 "collected, so they differ from what the full design would give"),
 }
@@ -577,8 +596,49 @@ def _generalization(study: Study) -> Part:
         "consistency": _generalization_consistency(frame),
         "original_utility_from": with_utility.results["original_utility_from"],
         **questions.results,
+        "n_questions_conflicting_answers": int(frame.loc[frame["conflicted"], "question_id"].nunique()),
+        "conflicting_answers": _conflicting_answers(frame),
+        "majority_readings": _majority_readings(study, outcomes.frame, answers, _accuracy_figures),
     }
-    return Part(results, questions.warnings + outcomes.warnings + with_utility.warnings)
+    warnings = questions.warnings + outcomes.warnings + with_utility.warnings
+    if n_conflicting := results["generalization"]["n_questions_conflicting_answers"]:
+        warnings.append(f"Figure 4 counts {n_conflicting} generalization questions their file gave twice with different "
+                        "answers, with the first answer (our choice, SPEC is silent); "
+                        "generalization.conflicting_answers gives the figures with them left out.")
+    return Part(results, warnings)
+
+
+def _accuracy_figures(g: pd.DataFrame) -> dict:
+    """Figure 4's accuracy over units ``g`` by their majorities (``majority_readings``' figures)."""
+    before, after = float(g["before_correct"].mean()), float(g["after_correct"].mean())
+    return {"n": int(len(g)), "accuracy_before": before, "accuracy_after": after, "accuracy_delta": after - before}
+
+
+def _conflicting_answers(frame: pd.DataFrame) -> dict:
+    """Figure 4 (accuracy before, after and delta, per source and over all) and the consistency of
+    the answers over an item's questions (``BUNDLE_QUESTIONS``) under each reading of
+    ``genu.CONFLICTING_RULES``: a question its file gave twice with different answers kept with its
+    first answer (the default, the published figures) or left out. Only the rule and the count when
+    no counted question had conflicting answers."""
+    n = int(frame.loc[frame["conflicted"], "question_id"].nunique())
+    out = genu.conflicting_block(n)
+    if not n:
+        return out
+    readings = {genu.CONFLICTING_FIRST_KEPT: frame, genu.CONFLICTING_LEFT_OUT: frame.loc[~frame["conflicted"]]}
+    by_source: dict = {}
+    for reading, units in readings.items():
+        groups = [(str(name), g) for name, g in units.groupby("source", sort=True)] + [(pipeline.ALL, units)]
+        for name, g in groups:
+            by_source.setdefault(name, {})[reading] = (
+                {**_accuracy_figures(g), "n_questions": int(g["question_id"].nunique())} if len(g) else {"n": 0})
+    bundles = {reading: units["item_id"].astype(str) + "|" + units["source"].astype(str)
+               for reading, units in readings.items()}
+    out["by_source"] = by_source
+    out["consistency"] = {
+        "bundle": BUNDLE_QUESTIONS,
+        **{reading: {step: pipeline.bundle_consistency(units[f"{step}_correct"], bundles[reading])
+                     for step in ("before", "after")} for reading, units in readings.items()}}
+    return out
 
 
 # When a rationale has a property: the rule the properties model's results name.
@@ -618,7 +678,8 @@ PROPERTIES_INTERACTIONS_RULE = (
     f"pairwise interactions are fitted when there are at least {PROPERTIES_RATIONALES_PER_TERM} rationales per "
     "fixed-effect term of the model with them (1 + k + k(k-1)/2 terms for k varying properties) and k >= 2; "
     "otherwise main effects only. Our cut-off: SPEC section 7 asks for the properties and their interactions "
-    "and names no sample size")
+    "and names no sample size. Pairwise interactions only (no three-way or higher terms) is our reading of "
+    "SPEC section 7's \"their interactions\"")
 PROPERTIES_MIN_RATIONALES_RULE = (
     f"the model is fitted only with at least {PROPERTIES_MIN_RATIONALES} rationales that have property "
     "annotations and a utility, with both outcomes present. Our cut-off: SPEC section 7 names none")
@@ -968,10 +1029,37 @@ def _next_to(results: dict, key: str, after: str) -> dict:
     return out
 
 
+# What ``majority_readings`` says where it cannot be computed or of a study that stopped units early.
+MAJORITY_IMPORTED_YES_NO = ("imported outcomes hold only each unit's majority, but every item has two choices, so a "
+                            "plurality is more than half of the annotators: the readings coincide")
+MAJORITY_IMPORTED = ("imported outcomes hold only each unit's majority, not its answers: the strict reading cannot "
+                     "be computed")
+MAJORITY_EARLY_STOPPING = ("units were stopped early when the default (plurality) reading decided them "
+                           "(studies.majority.outcome_decided); the strict reading is computed on the answers they had")
+
+
+def _majority_readings(study: Study, frame: pd.DataFrame, answers: pd.DataFrame | None, figures=None) -> dict:
+    """``majority_readings``: the figures under each reading of the majority rule (SPEC section 2
+    leaves open whether a plurality short of half is a majority; ``pipeline.majority_readings``).
+    ``figures``: what each reading gives (default: the utility shares). Imported outcomes have no
+    answers: on a yes/no dataset the readings coincide; otherwise the block says the strict reading
+    cannot be computed."""
+    if answers is None:
+        yes_no = study.dataset.is_yes_no
+        return {"default": MAJORITY_RULE, "rules": dict(MAJORITY_RULES), "spec": MAJORITY_SPEC,
+                "n_units": int(len(frame)), "coincide": True if yes_no else None,
+                "note": MAJORITY_IMPORTED_YES_NO if yes_no else MAJORITY_IMPORTED}
+    block = pipeline.majority_readings(frame, answers, figures)
+    if study.stop_when_decided and not block.get("coincide"):
+        block["early_stopping"] = MAJORITY_EARLY_STOPPING
+    return block
+
+
 def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
     annotate = _annotate(study, similarity=similarity)
     if study.is_imported_outcome:
         part = pipeline.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
+        part.results["majority_readings"] = _majority_readings(study, part.frame, None)
     else:
         units = _units_frame(study, generalization=False)
         if units.empty:
@@ -984,6 +1072,8 @@ def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
         masks, rules = _reading_masks(study, answers)
         readings = pipeline.other_readings(units, answers, masks, part, expected_raters=study.annotators_per_unit)
         part.results[READINGS_KEY] = {name: {"rule": rules[name], **row} for name, row in readings.items()}
+        part.results["majority_readings"] = _majority_readings(study, part.frame, answers)
+    part.results = _next_to(part.results, "majority_readings", "ties")
     part.results = _next_to(part.results, "n_items_without_rationale", "task_accuracy")
     readings = task_accuracy_readings(part.frame, part.results)
     if readings:

@@ -58,11 +58,13 @@ PRESETS: dict[str, dict] = {
 
 @dataclass
 class QuarkSettings:
-    """Every knob of a run. The paper (SPEC section 9) gives none of these values. K = 5, KL 0.05,
-    entropy 0.06, lr 1e-5 and temperature 1 are the reference code's (GXimingLu/Quark); the
-    ``default`` preset's sample interval 100, warm-up 100, batch 8, top-p 0.9, gradient clipping at
-    1.0 and Adam eps 1e-8 are ours (the README says why); the ``reference`` preset has the reference
-    code's."""
+    """Every knob of a run. SPEC section 9 gives Quark's defaults, which both presets use: K = 5
+    reward tokens, KL coefficient 0.05, entropy coefficient 0.06, Adam at lr 1e-5 with a linear
+    warm-up (its length is not given: 100 steps in ``default``, 500 in ``reference``). Temperature 1
+    is the reference code's (GXimingLu/Quark); the ``default`` preset's sample interval 100,
+    warm-up 100, batch 8, top-p 0.9, gradient clipping at 1.0 and Adam eps 1e-8 are ours (the README
+    says why); the ``reference`` preset has the reference code's; the rest (decay to zero after the
+    warm-up, lengths, samples per item, seed, ties) are the reference code's or ours."""
 
     preset: str = "default"
     n_reward_tokens: int = 5

@@ -10,8 +10,8 @@ is no new question at all, and nothing for being merely similar:
 - ``repeat``: a question this item already has, or was just given, for the same type, again once
   case, spaces and punctuation are set aside (one sample of several repeating another).
 
-The same text under another type is kept (the authors' validated test set holds 67 such
-questions): a validation study, not a string rule, decides whether it fits both types.
+The same text under another type is kept (the released test questions, taken as the validated set
+in our reading of SPEC section 4, hold 67 such questions): a validation study, not a string rule, decides whether it fits both types.
 
 Every dropped sample comes back with its reason and the text it repeats, so the job can store it
 (:class:`studies.models.DroppedQuestion`). Outputs that are not a question are refused earlier,

@@ -92,12 +92,15 @@ class Demonstration:
 
 
 def dataset_tag(name: str) -> str:
-    """FEB writes the dataset name in lower case without spaces (``explain strategyqa question:``)."""
+    """The dataset name in lower case without spaces (``explain strategyqa question:``): our choice;
+    SPEC section 8 writes only ``{dataset}`` (FEB's code puts its own data-source ids there, such as
+    ``ecqa`` and ``cos_e``)."""
     return re.sub(r"[^a-z0-9_]+", "", name.lower()) or "task"
 
 
 def choice_texts(item: PromptItem) -> list[str]:
-    """Choices as the model sees them: yes/no in lower case (FEB), multiple choice as written."""
+    """Choices as the model sees them: yes/no in lower case (our choice; SPEC section 8 does not show
+    them), multiple choice as written."""
     if item.is_yes_no:
         return [label for label, _ in item.choices]
     return [text for _, text in item.choices]

@@ -53,7 +53,7 @@ class GenUPrediction(models.Model):
 
 
 def default_generator_decoding() -> dict:
-    """SPEC section 4: five samples per type at temperature 0.7."""
+    """SPEC section 4: five samples per type at temperature 0.7; top_p and max_new_tokens ours."""
     return {"do_sample": True, "temperature": 0.7, "top_p": 1.0, "max_new_tokens": 64, "num_return_sequences": 5}
 
 

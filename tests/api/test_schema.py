@@ -87,3 +87,21 @@ def test_docs_page_loads_its_assets_locally(client):
     redoc = client.get("/api/redoc/").content.decode()
     assert "cdn.jsdelivr" not in redoc and "/static/drf_spectacular_sidecar/" in redoc
     assert client.get("/api/schema/").status_code == 200
+
+
+def test_results_and_summary_examples_say_they_are_illustrative_and_use_results_json_keys(schema):
+    """The examples look like released figures (458 units of gpt3) but are made up: each says so, and
+    the results.json example uses only the top-level keys scoring documents (``scoring.services.score``)."""
+    import re
+
+    from scoring.services import score
+
+    documented = set(re.findall(r"^- ``(\w+)``", score.__doc__, re.M))
+    for path in ("/api/v1/studies/{id}/results/", "/api/v1/studies/{id}/summary/"):
+        examples = schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["examples"]
+        assert examples, path
+        for example in examples.values():
+            assert "illustrative values, not the released data" in example["summary"], path
+            if path.endswith("/results/"):
+                assert set(example["value"]) <= documented, set(example["value"]) - documented
+                assert "theils_u_utility_given_task_accuracy" in example["value"]

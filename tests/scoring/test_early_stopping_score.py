@@ -72,5 +72,5 @@ def test_the_report_says_the_study_stopped_early_with_answers_per_unit_and_agree
     assert not early.absent
     table = early.tables[0]
     assert sum(row["units"] for row in table.rows) == N_ITEMS
-    assert any("agreement (Table 18) is computed on the answers collected" in n for n in early.notes)
+    assert any("agreement (SPEC section 2) is computed on the answers collected" in n for n in early.notes)
     assert any("Computed on the answers collected" in n for n in sections["agreement"].notes)

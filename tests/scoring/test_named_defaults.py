@@ -31,7 +31,7 @@ def test_early_stopping_names_the_figures_that_rest_on_fewer_answers_in_a_utilit
     assert early["affects"] == ["ties", "agreement", "agreement_by_item", "counted_answers.other_readings"]
     assert "the utility of every unit" in early["note"]
     assert "counted_answers.other_readings" in early["note"] and "fewer answers" in early["note"]
-    assert "agreement (Table 18) is computed on the answers collected" in early["note"]
+    assert "agreement (SPEC section 2) is computed on the answers collected" in early["note"]
 
 
 def test_early_stopping_in_a_generalization_study_names_the_per_answer_figures_not_utility():

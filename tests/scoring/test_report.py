@@ -223,7 +223,7 @@ def test_generalization_sections_compare_with_gold_and_show_consistency(imported
 
     gen = sections["generalization"]
     by_source = rows_by(next(t for t in gen.tables if t.name == "generalization_by_source"), "key")
-    assert by_source["gold-src"]["reference"] == "gold (reference)"
+    assert by_source["gold-src"]["reference"] == "gold (for comparison)"
     assert by_source["lm"]["minus_gold"] == pytest.approx(-0.25)
     assert gen.figures == ["generalization"]
     rc = sections["consistency"].tables[0].rows
@@ -242,7 +242,7 @@ def test_generalization_sections_compare_with_gold_and_show_consistency(imported
 def test_report_page_shows_every_section_with_its_numbers(admin_client, scored_run):
     url = reverse("admin:scoring_scorerun_report", args=[scored_run.pk])
     html = admin_client.get(url).content.decode()
-    assert "Utility per source (Table 3)" in html and "t53b" in html
+    assert "Utility per source (SPEC section 2)" in html and "t53b" in html
     assert re.search(r"<td class=\"num\">458</td>", html)
     assert "Not in this report:" in html and "Figure 4" in html
     assert reverse("admin:scoring_scorerun_figure", args=[scored_run.pk, "utility_shares", "png"]) in html
@@ -387,7 +387,7 @@ def test_a_running_run_shows_the_stage_its_task_reached(admin_client, imported_s
     assert state["label"] == "Running" and state["progress"] is None
 
 
-def test_generalization_study_report_from_answers_has_figure_4_with_gold_as_reference(admin_client):
+def test_generalization_study_report_from_answers_has_figure_4_with_gold_for_comparison(admin_client):
     """A utility study and then a generalization study over the same items, answered through the
     questionnaire's services: with the gold rationale workers get every question right after it, with
     the LM's they stay wrong."""
@@ -427,7 +427,7 @@ def test_generalization_study_report_from_answers_has_figure_4_with_gold_as_refe
     assert {k: (r["n"], r["accuracy_delta"]) for k, r in by_type.items()} == {
         "counterfactual": (4, 0.5), "rephrase": (4, 0.5)}
     by_source = rows_by(tables["generalization_by_source"], "key")
-    assert by_source["gold-src"]["reference"] == "gold (reference)" and by_source["gold-src"]["accuracy_delta"] == 1.0
+    assert by_source["gold-src"]["reference"] == "gold (for comparison)" and by_source["gold-src"]["accuracy_delta"] == 1.0
     assert by_source["lm-src"]["minus_gold"] == pytest.approx(-1.0)
     assert set(rows_by(tables["generalization_by_utility"], "key")) <= {"useful", "unsure", "not_useful"}
     consistency = {(r["bundles"], r["step"]): r for r in sections["consistency"].tables[0].rows}
@@ -436,9 +436,9 @@ def test_generalization_study_report_from_answers_has_figure_4_with_gold_as_refe
     assert sections["generalization"].figures == ["generalization"]
     assert "utility outcomes" in sections["utility"].absent
     html = admin_client.get(reverse("admin:scoring_scorerun_report", args=[run.pk])).content.decode()
-    assert "gold (reference)" in html and "Relative consistency" in html
+    assert "gold (for comparison)" in html and "Relative consistency" in html
     svg = admin_client.get(reverse("admin:scoring_scorerun_figure", args=[run.pk, "generalization", "svg"]))
-    assert b"gold rationales" in svg.content and b"by original utility" in svg.content
+    assert b"gold (for comparison)" in svg.content and b"by original utility" in svg.content
     # The bars' aggregation is named, and the other reading drawn beside them.
     assert b"majority per unit, a tie wrong" in svg.content and b"per answer" in svg.content
 

@@ -134,7 +134,7 @@ def _readme_commands(name: str) -> list[list[str]]:
 
 def test_readme_import_marks_the_released_questions_validated_with_their_provenance(strategyqa_dir, shared_data):
     """The README's first hour, as written: StrategyQA test items, then the released generalization
-    questions. They are the authors' validated set, so Gen-U must be able to use them as they come in."""
+    questions. They are taken as the validated set (our reading of SPEC section 4), so Gen-U must be able to use them as they come in."""
     (items_cmd,) = _readme_commands("import_strategyqa")
     (questions_cmd,) = _readme_commands("import_generalization")
     here = str(shared_data)

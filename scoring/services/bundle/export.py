@@ -31,10 +31,18 @@ from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
 from scoring.api.export_annotations import annotation_rows
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
 from scoring.models import UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.selectors import score_run_latest
-from scoring.services.genu import UNPARSED_LEFT_OUT, UNPARSED_RULES, UNPARSED_SPEC
+from scoring.services.genu import (
+    CONFLICTING_FIRST_KEPT,
+    CONFLICTING_RULES,
+    CONFLICTING_SPEC,
+    UNPARSED_LEFT_OUT,
+    UNPARSED_RULES,
+    UNPARSED_SPEC,
+)
 from scoring.services.score import (
     SCHEMA_VERSION,
     TASK_ACCURACY_LEFT_OUT,
@@ -243,7 +251,13 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
             },
         },
         "rules": {
+            "majority": f"{MAJORITY_RULES[MAJORITY_RULE]} ({MAJORITY_SPEC}; results.json gives the other reading, "
+                        f"{MAJORITY_RULES[next(r for r in MAJORITY_RULES if r != MAJORITY_RULE)]}, beside it: "
+                        "majority_readings, generalization.majority_readings)",
             "majority_tie": "a tie counts as wrong (no majority)",
+            "conflicting_answers": f"{CONFLICTING_RULES[CONFLICTING_FIRST_KEPT]} ({CONFLICTING_SPEC}; results.json "
+                                   "gives the figures with such questions left out: gen_u.conflicting_answers, "
+                                   "generalization.conflicting_answers)",
             "gen_u_tie_rule": genu_rule.TIE_RULE_TEXT,
             "unparsed_outputs": f"{UNPARSED_RULES[UNPARSED_LEFT_OUT]}; task accuracy: "
                                 f"{TASK_ACCURACY_RULES[TASK_ACCURACY_LEFT_OUT]} ({UNPARSED_SPEC}; results.json gives "

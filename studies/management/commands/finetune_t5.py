@@ -27,7 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--base-model", required=True, help="model name (e.g. t5-base) or a local folder")
         parser.add_argument("--preset", choices=sorted(PRESETS), default=None,
                             help=("default: " + ", ".join(f"{m} {p}" for m, p in DEFAULT_PRESETS.items()) + ". "
-                                  + "; ".join(f"{k}: {v['description']}" for k, v in PRESETS.items())))
+                                  # argparse %-formats help: the descriptions' "10% of the steps" must stay text
+                                  + "; ".join(f"{k}: {v['description']}" for k, v in PRESETS.items())
+                                  .replace("%", "%%")))
         parser.add_argument("--split", default="train")
         parser.add_argument("--n-shot", type=int, default=None, help="train on this many items (default: all)")
         parser.add_argument("--epochs", type=int, default=None)
@@ -37,7 +39,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=None)
         parser.add_argument("--output-name", default=None, help="name of the registered rationale source")
         parser.add_argument("--include-generalization", action="store_true",
-                            help="answerers: also train on the split's generalization questions (not the paper's; "
+                            help="answerers: also train on the split's generalization questions (SPEC does not say; "
                                  "recorded as an override)")
         parser.add_argument("--queue", action="store_true", help="queue on the lm workers instead of training here")
 

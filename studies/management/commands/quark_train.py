@@ -80,7 +80,8 @@ class Command(BaseCommand):
                                  "(default %(default)s); a killed worker resumes from the last one")
         parser.add_argument("--max-accuracy-drop", type=float, default=DEFAULTS["max_accuracy_drop"],
                             help="a checkpoint whose validation task accuracy is more than this share below the "
-                                 "original model's is not selected (default %(default)s)")
+                                 "original model's is not selected (default %(default)s; ours: SPEC says only that "
+                                 "the paper kept task accuracy)")
         parser.add_argument("--register-without-gain", action="store_true",
                             help="register the selected checkpoint even when its validation reward is not above the "
                                  "original model's (default: such a run registers nothing and says so)")

@@ -21,14 +21,17 @@ be overridden, and each preset serves the modes it names:
   no generalization questions; and the paper gives no epochs, learning rate or batch size for
   them: ours are 25 epochs (the paper's for F), lr 3e-5 and batch 4 (FEB's few-shot script), seed 0.
 - ``paper-quark-start`` (the rationalizer's default): F as the paper's Quark starting point,
-  T5-large on the full training set for 25 epochs; lr 3e-5 and batch 4 from FEB's script, seed 0 ours.
-- ``feb-few-shot`` (rationalizer): the paper's few-shot source (T5-3B in the paper), FEB's
-  48 examples (which 48: our seeded draw); lr 3e-5 and batch 4 from FEB's script, but 25 epochs and
-  our schedule, not the script's 300 steps at a constant rate without warm-up.
+  T5-large for 25 epochs (SPEC section 9) on the full training set (issue 21's quote; SPEC does not
+  say); lr 3e-5 and batch 4 from FEB's script, seed 0 ours.
+- ``feb-few-shot`` (rationalizer): a few-shot T5-3B source (SPEC section 3 names T5-3B; that it is
+  few-shot with FEB's 48 examples is issue 21's quote), 48 examples (which 48: our seeded draw);
+  lr 3e-5 and batch 4 from FEB's script, but 25 epochs and our schedule, not the script's 300 steps
+  at a constant rate without warm-up.
 - ``quick`` (any mode): a smoke test that the pipeline runs; no published figure comes from it.
 
-What each preset takes from the paper (``from_paper``) is only what SPEC.md or an issue quoting
-the paper states; ``STATED_IN`` says where, for each. Where the other values come from is in
+What each preset takes from the paper (``from_paper``) is only what SPEC.md states; ``STATED_IN``
+says where, for each. What only issue 21's quote of the paper gives (SPEC does not) is
+``from_issue_21``, with the quote in ``QUOTED_IN_ISSUE_21``; both are recorded with the checkpoint. Where the other values come from is in
 :data:`NOT_FROM_PAPER` and each preset's description. The optimizer and schedule (AdamW, weight
 decay, warm-up, gradient clipping) are the training loop's (:mod:`studies.lm.training`), the same
 for every preset, and recorded with each checkpoint.
@@ -68,18 +71,20 @@ MODES = {
     "answer_i": "Gen-U answerer F^I (question only)",
     "answer_ir": "Gen-U answerer F^IR (question and rationale)",
 }
-# The shared values of the paper presets, and where each comes from. The authors' FEB few-shot
-# script (allenai/feb, scripts/exp.py: learning_rate 3e-5, per_device_train_batch_size 4) gives lr
+# The shared values of the paper presets, and where each comes from. FEB's authors' few-shot
+# script (their repository allenai/feb, scripts/exp.py: learning_rate 3e-5, per_device_train_batch_size 4) gives lr
 # and batch size; it trains max_steps 300 with warmup_steps 0 and a constant rate over 60 seeds, not
 # epochs. 25 epochs is the paper's for F, the self-rationalizer (issue 21, SPEC.md section 9), used
 # for the other presets too; seed 0 is ours.
 FEB_SCRIPT = {"batch_size": 4, "lr": 3e-5}
 PAPER_PRESET_VALUES = {"epochs": 25, **FEB_SCRIPT, "seed": 0}
-FROM_FEB_SCRIPT = "the authors' FEB few-shot script (allenai/feb scripts/exp.py: learning_rate 3e-5, batch size 4)"
+FROM_FEB_SCRIPT = ("the FEB authors' few-shot script (their repository, allenai/feb scripts/exp.py: learning_rate "
+                   "3e-5, batch size 4)")
 SCHEDULE = schedule_description()
 # Each preset: what it reproduces (description), the modes it serves, its values, and which of
-# them the paper states (from_paper, each with where it is stated: STATED_IN); the others are ours
-# or FEB's script's (NOT_FROM_PAPER), and the description says which.
+# them SPEC says the paper states (from_paper, each with where it is stated: STATED_IN), which only
+# issue 21's quote gives (from_issue_21: QUOTED_IN_ISSUE_21); the others are ours or FEB's script's
+# (NOT_FROM_PAPER), and the description says which.
 PRESETS = {
     "paper-answerers": {
         "description": ("Gen-U's F^I and F^IR: T5-base, as in the paper (two T5-base models fine-tuned on "
@@ -94,22 +99,25 @@ PRESETS = {
         "from_paper": ("base_model_in_paper",),
     },
     "paper-quark-start": {
-        "description": ("the self-rationalizer F as the paper's Quark starting point: T5-large (in the paper) on the "
-                        "full training set for 25 epochs; lr 3e-5 and batch 4 from FEB's few-shot script, seed 0 "
-                        f"ours; {SCHEDULE} (ours)"),
+        "description": ("the self-rationalizer F as the paper's Quark starting point: T5-large for 25 epochs (SPEC "
+                        "section 9) on the full training set (issue 21's quote; SPEC does not say); lr 3e-5 and "
+                        f"batch 4 from FEB's few-shot script, seed 0 ours; {SCHEDULE} (ours)"),
         "modes": ("rationalizer",),
         "all": {**PAPER_PRESET_VALUES, "n_shot": None, "include_generalization": False,
                 "base_model_in_paper": "t5-large"},
-        "from_paper": ("base_model_in_paper", "n_shot", "epochs"),
+        "from_paper": ("base_model_in_paper", "epochs"),
+        "from_issue_21": ("n_shot",),
     },
     "feb-few-shot": {
-        "description": ("the paper's few-shot source (T5-3B in the paper): FEB's 48 training examples (which 48: "
-                        "our draw with the seed); lr 3e-5 and batch 4 from FEB's few-shot script; 25 epochs (the "
+        "description": ("a few-shot T5-3B source (SPEC section 3 names T5-3B; few-shot with FEB's 48 training "
+                        "examples is issue 21's quote; which 48: our draw with the seed); lr 3e-5 and batch 4 from FEB's "
+                        "few-shot script; 25 epochs (the "
                         f"paper's for F) and seed 0 ours; {SCHEDULE} (ours: FEB's script trains 300 steps at a "
                         "constant rate without warm-up, over 60 seeds)"),
         "modes": ("rationalizer",),
         "all": {**PAPER_PRESET_VALUES, "n_shot": 48, "include_generalization": False, "base_model_in_paper": "t5-3b"},
-        "from_paper": ("base_model_in_paper", "n_shot"),
+        "from_paper": ("base_model_in_paper",),
+        "from_issue_21": ("n_shot",),
     },
     "quick": {
         "description": (f"a smoke test (3 epochs at lr 3e-4, batch 8; {SCHEDULE}) that shows the pipeline runs; "
@@ -119,22 +127,29 @@ PRESETS = {
         "from_paper": (),
     },
 }
-# Where the paper's word for each ``from_paper`` value is (SPEC.md, or an issue that quotes the
-# paper); a value with no such source is our reading and is not in ``from_paper``.
+# Where the paper's word for each ``from_paper`` value is in SPEC.md (with issue 21 where it agrees);
+# a value SPEC does not give is not in ``from_paper``: issue 21's quote (``QUOTED_IN_ISSUE_21``) or ours.
 STATED_IN = {
     "paper-answerers": {
         "base_model_in_paper": "SPEC.md section 4 ('the paper fine-tunes two T5-base models on StrategyQA'); issue 21",
     },
     "paper-quark-start": {
         "base_model_in_paper": "SPEC.md section 9 ('The paper fine-tuned T5-large for 25 epochs first'); issue 21",
-        "n_shot": "issue 21 ('T5-large fine-tuned on the whole training set for 25 epochs before Quark')",
         "epochs": "SPEC.md section 9; issue 21",
     },
     "feb-few-shot": {
-        "base_model_in_paper": "issue 21 ('the paper's T5-3B source is few-shot (FEB, 48 examples)'); SPEC.md section 3",
-        "n_shot": "issue 21 ('the paper's T5-3B source is few-shot (FEB, 48 examples)')",
+        "base_model_in_paper": "SPEC.md section 3 (T5-3B is one of the paper's LMs); issue 21",
     },
     "quick": {},
+}
+# Preset values that only issue 21's quote of the paper gives (SPEC.md does not): ``from_issue_21``.
+QUOTED_IN_ISSUE_21 = {
+    "paper-quark-start": {
+        "n_shot": "issue 21 ('T5-large fine-tuned on the whole training set for 25 epochs before Quark')",
+    },
+    "feb-few-shot": {
+        "n_shot": "issue 21 ('the paper's T5-3B source is few-shot (FEB, 48 examples)')",
+    },
 }
 # Where each preset value that is not the paper's comes from: FEB's script, or ours.
 NOT_FROM_PAPER = {
@@ -149,7 +164,7 @@ DEFAULT_PRESETS = {"rationalizer": "paper-quark-start", "answer_i": "paper-answe
 LENGTHS = {"max_source_length": 512, "max_target_length": 128}
 RECORDED = ("preset", "preset_description", "overrides", "mode", "base_model", "base_model_in_paper", "n_shot",
             "include_generalization", "epochs", "steps", "batch_size", "lr", "seed", "examples",
-            "max_source_length", "max_target_length", "data", "from_paper",
+            "max_source_length", "max_target_length", "data", "from_paper", "from_issue_21",
             # the training loop's optimizer and schedule (studies.lm.training.training_schedule)
             "optimizer", "weight_decay", "warmup", "clip_grad_norm")
 
@@ -239,6 +254,7 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
         overrides.add("split")
     merged["overrides"] = sorted(overrides)
     merged["from_paper"] = [k for k in PRESETS[preset]["from_paper"] if k not in overrides]
+    merged["from_issue_21"] = [k for k in PRESETS[preset].get("from_issue_21", ()) if k not in overrides]
     if not merged.get("base_model"):
         hint = f" (the paper used {base['base_model_in_paper']})" if base.get("base_model_in_paper") else ""
         raise GenerationError(f"base_model is required: a model name or a local folder{hint}")

@@ -7,12 +7,16 @@ given or named in the file name when that split has items. Any answer that is no
 a row error: the released dev file has 16 such answers, and they are reported, not guessed.
 Rows repeated identically are merged. The same question given twice with different answers
 (8 times in the released test file) keeps its first answer, is flagged in its metadata
-(``conflicting_answers``) and listed in the import summary, so a validator can settle it.
+(``conflicting_answers``, ``CONFLICTING_ANSWERS_KEY``) and listed in the import summary, so a
+validator can settle it. The flag stays whatever status the question gets (an import's
+``validation_status`` marks it valid with the rest): keeping the first answer is our choice, SPEC is
+silent, so scoring names it and gives Gen-U and Figure 4 with those questions left out beside it
+(``scoring.services.genu.CONFLICTING_RULES``).
 
 A ``validation_status`` given to the import is applied to every question of the file and its
 provenance is stored on each question whose status it sets (``metadata["validation"]``: the
 status, that an import set it, the file's name and SHA-256, and when). The released
-``generalisation_final_*.json`` files are the authors' validated set: import them with
+``generalisation_final_*.json`` files are taken as the validated set (our reading of SPEC section 4): import them with
 ``validation_status="valid"`` (``--validation-status valid``), as the README says.
 
 The import's record counts and quotes its questions, so it stores their ids
@@ -37,6 +41,9 @@ from .values import check_split, choice_label, short, split_from_name, yes_no_la
 
 KIND = "generalization"
 TYPES = {t.value for t in GeneralizationQuestion.Type}
+# The metadata key that flags a question the file gave twice with different answers (its first answer
+# kept): scoring names the rule and gives the figures with such questions left out beside the default.
+CONFLICTING_ANSWERS_KEY = "conflicting_answers"
 
 
 def generalization_questions_import(
@@ -142,7 +149,7 @@ class _GeneralizationFile:
             # The released files hold a few of these (8 in the test file): the generator gave the
             # same question twice with opposite answers. Keep the first answer, flag the question
             # for validation, and say so in the summary.
-            kept["metadata"]["conflicting_answers"] = sorted({kept["answer"], answer})
+            kept["metadata"][CONFLICTING_ANSWERS_KEY] = sorted({kept["answer"], answer})
             self.conflicts.append({
                 "line": row.line, "column": row.column, "original": original, "question": text, "type": qtype,
                 "kept": kept["answer"], "dropped": answer, "first_at": self.kept.where(key),

@@ -1,5 +1,6 @@
 """The generalization-question filter keeps what people keep and stores what it drops: measured on
-the authors' validated test questions (read from ../shared/data, never copied), and through a
+the released test questions, taken as the validated set (our reading of SPEC section 4; read from
+../shared/data, never copied), and through a
 question job against a local OpenAI-compatible server (no model needed)."""
 import json
 from collections import Counter
