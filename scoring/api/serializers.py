@@ -63,6 +63,9 @@ class ScoreRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = ScoreRun
         fields = ["id", "study", "status", "has_results", "warnings", "error", "task_id", "created_at", "finished_at"]
+        # A run is started through ScoreRunStartSerializer (its study checked against what the user
+        # may see); writable here, the browsable API's form listed every study on the server.
+        read_only_fields = ["study"]
 
     def get_has_results(self, obj) -> bool:
         return obj.status == ScoreRun.Status.DONE and bool(obj.results)

@@ -63,3 +63,35 @@ def test_a_job_naming_a_source_or_dataset_by_an_odd_digit_is_a_400_naming_it(cli
     client.raise_request_exception = False
     response = client.post("/api/v1/generation-jobs/", body, format="json")
     assert response.status_code == 400 and field in response.json(), response.content[:300]
+
+
+def _cursor(position: str) -> str:
+    """A cursor as DRF encodes one (base64 of its query string), holding a made-up position."""
+    import base64
+    from urllib.parse import quote, urlencode
+
+    return quote(base64.b64encode(urlencode({"p": position}).encode()).decode())
+
+
+@pytest.mark.parametrize("url", ["/api/v1/annotations/", "/api/v1/assignments/", "/api/v1/studies/",
+                                 "/api/v1/items/", "/api/v1/scores/", "/api/v1/score-runs/"])
+@pytest.mark.parametrize("position", ["abc", "2026-13-45"])
+def test_a_made_up_cursor_is_a_404_saying_invalid_cursor(client_for, researcher, study_data, url, position):
+    response = client_for(researcher).get(f"{url}?cursor={_cursor(position)}")
+    assert response.status_code == 404, response.content[:300]
+    assert response.json()["detail"] == "Invalid cursor"
+
+
+def test_the_score_runs_form_lists_no_study_of_another_researcher(researcher, other_study_data):
+    """The browsable API draws a form from the list's serializer: a writable ``study`` field listed
+    every study on the server (id and name), whoever could start a run."""
+    from django.test import Client
+
+    grant(researcher, "scoring.add_scorerun")
+    researcher.is_staff = True
+    researcher.save()
+    client = Client()
+    client.force_login(researcher)
+    page = client.get("/api/v1/score-runs/?format=api").content.decode()
+    assert other_study_data.study.name not in page
+    assert f'value="{other_study_data.study.pk}"' not in page
