@@ -18,9 +18,10 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.choices import answer_is_correct, normalise_choices
 from annotations.models import Annotation, Assignment, Claim, Unit
-from annotations.selectors import TaskClaims, claim_counts, task_claims
+from annotations.selectors import TaskClaims, claim_counts, shown_at_from_token, task_claims
 from annotations.services.errors import (
     AnswerLocked,
+    AnswerNotTimed,
     AssignmentExpired,
     AssignmentIncomplete,
     ForeignClaim,
@@ -51,12 +52,24 @@ class Submitted:
     task: TaskClaims
 
 
+NOT_TIMED = (
+    "Your answer was not saved: the form did not carry the time this question was shown (the page's "
+    "'shown' field was missing, altered or another question's). Please reload the page and answer again."
+)
+NOT_THE_QUESTION_SHOWN = (
+    "Your answer was not saved: it is for another question than the one your task asks now (questions "
+    "are answered in order). Please reload the page and answer the question it shows."
+)
+
+
 def annotation_submit(*, assignment: Assignment, claim: Claim, step: str, answer: str, payload: dict | None = None,
-                      shown_at: datetime | None = None, duration_ms: int | None = None) -> Annotation:
+                      shown_at: datetime | None = None, duration_ms: int | None = None,
+                      shown_token: str | None = None) -> Annotation:
     """Store one step's answer for a claim of ``assignment`` and return it: the rules are
     ``annotation_submit_with_task``'s, which also returns the task's claims for the next page."""
     return annotation_submit_with_task(assignment=assignment, claim=claim, step=step, answer=answer, payload=payload,
-                                       shown_at=shown_at, duration_ms=duration_ms).annotation
+                                       shown_at=shown_at, duration_ms=duration_ms,
+                                       shown_token=shown_token).annotation
 
 
 def annotation_submit_with_task(
@@ -68,12 +81,21 @@ def annotation_submit_with_task(
     payload: dict | None = None,
     shown_at: datetime | None = None,
     duration_ms: int | None = None,
+    shown_token: str | None = None,
 ) -> Submitted:
     """Store one step's answer for a claim of ``assignment``.
 
     Idempotent: the same answer again returns the stored one and changes nothing. A different
     answer for a stored step raises ``AnswerLocked`` (the first answer cannot change after the
-    reveal). Steps go in order (``after`` needs ``before``). Expired, finished or foreign
+    reveal). A new answer goes in the order the task page asks: only for the task's first claim
+    not completed (attention checks are claims, in their places), and ``after`` only once
+    ``before`` is stored; another raises ``StepOutOfOrder`` (read from the claims read under the
+    lock, no query of its own). ``shown_token``: the signed time the page showed this step
+    (``selectors.shown_token``), as a worker's form sent it; the answer pages always pass it
+    (empty when the form had none), and a new answer without a valid token for this claim and
+    step raises ``AnswerNotTimed``, so no answer leaves the timing figures or the speeder check by
+    dropping it; its time is the answer's ``shown_at``. Callers that are not a worker's page
+    (imports, tests, benchmarks) pass None and their own ``shown_at``, or none. Expired, finished or foreign
     assignments are refused with ``AssignmentExpired`` / ``AssignmentNotActive`` /
     ``ForeignClaim`` and nothing changes. The first answer of a task extends its deadline from
     the first-answer window to the full duration. While the task's qualification test is not
@@ -104,9 +126,16 @@ def annotation_submit_with_task(
             existing = {a.step: a for a in precompiled.ANSWERS_OF_CLAIM.all(claim.pk)}.get(step)
             if existing is not None:
                 return Submitted(_same_or_locked(existing, clean, clean_payload), task)
+        # The question the page asks: the task's first claim not completed (the claims' order).
+        if next((pk for pk, completed_at, _check in task.rows if completed_at is None), None) != claim.pk:
+            raise StepOutOfOrder(NOT_THE_QUESTION_SHOWN)
         missing = [s for s in steps[: steps.index(step)] if s not in stored]
         if missing:
             raise StepOutOfOrder("Please answer the question on its own first; then the explanation is shown.")
+        if shown_token is not None:
+            shown_at = shown_at_from_token(shown_token, claim_id=claim.pk, step=step)
+            if shown_at is None:
+                raise AnswerNotTimed(NOT_TIMED)
         if shown_at is not None and duration_ms is None:
             duration_ms = max(0, min(int((now - shown_at).total_seconds() * 1000), 24 * 3600 * 1000))
         extend_to_full_duration(locked=locked, study=assignment.study)

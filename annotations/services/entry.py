@@ -13,6 +13,10 @@ The rules (the README's "Security model" says the same):
   another task of its participant (who may hold several links of the study: a browser that
   proves it worked in the study is that participant on the next link it opens,
   ``participants.participant_link_redeem``).
+- One browser is one participant at a time: a participant identifier typed on a plain or open
+  link is refused while the link participant this browser's study cookie proves has a task in
+  progress in the study, or failed its qualification test
+  (``participants.participant_identified_in_browser``), as a new single-person link is.
 - A consent form is taken once: its one-time nonce becomes a ``ConsentReceipt`` in the same
   transaction as the participant it made, and the task it gave is recorded on it, so a retried
   form gets the same task. A form that was refused gets no trust from being sent again. (The

@@ -97,6 +97,11 @@ class InvalidAnswer(AnnotationError):
     status = 400
 
 
+class AnswerNotTimed(InvalidAnswer):
+    """A new answer from a worker's page without the page's signed record of when it showed that
+    question and step (the form's ``shown`` field missing, altered, or another question's)."""
+
+
 class AssignmentIncomplete(AnnotationError):
     status = 409
 

@@ -9,7 +9,12 @@ A browser that proves it worked in a study as a link participant (its study cook
 of that participant, set only where the browser was entitled to it) is that participant on the
 study's single-person links it opens next (``participant_link_redeem``): the assignment policy's
 "no question twice" then holds across those links. What is not recognised: another browser,
-cleared cookies, a participant known only by a typed identifier (typing it proves nothing)."""
+cleared cookies, a participant known only by a typed identifier (typing it proves nothing).
+
+A typed identifier never makes a browser a second participant beside the one its study cookie
+proves (``participant_identified_in_browser``): while that participant has a task in progress in
+the study, or after they failed its qualification test, another identifier is refused, so one
+browser neither holds two tasks on the same units at once nor retakes a failed test."""
 from __future__ import annotations
 
 import hashlib
@@ -23,9 +28,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from annotations.models import Assignment, OpenLink, Participant, ParticipantLink, PlatformAssignmentBinding
+from annotations.models import (
+    Assignment,
+    OpenLink,
+    Participant,
+    ParticipantLink,
+    PlatformAssignmentBinding,
+    QualificationGrant,
+)
 from annotations.selectors import entry as selectors_entry
-from annotations.services.errors import AnnotationError, StudyNotOpen, TaskInProgress
+from annotations.services.errors import AnnotationError, NotQualified, StudyNotOpen, TaskInProgress
 from studies.models import Platform, Study
 
 # A lab id or an e-mail address: letters, digits and . _ - + @, at most 254 characters.
@@ -34,6 +46,15 @@ IDENTIFIER_PREFIX = "idh-"
 OTHER_TASK_IN_PROGRESS = (
     "This browser has another task of this study in progress. Finish it (or return it) first, then "
     "open this link again: it will give you questions you have not seen yet."
+)
+OTHER_PARTICIPANT_IN_PROGRESS = (
+    "This browser has a task of this study in progress as another participant (without this participant "
+    "identifier, or with another one). One browser takes part as one participant at a time: finish that "
+    "task (or return it) first."
+)
+FAILED_TEST_IN_THIS_BROWSER = (
+    "This browser took this study's qualification test and did not reach the pass mark, so it cannot "
+    "offer you tasks, with this participant identifier or another one. Thank you for your time."
 )
 
 
@@ -105,6 +126,20 @@ def platform_assignment_bind(*, study: Study, participant: Participant, platform
         )
 
 
+def _link_participant_of_browser(*, study: Study, participant_id: int | None,
+                                 task_id: int | None) -> Participant | None:
+    """The link participant (any: a single-person link's, an anonymous browser's or a typed
+    identifier's) whose task in ``study`` this browser's study cookie names
+    (``worker_pages.browser_holds``: signed, and set only in a browser sent to that task), or None."""
+    if participant_id is None or task_id is None:
+        return None
+    task = (Assignment.objects.select_related("participant")
+            .filter(pk=task_id, study_id=study.pk, participant_id=participant_id).first())
+    if task is None or task.participant.platform != Platform.LINK:
+        return None
+    return task.participant
+
+
 def participant_of_browser(*, study: Study, participant_id: int | None, task_id: int | None) -> Participant | None:
     """The participant a browser proves it worked as in ``study``: its study cookie
     (``worker_pages.browser_holds``, signed and set only where the browser was entitled to the
@@ -112,16 +147,35 @@ def participant_of_browser(*, study: Study, participant_id: int | None, task_id:
     nothing but a browser can hold (a single-person link's, or an anonymous browser's), never a
     platform worker or a typed identifier's participant (anyone may type an identifier). None when
     the cookie proves nothing."""
-    if participant_id is None or task_id is None:
-        return None
-    task = (Assignment.objects.select_related("participant")
-            .filter(pk=task_id, study_id=study.pk, participant_id=participant_id).first())
-    if task is None:
-        return None
-    person = task.participant
-    if person.platform != Platform.LINK or person.external_id.startswith(IDENTIFIER_PREFIX):
+    person = _link_participant_of_browser(study=study, participant_id=participant_id, task_id=task_id)
+    if person is None or person.external_id.startswith(IDENTIFIER_PREFIX):
         return None
     return person
+
+
+def participant_identified_in_browser(*, study: Study, identifier: str, held_participant_id: int | None,
+                                      held_task_id: int | None) -> Participant:
+    """The participant of the identifier typed on ``study``'s landing page (``participant_identified``),
+    unless this browser's study cookie (``held_participant_id``, ``held_task_id``) proves it took
+    part as another link participant (``_link_participant_of_browser``: an anonymous browser, a
+    single-person link or another identifier) who
+    - has a task in progress in the study: ``TaskInProgress`` (one browser would hold two tasks,
+      and vote twice on the units they share; the rule ``participant_link_redeem`` applies to a
+      new single-person link);
+    - failed the study's qualification test: ``NotQualified`` (a test is taken once per
+      participant; a new identifier would take it again).
+    The same identifier as the cookie's participant is that participant. Nothing is created when it
+    refuses; raises ``InvalidIdentifier`` for an identifier that is not one. Two reads when the
+    cookie names a link participant's task of the study, none otherwise. A browser without the
+    cookie (another browser, cleared cookies) proves nothing: it is a new participant."""
+    external_id = IDENTIFIER_PREFIX + identifier_hash(identifier)
+    browser = _link_participant_of_browser(study=study, participant_id=held_participant_id, task_id=held_task_id)
+    if browser is not None and browser.external_id != external_id:
+        if selectors_entry.active_assignment(study=study, participant=browser) is not None:
+            raise TaskInProgress(OTHER_PARTICIPANT_IN_PROGRESS)
+        if QualificationGrant.objects.filter(study_id=study.pk, participant_id=browser.pk, passed=False).exists():
+            raise NotQualified(FAILED_TEST_IN_THIS_BROWSER)
+    return participant_get_or_create(platform=Platform.LINK, external_id=external_id)
 
 
 def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int | None = None,

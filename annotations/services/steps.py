@@ -3,6 +3,8 @@
 Shared by the answer service (what is allowed) and the selectors (what a page shows)."""
 from __future__ import annotations
 
+import unicodedata
+
 from annotations.choices import normalise_choices
 from annotations.models import Annotation
 from annotations.services.errors import InvalidAnswer
@@ -61,15 +63,35 @@ def _pick(answer: str, labels: list[str], what: str) -> str:
 
 FLAG_NOTE_MAX = 500
 _FLAG_ON = {"1", "on", "yes", "true"}
+_NOTE_KEPT_CONTROLS = {"\n", "\t"}
+_NOTE_DROPPED_CATEGORIES = {"Cc", "Cf"}
+
+
+def _flag_note(text: str) -> str:
+    """The note as stored: without control characters (Unicode category Cc, except newline and
+    tab) and format characters (Cf: bidirectional overrides and isolates, zero-width characters),
+    which would hide or reorder what a researcher reads of it on a page or in an export; without
+    surrounding white space; its first ``FLAG_NOTE_MAX`` characters (reading stops there)."""
+    kept: list[str] = []
+    for char in text:
+        if char not in _NOTE_KEPT_CONTROLS and unicodedata.category(char) in _NOTE_DROPPED_CATEGORIES:
+            continue
+        if kept or not char.isspace():
+            kept.append(char)
+            if len(kept) == FLAG_NOTE_MAX:
+                break
+    return "".join(kept).rstrip()
 
 
 def clean_flag(payload: dict) -> dict:
     """A worker's optional report that the question or the explanation is broken (no right
     answer, nonsense, offensive text). Stored with the answer as ``{"flag": True, "flag_note": ...}``;
-    it earns the flagged-error bonus of the study protocol. No report stores ``{}``."""
+    it earns the flagged-error bonus of the study protocol. No report stores ``{}``. The note keeps
+    its first ``FLAG_NOTE_MAX`` characters once control and format characters are dropped
+    (``_flag_note``; newlines and tabs stay)."""
     flag = payload.get("flag")
     if flag is True or str(flag or "").strip().lower() in _FLAG_ON:
-        return {"flag": True, "flag_note": str(payload.get("flag_note", "") or "").strip()[:FLAG_NOTE_MAX]}
+        return {"flag": True, "flag_note": _flag_note(str(payload.get("flag_note", "") or ""))}
     return {}
 
 

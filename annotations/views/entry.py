@@ -49,7 +49,7 @@ from annotations.services.participants import (
     InvalidIdentifier,
     open_link_check,
     participant_get_or_create,
-    participant_identified,
+    participant_identified_in_browser,
     participant_link_redeem,
     participant_new_anonymous,
     participant_of_browser,
@@ -261,8 +261,9 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
                      link: OpenLink | None = None) -> HttpResponse:
     """A plain study link or an open link: the participant of the browser's cookie, or a typed
-    participant identifier, or a new anonymous participant. A task in progress opens only in the
-    browser that holds it (the cookie names the task, not only the participant). When ``closed``
+    participant identifier (refused while the cookie's participant has a task in progress here or
+    failed the study's test: ``participant_identified_in_browser``), or a new anonymous
+    participant. A task in progress opens only in the browser that holds it (the cookie names the task, not only the participant). When ``closed``
     (the study, or the open link), that task still opens, and the browser whose cookie names a
     finished task of the study gets its done page instead of a landing page; nothing else."""
     held = browser_holds(request, study.pk)
@@ -284,7 +285,12 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: b
     identifier = request.POST.get("identifier", "").strip()
 
     def participant() -> Participant:
-        person = participant_identified(identifier=identifier) if identifier else holder
+        # A typed identifier is refused while the participant this browser proves holds a task
+        # here, or failed the study's test (one browser, one participant at a time).
+        person = (participant_identified_in_browser(study=study, identifier=identifier,
+                                                    held_participant_id=held.participant_id,
+                                                    held_task_id=held.assignment_id)
+                  if identifier else holder)
         if link is not None:  # a closed or full link keeps no one it refuses (the place is taken with the task)
             open_link_check(link=link, participant=person or Participant())
         return person or participant_new_anonymous()

@@ -115,11 +115,10 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
         raise Http404("No such task.")
     if claim is None:
         raise Http404("No such question.")
-    shown_at = selectors.shown_at_from_token(data["shown"], claim_id=claim.pk, step=data["step"])
     try:
         submitted = annotation_submit_with_task(
             assignment=assignment, claim=claim, step=data["step"], answer=data["answer"],
-            payload=form.payload(), shown_at=shown_at,
+            payload=form.payload(), shown_token=data["shown"],  # the page's: a new answer needs it
         )
     except InvalidAnswer as error:
         if claim.assignment_id != assignment.pk:

@@ -185,9 +185,12 @@ def _walk(seed: int, steps: int = 70, *, stop: bool = False) -> Counter:
             for claim in (active.claims.filter(completed_at__isnull=True, released=False)
                           .select_related("unit__item", "attention_check").order_by("position")[:rng.choice([1, 9])]):
                 steps = ["attention"] if claim.attention_check_id else ["before", "after"]
-                for step in steps[: rng.choice([1, 2])]:
+                taken = steps[: rng.choice([1, 2])]
+                for step in taken:
                     if not claim.annotations.filter(step=step).exists():
                         annotation_submit(assignment=active, claim=claim, step=step, answer=rng.choice(answers))
+                if len(taken) < len(steps):  # half answered: the task asks no later question yet
+                    break
         elif op == "leave" and active is not None:
             assignment_return(assignment=active)
         elif op == "expire":

@@ -29,8 +29,9 @@ MISSING = 2**40  # an id no row has
 
 @pytest.fixture
 def state(db):
-    """A utility study with an attention check and a qualification test, one worker who answered
-    a claim fully and one half; a generalization study with one started task."""
+    """A utility study with an attention check and a qualification test, one worker who answered,
+    in the task's order, two claims and the check (placed after the second), the third claim not
+    yet; a generalization study with one started task."""
     study = make_study(units_per_task=3)
     AttentionCheckFactory(study=study)
     test = add_qualification(study)
@@ -40,9 +41,11 @@ def state(db):
     claims = list(assignment.claims.select_related("unit__item", "attention_check").order_by("position"))
     unit_claims = [c for c in claims if c.unit_id]
     check = next(c for c in claims if c.attention_check_id)
+    assert [c.pk for c in claims] == [unit_claims[0].pk, unit_claims[1].pk, check.pk, unit_claims[2].pk]
     for step in ("before", "after"):
         annotation_submit(assignment=assignment, claim=unit_claims[0], step=step, answer="yes")
-    annotation_submit(assignment=assignment, claim=unit_claims[1], step="before", answer="no")
+    for step, answer in (("before", "no"), ("after", "yes")):  # answers go in the order the task asks
+        annotation_submit(assignment=assignment, claim=unit_claims[1], step=step, answer=answer)
     annotation_submit(assignment=assignment, claim=check, step="attention", answer="no")
     gen = make_study(kind=Study.Kind.GENERALIZATION, units_per_task=2)
     gen_assignment = assignment_start(study=gen, participant=ParticipantFactory(), consented=True)
@@ -165,9 +168,10 @@ def test_a_save_listener_gets_every_answer(state):
     def listener(sender, instance, created, **kwargs):
         heard.append((instance.step, created))
 
+    assignment, claim = state["assignment"], state["unit_claims"][2]
+    annotation_submit(assignment=assignment, claim=claim, step="before", answer="no")
     signals.post_save.connect(listener, sender=Annotation)
     try:
-        assignment, claim = state["assignment"], state["unit_claims"][1]
         annotation = annotation_submit(assignment=assignment, claim=claim, step="after", answer="yes")
     finally:
         signals.post_save.disconnect(listener, sender=Annotation)

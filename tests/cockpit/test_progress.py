@@ -102,6 +102,8 @@ def test_attention_checks_and_reported_problems_are_counted(dana):
         else:
             annotation_submit(assignment=failed, claim=claim, step="before", answer="no",
                               payload={"flag": True, "flag_note": "no right answer"})
+            # Questions are answered in the task's order: this one is finished before the next.
+            annotation_submit(assignment=failed, claim=claim, step="after", answer="no")
     now = progress(client, study)
     assert (now["attention_answered"], now["attention_failed"], now["answers_flagged"]) == (2, 1, 2)
 
