@@ -74,6 +74,7 @@ class ImportOutcomesForm(forms.Form):
 class ScoreRunAdmin(StudyScopedAdmin):
     list_display = ("id", "study", "status", "requested_by", "created_at", "finished_at", "n_warnings", "report_link")
     list_filter = ("status",)
+    linked_lookups = ("study",)  # the cockpit's "Score runs" link: ?study__id__exact=
     search_fields = ("study__name",)
     list_select_related = ("study", "requested_by")
     readonly_fields = ("study", "status", "requested_by", "by_operator", "results", "warnings", "error", "task_id",

@@ -76,6 +76,7 @@ class PublicationAdmin(StudyScopedAdmin):
     list_display = ("study", "platform", "batch", "status", "dry_run", "n_tasks", "estimated_cost", "currency",
                     "created_at", "publish_page")
     list_filter = ("platform", "status", "dry_run")
+    linked_lookups = ("study",)  # the cockpit's "Publications" link: ?study__id__exact=
     search_fields = ("study__name", "request_token")
     readonly_fields = [f.name for f in Publication._meta.fields]
     change_list_template = "admin/annotations/platforms/publication_changelist.html"

@@ -21,6 +21,7 @@ from django.urls import path, reverse
 from studies.admin.display import short_text
 from studies.admin.import_messages import import_message
 from studies.admin.model_path_form import with_model_path_check
+from studies.admin.scoping import LookupGuardAdmin
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -58,7 +59,7 @@ from studies.services.importers.jobs import import_in_background, import_job_cre
 from studies.services.questions import QuestionError, generalization_questions_set_validation
 
 
-class ContentAdmin(admin.ModelAdmin):
+class ContentAdmin(LookupGuardAdmin):
     """The admin of a shared content model: every edit and deletion goes through
     ``studies.services.content`` (the one owner of the rule). A row used by a study the user may
     not change has no change or delete permission here (its pages are read-only, a POST answers
@@ -73,7 +74,9 @@ class ContentAdmin(admin.ModelAdmin):
     only the values of the rows shown. A row's dataset, item and source are chosen among those the
     user may read (``content.PARENT_SELECTORS``, with the autocomplete widget, whose search is the
     parent's admin and so its selector: a raw-id widget would label any id it is given), plus the
-    one an edited row already has; ``content_row_save`` refuses any other."""
+    one an edited row already has; ``content_row_save`` refuses any other. Its list's address filters
+    by its list filters only (``LookupGuardAdmin``): ``?studies=<id>`` would tell what a hidden study
+    draws."""
 
     SELECTORS = {
         Dataset: datasets_for_user,
@@ -416,7 +419,7 @@ class ImportForm(forms.Form):
 
 
 @admin.register(ImportJob)
-class ImportJobAdmin(admin.ModelAdmin):
+class ImportJobAdmin(LookupGuardAdmin):
     """Background imports and their progress (read-only: a job is made by the import page)."""
 
     list_display = ["created_at", "kind", "filename", "status", "stage", "rows_read", "record", "created_by"]
@@ -443,7 +446,7 @@ class ImportJobAdmin(admin.ModelAdmin):
 
 
 @admin.register(ImportRecord)
-class ImportRecordAdmin(admin.ModelAdmin):
+class ImportRecordAdmin(LookupGuardAdmin):
     list_display = ["imported_at", "kind", "filename", "dataset", "created", "updated", "unchanged", "imported_by"]
     list_filter = ["kind", ("dataset", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["filename", "sha256"]

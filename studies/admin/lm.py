@@ -20,6 +20,7 @@ from django.utils.html import format_html
 
 from studies.admin.display import short_text
 from studies.admin.model_path_form import with_model_path_check
+from studies.admin.scoping import LookupGuardAdmin
 from studies.lm.questions import DROP_REASONS
 from studies.models import (
     Dataset,
@@ -250,7 +251,7 @@ _add_actions(Dataset, finetune_on_dataset)
 
 # --- generators -------------------------------------------------------------------------------
 @admin.register(QuestionGenerator)
-class QuestionGeneratorAdmin(admin.ModelAdmin):
+class QuestionGeneratorAdmin(LookupGuardAdmin):
     """The generators the user may read (``question_generators_for_user``, as the API looks them
     up): another's pages answer as missing ones do; editing and deleting need CHANGE access (the
     user's own, or an owner-less one they read); a new generator is its maker's."""
@@ -329,7 +330,7 @@ class QuestionGeneratorAdmin(admin.ModelAdmin):
 
 
 # --- jobs -------------------------------------------------------------------------------------
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(LookupGuardAdmin):
     """What the LM jobs write (jobs, their failures and dropped questions, Gen-U predictions) is
     read here, never edited or deleted: a job stops through ``generation_job_cancel`` (which checks
     who may), a deleted prediction would change the next Gen-U score of every study that reads it,

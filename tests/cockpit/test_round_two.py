@@ -220,8 +220,8 @@ def test_score_runs_opened_from_a_study_offer_it_and_a_new_token_is_for_the_sign
     assert f'<option value="{other.pk}">another</option>' in html
     for hostile in ("abc", "1" * 40, "-1"):  # a filter value that is no study id preselects nothing
         page = admin_client.get(reverse("admin:scoring_scorerun_changelist") + f"?study__id__exact={hostile}")
-        assert page.status_code in (200, 302)
-        assert page.status_code == 302 or not re.search(r'<option value="\d+" selected>', page.content.decode())
+        assert page.status_code in (200, 400)  # 400: no id (LookupGuardAdmin)
+        assert page.status_code == 400 or not re.search(r'<option value="\d+" selected>', page.content.decode())
     add = admin_client.get(reverse("admin:studies_apitoken_add"))
     assert add.status_code == 200
     assert re.search(rf'<option value="{admin_user.pk}" selected>{admin_user.username}</option>', add.content.decode())
