@@ -64,17 +64,20 @@ def _pick(answer: str, labels: list[str], what: str) -> str:
 FLAG_NOTE_MAX = 500
 _FLAG_ON = {"1", "on", "yes", "true"}
 _NOTE_KEPT_CONTROLS = {"\n", "\t"}
-_NOTE_DROPPED_CATEGORIES = {"Cc", "Cf"}
+# The bidirectional marks, embeddings, overrides and isolates: they reorder what is shown around
+# them. Other format characters stay (the zero-width joiner of emoji sequences, the non-joiner
+# Persian spelling needs, the soft hyphen): they are part of what the worker wrote.
+_NOTE_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def _flag_note(text: str) -> str:
     """The note as stored: without control characters (Unicode category Cc, except newline and
-    tab) and format characters (Cf: bidirectional overrides and isolates, zero-width characters),
-    which would hide or reorder what a researcher reads of it on a page or in an export; without
-    surrounding white space; its first ``FLAG_NOTE_MAX`` characters (reading stops there)."""
+    tab) and bidirectional controls (``_NOTE_BIDI_CONTROLS``), which would hide or reorder what a
+    researcher reads of it on a page or in an export; without surrounding white space; its first
+    ``FLAG_NOTE_MAX`` characters (reading stops there)."""
     kept: list[str] = []
     for char in text:
-        if char not in _NOTE_KEPT_CONTROLS and unicodedata.category(char) in _NOTE_DROPPED_CATEGORIES:
+        if char in _NOTE_BIDI_CONTROLS or (char not in _NOTE_KEPT_CONTROLS and unicodedata.category(char) == "Cc"):
             continue
         if kept or not char.isspace():
             kept.append(char)

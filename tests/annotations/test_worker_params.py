@@ -247,13 +247,24 @@ def test_answers_follow_the_pages_order_through_an_attention_check(client):
 
 # --- 5. a flag's note keeps no control or format characters -----------------------------------------
 
-def test_a_flag_note_drops_control_and_format_characters(client):
+def test_a_flag_note_drops_control_and_bidirectional_characters(client):
     study = make_study(n_items=1, n_sources=1, units_per_task=1)
     task = start(client, entry_url(study))
-    note = "\x1b[31m\u202eevil\u2066\u200b\x07 line one\r\nline\ttwo\x7f\x85 " + "A" * 1000
+    note = "\x1b[31m\u202eevil\u2066\u200f\x07 line one\r\nline\ttwo\x7f\x85 " + "A" * 1000
     _, response = answer(client, task, "yes", flag="1", flag_note=note)
     assert response.status_code == 302
     stored = Annotation.objects.get().payload["flag_note"]
     assert stored.startswith("[31mevil line one\nline\ttwo AAA")
     assert len(stored) == 500 and stored.endswith("A")
-    assert not any(c in stored for c in "\x1b\u202e\u2066\u200b\x07\r\x7f\x85")
+    assert not any(c in stored for c in "\x1b\u202e\u2066\u200f\x07\r\x7f\x85")
+
+
+def test_a_flag_note_keeps_the_joiners_words_and_emoji_are_made_of(client):
+    """Only bidirectional controls go: the zero-width non-joiner of Persian spelling, the joiner of
+    an emoji family and a soft hyphen are what the worker wrote."""
+    study = make_study(n_items=1, n_sources=1, units_per_task=1)
+    task = start(client, entry_url(study))
+    note = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \U0001F468\u200d\U0001F469\u200d\U0001F467 co\u00adop"
+    _, response = answer(client, task, "yes", flag="1", flag_note=note)
+    assert response.status_code == 302
+    assert Annotation.objects.get().payload["flag_note"] == note
