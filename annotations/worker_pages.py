@@ -207,6 +207,12 @@ def _no_answer_yet(page) -> bool:
                                                        is_attention_check=step.is_attention)[0]
 
 
+# How much later the first answer must move the deadline for the page to promise "more time":
+# a task whose two windows are equal is stamped a few milliseconds apart (its deadline is read
+# before its row is inserted), which no worker should be told is more time.
+MORE_TIME_AT_LEAST = timedelta(minutes=1)
+
+
 def task_deadline(page, *, now: datetime | None = None) -> Deadline | None:
     """The deadline a task page (``selectors.Page``) tells its worker, or None for a page that has
     none (consent, done, ended). The first-answer wording only while answering would move the
@@ -219,7 +225,7 @@ def task_deadline(page, *, now: datetime | None = None) -> Deadline | None:
     at = assignment.expires_at.astimezone(UTC)
     now = (now or timezone.now()).astimezone(UTC)
     before_full = page.state != "finish" and (page.state == "qualification" or _no_answer_yet(page)) and (
-        assignment.expires_at < assignment.created_at + assignment_duration(assignment.study))
+        assignment.expires_at < assignment.created_at + assignment_duration(assignment.study) - MORE_TIME_AT_LEAST)
     text = f"{at:%H:%M} UTC" + ("" if at.date() == now.date() else f" on {at.day} {at:%B}")
     return Deadline(at=at, first_answer=before_full and page.state == "step",
                     test=before_full and page.state == "qualification",

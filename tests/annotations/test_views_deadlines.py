@@ -182,3 +182,16 @@ def test_pages_without_a_deadline_say_none(client):
 
     assert "You left this task" in page
     assert DEADLINE.search(page) is None and TIME.search(page) is None
+
+
+def test_equal_windows_are_one_deadline_and_the_page_promises_no_more_time(client, settings):
+    """The task's deadline is read before its row is inserted, so with both windows equal its
+    first-answer deadline is a few milliseconds short of the full one: the page said "after your
+    first answer you have more time to finish" for a move of milliseconds. The real clock, not a
+    frozen one, as a worker meets it."""
+    settings.RL_ASSIGNMENT_MINUTES = 30
+    settings.RL_FIRST_ANSWER_MINUTES = 30
+    study = make_study(n_items=2, n_sources=1, quota=1, units_per_task=2)
+    task = start(client, entry_url(study))
+    sentence, _, _ = _deadline(client.get(task).content.decode())
+    assert FINISH in sentence and FIRST not in sentence and "more time" not in sentence
