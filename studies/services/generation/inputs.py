@@ -184,6 +184,17 @@ def _settings_of(row: RationaleSource | QuestionGenerator) -> dict:
             **{f: json_fingerprint(getattr(row, f)) for f in SETTINGS_FIELDS if f in names}}
 
 
+def _published_after(job: GenerationJob, trainings: list[dict]) -> list[dict]:
+    """Those of ``trainings`` (training records) written by a fine-tuning or Quark job created after
+    ``job`` (a higher id): weights published into the folder after ``job`` was created."""
+    later = [t for t in trainings if type(t.get("job_id")) is int and t["job_id"] > job.pk]
+    if not later:
+        return []
+    trained = set(GenerationJob.objects.filter(pk__in={t["job_id"] for t in later}, kind__in=TRAINING_KINDS)
+                  .values_list("pk", flat=True))
+    return [t for t in later if t["job_id"] in trained]
+
+
 def _checkpoint_refusal(job: GenerationJob, row: RationaleSource | QuestionGenerator, recorded: dict,
                         label: str) -> str:
     """Why ``job`` may not go on because the checkpoint ``row`` loads (:func:`_checkpoints_of`) is
@@ -195,15 +206,18 @@ def _checkpoint_refusal(job: GenerationJob, row: RationaleSource | QuestionGener
     live = _checkpoints_of(row)
     before = recorded.get(CHECKPOINT)
     if isinstance(before, dict):
-        changed = [t for pk, t in live.items() if before.get(pk) != json_fingerprint(t)]
-        if not changed and set(before) == set(live):
+        # A recorded checkpoint whose record changed or went, or one that another source now holds
+        # in the folder because a training job published there after this job was created. A source
+        # merely added over the same folder (the admin, a bundle import) has not changed the weights.
+        gone = [pk for pk in before if pk not in live]
+        changed = [t for pk, t in live.items() if pk in before and before[pk] != json_fingerprint(t)]
+        changed += _published_after(job, [t for pk, t in live.items() if pk not in before])
+        if not changed and not gone:
             return ""
     else:
-        later = {t.get("job_id") for t in live.values()}
-        later = [pk for pk in later if type(pk) is int and pk > job.pk]
-        if not later or not GenerationJob.objects.filter(pk__in=later, kind__in=TRAINING_KINDS).exists():
+        changed = _published_after(job, list(live.values()))
+        if not changed:
             return ""
-        changed = [t for t in live.values() if t.get("job_id") in later]
     by = next((t.get("job_id") for t in changed if type(t.get("job_id")) is int), None)
     how = f"were replaced by training job {by}" if by is not None else "are no longer those it was started on"
     return (f"Cancelled: the {CHECKPOINT} of {label} changed since the job was created (its model weights {how}); "

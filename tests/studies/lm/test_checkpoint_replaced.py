@@ -167,3 +167,16 @@ def test_a_job_recorded_before_checkpoints_were_is_stopped_by_a_later_training_j
     replacing = _xavier_replaces(lab)
     assert job_settings_refusal(GenerationJob.objects.get(pk=job.pk)) == REPLACED.format(
         what="source 'ft-x'", job=replacing.pk)
+
+
+def test_a_source_added_over_the_same_folder_replaces_no_weights_and_cancels_nothing(lab):
+    """A new source row pointed at ``ft-x``'s folder with its training record (the admin lets a
+    researcher write one; a bundle import copies one into a renamed source) changes no weight on
+    disk: the queued job goes on. Counted before, any new row holding the folder cancelled it."""
+    from studies.services.content import content_row_save
+
+    job = _ritas_rationale_job(lab)
+    copy = RationaleSource(name="ft-x-copy", kind="lm", backend=RationaleSource.Backend.SEQ2SEQ,
+                           model_name_or_path=lab["source"].model_name_or_path, training=lab["source"].training)
+    content_row_save(user=None, obj=copy, changed=())
+    assert job_settings_refusal(GenerationJob.objects.get(pk=job.pk)) == ""
