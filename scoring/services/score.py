@@ -1272,7 +1272,9 @@ def expiry_rule(study: Study) -> str:
     if task_minutes_fixed(study):  # its own, fixed when it opened: the settings now may say otherwise
         return ("a task expires when it is not submitted within its time, or gets no first answer within its "
                 "first-answer window, never longer than the task's time; for this study they were fixed when it "
-                "opened, from RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES as they read then (unset: four times "
+                "opened (a study already open when they began to be recorded: by migration studies 0016, from the "
+                "settings of the deploy that ran it), from RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES as they "
+                "read then (unset: four times "
                 f"its estimated {float(study.estimated_minutes_per_task):g} minutes per task, at least 30, and the "
                 f"estimate, at least 10): {minutes}. An expired task's completed answers are left out of the figures")
     return (f"a task expires when it is not submitted within its time, {task_text}, or gets no first answer within "
