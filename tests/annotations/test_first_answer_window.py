@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Unit
 from annotations.services.assignment import assignment_start
@@ -15,29 +14,15 @@ from annotations.services.deadlines import assignment_duration, first_answer_win
 from annotations.services.release import assignment_expire_stale
 from tests.annotations.factories import ParticipantFactory, make_study
 from tests.annotations.pages import form_fields
+from tests.clock import clock_installed
 
 pytestmark = pytest.mark.django_db
 MINUTE = timedelta(minutes=1)
 
 
-class Clock:
-    """The time the app reads (``django.utils.timezone.now``), moved by the test."""
-
-    def __init__(self):
-        self.now = timezone.now()
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, minutes: float) -> None:
-        self.now += timedelta(minutes=minutes)
-
-
 @pytest.fixture
 def clock(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(timezone, "now", clock)
-    return clock
+    return clock_installed(monkeypatch)
 
 
 def _study():

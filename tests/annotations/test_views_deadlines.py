@@ -16,6 +16,7 @@ from annotations.services.assignment import assignment_start
 from annotations.services.deadlines import assignment_duration, first_answer_window
 from tests.annotations.factories import ParticipantFactory, add_qualification, make_study
 from tests.annotations.pages import EVIL, EVIL_ESCAPED, entry_url, form_fields, start
+from tests.clock import clock_installed
 
 pytestmark = pytest.mark.django_db
 DEADLINE = re.compile(r'<p class="box deadline" id="deadline">(.*?)</p>', re.S)
@@ -24,24 +25,9 @@ FIRST = "Please give your first answer by"
 FINISH = "Please finish this task by"
 
 
-class Clock:
-    """The time the app reads (``django.utils.timezone.now``), moved by the test."""
-
-    def __init__(self, now: datetime):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, minutes: float) -> None:
-        self.now += timedelta(minutes=minutes)
-
-
 @pytest.fixture
 def clock(monkeypatch):
-    clock = Clock(timezone.now().replace(hour=12, minute=0, second=30, microsecond=0))
-    monkeypatch.setattr(timezone, "now", clock)
-    return clock
+    return clock_installed(monkeypatch, timezone.now().replace(hour=12, minute=0, second=30, microsecond=0))
 
 
 def _study(**fields):

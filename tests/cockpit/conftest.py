@@ -1,13 +1,12 @@
 """Fixtures of the cockpit tests: a researcher who owns the study and a clock the tests move."""
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
-from django.utils import timezone
+
+from tests.clock import Clock, clock_installed
 
 ADMIN_APPS = ("studies", "annotations", "scoring")
 
@@ -32,20 +31,7 @@ def dana():
     return staff_client("dana")
 
 
-class Clock:
-    def __init__(self):
-        self.now = timezone.now()
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, **delta) -> None:
-        self.now += timedelta(**delta)
-
-
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     """``timezone.now`` under the test's control (the services and ``auto_now`` read it)."""
-    clock = Clock()
-    monkeypatch.setattr(timezone, "now", clock)
-    return clock
+    return clock_installed(monkeypatch)
