@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -199,5 +200,19 @@ class CrowdPlatform(ABC):
         return None
 
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
-                       token: str, sent_at: dt.datetime | None) -> bool | None:
+                       token: str, sent_at: dt.datetime | None, reason: str = "",
+                       accounted: Sequence[str] = ()) -> bool | None:
+        """Was this bonus (``amount`` to ``worker_id`` on ``platform_assignment_id``, with
+        ``reason`` as sent) paid? A bonus of the same amount paid earlier to the same worker on
+        the same assignment is no proof: ``accounted`` holds the reason sent by each OTHER bonus
+        call of this amount to this worker on this assignment that the app has confirmed, one
+        entry per call. True only where the platform shows more such payments than those
+        account for (on a platform that returns each payment's reason, more payments with this
+        reason than the confirmed calls that sent the same reason)."""
         return None
+
+
+def bonus_reason_text(reason: str | None) -> str:
+    """A bonus reason as the platforms compare it: what is sent (the first 1024 characters),
+    runs of whitespace made one space, ends stripped."""
+    return " ".join((reason or "")[:1024].split())

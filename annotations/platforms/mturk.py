@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 import math
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 from xml.sax.saxutils import escape
 
@@ -30,6 +31,7 @@ from .base import (
     PublishedTask,
     RemoteSubmission,
     TaskSpec,
+    bonus_reason_text,
     money,
 )
 
@@ -489,12 +491,23 @@ class MTurkPlatform(CrowdPlatform):
         return {"amount": reward_string(amount)}
 
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
-                       token: str, sent_at: dt.datetime | None) -> bool | None:
-        for page in self._pages("list_bonus_payments", AssignmentId=platform_assignment_id):
-            for payment in page.get("BonusPayments", []):
-                if payment.get("WorkerId") == worker_id and money(payment.get("BonusAmount", "0")) == money(amount):
-                    return True
-        return False
+                       token: str, sent_at: dt.datetime | None, reason: str = "",
+                       accounted: Sequence[str] = ()) -> bool | None:
+        """MTurk lists an assignment's bonuses with worker, amount and the Reason sent (not the
+        UniqueRequestToken). Paid: more payments of ``amount`` to ``worker_id`` with this
+        ``reason`` than the app's other confirmed calls that sent the same reason
+        (``accounted``); where MTurk returns no reasons, more payments of ``amount`` than those
+        calls. One paid for an earlier bonus of the same amount is that bonus, not this one."""
+        same = [payment
+                for page in self._pages("list_bonus_payments", AssignmentId=platform_assignment_id)
+                for payment in page.get("BonusPayments", [])
+                if payment.get("WorkerId") == worker_id
+                and money(payment.get("BonusAmount", "0")) == money(amount)]
+        wanted = bonus_reason_text(reason)
+        if wanted and any(bonus_reason_text(payment.get("Reason")) for payment in same):
+            shown = sum(1 for payment in same if bonus_reason_text(payment.get("Reason")) == wanted)
+            return shown > sum(1 for other in accounted if bonus_reason_text(other) == wanted)
+        return len(same) > len(accounted)
 
     def block(self, *, worker_id: str, reason: str) -> dict:
         self._call("create_worker_block", WorkerId=worker_id, Reason=reason[:1024] or "Blocked by the requester")

@@ -15,6 +15,7 @@ import datetime as dt
 import io
 import logging
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 
 import httpx
@@ -276,12 +277,17 @@ class ProlificPlatform(CrowdPlatform):
         return self.bonus_pay(bulk_id=setup["id"])
 
     def bonus_was_paid(self, *, worker_id: str, platform_assignment_id: str, amount: Decimal,
-                       token: str, sent_at: dt.datetime | None) -> bool | None:
+                       token: str, sent_at: dt.datetime | None, reason: str = "",
+                       accounted: Sequence[str] = ()) -> bool | None:
+        """A submission lists the amounts of its bonuses (no reason, no token): this bonus was
+        paid where it lists more payments of ``amount`` than the app's other confirmed bonus
+        calls of that amount on it (``accounted``) explain. One listed for an earlier bonus of
+        the same amount is that bonus, not this one."""
         platform_assignment_id = prolific_id(platform_assignment_id, what="submission id")
         body = self._request("GET", f"submissions/{platform_assignment_id}/")
         cents = to_minor_units(money(amount))
         paid = [int(round(float(value))) for value in (body.get("bonus_payments") or [])]
-        if cents in paid:
+        if paid.count(cents) > len(accounted):
             return True
         settle = int(settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS)
         if sent_at is not None and timezone.now() - sent_at < dt.timedelta(seconds=settle):

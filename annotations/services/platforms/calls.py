@@ -3,8 +3,9 @@ applied? Used by every service as the ``reconcile`` of ``payments.platform_call_
 sync for the calls left unconfirmed."""
 from __future__ import annotations
 
-from annotations.models import PlatformCall
+from annotations.models import Bonus, PlatformCall
 from annotations.platforms.base import CrowdPlatform
+from lab.pseudonyms import worker_pseudonym
 
 from .common import OP
 
@@ -33,9 +34,13 @@ def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dic
         # the platform is asked with the raw id of the call's assignment's participant.
         assignment = call.assignment
         worker_id = assignment.participant.external_id if assignment is not None else summary.get("worker_id", "")
+        # An earlier bonus of the same amount to the same worker on the same assignment shows on
+        # the platform too: the platform is told which of those the app already accounts for.
         return platform.bonus_was_paid(worker_id=worker_id,
                                        platform_assignment_id=summary["platform_assignment_id"],
-                                       amount=call.amount, token=call.platform_token, sent_at=call.sent_at)
+                                       amount=call.amount, token=call.platform_token, sent_at=call.sent_at,
+                                       reason=bonus_call_reason(call),
+                                       accounted=bonus_calls_accounted(call=call, worker_id=worker_id))
     if op == OP.ADD_ASSIGNMENTS:
         hit = platform.get_hit(hit_id=summary["hit_id"])
         return hit.get("MaxAssignments", 0) >= summary["target_max_assignments"]
@@ -45,6 +50,42 @@ def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dic
     # Setting up a Prolific bonus, blocking, notifying, granting, expiring, stopping: doing it
     # again is harmless, so an unknown outcome is treated as "not applied".
     return False
+
+
+def bonus_call_token(call: PlatformCall) -> str:
+    """The ``Bonus.token`` a bonus call pays (its key is ``<platform>:bonus:<token>``)."""
+    return call.idempotency_key.split(":", 2)[-1]
+
+
+def bonus_call_reason(call: PlatformCall) -> str:
+    """The reason ``call`` sent: its bonus's (the audit row keeps only the first 500 characters)."""
+    reason = Bonus.objects.filter(token=bonus_call_token(call)).values_list("reason", flat=True).first()
+    return reason if reason is not None else (call.request_summary or {}).get("reason", "")
+
+
+def bonus_calls_accounted(*, call: PlatformCall, worker_id: str) -> list[str]:
+    """The reason sent by each other bonus call the app has confirmed of ``call``'s amount, on
+    its platform, to the same worker (``worker_id``, the raw id) on the same platform assignment:
+    the payments of that amount the platform lists for those calls, not for ``call``."""
+    platform_assignment_id = (call.request_summary or {}).get("platform_assignment_id", "")
+    others = (PlatformCall.objects
+              .filter(platform=call.platform, operation=OP.BONUS, status=PlatformCall.Status.CONFIRMED,
+                      amount=call.amount, request_summary__platform_assignment_id=platform_assignment_id)
+              .exclude(pk=call.pk).select_related("assignment__participant"))
+    pseudonym = worker_pseudonym(call.platform, worker_id) if worker_id else ""
+    reasons = {}
+    for other in others:
+        summary = other.request_summary or {}
+        if other.assignment is not None:
+            same_worker = other.assignment.participant.external_id == worker_id
+        else:
+            same_worker = worker_id in (summary.get("worker"), summary.get("worker_id")) or (
+                bool(pseudonym) and summary.get("worker") == pseudonym)
+        if same_worker:
+            reasons[bonus_call_token(other)] = summary.get("reason", "")
+    for token, reason in Bonus.objects.filter(token__in=list(reasons)).values_list("token", "reason"):
+        reasons[token] = reason
+    return list(reasons.values())
 
 
 def reconciler(platform: CrowdPlatform):
