@@ -26,7 +26,11 @@ from annotations.selectors.review import (
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
-from annotations.services.platforms.review import assignment_approve, assignment_reject
+from annotations.services.platforms.review import (
+    assignment_approve,
+    assignment_reject,
+    submitted_not_here_to_decide,
+)
 from annotations.services.withdrawal import participant_withdraw
 from cockpit.views_common import study_context, study_for
 from studies.selectors import CHANGE, PAY, study_user_may
@@ -102,6 +106,8 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "links": list(ParticipantLink.objects.filter(study=study, participant=participant).order_by("id")),
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
+        # Submitted on the platform, not here (sync: not_submitted_here / no_answers): reject, or approve once cleared.
+        "submitted_not_here": submitted_not_here_to_decide(assignments),
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],
         "bonus_kinds": Bonus.Kind.choices,
         "can_pay": study_user_may(user=request.user, study=study, access=PAY),

@@ -344,6 +344,9 @@ class PlatformSubmission(models.Model):
         NO_ANSWERS = "no_answers", "Submitted on the platform with no stored answers"
         WORKER_MISMATCH = "worker_mismatch", "The platform's worker is not the participant who answered here"
         NOT_ON_PLATFORM = "not_on_platform", "Answered here, unknown to the platform"
+        NOT_SUBMITTED_HERE = "not_submitted_here", (
+            "Submitted on the platform, but the task here is active, returned or expired (never submitted): "
+            "held; reject it on the worker's page, or clear it and approve that task on its own")
 
     publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="submissions")
     platform_assignment_id = models.CharField(max_length=200)
@@ -360,7 +363,9 @@ class PlatformSubmission(models.Model):
     flagged_at = models.DateTimeField(null=True, blank=True)
     # A worker-id mismatch, or work the platform's listing does not know (``NOT_ON_PLATFORM``),
     # keeps the work out of scores, approval and bonuses until a researcher clears it
-    # (``annotations.services.platforms.review.submission_clear``).
+    # (``annotations.services.platforms.review.submission_clear``). Work the platform lists as
+    # submitted whose task here is not (``NOT_SUBMITTED_HERE``) is never approved in a batch: the
+    # researcher rejects it, or clears it and approves that one task (its decision is dated here).
     cleared_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

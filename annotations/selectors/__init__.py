@@ -48,9 +48,12 @@ COUNTING_ASSIGNMENT_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.A
 
 
 # The flags of sync that hold work: the platform's worker is not the participant who answered
-# (``WORKER_MISMATCH``), or the platform does not list the work at all (``NOT_ON_PLATFORM``: a
-# platform id invented at the entry URL).
-HOLDING_FLAGS = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmission.Flag.NOT_ON_PLATFORM)
+# (``WORKER_MISMATCH``), the platform does not list the work at all (``NOT_ON_PLATFORM``: a
+# platform id invented at the entry URL), or the platform lists as submitted work whose task here
+# is active, returned or expired (``NOT_SUBMITTED_HERE``: a completion code used without
+# submitting here), which its auto-approval would otherwise pay unseen.
+HOLDING_FLAGS = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmission.Flag.NOT_ON_PLATFORM,
+                 PlatformSubmission.Flag.NOT_SUBMITTED_HERE)
 
 
 def on_hold(assignment_ref: str = "pk") -> Exists:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Assignment, PlatformSubmission
+from annotations.models import Assignment, PlatformCall, PlatformSubmission
 from annotations.platforms import get_platform
 from annotations.platforms.base import money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
@@ -32,15 +32,27 @@ from .common import (
     platform_work_confirm,
 )
 
+# The statuses of a task never submitted (nor decided) here. Work the platform lists as submitted
+# under such a task (sync flags it ``NOT_SUBMITTED_HERE``, or ``NO_ANSWERS`` when nothing was
+# answered) may be rejected; approved only one task at a time after a researcher cleared its hold,
+# never by "Approve all". Its decision is the platform's and is dated on its ``PlatformSubmission``
+# (``cleared_at``, ``cleared_by``): the task keeps its status here (an active task submitted later
+# takes the platform's outcome at the next sync).
+NOT_SUBMITTED_HERE_STATUSES = (Assignment.Status.ACTIVE, Assignment.Status.RETURNED, Assignment.Status.EXPIRED)
+PLATFORM_SUBMITTED_NOT_HERE = (PlatformSubmission.Flag.NOT_SUBMITTED_HERE, PlatformSubmission.Flag.NO_ANSWERS)
+
 
 def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
     """Record the review outcome locally (after the platform confirmed it, or as sync found it),
     through ``Assignment.STATUS``: approved work stays counted; rejected work gives its unit slots
     back (``release.assignment_release``), so the units take other workers. Returns whether the
-    assignment moved (False: already there, or withdrawn by its participant)."""
+    assignment moved (False: already there, withdrawn by its participant, or never submitted here:
+    ``NOT_SUBMITTED_HERE_STATUSES``, whose outcome on the platform leaves the task as it is)."""
     assignment = Assignment.objects.get(pk=assignment_id)
     if assignment.status == Assignment.Status.WITHDRAWN:
         return False  # its participant withdrew: a late platform outcome changes nothing here
+    if assignment.status in NOT_SUBMITTED_HERE_STATUSES:
+        return False  # decided on the platform only: a returned or expired task is not made submitted
     if not approved:
         return assignment_release(assignment=assignment, status=Assignment.Status.REJECTED,
                                   reviewed_at=timezone.now())
@@ -51,8 +63,10 @@ def assignment_reviewed(assignment_id: int, *, approved: bool) -> bool:
 
 def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmission:
     """A researcher's decision on work that sync put on hold (``HOLDING_FLAGS``: the platform's
-    worker id is not the local participant's, or the platform does not list the work), as
-    ``user`` (PAY access to its study): the work counts again and may be approved and paid. To
+    worker id is not the local participant's, the platform does not list the work, or the platform
+    lists as submitted work whose task here is not), as ``user`` (PAY access to its study): the
+    work counts again and may be approved and paid (work not submitted here counts no more than
+    before, and may be approved only on its own: ``assignment_approve``, never "Approve all"). To
     refuse it, reject the assignment instead."""
     submission = PlatformSubmission.objects.select_related("publication").get(pk=submission.pk)
     access_study(user=user, study=submission.publication.study_id, access=APPROVE)
@@ -61,7 +75,8 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
         if locked.flag not in HOLDING_FLAGS:
             raise PlatformServiceError(
                 f"submission {locked.platform_assignment_id} is not on hold (sync holds only work whose "
-                "platform worker is someone else, or work the platform does not list)")
+                "platform worker is someone else, work the platform does not list, or work the platform lists as "
+                "submitted whose task here is not)")
         if locked.cleared_at is None:
             locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
             locked.save(update_fields=["cleared_at", "cleared_by"])
@@ -80,25 +95,99 @@ def _check_on_hold(assignment: Assignment) -> None:
 
 
 def _check_reviewable(assignment: Assignment) -> None:
-    if assignment.status != Assignment.Status.SUBMITTED:
+    if assignment.status == Assignment.Status.SUBMITTED:
+        return
+    status = assignment.get_status_display().lower()
+    held = submitted_not_here(assignment)
+    if held is None:
         raise PlatformServiceError(
-            f"assignment {assignment.pk} is {assignment.get_status_display().lower()}, not submitted: only "
-            "submitted work can be approved or rejected"
-        )
+            f"assignment {assignment.pk} is {status}, not submitted: only submitted work can be approved or rejected")
+    approvable = held.flag == PlatformSubmission.Flag.NOT_SUBMITTED_HERE
+    raise PlatformServiceError(
+        f"assignment {assignment.pk} is {status} here, not submitted, though {held.publication.platform} lists its "
+        f"work ({held.platform_assignment_id}) as submitted (sync: {held.get_flag_display()!r}): it is never approved "
+        "with the others; reject it" + (", or clear its hold (Platform submissions) and approve this task on its own"
+                                        if approvable else ""))
+
+
+def submitted_not_here(assignment: Assignment) -> PlatformSubmission | None:
+    """The platform's row (``PLATFORM_SUBMITTED_NOT_HERE``) of ``assignment`` when the platform
+    lists it as submitted and its task here is active, returned or expired; None otherwise."""
+    if assignment.status not in NOT_SUBMITTED_HERE_STATUSES or not assignment.platform_assignment_id:
+        return None
+    return (PlatformSubmission.objects.select_related("publication")
+            .filter(assignment=assignment, platform_assignment_id=assignment.platform_assignment_id,
+                    publication__dry_run=False, flag__in=PLATFORM_SUBMITTED_NOT_HERE).order_by("-id").first())
+
+
+def submitted_not_here_to_decide(assignments) -> list[tuple[Assignment, PlatformSubmission]]:
+    """Of ``assignments``, those the platform lists as submitted while their task here is not
+    (``submitted_not_here``) and that no approval or rejection was sent for yet, each with its
+    platform row (``cleared_at``: the researcher cleared it for approval): what a worker's page
+    offers to reject or approve."""
+    out = []
+    for assignment in assignments:
+        held = submitted_not_here(assignment)
+        if held is not None and not _decided_on_platform(assignment):
+            out.append((assignment, held))
+    return out
+
+
+def _decided_on_platform(assignment: Assignment) -> str:
+    """"approved" or "rejected" when an approval or rejection of ``assignment``'s platform work
+    was sent (confirmed, or its outcome not known yet); "" when none was."""
+    name = assignment_platform(assignment)
+    for operation, outcome in ((OP.APPROVE, "approved"), (OP.REJECT, "rejected")):
+        if PlatformCall.objects.filter(
+                idempotency_key=f"{name}:{operation}:{assignment.platform_assignment_id}",
+                status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists():
+            return outcome
+    return ""
+
+
+def _check_not_here_decidable(assignment: Assignment, held: PlatformSubmission, *, approve: bool) -> None:
+    """Refuse a second, contrary decision on work not submitted here, and an approval the
+    researcher did not decide (its hold not cleared)."""
+    decided = _decided_on_platform(assignment)
+    if decided:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: its work on {held.publication.platform} ({held.platform_assignment_id}) was "
+            f"already {decided} from here; the task here stays {assignment.get_status_display().lower()}")
+    if approve and (held.flag != PlatformSubmission.Flag.NOT_SUBMITTED_HERE or held.cleared_at is None):
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} is {assignment.get_status_display().lower()} here, though "
+            f"{held.publication.platform} lists its work as submitted (sync: {held.get_flag_display()!r}): it is not "
+            "approved until you clear its hold (Platform submissions) after reading its answers; or reject it")
+
+
+def _not_here_decided(held: PlatformSubmission, *, user) -> None:
+    """Date a researcher's decision on work not submitted here on its platform row, where a
+    cleared hold is dated: it is held no more (the task here keeps its status)."""
+    with transaction.atomic():
+        locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
+        if locked.cleared_at is None:
+            locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
+            locked.save(update_fields=["cleared_at", "cleared_by"])
 
 
 def assignment_approve(*, user, study: Study, assignment: Assignment, feedback: str = "") -> Assignment:
     """Approve submitted work of ``study`` (and so pay its reward) as ``user``, who needs PAY
     access to the study (``access.access_study``). Approving twice sends nothing twice."""
     study = access_study(user=user, study=study, access=APPROVE)
-    return _approve(assignment_of(study=study, assignment=assignment), user=user, feedback=feedback)
+    return _approve(assignment_of(study=study, assignment=assignment), user=user, feedback=feedback, one_task=True)
 
 
-def _approve(assignment: Assignment, *, user, feedback: str = "") -> Assignment:
-    """Approve ``assignment``, whose study's access the caller checked."""
+def _approve(assignment: Assignment, *, user, feedback: str = "", one_task: bool = False) -> Assignment:
+    """Approve ``assignment``, whose study's access the caller checked. Work the platform lists as
+    submitted whose task here is not is approved only ``one_task`` at a time (never in a batch),
+    once a researcher cleared its hold (``submission_clear``); its task keeps its status here."""
     if assignment.status == Assignment.Status.APPROVED:
         return assignment
-    _check_reviewable(assignment)
+    held = submitted_not_here(assignment) if one_task else None
+    if held is None:
+        _check_reviewable(assignment)
+    else:
+        _check_not_here_decidable(assignment, held, approve=True)
     _check_on_hold(assignment)
     platform_work_confirm(assignment)
     name = assignment_platform(assignment)
@@ -115,6 +204,8 @@ def _approve(assignment: Assignment, *, user, feedback: str = "") -> Assignment:
             send=lambda: platform.approve(platform_assignment_id=assignment.platform_assignment_id, feedback=feedback),
             reconcile=reconciler(platform),
         )
+    if held is not None:
+        _not_here_decided(held, user=user)
     assignment_reviewed(assignment.pk, approved=True)
     assignment.refresh_from_db()
     return assignment
@@ -123,12 +214,19 @@ def _approve(assignment: Assignment, *, user, feedback: str = "") -> Assignment:
 def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: str,
                       category: str = "") -> Assignment:
     """Reject submitted work of ``study`` as ``user`` (PAY access), with the reason the worker
-    will read (MTurk requires it; Prolific needs at least 100 characters and a category)."""
+    will read (MTurk requires it; Prolific needs at least 100 characters and a category). Work the
+    platform lists as submitted whose task here is active, returned or expired
+    (``submitted_not_here``) is rejected on the platform all the same, held or cleared; its task
+    keeps its status here and the decision is dated on its platform row."""
     study = access_study(user=user, study=study, access=REJECT)
     assignment = assignment_of(study=study, assignment=assignment)
     if assignment.status == Assignment.Status.REJECTED:
         return assignment
-    _check_reviewable(assignment)
+    held = submitted_not_here(assignment)
+    if held is None:
+        _check_reviewable(assignment)
+    else:
+        _check_not_here_decidable(assignment, held, approve=False)
     feedback = (feedback or "").strip()
     if not feedback:
         raise PlatformServiceError("a rejection needs feedback: tell the worker why their work was rejected")
@@ -157,6 +255,8 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                                          feedback=feedback, category=category),
             reconcile=reconciler(platform),
         )
+    if held is not None:
+        _not_here_decided(held, user=user)
     assignment_reviewed(assignment.pk, approved=False)
     assignment.refresh_from_db()
     return assignment

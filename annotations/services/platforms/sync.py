@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
+from annotations.models.core import LIVE_OR_FINISHED
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
 from annotations.selectors import HOLDING_FLAGS, participant_withdrawal_digest, study_withdrawal_digests
@@ -24,7 +25,7 @@ from .bonus import bonus_reconciled
 from .calls import reconciler
 from .common import OP
 from .publish import publication_add_external_id
-from .review import assignment_reviewed
+from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed
 
 # The platforms whose listing holds every piece of work from the moment its worker starts it
 # (Prolific lists a submission as ACTIVE from the start): there, work answered here that the
@@ -117,8 +118,14 @@ class _StoredWork:
 
 def _stored_work(*, study: Study, publication: Publication, remote: list) -> _StoredWork:
     ids = [item.platform_assignment_id for item in remote]
-    local = {a.platform_assignment_id: a for a in Assignment.objects.filter(
-        study=study, platform_assignment_id__in=ids).select_related("participant")}
+    local: dict = {}
+    for a in Assignment.objects.filter(study=study, platform_assignment_id__in=ids).select_related(
+            "participant").order_by("id"):
+        # One platform id names at most one task in progress or finished (``LIVE_OR_FINISHED``)
+        # beside any number returned or expired before it: that one is the platform's work.
+        kept = local.get(a.platform_assignment_id)
+        if kept is None or kept.status not in LIVE_OR_FINISHED or a.status in LIVE_OR_FINISHED:
+            local[a.platform_assignment_id] = a
     was_held = set(PlatformSubmission.objects.filter(
         publication=publication, flag__in=HOLDING_FLAGS, assignment__isnull=False)
         .values_list("assignment_id", flat=True))
@@ -145,7 +152,10 @@ def _publication_sync(*, study: Study, publication: Publication, remote: list, w
 
 def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
     """Why a submitted remote row is held or needs a look: no stored assignment, another worker
-    than the local participant, or no stored answers; empty when none (or not submitted)."""
+    than the local participant, no stored answers, or answers whose task here is active, returned
+    or expired (an impostor's task ended here is returned) while the platform lists the work as
+    awaiting review (``NOT_SUBMITTED_HERE``: its auto-approval would pay work the researcher never
+    saw); empty when none (or not submitted)."""
     if item.status not in ("submitted", "approved", "rejected"):
         return ""
     if assignment is None:
@@ -154,6 +164,8 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
         return PlatformSubmission.Flag.WORKER_MISMATCH
     if assignment.pk not in answered:
         return PlatformSubmission.Flag.NO_ANSWERS
+    if item.status == "submitted" and assignment.status in NOT_SUBMITTED_HERE_STATUSES:
+        return PlatformSubmission.Flag.NOT_SUBMITTED_HERE
     return ""
 
 

@@ -1,0 +1,239 @@
+"""Work a platform lists as submitted (Prolific AWAITING REVIEW, an MTurk assignment posted to
+externalSubmit by hand) whose task here is active, returned or expired: sync holds it
+(``NOT_SUBMITTED_HERE``), "Approve all" never pays it, the researcher may reject it, or clear its
+hold and approve that one task; the task keeps its status here either way."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotations.models import Assignment, PlatformCall, PlatformSubmission
+from annotations.selectors import HOLDING_FLAGS
+from annotations.selectors.platforms import assignments_on_hold
+from annotations.services.answers import annotation_submit
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.review import (
+    assignment_approve,
+    assignment_reject,
+    study_approve_all,
+    submission_clear,
+)
+from annotations.services.platforms.sync import study_sync
+from annotations.services.release import assignment_expire_stale, assignment_return
+from annotations.services.steps import steps_for
+from tests.annotations.platforms.conftest import _public_url, publish_on, start_assignment, submitted  # noqa: F401
+from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, published, remote, sync_page
+
+FLAG = PlatformSubmission.Flag.NOT_SUBMITTED_HERE
+WORKER = "a" * 24
+REASON = ("Your Prolific submission says you finished, but the task in our app was never submitted: the "
+          "questions were left unanswered there.")
+
+ENDS = ["active", "returned", "expired"]
+
+
+def _one_answer(assignment: Assignment) -> None:
+    claim = assignment.claims.select_related("unit__item").order_by("position").first()
+    step = steps_for(kind=assignment.study.kind, is_attention_check=bool(claim.attention_check_id))[0]
+    annotation_submit(assignment=assignment, claim=claim, step=step, answer="yes")
+
+
+def _end(assignment: Assignment, end: str) -> None:
+    if end == "returned":
+        assignment_return(assignment=assignment)
+    elif end == "expired":
+        Assignment.objects.filter(pk=assignment.pk).update(expires_at=assignment.created_at)
+        assignment_expire_stale()
+    assignment.refresh_from_db()
+    assert assignment.status == end
+
+
+def _held_on_prolific(prolific, study, end: str):
+    """A Prolific submission AWAITING REVIEW whose task here answered a question and is ``end``."""
+    _platform, server = prolific
+    publication = publish_on(study, "prolific")
+    sub = server.add_submission(publication.prolific_study_id, participant_id=WORKER)
+    task = start_assignment(study, platform="prolific", worker_id=WORKER, assignment_id=sub["id"],
+                            task_id=publication.prolific_study_id)
+    _one_answer(task)
+    _end(task, end)
+    return server, sub, task
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_sync_holds_platform_submitted_work_not_submitted_here(prolific, study, end):
+    server, sub, task = _held_on_prolific(prolific, study, end)
+
+    report = study_sync(study=study)
+
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    assert row.flag == FLAG and row.flag in HOLDING_FLAGS and row.flagged_at is not None
+    assert row.assignment_id == task.pk and row.cleared_at is None
+    assert report.flagged == 1
+    assert report.flags == [{"platform_assignment_id": sub["id"], "worker_id": WORKER, "flag": FLAG}]
+    assert "the task here is active, returned or expired" in row.get_flag_display()
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
+    task.refresh_from_db()
+    assert task.status == end  # sync changes nothing of the task here
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_approve_all_never_pays_it_even_named_or_cleared(prolific, study, end):
+    server, sub, task = _held_on_prolific(prolific, study, end)
+    study_sync(study=study)
+
+    outcome = study_approve_all(user=OPERATOR, study=study)
+    assert outcome["approved"] == 0
+    named = study_approve_all(user=OPERATOR, study=study, assignment_ids=[task.pk])
+    assert named["approved"] == 0
+    assert f"assignment {task.pk} is {end} here, not submitted" in named["errors"][0]
+    assert "never approved with the others" in named["errors"][0]
+    submission_clear(user=OPERATOR, submission=PlatformSubmission.objects.get(platform_assignment_id=sub["id"]))
+    again = study_approve_all(user=OPERATOR, study=study, assignment_ids=[task.pk])
+    assert again["approved"] == 0 and again["errors"]
+    assert not server.calls("POST", rf"/api/v1/submissions/{sub['id']}/transition/")
+    assert server.submissions[sub["id"]]["status"] == "AWAITING REVIEW"
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_the_researcher_rejects_it_and_the_task_keeps_its_status(prolific, study, end):
+    server, sub, task = _held_on_prolific(prolific, study, end)
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+
+    with pytest.raises(PlatformServiceError, match="at least 100 characters"):
+        assignment_reject(user=researcher, study=study, assignment=task, feedback="too short")
+    result = assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+
+    assert result.status == end  # a returned or expired task is not made submitted, nor rejected
+    assert server.submissions[sub["id"]]["status"] == "REJECTED"
+    call = PlatformCall.objects.get(idempotency_key=f"prolific:reject:{sub['id']}")
+    assert call.status == PlatformCall.Status.CONFIRMED and call.assignment_id == task.pk
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    assert row.cleared_at is not None and row.cleared_by_id == researcher.pk  # the decision, dated
+    with pytest.raises(PlatformServiceError, match="already rejected"):
+        assignment_approve(user=researcher, study=study, assignment=task)
+    report = study_sync(study=study)  # the platform now says rejected: nothing held, nothing moves here
+    row.refresh_from_db()
+    task.refresh_from_db()
+    assert row.flag == "" and report.flagged == 0 and task.status == end
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_it_is_approved_only_one_task_at_a_time_after_a_clear(prolific, study, end):
+    server, sub, task = _held_on_prolific(prolific, study, end)
+    study_sync(study=study)
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+
+    with pytest.raises(PlatformServiceError, match="not approved until you clear its hold"):
+        assignment_approve(user=OPERATOR, study=study, assignment=task)
+    assert server.submissions[sub["id"]]["status"] == "AWAITING REVIEW"
+    submission_clear(user=OPERATOR, submission=row)
+    result = assignment_approve(user=OPERATOR, study=study, assignment=task)
+
+    assert result.status == end
+    assert server.submissions[sub["id"]]["status"] == "APPROVED"
+    with pytest.raises(PlatformServiceError, match="already approved"):
+        assignment_reject(user=OPERATOR, study=study, assignment=task, feedback=REASON)
+    study_sync(study=study)
+    task.refresh_from_db()
+    assert task.status == end
+
+
+def test_the_impostors_ended_task_is_held_too(prolific, study):
+    server, sub, task = _held_on_prolific(prolific, study, "returned")
+    Assignment.objects.filter(pk=task.pk).update(ended_as_impostor=True)
+
+    report = study_sync(study=study)
+
+    assert PlatformSubmission.objects.get(platform_assignment_id=sub["id"]).flag == FLAG
+    assert report.flagged == 1
+
+
+def test_work_submitted_here_is_not_held_and_a_returned_earlier_try_does_not_hide_it(prolific, study):
+    """A platform id that names a returned task and, after it, a submitted one is the submitted one's."""
+    _platform, server = prolific
+    publication = publish_on(study, "prolific")
+    sub = server.add_submission(publication.prolific_study_id, participant_id=WORKER)
+    first = start_assignment(study, platform="prolific", worker_id=WORKER, assignment_id=sub["id"],
+                             task_id=publication.prolific_study_id)
+    _one_answer(first)
+    _end(first, "returned")
+    second = submitted(study, platform="prolific", worker_id=WORKER, assignment_id=sub["id"],
+                       task_id=publication.prolific_study_id)
+
+    report = study_sync(study=study)
+
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    assert (row.flag, row.assignment_id, report.flagged) == ("", second.pk, 0)
+    assert study_approve_all(user=OPERATOR, study=study)["approved"] == 1
+
+
+def test_no_answers_and_not_submitted_here_may_be_rejected(prolific, study):
+    """Nothing answered (``no_answers``, as before) and not submitted here: it can be rejected."""
+    _platform, server = prolific
+    publication = publish_on(study, "prolific")
+    sub = server.add_submission(publication.prolific_study_id, participant_id=WORKER)
+    task = start_assignment(study, platform="prolific", worker_id=WORKER, assignment_id=sub["id"],
+                            task_id=publication.prolific_study_id)
+    study_sync(study=study)
+    assert PlatformSubmission.objects.get(platform_assignment_id=sub["id"]).flag == "no_answers"
+
+    assignment_reject(user=OPERATOR, study=study, assignment=task, feedback=REASON)
+
+    assert server.submissions[sub["id"]]["status"] == "REJECTED"
+    task.refresh_from_db()
+    assert task.status == Assignment.Status.ACTIVE
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_mturk_work_posted_to_external_submit_by_hand(mturk, study, end):
+    """MTurk lists it Submitted (a hand-posted externalSubmit) while the task here is not: held,
+    left out of "Approve all", and rejected with the reason MTurk requires."""
+    _platform, stubber = mturk
+    published(stubber, study)
+    assignment_id = "3ASGHANDAAAAAAAAAAAAAAAAAAAAAA"
+    task = start_assignment(study, platform="mturk", worker_id="AWORKERHAND", assignment_id=assignment_id,
+                            task_id=HIT_A)
+    _one_answer(task)
+    _end(task, end)
+    statuses = ["Submitted", "Approved", "Rejected"]
+    stubber.add_response("list_assignments_for_hit", sync_page([remote(assignment_id, "AWORKERHAND")]),
+                         {"HITId": HIT_A, "AssignmentStatuses": statuses, "MaxResults": 100})
+    stubber.add_response("list_assignments_for_hit", sync_page([]),
+                         {"HITId": HIT_B, "AssignmentStatuses": statuses, "MaxResults": 100})
+
+    report = study_sync(study=study)
+
+    stubber.assert_no_pending_responses()
+    assert PlatformSubmission.objects.get(platform_assignment_id=assignment_id).flag == FLAG
+    assert report.flagged == 1
+    assert study_approve_all(user=OPERATOR, study=study)["approved"] == 0
+    with pytest.raises(PlatformServiceError, match="needs feedback"):
+        assignment_reject(user=OPERATOR, study=study, assignment=task, feedback="  ")
+    stubber.add_response("reject_assignment", {}, {"AssignmentId": assignment_id, "RequesterFeedback": REASON})
+    assert assignment_reject(user=OPERATOR, study=study, assignment=task, feedback=REASON).status == end
+    stubber.assert_no_pending_responses()
+
+
+def test_the_worker_page_offers_to_reject_it_and_approve_it_once_cleared(prolific, study, client):
+    server, sub, task = _held_on_prolific(prolific, study, "returned")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    client.force_login(researcher)
+    page = f"/admin/studies/study/{study.pk}/workers/{task.participant_id}/"
+
+    shown = client.get(page).content.decode()
+    assert f'id="not-submitted-here-{task.pk}"' in shown and f"Task {task.pk} (returned here" in shown
+    assert f'value="approve">Approve task {task.pk}' not in shown  # not before its hold is cleared
+    held = client.get("/admin/annotations/platformsubmission/?flag__in=worker_mismatch,not_on_platform,"
+                      f"not_submitted_here&publication__study__id__exact={study.pk}")
+    assert held.status_code == 200 and sub["id"] in held.content.decode()
+
+    client.post(page, {"action": "reject", "assignment": task.pk, "feedback": REASON})
+
+    assert server.submissions[sub["id"]]["status"] == "REJECTED"
+    assert f'id="not-submitted-here-{task.pk}"' not in client.get(page).content.decode()
+    task.refresh_from_db()
+    assert task.status == Assignment.Status.RETURNED
