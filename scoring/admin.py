@@ -32,6 +32,7 @@ from studies.lm import genu as genu_rule
 from studies.models import Dataset, Split, Study
 from studies.selectors import datasets_for_user, studies_for_user
 from studies.services.importers import ImportValidationError
+from studies.services.studies import StudyError, study_delete_check
 
 
 class ScoreNowForm(forms.Form):
@@ -88,6 +89,30 @@ class ScoreRunAdmin(StudyScopedAdmin):
         # A run is never edited (its attempts bound the retries, its updated_at is the worker's
         # heartbeat).
         return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        """A run is the record of the numbers its study published (``score_run_latest`` reads the
+        newest finished one, its unit scores point at it): none is deleted on its own, whoever asks,
+        a running one neither. No "Delete selected" (asked with no run), and ``delete_view`` refuses
+        every run. A run goes only with its study, when ``study_delete`` deletes a draft for its
+        owner: the study's delete page asks this of each run it would take along, so a run of a
+        draft the user may delete (``study_delete_check``) answers yes there, and only there."""
+        if obj is None or obj.study.status != Study.Status.DRAFT:
+            return False
+        try:
+            study_delete_check(study=obj.study, user=request.user)
+        except StudyError:
+            return False
+        return True
+
+    def delete_view(self, request, object_id, extra_context=None):
+        raise PermissionDenied("A score run is not deleted: it is the record of its study's results (it goes only "
+                               "with its study, when the owner deletes a draft).")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # no "Delete" link to the page that refuses it (a draft's owner is asked yes above)
+        extra_context = {**(extra_context or {}), "show_delete": False}
+        return super().change_view(request, object_id, form_url, extra_context=extra_context)
 
     def may_score(self, request) -> bool:
         """Whether "Score now" is offered: the right to start a scoring run (``score_run_enqueue``

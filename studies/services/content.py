@@ -20,6 +20,10 @@ questions and Gen-U predictions, which act for the researcher who started them):
   fields (a dataset's description, an item's metadata, a source's description and settings, a
   rationale's faithfulness and highlights, a question's validation status) stay editable by the
   studies' researchers.
+- *What an LM job used stays.* A dataset or rationale source an LM job ran on (any job, any status,
+  anyone's), or a source whose rationales Gen-U predictions were made from, is not deleted: the
+  jobs, their failures and dropped questions, and the predictions would go with it
+  (``_job_record_reasons``), as a question generator that ran a job stays.
 
 Which studies use a row (``_rows_studies``) is ``studies.selectors.content_studies`` (the same
 reading of "used" as the reference-data visibility selectors there), and two uses those
@@ -43,6 +47,7 @@ from django.db import models, transaction
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
+    GenerationJob,
     GenUPrediction,
     Item,
     Rationale,
@@ -98,29 +103,75 @@ def content_change_problems(
 ) -> tuple[dict[int, str], dict[int, str]]:
     """Why each row of ``changes`` (primary key -> names of the fields it changes, or None for a
     deletion) may not change: ``(not_yours, fixed)``, each mapping a refused row to its reason;
-    rows of models other than the content models and rows no study uses are never refused.
+    rows of models other than the content models and rows no study uses are never refused, but
+    for the deletion of a dataset or source an LM job used (``_job_record_reasons``, in ``fixed``).
     ``lock``: take a row lock on the studies using the rows (call inside the transaction that
     writes), so that none of them opens between this check and the write."""
     if model not in FIXED_FIELDS or not changes:
         return {}, {}
+    records = _job_record_reasons(model=model, pks=[pk for pk, fields in changes.items() if fields is None],
+                                  lock=lock)
     found = _studies_using(model=model, pks=list(changes), lock=lock)
     if found is None:
-        return {}, {}
+        return {}, records
     uses, by_id = found
     allowed = _may_change_ids(user) if user is not None else None
     not_yours: dict[int, str] = {}
     fixed: dict[int, str] = {}
     for pk, fields in changes.items():
         using = [by_id[s] for s in sorted(uses.get(pk, ())) if s in by_id]
-        if not using:
-            continue
-        if allowed is not None and any(s.pk not in allowed for s in using):
+        if using and allowed is not None and any(s.pk not in allowed for s in using):
             not_yours[pk] = _not_yours_reason(model, pk)
             continue
-        reason = _fixed_reason(model, pk, fields, using)
+        reason = (_fixed_reason(model, pk, fields, using) if using else "") or records.get(pk, "")
         if reason:
             fixed[pk] = reason
     return not_yours, fixed
+
+
+def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool) -> dict[int, str]:
+    """Of the datasets and rationale sources ``pks`` to delete, those LM jobs ran on (any job, any
+    status, anyone's) or, for a source, whose rationales Gen-U predictions were made from, with why
+    each stays: the jobs (``GenerationJob.dataset`` / ``.source``), their failures and dropped
+    questions, and the predictions would go with it, a queued or running job included, and they
+    are the record of what was generated (a question generator that ran a job stays, for the same
+    reason). ``lock``: lock the rows first (call inside the transaction that deletes), so that no
+    job is created on one between this check and the deletion."""
+    if model not in (Dataset, RationaleSource) or not pks:
+        return {}
+    if lock:
+        with transaction.atomic():  # the locks last until the caller's transaction ends
+            list(model._default_manager.select_for_update().filter(pk__in=pks).values_list("pk", flat=True))
+    field = "dataset_id" if model is Dataset else "source_id"
+    jobs: dict[int, list[int]] = {}
+    for start in range(0, len(pks), CHUNK):
+        for row_id, job_id in GenerationJob.objects.filter(**{f"{field}__in": pks[start:start + CHUNK]}).order_by(
+                "pk").values_list(field, "pk"):
+            jobs.setdefault(row_id, []).append(job_id)
+    predictions: dict[int, int] = {}
+    if model is RationaleSource:
+        for start in range(0, len(pks), CHUNK):
+            for row_id, n in GenUPrediction.objects.filter(rationale_source_id__in=pks[start:start + CHUNK]).order_by(
+                    ).values("rationale_source_id").annotate(n=models.Count("pk")).values_list(
+                    "rationale_source_id", "n"):
+                predictions[row_id] = n
+    out: dict[int, str] = {}
+    for pk in pks:
+        what = []
+        if jobs.get(pk):
+            ids = jobs[pk]
+            more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+            what.append(f"LM job{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids[:5]))}{more} "
+                        "ran on it")
+        if predictions.get(pk):
+            n = predictions[pk]
+            what.append(f"{n} Gen-U prediction{'s' if n > 1 else ''} {'were' if n > 1 else 'was'} made from its "
+                        "rationales")
+        if what:
+            out[pk] = (f"{_label(model, pk)} cannot be deleted: {' and '.join(what)}, and deleting it would delete "
+                       "those records (a queued or running job too, with its failures and dropped questions): a "
+                       "dataset or source an LM job used stays, as a question generator that ran a job does")
+    return out
 
 
 def _studies_using(
@@ -347,8 +398,9 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
 
 def content_rows_delete(*, user, model: type[models.Model], pks: Iterable[int]) -> int:
     """Delete content rows after checking the rule for each (a row an open or closed study uses is
-    never deleted: its units and answers would go with it). Returns how many rows were deleted,
-    cascades included."""
+    never deleted: its units and answers would go with it; nor a dataset or source an LM job used:
+    its jobs and their records, or its Gen-U predictions, would go with it, ``_job_record_reasons``).
+    Returns how many rows were deleted, cascades included."""
     pks = list(pks)
     with transaction.atomic():
         content_change_check(user=user, model=model, changes=dict.fromkeys(pks), lock=True)
