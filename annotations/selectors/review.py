@@ -23,7 +23,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from annotations.models import Annotation, Assignment, Participant
+from annotations.models import Annotation, Assignment, FlagReview, Participant, Unit
 from annotations.selectors import blocks_covering
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Study
@@ -113,7 +113,7 @@ def _records(study: Study, participants: QuerySet[Participant]) -> list[WorkerRe
     for pid, status, n in (study_tasks(study=study).filter(participant_id__in=records)
                            .values_list("participant_id", "status").annotate(n=Count("id")).order_by()):
         records[pid].tasks[status] = n
-    claim_ms: dict[int, tuple[int, int | None]] = {}  # claim -> (participant, ms); None if a step is untimed
+    timer = _QuestionTimer()  # per worker
     rows = answers_for_review(Annotation.objects.filter(claim__study_id=study.pk, claim__participant_id__in=records))
     for pid, claim_id, done, step, correct, payload, ms in rows.values_list(
             "claim__participant_id", "claim_id", "claim__completed_at", "step", "is_correct", "payload",
@@ -125,17 +125,50 @@ def _records(study: Study, participants: QuerySet[Participant]) -> list[WorkerRe
                 step, Accuracy()).add(correct)
         if isinstance(payload, dict) and payload.get("flag"):
             record.flags += 1
-        if done is None:
-            continue  # time per question: of questions answered in full
-        previous = claim_ms.get(claim_id, (pid, 0))
-        claim_ms[claim_id] = (pid, None if (ms is None or previous[1] is None) else previous[1] + ms)
-    per_worker: dict[int, list[float]] = {}
-    for pid, total in claim_ms.values():
-        if total is not None:
-            per_worker.setdefault(pid, []).append(total / 1000)
-    for pid, seconds in per_worker.items():
-        records[pid].seconds_per_question = round(statistics.median(seconds), 1)
+        timer.add(pid, claim_id, done, ms)
+    for pid, seconds in timer.medians().items():
+        records[pid].seconds_per_question = seconds
     return sorted(records.values(), key=lambda r: r.pseudonym)
+
+
+# How a worker's (or a task's) time per question is measured: said wherever it is compared with
+# ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``.
+SECONDS_PER_QUESTION_RULE = (
+    "the median, over the questions answered in full (attention checks included), of the seconds each took: "
+    "the sum of its steps' recorded durations, each from the step's display to its answer (a question with "
+    "an untimed step is left out; with none timed there is no figure)")
+
+
+class _QuestionTimer:
+    """Seconds per question (``SECONDS_PER_QUESTION_RULE``) per owner (a worker, a task): ``add``
+    each answer, ``medians`` gives each owner's figure, rounded to a tenth of a second."""
+
+    def __init__(self) -> None:
+        self._ms: dict[int, tuple[int, int | None]] = {}  # claim -> (owner, ms); None if a step is untimed
+
+    def add(self, owner: int, claim_id: int, completed_at, ms: int | None) -> None:
+        if completed_at is None:
+            return  # time per question: of questions answered in full
+        previous = self._ms.get(claim_id, (owner, 0))
+        self._ms[claim_id] = (owner, None if (ms is None or previous[1] is None) else previous[1] + ms)
+
+    def medians(self) -> dict[int, float]:
+        per_owner: dict[int, list[float]] = {}
+        for owner, total in self._ms.values():
+            if total is not None:
+                per_owner.setdefault(owner, []).append(total / 1000)
+        return {owner: round(statistics.median(seconds), 1) for owner, seconds in per_owner.items()}
+
+
+def task_seconds_per_question(*, tasks: QuerySet[Assignment]) -> dict[int, float]:
+    """Each of ``tasks``' seconds per question, by task id (``SECONDS_PER_QUESTION_RULE``, the
+    figure a worker's record gives over all their tasks); a task with no timed question is absent."""
+    timer = _QuestionTimer()
+    for task_id, claim_id, done, ms in (Annotation.objects.filter(claim__assignment__in=tasks)
+                                        .values_list("claim__assignment_id", "claim_id", "claim__completed_at",
+                                                     "duration_ms").order_by()):
+        timer.add(task_id, claim_id, done, ms)
+    return timer.medians()
 
 
 def study_tasks(*, study: Study) -> QuerySet[Assignment]:
@@ -204,3 +237,32 @@ def study_attention_failures(*, study: Study, participant: Participant | None = 
             failed[assignment_id] = participant_id
     return AttentionFailures(tasks_checked=len(checked), tasks_failed=len(failed),
                              workers_failed=len(set(failed.values())))
+
+
+# What an accepted flag is about, so which units it concerns (``units_with_accepted_flags``). The
+# step page asks before the explanation is shown for "a problem with this question" and after it
+# for "a problem with this question or explanation" (``annotations.services.steps.clean_flag``).
+ACCEPTED_FLAG_SCOPE = (
+    "a flag a researcher accepted (FlagReview 'accepted': a real problem) on a first (before) answer was given "
+    "before the explanation was shown, so it is about the question: it concerns every unit asking that question "
+    "(the item, or in a generalization study the generalization question, under every source); one on a second "
+    "(after) answer may be about the question or the explanation: it concerns its own unit (that item and source)")
+
+
+def study_accepted_flags(*, study: Study) -> QuerySet[Annotation]:
+    """The answers to ``study``'s questions whose flag a researcher accepted (``FlagReview``
+    accepted: the question or the explanation has a real problem), whatever their task became."""
+    return Annotation.objects.filter(claim__study_id=study.pk, claim__unit__isnull=False,
+                                     flag_review__decision=FlagReview.Decision.ACCEPTED)
+
+
+def units_with_accepted_flags(*, study: Study) -> QuerySet[Unit]:
+    """The units of ``study`` an accepted flag concerns (``ACCEPTED_FLAG_SCOPE``): the flagged
+    unit, and with a flag on the first answer every unit asking the same question."""
+    accepted = study_accepted_flags(study=study)
+    question = Coalesce("generalization_question_id", Value(0))
+    same_question = (accepted.filter(step=Step.BEFORE)
+                     .alias(_question=Coalesce("claim__unit__generalization_question_id", Value(0)))
+                     .filter(claim__unit__item_id=OuterRef("item_id"), _question=OuterRef("_question")))
+    return (Unit.objects.filter(study_id=study.pk).alias(_question=question)
+            .filter(Q(pk__in=accepted.values("claim__unit_id")) | Exists(same_question)))

@@ -321,7 +321,9 @@ def counted_note(counted: dict) -> str:
 
 READING_NAMES = {"without_tasks_failing_any_check": "without the tasks that failed any attention check",
                  "without_tasks_failing_every_check": "without the tasks that failed every attention check",
-                 "approved_tasks_only": "approved tasks only"}
+                 "approved_tasks_only": "approved tasks only",
+                 "without_units_with_accepted_flags": "without the units a researcher accepted a flag on",
+                 "without_speeding_tasks": "without the speeding tasks"}
 
 
 def _fmt(value, digits: int = 3) -> str:

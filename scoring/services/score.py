@@ -106,8 +106,13 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   tasks_rejected, answers_rejected, tasks_returned_with_completed_answers, answers_returned,
   tasks_expired_with_completed_answers, answers_expired, expiry_rule (what expires a task, with
   RL_ASSIGNMENT_MINUTES and RL_FIRST_ANSWER_MINUTES, or their rule when unset); attention_check_rule (what "failing" means);
+  accepted_flag_rule, flags_accepted, units_with_accepted_flags, answers_in_units_with_accepted_flags (units
+  whose question or explanation a researcher accepted a flag on: ``annotations.selectors.review.ACCEPTED_FLAG_SCOPE``);
+  speeder_rule, speeder_threshold_seconds_per_question, tasks_speeding, answers_speeding, tasks_untimed (tasks
+  faster than ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``); all of these count;
   and (utility studies) other_readings: {without_tasks_failing_any_check,
-  without_tasks_failing_every_check, approved_tasks_only: {rule, n_answers, answers_left_out,
+  without_tasks_failing_every_check, approved_tasks_only, without_units_with_accepted_flags,
+  without_speeding_tasks: {rule, n_answers, answers_left_out,
   identical_to, n_units_scored, ties, utility_shares, task_accuracy, theils_u_..., agreement}}, the
   same composition on the answers each keeps (``pipeline.other_readings``)
 - ``withdrawals`` (only when participants withdrew: ``annotations.services.withdrawal``):
@@ -135,7 +140,15 @@ from annotations.selectors import (
     claims_that_count,
     study_withdrawals_summary,
 )
+from annotations.selectors.cost import MIN_PLAUSIBLE_SECONDS_PER_QUESTION
 from annotations.selectors.platforms import assignments_on_hold
+from annotations.selectors.review import (
+    ACCEPTED_FLAG_SCOPE,
+    SECONDS_PER_QUESTION_RULE,
+    study_accepted_flags,
+    task_seconds_per_question,
+    units_with_accepted_flags,
+)
 from annotations.services.deadlines import assignment_duration, first_answer_window, task_minutes_fixed
 from lab.jsontext import json_fingerprint
 from scoring import metrics
@@ -1287,18 +1300,31 @@ def expiry_rule(study: Study) -> str:
 FAILED_ANY = ("a task failed its attention checks when any one of them was answered wrong (the rule "
               "tasks_failing_an_attention_check counts)")
 FAILED_EVERY = "a task failed its attention checks when every one of them was answered wrong (a task without any stays)"
+# Speeders (answers far too fast to have been read): the threshold and the timing are the review
+# page's and the pay quote's (``annotations.selectors.cost``, ``annotations.selectors.review``).
+SPEEDER_RULE = (f"a task is speeding when its seconds per question is below {MIN_PLAUSIBLE_SECONDS_PER_QUESTION:g} "
+                "(annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION, faster than a person reads a question "
+                f"and its explanation); seconds per question is {SECONDS_PER_QUESTION_RULE}, the figure the review "
+                "page gives each worker, here per task. A task with no timed question is never speeding; speeding "
+                "tasks count in the published figures")
+FLAG_RULE = (f"{ACCEPTED_FLAG_SCOPE}. The answers of the units an accepted flag concerns count in the published "
+             "figures")
 READING_RULES = {
     "without_tasks_failing_any_check": f"the counted answers less those of tasks that failed an attention check; "
                                        f"{FAILED_ANY}",
     "without_tasks_failing_every_check": f"the counted answers less those of tasks that failed an attention check; "
                                          f"{FAILED_EVERY}",
     "approved_tasks_only": "the counted answers of approved tasks only (submitted tasks not yet reviewed left out)",
+    "without_units_with_accepted_flags": "the counted answers less every answer of the units an accepted flag "
+                                         f"concerns; {ACCEPTED_FLAG_SCOPE}",
+    "without_speeding_tasks": f"the counted answers less those of speeding tasks; {SPEEDER_RULE}",
 }
 
 
 def _reading_masks(study: Study, answers: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Which of the counted ``answers`` (the rows of ``_annotation_frame``) each other reading keeps
-    (``READING_RULES``), from their task's status and attention checks."""
+    (``READING_RULES``), from their task's status, attention checks and pace, and the flags a
+    researcher accepted on their unit's question or explanation."""
     counted = claims_that_count(study=study)
     tasks = pd.DataFrame.from_records(list(counted.values_list("id", "assignment_id", "assignment__status")),
                                       columns=["claim_id", "assignment_id", "status"])
@@ -1313,8 +1339,59 @@ def _reading_masks(study: Study, answers: pd.DataFrame) -> tuple[dict[str, np.nd
         "without_tasks_failing_any_check": (rows["n_wrong"] == 0).to_numpy(),
         "without_tasks_failing_every_check": ~((rows["n_checks"] > 0) & (rows["n_wrong"] == rows["n_checks"])).to_numpy(),
         "approved_tasks_only": (rows["status"] == Assignment.Status.APPROVED).to_numpy(),
+        "without_units_with_accepted_flags": ~answers["unit_id"].isin(_flagged_units(study)).to_numpy(),
+        "without_speeding_tasks": ~rows["assignment_id"].isin(_speeding_tasks(counted)[0]).to_numpy(),
     }
     return masks, READING_RULES
+
+
+def _flagged_units(study: Study) -> list[int]:
+    """The ids of ``study``'s units an accepted flag concerns (``ACCEPTED_FLAG_SCOPE``)."""
+    return list(units_with_accepted_flags(study=study).values_list("pk", flat=True))
+
+
+def _speeding_tasks(counted) -> tuple[set[int], int]:
+    """The tasks of the ``counted`` claims that are speeding (``SPEEDER_RULE``), and how many of
+    those tasks have no timed question."""
+    tasks = Assignment.objects.filter(pk__in=counted.values("assignment_id"))
+    pace = task_seconds_per_question(tasks=tasks)
+    speeding = {task for task, seconds in pace.items() if seconds < MIN_PLAUSIBLE_SECONDS_PER_QUESTION}
+    return speeding, tasks.count() - len(pace)
+
+
+def _flags_and_speed(study: Study, counted) -> tuple[dict, list[str]]:
+    """What ``counted_answers`` says of accepted flags and speeding tasks (the published figures
+    count both; ``other_readings`` gives the figures without them), with a warning for each found."""
+    units = _flagged_units(study)
+    flagged = counted.filter(unit_id__in=units_with_accepted_flags(study=study).values("pk"))
+    speeding, untimed = _speeding_tasks(counted)
+    slow = counted.filter(assignment_id__in=speeding)
+    block = {"accepted_flag_rule": FLAG_RULE,
+             "flags_accepted": study_accepted_flags(study=study).count(),
+             "units_with_accepted_flags": len(units),
+             "answers_in_units_with_accepted_flags": _claim_answers(flagged) if units else 0,
+             "speeder_rule": SPEEDER_RULE,
+             "speeder_threshold_seconds_per_question": MIN_PLAUSIBLE_SECONDS_PER_QUESTION,
+             "tasks_speeding": len(speeding),
+             "answers_speeding": _claim_answers(slow) if speeding else 0,
+             "tasks_untimed": untimed}
+    warnings = []
+    if block["answers_in_units_with_accepted_flags"]:
+        warnings.append(
+            f"{block['answers_in_units_with_accepted_flags']} counted answers are in {len(units)} units whose question "
+            "or explanation a researcher accepted a flag on; they count in the figures "
+            "(counted_answers.other_readings.without_units_with_accepted_flags gives the figures without them).")
+    if speeding:
+        warnings.append(
+            f"{len(speeding)} counted tasks ({block['answers_speeding']} answers) took under "
+            f"{MIN_PLAUSIBLE_SECONDS_PER_QUESTION:g} seconds a question (median), faster than a person reads; they count "
+            "in the figures (counted_answers.other_readings.without_speeding_tasks gives the figures without them).")
+    return block, warnings
+
+
+def _claim_answers(claims) -> int:
+    """The answers given to ``claims`` (every step)."""
+    return Annotation.objects.filter(claim__in=claims).count()
 
 
 def _task_answers(tasks) -> int:
@@ -1361,6 +1438,8 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
             PlatformSubmission.objects.filter(assignment__in=held.values("pk"), flag__in=HOLDING_FLAGS,
                                               cleared_at__isnull=True)
             .order_by("flag").values("flag").annotate(n=Count("assignment_id", distinct=True)).values_list("flag", "n"))
+    flags_and_speed, flag_speed_warnings = _flags_and_speed(study, counted)
+    block.update(flags_and_speed)
     if readings is not None:
         block["other_readings"] = readings
     warnings = []
@@ -1376,6 +1455,7 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
             + ": they count until rejected, so figures scored after the review may differ.")
     elif failing:
         warnings.append(f"{failing} approved tasks counted here failed an attention check.")
+    warnings.extend(flag_speed_warnings)
     return Part({"counted_answers": block}, warnings)
 
 

@@ -3,7 +3,7 @@ printed, and nothing is called SPEC's that SPEC does not say. Early stopping nam
 rest on fewer answers, in words that fit the study's kind; a source's generation summary tells two
 prompts apart by their demonstrations and template text; the faithfulness block names SPEC's y_hat
 rule and which sources follow it; the properties model names its cut-offs as ours; the counted
-answers name what expires a task."""
+answers name what expires a task, what an accepted flag sets aside and what a speeding task is."""
 from __future__ import annotations
 
 import random
@@ -147,3 +147,24 @@ def test_counted_answers_name_the_expiry_settings(settings):
     named = _counted_answers(study).results["counted_answers"]["expiry_rule"]
     assert "45 minutes (RL_ASSIGNMENT_MINUTES)" in named and "12 minutes (RL_FIRST_ANSWER_MINUTES)" in named
     assert "that is 45 and 12 minutes" in named and "left out" in named
+
+
+# --- 6. accepted flags and speeders --------------------------------------------------------------
+
+
+def test_counted_answers_name_the_flag_and_speeder_rules_with_the_apps_own_threshold_and_timing():
+    """Both count in the published figures; the results say so, with the threshold of the pay quote
+    (``cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``) and the timing of the review page, not copies."""
+    from annotations.selectors.cost import MIN_PLAUSIBLE_SECONDS_PER_QUESTION
+    from annotations.selectors.review import ACCEPTED_FLAG_SCOPE, SECONDS_PER_QUESTION_RULE
+
+    counted = _counted_answers(StudyFactory()).results["counted_answers"]
+    assert ACCEPTED_FLAG_SCOPE in counted["accepted_flag_rule"] and "count in the published" in counted["accepted_flag_rule"]
+    assert (counted["flags_accepted"], counted["units_with_accepted_flags"],
+            counted["answers_in_units_with_accepted_flags"]) == (0, 0, 0)
+    assert f"below {MIN_PLAUSIBLE_SECONDS_PER_QUESTION:g}" in counted["speeder_rule"]
+    assert SECONDS_PER_QUESTION_RULE in counted["speeder_rule"] and "count in the published" in counted["speeder_rule"]
+    assert counted["speeder_threshold_seconds_per_question"] == MIN_PLAUSIBLE_SECONDS_PER_QUESTION
+    assert (counted["tasks_speeding"], counted["answers_speeding"], counted["tasks_untimed"]) == (0, 0, 0)
+    assert score.READING_RULES["without_units_with_accepted_flags"].endswith(ACCEPTED_FLAG_SCOPE)
+    assert score.READING_RULES["without_speeding_tasks"].endswith(counted["speeder_rule"])

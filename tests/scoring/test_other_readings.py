@@ -81,7 +81,7 @@ def test_counted_answers_show_what_leaving_out_failed_or_unreviewed_tasks_gives(
     assert "any one of them was answered wrong" in counted["attention_check_rule"]
     readings = counted["other_readings"]
     assert set(readings) == {"without_tasks_failing_any_check", "without_tasks_failing_every_check",
-                             "approved_tasks_only"}
+                             "approved_tasks_only", "without_units_with_accepted_flags", "without_speeding_tasks"}
     # published: after 2 yes / 2 no, a tie, so not useful
     assert run.results["utility_shares"]["all"]["useful"] == 0.0
     anyr, every, approved_only = (readings[k] for k in ("without_tasks_failing_any_check",
@@ -89,7 +89,7 @@ def test_counted_answers_show_what_leaving_out_failed_or_unreviewed_tasks_gives(
     assert (anyr["answers_left_out"], every["answers_left_out"], approved_only["answers_left_out"]) == (4, 2, 6)
     assert "any one of them" in anyr["rule"] and "every one of them" in every["rule"]
     assert "approved tasks only" in approved_only["rule"]
-    for row in readings.values():  # each with the figures a reader compares
+    for row in (anyr, every, approved_only):  # each with the figures a reader compares
         assert {"utility_shares", "theils_u_utility_given_task_accuracy", "agreement"} <= set(row)
         assert row["identical_to"] is None
     assert approved_only["utility_shares"]["all"]["useful"] == 1.0 and approved_only["n_units_scored"] == 1
