@@ -7,6 +7,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import zipfile
 
 import pytest
@@ -20,6 +21,7 @@ from lab.pseudonyms import worker_pseudonym
 from scoring.models import UnitScore
 from scoring.services import study_score
 from scoring.services.bundle import BundleError, bundle_import, bundle_stream
+from scoring.services.bundle.importing import imported_worker_id
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
 from tests.work import work
@@ -94,7 +96,7 @@ def test_a_bundle_reimported_scores_to_the_same_results_to_the_last_digit():
     # and every answer kept its timings, every task its times
     timing = ("claim__assignment__participant__external_id", "claim__position", "step", "answer", "shown_at",
               "answered_at", "duration_ms")
-    worked = {(worker_pseudonym(Platform.LINK, w), *rest)
+    worked = {(imported_worker_id(copy.pk, worker_pseudonym(Platform.LINK, w)), *rest)
               for w, *rest in Annotation.objects.filter(claim__study=study).values_list(*timing)}
     assert set(Annotation.objects.filter(claim__study=copy).values_list(*timing)) == worked
     task_times = ("created_at", "consented_at", "submitted_at", "reviewed_at", "expires_at")
@@ -130,10 +132,67 @@ def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():
 
 def test_imported_workers_are_keyed_by_their_pseudonym():
     study = _worked_study()
-    bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy", owner=None)
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy", owner=None)
     pseudonym = worker_pseudonym(Platform.LINK, "PID0002")
-    assert Participant.objects.filter(external_id=pseudonym).exists()
+    assert Participant.objects.filter(assignments__study=copy, platform=Platform.LINK,
+                                      external_id=imported_worker_id(copy.pk, pseudonym)).exists()
     assert not Participant.objects.filter(assignments__study__name="bundle-copy", external_id="PID0002").exists()
+
+
+def _worker_cells(data: bytes, old: bytes, new: bytes) -> bytes:
+    """The bundle with the worker cell ``old`` written as ``new`` in every table that names workers,
+    re-signed (SHA256SUMS and datapackage.json's hashes), as someone editing a download would."""
+    for path in ("data/tasks.csv", "data/claims.csv", "data/qualification_grants.csv"):
+        data = _rewrite(data, path, lambda c: re.sub(rb"(?m)(^|,)" + re.escape(old) + rb"(?=,|\r?$)",
+                                                     lambda m: m.group(1) + new, c))
+    return _resign(data)
+
+
+def test_a_worker_cell_holding_a_platform_id_is_refused_and_names_nobody():
+    """A bundle whose worker cell is a platform id (here the origin's own link worker PID0002, a
+    Prolific PID in the wild) is refused by file, row and field, without repeating the id, and the
+    participant that id belongs to gets no task: a bundle cannot attach made-up work to a real worker."""
+    study = _worked_study()
+    victim = Participant.objects.get(platform=Platform.LINK, external_id="PID0002")
+    tasks_before = Assignment.objects.filter(participant=victim).count()
+    data = _worker_cells(_bundle(study), worker_pseudonym(Platform.LINK, "PID0002").encode(), b"PID0002")
+    studies = Study.objects.count()
+
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+
+    error = refused.value.errors[0]
+    assert (error.record, error.field) == ("data/tasks.csv", "worker") and error.line
+    assert "w_ followed by 16 lowercase hex digits" in error.reason
+    # every row naming it is refused so (the claims and the qualification attempt too), never repeating it
+    assert {(e.record, e.field) for e in refused.value.errors} >= {
+        ("data/claims.csv", "worker"), ("data/qualification_grants.csv", "worker")}
+    assert not any("PID0002" in e.reason for e in refused.value.errors)
+    assert Study.objects.count() == studies
+    assert Assignment.objects.filter(participant=victim).count() == tasks_before
+
+
+def test_a_pseudonym_cell_never_resolves_to_a_participant_of_the_questionnaire_or_of_another_import():
+    """A pseudonym names a participant of the new study only: not the questionnaire's participant it
+    is the pseudonym of, not one whose platform id happens to read as that pseudonym, and not the
+    same pseudonym's participant of an earlier import (another researcher's blocks and work stay
+    theirs)."""
+    study = _worked_study()
+    pseudonym = worker_pseudonym(Platform.LINK, "PID0002")
+    real = Participant.objects.get(platform=Platform.LINK, external_id="PID0002")
+    other = make_study(n_items=2, n_sources=1, quota=1, units_per_task=2, name="other-study")
+    lookalike = work(other, pseudonym, platform=Platform.LINK).participant  # a raw id shaped as the pseudonym
+    data = _bundle(study)
+
+    first = bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+    second = bundle_import(file=io.BytesIO(data), name="bundle-copy-2", owner=None)
+
+    for copy in (first, second):
+        assert not Assignment.objects.filter(study=copy, participant__in=[real, lookalike]).exists()
+    mine = Participant.objects.get(assignments__study=first, external_id=imported_worker_id(first.pk, pseudonym))
+    assert mine.pk not in (real.pk, lookalike.pk)
+    assert not (set(Assignment.objects.filter(study=first).values_list("participant_id", flat=True))
+                & set(Assignment.objects.filter(study=second).values_list("participant_id", flat=True)))
 
 
 def _rewrite(data: bytes, path: str, change) -> bytes:

@@ -22,8 +22,14 @@ may see (``datasets_for_user``, ``sources_for_user``: what ``study_insert`` lets
 name another researcher's row holds gets the answer a missing name gets, a new row made from the
 bundle, under ``NAME (STUDY)`` since names are unique here (``outcomes.usable_by_name``; the import
 record's ``renamed`` lists them), and nothing of the hidden row is compared or told. Workers become
-participants keyed by their pseudonym on their platform: the pseudonym is all the bundle has, so
-nobody here can map them back to a platform id, and none is invented.
+participants keyed by their pseudonym on their platform, within the new study: the pseudonym is all
+the bundle has, so nobody here can map them back to a platform id, and none is invented. A worker
+cell is exactly what ``lab.pseudonyms.worker_pseudonym`` writes (``w_`` + 16 lowercase hex digits)
+and is refused by row otherwise, so a platform id typed into a bundle names nobody. Each import makes
+its own participants (``imported_worker_id``: the study's id and the pseudonym, a shape no platform
+id takes) and never uses an existing one: not a worker the questionnaire made, and not the same
+pseudonym of another import, whose blocks (``Participant.blocked``) and work another researcher's
+workers page would otherwise show.
 
 Memory: answers, claims, units and tasks are streamed in batches of ``BATCH`` rows; ids are mapped
 through :class:`IdMap`, which keeps runs of consecutive ids (a study's units, claims and tasks are
@@ -36,6 +42,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import zipfile
 import zlib
 from array import array
@@ -143,6 +150,10 @@ NO_BORROWED_TABLE = (
     "bundle was made, is not known here")
 # The longest task duration a bundle may carry (a week, in minutes): more is not a study's deadline.
 MAX_TASK_MINUTES = 7 * 24 * 60
+# A bundle's worker cell: the shape ``lab.pseudonyms.worker_pseudonym`` gives, and nothing else.
+WORKER_PSEUDONYM = re.compile(r"w_[0-9a-f]{16}")
+NOT_A_PSEUDONYM = ("not a worker pseudonym: a bundle names a worker only as the export writes it, w_ followed "
+                   "by 16 lowercase hex digits (never a platform id)")
 # study.json: what the import reads, by section.
 DESIGN_KEYS = {
     "study": ("id", "name", "kind", "split", "annotators_per_unit", "units_per_task", "reward", "hourly_pay_floor",
@@ -543,6 +554,11 @@ def _check_csv_header(bundle: Bundle, table: Table, given: dict) -> None:
 # --- writing -------------------------------------------------------------------------------------
 
 
+def _is_pseudonym(cell: Any) -> bool:
+    """Whether a bundle's worker cell is a pseudonym (``WORKER_PSEUDONYM``)."""
+    return isinstance(cell, str) and WORKER_PSEUDONYM.fullmatch(cell) is not None
+
+
 def _batches(rows: Iterator[Row]) -> Iterator[list[Row]]:
     batch: list[Row] = []
     for row in rows:
@@ -867,31 +883,42 @@ class _Import:
                 self.map_id(self.units, row, unit.pk)
             self.counts["units"] = self.counts.get("units", 0) + len(pairs)
 
-    def participants(self, keys: set[tuple[str, str]]) -> None:
-        """Participants keyed by pseudonym on their platform, made when new."""
+    def participants(self, study: Study, rows: list[Row]) -> None:
+        """The participants of ``rows``' workers (``self.workers``: (platform, pseudonym) -> id),
+        made on first sight, this import's own (``imported_worker_id``): a bundle worker never
+        resolves to a participant the questionnaire made (a platform id) nor to another import's.
+        A worker cell that is not a pseudonym (``WORKER_PSEUDONYM``) or a platform that is not one
+        is the row's error (the cell is not repeated: it may be a platform id), and the row's
+        worker stays unknown."""
+        keys = set()
+        for row in rows:
+            if row["platform"] not in Platform.values:
+                self.err(row, "platform", f"{str(row['platform'])[:40]!r} is not a platform "
+                                          f"({', '.join(Platform.values)})")
+            elif not _is_pseudonym(row["worker"]):
+                self.err(row, "worker", NOT_A_PSEUDONYM)
+            else:
+                keys.add((row["platform"], row["worker"]))
         keys -= self.workers.keys()
-        if not keys:
-            return
         for platform in {p for p, _ in keys}:
-            wanted = {w for p, w in keys if p == platform}
-            found = dict(Participant.objects.filter(platform=platform, external_id__in=wanted)
-                         .values_list("external_id", "pk"))
-            Participant.objects.bulk_create([Participant(platform=platform, external_id=w)
-                                             for w in wanted - found.keys()], ignore_conflicts=True)
-            found = dict(Participant.objects.filter(platform=platform, external_id__in=wanted)
-                         .values_list("external_id", "pk"))
-            self.workers.update({(platform, w): pk for w, pk in found.items()})
+            wanted = {imported_worker_id(study.pk, w): w for p, w in keys if p == platform}
+            Participant.objects.bulk_create([Participant(platform=platform, external_id=e) for e in wanted],
+                                            ignore_conflicts=True)
+            found = Participant.objects.filter(platform=platform, external_id__in=wanted).values_list("external_id", "pk")
+            self.workers.update({(platform, wanted[e]): pk for e, pk in found})
 
     def task_rows(self, study: Study) -> None:
         for batch in _batches(self.b.rows(TABLES["tasks"])):
-            self.participants({(r["platform"], r["worker"]) for r in batch})
+            self.participants(study, batch)
             pairs = []
             for row in batch:
+                if (row["platform"], row["worker"]) not in self.workers:
+                    continue  # the worker cell's error is reported (``participants``)
                 if row["status"] not in Assignment.Status.values:
                     self.err(row, "status", f"{row['status']!r} is not a task status")
                     continue
-                if not row["worker"] or not row["expires_at"]:
-                    self.err(row, "worker" if not row["worker"] else "expires_at", "empty")
+                if not row["expires_at"]:
+                    self.err(row, "expires_at", "empty")
                     continue
                 pairs.append((row, Assignment(
                     study=study, participant_id=self.workers[(row["platform"], row["worker"])], status=row["status"],
@@ -914,6 +941,9 @@ class _Import:
                 task = self.tasks.get(row["task_id"])
                 unit = self.units.get(row["unit_id"])
                 check = self.checks.get(row["attention_check_id"]) if row["attention_check_id"] is not None else None
+                if not _is_pseudonym(row["worker"]):
+                    self.err(row, "worker", NOT_A_PSEUDONYM)
+                    continue
                 if task is None:
                     self.err(row, "task_id", "not in the bundle's tasks")
                     continue
@@ -996,7 +1026,9 @@ class _Import:
         questions = getattr(self, "qualification", [])
         grants = []
         for row in self.b.rows(TABLES["qualification_grants"]):
-            self.participants({(row["platform"], row["worker"])})
+            self.participants(study, [row])
+            if (row["platform"], row["worker"]) not in self.workers:
+                continue  # the worker cell's error is reported (``participants``)
             answers = {}
             for k, v in (row["answers"] or {}).items():
                 position = parse_id(k)
@@ -1054,6 +1086,15 @@ class _Import:
         caveat = str(section.get("note") or "") if section.get("same_as_latest_run") is False else ""
         BundledUtility.objects.create(study=study, rows=rows, provenance=provenance, reason=caveat)
         self.counts["borrowed_utility"] = len(rows)
+
+
+def imported_worker_id(study_id: int, pseudonym: str) -> str:
+    """The ``external_id`` of the participant a bundle's worker ``pseudonym`` becomes in the study
+    ``study_id`` imported from it: ``bundle-<study id>:<pseudonym>``. No platform id has this shape
+    (a Prolific id is 24 hex digits, an MTurk id A and capitals or digits, a link participant's
+    anon-, idh-, plink- or preview- and hex), so the questionnaire never makes nor finds such a
+    participant, and no other import shares it."""
+    return f"bundle-{study_id}:{pseudonym}"
 
 
 def bundled_utility_missing(study: Study) -> str:
