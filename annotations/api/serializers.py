@@ -51,6 +51,7 @@ class AssignmentSerializer(_WorkerMixin, serializers.ModelSerializer):
             "platform_task_id", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at", "n_units",
             "n_completed",
         ]
+        read_only_fields = ["study"]  # output only: writable, a form would list every study
 
     def _participant(self, obj):
         return obj.participant

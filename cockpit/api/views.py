@@ -17,7 +17,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -39,7 +39,7 @@ from scoring.api.filters import ScoredAnnotationFilter, UnitScoreFilter
 from scoring.api.serializers import SourceSummarySerializer
 from scoring.metrics.labels import UTILITY_CHOICES
 from scoring.models import UnitScore
-from scoring.selectors import score_run_latest
+from scoring.selectors import results_for_reader, score_run_latest
 from scoring.services.bundle import BundleError, bundle_filename, bundle_import, bundle_stream
 from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
 from studies.api.filters import StudyFilter
@@ -60,6 +60,15 @@ WITHDRAWAL_EXAMPLE = OpenApiExample("A withdrawal's record", response_only=True,
 
 class ValidationFailed(ValidationError):
     """400 with a body naming the field(s)."""
+
+
+class BundleImportFormSerializer(serializers.Serializer):
+    """The form of ``POST /api/v1/studies/import-bundle/`` as the browsable API draws it (the action
+    reads the multipart upload itself): a file and a name, nothing listing rows of the server."""
+
+    file = serializers.FileField(help_text="A bundle (.zip) from GET /api/v1/studies/<id>/bundle/.")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                 help_text="The new study's name.")
 
 
 def study_create_from_design(*, design: dict, user) -> Study:
@@ -197,10 +206,14 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             )
         )
 
+    # Each write action's input. The browsable API draws a POST form from ``get_serializer_class``:
+    # StudySerializer there (output only) drew, on the withdrawals and import-bundle pages, a form
+    # whose dataset and sources fields listed every researcher's datasets and sources.
+    input_serializers = {"create": StudyDesignSerializer, "withdrawals": WithdrawalRequestSerializer,
+                         "import_bundle": BundleImportFormSerializer}
+
     def get_serializer_class(self):
-        if self.action == "create":
-            return StudyDesignSerializer
-        return super().get_serializer_class()
+        return self.input_serializers.get(self.action) or super().get_serializer_class()
 
     def create(self, request, *args, **kwargs):
         design = StudyDesignSerializer(data=request.data, context=self.get_serializer_context())
@@ -214,6 +227,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         description=(
             "The whole `results.json` of the study's latest finished scoring run: per-source utility shares with "
             "intervals, ties, agreement (Krippendorff's alpha, Fleiss' kappa), Theil's U and eta, Gen-U. "
+            "A Gen-U answerer whose fine-tuned source the caller may not read (it was scored with the study "
+            "owner's rights) keeps its model and says why its settings are withheld (`gen_u.answerers`). "
             "404 until a scoring run has finished (start one with `POST /api/v1/score-runs/`)."
         ),
         responses={200: OpenApiTypes.OBJECT, 404: NOT_FOUND},
@@ -234,7 +249,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 {"detail": "This study has no finished scoring run yet: start one with POST /api/v1/score-runs/."},
                 status=status.HTTP_404_NOT_FOUND,
             )
-        return Response(run.results)
+        return Response(results_for_reader(run, user=request.user))
 
     @extend_schema(
         summary="Per-source summary",
@@ -242,7 +257,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "Per rationale source, from the stored unit scores: numbers and shares of useful / unsure / not "
             "useful units, majority ties before and after, accuracies before and after the rationale, task "
             "accuracy of the source, mean Gen-U and similarity, and what they were computed with: the scoring "
-            "run, the similarity model and the Gen-U method."
+            "run, the similarity model, the Gen-U method and the majority rule (the run's own, as its "
+            "results.json majority_readings records it; with three or more choices a strict majority gives "
+            "other utilities)."
         ),
         responses={200: SourceSummarySerializer(many=True), 404: NOT_FOUND},
         examples=[OpenApiExample("One source (illustrative values, not the released data)", response_only=True,
@@ -251,12 +268,15 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "n_not_useful": 156, "share_useful": 0.209607, "share_unsure": 0.449782, "share_not_useful": 0.340611,
             "n_before_ties": 0, "n_after_ties": 0, "accuracy_before": 0.61, "accuracy_after": 0.66,
             "n_task_known": 458, "task_accuracy": 0.74, "mean_gen_u": None, "mean_similarity": None, "score_run": 12,
-            "similarity_model": None, "gen_u_method": None}])],
+            "similarity_model": None, "gen_u_method": None,
+            "majority_rule": "plurality (the label more annotators gave than any other; our reading of SPEC section 2); "
+                             "a tie is no majority answer and counts as wrong; results.json majority_readings gives "
+                             "strict_majority beside it"}])],
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def summary(self, request, pk=None):
         study = self.get_object()
-        return Response(SourceSummarySerializer(source_summaries(study=study), many=True).data)
+        return Response(SourceSummarySerializer(source_summaries(study=study, user=request.user), many=True).data)
 
     @extend_schema(
         summary="What the study costs and pays",
@@ -327,7 +347,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         file_format = self._file_format(request)
         raw = wants_raw_worker_ids(request)
         annotations = self._filtered(request, ScoredAnnotationFilter, Annotation.objects.filter(claim__study=study))
-        rows = annotation_rows(annotations, study=study, raw_worker_ids=raw)
+        rows = annotation_rows(annotations, study=study, user=request.user, raw_worker_ids=raw)
         return streaming_export_response(
             columns=annotation_columns(raw_worker_ids=raw), rows=rows, file_format=file_format,
             filename=f"study-{study.pk}-annotations",
@@ -348,7 +368,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         file_format = self._file_format(request)
         scores = self._filtered(request, UnitScoreFilter, UnitScore.objects.filter(study=study))
         return streaming_export_response(
-            columns=SCORE_COLUMNS, rows=score_rows(scores), file_format=file_format,
+            columns=SCORE_COLUMNS, rows=score_rows(scores, user=request.user), file_format=file_format,
             filename=f"study-{study.pk}-scores",
         )
 

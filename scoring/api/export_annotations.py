@@ -6,10 +6,11 @@ One declaration (``ANNOTATION_SPEC``) says, for each column, its name, type, mea
 value is read: the answer's own row (a field path from ``Annotation``, or a value the database
 computes, ``_COMPUTED``), its unit (a field path from ``Unit``), the unit's score (a field path
 from ``UnitScore``), what the unit's scores were computed with (``RUN``: a key of
-``export_units.SCORED_WITH_COLUMNS``: the unit's own score run, read once per run, and whether the
-answers that count changed since, read once for the study) or a value made per row (``MADE``). The
-queries, the column lists of CSV, JSON lines and Parquet, and the order of each row's values all
-come from it: a column read from the database is one line there."""
+``export_units.SCORED_WITH_COLUMNS``: the unit's own score run with its settings and majority
+rule, read once per run, and whether the answers that count changed since, read once for the
+study) or a value made per row (``MADE``). The queries, the column lists of CSV, JSON lines and
+Parquet, and the order of each row's values all come from it: a column read from the database is
+one line there."""
 from __future__ import annotations
 
 import queue
@@ -159,15 +160,15 @@ def unit_score_lookup(study: Study, *, fields: list[str] | None = None) -> dict[
     return {(i, r): tuple(rest) for i, r, *rest in rows}
 
 
-def _unit_table(study: Study, layout: _Layout) -> tuple[dict[int, tuple], tuple]:
+def _unit_table(study: Study, layout: _Layout, *, user) -> tuple[dict[int, tuple], tuple]:
     """Unit id -> its ``unit_fields`` (without the id), its gold answer (the generalization
     question's, else the item's), its score and what that score was computed with: the unit's own
     run and whether the answers changed since (``export_units.ScoredWith``: each run read once, the
     study's counting answers once; not per answer); and the same shape, with empties, for an answer
-    without a unit (an attention check)."""
+    without a unit (an attention check). ``user``: the reader (``export_units.scored_with_run``)."""
     n_score = len(layout.score_fields)
     scores = unit_score_lookup(study, fields=[*layout.score_fields, *SCORED_WITH_READS[3:], "score_run_id"])
-    runs = ScoredWith(study.pk)
+    runs = ScoredWith(study.pk, user=user)
     order = list(SCORED_WITH_COLUMNS)
     run_at = [order.index(name) for name in layout.run_fields]
     no_run = (None,) * len(layout.run_fields)
@@ -295,12 +296,14 @@ def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAG
 
 
 def annotation_rows(
-    queryset: QuerySet[Annotation], *, study: Study, raw_worker_ids: bool, page_rows: int = PAGE_ROWS
+    queryset: QuerySet[Annotation], *, study: Study, user, raw_worker_ids: bool, page_rows: int = PAGE_ROWS
 ) -> Iterator[tuple]:
     """Rows in ``annotation_columns(raw_worker_ids=...)`` order, read in pages of ``page_rows`` by id
-    (keyset: each page is ``id > last id``, so memory stays flat however many answers there are)."""
+    (keyset: each page is ``id > last id``, so memory stays flat however many answers there are).
+    The score runs' settings as ``user`` may read them (``export_units.scored_with_run``; None: the
+    operator)."""
     layout = _Layout(raw_worker_ids=raw_worker_ids)
-    units, no_unit = _unit_table(study, layout)
+    units, no_unit = _unit_table(study, layout, user=user)
     unit_gold = len(layout.unit_fields) - 1
     checks = dict(AttentionCheck.objects.filter(study=study).values_list("id", "correct_answer"))
     workers = _Workers(layout)

@@ -9,7 +9,7 @@ from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySe
 from lab.api.streaming import Column
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
-from scoring.selectors import score_run_latest, unit_counting_changes
+from scoring.selectors import results_for_reader, score_run_latest, unit_counting_changes
 from scoring.services.genu import gen_u_method_text
 from studies.models import Study
 
@@ -18,6 +18,34 @@ def utility_label() -> Case:
     """The utility's name (``UTILITY_NAMES``; empty when there is none), made by the database."""
     return Case(*(When(utility=value, then=Value(name)) for value, name in UTILITY_NAMES.items()),
                 default=Value(""), output_field=CharField())
+
+
+# A run from before results.json recorded its majority rule (``majority_readings``) says so.
+MAJORITY_NOT_RECORDED = "not recorded"
+# The tie rule every reading of the majority shares (SPEC section 2; ``studies.majority``).
+MAJORITY_TIE_RULE = "a tie is no majority answer and counts as wrong"
+
+
+def majority_rule_text(results: dict) -> str:
+    """The majority rule a run's results (results.json) record: its ``majority_readings`` default
+    reading with the run's own words for it, the tie rule, and the other readings it gives beside
+    it; a run that recorded none says so (never today's ``MAJORITY_RULE`` in its place)."""
+    majority = results.get("majority_readings")
+    rules = (majority.get("rules") if isinstance(majority, dict) else None) or {}
+    default = majority.get("default") if isinstance(majority, dict) else None
+    if not isinstance(rules, dict) or default not in rules:
+        return (f"{MAJORITY_NOT_RECORDED}: this run's results.json has no majority_readings (it was scored before "
+                "the majority rule was recorded; score the study again to record it)")
+    words = str(rules[default])
+    for name in (f"{default}: ", f"{default.replace('_', ' ')}: "):  # "plurality: the label ..." -> "the label ..."
+        if words.startswith(name):
+            words = words[len(name):]
+            break
+    text = f"{default} ({words}); {MAJORITY_TIE_RULE}"
+    others = [str(rule) for rule in rules if rule != default]
+    if others:
+        text += f"; results.json majority_readings gives {', '.join(others)} beside it"
+    return text
 
 
 class _ScoredWith:
@@ -31,8 +59,9 @@ class _ScoredWith:
 
 SCORED_WITH = _ScoredWith()
 # What a row's ``utility``, ``gen_u`` and ``similarity`` rest on: the run that wrote them (the row's
-# own, ``UnitScore.score_run``), that run's settings, and whether the answers changed since it
-# (``stale``); the unit-score and the annotation exports both carry them.
+# own, ``UnitScore.score_run``), that run's settings, whether the answers changed since it
+# (``stale``) and the majority rule it aggregated the answers by (``majority_rule``, appended last:
+# columns are only ever appended); the unit-score and the annotation exports both carry them.
 SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
     Column("score_run", "int", "The scoring run that wrote this row's scores (its results.json: "
            "/api/v1/studies/{id}/results/ for the latest); empty: not scored (outcomes imported, or changed by a "
@@ -49,6 +78,13 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
            "of counting answers differs from what the run aggregated (work rejected, withdrawn, put on hold or "
            "cleared); the scores are that run's, so score the study again. Empty: not scored. Imported outcomes "
            "are never stale: re-importing them clears the scores they change."),
+    Column("majority_rule", "str", "The majority rule `score_run` aggregated each unit's answers by, which "
+           "`before_majority`/`after_majority`, the ties, correctness and `utility` rest on, as that run's "
+           "results.json `majority_readings` records it: its default reading, then the tie rule, e.g. \"plurality "
+           "(the label more annotators gave than any other; our reading of SPEC section 2); a tie is no majority "
+           "answer and counts as wrong; results.json majority_readings gives strict_majority beside it\". With "
+           "three or more choices a strict majority (more than half of the annotators) gives other utilities. "
+           f"\"{MAJORITY_NOT_RECORDED}...\": that run recorded no rule. Empty: not scored."),
 ]}
 # What ``ScoredWith.values`` reads from a unit-score row, in this order.
 SCORED_WITH_READS = ("score_run_id", "item_id", "source_id", "n_annotators", "imported")
@@ -70,34 +106,35 @@ class ScoredWith:
     """The ``SCORED_WITH_COLUMNS`` values of one study's unit-score rows: each row's own run, read
     once per run (its settings and ``finished_at``), and its staleness against the study's counting
     answers, read once for the study (``unit_counting_changes``, lazily: a study without scored rows
-    never reads it). No query per row."""
+    never reads it). No query per row. ``user``: the reader (``scored_with_run``)."""
 
-    def __init__(self, study_id: int) -> None:
+    def __init__(self, study_id: int, *, user) -> None:
         self.study = Study(pk=study_id)
+        self.user = user
         self.runs: dict[int, tuple[tuple, object]] = {}
         self.changes: dict | None = None
 
     def run(self, run_id: int) -> tuple[tuple, object]:
         found = self.runs.get(run_id)
         if found is None:
-            run = ScoreRun.objects.filter(pk=run_id).only("results", "finished_at").first()
-            used = scored_with_run(run)
-            found = self.runs[run_id] = (
-                (used["score_run"], used["similarity_model"], used["gen_u_method"]),
-                run.finished_at if run is not None else None)
+            run = (ScoreRun.objects.filter(pk=run_id)
+                   .only("results", "finished_at", "study_id", "requested_by_id").first())
+            used = scored_with_run(run, user=self.user)
+            found = self.runs[run_id] = (used, run.finished_at if run is not None else None)
         return found
 
     def values(self, run_id: int | None, item_id: int, source_id: int, n_annotators: int | None,
                imported: bool) -> tuple:
-        """(score_run, similarity_model, gen_u_method, stale) of a row."""
+        """The ``SCORED_WITH_COLUMNS`` of a row, in their order (score_run, similarity_model,
+        gen_u_method, stale, majority_rule)."""
         if run_id is None:
-            return None, None, None, None
+            return (None,) * len(SCORED_WITH_COLUMNS)
         used, finished_at = self.run(run_id)
         if self.changes is None:
             self.changes = unit_counting_changes(study=self.study)
         stale = unit_score_stale(n_annotators=n_annotators, imported=imported, finished_at=finished_at,
                                  change=self.changes.get((item_id, source_id)))
-        return (*used, stale)
+        return tuple(stale if name == "stale" else used[name] for name in SCORED_WITH_COLUMNS)
 
 
 # One declaration per column: its name, type, meaning and the ``UnitScore`` field path (or the
@@ -135,9 +172,10 @@ SCORE_SPEC: list[tuple[Column, str | Callable[[], Expression] | _ScoredWith]] = 
 SCORE_COLUMNS: list[Column] = [column for column, _ in SCORE_SPEC]
 
 
-def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iterator[tuple]:
+def score_rows(queryset: QuerySet[UnitScore], *, user, chunk_size: int = 5000) -> Iterator[tuple]:
     """Rows in ``SCORE_COLUMNS`` order, streamed. The ``SCORED_WITH`` columns are each row's own
-    run's (``ScoredWith``: read once per run and per study, never per row)."""
+    run's (``ScoredWith``: read once per run and per study, never per row), as ``user`` may read
+    them (``scored_with_run``)."""
     read = [value if isinstance(value, str) else value() for _, value in SCORE_SPEC if value is not SCORED_WITH]
     order = list(SCORED_WITH_COLUMNS)
     extra = [name for name in ("study_id", *SCORED_WITH_READS) if name not in read]
@@ -159,7 +197,7 @@ def score_rows(queryset: QuerySet[UnitScore], *, chunk_size: int = 5000) -> Iter
         study_id = row[study_at]
         runs = per_study.get(study_id)
         if runs is None:
-            runs = per_study[study_id] = ScoredWith(study_id)
+            runs = per_study[study_id] = ScoredWith(study_id, user=user)
         yield pick(row + runs.values(*reads(row)))
 
 
@@ -167,23 +205,29 @@ def _share(n: int, total: int) -> float | None:
     return round(n / total, 6) if total else None
 
 
-def scored_with(*, study: Study) -> dict:
+def scored_with(*, study: Study, user) -> dict:
     """What the study's latest finished run computed with (``scored_with_run``; None for outcomes
     imported and never scored): what the per-source summary rests on."""
-    return scored_with_run(score_run_latest(study=study))
+    return scored_with_run(score_run_latest(study=study), user=user)
 
 
-def scored_with_run(run: ScoreRun | None) -> dict:
+def scored_with_run(run: ScoreRun | None, *, user) -> dict:
     """What ``run`` computed with: its id, its similarity model, layer and method (results.json
     ``similarity.method``, ``SimilarityModel.method``: baseline rescaling changes the values a lot)
     and its Gen-U method (question filter, tie rule, answerers), so that a mean Gen-U or similarity
     is never read without the setting that made it. A run that recorded no similarity method gives
-    model and layer only, as it always did. All None for no run."""
-    results = (run.results or {}) if run is not None else {}
+    model and layer only, as it always did. And the majority rule it aggregated the answers by
+    (``majority_rule_text``: as the run recorded it; "not recorded" for a run that recorded none).
+    All None for no run. As ``user`` may read them (``results_for_reader``: the Gen-U method names
+    no settings of an answerer source the reader may not read; None: the operator, everything)."""
+    if run is None:
+        return {"score_run": None, "similarity_model": None, "gen_u_method": None, "majority_rule": None}
+    results = results_for_reader(run, user=user)
     return {
-        "score_run": run.pk if run is not None else None,
+        "score_run": run.pk,
         "similarity_model": similarity_model_text(results.get("similarity") or {}),
         "gen_u_method": gen_u_method_text(results["gen_u"]) if results.get("gen_u") else None,
+        "majority_rule": majority_rule_text(results),
     }
 
 
@@ -196,12 +240,13 @@ def similarity_model_text(similarity: dict) -> str | None:
     return f"{text}; {similarity['method']}" if similarity.get("method") else text
 
 
-def source_summaries(*, study: Study) -> list[dict]:
+def source_summaries(*, study: Study, user) -> list[dict]:
     """Per rationale source: counts and shares of useful / unsure / not useful units, majority ties,
     accuracies before and after the rationale, task accuracy over the units with the source's
     predicted answer (``n_task_known``, beside it: the others are left out, ``TASK_ACCURACY_RULES``),
-    mean Gen-U and similarity, with what they were computed with (``scored_with``)."""
-    settings_used = scored_with(study=study)
+    mean Gen-U and similarity, with what they were computed with (``scored_with``: the run, its
+    similarity model, its Gen-U method and its majority rule, as ``user`` may read them)."""
+    settings_used = scored_with(study=study, user=user)
     rows = (
         UnitScore.objects.filter(study=study)
         .values("source_id", "source__name")

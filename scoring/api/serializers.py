@@ -1,9 +1,10 @@
 """Serializers of the scoring API."""
 from __future__ import annotations
 
+from django.contrib.auth.models import AnonymousUser
 from rest_framework import serializers
 
-from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
+from scoring.api.export_units import MAJORITY_NOT_RECORDED, SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
 from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT, TASK_ACCURACY_RULES
@@ -16,11 +17,13 @@ class UnitScoreSerializer(serializers.ModelSerializer):
     source_name = serializers.CharField(source="source.name", read_only=True)
     utility_label = serializers.SerializerMethodField(help_text="useful, unsure or not_useful; empty if unscored.")
     # What ``utility``, ``gen_u`` and ``similarity`` rest on, as the exports and the summary give it:
-    # the row's own run, its settings, and whether the answers changed since (``stale``).
+    # the row's own run, its settings, whether the answers changed since (``stale``) and the majority
+    # rule the run aggregated the answers by (``majority_rule``).
     score_run = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["score_run"].description)
     similarity_model = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["similarity_model"].description)
     gen_u_method = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["gen_u_method"].description)
     stale = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["stale"].description)
+    majority_rule = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["majority_rule"].description)
 
     class Meta:
         model = UnitScore
@@ -28,19 +31,24 @@ class UnitScoreSerializer(serializers.ModelSerializer):
             "id", "study", "item", "item_external_id", "split", "source", "source_name", "gold_answer",
             "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
             "after_correct", "utility", "utility_label", "task_correct", "gen_u", "similarity", "imported",
-            "updated_at", "score_run", "similarity_model", "gen_u_method", "stale",
+            "updated_at", "score_run", "similarity_model", "gen_u_method", "stale", "majority_rule",
         ]
+        read_only_fields = ["study", "item", "source"]  # output only: writable, a form would list every row
 
     def get_utility_label(self, obj) -> str:
         return UTILITY_NAMES.get(obj.utility, "")
 
     def _scored_with(self, obj) -> dict:
         """``SCORED_WITH_COLUMNS`` of the row (``ScoredWith``: its run read once, the study's counting
-        answers once, for a page: the serializer's context is shared by a list's rows)."""
+        answers once, for a page: the serializer's context is shared by a list's rows), as the
+        request's user may read them (``export_units.scored_with_run``; without a request, as a
+        reader who may read no answerer source)."""
         cache = self.context.setdefault("_scored_with", {}) if isinstance(self.context, dict) else {}
         runs = cache.get(obj.study_id)
         if runs is None:
-            runs = cache[obj.study_id] = ScoredWith(obj.study_id)
+            request = self.context.get("request") if isinstance(self.context, dict) else None
+            user = getattr(request, "user", None) or AnonymousUser()
+            runs = cache[obj.study_id] = ScoredWith(obj.study_id, user=user)
         values = runs.values(*(getattr(obj, name) for name in SCORED_WITH_READS))
         return dict(zip(SCORED_WITH_COLUMNS, values, strict=True))
 
@@ -55,6 +63,9 @@ class UnitScoreSerializer(serializers.ModelSerializer):
 
     def get_stale(self, obj) -> bool | None:
         return self._scored_with(obj)["stale"]
+
+    def get_majority_rule(self, obj) -> str | None:
+        return self._scored_with(obj)["majority_rule"]
 
 
 class ScoreRunSerializer(serializers.ModelSerializer):
@@ -108,3 +119,9 @@ class SourceSummarySerializer(serializers.Serializer):
         "was not computed)."))
     gen_u_method = serializers.CharField(allow_null=True, help_text=(
         "What mean_gen_u rests on: the question filter, the tie rule and the answerers with their training."))
+    majority_rule = serializers.CharField(allow_null=True, help_text=(
+        "The majority rule score_run aggregated each unit's answers by, which the utility counts and shares, the "
+        "ties and the accuracies rest on, as that run's results.json majority_readings records it: its default "
+        "reading, then the tie rule (e.g. \"plurality (...); a tie is no majority answer and counts as wrong; ...\"). "
+        "With three or more choices a strict majority gives other utilities (results.json majority_readings). "
+        f"\"{MAJORITY_NOT_RECORDED}: ...\" for a run that recorded no rule; null when the study has no run."))

@@ -41,6 +41,9 @@ class GenerationJobSerializer(serializers.ModelSerializer):
             "total", "done", "n_failures", "percent", "rate", "eta_seconds", "started_at", "finished_at",
             "cancel_requested", "error", "celery_task_id", "created_at", "updated_at",
         ]
+        # Output only (jobs start through GenerationJobStartSerializer): a writable related field
+        # would list every source, generator and dataset in a browsable form.
+        read_only_fields = fields
 
 
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}]})

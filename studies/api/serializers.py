@@ -70,6 +70,7 @@ class ItemSerializer(serializers.ModelSerializer):
             "id", "dataset", "external_id", "question", "choices", "gold_answer", "gold_rationale", "split",
             "metadata", "created_at", "updated_at",
         ]
+        read_only_fields = ["dataset"]  # output only: writable, a form would list every dataset
 
 
 class RationaleSourceSerializer(serializers.ModelSerializer):
@@ -90,6 +91,7 @@ class RationaleSerializer(serializers.ModelSerializer):
             "id", "item", "source", "source_name", "text", "predicted_answer", "prediction_correct", "highlights",
             "raw_output", "generation_info", "created_at", "updated_at",
         ]
+        read_only_fields = ["item", "source"]  # output only: writable, a form would list every row
 
 
 class GeneralizationQuestionSerializer(serializers.ModelSerializer):
@@ -99,6 +101,7 @@ class GeneralizationQuestionSerializer(serializers.ModelSerializer):
             "id", "item", "qtype", "text", "answer", "origin", "validation_status", "metadata", "created_at",
             "updated_at",
         ]
+        read_only_fields = ["item"]  # output only: writable, a form would list every item
 
 
 SHARE_LEVELS_HELP = (
@@ -139,6 +142,10 @@ class StudySerializer(serializers.ModelSerializer):
             "is_imported_outcome", "owner", "shared_with", "n_items", "n_units", "n_units_complete", "n_annotations", "created_at",
             "updated_at", "shares",
         ]
+        # Output only. A study is created from StudyDesignSerializer (its dataset and sources limited
+        # to what the user may see); the browsable API draws a POST form from the view's serializer,
+        # and writable here, dataset and sources listed every researcher's datasets and sources.
+        read_only_fields = fields
 
 
 class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
@@ -270,6 +277,7 @@ class ImportRecordSerializer(serializers.ModelSerializer):
             "id", "kind", "filename", "sha256", "dataset", "created", "updated", "unchanged", "summary",
             "imported_by", "imported_at",
         ]
+        read_only_fields = ["dataset"]  # output only (imports take ImportRequestSerializer)
 
 
 class ImportJobSerializer(serializers.ModelSerializer):
@@ -282,6 +290,7 @@ class ImportJobSerializer(serializers.ModelSerializer):
             "id", "url", "kind", "filename", "size", "status", "stage", "rows_read", "error", "errors", "record",
             "created_by", "created_at", "started_at", "finished_at",
         ]
+        read_only_fields = ["record"]  # output only: writable, a form would list every import record
 
 
 class RowErrorSerializer(serializers.Serializer):

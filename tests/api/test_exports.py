@@ -208,10 +208,69 @@ def test_exported_scores_name_the_run_the_similarity_model_and_the_gen_u_method(
                                   file_format=file_format)
         assert response.status_code == 200
         frame = READERS[file_format](body)
-        assert list(frame.columns)[-4:] == [*expected, "stale"], export
+        assert list(frame.columns)[-5:] == [*expected, "stale", "majority_rule"], export
         assert len(frame) == len(study_data.scores if export == "scores" else study_data.annotations)
         scored = frame[frame["unit_id"].notna()] if export == "annotations" else frame  # not attention checks
         for column, value in expected.items():
             assert set(scored[column]) == {value}, (export, column)
         assert set(scored["stale"]) == {False}, export
     assert frame["gen_u"].notna().all() and frame["similarity"].notna().all()
+
+
+def _majority_rules(client, study) -> dict[str, set]:
+    """The majority_rule values each place gives of ``study``: both exports (JSON lines; the
+    annotations' scored rows only: an attention check has no unit), /summary/ and /scores/, and the
+    columns each export's X-Export-Columns header names."""
+    found = {}
+    for export in ("scores", "annotations"):
+        response, body = download(client, f"/api/v1/studies/{study.pk}/export/{export}/", file_format="jsonl")
+        assert response.status_code == 200
+        assert response["X-Export-Columns"].split(",")[-1] == "majority_rule", export
+        frame = READERS["jsonl"](body)
+        scored = frame[frame["unit_id"].notna()] if export == "annotations" else frame
+        assert len(scored), export
+        found[export] = set(scored["majority_rule"])
+    found["summary"] = {row["majority_rule"] for row in client.get(f"/api/v1/studies/{study.pk}/summary/").json()}
+    found["scores list"] = {row["majority_rule"] for row in
+                            client.get("/api/v1/scores/", {"study": study.pk}).json()["results"]}
+    return found
+
+
+def test_both_exports_the_summary_and_the_scores_name_the_majority_rule_of_the_run(client_for, study_data):
+    """utility rests on each unit's majority: plurality, a tie counted as wrong (results.json
+    majority_readings); with three or more choices a strict majority gives other utilities, so every
+    place that gives utility names the rule its run used."""
+    expected = ("plurality (the label more annotators gave than any other; our reading of SPEC section 2); a tie "
+                "is no majority answer and counts as wrong; results.json majority_readings gives strict_majority "
+                "beside it")
+    assert study_data.run.results["majority_readings"]["default"] == "plurality"
+    found = _majority_rules(client_for(study_data.study.owner), study_data.study)
+    assert found == dict.fromkeys(("scores", "annotations", "summary", "scores list"), {expected})
+    described = {c.name: c.description for c in SCORE_COLUMNS}["majority_rule"]
+    assert "tie" in described and "strict majority" in described
+    assert {c.name: c.description for c in ANNOTATION_COLUMNS}["majority_rule"] == described
+
+
+def test_a_run_keeps_the_majority_rule_it_recorded_and_one_that_recorded_none_says_so(client_for, study_data):
+    """The rule is read from the run that wrote the scores, not from today's MAJORITY_RULE: a run
+    recorded under another default keeps it, and one from before the rule was recorded says
+    "not recorded". (Such runs are made by older code: their results are written here.)"""
+    from scoring.models import ScoreRun
+
+    client = client_for(study_data.study.owner)
+    run = study_data.run
+    results = dict(run.results)
+    results["majority_readings"] = {**results["majority_readings"], "default": "strict_majority"}
+    ScoreRun.objects.filter(pk=run.pk).update(results=results)
+    found = _majority_rules(client, study_data.study)
+    strict = ("strict_majority (more than half of the annotators; otherwise no majority answer, counted as wrong "
+              "like a tie); a tie is no majority answer and counts as wrong; results.json majority_readings gives "
+              "plurality beside it")
+    assert found == dict.fromkeys(found, {strict})
+
+    del results["majority_readings"]
+    ScoreRun.objects.filter(pk=run.pk).update(results=results)
+    found = _majority_rules(client, study_data.study)
+    assert len({frozenset(v) for v in found.values()}) == 1
+    (text,) = found["scores"]
+    assert text.startswith("not recorded: ") and "majority_readings" in text and "plurality" not in text
