@@ -42,10 +42,12 @@ class Command(BaseCommand):
                                         platform_name=options["platform"], options=publish_options)
         except (PlatformServiceError, PlatformError) as exc:
             raise CommandError(exc.message) from exc
-        # The one cost-and-pay reading, as the study page, the publish page and the API quote it.
+        # The one cost-and-pay reading, as the study page, the publish page and the API quote it; an
+        # MTurk batch is quoted with the HIT size it records (a resumed one keeps the size it was made with).
+        per_hit = (publication.plan or {}).get("max_assignments_per_hit",
+                                               publish_options.get("max_assignments_per_hit"))
         cost = study_cost_and_pay(study=study, platform_name=publication.platform,
-                                  max_assignments_per_hit=publish_options.get("max_assignments_per_hit"),
-                                  n_tasks=publication.n_tasks)
+                                  max_assignments_per_hit=per_hit, n_tasks=publication.n_tasks)
         e = cost.estimate
         self.stdout.write(f"{study.name} on {publication.platform} ({publication.endpoint or 'no API'}), "
                           f"batch {publication.batch}: {e.n_tasks} tasks, rewards {e.rewards} + fee {e.fees} "

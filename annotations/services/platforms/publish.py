@@ -75,8 +75,105 @@ def study_worker_url(*, study: Study, platform: str) -> str:
     return study_entry_url(study, platform=platform)
 
 
+def _asked_per_hit(options: dict) -> int | None:
+    """The per-HIT size ``options`` ask for explicitly (``max_assignments_per_hit``), or None."""
+    asked = (options or {}).get("max_assignments_per_hit")
+    return None if asked in (None, "") else int(asked)
+
+
 def _per_hit(options: dict) -> int:
-    return int(options.get("max_assignments_per_hit", settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT))
+    asked = _asked_per_hit(options)
+    return settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT if asked is None else asked
+
+
+def _hit_sizes_plan(*, name: str, n_tasks: int, options: dict) -> dict:
+    """What a new MTurk batch records on its plan of its HITs, fixed for its life: the per-HIT size
+    (``max_assignments_per_hit``: the option, else RL_MTURK_MAX_ASSIGNMENTS_PER_HIT now) and the
+    assignments of each HIT in order (``hit_sizes``). A resume reads them back
+    (``_mturk_batch_sizes``), never the options or setting of its own call. Other platforms: nothing."""
+    if name != Platform.MTURK:
+        return {}
+    per_hit = _per_hit(options)
+    return {"max_assignments_per_hit": per_hit, "hit_sizes": split_assignments(n_tasks, per_hit)}
+
+
+def _mturk_hits_sent(publication: Publication) -> dict[int, int]:
+    """{HIT index: assignments} of what ``publication`` made or may have made on MTurk: its recorded
+    HITs and its create_hit calls not known to have failed (a failed call applied nothing)."""
+    sent = {}
+    calls = publication.calls.filter(operation=OP.CREATE_HIT).exclude(status=PlatformCall.Status.FAILED)
+    for summary in calls.values_list("request_summary", flat=True):
+        if "index" in summary and "max_assignments" in summary:
+            sent.setdefault(int(summary["index"]), []).append(int(summary["max_assignments"]))
+    for entry in publication.external_ids:
+        if entry.get("hit_id") and "max_assignments" in entry:
+            sent.setdefault(int(entry["index"]), []).append(int(entry["max_assignments"]))
+    return {index: sizes[0] if len(set(sizes)) == 1 else -1 for index, sizes in sent.items()}
+
+
+def _mturk_batch_sizes(*, publication: Publication, study: Study, options: dict) -> Publication:
+    """Under the locks of ``_publication_claim``: the HIT sizes of ``publication`` (an MTurk batch
+    still publishing, resumed now) read back from its plan (``_hit_sizes_plan``), and the
+    publication returned with them on its plan.
+
+    A resume whose options ask explicitly for a per-HIT size that splits its tasks otherwise is
+    refused (``PlatformServiceError`` naming the batch, the size it was started with and the size
+    asked): splitting again would skip HITs by index and publish more or fewer assignments than
+    its tasks. Without the option, the recorded size is used, whatever the setting says now.
+
+    A batch started before the sizes were recorded (its plan has no ``hit_sizes``) is read as
+    its first attempt sent it: the ``max_assignments_per_hit`` option it was started with (kept
+    in ``plan["options"]``), else its first HIT's assignments (every HIT but the last holds
+    exactly the per-HIT size, and a first HIT that is also the last holds every task), else,
+    when nothing was sent for it yet, this call's size. That reading is accepted only when every
+    HIT it made or may have made has the size it gives that HIT; otherwise (or when it sent HITs
+    but not its first: no reading) it is refused, nothing is sent, and the message says how to
+    resume it: with the size it was started with, asked explicitly and checked against what it
+    sent. Once read, the sizes are recorded on its plan."""
+    plan = dict(publication.plan or {})
+    n_tasks = publication.n_tasks
+    sent = _mturk_hits_sent(publication)
+    what = f"batch {publication.batch} of study {study.name!r} on MTurk"
+    made = ", ".join(f"HIT {i + 1}: {s if s >= 0 else 'conflicting sizes'}" for i, s in sorted(sent.items()))
+    asked = _asked_per_hit(options)
+    if plan.get("hit_sizes") is not None:
+        sizes, source = [int(size) for size in plan["hit_sizes"]], None
+        per_hit = int(plan.get("max_assignments_per_hit") or max(sizes, default=0))
+    else:
+        started = _asked_per_hit(plan.get("options") or {})
+        if started is not None:
+            per_hit, source = started, "the max_assignments_per_hit option it was started with"
+        elif 0 in sent and sent[0] > 0:
+            per_hit, source = sent[0], "the assignments of its first HIT"
+        elif not sent:
+            per_hit, source = _per_hit(options), "this publish's (nothing was sent for it yet)"
+        elif asked is not None:
+            per_hit, source = asked, "the max_assignments_per_hit this publish asks for"
+        else:
+            raise PlatformServiceError(
+                f"{what} was started before its HIT sizes were recorded, and they cannot be read back from what it "
+                f"sent ({made}): nothing was sent now. Resume it with the per-HIT size it was started with "
+                f"(manage.py publish_study {study.pk} --max-assignments-per-hit N; checked against what it sent), "
+                "or close the study to stop it")
+        sizes = split_assignments(n_tasks, per_hit)
+    wrong = {i: s for i, s in sent.items() if i >= len(sizes) or sizes[i] != s}
+    if sum(sizes) != n_tasks or wrong:
+        raise PlatformServiceError(
+            f"{what} cannot be resumed: HITs of {sizes} (at most {per_hit} assignments each"
+            f"{', ' + source if source else ', as recorded'}) do not match its {n_tasks} tasks and what it sent "
+            f"({made or 'nothing'}); nothing was sent now. Close the study to stop it")
+    if asked is not None and split_assignments(n_tasks, asked) != sizes:
+        raise PlatformServiceError(
+            f"{what} was started with HITs of at most {per_hit} assignments ({sizes}); this publish asks for "
+            f"max_assignments_per_hit {asked}, which would split its {n_tasks} tasks as "
+            f"{split_assignments(n_tasks, asked)} and publish more or fewer assignments than its tasks: nothing was "
+            f"sent. Publish again without max_assignments_per_hit (or with {per_hit}) to resume it")
+    if source is not None:
+        logger.warning("%s had no recorded HIT sizes: resumed with HITs of %s, from %s", what, sizes, source)
+        plan.update(max_assignments_per_hit=per_hit, hit_sizes=sizes)
+        publication.plan = plan
+        publication.save(update_fields=["plan", "updated_at"])
+    return publication
 
 
 # The time a worker spends on the platform's clock outside the app's: between accepting the task
@@ -231,23 +328,51 @@ def _publication_finish(*, publication: Publication, study: Study, user, name: s
     """Under a lock on ``publication``, after its calls: published, while it is still publishing
     and its study open. Closed meanwhile (or its study closed before the publication was made:
     it is closed with it), the publish stops there: whatever it made that the close did not stop
-    is stopped (``publication_recruiting_stop``) and the closed publication is returned."""
+    is stopped (``publication_recruiting_stop``) and the closed publication is returned.
+
+    An MTurk batch whose HITs' assignments do not add up to its tasks (``_assignments_short``) is
+    not marked published: it stays publishing, the reason is kept on its ``error`` and raised."""
+    short = ""
     with transaction.atomic():
         locked = Publication.objects.select_for_update().get(pk=publication.pk)
         if locked.status == Publication.Status.PUBLISHED:  # a concurrent publish of this batch finished first
             return locked
         if locked.status == Publication.Status.PUBLISHING:
             if Study.objects.filter(pk=study.pk, status=Study.Status.OPEN).exists():
-                Publication.STATUS.move(locked, Publication.Status.PUBLISHED, error="")
-                logger.info("published %s on %s (batch %s): %s", study, name, locked.batch, locked.external_ids)
-                return locked
-            Publication.STATUS.move(locked, Publication.Status.CLOSED, closed_at=timezone.now())
+                short = _assignments_short(locked, study)
+                if not short:
+                    Publication.STATUS.move(locked, Publication.Status.PUBLISHED, error="")
+                    logger.info("published %s on %s (batch %s): %s", study, name, locked.batch, locked.external_ids)
+                    return locked
+                locked.error = short[:2000]  # kept publishing: never published with more or fewer places
+                locked.save(update_fields=["error", "updated_at"])
+            else:
+                Publication.STATUS.move(locked, Publication.Status.CLOSED, closed_at=timezone.now())
+    if short:
+        raise PlatformServiceError(short)
     stopped = publication_recruiting_stop(publication=locked, user=user)
     logger.warning(
         "publishing %s on %s (batch %s) stopped: the study was closed meanwhile; the publication is closed, "
         "nothing more was created. Made: %s; stopped now: %s", study, name, locked.batch,
         locked.external_ids or "nothing on the platform", stopped or "nothing more to stop")
     return locked
+
+
+def _assignments_short(publication: Publication, study: Study) -> str:
+    """Why ``publication`` (MTurk) may not be marked published: the assignments of its HITs do not
+    add up to its tasks ("" when they do; other platforms: ""). Too few would leave tasks unoffered
+    under a batch called published; too many pay for work its tasks do not need."""
+    if publication.platform != Platform.MTURK:
+        return ""
+    hits = [entry for entry in publication.external_ids if entry.get("hit_id")]
+    total = sum(int(entry.get("max_assignments", 0)) for entry in hits)
+    if total == publication.n_tasks:
+        return ""
+    made = ", ".join(f"{e['hit_id']} ({e.get('max_assignments', '?')})" for e in hits) or "no HIT"
+    then = ("publish again to make the missing HITs, or close the study to stop it" if total < publication.n_tasks
+            else "close the study to stop it if the extra assignments are not wanted")
+    return (f"batch {publication.batch} of study {study.name!r} on MTurk is not marked published: its HITs hold "
+            f"{total} assignments for its {publication.n_tasks} tasks ({made}); {then}")
 
 
 def _publishing_goes_on(publication: Publication, study: Study, user, *, before: str) -> bool:
@@ -297,7 +422,8 @@ def _tasks_to_publish(*, study: Study, platform, n_tasks: int | None) -> int:
 def _publication_claim(*, study: Study, user, name: str, platform, n_tasks: int, estimate,
                        options: dict) -> Publication:
     """Under a lock on the study: the publication this publish works on. One published or still
-    publishing is returned as it is (resumed, or nothing left to do); else a batch that failed
+    publishing is returned as it is (resumed, or nothing left to do; an MTurk batch resumed keeps
+    the HIT sizes it was made with: ``_mturk_batch_sizes``); else a batch that failed
     before anything was sent is reused, or a new batch is made. ``name`` is checked again against
     the locked row (a draft's platform may have changed since it was read; open now, it is fixed)."""
     with transaction.atomic():
@@ -310,6 +436,8 @@ def _publication_claim(*, study: Study, user, name: str, platform, n_tasks: int,
             .order_by("-batch").first()
         )
         if publication is not None:
+            if publication.status == Publication.Status.PUBLISHING and name == Platform.MTURK:
+                return _mturk_batch_sizes(publication=publication, study=locked, options=options)
             return publication
         publication = _failed_batch_reuse(study=study, name=name, platform=platform, n_tasks=n_tasks,
                                           estimate=estimate, options=options)
@@ -321,7 +449,8 @@ def _publication_claim(*, study: Study, user, name: str, platform, n_tasks: int,
             request_token=publication_request_token(study=study, platform=name, batch=batch),
             endpoint=platform.endpoint, n_tasks=n_tasks, reward=money(study.reward),
             currency=estimate.currency, estimated_cost=estimate.total, created_by=actor(user),
-            plan={"options": options, "estimate": estimate.as_dict()},
+            plan={"options": options, "estimate": estimate.as_dict(),
+                  **_hit_sizes_plan(name=name, n_tasks=n_tasks, options=options)},
         )
 
 
@@ -338,7 +467,8 @@ def _failed_batch_reuse(*, study: Study, name: str, platform, n_tasks: int, esti
     Publication.STATUS.move(latest, Publication.Status.PUBLISHING, n_tasks=n_tasks,
                             reward=money(study.reward), currency=estimate.currency,
                             estimated_cost=estimate.total, endpoint=platform.endpoint,
-                            plan={"options": options, "estimate": estimate.as_dict()})
+                            plan={"options": options, "estimate": estimate.as_dict(),
+                                  **_hit_sizes_plan(name=name, n_tasks=n_tasks, options=options)})
     return latest
 
 
@@ -553,11 +683,19 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
     qualification = None
     if options.get("require_qualification", True):
         qualification = mturk_qualification_ensure(study=study, user=user, platform=platform)
+    # The batch's HIT sizes as it recorded them when it was made (``_hit_sizes_plan``, read back on a
+    # resume by ``_mturk_batch_sizes``), never this call's options or setting: HITs are skipped by index.
+    plan = publication.plan or {}
+    if plan.get("hit_sizes") is None:
+        raise PlatformServiceError(f"batch {publication.batch} of study {study.name!r} on MTurk has no recorded HIT "
+                                   "sizes: nothing was sent. Publish again to resume it")
+    sizes = [int(size) for size in plan["hit_sizes"]]
+    per_hit = int(plan.get("max_assignments_per_hit") or max(sizes, default=1))
     spec = _task_spec(study=study, platform=Platform.MTURK, request_token=publication.request_token,
-                      n_tasks=publication.n_tasks, completion_code=publication.completion_code, options=options,
+                      n_tasks=publication.n_tasks, completion_code=publication.completion_code,
+                      options={**options, "max_assignments_per_hit": per_hit},
                       time_limit=time_limit)
     spec.qualification_requirements = mturk_requirements(study=study, options=options, qualification=qualification)
-    sizes = split_assignments(spec.n_tasks, spec.max_assignments_per_hit)
     done = {entry["index"] for entry in publication.external_ids if entry.get("hit_id")}
     pending = [(index, size) for index, size in enumerate(sizes) if index not in done]
     if not pending:

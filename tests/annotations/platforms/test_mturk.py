@@ -3,11 +3,14 @@ service model (API 2017-01-17) and compared with the exact parameters expected; 
 reaches AWS. A call the code makes without a queued response fails the test."""
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from decimal import Decimal
 
 import pytest
 from botocore.stub import ANY
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
 
 from annotations.models import (
     Assignment,
@@ -23,14 +26,17 @@ from annotations.platforms.mturk import (
     SANDBOX_ENDPOINT,
     external_question_xml,
     question_form_xml,
+    split_assignments,
 )
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms import publish as publish_service
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, assignment_reject
 from annotations.services.platforms.sync import study_sync
 from annotations.services.platforms.tokens import bonus_token, publication_request_token
+from annotations.tasks.platforms import publish_study_task
 from tests.annotations.factories import add_qualification
 from tests.annotations.platforms.conftest import (
     PUBLIC_URL,
@@ -407,3 +413,162 @@ def test_app_granted_qualification_is_granted_once_to_workers_who_passed(mturk, 
 
     stubber.assert_no_pending_responses()
     assert PlatformCall.objects.filter(operation="associate_qualification", status="confirmed").count() == 1
+
+
+# A half-made batch keeps the HIT sizes it was made with: a resume skips HITs by index, so splitting
+# its tasks again with another per-HIT size (a deploy changed RL_MTURK_MAX_ASSIGNMENTS_PER_HIT, or the
+# command's --max-assignments-per-hit against the page's default) published more or fewer assignments
+# than its tasks.
+HIT_C = "3CCCCCCCCCCCCCCCCCCCCCCCCCCCCC"
+
+
+def _first_hit_made_then_refused(stubber, study, *, size: int, publish) -> Publication:
+    """``publish()`` makes the batch's first HIT (``size`` assignments), then MTurk refuses the second."""
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_A, size), hit_params(study, index=0, size=size))
+    stubber.add_client_error("create_hit", service_error_code="RequestError", http_status_code=400,
+                             service_message="Your account is not permitted to do this.",
+                             expected_params=hit_params(study, index=1, size=split_assignments(14, size)[1]))
+    with pytest.raises((PlatformServiceError, CommandError)):
+        publish()
+    stubber.assert_no_pending_responses()
+    publication = Publication.objects.get(study=study, dry_run=False)
+    assert publication.status == Publication.Status.PUBLISHING and publication.hit_ids == [HIT_A]
+    return publication
+
+
+def _assignments(publication) -> int:
+    return sum(entry["max_assignments"] for entry in publication.external_ids)
+
+
+def test_resume_after_a_deploy_changed_the_per_hit_setting_keeps_the_batch_sizes(mturk, study, settings):
+    platform, stubber = mturk
+    researcher = get_user_model().objects.create_superuser("root", password="pw")
+    task = lambda: publish_study_task.apply(args=[study.pk], kwargs={"user_id": researcher.pk}).get()  # noqa: E731
+    first = _first_hit_made_then_refused(stubber, study, size=9, publish=task)  # 14 tasks: [9, 5]
+
+    settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT = 5  # a deploy; the queued task carries no options
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
+    result = task()
+
+    stubber.assert_no_pending_responses()  # only the second HIT, of 5: not [5, 5, 4] less index 0
+    publication = Publication.objects.get(pk=first.pk)
+    assert result["status"] == Publication.Status.PUBLISHED
+    assert publication.external_ids == [{"index": 0, "hit_id": HIT_A, "max_assignments": 9},
+                                        {"index": 1, "hit_id": HIT_B, "max_assignments": 5}]
+    assert _assignments(publication) == publication.n_tasks == 14
+    assert publication.plan["hit_sizes"] == [9, 5] and publication.plan["max_assignments_per_hit"] == 9
+
+
+def test_resume_from_the_page_keeps_the_commands_per_hit_size(mturk, study):
+    platform, stubber = mturk
+    command = lambda: call_command("publish_study", study.pk, "--max-assignments-per-hit", "5")  # noqa: E731
+    first = _first_hit_made_then_refused(stubber, study, size=5, publish=command)  # [5, 5, 4]
+
+    # The publish page sends no per-HIT option (the setting says 9): the batch's own 5 are kept.
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
+    stubber.add_response("create_hit", hit(HIT_C, 4), hit_params(study, index=2, size=4))
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk", options={"link_mode": "single"})
+
+    stubber.assert_no_pending_responses()
+    assert publication.pk == first.pk and publication.status == Publication.Status.PUBLISHED
+    assert [entry["max_assignments"] for entry in publication.external_ids] == [5, 5, 4]
+    assert _assignments(publication) == publication.n_tasks == 14
+
+
+def test_resume_asking_explicitly_for_another_per_hit_size_is_refused_and_sends_nothing(mturk, study):
+    platform, stubber = mturk
+    publish = lambda: study_publish(user=OPERATOR, study=study, platform_name="mturk")  # noqa: E731
+    first = _first_hit_made_then_refused(stubber, study, size=9, publish=publish)
+    error = first.error
+
+    with pytest.raises(CommandError) as refused:  # no response queued: any call would fail
+        call_command("publish_study", study.pk, "--max-assignments-per-hit", "5")
+    # The same split asked explicitly resumes it.
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk",
+                                options={"max_assignments_per_hit": 9})
+
+    message = str(refused.value)
+    assert f"batch 1 of study {study.name!r}" in message
+    assert "at most 9 assignments ([9, 5])" in message and "max_assignments_per_hit 5" in message
+    assert "[5, 5, 4]" in message
+    stubber.assert_no_pending_responses()
+    assert error and PlatformCall.objects.filter(operation="create_hit").count() == 2
+    assert publication.status == Publication.Status.PUBLISHED and _assignments(publication) == 14
+
+
+@pytest.mark.parametrize(("started", "explicit"), [(9, False), (5, True)])
+def test_batch_started_before_sizes_were_recorded_resumes_with_the_sizes_it_was_started_with(
+        mturk, study, settings, started, explicit):
+    """Its plan has no ``hit_sizes``: the option it was started with (``plan["options"]``), else
+    the setting of then, read from its first HIT (every HIT but the last holds the per-HIT size)."""
+    platform, stubber = mturk
+    options = {"max_assignments_per_hit": started} if explicit else {}
+    publish = lambda: study_publish(user=OPERATOR, study=study, platform_name="mturk", options=options)  # noqa: E731
+    first = _first_hit_made_then_refused(stubber, study, size=started, publish=publish)
+    # The plan as publishes before the sizes were recorded wrote it (no service writes it so now).
+    Publication.objects.filter(pk=first.pk).update(plan={k: v for k, v in first.plan.items()
+                                                         if k not in ("hit_sizes", "max_assignments_per_hit")})
+
+    settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT = 7  # another size now: [7, 7]
+    sizes = [9, 5] if started == 9 else [5, 5, 4]
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    for index, hit_id in zip(range(1, len(sizes)), (HIT_B, HIT_C), strict=False):
+        stubber.add_response("create_hit", hit(hit_id, sizes[index]), hit_params(study, index=index, size=sizes[index]))
+    publication = study_publish(user=OPERATOR, study=study, platform_name="mturk")
+
+    stubber.assert_no_pending_responses()
+    assert publication.status == Publication.Status.PUBLISHED
+    assert [entry["max_assignments"] for entry in publication.external_ids] == sizes
+    assert Publication.objects.get(pk=first.pk).plan["hit_sizes"] == sizes  # recorded now
+
+
+@pytest.mark.parametrize(("started", "resplit", "made"), [(9, 5, [5, 4]), (5, 9, [5])])
+def test_a_batch_whose_hits_do_not_add_up_to_its_tasks_is_not_marked_published(
+        mturk, study, monkeypatch, started, resplit, made):
+    """The last guard: were a resume to split the batch again (as it did before its sizes were
+    recorded), its HITs would hold 18 or 10 assignments for 14 tasks, and it stays publishing."""
+    platform, stubber = mturk
+    publish = lambda **kw: study_publish(user=OPERATOR, study=study, platform_name="mturk", **kw)  # noqa: E731
+    first = _first_hit_made_then_refused(stubber, study, size=started, publish=lambda: publish(
+        options={"max_assignments_per_hit": started}))
+
+    def resplit_like_before(*, publication, study, options):
+        sizes = split_assignments(publication.n_tasks, resplit)
+        publication.plan = {**publication.plan, "hit_sizes": sizes, "max_assignments_per_hit": resplit}
+        publication.save(update_fields=["plan"])
+        return publication
+
+    monkeypatch.setattr(publish_service, "_mturk_batch_sizes", resplit_like_before, raising=False)
+    monkeypatch.setattr(publish_service, "_per_hit", lambda options: resplit)  # as the code before the fix
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    for index, hit_id, size in zip(range(1, 3), (HIT_B, HIT_C), made, strict=False):
+        stubber.add_response("create_hit", hit(hit_id, size), hit_params(study, index=index, size=size))
+    with pytest.raises(PlatformServiceError) as refused:
+        publish()
+
+    stubber.assert_no_pending_responses()
+    publication = Publication.objects.get(pk=first.pk)
+    total = started + sum(made)
+    assert publication.status == Publication.Status.PUBLISHING
+    assert f"its HITs hold {total} assignments for its 14 tasks" in str(refused.value)
+    assert publication.error == str(refused.value)
+
+
+def test_the_command_quotes_a_resumed_batch_with_the_hit_size_it_was_made_with(mturk, study, settings):
+    platform, stubber = mturk
+    command = lambda: call_command("publish_study", study.pk)  # noqa: E731
+    _first_hit_made_then_refused(stubber, study, size=9, publish=command)  # HITs of 9: MTurk's 20% fee
+
+    settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT = 10  # HITs of 10 or more would pay 40%
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
+    out = io.StringIO()
+    call_command("publish_study", study.pk, stdout=out)
+
+    stubber.assert_no_pending_responses()
+    assert "14 tasks, rewards 28.00 + fee 5.60 (0.20) = 33.60 USD" in out.getvalue()
