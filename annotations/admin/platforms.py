@@ -492,7 +492,7 @@ class PlatformSubmissionAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     search_fields = ("platform_assignment_id", "worker_id")
     actions = ["clear_holds"]
 
-    @admin.action(description="Clear the hold (a worker mismatch, or work the platform does not list): it counts and may be approved and paid")
+    @admin.action(description="Clear the hold (a worker mismatch, work the platform does not list: it counts and may be approved and paid; work not submitted here: it may then be approved on its own, from the worker's page)")
     def clear_holds(self, request, queryset):
         allowed = set(self.model._default_manager.filter(**self._in_studies(request, PAY)).values_list("pk", flat=True))
         cleared = 0
