@@ -341,7 +341,8 @@ CELERY_BEAT_SCHEDULE["platforms-sync-open-studies"] = {
     "schedule": float(os.environ.get("RL_PLATFORM_SYNC_SECONDS", "300")),
 }
 # LM jobs (studies.tasks): a queued/running job that has not moved for RL_LM_STALL_SECONDS lost its
-# message with a killed worker; queue it again. Keep it above the time one batch takes.
+# message with a killed worker; queue it again. A running generation batch touches its job every
+# fifth of this (at most every 60 s: studies.services.generation.common), so only a stopped worker's job moves.
 RL_LM_STALL_SECONDS = int(os.environ.get("RL_LM_STALL_SECONDS", "900"))
 CELERY_BEAT_SCHEDULE["studies-resume-stalled-generation-jobs"] = {
     "task": "studies.resume_stalled_generation_jobs",

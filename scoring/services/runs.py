@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from lab.heartbeat import heartbeat as lab_heartbeat
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun
 from studies.models import Study
@@ -199,28 +198,13 @@ def score_runs_resume_stalled(*, now: datetime | None = None, enqueue: bool = Tr
     return [run.pk for run in moved]
 
 
-@contextlib.contextmanager
-def heartbeat(run: ScoreRun, *, every: float | None = None) -> Iterator[None]:
+def heartbeat(run: ScoreRun, *, every: float | None = None) -> contextlib.AbstractContextManager[None]:
     """Touch the run's ``updated_at`` every ``every`` seconds (``RL_SCORE_HEARTBEAT_SECONDS``) while
-    the body runs. The thread uses its own database connection and only writes ``updated_at`` of a
-    running run; a failed write is logged and retried at the next beat."""
-    every = float(settings.RL_SCORE_HEARTBEAT_SECONDS if every is None else every)
-    stop = threading.Event()
+    the body runs (``with heartbeat(run): ...``), from a thread with its own database connection
+    (:func:`lab.heartbeat.heartbeat`). It only writes ``updated_at`` of a running run; a failed
+    write is logged and retried at the next beat."""
+    def touch() -> None:
+        ScoreRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(updated_at=timezone.now())
 
-    def beat() -> None:
-        try:
-            while not stop.wait(every):
-                try:
-                    ScoreRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(updated_at=timezone.now())
-                except Exception:  # a busy database: the next beat tries again
-                    logger.warning("score run %s: heartbeat not written", run.pk, exc_info=True)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"score-run-{run.pk}-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=every + 5)
+    return lab_heartbeat(touch, every=float(settings.RL_SCORE_HEARTBEAT_SECONDS if every is None else every),
+                         name=f"score run {run.pk}")

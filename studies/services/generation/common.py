@@ -4,12 +4,19 @@ batch loop that item-by-item kinds run (how a job finishes, reports and fails is
 :mod:`.lifecycle`'s)."""
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
+from lab.heartbeat import heartbeat
 from studies.lm import templates
 from studies.lm.backends import Backend, BackendError, Budget, Decoding, TransientBackendError, build_backend
 from studies.models import (
@@ -29,6 +36,7 @@ from .errors import GenerationError
 from .inputs import SOURCE_PARAMS
 from .lifecycle import Status, eta_seconds, generation_job_fail, mark_done, smoothed_rate
 
+logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 16
 
 
@@ -104,10 +112,137 @@ def decoding_from(data: dict | None, **defaults: Any) -> Decoding:
         raise GenerationError(f"bad decoding settings {data!r}: {exc}") from exc
 
 
+class JobBudget(Budget):
+    """A job's budget as one batch spends it. ``used_*`` start from the usage the job has stored
+    and follow what other copies of the batch store meanwhile (:meth:`BatchUsage.add_to` brings
+    them up to date), so the cap counts every copy's requests; ``own_*`` count this batch's own,
+    of which ``added_*`` are already added to the job's stored usage."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._lock = threading.RLock()  # held around Budget's own methods, which take it too
+        self.own_requests = self.own_tokens = 0
+        self.added_requests = self.added_tokens = 0
+
+    def reserve_request(self) -> None:
+        with self._lock:
+            super().reserve_request()
+            self.own_requests += 1
+
+    def record_tokens(self, tokens: int) -> None:
+        with self._lock:
+            before = self.used_tokens
+            super().record_tokens(tokens)
+            self.own_tokens += self.used_tokens - before
+
+    def unadded(self) -> tuple[int, int, int, int]:
+        """(own requests, own tokens, requests not yet added, tokens not yet added)."""
+        with self._lock:
+            return (self.own_requests, self.own_tokens,
+                    self.own_requests - self.added_requests, self.own_tokens - self.added_tokens)
+
+    def settle(self, *, own_requests: int, own_tokens: int, stored_requests: int, stored_tokens: int) -> None:
+        """The job now stores ``stored_*``, which include this batch's ``own_*`` (as
+        :meth:`unadded` gave them): count from there, plus what this batch spent since."""
+        with self._lock:
+            self.added_requests, self.added_tokens = own_requests, own_tokens
+            self.used_requests = stored_requests + self.own_requests - own_requests
+            self.used_tokens = stored_tokens + self.own_tokens - own_tokens
+
+
+def stored_usage(params: dict) -> tuple[int, int]:
+    usage = params.get("usage") or {}
+    return int(usage.get("used_requests", 0)), int(usage.get("used_tokens", 0))
+
+
+class BatchUsage:
+    """The budget spent by one batch of one job (the budgets :func:`job_budget` makes while the
+    batch runs), added to what the job stores rather than written over it: two copies of a batch
+    (beat queued the job again while a worker was frozen) each add their own requests, and each
+    copy's cap sees what the other stored (at its start and at each heartbeat)."""
+
+    def __init__(self, job_id: int):
+        self.job_id = job_id
+        self.budgets: list[JobBudget] = []
+        self._beats = threading.Lock()  # held by a beat while it writes, and by close
+        self._closed = False
+
+    def add_to(self, locked: GenerationJob) -> Callable[[], None]:
+        """Add what this batch spent since the last time to ``locked.params["usage"]`` (the
+        caller holds the job row with ``select_for_update`` and saves it); returns what brings
+        the budgets up to date, to call once that is committed."""
+        requests, tokens = stored_usage(locked.params)
+        snapshots = [(budget, budget.unadded()) for budget in self.budgets]
+        if not snapshots:
+            return lambda: None
+        requests += sum(snap[2] for _, snap in snapshots)
+        tokens += sum(snap[3] for _, snap in snapshots)
+        locked.params = {**locked.params, "usage": {
+            "max_requests": locked.params.get("max_requests"), "max_tokens": locked.params.get("max_tokens"),
+            "used_requests": requests, "used_tokens": tokens}}
+
+        def settle() -> None:
+            for budget, (own_requests, own_tokens, _, _) in snapshots:
+                budget.settle(own_requests=own_requests, own_tokens=own_tokens,
+                              stored_requests=requests, stored_tokens=tokens)
+        return settle
+
+    def store(self) -> None:
+        """Add what this batch spent and not yet stored to the job's usage, in a transaction of
+        its own (a heartbeat, or a batch that failed and stores nothing else)."""
+        if not self.budgets:
+            return
+        with transaction.atomic():
+            locked = GenerationJob.objects.select_for_update().defer("item_ids").filter(pk=self.job_id).first()
+            if locked is None:
+                return
+            settle = self.add_to(locked)
+            locked.save(update_fields=["params", "updated_at"])
+        settle()
+
+    def beat(self) -> None:
+        """The batch's heartbeat: the job moves (``updated_at``, which beat's
+        ``generation_jobs_resume_stalled`` reads), with the usage spent so far. None after
+        :meth:`close`."""
+        with self._beats:
+            if self._closed:
+                return
+            if self.budgets:
+                self.store()
+            else:
+                GenerationJob.objects.filter(pk=self.job_id, status=Status.RUNNING).update(updated_at=timezone.now())
+
+    def close(self) -> None:
+        """No more beats; returns once a beat in progress has written (and brought the budgets up
+        to date), so that what the batch then stores is not added twice."""
+        with self._beats:
+            self._closed = True
+
+
+_BATCH_USAGE: ContextVar[BatchUsage | None] = ContextVar("generation_batch_usage", default=None)
+
+
+def lm_heartbeat_seconds() -> float:
+    """How often a running batch touches its job: often enough that beat (which queues again a
+    job that has not moved for ``RL_LM_STALL_SECONDS``) never takes a live batch for a stalled one."""
+    return max(0.01, min(60.0, float(settings.RL_LM_STALL_SECONDS) / 5))
+
+
 def job_budget(job: GenerationJob) -> Budget:
-    usage = job.params.get("usage") or {}
-    return Budget(max_requests=job.params.get("max_requests"), max_tokens=job.params.get("max_tokens"),
-                  used_requests=int(usage.get("used_requests", 0)), used_tokens=int(usage.get("used_tokens", 0)))
+    """The job's budget for a batch: its caps, and the usage the job stores now (read from the
+    database, not from ``job``, which was read when the batch started: another copy of the batch
+    may have stored its usage since). Made while :class:`ItemHandler` runs a batch of the job, the
+    batch adds what it spends to the job's stored usage (:class:`BatchUsage`)."""
+    params = job.params
+    if job.pk is not None:
+        params = GenerationJob.objects.filter(pk=job.pk).values_list("params", flat=True).first() or params
+    used_requests, used_tokens = stored_usage(params)
+    budget = JobBudget(max_requests=job.params.get("max_requests"), max_tokens=job.params.get("max_tokens"),
+                       used_requests=used_requests, used_tokens=used_tokens)
+    batch = _BATCH_USAGE.get()
+    if batch is not None and batch.job_id == job.pk:
+        batch.budgets.append(budget)
+    return budget
 
 
 def source_backend(source, *, budget: Budget | None = None, options: dict | None = None) -> Backend:
@@ -176,13 +311,18 @@ class ItemHandler(Handler):
 
     1. picks the next ``batch_size`` items with no output yet and no failure recorded by this job
        (:meth:`next_batch`, which looks only from the job's cursor on),
-    2. generates outside any transaction (the slow part; :meth:`generate`),
+    2. generates outside any transaction (the slow part; :meth:`generate`), touching the job
+       every :func:`lm_heartbeat_seconds` meanwhile (so beat never queues a second copy of a batch
+       that is merely slow) and storing the budget it spent so far,
     3. writes the outputs and failures in one transaction holding the job row with
-       ``select_for_update``, re-checking what exists (:meth:`store`), and updates done/total, rate
-       and ETA.
+       ``select_for_update``, re-checking what exists (:meth:`store`), adds the budget it spent to
+       the job's stored usage (:class:`BatchUsage`), and updates done/total, rate and ETA.
 
     So a batch is all-or-nothing, a re-run or a worker killed mid-batch continues where it
-    stopped, and two deliveries of the same task never write a duplicate."""
+    stopped, and two deliveries of the same task never write a duplicate. Two copies of one batch
+    running at once (a worker frozen past ``RL_LM_STALL_SECONDS``, then woken: beat queued the
+    job again meanwhile) may both send the same items' requests, but each request counts once
+    in the job's usage, and each copy's cap sees what the other stored."""
 
     # Items examined per query when looking for the next batch: the scan starts at the job's
     # cursor (every item before it is processed) instead of re-reading the whole job each batch.
@@ -235,20 +375,41 @@ class ItemHandler(Handler):
             return False
 
         started = time.monotonic()
+        usage = BatchUsage(job.pk)
         try:
-            output = self.generate(job, item_ids)
-        except TransientBackendError:
+            output = self._generate_alive(job, item_ids, usage)
+        except Exception as exc:
             # The requests spent before the endpoint gave out count against the job's budget: a
             # resumed job would otherwise start from the usage of its last stored batch and could
             # go past max_requests / max_tokens.
-            _save_usage(job)
-            raise  # the task records it; the job can be resumed
-        except BackendError as exc:
-            _save_usage(job)
-            generation_job_fail(job_id=job.pk, error=str(exc))
-            return False
+            _store_usage_quietly(usage)
+            if isinstance(exc, BackendError) and not isinstance(exc, TransientBackendError):
+                generation_job_fail(job_id=job.pk, error=str(exc))
+                return False
+            raise  # a transient error: the task records it; the job can be resumed
         elapsed = max(time.monotonic() - started, 1e-6)
 
+        try:
+            return self._store_batch(job, output, item_ids=item_ids, cursor=cursor, processed=processed,
+                                     elapsed=elapsed, usage=usage)
+        except Exception:
+            _store_usage_quietly(usage)  # the batch's writes rolled back: its spending still counts
+            raise
+
+    def _generate_alive(self, job: GenerationJob, item_ids: list[int], usage: BatchUsage) -> BatchOutput:
+        """:meth:`generate`, with the job's heartbeat running (:meth:`BatchUsage.beat`): a batch
+        longer than ``RL_LM_STALL_SECONDS`` is not taken for a stalled one (beat would queue a
+        second copy of it that sends the same requests), and its spending is stored as it goes."""
+        token = _BATCH_USAGE.set(usage)
+        try:
+            with heartbeat(usage.beat, every=lm_heartbeat_seconds(), name=f"generation job {job.pk}"):
+                return self.generate(job, item_ids)
+        finally:
+            usage.close()
+            _BATCH_USAGE.reset(token)
+
+    def _store_batch(self, job: GenerationJob, output: BatchOutput, *, item_ids: list[int], cursor: int,
+                     processed: int, elapsed: float, usage: BatchUsage) -> bool:
         with transaction.atomic():
             locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
             self.store(locked, output)
@@ -265,23 +426,22 @@ class ItemHandler(Handler):
             locked.rate = smoothed_rate(locked.rate, output.units / elapsed)
             remaining = locked.total - locked.done
             locked.eta_seconds = eta_seconds(remaining, locked.rate)
+            usage.add_to(locked)  # what this batch spent, added to what other copies stored
             locked.params = {**locked.params, "cursor": cursor}
-            if "usage" in job.params:
-                locked.params["usage"] = job.params["usage"]
             locked.save(update_fields=["done", "failed", "rate", "eta_seconds", "params", "updated_at"])
             if remaining == 0:
                 mark_done(locked)
             return locked.status == Status.RUNNING and not locked.cancel_requested
 
 
-def _save_usage(job: GenerationJob) -> None:
-    """Store the budget usage the batch's backend counted (``job.params["usage"]``, written by
-    ``generate`` even when it raised) on the job, for a batch that stored nothing else."""
-    if "usage" in job.params:
-        with transaction.atomic():
-            locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
-            locked.params = {**locked.params, "usage": job.params["usage"]}
-            locked.save(update_fields=["params", "updated_at"])
+def _store_usage_quietly(usage: BatchUsage) -> None:
+    """:meth:`BatchUsage.store` for a batch that is failing: a database that fails here too is
+    logged, and the batch's own error goes on."""
+    try:
+        usage.store()
+    except Exception:
+        logger.warning("generation job %s: the usage of a failed batch was not stored", usage.job_id,
+                       exc_info=True)
 
 
 def failed_item_ids(job: GenerationJob, ids: list[int]) -> set[int]:

@@ -212,8 +212,12 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     """Queue again the batched jobs that say they are queued or running but have not moved for
     ``stalled_after``: their message was lost with a killed worker (the filesystem broker has no
     redelivery; Redis redelivers only after its visibility timeout). Beat runs this every minute,
-    so a job continues soon after a worker comes back. Safe if the job was merely slow: batches
-    skip stored items and write under the job's row lock, so a second chain only finds less to do.
+    so a job continues soon after a worker comes back. A batch that is merely slow is not taken
+    for a stalled one: item kinds touch their job while a batch generates (the heartbeat of
+    :class:`~.common.ItemHandler`). If a worker froze past ``stalled_after`` and wakes while a
+    second chain runs, both may send the same items' requests once (one batch at most), but
+    batches skip stored items and write under the job's row lock, and each adds what it spent to
+    the job's usage, which every copy's budget cap reads (:class:`~.common.BatchUsage`).
     Fine-tuning is one long batch and is left to the admin's "Resume job". A Quark batch
     (``checkpoint_every`` steps) touches its job every step, and a second chain of one is harmless:
     the batch that finds the checkpoint moved on discards its work and ends its chain.

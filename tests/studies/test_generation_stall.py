@@ -1,0 +1,114 @@
+"""A batch of an LM job that runs long, and beat's stall detection (``generation_jobs_resume_stalled``):
+a running batch keeps its job alive, and when two copies of one batch do run (a worker frozen past
+``RL_LM_STALL_SECONDS``, then woken), every request they send counts once in the job's usage and
+against its ``max_requests`` cap."""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from studies.models import GenerationJob, Rationale, RationaleSource
+from studies.services.generation import generation_job_create, generation_job_run_batch
+from studies.services.generation.jobs import HANDLERS, generation_jobs_resume_stalled
+from tests.factories import DatasetFactory, ItemFactory
+from tests.studies.lm.openai_server import OpenAIServer, completion
+from tests.studies.lm.test_job_rights import RATIONALE_REPLY, _train_pool
+
+STALL = timedelta(seconds=900)  # RL_LM_STALL_SECONDS's default
+
+
+def _hosted_job(server, *, params: dict, n_items: int = 6) -> GenerationJob:
+    """A rationale job of ``n_items`` dev items on a hosted (OpenAI-compatible) source, all in one
+    batch, one request an item, as an admin starts it."""
+    dataset = DatasetFactory(name="strategyqa")
+    for _ in range(n_items):
+        ItemFactory(dataset=dataset, split="dev")
+    _train_pool(dataset)
+    root = get_user_model().objects.create_superuser("root", password="pw")
+    source = RationaleSource.objects.create(
+        name="hosted", kind="lm", backend="openai", model_name_or_path="gpt-x", endpoint_url=server.url,
+        decoding={"max_new_tokens": 40, "backoff_s": 0.01, "concurrency": 1, "max_retries": 1})
+    return generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev", user=root,
+                                 enqueue=False, batch_size=n_items, params=params)
+
+
+def _second_copy_while_first_is_frozen(monkeypatch) -> dict:
+    """While the first copy of the job's batch is about to send its requests, its worker stops
+    (frozen) for longer than the stall limit: beat queues the job again and another lm worker runs
+    the batch (the second copy). Then the first copy wakes up and goes on."""
+    handler = HANDLERS["rationales"]
+    real = type(handler).generate
+    state = {"depth": 0, "requeued": None}
+
+    def generate(self, job, item_ids):
+        state["depth"] += 1
+        if state["depth"] == 1:
+            GenerationJob.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+            state["requeued"] = generation_jobs_resume_stalled(stalled_after=STALL, enqueue=False)
+            generation_job_run_batch(job_id=job.pk)  # the second copy, on another worker
+        return real(self, job, item_ids)
+
+    monkeypatch.setattr(type(handler), "generate", generate)
+    return state
+
+
+@pytest.mark.django_db
+def test_a_second_copy_of_a_batch_does_not_go_past_the_request_cap(monkeypatch):
+    with OpenAIServer(lambda path, body: (200, completion([RATIONALE_REPLY]), {})) as server:
+        job = _hosted_job(server, params={"max_requests": 6})
+        state = _second_copy_while_first_is_frozen(monkeypatch)
+        generation_job_run_batch(job_id=job.pk)  # the first copy
+    job.refresh_from_db()
+    assert state["requeued"] == [job.pk]
+    # The second copy spent the whole cap; the first, woken, sees that before it sends anything.
+    assert len(server.requests) == 6
+    assert job.params["usage"]["used_requests"] == 6
+    assert (job.status, job.done) == (GenerationJob.Status.DONE, 6)
+    assert Rationale.objects.filter(source=job.source).count() == 6
+
+
+@pytest.mark.django_db
+def test_two_copies_of_a_batch_each_add_their_requests_to_the_usage(monkeypatch):
+    with OpenAIServer(lambda path, body: (200, completion([RATIONALE_REPLY], tokens=7), {})) as server:
+        job = _hosted_job(server, params={"max_requests": 100})
+        _second_copy_while_first_is_frozen(monkeypatch)
+        generation_job_run_batch(job_id=job.pk)
+    job.refresh_from_db()
+    # Both copies sent the batch's six requests (the first had picked its items before the second
+    # stored them); the outputs are stored once, and every request sent is counted.
+    assert len(server.requests) == 12
+    assert job.params["usage"]["used_requests"] == 12
+    assert job.params["usage"]["used_tokens"] == 12 * 7
+    assert Rationale.objects.filter(source=job.source).count() == 6
+    assert (job.status, job.done) == (GenerationJob.Status.DONE, 6)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_longer_than_the_stall_limit_keeps_its_job_alive(monkeypatch, settings):
+    settings.RL_LM_STALL_SECONDS = 0.3  # the batch's heartbeat: every 0.06 s
+    handler = HANDLERS["rationales"]
+    real = type(handler).generate
+    seen = {}
+
+    def slow_generate(self, job, item_ids):
+        output = real(self, job, item_ids)  # the requests are sent ...
+        time.sleep(1.0)  # ... and the batch goes on for more than three times the stall limit
+        seen["requeued"] = generation_jobs_resume_stalled(stalled_after=timedelta(seconds=0.3), enqueue=False)
+        seen["usage"] = GenerationJob.objects.get(pk=job.pk).params.get("usage")
+        return output
+
+    monkeypatch.setattr(type(handler), "generate", slow_generate)
+    with OpenAIServer(lambda path, body: (200, completion([RATIONALE_REPLY]), {})) as server:
+        job = _hosted_job(server, params={"max_requests": 10}, n_items=3)
+        assert generation_job_run_batch(job_id=job.pk) is False
+    assert seen["requeued"] == []  # beat leaves the running batch alone: no second copy
+    # The heartbeat stored what the batch spent while it ran (a worker killed now would not lose it).
+    assert seen["usage"]["used_requests"] == 3
+    job.refresh_from_db()
+    assert len(server.requests) == 3
+    assert job.params["usage"]["used_requests"] == 3  # added once, not again when the batch stored
+    assert (job.status, job.done) == (GenerationJob.Status.DONE, 3)
