@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 from lab.ids import parse_id
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
+from scoring.selectors import results_for_reader
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
 from scoring.services.outcomes import OutcomesStudyNotYours
 from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused
@@ -84,6 +85,14 @@ class ScoreRunAdmin(StudyScopedAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def get_object(self, request, object_id, from_field=None):
+        """The run, its results as ``request.user`` may read them (``results_for_reader``; never
+        saved: a run is never edited), so its page shows no setting the report withholds."""
+        run = super().get_object(request, object_id, from_field)
+        if run is not None:
+            run.results = results_for_reader(run, user=request.user)
+        return run
 
     def has_change_permission(self, request, obj=None):
         # A run is never edited (its attempts bound the retries, its updated_at is the worker's

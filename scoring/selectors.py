@@ -11,12 +11,77 @@ from annotations.selectors import HOLDING_FLAGS, claim_counts
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import Study
-from studies.selectors import studies_for_user
+from studies.selectors import sources_for_user, studies_for_user
 
 
 def score_run_latest(*, study: Study) -> ScoreRun | None:
     """The study's latest finished run."""
     return ScoreRun.objects.filter(study=study, status=ScoreRun.Status.DONE).order_by("-finished_at", "-pk").first()
+
+
+# --- results as a reader may read them ------------------------------------------------------------
+
+# Why an answerer's fine-tuning and answering settings are left out of what a reader gets: the one
+# wording of the rule, for the bundle's study.json (``bundle.export.answerer_sources_json``) and for
+# every copy of results.json a reader is handed (``results_for_reader``). ``{reader}``: who may not.
+ANSWERER_WITHHELD = ("the settings of the source fine-tuned as this answerer are withheld: {reader} may not read "
+                     "that source (studies.view_rationalesource, or a study they may see that uses it)")
+RESULTS_READER = "the user reading these results"
+# ... and for a run from before results.json recorded which source an answerer's settings came from.
+ANSWERER_WITHHELD_UNRECORDED = (
+    "the settings of the source fine-tuned as this answerer are withheld: this run did not record which source "
+    "they were read from (scored before that was recorded), so only the study's owner and the user who asked "
+    "for the run see them; score the study again to record it")
+# What of a Gen-U answerer entry (``genu._gen_u_method``) a reader who may not read its source keeps:
+# the model path (the Gen-U predictions name it already) and how its settings were found.
+ANSWERER_KEPT = ("model", "matched_by")
+
+
+def answerer_withheld(reader: str = RESULTS_READER) -> str:
+    """``ANSWERER_WITHHELD`` naming ``reader``."""
+    return ANSWERER_WITHHELD.format(reader=reader)
+
+
+def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READER) -> dict:
+    """``run``'s results.json as ``user`` may read it. Results are computed with the study owner's
+    rights (``genu.answerer_sources_readable``), so they may name the fine-tuning and answering
+    settings of a Gen-U answerer source that another reader of the study (a share) may not read
+    (``sources_for_user``): for such a reader each of those answerer entries keeps only
+    ``ANSWERER_KEPT`` and says why the rest is withheld (``answerer_withheld(reader)``), and
+    ``gen_u.method`` is rebuilt from what is left (``gen_u_method_text``). An entry of a run from
+    before the source was recorded (no ``answerer_source``) is withheld from anyone but the
+    study's owner and the run's requester (``ANSWERER_WITHHELD_UNRECORDED``). The operator
+    (``user`` None), superusers and the study's owner get the results unchanged; {} for no run."""
+    results = (run.results or {}) if run is not None else {}
+    gen_u = results.get("gen_u") if isinstance(results, dict) else None
+    answerers = (gen_u or {}).get("answerers") if isinstance(gen_u, dict) else None
+    if not answerers or user is None or user.is_superuser:
+        return results
+    if Study.objects.filter(pk=run.study_id, owner_id=user.pk).exists():
+        return results
+    entries = [e for role in answerers.values() for e in (role or []) if isinstance(e, dict)]
+    ids = {e["answerer_source"] for e in entries if e.get("answerer_source") is not None}
+    readable = set(sources_for_user(user=user).filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
+    requester = run.requested_by_id is not None and run.requested_by_id == user.pk
+
+    def why(entry: dict) -> str | None:
+        if "answerer_source" not in entry:
+            return None if requester else ANSWERER_WITHHELD_UNRECORDED
+        source = entry["answerer_source"]
+        return None if source is None or source in readable else answerer_withheld(reader)
+
+    if all(why(e) is None for e in entries):
+        return results
+    shown = {role: [entry if not isinstance(entry, dict) or why(entry) is None else
+                    {**{k: entry[k] for k in ANSWERER_KEPT if k in entry}, "withheld": why(entry)}
+                    for entry in (role_entries or [])]
+             for role, role_entries in answerers.items()}
+    gen_u = {**gen_u, "answerers": shown}
+    if "method" in gen_u:
+        from scoring.services.genu import gen_u_method_text  # here: scoring.services reads these selectors
+
+        gen_u["method"] = gen_u_method_text(gen_u)
+    return {**results, "gen_u": gen_u}
 
 
 

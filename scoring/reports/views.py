@@ -20,6 +20,7 @@ from scoring.models import ScoreRun
 from scoring.reports.download import report_zip, zip_name
 from scoring.reports.sections import render_figure, report_sections
 from scoring.run_stages import score_progress
+from scoring.selectors import results_for_reader
 
 POLL_SECONDS = 2
 STATE_LABELS = {
@@ -31,9 +32,12 @@ STATE_LABELS = {
 
 
 def _run(model_admin, request, run_id: int) -> ScoreRun:
+    """The run, its results as ``request.user`` may read them (``results_for_reader``: never saved;
+    the report, its figures and its download are built from them)."""
     run = get_object_or_404(model_admin.get_queryset(request).select_related("study"), pk=run_id)
     if not model_admin.has_view_permission(request, run):
         raise PermissionDenied
+    run.results = results_for_reader(run, user=request.user)
     return run
 
 

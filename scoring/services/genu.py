@@ -209,7 +209,11 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
             # the source the predictions name and the reader may read.
             recorded = (answering_recorded(role_code=str(code), answerer_id=source_id, source_ids=rationale_sources)
                         if source_id is not None and source is not None else [])
+            # ``answerer_source``: the source whose settings the entry names (the one the predictions
+            # record, or the one matched by model path): a reader of the results who may not read it
+            # gets them withheld (``scoring.selectors.results_for_reader``).
             entries.append({"model": model, "matched_by": BY_MODEL_PATH if source_id is None else BY_ANSWERER_SOURCE,
+                            "answerer_source": source.pk if source is not None else source_id,
                             "fine_tuning_preset": training.get("preset"), "overrides": training.get("overrides"),
                             "base_model": training.get("base_model"),
                             "base_model_in_paper": training.get("base_model_in_paper"),
@@ -259,6 +263,8 @@ def _paper_text(entry: dict) -> str:
 
 
 def answerer_text(role: str, entry: dict) -> str:
+    if entry.get("withheld"):  # a reader who may not read the source (``scoring.selectors.results_for_reader``)
+        return f"{role} {entry.get('model')} ({entry['withheld']})"
     preset = entry.get("fine_tuning_preset")
     base = entry.get("base_model")
     text = f"{role} {entry.get('model')} (base {base or NOT_RECORDED}; "

@@ -171,7 +171,7 @@ def test_review_export_and_grading_read_one_rule_for_a_right_answer(reviewed):
     in_review = {a.pk: a.is_correct for a in answers_for_review(answers)}
     names = [c.name for c in annotation_columns(raw_worker_ids=False)]
     exported = {row[0]: row[names.index("answer_correct")]
-                for row in annotation_rows(answers, study=study, raw_worker_ids=False)}
+                for row in annotation_rows(answers, study=study, user=None, raw_worker_ids=False)}
     assert exported == in_review and set(exported.values()) == {True, False}
     for check in answers.filter(step="attention"):
         assert check.payload["correct"] is exported[check.pk]

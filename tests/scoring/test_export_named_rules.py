@@ -48,7 +48,7 @@ def _scored_study(*, similarity: bool):
 def test_summary_gives_the_units_task_accuracy_is_over_and_names_the_rule(admin_client):
     study, run = _scored_study(similarity=False)
 
-    by_name = {row["source_name"]: row for row in source_summaries(study=study)}
+    by_name = {row["source_name"]: row for row in source_summaries(study=study, user=None)}
     assert by_name["imported-lm"]["n_units"] == 4
     assert by_name["imported-lm"]["n_task_known"] == 2  # the units with a predicted answer
     assert by_name["imported-lm"]["task_accuracy"] == 0.0  # wrong on both of them; the other two left out
@@ -88,8 +88,8 @@ def test_similarity_model_names_the_method_the_run_recorded(admin_client):
     assert similarity["method"] == SimilarityModel.method == ("BERTScore F1 against the gold rationale, "
                                                               "no baseline rescaling")
     expected = f"{similarity['name']}, layer {similarity['num_layers']}; {similarity['method']}"
-    assert scored_with_run(run)["similarity_model"] == expected
-    assert {row["similarity_model"] for row in source_summaries(study=study)} == {expected}
+    assert scored_with_run(run, user=None)["similarity_model"] == expected
+    assert {row["similarity_model"] for row in source_summaries(study=study, user=None)} == {expected}
     served = admin_client.get(f"/api/v1/studies/{study.pk}/export/scores/", {"file_format": "jsonl"})
     assert served.status_code == 200
     rows = [json.loads(line) for line in b"".join(served.streaming_content).decode().splitlines() if line]
@@ -99,8 +99,8 @@ def test_similarity_model_names_the_method_the_run_recorded(admin_client):
 def test_a_run_that_recorded_no_method_keeps_model_and_layer():
     """Runs written before the method was recorded: the value stays as it was, nothing guessed."""
     old = ScoreRun(pk=7, results={"similarity": {"name": "mini", "num_layers": 6}})
-    assert scored_with_run(old)["similarity_model"] == "mini, layer 6"
-    assert scored_with_run(ScoreRun(pk=8, results={}))["similarity_model"] is None
+    assert scored_with_run(old, user=None)["similarity_model"] == "mini, layer 6"
+    assert scored_with_run(ScoreRun(pk=8, results={}), user=None)["similarity_model"] is None
 
 
 def test_the_column_docs_say_model_layer_and_method():

@@ -43,7 +43,7 @@ def test_rows_match_the_stored_answers_across_pages():
     names = [c.name for c in annotation_columns(raw_worker_ids=True)]
     queryset = Annotation.objects.filter(claim__study=study)
     rows = [dict(zip(names, row, strict=True))
-            for row in annotation_rows(queryset, study=study, raw_worker_ids=True, page_rows=5)]
+            for row in annotation_rows(queryset, study=study, user=None, raw_worker_ids=True, page_rows=5)]
     stored = {a.pk: a for a in queryset.select_related("claim__participant", "claim__assignment", "claim__unit__item")}
     assert [r["annotation_id"] for r in rows] == sorted(stored)
     for row in rows:
@@ -83,10 +83,10 @@ def test_pages_read_ahead_on_a_second_connection_give_the_same_rows():
 
     jit_before = jit()
     with CaptureQueriesContext(connection) as main_connection:
-        ahead = list(annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=5))
+        ahead = list(annotation_rows(queryset, study=study, user=None, raw_worker_ids=False, page_rows=5))
     assert jit() == jit_before  # the reader turns JIT off on its own connection only
     with transaction.atomic(), CaptureQueriesContext(connection) as in_transaction:
-        sequential = list(annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=5))
+        sequential = list(annotation_rows(queryset, study=study, user=None, raw_worker_ids=False, page_rows=5))
 
     assert len(ahead) == queryset.count() == 12 and ahead == sequential
     assert not any(page_query.search(q["sql"]) for q in main_connection.captured_queries)
@@ -102,7 +102,7 @@ def test_the_read_ahead_stops_with_its_caller_and_hands_over_its_errors():
     def readers() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name == "export-read-ahead"]
 
-    rows = annotation_rows(queryset, study=study, raw_worker_ids=False, page_rows=1)
+    rows = annotation_rows(queryset, study=study, user=None, raw_worker_ids=False, page_rows=1)
     next(rows)
     assert readers()  # reading ahead of the caller
     rows.close()
@@ -130,7 +130,7 @@ def test_a_column_added_to_the_spec_is_one_line_and_reaches_every_format(monkeyp
     ])
     columns = export.annotation_columns(raw_worker_ids=True)
     queryset = Annotation.objects.filter(claim__study=study).select_related("claim__unit__item")
-    rows = list(export.annotation_rows(queryset, study=study, raw_worker_ids=True))
+    rows = list(export.annotation_rows(queryset, study=study, user=None, raw_worker_ids=True))
 
     names = [c.name for c in columns]
     assert names[-3:] == ["question_key", "item_question", "worker_raw_id"]

@@ -30,12 +30,12 @@ def wrong_then_right(claim, step):
 def annotation_export(study) -> list[dict]:
     names = [c.name for c in annotation_columns(raw_worker_ids=False)]
     return [dict(zip(names, row, strict=True)) for row in annotation_rows(
-        Annotation.objects.filter(claim__study=study), study=study, raw_worker_ids=False)]
+        Annotation.objects.filter(claim__study=study), study=study, user=None, raw_worker_ids=False)]
 
 
 def unit_export(study) -> list[dict]:
     names = [c.name for c in SCORE_COLUMNS]
-    return [dict(zip(names, row, strict=True)) for row in score_rows(UnitScore.objects.filter(study=study))]
+    return [dict(zip(names, row, strict=True)) for row in score_rows(UnitScore.objects.filter(study=study), user=None)]
 
 
 @pytest.fixture
@@ -181,12 +181,12 @@ def test_the_summary_of_an_imported_study_never_scored_has_no_accuracy(strategyq
     study = imported_study_create(strategyqa_test_items)
     _import(study, dict(GAUSS, human_predicted_label_before_rationale=False))  # right before and after
 
-    (summary,) = source_summaries(study=study)
+    (summary,) = source_summaries(study=study, user=None)
 
     assert (summary["n_units"], summary["n_scored"]) == (1, 0)
     assert (summary["accuracy_before"], summary["accuracy_after"]) == (None, None)
     study_score(study=study, similarity=False)
-    (summary,) = source_summaries(study=study)
+    (summary,) = source_summaries(study=study, user=None)
     assert (summary["accuracy_before"], summary["accuracy_after"]) == (1.0, 1.0)
 
 

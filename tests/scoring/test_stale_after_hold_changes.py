@@ -26,7 +26,7 @@ Flag = PlatformSubmission.Flag
 
 def unit_row(study) -> dict:
     names = [c.name for c in SCORE_COLUMNS]
-    (row,) = [dict(zip(names, row, strict=True)) for row in score_rows(UnitScore.objects.filter(study=study))]
+    (row,) = [dict(zip(names, row, strict=True)) for row in score_rows(UnitScore.objects.filter(study=study), user=None)]
     return row
 
 

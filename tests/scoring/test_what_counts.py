@@ -64,7 +64,7 @@ def test_a_quota_one_unit_is_scored_with_exactly_the_one_worker_whose_answers_co
     # The export marks the same answers, and only those, as counting.
     columns = [c.name for c in annotation_columns(raw_worker_ids=False)]
     rows = [dict(zip(columns, row, strict=True)) for row in annotation_rows(
-        Annotation.objects.filter(claim__study=study), study=study, raw_worker_ids=False)]
+        Annotation.objects.filter(claim__study=study), study=study, user=None, raw_worker_ids=False)]
     assert len(rows) == 8
     assert {r["assignment_id"] for r in rows if r["counts"]} == {counted.pk}
     assert sum(r["counts"] for r in rows) == 2

@@ -34,7 +34,7 @@ from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
 from scoring.models import UnitScore
 from scoring.provenance import app_version, package_versions
-from scoring.selectors import score_run_latest
+from scoring.selectors import answerer_withheld, results_for_reader, score_run_latest
 from scoring.services.genu import (
     CONFLICTING_FIRST_KEPT,
     CONFLICTING_RULES,
@@ -69,8 +69,10 @@ PAGE_ROWS = 5_000
 FLUSH_BYTES = 1 << 20  # hand the client what the zip has written once it passes 1 MiB
 SOURCE_FIELDS = ("name", "kind", "description", "backend", "model_name_or_path", "endpoint_url", "template",
                  "decoding", "demonstrations", "seed", "has_highlights", "training")
-WITHHELD = ("the settings of the source fine-tuned as this answerer are withheld: the user who made this bundle "
-            "may not read that source (studies.view_rationalesource, or a study they may see that uses it)")
+# Who a bundle's withheld settings are withheld from (``scoring.selectors.ANSWERER_WITHHELD``, the
+# one wording of the rule: study.json's ``answerer_sources`` and results.json's answerers alike).
+BUNDLE_READER = "the user who made this bundle"
+WITHHELD = answerer_withheld(BUNDLE_READER)
 
 
 # --- cells ---------------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
 # --- the tables ----------------------------------------------------------------------------------
 
 
-def _table_rows(study: Study) -> dict[str, Callable[[], Iterable[tuple]]]:
+def _table_rows(study: Study, user) -> dict[str, Callable[[], Iterable[tuple]]]:
     items = study.items.all()
     sources = study.sources.all()
     names = dict(RationaleSource.objects.values_list("id", "name").filter(pk__in=sources))
@@ -367,7 +369,7 @@ def _table_rows(study: Study) -> dict[str, Callable[[], Iterable[tuple]]]:
         "units": units,
         "tasks": tasks,
         "claims": claims,
-        "annotations": lambda: annotation_rows(Annotation.objects.filter(claim__study=study), study=study,
+        "annotations": lambda: annotation_rows(Annotation.objects.filter(claim__study=study), study=study, user=user,
                                                raw_worker_ids=False),
         "flag_reviews": flags,
         "qualification_grants": grants,
@@ -388,11 +390,13 @@ def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
     be read ahead). Reads the current database: what was erased (a withdrawn participant) is not
     there. What the study uses without showing it (Gen-U's fine-tuned answerer sources) is written
     whole only when ``user`` may read it (``answerer_sources_json``; None: the operator, everything).
+    The same reader decides what ``results.json`` and ``settings.json`` name of those answerers
+    (``results_for_reader``: the results were computed with the study owner's rights).
     Every caller names its reader: a default reader would decide what a bundle holds far from
     the page that hands it out."""
     study = Study.objects.select_related("dataset").get(pk=study.pk)
     run = score_run_latest(study=study)
-    results = run.results if run is not None else None
+    results = results_for_reader(run, user=user, reader=BUNDLE_READER) if run is not None else None
     sink = DrainSink()  # no seek: each member's sizes follow its data, nothing is revisited
     archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6)
     written: dict[str, tuple[str, int]] = {}  # path -> (sha256, bytes)
@@ -421,7 +425,7 @@ def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
                                                                borrowed=borrowed)))
     if results is not None:
         yield from member(RESULTS_FILE, json_bytes(results))
-    for name, rows in _table_rows(study).items():
+    for name, rows in _table_rows(study, user).items():
         yield from member(TABLES[name].path, _csv_chunks(TABLES[name], rows()))
     if borrowed_rows is not None:
         table = TABLES["borrowed_utility"]
