@@ -332,8 +332,10 @@ def _fmt(value, digits: int = 3) -> str:
 
 def other_readings_notes(counted: dict) -> list[str]:
     """What the other readings of which answers count give (``counted["other_readings"]``; a run
-    from before they were recorded has none): utility shares over all sources, Theil's U(utility |
-    task accuracy) and Krippendorff's alpha before and after, each with its rule."""
+    from before they were recorded has none): utility shares over all sources and Theil's
+    U(utility | task accuracy), or in a generalization study Figure 4's accuracy before, after and
+    its change over all units and per source and the consistency of the answers
+    (``_generalization_reading_text``), then Krippendorff's alpha before and after, each with its rule."""
     notes = []
     for name, row in (counted.get("other_readings") or {}).items():
         label = READING_NAMES.get(name, name)
@@ -343,18 +345,45 @@ def other_readings_notes(counted: dict) -> list[str]:
         if row.get("note"):
             notes.append(f"Other reading, {label}: {row['note']} ({row.get('rule')}).")
             continue
-        shares = (row.get("utility_shares") or {}).get(ALL) or {}
-        u = (row.get("theils_u_utility_given_task_accuracy") or {}).get(ALL)
         agreement = row.get("agreement") or {}
         alpha = ", ".join(f"{step} {_fmt((agreement.get(step) or {}).get('krippendorff_alpha'))}"
                           for step in ("before", "after") if step in agreement)
         same = f" (the same answers as {READING_NAMES.get(row['identical_to'], row['identical_to'])})" \
             if row.get("identical_to") else ""
+        if "generalization" in row:
+            figures = _generalization_reading_text(row["generalization"] or {})
+        else:
+            shares = (row.get("utility_shares") or {}).get(ALL) or {}
+            u = (row.get("theils_u_utility_given_task_accuracy") or {}).get(ALL)
+            figures = (f"useful {_fmt(shares.get('useful'))}, unsure {_fmt(shares.get('unsure'))}, not useful "
+                       f"{_fmt(shares.get('not_useful'))}; U(utility | task accuracy) {_fmt(u, 4)}")
         notes.append(f"Other reading, {label}{same}: {row.get('answers_left_out', 0)} answers left out, "
-                     f"{row.get('n_units_scored')} units scored; useful {_fmt(shares.get('useful'))}, unsure "
-                     f"{_fmt(shares.get('unsure'))}, not useful {_fmt(shares.get('not_useful'))}; U(utility | task "
-                     f"accuracy) {_fmt(u, 4)}; Krippendorff's α {alpha or 'n/a'} ({row.get('rule')}).")
+                     f"{row.get('n_units_scored')} units scored; {figures}; Krippendorff's α {alpha or 'n/a'} "
+                     f"({row.get('rule')}).")
     return notes
+
+
+def _generalization_reading_text(gen: dict) -> str:
+    """A generalization study's other reading of the counted answers in words: Figure 4's accuracy
+    before and after and its change over all units and per source (``_delta_summary``'s figures),
+    and the consistency and relative consistency of the answers over an item's questions
+    (``score.BUNDLE_QUESTIONS``) before and after."""
+    def accuracy(figures: dict) -> str:
+        return (f"before {_fmt(figures.get('accuracy_before'))}, after {_fmt(figures.get('accuracy_after'))}, "
+                f"after − before {_fmt(figures.get('accuracy_delta'))}")
+
+    text = f"Figure 4 accuracy over all units {accuracy(gen.get('all') or {})}"
+    per_source = [f"{source} {_fmt(figures.get('accuracy_delta'))}"
+                  for source, figures in (gen.get("by_source") or {}).items()]
+    if per_source:
+        text += f" (after − before by source: {', '.join(per_source)})"
+    consistency = (gen.get("consistency") or {}).get("all_generalization_questions") or {}
+    if consistency:
+        before, after = consistency.get("before") or {}, consistency.get("after") or {}
+        text += (f"; consistency over an item's questions before {_fmt(before.get('consistency'))}, after "
+                 f"{_fmt(after.get('consistency'))} (relative consistency before "
+                 f"{_fmt(before.get('relative_consistency'))}, after {_fmt(after.get('relative_consistency'))})")
+    return text
 
 
 def _kind(results: dict) -> str:

@@ -110,11 +110,13 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   whose question or explanation a researcher accepted a flag on: ``annotations.selectors.review.ACCEPTED_FLAG_SCOPE``);
   speeder_rule, speeder_threshold_seconds_per_question, tasks_speeding, answers_speeding, tasks_untimed (tasks
   faster than ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``); all of these count;
-  and (utility studies) other_readings: {without_tasks_failing_any_check,
+  and other_readings: {without_tasks_failing_any_check,
   without_tasks_failing_every_check, approved_tasks_only, without_units_with_accepted_flags,
   without_speeding_tasks: {rule, n_answers, answers_left_out,
   identical_to, n_units_scored, ties, utility_shares, task_accuracy, theils_u_..., agreement}}, the
-  same composition on the answers each keeps (``pipeline.other_readings``)
+  same composition on the answers each keeps (``pipeline.other_readings``); a generalization study's
+  rows have generalization: {all, by_type, by_utility, by_source, consistency} (Figure 4's shape) in
+  place of the utility figures (``_generalization_readings``)
 - ``withdrawals`` (only when participants withdrew: ``annotations.services.withdrawal``):
   {participants, answers, counted_answers}, the answers erased with them (a warning says so too)
 - ``warnings``: list of what was missing (also on ``ScoreRun.warnings``)
@@ -281,6 +283,7 @@ EARLY_STOPPING_AFFECTS = {
         *(f"generalization.*.{key}" for key in ("ties_before", "ties_after", "n_answers_before", "n_answers_after",
                                                "accuracy_before_per_answer", "accuracy_after_per_answer",
                                                "delta_per_answer")),
+        "counted_answers.other_readings",
     ],
 }
 EARLY_STOPPING_UNCHANGED = {
@@ -294,7 +297,9 @@ EARLY_STOPPING_FEWER = {
                          "leave answers out of units that already have fewer"),
     Study.Kind.GENERALIZATION: ("agreement (SPEC section 2), the majority ties and Figure 4's per-answer reading "
                                 "(n_answers_*, accuracy_*_per_answer, delta_per_answer) are computed on the answers "
-                                "collected, so they differ from what the full design would give"),
+                                "collected, so they differ from what the full design would give, and so are the other "
+                                "readings of the counted answers (counted_answers.other_readings), which leave answers "
+                                "out of units that already have fewer"),
 }
 
 
@@ -572,9 +577,27 @@ def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Par
     return Part(block, warnings, counted.drop(columns=["question_counts", "validation"]))
 
 
+def _figure_4(frame: pd.DataFrame, *, by_utility: bool, pairs: bool = True) -> dict:
+    """Figure 4's accuracy over the generalization units ``frame`` (``_delta_summary``): over all
+    units, by question type, by the utility of the original rationale (None when ``by_utility`` is
+    false: the utility is unavailable), by source and (unless ``pairs`` is false) by source and type."""
+    out = {
+        "all": _delta_summary(frame),
+        "by_type": {str(k): _delta_summary(g) for k, g in frame.groupby("qtype", sort=True)},
+        "by_utility": {str(k): _delta_summary(g) for k, g in frame.groupby("utility_name", sort=True)}
+        if by_utility else None,
+        "by_source": {str(k): _delta_summary(g) for k, g in frame.groupby("source", sort=True)},
+    }
+    if pairs:
+        out["by_source_and_type"] = {
+            f"{s}|{t}": _delta_summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)}
+    return out
+
+
 def _generalization(study: Study) -> Part:
     """A generalization study: ties, counts, agreement and ``generalization`` (Figure 4), all over
-    the questions that count when scored (``_generalization_questions``)."""
+    the questions that count when scored (``_generalization_questions``), and the other readings of
+    which counted answers they rest on (``_generalization_readings``, under ``READINGS_KEY``)."""
     units = _units_frame(study, generalization=True)
     if units.empty:
         raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
@@ -596,15 +619,9 @@ def _generalization(study: Study) -> Part:
         return Part(results, questions.warnings + outcomes.warnings)
     with_utility = _with_original_utility(study, outcomes.frame)
     frame = with_utility.frame
+    by_utility = not with_utility.results["original_utility_from"].get("unavailable")
     results["generalization"] = {
-        "all": _delta_summary(frame),
-        "by_type": {str(k): _delta_summary(g) for k, g in frame.groupby("qtype", sort=True)},
-        "by_utility": None if with_utility.results["original_utility_from"].get("unavailable") else {
-            str(k): _delta_summary(g) for k, g in frame.groupby("utility_name", sort=True)},
-        "by_source": {str(k): _delta_summary(g) for k, g in frame.groupby("source", sort=True)},
-        "by_source_and_type": {
-            f"{s}|{t}": _delta_summary(g) for (s, t), g in frame.groupby(["source", "qtype"], sort=True)
-        },
+        **_figure_4(frame, by_utility=by_utility),
         "aggregation": FIGURE_4_AGGREGATION,
         "consistency": _generalization_consistency(frame),
         "original_utility_from": with_utility.results["original_utility_from"],
@@ -618,7 +635,75 @@ def _generalization(study: Study) -> Part:
         warnings.append(f"Figure 4 counts {n_conflicting} generalization questions their file gave twice with different "
                         "answers, with the first answer (our choice, SPEC is silent); "
                         "generalization.conflicting_answers gives the figures with them left out.")
+    results[READINGS_KEY] = _generalization_readings(study, units, answers, frame, results, by_utility=by_utility)
     return Part(results, warnings)
+
+
+# What each other reading of a generalization study's counted answers reports (the utility
+# study's ``pipeline.READING_KEYS``, with Figure 4 in place of utility): the counts, the ties and
+# agreement, and ``generalization``'s headline figures (``GENERALIZATION_READING_FIGURES``).
+GENERALIZATION_READING_KEYS = ("n_units_scored", "ties", "generalization", "agreement")
+GENERALIZATION_READING_FIGURES = ("all", "by_type", "by_utility", "by_source", "consistency")
+# The columns of a generalization unit that do not depend on its answers (the original rationale's
+# utility and outcome, ``_with_original_utility``): a reading takes them from the published frame.
+_ORIGINAL_COLUMNS = ("original_utility", "orig_before_correct", "orig_after_correct", "utility_name")
+
+
+def _generalization_reading_figures(results: dict) -> dict:
+    """The figures a generalization reading repeats or recomputes (``GENERALIZATION_READING_KEYS``)."""
+    out = {k: results[k] for k in GENERALIZATION_READING_KEYS if k in results}
+    if "generalization" in out:
+        out["generalization"] = {k: out["generalization"][k] for k in GENERALIZATION_READING_FIGURES
+                                 if k in out["generalization"]}
+    return out
+
+
+def _generalization_reading(study: Study, units: pd.DataFrame, answers: pd.DataFrame, published: pd.DataFrame, *,
+                            by_utility: bool) -> dict:
+    """Figure 4, its consistency, ties and agreement on the counted ``answers`` one reading keeps,
+    composed as the published ones are (``_generalization``); the original rationales' utility is
+    the published frame's (it does not depend on this study's answers)."""
+    outcomes = pipeline.collected_outcomes(units, answers, expected_raters=study.annotators_per_unit, by_item=False)
+    if outcomes.frame.empty:
+        return {"identical_to": None, "note": f"Study {study.name!r} has no completed answers under this reading; "
+                                              "nothing to score."}
+    frame = pipeline.answers_right(outcomes.frame, answers)
+    original = published[["unit_id", *(c for c in _ORIGINAL_COLUMNS if c in published)]]
+    frame = frame.merge(original, on="unit_id", how="left")
+    frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
+    results = {"n_units_scored": int(len(frame)), "ties": outcomes.results["ties"],
+               "generalization": {**_figure_4(frame, by_utility=by_utility, pairs=False),
+                                  "consistency": _generalization_consistency(frame)},
+               "agreement": outcomes.results["agreement"]}
+    return {"identical_to": None, **_generalization_reading_figures(results)}
+
+
+def _generalization_readings(study: Study, units: pd.DataFrame, answers: pd.DataFrame, published: pd.DataFrame,
+                             results: dict, *, by_utility: bool) -> dict:
+    """``counted_answers.other_readings`` of a generalization study: for each reading of
+    ``_reading_masks``, its rule, the answers it keeps and leaves out, and the published
+    composition on the answers it keeps (``_generalization_reading``), in the shape of a utility
+    study's (``pipeline.other_readings``): a reading that keeps every answer says ``identical_to``
+    "published" and repeats the published figures; one that keeps the same answers as an earlier
+    one names it and repeats its figures."""
+    masks, rules = _reading_masks(study, answers)
+    out: dict = {}
+    done: list[tuple[str, np.ndarray]] = []
+    for name, mask in masks.items():
+        mask = np.asarray(mask, dtype=bool)
+        row: dict = {"rule": rules[name], "n_answers": int(mask.sum()), "answers_left_out": int((~mask).sum())}
+        same = next((earlier for earlier, m in done if np.array_equal(m, mask)), None)
+        if mask.all():
+            row.update(identical_to="published", **_generalization_reading_figures(results))
+        elif same is not None:
+            row.update({k: v for k, v in out[same].items() if k in GENERALIZATION_READING_KEYS}, identical_to=same)
+        elif not mask.any():
+            row.update(identical_to=None, note="No answers are left under this reading; nothing to score.")
+        else:
+            row.update(_generalization_reading(study, units, answers.loc[mask], published, by_utility=by_utility))
+        out[name] = row
+        done.append((name, mask))
+    return out
 
 
 def _accuracy_figures(g: pd.DataFrame) -> dict:
@@ -1230,7 +1315,8 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     parts = [_header(study, run)]
     frame = readings = None
     if study.kind == Study.Kind.GENERALIZATION:
-        parts.append(_generalization(study))
+        parts.append(generalization := _generalization(study))
+        readings = generalization.results.pop(READINGS_KEY, None)
     elif study.kind == Study.Kind.UTILITY:
         parts.append(utility := _utility(study, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
