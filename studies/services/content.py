@@ -21,9 +21,12 @@ questions and Gen-U predictions, which act for the researcher who started them):
   rationale's faithfulness and highlights, a question's validation status) stay editable by the
   studies' researchers.
 - *What an LM job used stays.* A dataset or rationale source an LM job ran on (any job, any status,
-  anyone's), or a source whose rationales Gen-U predictions were made from, is not deleted: the
-  jobs, their failures and dropped questions, and the predictions would go with it
-  (``_job_record_reasons``), as a question generator that ran a job stays.
+  anyone's), an item of a dataset a job ran on, a generalization question of an item whose dataset
+  a question-generation or Gen-U answers job ran on, a rationale of a source a job ran on, and any
+  of these with Gen-U predictions made on or from it (an item with job failures or dropped
+  questions too) is not deleted: the jobs, their failures and dropped questions, and the
+  predictions would go with it or be left without it (``_job_record_reasons``), as a question
+  generator that ran a job stays.
 
 Which studies use a row (``_rows_studies``) is ``studies.selectors.content_studies`` (the same
 reading of "used" as the reference-data visibility selectors there), and two uses those
@@ -46,7 +49,9 @@ from django.db import models, transaction
 
 from studies.models import (
     Dataset,
+    DroppedQuestion,
     GeneralizationQuestion,
+    GenerationFailure,
     GenerationJob,
     GenUPrediction,
     Item,
@@ -104,7 +109,7 @@ def content_change_problems(
     """Why each row of ``changes`` (primary key -> names of the fields it changes, or None for a
     deletion) may not change: ``(not_yours, fixed)``, each mapping a refused row to its reason;
     rows of models other than the content models and rows no study uses are never refused, but
-    for the deletion of a dataset or source an LM job used (``_job_record_reasons``, in ``fixed``).
+    for the deletion of a row an LM job used (``_job_record_reasons``, in ``fixed``).
     ``lock``: take a row lock on the studies using the rows (call inside the transaction that
     writes), so that none of them opens between this check and the write."""
     if model not in FIXED_FIELDS or not changes:
@@ -130,48 +135,163 @@ def content_change_problems(
 
 
 def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool) -> dict[int, str]:
-    """Of the datasets and rationale sources ``pks`` to delete, those LM jobs ran on (any job, any
-    status, anyone's) or, for a source, whose rationales Gen-U predictions were made from, with why
-    each stays: the jobs (``GenerationJob.dataset`` / ``.source``), their failures and dropped
-    questions, and the predictions would go with it, a queued or running job included, and they
-    are the record of what was generated (a question generator that ran a job stays, for the same
-    reason). ``lock``: lock the rows first (call inside the transaction that deletes), so that no
-    job is created on one between this check and the deletion."""
-    if model not in (Dataset, RationaleSource) or not pks:
+    """Of the content rows ``pks`` to delete, those an LM job used (any job, any status, anyone's),
+    or whose deletion would take Gen-U predictions, with why each stays: the records of what was
+    generated would go with it or be left without it, a queued or running job's included (a
+    question generator that ran a job stays, for the same reason).
+
+    - a dataset or rationale source a job ran on (``GenerationJob.dataset`` / ``.source`` cascade,
+      the job's failures and dropped questions with it), a dataset whose questions, or a source
+      whose rationales, Gen-U predictions were made from;
+    - an item of a dataset a job ran on, or with job failures or dropped questions
+      (``GenerationFailure.item`` / ``DroppedQuestion.item`` cascade) or Gen-U predictions on its
+      generalization questions (which cascade with them);
+    - a generalization question with Gen-U predictions (``GenUPrediction.generalization_question``
+      cascades), or of an item whose dataset a job that writes or answers generalization questions
+      (question generation, Gen-U answers) ran on: what that job wrote or answered;
+    - a rationale of a source a job ran on (each kind with a source writes or reads its
+      rationales), or with Gen-U predictions made from it (F^IR, its source's, on its item's
+      questions), which would be left without the rationale they answered with.
+
+    ``lock``: lock the rows first, and the datasets and sources a job on them would name (call
+    inside the transaction that deletes), so that no job or record is created on one between this
+    check and the deletion."""
+    if model not in FIXED_FIELDS or not pks:
         return {}
     if lock:
         with transaction.atomic():  # the locks last until the caller's transaction ends
             list(model._default_manager.select_for_update().filter(pk__in=pks).values_list("pk", flat=True))
-    field = "dataset_id" if model is Dataset else "source_id"
+    what: dict[int, list[str]] = {}
+    tail = ("and deleting it would delete those records or leave them without it (a queued or running job's too): "
+            "an item, generalization question or rationale an LM job used stays, as its dataset and source do")
+    if model in (Dataset, RationaleSource):
+        field = "dataset_id" if model is Dataset else "source_id"
+        for pk, ids in _jobs_on(field, pks).items():
+            what.setdefault(pk, []).append(f"{_jobs(ids)} ran on it")
+        if model is Dataset:
+            counted = _counts(GenUPrediction.objects, "generalization_question__item__dataset_id", pks)
+            made = "made on its generalization questions"
+        else:
+            counted = _counts(GenUPrediction.objects, "rationale_source_id", pks)
+            made = "made from its rationales"
+        for pk, n in counted.items():
+            what.setdefault(pk, []).append(f"{_predictions(n)} {made}")
+        tail = ("and deleting it would delete those records (a queued or running job too, with its failures and "
+                "dropped questions): a dataset or source an LM job used stays, as a question generator that ran a "
+                "job does")
+    elif model is Item:
+        parent = _parents(Item, "dataset_id", pks, Dataset, lock)
+        jobs = _jobs_on("dataset_id", sorted(set(parent.values())))
+        for pk in pks:
+            if parent.get(pk) in jobs:
+                what.setdefault(pk, []).append(f"{_jobs(jobs[parent[pk]])} ran on its dataset")
+        failures = _counts(GenerationFailure.objects, "item_id", pks)
+        dropped = _counts(DroppedQuestion.objects, "item_id", pks)
+        for pk in pks:
+            records = [f"{n} failure{'s' if n > 1 else ''}" for n in [failures.get(pk)] if n] + [
+                f"{n} dropped question{'s' if n > 1 else ''}" for n in [dropped.get(pk)] if n]
+            if records:
+                n = failures.get(pk, 0) + dropped.get(pk, 0)
+                what.setdefault(pk, []).append(f"{' and '.join(records)} of LM jobs {'are' if n > 1 else 'is'} "
+                                               "recorded for it")
+        for pk, n in _counts(GenUPrediction.objects, "generalization_question__item_id", pks).items():
+            what.setdefault(pk, []).append(f"{_predictions(n)} made on its generalization questions")
+    elif model is GeneralizationQuestion:
+        items = dict(_in_chunks(GeneralizationQuestion.objects, "pk", pks, ("pk", "item_id")))
+        parent = _parents(Item, "dataset_id", sorted(set(items.values())), Dataset, lock)
+        kinds = (GenerationJob.Kind.GENERALIZATION_QUESTIONS, GenerationJob.Kind.GENU_ANSWERS)
+        jobs = _jobs_on("dataset_id", sorted(set(parent.values())), kind__in=kinds)
+        for pk in pks:
+            dataset_id = parent.get(items.get(pk))
+            if dataset_id in jobs:
+                what.setdefault(pk, []).append(
+                    f"{_jobs(jobs[dataset_id])}, which {'write' if len(jobs[dataset_id]) > 1 else 'writes'} or "
+                    f"{'answer' if len(jobs[dataset_id]) > 1 else 'answers'} generalization questions, ran on its "
+                    "item's dataset")
+        for pk, n in _counts(GenUPrediction.objects, "generalization_question_id", pks).items():
+            what.setdefault(pk, []).append(f"{_predictions(n)} made on it")
+    elif model is Rationale:
+        rows = {pk: (item_id, source_id) for pk, item_id, source_id in _in_chunks(
+            Rationale.objects, "pk", pks, ("pk", "item_id", "source_id"))}
+        if lock:
+            _lock(RationaleSource, sorted({source_id for _, source_id in rows.values()}))
+        jobs = _jobs_on("source_id", sorted({source_id for _, source_id in rows.values()}))
+        for pk in pks:
+            if pk in rows and rows[pk][1] in jobs:
+                what.setdefault(pk, []).append(f"{_jobs(jobs[rows[pk][1]])} ran on its source")
+        made: dict[tuple[int, int], int] = {}
+        for start in range(0, len(pks), CHUNK):
+            chunk = [rows[pk] for pk in pks[start:start + CHUNK] if pk in rows]
+            if not chunk:
+                continue
+            pairs = set(chunk)
+            for item_id, source_id, n in GenUPrediction.objects.filter(
+                answerer=GenUPrediction.Answerer.IR, generalization_question__item_id__in={p[0] for p in pairs},
+                rationale_source_id__in={p[1] for p in pairs},
+            ).order_by().values("generalization_question__item_id", "rationale_source_id").annotate(
+                    n=models.Count("pk")).values_list("generalization_question__item_id", "rationale_source_id", "n"):
+                if (item_id, source_id) in pairs:
+                    made[(item_id, source_id)] = n
+        for pk in pks:
+            if made.get(rows.get(pk)):
+                what.setdefault(pk, []).append(f"{_predictions(made[rows[pk]])} made from it (F^IR)")
+    return {pk: f"{_label(model, pk)} cannot be deleted: {' and '.join(what[pk])}, {tail}"
+            for pk in pks if what.get(pk)}
+
+
+def _in_chunks(manager, field: str, pks: list[int], columns: tuple[str, ...]) -> list[tuple]:
+    """``columns`` of the rows whose ``field`` is one of ``pks``, in bounded IN lists."""
+    out: list[tuple] = []
+    for start in range(0, len(pks), CHUNK):
+        out.extend(manager.filter(**{f"{field}__in": pks[start:start + CHUNK]}).order_by().values_list(*columns))
+    return out
+
+
+def _lock(model: type[models.Model], pks: list[int]) -> None:
+    """Lock ``pks`` of ``model`` until the caller's transaction ends: a new job or record naming
+    one waits (its foreign key check)."""
+    with transaction.atomic():
+        for start in range(0, len(pks), CHUNK):
+            list(model._default_manager.select_for_update().filter(pk__in=pks[start:start + CHUNK]).values_list(
+                "pk", flat=True))
+
+
+def _parents(model: type[models.Model], field: str, pks: list[int], parent: type[models.Model],
+             lock: bool) -> dict[int, int]:
+    """Each row's parent id (``field``), the parents locked when ``lock``."""
+    out = dict(_in_chunks(model._default_manager, "pk", pks, ("pk", field)))
+    if lock:
+        _lock(parent, sorted(set(out.values())))
+    return out
+
+
+def _jobs_on(field: str, pks: list[int], **where) -> dict[int, list[int]]:
+    """The ids of the LM jobs (any status, anyone's) whose ``field`` is each of ``pks``, oldest first."""
     jobs: dict[int, list[int]] = {}
     for start in range(0, len(pks), CHUNK):
-        for row_id, job_id in GenerationJob.objects.filter(**{f"{field}__in": pks[start:start + CHUNK]}).order_by(
-                "pk").values_list(field, "pk"):
+        for row_id, job_id in GenerationJob.objects.filter(
+                **{f"{field}__in": pks[start:start + CHUNK]}, **where).order_by("pk").values_list(field, "pk"):
             jobs.setdefault(row_id, []).append(job_id)
-    predictions: dict[int, int] = {}
-    if model is RationaleSource:
-        for start in range(0, len(pks), CHUNK):
-            for row_id, n in GenUPrediction.objects.filter(rationale_source_id__in=pks[start:start + CHUNK]).order_by(
-                    ).values("rationale_source_id").annotate(n=models.Count("pk")).values_list(
-                    "rationale_source_id", "n"):
-                predictions[row_id] = n
-    out: dict[int, str] = {}
-    for pk in pks:
-        what = []
-        if jobs.get(pk):
-            ids = jobs[pk]
-            more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
-            what.append(f"LM job{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids[:5]))}{more} "
-                        "ran on it")
-        if predictions.get(pk):
-            n = predictions[pk]
-            what.append(f"{n} Gen-U prediction{'s' if n > 1 else ''} {'were' if n > 1 else 'was'} made from its "
-                        "rationales")
-        if what:
-            out[pk] = (f"{_label(model, pk)} cannot be deleted: {' and '.join(what)}, and deleting it would delete "
-                       "those records (a queued or running job too, with its failures and dropped questions): a "
-                       "dataset or source an LM job used stays, as a question generator that ran a job does")
+    return jobs
+
+
+def _counts(manager, field: str, pks: list[int]) -> dict[int, int]:
+    """How many rows of ``manager`` have ``field`` each of ``pks`` (those with none left out)."""
+    out: dict[int, int] = {}
+    for start in range(0, len(pks), CHUNK):
+        for row_id, n in manager.filter(**{f"{field}__in": pks[start:start + CHUNK]}).order_by().values(
+                field).annotate(n=models.Count("pk")).values_list(field, "n"):
+            out[row_id] = n
     return out
+
+
+def _jobs(ids: list[int]) -> str:
+    more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
+    return f"LM job{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids[:5]))}{more}"
+
+
+def _predictions(n: int) -> str:
+    return f"{n} Gen-U prediction{'s' if n > 1 else ''} {'were' if n > 1 else 'was'}"
 
 
 def _studies_using(
@@ -398,8 +518,8 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
 
 def content_rows_delete(*, user, model: type[models.Model], pks: Iterable[int]) -> int:
     """Delete content rows after checking the rule for each (a row an open or closed study uses is
-    never deleted: its units and answers would go with it; nor a dataset or source an LM job used:
-    its jobs and their records, or its Gen-U predictions, would go with it, ``_job_record_reasons``).
+    never deleted: its units and answers would go with it; nor a row an LM job used: its jobs and
+    their records, or its Gen-U predictions, would go with it or lose it, ``_job_record_reasons``).
     Returns how many rows were deleted, cascades included."""
     pks = list(pks)
     with transaction.atomic():

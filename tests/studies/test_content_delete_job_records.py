@@ -8,10 +8,20 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studies.models import Dataset, GenerationJob, RationaleSource
+from studies.models import (
+    Dataset,
+    GeneralizationQuestion,
+    GenerationFailure,
+    GenerationJob,
+    GenUPrediction,
+    Item,
+    Rationale,
+    RationaleSource,
+)
 from studies.services.content import ContentChangeRefused, content_rows_delete
-from studies.services.generation import generation_job_cancel, generation_job_create
-from tests.factories import DatasetFactory, ItemFactory, staff
+from studies.services.generation import generation_job_cancel, generation_job_create, generation_job_run
+from studies.services.questions import generalization_questions_set_validation
+from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, staff
 
 pytestmark = pytest.mark.django_db
 
@@ -77,3 +87,122 @@ def test_ones_own_dataset_stays_once_ones_own_job_ended_and_an_unused_one_goes(w
     ItemFactory(dataset=unused, split="dev")
     assert content_rows_delete(user=alice, model=Dataset, pks=[unused.pk]) == 2  # the dataset and its item
     assert not Dataset.objects.filter(pk=unused.pk).exists()
+
+
+# Issue: the rule covered only datasets and sources, but an item's job failures and dropped
+# questions (``GenerationFailure.item`` / ``DroppedQuestion.item``), a generalization question's
+# Gen-U predictions (``GenUPrediction.generalization_question``) cascade too: deleting an item of
+# a dataset another researcher's queued job runs on left that job on an emptied dataset, with its
+# failures gone; deleting a question took its predictions.
+
+def test_an_item_of_a_dataset_another_researchers_queued_job_runs_on_stays(world):
+    dataset, _, job, (alice, alice_client), _ = world
+    items = list(Item.objects.filter(dataset=dataset).order_by("pk"))
+    with pytest.raises(ContentChangeRefused) as refused:
+        content_rows_delete(user=alice, model=Item, pks=[i.pk for i in items])
+    assert refused.value.problems[items[0].pk] == (
+        f"item {items[0].pk} cannot be deleted: LM job {job.pk} ran on its dataset, and deleting it would delete "
+        "those records or leave them without it (a queued or running job's too): an item, generalization question "
+        "or rationale an LM job used stays, as its dataset and source do")
+    assert set(refused.value.problems) == {i.pk for i in items}
+    changelist = reverse("admin:studies_item_changelist")  # the admin's Items "Delete selected"
+    page = alice_client.post(changelist, {"action": "delete_selected", "_selected_action": [items[0].pk]})
+    assert f"item {items[0].pk} cannot be deleted: LM job {job.pk} ran on its dataset" in page.content.decode()
+    alice_client.post(changelist, {"action": "delete_selected", "_selected_action": [items[0].pk], "post": "yes"})
+    assert Item.objects.filter(dataset=dataset).count() == 3
+    assert GenerationJob.objects.filter(pk=job.pk, status="queued", total=3).exists()
+
+
+@pytest.fixture
+def answered():
+    """Bob's Gen-U job, run, on two dev items of a yes/no dataset, each with a rationale of the
+    imported source ``explainer`` and one validated rephrase; the answerers' outputs do not parse,
+    so it records a failure per question and answerer beside its predictions."""
+    from tests.studies.lm.openai_server import OpenAIServer, completion
+
+    dataset = DatasetFactory(name="genu-ds")
+    source = RationaleSource.objects.create(name="explainer", kind=RationaleSource.Kind.IMPORTED)
+    items = [ItemFactory(dataset=dataset, split="dev", gold_answer="yes") for _ in range(2)]
+    rationales, questions = [], []
+    for item in items:
+        rationales.append(RationaleFactory(item=item, source=source))
+        questions.append(GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes",
+                                                               text=f"Rephrased: {item.question}"))
+    generalization_questions_set_validation(questions=questions, status="valid")
+    alice, alice_client = staff("alice")
+    bob, _ = staff("bob")
+    with OpenAIServer(lambda path, body: (200, completion([" banana"]), {})) as server:
+        answerers = {role: RationaleSource.objects.create(
+            name=f"ckpt-{role}", kind="lm", backend="openai", model_name_or_path="shared/ckpt",
+            endpoint_url=server.url, decoding={"backoff_s": 0.01, "concurrency": 1}) for role in ("I", "IR")}
+        job = generation_job_run(job_id=generation_job_create(
+            kind="genu_answers", source=source, item_ids=[i.pk for i in items], user=bob, enqueue=False,
+            params={"answerer_i": answerers["I"].pk, "answerer_ir": answerers["IR"].pk}).pk)
+    assert job.status == "done", job.error
+    assert GenUPrediction.objects.filter(rationale_source=source).count() == 4
+    assert GenerationFailure.objects.filter(job=job).count() == 4
+    return job, items, rationales, questions, (alice, alice_client)
+
+
+def test_an_item_a_gen_u_job_answered_stays_with_its_failures_and_predictions(answered):
+    job, items, _, _, (alice, _) = answered
+    with pytest.raises(ContentChangeRefused) as refused:
+        content_rows_delete(user=alice, model=Item, pks=[items[0].pk])
+    assert str(refused.value) == (
+        f"item {items[0].pk} cannot be deleted: LM job {job.pk} ran on its dataset and 2 failures of LM jobs are "
+        "recorded for it and 2 Gen-U predictions were made on its generalization questions, and deleting it would "
+        "delete those records or leave them without it (a queued or running job's too): an item, generalization "
+        "question or rationale an LM job used stays, as its dataset and source do")
+    assert GenerationFailure.objects.filter(job=job).count() == 4 and GenUPrediction.objects.count() == 4
+
+
+def test_a_generalization_question_with_gen_u_predictions_stays(answered):
+    job, _, _, questions, (alice, alice_client) = answered
+    with pytest.raises(ContentChangeRefused) as refused:
+        content_rows_delete(user=alice, model=GeneralizationQuestion, pks=[questions[0].pk])
+    assert str(refused.value) == (
+        f"generalization question {questions[0].pk} cannot be deleted: LM job {job.pk}, which writes or answers "
+        "generalization questions, ran on its item's dataset and 2 Gen-U predictions were made on it, and deleting "
+        "it would delete those records or leave them without it (a queued or running job's too): an item, "
+        "generalization question or rationale an LM job used stays, as its dataset and source do")
+    changelist = reverse("admin:studies_generalizationquestion_changelist")
+    alice_client.post(changelist, {"action": "delete_selected", "_selected_action": [questions[1].pk], "post": "yes"})
+    assert GeneralizationQuestion.objects.filter(pk__in=[q.pk for q in questions]).count() == 2
+    assert GenUPrediction.objects.count() == 4
+
+
+def test_a_rationale_a_job_read_and_gen_u_predictions_were_made_from_stays(answered):
+    job, _, rationales, _, (alice, _) = answered
+    with pytest.raises(ContentChangeRefused) as refused:
+        content_rows_delete(user=alice, model=Rationale, pks=[r.pk for r in rationales])
+    assert refused.value.problems[rationales[0].pk] == (
+        f"rationale {rationales[0].pk} cannot be deleted: LM job {job.pk} ran on its source and 1 Gen-U prediction "
+        "was made from it (F^IR), and deleting it would delete those records or leave them without it (a queued "
+        "or running job's too): an item, generalization question or rationale an LM job used stays, as its "
+        "dataset and source do")
+    assert set(refused.value.problems) == {r.pk for r in rationales}
+    assert Rationale.objects.filter(pk__in=[r.pk for r in rationales]).count() == 2
+
+
+def test_a_dataset_whose_questions_gen_u_predictions_were_made_on_names_them(answered):
+    job, items, _, _, (alice, _) = answered
+    dataset = items[0].dataset
+    with pytest.raises(ContentChangeRefused, match=f"dataset {dataset.pk} cannot be deleted: LM job {job.pk} ran on "
+                                                   "it and 4 Gen-U predictions were made on its generalization "
+                                                   "questions, and deleting it"):
+        content_rows_delete(user=alice, model=Dataset, pks=[dataset.pk])
+
+
+def test_items_questions_and_rationales_no_job_used_are_still_deleted(world):
+    """A question of an item whose dataset only a rationales job ran on (no job wrote or answered
+    questions, no prediction was made on it), a rationale of a source no job ran on, an item of a
+    dataset no job ran on: nothing an LM job used or recorded goes with them."""
+    dataset, _, _, (alice, _), _ = world
+    item = Item.objects.filter(dataset=dataset).first()
+    question = GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes", text="Rephrased?")
+    assert content_rows_delete(user=alice, model=GeneralizationQuestion, pks=[question.pk]) == 1
+    imported = RationaleSource.objects.create(name="humans", kind=RationaleSource.Kind.IMPORTED)
+    rationale = RationaleFactory(item=item, source=imported)
+    assert content_rows_delete(user=alice, model=Rationale, pks=[rationale.pk]) == 1
+    unused = ItemFactory(dataset=DatasetFactory(name="never-run"), split="dev")
+    assert content_rows_delete(user=alice, model=Item, pks=[unused.pk]) == 1
