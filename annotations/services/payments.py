@@ -188,9 +188,32 @@ def platform_call_reconcile(
 ) -> bool | None:
     """Ask the platform about a ``sent`` call. ``reconcile`` answers True or a dict (applied; the
     dict is what could be recovered, e.g. the HIT id), False (not applied) or None (cannot tell).
-    Returns True: confirmed now. False: marked failed (safe to send again). None: left ``sent``."""
+    Returns True: confirmed now. False: marked failed (safe to send again). None: left ``sent``.
+
+    A ``reconcile`` with a ``serialise`` attribute (``platforms.calls.reconciler``) serialises the
+    calls whose answer depends on their siblings' outcomes: ``serialise(call)`` takes, inside one
+    transaction, the row locks it needs and returns True (False: nothing to serialise for this call,
+    and it is reconciled as any other). That transaction holds them while the platform is asked and
+    until the outcome is written, so a sibling's reconciliation at the same moment (beat's sync
+    and a researcher's retry) waits and then reads this one's outcome (a bonus: the payments the
+    app's confirmed calls already account for, ``calls.bonus_calls_accounted``)."""
     if reconcile is None:
         return None
+    serialise = getattr(reconcile, "serialise", None)
+    if serialise is not None:
+        with transaction.atomic():
+            if serialise(call):
+                locked = _lock(call.pk)
+                if locked.status == PlatformCall.Status.CONFIRMED:  # reconciled meanwhile by another attempt
+                    return True
+                if locked.status != PlatformCall.Status.SENT:
+                    return False
+                return _reconcile_and_record(call=locked, reconcile=reconcile)
+    return _reconcile_and_record(call=call, reconcile=reconcile)
+
+
+def _reconcile_and_record(*, call: PlatformCall, reconcile: Callable[[PlatformCall], bool | dict | None]
+                          ) -> bool | None:
     try:
         applied = reconcile(call)
     except PlatformTransientError:

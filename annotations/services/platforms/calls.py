@@ -88,6 +88,30 @@ def bonus_calls_accounted(*, call: PlatformCall, worker_id: str) -> list[str]:
     return list(reasons.values())
 
 
+def reconcile_serialise(call: PlatformCall) -> bool:
+    """For a bonus call, inside the caller's transaction: lock (by id, so two attempts never
+    deadlock) every bonus call on its platform with the same platform assignment, itself included,
+    and return True; False for any other call (nothing locked). ``payments.platform_call_reconcile``
+    holds these locks while it counts the payments the app's other confirmed bonuses account for
+    (``bonus_calls_accounted``) and until it writes this call's outcome: two same-amount bonuses
+    reconciled at the same moment (beat's sync and a researcher's retry) are decided one after the
+    other, the second seeing the first confirmed, never both on the strength of one payment."""
+    if call.operation != OP.BONUS:
+        return False
+    platform_assignment_id = (call.request_summary or {}).get("platform_assignment_id", "")
+    siblings = (PlatformCall.objects.select_for_update()
+                .filter(platform=call.platform, operation=OP.BONUS,
+                        request_summary__platform_assignment_id=platform_assignment_id)
+                .order_by("pk").values_list("pk", flat=True))
+    list(siblings)  # evaluated: the rows are locked until the caller's transaction ends
+    return True
+
+
 def reconciler(platform: CrowdPlatform):
-    """``reconcile_call`` bound to ``platform``, as ``platform_call_execute`` takes it."""
-    return lambda call: reconcile_call(platform=platform, call=call)
+    """``reconcile_call`` bound to ``platform``, as ``platform_call_execute`` takes it, with the
+    locks that serialise a bonus's reconciliation with its siblings' (``reconcile_serialise``)."""
+    def reconcile(call: PlatformCall) -> bool | dict | None:
+        return reconcile_call(platform=platform, call=call)
+
+    reconcile.serialise = reconcile_serialise
+    return reconcile

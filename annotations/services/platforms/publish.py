@@ -263,6 +263,20 @@ def _mturk_plan(*, spec: TaskSpec, platform: MTurkPlatform, strict: bool) -> lis
     return plan
 
 
+def _priced_sizes(*, study: Study, name: str, n_tasks: int, options: dict) -> tuple[int, int]:
+    """(per-HIT size, tasks) a publish is priced with: for an MTurk batch still publishing (resumed
+    now, ``_mturk_batch_sizes``), the ``max_assignments_per_hit`` and tasks recorded on its plan
+    (``_hit_sizes_plan``), as ``_publish_mturk`` sends them; else this call's (``_per_hit``)."""
+    if name == Platform.MTURK:
+        resumed = (Publication.objects.filter(study=study, platform=name, dry_run=False,
+                                              status=Publication.Status.PUBLISHING).order_by("-batch").first())
+        sizes = (resumed.plan or {}).get("hit_sizes") if resumed is not None else None
+        if sizes is not None:
+            sizes = [int(size) for size in sizes]
+            return int(resumed.plan.get("max_assignments_per_hit") or max(sizes, default=1)), sum(sizes)
+    return _per_hit(options), n_tasks
+
+
 def _next_batch(study: Study, platform: str, dry_run: bool) -> int:
     latest = Publication.objects.filter(study=study, platform=platform, dry_run=dry_run).aggregate(m=Max("batch"))["m"]
     return (latest or 0) + 1
@@ -300,8 +314,10 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     platform = get_platform(name)
     n_tasks = _tasks_to_publish(study=study, platform=platform, n_tasks=n_tasks)
     time_limit = platform_time_limit(study=study, platform=name, options=options)
-    cost = study_cost_and_pay(study=study, platform_name=name, max_assignments_per_hit=_per_hit(options),
-                              n_tasks=n_tasks)
+    per_hit, priced_tasks = (_per_hit(options), n_tasks) if dry_run else _priced_sizes(
+        study=study, name=name, n_tasks=n_tasks, options=options)
+    cost = study_cost_and_pay(study=study, platform_name=name, max_assignments_per_hit=per_hit,
+                              n_tasks=priced_tasks)
     if dry_run:
         return _publish_dry_run(study=study, user=user, name=name, platform=platform, n_tasks=n_tasks,
                                 cost=cost, options=options, time_limit=time_limit)

@@ -35,9 +35,11 @@ from .common import (
 # The statuses of a task never submitted (nor decided) here. Work the platform lists as submitted
 # under such a task (sync flags it ``NOT_SUBMITTED_HERE``, or ``NO_ANSWERS`` when nothing was
 # answered) may be rejected; approved only one task at a time after a researcher cleared its hold,
-# never by "Approve all". Its decision is the platform's and is dated on its ``PlatformSubmission``
-# (``cleared_at``, ``cleared_by``): the task keeps its status here (an active task submitted later
-# takes the platform's outcome at the next sync).
+# never by "Approve all". The task keeps its status here (an active task submitted later takes the
+# platform's outcome at the next sync). An approval follows a researcher's clear (``cleared_at``,
+# ``cleared_by`` on its ``PlatformSubmission``); a rejection is recorded by its ``PlatformCall`` only
+# and leaves the hold in place, so an active task the worker finishes here after it stays held (not
+# counted, never in "Approve all") until sync takes the rejection over.
 NOT_SUBMITTED_HERE_STATUSES = (Assignment.Status.ACTIVE, Assignment.Status.RETURNED, Assignment.Status.EXPIRED)
 PLATFORM_SUBMITTED_NOT_HERE = (PlatformSubmission.Flag.NOT_SUBMITTED_HERE, PlatformSubmission.Flag.NO_ANSWERS)
 
@@ -128,7 +130,7 @@ def submitted_not_here_to_decide(assignments) -> list[tuple[Assignment, Platform
     out = []
     for assignment in assignments:
         held = submitted_not_here(assignment)
-        if held is not None and not _decided_on_platform(assignment):
+        if held is not None and not _decided_on_platform(assignment) and not _decided_there(held):
             out.append((assignment, held))
     return out
 
@@ -145,14 +147,28 @@ def _decided_on_platform(assignment: Assignment) -> str:
     return ""
 
 
+def _decided_there(held: PlatformSubmission) -> str:
+    """"approved" or "rejected" when the platform's last listing (``platform_status``, kept by sync)
+    shows the work decided on the platform itself (its auto-approval, its own site); "" otherwise."""
+    status = (held.platform_status or "").strip().lower()
+    return status if status in ("approved", "rejected") else ""
+
+
 def _check_not_here_decidable(assignment: Assignment, held: PlatformSubmission, *, approve: bool) -> None:
-    """Refuse a second, contrary decision on work not submitted here, and an approval the
-    researcher did not decide (its hold not cleared)."""
+    """Refuse a second, contrary decision on work not submitted here (sent from here, or taken on
+    the platform itself), and an approval the researcher did not decide (its hold not cleared)."""
     decided = _decided_on_platform(assignment)
     if decided:
         raise PlatformServiceError(
             f"assignment {assignment.pk}: its work on {held.publication.platform} ({held.platform_assignment_id}) was "
             f"already {decided} from here; the task here stays {assignment.get_status_display().lower()}")
+    there = _decided_there(held)
+    if there:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: {held.publication.platform} lists its work ({held.platform_assignment_id}) "
+            f"as {there} already (platform status {held.platform_status!r} at the last sync), decided on the platform "
+            f"itself; nothing was sent. The task here stays {assignment.get_status_display().lower()} and its "
+            "answers do not count")
     if approve and (held.flag != PlatformSubmission.Flag.NOT_SUBMITTED_HERE or held.cleared_at is None):
         raise PlatformServiceError(
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()} here, though "
@@ -161,8 +177,9 @@ def _check_not_here_decidable(assignment: Assignment, held: PlatformSubmission, 
 
 
 def _not_here_decided(held: PlatformSubmission, *, user) -> None:
-    """Date a researcher's decision on work not submitted here on its platform row, where a
-    cleared hold is dated: it is held no more (the task here keeps its status)."""
+    """Date a researcher's approval of work not submitted here on its platform row, where a
+    cleared hold is dated (the task here keeps its status). Never for a rejection: it leaves the
+    hold in place (``NOT_SUBMITTED_HERE_STATUSES``)."""
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
         if locked.cleared_at is None:
@@ -217,7 +234,9 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
     will read (MTurk requires it; Prolific needs at least 100 characters and a category). Work the
     platform lists as submitted whose task here is active, returned or expired
     (``submitted_not_here``) is rejected on the platform all the same, held or cleared; its task
-    keeps its status here and the decision is dated on its platform row."""
+    keeps its status here, the decision is its ``PlatformCall`` (the worker's page offers it no
+    more), and its hold stays: an active task the worker finishes here afterwards is not counted,
+    nor offered to "Approve all", and the next sync takes the rejection over."""
     study = access_study(user=user, study=study, access=REJECT)
     assignment = assignment_of(study=study, assignment=assignment)
     if assignment.status == Assignment.Status.REJECTED:
@@ -255,8 +274,6 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                                          feedback=feedback, category=category),
             reconcile=reconciler(platform),
         )
-    if held is not None:
-        _not_here_decided(held, user=user)
     assignment_reviewed(assignment.pk, approved=False)
     assignment.refresh_from_db()
     return assignment

@@ -155,7 +155,14 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
     than the local participant, no stored answers, or answers whose task here is active, returned
     or expired (an impostor's task ended here is returned) while the platform lists the work as
     awaiting review (``NOT_SUBMITTED_HERE``: its auto-approval would pay work the researcher never
-    saw); empty when none (or not submitted)."""
+    saw); empty when none (or not submitted).
+
+    ``NOT_SUBMITTED_HERE`` stays once the platform decided the work itself while its task here is
+    still not submitted: approved (auto-approval, or the platform's own site: it was paid, and the
+    hold list, Platform submissions and ``assignments_on_hold``, keeps saying so; it still does not
+    count), or rejected
+    while the task here is active (a rejection never ends the task here: were the hold lifted, the
+    worker finishing it here would count and be offered to "Approve all" until a later sync)."""
     if item.status not in ("submitted", "approved", "rejected"):
         return ""
     if assignment is None:
@@ -164,7 +171,8 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
         return PlatformSubmission.Flag.WORKER_MISMATCH
     if assignment.pk not in answered:
         return PlatformSubmission.Flag.NO_ANSWERS
-    if item.status == "submitted" and assignment.status in NOT_SUBMITTED_HERE_STATUSES:
+    if assignment.status in NOT_SUBMITTED_HERE_STATUSES and (
+            item.status in ("submitted", "approved") or assignment.status == Assignment.Status.ACTIVE):
         return PlatformSubmission.Flag.NOT_SUBMITTED_HERE
     return ""
 

@@ -205,3 +205,122 @@ def test_mturk_without_reasons_the_count_of_same_amount_payments_decides(mturk, 
     bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason=SECOND)
 
     stubber.assert_no_pending_responses()
+
+
+# -- Sibling reconciliations are serialised ------------------------------------------------------
+def _lost(platform, study, work, *, reason: str, paid: bool) -> Bonus:
+    """A 0.50 bonus with ``reason`` whose pay call's answer was lost, after Prolific paid it
+    (``paid``) or before the request left: its call stays ``sent``."""
+    real = platform.bonus_pay
+
+    def lose_the_answer(**kwargs):
+        if paid:
+            real(**kwargs)
+        raise RuntimeError("worker killed")
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
+        patch.setattr(platform, "bonus_pay", lose_the_answer)
+        bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason=reason)
+    bonus = Bonus.objects.get(reason=reason)
+    assert PlatformCall.objects.get(idempotency_key=f"prolific:bonus:{bonus.token}").status == "sent"
+    return bonus
+
+
+def test_two_lost_same_amount_bonuses_are_reconciled_one_after_the_other_under_the_assignments_lock(
+        prolific, study, settings, monkeypatch):
+    """Both answers lost, only the first paid: a researcher's retry of the first and beat's sync
+    (which reaches the second) each count the payments the app's other confirmed calls explain.
+    Each reconciliation takes the locks on every bonus call of the platform assignment (both
+    calls) and, inside that same transaction, asks the platform, counts and writes its outcome:
+    so a reconciliation at the same moment would wait for the other's outcome, as the second does
+    here (it sees the first confirmed). SQLite takes no row locks, so the test checks the order
+    and the transaction, not two threads."""
+    from django.db import connection
+    from django.db.models.signals import post_save
+
+    from annotations.services.platforms import calls
+
+    platform, server = prolific
+    settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS = 0
+    pub = publish_on(study, "prolific")
+    sub = server.add_submission(pub.prolific_study_id, participant_id="a" * 24)
+    work = submitted(study, platform="prolific", worker_id="a" * 24, assignment_id=sub["id"],
+                     task_id=pub.prolific_study_id)
+    first = _lost(platform, study, work, reason=FIRST, paid=True)
+    second = _lost(platform, study, work, reason=SECOND, paid=False)
+    assert server.submissions[sub["id"]]["bonus_payments"] == [50]  # one payment for two lost bonuses
+    keys = {f"prolific:bonus:{first.token}": FIRST, f"prolific:bonus:{second.token}": SECOND}
+    ids = set(PlatformCall.objects.filter(idempotency_key__in=keys).values_list("pk", flat=True))
+
+    events: list[tuple] = []
+    real_serialise = getattr(calls, "reconcile_serialise", None)
+
+    def serialise(call):
+        taken = real_serialise(call)
+        events.append(("lock", keys[call.idempotency_key], connection.atomic_blocks[-1]))
+        return taken
+
+    real_ask = platform.bonus_was_paid
+
+    def ask(**kwargs):
+        events.append(("ask", kwargs["reason"], list(connection.atomic_blocks), list(kwargs["accounted"])))
+        return real_ask(**kwargs)
+
+    def written(sender, instance, **kwargs):
+        if instance.idempotency_key in keys and instance.status in ("confirmed", "failed"):
+            events.append(("write", keys[instance.idempotency_key], list(connection.atomic_blocks),
+                           instance.status))
+
+    monkeypatch.setattr(calls, "reconcile_serialise", serialise, raising=False)
+    monkeypatch.setattr(platform, "bonus_was_paid", ask)
+    post_save.connect(written, sender=PlatformCall, dispatch_uid="serialised-reconcile")
+    try:
+        retried = bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason=FIRST)
+        report = study_sync(study=study)
+    finally:
+        post_save.disconnect(sender=PlatformCall, dispatch_uid="serialised-reconcile")
+
+    # The outcome: the first is the one payment, the second was never paid.
+    assert retried.status == Bonus.Status.PAID and report.reconciled == {"confirmed": 0, "failed": 1, "unknown": 0}
+    second.refresh_from_db()
+    assert second.status == Bonus.Status.PENDING
+    assert PlatformCall.objects.get(idempotency_key=f"prolific:bonus:{second.token}").status == "failed"
+    # The order: each reconciliation locked, then asked and counted, then wrote its outcome, all in
+    # the transaction that took the lock; the second counted the first as already explained.
+    assert [e[:2] for e in events] == [("lock", FIRST), ("ask", FIRST), ("write", FIRST),
+                                       ("lock", SECOND), ("ask", SECOND), ("write", SECOND)]
+    for lock, ask_event, write in (events[0:3], events[3:6]):
+        assert lock[2] in ask_event[2] and lock[2] in write[2]  # still inside the locking transaction
+    assert events[1][3] == [] and events[4][3] == [FIRST]
+    assert events[2][3] == "confirmed" and events[5][3] == "failed"
+    # The locks cover every bonus call of the platform assignment (the code takes them by id).
+    with CaptureLocked() as locked:
+        calls.reconcile_serialise(PlatformCall.objects.get(idempotency_key=f"prolific:bonus:{second.token}"))
+    assert locked.ids == ids
+
+
+class CaptureLocked:
+    """The ids of the PlatformCall rows a ``select_for_update`` query evaluated inside the block
+    selected (SQLite sends no FOR UPDATE: the query is read from Django's side)."""
+
+    def __enter__(self):
+        from django.db.models.query import QuerySet
+
+        self.ids: set[int] = set()
+        self._real = QuerySet._fetch_all
+        capture = self
+
+        def fetch(queryset):
+            self_real = capture._real
+            self_real(queryset)
+            if queryset.query.select_for_update and queryset.model is PlatformCall:
+                capture.ids.update(row if isinstance(row, int) else row.pk for row in queryset._result_cache)
+
+        QuerySet._fetch_all = fetch
+        return self
+
+    def __exit__(self, *exc):
+        from django.db.models.query import QuerySet
+
+        QuerySet._fetch_all = self._real
+        return False

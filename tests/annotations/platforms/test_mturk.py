@@ -572,3 +572,31 @@ def test_the_command_quotes_a_resumed_batch_with_the_hit_size_it_was_made_with(m
 
     stubber.assert_no_pending_responses()
     assert "14 tasks, rewards 28.00 + fee 5.60 (0.20) = 33.60 USD" in out.getvalue()
+
+
+def test_a_resumed_batch_is_priced_with_the_hit_sizes_it_was_made_with(mturk, study, settings, monkeypatch):
+    """The publish's own estimate of a resumed batch reads the batch's recorded HIT size and tasks
+    (what ``_publish_mturk`` sends), not this call's option or the setting of now: HITs of 10 or
+    more would be priced at MTurk's 40% fee for a batch made of HITs of 9."""
+    platform, stubber = mturk
+    publish = lambda **kw: study_publish(user=OPERATOR, study=study, platform_name="mturk", **kw)  # noqa: E731
+    first = _first_hit_made_then_refused(stubber, study, size=9, publish=publish)  # [9, 5]
+    priced = []
+    real = publish_service.study_cost_and_pay
+
+    def spy(**kwargs):
+        cost = real(**kwargs)
+        priced.append((kwargs["max_assignments_per_hit"], kwargs["n_tasks"], cost.estimate.fee_rate))
+        return cost
+
+    monkeypatch.setattr(publish_service, "study_cost_and_pay", spy)
+    settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT = 10  # a deploy: the page sends no per-HIT option
+    stubber.add_response("get_account_balance", {"AvailableBalance": "10000.00"}, {})
+    stubber.add_response("create_hit", hit(HIT_B, 5), hit_params(study, index=1, size=5))
+    publication = publish()
+
+    stubber.assert_no_pending_responses()
+    assert publication.pk == first.pk and publication.status == Publication.Status.PUBLISHED
+    assert priced == [(9, 14, Decimal("0.20"))]
+    # A new batch (nothing publishing) is priced with the call's size again.
+    assert publish_service._priced_sizes(study=study, name="mturk", n_tasks=14, options={}) == (10, 14)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from annotations.models import Assignment, PlatformCall, PlatformSubmission
-from annotations.selectors import HOLDING_FLAGS
+from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission
+from annotations.selectors import HOLDING_FLAGS, claims_that_count
 from annotations.selectors.platforms import assignments_on_hold
-from annotations.services.answers import annotation_submit
+from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.review import (
@@ -37,6 +37,16 @@ def _one_answer(assignment: Assignment) -> None:
     claim = assignment.claims.select_related("unit__item").order_by("position").first()
     step = steps_for(kind=assignment.study.kind, is_attention_check=bool(claim.attention_check_id))[0]
     annotation_submit(assignment=assignment, claim=claim, step=step, answer="yes")
+
+
+def _finish_here(assignment: Assignment) -> None:
+    """The worker answers every question left and submits the task here."""
+    for claim in assignment.claims.select_related("unit__item", "attention_check").order_by("position"):
+        for step in steps_for(kind=assignment.study.kind, is_attention_check=bool(claim.attention_check_id)):
+            if not Annotation.objects.filter(claim=claim, step=step).exists():
+                answer = claim.attention_check.correct_answer if claim.attention_check_id else "yes"
+                annotation_submit(assignment=assignment, claim=claim, step=step, answer=answer)
+    assignment_submit(assignment=assignment)
 
 
 def _end(assignment: Assignment, end: str) -> None:
@@ -111,13 +121,18 @@ def test_the_researcher_rejects_it_and_the_task_keeps_its_status(prolific, study
     call = PlatformCall.objects.get(idempotency_key=f"prolific:reject:{sub['id']}")
     assert call.status == PlatformCall.Status.CONFIRMED and call.assignment_id == task.pk
     row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
-    assert row.cleared_at is not None and row.cleared_by_id == researcher.pk  # the decision, dated
+    assert row.cleared_at is None  # the decision is its call: a rejection never lifts the hold
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
     with pytest.raises(PlatformServiceError, match="already rejected"):
         assignment_approve(user=researcher, study=study, assignment=task)
-    report = study_sync(study=study)  # the platform now says rejected: nothing held, nothing moves here
+    report = study_sync(study=study)  # the platform now says rejected: nothing moves here
     row.refresh_from_db()
     task.refresh_from_db()
-    assert row.flag == "" and report.flagged == 0 and task.status == end
+    assert task.status == end
+    if end == "active":  # the worker may still finish it here: it stays held
+        assert row.flag == FLAG and report.flagged == 1 and row.cleared_at is None
+    else:  # returned or expired: it can never count, nothing is held
+        assert row.flag == "" and report.flagged == 0
 
 
 @pytest.mark.parametrize("end", ENDS)
@@ -237,3 +252,62 @@ def test_the_worker_page_offers_to_reject_it_and_approve_it_once_cleared(prolifi
     assert f'id="not-submitted-here-{task.pk}"' not in client.get(page).content.decode()
     task.refresh_from_db()
     assert task.status == Assignment.Status.RETURNED
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_work_the_platform_approves_itself_stays_held_and_shows_it_was_paid(prolific, study, client, end):
+    """Prolific approves the held work on its own (auto-approval, its own site): the next sync keeps
+    it held as not submitted here, with the platform's APPROVED, so the hold list (Platform
+    submissions, ``assignments_on_hold``) still shows work never submitted here that was paid;
+    nothing is offered or sent for it any more, and the task keeps its status here."""
+    server, sub, task = _held_on_prolific(prolific, study, end)
+    study_sync(study=study)
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    held_since = row.flagged_at
+
+    server.submissions[sub["id"]]["status"] = "APPROVED"
+    report = study_sync(study=study)
+
+    row.refresh_from_db()
+    task.refresh_from_db()
+    assert (row.flag, row.platform_status, row.cleared_at) == (FLAG, "APPROVED", None)
+    assert row.flagged_at == held_since  # the same hold, kept: not a new one
+    assert report.flagged == 1 and report.status_updates == 0 and task.status == end
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
+    assert not claims_that_count(study=study).filter(assignment=task).exists()
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    client.force_login(researcher)
+    page = client.get(f"/admin/studies/study/{study.pk}/workers/{task.participant_id}/").content.decode()
+    assert f'id="not-submitted-here-{task.pk}"' not in page  # decided on the platform: nothing to offer
+    submission_clear(user=researcher, submission=row)
+    with pytest.raises(PlatformServiceError, match="as approved already"):
+        assignment_approve(user=researcher, study=study, assignment=task)
+    with pytest.raises(PlatformServiceError, match="as approved already"):
+        assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+    assert not server.calls("POST", rf"/api/v1/submissions/{sub['id']}/transition/")
+
+
+def test_a_rejection_keeps_an_active_tasks_hold_when_the_worker_finishes_it_here(prolific, study):
+    """The researcher rejects the platform's work of a task still active here; the worker then
+    finishes it here. It is submitted here but stays held: not counted, never approved by
+    "Approve all", until sync takes the platform's rejection over."""
+    server, sub, task = _held_on_prolific(prolific, study, "active")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+    assert server.submissions[sub["id"]]["status"] == "REJECTED"
+    study_sync(study=study)  # the platform says rejected; the task here is still active: still held
+
+    _finish_here(task)
+    task.refresh_from_db()
+
+    assert task.status == Assignment.Status.SUBMITTED
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
+    assert not claims_that_count(study=study).filter(assignment=task).exists()
+    outcome = study_approve_all(user=OPERATOR, study=study)
+    assert outcome["approved"] == 0 and not PlatformCall.objects.filter(operation="approve").exists()
+    assert f"assignment {task.pk} is on hold" in outcome["errors"][0]
+    study_sync(study=study)  # the platform's rejection taken over: rejected here, its slots given back
+    task.refresh_from_db()
+    assert task.status == Assignment.Status.REJECTED
+    assert not claims_that_count(study=study).filter(assignment=task).exists()
