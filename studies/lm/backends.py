@@ -43,7 +43,13 @@ from typing import Any, Protocol
 import httpx
 from django.conf import settings
 
-from .endpoints import endpoint_refusal
+from .endpoints import (
+    CHECKED_ADDRESSES,
+    HostDoesNotResolve,
+    PinnedTransport,
+    endpoint_check,
+    environment_proxied,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -479,6 +485,10 @@ class OpenAIBackend:
             else:
                 self.key_withheld = reason
                 logger.info("openai backend: calling %s without the operator's API key: %s", self.url, reason)
+        if transport is None and not environment_proxied(self.url):
+            # Connect to the address _send checked, not to a fresh DNS answer (DNS rebinding);
+            # a client with an environment proxy keeps httpx's proxy handling, as before.
+            transport = PinnedTransport()
         self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport,
                                     follow_redirects=False)
         self.device = "remote"
@@ -532,14 +542,21 @@ class OpenAIBackend:
         before anything is sent, when :func:`endpoint_refusal` says the worker must not call it
         (the cloud metadata service, the worker's own or its network's services, a URL whose ``?``
         or ``#`` hides the appended path). Checked on every request, not once, so a host whose
-        address changes to a private one is caught at the next request; see
-        :mod:`studies.lm.endpoints` for what it cannot catch (DNS rebinding between the check and
-        the connection)."""
-        refusal = endpoint_refusal(self.url)
+        address changes to a private one is caught at the next request; the addresses the check
+        judged go with the request, and the client's :class:`~studies.lm.endpoints.PinnedTransport`
+        connects to one of them rather than resolving the name again (DNS rebinding). A host that
+        does not resolve raises :class:`~studies.lm.endpoints.HostDoesNotResolve`, a connection
+        error retried like any other. See :mod:`studies.lm.endpoints` for what remains (a proxy
+        from the environment resolves the name itself)."""
+        refusal, addresses = endpoint_check(self.url)
         if refusal:
             logger.warning("openai backend: refused to call %s: %s", self.url, refusal)
             raise BackendError(f"refused to call the endpoint {self.url}: {refusal}")
-        return self._client.post(self.url, json=payload)
+        try:
+            return self._client.post(self.url, json=payload, extensions={CHECKED_ADDRESSES: addresses})
+        except HostDoesNotResolve as exc:
+            logger.warning("openai backend: cannot call %s: %s", self.url, exc)
+            raise
 
     def _request(self, prompt: str, decoding: Decoding) -> list[str]:
         payload = self._payload(prompt, decoding)
@@ -550,7 +567,7 @@ class OpenAIBackend:
             try:
                 response = self._send(payload)
             except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}"
+                last = str(exc) if isinstance(exc, HostDoesNotResolve) else type(exc).__name__
             else:
                 if response.status_code == 200:
                     return self._texts(response)

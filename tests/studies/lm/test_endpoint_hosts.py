@@ -4,13 +4,17 @@ the operator listed the host in RL_LM_ENDPOINT_PRIVATE_HOSTS (studies.lm.endpoin
 A researcher who may add a rationale source chooses its endpoint_url, and a failed reply's first
 200 characters end up in the job's error, which they read: without the rule they could make the
 server POST to http://169.254.169.254/latest/meta-data or 127.0.0.1:<port> and read the answer."""
+import logging
+import shutil
 import socket
+import ssl
+import subprocess
 
 import httpx
 import pytest
 
-from studies.lm.backends import BackendError, Decoding, OpenAIBackend
-from studies.lm.endpoints import endpoint_refusal
+from studies.lm.backends import BackendError, Decoding, OpenAIBackend, TransientBackendError
+from studies.lm.endpoints import PinnedTransport, endpoint_refusal, environment_proxied
 from studies.models import RationaleSource
 from studies.services import generation
 from studies.tasks import run_generation_job
@@ -168,3 +172,125 @@ def generation_source(url: str) -> RationaleSource:
     return RationaleSource.objects.create(
         name="researcher-endpoint", kind="lm", backend="openai", model_name_or_path="gpt-x", endpoint_url=url,
         decoding={"max_new_tokens": 40, "max_retries": 0, "backoff_s": 0.001, "concurrency": 1})
+
+
+# --- the connection goes to the address the check saw (DNS rebinding) ----------------------------
+REBINDING_HOST = "llm-rebind.lab.example"
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch):
+    """``REBINDING_HOST`` answers 127.0.0.1 to its first lookup and 169.254.169.254 (the metadata
+    service) to every later one; other names resolve as usual. ``connects`` records every address
+    a connection is opened to, and one to 169.254.169.254 fails at once instead of leaving."""
+    real_getaddrinfo, real_connect = socket.getaddrinfo, socket.create_connection
+    lookups: list[str] = []
+    connects: list[str] = []
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != REBINDING_HOST:
+            return real_getaddrinfo(host, port, *args, **kwargs)
+        lookups.append(host)
+        address = "127.0.0.1" if len(lookups) == 1 else "169.254.169.254"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    def create_connection(address, *args, **kwargs):
+        connects.append(address[0])
+        if address[0] in {REBINDING_HOST, "169.254.169.254"}:
+            raise OSError(f"the test refuses to connect to {address[0]}")
+        return real_connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    return lookups, connects
+
+
+@pytest.mark.django_db
+def test_a_dns_answer_that_changes_after_the_check_is_not_used(settings, rebinding_dns, strategyqa_dataset,
+                                                               dev_items, train_items):
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = ["localhost", REBINDING_HOST]
+    lookups, connects = rebinding_dns
+    with OpenAIServer(lambda path, body: (200, completion([REPLY]), {})) as server:
+        port = server.httpd.server_address[1]
+        source = generation_source(f"http://{REBINDING_HOST}:{port}/v1")
+        job = generation.generation_job_create(kind="rationales", source=source, dataset=strategyqa_dataset,
+                                               split="dev", enqueue=False, limit=1)
+        run_generation_job.apply(args=[job.pk])
+    job.refresh_from_db()
+    assert job.status == "done", job.error
+    assert "169.254.169.254" not in connects and REBINDING_HOST not in connects
+    assert connects == ["127.0.0.1"] and lookups == [REBINDING_HOST], "looked up once, connected to what was checked"
+    assert [r["headers"]["Host"] for r in server.requests] == [f"{REBINDING_HOST}:{port}"]
+
+
+def test_a_name_whose_answer_turns_to_the_metadata_address_is_refused_at_the_next_request(settings,
+                                                                                            rebinding_dns):
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = ["localhost", REBINDING_HOST]
+    lookups, connects = rebinding_dns
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        url = f"http://{REBINDING_HOST}:{server.httpd.server_address[1]}/v1"
+        backend = OpenAIBackend(endpoint_url=url, model="m", max_retries=0, concurrency=1)
+        assert backend.generate(["q"], Decoding(max_new_tokens=5)) == [[" yes"]]
+        with pytest.raises(BackendError) as error:
+            backend.generate(["q"], Decoding(max_new_tokens=5))
+    assert len(server.requests) == 1 and connects == ["127.0.0.1"]
+    assert f"refused to call the endpoint {url}/completions" in str(error.value)
+    assert "169.254.169.254, a link-local address" in str(error.value)
+
+
+def test_a_name_that_does_not_resolve_fails_naming_the_host(settings, monkeypatch, caplog):
+    def getaddrinfo(host, port, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    sleeps: list[float] = []
+    backend = OpenAIBackend(endpoint_url="https://llm.nowhere.example/v1", model="m", max_retries=2,
+                            concurrency=1, sleep=sleeps.append)
+    with caplog.at_level(logging.WARNING), pytest.raises(TransientBackendError) as error:
+        backend.generate(["q"], Decoding(max_new_tokens=5))
+    # A DNS failure is a connection error: retried with back-off, then a transient error (resume later).
+    assert len(sleeps) == 2
+    assert str(error.value) == ("https://llm.nowhere.example/v1/completions still failing after 2 retries "
+                                "(its host 'llm.nowhere.example' does not resolve)")
+    assert "its host 'llm.nowhere.example' does not resolve" in caplog.text
+
+
+def test_https_keeps_the_host_name_for_sni_the_certificate_and_the_api_key(settings, tmp_path, rebinding_dns):
+    """The TLS server's certificate names only the host, not 127.0.0.1: the handshake succeeds only
+    if the server name sent and checked is the host's; the key goes by the URL's host name too."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make the test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    f"/CN={REBINDING_HOST}", "-addext", f"subjectAltName=DNS:{REBINDING_HOST}",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    settings.RL_LM_ENDPOINT_PRIVATE_HOSTS = [REBINDING_HOST]
+    settings.RL_OPENAI_API_KEY = "sk-operator-key"
+    settings.RL_OPENAI_KEY_HOSTS = [REBINDING_HOST]
+    server_names: list[str] = []
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert, key)
+    server_tls.sni_callback = lambda sock, name, context: server_names.append(name)
+    client_tls = ssl.create_default_context(cafile=str(cert))
+    lookups, connects = rebinding_dns
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        server.httpd.socket = server_tls.wrap_socket(server.httpd.socket, server_side=True)
+        port = server.httpd.server_address[1]
+        backend = OpenAIBackend(endpoint_url=f"https://{REBINDING_HOST}:{port}/v1", model="m", max_retries=0,
+                                concurrency=1, transport=PinnedTransport(verify=client_tls))
+        assert backend.generate(["q"], Decoding(max_new_tokens=5)) == [[" yes"]]
+    assert connects == ["127.0.0.1"] and server_names == [REBINDING_HOST]
+    assert server.requests[0]["headers"]["Host"] == f"{REBINDING_HOST}:{port}"
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-operator-key"
+
+
+def test_an_environment_proxy_keeps_httpx_proxy_handling(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert not environment_proxied("https://api.example.com/v1")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.lab:3128")
+    assert environment_proxied("https://api.example.com/v1")
+    assert not environment_proxied("http://api.example.com/v1")
+    monkeypatch.setenv("NO_PROXY", "*")
+    assert not environment_proxied("https://api.example.com/v1")

@@ -51,7 +51,8 @@ def network(monkeypatch):
     mock = httpx.MockTransport(handler)
 
     def client(*args, transport=None, **kwargs):
-        return real_client(*args, transport=transport or mock, **kwargs)
+        # In place of the backend's own transport too (a PinnedTransport, which would connect).
+        return real_client(*args, transport=mock, **kwargs)
 
     monkeypatch.setattr(httpx, "Client", client)
     return Network
