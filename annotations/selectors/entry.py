@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotations.models import (
@@ -16,6 +17,9 @@ from annotations.models import (
 )
 from annotations.models.core import LIVE_OR_FINISHED
 from studies.models import Platform, Study
+
+# The name under which ``study_for_entry`` reads whether single-person links were made for a study.
+PERSONAL_LINKS_MADE = "personal_links_made"
 
 
 def participant_by_platform_id(*, platform: str, external_id: str) -> Participant | None:
@@ -78,15 +82,43 @@ def link_by_token(model: type[ParticipantLink] | type[OpenLink], token: str):
     return model.objects.select_related("study").filter(token=token).first()
 
 
+def plain_link_starts_tasks(*, study: Study) -> bool:
+    """Whether the plain study link of ``study`` (``/w/s/<study token>/``) may start new tasks for
+    anyone who opens it: only in a link study for which no single-person link was ever made.
+
+    Once the researcher makes single-person links (``services.links.links_generate``, or a link
+    publication in "single" mode), the study takes part by personal link only: withdrawing them
+    (``link_revoke``, ``links_close``), even all of them, does not reopen the plain link, whose
+    address may have circulated (a pilot). A task already started through the plain link still
+    opens in the browser that holds it, and its done page still shows (``views.entry``). To admit
+    anonymous workers again, make an open link (``open_link_create``, link mode "open"). The entry
+    view and the study page's warning (``study_entry_warnings``) both read this. A study read by
+    ``study_for_entry`` carries the answer already: no statement is sent."""
+    if study.platform != Platform.LINK:
+        return False
+    made = getattr(study, PERSONAL_LINKS_MADE, None)
+    if made is None:
+        made = ParticipantLink.objects.filter(study_id=study.pk).exists()
+    return not made
+
+
+def study_for_entry(*, study_id: int) -> Study | None:
+    """The study of a ``/w/s/<study token>/`` entry, read in the same statement with whether
+    single-person links were ever made for it (for ``plain_link_starts_tasks``): the worker
+    pages' statements are counted, and the landing page and the consent send no more for it."""
+    made = Exists(ParticipantLink.objects.filter(study_id=OuterRef("pk")))
+    return Study.objects.filter(pk=study_id).annotate(**{PERSONAL_LINKS_MADE: made}).first()
+
+
 def study_entry_warnings(*, study: Study) -> list[str]:
     """What the study page should say about workers who arrive without an identity.
 
-    An open link, or the plain study link of a link study (while no single-person links were
-    made for it), admits anyone, and a fresh browser there is a new participant: "each question
-    once per worker" then holds per browser only, unless the worker enters a participant
-    identifier on the landing page."""
+    An open link, or the plain study link of a link study while it starts tasks
+    (``plain_link_starts_tasks``: no single-person links were made for it), admits anyone, and a
+    fresh browser there is a new participant: "each question once per worker" then holds per
+    browser only, unless the worker enters a participant identifier on the landing page."""
     open_link = OpenLink.objects.filter(study_id=study.pk, active=True).exists()
-    plain_link = study.platform == Platform.LINK and not ParticipantLink.objects.filter(study_id=study.pk).exists()
+    plain_link = plain_link_starts_tasks(study=study)
     if not (open_link or plain_link):
         return []
     where = "an open link" if open_link else "its plain study link"

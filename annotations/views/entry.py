@@ -17,6 +17,9 @@ A closed study (or a closed open link) refuses only what would start work: the l
 its consent. A task in progress still opens for whoever may resume it, and a finished task's done
 page (completion code, hand-back) still shows, as before the close: closing stops recruiting,
 work already started can still be submitted (``services.platforms.close.study_close``).
+The plain link of a link study that has single-person links (made at any time, withdrawn or not:
+``selectors.entry.plain_link_starts_tasks``) is refused the same way, with its own page: the
+study takes part by personal link only, and the plain link's tasks already started go on.
 """
 from __future__ import annotations
 
@@ -122,13 +125,23 @@ def _closed(request: HttpRequest) -> HttpResponse:
                    message="This study is not accepting work at the moment. Thank you for your interest.")
 
 
-def _closed_consent(request: HttpRequest, *, study: Study, page: str) -> HttpResponse:
-    """A consent form sent to a closed study (or link): refused, unless it is a retry of a form
-    that already gave a task before the close (its response was lost): that task, as a retry
-    gets while the study is open (``services.entry.consent_given``)."""
+def _personal_links_only(request: HttpRequest) -> HttpResponse:
+    """The plain study link of a link study that has single-person links: it starts no task
+    (``selectors.entry.plain_link_starts_tasks``)."""
+    return message(request, title="This study takes part by personal link only", status=403,
+                   message="This general study link no longer starts tasks: the researcher now invites each "
+                           "participant with a personal (single-person) link. If you were sent one, please open "
+                           "that link instead. Thank you for your interest.")
+
+
+def _closed_consent(request: HttpRequest, *, study: Study, page: str,
+                    refuse: Callable[[HttpRequest], HttpResponse] = _closed) -> HttpResponse:
+    """A consent form sent to a closed study (or link): refused (``refuse``'s page), unless it is a
+    retry of a form that already gave a task before the close (its response was lost): that task,
+    as a retry gets while the study is open (``services.entry.consent_given``)."""
     key = _nonce_key(request, page) if request.POST.get("consent") else None
     given = consent_given(key=key, study=study) if key else None
-    return _closed(request) if given is None else _to_task(request, given, study=study)
+    return refuse(request) if given is None else _to_task(request, given, study=study)
 
 
 def _to_task(request: HttpRequest, assignment: Assignment, *, study: Study) -> HttpResponse:
@@ -188,7 +201,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
 @require_http_methods(["GET", "POST"])
 def entry(request: HttpRequest, study_token: str) -> HttpResponse:
     study_id = handoff.study_id_from_token(study_token)
-    study = Study.objects.filter(pk=study_id).first() if study_id else None
+    study = selectors_entry.study_for_entry(study_id=study_id) if study_id else None
     if study is None:
         raise Http404("No such study.")
     try:
@@ -204,6 +217,11 @@ def entry(request: HttpRequest, study_token: str) -> HttpResponse:
                            message="Accept the HIT on Mechanical Turk first; a preview stores nothing.")
         return _landing(request, study, page="preview", preview=True)
     if arrival.platform == Platform.LINK:
+        if not closed and not selectors_entry.plain_link_starts_tasks(study=study):
+            # Single-person links were made (even if all are withdrawn since): the plain link is
+            # closed to new work as a closed study is, with its own page; tasks it started go on.
+            return _anonymous_entry(request, study=study, page=f"s:{study.pk}", closed=True,
+                                    refuse=_personal_links_only)
         return _anonymous_entry(request, study=study, page=f"s:{study.pk}", closed=closed)
     return _platform_entry(request, study=study, arrival=arrival, closed=closed)
 
@@ -259,13 +277,15 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
-                     link: OpenLink | None = None) -> HttpResponse:
+                     link: OpenLink | None = None,
+                     refuse: Callable[[HttpRequest], HttpResponse] = _closed) -> HttpResponse:
     """A plain study link or an open link: the participant of the browser's cookie, or a typed
     participant identifier (refused while the cookie's participant has a task in progress here or
     failed the study's test: ``participant_identified_in_browser``), or a new anonymous
     participant. A task in progress opens only in the browser that holds it (the cookie names the task, not only the participant). When ``closed``
     (the study, or the open link), that task still opens, and the browser whose cookie names a
-    finished task of the study gets its done page instead of a landing page; nothing else."""
+    finished task of the study gets its done page instead of a landing page; nothing else (the
+    page ``refuse`` makes: the study is closed, or its plain link takes no new workers)."""
     held = browser_holds(request, study.pk)
     holder = (Participant.objects.filter(pk=held.participant_id, platform=Platform.LINK).first()
               if held.participant_id else None)
@@ -278,10 +298,10 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: b
         if closed:
             finished = finished_task_of_browser(study=study, participant_id=held.participant_id,
                                                 task_id=held.assignment_id)
-            return _closed(request) if finished is None else redirect("annotations:assignment", token=finished.token)
+            return refuse(request) if finished is None else redirect("annotations:assignment", token=finished.token)
         return _landing(request, study, page=page, identifier=True)
     if closed:
-        return _closed_consent(request, study=study, page=page)
+        return _closed_consent(request, study=study, page=page, refuse=refuse)
     identifier = request.POST.get("identifier", "").strip()
 
     def participant() -> Participant:

@@ -97,7 +97,8 @@ def test_an_identifier_on_an_open_link_while_the_browser_holds_a_task_takes_no_p
 def test_an_identifier_in_a_browser_holding_a_single_person_links_task_is_refused(client):
     study = make_study(n_items=4, n_sources=1, units_per_task=2, quota=5)
     link = links_generate(study=study, user=OPERATOR, n=1)[0]
-    url = entry_url(study)
+    # the plain link takes no one once single-person links exist: an open link admits anyone
+    url = f"/w/o/{open_link_create(study=study, user=OPERATOR).token}/"
     second = landing_form(client, url, identifier="someone@x.org")
     start(client, f"/w/l/{link.token}/")
     assert client.post(url, second).status_code == 409
