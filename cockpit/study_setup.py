@@ -14,7 +14,9 @@ from annotations.services.qualification import (
     attention_check_save,
     attention_checks_fixed,
     qualification_questions,
+    qualification_test_fixed_reason,
     qualification_test_save,
+    qualification_test_sent_to_mturk,
     qualification_test_taken,
 )
 
@@ -187,10 +189,10 @@ class QualificationTestForm(forms.ModelForm):
             elif data.get("pass_mark") is not None and data["pass_mark"] > len(data["parsed_questions"]):
                 self.add_error("pass_mark", f"The pass mark is higher than the number of questions "
                                             f"({len(data['parsed_questions'])}).")
-            elif (self.instance.pk and data["parsed_questions"] != qualification_questions(self.instance)
-                  and qualification_test_taken(self.instance)):
-                self.add_error("questions", "Workers have already taken this test: its questions can no longer "
-                                            "change (their graded answers refer to them).")
+            elif self.instance.pk and data["parsed_questions"] != qualification_questions(self.instance):
+                fixed = qualification_test_fixed_reason(self.instance)
+                if fixed:
+                    self.add_error("questions", f"{fixed}: its questions can no longer change.")
         return data
 
     def save(self, commit=True):
@@ -216,13 +218,20 @@ class QualificationTestInline(admin.StackedInline):
     verbose_name_plural = "Qualification test (graded once per worker before their first task)"
 
     # Once a worker has taken it, its grading is fixed and it is not deleted: the form refuses other
-    # questions, and the pass mark is read-only here (``qualification_test_taken``). ``obj`` is the study.
+    # questions, and the pass mark is read-only here (``qualification_test_taken``); once it was sent to
+    # MTurk, its instructions too (MTurk's graded copy holds them). ``obj`` is the study.
+    def _test(self, obj) -> QualificationTest | None:
+        return QualificationTest.objects.filter(study=obj).first() if obj is not None and obj.pk else None
+
     def _taken(self, obj) -> bool:
-        test = QualificationTest.objects.filter(study=obj).first() if obj is not None and obj.pk else None
+        test = self._test(obj)
         return test is not None and qualification_test_taken(test)
 
     def get_readonly_fields(self, request, obj=None):
-        return ("pass_mark",) if self._taken(obj) else ()
+        test = self._test(obj)
+        if test is None or not qualification_test_taken(test):
+            return ()
+        return ("pass_mark", "instructions") if qualification_test_sent_to_mturk(test) else ("pass_mark",)
 
     def has_delete_permission(self, request, obj=None):
         return not self._taken(obj) and super().has_delete_permission(request, obj)

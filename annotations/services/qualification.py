@@ -5,6 +5,8 @@ qualification (and lets the task's answers in: ``Assignment.qualification_pendin
 task politely and gives its units back."""
 from __future__ import annotations
 
+import datetime
+
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
@@ -14,6 +16,7 @@ from annotations.models import (
     Assignment,
     AttentionCheck,
     Claim,
+    MTurkQualificationType,
     QualificationGrant,
     QualificationTest,
 )
@@ -30,7 +33,7 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
     test returns the assignment (status ``returned``) so that its units go back to the pool. The
     grant records the task it was taken in: a failed one taken under a Prolific session someone
     else invented with the worker's id is voided when the worker comes (``impostor.impostor_grant_void``)."""
-    test = QualificationTest.objects.filter(study_id=assignment.study_id).prefetch_related("questions").first()
+    test = QualificationTest.objects.filter(study_id=assignment.study_id).first()
     if test is None:
         raise InvalidAnswer("This study has no qualification test.")
     with transaction.atomic():
@@ -43,6 +46,12 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
                     qualification_pending=False)
             return existing
         locked = lock_active(assignment)
+        # The test's row, locked as qualification_questions_set and qualification_test_save lock it:
+        # an edit waits for this grade, or this grade reads the edited questions and pass mark (read
+        # again below, after the lock), never a mix of the two.
+        test = QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
+        if test is None:
+            raise InvalidAnswer("This study's qualification test was removed: please reload the page.")
         questions = list(test.questions.all())
         clean: dict[str, str] = {}
         for number, question in enumerate(questions, start=1):
@@ -142,10 +151,37 @@ def attention_checks_fixed(study) -> bool:
         study_id=study.pk, attention_check__isnull=False).exists()
 
 
+def qualification_test_sent_to_mturk(test: QualificationTest) -> MTurkQualificationType | None:
+    """The MTurk graded-test qualification type made from ``test`` (the first, any endpoint), or None.
+    MTurk grades the workers who take it there with the questions, answer key, pass mark and
+    instructions sent when it was made (``platforms.qualification.mturk_qualification_ensure``, which
+    reuses it for every later batch); their grades leave no ``QualificationGrant`` here."""
+    return (MTurkQualificationType.objects.filter(study_id=test.study_id, kind=MTurkQualificationType.Kind.GRADED_TEST)
+            .order_by("created_at", "pk").first())
+
+
+def qualification_test_fixed_reason(test: QualificationTest) -> str | None:
+    """Why ``test`` no longer changes (a sentence to put before ": its ... can no longer change"), or
+    None while it may: it was sent to MTurk as a graded test (``qualification_test_sent_to_mturk``), or
+    a worker has taken it here."""
+    sent = qualification_test_sent_to_mturk(test)
+    if sent is not None:
+        when = sent.created_at.astimezone(datetime.UTC)
+        return (f"Qualification test {test.pk} of study {test.study_id} was sent to MTurk on {when:%Y-%m-%d %H:%M} UTC "
+                f"as the graded qualification type {sent.qualification_type_id} ({sent.endpoint}), which grades "
+                "the workers there with its questions, answer key, pass mark and instructions as they were then "
+                "and is reused for every later batch")
+    if QualificationGrant.objects.filter(study_id=test.study_id).exists():
+        return "Workers have already taken this qualification test"
+    return None
+
+
 def qualification_test_taken(test: QualificationTest) -> bool:
-    """Whether a worker has taken ``test``: from then on its questions, pass mark and study are
-    fixed, and it is not deleted (the graded answers refer to them), wherever they would be edited."""
-    return QualificationGrant.objects.filter(study_id=test.study_id).exists()
+    """Whether a worker has taken ``test``, here or on MTurk (it was sent there as a graded test):
+    from then on its questions, pass mark and study are fixed, and it is not deleted (the graded
+    answers refer to them), wherever they would be edited (``qualification_test_fixed_reason`` says
+    why). A test sent to MTurk keeps its instructions too (they are part of the test there)."""
+    return qualification_test_fixed_reason(test) is not None
 
 
 def qualification_questions_set(*, test: QualificationTest, questions: list[dict]) -> None:
@@ -156,9 +192,9 @@ def qualification_questions_set(*, test: QualificationTest, questions: list[dict
         QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
         if qualification_questions(test) == questions:
             return
-        if qualification_test_taken(test):
-            raise QualificationSetupError("Workers have already taken this qualification test: its questions can no "
-                                          "longer change.")
+        reason = qualification_test_fixed_reason(test)
+        if reason is not None:
+            raise QualificationSetupError(f"{reason}: its questions can no longer change.")
         for number, question in enumerate(questions, start=1):
             problem = correct_answer_problem(question.get("choices"), question.get("correct_answer"))
             if problem:
@@ -188,7 +224,8 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
     tasks are then marked with the others) and the starts that come meanwhile wait for this
     transaction (and then find the test).
     An edited test's pass mark is fixed once a worker has taken it (``qualification_test_taken``;
-    the grades given were against it): a changed one is then refused (``QualificationSetupError``),
+    the grades given were against it), and its instructions too once it was sent to MTurk as a
+    graded test (``qualification_test_sent_to_mturk``): a changed one is then refused (``QualificationSetupError``),
     under the lock on the test's row that ``qualification_questions_set`` takes, whatever page or
     caller saves it."""
     if user is not None and not study_user_may(user=user, study=Study(pk=test.study_id), access=CHANGE):
@@ -200,9 +237,14 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
             Study.objects.select_for_update().filter(pk=test.study_id).values_list("pk", flat=True).first()
         else:
             stored = QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
-            if stored is not None and stored.pass_mark != test.pass_mark and qualification_test_taken(stored):
-                raise QualificationSetupError("Workers have already taken this qualification test: its pass mark can "
-                                              "no longer change (their grades were given against it).")
+            reason = qualification_test_fixed_reason(stored) if stored is not None else None
+            if reason is not None and stored.pass_mark != test.pass_mark:
+                raise QualificationSetupError(f"{reason}: its pass mark can no longer change (from {stored.pass_mark} "
+                                              f"to {test.pass_mark}; the grades given were against it).")
+            if (stored is not None and stored.instructions != test.instructions
+                    and qualification_test_sent_to_mturk(stored) is not None):
+                raise QualificationSetupError(f"{reason}: its instructions can no longer change (MTurk shows "
+                                              "the workers the ones sent).")
         test.save()
         if created:
             qualification_tasks_hold(study_id=test.study_id)

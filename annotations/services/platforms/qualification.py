@@ -6,6 +6,7 @@ import math
 
 from django.conf import settings
 
+from annotations.choices import normalise_choices
 from annotations.models import MTurkQualificationType, QualificationGrant
 from annotations.platforms import get_platform
 from annotations.platforms.mturk import (
@@ -38,12 +39,14 @@ def mturk_requirements(*, study: Study, options: dict, qualification: MTurkQuali
 
 
 def qualification_test_questions(study: Study) -> tuple[str, list[dict], int] | None:
-    """(instructions, questions, minimum percentage) of the study's qualification test, or None."""
+    """(instructions, questions, minimum percentage) of the study's qualification test, or None.
+    Each question's choices as ``[{"label", "text"}]`` (``normalise_choices``: the study page stores
+    plain labels, and no choices mean yes / no), as the QuestionForm needs them."""
     test = getattr(study, "qualification_test", None)
     if test is None:
         return None
     questions = [
-        {"id": f"q{q.pk}", "text": q.question, "choices": q.choices, "correct": q.correct_answer}
+        {"id": f"q{q.pk}", "text": q.question, "choices": normalise_choices(q.choices), "correct": q.correct_answer}
         for q in test.questions.all()
     ]
     if not questions:
@@ -56,7 +59,8 @@ def mturk_qualification_ensure(*, study: Study, user=None, kind: str = MTurkQual
                                platform: MTurkPlatform | None = None) -> MTurkQualificationType | None:
     """The study's MTurk qualification type, created once per endpoint. A graded test needs the
     study's qualification test (questions with correct answers); ``app_granted`` makes a type the
-    app grants with ``mturk_qualification_grant_passed``."""
+    app grants with ``mturk_qualification_grant_passed``. A graded type, once made, is reused as it
+    is: from then on the app's test no longer changes (``qualification.qualification_test_taken``)."""
     platform = platform or get_platform(Platform.MTURK)
     existing = MTurkQualificationType.objects.filter(study=study, kind=kind, endpoint=platform.endpoint).first()
     if existing is not None:
