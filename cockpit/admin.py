@@ -9,6 +9,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count
@@ -50,12 +51,17 @@ from studies.services.studies import (
     study_fixed_reason,
     study_insert,
     study_owner_or_superuser,
+    study_reference_problems,
     study_sample_items,
     study_update,
 )
 
 
 class StudyForm(forms.ModelForm):
+    # Who saves it (StudyAdmin.get_form names the request's user): the reference data they may use in
+    # a design is checked beside each field, as study_insert and study_update refuse it.
+    acting_user = AnonymousUser()
+
     class Meta:
         model = Study
         exclude = ["items", "status", "is_imported_outcome"]
@@ -87,6 +93,9 @@ class StudyForm(forms.ModelForm):
         # it after clean()), so the rules compare the form's values with them.
         changes = {f: data[f] for f in DESIGN_FIELDS if f in data}
         problems = study_design_problems(study=self.instance, changes=changes, sources=data.get("sources"))
+        if not problems:
+            problems = study_reference_problems(study=self.instance, user=self.acting_user, changes=changes,
+                                               sources=data.get("sources"))
         for field, reason in problems.items():
             self.add_error(field if field in self.fields else None, reason)
         if "sources" not in problems:
@@ -206,6 +215,11 @@ class StudyAdmin(StudyScopedAdmin):
         if not (request.user.is_superuser if obj is None else study_owner_or_superuser(study=obj, user=request.user)):
             fields.append("owner")
         return fields
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # Each request's form names its user (never a shared class attribute).
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"acting_user": request.user})
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         # The datasets and sources the user may see, as the API offers and the services accept.

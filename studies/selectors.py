@@ -185,6 +185,38 @@ def sources_for_user(*, user) -> QuerySet[RationaleSource]:
     return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
 
 
+def design_studies_for_user(*, user, study: Study | None = None) -> QuerySet[Study]:
+    """The studies whose dataset and sources ``user`` may use in a study design, new or changed,
+    without the models' view permissions: their own, and those they may change (``studies_for_user``
+    at CHANGE: shared with them at change or pay, given ``studies.change_study``), never one they may
+    only view. A view share lets its reader read the study, not build studies of their own on its
+    reference data: that would read other splits and items than the shared study's, and outlast
+    the share. A study of their own keeps lending its data once made (its owner may redraw it, and
+    build another on it), whatever share or permission they made it with: what a collaborator
+    designed while they could change the shared study stays theirs. ``study``: the study being
+    changed, which counts as any other (kept for the callers' symmetry)."""
+    if not _active(user):
+        return Study.objects.none()
+    changeable = studies_for_user(user=user, access=CHANGE).values("pk")
+    return Study.objects.filter(Q(owner_id=user.pk) | Q(pk__in=changeable))
+
+
+def datasets_for_design(*, user, study: Study | None = None) -> QuerySet[Dataset]:
+    """The datasets ``user`` may use in a study design (``study``: the one being changed): all with
+    ``studies.view_dataset``, else those a study of ``design_studies_for_user`` uses."""
+    used = design_studies_for_user(user=user, study=study).values("dataset_id")
+    return _all_or_used(user, Dataset, "studies.view_dataset", used)
+
+
+def sources_for_design(*, user, study: Study | None = None) -> QuerySet[RationaleSource]:
+    """The rationale sources ``user`` may use in a study design (``study``: the one being changed):
+    all with ``studies.view_rationalesource``, else those a study of ``design_studies_for_user``
+    lists."""
+    used = Study.sources.through.objects.filter(
+        study__in=design_studies_for_user(user=user, study=study)).values("rationalesource_id")
+    return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
+
+
 GENERATOR_PERMISSIONS = {VIEW: "studies.view_questiongenerator", CHANGE: "studies.change_questiongenerator"}
 
 

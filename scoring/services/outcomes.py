@@ -12,8 +12,9 @@ their rights here, whoever calls: importing into an existing study needs CHANGE 
 (``studies.selectors.study_user_may``), and the shared content an import adds (sources,
 rationales) goes through ``bulk_upsert`` with that user, so a rationale another researcher's study
 would show is refused by line (``studies.services.content``). The dataset and the sources an import
-uses are only those the user may see (``studies.selectors.datasets_for_user`` /
-``sources_for_user``, the rule ``study_insert`` applies to a study's design): a source named in the
+uses are only those the user may use in a study (``studies.selectors.datasets_for_design`` /
+``sources_for_design``, the rule ``study_insert`` applies to a study's design; a study shared with
+them only to view lends nothing): a source named in the
 file that the user may not see is treated as one that does not exist here (``usable_by_name``), so
 an import never brings another researcher's source, its configuration or its rationales into view,
 and never tells its fields."""
@@ -28,7 +29,7 @@ from django.db import models, transaction
 
 from scoring.models import UnitScore
 from studies.models import Dataset, Item, Rationale, RationaleSource, Study
-from studies.selectors import datasets_for_user, sources_for_user
+from studies.selectors import datasets_for_design, sources_for_design
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile, parse_json_lines, read_import_file
@@ -249,13 +250,13 @@ def _check_may_change(study: Study, user) -> None:
 
 
 def _check_may_use_dataset(dataset: Dataset, user) -> None:
-    """Refuse ``user`` (None: the operator, never refused) a dataset they may not see
-    (``datasets_for_user``: what ``study_insert`` lets a study use), with the answer a missing
-    dataset would get: by id only, never its name."""
-    if user is not None and not datasets_for_user(user=user).filter(pk=dataset.pk).exists():
+    """Refuse ``user`` (None: the operator, never refused) a dataset they may not use in a study
+    (``datasets_for_design``: what ``study_insert`` lets a study use; a study shared with them only
+    to view lends nothing), with the answer a missing dataset would get: by id only, never its name."""
+    if user is not None and not datasets_for_design(user=user).filter(pk=dataset.pk).exists():
         raise ImportValidationError(RowError(
             None, "dataset", f"dataset {dataset.pk}: not found or not yours to use (it needs studies.view_dataset, or "
-                             "a study you may see that uses it)"))
+                             "a study you may change that uses it)"))
 
 
 def _check_may_add(user) -> None:
@@ -269,8 +270,8 @@ def _check_may_add(user) -> None:
 def usable_by_name(*, model: type[models.Model], visible: models.QuerySet, name: str, tag: str,
                    taken: set[str]) -> tuple[models.Model | None, str]:
     """The row of ``model`` (a dataset, a rationale source: names unique here) that an import naming
-    ``name`` uses for the acting user: one of ``visible``, what the user may see (the selectors'
-    ``datasets_for_user`` / ``sources_for_user``), else None and the name a new row of theirs takes.
+    ``name`` uses for the acting user: one of ``visible``, what the user may use in a study (the
+    selectors' ``datasets_for_design`` / ``sources_for_design``), else None and the name a new row of theirs takes.
 
     A name held by a row the user may not see gets the answer a missing one gets: a new row is made,
     under ``name (tag)`` (then ``name (tag 2)``, ...) since the name is taken. Nothing of the hidden
@@ -296,7 +297,7 @@ def _sources(lines: list[_Line], f: ImportFile, user, study: Study
     """The lines' sources by the file's names: those the user may see (``usable_by_name``), the
     others created as imported sources, under another name when another researcher's source holds
     the file's. Returns them, the names created and {file's name: name created} where they differ."""
-    visible = RationaleSource.objects.all() if user is None else sources_for_user(user=user)
+    visible = RationaleSource.objects.all() if user is None else sources_for_design(user=user)
     sources: dict[str, RationaleSource] = {}
     new: dict[str, str] = {}  # name created -> the file's name
     taken: set[str] = set()

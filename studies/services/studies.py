@@ -10,7 +10,14 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from studies.models import Dataset, Item, Platform, RationaleSource, Study
-from studies.selectors import CHANGE, datasets_for_user, sources_for_user, study_user_may
+from studies.selectors import (
+    CHANGE,
+    datasets_for_design,
+    datasets_for_user,
+    sources_for_design,
+    sources_for_user,
+    study_user_may,
+)
 
 
 class StudyError(Exception):
@@ -87,24 +94,66 @@ def study_delete(*, study: Study, user) -> None:
         study.delete()
 
 
-def _reference_problems(*, user, dataset: Dataset | None = None,
-                        sources: Iterable[RationaleSource] = ()) -> dict[str, str]:
-    """The dataset and sources of ``sources`` that ``user`` may not use in a study, as {field:
-    reason}: those outside ``datasets_for_user`` / ``sources_for_user`` (the API's choices too), so a
-    study cannot bring into view the items and rationales of reference data the user may not read.
-    Named by id only: the user may not read their names."""
+def _reference_problems(*, user, dataset: Dataset | None = None, sources: Iterable[RationaleSource] = (),
+                        study: Study | None = None) -> dict[str, str]:
+    """The dataset and sources of ``sources`` that ``user`` may not use in a study design, as {field:
+    reason}: a study brings into view the items of its dataset's split and their rationales from its
+    sources, so it uses only reference data the user reads in full (the model's view permission,
+    ``studies.view_dataset`` / ``studies.view_rationalesource``) or that a study they may change uses
+    (``datasets_for_design``, ``sources_for_design``: their own, or one shared with them at change
+    level), never data they read only through a study shared with them that they may only view.
+    ``study`` is the stored study being changed (``study_update``). A row the user may not read at
+    all is named by id only (its name is not theirs to read); one they read through a study is
+    named with its name."""
     problems: dict[str, str] = {}
-    if dataset is not None and not datasets_for_user(user=user).filter(pk=dataset.pk).exists():
-        problems["dataset"] = (f"Dataset {dataset.pk}: not found or not yours to use (it needs studies.view_dataset, "
-                               "or a study you may see that uses it).")
+    own = study is not None and study.owner_id is not None and study.owner_id == getattr(user, "pk", None)
+    if dataset is not None and not datasets_for_design(user=user, study=study).filter(pk=dataset.pk).exists():
+        if datasets_for_user(user=user).filter(pk=dataset.pk).exists():
+            problems["dataset"] = (
+                f"Dataset {dataset.pk} {dataset.name!r}: you may read it only through "
+                f"{_read_through(own=own, study=study, dataset=dataset)}, which does not let you draw items from it "
+                "into a study (a new one, or a changed dataset, split, sample size or seed): a study uses a dataset "
+                "you read with studies.view_dataset, or one that another study you may change uses. Ask the owner of "
+                "a study that uses it to share it with you at change level, or an administrator for "
+                "studies.view_dataset.")
+        else:
+            problems["dataset"] = (f"Dataset {dataset.pk}: not found or not yours to use (it needs "
+                                   "studies.view_dataset, or a study you may change that uses it).")
     sources = list(sources)
     if sources:
-        visible = set(sources_for_user(user=user).filter(pk__in=[s.pk for s in sources]).values_list("pk", flat=True))
-        hidden = sorted({s.pk for s in sources} - visible)
+        pks = {s.pk for s in sources}
+        usable = set(sources_for_design(user=user, study=study).filter(pk__in=pks).values_list("pk", flat=True))
+        readable = set(sources_for_user(user=user).filter(pk__in=pks - usable).values_list("pk", flat=True))
+        hidden = sorted(pks - usable - readable)
+        reasons = []
+        if readable:
+            named = ", ".join(f"{s.pk} {s.name!r}" for s in sorted({s for s in sources if s.pk in readable},
+                                                                     key=lambda s: s.pk))
+            reasons.append(
+                f"Rationale source(s) {named}: you may read it only through "
+                f"{_read_through(own=own, study=study, sources=readable)}, which does not let you put it in a study "
+                "(a new one, changed sources, or a changed dataset, split, sample size or seed): a study uses a "
+                "source you read with studies.view_rationalesource, or one that another study you may change lists. "
+                "Ask the owner of a study that lists it to share it with you at change level, or an administrator "
+                "for studies.view_rationalesource.")
         if hidden:
-            problems["sources"] = (f"Rationale source(s) {', '.join(map(str, hidden))}: not found or not yours to use "
-                                   "(it needs studies.view_rationalesource, or a study you may see that uses it).")
+            reasons.append(f"Rationale source(s) {', '.join(map(str, hidden))}: not found or not yours to use (it "
+                           "needs studies.view_rationalesource, or a study you may change that lists it).")
+        if reasons:
+            problems["sources"] = " ".join(reasons)
     return problems
+
+
+def _read_through(*, own: bool, study: Study | None, dataset: Dataset | None = None,
+                  sources: set[int] | None = None) -> str:
+    """How a user reads reference data they may not use in a study design: the words for the
+    refusal of ``_reference_problems``."""
+    if not own:
+        return "a study shared with you that you may only view"
+    uses = (study.dataset_id == dataset.pk if dataset is not None
+            else bool(sources & set(study.sources.values_list("pk", flat=True))))
+    shared = "a study shared with you that you may only view"
+    return f"this study itself, or {shared}" if uses else shared
 
 
 def study_sample_items(*, study: Study, user) -> list[Item]:
@@ -197,7 +246,9 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user:
     or nothing, for ``user`` (None: the operator, who may make any study for anyone). A user must
     hold ``studies.add_study`` (``study_add_check``); the study is theirs (an empty owner becomes
     them; only a superuser makes one owned by someone else, ``study_owner_or_superuser``); and its
-    dataset and sources must be ones they may see (``datasets_for_user``, ``sources_for_user``).
+    dataset and sources must be ones they may use in a design (``_reference_problems``: read with
+    the model's view permission, or used by a study they may change; what a study shared with them
+    only for viewing uses is theirs to read, not to build on).
     Raises StudyError naming every problem of the design (``study_design_problems``), then any of
     the model's own checks."""
     if study.pk is not None:
@@ -211,8 +262,7 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user:
             reason = ("A study you create is yours: only a superuser creates a study owned by someone else "
                       "(leave the owner empty).")
             raise StudyError(reason, {"owner": reason})
-        _refuse(_reference_problems(user=user, dataset=study.dataset if study.dataset_id else None,
-                                    sources=sources))
+        _refuse(study_reference_problems(study=study, user=user, sources=sources))
     _refuse(study_design_problems(study=study, sources=sources))
     _full_clean(study)
     with transaction.atomic():
@@ -410,12 +460,52 @@ def _refuse(problems: dict[str, str], *, study: Study | None = None) -> None:
         raise StudyError(where + " ".join(dict.fromkeys(problems.values())), problems)
 
 
+def study_reference_problems(*, study: Study, user, changes: Mapping[str, Any] | None = None,
+                             sources: Iterable[RationaleSource] | None = None) -> dict[str, str]:
+    """The reference data of a design that ``user`` (None: the operator, never refused) may not use,
+    as {field: reason} (``_reference_problems``): for a new study (``study`` unsaved) its dataset and
+    ``sources``; for a stored one with ``changes`` and ``sources`` (None: as they are) what the change
+    brings into view (``_redrawn_reference``). What ``study_insert`` and ``study_update`` refuse, for
+    a form that shows each reason beside its field."""
+    if user is None:
+        return {}
+    changes = dict(changes or {})
+    if study.pk is None:
+        dataset = changes["dataset"] if "dataset" in changes else _stored(study, "dataset")
+        return _reference_problems(user=user, dataset=dataset if isinstance(dataset, Dataset) else None,
+                                   sources=list(sources or ()))
+    return _reference_problems(user=user, study=study, **_redrawn_reference(
+        study, changes, None if sources is None else list(sources)))
+
+
+def _redrawn_reference(study: Study, changes: Mapping[str, Any],
+                       sources: list[RationaleSource] | None) -> dict[str, Any]:
+    """What of a change to ``study`` (stored) brings reference data into view, for
+    ``_reference_problems``: a change to its items (dataset, split, sample size or seed,
+    ``SAMPLE_FIELDS``) draws other items of its dataset and shows their rationales from every one of
+    its sources, so the dataset and all its sources as they will be are checked; else only the
+    sources it adds (a source taken off, or a change to anything else, shows nothing new). Nothing
+    of a study that is no longer a draft: its items and sources are fixed (``study_locked_changes``
+    refuses such a change, with its own reason)."""
+    if study.status != Study.Status.DRAFT:
+        return {}
+    kept = list(study.sources.all())
+    after = kept if sources is None else sources
+    if any(f in changes and not _unchanged(study, f, changes[f]) for f in SAMPLE_FIELDS):
+        dataset = changes["dataset"] if "dataset" in changes else _stored(study, "dataset")
+        return {"dataset": dataset if isinstance(dataset, Dataset) else None, "sources": after}
+    return {"sources": [s for s in after if s not in kept]}
+
+
 def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | None = None,
                  **changes: Any) -> Study:
     """Change a study's design, for ``user``, who must be allowed to change the study (None: the
     operator). Only its owner or a superuser hands it to another owner (``study_owner_or_superuser``:
-    owning it would let someone it is shared with raise their own share), and a new dataset or source
-    must be one the user may see (``datasets_for_user``, ``sources_for_user``). Once the study is no
+    owning it would let someone it is shared with raise their own share), and a change that brings
+    other reference data into view (a new source; a new dataset, split, sample size or seed, which
+    draws other items and shows their rationales) must use only reference data the user may use in a
+    design (``_reference_problems``: read with its view permission, or used by a study they may
+    change, this one counting only when it is shared with them, never a view share). Once the study is no
     longer a draft, its kind, items (dataset, split, sample size, seed), sources, workers per unit,
     early stopping, what its workers were offered and are paid by (units per task, reward, hourly
     floor, estimated minutes, platform), the consent text they agreed to and the tasks' minutes set when
@@ -437,11 +527,7 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
                     and not study_owner_or_superuser(study=locked, user=user)):
                 reason = "Only the study's owner (or a superuser) hands it to another owner."
                 raise StudyError(f"study {locked.name!r}: {reason}", {"owner": reason})
-            dataset = changes.get("dataset")
-            new_dataset = dataset if dataset is not None and dataset != _stored(locked, "dataset") else None
-            kept = set(locked.sources.all()) if sources is not None else set()
-            _refuse(_reference_problems(user=user, dataset=new_dataset,
-                                        sources=[s for s in sources or () if s not in kept]), study=locked)
+            _refuse(study_reference_problems(study=locked, user=user, changes=changes, sources=sources), study=locked)
         old = {f: getattr(locked, f) for f in SAMPLE_FIELDS}
         resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
         _refuse(study_design_problems(study=locked, changes=changes, sources=sources), study=locked)

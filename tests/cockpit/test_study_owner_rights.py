@@ -139,6 +139,17 @@ def test_the_add_page_offers_and_accepts_only_data_the_researcher_may_see(bobs_d
     assert set(refused.context["adminform"].form.errors) == {"dataset", "sources"}
     assert not Study.objects.filter(name="ritas-peek").exists()
 
+    # A view share lets her read that data, not build a study of her own on it (its other splits, and
+    # beyond the share): the service refuses it (``studies.services.studies._reference_problems``).
+    viewer = rita_client.post(reverse("admin:studies_study_add"),
+                              add_page_data(rita_client, seen_dataset, seen_source, "ritas-own"))
+    assert viewer.status_code == 200  # the form shows why beside each field (it was a 403 page)
+    assert set(viewer.context["adminform"].form.errors) == {"dataset", "sources"}
+    assert "you may read it only through a study shared with you that you may only view" in \
+        viewer.context["adminform"].form.errors["dataset"][0]
+    assert not Study.objects.filter(name="ritas-own").exists()
+    # Shared with her to change, the study lends her its data.
+    study_share(study=study, user=study.owner, with_user=rita, level=StudyShare.Level.CHANGE)
     done = rita_client.post(reverse("admin:studies_study_add"),
                             add_page_data(rita_client, seen_dataset, seen_source, "ritas-own"))
     assert done.status_code == 302, done.content.decode()[:3000]
@@ -169,8 +180,15 @@ def test_the_services_refuse_a_dataset_or_source_the_user_may_not_see(bobs_draft
     own.refresh_from_db()
     assert own.dataset == hidden_dataset and list(own.sources.all()) == [hidden_source]
 
-    # Her own study's data, and a shared study's, she may use; anything, given the permissions.
-    study_update(study=own, user=rita, dataset=study.dataset, sources=[hidden_source, study.sources.get()])
+    # A study shared with her only to view lends her nothing to design with; one shared to change does.
+    with pytest.raises(StudyError) as refused:
+        study_update(study=Study.objects.get(pk=own.pk), user=rita, dataset=study.dataset,
+                     sources=[study.sources.get()])
+    assert set(refused.value.problems) == {"dataset", "sources"}
+    study_share(study=study, user=study.owner, with_user=rita, level=StudyShare.Level.CHANGE)
+    # Her own study's source, and a study shared with her to change, she may use.
+    study_update(study=Study.objects.get(pk=own.pk), user=rita, dataset=study.dataset,
+                 sources=[hidden_source, study.sources.get()])
     with pytest.raises(StudyError):
         study_update(study=Study.objects.get(pk=own.pk), user=rita, sources=[unused_source])
     rita.user_permissions.add(*Permission.objects.filter(content_type__app_label="studies",

@@ -18,7 +18,7 @@ another researcher's study shows: a new item, rationale or generalization questi
 the importing owner may not change would show (``studies.services.content``) is refused by row, as
 the dataset importers refuse it (the operator, with no owner, may add it). The dataset and the
 sources (the study's and Gen-U's answerers') are found by name only among those the importing owner
-may see (``datasets_for_user``, ``sources_for_user``: what ``study_insert`` lets a study use); a
+may use in a study (``datasets_for_design``, ``sources_for_design``: what ``study_insert`` lets a study use); a
 name another researcher's row holds gets the answer a missing name gets, a new row made from the
 bundle, under ``NAME (STUDY)`` since names are unique here (``outcomes.usable_by_name``; the import
 record's ``renamed`` lists them), and nothing of the hidden row is compared or told. Workers become
@@ -83,7 +83,7 @@ from studies.models import (
     RationaleSource,
     Study,
 )
-from studies.selectors import datasets_for_user, sources_for_user
+from studies.selectors import datasets_for_design, sources_for_design
 from studies.services.content import content_added_refusals, gen_u_added_refusals
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
@@ -663,7 +663,7 @@ class _Import:
         if self.owner is None:
             visible = model.objects.all()
         else:
-            visible = (datasets_for_user if model is Dataset else sources_for_user)(user=self.owner)
+            visible = (datasets_for_design if model is Dataset else sources_for_design)(user=self.owner)
         found, usable = usable_by_name(model=model, visible=visible, name=name, tag=self.name, taken=self.taken[model])
         if found is None and usable != name:
             self.renamed.setdefault("dataset" if model is Dataset else "sources", {})[name] = usable
