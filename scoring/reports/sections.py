@@ -285,7 +285,15 @@ def sources_notes(results: dict) -> list[str]:
 
 def _generation_text(combo: dict) -> str:
     recorded = [f"{key} {json.dumps(combo[key], sort_keys=True) if isinstance(combo[key], dict) else combo[key]}"
-                for key in ("model", "template", "decoding", "seed") if combo.get(key) is not None]
+                for key in ("model", "template", "decoding") if combo.get(key) is not None]
+    # The seed that sampled is the decoding's; ``seed`` is the source's, which only draws the
+    # demonstrations of a source without its own (a record without a decoding seed keeps "seed").
+    sampling = combo["decoding"].get("seed") if isinstance(combo.get("decoding"), dict) else None
+    if sampling is not None:
+        recorded.append(f"sampling seed {sampling}")
+    if combo.get("seed") is not None:
+        recorded.append(f"source seed {combo['seed']} (it draws only demonstrations)" if sampling is not None
+                        else f"seed {combo['seed']}")
     return f"{combo.get('n_rationales')} " + (f"made with {', '.join(recorded)}" if recorded
                                               else "with no generation record (imported or gold)")
 

@@ -8,8 +8,10 @@ text back to a label.
 
 A source may carry its own template (``RationaleSource.template``). It is filled by plain
 placeholder substitution of ``{dataset}``, ``{question}``, ``{choices}`` (FEB ``choice: ...`` list),
-``{choices_csv}`` (comma separated), ``{demonstrations}`` and ``{rationale}``; nothing else in the
-text is interpreted, so an untrusted question cannot reach Python's format machinery.
+``{choices_csv}`` (comma separated), ``{demonstrations}``, ``{answer}`` and ``{rationale}``; nothing
+else in the text is interpreted, so an untrusted question cannot reach Python's format machinery.
+In a prompt that asks about an item (:func:`t5_explain_input`, :func:`causal_prompt`) ``{answer}``
+and ``{rationale}`` are empty: the item's gold is what the model is asked for.
 """
 from __future__ import annotations
 
@@ -138,9 +140,19 @@ def fill(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
+def _query_fields(item: PromptItem, **extra: str) -> dict[str, str]:
+    """The fields of the item a prompt asks about: never its gold answer nor its rationale, which
+    are what the model is asked to write (a source's own template may name ``{answer}`` and
+    ``{rationale}``; in the query they are empty). Demonstrations and training targets keep theirs;
+    F^IR's explanation is passed on its own (:func:`t5_answer_with_rationale_input`)."""
+    return _fields(item, answer="", rationale="", **extra)
+
+
 # --- seq2seq (T5) ----------------------------------------------------------------------------
 def t5_explain_input(item: PromptItem, template: str = "") -> str:
-    return fill(template or T5_EXPLAIN, _fields(item))
+    """The input that asks for ``item``'s answer and rationale: :data:`T5_EXPLAIN` or the source's
+    ``template``, without the item's gold (:func:`_query_fields`)."""
+    return fill(template or T5_EXPLAIN, _query_fields(item))
 
 
 def t5_explain_target(item: PromptItem) -> str:
@@ -202,11 +214,11 @@ def causal_prompt(item: PromptItem, demonstrations: list[Demonstration], templat
     :data:`CAUSAL_FEW_SHOT` filled (or the source's ``template``). Without demonstrations the
     default prompt is the header and the query block only (no empty line between them)."""
     demos = "\n".join(causal_block(d) for d in demonstrations)
-    if template:
-        return fill(template, _fields(item, demonstrations=demos))
+    if template:  # the query item's gold never fills it (_query_fields): the demonstrations keep theirs
+        return fill(template, _query_fields(item, demonstrations=demos))
     if demos:
-        return fill(CAUSAL_FEW_SHOT, _fields(item, demonstrations=demos))
-    return "\n".join([CAUSAL_HEADER, fill(CAUSAL_QUERY, _fields(item))])
+        return fill(CAUSAL_FEW_SHOT, _query_fields(item, demonstrations=demos))
+    return "\n".join([CAUSAL_HEADER, fill(CAUSAL_QUERY, _query_fields(item))])
 
 
 def causal_training_text(item: PromptItem) -> str:

@@ -4,6 +4,7 @@ batch loop that item-by-item kinds run (how a job finishes, reports and fails is
 :mod:`.lifecycle`'s)."""
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -33,7 +34,15 @@ from studies.models import (
 from studies.services.content import job_acts_for
 
 from .errors import GenerationError
-from .inputs import SOURCE_PARAMS
+from .inputs import (
+    ITEMS_LEFT_OUT,
+    ITEMS_LEFT_OUT_WHY,
+    SOURCE_PARAMS,
+    left_out_tally,
+    left_out_tally_reset,
+    preparing_done,
+    readable_item_ids,
+)
 from .lifecycle import Status, eta_seconds, generation_job_fail, mark_done, smoothed_rate
 
 logger = logging.getLogger(__name__)
@@ -56,8 +65,11 @@ def yes_no_prompt_item(text: str, *, dataset: str, answer: str | None = None) ->
 
 
 def ordered_item_ids(*, dataset: Dataset | None, split: str, item_ids: list[int] | None,
-                     limit: int | None) -> list[int]:
-    """The job's items in id order: the given ids (checked) or the dataset's split, first ``limit``."""
+                     limit: int | None, role: str = "items") -> list[int]:
+    """The job's items in id order: the given ids (checked; ``inputs.generation_job_inputs_check``
+    refused any its researcher may not read) or the dataset's split among the items the job's
+    researcher may read (``inputs.readable_item_ids``, which counts the others under ``role`` for the
+    job's ``params["items_left_out"]``), first ``limit``."""
     if item_ids is not None:
         ids = sorted({int(i) for i in item_ids})
         found = Item.objects.filter(pk__in=ids)
@@ -74,7 +86,12 @@ def ordered_item_ids(*, dataset: Dataset | None, split: str, item_ids: list[int]
         qs = Item.objects.filter(dataset=dataset)
         if split:
             qs = qs.filter(split=split)
-        ids = list(qs.order_by("pk").values_list("pk", flat=True))
+        every = list(qs.order_by("pk").values_list("pk", flat=True))
+        ids = readable_item_ids(every, role=role)
+        if every and not ids:
+            raise GenerationError(
+                f"no items that you may read in dataset {dataset.name!r} split {split or 'any'!r}: its "
+                f"{len(every)} items are shown only by studies you may not read")
     if limit is not None:
         if limit < 1:
             raise GenerationError("limit must be at least 1")
@@ -297,6 +314,12 @@ class Handler:
     def prepare(self, *, source, generator, dataset, split: str, item_ids, limit, params: dict) -> Prepared:
         raise NotImplementedError
 
+    def __init_subclass__(cls, **kwargs):
+        """Each kind's ``prepare`` runs with :func:`_reading_for_researcher` around it."""
+        super().__init_subclass__(**kwargs)
+        if "prepare" in cls.__dict__:
+            cls.prepare = _reading_for_researcher(cls.__dict__["prepare"])
+
     def run_batch(self, job: GenerationJob) -> bool:
         raise NotImplementedError
 
@@ -304,6 +327,30 @@ class Handler:
         """What a new job records that needs its researcher (``job.created_by``; None: the
         operator's), called by ``generation_job_create`` before the job is saved: a
         ``GenerationError`` refuses the job. Nothing by default."""
+
+
+def _reading_for_researcher(prepare):
+    """``prepare``, which takes a job's items from its dataset and split only among those its
+    researcher may read (``ordered_item_ids``; ``generation_job_inputs_check`` named them just
+    before), and then records how many it left out in the job's ``params["items_left_out"]`` (by
+    role, with why; absent when none), and forgets who it read for."""
+    if getattr(prepare, "reads_for_researcher", False):
+        return prepare
+
+    @functools.wraps(prepare)
+    def wrapped(self, **kwargs) -> Prepared:
+        tally, token = left_out_tally()
+        try:
+            prepared = prepare(self, **kwargs)
+        finally:
+            left_out_tally_reset(token)
+            preparing_done()
+        if any(tally.values()):
+            prepared.params[ITEMS_LEFT_OUT] = {**tally, "why": ITEMS_LEFT_OUT_WHY}
+        return prepared
+
+    wrapped.reads_for_researcher = True
+    return wrapped
 
 
 class ItemHandler(Handler):

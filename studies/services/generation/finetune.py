@@ -46,10 +46,13 @@ import json
 import math
 import random
 
+from django.db.models import QuerySet
+
 from studies.lm import templates
 from studies.lm.backends import select_device
 from studies.lm.training import schedule_description, train_seq2seq, training_schedule
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
+from studies.selectors import items_for_user
 
 from .common import Handler, Prepared, job_actor, prompt_item
 from .errors import GenerationError
@@ -65,6 +68,7 @@ from .lifecycle import (
     output_name_check,
     slug,
 )
+from .quark import _number
 
 MODES = {
     "rationalizer": "T5 self-rationalizer (answer and rationale)",
@@ -181,25 +185,41 @@ def preset_values(preset: str, mode: str) -> dict:
     return {**LENGTHS, **chosen["all"]}
 
 
-def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int) -> list[Item]:
-    items = list(Item.objects.filter(dataset=dataset, split=split).order_by("pk"))
+def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int,
+           readable: QuerySet[Item] | None = None) -> tuple[list[Item], int]:
+    """(the split's items to train on, how many of the split's items were left out because the
+    job's researcher may not read them): ``readable`` the items they may read, None: all (the
+    operator's job); ``n_shot`` of them drawn with ``seed``."""
+    split_items = Item.objects.filter(dataset=dataset, split=split)
+    in_split = split_items.count() if readable is not None else None
+    if readable is not None:
+        split_items = split_items.filter(pk__in=readable.values("pk"))
+    items = list(split_items.order_by("pk"))
+    left_out = in_split - len(items) if in_split is not None else 0
     if n_shot is not None:
         if n_shot < 1:
             raise GenerationError("n_shot must be at least 1 (leave it empty for the full split)")
         if n_shot > len(items):
-            raise GenerationError(f"n_shot {n_shot} is more than the {len(items)} items of {dataset.name!r} {split}")
+            which = (f" that the job's researcher may read ({left_out} of the split's {in_split} left out)"
+                     if left_out else "")
+            raise GenerationError(f"n_shot {n_shot} is more than the {len(items)} items of {dataset.name!r} {split}"
+                                  f"{which}")
         items = random.Random(seed).sample(items, n_shot)
-    return items
+    return items, left_out
 
 
 def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | None = None, seed: int = 0,
-                   include_generalization: bool = False) -> tuple[list[tuple[str, str]], dict]:
+                   include_generalization: bool = False,
+                   readable: QuerySet[Item] | None = None) -> tuple[list[tuple[str, str]], dict]:
     """(input, target) pairs in the FEB formats the generation code reads back, and what they
     were made of (recorded with the checkpoint): dataset, split, items, examples, generalization
-    questions and which rationales."""
+    questions, which rationales, and for a researcher's job ``items_left_out``: how many of the
+    split's items were left out because they may not read them (``readable``: the items they may
+    read, ``studies.selectors.items_for_user``; None: every item, the operator's job, which records
+    no such count)."""
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
-    items = _items(dataset, split, n_shot, seed)
+    items, left_out = _items(dataset, split, n_shot, seed, readable)
     pairs: list[tuple[str, str]] = []
     for item in items:
         p = prompt_item(item, dataset.name)
@@ -227,7 +247,8 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
     if not pairs:
         raise GenerationError(
             f"no training examples for {mode} in {dataset.name!r} {split}"
-            + (": the items have no gold rationale" if mode != "answer_i" else "")
+            + (f" among the items the job's researcher may read ({left_out} left out)" if left_out else "")
+            + (": the items have no gold rationale" if mode != "answer_i" and items else "")
         )
     rationales = {
         "rationalizer": f"gold rationales of {dataset.name} {split} (targets)",
@@ -236,13 +257,52 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
     }[mode]
     data = {"dataset": dataset.name, "split": split, "items": len(items), "examples_from_items": from_items,
             "generalization_questions": len(pairs) - from_items, "rationales": rationales}
+    if readable is not None:  # a researcher's job: how many of the split's items they may not read
+        data["items_left_out"] = left_out
     return pairs, data
 
 
-def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
-    """Validate and complete fine-tuning parameters: the preset's values, then the given ones;
-    computes ``steps`` from epochs. Records which given values differ from the preset."""
-    given = {k: v for k, v in params.items() if v is not None}
+# Each number a fine-tuning job takes: its type and bounds (checked and cast by ``_number``, as
+# Quark's parameters are); None (or left out) takes the preset's.
+MAX_INT = 2**31 - 1  # the job's ``total`` (its steps) is a database integer
+NUMBERS = {  # key: (type, lowest, highest or None)
+    "epochs": (int, 1, MAX_INT), "steps": (int, 1, MAX_INT), "batch_size": (int, 1, MAX_INT),
+    "n_shot": (int, 1, MAX_INT), "lr": (float, -math.inf, None),  # lr: positive and finite, checked below
+    "seed": (int, 0, 2**32 - 1), "max_source_length": (int, 1, MAX_INT), "max_target_length": (int, 1, MAX_INT),
+}
+TEXTS = ("mode", "preset", "base_model", "output_name")
+
+
+def _checked(given: dict) -> dict:
+    """``given`` with each number checked and cast (:data:`NUMBERS`), the texts checked
+    (:data:`TEXTS`) and ``include_generalization`` a flag; a GenerationError naming the parameter
+    and why otherwise."""
+    checked = dict(given)
+    for key in TEXTS:
+        if key in checked and not isinstance(checked[key], str):
+            raise GenerationError(f"{key} must be text, not {checked[key]!r}")
+    for key, (cast, low, high) in NUMBERS.items():
+        if key not in checked:
+            continue
+        value = checked[key]
+        if cast is int and isinstance(value, float) and not isinstance(value, bool) and not value.is_integer():
+            raise GenerationError(f"{key} must be a whole number, not {value!r}")
+        number = _number(checked, key, cast, low=low, high=high)
+        if cast is float and not math.isfinite(number):
+            raise GenerationError(f"{key} must be a finite number, not {value!r}")
+        if key == "lr" and number <= 0:
+            raise GenerationError(f"lr must be positive, not {value!r}")
+        checked[key] = number
+    if "include_generalization" in checked and not isinstance(checked["include_generalization"], bool):
+        raise GenerationError(f"include_generalization must be true or false, not {checked['include_generalization']!r}")
+    return checked
+
+
+def finetune_settings(*, dataset: Dataset, split: str, params: dict) -> dict:
+    """The settings part of :func:`finetune_params`: the preset's values, then the given ones,
+    each checked and cast (:func:`_checked`); which given values differ from the preset; the output
+    name. No data is read: that is :func:`finetune_data`'s, for the job's researcher."""
+    given = _checked({k: v for k, v in params.items() if v is not None})
     mode = given.get("mode", "rationalizer")
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
@@ -258,22 +318,47 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict) -> dict:
     if not merged.get("base_model"):
         hint = f" (the paper used {base['base_model_in_paper']})" if base.get("base_model_in_paper") else ""
         raise GenerationError(f"base_model is required: a model name or a local folder{hint}")
-    for key in ("epochs", "batch_size"):
-        if int(merged[key]) < 1:
-            raise GenerationError(f"{key} must be at least 1")
-    if float(merged["lr"]) <= 0:
-        raise GenerationError("lr must be positive")
-    pairs, merged["data"] = training_pairs(dataset=dataset, split=split, mode=mode, n_shot=merged.get("n_shot"),
-                                           seed=int(merged["seed"]),
-                                           include_generalization=bool(merged["include_generalization"]))
-    merged["examples"] = len(pairs)
-    if not merged.get("steps"):
-        merged["steps"] = max(1, math.ceil(len(pairs) * int(merged["epochs"]) / int(merged["batch_size"])))
-    merged["steps"] = int(merged["steps"])
-    merged.update(training_schedule(merged["steps"]))  # what the loop will use, shown with the job
     shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
     merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
     return merged
+
+
+def finetune_data(*, dataset: Dataset, split: str, settings: dict, readable: QuerySet[Item] | None = None) -> dict:
+    """``settings`` (:func:`finetune_settings`) completed with the data: the training pairs'
+    record (``data``, with ``items_left_out``: the split's items the job's researcher may not read,
+    ``readable``; None: every item, the operator's job), ``examples``, and ``steps`` computed from
+    epochs unless given, with the schedule the loop will use."""
+    merged = dict(settings)
+    pairs, merged["data"] = training_pairs(dataset=dataset, split=split, mode=merged["mode"],
+                                           n_shot=merged.get("n_shot"), seed=int(merged["seed"]),
+                                           include_generalization=bool(merged["include_generalization"]),
+                                           readable=readable)
+    merged["examples"] = len(pairs)
+    if not settings.get("steps"):
+        merged["steps"] = max(1, -(-len(pairs) * int(merged["epochs"]) // int(merged["batch_size"])))
+        if merged["steps"] > MAX_INT:
+            raise GenerationError(f"epochs {merged['epochs']} make {merged['steps']} steps for {len(pairs)} examples "
+                                  f"at batch size {merged['batch_size']}: at most {MAX_INT}")
+    merged["steps"] = int(merged["steps"])
+    merged.update(training_schedule(merged["steps"]))  # what the loop will use, shown with the job
+    return merged
+
+
+def finetune_params(*, dataset: Dataset, split: str, params: dict, readable: QuerySet[Item] | None = None) -> dict:
+    """Validate and complete fine-tuning parameters: the preset's values, then the given ones, each
+    number checked and cast (a GenerationError names the parameter and why); computes ``steps`` from
+    epochs. Records which given values differ from the preset. ``readable``: train only on these of
+    the split's items (the job's researcher's, ``items_for_user``); None: on all of them."""
+    return finetune_data(dataset=dataset, split=split, settings=finetune_settings(dataset=dataset, split=split,
+                                                                                  params=params),
+                         readable=readable)
+
+
+def job_readable_items(job: GenerationJob) -> QuerySet[Item] | None:
+    """The items ``job`` may train on: those its researcher may read (``items_for_user``); None
+    (every item) for the operator's job."""
+    actor = job_actor(job)
+    return None if actor is None else items_for_user(user=actor)
 
 
 def training_record(*, job: GenerationJob, params: dict, final_loss: float, device: str) -> dict:
@@ -331,9 +416,24 @@ def _train(job: GenerationJob):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     params = job.params
-    pairs, _ = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
-                              n_shot=params.get("n_shot"), seed=int(params["seed"]),
-                              include_generalization=bool(params["include_generalization"]))
+    try:
+        pairs, data = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
+                                     n_shot=params.get("n_shot"), seed=int(params["seed"]),
+                                     include_generalization=bool(params["include_generalization"]),
+                                     readable=job_readable_items(job))
+    except GenerationError as exc:
+        generation_job_fail(job_id=job.pk, error=f"cannot make the training examples: {exc}")
+        return None
+    recorded = params.get("data") or {}
+    if (data["items"], data["examples_from_items"]) != (recorded.get("items"), recorded.get("examples_from_items")):
+        # The items its researcher may read changed since the job was created (or it was created
+        # before they were counted): it trains on no item they may not read, nor on other data
+        # than the job shows.
+        generation_job_fail(job_id=job.pk, error=(
+            f"the items to train on changed since the job was created: {recorded.get('items')} items then, "
+            f"{data['items']} now that its researcher may read ({data.get('items_left_out', 0)} of the split left "
+            "out); start a new fine-tuning job"))
+        return None
     device = select_device()
     try:
         tokenizer = AutoTokenizer.from_pretrained(params["base_model"])
@@ -381,8 +481,16 @@ class FinetuneHandler(Handler):
         if dataset is None:
             raise GenerationError("choose the dataset to fine-tune on")
         split = split or "train"
-        params = finetune_params(dataset=dataset, split=split, params=params)
-        return Prepared(item_ids=[], params=params, total=int(params["steps"]), split=split)
+        # The settings now; the data once the job's researcher is known (before_save).
+        params = finetune_settings(dataset=dataset, split=split, params=params)
+        return Prepared(item_ids=[], params=params, total=int(params.get("steps") or 1), split=split)
+
+    def before_save(self, job):
+        """The training data, from the split's items the job's researcher may read (the operator's
+        job: all); ``params["data"]["items_left_out"]`` says how many they may not."""
+        job.params = finetune_data(dataset=job.dataset, split=job.split or "train", settings=job.params,
+                                   readable=job_readable_items(job))
+        job.total = int(job.params["steps"])
 
     def run_batch(self, job):
         finetune_job_run(job=job)

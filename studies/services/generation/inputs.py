@@ -10,9 +10,11 @@ imported it checked nothing); and the one lookup by which a source is named by i
 (:func:`source_by_name_or_id`)."""
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from lab.ids import parse_id
 from lab.jsontext import json_fingerprint, text_problem
-from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource
+from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 from studies.selectors import (
     datasets_for_user,
     items_for_user,
@@ -54,6 +56,57 @@ def _id_or_none(value) -> int | None:
     return parse_id(value)
 
 
+# Who the job being created reads for: :func:`generation_job_inputs_check` (which
+# ``generation_job_create`` asks right before the kind's ``prepare``) sets it, ``prepare`` picks the
+# items it takes from a dataset or split only among those they may read (:func:`readable_item_ids`,
+# through ``common.ordered_item_ids``), and ``common.Handler`` clears it once ``prepare`` returns.
+# ``("operator",)``: every item; unset (``()``): nothing is being created, nothing to filter for.
+_PREPARING_FOR: ContextVar[tuple] = ContextVar("generation_job_preparing_for", default=())
+# What ``prepare`` left out, by role (``items``; Quark's ``train``, ``validation``, ``heldout``), for
+# the job's record (``params[ITEMS_LEFT_OUT]``, written by ``common.Handler``).
+_LEFT_OUT: ContextVar[dict | None] = ContextVar("generation_job_items_left_out", default=None)
+ITEMS_LEFT_OUT = "items_left_out"
+ITEMS_LEFT_OUT_WHY = ("items of the chosen dataset and split that only studies you may not read show (items_for_user): "
+                      "a job reads and sends its items' questions and gold answers and rationales, so it takes only "
+                      "the items you may read")
+
+
+def preparing_for(user) -> None:
+    """The job about to be prepared reads for ``user`` (None: the operator)."""
+    _PREPARING_FOR.set(("operator",) if user is None else ("user", user))
+
+
+def preparing_done() -> None:
+    _PREPARING_FOR.set(())
+
+
+def left_out_tally() -> tuple[dict, object]:
+    """A fresh tally of the items ``prepare`` leaves out (:func:`readable_item_ids`), and its token."""
+    tally: dict = {}
+    return tally, _LEFT_OUT.set(tally)
+
+
+def left_out_tally_reset(token) -> None:
+    _LEFT_OUT.reset(token)
+
+
+def readable_item_ids(ids: list[int], *, role: str = "items") -> list[int]:
+    """Of ``ids`` (items a new job takes from a dataset or split), those its researcher may read
+    (``items_for_user``; the operator's job: all), in their order; how many were left out is added
+    to the tally of ``role`` (:func:`left_out_tally`). A dataset a researcher sees may hold items
+    that only another researcher's study shows, as the demonstration draw already allows for
+    (``rationales.train_demonstrations``): the job runs on the rest rather than being refused."""
+    reader = _PREPARING_FOR.get()
+    if not reader or reader[0] == "operator":
+        return ids
+    readable = set(items_for_user(user=reader[1]).filter(pk__in=ids).values_list("pk", flat=True))
+    kept = [i for i in ids if i in readable]
+    tally = _LEFT_OUT.get()
+    if tally is not None:
+        tally[role] = tally.get(role, 0) + len(ids) - len(kept)
+    return kept
+
+
 def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None,
                                 item_ids: list[int] | None, params: dict | None,
                                 generator: QuestionGenerator | None = None) -> None:
@@ -72,7 +125,19 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     unless it is an operator's or a hub name (``model_paths.model_path_readable``). A hidden row or
     model is answered as a missing one.
     ``user`` None: the operator (a management command), never refused. Made again whenever the job
-    runs (:func:`generation_job_inputs_refusal`)."""
+    runs (:func:`generation_job_inputs_refusal`).
+
+    The items a job takes from its dataset and split (no item ids given; Quark's validation and
+    held-out splits too) are those ``user`` may read: the kind's ``prepare``, which comes next, leaves
+    out the others (:func:`readable_item_ids`) and the job records how many
+    (``params["items_left_out"]``)."""
+    preparing_for(user)
+    _inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params, generator=generator)
+
+
+def _inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None, item_ids: list[int] | None,
+                  params: dict | None, generator: QuestionGenerator | None = None) -> None:
+    """:func:`generation_job_inputs_check` without naming who the next ``prepare`` reads for."""
     if user is None:
         return
     params = params if isinstance(params, dict) else {}
@@ -292,12 +357,42 @@ def _reading_refusal(job: GenerationJob) -> str:
         return ""
     user = job_acts_for(created_by=job.created_by, by_operator=job.by_operator)  # common.job_actor
     try:
-        generation_job_inputs_check(user=user, source=job.source, generator=job.generator, dataset=None,
-                                    item_ids=None, params=job.params)
+        _inputs_check(user=user, source=job.source, generator=job.generator, dataset=None, item_ids=None,
+                      params=job.params)
         if job.dataset_id is not None and not datasets_for_user(user=user).filter(pk=job.dataset_id).exists():
-            ids = set(job.item_ids or [])
-            if not ids or items_for_user(user=user).filter(pk__in=ids).count() != len(ids):
+            if not job.item_ids:
                 raise GenerationError(f"no dataset {job.dataset_id} that you may use")
+        _items_check(user, job)
     except GenerationError as exc:
         return f"Cancelled: {user} who started this job may no longer read what it reads ({exc})."
     return ""
+
+
+# Quark's params that hold item ids it reads beside its training items (``job.item_ids``).
+JOB_ITEM_PARAMS = {"validation_item_ids": "validation", "heldout_item_ids": "held-out"}
+_CHUNK = 2000  # ids per query: well under SQLite's limit on a statement's parameters
+
+
+def _items_check(user, job: GenerationJob) -> None:
+    """Refuse, naming the first few, the items of ``job`` (its ``item_ids``, and Quark's validation
+    and held-out ones) that ``user`` may no longer read (``items_for_user``): a study that showed
+    them to its researcher deleted, or its share revoked, since the job was created. Items deleted
+    since are left to the kind (they are no longer anyone's to read)."""
+    params = job.params if isinstance(job.params, dict) else {}
+    roles = {"": list(job.item_ids or [])}
+    roles.update({label: list(params.get(key) or []) for key, label in JOB_ITEM_PARAMS.items()
+                  if isinstance(params.get(key), list)})
+    readable_all = items_for_user(user=user)
+    for label, ids in roles.items():
+        ids = [i for i in ids if type(i) is int]
+        hidden: list[int] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            seen = set(readable_all.filter(pk__in=chunk).values_list("pk", flat=True))
+            unseen = [i for i in chunk if i not in seen]
+            if unseen:  # only those that still exist
+                hidden += sorted(Item.objects.filter(pk__in=unseen).values_list("pk", flat=True))
+        if hidden:
+            which = f"{label} items" if label else "items"
+            raise GenerationError(f"{len(hidden)} of the job's {len(ids)} {which} (ids {hidden[:10]}) are no longer "
+                                  "in a study you may read")

@@ -115,9 +115,12 @@ def _run_params(params: dict) -> dict:
     return merged
 
 
-def _split_items(dataset: Dataset, split: str, limit, *, genu: bool, only_valid: bool,
+def _split_items(dataset: Dataset, split: str, limit, *, genu: bool, only_valid: bool, role: str,
                  item_ids: list[int] | None = None) -> tuple[list[int], int]:
-    ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=None)
+    """The items of ``role`` (``train``, ``validation``, ``heldout``): ``item_ids``, else those of
+    ``split`` that the job's researcher may read (``ordered_item_ids``, which counts the others
+    under ``role``), with questions to reward for Gen-U, first ``limit``; and how many had none."""
+    ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=None, role=role)
     excluded = 0
     if genu:
         ids, excluded = items_with_questions(ids, only_valid=only_valid)
@@ -136,12 +139,32 @@ def _job_items(merged: dict, *, dataset: Dataset, split: str, train_limit: int |
     have no generalization question to reward (Gen-U), go into ``merged``."""
     genu, only_valid, excluded = merged["reward"] == "genu", merged["only_valid"], {}
     train, excluded["train"] = _split_items(dataset, split or "train", train_limit, genu=genu,
-                                            only_valid=only_valid, item_ids=item_ids)
+                                            only_valid=only_valid, role="train", item_ids=item_ids)
     for role in ("validation", "heldout"):
         merged[f"{role}_item_ids"], excluded[role] = _split_items(
-            dataset, merged[f"{role}_split"], merged.get(f"{role}_limit"), genu=genu, only_valid=only_valid)
+            dataset, merged[f"{role}_split"], merged.get(f"{role}_limit"), genu=genu, only_valid=only_valid,
+            role=role)
     merged["excluded_without_questions"] = excluded
+    _no_shared_items(merged, train=train, split=split or "train", given=item_ids is not None)
     return train
+
+
+def _no_shared_items(merged: dict, *, train: list[int], split: str, given: bool) -> None:
+    """Refuse a run whose training, validation and held-out items share any item: a run trained on
+    the items it selects its checkpoint by, or is judged on, reports figures that say nothing (the
+    default held-out split is ``test``, so a run asked to train on ``test`` would train on them all)."""
+    roles = {"training": (train, "the item ids given" if given else f"split {split!r}"),
+             "validation": (merged["validation_item_ids"], f"validation_split {merged['validation_split']!r}"),
+             "held-out": (merged["heldout_item_ids"], f"heldout_split {merged['heldout_split']!r}")}
+    names = list(roles)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            shared = sorted(set(roles[first][0]) & set(roles[second][0]))
+            if shared:
+                raise GenerationError(
+                    f"the {first} items ({roles[first][1]}) and the {second} items ({roles[second][1]}) share "
+                    f"{len(shared)} items (ids {shared[:10]}): a Quark run may not train on, select by, or be "
+                    "judged on the same items; choose splits that do not overlap")
 
 
 def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: dict,
@@ -441,6 +464,8 @@ def _register(job: GenerationJob, run: Run, best_folder: Path, after: dict) -> R
         "method": "quark", "job_id": job.pk, "policy": run.spec.as_json(), "reward": params["reward"],
         "settings": run.settings.as_json(), "selected_step": params["best"]["step"],
         "checkpoint_every": params["checkpoint_every"], "max_accuracy_drop": params["max_accuracy_drop"],
+        "train_split": job.split, "validation_split": params.get("validation_split"),
+        "heldout_split": params.get("heldout_split"),
         "base_template": run.spec.template, "reward_token": quark.reward_token(0),
         "validation_accuracy_before": before["validation"]["accuracy"],
         "validation_accuracy_after": after["validation"]["accuracy"],
@@ -512,12 +537,15 @@ def quark_report(job: GenerationJob, *, after: dict | None, source: RationaleSou
         "answerers": _answerer_names(params) if genu else None,
         "steps_run": int(params.get("checkpoint_step") or 0), "steps": params["settings"]["steps"],
         "settings": params["settings"],
-        "run": {k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "register_without_gain",
-                                           "only_valid", "validation_split", "heldout_split", "answerer_i",
-                                           "answerer_ir")},
+        "run": {"train_split": job.split,
+                **{k: params.get(k) for k in ("checkpoint_every", "max_accuracy_drop", "register_without_gain",
+                                              "only_valid", "validation_split", "heldout_split", "answerer_i",
+                                              "answerer_ir")}},
         "items": {"train": len(job.item_ids), "validation": len(params["validation_item_ids"]),
                   "heldout": len(params["heldout_item_ids"])},
         "excluded_without_questions": params.get("excluded_without_questions"),
+        # Items of the chosen splits left out as only studies the researcher may not read show them.
+        "items_left_out": params.get("items_left_out"),
         "heldout": {"before": part(before, "heldout"), "after": part(after, "heldout"),
                     "reward_before": (before.get("heldout") or {}).get("reward"),
                     "reward_after": ((after or {}).get("heldout") or {}).get("reward"),

@@ -7,7 +7,10 @@ The prompt is frozen when the job is created, as rationale jobs freeze theirs: t
 ``params["instructions"]`` and ``params["demonstrations"]`` hold, per type, the instruction and the
 demonstrations every batch prompts with, whatever is edited on the generator afterwards. Each
 question's metadata records its type's ``instruction`` (the text) and ``demonstrations_sha256``
-(:func:`demonstrations_digest` of the job's frozen copy).
+(:func:`demonstrations_digest` of the job's frozen copy), and the seeds named for what they do:
+``sampling_seed`` (the decoding's, which the backend samples with), ``demonstration_seed`` (the one
+that drew the type's demonstrations; None for the generator's own) and ``seed`` (the generator's,
+as recorded before the two were told apart).
 
 A type the generator has no demonstrations for gets six drawn from the dataset's train-split
 generalization questions, as a rationale job draws its source's: only among the questions and items
@@ -200,7 +203,14 @@ class QuestionHandler(ItemHandler):
         demo_json = {t: list(raw_demos.get(t) or []) for t in templates.QUESTION_TYPES}
         demos_by_type = {t: [templates.QuestionDemo.from_json(d) for d in demo_json[t]]
                          for t in templates.QUESTION_TYPES}
+        drawn_from = job.params.get("demonstrations_from") if frozen else None
+        drawn_from = drawn_from if isinstance(drawn_from, dict) else {}
+        # The seed of a type's draw (drawn_question_demonstrations: the generator's plus the type's
+        # index); None for a type prompted with the generator's own demonstrations.
+        demonstration_seed = {t: generator.seed + index if drawn_from.get(t, GENERATOR_DEMONSTRATIONS) !=
+                              GENERATOR_DEMONSTRATIONS else None for index, t in enumerate(templates.QUESTION_TYPES)}
         prompt_info = {t: {"instruction": instructions[t], "demonstrations_sha256": demonstrations_digest(demo_json[t]),
+                           "demonstration_seed": demonstration_seed[t],
                            **({} if frozen else {"demonstrations": demo_json[t]})}
                        for t in templates.QUESTION_TYPES}
         units: list[tuple[Item, str]] = []
@@ -222,7 +232,11 @@ class QuestionHandler(ItemHandler):
         for q in GeneralizationQuestion.objects.filter(item_id__in=item_ids).values("item_id", "qtype", "text"):
             existing.setdefault((q["item_id"], q["qtype"]), []).append(q["text"])
         info = {"generator": generator.name, "backend": generator.backend, "model": generator.model_name_or_path,
-                "endpoint_url": generator.endpoint_url, "decoding": decoding.as_json(), "seed": generator.seed,
+                "endpoint_url": generator.endpoint_url, "decoding": decoding.as_json(),
+                # The seeds, named for what they do: the decoding's seeds sampling (and is sent to an
+                # OpenAI endpoint); ``demonstration_seed`` (per type, in prompt_info) drew the type's
+                # demonstrations. ``seed`` keeps what it always recorded (the generator's).
+                "sampling_seed": decoding.seed, "seed": generator.seed,
                 "job_id": job.pk, "answer_origin": "lm", **backend_run_info(backend)}
         out = BatchOutput(units=len(items))
         for (item, qtype), samples in zip(units, outputs, strict=True):

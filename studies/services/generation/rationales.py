@@ -3,17 +3,26 @@
 Each rationale's ``generation_info`` records what made it: backend, model, endpoint, the template
 name and its full text (for a causal or OpenAI source the whole few-shot prompt,
 ``{demonstrations}`` standing for the blocks of ``demonstration_template``), the demonstrations'
-keys (the job's ``params["demonstrations"]`` holds them frozen), decoding settings, seed, and what
+keys (the job's ``params["demonstrations"]`` holds them frozen), decoding settings, the seeds (``sampling_seed``:
+the decoding's, which seeds sampling and is sent to an OpenAI endpoint; ``demonstration_seed``: the
+source's, which drew the demonstrations, None when none were drawn; ``seed``: the source's, as
+recorded before the two were told apart), and what
 the backend reports once per batch (:func:`studies.lm.backends.backend_run_info`): the device and
 dtype the weights ran in with the torch and transformers versions, or the OpenAI ``api``.
 
 A causal or OpenAI source without demonstrations of its own reads six drawn from the dataset's
 train items with gold rationales (:func:`train_demonstrations`): only items the job's researcher
-may read (``studies.selectors.items_for_user``; the operator's job: every item). The job has its
+may read (``studies.selectors.items_for_user``; the operator's job: every item), and none of the
+items the job prompts for while six lie outside them (a job on the train split would otherwise show
+an item its own gold answer and rationale); a job on the whole train split draws from all, and
+``params["demonstrations_from"]`` names its items among the six, whose rationales record
+``own_item_in_demonstrations``. The job has its
 researcher once it is made, so the draw is made then, frozen into ``params["demonstrations"]``
 (:meth:`RationaleHandler.before_save`); ``params["demonstrations_from"]`` says where they came
 from."""
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -46,13 +55,27 @@ from .lifecycle import generation_job_fail
 RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
 
 
-def train_demonstrations(dataset: Dataset, *, seed: int, readable: QuerySet[Item] | None = None) -> list[dict]:
+def train_demonstrations(dataset: Dataset, *, seed: int, readable: QuerySet[Item] | None = None,
+                         exclude_ids: Iterable[int] = ()) -> list[dict]:
     """Six demonstrations drawn (seeded) from the dataset's train items with gold rationales;
-    ``readable``: only among these items (what the job's researcher may read), None: among all."""
+    ``readable``: only among these items (what the job's researcher may read), None: among all;
+    ``exclude_ids``: not these items (the job's own) while six usable lie outside them; else all (a
+    job on the whole train split: ``job_demonstrations`` names its items among the six)."""
     pool_items = Item.objects.filter(dataset=dataset, split="train").exclude(gold_rationale="")
     if readable is not None:
         pool_items = pool_items.filter(pk__in=readable.values("pk"))
-    pool = [prompt_item(i, dataset.name) for i in pool_items.order_by("pk")]
+    excluded = set(exclude_ids)
+    candidates = list(pool_items.order_by("pk"))
+    outside = [prompt_item(i, dataset.name) for i in candidates if i.pk not in excluded]
+    try:
+        # Outside the job's own items when six usable remain there; else (a job on the whole train
+        # split) from all of them, and ``job_demonstrations`` names the job's items among them.
+        demos = templates.draw_demonstrations(outside, seed=seed)
+    except ValueError:
+        demos = None
+    if demos is not None:
+        return [d.as_json() for d in demos]
+    pool = [prompt_item(i, dataset.name) for i in candidates]
     try:
         demos = templates.draw_demonstrations(pool, seed=seed)
     except ValueError as exc:
@@ -70,15 +93,42 @@ RESEARCHER_DEMONSTRATIONS = ("drawn from the train items of {dataset} with gold 
                              "job, may read (items_for_user)")
 
 
+# Said where a job's demonstrations come from when too few train items lie outside the job (a job
+# on the whole train split): those of its items drawn as demonstrations see their own gold answer
+# and rationale in their prompt, and their rationales record it (``own_item_in_demonstrations``).
+OWN_ITEMS_AMONG_DEMONSTRATIONS = ("; {n} of them are items of this job itself ({keys}): fewer than six train items "
+                                  "with gold rationales lie outside the job, so these items' prompts show their own "
+                                  "gold answer and rationale (their rationales say so: own_item_in_demonstrations)")
+
+
+def job_item_ids(job: GenerationJob) -> set[int]:
+    """Every item ``job`` prompts for: its items, and a Quark job's validation and held-out items."""
+    ids = set(job.item_ids or [])
+    for key in ("validation_item_ids", "heldout_item_ids"):
+        ids.update(job.params.get(key) or [])
+    return ids
+
+
 def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], str]:
     """(six demonstrations for ``job`` drawn with ``seed`` from its dataset's train items, where
-    from): for a researcher's job only among the items they may read, for the operator's among all."""
+    from): for a researcher's job only among the items they may read, for the operator's among all;
+    never one of the items the job prompts for (:func:`job_item_ids`: a train-split job would
+    otherwise show an item its own gold answer and rationale)."""
     actor = job_actor(job)
+    own = job_item_ids(job)
     if actor is None:
-        return (train_demonstrations(job.dataset, seed=seed),
-                OPERATOR_DEMONSTRATIONS.format(dataset=job.dataset.name))
-    return (train_demonstrations(job.dataset, seed=seed, readable=items_for_user(user=actor)),
-            RESEARCHER_DEMONSTRATIONS.format(dataset=job.dataset.name, user=job.created_by or "nobody"))
+        demos, where = (train_demonstrations(job.dataset, seed=seed, exclude_ids=own),
+                        OPERATOR_DEMONSTRATIONS.format(dataset=job.dataset.name))
+    else:
+        demos, where = (train_demonstrations(job.dataset, seed=seed, readable=items_for_user(user=actor),
+                                             exclude_ids=own),
+                        RESEARCHER_DEMONSTRATIONS.format(dataset=job.dataset.name, user=job.created_by or "nobody"))
+    keys = {d.get("key") for d in demos}
+    mine = sorted(str(k) for k in Item.objects.filter(pk__in=own, dataset=job.dataset).values_list(
+        "external_id", flat=True) if k in keys)
+    if mine:
+        where += OWN_ITEMS_AMONG_DEMONSTRATIONS.format(n=len(mine), keys=", ".join(mine))
+    return demos, where
 
 
 def _demonstrations_frozen(job: GenerationJob) -> bool:
@@ -144,6 +194,7 @@ class RationaleHandler(ItemHandler):
         backend = source_backend(source, budget=budget)
         demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale", "key")})
                  for d in job.params.get("demonstrations", [])]
+        drawn = bool(demos) and job.params.get("demonstrations_from") != SOURCE_DEMONSTRATIONS
         pitems = [prompt_item(item) for item in items]
         if source.backend == "seq2seq":
             template_name = "t5_explain" if not source.template else "custom"
@@ -162,22 +213,30 @@ class RationaleHandler(ItemHandler):
             "template": template_name, "template_text": source.template or (
                 templates.T5_EXPLAIN if source.backend == "seq2seq" else
                 templates.CAUSAL_FEW_SHOT if demos else f"{templates.CAUSAL_HEADER}\n{templates.CAUSAL_QUERY}"),
-            "decoding": decoding.as_json(), "seed": source.seed, "job_id": job.pk,
+            "decoding": decoding.as_json(), "job_id": job.pk,
+            # The seeds, named for what they do: the decoding's seeds sampling (and is sent to an
+            # OpenAI endpoint); the source's drew the demonstrations of a source without its own.
+            # ``seed`` keeps what it always recorded (the source's) for what reads it (score reports).
+            "sampling_seed": decoding.seed, "demonstration_seed": source.seed if drawn else None,
+            "seed": source.seed,
             "demonstrations": [d.key for d in demos] if demos else [],
             **backend_run_info(backend),  # device, dtype, torch/transformers versions, or the openai api
         }
         if source.backend != "seq2seq":
             info["demonstration_template"] = templates.CAUSAL_BLOCK
         out = BatchOutput(units=len(items))
+        demo_keys = {d.key for d in demos}
         for item, pitem, samples in zip(items, pitems, outputs, strict=True):
             raw = samples[0] if samples else ""
             parsed = parse(raw, pitem)
             if isinstance(parsed, ParseFailure):
                 out.failures.append(GenerationFailure(job=job, item=item, unit="", raw_output=raw, reason=parsed.reason))
                 continue
+            own = drawn and pitem.key in demo_keys  # its own gold answer and rationale was in its prompt
             out.rationales.append(Rationale(
                 item=item, source=source, text=parsed.rationale, predicted_answer=parsed.answer,
-                prediction_correct=parsed.answer == item.gold_answer, raw_output=raw, generation_info=info,
+                prediction_correct=parsed.answer == item.gold_answer, raw_output=raw,
+                generation_info={**info, "own_item_in_demonstrations": True} if own else info,
             ))
         return out
 
