@@ -10,6 +10,7 @@ import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
+from annotations import precompiled
 from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
 from annotations.models import (
     Annotation,
@@ -45,6 +46,11 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
                 Assignment.objects.filter(pk=assignment.pk, qualification_pending=True).update(
                     qualification_pending=False)
             return existing
+        # The study's row first (FOR KEY SHARE, as a claim takes it), then the task, then the test: the
+        # order every writer follows (a study page save locks the study, then the test), so a grade
+        # and an edit wait for each other and never deadlock (the grant's foreign key would take the
+        # study's lock last otherwise).
+        precompiled.study_lock_grant(study_id=assignment.study_id, participant_id=assignment.participant_id)
         locked = lock_active(assignment)
         # The test's row, locked as qualification_questions_set and qualification_test_save lock it:
         # an edit waits for this grade, or this grade reads the edited questions and pass mark (read

@@ -108,3 +108,52 @@ def test_a_grade_waits_for_an_edit_in_progress_and_reads_the_new_questions(takin
         submit.outcome()
     assert not QualificationGrant.objects.filter(study_id=test.study_id).exists()
     assert qualification_questions(QualificationTest.objects.get(pk=test.pk)) == NEW_QUESTIONS
+
+
+def test_a_grade_and_a_study_page_save_wait_for_each_other_without_a_deadlock():
+    """The study page saves in one transaction: the study's row (``study_update``), then the test's
+    (the inline's ``qualification_test_save``). A grade locked the task, then the test, and its
+    grant's foreign key took the study's row last: the two deadlocked (one a 500). The grade now
+    takes the study's row first (FOR KEY SHARE, as a claim does), so the page save waits for it."""
+    from django.db import transaction
+
+    from studies.models import Study
+
+    study = make_study(n_items=4, n_sources=1, quota=3, units_per_task=2)
+    test = qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=None, questions=QUESTIONS)
+    worker = Participant.objects.create(platform="link", external_id="plink-deadlock-1")
+    task = assignment_start(study=study, participant=worker, consented=True)
+    answers = {str(q.pk): q.correct_answer for q in test.questions.all()}
+
+    reached, release = threading.Event(), threading.Event()
+    original = qualification_service.answer_is_correct
+
+    def paused(*args, **kwargs):
+        if not reached.is_set():
+            reached.set()
+            assert release.wait(WAIT)
+        return original(*args, **kwargs)
+
+    def page_save():  # the admin's change form: study_update's lock, then the inline's save
+        with transaction.atomic():
+            Study.objects.select_for_update().get(pk=study.pk)
+            edited = QualificationTest.objects.get(pk=test.pk)
+            edited.instructions = "Edited instructions"
+            qualification_test_save(test=edited, user=None)
+
+    qualification_service.answer_is_correct = paused
+    try:
+        grade = Step(lambda: qualification_submit(assignment=task, answers=answers))
+        grade.start()
+        assert reached.wait(WAIT)  # the grade holds the study (key share), the task and the test
+        page = Step(page_save)
+        page.start()
+        assert waits_on_a_lock(page)  # the page waits for the grade, at the study's row
+        release.set()
+        grade.join(WAIT)
+        page.join(WAIT)
+    finally:
+        qualification_service.answer_is_correct = original
+    assert grade.error is None and page.error is None, (grade.error, page.error)
+    assert QualificationGrant.objects.get(participant=worker).passed
+    assert QualificationTest.objects.get(pk=test.pk).instructions == "Edited instructions"
