@@ -180,6 +180,20 @@ def items_for_user(*, user) -> QuerySet[Item]:
     return _all_or_used(user, Item, "studies.view_item", used)
 
 
+def items_for_jobs(*, user) -> QuerySet[Item]:
+    """The items ``user``'s LM job may read, send and train on: every item with
+    ``studies.view_item``; else those ``items_for_user`` reads (shown by a study they may see) and
+    those no study shows (a split only jobs use: a researcher's own dev split for rationales and
+    Gen-U). Never an item only studies they may not read show: another researcher's study's items
+    (jobs check the dataset itself with ``datasets_for_user``)."""
+    if not _active(user):
+        return Item.objects.none()
+    if _reads_all(user, "studies.view_item"):
+        return Item.objects.all()
+    shown = Study.items.through.objects.values("item_id")
+    return Item.objects.filter(Q(pk__in=items_for_user(user=user).values("pk")) | ~Q(pk__in=shown))
+
+
 def sources_for_user(*, user) -> QuerySet[RationaleSource]:
     used = Study.sources.through.objects.filter(study__in=studies_for_user(user=user)).values("rationalesource_id")
     return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)

@@ -179,13 +179,13 @@ class PinnedTransport(httpx.BaseTransport):
         extensions = {k: v for k, v in request.extensions.items() if k != CHECKED_ADDRESSES}
         if request.url.scheme == "https":
             extensions.setdefault("sni_hostname", host)
-        failed: httpx.ConnectError | None = None
+        failed: httpx.ConnectError | httpx.ConnectTimeout | None = None
         for address in addresses:
             pinned = httpx.Request(request.method, request.url.copy_with(host=address), headers=request.headers,
                                    stream=request.stream, extensions=extensions)
             try:
                 return self._inner.handle_request(pinned)
-            except httpx.ConnectError as exc:
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # the next address, as a plain connect does
                 failed = exc
         raise failed
 

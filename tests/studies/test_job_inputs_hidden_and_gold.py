@@ -97,7 +97,7 @@ def test_a_dataset_job_takes_only_the_items_its_researcher_may_read(shared, echo
 
     assert set(job.item_ids) == readable and job.total == 2
     assert job.params["items_left_out"]["items"] == 8
-    assert "items_for_user" in job.params["items_left_out"]["why"]
+    assert "items_for_jobs" in job.params["items_left_out"]["why"]
     while generation_job_run_batch(job_id=job.pk):
         pass
     assert len(echo.prompts) == 2
@@ -111,8 +111,20 @@ def test_the_operators_dataset_job_still_takes_every_item(shared):
     assert job.total == 10 and "items_left_out" not in job.params
 
 
+def test_a_split_no_study_shows_is_the_job_researchers_to_use(shared, echo):
+    """Items no study shows (a split only jobs use, e.g. rationales on a dev split before any human
+    study) are taken: only another researcher's study's items are kept from a job."""
+    _items(shared.ds, "train", 3, secret="NOBODY")
+    job = generation_job_create(kind="rationales", source=shared.bobs, dataset=shared.ds, split="train",
+                                user=shared.bob, enqueue=False)
+    assert job.total == 3 and "items_left_out" not in job.params
+
+
 def test_a_split_with_no_item_the_researcher_may_read_is_refused_saying_why(shared):
-    _items(shared.ds, "train", 3, secret="ALICE")  # no study shows these
+    _items(shared.ds, "train", 3, secret="ALICE")
+    alices = RationaleSource.objects.get(name="a-src")
+    study_create(name="alice-train", dataset=shared.ds, split="train", sources=[alices], owner=shared.alice,
+                 user=None, consent_text="ok")  # only Alice's study shows these
     with pytest.raises(GenerationError, match="no items that you may read in dataset 'shared' split 'train'"):
         generation_job_create(kind="rationales", source=shared.bobs, dataset=shared.ds, split="train",
                               user=shared.bob, enqueue=False)
@@ -132,7 +144,9 @@ def test_a_job_whose_items_are_hidden_since_it_was_created_is_cancelled_when_it_
 
 
 def test_a_quark_jobs_training_validation_and_held_out_items_are_those_its_researcher_may_read(shared):
-    _items(shared.ds, "train", 8, secret="ALICE")  # no study but Bob's sample of 3 shows these
+    _items(shared.ds, "train", 8, secret="ALICE")  # Alice's study shows all; Bob's a sample of 3
+    study_create(name="alice-train", dataset=shared.ds, split="train", sources=[RationaleSource.objects.get(
+        name="a-src")], owner=shared.alice, user=None, consent_text="ok")
     policy = RationaleSource.objects.create(name="pol", kind="lm", backend="seq2seq", model_name_or_path="t5-small")
     study_create(name="bob-train", dataset=shared.ds, split="train", sources=[policy], item_sample_size=3,
                  sample_seed=2, owner=shared.bob, user=None, consent_text="ok")

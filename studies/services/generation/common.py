@@ -204,13 +204,16 @@ class BatchUsage:
                               stored_requests=requests, stored_tokens=tokens)
         return settle
 
-    def store(self) -> None:
+    def store(self, *, skip_locked: bool = False) -> None:
         """Add what this batch spent and not yet stored to the job's usage, in a transaction of
-        its own (a heartbeat, or a batch that failed and stores nothing else)."""
+        its own (a heartbeat, or a batch that failed and stores nothing else). ``skip_locked``
+        (a heartbeat): nothing when another transaction holds the job's row; the next beat, or
+        the batch's own store, adds it (a beat never waits, so never hangs its batch)."""
         if not self.budgets:
             return
         with transaction.atomic():
-            locked = GenerationJob.objects.select_for_update().defer("item_ids").filter(pk=self.job_id).first()
+            locked = (GenerationJob.objects.select_for_update(skip_locked=skip_locked).defer("item_ids")
+                      .filter(pk=self.job_id).first())
             if locked is None:
                 return
             settle = self.add_to(locked)
@@ -225,9 +228,12 @@ class BatchUsage:
             if self._closed:
                 return
             if self.budgets:
-                self.store()
+                self.store(skip_locked=True)
             else:
-                GenerationJob.objects.filter(pk=self.job_id, status=Status.RUNNING).update(updated_at=timezone.now())
+                with transaction.atomic():
+                    free = GenerationJob.objects.select_for_update(skip_locked=True).filter(
+                        pk=self.job_id, status=Status.RUNNING).values_list("pk", flat=True)
+                    GenerationJob.objects.filter(pk__in=list(free)).update(updated_at=timezone.now())
 
     def close(self) -> None:
         """No more beats; returns once a beat in progress has written (and brought the budgets up

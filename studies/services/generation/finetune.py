@@ -52,7 +52,7 @@ from studies.lm import templates
 from studies.lm.backends import select_device
 from studies.lm.training import schedule_description, train_seq2seq, training_schedule
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
-from studies.selectors import items_for_user
+from studies.selectors import items_for_jobs
 
 from .common import Handler, Prepared, job_actor, prompt_item
 from .errors import GenerationError
@@ -215,7 +215,7 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
     were made of (recorded with the checkpoint): dataset, split, items, examples, generalization
     questions, which rationales, and for a researcher's job ``items_left_out``: how many of the
     split's items were left out because they may not read them (``readable``: the items they may
-    read, ``studies.selectors.items_for_user``; None: every item, the operator's job, which records
+    read, ``studies.selectors.items_for_jobs``; None: every item, the operator's job, which records
     no such count)."""
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
@@ -348,17 +348,17 @@ def finetune_params(*, dataset: Dataset, split: str, params: dict, readable: Que
     """Validate and complete fine-tuning parameters: the preset's values, then the given ones, each
     number checked and cast (a GenerationError names the parameter and why); computes ``steps`` from
     epochs. Records which given values differ from the preset. ``readable``: train only on these of
-    the split's items (the job's researcher's, ``items_for_user``); None: on all of them."""
+    the split's items (the job's researcher's, ``items_for_jobs``); None: on all of them."""
     return finetune_data(dataset=dataset, split=split, settings=finetune_settings(dataset=dataset, split=split,
                                                                                   params=params),
                          readable=readable)
 
 
 def job_readable_items(job: GenerationJob) -> QuerySet[Item] | None:
-    """The items ``job`` may train on: those its researcher may read (``items_for_user``); None
+    """The items ``job`` may train on: those its researcher may read (``items_for_jobs``); None
     (every item) for the operator's job."""
     actor = job_actor(job)
-    return None if actor is None else items_for_user(user=actor)
+    return None if actor is None else items_for_jobs(user=actor)
 
 
 def training_record(*, job: GenerationJob, params: dict, final_loss: float, device: str) -> dict:

@@ -17,6 +17,7 @@ from lab.jsontext import json_fingerprint, text_problem
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 from studies.selectors import (
     datasets_for_user,
+    items_for_jobs,
     items_for_user,
     question_generators_for_user,
     sources_for_user,
@@ -66,7 +67,7 @@ _PREPARING_FOR: ContextVar[tuple] = ContextVar("generation_job_preparing_for", d
 # the job's record (``params[ITEMS_LEFT_OUT]``, written by ``common.Handler``).
 _LEFT_OUT: ContextVar[dict | None] = ContextVar("generation_job_items_left_out", default=None)
 ITEMS_LEFT_OUT = "items_left_out"
-ITEMS_LEFT_OUT_WHY = ("items of the chosen dataset and split that only studies you may not read show (items_for_user): "
+ITEMS_LEFT_OUT_WHY = ("items of the chosen dataset and split that only studies you may not read show (items_for_jobs): "
                       "a job reads and sends its items' questions and gold answers and rationales, so it takes only "
                       "the items you may read")
 
@@ -99,7 +100,7 @@ def readable_item_ids(ids: list[int], *, role: str = "items") -> list[int]:
     reader = _PREPARING_FOR.get()
     if not reader or reader[0] == "operator":
         return ids
-    readable = set(items_for_user(user=reader[1]).filter(pk__in=ids).values_list("pk", flat=True))
+    readable = set(items_for_jobs(user=reader[1]).filter(pk__in=ids).values_list("pk", flat=True))
     kept = [i for i in ids if i in readable]
     tally = _LEFT_OUT.get()
     if tally is not None:
@@ -132,7 +133,12 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     out the others (:func:`readable_item_ids`) and the job records how many
     (``params["items_left_out"]``)."""
     preparing_for(user)
-    _inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params, generator=generator)
+    try:
+        _inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params,
+                      generator=generator)
+    except BaseException:
+        preparing_done()  # refused: no prepare follows, and nothing is left set for a later one
+        raise
 
 
 def _inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None, item_ids: list[int] | None,
@@ -360,7 +366,9 @@ def _reading_refusal(job: GenerationJob) -> str:
         _inputs_check(user=user, source=job.source, generator=job.generator, dataset=None, item_ids=None,
                       params=job.params)
         if job.dataset_id is not None and not datasets_for_user(user=user).filter(pk=job.dataset_id).exists():
-            if not job.item_ids:
+            # a hidden dataset: only items named one by one that they still read go on
+            ids = set(job.item_ids or [])
+            if not ids or items_for_user(user=user).filter(pk__in=ids).count() != len(ids):
                 raise GenerationError(f"no dataset {job.dataset_id} that you may use")
         _items_check(user, job)
     except GenerationError as exc:
@@ -382,7 +390,7 @@ def _items_check(user, job: GenerationJob) -> None:
     roles = {"": list(job.item_ids or [])}
     roles.update({label: list(params.get(key) or []) for key, label in JOB_ITEM_PARAMS.items()
                   if isinstance(params.get(key), list)})
-    readable_all = items_for_user(user=user)
+    readable_all = items_for_jobs(user=user)
     for label, ids in roles.items():
         ids = [i for i in ids if type(i) is int]
         hidden: list[int] = []

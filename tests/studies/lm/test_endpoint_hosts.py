@@ -294,3 +294,26 @@ def test_an_environment_proxy_keeps_httpx_proxy_handling(monkeypatch):
     assert not environment_proxied("http://api.example.com/v1")
     monkeypatch.setenv("NO_PROXY", "*")
     assert not environment_proxied("https://api.example.com/v1")
+
+
+@pytest.mark.parametrize("error", [httpx.ConnectError, httpx.ConnectTimeout])
+def test_an_address_that_cannot_be_reached_falls_back_to_the_next_checked_one(error):
+    """A dual-stack host whose first address is unreachable (a blackholed IPv6 route times out)
+    is reached at its next checked address, as a plain connect would."""
+    from studies.lm.endpoints import CHECKED_ADDRESSES
+
+    tried: list[str] = []
+
+    class Inner(httpx.BaseTransport):
+        def handle_request(self, request):
+            tried.append(request.url.host)
+            if len(tried) == 1:
+                raise error("unreachable", request=request)
+            return httpx.Response(200, json={"ok": True}, request=request)
+
+    transport = PinnedTransport()
+    transport._inner = Inner()
+    request = httpx.Request("POST", "https://api.example.org/v1/completions",
+                            extensions={CHECKED_ADDRESSES: ["2001:db8::1", "93.184.216.34"]})
+    assert transport.handle_request(request).status_code == 200
+    assert tried == ["2001:db8::1", "93.184.216.34"]

@@ -87,9 +87,11 @@ def test_beat_cancels_a_stalled_job_whose_inputs_are_hidden_now(shared):
 def test_a_long_job_stops_at_its_next_progress_report_once_its_source_is_hidden(shared):
     """Fine-tuning and Quark ask ``job_goes_on`` while they train: a source (here the policy) that
     the researcher no longer reads stops them too."""
+    for _ in range(2):  # a held-out split of its own (Quark refuses one that shares items with validation)
+        ItemFactory(dataset=shared["dataset"], split="test")
     job = generation_job_create(kind="quark", source=shared["source"], dataset=shared["dataset"], user=shared["alice"],
                                 enqueue=False, params={"reward": "marker:is", "validation_split": "dev",
-                                                       "heldout_split": "dev"})
+                                                       "heldout_split": "test"})
     assert job_goes_on(job.pk)
     alice = shared["alice"]
     alice.user_permissions.remove(*alice.user_permissions.filter(codename="view_rationalesource"))
