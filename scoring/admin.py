@@ -31,7 +31,7 @@ from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused
 from studies.admin.scoping import StudyScopedAdmin
 from studies.lm import genu as genu_rule
 from studies.models import Dataset, Split, Study
-from studies.selectors import datasets_for_user, studies_for_user
+from studies.selectors import datasets_for_design, studies_for_user
 from studies.services.importers import ImportValidationError
 from studies.services.studies import StudyError, study_delete_check
 
@@ -62,8 +62,8 @@ class ImportOutcomesForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        # the datasets the user may see: those a study may use (``outcomes_study_create`` checks it too)
-        self.fields["dataset"].queryset = datasets_for_user(user=user).order_by("name")
+        # the datasets a study of the user's may use (``outcomes_study_create`` checks it too)
+        self.fields["dataset"].queryset = datasets_for_design(user=user).order_by("name")
 
     def clean_study(self):
         name = self.cleaned_data["study"].strip()

@@ -57,7 +57,8 @@ def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READ
     answerers = (gen_u or {}).get("answerers") if isinstance(gen_u, dict) else None
     if not answerers or user is None or user.is_superuser:
         return results
-    if Study.objects.filter(pk=run.study_id, owner_id=user.pk).exists():
+    # A user without an id (anonymous) owns nothing, an ownerless study neither (owner_id NULL).
+    if user.pk is not None and Study.objects.filter(pk=run.study_id, owner_id=user.pk).exists():
         return results
     entries = [e for role in answerers.values() for e in (role or []) if isinstance(e, dict)]
     ids = {e["answerer_source"] for e in entries if e.get("answerer_source") is not None}

@@ -341,7 +341,8 @@ def _bonus(request: HttpRequest, study: Study) -> str:
 def _make_links(request: HttpRequest, study: Study) -> str:
     links = links_generate(study=study, n=int(request.POST.get("count") or 0), user=request.user,
                            label=request.POST.get("label", ""))
-    return f"Made {len(links)} single-person link(s)."
+    return (f"Made {len(links)} single-person link(s). The study's plain link now starts no task (even if "
+            "these are withdrawn); publish an open link to admit anonymous workers again.")
 
 
 def _open_link(request: HttpRequest, study: Study) -> str:
