@@ -127,6 +127,7 @@ import json
 import logging
 import traceback
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -594,7 +595,7 @@ def _figure_4(frame: pd.DataFrame, *, by_utility: bool, pairs: bool = True) -> d
     return out
 
 
-def _generalization(study: Study) -> Part:
+def _generalization(study: Study, suspects: _Suspects) -> Part:
     """A generalization study: ties, counts, agreement and ``generalization`` (Figure 4), all over
     the questions that count when scored (``_generalization_questions``), and the other readings of
     which counted answers they rest on (``_generalization_readings``, under ``READINGS_KEY``)."""
@@ -635,7 +636,8 @@ def _generalization(study: Study) -> Part:
         warnings.append(f"Figure 4 counts {n_conflicting} generalization questions their file gave twice with different "
                         "answers, with the first answer (our choice, SPEC is silent); "
                         "generalization.conflicting_answers gives the figures with them left out.")
-    results[READINGS_KEY] = _generalization_readings(study, units, answers, frame, results, by_utility=by_utility)
+    results[READINGS_KEY] = _generalization_readings(study, units, answers, frame, results, suspects,
+                                                     by_utility=by_utility)
     return Part(results, warnings)
 
 
@@ -679,14 +681,14 @@ def _generalization_reading(study: Study, units: pd.DataFrame, answers: pd.DataF
 
 
 def _generalization_readings(study: Study, units: pd.DataFrame, answers: pd.DataFrame, published: pd.DataFrame,
-                             results: dict, *, by_utility: bool) -> dict:
+                             results: dict, suspects: _Suspects, *, by_utility: bool) -> dict:
     """``counted_answers.other_readings`` of a generalization study: for each reading of
     ``_reading_masks``, its rule, the answers it keeps and leaves out, and the published
     composition on the answers it keeps (``_generalization_reading``), in the shape of a utility
     study's (``pipeline.other_readings``): a reading that keeps every answer says ``identical_to``
     "published" and repeats the published figures; one that keeps the same answers as an earlier
     one names it and repeats its figures."""
-    masks, rules = _reading_masks(study, answers)
+    masks, rules = _reading_masks(study, answers, suspects)
     out: dict = {}
     done: list[tuple[str, np.ndarray]] = []
     for name, mask in masks.items():
@@ -1153,7 +1155,7 @@ def _majority_readings(study: Study, frame: pd.DataFrame, answers: pd.DataFrame 
     return block
 
 
-def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
+def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, similarity: bool) -> Part:
     annotate = _annotate(study, similarity=similarity)
     if study.is_imported_outcome:
         part = pipeline.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
@@ -1167,7 +1169,7 @@ def _utility(study: Study, *, both_directions: bool, similarity: bool) -> Part:
             units, answers, expected_raters=study.annotators_per_unit,
             annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
         )
-        masks, rules = _reading_masks(study, answers)
+        masks, rules = _reading_masks(study, answers, suspects)
         readings = pipeline.other_readings(units, answers, masks, part, expected_raters=study.annotators_per_unit)
         part.results[READINGS_KEY] = {name: {"rule": rules[name], **row} for name, row in readings.items()}
         part.results["majority_readings"] = _majority_readings(study, part.frame, answers)
@@ -1314,11 +1316,12 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     score_stage("reading the answers and their majorities")
     parts = [_header(study, run)]
     frame = readings = None
+    suspects = _suspect_work(study)  # read once: the other readings and counted_answers share them
     if study.kind == Study.Kind.GENERALIZATION:
-        parts.append(generalization := _generalization(study))
+        parts.append(generalization := _generalization(study, suspects))
         readings = generalization.results.pop(READINGS_KEY, None)
     elif study.kind == Study.Kind.UTILITY:
-        parts.append(utility := _utility(study, both_directions=both_directions, similarity=similarity))
+        parts.append(utility := _utility(study, suspects, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
         readings = utility.results.pop(READINGS_KEY, None)
     if study.stop_when_decided:
@@ -1329,7 +1332,7 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))
     if not study.is_imported_outcome:
-        parts.append(_counted_answers(study, readings=readings))
+        parts.append(_counted_answers(study, readings=readings, suspects=suspects))
     parts.append(_withdrawals(study))
     merged = pipeline.merge(parts)
     return pipeline.clean_json({**merged.results, "warnings": merged.warnings}), frame
@@ -1407,7 +1410,8 @@ READING_RULES = {
 }
 
 
-def _reading_masks(study: Study, answers: pd.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _reading_masks(study: Study, answers: pd.DataFrame, suspects: _Suspects
+                   ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Which of the counted ``answers`` (the rows of ``_annotation_frame``) each other reading keeps
     (``READING_RULES``), from their task's status, attention checks and pace, and the flags a
     researcher accepted on their unit's question or explanation."""
@@ -1425,32 +1429,38 @@ def _reading_masks(study: Study, answers: pd.DataFrame) -> tuple[dict[str, np.nd
         "without_tasks_failing_any_check": (rows["n_wrong"] == 0).to_numpy(),
         "without_tasks_failing_every_check": ~((rows["n_checks"] > 0) & (rows["n_wrong"] == rows["n_checks"])).to_numpy(),
         "approved_tasks_only": (rows["status"] == Assignment.Status.APPROVED).to_numpy(),
-        "without_units_with_accepted_flags": ~answers["unit_id"].isin(_flagged_units(study)).to_numpy(),
-        "without_speeding_tasks": ~rows["assignment_id"].isin(_speeding_tasks(counted)[0]).to_numpy(),
+        "without_units_with_accepted_flags": ~answers["unit_id"].isin(suspects.flagged_units).to_numpy(),
+        "without_speeding_tasks": ~rows["assignment_id"].isin(suspects.speeding_tasks).to_numpy(),
     }
     return masks, READING_RULES
 
 
-def _flagged_units(study: Study) -> list[int]:
-    """The ids of ``study``'s units an accepted flag concerns (``ACCEPTED_FLAG_SCOPE``)."""
-    return list(units_with_accepted_flags(study=study).values_list("pk", flat=True))
+@dataclass(frozen=True)
+class _Suspects:
+    """The counted work the published figures keep but a reader may want without (read once per
+    run, ``_suspect_work``): the units an accepted flag concerns (``ACCEPTED_FLAG_SCOPE``), the
+    counted tasks that are speeding (``SPEEDER_RULE``), and how many counted tasks have no timed
+    question."""
+
+    flagged_units: list[int]
+    speeding_tasks: set[int]
+    untimed_tasks: int
 
 
-def _speeding_tasks(counted) -> tuple[set[int], int]:
-    """The tasks of the ``counted`` claims that are speeding (``SPEEDER_RULE``), and how many of
-    those tasks have no timed question."""
-    tasks = Assignment.objects.filter(pk__in=counted.values("assignment_id"))
+def _suspect_work(study: Study) -> _Suspects:
+    tasks = Assignment.objects.filter(pk__in=claims_that_count(study=study).values("assignment_id"))
     pace = task_seconds_per_question(tasks=tasks)
-    speeding = {task for task, seconds in pace.items() if seconds < MIN_PLAUSIBLE_SECONDS_PER_QUESTION}
-    return speeding, tasks.count() - len(pace)
+    return _Suspects(
+        flagged_units=list(units_with_accepted_flags(study=study).values_list("pk", flat=True)),
+        speeding_tasks={task for task, seconds in pace.items() if seconds < MIN_PLAUSIBLE_SECONDS_PER_QUESTION},
+        untimed_tasks=tasks.count() - len(pace))
 
 
-def _flags_and_speed(study: Study, counted) -> tuple[dict, list[str]]:
+def _flags_and_speed(study: Study, counted, suspects: _Suspects) -> tuple[dict, list[str]]:
     """What ``counted_answers`` says of accepted flags and speeding tasks (the published figures
     count both; ``other_readings`` gives the figures without them), with a warning for each found."""
-    units = _flagged_units(study)
-    flagged = counted.filter(unit_id__in=units_with_accepted_flags(study=study).values("pk"))
-    speeding, untimed = _speeding_tasks(counted)
+    units, speeding, untimed = suspects.flagged_units, suspects.speeding_tasks, suspects.untimed_tasks
+    flagged = counted.filter(unit_id__in=units)
     slow = counted.filter(assignment_id__in=speeding)
     block = {"accepted_flag_rule": FLAG_RULE,
              "flags_accepted": study_accepted_flags(study=study).count(),
@@ -1485,14 +1495,15 @@ def _task_answers(tasks) -> int:
     return Annotation.objects.filter(claim__assignment__in=tasks, claim__unit__isnull=False).count()
 
 
-def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
+def _counted_answers(study: Study, *, readings: dict | None = None, suspects: _Suspects | None = None) -> Part:
     """Which tasks the counted answers come from: approved ones, and submitted ones nobody has
     reviewed yet, which count until they are rejected (among them those that failed an attention
     check). Scoring before the review gives other figures than after it: the results say which.
     Also the work left out: submitted or approved tasks on hold (``assignments_on_hold``: sync found
     another worker on the platform, or the platform does not list them, and no researcher has
     cleared them; they count once cleared) and
-    rejected tasks, each with its answers."""
+    rejected tasks, each with its answers. ``suspects``: the run's flagged units and speeding tasks
+    (``_suspect_work``, read here when not given)."""
     counted = claims_that_count(study=study)
     tasks = dict(counted.order_by().values("assignment__status").annotate(n=Count("assignment_id", distinct=True))
                  .values_list("assignment__status", "n"))
@@ -1524,7 +1535,7 @@ def _counted_answers(study: Study, *, readings: dict | None = None) -> Part:
             PlatformSubmission.objects.filter(assignment__in=held.values("pk"), flag__in=HOLDING_FLAGS,
                                               cleared_at__isnull=True)
             .order_by("flag").values("flag").annotate(n=Count("assignment_id", distinct=True)).values_list("flag", "n"))
-    flags_and_speed, flag_speed_warnings = _flags_and_speed(study, counted)
+    flags_and_speed, flag_speed_warnings = _flags_and_speed(study, counted, suspects or _suspect_work(study))
     block.update(flags_and_speed)
     if readings is not None:
         block["other_readings"] = readings
