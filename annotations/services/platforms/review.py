@@ -135,13 +135,19 @@ def submitted_not_here_to_decide(assignments) -> list[tuple[Assignment, Platform
     return out
 
 
+def review_key(name: str, operation: str, assignment: Assignment) -> str:
+    """The idempotency key of the approval or rejection (``operation``) of ``assignment``'s work on
+    platform ``name``: one per platform assignment, whoever sends it."""
+    return f"{name}:{operation}:{assignment.platform_assignment_id}"
+
+
 def _decided_on_platform(assignment: Assignment) -> str:
     """"approved" or "rejected" when an approval or rejection of ``assignment``'s platform work
     was sent (confirmed, or its outcome not known yet); "" when none was."""
     name = assignment_platform(assignment)
     for operation, outcome in ((OP.APPROVE, "approved"), (OP.REJECT, "rejected")):
         if PlatformCall.objects.filter(
-                idempotency_key=f"{name}:{operation}:{assignment.platform_assignment_id}",
+                idempotency_key=review_key(name, operation, assignment),
                 status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists():
             return outcome
     return ""
@@ -212,7 +218,7 @@ def _approve(assignment: Assignment, *, user, feedback: str = "", one_task: bool
         platform = get_platform(name)
         platform_call_execute(
             spec=CallSpec(platform=name, operation=OP.APPROVE,
-                          idempotency_key=f"{name}:approve:{assignment.platform_assignment_id}",
+                          idempotency_key=review_key(name, OP.APPROVE, assignment),
                           amount=money(assignment.study.reward), currency=platform.currency,
                           request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                            "worker": participant_pseudonym(assignment.participant)},
@@ -264,7 +270,7 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
         platform = get_platform(name)
         platform_call_execute(
             spec=CallSpec(platform=name, operation=OP.REJECT,
-                          idempotency_key=f"{name}:reject:{assignment.platform_assignment_id}",
+                          idempotency_key=review_key(name, OP.REJECT, assignment),
                           request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                            "worker": participant_pseudonym(assignment.participant),
                                            "feedback": feedback[:1024], "category": category},
