@@ -38,7 +38,7 @@ from .common import (
 # never by "Approve all". The task keeps its status here (an active task submitted later takes the
 # platform's outcome at the next sync). An approval follows a researcher's clear (``cleared_at``,
 # ``cleared_by`` on its ``PlatformSubmission``); a rejection is recorded by its ``PlatformCall`` only
-# and leaves the hold in place, so an active task the worker finishes here after it stays held (not
+# and leaves the hold in place (putting back one the researcher had cleared), so an active task the worker finishes here after it stays held (not
 # counted, never in "Approve all") until sync takes the rejection over.
 NOT_SUBMITTED_HERE_STATUSES = (Assignment.Status.ACTIVE, Assignment.Status.RETURNED, Assignment.Status.EXPIRED)
 PLATFORM_SUBMITTED_NOT_HERE = (PlatformSubmission.Flag.NOT_SUBMITTED_HERE, PlatformSubmission.Flag.NO_ANSWERS)
@@ -193,6 +193,19 @@ def _not_here_decided(held: PlatformSubmission, *, user) -> None:
             locked.save(update_fields=["cleared_at", "cleared_by"])
 
 
+def _hold_restored(held: PlatformSubmission) -> None:
+    """Put back the hold of work not submitted here that a researcher cleared and now rejects,
+    before the rejection is sent: a task the worker finishes here afterwards stays held (not
+    counted, never in "Approve all") until sync takes the rejection over, as an uncleared one does."""
+    with transaction.atomic():
+        locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
+        if locked.cleared_at is not None:
+            locked.cleared_at, locked.cleared_by = None, None
+            locked.save(update_fields=["cleared_at", "cleared_by"])
+            if locked.assignment_id is not None:  # its work counts no more: nor does ``n_completed``
+                units_recount_completed(assignment_ids=[locked.assignment_id])
+
+
 def assignment_approve(*, user, study: Study, assignment: Assignment, feedback: str = "") -> Assignment:
     """Approve submitted work of ``study`` (and so pay its reward) as ``user``, who needs PAY
     access to the study (``access.access_study``). Approving twice sends nothing twice."""
@@ -241,7 +254,7 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
     platform lists as submitted whose task here is active, returned or expired
     (``submitted_not_here``) is rejected on the platform all the same, held or cleared; its task
     keeps its status here, the decision is its ``PlatformCall`` (the worker's page offers it no
-    more), and its hold stays: an active task the worker finishes here afterwards is not counted,
+    more), and its hold stays (a hold the researcher cleared is put back first): an active task the worker finishes here afterwards is not counted,
     nor offered to "Approve all", and the next sync takes the rejection over."""
     study = access_study(user=user, study=study, access=REJECT)
     assignment = assignment_of(study=study, assignment=assignment)
@@ -266,6 +279,8 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                 f"{len(feedback)}: explain what went wrong in more detail"
             )
     platform_work_confirm(assignment)
+    if held is not None:
+        _hold_restored(held)
     if name != Platform.LINK:
         platform = get_platform(name)
         platform_call_execute(

@@ -311,3 +311,27 @@ def test_a_rejection_keeps_an_active_tasks_hold_when_the_worker_finishes_it_here
     task.refresh_from_db()
     assert task.status == Assignment.Status.REJECTED
     assert not claims_that_count(study=study).filter(assignment=task).exists()
+
+
+def test_a_rejection_after_a_clear_puts_the_hold_back(prolific, study):
+    """The researcher clears the hold (to approve), reads the answers again and rejects instead; the
+    worker then finishes the task here. The rejection put the hold back: the work is not counted and
+    not in "Approve all" before sync takes the platform's rejection over."""
+    server, sub, task = _held_on_prolific(prolific, study, "active")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    submission_clear(user=researcher, submission=row)
+
+    assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+    _finish_here(task)
+    task.refresh_from_db()
+
+    assert task.status == Assignment.Status.SUBMITTED
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
+    assert not claims_that_count(study=study).filter(assignment=task).exists()
+    assert all(u.n_completed == 0 for u in study.units.filter(claims__assignment=task))
+    outcome = study_approve_all(user=OPERATOR, study=study)
+    assert outcome["approved"] == 0 and not PlatformCall.objects.filter(operation="approve").exists()
+    row.refresh_from_db()
+    assert (row.cleared_at, row.cleared_by) == (None, None)
