@@ -205,12 +205,6 @@ def _share(n: int, total: int) -> float | None:
     return round(n / total, 6) if total else None
 
 
-def scored_with(*, study: Study, user) -> dict:
-    """What the study's latest finished run computed with (``scored_with_run``; None for outcomes
-    imported and never scored): what the per-source summary rests on."""
-    return scored_with_run(score_run_latest(study=study), user=user)
-
-
 def scored_with_run(run: ScoreRun | None, *, user) -> dict:
     """What ``run`` computed with: its id, its similarity model, layer and method (results.json
     ``similarity.method``, ``SimilarityModel.method``: baseline rescaling changes the values a lot)
@@ -240,13 +234,34 @@ def similarity_model_text(similarity: dict) -> str | None:
     return f"{text}; {similarity['method']}" if similarity.get("method") else text
 
 
+def short_units_of_source(results: dict, source_name: str) -> dict:
+    """A summary row's short units, as the run's results.json ``short_units`` records them
+    (``scoring.metrics.pipeline.short_units``): ``n_short``, the source's units scored short of
+    annotators on the answers they have (the published shares and accuracies include them);
+    ``full_units_rule``, the other reading in the run's words; ``full_units_only``, the source's
+    utility shares under it (None when no unit was short: they are the published ones). All None
+    when the run recorded no short units (imported outcomes, or a run from before they were
+    recorded): never a made-up zero."""
+    short = results.get("short_units")
+    if not isinstance(short, dict):
+        return {"n_short": None, "full_units_rule": None, "full_units_only": None}
+    full = short.get("utility_shares_full_units_only")
+    return {"n_short": (short.get("n_short_by_source") or {}).get(source_name),
+            "full_units_rule": short.get("full_units_rule"),
+            "full_units_only": full.get(source_name) if isinstance(full, dict) else None}
+
+
 def source_summaries(*, study: Study, user) -> list[dict]:
     """Per rationale source: counts and shares of useful / unsure / not useful units, majority ties,
     accuracies before and after the rationale, task accuracy over the units with the source's
     predicted answer (``n_task_known``, beside it: the others are left out, ``TASK_ACCURACY_RULES``),
-    mean Gen-U and similarity, with what they were computed with (``scored_with``: the run, its
-    similarity model, its Gen-U method and its majority rule, as ``user`` may read them)."""
-    settings_used = scored_with(study=study, user=user)
+    mean Gen-U and similarity, with what they were computed with (``scored_with_run``: the run, its
+    similarity model, its Gen-U method and its majority rule, as ``user`` may read them), and the
+    units that run scored short of annotators with the shares over full units only
+    (``short_units_of_source``)."""
+    run = score_run_latest(study=study)
+    settings_used = scored_with_run(run, user=user)
+    results = results_for_reader(run, user=user) if run is not None else {}
     rows = (
         UnitScore.objects.filter(study=study)
         .values("source_id", "source__name")
@@ -292,6 +307,7 @@ def source_summaries(*, study: Study, user) -> list[dict]:
                 "mean_gen_u": r["mean_gen_u"],
                 "mean_similarity": r["mean_similarity"],
                 **settings_used,
+                **short_units_of_source(results, r["source__name"]),
             }
         )
     return out

@@ -82,6 +82,19 @@ class ScoreRunSerializer(serializers.ModelSerializer):
         return obj.status == ScoreRun.Status.DONE and bool(obj.results)
 
 
+class FullUnitsSharesSerializer(serializers.Serializer):
+    """One source's utility shares over its full units only (results.json
+    ``short_units.utility_shares_full_units_only``), each with its bootstrap interval."""
+
+    n = serializers.IntegerField(help_text="Full units (units with every answer they need) the shares are over.")
+    useful = serializers.FloatField(allow_null=True)
+    useful_ci = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
+    unsure = serializers.FloatField(allow_null=True)
+    unsure_ci = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
+    not_useful = serializers.FloatField(allow_null=True)
+    not_useful_ci = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
+
+
 class SourceSummarySerializer(serializers.Serializer):
     source = serializers.IntegerField()
     source_name = serializers.CharField()
@@ -125,3 +138,17 @@ class SourceSummarySerializer(serializers.Serializer):
         "reading, then the tie rule (e.g. \"plurality (...); a tie is no majority answer and counts as wrong; ...\"). "
         "With three or more choices a strict majority gives other utilities (results.json majority_readings). "
         f"\"{MAJORITY_NOT_RECORDED}: ...\" for a run that recorded no rule; null when the study has no run."))
+    # Units short of annotators, as score_run's results.json short_units records them
+    # (``short_units_of_source``): null, never 0, where the run recorded none.
+    n_short = serializers.IntegerField(allow_null=True, help_text=(
+        "This source's units score_run scored short of annotators (fewer answers than the study asks for), on the "
+        "answers they have: the shares, counts and accuracies above include them (results.json short_units "
+        "n_short_by_source). Null when the run recorded no short units (imported outcomes, or a run from before "
+        "they were recorded) or the study has no run."))
+    full_units_rule = serializers.CharField(allow_null=True, help_text=(
+        "The other reading, in score_run's own words (results.json short_units full_units_rule): the units it "
+        "keeps; full_units_only gives this source's shares under it. Null when the run recorded no short units."))
+    full_units_only = FullUnitsSharesSerializer(allow_null=True, help_text=(
+        "This source's utility shares under full_units_rule (results.json short_units "
+        "utility_shares_full_units_only), each with its bootstrap interval; null when no unit of the run was short "
+        "(the shares above are then the same) or the run recorded no short units."))

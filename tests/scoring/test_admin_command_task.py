@@ -96,3 +96,30 @@ def test_score_study_command_prints_what_gen_u_and_the_counted_answers_rest_on(t
     assert (f"  counted answers: {counted['rule']} ({counted['tasks_approved']} tasks approved, "
             f"{counted['tasks_not_reviewed']} submitted and not yet reviewed, 0 failing an attention check)") in lines
     assert counted["tasks_not_reviewed"] == 2
+
+
+@pytest.mark.django_db
+def test_score_study_command_prints_what_the_shares_and_task_accuracy_rest_on(tmp_path):
+    """The shares' table is followed by what they rest on (majority rule, tie counted wrong, counted
+    answers, short units, the bootstrap's confidence, resamples and seed) and Theil's U given task
+    accuracy by the task-accuracy reading: the notes the written files carry (``results_folder``)."""
+    from scoring.services.results_folder import task_accuracy_note, utility_note
+    from tests.work import open_utility_study, work
+
+    study = open_utility_study(name="notes-command", n_items=2, n_sources=2, quota=2, predicts=["yes", "no"])
+    for w in range(2):
+        work(study, f"PID-notes-command-{w}")
+    out = io.StringIO()
+    call_command("score_study", str(study.pk), "--no-similarity", "--out", str(tmp_path / "o"), stdout=out)
+
+    results = ScoreRun.objects.filter(study=study).latest("pk").results
+    lines = out.getvalue().splitlines()
+    shares_end = next(i for i, line in enumerate(lines) if line.startswith("all "))
+    note = utility_note(results)
+    assert lines[shares_end + 1] == f"  {note}"
+    assert "a majority tie counted wrong" in note and "percentile bootstrap over units" in note
+    assert "2,000 resamples (seed 0)" in note and "95% intervals" in note
+    u_line = next(i for i, line in enumerate(lines) if line.startswith("theils_u_utility_given_task_accuracy: "))
+    accuracy = task_accuracy_note(results)
+    assert lines[u_line + 1] == f"  {accuracy}"
+    assert accuracy.startswith("task accuracy over the scored units only")

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scoring.models import ScoreRun
 from scoring.services import score_run_export, study_score
+from scoring.services.results_folder import task_accuracy_note, utility_note
 from scoring.similarity import FIGURES_STATED_IN
 from studies.models import Study
 
@@ -47,11 +48,15 @@ class Command(BaseCommand):
                     f"{row[c]:>8.3f} [{row[c + '_ci'][0]:.3f}, {row[c + '_ci'][1]:.3f}]" for c in ("useful", "unsure", "not_useful")
                 )
                 self.stdout.write(f"{source:<20}{row['n']:>6}{cells}")
+            # what the shares and their intervals rest on, as the written files say (results_folder)
+            self.stdout.write(f"  {utility_note(results)}")
         for key in ("theils_u_utility_given_task_accuracy", "theils_u_utility_given_gen_u",
                     "correlation_ratio_utility_similarity"):
             if key in results:
                 self.stdout.write(f"{key}: " + ", ".join(
                     f"{s}={v:.4f}" if v is not None else f"{s}=n/a" for s, v in results[key].items()))
+                if key.endswith("task_accuracy"):
+                    self.stdout.write(f"  {task_accuracy_note(results)}")
                 if key.endswith("gen_u") and (results.get("gen_u") or {}).get("method"):
                     self.stdout.write(f"  Gen-U method: {results['gen_u']['method']}")
                 if key.startswith("correlation_ratio") and results.get("similarity"):
