@@ -242,6 +242,12 @@ class Assignment(models.Model):
     participant_link = models.ForeignKey(
         "annotations.ParticipantLink", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
     )
+    # The open link this task was started through (``services.participants.open_link_join``): a
+    # place on an open link is held by those who joined through it, not by everyone who took part
+    # in the study. Empty for other ways in, and for tasks started before it was recorded.
+    open_link = models.ForeignKey(
+        "annotations.OpenLink", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
     # Set when the task starts while the study's qualification test stands between this worker
     # and the questions; cleared when they pass it. The answer and submit services refuse while
     # it is set (read with the row lock they take anyway, so the check costs no query).

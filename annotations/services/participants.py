@@ -205,12 +205,20 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
 
 
 def _open_link_returning(*, link: OpenLink, participant: Participant, task: Assignment | None = None) -> bool:
-    """Whether ``participant`` took part in the link's study before (a task other than ``task``):
-    they hold a place already, or never needed one."""
-    earlier = Assignment.objects.filter(study_id=link.study_id, participant_id=participant.pk)
+    """Whether ``participant`` joined the study through ``link`` before (a task other than
+    ``task``): they hold a place on it already. A task started another way (another open link,
+    the plain link, a platform) holds no place here. A task started through an open link before
+    the link was recorded on it (``open_link`` empty) counts for the link whose completion code it
+    carries, so no one who joined through a link then is locked out of it."""
+    if participant.pk is None:
+        return False
+    earlier = Assignment.objects.filter(study_id=link.study_id, participant_id=participant.pk).filter(
+        Q(open_link_id=link.pk)
+        | Q(open_link__isnull=True, participant_link__isnull=True, completion_code=link.completion_code)
+    )
     if task is not None:
         earlier = earlier.exclude(pk=task.pk)
-    return participant.pk is not None and earlier.exists()
+    return earlier.exists()
 
 
 def open_link_check(*, link: OpenLink, participant: Participant) -> None:
@@ -227,17 +235,21 @@ def open_link_check(*, link: OpenLink, participant: Participant) -> None:
 
 def open_link_join(*, link: OpenLink, participant: Participant, task: Assignment | None = None) -> None:
     """Count ``participant`` against the open link's capacity the first time they take part in its
-    study through it (a worker coming back for another task is not counted again; ``task``, the
-    task this join is for, is not an earlier one). Raises ``StudyNotOpen`` when the link is closed
-    or full. Call inside the transaction that starts ``task``, after the start
+    study through it (a worker coming back through it for another task is not counted again;
+    having taken part another way holds no place on it). ``task``, the task this join is for, is
+    not an earlier one; it is recorded as started through the link. Raises ``StudyNotOpen`` when
+    the link is closed or full. Call inside the transaction that starts ``task``, after the start
     (``services.entry.assignment_enter``): a refused start takes no place, a refused join starts
     no task, and the link's row is locked only until that transaction commits."""
     if _open_link_returning(link=link, participant=participant, task=task):
         if not OpenLink.objects.filter(pk=link.pk, active=True).exists():
             raise StudyNotOpen("This link is closed. Thank you for your interest.")
-        return
-    updated = OpenLink.objects.filter(pk=link.pk, active=True).filter(
-        Q(max_participants__isnull=True) | Q(n_participants__lt=F("max_participants"))
-    ).update(n_participants=F("n_participants") + 1)
-    if not updated:
-        raise StudyNotOpen("This link is full or closed. Thank you for your interest.")
+    else:
+        updated = OpenLink.objects.filter(pk=link.pk, active=True).filter(
+            Q(max_participants__isnull=True) | Q(n_participants__lt=F("max_participants"))
+        ).update(n_participants=F("n_participants") + 1)
+        if not updated:
+            raise StudyNotOpen("This link is full or closed. Thank you for your interest.")
+    if task is not None:  # the task came through this link: it holds the participant's place on it
+        Assignment.objects.filter(pk=task.pk).update(open_link=link)
+        task.open_link = link
