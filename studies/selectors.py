@@ -183,15 +183,18 @@ def items_for_user(*, user) -> QuerySet[Item]:
 def items_for_jobs(*, user) -> QuerySet[Item]:
     """The items ``user``'s LM job may read, send and train on: every item with
     ``studies.view_item``; else those ``items_for_user`` reads (shown by a study they may see) and
-    those no study shows (a split only jobs use: a researcher's own dev split for rationales and
-    Gen-U). Never an item only studies they may not read show: another researcher's study's items
-    (jobs check the dataset itself with ``datasets_for_user``)."""
+    those no study shows in a dataset they may build on (``datasets_for_design``: a split only jobs
+    use, a researcher's own dev split for rationales and Gen-U). Never an item only studies they may
+    not read show (another researcher's study's items), nor an unshown item of a dataset they read
+    only through a view share: that share reads the study, not the rest of its dataset (jobs check
+    the dataset itself with ``datasets_for_user``)."""
     if not _active(user):
         return Item.objects.none()
     if _reads_all(user, "studies.view_item"):
         return Item.objects.all()
     shown = Study.items.through.objects.values("item_id")
-    return Item.objects.filter(Q(pk__in=items_for_user(user=user).values("pk")) | ~Q(pk__in=shown))
+    unshown = ~Q(pk__in=shown) & Q(dataset_id__in=datasets_for_design(user=user).values("pk"))
+    return Item.objects.filter(Q(pk__in=items_for_user(user=user).values("pk")) | unshown)
 
 
 def sources_for_user(*, user) -> QuerySet[RationaleSource]:

@@ -243,3 +243,32 @@ def test_a_t5_template_never_fills_in_the_query_gold():
     assert prompt == "explain Is it? [] [] <extra_id_0>"
     # Training targets keep the gold: they are what the model learns to write.
     assert "GOLD-REASON" in templates.t5_explain_target(item)
+
+
+def test_a_view_share_reads_the_study_not_the_unshown_splits_of_its_dataset(shared, echo):
+    """Alice shares a study at view with Carol, who has no study on its dataset: Carol reads the
+    study's items, but a job of hers on a split no study shows takes none of it (the share reads
+    the study, not the rest of the dataset: the rule of ``datasets_for_design``)."""
+    from studies.services.sharing import study_share
+
+    _items(shared.ds, "train", 6, secret="UNSHOWN")
+    carol, _ = researcher_without_reference_views("carol")
+    carols = RationaleSource.objects.create(name="carol-src", kind="lm", backend="openai", model_name_or_path="m",
+                                            endpoint_url="https://carol.example/v1", demonstrations=DEMOS)
+    own = Dataset.objects.create(name="carols", task_format="yes_no")
+    _items(own, "test", 2, secret="CAROL")
+    study_create(name="carol-own", dataset=own, split="test", sources=[carols], owner=carol, user=None,
+                 consent_text="ok")  # her source, through her own study on her own dataset
+    alice_test = shared.ds.studies.get(name="alice-test")
+    study_share(study=alice_test, user=shared.alice, with_user=carol, level="view")
+    assert items_for_user(user=carol).filter(dataset=shared.ds, split="test").count() == 10
+
+    with pytest.raises(GenerationError, match="no items that you may read in dataset 'shared' split 'train'"):
+        generation_job_create(kind="rationales", source=carols, dataset=shared.ds, split="train",
+                              user=carol, enqueue=False)
+    job = generation_job_create(kind="rationales", source=carols, dataset=shared.ds, split="test",
+                                user=carol, enqueue=False)
+    assert job.total == 10  # the shared study's items: hers to read, so hers to prompt with
+    # Bob, whose own studies use the dataset, keeps the unshown split (the Gen-U-before-humans journey).
+    assert generation_job_create(kind="rationales", source=shared.bobs, dataset=shared.ds, split="train",
+                                 user=shared.bob, enqueue=False).total == 6

@@ -19,8 +19,9 @@ from studies.services.generation import (
 )
 from studies.services.generation.jobs import _start
 from studies.services.generation.lifecycle import job_goes_on
+from studies.services.studies import study_create
 from tests.api.conftest import grant
-from tests.factories import DatasetFactory, ItemFactory, StudyFactory
+from tests.factories import DatasetFactory, ItemFactory
 
 from .test_job_rights import _train_pool
 
@@ -39,7 +40,9 @@ def shared():
     for _ in range(3):
         ItemFactory(dataset=dataset, split="dev")
     _train_pool(dataset)
-    study = StudyFactory(owner=bob, dataset=dataset, split="dev")
+    # Bob's study shows the dev items: a view share reads what the study shows (``items_for_jobs``).
+    study = study_create(name="bobs-study", dataset=dataset, split="dev", owner=bob, user=None, consent_text="ok",
+                         sources=[RationaleSource.objects.create(name="bob-imported", kind="imported")])
     share = StudyShare.objects.create(study=study, user=alice, level="view")
     source = RationaleSource.objects.create(name="alice-t5", kind="lm", backend="seq2seq", model_name_or_path="/nonexistent/t5-x")
     job = generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev", user=alice,
@@ -89,11 +92,14 @@ def test_a_long_job_stops_at_its_next_progress_report_once_its_source_is_hidden(
     the researcher no longer reads stops them too."""
     for _ in range(2):  # a held-out split of its own (Quark refuses one that shares items with validation)
         ItemFactory(dataset=shared["dataset"], split="test")
-    job = generation_job_create(kind="quark", source=shared["source"], dataset=shared["dataset"], user=shared["alice"],
+    # Training reads the train split, which no study shows: Alice may change Bob's study, so she may
+    # build on its dataset (a view share reads only what the study shows: ``items_for_jobs``).
+    StudyShare.objects.filter(pk=shared["share"].pk).update(level="change")
+    alice = get_user_model().objects.get(pk=grant(shared["alice"], "studies.change_study").pk)
+    job = generation_job_create(kind="quark", source=shared["source"], dataset=shared["dataset"], user=alice,
                                 enqueue=False, params={"reward": "marker:is", "validation_split": "dev",
                                                        "heldout_split": "test"})
     assert job_goes_on(job.pk)
-    alice = shared["alice"]
     alice.user_permissions.remove(*alice.user_permissions.filter(codename="view_rationalesource"))
     assert not job_goes_on(job.pk)
     job.refresh_from_db()
