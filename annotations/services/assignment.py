@@ -12,7 +12,8 @@ Policy of ``assignment_start``:
    worker has already been given in this study (also a database constraint), never a full unit,
    least-filled units first (so every unit progresses toward its quota together), and within
    that, a source mix (each pick takes the source this worker has had least so far, random among
-   ties). The study's attention checks the worker has not seen are mixed in.
+   ties). The study's attention checks the worker has not seen are mixed in (one left unanswered
+   in a returned or expired task is given again: ``_add_attention_checks``).
 3. Concurrency (PostgreSQL): candidates are read with ``SELECT ... FOR UPDATE SKIP LOCKED`` ordered
    by fill, so simultaneous workers take different rows instead of waiting; the claim
    transaction is a handful of statements; ``n_claimed`` moves with ``F()`` updates and a check
@@ -32,8 +33,9 @@ Policy of ``assignment_start``:
    test being added cannot miss the task (``_qualification_pending``).
 
 Expiry (``release``): an assignment past ``expires_at`` gives back *all* its units (completed or
-not; its claims stay, marked ``released``, so the worker still never sees those questions again),
-and its answers no longer count. A new assignment's deadline is the short first-answer window
+not; its claims stay, marked ``released``, so the worker still never sees those questions again;
+an attention check it held unanswered is given again in the worker's next task), and its answers no
+longer count. A new assignment's deadline is the short first-answer window
 until the worker answers.
 """
 from __future__ import annotations
@@ -204,17 +206,29 @@ def _any_eligible(eligible, *, exclude_keys: list[str]) -> bool:
 
 
 def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) -> int:
-    """Place the study's attention checks this worker has not seen, spread over the task."""
+    """Place the study's attention checks this worker has not seen, spread over the task.
+
+    Seen: held by a task in progress or by work that counts (a claim not released), or answered
+    in any task (a check answered in a task left, expired or rejected is known to the worker:
+    asking it again tests nothing). A check held unanswered by a task that ended without counting
+    is given back, as that task's units are (``release.assignments_release``); a unit goes back to
+    the pool for other workers, a check, which every worker answers, to this worker's next task.
+    The released claim stays, as every released claim does, and keeps the key ``attn:<check>``
+    (``claim_worker_sees_question_once``), so the check's new claim is keyed
+    ``attn:<check>:<assignment>``. One read of the worker's claims of the study's checks (on the
+    worker's claims in the study: the constraint's index), as before the checks could come again."""
     checks = list(AttentionCheck.objects.filter(study_id=study.pk).order_by("id").values_list("id", flat=True))
     if not checks:
         return 0
-    keys = {f"attn:{check_id}" for check_id in checks}
-    already = set(
-        Claim.objects.filter(
-            study_id=study.pk, participant_id=assignment.participant_id, question_key__in=keys
-        ).values_list("question_key", flat=True)
-    )
-    fresh = [check_id for check_id in checks if f"attn:{check_id}" not in already][: POSITION_GAP - 1]
+    given: set[int] = set()
+    seen: set[int] = set()
+    for check_id, released, completed_at in Claim.objects.filter(
+        study_id=study.pk, participant_id=assignment.participant_id, attention_check_id__in=checks
+    ).order_by().values_list("attention_check_id", "released", "completed_at"):
+        given.add(check_id)
+        if not released or completed_at is not None:
+            seen.add(check_id)
+    fresh = [check_id for check_id in checks if check_id not in seen][: POSITION_GAP - 1]
     m = len(fresh)
     claims = []
     for j, check_id in enumerate(fresh):
@@ -225,7 +239,7 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
                 attention_check_id=check_id,
                 study_id=study.pk,
                 participant_id=assignment.participant_id,
-                question_key=f"attn:{check_id}",
+                question_key=f"attn:{check_id}:{assignment.pk}" if check_id in given else f"attn:{check_id}",
                 position=(after_unit - 1) * POSITION_GAP + 1 + j,
             )
         )
