@@ -36,8 +36,11 @@ The rules (the README's "Security model" says the same):
   (``consent_take``) ask the same service, so both answer alike. A consent refused because the
   participant failed the qualification test is checked alike (``impostor.impostor_grant_void``):
   a failed test taken in a task bound to another session, which Prolific denies while vouching for
-  the entry's, is voided, and the worker takes the test themselves. (The landing page refuses no
-  one for a failed test: only the consent starts a task.)
+  the entry's, is voided, and the worker takes the test themselves; never when the browser's study
+  cookie names the task the test was failed in (that browser failed it), and at most once per
+  participant and study (else a worker could fail it under invented sessions and void each attempt
+  with their real one). (The landing page refuses no one for a failed test: only the consent starts
+  a task.)
 - A closed study (or closed link) starts nothing (``assignment_start`` refuses), but what was
   started stays reachable: a task in progress resumes under the rules above, and a finished
   task's done page shows as it does while the study is open.
@@ -169,7 +172,9 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     (``impostor.impostor_task_end``): a task Prolific shows an impostor started is ended and the
     form decided once more. So is a refusal because the participant failed the qualification test
     (``NotQualified``; ``impostor.impostor_grant_void``): a failed test Prolific shows an impostor
-    took, in a task bound to another session, is voided and the form decided once more. Raises
+    took, in a task bound to another session, is voided and the form decided once more (never when
+    this browser's cookie names that task, ``held_task_id``: it failed the test itself; and once per
+    participant and study). Raises
     what ``participant()`` and ``assignment_enter`` raise."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
@@ -188,7 +193,7 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
             raise
     except NotQualified:  # the same, for a failed qualification test taken in another session's task
         if not impostor_grant_void(study=study, participant=receipt.participant,
-                                   platform_assignment_id=refs.assignment_id):
+                                   platform_assignment_id=refs.assignment_id, held_task_id=held_task_id):
             raise
     return _consent_decide(**decide)
 

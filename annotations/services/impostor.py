@@ -36,8 +36,15 @@ the entry's session and denies that task's, the failed grant is deleted (the stu
 was not the worker's) and the task, returned when the test was failed, is marked
 ``ended_as_impostor``; the entry then goes on, and the worker takes the test themselves. A passed
 grant, a grant that records no task (taken before tasks were recorded) or one taken under the
-entry's own session is never touched. Both checks ask Prolific through one rule
-(``prolific_vouches``).
+entry's own session is never touched. Nor is a failed grant voided when the entering browser
+proves it held the task the test was failed in (its study cookie names that task: the same browser
+failed it, so no impostor did), nor a second time for one participant of a study: a worker could
+otherwise fail the test under an invented session, void it with their real one, and take it again
+as often as they like. The record of a void is the task it marked (``ended_as_impostor`` while its
+test was still pending, ``qualification_pending``; no migration). A task ended at the entry
+(``impostor_task_end``) before its test was taken reads the same, so after one the next failed
+test stands too: Prolific's word sets aside at most one attempt per participant and study. Both
+checks ask Prolific through one rule (``prolific_vouches``).
 """
 from __future__ import annotations
 
@@ -97,19 +104,22 @@ def prolific_vouches(*, study: Study, participant: Participant, session: str, de
     return _session_verdict(denied, participant=participant, own=own) == NOT_THEIRS
 
 
-def impostor_grant_void(*, study: Study, participant: Participant, platform_assignment_id: str) -> bool:
+def impostor_grant_void(*, study: Study, participant: Participant, platform_assignment_id: str,
+                        held_task_id: int | None = None) -> bool:
     """Whether ``participant``'s failed qualification grant in ``study`` no longer stands in the
     way of this entry (which ``assignment_start`` refused with ``NotQualified``) because an impostor
     took the test: the entry came with ``platform_assignment_id`` (a validated Prolific
     ``SESSION_ID``, B), the grant was taken in a task of the participant bound to another session
     (A), and Prolific confirms B and denies A (``prolific_vouches``). Returns False, changing
     nothing, otherwise: not Prolific, no failed grant, a grant that records no task (taken before
-    tasks were recorded) or one taken under B. Then the failed grant is deleted, if it is still
-    that grant (failed, taken in that task), and its task (returned when the test was failed) is
-    marked ``ended_as_impostor``, and True is returned; also when the failed grant went meanwhile
-    (another entry of the worker voided it first), asking nothing, so the caller decides the entry
-    again. A passed grant is never touched. Reads one row, then makes network calls: call outside
-    any transaction, holding no row lock."""
+    tasks were recorded) or one taken under B, a grant taken in the task this browser's study cookie
+    names (``held_task_id``: this browser failed it, no impostor did), or a participant whose failed
+    test was voided before in this study (``_voided_before``: at most one void each). Then the
+    failed grant is deleted, if it is still that grant (failed, taken in that task), and its task
+    (returned when the test was failed) is marked ``ended_as_impostor``, and True is returned; also
+    when the failed grant went meanwhile (another entry of the worker voided it first), asking
+    nothing, so the caller decides the entry again. A passed grant is never touched. Reads two rows,
+    then makes network calls: call outside any transaction, holding no row lock."""
     if participant.platform != Platform.PROLIFIC or not platform_assignment_id:
         return False
     grant = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False)
@@ -120,6 +130,12 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     grant_id, task_id, task_study_id, task_participant_id, denied = grant
     if task_id is None or (task_study_id, task_participant_id) != (study.pk, participant.pk):
         return False  # taken in no recorded task (before tasks were recorded): the refusal stands
+    if held_task_id is not None and held_task_id == task_id:
+        return False  # this browser was sent to the task the test was failed in: the attempt was its own
+    if _voided_before(study=study, participant=participant, task_id=task_id):
+        logger.warning("study %s: the failed qualification test taken in task %s stands: a failed test of its "
+                       "participant was voided in this study before", study.pk, task_id)
+        return False
     if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied):
         return False
     with transaction.atomic():
@@ -131,6 +147,18 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
                    "entry: Prolific denied the session that task was started with and confirmed the one the "
                    "participant came with", study.pk, task_id)
     return True
+
+
+def _voided_before(*, study: Study, participant: Participant, task_id: int) -> bool:
+    """Whether a failed qualification test of ``participant`` in ``study``, taken in another task
+    than ``task_id``, was voided before (one read). The record is the task a void marks
+    ``ended_as_impostor``: returned when its test was failed, so its test is still pending
+    (``qualification_pending``, cleared only by passing). A task ended at the entry
+    (``impostor_task_end``) before its test was taken reads the same and counts alike: Prolific's
+    word sets aside at most one attempt at the test each participant did not make."""
+    return (Assignment.objects.filter(study_id=study.pk, participant_id=participant.pk, ended_as_impostor=True,
+                                      qualification_pending=True)
+            .exclude(pk=task_id).exists())
 
 
 def _session_verdict(session: str, *, participant: Participant, own: set[str]) -> str:
