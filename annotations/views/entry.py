@@ -24,7 +24,6 @@ study takes part by personal link only, and the plain link's tasks already start
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Callable
 
 from django.core import signing
@@ -40,9 +39,11 @@ from annotations.selectors.cost import questions_per_task
 from annotations.services.entry import (
     PlatformRefs,
     consent_given,
+    consent_key,
     consent_take,
     consent_text_sha256,
     finished_task_of_browser,
+    link_task_done_in_browser,
     may_resume,
     task_in_progress,
 )
@@ -55,7 +56,6 @@ from annotations.services.participants import (
     participant_identified_in_browser,
     participant_link_redeem,
     participant_new_anonymous,
-    participant_of_browser,
     platform_assignment_bind,
 )
 from annotations.views.task import task_page
@@ -83,8 +83,10 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 def _nonce(request: HttpRequest, page: str) -> str:
     """A one-time form nonce bound to the landing page ``page`` (the entry and, for a platform,
     the worker and assignment ids in its URL) and to this browser (the digest of its
-    ``browser_key``). Made on GET without storing anything."""
-    return signing.dumps([page, secrets.token_hex(16), browser_digest(request)], salt=NONCE_SALT, compress=False)
+    ``browser_key``). Made on GET without storing anything. Its key, which the consent's receipt
+    records, names this browser too (``services.entry.consent_key``)."""
+    browser = browser_digest(request)
+    return signing.dumps([page, consent_key(browser=browser), browser], salt=NONCE_SALT, compress=False)
 
 
 def _nonce_key(request: HttpRequest, page: str) -> str | None:
@@ -353,10 +355,11 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
         finished = selectors_entry.latest_assignment(study=study, participant_id=link.participant_id, link=link)
         if finished is not None and finished.status != Assignment.Status.ACTIVE:
             held = browser_holds(request, study.pk)
-            # The browser that did it, or one that proves a later task of the link's participant
-            # (it went on to another of their links): the done page with this link's code.
-            if held.assignment_id == finished.pk or (held.participant_id == link.participant_id and participant_of_browser(
-                    study=study, participant_id=held.participant_id, task_id=held.assignment_id) is not None):
+            # The browser that did it, or one that started a later task of the link's participant
+            # itself (it went on to another of their links), not one handed that task through its
+            # link: the done page with this link's code.
+            if link_task_done_in_browser(finished=finished, held_participant_id=held.participant_id,
+                                         held_task_id=held.assignment_id, browser=browser_digest(request)):
                 return redirect("annotations:assignment", token=finished.token)
             return message(request, title="This link was already used", status=403,
                            message="The task of this link is finished. Its completion code was shown at the end "
