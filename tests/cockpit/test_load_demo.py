@@ -78,3 +78,22 @@ def test_demo_questions_are_not_copied_from_strategyqa(strategyqa_dir):
         released |= {normalize_question(r["question"]) for r in rows}
     ours = {normalize_question(r["question"]) for r in json.loads(demo.QUESTIONS_FILE.read_text())}
     assert not ours & released
+
+
+def test_load_demo_names_no_plain_link_once_single_person_links_exist(capsys):
+    """Once single-person links were made for the demo study its plain link starts no task
+    (``plain_link_starts_tasks``): a second run points to the publish page instead."""
+    from annotations.platforms.handoff import study_entry_url
+    from annotations.services.links import links_generate
+    from annotations.services.platforms.access import OPERATOR
+
+    first = _run(capsys)
+    study = Study.objects.get(name="Demo utility study")
+    plain = study_entry_url(study, platform="link")
+    assert "Worker link (open it in a private window" in first and plain in first
+    links_generate(study=study, n=2, user=OPERATOR)
+
+    again = _run(capsys)
+    assert plain not in again and "Worker link (open it" not in again
+    assert "single-person links only" in again
+    assert f"/admin/annotations/publication/publish/{study.pk}/" in again

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from annotations.platforms.handoff import study_entry_url
+from annotations.selectors.entry import plain_link_starts_tasks
 from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from studies import demo
@@ -72,10 +73,17 @@ class Command(BaseCommand):
         self.stdout.write(f"Password: {password}")
         self.stdout.write(f"Study: {study.name!r} id={study.pk} status={study.status}{status_note}")
         self.stdout.write(f"Study page: {url}studies/study/{study.pk}/change/")
-        if study.status == Study.Status.OPEN:
+        if study.status == Study.Status.OPEN and plain_link_starts_tasks(study=study):
             self.stdout.write(
                 f"Worker link (open it in a private window; each new browser is a new worker): "
                 f"{study_entry_url(study, platform=Platform.LINK)}"
+            )
+        elif study.status == Study.Status.OPEN:
+            # Single-person links were made for it: its plain link starts no task any more.
+            self.stdout.write(
+                "Worker links: this study takes part by single-person links only (its plain link starts no "
+                f"task); they are listed on its publish page: {url}annotations/publication/publish/{study.pk}/ "
+                "(make an open link there to admit anonymous workers)"
             )
 
     def _admin(self):
