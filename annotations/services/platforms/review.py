@@ -7,11 +7,12 @@ from django.utils import timezone
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission
 from annotations.platforms import get_platform
-from annotations.platforms.base import money
+from annotations.platforms.base import PlatformTransientError, money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.selectors import HOLDING_FLAGS
 from annotations.selectors.platforms import assignments_on_hold
 from annotations.services.payments import (
+    CallOutcomeUnknown,
     CallSpec,
     PlatformServiceError,
     platform_call_execute,
@@ -79,6 +80,12 @@ def submission_clear(*, user, submission: PlatformSubmission) -> PlatformSubmiss
                 f"submission {locked.platform_assignment_id} is not on hold (sync holds only work whose "
                 "platform worker is someone else, work the platform does not list, or work the platform lists as "
                 "submitted whose task here is not)")
+        if locked.cleared_at is None and locked.assignment_id is not None and _decided_on_platform(
+                locked.assignment) == "rejected":
+            raise PlatformServiceError(
+                f"submission {locked.platform_assignment_id}: its work was rejected from here; the hold stays "
+                "until sync takes the rejection over (a cleared hold would count rejected work, and Approve all "
+                "would send an approval after the rejection)")
         if locked.cleared_at is None:
             locked.cleared_at, locked.cleared_by = timezone.now(), actor(user)
             locked.save(update_fields=["cleared_at", "cleared_by"])
@@ -193,16 +200,32 @@ def _not_here_decided(held: PlatformSubmission, *, user) -> None:
             locked.save(update_fields=["cleared_at", "cleared_by"])
 
 
-def _hold_restored(held: PlatformSubmission) -> None:
+def _hold_restored(held: PlatformSubmission) -> tuple | None:
     """Put back the hold of work not submitted here that a researcher cleared and now rejects,
     before the rejection is sent: a task the worker finishes here afterwards stays held (not
-    counted, never in "Approve all") until sync takes the rejection over, as an uncleared one does."""
+    counted, never in "Approve all") until sync takes the rejection over, as an uncleared one does.
+    Returns the clear it took back (when, by whom), None when the hold was not cleared."""
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
-        if locked.cleared_at is not None:
-            locked.cleared_at, locked.cleared_by = None, None
+        if locked.cleared_at is None:
+            return None
+        cleared = (locked.cleared_at, locked.cleared_by_id)
+        locked.cleared_at, locked.cleared_by = None, None
+        locked.save(update_fields=["cleared_at", "cleared_by"])
+        if locked.assignment_id is not None:  # its work counts no more: nor does ``n_completed``
+            units_recount_completed(assignment_ids=[locked.assignment_id])
+        return cleared
+
+
+def _clear_given_back(held: PlatformSubmission, cleared: tuple) -> None:
+    """Give back the clear ``_hold_restored`` took, when the rejection it was taken for was refused
+    outright (nothing was rejected): the researcher's decision, who and when, stands."""
+    with transaction.atomic():
+        locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
+        if locked.cleared_at is None:
+            locked.cleared_at, locked.cleared_by_id = cleared
             locked.save(update_fields=["cleared_at", "cleared_by"])
-            if locked.assignment_id is not None:  # its work counts no more: nor does ``n_completed``
+            if locked.assignment_id is not None:
                 units_recount_completed(assignment_ids=[locked.assignment_id])
 
 
@@ -279,22 +302,28 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                 f"{len(feedback)}: explain what went wrong in more detail"
             )
     platform_work_confirm(assignment)
-    if held is not None:
-        _hold_restored(held)
+    cleared = _hold_restored(held) if held is not None else None
     if name != Platform.LINK:
         platform = get_platform(name)
-        platform_call_execute(
-            spec=CallSpec(platform=name, operation=OP.REJECT,
-                          idempotency_key=review_key(name, OP.REJECT, assignment),
-                          request_summary={"platform_assignment_id": assignment.platform_assignment_id,
-                                           "worker": participant_pseudonym(assignment.participant),
-                                           "feedback": feedback[:1024], "category": category},
-                          user=actor(user), study=assignment.study, assignment=assignment,
-                          redact=participant_redaction(assignment.participant)),
-            send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
-                                         feedback=feedback, category=category),
-            reconcile=reconciler(platform),
-        )
+        try:
+            platform_call_execute(
+                spec=CallSpec(platform=name, operation=OP.REJECT,
+                              idempotency_key=review_key(name, OP.REJECT, assignment),
+                              request_summary={"platform_assignment_id": assignment.platform_assignment_id,
+                                               "worker": participant_pseudonym(assignment.participant),
+                                               "feedback": feedback[:1024], "category": category},
+                              user=actor(user), study=assignment.study, assignment=assignment,
+                              redact=participant_redaction(assignment.participant)),
+                send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
+                                             feedback=feedback, category=category),
+                reconcile=reconciler(platform),
+            )
+        except (PlatformTransientError, CallOutcomeUnknown):
+            raise  # it may have gone through: the hold stays until sync knows
+        except Exception:
+            if cleared is not None:  # refused outright: nothing was rejected, the researcher's clear stands
+                _clear_given_back(held, cleared)
+            raise
     assignment_reviewed(assignment.pk, approved=False)
     assignment.refresh_from_db()
     return assignment

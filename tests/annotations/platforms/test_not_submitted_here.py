@@ -335,3 +335,43 @@ def test_a_rejection_after_a_clear_puts_the_hold_back(prolific, study):
     assert outcome["approved"] == 0 and not PlatformCall.objects.filter(operation="approve").exists()
     row.refresh_from_db()
     assert (row.cleared_at, row.cleared_by) == (None, None)
+
+
+def test_a_hold_is_not_cleared_once_its_work_was_rejected_from_here(prolific, study):
+    """Reject, then clear (the admin's bulk "Clear the hold" over every held row): the clear is
+    refused, so the rejected work never counts and Approve all never approves it after the rejection."""
+    server, sub, task = _held_on_prolific(prolific, study, "active")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+
+    with pytest.raises(PlatformServiceError, match="rejected from here; the hold stays"):
+        submission_clear(user=researcher, submission=row)
+    _finish_here(task)
+
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
+    assert not claims_that_count(study=study).filter(assignment=task).exists()
+    assert study_approve_all(user=OPERATOR, study=study)["approved"] == 0
+    assert not PlatformCall.objects.filter(operation="approve").exists()
+
+
+def test_a_rejection_the_platform_refuses_leaves_the_clear_in_place(prolific, study):
+    """Nothing was rejected (Prolific answers 404): the researcher's clear, who and when, stands,
+    and the task may still be approved on its own."""
+    server, sub, task = _held_on_prolific(prolific, study, "returned")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    row = submission_clear(user=researcher, submission=PlatformSubmission.objects.get(platform_assignment_id=sub["id"]))
+    cleared = (row.cleared_at, row.cleared_by_id)
+    saved = server.submissions.pop(sub["id"])
+
+    with pytest.raises(Exception):  # noqa: B017 - the platform's refusal, whatever its class
+        assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+    server.submissions[sub["id"]] = saved
+
+    row.refresh_from_db()
+    assert (row.cleared_at, row.cleared_by_id) == cleared
+    assert PlatformCall.objects.get(operation="reject").status == PlatformCall.Status.FAILED
+    assert assignment_approve(user=researcher, study=study, assignment=task).status == "returned"
+    assert server.submissions[sub["id"]]["status"] == "APPROVED"
