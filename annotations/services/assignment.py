@@ -210,7 +210,8 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
 
     Seen: held by a task in progress or by work that counts (a claim not released), or answered
     in any task (a check answered in a task left, expired or rejected is known to the worker:
-    asking it again tests nothing). A check held unanswered by a task that ended without counting
+    asking it again tests nothing) but one ended as an impostor's (``ended_as_impostor``: someone
+    else answered it under the worker's id; the worker never saw it). A check held unanswered by a task that ended without counting
     is given back, as that task's units are (``release.assignments_release``); a unit goes back to
     the pool for other workers, a check, which every worker answers, to this worker's next task.
     The released claim stays, as every released claim does, and keeps the key ``attn:<check>``
@@ -222,11 +223,11 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
         return 0
     given: set[int] = set()
     seen: set[int] = set()
-    for check_id, released, completed_at in Claim.objects.filter(
+    for check_id, released, completed_at, by_impostor in Claim.objects.filter(
         study_id=study.pk, participant_id=assignment.participant_id, attention_check_id__in=checks
-    ).order_by().values_list("attention_check_id", "released", "completed_at"):
+    ).order_by().values_list("attention_check_id", "released", "completed_at", "assignment__ended_as_impostor"):
         given.add(check_id)
-        if not released or completed_at is not None:
+        if not released or (completed_at is not None and not by_impostor):
             seen.add(check_id)
     fresh = [check_id for check_id in checks if check_id not in seen][: POSITION_GAP - 1]
     m = len(fresh)

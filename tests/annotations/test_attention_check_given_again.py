@@ -14,6 +14,7 @@ from django.utils import timezone
 from annotations.models import Annotation, Assignment, Claim
 from tests.annotations.factories import AttentionCheckFactory, make_study
 from tests.annotations.pages import answer, complete_task, entry_url, start
+from tests.annotations.test_services_impostor import published  # noqa: F401 (fixture)
 from tests.clock import clock_installed
 
 pytestmark = pytest.mark.django_db
@@ -84,3 +85,29 @@ def test_a_check_answered_in_a_task_left_is_not_given_again():
 
     second = start(client, entry_url(study))
     assert _questions(_task(second)) == [None, None]
+
+
+def test_a_check_an_impostor_answered_is_given_to_the_worker(published):  # noqa: F811 (the fixture)
+    """On Prolific, someone else started a task with the worker's id and answered its check; the
+    worker's entry ends that task (``ended_as_impostor``). The worker never saw the check, so their
+    own task asks it."""
+    from tests.annotations.test_services_impostor import PID, hex24, url
+
+    study, study_id, server = published
+    check = AttentionCheckFactory(study=study, question=CHECK, correct_answer="no")
+    impostor = Client()
+    fake = hex24()
+    task = start(impostor, url(study, study_id, fake))
+    for _ in range(3):  # before and after of the first unit, then the check
+        assert answer(impostor, task, "yes")[1].status_code == 302
+    taken = Assignment.objects.get(platform_assignment_id=fake)
+    assert Claim.objects.get(assignment=taken, attention_check=check).completed_at is not None
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+
+    worker = Client()
+    assert worker.get(url(study, study_id, real)).status_code == 200
+    taken.refresh_from_db()
+    assert taken.ended_as_impostor
+    start(worker, url(study, study_id, real))
+
+    assert check.pk in _questions(Assignment.objects.get(platform_assignment_id=real))
