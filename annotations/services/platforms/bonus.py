@@ -193,12 +193,27 @@ def _bonus_move(bonus: Bonus, status: str | None, **fields) -> None:
 
 def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
     """Sync found out what became of a bonus call whose answer was lost: paid, or never applied
-    (the bonus goes back to pending, to be paid again under the same token)."""
+    (the bonus goes back to pending, to be paid again under the same token).
+
+    A Prolific set-up call (``OP.BONUS_SETUP``) moves no money: it creates a bulk-bonus record that
+    only its pay call pays, by the id the lost answer carried. Settled as not applied while no pay
+    call of the token was sent or confirmed, its unknown bonus was never paid: it goes back to
+    pending too, and paying it again sets up a new record and pays that one (the lost one, if
+    Prolific created it, is never paid). A set-up found applied pays nothing: the bonus stays."""
+    if call.operation == OP.BONUS_SETUP:
+        paying = PlatformCall.objects.filter(
+            operation=OP.BONUS, idempotency_key=f"{call.platform}:bonus:{token}",
+            status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED])
+        if applied or paying.exists():
+            return
+        why = "its set-up's answer was lost and no payment was sent: safe to pay again"
+    else:
+        why = "the platform has no record of it: safe to pay again"
     for bonus in Bonus.objects.filter(token=token).exclude(status__in=[Bonus.Status.PAID, Bonus.Status.RECORDED]):
         if applied:
             _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
         elif bonus.status == Bonus.Status.UNKNOWN:
-            _bonus_move(bonus, Bonus.Status.PENDING, error="the platform has no record of it: safe to pay again")
+            _bonus_move(bonus, Bonus.Status.PENDING, error=why)
 
 
 def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> PlatformCall:

@@ -48,7 +48,7 @@ def platform_calls_reconcile(*, study: Study) -> dict:
             outcome = None
         key = {True: "confirmed", False: "failed", None: "unknown"}[outcome]
         counts[key] += 1
-        if outcome is not None and call.operation == OP.BONUS:
+        if outcome is not None and call.operation in (OP.BONUS, OP.BONUS_SETUP):
             call.refresh_from_db()
             bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
         if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
