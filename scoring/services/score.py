@@ -304,10 +304,28 @@ EARLY_STOPPING_FEWER = {
 }
 
 
-def _early_stopping(study: Study) -> dict:
+# What a unit decided early keeps (the qualified note of ``_early_stopping``, when some units are
+# neither decided nor full): "every unit decided early has ... its N answers would have given".
+EARLY_STOPPING_KEPT = {
+    Study.Kind.UTILITY: "the utility",
+    Study.Kind.GENERALIZATION: ("the accuracy before and after by its majority (Figure 4's accuracy_before, "
+                                "accuracy_after and accuracy_delta) and the consistency"),
+}
+# Why a unit of a study that stops units early can be neither decided nor full.
+EARLY_STOPPING_OPEN_WHY = ("a deciding answer stopped counting after the study closed, or the study closed or was "
+                           "scored before it filled")
+
+
+def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
     """A study that stopped each unit once its result was decided (``Study.stop_when_decided``):
     how many answers each unit got, what was saved, which result keys rest on fewer answers than
-    the full design would collect (``affects``, ``EARLY_STOPPING_AFFECTS``) and a note that says so."""
+    the full design would collect (``affects``, ``EARLY_STOPPING_AFFECTS``) and a note that says so.
+
+    ``short_units``: the run's ``results.json`` ``short_units`` (``pipeline.short_units``; None
+    where the run has none). Its short units are those neither decided nor full (a unit decided
+    early is full at its lowered quota): e.g. a unit reopened when its deciding task was rejected
+    after the study closed itself. They are counted here from it, and the note then claims the
+    full design's result only for the units decided early."""
     counted = claims_that_count(study=study).values_list("unit_id").annotate(n=Count("id")).order_by()
     per_unit = Counter(n for _unit, n in counted)
     units = Unit.objects.filter(study=study)
@@ -315,20 +333,32 @@ def _early_stopping(study: Study) -> dict:
     designed = units.count() * study.annotators_per_unit
     quotas = sum(units.values_list("quota", flat=True))
     kind = study.kind if study.kind in EARLY_STOPPING_AFFECTS else Study.Kind.UTILITY
-    unchanged = EARLY_STOPPING_UNCHANGED[kind]
+    by_source = dict((short_units or {}).get("n_short_by_source") or {})
+    n_open = by_source.pop(pipeline.ALL, None) if short_units else None
+    n = study.annotators_per_unit
+    if n_open:
+        they = ("1 unit is", "it is", "it has") if n_open == 1 else (f"{n_open} units are", "they are", "they have")
+        claim = (f"A unit stopped collecting once no remaining answer could change whether its majority was right, "
+                 f"before and after (a tie counts as wrong), so every unit decided early has {EARLY_STOPPING_KEPT[kind]} "
+                 f"its {n} answers would have given; {they[0]} neither decided nor full ({EARLY_STOPPING_OPEN_WHY}): "
+                 f"{they[1]} scored on the answers {they[2]}")
+    else:
+        claim = ("Each unit stopped collecting once no remaining answer could change whether its majority was right, "
+                 f"before and after (a tie counts as wrong), so {EARLY_STOPPING_UNCHANGED[kind]} is what its "
+                 f"{n} answers would have given")
     return {
         "used": True,
-        "answers_per_unit": {str(n): per_unit[n] for n in sorted(per_unit) if per_unit[n]},
-        "units_decided": units.filter(decided_at__isnull=False, quota__lt=study.annotators_per_unit).count(),
-        "answers_collected": sum(n * k for n, k in per_unit.items()),
+        "answers_per_unit": {str(k): per_unit[k] for k in sorted(per_unit) if per_unit[k]},
+        "units_decided": units.filter(decided_at__isnull=False, quota__lt=n).count(),
+        # the run's short units (``short_units``; None where it has none): neither decided nor full
+        "units_neither_decided_nor_full": n_open,
+        "units_neither_decided_nor_full_by_source": by_source if short_units else None,
+        "answers_collected": sum(k * c for k, c in per_unit.items()),
         "answers_designed": designed,
         "answers_saved": designed - quotas,
         "affects": EARLY_STOPPING_AFFECTS[kind],
-        "note": ("Each unit stopped collecting once no remaining answer could change whether its majority was "
-                 f"right, before and after (a tie counts as wrong), so {unchanged} is what its "
-                 f"{study.annotators_per_unit} answers would have given; units have different numbers of answers, "
-                 f"and {EARLY_STOPPING_FEWER[kind]}. Figures resting on fewer answers: "
-                 f"{', '.join(EARLY_STOPPING_AFFECTS[kind])}."),
+        "note": (f"{claim}; units have different numbers of answers, and {EARLY_STOPPING_FEWER[kind]}. Figures resting "
+                 f"on fewer answers: {', '.join(EARLY_STOPPING_AFFECTS[kind])}."),
     }
 
 
@@ -1315,7 +1345,7 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     per-unit table of a utility study (None otherwise)."""
     score_stage("reading the answers and their majorities")
     parts = [_header(study, run)]
-    frame = readings = None
+    frame = readings = short = None
     suspects = _suspect_work(study)  # read once: the other readings and counted_answers share them
     if study.kind == Study.Kind.GENERALIZATION:
         parts.append(generalization := _generalization(study, suspects))
@@ -1324,8 +1354,9 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
         parts.append(utility := _utility(study, suspects, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
         readings = utility.results.pop(READINGS_KEY, None)
+        short = utility.results.get("short_units")
     if study.stop_when_decided:
-        parts.append(Part({"early_stopping": _early_stopping(study)}))
+        parts.append(Part({"early_stopping": _early_stopping(study, short)}))
     parts.append(properties := _properties_model(study, frame))
     if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION) and not properties.results:
         raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
