@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from annotations.models import Assignment
 from annotations.services.payments import PlatformServiceError
 from lab.ids import parse_id
-from studies.models import Study
+from studies.models import ImportRecord, Study
 from studies.selectors import CHANGE, PAY, studies_for_user
 
 
@@ -45,10 +45,29 @@ class PlatformAccessDenied(PlatformServiceError):
     """The acting user may not do this to this study's workers (or did not say who they are)."""
 
 
+def study_imported(study: Study) -> str:
+    """Why ``study`` was run elsewhere ('' when it was run here): a study of imported outcomes
+    (``Study.is_imported_outcome``) or a copy made from a study bundle (``bundle.bundle_import``
+    records it in its ``ImportRecord``, kind ``bundle``, whose summary names the study). Such a
+    study's workers are pseudonyms of another installation (``bundle-<study>:w_...``) who never
+    worked here: nobody may review, pay, block, notify or recruit them (``access_study``, PAY), and
+    its statuses stay those its results were scored from. The one rule; pages that hide these
+    actions read it too."""
+    if study.is_imported_outcome:
+        return "its outcomes were imported (run elsewhere)"
+    if ImportRecord.objects.filter(kind="bundle", summary__study=study.pk).exists():
+        return "it was imported from a study bundle (run elsewhere; its workers never worked here)"
+    return ""
+
+
 def access_study(*, user, study: Study | int, access: str) -> Study:
     """``study`` read again if ``user`` may act on it with ``access``; ``PlatformAccessDenied``
     otherwise. A study the user may not reach is "not found or not yours", whether it exists or
-    not."""
+    not. Every PAY action (publish, approve, reject, bonus, block, notify, the publish page's sync)
+    is refused, for the operator too, on a study run elsewhere (``study_imported``): its workers
+    never worked here. CHANGE stays: opening refuses a closed study itself, closing a closed copy
+    changes nothing, a withdrawal must still erase a worker's data, and a flag decision moves no
+    money (the bonus it allows needs PAY)."""
     study_id = study if isinstance(study, int) and not isinstance(study, bool) else getattr(study, "pk", None)
     if user is OPERATOR:
         found = Study.objects.filter(pk=study_id).first()
@@ -61,6 +80,12 @@ def access_study(*, user, study: Study | int, access: str) -> Study:
         raise PlatformAccessDenied(
             f"study {study_id}: not found or not yours to act on ({need} on a study you own or that is shared "
             "with you)")
+    if access == PAY:
+        why = study_imported(found)
+        if why:
+            raise PlatformAccessDenied(
+                f"study {found.pk} ({found.name!r}): {why}; nothing was done: its tasks cannot be reviewed, paid, "
+                "published, synced, blocked or notified here")
     return found
 
 

@@ -589,6 +589,7 @@ class _Import:
         self.renamed: dict[str, dict[str, str]] = {}  # "dataset" / "sources" -> {bundle's name: name here}
         self.checks: dict[int, int] = {}
         self.workers: dict[tuple[str, str], int] = {}
+        self.pseudonyms: dict[int, str] = {}  # the other way: participant id -> the bundle's pseudonym
         self.held_tasks: set[int] = set()
         self.counts: dict[str, int] = {}
 
@@ -905,7 +906,9 @@ class _Import:
             Participant.objects.bulk_create([Participant(platform=platform, external_id=e) for e in wanted],
                                             ignore_conflicts=True)
             found = Participant.objects.filter(platform=platform, external_id__in=wanted).values_list("external_id", "pk")
-            self.workers.update({(platform, wanted[e]): pk for e, pk in found})
+            for e, pk in found:
+                self.workers[(platform, wanted[e])] = pk
+                self.pseudonyms[pk] = wanted[e]
 
     def task_rows(self, study: Study) -> None:
         for batch in _batches(self.b.rows(TABLES["tasks"])):
@@ -935,8 +938,18 @@ class _Import:
             self.counts["tasks"] = self.counts.get("tasks", 0) + len(pairs)
 
     def claim_rows(self, study: Study) -> None:
+        """The claims, each checked against what the live app writes (``annotations.services.assignment``):
+        its worker is its task's worker, its ``question_key`` is its unit's own key, or for an attention
+        check ``attn:<check>`` or, for a check given again, ``attn:<check>:<task>`` (the bundle's ids,
+        written here with the ids they became), and a worker holds a question at most once in the study
+        (``claim_worker_sees_question_once``). Anything else is the row's error: a rewritten bundle
+        cannot give one worker two counted claims of one unit."""
         for batch in _batches(self.b.rows(TABLES["claims"])):
-            claims = []
+            tasks = {self.tasks.get(row["task_id"]) for row in batch} - {None}
+            task_worker = dict(Assignment.objects.filter(pk__in=tasks).values_list("pk", "participant_id"))
+            units = {self.units.get(row["unit_id"]) for row in batch} - {None}
+            unit_key = dict(Unit.objects.filter(pk__in=units).values_list("pk", "question_key"))
+            checked = []
             for row in batch:
                 task = self.tasks.get(row["task_id"])
                 unit = self.units.get(row["unit_id"])
@@ -950,25 +963,51 @@ class _Import:
                 if (unit is None) == (check is None):
                     self.err(row, "unit_id", "a claim holds one unit or one attention check of the bundle")
                     continue
-                worker = self._worker(row)
-                if worker is None:
-                    self.err(row, "worker", "not a worker of the bundle's tasks")
+                worker = task_worker.get(task)
+                if worker is None or self.pseudonyms.get(worker) != row["worker"]:
+                    self.err(row, "worker", f"not the worker of task {row['task_id']} (data/tasks.csv)")
                     continue
+                given = row["question_key"] or ""
+                if unit is not None:
+                    key = unit_key[unit]
+                    if given != key:
+                        self.err(row, "question_key", f"{given[:100]!r} is not the key of unit {row['unit_id']} "
+                                                      f"({key[:100]!r}): a claim's key is its unit's")
+                        continue
+                else:
+                    bundle_check, bundle_task = row["attention_check_id"], row["task_id"]
+                    if given == f"attn:{bundle_check}":
+                        key = f"attn:{check}"
+                    elif given == f"attn:{bundle_check}:{bundle_task}":
+                        key = f"attn:{check}:{task}"
+                    else:
+                        self.err(row, "question_key", f"{given[:100]!r} is not a key of attention check "
+                                                      f"{bundle_check} in task {bundle_task} (attn:{bundle_check} "
+                                                      f"or attn:{bundle_check}:{bundle_task})")
+                        continue
+                checked.append((row, task, unit, check, worker, key))
+            # a worker holds a question at most once: within the batch, and against the batches before
+            held = set(Claim.objects.filter(study=study, participant_id__in={c[4] for c in checked},
+                                            question_key__in={c[5] for c in checked})
+                       .values_list("participant_id", "question_key"))
+            first: dict[tuple[int, str], int] = {}
+            claims = []
+            for row, task, unit, check, worker, key in checked:
+                if (worker, key) in held or (worker, key) in first:
+                    where = f"row {first[(worker, key)]}" if (worker, key) in first else "an earlier row"
+                    self.err(row, "question_key", f"worker {row['worker']} already holds question "
+                                                  f"{row['question_key'][:100]!r} ({where} of claims.csv): a worker "
+                                                  "sees a question, and so a unit, once in a study")
+                    continue
+                first[(worker, key)] = row.line
                 claims.append(Claim(assignment_id=task, unit_id=unit, attention_check_id=check, study=study,
-                                    participant_id=worker, question_key=row["question_key"] or "",
+                                    participant_id=worker, question_key=key,
                                     position=row["position"], completed_at=row["completed_at"],
                                     # work on hold at the origin does not count there, nor here (the
                                     # platform's report that put it on hold cannot travel)
                                     released=bool(row["released"]) or task in self.held_tasks))
             Claim.objects.bulk_create(claims)
             self.counts["claims"] = self.counts.get("claims", 0) + len(claims)
-
-    def _worker(self, row: Row) -> int | None:
-        for platform in Platform.values:
-            pk = self.workers.get((platform, row["worker"]))
-            if pk is not None:
-                return pk
-        return None
 
     def _claims_of(self, batch: list[Row]) -> dict[tuple[int, int], int]:
         tasks = {self.tasks.get(r["assignment_id" if "assignment_id" in r.values else "task_id"]) for r in batch}
