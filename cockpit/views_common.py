@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from annotations.services.platforms.access import study_imported
 from cockpit.imported import IMPORTED_LINKS, export_scores_url
 from scoring.selectors import score_run_latest
 from studies.models import Study
@@ -50,6 +51,8 @@ def study_links(study: Study) -> list[tuple[str, str, str]]:
     if study.is_imported_outcome:  # run elsewhere: nothing to watch, review, publish or pay
         links = [link for link in links if link[0] in IMPORTED_LINKS]
         links.append(("export_scores", "Export scores (CSV)", export_scores_url(study)))
+    elif study_imported(study):  # a bundle's copy: its answers to read, no worker here to publish to or pay
+        links = [link for link in links if link[0] != "publish"]
     links.append(("bundle", "Download the bundle (zip)", reverse("admin:studies_study_bundle", args=[study.pk])))
     return links
 

@@ -50,3 +50,17 @@ def test_a_study_imported_from_a_bundle_cannot_be_reviewed_or_paid():
     # the study it came from is reviewed as before
     original = Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED).first()
     assert assignment_approve(user=owner, study=study, assignment=original).status == Assignment.Status.APPROVED
+
+
+def test_a_bundle_copys_pages_offer_no_publish_and_pay():
+    """The cockpit's links read the same rule (``study_imported``): a bundle's copy keeps its
+    answers and workers pages, not "Publish and pay"; the study it was made from keeps it."""
+    from cockpit.views_common import study_links
+
+    owner = get_user_model().objects.create_superuser("imp", "imp@example.org", "pw")
+    study = _worked_study()
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="copy", filename="s.zip", owner=owner)
+
+    assert "publish" in {key for key, _label, _url in study_links(study)}
+    links = {key for key, _label, _url in study_links(copy)}
+    assert "publish" not in links and {"answers", "workers"} <= links
