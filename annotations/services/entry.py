@@ -15,7 +15,9 @@ The rules (the README's "Security model" says the same):
   ``participants.participant_link_redeem``). A finished link task's done page (its completion
   code) opens only in a browser whose cookie names that task, or a later task of its participant
   that the browser started itself (its consent receipt's key names the browser:
-  ``link_task_done_in_browser``), never one handed a task in progress through its link.
+  ``link_task_done_in_browser``), never one handed a task in progress through its link. Nor is
+  such a handed browser its participant on the next link it opens: only a task the browser
+  started itself proves who it is (``participants.task_started_in_browser``).
 - One browser is one participant at a time: a participant identifier typed on a plain or open
   link is refused while the link participant this browser's study cookie proves has a task in
   progress in the study, or failed its qualification test
@@ -51,20 +53,23 @@ The rules (the README's "Security model" says the same):
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.utils.crypto import constant_time_compare, salted_hmac
 
 from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import ConsentChanged, NotQualified, PlatformAssignmentTaken, TaskInProgress
 from annotations.services.impostor import impostor_grant_void, impostor_task_end
-from annotations.services.participants import OTHER_TASK_IN_PROGRESS, open_link_check, open_link_join
+from annotations.services.participants import (
+    OTHER_TASK_IN_PROGRESS,
+    open_link_check,
+    open_link_join,
+    task_started_in_browser,
+)
 from studies.models import Study
 
 IN_ANOTHER_BROWSER = (
@@ -122,29 +127,6 @@ def consent_text_sha256(study: Study) -> str:
     return hashlib.sha256(study.consent_text.encode("utf-8")).hexdigest()
 
 
-CONSENT_KEY_SALT = "annotations.entry.consent_key"
-
-
-def consent_key(*, browser: str) -> str:
-    """A new consent form's one-time key (32 hexadecimal digits), for a landing page loaded in the
-    browser whose digest is ``browser`` (``worker_pages.browser_digest``): 16 random digits, then 16
-    of a keyed hash (``DJANGO_SECRET_KEY``) of them and ``browser``. Its receipt records the key
-    (``ConsentReceipt.key``), so the receipt tells which browser sent the form
-    (``consent_key_made_in``) with no column more, and no one can make a key for another browser."""
-    nonce = secrets.token_hex(8)
-    return nonce + _consent_key_mac(nonce, browser)
-
-
-def consent_key_made_in(key: str, *, browser: str) -> bool:
-    """Whether the consent form of ``key`` came from a landing page loaded in the browser of digest
-    ``browser`` (``consent_key``). A key made before keys named their browser names none."""
-    return len(key) == 32 and constant_time_compare(key[16:], _consent_key_mac(key[:16], browser))
-
-
-def _consent_key_mac(nonce: str, browser: str) -> str:
-    return salted_hmac(CONSENT_KEY_SALT, f"{nonce}:{browser}", algorithm="sha256").hexdigest()[:16]
-
-
 def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Participant],
                          consent_sha256: str) -> ConsentReceipt:
     """The receipt of the consent form with nonce ``key``, agreeing to the consent text of hash
@@ -186,22 +168,22 @@ def link_task_done_in_browser(*, finished: Assignment, held_participant_id: int 
     """Whether this browser may see the done page (and completion code) of ``finished``, the
     finished task of a single-person link: its study cookie (``held_participant_id``,
     ``held_task_id``: ``worker_pages.browser_holds``) names that task, or a later task of the same
-    participant in the study that this browser started itself: a consent form from a landing page
-    loaded in this browser (digest ``browser``) recorded that task on its receipt
-    (``consent_key_made_in``). A task in progress handed to any browser through its own link (the
-    link is its credential) proves nothing about the link's earlier tasks: the cookie such a browser
-    gets names the task, as it does in the browser that started it, so the receipt tells them apart.
-    One read at most."""
+    participant in the study that this browser (digest ``browser``) started itself
+    (``participants.task_started_in_browser``: a consent form from a landing page loaded in it
+    recorded that task on its receipt). A task in progress handed to any browser through its own
+    link (the link is its credential) proves nothing about the link's earlier tasks: the cookie
+    such a browser gets names the task, as it does in the browser that started it, so the receipt
+    tells them apart. Two reads at most."""
     if held_task_id is None:
         return False
     if held_task_id == finished.pk:
         return True
     if held_participant_id != finished.participant_id or held_task_id < finished.pk:
         return False
-    keys = ConsentReceipt.objects.filter(
-        study_id=finished.study_id, assignment_id=held_task_id, assignment__study_id=finished.study_id,
-        assignment__participant_id=finished.participant_id).values_list("key", flat=True)
-    return any(consent_key_made_in(key, browser=browser) for key in keys)
+    later = (Assignment.objects.filter(pk=held_task_id, study_id=finished.study_id,
+                                       participant_id=finished.participant_id)
+             .only("pk", "study_id", "participant_link_id", "platform_assignment_id").first())
+    return later is not None and task_started_in_browser(task=later, browser=browser)
 
 
 def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Callable[[], Participant],

@@ -6,10 +6,12 @@ plain or open link, or a person who typed a participant identifier there (stored
 keyed hash of it).
 
 A browser that proves it worked in a study as a link participant (its study cookie names a task
-of that participant, set only where the browser was entitled to it) is that participant on the
-study's single-person links it opens next (``participant_link_redeem``): the assignment policy's
-"no question twice" then holds across those links. What is not recognised: another browser,
-cleared cookies, a participant known only by a typed identifier (typing it proves nothing).
+of that participant that the browser started itself, ``task_started_in_browser``) is that
+participant on the study's single-person links it opens next (``participant_link_redeem``): the
+assignment policy's "no question twice" then holds across those links. What is not recognised:
+another browser, cleared cookies, a participant known only by a typed identifier (typing it proves
+nothing), and a browser handed a task in progress through its single-person link (the link is its
+credential: the cookie that browser gets names the task, but proves no more than the link did).
 
 A typed identifier never makes a browser a second participant beside the one its study cookie
 proves (``participant_identified_in_browser``): while that participant has a task in progress in
@@ -27,9 +29,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from annotations.models import (
     Assignment,
+    ConsentReceipt,
     OpenLink,
     Participant,
     ParticipantLink,
@@ -126,31 +130,100 @@ def platform_assignment_bind(*, study: Study, participant: Participant, platform
         )
 
 
-def _link_participant_of_browser(*, study: Study, participant_id: int | None,
-                                 task_id: int | None) -> Participant | None:
-    """The link participant (any: a single-person link's, an anonymous browser's or a typed
-    identifier's) whose task in ``study`` this browser's study cookie names
-    (``worker_pages.browser_holds``: signed, and set only in a browser sent to that task), or None."""
+CONSENT_KEY_SALT = "annotations.entry.consent_key"
+
+
+def consent_key(*, browser: str) -> str:
+    """A new consent form's one-time key (32 hexadecimal digits), for a landing page loaded in the
+    browser whose digest is ``browser`` (``worker_pages.browser_digest``): 16 random digits, then 16
+    of a keyed hash (``DJANGO_SECRET_KEY``) of them and ``browser``. Its receipt records the key
+    (``ConsentReceipt.key``), so the receipt tells which browser sent the form
+    (``consent_key_made_in``) with no column more, and no one can make a key for another browser."""
+    nonce = secrets.token_hex(8)
+    return nonce + _consent_key_mac(nonce, browser)
+
+
+def consent_key_made_in(key: str, *, browser: str) -> bool:
+    """Whether the consent form of ``key`` came from a landing page loaded in the browser of digest
+    ``browser`` (``consent_key``). A key made before keys named their browser names none."""
+    return len(key) == 32 and constant_time_compare(key[16:], _consent_key_mac(key[:16], browser))
+
+
+def _consent_key_mac(nonce: str, browser: str) -> str:
+    return salted_hmac(CONSENT_KEY_SALT, f"{nonce}:{browser}", algorithm="sha256").hexdigest()[:16]
+
+
+def task_started_in_browser(*, task: Assignment, browser: str) -> bool:
+    """Whether the browser of digest ``browser``, whose study cookie names ``task``, started that
+    task itself, so the cookie proves the task's participant (``participant_of_browser``,
+    ``services.entry.link_task_done_in_browser``). The cookie is set only by
+    ``views.entry._to_task``, in the browser that sent the task's consent form, or one that held the
+    task already, or, for a task in progress, any browser that comes with the task's own
+    single-person link or platform assignment id (those are its credentials, not its participant's).
+    So a task started through neither started in the one browser that holds its cookie; any other
+    did only if a consent form from a landing page loaded in this browser recorded it on its
+    receipt (``consent_key_made_in``; a receipt made before keys named their browser names none).
+    One read at most."""
+    if task.participant_link_id is None and not task.platform_assignment_id:
+        return True
+    keys = ConsentReceipt.objects.filter(study_id=task.study_id, assignment_id=task.pk).values_list("key", flat=True)
+    return any(consent_key_made_in(key, browser=browser) for key in keys)
+
+
+def _link_task_of_browser(*, study: Study, participant_id: int | None, task_id: int | None) -> Assignment | None:
+    """The task in ``study`` of a link participant (any: a single-person link's, an anonymous
+    browser's or a typed identifier's) that this browser's study cookie names
+    (``worker_pages.browser_holds``: signed, and set only in a browser sent to that task), with its
+    participant, or None."""
     if participant_id is None or task_id is None:
         return None
     task = (Assignment.objects.select_related("participant")
             .filter(pk=task_id, study_id=study.pk, participant_id=participant_id).first())
     if task is None or task.participant.platform != Platform.LINK:
         return None
-    return task.participant
+    return task
 
 
-def participant_of_browser(*, study: Study, participant_id: int | None, task_id: int | None) -> Participant | None:
-    """The participant a browser proves it worked as in ``study``: its study cookie
-    (``worker_pages.browser_holds``, signed and set only where the browser was entitled to the
-    task) names a task of that participant in this study. Only a link participant whose identity
-    nothing but a browser can hold (a single-person link's, or an anonymous browser's), never a
-    platform worker or a typed identifier's participant (anyone may type an identifier). None when
-    the cookie proves nothing."""
-    person = _link_participant_of_browser(study=study, participant_id=participant_id, task_id=task_id)
-    if person is None or person.external_id.startswith(IDENTIFIER_PREFIX):
+def _link_participant_of_browser(*, study: Study, participant_id: int | None,
+                                 task_id: int | None) -> Participant | None:
+    """The link participant whose task in ``study`` this browser's study cookie names
+    (``_link_task_of_browser``), or None: also a browser handed that task through its link (what a
+    refusal that holds for the browser's participant may go by, never a grant)."""
+    task = _link_task_of_browser(study=study, participant_id=participant_id, task_id=task_id)
+    return task.participant if task is not None else None
+
+
+def participant_of_browser(*, study: Study, participant_id: int | None, task_id: int | None,
+                           browser: str = "") -> Participant | None:
+    """The participant a browser (digest ``browser``: ``worker_pages.browser_digest``) proves it
+    worked as in ``study``: its study cookie (``worker_pages.browser_holds``, signed and set only
+    where the browser was entitled to the task) names a task of that participant in this study,
+    which this browser started itself (``task_started_in_browser``): a browser handed a task in
+    progress through its single-person link holds the link's task, not its participant. Only a
+    link participant whose identity nothing but a browser can hold (a single-person link's, or an
+    anonymous browser's), never a platform worker or a typed identifier's participant (anyone may
+    type an identifier). None when the cookie proves nothing. Two reads at most."""
+    task = _link_task_of_browser(study=study, participant_id=participant_id, task_id=task_id)
+    if task is None or task.participant.external_id.startswith(IDENTIFIER_PREFIX):
         return None
-    return person
+    return task.participant if task_started_in_browser(task=task, browser=browser) else None
+
+
+def participant_holding_browser(*, study: Study, participant_id: int | None, task_id: int | None,
+                                browser: str) -> Participant | None:
+    """The link participant (a typed identifier's too: this browser typed it) that a browser of
+    digest ``browser`` goes on as on ``study``'s plain or open link: its study cookie's
+    (``worker_pages.browser_holds``), unless the task the cookie names is one the browser did not
+    start itself (``task_started_in_browser``: it was handed that task through its single-person
+    link, the task's credential, not its participant's), then None (a new participant). A cookie
+    of the earlier form (a participant alone) names its participant, as it always did. Two reads
+    at most."""
+    if participant_id is None:
+        return None
+    task = _link_task_of_browser(study=study, participant_id=participant_id, task_id=task_id)
+    if task is not None:
+        return task.participant if task_started_in_browser(task=task, browser=browser) else None
+    return Participant.objects.filter(pk=participant_id, platform=Platform.LINK).first()
 
 
 def participant_identified_in_browser(*, study: Study, identifier: str, held_participant_id: int | None,
@@ -179,11 +252,12 @@ def participant_identified_in_browser(*, study: Study, identifier: str, held_par
 
 
 def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int | None = None,
-                            held_task_id: int | None = None) -> Participant:
+                            held_task_id: int | None = None, browser: str = "") -> Participant:
     """The participant of a single-person link, decided at its first use (the same one on every
-    later use): the participant this browser proves it worked as in the link's study
-    (``participant_of_browser``, given what the browser's study cookie names), so it is given no
-    question it has seen, else a new one. A browser whose participant has a task in progress in
+    later use): the participant this browser (digest ``browser``) proves it worked as in the link's
+    study (``participant_of_browser``, given what the browser's study cookie names: a task it
+    started itself), so it is given no question it has seen, else a new one (the link's own: a
+    browser handed another participant's task through its link is not that participant). A browser whose participant has a task in progress in
     the study is refused (``TaskInProgress``) and the link stays unused: the link's task must be
     its own. Raises ``StudyNotOpen`` for a withdrawn link. Call inside the transaction that takes
     the consent, so a refusal leaves nothing behind."""
@@ -193,7 +267,7 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
             raise StudyNotOpen("This link has been withdrawn by the researcher.")
         if locked.participant_id is None:
             person = participant_of_browser(study=locked.study, participant_id=held_participant_id,
-                                            task_id=held_task_id)
+                                            task_id=held_task_id, browser=browser)
             if person is not None and selectors_entry.active_assignment(study=locked.study, participant=person):
                 raise TaskInProgress(OTHER_TASK_IN_PROGRESS)
             locked.participant = person or participant_get_or_create(platform=Platform.LINK,

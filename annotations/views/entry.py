@@ -39,7 +39,6 @@ from annotations.selectors.cost import questions_per_task
 from annotations.services.entry import (
     PlatformRefs,
     consent_given,
-    consent_key,
     consent_take,
     consent_text_sha256,
     finished_task_of_browser,
@@ -51,8 +50,10 @@ from annotations.services.errors import AnnotationError, ConsentChanged, Platfor
 from annotations.services.impostor import impostor_task_end
 from annotations.services.participants import (
     InvalidIdentifier,
+    consent_key,
     open_link_check,
     participant_get_or_create,
+    participant_holding_browser,
     participant_identified_in_browser,
     participant_link_redeem,
     participant_new_anonymous,
@@ -84,7 +85,7 @@ def _nonce(request: HttpRequest, page: str) -> str:
     """A one-time form nonce bound to the landing page ``page`` (the entry and, for a platform,
     the worker and assignment ids in its URL) and to this browser (the digest of its
     ``browser_key``). Made on GET without storing anything. Its key, which the consent's receipt
-    records, names this browser too (``services.entry.consent_key``)."""
+    records, names this browser too (``services.participants.consent_key``)."""
     browser = browser_digest(request)
     return signing.dumps([page, consent_key(browser=browser), browser], salt=NONCE_SALT, compress=False)
 
@@ -281,7 +282,8 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
                      link: OpenLink | None = None,
                      refuse: Callable[[HttpRequest], HttpResponse] = _closed) -> HttpResponse:
-    """A plain study link or an open link: the participant of the browser's cookie, or a typed
+    """A plain study link or an open link: the participant of the browser's cookie (not of a task it
+    was only handed through its single-person link: ``participant_holding_browser``), or a typed
     participant identifier (refused while the cookie's participant has a task in progress here or
     failed the study's test: ``participant_identified_in_browser``), or a new anonymous
     participant. A task in progress opens only in the browser that holds it (the cookie names the task, not only the participant). When ``closed``
@@ -289,8 +291,9 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: b
     finished task of the study gets its done page instead of a landing page; nothing else (the
     page ``refuse`` makes: the study is closed, or its plain link takes no new workers)."""
     held = browser_holds(request, study.pk)
-    holder = (Participant.objects.filter(pk=held.participant_id, platform=Platform.LINK).first()
-              if held.participant_id else None)
+    # Not the participant of a task this browser was only handed through its single-person link.
+    holder = participant_holding_browser(study=study, participant_id=held.participant_id,
+                                         task_id=held.assignment_id, browser=browser_digest(request))
     if request.method == "GET":
         active = selectors_entry.active_assignment(study=study, participant=holder)
         if active is not None:
@@ -370,7 +373,10 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "GET":
         return _landing(request, study, page=page)
     # (The link's task in progress was opened above, from any browser: the link is its credential.)
+    # The browser is the cookie's participant only for a task it started itself, not one it was
+    # handed through that task's link (``participant_of_browser``).
     held = browser_holds(request, study.pk)
     return _consent(request, study=study, page=page, completion_code=link.completion_code, held_task_id=None,
                     link=link, participant=lambda: participant_link_redeem(
-                        link=link, held_participant_id=held.participant_id, held_task_id=held.assignment_id))
+                        link=link, held_participant_id=held.participant_id, held_task_id=held.assignment_id,
+                        browser=browser_digest(request)))
