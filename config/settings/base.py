@@ -220,6 +220,19 @@ RL_OPENAI_API_KEY = os.environ.get("RL_OPENAI_API_KEY", "")
 # of them gets it; any other endpoint a source names (a local vLLM or llama.cpp server) is called
 # without it, so a researcher cannot point a source at their own host to collect the key.
 RL_OPENAI_KEY_HOSTS = env_list("RL_OPENAI_KEY_HOSTS", "api.openai.com")
+# The operator's caps per LM job on what is spent with that key (studies.services.generation.common):
+# a job whose requests carry it (openai backend, endpoint allowed by RL_OPENAI_KEY_HOSTS) and that
+# sets no max_requests / max_tokens gets these recorded in its params at creation, a job asking for
+# more is refused, and each batch runs under the smaller of the job's cap and the setting as it is
+# then (lowering it also bounds jobs already queued). The defaults fit a whole StrategyQA-sized
+# job (about 2,300 items, a few requests and a few thousand tokens each) with room to spare.
+# 0 or empty: no operator cap. A job on an endpoint that does not get the key is not bounded by them.
+RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB = int(os.environ.get("RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB", "20000") or "0")
+RL_OPENAI_KEY_MAX_TOKENS_PER_JOB = int(os.environ.get("RL_OPENAI_KEY_MAX_TOKENS_PER_JOB", "10000000") or "0")
+# The most outputs per prompt (decoding.num_return_sequences, the openai "n") a rationale source,
+# question generator or Gen-U answerer may ask for: each multiplies what a request spends. The
+# default is well above what the paper's settings use (1 rationale, 5 questions). 0 or empty: no maximum.
+RL_LM_MAX_RETURN_SEQUENCES = int(os.environ.get("RL_LM_MAX_RETURN_SEQUENCES", "20") or "0")
 # The hosts an LM endpoint may name although they resolve to a loopback or private address
 # (comma-separated, exact names or addresses; studies.lm.endpoints): by default only a vLLM or
 # llama.cpp server on the worker's own machine. Link-local addresses (the cloud metadata service

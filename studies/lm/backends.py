@@ -619,6 +619,16 @@ def backend_run_info(backend) -> dict:
     return {"device": getattr(backend, "device", "")}
 
 
+def operator_key_sent(endpoint_url: str, api: str = "completions") -> bool:
+    """Whether the requests of an openai backend on ``endpoint_url`` (``api`` as its option) carry
+    the operator's ``RL_OPENAI_API_KEY``: one is configured and :func:`openai_key_decision` lets it
+    go to the URL :class:`OpenAIBackend` calls. What the operator's per-job caps
+    (``RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB`` / ``RL_OPENAI_KEY_MAX_TOKENS_PER_JOB``) bound."""
+    if not settings.RL_OPENAI_API_KEY or not endpoint_url or api not in ("completions", "chat"):
+        return False
+    return openai_key_decision(OpenAIBackend._url(endpoint_url, api))[0]
+
+
 def build_backend(*, backend: str, model_name_or_path: str, endpoint_url: str = "", options: dict | None = None,
                   budget: Budget | None = None) -> Backend:
     """The backend for a source or generator record. ``options`` holds the openai settings

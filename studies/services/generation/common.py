@@ -19,7 +19,15 @@ from django.utils import timezone
 
 from lab.heartbeat import heartbeat
 from studies.lm import templates
-from studies.lm.backends import Backend, BackendError, Budget, Decoding, TransientBackendError, build_backend
+from studies.lm.backends import (
+    Backend,
+    BackendError,
+    Budget,
+    Decoding,
+    TransientBackendError,
+    build_backend,
+    operator_key_sent,
+)
 from studies.models import (
     YES_NO_CHOICES,
     Dataset,
@@ -37,6 +45,7 @@ from .errors import GenerationError
 from .inputs import (
     ITEMS_LEFT_OUT,
     ITEMS_LEFT_OUT_WHY,
+    SETTINGS_ROLES,
     SOURCE_PARAMS,
     left_out_tally,
     left_out_tally_reset,
@@ -123,10 +132,94 @@ def lm_source(source: RationaleSource | None, role: str,
 
 
 def decoding_from(data: dict | None, **defaults: Any) -> Decoding:
+    """The decoding settings ``data`` over ``defaults``, checked; a GenerationError for bad ones or
+    for more outputs per prompt than the operator allows (``RL_LM_MAX_RETURN_SEQUENCES``)."""
     try:
-        return Decoding.from_json(data, **defaults)
+        decoding = Decoding.from_json(data, **defaults)
     except (TypeError, ValueError) as exc:
         raise GenerationError(f"bad decoding settings {data!r}: {exc}") from exc
+    most = int(settings.RL_LM_MAX_RETURN_SEQUENCES or 0)
+    if most and decoding.num_return_sequences > most:
+        raise GenerationError(
+            f"decoding.num_return_sequences {decoding.num_return_sequences} is over the operator's maximum of "
+            f"{most} outputs per prompt (RL_LM_MAX_RETURN_SEQUENCES)")
+    return decoding
+
+
+# The operator's caps per job on what its requests spend with ``RL_OPENAI_API_KEY``: (the param
+# key of the job's own cap, the setting). :func:`operator_key_budget` records them in a new job
+# whose requests carry the key, and :meth:`JobBudget.bound_by_operator` applies them as each batch runs.
+OPERATOR_KEY_CAPS = (("max_requests", "RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB"),
+                     ("max_tokens", "RL_OPENAI_KEY_MAX_TOKENS_PER_JOB"))
+# The key of a job's params that says, per cap it holds (``max_requests``, ``max_tokens``), the
+# setting it was taken from when the job gave none (absent: the job's own or none).
+BUDGET_FROM = "budget_from"
+
+
+def operator_key_caps() -> dict[str, tuple[str, int]]:
+    """The operator's caps set now, ``{param key: (setting name, cap)}``; 0 or empty: none."""
+    caps = {}
+    for key, name in OPERATOR_KEY_CAPS:
+        value = getattr(settings, name)
+        if value:
+            caps[key] = (name, int(value))
+    return caps
+
+
+def sends_operator_key(row, options: dict | None = None) -> bool:
+    """Whether the requests of ``row`` (a rationale source or question generator, prompted with
+    ``options``, by default its ``decoding``) carry the operator's key: an openai backend whose URL
+    :func:`studies.lm.backends.operator_key_sent` lets the key go to."""
+    if row is None or getattr(row, "backend", "") != "openai":
+        return False
+    options = (row.decoding if options is None else options)
+    api = options.get("api", "completions") if isinstance(options, dict) else "completions"
+    return operator_key_sent(row.endpoint_url or "", api)
+
+
+def budget_rows(handler: Handler, *, source, generator, params: dict) -> list:
+    """The rows whose requests a job of ``handler``'s kind spends its budget on (:func:`job_budget`):
+    those it prompts as it runs (``settings_read_live``), for a kind that takes a budget
+    (``max_requests`` among its ``params_accepted``); none for any other kind."""
+    if "max_requests" not in handler.params_accepted:
+        return []
+    rows = []
+    for role in handler.settings_read_live:
+        if role not in SETTINGS_ROLES:
+            continue
+        if role in ("source", "generator"):
+            rows.append(source if role == "source" else generator)
+            continue
+        try:
+            pk = int(params.get(role))
+        except (TypeError, ValueError):
+            continue
+        rows.append(RationaleSource.objects.filter(pk=pk).first())
+    return [row for row in rows if row is not None]
+
+
+def operator_key_budget(params: dict, rows) -> None:
+    """A new job's budget where its requests (to any of ``rows``: :func:`budget_rows`) carry the
+    operator's key: each cap it does not set is the operator's (:func:`operator_key_caps`), recorded
+    in ``params`` with the setting under :data:`BUDGET_FROM`; a cap over the operator's is refused
+    with a GenerationError naming the setting. A job whose requests do not carry the key is left as
+    it is."""
+    if not any(sends_operator_key(row) for row in rows):
+        return
+    for key, (name, cap) in operator_key_caps().items():
+        asked = params.get(key)
+        if asked is None:
+            params[key] = cap
+            params[BUDGET_FROM] = {**(params.get(BUDGET_FROM) or {}), key: name}
+            continue
+        try:
+            asked_n = int(asked)
+        except (TypeError, ValueError):
+            raise GenerationError(f"params.{key} must be a whole number, not {asked!r}") from None
+        if asked_n > cap:
+            raise GenerationError(
+                f"params.{key} {asked_n} is over the operator's cap of {cap} per job ({name}) for endpoints "
+                f"that get the operator's API key; ask for at most {cap}")
 
 
 class JobBudget(Budget):
@@ -145,6 +238,14 @@ class JobBudget(Budget):
         with self._lock:
             super().reserve_request()
             self.own_requests += 1
+
+    def bound_by_operator(self) -> None:
+        """Cap at the smaller of the job's caps and the operator's as they stand now
+        (:func:`operator_key_caps`): the budget of requests that carry the operator's key."""
+        with self._lock:
+            for key, (_, cap) in operator_key_caps().items():
+                mine = getattr(self, key)
+                setattr(self, key, cap if mine is None else min(int(mine), cap))
 
     def record_tokens(self, tokens: int) -> None:
         with self._lock:
@@ -255,7 +356,9 @@ def job_budget(job: GenerationJob) -> Budget:
     """The job's budget for a batch: its caps, and the usage the job stores now (read from the
     database, not from ``job``, which was read when the batch started: another copy of the batch
     may have stored its usage since). Made while :class:`ItemHandler` runs a batch of the job, the
-    batch adds what it spends to the job's stored usage (:class:`BatchUsage`)."""
+    batch adds what it spends to the job's stored usage (:class:`BatchUsage`). A backend whose
+    requests carry the operator's key is built on it by :func:`source_backend`, which bounds it by
+    the operator's caps as they stand now (:meth:`JobBudget.bound_by_operator`)."""
     params = job.params
     if job.pk is not None:
         params = GenerationJob.objects.filter(pk=job.pk).values_list("params", flat=True).first() or params
@@ -269,10 +372,14 @@ def job_budget(job: GenerationJob) -> Budget:
 
 
 def source_backend(source, *, budget: Budget | None = None, options: dict | None = None) -> Backend:
-    """The backend of a rationale source or question generator record."""
+    """The backend of a rationale source or question generator record. A job's ``budget``
+    (:func:`job_budget`) given to a backend whose requests carry the operator's key is bounded by
+    the operator's caps per job (:meth:`JobBudget.bound_by_operator`)."""
+    options = (source.decoding or {}) if options is None else options
+    if isinstance(budget, JobBudget) and sends_operator_key(source, options):
+        budget.bound_by_operator()
     return build_backend(backend=source.backend, model_name_or_path=source.model_name_or_path,
-                         endpoint_url=source.endpoint_url,
-                         options=(source.decoding or {}) if options is None else options, budget=budget)
+                         endpoint_url=source.endpoint_url, options=options, budget=budget)
 
 
 # --- handlers -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from django.db.models import QuerySet
 
 from studies.lm import genu, templates
-from studies.lm.backends import Decoding
+from studies.lm.backends import Budget, Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_answer, parse_t5_answer
 from studies.models import (
     GeneralizationQuestion,
@@ -50,6 +50,7 @@ from .common import (
     decoding_from,
     failed_item_ids,
     job_actor,
+    job_budget,
     lm_source,
     ordered_item_ids,
     source_backend,
@@ -143,13 +144,15 @@ class GenUAnswer:
 
 
 def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: RationaleSource, role: str,
-                rationales: Sequence[str] = (), settings: dict | None = None) -> list[GenUAnswer]:
+                rationales: Sequence[str] = (), settings: dict | None = None,
+                budget: Budget | None = None) -> list[GenUAnswer]:
     """Answer ``questions`` with ``answerer`` as F^I (``role="I"``) or F^IR (``role="IR"``, with
     ``rationales[i]`` shown beside ``questions[i]``). One batched backend call.
 
     ``settings``: ``answerer_settings(answerer, role)`` when the caller has it already (a Gen-U
     batch records it for its job), so the answers follow the very settings recorded; computed here
-    when not given."""
+    when not given. ``budget``: the job's (:func:`.common.job_budget`) that an OpenAI-compatible
+    answerer's requests count against (bounded by the operator's caps where they carry its key)."""
     if role not in ROLES:
         raise ValueError(f"role must be 'I' or 'IR', not {role!r}")
     if role == "IR" and len(rationales) != len(questions):
@@ -166,7 +169,7 @@ def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: Ration
         prompts = [make(p, r) for p, r in zip(pitems, rationales, strict=True)]
     decoding = decoding_from(settings["decoding"])
     parse = parse_t5_answer if seq2seq else parse_causal_answer
-    outputs = source_backend(answerer).generate(prompts, decoding)
+    outputs = source_backend(answerer, budget=budget).generate(prompts, decoding)
     answers = []
     for question, pitem, samples in zip(questions, pitems, outputs, strict=True):
         raw = samples[0] if samples else ""
@@ -264,7 +267,9 @@ def record_answering(params: dict, answering: dict[str, dict], roles) -> dict:
 
 class GenUHandler(ItemHandler):
     kind = GenerationJob.Kind.GENU_ANSWERS
-    params_accepted = frozenset({"answerer_i", "answerer_ir", "only_valid"})
+    # max_requests / max_tokens: the budget cap of its OpenAI-compatible answerers' requests (both
+    # answerers' together; bounded by the operator's caps where they carry its key: job_budget).
+    params_accepted = frozenset({"answerer_i", "answerer_ir", "only_valid", "max_requests", "max_tokens"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
 
@@ -308,11 +313,12 @@ class GenUHandler(ItemHandler):
                    .values_list("generalization_question_id", "answerer"))
         by_id = {q.pk: q for q in questions}
         out = GenUBatchOutput(units=len(item_ids))
+        budget = job_budget(job)  # one for the batch: both answerers' requests count against the job's caps
         for role, key in ROLES.items():
             answerer = RationaleSource.objects.get(pk=job.params[key])
             todo = [q for q in questions if (q.pk, role) not in have]
             out.answering[role] = settings = answerer_settings(answerer, role)  # once per answerer and batch
-            answers = genu_answer(questions=todo, answerer=answerer, role=role, settings=settings,
+            answers = genu_answer(questions=todo, answerer=answerer, role=role, settings=settings, budget=budget,
                                   rationales=[rationales[q.item_id] for q in todo] if role == "IR" else ())
             for answer in answers:
                 question = by_id[answer.question_id]

@@ -34,7 +34,7 @@ from studies.selectors import (
     generation_jobs_for_user,
 )
 
-from .common import DEFAULT_BATCH_SIZE, Handler
+from .common import DEFAULT_BATCH_SIZE, Handler, budget_rows, operator_key_budget
 from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
@@ -103,8 +103,10 @@ def generation_job_create(
 ) -> GenerationJob:
     """Create a job and (after commit) queue it on the ``lm`` queue.
 
-    ``params`` per kind: rationales and questions take ``max_requests`` / ``max_tokens`` (budget
-    cap for the openai backend); Gen-U answers take ``answerer_i`` and ``answerer_ir`` (ids of LM
+    ``params`` per kind: rationales, questions and Gen-U answers take ``max_requests`` /
+    ``max_tokens`` (budget cap for the openai backend; where its requests carry the operator's key,
+    at most the operator's ``RL_OPENAI_KEY_MAX_*_PER_JOB``, which a job setting none gets:
+    :func:`.common.operator_key_budget`); Gen-U answers take ``answerer_i`` and ``answerer_ir`` (ids of LM
     sources of any backend) and ``only_valid`` (default True: ``genu.VALIDATED_ONLY_READING``,
     validated questions only, our reading of SPEC section 4; False is an explicit choice to include
     unvalidated ones); faithfulness takes
@@ -141,6 +143,10 @@ def generation_job_create(
         dataset = first.dataset if first else None
     prepared = handler.prepare(source=source, generator=generator, dataset=dataset, split=split, item_ids=item_ids,
                                limit=limit, params=dict(params or {}))
+    # A job whose requests carry the operator's OpenAI key is bounded by the operator's caps per job
+    # (RL_OPENAI_KEY_MAX_*_PER_JOB): recorded in its params when it sets none, refused when it asks for more.
+    operator_key_budget(prepared.params, budget_rows(handler, source=source, generator=generator,
+                                                     params=prepared.params))
     researcher = user if getattr(user, "is_authenticated", False) else None  # none: the operator
     if "output_name" in prepared.params:  # fine-tuning and Quark register their checkpoint under it
         output_name_check(prepared.params["output_name"], user=researcher)
