@@ -321,8 +321,9 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
     how many answers each unit got, what was saved, which result keys rest on fewer answers than
     the full design would collect (``affects``, ``EARLY_STOPPING_AFFECTS``) and a note that says so.
 
-    ``short_units``: the run's ``results.json`` ``short_units`` (``pipeline.short_units``; None
-    where the run has none). Its short units are those neither decided nor full (a unit decided
+    ``short_units``: the run's ``results.json`` ``short_units`` (``pipeline.short_units``), or a
+    generalization study's, counted the same way (``_generalization``, ``SHORT_UNITS_KEY``); None
+    where the run has none. Its short units are those neither decided nor full (a unit decided
     early is full at its lowered quota): e.g. a unit reopened when its deciding task was rejected
     after the study closed itself. They are counted here from it, and the note then claims the
     full design's result only for the units decided early."""
@@ -627,8 +628,11 @@ def _figure_4(frame: pd.DataFrame, *, by_utility: bool, pairs: bool = True) -> d
 
 def _generalization(study: Study, suspects: _Suspects) -> Part:
     """A generalization study: ties, counts, agreement and ``generalization`` (Figure 4), all over
-    the questions that count when scored (``_generalization_questions``), and the other readings of
-    which counted answers they rest on (``_generalization_readings``, under ``READINGS_KEY``)."""
+    the questions that count when scored (``_generalization_questions``), the other readings of
+    which counted answers they rest on (``_generalization_readings``, under ``READINGS_KEY``) and
+    its units scored short of annotators in the utility study's ``short_units`` shape
+    (``pipeline.short_units``, under ``SHORT_UNITS_KEY``: ``_early_stopping`` counts them; not
+    published, its full-unit utility shares being no figure of a generalization study)."""
     units = _units_frame(study, generalization=True)
     if units.empty:
         raise ScoringError(f"Study {study.name!r} has no generalization units to score.")
@@ -662,6 +666,7 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
         "majority_readings": _majority_readings(study, outcomes.frame, answers, _accuracy_figures),
     }
     warnings = questions.warnings + outcomes.warnings + with_utility.warnings
+    results[SHORT_UNITS_KEY] = pipeline.short_units(outcomes.frame)
     if n_conflicting := results["generalization"]["n_questions_conflicting_answers"]:
         warnings.append(f"Figure 4 counts {n_conflicting} generalization questions their file gave twice with different "
                         "answers, with the first answer (our choice, SPEC is silent); "
@@ -1350,6 +1355,7 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     if study.kind == Study.Kind.GENERALIZATION:
         parts.append(generalization := _generalization(study, suspects))
         readings = generalization.results.pop(READINGS_KEY, None)
+        short = generalization.results.pop(SHORT_UNITS_KEY, None)
     elif study.kind == Study.Kind.UTILITY:
         parts.append(utility := _utility(study, suspects, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
@@ -1377,6 +1383,9 @@ COUNTED = ("the answers of completed questions in submitted or approved tasks; a
 # The other readings of which counted answers the figures rest on (SPEC is silent): each one is
 # the published composition on the answers it keeps (``pipeline.other_readings``).
 READINGS_KEY = "_counted_answers_readings"
+# Where ``_generalization`` hands ``_compute`` its short units (``pipeline.short_units``) for
+# ``_early_stopping``; popped before the results are merged, like ``READINGS_KEY``.
+SHORT_UNITS_KEY = "_short_units"
 
 
 def hold_rule() -> str:

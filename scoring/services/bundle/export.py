@@ -328,12 +328,18 @@ def _table_rows(study: Study, user) -> dict[str, Callable[[], Iterable[tuple]]]:
             yield (pk, pseudonyms.get(participant_id, platform, external_id), platform, *rest)
 
     def claims():
-        for pk, task, participant_id, platform, external_id, *rest in _paged(
+        # An attention check's key is written as the live app writes it (``assignment``'s
+        # ``attn:<check>``, or ``attn:<check>:<task>`` for a check given again: the stored key's shape
+        # says which), with the ids this bundle writes: a copy imported before the import rebuilt
+        # the keys stored its bundle's verbatim (the origin's ids). A unit's key is written as stored.
+        for pk, task, participant_id, platform, external_id, position, unit, check, key, *rest in _paged(
             Claim.objects.filter(study=study),
             ["id", "assignment_id", "participant_id", "participant__platform", "participant__external_id",
              "position", "unit_id", "attention_check_id", "question_key", "completed_at", "released"],
         ):
-            yield (pk, task, pseudonyms.get(participant_id, platform, external_id), *rest)
+            if check is not None:
+                key = f"attn:{check}:{task}" if (key or "").count(":") >= 2 else f"attn:{check}"
+            yield (pk, task, pseudonyms.get(participant_id, platform, external_id), position, unit, check, key, *rest)
 
     def flags():
         return _paged(FlagReview.objects.filter(annotation__claim__study=study), [
