@@ -291,6 +291,19 @@ class Assignment(models.Model):
 class Claim(models.Model):
     """A unit (or an attention check) placed in an assignment at a position."""
 
+    @staticmethod
+    def attention_key(check_id: int, task_id: int | None = None) -> str:
+        """The ``question_key`` of an attention check's claim: ``attn:<check>``, or, for a check
+        given again in a later task (``services.assignment._add_attention_checks``: the first claim
+        keeps the plain key), ``attn:<check>:<task>``. The one writer of the format: the claim, the
+        bundle's export and its import."""
+        return f"attn:{check_id}" if task_id is None else f"attn:{check_id}:{task_id}"
+
+    @staticmethod
+    def attention_key_names_task(key: str) -> bool:
+        """Whether an attention check's ``question_key`` has the task part (``attention_key``)."""
+        return (key or "").count(":") >= 2
+
     assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="claims")
     unit = models.ForeignKey(Unit, null=True, blank=True, on_delete=models.CASCADE, related_name="claims")
     attention_check = models.ForeignKey(AttentionCheck, null=True, blank=True, on_delete=models.CASCADE)

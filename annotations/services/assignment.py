@@ -240,7 +240,7 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
                 attention_check_id=check_id,
                 study_id=study.pk,
                 participant_id=assignment.participant_id,
-                question_key=f"attn:{check_id}:{assignment.pk}" if check_id in given else f"attn:{check_id}",
+                question_key=Claim.attention_key(check_id, assignment.pk if check_id in given else None),
                 position=(after_unit - 1) * POSITION_GAP + 1 + j,
             )
         )

@@ -338,7 +338,7 @@ def _table_rows(study: Study, user) -> dict[str, Callable[[], Iterable[tuple]]]:
              "position", "unit_id", "attention_check_id", "question_key", "completed_at", "released"],
         ):
             if check is not None:
-                key = f"attn:{check}:{task}" if (key or "").count(":") >= 2 else f"attn:{check}"
+                key = Claim.attention_key(check, task if Claim.attention_key_names_task(key) else None)
             yield (pk, task, pseudonyms.get(participant_id, platform, external_id), position, unit, check, key, *rest)
 
     def flags():

@@ -976,14 +976,14 @@ class _Import:
                         continue
                 else:
                     bundle_check, bundle_task = row["attention_check_id"], row["task_id"]
-                    if given == f"attn:{bundle_check}":
-                        key = f"attn:{check}"
-                    elif given == f"attn:{bundle_check}:{bundle_task}":
-                        key = f"attn:{check}:{task}"
+                    plain, again = Claim.attention_key(bundle_check), Claim.attention_key(bundle_check, bundle_task)
+                    if given == plain:
+                        key = Claim.attention_key(check)
+                    elif given == again:
+                        key = Claim.attention_key(check, task)
                     else:
                         self.err(row, "question_key", f"{given[:100]!r} is not a key of attention check "
-                                                      f"{bundle_check} in task {bundle_task} (attn:{bundle_check} "
-                                                      f"or attn:{bundle_check}:{bundle_task})")
+                                                      f"{bundle_check} in task {bundle_task} ({plain} or {again})")
                         continue
                 checked.append((row, task, unit, check, worker, key))
             # a worker holds a question at most once: within the batch, and against the batches before
