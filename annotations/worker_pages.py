@@ -113,16 +113,27 @@ def remember_task(request: HttpRequest, response: HttpResponse, *, study_id: int
                   assignment_id: int) -> None:
     """Give this browser the proof that it holds task ``assignment_id``. Call only where the
     browser was entitled to the task (it started it, held it already, or came with the task's
-    own platform assignment id or single-person link)."""
+    own platform assignment id or single-person link).
+
+    The browser key (``rl_b``) is set again beside it, same value, new lifetime: whether this
+    browser started the task the cookie names is read from it
+    (``participants.task_started_in_browser``), so it must live at least as long as every study
+    cookie relying on it. Set once at the first landing page, it would run out first in a study
+    longer than ``COOKIE_MAX_AGE`` while the study cookie, set again at every task, stays: the
+    browser would then be a new participant on its next link."""
     response.set_signed_cookie(
         _cookie_name(study_id), f"{participant_id}.{assignment_id}", salt=_cookie_salt(study_id),
         max_age=COOKIE_MAX_AGE, httponly=True, samesite="Lax", secure=request.is_secure(),
     )
+    _refresh_browser_key(request, response)
 
 
 # --- the browser key: which browser loaded a landing page -----------------------------------------
 
 BROWSER_COOKIE = "rl_b"
+# Never shorter than the study cookie's (``COOKIE_MAX_AGE``): ``remember_task`` sets it again with
+# every study cookie, so the key outlives each study cookie that relies on it.
+BROWSER_COOKIE_MAX_AGE = COOKIE_MAX_AGE
 _BROWSER_KEY = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
@@ -144,9 +155,22 @@ def browser_digest(request: HttpRequest) -> str:
 
 
 def keep_browser_key(request: HttpRequest, response: HttpResponse) -> None:
+    """Set a browser key made by this request (``browser_key``) on ``response``."""
     if getattr(request, "_rl_browser_key_new", False):
-        response.set_cookie(BROWSER_COOKIE, request._rl_browser_key, max_age=COOKIE_MAX_AGE, httponly=True,
-                            samesite="Lax", secure=request.is_secure())
+        _set_browser_key(request, response, request._rl_browser_key)
+
+
+def _refresh_browser_key(request: HttpRequest, response: HttpResponse) -> None:
+    """Set this browser's key again (same value, full lifetime), or the one this request made; a
+    browser that sent none gets none here (its landing page makes one: ``keep_browser_key``)."""
+    key = getattr(request, "_rl_browser_key", None) or request.COOKIES.get(BROWSER_COOKIE, "")
+    if _BROWSER_KEY.fullmatch(key):
+        _set_browser_key(request, response, key)
+
+
+def _set_browser_key(request: HttpRequest, response: HttpResponse, key: str) -> None:
+    response.set_cookie(BROWSER_COOKIE, key, max_age=BROWSER_COOKIE_MAX_AGE, httponly=True,
+                        samesite="Lax", secure=request.is_secure())
 
 
 # --- the task's deadlines, as a worker is told them -----------------------------------------------

@@ -24,6 +24,7 @@ from annotations.selectors.review import (
     worker_assignments,
 )
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import study_imported
 from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.review import (
@@ -110,7 +111,9 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "submitted_not_here": submitted_not_here_to_decide(assignments),
         "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],
         "bonus_kinds": Bonus.Kind.choices,
-        "can_pay": study_user_may(user=request.user, study=study, access=PAY),
+        # No review, bonus or block on a study run elsewhere (a bundle's copy too): the services
+        # refuse them there (``study_imported``, the one rule), so the page offers none.
+        "can_pay": study_user_may(user=request.user, study=study, access=PAY) and not study_imported(study),
         "can_withdraw": study_user_may(user=request.user, study=study, access=CHANGE),
         "answers_url": answers_url(study.pk, participant.pk),
         "workers_url": reverse("admin:studies_study_workers", args=[study.pk]),
