@@ -391,12 +391,16 @@ class CausalBackend(_TransformersBackend):
 # --- OpenAI-compatible HTTP ------------------------------------------------------------------
 @dataclass
 class Budget:
-    """A per-job cap on requests and tokens; ``None`` is unlimited. Thread safe."""
+    """A per-job cap on requests and tokens; ``None`` is unlimited. Thread safe.
+
+    ``tokens_estimated``: some of ``used_tokens`` are an upper estimate, not the endpoint's count
+    (a response without ``usage``: :func:`estimated_tokens`)."""
 
     max_requests: int | None = None
     max_tokens: int | None = None
     used_requests: int = 0
     used_tokens: int = 0
+    tokens_estimated: bool = False
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -411,13 +415,31 @@ class Budget:
                 raise BudgetExceeded(f"budget cap reached: {self.used_tokens} of {self.max_tokens} tokens used")
             self.used_requests += 1
 
-    def record_tokens(self, tokens: int) -> None:
+    def record_tokens(self, tokens: int, *, estimated: bool = False) -> None:
+        """Count ``tokens``; ``estimated``: an upper estimate (:func:`estimated_tokens`), said in
+        :meth:`as_json` as ``tokens_estimated``."""
         with self._lock:
             self.used_tokens += max(0, int(tokens))
+            self.tokens_estimated = self.tokens_estimated or estimated
 
     def as_json(self) -> dict:
         return {"max_requests": self.max_requests, "max_tokens": self.max_tokens,
-                "used_requests": self.used_requests, "used_tokens": self.used_tokens}
+                "used_requests": self.used_requests, "used_tokens": self.used_tokens,
+                "tokens_estimated": self.tokens_estimated}
+
+
+# Characters per token assumed for a prompt whose tokens the endpoint did not count: 3, below the
+# usual 4 of English text with GPT-style tokenizers, so the estimate errs high.
+PROMPT_CHARS_PER_TOKEN = 3
+
+
+def estimated_tokens(prompt: str, decoding: Decoding) -> int:
+    """An upper estimate of what one request spends, counted when the endpoint's response carries
+    no ``usage`` (many OpenAI-compatible servers send none): the whole completion it may write,
+    ``max_new_tokens`` for each of the ``num_return_sequences`` outputs asked (``n``), plus the
+    prompt at one token per :data:`PROMPT_CHARS_PER_TOKEN` characters, rounded up."""
+    prompt_tokens = -(-len(prompt) // PROMPT_CHARS_PER_TOKEN)
+    return decoding.max_new_tokens * decoding.num_return_sequences + prompt_tokens
 
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -570,7 +592,7 @@ class OpenAIBackend:
                 last = str(exc) if isinstance(exc, HostDoesNotResolve) else type(exc).__name__
             else:
                 if response.status_code == 200:
-                    return self._texts(response)
+                    return self._texts(response, prompt, decoding)
                 if response.status_code not in RETRY_STATUSES:
                     message = f"{self.url} answered {response.status_code}: {response.text[:200]}"
                     if response.status_code in AUTH_STATUSES and self.key_withheld:
@@ -587,12 +609,18 @@ class OpenAIBackend:
                 self._sleep(delay)
         raise TransientBackendError(f"{self.url} still failing after {self.max_retries} retries ({last})")
 
-    def _texts(self, response) -> list[str]:
+    def _texts(self, response, prompt: str, decoding: Decoding) -> list[str]:
+        """The outputs of a 200 response, its tokens counted in the budget: the endpoint's
+        ``usage.total_tokens``, or, when it sends none, :func:`estimated_tokens` (recorded as an
+        estimate), so that ``max_tokens`` bounds a job on any endpoint."""
         try:
             data = response.json()
             choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-            usage = data.get("usage") or {}
-            self.budget.record_tokens(usage.get("total_tokens") or 0)
+            total = (data.get("usage") or {}).get("total_tokens")
+            if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
+                self.budget.record_tokens(total)
+            else:
+                self.budget.record_tokens(estimated_tokens(prompt, decoding), estimated=True)
             if self.api == "chat":
                 return [(c.get("message") or {}).get("content") or "" for c in choices]
             return [c.get("text") or "" for c in choices]

@@ -198,6 +198,19 @@ def budget_rows(handler: Handler, *, source, generator, params: dict) -> list:
     return [row for row in rows if row is not None]
 
 
+def budget_caps_check(params: dict | None) -> None:
+    """A GenerationError naming ``params.max_requests`` / ``params.max_tokens`` and the value when
+    either is given and is not a whole number of at least 1: a JSON integer (not true/false, not
+    2.5, not a string of digits: the admin's form gives an int, the API the JSON it was sent).
+    Checked as a job is created (:func:`.jobs.generation_job_create`), before anything reads them."""
+    for key, _ in OPERATOR_KEY_CAPS:
+        value = (params or {}).get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise GenerationError(f"params.{key} must be a whole number of at least 1, not {value!r}")
+
+
 def operator_key_budget(params: dict, rows) -> None:
     """A new job's budget where its requests (to any of ``rows``: :func:`budget_rows`) carry the
     operator's key: each cap it does not set is the operator's (:func:`operator_key_caps`), recorded
@@ -247,10 +260,10 @@ class JobBudget(Budget):
                 mine = getattr(self, key)
                 setattr(self, key, cap if mine is None else min(int(mine), cap))
 
-    def record_tokens(self, tokens: int) -> None:
+    def record_tokens(self, tokens: int, *, estimated: bool = False) -> None:
         with self._lock:
             before = self.used_tokens
-            super().record_tokens(tokens)
+            super().record_tokens(tokens, estimated=estimated)
             self.own_tokens += self.used_tokens - before
 
     def unadded(self) -> tuple[int, int, int, int]:
@@ -295,9 +308,12 @@ class BatchUsage:
             return lambda: None
         requests += sum(snap[2] for _, snap in snapshots)
         tokens += sum(snap[3] for _, snap in snapshots)
+        # Some of the tokens are an upper estimate (an endpoint that sent no usage: backends.estimated_tokens).
+        estimated = bool((locked.params.get("usage") or {}).get("tokens_estimated")) or any(
+            budget.tokens_estimated for budget, _ in snapshots)
         locked.params = {**locked.params, "usage": {
             "max_requests": locked.params.get("max_requests"), "max_tokens": locked.params.get("max_tokens"),
-            "used_requests": requests, "used_tokens": tokens}}
+            "used_requests": requests, "used_tokens": tokens, "tokens_estimated": estimated}}
 
         def settle() -> None:
             for budget, (own_requests, own_tokens, _, _) in snapshots:

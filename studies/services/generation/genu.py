@@ -207,8 +207,10 @@ class GenUResult:
 
 
 def genu_score(*, pairs: Sequence[tuple[Item, str]], answerer_i: RationaleSource, answerer_ir: RationaleSource,
-               only_valid: bool = True, i_answers: dict[int, GenUAnswer] | None = None) -> GenUResult:
-    """Gen-U of each (item, rationale text) pair, storing nothing.
+               only_valid: bool = True, i_answers: dict[int, GenUAnswer] | None = None,
+               budget: Budget | None = None) -> GenUResult:
+    """Gen-U of each (item, rationale text) pair, storing nothing. ``budget``: the job's whose
+    requests the answerers spend (``genu_answer``; a Quark job's reward).
 
     F^I answers depend on the question alone: pass the same ``i_answers`` dict to later calls and
     it is filled and reused (a trainer scoring new rationales of the same items asks F^I once).
@@ -223,7 +225,7 @@ def genu_score(*, pairs: Sequence[tuple[Item, str]], answerer_i: RationaleSource
     for q in questions:
         by_item.setdefault(q.item_id, []).append(q)
     missing_i = [q for q in questions if q.pk not in cache]
-    for answer in genu_answer(questions=missing_i, answerer=answerer_i, role="I"):
+    for answer in genu_answer(questions=missing_i, answerer=answerer_i, role="I", budget=budget):
         cache[answer.question_id] = answer
     ir_questions, ir_rationales, ir_pairs = [], [], []
     for index, (item, rationale) in enumerate(pairs):
@@ -231,7 +233,8 @@ def genu_score(*, pairs: Sequence[tuple[Item, str]], answerer_i: RationaleSource
             ir_questions.append(q)
             ir_rationales.append(rationale)
             ir_pairs.append(index)
-    ir_answers = genu_answer(questions=ir_questions, answerer=answerer_ir, role="IR", rationales=ir_rationales)
+    ir_answers = genu_answer(questions=ir_questions, answerer=answerer_ir, role="IR", rationales=ir_rationales,
+                             budget=budget)
     scored: list[QuestionScore] = []
     per_pair: dict[int, list[int]] = {}
     unparseable = {"F^I": 0, "F^IR": 0}

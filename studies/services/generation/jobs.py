@@ -34,7 +34,7 @@ from studies.selectors import (
     generation_jobs_for_user,
 )
 
-from .common import DEFAULT_BATCH_SIZE, Handler, budget_rows, operator_key_budget
+from .common import DEFAULT_BATCH_SIZE, Handler, budget_caps_check, budget_rows, operator_key_budget
 from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
@@ -136,6 +136,7 @@ def generation_job_create(
         raise GenerationError(
             f"{', '.join(f'params.{key}' for key in unknown)}: not a parameter of {kind} jobs (they take "
             f"{', '.join(sorted(handler.params_accepted)) or 'none'})")
+    budget_caps_check(params)
     generation_job_inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params,
                                 generator=generator)
     if dataset is None and item_ids:

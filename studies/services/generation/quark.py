@@ -69,7 +69,7 @@ HISTORY_DIGITS = 5
 NUMBERS = {  # key: (type, lowest, highest or None)
     "answerer_i": (int, 1, 2**31 - 1), "answerer_ir": (int, 1, 2**31 - 1), "checkpoint_every": (int, 1, None),
     "max_accuracy_drop": (float, 0, 1), "train_limit": (int, 1, None), "validation_limit": (int, 1, None),
-    "heldout_limit": (int, 1, None),
+    "heldout_limit": (int, 1, None), "max_requests": (int, 1, None), "max_tokens": (int, 1, None),
 }
 TEXTS = ("validation_split", "heldout_split", "policy_path", "output_name")
 FLAGS = {"only_valid": True, "register_without_gain": False}
@@ -175,7 +175,9 @@ def quark_params(*, policy, dataset: Dataset | None, split: str, limit, params: 
     ``only_valid`` (genu), ``settings`` (:class:`studies.lm.quark.QuarkSettings`), ``policy_path``
     (a checkpoint folder when no source is given), ``validation_split`` / ``heldout_split`` and
     ``train_limit`` / ``validation_limit`` / ``heldout_limit``, ``checkpoint_every``,
-    ``max_accuracy_drop``, ``output_name``, ``register_without_gain``."""
+    ``max_accuracy_drop``, ``output_name``, ``register_without_gain``, and ``max_requests`` /
+    ``max_tokens``: the budget cap of the Gen-U reward's OpenAI-compatible answerers (both together;
+    where they carry the operator's key, at most its caps per job, which a job setting none gets)."""
     if dataset is None:
         raise GenerationError("choose the dataset to train on")
     merged = _run_params(params)
@@ -206,7 +208,7 @@ class Run:
         self.validation_ids = list(params["validation_item_ids"])
         self.heldout_ids = list(params["heldout_item_ids"])
         self.prompts = PolicyPrompts(self.spec, self.train_ids + self.validation_ids + self.heldout_ids)
-        self.reward = build_reward(params)
+        self.reward = build_reward(params, job=job)  # Gen-U's answerers spend the job's budget
         checkpoint = self.folder / "last"
         resume = params.get("checkpoint_step") is not None and (checkpoint / quark.STATE_FILE).is_file()
         policy, reference, ids = quark.load_models(self.spec.backend, self.spec.model, settings=self.settings,
@@ -586,7 +588,7 @@ class QuarkHandler(Handler):
     params_accepted = frozenset({"reward", "answerer_i", "answerer_ir", "only_valid", "settings", "policy_path",
                                  "validation_split", "heldout_split", "train_limit", "validation_limit",
                                  "heldout_limit", "checkpoint_every", "max_accuracy_drop", "output_name",
-                                 "register_without_gain"})
+                                 "register_without_gain", "max_requests", "max_tokens"})
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         ids, params = quark_params(policy=source, dataset=dataset, split=split or "train", limit=limit, params=params,

@@ -16,9 +16,10 @@ report.
 from __future__ import annotations
 
 from studies.lm.rewards import MarkerReward, Reward, RewardSample, parse_reward_spec
-from studies.models import Item, RationaleSource
+from studies.models import GenerationJob, Item, RationaleSource
 from studies.services.generation.genu import genu_answerer_check, genu_questions, genu_score
 
+from .common import BatchUsage, job_budget
 from .errors import GenerationError
 
 # What decides a mean reward besides the rationales themselves (stated in every report).
@@ -29,15 +30,22 @@ UNSCOREABLE_RULE = ("a rationale the reward cannot score (Gen-U: every answer to
 
 
 class GenUReward:
-    """Gen-U of (item, rationale) by the two answerers; F^I answers are asked once per question."""
+    """Gen-U of (item, rationale) by the two answerers; F^I answers are asked once per question.
+
+    ``job``: the Quark job it rewards for. The answerers' requests then spend the job's budget
+    (:func:`.common.job_budget`: its ``max_requests`` / ``max_tokens``, bounded by the operator's caps
+    per job where they carry the operator's key), added to the job's stored usage after each
+    :meth:`score`; a request over the cap raises ``BudgetExceeded``, which fails the job."""
 
     name = "genu"
     minimum, maximum = UNPARSED_OUTPUT_REWARD, 1.0
 
-    def __init__(self, *, answerer_i: RationaleSource, answerer_ir: RationaleSource, only_valid: bool = True):
+    def __init__(self, *, answerer_i: RationaleSource, answerer_ir: RationaleSource, only_valid: bool = True,
+                 job: GenerationJob | None = None):
         self.answerer_i = genu_answerer_check(answerer_i, "I")
         self.answerer_ir = genu_answerer_check(answerer_ir, "IR")
         self.only_valid = only_valid
+        self.job = job
         self._i_answers: dict = {}
         self._items: dict[int, Item] = {}
 
@@ -48,12 +56,23 @@ class GenUReward:
         out: list[float | None] = [self.minimum] * len(samples)
         where = [k for k, s in enumerate(samples) if s.rationale is not None]
         if where:
-            result = genu_score(pairs=[(self._items[samples[k].item], samples[k].rationale) for k in where],
-                                answerer_i=self.answerer_i, answerer_ir=self.answerer_ir,
-                                only_valid=self.only_valid, i_answers=self._i_answers)
+            result = self._genu_score([(self._items[samples[k].item], samples[k].rationale) for k in where])
             for k, value in zip(where, result.scores, strict=True):
                 out[k] = None if value is None else float(value)
         return out
+
+    def _genu_score(self, pairs):
+        if self.job is None:  # a reward checked as a job is created: it scores nothing
+            return genu_score(pairs=pairs, answerer_i=self.answerer_i, answerer_ir=self.answerer_ir,
+                              only_valid=self.only_valid, i_answers=self._i_answers)
+        usage = BatchUsage(self.job.pk)
+        budget = job_budget(self.job)  # the usage the job stores now, its caps
+        usage.budgets.append(budget)
+        try:
+            return genu_score(pairs=pairs, answerer_i=self.answerer_i, answerer_ir=self.answerer_ir,
+                              only_valid=self.only_valid, i_answers=self._i_answers, budget=budget)
+        finally:
+            usage.store()  # spent, even by a call that failed, counts against the job's caps
 
 
 def items_with_questions(item_ids: list[int], *, only_valid: bool) -> tuple[list[int], int]:
@@ -101,8 +120,9 @@ def dropped(result: dict | None, *, sampled: bool = False) -> int | None:
     return None if result.get("rewarded") is None else int(result["items"]) - int(result["rewarded"])
 
 
-def build_reward(params: dict) -> Reward:
-    """The reward a job's ``params`` name (``reward``: ``genu`` or ``marker:WORD``)."""
+def build_reward(params: dict, *, job: GenerationJob | None = None) -> Reward:
+    """The reward a job's ``params`` name (``reward``: ``genu`` or ``marker:WORD``); ``job``: the
+    job it rewards for, whose budget a Gen-U reward's answerers spend (:class:`GenUReward`)."""
     try:
         kind, argument = parse_reward_spec(params.get("reward", ""))
     except ValueError as exc:
@@ -110,4 +130,5 @@ def build_reward(params: dict) -> Reward:
     if kind == "marker":
         return MarkerReward(argument)
     answerer_i, answerer_ir = answerers(params)
-    return GenUReward(answerer_i=answerer_i, answerer_ir=answerer_ir, only_valid=bool(params.get("only_valid", True)))
+    return GenUReward(answerer_i=answerer_i, answerer_ir=answerer_ir, only_valid=bool(params.get("only_valid", True)),
+                      job=job)
