@@ -22,7 +22,9 @@ from annotations.services.payments import (
     CallSpec,
     PlatformServiceError,
     platform_call_execute,
+    platform_call_note_error,
 )
+from lab.transitions import TransitionError
 from studies.models import Platform, Study
 
 from .access import BONUS, access_study, assignment_of, study_assignments
@@ -100,10 +102,24 @@ def study_bonuses_pay(*, user, study: Study, assignment_ids: list[int], amount: 
     study = access_study(user=user, study=study, access=BONUS)
     amount, reason = _bonus_checks(amount=amount, reason=reason, kind=kind)
     assignments, gone = study_assignments(study=study, ids=assignment_ids)
-    paid, errors, unsettled = each_assignment(
-        assignments, lambda assignment: _pay(assignment, amount=amount, reason=reason, kind=kind, user=user),
-        user=user, access=BONUS)
+
+    def pay_one(assignment: Assignment) -> None:
+        bonus = _pay(assignment, amount=amount, reason=reason, kind=kind, user=user)
+        if bonus.status not in (Bonus.Status.PAID, Bonus.Status.RECORDED):  # a set-up that paid nothing
+            raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk} was not paid: {bonus.error}")
+
+    paid, errors, unsettled = each_assignment(assignments, pay_one, user=user, access=BONUS)
     return {"paid": paid, "errors": gone + errors, "unsettled": unsettled}
+
+
+class _SetupPaidNothing(PlatformServiceError):
+    """A Prolific bonus's set-up that paid nothing, before any pay call of its token was sent: its
+    answer was lost (``lost``), or it answered after sync had settled it as not applied. The bonus
+    is safe to pay again (a new set-up, paid by the pay call, once per token)."""
+
+    def __init__(self, message: str, *, lost: bool):
+        super().__init__(message)
+        self.lost = lost
 
 
 def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:
@@ -158,6 +174,20 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
                                             amount=bonus.amount, reason=reason, token=token),
                 reconcile=reconciler(platform),
             )
+    except _SetupPaidNothing as exc:
+        # Only a set-up was sent (it moves no money) and no pay call: nothing was paid.
+        error = redacted(exc.message, assignment.participant)
+        if _setup_paid_nothing(bonus, error=error):
+            if exc.lost:
+                raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk} was not paid: {error}") from exc
+            bonus.refresh_from_db()
+            return bonus  # pending: paying it again sets up a new record and pays that one
+        bonus.refresh_from_db()
+        if bonus.status == Bonus.Status.PAID:  # paid meanwhile by another attempt's set-up and pay call
+            return bonus
+        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error)  # another attempt's pay call was sent
+        raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk}: outcome unknown ({error}); "
+                                 "the next sync asks the platform whether it was paid") from exc
     except (PlatformTransientError, CallOutcomeUnknown) as exc:
         # Sent, and the answer was lost (or an earlier attempt's still is): the money may have moved.
         error = redacted(_message(exc), assignment.participant)
@@ -201,12 +231,9 @@ def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
     pending too, and paying it again sets up a new record and pays that one (the lost one, if
     Prolific created it, is never paid). A set-up found applied pays nothing: the bonus stays."""
     if call.operation == OP.BONUS_SETUP:
-        paying = PlatformCall.objects.filter(
-            operation=OP.BONUS, idempotency_key=f"{call.platform}:bonus:{token}",
-            status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED])
-        if applied or paying.exists():
+        if applied or _pay_call_sent(platform=call.platform, token=token):
             return
-        why = "its set-up's answer was lost and no payment was sent: safe to pay again"
+        why = SETUP_LOST
     else:
         why = "the platform has no record of it: safe to pay again"
     for bonus in Bonus.objects.filter(token=token).exclude(status__in=[Bonus.Status.PAID, Bonus.Status.RECORDED]):
@@ -214,6 +241,38 @@ def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
             _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
         elif bonus.status == Bonus.Status.UNKNOWN:
             _bonus_move(bonus, Bonus.Status.PENDING, error=why)
+
+
+SETUP_LOST = "its set-up's answer was lost and no payment was sent: safe to pay again"
+
+
+def _setup_key(token: str) -> str:
+    return f"{Platform.PROLIFIC}:bonus_setup:{token}"
+
+
+def _pay_call_sent(*, platform: str, token: str) -> bool:
+    """Whether a pay call of the bonus ``token`` was sent (confirmed, or its answer not known)."""
+    return PlatformCall.objects.filter(
+        operation=OP.BONUS, idempotency_key=f"{platform}:bonus:{token}",
+        status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists()
+
+
+def _setup_paid_nothing(bonus: Bonus, *, error: str) -> bool:
+    """Put ``bonus``, whose set-up paid nothing (``_SetupPaidNothing``), back to pending with
+    ``error``, under its row lock, unless it was paid meanwhile or a pay call of its token was sent
+    (another attempt's): False then, nothing changed."""
+    with transaction.atomic():
+        locked = Bonus.objects.select_for_update().get(pk=bonus.pk)
+        if locked.status in (Bonus.Status.PAID, Bonus.Status.RECORDED) or _pay_call_sent(
+                platform=Platform.PROLIFIC, token=locked.token):
+            return False
+        setup = PlatformCall.objects.filter(idempotency_key=_setup_key(locked.token)).first()
+        fields = {"error": error, **({"platform_call": setup} if setup is not None else {})}
+        if not Bonus.STATUS.move(locked, Bonus.Status.PENDING, **fields):
+            for name, value in fields.items():
+                setattr(locked, name, value)
+            locked.save(update_fields=list(fields))
+    return True
 
 
 def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> PlatformCall:
@@ -228,14 +287,36 @@ def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> Platform
     study_external_id = assignment.platform_task_id or (publication.prolific_study_id if publication else "")
     if not study_external_id:
         raise PlatformServiceError(f"assignment {assignment.pk} has no Prolific study id: sync the study first")
-    setup = platform_call_execute(
-        spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.BONUS_SETUP,
-                      idempotency_key=f"{Platform.PROLIFIC}:bonus_setup:{bonus.token}",
-                      request_summary={**summary, "study_id": study_external_id}, **common),
-        send=lambda: platform.bonus_setup(study_external_id=study_external_id,
-                                          submission_id=assignment.platform_assignment_id, amount=bonus.amount),
-        reconcile=lambda call: False,  # a set-up bonus moves no money until paid: set it up again
-    )
+    key = _setup_key(bonus.token)
+    answered: dict = {}
+
+    def send() -> dict:
+        answered.update(platform.bonus_setup(study_external_id=study_external_id,
+                                             submission_id=assignment.platform_assignment_id, amount=bonus.amount))
+        return answered
+
+    try:
+        setup = platform_call_execute(
+            spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.BONUS_SETUP, idempotency_key=key,
+                          request_summary={**summary, "study_id": study_external_id}, **common),
+            send=send,
+            reconcile=reconciler(platform),  # not applied once its settle window is over: set it up again
+        )
+    except (PlatformTransientError, CallOutcomeUnknown) as exc:
+        # A set-up moves no money: with no pay call of this token sent, nothing was paid.
+        if _pay_call_sent(platform=Platform.PROLIFIC, token=bonus.token):
+            raise
+        raise _SetupPaidNothing(f"{SETUP_LOST} ({_message(exc)})", lost=True) from exc
+    except TransitionError:
+        # The set-up answered after sync had settled it as not applied (a sync during a slow
+        # set-up): that attempt stays not applied, and the record it created is never paid.
+        if not PlatformCall.objects.filter(idempotency_key=key, status=PlatformCall.Status.FAILED).exists():
+            raise
+        late = f"bulk-bonus record {answered.get('id', '?')} " if answered else ""
+        note = (f"answered after sync settled it as not applied: its {late}is never paid; the bonus is "
+                "safe to pay again")
+        platform_call_note_error(call=PlatformCall.objects.get(idempotency_key=key), error=note)
+        raise _SetupPaidNothing(f"its set-up {note}", lost=False) from None
     bulk_id = setup.response["id"]
     _bonus_move(bonus, None, platform_call=setup)
     return platform_call_execute(

@@ -3,6 +3,11 @@ applied? Used by every service as the ``reconcile`` of ``payments.platform_call_
 sync for the calls left unconfirmed."""
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
 from annotations.models import Bonus, PlatformCall
 from annotations.platforms.base import CrowdPlatform
 from lab.pseudonyms import worker_pseudonym
@@ -41,13 +46,21 @@ def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dic
                                        amount=call.amount, token=call.platform_token, sent_at=call.sent_at,
                                        reason=bonus_call_reason(call),
                                        accounted=bonus_calls_accounted(call=call, worker_id=worker_id))
+    if op == OP.BONUS_SETUP:
+        # A set-up moves no money (only its pay call does), so one not applied is set up again;
+        # but one still in flight may answer yet: like a payment (``bonus_was_paid``), it is not
+        # decided before ``RL_PROLIFIC_BONUS_SETTLE_SECONDS`` after it was sent.
+        settle = timedelta(seconds=int(settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS))
+        if call.sent_at is not None and timezone.now() - call.sent_at < settle:
+            return None
+        return False
     if op == OP.ADD_ASSIGNMENTS:
         hit = platform.get_hit(hit_id=summary["hit_id"])
         return hit.get("MaxAssignments", 0) >= summary["target_max_assignments"]
     if op == OP.CREATE_QUALIFICATION:
         qid = platform.find_qualification_type(name=summary["name"])
         return {"QualificationTypeId": qid} if qid else False
-    # Setting up a Prolific bonus, blocking, notifying, granting, expiring, stopping: doing it
+    # Blocking, notifying, granting, expiring, stopping: doing it
     # again is harmless, so an unknown outcome is treated as "not applied".
     return False
 

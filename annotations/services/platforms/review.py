@@ -2,6 +2,8 @@
 reads), one at a time or every submitted assignment of a study."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -229,6 +231,35 @@ def _clear_given_back(held: PlatformSubmission, cleared: tuple) -> None:
                 units_recount_completed(assignment_ids=[locked.assignment_id])
 
 
+def _clear_noted(key: str, cleared: tuple | None) -> dict:
+    """What the rejection's audit row (idempotency ``key``) keeps of the clear ``_hold_restored``
+    took for it (``cleared_at`` ISO, ``cleared_by`` user id; empty when none was taken), written on
+    a row left by an earlier attempt too (refused or found not applied: sent again), whose summary
+    its creation fixed."""
+    taken = {"cleared_at": cleared[0].isoformat(), "cleared_by": cleared[1]} if cleared is not None else {}
+    with transaction.atomic():
+        row = PlatformCall.objects.select_for_update().filter(idempotency_key=key).first()
+        if row is not None and row.status == PlatformCall.Status.FAILED:
+            summary = {k: v for k, v in (row.request_summary or {}).items() if k not in ("cleared_at", "cleared_by")}
+            row.request_summary = {**summary, **taken}
+            row.save(update_fields=["request_summary", "updated_at"])
+    return taken
+
+
+def reject_not_applied(call: PlatformCall) -> None:
+    """Sync found that the rejection ``call``, whose answer was lost, was never applied: the clear
+    its sending took back (``_clear_noted``) is given back, who and when, as for a rejection
+    refused outright. Never for a rejection confirmed: the hold stays for sync to take it over."""
+    summary = call.request_summary or {}
+    if call.operation != OP.REJECT or call.assignment_id is None or not summary.get("cleared_at"):
+        return
+    held = submitted_not_here(Assignment.objects.get(pk=call.assignment_id))
+    if held is None:
+        return
+    when = datetime.fromisoformat(summary["cleared_at"])
+    _clear_given_back(held, (when, summary.get("cleared_by")))
+
+
 def assignment_approve(*, user, study: Study, assignment: Assignment, feedback: str = "") -> Assignment:
     """Approve submitted work of ``study`` (and so pay its reward) as ``user``, who needs PAY
     access to the study (``access.access_study``). Approving twice sends nothing twice."""
@@ -305,13 +336,16 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
     cleared = _hold_restored(held) if held is not None else None
     if name != Platform.LINK:
         platform = get_platform(name)
+        key = review_key(name, OP.REJECT, assignment)
+        # The clear taken back rides on the rejection's audit row: when its answer is lost and sync
+        # finds it not applied, ``reject_not_applied`` gives it back.
+        taken = _clear_noted(key, cleared)
         try:
             platform_call_execute(
-                spec=CallSpec(platform=name, operation=OP.REJECT,
-                              idempotency_key=review_key(name, OP.REJECT, assignment),
+                spec=CallSpec(platform=name, operation=OP.REJECT, idempotency_key=key,
                               request_summary={"platform_assignment_id": assignment.platform_assignment_id,
                                                "worker": participant_pseudonym(assignment.participant),
-                                               "feedback": feedback[:1024], "category": category},
+                                               "feedback": feedback[:1024], "category": category, **taken},
                               user=actor(user), study=assignment.study, assignment=assignment,
                               redact=participant_redaction(assignment.participant)),
                 send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,

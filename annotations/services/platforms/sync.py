@@ -25,7 +25,7 @@ from .bonus import bonus_reconciled
 from .calls import reconciler
 from .common import OP
 from .publish import publication_add_external_id
-from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed
+from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed, reject_not_applied
 
 # The platforms whose listing holds every piece of work from the moment its worker starts it
 # (Prolific lists a submission as ACTIVE from the start): there, work answered here that the
@@ -53,6 +53,8 @@ def platform_calls_reconcile(*, study: Study) -> dict:
             bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
         if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
             assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
+        if outcome is False and call.operation == OP.REJECT:
+            reject_not_applied(call)  # nothing was rejected: the researcher's clear it took comes back
         if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
             call.refresh_from_db()
             summary = call.request_summary or {}

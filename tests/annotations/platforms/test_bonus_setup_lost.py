@@ -1,6 +1,7 @@
 """A Prolific bonus is two calls: set-up (creates a bulk-bonus record, moves no money), then pay.
-When the set-up's answer is lost, the bonus is unknown until sync settles the set-up call as not
-applied: no pay call was sent, so nothing was paid and the bonus goes back to pending. Paying it
+When the set-up's answer is lost no pay call was sent, so nothing was paid: the bonus goes back to
+pending at once (a bonus left unknown by an earlier version goes back when sync settles the set-up
+call as not applied). Paying it
 again sets up a new record and pays that one: the worker is paid exactly once, never the record
 the lost answer named as well."""
 from __future__ import annotations
@@ -23,7 +24,7 @@ HALF = Decimal("0.50")
 
 def _setup_answer_lost(prolific, study):
     """A 0.50 bonus whose set-up reached Prolific (a bulk-bonus record exists there) and whose
-    answer was lost: ``CallOutcomeUnknown``, the bonus unknown, no pay call sent."""
+    answer was lost: ``CallOutcomeUnknown``, the bonus pending again (no pay call was sent)."""
     platform, server = prolific
     pub = publish_on(study, "prolific")
     sub = server.add_submission(pub.prolific_study_id, participant_id="a" * 24)
@@ -39,7 +40,7 @@ def _setup_answer_lost(prolific, study):
         patch.setattr(platform, "bonus_setup", lost)
         bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
     bonus = Bonus.objects.get()
-    assert bonus.status == Bonus.Status.UNKNOWN
+    assert bonus.status == Bonus.Status.PENDING  # no pay call was sent: safe to pay again at once
     assert len(server.bulk_bonuses) == 1 and server.payments == []
     assert not PlatformCall.objects.filter(operation=OP.BONUS).exists()
     return work, sub, bonus
