@@ -210,13 +210,14 @@ def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int,
 
 def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | None = None, seed: int = 0,
                    include_generalization: bool = False,
-                   readable: QuerySet[Item] | None = None) -> tuple[list[tuple[str, str]], dict]:
-    """(input, target) pairs in the FEB formats the generation code reads back, and what they
+                   readable: QuerySet[Item] | None = None) -> tuple[list[tuple[str, str]], dict, list[int]]:
+    """(input, target) pairs in the FEB formats the generation code reads back, what they
     were made of (recorded with the checkpoint): dataset, split, items, examples, generalization
     questions, which rationales, and for a researcher's job ``items_left_out``: how many of the
     split's items were left out because they may not read them (``readable``: the items they may
     read, ``studies.selectors.items_for_jobs``; None: every item, the operator's job, which records
-    no such count)."""
+    no such count); and the ids of the items trained on (the job's :data:`TRAIN_ITEM_IDS`, not the
+    checkpoint's record)."""
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
     items, left_out = _items(dataset, split, n_shot, seed, readable)
@@ -259,7 +260,7 @@ def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | Non
             "generalization_questions": len(pairs) - from_items, "rationales": rationales}
     if readable is not None:  # a researcher's job: how many of the split's items they may not read
         data["items_left_out"] = left_out
-    return pairs, data
+    return pairs, data, [item.pk for item in items]
 
 
 # Each number a fine-tuning job takes: its type and bounds (checked and cast by ``_number``, as
@@ -323,16 +324,23 @@ def finetune_settings(*, dataset: Dataset, split: str, params: dict) -> dict:
     return merged
 
 
+# The key of a fine-tuning job's params holding the ids of the items it trains on, recorded when it
+# is created: ``inputs._items_check`` checks at each of the job's progress reports that its
+# researcher may still read each of them, as it checks other jobs' ``item_ids`` (a fine-tuning job
+# has none), and :func:`_train` that the items it would train on now are these.
+TRAIN_ITEM_IDS = "train_item_ids"
+
+
 def finetune_data(*, dataset: Dataset, split: str, settings: dict, readable: QuerySet[Item] | None = None) -> dict:
     """``settings`` (:func:`finetune_settings`) completed with the data: the training pairs'
     record (``data``, with ``items_left_out``: the split's items the job's researcher may not read,
-    ``readable``; None: every item, the operator's job), ``examples``, and ``steps`` computed from
-    epochs unless given, with the schedule the loop will use."""
+    ``readable``; None: every item, the operator's job), the ids of the items trained on
+    (:data:`TRAIN_ITEM_IDS`), ``examples``, and ``steps`` computed from epochs unless given, with the
+    schedule the loop will use."""
     merged = dict(settings)
-    pairs, merged["data"] = training_pairs(dataset=dataset, split=split, mode=merged["mode"],
-                                           n_shot=merged.get("n_shot"), seed=int(merged["seed"]),
-                                           include_generalization=bool(merged["include_generalization"]),
-                                           readable=readable)
+    pairs, merged["data"], merged[TRAIN_ITEM_IDS] = training_pairs(
+        dataset=dataset, split=split, mode=merged["mode"], n_shot=merged.get("n_shot"), seed=int(merged["seed"]),
+        include_generalization=bool(merged["include_generalization"]), readable=readable)
     merged["examples"] = len(pairs)
     if not settings.get("steps"):
         merged["steps"] = max(1, -(-len(pairs) * int(merged["epochs"]) // int(merged["batch_size"])))
@@ -417,15 +425,17 @@ def _train(job: GenerationJob):
 
     params = job.params
     try:
-        pairs, data = training_pairs(dataset=job.dataset, split=job.split or "train", mode=params["mode"],
-                                     n_shot=params.get("n_shot"), seed=int(params["seed"]),
-                                     include_generalization=bool(params["include_generalization"]),
-                                     readable=job_readable_items(job))
+        pairs, data, item_ids = training_pairs(
+            dataset=job.dataset, split=job.split or "train", mode=params["mode"], n_shot=params.get("n_shot"),
+            seed=int(params["seed"]), include_generalization=bool(params["include_generalization"]),
+            readable=job_readable_items(job))
     except GenerationError as exc:
         generation_job_fail(job_id=job.pk, error=f"cannot make the training examples: {exc}")
         return None
     recorded = params.get("data") or {}
-    if (data["items"], data["examples_from_items"]) != (recorded.get("items"), recorded.get("examples_from_items")):
+    recorded_ids = params.get(TRAIN_ITEM_IDS)
+    if ((data["items"], data["examples_from_items"]) != (recorded.get("items"), recorded.get("examples_from_items"))
+            or (isinstance(recorded_ids, list) and sorted(item_ids) != sorted(recorded_ids))):
         # The items its researcher may read changed since the job was created (or it was created
         # before they were counted): it trains on no item they may not read, nor on other data
         # than the job shows.

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 
 from lab.ids import parse_id
 from lab.jsontext import json_fingerprint, text_problem
-from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
+from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource, Study
 from studies.selectors import (
     datasets_for_user,
     items_for_jobs,
@@ -93,10 +93,11 @@ def left_out_tally_reset(token) -> None:
 
 def readable_item_ids(ids: list[int], *, role: str = "items") -> list[int]:
     """Of ``ids`` (items a new job takes from a dataset or split), those its researcher may read
-    (``items_for_user``; the operator's job: all), in their order; how many were left out is added
+    (``items_for_jobs``; the operator's job: all), in their order; how many were left out is added
     to the tally of ``role`` (:func:`left_out_tally`). A dataset a researcher sees may hold items
     that only another researcher's study shows, as the demonstration draw already allows for
-    (``rationales.train_demonstrations``): the job runs on the rest rather than being refused."""
+    (``rationales.train_demonstrations``, by the same rule): the job runs on the rest rather than
+    being refused."""
     reader = _PREPARING_FOR.get()
     if not reader or reader[0] == "operator":
         return ids
@@ -376,21 +377,29 @@ def _reading_refusal(job: GenerationJob) -> str:
     return ""
 
 
-# Quark's params that hold item ids it reads beside its training items (``job.item_ids``).
-JOB_ITEM_PARAMS = {"validation_item_ids": "validation", "heldout_item_ids": "held-out"}
+# The params that hold item ids a job reads beside its ``item_ids``: Quark's validation and
+# held-out items (its training items are its ``item_ids``), and a fine-tuning job's training items
+# (``finetune.TRAIN_ITEM_IDS``; its ``item_ids`` are empty), recorded when it is created.
+JOB_ITEM_PARAMS = {"validation_item_ids": "validation", "heldout_item_ids": "held-out",
+                   "train_item_ids": "training"}
 _CHUNK = 2000  # ids per query: well under SQLite's limit on a statement's parameters
 
 
 def _items_check(user, job: GenerationJob) -> None:
-    """Refuse, naming the first few, the items of ``job`` (its ``item_ids``, and Quark's validation
-    and held-out ones) that ``user`` may no longer read (``items_for_user``): a study that showed
-    them to its researcher deleted, or its share revoked, since the job was created. Items deleted
-    since are left to the kind (they are no longer anyone's to read)."""
+    """Refuse, naming the first few, the items of ``job`` (its ``item_ids``, Quark's validation
+    and held-out ones, a fine-tuning job's training ones) that ``user`` may no longer read
+    (``items_for_jobs``): a study that showed them to its researcher deleted, or its share revoked
+    or lowered, since the job was created; or, for items no study shows, their dataset no longer
+    one they may build on (``datasets_for_design``). The message says which. Items deleted since
+    are left to the kind (they are no longer anyone's to read). A fine-tuning job created before
+    its training items were recorded is checked by their number (:func:`_training_count_check`)."""
     params = job.params if isinstance(job.params, dict) else {}
     roles = {"": list(job.item_ids or [])}
     roles.update({label: list(params.get(key) or []) for key, label in JOB_ITEM_PARAMS.items()
                   if isinstance(params.get(key), list)})
     readable_all = items_for_jobs(user=user)
+    if not readable_all.query.has_filters():
+        return  # they read every item (``studies.view_item``): nothing to look up
     for label, ids in roles.items():
         ids = [i for i in ids if type(i) is int]
         hidden: list[int] = []
@@ -402,5 +411,45 @@ def _items_check(user, job: GenerationJob) -> None:
                 hidden += sorted(Item.objects.filter(pk__in=unseen).values_list("pk", flat=True))
         if hidden:
             which = f"{label} items" if label else "items"
-            raise GenerationError(f"{len(hidden)} of the job's {len(ids)} {which} (ids {hidden[:10]}) are no longer "
-                                  "in a study you may read")
+            raise GenerationError(f"{len(hidden)} of the job's {len(ids)} {which} (ids {hidden[:10]}) "
+                                  f"{_hidden_why(hidden)}")
+    if job.kind == GenerationJob.Kind.FINETUNE and not isinstance(params.get("train_item_ids"), list):
+        _training_count_check(readable_all, job, params)
+
+
+def _hidden_why(hidden: list[int]) -> str:
+    """Why items a job's researcher read when it was created are hidden from them now (``items_for_jobs``):
+    those a study shows are no longer shown by one they may read; those no study shows are in a
+    dataset that is no longer one they may build on (``datasets_for_design``: their own study's, or a
+    study's they may change, uses it), the datasets named (the job's own, which they chose)."""
+    shown: set[int] = set()
+    dataset_ids: set[int] = set()
+    for start in range(0, len(hidden), _CHUNK):
+        chunk = hidden[start:start + _CHUNK]
+        shown.update(Study.items.through.objects.filter(item_id__in=chunk).values_list("item_id", flat=True))
+        dataset_ids.update(Item.objects.filter(pk__in=[i for i in chunk if i not in shown]).values_list(
+            "dataset_id", flat=True))
+    reasons = []
+    if shown:
+        reasons.append(f"{len(shown)} no longer in a study you may read")
+    unshown = [i for i in hidden if i not in shown]
+    if unshown:
+        datasets = Dataset.objects.filter(pk__in=dataset_ids).order_by("pk").values_list("pk", "name")
+        names = ", ".join(f"dataset {pk} {name!r}" for pk, name in datasets[:5])
+        reasons.append(f"{len(unshown)} in no study, in {names}, no longer a dataset you may build on (one "
+                       "that a study of your own, or a study you may change, uses)")
+    return "are no longer yours to read: " + "; ".join(reasons)
+
+
+def _training_count_check(readable_all, job: GenerationJob, params: dict) -> None:
+    """For a fine-tuning job that recorded how many items it trains on but not which: refuse when
+    fewer of its split's items are readable now than it trains on."""
+    data = params.get("data") if isinstance(params.get("data"), dict) else {}
+    recorded = data.get("items")
+    if type(recorded) is not int or job.dataset_id is None:
+        return
+    now = readable_all.filter(dataset_id=job.dataset_id, split=job.split or "train").count()
+    if now < recorded:
+        raise GenerationError(f"{recorded - now} of the job's {recorded} training items are no longer yours to read "
+                              "(no longer in a study you may read, or in no study and in a dataset you may no "
+                              "longer build on)")

@@ -40,7 +40,7 @@ from studies.models import (
     Item,
     QuestionGenerator,
 )
-from studies.selectors import generalization_questions_for_user, items_for_user
+from studies.selectors import generalization_questions_for_user, items_for_jobs
 from studies.services.content import content_added_refusals
 
 from .common import (
@@ -67,21 +67,22 @@ OPERATOR_QUESTION_DEMONSTRATIONS = ("drawn from the train-split {qtype} generali
                                     "(the operator's job: all of them)")
 RESEARCHER_QUESTION_DEMONSTRATIONS = (
     "drawn from the train-split {qtype} generalization questions of {dataset} that {user}, who started the job, may "
-    "read (generalization_questions_for_user, items_for_user)")
+    "read (generalization_questions_for_user, items_for_jobs)")
 
 
 def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset, qtype: str, *,
                                   user=None) -> list[dict]:
     """Six ``qtype`` demonstrations drawn (seeded by the generator) from the dataset's train-split
     generalization questions of that type not marked invalid, one per item. ``user``: only among the
-    questions and items they may read (``generalization_questions_for_user``, ``items_for_user``): a
-    demonstration carries the item's question and facts and the question's text and answer; None:
-    among all (the operator's job)."""
+    questions they may read (``generalization_questions_for_user``) on items their jobs may send to
+    an LM (``items_for_jobs``, the rule of the job's own items: the demonstrations go to the same
+    endpoint): a demonstration carries the item's question and facts and the question's text and
+    answer; None: among all (the operator's job)."""
     pool = (GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
             .exclude(validation_status=GeneralizationQuestion.Validation.INVALID))
     if user is not None:
         pool = pool.filter(pk__in=generalization_questions_for_user(user=user).values("pk"),
-                           item_id__in=items_for_user(user=user).values("pk"))
+                           item_id__in=items_for_jobs(user=user).values("pk"))
     by_item: dict[int, GeneralizationQuestion] = {}
     for question in pool.select_related("item").order_by("item_id", "id"):
         by_item.setdefault(question.item_id, question)

@@ -12,7 +12,8 @@ dtype the weights ran in with the torch and transformers versions, or the OpenAI
 
 A causal or OpenAI source without demonstrations of its own reads six drawn from the dataset's
 train items with gold rationales (:func:`train_demonstrations`): only items the job's researcher
-may read (``studies.selectors.items_for_user``; the operator's job: every item), and none of the
+may send to an LM (``studies.selectors.items_for_jobs``, the rule of the job's own items: the
+demonstrations go to the same endpoint; the operator's job: every item), and none of the
 items the job prompts for while six lie outside them (a job on the train split would otherwise show
 an item its own gold answer and rationale); a job on the whole train split draws from all, and
 ``params["demonstrations_from"]`` names its items among the six, whose rationales record
@@ -31,7 +32,7 @@ from studies.lm import templates
 from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
-from studies.selectors import items_for_user
+from studies.selectors import items_for_jobs
 from studies.services.content import content_added_refusals
 
 from .common import (
@@ -90,7 +91,7 @@ def train_demonstrations(dataset: Dataset, *, seed: int, readable: QuerySet[Item
 SOURCE_DEMONSTRATIONS = "the rationale source's own demonstrations"
 OPERATOR_DEMONSTRATIONS = "drawn from the train items of {dataset} with gold rationales (the operator's job: all of them)"
 RESEARCHER_DEMONSTRATIONS = ("drawn from the train items of {dataset} with gold rationales that {user}, who started the "
-                             "job, may read (items_for_user)")
+                             "job, may read (items_for_jobs)")
 
 
 # Said where a job's demonstrations come from when too few train items lie outside the job (a job
@@ -111,7 +112,9 @@ def job_item_ids(job: GenerationJob) -> set[int]:
 
 def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], str]:
     """(six demonstrations for ``job`` drawn with ``seed`` from its dataset's train items, where
-    from): for a researcher's job only among the items they may read, for the operator's among all;
+    from): for a researcher's job only among the items they may send to an LM (``items_for_jobs``:
+    the demonstrations go to the same endpoint as the job's own items, which that rule picks), for
+    the operator's among all;
     never one of the items the job prompts for (:func:`job_item_ids`: a train-split job would
     otherwise show an item its own gold answer and rationale)."""
     actor = job_actor(job)
@@ -120,7 +123,7 @@ def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], st
         demos, where = (train_demonstrations(job.dataset, seed=seed, exclude_ids=own),
                         OPERATOR_DEMONSTRATIONS.format(dataset=job.dataset.name))
     else:
-        demos, where = (train_demonstrations(job.dataset, seed=seed, readable=items_for_user(user=actor),
+        demos, where = (train_demonstrations(job.dataset, seed=seed, readable=items_for_jobs(user=actor),
                                              exclude_ids=own),
                         RESEARCHER_DEMONSTRATIONS.format(dataset=job.dataset.name, user=job.created_by or "nobody"))
     keys = {d.get("key") for d in demos}

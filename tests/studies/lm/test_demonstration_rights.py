@@ -65,7 +65,7 @@ def test_a_researchers_job_draws_its_demonstrations_only_from_train_items_they_m
     assert not hidden_gold & {d["rationale"] for d in job.params["demonstrations"]}
     assert job.params["demonstrations_from"] == (
         "drawn from the train items of strategyqa with gold rationales that bob, who started the job, may read "
-        "(items_for_user)")
+        "(items_for_jobs)")
     # What the prompts read: the frozen demonstrations, recorded with each rationale.
     for info in Rationale.objects.filter(source=lab["source"]).values_list("generation_info", flat=True):
         assert set(info["demonstrations"]) == keys

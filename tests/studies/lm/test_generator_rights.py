@@ -181,7 +181,7 @@ def test_a_job_draws_demonstrations_only_from_what_its_researcher_reads_and_save
     assert drawn and drawn <= alices_items, drawn - alices_items
     assert job.params["demonstrations_from"]["similar"] == (
         "drawn from the train-split similar generalization questions of shared-ds that alice, who started the job, "
-        "may read (generalization_questions_for_user, items_for_user)")
+        "may read (generalization_questions_for_user, items_for_jobs)")
     lab["alices"].refresh_from_db()
     assert lab["alices"].demonstrations == {}
 
