@@ -23,6 +23,7 @@ from studies.lm.backends import (
     Backend,
     BackendError,
     Budget,
+    BudgetExceeded,
     Decoding,
     TransientBackendError,
     build_backend,
@@ -148,7 +149,8 @@ def decoding_from(data: dict | None, **defaults: Any) -> Decoding:
 
 # The operator's caps per job on what its requests spend with ``RL_OPENAI_API_KEY``: (the param
 # key of the job's own cap, the setting). :func:`operator_key_budget` records them in a new job
-# whose requests carry the key, and :meth:`JobBudget.bound_by_operator` applies them as each batch runs.
+# whose requests carry the key, and :func:`job_budget` applies them, as each batch runs, to its
+# requests that carry the key.
 OPERATOR_KEY_CAPS = (("max_requests", "RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB"),
                      ("max_tokens", "RL_OPENAI_KEY_MAX_TOKENS_PER_JOB"))
 # The key of a job's params that says, per cap it holds (``max_requests``, ``max_tokens``), the
@@ -235,55 +237,123 @@ def operator_key_budget(params: dict, rows) -> None:
                 f"that get the operator's API key; ask for at most {cap}")
 
 
+# What a job's stored usage counts (``params["usage"]``): all its requests and tokens, and those
+# that carried the operator's key (:class:`JobBudget`).
+USAGE_COUNTS = ("used_requests", "used_tokens", "key_requests", "key_tokens")
+
+
+@dataclass
 class JobBudget(Budget):
     """A job's budget as one batch spends it. ``used_*`` start from the usage the job has stored
     and follow what other copies of the batch store meanwhile (:meth:`BatchUsage.add_to` brings
-    them up to date), so the cap counts every copy's requests; ``own_*`` count this batch's own,
-    of which ``added_*`` are already added to the job's stored usage."""
+    them up to date), so the cap counts every copy's requests; ``own`` counts this batch's own,
+    of which ``added`` is already added to the job's stored usage.
+
+    ``max_*`` are the job's own caps, on every request. The operator's caps per job
+    (``key_caps``: :func:`job_budget`) bound only the requests that carry its key, counted apart
+    in ``key_requests`` / ``key_tokens`` (stored in the job's usage under those names): a backend
+    whose requests carry it spends through :meth:`carrying_key` (:func:`source_backend`), so a
+    Gen-U answerer on the researcher's own server does not spend the operator's cap."""
+
+    key_caps: dict[str, tuple[str, int]] = field(default_factory=dict)  # {max_requests/max_tokens: (setting, cap)}
+    key_requests: int = 0
+    key_tokens: int = 0
 
     def __post_init__(self):
         super().__post_init__()
         self._lock = threading.RLock()  # held around Budget's own methods, which take it too
-        self.own_requests = self.own_tokens = 0
-        self.added_requests = self.added_tokens = 0
+        self.own = dict.fromkeys(USAGE_COUNTS, 0)
+        self.added = dict.fromkeys(USAGE_COUNTS, 0)
 
     def reserve_request(self) -> None:
         with self._lock:
             super().reserve_request()
-            self.own_requests += 1
+            self.own["used_requests"] += 1
 
-    def bound_by_operator(self) -> None:
-        """Cap at the smaller of the job's caps and the operator's as they stand now
-        (:func:`operator_key_caps`): the budget of requests that carry the operator's key."""
+    def reserve_key_request(self) -> None:
+        """:meth:`reserve_request` for a request that carries the operator's key: bounded by the
+        job's own caps (on all its requests) and by the operator's (on those that carried the key),
+        a BudgetExceeded naming the setting when the operator's cap is what stops it."""
         with self._lock:
-            for key, (_, cap) in operator_key_caps().items():
-                mine = getattr(self, key)
-                setattr(self, key, cap if mine is None else min(int(mine), cap))
+            for cap_key, key_used, used, what in (
+                    ("max_requests", self.key_requests, self.used_requests, "requests"),
+                    ("max_tokens", self.key_tokens, self.used_tokens, "tokens")):
+                if cap_key not in self.key_caps:
+                    continue
+                name, cap = self.key_caps[cap_key]
+                own_cap = getattr(self, cap_key)
+                if key_used >= cap and (own_cap is None or used < own_cap):  # else the job's own cap says so
+                    raise BudgetExceeded(
+                        f"operator's cap reached: {key_used} of {cap} {what} used with the operator's key ({name})")
+            self.reserve_request()
+            self.key_requests += 1
+            self.own["key_requests"] += 1
 
     def record_tokens(self, tokens: int, *, estimated: bool = False) -> None:
         with self._lock:
             before = self.used_tokens
             super().record_tokens(tokens, estimated=estimated)
-            self.own_tokens += self.used_tokens - before
+            self.own["used_tokens"] += self.used_tokens - before
 
-    def unadded(self) -> tuple[int, int, int, int]:
-        """(own requests, own tokens, requests not yet added, tokens not yet added)."""
+    def record_key_tokens(self, tokens: int, *, estimated: bool = False) -> None:
+        """:meth:`record_tokens` for a response to a request that carried the operator's key."""
         with self._lock:
-            return (self.own_requests, self.own_tokens,
-                    self.own_requests - self.added_requests, self.own_tokens - self.added_tokens)
+            before = self.used_tokens
+            self.record_tokens(tokens, estimated=estimated)
+            self.key_tokens += self.used_tokens - before
+            self.own["key_tokens"] += self.used_tokens - before
 
-    def settle(self, *, own_requests: int, own_tokens: int, stored_requests: int, stored_tokens: int) -> None:
-        """The job now stores ``stored_*``, which include this batch's ``own_*`` (as
-        :meth:`unadded` gave them): count from there, plus what this batch spent since."""
+    def carrying_key(self) -> OperatorKeySpend:
+        """What a backend whose requests carry the operator's key spends through."""
+        return OperatorKeySpend(self)
+
+    def unadded(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(this batch's own spending, the part of it not yet added to the job's stored usage),
+        each by :data:`USAGE_COUNTS`."""
         with self._lock:
-            self.added_requests, self.added_tokens = own_requests, own_tokens
-            self.used_requests = stored_requests + self.own_requests - own_requests
-            self.used_tokens = stored_tokens + self.own_tokens - own_tokens
+            return dict(self.own), {k: self.own[k] - self.added[k] for k in USAGE_COUNTS}
+
+    def settle(self, *, own: dict[str, int], stored: dict[str, int]) -> None:
+        """The job now stores ``stored`` (:func:`stored_usage`), which includes this batch's
+        ``own`` (as :meth:`unadded` gave it): count from there, plus what this batch spent since."""
+        with self._lock:
+            self.added = dict(own)
+            now = {k: stored[k] + self.own[k] - own[k] for k in USAGE_COUNTS}
+            self.used_requests, self.used_tokens = now["used_requests"], now["used_tokens"]
+            self.key_requests, self.key_tokens = now["key_requests"], now["key_tokens"]
+
+    def as_json(self) -> dict:
+        return {**super().as_json(), "key_requests": self.key_requests, "key_tokens": self.key_tokens}
 
 
-def stored_usage(params: dict) -> tuple[int, int]:
+class OperatorKeySpend:
+    """The spending of a backend whose requests carry the operator's key, in its job's budget
+    (:meth:`JobBudget.carrying_key`): each request counts against the job's own caps and the
+    operator's caps per job."""
+
+    def __init__(self, budget: JobBudget):
+        self.budget = budget
+
+    def reserve_request(self) -> None:
+        self.budget.reserve_key_request()
+
+    def record_tokens(self, tokens: int, *, estimated: bool = False) -> None:
+        self.budget.record_key_tokens(tokens, estimated=estimated)
+
+    def __getattr__(self, name):  # as_json, used_requests, ...: the job's budget
+        return getattr(self.budget, name)
+
+
+def stored_usage(params: dict) -> dict[str, int]:
+    """The usage a job stores: ``used_requests`` / ``used_tokens`` (all its requests) and
+    ``key_requests`` / ``key_tokens`` (those that carried the operator's key). A job whose usage
+    was stored before these were counted apart counts all it used as carrying the key (an upper
+    bound, so the operator's cap still holds)."""
     usage = params.get("usage") or {}
-    return int(usage.get("used_requests", 0)), int(usage.get("used_tokens", 0))
+    requests, tokens = int(usage.get("used_requests", 0)), int(usage.get("used_tokens", 0))
+    return {"used_requests": requests, "used_tokens": tokens,
+            "key_requests": int(usage.get("key_requests", requests)),
+            "key_tokens": int(usage.get("key_tokens", tokens))}
 
 
 class BatchUsage:
@@ -302,23 +372,23 @@ class BatchUsage:
         """Add what this batch spent since the last time to ``locked.params["usage"]`` (the
         caller holds the job row with ``select_for_update`` and saves it); returns what brings
         the budgets up to date, to call once that is committed."""
-        requests, tokens = stored_usage(locked.params)
+        stored = stored_usage(locked.params)
         snapshots = [(budget, budget.unadded()) for budget in self.budgets]
         if not snapshots:
             return lambda: None
-        requests += sum(snap[2] for _, snap in snapshots)
-        tokens += sum(snap[3] for _, snap in snapshots)
+        for _, (_, unadded) in snapshots:
+            for key in USAGE_COUNTS:
+                stored[key] += unadded[key]
         # Some of the tokens are an upper estimate (an endpoint that sent no usage: backends.estimated_tokens).
         estimated = bool((locked.params.get("usage") or {}).get("tokens_estimated")) or any(
             budget.tokens_estimated for budget, _ in snapshots)
         locked.params = {**locked.params, "usage": {
             "max_requests": locked.params.get("max_requests"), "max_tokens": locked.params.get("max_tokens"),
-            "used_requests": requests, "used_tokens": tokens, "tokens_estimated": estimated}}
+            **stored, "tokens_estimated": estimated}}
 
         def settle() -> None:
-            for budget, (own_requests, own_tokens, _, _) in snapshots:
-                budget.settle(own_requests=own_requests, own_tokens=own_tokens,
-                              stored_requests=requests, stored_tokens=tokens)
+            for budget, (own, _) in snapshots:
+                budget.settle(own=own, stored=stored)
         return settle
 
     def store(self, *, skip_locked: bool = False) -> None:
@@ -372,15 +442,25 @@ def job_budget(job: GenerationJob) -> Budget:
     """The job's budget for a batch: its caps, and the usage the job stores now (read from the
     database, not from ``job``, which was read when the batch started: another copy of the batch
     may have stored its usage since). Made while :class:`ItemHandler` runs a batch of the job, the
-    batch adds what it spends to the job's stored usage (:class:`BatchUsage`). A backend whose
-    requests carry the operator's key is built on it by :func:`source_backend`, which bounds it by
-    the operator's caps as they stand now (:meth:`JobBudget.bound_by_operator`)."""
+    batch adds what it spends to the job's stored usage (:class:`BatchUsage`).
+
+    The job's own ``max_requests`` / ``max_tokens`` bound all its requests. The operator's caps per
+    job (:func:`operator_key_caps` as they stand now, and a cap :func:`operator_key_budget` recorded
+    in a job that set none: named in its :data:`BUDGET_FROM`, the smaller where both) bound only its
+    requests that carry the operator's key (:meth:`JobBudget.carrying_key`, which
+    :func:`source_backend` gives such a backend); a recorded cap is not the job's own."""
     params = job.params
     if job.pk is not None:
         params = GenerationJob.objects.filter(pk=job.pk).values_list("params", flat=True).first() or params
-    used_requests, used_tokens = stored_usage(params)
-    budget = JobBudget(max_requests=job.params.get("max_requests"), max_tokens=job.params.get("max_tokens"),
-                       used_requests=used_requests, used_tokens=used_tokens)
+    used = stored_usage(params)
+    recorded = job.params.get(BUDGET_FROM) or {}
+    own_caps = {key: None if key in recorded else job.params.get(key) for key, _ in OPERATOR_KEY_CAPS}
+    key_caps = operator_key_caps()
+    for key, name in OPERATOR_KEY_CAPS:
+        if key in recorded and job.params.get(key) is not None:
+            cap = int(job.params[key])
+            key_caps[key] = (recorded[key] or name, min(cap, key_caps[key][1]) if key in key_caps else cap)
+    budget = JobBudget(**own_caps, key_caps=key_caps, **used)
     batch = _BATCH_USAGE.get()
     if batch is not None and batch.job_id == job.pk:
         batch.budgets.append(budget)
@@ -388,12 +468,12 @@ def job_budget(job: GenerationJob) -> Budget:
 
 
 def source_backend(source, *, budget: Budget | None = None, options: dict | None = None) -> Backend:
-    """The backend of a rationale source or question generator record. A job's ``budget``
-    (:func:`job_budget`) given to a backend whose requests carry the operator's key is bounded by
-    the operator's caps per job (:meth:`JobBudget.bound_by_operator`)."""
+    """The backend of a rationale source or question generator record. A backend whose requests
+    carry the operator's key (:func:`sends_operator_key`) spends a job's ``budget``
+    (:func:`job_budget`) as such (:meth:`JobBudget.carrying_key`), bounded by the operator's caps per job."""
     options = (source.decoding or {}) if options is None else options
     if isinstance(budget, JobBudget) and sends_operator_key(source, options):
-        budget.bound_by_operator()
+        budget = budget.carrying_key()
     return build_backend(backend=source.backend, model_name_or_path=source.model_name_or_path,
                          endpoint_url=source.endpoint_url, options=options, budget=budget)
 

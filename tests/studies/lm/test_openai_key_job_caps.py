@@ -22,6 +22,8 @@ pytestmark = pytest.mark.django_db
 KEY = "sk-operator-secret-42"
 REPLY = " yes\nReason: Because the facts say so.\n###\nQuestion: next"
 HOSTED = "https://api.openai.com/v1"
+# The error of a job the operator's cap stopped: it names the setting.
+OPERATORS_CAP = "operator's cap reached: {} requests used with the operator's key (RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB)"
 QUESTION_DEMOS = {qtype: [{"question": "Q?", "context": "c", "output": "Is it?", "answer": "True"}] * 6
                   for qtype in ("rephrase", "similar", "counterfactual")}
 
@@ -73,7 +75,7 @@ def test_a_job_on_the_operators_key_without_a_cap_gets_the_operators_and_stops_t
     assert job.params["budget_from"] == {"max_requests": "RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB"}
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in network)
     assert job.status == "failed"
-    assert job.error == "budget cap reached: 3 of 3 requests used"
+    assert job.error == OPERATORS_CAP.format("3 of 3")
     assert job.params["usage"]["used_requests"] == 3
 
 
@@ -96,7 +98,7 @@ def test_a_job_within_the_cap_keeps_its_own_and_a_setting_lowered_later_bounds_i
     operator_key.RL_OPENAI_KEY_MAX_REQUESTS_PER_JOB = 2  # lowered while the job waits
     job = generation.generation_job_run(job_id=job.pk)
     assert len(network) == 2
-    assert job.error == "budget cap reached: 2 of 2 requests used"
+    assert job.error == OPERATORS_CAP.format("2 of 2")
 
 
 def test_a_genu_job_with_an_openai_answerer_on_the_operators_key_is_capped(operator_key, network):
@@ -108,7 +110,7 @@ def test_a_genu_job_with_an_openai_answerer_on_the_operators_key_is_capped(opera
     job = generation.generation_job_run(job_id=job.pk)
     assert len(network) == 3  # unbounded, F^I and F^IR on the 4 questions take 8 requests
     assert job.params["max_requests"] == 3
-    assert job.status == "failed" and job.error == "budget cap reached: 3 of 3 requests used"
+    assert job.status == "failed" and job.error == OPERATORS_CAP.format("3 of 3")
 
 
 def test_a_job_on_an_endpoint_without_the_key_is_not_capped(operator_key, strategyqa_dataset, dev_items,
@@ -154,4 +156,4 @@ def test_a_question_job_on_the_operators_key_is_capped(operator_key, network, st
                                            dataset=strategyqa_dataset, split="dev", limit=4, enqueue=False)
     job = generation.generation_job_run(job_id=job.pk)
     assert len(network) == 3
-    assert job.params["max_requests"] == 3 and job.error == "budget cap reached: 3 of 3 requests used"
+    assert job.params["max_requests"] == 3 and job.error == OPERATORS_CAP.format("3 of 3")
