@@ -182,22 +182,25 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
                 raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk} was not paid: {error}") from exc
             bonus.refresh_from_db()
             return bonus  # pending: paying it again sets up a new record and pays that one
-        bonus.refresh_from_db()
-        if bonus.status == Bonus.Status.PAID:  # paid meanwhile by another attempt's set-up and pay call
-            return bonus
-        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error)  # another attempt's pay call was sent
+        if not _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error):  # another attempt's pay call was sent
+            bonus.refresh_from_db()
+            return bonus  # paid meanwhile by another attempt's set-up and pay call
         raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk}: outcome unknown ({error}); "
                                  "the next sync asks the platform whether it was paid") from exc
     except (PlatformTransientError, CallOutcomeUnknown) as exc:
         # Sent, and the answer was lost (or an earlier attempt's still is): the money may have moved.
         error = redacted(_message(exc), assignment.participant)
-        _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error,
-                    platform_call=PlatformCall.objects.filter(idempotency_key=key).first())
+        if not _bonus_move(bonus, Bonus.Status.UNKNOWN, error=error,
+                           platform_call=PlatformCall.objects.filter(idempotency_key=key).first()):
+            bonus.refresh_from_db()
+            return bonus  # paid meanwhile by another attempt: this attempt's lost answer changes nothing
         raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk}: outcome unknown ({error}); "
                                    "the next sync asks the platform whether it was paid") from exc
     except (PlatformError, PlatformServiceError) as exc:
         error = redacted(_message(exc), assignment.participant)
-        _bonus_move(bonus, Bonus.Status.FAILED, error=error)
+        if not _bonus_move(bonus, Bonus.Status.FAILED, error=error):
+            bonus.refresh_from_db()
+            return bonus  # paid meanwhile by another attempt: this attempt's refusal changes nothing
         raise PlatformServiceError(f"bonus for assignment {assignment.pk} failed: {error}") from exc
     _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
     bonus.refresh_from_db()
@@ -208,17 +211,25 @@ def _message(exc: Exception) -> str:
     return getattr(exc, "message", "") or str(exc)
 
 
-def _bonus_move(bonus: Bonus, status: str | None, **fields) -> None:
+SETTLED = (Bonus.Status.PAID, Bonus.Status.RECORDED)
+
+
+def _bonus_move(bonus: Bonus, status: str | None, **fields) -> bool:
     """Move ``bonus`` through ``Bonus.STATUS`` (``status`` None: stay) and set ``fields``, under
-    its row lock. A ``platform_call`` of None leaves the recorded one."""
+    its row lock. A ``platform_call`` of None leaves the recorded one. A bonus another attempt
+    settled meanwhile (paid, or recorded as paid outside the app) is left as it is when asked to
+    move elsewhere (an older attempt's lost or refused answer changes nothing paid): False then."""
     with transaction.atomic():
         locked = Bonus.objects.select_for_update().get(pk=bonus.pk)
+        if locked.status in SETTLED and status not in (None, locked.status):
+            return False
         if fields.get("platform_call", 0) is None:
             fields.pop("platform_call")
         if (status is None or not Bonus.STATUS.move(locked, status, **fields)) and fields:
             for name, value in fields.items():
                 setattr(locked, name, value)
             locked.save(update_fields=list(fields))
+        return True
 
 
 def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:

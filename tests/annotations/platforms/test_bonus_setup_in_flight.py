@@ -143,3 +143,33 @@ def test_sync_leaves_a_setup_in_flight_within_its_settle_window(prolific, study,
     assert reconcile_call(platform=platform, call=setup) is False
     setup.sent_at = timezone.now() - timedelta(seconds=60)
     assert reconcile_call(platform=platform, call=setup) is None
+
+
+def test_an_old_setup_timing_out_after_a_retry_paid_the_bonus_leaves_it_paid_and_the_batch_goes_on(
+        prolific, study, settings):
+    """Set-up 1 is slow; sync settles it as not applied; the researcher pays again (paid); then
+    set-up 1 times out. Its lost answer changes nothing paid (``_bonus_move`` leaves a settled
+    bonus), and the batch pays the next worker too."""
+    platform, server = prolific
+    settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS = 0
+    (first, _), (second, _) = _work(prolific, study, n=2)
+    real = platform.bonus_setup
+    calls = {"n": 0}
+
+    def slow_then_lost(**kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            study_sync(study=study)  # settles set-up 1 as not applied: the bonus is pending again
+            again = bonus_pay(user=OPERATOR, study=study, assignment=first, amount=HALF, reason="good")
+            assert again.status == Bonus.Status.PAID
+            raise PlatformTransientError("Prolific POST submissions/bonus-payments/: ReadTimeout")
+        return real(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(platform, "bonus_setup", slow_then_lost)
+        outcome = study_bonuses_pay(user=OPERATOR, study=study, assignment_ids=[first.pk, second.pk],
+                                    amount=HALF, reason="good")
+
+    assert Bonus.objects.get(assignment=first).status == Bonus.Status.PAID
+    assert Bonus.objects.get(assignment=second).status == Bonus.Status.PAID
+    assert len(server.payments) == 2, outcome
