@@ -186,16 +186,22 @@ def preset_values(preset: str, mode: str) -> dict:
 
 
 def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int,
-           readable: QuerySet[Item] | None = None) -> tuple[list[Item], int]:
+           readable: QuerySet[Item] | None = None, item_ids: list[int] | None = None) -> tuple[list[Item], int]:
     """(the split's items to train on, how many of the split's items were left out because the
     job's researcher may not read them): ``readable`` the items they may read, None: all (the
-    operator's job); ``n_shot`` of them drawn with ``seed``."""
+    operator's job); ``n_shot`` of them drawn with ``seed``. ``item_ids``: the items a job recorded
+    when it was created (:data:`TRAIN_ITEM_IDS`): those of them still in the split and readable,
+    in their recorded order, with no new draw (items added to the split since change nothing;
+    fewer items than recorded are the caller's to refuse)."""
     split_items = Item.objects.filter(dataset=dataset, split=split)
     in_split = split_items.count() if readable is not None else None
     if readable is not None:
         split_items = split_items.filter(pk__in=readable.values("pk"))
     items = list(split_items.order_by("pk"))
     left_out = in_split - len(items) if in_split is not None else 0
+    if item_ids is not None:
+        by_pk = {item.pk: item for item in items}
+        return [by_pk[pk] for pk in dict.fromkeys(item_ids) if type(pk) is int and pk in by_pk], left_out
     if n_shot is not None:
         if n_shot < 1:
             raise GenerationError("n_shot must be at least 1 (leave it empty for the full split)")
@@ -210,17 +216,19 @@ def _items(dataset: Dataset, split: str, n_shot: int | None, seed: int,
 
 def training_pairs(*, dataset: Dataset, split: str, mode: str, n_shot: int | None = None, seed: int = 0,
                    include_generalization: bool = False,
-                   readable: QuerySet[Item] | None = None) -> tuple[list[tuple[str, str]], dict, list[int]]:
+                   readable: QuerySet[Item] | None = None,
+                   item_ids: list[int] | None = None) -> tuple[list[tuple[str, str]], dict, list[int]]:
     """(input, target) pairs in the FEB formats the generation code reads back, what they
     were made of (recorded with the checkpoint): dataset, split, items, examples, generalization
     questions, which rationales, and for a researcher's job ``items_left_out``: how many of the
     split's items were left out because they may not read them (``readable``: the items they may
     read, ``studies.selectors.items_for_jobs``; None: every item, the operator's job, which records
     no such count); and the ids of the items trained on (the job's :data:`TRAIN_ITEM_IDS`, not the
-    checkpoint's record)."""
+    checkpoint's record). ``item_ids``: those a job recorded, trained on again rather than drawn
+    anew (:func:`_items`)."""
     if mode not in MODES:
         raise GenerationError(f"unknown fine-tuning mode {mode!r}: choose one of {', '.join(MODES)}")
-    items, left_out = _items(dataset, split, n_shot, seed, readable)
+    items, left_out = _items(dataset, split, n_shot, seed, readable, item_ids)
     pairs: list[tuple[str, str]] = []
     for item in items:
         p = prompt_item(item, dataset.name)
@@ -327,7 +335,8 @@ def finetune_settings(*, dataset: Dataset, split: str, params: dict) -> dict:
 # The key of a fine-tuning job's params holding the ids of the items it trains on, recorded when it
 # is created: ``inputs._items_check`` checks at each of the job's progress reports that its
 # researcher may still read each of them, as it checks other jobs' ``item_ids`` (a fine-tuning job
-# has none), and :func:`_train` that the items it would train on now are these.
+# has none), and :func:`_train` trains on exactly these (not a new draw, which an item added to the
+# split since would change), refusing when some are gone.
 TRAIN_ITEM_IDS = "train_item_ids"
 
 
@@ -424,21 +433,26 @@ def _train(job: GenerationJob):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     params = job.params
+    recorded_ids = params.get(TRAIN_ITEM_IDS)
+    if not isinstance(recorded_ids, list):
+        recorded_ids = None  # a job created before they were recorded: drawn again with its seed
     try:
+        # The recorded items, not a new draw: an item added to the split since would change it.
         pairs, data, item_ids = training_pairs(
             dataset=job.dataset, split=job.split or "train", mode=params["mode"], n_shot=params.get("n_shot"),
             seed=int(params["seed"]), include_generalization=bool(params["include_generalization"]),
-            readable=job_readable_items(job))
+            readable=job_readable_items(job), item_ids=recorded_ids)
     except GenerationError as exc:
         generation_job_fail(job_id=job.pk, error=f"cannot make the training examples: {exc}")
         return None
     recorded = params.get("data") or {}
-    recorded_ids = params.get(TRAIN_ITEM_IDS)
     if ((data["items"], data["examples_from_items"]) != (recorded.get("items"), recorded.get("examples_from_items"))
-            or (isinstance(recorded_ids, list) and sorted(item_ids) != sorted(recorded_ids))):
-        # The items its researcher may read changed since the job was created (or it was created
-        # before they were counted): it trains on no item they may not read, nor on other data
-        # than the job shows.
+            or (recorded_ids is not None and sorted(item_ids) != sorted(recorded_ids))):
+        # Some of its recorded items are no longer in the split or readable by its researcher (the
+        # inputs check, ``inputs._items_check``, usually stopped the job first, saying why), or, for a
+        # job that recorded none, the items its researcher may read changed since it was created (or
+        # it was created before they were counted): it trains on no item they may not read, nor on
+        # other data than the job shows.
         generation_job_fail(job_id=job.pk, error=(
             f"the items to train on changed since the job was created: {recorded.get('items')} items then, "
             f"{data['items']} now that its researcher may read ({data.get('items_left_out', 0)} of the split left "
