@@ -3,7 +3,8 @@
 An assignment is *active* until it is submitted, returned by the worker, or expired; submitted work
 is approved or rejected (``Assignment.STATUS``). Work that ends without counting (expired,
 returned, rejected) gives its slots back: its claims are marked ``released`` (they stay, so the
-worker never sees those questions again) and the unit counters move. This module is the only
+worker never sees those units again; an attention check left unanswered there is given again in
+their next task: ``assignment._add_attention_checks``) and the unit counters move. This module is the only
 place that gives slots back; the other writers of the counters are the claim
 (``assignment.assignment_start``: ``n_claimed`` up) and the submit (``answers.assignment_submit``:
 ``n_completed`` up).
