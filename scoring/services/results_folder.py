@@ -71,6 +71,12 @@ def conflicting_text(block: dict) -> str:
     return text + ("; with them left out: conflicting_answers in results.json" if block.get("by_source") else "")
 
 
+def _by_source(values: dict) -> list[tuple]:
+    """``values``' items in one order whatever the dict's (results.json read back from PostgreSQL's
+    jsonb comes in another order than the run wrote it): sources by name, ``all`` last."""
+    return sorted(values.items(), key=lambda item: (item[0] == "all", str(item[0])))
+
+
 def task_accuracy_note(results: dict) -> str:
     """What task accuracy (and Theil's U given it) is over: the scored units with the source's
     predicted answer, per source, and the items left out because they have no rationale."""
@@ -78,11 +84,12 @@ def task_accuracy_note(results: dict) -> str:
     missing = {s: k for s, k in (results.get("n_items_without_rationale") or {}).items() if k}
     text = "task accuracy over the scored units only (units nobody answered yet are left out)"
     if n:
-        text += " (n: " + ", ".join(f"{s} {k}" for s, k in n.items()) + ")"
+        text += " (n: " + ", ".join(f"{s} {k}" for s, k in _by_source(n)) + ")"
     if missing:
-        text += "; items without a rationale of the source left out: " + ", ".join(f"{s} {k}" for s, k in missing.items())
+        text += "; items without a rationale of the source left out: " + ", ".join(
+            f"{s} {k}" for s, k in _by_source(missing))
         wrong = {s: r.get("items_counted_wrong") for s, r in
-                 ((results.get("task_accuracy_readings") or {}).get("by_source") or {}).items() if s in missing}
+                 _by_source((results.get("task_accuracy_readings") or {}).get("by_source") or {}) if s in missing}
         if wrong:
             text += " (counted as wrong instead: " + ", ".join(
                 f"{s} {v:.3f}" for s, v in wrong.items() if v is not None) + "; task_accuracy_readings)"
