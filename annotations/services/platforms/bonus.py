@@ -105,7 +105,7 @@ def study_bonuses_pay(*, user, study: Study, assignment_ids: list[int], amount: 
 
     def pay_one(assignment: Assignment) -> None:
         bonus = _pay(assignment, amount=amount, reason=reason, kind=kind, user=user)
-        if bonus.status not in (Bonus.Status.PAID, Bonus.Status.RECORDED):  # a set-up that paid nothing
+        if bonus.status not in SETTLED:  # a set-up that paid nothing
             raise CallOutcomeUnknown(f"bonus for assignment {assignment.pk} was not paid: {bonus.error}")
 
     paid, errors, unsettled = each_assignment(assignments, pay_one, user=user, access=BONUS)
@@ -148,7 +148,7 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
                       "amount": money(amount), "currency": platform.currency, "reason": reason,
                       "created_by": actor(user)},
         )
-        if bonus.status in (Bonus.Status.PAID, Bonus.Status.RECORDED):
+        if bonus.status in SETTLED:
             return bonus
         if name == Platform.LINK:
             Bonus.STATUS.move(bonus, Bonus.Status.RECORDED)
@@ -158,7 +158,7 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
                "reason": reason[:500]}
     common = {"user": actor(user), "study": assignment.study, "assignment": assignment,
               "redact": participant_redaction(assignment.participant)}
-    key = f"{name}:bonus:{token}"
+    key = _pay_key(name, token)
     try:
         platform_work_confirm(assignment)  # refused: the bonus row fails with the reason, nothing is sent
         if name == Platform.PROLIFIC:
@@ -247,7 +247,7 @@ def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
         why = SETUP_LOST
     else:
         why = "the platform has no record of it: safe to pay again"
-    for bonus in Bonus.objects.filter(token=token).exclude(status__in=[Bonus.Status.PAID, Bonus.Status.RECORDED]):
+    for bonus in Bonus.objects.filter(token=token).exclude(status__in=SETTLED):
         if applied:
             _bonus_move(bonus, Bonus.Status.PAID, error="", paid_at=timezone.now(), platform_call=call)
         elif bonus.status == Bonus.Status.UNKNOWN:
@@ -257,6 +257,12 @@ def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
 SETUP_LOST = "its set-up's answer was lost and no payment was sent: safe to pay again"
 
 
+def _pay_key(platform: str, token: str) -> str:
+    """The idempotency key of the call that pays the bonus ``token`` on ``platform`` (one per bonus,
+    whoever sends it: ``calls.bonus_call_token`` reads the token back)."""
+    return f"{platform}:bonus:{token}"
+
+
 def _setup_key(token: str) -> str:
     return f"{Platform.PROLIFIC}:bonus_setup:{token}"
 
@@ -264,7 +270,7 @@ def _setup_key(token: str) -> str:
 def _pay_call_sent(*, platform: str, token: str) -> bool:
     """Whether a pay call of the bonus ``token`` was sent (confirmed, or its answer not known)."""
     return PlatformCall.objects.filter(
-        operation=OP.BONUS, idempotency_key=f"{platform}:bonus:{token}",
+        operation=OP.BONUS, idempotency_key=_pay_key(platform, token),
         status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists()
 
 
@@ -274,7 +280,7 @@ def _setup_paid_nothing(bonus: Bonus, *, error: str) -> bool:
     (another attempt's): False then, nothing changed."""
     with transaction.atomic():
         locked = Bonus.objects.select_for_update().get(pk=bonus.pk)
-        if locked.status in (Bonus.Status.PAID, Bonus.Status.RECORDED) or _pay_call_sent(
+        if locked.status in SETTLED or _pay_call_sent(
                 platform=Platform.PROLIFIC, token=locked.token):
             return False
         setup = PlatformCall.objects.filter(idempotency_key=_setup_key(locked.token)).first()
@@ -332,7 +338,7 @@ def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> Platform
     _bonus_move(bonus, None, platform_call=setup)
     return platform_call_execute(
         spec=CallSpec(platform=Platform.PROLIFIC, operation=OP.BONUS,
-                      idempotency_key=f"{Platform.PROLIFIC}:bonus:{bonus.token}",
+                      idempotency_key=_pay_key(Platform.PROLIFIC, bonus.token),
                       amount=bonus.amount, currency=bonus.currency,
                       request_summary={**summary, "bulk_bonus_id": bulk_id}, **common),
         send=lambda: platform.bonus_pay(bulk_id=bulk_id),

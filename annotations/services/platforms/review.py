@@ -202,33 +202,33 @@ def _not_here_decided(held: PlatformSubmission, *, user) -> None:
             locked.save(update_fields=["cleared_at", "cleared_by"])
 
 
-def _hold_restored(held: PlatformSubmission) -> tuple | None:
-    """Put back the hold of work not submitted here that a researcher cleared and now rejects,
-    before the rejection is sent: a task the worker finishes here afterwards stays held (not
-    counted, never in "Approve all") until sync takes the rejection over, as an uncleared one does.
-    Returns the clear it took back (when, by whom), None when the hold was not cleared."""
+def _hold_clear_set(held: PlatformSubmission, cleared: tuple | None) -> tuple | None:
+    """Set the clear of ``held``'s hold, under its row lock, to ``cleared`` ((when, by whom); None:
+    held again), and recount its work's units when that changes whether it counts. Returns the
+    clear it had (None: it was held). Used around a rejection of work not submitted here: the hold
+    a researcher cleared is put back before the rejection is sent (``_hold_restored``: a task the
+    worker finishes here afterwards stays held, not counted, never in "Approve all", until sync
+    takes the rejection over), and given back, who and when, when nothing was rejected
+    (``_clear_given_back``)."""
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
-        if locked.cleared_at is None:
-            return None
-        cleared = (locked.cleared_at, locked.cleared_by_id)
-        locked.cleared_at, locked.cleared_by = None, None
-        locked.save(update_fields=["cleared_at", "cleared_by"])
-        if locked.assignment_id is not None:  # its work counts no more: nor does ``n_completed``
-            units_recount_completed(assignment_ids=[locked.assignment_id])
-        return cleared
+        had = (locked.cleared_at, locked.cleared_by_id) if locked.cleared_at is not None else None
+        if (had is None) != (cleared is None):
+            locked.cleared_at, locked.cleared_by_id = cleared if cleared is not None else (None, None)
+            locked.save(update_fields=["cleared_at", "cleared_by"])
+            if locked.assignment_id is not None:  # whether its work counts changed: so does ``n_completed``
+                units_recount_completed(assignment_ids=[locked.assignment_id])
+        return had
+
+
+def _hold_restored(held: PlatformSubmission) -> tuple | None:
+    """Put the hold back; the clear it took back (when, by whom), None when it was not cleared."""
+    return _hold_clear_set(held, None)
 
 
 def _clear_given_back(held: PlatformSubmission, cleared: tuple) -> None:
-    """Give back the clear ``_hold_restored`` took, when the rejection it was taken for was refused
-    outright (nothing was rejected): the researcher's decision, who and when, stands."""
-    with transaction.atomic():
-        locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
-        if locked.cleared_at is None:
-            locked.cleared_at, locked.cleared_by_id = cleared
-            locked.save(update_fields=["cleared_at", "cleared_by"])
-            if locked.assignment_id is not None:
-                units_recount_completed(assignment_ids=[locked.assignment_id])
+    """Give back the clear ``_hold_restored`` took: nothing was rejected, the decision stands."""
+    _hold_clear_set(held, cleared)
 
 
 def _clear_noted(key: str, cleared: tuple | None) -> dict:
