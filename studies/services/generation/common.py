@@ -227,13 +227,9 @@ def operator_key_budget(params: dict, rows) -> None:
             params[key] = cap
             params[BUDGET_FROM] = {**(params.get(BUDGET_FROM) or {}), key: name}
             continue
-        try:
-            asked_n = int(asked)
-        except (TypeError, ValueError):
-            raise GenerationError(f"params.{key} must be a whole number, not {asked!r}") from None
-        if asked_n > cap:
+        if asked > cap:  # a whole number of at least 1: budget_caps_check ran as the job was created
             raise GenerationError(
-                f"params.{key} {asked_n} is over the operator's cap of {cap} per job ({name}) for endpoints "
+                f"params.{key} {asked} is over the operator's cap of {cap} per job ({name}) for endpoints "
                 f"that get the operator's API key; ask for at most {cap}")
 
 
