@@ -110,7 +110,12 @@ def precision_view(model_admin, request, study_id: int):
             for name, messages in form.errors.items():
                 label = form.fields[name].label if name in form.fields else name
                 errors.extend(f"{label}: {message}" for message in messages)
-    prior = plan_prior(user=request.user, key=prior_key)
+    try:
+        prior = plan_prior(user=request.user, key=prior_key)
+    except ValueError as exc:  # offered, but its latest run has no shares to plan from
+        errors.append(f"{form.fields['prior'].label}: {exc}")
+        prior_key = RELEASED_PRIOR
+        prior = plan_prior(user=request.user, key=prior_key)
     if difference is not None:
         raters = min(max(study.annotators_per_unit, 1), planning.MAX_RATERS)
         top = planning.max_difference(prior.pooled, raters, study_answer_choices(study=study))

@@ -157,3 +157,21 @@ def test_a_design_too_small_says_no_difference_is_detectable(researcher):
 def test_a_stranger_sees_no_plan(study):
     _, client = staff_client("stranger")
     assert client.get(f"/admin/studies/study/{study.pk}/precision/").status_code == 404
+
+
+
+def test_a_pilot_without_pooled_shares_gets_a_clear_error(researcher, study):
+    """A pilot is offered once its latest finished run has utility shares; one without the share over all
+    sources (a run written before results.json carried it) gets a clear error and the released prior's
+    figures, not a failed page."""
+    user, client = researcher
+    pilot = open_utility_study(name="early pilot", n_items=4, quota=1, source_names=["gpt3"], owner=user)
+    work(pilot, "w1")
+    run = study_score(study=pilot, similarity=False)
+    run.results["utility_shares"].pop("all")
+    run.save(update_fields=["results"])
+    response = client.get(f"/admin/studies/study/{study.pk}/precision/", {"prior": f"pilot:{pilot.pk}"})
+    assert response.status_code == 400
+    text = page_text(response)
+    assert "Expected shares from: The pilot 'early pilot' has no utility shares in its latest scored run." in text
+    assert_figures(text, expected(study))
