@@ -66,6 +66,7 @@ from annotations.services.errors import (
     StudyNotOpen,
     TaskInProgress,
 )
+from annotations.services.participants import NOT_AVAILABLE
 from annotations.services.release import (
     assignments_release,
     first_answer_window_from_consent,
@@ -383,7 +384,7 @@ def assignment_start(
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen(STUDY_NOT_OPEN)
     if participant_blocked(participant=participant, study=study):
-        raise ParticipantBlocked("This study is not available to your account.")
+        raise ParticipantBlocked(NOT_AVAILABLE)
     now = now or timezone.now()
     refs = {
         "platform_assignment_id": platform_assignment_id,

@@ -12,6 +12,9 @@ assignment policy's "no question twice" then holds across those links. What is n
 another browser, cleared cookies, a participant known only by a typed identifier (typing it proves
 nothing), and a browser handed a task in progress through its single-person link (the link is its
 credential: the cookie that browser gets names the task, but proves no more than the link did).
+A browser whose study cookie names a participant who withdrew from the study gets no task on a
+single-person link it opens next, as on the plain and open links, though the withdrawal deleted the
+task that cookie names (``participant_link_redeem``); the link stays unused.
 
 A typed identifier never makes a browser a second participant beside the one its study cookie
 proves (``participant_identified_in_browser``): while that participant has a task in progress in
@@ -41,7 +44,14 @@ from annotations.models import (
     QualificationGrant,
 )
 from annotations.selectors import entry as selectors_entry
-from annotations.services.errors import AnnotationError, NotQualified, StudyNotOpen, TaskInProgress
+from annotations.selectors import participant_withdrawn
+from annotations.services.errors import (
+    AnnotationError,
+    NotQualified,
+    ParticipantBlocked,
+    StudyNotOpen,
+    TaskInProgress,
+)
 from studies.models import Platform, Study
 
 # A lab id or an e-mail address: letters, digits and . _ - + @, at most 254 characters.
@@ -56,6 +66,8 @@ OTHER_PARTICIPANT_IN_PROGRESS = (
     "identifier, or with another one). One browser takes part as one participant at a time: finish that "
     "task (or return it) first."
 )
+# The refusal of a blocked or withdrawn participant (``assignment.assignment_start``, ``_refuse_withdrawn_browser``).
+NOT_AVAILABLE = "This study is not available to your account."
 FAILED_TEST_IN_THIS_BROWSER = (
     "This browser took this study's qualification test and did not reach the pass mark, so it cannot "
     "offer you tasks, with this participant identifier or another one. Thank you for your time."
@@ -259,8 +271,10 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
     started itself), so it is given no question it has seen, else a new one (the link's own: a
     browser handed another participant's task through its link is not that participant). A browser whose participant has a task in progress in
     the study is refused (``TaskInProgress``) and the link stays unused: the link's task must be
-    its own. Raises ``StudyNotOpen`` for a withdrawn link. Call inside the transaction that takes
-    the consent, so a refusal leaves nothing behind."""
+    its own. A browser that goes on as a participant who withdrew from the study is refused as
+    the plain and open links refuse it (``ParticipantBlocked``, ``_refuse_withdrawn_browser``) and
+    the link stays unused. Raises ``StudyNotOpen`` for a withdrawn link. Call inside the transaction
+    that takes the consent, so a refusal leaves nothing behind."""
     with transaction.atomic():
         locked = ParticipantLink.objects.select_for_update().select_related("study").get(pk=link.pk)
         if locked.revoked:
@@ -268,6 +282,8 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
         if locked.participant_id is None:
             person = participant_of_browser(study=locked.study, participant_id=held_participant_id,
                                             task_id=held_task_id, browser=browser)
+            _refuse_withdrawn_browser(study=locked.study, person=person, participant_id=held_participant_id,
+                                      task_id=held_task_id, browser=browser)
             if person is not None and selectors_entry.active_assignment(study=locked.study, participant=person):
                 raise TaskInProgress(OTHER_TASK_IN_PROGRESS)
             locked.participant = person or participant_get_or_create(platform=Platform.LINK,
@@ -276,6 +292,23 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
             locked.save(update_fields=["participant", "redeemed_at"])
     link.participant, link.redeemed_at = locked.participant, locked.redeemed_at
     return locked.participant
+
+
+def _refuse_withdrawn_browser(*, study: Study, person: Participant | None, participant_id: int | None,
+                              task_id: int | None, browser: str) -> None:
+    """Raise ``ParticipantBlocked`` (the words ``assignment_start`` refuses them with) when this
+    browser goes on as a participant who withdrew from ``study`` (``participant_withdrawn``):
+    ``person``, the participant it proves (``participant_of_browser``), else the one it goes on as
+    on the plain and open links (``participant_holding_browser``). The withdrawal deleted the task
+    its study cookie names, so that cookie proves no participant any more, yet it still names the
+    one who withdrew, as the plain and open links read it: without this check the browser would be
+    a new participant on a single-person link it opens next (withdrawal revokes only the links the
+    participant used; the app cannot tell which unused links were handed to them). Only refuses:
+    a withdrawn participant's cookie makes the browser no one else. No read without a cookie."""
+    goes_on_as = person or participant_holding_browser(study=study, participant_id=participant_id,
+                                                       task_id=task_id, browser=browser)
+    if goes_on_as is not None and participant_withdrawn(participant=goes_on_as, study=study):
+        raise ParticipantBlocked(NOT_AVAILABLE)
 
 
 def _open_link_returning(*, link: OpenLink, participant: Participant, task: Assignment | None = None) -> bool:

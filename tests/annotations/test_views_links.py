@@ -10,11 +10,13 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
+from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
 from annotations.services.errors import StudyNotOpen
 from annotations.services.links import links_close, links_generate, open_link_create
 from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.access import OPERATOR
+from annotations.services.withdrawal import participant_withdraw
+from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, consent, start
@@ -263,3 +265,69 @@ def test_the_first_links_code_stays_with_the_browser_that_went_on_to_a_second_li
     assert browser.get(link_url(second))["Location"] == task2
     stranger = Client().get(link_url(first))
     assert stranger.status_code == 403 and first.completion_code not in stranger.content.decode()
+
+
+# --- a withdrawn participant's browser on their next single-person link -----------------------------
+
+def _withdraw(study, participant) -> None:
+    participant_withdraw(user=OPERATOR, study=study,
+                         pseudonym=worker_pseudonym(participant.platform, participant.external_id))
+
+
+def test_a_withdrawn_participants_browser_is_refused_on_their_next_link_and_it_stays_unused(three_questions):
+    """The withdrawal deletes the task the browser's cookie names, so the cookie proves no task; it
+    still names the participant who withdrew, and the next link refuses them as the open link does
+    (not a new participant with a new task)."""
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
+    shared = open_link_create(study=three_questions, user=OPERATOR)
+    browser = Client()
+    _finish(browser, start(browser, link_url(first)))
+    _withdraw(three_questions, Assignment.objects.get(participant_link=first).participant)
+    refused = consent(browser, link_url(second))
+    assert refused.status_code == 403, refused.status_code
+    assert "This study is not available to your account." in refused.content.decode()
+    assert not Assignment.objects.filter(study=three_questions).exists()
+    unused = ParticipantLink.objects.get(pk=second.pk)
+    assert unused.participant_id is None and unused.redeemed_at is None
+    assert not ConsentReceipt.objects.filter(study=three_questions).exists()
+    # The same refusal, word for word, as the open link gives that browser.
+    elsewhere = consent(browser, link_url(shared))
+    assert elsewhere.status_code == 403
+    assert "This study is not available to your account." in elsewhere.content.decode()
+
+
+def test_a_withdrawn_anonymous_open_link_workers_browser_is_refused_on_a_single_person_link(three_questions):
+    link = links_generate(study=three_questions, user=OPERATOR, n=1)[0]
+    shared = open_link_create(study=three_questions, user=OPERATOR)
+    browser = Client()
+    _finish(browser, start(browser, link_url(shared)))
+    _withdraw(three_questions, Assignment.objects.get().participant)
+    assert consent(browser, link_url(link)).status_code == 403
+    assert not Assignment.objects.exists()
+    assert ParticipantLink.objects.get(pk=link.pk).redeemed_at is None
+
+
+def test_another_browser_still_takes_a_link_left_unused_after_a_withdrawal(three_questions):
+    """Nothing ties an unused link to the participant it was handed to, so the withdrawal leaves
+    it open: a browser that proves nothing is a new participant on it, as before."""
+    first, second = links_generate(study=three_questions, user=OPERATOR, n=2)
+    browser = Client()
+    _finish(browser, start(browser, link_url(first)))
+    withdrawn = Assignment.objects.get(participant_link=first).participant
+    _withdraw(three_questions, withdrawn)
+    start(Client(), link_url(second))
+    task = Assignment.objects.get(participant_link=second)
+    assert task.status == Assignment.Status.ACTIVE and task.participant_id != withdrawn.pk
+
+
+def test_a_browser_whose_participant_did_not_withdraw_is_still_recognised_after_anothers_withdrawal(three_questions):
+    """The check refuses only a participant who withdrew: a browser whose participant did not
+    goes on as that participant on its next link, as before."""
+    first, second, third = links_generate(study=three_questions, user=OPERATOR, n=3)
+    leaving, staying = Client(), Client()
+    _finish(leaving, start(leaving, link_url(first)))
+    _finish(staying, start(staying, link_url(second)))
+    _withdraw(three_questions, Assignment.objects.get(participant_link=first).participant)
+    start(staying, link_url(third))
+    assert (ParticipantLink.objects.get(pk=third.pk).participant_id
+            == ParticipantLink.objects.get(pk=second.pk).participant_id)
