@@ -43,6 +43,8 @@ ASSIGNMENT_EXAMPLE = OpenApiExample(
 
 
 class _WorkerContextMixin:
+    extra_query_params = (RAW_WORKER_IDS_PARAM,)  # read by get_serializer_context, not a filter
+
     def get_serializer_context(self):
         context = super().get_serializer_context()
         context["raw_worker_ids"] = wants_raw_worker_ids(self.request)

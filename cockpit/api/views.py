@@ -31,6 +31,7 @@ from annotations.services.platforms.access import PlatformAccessDenied
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
 from cockpit.api.serializers import WithdrawalRequestSerializer, WithdrawalSerializer
 from lab.api.counts import correlated_count
+from lab.api.filters import accepted_query_params, reject_unknown_query_params
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
 from lab.ids import parse_id
 from scoring.api.export_annotations import annotation_columns, annotation_rows
@@ -322,9 +323,14 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationFailed({"file_format": [f"{value!r} is not one of {', '.join(FORMATS)}."]})
         return value
 
-    def _filtered(self, request, filterset_class, queryset):
+    def _filtered(self, request, filterset_class, queryset, *, extra=()):
         """``queryset`` (already limited to the study) filtered by the query string, less ``study``;
-        400 naming the bad filters."""
+        400 naming the bad filters, and any parameter that is neither a filter, ``file_format`` nor one
+        of ``extra`` (an export that ignored one would be the whole study)."""
+        reject_unknown_query_params(
+            params=request.query_params,
+            accepted=accepted_query_params(self, filterset_class=filterset_class, extra=("file_format", *extra)),
+        )
         params = request.query_params.copy()
         params.pop("study", None)
         filterset = filterset_class(params, queryset=queryset, request=request)
@@ -346,7 +352,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         study = self.get_object()
         file_format = self._file_format(request)
         raw = wants_raw_worker_ids(request)
-        annotations = self._filtered(request, ScoredAnnotationFilter, Annotation.objects.filter(claim__study=study))
+        annotations = self._filtered(request, ScoredAnnotationFilter, Annotation.objects.filter(claim__study=study),
+                                     extra=(RAW_WORKER_IDS_PARAM,))
         rows = annotation_rows(annotations, study=study, user=request.user, raw_worker_ids=raw)
         return streaming_export_response(
             columns=annotation_columns(raw_worker_ids=raw), rows=rows, file_format=file_format,

@@ -412,7 +412,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "lab.api.filters.StrictDjangoFilterBackend",  # a query parameter it does not know is a 400
         "rest_framework.filters.OrderingFilter",
     ],
 }

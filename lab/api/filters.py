@@ -1,5 +1,6 @@
 """Filter fields the API's filter sets share: ids that cannot overflow the database, UTC date-times,
-and "a related object by id or by name"."""
+and "a related object by id or by name"; and the filter backend that answers 400 to a query
+parameter the endpoint does not read (``REST_FRAMEWORK``'s default)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,6 +9,9 @@ import django_filters as df
 from django import forms
 from django.utils import timezone
 from django_filters.fields import IsoDateTimeField
+from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework.exceptions import ValidationError
+from rest_framework.settings import api_settings
 
 from lab.ids import MAX_ID, parse_id
 
@@ -50,3 +54,55 @@ def filter_id_or_name(queryset, field_prefix: str, value: str):
         pk = parse_id(value)
         return queryset.none() if pk is None else queryset.filter(**{f"{field_prefix}__pk": pk})
     return queryset.filter(**{f"{field_prefix}__name": value})
+
+
+# The query parameters a paginator or a filter backend reads itself (DRF's names for them).
+PAGINATOR_PARAM_ATTRIBUTES = (
+    "cursor_query_param", "page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param",
+)
+BACKEND_PARAM_ATTRIBUTES = ("ordering_param", "search_param")
+
+
+def accepted_query_params(view, *, filterset_class=None, extra=()) -> set[str]:
+    """The query parameters ``view`` reads: the filters of ``filterset_class``, its paginator's and
+    filter backends' own (``cursor``, ``page_size``, ``ordering``), DRF's ``format``, the view's
+    ``extra_query_params`` (those it reads on purpose, e.g. ``include_raw_worker_ids``) and ``extra``."""
+    accepted = set(extra) | set(getattr(view, "extra_query_params", ()))
+    if filterset_class is not None:
+        accepted |= set(filterset_class.base_filters)
+    if api_settings.URL_FORMAT_OVERRIDE:
+        accepted.add(api_settings.URL_FORMAT_OVERRIDE)
+    paginator = getattr(view, "paginator", None)
+    for attribute in PAGINATOR_PARAM_ATTRIBUTES:
+        if paginator is not None and getattr(paginator, attribute, None):
+            accepted.add(getattr(paginator, attribute))
+    for backend in getattr(view, "filter_backends", ()):
+        for attribute in BACKEND_PARAM_ATTRIBUTES:
+            if getattr(backend, attribute, None):
+                accepted.add(getattr(backend, attribute))
+    return accepted
+
+
+def reject_unknown_query_params(*, params, accepted: set[str]) -> None:
+    """400 naming each query parameter not in ``accepted``, with the ones that are. A parameter the
+    endpoint does not read would otherwise be ignored without a word, and a "filtered" list or export
+    would be every row."""
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        listed = ", ".join(sorted(accepted))
+        raise ValidationError({
+            name: [f"Unknown query parameter {name!r}: this endpoint does not read it. It accepts: {listed}."]
+            for name in unknown
+        })
+
+
+class StrictDjangoFilterBackend(DjangoFilterBackend):
+    """django-filter's backend that answers 400 to a query parameter that is neither a filter of
+    the view's filter set nor one the view reads otherwise (``accepted_query_params``)."""
+
+    def filter_queryset(self, request, queryset, view):
+        filterset_class = self.get_filterset_class(view, queryset)
+        reject_unknown_query_params(
+            params=request.query_params, accepted=accepted_query_params(view, filterset_class=filterset_class)
+        )
+        return super().filter_queryset(request, queryset, view)

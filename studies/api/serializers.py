@@ -56,7 +56,7 @@ class StorableTextMixin:
 
 
 class DatasetSerializer(serializers.ModelSerializer):
-    n_items = serializers.IntegerField(read_only=True, help_text="Number of items in the dataset.")
+    n_items = serializers.IntegerField(read_only=True, help_text="Number of the dataset's items you may read.")
 
     class Meta:
         model = Dataset

@@ -11,7 +11,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from lab.api.counts import correlated_count
-from studies.models import ImportJob, ImportRecord, Item
+from studies.models import ImportJob, ImportRecord
 from studies.selectors import (
     datasets_for_user,
     generalization_questions_for_user,
@@ -72,10 +72,12 @@ GENQ_EXAMPLE = OpenApiExample("A rephrase", response_only=True, value={
 @extend_schema_view(
     list=extend_schema(
         summary="List datasets",
-        description="Datasets of items (StrategyQA, OpenBookQA, your own), with their item counts.",
+        description="Datasets of items (StrategyQA, OpenBookQA, your own), each with the number of its items "
+        "you may read (those of the studies you can see, or all with `studies.view_item`).",
         examples=[DATASET_EXAMPLE],
     ),
-    retrieve=extend_schema(summary="One dataset", description="One dataset with its item count.", examples=[DATASET_EXAMPLE]),
+    retrieve=extend_schema(summary="One dataset", description="One dataset with the number of its items you may read.",
+                           examples=[DATASET_EXAMPLE]),
 )
 class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = DatasetSerializer
@@ -83,7 +85,10 @@ class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["id", "name"]
 
     def get_queryset(self):
-        return datasets_for_user(user=self.request.user).annotate(n_items=correlated_count(Item.objects.all(), "dataset"))
+        # Count the items the user may read (the items list's), not the whole dataset: a view share
+        # reads the study's items, not the rest of its dataset.
+        readable = items_for_user(user=self.request.user)
+        return datasets_for_user(user=self.request.user).annotate(n_items=correlated_count(readable, "dataset"))
 
 
 @extend_schema_view(
@@ -144,7 +149,8 @@ class RationaleViewSet(viewsets.ReadOnlyModelViewSet):
     list=extend_schema(
         summary="List generalization questions",
         description="Rephrase / counterfactual / similar questions of items, with validation status. "
-        "Filter by item, dataset, split, study, type, validation status.",
+        "Filter by item, dataset, split, study, `qtype` (rephrase, counterfactual or similar) and "
+        "`validation_status`.",
         examples=[GENQ_EXAMPLE],
     ),
     retrieve=extend_schema(summary="One generalization question", description="One generalization question.", examples=[GENQ_EXAMPLE]),
