@@ -384,13 +384,18 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
         return ImportRecord.objects.none()
     if user.is_superuser:
         return ImportRecord.objects.all()
-    study_id = Cast(KeyTextTransform("study", "summary"), BigIntegerField())
-    return ImportRecord.objects.alias(target_study_id=study_id).filter(
+    return ImportRecord.objects.alias(target_study_id=import_record_study_id()).filter(
         Q(imported_by_id=user.pk)
         | ((Q(kind__in=STUDY_IMPORT_KINDS, target_study_id__in=studies_for_user(user=user).values("pk"))
             | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk"))))
            & _names_only_readable(user))
     )
+
+
+def import_record_study_id() -> Cast:
+    """The study an import record names (``summary["study"]``: the study an outcome import filled or
+    a bundle import made), as an id expression for queries."""
+    return Cast(KeyTextTransform("study", "summary"), BigIntegerField())
 
 
 def _names_only_readable(user) -> Q:

@@ -7,7 +7,8 @@ worker never sees those units again; an attention check left unanswered there is
 their next task: ``assignment._add_attention_checks``) and the unit counters move. This module is the only
 place that gives slots back; the other writers of the counters are the claim
 (``assignment.assignment_start``: ``n_claimed`` up) and the submit (``answers.assignment_submit``:
-``n_completed`` up).
+``n_completed`` up). A study copied from a bundle, whose claims are written in bulk, gets both
+counters from them (``units_recount``, by ``unit_counts``).
 
 The two counters of a ``Unit`` read the one definition of "this answer counts"
 (``annotations.selectors.claims_that_count``):
@@ -50,6 +51,7 @@ from annotations.models import Assignment, Claim, Unit
 from annotations.selectors import claim_counts, claims_that_count_in_any_study
 from annotations.services.deadlines import assignment_duration, first_answer_window
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
+from annotations.services.platforms.access import imported_study_ids
 from annotations.services.stopping import units_after_release
 from studies.models import Study
 
@@ -176,13 +178,42 @@ def units_recount_completed(*, assignment_ids: list[int]) -> None:
     if not unit_ids:
         return
     list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
-    counts = dict(claims_that_count_in_any_study().filter(unit_id__in=unit_ids).order_by()
-                  .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
+    counts = unit_counts(unit_ids=unit_ids)
     by_count: dict[int, list[int]] = {}
     for unit_id in unit_ids:
-        by_count.setdefault(counts.get(unit_id, 0), []).append(unit_id)
+        by_count.setdefault(counts[unit_id][1], []).append(unit_id)
     for n, ids in by_count.items():
         Unit.objects.filter(id__in=ids).exclude(n_completed=n).update(n_completed=n)
+
+
+def unit_counts(*, unit_ids: list[int]) -> dict[int, tuple[int, int]]:
+    """What the two counters of each of these units must be by the rules above, read from its
+    claims: ``(n_claimed, n_completed)``, i.e. its claims that are not released and its
+    ``claims_that_count``. A unit without claims is ``(0, 0)``."""
+    claimed = dict(Claim.objects.filter(unit_id__in=unit_ids, released=False).order_by()
+                   .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
+    completed = dict(claims_that_count_in_any_study().filter(unit_id__in=unit_ids).order_by()
+                     .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
+    return {unit_id: (claimed.get(unit_id, 0), completed.get(unit_id, 0)) for unit_id in unit_ids}
+
+
+def units_recount(*, unit_ids: list[int]) -> None:
+    """Set both counters of these units from their claims (``unit_counts``), whatever they held: for
+    units whose claims were written in bulk rather than through the claim, submit and release (a
+    study copied from a bundle: ``scoring.services.bundle.importing``). Units are locked in id
+    order, as every writer of the counters does. The caller checks the quota first: a unit whose
+    claims not released pass its ``quota`` breaks ``unit_not_overfilled`` (``IntegrityError``).
+    Call inside the transaction that wrote the claims."""
+    unit_ids = sorted(set(unit_ids))
+    if not unit_ids:
+        return
+    list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
+    by_counts: dict[tuple[int, int], list[int]] = {}
+    for unit_id, pair in unit_counts(unit_ids=unit_ids).items():
+        by_counts.setdefault(pair, []).append(unit_id)
+    for (claimed, completed), ids in by_counts.items():
+        (Unit.objects.filter(id__in=ids).exclude(n_claimed=claimed, n_completed=completed)
+         .update(n_claimed=claimed, n_completed=completed))
 
 
 def assignment_return(*, assignment: Assignment) -> Assignment:
@@ -198,6 +229,10 @@ def assignment_expire_stale(*, now: datetime | None = None) -> int:
     """Expire active assignments past their deadline (the full one, or the first-answer window
     of a task with no answer) and give their units back. Returns how many.
 
+    The tasks of a study run elsewhere (``access.imported_studies``: a bundle's copy keeps a task
+    that was active when the bundle was made, with its deadline) are left as they are: their
+    statuses and the copy's unit counters stay those its results were scored from.
+
     Idempotent and safe to run concurrently (rows another run holds are skipped)."""
     now = now or timezone.now()
     total = 0
@@ -206,6 +241,7 @@ def assignment_expire_stale(*, now: datetime | None = None) -> int:
             ids = list(
                 Assignment.objects.select_for_update(skip_locked=True)
                 .filter(status=Assignment.Status.ACTIVE, expires_at__lte=now)
+                .exclude(study_id__in=imported_study_ids())
                 .order_by("id")
                 .values_list("id", flat=True)[:EXPIRE_BATCH]
             )

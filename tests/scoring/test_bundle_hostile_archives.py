@@ -266,3 +266,64 @@ def test_the_api_answers_a_hostile_bundle_with_a_400_naming_the_file_and_field()
     assert response.status_code == 400, response.content[:300]
     assert any((e["record"], e["field"]) == ("data/units.csv", "id") for e in response.json()["errors"])
     assert _written() == before
+
+
+# --- the unit counters: read from the claims, never from data/units.csv ---------------------------
+
+
+def _short_unit(header: list[str], rows: list[list[str]]) -> int:
+    """The index of a units.csv row whose unit is not full (its counted answers below its quota)."""
+    return next(i for i, r in enumerate(rows)
+                if int(r[header.index("n_completed")]) < int(r[header.index("quota")]))
+
+
+def test_a_units_file_claiming_more_answers_than_its_claims_hold_is_recounted_from_the_claims():
+    """A hand-edited bundle (or one from an older installation) says a unit holds 5 counted
+    answers; its claims say fewer. The copy counts its claims, so the API's and the unit admin's
+    complete units agree with the progress page."""
+    from django.contrib import admin
+
+    from annotations.admin.core import UnitAdmin
+    from annotations.models import Unit
+    from annotations.selectors.progress import study_progress
+
+    dana, _ = researcher_without_reference_views("dana")
+    files = _files(_origin())
+
+    def fill(header, rows):
+        i = _short_unit(header, rows)
+        rows[i][header.index("n_completed")] = rows[i][header.index("n_claimed")] = "5"
+        return rows
+
+    _edit_csv(files, "data/units.csv", fill)
+
+    response = _post(dana, _pack(files))
+
+    assert response.status_code == 201, response.content[:500]
+    copy = Study.objects.get(name="hostile-copy")
+    progress = study_progress(study=copy)
+    unit_admin = UnitAdmin(Unit, admin.site)
+    filled = sum(unit_admin.filled(u) for u in Unit.objects.filter(study=copy))
+    listed = api(dana).get(f"/api/v1/studies/{copy.pk}/").json()["n_units_complete"]
+    assert listed == filled == progress.units_complete
+    assert progress.units_complete < copy.units.count()  # the edited unit is not complete
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    ("quota", "4", "is not the study's workers per unit (5"),
+    ("quota", "1", "below the unit's"),
+    ("decided_at", "2026-01-01T00:00:00+00:00", "a unit is decided only in a study that stops when decided"),
+])
+def test_a_units_file_whose_quota_or_decision_the_design_does_not_give_is_refused_naming_the_row(field, value, reason):
+    files = _files(_origin())
+
+    def change(header, rows):
+        rows[0][header.index(field)] = value
+        return rows
+
+    _edit_csv(files, "data/units.csv", change)
+
+    errors = _refused(_pack(files))
+
+    assert [(e.record, e.line, e.field) for e in errors] == [("data/units.csv", 2, field)]
+    assert reason in errors[0].reason

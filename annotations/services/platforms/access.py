@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db.models import Q, QuerySet
+
 from annotations.models import Assignment
 from annotations.services.payments import PlatformServiceError
 from lab.ids import parse_id
 from studies.models import ImportRecord, Study
-from studies.selectors import CHANGE, PAY, studies_for_user
+from studies.selectors import CHANGE, PAY, import_record_study_id, studies_for_user
 
 
 class _Operator:
@@ -52,12 +54,34 @@ def study_imported(study: Study) -> str:
     study's workers are pseudonyms of another installation (``bundle-<study>:w_...``) who never
     worked here: nobody may review, pay, block, notify or recruit them (``access_study``, PAY), and
     its statuses stay those its results were scored from. The one rule; pages that hide these
-    actions read it too."""
+    actions read it too, and sweeps over every study read its query form (``imported_studies``)."""
     if study.is_imported_outcome:
         return "its outcomes were imported (run elsewhere)"
-    if ImportRecord.objects.filter(kind="bundle", summary__study=study.pk).exists():
+    if _bundle_copy_ids().filter(copy_id=study.pk).exists():
         return "it was imported from a study bundle (run elsewhere; its workers never worked here)"
     return ""
+
+
+def _bundle_copy_ids() -> QuerySet:
+    """The ids (``copy_id``) of the studies copied from a study bundle: each ``ImportRecord`` of kind
+    ``bundle`` names its study in ``summary["study"]`` (``bundle.bundle_import``). Never NULL, so an
+    ``exclude(..._in=...)`` on it is safe on PostgreSQL too."""
+    return (ImportRecord.objects.filter(kind="bundle")
+            .annotate(copy_id=import_record_study_id())
+            .filter(copy_id__isnull=False).values("copy_id"))
+
+
+def imported_studies() -> Q:
+    """``study_imported`` as a condition on ``Study`` (the same rule, for queries over every study):
+    a study of imported outcomes or a copy made from a study bundle. A sweep that changes the rows
+    of every study's tasks (``release.assignment_expire_stale``) leaves these studies out: their
+    statuses stay those their results were scored from."""
+    return Q(is_imported_outcome=True) | Q(pk__in=_bundle_copy_ids())
+
+
+def imported_study_ids() -> QuerySet:
+    """The ids of the studies ``imported_studies`` names, as a subquery (``study_id__in=...``)."""
+    return Study.objects.filter(imported_studies()).values("pk")
 
 
 def access_study(*, user, study: Study | int, access: str) -> Study:

@@ -69,6 +69,7 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from annotations.services.release import unit_counts, units_recount
 from lab.ids import parse_id
 from lab.jsontext import load_json
 from scoring.models import BundledUtility, UnitScore
@@ -591,6 +592,8 @@ class _Import:
         self.workers: dict[tuple[str, str], int] = {}
         self.pseudonyms: dict[int, str] = {}  # the other way: participant id -> the bundle's pseudonym
         self.held_tasks: set[int] = set()
+        # each unit's units.csv line, quota and decided_at, checked against its claims (``unit_counters``)
+        self.unit_lines: dict[int, tuple[int, int, datetime | None]] = {}
         self.counts: dict[str, int] = {}
 
     def err(self, row: Row, field_name: str, reason: str) -> None:
@@ -875,13 +878,14 @@ class _Import:
                 rationale = None
                 if row["rationale"]:
                     rationale = Rationale.objects.filter(item_id=item, source=source).values_list("pk", flat=True).first()
+                # the counters start empty: ``unit_counters`` sets them from the claims, never from the file
                 pairs.append((row, Unit(study=study, item_id=item, source=source, generalization_question_id=genq,
                                         rationale_id=rationale, question_key=row["question_key"], quota=row["quota"],
-                                        n_claimed=row["n_claimed"], n_completed=row["n_completed"],
-                                        decided_at=row["decided_at"])))
+                                        n_claimed=0, n_completed=0, decided_at=row["decided_at"])))
             Unit.objects.bulk_create([u for _, u in pairs])
             for row, unit in pairs:
                 self.map_id(self.units, row, unit.pk)
+                self.unit_lines[unit.pk] = (row.line, row["quota"], row["decided_at"])
             self.counts["units"] = self.counts.get("units", 0) + len(pairs)
 
     def participants(self, study: Study, rows: list[Row]) -> None:
@@ -1009,6 +1013,27 @@ class _Import:
             Claim.objects.bulk_create(claims)
             self.counts["claims"] = self.counts.get("claims", 0) + len(claims)
 
+    def unit_counters(self, study: Study) -> None:
+        """Each unit's ``n_claimed`` and ``n_completed`` from the claims just imported, by the rules
+        the live app keeps them by (``release.unit_counts`` / ``release.units_recount``), never from
+        data/units.csv's cells: a hand-edited bundle, or one from an older installation, cannot make
+        the copy's complete units (the API's ``n_units_complete``, the unit admin's "Filled") differ
+        from its progress page and results. The file's ``quota`` and ``decided_at`` are kept where
+        the copy's design allows them (``_unit_design_problem``) and are the row's error otherwise."""
+        path = TABLES["units"].path
+        ids = list(self.unit_lines)
+        for start in range(0, len(ids), BATCH):
+            counts = unit_counts(unit_ids=ids[start:start + BATCH])
+            for unit_id, (claimed, _completed) in counts.items():
+                line, quota, decided_at = self.unit_lines[unit_id]
+                problem = _unit_design_problem(study, quota=quota, decided_at=decided_at, claimed=claimed)
+                if problem:
+                    self.b.error(path, line, *problem)
+        if self.b.errors:
+            return  # refused anyway; a count past a quota would only break a rule of the database
+        for start in range(0, len(ids), BATCH):
+            units_recount(unit_ids=ids[start:start + BATCH])
+
     def _claims_of(self, batch: list[Row]) -> dict[tuple[int, int], int]:
         tasks = {self.tasks.get(r["assignment_id" if "assignment_id" in r.values else "task_id"]) for r in batch}
         return {(a, p): pk for a, p, pk in Claim.objects.filter(assignment_id__in=tasks - {None})
@@ -1127,6 +1152,31 @@ class _Import:
         self.counts["borrowed_utility"] = len(rows)
 
 
+def _unit_design_problem(study: Study, *, quota: int, decided_at: datetime | None,
+                         claimed: int) -> tuple[str, str] | None:
+    """(field, reason) when a unit's ``quota`` or ``decided_at`` in data/units.csv is not one the
+    copy's design gives a unit holding ``claimed`` claims that are not released (data/claims.csv);
+    None when it is. As the live app sets them (``units.study_units_build``, ``stopping``): an
+    undecided unit's quota is the study's workers per unit (or more, kept for a unit that held more
+    claims when the study lowered it); only a study that stops when decided has decided units, and
+    a decided unit's quota is at most the workers per unit and never below its claims (it was
+    lowered to them, held work included)."""
+    per_unit = study.annotators_per_unit
+    if decided_at is not None and not study.stop_when_decided:
+        return ("decided_at", f"{decided_at.isoformat()}: a unit is decided only in a study that stops when "
+                              "decided, and study.json's study.stop_when_decided is not true")
+    if claimed > quota:
+        return ("quota", f"{quota}, below the unit's {claimed} claims that are not released (data/claims.csv): "
+                         "a unit never holds more workers than its quota")
+    if decided_at is None and quota != per_unit and not per_unit < claimed:
+        return ("quota", f"{quota} is not the study's workers per unit ({per_unit}, study.json's "
+                         "study.annotators_per_unit): an undecided unit's quota is that")
+    if decided_at is not None and quota > max(per_unit, claimed):
+        return ("quota", f"{quota}, above the study's workers per unit ({per_unit}, study.json's "
+                         "study.annotators_per_unit): a decided unit's quota was lowered to its claims")
+    return None
+
+
 def imported_worker_id(study_id: int, pseudonym: str) -> str:
     """The ``external_id`` of the participant a bundle's worker ``pseudonym`` becomes in the study
     ``study_id`` imported from it: ``bundle-<study id>:<pseudonym>``. No platform id has this shape
@@ -1222,6 +1272,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.unit_rows(study)
         job.task_rows(study)
         job.claim_rows(study)
+        job.unit_counters(study)
         job.annotation_rows()
         job.flag_rows(owner)
         job.grant_rows(study)
