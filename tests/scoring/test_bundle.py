@@ -17,6 +17,7 @@ from annotations.services.flags import flag_accept
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.review import assignment_approve, assignment_reject
+from annotations.services.withdrawal import participant_withdraw
 from lab.pseudonyms import worker_pseudonym
 from scoring.models import UnitScore
 from scoring.services import study_score
@@ -24,7 +25,8 @@ from scoring.services.bundle import BundleError, bundle_import, bundle_stream
 from scoring.services.bundle.importing import imported_worker_id
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
-from tests.work import work
+from tests.cockpit.conftest import staff_client
+from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
 
@@ -417,3 +419,68 @@ def test_settings_json_without_a_run_gives_the_defaults_it_would_use_and_says_so
     bootstrap = written["rules"]["bootstrap"]
     assert (bootstrap["n_resamples"], bootstrap["seed"]) == (2000, 0) and "no finished score run" in bootstrap["read_from"]
     assert (written["latest_run"]["score_run"], written["latest_run"]["similarity_computed"]) == (None, None)
+
+
+def _withdrawn_after_scoring():
+    """The audit probe: a study of 2 units worked by 3 workers and scored, then one of them
+    withdrawn; (owner, their client, the study, the run)."""
+    alice, client = staff_client("alice")
+    study = open_utility_study(name="orig2", owner=alice, quota=3, n_sources=1)
+    for worker in ("PID", "P2", "P3"):
+        work(study, worker)
+    run = study_score(study=study, similarity=False)
+    assert run.status == "done", run.error
+    participant_withdraw(user=alice, study=study, worker_id="PID")
+    return alice, client, study, run
+
+
+def test_a_bundle_exported_after_a_withdrawal_says_its_scores_are_stale_and_why():
+    alice, client, study, run = _withdrawn_after_scoring()
+
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(bundle_stream(study=study, user=alice))))
+
+    scores = list(csv.DictReader(io.StringIO(archive.read("data/unit_scores.csv").decode())))
+    assert {row["n_annotators"] for row in scores} == {"3"}  # the run's scores, of answers no longer here
+    stale = json.loads(archive.read("settings.json"))["scores_stale"]
+    assert stale["stale"] is True and stale["score_run"] == run.pk
+    assert (stale["stale_units"], stale["scored_units"]) == (2, 2)
+    assert sorted((u["item_id"], u["source"]) for u in stale["units"]) == sorted(
+        (int(row["item_id"]), row["source"]) for row in scores)
+    assert stale["withdrawn_since_run"] == {"participants": 1, "answers": 4, "counted_answers": 4}
+    assert "Score the study again" in stale["note"]
+    assert "score the study again" in json.loads(archive.read("datapackage.json"))["description"]
+    # the units the bundle calls stale are the ones the API's stale flag marks (one rule)
+    response = client.get(f"/api/v1/scores/?study={study.pk}")
+    assert response.status_code == 200, response.content[:500]
+    api = response.json()
+    api_rows = api["results"] if isinstance(api, dict) else api
+    assert {(r["item"], r["source_name"]) for r in api_rows if r["stale"]} == {
+        (u["item_id"], u["source"]) for u in stale["units"]}
+
+
+def test_a_stale_bundle_still_imports_and_its_rescore_gives_the_answers_it_holds():
+    alice, _, study, run = _withdrawn_after_scoring()
+    data = b"".join(bundle_stream(study=study, user=alice))
+
+    copy = bundle_import(file=io.BytesIO(data), name="stale-copy", filename="study.zip", owner=None)
+
+    rescored = study_score(study=copy, similarity=False)
+    assert rescored.status == "done", rescored.error
+    assert set(UnitScore.objects.filter(study=copy).values_list("n_annotators", flat=True)) == {2}
+    assert _numbers(rescored.results) != _numbers(run.results)  # as the bundle said it would not reproduce
+
+
+def test_a_bundle_without_a_change_since_its_run_has_no_stale_units():
+    alice, _ = staff_client("alice")
+    study = open_utility_study(name="fresh", owner=alice, quota=3, n_sources=1)
+    for worker in ("PID", "P2", "P3"):
+        work(study, worker)
+    run = study_score(study=study, similarity=False)
+
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(bundle_stream(study=study, user=alice))))
+
+    stale = json.loads(archive.read("settings.json"))["scores_stale"]
+    assert (stale["stale"], stale["stale_units"], stale["units"], stale["score_run"]) == (False, 0, [], run.pk)
+    assert stale["withdrawn_since_run"] == {"participants": 0, "answers": 0, "counted_answers": 0}
+    assert "note" not in stale
+    assert "stale" not in json.loads(archive.read("datapackage.json"))["description"]

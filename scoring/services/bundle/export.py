@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotations.models import (
@@ -24,15 +24,17 @@ from annotations.models import (
     QualificationGrant,
     QualificationTest,
     Unit,
+    Withdrawal,
 )
-from annotations.selectors import on_hold
+from annotations.selectors import WithdrawalSummary, on_hold
 from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
 from scoring.api.export_annotations import annotation_rows
+from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
-from scoring.models import UnitScore
+from scoring.models import ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.selectors import answerer_withheld, results_for_reader, score_run_latest
 from scoring.services.genu import (
@@ -225,14 +227,72 @@ BORROWED_NOT_THE_RUNS = (
     "study again, then export it, for a bundle that reproduces it")
 
 
-def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None) -> dict:
+# Why a bundle's scores may not be the ones its own answers give (settings.json ``scores_stale``).
+SCORES_STALE_NOTE = (
+    "the answers that count changed after the latest run finished (a participant withdrew: withdrawn_since_run; or "
+    "work was submitted, rejected, put on hold or cleared since): results.json and data/unit_scores.csv are that "
+    "run's, and stale_units of their units no longer match this bundle's answers, so re-scoring it, here or after "
+    "importing it, will not give those numbers. Score the study again, then export it, for a bundle that "
+    "reproduces its results")
+# Where the rule comes from: the one the API's ``stale`` column follows.
+SCORES_STALE_RULE = ("a unit's scores are stale by the rule of the `stale` column of GET /api/v1/scores/ and the "
+                     "unit-score export: the answers that count for it changed after the run that scored it finished")
+
+
+def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None:
+    """settings.json's ``scores_stale``: whether the unit scores this bundle carries (its
+    data/unit_scores.csv, and the latest run's results.json) still match its answers, by the rule
+    the API's ``stale`` column follows (``export_units.ScoredWith``, its one owner, for each row and
+    its own run), with the stale units by the keys of data/unit_scores.csv (item_id, source), and
+    the withdrawals recorded after the latest run finished (``Withdrawal`` rows, as
+    ``WithdrawalSummary``: participants, answers erased, of which counted), which took answers out
+    of the bundle that the run had scored. ``note`` says to score again when any unit is stale.
+    None without a finished run (nothing scored to be stale)."""
+    if run is None:
+        return None
+    names = dict(RationaleSource.objects.filter(pk__in=study.sources.all()).values_list("id", "name"))
+    scored_with = ScoredWith(study.pk, user=user)
+    at = list(SCORED_WITH_COLUMNS).index("stale")
+    rows = (UnitScore.objects.filter(study=study).order_by("item_id", "source_id")
+            .values_list(*SCORED_WITH_READS).iterator(chunk_size=PAGE_ROWS))
+    n_scored, stale_units = 0, []
+    for row in rows:
+        n_scored += 1
+        if scored_with.values(*row)[at]:
+            item_id, source_id = row[1], row[2]
+            stale_units.append({"item_id": item_id,
+                                "source": names.get(source_id) or RationaleSource.objects.get(pk=source_id).name})
+    since = Withdrawal.objects.filter(study=study)
+    if run.finished_at is not None:
+        since = since.filter(withdrawn_at__gt=run.finished_at)
+    totals = since.aggregate(participants=Count("id"), answers=Sum("n_answers"), counted=Sum("n_counted_answers"))
+    withdrawn = WithdrawalSummary(participants=totals["participants"] or 0, answers=totals["answers"] or 0,
+                                  counted_answers=totals["counted"] or 0)
+    section = {
+        "score_run": run.pk,
+        "stale": bool(stale_units),
+        "rule": SCORES_STALE_RULE,
+        "scored_units": n_scored,
+        "stale_units": len(stale_units),
+        "units": stale_units,
+        "withdrawn_since_run": withdrawn.as_dict(),
+    }
+    if stale_units:
+        section["note"] = SCORES_STALE_NOTE
+    return section
+
+
+def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None,
+                   stale: dict | None = None) -> dict:
     """The app's version and every setting a score depends on, as the latest finished run (``run_id``,
     whose results.json is ``results``) used them: its bootstrap (method, confidence, resamples,
     seed), whether it computed similarity and with which model, Gen-U's question filter, tie rule
     and answerers with their fine-tuning presets. The similarity settings of this installation's
     environment are kept apart, labelled as read when the bundle was made: the run may have been
     told otherwise (``--no-similarity``) or scored before they changed. ``borrowed``: where the
-    borrowed utility came from (``borrowed_utility_part``), under ``borrowed_utility``."""
+    borrowed utility came from (``borrowed_utility_part``), under ``borrowed_utility``. ``stale``:
+    whether the run's scores still match the bundle's answers (``scores_staleness``), under
+    ``scores_stale``."""
     results = results or {}
     gen_u = results.get("gen_u") or {}
     bootstrap = ({**results["bootstrap"], "read_from": "the latest run's results.json"} if results.get("bootstrap")
@@ -280,6 +340,7 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
             "faithfulness_y_hat_from": (results.get("faithfulness") or {}).get("y_hat_from"),
         },
         **({"borrowed_utility": borrowed} if borrowed is not None else {}),
+        **({"scores_stale": stale} if stale is not None else {}),
     }
 
 
@@ -399,7 +460,9 @@ def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
     The same reader decides what ``results.json`` and ``settings.json`` name of those answerers
     (``results_for_reader``: the results were computed with the study owner's rights).
     Every caller names its reader: a default reader would decide what a bundle holds far from
-    the page that hands it out."""
+    the page that hands it out. Scores that no longer match the answers the bundle holds (work
+    withdrawn, rejected or put on hold after the latest run) still go out as that run's, and
+    settings.json ``scores_stale`` and datapackage.json's description say so (``scores_staleness``)."""
     study = Study.objects.select_related("dataset").get(pk=study.pk)
     run = score_run_latest(study=study)
     results = results_for_reader(run, user=user, reader=BUNDLE_READER) if run is not None else None
@@ -426,9 +489,10 @@ def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
         return [json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"]
 
     borrowed_rows, borrowed = borrowed_utility_part(study, results)
+    stale = scores_staleness(study, run, user=user)
     yield from member(STUDY_FILE, json_bytes(study_design(study, user)))
     yield from member(SETTINGS_FILE, json_bytes(score_settings(results, run_id=run.pk if run is not None else None,
-                                                               borrowed=borrowed)))
+                                                               borrowed=borrowed, stale=stale)))
     if results is not None:
         yield from member(RESULTS_FILE, json_bytes(results))
     for name, rows in _table_rows(study, user).items():
@@ -436,14 +500,16 @@ def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
     if borrowed_rows is not None:
         table = TABLES["borrowed_utility"]
         yield from member(table.path, _csv_chunks(table, borrowed_rows))
-    yield from member(DATAPACKAGE_FILE, json_bytes(datapackage(study, written)))
+    yield from member(DATAPACKAGE_FILE, json_bytes(datapackage(study, written, stale=stale)))
     sums = "".join(f"{digest}  {path}\n" for path, (digest, _) in sorted(written.items()))
     yield from member(CHECKSUMS_FILE, [sums.encode("ascii")])
     archive.close()
     yield sink.drain()
 
 
-def datapackage(study: Study, written: dict[str, tuple[str, int]]) -> dict:
+def datapackage(study: Study, written: dict[str, tuple[str, int]], *, stale: dict | None = None) -> dict:
+    """``datapackage.json``: every file written with its hash, and the tables' schemas. Its
+    description says when the scores are stale (``scores_staleness``) and to score again."""
     resources = []
     for path, description in JSON_FILES.items():
         if path in written:
@@ -473,6 +539,10 @@ def datapackage(study: Study, written: dict[str, tuple[str, int]]) -> dict:
         "description": "A Rationale Lab study bundle: re-import it into Rationale Lab to re-score the study, or "
                        "read its tables with any Frictionless tool. Workers are pseudonyms. Cells are exact: text that "
                        "a spreadsheet would run as a formula is not neutralised, so open the tables with a data "
-                       "tool, not a spreadsheet.",
+                       "tool, not a spreadsheet." + (
+                           f" The scores are stale: {stale['stale_units']} of the {stale['scored_units']} units in "
+                           "results.json and data/unit_scores.csv no longer match this bundle's answers "
+                           "(settings.json scores_stale says why); score the study again, then export it, for "
+                           "a bundle that reproduces its results." if stale and stale["stale"] else ""),
         "resources": resources,
     }
