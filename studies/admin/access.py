@@ -2,14 +2,15 @@
 once after saving (only a digest is stored). Non-superusers see and create only their own tokens.
 A saved token can be renamed or narrowed (revoked, made read-only, its expiry brought forward)
 through ``api_token_update``, never widened (``ApiToken.clean``); the page shows what can no
-longer change as read-only."""
+longer change as read-only. Each token's status says whether it still works, and if not why
+(``api_token_refusal``: revoked, expired, user inactive, ended by a password change)."""
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from studies.api.tokens import UPDATABLE, api_token_create, api_token_update
+from studies.api.tokens import UPDATABLE, api_token_create, api_token_refusal, api_token_update
 from studies.models import ApiToken
 
 
@@ -21,10 +22,17 @@ class ApiTokenAddForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "prefix", "read_only", "revoked", "created_at", "last_used_at", "expires_at"]
+    list_display = ["name", "user", "prefix", "status", "read_only", "revoked", "created_at", "last_used_at",
+                    "expires_at"]
     list_filter = ["read_only", "revoked"]
     search_fields = ["name", "user__username", "prefix"]
-    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    readonly_fields = ["prefix", "status", "created_at", "last_used_at"]
+
+    @admin.display(description="status")
+    def status(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        return api_token_refusal(token=obj) or "active"
 
     def get_queryset(self, request):
         qs = super().get_queryset(request).select_related("user")
@@ -42,12 +50,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if obj is None:
             fields = ["user", "name", "read_only", "expires_at"]
             return fields if request.user.is_superuser else fields[1:]
-        return ["user", "name", "prefix", "read_only", "revoked", "expires_at", "created_at", "last_used_at"]
+        return ["user", "name", "prefix", "status", "read_only", "revoked", "expires_at", "created_at", "last_used_at"]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        fixed = ["user", "prefix", "created_at", "last_used_at"]
+        fixed = ["user", "prefix", "status", "created_at", "last_used_at"]
         if obj.revoked:  # nothing but its name changes any more
             return [*fixed, "read_only", "revoked", "expires_at"]
         return [*fixed, "read_only"] if obj.read_only else fixed

@@ -9,6 +9,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from studies.models import ApiToken
 
@@ -49,6 +50,7 @@ def api_token_create(
         key_digest=_digest(key),
         read_only=read_only,
         expires_at=expires_at,
+        password_hash=user.get_session_auth_hash(),  # a password change ends it (api_token_refusal)
     )
     token.full_clean()
     token.save()
@@ -79,14 +81,47 @@ def api_token_update(*, token: ApiToken, user: AbstractBaseUser, **changes) -> A
     return locked
 
 
+PASSWORD_CHANGED = "ended by a password change"
+
+
+def _password_unchanged(token: ApiToken) -> bool:
+    """Whether the token's user has the password they had when it was made: the hash it keeps
+    (``password_hash``) is their session auth hash now, or one under a key of
+    ``SECRET_KEY_FALLBACKS``, read as Django reads a session's (``django.contrib.auth.get_user``)."""
+    user = token.user
+    if constant_time_compare(token.password_hash, user.get_session_auth_hash()):
+        return True
+    return any(constant_time_compare(token.password_hash, fallback)
+               for fallback in user.get_session_auth_fallback_hash())
+
+
+def api_token_refusal(*, token: ApiToken, now: datetime | None = None) -> str | None:
+    """Why ``token`` no longer authenticates, in a few words (its status in the token admin), or None
+    while it does: revoked, expired, its user inactive, or ended by a password change (its user's
+    password changed or was reset since it was made, which ends their sessions too). The one rule
+    ``api_token_get_valid`` applies."""
+    if token.revoked:
+        return "revoked"
+    if token.expires_at is not None and token.expires_at <= (now or timezone.now()):
+        return "expired"
+    if not token.user.is_active:
+        return "user inactive"
+    if not _password_unchanged(token):
+        return PASSWORD_CHANGED
+    return None
+
+
 def api_token_get_valid(*, key: str) -> ApiToken | None:
-    """The active token with this key, or None (unknown, revoked, expired, or inactive user)."""
+    """The active token with this key, or None (unknown, or refused by ``api_token_refusal``:
+    revoked, expired, inactive user, or a password changed since it was made)."""
     token = ApiToken.objects.select_related("user").filter(key_digest=_digest(key), revoked=False).first()
-    if token is None or not token.user.is_active:
-        return None
     now = timezone.now()
-    if token.expires_at is not None and token.expires_at <= now:
+    if token is None or api_token_refusal(token=token, now=now) is not None:
         return None
+    current = token.user.get_session_auth_hash()
+    if token.password_hash != current:  # matched under a fallback key: keep the current key's hash, as a session does
+        ApiToken.objects.filter(pk=token.pk, password_hash=token.password_hash).update(password_hash=current)
+        token.password_hash = current
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

@@ -10,7 +10,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from studies.models import Study, StudyShare
-from studies.services.studies import StudyError, study_owner_or_superuser
+from studies.services.studies import StudyError, study_owner_or_superuser, study_recipient_active
 
 LEVELS = [level for level, _ in StudyShare.Level.choices]
 
@@ -37,7 +37,7 @@ def study_share(*, study: Study, user, with_user: AbstractBaseUser, level: str =
     _check_may_share(study=study, user=user)
     if level not in LEVELS:
         raise StudyError(f"level must be one of {', '.join(LEVELS)}; not {level!r}")
-    if not with_user.is_active:
+    if not study_recipient_active(with_user):
         raise StudyError(f"user {with_user.pk}: not found or not active.")
     if with_user.pk == study.owner_id:
         raise StudyError(f"{with_user} owns study {study.name!r}: the owner needs no share.")

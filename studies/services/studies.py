@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -411,7 +412,8 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
     (``study_locked_changes``); the split has items, at least as many as the sample size
     (``study_sample_items`` draws them); a study that shows rationales has at least one source, and
     none is listed twice; only a study scored by majorities before and after stops units
-    early (``STOP_WHEN_DECIDED_KINDS``). (A source may have no rationales yet: the design summary counts the
+    early (``STOP_WHEN_DECIDED_KINDS``); a new owner is an active account, as a share's recipient is
+    (``_owner_problems``). (A source may have no rationales yet: the design summary counts the
     missing ones, and a gold source shows the items' own rationales.)"""
     changes = dict(changes or {})
     problems = study_locked_changes(study=study, changes=changes, sources=sources) if study.pk else {}
@@ -422,12 +424,38 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
         problems.update(_sample_problems(dataset=dataset, split=split, size=design["item_sample_size"]))
     if sources is not None and "sources" not in problems:
         problems.update(_source_problems(kind=design["kind"], sources=list(sources)))
+    problems.update(_owner_problems(study=study, changes=changes))
     if design["stop_when_decided"] and design["kind"] not in STOP_WHEN_DECIDED_KINDS:
         # Stopping a unit early needs a score decided by majorities (utility, generalization).
         problems["stop_when_decided"] = (
             f"A {Study.Kind(design['kind']).label.lower()} study is not scored by the majority of before and after "
             "answers, so no unit can be decided early: turn it off (utility and generalization studies only).")
     return problems
+
+
+def study_recipient_active(user) -> bool:
+    """Whether ``user`` may receive a study: an active account, read afresh (the row, not a user
+    object that may be stale). The rule a share's recipient meets
+    (``studies.services.sharing.share_recipient_get`` / ``study_share``: "not found or not active"),
+    and so a new owner too: an inactive owner cannot reach the study they were handed, and the
+    services that act for a study's owner (an early-stop close) find none."""
+    pk = getattr(user, "pk", None)
+    return pk is not None and get_user_model().objects.filter(pk=pk, is_active=True).exists()
+
+
+def _owner_problems(*, study: Study, changes: Mapping[str, Any]) -> dict[str, str]:
+    """A study handed to another owner (``changes["owner"]``), or made for one, goes only to an
+    account a study may be shared with (``study_recipient_active``); an owner it keeps is not
+    asked again, and an empty owner is the operator's (or, in ``study_insert``, becomes the user)."""
+    if study.pk is None:
+        owner = changes["owner"] if "owner" in changes else (study.owner if study.owner_id else None)
+    else:
+        owner = changes.get("owner")
+        if owner is not None and owner.pk == study.owner_id:
+            return {}
+    if owner is None or study_recipient_active(owner):
+        return {}
+    return {"owner": f"user {owner.pk}: not found or not active: a study goes only to an active researcher."}
 
 
 def _stored(study: Study, field: str) -> Any:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from studies.api.tokens import api_token_create
+from studies.api.tokens import api_token_create, api_token_refusal
 from studies.models import ApiToken
+from tests.api.conftest import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -221,3 +223,70 @@ def test_writes_are_throttled(client_for, researcher, study_data, settings):
     assert codes == [400, 400, 429]
     # Reads are not throttled.
     assert all(client.get("/api/v1/studies/").status_code == 200 for _ in range(5))
+
+
+# --- A password change ends the user's tokens, as it ends their sessions ----------------------------
+def _token_client(key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def test_a_password_reset_on_the_admin_page_ends_the_users_tokens_and_their_list_says_why(researcher, make_user):
+    # Given a token made with the account's password, and a session of the same account
+    grant(researcher, "studies.add_apitoken")
+    token, key = api_token_create(user=researcher, name="nb", read_only=False, by=researcher)
+    session = APIClient()
+    session.force_login(researcher)
+    assert _token_client(key).get("/api/v1/studies/").status_code == 200
+    # When the operator resets the password on the admin's password page
+    root = Client()
+    root.force_login(make_user("root", superuser=True))
+    new = "a-new-Passw0rd-for-dana"
+    response = root.post(f"/admin/auth/user/{researcher.pk}/password/",
+                         {"password1": new, "password2": new, "usable_password": "true"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    # Then the session and the token both stop, and the token list says why
+    assert session.get("/api/v1/studies/").status_code in (401, 403)
+    assert _token_client(key).get("/api/v1/studies/").status_code == 401
+    listing = root.get("/admin/studies/apitoken/").content.decode()
+    assert "nb" in listing and "ended by a password change" in listing
+    page = root.get(f"/admin/studies/apitoken/{token.pk}/change/").content.decode()
+    assert "ended by a password change" in page
+
+
+def test_set_password_and_save_ends_the_token(researcher):
+    _, key = api_token_create(user=researcher, name="nb", by=None)
+    researcher.set_password("another-Passw0rd")
+    researcher.save()
+    assert _token_client(key).get("/api/v1/studies/").status_code == 401
+
+
+def test_a_token_made_after_the_password_change_works(researcher):
+    api_token_create(user=researcher, name="before", by=None)
+    researcher.set_password("another-Passw0rd")
+    researcher.save()
+    token, key = api_token_create(user=researcher, name="after", by=None)
+    assert _token_client(key).get("/api/v1/studies/").status_code == 200
+    assert api_token_refusal(token=token) is None
+
+
+def test_a_token_keeps_working_while_the_password_is_unchanged(researcher):
+    _, key = api_token_create(user=researcher, name="nb", by=None)
+    researcher.first_name = "Dana"  # any other change to the account, and a login, leave it alone
+    researcher.last_login = timezone.now()
+    researcher.save()
+    assert _token_client(key).get("/api/v1/studies/").status_code == 200
+
+
+def test_a_token_survives_a_secret_key_rotation_with_the_old_key_as_fallback(researcher, settings):
+    # As a session does: the hash made under the old key is accepted, then stored under the new one.
+    token, key = api_token_create(user=researcher, name="nb", by=None)
+    old_hash = token.password_hash
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-rotated-secret-key-" + "x" * 40
+    assert _token_client(key).get("/api/v1/studies/").status_code == 200
+    token.refresh_from_db()
+    assert token.password_hash not in ("", old_hash)
+    settings.SECRET_KEY_FALLBACKS = []
+    assert _token_client(key).get("/api/v1/studies/").status_code == 200

@@ -120,6 +120,22 @@ def test_a_change_share_does_not_take_the_study_over_through_the_service(bobs_dr
     assert Study.objects.get(pk=study.pk).owner == bob
 
 
+def test_the_change_page_refuses_to_hand_a_study_to_an_inactive_account(bobs_draft):
+    # Given Bob's draft and Carol's closed account
+    study, (bob, bob_client), _ = bobs_draft
+    carol, _ = staff_client("carol")
+    carol.is_active = False
+    carol.save()
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    # When Bob posts his study page with Carol as its owner
+    data = {**form_data(bob_client.get(url)), "owner": carol.pk}
+    response = bob_client.post(url, data)
+    # Then the page answers with the reason beside the owner field, and Bob keeps the study
+    assert response.status_code == 200
+    assert "not found or not active" in " ".join(response.context["adminform"].form.errors.get("owner", []))
+    assert Study.objects.get(pk=study.pk).owner == bob
+
+
 # 2. The dataset and the sources.
 
 def test_the_add_page_offers_and_accepts_only_data_the_researcher_may_see(bobs_draft):

@@ -1,6 +1,8 @@
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.opening import study_open
@@ -9,6 +11,7 @@ from studies.models import Study
 from studies.selectors import study_design_summary
 from studies.services.importers import rationales_import
 from studies.services.studies import StudyError, study_create, study_sample_items, study_update
+from tests.annotations.factories import make_study
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
 
 pytestmark = pytest.mark.django_db
@@ -131,3 +134,39 @@ def test_update_resamples_drafts_only():
     study_update(study=study, user=None, instructions="Read carefully.")
     study.refresh_from_db()
     assert study.instructions == "Read carefully." and study.items.count() == 4
+
+
+# --- A study is handed only to an active account, as it is shared only with one --------------------
+def _researcher(username: str, *, active: bool = True):
+    user = get_user_model().objects.create_user(username=username, password="pw", is_staff=True, is_active=active)
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="studies"))
+    return get_user_model().objects.get(pk=user.pk)
+
+
+def test_study_update_refuses_to_hand_a_study_to_an_inactive_account():
+    # Given Bob's study and Carol's closed account
+    bob, carol = _researcher("bob"), _researcher("carol", active=False)
+    study = make_study(status=Study.Status.DRAFT, n_items=2, n_sources=1, owner=bob, name="bobs")
+    # When Bob (or the operator) hands it to Carol, Then it is refused naming the owner field
+    for user in (bob, None):
+        with pytest.raises(StudyError, match="not found or not active") as refused:
+            study_update(study=Study.objects.get(pk=study.pk), user=user, owner=carol)
+        assert set(refused.value.problems) == {"owner"}
+    assert Study.objects.get(pk=study.pk).owner == bob
+    # An active account receives it.
+    dora = _researcher("dora")
+    study_update(study=Study.objects.get(pk=study.pk), user=bob, owner=dora)
+    assert Study.objects.get(pk=study.pk).owner == dora
+
+
+def test_study_create_refuses_a_study_made_for_an_inactive_account(admin_user):
+    dataset = DatasetFactory(name="ds-inactive-owner")
+    source = RationaleSourceFactory(name="src-inactive-owner")
+    RationaleFactory(item=ItemFactory(dataset=dataset, split="test", external_id="q1"), source=source)
+    carol = _researcher("carol", active=False)
+    for user in (admin_user, None):  # a superuser, the operator
+        with pytest.raises(StudyError, match="not found or not active") as refused:
+            study_create(name="for-carol", dataset=dataset, sources=[source], consent_text="ok", owner=carol,
+                         user=user)
+        assert set(refused.value.problems) == {"owner"}
+    assert not Study.objects.filter(name="for-carol").exists()
