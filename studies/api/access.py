@@ -38,7 +38,7 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token header: the key has non-ASCII characters.") from exc
         token = api_token_get_valid(key=key)
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token, or one ended by a change of its user's password.")
         return token.user, token
 
     def authenticate_header(self, request):

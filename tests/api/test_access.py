@@ -259,7 +259,9 @@ def test_set_password_and_save_ends_the_token(researcher):
     _, key = api_token_create(user=researcher, name="nb", by=None)
     researcher.set_password("another-Passw0rd")
     researcher.save()
-    assert _token_client(key).get("/api/v1/studies/").status_code == 401
+    response = _token_client(key).get("/api/v1/studies/")
+    assert response.status_code == 401
+    assert "ended by a change of its user's password" in response.json()["detail"]
 
 
 def test_a_token_made_after_the_password_change_works(researcher):
