@@ -56,6 +56,7 @@ from studies.services.importers import (
     import_run,
 )
 from studies.services.importers.jobs import import_in_background, import_job_create
+from studies.services.importers.upsert import datasets_to_import_into
 from studies.services.questions import QuestionError, generalization_questions_set_validation
 
 
@@ -515,8 +516,8 @@ class ImportRecordAdmin(LookupGuardAdmin):
             "unlisted": unlisted,
             "failed_file": failed_file,
             "kinds": [(k, label) for k, (label, _) in IMPORT_KINDS.items()],
-            "dataset_names": list(  # the suggestions: the datasets the user may read, as the API lists them
-                datasets_for_user(user=request.user).order_by("name").values_list("name", flat=True)),
+            "dataset_names": list(  # the suggestions: the datasets an import for this user may write to
+                datasets_to_import_into(user=request.user).order_by("name").values_list("name", flat=True)),
         }
         return TemplateResponse(request, "admin/studies/import_data.html", context,
                                 status=400 if errors else 200)

@@ -12,10 +12,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from studies.models import ImportRecord, Item, Rationale, Study, StudyShare
+from studies.services.sharing import study_share
 from studies.services.studies import study_create
 from tests.cockpit.conftest import staff_client
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
+from tests.studies.helpers import IMPORT, olgas_lab, researcher
 
 pytestmark = pytest.mark.django_db
 
@@ -116,3 +118,49 @@ def test_the_browsable_study_form_lists_no_usernames(client_for, make_user, lab)
     refused = client_for(lab["bob"]).post("/api/v1/studies/", {**design, "name": "again", "shared_with": [7]},
                                           format="json")
     assert refused.status_code == 400 and refused.json()["shared_with"] == ["'7': not found or not yours."]
+
+
+def _upload(client, kind: str, dataset: str, body: str):
+    upload = SimpleUploadedFile(f"{kind}.csv", body.encode(), content_type="text/csv")
+    return client.post("/api/v1/imports/", {"kind": kind, "dataset": dataset, "file_format": "csv", "file": upload},
+                       format="multipart")
+
+
+REX_ITEMS = "id,question,answer,split\ntrain-0,Changed by rex?,no,train\nplanted-1,Planted by rex?,yes,train\n"
+
+
+def test_a_view_share_reader_imports_nothing_into_the_owners_dataset(client_for):
+    # A view share reads the study: its reader may not rewrite the owner's unshown items, plant new
+    # ones or replace the owner's rationales, and the refusal is the one a dataset he may not see gets.
+    olgas = olgas_lab()
+    rex = researcher("rex", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=rex, level=StudyShare.Level.VIEW)
+    DatasetFactory(name="olgas-unshared-ds")  # in no study: rex may not see it at all
+    client = client_for(rex)
+    rationale = f"item_id,source,rationale\ntrain-0,{olgas.source.name},Rex's text.\n"
+
+    said = {}
+    for name in (olgas.dataset.name, "olgas-unshared-ds"):
+        items = _upload(client, "items", name, REX_ITEMS)
+        rationales = _upload(client, "rationales", name, rationale)
+        assert (items.status_code, rationales.status_code) == (400, 400), (items.content, rationales.content)
+        said[name] = (items.content.decode().replace(name, "NAME"), rationales.content.decode().replace(name, "NAME"))
+
+    assert said[olgas.dataset.name] == said["olgas-unshared-ds"]
+    olgas.train.refresh_from_db()
+    olgas.rationale.refresh_from_db()
+    assert (olgas.train.question, olgas.train.gold_answer) == ("Olga's train question?", "yes")
+    assert olgas.rationale.text == "Olga's train rationale."
+    assert not Item.objects.filter(external_id="planted-1").exists()
+    assert not ImportRecord.objects.exists()  # no counts of created / updated / unchanged to read
+
+    # A change share, and the owner, import as before.
+    cora = researcher("cora", "studies.change_study", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=cora, level=StudyShare.Level.CHANGE)
+    items = _upload(client_for(cora), "items", olgas.dataset.name, REX_ITEMS)
+    assert items.status_code == 201, items.content
+    assert (items.json()["created"], items.json()["updated"]) == (1, 1)
+    rationales = _upload(client_for(olgas.olga), "rationales", olgas.dataset.name,
+                         rationale.replace("Rex's text.", "Olga's new text."))
+    assert rationales.status_code == 201, rationales.content
+    assert Rationale.objects.get(pk=olgas.rationale.pk).text == "Olga's new text."

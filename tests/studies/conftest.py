@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from studies.services.importers import items_import_strategyqa
+from tests.studies.helpers import olgas_lab
 
 
 @pytest.fixture
@@ -17,3 +18,9 @@ def sqa_test_file(strategyqa_dir: Path) -> Path:
 def sqa_test_imported(db, sqa_test_file):
     """The StrategyQA test split imported into the dataset "StrategyQA"."""
     return items_import_strategyqa(file=sqa_test_file)
+
+
+@pytest.fixture
+def olgas(db):
+    """Olga's open study and her train item "train-0" with its rationale (``helpers.olgas_lab``)."""
+    return olgas_lab()

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from studies.models import GeneralizationQuestion, ImportRecord
+from studies.models import GeneralizationQuestion, ImportRecord, StudyShare
 from studies.services.generation.genu import genu_questions
 from studies.services.importers import (
     ImportValidationError,
@@ -17,7 +17,8 @@ from studies.services.importers import (
     items_import_strategyqa,
     normalize_question,
 )
-from tests.studies.helpers import write_json
+from studies.services.sharing import study_share
+from tests.studies.helpers import IMPORT, researcher, write_json
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +158,23 @@ def test_readme_import_marks_the_released_questions_validated_with_their_provena
     # Gen-U's question filter (validated questions only, the paper's) takes every one of them.
     item_ids = GeneralizationQuestion.objects.values_list("item_id", flat=True)
     assert genu_questions(item_ids=item_ids).count() == len(seen)
+
+
+def test_a_view_share_reader_may_not_add_questions_to_the_owners_dataset(olgas, tmp_path):
+    rex = researcher("rex", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=rex, level=StudyShare.Level.VIEW)
+    path = write_json(tmp_path / "generalisation_final_train.json",
+                      {"Olga's train question?": [["Planted by rex?", "True", "rephrase"]]})
+
+    said = {}
+    for name in (olgas.dataset.name, "no-such-ds"):
+        with pytest.raises(ImportValidationError) as refused:
+            generalization_questions_import(file=path, dataset_name=name, user=rex)
+        said[name] = str(refused.value).replace(name, "NAME")
+
+    assert said[olgas.dataset.name] == said["no-such-ds"]  # answered as a missing dataset
+    assert not GeneralizationQuestion.objects.filter(text="Planted by rex?").exists()
+    assert not ImportRecord.objects.exists()
+    # The owner adds them as before.
+    record = generalization_questions_import(file=path, dataset_name=olgas.dataset.name, user=olgas.olga)
+    assert record.created == 1

@@ -3,9 +3,11 @@ import json
 import pytest
 from django.core.management import call_command
 
-from studies.models import Item
+from studies.models import ImportRecord, Item, StudyShare
 from studies.services.importers import ImportValidationError, ItemColumns, items_import_table
-from tests.studies.helpers import write_jsonl
+from studies.services.sharing import study_share
+from tests.factories import DatasetFactory
+from tests.studies.helpers import IMPORT, researcher, write_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +89,52 @@ def test_import_items_command_with_mapping(tmp_path, capsys):
                  "--question-column", "text", "--answer-column", "gold")
     assert "1 created" in capsys.readouterr().out
     assert json.loads(json.dumps(Item.objects.get(external_id="z1").choices))[0]["label"] == "yes"
+
+
+# A view share reads the study; it does not let its reader write into the owner's dataset.
+REX_ITEMS = "id,question,answer,split\ntrain-0,Changed by rex?,no,train\nplanted-1,Planted by rex?,yes,train\n"
+
+
+def _items_refusal(path, *, dataset_name: str, user, **options) -> str:
+    with pytest.raises(ImportValidationError) as refused:
+        items_import_table(file=path, dataset_name=dataset_name, user=user, **options)
+    return str(refused.value).replace(dataset_name, "NAME")
+
+
+@pytest.mark.parametrize("task_format", [None, "yes_no"])
+def test_a_view_share_reader_may_not_rewrite_or_add_to_the_owners_dataset(olgas, tmp_path, task_format):
+    rex = researcher("rex", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=rex, level=StudyShare.Level.VIEW)
+    DatasetFactory(name="olgas-unshared-ds")  # in no study: rex may not see it at all
+    path = tmp_path / "rex.csv"
+    path.write_text(REX_ITEMS)
+    options = {"task_format": task_format} if task_format else {}
+
+    said = {name: _items_refusal(path, dataset_name=name, user=rex, **options)
+            for name in (olgas.dataset.name, "olgas-unshared-ds")}
+
+    # Answered as a dataset he may not see: the same words, nothing of its items.
+    assert said[olgas.dataset.name] == said["olgas-unshared-ds"]
+    assert "the dataset name 'NAME' is taken by a dataset you may not see" in said[olgas.dataset.name]
+    olgas.train.refresh_from_db()
+    assert (olgas.train.question, olgas.train.gold_answer) == ("Olga's train question?", "yes")
+    assert not Item.objects.filter(external_id="planted-1").exists()
+    assert not ImportRecord.objects.exists()
+
+
+def test_the_owner_and_a_change_share_holder_still_import_into_the_dataset(olgas, tmp_path):
+    cora = researcher("cora", "studies.change_study", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=cora, level=StudyShare.Level.CHANGE)
+    path = tmp_path / "cora.csv"
+    path.write_text("id,question,answer,split\ntrain-0,Changed by cora?,no,train\ncora-1,Added by cora?,yes,train\n")
+
+    record = items_import_table(file=path, dataset_name=olgas.dataset.name, user=cora)
+
+    assert (record.created, record.updated, record.unchanged) == (1, 1, 0)
+    olgas.train.refresh_from_db()
+    assert (olgas.train.question, olgas.train.gold_answer) == ("Changed by cora?", "no")
+    path.write_text("id,question,answer,split\ntrain-0,Olga's train question?,yes,train\nolga-1,Olga's?,no,train\n")
+    record = items_import_table(file=path, dataset_name=olgas.dataset.name, user=olgas.olga)
+    assert (record.created, record.updated, record.unchanged) == (1, 1, 0)
+    assert set(Item.objects.filter(dataset=olgas.dataset, split="train").values_list("external_id", flat=True)) == {
+        "train-0", "cora-1", "olga-1"}

@@ -1,6 +1,6 @@
 """What an import tells a researcher about another researcher's content they may not see: nothing.
-The dataset an import adds to is looked up among those the importing user may see
-(``datasets_for_user``), so a hidden dataset is as unknown as a missing one and no hidden name is
+The dataset an import adds to is looked up among those the importing user may import into
+(``upsert.datasets_to_import_into``), so a hidden dataset is as unknown as a missing one and no hidden name is
 suggested; a row refused because a study the user may not change uses it is refused by its line
 and key field only, never with the fields in which it differs from the stored row (which let a
 researcher test another's rationale text field by field) nor the stored row's id, and the same

@@ -5,10 +5,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from studies.models import Rationale, RationaleSource
+from studies.models import ImportRecord, Rationale, RationaleSource, StudyShare
 from studies.services.importers import ImportValidationError, items_import_strategyqa, rationales_import
+from studies.services.sharing import study_share
 from tests.factories import DatasetFactory, ItemFactory, MultipleChoiceDatasetFactory
-from tests.studies.helpers import write_jsonl
+from tests.studies.helpers import IMPORT, researcher, write_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -151,3 +152,72 @@ def test_every_table_importer_names_missing_columns_alike(tmp_path):
         rationales_import(file=path, dataset_name="YN", source_name="m")
     assert lacking.value.errors[0].reason == (
         "the file lacks an item id or a question column; its columns are 'label', 'text'")
+
+
+# A view share reads the study; it does not let its reader write rationales into the owner's
+# dataset or under the owner's source.
+def _rationales_refusal(path, *, user, dataset_name: str, **options) -> ImportValidationError:
+    with pytest.raises(ImportValidationError) as refused:
+        rationales_import(file=path, dataset_name=dataset_name, user=user, **options)
+    return refused.value
+
+
+def _olgas_rationale_unchanged(olgas) -> None:
+    olgas.rationale.refresh_from_db()
+    assert olgas.rationale.text == "Olga's train rationale."
+    assert not ImportRecord.objects.exists()
+
+
+def test_a_view_share_reader_may_not_import_rationales_into_the_owners_dataset(olgas, tmp_path):
+    rex = researcher("rex", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=rex, level=StudyShare.Level.VIEW)
+    path = tmp_path / "rex.csv"
+    path.write_text(f"item_id,source,rationale\ntrain-0,{olgas.source.name},Rex's text.\n")
+
+    said = {name: str(_rationales_refusal(path, user=rex, dataset_name=name)).replace(name, "NAME")
+            for name in (olgas.dataset.name, "no-such-ds")}
+
+    # Answered as a missing dataset: the same words, and no name he may not import into suggested.
+    assert said[olgas.dataset.name] == said["no-such-ds"]
+    assert "unknown dataset 'NAME' (known: none you may see)" in said["no-such-ds"]
+    _olgas_rationale_unchanged(olgas)
+
+
+def test_a_view_share_readers_rationales_under_the_owners_source_are_refused_as_a_taken_name(olgas, tmp_path):
+    # Rex reads every dataset (studies.view_dataset), so the dataset is his to import into; Olga's
+    # source he reads only through the view share, so it is answered as a source he may not see.
+    rex = researcher("rex", IMPORT, "studies.view_dataset")
+    study_share(study=olgas.study, user=olgas.olga, with_user=rex, level=StudyShare.Level.VIEW)
+    RationaleSource.objects.create(name="olgas-unlisted-src", kind=RationaleSource.Kind.IMPORTED)  # in no study
+    path = tmp_path / "rex.csv"
+
+    said = {}
+    for name in (olgas.source.name, "olgas-unlisted-src"):
+        path.write_text(f"item_id,source,rationale\ntrain-0,{name},Rex's text.\n")
+        refused = _rationales_refusal(path, user=rex, dataset_name=olgas.dataset.name)
+        said[name] = [(e.line, e.field, e.reason.replace(name, "NAME")) for e in refused.errors]
+        by_option = _rationales_refusal(path, user=rex, dataset_name=olgas.dataset.name, source_name=name)
+        assert [e.reason.replace(name, "NAME") for e in by_option.errors] == [said[name][0][2]]
+
+    assert said[olgas.source.name] == said["olgas-unlisted-src"]
+    assert said[olgas.source.name] == [
+        (2, "source", "the source name 'NAME' is taken by a source you may not see: choose another source name")]
+    _olgas_rationale_unchanged(olgas)
+
+
+def test_the_owner_and_a_change_share_holder_still_import_rationales(olgas, tmp_path):
+    cora = researcher("cora", "studies.change_study", IMPORT)
+    study_share(study=olgas.study, user=olgas.olga, with_user=cora, level=StudyShare.Level.CHANGE)
+    path = tmp_path / "cora.csv"
+    path.write_text(f"item_id,source,rationale\ntrain-0,{olgas.source.name},Cora's text.\n")
+
+    record = rationales_import(file=path, dataset_name=olgas.dataset.name, user=cora)
+
+    assert (record.created, record.updated, record.unchanged) == (0, 1, 0)
+    olgas.rationale.refresh_from_db()
+    assert olgas.rationale.text == "Cora's text."
+    path.write_text(f"item_id,source,rationale\ntrain-0,{olgas.source.name},Olga's again.\n")
+    record = rationales_import(file=path, dataset_name=olgas.dataset.name, user=olgas.olga)
+    assert (record.created, record.updated, record.unchanged) == (0, 1, 0)
+    olgas.rationale.refresh_from_db()
+    assert olgas.rationale.text == "Olga's again."

@@ -1,5 +1,5 @@
-"""A rationales import names its sources among those the importing user may see
-(``sources_for_user``): a name held by another researcher's source the user may not see is refused
+"""A rationales import names its sources among those the importing user may build on
+(``sources_for_design``; here, those they may see): a name held by another researcher's source the user may not see is refused
 by row and field, saying only that the name is taken, and nothing of that source (its rationales,
 its highlights flag) is read, compared or written; the operator imports as before."""
 from __future__ import annotations

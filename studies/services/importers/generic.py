@@ -129,7 +129,7 @@ def items_import_table(
 
 
 def _task_format(dataset_name: str, task_format: str | None, filename: str, *, user: Any = None) -> str:
-    """The task format asked for, else the existing dataset's (one ``user`` may see:
+    """The task format asked for, else the existing dataset's (one ``user`` may import into:
     ``dataset_existing``); refused when neither says."""
     if task_format is None:
         existing = dataset_existing(name=dataset_name, user=user, filename=filename)

@@ -15,11 +15,14 @@ optionally ``y_hat``). They are stored where scoring reads them (``Rationale.fai
 file with these columns must fill all three on every row, or nothing is imported and the rows
 are listed. A file without them leaves stored highlights and probabilities as they are.
 
-A source is looked up among those the importing user may see (``sources_for_user``; None: the
-operator, every source). Names are unique, so a name held by a source the user may not see can be
-neither created again nor answered as a missing one: each row naming it is refused, saying only
-that the name is taken (as ``upsert.dataset_existing`` answers for a dataset), before anything of
-that source (its rationales, its highlights flag) is read, compared or written.
+A source is looked up among those the importing user may build on (``sources_for_design``: every
+source with ``studies.view_rationalesource``, else those a study of their own or one they may change
+lists; None: the operator, every source), as the dataset is (``upsert.datasets_to_import_into``): a
+source read only through a study shared with them to view is not theirs to write rationales of.
+Names are unique, so a name held by any other source (hidden, or read through a view share) can be
+neither created again nor answered as a missing one: each row naming it is refused alike, saying
+only that the name is taken (as ``upsert.dataset_existing`` answers for a dataset), before anything
+of that source (its rationales, its highlights flag) is read, compared or written.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from django.db import transaction
 
 from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
-from studies.selectors import sources_for_user
+from studies.selectors import sources_for_design
 from studies.services.content import content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
@@ -136,11 +139,12 @@ def rationales_import(
 
 class _SourceNames:
     """The sources an import may name, for ``user`` (None: the operator, every source): a name held
-    by a source the user may not see (``sources_for_user``) is refused, only as taken."""
+    by a source the user may not build on (``sources_for_design``), whether they may not see it or
+    read it only through a view share, is refused, only as taken."""
 
     def __init__(self, user: Any):
         self.user = user
-        self.visible = RationaleSource.objects.all() if user is None else sources_for_user(user=user)
+        self.visible = RationaleSource.objects.all() if user is None else sources_for_design(user=user)
         self._hidden: dict[str, bool] = {}
 
     def hidden(self, name: str) -> bool:

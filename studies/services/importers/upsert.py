@@ -12,10 +12,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from studies.models import Dataset, ImportRecord, Item
-from studies.selectors import datasets_for_user
+from studies.selectors import datasets_for_design
 from studies.services.content import content_added_refusals, content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
@@ -23,11 +24,23 @@ from .reading import ImportFile
 from .values import normalize_question, short
 
 
+def datasets_to_import_into(*, user: Any = None) -> QuerySet[Dataset]:
+    """The datasets an import acting for ``user`` may write to (items, rationales, generalization
+    questions): those ``user`` may build on (``datasets_for_design``: every dataset with
+    ``studies.view_dataset``, else those a study of their own or one they may change uses; None: the
+    operator, every dataset). Never one they read only through a study shared with them to view: that
+    share reads the study, it does not let its reader rewrite or add to the owner's dataset (an unshown
+    item, a rationale of the owner's source), which the owner's next study would draw. Any other
+    dataset is answered as one they may not see (``dataset_get``, ``dataset_existing``)."""
+    return Dataset.objects.all() if user is None else datasets_for_design(user=user)
+
+
 def dataset_get(*, name: str, user: Any = None, filename: str = "") -> Dataset:
-    """The dataset an import adds to, among those ``user`` may see (``datasets_for_user``; None:
-    the operator, every dataset). Another researcher's dataset the user may not see gets the same
-    answer as one that does not exist, and the names suggested are only those the user may see."""
-    datasets = Dataset.objects.all() if user is None else datasets_for_user(user=user)
+    """The dataset an import adds to, among those ``user`` may import into
+    (``datasets_to_import_into``). Any other dataset (another researcher's, hidden or read only
+    through a view share) gets the same answer as one that does not exist, and the names suggested
+    are only those the user may import into."""
+    datasets = datasets_to_import_into(user=user)
     try:
         return datasets.get(name=name)
     except Dataset.DoesNotExist:
@@ -40,12 +53,13 @@ def dataset_get(*, name: str, user: Any = None, filename: str = "") -> Dataset:
 
 def dataset_existing(*, name: str, user: Any = None, filename: str = "") -> Dataset | None:
     """The dataset named ``name`` that an item import adds to, or None when there is none yet. A
-    name held by a dataset ``user`` may not see (``datasets_for_user``; None: the operator, who sees
-    every dataset) is refused, saying only that the name is taken: names are unique, so such a
-    dataset can be neither made again nor answered as a missing one, and nothing of it (its task
-    format, its option labels, its items) is read, compared or written."""
+    name held by a dataset ``user`` may not import into (``datasets_to_import_into``; None: the
+    operator, every dataset), hidden or read only through a view share, is refused alike, saying only
+    that the name is taken: names are unique, so such a dataset can be neither made again nor
+    answered as a missing one, and nothing of it (its task format, its option labels, its items) is
+    read, compared or written."""
     dataset = Dataset.objects.filter(name=(name or "").strip()).first()
-    if dataset is None or user is None or datasets_for_user(user=user).filter(pk=dataset.pk).exists():
+    if dataset is None or user is None or datasets_to_import_into(user=user).filter(pk=dataset.pk).exists():
         return dataset
     raise ImportValidationError(
         f"the dataset name {dataset.name!r} is taken by a dataset you may not see: choose another dataset name",
@@ -56,7 +70,7 @@ def dataset_existing(*, name: str, user: Any = None, filename: str = "") -> Data
 def dataset_check(
     *, name: str, task_format: str, choice_labels: list[str] | None = None, filename: str = "", user: Any = None
 ) -> Dataset | None:
-    """The existing dataset of that name (None if new), among those ``user`` may see
+    """The existing dataset of that name (None if new), among those ``user`` may import into
     (``dataset_existing``); refuse one of another task format. Writes nothing, so importers call it
     before validating rows."""
     name = (name or "").strip()
