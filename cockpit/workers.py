@@ -24,7 +24,7 @@ from annotations.selectors.review import (
     worker_assignments,
 )
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.access import study_imported
+from annotations.services.platforms.access import may_hand_out_links, study_imported
 from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.review import (
@@ -76,13 +76,26 @@ def withdraw_view(model_admin, request, study_id: int):
         except PlatformServiceError as exc:
             messages.error(request, f"Nothing was done: {exc.message}")
         else:
+            copies = _copies_note(outcome)
             if outcome.created:
                 messages.success(request, f"Participant withdrawn: {outcome.answers_erased} answer(s) of "
                                           f"{outcome.tasks_ended} task(s) erased; their questions go back to the pool "
-                                          "while the study is open. Money already paid is unchanged.")
+                                          f"while the study is open. Money already paid is unchanged.{copies}")
             else:
-                messages.info(request, "This participant was already withdrawn: nothing more to erase.")
+                messages.info(request, f"This participant was already withdrawn: nothing more to erase.{copies}")
     return HttpResponseRedirect(reverse("admin:studies_study_workers", args=[study.pk]))
+
+
+def _copies_note(outcome) -> str:
+    """What the withdrawal did in the copies of the study imported from its bundle here (counts only:
+    a copy another researcher owns is not named)."""
+    note = ""
+    if outcome.copies_withdrawn:
+        note += f" Also withdrawn from {outcome.copies_withdrawn} copy(ies) imported from this study's bundle."
+    if outcome.copies_not_changeable:
+        note += (f" {outcome.copies_not_changeable} more copy(ies) hold this worker but are not yours to change: "
+                 "their owners withdraw there by the worker's pseudonym.")
+    return note
 
 
 def _worker(study, participant_id: int) -> Participant:
@@ -105,6 +118,8 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "attention_participant": participant.pk,
         # One browser may have used several of the study's links (recognised as this worker).
         "links": list(ParticipantLink.objects.filter(study=study, participant=participant).order_by("id")),
+        # Their completion codes (what the worker is paid against) only for those who may hand them out.
+        "link_codes_shown": may_hand_out_links(user=request.user, study=study),
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         # Submitted on the platform, not here (sync: not_submitted_here / no_answers): reject, or approve once cleared.

@@ -97,6 +97,16 @@ def participant_get_or_create(*, platform: str, external_id: str) -> Participant
         return Participant.objects.get(platform=platform, external_id=external_id)
 
 
+def imported_worker_id(study_id: int, pseudonym: str) -> str:
+    """The ``external_id`` of the participant a bundle's worker ``pseudonym`` becomes in the study
+    ``study_id`` imported from it (``scoring.services.bundle.importing``): ``bundle-<study id>:<pseudonym>``.
+    No platform id has this shape (a Prolific id is 24 hex digits, an MTurk id A and capitals or
+    digits, a link participant's anon-, idh-, plink- or preview- and hex), so the questionnaire never
+    makes nor finds such a participant, and no other import shares it. A withdrawal reads it too
+    (``withdrawal.participant_withdraw``): it finds the worker in the copies of a study by it."""
+    return f"bundle-{study_id}:{pseudonym}"
+
+
 def participant_new_anonymous() -> Participant:
     """A participant for a plain or open link: a random id, kept by the worker's browser."""
     return Participant.objects.create(platform=Platform.LINK, external_id=f"anon-{secrets.token_hex(8)}")

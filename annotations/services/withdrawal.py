@@ -27,7 +27,21 @@ study (``access.access_study``, ``CHANGE``):
 
 The ``Participant`` row itself stays: it is shared with the worker's other studies, and payment
 rows (``Bonus.participant``) must keep naming whom they paid. Withdrawing twice changes nothing
-the second time (the record's counts do not move)."""
+the second time (the record's counts do not move).
+
+Copies made from the study's bundle on this installation (``bundle.bundle_import``: an
+``ImportRecord`` of kind ``bundle`` whose summary names the study as ``original_study`` and the
+copy as ``study``) hold the worker as their own participant, ``imported_worker_id(copy, pseudonym)``:
+
+- in a copy, the worker is also found by the pseudonym the original's exports show, by their platform
+  id or by the identifier they typed (each turned into that pseudonym as the exports do), so a
+  researcher honours a request there with what the request names;
+- withdrawing from a study withdraws the worker from each copy that still holds a task of theirs
+  and that the acting user may change, by this same service (its rights check beside its write,
+  and so on to copies of that copy); a copy the user may not change is left as it is and counted
+  (``WithdrawalOutcome.copies_not_changeable``, a count, no names: its owner withdraws there by the
+  pseudonym). A copy is reached again by a later run (e.g. one imported from a bundle made before
+  the withdrawal); one already withdrawn holds no task and is not touched."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,13 +66,14 @@ from annotations.models import (
 from annotations.models.core import new_token
 from annotations.selectors import claims_that_count, participant_withdrawal_digest
 from annotations.services.errors import AnnotationError
-from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash
+from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash, imported_worker_id
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.access import CHANGE, access_study
+from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study
 from annotations.services.platforms.common import actor
 from annotations.services.release import assignments_withdraw
-from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest
-from studies.models import Platform, Study
+from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
+from studies.models import ImportRecord, Platform, Study
+from studies.selectors import import_record_study_id
 
 WITHDRAW = CHANGE  # withdrawing a participant changes the study's data: change rights on it
 
@@ -73,12 +88,37 @@ class ParticipantNotFound(WithdrawalError):
 
 @dataclass
 class WithdrawalOutcome:
-    """What one call did: the audit record, and whether this call erased anything."""
+    """What one call did: the audit record, and whether this call erased anything; how many copies
+    of the study (made from its bundle here) it withdrew the worker from, and how many more hold
+    the worker but are not the acting user's to change (counts only)."""
 
     withdrawal: Withdrawal
     created: bool
     answers_erased: int
     tasks_ended: int
+    copies_withdrawn: int = 0
+    copies_not_changeable: int = 0
+
+
+def _named_pseudonyms(*, pseudonym: str, worker_id: str, identifier: str) -> list[tuple[str, str]]:
+    """(platform, pseudonym) pairs the request may name the worker by, as the exports write them
+    (``worker_pseudonym``): a pseudonym on any platform, a platform id on each platform, a typed
+    identifier as the link participant it was stored as. Call with exactly one given (and a valid
+    identifier: ``identifier_hash`` raises otherwise)."""
+    if pseudonym.strip():
+        return [(platform, pseudonym.strip()) for platform in Platform.values]
+    if worker_id.strip():
+        return [(platform, worker_pseudonym(platform, worker_id.strip())) for platform in Platform.values]
+    hashed = IDENTIFIER_PREFIX + identifier_hash(identifier)
+    return [(Platform.LINK, worker_pseudonym(Platform.LINK, hashed))]
+
+
+def _imported(study_id: int, named: list[tuple[str, str]]) -> Q:
+    """The participants a bundle copy ``study_id`` made of the ``named`` workers (``imported_worker_id``)."""
+    found = Q(pk__in=[])
+    for platform, pseudonym in named:
+        found |= Q(platform=platform, external_id=imported_worker_id(study_id, pseudonym))
+    return found
 
 
 def _participants(study: Study, *, pseudonym: str, worker_id: str, identifier: str) -> list[Participant]:
@@ -90,28 +130,71 @@ def _participants(study: Study, *, pseudonym: str, worker_id: str, identifier: s
             "name the participant one way: their pseudonym (w_...), their platform worker id, or the "
             f"participant identifier they typed{' (not ' + ' and '.join(given) + ')' if given else ''}")
     in_study = Participant.objects.filter(pk__in=Assignment.objects.filter(study=study).values("participant_id"))
+    try:
+        named = _named_pseudonyms(pseudonym=pseudonym, worker_id=worker_id, identifier=identifier)
+    except AnnotationError as exc:
+        raise WithdrawalError(exc.message) from exc
+    # In a copy made from a bundle, the worker is its participant of the pseudonym they are named by.
+    imported = set(in_study.filter(_imported(study.pk, named)).values_list("pk", flat=True))
     if pseudonym.strip():
         ids = ids_matching_pseudonyms([pseudonym], in_study.values_list("pk", "platform", "external_id")
                                       .iterator(chunk_size=2000))
-        return list(Participant.objects.filter(pk__in=ids).order_by("id"))
+        return list(Participant.objects.filter(pk__in={*ids, *imported}).order_by("id"))
     if worker_id.strip():
-        return list(in_study.filter(external_id=worker_id.strip()).order_by("id"))
-    try:
-        hashed = IDENTIFIER_PREFIX + identifier_hash(identifier)
-    except AnnotationError as exc:
-        raise WithdrawalError(exc.message) from exc
-    return list(in_study.filter(platform=Platform.LINK, external_id=hashed).order_by("id"))
+        return list(in_study.filter(Q(external_id=worker_id.strip()) | Q(pk__in=imported)).order_by("id"))
+    hashed = IDENTIFIER_PREFIX + identifier_hash(identifier)
+    return list(in_study.filter(Q(platform=Platform.LINK, external_id=hashed) | Q(pk__in=imported)).order_by("id"))
 
 
 def _digests_of_absent(study: Study, *, pseudonym: str, worker_id: str, identifier: str) -> list[str]:
-    """The digests a participant no longer in the study would have been withdrawn under."""
+    """The digests a participant no longer in the study would have been withdrawn under (in a copy
+    made from a bundle too: as the copy's participant of the pseudonym they are named by)."""
+    imported = [participant_withdrawal_digest(platform=platform, external_id=imported_worker_id(study.pk, named),
+                                              study=study)
+                for platform, named in _named_pseudonyms(pseudonym=pseudonym, worker_id=worker_id,
+                                                         identifier=identifier)]
     if pseudonym.strip():
-        return [withdrawal_digest(study.pk, pseudonym)]
+        return [withdrawal_digest(study.pk, pseudonym), *imported]
     if worker_id.strip():
-        return [participant_withdrawal_digest(platform=p, external_id=worker_id.strip(), study=study)
-                for p in Platform.values]
+        return [*(participant_withdrawal_digest(platform=p, external_id=worker_id.strip(), study=study)
+                  for p in Platform.values), *imported]
     return [participant_withdrawal_digest(platform=Platform.LINK, study=study,
-                                          external_id=IDENTIFIER_PREFIX + identifier_hash(identifier))]
+                                          external_id=IDENTIFIER_PREFIX + identifier_hash(identifier)), *imported]
+
+
+def _copies_holding(study: Study, named: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """(copy id, pseudonym) of each copy made from ``study``'s bundle on this installation (its
+    ``ImportRecord``, kind ``bundle``, names ``study`` as ``original_study``) that still holds a task
+    of a ``named`` worker (their participant there is ``imported_worker_id(copy, pseudonym)``), in
+    copy order. A copy they were withdrawn from holds none."""
+    copy_ids = sorted(set(ImportRecord.objects.filter(kind="bundle", summary__original_study=study.pk)
+                          .annotate(copy_id=import_record_study_id()).filter(copy_id__isnull=False)
+                          .values_list("copy_id", flat=True)))
+    found = []
+    for copy_id in copy_ids:
+        for platform, pseudonym in named:
+            held = Assignment.objects.filter(study_id=copy_id, participant__platform=platform,
+                                             participant__external_id=imported_worker_id(copy_id, pseudonym))
+            if held.exists():
+                found.append((copy_id, pseudonym))
+    return found
+
+
+def _withdraw_from_copies(*, user, study: Study, named: list[tuple[str, str]]) -> tuple[int, int]:
+    """Withdraw the ``named`` worker from the copies of ``study`` that hold them
+    (``_copies_holding``), each by ``participant_withdraw`` as ``user`` (which checks the user's
+    change rights on that copy beside its write). Returns (copies withdrawn from, copies left as
+    they were because ``user`` may not change them), copies of those copies included."""
+    reached = refused = 0
+    for copy_id, pseudonym in _copies_holding(study, named):
+        try:
+            outcome = participant_withdraw(user=user, study=copy_id, pseudonym=pseudonym)
+        except PlatformAccessDenied:
+            refused += 1
+            continue
+        reached += 1 + outcome.copies_withdrawn
+        refused += outcome.copies_not_changeable
+    return reached, refused
 
 
 def _erase(study: Study, participant: Participant) -> tuple[int, int, int]:
@@ -172,7 +255,11 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     withdrawing someone already withdrawn returns their record (``created`` False) and changes
     nothing. ``WithdrawalError`` naming the tasks, before anything changes, while a task of theirs
     in the study is submitted on a platform and not reviewed (``_refuse_while_unreviewed``).
-    ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once."""
+    ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once.
+    In the same transaction, withdraws them from the copies of the study made from its bundle here
+    that still hold their tasks and that ``user`` may change, and counts the others
+    (``_withdraw_from_copies``; the outcome's ``copies_withdrawn``, ``copies_not_changeable``); in
+    such a copy they are also found by what named them in the original (``_participants``)."""
     study = access_study(user=user, study=study, access=WITHDRAW)
     with transaction.atomic():
         participants = _participants(study, pseudonym=pseudonym, worker_id=worker_id, identifier=participant_identifier)
@@ -183,7 +270,11 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
             if existing is None:
                 raise ParticipantNotFound(f"nobody matching took part in study {study.pk}, and nobody matching was "
                                           "withdrawn from it: check the pseudonym or id")
-            return WithdrawalOutcome(withdrawal=existing, created=False, answers_erased=0, tasks_ended=0)
+            # Withdrawn here before: a copy made since (from an older bundle) is reached now.
+            reached, refused = _withdraw_from_copies(user=user, study=study, named=_named_pseudonyms(
+                pseudonym=pseudonym, worker_id=worker_id, identifier=participant_identifier))
+            return WithdrawalOutcome(withdrawal=existing, created=False, answers_erased=0, tasks_ended=0,
+                                     copies_withdrawn=reached, copies_not_changeable=refused)
         for participant in participants:
             list(Participant.objects.select_for_update().filter(pk=participant.pk).values_list("pk"))
         _refuse_while_unreviewed(study, participants)
@@ -201,4 +292,8 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
                 record.refresh_from_db()
             outcome = outcome or WithdrawalOutcome(withdrawal=record, created=created, answers_erased=n_answers,
                                                    tasks_ended=n_tasks)
+        # The copies made from this study's bundle hold them under the pseudonym its exports showed.
+        outcome.copies_withdrawn, outcome.copies_not_changeable = _withdraw_from_copies(
+            user=user, study=study, named=[(p.platform, worker_pseudonym(p.platform, p.external_id))
+                                           for p in participants])
         return outcome

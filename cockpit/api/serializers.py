@@ -29,3 +29,24 @@ class WithdrawalSerializer(serializers.ModelSerializer):
         fields = ["id", "study", "withdrawn_by", "withdrawn_at", "last_applied_at", "n_answers", "n_counted_answers",
                   "n_tasks"]
         read_only_fields = fields
+
+
+class WithdrawalOutcomeSerializer(WithdrawalSerializer):
+    """A withdrawal's audit record, and the copies of the study made from its bundle here that the
+    same request reached (``participant_withdraw``'s outcome, given as ``context["outcome"]``): counts only."""
+
+    copies_withdrawn = serializers.SerializerMethodField(
+        help_text="Copies of this study imported from its bundle here that the worker was withdrawn from now.")
+    copies_not_changeable = serializers.SerializerMethodField(
+        help_text="Further such copies that still hold the worker but are not yours to change: their owners "
+                  "withdraw them there, by the pseudonym.")
+
+    class Meta(WithdrawalSerializer.Meta):
+        fields = [*WithdrawalSerializer.Meta.fields, "copies_withdrawn", "copies_not_changeable"]
+        read_only_fields = fields
+
+    def get_copies_withdrawn(self, obj) -> int:
+        return self.context["outcome"].copies_withdrawn
+
+    def get_copies_not_changeable(self, obj) -> int:
+        return self.context["outcome"].copies_not_changeable

@@ -29,7 +29,11 @@ from annotations.selectors import claims_that_count_in_any_study
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.platforms.access import PlatformAccessDenied
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
-from cockpit.api.serializers import WithdrawalRequestSerializer, WithdrawalSerializer
+from cockpit.api.serializers import (
+    WithdrawalOutcomeSerializer,
+    WithdrawalRequestSerializer,
+    WithdrawalSerializer,
+)
 from lab.api.counts import correlated_count
 from lab.api.filters import accepted_query_params, reject_unknown_query_params
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
@@ -389,12 +393,17 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "open. Name them by exactly one of `pseudonym` (`w_...`), `worker_id` (the platform's id) or "
             "`participant_identifier` (what they typed on a link). Needs change rights on the study. Idempotent: "
             "201 when this call withdrew them, 200 when they were already withdrawn. Money already paid is "
-            "untouched. The next score run says how many answers were withdrawn."
+            "untouched. The next score run says how many answers were withdrawn. The copies of this study "
+            "imported from its bundle here that hold the participant are withdrawn from too when they are yours "
+            "to change (`copies_withdrawn`); `copies_not_changeable` counts the others, which their owners "
+            "withdraw there by the pseudonym. In such a copy the participant is also found by the pseudonym "
+            "or id that names them in the original."
         ),
         request=WithdrawalRequestSerializer,
         examples=[OpenApiExample("By pseudonym", request_only=True, value={"pseudonym": "w_3f9c2a71be04d6e8"}),
-                  WITHDRAWAL_EXAMPLE],
-        responses={200: WithdrawalSerializer, 201: WithdrawalSerializer, 400: BAD_REQUEST,
+                  OpenApiExample("A withdrawal's record", response_only=True, value={
+                      **WITHDRAWAL_EXAMPLE.value, "copies_withdrawn": 1, "copies_not_changeable": 0})],
+        responses={200: WithdrawalOutcomeSerializer, 201: WithdrawalOutcomeSerializer, 400: BAD_REQUEST,
                    403: OpenApiResponse(ErrorSerializer, description="No change rights on this study."),
                    404: NOT_FOUND},
     )
@@ -422,7 +431,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
         except WithdrawalError as exc:
             raise ValidationFailed({"non_field_errors": [exc.message]}) from exc
-        return Response(WithdrawalSerializer(outcome.withdrawal).data,
+        return Response(WithdrawalOutcomeSerializer(outcome.withdrawal, context={"outcome": outcome}).data,
                         status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
 
     @extend_schema(

@@ -3,6 +3,10 @@ slots go back by the release rules, payments stay as they were, a later sync sto
 theirs, and the record keeps no personal data."""
 from __future__ import annotations
 
+import csv
+import html
+import io
+import zipfile
 from decimal import Decimal
 
 import pytest
@@ -27,17 +31,22 @@ from annotations.services.answers import assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable, ParticipantBlocked
 from annotations.services.flags import flag_accept
-from annotations.services.participants import participant_identified
+from annotations.services.participants import imported_worker_id, participant_identified
 from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
 from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_approve, assignment_reject
 from annotations.services.platforms.sync import study_sync
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
 from lab.pseudonyms import worker_pseudonym
+from scoring.services.bundle import bundle_import, bundle_stream
+from studies.models import Platform
 from tests.annotations.factories import ParticipantFactory, make_study
 from tests.annotations.platforms.conftest import open_study, start_assignment, submitted
 from tests.annotations.test_counting import answer_all, assert_counters_agree
+from tests.cockpit.conftest import staff_client
+from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
 
@@ -195,3 +204,126 @@ def test_withdrawing_held_work_keeps_the_counters_and_the_hold_on_others(prolifi
     assert Assignment.objects.get(pk=spoof.pk).status == Assignment.Status.WITHDRAWN  # its rejection names it
     assert set(Unit.objects.filter(study=study).values_list("n_claimed", "n_completed")) == {(0, 0)}
     assert_counters_agree(study)
+
+
+# --- copies made from the study's bundle on this installation ----------------------------------
+
+
+def _bundle_copy(study, *, name: str, owner):
+    """A copy of ``study`` imported by ``owner`` from the bundle its owner downloads, as the API does."""
+    data = b"".join(bundle_stream(study=study, user=study.owner))
+    return bundle_import(file=io.BytesIO(data), name=name, filename=f"{name}.zip", owner=owner)
+
+
+def _copy_workers(copy) -> set[str]:
+    """The worker pseudonyms the copy's own bundle lists in its answers."""
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(bundle_stream(study=copy, user=copy.owner))))
+    return {row["worker"] for row in csv.DictReader(io.StringIO(archive.read("data/annotations.csv").decode()))}
+
+
+def _closed_study_with_copy(owner):
+    study = open_utility_study(name="orig-copies", owner=owner, quota=3, n_sources=1)
+    work(study, "PID")
+    work(study, "PID2")
+    study_close(user=OPERATOR, study=study)
+    return study, _bundle_copy(study, name="copy", owner=owner)
+
+
+def test_withdrawal_from_a_study_also_withdraws_the_worker_from_its_bundle_copy():
+    # Given a study worked by two workers and a copy of it imported from its bundle by its owner
+    alice, _ = staff_client("alice")
+    study, copy = _closed_study_with_copy(alice)
+    leaving = Participant.objects.get(platform=Platform.PROLIFIC, external_id="PID")
+    theirs_in_copy = Participant.objects.get(
+        external_id=imported_worker_id(copy.pk, worker_pseudonym(Platform.PROLIFIC, "PID")))
+    assert Annotation.objects.filter(claim__assignment__study=copy).count() == 8
+    assert len(_copy_workers(copy)) == 2
+
+    # When the owner withdraws the worker from the original, by their Prolific id
+    outcome = participant_withdraw(user=alice, study=study, worker_id="PID")
+
+    # Then the copy keeps nothing of theirs either: answers, tasks, export
+    assert outcome.created and (outcome.copies_withdrawn, outcome.copies_not_changeable) == (1, 0)
+    assert not Annotation.objects.filter(claim__participant=leaving).exists()
+    assert Annotation.objects.filter(claim__assignment__study=copy).count() == 4
+    assert not Assignment.objects.filter(study=copy, participant=theirs_in_copy).exists()
+    assert pseudonym(theirs_in_copy) not in _copy_workers(copy) and len(_copy_workers(copy)) == 1
+    assert Withdrawal.objects.filter(study=copy).count() == 1
+    assert_counters_agree(copy)
+
+    # and withdrawing again does nothing more, here or in the copy
+    counts = list(Withdrawal.objects.order_by("id").values_list("study_id", "n_answers", "n_tasks"))
+    again = participant_withdraw(user=alice, study=study, worker_id="PID")
+    assert not again.created and (again.copies_withdrawn, again.copies_not_changeable) == (0, 0)
+    assert list(Withdrawal.objects.order_by("id").values_list("study_id", "n_answers", "n_tasks")) == counts
+    assert Annotation.objects.filter(claim__assignment__study=copy).count() == 4
+
+
+def test_in_a_bundle_copy_the_worker_is_found_by_the_original_pseudonym_and_platform_id():
+    # Given a study and its bundle copy, both worked by PID and PID2
+    alice, _ = staff_client("alice")
+    study, copy = _closed_study_with_copy(alice)
+
+    # When the owner withdraws PID from the copy alone, by the pseudonym the original's exports show
+    outcome = participant_withdraw(user=alice, study=copy, pseudonym=worker_pseudonym(Platform.PROLIFIC, "PID"))
+
+    # Then the copy loses their 4 answers and the original keeps its own
+    assert outcome.created and outcome.answers_erased == 4
+    assert Annotation.objects.filter(claim__assignment__study=copy).count() == 4
+    assert Annotation.objects.filter(claim__assignment__study=study).count() == 8
+    # and naming them again in the copy, by pseudonym or platform id, finds their record: nothing more
+    for named in ({"pseudonym": worker_pseudonym(Platform.PROLIFIC, "PID")}, {"worker_id": "PID"}):
+        assert not participant_withdraw(user=alice, study=copy, **named).created
+    # and PID2 is found in the copy by their platform id
+    by_id = participant_withdraw(user=alice, study=copy, worker_id="PID2")
+    assert by_id.created and by_id.answers_erased == 4
+    assert not Annotation.objects.filter(claim__assignment__study=copy).exists()
+
+
+def test_a_copy_another_researcher_owns_is_not_touched_and_is_counted():
+    # Given alice's study, her own copy of it, and bob's copy of it (bob's, not shared with alice)
+    alice, _ = staff_client("alice")
+    bob, _ = staff_client("bob")
+    study, mine = _closed_study_with_copy(alice)
+    bobs = _bundle_copy(study, name="bob-copy", owner=bob)
+    with pytest.raises(PlatformAccessDenied):
+        participant_withdraw(user=alice, study=bobs, worker_id="PID")
+
+    # When alice withdraws PID from her study
+    outcome = participant_withdraw(user=alice, study=study, worker_id="PID")
+
+    # Then her copy follows, bob's keeps the worker's answers and is only counted
+    assert (outcome.copies_withdrawn, outcome.copies_not_changeable) == (1, 1)
+    assert Annotation.objects.filter(claim__assignment__study=mine).count() == 4
+    assert Annotation.objects.filter(claim__assignment__study=bobs).count() == 8
+    assert not Withdrawal.objects.filter(study=bobs).exists()
+    # re-running counts bob's copy again and changes nothing
+    again = participant_withdraw(user=alice, study=study, worker_id="PID")
+    assert (again.created, again.copies_withdrawn, again.copies_not_changeable) == (False, 0, 1)
+    assert Annotation.objects.filter(claim__assignment__study=bobs).count() == 8
+    # and bob honours the request in his copy by the original pseudonym
+    assert participant_withdraw(user=bob, study=bobs, pseudonym=worker_pseudonym(Platform.PROLIFIC, "PID")).created
+    assert Annotation.objects.filter(claim__assignment__study=bobs).count() == 4
+    assert participant_withdraw(user=alice, study=study, worker_id="PID").copies_not_changeable == 0
+
+
+def test_the_workers_page_says_which_copies_the_withdrawal_reached():
+    # Given alice's study with her copy, and bob's copy of it
+    alice, client = staff_client("alice")
+    bob, _ = staff_client("bob")
+    study, _mine = _closed_study_with_copy(alice)
+    _bundle_copy(study, name="bob-copy", owner=bob)
+
+    # When alice withdraws PID on the study's workers page
+    response = client.post(f"/admin/studies/study/{study.pk}/workers/withdraw/",
+                           {"way": "worker_id", "who": "PID"}, follow=True)
+
+    # Then the message counts the copy reached and the one left to its owner, naming neither
+    page = html.unescape(response.content.decode())
+    assert "Participant withdrawn" in page
+    assert "Also withdrawn from 1 copy(ies) imported from this study's bundle." in page
+    assert "1 more copy(ies) hold this worker but are not yours to change" in page
+    assert "bob-copy" not in page
+    again = html.unescape(client.post(f"/admin/studies/study/{study.pk}/workers/withdraw/",
+                                      {"way": "worker_id", "who": "PID"}, follow=True).content.decode())
+    assert "already withdrawn" in again and "1 more copy(ies) hold this worker" in again

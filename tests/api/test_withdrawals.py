@@ -4,16 +4,23 @@ Parquet), the assignments API or the score, and the next score run says how many
 withdrawn."""
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.test import Client
 
 from annotations.models import Annotation, Withdrawal
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.close import study_close
 from lab.pseudonyms import worker_pseudonym
 from scoring.models import ScoreRun
 from scoring.services import study_score
+from scoring.services.bundle import bundle_import, bundle_stream
 from studies.services.sharing import study_share
 from tests.api.conftest import grant
 from tests.api.test_exports import READERS, download
+from tests.cockpit.conftest import staff_client
+from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +130,29 @@ def test_the_workers_page_withdrawal_needs_change_rights(study_data, make_user):
     assert client.get(f"/admin/studies/study/{study.pk}/workers/withdraw/").status_code in (403, 405)
     assert Annotation.objects.filter(claim__participant=leaving).exists() and not Withdrawal.objects.exists()
 
+
+
+def test_the_api_withdrawal_reaches_the_bundle_copies_and_counts_those_not_yours(client_for):
+    # Given alice's closed study worked by two workers, her copy of it and bob's copy (from its bundle)
+    alice, _ = staff_client("alice")
+    bob, _ = staff_client("bob")
+    study = open_utility_study(name="api-copies", owner=alice, quota=3, n_sources=1)
+    work(study, "PID")
+    work(study, "PID2")
+    study_close(user=OPERATOR, study=study)
+    data = b"".join(bundle_stream(study=study, user=alice))
+    mine = bundle_import(file=io.BytesIO(data), name="alice-copy", filename="a.zip", owner=alice)
+    bobs = bundle_import(file=io.BytesIO(data), name="bob-copy", filename="b.zip", owner=bob)
+    api = client_for(alice)
+
+    # When alice withdraws PID through the API, twice
+    first = api.post(_url(study), {"worker_id": "PID"}, format="json")
+    again = api.post(_url(study), {"worker_id": "PID"}, format="json")
+
+    # Then her copy lost their answers, bob's is counted (no name), and the second call reached nothing more
+    assert first.status_code == 201, first.content
+    assert (first.json()["copies_withdrawn"], first.json()["copies_not_changeable"]) == (1, 1)
+    assert "bob-copy" not in first.content.decode() and "bob" not in first.content.decode()
+    assert again.status_code == 200 and (again.json()["copies_withdrawn"], again.json()["copies_not_changeable"]) == (0, 1)
+    assert Annotation.objects.filter(claim__assignment__study=mine).count() == 4
+    assert Annotation.objects.filter(claim__assignment__study=bobs).count() == 8

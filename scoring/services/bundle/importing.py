@@ -69,6 +69,7 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
 from lab.ids import parse_id
 from lab.jsontext import load_json
@@ -1175,15 +1176,6 @@ def _unit_design_problem(study: Study, *, quota: int, decided_at: datetime | Non
         return ("quota", f"{quota}, above the study's workers per unit ({per_unit}, study.json's "
                          "study.annotators_per_unit): a decided unit's quota was lowered to its claims")
     return None
-
-
-def imported_worker_id(study_id: int, pseudonym: str) -> str:
-    """The ``external_id`` of the participant a bundle's worker ``pseudonym`` becomes in the study
-    ``study_id`` imported from it: ``bundle-<study id>:<pseudonym>``. No platform id has this shape
-    (a Prolific id is 24 hex digits, an MTurk id A and capitals or digits, a link participant's
-    anon-, idh-, plink- or preview- and hex), so the questionnaire never makes nor finds such a
-    participant, and no other import shares it."""
-    return f"bundle-{study_id}:{pseudonym}"
 
 
 def bundled_utility_missing(study: Study) -> str:
