@@ -130,6 +130,8 @@ ANNOTATION_EXPORT_PARAMETERS = [
     OpenApiParameter("answered_after", OpenApiTypes.DATETIME, description="Answers recorded at or after this time."),
     OpenApiParameter("answered_before", OpenApiTypes.DATETIME, description="Answers recorded before this time."),
     OpenApiParameter("date", OpenApiTypes.DATE, description="Answers recorded on this day (UTC)."),
+    OpenApiParameter("item", OpenApiTypes.INT, description="Only this item (id)."),
+    OpenApiParameter("assignment", OpenApiTypes.INT, description="Only this task (assignment id)."),
     OpenApiParameter(
         RAW_WORKER_IDS_PARAM, OpenApiTypes.BOOL,
         description="Append `worker_raw_id`; staff with `studies.view_raw_worker_ids` only (403 otherwise).",
@@ -140,6 +142,14 @@ SCORE_EXPORT_PARAMETERS = [
     OpenApiParameter("source", OpenApiTypes.STR, description="Only this rationale source (id or name)."),
     _choice_param("split", Split.choices, "Only items of this split."),
     _choice_param("utility", UTILITY_CHOICES, "Only units of this utility category."),
+    OpenApiParameter("item", OpenApiTypes.INT, description="Only this item (id)."),
+    OpenApiParameter("task_correct", OpenApiTypes.BOOL, description="Only units whose source's predicted answer is "
+                     "right (true) or wrong (false)."),
+    OpenApiParameter("gen_u", OpenApiTypes.NUMBER, description="Only units with this Gen-U score."),
+    OpenApiParameter("before_tie", OpenApiTypes.BOOL, description="Only units whose before-answers tied (or not)."),
+    OpenApiParameter("after_tie", OpenApiTypes.BOOL, description="Only units whose after-answers tied (or not)."),
+    OpenApiParameter("updated_after", OpenApiTypes.DATETIME, description="Scores stored at or after this time."),
+    OpenApiParameter("updated_before", OpenApiTypes.DATETIME, description="Scores stored before this time."),
 ]
 STUDY_EXAMPLE = OpenApiExample("A utility study", response_only=True, value={
     "id": 3, "name": "strategyqa-utility", "kind": "utility", "status": "closed", "dataset": 1, "split": "test",
@@ -328,16 +338,12 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return value
 
     def _filtered(self, request, filterset_class, queryset, *, extra=()):
-        """``queryset`` (already limited to the study) filtered by the query string, less ``study``;
-        400 naming the bad filters, and any parameter that is neither a filter, ``file_format`` nor one
-        of ``extra`` (an export that ignored one would be the whole study)."""
-        reject_unknown_query_params(
-            params=request.query_params,
-            accepted=accepted_query_params(self, filterset_class=filterset_class, extra=("file_format", *extra)),
-        )
-        params = request.query_params.copy()
-        params.pop("study", None)
-        filterset = filterset_class(params, queryset=queryset, request=request)
+        """``queryset`` (already limited to the study) filtered by the query string; 400 naming the bad
+        filters, and any parameter that is neither a filter, ``file_format`` nor one of ``extra`` (an
+        export that ignored one would be the whole study). ``study`` is one: the export is the URL's."""
+        accepted = accepted_query_params(self, filterset_class=filterset_class, extra=("file_format", *extra))
+        reject_unknown_query_params(params=request.query_params, accepted=accepted - {"study"})
+        filterset = filterset_class(request.query_params, queryset=queryset, request=request)
         if not filterset.is_valid():
             raise ValidationFailed(filterset.errors)
         return filterset.qs

@@ -97,3 +97,14 @@ def test_a_dataset_counts_the_items_its_reader_may_read(client_for, study_data, 
     curator = make_user("cora", perms=["studies.view_dataset", "studies.view_item"])
     whole = client_for(curator).get(f"/api/v1/datasets/{study.dataset.pk}/").json()
     assert whole["n_items"] == len(study_data.items) + 5  # the view permission reads every item
+
+
+def test_an_export_refuses_a_study_other_than_its_url(client_for, study_data):
+    """The export is the URL's study: a ``study`` parameter (a filter of the list the export shares)
+    was dropped without a word, so ``?study=<another>`` exported this study as if it were that one."""
+    client = client_for(study_data.study.owner)
+    for export in ("annotations", "scores"):
+        url = f"/api/v1/studies/{study_data.study.pk}/export/{export}/"
+        response, body = download(client, url, study="999999")
+        assert response.status_code == 400, body
+        assert "Unknown query parameter 'study'" in response.json()["study"][0]
