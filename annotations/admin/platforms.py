@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -45,7 +46,12 @@ from annotations.selectors.progress import study_early_stopping
 from annotations.selectors.review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.access import access_study, study_assignments
+from annotations.services.platforms.access import (
+    access_study,
+    may_hand_out_links,
+    studies_handing_out_links,
+    study_assignments,
+)
 from annotations.services.platforms.bonus import study_bonuses_pay
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
@@ -120,7 +126,9 @@ class PublicationAdmin(StudyScopedAdmin):
 
     def publish_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
         """Seeing the page needs VIEW access to the study; every button (a POST) moves money or
-        work on a platform and needs PAY access (``studies.selectors``)."""
+        work on a platform and needs PAY access (``studies.selectors``). The links' addresses and
+        completion codes are shown only to those who may hand them out (``may_hand_out_links``):
+        a reader without it sees each link's label, state, task and worker."""
         self._check(request)
         study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
         url = reverse("admin:annotations_publication_publish", args=[study.pk])
@@ -152,6 +160,7 @@ class PublicationAdmin(StudyScopedAdmin):
                              .order_by("id").values_list("id", flat=True))
         submitted = len(submitted_ids)
         link_rows = study_link_rows(study=study)
+        keys_shown = may_hand_out_links(user=request.user, study=study)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Crowd platform: {study.name}",
@@ -177,9 +186,12 @@ class PublicationAdmin(StudyScopedAdmin):
             "live": Publication.objects.filter(study=study, platform=study.platform, dry_run=False,
                                                status__in=[Publication.Status.PUBLISHED,
                                                            Publication.Status.PUBLISHING]).first(),
-            "links": [(row, link_public_url(row.link)) for row in link_rows[:500]],
+            # Without the right, no address (its holder's key) and no code reaches the template.
+            "link_keys_shown": keys_shown,
+            "links": [(row, link_public_url(row.link) if keys_shown else "") for row in link_rows[:500]],
             "link_counts": dict(Counter(row.state for row in link_rows)),
-            "open_links": [(link, link_public_url(link)) for link in OpenLink.objects.filter(study=study)],
+            "open_links": [(link, link_public_url(link) if keys_shown else "")
+                           for link in OpenLink.objects.filter(study=study)],
             "attention": study_attention_failures(study=study),
             "panels": [mark_safe(html) for html in (panel(request, study) for panel in PUBLISH_PAGE_PANELS)  # noqa: S308
                        if html],
@@ -188,7 +200,10 @@ class PublicationAdmin(StudyScopedAdmin):
 
     def links_csv_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
         """The study's single-person links as CSV: id, label, address, completion code, state, when
-        first opened, and the task, worker pseudonym and review it became."""
+        first opened, and the task, worker pseudonym and review it became. A reader who may not hand
+        the links out (``may_hand_out_links``) gets the same columns with the address and code cells
+        empty: the rest is what the publish page shows them, and scripts reading the columns keep
+        working."""
         self._check(request)
         study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
         response = HttpResponse(content_type="text/csv; charset=utf-8")
@@ -196,9 +211,11 @@ class PublicationAdmin(StudyScopedAdmin):
         writer = csv_writer(response)
         # Columns are only appended: task, worker (pseudonym) and review say what each link became.
         writer.writerow(["id", "label", "url", "completion_code", "state", "redeemed_at", "task", "worker", "review"])
+        keys_shown = may_hand_out_links(user=request.user, study=study)
         for row in study_link_rows(study=study):
             link = row.link
-            writer.writerow([link.pk, link.label, link_public_url(link), link.completion_code, row.state,
+            url, code = (link_public_url(link), link.completion_code) if keys_shown else ("", "")
+            writer.writerow([link.pk, link.label, url, code, row.state,
                              link.redeemed_at.isoformat() if link.redeemed_at else "", row.task_id or "",
                              row.worker, row.review])
         return response
@@ -398,15 +415,45 @@ class BonusAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     readonly_fields = [f.name for f in Bonus._meta.fields]
 
 
+# What a link admin shows in place of a token, address or code its reader may not be handed.
+KEYS_HIDDEN = "shown to those who may pay this study's workers"
+
+
+class LinkKeysAdmin(StudyScopedAdmin):
+    """A link admin that shows a link's token, address and completion code only to those who may
+    hand them out (``studies_handing_out_links``, read once per page as ``keys_shown`` on each
+    row): a VIEW or CHANGE share lists the links without them, as on the publish page."""
+
+    key_fields = ("token", "url", "completion_code")
+
+    def get_queryset(self, request):
+        handing_out = studies_handing_out_links(user=request.user).filter(pk=OuterRef("study_id"))
+        return super().get_queryset(request).annotate(keys_shown=Exists(handing_out))
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if obj is not None and getattr(obj, "keys_shown", False):
+            return fields
+        return [name for name in fields if name not in self.key_fields]
+
+    @admin.display(description="URL")
+    def url(self, obj):
+        return link_public_url(obj) if getattr(obj, "keys_shown", False) else KEYS_HIDDEN
+
+    @admin.display(description="Completion code")
+    def code(self, obj):
+        return obj.completion_code if getattr(obj, "keys_shown", False) else KEYS_HIDDEN
+
+
 @admin.register(ParticipantLink)
-class ParticipantLinkAdmin(StudyScopedAdmin):
+class ParticipantLinkAdmin(LinkKeysAdmin):
     """Only the label is edited here. A link's study, completion code and withdrawal are the link
     services' (``annotations.services.links``), which check the acting user's right: a link made
     for a study or given a new code recruits for it (PUBLISH), withdrawing stops it (CLOSE, the
     "Withdraw" action below) and nothing un-withdraws one. A CHANGE share is enough to edit a row
     here, so any of these fields editable would let its holder do what the services refuse."""
 
-    list_display = ("id", "study", "label", "completion_code", "participant", "redeemed_at", "revoked", "url")
+    list_display = ("id", "study", "label", "code", "participant", "redeemed_at", "revoked", "url")
     list_filter = ("revoked", "study")
     search_fields = ("label", "study__name")
     fields = ("study", "label", "completion_code", "revoked", "token", "url", "participant", "redeemed_at",
@@ -432,10 +479,6 @@ class ParticipantLinkAdmin(StudyScopedAdmin):
         else:
             obj.save()
 
-    @admin.display(description="URL")
-    def url(self, obj):
-        return link_public_url(obj)
-
     @admin.action(description="Withdraw: the selected links can no longer be opened", permissions=["change"])
     def revoke_links(self, request, queryset):
         """Each link through ``link_revoke`` as the user, which checks their right to close its
@@ -454,13 +497,13 @@ class ParticipantLinkAdmin(StudyScopedAdmin):
 
 
 @admin.register(OpenLink)
-class OpenLinkAdmin(StudyScopedAdmin):
+class OpenLinkAdmin(LinkKeysAdmin):
     """Nothing is edited here: an open link's study, publication, completion code, cap and state are
     the link services' (``annotations.services.links``), which check the acting user's right (see
     ``ParticipantLinkAdmin``); a publication dropdown would also list every researcher's publications,
     named by study. Stopping recruitment is ``study_close``'s (the publish page's "Close")."""
 
-    list_display = ("id", "study", "completion_code", "n_participants", "max_participants", "active", "url")
+    list_display = ("id", "study", "code", "n_participants", "max_participants", "active", "url")
     list_filter = ("active",)
     readonly_fields = ("token", "n_participants", "created_at", "created_by", "url")
 
@@ -472,10 +515,6 @@ class OpenLinkAdmin(StudyScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False  # its participants and completion code stay on record; closing the study stops it
-
-    @admin.display(description="URL")
-    def url(self, obj):
-        return link_public_url(obj)
 
 
 @admin.register(MTurkQualificationType)

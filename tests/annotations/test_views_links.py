@@ -17,9 +17,11 @@ from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.withdrawal import participant_withdraw
 from lab.pseudonyms import worker_pseudonym
-from studies.models import Platform
+from studies.models import Platform, StudyShare
+from studies.services.sharing import study_share
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, consent, start
+from tests.cockpit.conftest import staff_client
 
 pytestmark = pytest.mark.django_db
 
@@ -331,3 +333,89 @@ def test_a_browser_whose_participant_did_not_withdraw_is_still_recognised_after_
     start(staying, link_url(third))
     assert (ParticipantLink.objects.get(pk=third.pk).participant_id
             == ParticipantLink.objects.get(pk=second.pk).participant_id)
+
+
+# --- who is shown the links' keys: addresses and completion codes need PAY on the study ----------
+
+@pytest.fixture
+def keyed_study(db):
+    """Alice's study with two single-person links (the first worked and submitted through its
+    address, so its worker has a page) and an open link; Vic, Carl and Pat hold VIEW, CHANGE and
+    PAY shares of it. Every one of them has the model permissions, ``studies.pay_workers``
+    included: only the share's level differs."""
+    alice, alice_client = staff_client("alice")
+    study = make_study(n_items=3, n_sources=1, units_per_task=2, owner=alice)
+    first, second = links_generate(study=study, user=alice, n=2)
+    open_link = open_link_create(study=study, user=alice, completion_code="OPEN-CODE-77")
+    browser = Client()
+    _finish(browser, start(browser, link_url(first)))
+    clients = {"owner": alice_client}
+    for name, level in (("vic", StudyShare.Level.VIEW), ("carl", StudyShare.Level.CHANGE),
+                        ("pat", StudyShare.Level.PAY)):
+        user, client = staff_client(name)
+        study_share(study=study, user=alice, with_user=user, level=level)
+        clients[level] = client
+    worker = ParticipantLink.objects.get(pk=first.pk).participant_id
+    return {"study": study, "links": [first, second], "open": open_link, "clients": clients, "worker": worker}
+
+
+def _keys_of(keyed: dict) -> list[str]:
+    """Every link's token (its address's key) and completion code."""
+    first, second = keyed["links"]
+    return [first.token, first.completion_code, second.token, second.completion_code,
+            keyed["open"].token, keyed["open"].completion_code]
+
+
+def _pages(keyed: dict) -> dict[str, str]:
+    study = keyed["study"]
+    return {
+        "publish": reverse("admin:annotations_publication_publish", args=[study.pk]),
+        "links.csv": reverse("admin:annotations_publication_links_csv", args=[study.pk]),
+        "worker": reverse("admin:studies_study_worker", args=[study.pk, keyed["worker"]]),
+        "link list": "/admin/annotations/participantlink/",
+        "link page": f"/admin/annotations/participantlink/{keyed['links'][0].pk}/change/",
+        "open link list": "/admin/annotations/openlink/",
+        "open link page": f"/admin/annotations/openlink/{keyed['open'].pk}/change/",
+    }
+
+
+@pytest.mark.parametrize("level", [StudyShare.Level.VIEW, StudyShare.Level.CHANGE])
+def test_a_reader_without_pay_is_shown_no_link_address_or_completion_code(keyed_study, level):
+    client = keyed_study["clients"][level]
+    shown = set()
+    for page, url in _pages(keyed_study).items():
+        response = client.get(url)
+        assert response.status_code == 200, page
+        # An unused address makes its opener the participant; a code is what a worker is paid against.
+        shown |= {page for key in _keys_of(keyed_study) if key in response.content.decode()}
+    assert sorted(shown) == [], f"{level} share: these pages show a link's address or completion code"
+    # The links themselves are still listed: label, state, task and worker, as the page says.
+    publish = client.get(_pages(keyed_study)["publish"]).content.decode()
+    assert "shown to those who may pay this study's workers" in publish
+    assert f'id="link-{keyed_study["links"][0].pk}"' in publish
+
+
+@pytest.mark.parametrize("level", [StudyShare.Level.VIEW, StudyShare.Level.CHANGE])
+def test_the_links_csv_keeps_its_columns_with_the_address_and_code_empty_without_pay(keyed_study, level):
+    client = keyed_study["clients"][level]
+    rows = list(csv.DictReader(io.StringIO(client.get(_pages(keyed_study)["links.csv"]).content.decode())))
+    first = keyed_study["links"][0]
+    assert {int(row["id"]) for row in rows} == {link.pk for link in keyed_study["links"]}
+    assert all(row["url"] == "" and row["completion_code"] == "" for row in rows)
+    worked = next(row for row in rows if int(row["id"]) == first.pk)
+    assert worked["state"] == "submitted" and worked["task"] and worked["worker"]
+
+
+@pytest.mark.parametrize("who", ["owner", StudyShare.Level.PAY])
+def test_those_who_may_pay_the_workers_still_see_every_address_and_code(keyed_study, who):
+    client, (first, second), open_link = keyed_study["clients"][who], keyed_study["links"], keyed_study["open"]
+    pages = _pages(keyed_study)
+    publish = client.get(pages["publish"]).content.decode()
+    for key in _keys_of(keyed_study):
+        assert key in publish, key
+    rows = {int(row["id"]): row for row in csv.DictReader(io.StringIO(client.get(pages["links.csv"]).content.decode()))}
+    assert rows[first.pk]["completion_code"] == first.completion_code and first.token in rows[first.pk]["url"]
+    assert rows[second.pk]["completion_code"] == second.completion_code and second.token in rows[second.pk]["url"]
+    assert first.completion_code in client.get(pages["worker"]).content.decode()
+    assert first.token in client.get(pages["link page"]).content.decode()
+    assert open_link.completion_code in client.get(pages["open link list"]).content.decode()

@@ -113,6 +113,30 @@ def access_study(*, user, study: Study | int, access: str) -> Study:
     return found
 
 
+def studies_handing_out_links(*, user) -> QuerySet[Study]:
+    """The studies whose link addresses and completion codes ``user`` may be shown: those they may
+    pay the workers of (PAY, as making links and paying need), less those run elsewhere
+    (``study_imported``: their codes are another installation's). A single-person link's address
+    is its holder's key (opening it unused makes you that participant) and a completion code is
+    what a worker is paid against, so handing either out is a PAY action: a VIEW or CHANGE share
+    reads a study's links (label, state, task, worker, review) without them. The one rule; every
+    page that shows link addresses, link tokens or completion codes reads it
+    (``may_hand_out_links`` for one study)."""
+    if user is OPERATOR:
+        found = Study.objects.all()
+    elif user is None or not getattr(user, "pk", None):
+        return Study.objects.none()
+    else:
+        found = studies_for_user(user=user, access=PAY)
+    return found.exclude(imported_studies())
+
+
+def may_hand_out_links(*, user, study: Study) -> bool:
+    """Whether ``user`` may be shown ``study``'s link addresses and completion codes
+    (``studies_handing_out_links``)."""
+    return study.pk is not None and studies_handing_out_links(user=user).filter(pk=study.pk).exists()
+
+
 def study_assignments(*, study: Study, ids: Iterable[int]) -> tuple[list[Assignment], list[str]]:
     """The assignments ``ids`` of ``study``, in id order, and an error line per id that no longer
     exists anywhere. An id of another study's task is refused: ``PlatformServiceError`` naming
