@@ -9,7 +9,6 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
-from django.utils.crypto import constant_time_compare
 
 from studies.models import ApiToken
 
@@ -50,7 +49,6 @@ def api_token_create(
         key_digest=_digest(key),
         read_only=read_only,
         expires_at=expires_at,
-        password_hash=user.get_session_auth_hash(),  # a password change ends it (api_token_refusal)
     )
     token.full_clean()
     token.save()
@@ -84,21 +82,20 @@ def api_token_update(*, token: ApiToken, user: AbstractBaseUser, **changes) -> A
 PASSWORD_CHANGED = "ended by a password change"
 
 
-def _password_unchanged(token: ApiToken) -> bool:
-    """Whether the token's user has the password they had when it was made: the hash it keeps
-    (``password_hash``) is their session auth hash now, or one under a key of
-    ``SECRET_KEY_FALLBACKS``, read as Django reads a session's (``django.contrib.auth.get_user``)."""
-    user = token.user
-    if constant_time_compare(token.password_hash, user.get_session_auth_hash()):
-        return True
-    return any(constant_time_compare(token.password_hash, fallback)
-               for fallback in user.get_session_auth_fallback_hash())
+def api_tokens_end_for_password_change(*, user: AbstractBaseUser) -> int:
+    """End every token of ``user`` made before now: their password changed (set, reset or made
+    unusable), which ends their sessions too. Call with the account being saved with its new
+    password (``studies.signals`` does, inside the save, so a save rolled back ends nothing).
+    Returns how many tokens it ended; tokens made afterwards work."""
+    return ApiToken.objects.filter(user_id=user.pk, ended_by_password_change=False).update(
+        ended_by_password_change=True)
 
 
 def api_token_refusal(*, token: ApiToken, now: datetime | None = None) -> str | None:
     """Why ``token`` no longer authenticates, in a few words (its status in the token admin), or None
     while it does: revoked, expired, its user inactive, or ended by a password change (its user's
-    password changed or was reset since it was made, which ends their sessions too). The one rule
+    password was changed, reset or made unusable since it was made, which ends their sessions too;
+    Django's rehash of the same password on login is no change). The one rule
     ``api_token_get_valid`` applies."""
     if token.revoked:
         return "revoked"
@@ -106,7 +103,7 @@ def api_token_refusal(*, token: ApiToken, now: datetime | None = None) -> str | 
         return "expired"
     if not token.user.is_active:
         return "user inactive"
-    if not _password_unchanged(token):
+    if token.ended_by_password_change:
         return PASSWORD_CHANGED
     return None
 
@@ -118,10 +115,6 @@ def api_token_get_valid(*, key: str) -> ApiToken | None:
     now = timezone.now()
     if token is None or api_token_refusal(token=token, now=now) is not None:
         return None
-    current = token.user.get_session_auth_hash()
-    if token.password_hash != current:  # matched under a fallback key: keep the current key's hash, as a session does
-        ApiToken.objects.filter(pk=token.pk, password_hash=token.password_hash).update(password_hash=current)
-        token.password_hash = current
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

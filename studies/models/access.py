@@ -5,8 +5,10 @@ keeps only its SHA-256 digest, so a leaked database dump does not leak working t
 sends ``Authorization: Token rl_...`` and acts as its user, limited to safe (read) methods when
 ``read_only`` is set. A token only ever narrows once made (``ApiToken.clean``): revoked stays
 revoked, read-only stays read-only, an expiry only moves earlier; a wider token is a new token.
-A token also ends when its user's password changes (or is reset), as their sessions do: it keeps
-the user's session auth hash from when it was made (``password_hash``), compared on each request.
+A token also ends when its user's password changes (set, reset, or made unusable), as their
+sessions do: ``studies.signals`` marks the user's tokens ``ended_by_password_change`` when the
+account is saved with a new password. Django's rehash of the same password on login (a hasher's
+new iteration count) is not a change and leaves them working.
 
 The custom permission ``studies.view_raw_worker_ids`` lives on this model's ``Meta``: staff users
 who hold it may ask the API and the exports for raw platform ids (MTurk WorkerId, Prolific PID);
@@ -61,9 +63,9 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
     revoked = models.BooleanField(default=False)
-    # The user's session auth hash (``get_session_auth_hash``: an HMAC of their password field) when
-    # the token was made: a password change or reset ends the token, as it ends their sessions.
-    password_hash = models.CharField(max_length=128, editable=False, default="")
+    # Set, once and for good, when the user's password changed after the token was made
+    # (``api_tokens_end_for_password_change``): the token ends, as the user's sessions do.
+    ended_by_password_change = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -281,14 +282,68 @@ def test_a_token_keeps_working_while_the_password_is_unchanged(researcher):
     assert _token_client(key).get("/api/v1/studies/").status_code == 200
 
 
-def test_a_token_survives_a_secret_key_rotation_with_the_old_key_as_fallback(researcher, settings):
-    # As a session does: the hash made under the old key is accepted, then stored under the new one.
-    token, key = api_token_create(user=researcher, name="nb", by=None)
-    old_hash = token.password_hash
-    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
-    settings.SECRET_KEY = "a-rotated-secret-key-" + "x" * 40
+class Iterations2Hasher(PBKDF2PasswordHasher):
+    iterations = 2
+
+
+class Iterations3Hasher(PBKDF2PasswordHasher):  # a later Django's default: more iterations
+    iterations = 3
+
+
+ITERATIONS_2 = f"{__name__}.Iterations2Hasher"
+ITERATIONS_3 = f"{__name__}.Iterations3Hasher"
+
+
+def test_a_hash_upgrade_on_login_leaves_the_users_tokens_working(make_user, settings):
+    # Given a token of an account whose password was hashed with fewer iterations than now preferred
+    settings.PASSWORD_HASHERS = [ITERATIONS_2]
+    dana = make_user("dana", staff=True)
+    token, key = api_token_create(user=dana, name="nb", by=None)
+    settings.PASSWORD_HASHERS = [ITERATIONS_3, ITERATIONS_2]  # as after a Django upgrade
+    # When she logs in with the same password, and Django rewrites its hash with the new iterations
+    response = Client().post("/admin/login/", {"username": "dana", "password": "pw-dana"})
+    assert response.status_code == 302
+    dana.refresh_from_db()
+    assert dana.password.startswith("pbkdf2_sha256$3$")
+    # Then her token still works: her password did not change
     assert _token_client(key).get("/api/v1/studies/").status_code == 200
     token.refresh_from_db()
-    assert token.password_hash not in ("", old_hash)
-    settings.SECRET_KEY_FALLBACKS = []
+    assert api_token_refusal(token=token) is None
+
+
+def test_changing_ones_own_password_on_the_admin_page_ends_ones_tokens(make_user):
+    dana = make_user("dana", staff=True)
+    _, key = api_token_create(user=dana, name="nb", by=None)
+    browser = Client()
+    browser.force_login(dana)
+    new = "a-new-Passw0rd-for-dana"
+    response = browser.post("/admin/password_change/",
+                            {"old_password": "pw-dana", "new_password1": new, "new_password2": new})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert _token_client(key).get("/api/v1/studies/").status_code == 401
+
+
+def test_making_the_password_unusable_on_the_admin_page_ends_the_users_tokens(researcher, make_user):
+    # Django ends the user's sessions then too (their session auth hash changes); so the tokens end.
+    token, key = api_token_create(user=researcher, name="nb", by=None)
+    root = Client()
+    root.force_login(make_user("root", superuser=True))
+    response = root.post(f"/admin/auth/user/{researcher.pk}/password/", {"usable_password": "false", "unset-password": "1"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    researcher.refresh_from_db()
+    assert not researcher.has_usable_password()
+    assert _token_client(key).get("/api/v1/studies/").status_code == 401
+    token.refresh_from_db()
+    assert api_token_refusal(token=token) == "ended by a password change"
+
+
+def test_a_token_of_an_account_without_a_usable_password_survives_its_other_changes(researcher):
+    # An account that signs in elsewhere (no usable password) is given a token by the operator.
+    researcher.set_unusable_password()
+    researcher.save()
+    _, key = api_token_create(user=researcher, name="nb", by=None)
+    researcher.first_name = "Dana"
+    researcher.save()
+    researcher.last_login = timezone.now()
+    researcher.save(update_fields=["last_login"])
     assert _token_client(key).get("/api/v1/studies/").status_code == 200

@@ -1,0 +1,44 @@
+"""Receivers on the user model (connected in ``StudiesConfig.ready``): a password change ends the
+user's API tokens, as it ends their sessions (``api_tokens_end_for_password_change``).
+
+A change is what Django itself calls one: ``set_password`` keeps the raw password on the instance
+(``_password``) until ``AbstractBaseUser.save`` has passed it to ``password_changed``, so a save
+that carries it writes a new password (the admin's password pages, the password reset and change
+views, ``changepassword``). Django's rehash of the same password on login (``check_password``
+after a hasher's iteration count or ``PASSWORD_HASHERS`` changed) clears ``_password`` and is no
+change: tokens keep working, where a comparison of password fields would have ended them all.
+``set_unusable_password`` keeps no raw password, so it is read from the row: a save that writes
+an unusable password different from the stored one is a change too (only then, one query)."""
+from __future__ import annotations
+
+from django.contrib.auth.hashers import is_password_usable
+
+from studies.api.tokens import api_tokens_end_for_password_change
+
+# Set by the pre_save receiver on an instance whose save makes its password unusable; read and
+# removed by the post_save receiver of the same save.
+MADE_UNUSABLE = "_studies_password_made_unusable"
+
+
+def _writes_password(update_fields) -> bool:
+    return update_fields is None or "password" in update_fields
+
+
+def note_password_made_unusable(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """pre_save: whether this save replaces the stored password with an unusable one."""
+    if (raw or instance.pk is None or getattr(instance, "_password", None) is not None
+            or is_password_usable(instance.password) or not _writes_password(update_fields)):
+        return
+    if sender._default_manager.filter(pk=instance.pk).exclude(password=instance.password).exists():
+        setattr(instance, MADE_UNUSABLE, True)
+
+
+def end_api_tokens_on_password_change(sender, instance, created=False, raw=False, update_fields=None,
+                                      **kwargs) -> None:
+    """post_save: end the user's tokens when this save wrote a new password. Runs inside the save,
+    before ``AbstractBaseUser.save`` clears ``_password``."""
+    made_unusable = instance.__dict__.pop(MADE_UNUSABLE, False)
+    if raw or created or not _writes_password(update_fields):
+        return
+    if getattr(instance, "_password", None) is not None or made_unusable:
+        api_tokens_end_for_password_change(user=instance)
