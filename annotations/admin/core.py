@@ -4,7 +4,7 @@ Answers are read-only here: they are written by the worker pages only. Every lis
 of the studies the user may see, and workers appear as pseudonyms unless the user may see raw
 worker ids (``studies.admin.scoping``)."""
 from django.contrib import admin
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
 from annotations.models import (
     Annotation,
@@ -19,6 +19,7 @@ from annotations.models import (
     Unit,
 )
 from annotations.services.entry import consent_text_sha256
+from annotations.services.platforms.access import studies_handing_out_links
 from annotations.services.qualification import (
     attention_check_delete,
     attention_check_save,
@@ -43,6 +44,55 @@ class ReadOnlyMixin:
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# What an admin shows in place of a token, address or code its reader may not be handed.
+KEYS_HIDDEN = "shown to those who may pay this study's workers"
+
+
+class KeysShownAdmin(StudyScopedAdmin):
+    """An admin of rows that carry a study's keys (a link's or a task's token, which is its address,
+    and a completion code): ``key_fields`` are shown only to those who may hand them out
+    (``studies_handing_out_links``, read once per page as ``keys_shown`` on each row), and
+    ``key_search_fields`` match a search only in those rows. A VIEW or CHANGE share lists and opens
+    the rows without them, as on the publish page. The one mechanism of every such admin (links,
+    tasks, publications); list columns show a key through a display method that reads
+    ``keys_shown`` (``code`` here)."""
+
+    key_fields: tuple[str, ...] = ()
+    key_search_fields: tuple[str, ...] = ()
+
+    def get_queryset(self, request):
+        handing_out = studies_handing_out_links(user=request.user).filter(pk=OuterRef(self.study_path))
+        return super().get_queryset(request).annotate(keys_shown=Exists(handing_out))
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if obj is not None and getattr(obj, "keys_shown", False):
+            return fields
+        return [name for name in fields if name not in self.key_fields]
+
+    def get_search_results(self, request, queryset, search_term):
+        """The search over ``search_fields``, plus the rows whose ``key_search_fields`` contain the
+        whole term among those the user may be handed the keys of: a reader without the right
+        cannot spell a code out by partial matches (the rule's rows only, not a list-wide switch)."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if not term or not self.key_search_fields:
+            return found, may_have_duplicates
+        if not self.get_search_fields(request):
+            found = queryset.none()  # Django returns the whole list when it has no field to search
+        by_key = Q()
+        for name in self.key_search_fields:
+            by_key |= Q(**{f"{name}__icontains": term})
+        keyed = self.model._default_manager.filter(
+            by_key, **{f"{self.study_path}__in": studies_handing_out_links(user=request.user)})
+        return (queryset.filter(Q(pk__in=found.values("pk")) | Q(pk__in=keyed.values("pk"))),
+                may_have_duplicates)
+
+    @admin.display(description="Completion code")
+    def code(self, obj):
+        return obj.completion_code if getattr(obj, "keys_shown", False) else KEYS_HIDDEN
 
 
 @admin.register(Participant)
@@ -102,15 +152,19 @@ class ClaimInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(StudyScopedAdmin, RawWorkerIdsAdmin):
-    """Read-only: reviews (approve, reject, bonus) go through the platforms' services."""
+class AssignmentAdmin(KeysShownAdmin, RawWorkerIdsAdmin):
+    """Read-only: reviews (approve, reject, bonus) go through the platforms' services. A task's
+    token (its address ``/w/<token>/``: whoever has it answers as its worker) and completion code
+    are shown and searched only where the user may hand them out (``KeysShownAdmin``)."""
 
     raw_worker_id_fields = ("external_id",)
+    key_fields = ("token", "completion_code")
+    key_search_fields = ("completion_code",)
 
     list_display = ("id", "study", "participant", "status", "n_claims", "n_completed", "created_at", "expires_at",
-                    "submitted_at", "completion_code")
+                    "submitted_at", "code")
     list_filter = ("study", "status")
-    search_fields = ("participant__external_id", "platform_assignment_id", "completion_code")
+    search_fields = ("participant__external_id", "platform_assignment_id")
     readonly_fields = ("study", "participant", "status", "token", "platform_assignment_id", "platform_task_id", "return_url",
                        "completion_code", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at",
                        "ended_as_impostor")

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -22,7 +21,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from annotations.admin.actions import BonusForm, post_action, task_ids
-from annotations.admin.core import ReadOnlyMixin
+from annotations.admin.core import KEYS_HIDDEN, KeysShownAdmin, ReadOnlyMixin
 from annotations.models import (
     Assignment,
     Bonus,
@@ -49,7 +48,6 @@ from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import (
     access_study,
     may_hand_out_links,
-    studies_handing_out_links,
     study_assignments,
 )
 from annotations.services.platforms.bonus import study_bonuses_pay
@@ -78,13 +76,17 @@ class ReadOnlyAdmin(ReadOnlyMixin, StudyScopedAdmin):
 
 
 @admin.register(Publication)
-class PublicationAdmin(StudyScopedAdmin):
+class PublicationAdmin(KeysShownAdmin):
+    """Read-only. A publication's completion code, and its plan (what was sent, which holds the
+    Prolific completion code), are shown only to those who may hand them out (``KeysShownAdmin``)."""
+
     list_display = ("study", "platform", "batch", "status", "dry_run", "n_tasks", "estimated_cost", "currency",
                     "created_at", "publish_page")
     list_filter = ("platform", "status", "dry_run")
     linked_lookups = ("study",)  # the cockpit's "Publications" link: ?study__id__exact=
     search_fields = ("study__name", "request_token")
     readonly_fields = [f.name for f in Publication._meta.fields]
+    key_fields = ("completion_code", "plan")
     change_list_template = "admin/annotations/platforms/publication_changelist.html"
 
     def has_add_permission(self, request, obj=None):
@@ -415,34 +417,16 @@ class BonusAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
     readonly_fields = [f.name for f in Bonus._meta.fields]
 
 
-# What a link admin shows in place of a token, address or code its reader may not be handed.
-KEYS_HIDDEN = "shown to those who may pay this study's workers"
-
-
-class LinkKeysAdmin(StudyScopedAdmin):
-    """A link admin that shows a link's token, address and completion code only to those who may
-    hand them out (``studies_handing_out_links``, read once per page as ``keys_shown`` on each
-    row): a VIEW or CHANGE share lists the links without them, as on the publish page."""
+class LinkKeysAdmin(KeysShownAdmin):
+    """A link admin: a link's token, address and completion code are shown only to those who may
+    hand them out (``KeysShownAdmin``): a VIEW or CHANGE share lists the links without them, as on
+    the publish page."""
 
     key_fields = ("token", "url", "completion_code")
-
-    def get_queryset(self, request):
-        handing_out = studies_handing_out_links(user=request.user).filter(pk=OuterRef("study_id"))
-        return super().get_queryset(request).annotate(keys_shown=Exists(handing_out))
-
-    def get_fields(self, request, obj=None):
-        fields = super().get_fields(request, obj)
-        if obj is not None and getattr(obj, "keys_shown", False):
-            return fields
-        return [name for name in fields if name not in self.key_fields]
 
     @admin.display(description="URL")
     def url(self, obj):
         return link_public_url(obj) if getattr(obj, "keys_shown", False) else KEYS_HIDDEN
-
-    @admin.display(description="Completion code")
-    def code(self, obj):
-        return obj.completion_code if getattr(obj, "keys_shown", False) else KEYS_HIDDEN
 
 
 @admin.register(ParticipantLink)

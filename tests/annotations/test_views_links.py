@@ -10,11 +10,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
+from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink, Publication
 from annotations.services.errors import StudyNotOpen
 from annotations.services.links import links_close, links_generate, open_link_create
 from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.publish import study_publish
 from annotations.services.withdrawal import participant_withdraw
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, StudyShare
@@ -419,3 +420,72 @@ def test_those_who_may_pay_the_workers_still_see_every_address_and_code(keyed_st
     assert first.completion_code in client.get(pages["worker"]).content.decode()
     assert first.token in client.get(pages["link page"]).content.decode()
     assert open_link.completion_code in client.get(pages["open link list"]).content.decode()
+
+
+
+# --- the task and publication admins: a task's token (its address) and codes need PAY too -------
+
+@pytest.fixture
+def keyed_task(keyed_study):
+    """``keyed_study``'s worked task (its token is its address ``/w/<token>/``; its completion
+    code is the one its link handed out) and the study's publication, published by Alice on
+    the study's platform (the publish page's service), which carries a completion code and a plan."""
+    study = keyed_study["study"]
+    task = Assignment.objects.get(study=study, participant_id=keyed_study["worker"])
+    publication = study_publish(user=study.owner, study=study, platform_name=study.platform,
+                                options={"link_mode": "single"})
+    assert task.token and task.completion_code and publication.completion_code
+    return {**keyed_study, "task": task, "publication": Publication.objects.get(pk=publication.pk)}
+
+
+def _task_pages(keyed: dict) -> dict[str, str]:
+    task, publication = keyed["task"], keyed["publication"]
+    return {
+        "task list": "/admin/annotations/assignment/",
+        "task page": f"/admin/annotations/assignment/{task.pk}/change/",
+        "publication list": "/admin/annotations/publication/",
+        "publication page": f"/admin/annotations/publication/{publication.pk}/change/",
+    }
+
+
+@pytest.mark.parametrize("level", [StudyShare.Level.VIEW, StudyShare.Level.CHANGE])
+def test_a_reader_without_pay_is_shown_no_task_token_or_code_nor_a_publications_code_and_plan(keyed_task, level):
+    client, task, publication = keyed_task["clients"][level], keyed_task["task"], keyed_task["publication"]
+    keys = [task.token, task.completion_code, publication.completion_code]
+    shown = set()
+    for page, url in _task_pages(keyed_task).items():
+        response = client.get(url)
+        assert response.status_code == 200, page
+        shown |= {page for key in keys if key in response.content.decode()}
+    assert sorted(shown) == [], f"{level} share: these pages show a task's token or a completion code"
+    # The task and the publication are still listed and open, without those fields.
+    task_page = client.get(_task_pages(keyed_task)["task page"]).content.decode()
+    assert "field-status" in task_page and "field-token" not in task_page and "field-completion_code" not in task_page
+    listed = client.get(_task_pages(keyed_task)["task list"]).content.decode()
+    assert "shown to those who may pay this study&#x27;s workers" in listed
+    publication_page = client.get(_task_pages(keyed_task)["publication page"]).content.decode()
+    assert "field-status" in publication_page
+    assert "field-plan" not in publication_page and "field-completion_code" not in publication_page
+
+
+@pytest.mark.parametrize("level", [StudyShare.Level.VIEW, StudyShare.Level.CHANGE])
+def test_a_reader_without_pay_cannot_find_a_task_by_its_completion_code(keyed_task, level):
+    client, task = keyed_task["clients"][level], keyed_task["task"]
+    # A partial match would spell a code out a few characters at a time.
+    for term in (task.completion_code, task.completion_code[1:7]):
+        listed = client.get("/admin/annotations/assignment/", {"q": term})
+        assert listed.status_code == 200
+        assert f"/admin/annotations/assignment/{task.pk}/change/" not in listed.content.decode(), term
+
+
+@pytest.mark.parametrize("who", ["owner", StudyShare.Level.PAY])
+def test_those_who_may_pay_the_workers_still_see_and_search_the_tasks_token_and_codes(keyed_task, who):
+    client, task, publication = keyed_task["clients"][who], keyed_task["task"], keyed_task["publication"]
+    pages = _task_pages(keyed_task)
+    task_page = client.get(pages["task page"]).content.decode()
+    assert task.token in task_page and task.completion_code in task_page
+    assert task.completion_code in client.get(pages["task list"]).content.decode()
+    found = client.get(pages["task list"], {"q": task.completion_code}).content.decode()
+    assert f"/admin/annotations/assignment/{task.pk}/change/" in found
+    publication_page = client.get(pages["publication page"]).content.decode()
+    assert publication.completion_code in publication_page and "field-plan" in publication_page
