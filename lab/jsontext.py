@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +38,17 @@ def text_problem(value: str) -> str | None:
     except UnicodeEncodeError:
         return "is not valid Unicode (it holds a lone surrogate)"
     return None
+
+
+# What no text column can hold (``text_problem``): a NUL, a lone surrogate.
+UNSTORABLE_CHARACTERS = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` with each character ``text_problem`` refuses (:data:`UNSTORABLE_CHARACTERS`) replaced
+    by U+FFFD, the Unicode replacement character: how untrusted text that must be kept anyway (an
+    LM's output, an endpoint's error body) is stored."""
+    return UNSTORABLE_CHARACTERS.sub("\ufffd", text)
 
 
 def json_problems(value: Any, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[tuple, str]]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import threading
 import time
@@ -394,7 +395,8 @@ class Budget:
     """A per-job cap on requests and tokens; ``None`` is unlimited. Thread safe.
 
     ``tokens_estimated``: some of ``used_tokens`` are an upper estimate, not the endpoint's count
-    (a response without ``usage``: :func:`estimated_tokens`)."""
+    (a response without ``usage``: :func:`estimated_tokens`; or with a ``usage`` it cannot have
+    spent for the text it sent: :meth:`OpenAIBackend._texts`)."""
 
     max_requests: int | None = None
     max_tokens: int | None = None
@@ -438,11 +440,55 @@ def estimated_tokens(prompt: str, decoding: Decoding) -> int:
     no ``usage`` (many OpenAI-compatible servers send none): the whole completion it may write,
     ``max_new_tokens`` for each of the ``num_return_sequences`` outputs asked (``n``), plus the
     prompt at one token per :data:`PROMPT_CHARS_PER_TOKEN` characters, rounded up."""
-    prompt_tokens = -(-len(prompt) // PROMPT_CHARS_PER_TOKEN)
-    return decoding.max_new_tokens * decoding.num_return_sequences + prompt_tokens
+    return decoding.max_new_tokens * decoding.num_return_sequences + text_tokens(prompt)
+
+
+# Characters one token may stand for, at most: an output longer than ``max_new_tokens`` times this
+# was not cut at the token limit the request asked for (an endpoint that ignores ``max_tokens``).
+# 32 is far above what real tokenizers give (about 4 for English text, rarely over 16 even for
+# runs of spaces), so an honest output is never cut. :class:`OpenAIBackend` cuts such an output
+# to :func:`output_char_cap` characters and charges its tokens from the text it sent.
+MAX_CHARS_PER_TOKEN = 32
+# What an endpoint's JSON may spend on one character of an output, at most: a character outside
+# the Basic Multilingual Plane written as two ``\uXXXX`` escapes.
+MAX_JSON_BYTES_PER_CHAR = 12
+# Room in a response body for everything besides the outputs (ids, usage, logprobs a server adds).
+RESPONSE_OVERHEAD_BYTES = 1 << 20
+
+
+def text_tokens(text: str) -> int:
+    """An upper estimate of ``text``'s tokens: one per :data:`PROMPT_CHARS_PER_TOKEN` characters,
+    rounded up."""
+    return -(-len(text) // PROMPT_CHARS_PER_TOKEN)
+
+
+def output_char_cap(decoding: Decoding) -> int:
+    """The longest output (in characters) a request for ``decoding.max_new_tokens`` tokens can
+    honestly return: :data:`MAX_CHARS_PER_TOKEN` characters a token. Our requests never ask for
+    the prompt to be echoed, so the prompt is not part of it."""
+    return decoding.max_new_tokens * MAX_CHARS_PER_TOKEN
+
+
+def response_byte_limit(max_tokens: int, n: int) -> int:
+    """The largest response body read for a request of ``n`` outputs of ``max_tokens`` tokens
+    (:func:`output_char_cap` characters each, JSON-escaped), beyond which the response is dropped
+    unread (:class:`ResponseTooLarge`)."""
+    return max(1, n) * max(1, max_tokens) * MAX_CHARS_PER_TOKEN * MAX_JSON_BYTES_PER_CHAR + RESPONSE_OVERHEAD_BYTES
+
+
+class ResponseTooLarge(httpx.TransportError):
+    """A response body over :func:`response_byte_limit`, or still arriving at the request's
+    deadline (``timeout_s`` in all: :class:`RequestDeadline`); retried like a dropped connection."""
+
+
+class RequestDeadline(ResponseTooLarge):
+    """A response still arriving ``timeout_s`` after its request was sent (an endpoint that trickles)."""
 
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
+# What a record says of outputs :class:`OpenAIBackend` cut (its ``run_info``).
+OUTPUTS_CUT_WHY = ("the endpoint sent outputs longer than max_new_tokens allows ({chars} characters a token); "
+                   "they were cut to that length and their tokens counted from the text sent")
 AUTH_STATUSES = {401, 403}
 
 
@@ -495,7 +541,11 @@ class OpenAIBackend:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_s
         self._sleep = sleep
+        # Outputs this backend cut to :func:`output_char_cap` (an endpoint that ignored max_tokens).
+        self.outputs_cut = 0
+        self._cut_lock = threading.Lock()
         headers = {"Content-Type": "application/json"}
         key = settings.RL_OPENAI_API_KEY
         # Why a configured key was not sent ("" when it was, or when there is none to send).
@@ -531,7 +581,11 @@ class OpenAIBackend:
         continue). :class:`Decoding` does not hold it (it is a backend option), so
         ``Decoding.as_json`` leaves it out; the weights' dtype and library versions are the
         server's, unknown here."""
-        return {"device": self.device, "api": self.api}
+        info = {"device": self.device, "api": self.api}
+        if self.outputs_cut:  # only then: an honest endpoint's record is as before
+            info["outputs_cut"] = self.outputs_cut
+            info["outputs_cut_why"] = OUTPUTS_CUT_WHY.format(chars=MAX_CHARS_PER_TOKEN)
+        return info
 
     def _payload(self, prompt: str, decoding: Decoding) -> dict:
         payload: dict[str, Any] = {
@@ -569,16 +623,39 @@ class OpenAIBackend:
         connects to one of them rather than resolving the name again (DNS rebinding). A host that
         does not resolve raises :class:`~studies.lm.endpoints.HostDoesNotResolve`, a connection
         error retried like any other. See :mod:`studies.lm.endpoints` for what remains (a proxy
-        from the environment resolves the name itself)."""
+        from the environment resolves the name itself).
+
+        The response is streamed and read whole only within ``timeout_s`` of sending in all (httpx's
+        own timeout is per read, so an endpoint trickling a byte a second would hold the request for
+        ever) and up to :func:`response_byte_limit`; past either it is dropped with a
+        :class:`RequestDeadline` / :class:`ResponseTooLarge`, a transport error retried like any other.
+        (A server that trickles its status line and headers is bounded by ``timeout_s`` per read only.)"""
         refusal, addresses = endpoint_check(self.url)
         if refusal:
             logger.warning("openai backend: refused to call %s: %s", self.url, refusal)
             raise BackendError(f"refused to call the endpoint {self.url}: {refusal}")
+        deadline = time.monotonic() + self.timeout_s
+        limit = response_byte_limit(int(payload.get("max_tokens") or 1), int(payload.get("n") or 1))
         try:
-            return self._client.post(self.url, json=payload, extensions={CHECKED_ADDRESSES: addresses})
+            with self._client.stream("POST", self.url, json=payload,
+                                     extensions={CHECKED_ADDRESSES: addresses}) as streamed:
+                body = bytearray()
+                for chunk in streamed.iter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        raise ResponseTooLarge(f"response body over {limit} bytes")
+                    if time.monotonic() > deadline:
+                        raise RequestDeadline(f"response still arriving after {self.timeout_s:g}s")
         except HostDoesNotResolve as exc:
             logger.warning("openai backend: cannot call %s: %s", self.url, exc)
             raise
+        except ResponseTooLarge as exc:
+            logger.warning("openai backend: dropped the response of %s: %s", self.url, exc)
+            raise
+        # The body is decoded already: the headers that described its transfer no longer apply.
+        headers = [(k, v) for k, v in streamed.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(streamed.status_code, headers=headers, content=bytes(body), request=streamed.request)
 
     def _request(self, prompt: str, decoding: Decoding) -> list[str]:
         payload = self._payload(prompt, decoding)
@@ -589,7 +666,7 @@ class OpenAIBackend:
             try:
                 response = self._send(payload)
             except httpx.TransportError as exc:
-                last = str(exc) if isinstance(exc, HostDoesNotResolve) else type(exc).__name__
+                last = str(exc) if isinstance(exc, (HostDoesNotResolve, ResponseTooLarge)) else type(exc).__name__
             else:
                 if response.status_code == 200:
                     return self._texts(response, prompt, decoding)
@@ -610,22 +687,51 @@ class OpenAIBackend:
         raise TransientBackendError(f"{self.url} still failing after {self.max_retries} retries ({last})")
 
     def _texts(self, response, prompt: str, decoding: Decoding) -> list[str]:
-        """The outputs of a 200 response, its tokens counted in the budget: the endpoint's
-        ``usage.total_tokens``, or, when it sends none, :func:`estimated_tokens` (recorded as an
-        estimate), so that ``max_tokens`` bounds a job on any endpoint."""
+        """The outputs of a 200 response, its tokens counted in the budget.
+
+        Only the first ``n`` choices (``decoding.num_return_sequences``, by ``index``) are read. An
+        output longer than :func:`output_char_cap` (the endpoint ignored ``max_tokens``) is cut to
+        it, logged, and counted in :attr:`outputs_cut` (recorded in :meth:`run_info`): cut rather
+        than failed, as the start of the text is what an endpoint keeping to the limit would have
+        sent, and the parsers read only that.
+
+        Tokens: the endpoint's ``usage.total_tokens``; when it sends none, :func:`estimated_tokens`;
+        when it cannot be right (an output was cut, or the outputs alone are longer than it allows at
+        :data:`MAX_CHARS_PER_TOKEN` characters a token), the largest of its count,
+        :func:`estimated_tokens` and the estimate of the text it sent (prompt and outputs, uncut, at
+        :func:`text_tokens`). Either estimate is recorded as such (``tokens_estimated``), so that
+        ``max_tokens`` bounds a job on any endpoint, one that under-reports too."""
         try:
             data = response.json()
-            choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-            total = (data.get("usage") or {}).get("total_tokens")
-            if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
-                self.budget.record_tokens(total)
-            else:
-                self.budget.record_tokens(estimated_tokens(prompt, decoding), estimated=True)
+            choices = sorted(data["choices"], key=lambda c: c.get("index", 0))[:decoding.num_return_sequences]
             if self.api == "chat":
-                return [(c.get("message") or {}).get("content") or "" for c in choices]
-            return [c.get("text") or "" for c in choices]
-        except (ValueError, KeyError, TypeError) as exc:
+                texts = [(c.get("message") or {}).get("content") or "" for c in choices]
+            else:
+                texts = [c.get("text") or "" for c in choices]
+            if not all(isinstance(t, str) for t in texts):
+                raise TypeError("an output is not text")
+            total = (data.get("usage") or {}).get("total_tokens")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BackendError(f"{self.url} answered with an unexpected body: {response.text[:200]}") from exc
+        cap = output_char_cap(decoding)
+        cut = sum(len(t) > cap for t in texts)
+        reported = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+        if not reported:
+            self.budget.record_tokens(estimated_tokens(prompt, decoding), estimated=True)
+        elif cut or total < -(-sum(len(t) for t in texts) // MAX_CHARS_PER_TOKEN):
+            sent = text_tokens(prompt) + sum(text_tokens(t) for t in texts)
+            logger.warning("openai backend: %s reported %s tokens for %s characters of output: counting %s",
+                           self.url, total, sum(len(t) for t in texts), max(total, sent))
+            self.budget.record_tokens(max(total, estimated_tokens(prompt, decoding), sent), estimated=True)
+        else:
+            self.budget.record_tokens(total)
+        if cut:
+            logger.warning("openai backend: %s sent %s output(s) longer than %s characters for max_tokens=%s: "
+                           "cut", self.url, cut, cap, decoding.max_new_tokens)
+            with self._cut_lock:
+                self.outputs_cut += cut
+            texts = [t[:cap] for t in texts]
+        return texts
 
     def generate(self, prompts: list[str], decoding: Decoding) -> list[list[str]]:
         if self.concurrency == 1 or len(prompts) <= 1:
@@ -657,11 +763,46 @@ def operator_key_sent(endpoint_url: str, api: str = "completions") -> bool:
     return openai_key_decision(OpenAIBackend._url(endpoint_url, api))[0]
 
 
+# The bounds of an openai backend's options (in a source's or generator's ``decoding`` JSON):
+# (lowest, highest, whether the lowest is allowed, whole numbers only). ``timeout_s`` bounds each
+# request in all (:meth:`OpenAIBackend._send`); a prompt is sent at most ``max_retries + 1`` times,
+# waiting up to ``backoff_s * 2**attempt`` (at most a minute) between; ``concurrency`` requests
+# at once.
+OPENAI_OPTION_BOUNDS: dict[str, tuple[float, float, bool, bool]] = {
+    "timeout_s": (0, 600, False, False),
+    "max_retries": (0, 10, True, True),
+    "backoff_s": (0, 60, True, False),
+    "concurrency": (1, 16, True, True),
+}
+
+
+def openai_options_problem(options: dict | None) -> str:
+    """What is wrong with the openai options of ``options`` (a ``decoding`` JSON), naming the field,
+    its value and the bounds of :data:`OPENAI_OPTION_BOUNDS`; "" when nothing is. An option not
+    given takes the backend's default."""
+    for name, (low, high, low_allowed, whole) in OPENAI_OPTION_BOUNDS.items():
+        if not isinstance(options, dict) or name not in options:
+            continue
+        value = options[name]
+        kind = "a whole number" if whole else "a number"
+        number = isinstance(value, int) if whole else isinstance(value, (int, float))
+        if (not number or isinstance(value, bool) or not math.isfinite(value)
+                or value > high or value < low or (value == low and not low_allowed)):
+            lowest = f"at least {low:g}" if low_allowed else f"above {low:g}"
+            return f"decoding.{name} must be {kind} {lowest} and at most {high:g}, not {value!r}"
+    return ""
+
+
 def build_backend(*, backend: str, model_name_or_path: str, endpoint_url: str = "", options: dict | None = None,
                   budget: Budget | None = None) -> Backend:
     """The backend for a source or generator record. ``options`` holds the openai settings
-    (``api``, ``max_retries``, ``backoff_s``, ``concurrency``, ``timeout_s``)."""
+    (``api``, ``max_retries``, ``backoff_s``, ``concurrency``, ``timeout_s``), refused outside
+    :data:`OPENAI_OPTION_BOUNDS` (:func:`openai_options_problem`)."""
     options = options or {}
+    if backend == "openai":
+        problem = openai_options_problem(options)
+        if problem:
+            raise BackendError(problem)
     if backend == "seq2seq":
         return Seq2SeqBackend(model_name_or_path)
     if backend == "causal":

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from lab.heartbeat import heartbeat
+from lab.jsontext import json_path, json_problems, storable_text, text_problem
 from studies.lm import templates
 from studies.lm.backends import (
     Backend,
@@ -662,6 +663,7 @@ class ItemHandler(Handler):
 
     def _store_batch(self, job: GenerationJob, output: BatchOutput, *, item_ids: list[int], cursor: int,
                      processed: int, elapsed: float, usage: BatchUsage) -> bool:
+        unstorable_outputs_failed(job, output)  # one bad output fails its item, not the batch
         with transaction.atomic():
             locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
             self.store(locked, output)
@@ -684,6 +686,75 @@ class ItemHandler(Handler):
             if remaining == 0:
                 mark_done(locked)
             return locked.status == Status.RUNNING and not locked.cancel_requested
+
+
+# Why an output was kept as a failure instead of stored: it holds text no database can store.
+UNSTORABLE_OUTPUT = ("not stored: the {what}'s {field} {problem}; the model's output is kept here with such "
+                     "characters replaced by U+FFFD")
+UNSTORABLE_FAILURE = "; its {field} {problem}, kept with such characters replaced by U+FFFD"
+
+
+def _row_problem(row) -> tuple[str, str] | None:
+    """(field, why) for the first text or JSON field of ``row`` that no database can store
+    (:func:`lab.jsontext.text_problem`: a NUL, a lone surrogate), None when every one can."""
+    for model_field in row._meta.concrete_fields:
+        value = getattr(row, model_field.attname, None)
+        if isinstance(value, str):
+            problem = text_problem(value)
+            if problem:
+                return model_field.name, problem
+        elif model_field.get_internal_type() == "JSONField" and value is not None:
+            for path, problem in json_problems(value):
+                return f"{model_field.name} at {json_path(path)}", problem.removeprefix("the text ")
+    return None
+
+
+def _output_unit(row) -> tuple[int, str]:
+    """(item id, failure unit) of a generated row, as its kind names a failure of it."""
+    if isinstance(row, GeneralizationQuestion):
+        return row.item_id, f"{row.qtype}#{(row.metadata or {}).get('sample_index', 0)}"
+    if isinstance(row, GenUPrediction):
+        return row.generalization_question.item_id, f"{row.answerer}:q{row.generalization_question_id}"
+    if hasattr(row, "qtype"):  # a DroppedQuestion
+        return row.item_id, f"{row.qtype}#{row.sample_index}"
+    return row.item_id, ""  # a rationale
+
+
+def unstorable_outputs_failed(job: GenerationJob, output: BatchOutput) -> None:
+    """Take out of ``output`` each row holding text no database can store (a NUL or a lone
+    surrogate in an LM's output: PostgreSQL refuses the first, no database can encode the second,
+    and either would roll back the whole batch and fail every resume of the job the same way) and
+    keep it as a failure of its item and unit (:func:`_output_unit`), its raw output stored with
+    those characters replaced (:func:`lab.jsontext.storable_text`) and the reason naming the field;
+    a failure that holds such text is kept the same way. Every other output of the batch is stored,
+    and the item counts as processed, so a resume does not send it again. The one place every
+    item-by-item kind's generated text passes before it is written (:meth:`ItemHandler._store_batch`)."""
+    failures = {(f.item_id, f.unit): f for f in output.failures}
+    for f in output.failures:
+        found = _row_problem(f)
+        if found:
+            f.raw_output, f.reason, f.unit = (storable_text(f.raw_output), storable_text(f.reason),
+                                              storable_text(f.unit))
+            f.reason += UNSTORABLE_FAILURE.format(field=found[0], problem=found[1])
+    for name in ("rationales", "questions", "predictions", "dropped"):
+        kept = []
+        for row in getattr(output, name):
+            found = _row_problem(row)
+            if found is None:
+                kept.append(row)
+                continue
+            item_id, unit = _output_unit(row)
+            raw = getattr(row, "raw_output", "") or getattr(row, "text", "")
+            reason = UNSTORABLE_OUTPUT.format(what=row._meta.verbose_name, field=found[0], problem=found[1])
+            logger.warning("generation job %s: item %s %s: %s", job.pk, item_id, unit, reason)
+            existing = failures.get((item_id, unit))
+            if existing is not None:
+                existing.reason = f"{existing.reason}; {reason}"
+                continue
+            failures[item_id, unit] = failure = GenerationFailure(
+                job=job, item_id=item_id, unit=unit, raw_output=storable_text(raw), reason=reason)
+            output.failures.append(failure)
+        setattr(output, name, kept)
 
 
 def _store_usage_quietly(usage: BatchUsage) -> None:

@@ -14,6 +14,7 @@ from contextvars import ContextVar
 
 from lab.ids import parse_id
 from lab.jsontext import json_fingerprint, text_problem
+from studies.lm.backends import openai_options_problem
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource, Study
 from studies.selectors import (
     datasets_for_user,
@@ -127,7 +128,8 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     unless it is an operator's or a hub name (``model_paths.model_path_readable``). A hidden row or
     model is answered as a missing one.
     ``user`` None: the operator (a management command), never refused. Made again whenever the job
-    runs (:func:`generation_job_inputs_refusal`).
+    runs (:func:`generation_job_inputs_refusal`). Then, for anyone, openai options out of bounds
+    are refused (:func:`backend_options_check`).
 
     The items a job takes from its dataset and split (no item ids given; Quark's validation and
     held-out splits too) are those ``user`` may read: the kind's ``prepare``, which comes next, leaves
@@ -137,6 +139,8 @@ def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset
     try:
         _inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params,
                       generator=generator)
+        # Once the rows are known to be the user's to read (a refusal names them).
+        backend_options_check(source=source, generator=generator, params=params)
     except BaseException:
         preparing_done()  # refused: no prepare follows, and nothing is left set for a later one
         raise
@@ -224,6 +228,23 @@ def _settings_row(role: str, *, source: RationaleSource | None, generator: Quest
         return type(row).objects.filter(pk=row.pk).first()
     pk = None if params.get(role) in (None, "") else _id_or_none(params[role])
     return None if pk is None else RationaleSource.objects.filter(pk=pk).first()
+
+
+def backend_options_check(*, source: RationaleSource | None, generator: QuestionGenerator | None,
+                          params: dict | None) -> None:
+    """A GenerationError naming the row, the field, its value and its bounds when an openai source
+    or question generator a new job names (its source, generator, or a source its params name by
+    id: :data:`SETTINGS_ROLES`) has an option (``timeout_s``, ``max_retries``, ``backoff_s``,
+    ``concurrency``) outside :data:`studies.lm.backends.OPENAI_OPTION_BOUNDS`: refused as the job
+    is created (:func:`generation_job_inputs_check`), not when a worker first builds its backend."""
+    params = params if isinstance(params, dict) else {}
+    for role in SETTINGS_ROLES:
+        row = _settings_row(role, source=source, generator=generator, params=params, stored=False)
+        if row is None or getattr(row, "backend", "") != "openai":
+            continue
+        problem = openai_options_problem(row.decoding)
+        if problem:
+            raise GenerationError(f"{_role_label(role)} {row.name!r}: {problem}")
 
 
 def _checkpoints_of(row: RationaleSource | QuestionGenerator) -> dict[str, dict]:

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from lab.jsontext import storable_text
 from studies.models import GenerationJob, RationaleSource
 from studies.selectors import JOB_START_PERMISSION
 from studies.services.content import ContentChangeRefused, content_change_check
@@ -145,7 +146,9 @@ class StepProgress:
 
 # --- fail and finish ----------------------------------------------------------------------------
 def generation_job_fail(*, job_id: int, error: str) -> None:
-    """Record why a job stopped (shown in the admin); it can be resumed."""
+    """Record why a job stopped (shown in the admin); it can be resumed. ``error`` may quote what
+    an endpoint sent: it is stored as :func:`lab.jsontext.storable_text`."""
+    error = storable_text(error)
     with transaction.atomic():
         job = GenerationJob.objects.select_for_update().filter(pk=job_id).first()
         if job is None or job.status in (Status.DONE, Status.CANCELLED):
