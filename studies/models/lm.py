@@ -123,6 +123,11 @@ class GenerationJob(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
 
+    # The params that name a rationale source by id (Gen-U answers and Quark's genu reward): the
+    # job's inputs read them (``generation.inputs``), and a source they name is not deleted
+    # (``content._answerer_jobs``).
+    SOURCE_PARAMS = ("answerer_i", "answerer_ir")
+
     # Cancelled or failed jobs resume (queued again) and continue where they stopped.
     STATUS = StatusMachine("status", {
         Status.QUEUED: {Status.RUNNING, Status.CANCELLED, Status.FAILED},

@@ -21,7 +21,8 @@ questions and Gen-U predictions, which act for the researcher who started them):
   rationale's faithfulness and highlights, a question's validation status) stay editable by the
   studies' researchers.
 - *What an LM job used stays.* A dataset or rationale source an LM job ran on (any job, any status,
-  anyone's), an item of a dataset a job ran on, a generalization question of an item whose dataset
+  anyone's), a rationale source a job's params name as a Gen-U answerer or that answered Gen-U
+  predictions, an item of a dataset a job ran on, a generalization question of an item whose dataset
   a question-generation or Gen-U answers job ran on, a rationale of a source a job ran on, and any
   of these with Gen-U predictions made on or from it (an item with job failures or dropped
   questions too) is not deleted: the jobs, their failures and dropped questions, and the
@@ -143,6 +144,9 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
     - a dataset or rationale source a job ran on (``GenerationJob.dataset`` / ``.source`` cascade,
       the job's failures and dropped questions with it), a dataset whose questions, or a source
       whose rationales, Gen-U predictions were made from;
+    - a rationale source a job's params name as a Gen-U answerer (``GenerationJob.SOURCE_PARAMS``:
+      the job would stop without it), or that answered Gen-U predictions
+      (``GenUPrediction.answerer_source``, set null: they would lose which source answered);
     - an item of a dataset a job ran on, or with job failures or dropped questions
       (``GenerationFailure.item`` / ``DroppedQuestion.item`` cascade) or Gen-U predictions on its
       generalization questions (which cascade with them);
@@ -155,7 +159,8 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
 
     ``lock``: lock the rows first, and the datasets and sources a job on them would name (call
     inside the transaction that deletes), so that no job or record is created on one between this
-    check and the deletion."""
+    check and the deletion (a record by its foreign key check; a job that names a source only in
+    its params holds no key to it, and is refused once the source is gone)."""
     if model not in FIXED_FIELDS or not pks:
         return {}
     if lock:
@@ -166,7 +171,8 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
             "an item, generalization question or rationale an LM job used stays, as its dataset and source do")
     if model in (Dataset, RationaleSource):
         field = "dataset_id" if model is Dataset else "source_id"
-        for pk, ids in _jobs_on(field, pks).items():
+        ran_on = _jobs_on(field, pks)
+        for pk, ids in ran_on.items():
             what.setdefault(pk, []).append(f"{_jobs(ids)} ran on it")
         if model is Dataset:
             counted = _counts(GenUPrediction.objects, "generalization_question__item__dataset_id", pks)
@@ -179,6 +185,16 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
         tail = ("and deleting it would delete those records (a queued or running job too, with its failures and "
                 "dropped questions): a dataset or source an LM job used stays, as a question generator that ran a "
                 "job does")
+        if model is RationaleSource:
+            for pk, ids in _answerer_jobs(pks).items():
+                ids = [i for i in ids if i not in ran_on.get(pk, ())]
+                if ids:
+                    what.setdefault(pk, []).append(f"{_jobs(ids)} used it as a Gen-U answerer")
+            for pk, n in _counts(GenUPrediction.objects, "answerer_source_id", pks).items():
+                what.setdefault(pk, []).append(f"{_predictions(n)} made by it as the answerer")
+            tail = ("and deleting it would delete those records or leave them without it (a queued or running job "
+                    "too, with its failures and dropped questions): a dataset or source an LM job used stays, as a "
+                    "question generator that ran a job does")
     elif model is Item:
         parent = _parents(Item, "dataset_id", pks, Dataset, lock)
         jobs = _jobs_on("dataset_id", sorted(set(parent.values())))
@@ -273,6 +289,22 @@ def _jobs_on(field: str, pks: list[int], **where) -> dict[int, list[int]]:
                 **{f"{field}__in": pks[start:start + CHUNK]}, **where).order_by("pk").values_list(field, "pk"):
             jobs.setdefault(row_id, []).append(job_id)
     return jobs
+
+
+def _answerer_jobs(pks: list[int]) -> dict[int, list[int]]:
+    """The ids of the LM jobs (any status, anyone's) whose params name each source of ``pks`` as a
+    Gen-U answerer (a key of ``GenerationJob.SOURCE_PARAMS``: Gen-U answers jobs, Quark jobs
+    with the Gen-U reward), oldest first. The job's create path stores the id as a number; its text
+    is matched too, as the job's own lookups (``inputs._id_or_none``) read either."""
+    found: dict[int, set[int]] = {}
+    for key in GenerationJob.SOURCE_PARAMS:
+        for start in range(0, len(pks), CHUNK):
+            chunk = pks[start:start + CHUNK]
+            for value, job_id in GenerationJob.objects.filter(
+                    **{f"params__{key}__in": [*chunk, *map(str, chunk)]}).order_by().values_list(
+                    f"params__{key}", "pk"):
+                found.setdefault(int(value), set()).add(job_id)
+    return {pk: sorted(ids) for pk, ids in found.items()}
 
 
 def _counts(manager, field: str, pks: list[int]) -> dict[int, int]:

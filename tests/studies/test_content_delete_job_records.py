@@ -6,6 +6,7 @@ the rule of a question generator that ran a job. A dataset or source no job used
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from studies.models import (
@@ -206,3 +207,90 @@ def test_items_questions_and_rationales_no_job_used_are_still_deleted(world):
     assert content_rows_delete(user=alice, model=Rationale, pks=[rationale.pk]) == 1
     unused = ItemFactory(dataset=DatasetFactory(name="never-run"), split="dev")
     assert content_rows_delete(user=alice, model=Item, pks=[unused.pk]) == 1
+
+
+# Issue: a source a job's params name as a Gen-U answerer (``answerer_i`` / ``answerer_ir``:
+# Gen-U answers jobs, Quark jobs with the Gen-U reward) was deleted: the rule looked only at the
+# job's own source and at the source whose rationales predictions were made from. The other
+# researcher's done job lost which source answered its predictions (``answerer_source`` set null)
+# and their queued job stopped for want of its answerer.
+
+SOURCE_TAIL = ("and deleting it would delete those records or leave them without it (a queued or running job too, "
+               "with its failures and dropped questions): a dataset or source an LM job used stays, as a question "
+               "generator that ran a job does")
+
+
+def test_a_source_another_researchers_gen_u_jobs_answer_with_stays(answered):
+    job, items, _, _, (alice, alice_client) = answered
+    bob = job.created_by
+    answerer = RationaleSource.objects.get(name="ckpt-I")
+    queued = generation_job_create(
+        kind="genu_answers", source=job.source, item_ids=[i.pk for i in items], user=bob, enqueue=False,
+        params={"answerer_i": answerer.pk, "answerer_ir": RationaleSource.objects.get(name="ckpt-IR").pk})
+    with pytest.raises(ContentChangeRefused) as refused:
+        content_rows_delete(user=alice, model=RationaleSource, pks=[answerer.pk])
+    assert str(refused.value) == (
+        f"rationale source {answerer.pk} cannot be deleted: LM jobs {job.pk}, {queued.pk} used it as a Gen-U "
+        f"answerer and 2 Gen-U predictions were made by it as the answerer, {SOURCE_TAIL}")
+
+    # The admin's change-page delete and its "Delete selected" go through the same service.
+    assert alice_client.post(reverse("admin:studies_rationalesource_delete", args=[answerer.pk]),
+                             {"post": "yes"}).status_code == 403
+    changelist = reverse("admin:studies_rationalesource_changelist")
+    page = alice_client.post(changelist, {"action": "delete_selected", "_selected_action": [answerer.pk]})
+    assert f"rationale source {answerer.pk} cannot be deleted: LM jobs {job.pk}, {queued.pk} used it" in (
+        page.content.decode())
+    alice_client.post(changelist, {"action": "delete_selected", "_selected_action": [answerer.pk], "post": "yes"})
+    assert RationaleSource.objects.filter(pk=answerer.pk).exists()
+    assert GenUPrediction.objects.filter(answerer_source=answerer).count() == 2
+    assert GenerationJob.objects.filter(pk=queued.pk, status="queued").exists()
+
+
+def test_a_source_only_a_queued_job_names_as_answerer_stays_and_an_unnamed_one_goes(answered):
+    """Bob's source, which Alice's queued Gen-U job names as its answerers: no prediction was made
+    by it yet and no job ran on it, so the job's params alone keep it, as a job's own source keeps
+    it."""
+    job, items, _, _, (alice, _) = answered
+    bob, bob_client = job.created_by, Client()
+    bob_client.force_login(bob)
+    bobs = RationaleSource.objects.create(name="bobs-answerer", kind="lm", backend="openai",
+                                          model_name_or_path="shared/ckpt", endpoint_url="http://127.0.0.1:9/v1")
+    queued = generation_job_create(kind="genu_answers", source=job.source, item_ids=[i.pk for i in items],
+                                   user=alice, enqueue=False, params={"answerer_i": bobs.pk, "answerer_ir": bobs.pk})
+    assert bob_client.post(reverse("admin:studies_rationalesource_delete", args=[bobs.pk]),
+                           {"post": "yes"}).status_code == 403
+    changelist = reverse("admin:studies_rationalesource_changelist")
+    page = bob_client.post(changelist, {"action": "delete_selected", "_selected_action": [bobs.pk]})
+    assert (f"rationale source {bobs.pk} cannot be deleted: LM job {queued.pk} used it as a Gen-U answerer, "
+            f"{SOURCE_TAIL}") in page.content.decode()
+    bob_client.post(changelist, {"action": "delete_selected", "_selected_action": [bobs.pk], "post": "yes"})
+    assert RationaleSource.objects.filter(pk=bobs.pk).exists()
+    assert GenerationJob.objects.filter(pk=queued.pk, status="queued").exists()
+
+    unnamed = RationaleSource.objects.create(name="never-answered", kind="lm", backend="openai",
+                                             model_name_or_path="shared/ckpt", endpoint_url="http://127.0.0.1:9/v1")
+    assert content_rows_delete(user=bob, model=RationaleSource, pks=[unnamed.pk]) == 1
+
+
+def test_a_source_a_queued_quark_job_rewards_with_as_gen_u_answerer_stays(world):
+    """Alice's queued Quark job rewarded by Gen-U names Bob's source as both answerers."""
+    _, _, _, (alice, _), bob = world
+    dataset = DatasetFactory(name="quark-ds")
+    questions = []
+    for split in ("train", "dev", "test"):
+        for _ in range(2):
+            item = ItemFactory(dataset=dataset, split=split, gold_answer="yes")
+            questions.append(GeneralizationQuestion.objects.create(item=item, qtype="rephrase", answer="yes",
+                                                                   text=f"Rephrased: {item.question}"))
+    generalization_questions_set_validation(questions=questions, status="valid")
+    bobs = RationaleSource.objects.create(name="bobs-answerer", kind="lm", backend="openai",
+                                          model_name_or_path="shared/ckpt", endpoint_url="http://127.0.0.1:9/v1")
+    policy = RationaleSource.objects.create(name="policy", kind="lm", backend="seq2seq",
+                                            model_name_or_path="/models/tiny-t5")
+    quark = generation_job_create(kind="quark", source=policy, dataset=dataset, split="train", user=alice,
+                                  enqueue=False, params={"reward": "genu", "answerer_i": bobs.pk,
+                                                         "answerer_ir": bobs.pk, "settings": {"steps": 2}})
+    with pytest.raises(ContentChangeRefused, match=f"rationale source {bobs.pk} cannot be deleted: LM job "
+                                                   f"{quark.pk} used it as a Gen-U answerer, and deleting it"):
+        content_rows_delete(user=bob, model=RationaleSource, pks=[bobs.pk])
+    assert GenerationJob.objects.filter(pk=quark.pk, status="queued").exists()

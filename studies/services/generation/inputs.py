@@ -44,7 +44,7 @@ def source_by_name_or_id(text: str, *, role: str = "policy") -> RationaleSource 
 
 
 # The params that name a rationale source by id (Gen-U answers and Quark's genu reward).
-SOURCE_PARAMS = ("answerer_i", "answerer_ir")
+SOURCE_PARAMS = GenerationJob.SOURCE_PARAMS
 # The params that name a model to load by its path or hub name (Quark's policy_path is checked
 # beside the source it may name instead).
 MODEL_PATH_PARAMS = ("base_model", "task_model")
