@@ -234,6 +234,26 @@ def sources_for_design(*, user, study: Study | None = None) -> QuerySet[Rational
     return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
 
 
+def datasets_to_import_into(*, user=None) -> QuerySet[Dataset]:
+    """The datasets a write acting for ``user`` may add to or change (an import's items, rationales
+    and generalization questions; a new content row's dataset, ``studies.services.content``): those
+    ``user`` may build on (``datasets_for_design``: every dataset with ``studies.view_dataset``, else
+    those a study of their own or one they may change uses; None: the operator, every dataset). Never
+    one they read only through a study shared with them to view: that share reads the study, it does
+    not let its reader rewrite or add to the owner's dataset (an unshown item, a rationale of the
+    owner's source), which the owner's next study would draw. Any other dataset is answered as one
+    they may not see (``importers.upsert.dataset_get``, ``dataset_existing``)."""
+    return Dataset.objects.all() if user is None else datasets_for_design(user=user)
+
+
+def items_to_build_on(*, user) -> QuerySet[Item]:
+    """The items a new rationale or generalization question of ``user``'s may hang from: those they
+    may read for a job (``items_for_jobs``) in a dataset they may write to (``datasets_to_import_into``,
+    as an import of rationales or questions finds its items). Never an item of a dataset they read only
+    through a view share: a row added to it would be shown by the owner's studies."""
+    return items_for_jobs(user=user).filter(dataset_id__in=datasets_to_import_into(user=user).values("pk"))
+
+
 GENERATOR_PERMISSIONS = {VIEW: "studies.view_questiongenerator", CHANGE: "studies.change_questiongenerator"}
 
 

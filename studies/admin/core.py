@@ -73,9 +73,10 @@ class ContentAdmin(LookupGuardAdmin):
     researcher who may change rows but not read all of them sees only those the studies they may
     see use; another row's pages answer as a missing one does, and a relation's list filter offers
     only the values of the rows shown. A row's dataset, item and source are chosen among those the
-    user may read (``content.PARENT_SELECTORS``, with the autocomplete widget, whose search is the
-    parent's admin and so its selector: a raw-id widget would label any id it is given), plus the
-    one an edited row already has; ``content_row_save`` refuses any other. Its list's address filters
+    user may build on (``content.PARENT_SELECTORS``: not one read only through a view share), with
+    the autocomplete widget, whose search is the parent's admin and so its selector, narrowed to those
+    (a raw-id widget would label any id it is given), plus the one an edited row already has;
+    ``content_row_save`` refuses any other, as a missing one. Its list's address filters
     by its list filters only (``LookupGuardAdmin``): ``?studies=<id>`` would tell what a hidden study
     draws."""
 
@@ -114,6 +115,15 @@ class ContentAdmin(LookupGuardAdmin):
         if selector is not None and "queryset" not in kwargs:
             kwargs["queryset"] = selector(user=request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_search_results(self, request, queryset, search_term):
+        # The autocomplete search of a content row's parent field offers what the field accepts.
+        queryset, distinct = super().get_search_results(request, queryset, search_term)
+        match = request.resolver_match
+        if (match is not None and match.url_name == "autocomplete" and self.model in PARENT_SELECTORS
+                and request.GET.get("model_name") in {m._meta.model_name for m in self.SELECTORS}):
+            queryset = queryset.filter(pk__in=PARENT_SELECTORS[self.model](user=request.user).values("pk"))
+        return queryset, distinct
 
     def _problems(self, request, changes):
         return content_change_problems(user=request.user, model=self.model, changes=changes)

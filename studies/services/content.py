@@ -63,9 +63,9 @@ from studies.models import (
 from studies.selectors import (
     CHANGE,
     content_studies,
-    datasets_for_user,
-    items_for_user,
-    sources_for_user,
+    datasets_to_import_into,
+    items_to_build_on,
+    sources_for_design,
     studies_for_user,
 )
 from studies.services.model_paths import source_model_path_problem
@@ -481,17 +481,20 @@ def content_change_check(
 
 
 # The rows a content row hangs from, and who may hang a row from them: a new row, or an edit that
-# moves one, names only a parent the user may read (``content_parent_problems``).
+# moves one, names only a parent the user may build on (``content_parent_problems``), the rule an
+# import writes by: a dataset they may import into, a source they may use in a study design, an item
+# of such a dataset. Reading a parent is not enough: a view share reads the owner's study, and a row
+# hung from its dataset or source would be drawn or shown by the owner's next study.
 PARENT_SELECTORS = {
-    Dataset: datasets_for_user,
-    Item: items_for_user,
-    RationaleSource: sources_for_user,
+    Dataset: datasets_to_import_into,
+    Item: items_to_build_on,
+    RationaleSource: sources_for_design,
 }
 
 
 def _parent_fields(model: type[models.Model]):
     """The fields of ``model`` that name a parent (a relation to a model of ``PARENT_SELECTORS``),
-    each with the selector of the parents a user may read."""
+    each with the selector of the parents a user may build on."""
     for field in model._meta.concrete_fields:
         selector = PARENT_SELECTORS.get(field.related_model) if field.is_relation else None
         if selector is not None:
@@ -500,10 +503,10 @@ def _parent_fields(model: type[models.Model]):
 
 def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] | None = None) -> dict[str, str]:
     """Why ``obj`` may not hang from the parents it names (its dataset, item or rationale source):
-    field name -> reason, for each parent ``user`` may not read (the visibility selectors). A new
-    row is checked on every parent, an edit only on the parents ``changed`` names. The operator
-    (None) may name any. A hidden parent is answered as a missing one would be, so the answer
-    confirms nothing of another researcher's content."""
+    field name -> reason, for each parent ``user`` may not build on (``PARENT_SELECTORS``; one they
+    read only through a view share included). A new row is checked on every parent, an edit only on
+    the parents ``changed`` names. The operator (None) may name any. A refused parent is answered as
+    a missing one would be, so the answer confirms nothing of another researcher's content."""
     if user is None:
         return {}
     changed = None if obj.pk is None or changed is None else set(changed)
@@ -521,7 +524,7 @@ def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] |
 def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> models.Model:
     """Save a content row, new or edited (``changed``: the names of the fields an edit changes),
     checking the rule under a lock on the studies that use it. A new row, or an edit that moves a
-    row to another parent, names only a dataset, item or source the user may read
+    row to another parent, names only a dataset, item or source the user may build on
     (``content_parent_problems``; refused, ``ContentChangeRefused``, before anything is written).
     An edit is checked against the studies that use the row before it is written. A new row, and an
     edit that moves a row to another parent, is checked again once written, inside the same

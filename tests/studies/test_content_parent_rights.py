@@ -1,22 +1,28 @@
 """A new content row, or an edit that moves one, hangs only from a dataset, item or rationale source
-the acting user may read (``studies.services.content.content_row_save``; the visibility selectors):
-another researcher's is answered as a missing one. The admin's add pages choose parents among those
-the user may read, with the autocomplete widget (whose search is the parent's scoped admin), so
-neither the page nor its search shows another researcher's question or source name."""
+the acting user may build on (``studies.services.content.content_row_save``; ``PARENT_SELECTORS``,
+the rule imports write by): another researcher's, or one read only through a view share, is answered
+as a missing one. The admin's add pages choose parents among those, with the autocomplete widget
+(whose search is the parent's scoped admin, narrowed to them), so neither the page nor its search
+shows another researcher's question or source name."""
 from __future__ import annotations
+
+import json
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from studies.models import Dataset, GeneralizationQuestion, Item, Rationale, RationaleSource
+from studies.models.core import YES_NO_CHOICES
 from studies.services.content import ContentChangeRefused, content_row_save
 from studies.services.importers import items_import_table, rationales_import
+from studies.services.sharing import study_share
 from studies.services.studies import study_create
 from tests.admin_forms import admin_form_data
+from tests.annotations.factories import make_study
 from tests.cockpit.conftest import staff_client
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
-from tests.studies.helpers import write_jsonl
+from tests.studies.helpers import RESEARCHER, olgas_lab, researcher, write_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +154,104 @@ def test_the_service_refuses_a_hidden_parent_as_a_missing_one(lab):
     content_row_save(user=None, obj=Rationale(item=lab["alice_item"], source=lab["bob_src"], text="Ops."),
                      changed=())
     assert Rationale.objects.filter(item=lab["alice_item"], source=lab["bob_src"]).exists()
+
+
+# --- A parent read only through a view share is not one to build on ---------------------------------
+# A view share reads the owner's study; a row hung from its dataset or source is the owner's next
+# study's to draw or show (``content.PARENT_SELECTORS``: the rule imports write by).
+
+# Adding rows, and opening the parents' admins (their autocomplete search) without reading every row.
+ADDS = ("studies.add_item", "studies.add_rationale", "studies.add_generalizationquestion", "studies.change_dataset",
+        "studies.change_item", "studies.change_rationalesource")
+
+
+@pytest.fixture
+def shared_lab():
+    """Olga's lab (``olgas_lab``) shared with Bob to view and with Carol to change; Bob has a study
+    of his own (his dataset, item and source)."""
+    lab = olgas_lab()
+    lab.bob = researcher("bob", *RESEARCHER, *ADDS)
+    lab.carol = researcher("carol", *RESEARCHER, *ADDS)
+    study_share(study=lab.study, user=lab.olga, with_user=lab.bob, level="view")
+    study_share(study=lab.study, user=lab.olga, with_user=lab.carol, level="change")
+    lab.bobs_study = make_study(n_items=1, n_sources=1, status="draft", owner=lab.bob, name="bobs-study")
+    return lab
+
+
+def _logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _item_data(client: Client, dataset: Dataset, external_id: str) -> dict:
+    return _form_data(client, Item, dataset=dataset.pk, external_id=external_id, question="Planted by bob?",
+                      choices=json.dumps(YES_NO_CHOICES), gold_answer="no", split="train", metadata="{}")
+
+
+def test_a_view_share_reader_adds_no_item_to_the_owners_dataset(shared_lab):
+    client = _logged_in(shared_lab.bob)
+    posted = client.post(_add_url(Item), _item_data(client, shared_lab.dataset, "planted-1"))
+    assert posted.status_code == 200
+    assert "Select a valid choice" in str(posted.context["adminform"].form.errors["dataset"])
+    assert not Item.objects.filter(dataset=shared_lab.dataset, external_id="planted-1").exists()
+    with pytest.raises(ContentChangeRefused, match="^dataset: there is no such dataset you may use$"):
+        content_row_save(user=shared_lab.bob, obj=Item(dataset=shared_lab.dataset, external_id="planted-2",
+                                                       question="Planted?", choices=YES_NO_CHOICES, gold_answer="no", split="train"),
+                         changed=())
+    assert not Item.objects.filter(dataset=shared_lab.dataset, external_id__startswith="planted").exists()
+
+
+def test_a_view_share_reader_adds_no_rationale_under_the_owners_source_nor_question_on_her_item(shared_lab):
+    bob, own_item = shared_lab.bob, shared_lab.bobs_study.items.get()
+    client = _logged_in(bob)
+    posted = client.post(_add_url(Rationale), _form_data(
+        client, Rationale, item=own_item.pk, source=shared_lab.source.pk, text="Planted by bob."))
+    assert posted.status_code == 200 and set(posted.context["adminform"].form.errors) == {"source"}
+    assert not Rationale.objects.filter(source=shared_lab.source, item=own_item).exists()
+    with pytest.raises(ContentChangeRefused, match="^source: there is no such rationale source you may use$"):
+        content_row_save(user=bob, obj=Rationale(item=own_item, source=shared_lab.source, text="Planted."),
+                         changed=())
+    shown = shared_lab.study.items.first()  # an item he reads through the share
+    with pytest.raises(ContentChangeRefused, match="^item: there is no such item you may use$"):
+        content_row_save(user=bob, obj=GeneralizationQuestion(item=shown, qtype="rephrase", text="Planted?",
+                                                              answer="yes"), changed=())
+    assert not Rationale.objects.filter(source=shared_lab.source, item=own_item).exists()
+    assert not GeneralizationQuestion.objects.filter(item=shown, text="Planted?").exists()
+
+
+def test_the_form_and_its_search_offer_a_view_share_reader_only_his_own_parents(shared_lab):
+    client = _logged_in(shared_lab.bob)
+    page = client.get(_add_url(Rationale))
+    fields = page.context["adminform"].form.fields
+    assert shared_lab.source not in fields["source"].queryset and shared_lab.train not in fields["item"].queryset
+    assert shared_lab.bobs_study.sources.get() in fields["source"].queryset
+    assert shared_lab.dataset not in client.get(_add_url(Item)).context["adminform"].form.fields["dataset"].queryset
+    for model, field, parent in [(Item, "dataset", shared_lab.dataset), (Rationale, "source", shared_lab.source)]:
+        found = client.get(reverse("admin:autocomplete"), {
+            "app_label": "studies", "model_name": model._meta.model_name, "field_name": field, "term": ""}).json()
+        assert str(parent.pk) not in {r["id"] for r in found["results"]}
+        assert found["results"]  # his own are offered
+    # His list of datasets still reads hers (reads keep the read selectors).
+    assert shared_lab.dataset.name in client.get(reverse("admin:studies_dataset_changelist")).content.decode()
+
+
+def test_the_owner_and_a_change_share_holder_still_add(shared_lab):
+    client = _logged_in(shared_lab.carol)
+    posted = client.post(_add_url(Item), _item_data(client, shared_lab.dataset, "carols-1"))
+    assert posted.status_code == 302, posted.context["adminform"].form.errors
+    assert Item.objects.filter(dataset=shared_lab.dataset, external_id="carols-1").exists()
+    posted = client.post(_add_url(Rationale), _form_data(
+        client, Rationale, item=Item.objects.get(external_id="carols-1").pk, source=shared_lab.source.pk,
+        text="Carol's rationale."))
+    assert posted.status_code == 302
+    assert Rationale.objects.filter(source=shared_lab.source, item__external_id="carols-1").exists()
+    found = client.get(reverse("admin:autocomplete"), {
+        "app_label": "studies", "model_name": "item", "field_name": "dataset", "term": ""}).json()
+    assert str(shared_lab.dataset.pk) in {r["id"] for r in found["results"]}
+    olga = shared_lab.olga
+    content_row_save(user=olga, obj=Item(dataset=shared_lab.dataset, external_id="olgas-1", question="Hers?",
+                                         choices=YES_NO_CHOICES, gold_answer="yes", split="train"), changed=())
+    content_row_save(user=olga, obj=Rationale(item=Item.objects.get(external_id="olgas-1"), source=shared_lab.source,
+                                              text="Olga's rationale."), changed=())
+    assert Rationale.objects.filter(source=shared_lab.source, item__external_id="olgas-1").exists()

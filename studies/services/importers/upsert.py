@@ -12,27 +12,15 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from studies.models import Dataset, ImportRecord, Item
-from studies.selectors import datasets_for_design
+from studies.selectors import datasets_to_import_into
 from studies.services.content import content_added_refusals, content_change_problems
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import ImportFile
 from .values import normalize_question, short
-
-
-def datasets_to_import_into(*, user: Any = None) -> QuerySet[Dataset]:
-    """The datasets an import acting for ``user`` may write to (items, rationales, generalization
-    questions): those ``user`` may build on (``datasets_for_design``: every dataset with
-    ``studies.view_dataset``, else those a study of their own or one they may change uses; None: the
-    operator, every dataset). Never one they read only through a study shared with them to view: that
-    share reads the study, it does not let its reader rewrite or add to the owner's dataset (an unshown
-    item, a rationale of the owner's source), which the owner's next study would draw. Any other
-    dataset is answered as one they may not see (``dataset_get``, ``dataset_existing``)."""
-    return Dataset.objects.all() if user is None else datasets_for_design(user=user)
 
 
 def dataset_get(*, name: str, user: Any = None, filename: str = "") -> Dataset:
