@@ -5,6 +5,7 @@ of the studies the user may see, and workers appear as pseudonyms unless the use
 worker ids (``studies.admin.scoping``)."""
 from django.contrib import admin
 from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models.constants import LOOKUP_SEP
 
 from annotations.models import (
     Annotation,
@@ -89,6 +90,17 @@ class KeysShownAdmin(StudyScopedAdmin):
             by_key, **{f"{self.study_path}__in": studies_handing_out_links(user=request.user)})
         return (queryset.filter(Q(pk__in=found.values("pk")) | Q(pk__in=keyed.values("pk"))),
                 may_have_duplicates)
+
+    def lookup_refusal(self, lookup: str, value: str, request) -> str | None:
+        """A list filter in the address (``?completion_code=...``) names a key only for a user who may
+        be shown the keys of every study this list shows them: otherwise it would find a row by its
+        key where the search finds it only in the rows the rule allows."""
+        if lookup.split(LOOKUP_SEP, 1)[0] in {*self.key_fields, *self.key_search_fields} and request is not None:
+            hidden = self._studies(request).exclude(pk__in=studies_handing_out_links(user=request.user).values("pk"))
+            if hidden.exists():
+                return ("a study's keys (tokens, completion codes) are filtered by only where you may be shown "
+                        "them in every study you see; the search box finds them in the studies you may pay")
+        return super().lookup_refusal(lookup, value, request)
 
     @admin.display(description="Completion code")
     def code(self, obj):

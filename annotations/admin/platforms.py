@@ -395,9 +395,12 @@ PUBLISH_ACTIONS = {
 
 
 @admin.register(PlatformCall)
-class PlatformCallAdmin(ReadOnlyAdmin, RawWorkerIdsAdmin):
-    # What was sent and answered names workers by their platform ids.
+class PlatformCallAdmin(ReadOnlyMixin, KeysShownAdmin, RawWorkerIdsAdmin):
+    # What was sent and answered names workers by their platform ids, and a publish call carries the
+    # study's completion code (Prolific's ``completion_codes``): shown only to those who may hand
+    # the study's keys out too (``KeysShownAdmin``).
     raw_worker_id_fields = ("request_summary", "response")
+    key_fields = ("request_summary", "response")
     list_display = ("created_at", "platform", "operation", "status", "amount", "currency", "study", "user",
                     "idempotency_key", "attempts", "error")
     list_filter = ("platform", "operation", "status")

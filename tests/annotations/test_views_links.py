@@ -7,10 +7,19 @@ import csv
 import io
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink, Publication
+from annotations.models import (
+    Assignment,
+    ConsentReceipt,
+    OpenLink,
+    Participant,
+    ParticipantLink,
+    PlatformCall,
+    Publication,
+)
 from annotations.services.errors import StudyNotOpen
 from annotations.services.links import links_close, links_generate, open_link_create
 from annotations.services.participants import participant_link_redeem
@@ -22,6 +31,7 @@ from studies.models import Platform, StudyShare
 from studies.services.sharing import study_share
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, consent, start
+from tests.annotations.platforms.conftest import prolific, prolific_server  # noqa: F401
 from tests.cockpit.conftest import staff_client
 
 pytestmark = pytest.mark.django_db
@@ -127,8 +137,9 @@ def test_the_study_page_warns_when_a_study_takes_anonymous_open_link_workers(adm
     assert "anonymous workers" not in admin_client.get(page).content.decode()
     open_link_create(study=study, user=OPERATOR)
     assert "anonymous workers through an open link" in admin_client.get(page).content.decode()
-    prolific = make_study(platform=Platform.PROLIFIC)
-    assert "anonymous" not in admin_client.get(reverse("admin:studies_study_change", args=[prolific.pk])).content.decode()
+    on_prolific = make_study(platform=Platform.PROLIFIC)
+    assert "anonymous" not in admin_client.get(reverse("admin:studies_study_change",
+                                                       args=[on_prolific.pk])).content.decode()
 
 
 # --- one browser, several single-person links of one study (issue 22 item 6) -----------------------
@@ -489,3 +500,43 @@ def test_those_who_may_pay_the_workers_still_see_and_search_the_tasks_token_and_
     assert f"/admin/annotations/assignment/{task.pk}/change/" in found
     publication_page = client.get(pages["publication page"]).content.decode()
     assert publication.completion_code in publication_page and "field-plan" in publication_page
+
+
+# --- platform calls and list filters: the same keys, by the same rule ----------------------------
+
+def test_a_prolific_publish_calls_code_is_shown_only_to_those_who_may_pay(prolific):  # noqa: F811
+    """The call that created the Prolific study carries its completion code (``completion_codes``):
+    a VIEW share holding ``studies.view_raw_worker_ids`` (which shows the calls' bodies) still does
+    not read it; the owner does."""
+    alice, alice_client = staff_client("alice")
+    study = make_study(n_items=3, n_sources=1, units_per_task=2, owner=alice, platform="prolific")
+    publication = study_publish(user=alice, study=study, platform_name="prolific")
+    vic, vic_client = staff_client("vic")
+    for user in (alice, vic):
+        user.user_permissions.add(Permission.objects.get(codename="view_raw_worker_ids"))
+    study_share(study=study, user=alice, with_user=vic, level=StudyShare.Level.VIEW)
+    calls = [call for call in PlatformCall.objects.filter(study=study) if publication.completion_code in str(call.request_summary)]
+    assert calls, "the publish call records the completion code it sent"
+    for call in calls:
+        url = f"/admin/annotations/platformcall/{call.pk}/change/"
+        assert publication.completion_code in alice_client.get(url).content.decode()
+        page = vic_client.get(url)
+        assert page.status_code == 200 and publication.completion_code not in page.content.decode()
+
+
+@pytest.mark.parametrize("level", [StudyShare.Level.VIEW, StudyShare.Level.CHANGE])
+def test_a_list_filter_in_the_address_names_a_key_only_for_who_may_see_them(keyed_task, level):
+    """``?completion_code=<code>`` would find a task by its code where the search does not: refused
+    (a 400 saying why) to a reader who sees a study whose keys they may not be shown, on the task
+    and link lists alike; the owner, shown every key of the studies she sees, still filters."""
+    task = keyed_task["task"]
+    first = keyed_task["links"][0]
+    owner = keyed_task["clients"]["owner"]
+    assert owner.get("/admin/annotations/assignment/", {"completion_code": task.completion_code}).status_code == 200
+    for client in (keyed_task["clients"][level],):
+        for url, lookup in (("/admin/annotations/assignment/", {"completion_code": task.completion_code}),
+                            ("/admin/annotations/assignment/", {"token": task.token}),
+                            ("/admin/annotations/assignment/", {"completion_code__in": task.completion_code}),
+                            ("/admin/annotations/participantlink/", {"token": first.token})):
+            response = client.get(url, lookup)
+            assert response.status_code == 400, (url, lookup)
