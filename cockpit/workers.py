@@ -24,7 +24,7 @@ from annotations.selectors.review import (
     worker_assignments,
 )
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.access import may_hand_out_links, study_imported
+from annotations.services.platforms.access import may_hand_out_links
 from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.review import (
@@ -111,6 +111,9 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         post_action(request, WORKER_ACTIONS, study, participant)
         return HttpResponseRedirect(url)
     assignments = list(worker_assignments(study=study, participant=participant))
+    # PAY on this study, not run elsewhere: the rule that shows completion codes (``may_hand_out_links``)
+    # is the one that offers review, bonus and block (the services refuse them on a study run elsewhere).
+    can_pay = may_hand_out_links(user=request.user, study=study)
     context = {
         **study_context(model_admin.admin_site, request, study, "Worker"),
         "record": study_worker(study=study, participant=participant),
@@ -119,7 +122,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         # One browser may have used several of the study's links (recognised as this worker).
         "links": list(ParticipantLink.objects.filter(study=study, participant=participant).order_by("id")),
         # Their completion codes (what the worker is paid against) only for those who may hand them out.
-        "link_codes_shown": may_hand_out_links(user=request.user, study=study),
+        "link_codes_shown": can_pay,
         "assignments": assignments,
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         # Submitted on the platform, not here (sync: not_submitted_here / no_answers): reject, or approve once cleared.
@@ -128,7 +131,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "bonus_kinds": Bonus.Kind.choices,
         # No review, bonus or block on a study run elsewhere (a bundle's copy too): the services
         # refuse them there (``study_imported``, the one rule), so the page offers none.
-        "can_pay": study_user_may(user=request.user, study=study, access=PAY) and not study_imported(study),
+        "can_pay": can_pay,
         "can_withdraw": study_user_may(user=request.user, study=study, access=CHANGE),
         "answers_url": answers_url(study.pk, participant.pk),
         "workers_url": reverse("admin:studies_study_workers", args=[study.pk]),

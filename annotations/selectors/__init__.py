@@ -420,9 +420,13 @@ class WithdrawalSummary:
                 f"({self.counted_answers} of which had counted) were erased and are not in these results.")
 
 
-def study_withdrawals_summary(*, study: Study) -> WithdrawalSummary:
-    """The withdrawals of ``study`` in numbers (``WithdrawalSummary``)."""
-    totals = Withdrawal.objects.filter(study_id=study.pk).aggregate(
+def study_withdrawals_summary(*, study: Study, since: datetime | None = None) -> WithdrawalSummary:
+    """The withdrawals of ``study`` in numbers (``WithdrawalSummary``), or only those recorded after
+    ``since`` (a score run's end: what it did not see)."""
+    withdrawals = Withdrawal.objects.filter(study_id=study.pk)
+    if since is not None:
+        withdrawals = withdrawals.filter(withdrawn_at__gt=since)
+    totals = withdrawals.aggregate(
         participants=Count("id"), answers=Sum("n_answers"), counted=Sum("n_counted_answers"))
     return WithdrawalSummary(participants=totals["participants"] or 0, answers=totals["answers"] or 0,
                              counted_answers=totals["counted"] or 0)

@@ -178,10 +178,10 @@ def units_recount_completed(*, assignment_ids: list[int]) -> None:
     if not unit_ids:
         return
     list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
-    counts = unit_counts(unit_ids=unit_ids)
+    counts = _completed_counts(unit_ids)
     by_count: dict[int, list[int]] = {}
     for unit_id in unit_ids:
-        by_count.setdefault(counts[unit_id][1], []).append(unit_id)
+        by_count.setdefault(counts.get(unit_id, 0), []).append(unit_id)
     for n, ids in by_count.items():
         Unit.objects.filter(id__in=ids).exclude(n_completed=n).update(n_completed=n)
 
@@ -192,9 +192,14 @@ def unit_counts(*, unit_ids: list[int]) -> dict[int, tuple[int, int]]:
     ``claims_that_count``. A unit without claims is ``(0, 0)``."""
     claimed = dict(Claim.objects.filter(unit_id__in=unit_ids, released=False).order_by()
                    .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
-    completed = dict(claims_that_count_in_any_study().filter(unit_id__in=unit_ids).order_by()
-                     .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
+    completed = _completed_counts(unit_ids)
     return {unit_id: (claimed.get(unit_id, 0), completed.get(unit_id, 0)) for unit_id in unit_ids}
+
+
+def _completed_counts(unit_ids: list[int]) -> dict[int, int]:
+    """Each unit's ``claims_that_count`` (units with none left out): ``n_completed`` by the rule."""
+    return dict(claims_that_count_in_any_study().filter(unit_id__in=unit_ids).order_by()
+                .values("unit_id").annotate(n=Count("id")).values_list("unit_id", "n"))
 
 
 def units_recount(*, unit_ids: list[int]) -> None:

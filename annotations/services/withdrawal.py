@@ -68,12 +68,11 @@ from annotations.selectors import claims_that_count, participant_withdrawal_dige
 from annotations.services.errors import AnnotationError
 from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash, imported_worker_id
 from annotations.services.payments import PlatformServiceError
-from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study
+from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study, bundle_copy_ids
 from annotations.services.platforms.common import actor
 from annotations.services.release import assignments_withdraw
 from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
-from studies.models import ImportRecord, Platform, Study
-from studies.selectors import import_record_study_id
+from studies.models import Platform, Study
 
 WITHDRAW = CHANGE  # withdrawing a participant changes the study's data: change rights on it
 
@@ -167,17 +166,15 @@ def _copies_holding(study: Study, named: list[tuple[str, str]]) -> list[tuple[in
     ``ImportRecord``, kind ``bundle``, names ``study`` as ``original_study``) that still holds a task
     of a ``named`` worker (their participant there is ``imported_worker_id(copy, pseudonym)``), in
     copy order. A copy they were withdrawn from holds none."""
-    copy_ids = sorted(set(ImportRecord.objects.filter(kind="bundle", summary__original_study=study.pk)
-                          .annotate(copy_id=import_record_study_id()).filter(copy_id__isnull=False)
-                          .values_list("copy_id", flat=True)))
-    found = []
-    for copy_id in copy_ids:
-        for platform, pseudonym in named:
-            held = Assignment.objects.filter(study_id=copy_id, participant__platform=platform,
-                                             participant__external_id=imported_worker_id(copy_id, pseudonym))
-            if held.exists():
-                found.append((copy_id, pseudonym))
-    return found
+    copy_ids = sorted(set(bundle_copy_ids(original=study.pk).values_list("copy_id", flat=True)))
+    if not copy_ids:
+        return []
+    wanted = {(platform, imported_worker_id(copy_id, pseudonym)): (copy_id, pseudonym)
+              for copy_id in copy_ids for platform, pseudonym in named}
+    held = set(Assignment.objects.filter(study_id__in=copy_ids,
+                                         participant__external_id__in={key for _, key in wanted})
+               .values_list("participant__platform", "participant__external_id").distinct())
+    return sorted(pair for key, pair in wanted.items() if key in held)
 
 
 def _withdraw_from_copies(*, user, study: Study, named: list[tuple[str, str]]) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lab.spreadsheet import csv_writer
 from scoring.errors import ScoringError
+from scoring.metrics.pipeline import ALL
 from scoring.models import ScoreRun, UnitScore
 from scoring.similarity import MODEL_STATED_IN, figure_stated_in
 
@@ -74,7 +75,7 @@ def conflicting_text(block: dict) -> str:
 def _by_source(values: dict) -> list[tuple]:
     """``values``' items in one order whatever the dict's (results.json read back from PostgreSQL's
     jsonb comes in another order than the run wrote it): sources by name, ``all`` last."""
-    return sorted(values.items(), key=lambda item: (item[0] == "all", str(item[0])))
+    return sorted(values.items(), key=lambda item: (item[0] == ALL, str(item[0])))
 
 
 def task_accuracy_note(results: dict) -> str:

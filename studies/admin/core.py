@@ -34,6 +34,7 @@ from studies.models import (
 )
 from studies.selectors import (
     datasets_for_user,
+    datasets_to_import_into,
     generalization_questions_for_user,
     import_jobs_for_user,
     import_records_for_user,
@@ -56,7 +57,6 @@ from studies.services.importers import (
     import_run,
 )
 from studies.services.importers.jobs import import_in_background, import_job_create
-from studies.services.importers.upsert import datasets_to_import_into
 from studies.services.questions import QuestionError, generalization_questions_set_validation
 
 

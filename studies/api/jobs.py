@@ -24,7 +24,7 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.generation import GenerationError, generation_job_create
-from studies.services.generation.finetune import TRAIN_ITEM_IDS
+from studies.services.generation.inputs import TRAIN_ITEM_IDS
 
 from .filters import GenerationJobFilter
 from .serializers import check_storable_text

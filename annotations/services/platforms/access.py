@@ -57,18 +57,21 @@ def study_imported(study: Study) -> str:
     actions read it too, and sweeps over every study read its query form (``imported_studies``)."""
     if study.is_imported_outcome:
         return "its outcomes were imported (run elsewhere)"
-    if _bundle_copy_ids().filter(copy_id=study.pk).exists():
+    if bundle_copy_ids().filter(copy_id=study.pk).exists():
         return "it was imported from a study bundle (run elsewhere; its workers never worked here)"
     return ""
 
 
-def _bundle_copy_ids() -> QuerySet:
-    """The ids (``copy_id``) of the studies copied from a study bundle: each ``ImportRecord`` of kind
-    ``bundle`` names its study in ``summary["study"]`` (``bundle.bundle_import``). Never NULL, so an
-    ``exclude(..._in=...)`` on it is safe on PostgreSQL too."""
-    return (ImportRecord.objects.filter(kind="bundle")
-            .annotate(copy_id=import_record_study_id())
-            .filter(copy_id__isnull=False).values("copy_id"))
+def bundle_copy_ids(*, original: int | None = None) -> QuerySet:
+    """The ids (``copy_id``) of the studies copied from a study bundle, or only of those copied
+    from study ``original`` here: each ``ImportRecord`` of kind ``bundle`` names its study in
+    ``summary["study"]`` and the study the bundle was made from in ``summary["original_study"]``
+    (``bundle.bundle_import``). Never NULL, so an ``exclude(..._in=...)`` on it is safe on
+    PostgreSQL too."""
+    records = ImportRecord.objects.filter(kind="bundle")
+    if original is not None:
+        records = records.filter(summary__original_study=original)
+    return records.annotate(copy_id=import_record_study_id()).filter(copy_id__isnull=False).values("copy_id")
 
 
 def imported_studies() -> Q:
@@ -76,7 +79,7 @@ def imported_studies() -> Q:
     a study of imported outcomes or a copy made from a study bundle. A sweep that changes the rows
     of every study's tasks (``release.assignment_expire_stale``) leaves these studies out: their
     statuses stay those their results were scored from."""
-    return Q(is_imported_outcome=True) | Q(pk__in=_bundle_copy_ids())
+    return Q(is_imported_outcome=True) | Q(pk__in=bundle_copy_ids())
 
 
 def imported_study_ids() -> QuerySet:

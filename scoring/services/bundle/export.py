@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotations.models import (
@@ -24,9 +24,8 @@ from annotations.models import (
     QualificationGrant,
     QualificationTest,
     Unit,
-    Withdrawal,
 )
-from annotations.selectors import WithdrawalSummary, on_hold
+from annotations.selectors import on_hold, study_withdrawals_summary
 from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
@@ -245,7 +244,7 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     the API's ``stale`` column follows (``export_units.ScoredWith``, its one owner, for each row and
     its own run), with the stale units by the keys of data/unit_scores.csv (item_id, source), and
     the withdrawals recorded after the latest run finished (``Withdrawal`` rows, as
-    ``WithdrawalSummary``: participants, answers erased, of which counted), which took answers out
+    ``study_withdrawals_summary``: participants, answers erased, of which counted), which took answers out
     of the bundle that the run had scored. ``note`` says to score again when any unit is stale.
     None without a finished run (nothing scored to be stale)."""
     if run is None:
@@ -262,12 +261,7 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
             item_id, source_id = row[1], row[2]
             stale_units.append({"item_id": item_id,
                                 "source": names.get(source_id) or RationaleSource.objects.get(pk=source_id).name})
-    since = Withdrawal.objects.filter(study=study)
-    if run.finished_at is not None:
-        since = since.filter(withdrawn_at__gt=run.finished_at)
-    totals = since.aggregate(participants=Count("id"), answers=Sum("n_answers"), counted=Sum("n_counted_answers"))
-    withdrawn = WithdrawalSummary(participants=totals["participants"] or 0, answers=totals["answers"] or 0,
-                                  counted_answers=totals["counted"] or 0)
+    withdrawn = study_withdrawals_summary(study=study, since=run.finished_at)
     section = {
         "score_run": run.pk,
         "stale": bool(stale_units),

@@ -56,6 +56,7 @@ from studies.selectors import items_for_jobs
 
 from .common import Handler, Prepared, job_actor, prompt_item
 from .errors import GenerationError
+from .inputs import TRAIN_ITEM_IDS
 from .lifecycle import (
     TRAINING_FILE,
     StepProgress,
@@ -332,12 +333,11 @@ def finetune_settings(*, dataset: Dataset, split: str, params: dict) -> dict:
     return merged
 
 
-# The key of a fine-tuning job's params holding the ids of the items it trains on, recorded when it
-# is created: ``inputs._items_check`` checks at each of the job's progress reports that its
-# researcher may still read each of them, as it checks other jobs' ``item_ids`` (a fine-tuning job
-# has none), and :func:`_train` trains on exactly these (not a new draw, which an item added to the
-# split since would change), refusing when some are gone.
-TRAIN_ITEM_IDS = "train_item_ids"
+# ``TRAIN_ITEM_IDS`` (``inputs``): the key of a fine-tuning job's params holding the ids of the
+# items it trains on, recorded when it is created: ``inputs._items_check`` checks at each of the
+# job's progress reports that its researcher may still read each of them, as it checks other jobs'
+# ``item_ids`` (a fine-tuning job has none), and :func:`_train` trains on exactly these (not a new
+# draw, which an item added to the split since would change), refusing when some are gone.
 
 
 def finetune_data(*, dataset: Dataset, split: str, settings: dict, readable: QuerySet[Item] | None = None) -> dict:

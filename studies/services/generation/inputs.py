@@ -398,11 +398,13 @@ def _reading_refusal(job: GenerationJob) -> str:
     return ""
 
 
+# A fine-tuning job's training items (its ``item_ids`` are empty), recorded when it is created
+# (``finetune``: it trains on exactly these).
+TRAIN_ITEM_IDS = "train_item_ids"
 # The params that hold item ids a job reads beside its ``item_ids``: Quark's validation and
-# held-out items (its training items are its ``item_ids``), and a fine-tuning job's training items
-# (``finetune.TRAIN_ITEM_IDS``; its ``item_ids`` are empty), recorded when it is created.
+# held-out items (its training items are its ``item_ids``), and a fine-tuning job's training items.
 JOB_ITEM_PARAMS = {"validation_item_ids": "validation", "heldout_item_ids": "held-out",
-                   "train_item_ids": "training"}
+                   TRAIN_ITEM_IDS: "training"}
 _CHUNK = 2000  # ids per query: well under SQLite's limit on a statement's parameters
 
 
@@ -434,7 +436,7 @@ def _items_check(user, job: GenerationJob) -> None:
             which = f"{label} items" if label else "items"
             raise GenerationError(f"{len(hidden)} of the job's {len(ids)} {which} (ids {hidden[:10]}) "
                                   f"{_hidden_why(hidden)}")
-    if job.kind == GenerationJob.Kind.FINETUNE and not isinstance(params.get("train_item_ids"), list):
+    if job.kind == GenerationJob.Kind.FINETUNE and not isinstance(params.get(TRAIN_ITEM_IDS), list):
         _training_count_check(readable_all, job, params)
 
 
