@@ -289,8 +289,7 @@ class ProlificPlatform(CrowdPlatform):
         paid = [int(round(float(value))) for value in (body.get("bonus_payments") or [])]
         if paid.count(cents) > len(accounted):
             return True
-        settle = int(settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS)
-        if sent_at is not None and timezone.now() - sent_at < dt.timedelta(seconds=settle):
+        if bonus_call_settling(sent_at):
             return None  # may still be on its way: do not decide yet
         return False
 
@@ -305,6 +304,15 @@ class ProlificPlatform(CrowdPlatform):
                 self._request("POST", f"studies/{entry['study_id']}/transition/", json={"action": "STOP"})
                 stopped.append(entry["study_id"])
         return {"stopped": stopped}
+
+
+def bonus_call_settling(sent_at: dt.datetime | None) -> bool:
+    """Whether a Prolific bonus call (a set-up or a pay call) sent at ``sent_at`` may still be on
+    its way: sent less than ``RL_PROLIFIC_BONUS_SETTLE_SECONDS`` ago. Its lost answer is not
+    decided as not applied before then (``ProlificPlatform.bonus_was_paid``,
+    ``services.platforms.calls.reconcile_call``). False for a call never sent."""
+    settle = dt.timedelta(seconds=int(settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS))
+    return sent_at is not None and timezone.now() - sent_at < settle
 
 
 def prolific_id(value: str, *, what: str) -> str:

@@ -225,10 +225,7 @@ def participant_of_browser(*, study: Study, participant_id: int | None, task_id:
     link participant whose identity nothing but a browser can hold (a single-person link's, or an
     anonymous browser's), never a platform worker or a typed identifier's participant (anyone may
     type an identifier). None when the cookie proves nothing. Two reads at most."""
-    task = _link_task_of_browser(study=study, participant_id=participant_id, task_id=task_id)
-    if task is None or task.participant.external_id.startswith(IDENTIFIER_PREFIX):
-        return None
-    return task.participant if task_started_in_browser(task=task, browser=browser) else None
+    return _browser_participants(study=study, participant_id=participant_id, task_id=task_id, browser=browser)[0]
 
 
 def participant_holding_browser(*, study: Study, participant_id: int | None, task_id: int | None,
@@ -240,12 +237,23 @@ def participant_holding_browser(*, study: Study, participant_id: int | None, tas
     link, the task's credential, not its participant's), then None (a new participant). A cookie
     of the earlier form (a participant alone) names its participant, as it always did. Two reads
     at most."""
+    return _browser_participants(study=study, participant_id=participant_id, task_id=task_id, browser=browser)[1]
+
+
+def _browser_participants(*, study: Study, participant_id: int | None, task_id: int | None,
+                          browser: str) -> tuple[Participant | None, Participant | None]:
+    """What a browser's study cookie (``participant_id``, ``task_id``) says of the browser of
+    digest ``browser`` in ``study``, read once: the participant it proves it worked as
+    (``participant_of_browser``) and the link participant it goes on as on the plain and open
+    links (``participant_holding_browser``). The first, where there is one, is the second too. No
+    read without a cookie, two at most."""
     if participant_id is None:
-        return None
+        return None, None
     task = _link_task_of_browser(study=study, participant_id=participant_id, task_id=task_id)
-    if task is not None:
-        return task.participant if task_started_in_browser(task=task, browser=browser) else None
-    return Participant.objects.filter(pk=participant_id, platform=Platform.LINK).first()
+    if task is None:
+        return None, Participant.objects.filter(pk=participant_id, platform=Platform.LINK).first()
+    holder = task.participant if task_started_in_browser(task=task, browser=browser) else None
+    return (None if task.participant.external_id.startswith(IDENTIFIER_PREFIX) else holder), holder
 
 
 def participant_identified_in_browser(*, study: Study, identifier: str, held_participant_id: int | None,
@@ -290,10 +298,9 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
         if locked.revoked:
             raise StudyNotOpen("This link has been withdrawn by the researcher.")
         if locked.participant_id is None:
-            person = participant_of_browser(study=locked.study, participant_id=held_participant_id,
-                                            task_id=held_task_id, browser=browser)
-            _refuse_withdrawn_browser(study=locked.study, person=person, participant_id=held_participant_id,
-                                      task_id=held_task_id, browser=browser)
+            person, goes_on_as = _browser_participants(study=locked.study, participant_id=held_participant_id,
+                                                       task_id=held_task_id, browser=browser)
+            _refuse_withdrawn_browser(study=locked.study, goes_on_as=goes_on_as)
             if person is not None and selectors_entry.active_assignment(study=locked.study, participant=person):
                 raise TaskInProgress(OTHER_TASK_IN_PROGRESS)
             locked.participant = person or participant_get_or_create(platform=Platform.LINK,
@@ -304,19 +311,17 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
     return locked.participant
 
 
-def _refuse_withdrawn_browser(*, study: Study, person: Participant | None, participant_id: int | None,
-                              task_id: int | None, browser: str) -> None:
+def _refuse_withdrawn_browser(*, study: Study, goes_on_as: Participant | None) -> None:
     """Raise ``ParticipantBlocked`` (the words ``assignment_start`` refuses them with) when this
     browser goes on as a participant who withdrew from ``study`` (``participant_withdrawn``):
-    ``person``, the participant it proves (``participant_of_browser``), else the one it goes on as
-    on the plain and open links (``participant_holding_browser``). The withdrawal deleted the task
-    its study cookie names, so that cookie proves no participant any more, yet it still names the
-    one who withdrew, as the plain and open links read it: without this check the browser would be
-    a new participant on a single-person link it opens next (withdrawal revokes only the links the
-    participant used; the app cannot tell which unused links were handed to them). Only refuses:
-    a withdrawn participant's cookie makes the browser no one else. No read without a cookie."""
-    goes_on_as = person or participant_holding_browser(study=study, participant_id=participant_id,
-                                                       task_id=task_id, browser=browser)
+    ``goes_on_as``, the one it goes on as on the plain and open links (``participant_holding_browser``,
+    read with the participant it proves by ``_browser_participants``: that one, where it proves
+    one). The withdrawal deleted the task its study cookie names, so that cookie proves no
+    participant any more, yet it still names the one who withdrew, as the plain and open links
+    read it: without this check the browser would be a new participant on a single-person link it
+    opens next (withdrawal revokes only the links the participant used; the app cannot tell which
+    unused links were handed to them). Only refuses: a withdrawn participant's cookie makes the
+    browser no one else. No read without a cookie's participant."""
     if goes_on_as is not None and participant_withdrawn(participant=goes_on_as, study=study):
         raise ParticipantBlocked(NOT_AVAILABLE)
 

@@ -214,14 +214,19 @@ def _message(exc: Exception) -> str:
 SETTLED = (Bonus.Status.PAID, Bonus.Status.RECORDED)
 
 
-def _bonus_move(bonus: Bonus, status: str | None, **fields) -> bool:
+def _bonus_move(bonus: Bonus, status: str | None, *, unless_paying_on: str = "", **fields) -> bool:
     """Move ``bonus`` through ``Bonus.STATUS`` (``status`` None: stay) and set ``fields``, under
-    its row lock. A ``platform_call`` of None leaves the recorded one. A bonus another attempt
-    settled meanwhile (paid, or recorded as paid outside the app) is left as it is when asked to
-    move elsewhere (an older attempt's lost or refused answer changes nothing paid): False then."""
+    its row lock: the one locked transition of a bonus's status. A ``platform_call`` of None
+    leaves the recorded one. A bonus another attempt settled meanwhile (paid, or recorded as paid
+    outside the app) is left as it is when asked to move elsewhere (an older attempt's lost or
+    refused answer changes nothing paid): False then. ``unless_paying_on`` (a platform): left as it
+    is too (False) when a pay call of its token was sent there (``_pay_call_sent``, read under the
+    lock: another attempt's set-up went on to pay it)."""
     with transaction.atomic():
         locked = Bonus.objects.select_for_update().get(pk=bonus.pk)
         if locked.status in SETTLED and status not in (None, locked.status):
+            return False
+        if unless_paying_on and _pay_call_sent(platform=unless_paying_on, token=locked.token):
             return False
         if fields.get("platform_call", 0) is None:
             fields.pop("platform_call")
@@ -276,20 +281,12 @@ def _pay_call_sent(*, platform: str, token: str) -> bool:
 
 def _setup_paid_nothing(bonus: Bonus, *, error: str) -> bool:
     """Put ``bonus``, whose set-up paid nothing (``_SetupPaidNothing``), back to pending with
-    ``error``, under its row lock, unless it was paid meanwhile or a pay call of its token was sent
-    (another attempt's): False then, nothing changed."""
-    with transaction.atomic():
-        locked = Bonus.objects.select_for_update().get(pk=bonus.pk)
-        if locked.status in SETTLED or _pay_call_sent(
-                platform=Platform.PROLIFIC, token=locked.token):
-            return False
-        setup = PlatformCall.objects.filter(idempotency_key=_setup_key(locked.token)).first()
-        fields = {"error": error, **({"platform_call": setup} if setup is not None else {})}
-        if not Bonus.STATUS.move(locked, Bonus.Status.PENDING, **fields):
-            for name, value in fields.items():
-                setattr(locked, name, value)
-            locked.save(update_fields=list(fields))
-    return True
+    ``error`` (and its set-up call, where one was recorded), through ``_bonus_move``, unless it was
+    paid meanwhile or a pay call of its token was sent (another attempt's): False then, nothing
+    changed."""
+    setup = PlatformCall.objects.filter(idempotency_key=_setup_key(bonus.token)).first()
+    return _bonus_move(bonus, Bonus.Status.PENDING, unless_paying_on=Platform.PROLIFIC, error=error,
+                       platform_call=setup)
 
 
 def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> PlatformCall:

@@ -3,13 +3,9 @@ applied? Used by every service as the ``reconcile`` of ``payments.platform_call_
 sync for the calls left unconfirmed."""
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.conf import settings
-from django.utils import timezone
-
 from annotations.models import Bonus, PlatformCall
 from annotations.platforms.base import CrowdPlatform
+from annotations.platforms.prolific import bonus_call_settling
 from lab.pseudonyms import worker_pseudonym
 
 from .common import OP
@@ -49,11 +45,8 @@ def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dic
     if op == OP.BONUS_SETUP:
         # A set-up moves no money (only its pay call does), so one not applied is set up again;
         # but one still in flight may answer yet: like a payment (``bonus_was_paid``), it is not
-        # decided before ``RL_PROLIFIC_BONUS_SETTLE_SECONDS`` after it was sent.
-        settle = timedelta(seconds=int(settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS))
-        if call.sent_at is not None and timezone.now() - call.sent_at < settle:
-            return None
-        return False
+        # decided while it is settling (``prolific.bonus_call_settling``).
+        return None if bonus_call_settling(call.sent_at) else False
     if op == OP.ADD_ASSIGNMENTS:
         hit = platform.get_hit(hit_id=summary["hit_id"])
         return hit.get("MaxAssignments", 0) >= summary["target_max_assignments"]
