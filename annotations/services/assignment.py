@@ -299,7 +299,10 @@ def _qualification_pending(*, study: Study, participant: Participant) -> bool:
     start that read the study before a close committed (``platforms.close.study_close`` locks the
     row ``FOR UPDATE``) makes no task in the closed study (``StudyNotOpen``); a close that comes
     after the lock waits for this start, whose task then goes on as any task in progress does.
-    Two statements (one for a worker who passed), as before the lock."""
+    Two statements (one for a worker who passed), as before the lock. Whether a failed grant
+    refuses this arrival in the end is the entry's to ask (``impostor.impostor_grant_void``, on
+    ``NotQualified``): under an identity the app cannot authenticate it refuses only the browser
+    that took it, so the refusal costs the usual start nothing."""
     status, passed = precompiled.study_lock_grant(study_id=study.pk, participant_id=participant.pk)
     if status != Study.Status.OPEN:  # closed (or paused) since ``study`` was read: no new task
         raise StudyNotOpen(STUDY_NOT_OPEN)

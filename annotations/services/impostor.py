@@ -45,6 +45,22 @@ test was still pending, ``qualification_pending``; no migration). A task ended a
 (``impostor_task_end``) before its test was taken reads the same, so after one the next failed
 test stands too: Prolific's word sets aside at most one attempt per participant and study. Both
 checks ask Prolific through one rule (``prolific_vouches``).
+
+MTurk and typed participant identifiers have no platform to ask, and the lockout is the same: anyone
+may enter with a worker's MTurk id (an invented ``assignmentId``, the public ``hitId``) or type a
+participant's identifier on a plain or open link (``alice@lab.org``), fail the test on purpose, and
+the participant would be refused every task of the study. A failed grant taken under such an
+identity (``identity_unauthenticated``) therefore refuses only the browser that took it: the one
+whose signed study cookie names the task the test was failed in (``held_task_id``, the proof the
+worker pages go by: ``worker_pages.browser_holds``). An entry from any other browser voids it
+(``impostor_grant_void`` deletes it, as a Prolific void does; its task, returned when the test was
+failed, keeps its status and is not marked, since the app cannot tell who took it) and the entry
+gets a task with the test: the new attempt's grant, with its answers and the task it was taken in,
+takes the failed one's place. No limit on how often: a new browser with a typed identifier or an
+MTurk id is who it says it is, as far as the app can tell. A grant that records no task (from before
+tasks were recorded, or imported) names no browser, and its refusal stands. Prolific keeps the rule
+above; a single-person link's participant and an anonymous browser's are proved by the link or the
+browser itself, and a failed test refuses them whatever the browser.
 """
 from __future__ import annotations
 
@@ -56,6 +72,7 @@ from annotations.models import Assignment, Participant, QualificationGrant
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformNotFound
 from annotations.selectors.platforms import study_platform_task_ids
+from annotations.services.participants import IDENTIFIER_PREFIX
 from annotations.services.release import assignments_release
 from studies.models import Platform, Study
 
@@ -119,7 +136,14 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     (returned when the test was failed) is marked ``ended_as_impostor``, and True is returned; also
     when the failed grant went meanwhile (another entry of the worker voided it first), asking
     nothing, so the caller decides the entry again. A passed grant is never touched. Reads two rows,
-    then makes network calls: call outside any transaction, holding no row lock."""
+    then makes network calls: call outside any transaction, holding no row lock.
+
+    Under an identity the app cannot authenticate (``identity_unauthenticated``: an MTurk worker id,
+    an identifier typed on a plain or open link) nothing is asked: the failed grant refuses only the
+    browser whose study cookie names the task it was taken in (``held_task_id``), and is voided for
+    any other (``_grant_void_for_another_browser``)."""
+    if identity_unauthenticated(participant):
+        return _grant_void_for_another_browser(study=study, participant=participant, held_task_id=held_task_id)
     if participant.platform != Platform.PROLIFIC or not platform_assignment_id:
         return False
     grant = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False)
@@ -146,6 +170,44 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     logger.warning("study %s: the failed qualification test taken in task %s was voided at its participant's "
                    "entry: Prolific denied the session that task was started with and confirmed the one the "
                    "participant came with", study.pk, task_id)
+    return True
+
+
+def identity_unauthenticated(participant: Participant) -> bool:
+    """Whether ``participant`` is known by nothing but what anyone may send: an MTurk worker id (the
+    entry URL's ``workerId``), or a participant identifier typed on a plain or open link (stored
+    as its keyed hash, ``participants.IDENTIFIER_PREFIX``). Not a Prolific worker (Prolific is
+    asked: ``prolific_vouches``), nor a single-person link's participant or an anonymous browser's
+    (the link, or the browser, is the proof)."""
+    if participant.platform == Platform.MTURK:
+        return True
+    return participant.platform == Platform.LINK and participant.external_id.startswith(IDENTIFIER_PREFIX)
+
+
+def _grant_void_for_another_browser(*, study: Study, participant: Participant, held_task_id: int | None) -> bool:
+    """``impostor_grant_void`` for an identity the app cannot authenticate: whether the failed grant
+    of ``participant`` in ``study`` no longer stands in the way of this entry. It stands (False,
+    changing nothing) for the browser whose study cookie names the task it was taken in
+    (``held_task_id``: that browser failed the test, whoever sits at it) and when it records no task
+    (no browser can be told from another). For any other browser it is deleted, if it is still that
+    grant, and True is returned (also when it went meanwhile): the caller decides the entry again,
+    and the worker takes the test, whose grant then records the new task and its answers. The task
+    the failed test was taken in keeps its status (returned) and its mark: who took it is unknown.
+    One read and one delete; no network call."""
+    grant = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False)
+             .values_list("pk", "assignment_id").first())
+    if grant is None:
+        return True  # the failed grant that refused the entry went meanwhile (another entry voided it)
+    grant_id, task_id = grant
+    if task_id is None:
+        return False  # taken in no recorded task: no browser proves it took it, the refusal stands
+    if held_task_id is not None and held_task_id == task_id:
+        return False  # this browser was sent to the task the test was failed in: it failed it
+    QualificationGrant.objects.filter(pk=grant_id, passed=False, assignment_id=task_id).delete()
+    logger.warning("study %s: the failed qualification test of participant %s (%s), taken in task %s, was voided "
+                   "at an entry from another browser: that identity is not authenticated, the test is taken again",
+                   study.pk, participant.pk,
+                   "an MTurk worker id" if participant.platform == Platform.MTURK else "a typed identifier", task_id)
     return True
 
 

@@ -33,7 +33,10 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
     One attempt per worker and study: a second call returns the first grant unchanged. A failed
     test returns the assignment (status ``returned``) so that its units go back to the pool. The
     grant records the task it was taken in: a failed one taken under a Prolific session someone
-    else invented with the worker's id is voided when the worker comes (``impostor.impostor_grant_void``)."""
+    else invented with the worker's id is voided when the worker comes, and one taken under an MTurk
+    worker id or a typed identifier refuses only the browser that holds that task
+    (``impostor.impostor_grant_void``: voided at an entry from any other browser, whose attempt
+    is then graded here as the first)."""
     test = QualificationTest.objects.filter(study_id=assignment.study_id).first()
     if test is None:
         raise InvalidAnswer("This study has no qualification test.")

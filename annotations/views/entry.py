@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.encoding import escape_uri_path
 from django.views.decorators.http import require_http_methods
 
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
@@ -110,10 +112,33 @@ def _consent_sha256(request: HttpRequest) -> str | None:
     return value if SHA256_HEX.fullmatch(value) else None
 
 
+def _arrival_params(arrival: handoff.Arrival) -> dict[str, str]:
+    """The query parameters of a platform's entry as ``handoff.arrival_parse`` validated them (its
+    values, under the names it reads): what the landing page's form sends back, to be parsed again.
+    A plain link's arrival has none."""
+    if arrival.platform == Platform.MTURK and arrival.preview:
+        return {"assignmentId": handoff.MTURK_PREVIEW_ID, **({"hitId": arrival.task_id} if arrival.task_id else {})}
+    if arrival.platform == Platform.MTURK:
+        return {"assignmentId": arrival.assignment_id, "hitId": arrival.task_id, "workerId": arrival.worker_id,
+                "turkSubmitTo": arrival.return_url}
+    if arrival.platform == Platform.PROLIFIC:
+        return {"PROLIFIC_PID": arrival.worker_id, "STUDY_ID": arrival.task_id, "SESSION_ID": arrival.assignment_id}
+    return {}
+
+
+def _form_action(request: HttpRequest, arrival: handoff.Arrival | None) -> str:
+    """The landing page's form action: this page's path, with only the arrival parameters the entry
+    validated (``_arrival_params``), never the rest of the query string (echoed, a 500 KB parameter
+    made a 500 KB page). Links (single-person, open) take no parameters: their path alone."""
+    params = _arrival_params(arrival) if arrival is not None else {}
+    path = escape_uri_path(request.path)
+    return f"{path}?{urlencode(params)}" if params else path
+
+
 def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = False, error: str = "",
-             identifier: bool = False, status: int = 200) -> HttpResponse:
+             identifier: bool = False, status: int = 200, arrival: handoff.Arrival | None = None) -> HttpResponse:
     response = render(request, "annotations/landing.html", {
-        "study": study, "preview": preview, "error": error, "action": request.get_full_path(),
+        "study": study, "preview": preview, "error": error, "action": _form_action(request, arrival),
         "nonce": _nonce(request, page), "ask_identifier": identifier,
         "consent_sha256": consent_text_sha256(study),  # of the consent text this page shows
         "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
@@ -167,20 +192,22 @@ def _refused(request: HttpRequest, error: AnnotationError) -> HttpResponse:
 def _consent(request: HttpRequest, *, study: Study, page: str, participant: Callable[[], Participant],
              held_task_id: int | None, refs: PlatformRefs | None = None,
              completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None,
-             open_link: OpenLink | None = None) -> HttpResponse:
+             open_link: OpenLink | None = None, arrival: handoff.Arrival | None = None) -> HttpResponse:
     """The landing page's POST, for every way in: take the consent once, then resume or start.
     ``held_task_id`` is the task this browser's study cookie proves it holds; ``open_link``, the
-    open link the worker came through (a new participant takes one of its places with the task)."""
+    open link the worker came through (a new participant takes one of its places with the task);
+    ``arrival``, a platform's validated entry (the landing page shown again sends it back)."""
     if not request.POST.get("consent"):
-        return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400)
+        return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400,
+                        arrival=arrival)
     key = _nonce_key(request, page)
     if key is None:
-        return _landing(request, study, page=page, identifier=identifier, status=400,
+        return _landing(request, study, page=page, identifier=identifier, status=400, arrival=arrival,
                         error="This page was open too long or was not loaded from this study: please tick the "
                               "box and start again.")
     consent_sha256 = _consent_sha256(request)
     if consent_sha256 is None:
-        return _landing(request, study, page=page, identifier=identifier, status=400,
+        return _landing(request, study, page=page, identifier=identifier, status=400, arrival=arrival,
                         error="This form did not say which consent text it agrees to (consent_sha256 must be "
                               "the 64 lowercase hexadecimal digits the page gave): please read the consent, "
                               "tick the box and start again.")
@@ -190,7 +217,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
                                   completion_code=completion_code, link=link, open_link=open_link)
     except (InvalidIdentifier, ConsentChanged) as error:  # the landing page again, as it reads now
         return _landing(request, study, page=page, error=error.message, identifier=identifier,
-                        status=error.status)
+                        status=error.status, arrival=arrival)
     except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
         return _to_task(request, error.assignment, study=study)
     except AnnotationError as error:
@@ -218,7 +245,7 @@ def entry(request: HttpRequest, study_token: str) -> HttpResponse:
         if request.method == "POST":
             return message(request, title="Preview", status=403,
                            message="Accept the HIT on Mechanical Turk first; a preview stores nothing.")
-        return _landing(request, study, page="preview", preview=True)
+        return _landing(request, study, page="preview", preview=True, arrival=arrival)
     if arrival.platform == Platform.LINK:
         if not closed and not selectors_entry.plain_link_starts_tasks(study=study):
             # Single-person links were made (even if all are withdrawn since): the plain link is
@@ -257,7 +284,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             if held == active.pk and arrival.assignment_id != active.platform_assignment_id and not closed:
                 # The platform gave this worker a new assignment (returned and accepted again):
                 # consenting again in the browser that holds the task moves it (a POST, not this GET).
-                return _landing(request, study, page=page)
+                return _landing(request, study, page=page, arrival=arrival)
             if may_resume(active=active, refs=refs, held_task_id=held):
                 return _to_task(request, active, study=study)
             # Not this entry's task: refused, unless Prolific shows that someone else started it with
@@ -265,7 +292,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             if not impostor_task_end(study=study, participant=known, task=active,
                                      platform_assignment_id=arrival.assignment_id):
                 return _refused(request, task_in_progress(active))
-        return _closed(request) if closed else _landing(request, study, page=page)
+        return _closed(request) if closed else _landing(request, study, page=page, arrival=arrival)
     if closed:
         return _closed_consent(request, study=study, page=page)
 
@@ -276,7 +303,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
 
     code = handoff.study_completion_code(study) if arrival.platform == Platform.PROLIFIC else ""
     return _consent(request, study=study, page=page, participant=participant, refs=refs, completion_code=code,
-                    held_task_id=held)
+                    held_task_id=held, arrival=arrival)
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
