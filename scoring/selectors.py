@@ -30,8 +30,8 @@ RESULTS_READER = "the user reading these results"
 # ... and for a run from before results.json recorded which source an answerer's settings came from.
 ANSWERER_WITHHELD_UNRECORDED = (
     "the settings of the source fine-tuned as this answerer are withheld: this run did not record which source "
-    "they were read from (scored before that was recorded), so only the study's owner and the user who asked "
-    "for the run see them; score the study again to record it")
+    "they were read from (scored before that was recorded), so only the user who asked for the run and a reader "
+    "who may read a fine-tuned source with these very settings see them; score the study again to record it")
 # What of a Gen-U answerer entry (``genu._gen_u_method``) a reader who may not read its source keeps:
 # the model path (the Gen-U predictions name it already) and how its settings were found.
 ANSWERER_KEPT = ("model", "matched_by")
@@ -45,29 +45,37 @@ def answerer_withheld(reader: str = RESULTS_READER) -> str:
 def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READER) -> dict:
     """``run``'s results.json as ``user`` may read it. Results are computed with the study owner's
     rights (``genu.answerer_sources_readable``), so they may name the fine-tuning and answering
-    settings of a Gen-U answerer source that another reader of the study (a share) may not read
-    (``sources_for_user``): for such a reader each of those answerer entries keeps only
-    ``ANSWERER_KEPT`` and says why the rest is withheld (``answerer_withheld(reader)``), and
-    ``gen_u.method`` is rebuilt from what is left (``gen_u_method_text``). An entry of a run from
-    before the source was recorded (no ``answerer_source``) is withheld from anyone but the
-    study's owner and the run's requester (``ANSWERER_WITHHELD_UNRECORDED``). The operator
-    (``user`` None), superusers and the study's owner get the results unchanged; {} for no run."""
+    settings of a Gen-U answerer source that another reader of the study (a share, or an owner it
+    was handed to after the run) may not read (``sources_for_user``, asked of every reader, the
+    study's owner and the run's requester too): for such a reader each of those answerer entries
+    keeps only ``ANSWERER_KEPT`` and says why the rest is withheld (``answerer_withheld(reader)``),
+    and ``gen_u.method`` is rebuilt from what is left (``gen_u_method_text``). An entry of a run from
+    before the source was recorded (no ``answerer_source``) names settings read with the rights of
+    whoever owned the study then, which the run does not record: it is kept for the run's requester
+    and for a reader who may read a fine-tuned source with that model path and those very settings
+    (what the run's fallback matched by, ``genu._gen_u_method``), so an owner who still reads the
+    source keeps it and one it was handed to who may not does not; withheld from anyone else
+    (``ANSWERER_WITHHELD_UNRECORDED``). The operator (``user`` None) and superusers get the results
+    unchanged; {} for no run."""
     results = (run.results or {}) if run is not None else {}
     gen_u = results.get("gen_u") if isinstance(results, dict) else None
     answerers = (gen_u or {}).get("answerers") if isinstance(gen_u, dict) else None
     if not answerers or user is None or user.is_superuser:
         return results
-    # A user without an id (anonymous) owns nothing, an ownerless study neither (owner_id NULL).
-    if user.pk is not None and Study.objects.filter(pk=run.study_id, owner_id=user.pk).exists():
-        return results
+    # No shortcut for the study's owner: it may be one the study was handed to after the run.
     entries = [e for role in answerers.values() for e in (role or []) if isinstance(e, dict)]
     ids = {e["answerer_source"] for e in entries if e.get("answerer_source") is not None}
     readable = set(sources_for_user(user=user).filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
     requester = run.requested_by_id is not None and run.requested_by_id == user.pk
+    models = {str(e.get("model")) for e in entries if "answerer_source" not in e}
+    settings_readable = ([] if requester or not models else
+                         list(sources_for_user(user=user).filter(model_name_or_path__in=models).exclude(training={})
+                              .values_list("model_name_or_path", "training")))
 
     def why(entry: dict) -> str | None:
         if "answerer_source" not in entry:
-            return None if requester else ANSWERER_WITHHELD_UNRECORDED
+            readable_here = (str(entry.get("model")), entry.get("training")) in settings_readable
+            return None if requester or readable_here else ANSWERER_WITHHELD_UNRECORDED
         source = entry["answerer_source"]
         return None if source is None or source in readable else answerer_withheld(reader)
 

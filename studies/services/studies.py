@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studies.models import Dataset, Item, Platform, RationaleSource, Study
+from studies.models import Dataset, Item, Platform, RationaleSource, Study, StudyShare
 from studies.selectors import (
+    ACCESS_PERMISSIONS,
     CHANGE,
     datasets_for_design,
     datasets_for_user,
@@ -412,9 +413,10 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
     (``study_locked_changes``); the split has items, at least as many as the sample size
     (``study_sample_items`` draws them); a study that shows rationales has at least one source, and
     none is listed twice; only a study scored by majorities before and after stops units
-    early (``STOP_WHEN_DECIDED_KINDS``); a new owner is an active account, as a share's recipient is
-    (``_owner_problems``). (A source may have no rationales yet: the design summary counts the
-    missing ones, and a gold source shows the items' own rationales.)"""
+    early (``STOP_WHEN_DECIDED_KINDS``); a new owner is an active account, as a share's recipient is,
+    and one the study is handed to may change studies (``_owner_problems``). (A source may have no
+    rationales yet: the design summary counts the missing ones, and a gold source shows the items'
+    own rationales.)"""
     changes = dict(changes or {})
     problems = study_locked_changes(study=study, changes=changes, sources=sources) if study.pk else {}
     design = {f: changes[f] if f in changes else _stored(study, f)
@@ -443,19 +445,41 @@ def study_recipient_active(user) -> bool:
     return pk is not None and get_user_model().objects.filter(pk=pk, is_active=True).exists()
 
 
+def study_owner_may_change(user) -> bool:
+    """Whether ``user``, owning a study, could change it: a superuser, or an account holding the
+    permission the study selectors ask of an owner for CHANGE (``ACCESS_PERMISSIONS[CHANGE]``,
+    ``studies.change_study``; being staff grants nothing), read afresh. Without it the owner could
+    neither change nor close the study, nor could the services that act as its owner (an early-stop
+    close), so the study would keep recruiting. A share's recipient needs no more than to be active
+    (``study_recipient_active``): a view share changes nothing, and the access selector asks the
+    permission of a change or pay share when it is used."""
+    pk = getattr(user, "pk", None)
+    fresh = get_user_model().objects.filter(pk=pk, is_active=True).first() if pk is not None else None
+    return fresh is not None and (fresh.is_superuser or fresh.has_perm(ACCESS_PERMISSIONS[CHANGE]))
+
+
 def _owner_problems(*, study: Study, changes: Mapping[str, Any]) -> dict[str, str]:
     """A study handed to another owner (``changes["owner"]``), or made for one, goes only to an
-    account a study may be shared with (``study_recipient_active``); an owner it keeps is not
-    asked again, and an empty owner is the operator's (or, in ``study_insert``, becomes the user)."""
+    account a study may be shared with (``study_recipient_active``); one handed over, only to an
+    owner who could change it (``study_owner_may_change``: a new study's owner is its maker, who
+    holds ``studies.add_study``, or the one the operator or a superuser made it for, as before); an
+    owner it keeps is not asked again, and an empty owner is the operator's (or, in
+    ``study_insert``, becomes the user)."""
     if study.pk is None:
         owner = changes["owner"] if "owner" in changes else (study.owner if study.owner_id else None)
     else:
         owner = changes.get("owner")
         if owner is not None and owner.pk == study.owner_id:
             return {}
-    if owner is None or study_recipient_active(owner):
+    if owner is None:
         return {}
-    return {"owner": f"user {owner.pk}: not found or not active: a study goes only to an active researcher."}
+    if not study_recipient_active(owner):
+        return {"owner": f"user {owner.pk}: not found or not active: a study goes only to an active researcher."}
+    if study.pk is not None and not study_owner_may_change(owner):
+        return {"owner": (f"user {owner.pk} may not change studies ({ACCESS_PERMISSIONS[CHANGE]}, or a superuser): "
+                          "as the owner they could not change or close this study (nor could an early stop, which "
+                          "acts as the owner), so a study goes only to a researcher who may change it.")}
+    return {}
 
 
 def _stored(study: Study, field: str) -> Any:
@@ -529,8 +553,10 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
                  **changes: Any) -> Study:
     """Change a study's design, for ``user``, who must be allowed to change the study (None: the
     operator). Only its owner or a superuser hands it to another owner (``study_owner_or_superuser``:
-    owning it would let someone it is shared with raise their own share), and a change that brings
-    other reference data into view (a new source; a new dataset, split, sample size or seed, which
+    owning it would let someone it is shared with raise their own share), who must be active and may
+    change studies (``_owner_problems``); the handover deletes, in the same transaction, any share of
+    the new owner and of the old one, who keeps no access (as before it, when they had no share).
+    A change that brings other reference data into view (a new source; a new dataset, split, sample size or seed, which
     draws other items and shows their rationales) must use only reference data the user may use in a
     design (``_reference_problems``: read with its view permission, or used by a study they may
     change, this one counting only when it is shared with them, never a view share). Once the study is no
@@ -557,12 +583,19 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
                 raise StudyError(f"study {locked.name!r}: {reason}", {"owner": reason})
             _refuse(study_reference_problems(study=locked, user=user, changes=changes, sources=sources), study=locked)
         old = {f: getattr(locked, f) for f in SAMPLE_FIELDS}
+        old_owner = locked.owner_id
         resample = any(f in changes and changes[f] != old[f] for f in SAMPLE_FIELDS)
         _refuse(study_design_problems(study=locked, changes=changes, sources=sources), study=locked)
         for field, value in changes.items():
             setattr(locked, field, value)
         _full_clean(locked)
         locked.save()
+        if locked.owner_id != old_owner:
+            # Handed over: the new owner needs no share (``study_share`` refuses one), and a share
+            # kept would outlast the handover: handing the study on, they would keep its level. The
+            # old owner had none (a row of theirs is one kept by a handover before this rule) and
+            # gets none: the new owner shares the study with them if they are to keep reading it.
+            StudyShare.objects.filter(study=locked, user_id__in=[u for u in (old_owner, locked.owner_id) if u]).delete()
         if sources is not None:
             locked.sources.set(sources)
         if resample or not locked.items.exists():

@@ -21,10 +21,11 @@ from scoring.selectors import ANSWERER_WITHHELD_UNRECORDED, answerer_withheld, r
 from scoring.services import study_score
 from scoring.services.bundle.export import WITHHELD
 from studies.api.tokens import api_token_create
-from studies.models import GenUPrediction, StudyShare
+from studies.models import GenUPrediction, Study, StudyShare
 from studies.selectors import sources_for_user
 from studies.services.questions import generalization_questions_set_validation
 from studies.services.sharing import study_share
+from studies.services.studies import study_update
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
 from tests.factories import GeneralizationQuestionFactory, RationaleSourceFactory
 from tests.scoring.conftest import utility_study  # noqa: F401
@@ -181,3 +182,52 @@ def test_the_score_run_admin_page_withholds_them_too(shared, client):
     run.refresh_from_db()
     assert run.results["gen_u"]["answerers"]  # the stored results are unchanged
     assert PRESET in str(run.results)
+
+
+def _hand_to_carol(shared):
+    """Alice hands her study to Carol (who holds studies.change_study but may not read Dave's source),
+    as the study page and the API do."""
+    study, alice, carol = shared["study"], shared["alice"], shared["carol"]
+    study_update(study=Study.objects.get(pk=study.pk), user=alice, owner=carol)
+    assert Study.objects.get(pk=study.pk).owner_id == carol.pk
+    return type(carol).objects.get(pk=carol.pk)
+
+
+def test_an_owner_handed_the_study_gets_no_settings_the_old_owner_could_read(shared):
+    """Results are computed for the owner at run time: a study handed on after its run shows its new
+    owner only what they may read, in every copy, as it does a share."""
+    study, run = shared["study"], shared["run"]
+    carol = _hand_to_carol(shared)
+    assert not sources_for_user(user=carol).filter(pk=shared["dave_ft"].pk).exists()
+
+    outputs = _outputs(study, carol)
+
+    leaks = {name: [s for s in SECRETS if s in text] for name, text in outputs.items()}
+    assert not any(leaks.values()), leaks
+    [entry] = json.loads(outputs["results"])["gen_u"]["answerers"]["F^I"]
+    assert entry == {"model": "dave/ckpt", "matched_by": "answerer source", "withheld": WITHHELD_FOR_READER}
+    assert json.loads(outputs["bundle results.json"])["gen_u"]["answerers"]["F^IR"][0]["withheld"] == WITHHELD
+    assert results_for_reader(run, user=None) is run.results  # the operator still gets everything
+    assert PRESET in str(ScoreRun.objects.get(pk=run.pk).results)  # and the stored results are unchanged
+
+
+def test_an_old_run_without_the_source_shows_a_new_owner_nothing_they_may_not_read(shared):
+    """A run from before the answerers recorded their source does not say whose rights named the
+    settings: they are kept for a reader who may read a source with those very settings (the old
+    owner, here) and for the run's requester, not for an owner the study was handed to."""
+    run, alice = shared["run"], shared["alice"]
+    results = json.loads(json.dumps(run.results))
+    for entries in results["gen_u"]["answerers"].values():
+        for entry in entries:
+            del entry["answerer_source"]
+    ScoreRun.objects.filter(pk=run.pk).update(results=results)
+    run.refresh_from_db()
+    carol = _hand_to_carol(shared)
+
+    shown = results_for_reader(run, user=carol)
+    [entry] = shown["gen_u"]["answerers"]["F^I"]
+    assert entry["withheld"] == ANSWERER_WITHHELD_UNRECORDED and not [s for s in SECRETS if s in json.dumps(shown)]
+    assert PRESET in results_for_reader(run, user=alice)["gen_u"]["method"]  # she may read Dave's source
+    ScoreRun.objects.filter(pk=run.pk).update(requested_by=carol)
+    run.refresh_from_db()
+    assert PRESET in results_for_reader(run, user=carol)["gen_u"]["method"]

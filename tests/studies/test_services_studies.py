@@ -7,9 +7,10 @@ from django.contrib.auth.models import Permission
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
-from studies.models import Study
-from studies.selectors import study_design_summary
+from studies.models import Study, StudyShare
+from studies.selectors import PAY, study_design_summary, study_user_may
 from studies.services.importers import rationales_import
+from studies.services.sharing import study_share
 from studies.services.studies import StudyError, study_create, study_sample_items, study_update
 from tests.annotations.factories import make_study
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
@@ -170,3 +171,52 @@ def test_study_create_refuses_a_study_made_for_an_inactive_account(admin_user):
                          user=user)
         assert set(refused.value.problems) == {"owner"}
     assert not Study.objects.filter(name="for-carol").exists()
+
+
+# --- A handover leaves no share behind, and goes only to an owner who could change the study -------
+def test_a_handover_deletes_the_new_owners_share_so_handing_it_on_keeps_no_pay_level():
+    # Given Alice's study shared with Bob at the pay level
+    alice, bob, carol = _researcher("alice"), _researcher("bob"), _researcher("carol")
+    study = make_study(status=Study.Status.DRAFT, n_items=2, n_sources=1, owner=alice, name="alices")
+    study_share(study=study, user=alice, with_user=bob, level=StudyShare.Level.PAY)
+    # When Alice hands it to Bob: the owner needs no share, and Alice keeps none (she had none)
+    study_update(study=Study.objects.get(pk=study.pk), user=alice, owner=bob)
+    assert not StudyShare.objects.filter(study=study).exists()
+    assert not study_user_may(user=alice, study=study)
+    # When Bob hands it on to Carol, Then Bob keeps nothing: no pay level (approve, bonus, publish)
+    study_update(study=Study.objects.get(pk=study.pk), user=bob, owner=carol)
+    bob = get_user_model().objects.get(pk=bob.pk)
+    assert not StudyShare.objects.filter(study=study).exists()
+    assert not study_user_may(user=bob, study=study, access=PAY)
+    assert not study_user_may(user=bob, study=study)
+    assert study_user_may(user=get_user_model().objects.get(pk=carol.pk), study=study, access=PAY)
+
+
+def test_a_handover_keeps_the_shares_of_everyone_else():
+    alice, bob, dora = _researcher("alice"), _researcher("bob"), _researcher("dora")
+    study = make_study(status=Study.Status.DRAFT, n_items=2, n_sources=1, owner=alice, name="alices")
+    study_share(study=study, user=alice, with_user=dora, level=StudyShare.Level.CHANGE)
+    study_update(study=Study.objects.get(pk=study.pk), user=alice, owner=bob)
+    assert list(StudyShare.objects.filter(study=study).values_list("user__username", "level")) == [("dora", "change")]
+
+
+def test_study_update_refuses_an_owner_who_may_not_change_studies(admin_user):
+    # Given Bob's study and Erin: active and staff, but without studies.change_study
+    bob = _researcher("bob")
+    erin = get_user_model().objects.create_user(username="erin", password="pw", is_staff=True)
+    erin.user_permissions.add(*Permission.objects.filter(content_type__app_label="studies")
+                              .exclude(codename="change_study"))
+    study = make_study(status=Study.Status.DRAFT, n_items=2, n_sources=1, owner=bob, name="bobs")
+    # When Bob, a superuser or the operator hands it to Erin, Then it is refused naming the owner field
+    # (as the owner she could not close it, nor could its early stop, which acts as the owner)
+    for user in (bob, admin_user, None):
+        with pytest.raises(StudyError, match="may not change studies") as refused:
+            study_update(study=Study.objects.get(pk=study.pk), user=user, owner=erin)
+        assert set(refused.value.problems) == {"owner"} and "studies.change_study" in refused.value.problems["owner"]
+    assert Study.objects.get(pk=study.pk).owner == bob
+    # She may still be shared with (a share's recipient needs only to be active), and a superuser
+    # without the permission itself may own it.
+    study_share(study=study, user=bob, with_user=erin, level=StudyShare.Level.VIEW)
+    root = get_user_model().objects.create_superuser(username="root", password="pw")
+    study_update(study=Study.objects.get(pk=study.pk), user=bob, owner=root)
+    assert Study.objects.get(pk=study.pk).owner == root
