@@ -57,6 +57,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from annotations.choices import answer_is_correct
 from annotations.models import (
     Annotation,
     Assignment,
@@ -69,8 +70,11 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from annotations.services.answers import claim_labels
+from annotations.services.errors import InvalidAnswer
 from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
+from annotations.services.steps import clean_answer, steps_for
 from lab.ids import parse_id
 from lab.jsontext import load_json
 from scoring.models import BundledUtility, UnitScore
@@ -152,6 +156,9 @@ NO_BORROWED_TABLE = (
     "bundle was made, is not known here")
 # The longest task duration a bundle may carry (a week, in minutes): more is not a study's deadline.
 MAX_TASK_MINUTES = 7 * 24 * 60
+# The steps whose answer ``clean_answer`` reads from the payload (a validation's marks and its
+# corrected answer, a rationale's property marks): a refusal of theirs names the payload field.
+PAYLOAD_STEPS = frozenset({Annotation.Step.VALIDATION, Annotation.Step.PROPERTIES})
 # A bundle's worker cell: the shape ``lab.pseudonyms.worker_pseudonym`` gives, and nothing else.
 WORKER_PSEUDONYM = re.compile(r"w_[0-9a-f]{16}")
 NOT_A_PSEUDONYM = ("not a worker pseudonym: a bundle names a worker only as the export writes it, w_ followed "
@@ -1035,15 +1042,70 @@ class _Import:
         for start in range(0, len(ids), BATCH):
             units_recount(unit_ids=ids[start:start + BATCH])
 
+    def _tasks_of(self, batch: list[Row]) -> set[int]:
+        return {self.tasks.get(r["assignment_id" if "assignment_id" in r.values else "task_id"]) for r in batch} - {None}
+
     def _claims_of(self, batch: list[Row]) -> dict[tuple[int, int], int]:
-        tasks = {self.tasks.get(r["assignment_id" if "assignment_id" in r.values else "task_id"]) for r in batch}
-        return {(a, p): pk for a, p, pk in Claim.objects.filter(assignment_id__in=tasks - {None})
+        return {(a, p): pk for a, p, pk in Claim.objects.filter(assignment_id__in=self._tasks_of(batch))
                 .values_list("assignment_id", "position", "id")}
 
-    def annotation_rows(self) -> None:
+    def _claims_asked(self, batch: list[Row]) -> dict[tuple[int, int], Claim]:
+        """The batch's claims by (task, position), each with what ``claim_labels`` reads of the
+        question it asks (its attention check, or its unit's item and generalization question)."""
+        claims = (Claim.objects.filter(assignment_id__in=self._tasks_of(batch))
+                  .select_related("attention_check", "unit__item", "unit__generalization_question")
+                  .only("id", "assignment_id", "position", "unit_id", "attention_check_id",
+                        "attention_check__choices", "attention_check__correct_answer",
+                        "unit__item_id", "unit__generalization_question_id", "unit__item__choices",
+                        "unit__generalization_question__metadata", "unit__generalization_question__item_id"))
+        return {(c.assignment_id, c.position): c for c in claims}
+
+    def clean_row_answer(self, row: Row, claim: Claim, payload: dict, *, kind: str,
+                         labels_of: dict[tuple, list[str] | ValueError]) -> tuple[str, dict] | None:
+        """The (answer, payload) to store for one row of data/annotations.csv, by the worker path's
+        own rule (``annotations.services.answers.annotation_submit_with_task``): the step is one of
+        its claim's (``steps_for``), and ``clean_answer`` with the labels of the question the claim
+        asks (``claim_labels``) accepts the answer and payload and gives what is stored (an
+        attention check's payload is whether it was right, ``answer_is_correct``, as there). An
+        answer ``clean_answer`` derives from the payload (a validation's verdict, a properties
+        answer's empty one) must be the row's. None, with the row's error (field answer or payload,
+        ``clean_answer``'s reason), when the worker path would refuse it. ``labels_of``: the
+        batch's labels by question, read once each."""
+        step = row["step"]
+        allowed = steps_for(kind=kind, is_attention_check=bool(claim.attention_check_id))
+        if step not in allowed:
+            self.err(row, "step", f"{step!r} is not a step of this claim's question (its steps: {', '.join(allowed)})")
+            return None
+        question = (claim.unit_id, claim.attention_check_id)
+        if question not in labels_of:
+            try:
+                labels_of[question] = claim_labels(claim, kind=kind)
+            except ValueError as exc:  # choices that are no list of choices (``normalise_choices``)
+                labels_of[question] = exc
+        labels = labels_of[question]
+        if isinstance(labels, ValueError):
+            self.err(row, "answer", f"the choices of its question are not usable: {labels}")
+            return None
+        given = row["answer"] or ""
+        try:
+            answer, clean = clean_answer(step=step, answer=given, payload=payload, labels=labels)
+        except InvalidAnswer as exc:
+            self.err(row, "payload" if step in PAYLOAD_STEPS else "answer", str(exc))
+            return None
+        if answer != given.strip():
+            self.err(row, "answer", f"{given[:50]!r} is not the answer its payload gives ({answer!r})")
+            return None
+        if step == Annotation.Step.ATTENTION:
+            clean = {"correct": answer_is_correct(answer, claim.attention_check.correct_answer)}
+        return answer, clean
+
+    def annotation_rows(self, study: Study) -> None:
+        """The answers, each one the worker path would store (``clean_row_answer``): a row it would
+        refuse is the row's error, and the import keeps nothing."""
         steps = set(Annotation.Step.values)
         for batch in _batches(self.b.rows(TABLES["annotations"])):
-            claims = self._claims_of(batch)
+            claims = self._claims_asked(batch)
+            labels_of: dict[tuple, list[str] | ValueError] = {}
             new = []
             for row in batch:
                 claim = claims.get((self.tasks.get(row["assignment_id"]), row["position"]))
@@ -1063,8 +1125,11 @@ class _Import:
                 if not isinstance(payload, dict):
                     self.err(row, "payload", "expected a JSON object")
                     continue
-                new.append(Annotation(claim_id=claim, step=row["step"], answer=row["answer"] or "",
-                                      payload=payload,
+                cleaned = self.clean_row_answer(row, claim, payload, kind=study.kind, labels_of=labels_of)
+                if cleaned is None:
+                    continue
+                answer, payload = cleaned
+                new.append(Annotation(claim_id=claim.pk, step=row["step"], answer=answer, payload=payload,
                                       shown_at=row["shown_at"], answered_at=row["answered_at"],
                                       duration_ms=row["duration_ms"]))
             Annotation.objects.bulk_create(new)
@@ -1265,7 +1330,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.task_rows(study)
         job.claim_rows(study)
         job.unit_counters(study)
-        job.annotation_rows()
+        job.annotation_rows(study)
         job.flag_rows(owner)
         job.grant_rows(study)
         job.unit_score_rows(study)
