@@ -24,7 +24,7 @@ from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
 from cockpit import bundle, precision, progress_page, workers
-from cockpit.imported import imported_origin, imported_table
+from cockpit.imported import bundle_scores_origin, imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
 from scoring.services.runs import ScoreRunRefused, score_run_check
@@ -283,8 +283,10 @@ class StudyAdmin(StudyScopedAdmin):
         done = studies_completion(studies=[obj])[obj.pk]
         if not done.to_collect:
             return "No units yet: the study collects answers once it is open."
-        return format_html('{} <a href="{}" id="progress-link">Watch it fill (live)</a>', completion_html(done),
-                           reverse("admin:studies_study_progress", args=[obj.pk]))
+        scores_origin = bundle_scores_origin(obj)  # a bundle's copy: where the scores it carries came from
+        return format_html('{} <a href="{}" id="progress-link">Watch it fill (live)</a>{}', completion_html(done),
+                           reverse("admin:studies_study_progress", args=[obj.pk]),
+                           format_html('<p id="bundle-scores-origin">{}</p>', scores_origin) if scores_origin else "")
 
     @admin.display(description="items", ordering="_items")
     def n_items(self, obj):

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from scoring.selectors import imported_outcomes_count
+from scoring.selectors import bundle_scores, imported_outcomes_count, score_run_latest
 from studies.models import Study
 from studies.selectors import study_outcome_imports
 
@@ -47,3 +47,18 @@ def imported_table(study: Study) -> str:
 
 def export_scores_url(study: Study) -> str:
     return reverse("api:study-export-scores", args=[study.pk]) + "?file_format=csv"
+
+
+def bundle_scores_origin(study: Study) -> str:
+    """One sentence for a copy imported from a study bundle: where the unit scores it imported came
+    from and whether the bundle called them stale (``scoring.selectors.bundle_scores``, which the
+    `stale` column of the API and the score export reads too), and whether a run here has scored it
+    since; '' for any other study."""
+    bundle = bundle_scores(study=study)
+    if bundle is None:
+        return ""
+    run = score_run_latest(study=study)
+    if run is None:
+        return f"Its unit scores were {bundle.origin()}. Score it to compute them from its answers."
+    return (f"Its unit scores are run {run.pk}'s, scored here from its answers; those it imported were "
+            f"{bundle.origin()}.")

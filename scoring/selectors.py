@@ -10,7 +10,7 @@ from annotations.models import Assignment, Claim, PlatformSubmission
 from annotations.selectors import HOLDING_FLAGS, claim_counts
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
-from studies.models import Study
+from studies.models import ImportRecord, Study
 from studies.selectors import sources_for_user, studies_for_user
 
 
@@ -121,6 +121,77 @@ def unit_counting_changes(*, study: Study) -> dict[tuple[int, int], tuple[int, d
             .values_list("unit__item_id", "unit__source_id", "n", "submitted", "rejected", "flagged", "cleared"))
     return {(item, source): (n, max((t for t in times if t is not None), default=None))
             for item, source, n, *times in rows}
+
+
+@dataclass(frozen=True)
+class BundleScores:
+    """Where the unit scores of a copy imported from a study bundle came from, as the import
+    recorded them (``bundle.importing``: its ``ImportRecord``'s ``summary["scores"]``): the bundle's
+    file and when it was imported, the study and the score run that computed them on the
+    installation that made the bundle (``score_run``, ``finished_at``: None where the bundle did not
+    say), and whether that bundle's settings.json ``scores_stale`` called them stale (``stale``: None
+    when it did not say, a bundle without a run or made before bundles said) with the copy's
+    (item, source) of each unit it named (``stale_units``). A row the copy's own run wrote is not
+    one of these (``UnitScore.score_run``)."""
+
+    filename: str
+    imported_at: datetime
+    original_study: int | None
+    original_name: str
+    score_run: int | None
+    finished_at: datetime | None
+    stale: bool | None
+    stale_units: frozenset[tuple[int, int]]
+    n_stale: int | None
+    n_scored: int | None
+
+    def origin(self) -> str:
+        """One sentence: where the scores came from and whether the bundle called them stale."""
+        run = f"run {self.score_run}" if self.score_run is not None else "a run it does not name"
+        when = f", finished {self.finished_at:%Y-%m-%d %H:%M %Z}" if self.finished_at is not None else ""
+        text = (f"imported from the study bundle {self.filename} on {self.imported_at:%Y-%m-%d %H:%M %Z}, not scored "
+                f"here: {run} of study {self.original_study} ({self.original_name!r}){when}, on the installation "
+                "that made the bundle")
+        if self.stale:
+            return (f"{text}; the bundle said {self.n_stale} of its {self.n_scored} units' scores were stale (its "
+                    "settings.json scores_stale: the answers that count changed after that run, e.g. a participant "
+                    "withdrew), so scoring this study again gives other numbers")
+        if self.stale is None:
+            return f"{text}; the bundle did not say whether they still match its answers"
+        return f"{text}; the bundle said they match its answers"
+
+    def stale_reason(self) -> str:
+        """Why the bundle's scores of a unit it named stale are: the bundle said so."""
+        return (f"the study bundle {self.filename} said so (settings.json scores_stale: the answers that count "
+                f"changed after run {self.score_run} of study {self.original_study} finished)")
+
+
+BUNDLE_SCORES_KEY = "scores"  # the bundle import record's summary key ``bundle_scores`` reads
+
+
+def bundle_scores(*, study: Study | int) -> BundleScores | None:
+    """Where the unit scores that ``study``, a copy imported from a study bundle, imported came from
+    (``BundleScores``); None for a study not copied from a bundle, or copied before the import
+    recorded it (``summary["scores"]``)."""
+    study_id = study.pk if isinstance(study, Study) else study
+    record = (ImportRecord.objects.filter(kind="bundle", summary__study=study_id)
+              .order_by("-imported_at", "-pk").only("filename", "imported_at", "summary").first())
+    if record is None or not isinstance(record.summary.get(BUNDLE_SCORES_KEY), dict):
+        return None
+    summary, scores = record.summary, record.summary[BUNDLE_SCORES_KEY]
+    finished = scores.get("finished_at")
+    try:
+        finished_at = datetime.fromisoformat(finished) if isinstance(finished, str) else None
+    except ValueError:
+        finished_at = None
+    if finished_at is not None and finished_at.tzinfo is None:
+        finished_at = None  # a time without a zone is compared with nothing
+    return BundleScores(
+        filename=record.filename, imported_at=record.imported_at,
+        original_study=summary.get("original_study"), original_name=str(summary.get("original_name") or ""),
+        score_run=scores.get("score_run"), finished_at=finished_at, stale=scores.get("stale"),
+        stale_units=frozenset((int(item), int(source)) for item, source in scores.get("stale_units") or []),
+        n_stale=scores.get("n_stale"), n_scored=scores.get("n_scored"))
 
 
 def imported_outcomes_count(*, study: Study) -> int:

@@ -9,7 +9,13 @@ from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySe
 from lab.api.streaming import Column
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
-from scoring.selectors import results_for_reader, score_run_latest, unit_counting_changes
+from scoring.selectors import (
+    BundleScores,
+    bundle_scores,
+    results_for_reader,
+    score_run_latest,
+    unit_counting_changes,
+)
 from scoring.services.genu import gen_u_method_text
 from studies.models import Study
 
@@ -48,6 +54,66 @@ def majority_rule_text(results: dict) -> str:
     return text
 
 
+# A run from before results.json recorded which answers it counted (``counted_answers``) says so;
+# a study of imported outcomes counted none here.
+COUNTED_NOT_RECORDED = "not recorded"
+COUNTED_IMPORTED = "none counted here"
+
+
+def counted_answers_text(results: dict) -> str | None:
+    """Which answers a run counted, as its results.json ``counted_answers`` records it: the rule,
+    the approved and not-yet-reviewed tasks it counted and the attention-check rule (never today's
+    ``score.COUNTED`` for a run that recorded none: that one says so). None without results."""
+    if not results:
+        return None
+    counted = results.get("counted_answers")
+    if not isinstance(counted, dict) or not counted.get("rule"):
+        if (results.get("study") or {}).get("is_imported_outcome"):
+            return (f"{COUNTED_IMPORTED}: imported outcomes, the answers were aggregated where the study was run "
+                    "(its file gives the majorities)")
+        return (f"{COUNTED_NOT_RECORDED}: this run's results.json has no counted_answers (it was scored before "
+                "which answers count was recorded; score the study again to record it)")
+    text = (f"{counted['rule']}: {counted.get('tasks_approved', 0)} approved tasks and "
+            f"{counted.get('tasks_not_reviewed', 0)} submitted, not yet reviewed")
+    if counted.get("attention_check_rule"):
+        text += f"; attention checks: {counted['attention_check_rule']}"
+    return text
+
+
+def counted_failing_checks(results: dict) -> int | None:
+    """How many counted tasks of the run failed an attention check (``counted_answers``), None
+    when it recorded none."""
+    value = (results.get("counted_answers") or {}).get("tasks_failing_an_attention_check") if results else None
+    return int(value) if isinstance(value, int | float) else None
+
+
+def other_readings_text(results: dict) -> str | None:
+    """Where the other readings of which answers count are and what each gives over all sources
+    (results.json ``counted_answers.other_readings``: answers left out, units scored, utility shares;
+    a generalization study's readings give their Figure 4 there). None when the run recorded none."""
+    readings = (results.get("counted_answers") or {}).get("other_readings") if results else None
+    if not isinstance(readings, dict) or not readings:
+        return None
+    said = []
+    for name, row in readings.items():
+        row = row if isinstance(row, dict) else {}
+        if row.get("identical_to") == "published":
+            said.append(f"{name}: the published figures (no answer left out)")
+            continue
+        text = f"{name}: {row.get('answers_left_out', 0)} answers left out"
+        if row.get("n_units_scored") is not None:
+            text += f", {row['n_units_scored']} units scored"
+        shares = ((row.get("utility_shares") or {}).get("all")) or {}
+        if shares:
+            text += ", " + ", ".join(
+                f"{label} {shares[key]:.3f}" if shares.get(key) is not None else f"{label} n/a"
+                for key, label in (("useful", "useful"), ("unsure", "unsure"), ("not_useful", "not useful")))
+        elif row.get("note"):
+            text += f" ({row['note']})"
+        said.append(text)
+    return "results.json counted_answers.other_readings gives " + "; ".join(said)
+
+
 class _ScoredWith:
     """Marks a column whose value is what the row's own score run computed it with, or whether that
     run's scores are stale (``ScoredWith``, under the column's name): read once per run and per
@@ -64,8 +130,10 @@ SCORED_WITH = _ScoredWith()
 # columns are only ever appended); the unit-score and the annotation exports both carry them.
 SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
     Column("score_run", "int", "The scoring run that wrote this row's scores (its results.json: "
-           "/api/v1/studies/{id}/results/ for the latest); empty: not scored (outcomes imported, or changed by a "
-           "re-import, and not scored since)."),
+           "/api/v1/studies/{id}/results/ for the latest); empty: not scored here (outcomes imported, or changed by a "
+           "re-import, and not scored since; or imported with a copy of a study bundle, scored where the bundle was "
+           "made: the API's `scores_from` names the bundle and its run, and `stale` says whether the bundle called "
+           "them stale)."),
     Column("similarity_model", "str", "The model, layer and method `similarity` was computed with by that run "
            "(e.g. \"mini, layer 6; BERTScore F1 against the gold rationale, no baseline rescaling\": rescaling "
            "changes the values a lot; a run that recorded no method gives model and layer only); empty: that run "
@@ -76,8 +144,11 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
            "submitted or rejected since, sync put a task on hold or lifted its hold since, or a researcher cleared "
            "a hold since (even when the count stayed the same: one task held and another cleared), or the number "
            "of counting answers differs from what the run aggregated (work rejected, withdrawn, put on hold or "
-           "cleared); the scores are that run's, so score the study again. Empty: not scored. Imported outcomes "
-           "are never stale: re-importing them clears the scores they change."),
+           "cleared); the scores are that run's, so score the study again. A copy of a study bundle not scored here "
+           "(empty `score_run`): stale when the bundle's settings.json `scores_stale` named the unit, or by the same "
+           "rule against the run that scored it where the bundle was made (the API's `stale_reason` says which). "
+           "Empty: not scored. Imported outcomes are never stale: re-importing them clears the scores they "
+           "change."),
     Column("majority_rule", "str", "The majority rule `score_run` aggregated each unit's answers by, which "
            "`before_majority`/`after_majority`, the ties, correctness and `utility` rest on, as that run's "
            "results.json `majority_readings` records it: its default reading, then the tie rule, e.g. \"plurality "
@@ -85,21 +156,50 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
            "answer and counts as wrong; results.json majority_readings gives strict_majority beside it\". With "
            "three or more choices a strict majority (more than half of the annotators) gives other utilities. "
            f"\"{MAJORITY_NOT_RECORDED}...\": that run recorded no rule. Empty: not scored."),
+    # Which answers `score_run` counted (results.json ``counted_answers``): the published figures keep
+    # tasks that failed an attention check and tasks nobody reviewed; the other readings leave them out.
+    Column("counted_answers", "str", "Which answers `score_run` counted, as its results.json `counted_answers` "
+           "records it: the rule, then how many approved and not-yet-reviewed tasks it counted and what failing an "
+           "attention check means (e.g. \"the answers of completed questions in submitted or approved tasks; ...: 1 "
+           "approved tasks and 2 submitted, not yet reviewed; attention checks: ...\"). The figures count tasks "
+           "that failed a check (`counted_tasks_failing_a_check`); `other_readings` says where the figures without "
+           f"them are. \"{COUNTED_NOT_RECORDED}...\": that run recorded none; \"{COUNTED_IMPORTED}...\": imported "
+           "outcomes, aggregated where the study was run. Empty: not scored."),
+    Column("counted_tasks_failing_a_check", "int", "How many of the tasks `score_run` counted failed an attention "
+           "check (results.json `counted_answers.tasks_failing_an_attention_check`): their answers are in the "
+           "figures. Empty: not scored, imported outcomes, or a run that recorded none."),
+    Column("other_readings", "str", "Where the figures under the other readings of which answers count are "
+           "(results.json `counted_answers.other_readings`, /api/v1/studies/{id}/results/ for the latest run), each "
+           "with the answers it leaves out and its utility shares over all sources (e.g. \"without_tasks_failing_"
+           "any_check: 4 answers left out, 1 units scored, useful 0.000, unsure 0.000, not useful 1.000\"); a "
+           "reading that keeps every answer says it gives the published figures. Empty: not scored, imported "
+           "outcomes, or a run that recorded none."),
 ]}
 # What ``ScoredWith.values`` reads from a unit-score row, in this order.
 SCORED_WITH_READS = ("score_run_id", "item_id", "source_id", "n_annotators", "imported")
 
 
-def unit_score_stale(*, n_annotators: int | None, imported: bool, finished_at, change) -> bool:
-    """Whether a scored row's scores are stale: ``change`` is its unit's (counting answers now, last
-    change of them) from ``scoring.selectors.unit_counting_changes``; ``finished_at`` its run's.
-    Imported outcomes: never (a re-import clears what it changes)."""
+def unit_score_stale(*, n_annotators: int | None, imported: bool, finished_at, change,
+                     bundle: BundleScores | None = None, unit: tuple[int, int] | None = None) -> str:
+    """Why a scored row's scores are stale ('' when they are not; the `stale` column is its truth):
+    ``change`` is its unit's (counting answers now, last change of them) from
+    ``scoring.selectors.unit_counting_changes``; ``finished_at`` its run's. Imported outcomes: never
+    (a re-import clears what it changes). ``bundle``: the row was imported with a copy of a study
+    bundle and not scored here (``selectors.bundle_scores``): stale when the bundle said so of
+    ``unit`` (its settings.json ``scores_stale``), and otherwise by the same rule against the run
+    that scored it where the bundle was made (``bundle.finished_at``; a time the bundle did not give
+    is compared with nothing: the count alone decides)."""
     if imported:
-        return False
+        return ""
+    if bundle is not None and unit in bundle.stale_units:
+        return bundle.stale_reason()
     n_now, changed_at = change if change is not None else (0, None)
     if n_now != (n_annotators or 0):
-        return True
-    return changed_at is not None and (finished_at is None or changed_at > finished_at)
+        return f"{n_now} answers count for this unit now; the run aggregated {n_annotators or 0}"
+    if changed_at is None or (bundle is not None and finished_at is None):
+        return ""
+    return "the answers that count changed after the run finished" if (
+        finished_at is None or changed_at > finished_at) else ""
 
 
 class ScoredWith:
@@ -113,6 +213,14 @@ class ScoredWith:
         self.user = user
         self.runs: dict[int, tuple[tuple, object]] = {}
         self.changes: dict | None = None
+        self._bundle: list[BundleScores | None] = []  # read once, when a row without a run asks
+
+    def bundle(self) -> BundleScores | None:
+        """Where the study's unit scores without a run came from when it is a copy of a study bundle
+        (``bundle_scores``), read once."""
+        if not self._bundle:
+            self._bundle.append(bundle_scores(study=self.study.pk))
+        return self._bundle[0]
 
     def run(self, run_id: int) -> tuple[tuple, object]:
         found = self.runs.get(run_id)
@@ -126,15 +234,34 @@ class ScoredWith:
     def values(self, run_id: int | None, item_id: int, source_id: int, n_annotators: int | None,
                imported: bool) -> tuple:
         """The ``SCORED_WITH_COLUMNS`` of a row, in their order (score_run, similarity_model,
-        gen_u_method, stale, majority_rule)."""
+        gen_u_method, stale, majority_rule). A row without a run: all empty, but for a copy of a
+        study bundle not scored here, whose ``stale`` is the bundle's (``stale_reason``)."""
+        reason = self.stale_reason(run_id, item_id, source_id, n_annotators, imported)
         if run_id is None:
-            return (None,) * len(SCORED_WITH_COLUMNS)
-        used, finished_at = self.run(run_id)
+            return tuple(bool(reason) if name == "stale" and reason is not None else None
+                         for name in SCORED_WITH_COLUMNS)
+        used, _ = self.run(run_id)
+        return tuple(bool(reason) if name == "stale" else used[name] for name in SCORED_WITH_COLUMNS)
+
+    def stale_reason(self, run_id: int | None, item_id: int, source_id: int, n_annotators: int | None,
+                     imported: bool) -> str | None:
+        """Why the row's scores are stale ('' when they are not; ``unit_score_stale``), None when
+        nothing says (not scored: no run, and not imported from a study bundle)."""
+        bundle = self.bundle() if run_id is None else None
+        if run_id is None and bundle is None:
+            return None
+        finished_at = self.run(run_id)[1] if run_id is not None else bundle.finished_at
         if self.changes is None:
             self.changes = unit_counting_changes(study=self.study)
-        stale = unit_score_stale(n_annotators=n_annotators, imported=imported, finished_at=finished_at,
-                                 change=self.changes.get((item_id, source_id)))
-        return tuple(stale if name == "stale" else used[name] for name in SCORED_WITH_COLUMNS)
+        return unit_score_stale(n_annotators=n_annotators, imported=imported, finished_at=finished_at,
+                                change=self.changes.get((item_id, source_id)), bundle=bundle,
+                                unit=(item_id, source_id))
+
+    def scores_from(self, run_id: int | None) -> str | None:
+        """Where the row's scores came from when no run here wrote them and the study is a copy of a
+        study bundle (``BundleScores.origin``); None otherwise (``score_run`` names the run)."""
+        bundle = self.bundle() if run_id is None else None
+        return bundle.origin() if bundle is not None else None
 
 
 # One declaration per column: its name, type, meaning and the ``UnitScore`` field path (or the
@@ -212,17 +339,32 @@ def scored_with_run(run: ScoreRun | None, *, user) -> dict:
     is never read without the setting that made it. A run that recorded no similarity method gives
     model and layer only, as it always did. And the majority rule it aggregated the answers by
     (``majority_rule_text``: as the run recorded it; "not recorded" for a run that recorded none).
+    And which answers it counted (``counted_answers_text``), how many counted tasks failed an
+    attention check and where the figures without them are (``other_readings_text``), as the run
+    recorded them. The Gen-U method is the one the run recorded (``gen_u.method``; rebuilt by
+    ``results_for_reader`` for a reader it withholds answerers from), and for a run that recorded
+    none ``gen_u_method_text`` of what it did record, never today's constants in its place.
     All None for no run. As ``user`` may read them (``results_for_reader``: the Gen-U method names
     no settings of an answerer source the reader may not read; None: the operator, everything)."""
     if run is None:
-        return {"score_run": None, "similarity_model": None, "gen_u_method": None, "majority_rule": None}
+        return dict.fromkeys(SCORED_WITH_RUN_KEYS)
     results = results_for_reader(run, user=user)
+    gen_u = results.get("gen_u")
     return {
         "score_run": run.pk,
         "similarity_model": similarity_model_text(results.get("similarity") or {}),
-        "gen_u_method": gen_u_method_text(results["gen_u"]) if results.get("gen_u") else None,
+        "gen_u_method": (gen_u.get("method") or gen_u_method_text(gen_u)) if isinstance(gen_u, dict) and gen_u
+        else None,
         "majority_rule": majority_rule_text(results),
+        "counted_answers": counted_answers_text(results),
+        "counted_tasks_failing_a_check": counted_failing_checks(results),
+        "other_readings": other_readings_text(results),
     }
+
+
+# What ``scored_with_run`` gives, in ``SCORED_WITH_COLUMNS``' order (the stale column aside: it is a
+# row's, not a run's).
+SCORED_WITH_RUN_KEYS = tuple(name for name in SCORED_WITH_COLUMNS if name != "stale")
 
 
 def similarity_model_text(similarity: dict) -> str | None:

@@ -24,6 +24,15 @@ class UnitScoreSerializer(serializers.ModelSerializer):
     gen_u_method = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["gen_u_method"].description)
     stale = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["stale"].description)
     majority_rule = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["majority_rule"].description)
+    # Why ``stale`` is true, and where scores no run here wrote came from (a copy of a study bundle).
+    stale_reason = serializers.SerializerMethodField(help_text=(
+        "Why `stale` is true (empty when it is false; null when nothing says: not scored): e.g. how many answers "
+        "count now against what the run aggregated, or, for a copy of a study bundle not scored here, that the "
+        "bundle's settings.json scores_stale said so."))
+    scores_from = serializers.SerializerMethodField(help_text=(
+        "Where the scores came from when no run here wrote them (empty `score_run`) and the study is a copy of a "
+        "study bundle: the bundle's file, when it was imported, the study and run that scored them where the "
+        "bundle was made, and whether the bundle called them stale; null otherwise (`score_run` names the run)."))
 
     class Meta:
         model = UnitScore
@@ -31,25 +40,30 @@ class UnitScoreSerializer(serializers.ModelSerializer):
             "id", "study", "item", "item_external_id", "split", "source", "source_name", "gold_answer",
             "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
             "after_correct", "utility", "utility_label", "task_correct", "gen_u", "similarity", "imported",
-            "updated_at", "score_run", "similarity_model", "gen_u_method", "stale", "majority_rule",
+            "updated_at", "score_run", "similarity_model", "gen_u_method", "stale", "majority_rule", "stale_reason",
+            "scores_from",
         ]
         read_only_fields = ["study", "item", "source"]  # output only: writable, a form would list every row
 
     def get_utility_label(self, obj) -> str:
         return UTILITY_NAMES.get(obj.utility, "")
 
-    def _scored_with(self, obj) -> dict:
-        """``SCORED_WITH_COLUMNS`` of the row (``ScoredWith``: its run read once, the study's counting
-        answers once, for a page: the serializer's context is shared by a list's rows), as the
-        request's user may read them (``export_units.scored_with_run``; without a request, as a
-        reader who may read no answerer source)."""
+    def _runs(self, obj) -> ScoredWith:
+        """The row's study's ``ScoredWith`` (its runs read once, the study's counting answers once,
+        for a page: the serializer's context is shared by a list's rows), as the request's user may
+        read them (``export_units.scored_with_run``; without a request, as a reader who may read no
+        answerer source)."""
         cache = self.context.setdefault("_scored_with", {}) if isinstance(self.context, dict) else {}
         runs = cache.get(obj.study_id)
         if runs is None:
             request = self.context.get("request") if isinstance(self.context, dict) else None
             user = getattr(request, "user", None) or AnonymousUser()
             runs = cache[obj.study_id] = ScoredWith(obj.study_id, user=user)
-        values = runs.values(*(getattr(obj, name) for name in SCORED_WITH_READS))
+        return runs
+
+    def _scored_with(self, obj) -> dict:
+        """``SCORED_WITH_COLUMNS`` of the row (``ScoredWith.values``)."""
+        values = self._runs(obj).values(*(getattr(obj, name) for name in SCORED_WITH_READS))
         return dict(zip(SCORED_WITH_COLUMNS, values, strict=True))
 
     def get_score_run(self, obj) -> int | None:
@@ -66,6 +80,12 @@ class UnitScoreSerializer(serializers.ModelSerializer):
 
     def get_majority_rule(self, obj) -> str | None:
         return self._scored_with(obj)["majority_rule"]
+
+    def get_stale_reason(self, obj) -> str | None:
+        return self._runs(obj).stale_reason(*(getattr(obj, name) for name in SCORED_WITH_READS))
+
+    def get_scores_from(self, obj) -> str | None:
+        return self._runs(obj).scores_from(obj.score_run_id)
 
 
 class ScoreRunSerializer(serializers.ModelSerializer):
@@ -138,6 +158,11 @@ class SourceSummarySerializer(serializers.Serializer):
         "reading, then the tie rule (e.g. \"plurality (...); a tie is no majority answer and counts as wrong; ...\"). "
         "With three or more choices a strict majority gives other utilities (results.json majority_readings). "
         f"\"{MAJORITY_NOT_RECORDED}: ...\" for a run that recorded no rule; null when the study has no run."))
+    # Which answers score_run counted (``export_units.scored_with_run``, the exports' columns of the same name).
+    counted_answers = serializers.CharField(allow_null=True, help_text=SCORED_WITH_COLUMNS["counted_answers"].description)
+    counted_tasks_failing_a_check = serializers.IntegerField(
+        allow_null=True, help_text=SCORED_WITH_COLUMNS["counted_tasks_failing_a_check"].description)
+    other_readings = serializers.CharField(allow_null=True, help_text=SCORED_WITH_COLUMNS["other_readings"].description)
     # Units short of annotators, as score_run's results.json short_units records them
     # (``short_units_of_source``): null, never 0, where the run recorded none.
     n_short = serializers.IntegerField(allow_null=True, help_text=(

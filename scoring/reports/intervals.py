@@ -5,8 +5,8 @@ with replacement draws those counts from Multinomial(n, observed joint shares); 
 are computed from multinomial draws of the contingency table (fast whatever n is). The
 correlation ratio needs the continuous values, so its resamples draw row indices (in chunks).
 Both are drawn with the run's recorded bootstrap settings (``results["bootstrap"]``, those of the
-utility shares' intervals: ``run_bootstrap``); a run from before they were recorded gets this
-installation's defaults, and the report says so."""
+utility shares' intervals: ``run_bootstrap``); a run from before they were recorded gets what runs
+drew with then (``UNRECORDED_BOOTSTRAP``), and the report says so."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,17 +17,24 @@ import pandas as pd
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 CONFIDENCE = 0.95
+# What every run drew its intervals with before results.json recorded its bootstrap (6a261a1: the
+# percentile bootstrap's defaults were 2,000 resamples, seed 0, 95% then): an old run's fallback,
+# fixed here so that changing today's ``DEFAULT_RESAMPLES`` / ``DEFAULT_SEED`` never changes what an
+# old run's intervals are said, or redrawn, to be.
+UNRECORDED_BOOTSTRAP = {"n_resamples": 2000, "seed": 0, "confidence": 0.95}
 
 
 def run_bootstrap(results: dict) -> tuple[dict, bool]:
     """The bootstrap settings the run recorded (``results["bootstrap"]``: n_resamples, seed,
-    confidence), for the intervals the report draws itself, and whether they were recorded; a run
-    from before they were recorded gets this installation's defaults, and False."""
+    confidence), for the intervals the report draws itself and for every note that names them
+    (``results_folder.bootstrap_note``), and whether they were recorded; a run from before they were
+    recorded gets what runs drew with then (``UNRECORDED_BOOTSTRAP``, never today's defaults), and
+    False. The one owner of that fallback."""
     boot = results.get("bootstrap") or {}
     if boot.get("n_resamples") is not None and boot.get("seed") is not None:
         return {"n_resamples": int(boot["n_resamples"]), "seed": int(boot["seed"]),
                 "confidence": float(boot.get("confidence") or CONFIDENCE)}, True
-    return {"n_resamples": DEFAULT_RESAMPLES, "seed": DEFAULT_SEED, "confidence": CONFIDENCE}, False
+    return dict(UNRECORDED_BOOTSTRAP), False
 
 
 def _entropy_rows(counts: np.ndarray) -> np.ndarray:

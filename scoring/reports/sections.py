@@ -50,20 +50,20 @@ REVERSE = {"theils_u_utility_given_task_accuracy": "theils_u_task_accuracy_given
            "theils_u_utility_given_gen_u": "theils_u_gen_u_given_utility"}
 def ci_note(results: dict) -> str:
     """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``; a run from
-    before it was recorded used the same 2,000 percentile resamples, seed 0)."""
+    before it was recorded says so, with what runs drew with then: ``intervals.run_bootstrap``)."""
     return bootstrap_note(results)
 
 
 def drawn_ci_notes(results: dict) -> list[str]:
     """For the intervals the report draws itself (Theil's U, eta): how they were drawn, with the
     run's recorded settings (``intervals.run_bootstrap``); a run that did not record them is told
-    that this installation's defaults were used."""
+    that they were drawn as runs from before the record drew theirs (``run_bootstrap``'s fallback)."""
     boot, recorded = run_bootstrap(results)
     if recorded:
         return [ci_note(results)]
     return [f"This run did not record its bootstrap settings: the intervals this report draws (Theil's U, η) use "
-            f"this installation's defaults, {boot['confidence']:.0%} percentile bootstrap over units, "
-            f"{boot['n_resamples']:,} resamples (seed {boot['seed']})."]
+            f"what runs drew with before they were recorded, {boot['confidence']:.0%} percentile bootstrap over "
+            f"units, {boot['n_resamples']:,} resamples (seed {boot['seed']})."]
 
 
 def _ci_label(results: dict) -> str:

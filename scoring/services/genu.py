@@ -221,7 +221,6 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
                             "trained_on": data or None, "training": training, **_answering_fields(recorded)})
         answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
     results_gen_u["answerers"] = answerers
-    results_gen_u["method"] = gen_u_method_text(results_gen_u)
 
 
 def _decoding_text(decoding) -> str:
@@ -281,12 +280,49 @@ def answerer_text(role: str, entry: dict) -> str:
     return text + f"; {_answering_text(entry)})"
 
 
+# How a Gen-U method names the reading of an answer that did not parse (``gen_u["unparsed_rules"]``).
+UNPARSED_METHOD_TEXT = {
+    UNPARSED_LEFT_OUT: "questions whose answer did not parse left out (counted as wrong: unparsed_rules)",
+    UNPARSED_COUNTED_WRONG: "questions whose answer did not parse counted as wrong (left out: unparsed_rules)",
+}
+
+
+def gen_u_tie_rule_text(gen_u: dict) -> str:
+    """The tie rule a run's Gen-U used, as its results recorded it: ``tie_rules.default`` (the
+    rule's name), or for a run from before that was recorded its ``tie_rule`` in its own words; a
+    run that recorded neither says so, with today's rule named as such (``genu_rule.TIE_RULE``)."""
+    default = (gen_u.get("tie_rules") or {}).get("default") if isinstance(gen_u.get("tie_rules"), dict) else None
+    if default:
+        return f"ties to the {default} score"
+    recorded = gen_u.get("tie_rule")
+    if isinstance(recorded, str) and recorded:
+        return f"ties as results.json gen_u.tie_rule records: {recorded.split('. ')[0].rstrip('.')}"
+    return f"tie rule not recorded by this run (today's rule: ties to the {genu_rule.TIE_RULE} score)"
+
+
+def gen_u_unparsed_text(gen_u: dict) -> str:
+    """How a run's Gen-U counted a question whose answer did not parse, as its results recorded it
+    (``unparsed_rules.default``); a run from before that was recorded says so, with today's
+    reading named as such (``UNPARSED_LEFT_OUT``)."""
+    unparsed = gen_u.get("unparsed_rules") if isinstance(gen_u.get("unparsed_rules"), dict) else {}
+    default = unparsed.get("default")
+    if default in UNPARSED_METHOD_TEXT:
+        return UNPARSED_METHOD_TEXT[default]
+    if default:
+        return f"questions whose answer did not parse: {(unparsed.get('rules') or {}).get(default) or default} " \
+               "(unparsed_rules)"
+    return ("how questions whose answer did not parse counted is not recorded by this run (today's reading: "
+            f"{UNPARSED_METHOD_TEXT[UNPARSED_LEFT_OUT].split(' (')[0]})")
+
+
 def gen_u_method_text(gen_u: dict) -> str:
-    """One line naming what a Gen-U figure rests on: the questions, the tie rule, and each
-    answerer with its fine-tuning preset and data (for F^IR, which rationales it was trained on).
-    Shown wherever a Gen-U figure is."""
-    parts = [f"Gen-U on {gen_u.get('question_filter')}", f"ties to the {genu_rule.TIE_RULE} score",
-             "questions whose answer did not parse left out (counted as wrong: unparsed_rules)"]
+    """One line naming what a Gen-U figure rests on: the questions, the tie rule and how an answer
+    that did not parse counted, as the run recorded them (``gen_u_tie_rule_text``,
+    ``gen_u_unparsed_text``: today's rules only where it recorded none, and then said to be
+    today's), and each answerer with its fine-tuning preset and data (for F^IR, which rationales it
+    was trained on). Shown wherever a Gen-U figure is; rebuilt from an old run's results when an
+    answerer is withheld from its reader (``scoring.selectors.results_for_reader``)."""
+    parts = [f"Gen-U on {gen_u.get('question_filter')}", gen_u_tie_rule_text(gen_u), gen_u_unparsed_text(gen_u)]
     for role in ("F^I", "F^IR"):
         for entry in (gen_u.get("answerers") or {}).get(role, []):
             parts.append(answerer_text(role, entry))
@@ -338,6 +374,8 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     if "utility" in frame:
         gen_u["tie_rules"]["theils_u_utility_given_gen_u"] = _theils_u_by_tie_rule(frame, scored)
     gen_u["unparsed_rules"] = _unparsed_rules(preds, frame, scored, gen_u["tie_rules"])
+    # named last, from the rules recorded above: the method is what this run's results say it used
+    gen_u["method"] = gen_u_method_text(gen_u)
     gen_u["n_questions_conflicting_answers"] = int(preds.loc[preds["conflicted"], "question_id"].nunique())
     gen_u["conflicting_answers"] = _conflicting_answers(preds, frame, scored, gen_u["tie_rules"])
     if gen_u["n_questions_conflicting_answers"]:

@@ -6,24 +6,33 @@ import json
 from pathlib import Path
 
 from lab.spreadsheet import csv_writer
+from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.errors import ScoringError
 from scoring.metrics.pipeline import ALL
 from scoring.models import ScoreRun, UnitScore
+from scoring.reports.intervals import run_bootstrap
 from scoring.similarity import MODEL_STATED_IN, figure_stated_in
 
+# Each row ends with what its scores were computed with (``export_units.SCORED_WITH_COLUMNS``, the
+# unit-score export's columns: the row's own run, its similarity model, layer and method, its Gen-U
+# method, whether the answers changed since, its majority rule and which answers it counted).
 UNIT_COLUMNS = [
     "item_id", "external_id", "source", "n_annotators", "before_majority", "after_majority", "before_tie",
     "after_tie", "before_correct", "after_correct", "utility", "task_correct", "gen_u", "similarity", "imported",
-    "reported_utility", "gen_u_note",
+    "reported_utility", "gen_u_note", *SCORED_WITH_COLUMNS,
 ]
 
 
 def bootstrap_note(results: dict) -> str:
-    """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``; a run from
-    before it was recorded used the same 2,000 percentile resamples, seed 0)."""
-    boot = results.get("bootstrap") or {"confidence": 0.95, "n_resamples": 2000, "seed": 0}
-    return (f"{boot['confidence']:.0%} intervals: percentile bootstrap over units, {boot['n_resamples']:,} resamples "
+    """How the intervals were drawn, as the run recorded it (``results["bootstrap"]``); a run from
+    before it was recorded says so, with what runs drew with then (``intervals.run_bootstrap``, the
+    one owner of that fallback)."""
+    boot, recorded = run_bootstrap(results)
+    text = (f"{boot['confidence']:.0%} intervals: percentile bootstrap over units, {boot['n_resamples']:,} resamples "
             f"(seed {boot['seed']}).")
+    if recorded:
+        return text
+    return f"This run did not record its bootstrap settings; runs from before they were recorded drew {text}"
 
 
 def utility_note(results: dict) -> str:
@@ -270,7 +279,8 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -
 
 def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     """Write ``results.json``, ``units.csv`` (one row per UnitScore; ``gen_u_note`` says what its gen_u
-    rests on, the tie rule included), ``utility_shares.csv``,
+    rests on, the tie rule included, and the ``SCORED_WITH_COLUMNS`` what its own run computed it
+    with: ``similarity_model`` beside ``similarity``), ``utility_shares.csv``,
     ``associations.csv``, ``agreement.csv`` and, when present, ``gen_u_shares.csv`` and
     ``generalization.csv`` into ``out_dir`` (created if missing). Returns the paths written."""
     if run.status != ScoreRun.Status.DONE:
@@ -285,10 +295,15 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     units = UnitScore.objects.filter(study_id=run.study_id).select_related("item", "source").order_by("source__name", "item_id")
     # gen_u's tie rule and questions (``gen_u_note``), on every row as the other tables' ``note``
     note = gen_u_note(results)
+    # and what each row's own run computed it with, as the unit-score export says (the operator's reading)
+    scored_with = ScoredWith(run.study_id, user=None)
+    own = ("item_id", "external_id", "source", "gen_u_note", *SCORED_WITH_COLUMNS)
     unit_rows = [{
         "item_id": u.item_id, "external_id": u.item.external_id, "source": u.source.name,
-        **{c: getattr(u, c) for c in UNIT_COLUMNS if c not in ("item_id", "external_id", "source", "gen_u_note")},
+        **{c: getattr(u, c) for c in UNIT_COLUMNS if c not in own},
         "gen_u_note": note,
+        **dict(zip(SCORED_WITH_COLUMNS, scored_with.values(*(getattr(u, name) for name in SCORED_WITH_READS)),
+                   strict=True)),
     } for u in units]
     tables = {
         "units.csv": (unit_rows, UNIT_COLUMNS),

@@ -413,6 +413,32 @@ def test_settings_json_says_what_the_scored_run_used_not_what_the_environment_sa
     assert "when the bundle was made" in environment["note"]
 
 
+def test_settings_json_names_the_rules_the_run_recorded_not_todays(monkeypatch):
+    """settings.json ``rules`` states the majority rule, the Gen-U tie rule and the bootstrap of the
+    latest run as its results.json records them (``export_units.majority_rule_text``,
+    ``genu.gen_u_tie_rule_text``, ``intervals.run_bootstrap``): a run that recorded other rules, or
+    none, is never described by today's defaults."""
+    study = _worked_study()
+    run = study_score(study=study, similarity=False)
+    assert run.status == "done", run.error
+    run.results["majority_readings"]["default"] = "strict_majority"  # as a run scored under another default
+    run.results.setdefault("gen_u", {})["tie_rules"] = {"default": "highest"}
+    run.save(update_fields=["results"])
+
+    rules = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))["rules"]
+    assert rules["majority"].startswith("strict_majority (")
+    assert rules["gen_u_tie_rule"] == "ties to the highest score"
+
+    for key in ("majority_readings", "bootstrap", "gen_u"):  # a run from before these were recorded
+        run.results.pop(key, None)
+    run.save(update_fields=["results"])
+    monkeypatch.setattr("scoring.metrics.bootstrap.DEFAULT_RESAMPLES", 500)
+    rules = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))["rules"]
+    assert rules["majority"].startswith("not recorded")
+    assert (rules["bootstrap"]["n_resamples"], rules["bootstrap"]["seed"]) == (2000, 0)
+    assert "not recorded by the latest run" in rules["bootstrap"]["read_from"]
+
+
 def test_settings_json_without_a_run_gives_the_defaults_it_would_use_and_says_so():
     study = _worked_study()
     written = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))

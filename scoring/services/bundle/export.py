@@ -30,11 +30,12 @@ from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
 from scoring.api.export_annotations import annotation_rows
-from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
+from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith, majority_rule_text
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
 from scoring.models import ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
+from scoring.reports.intervals import run_bootstrap
 from scoring.selectors import answerer_withheld, results_for_reader, score_run_latest
 from scoring.services.genu import (
     CONFLICTING_FIRST_KEPT,
@@ -43,6 +44,7 @@ from scoring.services.genu import (
     UNPARSED_LEFT_OUT,
     UNPARSED_RULES,
     UNPARSED_SPEC,
+    gen_u_tie_rule_text,
 )
 from scoring.services.score import (
     SCHEMA_VERSION,
@@ -289,9 +291,14 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
     ``scores_stale``."""
     results = results or {}
     gen_u = results.get("gen_u") or {}
-    bootstrap = ({**results["bootstrap"], "read_from": "the latest run's results.json"} if results.get("bootstrap")
-                 else {"method": "percentile", "confidence": 0.95, "n_resamples": DEFAULT_RESAMPLES,
-                       "seed": DEFAULT_SEED, "read_from": "this installation's defaults: no finished score run"})
+    if results.get("bootstrap"):
+        bootstrap = {**results["bootstrap"], "read_from": "the latest run's results.json"}
+    elif run_id is not None:  # a run from before it was recorded: what runs drew with then (one owner)
+        bootstrap = {"method": "percentile", **run_bootstrap(results)[0],
+                     "read_from": "not recorded by the latest run: what runs drew with before it was recorded"}
+    else:
+        bootstrap = {"method": "percentile", "confidence": 0.95, "n_resamples": DEFAULT_RESAMPLES,
+                     "seed": DEFAULT_SEED, "read_from": "this installation's defaults: no finished score run"}
     return {
         "bundle_format": FORMAT_VERSION,
         "app": app_version(),
@@ -307,14 +314,16 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
             },
         },
         "rules": {
-            "majority": f"{MAJORITY_RULES[MAJORITY_RULE]} ({MAJORITY_SPEC}; results.json gives the other reading, "
-                        f"{MAJORITY_RULES[next(r for r in MAJORITY_RULES if r != MAJORITY_RULE)]}, beside it: "
-                        "majority_readings, generalization.majority_readings)",
+            # The run's own rules where there is a run (``majority_rule_text``, ``gen_u_tie_rule_text``:
+            # never today's default for a run that recorded another, or none); today's without one.
+            "majority": (majority_rule_text(results) if run_id is not None else
+                         f"{MAJORITY_RULES[MAJORITY_RULE]} ({MAJORITY_SPEC}; no finished score run: this "
+                         "installation's default)"),
             "majority_tie": "a tie counts as wrong (no majority)",
             "conflicting_answers": f"{CONFLICTING_RULES[CONFLICTING_FIRST_KEPT]} ({CONFLICTING_SPEC}; results.json "
                                    "gives the figures with such questions left out: gen_u.conflicting_answers, "
                                    "generalization.conflicting_answers)",
-            "gen_u_tie_rule": genu_rule.TIE_RULE_TEXT,
+            "gen_u_tie_rule": gen_u_tie_rule_text(gen_u) if gen_u else genu_rule.TIE_RULE_TEXT,
             "unparsed_outputs": f"{UNPARSED_RULES[UNPARSED_LEFT_OUT]}; task accuracy: "
                                 f"{TASK_ACCURACY_RULES[TASK_ACCURACY_LEFT_OUT]} ({UNPARSED_SPEC}; results.json gives "
                                 "both with them counted as wrong: task_accuracy_readings, gen_u.unparsed_rules)",

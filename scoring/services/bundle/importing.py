@@ -78,6 +78,7 @@ from annotations.services.steps import clean_answer, steps_for
 from lab.ids import parse_id
 from lab.jsontext import load_json
 from scoring.models import BundledUtility, UnitScore
+from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
 from studies.models import (
     Dataset,
@@ -1185,6 +1186,42 @@ class _Import:
                 scores.append(UnitScore(study=study, item_id=item, source=source, **values))
             UnitScore.objects.bulk_create(scores)
 
+    def scores_origin(self, results: Any) -> dict:
+        """The import record's ``scores`` (``scoring.selectors.bundle_scores`` reads it): where the
+        unit scores of data/unit_scores.csv came from, the run settings.json's ``latest_run`` names
+        and when it finished (results.json ``run.finished_at``), and whether settings.json
+        ``scores_stale`` called them stale, with each unit it named as the copy's (item, source)
+        ids. ``stale`` None: the bundle did not say (no run, or made before bundles said). A named
+        unit that is not the bundle's is a row error of settings.json (nothing is kept)."""
+        written = _settings(self.b)
+        latest = written.get("latest_run") if isinstance(written.get("latest_run"), dict) else {}
+        run = results.get("run") if isinstance(results, dict) and isinstance(results.get("run"), dict) else {}
+        said = written.get("scores_stale")
+        origin = {"score_run": latest.get("score_run", run.get("id")), "finished_at": run.get("finished_at"),
+                  "stale": None, "stale_units": [], "n_stale": None, "n_scored": None}
+        if said is None:
+            return origin
+        if not isinstance(said, dict) or not isinstance(said.get("stale"), bool) \
+                or not isinstance(said.get("units") or [], list):
+            self.b.error(SETTINGS_FILE, None, "scores_stale", "expected an object with stale (true or false) and "
+                         "units (a list)")
+            return origin
+        units = []
+        for unit in said.get("units") or []:
+            item = self.items.get(unit.get("item_id")) if isinstance(unit, dict) and isinstance(
+                unit.get("item_id"), int) else None
+            source = self.sources.get(unit.get("source")) if isinstance(unit, dict) and isinstance(
+                unit.get("source"), str) else None
+            if item is None or source is None:
+                self.b.error(SETTINGS_FILE, None, "scores_stale.units",
+                             f"{str(unit)[:80]} is not an item_id and source of the bundle")
+                continue
+            units.append([item, source.pk])
+        origin.update(score_run=said.get("score_run", origin["score_run"]), stale=said["stale"],
+                      stale_units=sorted(units), n_stale=len(units),
+                      n_scored=said.get("scored_units") if isinstance(said.get("scored_units"), int) else None)
+        return origin
+
     def borrowed_utility_rows(self, study: Study) -> None:
         """The borrowed utility the bundle carried (``data/borrowed_utility.csv``, and where it came
         from in ``settings.json``), kept for the copy's scoring (``BundledUtility``) in place of this
@@ -1193,8 +1230,7 @@ class _Import:
         if study.kind == Study.Kind.UTILITY:
             return  # a utility study's scoring never borrows
         names = set(self.b.archive.namelist())
-        written = self.b.json(SETTINGS_FILE) if SETTINGS_FILE in names else {}
-        section = written.get("borrowed_utility") if isinstance(written, dict) else None
+        section = _settings(self.b).get("borrowed_utility")
         section = section if isinstance(section, dict) else {}
         table = TABLES["borrowed_utility"]
         if table.path not in names:
@@ -1216,6 +1252,13 @@ class _Import:
         caveat = str(section.get("note") or "") if section.get("same_as_latest_run") is False else ""
         BundledUtility.objects.create(study=study, rows=rows, provenance=provenance, reason=caveat)
         self.counts["borrowed_utility"] = len(rows)
+
+
+def _settings(bundle: Bundle) -> dict:
+    """The bundle's settings.json ({} when it has none, or it is not an object): what its scores
+    and its borrowed utility rest on (``export.score_settings``)."""
+    written = bundle.json(SETTINGS_FILE) if SETTINGS_FILE in bundle.archive.namelist() else {}
+    return written if isinstance(written, dict) else {}
 
 
 def _unit_design_problem(study: Study, *, quota: int, decided_at: datetime | None,
@@ -1335,14 +1378,18 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.grant_rows(study)
         job.unit_score_rows(study)
         job.borrowed_utility_rows(study)
-        bundle.raise_if_any()
         original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
+        scores = job.scores_origin(original)
+        bundle.raise_if_any()
         import_record_create(
             kind="bundle", f=ImportFile(name=bundle.name, text="", sha256=bundle.sha256, size=bundle.size),
             dataset=dataset, result=UpsertResult(created=sum(job.counts.values())), user=owner,
             summary={"study": study.pk, "original_study": design["study"]["id"],
                      "original_name": design["study"]["name"], **job.counts,
                      "original_results": bool(original), "renamed": job.renamed,
+                     # where the unit scores came from and whether the bundle called them stale
+                     # (``scoring.selectors.bundle_scores``, read by the rule of the `stale` column)
+                     BUNDLE_SCORES_KEY: scores,
                      # the renamed sources' ids: who reads the record reads them (``import_records_for_user``)
                      "source_ids": sorted(job.found[name].pk for name in job.renamed.get("sources", {})),
                      "id_runs": {"items": job.items.runs, "units": job.units.runs, "tasks": job.tasks.runs}},

@@ -1,0 +1,106 @@
+"""A copy imported from a study bundle says where the unit scores it carries came from and whether
+the bundle called them stale: its import record keeps the bundle's settings.json ``scores_stale``
+(and the run that scored them where the bundle was made), and the one rule of the `stale` column
+(``export_units.unit_score_stale``) answers for those scores too, so the API, the score export and
+the study page agree until a run here scores the copy again."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from annotations.services.withdrawal import participant_withdraw
+from scoring.services import study_score
+from scoring.services.bundle import bundle_import, bundle_stream
+from studies.models import ImportRecord
+from tests.cockpit.conftest import staff_client
+from tests.scoring.test_bundle import _withdrawn_after_scoring
+from tests.scoring.test_bundle_hostile_archives import _files, _pack, _refused
+from tests.work import open_utility_study, work
+
+pytestmark = pytest.mark.django_db
+
+
+def _copy(study, user, name="copy"):
+    data = b"".join(bundle_stream(study=study, user=user))
+    return bundle_import(file=io.BytesIO(data), name=name, filename="orig-bundle.zip", owner=user)
+
+
+def _api(client, study):
+    response = client.get(f"/api/v1/scores/?study={study.pk}")
+    assert response.status_code == 200, response.content[:500]
+    return response.json()["results"]
+
+
+def _export(client, study):
+    response = client.get(f"/api/v1/studies/{study.pk}/export/scores/?file_format=csv")
+    assert response.status_code == 200
+    return list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
+
+
+def test_a_stale_bundles_copy_says_its_imported_scores_are_stale_and_where_they_came_from():
+    alice, client, study, run = _withdrawn_after_scoring()
+
+    copy = _copy(study, alice)
+
+    scores = ImportRecord.objects.get(kind="bundle").summary["scores"]
+    assert (scores["stale"], scores["score_run"], scores["n_stale"], scores["n_scored"]) == (True, run.pk, 2, 2)
+    assert scores["finished_at"] == run.finished_at.isoformat()
+    rows = _api(client, copy)
+    assert len(rows) == 2 and {r["n_annotators"] for r in rows} == {3}  # the bundle's run's, of 3 answers
+    assert {(r["score_run"], r["stale"]) for r in rows} == {(None, True)}
+    for row in rows:
+        assert "study bundle orig-bundle.zip said so" in row["stale_reason"]
+        assert f"run {run.pk} of study {study.pk} ('orig2')" in row["scores_from"]
+        assert "the bundle said 2 of its 2 units' scores were stale" in row["scores_from"]
+    # the score export reads the same rule
+    assert {(r["score_run"], r["stale"]) for r in _export(client, copy)} == {("", "true")}
+    # the study page says it in a sentence
+    page = client.get(f"/admin/studies/study/{copy.pk}/change/").content.decode()
+    assert 'id="bundle-scores-origin"' in page and "units&#x27; scores were stale" in page
+
+    again = study_score(study=copy, similarity=False)  # scored here: the run's own scores, not stale
+
+    rows = _api(client, copy)
+    assert {(r["score_run"], r["stale"], r["stale_reason"], r["scores_from"], r["n_annotators"])
+            for r in rows} == {(again.pk, False, "", None, 2)}
+    page = client.get(f"/admin/studies/study/{copy.pk}/change/").content.decode()
+    assert f"Its unit scores are run {again.pk}&#x27;s, scored here from its answers" in page
+
+
+def test_a_fresh_bundles_copy_is_not_stale_until_its_answers_change():
+    alice, client = staff_client("alice")
+    study = open_utility_study(name="fresh", owner=alice, quota=3, n_sources=1)
+    for worker in ("PID", "P2", "P3"):
+        work(study, worker)
+    run = study_score(study=study, similarity=False)
+    copy = _copy(study, alice)
+
+    rows = _api(client, copy)
+    assert {(r["score_run"], r["stale"], r["stale_reason"]) for r in rows} == {(None, False, "")}
+    assert all(f"run {run.pk} of study {study.pk}" in r["scores_from"] and
+               r["scores_from"].endswith("the bundle said they match its answers") for r in rows)
+
+    # withdrawn from the original and, through it, from the copy: the imported scores no longer match
+    outcome = participant_withdraw(user=alice, study=study, worker_id="PID")
+    assert outcome.copies_withdrawn == 1
+
+    rows = _api(client, copy)
+    assert {(r["stale"], r["stale_reason"]) for r in rows} == {
+        (True, "2 answers count for this unit now; the run aggregated 3")}
+    assert {r["stale"] for r in _export(client, copy)} == {"true"}
+
+
+def test_a_bundle_whose_scores_stale_names_a_unit_it_does_not_hold_is_refused_whole():
+    alice, _, study, _ = _withdrawn_after_scoring()
+    files = _files(b"".join(bundle_stream(study=study, user=alice)))
+    written = json.loads(files["settings.json"])
+    written["scores_stale"]["units"].append({"item_id": 10**9, "source": "nobody"})
+    files["settings.json"] = json.dumps(written).encode()
+
+    errors = _refused(_pack(files))
+
+    assert [(e.record, e.field) for e in errors] == [("settings.json", "scores_stale.units")]
+    assert "is not an item_id and source of the bundle" in errors[0].reason
