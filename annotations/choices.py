@@ -1,23 +1,14 @@
-"""The rules of a question's choices and of one right answer: what a choice list is, when an answer
-is right, and when a researcher's "correct answer" can grade a question.
+"""The rule of one right answer (:func:`answer_is_correct`).
 
-Pure functions below the models (``annotations.models`` validates attention checks with them) and
-the services (``annotations.services.steps`` validates workers' answers with them)."""
+What a choice list is and when a researcher's "correct answer" can grade a question are
+``studies.choices`` (their one owner, below the studies models, which check a generalization
+question's answer with them); their names are re-exported here for the many annotations and
+cockpit modules that read them from this module."""
 from __future__ import annotations
 
-from studies.models import YES_NO_CHOICES
+from studies.choices import correct_answer_problem, normalise_choices
 
-
-def normalise_choices(choices) -> list[dict]:
-    """Choices as ``[{"label", "text"}]``; accepts plain strings too; empty means yes/no."""
-    out = []
-    for choice in choices or []:
-        if isinstance(choice, dict):
-            label = str(choice.get("label", "")).strip()
-            out.append({"label": label, "text": str(choice.get("text", label))})
-        else:
-            out.append({"label": str(choice), "text": str(choice)})
-    return out or [dict(c) for c in YES_NO_CHOICES]
+__all__ = ["answer_is_correct", "correct_answer_problem", "normalise_choices"]
 
 
 def answer_is_correct(answer: str, gold: str) -> bool:
@@ -29,12 +20,3 @@ def answer_is_correct(answer: str, gold: str) -> bool:
     synonym folding is needed, and folding in one place but not another is how the copies disagreed."""
     return answer == gold
 
-
-def correct_answer_problem(choices, correct_answer: str) -> str | None:
-    """Why ``correct_answer`` cannot grade a question with ``choices``; None when it can: it must be
-    one of the choice labels, exactly (see :func:`answer_is_correct`)."""
-    labels = [c["label"] for c in normalise_choices(choices)]
-    if correct_answer in labels:
-        return None
-    return (f"'{str(correct_answer)[:50]}' is not one of the choices ({', '.join(labels)}). Workers answer with "
-            "a choice, and an answer is right only when it is exactly that choice.")

@@ -16,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotations import precompiled
-from annotations.choices import answer_is_correct, normalise_choices
+from annotations.choices import answer_is_correct
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.selectors import TaskClaims, claim_counts, shown_at_from_token, task_claims
 from annotations.services.errors import (
@@ -30,8 +30,9 @@ from annotations.services.errors import (
     StepOutOfOrder,
 )
 from annotations.services.release import active_or_refuse, extend_to_full_duration, lock, lock_active
-from annotations.services.steps import clean_answer, genq_choices, steps_for
+from annotations.services.steps import clean_answer, steps_for
 from annotations.services.stopping import units_decide
+from studies.choices import genq_choices, normalise_choices
 
 
 def claim_labels(claim: Claim, *, kind: str) -> list[str]:

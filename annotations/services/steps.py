@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from annotations.choices import normalise_choices
 from annotations.models import Annotation
 from annotations.services.errors import InvalidAnswer
+from studies.choices import genq_choices as genq_choices  # re-exported (selectors, stopping)
 from studies.models import Study
 
 Step = Annotation.Step
@@ -43,13 +43,6 @@ YES_NO = ("yes", "no")
 
 def steps_for(*, kind: str, is_attention_check: bool) -> tuple[str, ...]:
     return ATTENTION_STEPS if is_attention_check else STEPS_BY_KIND[kind]
-
-
-def genq_choices(genq, item) -> list[dict]:
-    """Choices offered for a generalization question: its own (``metadata["choices"]``), else
-    the original item's (yes/no items hold the yes/no choices)."""
-    own = (genq.metadata or {}).get("choices")
-    return normalise_choices(own or item.choices)
 
 
 def _pick(answer: str, labels: list[str], what: str) -> str:

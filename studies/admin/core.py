@@ -310,7 +310,8 @@ class GeneralizationQuestionAdmin(ContentAdmin):
     list_filter = ["qtype", "validation_status", "answer", "item__dataset", "item__split"]
     search_fields = ["text", "item__question", "item__external_id", "origin"]
     autocomplete_fields = ["item"]
-    readonly_fields = ["created_at", "updated_at"]
+    # Set by the actions below only, which record who changed it and when (a form's edit would not).
+    readonly_fields = ["validation_status", "created_at", "updated_at"]
     list_select_related = ["item"]
     actions = ["mark_valid", "mark_invalid", "mark_unvalidated"]
     list_per_page = 50
@@ -325,11 +326,14 @@ class GeneralizationQuestionAdmin(ContentAdmin):
 
     def _set(self, request, queryset, status):
         try:
-            n = generalization_questions_set_validation(user=request.user, questions=queryset, status=status)
+            changed = generalization_questions_set_validation(user=request.user, questions=queryset, status=status)
         except (ContentChangeRefused, QuestionError) as exc:
             self.message_user(request, f"Nothing marked: {exc}.", messages.ERROR)
             return
-        self.message_user(request, f"{n} question(s) marked {status}.", messages.SUCCESS)
+        for question in changed:  # the admin's history of each question, beside metadata["validation"]
+            previous = question.metadata["validation"]["previous"]
+            self.log_change(request, question, f"Validation status changed from {previous} to {status}.")
+        self.message_user(request, f"{len(changed)} question(s) marked {status}.", messages.SUCCESS)
 
     @admin.action(description="Mark selected questions valid")
     def mark_valid(self, request, queryset):

@@ -17,8 +17,8 @@ from django.db import models
 from django.db.models import Q
 
 from lab.transitions import StatusMachine
-
-YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
+from studies.choices import YES_NO_CHOICES as YES_NO_CHOICES  # re-exported by studies.models
+from studies.choices import choices_problem, correct_answer_problem, genq_choices
 
 
 class Platform(models.TextChoices):
@@ -254,6 +254,44 @@ class GeneralizationQuestion(TimeStamped):
 
     def __str__(self) -> str:
         return f"[{self.qtype}] {self.text[:60]}"
+
+    def clean(self):
+        """What a question must be to be asked and scored, whichever form or importer writes it:
+        a known type and validation status; ``metadata`` a JSON object whose ``"choices"``, when
+        given, is a list of at least two choices (``studies.choices.choices_problem``); and its
+        answer one of the choices it offers (``genq_choices``: its own, else those of its item, when
+        loaded: ``_item_or_none``), or every worker's answer would be scored wrong. Each problem is
+        raised against its field."""
+        super().clean()
+        errors: dict[str, str] = {}
+        if self.qtype not in self.Type.values:
+            errors["qtype"] = f"'{str(self.qtype)[:30]}' is not a question type ({', '.join(self.Type.values)})."
+        if self.validation_status not in self.Validation.values:
+            errors["validation_status"] = (f"'{str(self.validation_status)[:30]}' is not a validation status "
+                                           f"({', '.join(self.Validation.values)}).")
+        own = None
+        if not isinstance(self.metadata, dict):
+            errors["metadata"] = "metadata must be a JSON object, e.g. {}."
+        elif "choices" in self.metadata:
+            own = self.metadata["choices"]
+            problem = choices_problem(own)
+            if problem:
+                errors["metadata"] = f'metadata "choices": {problem}.'
+        if "metadata" not in errors and self.answer:
+            item = None if own else self._item_or_none()
+            if own or item is not None:
+                problem = correct_answer_problem(genq_choices(self, item), self.answer)
+                if problem:
+                    errors["answer"] = problem
+        if errors:
+            raise ValidationError(errors)
+
+    def _item_or_none(self):
+        """The question's item when it is loaded (a form sets it, as does ``item=``), else None: a
+        writer that names only ``item_id`` (the importers, which check every answer against the
+        dataset's labels and resolve the items in bulk, ``upsert`` leaving relations unvalidated
+        for the same reason) is not made to read its items again one query a row."""
+        return self.item if self._meta.get_field("item").is_cached(self) else None
 
 
 class Study(TimeStamped):

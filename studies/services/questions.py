@@ -4,9 +4,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import transaction
+from django.utils import timezone
 
 from studies.models import GeneralizationQuestion
 from studies.services.content import content_change_check
+
+# How many earlier judgements of a question ``metadata["validation"]["history"]`` keeps (oldest dropped).
+VALIDATION_HISTORY_MAX = 20
 
 
 class QuestionError(Exception):
@@ -15,17 +19,58 @@ class QuestionError(Exception):
 
 def generalization_questions_set_validation(
     *, questions: Iterable[GeneralizationQuestion], status: str, user=None
-) -> int:
+) -> list[GeneralizationQuestion]:
     """Set the validation status of the given questions for ``user`` (None: the operator); returns
-    how many changed. Raises ``ContentNotYours`` (``studies.services.content``) when one of them is
-    used by a study ``user`` may not change. A validation status is the researchers' judgement of
-    a question, not what workers see: it stays editable after a study using it opens."""
+    the questions that changed (as saved; a question already in ``status`` is left as it is).
+    Raises ``ContentNotYours`` (``studies.services.content``) when one of them is used by a study
+    ``user`` may not change: the CHANGE share is checked here, under a lock on those studies, for
+    every caller (the admin's actions, a script, a test). A validation status is the researchers'
+    judgement of a question, not what workers see: it stays editable after a study using it opens.
+
+    The one writer of ``validation_status`` after a question is made (an import sets it with the
+    file's provenance): each change records who made it, when, and the status it replaced in
+    ``metadata["validation"]`` (:func:`validation_provenance`), with the judgements it replaced in
+    its ``history``, so a question marked invalid and valid again still shows both changes."""
     if status not in GeneralizationQuestion.Validation.values:
         raise QuestionError(
             f"unknown validation status {status!r}: use {', '.join(GeneralizationQuestion.Validation.values)}"
         )
     ids = [q.pk for q in questions]
+    changed: list[GeneralizationQuestion] = []
     with transaction.atomic():
         content_change_check(user=user, model=GeneralizationQuestion, changes={pk: {"validation_status"} for pk in ids},
                              lock=True)
-        return GeneralizationQuestion.STATUS.move_queryset(GeneralizationQuestion.objects.filter(pk__in=ids), status)
+        at = timezone.now()
+        for question in GeneralizationQuestion.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
+            if not GeneralizationQuestion.STATUS.can(question.validation_status, status):
+                continue  # already there: no change, nothing recorded
+            metadata = validation_provenance(question.metadata, status=status, previous=question.validation_status,
+                                             user=user, at=at)
+            GeneralizationQuestion.STATUS.move(question, status, metadata=metadata)
+            changed.append(question)
+    return changed
+
+
+def validation_provenance(metadata, *, status: str, previous: str, user, at) -> dict:
+    """``metadata`` with ``"validation"`` saying who set ``status`` and when: ``{"status",
+    "previous", "set_by": "user" (with "user_id", "username") or "operator" (None: a management
+    command), "at" (ISO 8601), "history"}``, where ``history`` lists the judgements it replaces
+    (the import's ``{"set_by": "import", "file", "sha256", ...}`` included), oldest first, each
+    without its own history, the last ``VALIDATION_HISTORY_MAX`` kept. The rest of ``metadata``
+    (a question's own choices, its original question) is kept as it is."""
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    before = metadata.get("validation")
+    history: list = []
+    if isinstance(before, dict):
+        history = [entry for entry in before.get("history") or [] if isinstance(entry, dict)]
+        history.append({key: value for key, value in before.items() if key != "history"})
+    elif before is not None:
+        history.append({"value": before})
+    record: dict = {"status": status, "previous": previous, "at": at.isoformat()}
+    if user is None:
+        record["set_by"] = "operator"
+    else:
+        record.update(set_by="user", user_id=user.pk, username=user.get_username())
+    record["history"] = history[-VALIDATION_HISTORY_MAX:]
+    metadata["validation"] = record
+    return metadata

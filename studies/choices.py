@@ -1,0 +1,76 @@
+"""The rules of a question's choices: what a choice list is, which choices a generalization
+question offers, and when a gold or "correct" answer can grade a question.
+
+Pure functions, below the models (``studies.models`` checks a generalization question's answer
+with them, ``annotations.models`` an attention check's) and the services (``annotations.services``
+validate workers' answers against them); ``annotations.choices`` adds the rule of one right answer.
+Nothing here imports a model: a question and its item are read by their attributes."""
+from __future__ import annotations
+
+# A yes/no question's choices: what yes/no items hold, and what an empty choice list means.
+YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
+
+
+def normalise_choices(choices) -> list[dict]:
+    """Choices as ``[{"label", "text"}]``; accepts plain strings too; empty means yes/no. Raises
+    ``ValueError``, saying what it got, when ``choices`` is not a list (a number, a string, an
+    object) or holds something that is neither a string nor a ``{"label", "text"}`` object: what
+    a page or an answer check can catch, where iterating it would fail as a ``TypeError``."""
+    if choices is not None and not isinstance(choices, list | tuple):
+        raise ValueError(f"choices must be a list of choices, got {type(choices).__name__} {str(choices)[:40]!r}")
+    out = []
+    for choice in choices or []:
+        if isinstance(choice, dict):
+            label = str(choice.get("label", "")).strip()
+            out.append({"label": label, "text": str(choice.get("text", label))})
+        elif isinstance(choice, str | int | float):
+            out.append({"label": str(choice), "text": str(choice)})
+        else:
+            raise ValueError(f"a choice must be a string or a {{label, text}} object, got {type(choice).__name__}")
+    return out or [dict(c) for c in YES_NO_CHOICES]
+
+
+def choices_problem(choices) -> str | None:
+    """Why ``choices`` cannot be a question's own list of choices (a generalization question's
+    ``metadata["choices"]``); None when it can: a list of at least two choices, each a non-empty
+    string (its label and text) or a ``{"label", "text"}`` object with a non-empty label, no label
+    given twice."""
+    if not isinstance(choices, list):
+        return f'must be a list of at least two choices, e.g. ["a", "b"], not {str(choices)[:40]!r}'
+    if len(choices) < 2:
+        return f"must be a list of at least two choices, not {len(choices)}"
+    labels = []
+    for number, choice in enumerate(choices, start=1):
+        label = choice.get("label") if isinstance(choice, dict) else choice
+        if not isinstance(label, str) or not label.strip():
+            return f'choice {number} must be a non-empty string (or an object with one as its "label")'
+        if isinstance(choice, dict) and not isinstance(choice.get("text", ""), str):
+            return f'the "text" of choice {number} must be a string'
+        labels.append(label.strip())
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        return f"the choice {repeated[0]!r} is given twice"
+    return None
+
+
+def genq_choices(genq, item) -> list[dict]:
+    """Choices offered for a generalization question: its own (``metadata["choices"]``), else
+    the original item's (yes/no items hold the yes/no choices). ``item`` is read only when the
+    question has no choices of its own. ``ValueError`` as :func:`normalise_choices`."""
+    own = genq.metadata.get("choices") if isinstance(genq.metadata, dict) else None
+    return normalise_choices(own or item.choices)
+
+
+def correct_answer_problem(choices, correct_answer: str) -> str | None:
+    """Why ``correct_answer`` cannot grade a question with ``choices``; None when it can: it must be
+    one of the choice labels, exactly (the rule ``annotations.choices.answer_is_correct`` grades
+    by). Choices that are no list of choices (:func:`normalise_choices`) are the problem named."""
+    try:
+        labels = [c["label"] for c in normalise_choices(choices)]
+    except ValueError as exc:
+        return f"the choices are not usable: {exc}"
+    if correct_answer in labels:
+        return None
+    return (f"'{str(correct_answer)[:50]}' is not one of the choices ({', '.join(labels)}). Workers answer with "
+            "a choice, and an answer is right only when it is exactly that choice.")
+
