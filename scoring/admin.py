@@ -5,7 +5,9 @@
 - ``/admin/scoring/scorerun/score/``: "Score now" (POST, CSRF-protected) queues
   ``scoring.tasks.score_study_task`` for a study through ``score_run_enqueue`` (which checks the
   user's right: ``scoring.add_scorerun`` and VIEW on the study, as the API) and opens the run's
-  state page, which follows it until the report is there;
+  state page, which follows it until the report is there; a study already being scored opens its
+  pending or running run instead, saying so (``already_being_scored``; the study page's "Score
+  again" posts here too, and the outcomes import's "Score it now" says the same);
 - ``/admin/scoring/scorerun/import-outcomes/``: a study run elsewhere (an outcomes file such as
   ``rationale_utility.json``) becomes a finished study through ``outcomes_study_create`` and is
   scored at once: what ``manage.py import_outcomes --score`` does, from the admin.
@@ -27,7 +29,7 @@ from scoring.reports import views as report_views
 from scoring.selectors import results_for_reader
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
 from scoring.services.outcomes import OutcomesStudyNotYours
-from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused
+from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused, already_being_scored
 from studies.admin.scoping import StudyScopedAdmin
 from studies.lm import genu as genu_rule
 from studies.models import Dataset, Split, Study
@@ -167,6 +169,8 @@ class ScoreRunAdmin(StudyScopedAdmin):
         except (ScoreRunRefused, ScoringQueueUnavailable) as exc:
             messages.error(request, str(exc))
             return redirect("admin:scoring_scorerun_changelist")
+        if run.already_queued:
+            messages.info(request, already_being_scored(run))
         return redirect("admin:scoring_scorerun_state", run.pk)
 
     def _may_import_outcomes(self, request) -> bool:
@@ -198,6 +202,8 @@ class ScoreRunAdmin(StudyScopedAdmin):
                 except (ScoreRunRefused, ScoringQueueUnavailable) as exc:
                     messages.error(request, str(exc))
                     return redirect("admin:studies_study_change", study.pk)
+                if run.already_queued:
+                    messages.info(request, already_being_scored(run))
                 return redirect("admin:scoring_scorerun_state", run.pk)
         context = {**self.admin_site.each_context(request), "title": "Import a study run elsewhere",
                    "opts": self.model._meta, "form": form, "errors": errors, "failed_file": failed_file,

@@ -15,8 +15,10 @@ from studies.selectors import sources_for_user, studies_for_user
 
 
 def score_run_latest(*, study: Study) -> ScoreRun | None:
-    """The study's latest finished run."""
-    return ScoreRun.objects.filter(study=study, status=ScoreRun.Status.DONE).order_by("-finished_at", "-pk").first()
+    """The study's latest finished run: of its done runs, the one asked for last (by creation, not
+    by when it finished: a run that finishes after a run asked for later is refused where it would
+    store, ``runs.score_run_store_lock``, so this run's unit scores are the study's)."""
+    return ScoreRun.objects.filter(study=study, status=ScoreRun.Status.DONE).order_by("-created_at", "-pk").first()
 
 
 # --- results as a reader may read them ------------------------------------------------------------

@@ -117,3 +117,13 @@ def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[s
                  for name, question in RATIONALE_PROPERTIES}
         return "", clean
     raise InvalidAnswer(f"Unknown step '{step}'.")
+
+
+def property_marks(payload) -> dict[str, bool]:
+    """The marks of one stored properties answer (``Step.PROPERTIES``), as ``{name: bool}``: the
+    one reader of the payload :func:`clean_answer` stores, ``{name: "yes" | "no"}`` over the names
+    of ``RATIONALE_PROPERTIES``. A name missing or with another value gives no mark; any other key
+    is ignored (a bundle's copy may carry what the app never writes)."""
+    if not isinstance(payload, dict):
+        return {}
+    return {name: payload[name] == "yes" for name, _ in RATIONALE_PROPERTIES if payload.get(name) in YES_NO}

@@ -436,6 +436,8 @@ SPECTACULAR_SETTINGS.update(
             "ImportKindEnum": "studies.api.serializers.IMPORT_KINDS",
             "GenerationJobKindEnum": "studies.models.GenerationJob.Kind",
             "ShareLevelEnum": "studies.models.StudyShare.Level",
+            # a scoring run's status, in its own answer and in the "already being scored" one
+            "ScoreRunStatusEnum": "scoring.models.ScoreRun.Status",
         },
     }
 )

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import ScoringQueueUnavailable, score_run_enqueue
-from scoring.services.runs import ScoreRunRefused
+from scoring.services.runs import ScoreRunRefused, already_being_scored
 from studies.api.serializers import ErrorSerializer
 from studies.selectors import studies_for_user
 
@@ -61,6 +61,19 @@ class ScoreRunStartSerializer(serializers.Serializer):
     study = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the study to score.")
 
 
+class ScoreRunAlreadyQueuedSerializer(ScoreRunSerializer):
+    """The answer to a start asked while the study is already being scored: its pending or running run."""
+
+    detail = serializers.SerializerMethodField(help_text="Says that the study is already being scored and no "
+                                                         "second run was started.")
+
+    class Meta(ScoreRunSerializer.Meta):
+        fields = [*ScoreRunSerializer.Meta.fields, "detail"]
+
+    def get_detail(self, obj) -> str:
+        return already_being_scored(obj)
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="List scoring runs",
@@ -79,12 +92,15 @@ class ScoreRunStartSerializer(serializers.Serializer):
         summary="Start scoring a study",
         description=(
             "Queue a scoring job for the study (aggregation, utility, agreement, Theil's U, results.json). "
-            "Answers 202 with the job; poll it with GET. Needs a read-write token and the permission "
-            "`scoring.add_scorerun`. 400 names a missing field; 404 for a study you cannot see."
+            "Answers 202 with the job; poll it with GET. A study already being scored (a job pending or "
+            "running) is not queued twice: 200 with that job, `detail` saying so. Needs a read-write token "
+            "and the permission `scoring.add_scorerun`. 400 names a missing field; 404 for a study you cannot see."
         ),
         request=ScoreRunStartSerializer,
         responses={
             202: ScoreRunSerializer,
+            200: OpenApiResponse(ScoreRunAlreadyQueuedSerializer, description="The study is already being scored: "
+                                 "its pending or running job; nothing new was queued."),
             400: OpenApiResponse(ErrorSerializer, description="Bad input, naming the field."),
             404: OpenApiResponse(ErrorSerializer, description="No such study (or not visible to you)."),
             503: OpenApiResponse(ErrorSerializer, description="The task queue cannot be reached; nothing was "
@@ -117,4 +133,6 @@ class ScoreRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except ScoringQueueUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        if run.already_queued:
+            return Response(ScoreRunAlreadyQueuedSerializer(run).data, status=status.HTTP_200_OK)
         return Response(ScoreRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

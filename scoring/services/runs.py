@@ -3,7 +3,9 @@ the ones whose worker died (as the LM jobs are recovered: stall detection by bea
 
 - ``score_run_enqueue`` creates a pending run and sends its task, for a user who may start one
   (``scoring.add_scorerun`` and VIEW on the study; ``ScoreRunRefused`` otherwise, which the API
-  answers 403 and the admin shows). A broker that cannot be reached fails the run at once with the
+  answers 403 and the admin shows). A study already being scored (a pending or running run) gets
+  that run back instead of a second one (``ScoreRun.already_queued``; the callers say
+  ``already_being_scored``). A broker that cannot be reached fails the run at once with the
   reason and raises ``ScoringQueueUnavailable`` (the API answers 503, the admin says so): no run
   is left pending with nothing queued.
 - ``score_run_start`` is the task's first step: it takes a pending run, or a running one whose
@@ -11,6 +13,9 @@ the ones whose worker died (as the LM jobs are recovered: stall detection by bea
   running. A running run with a live heartbeat belongs to another worker and is left alone.
 - ``score_run_requester_check``: the requester is checked again where the results are written
   (``score.study_score``'s transaction), so a right lost while the run computed writes nothing.
+- ``score_run_store_lock``: that transaction first locks the study's row and refuses a run that a
+  run asked for after it has already finished (``ScoreRunSuperseded``), so the study's latest run
+  (``selectors.score_run_latest``: by creation) is always the one whose unit scores are stored.
 - ``heartbeat`` touches ``updated_at`` every ``RL_SCORE_HEARTBEAT_SECONDS`` while the run is
   computed, from a thread with its own connection.
 - ``score_runs_resume_stalled`` (beat, every minute) moves running runs without a heartbeat for
@@ -31,6 +36,7 @@ from django.utils import timezone
 from lab.heartbeat import heartbeat as lab_heartbeat
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun
+from scoring.selectors import score_run_latest
 from studies.models import Study
 from studies.selectors import VIEW, study_user_may
 
@@ -57,6 +63,10 @@ class ScoringQueueUnavailable(ScoringError):
 
 class ScoreRunRefused(ScoringError):
     """The acting user may not start a scoring run of this study; nothing was created or queued."""
+
+
+class ScoreRunSuperseded(ScoringError):
+    """A run of the same study asked for after this one finished first: this one writes nothing."""
 
 
 def score_run_check(*, study: Study, user) -> None:
@@ -97,15 +107,45 @@ def _send(run: ScoreRun) -> None:
         ScoreRun.objects.filter(pk=run.pk).update(task_id=result.id)
 
 
+def _study_lock(study_id: int) -> None:
+    """Lock the study's row until the transaction ends: the one lock that orders the decisions on a
+    study's runs (a run asked for, a run's results stored). ``FOR NO KEY UPDATE``: it does not wait
+    for, nor hold up, the workers' claims, which read the row ``FOR KEY SHARE`` (a store may take
+    seconds); a close (``FOR UPDATE``) still waits for it."""
+    list(Study.objects.select_for_update(no_key=True).filter(pk=study_id).values_list("pk", flat=True))
+
+
+def already_being_scored(run: ScoreRun) -> str:
+    """What a caller tells the user whose request :func:`score_run_enqueue` answered with the study's
+    run already pending or running (``run.already_queued``)."""
+    return (f"Study {run.study} is already being scored (run {run.pk}, {run.get_status_display().lower()}); "
+            "no second run was started. Its results will be the study's latest.")
+
+
 def score_run_enqueue(*, study: Study, user) -> ScoreRun:
     """Create a pending ``ScoreRun`` and queue ``score_study_task`` for it once the row is committed
     (at once outside a transaction), for ``user`` (None: the operator), who must be allowed to
     (:func:`score_run_check`; ``ScoreRunRefused`` otherwise, before anything is created). Raises
     ``ScoringQueueUnavailable`` when the broker cannot be reached; the run is then failed with the
-    reason, never left pending."""
+    reason, never left pending.
+
+    A study already being scored is not queued twice: under a lock of the study's row, its pending
+    or running run is returned instead (the newest; ``already_queued`` set on it, False on a run
+    made here), unless that run's requester may no longer score it (:func:`requester_refusal`:
+    the run will fail, so a new one is made)."""
     score_run_check(study=study, user=user)
-    run = ScoreRun.objects.create(study=study, status=Status.PENDING, requested_by=user, by_operator=user is None)
-    transaction.on_commit(lambda: _send(run))
+    with transaction.atomic():
+        _study_lock(study.pk)
+        for existing in (ScoreRun.objects.select_related("requested_by", "study")
+                         .filter(study_id=study.pk, status__in=(Status.PENDING, Status.RUNNING))
+                         .order_by("-created_at", "-pk")):
+            if not requester_refusal(existing):
+                existing.already_queued = True
+                return existing
+        run = ScoreRun.objects.create(study=study, status=Status.PENDING, requested_by=user,
+                                      by_operator=user is None)
+        run.already_queued = False
+        transaction.on_commit(lambda: _send(run))
     return run
 
 
@@ -142,6 +182,22 @@ def score_run_requester_check(run: ScoreRun) -> None:
     if refusal:
         logger.warning("score run %s refused where it writes its results: %s", run.pk, refusal)
         raise ScoreRunRefused(refusal)
+
+
+def score_run_store_lock(run: ScoreRun) -> None:
+    """Call first inside the transaction that writes ``run``'s results (``score.study_score``): lock
+    the study's row (so two runs of a study never store at once, nor a run is asked for meanwhile)
+    and refuse ``run`` when a run of the study asked for after it is already done, with
+    ``ScoreRunSuperseded``: that transaction then writes nothing and the run is failed with the
+    reason. The study's latest run (``score_run_latest``, by creation) thus always holds its unit
+    scores, whichever run's computation ended last."""
+    _study_lock(run.study_id)
+    latest = score_run_latest(study=run.study)
+    if latest is not None and (latest.created_at, latest.pk) > (run.created_at, run.pk):
+        logger.warning("score run %s superseded by run %s, asked for later and done first", run.pk, latest.pk)
+        raise ScoreRunSuperseded(
+            f"Superseded: run {latest.pk}, asked for after this one, finished first; its results are the study's "
+            "latest, and this run stored nothing.")
 
 
 def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) -> ScoreRun | None:

@@ -153,6 +153,7 @@ from annotations.selectors.review import (
     units_with_accepted_flags,
 )
 from annotations.services.deadlines import assignment_duration, first_answer_window, task_minutes_fixed
+from annotations.services.steps import property_marks
 from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.errors import ScoringError
@@ -167,7 +168,7 @@ from scoring.run_stages import score_stage
 from scoring.selectors import score_run_latest
 from scoring.services import genu
 from scoring.services.genu import gen_u_results
-from scoring.services.runs import score_run_requester_check
+from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, RationaleSource, Study
 from studies.selectors import VIEW, studies_for_user
@@ -790,10 +791,9 @@ def _property_marks(study: Study) -> tuple[pd.DataFrame, list[str], int] | None:
     ).values_list("claim__unit__item_id", "claim__unit__source_id", "payload")
     records = []
     for item_id, source_id, payload in rows.iterator():
-        props = payload.get("properties", payload) if isinstance(payload, dict) else {}
-        if isinstance(props, dict):
-            records.append({"item_id": item_id, "source_id": source_id,
-                            **{str(k): bool(v) for k, v in props.items() if isinstance(v, bool)}})
+        marks = property_marks(payload)
+        if marks:
+            records.append({**marks, "item_id": item_id, "source_id": source_id})
     if not records:
         return None
     df = pd.DataFrame.from_records(records)
@@ -910,8 +910,9 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     question and source, fitted by statsmodels' BinomialBayesMixedGLM (variational Bayes) with the
     priors ``PROPERTIES_*_PRIOR_SD``. "Useful vs not" is coded ``OUTCOME_UNSURE_NOT_USEFUL``; SPEC
     leaves it open, so ``unsure_dropped`` gives the other reading (``OUTCOME_UNSURE_DROPPED``).
-    Property annotations: ``Annotation(step="properties").payload`` is ``{"properties": {name: bool}}``
-    (or ``{name: bool}``); a rationale has a property when most of its annotators marked it. The
+    Property annotations: ``Annotation(step="properties").payload`` as the worker's page stores it,
+    ``{name: "yes" | "no"}``, read by ``steps.property_marks`` (the property names of
+    ``steps.RATIONALE_PROPERTIES``); a rationale has a property when most of its annotators marked it. The
     outcome is this study's utility (``frame``), else the one other studies scored."""
     marks = _property_marks(study)
     if marks is None:
@@ -1620,8 +1621,11 @@ def study_score(
     Everything is read and computed first, outside any transaction (BERTScore and the mixed model
     can take minutes); one short transaction then stores the unit scores and finishes the run.
 
-    Inside that transaction the run's requester is checked again (``runs.score_run_requester_check``:
-    a share revoked while it computed): refused, nothing is stored and the run fails with why.
+    Inside that transaction the study's row is locked first, and a run of the study asked for after
+    this one that is already done refuses it (``runs.score_run_store_lock``: superseded), so an
+    older, slower run never overwrites a newer run's unit scores nor becomes the latest; then the
+    run's requester is checked again (``runs.score_run_requester_check``: a share revoked while it
+    computed). Refused either way, nothing is stored and the run fails with why.
 
     A ``ScoringError`` (nothing to score, the requester refused) marks the run failed with its
     message; any other error marks it failed and propagates."""
@@ -1637,6 +1641,9 @@ def study_score(
         if frame is not None:
             score_stage("storing the unit scores")
         with transaction.atomic():
+            # The study's row locked; a run asked for after this one and already done: refused,
+            # nothing is written (the latest run is the last asked for, and its unit scores stay).
+            score_run_store_lock(run)
             # Its requester may have lost the right while it computed: refused, nothing is written.
             score_run_requester_check(run)
             if frame is not None:

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from scoring.models import ScoreRun
 from scoring.services import score_run_enqueue
 from scoring.services.runs import ScoreRunRefused
+from scoring.tasks import score_study_task
 from studies.api.tokens import api_token_create
 from studies.services.sharing import study_share
 from tests.api.conftest import grant
@@ -61,9 +62,14 @@ def test_the_owner_a_viewer_with_the_permission_and_the_operator_start_runs(stud
                                                                            django_capture_on_commit_callbacks):
     shared = _user("sue", "scoring.add_scorerun")
     study_share(study=study, user=owner, with_user=shared)  # VIEW is enough: scoring changes no answer
-    with django_capture_on_commit_callbacks(execute=False):
-        runs = [score_run_enqueue(study=study, user=user) for user in (owner, shared, None)]
-    assert [run.status for run in runs] == ["pending"] * 3
+    runs = []
+    for user in (owner, shared, None):  # each once the run before is finished (one run at a time)
+        with django_capture_on_commit_callbacks(execute=False):
+            runs.append(run := score_run_enqueue(study=study, user=user))
+        assert (run.status, run.already_queued, run.requested_by, run.by_operator) == (
+            "pending", False, user, user is None)
+        score_study_task(study.pk, run.pk)
+    assert len({run.pk for run in runs}) == 3
 
 
 def test_the_admins_score_now_needs_the_permission_to_start_a_run(study, owner, django_capture_on_commit_callbacks):
@@ -140,8 +146,10 @@ def test_a_run_whose_requester_was_deleted_or_deactivated_acts_for_nobody(study,
     deleted, deactivated = (_user(name, "scoring.add_scorerun") for name in ("del", "dea"))
     for user in (deleted, deactivated):
         study_share(study=study, user=owner, with_user=user)
-    gone_run, idle_run = (_queued(study, user, django_capture_on_commit_callbacks) for user in (deleted, deactivated))
-    deleted.delete()
+    gone_run = _queued(study, deleted, django_capture_on_commit_callbacks)
+    deleted.delete()  # its run, already queued, stands for nobody: the next request queues its own
+    idle_run = _queued(study, deactivated, django_capture_on_commit_callbacks)
+    assert idle_run.pk != gone_run.pk
     deactivated.is_active = False
     deactivated.save(update_fields=["is_active"])
     for run in (gone_run, idle_run):
@@ -158,9 +166,10 @@ def test_the_owners_and_the_operators_queued_runs_are_computed(study, owner, dja
     from tests.work import work
 
     work(study, "w1")
-    runs = [_queued(study, user, django_capture_on_commit_callbacks) for user in (owner, None)]
-    assert runs[1].by_operator is True
-    for run in runs:
+    runs = []
+    for user in (owner, None):  # one after the other: a study being scored is not queued twice
+        runs.append(run := _queued(study, user, django_capture_on_commit_callbacks))
         score_study_task(study.pk, run.pk)
         run.refresh_from_db()
+    assert runs[1].by_operator is True
     assert [(run.status, run.error) for run in runs] == [("done", "")] * 2

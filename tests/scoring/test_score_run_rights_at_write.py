@@ -110,8 +110,9 @@ def test_a_requester_who_keeps_the_right_and_the_operator_are_written(study, own
                                                                       django_capture_on_commit_callbacks):
     shared = _user("sue")
     study_share(study=study, user=owner, with_user=shared)
-    runs = [_queued(study, user, django_capture_on_commit_callbacks) for user in (shared, None)]
-    for run in runs:
+    runs = []
+    for user in (shared, None):  # one after the other: a study being scored is not queued twice
+        runs.append(run := _queued(study, user, django_capture_on_commit_callbacks))
         score_study_task(study.pk, run.pk)
         run.refresh_from_db()
     assert [(run.status, run.error) for run in runs] == [(ScoreRun.Status.DONE, "")] * 2

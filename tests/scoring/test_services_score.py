@@ -484,6 +484,12 @@ def test_faithfulness_says_how_many_rationales_it_left_out(utility_study):
     assert any("good-lm: 1 of its 4 rationales" in w and "over the other 3" in w for w in run.results["warnings"])
 
 
+def marks(**marked: bool) -> dict[str, str]:
+    """A properties answer as the worker's page stores it (``steps.clean_answer``: "yes" or "no" per
+    property; these units are a utility study's, so the answer is written beside them by hand)."""
+    return {name: "yes" if value else "no" for name, value in marked.items()}
+
+
 def test_properties_mixed_model_reports_log_odds_with_intervals():
     study = StudyFactory(annotators_per_unit=3)
     sources = [RationaleSourceFactory(name=f"props-{i}") for i in range(2)]
@@ -497,7 +503,7 @@ def test_properties_mixed_model_reports_log_odds_with_intervals():
             collect(study, unit, [("no", "yes") if useful else ("yes", "yes")] * 3)
             for claim in unit.claims.all():
                 Annotation.objects.create(claim=claim, step="properties",
-                                          payload={"properties": {"factual": factual, "grammatical": True}})
+                                          payload=marks(factual=factual, grammatical=True))
 
     run = study_score(study=study, similarity=False)
 
@@ -529,7 +535,7 @@ def test_properties_model_states_its_outcome_coding_and_priors_and_gives_the_oth
             unit = make_unit(study, item, source, quota=3)
             collect(study, unit, [answers[utility]] * 3)
             for claim in unit.claims.all():
-                Annotation.objects.create(claim=claim, step="properties", payload={"properties": {"factual": factual}})
+                Annotation.objects.create(claim=claim, step="properties", payload=marks(factual=factual))
 
     run = study_score(study=study, similarity=False)
 
@@ -564,7 +570,7 @@ def test_properties_mixed_model_fits_pairwise_interactions_when_data_allows():
             collect(study, unit, [("no", "yes") if useful else ("yes", "yes")] * 3)
             for claim in unit.claims.all():
                 Annotation.objects.create(claim=claim, step="properties",
-                                          payload={"factual": factual, "novel_info": novel})
+                                          payload=marks(factual=factual, novel_info=novel))
 
     run = study_score(study=study, similarity=False)
 
@@ -680,9 +686,10 @@ def test_gen_u_figures_name_the_answerers_preset_and_the_rationales_fir_was_trai
 def test_scoring_reads_and_computes_before_the_one_short_transaction_that_stores():
     """Issue 23 item 6: BERTScore and the mixed model ran inside one transaction that could last
     minutes. Every read (answers, rationales, Gen-U) now happens before it; the transaction holds
-    the writes only: the unit scores and the finished run, and the one read beside them of the
-    run's own row, locked, whose requester is checked again where the results are written
-    (``runs.score_run_requester_check``)."""
+    the writes only: the unit scores and the finished run, and the three short reads beside them:
+    the study's row, locked, and its latest done run (a run asked for later and done first
+    supersedes this one: ``runs.score_run_store_lock``), then the run's own row, locked, whose
+    requester is checked again where the results are written (``runs.score_run_requester_check``)."""
     from django.db import connection
 
     from tests.work import open_utility_study, work
@@ -701,8 +708,10 @@ def test_scoring_reads_and_computes_before_the_one_short_transaction_that_stores
     assert run.status == ScoreRun.Status.DONE, run.error
     inside = [(verb, sql) for verb, atomic, sql in queries if atomic]
     reads = [sql for verb, sql in inside if verb == "SELECT"]
-    assert len(reads) == 1 and 'FROM "scoring_scorerun"' in reads[0], reads
-    assert 'WHERE "scoring_scorerun"."id" = ' in reads[0], reads
+    assert len(reads) == 3, reads
+    assert 'FROM "studies_study" WHERE "studies_study"."id" = ' in reads[0], reads
+    assert 'FROM "scoring_scorerun"' in reads[1] and '"scoring_scorerun"."study_id" = ' in reads[1], reads
+    assert 'FROM "scoring_scorerun"' in reads[2] and 'WHERE "scoring_scorerun"."id" = ' in reads[2], reads
     assert any(verb == "INSERT" and "scoring_unitscore" in sql for verb, sql in inside)
     assert any(verb == "UPDATE" and "scoring_scorerun" in sql for verb, sql in inside)
     outside = [sql for verb, atomic, sql in queries if not atomic and verb == "SELECT"]
