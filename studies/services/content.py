@@ -449,9 +449,40 @@ def content_added_refusals(*, user, model: type[models.Model], pks: Iterable[int
     """Of rows just added (``pks``, written in the caller's transaction), those ``user`` may not add
     because a study they may not change would show them (the rule's first clause; its studies are
     locked until the transaction ends). The caller deletes them, or rolls back, before it commits:
-    what an importer, an LM job or any later writer adds gets the same answer."""
+    what an importer, an LM job or any later writer adds gets the same answer.
+
+    The rows' parents are checked apart (:func:`content_parent_refusals`), by the writers whose
+    parents existed before they wrote: an LM job that writes under items
+    (``generation.common.job_added_refusals``), whose researcher's share may have been lowered
+    since it was created. The importers and the bundle import check each parent before they write
+    (``datasets_to_import_into``, ``sources_for_design``, ``datasets_for_design``) and may create a
+    new dataset or source in the same transaction, which those selectors count only once a study
+    uses it, so they ask only this."""
     not_yours, _ = content_change_problems(user=user, model=model, changes={pk: () for pk in pks}, lock=True)
     return not_yours
+
+
+def content_parent_refusals(*, user, model: type[models.Model], pks: Iterable[int]) -> dict[int, str]:
+    """Of stored rows ``pks`` of ``model``, those hanging from a parent ``user`` may not build on
+    (``PARENT_SELECTORS``: a rationale of an item or source, a question of an item, that is not
+    theirs to add to), each with ``content_parent_problems``' answer: that rule, for rows already
+    written, in a bounded number of queries for every 5,000 rows. The operator (None) may name any."""
+    pks = list(pks)
+    fields = list(_parent_fields(model))
+    if user is None or not pks or not fields:
+        return {}
+    rows = _in_chunks(model._default_manager, "pk", pks, ("pk", *(field.attname for field, _ in fields)))
+    problems: dict[int, list[str]] = {}
+    for index, (field, selector) in enumerate(fields, start=1):
+        parent_ids = sorted({row[index] for row in rows if row[index] is not None})
+        allowed: set[int] = set()
+        for start in range(0, len(parent_ids), CHUNK):
+            allowed.update(selector(user=user).filter(pk__in=parent_ids[start:start + CHUNK]).values_list(
+                "pk", flat=True))
+        for row in rows:
+            if row[index] is not None and row[index] not in allowed:
+                problems.setdefault(row[0], []).append(_parent_refused(field))
+    return {pk: "; ".join(reasons) for pk, reasons in problems.items()}
 
 
 def gen_u_added_refusals(*, user, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], str]:
@@ -501,6 +532,11 @@ def _parent_fields(model: type[models.Model]):
             yield field, selector
 
 
+def _parent_refused(field) -> str:
+    """Why a row may not hang from the parent ``field`` names: answered as a missing parent would be."""
+    return f"{field.name}: there is no such {field.related_model._meta.verbose_name} you may use"
+
+
 def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] | None = None) -> dict[str, str]:
     """Why ``obj`` may not hang from the parents it names (its dataset, item or rationale source):
     field name -> reason, for each parent ``user`` may not build on (``PARENT_SELECTORS``; one they
@@ -516,8 +552,7 @@ def content_parent_problems(*, user, obj: models.Model, changed: Iterable[str] |
             continue
         parent_id = getattr(obj, field.attname)
         if parent_id is not None and not selector(user=user).filter(pk=parent_id).exists():
-            problems[field.name] = (f"{field.name}: there is no such {field.related_model._meta.verbose_name} "
-                                    "you may use")
+            problems[field.name] = _parent_refused(field)
     return problems
 
 

@@ -248,7 +248,8 @@ def test_a_t5_template_never_fills_in_the_query_gold():
 def test_a_view_share_reads_the_study_not_the_unshown_splits_of_its_dataset(shared, echo):
     """Alice shares a study at view with Carol, who has no study on its dataset: Carol reads the
     study's items, but a job of hers on a split no study shows takes none of it (the share reads
-    the study, not the rest of the dataset: the rule of ``datasets_for_design``)."""
+    the study, not the rest of the dataset: the rule of ``datasets_for_design``), and a rationale
+    job on the study's own items none either (it would write under them: ``items_to_build_on``)."""
     from studies.services.sharing import study_share
 
     _items(shared.ds, "train", 6, secret="UNSHOWN")
@@ -266,9 +267,12 @@ def test_a_view_share_reads_the_study_not_the_unshown_splits_of_its_dataset(shar
     with pytest.raises(GenerationError, match="no items that you may read in dataset 'shared' split 'train'"):
         generation_job_create(kind="rationales", source=carols, dataset=shared.ds, split="train",
                               user=carol, enqueue=False)
-    job = generation_job_create(kind="rationales", source=carols, dataset=shared.ds, split="test",
-                                user=carol, enqueue=False)
-    assert job.total == 10  # the shared study's items: hers to read, so hers to prompt with
+    # The shared study's items are hers to read, not to hang rationales from: a rationale job writes
+    # under its items, so it takes only those she may build on (items_to_build_on), none here.
+    with pytest.raises(GenerationError, match="no items that you may build on in dataset 'shared' split 'test': "
+                                              "you may read 10 of its 10 items"):
+        generation_job_create(kind="rationales", source=carols, dataset=shared.ds, split="test", user=carol,
+                              enqueue=False)
     # Bob, whose own studies use the dataset, keeps the unshown split (the Gen-U-before-humans journey).
     assert generation_job_create(kind="rationales", source=shared.bobs, dataset=shared.ds, split="train",
                                  user=shared.bob, enqueue=False).total == 6

@@ -41,14 +41,17 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
-from studies.services.content import job_acts_for
+from studies.services.content import content_added_refusals, content_parent_refusals, job_acts_for
 
 from .errors import GenerationError
 from .inputs import (
+    BUILD_ON_WHY,
     ITEMS_LEFT_OUT,
     ITEMS_LEFT_OUT_WHY,
+    ITEMS_NOT_TO_BUILD_ON_WHY,
     SETTINGS_ROLES,
     SOURCE_PARAMS,
+    item_ids_to_build_on_check,
     left_out_tally,
     left_out_tally_reset,
     preparing_done,
@@ -76,11 +79,13 @@ def yes_no_prompt_item(text: str, *, dataset: str, answer: str | None = None) ->
 
 
 def ordered_item_ids(*, dataset: Dataset | None, split: str, item_ids: list[int] | None,
-                     limit: int | None, role: str = "items") -> list[int]:
+                     limit: int | None, role: str = "items", build_on: bool = False) -> list[int]:
     """The job's items in id order: the given ids (checked; ``inputs.generation_job_inputs_check``
     refused any its researcher may not read) or the dataset's split among the items the job's
     researcher may read (``inputs.readable_item_ids``, which counts the others under ``role`` for the
-    job's ``params["items_left_out"]``), first ``limit``."""
+    job's ``params["items_left_out"]``), first ``limit``. ``build_on``: a kind that writes rows under
+    its items (``Handler.builds_on_items``) takes only those its researcher may build on: the split's
+    others are left out and counted alike, given ids refused (``inputs.item_ids_to_build_on_check``)."""
     if item_ids is not None:
         ids = sorted({int(i) for i in item_ids})
         found = Item.objects.filter(pk__in=ids)
@@ -91,6 +96,8 @@ def ordered_item_ids(*, dataset: Dataset | None, split: str, item_ids: list[int]
         if missing:
             where = f" in dataset {dataset.name!r}" if dataset else ""
             raise GenerationError(f"item ids {missing[:10]} do not exist{where}")
+        if build_on:
+            item_ids_to_build_on_check(ids)
     else:
         if dataset is None:
             raise GenerationError("choose a dataset (and split) or give item ids")
@@ -103,6 +110,12 @@ def ordered_item_ids(*, dataset: Dataset | None, split: str, item_ids: list[int]
             raise GenerationError(
                 f"no items that you may read in dataset {dataset.name!r} split {split or 'any'!r}: its "
                 f"{len(every)} items are shown only by studies you may not read")
+        if build_on:
+            readable, ids = ids, readable_item_ids(ids, role=role, build_on=True)
+            if readable and not ids:
+                raise GenerationError(
+                    f"no items that you may build on in dataset {dataset.name!r} split {split or 'any'!r}: you may "
+                    f"read {len(readable)} of its {len(every)} items, but not add to them: {BUILD_ON_WHY}")
     if limit is not None:
         if limit < 1:
             raise GenerationError("limit must be at least 1")
@@ -516,6 +529,12 @@ class Handler:
     # prompts its source or generator as it stands adds that role. Kinds that freeze what they read
     # into their params at creation (Quark's policy, faithfulness's task model) need nothing more.
     settings_read_live: tuple[str, ...] = SOURCE_PARAMS
+    # Whether the kind writes rows under its items (rationales, generalization questions): it takes
+    # only items its researcher may build on (``ordered_item_ids(build_on=True)``), not every item
+    # they may read, and checks each row again as it stores it (:func:`job_added_refusals`). Kinds
+    # that only read their items (Gen-U predictions hang from questions and sources, fine-tuning,
+    # Quark, faithfulness) keep the read rule.
+    builds_on_items: bool = False
 
     def prepare(self, *, source, generator, dataset, split: str, item_ids, limit, params: dict) -> Prepared:
         raise NotImplementedError
@@ -552,7 +571,8 @@ def _reading_for_researcher(prepare):
             left_out_tally_reset(token)
             preparing_done()
         if any(tally.values()):
-            prepared.params[ITEMS_LEFT_OUT] = {**tally, "why": ITEMS_LEFT_OUT_WHY}
+            why = ITEMS_NOT_TO_BUILD_ON_WHY if self.builds_on_items else ITEMS_LEFT_OUT_WHY
+            prepared.params[ITEMS_LEFT_OUT] = {**tally, "why": why}
         return prepared
 
     wrapped.reads_for_researcher = True
@@ -788,6 +808,27 @@ NOT_YOURS_TO_ADD = ("not stored: a study you may not change would show this {wha
                     "researchers may add to what it shows")
 NOT_YOURS_TO_CHANGE = ("not stored: a study you may not change uses this {what}; only that study's "
                        "researchers may change what it shows or what its scores read")
+
+
+NOT_TO_BUILD_ON = ("not stored: this {what} would hang from an item (or source) that you may no longer build on "
+                   "({reason}; a share lowered to view since the job was created, for instance): only rows under what "
+                   "you may build on are added, as on the admin's pages and in the imports")
+
+
+def job_added_refusals(job: GenerationJob, model, pks: list[int], *, what: str) -> dict[int, str]:
+    """Of the rows ``job`` just added (``pks`` of ``model``, in its batch's transaction), those it
+    may not keep, each with the reason its failure records: one hanging from an item or source
+    its researcher may not build on now (``content.content_parent_refusals``: the share that let
+    them may have been lowered since the job was created, ``NOT_TO_BUILD_ON``), and one that a study
+    they may not change would show (``content.content_added_refusals``, ``NOT_YOURS_TO_ADD``). The
+    one check of the kinds that write under items (``Handler.builds_on_items``). A job whose
+    researcher's account was deleted acts for nobody (:func:`job_actor`): its items were checked as
+    theirs to build on when it was created, and it stores, as before, only what no study shows."""
+    actor = job_actor(job)
+    parents = content_parent_refusals(user=actor, model=model, pks=pks) if job.created_by_id is not None else {}
+    shown = content_added_refusals(user=actor, model=model, pks=[pk for pk in pks if pk not in parents])
+    return {**{pk: NOT_TO_BUILD_ON.format(reason=reason, what=what) for pk, reason in parents.items()},
+            **dict.fromkeys(shown, NOT_YOURS_TO_ADD.format(what=what))}
 
 
 def store_failures(job: GenerationJob, failures: list[GenerationFailure]) -> None:

@@ -23,7 +23,7 @@ from studies.selectors import (
     question_generators_for_user,
     sources_for_user,
 )
-from studies.services.content import job_acts_for
+from studies.services.content import PARENT_SELECTORS, job_acts_for
 from studies.services.model_paths import local_model_path, model_path_readable, path_within
 
 from .errors import GenerationError
@@ -71,6 +71,18 @@ ITEMS_LEFT_OUT = "items_left_out"
 ITEMS_LEFT_OUT_WHY = ("items of the chosen dataset and split that only studies you may not read show (items_for_jobs): "
                       "a job reads and sends its items' questions and gold answers and rationales, so it takes only "
                       "the items you may read")
+# Said instead for a kind that writes rows under its items (``Handler.builds_on_items``): rationales,
+# generalization questions.
+ITEMS_NOT_TO_BUILD_ON_WHY = (
+    "items of the chosen dataset and split that only studies you may not read show (items_for_jobs), or that you may "
+    "read but not build on (items_to_build_on): a job that writes rationales or generalization questions hangs them "
+    "from its items, so it takes only those a row of yours may hang from, as the admin's pages and the imports add: "
+    "not the items of a dataset you read only through a study shared with you to view")
+# Why such a kind refuses items, or a rationale source, that its researcher may read but not build on.
+BUILD_ON_WHY = ("a job that writes rationales or generalization questions hangs them from its items (and a rationale "
+                "job from its source), so it takes only those you may build on, as the admin's pages and the imports "
+                "add: not those of a dataset, nor a source, that you read only through a study shared with you to "
+                "view")
 
 
 def preparing_for(user) -> None:
@@ -92,22 +104,57 @@ def left_out_tally_reset(token) -> None:
     _LEFT_OUT.reset(token)
 
 
-def readable_item_ids(ids: list[int], *, role: str = "items") -> list[int]:
+def readable_item_ids(ids: list[int], *, role: str = "items", build_on: bool = False) -> list[int]:
     """Of ``ids`` (items a new job takes from a dataset or split), those its researcher may read
     (``items_for_jobs``; the operator's job: all), in their order; how many were left out is added
     to the tally of ``role`` (:func:`left_out_tally`). A dataset a researcher sees may hold items
     that only another researcher's study shows, as the demonstration draw already allows for
     (``rationales.train_demonstrations``, by the same rule): the job runs on the rest rather than
-    being refused."""
+    being refused.
+
+    ``build_on``: for a kind that writes rows under its items (rationales, generalization
+    questions), those they may build on instead (``content.PARENT_SELECTORS``: ``items_to_build_on``,
+    the rule of the admin's content forms and the imports, within ``items_for_jobs``), the others
+    left out and counted alike: a dataset they read only through a study shared with them to view is
+    read, not theirs to add to. The rows are checked again as they are stored
+    (``common.job_added_refusals``)."""
     reader = _PREPARING_FOR.get()
     if not reader or reader[0] == "operator":
         return ids
-    readable = set(items_for_jobs(user=reader[1]).filter(pk__in=ids).values_list("pk", flat=True))
+    rule = PARENT_SELECTORS[Item] if build_on else items_for_jobs
+    readable = set(rule(user=reader[1]).filter(pk__in=ids).values_list("pk", flat=True))
     kept = [i for i in ids if i in readable]
     tally = _LEFT_OUT.get()
     if tally is not None:
         tally[role] = tally.get(role, 0) + len(ids) - len(kept)
     return kept
+
+
+def item_ids_to_build_on_check(ids: list[int]) -> None:
+    """Refuse, naming how many and the first few, the item ids given to a new job that writes rows
+    under its items that its researcher may read (``generation_job_inputs_check`` refused the
+    others as missing) but not build on (:func:`readable_item_ids` with ``build_on``): ids chosen one
+    by one are refused rather than left out, as hidden ones are."""
+    reader = _PREPARING_FOR.get()
+    if not reader or reader[0] == "operator":
+        return
+    ids = sorted(set(ids))
+    allowed = set(PARENT_SELECTORS[Item](user=reader[1]).filter(pk__in=ids).values_list("pk", flat=True))
+    refused = [i for i in ids if i not in allowed]
+    if refused:
+        raise GenerationError(f"{len(refused)} of the {len(ids)} item ids given (ids {refused[:10]}) are not items you "
+                              f"may build on: {BUILD_ON_WHY}")
+
+
+def source_to_build_on_check(source: RationaleSource, *, role: str = "rationale source") -> None:
+    """Refuse a new job's source that its researcher may read (``generation_job_inputs_check``
+    refused a hidden one as missing) but not build on (``content.PARENT_SELECTORS``:
+    ``sources_for_design``), for a kind that writes its rows under that source (rationales)."""
+    reader = _PREPARING_FOR.get()
+    if not reader or reader[0] == "operator":
+        return
+    if not PARENT_SELECTORS[RationaleSource](user=reader[1]).filter(pk=source.pk).exists():
+        raise GenerationError(f"{role} {source.name!r} is not a source you may build on: {BUILD_ON_WHY}")
 
 
 def generation_job_inputs_check(*, user, source: RationaleSource | None, dataset: Dataset | None,

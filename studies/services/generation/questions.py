@@ -41,10 +41,8 @@ from studies.models import (
     QuestionGenerator,
 )
 from studies.selectors import generalization_questions_for_user, items_for_jobs
-from studies.services.content import content_added_refusals
 
 from .common import (
-    NOT_YOURS_TO_ADD,
     BatchOutput,
     GenerationError,
     ItemHandler,
@@ -52,6 +50,7 @@ from .common import (
     decoding_from,
     failed_item_ids,
     job_actor,
+    job_added_refusals,
     job_budget,
     ordered_item_ids,
     prompt_item,
@@ -157,6 +156,8 @@ class QuestionHandler(ItemHandler):
     # Each batch prompts its question generator as it stands (backend, model, endpoint, decoding):
     # the job runs only while they are those it was created with (inputs.job_settings_refusal).
     settings_read_live = ("generator",)
+    # Its questions hang from its items: only those its researcher may build on.
+    builds_on_items = True
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         if generator is None:
@@ -170,7 +171,8 @@ class QuestionHandler(ItemHandler):
             )
         if generator.backend == "openai" and not generator.endpoint_url:
             raise GenerationError(f"generator {generator.name!r} needs an endpoint URL for the openai backend")
-        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
+        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit,
+                               build_on=self.builds_on_items)
         decoding_from(generator.decoding)
         # The job's prompt, frozen (as rationale jobs freeze their demonstrations): the instructions
         # here, the demonstrations once the job's researcher is known (before_save).
@@ -282,16 +284,16 @@ class QuestionHandler(ItemHandler):
                        .values_list("item_id", "qtype", "text"))
         created = GeneralizationQuestion.objects.bulk_create(
             [q for q in output.questions if (q.item_id, q.qtype, q.text) not in existing])
-        # The job acts for the researcher who started it: a question that a study they may not
-        # change would show is not theirs to add (studies.services.content), and is kept as a failure.
-        refused = content_added_refusals(user=job_actor(job), model=GeneralizationQuestion,
-                                         pks=[q.pk for q in created])
+        # The job acts for the researcher who started it: a question under an item they may no
+        # longer build on, or that a study they may not change would show, is not theirs to add
+        # (studies.services.content), and is kept as a failure saying which.
+        refused = job_added_refusals(job, GeneralizationQuestion, [q.pk for q in created], what="question")
         if refused:
             GeneralizationQuestion.objects.filter(pk__in=refused).delete()
-            units = sorted({(q.item_id, q.qtype) for q in created if q.pk in refused})
+            units = {(q.item_id, q.qtype): refused[q.pk] for q in created if q.pk in refused}
             output.failures.extend(GenerationFailure(job=job, item_id=item_id, unit=qtype, raw_output="",
-                                                     reason=NOT_YOURS_TO_ADD.format(what="question"))
-                                   for item_id, qtype in units)
+                                                     reason=reason)
+                                   for (item_id, qtype), reason in sorted(units.items()))
             output.questions = [q for q in output.questions if q.pk not in refused]
         store_failures(job, output.failures)
         if output.dropped:

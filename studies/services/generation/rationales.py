@@ -33,10 +33,8 @@ from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
 from studies.selectors import items_for_jobs
-from studies.services.content import content_added_refusals
 
 from .common import (
-    NOT_YOURS_TO_ADD,
     BatchOutput,
     GenerationError,
     ItemHandler,
@@ -44,6 +42,7 @@ from .common import (
     decoding_from,
     failed_item_ids,
     job_actor,
+    job_added_refusals,
     job_budget,
     lm_source,
     ordered_item_ids,
@@ -51,6 +50,7 @@ from .common import (
     source_backend,
     store_failures,
 )
+from .inputs import source_to_build_on_check
 from .lifecycle import generation_job_fail
 
 RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
@@ -158,10 +158,14 @@ class RationaleHandler(ItemHandler):
     # Each batch prompts its source as it stands (backend, model, endpoint, decoding, template):
     # the job runs only while they are those it was created with (inputs.job_settings_refusal).
     settings_read_live = ("source",)
+    # Its rationales hang from its items and its source: only those its researcher may build on.
+    builds_on_items = True
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         lm_source(source, "rationale source")
-        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit)
+        source_to_build_on_check(source)
+        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit,
+                               build_on=self.builds_on_items)
         if source.backend in ("causal", "openai") and source.demonstrations:
             params["demonstrations"] = list(source.demonstrations)
             params["demonstrations_from"] = SOURCE_DEMONSTRATIONS
@@ -252,15 +256,17 @@ class RationaleHandler(ItemHandler):
         items = {r.item_id for r in output.rationales}
         stored = set(Rationale.objects.filter(source=job.source, item_id__in=items).values_list("item_id", flat=True))
         Rationale.objects.bulk_create(output.rationales, ignore_conflicts=True)
-        # The job acts for the researcher who started it: a rationale that a study they may not
-        # change would show is not theirs to add (studies.services.content), and is kept as a failure.
+        # The job acts for the researcher who started it: a rationale under an item or source they
+        # may no longer build on, or that a study they may not change would show, is not theirs to
+        # add (studies.services.content), and is kept as a failure saying which.
         added = dict(Rationale.objects.filter(source=job.source, item_id__in=items - stored)
                      .values_list("pk", "item_id"))
-        refused = {added[pk] for pk in content_added_refusals(user=job_actor(job), model=Rationale, pks=list(added))}
+        refused = {added[pk]: reason for pk, reason in job_added_refusals(
+            job, Rationale, list(added), what="rationale").items()}
         if refused:
             Rationale.objects.filter(source=job.source, item_id__in=refused).delete()
             output.failures.extend(GenerationFailure(job=job, item_id=r.item_id, unit="", raw_output=r.raw_output,
-                                                     reason=NOT_YOURS_TO_ADD.format(what="rationale"))
+                                                     reason=refused[r.item_id])
                                    for r in output.rationales if r.item_id in refused)
             output.rationales = [r for r in output.rationales if r.item_id not in refused]
         store_failures(job, output.failures)

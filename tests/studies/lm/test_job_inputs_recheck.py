@@ -41,12 +41,16 @@ def shared():
         ItemFactory(dataset=dataset, split="dev")
     _train_pool(dataset)
     # Bob's study shows the dev items: a view share reads what the study shows (``items_for_jobs``).
+    # A rationale job writes under its items, so Alice starts it while she may change Bob's study
+    # (``items_to_build_on``); he has lowered her share to view since, which still reads the items.
     study = study_create(name="bobs-study", dataset=dataset, split="dev", owner=bob, user=None, consent_text="ok",
                          sources=[RationaleSource.objects.create(name="bob-imported", kind="imported")])
-    share = StudyShare.objects.create(study=study, user=alice, level="view")
+    share = StudyShare.objects.create(study=study, user=alice, level="change")
     source = RationaleSource.objects.create(name="alice-t5", kind="lm", backend="seq2seq", model_name_or_path="/nonexistent/t5-x")
-    job = generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev", user=alice,
-                                enqueue=False)
+    job = generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev",
+                                user=grant(alice, "studies.change_study"), enqueue=False)
+    StudyShare.objects.filter(pk=share.pk).update(level="view")
+    share.refresh_from_db()
     return {"alice": alice, "dataset": dataset, "share": share, "job": job, "source": source}
 
 

@@ -131,7 +131,9 @@ def test_a_view_share_reader_draws_no_demonstration_from_the_owners_unshown_trai
                   "studies.view_rationalesource")
     study_share(study=study, user=bob, with_user=carol, level="view")
     carol = User.objects.get(pk=carol.pk)
-    with pytest.raises(GenerationError, match="among the items the job's researcher may read"):
+    # Refused before any draw: a rationale job writes under its items, and the shared study's test
+    # items are hers to read, not to build on (items_to_build_on), so it takes none of them.
+    with pytest.raises(GenerationError, match="no items that you may build on in dataset 'bobs-private' split 'test'"):
         generation_job_create(kind="rationales", source=_hosted("carol"), dataset=ds, split="test", user=carol,
                               enqueue=False)
     assert not GenerationJob.objects.filter(created_by=carol, kind="rationales").exists()
