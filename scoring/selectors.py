@@ -220,10 +220,11 @@ class PlanPrior:
 
 
 def plan_prior_choices(*, user) -> list[tuple[str, str]]:
-    """The priors ``user`` may pick: the released study's shares, or a scored pilot they may view."""
+    """The priors ``user`` may pick: the released study's shares, or a scored pilot they may view,
+    named by its latest run (``score_run_latest``'s order: by creation), whose shares ``plan_prior`` reads."""
     choices = [(RELEASED_PRIOR, f"Released study: {RELEASED_PRIOR_LABEL}")]
     runs = ScoreRun.objects.filter(study__in=studies_for_user(user=user), status=ScoreRun.Status.DONE,
-                                   results__has_key="utility_shares").select_related("study").order_by("-finished_at")
+                                   results__has_key="utility_shares").select_related("study").order_by("-created_at", "-pk")
     seen = set()
     for run in runs:
         if run.study_id not in seen:

@@ -92,8 +92,9 @@ class ScoreRunAlreadyQueuedSerializer(ScoreRunSerializer):
         summary="Start scoring a study",
         description=(
             "Queue a scoring job for the study (aggregation, utility, agreement, Theil's U, results.json). "
-            "Answers 202 with the job; poll it with GET. A study already being scored (a job pending or "
-            "running) is not queued twice: 200 with that job, `detail` saying so. Needs a read-write token "
+            "Answers 202 with the job; poll it with GET. A study whose job is queued and not yet started is "
+            "not queued twice: 200 with that job, `detail` saying so (a running job read the answers already: a "
+            "new one is queued, and supersedes it). Needs a read-write token "
             "and the permission `scoring.add_scorerun`. 400 names a missing field; 404 for a study you cannot see."
         ),
         request=ScoreRunStartSerializer,

@@ -129,15 +129,20 @@ def score_run_enqueue(*, study: Study, user) -> ScoreRun:
     ``ScoringQueueUnavailable`` when the broker cannot be reached; the run is then failed with the
     reason, never left pending.
 
-    A study already being scored is not queued twice: under a lock of the study's row, its pending
-    or running run is returned instead (the newest; ``already_queued`` set on it, False on a run
-    made here), unless that run's requester may no longer score it (:func:`requester_refusal`:
-    the run will fail, so a new one is made)."""
+    A study whose run is queued and not yet started is not queued twice: under a lock of the
+    study's row, that pending run is returned instead (the newest; ``already_queued`` set on it,
+    False on a run made here), unless its requester may no longer score it
+    (:func:`requester_refusal`: the run will fail) or it was asked for longer ago than
+    ``RL_SCORE_STALL_SECONDS`` (its task may be lost, a flushed broker: nothing else would ever
+    start it). A running run is never returned: it read the answers already, and a request made
+    meanwhile asks for the answers since (the newer run supersedes it,
+    :func:`score_run_store_lock`)."""
     score_run_check(study=study, user=user)
     with transaction.atomic():
         _study_lock(study.pk)
         for existing in (ScoreRun.objects.select_related("requested_by", "study")
-                         .filter(study_id=study.pk, status__in=(Status.PENDING, Status.RUNNING))
+                         .filter(study_id=study.pk, status=Status.PENDING,
+                                 created_at__gte=timezone.now() - stalled_after())
                          .order_by("-created_at", "-pk")):
             if not requester_refusal(existing):
                 existing.already_queued = True

@@ -4,12 +4,15 @@ the study page's "Score again" posts to) and the outcomes import's "Score it now
 view-share holder queued ten runs of the owner's study (the API's 202 five times, the admin five)."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from scoring.models import ScoreRun
 from scoring.services import score_run_enqueue
@@ -86,11 +89,25 @@ def test_the_api_and_the_admin_queue_one_run_of_a_study_being_scored(study, shar
     assert any(ALREADY in m for m in shown), shown
     assert ALREADY in admin.get(state).content.decode()
 
-    # Running (a worker took it): still the one run.
+    # Running (a worker took it and read the answers): a request now asks for the answers since, so
+    # it queues a new run (which supersedes the running one where it stores).
     assert score_run_start(run_id=run.pk, study_id=study.pk).status == ScoreRun.Status.RUNNING
     with django_capture_on_commit_callbacks(execute=False) as sent:
         again = api.post(API, {"study": study.pk}, format="json")
-    assert (again.status_code, again.json()["id"], again.json()["status"], len(sent)) == (200, run.pk, "running", 0)
+    assert (again.status_code, again.json()["status"], len(sent)) == (202, "pending", 1)
+    assert again.json()["id"] != run.pk
+
+
+def test_a_pending_run_asked_for_longer_ago_than_the_stall_time_does_not_stand_for_the_study(
+        study, owner, settings, django_capture_on_commit_callbacks):
+    # Its task may be lost (a flushed broker), and nothing else would ever start it.
+    with django_capture_on_commit_callbacks(execute=False):
+        lost = score_run_enqueue(study=study, user=owner)
+    ScoreRun.objects.filter(pk=lost.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.RL_SCORE_STALL_SECONDS + 1))
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        fresh = score_run_enqueue(study=study, user=owner)
+    assert (fresh.pk != lost.pk, fresh.already_queued, len(sent)) == (True, False, 1)
 
 
 def test_once_the_run_is_finished_the_next_request_queues_a_new_one(study, owner, django_capture_on_commit_callbacks):
