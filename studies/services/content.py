@@ -579,11 +579,29 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
             problem = source_model_path_problem(user=user, path=obj.model_name_or_path)
             if problem:
                 raise ContentChangeRefused({obj.pk or 0: problem})
+        if isinstance(obj, GeneralizationQuestion):
+            _validation_record_kept(obj, new=new)
         obj.full_clean()
         obj.save()
         if new or moved:
             content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
+
+
+def _validation_record_kept(question: GeneralizationQuestion, *, new: bool) -> None:
+    """A question's ``metadata["validation"]`` (who judged it, when, the judgements before) is
+    written only by whoever sets its validation status: ``questions.generalization_questions_set_validation``
+    and the imports. An edit of the rest of ``metadata`` (its choices) keeps the stored record
+    whatever the form sent, and a new row starts with none, so the record cannot be forged."""
+    stored = None if new else GeneralizationQuestion.objects.filter(pk=question.pk).values_list(
+        "metadata", flat=True).first()
+    record = stored.get("validation") if isinstance(stored, dict) else None
+    if not isinstance(question.metadata, dict):
+        return  # refused by the model's own check (``GeneralizationQuestion.clean``)
+    metadata = {key: value for key, value in question.metadata.items() if key != "validation"}
+    if record is not None:
+        metadata["validation"] = record
+    question.metadata = metadata
 
 
 def content_rows_delete(*, user, model: type[models.Model], pks: Iterable[int]) -> int:

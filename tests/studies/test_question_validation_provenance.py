@@ -166,3 +166,31 @@ def test_the_change_form_does_not_set_the_validation_status(closed_study):
     question.refresh_from_db()
     assert response.status_code == 302 and question.text == "Edited wording?"
     assert question.validation_status == GeneralizationQuestion.Validation.UNVALIDATED
+
+
+def test_the_change_form_cannot_forge_the_validation_record(closed_study):
+    """``metadata["validation"]`` is written only by whoever sets the status (the actions, the
+    imports): an edit of a question's metadata through the form keeps the stored record, and a new
+    question starts with none (``content._validation_record_kept``)."""
+    olga = closed_study[0].owner
+    draft = make_study(kind=Study.Kind.GENERALIZATION, owner=olga, n_items=1, n_sources=1, n_genq=1,
+                       status=Study.Status.DRAFT)
+    question = GeneralizationQuestion.objects.get(item__in=draft.items.all())
+    generalization_questions_set_validation(user=olga, questions=[question], status=INVALID)
+    question.refresh_from_db()
+    recorded = question.metadata["validation"]
+    forged = {"status": "valid", "set_by": "import", "file": "made-up.csv", "history": []}
+    client = Client()
+    client.force_login(olga)
+    url = reverse("admin:studies_generalizationquestion_change", args=[question.pk])
+    data = admin_form_data(client.get(url))
+
+    response = client.post(url, {**data, "metadata": json.dumps({**question.metadata, "validation": forged})})
+
+    question.refresh_from_db()
+    assert response.status_code == 302
+    assert question.metadata["validation"] == recorded
+    added = client.post(reverse("admin:studies_generalizationquestion_add"), {
+        **data, "text": "A new one?", "metadata": json.dumps({"validation": forged})})
+    assert added.status_code == 302, added.content.decode()[-2000:]
+    assert "validation" not in GeneralizationQuestion.objects.get(text="A new one?").metadata
