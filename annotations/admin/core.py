@@ -315,6 +315,16 @@ class ConsentReceiptAdmin(ReadOnlyMixin, StudyScopedAdmin):
 
 @admin.register(QualificationGrant)
 class QualificationGrantAdmin(ReadOnlyMixin, StudyScopedAdmin):
-    list_display = ("id", "study", "participant", "passed", "score", "created_at")
+    """A worker's qualification test: the latest attempt graded, and the failed attempts set aside
+    before it (``voids``: taken again from a browser whose study cookie did not name their task, under
+    an MTurk worker id or a typed identifier; ``impostor.grant_retake_start``), so the researcher sees
+    every attempt, not only the last."""
+
+    list_display = ("id", "study", "participant", "passed", "score", "attempts_set_aside", "created_at")
     list_filter = ("study", "passed")
-    readonly_fields = ("study", "participant", "assignment", "passed", "score", "answers", "created_at")
+    readonly_fields = ("study", "participant", "assignment", "passed", "score", "answers", "created_at",
+                       "attempts_set_aside", "voids")
+
+    @admin.display(description="failed attempts set aside")
+    def attempts_set_aside(self, obj: QualificationGrant) -> int:
+        return len(obj.voids or ())

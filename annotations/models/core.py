@@ -189,11 +189,40 @@ class QualificationGrant(models.Model):
     assignment = models.ForeignKey(
         "Assignment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The task the test was taken in (empty for grants from before it was recorded).")
+    # The failed attempts set aside under an identity the app cannot authenticate (an MTurk worker id, a
+    # typed identifier: ``annotations.services.impostor.grant_retake_start``), oldest first, each
+    # ``{"task", "score", "answers", "taken_at", "voided_at", "retake_task"}``: the task it was taken
+    # in, its grade and answers, when it was taken and set aside, and the task given to take the test
+    # again. The grant's own fields are the latest attempt graded.
+    voids = models.JSONField(
+        default=list, blank=True,
+        help_text="Failed attempts set aside because the test was taken again from a browser whose study "
+                  "cookie did not name the task they were taken in (oldest first).")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["study", "participant"], name="one_qualification_attempt"),
         ]
+
+    @property
+    def set_aside(self) -> bool:
+        """Whether this grant's attempt (failed) was set aside and its retake not graded yet: the last
+        void records the task this grant was taken in."""
+        return self.passed is False and bool(self.voids) and self.voids[-1].get("task") == self.assignment_id
+
+    @property
+    def retake_task_id(self) -> int | None:
+        """The task given to take the test again after this grant's attempt was set aside
+        (``set_aside``), whose attempt replaces it when graded; None otherwise."""
+        return self.voids[-1].get("retake_task") if self.set_aside else None
+
+    def failed_in(self, task_id: int) -> bool:
+        """Whether the test was failed in task ``task_id``: this grant's attempt, or a set-aside one
+        (``voids``). A failed grant that records no task (from before tasks were recorded, or
+        imported) was failed in any of its participant's tasks, as far as anyone can tell."""
+        if any(void.get("task") == task_id for void in self.voids or ()):
+            return True
+        return self.passed is False and self.assignment_id in (task_id, None)
 
 
 # The statuses of a task that holds its platform assignment: in progress or finished.

@@ -294,9 +294,12 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None, clai
     if status == Assignment.Status.RETURNED:
         if assignment.ended_by_researcher:  # a block ended it: the worker did not leave it
             return Page(state="ended_by_researcher", assignment=assignment)
-        failed = QualificationGrant.objects.filter(
-            study_id=assignment.study_id, participant_id=assignment.participant_id, passed=False
-        ).exists()
+        # Failed in this very task: the grant's attempt, or one set aside since (``voids``: another
+        # browser took the test again), which stays true of this task whatever the retake gives.
+        grant = (QualificationGrant.objects.filter(study_id=assignment.study_id,
+                                                   participant_id=assignment.participant_id)
+                 .only("passed", "assignment_id", "voids").first())
+        failed = grant is not None and grant.failed_in(assignment.pk)
         return Page(state="not_qualified" if failed else "returned", assignment=assignment)
     if assignment.consented_at is None:
         return Page(state="consent", assignment=assignment)

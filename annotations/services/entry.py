@@ -59,13 +59,26 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
-from annotations.models import Assignment, ConsentReceipt, OpenLink, Participant, ParticipantLink
+from annotations.models import (
+    Assignment,
+    ConsentReceipt,
+    OpenLink,
+    Participant,
+    ParticipantLink,
+    QualificationGrant,
+)
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import ConsentChanged, NotQualified, PlatformAssignmentTaken, TaskInProgress
-from annotations.services.impostor import impostor_grant_void, impostor_task_end
+from annotations.services.impostor import (
+    grant_for_retake,
+    grant_retake_start,
+    impostor_grant_void,
+    impostor_task_end,
+)
 from annotations.services.participants import (
     OTHER_TASK_IN_PROGRESS,
+    identity_unauthenticated,
     open_link_check,
     open_link_join,
     task_started_in_browser,
@@ -207,7 +220,11 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     (``NotQualified``; ``impostor.impostor_grant_void``): a failed test Prolific shows an impostor
     took, in a task bound to another session, is voided and the form decided once more (never when
     this browser's cookie names that task, ``held_task_id``: it failed the test itself; and once per
-    participant and study). Raises
+    participant and study). Under an MTurk worker id or a typed identifier
+    (``participants.identity_unauthenticated``) a failed test refuses only the browser whose cookie
+    names the task it was failed in (``impostor.grant_for_retake``): from any other, the form is
+    decided once more with the failed attempt set aside in that decision's transaction
+    (``impostor.grant_retake_start``), so a refused start sets nothing aside. Raises
     what ``participant()`` and ``assignment_enter`` raise."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
@@ -224,7 +241,11 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
         if not impostor_task_end(study=study, participant=receipt.participant, task=refusal.active,
                                  platform_assignment_id=refs.assignment_id):
             raise
-    except NotQualified:  # the same, for a failed qualification test taken in another session's task
+    except NotQualified as refusal:  # the same, for a failed qualification test taken in another session's task
+        if identity_unauthenticated(receipt.participant):  # or taken in a task another browser holds
+            retake = grant_for_retake(study=study, participant=receipt.participant, held_task_id=held_task_id,
+                                      refusal=refusal)
+            return _consent_decide(**decide, retake=retake)
         if not impostor_grant_void(study=study, participant=receipt.participant,
                                    platform_assignment_id=refs.assignment_id, held_task_id=held_task_id):
             raise
@@ -232,17 +253,28 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
 
 
 def _consent_decide(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs, held_task_id: int | None,
-                    completion_code: str, link: ParticipantLink | None, open_link: OpenLink | None) -> Assignment:
+                    completion_code: str, link: ParticipantLink | None, open_link: OpenLink | None,
+                    retake: QualificationGrant | None = None) -> Assignment:
     """``consent_take``'s decision, in one transaction holding the receipt's row lock: the task the
-    form gave before, or the one ``assignment_enter`` decides now, recorded on the receipt."""
+    form gave before, or the one ``assignment_enter`` decides now, recorded on the receipt. With
+    ``retake`` (a failed qualification grant ``impostor.grant_for_retake`` found this browser may set
+    aside), the new task is started with that attempt set aside (``impostor.grant_retake_start``), in
+    this transaction: a refusal leaves the grant as it was."""
     with transaction.atomic():
         # The row alone (a joined row would be read as it was before the wait for the lock).
         locked = ConsentReceipt.objects.select_for_update().only("assignment_id").get(pk=receipt.pk)
         if locked.assignment_id is not None:
             return Assignment.objects.get(pk=locked.assignment_id)
-        assignment = assignment_enter(study=study, participant=receipt.participant, refs=refs,
-                                      held_task_id=held_task_id, completion_code=completion_code, link=link,
-                                      open_link=open_link)
+
+        def enter() -> Assignment:
+            return assignment_enter(study=study, participant=receipt.participant, refs=refs,
+                                    held_task_id=held_task_id, completion_code=completion_code, link=link,
+                                    open_link=open_link)
+
+        if retake is None:
+            assignment = enter()
+        else:
+            assignment = grant_retake_start(study=study, participant=receipt.participant, grant=retake, start=enter)
         ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
         return assignment
 

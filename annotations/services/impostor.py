@@ -50,29 +50,37 @@ MTurk and typed participant identifiers have no platform to ask, and the lockout
 may enter with a worker's MTurk id (an invented ``assignmentId``, the public ``hitId``) or type a
 participant's identifier on a plain or open link (``alice@lab.org``), fail the test on purpose, and
 the participant would be refused every task of the study. A failed grant taken under such an
-identity (``identity_unauthenticated``) therefore refuses only the browser that took it: the one
-whose signed study cookie names the task the test was failed in (``held_task_id``, the proof the
-worker pages go by: ``worker_pages.browser_holds``). An entry from any other browser voids it
-(``impostor_grant_void`` deletes it, as a Prolific void does; its task, returned when the test was
-failed, keeps its status and is not marked, since the app cannot tell who took it) and the entry
-gets a task with the test: the new attempt's grant, with its answers and the task it was taken in,
-takes the failed one's place. No limit on how often: a new browser with a typed identifier or an
-MTurk id is who it says it is, as far as the app can tell. A grant that records no task (from before
-tasks were recorded, or imported) names no browser, and its refusal stands. Prolific keeps the rule
-above; a single-person link's participant and an anonymous browser's are proved by the link or the
-browser itself, and a failed test refuses them whatever the browser.
+identity (``participants.identity_unauthenticated``) therefore refuses only the browser that took
+it: the one whose signed study cookie names the task the test was failed in (``held_task_id``, the
+proof the worker pages go by: ``worker_pages.browser_holds``; the rule is
+``participants.failed_grant_refuses_browser``, which a typed identifier goes by too). An entry from
+a browser whose cookie does not name that task (another browser, a private window, cleared cookies)
+sets the attempt aside and takes the test again (``grant_for_retake``, then ``grant_retake_start``
+in the transaction that starts the new task, so a refused start sets nothing aside). The attempt is
+not lost: the grant keeps it in ``QualificationGrant.voids`` (its task, grade and answers, when it
+was set aside, the task given to retake it), and stays failed until the retake is graded
+(``qualification.qualification_submit`` then replaces its result). The researcher sees every
+attempt (the grant's admin page). The app cannot tell the worker from an impostor, so the worker
+may use this too: at most ``participants.RETAKES_MAX`` failed attempts are set aside per participant
+and study; the next failed one refuses every browser (``RETAKES_USED``). A grant that records no
+task (from before tasks were recorded, or imported) names no browser, and its refusal stands.
+Prolific keeps the rule above; a single-person link's participant and an anonymous browser's are
+proved by the link or the browser itself, and a failed test refuses them whatever the browser.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import transaction
+from django.utils import timezone
 
 from annotations.models import Assignment, Participant, QualificationGrant
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformNotFound
 from annotations.selectors.platforms import study_platform_task_ids
-from annotations.services.participants import IDENTIFIER_PREFIX
+from annotations.services.errors import NotQualified
+from annotations.services.participants import RETAKES_MAX, failed_grant_refuses_browser, retakes_used
 from annotations.services.release import assignments_release
 from studies.models import Platform, Study
 
@@ -81,6 +89,12 @@ logger = logging.getLogger(__name__)
 # What Prolific says about a session: the participant's submission of this study, someone else's
 # (not found, another participant, another study), or nothing we can rely on.
 THEIRS, NOT_THEIRS, UNKNOWN = "theirs", "not theirs", "unknown"
+
+RETAKES_USED = (
+    "This study's qualification test was taken under your identity {attempts} times (from different browsers) "
+    "without reaching the pass mark: that is as often as it may be taken, so it cannot offer you tasks. "
+    "Thank you for your time."
+)
 
 
 def impostor_task_end(*, study: Study, participant: Participant, task: Assignment,
@@ -136,14 +150,9 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     (returned when the test was failed) is marked ``ended_as_impostor``, and True is returned; also
     when the failed grant went meanwhile (another entry of the worker voided it first), asking
     nothing, so the caller decides the entry again. A passed grant is never touched. Reads two rows,
-    then makes network calls: call outside any transaction, holding no row lock.
-
-    Under an identity the app cannot authenticate (``identity_unauthenticated``: an MTurk worker id,
-    an identifier typed on a plain or open link) nothing is asked: the failed grant refuses only the
-    browser whose study cookie names the task it was taken in (``held_task_id``), and is voided for
-    any other (``_grant_void_for_another_browser``)."""
-    if identity_unauthenticated(participant):
-        return _grant_void_for_another_browser(study=study, participant=participant, held_task_id=held_task_id)
+    then makes network calls: call outside any transaction, holding no row lock. An identity the app
+    cannot authenticate (an MTurk worker id, a typed identifier) has no platform to ask: its failed
+    test is set aside by ``grant_for_retake`` and ``grant_retake_start``."""
     if participant.platform != Platform.PROLIFIC or not platform_assignment_id:
         return False
     grant = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False)
@@ -173,42 +182,63 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     return True
 
 
-def identity_unauthenticated(participant: Participant) -> bool:
-    """Whether ``participant`` is known by nothing but what anyone may send: an MTurk worker id (the
-    entry URL's ``workerId``), or a participant identifier typed on a plain or open link (stored
-    as its keyed hash, ``participants.IDENTIFIER_PREFIX``). Not a Prolific worker (Prolific is
-    asked: ``prolific_vouches``), nor a single-person link's participant or an anonymous browser's
-    (the link, or the browser, is the proof)."""
-    if participant.platform == Platform.MTURK:
-        return True
-    return participant.platform == Platform.LINK and participant.external_id.startswith(IDENTIFIER_PREFIX)
-
-
-def _grant_void_for_another_browser(*, study: Study, participant: Participant, held_task_id: int | None) -> bool:
-    """``impostor_grant_void`` for an identity the app cannot authenticate: whether the failed grant
-    of ``participant`` in ``study`` no longer stands in the way of this entry. It stands (False,
-    changing nothing) for the browser whose study cookie names the task it was taken in
-    (``held_task_id``: that browser failed the test, whoever sits at it) and when it records no task
-    (no browser can be told from another). For any other browser it is deleted, if it is still that
-    grant, and True is returned (also when it went meanwhile): the caller decides the entry again,
-    and the worker takes the test, whose grant then records the new task and its answers. The task
-    the failed test was taken in keeps its status (returned) and its mark: who took it is unknown.
-    One read and one delete; no network call."""
-    grant = (QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False)
-             .values_list("pk", "assignment_id").first())
+def grant_for_retake(*, study: Study, participant: Participant, held_task_id: int | None,
+                     refusal: NotQualified) -> QualificationGrant | None:
+    """The failed qualification grant of ``participant`` (an identity the app cannot authenticate:
+    ``participants.identity_unauthenticated``) in ``study`` that this entry sets aside to take the
+    test again (``grant_retake_start``), the browser's study cookie naming ``held_task_id``; None when
+    no failed grant is left (it went meanwhile: the entry is decided afresh). Raises ``refusal`` (the
+    start's ``NotQualified``) when the grant refuses this browser (``participants.failed_grant_refuses_browser``:
+    its cookie names the task the test was failed in, or the grant records no task), and
+    ``NotQualified`` (``RETAKES_USED``) when ``RETAKES_MAX`` failed attempts were set aside already.
+    Writes nothing. One read."""
+    grant = QualificationGrant.objects.filter(study_id=study.pk, participant_id=participant.pk, passed=False).first()
     if grant is None:
-        return True  # the failed grant that refused the entry went meanwhile (another entry voided it)
-    grant_id, task_id = grant
-    if task_id is None:
-        return False  # taken in no recorded task: no browser proves it took it, the refusal stands
-    if held_task_id is not None and held_task_id == task_id:
-        return False  # this browser was sent to the task the test was failed in: it failed it
-    QualificationGrant.objects.filter(pk=grant_id, passed=False, assignment_id=task_id).delete()
-    logger.warning("study %s: the failed qualification test of participant %s (%s), taken in task %s, was voided "
-                   "at an entry from another browser: that identity is not authenticated, the test is taken again",
-                   study.pk, participant.pk,
-                   "an MTurk worker id" if participant.platform == Platform.MTURK else "a typed identifier", task_id)
-    return True
+        return None
+    if failed_grant_refuses_browser(participant=participant, grant=grant, held_task_id=held_task_id):
+        if grant.assignment_id is not None and held_task_id != grant.assignment_id and retakes_used(grant):
+            raise NotQualified(RETAKES_USED.format(attempts=len(grant.voids) + 1))
+        raise refusal
+    return grant
+
+
+def grant_retake_start(*, study: Study, participant: Participant, grant: QualificationGrant,
+                       start: Callable[[], Assignment]) -> Assignment:
+    """The task ``start()`` gives ``participant`` to take ``study``'s qualification test again,
+    ``grant`` (their failed grant, ``grant_for_retake``) set aside for it: call inside the transaction
+    that starts the task (``entry._consent_decide``), so a refused start (no work left, a closed
+    study) rolls the void back and the failed grant stands as it was. The grant is deleted for the
+    start (a failed grant refuses it: ``assignment._qualification_pending``), if it is still that
+    failed attempt, and written back as it was once the task exists, with the attempt recorded in
+    its ``voids`` (its task, grade, answers, when it was taken and set aside) and the new task as its
+    retake (``retake_task``), whose graded attempt then takes its place
+    (``qualification.qualification_submit``). An attempt set aside before whose retake was never
+    graded (that task expired or was returned) is not recorded twice: its retake becomes the new
+    task. A grant that changed meanwhile (another entry set it aside) is left alone: the start
+    decides. The task the attempt was taken in keeps its status (returned) and no mark: who took it
+    is unknown."""
+    taken_in = grant.assignment_id
+    deleted, _by_model = QualificationGrant.objects.filter(pk=grant.pk, passed=False, assignment_id=taken_in).delete()
+    task = start()
+    if not deleted:
+        return task
+    voids = list(grant.voids or ())
+    if grant.set_aside:
+        voids[-1] = {**voids[-1], "retake_task": task.pk}
+    else:
+        voids.append({"task": taken_in, "score": grant.score, "answers": grant.answers,
+                      "taken_at": grant.created_at.isoformat(), "voided_at": timezone.now().isoformat(),
+                      "retake_task": task.pk})
+    QualificationGrant.objects.create(pk=grant.pk, study_id=grant.study_id, participant_id=grant.participant_id,
+                                      passed=False, score=grant.score, answers=grant.answers,
+                                      assignment_id=taken_in, voids=voids)
+    QualificationGrant.objects.filter(pk=grant.pk).update(created_at=grant.created_at)  # not the write's time
+    logger.warning("study %s: the failed qualification test of participant %s (%s), taken in task %s, was set aside "
+                   "(%s of %s) at an entry from a browser whose study cookie does not name that task: that identity "
+                   "is not authenticated, the test is taken again in task %s", study.pk, participant.pk,
+                   "an MTurk worker id" if participant.platform == Platform.MTURK else "a typed identifier", taken_in,
+                   len(voids), RETAKES_MAX, task.pk)
+    return task
 
 
 def _voided_before(*, study: Study, participant: Participant, task_id: int) -> bool:

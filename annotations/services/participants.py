@@ -68,6 +68,10 @@ OTHER_PARTICIPANT_IN_PROGRESS = (
 )
 # The refusal of a blocked or withdrawn participant (``assignment.assignment_start``, ``_refuse_withdrawn_browser``).
 NOT_AVAILABLE = "This study is not available to your account."
+# How many failed qualification attempts of one participant in one study may be set aside because
+# they were taken from another browser (``failed_grant_refuses_browser``); the next failed one stands
+# everywhere.
+RETAKES_MAX = 3
 FAILED_TEST_IN_THIS_BROWSER = (
     "This browser took this study's qualification test and did not reach the pass mark, so it cannot "
     "offer you tasks, with this participant identifier or another one. Thank you for your time."
@@ -265,8 +269,11 @@ def participant_identified_in_browser(*, study: Study, identifier: str, held_par
     - has a task in progress in the study: ``TaskInProgress`` (one browser would hold two tasks,
       and vote twice on the units they share; the rule ``participant_link_redeem`` applies to a
       new single-person link);
-    - failed the study's qualification test: ``NotQualified`` (a test is taken once per
-      participant; a new identifier would take it again).
+    - failed the study's qualification test, and that failed grant refuses this browser
+      (``failed_grant_refuses_browser``, the entry's own rule: for a typed identifier or an MTurk id,
+      only when the cookie names the task the test was failed in, or after ``RETAKES_MAX`` attempts
+      were set aside): ``NotQualified`` (a new identifier would take the test again in the browser
+      that failed it).
     The same identifier as the cookie's participant is that participant. Nothing is created when it
     refuses; raises ``InvalidIdentifier`` for an identifier that is not one. Two reads when the
     cookie names a link participant's task of the study, none otherwise. A browser without the
@@ -276,9 +283,44 @@ def participant_identified_in_browser(*, study: Study, identifier: str, held_par
     if browser is not None and browser.external_id != external_id:
         if selectors_entry.active_assignment(study=study, participant=browser) is not None:
             raise TaskInProgress(OTHER_PARTICIPANT_IN_PROGRESS)
-        if QualificationGrant.objects.filter(study_id=study.pk, participant_id=browser.pk, passed=False).exists():
+        failed = QualificationGrant.objects.filter(study_id=study.pk, participant_id=browser.pk, passed=False).first()
+        if failed is not None and failed_grant_refuses_browser(participant=browser, grant=failed,
+                                                               held_task_id=held_task_id):
             raise NotQualified(FAILED_TEST_IN_THIS_BROWSER)
     return participant_get_or_create(platform=Platform.LINK, external_id=external_id)
+
+
+def identity_unauthenticated(participant: Participant) -> bool:
+    """Whether ``participant`` is known by nothing but what anyone may send: an MTurk worker id (the
+    entry URL's ``workerId``), or a participant identifier typed on a plain or open link (stored
+    as its keyed hash, ``IDENTIFIER_PREFIX``). Not a Prolific worker (Prolific is asked:
+    ``impostor.prolific_vouches``), nor a single-person link's participant or an anonymous browser's
+    (the link, or the browser, is the proof)."""
+    if participant.platform == Platform.MTURK:
+        return True
+    return participant.platform == Platform.LINK and participant.external_id.startswith(IDENTIFIER_PREFIX)
+
+
+def retakes_used(grant: QualificationGrant) -> bool:
+    """Whether ``grant``, a failed qualification grant, is the last attempt its participant gets in
+    its study: ``RETAKES_MAX`` failed attempts were set aside before it (``QualificationGrant.voids``),
+    so it refuses every browser. An attempt set aside whose retake was not graded yet (``set_aside``)
+    is not a new one: its retake may start again."""
+    return not grant.set_aside and len(grant.voids or ()) >= RETAKES_MAX
+
+
+def failed_grant_refuses_browser(*, participant: Participant, grant: QualificationGrant,
+                                 held_task_id: int | None) -> bool:
+    """Whether ``grant``, ``participant``'s failed qualification grant, refuses the browser whose
+    study cookie names task ``held_task_id`` (``worker_pages.browser_holds``): the one rule the
+    entry (``impostor.grant_for_retake``) and a typed identifier (``participant_identified_in_browser``)
+    go by. It refuses every browser unless the identity is one the app cannot authenticate
+    (``identity_unauthenticated``: anyone may send it), the grant records the task it was taken in,
+    and fewer than ``RETAKES_MAX`` attempts were set aside before (``retakes_used``); then only the
+    browser whose cookie names that task (it failed the test, whoever sits at it). No read."""
+    if not identity_unauthenticated(participant) or grant.assignment_id is None or retakes_used(grant):
+        return True
+    return held_task_id is not None and held_task_id == grant.assignment_id
 
 
 def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int | None = None,

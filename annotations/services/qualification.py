@@ -9,6 +9,7 @@ import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from annotations import precompiled
 from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
@@ -33,10 +34,11 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
     One attempt per worker and study: a second call returns the first grant unchanged. A failed
     test returns the assignment (status ``returned``) so that its units go back to the pool. The
     grant records the task it was taken in: a failed one taken under a Prolific session someone
-    else invented with the worker's id is voided when the worker comes, and one taken under an MTurk
-    worker id or a typed identifier refuses only the browser that holds that task
-    (``impostor.impostor_grant_void``: voided at an entry from any other browser, whose attempt
-    is then graded here as the first)."""
+    else invented with the worker's id is voided when the worker comes (``impostor.impostor_grant_void``),
+    and one taken under an MTurk worker id or a typed identifier refuses only the browser whose study
+    cookie names that task: an entry from any other browser sets it aside and gets a task to take the
+    test again (``impostor.grant_retake_start``). That task's attempt (``QualificationGrant.retake_task_id``)
+    is graded here: it replaces the failed grant's result, whose ``voids`` keep the attempts set aside."""
     test = QualificationTest.objects.filter(study_id=assignment.study_id).first()
     if test is None:
         raise InvalidAnswer("This study has no qualification test.")
@@ -44,7 +46,8 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
         existing = QualificationGrant.objects.filter(
             study_id=assignment.study_id, participant_id=assignment.participant_id
         ).first()
-        if existing is not None:
+        # A grant stands, unless this task is the retake of its failed attempt, set aside: graded below.
+        if existing is not None and existing.retake_task_id != assignment.pk:
             if existing.passed:  # passed in this task or an earlier one: nothing stands in the way
                 Assignment.objects.filter(pk=assignment.pk, qualification_pending=True).update(
                     qualification_pending=False)
@@ -71,20 +74,28 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
             clean[str(question.pk)] = given
         score = sum(1 for q in questions if answer_is_correct(clean[str(q.pk)], q.correct_answer))
         passed = score >= test.pass_mark
-        try:
-            with transaction.atomic():
-                grant = QualificationGrant.objects.create(
-                    study_id=assignment.study_id,
-                    participant_id=assignment.participant_id,
-                    assignment_id=assignment.pk,  # the task (so its Prolific session) it was taken in
-                    passed=passed,
-                    score=score,
-                    answers=clean,
+        if existing is not None:  # a retake: the attempt set aside stays in the grant's voids
+            retaken = QualificationGrant.objects.filter(pk=existing.pk, passed=False,
+                                                        assignment_id=existing.assignment_id).update(
+                passed=passed, score=score, answers=clean, assignment_id=assignment.pk, created_at=timezone.now())
+            grant = QualificationGrant.objects.get(pk=existing.pk)
+            if not retaken:  # graded meanwhile (the same form sent twice)
+                return grant
+        else:
+            try:
+                with transaction.atomic():
+                    grant = QualificationGrant.objects.create(
+                        study_id=assignment.study_id,
+                        participant_id=assignment.participant_id,
+                        assignment_id=assignment.pk,  # the task (so its Prolific session) it was taken in
+                        passed=passed,
+                        score=score,
+                        answers=clean,
+                    )
+            except IntegrityError:
+                return QualificationGrant.objects.get(
+                    study_id=assignment.study_id, participant_id=assignment.participant_id
                 )
-        except IntegrityError:
-            return QualificationGrant.objects.get(
-                study_id=assignment.study_id, participant_id=assignment.participant_id
-            )
         if passed:
             Assignment.objects.filter(pk=locked.pk).update(qualification_pending=False)
             locked.qualification_pending = assignment.qualification_pending = False

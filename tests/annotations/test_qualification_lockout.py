@@ -7,7 +7,7 @@ with an invented ``assignmentId`` and the public ``hitId``), consent, fail the t
 the worker, arriving later in their own browser, got 403 "did not reach the pass mark" for good.
 Now such a failed test refuses only the browser that took it (its study cookie names the task the
 test was failed in); another browser arriving with that identity takes the test, and its attempt
-replaces the failed one. A worker who failed in this browser is still refused; a single-person
+replaces the failed one, which the grant keeps among its voids. A worker who failed in this browser is still refused; a single-person
 link's participant (the link is the proof) is refused from any browser, as before.
 
 The landing page's form action echoed the whole query string (a 500 KB parameter, a 508 KB page):
@@ -76,12 +76,15 @@ def assert_refused(response) -> None:
 
 
 def assert_takes_the_test(client: Client, response, failed: QualificationGrant) -> str:
-    """``response`` gave a new task that shows the test; the failed grant is gone."""
+    """``response`` gave a new task that shows the test; the failed attempt is set aside (kept in the
+    grant's voids, the new task its retake)."""
     assert response.status_code == 302, response.content.decode()[:300]
     task = response["Location"]
     assert task_of(task).qualification_pending and task_of(task).pk != failed.assignment_id
     assert 'action="' + task + 'qualification"' in client.get(task).content.decode()
-    assert not QualificationGrant.objects.filter(pk=failed.pk).exists()
+    grant = QualificationGrant.objects.get(pk=failed.pk)
+    assert grant.set_aside and grant.retake_task_id == task_of(task).pk
+    assert (grant.voids[-1]["task"], grant.voids[-1]["score"]) == (failed.assignment_id, failed.score)
     return task
 
 
