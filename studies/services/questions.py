@@ -51,13 +51,17 @@ def generalization_questions_set_validation(
     return changed
 
 
-def validation_provenance(metadata, *, status: str, previous: str, user, at) -> dict:
+def validation_provenance(metadata, *, status: str, previous: str, user, at, by: dict | None = None) -> dict:
     """``metadata`` with ``"validation"`` saying who set ``status`` and when: ``{"status",
     "previous", "set_by": "user" (with "user_id", "username") or "operator" (None: a management
     command), "at" (ISO 8601), "history"}``, where ``history`` lists the judgements it replaces
     (the import's ``{"set_by": "import", "file", "sha256", ...}`` included), oldest first, each
     without its own history, the last ``VALIDATION_HISTORY_MAX`` kept. The rest of ``metadata``
-    (a question's own choices, its original question) is kept as it is."""
+    (a question's own choices, its original question) is kept as it is.
+
+    ``by`` names a writer other than a person's action (a re-import of a generalization file that
+    changes the status: ``{"set_by": "import", "file", "sha256"}``, ``importers.generalization``):
+    it replaces ``set_by`` and ``user``, when given, is still named beside it (who ran the import)."""
     metadata = dict(metadata) if isinstance(metadata, dict) else {}
     before = metadata.get("validation")
     history: list = []
@@ -67,10 +71,12 @@ def validation_provenance(metadata, *, status: str, previous: str, user, at) -> 
     elif before is not None:
         history.append({"value": before})
     record: dict = {"status": status, "previous": previous, "at": at.isoformat()}
-    if user is None:
-        record["set_by"] = "operator"
+    if by:
+        record.update(by)
     else:
-        record.update(set_by="user", user_id=user.pk, username=user.get_username())
+        record["set_by"] = "operator" if user is None else "user"
+    if user is not None:
+        record.update(user_id=user.pk, username=user.get_username())
     record["history"] = history[-VALIDATION_HISTORY_MAX:]
     metadata["validation"] = record
     return metadata

@@ -787,27 +787,51 @@ class _Import:
         for batch in _batches(self.b.rows(TABLES["generalization_questions"])):
             items = {self.items.get(r["item_id"]) for r in batch}
             existing = {(q.item_id, q.qtype, q.text): q for q in GeneralizationQuestion.objects.filter(item_id__in=items)}
-            pairs = []
+            # each new question's item, for its answer check (``GeneralizationQuestion.clean``): one query a batch
+            loaded = Item.objects.only("pk", "choices").in_bulk(items - {None})
+            pairs, made = [], set()
             for row in batch:
                 item = self.items.get(row["item_id"])
                 if item is None:
                     self.err(row, "item_id", "not in the bundle's items")
                     continue
-                q = existing.get((item, row["type"], row["text"]))
+                key = (item, row["type"], row["text"])
+                q = existing.get(key)
                 if q is not None:
                     bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"})
                     if bad:
                         self.err(row, bad, "differs from this generalization question here")
+                elif key in made:
+                    self.err(row, "text", "given twice for this item and type")
+                    continue
                 else:
-                    q = GeneralizationQuestion(item_id=item, qtype=row["type"], text=row["text"], answer=row["answer"],
-                                               origin=row["origin"] or "", metadata=row["metadata"] or {},
-                                               validation_status=row["validation_status"])
+                    q = GeneralizationQuestion(item=loaded[item], qtype=row["type"], text=row["text"],
+                                               answer=row["answer"], origin=row["origin"] or "",
+                                               metadata=row["metadata"] or {}, validation_status=row["validation_status"])
+                    made.add(key)
+                    if not self.genq_clean(row, q):
+                        continue
                 pairs.append((row, q))
             created = [(row, q) for row, q in pairs if q.pk is None]
             GeneralizationQuestion.objects.bulk_create([q for _, q in created])
             self.refuse_added(GeneralizationQuestion, created)
             for row, q in pairs:
                 self.map_id(self.genqs, row, q.pk)
+
+    def genq_clean(self, row: Row, question: GeneralizationQuestion) -> bool:
+        """A new question of the bundle checked by the model's own rule (``full_clean``: its type and
+        validation status known, its metadata's choices a list of choices, its answer one of the choices
+        it offers, its origin fits), each problem the row's error by the bundle's field name. Its item is
+        the bundle's (mapped above), and whether the question is new was settled by its key: neither is
+        asked of the database again, one query a row."""
+        try:
+            question.full_clean(exclude=["item"], validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            for name, problems in exc.message_dict.items():
+                field_name = {"qtype": "type", "__all__": ""}.get(name, name)
+                self.err(row, field_name, "; ".join(dict.fromkeys(p.rstrip(".") for p in problems)))
+            return False
+        return True
 
     def genu_rows(self, answerer_sources: dict[str, RationaleSource]) -> None:
         for batch in _batches(self.b.rows(TABLES["genu_predictions"])):

@@ -15,7 +15,14 @@ silent, so scoring names it and gives Gen-U and Figure 4 with those questions le
 
 A ``validation_status`` given to the import is applied to every question of the file and its
 provenance is stored on each question whose status it sets (``metadata["validation"]``: the
-status, that an import set it, the file's name and SHA-256, and when). The released
+status, that an import set it, the file's name and SHA-256, when, and who ran it). A re-import that
+changes an existing question's status records it as ``generalization_questions_set_validation`` does
+(``studies.services.questions.validation_provenance``: the status it replaced, and the judgements
+before it in ``history``), and keeps the rest of the question's metadata: the file's own keys
+(``original_question``, ``conflicting_answers``) are written only with a new answer (which an open
+or closed study's question refuses, ``studies.services.content``), so a re-import changing only the
+status changes what the admin's validation actions change, nothing more (its ``origin`` stays
+the file or generator that made it). The released
 ``generalisation_final_*.json`` files are taken as the validated set (our reading of SPEC section 4): import them with
 ``validation_status="valid"`` (``--validation-status valid``), as the README says.
 
@@ -32,6 +39,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
+from studies.services.questions import validation_provenance
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_type, parse_json_document, read_import_file
@@ -85,7 +93,7 @@ def generalization_questions_import(
                             f"[question, answer, type] rows, got a JSON {json_type(doc.data)}"),
             filename=f.name,
         )
-    parsed = _GeneralizationFile(f=f, dataset=dataset, index=index, validation_status=validation_status)
+    parsed = _GeneralizationFile(f=f, dataset=dataset, index=index, validation_status=validation_status, user=user)
     for original, entries in doc.data.items():
         parsed.read(doc, original, entries)
     parsed.errors.raise_if_any(f.name)
@@ -99,12 +107,15 @@ class _GeneralizationFile:
     row parsed (``Row`` over ``question``, ``answer``, ``type``), repeats merged, and a question
     given twice with different answers kept with its first answer and flagged."""
 
-    def __init__(self, *, f, dataset, index: QuestionIndex, validation_status: str | None):
+    def __init__(self, *, f, dataset, index: QuestionIndex, validation_status: str | None, user: Any = None):
         self.f, self.dataset, self.index, self.validation_status = f, dataset, index, validation_status
-        self.provenance = None
+        # Who ran the import, named in the provenance it records (None: a management command).
+        self.user = user if getattr(user, "is_authenticated", False) else None
+        self.provenance, self.at = None, timezone.now()
         if validation_status is not None:
-            self.provenance = {"status": validation_status, "set_by": "import", "file": f.name[:200],
-                               "sha256": f.sha256, "at": timezone.now().isoformat()}
+            self.provenance = {"status": validation_status, **_import_judge(f), "at": self.at.isoformat()}
+            if self.user is not None:
+                self.provenance.update(user_id=self.user.pk, username=self.user.get_username())
         self.errors = ErrorCollector()
         self.kept = KeyedRows()
         self.conflicts: list[dict[str, Any]] = []
@@ -175,6 +186,34 @@ class _GeneralizationFile:
         return (text.strip(), answer, qtype_key) if row.ok else None
 
 
+def _import_judge(f) -> dict[str, str]:
+    """How a question's validation record names this import as the judge (``set_by``, the file's name
+    and SHA-256), on a new question and on an existing one whose status it changes."""
+    return {"set_by": "import", "file": f.name[:200], "sha256": f.sha256}
+
+
+def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], parsed: _GeneralizationFile) -> None:
+    """Turn the file's ``values`` for an existing ``question`` into what a re-import writes: its stored
+    metadata kept, the file's own keys replacing theirs only with a new answer (the question itself
+    changes: its ``origin`` becomes the file too), and a status change recorded by
+    ``validation_provenance`` (who, when, the status replaced, the earlier judgements in its history)."""
+    metadata = dict(question.metadata) if isinstance(question.metadata, dict) else {}
+    given = values["metadata"]
+    if values["answer"] != question.answer:
+        metadata["original_question"] = given["original_question"]
+        metadata.pop(CONFLICTING_ANSWERS_KEY, None)
+        if CONFLICTING_ANSWERS_KEY in given:
+            metadata[CONFLICTING_ANSWERS_KEY] = given[CONFLICTING_ANSWERS_KEY]
+    else:
+        del values["origin"]
+    status = values.get("validation_status")
+    if status is not None and status != question.validation_status:
+        metadata = validation_provenance(
+            metadata, status=status, previous=question.validation_status, user=parsed.user,
+            at=parsed.at, by=_import_judge(parsed.f))
+    values["metadata"] = metadata
+
+
 def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRecord:
     rows, validation_status = parsed.kept.rows, parsed.validation_status
     with transaction.atomic():
@@ -182,6 +221,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             (g.item_id, g.qtype, g.text): g
             for g in GeneralizationQuestion.objects.filter(item__dataset=dataset)
         }
+        for key, values in rows.items():
+            if key in existing:
+                _existing_values(existing[key], values, parsed)
 
         def build(key: tuple[int, str, str], values: dict[str, Any]) -> GeneralizationQuestion:
             return GeneralizationQuestion(item_id=key[0], qtype=key[1], text=key[2], **values)
