@@ -95,3 +95,12 @@ def test_a_question_with_its_own_choices_and_one_of_them_as_answer_is_made(bundl
     question = GeneralizationQuestion.objects.get(text=NEW)
     assert (question.answer, question.metadata) == ("unsure", {"choices": choices})
     assert copy.units.filter(generalization_question=question).exists()
+
+
+def test_a_question_here_with_other_choices_is_the_question_rows_error(bundle):
+    """Imported where the study was made, each question is found here by (item, type, text): one
+    whose choices the bundle gives otherwise is refused on its own row, not on every answer to it."""
+    error = _refused(_edited(bundle, (0, {"metadata": json.dumps({"choices": ["yes", "no", "maybe"]})})))
+
+    assert (error.record, error.line, error.field) == (QUESTIONS, 2, "metadata")
+    assert "differs from this generalization question here" in error.reason

@@ -589,6 +589,13 @@ def _differs(obj, row: Row, fields: dict[str, str]) -> str:
     return ""
 
 
+def _own_choices(metadata) -> Any:
+    """A generalization question's own choices (``metadata["choices"]``), what its answers are
+    checked against: a bundle's question that names other choices than the question here is that
+    row's error, not every answer's."""
+    return metadata.get("choices") if isinstance(metadata, dict) else None
+
+
 class _Import:
     def __init__(self, bundle: Bundle, *, name: str, owner) -> None:
         self.b, self.name, self.owner = bundle, name, owner
@@ -798,7 +805,8 @@ class _Import:
                 key = (item, row["type"], row["text"])
                 q = existing.get(key)
                 if q is not None:
-                    bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"})
+                    bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"}) or (
+                        "metadata" if _own_choices(q.metadata) != _own_choices(row["metadata"]) else "")
                     if bad:
                         self.err(row, bad, "differs from this generalization question here")
                 elif key in made:
