@@ -10,7 +10,8 @@ from celery import shared_task
 from django.conf import settings
 
 from studies.lm.backends import TransientBackendError
-from studies.services.generation import generation_job_run_batch, generation_jobs_resume_stalled
+from studies.services.generation import generation_jobs_resume_stalled
+from studies.services.generation.jobs import generation_job_run_message
 from studies.services.importers.jobs import IMPORT_TASK, import_job_run
 
 logger = logging.getLogger(__name__)
@@ -22,8 +23,11 @@ logger = logging.getLogger(__name__)
     soft_time_limit=2 * 3600,
     time_limit=2 * 3600 + 300,
 )
-def run_generation_job(job_id: int) -> None:
-    """Run one batch of a generation job, then queue the next one.
+def run_generation_job(job_id: int, chain: int | None = None) -> None:
+    """Run one batch of a generation job, then queue the next one with the same ``chain`` token.
+    A message whose token is no longer the job's (the job was queued again meanwhile) does nothing;
+    one without a token (queued before tokens existed) runs and makes its chain the job's
+    (``generation_job_run_message``).
 
     One batch is ``job.batch_size`` items (16 by default): for a 3B model on one GPU about a
     minute, on a CPU a few minutes; a fine-tuning job is a single long batch. A worker killed
@@ -34,14 +38,14 @@ def run_generation_job(job_id: int) -> None:
     request (``studies.lm.backends.OpenAIBackend``). An endpoint still failing after it fails the
     job with the reason; "Resume job" continues where it stopped."""
     try:
-        more = generation_job_run_batch(job_id=job_id)  # marks the job failed on any exception
+        chain = generation_job_run_message(job_id=job_id, chain=chain)  # marks the job failed on any exception
     except TransientBackendError:
         return
     except Exception:
         logger.exception("generation job %s failed", job_id)
         raise
-    if more:
-        run_generation_job.apply_async(args=[job_id], queue="lm")
+    if chain is not None:
+        run_generation_job.apply_async(args=[job_id, chain], queue="lm")
 
 
 @shared_task(name="studies.resume_stalled_generation_jobs", acks_late=True, soft_time_limit=60, time_limit=90)

@@ -161,6 +161,12 @@ class GenerationJob(models.Model):
     cancel_requested = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     celery_task_id = models.CharField(max_length=255, blank=True)
+    # The job's one live chain of messages: each message that queues the job (its creation, "Resume
+    # job", beat's stalled-job check) draws it anew and carries it, and a batch whose message carries
+    # another starts nothing and queues no next batch (``generation.jobs``).
+    chain = models.PositiveIntegerField(
+        default=0, editable=False,
+        help_text="Token of the job's live chain of messages: a message carrying another one does nothing.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -12,6 +12,13 @@ batch, cancel, resume, resume the stalled ones (how a running job reports, finis
 A job freezes its item ids at creation. The worker calls :func:`generation_job_run_batch` until it
 returns False (see :class:`~.common.ItemHandler` for what one batch does).
 
+A job has one live chain of messages: each message that queues it (:func:`generation_job_create`,
+:func:`generation_job_resume`, :func:`generation_jobs_resume_stalled`) draws the job's chain token
+(``GenerationJob.chain``) anew and carries it, each batch's message queues the next with the same
+token, and a message whose token is no longer the job's does nothing (:func:`generation_job_run_message`).
+So a message sent again for a job whose first one only waits in line (the ``lm`` worker busy or down)
+leaves one chain, not two running side by side.
+
 Jobs are queued by the task's name (:data:`RUN_TASK`), not by importing ``studies.tasks``: the
 tasks call these services, so importing them back would make an import cycle. ``studies.apps``
 imports the tasks when Django starts, so the name resolves to the task in every process (and runs
@@ -24,6 +31,7 @@ from datetime import timedelta
 
 from celery import current_app
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from studies.lm.backends import TransientBackendError
@@ -51,7 +59,6 @@ from .lifecycle import (
     generation_job_fail,
     job_cancel,
     job_refusal,
-    job_touch,
     output_name_check,
 )
 from .quark import QuarkHandler
@@ -81,9 +88,22 @@ def generation_job_start_check(*, user) -> None:
 
 
 
-def _enqueue(job_id: int) -> None:
-    result = current_app.signature(RUN_TASK, args=[job_id], queue="lm").apply_async()
+def _enqueue(job_id: int, chain: int) -> None:
+    result = current_app.signature(RUN_TASK, args=[job_id, chain], queue="lm").apply_async()
     GenerationJob.objects.filter(pk=job_id).update(celery_task_id=result.id or "")
+
+
+def _queue(job_id: int, *, enqueue: bool) -> int:
+    """Make a new chain the job's one live chain: draw its token (``GenerationJob.chain``) anew and
+    touch the job, then (after commit, where ``enqueue``) send the message that carries it. Any
+    message sent before, still waiting or redelivered, now does nothing when it arrives
+    (:func:`generation_job_run_message`). Call inside a transaction; returns the token (a caller
+    that runs the job itself, ``enqueue=False``, may pass it on)."""
+    GenerationJob.objects.filter(pk=job_id).update(chain=F("chain") + 1, updated_at=timezone.now())
+    chain = GenerationJob.objects.filter(pk=job_id).values_list("chain", flat=True).get()
+    if enqueue:
+        transaction.on_commit(lambda: _enqueue(job_id, chain))
+    return chain
 
 
 @transaction.atomic
@@ -163,8 +183,7 @@ def generation_job_create(
     handler.before_save(job)
     job.full_clean()
     job.save()
-    if enqueue:
-        transaction.on_commit(lambda: _enqueue(job.pk))
+    job.chain = _queue(job.pk, enqueue=enqueue)
     return job
 
 
@@ -209,24 +228,29 @@ def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> 
     # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.
     job.params = {k: v for k, v in job.params.items() if k != "cursor"}
     GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None, params=job.params)
-    if enqueue:
-        transaction.on_commit(lambda: _enqueue(job.pk))
+    # A new chain: a message of the old one (a frozen worker's next batch) does nothing when it arrives.
+    job.chain = _queue(job.pk, enqueue=enqueue)
     return job
 
 
 @transaction.atomic
 def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = True) -> list[int]:
     """Queue again the batched jobs that say they are queued or running but have not moved for
-    ``stalled_after``: their message was lost with a killed worker (the filesystem broker has no
-    redelivery; Redis redelivers only after its visibility timeout). Beat runs this every minute,
-    so a job continues soon after a worker comes back. A batch that is merely slow is not taken
-    for a stalled one: item kinds touch their job while a batch generates (the heartbeat of
-    :class:`~.common.ItemHandler`). If a worker froze past ``stalled_after`` and wakes while a
-    second chain runs, both may send the same items' requests once (one batch at most), but
-    batches skip stored items and write under the job's row lock, and each adds what it spent to
-    the job's usage, which every copy's budget cap reads (:class:`~.common.BatchUsage`).
+    ``stalled_after``: their message may have been lost with a killed worker (the filesystem broker
+    has no redelivery; Redis redelivers only after its visibility timeout). Beat runs this every
+    minute, so a job continues soon after a worker comes back. A batch that is merely slow is not
+    taken for a stalled one: item kinds touch their job while a batch generates (the heartbeat of
+    :class:`~.common.ItemHandler`).
+
+    A queued job may only be waiting in line (the ``lm`` worker busy with a long job, or down), its
+    message not lost: the new message starts a new chain (:func:`_queue`), so when the old message
+    arrives it does nothing, and the job runs as one chain however often it was sent again. If a
+    worker froze past ``stalled_after`` in a batch and wakes while the new chain runs, both may send
+    the same items' requests once (that one batch at most: the woken batch's next message does
+    nothing), but batches skip stored items and write under the job's row lock, and each adds what
+    it spent to the job's usage, which every copy's budget cap reads (:class:`~.common.BatchUsage`).
     Fine-tuning is one long batch and is left to the admin's "Resume job". A Quark batch
-    (``checkpoint_every`` steps) touches its job every step, and a second chain of one is harmless:
+    (``checkpoint_every`` steps) touches its job every step, and a woken copy of one is harmless:
     the batch that finds the checkpoint moved on discards its work and ends its chain.
 
     A stalled job whose researcher may no longer start jobs or read its inputs is cancelled with
@@ -244,16 +268,20 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
         if locked is not None and locked.is_active:
             job_cancel(locked, error=refusal)
     for job_id in ids:
-        # Touch the job so the next beat tick does not queue it again while this message waits.
-        job_touch(job_id)
-        if enqueue:
-            transaction.on_commit(lambda job_id=job_id: _enqueue(job_id))
+        # A new chain, and a touch so the next beat tick does not queue the job again while this message waits.
+        _queue(job_id, enqueue=enqueue)
     return ids
 
 
-def _start(job_id: int) -> GenerationJob | None:
+def _start(job_id: int, chain: int | None = None) -> GenerationJob | None:
+    """The job, locked while its batch starts, or None when the batch is not to run: the message's
+    ``chain`` is no longer the job's (nothing is done), or the job ended, was asked to stop or may
+    not go on for its researcher. A message without a token (queued before tokens existed, or a
+    caller running the job itself) makes its own chain the job's: the token is drawn anew here."""
     with transaction.atomic():
         job = GenerationJob.objects.select_for_update().get(pk=job_id)
+        if chain is not None and chain != job.chain:
+            return None  # a newer message carries the job's chain: this one's ends here
         if job.status in (Status.DONE, Status.FAILED, Status.CANCELLED):
             return None
         if job.cancel_requested:
@@ -263,6 +291,9 @@ def _start(job_id: int) -> GenerationJob | None:
         if refusal:  # its researcher lost the right to start jobs or to read its inputs: no further for them
             job_cancel(job, error=refusal)
             return None
+        if chain is None:
+            GenerationJob.objects.filter(pk=job.pk).update(chain=F("chain") + 1)
+            job.chain += 1
         if job.status == Status.QUEUED:
             GenerationJob.STATUS.move(job, Status.RUNNING, started_at=job.started_at or timezone.now())
         return job
@@ -275,12 +306,22 @@ def generation_job_run_batch(*, job_id: int) -> bool:
     Generation happens outside any transaction; the writes of one batch are atomic. Any exception
     of the batch marks the job failed with its error (then propagates), whoever runs it: the lm
     worker, ``manage.py quark_train`` or ``finetune_t5`` in the foreground, a test; a transient
-    backend error says to resume once the endpoint answers."""
-    job = _start(job_id)
+    backend error says to resume once the endpoint answers. A caller running the job itself runs
+    it as its one chain (:func:`generation_job_run_message` without a token)."""
+    return generation_job_run_message(job_id=job_id) is not None
+
+
+def generation_job_run_message(*, job_id: int, chain: int | None = None) -> int | None:
+    """Run the batch one message of the job asks for (:func:`generation_job_run_batch`); returns
+    the chain token its next message carries while work remains, None when the chain ends here.
+    ``chain``: the message's token. One that is no longer the job's (a newer message was sent
+    meanwhile) ends at once: no batch, no request, no next message. None (a message queued before
+    tokens existed): the batch runs, and its chain becomes the job's with a token drawn anew."""
+    job = _start(job_id, chain)
     if job is None:
-        return False
+        return None
     try:
-        return HANDLERS[job.kind].run_batch(job)
+        return job.chain if HANDLERS[job.kind].run_batch(job) else None
     except TransientBackendError as exc:
         generation_job_fail(job_id=job_id, error=f"{exc}; resume the job when the endpoint answers again")
         raise
