@@ -14,11 +14,12 @@ one line there."""
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from operator import itemgetter
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import BooleanField, CharField, ExpressionWrapper, Func, QuerySet, TextField
 from django.db.models.functions import Cast
 
@@ -234,17 +235,49 @@ class _Workers:
             self.task_status.update(Assignment.objects.filter(pk__in=tasks).values_list("id", "status"))
 
 
-def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAGES) -> Iterator[list[tuple]]:
+# What an export's reads set for their own transaction (``export_read_settings``): a page's plan is
+# estimated as costly (a nested loop over the study's answers, cut by the LIMIT) and crosses
+# jit_above_cost, but it runs in about 0.05 s: compiling it took a quarter of that on every page.
+# Parallel workers would take the core the caller formats on.
+EXPORT_READ_SETTINGS = ("SET LOCAL jit = off", "SET LOCAL max_parallel_workers_per_gather = 0")
+# A snapshot id as ``pg_export_snapshot()`` gives it (e.g. ``00000003-0000001B-1``).
+SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
+
+
+def export_read_settings(cursor) -> None:
+    """``EXPORT_READ_SETTINGS`` on ``cursor``'s connection, inside a transaction (PostgreSQL): SET
+    LOCAL, so they end with the transaction and never outlive it on the server connection. Behind
+    PgBouncer in transaction mode (``DATABASE_PGBOUNCER``) a plain SET in autocommit stayed on the
+    server connection it ran on, handed next to other clients, while the pages ran on others."""
+    for statement in EXPORT_READ_SETTINGS:
+        cursor.execute(statement)
+
+
+def snapshot_join(cursor, snapshot: str) -> None:
+    """Make the transaction just begun on ``cursor``'s connection read ``snapshot`` (an id from
+    ``pg_export_snapshot()`` in a transaction still open on another connection): REPEATABLE READ,
+    read only, seeing exactly what that transaction sees. Its first statements."""
+    if not SNAPSHOT_ID.fullmatch(snapshot):
+        raise ValueError(f"not a snapshot id: {snapshot!r}")
+    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    cursor.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+
+
+def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAGES,
+                 snapshot: str | None = None) -> Iterator[list[tuple]]:
     """``pages`` (``values_list`` starting with ``id``, ordered by id) in pages of ``page_rows``:
     each page is ``id > last id``, so memory stays flat.
 
     On PostgreSQL outside a transaction (a streamed response) a reader thread reads the pages on a
     second connection, up to ``ahead`` pages before the caller, so the database keeps reading
-    while Python formats instead of waiting for each request for the next page. Inside a
-    transaction (whose rows another connection cannot see) and on SQLite the pages are read one
-    after the other on the caller's connection."""
+    while Python formats instead of waiting for each request for the next page; it reads them in
+    one transaction of its own, with ``export_read_settings``. Inside a transaction (whose rows
+    another connection cannot see) and on SQLite the pages are read one after the other on the
+    caller's connection, unless the caller's transaction handed its ``snapshot``
+    (``pg_export_snapshot()``, the study bundle's): the reader then reads that very snapshot
+    (``snapshot_join``), so its pages are what the caller's connection would read."""
     connection = connections[pages.db]
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if connection.vendor != "postgresql" or (connection.in_atomic_block and snapshot is None):
         last = 0
         while page := list(pages.filter(id__gt=last)[:page_rows]):
             yield page
@@ -265,16 +298,13 @@ def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAG
 
     def read_all() -> None:
         try:
-            with connections[pages.db].cursor() as cursor:
-                # A page's plan is estimated as costly (a nested loop over the study's answers, cut
-                # by the LIMIT) and crosses jit_above_cost, but it runs in about 0.05 s: compiling
-                # it took a quarter of that on every page. Parallel workers would take the core
-                # the caller formats on. Both settings live and die with this connection.
-                cursor.execute("SET jit = off")
-                cursor.execute("SET max_parallel_workers_per_gather = 0")
-            last = 0
-            while hand_over(page := list(pages.filter(id__gt=last)[:page_rows])) and page:
-                last = page[-1][0]
+            with transaction.atomic(using=pages.db), connections[pages.db].cursor() as cursor:
+                if snapshot is not None:
+                    snapshot_join(cursor, snapshot)
+                export_read_settings(cursor)
+                last = 0
+                while hand_over(page := list(pages.filter(id__gt=last)[:page_rows])) and page:
+                    last = page[-1][0]
         except BaseException as error:  # handed to the caller, which raises it
             hand_over(error)
         finally:
@@ -296,12 +326,14 @@ def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAG
 
 
 def annotation_rows(
-    queryset: QuerySet[Annotation], *, study: Study, user, raw_worker_ids: bool, page_rows: int = PAGE_ROWS
+    queryset: QuerySet[Annotation], *, study: Study, user, raw_worker_ids: bool, page_rows: int = PAGE_ROWS,
+    snapshot: str | None = None,
 ) -> Iterator[tuple]:
     """Rows in ``annotation_columns(raw_worker_ids=...)`` order, read in pages of ``page_rows`` by id
     (keyset: each page is ``id > last id``, so memory stays flat however many answers there are).
     The score runs' settings as ``user`` may read them (``export_units.scored_with_run``; None: the
-    operator)."""
+    operator). ``snapshot``: the caller's transaction's exported snapshot, which the pages read
+    ahead are read from (``keyset_pages``); everything else is read on the caller's connection."""
     layout = _Layout(raw_worker_ids=raw_worker_ids)
     units, no_unit = _unit_table(study, layout, user=user)
     unit_gold = len(layout.unit_fields) - 1
@@ -312,7 +344,7 @@ def annotation_rows(
         "claim__participant_id", "claim__assignment_id", "claim__unit_id", "claim__attention_check_id", "step",
         "answer", "payload_text")
     pages = queryset.annotate(**_computed(layout.answer_fields)).order_by("id").values_list(*layout.answer_fields)
-    for page in keyset_pages(pages, page_rows=page_rows):
+    for page in keyset_pages(pages, page_rows=page_rows, snapshot=snapshot):
         workers.read(page)
         people, task_status = workers.people, workers.task_status
         for row in page:

@@ -104,3 +104,47 @@ def test_a_bundle_whose_scores_stale_names_a_unit_it_does_not_hold_is_refused_wh
 
     assert [(e.record, e.field) for e in errors] == [("settings.json", "scores_stale.units")]
     assert "is not an item_id and source of the bundle" in errors[0].reason
+
+
+def test_a_copys_bundle_says_its_imported_scores_are_stale_and_a_copy_of_that_copy_keeps_saying_it():
+    """A copy not scored here has no run of its own: its bundle's settings.json ``scores_stale``
+    answers for the scores it imported, by the same rule as the API, naming the run that scored
+    them where the first bundle was made; a copy of the copy says stale as the first copy did."""
+    alice, client, study, run = _withdrawn_after_scoring()
+    copy = _copy(study, alice)
+
+    files = _files(b"".join(bundle_stream(study=copy, user=alice)))
+
+    stale = json.loads(files["settings.json"])["scores_stale"]
+    assert (stale["stale"], stale["score_run"], stale["stale_units"], stale["scored_units"]) == (True, run.pk, 2, 2)
+    assert stale["finished_at"] == run.finished_at.isoformat()
+    assert f"run {run.pk} of study {study.pk}" in stale["scores_from"]
+    assert {(u["item_id"], u["source"]) for u in stale["units"]} == {
+        (r["item"], r["source_name"]) for r in _api(client, copy) if r["stale"]}
+    assert "score the study again" in json.loads(files["datapackage.json"])["description"]
+
+    second = _copy(copy, alice, name="copy-of-copy")
+
+    scores = ImportRecord.objects.filter(kind="bundle", summary__study=second.pk).get().summary["scores"]
+    assert (scores["stale"], scores["score_run"], scores["n_stale"]) == (True, run.pk, 2)
+    assert scores["finished_at"] == run.finished_at.isoformat()  # from the copy's settings.json
+    rows = _api(client, second)
+    assert len(rows) == 2 and {(r["score_run"], r["stale"]) for r in rows} == {(None, True)}
+    assert all("said so" in r["stale_reason"] and f"run {run.pk} of study {copy.pk}" in r["scores_from"]
+               for r in rows)
+
+
+def test_a_fresh_copys_bundle_turns_stale_when_a_withdrawal_reaches_the_copy():
+    alice, _ = staff_client("alice")
+    study = open_utility_study(name="fresh-copy", owner=alice, quota=3, n_sources=1)
+    for worker in ("PID", "P2", "P3"):
+        work(study, worker)
+    run = study_score(study=study, similarity=False)
+    copy = _copy(study, alice)
+    stale = json.loads(_files(b"".join(bundle_stream(study=copy, user=alice)))["settings.json"])["scores_stale"]
+    assert (stale["stale"], stale["score_run"], stale["withdrawn_since_run"]["participants"]) == (False, run.pk, 0)
+
+    assert participant_withdraw(user=alice, study=study, worker_id="PID").copies_withdrawn == 1
+
+    stale = json.loads(_files(b"".join(bundle_stream(study=copy, user=alice)))["settings.json"])["scores_stale"]
+    assert (stale["stale"], stale["stale_units"], stale["withdrawn_since_run"]["participants"]) == (True, 2, 1)

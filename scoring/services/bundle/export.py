@@ -9,9 +9,11 @@ import io
 import json
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -29,14 +31,14 @@ from annotations.selectors import on_hold, study_withdrawals_summary
 from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
-from scoring.api.export_annotations import annotation_rows
+from scoring.api.export_annotations import annotation_rows, export_read_settings
 from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith, majority_rule_text
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
 from scoring.models import ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.reports.intervals import run_bootstrap
-from scoring.selectors import answerer_withheld, results_for_reader, score_run_latest
+from scoring.selectors import answerer_withheld, bundle_scores, results_for_reader, score_run_latest
 from scoring.services.genu import (
     CONFLICTING_FIRST_KEPT,
     CONFLICTING_RULES,
@@ -248,8 +250,16 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     the withdrawals recorded after the latest run finished (``Withdrawal`` rows, as
     ``study_withdrawals_summary``: participants, answers erased, of which counted), which took answers out
     of the bundle that the run had scored. ``note`` says to score again when any unit is stale.
-    None without a finished run (nothing scored to be stale)."""
-    if run is None:
+    ``score_run`` and ``finished_at`` name that run.
+
+    A copy imported from a study bundle and not scored here (no run of its own) carries the scores
+    of the run that scored them where that bundle was made (``scoring.selectors.bundle_scores``):
+    the same rule answers for them (``ScoredWith``: stale where that bundle said so, or where the
+    answers changed since), ``score_run`` and ``finished_at`` are that run's (so a copy of this
+    copy keeps naming it) and ``scores_from`` says where they came from. None without a finished
+    run and without imported scores (nothing scored to be stale)."""
+    origin = bundle_scores(study=study) if run is None else None
+    if run is None and origin is None:
         return None
     names = dict(RationaleSource.objects.filter(pk__in=study.sources.all()).values_list("id", "name"))
     scored_with = ScoredWith(study.pk, user=user)
@@ -263,9 +273,14 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
             item_id, source_id = row[1], row[2]
             stale_units.append({"item_id": item_id,
                                 "source": names.get(source_id) or RationaleSource.objects.get(pk=source_id).name})
-    withdrawn = study_withdrawals_summary(study=study, since=run.finished_at)
+    # A copy's withdrawals are all recorded after its import, so after the run its scores came from.
+    finished_at = run.finished_at if run is not None else origin.finished_at
+    withdrawn = study_withdrawals_summary(
+        study=study, since=finished_at if run is not None or finished_at is not None else origin.imported_at)
     section = {
-        "score_run": run.pk,
+        "score_run": run.pk if run is not None else origin.score_run,
+        "finished_at": cell(finished_at) or None,
+        **({"scores_from": origin.origin()} if origin is not None else {}),
         "stale": bool(stale_units),
         "rule": SCORES_STALE_RULE,
         "scored_units": n_scored,
@@ -350,7 +365,9 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
 # --- the tables ----------------------------------------------------------------------------------
 
 
-def _table_rows(study: Study, user) -> dict[str, Callable[[], Iterable[tuple]]]:
+def _table_rows(study: Study, user, *, snapshot: str | None = None) -> dict[str, Callable[[], Iterable[tuple]]]:
+    """Each table's rows, read when its file is written. ``snapshot``: the bundle's transaction's
+    exported snapshot (``bundle_snapshot``), which the answers' pages read ahead are read from."""
     items = study.items.all()
     sources = study.sources.all()
     names = dict(RationaleSource.objects.values_list("id", "name").filter(pk__in=sources))
@@ -440,7 +457,7 @@ def _table_rows(study: Study, user) -> dict[str, Callable[[], Iterable[tuple]]]:
         "tasks": tasks,
         "claims": claims,
         "annotations": lambda: annotation_rows(Annotation.objects.filter(claim__study=study), study=study, user=user,
-                                               raw_worker_ids=False),
+                                               raw_worker_ids=False, snapshot=snapshot),
         "flag_reviews": flags,
         "qualification_grants": grants,
         "unit_scores": unit_scores,
@@ -454,18 +471,54 @@ def bundle_filename(study: Study) -> str:
     return f"study-{study.pk}-bundle.zip"
 
 
+@contextmanager
+def bundle_snapshot(using: str = DEFAULT_DB_ALIAS) -> Iterator[str | None]:
+    """One transaction that every read of a bundle is made in, so its files agree with each other
+    whatever is written meanwhile (a task started, a run stored, a participant withdrawn between two
+    tables: the import refused a bundle whose claims named a task its tasks.csv did not hold).
+
+    PostgreSQL: REPEATABLE READ, READ ONLY (nothing a bundle reads writes), its snapshot exported
+    (yielded: ``pg_export_snapshot()``) for the answers' pages read ahead on a second connection
+    (``export_annotations.keyset_pages``), and ``export_read_settings`` (SET LOCAL: behind
+    PgBouncer in transaction mode the transaction keeps one server connection and its settings end
+    with it). SQLite (the development database, no snapshot beside a writer): no transaction, each
+    table read as it is, as before: a transaction there takes the database's one write lock
+    (``transaction_mode`` IMMEDIATE) and would hold every worker's answer until the download ends,
+    then fail it at the busy timeout. Inside a transaction of the caller's (a test's) its reads are
+    that transaction's: nothing is set and None is yielded."""
+    connection = connections[using]
+    if connection.in_atomic_block or connection.vendor != "postgresql":
+        yield None
+        return
+    with transaction.atomic(using=using):
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")  # its first statement
+            export_read_settings(cursor)
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+        yield snapshot
+
+
 def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
     """The bundle of ``study`` as a zip for ``user``, who may see the study (the caller checked it),
-    in chunks as it is made (call it outside a transaction on PostgreSQL to let the annotation pages
-    be read ahead). Reads the current database: what was erased (a withdrawn participant) is not
-    there. What the study uses without showing it (Gen-U's fine-tuned answerer sources) is written
-    whole only when ``user`` may read it (``answerer_sources_json``; None: the operator, everything).
-    The same reader decides what ``results.json`` and ``settings.json`` name of those answerers
+    in chunks as it is made. Every file is read in one transaction (``bundle_snapshot``), begun
+    when the first chunk is asked for and ended with the last (or when the client goes away), so
+    the bundle is one state of the database even when work, a run or a withdrawal lands while it
+    downloads; call it outside a transaction (a caller's transaction is read as it is). Reads the
+    current database: what was erased (a withdrawn participant) is not there. What the study uses
+    without showing it (Gen-U's fine-tuned answerer sources) is written whole only when ``user``
+    may read it (``answerer_sources_json``; None: the operator, everything). The same reader decides what ``results.json`` and ``settings.json`` name of those answerers
     (``results_for_reader``: the results were computed with the study owner's rights).
     Every caller names its reader: a default reader would decide what a bundle holds far from
     the page that hands it out. Scores that no longer match the answers the bundle holds (work
     withdrawn, rejected or put on hold after the latest run) still go out as that run's, and
     settings.json ``scores_stale`` and datapackage.json's description say so (``scores_staleness``)."""
+    with bundle_snapshot() as snapshot:
+        yield from _bundle_chunks(study=study, user=user, snapshot=snapshot)
+
+
+def _bundle_chunks(*, study: Study, user, snapshot: str | None) -> Iterator[bytes]:
+    """``bundle_stream``'s zip, read in the transaction it opened (``snapshot``: its exported id)."""
     study = Study.objects.select_related("dataset").get(pk=study.pk)
     run = score_run_latest(study=study)
     results = results_for_reader(run, user=user, reader=BUNDLE_READER) if run is not None else None
@@ -498,7 +551,7 @@ def bundle_stream(*, study: Study, user) -> Iterator[bytes]:
                                                                borrowed=borrowed, stale=stale)))
     if results is not None:
         yield from member(RESULTS_FILE, json_bytes(results))
-    for name, rows in _table_rows(study, user).items():
+    for name, rows in _table_rows(study, user, snapshot=snapshot).items():
         yield from member(TABLES[name].path, _csv_chunks(TABLES[name], rows()))
     if borrowed_rows is not None:
         table = TABLES["borrowed_utility"]

@@ -1249,6 +1249,8 @@ class _Import:
                              f"{str(unit)[:80]} is not an item_id and source of the bundle")
                 continue
             units.append([item, source.pk])
+        # a copy's bundle has no results.json: its settings.json carries the original run's finish
+        origin.update(finished_at=origin["finished_at"] or said.get("finished_at"))
         origin.update(score_run=said.get("score_run", origin["score_run"]), stale=said["stale"],
                       stale_units=sorted(units), n_stale=len(units),
                       n_scored=said.get("scored_units") if isinstance(said.get("scored_units"), int) else None)
