@@ -30,6 +30,7 @@ from annotations.services.steps import (
     RATIONALE_PROPERTIES,
     VALIDATION_FIELDS,
     genq_choices,
+    page_step,
     steps_for,
 )
 from lab.pseudonyms import withdrawal_digest, worker_pseudonym
@@ -112,17 +113,26 @@ def assignment_by_token(token: str) -> Assignment | None:
 # --- server-side timing -------------------------------------------------------------------------
 
 def shown_token(*, claim_id: int, step: str, at: datetime | None = None) -> str:
-    """A signed record of when the server showed this step (the page carries it back)."""
+    """A signed record of when the server showed this step (the page carries it back). Its payload
+    (readable: signed, not encrypted) is ``[claim id, time]``; the step is bound by the signature
+    alone (its salt), never written in it, so the token of an attention check (step ``attention``)
+    reads as a question's first step does, and is still refused for any other claim or step."""
     at = at or timezone.now()
-    return signing.dumps([claim_id, step, at.timestamp()], salt=_SHOWN_SALT, compress=False)
+    return signing.dumps([claim_id, at.timestamp()], salt=_shown_salt(step), compress=False)
+
+
+def _shown_salt(step: str) -> str:
+    return f"{_SHOWN_SALT}:{step}"
 
 
 def shown_at_from_token(token: str, *, claim_id: int, step: str) -> datetime | None:
+    """When the page showed ``step`` of the claim, from its ``shown_token``; None for a token
+    altered, too old, or made for another claim or step (its signature does not match)."""
     try:
-        c, s, ts = signing.loads(token, salt=_SHOWN_SALT, max_age=7 * 24 * 3600)
+        c, ts = signing.loads(token, salt=_shown_salt(step), max_age=7 * 24 * 3600)
     except (signing.BadSignature, ValueError, TypeError):
         return None
-    if c != claim_id or s != step:
+    if c != claim_id:
         return None
     return datetime.fromtimestamp(ts, tz=UTC)
 
@@ -147,6 +157,9 @@ class StepView:
     item_choices: list[dict] = field(default_factory=list)
     yes_no_questions: list[tuple[str, str]] = field(default_factory=list)
     shown: str = ""
+    # The step the page names (its form's ``step``, the heading it shows): ``step`` itself, but an
+    # attention check's is its study's first step (``steps.page_step``), as a question's first is.
+    form_step: str = ""
 
 
 @dataclass
@@ -179,14 +192,15 @@ def rationale_text(unit) -> str:
 
 def step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int, total: int) -> StepView:
     shown = shown_token(claim_id=claim.pk, step=step)
-    if claim.attention_check_id:
+    if claim.attention_check_id:  # shown as its study's first step (``page_step``), told apart by nothing
         check = claim.attention_check
         return StepView(claim=claim, step=step, number=number, total=total, question=check.question,
-                        choices=normalise_choices(check.choices), is_attention=True, shown=shown)
+                        choices=normalise_choices(check.choices), is_attention=True, shown=shown,
+                        form_step=page_step(kind=kind, step=step))
     unit = claim.unit
     item = unit.item
     view = StepView(claim=claim, step=step, number=number, total=total, question=item.question,
-                    choices=normalise_choices(item.choices), shown=shown)
+                    choices=normalise_choices(item.choices), shown=shown, form_step=step)
     if kind == Study.Kind.UTILITY:
         if step == Step.AFTER:
             view.first_answer_text = _choice_text(view.choices, answers.get(Step.BEFORE, ""))

@@ -30,7 +30,7 @@ from annotations.services.errors import (
     StepOutOfOrder,
 )
 from annotations.services.release import active_or_refuse, extend_to_full_duration, lock, lock_active
-from annotations.services.steps import clean_answer, steps_for
+from annotations.services.steps import answer_order, answered_step, clean_answer, steps_for
 from annotations.services.stopping import units_decide
 from studies.choices import genq_choices, normalise_choices
 
@@ -91,7 +91,9 @@ def annotation_submit_with_task(
     reveal). A new answer goes in the order the task page asks: only for the task's first claim
     not completed (attention checks are claims, in their places), and ``after`` only once
     ``before`` is stored; another raises ``StepOutOfOrder`` (read from the claims read under the
-    lock, no query of its own). ``shown_token``: the signed time the page showed this step
+    lock, no query of its own). An attention check's page shows it as its study's first step and
+    sends that step's name: its answer is stored as the check's own step (``steps.answered_step``),
+    graded, and without the flag a question's first step may carry (the form has the same box). ``shown_token``: the signed time the page showed this step
     (``selectors.shown_token``), as a worker's form sent it; the answer pages always pass it
     (empty when the form had none), and a new answer without a valid token for this claim and
     step raises ``AnswerNotTimed``, so no answer leaves the timing figures or the speeder check by
@@ -111,9 +113,15 @@ def annotation_submit_with_task(
         if claim.released:
             raise AssignmentExpired("This question was given back to the pool; its answers are no longer saved.")
         kind = assignment.study.kind
-        steps = steps_for(kind=kind, is_attention_check=bool(claim.attention_check_id))
-        if step not in steps:
-            raise InvalidAnswer(f"'{step}' is not a step of this question (its steps: {', '.join(steps)}).")
+        is_check = bool(claim.attention_check_id)
+        steps = steps_for(kind=kind, is_attention_check=is_check)
+        # A page names only its study's steps, for a check too (``steps.page_step``: a check shows
+        # as the first); callers that are not a page (no shown token: imports, tests) may name a
+        # check's own step. The same names, the same refusals, whatever the claim.
+        named = steps_for(kind=kind, is_attention_check=False)
+        if step not in named and (shown_token is not None or step not in steps):
+            raise InvalidAnswer(f"'{step}' is not a step of this question (its steps: {', '.join(named)}).")
+        step = answered_step(kind=kind, is_attention_check=is_check, step=step)
         clean, clean_payload = clean_answer(
             step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind)
         )
@@ -130,8 +138,9 @@ def annotation_submit_with_task(
         # The question the page asks: the task's first claim not completed (the claims' order).
         if next((pk for pk, completed_at, _check in task.rows if completed_at is None), None) != claim.pk:
             raise StepOutOfOrder(NOT_THE_QUESTION_SHOWN)
-        missing = [s for s in steps[: steps.index(step)] if s not in stored]
-        if missing:
+        order = answer_order(kind=kind, is_attention_check=is_check)
+        missing = [s for s in order[: order.index(step)] if s not in stored]
+        if missing or step not in steps:  # a check's later step: as a question's before its first answer
             raise StepOutOfOrder("Please answer the question on its own first; then the explanation is shown.")
         if shown_token is not None:
             shown_at = shown_at_from_token(shown_token, claim_id=claim.pk, step=step)

@@ -13,7 +13,9 @@ Policy of ``assignment_start``:
    least-filled units first (so every unit progresses toward its quota together), and within
    that, a source mix (each pick takes the source this worker has had least so far, random among
    ties). The study's attention checks the worker has not seen are mixed in (one left unanswered
-   in a returned or expired task is given again: ``_add_attention_checks``).
+   in a returned or expired task is given again: ``_add_attention_checks``), at places drawn for
+   each task (``attention_slots``), and the task's claims are inserted in their order (their ids
+   grow with their places): nothing tells a check from a question before it is answered.
 3. Concurrency (PostgreSQL): candidates are read with ``SELECT ... FOR UPDATE SKIP LOCKED`` ordered
    by fill, so simultaneous workers take different rows instead of waiting; the claim
    transaction is a handful of statements; ``n_claimed`` moves with ``F()`` updates and a check
@@ -97,16 +99,18 @@ def _seen_keys(*, study: Study, participant_id: int) -> list[str]:
 
 
 def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: int, seen: list[str],
-                rng: random.Random) -> tuple[int, bool]:
-    """Claim up to ``want`` units into ``assignment``, none with a question key in ``seen``.
-    Call inside ``transaction.atomic``.
+                rng: random.Random) -> tuple[list[Claim], bool]:
+    """Claim up to ``want`` units for ``assignment``, none with a question key in ``seen``: their
+    slots are taken (``n_claimed``) and their claims returned, not yet saved (``_claim_task``
+    inserts them with the task's attention checks, in the task's order). Call inside
+    ``transaction.atomic``.
 
     The worker's seen keys are read first and excluded by value: an anti-join of the study's
     units with its claims was planned, once the statistics predated the study, as a rescan of
     the study's claims for every candidate unit (about 55 ms per claim at 4,300 claims).
     Without the join the claim reads only the study's units, whatever the statistics.
 
-    Returns (claimed, maybe_more): ``maybe_more`` is true when fewer were claimed than wanted
+    Returns (claims, maybe_more): ``maybe_more`` is true when fewer were claimed than wanted
     although eligible units were seen or skipped (locked by another worker right now)."""
     eligible = eligible_units(study_id=study.pk, seen=seen)
     limit = candidates_wanted(want=want, n_sources=n_sources)
@@ -124,25 +128,23 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: i
         chosen.append(best)
         taken_keys.add(best[2])
         per_source[best[1]] += 1
-    if chosen:
-        Claim.objects.bulk_create(
-            [
-                Claim(
-                    assignment_id=assignment.pk,
-                    unit_id=unit_id,
-                    study_id=study.pk,
-                    participant_id=assignment.participant_id,
-                    question_key=question_key,
-                    position=i * POSITION_GAP,
-                )
-                for i, (unit_id, _source, question_key, _n) in enumerate(chosen)
-            ]
+    claims = [
+        Claim(
+            assignment_id=assignment.pk,
+            unit_id=unit_id,
+            study_id=study.pk,
+            participant_id=assignment.participant_id,
+            question_key=question_key,
+            position=i * POSITION_GAP,
         )
+        for i, (unit_id, _source, question_key, _n) in enumerate(chosen)
+    ]
+    if chosen:
         Unit.objects.filter(id__in=[row[0] for row in chosen]).update(n_claimed=F("n_claimed") + 1)
     short = len(chosen) < want
     maybe_more = short and (len(rows) == limit or (connection_has_skip_locked() and _any_eligible(
         eligible, exclude_keys=[row[2] for row in chosen])))
-    return len(chosen), maybe_more
+    return claims, maybe_more
 
 
 _CANDIDATE_FIELDS = ("id", "source_id", "question_key", "n_claimed")
@@ -206,8 +208,13 @@ def _any_eligible(eligible, *, exclude_keys: list[str]) -> bool:
     return eligible.exclude(question_key__in=exclude_keys).exists()
 
 
-def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) -> int:
-    """Place the study's attention checks this worker has not seen, spread over the task.
+def _add_attention_checks(*, assignment: Assignment, study: Study, n_units: int,
+                          rng: random.Random) -> list[Claim]:
+    """The claims (not yet saved) of the study's attention checks this worker has not seen, placed
+    among the task's ``n_units`` units at places drawn by ``rng`` (the claim's: fresh for each
+    task, so no worker can tell a check by where it stands): each after a unit (never first), and
+    while there are fewer checks than units, each after a unit of its own but the last (never two
+    in a row, never last); more checks than that share places as evenly as they must.
 
     Seen: held by a task in progress or by work that counts (a claim not released), or answered
     in any task (a check answered in a task left, expired or rejected is known to the worker:
@@ -221,7 +228,7 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
     worker's claims in the study: the constraint's index), as before the checks could come again."""
     checks = list(AttentionCheck.objects.filter(study_id=study.pk).order_by("id").values_list("id", flat=True))
     if not checks:
-        return 0
+        return []
     given: set[int] = set()
     seen: set[int] = set()
     for check_id, released, completed_at, by_impostor in Claim.objects.filter(
@@ -231,22 +238,30 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, want: int) ->
         if not released or (completed_at is not None and not by_impostor):
             seen.add(check_id)
     fresh = [check_id for check_id in checks if check_id not in seen][: POSITION_GAP - 1]
-    m = len(fresh)
-    claims = []
-    for j, check_id in enumerate(fresh):
-        after_unit = max(1, math.ceil((j + 1) * want / (m + 1)))
-        claims.append(
-            Claim(
-                assignment_id=assignment.pk,
-                attention_check_id=check_id,
-                study_id=study.pk,
-                participant_id=assignment.participant_id,
-                question_key=Claim.attention_key(check_id, assignment.pk if check_id in given else None),
-                position=(after_unit - 1) * POSITION_GAP + 1 + j,
-            )
+    return [
+        Claim(
+            assignment_id=assignment.pk,
+            attention_check_id=check_id,
+            study_id=study.pk,
+            participant_id=assignment.participant_id,
+            question_key=Claim.attention_key(check_id, assignment.pk if check_id in given else None),
+            position=(after_unit - 1) * POSITION_GAP + 1 + j,
         )
-    Claim.objects.bulk_create(claims)
-    return m
+        for j, (check_id, after_unit) in enumerate(zip(fresh, attention_slots(len(fresh), n_units, rng), strict=True))
+    ]
+
+
+def attention_slots(m: int, n_units: int, rng: random.Random) -> list[int]:
+    """Where ``m`` checks go among ``n_units`` units, drawn by ``rng``: for each (in order) the
+    number of units before it. Fewer checks than units: distinct places among 1 .. n_units - 1
+    (after the first unit, before the last, none next to another); more: among 1 .. n_units, each
+    place taken at most ``ceil(m / n_units)`` times."""
+    if m == 0:
+        return []
+    n_units = max(1, n_units)
+    if m < n_units:
+        return sorted(rng.sample(range(1, n_units), m))
+    return sorted(rng.sample(list(range(1, n_units + 1)) * math.ceil(m / n_units), m))
 
 
 def _active_assignment(*, study: Study, participant: Participant) -> Assignment | None:
@@ -340,20 +355,23 @@ def _claim_task(*, assignment: Assignment, study: Study, rng: random.Random) -> 
     # Read once: the passes below add nothing to it (a retried pass claimed nothing), and a
     # parallel start of the same worker waits on the new assignment row (one active per study).
     seen = _seen_keys(study=study, participant_id=assignment.participant_id)
-    claimed, maybe_more = _claim_pass(
+    units, maybe_more = _claim_pass(
         assignment=assignment, study=study, want=want, n_sources=n_sources, seen=seen, rng=rng
     )
     deadline = time.monotonic() + TOP_UP_SECONDS
     pause = 0.005
-    while claimed == 0 and maybe_more and time.monotonic() < deadline:
+    while not units and maybe_more and time.monotonic() < deadline:
         time.sleep(pause * (0.5 + rng.random()))
         pause = min(pause * 2, 0.1)
-        claimed, maybe_more = _claim_pass(
+        units, maybe_more = _claim_pass(
             assignment=assignment, study=study, want=want, n_sources=n_sources, seen=seen, rng=rng
         )
-    if claimed == 0:
+    if not units:
         raise NoWorkAvailable(NO_WORK)
-    _add_attention_checks(assignment=assignment, study=study, want=want)
+    checks = _add_attention_checks(assignment=assignment, study=study, n_units=len(units), rng=rng)
+    # One insert, in the task's order: the claims' ids grow with their places, so an id (which the
+    # task's form carries) tells a check from a question no more than its place does.
+    Claim.objects.bulk_create(sorted(units + checks, key=lambda claim: claim.position))
 
 
 def assignment_start(

@@ -42,7 +42,37 @@ YES_NO = ("yes", "no")
 
 
 def steps_for(*, kind: str, is_attention_check: bool) -> tuple[str, ...]:
+    """The steps a claim's answers are stored under: an attention check's own (``ATTENTION``), a
+    question's those of its study's kind."""
     return ATTENTION_STEPS if is_attention_check else STEPS_BY_KIND[kind]
+
+
+# An attention check shows as the first step of its study's kind: its page names that step
+# (``page_step``), and its answer, sent under that name, is stored as the check's own step
+# (``answered_step``). So nothing a page or its form carries tells a check from a question before
+# it is answered; these two are the one place that maps between the two names.
+
+def page_step(*, kind: str, step: str) -> str:
+    """The step a page names (its form's ``step``) for a claim at ``step``: a check's is its
+    study's first step, any other its own."""
+    return STEPS_BY_KIND[kind][0] if step == Step.ATTENTION else step
+
+
+def answered_step(*, kind: str, is_attention_check: bool, step: str) -> str:
+    """The claim's step an answer sent as ``step`` (a page's name for it, ``page_step``) is for:
+    the first step of the study's kind, sent for a check, is the check's ``ATTENTION``; any other
+    name stands for itself (a check's later step of the kind is refused as a question's is before
+    its first answer: ``answer_order``)."""
+    if is_attention_check and step == STEPS_BY_KIND[kind][0]:
+        return Step.ATTENTION
+    return step
+
+
+def answer_order(*, kind: str, is_attention_check: bool) -> tuple[str, ...]:
+    """A claim's steps in the order its page asks them, under the names they are stored as
+    (``answered_step`` of each step of the kind): a check of a two-step kind is ``(ATTENTION,
+    after)``, whose ``after`` never comes (the check is complete at its first)."""
+    return tuple(answered_step(kind=kind, is_attention_check=is_attention_check, step=s) for s in STEPS_BY_KIND[kind])
 
 
 def _pick(answer: str, labels: list[str], what: str) -> str:

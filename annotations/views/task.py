@@ -113,7 +113,9 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
     assignment, claim = selectors.claim_for_answer(token=token, claim_id=data["claim"])
     if assignment is None:
         raise Http404("No such task.")
-    if claim is None:
+    if claim is None or claim.assignment_id != assignment.pk:
+        # Another task's question is answered as a missing one: nothing tells the two apart, so
+        # no id can be probed (the service refuses a foreign claim in any case: ``ForeignClaim``).
         raise Http404("No such question.")
     try:
         submitted = annotation_submit_with_task(
@@ -121,8 +123,6 @@ def answer_view(request: HttpRequest, token: str) -> HttpResponse:
             payload=form.payload(), shown_token=data["shown"],  # the page's: a new answer needs it
         )
     except InvalidAnswer as error:
-        if claim.assignment_id != assignment.pk:
-            return _refused(request, assignment, error)
         return task_page(request, assignment, error=error.message, status=400)
     except AnnotationError as error:
         return _refused(request, assignment, error)

@@ -30,8 +30,8 @@ MISSING = 2**40  # an id no row has
 @pytest.fixture
 def state(db):
     """A utility study with an attention check and a qualification test, one worker who answered,
-    in the task's order, two claims and the check (placed after the second), the third claim not
-    yet; a generalization study with one started task."""
+    in the task's order, two claims and the check (placed after the first or the second: drawn per
+    task), the third claim not yet; a generalization study with one started task."""
     study = make_study(units_per_task=3)
     AttentionCheckFactory(study=study)
     test = add_qualification(study)
@@ -41,12 +41,14 @@ def state(db):
     claims = list(assignment.claims.select_related("unit__item", "attention_check").order_by("position"))
     unit_claims = [c for c in claims if c.unit_id]
     check = next(c for c in claims if c.attention_check_id)
-    assert [c.pk for c in claims] == [unit_claims[0].pk, unit_claims[1].pk, check.pk, unit_claims[2].pk]
-    for step in ("before", "after"):
-        annotation_submit(assignment=assignment, claim=unit_claims[0], step=step, answer="yes")
-    for step, answer in (("before", "no"), ("after", "yes")):  # answers go in the order the task asks
-        annotation_submit(assignment=assignment, claim=unit_claims[1], step=step, answer=answer)
-    annotation_submit(assignment=assignment, claim=check, step="attention", answer="no")
+    assert claims.index(check) in (1, 2) and [c.pk for c in claims] == sorted(c.pk for c in claims)
+    for claim in claims[:3]:  # answers go in the order the task asks
+        if claim is check:
+            annotation_submit(assignment=assignment, claim=check, step="attention", answer="no")
+            continue
+        first = "yes" if claim is unit_claims[0] else "no"
+        for step, answer in (("before", first), ("after", "yes")):
+            annotation_submit(assignment=assignment, claim=claim, step=step, answer=answer)
     gen = make_study(kind=Study.Kind.GENERALIZATION, units_per_task=2)
     gen_assignment = assignment_start(study=gen, participant=ParticipantFactory(), consented=True)
     gen_claim = gen_assignment.claims.filter(unit__isnull=False).select_related("unit").first()

@@ -229,14 +229,15 @@ def test_answers_follow_the_pages_order_through_an_attention_check(client):
     claims = claims_in_order(task_of(task))
     check = next(c for c in claims if c.attention_check_id)
     later_unit = claims[claims.index(check) + 1]
-    early = client.post(task + "answer", {"claim": check.pk, "step": "attention", "answer": "no",
+    # A check's page names it as a question's first step ("before"): its form, sent early.
+    early = client.post(task + "answer", {"claim": check.pk, "step": "before", "answer": "no",
                                           "shown": shown_token(claim_id=check.pk, step="attention")})
     assert early.status_code == 409  # the check before its turn
     for claim in claims[: claims.index(check)]:
         assert shown_on(client, task)[0] == claim.pk
         answer(client, task, "yes")
         answer(client, task, "yes")
-    assert shown_on(client, task) == (check.pk, "attention")
+    assert shown_on(client, task) == (check.pk, "before")
     skip = client.post(task + "answer", {"claim": later_unit.pk, "step": "before", "answer": "yes",
                                          "shown": shown_token(claim_id=later_unit.pk, step="before")})
     assert skip.status_code == 409  # the question after the check, while the page shows the check
