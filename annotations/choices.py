@@ -2,13 +2,8 @@
 
 What a choice list is and when a researcher's "correct answer" can grade a question are
 ``studies.choices`` (their one owner, below the studies models, which check a generalization
-question's answer with them); their names are re-exported here for the many annotations and
-cockpit modules that read them from this module."""
+question's answer with them)."""
 from __future__ import annotations
-
-from studies.choices import correct_answer_problem, normalise_choices
-
-__all__ = ["answer_is_correct", "correct_answer_problem", "normalise_choices"]
 
 
 def answer_is_correct(answer: str, gold: str) -> bool:

@@ -7,7 +7,6 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import AnonymousUser
 
-from annotations.choices import correct_answer_problem, normalise_choices
 from annotations.models import AttentionCheck, QualificationTest
 from annotations.services.qualification import (
     attention_check_delete,
@@ -19,6 +18,7 @@ from annotations.services.qualification import (
     qualification_test_sent_to_mturk,
     qualification_test_taken,
 )
+from studies.choices import correct_answer_problem, normalise_choices
 
 
 class SourcesPicker(forms.CheckboxSelectMultiple):

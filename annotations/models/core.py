@@ -18,9 +18,9 @@ from django.db.models import F, Q
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
-from annotations.choices import correct_answer_problem
 from lab.pseudonyms import worker_pseudonym
 from lab.transitions import StatusMachine
+from studies.choices import correct_answer_problem
 from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 
 

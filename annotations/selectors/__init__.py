@@ -14,7 +14,6 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotations import precompiled
-from annotations.choices import normalise_choices
 from annotations.models import (
     Annotation,
     Assignment,
@@ -29,11 +28,11 @@ from annotations.models import (
 from annotations.services.steps import (
     RATIONALE_PROPERTIES,
     VALIDATION_FIELDS,
-    genq_choices,
     page_step,
     steps_for,
 )
 from lab.pseudonyms import withdrawal_digest, worker_pseudonym
+from studies.choices import genq_choices, normalise_choices
 from studies.models import RationaleSource, Study
 
 _SHOWN_SALT = "annotations.shown"

@@ -12,7 +12,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotations import precompiled
-from annotations.choices import answer_is_correct, correct_answer_problem, normalise_choices
+from annotations.choices import answer_is_correct
 from annotations.models import (
     Annotation,
     Assignment,
@@ -24,6 +24,7 @@ from annotations.models import (
 )
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
+from studies.choices import correct_answer_problem, normalise_choices
 from studies.models import Study
 from studies.selectors import CHANGE, study_user_may
 

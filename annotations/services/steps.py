@@ -7,7 +7,6 @@ import unicodedata
 
 from annotations.models import Annotation
 from annotations.services.errors import InvalidAnswer
-from studies.choices import genq_choices as genq_choices  # re-exported (selectors, stopping)
 from studies.models import Study
 
 Step = Annotation.Step

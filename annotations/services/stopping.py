@@ -35,11 +35,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotations.choices import normalise_choices
 from annotations.models import Annotation, Claim, Unit
 from annotations.selectors import claims_that_count
 from annotations.services.platforms.close import study_close
-from annotations.services.steps import genq_choices
+from studies.choices import genq_choices, normalise_choices
 from studies.majority import outcome_decided
 from studies.models import Study
 

@@ -6,7 +6,6 @@ import math
 
 from django.conf import settings
 
-from annotations.choices import normalise_choices
 from annotations.models import MTurkQualificationType, QualificationGrant
 from annotations.platforms import get_platform
 from annotations.platforms.mturk import (
@@ -18,6 +17,7 @@ from annotations.platforms.mturk import (
     question_form_xml,
 )
 from annotations.services.payments import CallSpec, platform_call_execute
+from studies.choices import normalise_choices
 from studies.models import Platform, Study
 
 from .calls import reconciler

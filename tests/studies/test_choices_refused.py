@@ -1,5 +1,4 @@
-"""The choice rules the questionnaire reads (``annotations.choices``, from their one owner
-``studies.choices``): a value that is no list of choices is refused with a ``ValueError`` that says
+"""The choice rules the questionnaire reads (``studies.choices``, their one owner): a value that is no list of choices is refused with a ``ValueError`` that says
 what it got, never a ``TypeError`` from iterating a number (the worker page of a question whose
 ``metadata["choices"]`` was 5 answered 500), and a correct answer over such choices is a problem
 named, not a crash."""
@@ -7,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotations.choices import correct_answer_problem, normalise_choices
+from studies.choices import correct_answer_problem, normalise_choices
 from studies.models import YES_NO_CHOICES
 
 
