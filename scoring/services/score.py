@@ -1218,9 +1218,21 @@ def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, simila
     return part
 
 
+# What a run writes over on a unit's existing row (``_store_unit_scores``): every field but the row's
+# key (``unit_score_unique``: study, item, source), its id and ``imported``; ``updated_at`` included.
+UNIT_SCORE_KEY = ("study", "item", "source")
+UNIT_SCORE_STORED = tuple(f.name for f in UnitScore._meta.concrete_fields
+                          if not f.primary_key and f.name not in (*UNIT_SCORE_KEY, "imported"))
+
+
 def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> None:
     """Write the per-unit table of ``run`` to the study's ``UnitScore`` rows, each naming ``run``
-    (``score_run``) as the run that scored it."""
+    (``score_run``) as the run that scored it.
+
+    Rows are written in place, by their key (study, item, source), so a unit keeps its row and id
+    from run to run (a reader paging ``/api/v1/scores/`` while a run stores neither skips nor
+    repeats a unit); the collected rows of units the run did not score are removed. The rows of
+    imported outcomes are only updated, never removed."""
 
     def val(v):
         return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v
@@ -1243,7 +1255,6 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> N
             changed.append(unit)
         UnitScore.objects.bulk_update(changed, [*fields, "score_run"], batch_size=1000)
         return
-    UnitScore.objects.filter(study=study, imported=False).delete()
     objs = []
     for rec in records:
         kwargs = {field: val(rec.get(col)) for field, col in fields.items()}
@@ -1255,7 +1266,10 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> N
             before_majority=rec.get("before_majority") or "", after_majority=rec.get("after_majority") or "",
             score_run=run, **kwargs,
         ))
-    UnitScore.objects.bulk_create(objs, batch_size=1000)
+    UnitScore.objects.bulk_create(objs, batch_size=1000, update_conflicts=True, unique_fields=UNIT_SCORE_KEY,
+                                  update_fields=UNIT_SCORE_STORED)
+    # every row this run scored names it now: the others of the study's collected rows are units it no longer scores
+    UnitScore.objects.filter(study=study, imported=False).exclude(score_run=run).delete()
 
 
 # What each source's rationales were made with, read from their ``generation_info`` (the keys the
