@@ -270,8 +270,8 @@ def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAG
 
     On PostgreSQL outside a transaction (a streamed response) a reader thread reads the pages on a
     second connection, up to ``ahead`` pages before the caller, so the database keeps reading
-    while Python formats instead of waiting for each request for the next page; it reads them in
-    one transaction of its own, with ``export_read_settings``. Inside a transaction (whose rows
+    while Python formats instead of waiting for each request for the next page; each page in a
+    short transaction of its own, with ``export_read_settings``. Inside a transaction (whose rows
     another connection cannot see) and on SQLite the pages are read one after the other on the
     caller's connection, unless the caller's transaction handed its ``snapshot``
     (``pg_export_snapshot()``, the study bundle's): the reader then reads that very snapshot
@@ -298,13 +298,24 @@ def keyset_pages(pages: QuerySet, *, page_rows: int, ahead: int = READ_AHEAD_PAG
 
     def read_all() -> None:
         try:
-            with transaction.atomic(using=pages.db), connections[pages.db].cursor() as cursor:
-                if snapshot is not None:
+            if snapshot is not None:  # the bundle's: one transaction reading the caller's snapshot
+                with transaction.atomic(using=pages.db), connections[pages.db].cursor() as cursor:
                     snapshot_join(cursor, snapshot)
-                export_read_settings(cursor)
-                last = 0
-                while hand_over(page := list(pages.filter(id__gt=last)[:page_rows])) and page:
-                    last = page[-1][0]
+                    export_read_settings(cursor)
+                    last = 0
+                    while hand_over(page := list(pages.filter(id__gt=last)[:page_rows])) and page:
+                        last = page[-1][0]
+                return
+            # Else each page in a short transaction of its own (its settings SET LOCAL): a download
+            # that takes minutes holds no transaction, nor, behind PgBouncer, a server connection.
+            last = 0
+            while True:
+                with transaction.atomic(using=pages.db), connections[pages.db].cursor() as cursor:
+                    export_read_settings(cursor)
+                    page = list(pages.filter(id__gt=last)[:page_rows])
+                if not hand_over(page) or not page:
+                    return
+                last = page[-1][0]
         except BaseException as error:  # handed to the caller, which raises it
             hand_over(error)
         finally:

@@ -15,15 +15,17 @@ import csv
 import io
 import json
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection
 
-from annotations.models import Assignment
+from annotations.models import Annotation, Assignment
 from annotations.services.withdrawal import participant_withdraw
 from lab.pseudonyms import worker_pseudonym
+from scoring.api.export_annotations import keyset_pages
 from scoring.models import ScoreRun
 from scoring.services import study_score
 from scoring.services.bundle import bundle_import, bundle_stream
@@ -194,3 +196,19 @@ def test_the_bundle_reads_one_transaction_that_writes_nothing():
     _until(chunks, "data/tasks.csv")
     chunks.close()
     assert not connection.in_atomic_block
+
+
+def test_a_plain_export_holds_no_transaction_between_its_pages():
+    """Outside a bundle the annotation export's read-ahead reads each page in a short transaction of
+    its own (``keyset_pages``): a download that takes minutes leaves no connection idle in a
+    transaction (behind PgBouncer it would keep a server connection for the whole download)."""
+    _worked("plain-export", workers=("W1", "W2", "W3"))
+    pages = keyset_pages(Annotation.objects.order_by("id").values_list("id"), page_rows=1, ahead=1)
+    assert next(pages)
+    time.sleep(0.5)  # the reader reads ahead and waits for the caller
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND pid <> pg_backend_pid() AND state = 'idle in transaction'")
+        idle_in_transaction = cursor.fetchone()[0]
+    pages.close()
+    assert idle_in_transaction == 0
