@@ -104,3 +104,17 @@ def test_a_question_here_with_other_choices_is_the_question_rows_error(bundle):
 
     assert (error.record, error.line, error.field) == (QUESTIONS, 2, "metadata")
     assert "differs from this generalization question here" in error.reason
+
+
+@pytest.mark.parametrize("batch", [1, 5000], ids=["rows-in-batches-of-one", "one-batch"])
+def test_a_question_given_twice_is_refused_whatever_the_batches_and_whether_it_is_here(bundle, monkeypatch, batch):
+    """Given twice across two batches of rows, or twice as a question that is here already: the
+    second row is refused as given twice (the check was per batch, and only of new questions)."""
+    monkeypatch.setattr("scoring.services.bundle.importing.BATCH", batch)
+    row = next(csv.DictReader(io.StringIO(zipfile.ZipFile(io.BytesIO(bundle)).read(QUESTIONS).decode())))
+    again = {"item_id": row["item_id"], "type": row["type"], "text": row["text"]}  # the first row's question
+
+    error = _refused(_edited(bundle, (1, again)))
+
+    assert (error.record, error.line, error.field, error.reason) == (QUESTIONS, 3, "text",
+                                                                      "given twice for this item and type")

@@ -791,32 +791,33 @@ class _Import:
             self.refuse_added(Rationale, new)
 
     def genq_rows(self) -> None:
+        given: set[tuple] = set()  # every question of the bundle so far, across batches
         for batch in _batches(self.b.rows(TABLES["generalization_questions"])):
             items = {self.items.get(r["item_id"]) for r in batch}
             existing = {(q.item_id, q.qtype, q.text): q for q in GeneralizationQuestion.objects.filter(item_id__in=items)}
             # each new question's item, for its answer check (``GeneralizationQuestion.clean``): one query a batch
             loaded = Item.objects.only("pk", "choices").in_bulk(items - {None})
-            pairs, made = [], set()
+            pairs = []
             for row in batch:
                 item = self.items.get(row["item_id"])
                 if item is None:
                     self.err(row, "item_id", "not in the bundle's items")
                     continue
                 key = (item, row["type"], row["text"])
+                if key in given:
+                    self.err(row, "text", "given twice for this item and type")
+                    continue
+                given.add(key)
                 q = existing.get(key)
                 if q is not None:
                     bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"}) or (
                         "metadata" if _own_choices(q.metadata) != _own_choices(row["metadata"]) else "")
                     if bad:
                         self.err(row, bad, "differs from this generalization question here")
-                elif key in made:
-                    self.err(row, "text", "given twice for this item and type")
-                    continue
                 else:
                     q = GeneralizationQuestion(item=loaded[item], qtype=row["type"], text=row["text"],
                                                answer=row["answer"], origin=row["origin"] or "",
                                                metadata=row["metadata"] or {}, validation_status=row["validation_status"])
-                    made.add(key)
                     if not self.genq_clean(row, q):
                         continue
                 pairs.append((row, q))
