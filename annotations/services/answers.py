@@ -122,11 +122,17 @@ def annotation_submit_with_task(
         if step not in named and (shown_token is not None or step not in steps):
             raise InvalidAnswer(f"'{step}' is not a step of this question (its steps: {', '.join(named)}).")
         step = answered_step(kind=kind, is_attention_check=is_check, step=step)
-        clean, clean_payload = clean_answer(
-            step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind)
-        )
-        if step == Annotation.Step.ATTENTION:
-            clean_payload = {"correct": answer_is_correct(clean, claim.attention_check.correct_answer)}
+
+        def cleaned() -> tuple[str, dict]:
+            # Read only for a question the page has shown (below): checked against a later
+            # question's choices, an answer would tell a script which of them is a check.
+            clean, clean_payload = clean_answer(
+                step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind)
+            )
+            if step == Annotation.Step.ATTENTION:
+                clean_payload = {"correct": answer_is_correct(clean, claim.attention_check.correct_answer)}
+            return clean, clean_payload
+
         # The task's claims, under the lock: which steps of this claim are stored (and the next
         # page's state). Only an answer sent again reads the stored answer itself, to compare.
         task = task_claims(assignment.pk)
@@ -134,10 +140,11 @@ def annotation_submit_with_task(
         if step in stored:
             existing = {a.step: a for a in precompiled.ANSWERS_OF_CLAIM.all(claim.pk)}.get(step)
             if existing is not None:
-                return Submitted(_same_or_locked(existing, clean, clean_payload), task)
+                return Submitted(_same_or_locked(existing, *cleaned()), task)
         # The question the page asks: the task's first claim not completed (the claims' order).
         if next((pk for pk, completed_at, _check in task.rows if completed_at is None), None) != claim.pk:
             raise StepOutOfOrder(NOT_THE_QUESTION_SHOWN)
+        clean, clean_payload = cleaned()
         order = answer_order(kind=kind, is_attention_check=is_check)
         missing = [s for s in order[: order.index(step)] if s not in stored]
         if missing or step not in steps:  # a check's later step: as a question's before its first answer
