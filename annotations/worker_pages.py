@@ -191,16 +191,24 @@ def _minutes_text(minutes: float) -> str:
     return f"{hours} hours" + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
 
 
-def time_allowed(study: Study, *, assignment=None, now: datetime | None = None) -> str:
+def time_allowed(study: Study, *, assignment=None, now: datetime | None = None, accepted_on: str = "") -> str:
     """What a worker about to consent is told of the time they will have: the first-answer window
     and the full duration. Of a task made before its worker consents (``assignment``, its consent
-    page), the full duration already runs from its start, so they are told what is left of it."""
+    page), the full duration already runs from its start, so they are told what is left of it.
+    ``accepted_on``: the platform (its name) the worker came from, whose clock, and the app's,
+    started when they accepted the task there (``deadlines.task_clock_start``)."""
     first, full = first_answer_window(study), assignment_duration(study)
     if assignment is not None:
         full = max(timedelta(0), assignment.created_at + full - (now or timezone.now()))
         first = min(first, full)
-    return (f"After you agree you have {_minutes_text(first / timedelta(minutes=1))} to give your first answer "
-            f"and {_minutes_text(full / timedelta(minutes=1))} in all to finish. A task that runs out of time "
+    first_text, full_text = _minutes_text(first / timedelta(minutes=1)), _minutes_text(full / timedelta(minutes=1))
+    if accepted_on:
+        return (f"Your time counts from when you accepted this task on {accepted_on} and opened it here, not from "
+                f"when you agree: you have {full_text} in all from then to finish, and after you agree "
+                f"{first_text} to give your first answer (never past that). A task that runs out of time goes "
+                "back to the pool and can no longer be finished.")
+    return (f"After you agree you have {first_text} to give your first answer "
+            f"and {full_text} in all to finish. A task that runs out of time "
             "goes back to the pool and can no longer be finished.")
 
 

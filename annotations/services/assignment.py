@@ -58,7 +58,7 @@ from annotations.models import Assignment, AttentionCheck, Claim, Participant, U
 from annotations.models.core import RAND_KEY_SPAN
 from annotations.selectors import entry as selectors_entry
 from annotations.selectors import participant_blocked
-from annotations.services.deadlines import first_answer_window
+from annotations.services.deadlines import first_answer_deadline, task_clock_start
 from annotations.services.errors import (
     NotQualified,
     NoWorkAvailable,
@@ -388,6 +388,7 @@ def assignment_start(
     participant_link=None,
     now: datetime | None = None,
     rng: random.Random | None = None,
+    landed_at: datetime | None = None,
 ) -> Assignment:
     """Resume the worker's active assignment in ``study``, or start one with fresh units.
 
@@ -402,7 +403,10 @@ def assignment_start(
     for a platform assignment that already has another local task ``PlatformAssignmentDone`` /
     ``PlatformAssignmentTaken`` (``platform_assignment_check``). A task that starts before its
     worker passed the study's qualification test is marked ``qualification_pending``. A task
-    started through a single-person link records it (``participant_link``)."""
+    started through a single-person link records it (``participant_link``). ``landed_at``, for a
+    platform arrival (MTurk, Prolific), is when its landing page was served (its signed nonce's
+    time): a new task's clock starts then (``deadlines.task_clock_start``), as the platform's did
+    when the worker accepted, so ``created_at`` is that time and both deadlines count from it."""
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen(STUDY_NOT_OPEN)
     if participant_blocked(participant=participant, study=study):
@@ -438,10 +442,11 @@ def assignment_start(
             pending = _qualification_pending(study=study, participant=participant)
             try:
                 with transaction.atomic():
+                    started_at = task_clock_start(now=now, landed_at=landed_at)
                     assignment = Assignment.objects.create(
                         study=study,
                         participant=participant,
-                        expires_at=now + first_answer_window(study),
+                        expires_at=first_answer_deadline(study, started_at=started_at, consented_at=now),
                         completion_code=completion_code or secrets.token_hex(5).upper(),
                         consented_at=now if consented else None,
                         qualification_pending=pending,
@@ -453,6 +458,9 @@ def assignment_start(
                 # start committed a task: decide again (next attempt), which resumes it or refuses.
                 # Its claim ran inside the transaction we waited for, so it is final.
                 continue
+            if landed_at is not None and started_at < assignment.created_at:  # auto_now_add wrote the insert's time
+                Assignment.objects.filter(pk=assignment.pk).update(created_at=started_at)
+                assignment.created_at = started_at
             _claim_task(assignment=assignment, study=study, rng=rng)
         assignment.study = study
         assignment.participant = participant

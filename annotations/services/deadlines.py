@@ -14,7 +14,7 @@ told). A draft follows the rule as it reads now, so its preview and cost estimat
 query: the study row the caller holds carries them."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -73,3 +73,35 @@ def first_answer_window(study: Study) -> timedelta:
     fixed = task_minutes_fixed(study) and study.first_answer_minutes is not None
     minutes = study.first_answer_minutes if fixed else first_answer_minutes_rule(study)
     return min(timedelta(minutes=float(minutes)), assignment_duration(study))
+
+
+# --- when a task's clock started ------------------------------------------------------------------
+# A task's deadlines count from its start, ``Assignment.created_at``: the consent, for a task made
+# there; for a platform arrival (MTurk, Prolific) the platform's own clock started when the worker
+# accepted the task there, and the app's count starts no later, at the first landing page of that
+# arrival the worker's consent form came from (the time its signed nonce carries: ``views.entry``),
+# so the app never tells a worker they are in time after the platform timed them out.
+
+def task_clock_start(*, now: datetime, landed_at: datetime | None = None) -> datetime:
+    """When the clock of a task started ``now`` runs from: ``landed_at`` (a platform arrival's
+    landing time, from its signed nonce) if it is earlier, else ``now``."""
+    return min(landed_at, now) if landed_at is not None else now
+
+
+def full_deadline(study: Study, *, started_at: datetime) -> datetime:
+    """The latest a task of ``study`` whose clock started at ``started_at`` may be finished."""
+    return started_at + assignment_duration(study)
+
+
+def first_answer_deadline(study: Study, *, started_at: datetime, consented_at: datetime) -> datetime:
+    """When a task of ``study`` must have its first answer: ``first_answer_window`` from the
+    consent, never past its ``full_deadline``."""
+    return min(consented_at + first_answer_window(study), full_deadline(study, started_at=started_at))
+
+
+def platform_time_run_out(study: Study, *, landed_at: datetime, now: datetime) -> bool:
+    """Whether a platform arrival that landed at ``landed_at`` has no time left ``now`` for a task:
+    its full deadline from the landing has passed (and with it, ``PLATFORM_HANDOFF_SECONDS`` later,
+    the platform's own limit, ``platforms.publish.platform_time_limit``): a task started now would
+    already be expired, so the consent is refused."""
+    return now >= full_deadline(study, started_at=landed_at)

@@ -56,6 +56,7 @@ import hashlib
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
@@ -201,7 +202,8 @@ def link_task_done_in_browser(*, finished: Assignment, held_participant_id: int 
 
 def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Callable[[], Participant],
                  refs: PlatformRefs, held_task_id: int | None, completion_code: str = "",
-                 link: ParticipantLink | None = None, open_link: OpenLink | None = None) -> Assignment:
+                 link: ParticipantLink | None = None, open_link: OpenLink | None = None,
+                 landed_at: datetime | None = None) -> Assignment:
     """The task of the consent form with nonce ``key`` (already checked to come from this
     browser's landing page), which agreed to the consent text of hash ``consent_sha256`` (64
     lowercase hex digits, checked by the caller). A hash that is not the study's consent as it
@@ -225,7 +227,8 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     names the task it was failed in (``impostor.grant_for_retake``): from any other, the form is
     decided once more with the failed attempt set aside in that decision's transaction
     (``impostor.grant_retake_start``), so a refused start sets nothing aside. Raises
-    what ``participant()`` and ``assignment_enter`` raise."""
+    what ``participant()`` and ``assignment_enter`` raise. ``landed_at``: a platform arrival's
+    landing time, from its signed nonce (a new task's clock starts then, ``assignment_start``)."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
         if given is not None:
@@ -234,7 +237,7 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     receipt = consent_receipt_take(key=key, study=study, participant=participant,
                                    consent_sha256=consent_sha256)
     decide = {"receipt": receipt, "study": study, "refs": refs, "held_task_id": held_task_id,
-              "completion_code": completion_code, "link": link, "open_link": open_link}
+              "completion_code": completion_code, "link": link, "open_link": open_link, "landed_at": landed_at}
     try:
         return _consent_decide(**decide)
     except TaskHeldElsewhere as refusal:  # that transaction is over: no lock is held while Prolific is asked
@@ -254,7 +257,7 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
 
 def _consent_decide(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs, held_task_id: int | None,
                     completion_code: str, link: ParticipantLink | None, open_link: OpenLink | None,
-                    retake: QualificationGrant | None = None) -> Assignment:
+                    retake: QualificationGrant | None = None, landed_at: datetime | None = None) -> Assignment:
     """``consent_take``'s decision, in one transaction holding the receipt's row lock: the task the
     form gave before, or the one ``assignment_enter`` decides now, recorded on the receipt. With
     ``retake`` (a failed qualification grant ``impostor.grant_for_retake`` found this browser may set
@@ -269,7 +272,7 @@ def _consent_decide(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs
         def enter() -> Assignment:
             return assignment_enter(study=study, participant=receipt.participant, refs=refs,
                                     held_task_id=held_task_id, completion_code=completion_code, link=link,
-                                    open_link=open_link)
+                                    open_link=open_link, landed_at=landed_at)
 
         if retake is None:
             assignment = enter()
@@ -281,7 +284,7 @@ def _consent_decide(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs
 
 def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,
                      completion_code: str = "", link: ParticipantLink | None = None,
-                     open_link: OpenLink | None = None) -> Assignment:
+                     open_link: OpenLink | None = None, landed_at: datetime | None = None) -> Assignment:
     """The task of a worker who consented: the one in progress when this entry may resume it
     (``may_resume``), else a new one. Raises ``TaskInProgress`` when a task in progress belongs to
     another browser, ``PlatformAssignmentDone`` / ``PlatformAssignmentTaken`` when the platform
@@ -291,7 +294,8 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
     ``open_link`` a new task takes the participant's place on the link (``open_link_join``, after
     the start, so a refused start takes no place and a full or closed link starts no task; a
     closed or full link refuses before anything is claimed, ``open_link_check``). Call inside the
-    transaction that records the task on the consent's receipt (``consent_take``)."""
+    transaction that records the task on the consent's receipt (``consent_take``). A new task's
+    clock starts at ``landed_at`` if given (a platform arrival's landing: ``assignment_start``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
         if active is not None and link is not None:
@@ -313,7 +317,7 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
                 started = assignment_start(
                     study=study, participant=participant, platform_assignment_id=refs.assignment_id,
                     platform_task_id=refs.task_id, return_url=refs.return_url, completion_code=completion_code,
-                    consented=True, resume=False, participant_link=link,
+                    consented=True, resume=False, participant_link=link, landed_at=landed_at,
                 )
                 if open_link is not None:  # its row lock is held only until this transaction commits
                     open_link_join(link=open_link, participant=participant, task=started)

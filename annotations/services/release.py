@@ -49,7 +49,7 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
 from annotations.selectors import claim_counts, claims_that_count_in_any_study
-from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.deadlines import first_answer_deadline, full_deadline
 from annotations.services.errors import AssignmentExpired, AssignmentNotActive
 from annotations.services.platforms.access import imported_study_ids
 from annotations.services.stopping import units_after_release
@@ -95,8 +95,8 @@ def active_or_refuse(locked: Assignment, now: datetime | None = None) -> Assignm
 
 def extend_to_full_duration(*, locked: Assignment, study: Study) -> None:
     """The worker is at work (first answer, passed test): the deadline becomes the full duration
-    from the start. Call with the row locked (``lock_active``); writes only the first time."""
-    full = locked.created_at + assignment_duration(study)
+    from the start (``created_at``: for a platform arrival, its landing, ``deadlines.task_clock_start``). Call with the row locked (``lock_active``); writes only the first time."""
+    full = full_deadline(study, started_at=locked.created_at)
     if locked.expires_at < full:
         Assignment.objects.filter(pk=locked.pk).update(expires_at=full)
         locked.expires_at = full
@@ -107,7 +107,7 @@ def first_answer_window_from_consent(*, locked: Assignment, study: Study, consen
     shows the instructions and the example): the first-answer window counts from the consent, so
     time spent reading them before consenting never costs the task; never past the full duration
     from the start. Call with the row locked (``lock_active``); only ever moves the deadline later."""
-    deadline = min(consented_at + first_answer_window(study), locked.created_at + assignment_duration(study))
+    deadline = first_answer_deadline(study, started_at=locked.created_at, consented_at=consented_at)
     if locked.expires_at < deadline:
         Assignment.objects.filter(pk=locked.pk).update(expires_at=deadline)
         locked.expires_at = deadline

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from django.core import signing
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.encoding import escape_uri_path
 from django.views.decorators.http import require_http_methods
 
@@ -38,6 +41,7 @@ from annotations.models import Assignment, OpenLink, Participant, ParticipantLin
 from annotations.platforms import handoff
 from annotations.selectors import entry as selectors_entry
 from annotations.selectors.cost import questions_per_task
+from annotations.services.deadlines import assignment_duration, platform_time_run_out
 from annotations.services.entry import (
     PlatformRefs,
     consent_given,
@@ -83,25 +87,65 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 # --- the landing page and its one-time nonce ----------------------------------------------------
 
+@dataclass(frozen=True)
+class _PostedNonce:
+    key: str
+    landed_at: datetime | None  # when its landing page was first served; None on a nonce made before it was
+
+
 def _nonce(request: HttpRequest, page: str) -> str:
     """A one-time form nonce bound to the landing page ``page`` (the entry and, for a platform,
     the worker and assignment ids in its URL) and to this browser (the digest of its
     ``browser_key``). Made on GET without storing anything. Its key, which the consent's receipt
-    records, names this browser too (``services.participants.consent_key``)."""
+    records, names this browser too (``services.participants.consent_key``). It carries, signed,
+    the time the landing page was served (``timezone.now``, whole seconds rounded down), or, for
+    the page shown again after its form was refused, the time its first showing carried: a
+    platform task's clock counts from it (``_posted_nonce``)."""
     browser = browser_digest(request)
-    return signing.dumps([page, consent_key(browser=browser), browser], salt=NONCE_SALT, compress=False)
+    posted = _posted_nonce(request, page) if request.method == "POST" else None
+    landed = posted.landed_at if posted is not None and posted.landed_at is not None else timezone.now()
+    return signing.dumps([page, consent_key(browser=browser), browser, int(landed.timestamp())],
+                         salt=NONCE_SALT, compress=False)
+
+
+def _posted_nonce(request: HttpRequest, page: str) -> _PostedNonce | None:
+    """The POSTed nonce if it was made for ``page`` in this browser and is fresh, else None: a
+    nonce replayed from another browser is not taken. Its landing time is read from the signed
+    value only (a nonce made before it was recorded has none)."""
+    try:
+        made_for, key, browser, *landed = signing.loads(request.POST.get("nonce", ""), salt=NONCE_SALT,
+                                                        max_age=NONCE_MAX_AGE)
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    if made_for != page or browser != browser_digest(request) or not (isinstance(key, str) and len(key) == 32):
+        return None
+    seconds = landed[0] if len(landed) == 1 else None
+    if not isinstance(seconds, int) or isinstance(seconds, bool):
+        return _PostedNonce(key=key, landed_at=None)
+    return _PostedNonce(key=key, landed_at=datetime.fromtimestamp(seconds, tz=UTC))
 
 
 def _nonce_key(request: HttpRequest, page: str) -> str | None:
-    """The key of the POSTed nonce if it was made for ``page`` in this browser and is fresh, else
-    None: a nonce replayed from another browser is not taken."""
-    try:
-        made_for, key, browser = signing.loads(request.POST.get("nonce", ""), salt=NONCE_SALT, max_age=NONCE_MAX_AGE)
-    except (signing.BadSignature, ValueError, TypeError):
-        return None
-    if made_for != page or browser != browser_digest(request):
-        return None
-    return key if isinstance(key, str) and len(key) == 32 else None
+    """The key of the POSTed nonce (``_posted_nonce``), else None."""
+    posted = _posted_nonce(request, page)
+    return posted.key if posted is not None else None
+
+
+def _platform_clock(arrival: handoff.Arrival | None) -> bool:
+    """Whether a task started through ``arrival`` runs on a platform's clock too (MTurk, Prolific:
+    it started when the worker accepted there), not the app's alone (plain, open and single-person
+    links)."""
+    return arrival is not None and arrival.platform in (Platform.MTURK, Platform.PROLIFIC)
+
+
+def _platform_time_over(request: HttpRequest, *, study: Study, arrival: handoff.Arrival) -> HttpResponse:
+    platform = Platform(arrival.platform).label
+    minutes = int(assignment_duration(study).total_seconds() // 60)
+    return message(request, title="Your time for this task has run out", status=403,
+                   message=f"The time for this task counts from when you accepted it on {platform} and opened "
+                           f"it here, and this page was opened more than {minutes} minutes ago: the time "
+                           f"{platform} allows for it has run out, so no task was started here. Please return "
+                           f"the task on {platform}.")
 
 
 def _consent_sha256(request: HttpRequest) -> str | None:
@@ -142,7 +186,9 @@ def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = F
         "nonce": _nonce(request, page), "ask_identifier": identifier,
         "consent_sha256": consent_text_sha256(study),  # of the consent text this page shows
         "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
-        "time_allowed": time_allowed(study),  # how long a worker will have once they agree
+        # how long a worker will have once they agree (on a platform, from when they accepted there)
+        "time_allowed": time_allowed(study, accepted_on=Platform(arrival.platform).label
+                                     if _platform_clock(arrival) else ""),
     }, status=status)
     keep_browser_key(request, response)
     return response
@@ -200,11 +246,19 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
     if not request.POST.get("consent"):
         return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400,
                         arrival=arrival)
-    key = _nonce_key(request, page)
-    if key is None:
+    posted = _posted_nonce(request, page)
+    if posted is None:
         return _landing(request, study, page=page, identifier=identifier, status=400, arrival=arrival,
                         error="This page was open too long or was not loaded from this study: please tick the "
                               "box and start again.")
+    key = posted.key
+    # A platform task's clock started when the worker accepted it there: the app's counts from the
+    # landing page's signed time (never later), and a page older than the task's time starts none.
+    landed_at = posted.landed_at if _platform_clock(arrival) else None
+    if landed_at is not None and platform_time_run_out(study, landed_at=landed_at, now=timezone.now()):
+        given = consent_given(key=key, study=study)  # a retry of a form that gave its task: that task
+        return _platform_time_over(request, study=study, arrival=arrival) if given is None else (
+            _to_task(request, given, study=study))
     consent_sha256 = _consent_sha256(request)
     if consent_sha256 is None:
         return _landing(request, study, page=page, identifier=identifier, status=400, arrival=arrival,
@@ -214,7 +268,8 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
     try:
         assignment = consent_take(key=key, study=study, consent_sha256=consent_sha256,
                                   participant=participant, refs=refs or PlatformRefs(), held_task_id=held_task_id,
-                                  completion_code=completion_code, link=link, open_link=open_link)
+                                  completion_code=completion_code, link=link, open_link=open_link,
+                                  landed_at=landed_at)
     except (InvalidIdentifier, ConsentChanged) as error:  # the landing page again, as it reads now
         return _landing(request, study, page=page, error=error.message, identifier=identifier,
                         status=error.status, arrival=arrival)

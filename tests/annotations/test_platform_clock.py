@@ -1,0 +1,154 @@
+"""A platform task's clock, and the app's, start when the worker accepted it there (the landing
+page's time, signed in its nonce: ``views.entry._nonce``; ``deadlines.task_clock_start``), not at
+the consent. Before, the app counted from the consent while MTurk and Prolific count from the
+accept (and allow ``PLATFORM_HANDOFF_SECONDS`` more): a worker who read the landing page for 20
+minutes of a 30-minute task and submitted at minute 49 was told "submitted" by the app 14 minutes
+after the platform had expired the assignment, unpaid. Plain, open and single-person links keep
+the app's own clock, from the consent. Through the pages, with the project's clock."""
+from __future__ import annotations
+
+import html
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from annotations.models import Assignment, ConsentReceipt
+from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.publish import PLATFORM_HANDOFF_SECONDS, study_publish
+from studies.models import Platform
+from tests.annotations.factories import make_study
+from tests.annotations.pages import FIELD, answer, complete_task, entry_url, landing_form
+from tests.annotations.platforms.mturk_stubs import published_as
+from tests.clock import clock_installed
+
+pytestmark = pytest.mark.django_db
+
+MTURK = {"assignmentId": "3ASSIGN1", "hitId": "3HIT", "workerId": "AWORKER1",
+         "turkSubmitTo": "https://workersandbox.mturk.com"}
+PROLIFIC = {"PROLIFIC_PID": "5a9d64f5f6dfdd0001eaa73d", "SESSION_ID": "5b0d64f5f6dfdd0001eaa73e"}
+TASK = {"n_items": 6, "n_sources": 1, "units_per_task": 2, "estimated_minutes_per_task": 6}  # 30 and 10 minutes
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    return clock_installed(monkeypatch, timezone.now().replace(hour=12, minute=0, second=30, microsecond=0))
+
+
+@pytest.fixture(params=["mturk", "prolific"])
+def platform_url(request, clock):
+    """An open study on a platform with 30-minute tasks (10 for the first answer), and the URL a
+    worker arrives by from it."""
+    if request.param == "mturk":
+        study = make_study(platform=Platform.MTURK, **TASK)
+        published_as(request.getfixturevalue("mturk")[1], study, MTURK["hitId"])
+        url = entry_url(study, **MTURK)
+    else:
+        request.getfixturevalue("prolific")
+        study = make_study(platform=Platform.PROLIFIC, status="draft", reward=2, **TASK)
+        publication = study_publish(user=OPERATOR, study=study, platform_name="prolific")
+        study.refresh_from_db()
+        url = entry_url(study, STUDY_ID=publication.prolific_study_id, **PROLIFIC)
+    assert (first_answer_window(study), assignment_duration(study)) == (timedelta(minutes=10), timedelta(minutes=30))
+    return url
+
+
+def test_the_probe_a_late_consent_keeps_the_platforms_deadline_and_a_late_submit_is_refused(platform_url, clock):
+    client = Client()
+    landed = clock.now
+    form = landing_form(client, platform_url)
+    clock.advance(20)  # reading the landing page, the platform's clock running
+    response = client.post(platform_url, form)
+    assert response.status_code == 302
+    task = Assignment.objects.get()
+    assert task.created_at == landed and task.consented_at == clock.now
+    assert task.expires_at == landed + timedelta(minutes=30)  # not the consent's 10 minutes past the 30
+    clock.advance(1)
+    complete_task(client, response["Location"])
+    task.refresh_from_db()
+    assert task.expires_at == landed + timedelta(minutes=30)  # the full duration, from the landing
+
+    clock.advance(28)  # minute 49: the platform expired the assignment at minute 35
+    client.post(response["Location"] + "submit")
+
+    task.refresh_from_db()
+    assert task.status != Assignment.Status.SUBMITTED
+
+
+def test_the_first_answer_window_counts_from_the_consent_never_past_the_platforms_time(platform_url, clock):
+    client = Client()
+    landed = clock.now
+    form = landing_form(client, platform_url)
+    clock.advance(5)
+    task_url = client.post(platform_url, form)["Location"]
+    task = Assignment.objects.get()
+    assert task.expires_at == clock.now + timedelta(minutes=10)  # the window from the consent, within the 30
+    clock.advance(4)
+    assert answer(client, task_url)[1].status_code == 302
+    task.refresh_from_db()
+    assert task.expires_at == landed + timedelta(minutes=30)
+
+
+def test_a_consent_from_a_page_older_than_the_platforms_time_is_refused_and_starts_nothing(platform_url, clock):
+    client = Client()
+    form = landing_form(client, platform_url)
+    clock.advance(minutes=30, seconds=PLATFORM_HANDOFF_SECONDS + 1)  # past the platform's own limit
+
+    response = client.post(platform_url, form)
+
+    page = response.content.decode()
+    assert response.status_code == 403
+    assert "Your time for this task has run out" in page and "Please return the task on" in page
+    assert not Assignment.objects.exists() and not ConsentReceipt.objects.exists()
+
+
+def test_a_consent_from_a_page_past_the_tasks_time_is_refused_too(platform_url, clock):
+    """Past the task's 30 minutes, before the platform's handoff margin: a task started now would
+    have no time left."""
+    client = Client()
+    form = landing_form(client, platform_url)
+    clock.advance(minutes=30)
+
+    response = client.post(platform_url, form)
+
+    assert response.status_code == 403 and not Assignment.objects.exists()
+
+
+def test_the_landing_page_shown_again_keeps_its_first_time(platform_url, clock):
+    client = Client()
+    landed = clock.now
+    form = landing_form(client, platform_url)
+    clock.advance(5)
+    again = client.post(platform_url, {**form, "consent": ""})  # the box not ticked: the page again
+    assert again.status_code == 400
+    clock.advance(5)
+    form = {**form, "nonce": html.unescape(FIELD["nonce"].search(again.content.decode()).group(1))}
+
+    assert client.post(platform_url, form).status_code == 302
+
+    assert Assignment.objects.get().created_at == landed
+
+
+def test_the_landing_page_says_the_time_counts_from_the_accept(platform_url, clock):
+    page = Client().get(platform_url).content.decode()
+
+    assert "Your time counts from when you accepted this task on" in page
+    assert "you have 30 minutes in all from then to finish" in page
+    assert "After you agree you have" not in page
+
+
+def test_a_plain_links_clock_starts_at_the_consent(clock):
+    study = make_study(**TASK)
+    client = Client()
+    url = entry_url(study)
+    form = landing_form(client, url)
+    assert "After you agree you have 10 minutes to give your first answer and 30 minutes in all" in (
+        client.get(url).content.decode())
+    clock.advance(40)  # longer than the task's time: a link's clock is the app's, from the consent
+
+    assert client.post(url, form).status_code == 302
+
+    task = Assignment.objects.get()
+    assert task.created_at == clock.now and task.expires_at == clock.now + timedelta(minutes=10)
