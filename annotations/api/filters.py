@@ -47,8 +47,13 @@ class AssignmentFilter(df.FilterSet):
     study = IdFilter(field_name="study_id")
     status = df.ChoiceFilter(choices=Assignment.Status.choices)
     worker = df.CharFilter(method="filter_worker", help_text="Worker pseudonym (w_...); comma-separated for several.")
-    created_after = DateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = DateTimeFilter(field_name="created_at", lookup_expr="lt")
+    # A task's start (created_at): its consent, or for an MTurk or Prolific task its landing page's
+    # time (deadlines.task_clock_start), up to its duration before the row was written.
+    created_after = DateTimeFilter(field_name="created_at", lookup_expr="gte", help_text=(
+        "Tasks started at or after this time. An MTurk or Prolific task starts when its landing page was "
+        "served, before it was written: to fetch new tasks as they come, page by id instead."))
+    created_before = DateTimeFilter(field_name="created_at", lookup_expr="lt",
+                                    help_text="Tasks started before this time (see created_after).")
     date = df.DateFilter(field_name="created_at", lookup_expr="date", help_text="Tasks started on this day (UTC).")
 
     class Meta:

@@ -78,9 +78,10 @@ def first_answer_window(study: Study) -> timedelta:
 # --- when a task's clock started ------------------------------------------------------------------
 # A task's deadlines count from its start, ``Assignment.created_at``: the consent, for a task made
 # there; for a platform arrival (MTurk, Prolific) the platform's own clock started when the worker
-# accepted the task there, and the app's count starts no later, at the first landing page of that
-# arrival the worker's consent form came from (the time its signed nonce carries: ``views.entry``),
-# so the app never tells a worker they are in time after the platform timed them out.
+# accepted the task there, and the app's count starts as close to that as it can see: at the
+# landing page the worker's consent form came from (the time its signed nonce carries:
+# ``views.entry``), which is served at or after the accept. A reload serves a new page, so a worker
+# who reloads is counted from the reload: the app then allows up to that much more than the platform.
 
 def task_clock_start(*, now: datetime, landed_at: datetime | None = None) -> datetime:
     """When the clock of a task started ``now`` runs from: ``landed_at`` (a platform arrival's
@@ -100,8 +101,10 @@ def first_answer_deadline(study: Study, *, started_at: datetime, consented_at: d
 
 
 def platform_time_run_out(study: Study, *, landed_at: datetime, now: datetime) -> bool:
-    """Whether a platform arrival that landed at ``landed_at`` has no time left ``now`` for a task:
-    its full deadline from the landing has passed (and with it, ``PLATFORM_HANDOFF_SECONDS`` later,
-    the platform's own limit, ``platforms.publish.platform_time_limit``): a task started now would
-    already be expired, so the consent is refused."""
-    return now >= full_deadline(study, started_at=landed_at)
+    """Whether a platform arrival that landed at ``landed_at`` has too little time left ``now`` for
+    a task: less than the study's estimated minutes per task before its full deadline from the
+    landing (and the platform's own limit, ``PLATFORM_HANDOFF_SECONDS`` after it,
+    ``platforms.publish.platform_time_limit``). A task started then would hold its units until it
+    expired, its worker unable to finish in time, so the consent is refused."""
+    needed = timedelta(minutes=float(study.estimated_minutes_per_task))
+    return now >= full_deadline(study, started_at=landed_at) - needed

@@ -143,9 +143,9 @@ def _platform_time_over(request: HttpRequest, *, study: Study, arrival: handoff.
     minutes = int(assignment_duration(study).total_seconds() // 60)
     return message(request, title="Your time for this task has run out", status=403,
                    message=f"The time for this task counts from when you accepted it on {platform} and opened "
-                           f"it here, and this page was opened more than {minutes} minutes ago: the time "
-                           f"{platform} allows for it has run out, so no task was started here. Please return "
-                           f"the task on {platform}.")
+                           f"it here ({minutes} minutes in all), and too little of it is left to do the task "
+                           f"(about {study.estimated_minutes_per_task:g} minutes), so no task was started here. "
+                           f"Please return the task on {platform}.")
 
 
 def _consent_sha256(request: HttpRequest) -> str | None:
@@ -253,7 +253,8 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
                               "box and start again.")
     key = posted.key
     # A platform task's clock started when the worker accepted it there: the app's counts from the
-    # landing page's signed time (never later), and a page older than the task's time starts none.
+    # landing page's signed time (served at or after the accept), and a page with less than a
+    # task's estimated time left starts none.
     landed_at = posted.landed_at if _platform_clock(arrival) else None
     if landed_at is not None and platform_time_run_out(study, landed_at=landed_at, now=timezone.now()):
         given = consent_given(key=key, study=study)  # a retry of a form that gave its task: that task

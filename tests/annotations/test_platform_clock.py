@@ -116,6 +116,23 @@ def test_a_consent_from_a_page_past_the_tasks_time_is_refused_too(platform_url, 
     assert response.status_code == 403 and not Assignment.objects.exists()
 
 
+def test_a_consent_with_less_than_a_tasks_estimate_left_is_refused(platform_url, clock):
+    """With 5 of the 30 minutes left and an estimate of 6, a task started now would hold its units
+    until it expired, its worker unable to finish in time (a review's probe: consented at 29:55, a
+    task expiring 5 s later). With the estimate left it starts."""
+    late = Client()
+    form = landing_form(late, platform_url)
+    clock.advance(minutes=25)
+    refused = late.post(platform_url, form)
+    assert refused.status_code == 403 and not Assignment.objects.exists()
+    assert "too little of it is left" in refused.content.decode()
+
+    in_time = Client()  # the same worker, landing again: 7 minutes left at the consent
+    form = landing_form(in_time, platform_url)
+    clock.advance(minutes=23)
+    assert in_time.post(platform_url, form).status_code == 302
+
+
 def test_the_landing_page_shown_again_keeps_its_first_time(platform_url, clock):
     client = Client()
     landed = clock.now
