@@ -105,6 +105,7 @@ def platform_time_run_out(study: Study, *, landed_at: datetime, now: datetime) -
     a task: less than the study's estimated minutes per task before its full deadline from the
     landing (and the platform's own limit, ``PLATFORM_HANDOFF_SECONDS`` after it,
     ``platforms.publish.platform_time_limit``). A task started then would hold its units until it
-    expired, its worker unable to finish in time, so the consent is refused."""
-    needed = timedelta(minutes=float(study.estimated_minutes_per_task))
+    expired, its worker unable to finish in time, so the consent is refused. (At most half the
+    task's time is asked for: a duration set below the estimate must not refuse every consent.)"""
+    needed = min(timedelta(minutes=float(study.estimated_minutes_per_task)), assignment_duration(study) / 2)
     return now >= full_deadline(study, started_at=landed_at) - needed

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from annotations.models import Assignment, ConsentReceipt
-from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.deadlines import assignment_duration, first_answer_window, platform_time_run_out
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import PLATFORM_HANDOFF_SECONDS, study_publish
 from studies.models import Platform
@@ -169,3 +169,14 @@ def test_a_plain_links_clock_starts_at_the_consent(clock):
 
     task = Assignment.objects.get()
     assert task.created_at == clock.now and task.expires_at == clock.now + timedelta(minutes=10)
+
+
+def test_a_task_time_set_below_the_estimate_still_lets_a_fresh_consent_in(settings):
+    """The time left a consent needs is the estimate, but at most half the task's time: with 20
+    minutes set for a task estimated at 60, a consent right after landing starts it."""
+    settings.RL_ASSIGNMENT_MINUTES = 20
+    study = make_study(n_items=2, n_sources=1, units_per_task=1, estimated_minutes_per_task=60)
+    landed = timezone.now()
+    assert assignment_duration(study) == timedelta(minutes=20)
+    assert not platform_time_run_out(study, landed_at=landed, now=landed + timedelta(minutes=9))
+    assert platform_time_run_out(study, landed_at=landed, now=landed + timedelta(minutes=10))
