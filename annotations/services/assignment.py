@@ -213,8 +213,9 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, n_units: int,
     """The claims (not yet saved) of the study's attention checks this worker has not seen, placed
     among the task's ``n_units`` units at places drawn by ``rng`` (the claim's: fresh for each
     task, so no worker can tell a check by where it stands): each after a unit (never first), and
-    while there are no more checks than units, each after a unit of its own (never two in a row);
-    more checks than that share places as evenly as they must (``attention_slots``).
+    while there are fewer checks than units, each after a unit of its own but the last (never two
+    in a row, never last); more checks than that share places as evenly as they must
+    (``attention_slots``).
 
     Seen: held by a task in progress or by work that counts (a claim not released), or answered
     in any task (a check answered in a task left, expired or rejected is known to the worker:
@@ -253,15 +254,15 @@ def _add_attention_checks(*, assignment: Assignment, study: Study, n_units: int,
 
 def attention_slots(m: int, n_units: int, rng: random.Random) -> list[int]:
     """Where ``m`` checks go among ``n_units`` units, drawn by ``rng``: for each (in order) the
-    number of units before it. No more checks than units: distinct places among 1 .. n_units (after
-    a unit, the last place too, none next to another: a rule that also kept the last place for a
-    unit left a task of two units one layout, so no place tells a check but the first); more: each
-    place taken at most ``ceil(m / n_units)`` times."""
+    number of units before it. Fewer checks than units: distinct places among 1 .. n_units - 1
+    (after the first unit, before the last, none next to another); more: among 1 .. n_units, each
+    place taken at most ``ceil(m / n_units)`` times. A task of few units has few layouts (one check
+    in two units stands after the first)."""
     if m == 0:
         return []
     n_units = max(1, n_units)
-    if m <= n_units:
-        return sorted(rng.sample(range(1, n_units + 1), m))
+    if m < n_units:
+        return sorted(rng.sample(range(1, n_units), m))
     return sorted(rng.sample(list(range(1, n_units + 1)) * math.ceil(m / n_units), m))
 
 
