@@ -53,12 +53,17 @@ def choices_problem(choices) -> str | None:
     return None
 
 
+def own_choices(metadata):
+    """A generalization question's own choices (``metadata["choices"]``) as stored, unchecked;
+    None when its metadata names none (its item's choices are offered)."""
+    return metadata.get("choices") if isinstance(metadata, dict) else None
+
+
 def genq_choices(genq, item) -> list[dict]:
-    """Choices offered for a generalization question: its own (``metadata["choices"]``), else
+    """Choices offered for a generalization question: its own (:func:`own_choices`), else
     the original item's (yes/no items hold the yes/no choices). ``item`` is read only when the
     question has no choices of its own. ``ValueError`` as :func:`normalise_choices`."""
-    own = genq.metadata.get("choices") if isinstance(genq.metadata, dict) else None
-    return normalise_choices(own or item.choices)
+    return normalise_choices(own_choices(genq.metadata) or item.choices)
 
 
 def correct_answer_problem(choices, correct_answer: str) -> str | None:

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 
 from django.test import Client
 
+from annotations.models import Assignment
 from annotations.platforms import handoff
 
 FIELD = {name: re.compile(rf'name="{name}" value="([^"]*)"')
@@ -20,6 +21,11 @@ EVIL_ESCAPED = ("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;", "&lt;script&g
 def entry_url(study, **params) -> str:
     url = f"/w/s/{handoff.study_token(study.pk)}/"
     return f"{url}?{urlencode(params)}" if params else url
+
+
+def task_of(url: str) -> Assignment:
+    """The task a worker page's URL (``/w/t/<token>/...``) is for."""
+    return Assignment.objects.get(token=url.rstrip("/").split("/")[-1])
 
 
 def landing_form(client: Client, url: str, **extra) -> dict:

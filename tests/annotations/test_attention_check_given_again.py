@@ -13,16 +13,12 @@ from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, Claim
 from tests.annotations.factories import AttentionCheckFactory, make_study
-from tests.annotations.pages import answer, complete_task, entry_url, start
+from tests.annotations.pages import answer, complete_task, entry_url, start, task_of
 from tests.annotations.test_services_impostor import published  # noqa: F401 (fixture)
 from tests.clock import clock_installed
 
 pytestmark = pytest.mark.django_db
 CHECK = "ATTENTION: choose No"
-
-
-def _task(url: str) -> Assignment:
-    return Assignment.objects.get(token=url.rstrip("/").split("/")[-1])
 
 
 def _questions(task: Assignment) -> list[int | None]:
@@ -35,22 +31,22 @@ def test_a_check_left_unanswered_is_given_again_in_the_next_task():
     check = AttentionCheckFactory(study=study, question=CHECK)
     client = Client()
     first = start(client, entry_url(study))
-    assert _questions(_task(first)) == [None, check.pk, None]
+    assert _questions(task_of(first)) == [None, check.pk, None]
     assert client.post(first + "leave").status_code == 302  # nothing answered
 
     second = start(client, entry_url(study))
-    assert _questions(_task(second)) == [None, check.pk, None]
+    assert _questions(task_of(second)) == [None, check.pk, None]
     assert client.post(second + "leave").status_code == 302  # left again: the check comes again
     third = start(client, entry_url(study))
-    assert _questions(_task(third)) == [None, check.pk, None]
+    assert _questions(task_of(third)) == [None, check.pk, None]
     complete_task(client, third)
     assert client.post(third + "submit").status_code == 302
 
-    assert _task(third).status == Assignment.Status.SUBMITTED
+    assert task_of(third).status == Assignment.Status.SUBMITTED
     assert list(Annotation.objects.filter(step="attention").values_list("claim__assignment__token", "payload")) == [
-        (_task(third).token, {"correct": False})]  # complete_task answers "yes"
+        (task_of(third).token, {"correct": False})]  # complete_task answers "yes"
     # the tasks left keep their claims, given back as every claim of a task left is
-    assert set(Claim.objects.filter(assignment__in=[_task(first), _task(second)]).values_list("released", flat=True)) \
+    assert set(Claim.objects.filter(assignment__in=[task_of(first), task_of(second)]).values_list("released", flat=True)) \
         == {True}
 
 
@@ -64,8 +60,8 @@ def test_a_check_of_an_expired_task_never_answered_is_given_again(monkeypatch):
     clock.advance(days=1)
 
     second = start(client, entry_url(study))  # the first task expired meanwhile
-    assert _task(first).status == Assignment.Status.EXPIRED
-    assert _questions(_task(second)) == [None, check.pk, None]
+    assert task_of(first).status == Assignment.Status.EXPIRED
+    assert _questions(task_of(second)) == [None, check.pk, None]
     answer(client, second, "yes")
     answer(client, second, "yes")  # the first unit done: the check is the next question
     assert CHECK in client.get(second).content.decode()
@@ -76,7 +72,7 @@ def test_a_check_answered_in_a_task_left_is_not_given_again():
     check = AttentionCheckFactory(study=study, question=CHECK)
     client = Client()
     first = start(client, entry_url(study))
-    assert _questions(_task(first)) == [None, check.pk, None]
+    assert _questions(task_of(first)) == [None, check.pk, None]
     for _step in ("before", "after", "attention"):
         _fields, response = answer(client, first, "no")
         assert response.status_code == 302
@@ -84,7 +80,7 @@ def test_a_check_answered_in_a_task_left_is_not_given_again():
     assert client.post(first + "leave").status_code == 302
 
     second = start(client, entry_url(study))
-    assert _questions(_task(second)) == [None, None]
+    assert _questions(task_of(second)) == [None, None]
 
 
 def test_a_check_an_impostor_answered_is_given_to_the_worker(published):  # noqa: F811 (the fixture)

@@ -16,18 +16,14 @@ import re
 import pytest
 from django.test import Client
 
-from annotations.models import Annotation, Assignment, Claim
+from annotations.models import Annotation, Claim
 from annotations.selectors import shown_at_from_token
 from annotations.services.assignment import assignment_start
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
-from tests.annotations.pages import answer, entry_url, form_fields, start
+from tests.annotations.pages import answer, entry_url, form_fields, start, task_of
 
 pytestmark = pytest.mark.django_db
 CHECK = "ATTENTION: choose No"
-
-
-def _task(url: str) -> Assignment:
-    return Assignment.objects.get(token=url.rstrip("/").split("/")[-1])
 
 
 def _normalised(page: str) -> str:
@@ -98,7 +94,7 @@ def test_what_a_script_may_send_before_answering_is_refused_alike_for_a_check_an
     for _ in range(30):  # a task whose check stands after its first unit (its place is drawn)
         client = Client()
         task = start(client, entry_url(study))
-        order = list(Claim.objects.filter(assignment=_task(task)).order_by("position")
+        order = list(Claim.objects.filter(assignment=task_of(task)).order_by("position")
                      .values_list("attention_check_id", flat=True))
         if order[1] is not None:
             break
@@ -133,7 +129,7 @@ def test_an_answer_sent_for_a_later_question_is_refused_before_its_choices_are_r
     client = Client()
     task = start(client, entry_url(study))
     fields = form_fields(client.get(task).content.decode())
-    later = Claim.objects.filter(assignment=_task(task)).order_by("position")[1:]
+    later = Claim.objects.filter(assignment=task_of(task)).order_by("position")[1:]
     said = set()
     for claim in later:
         response = client.post(task + "answer", {**fields, "claim": claim.pk, "answer": "yes"})

@@ -26,7 +26,7 @@ from annotations.services.links import links_generate, open_link_create
 from annotations.services.platforms.access import OPERATOR
 from studies.models import Platform
 from tests.annotations.factories import add_qualification, make_study
-from tests.annotations.pages import entry_url, landing_form, start
+from tests.annotations.pages import entry_url, landing_form, start, task_of
 from tests.annotations.platforms.mturk_stubs import published_as
 
 pytestmark = pytest.mark.django_db
@@ -46,17 +46,6 @@ def mturk_study(db, mturk):
     published_as(mturk[1], study, "3HIT")
     add_qualification(study)
     return study
-
-
-@pytest.fixture
-def link_study(db):
-    study = make_study(n_items=8, n_sources=1, units_per_task=2, quota=5)
-    add_qualification(study)
-    return study
-
-
-def task_of(url: str) -> Assignment:
-    return Assignment.objects.get(token=url.rstrip("/").split("/")[-1])
 
 
 def take_test(client: Client, task: str, *, passing: bool) -> QualificationGrant:
@@ -91,8 +80,8 @@ def assert_takes_the_test(client: Client, response, failed: QualificationGrant) 
 # --- 1a. a typed identifier on a plain or open link --------------------------------------------------
 
 @pytest.mark.parametrize("way", ["plain", "open"])
-def test_an_impostor_failing_the_test_under_a_typed_identifier_does_not_shut_its_owner_out(link_study, way):
-    url = entry_url(link_study) if way == "plain" else f"/w/o/{open_link_create(study=link_study, user=OPERATOR).token}/"
+def test_an_impostor_failing_the_test_under_a_typed_identifier_does_not_shut_its_owner_out(qualified_study, way):
+    url = entry_url(qualified_study) if way == "plain" else f"/w/o/{open_link_create(study=qualified_study, user=OPERATOR).token}/"
     impostor = Client()
     failed = take_test(impostor, start(impostor, url, identifier="alice@lab.org"), passing=False)
 
@@ -104,8 +93,8 @@ def test_an_impostor_failing_the_test_under_a_typed_identifier_does_not_shut_its
     assert task_of(task).status == Assignment.Status.ACTIVE and not task_of(task).qualification_pending
 
 
-def test_a_typed_identifier_that_failed_in_this_browser_is_still_refused(link_study):
-    url = entry_url(link_study)
+def test_a_typed_identifier_that_failed_in_this_browser_is_still_refused(qualified_study):
+    url = entry_url(qualified_study)
     browser = Client()
     failed = take_test(browser, start(browser, url, identifier="alice@lab.org"), passing=False)
 
@@ -113,8 +102,8 @@ def test_a_typed_identifier_that_failed_in_this_browser_is_still_refused(link_st
     assert QualificationGrant.objects.get() == failed and Assignment.objects.count() == 1
 
 
-def test_a_second_failure_in_the_new_browser_refuses_that_browser(link_study):
-    url = entry_url(link_study)
+def test_a_second_failure_in_the_new_browser_refuses_that_browser(qualified_study):
+    url = entry_url(qualified_study)
     impostor, alice = Client(), Client()
     take_test(impostor, start(impostor, url, identifier="alice@lab.org"), passing=False)
     second = take_test(alice, start(alice, url, identifier="alice@lab.org"), passing=False)
@@ -148,8 +137,8 @@ def test_an_mturk_worker_who_failed_the_test_in_this_browser_is_still_refused(mt
 
 # --- a single-person link keeps today's rule: the link is the proof ---------------------------------
 
-def test_a_single_person_links_failed_test_refuses_every_browser(link_study):
-    url = f"/w/l/{links_generate(study=link_study, user=OPERATOR, n=1)[0].token}/"
+def test_a_single_person_links_failed_test_refuses_every_browser(qualified_study):
+    url = f"/w/l/{links_generate(study=qualified_study, user=OPERATOR, n=1)[0].token}/"
     holder = Client()
     failed = take_test(holder, start(holder, url), passing=False)
 
@@ -165,8 +154,8 @@ def action_of(response) -> str:
     return html.unescape(ACTION.search(response.content.decode()).group(1))
 
 
-def test_the_landing_page_echoes_no_query_string(link_study):
-    url = entry_url(link_study)
+def test_the_landing_page_echoes_no_query_string(qualified_study):
+    url = entry_url(qualified_study)
     response = Client().get(url + "?junk=" + "x" * 500_000)
     assert action_of(response) == url and len(response.content) < 50_000
 

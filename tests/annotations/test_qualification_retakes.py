@@ -26,22 +26,11 @@ from annotations.models import Assignment, QualificationGrant, QualificationQues
 from annotations.services.participants import RETAKES_MAX
 from annotations.services.release import assignment_release
 from tests.annotations.factories import add_qualification, make_study
-from tests.annotations.pages import entry_url, landing_form, start
+from tests.annotations.pages import entry_url, landing_form, start, task_of
 
 pytestmark = pytest.mark.django_db
 
 NOT_QUALIFIED_PAGE = "did not reach the pass mark this study needs"
-
-
-@pytest.fixture
-def link_study(db):
-    study = make_study(n_items=8, n_sources=1, units_per_task=2, quota=5)
-    add_qualification(study)
-    return study
-
-
-def task_of(url: str) -> Assignment:
-    return Assignment.objects.get(token=url.rstrip("/").split("/")[-1])
 
 
 def fail_test(client: Client, task: str, *, score: int = 0) -> QualificationGrant:
@@ -77,9 +66,9 @@ def test_a_refused_retake_sets_nothing_aside(db):
     assert again.status_code == 403 and "did not reach the pass mark" in again.content.decode()
 
 
-def test_browsers_taking_turns_get_a_bounded_number_of_attempts_all_recorded(link_study, caplog):
+def test_browsers_taking_turns_get_a_bounded_number_of_attempts_all_recorded(qualified_study, caplog):
     """Probe 2: A, B, A, B... every attempt set aside is kept; after RETAKES_MAX the failure stands everywhere."""
-    url = entry_url(link_study)
+    url = entry_url(qualified_study)
     a, b = Client(), Client()
     browsers = [a, b] * RETAKES_MAX + [a]
     grant = fail_test(a, start(a, url, identifier="x@lab.org"), score=1)
@@ -111,9 +100,9 @@ def test_browsers_taking_turns_get_a_bounded_number_of_attempts_all_recorded(lin
     assert "voided_at" in page and str(tasks[0]) in page
 
 
-def test_a_retake_that_is_never_graded_is_not_a_new_attempt(link_study):
+def test_a_retake_that_is_never_graded_is_not_a_new_attempt(qualified_study):
     """A retake task returned without the test: the next entry retakes the same set-aside attempt."""
-    url = entry_url(link_study)
+    url = entry_url(qualified_study)
     a, b = Client(), Client()
     failed = fail_test(a, start(a, url, identifier="x@lab.org"))
     first = task_of(enter(b, url, "x@lab.org")["Location"])
@@ -126,9 +115,9 @@ def test_a_retake_that_is_never_graded_is_not_a_new_attempt(link_study):
     assert fail_test(b, second["Location"]).voids == grant.voids
 
 
-def test_a_typed_identifier_follows_the_same_rule_in_a_browser_whose_failure_was_set_aside(link_study):
+def test_a_typed_identifier_follows_the_same_rule_in_a_browser_whose_failure_was_set_aside(qualified_study):
     """Probe 3: X failed in A, then in B after setting A's attempt aside: A may type Y, B may not."""
-    url = entry_url(link_study)
+    url = entry_url(qualified_study)
     a, b = Client(), Client()
     fail_test(a, start(a, url, identifier="x@lab.org"))
     fail_test(b, enter(b, url, "x@lab.org")["Location"])
@@ -140,16 +129,16 @@ def test_a_typed_identifier_follows_the_same_rule_in_a_browser_whose_failure_was
     assert refused.status_code == 403 and "This browser took this study" in refused.content.decode()
 
 
-def test_the_page_of_the_task_a_test_was_failed_in_says_so_after_a_retake(link_study):
+def test_the_page_of_the_task_a_test_was_failed_in_says_so_after_a_retake(qualified_study):
     """Probe 4: A's failed task said "You left this task" once its attempt was voided."""
-    url = entry_url(link_study)
+    url = entry_url(qualified_study)
     a, b = Client(), Client()
     failed_task = start(a, url, identifier="x@lab.org")
     fail_test(a, failed_task)
     retake = enter(b, url, "x@lab.org")["Location"]
     assert NOT_QUALIFIED_PAGE in a.get(failed_task).content.decode()
 
-    questions = QualificationQuestion.objects.filter(test__study=link_study)
+    questions = QualificationQuestion.objects.filter(test__study=qualified_study)
     assert b.post(retake + "qualification", {f"q_{q.pk}": q.correct_answer for q in questions}).status_code == 302
     assert QualificationGrant.objects.get().passed
     assert NOT_QUALIFIED_PAGE in a.get(failed_task).content.decode()

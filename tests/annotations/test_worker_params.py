@@ -27,13 +27,17 @@ from annotations.selectors import shown_token
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.platforms.access import OPERATOR
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
-from tests.annotations.pages import answer, complete_task, entry_url, form_fields, landing_form, start
+from tests.annotations.pages import (
+    answer,
+    complete_task,
+    entry_url,
+    form_fields,
+    landing_form,
+    start,
+    task_of,
+)
 
 pytestmark = pytest.mark.django_db
-
-
-def task_of(url: str) -> Assignment:
-    return Assignment.objects.get(token=url.rstrip("/").split("/")[-1])
 
 
 def claims_in_order(task: Assignment) -> list[Claim]:

@@ -224,6 +224,21 @@ def _resign(data: bytes) -> bytes:
     return out.getvalue()
 
 
+def _edited_rows(data: bytes, path: str, *edits: tuple[int, dict]) -> bytes:
+    """The bundle with rows of the CSV file ``path`` given new cells (``(row index, cells)``), signed
+    again, as someone editing a download would."""
+    def edit(content: bytes) -> bytes:
+        rows = list(csv.DictReader(io.StringIO(content.decode())))
+        for index, cells in edits:
+            rows[index].update(cells)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, list(rows[0]), lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue().encode()
+    return _resign(_rewrite(data, path, edit))
+
+
 def test_a_bundle_with_a_changed_file_is_refused_naming_the_file_and_nothing_is_written():
     study = _worked_study()
     data = _rewrite(_bundle(study), "data/annotations.csv", lambda c: c.replace(b",yes,", b",no,", 1))

@@ -15,7 +15,7 @@ import pytest
 from scoring.services.bundle import BundleError, bundle_import
 from studies.models import GeneralizationQuestion, Platform, Study
 from tests.annotations.factories import make_study
-from tests.scoring.test_bundle import _bundle, _resign, _rewrite
+from tests.scoring.test_bundle import _bundle, _edited_rows
 from tests.work import work
 
 pytestmark = pytest.mark.django_db
@@ -34,16 +34,7 @@ def bundle() -> bytes:
 
 def _edited(data: bytes, *edits: tuple[int, dict]) -> bytes:
     """The bundle with rows of data/generalization_questions.csv given new cells, signed again."""
-    def edit(content: bytes) -> bytes:
-        rows = list(csv.DictReader(io.StringIO(content.decode())))
-        for index, cells in edits:
-            rows[index].update(cells)
-        out = io.StringIO()
-        writer = csv.DictWriter(out, list(rows[0]), lineterminator="\r\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return out.getvalue().encode()
-    return _resign(_rewrite(data, QUESTIONS, edit))
+    return _edited_rows(data, QUESTIONS, *edits)
 
 
 def _import(data: bytes) -> Study:

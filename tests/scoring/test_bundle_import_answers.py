@@ -26,7 +26,7 @@ from scoring.services.bundle import BundleError, bundle_import
 from studies.models import Platform, Study
 from studies.services.studies import study_create
 from tests.factories import DatasetFactory, ItemFactory, RationaleFactory, RationaleSourceFactory
-from tests.scoring.test_bundle import _bundle, _resign, _rewrite, _worked_study
+from tests.scoring.test_bundle import _bundle, _edited_rows, _worked_study
 from tests.work import work
 
 pytestmark = pytest.mark.django_db
@@ -42,15 +42,7 @@ def _rows(data: bytes) -> list[dict]:
 def _edited(data: bytes, index: int, **cells) -> bytes:
     """The bundle with row ``index`` of data/annotations.csv given ``cells``, signed again (SHA256SUMS
     and datapackage.json's hashes), as someone editing a download would."""
-    def edit(content: bytes) -> bytes:
-        rows = list(csv.DictReader(io.StringIO(content.decode())))
-        rows[index].update(cells)
-        out = io.StringIO()
-        writer = csv.DictWriter(out, list(rows[0]), lineterminator="\r\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return out.getvalue().encode()
-    return _resign(_rewrite(data, ANNOTATIONS, edit))
+    return _edited_rows(data, ANNOTATIONS, (index, cells))
 
 
 def _refused(data: bytes):

@@ -80,6 +80,7 @@ from lab.jsontext import load_json
 from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
+from studies.choices import own_choices
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -589,13 +590,6 @@ def _differs(obj, row: Row, fields: dict[str, str]) -> str:
     return ""
 
 
-def _own_choices(metadata) -> Any:
-    """A generalization question's own choices (``metadata["choices"]``), what its answers are
-    checked against: a bundle's question that names other choices than the question here is that
-    row's error, not every answer's."""
-    return metadata.get("choices") if isinstance(metadata, dict) else None
-
-
 class _Import:
     def __init__(self, bundle: Bundle, *, name: str, owner) -> None:
         self.b, self.name, self.owner = bundle, name, owner
@@ -811,7 +805,7 @@ class _Import:
                 q = existing.get(key)
                 if q is not None:
                     bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"}) or (
-                        "metadata" if _own_choices(q.metadata) != _own_choices(row["metadata"]) else "")
+                        "metadata" if own_choices(q.metadata) != own_choices(row["metadata"]) else "")
                     if bad:
                         self.err(row, bad, "differs from this generalization question here")
                 else:
