@@ -21,6 +21,10 @@ study (``access.access_study``, ``CHANGE``):
   longer send once the task is erased (and sync skips a withdrawn worker), so the worker would go
   unpaid without anyone being told. Approve or reject those tasks, then withdraw. Work with no
   platform submission (participant links) has no decision to send and is erased as before;
+- so does a ``Bonus`` on a task of theirs that is not settled (pending, failed, outcome unknown:
+  anything but paid or recorded, ``bonus.SETTLED``): a withdrawn task takes no bonus, so the money
+  could never be paid afterwards and nobody would be told. The refusal names each task, amount and
+  status; pay it again (an unknown one after a sync), then withdraw;
 - a ``Withdrawal`` records who withdrew them and when, under a one-way digest
   (``lab.pseudonyms.withdrawal_digest``), never the pseudonym or platform id: a later sync skips
   the platform's rows of that worker and the worker gets no task in the study again.
@@ -69,6 +73,7 @@ from annotations.services.errors import AnnotationError
 from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash, imported_worker_id
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study, bundle_copy_ids
+from annotations.services.platforms.bonus import SETTLED
 from annotations.services.platforms.common import actor
 from annotations.services.release import assignments_withdraw
 from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
@@ -229,11 +234,19 @@ def _erase(study: Study, participant: Participant) -> tuple[int, int, int]:
     return n_answers, n_counted, n_tasks
 
 
-def _refuse_while_unreviewed(study: Study, participants: list[Participant]) -> None:
-    """Raise ``WithdrawalError`` naming ``participants``' tasks in ``study`` that are submitted and not
-    reviewed and that a platform holds a submission for (locked, so an approval or rejection running
-    meanwhile either commits first or waits): the worker is owed a decision on them, which a
-    withdrawal would make impossible to send."""
+def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
+    """Raise ``WithdrawalError`` while ``participants`` are owed something in ``study`` that a
+    withdrawal would make impossible to give (nothing changes; the rows read are locked, so an
+    approval, rejection or bonus payment running meanwhile either commits first or waits):
+
+    - a decision: tasks submitted and not reviewed that a platform holds a submission for (the
+      decision could no longer be sent once the task is erased);
+    - money: a ``Bonus`` on one of their tasks not yet withdrawn that is not settled (``SETTLED``:
+      paid, or recorded as paid outside the app), i.e. pending, failed or of unknown outcome. A
+      withdrawn task takes no bonus (``bonus_pay`` refuses it), so the bonus could never be paid.
+      The message names each task, amount and status: pay it again (an unknown one after a sync,
+      which asks the platform whether it was paid), then withdraw. A task withdrawn before is not
+      looked at: its bonus can no longer be paid here, and refusing would only stop the repeat."""
     waiting = list(Assignment.objects.select_for_update().filter(
         study=study, participant__in=participants, status=Assignment.Status.SUBMITTED)
         .exclude(platform_assignment_id="").order_by("pk").values_list("pk", flat=True))
@@ -241,6 +254,15 @@ def _refuse_while_unreviewed(study: Study, participants: list[Participant]) -> N
         raise WithdrawalError(
             f"task(s) {', '.join(map(str, waiting))} of this participant are submitted and not reviewed: approve or "
             "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
+    unsettled = list(Bonus.objects.select_for_update().filter(
+        assignment__study=study, assignment__participant__in=participants).exclude(status__in=SETTLED)
+        .exclude(assignment__status=Assignment.Status.WITHDRAWN).order_by("assignment_id", "pk"))
+    if unsettled:
+        owed = "; ".join(f"task {b.assignment_id}: {b.amount} {b.currency}, {b.status}" for b in unsettled)
+        raise WithdrawalError(
+            f"bonus(es) of this participant are not paid ({owed}): pay it again first (the worker is owed the "
+            "money; an unknown one after a sync, which asks the platform whether it was paid), then withdraw. "
+            "Nothing was changed.")
 
 
 def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worker_id: str = "",
@@ -251,7 +273,8 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     and records the withdrawal (see the module's docstring), all in one transaction. Idempotent:
     withdrawing someone already withdrawn returns their record (``created`` False) and changes
     nothing. ``WithdrawalError`` naming the tasks, before anything changes, while a task of theirs
-    in the study is submitted on a platform and not reviewed (``_refuse_while_unreviewed``).
+    in the study is submitted on a platform and not reviewed, or while a bonus on a task of theirs is
+    not paid (pending, failed, outcome unknown) (``_refuse_while_owed``).
     ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once.
     In the same transaction, withdraws them from the copies of the study made from its bundle here
     that still hold their tasks and that ``user`` may change, and counts the others
@@ -274,7 +297,7 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
                                      copies_withdrawn=reached, copies_not_changeable=refused)
         for participant in participants:
             list(Participant.objects.select_for_update().filter(pk=participant.pk).values_list("pk"))
-        _refuse_while_unreviewed(study, participants)
+        _refuse_while_owed(study, participants)
         outcome = None
         for participant in participants:  # one person; two only when one id exists on two platforms
             digest = participant_withdrawal_digest(platform=participant.platform, external_id=participant.external_id,

@@ -1,0 +1,121 @@
+"""A participant's withdrawal waits for their bonuses to be paid.
+
+A bonus that failed (or is pending, or its outcome unknown) before the worker withdrew could never
+be paid afterwards: ``bonus_pay`` refuses a withdrawn task ("bonuses go to submitted or approved
+work"), and nothing told anyone the money was owed. ``participant_withdraw`` now refuses, naming
+the task, the amount and the status, until the bonus is paid; the workers page shows the refusal."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from annotations.models import Assignment, Bonus, Withdrawal
+from annotations.platforms.base import PlatformError
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import study_approve_all
+from annotations.services.withdrawal import WithdrawalError, participant_withdraw
+from tests.annotations.factories import make_study
+from tests.annotations.platforms.conftest import prolific, prolific_server, submitted  # noqa: F401
+from tests.cockpit.conftest import staff_client
+
+pytestmark = pytest.mark.django_db
+
+REASON = "thanks for the careful work"
+
+
+def owed(task, status: str = "failed") -> str:
+    """How the refusal names ``task``'s bonus of 0.75: its task, amount (in the platform's currency) and status."""
+    return f"task {task.pk}: 0.75 {Bonus.objects.get(assignment=task).currency}, {status}"
+
+
+@pytest.fixture
+def failed_bonus(prolific, monkeypatch):  # noqa: F811
+    """(owner, their client, the study on Prolific, the leaving worker's approved task, its bonus
+    refused by Prolific ("insufficient balance"), the Prolific client)."""
+    platform, server = prolific
+    alice, client = staff_client("alice")
+    study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, reward=Decimal("2.00"), owner=alice,
+                       estimated_minutes_per_task=Decimal("6.0"), name="s", platform="prolific")
+    publication = study_publish(user=alice, study=study, platform_name="prolific")
+    sub = server.add_submission(publication.prolific_study_id, participant_id="pleaving1")
+    task = submitted(study, platform="prolific", worker_id="pleaving1", assignment_id=sub["id"],
+                     task_id=publication.prolific_study_id)
+    assert study_approve_all(user=alice, study=study)["approved"] == 1
+
+    def refuse(**kwargs):
+        raise PlatformError("insufficient balance")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(platform, "bonus_pay", refuse)
+        with pytest.raises(PlatformServiceError, match="insufficient balance"):
+            bonus_pay(user=alice, study=study, assignment=task, amount="0.75", reason=REASON)
+    assert Bonus.objects.get(assignment=task).status == Bonus.Status.FAILED
+    return alice, client, study, task, server
+
+
+def test_a_withdrawal_is_refused_while_a_bonus_failed_and_nothing_is_erased(failed_bonus):
+    alice, _client, study, task, _server = failed_bonus
+
+    with pytest.raises(WithdrawalError) as refused:
+        participant_withdraw(user=alice, study=study, worker_id="pleaving1")
+
+    message = refused.value.message
+    assert owed(task) in message
+    assert "pay it again" in message and "Nothing was changed" in message
+    # Nothing changed: the task is still approved and keeps its answers and platform reference.
+    kept = Assignment.objects.get(pk=task.pk)
+    assert kept.status == Assignment.Status.APPROVED
+    assert kept.platform_assignment_id == task.platform_assignment_id
+    assert kept.claims.exists()
+    assert not Withdrawal.objects.filter(study=study).exists()
+    assert Bonus.objects.get(assignment=task).status == Bonus.Status.FAILED
+
+
+def test_the_withdrawal_goes_through_once_the_bonus_is_paid_on_retry(failed_bonus):
+    alice, _client, study, task, server = failed_bonus
+
+    bonus = bonus_pay(user=alice, study=study, assignment=task, amount="0.75", reason=REASON)
+    assert bonus.status == Bonus.Status.PAID
+    assert server.submissions[task.platform_assignment_id]["bonus_payments"] == [75]
+
+    outcome = participant_withdraw(user=alice, study=study, worker_id="pleaving1")
+
+    assert outcome.created and outcome.tasks_ended == 1
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.WITHDRAWN
+    assert Bonus.objects.get(pk=bonus.pk).status == Bonus.Status.PAID  # the payment row is untouched
+    # Withdrawing again changes nothing (a paid bonus on the withdrawn task refuses nothing).
+    assert not participant_withdraw(user=alice, study=study, worker_id="pleaving1").created
+
+
+def test_a_pending_bonus_refuses_the_withdrawal_too(failed_bonus):
+    alice, _client, study, task, _server = failed_bonus
+    Bonus.objects.filter(assignment=task).update(status=Bonus.Status.PENDING)  # e.g. a set-up that paid nothing
+
+    with pytest.raises(WithdrawalError, match=owed(task, "pending")):
+        participant_withdraw(user=alice, study=study, worker_id="pleaving1")
+
+
+def test_the_workers_page_shows_the_refusal_as_a_message(failed_bonus):
+    _alice, client, study, task, _server = failed_bonus
+
+    response = client.post(f"/admin/studies/study/{study.pk}/workers/withdraw/",
+                           {"way": "worker_id", "who": "pleaving1"}, follow=True)
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Nothing was done" in page and owed(task) in page
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.APPROVED
+
+
+def test_the_api_refuses_with_the_message(failed_bonus):
+    _alice, client, study, task, _server = failed_bonus
+
+    response = client.post(f"/api/v1/studies/{study.pk}/withdrawals/", {"worker_id": "pleaving1"},
+                           content_type="application/json")
+
+    assert response.status_code == 400
+    assert owed(task) in response.content.decode()
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.APPROVED
