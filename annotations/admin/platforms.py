@@ -38,6 +38,7 @@ from annotations.selectors.cost import study_cost_and_pay
 from annotations.selectors.platforms import (
     study_bonus_candidates,
     study_dry_runs_shown,
+    study_good_work_not_judged,
     study_link_rows,
     study_platform_overview,
 )
@@ -178,6 +179,8 @@ class PublicationAdmin(KeysShownAdmin):
             "balance_error": balance_error,
             "overview": study_platform_overview(study=study),
             "candidates": candidates,
+            # Why this kind has no good-work list at all ("" where its answers are scored).
+            "good_work_not_judged": study_good_work_not_judged(study=study),
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
             "dry_runs": study_dry_runs_shown(study=study),
             "submitted": submitted,

@@ -79,32 +79,72 @@ def assignments_on_hold(*, study: Study | None = None) -> QuerySet[Assignment]:
     return held.filter(study=study) if study is not None else held
 
 
+@dataclass(frozen=True)
+class GoodWorkMeasure:
+    """What good work is in one study kind (``study_bonus_candidates``): the step whose answer is
+    held against a right answer (the item's gold answer, or a generalization question's own), or,
+    for a kind whose answers have no right answer, no step and the reason the publish page shows
+    in place of a list of candidates."""
+
+    scored_step: str | None
+    not_judged: str = ""
+
+
+# Each study kind's good-work measure. A question-validation answer is a verdict on a question
+# ("valid"/"invalid" and its fields) and a rationale-properties answer is a set of marks on an
+# explanation: neither has a right answer, so neither is scored (never as 0% correct). A measure
+# for them (agreement with the other annotators, say) is a decision for the SPEC, not made here.
+GOOD_WORK_MEASURES: dict[str, GoodWorkMeasure] = {
+    Study.Kind.UTILITY: GoodWorkMeasure(scored_step=Annotation.Step.AFTER),
+    Study.Kind.GENERALIZATION: GoodWorkMeasure(scored_step=Annotation.Step.AFTER),
+    Study.Kind.QUESTION_VALIDATION: GoodWorkMeasure(
+        scored_step=None,
+        not_judged="question-validation answers are verdicts on a question and have no right answer; "
+                   "good work is not judged for this kind"),
+    Study.Kind.RATIONALE_PROPERTIES: GoodWorkMeasure(
+        scored_step=None,
+        not_judged="rationale-properties answers are marks on an explanation and have no right answer; "
+                   "good work is not judged for this kind"),
+}
+
+
+def study_good_work_not_judged(*, study: Study) -> str:
+    """Why ``study``'s kind has no good-work candidates at all (``GOOD_WORK_MEASURES``), or "" for
+    a kind whose answers are scored: the publish page shows it in place of the list."""
+    return GOOD_WORK_MEASURES[study.kind].not_judged
+
+
 def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[str, list[int]]:
     """Assignment ids that earn the SPEC's bonuses: ``flagged_error`` (a flag the worker raised on
     a question or explanation and a researcher accepted: ``annotations.services.flags``; a flag
     alone earns nothing) and ``good_work`` (every attention check passed, and the final answers
-    match the gold answer at least ``min_accuracy`` of the time). Work held by sync and not
-    cleared (``assignments_on_hold``) is no candidate."""
+    match the right answer at least ``min_accuracy`` of the time). What a final answer is and what
+    it is held against is the study kind's ``GOOD_WORK_MEASURES``: a kind with no right answer
+    (question validation, rationale properties) has no good-work candidates, and
+    ``study_good_work_not_judged`` says why. Work held by sync and not cleared
+    (``assignments_on_hold``) is no candidate."""
     done = Assignment.objects.filter(study=study, status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED])
-    good = []
-    stats: dict[int, dict[str, int]] = {}
-    rows = Annotation.objects.filter(claim__assignment__in=done).values_list(
-        "claim__assignment", "step", "answer", "payload", "claim__unit__item__gold_answer",
-        "claim__unit__generalization_question__answer")
-    final_steps = {Annotation.Step.AFTER, Annotation.Step.VALIDATION}
-    for assignment_id, step, answer, payload, gold, genq_answer in rows:
-        entry = stats.setdefault(assignment_id, {"checks": 0, "checks_ok": 0, "answers": 0, "correct": 0})
-        if step == Annotation.Step.ATTENTION:
-            entry["checks"] += 1
-            entry["checks_ok"] += int(bool((payload or {}).get("correct")))
-        elif step in final_steps and (genq_answer or gold):
-            entry["answers"] += 1
-            entry["correct"] += int(answer == (genq_answer or gold))
+    measure = GOOD_WORK_MEASURES[study.kind]
     flagged = set(FlagReview.objects.filter(annotation__claim__assignment__in=done,
                                             decision=FlagReview.Decision.ACCEPTED)
                   .values_list("annotation__claim__assignment", flat=True))
     held = set(assignments_on_hold(study=study).values_list("pk", flat=True))
     flagged -= held
+    if measure.scored_step is None:
+        return {"flagged_error": sorted(flagged), "good_work": []}
+    good = []
+    stats: dict[int, dict[str, int]] = {}
+    rows = Annotation.objects.filter(claim__assignment__in=done).values_list(
+        "claim__assignment", "step", "answer", "payload", "claim__unit__item__gold_answer",
+        "claim__unit__generalization_question__answer")
+    for assignment_id, step, answer, payload, gold, genq_answer in rows:
+        entry = stats.setdefault(assignment_id, {"checks": 0, "checks_ok": 0, "answers": 0, "correct": 0})
+        if step == Annotation.Step.ATTENTION:
+            entry["checks"] += 1
+            entry["checks_ok"] += int(bool((payload or {}).get("correct")))
+        elif step == measure.scored_step and (genq_answer or gold):
+            entry["answers"] += 1
+            entry["correct"] += int(answer == (genq_answer or gold))
     for assignment_id, entry in sorted(stats.items()):
         if assignment_id in held:
             continue
