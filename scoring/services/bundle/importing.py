@@ -40,9 +40,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
 import re
+import struct
 import zipfile
 import zlib
 from array import array
@@ -70,13 +70,15 @@ from annotations.models import (
     QualificationTest,
     Unit,
 )
+from annotations.selectors import study_withdrawal_digests
 from annotations.services.answers import claim_labels
 from annotations.services.errors import InvalidAnswer
 from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
 from annotations.services.steps import clean_answer, steps_for
 from lab.ids import parse_id
-from lab.jsontext import load_json
+from lab.jsontext import JsonTooDeep, UnstorableText, load_json
+from lab.pseudonyms import withdrawal_digest
 from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
@@ -91,7 +93,7 @@ from studies.models import (
     RationaleSource,
     Study,
 )
-from studies.selectors import datasets_for_design, sources_for_design
+from studies.selectors import VIEW, datasets_for_design, sources_for_design, studies_for_user
 from studies.services.content import content_added_refusals, gen_u_added_refusals
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
@@ -133,6 +135,20 @@ MEMBER_FACTOR = 10
 TOTAL_FACTOR = 20
 MAX_RATIO = 100
 RATIO_FROM_BYTES = 1 << 20
+# Before the archive's directory is read (``_open``): the upload itself at most RL_MAX_IMPORT_BYTES
+# (what every import upload is held to, and what deploy/nginx.conf lets through: the 1,000,000-answer
+# benchmark's bundle is 16.5 MiB, and its annotations.csv alone would pass the table cap above at
+# about 5,000,000 answers), and its end-of-central-directory record (zip64's too) listing at most
+# MAX_MEMBERS members in a directory of at most MAX_DIRECTORY_BYTES. A bundle has about 15 members
+# (study.json, settings.json, results.json, datapackage.json, README.md, SHA256SUMS and a dozen
+# tables); a zip of a million empty members would otherwise be read whole into memory (zipfile
+# builds an object per member) before any cap above is checked. zipfile reads the directory by its
+# size, not its count, so both are checked, and the members it found are counted again.
+MAX_MEMBERS = 1_000
+MAX_DIRECTORY_BYTES = MAX_MEMBERS * 1024  # a member's directory entry: 46 bytes, its name and extras
+EOCD = struct.Struct("<4s4H2LH")  # the end-of-central-directory record (22 bytes and a comment)
+EOCD64_LOCATOR = struct.Struct("<4sLQL")  # just before it in a zip64 archive: where the zip64 record is
+EOCD64 = struct.Struct("<4sQ2H2L4Q")  # the zip64 end-of-central-directory record
 # The cells a row cannot do without (an empty one is a row error naming the field).
 REQUIRED = {
     "items": ("id", "external_id", "split", "question", "gold_answer"),
@@ -262,12 +278,21 @@ def _datetime(text: str) -> datetime:
     return value
 
 
+def _json_cell(text: str) -> Any:
+    """A JSON cell parsed by ``lab.jsontext.load_json``: nesting deeper than ``MAX_DEPTH`` or text
+    no database can store is a ``BadCell`` that says so, as any other bad JSON (never a
+    RecursionError)."""
+    try:
+        return load_json(text)
+    except (JsonTooDeep, UnstorableText) as exc:
+        raise BadCell(str(exc)) from None
+    except ValueError as exc:
+        raise BadCell(f"not JSON ({exc})") from None
+
+
 def _json(kind: type):
     def parse(text: str):
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise BadCell(f"not JSON ({exc})") from None
+        value = _json_cell(text)
         if not isinstance(value, kind):
             raise BadCell(f"expected a JSON {'object' if kind is dict else 'array'}")
         return value
@@ -372,23 +397,64 @@ def _open(file: Any, filename: str | None) -> Bundle:
     name = filename or getattr(file, "name", None) or "bundle.zip"
     if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
         file = open(file, "rb")  # noqa: SIM115 - closed with the archive by the caller's context
+    name = str(name)
+    limit = int(settings.RL_MAX_IMPORT_BYTES)
     digest, size = hashlib.sha256(), 0
     file.seek(0)
     while chunk := file.read(HASH_CHUNK):
         digest.update(chunk)
         size += len(chunk)
+        if size > limit:  # nothing more is read
+            raise BundleError(f"the file is over the import limit of {limit:,} bytes (RL_MAX_IMPORT_BYTES)",
+                              filename=name)
+    _check_directory(file, name)
     file.seek(0)
     try:
         archive = zipfile.ZipFile(file)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
         raise BundleError(f"not a zip archive ({exc})", filename=str(name)) from None
-    bundle = Bundle(archive, str(name).rsplit("/", 1)[-1], digest.hexdigest(), size)
+    bundle = Bundle(archive, name.rsplit("/", 1)[-1], digest.hexdigest(), size)
     try:
         _check_members(bundle)
     except BundleError:
         archive.close()
         raise
     return bundle
+
+
+def _check_directory(file: IO, name: str) -> None:
+    """Before zipfile reads the archive's directory: its end-of-central-directory record (and the
+    zip64 one it points at) lists at most ``MAX_MEMBERS`` members in a directory of at most
+    ``MAX_DIRECTORY_BYTES`` (the larger of the two records' numbers where both are there).
+    ``BundleError`` naming the count (or size) and the maximum otherwise. An archive without a
+    record is left to zipfile, which refuses it."""
+    file.seek(0, io.SEEK_END)
+    end = file.tell()
+    start = max(0, end - EOCD.size - 0xFFFF)  # the record, and a comment of at most 65,535 bytes
+    file.seek(start)
+    tail = file.read(end - start)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < EOCD.size:
+        return
+    *_, entries, total, directory, _offset, _comment = EOCD.unpack_from(tail, at)
+    entries = max(entries, total)
+    locator = at - EOCD64_LOCATOR.size
+    if locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+        _sig, _disk, record_at, _disks = EOCD64_LOCATOR.unpack_from(tail, locator)
+        # where the locator says, and just before it (where zipfile reads it)
+        for place in {record_at, start + locator - EOCD64.size}:
+            if 0 <= place <= end - EOCD64.size:
+                file.seek(place)
+                record = file.read(EOCD64.size)
+                if record[:4] == b"PK\x06\x06":
+                    *_, entries64, total64, directory64, _offset64 = EOCD64.unpack(record)
+                    entries, directory = max(entries, entries64, total64), max(directory, directory64)
+    if entries > MAX_MEMBERS:
+        raise BundleError(f"the archive lists {entries:,} members, over the maximum of {MAX_MEMBERS:,} (a study "
+                          "bundle has about 15)", filename=name)
+    if directory > MAX_DIRECTORY_BYTES:
+        raise BundleError(f"the archive's directory is {directory:,} bytes, over the maximum of "
+                          f"{MAX_DIRECTORY_BYTES:,} ({MAX_MEMBERS:,} members)", filename=name)
 
 
 # What reading a member may raise on an archive whose data does not match its directory (a bad
@@ -411,7 +477,11 @@ def _check_members(bundle: Bundle) -> None:
     member_cap, total_cap, whole_cap = limit * MEMBER_FACTOR, limit * TOTAL_FACTOR, _whole_read_cap()
     seen: set[str] = set()
     total = 0
-    for info in bundle.archive.infolist():
+    members = bundle.archive.infolist()
+    if len(members) > MAX_MEMBERS:  # a directory whose record said fewer (zipfile reads it by its size)
+        raise BundleError(f"the archive holds {len(members):,} members, over the maximum of {MAX_MEMBERS:,} "
+                          "(a study bundle has about 15)", filename=bundle.name)
+    for info in members:
         path, size = info.filename, info.file_size
         if path in seen:
             bundle.error(path, None, "", "in the archive twice")
@@ -605,6 +675,14 @@ class _Import:
         # each unit's units.csv line, quota and decided_at, checked against its claims (``unit_counters``)
         self.unit_lines: dict[int, tuple[int, int, datetime | None]] = {}
         self.counts: dict[str, int] = {}
+        # the original study here and the digests of its withdrawals (``original_withdrawals``); the
+        # workers who withdrew from it, their tasks (bundle id -> on hold) and, by unit, their claims
+        # that are not released, left out of the copy
+        self.original: int | None = None
+        self.withdrawn_digests: set[str] = set()
+        self.withdrew_: dict[str, bool] = {}
+        self.left_out_tasks: dict[int, bool] = {}
+        self.left_out_claims: dict[int, int] = {}
 
     def err(self, row: Row, field_name: str, reason: str) -> None:
         self.b.error(row.path, row.line, field_name, reason)
@@ -898,6 +976,38 @@ class _Import:
 
     # the work
 
+    def original_withdrawals(self, design: dict) -> None:
+        """When the study the bundle was made from (study.json's ``study.id``, what the import record
+        keeps as ``original_study``) is a study of this installation, the digests of its
+        withdrawals (``Withdrawal`` rows, ``annotations.selectors.study_withdrawal_digests``): a
+        bundle made before a worker withdrew from it still holds their work, which the copy leaves
+        out (``withdrew``). Only a study the importer may view is read: another researcher's study
+        is not theirs to ask about (a made-up bundle naming it and a pseudonym they know would learn
+        from the count whether that worker withdrew from it), and its copies the withdrawal reaches
+        are those its researchers may change (``withdrawal.participant_withdraw``)."""
+        original = design["study"]["id"]
+        if isinstance(original, int) and not isinstance(original, bool) and INT_MIN <= original <= INT_MAX:
+            readable = Study.objects.all() if self.owner is None else studies_for_user(user=self.owner, access=VIEW)
+            study = readable.filter(pk=original).first()
+            if study is not None:
+                self.original, self.withdrawn_digests = study.pk, study_withdrawal_digests(study=study)
+
+    def withdrew(self, worker: Any) -> bool:
+        """Whether the bundle's ``worker`` (a pseudonym) withdrew from the original study here: their
+        withdrawal is recorded under ``lab.pseudonyms.withdrawal_digest`` of the original and the
+        pseudonym its exports (and so this bundle) show. Such a worker's tasks, claims, answers,
+        flag reviews and qualification answers are not imported, and the import record counts them
+        (``workers_withdrawn_from_original``)."""
+        if not self.withdrawn_digests or not _is_pseudonym(worker):
+            return False
+        if worker not in self.withdrew_:
+            self.withdrew_[worker] = withdrawal_digest(self.original, worker) in self.withdrawn_digests
+        return self.withdrew_[worker]
+
+    @property
+    def n_withdrawn(self) -> int:
+        return sum(self.withdrew_.values())
+
     def unit_rows(self, study: Study) -> None:
         for batch in _batches(self.b.rows(TABLES["units"])):
             pairs = []
@@ -952,6 +1062,10 @@ class _Import:
 
     def task_rows(self, study: Study) -> None:
         for batch in _batches(self.b.rows(TABLES["tasks"])):
+            for row in batch:
+                if self.withdrew(row["worker"]):
+                    self.left_out_tasks[row["id"]] = bool(row["on_hold"])
+            batch = [row for row in batch if row["id"] not in self.left_out_tasks]
             self.participants(study, batch)
             pairs = []
             for row in batch:
@@ -991,6 +1105,9 @@ class _Import:
             unit_key = dict(Unit.objects.filter(pk__in=units).values_list("pk", "question_key"))
             checked = []
             for row in batch:
+                if row["task_id"] in self.left_out_tasks:  # a worker who withdrew from the original
+                    self.leave_out_claim(row)
+                    continue
                 task = self.tasks.get(row["task_id"])
                 unit = self.units.get(row["unit_id"])
                 check = self.checks.get(row["attention_check_id"]) if row["attention_check_id"] is not None else None
@@ -1049,6 +1166,14 @@ class _Import:
             Claim.objects.bulk_create(claims)
             self.counts["claims"] = self.counts.get("claims", 0) + len(claims)
 
+    def leave_out_claim(self, row: Row) -> None:
+        """A claim of a worker who withdrew from the original (``withdrew``), not imported: if it
+        held its unit (not released, its task not on hold), its unit's ``quota`` and ``decided_at``
+        are still checked as the bundle's claims give them (``unit_counters``)."""
+        unit = self.units.get(row["unit_id"])
+        if unit is not None and not row["released"] and not self.left_out_tasks.get(row["task_id"], False):
+            self.left_out_claims[unit] = self.left_out_claims.get(unit, 0) + 1
+
     def unit_counters(self, study: Study) -> None:
         """Each unit's ``n_claimed`` and ``n_completed`` from the claims just imported, by the rules
         the live app keeps them by (``release.unit_counts`` / ``release.units_recount``), never from
@@ -1062,6 +1187,8 @@ class _Import:
             counts = unit_counts(unit_ids=ids[start:start + BATCH])
             for unit_id, (claimed, _completed) in counts.items():
                 line, quota, decided_at = self.unit_lines[unit_id]
+                # the bundle's claims: those of workers left out (``withdrew``) held the unit there
+                claimed += self.left_out_claims.get(unit_id, 0)
                 problem = _unit_design_problem(study, quota=quota, decided_at=decided_at, claimed=claimed)
                 if problem:
                     self.b.error(path, line, *problem)
@@ -1136,6 +1263,8 @@ class _Import:
             labels_of: dict[tuple, list[str] | ValueError] = {}
             new = []
             for row in batch:
+                if row["assignment_id"] in self.left_out_tasks:
+                    continue  # a worker who withdrew from the original (``withdrew``)
                 claim = claims.get((self.tasks.get(row["assignment_id"]), row["position"]))
                 if claim is None:
                     self.err(row, "assignment_id", "no claim of the bundle at this task and position")
@@ -1147,9 +1276,10 @@ class _Import:
                     self.err(row, "answered_at", "empty")
                     continue
                 try:
-                    payload = json.loads(row["payload"]) if row["payload"] else {}
-                except ValueError as exc:
-                    payload = exc
+                    payload = _json_cell(row["payload"]) if row["payload"] else {}
+                except BadCell as exc:
+                    self.err(row, "payload", str(exc))
+                    continue
                 if not isinstance(payload, dict):
                     self.err(row, "payload", "expected a JSON object")
                     continue
@@ -1169,6 +1299,8 @@ class _Import:
             answers = {(a.claim_id, a.step): a.pk for a in Annotation.objects.filter(claim_id__in=claims.values())}
             reviews = []
             for row in batch:
+                if row["task_id"] in self.left_out_tasks:
+                    continue  # a worker who withdrew from the original (``withdrew``)
                 answer = answers.get((claims.get((self.tasks.get(row["task_id"]), row["position"])), row["step"]))
                 if answer is None or row["decision"] not in FlagReview.Decision.values:
                     self.err(row, "decision" if answer else "annotation_id",
@@ -1184,6 +1316,8 @@ class _Import:
         questions = getattr(self, "qualification", [])
         grants = []
         for row in self.b.rows(TABLES["qualification_grants"]):
+            if self.withdrew(row["worker"]):
+                continue
             self.participants(study, [row])
             if (row["platform"], row["worker"]) not in self.workers:
                 continue  # the worker cell's error is reported (``participants``)
@@ -1380,6 +1514,7 @@ def _check_design(bundle: Bundle, design: Any) -> None:
 def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
     with transaction.atomic():
         job = _Import(bundle, name=name, owner=owner)
+        job.original_withdrawals(design)
         dataset = job.dataset(design)
         bundle.raise_if_any()
         study_sources = [job.source(s) for s in design.get("sources") or []]
@@ -1416,6 +1551,8 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
             summary={"study": study.pk, "original_study": design["study"]["id"],
                      "original_name": design["study"]["name"], **job.counts,
                      "original_results": bool(original), "renamed": job.renamed,
+                     # workers left out because they withdrew from the original here (a count, no names)
+                     "workers_withdrawn_from_original": job.n_withdrawn,
                      # where the unit scores came from and whether the bundle called them stale
                      # (``scoring.selectors.bundle_scores``, read by the rule of the `stale` column)
                      BUNDLE_SCORES_KEY: scores,
