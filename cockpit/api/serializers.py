@@ -1,9 +1,12 @@
-"""Serializers of the cockpit's own endpoints (the study's withdrawals)."""
+"""Serializers of the cockpit's own endpoints (the study's withdrawals, and the per-source summary
+with whether its scores are stale)."""
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from annotations.models import Withdrawal
+from scoring.api.serializers import SourceSummarySerializer
 
 
 class WithdrawalRequestSerializer(serializers.Serializer):
@@ -50,3 +53,49 @@ class WithdrawalOutcomeSerializer(WithdrawalSerializer):
 
     def get_copies_not_changeable(self, obj) -> int:
         return self.context["outcome"].copies_not_changeable
+
+
+class WithdrawnSinceRunSerializer(serializers.Serializer):
+    """The withdrawals recorded after the latest run finished (settings.json ``scores_stale.withdrawn_since_run``)."""
+
+    participants = serializers.IntegerField()
+    answers = serializers.IntegerField(help_text="Answers erased with them.")
+    counted_answers = serializers.IntegerField(help_text="Of those, answers that had counted in the run's figures.")
+
+
+@extend_schema_serializer(component_name="SourceSummary")  # the summary's one row schema, as before
+class StudySourceSummarySerializer(SourceSummarySerializer):
+    """A per-source summary row and whether its figures still match the answers that count, read
+    from the study's ``scores_stale`` (``bundle.export.scores_staleness``, the one owner of the rule
+    the bundle's settings.json and ``/results/`` give), handed over as ``context["scores_stale"]``
+    (None: nothing scored to be stale)."""
+
+    stale = serializers.SerializerMethodField(help_text=(
+        "Some of this source's units are stale: the answers that count for them changed after the run that scored "
+        "them finished (a participant withdrew, or work was submitted, rejected, put on hold or cleared since), so "
+        "these figures need the study scored again. Null: nothing scored (no run, imported outcomes)."))
+    stale_units = serializers.SerializerMethodField(help_text=(
+        "How many of this source's units are stale (the `stale` column of GET /api/v1/scores/ lists them); null: "
+        "nothing scored."))
+    withdrawn_since_run = serializers.SerializerMethodField(help_text=(
+        "For the whole study: the withdrawals recorded after the latest run finished, whose answers these figures "
+        "still count (as results.json's `scores_stale.withdrawn_since_run` and the bundle's settings.json give "
+        "them); null: nothing scored."))
+
+    def _stale(self) -> dict | None:
+        return self.context.get("scores_stale")
+
+    def get_stale_units(self, row) -> int | None:
+        stale = self._stale()
+        if stale is None:
+            return None
+        return sum(1 for unit in stale["units"] if unit["source"] == row["source_name"])
+
+    def get_stale(self, row) -> bool | None:
+        n = self.get_stale_units(row)
+        return None if n is None else n > 0
+
+    @extend_schema_field(WithdrawnSinceRunSerializer(allow_null=True))
+    def get_withdrawn_since_run(self, row) -> dict | None:
+        stale = self._stale()
+        return stale["withdrawn_since_run"] if stale is not None else None

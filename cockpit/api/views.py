@@ -30,6 +30,7 @@ from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.platforms.access import PlatformAccessDenied
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
 from cockpit.api.serializers import (
+    StudySourceSummarySerializer,
     WithdrawalOutcomeSerializer,
     WithdrawalRequestSerializer,
     WithdrawalSerializer,
@@ -41,11 +42,11 @@ from lab.ids import parse_id
 from scoring.api.export_annotations import annotation_columns, annotation_rows
 from scoring.api.export_units import SCORE_COLUMNS, score_rows, source_summaries
 from scoring.api.filters import ScoredAnnotationFilter, UnitScoreFilter
-from scoring.api.serializers import SourceSummarySerializer
 from scoring.metrics.labels import UTILITY_CHOICES
 from scoring.models import UnitScore
 from scoring.selectors import results_for_reader, score_run_latest
 from scoring.services.bundle import BundleError, bundle_filename, bundle_import, bundle_stream
+from scoring.services.bundle.export import scores_staleness
 from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
 from studies.api.filters import StudyFilter
 from studies.api.serializers import ErrorSerializer, StudyDesignSerializer, StudySerializer
@@ -244,6 +245,12 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "intervals, ties, agreement (Krippendorff's alpha, Fleiss' kappa), Theil's U and eta, Gen-U. "
             "A Gen-U answerer whose fine-tuned source the caller may not read (it was scored with the study "
             "owner's rights) keeps its model and says why its settings are withheld (`gen_u.answerers`). "
+            "Beside the run's own keys, `scores_stale` says whether these figures still match the answers that "
+            "count, as the study bundle's settings.json gives it: `stale` (true: the answers that count for "
+            "`stale_units` of the `scored_units` units changed after the run finished, so score the study again "
+            "before publishing these numbers), `withdrawn_since_run` (participants, answers and counted answers "
+            "withdrawn since the run; they are still in these figures), `units` (item_id and source of each stale "
+            "unit), `rule`, `note`, `score_run` and `finished_at`. "
             "404 until a scoring run has finished (start one with `POST /api/v1/score-runs/`)."
         ),
         responses={200: OpenApiTypes.OBJECT, 404: NOT_FOUND},
@@ -264,7 +271,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 {"detail": "This study has no finished scoring run yet: start one with POST /api/v1/score-runs/."},
                 status=status.HTTP_404_NOT_FOUND,
             )
-        return Response(results_for_reader(run, user=request.user))
+        return Response({**results_for_reader(run, user=request.user),
+                         "scores_stale": scores_staleness(study, run, user=request.user)})
 
     @extend_schema(
         summary="Per-source summary",
@@ -274,9 +282,12 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "accuracy of the source, mean Gen-U and similarity, and what they were computed with: the scoring "
             "run, the similarity model, the Gen-U method and the majority rule (the run's own, as its "
             "results.json majority_readings records it; with three or more choices a strict majority gives "
-            "other utilities)."
+            "other utilities). `stale` and `stale_units` say whether, and for how many of the source's units, the "
+            "answers that count changed after that run finished (a participant withdrew: `withdrawn_since_run`, "
+            "the study's, as /results/ `scores_stale` and the bundle's settings.json give it): score the study "
+            "again before publishing them."
         ),
-        responses={200: SourceSummarySerializer(many=True), 404: NOT_FOUND},
+        responses={200: StudySourceSummarySerializer(many=True), 404: NOT_FOUND},
         examples=[OpenApiExample("One source (illustrative values, not the released data)", response_only=True,
                                  description="Illustrative values, not the released data.", value=[{
             "source": 4, "source_name": "gpt3", "n_units": 458, "n_scored": 458, "n_useful": 96, "n_unsure": 206,
@@ -286,12 +297,16 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "similarity_model": None, "gen_u_method": None,
             "majority_rule": "plurality (the label more annotators gave than any other; our reading of SPEC section 2); "
                              "a tie is no majority answer and counts as wrong; results.json majority_readings gives "
-                             "strict_majority beside it"}])],
+                             "strict_majority beside it",
+            "stale": False, "stale_units": 0,
+            "withdrawn_since_run": {"participants": 0, "answers": 0, "counted_answers": 0}}])],
     )
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def summary(self, request, pk=None):
         study = self.get_object()
-        return Response(SourceSummarySerializer(source_summaries(study=study, user=request.user), many=True).data)
+        stale = scores_staleness(study, score_run_latest(study=study), user=request.user)
+        return Response(StudySourceSummarySerializer(source_summaries(study=study, user=request.user), many=True,
+                                                     context={"scores_stale": stale}).data)
 
     @extend_schema(
         summary="What the study costs and pays",

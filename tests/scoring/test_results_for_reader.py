@@ -124,7 +124,9 @@ def test_the_owner_and_a_reader_of_the_source_get_the_settings_as_scored(shared)
     assert entry["answerer_source"] == shared["dave_ft"].pk  # the results record whose settings they are
 
     owner = _outputs(study, shared["alice"])
-    assert json.loads(owner["results"]) == json.loads(json.dumps(run.results))
+    body = json.loads(owner["results"])
+    assert body.pop("scores_stale")["stale"] is False  # beside the run's results: are they still current
+    assert body == json.loads(json.dumps(run.results))
     for name in ("results", "summary", "scores", "export_scores", "bundle results.json", "bundle settings.json"):
         assert PRESET in owner[name] and "withheld" not in owner[name], name
     assert results_for_reader(run, user=None) is run.results  # the operator

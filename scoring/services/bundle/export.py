@@ -243,7 +243,10 @@ SCORES_STALE_RULE = ("a unit's scores are stale by the rule of the `stale` colum
 
 
 def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None:
-    """settings.json's ``scores_stale``: whether the unit scores this bundle carries (its
+    """settings.json's ``scores_stale``, and the one study-level staleness rule: GET
+    /api/v1/studies/<id>/results/ carries this very section under ``scores_stale`` and /summary/ its
+    per-source ``stale``, ``stale_units`` and ``withdrawn_since_run`` (``cockpit.api.views``), so a
+    figure read there is marked stale just as the bundle's is. Whether the unit scores this bundle carries (its
     data/unit_scores.csv, and the latest run's results.json) still match its answers, by the rule
     the API's ``stale`` column follows (``export_units.ScoredWith``, its one owner, for each row and
     its own run), with the stale units by the keys of data/unit_scores.csv (item_id, source), and
