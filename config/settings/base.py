@@ -233,6 +233,13 @@ RL_OPENAI_KEY_MAX_TOKENS_PER_JOB = int(os.environ.get("RL_OPENAI_KEY_MAX_TOKENS_
 # question generator or Gen-U answerer may ask for: each multiplies what a request spends. The
 # default is well above what the paper's settings use (1 rationale, 5 questions). 0 or empty: no maximum.
 RL_LM_MAX_RETURN_SEQUENCES = int(os.environ.get("RL_LM_MAX_RETURN_SEQUENCES", "20") or "0")
+# The most tokens one output may ask for (decoding.max_new_tokens, the openai "max_tokens") of a
+# rationale source, question generator or Gen-U answerer, on any backend: a job asking for more is
+# refused as it is created and again as each batch runs (studies.lm.backends.Decoding.from_json),
+# and an output is never kept longer than this many tokens at 32 characters each (what a response
+# read and a Rationale stored may hold). The default is well above the shipped settings (at most
+# 100 for rationales, 64 for questions). 0 or empty: no maximum.
+RL_LM_MAX_NEW_TOKENS = int(os.environ.get("RL_LM_MAX_NEW_TOKENS", "1024") or "0")
 # The hosts an LM endpoint may name although they resolve to a loopback or private address
 # (comma-separated, exact names or addresses; studies.lm.endpoints): by default only a vLLM or
 # llama.cpp server on the worker's own machine. Link-local addresses (the cloud metadata service

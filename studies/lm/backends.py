@@ -79,11 +79,20 @@ class Decoding:
 
     @classmethod
     def from_json(cls, data: dict | None, **defaults: Any) -> Decoding:
+        """The decoding settings ``data`` over ``defaults``, checked: the one place a job's decoding
+        is read, as it is created and as each batch runs, for every backend. A ``max_new_tokens``
+        that is not a whole number of at least 1, or is over the operator's
+        :func:`max_new_tokens_allowed`, is a ValueError naming the field, its value and the maximum."""
         values = {**defaults, **(data or {})}
         known = {name: values[name] for name in cls.__dataclass_fields__ if name in values}
         decoding = cls(**known)
-        if decoding.max_new_tokens < 1:
-            raise ValueError("decoding.max_new_tokens must be at least 1")
+        tokens = decoding.max_new_tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValueError(f"decoding.max_new_tokens must be a whole number of at least 1, not {tokens!r}")
+        most = max_new_tokens_allowed()
+        if most and tokens > most:
+            raise ValueError(f"decoding.max_new_tokens {tokens} is over the operator's maximum of {most} tokens "
+                             "an output (RL_LM_MAX_NEW_TOKENS)")
         if decoding.num_return_sequences < 1:
             raise ValueError("decoding.num_return_sequences must be at least 1")
         if decoding.do_sample and decoding.temperature <= 0:
@@ -96,6 +105,12 @@ class Decoding:
         (the OpenAI ``api``, retries, concurrency) are not here: the one that changes outputs,
         ``api``, is recorded from the backend (:func:`backend_run_info`)."""
         return asdict(self)
+
+
+def max_new_tokens_allowed() -> int:
+    """The most tokens one output may ask for (``decoding.max_new_tokens``): the setting
+    ``RL_LM_MAX_NEW_TOKENS``; 0: no maximum."""
+    return max(0, int(settings.RL_LM_MAX_NEW_TOKENS or 0))
 
 
 class Backend(Protocol):
@@ -344,7 +359,9 @@ class _TransformersBackend:
         batch = self.encode(prompts)
         with torch.inference_mode():
             output = self.loaded.model.generate(**batch, **self._generate_kwargs(decoding, self._input_limit()))
-        texts = self.decode(output, batch)
+        # As an endpoint's (:meth:`OpenAIBackend._texts`): never longer than :func:`output_char_cap`.
+        cap = output_char_cap(decoding)
+        texts = [t[:cap] for t in self.decode(output, batch)]
         n = decoding.num_return_sequences
         grouped = [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
         if decoding.stop:
@@ -462,18 +479,29 @@ def text_tokens(text: str) -> int:
     return -(-len(text) // PROMPT_CHARS_PER_TOKEN)
 
 
+def capped_tokens(max_tokens: int) -> int:
+    """``max_tokens``, at least 1 and at most :func:`max_new_tokens_allowed` (when set): what the
+    output bounds below count, so that no decoding (one built without :meth:`Decoding.from_json`)
+    makes them exceed what the operator's setting allows."""
+    most = max_new_tokens_allowed()
+    return min(max(1, max_tokens), most) if most else max(1, max_tokens)
+
+
 def output_char_cap(decoding: Decoding) -> int:
     """The longest output (in characters) a request for ``decoding.max_new_tokens`` tokens can
-    honestly return: :data:`MAX_CHARS_PER_TOKEN` characters a token. Our requests never ask for
-    the prompt to be echoed, so the prompt is not part of it."""
-    return decoding.max_new_tokens * MAX_CHARS_PER_TOKEN
+    honestly return: :data:`MAX_CHARS_PER_TOKEN` characters a token, the tokens at most the
+    operator's ``RL_LM_MAX_NEW_TOKENS`` (:func:`capped_tokens`). Our requests never ask for the
+    prompt to be echoed, so the prompt is not part of it. Every backend cuts its outputs to it,
+    so no longer text is stored (a rationale's ``raw_output`` and ``text``)."""
+    return capped_tokens(decoding.max_new_tokens) * MAX_CHARS_PER_TOKEN
 
 
 def response_byte_limit(max_tokens: int, n: int) -> int:
     """The largest response body read for a request of ``n`` outputs of ``max_tokens`` tokens
-    (:func:`output_char_cap` characters each, JSON-escaped), beyond which the response is dropped
-    unread (:class:`ResponseTooLarge`)."""
-    return max(1, n) * max(1, max_tokens) * MAX_CHARS_PER_TOKEN * MAX_JSON_BYTES_PER_CHAR + RESPONSE_OVERHEAD_BYTES
+    (:func:`output_char_cap` characters each, JSON-escaped, the tokens at most the operator's
+    ``RL_LM_MAX_NEW_TOKENS``), beyond which the response is dropped unread (:class:`ResponseTooLarge`)."""
+    return (max(1, n) * capped_tokens(max_tokens) * MAX_CHARS_PER_TOKEN * MAX_JSON_BYTES_PER_CHAR
+            + RESPONSE_OVERHEAD_BYTES)
 
 
 class ResponseTooLarge(httpx.TransportError):

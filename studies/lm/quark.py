@@ -31,7 +31,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from . import templates
-from .backends import CausalBackend, Decoding, LoadedModel, Seq2SeqBackend, load_trainable_model
+from .backends import (
+    CausalBackend,
+    Decoding,
+    LoadedModel,
+    Seq2SeqBackend,
+    load_trainable_model,
+    max_new_tokens_allowed,
+)
 
 REWARD_TOKEN = "<|reward_{}|>"
 STATE_FILE = "quark_state.json"
@@ -121,6 +128,10 @@ class QuarkSettings:
                 raise ValueError(f"{f.name} must be a finite number")
         if self.steps > MAX_STEPS:
             raise ValueError(f"steps must be at most {MAX_STEPS}")
+        most = max_new_tokens_allowed()
+        if most and self.max_new_tokens > most:  # the evaluation source it registers decodes with it too
+            raise ValueError(f"max_new_tokens {self.max_new_tokens} is over the operator's maximum of {most} "
+                             "tokens an output (RL_LM_MAX_NEW_TOKENS)")
         if self.adam_eps <= 0:
             raise ValueError("adam_eps must be positive")
         for name in ("kl_coef", "entropy_coef", "warmup_steps", "clip_grad_norm", "eval_samples"):

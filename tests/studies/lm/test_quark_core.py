@@ -183,6 +183,10 @@ def test_settings_are_checked():
     assert (defaults.n_reward_tokens, defaults.kl_coef, defaults.entropy_coef, defaults.lr) == (5, 0.05, 0.06, 1e-5)
     with pytest.raises(ValueError, match="adam_eps must be positive"):
         quark.QuarkSettings.from_json({"adam_eps": 0})
+    # the evaluation source a run registers decodes with its max_new_tokens: held to the operator's maximum
+    with pytest.raises(ValueError, match=r"max_new_tokens 1025 is over the operator's maximum of 1024"):
+        quark.QuarkSettings.from_json({"max_new_tokens": 1025})
+    assert quark.QuarkSettings.from_json({"max_new_tokens": 1024}).max_new_tokens == 1024
 
 
 def test_the_reference_preset_has_the_reference_codes_values_and_options_override_it(lm_models):
