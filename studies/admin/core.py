@@ -335,15 +335,15 @@ class GeneralizationQuestionAdmin(ContentAdmin):
             self.log_change(request, question, f"Validation status changed from {previous} to {status}.")
         self.message_user(request, f"{len(changed)} question(s) marked {status}.", messages.SUCCESS)
 
-    @admin.action(description="Mark selected questions valid")
+    @admin.action(description="Mark selected questions valid", permissions=["change"])
     def mark_valid(self, request, queryset):
         self._set(request, queryset, GeneralizationQuestion.Validation.VALID)
 
-    @admin.action(description="Mark selected questions invalid")
+    @admin.action(description="Mark selected questions invalid", permissions=["change"])
     def mark_invalid(self, request, queryset):
         self._set(request, queryset, GeneralizationQuestion.Validation.INVALID)
 
-    @admin.action(description="Mark selected questions unvalidated")
+    @admin.action(description="Mark selected questions unvalidated", permissions=["change"])
     def mark_unvalidated(self, request, queryset):
         self._set(request, queryset, GeneralizationQuestion.Validation.UNVALIDATED)
 

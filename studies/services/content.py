@@ -10,7 +10,10 @@ questions and Gen-U predictions, which act for the researcher who started them):
   lists for an item it drew, a generalization question of an item a generalization study drew,
   a Gen-U prediction such a study would score: ``gen_u_added_refusals``), nor move a row there
   (an edit of its dataset, item or source: ``content_row_save``): it would be shown to
-  that study's workers, or read by its scores, when it opens.
+  that study's workers, or read by its scores, when it opens. Nor is a row theirs to edit or
+  delete when it hangs from a dataset, item or source they may not build on (``PARENT_SELECTORS``,
+  the rule a new row goes by), whatever uses it: a view share reads the owner's study, it does not
+  let its reader rewrite, re-mark or delete the owner's questions, rationales or items.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
   what its scores read (gold answers, predicted answers, source names, the dataset's name, task
@@ -91,7 +94,8 @@ class ContentChangeRefused(Exception):
 
 
 class ContentNotYours(ContentChangeRefused):
-    """The row is used by a study the acting user may not change."""
+    """The row is used by a study the acting user may not change, or hangs from a parent they may
+    not build on (``content_change_problems``)."""
 
 
 def _may_change_ids(user) -> set[int]:
@@ -105,26 +109,38 @@ def _label(model, pk) -> str:
 
 
 def content_change_problems(
-    *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool = False
+    *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool = False,
+    parents: bool = True,
 ) -> tuple[dict[int, str], dict[int, str]]:
     """Why each row of ``changes`` (primary key -> names of the fields it changes, or None for a
-    deletion) may not change: ``(not_yours, fixed)``, each mapping a refused row to its reason;
-    rows of models other than the content models and rows no study uses are never refused, but
-    for the deletion of a row an LM job used (``_job_record_reasons``, in ``fixed``).
-    ``lock``: take a row lock on the studies using the rows (call inside the transaction that
-    writes), so that none of them opens between this check and the write."""
+    deletion) may not change: ``(not_yours, fixed)``, each mapping a refused row to its reason.
+    Not ``user``'s: a row used by a study they may not change, and (``parents``) a row hanging from
+    a dataset, item or rationale source they may not build on (``content_parent_refusals``, the
+    rule a new row goes by: a question or rationale of an item, a rationale of a source, an item of
+    a dataset read only through a view share, or not at all, is the owner's, whatever uses it).
+    ``parents`` is False only for rows just added (``content_added_refusals``), whose parents their
+    writers check apart. Rows of models other than the content models, and rows of the user's no
+    study uses, are never refused, but for the deletion of a row an LM job used
+    (``_job_record_reasons``, in ``fixed``). ``lock``: take a row lock on the studies using the rows
+    (call inside the transaction that writes), so that none of them opens between this check and
+    the write."""
     if model not in FIXED_FIELDS or not changes:
         return {}, {}
+    not_yours: dict[int, str] = {}
+    if parents:
+        not_yours = {pk: _not_yours_parent_reason(model, pk, reason)
+                     for pk, reason in content_parent_refusals(user=user, model=model, pks=changes).items()}
     records = _job_record_reasons(model=model, pks=[pk for pk, fields in changes.items() if fields is None],
                                   lock=lock)
     found = _studies_using(model=model, pks=list(changes), lock=lock)
     if found is None:
-        return {}, records
+        return not_yours, {pk: reason for pk, reason in records.items() if pk not in not_yours}
     uses, by_id = found
     allowed = _may_change_ids(user) if user is not None else None
-    not_yours: dict[int, str] = {}
     fixed: dict[int, str] = {}
     for pk, fields in changes.items():
+        if pk in not_yours:
+            continue
         using = [by_id[s] for s in sorted(uses.get(pk, ())) if s in by_id]
         if using and allowed is not None and any(s.pk not in allowed for s in using):
             not_yours[pk] = _not_yours_reason(model, pk)
@@ -403,6 +419,11 @@ def _not_yours_reason(model: type[models.Model], pk: int) -> str:
     )
 
 
+def _not_yours_parent_reason(model: type[models.Model], pk: int, parent: str) -> str:
+    # The parent is named as ``content_parent_problems`` answers a missing one: nothing of it is told.
+    return f"{_label(model, pk)} is not yours to edit or delete ({parent})"
+
+
 def _fixed_reason(model: type[models.Model], pk: int, fields: Iterable[str] | None, using: list[Study]) -> str:
     """Why the change (``fields``, None for a deletion) of a row that ``using`` use is refused
     because one of them was opened; empty when it is not."""
@@ -458,7 +479,8 @@ def content_added_refusals(*, user, model: type[models.Model], pks: Iterable[int
     (``datasets_to_import_into``, ``sources_for_design``, ``datasets_for_design``) and may create a
     new dataset or source in the same transaction, which those selectors count only once a study
     uses it, so they ask only this."""
-    not_yours, _ = content_change_problems(user=user, model=model, changes={pk: () for pk in pks}, lock=True)
+    not_yours, _ = content_change_problems(user=user, model=model, changes={pk: () for pk in pks}, lock=True,
+                                           parents=False)
     return not_yours
 
 
@@ -495,7 +517,7 @@ def gen_u_added_refusals(*, user, pairs: Iterable[tuple[int, int]]) -> dict[tupl
     if not rationales:
         return {}
     not_yours, _ = content_change_problems(user=user, model=Rationale, changes=dict.fromkeys(rationales.values(), ()),
-                                           lock=True)
+                                           lock=True, parents=False)
     return {pair: not_yours[pk] for pair, pk in rationales.items() if pk in not_yours}
 
 

@@ -9,6 +9,9 @@ from django.utils import timezone
 from studies.models import GeneralizationQuestion
 from studies.services.content import content_change_check
 
+# Who may set a question's validation status (a person; the operator, None, always may).
+CHANGE_PERMISSION = "studies.change_generalizationquestion"
+
 # How many earlier judgements of a question ``metadata["validation"]["history"]`` keeps (oldest dropped).
 VALIDATION_HISTORY_MAX = 20
 
@@ -22,10 +25,13 @@ def generalization_questions_set_validation(
 ) -> list[GeneralizationQuestion]:
     """Set the validation status of the given questions for ``user`` (None: the operator); returns
     the questions that changed (as saved; a question already in ``status`` is left as it is).
-    Raises ``ContentNotYours`` (``studies.services.content``) when one of them is used by a study
-    ``user`` may not change: the CHANGE share is checked here, under a lock on those studies, for
-    every caller (the admin's actions, a script, a test). A validation status is the researchers'
-    judgement of a question, not what workers see: it stays editable after a study using it opens.
+    Raises ``QuestionError`` when ``user`` lacks ``studies.change_generalizationquestion`` (a
+    status is a change of the question, whoever asks: the admin's actions, a script, the API), and
+    ``ContentNotYours`` (``studies.services.content``) when one of them is used by a study ``user``
+    may not change, or hangs from an item they may not build on (one read only through a view
+    share): the CHANGE share is checked here, under a lock on those studies, for every caller. A
+    validation status is the researchers' judgement of a question, not what workers see: it stays
+    editable after a study using it opens.
 
     The one writer of ``validation_status`` after a question is made (an import sets it with the
     file's provenance): each change records who made it, when, and the status it replaced in
@@ -34,6 +40,11 @@ def generalization_questions_set_validation(
     if status not in GeneralizationQuestion.Validation.values:
         raise QuestionError(
             f"unknown validation status {status!r}: use {', '.join(GeneralizationQuestion.Validation.values)}"
+        )
+    if user is not None and not user.has_perm(CHANGE_PERMISSION):
+        raise QuestionError(
+            f"you may not change generalization questions (their validation status included): "
+            f"that needs the permission {CHANGE_PERMISSION}"
         )
     ids = [q.pk for q in questions]
     changed: list[GeneralizationQuestion] = []
