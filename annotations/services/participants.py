@@ -336,7 +336,9 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
     the link stays unused. Raises ``StudyNotOpen`` for a withdrawn link. Call inside the transaction
     that takes the consent, so a refusal leaves nothing behind."""
     with transaction.atomic():
-        locked = ParticipantLink.objects.select_for_update().select_related("study").get(pk=link.pk)
+        # The link's row only: without ``of``, PostgreSQL locks the joined study row FOR UPDATE too,
+        # which deadlocks with the FOR KEY SHARE other consents hold on it and stalls the study's claims.
+        locked = ParticipantLink.objects.select_for_update(of=("self",)).select_related("study").get(pk=link.pk)
         if locked.revoked:
             raise StudyNotOpen("This link has been withdrawn by the researcher.")
         if locked.participant_id is None:

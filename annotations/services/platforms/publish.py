@@ -795,17 +795,32 @@ def _publish_prolific(*, publication, study, user, platform, options, time_limit
 
 
 def _publish_links(*, publication, study, user, options) -> None:
+    """The publication's links (single-person ones, or one open link), made once: every
+    concurrent publish works on the same publication (``_publication_claim``), so they are made in
+    one transaction that holds the publication's row locked, after checking again under that lock
+    that it has none and that the publish goes on (``_publishing_goes_on``: still publishing, the
+    study open, ``user`` still may publish). A publish that comes second waits, then finds the
+    links and makes none. The study row is locked first (FOR NO KEY UPDATE: consents and claims,
+    which hold it FOR KEY SHARE, go on), in ``_publication_claim``'s order, study then
+    publication: the links' inserts take a key-share lock on the study, which would otherwise
+    deadlock with a publish holding the study in ``_publication_claim`` while it waits for the
+    publication. No request leaves the app while the locks are held."""
     mode = options.get("link_mode", "single")
     if publication.participant_links.exists() or publication.open_links.exists():
-        return
-    if not _publishing_goes_on(publication, study, user, before="its links"):
-        return
-    if mode == "open":
-        open_link_create(study=study, user=user, publication=publication,
-                         completion_code=publication.completion_code,
-                         max_participants=options.get("max_participants") or publication.n_tasks)
-    else:
-        links_generate(study=study, n=publication.n_tasks, user=user, publication=publication)
+        return  # made already (a resumed publish): no lock needed to know it
+    with transaction.atomic():
+        Study.objects.select_for_update(no_key=True).filter(pk=study.pk).values_list("pk").first()
+        locked = Publication.objects.select_for_update().get(pk=publication.pk)
+        if locked.participant_links.exists() or locked.open_links.exists():
+            return  # a concurrent publish made them while this one waited
+        if not _publishing_goes_on(publication, study, user, before="its links"):
+            return
+        if mode == "open":
+            open_link_create(study=study, user=user, publication=publication,
+                             completion_code=publication.completion_code,
+                             max_participants=options.get("max_participants") or publication.n_tasks)
+        else:
+            links_generate(study=study, n=publication.n_tasks, user=user, publication=publication)
 
 
 def study_add_assignments(*, study: Study, user) -> dict:

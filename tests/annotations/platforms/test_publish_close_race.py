@@ -120,12 +120,21 @@ def test_a_publish_refused_after_the_close_keeps_the_publication_closed_with_its
 
 
 def test_a_link_publish_refused_after_the_close_stays_closed(study):
-    def closed_then_refused(*, study, **kwargs):
-        study_close(user=OPERATOR, study=Study.objects.get(pk=study.pk))
+    """The links are made under the publication's lock (``_publish_links``), so a close from another
+    request waits for that transaction: here it lands after the refusal rolled back and before the
+    error is recorded."""
+    real_error = publish_module._publication_error
+
+    def refused(*, study, **kwargs):
         raise PlatformServiceError("number of links refused")
 
+    def closed_then_recorded(publication, message):
+        study_close(user=OPERATOR, study=Study.objects.get(pk=publication.study_id))
+        real_error(publication, message)
+
     with pytest.MonkeyPatch.context() as patch, pytest.raises(PlatformServiceError, match="refused"):
-        patch.setattr(publish_module, "links_generate", closed_then_refused)
+        patch.setattr(publish_module, "links_generate", refused)
+        patch.setattr(publish_module, "_publication_error", closed_then_recorded)
         study_publish(user=OPERATOR, study=study, platform_name="link")  # not closed -> failed
 
     publication = Publication.objects.get()
