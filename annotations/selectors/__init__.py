@@ -18,6 +18,7 @@ from annotations.models import (
     Annotation,
     Assignment,
     Claim,
+    Participant,
     PlatformSubmission,
     QualificationGrant,
     QualificationTest,
@@ -389,11 +390,29 @@ def studies_covered_by(block: WorkerBlock) -> Q:
     return covered
 
 
-def participant_blocked(*, participant, study: Study) -> bool:
+def participant_blocked(*, participant, study: Study, lock: bool = False) -> bool:
     """Whether ``participant`` is blocked in ``study`` (``blocks_covering``), or withdrew from it
-    (``participant_withdrawn``): a withdrawn participant is given no task there again."""
-    return (participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists()
-            or participant_withdrawn(participant=participant, study=study))
+    (``participant_withdrawn``): a withdrawn participant is given no task there again.
+
+    ``lock``: read it under a lock of the worker's row, for a start that creates a task (call first
+    in its transaction: ``assignment.assignment_start``). The row is locked ``FOR NO KEY UPDATE``
+    (PostgreSQL; SQLite serialises writes) until that transaction ends, which conflicts with the
+    ``FOR UPDATE`` a withdrawal (``withdrawal.participant_withdraw``) takes on it before it erases
+    the worker's tasks: a withdrawal that locked first makes the start wait, and its ``Withdrawal``
+    is then read by a statement of its own, begun after the lock (a statement reads what was
+    committed when it began, so the locking one would not see it): the start is refused. One that
+    comes after waits for the start's task and erases it. The lock does not wait for the worker's
+    tasks being written (their foreign keys take ``FOR KEY SHARE``), only for another start or
+    change of the same worker's row; a row gone counts as blocked. Two statements either way."""
+    if lock:
+        row = (Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk)
+               .annotate(covered=Exists(blocks_covering(study=study).filter(participant_id=OuterRef("pk"))))
+               .values_list("blocked", "covered").first())
+        if row is None or any(row):
+            return True
+    elif participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists():
+        return True
+    return participant_withdrawn(participant=participant, study=study)
 
 
 # --- withdrawals -----------------------------------------------------------------------------------

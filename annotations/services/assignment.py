@@ -16,6 +16,10 @@ Policy of ``assignment_start``:
    in a returned or expired task is given again: ``_add_attention_checks``), at places drawn for
    each task (``attention_slots``), and the task's claims are inserted in their order (their ids
    grow with their places): nothing tells a check from a question before it is answered.
+   A task shorter than ``units_per_task`` is given only when the pool runs short for everyone:
+   when the units of the worker's own returned or expired tasks (their questions stay seen) would
+   have made it full, the start is refused (``_short_by_own_returns``), so returning tasks does not
+   shrink the next one.
 3. Concurrency (PostgreSQL): candidates are read with ``SELECT ... FOR UPDATE SKIP LOCKED`` ordered
    by fill, so simultaneous workers take different rows instead of waiting; the claim
    transaction is a handful of statements; ``n_claimed`` moves with ``F()`` updates and a check
@@ -32,7 +36,9 @@ Policy of ``assignment_start``:
    waits for the first and then gets the same task, or "no work" when the first found none:
    never an empty task that closes under it. A claim locks its study's row ``FOR KEY SHARE`` (claims
    do not wait for each other) before it reads whether the study has a qualification test, so a
-   test being added cannot miss the task (``_qualification_pending``).
+   test being added cannot miss the task (``_qualification_pending``). Before that it locks the
+   worker's row and reads whether they are blocked or withdrew (``participant_blocked``, ``lock``), so a
+   withdrawal running meanwhile either refuses this start or erases its task.
 
 Expiry (``release``): an assignment past ``expires_at`` gives back *all* its units (completed or
 not; its claims stay, marked ``released``, so the worker still never sees those questions again;
@@ -85,6 +91,11 @@ STUDY_NOT_OPEN = "This study is not accepting work at the moment. Thank you for 
 NO_WORK = (
     "There is no work left for you in this study right now: every question you have not yet seen "
     "has all the answers it needs. Thank you!"
+)
+NO_FULL_TASK = (
+    "There is not a full task left for you in this study: the questions you have not yet seen are "
+    "fewer than a task holds, because tasks you returned or let expire earlier still count as seen "
+    "(nobody is given a question twice). Thank you for your interest!"
 )
 
 
@@ -344,9 +355,28 @@ def _expire_if_stale(active: Assignment, now: datetime) -> bool:
         return True
 
 
+def _short_by_own_returns(*, study: Study, participant_id: int, n_units: int, want: int) -> bool:
+    """Whether a claim of ``n_units`` units (attention checks not counted), fewer than ``want``, is
+    short only because of the worker's own returned or expired tasks: their units went back to the
+    pool, but their questions stay seen by the worker (``_seen_keys``), so returning tasks would
+    otherwise shrink the worker's next task (down to one question, paid as a full one). True when
+    the questions of those tasks that still take workers, with the units claimed, make a full task:
+    the claim is refused (``NO_FULL_TASK``). When the pool runs out for everyone (those units are
+    full too, or there are too few of them), the short last task is given as before. One
+    statement, on the short claim only."""
+    returned = Claim.objects.filter(
+        study_id=study.pk, participant_id=participant_id, released=True, unit__isnull=False,
+        assignment__status__in=(Assignment.Status.RETURNED, Assignment.Status.EXPIRED),
+    ).values("question_key")
+    barred = eligible_units(study_id=study.pk, seen=[]).filter(question_key__in=returned)
+    return n_units + barred.order_by().values("question_key").distinct().count() >= want
+
+
 def _claim_task(*, assignment: Assignment, study: Study, rng: random.Random) -> None:
     """Claim the task's units (and mix in attention checks) inside the caller's transaction.
-    Raises ``NoWorkAvailable`` (rolling the new assignment back) when nothing could be claimed.
+    Raises ``NoWorkAvailable`` (rolling the new assignment back) when nothing could be claimed, or
+    when fewer units than a task holds were claimed although the units of the worker's own returned
+    or expired tasks would have made it full (``_short_by_own_returns``).
 
     An empty first pass that skipped rows locked by other workers' in-flight claims retries for
     up to ``TOP_UP_SECONDS`` in the same transaction: it holds no unit lock then (an empty pass
@@ -368,6 +398,9 @@ def _claim_task(*, assignment: Assignment, study: Study, rng: random.Random) -> 
         units, maybe_more = _claim_pass(
             assignment=assignment, study=study, want=want, n_sources=n_sources, seen=seen, rng=rng
         )
+    if len(units) < want and _short_by_own_returns(study=study, participant_id=assignment.participant_id,
+                                                   n_units=len(units), want=want):
+        raise NoWorkAvailable(NO_FULL_TASK)
     if not units:
         raise NoWorkAvailable(NO_WORK)
     checks = _add_attention_checks(assignment=assignment, study=study, n_units=len(units), rng=rng)
@@ -410,8 +443,6 @@ def assignment_start(
     when the worker accepted, so ``created_at`` is that time and both deadlines count from it."""
     if study.status != Study.Status.OPEN:
         raise StudyNotOpen(STUDY_NOT_OPEN)
-    if participant_blocked(participant=participant, study=study):
-        raise ParticipantBlocked(NOT_AVAILABLE)
     now = now or timezone.now()
     refs = {
         "platform_assignment_id": platform_assignment_id,
@@ -422,6 +453,8 @@ def assignment_start(
     for _attempt in range(3):
         active = _active_assignment(study=study, participant=participant)
         if active is not None and not _expire_if_stale(active, now):
+            if participant_blocked(participant=participant, study=study):
+                raise ParticipantBlocked(NOT_AVAILABLE)
             if not resume:
                 raise TaskInProgress("You already have a task in progress in this study.")
             platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id, own=active)
@@ -430,16 +463,20 @@ def assignment_start(
                 assignment_consent(assignment=active)
             return active
 
-        try:
-            platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id)
-        except PlatformAssignmentTaken:
-            # This worker's own start of the same platform assignment committed between the read of
-            # their active task above and this check (two statements): decide again, which resumes
-            # it or refuses as for any task in progress.
-            if _active_assignment(study=study, participant=participant) is not None:
-                continue
-            raise
         with transaction.atomic():
+            # First, before any other lock of the start: a withdrawal of this worker either
+            # committed (and is seen here) or waits for this task, which it then erases.
+            if participant_blocked(participant=participant, study=study, lock=True):
+                raise ParticipantBlocked(NOT_AVAILABLE)
+            try:
+                platform_assignment_check(study=study, platform_assignment_id=platform_assignment_id)
+            except PlatformAssignmentTaken:
+                # This worker's own start of the same platform assignment committed between the read of
+                # their active task above and this check (two statements): decide again, which resumes
+                # it or refuses as for any task in progress.
+                if _active_assignment(study=study, participant=participant) is not None:
+                    continue
+                raise
             pending = _qualification_pending(study=study, participant=participant)
             try:
                 with transaction.atomic():
