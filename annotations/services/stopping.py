@@ -21,8 +21,11 @@ The rules, kept with the counters' rules of ``annotations.services.release``:
   unit stays closed); no longer decided (a counted answer was rejected), the unit is reopened
   with the study's workers per unit as its quota.
 - A study whose units are all decided stops recruiting on its platform through the one close
-  service (``platforms.close.study_close``) with its owner's rights, from a Celery task queued when
-  the last unit is decided (``study_close_when_decided``) and from beat as a fallback.
+  service (``platforms.close.study_close``), from a Celery task queued when the last unit is
+  decided (``study_close_when_decided``) and from beat as a fallback. The close is the app's own,
+  taken at the study's own setting: it acts as ``platforms.access.OPERATOR`` (audit rows record no
+  user), whoever owns the study and whatever rights they hold now (it moves no money, it only stops
+  recruitment), and the log says the app closed it because every unit was decided.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from django.utils import timezone
 
 from annotations.models import Annotation, Claim, Unit
 from annotations.selectors import claims_that_count
+from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from studies.choices import genq_choices, normalise_choices
 from studies.majority import outcome_decided
@@ -200,16 +204,16 @@ def studies_all_decided() -> list[int]:
 
 def study_close_when_decided(*, study: Study) -> bool:
     """Close ``study`` (stop recruiting on its platform, through ``platforms.close.study_close``) if
-    it stops early, is open and every unit is decided, as its owner (the close needs the owner's
-    CHANGE right; a study without an owner is left open, with a warning in the log). Idempotent:
-    returns whether it closed the study now."""
-    study = Study.objects.select_related("owner").get(pk=study.pk)
+    it stops early, is open and every unit is decided. The app takes this close at the study's own
+    setting, so it acts as ``platforms.access.OPERATOR``, not as the owner: an owner who left or
+    lost their rights does not keep the study recruiting. It moves no money; the platform calls
+    record no user, and the log says the app closed the study because every unit was decided.
+    Idempotent: returns whether it closed the study now."""
+    study = Study.objects.get(pk=study.pk)
     if (study.status != Study.Status.OPEN or not study.stop_when_decided or not study.units.exists()
             or study.units.filter(decided_at__isnull=True).exists()):
         return False
-    if study.owner is None or not study.owner.is_active:
-        logger.warning("study %s: every unit is decided, but it has no active owner to close it as; close it by hand",
-                       study.pk)
-        return False
-    study_close(user=study.owner, study=study)
+    closed = study_close(user=OPERATOR, study=study)
+    logger.info("study %s closed by the app (stop_when_decided): every unit is decided; %d publication(s) closed",
+                study.pk, len(closed))
     return True

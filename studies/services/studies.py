@@ -439,8 +439,7 @@ def study_recipient_active(user) -> bool:
     """Whether ``user`` may receive a study: an active account, read afresh (the row, not a user
     object that may be stale). The rule a share's recipient meets
     (``studies.services.sharing.share_recipient_get`` / ``study_share``: "not found or not active"),
-    and so a new owner too: an inactive owner cannot reach the study they were handed, and the
-    services that act for a study's owner (an early-stop close) find none."""
+    and so a new owner too: an inactive owner cannot reach the study they were handed."""
     pk = getattr(user, "pk", None)
     return pk is not None and get_user_model().objects.filter(pk=pk, is_active=True).exists()
 
@@ -449,8 +448,8 @@ def study_owner_may_change(user) -> bool:
     """Whether ``user``, owning a study, could change it: a superuser, or an account holding the
     permission the study selectors ask of an owner for CHANGE (``ACCESS_PERMISSIONS[CHANGE]``,
     ``studies.change_study``; being staff grants nothing), read afresh. Without it the owner could
-    neither change nor close the study, nor could the services that act as its owner (an early-stop
-    close), so the study would keep recruiting. A share's recipient needs no more than to be active
+    neither change nor close the study (the app's own early-stop close acts as the operator and
+    still closes it). A share's recipient needs no more than to be active
     (``study_recipient_active``): a view share changes nothing, and the access selector asks the
     permission of a change or pay share when it is used."""
     pk = getattr(user, "pk", None)

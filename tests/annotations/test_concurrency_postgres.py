@@ -14,8 +14,9 @@ from django.test import Client
 from annotations.models import Annotation, Assignment, Claim, ConsentReceipt, Unit
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
-from annotations.services.errors import NoWorkAvailable
-from studies.models import Platform
+from annotations.services.errors import NoWorkAvailable, StudyNotOpen
+from annotations.tasks.assignments import close_decided_studies
+from studies.models import Platform, Study
 from tests.annotations.factories import ParticipantFactory, make_study
 from tests.annotations.pages import entry_url, landing_form
 from tests.annotations.platforms.mturk_stubs import published_as
@@ -45,7 +46,7 @@ def _work(study, participant, barrier: threading.Barrier, errors: list, log: lis
         while True:
             try:
                 assignment = assignment_start(study=study, participant=participant)
-            except NoWorkAvailable:
+            except (NoWorkAvailable, StudyNotOpen):  # no work left, or a study that stops early closed itself
                 return
             claims = list(assignment.claims.select_related("unit__item").order_by("position"))
             log.append((participant.pk, [c.question_key for c in claims]))
@@ -247,3 +248,8 @@ def test_with_early_stopping_no_unit_collects_answers_after_it_is_decided_beyond
         assert late == [], f"{unit}: claimed after it was decided"
     saved = QUOTA * N_UNITS - sum(Unit.objects.filter(study=study).values_list("quota", flat=True))
     assert saved > 0
+    # every unit decided: the app closes the study, on the deciding answer's commit or, where two
+    # units were decided at once and neither saw the other's, at beat's next pass
+    close_decided_studies()
+    study.refresh_from_db()
+    assert study.status == Study.Status.CLOSED

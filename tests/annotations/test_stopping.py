@@ -143,7 +143,7 @@ def test_the_setting_is_fixed_once_the_study_opens_and_needs_a_majority_scored_k
     assert set(refused.value.problems) == {"stop_when_decided"}
 
 
-def test_a_study_whose_units_are_all_decided_closes_its_links_as_its_owner(django_capture_on_commit_callbacks):
+def test_a_study_whose_units_are_all_decided_closes_its_links(django_capture_on_commit_callbacks):
     owner = get_user_model().objects.create_superuser("owner-early", "o@example.org", "pw")
     study = make_study(n_items=2, n_sources=1, quota=5, units_per_task=2, stop_when_decided=True, owner=owner)
     publication = study_publish(study=study, user=owner, platform_name="link")

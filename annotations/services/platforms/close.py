@@ -21,7 +21,11 @@ def study_close(*, user, study: Study) -> list[Publication]:
     """The one way to close a study, as ``user`` (CHANGE access, ``access.access_study``): stop
     recruiting on its platform (expire the HITs, stop the Prolific study, close the links), then
     move the study to closed through ``Study.STATUS``. Work already started can still be
-    submitted and reviewed. Idempotent. Returns the publications it closed."""
+    submitted and reviewed. Idempotent. Returns the publications it closed.
+
+    A person closes as themselves (the study admin's close); the app's own early-stop close
+    (``stopping.study_close_when_decided``, every unit decided) acts as ``access.OPERATOR``, not
+    as the study's owner, so its platform calls record no user (``common.actor``)."""
     caller, study = study, access_study(user=user, study=study, access=CLOSE)
     # Every link of the study stops, whether or not a live link publication made it (an open link
     # made on the publish page has none): a closed study never reopens.

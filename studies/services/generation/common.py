@@ -57,7 +57,15 @@ from .inputs import (
     preparing_done,
     readable_item_ids,
 )
-from .lifecycle import Status, eta_seconds, generation_job_fail, mark_done, smoothed_rate
+from .lifecycle import (
+    Status,
+    creator_refusal,
+    eta_seconds,
+    generation_job_fail,
+    job_cancel,
+    mark_done,
+    smoothed_rate,
+)
 
 logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 16
@@ -686,6 +694,17 @@ class ItemHandler(Handler):
         unstorable_outputs_failed(job, output)  # one bad output fails its item, not the batch
         with transaction.atomic():
             locked = GenerationJob.objects.select_for_update().defer("item_ids").get(pk=job.pk)
+            # Its researcher may have lost the right to start jobs (or their account) while the batch
+            # generated: the check each batch's start makes (``lifecycle.creator_refusal``), made again
+            # where the outputs would be written, so nothing more is stored for them and the job ends
+            # cancelled with that reason. What the batch spent still counts against the job's budget.
+            refusal = creator_refusal(locked)
+            if refusal:
+                usage.add_to(locked)
+                locked.save(update_fields=["params", "updated_at"])
+                if locked.is_active:
+                    job_cancel(locked, error=refusal)
+                return False
             self.store(locked, output)
             # Outputs are valid even when the job was cancelled meanwhile: keep them, stop after.
             newly = self.processed_by(output) & set(item_ids)
