@@ -15,7 +15,7 @@ from annotations.platforms.base import PlatformError
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import study_approve_all
+from annotations.services.platforms.review import assignment_reject, study_approve_all
 from annotations.services.withdrawal import WithdrawalError, participant_withdraw
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import prolific, prolific_server, submitted  # noqa: F401
@@ -28,14 +28,11 @@ REASON = "thanks for the careful work"
 
 def owed(task, status: str = "failed") -> str:
     """How the refusal names ``task``'s bonus of 0.75: its task, amount (in the platform's currency) and status."""
-    return f"task {task.pk}: 0.75 {Bonus.objects.get(assignment=task).currency}, {status}"
+    return f"task {task.pk}: 0.75 {Bonus.objects.get(assignment=task, amount=Decimal('0.75')).currency}, {status}"
 
 
-@pytest.fixture
-def failed_bonus(prolific, monkeypatch):  # noqa: F811
-    """(owner, their client, the study on Prolific, the leaving worker's approved task, its bonus
-    refused by Prolific ("insufficient balance"), the Prolific client)."""
-    platform, server = prolific
+def leaving_worker(server):
+    """(owner, their client, the study published on Prolific, the leaving worker's submitted task)."""
     alice, client = staff_client("alice")
     study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, reward=Decimal("2.00"), owner=alice,
                        estimated_minutes_per_task=Decimal("6.0"), name="s", platform="prolific")
@@ -43,16 +40,31 @@ def failed_bonus(prolific, monkeypatch):  # noqa: F811
     sub = server.add_submission(publication.prolific_study_id, participant_id="pleaving1")
     task = submitted(study, platform="prolific", worker_id="pleaving1", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
-    assert study_approve_all(user=alice, study=study)["approved"] == 1
+    return alice, client, study, task
 
+
+def refused_bonus(platform, monkeypatch, *, user, study, task, amount: str = "0.75") -> Bonus:
+    """A bonus of ``amount`` on ``task`` that Prolific refuses ("insufficient balance"): failed."""
     def refuse(**kwargs):
         raise PlatformError("insufficient balance")
 
     with monkeypatch.context() as patched:
         patched.setattr(platform, "bonus_pay", refuse)
         with pytest.raises(PlatformServiceError, match="insufficient balance"):
-            bonus_pay(user=alice, study=study, assignment=task, amount="0.75", reason=REASON)
-    assert Bonus.objects.get(assignment=task).status == Bonus.Status.FAILED
+            bonus_pay(user=user, study=study, assignment=task, amount=amount, reason=REASON)
+    bonus = Bonus.objects.get(assignment=task, amount=Decimal(amount))
+    assert bonus.status == Bonus.Status.FAILED
+    return bonus
+
+
+@pytest.fixture
+def failed_bonus(prolific, monkeypatch):  # noqa: F811
+    """(owner, their client, the study on Prolific, the leaving worker's approved task, its bonus
+    refused by Prolific ("insufficient balance"), the Prolific client)."""
+    platform, server = prolific
+    alice, client, study, task = leaving_worker(server)
+    assert study_approve_all(user=alice, study=study)["approved"] == 1
+    refused_bonus(platform, monkeypatch, user=alice, study=study, task=task)
     return alice, client, study, task, server
 
 
@@ -119,3 +131,48 @@ def test_the_api_refuses_with_the_message(failed_bonus):
     assert response.status_code == 400
     assert owed(task) in response.content.decode()
     assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.APPROVED
+
+
+def test_a_bonus_on_work_rejected_since_no_longer_refuses_the_withdrawal(prolific, monkeypatch):  # noqa: F811
+    """The 0.75 failed on submitted work the researcher then rejected: no bonus can be paid on a
+    rejected task (and nobody can cancel one), so refusing would hold the erasure for good."""
+    platform, server = prolific
+    alice, _client, study, task = leaving_worker(server)
+    bonus = refused_bonus(platform, monkeypatch, user=alice, study=study, task=task)
+    assignment_reject(user=alice, study=study, assignment=task, category="FAILED_CHECK",
+                      feedback="The answers did not follow the instructions given on the first page. " * 2)
+    with pytest.raises(PlatformServiceError, match="is rejected: bonuses go to submitted or approved work"):
+        bonus_pay(user=alice, study=study, assignment=task, amount="0.75", reason=REASON)
+
+    outcome = participant_withdraw(user=alice, study=study, worker_id="pleaving1")
+
+    assert outcome.created
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.WITHDRAWN
+    assert Bonus.objects.get(pk=bonus.pk).status == Bonus.Status.FAILED  # the payment row is untouched
+
+
+def test_a_failed_bonus_replaced_by_a_paid_one_no_longer_refuses_the_withdrawal(failed_bonus):
+    """The 0.75 failed and the researcher paid 0.50 instead (a new bonus, same task and kind):
+    paying the 0.75 again would pay the worker twice, so it no longer refuses."""
+    alice, _client, study, task, server = failed_bonus
+    paid = bonus_pay(user=alice, study=study, assignment=task, amount="0.50", reason=REASON)
+    assert paid.status == Bonus.Status.PAID
+    assert server.submissions[task.platform_assignment_id]["bonus_payments"] == [50]
+
+    outcome = participant_withdraw(user=alice, study=study, worker_id="pleaving1")
+
+    assert outcome.created and outcome.tasks_ended == 1
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.WITHDRAWN
+    assert set(Bonus.objects.filter(assignment=task).values_list("amount", "status")) == {
+        (Decimal("0.75"), Bonus.Status.FAILED), (Decimal("0.50"), Bonus.Status.PAID)}
+    assert server.submissions[task.platform_assignment_id]["bonus_payments"] == [50]  # paid once
+
+
+def test_a_failed_bonus_still_refuses_when_a_bonus_of_another_kind_was_paid(failed_bonus):
+    """Only a settled bonus of the same task and kind replaces a failed one."""
+    alice, _client, study, task, _server = failed_bonus
+    assert bonus_pay(user=alice, study=study, assignment=task, amount="0.50", reason=REASON,
+                     kind=Bonus.Kind.GOOD_WORK).status == Bonus.Status.PAID
+
+    with pytest.raises(WithdrawalError, match=owed(task)):
+        participant_withdraw(user=alice, study=study, worker_id="pleaving1")

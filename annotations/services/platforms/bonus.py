@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotations.models import Assignment, Bonus, FlagReview, PlatformCall, Publication
@@ -69,6 +70,19 @@ def bonus_amount(value) -> Decimal:
     return amount
 
 
+# The task statuses a bonus goes to (``_pay`` refuses any other task): submitted or approved work.
+BONUS_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
+
+
+def assignments_taking_bonus(*, study: Study) -> QuerySet[Assignment]:
+    """The tasks of ``study`` that ``bonus_pay`` would pay a bonus to, as far as the task goes:
+    submitted or approved (``BONUS_STATUSES``) and not on hold (``assignments_on_hold``), the rules
+    ``_pay`` checks (each with its own message) before anything is sent. Any other task's bonus can
+    never be paid here."""
+    return Assignment.objects.filter(study=study, status__in=BONUS_STATUSES).exclude(
+        pk__in=assignments_on_hold(study=study).values("pk"))
+
+
 def _bonus_checks(*, amount, reason: str, kind: str) -> tuple[Decimal, str]:
     amount = bonus_amount(amount)
     reason = (reason or "").strip()
@@ -124,7 +138,7 @@ class _SetupPaidNothing(PlatformServiceError):
 
 def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:
     """Pay one checked bonus for ``assignment``, whose study's access the caller checked."""
-    if assignment.status not in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED):
+    if assignment.status not in BONUS_STATUSES:
         raise PlatformServiceError(
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()}: bonuses go to submitted "
             "or approved work"
