@@ -403,14 +403,25 @@ def participant_blocked(*, participant, study: Study, lock: bool = False) -> boo
     committed when it began, so the locking one would not see it): the start is refused. One that
     comes after waits for the start's task and erases it. The lock does not wait for the worker's
     tasks being written (their foreign keys take ``FOR KEY SHARE``), only for another start or
-    change of the same worker's row; a row gone counts as blocked. Two statements either way."""
+    change of the same worker's row; a row gone counts as blocked. A block (``platforms.blocks``)
+    locks the same row before it writes, so it and a start cannot cross in either order: the
+    locking statement reads only the row's own ``blocked`` (its latest version, once the lock is
+    had), and the study's blocks and withdrawals are read by the next statement, begun after the
+    lock, which sees a block or withdrawal that committed while the start waited. Two statements
+    either way."""
     if lock:
-        row = (Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk)
-               .annotate(covered=Exists(blocks_covering(study=study).filter(participant_id=OuterRef("pk"))))
-               .values_list("blocked", "covered").first())
-        if row is None or any(row):
+        blocked = (Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk)
+                   .values_list("blocked", flat=True).first())
+        if blocked is None or blocked:
             return True
-    elif participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists():
+        digest = participant_withdrawal_digest(platform=participant.platform, external_id=participant.external_id,
+                                               study=study)
+        flags = (Participant.objects.filter(pk=participant.pk).annotate(
+            covered=Exists(blocks_covering(study=study).filter(participant_id=OuterRef("pk"))),
+            withdrawn=Exists(Withdrawal.objects.filter(study_id=study.pk, digest=digest)))
+            .values_list("covered", "withdrawn").first())
+        return flags is None or any(flags)
+    if participant.blocked or blocks_covering(study=study).filter(participant_id=participant.pk).exists():
         return True
     return participant_withdrawn(participant=participant, study=study)
 

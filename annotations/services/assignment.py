@@ -363,10 +363,16 @@ def _short_by_own_returns(*, study: Study, participant_id: int, n_units: int, wa
     the questions of those tasks that still take workers, with the units claimed, make a full task:
     the claim is refused (``NO_FULL_TASK``). When the pool runs out for everyone (those units are
     full too, or there are too few of them), the short last task is given as before. One
-    statement, on the short claim only."""
+    statement, on the short claim only.
+
+    Only tasks the worker gave up count: not one ended as an impostor's (``ended_as_impostor``:
+    someone else started it under the worker's id) nor one a block ended (``ended_by_researcher``).
+    (``_add_attention_checks`` asks another question, what the worker saw: a check answered in a task
+    a block ended was seen.)"""
     returned = Claim.objects.filter(
         study_id=study.pk, participant_id=participant_id, released=True, unit__isnull=False,
         assignment__status__in=(Assignment.Status.RETURNED, Assignment.Status.EXPIRED),
+        assignment__ended_as_impostor=False, assignment__ended_by_researcher=False,
     ).values("question_key")
     barred = eligible_units(study_id=study.pk, seen=[]).filter(question_key__in=returned)
     return n_units + barred.order_by().values("question_key").distinct().count() >= want

@@ -15,9 +15,16 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from annotations.models import Assignment, Claim, Unit
+from annotations.models import Assignment, Claim, Unit, WorkerBlock
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.blocks import worker_block
+from annotations.services.platforms.publish import study_publish
 from tests.annotations.factories import AttentionCheckFactory, make_study
 from tests.annotations.pages import complete_task, consent, entry_url, start, task_of
+from tests.annotations.test_services_impostor import PID, impostor_task
+from tests.annotations.test_services_impostor import url as prolific_url
+from tests.cockpit.conftest import staff_client
+from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +101,44 @@ def test_a_task_let_expire_counts_as_returned():
     _refused_for_returns(consent(client, url))  # expires it first; then 2 unseen questions of 3
 
     assert Assignment.objects.filter(study=study).count() == 1  # no new task
+
+
+def test_a_task_an_impostor_started_under_the_workers_id_does_not_refuse_the_worker(prolific):
+    """On Prolific someone started a task with the worker's id (session A); the real worker's entry
+    (session B) ended it as an impostor's (``ended_as_impostor``). The worker did not return it: its
+    questions stay seen by them, but its units do not count against their start, which gets the
+    question left (before: refused, "tasks you returned or let expire earlier still count")."""
+    _platform, server = prolific
+    study = make_study(platform="prolific", n_items=3, n_sources=1, units_per_task=2, status="draft", reward=2)
+    study_id = study_publish(user=OPERATOR, study=study, platform_name="prolific").prolific_study_id
+    study.refresh_from_db()
+    _impostor, _url, taken = impostor_task(study, study_id)  # 2 of the 3 questions, under the worker's id
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    worker = Client()
+    assert worker.get(prolific_url(study, study_id, real)).status_code == 200
+    taken.refresh_from_db()
+    assert (taken.status, taken.ended_as_impostor) == (Assignment.Status.RETURNED, True)
+
+    response = consent(worker, prolific_url(study, study_id, real))
+
+    assert response.status_code == 302, html.unescape(response.content.decode())[:600]
+    mine = Assignment.objects.get(platform_assignment_id=real)
+    assert mine.participant_id == taken.participant_id and mine.status == Assignment.Status.ACTIVE
+    assert _units(mine) == 1  # the one question the impostor's task did not hold
+
+
+def test_a_task_a_block_ended_does_not_refuse_the_worker_once_the_block_is_lifted():
+    """A researcher's block ended the worker's task (``ended_by_researcher``); the block is lifted
+    later (its row deleted: the app has no unblock). The worker did not return that task: it does
+    not refuse their next start, which gets the question left."""
+    alice, _ = staff_client("alice")
+    study = open_utility_study(name="alice-1", owner=alice, n_items=3, n_sources=1, quota=2, units_per_task=2)
+    task = work(study, "pblocked1", steps=1, submit=False)  # mid-task, 2 of the 3 questions
+    worker_block(user=alice, study=study, participant=task.participant, reason="Copied answers.")
+    task.refresh_from_db()
+    assert (task.status, task.ended_by_researcher) == (Assignment.Status.RETURNED, True)
+    WorkerBlock.objects.filter(participant=task.participant).delete()
+
+    again = work(study, "pblocked1", steps=0, submit=False)
+
+    assert again.status == Assignment.Status.ACTIVE and _units(again) == 1

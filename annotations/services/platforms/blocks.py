@@ -24,7 +24,10 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
     refuses the worker there) and sends nothing to a platform, whose block would reach every
     researcher's studies on the shared account. ``everywhere`` (superusers only): the worker is
     blocked in every study and, on MTurk, on the account (``CreateWorkerBlock``). The worker's tasks
-    in progress in the covered studies end (returned: ``_tasks_in_progress_end``). Idempotent."""
+    in progress in the covered studies end (returned: ``_tasks_in_progress_end``), including one a start
+    was making meanwhile: the block locks the worker's row (``FOR NO KEY UPDATE``, the lock a start takes
+    first: ``selectors.participant_blocked``, ``lock``) before it writes, so it waits for that start's
+    task and ends it. Idempotent."""
     study = access_study(user=user, study=study, access=BLOCK)
     reason = (reason or "").strip()
     if not reason:
@@ -48,6 +51,11 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
             reconcile=lambda call: False,
         )
     with transaction.atomic():
+        # The worker's row first, as a start locks it (``participant_blocked``, ``lock``) before the
+        # study and units: a start that read "not blocked" holds it until its task is committed, so
+        # this block waits for it and then ends that task; a start after this one waits for the block.
+        if not list(Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk).values_list("pk")):
+            raise PlatformServiceError(f"worker {participant}: no longer exists")
         block = WorkerBlock.objects.filter(participant=participant, study=study, researcher=researcher,
                                            everywhere=everywhere).first()
         if block is None:

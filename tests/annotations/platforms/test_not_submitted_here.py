@@ -4,6 +4,8 @@ externalSubmit by hand) whose task here is active, returned or expired: sync hol
 hold and approve that one task; the task keeps its status here either way."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -22,6 +24,7 @@ from annotations.services.platforms.review import (
 from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_expire_stale, assignment_return
 from annotations.services.steps import steps_for
+from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import _public_url, publish_on, start_assignment, submitted  # noqa: F401
 from tests.annotations.platforms.mturk_stubs import HIT_A, HIT_B, published, remote, sync_page
 
@@ -166,8 +169,12 @@ def test_the_impostors_ended_task_is_held_too(prolific, study):
     assert report.flagged == 1
 
 
-def test_work_submitted_here_is_not_held_and_a_returned_earlier_try_does_not_hide_it(prolific, study):
+def test_work_submitted_here_is_not_held_and_a_returned_earlier_try_does_not_hide_it(db, prolific):
     """A platform id that names a returned task and, after it, a submitted one is the submitted one's."""
+    # six questions: after returning a task of three, a full task of three is left for the worker
+    # (a task shorter than the returned questions would have made it is refused: assignment.py)
+    study = make_study(n_items=6, n_sources=2, quota=5, units_per_task=3, status="draft", reward=Decimal("2.00"),
+                       estimated_minutes_per_task=Decimal("6.0"))
     _platform, server = prolific
     publication = publish_on(study, "prolific")
     sub = server.add_submission(publication.prolific_study_id, participant_id=WORKER)
