@@ -133,8 +133,10 @@ class BundleScores:
     installation that made the bundle (``score_run``, ``finished_at``: None where the bundle did not
     say), and whether that bundle's settings.json ``scores_stale`` called them stale (``stale``: None
     when it did not say, a bundle without a run or made before bundles said) with the copy's
-    (item, source) of each unit it named (``stale_units``). A row the copy's own run wrote is not
-    one of these (``UnitScore.score_run``)."""
+    (item, source) of each unit it named (``stale_units``), and how many workers who withdrew from
+    the original study here the copy left out (``n_left_out``: the record's
+    ``workers_withdrawn_from_original``; their answers are not the copy's, but the imported scores
+    still count them). A row the copy's own run wrote is not one of these (``UnitScore.score_run``)."""
 
     filename: str
     imported_at: datetime
@@ -146,9 +148,22 @@ class BundleScores:
     stale_units: frozenset[tuple[int, int]]
     n_stale: int | None
     n_scored: int | None
+    n_left_out: int = 0
 
     def origin(self) -> str:
-        """One sentence: where the scores came from and whether the bundle called them stale."""
+        """One sentence: where the scores came from, whether the bundle called them stale, and the
+        workers who withdrew from the original that the copy left out (whose answers they count)."""
+        return self._origin() + self._left_out()
+
+    def _left_out(self) -> str:
+        if not self.n_left_out:
+            return ""
+        who = "1 worker who withdrew from the original study was" if self.n_left_out == 1 else \
+            f"{self.n_left_out:,} workers who withdrew from the original study were"
+        return (f"; {who} left out of this copy: its imported scores still count their answers, so score the "
+                "study again")
+
+    def _origin(self) -> str:
         run = f"run {self.score_run}" if self.score_run is not None else "a run it does not name"
         when = f", finished {self.finished_at:%Y-%m-%d %H:%M %Z}" if self.finished_at is not None else ""
         text = (f"imported from the study bundle {self.filename} on {self.imported_at:%Y-%m-%d %H:%M %Z}, not scored "
@@ -193,7 +208,8 @@ def bundle_scores(*, study: Study | int) -> BundleScores | None:
         original_study=summary.get("original_study"), original_name=str(summary.get("original_name") or ""),
         score_run=scores.get("score_run"), finished_at=finished_at, stale=scores.get("stale"),
         stale_units=frozenset((int(item), int(source)) for item, source in scores.get("stale_units") or []),
-        n_stale=scores.get("n_stale"), n_scored=scores.get("n_scored"))
+        n_stale=scores.get("n_stale"), n_scored=scores.get("n_scored"),
+        n_left_out=left_out if isinstance(left_out := summary.get("workers_withdrawn_from_original"), int) else 0)
 
 
 def imported_outcomes_count(*, study: Study) -> int:

@@ -115,6 +115,47 @@ def test_a_zip64_record_listing_a_million_members_is_refused_before_the_director
     assert "the archive lists 1,280,000 members, over the maximum of 1,000" in _reason(data)
 
 
+
+def test_a_record_whose_offset_reads_as_its_signature_is_checked_where_zipfile_reads_it():
+    # The record's directory offset (which zipfile does not need: it reads the directory just before
+    # the record) set to the signature's own bytes: a search for the last signature lands 16 bytes
+    # into the record, too few to hold one, while zipfile takes the file's last 22 bytes as the record
+    data = bytearray(_members(1_500))
+    at = len(data) - 22
+    assert data[at:at + 4] == b"PK\x05\x06"
+    struct.pack_into("<L", data, at + 16, 0x06054B50)
+    assert data.rfind(b"PK\x05\x06") == at + 16
+    assert len(zipfile.ZipFile(io.BytesIO(bytes(data))).infolist()) == 1_500
+
+    # the directory check refuses it, before zipfile reads the directory (not the later count)
+    assert "the archive lists 1,500 members, over the maximum of 1,000" in _reason(bytes(data))
+
+
+def test_a_signature_too_close_to_the_end_to_begin_a_record_is_not_a_zip_archive():
+    data = _members(3) + b"PK\x05\x06" + bytes(10)  # the last signature leaves 14 bytes
+    with pytest.raises(zipfile.BadZipFile):
+        zipfile.ZipFile(io.BytesIO(data))
+
+    assert "not a zip archive" in _reason(data)
+
+
+
+def test_a_zip64_record_before_the_searched_tail_is_still_read_where_zipfile_reads_it():
+    # The zip64 record and locator as above, then 65,530 bytes after the record (a comment it does not
+    # declare): the record lies 6 bytes into the last 64 KiB and 22 bytes, its locator before them
+    data = bytearray(_members(3))
+    at = data.rfind(b"PK\x05\x06")
+    _sig, _disk, _cd_disk, _n, _total, size, offset, _comment = struct.unpack_from("<4s4H2LH", data, at)
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 1_280_000, 1_280_000, size, offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 3, 3, size, offset, 0)  # 3 here: zipfile reads zip64's
+    data = bytes(data[:at]) + record + locator + end + bytes(65_530)
+    assert len(data) - (1 << 16) - 22 > len(data) - 65_530 - 22 - 20  # the locator is before the tail
+    assert zipfile._EndRecData(io.BytesIO(data))[4] == 1_280_000  # zipfile reads the zip64 record
+
+    assert "the archive lists 1,280,000 members, over the maximum of 1,000" in _reason(data)
+
+
 @override_settings(RL_MAX_IMPORT_BYTES=10_000)
 def test_an_upload_over_the_import_limit_is_refused_before_its_directory_is_read():
     data = _members(300)
@@ -127,12 +168,13 @@ def test_an_upload_over_the_import_limit_is_refused_before_its_directory_is_read
 
 
 def test_a_copy_from_a_bundle_made_before_a_withdrawal_leaves_the_withdrawn_worker_out_and_says_so():
-    # Given a study worked by PID and PID2, closed, and its bundle downloaded by its owner
+    # Given a study worked by PID and PID2, closed, scored, and its bundle downloaded by its owner
     alice, _ = staff_client("alice")
     study = open_utility_study(name="orig-late", owner=alice, quota=3, n_sources=1)
     work(study, "PID")
     work(study, "PID2")
     study_close(user=OPERATOR, study=study)
+    assert study_score(study=study, similarity=False).status == "done"
     data = b"".join(bundle_stream(study=study, user=alice))
     # and PID withdrawn from the study afterwards
     participant_withdraw(user=alice, study=study, worker_id="PID")
@@ -152,6 +194,12 @@ def test_a_copy_from_a_bundle_made_before_a_withdrawal_leaves_the_withdrawn_work
     summary = ImportRecord.objects.get(kind="bundle", summary__study=copy.pk).summary
     assert summary["workers_withdrawn_from_original"] == 1
     assert "PID" not in str(summary) and worker_pseudonym(Platform.PROLIFIC, "PID") not in str(summary)
+    # and the scores it imported (which count PID's answers) say so where the API says where they came from
+    rows = api(alice).get(f"/api/v1/scores/?study={copy.pk}").json()["results"]
+    assert rows and all(r["score_run"] is None and r["stale"] for r in rows)
+    assert {r["scores_from"].split("; ", 1)[1] for r in rows} == {
+        "the bundle said they match its answers; 1 worker who withdrew from the original study was left out of "
+        "this copy: its imported scores still count their answers, so score the study again"}
     # and scoring the copy counts PID2's answers alone
     run = study_score(study=copy, similarity=False)
     assert run.status == "done", run.error

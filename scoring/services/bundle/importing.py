@@ -426,28 +426,29 @@ def _check_directory(file: IO, name: str) -> None:
     """Before zipfile reads the archive's directory: its end-of-central-directory record (and the
     zip64 one it points at) lists at most ``MAX_MEMBERS`` members in a directory of at most
     ``MAX_DIRECTORY_BYTES`` (the larger of the two records' numbers where both are there).
-    ``BundleError`` naming the count (or size) and the maximum otherwise. An archive without a
-    record is left to zipfile, which refuses it."""
+    ``BundleError`` naming the count (or size) and the maximum otherwise. The records are the ones
+    zipfile reads (``_end_record``); an archive without a record is left to zipfile, which refuses it."""
     file.seek(0, io.SEEK_END)
     end = file.tell()
-    start = max(0, end - EOCD.size - 0xFFFF)  # the record, and a comment of at most 65,535 bytes
-    file.seek(start)
-    tail = file.read(end - start)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < EOCD.size:
+    found = _end_record(file, end, name)
+    if found is None:
         return
-    *_, entries, total, directory, _offset, _comment = EOCD.unpack_from(tail, at)
+    at, record = found
+    *_, entries, total, directory, _offset, _comment = EOCD.unpack(record)
     entries = max(entries, total)
-    locator = at - EOCD64_LOCATOR.size
-    if locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
-        _sig, _disk, record_at, _disks = EOCD64_LOCATOR.unpack_from(tail, locator)
-        # where the locator says, and just before it (where zipfile reads it)
-        for place in {record_at, start + locator - EOCD64.size}:
+    # zipfile reads the zip64 locator just before the record, and the zip64 record just before the
+    # locator (a file object that cannot seek before its start clamps to 0: read there too)
+    file.seek(max(0, at - EOCD64_LOCATOR.size))
+    locator = file.read(EOCD64_LOCATOR.size)
+    if len(locator) == EOCD64_LOCATOR.size and locator[:4] == b"PK\x06\x07":
+        _sig, _disk, record_at, _disks = EOCD64_LOCATOR.unpack(locator)
+        # just before the locator (where zipfile reads it), and where the locator says
+        for place in {max(0, at - EOCD64_LOCATOR.size - EOCD64.size), record_at}:
             if 0 <= place <= end - EOCD64.size:
                 file.seek(place)
-                record = file.read(EOCD64.size)
-                if record[:4] == b"PK\x06\x06":
-                    *_, entries64, total64, directory64, _offset64 = EOCD64.unpack(record)
+                record64 = file.read(EOCD64.size)
+                if record64[:4] == b"PK\x06\x06":
+                    *_, entries64, total64, directory64, _offset64 = EOCD64.unpack(record64)
                     entries, directory = max(entries, entries64, total64), max(directory, directory64)
     if entries > MAX_MEMBERS:
         raise BundleError(f"the archive lists {entries:,} members, over the maximum of {MAX_MEMBERS:,} (a study "
@@ -455,6 +456,30 @@ def _check_directory(file: IO, name: str) -> None:
     if directory > MAX_DIRECTORY_BYTES:
         raise BundleError(f"the archive's directory is {directory:,} bytes, over the maximum of "
                           f"{MAX_DIRECTORY_BYTES:,} ({MAX_MEMBERS:,} members)", filename=name)
+
+
+def _end_record(file: IO, end: int, name: str) -> tuple[int, bytes] | None:
+    """The end-of-central-directory record zipfile reads (Python 3.11's ``_EndRecData``), and where
+    it is: the file's last 22 bytes when they start with the signature and give no comment, else
+    the last signature in its last 64 KiB and 22 bytes. None where there is none (zipfile refuses
+    the file); ``BundleError`` where that signature has too few bytes after it to be a record."""
+    if end < EOCD.size:
+        return None
+    file.seek(end - EOCD.size)
+    last = file.read(EOCD.size)
+    if last[:4] == b"PK\x05\x06" and last[-2:] == b"\x00\x00":
+        return end - EOCD.size, last
+    start = max(0, end - (1 << 16) - EOCD.size)
+    file.seek(start)
+    tail = file.read(end - start)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0:
+        return None
+    if len(tail) - at < EOCD.size:
+        raise BundleError(f"not a zip archive (its last end-of-central-directory signature, {len(tail) - at} "
+                          f"bytes from its end, is too close to it to begin a {EOCD.size}-byte record)",
+                          filename=name)
+    return start + at, tail[at:at + EOCD.size]
 
 
 # What reading a member may raise on an archive whose data does not match its directory (a bad
