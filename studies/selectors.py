@@ -246,11 +246,25 @@ def datasets_to_import_into(*, user=None) -> QuerySet[Dataset]:
     return Dataset.objects.all() if user is None else datasets_for_design(user=user)
 
 
+def items_of_datasets_to_build_on(*, user=None) -> QuerySet[Item]:
+    """The items ``user`` may build on: every item of a dataset they may write to
+    (``datasets_to_import_into``; None: the operator, every item), as an import of rationales or
+    questions finds its items. The rule a stored row's item is judged by
+    (``studies.services.content.content_parent_refusals``): a row under an item of the user's own
+    dataset stays theirs to edit or delete whoever's study draws that item, and one under an item of a
+    dataset they read only through a view share never is. Picking an item for a new row by its id
+    (``items_to_build_on``) also needs reading it."""
+    if user is None:
+        return Item.objects.all()
+    return Item.objects.filter(dataset_id__in=datasets_to_import_into(user=user).values("pk"))
+
+
 def items_to_build_on(*, user) -> QuerySet[Item]:
-    """The items a new rationale or generalization question of ``user``'s may hang from: those they
-    may read for a job (``items_for_jobs``) in a dataset they may write to (``datasets_to_import_into``,
-    as an import of rationales or questions finds its items). Never an item of a dataset they read only
-    through a view share: a row added to it would be shown by the owner's studies."""
+    """The items a new rationale or generalization question of ``user``'s may name by id (the admin's
+    forms, a job's items): those they may build on (``items_of_datasets_to_build_on``) that they may also
+    read for a job (``items_for_jobs``), so that naming one confirms nothing of an item only another
+    researcher's study shows. Never an item of a dataset they read only through a view share: a row
+    added to it would be shown by the owner's studies."""
     return items_for_jobs(user=user).filter(dataset_id__in=datasets_to_import_into(user=user).values("pk"))
 
 

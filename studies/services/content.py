@@ -11,9 +11,11 @@ questions and Gen-U predictions, which act for the researcher who started them):
   a Gen-U prediction such a study would score: ``gen_u_added_refusals``), nor move a row there
   (an edit of its dataset, item or source: ``content_row_save``): it would be shown to
   that study's workers, or read by its scores, when it opens. Nor is a row theirs to edit or
-  delete when it hangs from a dataset, item or source they may not build on (``PARENT_SELECTORS``,
-  the rule a new row goes by), whatever uses it: a view share reads the owner's study, it does not
-  let its reader rewrite, re-mark or delete the owner's questions, rationales or items.
+  delete when it hangs from a dataset, item or source they may not build on (``STORED_PARENT_SELECTORS``,
+  the rule a new row goes by, an item judged by its dataset), whatever uses it: a view share reads the
+  owner's study, it does not let its reader rewrite, re-mark or delete the owner's questions,
+  rationales or items, and a row under an item of the user's own dataset stays theirs whoever's
+  study draws the item.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
   what its scores read (gold answers, predicted answers, source names, the dataset's name, task
@@ -67,6 +69,7 @@ from studies.selectors import (
     CHANGE,
     content_studies,
     datasets_to_import_into,
+    items_of_datasets_to_build_on,
     items_to_build_on,
     sources_for_design,
     studies_for_user,
@@ -486,11 +489,12 @@ def content_added_refusals(*, user, model: type[models.Model], pks: Iterable[int
 
 def content_parent_refusals(*, user, model: type[models.Model], pks: Iterable[int]) -> dict[int, str]:
     """Of stored rows ``pks`` of ``model``, those hanging from a parent ``user`` may not build on
-    (``PARENT_SELECTORS``: a rationale of an item or source, a question of an item, that is not
-    theirs to add to), each with ``content_parent_problems``' answer: that rule, for rows already
-    written, in a bounded number of queries for every 5,000 rows. The operator (None) may name any."""
+    (``STORED_PARENT_SELECTORS``: a rationale of an item or source, a question of an item, that is not
+    theirs to add to; an item judged by its dataset), each with ``content_parent_problems``' answer:
+    that rule, for rows already written, in a bounded number of queries for every 5,000 rows. The
+    operator (None) may name any."""
     pks = list(pks)
-    fields = list(_parent_fields(model))
+    fields = list(_parent_fields(model, STORED_PARENT_SELECTORS))
     if user is None or not pks or not fields:
         return {}
     rows = _in_chunks(model._default_manager, "pk", pks, ("pk", *(field.attname for field, _ in fields)))
@@ -543,13 +547,20 @@ PARENT_SELECTORS = {
     Item: items_to_build_on,
     RationaleSource: sources_for_design,
 }
+# Whether a row already written still hangs from a parent the user may build on (its edit, deletion,
+# a job's rows as they are stored: ``content_parent_refusals``): the same rule, but an item is judged by
+# its dataset alone (``items_of_datasets_to_build_on``), as an import finds its items: the row is not
+# being hung from a parent picked by id, so reading the item is not asked. A row under an item of the
+# user's own dataset stays theirs whoever's study draws the item (an import of it creates and updates
+# alike); one under an item of a dataset read only through a view share never is.
+STORED_PARENT_SELECTORS = {**PARENT_SELECTORS, Item: items_of_datasets_to_build_on}
 
 
-def _parent_fields(model: type[models.Model]):
-    """The fields of ``model`` that name a parent (a relation to a model of ``PARENT_SELECTORS``),
-    each with the selector of the parents a user may build on."""
+def _parent_fields(model: type[models.Model], selectors=PARENT_SELECTORS):
+    """The fields of ``model`` that name a parent (a relation to a model of ``selectors``,
+    ``PARENT_SELECTORS`` by default), each with the selector of the parents a user may build on."""
     for field in model._meta.concrete_fields:
-        selector = PARENT_SELECTORS.get(field.related_model) if field.is_relation else None
+        selector = selectors.get(field.related_model) if field.is_relation else None
         if selector is not None:
             yield field, selector
 

@@ -20,6 +20,19 @@ class QuestionError(Exception):
     pass
 
 
+def validation_change_problem(user) -> str:
+    """Why ``user`` may not change an existing question's validation status ("" when they may):
+    the one rule for whoever sets it, ``generalization_questions_set_validation`` and a re-import of
+    a generalization file that changes a stored question's status
+    (``importers.generalization``), which refuses the whole file with this reason by row. A
+    question's status is a change of the question: it needs ``CHANGE_PERMISSION``. The operator
+    (None) always may; a new question's first status is the import's, not a change."""
+    if user is None or user.has_perm(CHANGE_PERMISSION):
+        return ""
+    return (f"you may not change generalization questions (their validation status included): "
+            f"that needs the permission {CHANGE_PERMISSION}")
+
+
 def generalization_questions_set_validation(
     *, questions: Iterable[GeneralizationQuestion], status: str, user=None
 ) -> list[GeneralizationQuestion]:
@@ -41,11 +54,9 @@ def generalization_questions_set_validation(
         raise QuestionError(
             f"unknown validation status {status!r}: use {', '.join(GeneralizationQuestion.Validation.values)}"
         )
-    if user is not None and not user.has_perm(CHANGE_PERMISSION):
-        raise QuestionError(
-            f"you may not change generalization questions (their validation status included): "
-            f"that needs the permission {CHANGE_PERMISSION}"
-        )
+    problem = validation_change_problem(user)
+    if problem:
+        raise QuestionError(problem)
     ids = [q.pk for q in questions]
     changed: list[GeneralizationQuestion] = []
     with transaction.atomic():

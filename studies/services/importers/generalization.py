@@ -22,7 +22,10 @@ before it in ``history``), and keeps the rest of the question's metadata: the fi
 (``original_question``, ``conflicting_answers``) are written only with a new answer (which an open
 or closed study's question refuses, ``studies.services.content``), so a re-import changing only the
 status changes what the admin's validation actions change, nothing more (its ``origin`` stays
-the file or generator that made it). The released
+the file or generator that made it). Such a re-import changes the question as the admin's actions do,
+so it needs what they need (``studies.services.questions.validation_change_problem``:
+``studies.change_generalizationquestion``): without it the whole file is refused, one row error
+(field ``validation_status``) for each stored question whose status it would change. The released
 ``generalisation_final_*.json`` files are taken as the validated set (our reading of SPEC section 4): import them with
 ``validation_status="valid"`` (``--validation-status valid``), as the README says.
 
@@ -39,7 +42,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
-from studies.services.questions import validation_provenance
+from studies.services.questions import validation_change_problem, validation_provenance
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_type, parse_json_document, read_import_file
@@ -214,6 +217,24 @@ def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], p
     values["metadata"] = metadata
 
 
+def _remarking_check(keys: list[tuple[int, str, str]], *, parsed: _GeneralizationFile, user) -> None:
+    """Refuse the whole file when it changes a stored question's validation status (``keys``) and
+    ``user`` may not (``questions.validation_change_problem``, the rule of the admin's validation
+    actions and the service): one error per such row, by its line, field ``validation_status``.
+    Asked after ``bulk_upsert`` has refused the rows that are not the user's (so this answer tells
+    nothing of those) and inside the import's transaction, which the error rolls back."""
+    problem = validation_change_problem(user) if keys else ""
+    if not problem:
+        return
+    errors = ErrorCollector()
+    for key in sorted(keys, key=lambda key: parsed.kept.lines.get(key) or 0):
+        errors.add(parsed.kept.lines.get(key), "validation_status",
+                   f"the file would change this stored question's validation status to "
+                   f"{parsed.validation_status!r}, and {problem}; nothing of the file was imported",
+                   column=parsed.kept.columns.get(key), record=f"question {short(key[2], 50)!r}")
+    errors.raise_if_any(parsed.f.name)
+
+
 def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRecord:
     rows, validation_status = parsed.kept.rows, parsed.validation_status
     with transaction.atomic():
@@ -221,6 +242,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             (g.item_id, g.qtype, g.text): g
             for g in GeneralizationQuestion.objects.filter(item__dataset=dataset)
         }
+        # Stored questions whose status the file changes, read before ``bulk_upsert`` sets the file's values.
+        remarked = [key for key, values in rows.items() if key in existing
+                    and values.get("validation_status") not in (None, existing[key].validation_status)]
         for key, values in rows.items():
             if key in existing:
                 _existing_values(existing[key], values, parsed)
@@ -233,6 +257,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
             lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
+        _remarking_check(remarked, parsed=parsed, user=user)
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:
             per_type[qtype] = per_type.get(qtype, 0) + 1

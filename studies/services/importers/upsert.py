@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from studies.models import Dataset, ImportRecord, Item
 from studies.selectors import datasets_to_import_into
-from studies.services.content import content_added_refusals, content_change_problems
+from studies.services.content import content_added_refusals, content_change_problems, content_parent_refusals
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import ImportFile
@@ -232,11 +232,21 @@ class _Upsert:
             self.to_update.append(obj)
 
     def refuse_changes_not_allowed(self, existing: dict[Any, models.Model], user: Any) -> None:
-        """Changed rows that ``user`` may not change, or that an open or closed study shows."""
+        """Changed rows that ``user`` may not change, or that an open or closed study shows. A row
+        hanging from a parent they may not build on (``content_parent_refusals``: an importer finds
+        its rows under a dataset and source it has checked, so only a row whose source, say, is no
+        longer theirs) is told so, by its line and ``key_field``, never as used by a study."""
         if not self.diffs:
             return
-        not_yours, fixed = content_change_problems(user=user, model=self.model, changes=self.diffs, lock=True)
+        parents = content_parent_refusals(user=user, model=self.model, pks=self.diffs)
+        not_yours, fixed = content_change_problems(
+            user=user, model=self.model, changes={pk: diff for pk, diff in self.diffs.items() if pk not in parents},
+            lock=True, parents=False)
         key_of = {obj.pk: key for key, obj in existing.items() if obj is not None and obj.pk in self.diffs}
+        what = self.model._meta.verbose_name
+        for pk, reason in parents.items():
+            self.error(key_of[pk], self.key_field,
+                       f"this {what} is not yours to change: it hangs from a parent you may not build on ({reason})")
         self.refused.extend(key_of[pk] for pk in not_yours)
         for pk, reason in fixed.items():  # the user may change every study using the row: theirs to read
             self.error(key_of[pk], ", ".join(self.diffs[pk]), reason)
