@@ -33,8 +33,15 @@ def close_decided_study(study_id: int) -> bool:
 # Beat's fallback for a close whose message was lost (the broker was down at the submit).
 @shared_task(name="annotations.close_decided_studies", acks_late=True, soft_time_limit=240, time_limit=300)
 def close_decided_studies() -> int:
-    """Close every open study that stops early and whose units are all decided. Returns how many."""
-    return sum(_close_decided(study_id) for study_id in studies_all_decided())
+    """Close every open study that stops early and whose units are all decided. Returns how many.
+    One study's close failing in any way (logged) does not keep the others recruiting."""
+    closed = 0
+    for study_id in studies_all_decided():
+        try:
+            closed += _close_decided(study_id)
+        except Exception:  # noqa: BLE001 - logged; the next study is closed all the same, this one next beat
+            logger.exception("closing decided study %s failed", study_id)
+    return closed
 
 
 def _close_decided(study_id: int) -> bool:
