@@ -6,11 +6,13 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from annotations.models import Withdrawal
+from lab.api.serializers import RejectUnknownFieldsMixin
 from scoring.api.serializers import SourceSummarySerializer
 
 
-class WithdrawalRequestSerializer(serializers.Serializer):
-    """Who to withdraw: exactly one of the three (the service refuses none or two)."""
+class WithdrawalRequestSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
+    """Who to withdraw: exactly one of the three (the service refuses none or two); any other key is a
+    400 naming it."""
 
     pseudonym = serializers.CharField(required=False, allow_blank=True, max_length=64,
                                       help_text="The worker's pseudonym as pages and exports show it (w_...).")

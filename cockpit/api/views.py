@@ -37,6 +37,7 @@ from cockpit.api.serializers import (
 )
 from lab.api.counts import correlated_count
 from lab.api.filters import accepted_query_params, reject_unknown_query_params
+from lab.api.serializers import RejectUnknownFieldsMixin
 from lab.api.streaming import EXPORT_RENDERERS, FORMATS, columns_markdown, streaming_export_response
 from lab.ids import parse_id
 from scoring.api.export_annotations import annotation_columns, annotation_rows
@@ -68,7 +69,7 @@ class ValidationFailed(ValidationError):
     """400 with a body naming the field(s)."""
 
 
-class BundleImportFormSerializer(serializers.Serializer):
+class BundleImportFormSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     """The form of ``POST /api/v1/studies/import-bundle/`` as the browsable API draws it (the action
     reads the multipart upload itself): a file and a name, nothing listing rows of the server."""
 
@@ -495,6 +496,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=False, methods=["post"], url_path="import-bundle", parser_classes=[MultiPartParser, FormParser],
             pagination_class=None, filter_backends=[])
     def import_bundle(self, request):
+        unknown = BundleImportFormSerializer().unknown_field_errors(request.data)
+        if unknown:  # a field this form does not read is named, never dropped (``RejectUnknownFieldsMixin``)
+            raise ValidationFailed(unknown)
         upload = request.FILES.get("file")
         if upload is None:
             raise ValidationFailed({"file": ["Attach the bundle (a .zip) as 'file'."]})

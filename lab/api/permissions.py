@@ -1,10 +1,22 @@
 """Permission classes that ``REST_FRAMEWORK`` applies to every API view (see ``config/settings``).
 
 Which *rows* a user may read is each view's ``get_queryset`` (through the per-study access
-selector); these classes decide which *requests* may run at all."""
+selector); these classes decide which *requests* may run at all. A method the route does not map (PUT, PATCH
+or DELETE on a read-only resource) is let through to the view, whose answer is 405 Method Not
+Allowed with the ``Allow`` header, not a 403 that reads as a missing right."""
 from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+
+def method_not_mapped(request, view) -> bool:
+    """Whether ``view`` has no handler for the request's method: DRF then answers 405 (after the
+    permission checks, which must not turn it into a 403). A viewset binds only the methods its
+    route maps (``action_map``); an ``APIView`` defines its handlers as methods."""
+    action_map = getattr(view, "action_map", None)
+    if action_map is not None:
+        return request.method.lower() not in action_map
+    return getattr(view, request.method.lower(), None) is None
 
 
 class ReadOnlyTokenPermission(BasePermission):
@@ -13,7 +25,7 @@ class ReadOnlyTokenPermission(BasePermission):
     message = "This API token is read-only: use a read-write token for this request."
 
     def has_permission(self, request, view):
-        if request.method in SAFE_METHODS:
+        if request.method in SAFE_METHODS or method_not_mapped(request, view):
             return True
         return not getattr(request.auth, "read_only", False)
 
@@ -24,7 +36,7 @@ class HasModelPermission(BasePermission):
     refused: a new endpoint is closed until it says who may use it."""
 
     def has_permission(self, request, view):
-        if request.method in SAFE_METHODS:
+        if request.method in SAFE_METHODS or method_not_mapped(request, view):
             return True
         needed = getattr(view, "write_permissions", {}).get(getattr(view, "action", None))
         if needed is None:

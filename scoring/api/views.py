@@ -5,6 +5,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
+from lab.api.serializers import RejectUnknownFieldsMixin
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import ScoringQueueUnavailable, score_run_enqueue
 from scoring.services.runs import ScoreRunRefused, already_being_scored
@@ -57,7 +58,11 @@ class UnitScoreViewSet(viewsets.ReadOnlyModelViewSet):
         return UnitScore.objects.filter(study__in=studies_for_user(user=self.request.user)).select_related("item", "source")
 
 
-class ScoreRunStartSerializer(serializers.Serializer):
+class ScoreRunStartSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
+    """What ``POST /api/v1/score-runs/`` accepts; any other key is a 400 naming it."""
+
+    resource_serializer = ScoreRunSerializer
+
     study = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="Id of the study to score.")
 
 

@@ -15,6 +15,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from lab.api.serializers import RejectUnknownFieldsMixin
 from lab.ids import MAX_ID, parse_id
 from studies.models import Dataset, GenerationJob, QuestionGenerator, RationaleSource, Split
 from studies.selectors import (
@@ -97,7 +98,11 @@ class _NameOrIdField(serializers.Field):
         return value.pk
 
 
-class GenerationJobStartSerializer(serializers.Serializer):
+class GenerationJobStartSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
+    """What ``POST /api/v1/generation-jobs/`` accepts; any other key is a 400 naming it (``items`` for
+    ``item_ids`` would otherwise start a job over the whole split)."""
+
+    resource_serializer = GenerationJobSerializer
     kind = serializers.ChoiceField(choices=GenerationJob.Kind.choices)
     source = _NameOrIdField(
         RationaleSource, visible=sources_for_user, required=False, help_text="LM rationale source (id or name): rationales and genu_answers; the highlight source: faithfulness."

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from lab.api.serializers import RejectUnknownFieldsMixin
 from lab.jsontext import text_problem
 from studies.models import (
     Dataset,
@@ -148,8 +149,10 @@ class StudySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class StudyDesignSerializer(StorableTextMixin, serializers.Serializer):
-    """A study design as JSON: what ``POST /api/v1/studies/`` accepts."""
+class StudyDesignSerializer(RejectUnknownFieldsMixin, StorableTextMixin, serializers.Serializer):
+    """A study design as JSON: what ``POST /api/v1/studies/`` accepts (any other key is a 400 naming it)."""
+
+    resource_serializer = StudySerializer
 
     name = serializers.CharField(max_length=200)
     kind = serializers.ChoiceField(choices=Study.Kind.choices, default=Study.Kind.UTILITY)
@@ -231,8 +234,8 @@ IMPORT_KINDS = [
 ]
 
 
-class ImportRequestSerializer(StorableTextMixin, serializers.Serializer):
-    """Multipart form of ``POST /api/v1/imports/``."""
+class ImportRequestSerializer(RejectUnknownFieldsMixin, StorableTextMixin, serializers.Serializer):
+    """Multipart form of ``POST /api/v1/imports/`` (any other key is a 400 naming it)."""
 
     kind = serializers.ChoiceField(choices=IMPORT_KINDS)
     file = serializers.FileField(help_text="The file to import (UTF-8).")
