@@ -6,6 +6,7 @@ from operator import itemgetter
 
 from django.db.models import Avg, Case, CharField, Count, Expression, Q, QuerySet, Value, When
 
+from annotations.models import Unit
 from lab.api.streaming import Column
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
@@ -17,6 +18,7 @@ from scoring.selectors import (
     unit_counting_changes,
 )
 from scoring.services.genu import gen_u_method_text
+from scoring.services.score import study_sources
 from studies.models import Study
 
 
@@ -400,15 +402,18 @@ def source_summaries(*, study: Study, user) -> list[dict]:
     mean Gen-U and similarity, with what they were computed with (``scored_with_run``: the run, its
     similarity model, its Gen-U method and its majority rule, as ``user`` may read them), and the
     units that run scored short of annotators with the shares over full units only
-    (``short_units_of_source``)."""
+    (``short_units_of_source``). One row per source of the study (``score.study_sources``: its
+    design's, and any its units or unit scores name), by name, scored or not: ``n_units`` is the
+    source's units in the study (imported outcomes: its rows), so a source with nothing scored has
+    ``n_scored`` 0 and null shares, accuracies and means, never a missing row."""
     run = score_run_latest(study=study)
     settings_used = scored_with_run(run, user=user)
     results = results_for_reader(run, user=user) if run is not None else {}
-    rows = (
+    scored = {r["source_id"]: r for r in (
         UnitScore.objects.filter(study=study)
-        .values("source_id", "source__name")
+        .values("source_id")
         .annotate(
-            n_units=Count("id"),
+            n_imported=Count("id", filter=Q(imported=True)),
             n_scored=Count("id", filter=Q(utility__isnull=False)),
             n_useful=Count("id", filter=Q(utility=1)),
             n_unsure=Count("id", filter=Q(utility=0)),
@@ -423,33 +428,37 @@ def source_summaries(*, study: Study, user) -> list[dict]:
             mean_gen_u=Avg("gen_u"),
             mean_similarity=Avg("similarity"),
         )
-        .order_by("source__name")
-    )
+        .order_by()
+    )}
+    # the study's units of each source: its collected units, and its imported outcomes' rows (no unit of theirs)
+    units = dict(Unit.objects.filter(study=study)
+                 .values("source_id").annotate(n=Count("id")).order_by().values_list("source_id", "n"))
     out = []
-    for r in rows:
-        scored = r["n_scored"]
+    for source in study_sources(study):
+        r = scored.get(source.pk) or {}
+        n = r.get("n_scored", 0)
         out.append(
             {
-                "source": r["source_id"],
-                "source_name": r["source__name"],
-                "n_units": r["n_units"],
-                "n_scored": scored,
-                "n_useful": r["n_useful"],
-                "n_unsure": r["n_unsure"],
-                "n_not_useful": r["n_not_useful"],
-                "share_useful": _share(r["n_useful"], scored),
-                "share_unsure": _share(r["n_unsure"], scored),
-                "share_not_useful": _share(r["n_not_useful"], scored),
-                "n_before_ties": r["n_before_ties"],
-                "n_after_ties": r["n_after_ties"],
-                "accuracy_before": _share(r["n_before_correct"], scored),
-                "accuracy_after": _share(r["n_after_correct"], scored),
-                "n_task_known": r["n_task_known"],
-                "task_accuracy": _share(r["n_task_correct"], r["n_task_known"]),
-                "mean_gen_u": r["mean_gen_u"],
-                "mean_similarity": r["mean_similarity"],
+                "source": source.pk,
+                "source_name": source.name,
+                "n_units": units.get(source.pk, 0) + r.get("n_imported", 0),
+                "n_scored": n,
+                "n_useful": r.get("n_useful", 0),
+                "n_unsure": r.get("n_unsure", 0),
+                "n_not_useful": r.get("n_not_useful", 0),
+                "share_useful": _share(r.get("n_useful", 0), n),
+                "share_unsure": _share(r.get("n_unsure", 0), n),
+                "share_not_useful": _share(r.get("n_not_useful", 0), n),
+                "n_before_ties": r.get("n_before_ties", 0),
+                "n_after_ties": r.get("n_after_ties", 0),
+                "accuracy_before": _share(r.get("n_before_correct", 0), n),
+                "accuracy_after": _share(r.get("n_after_correct", 0), n),
+                "n_task_known": r.get("n_task_known", 0),
+                "task_accuracy": _share(r.get("n_task_correct", 0), r.get("n_task_known", 0)),
+                "mean_gen_u": r.get("mean_gen_u"),
+                "mean_similarity": r.get("mean_similarity"),
                 **settings_used,
-                **short_units_of_source(results, r["source__name"]),
+                **short_units_of_source(results, source.name),
             }
         )
     return out

@@ -132,8 +132,10 @@ def unit_outcomes(
     expected = frame["expected_raters"] if "expected_raters" in frame else expected_raters
     short = (frame["n_annotators"] < expected) & ~empty
     if empty.any():
+        none = sorted(str(s) for s, e in empty.groupby(frame["source"]).all().items() if e) if "source" in frame else []
         warnings.append(
-            f"{int(empty.sum())} of {len(frame)} units have no completed answers yet and are left out of the scores."
+            f"{int(empty.sum())} of {len(frame)} units have no completed answers yet and are left out of the scores"
+            + (f" (no unit scored of source {', '.join(none)})." if none else ".")
         )
     if short.any():
         by_count = frame.loc[short, "n_annotators"].value_counts().sort_index()
@@ -278,10 +280,31 @@ def theils_u_utility_given(frame: pd.DataFrame, column: str) -> dict:
     )
 
 
+# Why a cell of U(utility | X) says nothing (``theils_u_degenerate``): SPEC's U is 1 when H(utility) = 0,
+# which it is when the cell's utility never varies, and always with fewer than 2 units.
+THEILS_U_UTILITY_CONSTANT = "utility_constant"
+THEILS_U_FEWER_THAN_2 = "fewer_than_2_units"
+
+
+def theils_u_degenerate(frame: pd.DataFrame, column: str) -> dict:
+    """The cells (source, or ``ALL``) of :func:`theils_u_utility_given` whose U is 1 by definition
+    because H(utility) = 0 there: ``THEILS_U_FEWER_THAN_2`` (one unit) or ``THEILS_U_UTILITY_CONSTANT``
+    (utility never varies). Their values stay as computed; the report says they say nothing."""
+    sub = frame.dropna(subset=[column])
+    out = {}
+    for name, g in [(str(name), g) for name, g in sub.groupby("source", sort=True)] + [(ALL, sub)]:
+        if len(g) == 1:
+            out[name] = THEILS_U_FEWER_THAN_2
+        elif len(g) > 1 and g["utility"].nunique() < 2:
+            out[name] = THEILS_U_UTILITY_CONSTANT
+    return out
+
+
 def associations(frame: pd.DataFrame, *, both_directions: bool = False) -> tuple[dict, list[str]]:
     """Theil's U of utility against task accuracy and Gen-U, and the correlation ratio of utility
     against similarity, per source and combined (SPEC section 3). Rows without the
-    predictor are dropped (and named in the warnings)."""
+    predictor are dropped (and named in the warnings). ``theils_u_degenerate``: {U key: {cell: why}},
+    the cells of U(utility | X) that are 1 by definition (:func:`theils_u_degenerate`), when any."""
     out: dict = {}
     warnings: list[str] = []
     predictors = {"task_accuracy": ("task_correct", "task accuracy (predicted answer)"), "gen_u": ("gen_u", "Gen-U")}
@@ -293,6 +316,8 @@ def associations(frame: pd.DataFrame, *, both_directions: bool = False) -> tuple
         for source, n in missing.items():
             warnings.append(f"Source {source}: {int(n)} units have no {human}; they are left out of its Theil's U.")
         out[f"theils_u_utility_given_{label}"] = theils_u_utility_given(frame, col)
+        if degenerate := theils_u_degenerate(frame, col):
+            out.setdefault("theils_u_degenerate", {})[f"theils_u_utility_given_{label}"] = degenerate
         if both_directions:
             out[f"theils_u_{label}_given_utility"] = _per_source(
                 frame, lambda g, c=col: metrics.theils_u(g[c].astype(int).to_numpy(), g["utility"].to_numpy()), [col]
@@ -577,7 +602,8 @@ def other_readings(units: pd.DataFrame, annotations: pd.DataFrame, keep: dict[st
         if mask.all():
             row.update(identical_to="published", **pick(published.results))
         elif same is not None:
-            row.update({k: v for k, v in out[same].items() if k in READING_KEYS}, identical_to=same)
+            # its figures, or the note saying why it has none (a reading that scored nothing)
+            row.update({k: v for k, v in out[same].items() if k in (*READING_KEYS, "note")}, identical_to=same)
         elif not mask.any():
             row["identical_to"] = None
             row["note"] = "No answers are left under this reading; nothing to score."

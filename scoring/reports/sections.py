@@ -16,6 +16,7 @@ from django.core.cache import cache
 from scoring import plots
 from scoring.metrics import theils_u
 from scoring.metrics.labels import PLURALITY, STRICT_MAJORITY
+from scoring.metrics.pipeline import THEILS_U_FEWER_THAN_2, THEILS_U_UTILITY_CONSTANT
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
@@ -421,6 +422,7 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
     section.tables.append(Table("theils_u", "Uncertainty coefficient, per source and over all sources", columns, rows))
     if (results.get("task_accuracy_readings") or {}).get("by_source"):
         section.tables.append(task_accuracy_readings_table(results["task_accuracy_readings"]))
+    section.notes += theils_u_degenerate_notes(results)
     section.notes += _theils_u_notes(results, frame, both_directions=both_directions)
     if "gen_u_vs_utility" in plots.available(results):
         section.figures.append("gen_u_vs_utility")
@@ -442,6 +444,27 @@ def _theils_u_unit_rows(label: str, x: str, y: str, stored: dict, frame: pd.Data
         rows.append({"measure": label, "source": source, "n": len(g), "value": value,
                      "ci_low": low, "ci_high": high})
     return rows
+
+
+# What a cell of U(utility | X) that is 1 by definition (results.json ``theils_u_degenerate``) says.
+THEILS_U_DEGENERATE_TEXT = {
+    THEILS_U_UTILITY_CONSTANT: "utility does not vary for {source}: U is 1 by definition and says nothing",
+    THEILS_U_FEWER_THAN_2: "utility does not vary for {source} (fewer than 2 units): U is 1 by definition and says "
+                           "nothing",
+}
+
+
+def theils_u_degenerate_notes(results: dict) -> list[str]:
+    """A note per measure naming its cells whose U is 1 only because utility does not vary there
+    (``pipeline.theils_u_degenerate``, as the run recorded them; SPEC's U is 1 when H(utility) = 0)."""
+    notes = []
+    for key, cells in (results.get("theils_u_degenerate") or {}).items():
+        if key not in THEILS_U or not cells:
+            continue
+        said = "; ".join(THEILS_U_DEGENERATE_TEXT.get(why, "{source}: " + str(why)).format(source=source)
+                         for source, why in cells.items())
+        notes.append(f"{THEILS_U[key][0]}: {said}.")
+    return notes
 
 
 def _theils_u_notes(results: dict, frame: pd.DataFrame | None, *, both_directions: bool) -> list[str]:

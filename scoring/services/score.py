@@ -41,7 +41,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``genu.UNPARSED_SPEC``), by_source: {source|all: {n_correct, n_units, n_items_without_rationale,
   items_left_out: correct / units, items_counted_wrong: correct / (units + items without rationale)}}}
 - ``theils_u_utility_given_task_accuracy``, ``theils_u_utility_given_gen_u`` (SPEC section 3);
-  with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``
+  with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``;
+  ``theils_u_degenerate`` (when any): {U key: {source|all: utility_constant|fewer_than_2_units}}, the cells
+  whose U is 1 by definition since utility does not vary there (``pipeline.theils_u_degenerate``)
 - ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
   ``theils_u_utility_given_similarity_quintile``, with ``similarity_binning``: {rule, bins_asked,
   bins_used, edges, other_readings: {3_bins|10_bins: {bins_asked, bins_used, edges, theils_u}}}
@@ -175,6 +177,13 @@ from studies.selectors import VIEW, studies_for_user
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
+
+
+class NothingScored(ScoringError):
+    """A collected utility study's run finds no unit to score (no units, or none with a completed
+    answer: its last answers were withdrawn, rejected or put on hold): the run fails with the
+    message, and the unit scores of the units it no longer scores are removed all the same
+    (``study_score``), so no figure of answers that no longer count is left behind."""
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -1086,7 +1095,7 @@ def _items_without_rationale(study: Study) -> Part:
         units = Unit.objects.filter(study=study, generalization_question__isnull=True)
     pairs = set(units.values_list("item_id", "source__name").distinct())
     items = set(study.items.values_list("id", flat=True)) | {item for item, _ in pairs}
-    names = {s.name for s in _study_sources(study)} | {s for _, s in pairs if s is not None}
+    names = {s.name for s in study_sources(study)} | {s for _, s in pairs if s is not None}
     counts = {name: len(items - {item for item, s in pairs if s == name}) for name in sorted(names)}
     warnings = [f"Source {name}: {n} of the study's {len(items)} items have no rationale of it (its output did not "
                 f"parse, or none was made), so no unit; its task accuracy and U(utility | task accuracy) are over "
@@ -1199,12 +1208,15 @@ def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, simila
     else:
         units = _units_frame(study, generalization=False)
         if units.empty:
-            raise ScoringError(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
+            raise NothingScored(f"Study {study.name!r} has no units; create its units (or import outcomes) first.")
         answers = _annotation_frame(study, generalization=False)
-        part = pipeline.score_frames(
-            units, answers, expected_raters=study.annotators_per_unit,
-            annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
-        )
+        try:
+            part = pipeline.score_frames(
+                units, answers, expected_raters=study.annotators_per_unit,
+                annotate=annotate, both_directions=both_directions, what=f"Study {study.name!r}",
+            )
+        except ScoringError as exc:  # no unit has a completed answer (left, e.g., by a withdrawal)
+            raise NothingScored(str(exc)) from exc
         masks, rules = _reading_masks(study, answers, suspects)
         readings = pipeline.other_readings(units, answers, masks, part, expected_raters=study.annotators_per_unit)
         part.results[READINGS_KEY] = {name: {"rule": rules[name], **row} for name, row in readings.items()}
@@ -1268,7 +1280,14 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> N
         ))
     UnitScore.objects.bulk_create(objs, batch_size=1000, update_conflicts=True, unique_fields=UNIT_SCORE_KEY,
                                   update_fields=UNIT_SCORE_STORED)
-    # every row this run scored names it now: the others of the study's collected rows are units it no longer scores
+    _remove_unscored_unit_scores(study, run=run)
+
+
+def _remove_unscored_unit_scores(study: Study, *, run: ScoreRun) -> None:
+    """Remove the study's collected ``UnitScore`` rows of the units ``run`` does not score: every row
+    it scored names it (``_store_unit_scores``), so the others are units it no longer scores (all of
+    them for a run that scored none, ``NothingScored``). Imported outcomes' rows are never removed.
+    Call under the study's store lock (``runs.score_run_store_lock``)."""
     UnitScore.objects.filter(study=study, imported=False).exclude(score_run=run).delete()
 
 
@@ -1290,9 +1309,10 @@ def generation_hash(value) -> str | None:
     return None if value is None else json_fingerprint(value)
 
 
-def _study_sources(study: Study):
+def study_sources(study: Study):
     """The study's sources: its design's, and those of its units and unit scores (a study whose
-    units were made by hand, or imported outcomes, may name sources its design does not)."""
+    units were made by hand, or imported outcomes, may name sources its design does not), by name.
+    The results' ``sources`` and the per-source summary (``export_units.source_summaries``) list these."""
     return RationaleSource.objects.filter(
         Q(studies=study) | Q(pk__in=Unit.objects.filter(study=study).values("source_id"))
         | Q(pk__in=UnitScore.objects.filter(study=study).values("source_id"))).distinct().order_by("name")
@@ -1304,7 +1324,7 @@ def _sources(study: Study) -> dict:
     seed, demonstrations_hash, template_text_hash: ``GENERATION_HASHED_KEYS``) its rationales of the
     study's items record in ``generation_info``, with how many rationales each (one grouped query;
     no rationale text is read)."""
-    sources = list(_study_sources(study))
+    sources = list(study_sources(study))
     items = (Q(item__in=study.items.all()) | Q(item__in=Unit.objects.filter(study=study).values("item_id"))
              | Q(item__in=UnitScore.objects.filter(study=study).values("item_id")))
     keys = (*GENERATION_KEYS, *GENERATION_HASHED_KEYS)
@@ -1642,7 +1662,10 @@ def study_score(
     computed). Refused either way, nothing is stored and the run fails with why.
 
     A ``ScoringError`` (nothing to score, the requester refused) marks the run failed with its
-    message; any other error marks it failed and propagates."""
+    message; any other error marks it failed and propagates. A collected utility study with no
+    unit to score (``NothingScored``: e.g. every answer withdrawn) fails so too, but first removes,
+    under the same lock and checks, the unit-score rows of the units it no longer scores
+    (``_remove_unscored_unit_scores``, the store's own removal: all of them)."""
     if similarity is None:
         similarity = bool(settings.RL_SCORING_SIMILARITY)
     study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
@@ -1651,7 +1674,16 @@ def study_score(
     elif run.status != ScoreRun.Status.RUNNING:
         ScoreRun.STATUS.move(run, ScoreRun.Status.RUNNING, error="", attempts=run.attempts + 1)
     try:
-        results, frame = _compute(study, both_directions=both_directions, similarity=similarity, run=run)
+        try:
+            results, frame = _compute(study, both_directions=both_directions, similarity=similarity, run=run)
+        except NothingScored:
+            # Nothing to score: the rows of the units it no longer scores go all the same, under the
+            # lock and checks the store takes (a superseded or refused run removes nothing); it fails.
+            with transaction.atomic():
+                score_run_store_lock(run)
+                score_run_requester_check(run)
+                _remove_unscored_unit_scores(study, run=run)
+            raise
         if frame is not None:
             score_stage("storing the unit scores")
         with transaction.atomic():
