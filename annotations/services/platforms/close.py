@@ -14,7 +14,7 @@ from studies.models import Platform, Study
 
 from .access import CLOSE, access_study
 from .common import OP, actor
-from .publish import STILL_RECRUITING, publication_recruiting_stop
+from .publish import STILL_RECRUITING, publication_hits_on_platform, publication_recruiting_stop
 
 
 def study_close(*, user, study: Study) -> list[Publication]:
@@ -36,14 +36,18 @@ def study_close(*, user, study: Study) -> list[Publication]:
     for publication in publications:
         if publication.platform != Platform.LINK:
             platform = get_platform(publication.platform)
-            operation = OP.EXPIRE_HIT if publication.platform == Platform.MTURK else OP.STOP_STUDY
+            if publication.platform == Platform.MTURK:
+                # Its HITs on MTurk, those a crash left unrecorded on it included.
+                operation, external_ids = OP.EXPIRE_HIT, publication_hits_on_platform(publication)
+            else:
+                operation, external_ids = OP.STOP_STUDY, publication.external_ids
             try:
                 platform_call_execute(
                     spec=CallSpec(platform=publication.platform, operation=operation,
                                   idempotency_key=f"{publication.platform}:close:{publication.request_token}",
-                                  request_summary={"external_ids": publication.external_ids},
+                                  request_summary={"external_ids": external_ids},
                                   user=actor(user), study=study, publication=publication),
-                    send=lambda p=publication, prov=platform: prov.close(external_ids=p.external_ids),
+                    send=lambda ids=external_ids, prov=platform: prov.close(external_ids=ids),
                     reconcile=lambda call: False,
                 )
             except PlatformError as exc:

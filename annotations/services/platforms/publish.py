@@ -612,7 +612,8 @@ def publication_recruiting_stop(*, publication: Publication, user) -> list[str]:
     it closed (``publication_add_external_id``, ``_publication_finish``): together they stop
     whatever was made, whichever comes second. Idempotent; returns what was stopped now.
 
-    MTurk: each recorded HIT that the close's expire call (``mturk:close:<request token>``,
+    MTurk: each HIT it has (``publication_hits_on_platform``: recorded, or made by a confirmed
+    create_hit call the publication never recorded) that the close's expire call (``mturk:close:<request token>``,
     confirmed) did not list as expired is expired on its own audited call,
     ``mturk:expire_hit:<HIT id>`` (sent once). Prolific: its study, when publishing it was ever
     attempted, is asked for its status, and stopped (``prolific:stop_study:<study id>``) unless
@@ -648,7 +649,8 @@ def _recruiting_stop(*, publication: Publication, user) -> list[str]:
                                             status=PlatformCall.Status.CONFIRMED).first()
         expired = set((close.response or {}).get("expired", [])) if close is not None else set()
         todo = [(OP.EXPIRE_HIT, f"{Platform.MTURK}:expire_hit:{hit_id}", {"hit_id": hit_id})
-                for hit_id in publication.hit_ids if hit_id not in expired]
+                for hit_id in (entry["hit_id"] for entry in publication_hits_on_platform(publication))
+                if hit_id not in expired]
     else:
         study_id = publication.prolific_study_id
         attempted = PlatformCall.objects.filter(
@@ -742,7 +744,7 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
                                                                                max_assignments=size)),
             reconcile=reconciler(platform),
         )
-        hit_id = call.response.get("HITId")
+        hit_id = _call_hit_id(call)
         if not hit_id:
             found = platform.was_published(spec_token=token)
             if found is None:
@@ -752,6 +754,30 @@ def _publish_mturk(*, publication, study, user, platform: MTurkPlatform, options
             publication, {"index": index, "hit_id": hit_id, "max_assignments": size}, "hit_id", user=user)
         if recorded.status != Publication.Status.PUBLISHING:
             return  # closed while this HIT was being made: it was expired on recording
+
+
+def _call_hit_id(call: PlatformCall) -> str:
+    """The HIT id a confirmed create_hit ``call`` holds: its response's ``HITId`` (``_hit_response``,
+    or what a reconciliation recovered, ``calls.reconcile_call``); "" when its answer named none."""
+    return (call.response or {}).get("HITId") or ""
+
+
+def publication_hits_on_platform(publication: Publication) -> list[dict]:
+    """Every HIT ``publication`` (MTurk) has on the platform, as ``external_ids`` entries: the HITs it
+    recorded, then the HIT of each of its confirmed create_hit calls that was never recorded (the
+    process died between MTurk's answer and ``publication_add_external_id``: the HIT is live, the
+    publication lists none). What a close expires (``close.study_close``, ``publication_recruiting_stop``)."""
+    entries = [entry for entry in publication.external_ids if entry.get("hit_id")]
+    known = {entry["hit_id"] for entry in entries}
+    calls = publication.calls.filter(operation=OP.CREATE_HIT, status=PlatformCall.Status.CONFIRMED).order_by("pk")
+    for call in calls:
+        hit_id = _call_hit_id(call)
+        if hit_id and hit_id not in known:
+            known.add(hit_id)
+            summary = call.request_summary or {}
+            entries.append({"index": summary.get("index", 0), "hit_id": hit_id,
+                            "max_assignments": summary.get("max_assignments", 0), "unrecorded": True})
+    return entries
 
 
 def _hit_response(task) -> dict:
