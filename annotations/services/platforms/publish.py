@@ -771,13 +771,20 @@ def publication_hits_on_platform(publication: Publication) -> list[dict]:
     known = {entry["hit_id"] for entry in entries}
     calls = publication.calls.filter(operation=OP.CREATE_HIT, status=PlatformCall.Status.CONFIRMED).order_by("pk")
     for call in calls:
-        hit_id = _call_hit_id(call)
-        if hit_id and hit_id not in known:
-            known.add(hit_id)
-            summary = call.request_summary or {}
-            entries.append({"index": summary.get("index", 0), "hit_id": hit_id,
-                            "max_assignments": summary.get("max_assignments", 0), "unrecorded": True})
+        entry = call_hit_entry(call)
+        if entry["hit_id"] and entry["hit_id"] not in known:
+            known.add(entry["hit_id"])
+            entries.append({**entry, "unrecorded": True})
     return entries
+
+
+def call_hit_entry(call: PlatformCall) -> dict:
+    """The publication's ``external_ids`` entry for the HIT a confirmed create_hit ``call`` made:
+    its batch index and size (the call's request summary) and its HIT id (``_call_hit_id``; "" when
+    the answer named none). What a reconciliation records (``sync``) and a close expires."""
+    summary = call.request_summary or {}
+    return {"index": summary.get("index", 0), "hit_id": _call_hit_id(call),
+            "max_assignments": summary.get("max_assignments", 0)}
 
 
 def _hit_response(task) -> dict:

@@ -24,7 +24,7 @@ from studies.models import Platform, Study
 from .bonus import bonus_reconciled
 from .calls import reconciler
 from .common import OP
-from .publish import publication_add_external_id
+from .publish import call_hit_entry, publication_add_external_id
 from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed, reject_not_applied
 
 # The platforms whose listing holds every piece of work from the moment its worker starts it
@@ -57,11 +57,7 @@ def platform_calls_reconcile(*, study: Study) -> dict:
             reject_not_applied(call)  # nothing was rejected: the researcher's clear it took comes back
         if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
             call.refresh_from_db()
-            summary = call.request_summary or {}
-            publication_add_external_id(call.publication, {"index": summary.get("index", 0),
-                                                           "hit_id": call.response["HITId"],
-                                                           "max_assignments": summary.get("max_assignments", 0)},
-                                        "hit_id")
+            publication_add_external_id(call.publication, call_hit_entry(call), "hit_id")
     return counts
 
 
