@@ -7,13 +7,14 @@ bad row with its line, field and reason, the row cap ``RL_IMPORT_MAX_ROWS``."""
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from lab.jsontext import text_problem
@@ -109,16 +110,28 @@ def import_job_run(*, job_id: int) -> ImportJob:
         if not ImportJob.STATUS.move(job, ImportJob.Status.RUNNING, **started):  # interrupted: run again
             ImportJob.objects.filter(pk=job.pk).update(**started)
 
+    # The writing stage runs in one transaction, opened once every record is read (so the reading
+    # progress is seen while it runs): the rows, their ImportRecord and the job's "done" with its
+    # record commit together. A worker killed before that commit leaves nothing imported and the job
+    # "running" (a redelivery imports it); one killed after leaves the job done (a redelivery does
+    # nothing; it waits on the job's row lock while the first run writes).
+    depth = len(connection.atomic_blocks)
+    writing = ExitStack()
+
     def progress(rows: int, finished: bool) -> None:
         stage = ImportJob.Stage.WRITING if finished else ImportJob.Stage.READING
         ImportJob.objects.filter(pk=job_id).update(rows_read=rows, stage=stage)
+        if finished and len(connection.atomic_blocks) == depth:  # once, and not inside an importer's own
+            writing.enter_context(transaction.atomic())
+            ImportJob.objects.select_for_update().filter(pk=job_id).exists()
 
     options = dict(job.options)
     if "columns" in options:
         options["columns"] = COLUMNS[job.kind](**options["columns"])
     try:
-        with reporting_progress(progress), job.file.open("rb") as fh:
+        with writing, reporting_progress(progress), job.file.open("rb") as fh:
             record = import_run(kind=job.kind, file=fh, filename=job.filename, user=_job_actor(job), **options)
+            _finish(job, status=ImportJob.Status.DONE, record=record, keep_file=True)
     except PermissionDenied as exc:  # its researcher lost the right to import since queueing it
         _finish(job, status=ImportJob.Status.FAILED, error=f"nothing imported: {exc}")
     except ImportValidationError as exc:
@@ -131,7 +144,7 @@ def import_job_run(*, job_id: int) -> ImportJob:
         _finish(job, status=ImportJob.Status.FAILED, error=f"the import failed: {type(exc).__name__}: {exc}")
         raise
     else:
-        _finish(job, status=ImportJob.Status.DONE, record=record)
+        _drop_upload(job)  # once the import and the job's "done" are committed
     return job
 
 
@@ -142,10 +155,16 @@ def _job_actor(job: ImportJob):
     return job_acts_for(created_by=job.created_by)
 
 
-def _finish(job: ImportJob, *, status: str, error: str = "", errors: list | None = None, record=None) -> None:
-    job.refresh_from_db(fields=["rows_read"])
+def _finish(job: ImportJob, *, status: str, error: str = "", errors: list | None = None, record=None,
+            keep_file: bool = False) -> None:
+    job.refresh_from_db(fields=["rows_read", "status"])  # as stored: a rolled-back "done" is not kept
     ImportJob.STATUS.move(job, status, stage=ImportJob.Stage.FINISHED, finished_at=timezone.now(), error=error,
                           errors=errors or [], record=record)
+    if not keep_file:
+        _drop_upload(job)
+
+
+def _drop_upload(job: ImportJob) -> None:
     if job.file:
         job.file.delete(save=False)  # the upload is not kept once imported (or refused)
         ImportJob.objects.filter(pk=job.pk).update(file="")
