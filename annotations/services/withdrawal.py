@@ -22,12 +22,13 @@ study (``access.access_study``, ``CHANGE``):
   unpaid without anyone being told. Approve or reject those tasks, then withdraw. Work with no
   platform submission (participant links) has no decision to send and is erased as before;
 - so does a ``Bonus`` on a task of theirs that is not settled (pending, failed, outcome unknown:
-  anything but paid or recorded, ``bonus.SETTLED``) and can still be paid (its task takes a bonus,
-  ``bonus.assignments_taking_bonus``, and no later bonus of the task and kind replaced a failed
-  one): a withdrawn task takes no bonus, so the money could never be paid afterwards and nobody
-  would be told. The refusal names each task, amount and status; pay it again (an unknown one after
-  a sync), then withdraw. A bonus that could never be paid here (its task rejected or held, say)
-  does not refuse: nothing could lift the refusal, so it would hold the erasure hostage;
+  anything but paid or recorded, ``bonus.SETTLED``) and can still be paid (its task is submitted
+  or approved, held or not, and no later bonus of the task, kind and reason replaced a failed one):
+  a withdrawn task takes no bonus, so the money could never be paid afterwards and nobody would be
+  told. The refusal names each task, amount and status; pay it again (an unknown one after a sync;
+  a held task's once its hold is cleared), then withdraw. A bonus that could never be paid here (its
+  task rejected, say) does not refuse: nothing could lift the refusal, so it would hold the erasure
+  hostage;
 - a ``Withdrawal`` records who withdrew them and when, under a one-way digest
   (``lab.pseudonyms.withdrawal_digest``), never the pseudonym or platform id: a later sync skips
   the platform's rows of that worker and the worker gets no task in the study again.
@@ -76,7 +77,7 @@ from annotations.services.errors import AnnotationError
 from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash, imported_worker_id
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study, bundle_copy_ids
-from annotations.services.platforms.bonus import SETTLED, assignments_taking_bonus
+from annotations.services.platforms.bonus import BONUS_STATUSES, SETTLED
 from annotations.services.platforms.common import actor
 from annotations.services.release import assignments_withdraw
 from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
@@ -245,17 +246,16 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
     - a decision: tasks submitted and not reviewed that a platform holds a submission for (the
       decision could no longer be sent once the task is erased);
     - money: a ``Bonus`` not settled (``SETTLED``: paid, or recorded as paid outside the app), i.e.
-      pending, failed or of unknown outcome, that can still be paid: its task is one ``bonus_pay``
-      would pay (``bonus.assignments_taking_bonus``: submitted or approved, not on hold), and, for a
-      failed one, no later bonus of the same task and kind was settled (a researcher who paid 0.50
-      after 0.75 failed replaced it). A withdrawn task takes no bonus (``bonus_pay`` refuses it), so
+      pending, failed or of unknown outcome, that can still be paid: its task is submitted or
+      approved (``bonus.BONUS_STATUSES``; one on hold is paid once a researcher clears the hold), and,
+      for a failed one, no later bonus of the same task, kind and reason was settled (a researcher
+      who paid 0.50 after 0.75 failed replaced it; a bonus paid for another reason replaces nothing). A withdrawn task takes no bonus (``bonus_pay`` refuses it), so
       the bonus could never be paid. The message names each task, amount and status: pay it again
       (an unknown one after a sync, which asks the platform whether it was paid), then withdraw.
-      The other unsettled bonuses do not refuse: one on a task withdrawn before, rejected, returned,
-      expired or held can never be paid here (``bonus_pay`` refuses the task, and nobody can cancel
-      a bonus), and paying a replaced one again would pay the worker twice; refusing for them would
-      hold the worker's erasure hostage for good (a held task's bonus is paid once a researcher
-      clears the hold: clear it and pay before withdrawing)."""
+      The other unsettled bonuses do not refuse: one on a task withdrawn before, rejected, returned
+      or expired can never be paid here (``bonus_pay`` refuses the task, and nobody can cancel a
+      bonus), and paying a replaced one again would pay the worker twice; refusing for them would
+      hold the worker's erasure hostage for good."""
     waiting = list(Assignment.objects.select_for_update().filter(
         study=study, participant__in=participants, status=Assignment.Status.SUBMITTED)
         .exclude(platform_assignment_id="").order_by("pk").values_list("pk", flat=True))
@@ -264,10 +264,10 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
             f"task(s) {', '.join(map(str, waiting))} of this participant are submitted and not reviewed: approve or "
             "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
     replaced = Bonus.objects.filter(assignment_id=OuterRef("assignment_id"), kind=OuterRef("kind"),
-                                    status__in=SETTLED, pk__gt=OuterRef("pk"))
+                                    reason=OuterRef("reason"), status__in=SETTLED, pk__gt=OuterRef("pk"))
     unsettled = list(Bonus.objects.select_for_update().filter(
         assignment__study=study, assignment__participant__in=participants,
-        assignment__in=assignments_taking_bonus(study=study)).exclude(status__in=SETTLED)
+        assignment__status__in=BONUS_STATUSES).exclude(status__in=SETTLED)
         .exclude(Q(status=Bonus.Status.FAILED) & Exists(replaced)).order_by("assignment_id", "pk"))
     if unsettled:
         owed = "; ".join(f"task {b.assignment_id}: {b.amount} {b.currency}, {b.status}" for b in unsettled)

@@ -176,3 +176,14 @@ def test_a_failed_bonus_still_refuses_when_a_bonus_of_another_kind_was_paid(fail
 
     with pytest.raises(WithdrawalError, match=owed(task)):
         participant_withdraw(user=alice, study=study, worker_id="pleaving1")
+
+
+def test_a_failed_bonus_still_refuses_when_a_bonus_for_another_reason_was_paid(failed_bonus):
+    """A small bonus paid for something else (same default kind) does not replace the failed one:
+    the worker is still owed it (review of 0952701)."""
+    alice, _client, study, task, _server = failed_bonus
+    assert bonus_pay(user=alice, study=study, assignment=task, amount="0.05",
+                     reason="reimbursed the postage").status == Bonus.Status.PAID
+
+    with pytest.raises(WithdrawalError, match=owed(task)):
+        participant_withdraw(user=alice, study=study, worker_id="pleaving1")

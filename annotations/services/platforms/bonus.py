@@ -11,7 +11,6 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotations.models import Assignment, Bonus, FlagReview, PlatformCall, Publication
@@ -72,15 +71,6 @@ def bonus_amount(value) -> Decimal:
 
 # The task statuses a bonus goes to (``_pay`` refuses any other task): submitted or approved work.
 BONUS_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
-
-
-def assignments_taking_bonus(*, study: Study) -> QuerySet[Assignment]:
-    """The tasks of ``study`` that ``bonus_pay`` would pay a bonus to, as far as the task goes:
-    submitted or approved (``BONUS_STATUSES``) and not on hold (``assignments_on_hold``), the rules
-    ``_pay`` checks (each with its own message) before anything is sent. Any other task's bonus can
-    never be paid here."""
-    return Assignment.objects.filter(study=study, status__in=BONUS_STATUSES).exclude(
-        pk__in=assignments_on_hold(study=study).values("pk"))
 
 
 def _bonus_checks(*, amount, reason: str, kind: str) -> tuple[Decimal, str]:
