@@ -405,7 +405,8 @@ def source_summaries(*, study: Study, user) -> list[dict]:
     (``short_units_of_source``). One row per source of the study (``score.study_sources``: its
     design's, and any its units or unit scores name), by name, scored or not: ``n_units`` is the
     source's units in the study (imported outcomes: its rows), so a source with nothing scored has
-    ``n_scored`` 0 and null shares, accuracies and means, never a missing row."""
+    ``n_scored`` 0 and null shares, accuracies and means, never a missing row. A study of another
+    kind (generalization, question validation, rationale properties) scores no unit's utility: none."""
     run = score_run_latest(study=study)
     settings_used = scored_with_run(run, user=user)
     results = results_for_reader(run, user=user) if run is not None else {}
@@ -433,8 +434,11 @@ def source_summaries(*, study: Study, user) -> list[dict]:
     # the study's units of each source: its collected units, and its imported outcomes' rows (no unit of theirs)
     units = dict(Unit.objects.filter(study=study)
                  .values("source_id").annotate(n=Count("id")).order_by().values_list("source_id", "n"))
+    # Utility is scored per unit only in a utility study (collected or imported outcomes); the other
+    # kinds store no unit scores, so they have no per-source utility row to give.
+    sources = study_sources(study) if study.kind == Study.Kind.UTILITY else []
     out = []
-    for source in study_sources(study):
+    for source in sources:
         r = scored.get(source.pk) or {}
         n = r.get("n_scored", 0)
         out.append(

@@ -7,7 +7,8 @@ import pytest
 
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
-from studies.models import Platform
+from studies.models import Platform, Study
+from tests.annotations.factories import make_study
 from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
@@ -35,3 +36,18 @@ def test_summary_gives_a_row_to_a_source_with_nothing_scored(client_for, researc
 
     assert any("3 of 4 units have no completed answers" in w and f"no unit scored of source {idle_source}" in w
                for w in run.warnings), run.warnings
+
+
+def test_a_scored_generalization_study_gives_no_utility_rows(client_for, researcher):
+    """Only a utility study scores units' utility: a generalization study's run stores no unit
+    scores, and its summary claims no source 'scored on nothing' (review of 1c75b5a)."""
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=1, n_sources=1, n_genq=3, quota=3, units_per_task=3,
+                       owner=researcher, name="gen-summary")
+    for n in range(3):
+        work(study, f"GENS{n}", platform=Platform.LINK)
+    run = study_score(study=study, similarity=False)
+    assert run.status == ScoreRun.Status.DONE, run.error
+
+    response = client_for(researcher).get(f"/api/v1/studies/{study.pk}/summary/")
+    assert response.status_code == 200, response.content
+    assert response.json() == []

@@ -4,6 +4,7 @@ removal, ``score._remove_unscored_unit_scores``), so /api/v1/scores/ no longer s
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from annotations.services.withdrawal import participant_withdraw
 from scoring.models import ScoreRun, UnitScore
@@ -32,6 +33,13 @@ def test_a_run_after_the_only_answers_were_withdrawn_removes_their_unit_scores(d
     assert again.status == ScoreRun.Status.FAILED
     assert "no completed answers yet" in again.error
     assert list(UnitScore.objects.filter(study=study).values_list("item__external_id", "n_annotators")) == []
+    # the latest finished run's figures still count the withdrawn answers: still stale, though no unit
+    # row is left to say so (review of 1c75b5a: the empty run had turned the warning off)
+    client = APIClient()
+    client.force_authenticate(owner)
+    stale = client.get(f"/api/v1/studies/{study.pk}/results/").json()["scores_stale"]
+    assert (stale["stale"], stale["scored_units"], stale["withdrawn_since_run"]["counted_answers"]) == (True, 0, 4)
+    assert "Score the study again" in stale["note"]
 
 
 def test_a_superseded_empty_run_removes_nothing(django_user_model):

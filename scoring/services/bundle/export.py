@@ -284,14 +284,16 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
         "score_run": run.pk if run is not None else origin.score_run,
         "finished_at": cell(finished_at) or None,
         **({"scores_from": origin.origin()} if origin is not None else {}),
-        "stale": bool(stale_units),
+        # stale too when answers that counted were withdrawn since the run even though no unit row is
+        # left to say so (a later run that found nothing to score removed them: score.NothingScored)
+        "stale": bool(stale_units) or withdrawn.counted_answers > 0,
         "rule": SCORES_STALE_RULE,
         "scored_units": n_scored,
         "stale_units": len(stale_units),
         "units": stale_units,
         "withdrawn_since_run": withdrawn.as_dict(),
     }
-    if stale_units:
+    if section["stale"]:
         section["note"] = SCORES_STALE_NOTE
     return section
 
