@@ -510,7 +510,7 @@ class QuarkTrainer:
         import torch
 
         folder = Path(folder)
-        state = json.loads((folder / STATE_FILE).read_text())
+        state = checkpoint_state(folder)
         saved = torch.load(folder / OPTIMIZER_FILE, map_location=self.policy.device, weights_only=True)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
@@ -519,6 +519,13 @@ class QuarkTrainer:
         self.pool = DataPool.from_json(state["pool"])
         self._bins = None
         return state.get("extra") or {}
+
+
+def checkpoint_state(folder: Path) -> dict | None:
+    """What :meth:`QuarkTrainer.save` wrote into ``folder`` beside the weights (the step, the
+    settings, the pool and the caller's ``extra``); None when ``folder`` holds no checkpoint."""
+    path = Path(folder) / STATE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def load_models(kind: str, base: str, *, settings: QuarkSettings,

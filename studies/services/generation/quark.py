@@ -201,6 +201,7 @@ class Run:
     def __init__(self, job: GenerationJob):
         params = job.params
         self.job_id = job.pk
+        self.owner = run_owner(job)
         self.spec = PolicySpec.from_json(params["policy"])
         self.settings = quark.QuarkSettings.from_json(params["settings"])
         self.folder = run_folder(job.pk)
@@ -227,7 +228,7 @@ class Run:
                         batch_size=self.settings.batch_size, tick=tick, samples=samples)
 
     def extra(self) -> dict:
-        return {"history": self.history, "evaluations": self.evaluations, "best": self.best}
+        return {"history": self.history, "evaluations": self.evaluations, "best": self.best, "job": self.owner}
 
 
 _RUNS: dict[int, Run] = {}
@@ -235,6 +236,61 @@ _RUNS: dict[int, Run] = {}
 
 def run_folder(job_id: int) -> Path:
     return Path(settings.RL_MODEL_DIR) / QUARK_RUNS / f"job{job_id}"
+
+
+def run_owner(job: GenerationJob) -> dict:
+    """What a run's checkpoint records of its job (``extra["job"]`` of its state file): the job's id
+    and creation time, so a folder under ``job<id>`` that another job of that id left (a database
+    restored or reset beside the same ``RL_MODEL_DIR``) is never taken for this job's."""
+    return {"id": job.pk, "created_at": job.created_at.isoformat()}
+
+
+def _checkpoint_is_jobs(state: dict, job: GenerationJob) -> bool:
+    """The checkpoint ``state`` (:func:`studies.lm.quark.checkpoint_state`) continues ``job``'s
+    recorded run: it names the job (:func:`run_owner`), has its settings, and its history and
+    evaluations begin with those the job recorded."""
+    extra = state.get("extra") or {}
+    params = job.params
+    history, evaluations = params.get("history") or [], params.get("evaluations") or []
+    return (extra.get("job") == run_owner(job)
+            and state.get("settings") == quark.QuarkSettings.from_json(params["settings"]).as_json()
+            and (extra.get("history") or [])[:len(history)] == history
+            and (extra.get("evaluations") or [])[:len(evaluations)] == evaluations)
+
+
+def _published_checkpoint(job: GenerationJob) -> GenerationJob | None:
+    """``job`` with the run's published checkpoint recorded. A batch publishes its checkpoint
+    (``last``) and then records its step under the job's row lock; a crash between the two leaves
+    the folder ahead of ``params["checkpoint_step"]``, and the run, which resumes from the folder,
+    would never match the job again (each batch's work thrown away as another delivery's). Such a
+    checkpoint is adopted here, under the row lock: its step, history, evaluations and selected
+    checkpoint become the job's, as the batch would have recorded them. One that is not this job's
+    (:func:`_checkpoint_is_jobs`) is never adopted: a job with a recorded step, which would resume
+    from it, fails naming it (None); one without starts afresh and its first checkpoint replaces it."""
+    folder = run_folder(job.pk) / "last"
+    with transaction.atomic():
+        locked = GenerationJob.objects.select_for_update().get(pk=job.pk)
+        recorded = locked.params.get("checkpoint_step")
+        state = quark.checkpoint_state(folder)
+        if state is None or (recorded is not None and int(state["step"]) <= int(recorded)):
+            return locked
+        step = int(state["step"])
+        ours = _checkpoint_is_jobs(state, locked)
+        if not ours and recorded is None:  # the run starts afresh, not from it, and its first checkpoint replaces it
+            return locked
+        if ours:
+            extra = state.get("extra") or {}
+            locked.params = {**locked.params, "checkpoint_step": step, "history": extra.get("history") or [],
+                             "evaluations": extra.get("evaluations") or [], "best": extra.get("best"),
+                             "run_folder": str(folder.parent)}
+            locked.done = step
+            locked.save(update_fields=["params", "done", "updated_at"])
+            return locked
+    generation_job_fail(job_id=job.pk, error=(
+        f"job {job.pk}: the run checkpoint {folder} is at step {step}, ahead of the job's recorded step {recorded}, "
+        "and is not this job's run (its job, settings or history differ), so the job does not resume from it; "
+        "it was left as it is: start a new job"))
+    return None
 
 
 def forget_runs() -> None:
@@ -299,8 +355,12 @@ def _policy_demonstrations(job: GenerationJob) -> GenerationJob | None:
 def quark_job_run_batch(job: GenerationJob) -> bool:
     """Train up to the next checkpoint, evaluate, save; finish the run after the last step.
     Returns True while steps remain."""
+    job_id = job.pk
     job = _policy_demonstrations(job)
+    if job is not None:
+        job = _published_checkpoint(job)
     if job is None:
+        _RUNS.pop(job_id, None)
         return False
     run = _run_for(job)
     started_from = run.trainer.step
