@@ -14,12 +14,10 @@ from annotations.models import Assignment, Bonus, Withdrawal
 from annotations.platforms.base import PlatformError
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.bonus import bonus_pay
-from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import assignment_reject, study_approve_all
 from annotations.services.withdrawal import WithdrawalError, participant_withdraw
-from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import prolific, prolific_server, submitted  # noqa: F401
-from tests.cockpit.conftest import staff_client
+from tests.annotations.test_withdrawal_waits_for_review import leaving_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -29,18 +27,6 @@ REASON = "thanks for the careful work"
 def owed(task, status: str = "failed") -> str:
     """How the refusal names ``task``'s bonus of 0.75: its task, amount (in the platform's currency) and status."""
     return f"task {task.pk}: 0.75 {Bonus.objects.get(assignment=task, amount=Decimal('0.75')).currency}, {status}"
-
-
-def leaving_worker(server):
-    """(owner, their client, the study published on Prolific, the leaving worker's submitted task)."""
-    alice, client = staff_client("alice")
-    study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, reward=Decimal("2.00"), owner=alice,
-                       estimated_minutes_per_task=Decimal("6.0"), name="s", platform="prolific")
-    publication = study_publish(user=alice, study=study, platform_name="prolific")
-    sub = server.add_submission(publication.prolific_study_id, participant_id="pleaving1")
-    task = submitted(study, platform="prolific", worker_id="pleaving1", assignment_id=sub["id"],
-                     task_id=publication.prolific_study_id)
-    return alice, client, study, task
 
 
 def refused_bonus(platform, monkeypatch, *, user, study, task, amount: str = "0.75") -> Bonus:

@@ -22,10 +22,8 @@ from tests.cockpit.conftest import staff_client
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def waiting(prolific):  # noqa: F811
-    """(owner, their client, the study on Prolific, one worker's submitted task not reviewed yet)."""
-    _, server = prolific
+def leaving_worker(server):
+    """(owner, their client, the study on Prolific, worker pleaving1's submitted task not reviewed yet)."""
     alice, client = staff_client("alice")
     study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, reward=Decimal("2.00"), owner=alice,
                        estimated_minutes_per_task=Decimal("6.0"), name="s", platform="prolific")
@@ -34,6 +32,13 @@ def waiting(prolific):  # noqa: F811
     task = submitted(study, platform="prolific", worker_id="pleaving1", assignment_id=sub["id"],
                      task_id=publication.prolific_study_id)
     return alice, client, study, task
+
+
+@pytest.fixture
+def waiting(prolific):  # noqa: F811
+    """(owner, their client, the study on Prolific, one worker's submitted task not reviewed yet)."""
+    _, server = prolific
+    return leaving_worker(server)
 
 
 def test_a_withdrawal_is_refused_while_a_submitted_task_waits_for_review(waiting):
