@@ -14,8 +14,8 @@ COPY cockpit ./cockpit
 COPY templates ./templates
 COPY manage.py ./
 RUN if [ -n "$EXTRAS" ]; then pip install ".[${EXTRAS}]"; else pip install .; fi \
-    && DJANGO_SECRET_KEY=build-only-build-only-build-only-xx DJANGO_SETTINGS_MODULE=config.settings.production \
-       python manage.py collectstatic --noinput \
+    && DJANGO_SECRET_KEY=build-only-build-only-build-only-xx RL_PSEUDONYM_SALT=build-only-build-only-build-only-xx \
+       DJANGO_SETTINGS_MODULE=config.settings.production python manage.py collectstatic --noinput \
     && useradd --create-home app && mkdir -p /app/var && chown -R app /app/var
 USER app
 EXPOSE 8000

@@ -27,14 +27,21 @@ def test_compose_file_is_valid_for_docker_compose():
         if os.environ.get("RL_REQUIRE_SERVICES") == "1":
             pytest.fail("docker-compose is not installed (scripts/system_deps.sh installs it)")
         pytest.skip("docker-compose not installed")
-    env = {**os.environ, "DJANGO_SECRET_KEY": "x" * 50}
+    env = {**os.environ, "DJANGO_SECRET_KEY": "x" * 50, "RL_PSEUDONYM_SALT": "s" * 50}
     result = subprocess.run([exe, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
+    # Without the salt the stack does not start: it keys the withdrawals and must not follow the key.
+    del env["RL_PSEUDONYM_SALT"]
+    result = subprocess.run([exe, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, env=env)
+    assert result.returncode != 0 and "set RL_PSEUDONYM_SALT" in result.stderr, result.stderr
 
 
 def test_no_secret_in_compose_file():
     text = COMPOSE.read_text()
     assert "DJANGO_SECRET_KEY: ${DJANGO_SECRET_KEY:?" in text
+    assert "RL_PSEUDONYM_SALT: ${RL_PSEUDONYM_SALT:?" in text
+    header = text.split("\nx-app-env:", 1)[0]
+    assert "RL_PSEUDONYM_SALT=..." in header, "the header lists the secrets the stack needs"
 
 
 # --- the image and the one gunicorn configuration (issue 25) ---------------------------------------

@@ -4,32 +4,93 @@ import secrets
 import subprocess
 import sys
 
+import pytest
+from django.test import override_settings
+
+from annotations.services.assignment import assignment_start
+from annotations.services.errors import ParticipantBlocked
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.withdrawal import participant_withdraw
+from lab.pseudonyms import worker_pseudonym
+from tests.annotations.factories import make_study
+from tests.annotations.test_services_withdrawal import done
 from tests.conftest import ROOT
 
 
-def _run_production_check(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+def _production_env(env_overrides: dict[str, str]) -> dict[str, str]:
+    """This environment without the production secrets (the test sets the ones it means)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k != "RL_PSEUDONYM_SALT"}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings.production", **env_overrides})
+    return env
+
+
+def _run_production_check(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=_production_env(env_overrides), capture_output=True,
+        text=True, timeout=120,
     )
 
 
 def test_production_refuses_default_secret_key():
-    result = _run_production_check({})
+    result = _run_production_check({"RL_PSEUDONYM_SALT": "s" * 50})
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
 def test_production_refuses_debug():
-    result = _run_production_check({"DJANGO_SECRET_KEY": "x" * 50, "DJANGO_DEBUG": "1"})
+    result = _run_production_check({"DJANGO_SECRET_KEY": "x" * 50, "RL_PSEUDONYM_SALT": "s" * 50, "DJANGO_DEBUG": "1"})
     assert result.returncode != 0
     assert "DJANGO_DEBUG must be off" in result.stderr
 
 
 def test_production_starts_with_a_real_secret():
-    result = _run_production_check({"DJANGO_SECRET_KEY": "k" * 50})
+    result = _run_production_check({"DJANGO_SECRET_KEY": "k" * 50, "RL_PSEUDONYM_SALT": "s" * 50})
     assert result.returncode == 0, result.stderr
+
+
+def test_production_refuses_to_start_without_a_pseudonym_salt_of_its_own():
+    """The salt keys every withdrawal record, block and pseudonym; falling back to the secret key
+    (which the README has operators generate per host and rotate) forgot every withdrawal on a
+    restore or a rotation. Production asks for it and says how an existing deployment keeps its data;
+    a short value an operator set is kept (changing it would lose what it keys)."""
+    assert _production_salt({"DJANGO_SECRET_KEY": "k" * 50, "RL_PSEUDONYM_SALT": "short"}) == "short"
+    for overrides in ({}, {"RL_PSEUDONYM_SALT": "  "}):
+        result = _run_production_check({"DJANGO_SECRET_KEY": "k" * 50, **overrides})
+        assert result.returncode != 0, f"production started with {overrides or 'no RL_PSEUDONYM_SALT'}"
+        assert "ImproperlyConfigured: RL_PSEUDONYM_SALT must be set" in result.stderr
+        assert "the value DJANGO_SECRET_KEY has had so far" in result.stderr
+        assert "keeps it with the database's backups" in result.stderr
+
+
+def _production_salt(env_overrides: dict[str, str]) -> str:
+    """The pseudonym salt the production settings resolve to in this environment."""
+    result = subprocess.run(
+        [sys.executable, "-c", "from config.settings import production; print(production.RL_PSEUDONYM_SALT)"],
+        cwd=ROOT, env=_production_env(env_overrides), capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.django_db
+def test_rotating_the_secret_key_keeps_a_withdrawal_recognised():
+    """Restoring on a host with a new DJANGO_SECRET_KEY, or rotating it, keeps the salt (it is its own
+    setting), so the withdrawn worker is still refused a task in the study."""
+    salt, old_key, new_key = secrets.token_urlsafe(40), secrets.token_urlsafe(50), secrets.token_urlsafe(50)
+    before = _production_salt({"DJANGO_SECRET_KEY": old_key, "RL_PSEUDONYM_SALT": salt})
+    after = _production_salt({"DJANGO_SECRET_KEY": new_key, "RL_PSEUDONYM_SALT": salt})
+    assert before == after == salt
+    with override_settings(SECRET_KEY=old_key, RL_PSEUDONYM_SALT=before):
+        study = make_study(n_items=2, n_sources=1, quota=2, units_per_task=2)
+        leaving = done(study)
+        pseudonym = worker_pseudonym(leaving.participant.platform, leaving.participant.external_id)
+        assert participant_withdraw(user=OPERATOR, study=study, pseudonym=pseudonym).created
+    with override_settings(SECRET_KEY=new_key, RL_PSEUDONYM_SALT=after):
+        with pytest.raises(ParticipantBlocked):
+            assignment_start(study=study, participant=leaving.participant)
+    # What the old fallback did: a salt that follows the key forgets the withdrawal.
+    with override_settings(SECRET_KEY=new_key, RL_PSEUDONYM_SALT=new_key):
+        assert assignment_start(study=study, participant=leaving.participant).participant == leaving.participant
 
 
 # --- configuration: one place, documented (issue 11) ------------------------------------------------
@@ -112,9 +173,8 @@ def test_a_missing_torch_fails_a_run_that_requires_the_services(tmp_path):
 
 
 def _deploy_check(env_overrides: dict[str, str]) -> set[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings.production", "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-                **env_overrides})
+    env = _production_env({"DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "RL_PSEUDONYM_SALT": secrets.token_urlsafe(40),
+                           **env_overrides})
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     return set(re.findall(r"\((\w+\.\w\d+)\)", result.stdout + result.stderr))

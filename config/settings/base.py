@@ -449,7 +449,10 @@ SPECTACULAR_SETTINGS.update(
     }
 )
 # Worker ids in the API and exports are HMAC-SHA256 pseudonyms keyed by this salt: stable within
-# a deployment, meaningless outside it. Changing it changes every pseudonym.
+# a deployment, meaningless outside it. Changing it changes every pseudonym and forgets every
+# withdrawal and block (they are recorded only as digests keyed by it). Development falls back to
+# the secret key; production requires its own value (config/settings/production.py), kept with the
+# database's backups.
 RL_PSEUDONYM_SALT = os.environ.get("RL_PSEUDONYM_SALT", SECRET_KEY)
 # Rate limits of the API's writes and exports (DRF ScopedRateThrottle scopes).
 RL_API_THROTTLE_RATES = {

@@ -1,4 +1,5 @@
-"""Production settings: refuse to start with the development secret key or DEBUG on."""
+"""Production settings: refuse to start with the development secret key, without a pseudonym salt
+of its own, or with DEBUG on."""
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -9,6 +10,20 @@ from .base import DEBUG, DEFAULT_SECRET_KEY, SECRET_KEY, env_bool
 if SECRET_KEY == DEFAULT_SECRET_KEY or len(SECRET_KEY) < 32:
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to a random value of at least 32 characters in production."
+    )
+# The salt keys every withdrawal record, block and exported pseudonym (lab/pseudonyms.py): it must
+# outlive the secret key, which the README has operators generate per host and rotate. Falling back
+# to the secret key (as base.py does in development) would forget every withdrawal on a restore to
+# a new host or a key rotation, so production reads it from the environment or does not start.
+RL_PSEUDONYM_SALT = os.environ.get("RL_PSEUDONYM_SALT", "")
+# Any value an operator has set is kept, however short: changing it would lose the data it keys.
+if not RL_PSEUDONYM_SALT.strip():
+    raise ImproperlyConfigured(
+        "RL_PSEUDONYM_SALT must be set in production: it keys the participants' withdrawals, blocks "
+        "and pseudonyms, and unlike DJANGO_SECRET_KEY it must never change. An existing deployment "
+        "keeps its withdrawals and pseudonyms by setting it to the value DJANGO_SECRET_KEY has had so far "
+        "(the salt it has been using); a new one sets a random value (at least 32 characters) and keeps "
+        "it with the database's backups."
     )
 if DEBUG:
     raise ImproperlyConfigured("DJANGO_DEBUG must be off in production.")
