@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Min, OuterRef
 from django.utils import timezone
 
 from annotations.models import (
@@ -141,4 +141,19 @@ def task_of_platform_assignment(*, study: Study, platform_assignment_id: str) ->
                                   status__in=LIVE_OR_FINISHED)
         .only("token", "status", "participant_id", "platform_assignment_id", "expires_at")
         .first()
+    )
+
+
+def platform_assignment_first_start(*, study: Study, platform_assignment_id: str) -> datetime | None:
+    """When the clock of the first local task of a platform assignment (MTurk assignmentId,
+    Prolific SESSION_ID) in ``study`` started: the earliest ``created_at`` of its tasks in any
+    status, an expired or returned one too (for a platform arrival, its landing:
+    ``deadlines.task_clock_start``), else None. The platform's clock started at the accept and did
+    not restart when the app gave a task back, so a re-entry's clock counts from it
+    (``deadlines.platform_clock_start``)."""
+    if not platform_assignment_id:
+        return None
+    return (
+        Assignment.objects.filter(study_id=study.pk, platform_assignment_id=platform_assignment_id)
+        .aggregate(first=Min("created_at"))["first"]
     )

@@ -80,8 +80,22 @@ def first_answer_window(study: Study) -> timedelta:
 # there; for a platform arrival (MTurk, Prolific) the platform's own clock started when the worker
 # accepted the task there, and the app's count starts as close to that as it can see: at the
 # landing page the worker's consent form came from (the time its signed nonce carries:
-# ``views.entry``), which is served at or after the accept. A reload serves a new page, so a worker
-# who reloads is counted from the reload: the app then allows up to that much more than the platform.
+# ``views.entry``), which is served at or after the accept. A platform assignment that had a task
+# before (expired or returned since: the platform's clock did not restart) counts from that first
+# task's start instead (``platform_clock_start``). A reload before any consent serves a new page, so
+# a worker who reloads then is counted from the reload: the app then allows up to that much more than
+# the platform.
+
+def platform_clock_start(*, landed_at: datetime | None, first_started_at: datetime | None) -> datetime | None:
+    """When the app's clock of a platform arrival (MTurk, Prolific) runs from: its landing page's
+    time (``landed_at``, from its signed nonce; None on a nonce made before it was), but never later
+    than ``first_started_at``, the start of the first local task of the same platform assignment
+    (``selectors.entry.platform_assignment_first_start``: one that expired or was returned, and the
+    worker re-entered with the same assignment id). None when neither is known. The consent's check
+    (``platform_time_run_out``) and the new task's deadlines (``task_clock_start``) both take it."""
+    known = [at for at in (landed_at, first_started_at) if at is not None]
+    return min(known) if known else None
+
 
 def task_clock_start(*, now: datetime, landed_at: datetime | None = None) -> datetime:
     """When the clock of a task started ``now`` runs from: ``landed_at`` (a platform arrival's

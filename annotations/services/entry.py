@@ -227,8 +227,10 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     names the task it was failed in (``impostor.grant_for_retake``): from any other, the form is
     decided once more with the failed attempt set aside in that decision's transaction
     (``impostor.grant_retake_start``), so a refused start sets nothing aside. Raises
-    what ``participant()`` and ``assignment_enter`` raise. ``landed_at``: a platform arrival's
-    landing time, from its signed nonce (a new task's clock starts then, ``assignment_start``)."""
+    what ``participant()`` and ``assignment_enter`` raise. ``landed_at``: when a platform arrival's
+    clock started (its landing time, from its signed nonce, or the start of the first task of its
+    platform assignment if that was earlier: ``deadlines.platform_clock_start``); a new task's clock
+    starts then (``assignment_start``)."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
         if given is not None:
@@ -295,7 +297,8 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
     the start, so a refused start takes no place and a full or closed link starts no task; a
     closed or full link refuses before anything is claimed, ``open_link_check``). Call inside the
     transaction that records the task on the consent's receipt (``consent_take``). A new task's
-    clock starts at ``landed_at`` if given (a platform arrival's landing: ``assignment_start``)."""
+    clock starts at ``landed_at`` if given (a platform arrival's clock start,
+    ``deadlines.platform_clock_start``: ``assignment_start``)."""
     for _attempt in range(2):
         active = selectors_entry.active_assignment(study=study, participant=participant)
         if active is not None and link is not None:

@@ -41,7 +41,7 @@ from annotations.models import Assignment, OpenLink, Participant, ParticipantLin
 from annotations.platforms import handoff
 from annotations.selectors import entry as selectors_entry
 from annotations.selectors.cost import questions_per_task
-from annotations.services.deadlines import assignment_duration, platform_time_run_out
+from annotations.services.deadlines import assignment_duration, platform_clock_start, platform_time_run_out
 from annotations.services.entry import (
     PlatformRefs,
     consent_given,
@@ -238,11 +238,14 @@ def _refused(request: HttpRequest, error: AnnotationError) -> HttpResponse:
 def _consent(request: HttpRequest, *, study: Study, page: str, participant: Callable[[], Participant],
              held_task_id: int | None, refs: PlatformRefs | None = None,
              completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None,
-             open_link: OpenLink | None = None, arrival: handoff.Arrival | None = None) -> HttpResponse:
+             open_link: OpenLink | None = None, arrival: handoff.Arrival | None = None,
+             first_started_at: datetime | None = None) -> HttpResponse:
     """The landing page's POST, for every way in: take the consent once, then resume or start.
     ``held_task_id`` is the task this browser's study cookie proves it holds; ``open_link``, the
     open link the worker came through (a new participant takes one of its places with the task);
-    ``arrival``, a platform's validated entry (the landing page shown again sends it back)."""
+    ``arrival``, a platform's validated entry (the landing page shown again sends it back);
+    ``first_started_at``, the start of the first local task of its platform assignment, if it had
+    one (``selectors.entry.platform_assignment_first_start``)."""
     if not request.POST.get("consent"):
         return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400,
                         arrival=arrival)
@@ -253,9 +256,11 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
                               "box and start again.")
     key = posted.key
     # A platform task's clock started when the worker accepted it there: the app's counts from the
-    # landing page's signed time (served at or after the accept), and a page with less than a
-    # task's estimated time left starts none.
-    landed_at = posted.landed_at if _platform_clock(arrival) else None
+    # landing page's signed time (served at or after the accept), or from the first task of the same
+    # platform assignment (expired or returned since: the platform's clock did not restart), and a
+    # page with less than a task's estimated time left starts none. The new task's clock starts then.
+    landed_at = (platform_clock_start(landed_at=posted.landed_at, first_started_at=first_started_at)
+                 if _platform_clock(arrival) else None)
     if landed_at is not None and platform_time_run_out(study, landed_at=landed_at, now=timezone.now()):
         given = consent_given(key=key, study=study)  # a retry of a form that gave its task: that task
         return _platform_time_over(request, study=study, arrival=arrival) if given is None else (
@@ -358,8 +363,13 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
         return worker
 
     code = handoff.study_completion_code(study) if arrival.platform == Platform.PROLIFIC else ""
+    # A platform assignment seen before (its binding, made before its first task) may have had a
+    # task that expired or was returned: its clock started then. A first arrival has no binding yet
+    # and sends no statement for it.
+    first_started_at = (selectors_entry.platform_assignment_first_start(
+        study=study, platform_assignment_id=arrival.assignment_id) if owner is not None else None)
     return _consent(request, study=study, page=page, participant=participant, refs=refs, completion_code=code,
-                    held_task_id=held, arrival=arrival)
+                    held_task_id=held, arrival=arrival, first_started_at=first_started_at)
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,

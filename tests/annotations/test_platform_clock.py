@@ -18,6 +18,7 @@ from annotations.models import Assignment, ConsentReceipt
 from annotations.services.deadlines import assignment_duration, first_answer_window, platform_time_run_out
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import PLATFORM_HANDOFF_SECONDS, study_publish
+from annotations.services.release import assignment_expire_stale
 from studies.models import Platform
 from tests.annotations.factories import make_study
 from tests.annotations.pages import FIELD, answer, complete_task, entry_url, landing_form
@@ -131,6 +132,65 @@ def test_a_consent_with_less_than_a_tasks_estimate_left_is_refused(platform_url,
     form = landing_form(in_time, platform_url)
     clock.advance(minutes=23)
     assert in_time.post(platform_url, form).status_code == 302
+
+
+def _first_task_ended(client: Client, url: str, clock, ending: str) -> Assignment:
+    """Land and consent at minute 0 and answer nothing; the task then ends: expired by the beat at
+    minute 11 (the 10-minute first-answer window over), or returned by the worker at minute 1."""
+    task_url = client.post(url, landing_form(client, url))["Location"]
+    if ending == "expired":
+        clock.advance(11)
+        assert assignment_expire_stale(now=clock.now) == 1
+    else:
+        clock.advance(1)
+        assert client.post(task_url + "leave").status_code == 302
+    first = Assignment.objects.get()
+    assert first.status == (Assignment.Status.EXPIRED if ending == "expired" else Assignment.Status.RETURNED)
+    return first
+
+
+@pytest.mark.parametrize("ending", ["expired", "returned"])
+def test_a_reentry_of_the_same_platform_assignment_counts_from_its_first_task(platform_url, clock, ending):
+    """The audit's probe: a worker whose first task of a platform assignment expired (or was
+    returned) reloads the same URL at minute 25 and consents. The platform's clock did not restart:
+    with 5 of its 30 minutes left and an estimate of 6, the consent is refused, as a landing at 0
+    would be, and no task is started (before, the new task counted from minute 25, and a submit at
+    minute 45 was taken, 10 minutes past the platform's limit)."""
+    client = Client()
+    landed = clock.now
+    first = _first_task_ended(client, platform_url, clock, ending)
+    assert first.created_at == landed
+    clock.now = landed + timedelta(minutes=25)
+
+    response = client.post(platform_url, landing_form(client, platform_url))
+
+    assert response.status_code == 403 and "too little of it is left" in response.content.decode()
+    assert list(Assignment.objects.values_list("pk", flat=True)) == [first.pk]
+
+
+@pytest.mark.parametrize("ending", ["expired", "returned"])
+def test_a_reentry_in_time_keeps_the_first_tasks_deadline(platform_url, clock, ending):
+    """Re-entering at minute 15 starts a task, whose clock is the first task's: it must be done by
+    minute 30 (the platform's), not 30 minutes after the re-entry."""
+    client = Client()
+    landed = clock.now
+    first = _first_task_ended(client, platform_url, clock, ending)
+    clock.now = landed + timedelta(minutes=15)
+
+    response = client.post(platform_url, landing_form(client, platform_url))
+
+    assert response.status_code == 302
+    task = Assignment.objects.exclude(pk=first.pk).get()
+    assert task.created_at == landed
+    assert task.expires_at == landed + timedelta(minutes=25)  # the first-answer window from the consent
+    clock.advance(1)
+    complete_task(client, response["Location"])
+    task.refresh_from_db()
+    assert task.expires_at == landed + timedelta(minutes=30)  # the platform's time, from the first landing
+    clock.now = landed + timedelta(minutes=45)
+    client.post(response["Location"] + "submit")
+    task.refresh_from_db()
+    assert task.status != Assignment.Status.SUBMITTED
 
 
 def test_the_landing_page_shown_again_keeps_its_first_time(platform_url, clock):
