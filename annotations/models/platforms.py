@@ -347,6 +347,10 @@ class PlatformSubmission(models.Model):
         NOT_SUBMITTED_HERE = "not_submitted_here", (
             "Submitted on the platform, but the task here is active, returned or expired (never submitted): "
             "held; reject it on the worker's page, or clear it and approve that task on its own")
+        ENDED_ON_PLATFORM = "ended_on_platform", (
+            "Submitted here, but the platform lists the session as timed out or returned, so the platform does "
+            "not pay the worker for it: held; read the answers, then clear the hold to count them and pay the "
+            "worker with a bonus, or leave it held to keep them out")
 
     publication = models.ForeignKey(Publication, on_delete=models.CASCADE, related_name="submissions")
     platform_assignment_id = models.CharField(max_length=200)
@@ -366,6 +370,8 @@ class PlatformSubmission(models.Model):
     # (``annotations.services.platforms.review.submission_clear``). Work the platform lists as
     # submitted whose task here is not (``NOT_SUBMITTED_HERE``) is never approved in a batch: the
     # researcher rejects it, or clears it and approves that one task (its decision is dated here).
+    # Work submitted here whose platform session timed out or was returned (``ENDED_ON_PLATFORM``)
+    # stops counting until a researcher clears it (to count it and pay the worker by bonus).
     cleared_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -52,9 +52,10 @@ COUNTING_ASSIGNMENT_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.A
 # (``WORKER_MISMATCH``), the platform does not list the work at all (``NOT_ON_PLATFORM``: a
 # platform id invented at the entry URL), or the platform lists as submitted work whose task here
 # is active, returned or expired (``NOT_SUBMITTED_HERE``: a completion code used without
-# submitting here), which its auto-approval would otherwise pay unseen.
+# submitting here), which its auto-approval would otherwise pay unseen, or the platform lists work
+# submitted here as timed out or returned (``ENDED_ON_PLATFORM``: the platform does not pay it).
 HOLDING_FLAGS = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmission.Flag.NOT_ON_PLATFORM,
-                 PlatformSubmission.Flag.NOT_SUBMITTED_HERE)
+                 PlatformSubmission.Flag.NOT_SUBMITTED_HERE, PlatformSubmission.Flag.ENDED_ON_PLATFORM)
 
 
 def on_hold(assignment_ref: str = "pk") -> Exists:

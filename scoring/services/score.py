@@ -1427,7 +1427,9 @@ def hold_rule() -> str:
     """What puts work on hold (``annotations.selectors.on_hold``), with the setting it depends on as
     this installation has it: said in the results beside the count of held work."""
     return ("work sync held and no researcher cleared: the platform's worker id is not the participant's "
-            "(worker_mismatch), or Prolific does not list the session it was answered under "
+            "(worker_mismatch), the platform lists as submitted work whose task here never was "
+            "(not_submitted_here), Prolific lists the session of work submitted here as timed out or returned "
+            "(ended_on_platform), or Prolific does not list the session it was answered under "
             f"(not_on_platform), looked for once a task is {settings.RL_SYNC_UNLISTED_GRACE_MINUTES:g} minutes "
             "old (RL_SYNC_UNLISTED_GRACE_MINUTES): younger work counts until a sync after that")
 

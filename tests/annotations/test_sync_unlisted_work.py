@@ -6,6 +6,8 @@ lists a submission from the moment its participant starts, so once the grace per
 and cannot be approved until a researcher clears it or Prolific lists it after all."""
 from __future__ import annotations
 
+import html
+import re
 import secrets
 from datetime import timedelta
 
@@ -17,14 +19,16 @@ from django.utils import timezone
 from annotations.models import Assignment, PlatformSubmission, Unit
 from annotations.selectors import claims_that_count
 from annotations.selectors.platforms import assignments_on_hold
+from annotations.selectors.progress import study_progress
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import assignment_approve, submission_clear
+from annotations.services.platforms.review import assignment_approve, study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
 from tests.annotations.factories import make_study
 from tests.annotations.pages import entry_url
-from tests.annotations.platforms.conftest import open_study, publish_on
+from tests.annotations.platforms.conftest import open_study, publish_on, start_assignment
+from tests.annotations.test_holds_reopen_decided_units import counters, listed_work, one_unit_on_prolific
 from tests.work import work, work_through_pages
 
 pytestmark = pytest.mark.django_db
@@ -169,9 +173,6 @@ def test_a_link_study_is_never_touched(db, settings):
 
 def test_the_publish_pages_work_on_hold_link_lists_both_kinds_of_hold(published, settings, admin_client):
     """The publish page's review card links to the study's held work, whichever the reason."""
-    import html
-    import re
-
     settings.RL_SYNC_UNLISTED_GRACE_MINUTES = 0
     study, study_id, _server = published
     session = hex24()
@@ -181,3 +182,113 @@ def test_the_publish_pages_work_on_hold_link_lists_both_kinds_of_hold(published,
     link = html.unescape(re.search(r'<a href="([^"]+)">work on hold</a>', page).group(1))
     listing = admin_client.get(link)
     assert listing.status_code == 200 and session in listing.content.decode()
+
+
+# --- the mirror: submitted here, timed out or returned on Prolific ------------------------------
+
+ENDED_ON_PLATFORM = PlatformSubmission.Flag.ENDED_ON_PLATFORM
+
+
+def ended_on_prolific(published, raw_status: str) -> tuple[Assignment, str, str]:
+    """A worker Prolific lists from the start answers every question and submits here at minute 2;
+    two hours later Prolific lists the session as ``raw_status`` (TIMED-OUT, RETURNED): it does not
+    pay the worker. Returns (task, participant id, session id)."""
+    study, study_id, server = published
+    pid, session = hex24(), hex24()
+    server.add_submission(study_id, participant_id=pid, status="ACTIVE", submission_id=session)
+    task = enter(study, study_id, pid=pid, session=session)
+    minutes_pass(2, task)
+    assert study_sync(study=study).flagged == 0  # listed and active: nothing to hold
+    server.submissions[session]["status"] = raw_status
+    minutes_pass(120, task)
+    return task, pid, session
+
+
+@pytest.mark.parametrize("raw_status", ["TIMED-OUT", "RETURNED"])
+def test_work_submitted_here_that_prolific_timed_out_or_returned_is_held(published, raw_status, admin_client):
+    study, _study_id, server = published
+    task, pid, session = ended_on_prolific(published, raw_status)
+    assert task.status == Assignment.Status.SUBMITTED
+    assert counted(study, task) == 2 and n_completed(study) == 2
+
+    report = study_sync(study=study)
+
+    row = PlatformSubmission.objects.get(platform_assignment_id=session)
+    assert report.flags == [{"platform_assignment_id": session, "worker_id": pid, "flag": "ended_on_platform"}]
+    assert (row.flag, row.assignment_id, row.platform_status, row.cleared_at) == (
+        ENDED_ON_PLATFORM, task.pk, raw_status, None)
+    assert row.flagged_at is not None and "timed out or returned" in row.get_flag_display()
+    assert "clear the hold to count them and pay the worker with a bonus" in row.get_flag_display()
+    assert counted(study, task) == 0 and n_completed(study) == 0  # its answers stop counting
+    assert study_progress(study=study).answers_collected == 0
+    assert list(assignments_on_hold(study=study)) == [task]
+    outcome = study_approve_all(user=OPERATOR, study=study)
+    assert outcome["approved"] == 0 and f"assignment {task.pk} is on hold" in outcome["errors"][0]
+    assert not server.calls("POST", rf"/api/v1/submissions/{session}/transition/")
+    task.refresh_from_db()
+    assert task.status == Assignment.Status.SUBMITTED  # sync changes nothing of the task here
+    page = admin_client.get(f"/admin/annotations/publication/publish/{study.pk}/").content.decode()
+    link = html.unescape(re.search(r'<a href="([^"]+)">work on hold</a>', page).group(1))
+    assert session in admin_client.get(link).content.decode()  # the publish page's work on hold lists it
+
+    again = study_sync(study=study)  # the same hold, kept
+
+    assert again.flagged == 1 and PlatformSubmission.objects.get(pk=row.pk).flagged_at == row.flagged_at
+    assert counted(study, task) == 0 and n_completed(study) == 0
+
+
+def test_an_active_task_prolific_timed_out_is_not_held(published):
+    """The task was never submitted here: nothing of it counts, the platform ending it is the
+    expiry path, not a hold."""
+    study, study_id, server = published
+    pid, session = hex24(), hex24()
+    server.add_submission(study_id, participant_id=pid, status="TIMED-OUT", submission_id=session)
+    task = start_assignment(study, platform="prolific", worker_id=pid, assignment_id=session, task_id=study_id)
+    minutes_pass(120, task)
+
+    report = study_sync(study=study)
+
+    assert report.flagged == 0 and PlatformSubmission.objects.get(platform_assignment_id=session).flag == ""
+    assert not assignments_on_hold(study=study).exists()
+
+
+@pytest.mark.parametrize("raw_status", ["TIMED-OUT", "RETURNED"])
+def test_clearing_the_timed_out_hold_makes_the_work_count_again(published, raw_status):
+    study, _study_id, _server = published
+    task, _pid, session = ended_on_prolific(published, raw_status)
+    study_sync(study=study)
+    held = PlatformSubmission.objects.get(platform_assignment_id=session)
+    assert held.flag == ENDED_ON_PLATFORM and counted(study, task) == 0
+
+    submission_clear(user=OPERATOR, submission=held)
+
+    held.refresh_from_db()
+    assert held.cleared_at is not None and not assignments_on_hold(study=study).exists()
+    assert counted(study, task) == 2 and n_completed(study) == 2
+    study_sync(study=study)  # still timed out on Prolific, but cleared: it keeps counting
+    held.refresh_from_db()
+    assert held.flag == ENDED_ON_PLATFORM and held.cleared_at is not None
+    assert counted(study, task) == 2 and n_completed(study) == 2
+
+
+def test_a_timed_out_session_reopens_the_unit_its_answer_decided(prolific):
+    """Early stopping: a unit decided on three answers, one of them submitted here under a session
+    Prolific then times out. Held, it stops counting: the unit is reopened (its claim keeps its
+    slot); cleared, it counts again and decides the unit again."""
+    _platform, server = prolific
+    study, prolific_id = one_unit_on_prolific(server)
+    listed_work(study, server, prolific_id, "p_honest_0")
+    listed_work(study, server, prolific_id, "p_honest_1")
+    late = listed_work(study, server, prolific_id, "p_late")
+    server.submissions[late.platform_assignment_id]["status"] = "TIMED-OUT"
+    unit = Unit.objects.get(study=study)
+    assert counters(unit) == (True, 3, 3, 3)
+
+    study_sync(study=study)
+
+    held = PlatformSubmission.objects.get(assignment=late)
+    assert held.flag == ENDED_ON_PLATFORM
+    assert counters(unit) == (False, 5, 3, 2)  # two counting answers of five no longer decide it
+
+    submission_clear(user=OPERATOR, submission=held)
+    assert counters(unit) == (True, 3, 3, 3)

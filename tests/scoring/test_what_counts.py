@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from annotations.models import Annotation, Assignment, PlatformSubmission
+from annotations.selectors import HOLDING_FLAGS
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
@@ -122,6 +123,7 @@ def test_work_on_hold_and_rejected_work_are_counted_as_left_out_and_held_work_is
     # What holds work is named, with the setting it depends on, and the held tasks by reason.
     assert counted["tasks_on_hold_by_reason"] == {"worker_mismatch": 1}
     assert "RL_SYNC_UNLISTED_GRACE_MINUTES" in counted["hold_rule"] and "60 minutes" in counted["hold_rule"]
+    assert [flag for flag in HOLDING_FLAGS if flag not in counted["hold_rule"]] == []  # every reason is named
     assert (counted["tasks_rejected"], counted["answers_rejected"]) == (1, 2)
     assert any(w.startswith("1 submitted tasks (2 answers) are on hold") and "once a researcher clears it" in w
                for w in run.results["warnings"])

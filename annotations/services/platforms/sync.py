@@ -14,7 +14,12 @@ from annotations.models import Annotation, Assignment, PlatformCall, PlatformSub
 from annotations.models.core import LIVE_OR_FINISHED
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
-from annotations.selectors import HOLDING_FLAGS, participant_withdrawal_digest, study_withdrawal_digests
+from annotations.selectors import (
+    COUNTING_ASSIGNMENT_STATUSES,
+    HOLDING_FLAGS,
+    participant_withdrawal_digest,
+    study_withdrawal_digests,
+)
 from annotations.selectors.platforms import publication_unlisted_work
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from annotations.services.release import units_recount_completed
@@ -32,6 +37,15 @@ from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed, reject_not
 # listing lacks is unknown to the platform (``PlatformSubmission.Flag.NOT_ON_PLATFORM``). MTurk
 # lists only submitted assignments (and is closed), so its listing proves nothing missing.
 LISTS_WORK_FROM_THE_START = frozenset({Platform.PROLIFIC})
+
+# The platform statuses (as ``RemoteSubmission.status`` normalises them) of a session that ended
+# on the platform without being submitted there: Prolific's TIMED-OUT ("expired"), RETURNED and
+# SCREENED OUT ("returned"). The platform pays nothing for it. MTurk lists only submitted work.
+ENDED_ON_PLATFORM_STATUSES = ("expired", "returned")
+
+# The holds that sync puts on work that counted until then (submitted here): a new one recounts
+# its units and checks its decided units again (``_submission_store``).
+HOLDS_COUNTING_WORK = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmission.Flag.ENDED_ON_PLATFORM)
 
 
 def platform_calls_reconcile(*, study: Study) -> dict:
@@ -78,7 +92,9 @@ def study_sync(*, study: Study) -> SyncReport:
     stored assignment or no stored answers, and those whose platform worker id is not the local
     participant's (held: not scored, approved or paid until a researcher clears it), hold
     likewise the submitted work answered here under one of the publication's platform tasks that
-    the platform's listing lacks (``_unlisted_work_hold``: an invented platform id), take over
+    the platform's listing lacks (``_unlisted_work_hold``: an invented platform id), and the work
+    submitted here whose session the platform lists as timed out or returned (``ENDED_ON_PLATFORM``:
+    the platform pays nothing for it), take over
     review outcomes decided on the platform (MTurk auto-approval), and reconcile calls left
     unconfirmed by a crash. The rows of a worker who withdrew from the study
     (``annotations.services.withdrawal``) are skipped: nothing of theirs is stored again. A publication the platform cannot list records its error (shown in
@@ -160,7 +176,19 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
     hold list, Platform submissions and ``assignments_on_hold``, keeps saying so; it still does not
     count), or rejected
     while the task here is active (a rejection never ends the task here: were the hold lifted, the
-    worker finishing it here would count and be offered to "Approve all" until a later sync)."""
+    worker finishing it here would count and be offered to "Approve all" until a later sync).
+
+    The mirror of it: work submitted (or approved) here whose session the platform lists as timed
+    out or returned (``ENDED_ON_PLATFORM_STATUSES``) is held (``ENDED_ON_PLATFORM``): the platform
+    pays the worker nothing, so it counts only once a researcher clears it (and pays by bonus); by
+    another worker than the local participant, it is a ``WORKER_MISMATCH``. A task still active
+    here is not flagged (the platform ending it is the expiry path)."""
+    if item.status in ENDED_ON_PLATFORM_STATUSES:
+        if assignment is None or assignment.status not in COUNTING_ASSIGNMENT_STATUSES:
+            return ""
+        if assignment.participant.external_id != item.worker_id:
+            return PlatformSubmission.Flag.WORKER_MISMATCH
+        return PlatformSubmission.Flag.ENDED_ON_PLATFORM
     if item.status not in ("submitted", "approved", "rejected"):
         return ""
     if assignment is None:
@@ -194,11 +222,11 @@ def _submission_store(*, publication: Publication, item, assignment: Assignment 
             if flag in HOLDING_FLAGS:  # a new reason to hold: a researcher's clear of the old one does not cover it
                 defaults.update(cleared_at=None, cleared_by=None)
         PlatformSubmission.objects.update_or_create(**key, defaults=defaults)
-        if assignment is not None and (assignment.pk in was_held or flag == PlatformSubmission.Flag.WORKER_MISMATCH):
+        if assignment is not None and (assignment.pk in was_held or flag in HOLDS_COUNTING_WORK):
             # Held work stops counting (and cleared or corrected work counts again):
             # ``n_completed`` follows ``claims_that_count`` in the same transaction.
             units_recount_completed(assignment_ids=[assignment.pk])
-            if flag == PlatformSubmission.Flag.WORKER_MISMATCH and before != flag:
+            if flag in HOLDS_COUNTING_WORK and before != flag:
                 units_after_hold(assignment_id=assignment.pk)  # a decided unit may be decided no more
             elif flag not in HOLDING_FLAGS:
                 unit_decide_for_assignment(assignment_id=assignment.pk)  # counts again: it may decide its units
