@@ -1,7 +1,7 @@
 """Reads of the studies app that are more than a one-liner."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -9,6 +9,7 @@ from django.db.models import BigIntegerField, BooleanField, Exists, F, Func, Out
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from lab.api.counts import correlated_count
 from studies.design import design_units, study_capacity
 from studies.models import (
     Dataset,
@@ -202,6 +203,18 @@ def sources_for_user(*, user) -> QuerySet[RationaleSource]:
     return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
 
 
+def datasets_counted_for_user(*, user, splits: Iterable[str] = ()) -> QuerySet[Dataset]:
+    """The datasets ``user`` may read (``datasets_for_user``), each with the number of its items they
+    may read (``items_for_user``, what the items list shows them): ``n_items``, and ``n_<split>`` for
+    each of ``splits``. The one owner of the counts a dataset's row shows, in the API and the admin:
+    never the whole dataset's, as a view share reads the study's items, not the rest of its dataset
+    (its other splits, the owner's unshown items). One correlated subquery per count."""
+    readable = items_for_user(user=user)
+    counts = {"n_items": correlated_count(readable, "dataset")}
+    counts.update({f"n_{split}": correlated_count(readable.filter(split=split), "dataset") for split in splits})
+    return datasets_for_user(user=user).annotate(**counts)
+
+
 def design_studies_for_user(*, user, study: Study | None = None) -> QuerySet[Study]:
     """The studies whose dataset and sources ``user`` may use in a study design, new or changed,
     without the models' view permissions: their own, and those they may change (``studies_for_user``
@@ -310,6 +323,14 @@ def rationales_for_user(*, user) -> QuerySet[Rationale]:
     return _all_or_used(user, Rationale, "studies.view_rationale", shown)
 
 
+def sources_counted_for_user(*, user) -> QuerySet[RationaleSource]:
+    """The rationale sources ``user`` may read (``sources_for_user``), each with the number of its
+    rationales they may read (``rationales_for_user``, what the rationales list shows them):
+    ``n_rationales``. Never the whole source's: a view share reads the rationales its study shows,
+    not the source's rationales of items it does not draw. One correlated subquery."""
+    return sources_for_user(user=user).annotate(n_rationales=correlated_count(rationales_for_user(user=user), "source"))
+
+
 def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestion]:
     used = GeneralizationQuestion.objects.filter(
         item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
@@ -331,6 +352,14 @@ def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:
 # (into an existing study) and the study bundle import (a new study). Every other kind imports into
 # its dataset (``ImportRecord.dataset``): items, rationales, generalization questions.
 STUDY_IMPORT_KINDS = ("outcomes", "bundle")
+# The dataset imports whose rows a study shows (rationales, generalization questions): read beyond
+# their importer by whoever reads their dataset (``datasets_for_user``) and every row they name
+# (``NAMED_CONTENT``). Every other dataset import (the item imports: StrategyQA, OpenBookQA, a table)
+# counts the whole dataset's rows of its file (``summary["splits"]``, its file's name and columns):
+# it is read only by whoever may read the whole dataset (``datasets_for_design``: every dataset with
+# ``studies.view_dataset``, else those a study of their own or one they may change uses), never
+# through a view share, which reads the study's items, not the rest of its dataset.
+SHOWN_CONTENT_IMPORT_KINDS = ("rationales", "generalization")
 
 
 @dataclass(frozen=True)
@@ -353,9 +382,11 @@ class NamedContent:
 # generalization-question import counts its questions (``questions``, ``per_type``, ``originals``)
 # and quotes those given twice with different answers (``conflicting_answers``: the question and its
 # original). A study bundle import names the sources it made under a new name (``renamed["sources"]``),
-# Gen-U's answerer sources among them, which the study does not list. Item imports name none: they
-# count their rows per split, as the dataset's own pages do; an outcomes import names only sources its
-# study lists.
+# Gen-U's answerer sources among them, which the study does not list. Item imports name none, but they
+# count the file's rows per split (``summary["splits"]``), unshown items included, which the dataset's
+# own pages count only as far as the reader reads its items (``datasets_counted_for_user``): they are
+# read beyond their importer only by a reader of the whole dataset (``SHOWN_CONTENT_IMPORT_KINDS``),
+# not through a view share. An outcomes import names only sources its study lists.
 NAMED_CONTENT = {
     "rationales": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource"),
     "generalization": NamedContent("question_ids", generalization_questions_for_user,
@@ -400,8 +431,11 @@ class _HoldsIdOutside(Func):
 def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
     """The imports ``user`` may read: their own, and those whose target they may read through the
     visibility selectors: an outcomes or bundle import when they may see its study
-    (``studies_for_user``), any other import when they may read its dataset (``datasets_for_user``);
-    superusers read all. ``studies.view_importrecord`` opens the feature (the admin's pages), never
+    (``studies_for_user``), a rationales or generalization-question import when they may read its
+    dataset (``datasets_for_user``), an item import only when they may read the whole dataset
+    (``datasets_for_design``: with ``studies.view_dataset``, or through a study of their own or one
+    they may change; never through a view share alone, ``SHOWN_CONTENT_IMPORT_KINDS``); superusers
+    read all. ``studies.view_importrecord`` opens the feature (the admin's pages), never
     another researcher's rows: a record quotes its file's name, its counts and summary, what the
     importer saw. One query (the selectors are subqueries), for the API and the admin alike.
 
@@ -421,7 +455,9 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
     return ImportRecord.objects.alias(target_study_id=import_record_study_id()).filter(
         Q(imported_by_id=user.pk)
         | ((Q(kind__in=STUDY_IMPORT_KINDS, target_study_id__in=studies_for_user(user=user).values("pk"))
-            | (~Q(kind__in=STUDY_IMPORT_KINDS) & Q(dataset_id__in=datasets_for_user(user=user).values("pk"))))
+            | Q(kind__in=SHOWN_CONTENT_IMPORT_KINDS, dataset_id__in=datasets_for_user(user=user).values("pk"))
+            | (~Q(kind__in=STUDY_IMPORT_KINDS + SHOWN_CONTENT_IMPORT_KINDS)
+               & Q(dataset_id__in=datasets_for_design(user=user).values("pk"))))
            & _names_only_readable(user))
     )
 

@@ -13,7 +13,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
-from django.db.models import Count, Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -33,6 +32,7 @@ from studies.models import (
     Split,
 )
 from studies.selectors import (
+    datasets_counted_for_user,
     datasets_for_user,
     datasets_to_import_into,
     generalization_questions_for_user,
@@ -40,6 +40,7 @@ from studies.selectors import (
     import_records_for_user,
     items_for_user,
     rationales_for_user,
+    sources_counted_for_user,
     sources_for_user,
 )
 from studies.services.content import (
@@ -94,14 +95,18 @@ class ContentAdmin(LookupGuardAdmin):
     def _is_visible(self, request, obj) -> bool:
         return obj is None or obj.pk is None or self._visible(request).filter(pk=obj.pk).exists()
 
+    def _listed(self, request):
+        # What the list shows: the visible rows, with whatever the admin counts per row
+        # (``DatasetAdmin``, ``RationaleSourceAdmin``: their selector's counts, never the whole row's).
+        return self._visible(request)
+
     def get_ordering(self, request):
-        # The model's order unless the admin names one, given to the queryset itself: a list that
-        # counts its rows (``DatasetAdmin``, ``RationaleSourceAdmin``) is a GROUP BY, where Django
-        # drops ``Meta.ordering``, and the autocomplete search pages whatever ``get_queryset`` gives.
+        # The model's order unless the admin names one, given to the queryset itself: the
+        # autocomplete search pages whatever ``get_queryset`` gives.
         return super().get_ordering(request) or self.model._meta.ordering
 
     def get_queryset(self, request):
-        qs = self._visible(request)
+        qs = self._listed(request)
         ordering = self.get_ordering(request)
         return qs.order_by(*ordering) if ordering else qs
 
@@ -218,29 +223,26 @@ class DatasetAdmin(ContentAdmin):
     search_fields = ["name", "description"]
     readonly_fields = ["created_at", "updated_at"]
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            _n=Count("items"),
-            _train=Count("items", filter=Q(items__split="train")),
-            _dev=Count("items", filter=Q(items__split="dev")),
-            _test=Count("items", filter=Q(items__split="test")),
-        )
+    def _listed(self, request):
+        # The items the user may read, as the API counts them: a view share reads the study's items,
+        # not the rest of its dataset.
+        return datasets_counted_for_user(user=request.user, splits=(Split.TRAIN, Split.DEV, Split.TEST))
 
-    @admin.display(description="items", ordering="_n")
+    @admin.display(description="items", ordering="n_items")
     def n_items(self, obj):
-        return obj._n
+        return obj.n_items
 
     @admin.display(description="train")
     def n_train(self, obj):
-        return obj._train
+        return obj.n_train
 
     @admin.display(description="dev")
     def n_dev(self, obj):
-        return obj._dev
+        return obj.n_dev
 
     @admin.display(description="test")
     def n_test(self, obj):
-        return obj._test
+        return obj.n_test
 
 
 @admin.register(Item)
@@ -273,16 +275,17 @@ class RationaleSourceAdmin(ContentAdmin):
     search_fields = ["name", "description", "model_name_or_path"]
     readonly_fields = ["created_at", "updated_at"]
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).annotate(_n=Count("rationales"))
+    def _listed(self, request):
+        # The rationales the user may read (``rationales_for_user``), not every one of the source.
+        return sources_counted_for_user(user=request.user)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         # The rule jobs load models by, beside the field; content_row_save asks it again when the row is written.
         return with_model_path_check(super().get_form(request, obj, change=change, **kwargs), user=request.user)
 
-    @admin.display(description="rationales", ordering="_n")
+    @admin.display(description="rationales", ordering="n_rationales")
     def n_rationales(self, obj):
-        return obj._n
+        return obj.n_rationales
 
 
 @admin.register(Rationale)

@@ -10,10 +10,9 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from lab.api.counts import correlated_count
 from studies.models import ImportJob, ImportRecord
 from studies.selectors import (
-    datasets_for_user,
+    datasets_counted_for_user,
     generalization_questions_for_user,
     import_jobs_for_user,
     import_records_for_user,
@@ -85,10 +84,8 @@ class DatasetViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["id", "name"]
 
     def get_queryset(self):
-        # Count the items the user may read (the items list's), not the whole dataset: a view share
-        # reads the study's items, not the rest of its dataset.
-        readable = items_for_user(user=self.request.user)
-        return datasets_for_user(user=self.request.user).annotate(n_items=correlated_count(readable, "dataset"))
+        # Counts the items the user may read (the items list's), not the whole dataset's, as the admin does.
+        return datasets_counted_for_user(user=self.request.user)
 
 
 @extend_schema_view(

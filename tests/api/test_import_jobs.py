@@ -129,10 +129,12 @@ def test_the_view_permission_opens_no_other_researchers_job_or_import(
         failed["id"], done["id"]}
 
 
-def test_a_study_shared_on_the_dataset_opens_the_done_job_and_its_import_not_a_failed_one(
+def test_a_study_shared_to_change_on_the_dataset_opens_the_done_job_and_its_import_not_a_failed_one(
         client_for, researcher, other_researcher, background, django_capture_on_commit_callbacks):
+    from studies.models import StudyShare
     from studies.services.sharing import study_share
     from studies.services.studies import study_create
+    from tests.api.conftest import grant
     from tests.factories import RationaleSourceFactory
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -142,8 +144,12 @@ def test_a_study_shared_on_the_dataset_opens_the_done_job_and_its_import_not_a_f
     split = Item.objects.filter(dataset=record.dataset).values_list("split", flat=True).first()
     study = study_create(name="danas-study", dataset=record.dataset, split=split, sources=[RationaleSourceFactory()],
                          owner=researcher)
-    study_share(study=study, user=researcher, with_user=other_researcher)
+    grant(other_researcher, "studies.change_study")
     olgas = client_for(other_researcher)
+    study_share(study=study, user=researcher, with_user=other_researcher)  # a view share reads the study only
+    assert olgas.get(f"/api/v1/imports/{record.pk}/").status_code == 404
+    assert olgas.get("/api/v1/import-jobs/").json()["results"] == []
+    study_share(study=study, user=researcher, with_user=other_researcher, level=StudyShare.Level.CHANGE)
 
     assert [j["id"] for j in olgas.get("/api/v1/import-jobs/").json()["results"]] == [done["id"]]
     assert olgas.get(done["url"]).json()["record"] == record.pk

@@ -6,11 +6,16 @@ missing row's do (Django's redirect to the admin index), whatever Django's model
 would open. The owner and a superuser still see them."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.test import Client
 from django.urls import reverse
+from rest_framework.test import APIClient
 
+from studies.api.tokens import api_token_create
 from studies.lm.questions import DROP_REASONS
 from studies.models import (
     DroppedQuestion,
@@ -20,6 +25,8 @@ from studies.models import (
     ImportRecord,
     RationaleSource,
 )
+from studies.services.importers import import_run
+from studies.services.sharing import study_share
 from studies.services.studies import study_create
 from tests.cockpit.conftest import staff_client
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
@@ -29,6 +36,8 @@ from tests.factories import (
     ItemFactory,
     RationaleFactory,
 )
+from tests.studies.helpers import researcher, write_jsonl
+from tests.work import open_utility_study
 
 pytestmark = pytest.mark.django_db
 
@@ -298,3 +307,87 @@ def test_import_records_list_what_the_api_lists(world, admin_client):
     assert list(bob_client.get(url).context["cl"].result_list) == [bobs]
     assert _missing(bob_client.get(reverse("admin:studies_importrecord_change", args=[secret.pk])))
     assert admin_client.get(url).context["cl"].result_count == 2
+
+
+# --- counts per row ---------------------------------------------------------------------------
+
+
+def olga_shares_a_study_with_lee(tmp_path) -> SimpleNamespace:
+    """Olga (every model permission) runs an open study of 2 test items and 1 source; she then imports
+    5 train items into the same dataset (no study draws them), each with a rationale of her source,
+    and shares the study with Lee for viewing. Lee holds ``view_study``, ``change_dataset`` and
+    ``change_rationalesource``, none of the permissions that read all reference data. Carol reads the
+    whole library (the view permissions of datasets, items, sources and rationales) and owns nothing."""
+    olga, olga_client = staff_client("olga")
+    study = open_utility_study(name="olga", n_items=2, n_sources=1, owner=olga)
+    dataset, source = study.dataset, study.sources.get()
+    items = tmp_path / "olga_train.csv"
+    items.write_text("id,question,answer,split\n" + "".join(
+        f"olga-train-{i},Is train question {i} true?,yes,train\n" for i in range(5)))
+    items_record = import_run(kind="items", file=items, dataset_name=dataset.name, user=olga)
+    rationales = write_jsonl(tmp_path / "olga_train_rationales.jsonl", [
+        {"item_id": f"olga-train-{i}", "source": source.name, "rationale": f"Olga's train rationale {i}."}
+        for i in range(5)])
+    rationales_record = import_run(kind="rationales", file=rationales, dataset_name=dataset.name, user=olga)
+    lee = researcher("lee", "studies.view_study", "studies.change_dataset", "studies.change_rationalesource",
+                     "studies.view_importrecord")
+    study_share(study=study, user=olga, with_user=lee)
+    carol = researcher("carol", "studies.view_dataset", "studies.view_item", "studies.view_rationalesource",
+                       "studies.view_rationale", "studies.view_importrecord")
+    clients = {"olga": olga_client}
+    for user in (lee, carol):
+        clients[user.username] = Client()
+        clients[user.username].force_login(user)
+    return SimpleNamespace(olga=olga, lee=lee, carol=carol, clients=clients, study=study, dataset=dataset,
+                           source=source, items_record=items_record, rationales_record=rationales_record)
+
+
+def api_client(user) -> APIClient:
+    _, key = api_token_create(user=user, name="t", by=None)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def _dataset_counts(client, dataset) -> tuple:
+    """The items, train, dev and test columns of ``dataset``'s row, as the list shows them."""
+    cl = client.get(reverse("admin:studies_dataset_changelist")).context["cl"]
+    row = next(row for row in cl.result_list if row.pk == dataset.pk)
+    admin = cl.model_admin
+    return admin.n_items(row), admin.n_train(row), admin.n_dev(row), admin.n_test(row)
+
+
+def _source_count(client, source) -> int:
+    cl = client.get(reverse("admin:studies_rationalesource_changelist")).context["cl"]
+    return cl.model_admin.n_rationales(next(row for row in cl.result_list if row.pk == source.pk))
+
+
+def test_a_view_share_counts_only_the_items_its_study_shows(tmp_path):
+    """A view share reads the study's items, not the rest of its dataset: the dataset list counts the
+    items the reader may read (``items_for_user``), as the API's ``n_items`` does (one selector,
+    ``datasets_counted_for_user``), never the 5 unshown train items."""
+    lab = olga_shares_a_study_with_lee(tmp_path)
+    lee = lab.clients["lee"]
+
+    assert _dataset_counts(lee, lab.dataset) == (2, 0, 0, 2)
+    assert api_client(lab.lee).get(f"/api/v1/datasets/{lab.dataset.pk}/").json()["n_items"] == 2
+    page = lee.get(reverse("admin:studies_dataset_changelist"), {"o": "3"})  # sorted by the count
+    assert 3 in page.context["cl"].get_ordering_field_columns()
+    assert list(page.context["cl"].result_list) == [lab.dataset]
+
+
+def test_a_view_share_counts_only_the_rationales_its_study_shows(tmp_path):
+    """The source list counts the rationales the reader may read (``rationales_for_user``): the study's
+    items' rationales of the source, not those of the 5 unshown train items."""
+    lab = olga_shares_a_study_with_lee(tmp_path)
+
+    assert _source_count(lab.clients["lee"], lab.source) == 2
+
+
+def test_the_owner_and_a_library_reader_still_count_every_item_and_rationale(tmp_path):
+    lab = olga_shares_a_study_with_lee(tmp_path)
+
+    for who, user in (("olga", lab.olga), ("carol", lab.carol)):
+        assert _dataset_counts(lab.clients[who], lab.dataset) == (7, 5, 0, 2), who
+        assert _source_count(lab.clients[who], lab.source) == 7, who
+        assert api_client(user).get(f"/api/v1/datasets/{lab.dataset.pk}/").json()["n_items"] == 7, who

@@ -11,8 +11,10 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 
 from scoring.services import outcomes_study_create
+from studies.models import StudyShare
 from studies.selectors import import_records_for_user
 from studies.services.importers import items_import_strategyqa
 from studies.services.sharing import study_share
@@ -20,6 +22,7 @@ from studies.services.studies import study_create
 from tests.cockpit.conftest import staff_client
 from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
 from tests.factories import RationaleSourceFactory
+from tests.studies.test_admin_visibility import api_client, olga_shares_a_study_with_lee
 
 pytestmark = pytest.mark.django_db
 
@@ -56,13 +59,54 @@ def test_the_view_permission_alone_opens_no_other_researchers_import(lab):
     assert _seen(lab["alice"]) >= {records["alice-shared"], records["alice-private"]}
 
 
-def test_a_study_shared_with_the_reader_opens_the_imports_into_its_dataset_only(lab):
+def test_a_study_shared_with_the_reader_to_change_opens_the_item_imports_into_its_dataset_only(lab):
+    """An item import counts the whole dataset's rows of its file: a view share (which reads the
+    study's items, not the rest of its dataset) opens none, a change share (design rights,
+    ``datasets_for_design``) those into the study's dataset."""
     alice, bob, records = lab["alice"], lab["bob"], lab["records"]
     study = study_create(name="alices-study", dataset=records["alice-shared"].dataset,
                          sources=[RationaleSourceFactory(name="alice-src")], owner=alice, user=alice)
     study_share(study=study, user=alice, with_user=bob)
+    assert _seen(bob) == {records["bob"]}
 
+    study_share(study=study, user=alice, with_user=bob, level=StudyShare.Level.CHANGE)
     assert _seen(bob) == {records["bob"], records["alice-shared"]}
+
+
+def _api_ids(user) -> set[int]:
+    return {row["id"] for row in api_client(user).get("/api/v1/imports/").json()["results"]}
+
+
+def _admin_ids(client) -> set[int]:
+    page = client.get(reverse("admin:studies_importrecord_changelist"))
+    assert page.status_code == 200
+    return {record.pk for record in page.context["cl"].result_list}
+
+
+def test_a_view_share_does_not_open_the_item_import_of_the_owners_unshown_items(tmp_path):
+    """Olga imports 5 train items (no study draws them) into the dataset of the study she shares with
+    Lee for viewing: the record (its file's name, SHA-256, counts, ``summary["splits"]``, column
+    mapping) is not Lee's to read, in the selector, the API or the admin."""
+    lab = olga_shares_a_study_with_lee(tmp_path)
+    record = lab.items_record
+    assert record.summary["splits"] == {"train": 5}
+
+    assert record not in import_records_for_user(user=lab.lee)
+    assert record.pk not in _api_ids(lab.lee)
+    assert lab.clients["lee"].get(f"/api/v1/imports/{record.pk}/").status_code == 404
+    assert record.pk not in _admin_ids(lab.clients["lee"])
+    response = lab.clients["lee"].get(reverse("admin:studies_importrecord_change", args=[record.pk]))
+    assert response.status_code == 302 and response["Location"] == reverse("admin:index")
+
+
+def test_the_importer_and_a_library_reader_still_read_the_item_import(tmp_path):
+    lab = olga_shares_a_study_with_lee(tmp_path)
+    records = {lab.items_record.pk, lab.rationales_record.pk}
+
+    for who, user in (("olga", lab.olga), ("carol", lab.carol)):
+        assert records <= set(import_records_for_user(user=user).values_list("pk", flat=True)), who
+        assert records <= _api_ids(user), who
+        assert records <= _admin_ids(lab.clients[who]), who
 
 
 def test_an_outcomes_import_follows_its_study_not_its_dataset(lab, strategyqa_dir, utility_file_lines):
