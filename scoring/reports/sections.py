@@ -12,7 +12,9 @@ import json
 
 import pandas as pd
 from django.core.cache import cache
+from django.db.models import OuterRef, Subquery
 
+from annotations.models import Unit
 from scoring import plots
 from scoring.metrics import theils_u
 from scoring.metrics.labels import PLURALITY, STRICT_MAJORITY
@@ -106,7 +108,14 @@ def unit_frame(run: ScoreRun, latest: ScoreRun | None) -> pd.DataFrame | None:
     run, is ``run``); else None."""
     if latest is None or latest.pk != run.pk:
         return None
-    rows = UnitScore.objects.filter(study_id=run.study_id, utility__isnull=False).values_list(
+    # In the study's unit order, as scoring reads its units (``score._units_frame``): the bootstrap
+    # resamples rows by position, so the order in which the rows were written (a run mid-collection
+    # writes some first) or the database's choice would change the intervals under the same seed.
+    unit_order = Subquery(Unit.objects.filter(
+        study_id=OuterRef("study_id"), item_id=OuterRef("item_id"), source_id=OuterRef("source_id"),
+        generalization_question__isnull=True).order_by("id").values("id")[:1])
+    rows = UnitScore.objects.filter(study_id=run.study_id, utility__isnull=False).annotate(
+        unit_order=unit_order).order_by("unit_order", "item_id", "source_id").values_list(
         "source__name", "utility", "task_correct", "gen_u", "similarity")
     frame = pd.DataFrame.from_records(list(rows), columns=["source", "utility", "task_correct", "gen_u", "similarity"])
     if len(frame) != (run.results or {}).get("n_units_scored"):

@@ -19,7 +19,7 @@ from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.download import table_csv
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, theils_u_draws
-from scoring.reports.sections import report_sections
+from scoring.reports.sections import report_sections, unit_frame
 from scoring.reports.tables import Column, Table
 from scoring.services import outcomes_import, study_score
 from studies.models import Study
@@ -490,3 +490,66 @@ def test_a_source_named_like_math_is_drawn_as_text_in_the_figures_and_the_zip(ad
     assert download.status_code == 200
     names = zipfile.ZipFile(io.BytesIO(download.content)).namelist()
     assert {"figures/utility_shares.png", "figures/utility_shares.svg"} <= set(names)
+
+
+def _peeked_or_not(name: str, *, peeked: bool) -> ScoreRun:
+    """A utility study of 8 items x 2 sources, one worker per unit, every answer fixed by its unit;
+    ``peeked``: the researcher scored it once mid-collection ("Score now"), so its unit scores were
+    written in another order than the study's units."""
+    from annotations.services.errors import NoWorkAvailable
+
+    dataset = DatasetFactory(name=f"{name}-ds")
+    items = [ItemFactory(dataset=dataset, external_id=f"{name}q{i}", gold_answer="yes", split="test") for i in range(8)]
+    sources = [RationaleSourceFactory(name=f"{name}-good"), RationaleSourceFactory(name=f"{name}-mixed")]
+    predicted = {"good": "yyyyyyyy", "mixed": "ynnyynyn"}
+    after = {"good": "yynyyyny", "mixed": "nyyynnyy"}
+    for i, item in enumerate(items):
+        for source in sources:
+            answer = "yes" if predicted[source.name.split("-")[1]][i] == "y" else "no"
+            RationaleFactory(item=item, source=source, predicted_answer=answer, prediction_correct=answer == "yes")
+    study = study_open(study=study_create(name=name, dataset=dataset, sources=sources, annotators_per_unit=1,
+                                          units_per_task=4, consent_text="ok"), user=OPERATOR)
+
+    def answer(claim, step):
+        i = int(claim.unit.item.external_id.rsplit("q", 1)[1])
+        return "no" if step == "before" else ("yes" if after[claim.unit.source.name.split("-")[1]][i] == "y" else "no")
+
+    workers = [f"{name[:3]}{n:021x}" for n in range(6)]
+    order = [workers[3]] + workers[:3] + workers[4:] if peeked else workers
+    for n, worker in enumerate(order):
+        try:
+            work(study, worker, answer=answer)
+        except NoWorkAvailable:
+            pass
+        if peeked and n == 0:
+            assert study_score(study=study, similarity=False).status == ScoreRun.Status.DONE
+    run = study_score(study=study, similarity=False)
+    assert run.status == ScoreRun.Status.DONE and run.results["n_units_scored"] == 16, run.error
+    return run
+
+
+@pytest.mark.django_db
+def test_the_reports_intervals_do_not_depend_on_the_order_unit_scores_were_written():
+    """The report resamples the unit scores by position: read in the order they were written, a
+    study scored once mid-collection printed other intervals for U(utility | task accuracy) than the
+    same answers scored once (0.297 vs 0.289 under the same seed)."""
+    def intervals(run):
+        table = {s.key: s for s in report_sections(run)}["theils_u"].tables[0]
+        return {(r["measure"], r["source"].split("-")[-1]): (r["n"], r["value"], r["ci_low"], r["ci_high"])
+                for r in table.rows}
+
+    def in_unit_order(run):  # the rows as scoring reads its units (``score._units_frame``: by unit id)
+        from annotations.models import Unit
+
+        scores = {(u.item_id, u.source_id): u for u in UnitScore.objects.filter(study_id=run.study_id)}
+        return [(u.source.name, scores[u.item_id, u.source_id].utility, scores[u.item_id, u.source_id].task_correct)
+                for u in Unit.objects.filter(study_id=run.study_id).select_related("source").order_by("id")]
+
+    peeked, direct = _peeked_or_not("peeked", peeked=True), _peeked_or_not("direct", peeked=False)
+    # the peek wrote the first worker's units' scores first: not the units' order
+    assert list(UnitScore.objects.filter(study_id=peeked.study_id).order_by("id").values_list("item_id", flat=True)) != (
+        sorted(UnitScore.objects.filter(study_id=peeked.study_id).values_list("item_id", flat=True)))
+    frame = unit_frame(peeked, peeked)
+    assert list(frame[["source", "utility", "task_correct"]].itertuples(index=False, name=None)) == in_unit_order(peeked)
+    assert peeked.results["bootstrap"] == direct.results["bootstrap"]
+    assert intervals(peeked) == intervals(direct)
