@@ -36,6 +36,7 @@ from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.selectors.platforms import (
+    assignments_on_hold,
     study_bonus_candidates,
     study_dry_runs_shown,
     study_good_work_not_judged,
@@ -162,6 +163,7 @@ class PublicationAdmin(KeysShownAdmin):
         submitted_ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
                              .order_by("id").values_list("id", flat=True))
         submitted = len(submitted_ids)
+        held = assignments_on_hold(study=study).filter(pk__in=submitted_ids).count()
         link_rows = study_link_rows(study=study)
         keys_shown = may_hand_out_links(user=request.user, study=study)
         context = {
@@ -184,10 +186,12 @@ class PublicationAdmin(KeysShownAdmin):
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
             "dry_runs": study_dry_runs_shown(study=study),
             "submitted": submitted,
+            "submitted_held": held,  # of them, on hold: "Approve all" leaves them out, unpaid
             "submitted_ids": ",".join(map(str, submitted_ids)),
             "candidate_ids": {kind: ",".join(map(str, ids)) for kind, ids in candidates.items()},
-            # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee.
-            "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted).estimate,
+            # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee, work on
+            # hold left out (``assignments_on_hold``: "Approve all" refuses it and names it).
+            "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted - held).estimate,
             "live": Publication.objects.filter(study=study, platform=study.platform, dry_run=False,
                                                status__in=[Publication.Status.PUBLISHED,
                                                            Publication.Status.PUBLISHING]).first(),

@@ -8,19 +8,20 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from django.db.models.functions import Coalesce
 
-from annotations.models import Annotation, Assignment
+from annotations.models import Annotation, Assignment, Unit
 from annotations.platforms import get_platform
-from annotations.platforms.base import CostEstimate, money
+from annotations.platforms.base import CENT, CostEstimate, money
 from annotations.selectors.platforms import DONE_STATUSES
-from studies.design import study_capacity
+from studies.design import Capacity, design_capacity, study_capacity
 from studies.models import Platform, Study
 
 # Fewer timed tasks than this give no median worth quoting: the estimate stands until then.
@@ -49,11 +50,49 @@ class PayReading:
 
 
 
+def study_collects(*, study: Study) -> Capacity:
+    """What ``study`` will collect, under the assignment rule (``studies.design.design_capacity``: a
+    task holds at most one unit of each question): the one owner of the answers and tasks that the
+    cost reading quotes and a publish sends.
+
+    A draft: its design as it reads now (``studies.design.study_capacity``). Once opened: the units
+    built at opening (their question keys, each unit asking the study's workers per unit), as the
+    progress page counts its tasks and as the assignment hands them out; the design read live
+    would change under an open study (a generalization question marked invalid, a rationale
+    imported) while its units, and what it collects, do not. A study closed before it was opened
+    has no units: its design is read, as a draft's."""
+    if study.pk is None or study.status == Study.Status.DRAFT:
+        return study_capacity(study=study)
+    per_question = Counter(dict(Unit.objects.filter(study=study).values_list("question_key")
+                                .annotate(n=Count("id")).order_by()))
+    if not per_question:
+        return study_capacity(study=study)
+    return design_capacity(question_keys=per_question.elements(), quota=study.annotators_per_unit,
+                           units_per_task=study.units_per_task)
+
+
 def study_task_count(*, study: Study) -> tuple[int, int]:
-    """(answers to collect, tasks) for ``study``, under the assignment rule
-    (``studies.design.study_capacity``: a task holds at most one unit of each question)."""
-    capacity = study_capacity(study=study)
+    """(answers to collect, tasks) for ``study`` (``study_collects``)."""
+    capacity = study_collects(study=study)
     return capacity.answers, capacity.tasks
+
+
+def platform_minutes(*, study: Study) -> int:
+    """The minutes a task of ``study`` is said to take on a platform (Prolific's
+    estimated_completion_time, the MTurk description's "About N minutes"): the estimate rounded up
+    to whole minutes, at least 1. The one owner: the publish sends these, and the estimate-based
+    hourly pay and its floor check use them, so the pay quoted here is the pay workers are shown.
+    Link studies send no minutes; their estimate uses the same ones, so every platform's quote reads
+    alike."""
+    return max(1, math.ceil(float(study.estimated_minutes_per_task)))
+
+
+def reward_for_floor(*, floor: Decimal, minutes: Decimal) -> Decimal:
+    """The smallest reward, in whole cents, that pays ``floor`` an hour for ``minutes`` of work:
+    rounded up, never down, so the reward suggested passes the floor check that suggested it."""
+    if minutes <= 0:
+        return money(0)
+    return (Decimal(floor) * Decimal(minutes) / 60).quantize(CENT, rounding=ROUND_CEILING)
 
 
 @dataclass
@@ -107,7 +146,7 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
     the study's floor. Before any task is done, the estimate from ``estimated_minutes_per_task``."""
     reward = money(study.reward)
     floor = money(study.hourly_pay_floor)
-    estimate_minutes = Decimal(study.estimated_minutes_per_task)
+    estimate_minutes = Decimal(platform_minutes(study=study))  # the minutes a platform shows workers
     result = HourlyPay(reward=reward, floor=floor, estimate_minutes=estimate_minutes,
                        estimate_hourly=_hourly(reward, float(estimate_minutes)))
     rows = Assignment.objects.filter(study=study, status__in=DONE_STATUSES, submitted_at__isnull=False).values_list(
@@ -137,7 +176,8 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
             result.below_floor = True
             result.warnings.append(
                 f"Median recorded time {result.median_minutes} min gives {pay}/hour, below the floor of "
-                f"{floor}/hour: raise the reward to at least {money(floor * Decimal(str(result.median_minutes)) / 60)} "
+                f"{floor}/hour: raise the reward to at least "
+                f"{reward_for_floor(floor=floor, minutes=Decimal(str(result.median_minutes)))} "
                 "or pay the difference as a bonus."
             )
         elif result.hourly_p75 is not None and result.hourly_p75 < floor:
@@ -150,7 +190,7 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
         result.warnings.append(
             f"At the estimated {estimate_minutes} min a task, {reward} pays {result.estimate_hourly}/hour, below "
             f"the floor of {floor}/hour: raise the reward to at least "
-            f"{money(floor * estimate_minutes / 60)}."
+            f"{reward_for_floor(floor=floor, minutes=estimate_minutes)}."
         )
     return result
 
@@ -165,26 +205,25 @@ def questions_per_task(*, study: Study, largest_task: int | None = None) -> int:
     return units + study.attention_checks.count()
 
 
-# Distinct questions of a study's design, per process: (units, questions, when read). Reading them
-# means the study's whole unit plan (every item id and rationale: 40,000 rows for a 30,000-unit
+# Distinct questions of a study, per process: (units, questions, when read). Reading them means a
+# query over all its units (``study_collects``: 30,000 rows grouped by question for a 30,000-unit
 # study), and every landing page counts a task's questions. A study that is no longer a draft has
-# its items and sources fixed (``studies.services.studies.study_locked_changes``), so its count is
-# kept for DESIGN_TTL seconds (a generalization question found invalid meanwhile leaves the plan,
-# so it is not kept for ever); a draft's is always read afresh.
+# its units fixed at opening, so its count is kept for DESIGN_TTL seconds; a draft's (its design,
+# which still changes) is always read afresh.
 DESIGN_TTL = 60.0
 _DESIGN_QUESTIONS: dict[tuple, tuple[int, int, float]] = {}
 
 
 def _largest_task(study: Study) -> int:
-    """``study_capacity(study=study).largest_task``, the design read at most once a minute for a
-    study that is not a draft."""
+    """``study_collects(study=study).largest_task``, read at most once a minute for a study that is
+    not a draft."""
     if study.status == Study.Status.DRAFT or study.pk is None:
         return study_capacity(study=study).largest_task
     key = (study.pk, study.created_at, study.kind)  # a row made again under the same id is another study
     now = time.monotonic()
     cached = _DESIGN_QUESTIONS.get(key)
     if cached is None or now - cached[2] > DESIGN_TTL:
-        capacity = study_capacity(study=study)
+        capacity = study_collects(study=study)
         if len(_DESIGN_QUESTIONS) > 10_000:
             _DESIGN_QUESTIONS.clear()
         cached = _DESIGN_QUESTIONS[key] = (capacity.units, capacity.questions, now)
@@ -222,7 +261,7 @@ def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:
     if below:
         minutes = Decimal(str(median)) if basis == "recorded" else hourly.estimate_minutes
         warnings.append(f"Effective pay {figure}/h is below the floor of {hourly.floor}/h: raise the reward to at "
-                        f"least {money(hourly.floor * minutes / 60)} or pay the difference as a bonus.")
+                        f"least {reward_for_floor(floor=hourly.floor, minutes=minutes)} or pay the difference as a bonus.")
     elif basis == "recorded":
         warnings.extend(w for w in hourly.warnings if "quarter" in w)  # the spread's warning still applies
     return PayReading(figure=figure, basis=basis, text=text, timed_tasks=n, median_minutes=median,
@@ -264,7 +303,7 @@ def study_cost_and_pay(*, study: Study, platform_name: str | None = None,
     platform's estimate with its fee (MTurk HITs of ``max_assignments_per_hit``, by default
     ``RL_MTURK_MAX_ASSIGNMENTS_PER_HIT``), and the hourly pay to quote, with every warning."""
     name = platform_name if platform_name in Platform.values else study.platform
-    capacity = study_capacity(study=study)
+    capacity = study_collects(study=study)
     answers, default_tasks = capacity.answers, capacity.tasks
     per_hit = int(max_assignments_per_hit or settings.RL_MTURK_MAX_ASSIGNMENTS_PER_HIT)
     estimate = get_platform(name).estimate_cost(

@@ -44,7 +44,7 @@ from annotations.platforms.mturk import (
     question_form_xml,
     split_assignments,
 )
-from annotations.selectors.cost import study_cost_and_pay, study_task_count
+from annotations.selectors.cost import platform_minutes, study_cost_and_pay, study_task_count
 from annotations.services.deadlines import assignment_duration
 from annotations.services.links import links_generate, open_link_create
 from annotations.services.opening import study_open
@@ -222,8 +222,9 @@ def platform_time_limit(*, study: Study, platform: str, options: dict) -> int:
 
 def _task_spec(*, study: Study, platform: str, request_token: str, n_tasks: int, completion_code: str,
                options: dict, time_limit: int) -> TaskSpec:
-    """What is sent to the platform; ``time_limit``: ``platform_time_limit``'s seconds."""
-    minutes = max(1, math.ceil(float(study.estimated_minutes_per_task)))
+    """What is sent to the platform; ``time_limit``: ``platform_time_limit``'s seconds; the minutes a
+    task takes: ``selectors.cost.platform_minutes``, the ones the quoted hourly pay is read from."""
+    minutes = platform_minutes(study=study)
     description = (options.get("description") or study.instructions or "").strip()
     if not description:
         description = (
@@ -422,7 +423,8 @@ def _publishing_goes_on(publication: Publication, study: Study, user, *, before:
 
 
 def _tasks_to_publish(*, study: Study, platform, n_tasks: int | None) -> int:
-    """The tasks to publish (``n_tasks``, or the study's design), refused when there are none or
+    """The tasks to publish (``n_tasks``, or what the study collects: ``selectors.cost.study_collects``,
+    its design while a draft, the units built at opening once open), refused when there are none or
     when the platform moves money and the study has no reward."""
     _, default_tasks = study_task_count(study=study)
     n_tasks = int(n_tasks if n_tasks is not None else default_tasks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from decimal import Decimal
 from io import StringIO
 
@@ -16,6 +17,12 @@ from django.utils import timezone
 
 from annotations.models import Assignment
 from annotations.selectors.cost import questions_per_task, study_cost_and_pay, study_effective_hourly_pay
+from annotations.selectors.progress import study_progress
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.publish import study_publish
+from studies.models import GeneralizationQuestion, Study
+from studies.services.questions import generalization_questions_set_validation
+from studies.services.studies import study_update
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import on_platform, open_study, submitted
 
@@ -97,3 +104,73 @@ def test_every_place_says_when_tasks_cannot_be_as_large_as_entered(root_client):
         assert "at most 8 questions, not 10" in text, place
     # The study page's design and cost share the warning: said once.
     assert quotes["study page"].count("at most 8 questions, not 10") == 1
+
+
+def _dry_run_sent(study) -> dict:
+    """What a dry run of ``study`` on Prolific would send: the study draft's payload."""
+    publication = study_publish(user=OPERATOR, study=study, platform_name="prolific", dry_run=True)
+    return publication, publication.plan["requests"][0]["json"]
+
+
+def test_an_open_study_quotes_and_publishes_what_its_units_collect_not_the_design_read_again(db, prolific):
+    # 3 items x 1 generalization question x 2 sources = 6 units x 3 workers = 18 answers, in tasks
+    # of 2 units (3 distinct questions): 9 tasks.
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_genq=1, n_sources=2, quota=3, units_per_task=2,
+                       platform="prolific", reward=Decimal("2.00"), estimated_minutes_per_task=Decimal("6.0"))
+    question = GeneralizationQuestion.objects.filter(item__in=study.items.all()).order_by("pk").first()
+    # Judged invalid after opening: the design read live loses its 2 units, the built units keep them.
+    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.INVALID)
+
+    progress = study_progress(study=study)
+    cost = study_cost_and_pay(study=study)
+    publication, sent = _dry_run_sent(study)
+
+    assert (progress.answers_to_collect, progress.tasks_planned) == (18, 9)
+    assert (cost.answers, cost.tasks) == (progress.answers_to_collect, progress.tasks_planned)
+    assert publication.n_tasks == sent["total_available_places"] == progress.tasks_planned
+
+
+def test_a_draft_still_quotes_its_design_as_it_reads_now(db):
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_genq=1, n_sources=2, quota=3, units_per_task=2,
+                       status="draft", reward=Decimal("2.00"))
+    question = GeneralizationQuestion.objects.filter(item__in=study.items.all()).order_by("pk").first()
+    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.INVALID)
+
+    cost = study_cost_and_pay(study=study)
+
+    assert (cost.answers, cost.tasks) == (12, 6)  # 4 units x 3 workers, in tasks of 2 (2 questions left)
+
+
+def test_the_hourly_pay_quoted_is_the_pay_for_the_minutes_the_platform_shows(db, prolific):
+    study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, status="draft", platform="prolific",
+                       reward=Decimal("1.55"), hourly_pay_floor=Decimal("15.00"),
+                       estimated_minutes_per_task=Decimal("6.1"))
+
+    _, sent = _dry_run_sent(study)
+    cost = study_cost_and_pay(study=study)
+
+    assert sent["estimated_completion_time"] == 7  # Prolific shows workers 1.55 for 7 min: 13.29/h
+    assert cost.hourly.estimate_minutes == Decimal(sent["estimated_completion_time"])
+    assert (cost.pay.figure, cost.pay.below_floor) == (Decimal("13.29"), True)
+    assert any("below the floor of 15.00/h" in warning for warning in cost.warnings)
+
+
+def _suggested_reward(warnings: list[str]) -> Decimal:
+    found = [re.search(r"raise the reward to at least (\d+\.\d\d)", warning) for warning in warnings]
+    return Decimal(next(match.group(1) for match in found if match))
+
+
+def test_the_reward_suggested_to_reach_the_floor_does_reach_it(db):
+    # 16.04/h for 7 min is 1.8713...: 1.87 pays 16.03/h, still below; 1.88 pays 16.11/h.
+    study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, status="draft",
+                       reward=Decimal("1.00"), hourly_pay_floor=Decimal("16.04"),
+                       estimated_minutes_per_task=Decimal("7"))
+    cost = study_cost_and_pay(study=study)
+    suggested = _suggested_reward(cost.warnings)
+    assert suggested == _suggested_reward(cost.hourly.warnings) == Decimal("1.88")
+
+    study = study_update(study=study, user=None, reward=suggested)
+    cost = study_cost_and_pay(study=study)
+
+    assert cost.pay.below_floor is False and cost.pay.figure >= Decimal("16.04"), cost.warnings
+    assert not cost.hourly.below_floor

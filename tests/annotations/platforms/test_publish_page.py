@@ -12,12 +12,15 @@ from django.test import Client
 from django.urls import reverse
 
 from annotations.models import OpenLink, ParticipantLink, Publication
+from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.errors import StudyNotOpen
 from annotations.services.participants import participant_link_redeem
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import study_approve_all
+from annotations.services.platforms.sync import study_sync
 from tests.annotations.pages import complete_task, start
-from tests.annotations.platforms.conftest import on_platform, open_study
+from tests.annotations.platforms.conftest import on_platform, open_study, publish_on, submitted
 
 
 @pytest.fixture
@@ -118,3 +121,23 @@ def test_a_publish_posted_for_another_platform_is_refused_with_the_reason(resear
     assert not Publication.objects.filter(study=study).exists() and server.calls("POST", r"/api/v1/studies/") == []
     study.refresh_from_db()
     assert study.status == "draft"
+
+
+def test_approve_all_is_priced_without_the_work_on_hold_it_leaves_out(researcher, study, prolific):
+    platform, server = prolific
+    publication = publish_on(study, "prolific")
+    real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
+    # p_real's session id presented with a fabricated participant id: sync holds that work.
+    submitted(study, platform="prolific", worker_id="p_fabricated_1", assignment_id=real["id"],
+              task_id=publication.prolific_study_id)
+    honest = server.add_submission(publication.prolific_study_id, participant_id="p_honest")
+    submitted(study, platform="prolific", worker_id="p_honest", assignment_id=honest["id"],
+              task_id=publication.prolific_study_id)
+    study_sync(study=study)
+    one, two = (study_cost_and_pay(study=study, n_tasks=n).estimate for n in (1, 2))
+
+    html = researcher.get(_page(study, "prolific")).content.decode()
+
+    approve = next(line for line in html.splitlines() if "their rewards:" in line)
+    assert f"<strong>{one.total} {one.currency}</strong>" in approve and str(two.total) not in approve, approve
+    assert study_approve_all(user=OPERATOR, study=study)["approved"] == 1  # what it pays: one task's reward
