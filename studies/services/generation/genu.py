@@ -40,6 +40,7 @@ from studies.models import (
     RationaleSource,
 )
 from studies.services.content import gen_u_added_refusals
+from studies.services.grading import prediction_correct
 
 from .common import (
     NOT_YOURS_TO_CHANGE,
@@ -178,7 +179,7 @@ def genu_answer(*, questions: Sequence[GeneralizationQuestion], answerer: Ration
         label = "" if failed else parsed.answer
         answers.append(GenUAnswer(
             question_id=question.pk, item_id=question.item_id, answerer=role, predicted=label,
-            correct=bool(label) and label == question.answer, parsed=not failed, raw=raw,
+            correct=bool(prediction_correct(label, question.answer)), parsed=not failed, raw=raw,
             reason=parsed.reason if failed else "",
         ))
     return answers

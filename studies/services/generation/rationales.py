@@ -33,6 +33,7 @@ from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.models import Dataset, GenerationFailure, GenerationJob, Item, Rationale
 from studies.selectors import items_for_jobs
+from studies.services.grading import prediction_correct
 
 from .common import (
     BatchOutput,
@@ -242,7 +243,7 @@ class RationaleHandler(ItemHandler):
             own = drawn and pitem.key in demo_keys  # its own gold answer and rationale was in its prompt
             out.rationales.append(Rationale(
                 item=item, source=source, text=parsed.rationale, predicted_answer=parsed.answer,
-                prediction_correct=parsed.answer == item.gold_answer, raw_output=raw,
+                prediction_correct=prediction_correct(parsed.answer, item.gold_answer), raw_output=raw,
                 generation_info={**info, "own_item_in_demonstrations": True} if own else info,
             ))
         return out

@@ -29,6 +29,12 @@ so it needs what they need (``studies.services.questions.validation_change_probl
 ``generalisation_final_*.json`` files are taken as the validated set (our reading of SPEC section 4): import them with
 ``validation_status="valid"`` (``--validation-status valid``), as the README says.
 
+A re-import that changes a stored question's answer grades the question's stored Gen-U predictions
+again against the new answer, in the same transaction (``studies.services.grading``: a prediction is
+never asked again, as its prompt never showed the answer); the summary counts the questions whose
+answer changed (``answers_changed``) and the predictions whose ``correct`` changed
+(``genu_predictions_regraded``).
+
 The import's record counts and quotes its questions, so it stores their ids
 (``summary["question_ids"]``): another researcher reads it only when they may read every one of
 them (``studies.selectors.import_records_for_user``), not merely the dataset.
@@ -42,6 +48,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
+from studies.services.grading import genu_predictions_regrade
 from studies.services.questions import validation_change_problem, validation_provenance
 
 from .errors import ErrorCollector, ImportValidationError, RowError
@@ -245,6 +252,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
         # Stored questions whose status the file changes, read before ``bulk_upsert`` sets the file's values.
         remarked = [key for key, values in rows.items() if key in existing
                     and values.get("validation_status") not in (None, existing[key].validation_status)]
+        # Stored questions whose answer the file changes: their Gen-U predictions are graded again.
+        reanswered = [existing[key].pk for key, values in rows.items()
+                      if key in existing and values["answer"] != existing[key].answer]
         for key, values in rows.items():
             if key in existing:
                 _existing_values(existing[key], values, parsed)
@@ -258,6 +268,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
         _remarking_check(remarked, parsed=parsed, user=user)
+        regraded = genu_predictions_regrade(question_ids=reanswered)
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:
             per_type[qtype] = per_type.get(qtype, 0) + 1
@@ -271,6 +282,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             "per_type": per_type,
             "conflicting_answers": parsed.conflicts,
             "validation_status_set": validation_status,
+            # A changed answer re-grades the question's stored Gen-U predictions (``grading``).
+            "answers_changed": len(reanswered),
+            "genu_predictions_regraded": regraded,
             # Who reads this record beyond its importer reads these questions (``import_records_for_user``):
             # every question of the file, new, changed or unchanged.
             "question_ids": sorted([existing[key].pk for key in rows if key in existing]

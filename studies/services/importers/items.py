@@ -6,6 +6,7 @@ from typing import Any
 from django.db import transaction
 
 from studies.models import ImportRecord, Item
+from studies.services.grading import rationales_regrade
 
 from .errors import ErrorCollector, ImportValidationError
 from .reading import ImportFile
@@ -102,13 +103,19 @@ def items_apply(
     extra_summary: dict[str, Any] | None = None,
 ) -> ImportRecord:
     """Create the dataset if new, upsert the validated rows by (dataset, external id) and record
-    the import, all in one transaction. Call only after every row has been validated."""
+    the import, all in one transaction. Call only after every row has been validated. A corrected
+    gold answer re-grades the rationales of its item (``grading.rationales_regrade``) in the same
+    transaction; the summary counts the items whose gold answer changed (``gold_answers_changed``)
+    and the rationales whose ``prediction_correct`` changed with them (``rationales_regraded``)."""
     with transaction.atomic():
         dataset, dataset_created = dataset_get_or_create(
             name=dataset_name, task_format=task_format, choice_labels=choice_labels, description=dataset_description,
             user=user,
         )
         existing = {item.external_id: item for item in Item.objects.filter(dataset=dataset)}
+        # Read before ``bulk_upsert`` sets the file's values on the existing items.
+        regold = [existing[key].pk for key, values in rows.rows.items()
+                  if key in existing and existing[key].gold_answer != values["gold_answer"]]
 
         def build(external_id: str, values: dict[str, Any]) -> Item:
             return Item(dataset=dataset, external_id=external_id, **values)
@@ -117,6 +124,7 @@ def items_apply(
             model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS,
             lines=rows.lines, filename=f.name, user=user, key_field="external_id",
         )
+        regraded = rationales_regrade(item_ids=regold)
         splits: dict[str, int] = {}
         for values in rows.rows.values():
             splits[values["split"]] = splits.get(values["split"], 0) + 1
@@ -125,6 +133,8 @@ def items_apply(
             "dataset_created": dataset_created,
             "rows": len(rows),
             "splits": splits,
+            "gold_answers_changed": len(regold),
+            "rationales_regraded": regraded,
             **(extra_summary or {}),
         }
         return import_record_create(kind=kind, f=f, dataset=dataset, result=result, summary=summary, user=user)

@@ -36,6 +36,7 @@ from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
 from studies.selectors import sources_for_design
 from studies.services.content import content_change_problems
+from studies.services.grading import prediction_correct
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_cell, read_import_file, read_records
@@ -188,7 +189,7 @@ class _RationaleRow:
         values = {
             "text": text,
             "predicted_answer": predicted,
-            "prediction_correct": (predicted == item.gold_answer) if predicted else None,
+            "prediction_correct": prediction_correct(predicted, item.gold_answer),
             "generation_info": {"imported_from": self.f.name, "extra": extra} if extra else {"imported_from": self.f.name},
         }
         if highlight is not None:

@@ -1,0 +1,117 @@
+"""A corrected answer re-grades what was graded against it: an item re-import that changes a gold
+answer sets ``prediction_correct`` of the item's rationales again (so task accuracy and
+U(utility | task accuracy) read the corrected gold), and a generalization re-import that changes a
+question's answer sets ``correct`` of its Gen-U predictions again, each in the import's transaction
+and counted in its record (``studies.services.grading``)."""
+from __future__ import annotations
+
+import pytest
+
+from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
+from scoring.services import study_score
+from studies.models import Dataset, GenUPrediction, Item, Rationale, RationaleSource
+from studies.services import generation
+from studies.services.importers import (
+    ImportValidationError,
+    generalization_questions_import,
+    items_import_table,
+    rationales_import,
+)
+from studies.services.studies import study_create
+from tests.studies.helpers import write_json
+from tests.studies.lm.openai_server import OpenAIServer, completion
+from tests.work import work
+
+pytestmark = pytest.mark.django_db
+
+ITEMS = "id,question,answer,split\nq1,Is ice cold?,yes,test\nq2,Is snow white?,{q2},test\n"
+
+
+def _items_with_lm2_rationales(tmp_path, *, q2_gold: str):
+    """Items q1 (gold yes) and q2 (gold ``q2_gold``) imported from a file, and the rationales of the
+    source lm2, which predicts "yes" for both (q3 has a rationale without a prediction)."""
+    items = tmp_path / "items.csv"
+    items.write_text(ITEMS.format(q2=q2_gold) + "q3,Is fire hot?,yes,train\n")
+    items_import_table(file=items, dataset_name="Gold", task_format="yes_no")
+    rationales = tmp_path / "lm2.csv"
+    rationales.write_text("item_id,source,rationale,predicted_answer\n"
+                          "q1,lm2,Ice is frozen.,yes\nq2,lm2,Snow is white.,yes\nq3,lm2,Fire burns.,\n")
+    rationales_import(file=rationales, dataset_name="Gold")
+    return items
+
+
+def _correct() -> dict[str, bool | None]:
+    return dict(Rationale.objects.filter(source__name="lm2").values_list("item__external_id", "prediction_correct"))
+
+
+def test_a_corrected_gold_answer_regrades_the_rationales_and_task_accuracy(tmp_path):
+    items = _items_with_lm2_rationales(tmp_path, q2_gold="no")
+    assert _correct() == {"q1": True, "q2": False, "q3": None}
+
+    items.write_text(ITEMS.format(q2="yes") + "q3,Is fire hot?,no,train\n")  # q2 corrected; q3 has no prediction
+    record = items_import_table(file=items, dataset_name="Gold")
+
+    assert Item.objects.get(external_id="q2").gold_answer == "yes"
+    assert _correct() == {"q1": True, "q2": True, "q3": None}
+    assert (record.updated, record.summary["gold_answers_changed"], record.summary["rationales_regraded"]) == (2, 2, 1)
+    study = study_create(name="corrected", dataset=Dataset.objects.get(name="Gold"), split="test",
+                         sources=[RationaleSource.objects.get(name="lm2")], annotators_per_unit=1, units_per_task=2,
+                         consent_text="I agree.")
+    study = study_open(study=study, user=OPERATOR)
+    work(study, "5a9d64f5f6dfdd0001eaa73d")
+    run = study_score(study=study, similarity=False)
+    assert run.status == "done", run.error
+    assert run.results["task_accuracy"]["lm2"] == 1.0
+
+    again = items_import_table(file=items, dataset_name="Gold")  # nothing changes: nothing is regraded
+    assert (again.updated, again.summary["gold_answers_changed"], again.summary["rationales_regraded"]) == (0, 0, 0)
+
+
+def test_a_refused_gold_correction_regrades_nothing(tmp_path):
+    """All or nothing: a file correcting q2's gold and q3's, which the open study of the train split
+    fixes, is refused whole: q2's gold and its rationale's grade stay as they were."""
+    items = _items_with_lm2_rationales(tmp_path, q2_gold="no")
+    study = study_create(name="fixed", dataset=Dataset.objects.get(name="Gold"), split="train",
+                         sources=[RationaleSource.objects.get(name="lm2")], annotators_per_unit=1, units_per_task=1,
+                         consent_text="I agree.")
+    study_open(study=study, user=OPERATOR)
+    items.write_text("id,question,answer,split\nq2,Is snow white?,yes,test\nq3,Is fire hot?,no,train\n")
+
+    with pytest.raises(ImportValidationError) as exc:
+        items_import_table(file=items, dataset_name="Gold")
+
+    assert [(e.line, e.field) for e in exc.value.errors] == [(3, "gold_answer")]
+    assert dict(Item.objects.values_list("external_id", "gold_answer")) == {"q1": "yes", "q2": "no", "q3": "yes"}
+    assert _correct() == {"q1": True, "q2": False, "q3": None}
+
+
+def test_a_corrected_question_answer_regrades_its_genu_predictions(tmp_path):
+    items = tmp_path / "items.csv"
+    items.write_text("id,question,answer,split\nq1,Is ice cold?,yes,dev\n")
+    items_import_table(file=items, dataset_name="GenU", task_format="yes_no")
+    rationales = tmp_path / "lm2.csv"
+    rationales.write_text("item_id,source,rationale,predicted_answer\nq1,lm2,Ice is frozen.,yes\n")
+    rationales_import(file=rationales, dataset_name="GenU")
+    questions = write_json(tmp_path / "generalisation_final_dev.json",
+                           {"Is ice cold?": [["Is frozen water cold?", "True", "rephrase"]]})
+    generalization_questions_import(file=questions, dataset_name="GenU", validation_status="valid")
+    source = RationaleSource.objects.get(name="lm2")
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = {role: RationaleSource.objects.create(
+            name=f"answerer-{role}", kind="lm", backend="openai", model_name_or_path="some/ckpt",
+            endpoint_url=server.url, decoding={"backoff_s": 0.01, "concurrency": 1}) for role in ("I", "IR")}
+        job = generation.generation_job_run(job_id=generation.generation_job_create(
+            kind="genu_answers", source=source, item_ids=list(Item.objects.values_list("pk", flat=True)), user=None,
+            enqueue=False, params={"answerer_i": answerers["I"].pk, "answerer_ir": answerers["IR"].pk}).pk)
+    assert job.status == "done", job.error
+    predictions = GenUPrediction.objects.filter(rationale_source=source)
+    assert sorted(predictions.values_list("answerer", "predicted_answer", "correct")) == [
+        ("I", "yes", True), ("IR", "yes", True)]
+
+    write_json(questions, {"Is ice cold?": [["Is frozen water cold?", "False", "rephrase"]]})
+    record = generalization_questions_import(file=questions, dataset_name="GenU")
+
+    assert sorted(predictions.values_list("answerer", "predicted_answer", "correct")) == [
+        ("I", "yes", False), ("IR", "yes", False)]
+    assert (record.updated, record.summary["answers_changed"], record.summary["genu_predictions_regraded"]) == (1, 1, 2)
