@@ -16,7 +16,7 @@ from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
-from annotations.models import Assignment, PlatformSubmission, Unit
+from annotations.models import Assignment, PlatformCall, PlatformSubmission, Unit
 from annotations.selectors import claims_that_count
 from annotations.selectors.platforms import assignments_on_hold
 from annotations.selectors.progress import study_progress
@@ -269,6 +269,13 @@ def test_clearing_the_timed_out_hold_makes_the_work_count_again(published, raw_s
     held.refresh_from_db()
     assert held.flag == ENDED_ON_PLATFORM and held.cleared_at is not None
     assert counted(study, task) == 2 and n_completed(study) == 2
+    # Prolific pays nothing for the session and may refuse its approval: "Approve all" leaves it out
+    # even cleared, naming it (the researcher approves it on its own, or pays a bonus)
+    result = study_approve_all(user=OPERATOR, study=study)
+    assert result["approved"] == 0 and "never approved in a batch" in " ".join(result["errors"])
+    task.refresh_from_db()
+    assert task.status == Assignment.Status.SUBMITTED
+    assert not PlatformCall.objects.filter(assignment=task, operation="approve").exists()
 
 
 def test_a_timed_out_session_reopens_the_unit_its_answer_decided(prolific):

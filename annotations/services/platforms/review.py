@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission
@@ -379,6 +380,25 @@ def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = 
                            .select_related("participant", "study").order_by("id"))
     else:
         assignments, gone = study_assignments(study=study, ids=assignment_ids)
-    approved, errors, unsettled = each_assignment(assignments, lambda assignment: _approve(assignment, user=user),
-                                                  user=user, access=APPROVE)
+    ended = _ended_on_platform(study)
+
+    def approve(assignment: Assignment) -> Assignment:
+        if assignment.pk in ended:
+            raise PlatformServiceError(
+                f"assignment {assignment.pk}: {ended[assignment.pk]} lists its session as timed out or returned "
+                "(sync: ended_on_platform), so it is never approved in a batch: approve it on its own on the "
+                "worker's page where the platform still takes an approval, or pay the worker a bonus")
+        return _approve(assignment, user=user)
+
+    approved, errors, unsettled = each_assignment(assignments, approve, user=user, access=APPROVE)
     return {"approved": approved, "errors": gone + errors, "unsettled": unsettled}
+
+
+def _ended_on_platform(study: Study) -> dict[int, str]:
+    """The tasks of ``study`` whose platform session sync found timed out or returned
+    (``ENDED_ON_PLATFORM``), held or cleared since, each with its platform: the platform pays nothing
+    for them and may refuse an approval, so "Approve all" leaves them out (one query)."""
+    return dict(PlatformSubmission.objects.filter(
+        publication__study=study, publication__dry_run=False, assignment__isnull=False,
+        platform_assignment_id=F("assignment__platform_assignment_id"),
+        flag=PlatformSubmission.Flag.ENDED_ON_PLATFORM).values_list("assignment_id", "publication__platform"))
