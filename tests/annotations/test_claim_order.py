@@ -117,5 +117,10 @@ def test_the_claim_reads_an_index_range_and_never_sorts_the_study():
             assert all(rows <= n_units // 10 for rows in sorted_rows), (state, types, sorted_rows, sql)
             index_reads = [node for node in nodes if "Index" in node["Node Type"]]
             assert "Seq Scan" not in types, (state, types)
-            assert index_reads and all(node.get("Index Name") == "unit_claim_order" for node in index_reads), (
-                state, types)
+            # The candidates come from ``unit_claim_order``; the places open on each candidate's question
+            # (``assignment._question_open``) from its item's few units, never from the study's.
+            by_item = [node for node in index_reads if node.get("Index Name") != "unit_claim_order"]
+            assert index_reads and len(by_item) < len(index_reads), (state, types)
+            assert all(node.get("Index Name", "").startswith("annotations_unit_item_id")
+                       and node.get("Index Cond") == "(item_id = annotations_unit.item_id)" for node in by_item), (
+                state, [(node.get("Index Name"), node.get("Index Cond")) for node in index_reads])

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import F, Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -29,7 +29,8 @@ from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.release import assignment_expire_stale, assignment_return
 from annotations.tasks.assignments import expire_stale_assignments
-from studies.models import Study
+from studies.design import study_capacity
+from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
 
 pytestmark = pytest.mark.django_db
@@ -159,6 +160,30 @@ def test_closed_study_and_blocked_worker_are_refused():
     with pytest.raises(ParticipantBlocked):
         assignment_start(study=study, participant=ParticipantFactory(blocked=True))
     assert not Assignment.objects.exists()
+
+
+@pytest.mark.parametrize("kind, n_items, n_sources, quota, units_per_task", [
+    (Study.Kind.UTILITY, 20, 3, 5, 10),
+    (Study.Kind.UTILITY, 50, 3, 5, 10),
+    (Study.Kind.UTILITY, 12, 3, 5, 10),
+    (Study.Kind.GENERALIZATION, 6, 2, 3, 5),
+    (Study.Kind.GENERALIZATION, 8, 3, 3, 5),
+])
+def test_the_published_number_of_tasks_takes_every_place(kind, n_items, n_sources, quota, units_per_task):
+    """The number of tasks a study publishes (``design_capacity``: the fewest tasks, every task full
+    but the last) collects every answer when each task is taken by a worker of its own: the claim
+    takes, among the least-filled units, those of the questions with the most places open, so the
+    open places never pile up on fewer questions than a task holds."""
+    study = make_study(kind=kind, n_items=n_items, n_sources=n_sources, quota=quota, units_per_task=units_per_task,
+                       n_genq=2, platform=Platform.PROLIFIC)
+    published = study_capacity(study=study).tasks
+    sizes = []
+    for _ in range(published):
+        assignment = assignment_start(study=study, participant=ParticipantFactory())
+        sizes.append(assignment.claims.filter(unit__isnull=False).count())
+    open_places = Unit.objects.filter(study=study).aggregate(n=Sum(F("quota") - F("n_claimed")))["n"]
+    short = [(i, n) for i, n in enumerate(sizes) if n < units_per_task]  # (task, units): only the last may be
+    assert (published, short, open_places) == (published, [s for s in short if s[0] == published - 1], 0)
 
 
 # --- expiry ---------------------------------------------------------------------------------
