@@ -205,11 +205,13 @@ def sources_for_user(*, user) -> QuerySet[RationaleSource]:
 
 def datasets_counted_for_user(*, user, splits: Iterable[str] = ()) -> QuerySet[Dataset]:
     """The datasets ``user`` may read (``datasets_for_user``), each with the number of its items they
-    may read (``items_for_user``, what the items list shows them): ``n_items``, and ``n_<split>`` for
-    each of ``splits``. The one owner of the counts a dataset's row shows, in the API and the admin:
-    never the whole dataset's, as a view share reads the study's items, not the rest of its dataset
-    (its other splits, the owner's unshown items). One correlated subquery per count."""
-    readable = items_for_user(user=user)
+    may use (``items_for_jobs``: those a study they may see shows, and those no study shows in a
+    dataset they may build on, as an owner or a collaborator with a change share does): ``n_items``,
+    and ``n_<split>`` for each of ``splits``. The one owner of the counts a dataset's row shows, in
+    the API and the admin: never the whole dataset's for a view share, which reads the study's
+    items, not the rest of its dataset (its other splits, the owner's unshown items), nor items only
+    another researcher's studies show. One correlated subquery per count."""
+    readable = items_for_jobs(user=user)
     counts = {"n_items": correlated_count(readable, "dataset")}
     counts.update({f"n_{split}": correlated_count(readable.filter(split=split), "dataset") for split in splits})
     return datasets_for_user(user=user).annotate(**counts)
@@ -325,10 +327,14 @@ def rationales_for_user(*, user) -> QuerySet[Rationale]:
 
 def sources_counted_for_user(*, user) -> QuerySet[RationaleSource]:
     """The rationale sources ``user`` may read (``sources_for_user``), each with the number of its
-    rationales they may read (``rationales_for_user``, what the rationales list shows them):
-    ``n_rationales``. Never the whole source's: a view share reads the rationales its study shows,
-    not the source's rationales of items it does not draw. One correlated subquery."""
-    return sources_for_user(user=user).annotate(n_rationales=correlated_count(rationales_for_user(user=user), "source"))
+    rationales they may read (``rationales_for_user``) or build on (a source of their designs,
+    ``sources_for_design``, on an item they may use, ``items_for_jobs``): ``n_rationales``. Never the
+    whole source's for a view share, which reads the rationales its study shows, not the source's
+    rationales of items it does not draw. One correlated subquery."""
+    readable = Rationale.objects.filter(
+        Q(pk__in=rationales_for_user(user=user).values("pk"))
+        | Q(source_id__in=sources_for_design(user=user).values("pk"), item_id__in=items_for_jobs(user=user).values("pk")))
+    return sources_for_user(user=user).annotate(n_rationales=correlated_count(readable, "source"))
 
 
 def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestion]:

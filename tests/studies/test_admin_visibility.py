@@ -312,13 +312,14 @@ def test_import_records_list_what_the_api_lists(world, admin_client):
 # --- counts per row ---------------------------------------------------------------------------
 
 
-def olga_shares_a_study_with_lee(tmp_path) -> SimpleNamespace:
+def olga_shares_a_study_with_lee(tmp_path, owner=None) -> SimpleNamespace:
     """Olga (every model permission) runs an open study of 2 test items and 1 source; she then imports
     5 train items into the same dataset (no study draws them), each with a rationale of her source,
     and shares the study with Lee for viewing. Lee holds ``view_study``, ``change_dataset`` and
     ``change_rationalesource``, none of the permissions that read all reference data. Carol reads the
-    whole library (the view permissions of datasets, items, sources and rationales) and owns nothing."""
-    olga, olga_client = staff_client("olga")
+    whole library (the view permissions of datasets, items, sources and rationales) and owns nothing.
+    ``owner``: Olga's (user, client) if not a staff client with every permission."""
+    olga, olga_client = owner or staff_client("olga")
     study = open_utility_study(name="olga", n_items=2, n_sources=1, owner=olga)
     dataset, source = study.dataset, study.sources.get()
     items = tmp_path / "olga_train.csv"
@@ -391,3 +392,23 @@ def test_the_owner_and_a_library_reader_still_count_every_item_and_rationale(tmp
         assert _dataset_counts(lab.clients[who], lab.dataset) == (7, 5, 0, 2), who
         assert _source_count(lab.clients[who], lab.source) == 7, who
         assert api_client(user).get(f"/api/v1/datasets/{lab.dataset.pk}/").json()["n_items"] == 7, who
+
+
+
+def test_an_owner_and_a_change_share_collaborator_without_the_library_views_count_what_they_build_on(tmp_path):
+    """Reading the whole library is not needed to count one's own data: an owner without
+    ``studies.view_item`` / ``view_rationale`` (and a collaborator with a change share) counted only
+    the items and rationales a study draws (2 of 7), their own unshown train split as none."""
+    from studies.models import StudyShare
+    from tests.cockpit.test_study_owner_rights import researcher_without_reference_views
+
+    lab = olga_shares_a_study_with_lee(tmp_path, owner=researcher_without_reference_views("olga"))
+    dana, dana_client = researcher_without_reference_views("dana")
+    study_share(study=lab.study, user=lab.olga, with_user=dana, level=StudyShare.Level.CHANGE)
+
+    for who, user, client in (("olga", lab.olga, lab.clients["olga"]), ("dana", dana, dana_client)):
+        assert _dataset_counts(client, lab.dataset) == (7, 5, 0, 2), who
+        assert _source_count(client, lab.source) == 7, who
+        assert api_client(user).get(f"/api/v1/datasets/{lab.dataset.pk}/").json()["n_items"] == 7, who
+    assert _dataset_counts(lab.clients["lee"], lab.dataset) == (2, 0, 0, 2)  # a view share still reads the study's
+    assert _source_count(lab.clients["lee"], lab.source) == 2
