@@ -32,8 +32,8 @@ so it needs what they need (``studies.services.questions.validation_change_probl
 A re-import that changes a stored question's answer grades the question's stored Gen-U predictions
 again against the new answer, in the same transaction (``studies.services.grading``: a prediction is
 never asked again, as its prompt never showed the answer); the summary counts the questions whose
-answer changed (``answers_changed``) and the predictions whose ``correct`` changed
-(``genu_predictions_regraded``).
+answer changed (``answers_changed``), not the predictions re-graded (other researchers' answerers'
+predictions among them, which a reader of the record may not read).
 
 The import's record counts and quotes its questions, so it stores their ids
 (``summary["question_ids"]``): another researcher reads it only when they may read every one of
@@ -268,7 +268,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
         _remarking_check(remarked, parsed=parsed, user=user)
-        regraded = genu_predictions_regrade(question_ids=reanswered)
+        genu_predictions_regrade(question_ids=reanswered)
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:
             per_type[qtype] = per_type.get(qtype, 0) + 1
@@ -284,7 +284,6 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             "validation_status_set": validation_status,
             # A changed answer re-grades the question's stored Gen-U predictions (``grading``).
             "answers_changed": len(reanswered),
-            "genu_predictions_regraded": regraded,
             # Who reads this record beyond its importer reads these questions (``import_records_for_user``):
             # every question of the file, new, changed or unchanged.
             "question_ids": sorted([existing[key].pk for key in rows if key in existing]

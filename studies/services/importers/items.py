@@ -105,8 +105,9 @@ def items_apply(
     """Create the dataset if new, upsert the validated rows by (dataset, external id) and record
     the import, all in one transaction. Call only after every row has been validated. A corrected
     gold answer re-grades the rationales of its item (``grading.rationales_regrade``) in the same
-    transaction; the summary counts the items whose gold answer changed (``gold_answers_changed``)
-    and the rationales whose ``prediction_correct`` changed with them (``rationales_regraded``)."""
+    transaction; the summary counts the items whose gold answer changed (``gold_answers_changed``),
+    not the rationales re-graded: those include other researchers' sources' rationales, which a
+    reader of the record may not read (nor learn how many there are)."""
     with transaction.atomic():
         dataset, dataset_created = dataset_get_or_create(
             name=dataset_name, task_format=task_format, choice_labels=choice_labels, description=dataset_description,
@@ -124,7 +125,7 @@ def items_apply(
             model=Item, existing=existing, rows=rows.rows, build=build, compare_fields=ITEM_FIELDS,
             lines=rows.lines, filename=f.name, user=user, key_field="external_id",
         )
-        regraded = rationales_regrade(item_ids=regold)
+        rationales_regrade(item_ids=regold)
         splits: dict[str, int] = {}
         for values in rows.rows.values():
             splits[values["split"]] = splits.get(values["split"], 0) + 1
@@ -134,7 +135,6 @@ def items_apply(
             "rows": len(rows),
             "splits": splits,
             "gold_answers_changed": len(regold),
-            "rationales_regraded": regraded,
             **(extra_summary or {}),
         }
         return import_record_create(kind=kind, f=f, dataset=dataset, result=result, summary=summary, user=user)
