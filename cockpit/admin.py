@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from annotations.selectors.cost import study_cost_and_pay
+from annotations.selectors.cost import study_collects, study_cost_and_pay
 from annotations.selectors.entry import study_entry_warnings
 from annotations.selectors.progress import studies_completion
 from annotations.services.opening import study_open
@@ -304,7 +304,9 @@ class StudyAdmin(StudyScopedAdmin):
         saved = Study.objects.get(pk=obj.pk)
         if saved.is_imported_outcome:
             return imported_table(saved)
-        table = design_table(study_design_summary(study=saved), study_cost_and_pay(study=saved),
+        # One count of what the study collects, the cost reading's (an open study's built units).
+        table = design_table(study_design_summary(study=saved, collects=study_collects(study=saved)),
+                             study_cost_and_pay(study=saved),
                              extra_warnings=study_entry_warnings(study=saved))
         return format_html("{}{}", table, mark_safe(precision.precision_html(study=saved)))  # noqa: S308 (rendered template)
 

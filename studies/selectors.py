@@ -10,7 +10,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from lab.api.counts import correlated_count
-from studies.design import design_units, study_capacity
+from studies.design import Capacity, design_units, study_capacity
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -54,9 +54,12 @@ class StudyDesignSummary:
         return asdict(self)
 
 
-def study_design_summary(*, study: Study) -> StudyDesignSummary:
+def study_design_summary(*, study: Study, collects: Capacity | None = None) -> StudyDesignSummary:
     """The design at a glance: units, answers to collect, tasks and the planned time. Cost and
     pay are not the design's: ``annotations.selectors.cost.study_cost_and_pay`` quotes them.
+    ``collects``: what the study will collect when the caller knows better than the design read
+    now (``annotations.selectors.cost.study_collects``: an open study's built units, which the
+    cost reading quotes), so the page shows one count of units, answers, tasks and hours.
 
     Units are what the unit builder makes (``studies.design.design_units``); tasks and workers
     follow the assignment rule (``design_capacity``: a task holds at most one unit of each
@@ -73,7 +76,7 @@ def study_design_summary(*, study: Study) -> StudyDesignSummary:
             warnings.append(f"The {study.split} split of this dataset has no items yet: import the questions.")
     n_sources = study.sources.count() if study.pk else 0
     plan = design_units(study=study, item_ids=item_ids)
-    capacity = study_capacity(study=study, plan=plan)
+    capacity = collects or study_capacity(study=study, plan=plan)
     units, answers, tasks = capacity.units, capacity.answers, capacity.tasks
     missing = plan.missing_rationales
     if plan.problem and n_items:

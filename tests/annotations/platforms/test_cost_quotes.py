@@ -13,6 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from annotations.models import Assignment
@@ -112,7 +113,8 @@ def _dry_run_sent(study) -> dict:
     return publication, publication.plan["requests"][0]["json"]
 
 
-def test_an_open_study_quotes_and_publishes_what_its_units_collect_not_the_design_read_again(db, prolific):
+def test_an_open_study_quotes_and_publishes_what_its_units_collect_not_the_design_read_again(db, prolific,
+                                                                                            admin_client):
     # 3 items x 1 generalization question x 2 sources = 6 units x 3 workers = 18 answers, in tasks
     # of 2 units (3 distinct questions): 9 tasks.
     study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_genq=1, n_sources=2, quota=3, units_per_task=2,
@@ -128,6 +130,9 @@ def test_an_open_study_quotes_and_publishes_what_its_units_collect_not_the_desig
     assert (progress.answers_to_collect, progress.tasks_planned) == (18, 9)
     assert (cost.answers, cost.tasks) == (progress.answers_to_collect, progress.tasks_planned)
     assert publication.n_tasks == sent["total_available_places"] == progress.tasks_planned
+    # the study page shows one count: its design table is the cost reading's (it showed 12 and 6)
+    page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
+    assert "<th>Answers to collect</th><td>18</td>" in page and "<th>Tasks</th><td>9</td>" in page
 
 
 def test_a_draft_still_quotes_its_design_as_it_reads_now(db):
