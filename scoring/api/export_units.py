@@ -19,6 +19,7 @@ from scoring.selectors import (
 )
 from scoring.services.genu import gen_u_method_text
 from scoring.services.score import study_sources
+from scoring.similarity import recorded_model_label
 from studies.models import Study
 
 
@@ -137,8 +138,10 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
            "made: the API's `scores_from` names the bundle and its run, and `stale` says whether the bundle called "
            "them stale)."),
     Column("similarity_model", "str", "The model, layer and method `similarity` was computed with by that run "
-           "(e.g. \"mini, layer 6; BERTScore F1 against the gold rationale, no baseline rescaling\": rescaling "
-           "changes the values a lot; a run that recorded no method gives model and layer only); empty: that run "
+           "(e.g. \"mini, layer 6, files sha256:0123456789ab; BERTScore F1 against the gold rationale, no baseline "
+           "rescaling\": rescaling changes the values a lot; the sha256 is the start of the model folder's "
+           "fingerprint, results.json similarity.fingerprint, which tells other weights in the same folder apart; "
+           "a run that recorded no method, or no fingerprint, gives model and layer only); empty: that run "
            "computed no similarity."),
     Column("gen_u_method", "str", "What `gen_u` rests on: the question filter, the tie rule and the answerers "
            "with their training; empty: that run computed no Gen-U."),
@@ -370,11 +373,13 @@ SCORED_WITH_RUN_KEYS = tuple(name for name in SCORED_WITH_COLUMNS if name != "st
 
 
 def similarity_model_text(similarity: dict) -> str | None:
-    """A run's results.json ``similarity`` as the exports give it: "name, layer N; method" (without
-    "; method" for a run that recorded none); None when the run computed no similarity."""
+    """A run's results.json ``similarity`` as the exports give it: "name, layer N, files
+    sha256:<12 hex>; method" (``recorded_model_label``: the folder's name does not say which weights
+    it held; without the fingerprint, or "; method", for a run that recorded none); None when the
+    run computed no similarity."""
     if not similarity.get("name"):
         return None
-    text = f"{similarity.get('name')}, layer {similarity.get('num_layers')}"
+    text = recorded_model_label(similarity)
     return f"{text}; {similarity['method']}" if similarity.get("method") else text
 
 

@@ -32,7 +32,13 @@ from scoring.services.genu import (
 )
 from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
 from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT
-from scoring.similarity import FIGURES_STATED_IN, MODEL_STATED_IN, figure_stated_in
+from scoring.similarity import (
+    FIGURES_STATED_IN,
+    MODEL_STATED_IN,
+    figure_stated_in,
+    fingerprint_notes,
+    recorded_model_label,
+)
 from studies.models import RationaleSource
 
 ALL = "all"
@@ -583,7 +589,7 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
         section.absent = (_warning(results, "similarity") or "Similarity to the gold rationale was not computed "
                           "for this run (no gold rationales, or scoring without similarity).")
         return section
-    model = f"BERTScore F1 with {similarity.get('name')}, layer {similarity.get('num_layers')}"
+    model = f"BERTScore F1 with {recorded_model_label(similarity)}"
     rows = []
     if frame is not None:
         boot, _ = run_bootstrap(results)
@@ -606,7 +612,7 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
             row["paper_eta_from"] = figure_stated_in(row["source"]) if row["paper_eta"] is not None else ""
         columns += [Column("paper_eta", "Quoted η (overall: SPEC section 3; per source: issue 21)", "float", 3),
                     Column("paper_eta_from", "Stated in"), Column("paper_model", "Its model (as quoted in issue 21)")]
-        section.notes.append(f"Our similarity model ({similarity.get('name')}, layer {similarity.get('num_layers')}) "
+        section.notes.append(f"Our similarity model ({recorded_model_label(similarity)}) "
                              f"is not the one the published figures are quoted with ({paper['model']}, "
                              f"{paper.get('model_stated_in') or MODEL_STATED_IN}): they are shown beside ours, not "
                              f"comparable with them. Published figures: {FIGURES_STATED_IN}. A quoted figure is "
@@ -619,9 +625,10 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
     if quintile is not None:
         section.notes.append(f"Theil's U(utility | similarity quintile) over all sources: {quintile:.4f}."
                              + similarity_binning_note(results.get("similarity_binning") or {}))
-    section.notes.append(f"Similarity: {similarity.get('method', 'BERTScore')} with {similarity.get('name')}, layer "
-                         f"{similarity.get('num_layers')}. The published figures' model: {similarity.get('paper_used')}; the number "
+    section.notes.append(f"Similarity: {similarity.get('method', 'BERTScore')} with {recorded_model_label(similarity)}. "
+                         f"The published figures' model: {similarity.get('paper_used')}; the number "
                          "is comparable only with the same model (RL_SIMILARITY_MODEL).")
+    section.notes += fingerprint_notes(similarity)
     section.notes += (drawn_ci_notes(results) if frame is not None else
                       ["n and intervals come from the study's unit scores, which a later run replaced."])
     return section

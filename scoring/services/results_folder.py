@@ -11,7 +11,7 @@ from scoring.errors import ScoringError
 from scoring.metrics.pipeline import ALL
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import run_bootstrap
-from scoring.similarity import MODEL_STATED_IN, figure_stated_in
+from scoring.similarity import MODEL_STATED_IN, figure_stated_in, recorded_model_label
 
 # Each row ends with what its scores were computed with (``export_units.SCORED_WITH_COLUMNS``, the
 # unit-score export's columns: the row's own run, its similarity model, layer and method, its Gen-U
@@ -189,7 +189,7 @@ def association_rows(results: dict) -> list[dict]:
     model and layer, the Gen-U question filter), so it is never read without it."""
     similarity = results.get("similarity") or {}
     notes = {
-        "similarity": (f"BERTScore with {similarity['name']}, layer {similarity['num_layers']} (the published "
+        "similarity": (f"BERTScore with {recorded_model_label(similarity)} (the published "
                        f"figures' model: {similarity['paper_used']})") if similarity else "",
         "gen_u": gen_u_note(results),
         "task_accuracy": task_accuracy_note(results),

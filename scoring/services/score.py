@@ -48,9 +48,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``theils_u_utility_given_similarity_quintile``, with ``similarity_binning``: {rule, bins_asked,
   bins_used, edges, other_readings: {3_bins|10_bins: {bins_asked, bins_used, edges, theils_u}}}
   (SPEC's "binned similarity" leaves the bins open); ``similarity_model`` names the model's folder and
-  ``similarity``: {name, path, num_layers, method, paper_used, paper: {model, correlation_ratio:
-  {source|all: the published figure: all from SPEC section 3, per source as quoted in issue 21},
-  same_model, model_stated_in, figures_stated_in}} (``paper`` None for a dataset with no such figure;
+  ``similarity``: {name, path, num_layers, method, paper_used, fingerprint ("sha256:<hex>" of the model
+  folder's files, ``similarity.model_fingerprint``), fingerprint_files, fingerprint_of, paper: {model,
+  correlation_ratio: {source|all: the published figure: all from SPEC section 3, per source as quoted in
+  issue 21}, same_model, same_model_by, model_stated_in, figures_stated_in}} (``paper`` None for a dataset with no such figure;
   None when similarity was off)
 - ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, n_questions,
   consistency, question_filter, n_questions_validated, n_questions_unvalidated, tie_rule,

@@ -195,7 +195,8 @@ def test_exported_scores_name_the_run_the_similarity_model_and_the_gen_u_method(
     run = rescored_with_gen_u_and_similarity
     similarity = run.results["similarity"]
     expected = {"score_run": run.pk,
-                "similarity_model": f"{similarity['name']}, layer {similarity['num_layers']}; {similarity['method']}",
+                "similarity_model": f"{similarity['name']}, layer {similarity['num_layers']}, files "
+                                    f"{similarity['fingerprint'][:19]}; {similarity['method']}",
                 "gen_u_method": run.results["gen_u"]["method"]}
     study_data.study.shared_with.add(staff_plain)
     client = client_for(staff_plain)

@@ -87,7 +87,8 @@ def test_similarity_model_names_the_method_the_run_recorded(admin_client):
     similarity = run.results["similarity"]
     assert similarity["method"] == SimilarityModel.method == ("BERTScore F1 against the gold rationale, "
                                                               "no baseline rescaling")
-    expected = f"{similarity['name']}, layer {similarity['num_layers']}; {similarity['method']}"
+    expected = (f"{similarity['name']}, layer {similarity['num_layers']}, files {similarity['fingerprint'][:19]}; "
+                f"{similarity['method']}")
     assert scored_with_run(run, user=None)["similarity_model"] == expected
     assert {row["similarity_model"] for row in source_summaries(study=study, user=None)} == {expected}
     served = admin_client.get(f"/api/v1/studies/{study.pk}/export/scores/", {"file_format": "jsonl"})

@@ -117,7 +117,7 @@ def test_units_csv_names_the_similarity_model_and_layer_of_its_run(utility_study
     assert run.status == ScoreRun.Status.DONE, run.error
     similarity = run.results["similarity"]
     assert similarity["num_layers"] == 2
-    expected = f"{similarity['name']}, layer 2; {similarity['method']}"
+    expected = f"{similarity['name']}, layer 2, files {similarity['fingerprint'][:19]}; {similarity['method']}"
     assert scored_with_run(run, user=None)["similarity_model"] == expected
 
     rows = _units_csv(run, tmp_path / "a")

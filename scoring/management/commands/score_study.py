@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from scoring.models import ScoreRun
 from scoring.services import score_run_export, study_score
 from scoring.services.results_folder import task_accuracy_note, utility_note
-from scoring.similarity import FIGURES_STATED_IN
+from scoring.similarity import FIGURES_STATED_IN, recorded_model_label
 from studies.models import Study
 
 
@@ -61,7 +61,7 @@ class Command(BaseCommand):
                     self.stdout.write(f"  Gen-U method: {results['gen_u']['method']}")
                 if key.startswith("correlation_ratio") and results.get("similarity"):
                     sim = results["similarity"]
-                    self.stdout.write(f"  similarity model: {sim['name']}, layer {sim['num_layers']} "
+                    self.stdout.write(f"  similarity model: {recorded_model_label(sim)} "
                                       f"(the published figures' model: {sim['paper_used']}; figures are comparable "
                                       "only with it)")
                     paper = sim.get("paper")
