@@ -102,7 +102,7 @@ def run_raw(dataset, model_path: Path, batch_size: int, decoding: dict) -> float
         for batch in batches:
             loaded.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                                   do_sample=False, max_new_tokens=decoding["max_new_tokens"],
-                                  min_new_tokens=decoding["min_new_tokens"])
+                                  min_new_tokens=decoding["max_new_tokens"])
     return time.perf_counter() - started
 
 
@@ -122,11 +122,13 @@ def main() -> None:
     train = json.loads((data / "strategyqa_processed_train.json").read_text())[:60]
     dev = json.loads((data / "strategyqa_processed_dev.json").read_text())[: args.items]
     dataset = setup_db(dev)
-    decoding = {"do_sample": False, "max_new_tokens": args.new_tokens, "min_new_tokens": args.new_tokens}
+    # a source's decoding takes only the keys the app knows (backends.DECODING_OPTION_KEYS): the
+    # fixed number of new tokens (min = max) is applied by the patch below and by run_raw
+    decoding = {"do_sample": False, "max_new_tokens": args.new_tokens}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         models = build_models(Path(tmp), train)
-        # transformers' generate honours min_new_tokens; pass it through the source decoding too.
+        # transformers' generate honours min_new_tokens; the app's backend is patched to pass it.
         from studies.lm import backends
 
         original = backends._TransformersBackend._generate_kwargs

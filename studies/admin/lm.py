@@ -52,6 +52,7 @@ from studies.services.generation.faithfulness import Y_HAT_FROM_DEFAULT, Y_HAT_F
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 from studies.services.generation.genu import VALIDATED_ONLY_READING
 from studies.services.generation.jobs import generation_job_start_check
+from studies.services.model_paths import model_path_stored
 
 REFRESH_SECONDS = 5
 
@@ -310,6 +311,8 @@ class QuestionGeneratorAdmin(LookupGuardAdmin):
     def save_model(self, request, obj, form, change):
         if not change:  # a new generator is its maker's
             obj.created_by = request.user
+        # a folder under RL_MODEL_DIR is kept relative to it, as sources' are (``model_path_stored``)
+        obj.model_name_or_path = model_path_stored(obj.model_name_or_path)
         super().save_model(request, obj, form, change)
 
     @admin.display(description="demonstrations")

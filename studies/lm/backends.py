@@ -80,24 +80,20 @@ class Decoding:
     @classmethod
     def from_json(cls, data: dict | None, **defaults: Any) -> Decoding:
         """The decoding settings ``data`` over ``defaults``, checked: the one place a job's decoding
-        is read, as it is created and as each batch runs, for every backend. A ``max_new_tokens``
-        that is not a whole number of at least 1, or is over the operator's
-        :func:`max_new_tokens_allowed`, is a ValueError naming the field, its value and the maximum."""
+        is read, as it is created and as each batch runs, for every backend. Anything
+        :func:`decoding_problem` refuses (a value of the wrong JSON type or out of its range, a key
+        that is neither a setting nor an openai option; a ``max_new_tokens`` over the operator's
+        :func:`max_new_tokens_allowed`) is a ValueError naming the field, its value and what is
+        allowed. A ``stop`` given as one string is that one stop sequence (as the OpenAI API takes it)."""
+        if data is not None and not isinstance(data, dict):
+            raise ValueError(f"decoding must be a JSON object of settings, not {data!r}")
         values = {**defaults, **(data or {})}
+        problem = decoding_problem(values)
+        if problem:
+            raise ValueError(problem)
         known = {name: values[name] for name in cls.__dataclass_fields__ if name in values}
         decoding = cls(**known)
-        tokens = decoding.max_new_tokens
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-            raise ValueError(f"decoding.max_new_tokens must be a whole number of at least 1, not {tokens!r}")
-        most = max_new_tokens_allowed()
-        if most and tokens > most:
-            raise ValueError(f"decoding.max_new_tokens {tokens} is over the operator's maximum of {most} tokens "
-                             "an output (RL_LM_MAX_NEW_TOKENS)")
-        if decoding.num_return_sequences < 1:
-            raise ValueError("decoding.num_return_sequences must be at least 1")
-        if decoding.do_sample and decoding.temperature <= 0:
-            raise ValueError("decoding.temperature must be above 0 when sampling")
-        decoding.stop = [str(s) for s in (decoding.stop or [])]
+        decoding.stop = [decoding.stop] if isinstance(decoding.stop, str) else list(decoding.stop or [])
         return decoding
 
     def as_json(self) -> dict:
@@ -111,6 +107,90 @@ def max_new_tokens_allowed() -> int:
     """The most tokens one output may ask for (``decoding.max_new_tokens``): the setting
     ``RL_LM_MAX_NEW_TOKENS``; 0: no maximum."""
     return max(0, int(settings.RL_LM_MAX_NEW_TOKENS or 0))
+
+
+# The keys a ``decoding`` JSON (a source's, question generator's or answerer's) may hold besides the
+# fields of :class:`Decoding`: the openai backend's options (:func:`build_backend`), kept in the same
+# JSON and checked by :func:`openai_options_problem`. Any other key is refused: it would be ignored.
+DECODING_OPTION_KEYS = ("api", "timeout_s", "max_retries", "backoff_s", "concurrency")
+# The highest ``temperature``: the OpenAI API's (0 to 2), the one rule for every backend.
+MAX_TEMPERATURE = 2.0
+# The most stop sequences: the OpenAI API's, so that every backend stops at the same ones.
+MAX_STOP_SEQUENCES = 4
+# The range of ``seed``: what ``torch.manual_seed`` takes that is not negative.
+MAX_SEED = 2**63 - 1
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def top_p_problem(value: Any, name: str = "decoding.top_p") -> str:
+    """Why ``value`` is no nucleus-sampling ``top_p`` (a number above 0 and at most 1, which
+    transformers and the OpenAI API both take); "" when it is one."""
+    if not _is_number(value) or not 0 < value <= 1:
+        return f"{name} must be a number above 0 and at most 1, not {value!r}"
+    return ""
+
+
+def temperature_problem(value: Any, *, sampling: bool = True, name: str = "decoding.temperature") -> str:
+    """Why ``value`` is no ``temperature``: a number from 0 to :data:`MAX_TEMPERATURE` (the OpenAI
+    API's range), above 0 when ``sampling`` (transformers refuses 0 when it samples; without sampling
+    the temperature is not used); "" when it is one."""
+    if not _is_number(value) or not 0 <= value <= MAX_TEMPERATURE or (sampling and value == 0):
+        lowest = "above 0" if sampling else "at least 0"
+        when = " when sampling (do_sample true)" if sampling else ""
+        return f"{name} must be a number {lowest} and at most {MAX_TEMPERATURE:g}{when}, not {value!r}"
+    return ""
+
+
+def decoding_problem(values: dict) -> str:
+    """What is wrong with the decoding settings ``values`` (a ``decoding`` JSON over its defaults),
+    naming the field, its value and what is allowed; "" when nothing is. ``do_sample`` a JSON
+    boolean; ``temperature`` :func:`temperature_problem`; ``top_p`` :func:`top_p_problem`;
+    ``max_new_tokens`` a whole number of at least 1 and at most :func:`max_new_tokens_allowed`;
+    ``num_return_sequences`` a whole number of at least 1; ``seed`` a whole number from 0 to
+    :data:`MAX_SEED`; ``stop`` one non-empty string or a list of at most :data:`MAX_STOP_SEQUENCES`
+    of them; no key but those and :data:`DECODING_OPTION_KEYS` (whose values
+    :func:`openai_options_problem` checks)."""
+    fields_ = tuple(Decoding.__dataclass_fields__)
+    unknown = sorted(str(key) for key in values if key not in fields_ and key not in DECODING_OPTION_KEYS)
+    if unknown:
+        return (f"decoding.{unknown[0]} is not a decoding setting: the settings are {', '.join(fields_)}, "
+                f"and the openai backend's options {', '.join(DECODING_OPTION_KEYS)}")
+    if "do_sample" in values and not isinstance(values["do_sample"], bool):
+        return f"decoding.do_sample must be true or false (a JSON boolean), not {values['do_sample']!r}"
+    sampling = values.get("do_sample", Decoding.do_sample) is True
+    problem = (temperature_problem(values["temperature"], sampling=sampling) if "temperature" in values
+               else temperature_problem(Decoding.temperature, sampling=sampling))
+    if not problem and "top_p" in values:
+        problem = top_p_problem(values["top_p"])
+    if problem:
+        return problem
+    tokens = values.get("max_new_tokens", Decoding.max_new_tokens)
+    if not _is_whole(tokens) or tokens < 1:
+        return f"decoding.max_new_tokens must be a whole number of at least 1, not {tokens!r}"
+    most = max_new_tokens_allowed()
+    if most and tokens > most:
+        return (f"decoding.max_new_tokens {tokens} is over the operator's maximum of {most} tokens "
+                "an output (RL_LM_MAX_NEW_TOKENS)")
+    n = values.get("num_return_sequences", Decoding.num_return_sequences)
+    if not _is_whole(n) or n < 1:
+        return f"decoding.num_return_sequences must be a whole number of at least 1, not {n!r}"
+    seed = values.get("seed", Decoding.seed)
+    if not _is_whole(seed) or not 0 <= seed <= MAX_SEED:
+        return f"decoding.seed must be a whole number from 0 to {MAX_SEED}, not {seed!r}"
+    stop = values.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else None
+    if stop is not None and (stops is None or len(stops) > MAX_STOP_SEQUENCES
+                             or not all(isinstance(s, str) and s for s in stops)):
+        return (f"decoding.stop must be one stop sequence (a non-empty string) or a list of at most "
+                f"{MAX_STOP_SEQUENCES} of them, not {stop!r}")
+    return ""
 
 
 class Backend(Protocol):
@@ -195,6 +275,9 @@ def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
         raise BackendError("the source has no model name or path")
+    from studies.services.model_paths import model_location  # the models' app, loaded once Django is
+
+    name_or_path = model_location(name_or_path)
     device = select_device()
     key = (kind, name_or_path, device)
     with _CACHE_LOCK:
@@ -234,14 +317,18 @@ def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:
     The checkpoints of a run then save and load like any other folder."""
     import torch
 
+    from studies.services.model_paths import model_location
+
     if kind not in {"seq2seq", "causal"}:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
         raise BackendError("the source has no model name or path")
-    return _load(kind, name_or_path, select_device(), torch.float32, dense=True)
+    return _load(kind, model_location(name_or_path), select_device(), torch.float32, dense=True)
 
 
 def _load(kind: str, name_or_path: str, device: str, dtype, *, dense: bool = False) -> LoadedModel:
+    """``name_or_path`` loaded: the loaders above resolved a stored ``models:`` form into it
+    (:func:`~studies.services.model_paths.model_location`)."""
     from transformers import (
         AutoModelForCausalLM,
         AutoModelForSeq2SeqLM,

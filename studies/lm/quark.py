@@ -38,6 +38,8 @@ from .backends import (
     Seq2SeqBackend,
     load_trainable_model,
     max_new_tokens_allowed,
+    temperature_problem,
+    top_p_problem,
 )
 
 REWARD_TOKEN = "<|reward_{}|>"
@@ -139,12 +141,12 @@ class QuarkSettings:
                 raise ValueError(f"{name} must not be negative")
         if self.lr <= 0:
             raise ValueError("lr must be positive")
-        if not 0 < self.top_p <= 1:
-            raise ValueError("top_p must be in (0, 1]")
+        # Quark always samples: the decoding rules of every job (studies.lm.backends.decoding_problem).
+        problem = top_p_problem(self.top_p, "top_p") or temperature_problem(self.temperature, name="temperature")
+        if problem:
+            raise ValueError(problem)
         if self.ties not in TIES:
             raise ValueError(f"ties must be one of {', '.join(TIES)}, not {self.ties!r}")
-        if self.temperature <= 0:
-            raise ValueError("temperature must be positive")
 
     def as_json(self) -> dict:
         return asdict(self)

@@ -54,7 +54,12 @@ TEMPLATE_NAMES = {
     "causal_few_shot": CAUSAL_FEW_SHOT,
 }
 
-_PLACEHOLDER = re.compile(r"\{(dataset|question|choices|choices_csv|demonstrations|rationale|answer)\}")
+# The placeholders :func:`fill` substitutes: those a source's own template may name.
+PLACEHOLDERS = ("dataset", "question", "choices", "choices_csv", "demonstrations", "answer", "rationale")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# What a template writer may mean as a placeholder: a word (letters, digits, ``_``) in braces. Other
+# braces (a JSON example, ``{ }``) are text.
+_NAMED = re.compile(r"\{(\w+)\}")
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,23 @@ def _one_line(text: str) -> str:
 def fill(template: str, values: dict[str, str]) -> str:
     """Substitute the known ``{placeholders}`` only; everything else stays literal."""
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def template_problem(template: str) -> str:
+    """Why ``template`` (a rationale source's own prompt template, for its seq2seq input or its
+    causal / openai few-shot prompt) cannot be used; "" when it can, or is empty (the FEB default
+    is used). A word in braces that is not one of :data:`PLACEHOLDERS` (``{qestion}``) would stay in
+    every prompt as it is written, and a template without ``{question}`` would give every item the
+    same prompt: both are refused, naming the placeholder and the allowed ones."""
+    if not template:
+        return ""
+    allowed = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
+    unknown = [name for name in _NAMED.findall(template) if name not in PLACEHOLDERS]
+    if unknown:
+        return f"template: {{{unknown[0]}}} is not a placeholder; the placeholders are {allowed}"
+    if "{question}" not in template:
+        return f"template: it has no {{question}}, so every item would get the same prompt (placeholders: {allowed})"
+    return ""
 
 
 def _query_fields(item: PromptItem, **extra: str) -> dict[str, str]:

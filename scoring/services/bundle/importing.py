@@ -99,7 +99,7 @@ from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
-from studies.services.model_paths import source_model_path_problem
+from studies.services.model_paths import model_path_stored, source_model_path_problem
 from studies.services.studies import StudyError, study_add_check
 
 from .export import SOURCE_FIELDS
@@ -804,6 +804,8 @@ class _Import:
         it holds the same settings and refused otherwise; else a new one (``usable``)."""
         if spec["name"] in self.found:
             return self.found[spec["name"]]
+        if "model_name_or_path" in spec:  # a folder under this lab's RL_MODEL_DIR, in its stored form
+            spec = {**spec, "model_name_or_path": model_path_stored(spec["model_name_or_path"] or "")}
         source, usable = self.usable(RationaleSource, spec["name"])
         if source is None:
             source = RationaleSource(**{f: spec[f] for f in SOURCE_FIELDS if f in spec and f != "name"}, name=usable)

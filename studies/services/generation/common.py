@@ -169,6 +169,15 @@ def decoding_from(data: dict | None, **defaults: Any) -> Decoding:
     return decoding
 
 
+def template_check(source: RationaleSource, role: str = "rationale source") -> None:
+    """A GenerationError naming ``source`` when its own prompt template cannot be used
+    (:func:`studies.lm.templates.template_problem`: a placeholder it does not know, no
+    ``{question}``); an empty template is the FEB default."""
+    problem = templates.template_problem(source.template or "")
+    if problem:
+        raise GenerationError(f"{role} {source.name!r}: {problem}")
+
+
 # The operator's caps per job on what its requests spend with ``RL_OPENAI_API_KEY``: (the param
 # key of the job's own cap, the setting). :func:`operator_key_budget` records them in a new job
 # whose requests carry the key, and :func:`job_budget` applies them, as each batch runs, to its

@@ -29,6 +29,7 @@ from studies.lm import highlights
 from studies.lm.label_scoring import LABEL_METHODS, LABEL_PROMPTS, TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
 from studies.services.content import content_change_problems
+from studies.services.model_paths import model_path_stored
 
 from .common import (
     NOT_YOURS_TO_CHANGE,
@@ -80,7 +81,7 @@ def faithfulness_params(source, params: dict) -> dict:
     model = params.get("task_model")
     if model is not None and not isinstance(model, str):
         raise GenerationError("task_model must be text: the folder, hub name or .gguf file of the task model")
-    model = (model or "").strip() or mine
+    model = model_path_stored(model or "") or mine  # a folder of RL_MODEL_DIR kept relative to it, as a source's
     if not model:
         raise GenerationError(f"task_model is required: {source.name!r} has no model of its own that the project can "
                               "run; give the folder (or .gguf file) of the task model")

@@ -53,6 +53,7 @@ from studies.lm.backends import select_device
 from studies.lm.training import schedule_description, train_seq2seq, training_schedule
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, RationaleSource
 from studies.selectors import items_for_jobs
+from studies.services.model_paths import model_location, model_path_stored
 
 from .common import Handler, Prepared, job_actor, prompt_item
 from .errors import GenerationError
@@ -330,6 +331,7 @@ def finetune_settings(*, dataset: Dataset, split: str, params: dict) -> dict:
         raise GenerationError(f"base_model is required: a model name or a local folder{hint}")
     shots = f"{merged['n_shot']}shot" if merged.get("n_shot") else "full"
     merged.setdefault("output_name", f"{dataset.name}-{mode}-{shots}-{slug(str(merged['base_model']).rstrip('/').split('/')[-1])}")
+    merged["base_model"] = model_path_stored(merged["base_model"])  # a folder of RL_MODEL_DIR kept relative to it
     return merged
 
 
@@ -422,7 +424,7 @@ def finetune_job_run(*, job: GenerationJob) -> RationaleSource | None:
         description=_description(job, final_loss), training=training, seed=int(params["seed"]),
         decoding={"do_sample": False, "max_new_tokens": 8 if is_answerer else 100, "num_return_sequences": 1},
     )
-    generation_job_finish(job_id=job.pk, params={"output_source_id": source.pk, "checkpoint": str(folder),
+    generation_job_finish(job_id=job.pk, params={"output_source_id": source.pk, "checkpoint": source.model_name_or_path,
                                                  "final_loss": final_loss})
     return source
 
@@ -459,11 +461,12 @@ def _train(job: GenerationJob):
             "out); start a new fine-tuning job"))
         return None
     device = select_device()
+    location = model_location(params["base_model"])  # a stored ``models:`` form names a folder of RL_MODEL_DIR
     try:
-        tokenizer = AutoTokenizer.from_pretrained(params["base_model"])
+        tokenizer = AutoTokenizer.from_pretrained(location)
         # Weights stay float32 for training (plain AdamW on bf16 weights loses updates); generation
         # later loads the checkpoint in bf16 on a GPU that supports it.
-        model = AutoModelForSeq2SeqLM.from_pretrained(params["base_model"]).to(device)
+        model = AutoModelForSeq2SeqLM.from_pretrained(location).to(device)
     except (OSError, ValueError) as exc:
         generation_job_fail(job_id=job.pk, error=f"cannot load base model {params['base_model']!r}: {exc}")
         return None

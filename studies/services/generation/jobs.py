@@ -42,7 +42,14 @@ from studies.selectors import (
     generation_jobs_for_user,
 )
 
-from .common import DEFAULT_BATCH_SIZE, Handler, budget_caps_check, budget_rows, operator_key_budget
+from .common import (
+    DEFAULT_BATCH_SIZE,
+    Handler,
+    budget_caps_check,
+    budget_rows,
+    operator_key_budget,
+    template_check,
+)
 from .errors import GenerationError
 from .faithfulness import FaithfulnessHandler
 from .finetune import FinetuneHandler
@@ -52,6 +59,7 @@ from .inputs import (
     generation_job_inputs_check,
     generation_job_inputs_refusal,
     job_settings_snapshot,
+    preparing_done,
 )
 from .lifecycle import (
     Status,
@@ -70,6 +78,9 @@ HANDLERS: dict[str, Handler] = {
     for handler in (RationaleHandler(), QuestionHandler(), GenUHandler(), FaithfulnessHandler(), FinetuneHandler(),
                     QuarkHandler())
 }
+# The kinds that prompt their source with its own template (a rationale job's source, a Quark job's
+# policy): a template that cannot be used is refused as the job is created (:func:`.common.template_check`).
+TEMPLATE_KINDS = (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.QUARK)
 
 
 RUN_TASK = "studies.tasks.run_generation_job"  # its default name, which CELERY_TASK_ROUTES names too
@@ -159,6 +170,12 @@ def generation_job_create(
     budget_caps_check(params)
     generation_job_inputs_check(user=user, source=source, dataset=dataset, item_ids=item_ids, params=params,
                                 generator=generator)
+    if kind in TEMPLATE_KINDS and source is not None:  # once the source is known to be the user's to read
+        try:
+            template_check(source, "policy" if kind == GenerationJob.Kind.QUARK else "rationale source")
+        except GenerationError:
+            preparing_done()  # refused: no prepare follows (generation_job_inputs_check set it for one)
+            raise
     if dataset is None and item_ids:
         first = Item.objects.filter(pk=item_ids[0]).select_related("dataset").first()
         dataset = first.dataset if first else None

@@ -38,6 +38,7 @@ from studies.services.model_paths import (
     QUARK_RUNS,
     SCRATCH_SUFFIXES,
     local_model_path,
+    model_path_stored,
     operator_model_paths,
     path_within,
     resolved_path,
@@ -226,7 +227,7 @@ def _model_folder_refusal(name: str, folder: Path, *, replacing: RationaleSource
     if not taken and not published and os.path.lexists(folder):
         # Only the folder of the very source being replaced may be replaced (the content rule said it may be),
         # or one this job published itself before a crash kept it from registering it.
-        taken = ((replacing is None or resolved_path(replacing.model_name_or_path or ".") != target)
+        taken = ((replacing is None or local_model_path(replacing.model_name_or_path) != target)
                  and (job_id is None or published_by(folder) != job_id))
     if taken:
         return f"{where} is already taken by another model"
@@ -303,10 +304,12 @@ def output_name_check(name: str, *, user, lock: bool = False, published: bool = 
 def model_source_register(*, name: str, backend: str, folder: Path, user, **fields) -> RationaleSource:
     """The LM rationale source ``name`` reading the checkpoint in ``folder`` with ``backend``,
     created or updated with ``fields`` (description, training record, decoding, template...) for
-    ``user`` (:func:`output_name_check`, under a lock on the studies using it)."""
+    ``user`` (:func:`output_name_check`, under a lock on the studies using it). The folder is kept
+    relative to ``RL_MODEL_DIR`` (:func:`~studies.services.model_paths.model_path_stored`), so the
+    source still names it once the database is restored beside a moved model directory."""
     with transaction.atomic():
         output_name_check(name, user=user, lock=True, published=True)
         source, _ = RationaleSource.objects.update_or_create(
             name=name, defaults={"kind": RationaleSource.Kind.LM, "backend": backend,
-                                 "model_name_or_path": str(folder), **fields})
+                                 "model_name_or_path": model_path_stored(folder), **fields})
     return source

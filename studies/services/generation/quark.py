@@ -32,7 +32,7 @@ from django.db import transaction
 from studies.lm import genu as genu_rule
 from studies.lm import quark
 from studies.models import Dataset, GenerationJob, RationaleSource
-from studies.services.model_paths import QUARK_RUNS
+from studies.services.model_paths import QUARK_RUNS, model_path_stored
 
 from .common import Handler, Prepared, job_actor, ordered_item_ids
 from .errors import GenerationError
@@ -282,7 +282,7 @@ def _published_checkpoint(job: GenerationJob) -> GenerationJob | None:
             extra = state.get("extra") or {}
             locked.params = {**locked.params, "checkpoint_step": step, "history": extra.get("history") or [],
                              "evaluations": extra.get("evaluations") or [], "best": extra.get("best"),
-                             "run_folder": str(folder.parent)}
+                             "run_folder": model_path_stored(folder.parent)}
             locked.done = step
             locked.save(update_fields=["params", "done", "updated_at"])
             return locked
@@ -403,7 +403,7 @@ def quark_job_run_batch(job: GenerationJob) -> bool:
             return False
         model_folder_publish(run.folder / "last", lambda partial: run.trainer.save(partial, extra=run.extra()))
         locked.params = {**locked.params, "checkpoint_step": step, "history": run.history,
-                         "evaluations": run.evaluations, "best": run.best, "run_folder": str(run.folder)}
+                         "evaluations": run.evaluations, "best": run.best, "run_folder": model_path_stored(run.folder)}
         locked.done = step
         locked.save(update_fields=["params", "done", "updated_at"])
     if cancelled:  # stopped at a step (even the last): the checkpoint there stands; *Resume job* goes on from it

@@ -17,6 +17,7 @@ from studies.lm.backends import Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
 from studies.lm.rewards import Reward, RewardSample
 from studies.models import Dataset, Item, RationaleSource
+from studies.services.model_paths import model_location, model_path_stored
 
 from .common import lm_source, prompt_item
 from .errors import GenerationError
@@ -86,18 +87,18 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
                           seed=source.seed)
     else:
         try:
-            path = Path(str(policy)).expanduser()
+            path = Path(model_location(str(policy))).expanduser()  # a stored ``models:`` form too
             is_folder = path.is_dir()
             is_gguf = path.suffix.lower() == ".gguf" and path.is_file()
         except (OSError, ValueError, RuntimeError):
             is_folder = is_gguf = False
         if is_gguf:  # a causal GGUF file: trained de-quantized, its checkpoints ordinary folders
-            spec = PolicySpec(name=path.stem, backend="causal", model=str(path.resolve()))
+            spec = PolicySpec(name=path.stem, backend="causal", model=model_path_stored(path.resolve()))
         elif not is_folder:
             raise GenerationError(f"policy {str(policy)!r} is neither a rationale source, a model folder nor a "
                                   ".gguf file")
         else:
-            spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=str(path.resolve()))
+            spec = PolicySpec(name=path.name, backend=_folder_backend(path), model=model_path_stored(path.resolve()))
     # A causal policy without demonstrations of its own reads six of the dataset's train items: drawn
     # when the job's first batch starts, among the items its researcher may read (quark._policy_demonstrations).
     return spec

@@ -5,12 +5,12 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from studies.lm import backends, parsing, templates
 from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
 from studies.services.generation import GenerationError, finetune, finetune_t5, generation_job_run_batch
+from studies.services.model_paths import model_location
 
 pytestmark = [pytest.mark.lm, pytest.mark.django_db]
 pytest.importorskip("torch")
@@ -24,7 +24,7 @@ def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_i
     assert job.params["examples"] == len(train_items)  # the paper's: the items only, not the generalization question
     source = RationaleSource.objects.get(pk=job.params["output_source_id"])
     assert (source.name, source.kind, source.backend) == ("fir-test", "lm", "seq2seq")
-    assert source.model_name_or_path.startswith(str(settings.RL_MODEL_DIR))
+    assert source.model_name_or_path == "models:fir-test"  # kept relative to RL_MODEL_DIR (model_path_stored)
     assert "F^IR" in source.description and "4 steps" in source.description
     assert "preset 'paper-answerers'" in source.description and "on gold rationales of strategyqa train" in source.description
     # The settings and data used travel with the checkpoint: on the source and in its folder.
@@ -33,7 +33,7 @@ def test_answerer_checkpoint_is_saved_registered_and_loadable(lm_models, train_i
     assert source.training["data"] == {"dataset": "strategyqa", "split": "train", "items": len(train_items),
                                        "examples_from_items": len(train_items), "generalization_questions": 0,
                                        "rationales": "gold rationales of strategyqa train"}
-    saved = json.loads((Path(source.model_name_or_path) / finetune.TRAINING_FILE).read_text())
+    saved = json.loads((Path(model_location(source.model_name_or_path)) / finetune.TRAINING_FILE).read_text())
     assert saved == source.training
     backend = backends.Seq2SeqBackend(source.model_name_or_path)
     out = backend.generate([templates.t5_answer_input(templates.PromptItem(
@@ -113,4 +113,4 @@ def test_a_job_that_crashed_between_publishing_and_registering_finishes_when_run
     job.refresh_from_db()
     assert (job.status, job.error) == ("done", "")
     source = RationaleSource.objects.get(name="crashed-once")
-    assert source.model_name_or_path == str(folder) and lifecycle.published_by(folder) == job.pk
+    assert model_location(source.model_name_or_path) == str(folder) and lifecycle.published_by(folder) == job.pk

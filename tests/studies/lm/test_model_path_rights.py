@@ -4,12 +4,20 @@
 (``sources_for_user``), so another researcher's checkpoint named by its folder is refused, with
 the answer a missing folder gets. Operator models that no source holds (the demo's GGUF, a folder
 outside ``RL_MODEL_DIR``) and hub names stay allowed."""
+import shutil
+from pathlib import Path
+
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 
 from studies.models import GenerationJob, RationaleSource, StudyShare
+from studies.selectors import sources_for_user
+from studies.services.content import content_row_save
 from studies.services.generation import GenerationError, generation_job_create
-from studies.services.generation.lifecycle import model_folder
+from studies.services.generation.lifecycle import model_folder, model_source_register
+from studies.services.model_paths import local_model_path, model_location, model_path_readable
 from studies.services.studies import study_create
 from tests.api.conftest import grant
 from tests.factories import DatasetFactory
@@ -61,7 +69,8 @@ def test_fine_tuning_from_another_researchers_checkpoint_folder_is_refused_as_a_
                                   "that exists, or a hub name)")
     assert not GenerationJob.objects.exists()
     # Bob, whose study lists it, fine-tunes from it.
-    assert finetune(lab, lab["bob"], str(lab["folder"])).params["base_model"] == str(lab["folder"])
+    # His job keeps the folder relative to the model directory, as a source does.
+    assert finetune(lab, lab["bob"], str(lab["folder"])).params["base_model"] == "models:bobs-t5"
 
 
 def test_a_source_outside_the_model_directory_is_held_too_even_where_its_folder_is_missing(lab):
@@ -109,7 +118,8 @@ def test_operator_models_and_hub_names_stay_allowed(lab, settings, tmp_path):
     in_model_dir = model_folder("t5-base")  # an operator's copy in RL_MODEL_DIR that no source holds
     in_model_dir.mkdir()
     for base_model in (str(gguf), str(operators_t5), str(in_model_dir), "google/t5-small", "t5-small"):
-        assert finetune(lab, lab["alice"], base_model).params["base_model"] == base_model
+        kept = "models:t5-base" if base_model == str(in_model_dir) else base_model  # relative to RL_MODEL_DIR
+        assert finetune(lab, lab["alice"], base_model).params["base_model"] == kept
 
 
 # --- a source pointed at a path: the same rule (model_paths.source_model_path_problem) ------------
@@ -157,3 +167,68 @@ def test_the_admins_source_form_names_the_refused_path_beside_its_field(lab, rf)
     allowed = form_class(data={**data, "model_name_or_path": "google/flan-t5-small"})
     allowed.is_valid()
     assert "model_name_or_path" not in allowed.errors
+
+
+# --- a model directory moved with the database (restored on another host) ------------------------
+
+def _register_bobs_checkpoint(lab, files_from=None):
+    """Bob's fine-tuned checkpoint ``bobs-ft`` registered the way a training job does
+    (``model_source_register``) and listed by his study."""
+    folder = model_folder("bobs-ft")
+    if files_from is None:
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    else:
+        shutil.copytree(files_from, folder)
+    source = model_source_register(name="bobs-ft", backend="seq2seq", folder=folder, user=lab["bob"])
+    lab["study"].sources.add(source)
+    return folder, source
+
+
+def test_a_registered_checkpoint_stays_its_sources_after_the_model_directory_moves(lab, tmp_path):
+    """The audit's probe: Bob's registered checkpoint, once ``RL_MODEL_DIR`` is copied elsewhere and
+    the settings point there, still resolves to its folder (now the moved one), and Alice may
+    neither read it nor fine-tune from it by its new path; Bob still may."""
+    folder, source = _register_bobs_checkpoint(lab)
+    assert not model_path_readable(str(folder), visible_sources=sources_for_user(user=lab["alice"]))
+
+    moved_dir = tmp_path / "elsewhere" / "models"
+    shutil.copytree(settings.RL_MODEL_DIR, moved_dir)
+    with override_settings(RL_MODEL_DIR=moved_dir):
+        moved = moved_dir / "bobs-ft"
+        assert not model_path_readable(str(moved), visible_sources=sources_for_user(user=lab["alice"]))
+        with pytest.raises(GenerationError, match="params.base_model: no model"):
+            finetune(lab, lab["alice"], str(moved))
+        source.refresh_from_db()
+        assert local_model_path(source.model_name_or_path) == moved.resolve()
+        assert Path(model_location(source.model_name_or_path)).is_dir()
+        assert finetune(lab, lab["bob"], str(moved)).params["base_model"] == "models:bobs-ft"
+    assert source.model_name_or_path == "models:bobs-ft"
+
+
+def test_a_moved_checkpoint_loads_from_its_new_folder(lab, tmp_path, lm_models):
+    """Every loader resolves the stored form against the current ``RL_MODEL_DIR``: the source's
+    model loads from the moved folder, the old one gone."""
+    from studies.lm.backends import load_transformers_model, model_files_identity
+
+    old_dir = Path(settings.RL_MODEL_DIR)
+    _, source = _register_bobs_checkpoint(lab, files_from=lm_models["t5"])
+    moved_dir = tmp_path / "elsewhere" / "models"
+    shutil.move(old_dir, moved_dir)
+    with override_settings(RL_MODEL_DIR=moved_dir):
+        loaded = load_transformers_model("seq2seq", source.model_name_or_path)
+        assert loaded.model is not None
+        assert model_files_identity(model_location(source.model_name_or_path))
+
+
+def test_a_source_typed_with_an_absolute_path_under_the_model_directory_is_kept_relative(lab):
+    alice = _may_add_sources(lab["alice"])
+    mine = content_row_save(user=alice, obj=RationaleSource(
+        name="alices-own", kind="lm", backend="seq2seq", model_name_or_path=str(model_folder("alices-own"))),
+        changed=())
+    assert RationaleSource.objects.get(pk=mine.pk).model_name_or_path == "models:alices-own"
+    # A hub name and a folder elsewhere stay as typed.
+    for n, path in enumerate(("google/flan-t5-small", "/srv/elsewhere/t5")):
+        row = content_row_save(user=None, obj=RationaleSource(name=f"other{n}", kind="lm", backend="seq2seq",
+                                                               model_name_or_path=path), changed=())
+        assert RationaleSource.objects.get(pk=row.pk).model_name_or_path == path

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from studies.models import RationaleSource
 from studies.services.generation import GenerationError, generation_job_create
 from studies.services.generation.lifecycle import model_folder, model_source_register, output_name_check
+from studies.services.model_paths import model_location
 from studies.services.studies import study_create
 from tests.api.conftest import grant
 from tests.factories import DatasetFactory
@@ -120,7 +121,7 @@ def test_replacing_ones_own_source_in_its_own_folder_is_allowed(dataset):
     folder = model_folder("alice t5")
     folder.mkdir()
     source = model_source_register(name="alice t5", backend="seq2seq", folder=folder, user=alice)
-    assert source.model_name_or_path == str(folder)
+    assert model_location(source.model_name_or_path) == str(folder)
     job = finetune(dataset, alice, "alice t5")
     assert job.params["output_name"] == "alice t5"
     # ... but not when another source reads that folder too.

@@ -77,6 +77,19 @@ def test_custom_template_fills_only_known_placeholders():
     assert templates.t5_explain_input(item, "{dataset}: {question}") == "strategyqa: Can I build a house on an asteroid?"
 
 
+def test_a_source_template_names_only_known_placeholders_and_the_question():
+    """``fill`` leaves an unknown placeholder as text, so a typo (``{qestion}``) would reach every
+    prompt and a template without ``{question}`` would give every item the same prompt:
+    ``template_problem`` names either, with the placeholders allowed."""
+    assert templates.template_problem("explain {dataset} question: {qestion} {choices}") == (
+        "template: {qestion} is not a placeholder; the placeholders are {dataset}, {question}, {choices}, "
+        "{choices_csv}, {demonstrations}, {answer}, {rationale}")
+    assert templates.template_problem("{0} {question}").startswith("template: {0} is not a placeholder")
+    assert templates.template_problem("{demonstrations}\nAnswer:").startswith("template: it has no {question}")
+    for usable in ("", templates.T5_EXPLAIN, templates.CAUSAL_FEW_SHOT, '{question} as {"answer": "yes"} { }'):
+        assert templates.template_problem(usable) == "", usable
+
+
 def test_generalization_prompts_follow_the_authors_shapes():
     demo = templates.QuestionDemo(question="Is the sky blue?", output="Does the sky look blue?", answer="True",
                                   context="Air scatters blue light.")
