@@ -76,6 +76,7 @@ from studies.selectors import (
     sources_for_design,
     studies_for_user,
 )
+from studies.services.grading import genu_predictions_regrade, rationales_regrade
 from studies.services.model_paths import model_path_stored, source_model_path_problem
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
@@ -624,9 +625,22 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
             _validation_record_kept(obj, new=new)
         obj.full_clean()
         obj.save()
+        _grades_kept(obj, new=new, changed=changed)
         if new or moved:
             content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
+
+
+def _grades_kept(obj: models.Model, *, new: bool, changed: set[str]) -> None:
+    """An edit that changes what a stored prediction is graded against (an item's gold answer, a
+    question's answer) or the prediction itself (a rationale's predicted answer or item) grades it
+    again (``grading``), in the edit's transaction, as a re-import does."""
+    if isinstance(obj, Item) and "gold_answer" in changed:
+        rationales_regrade(item_ids=[obj.pk])
+    elif isinstance(obj, GeneralizationQuestion) and "answer" in changed:
+        genu_predictions_regrade(question_ids=[obj.pk])
+    elif isinstance(obj, Rationale) and (new or changed & {"predicted_answer", "item", "item_id"}):
+        rationales_regrade(item_ids=[obj.item_id])
 
 
 def _source_prompt_problem(source: RationaleSource, *, new: bool, changed: set[str]) -> str:

@@ -117,3 +117,20 @@ def test_a_corrected_question_answer_regrades_its_genu_predictions(tmp_path):
         ("I", "yes", False), ("IR", "yes", False)]
     assert (record.updated, record.summary["answers_changed"]) == (1, 1)
     assert "genu_predictions_regraded" not in record.summary
+
+
+def test_an_admin_edit_of_the_gold_answer_or_a_prediction_grades_again(tmp_path):
+    """The admin's edits (``content_row_save``) are the other way a gold answer or a prediction
+    changes: the flag stayed as graded against the old answer."""
+    from studies.services.content import content_row_save
+
+    _items_with_lm2_rationales(tmp_path, q2_gold="no")
+    q2 = Item.objects.get(external_id="q2")
+    q2.gold_answer = "yes"
+    content_row_save(user=None, obj=q2, changed={"gold_answer"})
+    assert _correct() == {"q1": True, "q2": True, "q3": None}
+
+    rationale = Rationale.objects.get(source__name="lm2", item__external_id="q1")
+    rationale.predicted_answer = "no"
+    content_row_save(user=None, obj=rationale, changed={"predicted_answer"})
+    assert _correct() == {"q1": False, "q2": True, "q3": None}
