@@ -9,6 +9,7 @@ import io
 import json
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ from scoring.models import UnitScore
 from scoring.services import study_score
 from scoring.services.bundle import BundleError, bundle_import, bundle_stream
 from scoring.services.bundle.importing import imported_worker_id
-from studies.models import Platform, Study
+from studies.models import Platform, RationaleSource, Study
 from tests.annotations.factories import AttentionCheckFactory, add_qualification, make_study
 from tests.cockpit.conftest import staff_client
 from tests.work import open_utility_study, work
@@ -525,3 +526,23 @@ def test_a_bundle_without_a_change_since_its_run_has_no_stale_units():
     assert stale["withdrawn_since_run"] == {"participants": 0, "answers": 0, "counted_answers": 0}
     assert "note" not in stale
     assert "stale" not in json.loads(archive.read("datapackage.json"))["description"]
+
+
+def test_an_older_bundle_naming_a_checkpoint_by_its_absolute_path_imports_beside_its_stored_source(settings):
+    """Bundles written before model folders were stored relative to RL_MODEL_DIR name a registered
+    checkpoint by its absolute path; the source here holds ``models:<name>``: the same folder, so the
+    copy uses the source (it was refused: "exists here with another model_name_or_path")."""
+    study = _worked_study()
+    source = study.sources.order_by("pk").first()
+    RationaleSource.objects.filter(pk=source.pk).update(model_name_or_path="models:bundle-t5")
+
+    def absolute(content: bytes) -> bytes:
+        design = json.loads(content)
+        for spec in design["sources"]:
+            if spec["name"] == source.name:
+                spec["model_name_or_path"] = str(Path(settings.RL_MODEL_DIR) / "bundle-t5")
+        return json.dumps(design).encode()
+
+    data = _resign(_rewrite(_bundle(study), "study.json", absolute))
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+    assert source.pk in set(copy.sources.values_list("pk", flat=True))
