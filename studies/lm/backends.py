@@ -51,6 +51,7 @@ from .endpoints import (
     endpoint_check,
     environment_proxied,
 )
+from .model_dir import model_location
 
 logger = logging.getLogger(__name__)
 
@@ -275,8 +276,6 @@ def load_transformers_model(kind: str, name_or_path: str) -> LoadedModel:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
         raise BackendError("the source has no model name or path")
-    from studies.services.model_paths import model_location  # the models' app, loaded once Django is
-
     name_or_path = model_location(name_or_path)
     device = select_device()
     key = (kind, name_or_path, device)
@@ -317,8 +316,6 @@ def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:
     The checkpoints of a run then save and load like any other folder."""
     import torch
 
-    from studies.services.model_paths import model_location
-
     if kind not in {"seq2seq", "causal"}:
         raise BackendError(f"unknown transformers backend {kind!r}")
     if not name_or_path:
@@ -328,7 +325,7 @@ def load_trainable_model(kind: str, name_or_path: str) -> LoadedModel:
 
 def _load(kind: str, name_or_path: str, device: str, dtype, *, dense: bool = False) -> LoadedModel:
     """``name_or_path`` loaded: the loaders above resolved a stored ``models:`` form into it
-    (:func:`~studies.services.model_paths.model_location`)."""
+    (:func:`~studies.lm.model_dir.model_location`)."""
     from transformers import (
         AutoModelForCausalLM,
         AutoModelForSeq2SeqLM,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from studies.lm.model_dir import MODEL_DIR_PREFIX, model_location  # noqa: F401  (read here by the migration and the app)
 from studies.models import RationaleSource
 from studies.selectors import sources_for_user
 
@@ -41,11 +42,6 @@ def operator_model_paths() -> list[Path]:
     return [resolved_path(p) for p in paths if str(p or "").strip()]
 
 
-# How a model path under ``RL_MODEL_DIR`` is stored (a source's or generator's ``model_name_or_path``,
-# a job's params, a Gen-U prediction's answerer model): ``models:<path relative to RL_MODEL_DIR>``,
-# so the row still names the folder after the database is restored beside a moved ``RL_MODEL_DIR``.
-# A hub id never holds a ``:``, so the form is never taken for one.
-MODEL_DIR_PREFIX = "models:"
 
 
 def model_path_stored(path: str | Path) -> str:
@@ -62,17 +58,6 @@ def model_path_stored(path: str | Path) -> str:
     if local == root or root not in local.parents:
         return text
     return MODEL_DIR_PREFIX + local.relative_to(root).as_posix()
-
-
-def model_location(text: str) -> str:
-    """What a loader opens for the model ``text`` names (a stored form resolved against the current
-    ``RL_MODEL_DIR``, anything else as it is). Every loader asks this before loading: the backends'
-    ``load_transformers_model`` and ``load_trainable_model`` (so Quark's ``load_models``, the label
-    scorer and the GGUF files too) and fine-tuning's base model."""
-    text = str(text or "").strip()
-    if text.startswith(MODEL_DIR_PREFIX):
-        return str(Path(settings.RL_MODEL_DIR) / text.removeprefix(MODEL_DIR_PREFIX))
-    return text
 
 
 def local_model_path(text: str) -> Path | None:
