@@ -396,9 +396,10 @@ def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = 
 
 def _ended_on_platform(study: Study) -> dict[int, str]:
     """The tasks of ``study`` whose platform session sync found timed out or returned
-    (``ENDED_ON_PLATFORM``), held or cleared since, each with its platform: the platform pays nothing
+    (``ENDED_ON_PLATFORM``) and a researcher cleared since, each with its platform: the platform pays nothing
     for them and may refuse an approval, so "Approve all" leaves them out (one query)."""
     return dict(PlatformSubmission.objects.filter(
         publication__study=study, publication__dry_run=False, assignment__isnull=False,
         platform_assignment_id=F("assignment__platform_assignment_id"),
-        flag=PlatformSubmission.Flag.ENDED_ON_PLATFORM).values_list("assignment_id", "publication__platform"))
+        flag=PlatformSubmission.Flag.ENDED_ON_PLATFORM, cleared_at__isnull=False,  # held: refused as on hold
+    ).values_list("assignment_id", "publication__platform"))
