@@ -11,3 +11,11 @@ class AnnotationsConfig(AppConfig):
         # them by name (``annotations.services.stopping.CLOSE_TASK``) and must find them registered,
         # so that eager mode and routing apply as for a task imported directly.
         from annotations import tasks  # noqa: F401 (the package registers both task modules)
+
+        # A generalization question marked invalid (or valid again) closes (reopens) its units in
+        # open studies: studies announces the change, as it may not import this app.
+        from annotations.services.stopping import question_validation_changed
+        from studies.signals import generalization_validation_changed
+
+        generalization_validation_changed.connect(question_validation_changed,
+                                                  dispatch_uid="annotations.question_validation_changed")

@@ -1,6 +1,10 @@
 """Receivers on the user model (connected in ``StudiesConfig.ready``): a password change ends the
 user's API tokens, as it ends their sessions (``api_tokens_end_for_password_change``).
 
+And the signal the apps above studies receive when generalization questions' validation status
+changes (``generalization_validation_changed``): studies may not import them (the layers), and
+the questions' units of work are theirs.
+
 A change is what Django itself calls one: ``set_password`` keeps the raw password on the instance
 (``_password``) until ``AbstractBaseUser.save`` has passed it to ``password_changed``, so a save
 that carries it writes a new password (the admin's password pages, the password reset and change
@@ -12,8 +16,18 @@ an unusable password different from the stored one is a change too (only then, o
 from __future__ import annotations
 
 from django.contrib.auth.hashers import is_password_usable
+from django.dispatch import Signal
 
 from studies.api.tokens import api_tokens_end_for_password_change
+
+# Sent by ``studies.services.questions.generalization_questions_set_validation`` inside the
+# transaction that changed the status of the questions ``question_ids`` (ids, as a list), after the
+# change is written and with those questions still locked (``sender``: ``GeneralizationQuestion``).
+# A receiver's write is part of that transaction: an error in it undoes the change. Received by
+# ``annotations.services.stopping.units_follow_question_validation`` (connected in
+# ``AnnotationsConfig.ready``): the units of a question marked invalid in an open study stop taking
+# workers, and take them again when it is marked valid or unvalidated.
+generalization_validation_changed = Signal()
 
 # Set by the pre_save receiver on an instance whose save makes its password unusable; read and
 # removed by the post_save receiver of the same save.

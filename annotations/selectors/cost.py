@@ -14,7 +14,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from annotations.models import Annotation, Assignment, Unit
@@ -22,7 +22,7 @@ from annotations.platforms import get_platform
 from annotations.platforms.base import CENT, CostEstimate, money
 from annotations.selectors.platforms import DONE_STATUSES
 from studies.design import Capacity, design_capacity, study_capacity
-from studies.models import Platform, Study
+from studies.models import GeneralizationQuestion, Platform, Study
 
 # Fewer timed tasks than this give no median worth quoting: the estimate stands until then.
 MIN_TIMED_TASKS = 5
@@ -60,13 +60,17 @@ def study_collects(*, study: Study) -> Capacity:
     progress page counts its tasks and as the assignment hands them out; the design read live
     would change under an open study (a generalization question marked invalid, a rationale
     imported) while its units, and what it collects, do not. A study closed before it was opened
-    has no units: its design is read, as a draft's."""
+    has no units: its design is read, as a draft's. The units of a generalization question marked
+    invalid after opening are left out: they take nobody more (``stopping.units_follow_question_validation``
+    lowered their quota to the claims they held), and scoring leaves out their answers."""
     if study.pk is None or study.status == Study.Status.DRAFT:
         return study_capacity(study=study)
-    per_question = Counter(dict(Unit.objects.filter(study=study).values_list("question_key")
-                                .annotate(n=Count("id")).order_by()))
-    if not per_question:
+    invalid = Q(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID)
+    rows = list(Unit.objects.filter(study=study).values_list("question_key")
+                .annotate(n=Count("id", filter=~invalid)).order_by())
+    if not rows:
         return study_capacity(study=study)
+    per_question = Counter({key: n for key, n in rows if n})
     return design_capacity(question_keys=per_question.elements(), quota=study.annotators_per_unit,
                            units_per_task=study.units_per_task)
 

@@ -21,10 +21,10 @@ from annotations.selectors.cost import (
     PayReading,
     pay_reading,
     questions_per_task,
+    study_collects,
     study_cost_and_pay,
     study_effective_hourly_pay,
 )
-from studies.design import design_capacity
 from studies.models import Study
 
 
@@ -172,10 +172,10 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
     }
     tasks["done"] = tasks["submitted"] + tasks["approved"] + tasks["rejected"]
     answers_to_collect = sum(quota for _, quota, _, _, _ in units)
-    # Tasks the design needs under the assignment rule (a task holds at most one unit of each
-    # question), as the study page and the cost reading count them from the same units.
-    capacity = design_capacity(question_keys=[key for *_, key in units], quota=study.annotators_per_unit,
-                               units_per_task=study.units_per_task)
+    # Tasks the study needs under the assignment rule (a task holds at most one unit of each
+    # question): the one count the study page, the cost reading and a publish use (``study_collects``:
+    # the units built at opening, an invalid generalization question's left out).
+    capacity = study_collects(study=study)
     checks = Annotation.objects.filter(claim__study_id=study.pk, step=Annotation.Step.ATTENTION).aggregate(
         answered=Count("id"), failed=Count("id", filter=Q(payload__correct=False)))
     return StudyProgress(

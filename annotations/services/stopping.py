@@ -26,6 +26,18 @@ The rules, kept with the counters' rules of ``annotations.services.release``:
   taken at the study's own setting: it acts as ``platforms.access.OPERATOR`` (audit rows record no
   user), whoever owns the study and whatever rights they hold now (it moves no money, it only stops
   recruitment), and the log says the app closed it because every unit was decided.
+
+A generalization question marked invalid after its study opened closes its units the same way
+(``units_follow_question_validation``, received from ``studies.signals.generalization_validation_changed``
+in the transaction that changed the status): scoring leaves out the answers to an invalid question
+(``scoring.services.genu.QUESTION_RULE``), so they would be paid for and count for nothing, and the
+places they took would leave the valid units short on a platform whose places are fixed. Each unit
+of the question in an open study gets ``quota = n_claimed`` (the claims held then finish and are
+paid); its quota follows ``n_claimed`` down at each release and is never raised by a decided unit
+reopened (``_quota_follows_claims``); marked valid or unvalidated again, its units that are not
+decided take the study's workers per unit again. ``decided_at`` is early stopping's alone: an
+invalid question's unit is closed by its quota, not decided. The claim reads nothing more
+(``n_claimed < quota`` still says it all).
 """
 from __future__ import annotations
 
@@ -35,7 +47,7 @@ from collections.abc import Iterable
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from annotations.models import Annotation, Claim, Unit
@@ -44,7 +56,7 @@ from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from studies.choices import genq_choices, normalise_choices
 from studies.majority import outcome_decided
-from studies.models import Study
+from studies.models import GeneralizationQuestion, Study
 
 logger = logging.getLogger(__name__)
 
@@ -121,14 +133,18 @@ def units_after_release(*, unit_ids: Iterable[int]) -> None:
     """After claims of ``unit_ids`` were released (``release.assignments_release``, units locked): a decided
     unit stays closed (its quota follows ``n_claimed`` down) while the answers that count still
     decide it, and is reopened (quota back to the study's workers per unit, ``decided_at`` cleared)
-    when they no longer do (a counted answer was rejected)."""
+    when they no longer do (a counted answer was rejected). A unit of a question marked invalid stays
+    closed too: its quota follows ``n_claimed`` down (``_quota_follows_claims``)."""
     _decided_units_recheck(unit_ids)
 
 
 def _decided_units_recheck(unit_ids: Iterable[int]) -> None:
     """The decided units of ``unit_ids`` (locked by the caller), checked again on the answers that
     count now: still decided, ``quota = n_claimed`` (closed); no longer decided, reopened with the
-    study's workers per unit as ``quota`` and ``decided_at`` cleared."""
+    study's workers per unit as ``quota`` and ``decided_at`` cleared. Then the units of a question
+    marked invalid, decided or not, are closed again (``_invalid_units_close``): a release or a hold
+    never gives their places to new workers."""
+    unit_ids = list(unit_ids)
     units = _units(unit_ids, decided_at__isnull=False)
     by_study: dict[int, list[Unit]] = defaultdict(list)
     for unit in units:
@@ -142,6 +158,8 @@ def _decided_units_recheck(unit_ids: Iterable[int]) -> None:
             Unit.objects.filter(id__in=still).update(quota=F("n_claimed"))
         if reopened:
             Unit.objects.filter(id__in=reopened).update(quota=study.annotators_per_unit, decided_at=None)
+    # A unit of a question marked invalid stays closed whatever its answers, decided or not.
+    _invalid_units_close(unit_ids)
 
 
 def unit_decide_for_assignment(*, assignment_id: int) -> list[int]:
@@ -176,6 +194,50 @@ def units_after_hold(*, assignment_id: int) -> None:
     with transaction.atomic():
         list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
         _decided_units_recheck(unit_ids)
+
+
+# --- the units of a generalization question marked invalid -----------------------------------------
+
+def _quota_follows_claims() -> Q:
+    """The units whose quota is their claims whatever their answers: those of a generalization
+    question marked invalid, which take nobody more."""
+    return Q(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID)
+
+
+def _invalid_units_close(unit_ids: list[int]) -> None:
+    """``quota = n_claimed`` for the units of ``unit_ids`` (locked by the caller) whose question is
+    marked invalid: they take nobody more, and the claims they hold finish."""
+    Unit.objects.filter(_quota_follows_claims(), id__in=unit_ids).exclude(quota=F("n_claimed")).update(
+        quota=F("n_claimed"))
+
+
+def units_follow_question_validation(*, question_ids: Iterable[int]) -> None:
+    """The validation status of ``question_ids`` changed (``studies.services.questions``, received
+    from ``studies.signals.generalization_validation_changed`` inside that transaction): their
+    units in open studies follow it. A question marked invalid: each unit takes nobody more
+    (``quota = n_claimed``; the claims held finish, are paid and counted as before), as a decided
+    unit does. A question valid or unvalidated: its units not decided take the study's workers per
+    unit again (a decided one stays closed: early stopping reopens it only when its answers no
+    longer decide it). Reads the status as stored, so a call for a question whose status did not
+    move changes nothing. Units are locked in id order, as every writer of the counters does."""
+    question_ids = list(question_ids)
+    units = Unit.objects.filter(generalization_question_id__in=question_ids, study__status=Study.Status.OPEN)
+    unit_ids = list(units.order_by("id").values_list("id", flat=True))
+    if not unit_ids:
+        return
+    with transaction.atomic():
+        list(Unit.objects.select_for_update().filter(id__in=unit_ids).order_by("id").values_list("id"))
+        _invalid_units_close(unit_ids)
+        opening = Unit.objects.filter(id__in=unit_ids, decided_at__isnull=True).exclude(_quota_follows_claims())
+        per_study = dict(Study.objects.filter(pk__in=opening.values("study_id")).values_list("pk", "annotators_per_unit"))
+        for study_id, per_unit in per_study.items():
+            # never below its claims (a unit that held more when the study lowered its workers per unit)
+            opening.filter(study_id=study_id, quota__lt=per_unit).update(quota=per_unit)
+
+
+def question_validation_changed(sender, question_ids, **kwargs) -> None:
+    """Receiver of ``studies.signals.generalization_validation_changed`` (``AnnotationsConfig.ready``)."""
+    units_follow_question_validation(question_ids=question_ids)
 
 
 # --- closing a study whose units are all decided ----------------------------------------------------

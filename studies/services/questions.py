@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from studies.models import GeneralizationQuestion
 from studies.services.content import content_change_check
+from studies.signals import generalization_validation_changed
 
 # Who may set a question's validation status (a person; the operator, None, always may).
 CHANGE_PERMISSION = "studies.change_generalizationquestion"
@@ -49,7 +50,11 @@ def generalization_questions_set_validation(
     The one writer of ``validation_status`` after a question is made (an import sets it with the
     file's provenance): each change records who made it, when, and the status it replaced in
     ``metadata["validation"]`` (:func:`validation_provenance`), with the judgements it replaced in
-    its ``history``, so a question marked invalid and valid again still shows both changes."""
+    its ``history``, so a question marked invalid and valid again still shows both changes.
+
+    The change is announced, in the same transaction, by ``studies.signals.generalization_validation_changed``
+    (the annotations app closes the units of a question marked invalid in an open study, and opens
+    them again when it is marked valid or unvalidated)."""
     if status not in GeneralizationQuestion.Validation.values:
         raise QuestionError(
             f"unknown validation status {status!r}: use {', '.join(GeneralizationQuestion.Validation.values)}"
@@ -70,6 +75,9 @@ def generalization_questions_set_validation(
                                              user=user, at=at)
             GeneralizationQuestion.STATUS.move(question, status, metadata=metadata)
             changed.append(question)
+        if changed:
+            generalization_validation_changed.send(sender=GeneralizationQuestion,
+                                                   question_ids=[q.pk for q in changed])
     return changed
 
 

@@ -546,3 +546,26 @@ def test_an_older_bundle_naming_a_checkpoint_by_its_absolute_path_imports_beside
     data = _resign(_rewrite(_bundle(study), "study.json", absolute))
     copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
     assert source.pk in set(copy.sources.values_list("pk", flat=True))
+
+
+def test_a_generalization_study_with_a_question_marked_invalid_while_open_round_trips():
+    """Marking a question invalid while the study is open lowers its units' quota to their claims
+    (``stopping.units_follow_question_validation``); the copy refused such a unit ("an undecided
+    unit's quota is the study's workers per unit")."""
+    from studies.models import GeneralizationQuestion
+    from studies.services.questions import generalization_questions_set_validation
+
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_sources=1, n_genq=2, quota=3, units_per_task=6,
+                       name="bundle-invalid-question")
+    work(study, "GEN0", answer=_answerer(0), platform=Platform.LINK)
+    question = GeneralizationQuestion.objects.filter(unit__study=study).order_by("pk").first()
+    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.INVALID)
+    work(study, "GEN1", answer=_answerer(1), platform=Platform.LINK)
+    original = study_score(study=study, similarity=False)
+    assert original.status == "done", original.error
+
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-invalid-question-copy", owner=None)
+
+    assert sorted(copy.units.values_list("quota", flat=True)) == sorted(study.units.values_list("quota", flat=True))
+    rescored = study_score(study=copy, similarity=False)
+    assert _numbers(rescored.results) == _numbers(original.results)

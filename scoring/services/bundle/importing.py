@@ -1212,11 +1212,16 @@ class _Import:
         ids = list(self.unit_lines)
         for start in range(0, len(ids), BATCH):
             counts = unit_counts(unit_ids=ids[start:start + BATCH])
+            closed = set(Unit.objects.filter(
+                pk__in=ids[start:start + BATCH],
+                generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID,
+            ).values_list("pk", flat=True))
             for unit_id, (claimed, _completed) in counts.items():
                 line, quota, decided_at = self.unit_lines[unit_id]
                 # the bundle's claims: those of workers left out (``withdrew``) held the unit there
                 claimed += self.left_out_claims.get(unit_id, 0)
-                problem = _unit_design_problem(study, quota=quota, decided_at=decided_at, claimed=claimed)
+                problem = _unit_design_problem(study, quota=quota, decided_at=decided_at, claimed=claimed,
+                                               question_invalid=unit_id in closed)
                 if problem:
                     self.b.error(path, line, *problem)
         if self.b.errors:
@@ -1452,14 +1457,16 @@ def _settings(bundle: Bundle) -> dict:
 
 
 def _unit_design_problem(study: Study, *, quota: int, decided_at: datetime | None,
-                         claimed: int) -> tuple[str, str] | None:
+                         claimed: int, question_invalid: bool = False) -> tuple[str, str] | None:
     """(field, reason) when a unit's ``quota`` or ``decided_at`` in data/units.csv is not one the
     copy's design gives a unit holding ``claimed`` claims that are not released (data/claims.csv);
     None when it is. As the live app sets them (``units.study_units_build``, ``stopping``): an
     undecided unit's quota is the study's workers per unit (or more, kept for a unit that held more
     claims when the study lowered it); only a study that stops when decided has decided units, and
     a decided unit's quota is at most the workers per unit and never below its claims (it was
-    lowered to them, held work included)."""
+    lowered to them, held work included). A unit whose generalization question was marked invalid
+    while the study was open (``question_invalid``) had its quota lowered to its claims then
+    (``stopping.units_follow_question_validation``): anywhere from its claims to the workers per unit."""
     per_unit = study.annotators_per_unit
     if decided_at is not None and not study.stop_when_decided:
         return ("decided_at", f"{decided_at.isoformat()}: a unit is decided only in a study that stops when "
@@ -1467,6 +1474,8 @@ def _unit_design_problem(study: Study, *, quota: int, decided_at: datetime | Non
     if claimed > quota:
         return ("quota", f"{quota}, below the unit's {claimed} claims that are not released (data/claims.csv): "
                          "a unit never holds more workers than its quota")
+    if question_invalid and quota <= max(per_unit, claimed):
+        return None
     if decided_at is None and quota != per_unit and not per_unit < claimed:
         return ("quota", f"{quota} is not the study's workers per unit ({per_unit}, study.json's "
                          "study.annotators_per_unit): an undecided unit's quota is that")

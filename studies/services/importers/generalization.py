@@ -50,6 +50,7 @@ from django.utils import timezone
 from studies.models import GeneralizationQuestion, ImportRecord, Item
 from studies.services.grading import genu_predictions_regrade
 from studies.services.questions import validation_change_problem, validation_provenance
+from studies.signals import generalization_validation_changed
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_type, parse_json_document, read_import_file
@@ -268,6 +269,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
         _remarking_check(remarked, parsed=parsed, user=user)
+        if remarked:  # as the one writer of a status announces it: open studies' units follow it
+            generalization_validation_changed.send(sender=GeneralizationQuestion,
+                                                   question_ids=[existing[key].pk for key in remarked])
         genu_predictions_regrade(question_ids=reanswered)
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:

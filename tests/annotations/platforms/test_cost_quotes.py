@@ -21,11 +21,13 @@ from annotations.selectors.cost import questions_per_task, study_cost_and_pay, s
 from annotations.selectors.progress import study_progress
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
+from studies.design import study_capacity
 from studies.models import GeneralizationQuestion, Study
 from studies.services.questions import generalization_questions_set_validation
 from studies.services.studies import study_update
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import on_platform, open_study, submitted
+from tests.factories import GeneralizationQuestionFactory
 
 
 @pytest.fixture
@@ -119,9 +121,12 @@ def test_an_open_study_quotes_and_publishes_what_its_units_collect_not_the_desig
     # of 2 units (3 distinct questions): 9 tasks.
     study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_genq=1, n_sources=2, quota=3, units_per_task=2,
                        platform="prolific", reward=Decimal("2.00"), estimated_minutes_per_task=Decimal("6.0"))
-    question = GeneralizationQuestion.objects.filter(item__in=study.items.all()).order_by("pk").first()
-    # Judged invalid after opening: the design read live loses its 2 units, the built units keep them.
-    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.INVALID)
+    # A second question imported for an item after opening: the design read live gains 2 units
+    # (24 answers), the built units do not. (A question marked invalid after opening closes its
+    # units: tests/annotations/test_invalid_question_units.py.)
+    GeneralizationQuestionFactory(item=study.items.order_by("pk").first(), text="A question added later?",
+                                  answer="yes")
+    assert study_capacity(study=study).answers == 24
 
     progress = study_progress(study=study)
     cost = study_cost_and_pay(study=study)
@@ -130,9 +135,28 @@ def test_an_open_study_quotes_and_publishes_what_its_units_collect_not_the_desig
     assert (progress.answers_to_collect, progress.tasks_planned) == (18, 9)
     assert (cost.answers, cost.tasks) == (progress.answers_to_collect, progress.tasks_planned)
     assert publication.n_tasks == sent["total_available_places"] == progress.tasks_planned
-    # the study page shows one count: its design table is the cost reading's (it showed 12 and 6)
+    # the study page shows one count: its design table is the cost reading's (it read the design again)
     page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
     assert "<th>Answers to collect</th><td>18</td>" in page and "<th>Tasks</th><td>9</td>" in page
+
+
+def test_a_question_marked_invalid_after_opening_is_neither_quoted_nor_published(db, prolific, admin_client):
+    # The same 6 units; one question (2 units) judged invalid after opening, before any claim: its
+    # units take nobody (``stopping.units_follow_question_validation``), so 4 units x 3 workers =
+    # 12 answers, in tasks of 2 units (2 distinct questions): 6 tasks.
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_genq=1, n_sources=2, quota=3, units_per_task=2,
+                       platform="prolific", reward=Decimal("2.00"), estimated_minutes_per_task=Decimal("6.0"))
+    question = GeneralizationQuestion.objects.filter(item__in=study.items.all()).order_by("pk").first()
+    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.INVALID)
+
+    cost = study_cost_and_pay(study=study)
+    publication, sent = _dry_run_sent(study)
+
+    assert (cost.answers, cost.tasks) == (12, 6)  # it quoted 18 answers in 9 tasks
+    assert study_progress(study=study).answers_to_collect == cost.answers
+    assert publication.n_tasks == sent["total_available_places"] == cost.tasks
+    page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
+    assert "<th>Answers to collect</th><td>12</td>" in page and "<th>Tasks</th><td>6</td>" in page
 
 
 def test_a_draft_still_quotes_its_design_as_it_reads_now(db):
