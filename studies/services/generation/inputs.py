@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from lab.ids import parse_id
 from lab.jsontext import json_fingerprint, text_problem
 from studies.lm.backends import openai_options_problem
+from studies.lm.model_dir import model_location
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource, Study
 from studies.selectors import (
     datasets_for_user,
@@ -318,10 +319,15 @@ def _checkpoints_of(row: RationaleSource | QuestionGenerator) -> dict[str, dict]
 def _settings_of(row: RationaleSource | QuestionGenerator) -> dict:
     """``row``'s id and name, and a fingerprint of each of its ``SETTINGS_FIELDS`` that its model
     has (``lab.jsontext.json_fingerprint``): enough to tell a change, without copying an endpoint
-    or model path into params that readers of the job who may not read the row would see."""
+    or model path into params that readers of the job who may not read the row would see. A model
+    path is taken as the folder it opens (``model_dir.model_location``): a job recorded before
+    folders under ``RL_MODEL_DIR`` were stored relative to it (``models:<path>``) recorded the same
+    folder by its absolute path, and migration ``studies.0019`` converted the row, not the job."""
     names = {field.name for field in type(row)._meta.concrete_fields}
-    return {"id": row.pk, "name": row.name,
-            **{f: json_fingerprint(getattr(row, f)) for f in SETTINGS_FIELDS if f in names}}
+    values = {f: getattr(row, f) for f in SETTINGS_FIELDS if f in names}
+    if "model_name_or_path" in values:
+        values["model_name_or_path"] = model_location(values["model_name_or_path"])
+    return {"id": row.pk, "name": row.name, **{f: json_fingerprint(v) for f, v in values.items()}}
 
 
 def _published_after(job: GenerationJob, trainings: list[dict]) -> list[dict]:

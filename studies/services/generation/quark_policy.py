@@ -82,6 +82,11 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
         lm_source(source, "policy", backends=TRAINABLE)
         template = (source.training or {}).get("base_template", source.template) \
             if (source.training or {}).get("method") == "quark" else source.template
+        # the template rule a source is saved by, however the policy is named (the job's source or
+        # params["policy_path"]): a template it cannot use would train every step on one prompt
+        problem = templates.template_problem(template or "")
+        if problem:
+            raise GenerationError(f"policy {source.name!r}: {problem}")
         spec = PolicySpec(name=source.name, backend=source.backend, model=source.model_name_or_path,
                           source_id=source.pk, template=template, demonstrations=list(source.demonstrations or []),
                           seed=source.seed)

@@ -180,3 +180,26 @@ def test_a_source_added_over_the_same_folder_replaces_no_weights_and_cancels_not
                            model_name_or_path=lab["source"].model_name_or_path, training=lab["source"].training)
     content_row_save(user=None, obj=copy, changed=())
     assert job_settings_refusal(GenerationJob.objects.get(pk=job.pk)) == ""
+
+
+def test_a_job_recorded_before_model_paths_were_stored_relative_runs_on_after_the_upgrade(lab):
+    """A job queued before the upgrade recorded its source's folder by its absolute path; migration
+    ``studies.0019`` converts the source to ``models:ft-x`` but not the job's record, and the job was
+    cancelled as if the source had been pointed elsewhere. The same folder is the same setting."""
+    from lab.jsontext import json_fingerprint
+    from studies.services.generation.inputs import SETTINGS_SNAPSHOT, job_settings_refusal
+    from studies.services.model_paths import model_location
+
+    source = lab["source"]
+    assert source.model_name_or_path == "models:ft-x"
+    job = _ritas_rationale_job(lab)
+    recorded = job.params[SETTINGS_SNAPSHOT]["source"]
+    # as it was recorded then: the folder's absolute path
+    recorded["model_name_or_path"] = json_fingerprint(model_location(source.model_name_or_path))
+    GenerationJob.objects.filter(pk=job.pk).update(params=job.params)
+    job.refresh_from_db()
+
+    assert job_settings_refusal(job) == ""
+    RationaleSource.objects.filter(pk=source.pk).update(model_name_or_path="models:elsewhere")
+    job.refresh_from_db()
+    assert "model_name_or_path" in job_settings_refusal(job)  # another folder still cancels it

@@ -191,3 +191,14 @@ def test_a_source_saved_with_a_good_decoding_and_template_is_kept(lab, client):
     _admin_post(client, decoding='{"do_sample": true, "temperature": 0.7, "stop": "###"}',
                 template="{demonstrations}\nQuestion: {question}\nAnswer:")
     assert RationaleSource.objects.get(name="typed").decoding["stop"] == "###"
+
+
+def test_a_quark_policy_named_in_its_params_takes_the_template_rule_too(lab):
+    """A Quark job names its policy as its source or by ``params["policy_path"]`` (a source's name or
+    id); the second way skipped the template check and trained on ``explain {qestion}``."""
+    RationaleSource.objects.create(name="legacy", kind="lm", backend="seq2seq", model_name_or_path="t5-small",
+                                   template="explain {qestion}")  # saved before the rule
+    with pytest.raises(GenerationError, match=r"policy 'legacy': template: \{qestion\} is not a placeholder"):
+        generation_job_create(kind="quark", dataset=lab["dataset"], split="dev", user=lab["root"], enqueue=False,
+                              params={"reward": "marker:is", "policy_path": "legacy"})
+    assert not GenerationJob.objects.exists()
