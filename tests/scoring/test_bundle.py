@@ -569,3 +569,107 @@ def test_a_generalization_study_with_a_question_marked_invalid_while_open_round_
     assert sorted(copy.units.values_list("quota", flat=True)) == sorted(study.units.values_list("quota", flat=True))
     rescored = study_score(study=copy, similarity=False)
     assert _numbers(rescored.results) == _numbers(original.results)
+
+
+def _renamed_dataset(name: str):
+    """study.json with the dataset under a name not used here, so every item, rationale, question and
+    Gen-U prediction of the bundle is made new (a bundle from another installation)."""
+    def rename(content: bytes) -> bytes:
+        design = json.loads(content)
+        design["dataset"]["name"] = name
+        return json.dumps(design).encode()
+    return rename
+
+
+def test_an_older_bundles_gen_u_predictions_keep_their_answerers_model_path_in_its_stored_form(settings):
+    """An older bundle names a fine-tuned answerer under RL_MODEL_DIR by its absolute path, in
+    study.json's answerer_sources and in each Gen-U prediction's answerer_model. The source is kept as
+    ``models:ft-answerer``; the predictions, which record no answerer source and are matched to it by
+    that path, are kept in the same form: the copy's bundle still names its answerer (it named none)."""
+    from studies.models import GeneralizationQuestion, GenUPrediction
+
+    study = make_study(n_items=2, n_sources=1, quota=1, units_per_task=2, status=Study.Status.CLOSED,
+                       name="bundle-genu-path")
+    source = study.sources.get()
+    RationaleSource.objects.create(name="ft-answerer", kind=RationaleSource.Kind.LM, backend="seq2seq",
+                                   model_name_or_path="models:ft-answerer", training={"preset": "FT", "overrides": []})
+    for question in GeneralizationQuestion.objects.filter(item__in=study.items.all()):
+        GenUPrediction.objects.create(generalization_question=question, rationale_source=source, answerer="I",
+                                      answerer_model="models:ft-answerer", predicted_answer="yes", correct=True)
+    absolute = str(Path(settings.RL_MODEL_DIR) / "ft-answerer")
+
+    def older(content: bytes) -> bytes:
+        design = json.loads(_renamed_dataset("bundle-genu-path-elsewhere")(content))
+        [answerer] = design["answerer_sources"]
+        answerer["model_name_or_path"] = absolute
+        return json.dumps(design).encode()
+
+    data = _rewrite(_bundle(study), "study.json", older)
+    data = _resign(_rewrite(data, "data/genu_predictions.csv",
+                            lambda c: c.replace(b"models:ft-answerer", absolute.encode())))
+    assert absolute.encode() in zipfile.ZipFile(io.BytesIO(data)).read("data/genu_predictions.csv")
+
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-genu-path-copy", owner=None)
+
+    predictions = GenUPrediction.objects.filter(generalization_question__item__in=copy.items.all())
+    assert predictions.count() == 4
+    assert set(predictions.values_list("answerer_model", flat=True)) == {"models:ft-answerer"}
+    design = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(copy))).read("study.json"))
+    assert [s["name"] for s in design["answerer_sources"]] == ["ft-answerer"]
+
+
+@pytest.mark.parametrize(("setting", "value", "field", "reason"), [
+    ("template", "explain {qestion}", "sources.template", "{qestion} is not a placeholder"),
+    ("decoding", {"do_sample": "false"}, "sources.decoding", "decoding.do_sample must be true or false"),
+])
+def test_a_new_language_model_source_whose_template_or_decoding_would_fail_every_job_is_refused(
+        setting, value, field, reason):
+    """A source the import makes is held to the rule a source saved here is (``content_row_save``):
+    a template with an unknown placeholder, or decoding settings a job cannot read, is refused by
+    study.json's field, naming the source, and nothing is imported."""
+    study = _worked_study()
+    source = study.sources.order_by("pk").first()
+    name = source.name
+    data = _bundle(study)
+    RationaleSource.objects.filter(pk=source.pk).update(name=f"{name}-here")  # the bundle's source is made new
+
+    def lm_source(content: bytes) -> bytes:
+        design = json.loads(content)
+        spec = next(s for s in design["sources"] if s["name"] == name)
+        spec.update(kind="lm", backend="seq2seq", template="explain {question}", decoding={})
+        spec[setting] = value
+        return json.dumps(design).encode()
+
+    data = _resign(_rewrite(data, "study.json", lm_source))
+    studies, sources = Study.objects.count(), RationaleSource.objects.count()
+
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+
+    [error] = refused.value.errors
+    assert (error.record, error.field) == ("study.json", field)
+    assert error.reason.startswith(f"source {name!r}: ") and reason in error.reason
+    assert Study.objects.count() == studies and RationaleSource.objects.count() == sources
+
+
+def test_a_new_rationale_is_graded_by_the_rule_not_by_the_flag_the_bundle_wrote():
+    """``prediction_correct`` of a rationale the import makes is the grading rule's
+    (``grading.prediction_correct``: its predicted answer against its item's gold answer), whatever
+    the bundle's rationales.csv says."""
+    from studies.models import Rationale
+    from studies.services.grading import prediction_correct
+
+    study = _worked_study()
+    data = _resign(_rewrite(_bundle(study), "study.json", _renamed_dataset("bundle-origin-elsewhere")))
+    rows = list(csv.DictReader(io.StringIO(zipfile.ZipFile(io.BytesIO(data)).read("data/rationales.csv").decode())))
+    # every flag written the wrong way round
+    data = _edited_rows(data, "data/rationales.csv", *(
+        (i, {"prediction_correct": "false" if row["prediction_correct"] == "true" else "true"})
+        for i, row in enumerate(rows)))
+
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+
+    made = Rationale.objects.filter(item__in=copy.items.all()).select_related("item")
+    assert made.count() == len(rows) == 8
+    assert all(r.prediction_correct == prediction_correct(r.predicted_answer, r.item.gold_answer) for r in made)
+    assert {r.prediction_correct for r in made} == {True, False}

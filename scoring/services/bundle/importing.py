@@ -83,6 +83,8 @@ from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
 from studies.choices import own_choices
+from studies.lm.backends import Decoding
+from studies.lm.templates import template_problem
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -95,6 +97,7 @@ from studies.models import (
 )
 from studies.selectors import VIEW, datasets_for_design, sources_for_design, studies_for_user
 from studies.services.content import content_added_refusals, gen_u_added_refusals
+from studies.services.grading import prediction_correct
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
@@ -813,7 +816,8 @@ class _Import:
             if problem:  # a bundle may not point a source at another researcher's checkpoint
                 self.b.error(STUDY_FILE, None, "sources.model_name_or_path",
                              f"source {spec['name']!r}: {problem.removeprefix('model_name_or_path: ')}")
-            elif self._clean(source, "sources"):
+            prompt = self.source_prompt_problems(source, spec["name"])
+            if not problem and not prompt and self._clean(source, "sources"):
                 source.save()
         else:
             for f in ("kind", "backend", "model_name_or_path", "template", "decoding", "seed", "has_highlights"):
@@ -823,6 +827,26 @@ class _Import:
                     break
         self.found[spec["name"]] = source
         return source
+
+    def source_prompt_problems(self, source: RationaleSource, name: str) -> bool:
+        """A new language model source of the bundle held to the rule ``content.content_row_save``
+        holds a new one to: its own template (``templates.template_problem``) and its decoding
+        settings (``Decoding.from_json``, what each job reads them with), each problem study.json's
+        ``sources.template`` / ``sources.decoding`` error naming the source (``name``: the bundle's).
+        True when there was one."""
+        if source.kind != RationaleSource.Kind.LM:
+            return False
+        found = False
+        problem = template_problem(source.template or "")
+        if problem:
+            self.b.error(STUDY_FILE, None, "sources.template", f"source {name!r}: {problem.removeprefix('template: ')}")
+            found = True
+        try:
+            Decoding.from_json(source.decoding)
+        except ValueError as exc:  # it names the field: decoding.<name>
+            self.b.error(STUDY_FILE, None, "sources.decoding", f"source {name!r}: {exc}")
+            found = True
+        return found
 
     def item_rows(self, dataset: Dataset, study_items: list[int]) -> None:
         table = TABLES["items"]
@@ -858,8 +882,9 @@ class _Import:
                 study_items.append(obj.pk)
 
     def rationale_rows(self) -> None:
-        compare = {"text": "text", "predicted_answer": "predicted_answer",
-                   "prediction_correct": "prediction_correct", "highlights": "highlights",
+        # prediction_correct is not compared: it follows from the predicted answer and the item's
+        # gold answer (both compared), and a new rationale takes the grading rule's value, not the bundle's
+        compare = {"text": "text", "predicted_answer": "predicted_answer", "highlights": "highlights",
                    "faithfulness": "faithfulness"}
         for batch in _batches(self.b.rows(TABLES["rationales"])):
             keyed = []
@@ -871,6 +896,8 @@ class _Import:
                 keyed.append(((item, source.pk), row))
             existing = {(r.item_id, r.source_id): r for r in Rationale.objects.filter(
                 item_id__in={k[0] for k, _ in keyed}, source_id__in={k[1] for k, _ in keyed})}
+            # each item's gold answer as imported (an existing item's is the bundle's: ``item_rows``)
+            golds = dict(Item.objects.filter(pk__in={k[0] for k, _ in keyed}).values_list("pk", "gold_answer"))
             new = []
             for key, row in keyed:
                 if key in existing:
@@ -881,9 +908,11 @@ class _Import:
                 if not row["text"]:
                     self.err(row, "text", "empty")
                     continue
+                predicted = row["predicted_answer"] or ""
                 new.append((row, Rationale(
-                    item_id=key[0], source_id=key[1], text=row["text"], predicted_answer=row["predicted_answer"] or "",
-                    prediction_correct=row["prediction_correct"], highlights=row["highlights"] or [],
+                    item_id=key[0], source_id=key[1], text=row["text"], predicted_answer=predicted,
+                    # graded here by the one rule (``grading``), whatever flag the bundle wrote
+                    prediction_correct=prediction_correct(predicted, golds[key[0]]), highlights=row["highlights"] or [],
                     faithfulness=row["faithfulness"] or {}, raw_output=row["raw_output"] or "",
                     generation_info=row["generation_info"] or {})))
             Rationale.objects.bulk_create([r for _, r in new])
@@ -961,7 +990,8 @@ class _Import:
                     continue
                 new.append((row, GenUPrediction(
                     generalization_question_id=key[0], rationale_source_id=key[1], answerer=key[2],
-                    answerer_model=row["answerer_model"] or "", predicted_answer=row["predicted_answer"] or "",
+                    # in the form the answerer source keeps it (``source``), by which readers match them
+                    answerer_model=model_path_stored(row["answerer_model"] or ""), predicted_answer=row["predicted_answer"] or "",
                     correct=row["correct"], raw_output=row["raw_output"] or "")))
             self.refuse_gen_u(new)
             GenUPrediction.objects.bulk_create([p for _, p in new])
