@@ -4,8 +4,14 @@ question offers, and when a gold or "correct" answer can grade a question.
 Pure functions, below the models (``studies.models`` checks a generalization question's answer
 with them, ``annotations.models`` an attention check's) and the services (``annotations.services``
 validate workers' answers against them); ``annotations.choices`` adds the rule of one right answer.
+A dataset's answer labels are read here too: what an import file may write for one (``answer_label``)
+and what a rationale's stored predicted answer must be (``predicted_answer_problem``).
 Nothing here imports a model: a question and its item are read by their attributes."""
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
 
 # A yes/no question's choices: what yes/no items hold, and what an empty choice list means.
 YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
@@ -79,3 +85,71 @@ def correct_answer_problem(choices, correct_answer: str) -> str | None:
     return (f"'{str(correct_answer)[:50]}' is not one of the choices ({', '.join(labels)}). Workers answer with "
             "a choice, and an answer is right only when it is exactly that choice.")
 
+
+# A dataset's answer labels (``Dataset.allowed_labels``): what an import file may write for one, and
+# what a stored predicted answer must be.
+_TRUE = {"true", "yes", "y", "1", "t"}
+_FALSE = {"false", "no", "n", "0", "f"}
+
+
+def yes_no_label(value: Any, *, strict_true_false: bool = False) -> str | None:
+    """``"yes"`` / ``"no"`` for a boolean-like value, else None.
+
+    ``strict_true_false`` accepts only booleans and the words True / False (any case), as the
+    generalization files use."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        return None
+    text = str(value).strip().lower()
+    if strict_true_false:
+        return {"true": "yes", "false": "no"}.get(text)
+    if text in _TRUE:
+        return "yes"
+    if text in _FALSE:
+        return "no"
+    return None
+
+
+_PAREN_LABEL = re.compile(r"^\(?\s*([A-Za-z])\s*\)?\.?$")
+
+
+def choice_label(value: Any, labels: Iterable[str]) -> str | None:
+    """The lower-case option label for ``"b"``, ``"B"``, ``"(b)"``, ``"b)"``; None if not one of
+    ``labels``."""
+    if not isinstance(value, str):
+        return None
+    m = _PAREN_LABEL.match(value.strip())
+    if not m:
+        return None
+    label = m.group(1).lower()
+    return label if label in set(labels) else None
+
+
+def answer_label(dataset, value: Any) -> str | None:
+    """The dataset's label ``value`` names, as an import file may write it (``"Yes"``, ``"True"``,
+    ``"(B)"``); None when it names none of ``dataset.allowed_labels()``."""
+    if dataset.is_yes_no:
+        return yes_no_label(value)
+    return choice_label(value, dataset.allowed_labels())
+
+
+def describe_allowed(dataset) -> str:
+    if dataset.is_yes_no:
+        return "yes/no (or True/False)"
+    return ", ".join(dataset.allowed_labels())
+
+
+def predicted_answer_problem(dataset, predicted: str | None) -> str | None:
+    """Why ``predicted`` cannot be the stored predicted answer of a rationale of an item of
+    ``dataset``; None when it can: blank (no prediction) or one of ``dataset.allowed_labels()``
+    exactly, what ``studies.services.grading.prediction_correct`` grades by. A label written as an
+    import file may write it (``"Yes"``, ``"(B)"``, read by :func:`answer_label`) is named as the
+    label to write."""
+    labels = dataset.allowed_labels()
+    if not predicted or predicted in labels:
+        return None
+    label = answer_label(dataset, predicted)
+    hint = f" (write {label!r})" if label else ""
+    return (f"{str(predicted)[:50]!r} is not one of the choice labels of dataset {dataset.name!r} "
+            f"({', '.join(labels)}){hint}; leave it blank for no prediction")

@@ -294,7 +294,9 @@ class RationaleAdmin(ContentAdmin):
     list_filter = ["source", "prediction_correct", "item__dataset", "item__split"]
     search_fields = ["text", "item__external_id", "item__question", "source__name"]
     autocomplete_fields = ["item", "source"]
-    readonly_fields = ["created_at", "updated_at"]
+    # Derived from the predicted answer and the item's gold answer (``grading.prediction_correct``),
+    # set again by ``content_row_save`` when either changes: shown, never typed.
+    readonly_fields = ["prediction_correct", "created_at", "updated_at"]
     list_select_related = ["item", "source"]
     list_per_page = 50
 

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping
 from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
 
+from studies.choices import predicted_answer_problem
 from studies.lm.backends import Decoding
 from studies.lm.templates import template_problem
 from studies.models import (
@@ -621,6 +622,10 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
             problem = _source_prompt_problem(obj, new=new, changed=changed)
             if problem:
                 raise ContentChangeRefused({obj.pk or 0: problem})
+        if isinstance(obj, Rationale):
+            problem = _predicted_answer_problem(obj, new=new, changed=changed)
+            if problem:
+                raise ContentChangeRefused({obj.pk or 0: problem})
         if isinstance(obj, GeneralizationQuestion):
             _validation_record_kept(obj, new=new)
         obj.full_clean()
@@ -658,6 +663,21 @@ def _source_prompt_problem(source: RationaleSource, *, new: bool, changed: set[s
         except ValueError as exc:
             problem = str(exc)  # it names the field: decoding.<name>
     return f"rationale source {source.name!r}: {problem}" if problem else ""
+
+
+def _predicted_answer_problem(rationale: Rationale, *, new: bool, changed: set[str]) -> str:
+    """Why a rationale, new or with its predicted answer or item changed, cannot be stored: its
+    predicted answer is not one of its item's dataset's choice labels (``choices.predicted_answer_problem``,
+    as the rationale import checks), which ``prediction_correct`` would grade wrong, silently; "" when it
+    can. A row stored before this check is refused by its next such edit, not by an edit of its text."""
+    if rationale.item_id is None or not (new or changed & {"predicted_answer", "item", "item_id"}):
+        return ""  # no item: the model's own check (``full_clean``) names it
+    item = Item.objects.select_related("dataset").filter(pk=rationale.item_id).first()
+    if item is None:
+        return ""  # as above
+    problem = predicted_answer_problem(item.dataset, rationale.predicted_answer)
+    row = f"rationale {rationale.pk}" if rationale.pk else "a new rationale"
+    return f"{row} of item {item.external_id!r}: predicted_answer {problem}" if problem else ""
 
 
 def _validation_record_kept(question: GeneralizationQuestion, *, new: bool) -> None:

@@ -19,7 +19,7 @@ from studies.services.importers import (
     rationales_import,
 )
 from studies.services.studies import study_create
-from tests.studies.helpers import write_json
+from tests.studies.helpers import write_json, write_jsonl
 from tests.studies.lm.openai_server import OpenAIServer, completion
 from tests.work import work
 
@@ -134,3 +134,80 @@ def test_an_admin_edit_of_the_gold_answer_or_a_prediction_grades_again(tmp_path)
     rationale.predicted_answer = "no"
     content_row_save(user=None, obj=rationale, changed={"predicted_answer"})
     assert _correct() == {"q1": False, "q2": True, "q3": None}
+
+
+def _admin_post(client, rationale: Rationale, **changes):
+    """The admin's change form of ``rationale`` posted with ``changes`` (what a researcher types)."""
+    import json
+
+    from django.urls import reverse
+
+    data = {"item": rationale.item_id, "source": rationale.source_id, "text": rationale.text,
+            "predicted_answer": rationale.predicted_answer, "highlights": json.dumps(rationale.highlights),
+            "faithfulness": json.dumps(rationale.faithfulness), "raw_output": rationale.raw_output,
+            "generation_info": json.dumps(rationale.generation_info), **changes}
+    return client.post(reverse("admin:studies_rationale_change", args=[rationale.pk]), data, follow=True)
+
+
+def test_the_admin_shows_prediction_correct_but_does_not_take_it(admin_client, tmp_path):
+    """``prediction_correct`` is derived (``grading.prediction_correct``): the admin shows it read-only,
+    and a flag posted by hand is not stored, so task accuracy reads the graded one."""
+    _items_with_lm2_rationales(tmp_path, q2_gold="no")
+    rationale = Rationale.objects.get(source__name="lm2", item__external_id="q1")
+    from django.urls import reverse
+
+    page = admin_client.get(reverse("admin:studies_rationale_change", args=[rationale.pk]))
+    assert 'name="prediction_correct"' not in page.content.decode()
+    assert "Prediction correct" in page.content.decode()
+
+    response = _admin_post(admin_client, rationale, prediction_correct="false", text="Ice is frozen water.")
+    assert response.status_code == 200
+    rationale.refresh_from_db()
+    assert (rationale.text, rationale.prediction_correct) == ("Ice is frozen water.", True)
+    assert _correct() == {"q1": True, "q2": False, "q3": None}
+
+
+def test_the_admin_refuses_a_predicted_answer_that_is_no_choice_label(admin_client, tmp_path):
+    """A predicted answer must be one of its item's dataset's choice labels, exactly (what it is
+    graded by) or blank: "Yes" for the label "yes" is refused with the field and the labels named, not
+    stored and graded wrong."""
+    _items_with_lm2_rationales(tmp_path, q2_gold="no")
+    rationale = Rationale.objects.get(source__name="lm2", item__external_id="q2")
+
+    response = _admin_post(admin_client, rationale, predicted_answer="Yes")
+    html = response.content.decode()
+    assert "predicted_answer" in html and "(yes, no)" in html and "write &#x27;yes&#x27;" in html
+    rationale.refresh_from_db()
+    assert (rationale.predicted_answer, rationale.prediction_correct) == ("yes", False)
+
+    _admin_post(admin_client, rationale, predicted_answer="no")
+    _admin_post(admin_client, Rationale.objects.get(source__name="lm2", item__external_id="q1"), predicted_answer="")
+    assert _correct() == {"q1": None, "q2": True, "q3": None}
+
+
+def test_content_row_save_refuses_a_predicted_answer_not_of_the_datasets_labels(tmp_path):
+    """The rule is the dataset's labels (``choices.predicted_answer_problem``), the one the rationale
+    import reads a file's predicted answers by: a multiple-choice item's rationale takes "b", not "(B)"
+    nor "d"; a new rationale is checked as an edit is."""
+    from studies.services.content import ContentChangeRefused, content_row_save
+
+    rows = [{"id": "m1", "question": "Pick the gas", "choices": ["stone", "air", "sand"], "answer": "B"}]
+    items_import_table(file=write_jsonl(tmp_path / "mc.jsonl", rows), dataset_name="MC",
+                       task_format="multiple_choice", choice_labels=["a", "b", "c"])
+    item = Item.objects.get(external_id="m1")
+    source = content_row_save(user=None, obj=RationaleSource(name="hand", kind=RationaleSource.Kind.IMPORTED),
+                              changed=())
+    with pytest.raises(ContentChangeRefused) as refused:
+        content_row_save(user=None, obj=Rationale(item=item, source=source, text="Air is a gas.",
+                                                  predicted_answer="(B)"), changed=())
+    assert str(refused.value) == ("a new rationale of item 'm1': predicted_answer '(B)' is not one of the choice "
+                                  "labels of dataset 'MC' (a, b, c) (write 'b'); leave it blank for no prediction")
+    assert not Rationale.objects.exists()
+
+    rationale = content_row_save(user=None, obj=Rationale(item=item, source=source, text="Air is a gas.",
+                                                          predicted_answer="b"), changed=())
+    assert Rationale.objects.get(pk=rationale.pk).prediction_correct is True
+    rationale.predicted_answer = "d"
+    with pytest.raises(ContentChangeRefused, match=r"predicted_answer 'd' is not one of .* \(a, b, c\);"):
+        content_row_save(user=None, obj=rationale, changed={"predicted_answer"})
+    assert Rationale.objects.get(pk=rationale.pk).predicted_answer == "b"

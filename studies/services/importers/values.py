@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from studies.models import Dataset, Split
+from studies.choices import answer_label, choice_label, describe_allowed, yes_no_label  # noqa: F401 (their importers' name)
+from studies.models import Split
 
 from .errors import ImportValidationError
 
@@ -27,56 +27,6 @@ def as_text(value: Any) -> str:
 def short(value: Any, n: int = 60) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= n else text[: n - 1] + "…"
-
-
-_TRUE = {"true", "yes", "y", "1", "t"}
-_FALSE = {"false", "no", "n", "0", "f"}
-
-
-def yes_no_label(value: Any, *, strict_true_false: bool = False) -> str | None:
-    """``"yes"`` / ``"no"`` for a boolean-like value, else None.
-
-    ``strict_true_false`` accepts only booleans and the words True / False (any case), as the
-    generalization files use."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if not isinstance(value, (str, int)) or isinstance(value, bool):
-        return None
-    text = str(value).strip().lower()
-    if strict_true_false:
-        return {"true": "yes", "false": "no"}.get(text)
-    if text in _TRUE:
-        return "yes"
-    if text in _FALSE:
-        return "no"
-    return None
-
-
-_PAREN_LABEL = re.compile(r"^\(?\s*([A-Za-z])\s*\)?\.?$")
-
-
-def choice_label(value: Any, labels: Iterable[str]) -> str | None:
-    """The lower-case option label for ``"b"``, ``"B"``, ``"(b)"``, ``"b)"``; None if not one of
-    ``labels``."""
-    if not isinstance(value, str):
-        return None
-    m = _PAREN_LABEL.match(value.strip())
-    if not m:
-        return None
-    label = m.group(1).lower()
-    return label if label in set(labels) else None
-
-
-def answer_label(dataset: Dataset, value: Any) -> str | None:
-    if dataset.is_yes_no:
-        return yes_no_label(value)
-    return choice_label(value, dataset.allowed_labels())
-
-
-def describe_allowed(dataset: Dataset) -> str:
-    if dataset.is_yes_no:
-        return "yes/no (or True/False)"
-    return ", ".join(dataset.allowed_labels())
 
 
 _BACKSLASH_QUOTE = re.compile(r"\\+(['\"])")
