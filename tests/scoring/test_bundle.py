@@ -673,3 +673,41 @@ def test_a_new_rationale_is_graded_by_the_rule_not_by_the_flag_the_bundle_wrote(
     assert made.count() == len(rows) == 8
     assert all(r.prediction_correct == prediction_correct(r.predicted_answer, r.item.gold_answer) for r in made)
     assert {r.prediction_correct for r in made} == {True, False}
+
+
+def test_a_new_rationale_whose_predicted_answer_is_no_choice_label_is_refused():
+    """The admin refuses a predicted answer that is not one of the dataset's labels ("Yes" for
+    "yes": stored and graded wrong); a bundle's row is held to the same rule, naming its row."""
+    study = _worked_study()
+    data = _resign(_rewrite(_bundle(study), "study.json", _renamed_dataset("bundle-origin-labels")))
+    data = _edited_rows(data, "data/rationales.csv", (0, {"predicted_answer": "Yes"}))
+
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+    error = refused.value.errors[0]
+    assert (error.record, error.field) == ("data/rationales.csv", "predicted_answer")
+    assert "write 'yes'" in error.reason
+
+
+def test_a_new_gen_u_prediction_is_graded_by_the_rule_not_by_the_flag_the_bundle_wrote():
+    """As a new rationale is: a Gen-U prediction's ``correct`` is the rule's (its predicted answer
+    against its question's answer), whatever genu_predictions.csv says."""
+    from studies.models import GeneralizationQuestion, GenUPrediction
+    from studies.services.grading import prediction_correct
+
+    study = make_study(n_items=2, n_sources=1, quota=1, units_per_task=2, status=Study.Status.CLOSED,
+                       name="bundle-genu-graded")
+    source = study.sources.get()
+    for question in GeneralizationQuestion.objects.filter(item__in=study.items.all()):
+        right = bool(prediction_correct("yes", question.answer))
+        GenUPrediction.objects.create(generalization_question=question, rationale_source=source, answerer="I",
+                                      answerer_model="t5-small", predicted_answer="yes", correct=not right)
+    data = _resign(_rewrite(_bundle(study), "study.json", _renamed_dataset("bundle-genu-graded-elsewhere")))
+
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-genu-graded-copy", owner=None)
+
+    made = GenUPrediction.objects.filter(generalization_question__item__in=copy.items.all()).select_related(
+        "generalization_question")
+    assert made.count() == 4
+    assert all(p.correct == bool(prediction_correct(p.predicted_answer, p.generalization_question.answer))
+               for p in made)

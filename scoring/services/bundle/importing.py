@@ -82,7 +82,7 @@ from lab.pseudonyms import withdrawal_digest
 from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
-from studies.choices import own_choices
+from studies.choices import own_choices, predicted_answer_problem
 from studies.lm.backends import Decoding
 from studies.lm.templates import template_problem
 from studies.models import (
@@ -897,7 +897,7 @@ class _Import:
             existing = {(r.item_id, r.source_id): r for r in Rationale.objects.filter(
                 item_id__in={k[0] for k, _ in keyed}, source_id__in={k[1] for k, _ in keyed})}
             # each item's gold answer as imported (an existing item's is the bundle's: ``item_rows``)
-            golds = dict(Item.objects.filter(pk__in={k[0] for k, _ in keyed}).values_list("pk", "gold_answer"))
+            loaded = Item.objects.select_related("dataset").in_bulk({k[0] for k, _ in keyed})
             new = []
             for key, row in keyed:
                 if key in existing:
@@ -909,10 +909,15 @@ class _Import:
                     self.err(row, "text", "empty")
                     continue
                 predicted = row["predicted_answer"] or ""
+                problem = predicted_answer_problem(loaded[key[0]].dataset, predicted)  # the admin's rule
+                if problem:
+                    self.err(row, "predicted_answer", problem)
+                    continue
                 new.append((row, Rationale(
                     item_id=key[0], source_id=key[1], text=row["text"], predicted_answer=predicted,
                     # graded here by the one rule (``grading``), whatever flag the bundle wrote
-                    prediction_correct=prediction_correct(predicted, golds[key[0]]), highlights=row["highlights"] or [],
+                    prediction_correct=prediction_correct(predicted, loaded[key[0]].gold_answer),
+                    highlights=row["highlights"] or [],
                     faithfulness=row["faithfulness"] or {}, raw_output=row["raw_output"] or "",
                     generation_info=row["generation_info"] or {})))
             Rationale.objects.bulk_create([r for _, r in new])
@@ -981,6 +986,8 @@ class _Import:
                 keyed.append(((q, source.pk, row["answerer"]), row))
             existing = {(p.generalization_question_id, p.rationale_source_id, p.answerer): p
                         for p in GenUPrediction.objects.filter(generalization_question_id__in={k[0] for k, _ in keyed})}
+            answers = dict(GeneralizationQuestion.objects.filter(pk__in={k[0] for k, _ in keyed})
+                           .values_list("pk", "answer"))
             new = []
             for key, row in keyed:
                 if key in existing:
@@ -992,7 +999,9 @@ class _Import:
                     generalization_question_id=key[0], rationale_source_id=key[1], answerer=key[2],
                     # in the form the answerer source keeps it (``source``), by which readers match them
                     answerer_model=model_path_stored(row["answerer_model"] or ""), predicted_answer=row["predicted_answer"] or "",
-                    correct=row["correct"], raw_output=row["raw_output"] or "")))
+                    # graded by the one rule (``grading``) against the question's answer, as the Gen-U job does
+                    correct=bool(prediction_correct(row["predicted_answer"] or "", answers[key[0]])),
+                    raw_output=row["raw_output"] or "")))
             self.refuse_gen_u(new)
             GenUPrediction.objects.bulk_create([p for _, p in new])
 
