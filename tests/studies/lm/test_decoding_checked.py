@@ -16,8 +16,9 @@ from django.urls import reverse
 from studies.lm import quark
 from studies.lm.backends import Decoding
 from studies.models import GenerationJob, RationaleSource
-from studies.services.generation import GenerationError, generation_job_create, generation_job_run_batch
+from studies.services.generation import GenerationError, generation_job_create
 from tests.factories import DatasetFactory, ItemFactory
+from tests.studies.lm.test_max_new_tokens_bound import _job, _run  # the same lab keys: dataset, root
 
 from .openai_server import OpenAIServer, completion
 from .test_job_rights import RATIONALE_REPLY, _train_pool
@@ -38,17 +39,6 @@ def lab():
 def _source(decoding: dict, url: str = "http://127.0.0.1:9/v1", template: str = "") -> RationaleSource:
     return RationaleSource.objects.create(name="probe", kind="lm", backend="openai", model_name_or_path="gpt-x",
                                           endpoint_url=url, decoding=decoding, template=template)
-
-
-def _job(lab, source: RationaleSource) -> GenerationJob:
-    return generation_job_create(kind="rationales", source=source, dataset=lab["dataset"], split="dev",
-                                 user=lab["root"], enqueue=False)
-
-
-def _run(job: GenerationJob) -> GenerationJob:
-    while generation_job_run_batch(job_id=job.pk):
-        pass
-    return GenerationJob.objects.get(pk=job.pk)
 
 
 REFUSED = [
