@@ -65,9 +65,13 @@ def study_collects(*, study: Study) -> Capacity:
     lowered their quota to the claims they held), and scoring leaves out their answers."""
     if study.pk is None or study.status == Study.Status.DRAFT:
         return study_capacity(study=study)
-    invalid = Q(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID)
-    rows = list(Unit.objects.filter(study=study).values_list("question_key")
-                .annotate(n=Count("id", filter=~invalid)).order_by())
+    # an open generalization study's units of a question marked invalid take nobody more; a closed
+    # study collected what it collected, and a question-validation study asks about such questions
+    counted = Count("id")
+    if study.kind == Study.Kind.GENERALIZATION and study.status == Study.Status.OPEN:
+        counted = Count("id", filter=~Q(
+            generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID))
+    rows = list(Unit.objects.filter(study=study).values_list("question_key").annotate(n=counted).order_by())
     if not rows:
         return study_capacity(study=study)
     per_question = Counter({key: n for key, n in rows if n})

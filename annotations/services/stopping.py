@@ -47,7 +47,7 @@ from collections.abc import Iterable
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from annotations.models import Annotation, Claim, Unit
@@ -124,7 +124,7 @@ def units_decide(*, study: Study, unit_ids: Iterable[int]) -> list[int]:
     decided = [u.pk for u in units if _decided(u, votes.get(u.pk), full=study.annotators_per_unit)]
     if decided:
         Unit.objects.filter(id__in=decided).update(quota=F("n_claimed"), decided_at=timezone.now())
-        if not Unit.objects.filter(study_id=study.pk, decided_at__isnull=True).exists():
+        if not _still_to_decide(Unit.objects.filter(study_id=study.pk)).exists():
             transaction.on_commit(lambda: _queue_close(study.pk))
     return decided
 
@@ -200,8 +200,16 @@ def units_after_hold(*, assignment_id: int) -> None:
 
 def _quota_follows_claims() -> Q:
     """The units whose quota is their claims whatever their answers: those of a generalization
-    question marked invalid, which take nobody more."""
-    return Q(generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID)
+    study whose question is marked invalid, which take nobody more (a question-validation study's
+    units ask workers to judge such questions: they stay open)."""
+    return Q(study__kind=Study.Kind.GENERALIZATION,
+             generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID)
+
+
+def _still_to_decide(units):
+    """Of ``units``, those early stopping still waits for: undecided, and not closed because their
+    question was marked invalid (they will never be decided; the study is done without them)."""
+    return units.filter(decided_at__isnull=True).exclude(_quota_follows_claims())
 
 
 def _invalid_units_close(unit_ids: list[int]) -> None:
@@ -221,7 +229,8 @@ def units_follow_question_validation(*, question_ids: Iterable[int]) -> None:
     longer decide it). Reads the status as stored, so a call for a question whose status did not
     move changes nothing. Units are locked in id order, as every writer of the counters does."""
     question_ids = list(question_ids)
-    units = Unit.objects.filter(generalization_question_id__in=question_ids, study__status=Study.Status.OPEN)
+    units = Unit.objects.filter(generalization_question_id__in=question_ids, study__status=Study.Status.OPEN,
+                                study__kind=Study.Kind.GENERALIZATION)
     unit_ids = list(units.order_by("id").values_list("id", flat=True))
     if not unit_ids:
         return
@@ -258,9 +267,10 @@ def _queue_close(study_id: int) -> None:
 
 def studies_all_decided() -> list[int]:
     """Open studies that stop early and whose units are all decided: nothing more to collect."""
+    pending = _still_to_decide(Unit.objects.filter(study_id=OuterRef("pk")))
     return list(
         Study.objects.filter(status=Study.Status.OPEN, stop_when_decided=True, units__isnull=False)
-        .exclude(units__decided_at__isnull=True).values_list("pk", flat=True).distinct().order_by("pk")
+        .exclude(Exists(pending)).values_list("pk", flat=True).distinct().order_by("pk")
     )
 
 
@@ -273,7 +283,7 @@ def study_close_when_decided(*, study: Study) -> bool:
     Idempotent: returns whether it closed the study now."""
     study = Study.objects.get(pk=study.pk)
     if (study.status != Study.Status.OPEN or not study.stop_when_decided or not study.units.exists()
-            or study.units.filter(decided_at__isnull=True).exists()):
+            or _still_to_decide(study.units.all()).exists()):
         return False
     closed = study_close(user=OPERATOR, study=study)
     logger.info("study %s closed by the app (stop_when_decided): every unit is decided; %d publication(s) closed",

@@ -198,3 +198,49 @@ def test_a_reimport_that_marks_a_question_invalid_closes_its_units(tmp_path):
     generalization_questions_import(file=path, dataset_name="Reimported", validation_status="invalid")
 
     assert counters(question_units(question)) == [(0, 0, 0)]
+
+
+def test_a_question_validation_study_keeps_asking_about_a_question_marked_invalid(db):
+    """A question-validation study asks workers to judge questions, invalid ones included: marking
+    one invalid neither closes its unit there nor drops it from what the study collects."""
+    study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=3, n_genq=1, quota=3, units_per_task=1)
+    question = GeneralizationQuestion.objects.filter(item__in=study.items.all()).order_by("pk").first()
+    before = study_collects(study=study)
+
+    generalization_questions_set_validation(questions=[question], status=INVALID)
+
+    assert {u.quota for u in Unit.objects.filter(study=study)} == {3}
+    assert (study_collects(study=study).answers, study_collects(study=study).tasks) == (before.answers, before.tasks)
+
+
+def test_a_closed_studys_figures_do_not_change_when_a_question_is_judged_invalid_after_it(study):
+    """Judging questions after collection is the usual order: a closed study's tasks planned and
+    cost stay what it collected (they fell from 9 tasks to 6, below the 9 done)."""
+    from annotations.services.platforms.close import study_close
+
+    before = study_collects(study=study)
+    study_close(user=OPERATOR, study=study)
+    question = GeneralizationQuestion.objects.filter(item__in=study.items.all()).order_by("pk").first()
+
+    generalization_questions_set_validation(questions=[question], status=INVALID)
+
+    study.refresh_from_db()
+    after = study_collects(study=study)
+    assert (after.answers, after.tasks) == (before.answers, before.tasks) == (18, 9)
+
+
+def test_an_early_stopping_study_whose_other_units_are_decided_closes_without_the_invalid_question(db):
+    """The invalid question's units are closed, never decided: early stopping waited for them for
+    ever and the study kept recruiting workers who found no work."""
+    from annotations.services.stopping import studies_all_decided
+
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=2, n_genq=1, n_sources=1, quota=3, units_per_task=1,
+                       stop_when_decided=True)
+    invalid, valid = Unit.objects.filter(study=study).order_by("id")
+    generalization_questions_set_validation(questions=[invalid.generalization_question], status=INVALID)
+    for _ in range(2):
+        complete_assignment(start(study))  # two agreeing answers decide the valid unit
+
+    valid.refresh_from_db()
+    assert valid.decided_at is not None
+    assert studies_all_decided() == [study.pk]

@@ -711,3 +711,22 @@ def test_a_new_gen_u_prediction_is_graded_by_the_rule_not_by_the_flag_the_bundle
     assert made.count() == 4
     assert all(p.correct == bool(prediction_correct(p.predicted_answer, p.generalization_question.answer))
                for p in made)
+
+
+def test_a_generalization_study_whose_question_was_judged_valid_again_after_it_closed_round_trips():
+    """Its units kept the quota the invalid question left them (the close froze them): the copy
+    refused them as it read the question's status now ("an undecided unit's quota is that")."""
+    from studies.models import GeneralizationQuestion
+    from studies.services.questions import generalization_questions_set_validation
+
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_sources=1, n_genq=2, quota=3, units_per_task=6,
+                       name="bundle-valid-again")
+    question = GeneralizationQuestion.objects.filter(unit__study=study).order_by("pk").first()
+    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.INVALID)
+    work(study, "GEN0", answer=_answerer(0), platform=Platform.LINK)
+    study_close(user=OPERATOR, study=study)
+    generalization_questions_set_validation(questions=[question], status=GeneralizationQuestion.Validation.VALID)
+
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-valid-again-copy", owner=None)
+
+    assert sorted(copy.units.values_list("quota", flat=True)) == sorted(study.units.values_list("quota", flat=True))

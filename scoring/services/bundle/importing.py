@@ -1251,10 +1251,9 @@ class _Import:
         ids = list(self.unit_lines)
         for start in range(0, len(ids), BATCH):
             counts = unit_counts(unit_ids=ids[start:start + BATCH])
-            closed = set(Unit.objects.filter(
-                pk__in=ids[start:start + BATCH],
-                generalization_question__validation_status=GeneralizationQuestion.Validation.INVALID,
-            ).values_list("pk", flat=True))
+            # a generalization study's unit may have been closed while its question was marked invalid,
+            # and stays so if the question was marked valid after the study closed
+            closed = set(ids[start:start + BATCH]) if study.kind == Study.Kind.GENERALIZATION else set()
             for unit_id, (claimed, _completed) in counts.items():
                 line, quota, decided_at = self.unit_lines[unit_id]
                 # the bundle's claims: those of workers left out (``withdrew``) held the unit there
