@@ -25,7 +25,7 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.content import PARENT_SELECTORS, job_acts_for
-from studies.services.model_paths import local_model_path, model_path_readable, path_within
+from studies.services.model_paths import local_model_path, model_path_readable, model_path_stored, path_within
 
 from .errors import GenerationError
 
@@ -320,14 +320,23 @@ def _settings_of(row: RationaleSource | QuestionGenerator) -> dict:
     """``row``'s id and name, and a fingerprint of each of its ``SETTINGS_FIELDS`` that its model
     has (``lab.jsontext.json_fingerprint``): enough to tell a change, without copying an endpoint
     or model path into params that readers of the job who may not read the row would see. A model
-    path is taken as the folder it opens (``model_dir.model_location``): a job recorded before
-    folders under ``RL_MODEL_DIR`` were stored relative to it (``models:<path>``) recorded the same
-    folder by its absolute path, and migration ``studies.0019`` converted the row, not the job."""
+    path is taken in its stored form (``model_paths.model_path_stored``: ``models:<path>`` under
+    ``RL_MODEL_DIR``), the same on the web host that records it and an LM worker whose model folder
+    is elsewhere (:func:`_recorded_model_matches` reads a record made before that form)."""
     names = {field.name for field in type(row)._meta.concrete_fields}
     values = {f: getattr(row, f) for f in SETTINGS_FIELDS if f in names}
     if "model_name_or_path" in values:
-        values["model_name_or_path"] = model_location(values["model_name_or_path"])
+        values["model_name_or_path"] = model_path_stored(values["model_name_or_path"])
     return {"id": row.pk, "name": row.name, **{f: json_fingerprint(v) for f, v in values.items()}}
+
+
+def _recorded_model_matches(row, recorded: str) -> bool:
+    """Whether a job's recorded model path fingerprint names ``row``'s model now: its stored form
+    (:func:`_settings_of`), or the absolute path a job recorded before folders under
+    ``RL_MODEL_DIR`` were stored relative to it (migration ``studies.0019`` converted the row, not
+    the job's record), read on this host."""
+    stored = model_path_stored(row.model_name_or_path)
+    return recorded in (json_fingerprint(stored), json_fingerprint(model_location(stored)))
 
 
 def _published_after(job: GenerationJob, trainings: list[dict]) -> list[dict]:
@@ -407,7 +416,11 @@ def job_settings_refusal(job: GenerationJob) -> str:
             return f"Cancelled: {label} no longer exists; start a new job."
         live = _settings_of(row)
         for field in SETTINGS_FIELDS:
-            if field in recorded and live.get(field) != recorded[field]:
+            if field not in recorded:
+                continue
+            same = (_recorded_model_matches(row, recorded[field]) if field == "model_name_or_path"
+                    else live.get(field) == recorded[field])
+            if not same:
                 return (f"Cancelled: the {field} of {label} changed since the job was created; start a new "
                         "job (a job runs only on the settings it was started with).")
         refusal = _checkpoint_refusal(job, row, recorded, label)

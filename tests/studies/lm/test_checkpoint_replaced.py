@@ -203,3 +203,16 @@ def test_a_job_recorded_before_model_paths_were_stored_relative_runs_on_after_th
     RationaleSource.objects.filter(pk=source.pk).update(model_name_or_path="models:elsewhere")
     job.refresh_from_db()
     assert "model_name_or_path" in job_settings_refusal(job)  # another folder still cancels it
+
+
+def test_a_job_runs_on_where_the_model_folder_is_elsewhere(lab, settings, tmp_path):
+    """The LM worker's RL_MODEL_DIR may be another path than the web host's (another checkout, a
+    restore): the job's record names the folder as stored (``models:ft-x``), not as this host
+    places it, so it is not cancelled as if repointed."""
+    from studies.services.generation.inputs import job_settings_refusal
+
+    job = _ritas_rationale_job(lab)
+    assert job_settings_refusal(job) == ""
+    settings.RL_MODEL_DIR = tmp_path / "elsewhere" / "models"
+    job.refresh_from_db()
+    assert job_settings_refusal(job) == ""
