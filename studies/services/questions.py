@@ -81,6 +81,19 @@ def generalization_questions_set_validation(
     return changed
 
 
+def validation_ever_invalid(*, status: str, metadata) -> bool:
+    """Whether a question with ``status`` and ``metadata`` is or was marked invalid, as its
+    validation record (:func:`validation_provenance`: the status it replaced and its history) says."""
+    invalid = GeneralizationQuestion.Validation.INVALID
+    record = (metadata or {}).get("validation") if isinstance(metadata, dict) else None
+    if status == invalid:
+        return True
+    if not isinstance(record, dict):
+        return False
+    entries = [record, *[e for e in record.get("history") or [] if isinstance(e, dict)]]
+    return any(invalid in (e.get("status"), e.get("previous")) for e in entries)
+
+
 def validation_provenance(metadata, *, status: str, previous: str, user, at, by: dict | None = None) -> dict:
     """``metadata`` with ``"validation"`` saying who set ``status`` and when: ``{"status",
     "previous", "set_by": "user" (with "user_id", "username") or "operator" (None: a management

@@ -730,3 +730,21 @@ def test_a_generalization_study_whose_question_was_judged_valid_again_after_it_c
     copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-valid-again-copy", owner=None)
 
     assert sorted(copy.units.values_list("quota", flat=True)) == sorted(study.units.values_list("quota", flat=True))
+
+
+def test_a_generalization_units_quota_lowered_by_hand_is_still_refused():
+    """Only a unit whose question is or was marked invalid (its validation record says so) may come
+    with its quota lowered to its claims; any other unit of a generalization study is held to the
+    study's workers per unit, as other kinds' are (a hand-edited 0 made a unit full with no answers)."""
+    study = make_study(kind=Study.Kind.GENERALIZATION, n_items=3, n_sources=1, n_genq=2, quota=3, units_per_task=6,
+                       name="bundle-quota-by-hand")
+    work(study, "GEN0", answer=_answerer(0), platform=Platform.LINK)
+    study_close(user=OPERATOR, study=study)
+    data = _bundle(study)
+    rows = list(csv.DictReader(io.StringIO(zipfile.ZipFile(io.BytesIO(data)).read("data/units.csv").decode())))
+    empty = next(i for i, row in enumerate(rows) if row["n_claimed"] in ("0", ""))
+    data = _edited_rows(data, "data/units.csv", (empty, {"quota": "0"}))
+
+    with pytest.raises(BundleError) as refused:
+        bundle_import(file=io.BytesIO(data), name="bundle-quota-by-hand-copy", owner=None)
+    assert any(e.record == "data/units.csv" and e.field == "quota" for e in refused.value.errors)

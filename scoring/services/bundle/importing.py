@@ -103,6 +103,7 @@ from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
 from studies.services.model_paths import model_path_stored, source_model_path_problem
+from studies.services.questions import validation_ever_invalid
 from studies.services.studies import StudyError, study_add_check
 
 from .export import SOURCE_FIELDS
@@ -1251,9 +1252,13 @@ class _Import:
         ids = list(self.unit_lines)
         for start in range(0, len(ids), BATCH):
             counts = unit_counts(unit_ids=ids[start:start + BATCH])
-            # a generalization study's unit may have been closed while its question was marked invalid,
-            # and stays so if the question was marked valid after the study closed
-            closed = set(ids[start:start + BATCH]) if study.kind == Study.Kind.GENERALIZATION else set()
+            # a generalization study's unit was closed while its question was marked invalid, and stays so
+            # if the question was marked valid after the study closed: its validation record says so
+            closed = {pk for pk, status, metadata in Unit.objects.filter(
+                pk__in=ids[start:start + BATCH], study__kind=Study.Kind.GENERALIZATION,
+                generalization_question__isnull=False).values_list(
+                    "pk", "generalization_question__validation_status", "generalization_question__metadata")
+                if validation_ever_invalid(status=status, metadata=metadata)}
             for unit_id, (claimed, _completed) in counts.items():
                 line, quota, decided_at = self.unit_lines[unit_id]
                 # the bundle's claims: those of workers left out (``withdrew``) held the unit there
