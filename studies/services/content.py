@@ -653,16 +653,28 @@ def _source_prompt_problem(source: RationaleSource, *, new: bool, changed: set[s
     would fail every job on it: its own template (``templates.template_problem``) or its decoding
     settings (``Decoding.from_json``, what each job reads them with); "" when neither. A source
     stored before these checks is refused by its next job, not by an edit of its other fields."""
-    if source.kind != RationaleSource.Kind.LM or not (
-            new or changed & {"template", "decoding", "kind", "backend"}):
+    if not (new or changed & {"template", "decoding", "kind", "backend"}):
         return ""
-    problem = template_problem(source.template or "")
-    if not problem:
-        try:
-            Decoding.from_json(source.decoding)
-        except ValueError as exc:
-            problem = str(exc)  # it names the field: decoding.<name>
+    problem = next(iter(source_prompt_problems(source).values()), "")
     return f"rationale source {source.name!r}: {problem}" if problem else ""
+
+
+def source_prompt_problems(source: RationaleSource) -> dict[str, str]:
+    """The rule a language model source is saved by (here and by the study bundle import):
+    ``{"template": ..., "decoding": ...}``, each field's problem, template first; empty when none
+    (or not a language model source). Its own template (``templates.template_problem``) and its
+    decoding settings (``Decoding.from_json``, what each job reads them with)."""
+    if source.kind != RationaleSource.Kind.LM:
+        return {}
+    problems = {}
+    problem = template_problem(source.template or "")
+    if problem:
+        problems["template"] = problem
+    try:
+        Decoding.from_json(source.decoding)
+    except ValueError as exc:
+        problems["decoding"] = str(exc)  # it names the field: decoding.<name>
+    return problems
 
 
 def _predicted_answer_problem(rationale: Rationale, *, new: bool, changed: set[str]) -> str:

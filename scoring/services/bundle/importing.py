@@ -83,8 +83,6 @@ from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
 from studies.choices import own_choices, predicted_answer_problem
-from studies.lm.backends import Decoding
-from studies.lm.templates import template_problem
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -96,7 +94,7 @@ from studies.models import (
     Study,
 )
 from studies.selectors import VIEW, datasets_for_design, sources_for_design, studies_for_user
-from studies.services.content import content_added_refusals, gen_u_added_refusals
+from studies.services.content import content_added_refusals, gen_u_added_refusals, source_prompt_problems
 from studies.services.grading import prediction_correct
 from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
@@ -831,23 +829,14 @@ class _Import:
 
     def source_prompt_problems(self, source: RationaleSource, name: str) -> bool:
         """A new language model source of the bundle held to the rule ``content.content_row_save``
-        holds a new one to: its own template (``templates.template_problem``) and its decoding
-        settings (``Decoding.from_json``, what each job reads them with), each problem study.json's
+        holds a new one to (``content.source_prompt_problems``: its template and decoding), each problem study.json's
         ``sources.template`` / ``sources.decoding`` error naming the source (``name``: the bundle's).
         True when there was one."""
-        if source.kind != RationaleSource.Kind.LM:
-            return False
-        found = False
-        problem = template_problem(source.template or "")
-        if problem:
-            self.b.error(STUDY_FILE, None, "sources.template", f"source {name!r}: {problem.removeprefix('template: ')}")
-            found = True
-        try:
-            Decoding.from_json(source.decoding)
-        except ValueError as exc:  # it names the field: decoding.<name>
-            self.b.error(STUDY_FILE, None, "sources.decoding", f"source {name!r}: {exc}")
-            found = True
-        return found
+        problems = source_prompt_problems(source)
+        for setting, problem in problems.items():
+            self.b.error(STUDY_FILE, None, f"sources.{setting}",
+                         f"source {name!r}: {problem.removeprefix('template: ')}")
+        return bool(problems)
 
     def item_rows(self, dataset: Dataset, study_items: list[int]) -> None:
         table = TABLES["items"]
