@@ -10,30 +10,21 @@ is refused the same ways (``studies.lm.templates.template_problem``)."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from studies.lm import quark
 from studies.lm.backends import Decoding
 from studies.models import GenerationJob, RationaleSource
 from studies.services.generation import GenerationError, generation_job_create
-from tests.factories import DatasetFactory, ItemFactory
-from tests.studies.lm.test_max_new_tokens_bound import _job, _run  # the same lab keys: dataset, root
+from tests.studies.lm import test_max_new_tokens_bound as bound
+from tests.studies.lm.test_max_new_tokens_bound import _job, _run
 
 from .openai_server import OpenAIServer, completion
-from .test_job_rights import RATIONALE_REPLY, _train_pool
+from .test_job_rights import RATIONALE_REPLY
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def lab():
-    dataset = DatasetFactory(name="strategyqa")
-    for i in range(2):
-        ItemFactory(dataset=dataset, split="dev", question=f"Question {i}?")
-    _train_pool(dataset)
-    root = get_user_model().objects.create_superuser("root", password="pw")
-    return {"dataset": dataset, "root": root}
+lab = bound.lab  # the same lab: a dataset with a train pool, and a superuser (root)
 
 
 def _source(decoding: dict, url: str = "http://127.0.0.1:9/v1", template: str = "") -> RationaleSource:
