@@ -223,10 +223,20 @@ def units_recount(*, unit_ids: list[int]) -> None:
 
 def assignment_return(*, assignment: Assignment) -> Assignment:
     """The worker leaves: the units go back to the pool. Leaving a task that is no longer active
-    changes nothing."""
+    changes nothing. A task past its deadline had ended before the worker left it: it is released
+    as ``expired``, as the expiry sweep (``assignment_expire_stale``) would, by the deadline rule
+    every answer is refused by (``active_or_refuse``), so a "Return" from a stale page does not
+    move it among the tasks the worker returned (the progress page and the scores count the two
+    apart)."""
     with transaction.atomic():
-        if lock(assignment).status == Assignment.Status.ACTIVE:
-            assignment_release(assignment=assignment, status=Assignment.Status.RETURNED)
+        locked = lock(assignment)
+        if locked.status == Assignment.Status.ACTIVE:
+            try:
+                active_or_refuse(locked)
+                status = Assignment.Status.RETURNED
+            except AssignmentExpired:
+                status = Assignment.Status.EXPIRED
+            assignment_release(assignment=assignment, status=status)
     return assignment
 
 

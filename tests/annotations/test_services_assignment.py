@@ -32,6 +32,7 @@ from annotations.tasks.assignments import expire_stale_assignments
 from studies.design import study_capacity
 from studies.models import Platform, Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
+from tests.clock import clock_installed
 
 pytestmark = pytest.mark.django_db
 
@@ -324,6 +325,21 @@ def test_returned_assignment_gives_units_back():
     assignment = assignment_start(study=study, participant=ParticipantFactory())
     assignment_return(assignment=assignment)
     assert Assignment.objects.get(pk=assignment.pk).status == Assignment.Status.RETURNED
+    assert set(Unit.objects.filter(study=study).values_list("n_claimed", flat=True)) == {0}
+
+
+def test_return_after_the_deadline_ends_the_task_expired_not_returned(monkeypatch):
+    """A "Return" pressed from a stale page after the deadline: the task had already ended by the
+    deadline every answer is refused by, so it counts among the expired tasks, not the returned."""
+    study = make_study(n_items=2, n_sources=1, units_per_task=1)
+    assignment = assignment_start(study=study, participant=ParticipantFactory())
+    claim = unit_claims(assignment)[0]
+    annotation_submit(assignment=assignment, claim=claim, step="before", answer="yes")
+    annotation_submit(assignment=assignment, claim=claim, step="after", answer="yes")
+    clock = clock_installed(monkeypatch)
+    clock.now = Assignment.objects.get(pk=assignment.pk).expires_at + timedelta(seconds=1)
+    assignment_return(assignment=assignment)
+    assert Assignment.objects.get(pk=assignment.pk).status == Assignment.Status.EXPIRED
     assert set(Unit.objects.filter(study=study).values_list("n_claimed", flat=True)) == {0}
 
 
