@@ -14,6 +14,7 @@ from annotations.services.qualification import (
     attention_checks_fixed,
     qualification_questions,
     qualification_test_fixed_reason,
+    qualification_test_problem,
     qualification_test_save,
     qualification_test_sent_to_mturk,
     qualification_test_taken,
@@ -184,11 +185,12 @@ class QualificationTestForm(forms.ModelForm):
         data = super().clean()
         if "questions" in data:
             data["parsed_questions"] = parse_questions(data["questions"])
-            if not data["parsed_questions"]:
-                self.add_error("questions", "Write at least one question.")
-            elif data.get("pass_mark") is not None and data["pass_mark"] > len(data["parsed_questions"]):
-                self.add_error("pass_mark", f"The pass mark is higher than the number of questions "
-                                            f"({len(data['parsed_questions'])}).")
+            # The service's rule (qualification_test_save refuses such a test), asked here for its message
+            # beside the field; a fixed test's pass mark is read-only (not in ``data``): not judged again.
+            problem = qualification_test_problem(pass_mark=data.get("pass_mark"),
+                                                 question_count=len(data["parsed_questions"]))
+            if problem is not None:
+                self.add_error(*problem)
             elif self.instance.pk and data["parsed_questions"] != qualification_questions(self.instance):
                 fixed = qualification_test_fixed_reason(self.instance)
                 if fixed:

@@ -4,8 +4,10 @@ Answers are read-only here: they are written by the worker pages only. Every lis
 of the studies the user may see, and workers appear as pseudonyms unless the user may see raw
 worker ids (``studies.admin.scoping``)."""
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Exists, OuterRef, Q
 from django.db.models.constants import LOOKUP_SEP
+from django.forms.models import BaseInlineFormSet
 
 from annotations.models import (
     Annotation,
@@ -25,6 +27,7 @@ from annotations.services.qualification import (
     attention_check_delete,
     attention_check_save,
     attention_checks_fixed,
+    qualification_test_problem,
     qualification_test_save,
     qualification_test_taken,
 )
@@ -251,11 +254,35 @@ class AttentionCheckAdmin(StudyScopedAdmin):
             attention_check_delete(check=check, user=request.user)
 
 
+class QualificationQuestionFormSet(BaseInlineFormSet):
+    """The test's questions as the page leaves them, judged with the pass mark its form gives by the
+    service's rule (``qualification_test_problem``, which ``qualification_test_save`` applies when
+    it writes them): a test no worker can pass is refused on this page, and nothing is saved."""
+
+    def questions(self) -> list[dict]:
+        """The questions kept (those marked for deletion and the empty extra rows left out), in their
+        order, as ``qualification_questions_set`` takes them. Call once the formset is cleaned."""
+        kept = [(form.instance.position, number, form.instance) for number, form in enumerate(self.forms)
+                if form.cleaned_data and not (self.can_delete and self._should_delete_form(form))]
+        return [{"question": q.question, "choices": list(q.choices or []), "correct_answer": q.correct_answer}
+                for _, _, q in sorted(kept, key=lambda row: row[:2])]
+
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return  # each question's own errors first
+        problem = qualification_test_problem(pass_mark=self.instance.pass_mark, question_count=len(self.questions()))
+        if problem is not None:
+            raise ValidationError(problem[1])
+
+
 class QualificationQuestionInline(admin.TabularInline):
     """The test's questions, editable until a worker has taken the test: then they are fixed, as
-    ``qualification_questions_set`` (the study page's path) refuses to change them."""
+    ``qualification_questions_set`` (the study page's path) refuses to change them. They are written
+    with the test by ``qualification_test_save`` (``QualificationTestAdmin.save_related``)."""
 
     model = QualificationQuestion
+    formset = QualificationQuestionFormSet
     extra = 1
 
     def _taken(self, obj) -> bool:
@@ -289,9 +316,23 @@ class QualificationTestAdmin(StudyScopedAdmin):
         return not (obj is not None and qualification_test_taken(obj)) and super().has_delete_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
-        # A new test also holds the study's tasks in progress until their workers pass it (in the
-        # page's transaction, with the questions saved next).
-        qualification_test_save(test=obj, user=request.user)
+        pass  # saved with its questions, in save_related
+
+    def save_related(self, request, form, formsets, change):
+        # The test and its questions in one call of the service, which checks them together (at least one
+        # question, a pass mark they can reach) beside the write; a new test also holds the study's tasks
+        # in progress until their workers pass it (in the page's transaction). The question formset
+        # (absent for a user who may not see the questions: the stored ones are judged) is saved without
+        # writing, only to name its changes in the page's history.
+        questions = next((f for f in formsets if isinstance(f, QualificationQuestionFormSet)), None)
+        qualification_test_save(test=form.instance, user=request.user,
+                                questions=questions.questions() if questions is not None else None)
+        form.save_m2m()
+        for formset in formsets:
+            if formset is questions:
+                formset.save(commit=False)
+            else:
+                self.save_formset(request, form, formset, change=change)
 
 
 @admin.register(ConsentReceipt)

@@ -205,6 +205,21 @@ def qualification_test_taken(test: QualificationTest) -> bool:
     return qualification_test_fixed_reason(test) is not None
 
 
+def qualification_test_problem(*, pass_mark: int | None, question_count: int) -> tuple[str, str] | None:
+    """What makes a test no worker can pass (or one everyone passes), as ``(field, message)`` with
+    ``field`` "questions" or "pass_mark"; None when it is sound: at least one question, and a pass
+    mark between 1 and the number of questions (``pass_mark`` None: not given, only the questions are
+    judged). The one rule: ``qualification_test_save`` refuses such a test, and the pages that edit
+    one (the study page's form, the test's admin page) ask it for their message."""
+    if question_count < 1:
+        return "questions", "Write at least one question."
+    if pass_mark is not None and pass_mark < 1:
+        return "pass_mark", "The pass mark is at least 1 (a test everyone passes is no test)."
+    if pass_mark is not None and pass_mark > question_count:
+        return "pass_mark", f"The pass mark is higher than the number of questions ({question_count})."
+    return None
+
+
 def qualification_questions_set(*, test: QualificationTest, questions: list[dict]) -> None:
     """Make ``questions`` (``{"question", "choices", "correct_answer"}``, in order) the test's
     questions. Nothing changes when they are the same; different questions are refused once a
@@ -248,12 +263,17 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
     the grades given were against it), and its instructions too once it was sent to MTurk as a
     graded test (``qualification_test_sent_to_mturk``): a changed one is then refused (``QualificationSetupError``),
     under the lock on the test's row that ``qualification_questions_set`` takes, whatever page or
-    caller saves it."""
+    caller saves it.
+    A test that may still change is checked once its questions are written (``qualification_test_problem``:
+    at least one question, a pass mark from 1 to their number): ``QualificationSetupError`` with that
+    message otherwise, and nothing is saved. A fixed test is not judged again: its pass mark and
+    questions no longer change (they are refused above), and its grades were given against them."""
     if user is not None and not study_user_may(user=user, study=Study(pk=test.study_id), access=CHANGE):
         raise QualificationTestRefused(f"study {test.study_id}: not found or not yours to change (its qualification "
                                        "test needs change rights on the study).")
     with transaction.atomic():
         created = test.pk is None
+        reason = None
         if created:
             Study.objects.select_for_update().filter(pk=test.study_id).values_list("pk", flat=True).first()
         else:
@@ -271,6 +291,10 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
             qualification_tasks_hold(study_id=test.study_id)
         if questions is not None:
             qualification_questions_set(test=test, questions=questions)
+        if reason is None:  # beside the write, the questions written: a refusal rolls both back
+            problem = qualification_test_problem(pass_mark=test.pass_mark, question_count=test.questions.count())
+            if problem is not None:
+                raise QualificationSetupError(problem[1])
     return test
 
 

@@ -490,6 +490,13 @@ class ImportRecordAdmin(LookupGuardAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        # An audit trail, never deleted here, whoever asks (no "Delete selected", and the delete page
+        # refuses every record): a bundle copy's record is what makes it a copy (``study_imported``,
+        # ``bundle_copy_ids``, the bundle's scores and the withdrawals that reach it), so deleting it
+        # would turn the copy into a study run here.
+        return False
+
     def get_urls(self):
         urls = [
             path("import/", self.admin_site.admin_view(self.import_view), name="studies_import_data"),

@@ -103,7 +103,7 @@ def test_a_task_answered_while_the_study_had_no_test_goes_on_when_one_is_added_a
     assert Assignment.objects.get().qualification_pending
     QualificationTest.objects.filter(study=study).delete()  # nobody took it: it may go
     assert answer(browser, task)[1].status_code == 302  # no test: the answers come in
-    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=None)
+    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), questions=[{"question": "Is Paris in France?", "choices": ["yes", "no"], "correct_answer": "yes"}], user=None)
     assert not Assignment.objects.get().qualification_pending  # its page shows no test, so it goes on
     assert answer(browser, task)[1].status_code == 302
 
@@ -135,5 +135,5 @@ def test_the_service_saves_a_test_only_for_whoever_may_change_the_study():
     with pytest.raises(QualificationTestRefused):
         form.save()
     assert not QualificationTest.objects.filter(study=study).exists()
-    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=owner)
+    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), questions=[{"question": "Is Paris in France?", "choices": ["yes", "no"], "correct_answer": "yes"}], user=owner)
     assert QualificationTest.objects.filter(study=study).count() == 1

@@ -1,0 +1,89 @@
+"""``annotations.admin.core``: the qualification test's own admin page saves the test and its
+questions through ``qualification_test_save``, and refuses, on the page and saving nothing, a test
+no worker can pass (a pass mark above the number of questions, or no question left), as the study
+page does: one rule, ``qualification_test_problem``."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from annotations.models import QualificationTest
+from annotations.services.qualification import qualification_questions
+from tests.annotations.factories import add_qualification, make_study
+
+pytestmark = pytest.mark.django_db
+
+QUESTIONS = [("Is Paris in France?", "yes"), ("Is Lyon in Spain?", "no"), ("Is Rome in Italy?", "yes")]
+
+
+def _add_data(study, pass_mark: int) -> dict:
+    data = {"study": study.pk, "pass_mark": pass_mark, "instructions": "", "questions-TOTAL_FORMS": len(QUESTIONS),
+            "questions-INITIAL_FORMS": 0, "questions-MIN_NUM_FORMS": 0, "questions-MAX_NUM_FORMS": 1000}
+    for i, (question, correct) in enumerate(QUESTIONS):
+        data.update({f"questions-{i}-position": i, f"questions-{i}-question": question,
+                     f"questions-{i}-choices": '["yes", "no"]', f"questions-{i}-correct_answer": correct})
+    return data
+
+
+def _change_data(test, *, pass_mark: int, delete: bool = False) -> dict:
+    questions = list(test.questions.order_by("position", "id"))
+    data = {"study": test.study_id, "pass_mark": pass_mark, "instructions": test.instructions,
+            "questions-TOTAL_FORMS": len(questions), "questions-INITIAL_FORMS": len(questions),
+            "questions-MIN_NUM_FORMS": 0, "questions-MAX_NUM_FORMS": 1000}
+    for i, q in enumerate(questions):
+        data.update({f"questions-{i}-id": q.pk, f"questions-{i}-test": test.pk, f"questions-{i}-position": q.position,
+                     f"questions-{i}-question": q.question, f"questions-{i}-choices": '["yes", "no"]',
+                     f"questions-{i}-correct_answer": q.correct_answer})
+        if delete:
+            data[f"questions-{i}-DELETE"] = "on"
+    return data
+
+
+def test_the_add_page_refuses_a_pass_mark_above_the_number_of_questions(admin_client):
+    study = make_study(n_items=2, n_sources=1)
+    response = admin_client.post(reverse("admin:annotations_qualificationtest_add"), _add_data(study, pass_mark=5))
+    assert response.status_code == 200
+    assert "The pass mark is higher than the number of questions (3)." in response.content.decode()
+    assert not QualificationTest.objects.filter(study=study).exists()
+
+
+def test_the_add_page_saves_a_passable_test_with_its_questions(admin_client):
+    study = make_study(n_items=2, n_sources=1)
+    response = admin_client.post(reverse("admin:annotations_qualificationtest_add"), _add_data(study, pass_mark=3))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    test = QualificationTest.objects.get(study=study)
+    assert test.pass_mark == 3
+    assert [(q["question"], q["correct_answer"]) for q in qualification_questions(test)] == QUESTIONS
+
+
+def test_the_change_page_refuses_a_pass_mark_above_the_number_of_questions(admin_client):
+    study = make_study(n_items=2, n_sources=1)
+    test = add_qualification(study, pass_mark=2)  # three questions
+    before = qualification_questions(test)
+    url = reverse("admin:annotations_qualificationtest_change", args=[test.pk])
+    response = admin_client.post(url, _change_data(test, pass_mark=5))
+    assert response.status_code == 200
+    assert "The pass mark is higher than the number of questions (3)." in response.content.decode()
+    assert QualificationTest.objects.get(pk=test.pk).pass_mark == 2
+    assert qualification_questions(test) == before
+
+
+def test_the_change_page_refuses_deleting_every_question(admin_client):
+    study = make_study(n_items=2, n_sources=1)
+    test = add_qualification(study, pass_mark=1)
+    before = qualification_questions(test)
+    url = reverse("admin:annotations_qualificationtest_change", args=[test.pk])
+    response = admin_client.post(url, _change_data(test, pass_mark=1, delete=True))
+    assert response.status_code == 200
+    assert "Write at least one question." in response.content.decode()
+    assert qualification_questions(test) == before
+
+
+def test_the_change_page_deletes_a_question_the_pass_mark_still_reaches(admin_client):
+    study = make_study(n_items=2, n_sources=1)
+    test = add_qualification(study, pass_mark=2)
+    data = _change_data(test, pass_mark=2)
+    data["questions-0-DELETE"] = "on"
+    response = admin_client.post(reverse("admin:annotations_qualificationtest_change", args=[test.pk]), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert [q["correct_answer"] for q in qualification_questions(test)] == ["no", "yes"]
