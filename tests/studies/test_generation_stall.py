@@ -1,9 +1,10 @@
 """A batch of an LM job that runs long, and beat's stall detection (``generation_jobs_resume_stalled``):
 a running batch keeps its job alive, and when two copies of one batch do run (a worker frozen past
 ``RL_LM_STALL_SECONDS``, then woken), every request they send counts once in the job's usage and
-against its ``max_requests`` cap."""
+against its ``max_requests`` cap, and the outputs of the copy that stores first are the ones kept."""
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import timedelta
 
@@ -11,7 +12,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from studies.models import GenerationJob, Rationale, RationaleSource
+from studies.models import (
+    GeneralizationQuestion,
+    GenerationFailure,
+    GenerationJob,
+    QuestionGenerator,
+    Rationale,
+    RationaleSource,
+)
 from studies.services.generation import generation_job_create, generation_job_run_batch
 from studies.services.generation.jobs import HANDLERS, generation_jobs_resume_stalled
 from tests.factories import DatasetFactory, ItemFactory
@@ -36,11 +44,40 @@ def _hosted_job(server, *, params: dict, n_items: int = 6) -> GenerationJob:
                                  enqueue=False, batch_size=n_items, params=params)
 
 
-def _second_copy_while_first_is_frozen(monkeypatch) -> dict:
+def _hosted_question_job(server) -> GenerationJob:
+    """A generalization question job of two dev items on a hosted generator that samples (one
+    question a request: three requests an item, one per type), in one batch, as an admin starts it."""
+    dataset = DatasetFactory(name="strategyqa")
+    for _ in range(2):
+        ItemFactory(dataset=dataset, split="dev")
+    _train_pool(dataset)
+    root = get_user_model().objects.create_superuser("root", password="pw")
+    generator = QuestionGenerator.objects.create(
+        name="hosted-questions", backend="openai", model_name_or_path="gpt-x", endpoint_url=server.url,
+        decoding={"do_sample": True, "temperature": 1.0, "num_return_sequences": 1, "backoff_s": 0.01,
+                  "concurrency": 1})
+    return generation_job_create(kind="generalization_questions", generator=generator, dataset=dataset, split="dev",
+                                 user=root, limit=2, batch_size=2, enqueue=False)
+
+
+def _sampled_questions(*, unparseable_first: int = 0):
+    """An endpoint that samples: each request gets another question (``Is river N longer than the
+    Nile?``, N counting requests from 1); the first ``unparseable_first`` get no question at all."""
+    count = itertools.count(1)
+
+    def reply(path, body):
+        n = next(count)
+        text = "no question here" if n <= unparseable_first else f" Is river {n} longer than the Nile?\nAnswer: yes"
+        return 200, completion([text]), {}
+
+    return reply
+
+
+def _second_copy_while_first_is_frozen(monkeypatch, kind: str = "rationales") -> dict:
     """While the first copy of the job's batch is about to send its requests, its worker stops
     (frozen) for longer than the stall limit: beat queues the job again and another lm worker runs
     the batch (the second copy). Then the first copy wakes up and goes on."""
-    handler = HANDLERS["rationales"]
+    handler = HANDLERS[kind]
     real = type(handler).generate
     state = {"depth": 0, "requeued": None}
 
@@ -85,6 +122,44 @@ def test_two_copies_of_a_batch_each_add_their_requests_to_the_usage(monkeypatch)
     assert job.params["usage"]["used_tokens"] == 12 * 7
     assert Rationale.objects.filter(source=job.source).count() == 6
     assert (job.status, job.done) == (GenerationJob.Status.DONE, 6)
+
+
+@pytest.mark.django_db
+def test_two_copies_of_a_question_batch_store_one_set_of_questions(monkeypatch):
+    with OpenAIServer(_sampled_questions()) as server:
+        job = _hosted_question_job(server)
+        state = _second_copy_while_first_is_frozen(monkeypatch, kind="generalization_questions")
+        generation_job_run_batch(job_id=job.pk)  # the first copy
+    job.refresh_from_db()
+    assert state["requeued"] == [job.pk]
+    # Both copies sent the batch's six requests, each counted once; the second copy stored first
+    # (requests 1 to 6), and the first copy's other questions for the same items are not added.
+    assert len(server.requests) == 12
+    assert job.params["usage"]["used_requests"] == 12
+    questions = GeneralizationQuestion.objects.filter(origin=job.generator.origin)
+    assert questions.count() == 6
+    assert sorted(questions.values_list("text", flat=True)) == sorted(
+        f"Is river {n} longer than the Nile?" for n in range(1, 7))
+    assert sorted(questions.values_list("item_id", "qtype")) == sorted(
+        (item_id, qtype) for item_id in job.item_ids for qtype in ("rephrase", "similar", "counterfactual"))
+    assert (job.status, job.done, job.total, job.failed) == (GenerationJob.Status.DONE, 2, 2, 0)
+
+
+@pytest.mark.django_db
+def test_a_question_batch_a_copy_stored_as_failures_gets_no_questions_from_the_other(monkeypatch):
+    # The second copy's endpoint gave nothing parseable: it stores every item as failed. The first
+    # copy, woken, gets questions for the same items and stores none of them.
+    with OpenAIServer(_sampled_questions(unparseable_first=6)) as server:
+        job = _hosted_question_job(server)
+        _second_copy_while_first_is_frozen(monkeypatch, kind="generalization_questions")
+        generation_job_run_batch(job_id=job.pk)
+    job.refresh_from_db()
+    assert len(server.requests) == 12
+    assert not GeneralizationQuestion.objects.filter(origin=job.generator.origin).exists()
+    failures = GenerationFailure.objects.filter(job=job)
+    assert set(failures.values_list("item_id", flat=True)) == set(job.item_ids)
+    assert all("no question here" in f.raw_output for f in failures)
+    assert (job.status, job.done, job.failed) == (GenerationJob.Status.DONE, 2, 2)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -280,6 +280,20 @@ class QuestionHandler(ItemHandler):
         return out
 
     def store(self, job, output):
+        """Write ``output`` (call holding the job's row lock: :meth:`ItemHandler._store_batch`). Two
+        copies of one batch (a worker frozen past ``RL_LM_STALL_SECONDS``, then woken, after beat
+        queued the job again) each generate its items; an endpoint that samples gives each copy
+        other texts, which the exact-text check below would all keep (two sets of questions per
+        item and type). So the copy that stores first wins: of the items this one finds processed
+        (:meth:`processed_among`: a question of the generator's, or a failure of this job), it
+        stores no question, failure or dropped question, and the job's done and failed counts stay
+        those of one set."""
+        mine = {row.item_id for rows in (output.questions, output.failures, output.dropped) for row in rows}
+        stored = self.processed_among(job, sorted(mine))
+        if stored:
+            output.questions = [q for q in output.questions if q.item_id not in stored]
+            output.failures = [f for f in output.failures if f.item_id not in stored]
+            output.dropped = [d for d in output.dropped if d.item_id not in stored]
         existing = set(GeneralizationQuestion.objects.filter(item_id__in={q.item_id for q in output.questions})
                        .values_list("item_id", "qtype", "text"))
         created = GeneralizationQuestion.objects.bulk_create(
