@@ -21,6 +21,13 @@ not the generalization question. Generalization questions marked invalid are lef
 A gold source without a ``Rationale`` row falls back to ``Item.gold_rationale`` (shown at the
 reveal); other missing (item, source) rationales are skipped and counted.
 
+A rationale properties study asks the worker whether each rationale supports its predicted answer
+(and about contrast and leakage), so a rationale must come with one (an import may leave
+``Rationale.predicted_answer`` blank; a gold source's fallback text is the gold answer's). While
+any rationale the design would show has none, the design yields no units: the plan counts them by
+source (``unpredicted_rationales``) and its problem names them, so the study cannot open with them
+and the design summary shows why.
+
 ``design_units`` is read by the unit builder (``annotations``: it creates ``Unit`` rows from it,
 in this order) and by the design summary; ``design_capacity`` applies the assignment rule (a
 worker gets at most one unit of each question, so a task holds at most one unit per distinct
@@ -51,6 +58,8 @@ class UnitPlan:
 
     units: list[UnitSpec] = field(default_factory=list)
     missing_rationales: int = 0
+    # A rationale properties study's rationales without a predicted answer, by source name.
+    unpredicted_rationales: dict[str, int] = field(default_factory=dict)
     problem: str = ""
 
 
@@ -97,6 +106,8 @@ class _Rationales:
     rationale_of: dict[tuple[int, int], int]
     gold_sources: set[int]
     has_gold_text: set[int]
+    # The stored rationales whose predicted answer is blank.
+    unpredicted: frozenset[int] = frozenset()
 
     def shown(self, item_id: int, source_id: int) -> tuple[bool, int | None]:
         """Whether the pair has something to show, and its rationale id (None: the gold text)."""
@@ -107,17 +118,19 @@ class _Rationales:
 
 
 def _rationales_of(*, item_ids: list[int], sources: list[RationaleSource]) -> _Rationales:
-    rationale_of = {
-        (item_id, source_id): rationale_id
-        for rationale_id, item_id, source_id in Rationale.objects.filter(
-            item_id__in=item_ids, source__in=sources
-        ).values_list("id", "item_id", "source_id")
-    }
+    rows = Rationale.objects.filter(item_id__in=item_ids, source__in=sources).values_list(
+        "id", "item_id", "source_id", "predicted_answer"
+    )
+    rationale_of, unpredicted = {}, set()
+    for rationale_id, item_id, source_id, predicted in rows:
+        rationale_of[(item_id, source_id)] = rationale_id
+        if not predicted.strip():
+            unpredicted.add(rationale_id)
     gold_sources = {s.pk for s in sources if s.kind == RationaleSource.Kind.GOLD}
     has_gold_text = set()
     if gold_sources:
         has_gold_text = set(Item.objects.filter(id__in=item_ids).exclude(gold_rationale="").values_list("id", flat=True))
-    return _Rationales(rationale_of, gold_sources, has_gold_text)
+    return _Rationales(rationale_of, gold_sources, has_gold_text, frozenset(unpredicted))
 
 
 def _source_questions(*, study: Study, item_ids: list[int]) -> list[tuple[int, int | None]] | UnitPlan:
@@ -141,16 +154,30 @@ def _source_questions(*, study: Study, item_ids: list[int]) -> list[tuple[int, i
 
 def _source_units(*, study: Study, questions: list[tuple[int, int | None]], sources: list[RationaleSource],
                   rationales: _Rationales) -> UnitPlan:
-    """Each question paired with every source that has something to show for its item."""
+    """Each question paired with every source that has something to show for its item; none for
+    a rationale properties study while a rationale it would show has no predicted answer."""
     plan = UnitPlan()
+    unpredicted: Counter[str] = Counter()
+    judges_prediction = study.kind == Study.Kind.RATIONALE_PROPERTIES
     for item_id, genq_id in questions:
         for source in sources:
             shown, rationale_id = rationales.shown(item_id, source.pk)
             if not shown:
                 plan.missing_rationales += 1
                 continue
+            if judges_prediction and rationale_id in rationales.unpredicted:
+                unpredicted[source.name] += 1
             plan.units.append(UnitSpec(item_id, source.pk, rationale_id, genq_id, f"item:{item_id}"))
-    if not plan.units:
+    if unpredicted:
+        plan.unpredicted_rationales = {s.name: unpredicted[s.name] for s in sources if unpredicted[s.name]}
+        plan.units = []
+        named = ", ".join(f"{n} from source '{name}'" for name, n in plan.unpredicted_rationales.items())
+        plan.problem = (
+            f"Study '{study.name}' asks whether each rationale supports its predicted answer, but "
+            f"{sum(unpredicted.values())} of its rationales have no predicted answer ({named}): import them "
+            "again with their predicted answers, or leave that source out of the study."
+        )
+    elif not plan.units:
         plan.problem = (
             f"Study '{study.name}' yields no units: none of its items has a rationale from its sources "
             f"({plan.missing_rationales} item/source pairs without a rationale)."

@@ -219,6 +219,7 @@ def step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int,
         genq = unit.generalization_question
         view.question = genq.text
         view.original_question = item.question
+        view.item_choices = normalise_choices(item.choices)
         view.choices = genq_choices(genq, item)
         view.claimed_type = genq.get_qtype_display()
         view.proposed_answer_text = _choice_text(view.choices, genq.answer)

@@ -416,7 +416,10 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
     early (``STOP_WHEN_DECIDED_KINDS``); a new owner is an active account, as a share's recipient is,
     and one the study is handed to may change studies (``_owner_problems``). (A source may have no
     rationales yet: the design summary counts the missing ones, and a gold source shows the items'
-    own rationales.)"""
+    own rationales. Nor are a rationale properties study's rationales without a predicted answer
+    refused here: they may be imported after the study is made, so the one unit derivation,
+    ``studies.design.design_units``, yields no units while there are any, names them by source, and
+    ``study_open`` refuses the study with that reason.)"""
     changes = dict(changes or {})
     problems = study_locked_changes(study=study, changes=changes, sources=sources) if study.pk else {}
     design = {f: changes[f] if f in changes else _stored(study, f)

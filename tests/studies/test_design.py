@@ -1,0 +1,67 @@
+"""The one derivation of a study design's units (``studies.design.design_units``): what a rationale
+properties study makes of rationales imported without a predicted answer."""
+from __future__ import annotations
+
+import pytest
+
+from annotations.models import Unit
+from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
+from studies.design import design_units
+from studies.models import RationaleSource, Study
+from studies.selectors import study_design_summary
+from studies.services.importers import rationales_import
+from studies.services.studies import StudyError, study_create
+from tests.annotations.factories import TEST_CONSENT
+from tests.factories import DatasetFactory, ItemFactory
+from tests.studies.helpers import write_jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def imported(tmp_path):
+    """Three yes/no items; source "predicts" with a predicted answer for each, source "blank"
+    imported without one for two of them (the import allows a blank predicted answer)."""
+    dataset = DatasetFactory(name="YN-design")
+    for n in range(3):
+        ItemFactory(dataset=dataset, external_id=f"i{n}", gold_answer="yes")
+    rows = [{"item_id": f"i{n}", "source": "predicts", "rationale": f"Because {n}.", "predicted_answer": "yes"}
+            for n in range(3)]
+    rows += [{"item_id": "i0", "source": "blank", "rationale": "No prediction 0."},
+             {"item_id": "i1", "source": "blank", "rationale": "No prediction 1.", "predicted_answer": ""},
+             {"item_id": "i2", "source": "blank", "rationale": "Predicted 2.", "predicted_answer": "no"}]
+    rationales_import(file=write_jsonl(tmp_path / "r.jsonl", rows), dataset_name="YN-design", split="test")
+    return dataset
+
+
+def _study(dataset, kind: str, source_names: list[str]) -> Study:
+    sources = list(RationaleSource.objects.filter(name__in=source_names).order_by("name"))
+    return study_create(name=f"design-{kind}-{'-'.join(source_names)}", dataset=dataset, kind=kind, split="test",
+                        sources=sources, annotators_per_unit=1, units_per_task=1, consent_text=TEST_CONSENT)
+
+
+def test_properties_study_with_rationales_without_a_predicted_answer_cannot_open(imported):
+    study = _study(imported, Study.Kind.RATIONALE_PROPERTIES, ["blank", "predicts"])
+    plan = design_units(study=study)
+    assert plan.units == [] and plan.unpredicted_rationales == {"blank": 2}
+    assert "2 of its rationales have no predicted answer (2 from source 'blank')" in plan.problem
+    summary = study_design_summary(study=study)
+    assert summary.units == 0 and plan.problem in summary.warnings
+    with pytest.raises(StudyError, match="2 from source 'blank'"):
+        study_open(study=study, user=OPERATOR)
+    study.refresh_from_db()
+    assert study.status == Study.Status.DRAFT and not Unit.objects.filter(study=study).exists()
+
+
+def test_properties_study_opens_with_the_sources_that_predict(imported):
+    study = study_open(study=_study(imported, Study.Kind.RATIONALE_PROPERTIES, ["predicts"]), user=OPERATOR)
+    assert study.status == Study.Status.OPEN
+    assert Unit.objects.filter(study=study).count() == 3
+
+
+def test_a_utility_study_shows_rationales_without_a_predicted_answer(imported):
+    # Only a properties study asks about the predicted answer: a utility study's worker never sees it.
+    study = _study(imported, Study.Kind.UTILITY, ["blank", "predicts"])
+    plan = design_units(study=study)
+    assert len(plan.units) == 6 and plan.unpredicted_rationales == {} and not plan.problem
