@@ -10,7 +10,10 @@
   again" posts here too, and the outcomes import's "Score it now" says the same);
 - ``/admin/scoring/scorerun/import-outcomes/``: a study run elsewhere (an outcomes file such as
   ``rationale_utility.json``) becomes a finished study through ``outcomes_study_create`` and is
-  scored at once: what ``manage.py import_outcomes --score`` does, from the admin.
+  scored at once: what ``manage.py import_outcomes --score`` does, from the admin;
+- the action "Apply the crowd's verdicts to the questions" (a question-validation study's latest
+  finished run): ``scoring.services.validation.question_validation_apply``, which leaves the rights
+  check to the one writer of a question's status (``generalization_questions_set_validation``).
 """
 from __future__ import annotations
 
@@ -30,11 +33,14 @@ from scoring.selectors import results_for_reader
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
 from scoring.services.outcomes import OutcomesStudyNotYours
 from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused, already_being_scored
+from scoring.services.validation import VerdictsNotApplicable, question_validation_apply
 from studies.admin.scoping import StudyScopedAdmin
 from studies.lm import genu as genu_rule
 from studies.models import Dataset, Split, Study
 from studies.selectors import datasets_for_design, studies_for_user
+from studies.services.content import ContentNotYours
 from studies.services.importers import ImportValidationError
+from studies.services.questions import QuestionError
 from studies.services.studies import StudyError, study_delete_check
 
 
@@ -84,6 +90,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
     readonly_fields = ("study", "status", "requested_by", "by_operator", "results", "warnings", "error", "task_id",
                        "created_at", "finished_at")
     change_list_template = "admin/scoring/scorerun_change_list.html"
+    actions = ("apply_question_verdicts",)
 
     def has_add_permission(self, request):
         return False
@@ -129,6 +136,19 @@ class ScoreRunAdmin(StudyScopedAdmin):
         """Whether "Score now" is offered: the right to start a scoring run (``score_run_enqueue``
         checks it, and the study, itself)."""
         return request.user.has_perm(SCORE_PERMISSION)
+
+    @admin.action(description="Apply the crowd's verdicts to the questions (question-validation runs)")
+    def apply_question_verdicts(self, request, queryset):
+        """Each chosen run's verdicts become its questions' validation status
+        (``question_validation_apply``); a refusal (not the study's latest run, not a
+        question-validation study, the user's rights) is said and changes nothing for that run."""
+        for run in queryset.select_related("study").order_by("pk"):
+            try:
+                applied = question_validation_apply(run=run, user=request.user)
+            except (VerdictsNotApplicable, QuestionError, ContentNotYours) as exc:
+                messages.error(request, f"Run {run.pk} ({run.study.name}): {exc}")
+            else:
+                messages.success(request, f"Run {run.pk} ({run.study.name}): {applied.message()}")
 
     @admin.display(description="warnings")
     def n_warnings(self, obj: ScoreRun) -> int:

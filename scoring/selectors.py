@@ -10,7 +10,7 @@ from annotations.models import Assignment, Claim, PlatformSubmission
 from annotations.selectors import HOLDING_FLAGS, claim_counts
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
-from studies.models import ImportRecord, Study
+from studies.models import GeneralizationQuestion, ImportRecord, Study
 from studies.selectors import sources_for_user, studies_for_user
 
 
@@ -96,33 +96,58 @@ def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READ
 
 
 
+def _counting_changed() -> dict:
+    """The aggregates of the changes to the answers that count, over the claims aggregated (held
+    ones too): a task submitted (counting work) or rejected, a hold set (``PlatformSubmission.flagged_at``
+    of a holding flag), a hold lifted by sync (``flagged_at`` of a flag changed back to none) and a
+    hold cleared by a researcher (``cleared_at``). Active, returned and expired work never counted
+    and changes nothing. The one owner of those conditions, for a unit (``unit_counting_changes``)
+    and a whole study (``study_counting_changed_at``)."""
+    counting = claim_counts()
+    hold = "assignment__platform_submissions__"
+    flag_changed = (Q(**{f"{hold}flag__in": HOLDING_FLAGS})
+                    | Q(**{f"{hold}flag": PlatformSubmission.Flag.OK, f"{hold}flagged_at__isnull": False}))
+    return {"submitted": Max("assignment__submitted_at", filter=counting),
+            "rejected": Max("assignment__reviewed_at", filter=Q(assignment__status=Assignment.Status.REJECTED)),
+            "flagged": Max(f"{hold}flagged_at", filter=flag_changed),
+            "cleared": Max(f"{hold}cleared_at", filter=Q(**{f"{hold}flag__in": HOLDING_FLAGS}))}
+
+
+def _latest(times) -> datetime | None:
+    return max((t for t in times if t is not None), default=None)
+
+
 def unit_counting_changes(*, study: Study) -> dict[tuple[int, int], tuple[int, datetime | None]]:
     """(item, source) -> (how many answers count now for the study's utility unit, the latest time
     its counting answers changed), in one grouped query (its size is the study's units). Together
     they tell whether a unit's scores are stale (``export_units.unit_score_stale``): a run aggregated
     ``n_annotators`` counting answers and finished at ``finished_at``; a different count now (work
-    rejected, withdrawn, put on hold or cleared) or a change after it means the answers that count
-    are not the ones it scored. The changes, over every claim of the unit (held ones too): a task
-    submitted (counting work) or rejected, a hold set (``PlatformSubmission.flagged_at`` of a
-    holding flag), a hold lifted by sync (``flagged_at`` of a flag changed back to none) and a hold
-    cleared by a researcher (``cleared_at``). So a hold set on one task and cleared on another after
-    the run is stale though the count is the same. Active, returned and expired work never counted
-    and changes nothing."""
-    counting = claim_counts()
-    hold = "assignment__platform_submissions__"
-    flag_changed = (Q(**{f"{hold}flag__in": HOLDING_FLAGS})
-                    | Q(**{f"{hold}flag": PlatformSubmission.Flag.OK, f"{hold}flagged_at__isnull": False}))
+    rejected, withdrawn, put on hold or cleared) or a change after it (``_counting_changed``) means
+    the answers that count are not the ones it scored. So a hold set on one task and cleared on
+    another after the run is stale though the count is the same."""
+    changed = _counting_changed()
     rows = (Claim.objects.filter(study_id=study.pk, unit__isnull=False, unit__generalization_question__isnull=True)
             .values("unit__item_id", "unit__source_id")
-            .annotate(n=Count("id", filter=counting, distinct=True),  # distinct: the join repeats a claim per platform row
-                      submitted=Max("assignment__submitted_at", filter=counting),
-                      rejected=Max("assignment__reviewed_at", filter=Q(assignment__status=Assignment.Status.REJECTED)),
-                      flagged=Max(f"{hold}flagged_at", filter=flag_changed),
-                      cleared=Max(f"{hold}cleared_at", filter=Q(**{f"{hold}flag__in": HOLDING_FLAGS})))
+            # distinct: the join repeats a claim per platform row
+            .annotate(n=Count("id", filter=claim_counts(), distinct=True), **changed)
             .order_by()
-            .values_list("unit__item_id", "unit__source_id", "n", "submitted", "rejected", "flagged", "cleared"))
-    return {(item, source): (n, max((t for t in times if t is not None), default=None))
-            for item, source, n, *times in rows}
+            .values_list("unit__item_id", "unit__source_id", "n", *changed))
+    return {(item, source): (n, _latest(times)) for item, source, n, *times in rows}
+
+
+def study_counting_changed_at(*, study: Study) -> datetime | None:
+    """The latest time the answers that count in ``study`` changed, over all its units' claims, in one
+    query (``_counting_changed``, the changes ``unit_counting_changes`` reads for a utility unit).
+    For a generalization study also the latest change of a question its units ask (``updated_at``: a
+    validation status set, ``studies.services.questions``): Figure 4 counts a question by it. The
+    staleness of a run of a study kind that writes no unit scores
+    (``scoring.services.bundle.export.scores_staleness``); None when nothing changed."""
+    times = list(Claim.objects.filter(study_id=study.pk, unit__isnull=False)
+                 .aggregate(**_counting_changed()).values())
+    if study.kind == Study.Kind.GENERALIZATION:
+        times.append(GeneralizationQuestion.objects.filter(unit__study_id=study.pk)
+                     .aggregate(changed=Max("updated_at"))["changed"])
+    return _latest(times)
 
 
 @dataclass(frozen=True)

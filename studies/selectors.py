@@ -114,6 +114,24 @@ def study_outcome_imports(*, study: Study) -> QuerySet[ImportRecord]:
     return ImportRecord.objects.filter(kind="outcomes", summary__study=study.pk).order_by("-imported_at", "-pk")
 
 
+# --- Which generalization questions count --------------------------------------------------------
+
+# Which generalization questions a published figure counts, Gen-U and Figure 4 alike, and so which
+# answers of a generalization study scoring reads (``annotations.selectors.claim_scored``): the ones
+# not marked invalid when the study is scored. A question's validation may change after a study
+# using it opens (``studies.services.questions``), so it is read when scoring, not when the units
+# were built.
+QUESTION_RULE = "questions not marked invalid when scored (validated and unvalidated ones count)"
+
+
+def questions_that_count(path: str = "") -> Q:
+    """``QUESTION_RULE`` as a condition on the generalization question that ``path`` leads to from
+    the queried model (``"generalization_question__"`` from a ``GenUPrediction`` or a ``Unit``): the
+    rule lives here and only here. No question at the end of ``path`` (a unit of another kind)
+    passes."""
+    return ~Q(**{f"{path}validation_status": GeneralizationQuestion.Validation.INVALID})
+
+
 # --- Per-study access -------------------------------------------------------------------------
 # One definition of "the studies this user may see / change / pay for", used by every admin page,
 # the preview and the API. Membership: superusers reach every study; everyone else the studies they

@@ -43,13 +43,17 @@ class AssignmentSerializer(_WorkerMixin, serializers.ModelSerializer):
     platform = serializers.CharField(source="participant.platform", read_only=True)
     n_units = serializers.IntegerField(read_only=True, help_text="Units and attention checks in the task.")
     n_completed = serializers.IntegerField(read_only=True, help_text="Of those, how many are answered.")
+    on_hold = serializers.BooleanField(read_only=True, help_text=(
+        "Sync held the task (`annotations.selectors.on_hold`: the platform's worker is not the participant who "
+        "answered, the platform does not list the work, or lists it in another state) and no researcher has "
+        "cleared it: its answers are not scored, approved or paid until one decides, whatever its `status`."))
 
     class Meta:
         model = Assignment
         fields = [
             "id", "study", "worker", "worker_raw_id", "platform", "status", "platform_assignment_id",
             "platform_task_id", "consented_at", "created_at", "expires_at", "submitted_at", "reviewed_at", "n_units",
-            "n_completed",
+            "n_completed", "on_hold",
         ]
         read_only_fields = ["study"]  # output only: writable, a form would list every study
 
@@ -74,13 +78,17 @@ class AnnotationSerializer(_WorkerMixin, serializers.ModelSerializer):
         source="claim.unit.generalization_question_id", read_only=True, allow_null=True, default=None
     )
     attention_check = serializers.IntegerField(source="claim.attention_check_id", read_only=True, allow_null=True)
+    counts = serializers.BooleanField(read_only=True, help_text=(
+        "Scoring reads this answer, as the export's `counts` column says (`annotations.selectors.claim_scored`): "
+        "its question is complete, not given back, its task submitted or approved and not on hold, and in a "
+        "generalization study its question is not marked invalid. As it is now, not as last scored."))
 
     class Meta:
         model = Annotation
         fields = [
             "id", "study", "assignment", "worker", "worker_raw_id", "position", "unit", "item", "source",
             "source_name", "generalization_question", "attention_check", "step", "answer", "payload", "shown_at",
-            "answered_at", "duration_ms",
+            "answered_at", "duration_ms", "counts",
         ]
 
     def _participant(self, obj):

@@ -1,12 +1,13 @@
 """Read endpoints of assignments (workers' tasks) and annotations (each step's answer)."""
 from __future__ import annotations
 
-from django.db.models import Count, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 
 from annotations.models import Annotation, Assignment
+from annotations.selectors import claim_scored, on_hold
 from studies.api.access import RAW_WORKER_IDS_PARAM, wants_raw_worker_ids
 from studies.selectors import studies_for_user
 
@@ -26,7 +27,7 @@ ANNOTATION_EXAMPLE = OpenApiExample(
         "id": 1041, "study": 3, "assignment": 87, "worker": "w_3f9c2a71be04d6e8", "position": 2, "unit": 311,
         "item": 52, "source": 4, "source_name": "gpt3", "generalization_question": None, "attention_check": None,
         "step": "before", "answer": "no", "payload": {}, "shown_at": "2026-11-30T10:02:11Z",
-        "answered_at": "2026-11-30T10:02:19Z", "duration_ms": 8120,
+        "answered_at": "2026-11-30T10:02:19Z", "duration_ms": 8120, "counts": True,
     },
     response_only=True,
 )
@@ -37,6 +38,7 @@ ASSIGNMENT_EXAMPLE = OpenApiExample(
         "platform_assignment_id": "5f1e...", "platform_task_id": "65aa...", "consented_at": "2026-11-30T10:00:02Z",
         "created_at": "2026-11-30T10:00:00Z", "expires_at": "2026-11-30T11:00:00Z",
         "submitted_at": "2026-11-30T10:09:40Z", "reviewed_at": None, "n_units": 11, "n_completed": 11,
+        "on_hold": False,
     },
     response_only=True,
 )
@@ -56,7 +58,8 @@ class _WorkerContextMixin:
         summary="List assignments",
         description=(
             "Workers' tasks in the studies you can see, oldest first, with cursor pagination. Filter by study, "
-            "status, worker pseudonym and start date. Worker ids are pseudonyms."
+            "status, worker pseudonym and start date. Worker ids are pseudonyms. `on_hold`: sync held the task "
+            "and no researcher cleared it, so its answers are not scored, approved or paid whatever its `status`."
         ),
         parameters=[RAW_IDS_PARAMETER],
         examples=[ASSIGNMENT_EXAMPLE],
@@ -81,6 +84,7 @@ class AssignmentViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
             .annotate(
                 n_units=Count("claims", distinct=True),
                 n_completed=Count("claims", filter=Q(claims__completed_at__isnull=False), distinct=True),
+                on_hold=on_hold(),
             )
         )
 
@@ -93,7 +97,10 @@ class AssignmentViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
             "`validation`, `properties`, `attention`) with its timings, in the studies you can see. Cursor "
             "pagination ordered by id (or `answered_at`) stays correct while answers arrive: follow `next` until "
             "it is null. Filter by study, source (id or name), split, step, worker pseudonym, utility category "
-            "of the unit (after scoring) and date. For a whole study use the streamed export instead."
+            "of the unit (after scoring) and date. `counts`: scoring reads the answer (the export's `counts`): "
+            "answers of held, active, given-back or rejected tasks, and in a generalization study those to a "
+            "question marked invalid, are listed with `counts` false. For a whole study use the streamed export "
+            "instead."
         ),
         parameters=[RAW_IDS_PARAMETER],
         examples=[ANNOTATION_EXAMPLE],
@@ -111,6 +118,8 @@ class AnnotationViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["id", "answered_at"]
 
     def get_queryset(self):
-        return Annotation.objects.filter(claim__study__in=studies_for_user(user=self.request.user)).select_related(
-            "claim__participant", "claim__unit__source"
+        return (
+            Annotation.objects.filter(claim__study__in=studies_for_user(user=self.request.user))
+            .select_related("claim__participant", "claim__unit__source")
+            .annotate(counts=ExpressionWrapper(claim_scored("claim__"), output_field=BooleanField()))
         )

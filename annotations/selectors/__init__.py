@@ -35,6 +35,7 @@ from annotations.services.steps import (
 from lab.pseudonyms import withdrawal_digest, worker_pseudonym
 from studies.choices import genq_choices, normalise_choices
 from studies.models import RationaleSource, Study
+from studies.selectors import questions_that_count
 
 _SHOWN_SALT = "annotations.shown"
 MAX_ID = 2**63 - 1  # BigAutoField
@@ -79,15 +80,16 @@ def claims_that_count(*, study: Study) -> QuerySet[Claim]:
       answered, or found the work unknown to the platform, and no researcher has cleared it yet).
 
     The answers that count are the annotations of these claims. Scoring, the exports, the progress
-    counts and the unit counters read this (``Unit.n_completed`` is, per unit, the number of these
+    counts and the unit counters read this (scoring of a generalization study also leaves out the
+    answers to questions marked invalid since: ``claim_scored``, which the exports read) (``Unit.n_completed`` is, per unit, the number of these
     claims, work on hold left out as everywhere else; ``annotations.services.release`` keeps it so;
     work on hold still holds its slot, ``n_claimed``, until the researcher clears or rejects it)."""
     return claims_that_count_in_any_study().filter(study_id=study.pk)
 
 
 def claims_that_count_in_any_study() -> QuerySet[Claim]:
-    """``claims_that_count`` across studies, for counts annotated on many studies at once (the API's
-    study list)."""
+    """``claims_that_count`` across studies, for counts read on many studies at once (the unit
+    counters ``annotations.services.release`` keeps)."""
     return Claim.objects.filter(claim_counts())
 
 
@@ -102,6 +104,34 @@ def claim_counts(path: str = "") -> Q:
         f"{path}completed_at__isnull": False,
         f"{path}assignment__status__in": COUNTING_ASSIGNMENT_STATUSES,
     }) & ~on_hold(f"{path}assignment_id")
+
+
+# The study kinds whose scoring reads only the answers to generalization questions that count now
+# (``studies.selectors.QUESTION_RULE``, Gen-U's rule: ``scoring.services.score._generalization``).
+# A question-validation study's units name generalization questions too, but it is there to judge
+# them: its answers to a question marked invalid are read as any other.
+QUESTION_RULE_KINDS = (Study.Kind.GENERALIZATION,)
+
+
+def claim_scored(path: str = "", *, study: Study | None = None) -> Q:
+    """The one definition of "an answer scoring reads", as a condition on a claim that ``path`` leads
+    to (``""`` on ``Claim``, ``"claim__"`` from an ``Annotation``): ``claim_counts`` and, in a study of
+    ``QUESTION_RULE_KINDS`` (a generalization study), a unit whose generalization question counts now
+    (``studies.selectors.questions_that_count``: not marked invalid). An answer that counts to a
+    question marked invalid is still paid for and still fills its unit (``claim_counts`` is that
+    rule); scoring leaves it out and says how many (``answers_invalid_left_out``). The export's
+    ``counts`` column, the API's ``counts`` of an answer and a study's ``n_annotations`` read this.
+
+    ``study``: the one study every queried claim belongs to, when the caller knows it: its kind is
+    then read here rather than joined on every row."""
+    question = questions_that_count(f"{path}unit__generalization_question__")
+    if study is None:
+        kind_rule = ~Q(**{f"{path}study__kind__in": QUESTION_RULE_KINDS}) | question
+    elif study.kind in QUESTION_RULE_KINDS:
+        kind_rule = question
+    else:
+        return claim_counts(path)
+    return claim_counts(path) & kind_rule
 
 
 def assignment_by_token(token: str) -> Assignment | None:

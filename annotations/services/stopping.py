@@ -30,7 +30,7 @@ The rules, kept with the counters' rules of ``annotations.services.release``:
 A generalization question marked invalid after its study opened closes its units the same way
 (``units_follow_question_validation``, received from ``studies.signals.generalization_validation_changed``
 in the transaction that changed the status): scoring leaves out the answers to an invalid question
-(``scoring.services.genu.QUESTION_RULE``), so they would be paid for and count for nothing, and the
+(``studies.selectors.QUESTION_RULE``), so they would be paid for and count for nothing, and the
 places they took would leave the valid units short on a platform whose places are fixed. Each unit
 of the question in an open study gets ``quota = n_claimed`` (the claims held then finish and are
 paid); its quota follows ``n_claimed`` down at each release and is never raised by a decided unit

@@ -22,10 +22,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from annotations.api.views import AnnotationViewSet as AnswersViewSet
 from annotations.models import Annotation, Unit, Withdrawal
-from annotations.selectors import claims_that_count_in_any_study
+from annotations.selectors import claim_scored
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.services.platforms.access import PlatformAccessDenied
 from annotations.services.withdrawal import ParticipantNotFound, WithdrawalError, participant_withdraw
@@ -218,8 +219,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 n_items=correlated_count(Study.items.through.objects.all(), "study"),
                 n_units=correlated_count(Unit.objects.all(), "study"),
                 n_units_complete=correlated_count(complete, "study"),
-                n_annotations=correlated_count(
-                    Annotation.objects.filter(claim__in=claims_that_count_in_any_study()), "claim__study"),
+                n_annotations=correlated_count(Annotation.objects.filter(claim_scored("claim__")), "claim__study"),
             )
         )
 
@@ -231,6 +231,22 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return self.input_serializers.get(self.action) or super().get_serializer_class()
+
+    # The query parameters each action on one study reads (beside DRF's ``format``). The study list's
+    # filters are not among them: ``results/?source=`` answered the whole results and ``results/?split=``
+    # a 404 (the list's filters looked the study up), ``summary/?source=`` every source. A parameter an
+    # action does not read is a 400 naming it (``reject_unknown_query_params``), as on every list. The
+    # exports check their own filters (``_filtered``).
+    detail_query_params = {"retrieve": (), "results": (), "summary": (), "cost": ("platform", "max_assignments_per_hit"),
+                           "withdrawals": (), "bundle": ()}
+
+    def filter_queryset(self, queryset):
+        accepted = self.detail_query_params.get(self.action)
+        if accepted is None:
+            return super().filter_queryset(queryset)
+        reject_unknown_query_params(params=self.request.query_params,
+                                    accepted={*accepted, *filter(None, [api_settings.URL_FORMAT_OVERRIDE])})
+        return queryset
 
     def create(self, request, *args, **kwargs):
         design = StudyDesignSerializer(data=request.data, context=self.get_serializer_context())
@@ -263,7 +279,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 "utility_shares": {"gpt3": {"n": 458, "useful": 0.21, "unsure": 0.45, "not_useful": 0.34}},
                 "theils_u_utility_given_task_accuracy": {"gpt3": 0.111}})],
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def results(self, request, pk=None):
         study = self.get_object()
         run = score_run_latest(study=study)

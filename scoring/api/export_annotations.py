@@ -25,7 +25,7 @@ from django.db.models.functions import Cast
 
 from annotations.choices import answer_is_correct
 from annotations.models import Annotation, Assignment, AttentionCheck, Participant, Unit
-from annotations.selectors import claim_counts
+from annotations.selectors import claim_scored
 from lab.api.streaming import Column
 from lab.pseudonyms import worker_pseudonym
 from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith, utility_label
@@ -76,8 +76,9 @@ ANNOTATION_SPEC: list[tuple[Column, str, str]] = [
     (Column("similarity", "float", "BERTScore similarity of the rationale to the gold rationale, when computed."),
      SCORE, "similarity"),
     (Column("counts", "bool", "The answer counts: its claim is complete, not given back, and its task submitted or "
-            "approved (what scoring reads; `annotations.selectors.claims_that_count`), as it is now: the scores are "
-            "those of `score_run`, and `stale` says whether what counts changed since."), ANSWER, "counts"),
+            "approved and not on hold, and in a generalization study its question is not marked invalid (what "
+            "scoring reads; `annotations.selectors.claim_scored`), as it is now: the scores are those of "
+            "`score_run`, and `stale` says whether what counts changed since."), ANSWER, "counts"),
     *((column, RUN, name) for name, column in SCORED_WITH_COLUMNS.items()),
 ]
 RAW_WORKER_SPEC = (Column("worker_raw_id", "str", "Raw platform id (only for staff with "
@@ -92,10 +93,11 @@ def _unique(values) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _computed(fields) -> dict:
-    """The values the database computes, for those among ``fields``."""
+def _computed(fields, *, study: Study | None = None) -> dict:
+    """The values the database computes, for those among ``fields`` (``study``: the one study the
+    answers are of, whose kind says whether ``counts`` reads the question rule)."""
     computed = {
-        "counts": lambda: ExpressionWrapper(claim_counts("claim__"), output_field=BooleanField()),
+        "counts": lambda: ExpressionWrapper(claim_scored("claim__", study=study), output_field=BooleanField()),
         "payload_text": lambda: Cast("payload", TextField()),
         "shown_iso": lambda: IsoUtc("shown_at"),
         "answered_iso": lambda: IsoUtc("answered_at"),
@@ -354,7 +356,7 @@ def annotation_rows(
     person, task, unit, check, step, answer, payload = layout.answer(
         "claim__participant_id", "claim__assignment_id", "claim__unit_id", "claim__attention_check_id", "step",
         "answer", "payload_text")
-    pages = queryset.annotate(**_computed(layout.answer_fields)).order_by("id").values_list(*layout.answer_fields)
+    pages = queryset.annotate(**_computed(layout.answer_fields, study=study)).order_by("id").values_list(*layout.answer_fields)
     for page in keyset_pages(pages, page_rows=page_rows, snapshot=snapshot):
         workers.read(page)
         people, task_status = workers.people, workers.task_status

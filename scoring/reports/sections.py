@@ -951,6 +951,52 @@ def properties_section(results: dict) -> Section:
     return section
 
 
+QUESTION_VALIDATION_READINGS = {"majority_of_verdicts": "majority of worker verdicts",
+                                "answer_corrected": "answer corrected"}
+
+
+def question_validation_section(results: dict) -> Section:
+    """A question-validation study's verdicts on its generalization questions
+    (``results["question_validation"]``): the totals under each reading, then one row per question
+    with its votes, its verdict by each reading and the corrected answer the workers suggested."""
+    section = Section("question_validation", "Question validation: the crowd's verdicts")
+    block = results.get("question_validation") or {}
+    default = block.get("default", "majority_of_verdicts")
+    columns = [Column("reading", "Reading"), Column("n_valid", "Valid", "int"), Column("n_invalid", "Invalid", "int"),
+               Column("n_undecided", "Undecided", "int")]
+    totals = [{"reading": QUESTION_VALIDATION_READINGS.get(name, name) + (" (default)" if name == default else ""),
+               **counts}
+              for name, counts in (block.get("readings") or {}).items()]
+    section.tables.append(Table("question_validation_readings", f"{block.get('n_questions', 0)} questions, "
+                                f"{block.get('n_answers', 0)} counted verdicts", columns, totals))
+    fields = [Column(f"{name}_yes", f"{name} yes", "int") for name in ("well_formed", "type_correct", "answer_correct")]
+    rows = [{"question": q.get("text"), "n_verdicts": q.get("n_verdicts"),
+             **{f"{name}_yes": (q.get("votes") or {}).get(name, {}).get("yes") for name in
+                ("well_formed", "type_correct", "answer_correct")},
+             "verdict": q.get("majority_of_verdicts"), "answer_corrected": q.get("answer_corrected"),
+             "suggested": q.get("suggested_corrected_answer"), "status": q.get("status_when_scored")}
+            for q in block.get("questions") or []]
+    section.tables.append(Table("question_validation_questions", "Verdict per question", [
+        Column("question", "Question"), Column("n_verdicts", "Verdicts", "int"), *fields,
+        Column("verdict", "Verdict (majority)"), Column("answer_corrected", "Answer corrected"),
+        Column("suggested", "Suggested corrected answer"), Column("status", "Status when scored")], rows))
+    rules = block.get("rules") or {}
+    section.notes.append(
+        f"Verdict: {rules.get(default, default)} (our reading; {block.get('spec', '')}). Other reading, "
+        f"{rules.get('answer_corrected', 'answer corrected')}: {block.get('n_questions_readings_differ', 0)} "
+        f"questions differ. Ties: {block.get('n_ties', 0)}; questions without a counted verdict: "
+        f"{block.get('n_questions_without_verdicts', 0)}. The verdicts change no question until a researcher "
+        "applies them (the score runs' action); answers are never changed by it.")
+    for name, row in (block.get("other_readings") or {}).items():
+        section.notes.append(f"Other reading, {READING_NAMES.get(name, name)}: {row.get('answers_left_out', 0)} "
+                             f"answers left out; {row.get('n_valid', 0)} valid, {row.get('n_invalid', 0)} invalid, "
+                             f"{row.get('n_undecided', 0)} undecided ({row.get('n_questions_verdict_differs', 0)} "
+                             f"verdicts differ) ({row.get('rule')}).")
+    if results.get("counted_answers"):
+        section.notes.append(counted_note(results["counted_answers"]))
+    return section
+
+
 def _term_rows(model: dict) -> list[dict]:
     return [{"term": name, "log_odds": t["log_odds"], "ci_low": t["ci"][0], "ci_high": t["ci"][1]}
             for name, t in (model.get("terms") or {}).items()]
@@ -1159,4 +1205,4 @@ def _sections(results: dict, frame: pd.DataFrame | None, both: bool) -> list[Sec
         properties_section(results),
         consistency_section(results),
         faithfulness_section(results),
-    ]
+    ] + ([question_validation_section(results)] if results.get("question_validation") else [])

@@ -12,15 +12,9 @@ from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
-from studies.selectors import sources_for_user
+from studies.selectors import questions_that_count, sources_for_user
 from studies.services.generation.genu import ANSWERING_KEY, ROLES, VALIDATED_ONLY_READING
 from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
-
-# Which generalization questions a published figure counts, Gen-U and Figure 4 alike: the ones not
-# marked invalid when the study is scored. A question's validation may change after a study using it
-# opens (``studies.services.questions``), so it is read when scoring, not when the units were built.
-QUESTION_RULE = "questions not marked invalid when scored (validated and unvalidated ones count)"
-
 
 # What a bundle of the answerers' consistency (``gen_u["consistency"]``) is. SPEC section 5's bundle is
 # "an item with all its generalization questions", but F^I and F^IR answer only the generalization
@@ -76,13 +70,6 @@ def conflicting_block(n_questions: int) -> dict:
             "n_questions_conflicting_answers": int(n_questions)}
 
 
-def questions_that_count(path: str = "") -> Q:
-    """``QUESTION_RULE`` as a condition on the generalization question that ``path`` leads to from
-    the queried model (``"generalization_question__"`` from a ``GenUPrediction`` or a ``Unit``): the
-    rule lives here and only here."""
-    return ~Q(**{f"{path}validation_status": GeneralizationQuestion.Validation.INVALID})
-
-
 def question_filter(validation: pd.Series, *, what: str, unvalidated_why: str) -> tuple[dict, list[str]]:
     """What a figure's counted questions are (``validation``: the status of each counted question,
     one row per question): ``n_questions_validated``, ``n_questions_unvalidated`` and
@@ -103,7 +90,7 @@ def question_filter(validation: pd.Series, *, what: str, unvalidated_why: str) -
 
 def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
     """Gen-U predictions of these items and sources, on the questions that count
-    (``questions_that_count``). A blank predicted answer is an output that did not parse."""
+    (``studies.selectors.questions_that_count``). A blank predicted answer is an output that did not parse."""
     rows = GenUPrediction.objects.filter(
         questions_that_count("generalization_question__"),
         generalization_question__item_id__in=list(item_ids), rationale_source_id__in=list(source_names)

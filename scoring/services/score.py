@@ -80,7 +80,7 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   and ``consistency`` of the human answers over bundles, each named by its ``bundle``
   (``BUNDLE_*``: questions only, SPEC's item with its questions, item with its counterfactuals;
   RC's subset and sizes: ``pipeline.bundle_consistency``) (Figure 4), over the questions that count
-  when scored (Gen-U's rule, ``genu.QUESTION_RULE``; so are the study's ties, n_units and
+  when scored (Gen-U's rule, ``studies.selectors.QUESTION_RULE``; so are the study's ties, n_units and
   agreement): question_rule, question_filter, n_questions, n_questions_validated,
   n_questions_unvalidated, n_questions_invalid_left_out, n_units_invalid_left_out,
   answers_invalid_left_out, n_questions_conflicting_answers and conflicting_answers (Gen-U's shape, with
@@ -91,6 +91,15 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   where the utility of the original rationales came from (``borrowed_utility``: the lending studies
   with the score run whose unit scores were read; a study imported from a bundle adds ``read_from``,
   or gives ``{unavailable, read_from}`` when its bundle had no table, and ``by_utility`` is then None)
+- ``question_validation`` (question-validation studies, ``_question_validation``): {default, rules
+  (``VALIDATION_RULES``: majority_of_verdicts, answer_corrected), spec, n_questions, n_answers, n_valid,
+  n_invalid, n_undecided (ties and questions without verdicts), n_ties, n_questions_without_verdicts,
+  readings: {rule: {n_valid, n_invalid, n_undecided}}, n_questions_readings_differ,
+  n_questions_with_suggested_corrected_answer, questions: [{question_id, item_id, text, qtype,
+  proposed_answer, status_when_scored, n_verdicts, votes: {field: {yes, no}}, verdicts: {valid,
+  invalid}, majority_of_verdicts, answer_corrected, suggested_corrected_answer}], other_readings:
+  {reading: {rule, n_answers, answers_left_out, n_valid, n_invalid, n_undecided,
+  n_questions_verdict_differs}}}; ``scoring.services.validation`` applies its verdicts
 - ``properties_model`` (when property annotations exist): log-odds with 95% intervals; with
   ``utility_from`` (the same shape) when the study has no utility of its own; ``outcome`` (unsure
   counted as not useful), ``priors`` {fe_p, vcp_p}, ``interactions`` with ``interactions_rule``
@@ -156,7 +165,7 @@ from annotations.selectors.review import (
     units_with_accepted_flags,
 )
 from annotations.services.deadlines import assignment_duration, first_answer_window, task_minutes_fixed
-from annotations.services.steps import property_marks
+from annotations.services.steps import VALIDATION_FIELDS, YES_NO, property_marks
 from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.errors import ScoringError
@@ -174,7 +183,7 @@ from scoring.services.genu import gen_u_results
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, RationaleSource, Study
-from studies.selectors import VIEW, studies_for_user
+from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_user
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -215,10 +224,10 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
     if generalization:
         fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype",
                    "generalization_question__validation_status", "question_counts", "conflicted"]
-        # whether the unit's question counts now (``genu.questions_that_count``, Gen-U's rule), and
+        # whether the unit's question counts now (``questions_that_count``, Gen-U's rule), and
         # whether its file gave it twice with different answers (``genu.CONFLICTING_RULES``)
         qs = qs.annotate(question_counts=ExpressionWrapper(
-            genu.questions_that_count("generalization_question__"), output_field=BooleanField()),
+            questions_that_count("generalization_question__"), output_field=BooleanField()),
             conflicted=genu.question_conflicted("generalization_question__"))
     df = pd.DataFrame.from_records(list(qs.values_list(*fields)), columns=fields)
     df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold",
@@ -595,9 +604,11 @@ def _generalization_consistency(frame: pd.DataFrame) -> dict:
 
 def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Part:
     """Which of a generalization study's questions Figure 4 counts: those that count now by Gen-U's
-    rule (``genu.QUESTION_RULE``: a question marked invalid after the study's units were built is
+    rule (``QUESTION_RULE``: a question marked invalid after the study's units were built is
     left out), the counts of validated and unvalidated ones, and those left out with their answers
-    (the counted before and after answers on their units). The frame is the units that count."""
+    (the counted before and after answers on their units). The frame is the units that count. The
+    answers kept are those ``annotations.selectors.claim_scored`` says scoring reads (the export's
+    ``counts``); this step keeps the left-out ones in view to count them."""
     kept = units["question_counts"]
     left_out = units.loc[~kept]
     counted = units.loc[kept]
@@ -606,7 +617,7 @@ def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Par
         unvalidated_why="the study's units pair every question not marked invalid with each source")
     n_answers_left_out = int(answers["unit_id"].isin(left_out["unit_id"]).sum()) if len(answers) else 0
     block = {
-        "question_rule": genu.QUESTION_RULE, **block,
+        "question_rule": QUESTION_RULE, **block,
         "n_questions": int(counted["question_id"].nunique()),
         "n_questions_invalid_left_out": int(left_out["question_id"].nunique()),
         "n_units_invalid_left_out": int(len(left_out)),
@@ -752,6 +763,126 @@ def _generalization_readings(study: Study, units: pd.DataFrame, answers: pd.Data
         out[name] = row
         done.append((name, mask))
     return out
+
+
+# --- question-validation studies: the crowd's verdicts on generalization questions -----------------
+
+# How the workers' verdicts on a question (each the stored answer of ``steps.clean_answer``: "valid"
+# when well_formed, type_correct and answer_correct are all "yes", else "invalid") decide it. SPEC
+# section 4 says only that humans validate questions and answers: it defines no aggregation, so each
+# reading is ours ("a default is a claim") and the results give both.
+VALIDATION_MAJORITY = "majority_of_verdicts"
+VALIDATION_ANSWER_CORRECTED = "answer_corrected"
+VALIDATION_RULES = {
+    VALIDATION_MAJORITY: "majority of worker verdicts; a tie decides nothing (the question stays unvalidated)",
+    VALIDATION_ANSWER_CORRECTED: (
+        "answer corrected: a question whose well_formed and type_correct have a yes majority and answer_correct a "
+        "no majority, with a strict majority of those no voters naming one corrected answer, would be valid with "
+        "that answer; every other question as the majority of worker verdicts"),
+}
+VALIDATION_SPEC = ("SPEC section 4 says humans validate questions and answers; it defines no aggregation of their "
+                   "verdicts")
+UNDECIDED = "undecided"
+
+
+def _validation_answers(study: Study) -> pd.DataFrame:
+    """The validation answers that count (``claims_that_count``: withdrawn answers are erased,
+    rejected, returned, expired and held work left out), one row per answer."""
+    rows = Annotation.objects.filter(
+        claim__in=claims_that_count(study=study), claim__unit__generalization_question__isnull=False,
+        step=Annotation.Step.VALIDATION,
+    ).values_list("claim_id", "claim__unit_id", "claim__unit__generalization_question_id", "answer", "payload")
+    return pd.DataFrame.from_records(list(rows), columns=["claim_id", "unit_id", "question_id", "answer", "payload"])
+
+
+def _question_verdicts(answers: pd.DataFrame) -> dict[int, dict]:
+    """Per question (by id): the number of verdicts, the votes for each field, and its outcome under
+    each reading of ``VALIDATION_RULES`` (``valid``, ``invalid`` or ``UNDECIDED``), with the corrected
+    answer a strict majority of those who said the answer is wrong named (``suggested_corrected_answer``,
+    "" when none)."""
+    out: dict[int, dict] = {}
+    for question_id, group in answers.groupby("question_id", sort=True):
+        verdicts = Counter(group["answer"])
+        payloads = [p if isinstance(p, dict) else {} for p in group["payload"]]
+        votes = {name: {v: sum(1 for p in payloads if p.get(name) == v) for v in YES_NO}
+                 for name, _ in VALIDATION_FIELDS}
+        n_valid, n_invalid = verdicts.get("valid", 0), verdicts.get("invalid", 0)
+        majority = "valid" if n_valid > n_invalid else "invalid" if n_invalid > n_valid else UNDECIDED
+        corrections = Counter(p.get("corrected_answer") for p in payloads
+                              if p.get("answer_correct") == "no" and p.get("corrected_answer"))
+        named, n_named = corrections.most_common(1)[0] if corrections else ("", 0)
+        suggested = named if votes["answer_correct"]["no"] > votes["answer_correct"]["yes"] \
+            and 2 * n_named > votes["answer_correct"]["no"] else ""
+        corrected = bool(suggested) and all(votes[name]["yes"] > votes[name]["no"]
+                                            for name in ("well_formed", "type_correct"))
+        out[int(question_id)] = {
+            "n_verdicts": int(len(group)), "votes": votes, "verdicts": {"valid": n_valid, "invalid": n_invalid},
+            VALIDATION_MAJORITY: majority, VALIDATION_ANSWER_CORRECTED: "valid" if corrected else majority,
+            "suggested_corrected_answer": suggested,
+        }
+    return out
+
+
+def _verdict_counts(verdicts: list[str]) -> dict:
+    return {"n_valid": verdicts.count("valid"), "n_invalid": verdicts.count("invalid"),
+            "n_undecided": verdicts.count(UNDECIDED)}
+
+
+def _question_validation(study: Study, suspects: _Suspects) -> Part:
+    """A question-validation study: ``question_validation``, per generalization question of its
+    units, the counted verdicts, the votes for each field and the question's verdict by the default
+    reading (``VALIDATION_MAJORITY``) with the other reading's (``VALIDATION_ANSWER_CORRECTED``), the
+    totals under each, and ``other_readings`` of which counted answers decide (``_reading_masks``:
+    the verdict counts each gives). ``scoring.services.validation`` applies a run's verdicts."""
+    units = Unit.objects.filter(study=study, generalization_question__isnull=False)
+    questions = list(units.values_list(
+        "generalization_question_id", "generalization_question__item_id", "generalization_question__text",
+        "generalization_question__qtype", "generalization_question__answer",
+        "generalization_question__validation_status").distinct().order_by("generalization_question_id"))
+    if not questions:
+        raise ScoringError(f"Study {study.name!r} has no generalization questions to judge.")
+    answers = _validation_answers(study)
+    if answers.empty:
+        raise ScoringError(f"Study {study.name!r} has no counted verdicts yet; nothing to score.")
+    verdicts = _question_verdicts(answers)
+    rows = []
+    for question_id, item_id, text, qtype, answer, status in questions:
+        found = verdicts.get(question_id) or {
+            "n_verdicts": 0, "votes": {name: dict.fromkeys(YES_NO, 0) for name, _ in VALIDATION_FIELDS},
+            "verdicts": {"valid": 0, "invalid": 0}, VALIDATION_MAJORITY: UNDECIDED,
+            VALIDATION_ANSWER_CORRECTED: UNDECIDED, "suggested_corrected_answer": ""}
+        rows.append({"question_id": question_id, "item_id": item_id, "text": text, "qtype": qtype,
+                     "proposed_answer": answer, "status_when_scored": status, **found})
+    default = [r[VALIDATION_MAJORITY] for r in rows]
+    other = [r[VALIDATION_ANSWER_CORRECTED] for r in rows]
+    n_differ = sum(a != b for a, b in zip(default, other, strict=True))
+    masks, rules = _reading_masks(study, answers, suspects)
+    readings = {}
+    for name, mask in masks.items():
+        mask = np.asarray(mask, dtype=bool)
+        kept = _question_verdicts(answers.loc[mask])
+        reading = [kept.get(r["question_id"], {}).get(VALIDATION_MAJORITY, UNDECIDED) for r in rows]
+        readings[name] = {"rule": rules[name], "n_answers": int(mask.sum()), "answers_left_out": int((~mask).sum()),
+                          **_verdict_counts(reading),
+                          "n_questions_verdict_differs": sum(a != b for a, b in zip(default, reading, strict=True))}
+    block = {
+        "default": VALIDATION_MAJORITY, "rules": dict(VALIDATION_RULES), "spec": VALIDATION_SPEC,
+        "n_questions": len(rows), "n_answers": int(len(answers)), **_verdict_counts(default),
+        "n_ties": sum(1 for r in rows if r["n_verdicts"] and r[VALIDATION_MAJORITY] == UNDECIDED),
+        "n_questions_without_verdicts": sum(1 for r in rows if not r["n_verdicts"]),
+        "readings": {VALIDATION_MAJORITY: _verdict_counts(default),
+                     VALIDATION_ANSWER_CORRECTED: _verdict_counts(other)},
+        "n_questions_readings_differ": n_differ,
+        "n_questions_with_suggested_corrected_answer": sum(1 for r in rows if r["suggested_corrected_answer"]),
+        "questions": rows,
+        "other_readings": readings,
+    }
+    warnings = []
+    if n_differ:
+        warnings.append(f"{n_differ} generalization questions have another verdict when a corrected answer is "
+                        "accepted (question_validation.rules.answer_corrected); the verdicts follow the majority "
+                        "of worker verdicts.")
+    return Part({"question_validation": block}, warnings)
 
 
 def _accuracy_figures(g: pd.DataFrame) -> dict:
@@ -1392,6 +1523,8 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
         parts.append(generalization := _generalization(study, suspects))
         readings = generalization.results.pop(READINGS_KEY, None)
         short = generalization.results.pop(SHORT_UNITS_KEY, None)
+    elif study.kind == Study.Kind.QUESTION_VALIDATION:
+        parts.append(_question_validation(study, suspects))
     elif study.kind == Study.Kind.UTILITY:
         parts.append(utility := _utility(study, suspects, both_directions=both_directions, similarity=similarity))
         frame = utility.frame
@@ -1400,7 +1533,8 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     if study.stop_when_decided:
         parts.append(Part({"early_stopping": _early_stopping(study, short)}))
     parts.append(properties := _properties_model(study, frame))
-    if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION) and not properties.results:
+    if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.QUESTION_VALIDATION) \
+            and not properties.results:
         raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))

@@ -132,7 +132,7 @@ class StudySerializer(serializers.ModelSerializer):
     n_items = serializers.IntegerField(read_only=True, help_text="Items in the study.")
     n_units = serializers.IntegerField(read_only=True, help_text="Units (e.g. item x source) to annotate.")
     n_units_complete = serializers.IntegerField(read_only=True, help_text="Units with all their annotators.")
-    n_annotations = serializers.IntegerField(read_only=True, help_text="Answers that count so far, both steps (the claims of submitted or approved tasks, not released and not on hold: what scoring reads).")
+    n_annotations = serializers.IntegerField(read_only=True, help_text="Answers that count so far, both steps (the claims of submitted or approved tasks, not released and not on hold, and in a generalization study not to a question marked invalid: what scoring reads, the export's `counts`).")
 
     class Meta:
         model = Study

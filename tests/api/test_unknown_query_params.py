@@ -108,3 +108,54 @@ def test_an_export_refuses_a_study_other_than_its_url(client_for, study_data):
         response, body = download(client, url, study="999999")
         assert response.status_code == 400, body
         assert "Unknown query parameter 'study'" in response.json()["study"][0]
+
+
+@pytest.mark.parametrize(("action", "params", "unknown"), [
+    ("summary/", {"source": "gpt3"}, "source"),
+    ("results/", {"source": "gpt3"}, "source"),
+    ("results/", {"split": "train"}, "split"),  # was a 404: the study list's filter looked the study up
+    ("cost/", {"bogus": "x"}, "bogus"),
+    ("withdrawals/", {"worker": "w_x"}, "worker"),
+    ("bundle/", {"source": "gpt3"}, "source"),
+    ("", {"kind": "generalization"}, "kind"),
+])
+def test_an_action_on_one_study_names_a_param_it_does_not_read(client_for, study_data, action, params, unknown):
+    response = client_for(study_data.study.owner).get(f"/api/v1/studies/{study_data.study.pk}/{action}", params)
+
+    assert response.status_code == 400, response.content[:300]
+    errors = response.json()
+    assert set(errors) == {unknown}, errors
+    assert f"Unknown query parameter '{unknown}'" in errors[unknown][0]
+
+
+def test_actions_on_one_study_still_take_the_params_they_read(client_for, study_data):
+    client = client_for(study_data.study.owner)
+    url = f"/api/v1/studies/{study_data.study.pk}/"
+    response = client.get(f"{url}cost/", {"platform": "prolific", "max_assignments_per_hit": 9, "format": "json"})
+    assert response.status_code == 200, response.content
+    assert response.json()["platform"] == "prolific"
+    response = client.get(f"{url}cost/", {"bogus": "x"})
+    assert "max_assignments_per_hit" in response.json()["bogus"][0] and "platform" in response.json()["bogus"][0]
+    for action in ("", "results/", "summary/", "withdrawals/"):
+        response = client.get(f"{url}{action}", {"format": "json"})
+        assert response.status_code == 200, (action, response.content[:300])
+    # the study list still takes its filters
+    response = client.get("/api/v1/studies/", {"split": "train", "source": "gpt3"})
+    assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize("size", ["0", "-5", "ten", "2.5"])
+def test_a_page_size_that_is_not_a_whole_number_from_1_is_a_400_naming_the_range(client_for, study_data, size):
+    response = client_for(study_data.study.owner).get("/api/v1/annotations/", {"page_size": size})
+
+    assert response.status_code == 400, response.content[:300]
+    (message,) = response.json()["page_size"]
+    assert f"{size!r} is not a page size" in message and "from 1 to 1000" in message
+
+
+def test_a_page_size_over_the_largest_is_read_as_the_largest(client_for, study_data):
+    response = client_for(study_data.study.owner).get("/api/v1/annotations/", {"page_size": 5})
+    assert response.status_code == 200 and len(response.json()["results"]) == 5
+    response = client_for(study_data.study.owner).get("/api/v1/annotations/", {"page_size": 10**6})
+    assert response.status_code == 200, response.content[:300]
+    assert len(response.json()["results"]) == 24 and response.json()["next"] is None  # every answer, on one page

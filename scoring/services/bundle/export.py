@@ -38,7 +38,13 @@ from scoring.metrics.labels import MAJORITY_RULE, MAJORITY_RULES, MAJORITY_SPEC
 from scoring.models import ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.reports.intervals import run_bootstrap
-from scoring.selectors import answerer_withheld, bundle_scores, results_for_reader, score_run_latest
+from scoring.selectors import (
+    answerer_withheld,
+    bundle_scores,
+    results_for_reader,
+    score_run_latest,
+    study_counting_changed_at,
+)
 from scoring.services.genu import (
     CONFLICTING_FIRST_KEPT,
     CONFLICTING_RULES,
@@ -253,7 +259,10 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     the withdrawals recorded after the latest run finished (``Withdrawal`` rows, as
     ``study_withdrawals_summary``: participants, answers erased, of which counted), which took answers out
     of the bundle that the run had scored. ``note`` says to score again when any unit is stale.
-    ``score_run`` and ``finished_at`` name that run.
+    ``score_run`` and ``finished_at`` name that run. A run of a study kind that writes no unit scores
+    (generalization, question validation, properties: ``scored_units`` 0) has no unit to say so: it
+    is stale when the answers that count, or a generalization study's questions, changed after it
+    finished (``study_counting_changed_at``, one query).
 
     A copy imported from a study bundle and not scored here (no run of its own) carries the scores
     of the run that scored them where that bundle was made (``scoring.selectors.bundle_scores``):
@@ -280,13 +289,18 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     finished_at = run.finished_at if run is not None else origin.finished_at
     withdrawn = study_withdrawals_summary(
         study=study, since=finished_at if run is not None or finished_at is not None else origin.imported_at)
+    # A run of a kind that writes no unit scores (generalization, question validation, properties)
+    # has no unit to say so: its scores are stale when the answers that count changed after it.
+    changed_at = (study_counting_changed_at(study=study)
+                  if run is not None and study.kind != Study.Kind.UTILITY else None)
     section = {
         "score_run": run.pk if run is not None else origin.score_run,
         "finished_at": cell(finished_at) or None,
         **({"scores_from": origin.origin()} if origin is not None else {}),
         # stale too when answers that counted were withdrawn since the run even though no unit row is
         # left to say so (a later run that found nothing to score removed them: score.NothingScored)
-        "stale": bool(stale_units) or withdrawn.counted_answers > 0,
+        "stale": (bool(stale_units) or withdrawn.counted_answers > 0
+                  or (changed_at is not None and (finished_at is None or changed_at > finished_at))),
         "rule": SCORES_STALE_RULE,
         "scored_units": n_scored,
         "stale_units": len(stale_units),

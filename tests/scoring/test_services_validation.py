@@ -1,0 +1,160 @@
+"""A question-validation study's verdicts: scored (``score._question_validation``, the part
+``results["question_validation"]`` and its report section) and applied to the questions
+(``scoring.services.validation.question_validation_apply``, the score runs' admin action), so a
+later generalization study leaves out the question the crowd rejected. Workers answer through the
+questionnaire's services, four per question: one question rejected (its answer said wrong, a
+corrected answer named), one accepted, one tied two to two."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from annotations.models import Annotation
+from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.assignment import assignment_start
+from annotations.services.opening import study_open
+from annotations.services.participants import participant_get_or_create
+from annotations.services.platforms.access import OPERATOR
+from scoring.models import ScoreRun
+from scoring.reports.sections import report_sections
+from scoring.services import study_score
+from scoring.services.validation import VerdictsNotApplicable, question_validation_apply
+from studies.models import GeneralizationQuestion, Platform, Study
+from studies.services.questions import QuestionError
+from studies.services.studies import study_create
+from tests.annotations.factories import make_study
+from tests.api.conftest import grant
+from tests.work import work
+
+pytestmark = pytest.mark.django_db
+
+YES = {"well_formed": "yes", "type_correct": "yes", "answer_correct": "yes", "corrected_answer": ""}
+WRONG_ANSWER = {**YES, "answer_correct": "no", "corrected_answer": "no"}
+NOT_WELL_FORMED = {**YES, "well_formed": "no"}
+# question (by its item's number) -> what each of the four workers says of it
+VERDICTS = {
+    0: [WRONG_ANSWER, WRONG_ANSWER, WRONG_ANSWER, YES],  # rejected 3 to 1; its answer corrected to "no"
+    1: [YES, YES, YES, NOT_WELL_FORMED],  # accepted 3 to 1
+    2: [YES, YES, NOT_WELL_FORMED, NOT_WELL_FORMED],  # a tie
+}
+
+
+def _question(study: Study, number: int) -> GeneralizationQuestion:
+    return GeneralizationQuestion.objects.get(item__dataset=study.dataset, text=f"Generalization 0 of question {number}?")
+
+
+def _validate(study: Study, worker: int) -> None:
+    """Worker ``worker`` takes a task, judges every question as ``VERDICTS`` says, and submits."""
+    participant = participant_get_or_create(platform=Platform.PROLIFIC, external_id=f"validator-{worker}")
+    assignment = assignment_start(study=study, participant=participant, consented=True)
+    for claim in assignment.claims.select_related("unit__generalization_question", "attention_check").order_by("position"):
+        if claim.attention_check_id:
+            annotation_submit(assignment=assignment, claim=claim, step="attention",
+                              answer=claim.attention_check.correct_answer)
+            continue
+        number = int(claim.unit.generalization_question.text.rsplit(" ", 1)[1].rstrip("?"))
+        annotation_submit(assignment=assignment, claim=claim, step=Annotation.Step.VALIDATION, answer="",
+                          payload=VERDICTS[number][worker])
+    assignment_submit(assignment=assignment)
+
+
+@pytest.fixture
+def validation_study(settings) -> Study:
+    settings.RL_SCORING_SIMILARITY = False
+    study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=3, n_genq=1, n_sources=1, quota=4,
+                       units_per_task=3)
+    for worker in range(4):
+        _validate(study, worker)
+    return study
+
+
+@pytest.fixture
+def researcher():
+    return get_user_model().objects.create_superuser("priya", "priya@example.org", "pw-not-used")
+
+
+def test_a_validation_study_is_scored_with_the_majority_verdict_and_the_other_reading(validation_study):
+    run = study_score(study=validation_study)
+
+    assert (run.status, run.error) == (ScoreRun.Status.DONE, "")
+    block = run.results["question_validation"]
+    assert (block["n_questions"], block["n_valid"], block["n_invalid"], block["n_undecided"], block["n_ties"]) == \
+        (3, 1, 1, 1, 1)
+    assert block["default"] == "majority_of_verdicts"
+    assert block["rules"]["majority_of_verdicts"] == \
+        "majority of worker verdicts; a tie decides nothing (the question stays unvalidated)"
+    assert block["rules"]["answer_corrected"].startswith("answer corrected")
+    assert "paper" not in block["rules"]["majority_of_verdicts"] + block["rules"]["answer_corrected"]
+    by_question = {q["question_id"]: q for q in block["questions"]}
+    rejected = by_question[_question(validation_study, 0).pk]
+    assert (rejected["n_verdicts"], rejected["majority_of_verdicts"], rejected["answer_corrected"]) == \
+        (4, "invalid", "valid")
+    assert rejected["votes"]["answer_correct"] == {"yes": 1, "no": 3}
+    assert rejected["suggested_corrected_answer"] == "no"
+    assert by_question[_question(validation_study, 1).pk]["majority_of_verdicts"] == "valid"
+    assert by_question[_question(validation_study, 2).pk]["majority_of_verdicts"] == "undecided"
+    assert block["n_questions_readings_differ"] == 1
+    assert block["readings"]["answer_corrected"] == {"n_valid": 2, "n_invalid": 0, "n_undecided": 1}
+    assert block["other_readings"]["approved_tasks_only"]["n_answers"] == 0  # none reviewed yet
+
+    (section,) = [s for s in report_sections(run) if s.key == "question_validation"]
+    totals = {row["reading"]: row for row in section.tables[0].rows}
+    assert totals["majority of worker verdicts (default)"]["n_invalid"] == 1
+    assert "1 questions differ" in section.notes[0]
+
+
+def test_applying_the_verdicts_marks_the_decided_questions_and_leaves_the_tie(validation_study, researcher):
+    run = study_score(study=validation_study)
+    client = Client()
+    client.force_login(researcher)
+
+    response = client.post(reverse("admin:scoring_scorerun_changelist"),
+                           {"action": "apply_question_verdicts", "_selected_action": [run.pk]}, follow=True)
+
+    assert response.status_code == 200
+    assert "2 generalization questions changed to the crowd&#x27;s verdict" in response.content.decode()
+    statuses = [_question(validation_study, n).validation_status for n in range(3)]
+    assert statuses == ["invalid", "valid", "unvalidated"]
+    assert _question(validation_study, 0).answer == "yes"  # the suggested correction is not applied
+    assert _question(validation_study, 0).metadata["validation"]["username"] == "priya"
+
+    again = question_validation_apply(run=run, user=researcher)
+    assert (again.changed, again.unchanged, again.left) == (0, 2, 1)
+
+
+def test_a_user_who_may_not_change_questions_is_refused_and_nothing_changes(validation_study):
+    run = study_score(study=validation_study)
+    reader = grant(get_user_model().objects.create_user("reader", password="pw", is_staff=True),
+                   "scoring.view_scorerun")
+
+    with pytest.raises(QuestionError, match="studies.change_generalizationquestion"):
+        question_validation_apply(run=run, user=reader)
+
+    assert {_question(validation_study, n).validation_status for n in range(3)} == {"unvalidated"}
+
+
+def test_only_the_latest_finished_run_is_applied(validation_study, researcher):
+    older = study_score(study=validation_study)
+    study_score(study=validation_study)
+
+    with pytest.raises(VerdictsNotApplicable, match="not the latest finished run"):
+        question_validation_apply(run=older, user=researcher)
+
+
+def test_a_later_generalization_study_leaves_out_the_question_the_crowd_rejected(validation_study, researcher):
+    question_validation_apply(run=study_score(study=validation_study), user=researcher)
+    later = study_open(study=study_create(
+        name="later generalization", kind=Study.Kind.GENERALIZATION, dataset=validation_study.dataset, split="test",
+        sources=list(validation_study.sources.all()), annotators_per_unit=1, units_per_task=3,
+        consent_text="I agree."), user=OPERATOR)
+    work(later, "g1", answer=lambda claim, step: "yes")
+
+    run = study_score(study=later)
+
+    assert (run.status, run.error) == (ScoreRun.Status.DONE, "")
+    gen = run.results["generalization"]
+    assert (gen["n_questions"], gen["n_questions_validated"], gen["n_questions_unvalidated"]) == (2, 1, 1)
+    # the tied question is the only one nobody validated now (the crowd's verdicts on the others applied)
+    assert any("Figure 4 includes 1 generalization questions nobody validated" in w for w in run.warnings)
