@@ -29,24 +29,21 @@ Hand-back at the end:
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.core import signing
 from django.urls import reverse
 
 from annotations.models.platforms import Publication
 from annotations.platforms import mturk, prolific
+from annotations.selectors.entry import study_for_entry
 from annotations.selectors.platforms import study_platform_task_ids
-from studies.models import Platform
+from studies.models import Platform, Study
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete"
-_STUDY_SALT = "annotations.platforms.study"
 
 
 class ArrivalError(Exception):
@@ -79,25 +76,27 @@ class Handback:
 
 
 # --- study tokens -------------------------------------------------------------------------------
+# Both are stored on the study (``Study.entry_token``, ``Study.completion_code``), made once when
+# it is made and never derived from ``SECRET_KEY``: rotating the key or moving the installation
+# keeps every entry URL and code already sent to a platform or shared. Studies made before they
+# were stored keep the values once derived from the key (studies migration 0020).
 
 def study_token(study_id: int) -> str:
-    """A public, unguessable token for a study's entry URL (the id with a signature)."""
-    return signing.Signer(salt=_STUDY_SALT).sign(str(study_id))
+    """The public, unguessable token of the study's entry URL (``/w/s/<token>/``)."""
+    return Study.objects.values_list("entry_token", flat=True).get(pk=study_id)
 
 
-def study_id_from_token(token: str) -> int | None:
-    try:
-        return int(signing.Signer(salt=_STUDY_SALT).unsign(token))
-    except (signing.BadSignature, ValueError):
-        return None
+def study_for_token(token: str) -> Study | None:
+    """The study whose entry URL ``token`` is (None for any other token): ``study_for_entry``."""
+    return study_for_entry(entry_token=token)
 
 
 def study_completion_code(study) -> str:
     """The study-wide completion code (Prolific checks one code per study).
 
     A code stored on the study's Prolific publication (``plan["completion_code"]``) wins;
-    otherwise a stable code derived from the secret key and the study id, which the publisher
-    must configure on Prolific."""
+    otherwise the study's own stored code (``Study.completion_code``), which the publisher must
+    configure on Prolific."""
     publication = (
         Publication.objects.filter(study_id=study.pk, platform=Platform.PROLIFIC, dry_run=False)
         .order_by("-created_at")
@@ -105,8 +104,7 @@ def study_completion_code(study) -> str:
     )
     if publication and (publication.plan or {}).get("completion_code"):
         return str(publication.plan["completion_code"])
-    digest = hmac.new(settings.SECRET_KEY.encode(), f"completion:{study.pk}".encode(), hashlib.sha256)
-    return digest.hexdigest()[:8].upper()
+    return study.completion_code
 
 
 def public_url(path: str) -> str:
@@ -116,7 +114,7 @@ def public_url(path: str) -> str:
 def study_entry_url(study, *, platform: str | None = None) -> str:
     """The absolute URL a platform sends workers to. For Prolific, the query string carries
     Prolific's placeholders, as Prolific expects in the study URL."""
-    url = public_url(reverse("annotations:entry", args=[study_token(study.pk)]))
+    url = public_url(reverse("annotations:entry", args=[study.entry_token]))
     platform = platform or study.platform
     if platform == Platform.PROLIFIC:
         url += "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"

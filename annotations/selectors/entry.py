@@ -102,12 +102,16 @@ def plain_link_starts_tasks(*, study: Study) -> bool:
     return not made
 
 
-def study_for_entry(*, study_id: int) -> Study | None:
-    """The study of a ``/w/s/<study token>/`` entry, read in the same statement with whether
-    single-person links were ever made for it (for ``plain_link_starts_tasks``): the worker
-    pages' statements are counted, and the landing page and the consent send no more for it."""
+def study_for_entry(*, entry_token: str) -> Study | None:
+    """The study whose ``/w/s/<token>/`` entry ``entry_token`` is (``Study.entry_token``, stored
+    and indexed; None for any other), read in the same statement with whether single-person links
+    were ever made for it (for ``plain_link_starts_tasks``): the worker pages' statements are
+    counted, and the landing page and the consent send no more for it. A token longer than the
+    column holds cannot be one and is not looked up."""
+    if not entry_token or len(entry_token) > Study._meta.get_field("entry_token").max_length:
+        return None
     made = Exists(ParticipantLink.objects.filter(study_id=OuterRef("pk")))
-    return Study.objects.filter(pk=study_id).annotate(**{PERSONAL_LINKS_MADE: made}).first()
+    return Study.objects.filter(entry_token=entry_token).annotate(**{PERSONAL_LINKS_MADE: made}).first()
 
 
 def study_entry_warnings(*, study: Study) -> list[str]:

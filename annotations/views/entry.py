@@ -291,8 +291,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
 @worker_page
 @require_http_methods(["GET", "POST"])
 def entry(request: HttpRequest, study_token: str) -> HttpResponse:
-    study_id = handoff.study_id_from_token(study_token)
-    study = selectors_entry.study_for_entry(study_id=study_id) if study_id else None
+    study = handoff.study_for_token(study_token)
     if study is None:
         raise Http404("No such study.")
     try:

@@ -7,6 +7,7 @@ display order, so templates and the questionnaire never guess.
 """
 from __future__ import annotations
 
+import secrets
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -294,6 +295,17 @@ class GeneralizationQuestion(TimeStamped):
         return self.item if self._meta.get_field("item").is_cached(self) else None
 
 
+def study_entry_token_new() -> str:
+    """A new study's public entry token (``/w/s/<token>/``): random and unguessable (192 bits),
+    URL-safe (letters, digits, ``-`` and ``_``), never derived from ``SECRET_KEY``."""
+    return secrets.token_urlsafe(24)
+
+
+def study_completion_code_new() -> str:
+    """A new study's completion code: eight uppercase hexadecimal digits, random."""
+    return secrets.token_hex(4).upper()
+
+
 class Study(TimeStamped):
     class Kind(models.TextChoices):
         UTILITY = "utility", "Utility"
@@ -359,6 +371,21 @@ class Study(TimeStamped):
         help_text="Fixed when the study opens, from RL_FIRST_ANSWER_MINUTES (unset: the estimated minutes, at least "
                   "10; never more than the task's minutes) as it read then: a task with no answer by then gives "
                   "its units back. Empty while a draft.",
+    )
+    # What the platforms were sent: the entry URL's token (``annotations.platforms.handoff``) and the
+    # completion code workers get back when no Prolific publication stores one. Made once, random,
+    # when the study is made (every path that makes one: a design, a bundle's copy, imported
+    # outcomes), and never changed: rotating ``DJANGO_SECRET_KEY`` or moving the database keeps
+    # every link and code already out. Studies older than studies 0020 keep the values derived from
+    # the key in force when it ran, the ones they had been published with.
+    entry_token = models.CharField(
+        max_length=64, unique=True, editable=False, default=study_entry_token_new,
+        help_text="The token of the study's public entry URL (/w/s/<token>/); never changes.",
+    )
+    completion_code = models.CharField(
+        max_length=16, editable=False, default=study_completion_code_new,
+        help_text="The completion code workers get back unless the study's Prolific publication stores one; "
+                  "never changes.",
     )
     consent_text = models.TextField(blank=True)
     instructions = models.TextField(blank=True)
