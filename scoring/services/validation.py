@@ -4,20 +4,44 @@ validation status, through the one writer of it (``studies.services.questions``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun
 from scoring.selectors import score_run_latest
+from scoring.services.bundle.export import scores_staleness
 from scoring.services.score import UNDECIDED, VALIDATION_MAJORITY
 from studies.models import GeneralizationQuestion, Study
-from studies.services.questions import generalization_questions_set_validation
+from studies.services.content import content_change_check
+from studies.services.questions import (
+    QuestionError,
+    generalization_questions_set_validation,
+    validation_change_problem,
+)
 
 
 class VerdictsNotApplicable(ScoringError):
-    """The run's verdicts may not be applied: not a question-validation study, or not the study's
-    latest finished run."""
+    """The run's verdicts may not be applied: not a question-validation study, not the study's
+    latest finished run, or stale (the answers that count changed after it finished)."""
+
+
+@dataclass(frozen=True)
+class KeptQuestion:
+    """A decided question ``question_validation_apply`` left as it is because its status was
+    changed after the run scored it: its current ``status``, and who set it and when, as its
+    ``metadata["validation"]`` records them (``validation_provenance``)."""
+
+    question_id: int
+    status: str
+    by: str
+    at: str
+
+    def describe(self) -> str:
+        return f"question {self.question_id} ({self.status}, by {self.by} at {self.at})"
 
 
 @dataclass(frozen=True)
@@ -31,10 +55,15 @@ class AppliedVerdicts:
     unchanged: int
     left: int
     suggested_corrections: dict[int, str] = field(default_factory=dict)
+    kept: tuple[KeptQuestion, ...] = ()
 
     def message(self) -> str:
         text = (f"{self.changed} generalization questions changed to the crowd's verdict, {self.unchanged} already "
                 f"had it, {self.left} left as they are (a tie or no counted verdict).")
+        if self.kept:
+            text += (f" {len(self.kept)} questions left as they are: their status was changed after this run ("
+                     f"{'; '.join(kept.describe() for kept in self.kept)}); score the study again to judge them "
+                     "by their status now, or set them by hand.")
         if self.suggested_corrections:
             text += (f" {len(self.suggested_corrections)} have a corrected answer the workers suggested (see the "
                      "run's report); answers are not changed by this action.")
@@ -45,10 +74,16 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     """Set each generalization question the run decided (``question_validation``'s default reading,
     ``VALIDATION_MAJORITY``) to its verdict, valid or invalid, for ``user`` (None: the operator);
     a question left undecided (a tie) keeps its status, and no answer is changed. Refuses
-    (``VerdictsNotApplicable``) a run that is not of a question-validation study or not the study's
-    latest finished run (``score_run_latest``). The rights are checked, and provenance recorded, by
-    ``generalization_questions_set_validation``: its ``QuestionError`` and ``ContentNotYours``
-    propagate, and then nothing is changed (one transaction)."""
+    (``VerdictsNotApplicable``) a run that is not of a question-validation study, not the study's
+    latest finished run (``score_run_latest``), or stale: the answers that count changed after it
+    finished, or counted answers were withdrawn since (``scores_staleness``, the one rule of a run's
+    staleness). A decided question whose status was changed after the run scored it (its status now
+    is not the run's ``status_when_scored``, or its ``metadata["validation"]["at"]`` is later than
+    the run's ``finished_at``: a researcher's decision, or another validation study's verdicts) is
+    left as it is and named in ``kept``, so a later decision is never replaced; they are read under
+    the locks the writer takes, in its order (``_lock_as_the_writer``). The rights are checked, and
+    provenance recorded, by ``generalization_questions_set_validation``: its ``QuestionError`` and
+    ``ContentNotYours`` propagate, and then nothing is changed (one transaction)."""
     study = run.study
     if study.kind != Study.Kind.QUESTION_VALIDATION:
         raise VerdictsNotApplicable(f"Run {run.pk} scores {study.name!r}, not a question-validation study: it has "
@@ -57,20 +92,79 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     if latest is None or latest.pk != run.pk:
         raise VerdictsNotApplicable(f"Run {run.pk} is not the latest finished run of {study.name!r}: apply the "
                                     f"verdicts of its latest run ({latest.pk if latest else 'none yet'}).")
+    _check_not_stale(run, user=user)
     rows = (run.results or {}).get("question_validation", {}).get("questions") or []
-    decided: dict[str, list[int]] = {"valid": [], "invalid": []}
-    for row in rows:
-        if row.get(VALIDATION_MAJORITY) in decided:
-            decided[row[VALIDATION_MAJORITY]].append(row["question_id"])
+    verdicts = {row["question_id"]: row[VALIDATION_MAJORITY] for row in rows
+                if row.get(VALIDATION_MAJORITY) in ("valid", "invalid")}
+    scored_as = {row["question_id"]: row.get("status_when_scored") for row in rows}
     left = sum(1 for row in rows if row.get(VALIDATION_MAJORITY) == UNDECIDED)
     changed = 0
+    kept: list[KeptQuestion] = []
     with transaction.atomic():
+        _lock_as_the_writer(ids=sorted(verdicts), user=user)
+        decided: dict[str, list[GeneralizationQuestion]] = {"valid": [], "invalid": []}
+        for question in (GeneralizationQuestion.objects.select_for_update().filter(pk__in=verdicts)
+                         .only("id", "validation_status", "metadata").order_by("pk")):
+            verdict = verdicts[question.pk]
+            if question.validation_status == verdict:
+                continue  # already at its verdict: nothing to replace
+            later = _changed_after(question, run=run, status_when_scored=scored_as.get(question.pk))
+            if later is not None:
+                kept.append(later)
+            else:
+                decided[verdict].append(question)
         for status in ("valid", "invalid"):
             if decided[status]:
-                questions = GeneralizationQuestion.objects.filter(pk__in=decided[status])
-                changed += len(generalization_questions_set_validation(questions=questions, status=status, user=user))
-    n_decided = len(decided["valid"]) + len(decided["invalid"])
+                changed += len(generalization_questions_set_validation(questions=decided[status], status=status,
+                                                                       user=user))
     corrections = {row["question_id"]: row["suggested_corrected_answer"] for row in rows
                    if row.get("suggested_corrected_answer")}
-    return AppliedVerdicts(changed=changed, unchanged=n_decided - changed, left=left,
-                           suggested_corrections=corrections)
+    return AppliedVerdicts(changed=changed, unchanged=len(verdicts) - changed - len(kept), left=left,
+                           suggested_corrections=corrections, kept=tuple(kept))
+
+
+def _check_not_stale(run: ScoreRun, *, user) -> None:
+    """Refuse (``VerdictsNotApplicable``) ``run`` when its verdicts no longer match the study's answers,
+    by the one staleness rule of a run (``scores_staleness``: the answers that count changed after
+    it finished, ``study_counting_changed_at``, or counted answers were withdrawn since)."""
+    stale = scores_staleness(run.study, run, user=user)
+    if not stale or not stale["stale"]:
+        return
+    withdrawn = stale["withdrawn_since_run"]["counted_answers"]
+    since = f"; {withdrawn} counted answers were withdrawn since" if withdrawn else ""
+    raise VerdictsNotApplicable(
+        f"Run {run.pk} of {run.study.name!r} is stale: the answers that count changed after it finished "
+        f"({stale['finished_at']}: work submitted, rejected, put on hold or cleared{since}), so its verdicts may "
+        "no longer be the crowd's. Score the study again first, then apply the new run's verdicts.")
+
+
+def _lock_as_the_writer(*, ids: list[int], user) -> None:
+    """The checks ``generalization_questions_set_validation`` makes first, made here before the
+    question rows are read for update: the rights (``validation_change_problem``, a
+    ``QuestionError``) and the CHANGE share with its lock on the studies using the questions
+    (``content_change_check``), so the locks are taken in the writer's order (studies, then
+    questions) and a researcher's change at the same time waits rather than deadlocks. Call inside
+    the transaction that then calls the writer."""
+    problem = validation_change_problem(user)
+    if problem:
+        raise QuestionError(problem)
+    if ids:
+        content_change_check(user=user, model=GeneralizationQuestion,
+                             changes={pk: {"validation_status"} for pk in ids}, lock=True)
+
+
+def _changed_after(question: GeneralizationQuestion, *, run: ScoreRun, status_when_scored: str | None
+                   ) -> KeptQuestion | None:
+    """The change that makes ``question`` one to leave as it is (``KeptQuestion``), None when its
+    status is still the one ``run`` scored it with and was last set before the run finished."""
+    record = question.metadata.get("validation") if isinstance(question.metadata, dict) else None
+    record = record if isinstance(record, dict) else {}
+    at = parse_datetime(record["at"]) if isinstance(record.get("at"), str) else None
+    if at is not None and timezone.is_naive(at):
+        at = timezone.make_aware(at, UTC)
+    later = at is not None and (run.finished_at is None or at > run.finished_at)
+    if question.validation_status == status_when_scored and not later:
+        return None
+    by = record.get("username") or record.get("set_by") or "an unrecorded writer"
+    when = at.isoformat(timespec="seconds") if isinstance(at, datetime) else "an unrecorded time"
+    return KeptQuestion(question_id=question.pk, status=question.validation_status, by=by, at=when)

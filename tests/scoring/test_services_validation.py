@@ -3,7 +3,9 @@
 (``scoring.services.validation.question_validation_apply``, the score runs' admin action), so a
 later generalization study leaves out the question the crowd rejected. Workers answer through the
 questionnaire's services, four per question: one question rejected (its answer said wrong, a
-corrected answer named), one accepted, one tied two to two."""
+corrected answer named), one accepted, one tied two to two. A run made stale by later answers
+(work rejected since it finished) is refused, and a question whose status was changed after the
+run scored it is left as it is."""
 from __future__ import annotations
 
 import pytest
@@ -11,18 +13,20 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Annotation
+from annotations.models import Annotation, Assignment
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.opening import study_open
 from annotations.services.participants import participant_get_or_create
 from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.review import assignment_reject
 from scoring.models import ScoreRun
 from scoring.reports.sections import report_sections
 from scoring.services import study_score
+from scoring.services.bundle.export import scores_staleness
 from scoring.services.validation import VerdictsNotApplicable, question_validation_apply
 from studies.models import GeneralizationQuestion, Platform, Study
-from studies.services.questions import QuestionError
+from studies.services.questions import QuestionError, generalization_questions_set_validation
 from studies.services.studies import study_create
 from tests.annotations.factories import make_study
 from tests.api.conftest import grant
@@ -45,9 +49,9 @@ def _question(study: Study, number: int) -> GeneralizationQuestion:
     return GeneralizationQuestion.objects.get(item__dataset=study.dataset, text=f"Generalization 0 of question {number}?")
 
 
-def _validate(study: Study, worker: int) -> None:
-    """Worker ``worker`` takes a task, judges every question as ``VERDICTS`` says, and submits."""
-    participant = participant_get_or_create(platform=Platform.PROLIFIC, external_id=f"validator-{worker}")
+def _validate(study: Study, worker: int, *, verdicts: dict = VERDICTS, platform: str = Platform.PROLIFIC) -> None:
+    """Worker ``worker`` takes a task, judges every question as ``verdicts`` says, and submits."""
+    participant = participant_get_or_create(platform=platform, external_id=f"validator-{worker}")
     assignment = assignment_start(study=study, participant=participant, consented=True)
     for claim in assignment.claims.select_related("unit__generalization_question", "attention_check").order_by("position"):
         if claim.attention_check_id:
@@ -56,7 +60,7 @@ def _validate(study: Study, worker: int) -> None:
             continue
         number = int(claim.unit.generalization_question.text.rsplit(" ", 1)[1].rstrip("?"))
         annotation_submit(assignment=assignment, claim=claim, step=Annotation.Step.VALIDATION, answer="",
-                          payload=VERDICTS[number][worker])
+                          payload=verdicts[number][worker])
     assignment_submit(assignment=assignment)
 
 
@@ -158,3 +162,73 @@ def test_a_later_generalization_study_leaves_out_the_question_the_crowd_rejected
     assert (gen["n_questions"], gen["n_questions_validated"], gen["n_questions_unvalidated"]) == (2, 1, 1)
     # the tied question is the only one nobody validated now (the crowd's verdicts on the others applied)
     assert any("Figure 4 includes 1 generalization questions nobody validated" in w for w in run.warnings)
+
+
+REJECTION = "These verdicts were given without reading the questions, so they cannot be accepted. " * 2
+
+
+def test_a_stale_run_is_refused_and_says_to_score_again(settings, researcher):
+    # three workers on a link study: question 0 rejected 2 to 1, question 1 accepted 3 to 0
+    settings.RL_SCORING_SIMILARITY = False
+    verdicts = {0: [WRONG_ANSWER, WRONG_ANSWER, YES], 1: [YES, YES, YES]}
+    study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=2, n_genq=1, n_sources=1, quota=3,
+                       units_per_task=2, platform=Platform.LINK)
+    for worker in range(3):
+        _validate(study, worker, verdicts=verdicts, platform=Platform.LINK)
+    run = study_score(study=study)
+    assert (run.status, run.error) == (ScoreRun.Status.DONE, "")
+    # the two workers who said invalid are rejected after the run: their verdicts no longer count
+    for task in Assignment.objects.filter(study=study, participant__external_id__in=["validator-0", "validator-1"]):
+        assignment_reject(user=OPERATOR, study=study, assignment=task, feedback=REJECTION)
+    assert scores_staleness(study, run, user=researcher)["stale"] is True
+
+    with pytest.raises(VerdictsNotApplicable, match="Score the study again first"):
+        question_validation_apply(run=run, user=researcher)
+
+    assert {_question(study, n).validation_status for n in range(2)} == {"unvalidated"}
+    fresh = study_score(study=study)
+    by_question = {q["question_id"]: q for q in fresh.results["question_validation"]["questions"]}
+    assert by_question[_question(study, 0).pk]["majority_of_verdicts"] == "valid"  # what the stale run got wrong
+    assert question_validation_apply(run=fresh, user=researcher).changed == 2
+
+
+def test_a_status_changed_after_the_run_is_left_as_it_is_and_named(validation_study, researcher):
+    run = study_score(study=validation_study)
+    # the researcher decides question 0 (the crowd rejects it) is valid after all, after the run
+    generalization_questions_set_validation(questions=[_question(validation_study, 0)], status="valid",
+                                            user=researcher)
+    client = Client()
+    client.force_login(researcher)
+
+    response = client.post(reverse("admin:scoring_scorerun_changelist"),
+                           {"action": "apply_question_verdicts", "_selected_action": [run.pk]}, follow=True)
+
+    page = response.content.decode()
+    assert "1 generalization questions changed to the crowd&#x27;s verdict" in page
+    question = _question(validation_study, 0)
+    assert (f"1 questions left as they are: their status was changed after this run (question {question.pk} "
+            f"(valid, by priya at ") in page
+    assert [_question(validation_study, n).validation_status for n in range(3)] == ["valid", "valid", "unvalidated"]
+    assert question.metadata["validation"]["previous"] == "unvalidated"  # the researcher's change, not replaced
+
+    again = question_validation_apply(run=run, user=researcher)
+    assert (again.changed, again.unchanged, again.left) == (0, 1, 1)
+    assert [kept.question_id for kept in again.kept] == [question.pk]
+
+
+def test_one_validation_studys_verdicts_do_not_replace_a_later_studys(validation_study, researcher):
+    # a second validation study of the same questions accepts question 0, which the first rejects
+    second = study_open(study=study_create(
+        name="second validation", kind=Study.Kind.QUESTION_VALIDATION, dataset=validation_study.dataset,
+        split="test", sources=list(validation_study.sources.all()), annotators_per_unit=4, units_per_task=3,
+        consent_text="I agree."), user=OPERATOR)
+    for worker in range(4):
+        _validate(second, worker, verdicts={**VERDICTS, 0: [YES, YES, YES, WRONG_ANSWER]})
+    first_run, second_run = study_score(study=validation_study), study_score(study=second)
+    question_validation_apply(run=second_run, user=researcher)
+
+    applied = question_validation_apply(run=first_run, user=researcher)
+
+    assert _question(validation_study, 0).validation_status == "valid"  # the second study's verdict stays
+    assert (applied.changed, applied.unchanged) == (0, 1)
+    assert [kept.question_id for kept in applied.kept] == [_question(validation_study, 0).pk]
