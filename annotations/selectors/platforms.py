@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from annotations.models import (
     Annotation,
@@ -117,12 +117,17 @@ def study_good_work_not_judged(*, study: Study) -> str:
 def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[str, list[int]]:
     """Assignment ids that earn the SPEC's bonuses: ``flagged_error`` (a flag the worker raised on
     a question or explanation and a researcher accepted: ``annotations.services.flags``; a flag
-    alone earns nothing) and ``good_work`` (every attention check passed, and the final answers
-    match the right answer at least ``min_accuracy`` of the time). What a final answer is and what
-    it is held against is the study kind's ``GOOD_WORK_MEASURES``: a kind with no right answer
-    (question validation, rationale properties) has no good-work candidates, and
+    alone earns nothing) and ``good_work`` (its worker failed no attention check in the study, and
+    the final answers match the right answer at least ``min_accuracy`` of the time). The checks are
+    the worker's, not the task's: each check is asked once per worker
+    (``annotations.services.assignment``), so a check answered wrong in any of their tasks of the
+    study, returned, expired or rejected included, rules out every task of theirs, and a task with
+    no check of its own is judged by the ones its worker answered elsewhere. What a final answer is
+    and what it is held against is the study kind's ``GOOD_WORK_MEASURES``: a kind with no right
+    answer (question validation, rationale properties) has no good-work candidates, and
     ``study_good_work_not_judged`` says why. Work held by sync and not cleared
-    (``assignments_on_hold``) is no candidate."""
+    (``assignments_on_hold``) is no candidate. One read of the answers, whatever the number of
+    tasks."""
     done = Assignment.objects.filter(study=study, status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED])
     measure = GOOD_WORK_MEASURES[study.kind]
     flagged = set(FlagReview.objects.filter(annotation__claim__assignment__in=done,
@@ -134,21 +139,27 @@ def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[s
         return {"flagged_error": sorted(flagged), "good_work": []}
     good = []
     stats: dict[int, dict[str, int]] = {}
-    rows = Annotation.objects.filter(claim__assignment__in=done).values_list(
-        "claim__assignment", "step", "answer", "payload", "claim__unit__item__gold_answer",
-        "claim__unit__generalization_question__answer")
-    for assignment_id, step, answer, payload, gold, genq_answer in rows:
-        entry = stats.setdefault(assignment_id, {"checks": 0, "checks_ok": 0, "answers": 0, "correct": 0})
-        if step == Annotation.Step.ATTENTION:
-            entry["checks"] += 1
-            entry["checks_ok"] += int(bool((payload or {}).get("correct")))
-        elif step == measure.scored_step and (genq_answer or gold):
+    # A task's worker is never a candidate when they failed a check in any of their tasks of the
+    # study: the submitted and approved tasks' answers, and every attention answer of the study.
+    failed_workers: set[int] = set()
+    rows = Annotation.objects.filter(
+        Q(claim__assignment__in=done) | Q(claim__study_id=study.pk, step=Annotation.Step.ATTENTION)
+    ).values_list("claim__assignment", "claim__assignment__participant_id", "step", "answer", "payload",
+                  "claim__unit__item__gold_answer", "claim__unit__generalization_question__answer").order_by()
+    worker_of: dict[int, int] = {}
+    for assignment_id, participant_id, step, answer, payload, gold, genq_answer in rows:
+        if step == Annotation.Step.ATTENTION:  # any task's: a wrong one rules out all of the worker's
+            if not (payload or {}).get("correct"):
+                failed_workers.add(participant_id)
+            continue
+        # Every other row is a submitted or approved task's.
+        worker_of[assignment_id] = participant_id
+        entry = stats.setdefault(assignment_id, {"answers": 0, "correct": 0})
+        if step == measure.scored_step and (genq_answer or gold):
             entry["answers"] += 1
             entry["correct"] += int(answer == (genq_answer or gold))
     for assignment_id, entry in sorted(stats.items()):
-        if assignment_id in held:
-            continue
-        if entry["checks"] and entry["checks_ok"] < entry["checks"]:
+        if assignment_id in held or worker_of[assignment_id] in failed_workers:
             continue
         if entry["answers"] and entry["correct"] / entry["answers"] >= min_accuracy:
             good.append(assignment_id)

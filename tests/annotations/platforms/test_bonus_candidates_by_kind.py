@@ -13,11 +13,11 @@ from django.test import Client
 from django.urls import reverse
 
 import annotations.selectors.platforms as platform_selectors
-from annotations.models import Annotation, Assignment
+from annotations.models import Annotation, Assignment, Claim
 from annotations.selectors.platforms import study_bonus_candidates
 from studies.models import Study
-from tests.annotations.factories import make_study
-from tests.annotations.pages import entry_url, form_fields, start
+from tests.annotations.factories import AttentionCheckFactory, make_study
+from tests.annotations.pages import entry_url, form_fields, start, task_of
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +94,51 @@ def test_every_study_kind_states_its_good_work_measure():
     for kind, measure in measures.items():
         # Scored against a right answer, or not judged with the reason the page shows: never neither.
         assert (measure.scored_step is None) == bool(measure.not_judged), kind
+
+
+def _answer_all(worker: Client, task: str, *, checks_right: bool) -> None:
+    """Answer every question of the task on its pages, each right (the test reads the right answer
+    of the claim a page's form is for: the page itself shows a check as a question); the attention
+    checks right only when ``checks_right``."""
+    for _ in range(50):
+        page = worker.get(task).content.decode()
+        if 'name="claim"' not in page:
+            return
+        fields = form_fields(page)
+        claim = Claim.objects.select_related("attention_check", "unit__item").get(pk=fields["claim"])
+        if claim.attention_check_id:
+            right = claim.attention_check.correct_answer
+            label = right if checks_right else next(c["label"] for c in claim.attention_check.choices
+                                                    if c["label"] != right)
+        else:
+            label = claim.unit.item.gold_answer
+        assert worker.post(task + "answer", {**fields, "answer": label}).status_code == 302
+
+
+@pytest.mark.parametrize(("checks_right", "candidate"), [(False, False), (True, True)])
+def test_a_task_without_checks_is_judged_by_the_checks_its_worker_answered_in_a_returned_task(
+        researcher, checks_right, candidate):
+    """Each check is asked once per worker, so a worker who answered both in a task they returned
+    gets none in their next one: that task is judged by the worker's checks in the study. Failing
+    them in the returned task (which cannot be rejected) no longer makes the next task good work."""
+    study = make_study(n_items=8, n_sources=1, units_per_task=4)
+    AttentionCheckFactory(study=study)
+    AttentionCheckFactory(study=study)
+    worker = Client()
+    first = start(worker, entry_url(study))
+    _answer_all(worker, first, checks_right=checks_right)
+    assert worker.post(first + "leave").status_code == 302  # "Return this task"
+    assert task_of(first).status == Assignment.Status.RETURNED
+    checks = Annotation.objects.filter(claim__assignment=task_of(first), step="attention")
+    assert [payload["correct"] for payload in checks.values_list("payload", flat=True)] == [checks_right] * 2
+
+    second = start(worker, entry_url(study))
+    second_task = task_of(second)
+    assert second_task.participant_id == task_of(first).participant_id
+    assert not Claim.objects.filter(assignment=second_task, attention_check__isnull=False).exists()
+    _answer_all(worker, second, checks_right=True)  # every question right, and no check to answer
+    assert worker.post(second + "submit").status_code == 302
+
+    assert study_bonus_candidates(study=study)["good_work"] == ([second_task.pk] if candidate else [])
+    page = _publish_page(researcher, study)
+    assert f"Consistently good work ({int(candidate)} candidates)" in page
