@@ -14,13 +14,14 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from annotations.models import Annotation, Assignment, Unit
 from annotations.platforms import get_platform
 from annotations.platforms.base import CENT, CostEstimate, money
-from annotations.selectors.platforms import DONE_STATUSES
+from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
+from annotations.selectors.review import tasks_seconds_per_question
 from studies.design import Capacity, design_capacity, study_capacity
 from studies.models import GeneralizationQuestion, Platform, Study
 
@@ -30,6 +31,13 @@ MIN_TIMED_TASKS = 5
 # this: a median below it comes from bots, scripted tests or careless clicking, and the hourly
 # pay it implies says nothing about what real workers earn.
 MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
+
+# The tasks whose times the hourly pay is read from: the work that is paid or will be (submitted or
+# approved, ``annotations.selectors.COUNTING_ASSIGNMENT_STATUSES``, and not held by sync,
+# ``annotations.selectors.on_hold``: what "Approve all" and the bonuses treat as payable). Rejected
+# work is not paid, and held work not until a researcher clears it: fast bot work among them would
+# hide what the paid workers earn.
+TIMED_TASKS_RULE = "tasks paid or payable (submitted or approved, not on hold)"
 
 
 
@@ -43,7 +51,7 @@ class PayReading:
     text: str  # one sentence saying where the figure comes from
     timed_tasks: int
     median_minutes: float | None
-    seconds_per_question: float | None
+    seconds_per_question: float | None  # ``review.SECONDS_PER_QUESTION_RULE`` over the timed tasks
     floor: Decimal
     below_floor: bool
     warnings: list[str] = field(default_factory=list)
@@ -116,6 +124,7 @@ class HourlyPay:
     min_minutes: float | None = None
     max_minutes: float | None = None
     active_median_minutes: float | None = None
+    seconds_per_question: float | None = None  # ``review.SECONDS_PER_QUESTION_RULE`` over the timed tasks
     hourly_median: Decimal | None = None
     hourly_p75: Decimal | None = None
     below_floor: bool = False
@@ -148,18 +157,26 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def study_timed_tasks(*, study: Study) -> QuerySet[Assignment]:
+    """The tasks of ``study`` whose times the hourly pay reads (``TIMED_TASKS_RULE``): submitted or
+    approved, not on hold, with a submission time."""
+    return Assignment.objects.filter(study=study, status__in=COUNTING_ASSIGNMENT_STATUSES,
+                                     submitted_at__isnull=False).filter(~on_hold("pk"))
+
+
 def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
-    """Effective hourly pay from recorded task times (consent to submission; the sum of
+    """Effective hourly pay from recorded task times of the tasks paid or payable
+    (``study_timed_tasks``: rejected and held work left out) (consent to submission; the sum of
     the answer durations as "active" time where recorded), with the median and spread, against
-    the study's floor. Before any task is done, the estimate from ``estimated_minutes_per_task``."""
+    the study's floor, and their seconds per question (``review.SECONDS_PER_QUESTION_RULE``, one
+    query). Before any such task is done, the estimate from ``estimated_minutes_per_task``."""
     reward = money(study.reward)
     floor = money(study.hourly_pay_floor)
     estimate_minutes = Decimal(platform_minutes(study=study))  # the minutes a platform shows workers
     result = HourlyPay(reward=reward, floor=floor, estimate_minutes=estimate_minutes,
                        estimate_hourly=_hourly(reward, float(estimate_minutes)))
-    rows = Assignment.objects.filter(study=study, status__in=DONE_STATUSES, submitted_at__isnull=False).values_list(
-        "id", Coalesce("consented_at", "created_at"), "submitted_at"
-    )
+    timed = study_timed_tasks(study=study)
+    rows = timed.values_list("id", Coalesce("consented_at", "created_at"), "submitted_at")
     minutes = [max(0.0, (submitted - consented).total_seconds() / 60) for _, consented, submitted in rows]
     if minutes:
         result.n_recorded = len(minutes)
@@ -179,6 +196,7 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
         active_minutes = [total / 60000 for total in active if total]
         if active_minutes:
             result.active_median_minutes = round(statistics.median(active_minutes), 2)
+        result.seconds_per_question = tasks_seconds_per_question(tasks=timed)
         pay = result.hourly_median
         if pay < floor:
             result.below_floor = True
@@ -239,32 +257,39 @@ def _largest_task(study: Study) -> int:
     return min(study.units_per_task, questions) if units else 0
 
 
-def pay_reading(*, hourly: HourlyPay, questions: int) -> PayReading:
-    """Quote the effective hourly pay honestly: the recorded median only once at least
-    ``MIN_TIMED_TASKS`` tasks were timed and their median is a pace a person can work at; the
-    estimate otherwise, saying why. ``hourly`` is the cost-and-pay selector's reading."""
+def pay_reading(*, hourly: HourlyPay) -> PayReading:
+    """Quote the effective hourly pay honestly: the recorded median of the tasks paid or payable
+    (``TIMED_TASKS_RULE``: rejected and held work left out) only once at least ``MIN_TIMED_TASKS``
+    of them were timed and their questions were answered at a pace a person can work at; the
+    estimate otherwise, saying why. The pace is the one "seconds a question" of the review pages and
+    of scoring's speeder check (``review.SECONDS_PER_QUESTION_RULE``, at least
+    ``MIN_PLAUSIBLE_SECONDS_PER_QUESTION``), not the task's minutes divided by its questions (they
+    include reading the instructions); with no question's steps timed no pace is judged.
+    ``hourly`` is the cost-and-pay selector's reading."""
     n = hourly.n_recorded
     median = hourly.median_minutes
-    per_question = round(median * 60 / questions, 1) if (median is not None and questions) else None
+    per_question = hourly.seconds_per_question
+    pace = (f"{per_question} s a question (median of the questions' recorded step times)"
+            if per_question is not None else "no question's steps timed")
     warnings: list[str] = []
     estimate = (f"the estimate of {hourly.estimate_minutes} min a task gives {hourly.estimate_hourly}/h")
     if n == 0:
         figure, basis = hourly.estimate_hourly, "estimate"
-        text = f"No task timed yet: {estimate}."
+        text = f"No task timed yet among the {TIMED_TASKS_RULE}: {estimate}."
     elif n < MIN_TIMED_TASKS:
         figure, basis = hourly.estimate_hourly, "estimate"
-        text = (f"Only {n} task{'s' if n != 1 else ''} timed (median {median} min), too few to quote; "
-                f"{estimate} until {MIN_TIMED_TASKS} are.")
+        text = (f"Only {n} paid or payable task{'s' if n != 1 else ''} timed (median {median} min), too few to "
+                f"quote; {estimate} until {MIN_TIMED_TASKS} are.")
     elif per_question is not None and per_question < MIN_PLAUSIBLE_SECONDS_PER_QUESTION:
         figure, basis = hourly.estimate_hourly, "estimate"
-        text = (f"{n} tasks timed, median {median} min ({per_question} s a question): faster than a person "
+        text = (f"Median of {n} paid or payable tasks: {median} min a task, {pace}: faster than a person "
                 f"reads, so the timings are not quoted; {estimate}.")
         warnings.append(
-            f"Tasks are being finished in a median of {per_question} s a question: automated or careless work? "
+            f"Questions are being answered in a median of {per_question} s each: automated or careless work? "
             f"Check the workers' answers and attention checks before approving.")
     else:
         figure, basis = hourly.hourly_median, "recorded"
-        text = f"Median of {n} timed tasks: {median} min a task ({per_question} s a question)."
+        text = f"Median of {n} paid or payable tasks: {median} min a task; {pace}."
     below = figure is not None and figure < hourly.floor
     if below:
         minutes = Decimal(str(median)) if basis == "recorded" else hourly.estimate_minutes
@@ -318,7 +343,7 @@ def study_cost_and_pay(*, study: Study, platform_name: str | None = None,
         spec_reward=study.reward, n_tasks=default_tasks if n_tasks is None else int(n_tasks),
         max_assignments_per_hit=per_hit)
     hourly = study_effective_hourly_pay(study=study)
-    pay = pay_reading(hourly=hourly, questions=questions_per_task(study=study, largest_task=capacity.largest_task))
+    pay = pay_reading(hourly=hourly)
     # A design whose tasks cannot be as large as entered says so wherever its cost is quoted.
     warnings = [w for w in (capacity.warning,) if w] + list(pay.warnings)
     if name == Platform.MTURK and per_hit >= int(settings.RL_MTURK_LARGE_HIT_ASSIGNMENTS):

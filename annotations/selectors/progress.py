@@ -20,11 +20,11 @@ from annotations.selectors.cost import (
     CostAndPay,
     PayReading,
     pay_reading,
-    questions_per_task,
     study_collects,
     study_cost_and_pay,
     study_effective_hourly_pay,
 )
+from annotations.selectors.platforms import assignments_on_hold
 from studies.models import Study
 
 
@@ -57,6 +57,9 @@ class StudyProgress:
     units_empty: int
     tasks_planned: int
     tasks: dict[str, int]
+    # Of ``tasks``' "submitted" and "done", how many sync holds (``assignments_on_hold``: not
+    # approved, paid or counted until a researcher clears them), as the publish page says.
+    tasks_on_hold: dict[str, int]
     workers: int
     attention_answered: int
     attention_failed: int
@@ -136,8 +139,8 @@ def _counted_by_unit(study: Study) -> dict[int, int]:
 def study_progress(*, study: Study, now=None) -> StudyProgress:
     """Where ``study`` stands now: answers collected (that count) of answers to collect, per source
     and overall; units complete, in progress (some answers count or a worker holds it) and empty;
-    tasks by state; workers so far; attention checks failed; reported problems; and the effective
-    hourly pay from the recorded timings."""
+    tasks by state (and how many submitted and done tasks are on hold); workers so far; attention
+    checks failed; reported problems; and the effective hourly pay from the recorded timings."""
     now = now or timezone.now()
     counted = _counted_by_unit(study)
     units = list(Unit.objects.filter(study=study).values_list("id", "quota", "source_id", "source__name", "question_key"))
@@ -171,6 +174,9 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
         "expired": statuses.get(S.EXPIRED, 0) + overdue,
     }
     tasks["done"] = tasks["submitted"] + tasks["approved"] + tasks["rejected"]
+    held = dict(assignments_on_hold(study=study).values_list("status").annotate(n=Count("id")).order_by())
+    tasks_on_hold = {"submitted": held.get(S.SUBMITTED, 0),
+                     "done": held.get(S.SUBMITTED, 0) + held.get(S.APPROVED, 0) + held.get(S.REJECTED, 0)}
     answers_to_collect = sum(quota for _, quota, _, _, _ in units)
     # Tasks the study needs under the assignment rule (a task holds at most one unit of each
     # question): the one count the study page, the cost reading and a publish use (``study_collects``:
@@ -190,13 +196,13 @@ def study_progress(*, study: Study, now=None) -> StudyProgress:
         units_empty=empty,
         tasks_planned=capacity.tasks,
         tasks=tasks,
+        tasks_on_hold=tasks_on_hold,
         workers=Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
         .values("participant_id").distinct().count(),
         attention_answered=checks["answered"],
         attention_failed=checks["failed"],
         answers_flagged=Annotation.objects.filter(claim__study_id=study.pk, payload__flag=True).count(),
-        pay=pay_reading(hourly=study_effective_hourly_pay(study=study),
-                        questions=questions_per_task(study=study, largest_task=capacity.largest_task)),
+        pay=pay_reading(hourly=study_effective_hourly_pay(study=study)),
         at=now.isoformat(),
         early_stopping=study_early_stopping(study=study),
     )

@@ -344,8 +344,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "assignments_per_hit": 9,
             "currency": "GBP", "n_tasks": 14, "reward_per_task": "2.00", "rewards": "28.00", "fee_rate": "0.3333",
             "fees": "9.33", "total": "37.33", "notes": ["Prolific service fee taken as 0.3333 of rewards."],
-            "hourly_pay": {"figure": "12.00", "basis": "recorded", "text": "Median of 5 timed tasks: 10.0 min a task.",
-                           "timed_tasks": 5, "median_minutes": 10.0, "seconds_per_question": 200.0,
+            "hourly_pay": {"figure": "12.00", "basis": "recorded", "text": "Median of 5 paid or payable tasks: 10.0 min a task; 58.0 s a question (median of the questions' recorded step times).",
+                           "timed_tasks": 5, "median_minutes": 10.0, "seconds_per_question": 58.0,
                            "floor": "15.00", "below_floor": True, "warnings": []},
             "warnings": ["Effective pay 12.00/h is below the floor of 15.00/h: raise the reward to at least 2.50 "
                          "or pay the difference as a bonus."]})],

@@ -13,8 +13,12 @@ from django.test import Client
 
 from annotations.models import Annotation, Assignment, Unit
 from annotations.selectors import claims_that_count
+from annotations.selectors.review import study_workers
 from annotations.services.answers import annotation_submit, assignment_submit
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.review import assignment_reject
 from annotations.services.release import assignment_return
+from studies.models import Platform
 from tests.annotations.factories import AttentionCheckFactory
 from tests.cockpit.conftest import staff_client
 from tests.work import open_utility_study, work
@@ -116,9 +120,10 @@ def test_pay_is_quoted_only_from_enough_real_timings(dana, clock):
     assert (first["basis"], first["figure"], first["timed_tasks"]) == ("estimate", "20.00", 0)
     assert "No task timed yet" in first["text"]
 
-    # Bots: five tasks answered in no time. The old page printed "Effective hourly pay $1200.00/h".
+    # Bots: five tasks answered in no time (half a second a step, as their pages timed it). The old
+    # page printed "Effective hourly pay $1200.00/h".
     for n in range(5):
-        work(study, f"PID-BOT-{n}")
+        work(study, f"PID-BOT-{n}", shown_for=0.5)
     bots = progress(client, study)["pay"]
     assert bots["timed_tasks"] == 5 and bots["basis"] == "estimate" and bots["figure"] == "20.00"
     assert "faster than a person reads" in bots["text"]
@@ -126,7 +131,7 @@ def test_pay_is_quoted_only_from_enough_real_timings(dana, clock):
 
     # People: ten-minute tasks. 2.00 a task is 12.00 an hour, below the 15.00 floor.
     for n in range(6):
-        assignment = work(study, f"PID-HUMAN-{n}", submit=False)
+        assignment = work(study, f"PID-HUMAN-{n}", submit=False, shown_for=60)
         clock.advance(minutes=10)
         assignment_submit(assignment=assignment)
     people = progress(client, study)["pay"]
@@ -144,7 +149,56 @@ def test_too_few_timed_tasks_keep_the_estimate(dana, clock):
     assignment_submit(assignment=assignment)
     pay = progress(client, study)["pay"]
     assert (pay["basis"], pay["figure"], pay["timed_tasks"]) == ("estimate", "20.00", 1)
-    assert pay["text"].startswith("Only 1 task timed (median 20.0 min), too few to quote")
+    assert pay["text"].startswith("Only 1 paid or payable task timed (median 20.0 min), too few to quote")
+
+
+def test_rejected_work_is_not_timed_for_pay(dana, clock):
+    """The audit's case: five workers take 10 minutes a task; five bots take 2 minutes and are
+    rejected. The page quoted 60.00/h from "Median of 10 timed tasks: 2.0 min", above the floor; the
+    paid workers earn 2.00 for 10 minutes, 12.00/h, below the 15.00 floor."""
+    user, client = dana
+    study = open_utility_study(name="rejected", n_items=2, n_sources=5, quota=3, units_per_task=1, owner=user,
+                               platform=Platform.LINK)
+    AttentionCheckFactory(study=study)
+    AttentionCheckFactory(study=study)
+    for n in range(5):
+        assignment = work(study, f"lab-human-{n}", submit=False, shown_for=60, platform=Platform.LINK)
+        clock.advance(minutes=10)
+        assignment_submit(assignment=assignment)
+    for n in range(5):
+        bot = work(study, f"lab-bot-{n}", submit=False, shown_for=20, platform=Platform.LINK)
+        clock.advance(minutes=2)
+        assignment_reject(user=OPERATOR, study=study, assignment=assignment_submit(assignment=bot),
+                          feedback="Answered faster than the questions can be read.")
+
+    pay = progress(client, study)["pay"]
+
+    assert (pay["timed_tasks"], pay["median_minutes"]) == (5, 10.0)
+    assert (pay["basis"], pay["figure"], pay["below_floor"]) == ("recorded", "12.00", True)
+    assert pay["text"].startswith("Median of 5 paid or payable tasks: 10.0 min a task")
+    assert any("at least 2.50" in w for w in pay["warnings"])
+
+
+def test_seconds_a_question_is_the_review_rule_of_the_workers_page(dana, clock):
+    """Workers who keep a task open ten minutes but answer each step in a second: the page divided
+    the ten minutes by the task's one question (600 s a question, a human pace) and quoted 12.00/h;
+    the workers page, and the speeder check, read the questions' step times: 2 s a question, faster
+    than a person reads. The pace the pay is judged on is that one figure."""
+    user, client = dana
+    study = open_utility_study(name="pace", n_items=2, n_sources=5, quota=3, units_per_task=1, owner=user)
+    for n in range(5):
+        assignment = work(study, f"PID-FAST-{n}", submit=False, shown_for=1)
+        clock.advance(minutes=10)
+        assignment_submit(assignment=assignment)
+
+    pay = progress(client, study)["pay"]
+
+    assert {record.seconds_per_question for record in study_workers(study=study)} == {2.0}
+    assert pay["seconds_per_question"] == 2.0
+    assert (pay["basis"], pay["figure"]) == ("estimate", "20.00")
+    assert "2.0 s a question" in pay["text"] and "faster than a person reads" in pay["text"]
+    html = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
+    assert '<span data-k="pay.seconds_per_question">2.0</span> s a question' in html
 
 
 def test_the_page_renders_the_numbers_and_polls_its_json(dana):

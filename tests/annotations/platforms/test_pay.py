@@ -6,7 +6,8 @@ from decimal import Decimal
 from annotations.platforms.mturk import MTurkPlatform
 from annotations.selectors.cost import study_cost_and_pay, study_effective_hourly_pay, study_task_count
 from annotations.selectors.platforms import study_bonus_candidates
-from tests.annotations.platforms.conftest import open_study, submitted
+from annotations.services.platforms.sync import study_sync
+from tests.annotations.platforms.conftest import open_study, publish_on, submitted
 
 
 def test_task_count_comes_from_the_units(study):
@@ -70,3 +71,31 @@ def test_good_work_candidates_pass_every_check_and_mostly_match_gold(study):
     good = submitted(study, platform="mturk", worker_id="AGOOD", assignment_id="3G")
     submitted(study, platform="mturk", worker_id="ABAD", assignment_id="3B", correct=False)
     assert study_bonus_candidates(study=study) == {"flagged_error": [], "good_work": [good.pk]}
+
+
+def test_held_work_is_not_timed_and_the_progress_page_says_how_many_are_on_hold(prolific, study, admin_client):
+    """Sync holds a task answered under another worker's Prolific session: it is not approved or paid
+    until a researcher clears it, so its (fast) time is not one a paid worker took; the progress page
+    counts it among the submitted and done tasks and says it is on hold, as the publish page does."""
+    _platform, server = prolific
+    publication = publish_on(study, "prolific")
+    for i in range(5):
+        session = server.add_submission(publication.prolific_study_id, participant_id=f"p_honest_{i}")
+        submitted(study, platform="prolific", worker_id=f"p_honest_{i}", assignment_id=session["id"],
+                  task_id=publication.prolific_study_id, minutes=10)
+    real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
+    submitted(study, platform="prolific", worker_id="p_fabricated", assignment_id=real["id"],
+              task_id=publication.prolific_study_id, minutes=1)
+    study_sync(study=study)
+
+    pay = study_effective_hourly_pay(study=study)
+    assert (pay.n_recorded, pay.median_minutes, pay.min_minutes) == (5, 10.0, 10.0)
+    assert study_cost_and_pay(study=study).pay.text.startswith("Median of 5 paid or payable tasks: 10.0 min a task")
+
+    client = admin_client
+    progress = client.get(f"/admin/studies/study/{study.pk}/progress.json").json()
+    assert (progress["tasks"]["submitted"], progress["tasks"]["done"]) == (6, 6)
+    assert progress["tasks_on_hold"] == {"submitted": 1, "done": 1}
+    html = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
+    assert '(<span data-k="tasks_on_hold.submitted">1</span> of these on hold)' in html
+    assert '(<span data-k="tasks_on_hold.done">1</span> of these on hold)' in html
