@@ -3,11 +3,12 @@
 Answers are read-only here: they are written by the worker pages only. Every list holds only rows
 of the studies the user may see, and workers appear as pseudonyms unless the user may see raw
 worker ids (``studies.admin.scoping``)."""
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Exists, OuterRef, Q
 from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpResponseRedirect
 
 from annotations.models import (
     Annotation,
@@ -24,6 +25,8 @@ from annotations.models import (
 from annotations.services.entry import consent_text_sha256
 from annotations.services.platforms.access import studies_handing_out_links
 from annotations.services.qualification import (
+    QualificationSetupError,
+    QualificationTestRefused,
     attention_check_delete,
     attention_check_save,
     attention_checks_fixed,
@@ -314,6 +317,37 @@ class QualificationTestAdmin(StudyScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return not (obj is not None and qualification_test_taken(obj)) and super().has_delete_permission(request, obj)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        """The test's form; for a user who may not see its questions (no inline, so no
+        ``QualificationQuestionFormSet`` to judge them), it judges the pass mark against the stored
+        questions by the service's rule (``qualification_test_problem``), so a test no worker can pass
+        is refused on the page, as for those who see them."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if any(isinstance(inline, QualificationQuestionInline) for inline in self.get_inline_instances(request, obj)):
+            return form
+
+        class StoredQuestionsForm(form):
+            def clean(self):
+                cleaned = super().clean()
+                stored = self.instance.questions.count() if self.instance.pk is not None else 0
+                problem = qualification_test_problem(pass_mark=cleaned.get("pass_mark"), question_count=stored)
+                if problem is not None:
+                    self.add_error("pass_mark" if problem[0] == "pass_mark" else None, problem[1])
+                return cleaned
+
+        StoredQuestionsForm.__name__ = form.__name__
+        return StoredQuestionsForm
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # A refusal of the service at save time (a worker took the test, or the user's rights on the
+        # study went, since the page was read): the page's transaction is rolled back, nothing is saved,
+        # and the page says why.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except (QualificationSetupError, QualificationTestRefused) as exc:
+            self.message_user(request, f"Nothing saved: {exc}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def save_model(self, request, obj, form, change):
         pass  # saved with its questions, in save_related

@@ -24,7 +24,7 @@ two. The usual entry sends no request to Prolific and no statement more.
 The platform is asked outside any transaction (no row lock is held over a network call); the
 task is then locked and ended only if it is still that participant's active task bound to A
 (the impostor may have moved it meanwhile, another entry of the worker may have ended it). It
-ends ``returned`` through the release rules (``release.assignments_release``: its claimed slots
+ends ``returned`` through the release rules (``release.assignments_end_in_progress``: its claimed slots
 go back, its answers never count), marked ``ended_as_impostor`` so its researchers see why.
 
 The qualification test is the same hole, worse: it is graded once per worker and study, and a
@@ -81,7 +81,7 @@ from annotations.platforms.base import PlatformError, PlatformNotFound
 from annotations.selectors.platforms import study_platform_task_ids
 from annotations.services.errors import NotQualified
 from annotations.services.participants import RETAKES_MAX, failed_grant_refuses_browser, retakes_used
-from annotations.services.release import assignments_release
+from annotations.services.release import assignments_end_in_progress
 from studies.models import Platform, Study
 
 logger = logging.getLogger(__name__)
@@ -276,15 +276,18 @@ def _task_end(*, study: Study, participant: Participant, task_id: int, platform_
     """End the task ``task_id`` as an impostor's if, once its row is locked, it is still
     ``participant``'s active task in ``study`` bound to ``platform_assignment_id``. True when it was
     ended here or is no longer in progress (ended meanwhile); False when it was moved to another
-    session meanwhile (still in progress, not the one Prolific denied)."""
+    session meanwhile (still in progress, not the one Prolific denied). A task whose deadline passed
+    meanwhile (Prolific is asked first) ends expired, unmarked, as the expiry sweep would end it
+    (``release.assignments_end_in_progress``)."""
     with transaction.atomic():
         row = (Assignment.objects.select_for_update().filter(pk=task_id, study_id=study.pk, participant_id=participant.pk)
-               .values_list("status", "platform_assignment_id").first())
+               .values_list("status", "platform_assignment_id", "expires_at").first())
         if row is None or row[0] != Assignment.Status.ACTIVE:
             return True  # ended meanwhile (the worker's other entry, its deadline, a withdrawal): not in the way
         if row[1] != platform_assignment_id:
             return False
-        assignments_release([(task_id, row[0])], status=Assignment.Status.RETURNED, ended_as_impostor=True)
+        assignments_end_in_progress([(task_id, row[0], row[2])], status=Assignment.Status.RETURNED,
+                                    ended_as_impostor=True)
     logger.warning("study %s: task %s ended at its participant's entry: Prolific denied the session it was "
                    "started with and confirmed the one the participant came with", study.pk, task_id)
     return True

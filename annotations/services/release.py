@@ -80,7 +80,7 @@ def active_or_refuse(locked: Assignment, now: datetime | None = None) -> Assignm
     deadline; else ``AssignmentExpired`` / ``AssignmentNotActive``."""
     now = now or timezone.now()
     if locked.status == Assignment.Status.EXPIRED or (
-        locked.status == Assignment.Status.ACTIVE and locked.expires_at <= now
+        locked.status == Assignment.Status.ACTIVE and deadline_passed(locked.expires_at, now)
     ):
         raise AssignmentExpired(
             "This task has expired, so nothing more can be saved for it. If you still see it on your "
@@ -91,6 +91,14 @@ def active_or_refuse(locked: Assignment, now: datetime | None = None) -> Assignm
             f"This task is already {locked.get_status_display().lower()}: nothing more can be saved for it."
         )
     return locked
+
+
+def deadline_passed(expires_at: datetime, now: datetime) -> bool:
+    """Whether a task due at ``expires_at`` is past its deadline at ``now``: the one rule, which
+    refuses its answers (``active_or_refuse``), expires it (``assignment_expire_stale``, the same
+    comparison in SQL: ``expires_at__lte``) and ends it as expired when someone ends it
+    (``assignments_end_in_progress``)."""
+    return expires_at <= now
 
 
 def extend_to_full_duration(*, locked: Assignment, study: Study) -> None:
@@ -221,22 +229,42 @@ def units_recount(*, unit_ids: list[int]) -> None:
          .update(n_claimed=claimed, n_completed=completed))
 
 
+def assignments_end_in_progress(rows: list[tuple[int, str, datetime]], *, status: str,
+                                now: datetime | None = None, **fields) -> list[int]:
+    """End the tasks of ``rows`` (``(id, current status, expires_at)``, rows locked by the caller)
+    that are still active, as someone ends them (the worker's Return, a block, an impostor's task
+    ended at the worker's entry): in ``status`` with ``fields``, their unit slots given back
+    (``assignments_release``). A task past its deadline (``deadline_passed``) had ended before
+    anyone ended it: it is released as ``expired``, with no ``fields``, as the expiry sweep
+    (``assignment_expire_stale``) would, so the progress page, which counted it as expired already,
+    and the scores' returned and expired counts do not move. A task no longer active is left alone.
+    The one owner of how a task in progress ends; call inside the transaction that locked the rows.
+    Returns the ids moved (either way)."""
+    now = now or timezone.now()
+    active = [(pk, expires_at) for pk, old, expires_at in rows if old == Assignment.Status.ACTIVE]
+    overdue = [(pk, Assignment.Status.ACTIVE) for pk, expires_at in active if deadline_passed(expires_at, now)]
+    ending = [(pk, Assignment.Status.ACTIVE) for pk, expires_at in active if not deadline_passed(expires_at, now)]
+    if overdue and ending:  # two releases: all their units locked first, in id order, as every writer does
+        list(Unit.objects.select_for_update().filter(id__in=Claim.objects.filter(
+            assignment_id__in=[pk for pk, _e in active], released=False, unit__isnull=False).values("unit_id"))
+            .order_by("id").values_list("id"))
+    moved = assignments_release(overdue, status=Assignment.Status.EXPIRED) if overdue else []
+    if ending:
+        moved += assignments_release(ending, status=status, **fields)
+    return moved
+
+
 def assignment_return(*, assignment: Assignment) -> Assignment:
     """The worker leaves: the units go back to the pool. Leaving a task that is no longer active
     changes nothing. A task past its deadline had ended before the worker left it: it is released
-    as ``expired``, as the expiry sweep (``assignment_expire_stale``) would, by the deadline rule
-    every answer is refused by (``active_or_refuse``), so a "Return" from a stale page does not
+    as ``expired`` (``assignments_end_in_progress``), so a "Return" from a stale page does not
     move it among the tasks the worker returned (the progress page and the scores count the two
     apart)."""
     with transaction.atomic():
         locked = lock(assignment)
-        if locked.status == Assignment.Status.ACTIVE:
-            try:
-                active_or_refuse(locked)
-                status = Assignment.Status.RETURNED
-            except AssignmentExpired:
-                status = Assignment.Status.EXPIRED
-            assignment_release(assignment=assignment, status=status)
+        if assignments_end_in_progress([(locked.pk, locked.status, locked.expires_at)],
+                                       status=Assignment.Status.RETURNED):
+            assignment.refresh_from_db(fields=["status"])
     return assignment
 
 

@@ -8,6 +8,7 @@ otherwise the refusal stays as it was."""
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 import pytest
 from django.db.models import Sum
@@ -21,6 +22,7 @@ from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from tests.annotations.factories import add_qualification, make_study
 from tests.annotations.pages import answer, consent, entry_url, form_fields, landing_form, start
+from tests.clock import clock_installed
 
 PID = "5a9d64f5f6dfdd0001eaa73d"
 SUBMISSION_PATH = r"/api/v1/submissions/\w+/"
@@ -242,6 +244,22 @@ def test_a_task_moved_to_another_session_meanwhile_is_not_ended(published):
     assert not impostor_task_end(study=study, participant=task.participant, task=stale, platform_assignment_id=real)
     task.refresh_from_db()
     assert task.status == Assignment.Status.ACTIVE and not task.ended_as_impostor
+
+
+def test_a_task_past_its_deadline_once_prolific_answered_ends_expired_not_as_an_impostors(published, monkeypatch):
+    """Prolific is asked first; the task's deadline passed meanwhile: it had ended then, so it ends
+    expired, as the expiry sweep would, not returned and marked as an impostor's."""
+    study, study_id, server = published
+    _impostor, _task, task = impostor_task(study, study_id)
+    real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
+    clock = clock_installed(monkeypatch)
+    clock.now = task.expires_at + timedelta(seconds=1)
+
+    assert impostor_task_end(study=study, participant=task.participant, task=task, platform_assignment_id=real)
+
+    task.refresh_from_db()
+    assert (task.status, task.ended_as_impostor) == (Assignment.Status.EXPIRED, False)
+    assert claimed(study) == 0
 
 
 def test_a_second_entry_of_the_real_worker_at_the_same_time_ends_nothing_more_and_goes_on(published):

@@ -8,7 +8,7 @@ from annotations.models import Assignment, Participant, WorkerBlock
 from annotations.platforms import get_platform
 from annotations.selectors import studies_covered_by
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
-from annotations.services.release import assignments_release
+from annotations.services.release import assignments_end_in_progress
 from studies.models import Platform, Study
 
 from .access import BLOCK, PlatformAccessDenied, access_study
@@ -77,8 +77,11 @@ def _tasks_in_progress_end(*, block: WorkerBlock) -> list[int]:
     being stored meanwhile either commits first (and is given back with its task) or waits and is
     refused (``lock_active``). The tasks are marked ``ended_by_researcher``: the worker did not leave
     them, and their page says the researcher ended them and asks them to return the task on their
-    platform (``selectors.assignment_page``). Call inside the block's transaction."""
+    platform (``selectors.assignment_page``). A task already past its deadline had ended before the
+    block: it ends expired, unmarked, as the expiry sweep would end it and as its page and the
+    progress page already counted it (``release.assignments_end_in_progress``). Call inside the
+    block's transaction."""
     rows = list(Assignment.objects.select_for_update(of=("self",)).filter(
         studies_covered_by(block), participant_id=block.participant_id, status=Assignment.Status.ACTIVE)
-        .order_by("pk").values_list("pk", "status"))
-    return assignments_release(rows, status=Assignment.Status.RETURNED, ended_by_researcher=True)
+        .order_by("pk").values_list("pk", "status", "expires_at"))
+    return assignments_end_in_progress(rows, status=Assignment.Status.RETURNED, ended_by_researcher=True)

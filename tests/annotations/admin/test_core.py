@@ -5,11 +5,16 @@ page does: one rule, ``qualification_test_problem``."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 from django.urls import reverse
 
+from annotations.admin import core as admin_core
 from annotations.models import QualificationTest
-from annotations.services.qualification import qualification_questions
-from tests.annotations.factories import add_qualification, make_study
+from annotations.services.assignment import assignment_start
+from annotations.services.qualification import qualification_questions, qualification_submit
+from tests.annotations.factories import ParticipantFactory, add_qualification, make_study
+from tests.api.conftest import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +92,61 @@ def test_the_change_page_deletes_a_question_the_pass_mark_still_reaches(admin_cl
     response = admin_client.post(reverse("admin:annotations_qualificationtest_change", args=[test.pk]), data)
     assert response.status_code == 302, response.content.decode()[:3000]
     assert [q["correct_answer"] for q in qualification_questions(test)] == ["no", "yes"]
+
+
+def _bob() -> tuple[object, Client]:
+    """Staff "bob": the test's and the study's model rights, none on the questions (no inline)."""
+    bob = grant(get_user_model().objects.create_user(username="bob", password="pw", is_staff=True),
+                "annotations.view_qualificationtest", "annotations.change_qualificationtest",
+                "annotations.add_qualificationtest", "studies.view_study", "studies.change_study")
+    client = Client()
+    client.force_login(bob)
+    return bob, client
+
+
+def test_without_the_questions_the_change_page_judges_the_stored_ones():
+    # Given: Bob's study with a three-question test; Bob may not see its questions.
+    bob, client = _bob()
+    study = make_study(n_items=2, n_sources=1, owner=bob)
+    test = add_qualification(study, pass_mark=2)
+    url = reverse("admin:annotations_qualificationtest_change", args=[test.pk])
+
+    # When: he asks a pass mark above them, then one they reach.
+    refused = client.post(url, {"pass_mark": 5, "instructions": ""})
+    saved = client.post(url, {"pass_mark": 3, "instructions": ""})
+
+    # Then: the first is refused on the page, the second saved.
+    assert refused.status_code == 200
+    assert "The pass mark is higher than the number of questions (3)." in refused.content.decode()
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    assert QualificationTest.objects.get(pk=test.pk).pass_mark == 3
+
+
+def test_without_the_questions_the_add_page_refuses_a_test_with_none():
+    bob, client = _bob()
+    study = make_study(n_items=2, n_sources=1, owner=bob)
+    response = client.post(reverse("admin:annotations_qualificationtest_add"),
+                           {"study": study.pk, "pass_mark": 1, "instructions": ""})
+    assert response.status_code == 200
+    assert "Write at least one question." in response.content.decode()
+    assert not QualificationTest.objects.filter(study=study).exists()
+
+
+def test_a_test_taken_between_the_page_and_its_save_is_refused_on_the_page(admin_client, monkeypatch):
+    # Given: the change page was read while nobody had taken the test (its check said so), and a
+    # worker took it since.
+    study = make_study(n_items=2, n_sources=1)
+    test = add_qualification(study, pass_mark=2)
+    data = _change_data(test, pass_mark=3)
+    task = assignment_start(study=study, participant=ParticipantFactory(), consented=True)
+    qualification_submit(assignment=task, answers={str(q.pk): q.correct_answer for q in test.questions.all()})
+    monkeypatch.setattr(admin_core, "qualification_test_taken", lambda test: False)  # the page's read
+
+    # When: the page is saved with another pass mark.
+    url = reverse("admin:annotations_qualificationtest_change", args=[test.pk])
+    response = admin_client.post(url, data, follow=True)
+
+    # Then: the service's refusal is on the page, and nothing was saved.
+    assert response.status_code == 200
+    assert "its pass mark can no longer change" in response.content.decode()
+    assert QualificationTest.objects.get(pk=test.pk).pass_mark == 2
