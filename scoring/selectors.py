@@ -7,7 +7,7 @@ from datetime import datetime
 from django.db.models import Count, Max, Q
 
 from annotations.models import Assignment, Claim, PlatformSubmission
-from annotations.selectors import HOLDING_FLAGS, claim_counts
+from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, HOLDING_FLAGS, claim_counts
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import GeneralizationQuestion, ImportRecord, Study
@@ -96,21 +96,34 @@ def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READ
 
 
 
+def _could_count() -> Q:
+    """A claim whose answers count or could have counted: completed, and of a task submitted or
+    approved whose slot is still held (``claim_counts`` but for the hold: held work counts once
+    cleared), or of a task rejected (its claims are released by the rejection, which took them out
+    of what counts). Active, returned and expired work never counted: sync holding or lifting it
+    (a ``NOT_SUBMITTED_HERE`` flag on a returned task) changes nothing that counts."""
+    return Q(completed_at__isnull=False) & (
+        Q(released=False, assignment__status__in=COUNTING_ASSIGNMENT_STATUSES)
+        | Q(assignment__status=Assignment.Status.REJECTED))
+
+
 def _counting_changed() -> dict:
-    """The aggregates of the changes to the answers that count, over the claims aggregated (held
-    ones too): a task submitted (counting work) or rejected, a hold set (``PlatformSubmission.flagged_at``
-    of a holding flag), a hold lifted by sync (``flagged_at`` of a flag changed back to none) and a
-    hold cleared by a researcher (``cleared_at``). Active, returned and expired work never counted
-    and changes nothing. The one owner of those conditions, for a unit (``unit_counting_changes``)
-    and a whole study (``study_counting_changed_at``)."""
-    counting = claim_counts()
+    """The aggregates of the changes to the answers that count, over the claims aggregated, of those
+    that count or could have counted (``_could_count``: held ones and rejected ones too): a task
+    submitted (counting work) or rejected, a hold set (``PlatformSubmission.flagged_at`` of a holding
+    flag), a hold lifted by sync (``flagged_at`` of a flag changed back to none) and a hold cleared
+    by a researcher (``cleared_at``). Active, returned and expired work never counted and changes
+    nothing, whatever sync writes of it. The one owner of those conditions, for a unit
+    (``unit_counting_changes``) and a whole study (``study_counting_changed_at``)."""
+    counting, could_count = claim_counts(), _could_count()
     hold = "assignment__platform_submissions__"
     flag_changed = (Q(**{f"{hold}flag__in": HOLDING_FLAGS})
                     | Q(**{f"{hold}flag": PlatformSubmission.Flag.OK, f"{hold}flagged_at__isnull": False}))
     return {"submitted": Max("assignment__submitted_at", filter=counting),
-            "rejected": Max("assignment__reviewed_at", filter=Q(assignment__status=Assignment.Status.REJECTED)),
-            "flagged": Max(f"{hold}flagged_at", filter=flag_changed),
-            "cleared": Max(f"{hold}cleared_at", filter=Q(**{f"{hold}flag__in": HOLDING_FLAGS}))}
+            "rejected": Max("assignment__reviewed_at",
+                            filter=could_count & Q(assignment__status=Assignment.Status.REJECTED)),
+            "flagged": Max(f"{hold}flagged_at", filter=could_count & flag_changed),
+            "cleared": Max(f"{hold}cleared_at", filter=could_count & Q(**{f"{hold}flag__in": HOLDING_FLAGS}))}
 
 
 def _latest(times) -> datetime | None:
@@ -135,6 +148,20 @@ def unit_counting_changes(*, study: Study) -> dict[tuple[int, int], tuple[int, d
     return {(item, source): (n, _latest(times)) for item, source, n, *times in rows}
 
 
+def score_run_read_at(run: ScoreRun) -> datetime | None:
+    """When ``run`` began reading the answers it scored (its results.json ``run.read_at``, taken
+    before ``score._compute`` reads them): a change of the answers after it may be missing from the
+    run though dated before it finished. Its ``finished_at`` for a run from before that was recorded
+    (or a time without a zone)."""
+    header = run.results.get("run") if isinstance(run.results, dict) else None
+    recorded = header.get("read_at") if isinstance(header, dict) else None
+    try:
+        read_at = datetime.fromisoformat(recorded) if isinstance(recorded, str) else None
+    except ValueError:
+        read_at = None
+    return read_at if read_at is not None and read_at.tzinfo is not None else run.finished_at
+
+
 def study_counting_changed_at(*, study: Study) -> datetime | None:
     """The latest time the answers that count in ``study`` changed, over all its units' claims, in one
     query (``_counting_changed``, the changes ``unit_counting_changes`` reads for a utility unit).
@@ -157,8 +184,9 @@ class BundleScores:
     file and when it was imported, the study and the score run that computed them on the
     installation that made the bundle (``score_run``, ``finished_at``: None where the bundle did not
     say), and whether that bundle's settings.json ``scores_stale`` called them stale (``stale``: None
-    when it did not say, a bundle without a run or made before bundles said) with the copy's
-    (item, source) of each unit it named (``stale_units``), and how many workers who withdrew from
+    when it did not say, a bundle without a run or made before bundles said; true with no unit named
+    for a study kind without unit scores: stale at study level) with the copy's (item, source) of
+    each unit it named (``stale_units``), and how many workers who withdrew from
     the original study here the copy left out (``n_left_out``: the record's
     ``workers_withdrawn_from_original``; their answers are not the copy's, but the imported scores
     still count them). A row the copy's own run wrote is not one of these (``UnitScore.score_run``)."""
@@ -194,6 +222,11 @@ class BundleScores:
         text = (f"imported from the study bundle {self.filename} on {self.imported_at:%Y-%m-%d %H:%M %Z}, not scored "
                 f"here: {run} of study {self.original_study} ({self.original_name!r}){when}, on the installation "
                 "that made the bundle")
+        if self.stale and not self.n_stale:
+            return (f"{text}; the bundle called its scores stale at study level (its settings.json scores_stale, "
+                    "naming no unit: the answers that count, or a generalization study's questions, changed after "
+                    "that run read its answers, e.g. a participant withdrew or a task was rejected), so scoring this "
+                    "study again gives other numbers")
         if self.stale:
             return (f"{text}; the bundle said {self.n_stale} of its {self.n_scored} units' scores were stale (its "
                     "settings.json scores_stale: the answers that count changed after that run, e.g. a participant "

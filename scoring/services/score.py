@@ -1488,13 +1488,14 @@ def _sources(study: Study) -> dict:
 
 
 def _header(study: Study, run: ScoreRun | None = None) -> Part:
-    """``schema_version``, ``run`` (which run made these results: its id, when it finished (filled
-    in as it finishes), the app's version and commit and the scoring packages' versions,
-    ``scoring.provenance``), ``study``, ``bootstrap`` and ``sources``."""
+    """``schema_version``, ``run`` (which run made these results: its id, when it finished and when
+    it began reading the answers (``read_at``), both filled in as it finishes, the app's version and
+    commit and the scoring packages' versions, ``scoring.provenance``), ``study``, ``bootstrap`` and
+    ``sources``."""
     return Part({
         "schema_version": SCHEMA_VERSION,
-        "run": {"id": run.pk if run is not None else None, "finished_at": None, "app": app_version(),
-                "packages": package_versions()},
+        "run": {"id": run.pk if run is not None else None, "finished_at": None, "read_at": None,
+                "app": app_version(), "packages": package_versions()},
         "study": {
             "id": study.pk, "name": study.name, "kind": study.kind, "dataset": study.dataset.name,
             "is_imported_outcome": study.is_imported_outcome, "annotators_per_unit": study.annotators_per_unit,
@@ -1812,6 +1813,9 @@ def study_score(
         ScoreRun.STATUS.move(run, ScoreRun.Status.RUNNING, error="", attempts=run.attempts + 1)
     try:
         try:
+            # Taken before any answer is read: work that changes after it may be missing from the run
+            # (``bundle.export.scores_staleness`` compares a study's changes with it, not finished_at).
+            read_at = timezone.now()
             results, frame = _compute(study, both_directions=both_directions, similarity=similarity, run=run)
         except NothingScored:
             # Nothing to score: the rows of the units it no longer scores go all the same, under the
@@ -1833,6 +1837,7 @@ def study_score(
                 _store_unit_scores(study, frame, run=run)
             finished_at = timezone.now()
             results["run"]["finished_at"] = finished_at.isoformat()
+            results["run"]["read_at"] = read_at.isoformat()
             ScoreRun.STATUS.move(run, ScoreRun.Status.DONE, results=results, warnings=results["warnings"],
                                  finished_at=finished_at)
     except ScoringError as exc:

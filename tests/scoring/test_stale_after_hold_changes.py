@@ -2,7 +2,8 @@
 their number did not: sync holding one task after the run while another task's hold ends (a
 researcher clears it, or the platform lists it after all) leaves the count the same, so the times of
 the holds' changes (``PlatformSubmission.flagged_at`` and ``cleared_at``) are read too
-(``scoring.selectors.unit_counting_changes``)."""
+(``scoring.selectors.unit_counting_changes``), of work that counted or could have: sync holding a
+returned task never counted changes nothing."""
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,10 @@ from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
 from annotations.services.platforms.review import submission_clear
 from annotations.services.platforms.sync import study_sync
+from annotations.services.release import assignment_return
 from scoring.api.export_units import SCORE_COLUMNS, score_rows
 from scoring.models import UnitScore
+from scoring.selectors import study_counting_changed_at
 from scoring.services import study_score
 from tests.annotations.platforms.conftest import prolific, prolific_server, start_assignment  # noqa: F401
 from tests.work import open_utility_study
@@ -106,3 +109,30 @@ def test_a_hold_set_on_one_task_and_lifted_by_the_platform_on_another_after_the_
     assert PlatformSubmission.objects.get(platform_assignment_id="invented-session").flag == Flag.NOT_ON_PLATFORM
     row = unit_row(study)
     assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 2, True)
+
+
+def test_sync_holding_a_returned_task_after_the_run_leaves_the_unit_and_the_study_fresh(prolific, settings):  # noqa: F811
+    settings.RL_SYNC_UNLISTED_GRACE_MINUTES = 0
+    _platform, server = prolific
+    study, pid = one_unit_on_prolific("hold-returned")
+    for worker in ("p_one", "p_two"):
+        listed = server.add_submission(pid, participant_id=worker)
+        answered(study, pid, worker=worker, session=listed["id"])
+    study_sync(study=study)
+    run = score(study)
+    assert (unit_row(study)["n_annotators"], unit_row(study)["stale"]) == (2, False)
+    counted_changed_at = study_counting_changed_at(study=study)
+
+    gone = server.add_submission(pid, participant_id="p_gone")  # Prolific lists it as submitted
+    task = start_assignment(study, platform="prolific", worker_id="p_gone", assignment_id=gone["id"], task_id=pid)
+    for claim in task.claims.all():
+        for step in ("before", "after"):
+            annotation_submit(assignment=task, claim=claim, step=step, answer="yes")
+    assignment_return(assignment=task)  # answered but returned here: never counted
+    study_sync(study=study)
+
+    held = PlatformSubmission.objects.get(platform_assignment_id=gone["id"])
+    assert held.flag == Flag.NOT_SUBMITTED_HERE and held.flagged_at > run.finished_at
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 2, False)
+    assert study_counting_changed_at(study=study) == counted_changed_at

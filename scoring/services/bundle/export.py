@@ -43,6 +43,7 @@ from scoring.selectors import (
     bundle_scores,
     results_for_reader,
     score_run_latest,
+    score_run_read_at,
     study_counting_changed_at,
 )
 from scoring.services.genu import (
@@ -238,14 +239,20 @@ BORROWED_NOT_THE_RUNS = (
 
 # Why a bundle's scores may not be the ones its own answers give (settings.json ``scores_stale``).
 SCORES_STALE_NOTE = (
-    "the answers that count changed after the latest run finished (a participant withdrew: withdrawn_since_run; or "
-    "work was submitted, rejected, put on hold or cleared since): results.json and data/unit_scores.csv are that "
-    "run's, and stale_units of their units no longer match this bundle's answers, so re-scoring it, here or after "
-    "importing it, will not give those numbers. Score the study again, then export it, for a bundle that "
-    "reproduces its results")
-# Where the rule comes from: the one the API's ``stale`` column follows.
+    "the answers that count changed after the latest run read them (a participant withdrew: withdrawn_since_run; or "
+    "work was submitted, rejected, put on hold or cleared since; or, in a generalization study, a question's "
+    "validation status changed): results.json and data/unit_scores.csv are that run's, and stale_units of their "
+    "units (none for a study kind without unit scores: its whole run is stale) no longer match this bundle's "
+    "answers, so re-scoring it, here or after importing it, will not give those numbers. Score the study again, "
+    "then export it, for a bundle that reproduces its results")
+# Where the rule comes from: the one the API's ``stale`` column follows, and the study-level one.
 SCORES_STALE_RULE = ("a unit's scores are stale by the rule of the `stale` column of GET /api/v1/scores/ and the "
-                     "unit-score export: the answers that count for it changed after the run that scored it finished")
+                     "unit-score export: the answers that count for it changed after the run that scored it finished; "
+                     "a run of a study kind without unit scores (generalization, question validation, properties) is "
+                     "stale when work that counted or could have counted (submitted, rejected, put on hold or "
+                     "cleared; never active, returned or expired work) changed after the run began reading its "
+                     "answers, or a generalization question's validation status changed since; a copy imported from "
+                     "a study bundle and not scored here is stale too where that bundle said so")
 
 
 def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None:
@@ -256,20 +263,23 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     data/unit_scores.csv, and the latest run's results.json) still match its answers, by the rule
     the API's ``stale`` column follows (``export_units.ScoredWith``, its one owner, for each row and
     its own run), with the stale units by the keys of data/unit_scores.csv (item_id, source), and
-    the withdrawals recorded after the latest run finished (``Withdrawal`` rows, as
+    the withdrawals recorded after the latest run began reading its answers (``score_run_read_at``;
+    its finish for a run from before that was recorded: ``Withdrawal`` rows, as
     ``study_withdrawals_summary``: participants, answers erased, of which counted), which took answers out
     of the bundle that the run had scored. ``note`` says to score again when any unit is stale.
     ``score_run`` and ``finished_at`` name that run. A run of a study kind that writes no unit scores
     (generalization, question validation, properties: ``scored_units`` 0) has no unit to say so: it
     is stale when the answers that count, or a generalization study's questions, changed after it
-    finished (``study_counting_changed_at``, one query).
+    began reading them (``study_counting_changed_at``, one query, against ``score_run_read_at``: a
+    task submitted while the run computed is dated before it finished, yet the run left it out).
 
     A copy imported from a study bundle and not scored here (no run of its own) carries the scores
     of the run that scored them where that bundle was made (``scoring.selectors.bundle_scores``):
     the same rule answers for them (``ScoredWith``: stale where that bundle said so, or where the
-    answers changed since), ``score_run`` and ``finished_at`` are that run's (so a copy of this
-    copy keeps naming it) and ``scores_from`` says where they came from. None without a finished
-    run and without imported scores (nothing scored to be stale)."""
+    answers changed since; a copy without unit scores, of a kind that writes none, is stale where the
+    bundle called its scores stale at study level), ``score_run`` and ``finished_at`` are that run's
+    (so a copy of this copy keeps naming it) and ``scores_from`` says where they came from. None
+    without a finished run and without imported scores (nothing scored to be stale)."""
     origin = bundle_scores(study=study) if run is None else None
     if run is None and origin is None:
         return None
@@ -287,10 +297,12 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
                                 "source": names.get(source_id) or RationaleSource.objects.get(pk=source_id).name})
     # A copy's withdrawals are all recorded after its import, so after the run its scores came from.
     finished_at = run.finished_at if run is not None else origin.finished_at
+    # A change after the run began reading may be missing from it though dated before it finished.
+    read_at = score_run_read_at(run) if run is not None else finished_at
     withdrawn = study_withdrawals_summary(
-        study=study, since=finished_at if run is not None or finished_at is not None else origin.imported_at)
+        study=study, since=read_at if run is not None or read_at is not None else origin.imported_at)
     # A run of a kind that writes no unit scores (generalization, question validation, properties)
-    # has no unit to say so: its scores are stale when the answers that count changed after it.
+    # has no unit to say so: its scores are stale when the answers that count changed after it read them.
     changed_at = (study_counting_changed_at(study=study)
                   if run is not None and study.kind != Study.Kind.UTILITY else None)
     section = {
@@ -299,8 +311,10 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
         **({"scores_from": origin.origin()} if origin is not None else {}),
         # stale too when answers that counted were withdrawn since the run even though no unit row is
         # left to say so (a later run that found nothing to score removed them: score.NothingScored)
+        # and a copy not scored here with no unit to say so: stale where its bundle said so
         "stale": (bool(stale_units) or withdrawn.counted_answers > 0
-                  or (changed_at is not None and (finished_at is None or changed_at > finished_at))),
+                  or (changed_at is not None and (read_at is None or changed_at > read_at))
+                  or (run is None and not n_scored and bool(origin.stale))),
         "rule": SCORES_STALE_RULE,
         "scored_units": n_scored,
         "stale_units": len(stale_units),
