@@ -221,11 +221,15 @@ def assignments_failing_attention() -> QuerySet[Assignment]:
 
 @dataclass
 class AttentionFailures:
-    """How many of a study's tasks (or one worker's) failed an attention check they answered."""
+    """How many of a study's tasks (or one worker's) failed an attention check they answered, and
+    ``rejectable``: each worker with a failed check, by participant id, with the ids of their tasks
+    of the study that can still be rejected (submitted, not yet approved or rejected: what the
+    worker page's reject form takes), in order; a worker with none has an empty list."""
 
     tasks_checked: int = 0
     tasks_failed: int = 0
     workers_failed: int = 0
+    rejectable: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def warning(self) -> str:
@@ -234,9 +238,20 @@ class AttentionFailures:
         return (f"{self.tasks_failed} of {self.tasks_checked} task(s) with an attention check failed it "
                 f"({self.workers_failed} worker(s)): read their answers before approving or scoring them.")
 
+    @property
+    def rejectable_tasks(self) -> list[tuple[int, int]]:
+        """Every task of ``rejectable`` as (participant id, task id), by task id: the warning links
+        each to its worker's page, where it is rejected."""
+        return sorted(((worker, task) for worker, tasks in self.rejectable.items() for task in tasks),
+                      key=lambda pair: pair[1])
+
 
 def study_attention_failures(*, study: Study, participant: Participant | None = None) -> AttentionFailures:
-    """The attention checks answered in ``study`` (by ``participant`` when given), per task."""
+    """The attention checks answered in ``study`` (by ``participant`` when given), per task, and the
+    tasks of each worker who failed one that can still be rejected. Each check is asked once per
+    worker (``annotations.services.assignment``): one failed in a task the worker returned (which
+    cannot be rejected) is not asked in their next task, so the submitted task to reject may have
+    no check of its own. Two queries at most, whatever the number of tasks."""
     answers = Annotation.objects.filter(claim__study_id=study.pk, step=Step.ATTENTION)
     if participant is not None:
         answers = answers.filter(claim__participant_id=participant.pk)
@@ -247,8 +262,14 @@ def study_attention_failures(*, study: Study, participant: Participant | None = 
         checked.add(assignment_id)
         if correct is False:
             failed[assignment_id] = participant_id
+    rejectable: dict[int, list[int]] = {worker: [] for worker in sorted(set(failed.values()))}
+    if rejectable:
+        for worker, task in (Assignment.objects.filter(study_id=study.pk, status=Assignment.Status.SUBMITTED,
+                                                       participant_id__in=list(rejectable))
+                             .values_list("participant_id", "pk").order_by("participant_id", "pk")):
+            rejectable[worker].append(task)
     return AttentionFailures(tasks_checked=len(checked), tasks_failed=len(failed),
-                             workers_failed=len(set(failed.values())))
+                             workers_failed=len(rejectable), rejectable=rejectable)
 
 
 # What an accepted flag is about, so which units it concerns (``units_with_accepted_flags``). The
