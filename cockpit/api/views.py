@@ -264,7 +264,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "owner's rights) keeps its model and says why its settings are withheld (`gen_u.answerers`). "
             "Beside the run's own keys, `scores_stale` says whether these figures still match the answers that "
             "count, as the study bundle's settings.json gives it: `stale` (true: the answers that count for "
-            "`stale_units` of the `scored_units` units changed after the run finished, so score the study again "
+            "`stale_units` of the `scored_units` units changed after the run began reading them (`run.read_at`), so score the study again "
             "before publishing these numbers), `withdrawn_since_run` (participants, answers and counted answers "
             "withdrawn since the run; they are still in these figures), `units` (item_id and source of each stale "
             "unit), `rule`, `note`, `score_run` and `finished_at`. "

@@ -15,6 +15,7 @@ from scoring.selectors import (
     bundle_scores,
     results_for_reader,
     score_run_latest,
+    score_run_read_at,
     unit_counting_changes,
 )
 from scoring.services.genu import gen_u_method_text
@@ -145,7 +146,9 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
            "computed no similarity."),
     Column("gen_u_method", "str", "What `gen_u` rests on: the question filter, the tie rule and the answerers "
            "with their training; empty: that run computed no Gen-U."),
-    Column("stale", "bool", "The answers that count for this unit changed after `score_run` finished: a task was "
+    Column("stale", "bool", "The answers that count for this unit changed after `score_run` began reading them "
+           "(results.json `run.read_at`; its `finished_at` for a run from before that was recorded: a change while "
+           "the run computed is dated before it finished, yet missing from it): a task was "
            "submitted or rejected since, sync put a task on hold or lifted its hold since, or a researcher cleared "
            "a hold since (even when the count stayed the same: one task held and another cleared), or the number "
            "of counting answers differs from what the run aggregated (work rejected, withdrawn, put on hold or "
@@ -184,16 +187,19 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
 SCORED_WITH_READS = ("score_run_id", "item_id", "source_id", "n_annotators", "imported")
 
 
-def unit_score_stale(*, n_annotators: int | None, imported: bool, finished_at, change,
+def unit_score_stale(*, n_annotators: int | None, imported: bool, read_at, change,
                      bundle: BundleScores | None = None, unit: tuple[int, int] | None = None) -> str:
     """Why a scored row's scores are stale ('' when they are not; the `stale` column is its truth):
     ``change`` is its unit's (counting answers now, last change of them) from
-    ``scoring.selectors.unit_counting_changes``; ``finished_at`` its run's. Imported outcomes: never
+    ``scoring.selectors.unit_counting_changes``; ``read_at`` when its run began reading the answers
+    (``scoring.selectors.score_run_read_at``: a change while the run computed is dated before it
+    finished, yet missing from it, even when the count came out the same). Imported outcomes: never
     (a re-import clears what it changes). ``bundle``: the row was imported with a copy of a study
     bundle and not scored here (``selectors.bundle_scores``): stale when the bundle said so of
     ``unit`` (its settings.json ``scores_stale``), and otherwise by the same rule against the run
-    that scored it where the bundle was made (``bundle.finished_at``; a time the bundle did not give
-    is compared with nothing: the count alone decides)."""
+    that scored it where the bundle was made (``read_at`` is then ``bundle.finished_at``, all the
+    bundle gives of that run; a time the bundle did not give is compared with nothing: the count
+    alone decides)."""
     if imported:
         return ""
     if bundle is not None and unit in bundle.stale_units:
@@ -201,17 +207,20 @@ def unit_score_stale(*, n_annotators: int | None, imported: bool, finished_at, c
     n_now, changed_at = change if change is not None else (0, None)
     if n_now != (n_annotators or 0):
         return f"{n_now} answers count for this unit now; the run aggregated {n_annotators or 0}"
-    if changed_at is None or (bundle is not None and finished_at is None):
+    if changed_at is None or (bundle is not None and read_at is None):
         return ""
-    return "the answers that count changed after the run finished" if (
-        finished_at is None or changed_at > finished_at) else ""
+    if read_at is not None and changed_at <= read_at:
+        return ""
+    return ("the answers that count changed after the run finished" if bundle is not None or read_at is None
+            else "the answers that count changed after the run began reading them")
 
 
 class ScoredWith:
     """The ``SCORED_WITH_COLUMNS`` values of one study's unit-score rows: each row's own run, read
-    once per run (its settings and ``finished_at``), and its staleness against the study's counting
-    answers, read once for the study (``unit_counting_changes``, lazily: a study without scored rows
-    never reads it). No query per row. ``user``: the reader (``scored_with_run``)."""
+    once per run (its settings and when it began reading its answers, ``score_run_read_at``), and
+    its staleness against the study's counting answers, read once for the study
+    (``unit_counting_changes``, lazily: a study without scored rows never reads it). No query per
+    row. ``user``: the reader (``scored_with_run``)."""
 
     def __init__(self, study_id: int, *, user) -> None:
         self.study = Study(pk=study_id)
@@ -233,7 +242,7 @@ class ScoredWith:
             run = (ScoreRun.objects.filter(pk=run_id)
                    .only("results", "finished_at", "study_id", "requested_by_id").first())
             used = scored_with_run(run, user=self.user)
-            found = self.runs[run_id] = (used, run.finished_at if run is not None else None)
+            found = self.runs[run_id] = (used, score_run_read_at(run) if run is not None else None)
         return found
 
     def values(self, run_id: int | None, item_id: int, source_id: int, n_annotators: int | None,
@@ -255,10 +264,10 @@ class ScoredWith:
         bundle = self.bundle() if run_id is None else None
         if run_id is None and bundle is None:
             return None
-        finished_at = self.run(run_id)[1] if run_id is not None else bundle.finished_at
+        read_at = self.run(run_id)[1] if run_id is not None else bundle.finished_at
         if self.changes is None:
             self.changes = unit_counting_changes(study=self.study)
-        return unit_score_stale(n_annotators=n_annotators, imported=imported, finished_at=finished_at,
+        return unit_score_stale(n_annotators=n_annotators, imported=imported, read_at=read_at,
                                 change=self.changes.get((item_id, source_id)), bundle=bundle,
                                 unit=(item_id, source_id))
 

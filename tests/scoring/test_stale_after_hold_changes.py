@@ -3,7 +3,9 @@ their number did not: sync holding one task after the run while another task's h
 researcher clears it, or the platform lists it after all) leaves the count the same, so the times of
 the holds' changes (``PlatformSubmission.flagged_at`` and ``cleared_at``) are read too
 (``scoring.selectors.unit_counting_changes``), of work that counted or could have: sync holding a
-returned task never counted changes nothing."""
+returned task never counted changes nothing. The changes are compared with when the run began reading
+the answers (``scoring.selectors.score_run_read_at``), not with when it finished: a change while it
+computed is dated before it finished, yet missing from it."""
 from __future__ import annotations
 
 import pytest
@@ -12,19 +14,22 @@ from annotations.models import PlatformSubmission
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
-from annotations.services.platforms.review import submission_clear
+from annotations.services.platforms.review import assignment_reject, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_return
 from scoring.api.export_units import SCORE_COLUMNS, score_rows
 from scoring.models import UnitScore
-from scoring.selectors import study_counting_changed_at
+from scoring.selectors import score_run_read_at, study_counting_changed_at
+from scoring.services import score as score_service
 from scoring.services import study_score
+from scoring.services.bundle.export import scores_staleness
 from tests.annotations.platforms.conftest import prolific, prolific_server, start_assignment  # noqa: F401
 from tests.work import open_utility_study
 
 pytestmark = pytest.mark.django_db
 
 Flag = PlatformSubmission.Flag
+REJECTION = "These answers were given without reading the question, so they cannot be accepted. " * 2
 
 
 def unit_row(study) -> dict:
@@ -136,3 +141,37 @@ def test_sync_holding_a_returned_task_after_the_run_leaves_the_unit_and_the_stud
     row = unit_row(study)
     assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 2, False)
     assert study_counting_changed_at(study=study) == counted_changed_at
+
+
+def test_a_task_rejected_and_another_submitted_while_the_run_reads_its_answers_make_the_unit_stale(
+        prolific, monkeypatch):  # noqa: F811
+    """The run reads the answers first and finishes later: one counted task rejected and another
+    worker's task submitted between leave the unit's count at 3, dated before the run finished, yet
+    the run aggregated the rejected answers and not the new ones."""
+    _platform, server = prolific
+    study, pid = one_unit_on_prolific("swap-mid-run")
+    tasks = [answered(study, pid, worker=worker, session=server.add_submission(pid, participant_id=worker)["id"])
+             for worker in ("p_one", "p_two", "p_three")]
+    read_answers = score_service._annotation_frame
+
+    def one_rejected_and_another_submitted_meanwhile(*args, **kwargs):  # the answers are read already
+        answers = read_answers(*args, **kwargs)
+        assignment_reject(user=OPERATOR, study=study, assignment=tasks[0], feedback=REJECTION, category="FAILED_CHECK")
+        answered(study, pid, worker="p_four", session=server.add_submission(pid, participant_id="p_four")["id"])
+        return answers
+
+    monkeypatch.setattr(score_service, "_annotation_frame", one_rejected_and_another_submitted_meanwhile)
+    run = score(study)
+    monkeypatch.undo()
+
+    counted = study_counting_changed_at(study=study)
+    assert score_run_read_at(run) < counted < run.finished_at
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 3, True)
+    stale = scores_staleness(study, run, user=None)  # the summary's and the bundle's stale_units
+    assert (stale["stale"], stale["stale_units"], stale["scored_units"]) == (True, 1, 1), stale
+
+    again = score(study)
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (again.pk, 3, False)
+    assert scores_staleness(study, again, user=None)["stale_units"] == 0
