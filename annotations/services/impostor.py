@@ -46,6 +46,20 @@ test was still pending, ``qualification_pending``; no migration). A task ended a
 test stands too: Prolific's word sets aside at most one attempt per participant and study. Both
 checks ask Prolific through one rule (``prolific_vouches``).
 
+The entry is anonymous, so these reads are bounded (``_session_verdict``), or anyone could spend the
+researcher's Prolific rate limit (which sync, approval and bonuses need) and hold a web worker up to
+the API's timeout on each request, by entering again and again with a worker's id, an invented
+session each time, while a task of that id is in progress. A definite answer (THEIRS, NOT_THEIRS;
+never UNKNOWN) is remembered in Django's cache for ``VERDICT_SECONDS`` (10 minutes), keyed by study,
+participant and session, so the worker reloading the page asks nothing again. Reads that reach
+Prolific are counted per participant and study: at most ``CHECKS_MAX`` (6) in ``CHECKS_WINDOW_SECONDS``
+(10 minutes, a fixed window from the first read, counted atomically: ``cache.add`` then
+``cache.incr``); beyond that the answer is UNKNOWN without asking, so nothing is vouched for and
+nothing ends, and the entry keeps its refusal until the window ends. A worker's own checks take two
+reads (B, then A), and two or three more if a failed test is to be voided; six leave room for a
+retry after network trouble. With ``REDIS_URL`` set the cache is Redis (``config/settings``), so every
+gunicorn process counts together; in process memory otherwise (each process counts its own).
+
 MTurk and typed participant identifiers have no platform to ask, and the lockout is the same: anyone
 may enter with a worker's MTurk id (an invented ``assignmentId``, the public ``hitId``) or type a
 participant's identifier on a plain or open link (``alice@lab.org``), fail the test on purpose, and
@@ -72,6 +86,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -89,6 +104,12 @@ logger = logging.getLogger(__name__)
 # What Prolific says about a session: the participant's submission of this study, someone else's
 # (not found, another participant, another study), or nothing we can rely on.
 THEIRS, NOT_THEIRS, UNKNOWN = "theirs", "not theirs", "unknown"
+
+# How long a definite answer about a session is remembered, and how many reads of Prolific one
+# participant's entries may make in one study per window (the module's docstring says why).
+VERDICT_SECONDS = 10 * 60
+CHECKS_MAX = 6
+CHECKS_WINDOW_SECONDS = 10 * 60
 
 RETAKES_USED = (
     "This study's qualification test was taken under your identity {attempts} times (from different browsers) "
@@ -130,9 +151,9 @@ def prolific_vouches(*, study: Study, participant: Participant, session: str, de
     own = {study_id.lower() for study_id in study_platform_task_ids(study=study, platform=Platform.PROLIFIC)}
     if not own:
         return False  # no Prolific study published: no session is this study's
-    if _session_verdict(session, participant=participant, own=own) != THEIRS:
+    if _session_verdict(session, study=study, participant=participant, own=own) != THEIRS:
         return False
-    return _session_verdict(denied, participant=participant, own=own) == NOT_THEIRS
+    return _session_verdict(denied, study=study, participant=participant, own=own) == NOT_THEIRS
 
 
 def impostor_grant_void(*, study: Study, participant: Participant, platform_assignment_id: str,
@@ -253,10 +274,49 @@ def _voided_before(*, study: Study, participant: Participant, task_id: int) -> b
             .exclude(pk=task_id).exists())
 
 
-def _session_verdict(session: str, *, participant: Participant, own: set[str]) -> str:
-    """What Prolific says about ``session``: THEIRS (a submission of one of the study's Prolific
+def _session_verdict(session: str, *, study: Study, participant: Participant, own: set[str]) -> str:
+    """What Prolific says about ``session``: THEIRS (a submission of one of ``study``'s Prolific
     studies ``own`` by ``participant``), NOT_THEIRS (not found, or filed under another participant
-    or another study), UNKNOWN (it could not be asked, or its answer names no study or participant)."""
+    or another study), UNKNOWN (it could not be asked, or its answer names no study or participant,
+    or ``participant`` used up their reads in ``study``: ``_prolific_read_allowed``). A definite
+    answer is remembered for ``VERDICT_SECONDS`` and given again without asking."""
+    key = f"rl:impostor:verdict:{_study_key(study)}:{participant.pk}:{session}"
+    remembered = cache.get(key)
+    if remembered in (THEIRS, NOT_THEIRS):
+        return remembered
+    if not _prolific_read_allowed(study=study, participant=participant):
+        logger.warning("study %s: participant %s made %s reads of Prolific at the entry within %s seconds: "
+                       "session %s is not asked, the entry keeps its refusal", study.pk, participant.pk,
+                       CHECKS_MAX, CHECKS_WINDOW_SECONDS, session)
+        return UNKNOWN
+    verdict = _prolific_verdict(session, participant=participant, own=own)
+    if verdict != UNKNOWN:
+        cache.set(key, verdict, timeout=VERDICT_SECONDS)
+    return verdict
+
+
+def _study_key(study: Study) -> str:
+    """The study's part of a cache key: its entry token (``Study.entry_token``, random and never
+    reused), not its id, which a database restored elsewhere, or recreated, gives to another study."""
+    return study.entry_token
+
+
+def _prolific_read_allowed(*, study: Study, participant: Participant) -> bool:
+    """Whether one more read of Prolific may be made for ``participant``'s entry to ``study``: at
+    most ``CHECKS_MAX`` in a window of ``CHECKS_WINDOW_SECONDS`` from the first, counted in Django's
+    cache (``add`` starts the window, ``incr`` counts atomically, in Redis across processes)."""
+    key = f"rl:impostor:reads:{_study_key(study)}:{participant.pk}"
+    cache.add(key, 0, timeout=CHECKS_WINDOW_SECONDS)
+    try:
+        reads = cache.incr(key)
+    except ValueError:  # the window ended between the two calls: this read starts the next one
+        cache.add(key, 1, timeout=CHECKS_WINDOW_SECONDS)
+        reads = 1
+    return reads <= CHECKS_MAX
+
+
+def _prolific_verdict(session: str, *, participant: Participant, own: set[str]) -> str:
+    """What Prolific answers about ``session`` (``_session_verdict``), asked now: one read."""
     platform = get_platform(Platform.PROLIFIC)
     try:
         owner = platform.assignment_owner(platform_assignment_id=session)
