@@ -79,8 +79,23 @@ def study_design_summary(*, study: Study, collects: Capacity | None = None) -> S
     capacity = collects or study_capacity(study=study, plan=plan)
     units, answers, tasks = capacity.units, capacity.answers, capacity.tasks
     missing = plan.missing_rationales
-    if plan.problem and n_items:
+    past_draft = bool(study.pk) and study.status != Study.Status.DRAFT
+    # A draft's rationales without a predicted answer keep it from opening (the plan's problem says
+    # how to fix them). A study past its draft (opened before that rule, or a bundle's copy) has
+    # its units built and its sources fixed: what it means is that its workers see a blank
+    # predicted answer where they judge whether the rationale supports it, counted on its units.
+    if plan.problem and n_items and not (past_draft and plan.unpredicted_rationales):
         warnings.append(plan.problem)
+    if past_draft and plan.unpredicted_rationales:
+        # The design's own count (its rationales without a predicted answer, by source), which its
+        # built units show: a study past its draft keeps the units it was opened with.
+        named = ", ".join(f"{n} from source '{name}'" for name, n in plan.unpredicted_rationales.items())
+        were = "are" if study.status == Study.Status.OPEN else "were"
+        warnings.append(
+            f"This study's workers {were} shown a blank predicted answer for "
+            f"{sum(plan.unpredicted_rationales.values())} of its rationales ({named}) and asked whether each "
+            "rationale supports it: their answers to that question say nothing about those rationales."
+        )
     if missing and plan.units:
         warnings.append(f"{missing} (item, source) pairs have no rationale yet: generate or import them.")
     if capacity.warning:

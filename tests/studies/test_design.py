@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from annotations.models import Unit
+from annotations.selectors.cost import study_collects
 from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from studies.design import design_units
-from studies.models import RationaleSource, Study
+from studies.models import Rationale, RationaleSource, Study
 from studies.selectors import study_design_summary
 from studies.services.importers import rationales_import
 from studies.services.studies import StudyError, study_create
@@ -65,3 +66,25 @@ def test_a_utility_study_shows_rationales_without_a_predicted_answer(imported):
     study = _study(imported, Study.Kind.UTILITY, ["blank", "predicts"])
     plan = design_units(study=study)
     assert len(plan.units) == 6 and plan.unpredicted_rationales == {} and not plan.problem
+
+
+def test_an_open_properties_study_says_what_its_blank_predictions_mean_not_how_a_draft_opens(imported):
+    # A study opened before a blank predicted answer kept one from opening (or a bundle's copy of
+    # one): its units are built and its sources fixed, so a draft's advice cannot be followed.
+    study = study_open(study=_study(imported, Study.Kind.RATIONALE_PROPERTIES, ["predicts"]), user=OPERATOR)
+    Rationale.objects.filter(source__name="predicts", item__external_id__in=["i0", "i1"]).update(predicted_answer="")
+    plan = design_units(study=study)
+    assert plan.unpredicted_rationales == {"predicts": 2}
+    summary = study_design_summary(study=study, collects=study_collects(study=study))
+    assert summary.units == 3
+    assert plan.problem not in summary.warnings
+    assert not any("import them again" in w for w in summary.warnings)
+    assert ("This study's workers are shown a blank predicted answer for 2 of its rationales "
+            "(2 from source 'predicts')") in " ".join(summary.warnings)
+
+
+def test_a_draft_properties_study_still_says_how_to_open(imported):
+    study = _study(imported, Study.Kind.RATIONALE_PROPERTIES, ["blank"])
+    summary = study_design_summary(study=study, collects=study_collects(study=study))
+    assert design_units(study=study).problem in summary.warnings
+    assert not any("workers are shown" in w for w in summary.warnings)

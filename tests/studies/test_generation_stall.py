@@ -60,14 +60,16 @@ def _hosted_question_job(server) -> GenerationJob:
                                  user=root, limit=2, batch_size=2, enqueue=False)
 
 
-def _sampled_questions(*, unparseable_first: int = 0):
+def _sampled_questions(*, unparseable_first: int = 0, empty_first: int = 0):
     """An endpoint that samples: each request gets another question (``Is river N longer than the
-    Nile?``, N counting requests from 1); the first ``unparseable_first`` get no question at all."""
+    Nile?``, N counting requests from 1); the first ``empty_first`` get an empty text, and the
+    first ``unparseable_first`` (counting those) no question at all."""
     count = itertools.count(1)
 
     def reply(path, body):
         n = next(count)
-        text = "no question here" if n <= unparseable_first else f" Is river {n} longer than the Nile?\nAnswer: yes"
+        text = ("" if n <= empty_first else "no question here" if n <= unparseable_first
+                else f" Is river {n} longer than the Nile?\nAnswer: yes")
         return 200, completion([text]), {}
 
     return reply
@@ -146,19 +148,45 @@ def test_two_copies_of_a_question_batch_store_one_set_of_questions(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_question_batch_a_copy_stored_as_failures_gets_no_questions_from_the_other(monkeypatch):
+def test_a_question_batch_a_copy_stored_as_failures_takes_the_other_copys_questions(monkeypatch):
     # The second copy's endpoint gave nothing parseable: it stores every item as failed. The first
-    # copy, woken, gets questions for the same items and stores none of them.
+    # copy, woken, gets questions for the same items: a failure is no output, so they are stored
+    # (as a later copy's rationale is over an earlier copy's failure), and the failures stay.
     with OpenAIServer(_sampled_questions(unparseable_first=6)) as server:
         job = _hosted_question_job(server)
         _second_copy_while_first_is_frozen(monkeypatch, kind="generalization_questions")
         generation_job_run_batch(job_id=job.pk)
     job.refresh_from_db()
     assert len(server.requests) == 12
-    assert not GeneralizationQuestion.objects.filter(origin=job.generator.origin).exists()
+    questions = GeneralizationQuestion.objects.filter(origin=job.generator.origin)
+    assert sorted(questions.values_list("text", flat=True)) == sorted(
+        f"Is river {n} longer than the Nile?" for n in range(7, 13))
+    assert sorted(questions.values_list("item_id", "qtype")) == sorted(
+        (item_id, qtype) for item_id in job.item_ids for qtype in ("rephrase", "similar", "counterfactual"))
+    # The second copy's failures, once each (a sample's and its type's), and none of the first's.
     failures = GenerationFailure.objects.filter(job=job)
+    assert failures.count() == 12
     assert set(failures.values_list("item_id", flat=True)) == set(job.item_ids)
     assert all("no question here" in f.raw_output for f in failures)
+    # As a rationale job counts an item with a failure recorded and a rationale stored: done and failed.
+    assert (job.status, job.done, job.failed) == (GenerationJob.Status.DONE, 2, 2)
+
+
+@pytest.mark.django_db
+def test_a_question_batch_whose_copies_both_fail_records_one_copys_failures(monkeypatch):
+    # Neither copy's endpoint gave a question: the second copy's empty texts (an empty sample is
+    # dropped: one failure a type, ``rephrase``), then the first copy's unparseable ones, which
+    # would add a failure of their own a type (``rephrase#0``). The items' failures are the first stored.
+    with OpenAIServer(_sampled_questions(empty_first=6, unparseable_first=12)) as server:
+        job = _hosted_question_job(server)
+        _second_copy_while_first_is_frozen(monkeypatch, kind="generalization_questions")
+        generation_job_run_batch(job_id=job.pk)
+    job.refresh_from_db()
+    assert not GeneralizationQuestion.objects.filter(origin=job.generator.origin).exists()
+    failures = GenerationFailure.objects.filter(job=job)
+    assert sorted(failures.values_list("unit", flat=True)) == sorted(
+        ["rephrase", "similar", "counterfactual"] * 2)
+    assert not any("no question here" in f.raw_output for f in failures)
     assert (job.status, job.done, job.failed) == (GenerationJob.Status.DONE, 2, 2)
 
 

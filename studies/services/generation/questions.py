@@ -188,9 +188,12 @@ class QuestionHandler(ItemHandler):
         job.params = {**job.params, "demonstrations": demonstrations, "demonstrations_from": where}
 
     def processed_among(self, job, ids):
-        done = set(GeneralizationQuestion.objects.filter(item_id__in=ids, origin=job.generator.origin)
+        return self._answered_among(job, ids) | failed_item_ids(job, ids)
+
+    def _answered_among(self, job, ids):
+        """Of ``ids``, the items with a question of the job's generator (its origin)."""
+        return set(GeneralizationQuestion.objects.filter(item_id__in=ids, origin=job.generator.origin)
                    .values_list("item_id", flat=True))
-        return done | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
         generator = job.generator
@@ -284,16 +287,22 @@ class QuestionHandler(ItemHandler):
         copies of one batch (a worker frozen past ``RL_LM_STALL_SECONDS``, then woken, after beat
         queued the job again) each generate its items; an endpoint that samples gives each copy
         other texts, which the exact-text check below would all keep (two sets of questions per
-        item and type). So the copy that stores first wins: of the items this one finds processed
-        (:meth:`processed_among`: a question of the generator's, or a failure of this job), it
-        stores no question, failure or dropped question, and the job's done and failed counts stay
-        those of one set."""
+        item and type). So, as for rationales, the copy that stores questions first wins: of the
+        items that have a question of the generator's already (:meth:`_answered_among`), this one
+        stores no question, failure or dropped question. A failure is no output: an item another
+        copy stored only as failed takes this copy's questions (as a rationale job stores a later
+        copy's rationale over an earlier copy's failure), and its failure rows stay, as a
+        rationale job's do (so the job's failed count still counts it, beside done); this copy's
+        own failures of such an item are not added (one copy's failures of an item, not two, when
+        the later copy's units differ: ``#<sample>`` units are not unique across copies)."""
         mine = {row.item_id for rows in (output.questions, output.failures, output.dropped) for row in rows}
-        stored = self.processed_among(job, sorted(mine))
-        if stored:
-            output.questions = [q for q in output.questions if q.item_id not in stored]
-            output.failures = [f for f in output.failures if f.item_id not in stored]
-            output.dropped = [d for d in output.dropped if d.item_id not in stored]
+        answered = self._answered_among(job, sorted(mine))
+        failed = failed_item_ids(job, sorted(mine - answered))
+        if answered:
+            output.questions = [q for q in output.questions if q.item_id not in answered]
+            output.dropped = [d for d in output.dropped if d.item_id not in answered]
+        if answered or failed:
+            output.failures = [f for f in output.failures if f.item_id not in answered | failed]
         existing = set(GeneralizationQuestion.objects.filter(item_id__in={q.item_id for q in output.questions})
                        .values_list("item_id", "qtype", "text"))
         created = GeneralizationQuestion.objects.bulk_create(
