@@ -369,7 +369,80 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
         warnings.append(f"Gen-U counts {gen_u['n_questions_conflicting_answers']} generalization questions their file "
                         "gave twice with different answers, with the first answer (our choice, SPEC is silent); "
                         "gen_u.conflicting_answers gives the figures with them left out.")
+    gen_u["questions_answered"], answered_warnings = _questions_answered(preds, frame, scored, gen_u["tie_rules"])
+    warnings.extend(answered_warnings)
     return Part({"gen_u": gen_u}, warnings, frame)
+
+
+# The two readings of the questions a source's Gen-U rests on (``gen_u["questions_answered"]``). A Gen-U
+# job answers the questions that count when it runs; one validated (or added) later counts for every
+# source from then on but has predictions only from the sources whose job ran (or resumed) after it.
+AS_ANSWERED = "as_answered"
+EVERY_SOURCE_ANSWERED = "every_source_answered"
+QUESTIONS_ANSWERED_RULES = {
+    AS_ANSWERED: "each source's Gen-U rests on the questions its Gen-U job answered (the published figures); "
+                 "sources may rest on different questions of one item",
+    EVERY_SOURCE_ANSWERED: "each item's Gen-U rests on the questions that every source scored on the item has "
+                           "predictions for, so sources are compared on the same questions",
+}
+
+
+def _questions_counting_now(frame: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    """The questions that count now on each scored (item, source) pair of ``frame``: the item's
+    validated questions (``questions_that_count``, on the validated-only default reading,
+    :data:`VALIDATED_ONLY_READING`) and any other that counts and that some source answered (a job
+    told to answer unvalidated questions). One row per (question_id, item_id, source), with
+    ``answered``: whether the source has a prediction of it."""
+    pairs = frame[["item_id", "source"]].drop_duplicates()
+    validated = pd.DataFrame.from_records(list(GeneralizationQuestion.objects.filter(
+        questions_that_count(), item_id__in=[int(i) for i in pairs["item_id"].unique()],
+        validation_status=GeneralizationQuestion.Validation.VALID).values_list("pk", "item_id")),
+        columns=["question_id", "item_id"])
+    questions = pd.concat([validated, preds[["question_id", "item_id"]]]).drop_duplicates()
+    expected = pairs.merge(questions, on="item_id", how="inner")
+    answered = preds[["question_id", "item_id", "source"]].drop_duplicates().assign(answered=True)
+    expected = expected.merge(answered, on=["question_id", "item_id", "source"], how="left")
+    expected["answered"] = expected["answered"].fillna(False).astype(bool)
+    return expected
+
+
+def _questions_answered(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame,
+                        tie_rules: dict) -> tuple[dict, list[str]]:
+    """Per source, the questions that count now on its scored items (``n_questions``,
+    :func:`_questions_counting_now`) and those of them it has no prediction of
+    (``n_questions_without_predictions``: its Gen-U job ran before they were validated or added),
+    with a warning naming each source that has some. Where any source has, the Gen-U figures
+    (default tie rule, scored pairs) under each reading of :data:`QUESTIONS_ANSWERED_RULES`, in
+    ``_unparsed_rules``' shape: the default's are ``tie_rules``'."""
+    expected = _questions_counting_now(frame, preds)
+    out: dict = {"default": AS_ANSWERED, "rules": dict(QUESTIONS_ANSWERED_RULES), "by_source": {}}
+    warnings = []
+    for source, g in expected.groupby("source", sort=True):
+        missing = int((~g["answered"]).sum())
+        out["by_source"][str(source)] = {"n_questions": int(len(g)), "n_questions_without_predictions": missing}
+        if missing:
+            warnings.append(f"Gen-U of {source} leaves out {missing} questions that count now but that its Gen-U job "
+                            "did not answer (they were validated or added after it ran): resume or rerun its Gen-U "
+                            "job to compare sources on the same questions.")
+    if len(out["by_source"]) > 1:
+        out["by_source"][pipeline.ALL] = {
+            key: sum(entry[key] for entry in out["by_source"].values())
+            for key in ("n_questions", "n_questions_without_predictions")}
+    if not warnings:
+        return out, warnings
+    # A question every source scored on its item answered: none of the item's scored pairs lacks it.
+    unanswered = expected.loc[~expected["answered"], ["question_id"]].drop_duplicates()
+    common = preds.loc[~preds["question_id"].isin(unanswered["question_id"])]
+    every = _scored_pairs(genu_rule.genu_frame(common)[1], frame)
+    readings = {AS_ANSWERED: (scored, tie_rules["by_source"]),
+                EVERY_SOURCE_ANSWERED: (every, genu_rule.tie_rule_effect(every))}
+    for reading, (per_item, effect) in readings.items():
+        questions = _questions_by_source(per_item) if len(per_item) else {}
+        for source, entry in effect.items():
+            out["by_source"].setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
+                                                                "n_questions": questions.get(source, 0)}
+    out["tie_rule"] = genu_rule.TIE_RULE
+    return out, warnings
 
 
 def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict) -> dict:

@@ -126,3 +126,46 @@ def test_the_answerers_are_named_by_base_model_and_only_the_base_model_is_the_pa
     # An answerer fine-tuned from another base does not read as the paper's.
     assert "F^IR ckpt-IR (base t5-small; " in method
     assert "the paper states only the base model (t5-base, not this answerer's t5-small)" in method
+
+
+def test_a_source_whose_gen_u_job_ran_before_questions_were_validated_is_named_with_what_it_left_out(utility_study):
+    """Given two scored items, each with a validated rephrase and an unvalidated similar question
+    (answer "no"), and rationales of good-lm and bad-lm: good-lm's Gen-U job runs, then the similar
+    questions are validated, then bad-lm's job runs. With the same always-"yes" answerers, good-lm's
+    Gen-U rests on one question an item and bad-lm's on two; the results say so per source, warn,
+    and give the figures on the questions every source answered beside the default's."""
+    study, items, good, bad = utility_study
+    similar = []
+    for item in items[:2]:
+        for source in (good, bad):
+            collect(study, make_unit(study, item, source), [("no", "yes")] * 5)
+        rephrase = GeneralizationQuestionFactory(item=item, text=f"rephrase {item.pk}?", answer="yes")
+        generalization_questions_set_validation(questions=[rephrase], status="valid")
+        similar.append(GeneralizationQuestionFactory(item=item, qtype="similar", text=f"similar {item.pk}?",
+                                                     answer="no"))
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        fi, fir = _answerers(study, server.url)
+        _run_genu(good, items[:2], fi, fir)
+        generalization_questions_set_validation(questions=similar, status="valid")
+        _run_genu(bad, items[:2], fi, fir)
+
+    run = study_score(study=study, similarity=False)
+
+    gen_u = run.results["gen_u"]
+    answered = gen_u["questions_answered"]
+    assert answered["by_source"]["good-lm"]["n_questions"] == 4
+    assert answered["by_source"]["good-lm"]["n_questions_without_predictions"] == 2
+    assert answered["by_source"]["bad-lm"]["n_questions"] == 4
+    assert answered["by_source"]["bad-lm"]["n_questions_without_predictions"] == 0
+    assert ("Gen-U of good-lm leaves out 2 questions that count now but that its Gen-U job did not answer (they were "
+            "validated or added after it ran): resume or rerun its Gen-U job to compare sources on the same "
+            "questions.") in run.results["warnings"]
+    assert not any(w.startswith("Gen-U of bad-lm leaves out") for w in run.results["warnings"])
+    # The default (the published figures): good-lm on the rephrases only (0), bad-lm on both (0 and -1, the
+    # lowest: -1). On the questions every source answered, both rest on the rephrases.
+    assert answered["default"] == "as_answered"
+    assert {s: (answered["by_source"][s]["as_answered"]["mean"], answered["by_source"][s]["as_answered"]["n_questions"])
+            for s in ("good-lm", "bad-lm")} == {"good-lm": (0.0, 2), "bad-lm": (-1.0, 4)}
+    assert {s: (answered["by_source"][s]["every_source_answered"]["mean"],
+                answered["by_source"][s]["every_source_answered"]["n_questions"])
+            for s in ("good-lm", "bad-lm")} == {"good-lm": (0.0, 2), "bad-lm": (0.0, 2)}

@@ -269,6 +269,37 @@ def record_answering(params: dict, answering: dict[str, dict], roles) -> dict:
     return {**params, ANSWERING_KEY: recorded} if recorded else params
 
 
+def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[GeneralizationQuestion],
+                           params: dict) -> str:
+    """Why a Gen-U job on ``source`` with ``params``' answerers may not answer ``questions``: some
+    already have a prediction of ``source`` as F^I or F^IR from another answerer (or, for a prediction
+    that records no answerer source, another model path). One prediction is stored per (question,
+    source, answerer role), so such a job would skip them, end done and compute nothing of its own
+    while its page names its answerers. Empty when none: a job with the answerers already stored
+    (a rerun, a resume) answers only what is missing."""
+    answerers = {role: RationaleSource.objects.get(pk=params[key]) for role, key in ROLES.items()}
+    stored = GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
+    others: dict[str, set] = {}
+    n_questions: set[int] = set()
+    for question_id, role, answerer_id, model in stored.values_list(
+            "generalization_question_id", "answerer", "answerer_source_id", "answerer_model"):
+        mine = answerers[role]
+        if answerer_id == mine.pk or (answerer_id is None and model == mine.model_name_or_path):
+            continue
+        n_questions.add(question_id)
+        others.setdefault(role, set()).add(f"{model} (source #{answerer_id})" if answerer_id is not None
+                                           else f"{model} (source not recorded)")
+    if not others:
+        return ""
+    named = "; ".join(f"{genu.ANSWERER_NAMES[role]}: {', '.join(sorted(others[role]))}" for role in sorted(others))
+    return (f"{len(n_questions)} of this job's generalization questions already have Gen-U predictions of "
+            f"{source.name!r} from other answerers ({named}). One prediction is kept per question, source and "
+            f"answerer role, so this job would answer none of them with {answerers['I'].name!r} / "
+            f"{answerers['IR'].name!r} and every Gen-U figure of {source.name!r} would stay the stored answerers'. "
+            "Run it with the stored answerers to answer questions added since; Gen-U predictions are read-only "
+            "in the admin, so the stored ones cannot be deleted or replaced there.")
+
+
 class GenUHandler(ItemHandler):
     kind = GenerationJob.Kind.GENU_ANSWERS
     # max_requests / max_tokens: the budget cap of its OpenAI-compatible answerers' requests (both
@@ -293,6 +324,9 @@ class GenUHandler(ItemHandler):
             hint = (" (validate questions with a question-validation study or in the admin, or choose to run on "
                     "unvalidated questions)" if params["only_valid"] else "")
             raise GenerationError(f"no item has both a rationale from {source.name!r} and {which} to answer{hint}")
+        refusal = genu_answerers_refusal(source=source, questions=questions.filter(item_id__in=ids), params=params)
+        if refusal:
+            raise GenerationError(refusal)
         return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
 
     def _questions(self, job, ids):

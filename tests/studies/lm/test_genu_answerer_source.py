@@ -76,3 +76,48 @@ def test_the_admin_names_the_answerer_source_only_to_a_reader_of_it():
     root = get_user_model().objects.create_superuser(username="root", password="pw")
     bob_client.force_login(root)
     assert "ALICE-CKPT" in bob_client.get(url).content.decode()
+
+
+def test_a_genu_job_with_other_answerers_than_the_stored_ones_is_refused_and_a_rerun_with_the_same_is_not():
+    """Job 1 answers with A-I / A-IR. Job 2 on the same source with B-I / B-IR would skip every stored
+    prediction (one per question, source and role), end done and compute nothing: refused when created,
+    naming the stored answerers. A rerun with A-I / A-IR (resuming after new questions) still runs."""
+    source, items = explained_items_with_valid_questions()
+    calls = []
+
+    def answer(path, body):
+        calls.append(body)
+        return 200, completion([" yes"]), {}
+
+    with OpenAIServer(answer) as server:
+        answerers = {name: RationaleSource.objects.create(
+            name=name, kind="lm", backend="openai", model_name_or_path=f"ckpt/{name}", endpoint_url=server.url,
+            decoding={"backoff_s": 0.01, "concurrency": 1}) for name in ("A-I", "A-IR", "B-I", "B-IR")}
+
+        def create(i, ir):
+            return generation.generation_job_create(
+                kind="genu_answers", source=source, item_ids=[it.pk for it in items], user=None, enqueue=False,
+                params={"answerer_i": answerers[i].pk, "answerer_ir": answerers[ir].pk})
+
+        first = generation.generation_job_run(job_id=create("A-I", "A-IR").pk)
+        assert first.status == "done", first.error
+        sent = len(calls)
+
+        with pytest.raises(generation.GenerationError) as refused:
+            create("B-I", "B-IR")
+        message = str(refused.value)
+        assert "2 of this job's generalization questions already have Gen-U predictions of 'explainer'" in message
+        assert (f"F^I: ckpt/A-I (source #{answerers['A-I'].pk}); F^IR: ckpt/A-IR (source #{answerers['A-IR'].pk})"
+                in message)
+        assert "'B-I' / 'B-IR'" in message and "cannot be deleted or replaced there" in message
+        assert len(calls) == sent
+
+        # The same answerers again: a question added since is answered, the stored ones kept.
+        item = items[0]
+        added = GeneralizationQuestion.objects.create(item=item, qtype="similar", answer="yes", text="Similar?")
+        generalization_questions_set_validation(questions=[added], status="valid")
+        again = generation.generation_job_run(job_id=create("A-I", "A-IR").pk)
+    assert again.status == "done", again.error
+    assert GenUPrediction.objects.filter(rationale_source=source).count() == 6
+    assert set(GenUPrediction.objects.filter(rationale_source=source).values_list("answerer_source__name", flat=True)) \
+        == {"A-I", "A-IR"}
