@@ -56,10 +56,43 @@ def theils_u(x: Sequence, y: Sequence) -> float:
     return float((h_x - conditional_entropy(x, y)) / h_x)
 
 
+# How far outside [0, 1] rounding may leave eta before it is clipped back; a larger excursion is a bug
+# (the constant-measurements rule of ``correlation_ratio_rows`` is what keeps rounding this small) and raises.
+ETA_ROUNDING = 1e-9
+
+
+def correlation_ratio_rows(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Correlation ratio eta of each row of ``values`` (m x n floats, no NaN) grouped by the same row of
+    ``codes`` (m x n category codes, 0..k-1): the one computation behind ``correlation_ratio`` and the
+    report's bootstrap draws (``scoring.reports.intervals.correlation_ratio_draws``).
+
+    A row whose values are all equal (``np.ptp`` is 0) has no spread: its total sum of squares is taken
+    as 0 and its eta is 0.0 (SPEC section 3), whatever rounding leaves in the computed sums (for seven values
+    of 0.1 both sums are rounding noise, whose ratio gave eta 1.89). The values are centred on their row
+    mean before the sums, so that rounding scales with their spread rather than their size. Rounding
+    excursions above 1 of at most ``ETA_ROUNDING`` are clipped; a larger one raises ``ArithmeticError``."""
+    m = values.shape[0]
+    k = int(codes.max()) + 1
+    centred = values - values.mean(axis=1, keepdims=True)
+    offsets = (np.arange(m)[:, None] * k + codes).ravel()
+    n_c = np.bincount(offsets, minlength=m * k).reshape(m, k).astype(float)
+    s_c = np.bincount(offsets, weights=centred.ravel(), minlength=m * k).reshape(m, k)
+    mean_c = np.divide(s_c, n_c, out=np.zeros_like(s_c), where=n_c > 0)
+    mean = centred.mean(axis=1, keepdims=True)
+    between = (n_c * (mean_c - mean) ** 2).sum(axis=1)
+    total = ((centred - mean) ** 2).sum(axis=1)
+    spread = (np.ptp(values, axis=1) > 0) & (total > 0)
+    eta = np.sqrt(np.divide(between, total, out=np.zeros_like(total), where=spread))
+    if (eta > 1.0 + ETA_ROUNDING).any():
+        raise ArithmeticError(f"correlation ratio {eta.max()!r} is above 1 by more than rounding")
+    return np.minimum(eta, 1.0)
+
+
 def correlation_ratio(categories: Sequence, measurements: Sequence[float]) -> float:
     """Correlation ratio eta between a categorical and a continuous variable:
-    sqrt( sum_c n_c (mean_c - mean)^2 / sum_i (x_i - mean)^2 ), in [0, 1]; 0.0 when the
-    denominator (or the numerator) is 0. Raises ``ValueError`` on unequal lengths or NaN measurements."""
+    sqrt( sum_c n_c (mean_c - mean)^2 / sum_i (x_i - mean)^2 ), in [0, 1]; 0.0 when the measurements
+    are all equal (no spread: the denominator is 0) or the numerator is 0 (``correlation_ratio_rows``).
+    Raises ``ValueError`` on unequal lengths or NaN measurements."""
     codes = _codes(categories)
     y = np.asarray(measurements, dtype=float)
     if codes.size != y.size:
@@ -68,11 +101,4 @@ def correlation_ratio(categories: Sequence, measurements: Sequence[float]) -> fl
         return 0.0
     if np.isnan(y).any():
         raise ValueError("correlation_ratio: measurements contain NaN; drop those rows first")
-    n_c = np.bincount(codes).astype(float)
-    mean_c = np.bincount(codes, weights=y) / np.where(n_c > 0, n_c, 1)
-    mean = y.mean()
-    numerator = float((n_c * (mean_c - mean) ** 2).sum())
-    denominator = float(((y - mean) ** 2).sum())
-    if numerator == 0.0 or denominator == 0.0:
-        return 0.0
-    return float(np.sqrt(numerator / denominator))
+    return float(correlation_ratio_rows(codes[None, :], y[None, :])[0])

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from scoring.metrics.association import correlation_ratio_rows
 from scoring.metrics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 CONFIDENCE = 0.95
@@ -73,32 +74,22 @@ CHUNK_CELLS = 2_000_000  # row indices drawn at once (about 16 MB of them), what
 
 def correlation_ratio_draws(categories: Sequence, values: Sequence[float], *, n_resamples: int = DEFAULT_RESAMPLES,
                             seed: int = DEFAULT_SEED) -> np.ndarray:
-    """Bootstrap draws of the correlation ratio eta (0.0 when a resample's numerator or
-    denominator is 0, as ``scoring.metrics.correlation_ratio``). Memory stays bounded: the
-    resamples are drawn a few at a time (``CHUNK_CELLS`` row indices)."""
+    """Bootstrap draws of the correlation ratio eta, each computed as ``scoring.metrics.correlation_ratio``
+    computes it (``correlation_ratio_rows``: 0.0 when a resample's values are all equal or its numerator
+    is 0, never outside [0, 1]). Memory stays bounded: the resamples are drawn a few at a time
+    (``CHUNK_CELLS`` row indices)."""
     codes, _ = pd.factorize(pd.Series(list(categories)), use_na_sentinel=False)
     y = np.asarray(values, dtype=float)
     n = codes.size
     if n == 0:
         return np.array([])
-    k = int(codes.max()) + 1
     rng = np.random.default_rng(seed)
     chunk = max(1, min(n_resamples, CHUNK_CELLS // n))
     out = []
     for start in range(0, n_resamples, chunk):
         m = min(chunk, n_resamples - start)
         idx = rng.integers(0, n, size=(m, n))
-        c, v = codes[idx], y[idx]
-        offsets = (np.arange(m)[:, None] * k + c).ravel()
-        n_c = np.bincount(offsets, minlength=m * k).reshape(m, k)
-        s_c = np.bincount(offsets, weights=v.ravel(), minlength=m * k).reshape(m, k)
-        mean = v.mean(axis=1, keepdims=True)
-        mean_c = np.divide(s_c, n_c, out=np.zeros_like(s_c), where=n_c > 0)
-        num = (n_c * (mean_c - mean) ** 2).sum(axis=1)
-        den = ((v - mean) ** 2).sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            eta = np.where((num > 0) & (den > 0), np.sqrt(num / np.where(den > 0, den, 1.0)), 0.0)
-        out.append(eta)
+        out.append(correlation_ratio_rows(codes[idx], y[idx]))
     return np.concatenate(out)
 
 

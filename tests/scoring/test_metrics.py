@@ -130,6 +130,25 @@ def test_correlation_ratio_hand_worked():
     assert correlation_ratio(["a", "b"], [2.0, 2.0]) == 0.0
 
 
+def test_correlation_ratio_is_zero_when_the_measurements_are_all_equal_whatever_rounding_leaves():
+    # 0.1 is not exact in binary: the sums of squares come out as rounding noise rather than 0, and
+    # their ratio gave 1.0 and 1.89 (outside [0, 1]) before the no-spread rule.
+    assert correlation_ratio([1, 0, 1], [0.1] * 3) == 0.0
+    assert correlation_ratio([1, -1, 1, -1, 1, -1, 0], [0.1] * 7) == 0.0
+    assert correlation_ratio(["a", "b", "c"], [1e300] * 3) == 0.0
+    frame = pd.DataFrame({"source": ["gpt3"] * 7, "utility": [1, -1, 1, -1, 1, -1, 0], "similarity": [0.1] * 7})
+    published, _ = pipeline.associations(frame)
+    assert published["correlation_ratio_utility_similarity"] == {"gpt3": 0.0, "all": 0.0}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_correlation_ratio_stays_in_the_unit_interval_for_values_an_ulp_apart(seed):
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(-1e6, 1e6)
+    values = base + rng.integers(0, 3, 40) * np.spacing(base)
+    assert 0.0 <= correlation_ratio(rng.integers(0, 4, 40), values) <= 1.0
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_correlation_ratio_matches_dython(seed):
     rng = np.random.default_rng(seed)

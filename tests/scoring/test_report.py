@@ -126,6 +126,17 @@ def test_correlation_ratio_interval_brackets_the_value_and_constant_data_is_a_po
     assert percentile_ci(theils_u_draws([], [])) == [None, None]
 
 
+def test_correlation_ratio_draws_are_zero_when_the_values_are_all_equal_whatever_rounding_leaves():
+    # Seven units all at similarity 0.1: the report published eta 1.889, CI [0.378, 1.890], before.
+    draws = correlation_ratio_draws([1, -1, 1, -1, 1, -1, 0], [0.1] * 7)
+    assert draws.max() == 0.0
+    assert percentile_ci(draws) == [0.0, 0.0]
+    rng = np.random.default_rng(3)
+    values = 0.1 + rng.integers(0, 2, 40) * np.spacing(0.1)
+    draws = correlation_ratio_draws(rng.integers(-1, 2, 40), values, n_resamples=500)
+    assert ((draws >= 0.0) & (draws <= 1.0)).all()
+
+
 # --- sections --------------------------------------------------------------------------------
 
 
