@@ -31,7 +31,11 @@ from scoring.services.genu import (
     answerer_text,
 )
 from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
-from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT
+from scoring.services.score import (
+    BUNDLE_INCOMPLETE_NOT_CONSISTENT,
+    TASK_ACCURACY_COUNTED_WRONG,
+    TASK_ACCURACY_LEFT_OUT,
+)
 from scoring.similarity import (
     FIGURES_STATED_IN,
     MODEL_STATED_IN,
@@ -1054,9 +1058,11 @@ def consistency_section(results: dict) -> Section:
         return section
     rows, by_size = [], []
     for bundle, entry in consistency.items():
-        for step in (s for s in STEPS if s in entry):
-            r = entry[step]
-            name = bundle.replace("_", " ")
+        other = (entry.get("incomplete_bundles") or {}).get(BUNDLE_INCOMPLETE_NOT_CONSISTENT) or {}
+        figures = [(bundle.replace("_", " "), step, entry[step]) for step in STEPS if step in entry]
+        figures += [(f"{bundle.replace('_', ' ')} (incomplete bundles not consistent)", step, other[step])
+                    for step in STEPS if step in other]
+        for name, step, r in figures:
             rows.append({"bundles": name, "step": step, "n": r.get("n_bundles"),
                          "accuracy": r.get("accuracy"), "consistency": r.get("consistency"),
                          "relative_consistency": r.get("relative_consistency"), "rc_bundle_size": r.get("rc_bundle_size"),
@@ -1087,10 +1093,10 @@ def consistency_section(results: dict) -> Section:
 
 
 def consistency_notes(consistency: dict) -> list[str]:
-    """What each kind of bundle is, which bundles relative consistency is computed on, and, when
-    SPEC's bundle (the item with all its generalization questions) could not be formed, why
-    (``results["generalization"]["consistency"]``; a run from before the bundles were named has
-    none of these lines)."""
+    """What each kind of bundle is (with its incomplete bundles, left out: ``score.BUNDLE_INCOMPLETE_RULES``),
+    which bundles relative consistency is computed on, and, when SPEC's bundle (the item with all
+    its generalization questions) could not be formed, why (``results["generalization"]["consistency"]``;
+    a run from before the bundles were named has none of these lines)."""
     notes = []
     for bundle, entry in consistency.items():
         if entry.get("bundle"):
@@ -1098,12 +1104,19 @@ def consistency_notes(consistency: dict) -> list[str]:
             if "n_bundles_with_item" in entry:
                 note += (f" ({entry['n_bundles_with_item']} bundles with the item's outcome, "
                          f"{entry.get('n_bundles_without_item', 0)} without)")
+            if entry.get("n_bundles_incomplete"):
+                note += (f"; {entry['n_bundles_incomplete']} bundles are incomplete ({entry['n_questions_unanswered']} "
+                         "questions with no completed answers yet) and left out: the rows \"(incomplete bundles not "
+                         "consistent)\" count each as not consistent, its unanswered questions wrong")
             notes.append(note + ".")
     named = [entry for entry in consistency.values() if entry.get("bundle")]
     if named and "item_with_generalization_questions" not in consistency:
         notes.append("SPEC section 5's bundle, the item with all its generalization questions, is not given: the "
                      "original items' outcomes are not known here (no utility study this study's owner may view "
                      "scored them, or the bundle it was imported from had no table).")
+    incomplete = next((entry["incomplete_rule"] for entry in named if entry.get("incomplete_rule")), None)
+    if incomplete:
+        notes.append(f"A bundle is every generalization question of it that counts, answered or not: {incomplete}.")
     rule = next((entry[step].get("rc_size_rule") for entry in named for step in STEPS
                  if (entry.get(step) or {}).get("rc_size_rule")), None)
     if rule:

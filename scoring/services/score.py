@@ -79,13 +79,18 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``aggregation`` {rule, other_reading} (``FIGURE_4_AGGREGATION``: majority per unit, a tie wrong),
   and ``consistency`` of the human answers over bundles, each named by its ``bundle``
   (``BUNDLE_*``: questions only, SPEC's item with its questions, item with its counterfactuals;
-  RC's subset and sizes: ``pipeline.bundle_consistency``) (Figure 4), over the questions that count
+  RC's subset and sizes: ``pipeline.bundle_consistency``; a bundle is all its questions that count,
+  answered or not, and one with an unanswered question is left out: incomplete_rule,
+  n_bundles_incomplete, n_questions_unanswered, incomplete_bundles: {default, rules
+  (``BUNDLE_INCOMPLETE_RULES``: left_out, counted_not_consistent), spec, and when any is incomplete
+  counted_not_consistent: {before, after}}) (Figure 4), over the questions that count
   when scored (Gen-U's rule, ``studies.selectors.QUESTION_RULE``; so are the study's ties, n_units and
   agreement): question_rule, question_filter, n_questions, n_questions_validated,
   n_questions_unvalidated, n_questions_invalid_left_out, n_units_invalid_left_out,
   answers_invalid_left_out, n_questions_conflicting_answers and conflicting_answers (Gen-U's shape, with
   by_source: {source|all: {first_kept|left_out: {n, accuracy_before, accuracy_after, accuracy_delta,
-  n_questions}}} and consistency: {bundle, first_kept|left_out: {before, after}}), majority_readings (the
+  n_questions}}} and consistency: {bundle, incomplete_rule, first_kept|left_out: {n_bundles_incomplete, before,
+  after}}), majority_readings (the
   utility study's shape, with Figure 4's accuracy in place of the shares); ``original_utility_from``:
   {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on},
   where the utility of the original rationales came from (``borrowed_utility``: the lending studies
@@ -558,6 +563,47 @@ BUNDLE_ITEM_WITH_COUNTERFACTUALS = ("the item with its counterfactual questions,
                                     "outcome is known (in the study that lent the original rationale's utility)")
 
 
+# How a bundle with a question that counts but has no completed answers yet (an incomplete bundle)
+# counts in consistency: SPEC section 5 calls a bundle consistent when every instance in it is
+# answered correctly and leaves unanswered instances open. The published figures leave such a bundle
+# out (and count it: ``n_bundles_incomplete``); ``incomplete_bundles`` gives the other reading beside
+# them. Either way a bundle is every question of it that counts, never only its answered ones.
+BUNDLE_INCOMPLETE_LEFT_OUT = "left_out"
+BUNDLE_INCOMPLETE_NOT_CONSISTENT = "counted_not_consistent"
+BUNDLE_INCOMPLETE_RULES = {
+    BUNDLE_INCOMPLETE_LEFT_OUT: "a bundle with a question that counts but has no completed answers yet (an "
+                                "incomplete bundle) is left out of consistency and relative consistency and counted "
+                                "(n_bundles_incomplete); the published figures, our reading (SPEC leaves unanswered "
+                                "questions open)",
+    BUNDLE_INCOMPLETE_NOT_CONSISTENT: "an incomplete bundle counts as not consistent: its unanswered questions count "
+                                      "as wrong (in accuracy and relative consistency too), every bundle at its full "
+                                      "size",
+}
+BUNDLE_INCOMPLETE_SPEC = ("SPEC section 5: a bundle is consistent when every instance in it is answered correctly; it "
+                          "does not say how a bundle counts whose instances are not all answered")
+
+
+def _bundle_members(frame: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
+    """Every question unit that counts (``units``: the ``_units_frame`` rows the question rule
+    keeps, answered or not) with its ``bundle`` (item and source), its outcome where it was scored
+    (``frame``), ``answered``, whether its bundle is ``complete`` (every member answered) and the
+    item's own outcome (``orig_<step>_correct``) where the frame knows it."""
+    full = units[["unit_id", "item_id", "source", "qtype", "conflicted"]].merge(
+        frame[["unit_id", "before_correct", "after_correct"]], on="unit_id", how="left")
+    full["answered"] = full["unit_id"].isin(frame["unit_id"])
+    for step in ("before", "after"):
+        full[f"{step}_correct"] = full[f"{step}_correct"].where(full["answered"], False).astype(bool)
+    originals = ["orig_before_correct", "orig_after_correct"]
+    if set(originals) <= set(frame.columns):
+        known = frame.loc[frame[originals].notna().all(axis=1), ["item_id", "source", *originals]]
+        full = full.merge(known.drop_duplicates(["item_id", "source"]), on=["item_id", "source"], how="left")
+    else:
+        full = full.assign(**{c: np.nan for c in originals})
+    full["bundle"] = full["item_id"].astype(str) + "|" + full["source"].astype(str)
+    full["complete"] = full.groupby("bundle")["answered"].transform("all").astype(bool)
+    return full
+
+
 def _with_originals(rows: pd.DataFrame, originals: pd.DataFrame) -> dict:
     """Consistency before and after over bundles of the question ``rows`` with the items' own
     outcomes (``originals``, one row per (item, source): ``orig_<step>_correct``)."""
@@ -571,35 +617,69 @@ def _with_originals(rows: pd.DataFrame, originals: pd.DataFrame) -> dict:
     return stacked
 
 
-def _generalization_consistency(frame: pd.DataFrame) -> dict:
+def _steps(rows: pd.DataFrame, *, with_items: bool) -> dict:
+    """Consistency before and after over the bundles of ``rows`` (``_bundle_members``' rows), with
+    the item's own outcome where known when ``with_items``."""
+    if with_items:
+        known = rows.loc[rows["orig_after_correct"].notna() & rows["orig_before_correct"].notna()]
+        return _with_originals(rows, known.drop_duplicates(["item_id", "source"]))
+    return {step: pipeline.bundle_consistency(rows[f"{step}_correct"], rows["bundle"]) for step in ("before", "after")}
+
+
+def _incomplete_readings(members: pd.DataFrame, *, with_items: bool = False) -> dict:
+    """A bundle kind's figures under ``BUNDLE_INCOMPLETE_RULES``: the published ones (before,
+    after: the complete bundles only), ``n_bundles_incomplete`` and ``n_questions_unanswered``, and
+    ``incomplete_bundles``: the rules, what SPEC says and, when some bundle is incomplete, the
+    figures with incomplete bundles counted not consistent."""
+    incomplete = members.loc[~members["complete"]]
+    readings = {"default": BUNDLE_INCOMPLETE_LEFT_OUT, "rules": dict(BUNDLE_INCOMPLETE_RULES),
+                "spec": BUNDLE_INCOMPLETE_SPEC}
+    if len(incomplete):
+        readings[BUNDLE_INCOMPLETE_NOT_CONSISTENT] = _steps(members, with_items=with_items)
+    return {"incomplete_rule": BUNDLE_INCOMPLETE_RULES[BUNDLE_INCOMPLETE_LEFT_OUT],
+            "n_bundles_incomplete": int(incomplete["bundle"].nunique()),
+            "n_questions_unanswered": int((~incomplete["answered"]).sum()),
+            **_steps(members.loc[members["complete"]], with_items=with_items),
+            "incomplete_bundles": readings}
+
+
+def _generalization_consistency(frame: pd.DataFrame, units: pd.DataFrame) -> dict:
     """Consistency of the human answers over bundles, each named with its definition (``bundle``):
     an item's questions with one source (``BUNDLE_QUESTIONS``); SPEC's bundle, the item with all
     its questions (``BUNDLE_ITEM_WITH_QUESTIONS``, where the original item's outcome is known for
-    at least one bundle); and an item with its counterfactuals (``BUNDLE_ITEM_WITH_COUNTERFACTUALS``)."""
-    bundles = frame["item_id"].astype(str) + "|" + frame["source"].astype(str)
-    consistency = {
-        "all_generalization_questions": {
-            "bundle": BUNDLE_QUESTIONS,
-            "before": pipeline.bundle_consistency(frame["before_correct"], bundles),
-            "after": pipeline.bundle_consistency(frame["after_correct"], bundles),
-        }
-    }
-    known = frame.loc[frame["orig_after_correct"].notna() & frame["orig_before_correct"].notna()]
-    originals = known.drop_duplicates(["item_id", "source"])
-    if len(originals):
+    at least one bundle); and an item with its counterfactuals (``BUNDLE_ITEM_WITH_COUNTERFACTUALS``).
+    A bundle is every question that counts (``units``), answered or not; one with an unanswered
+    question is left out and counted, and the other reading given (``_incomplete_readings``)."""
+    members = _bundle_members(frame, units)
+    consistency = {"all_generalization_questions": {"bundle": BUNDLE_QUESTIONS, **_incomplete_readings(members)}}
+    known = members.loc[members["orig_after_correct"].notna() & members["orig_before_correct"].notna()]
+    n_with_item = int(known["bundle"].nunique())
+    if n_with_item:
         consistency["item_with_generalization_questions"] = {
             "bundle": BUNDLE_ITEM_WITH_QUESTIONS,
-            "n_bundles_with_item": int(len(originals)),
-            "n_bundles_without_item": int(bundles.nunique() - len(originals)),
-            **_with_originals(frame, originals),
+            "n_bundles_with_item": n_with_item,
+            "n_bundles_without_item": int(members["bundle"].nunique() - n_with_item),
+            **_incomplete_readings(members, with_items=True),
         }
-    cf = known[known["qtype"] == "counterfactual"]
+    cf = members.loc[members["bundle"].isin(known["bundle"]) & (members["qtype"] == "counterfactual")].copy()
     if len(cf):
+        cf["complete"] = cf.groupby("bundle")["answered"].transform("all").astype(bool)
         consistency["item_with_counterfactuals"] = {
-            "bundle": BUNDLE_ITEM_WITH_COUNTERFACTUALS,
-            **_with_originals(cf, cf.drop_duplicates(["item_id", "source"])),
-        }
+            "bundle": BUNDLE_ITEM_WITH_COUNTERFACTUALS, **_incomplete_readings(cf, with_items=True)}
     return consistency
+
+
+def _incomplete_bundles_warning(consistency: dict) -> list[str]:
+    """The warning naming the bundles consistency leaves out as incomplete (none when every bundle
+    is complete)."""
+    entry = consistency.get("all_generalization_questions") or {}
+    n = entry.get("n_bundles_incomplete")
+    if not n:
+        return []
+    return [f"{n} bundles (an item's generalization questions with one source) have {entry['n_questions_unanswered']} "
+            "questions with no completed answers yet: they are left out of consistency and relative consistency "
+            "(n_bundles_incomplete; SPEC leaves unanswered questions open); consistency's incomplete_bundles gives "
+            "the figures with each counted as not consistent."]
 
 
 def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Part:
@@ -680,14 +760,15 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
     results["generalization"] = {
         **_figure_4(frame, by_utility=by_utility),
         "aggregation": FIGURE_4_AGGREGATION,
-        "consistency": _generalization_consistency(frame),
+        "consistency": _generalization_consistency(frame, units),
         "original_utility_from": with_utility.results["original_utility_from"],
         **questions.results,
         "n_questions_conflicting_answers": int(frame.loc[frame["conflicted"], "question_id"].nunique()),
-        "conflicting_answers": _conflicting_answers(frame),
+        "conflicting_answers": _conflicting_answers(frame, units),
         "majority_readings": _majority_readings(study, outcomes.frame, answers, _accuracy_figures),
     }
     warnings = questions.warnings + outcomes.warnings + with_utility.warnings
+    warnings += _incomplete_bundles_warning(results["generalization"]["consistency"])
     results[SHORT_UNITS_KEY] = pipeline.short_units(outcomes.frame)
     if n_conflicting := results["generalization"]["n_questions_conflicting_answers"]:
         warnings.append(f"Figure 4 counts {n_conflicting} generalization questions their file gave twice with different "
@@ -732,7 +813,7 @@ def _generalization_reading(study: Study, units: pd.DataFrame, answers: pd.DataF
     frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
     results = {"n_units_scored": int(len(frame)), "ties": outcomes.results["ties"],
                "generalization": {**_figure_4(frame, by_utility=by_utility, pairs=False),
-                                  "consistency": _generalization_consistency(frame)},
+                                  "consistency": _generalization_consistency(frame, units)},
                "agreement": outcomes.results["agreement"]}
     return {"identical_to": None, **_generalization_reading_figures(results)}
 
@@ -891,30 +972,33 @@ def _accuracy_figures(g: pd.DataFrame) -> dict:
     return {"n": int(len(g)), "accuracy_before": before, "accuracy_after": after, "accuracy_delta": after - before}
 
 
-def _conflicting_answers(frame: pd.DataFrame) -> dict:
+def _conflicting_answers(frame: pd.DataFrame, units: pd.DataFrame) -> dict:
     """Figure 4 (accuracy before, after and delta, per source and over all) and the consistency of
-    the answers over an item's questions (``BUNDLE_QUESTIONS``) under each reading of
-    ``genu.CONFLICTING_RULES``: a question its file gave twice with different answers kept with its
-    first answer (the default, the published figures) or left out. Only the rule and the count when
-    no counted question had conflicting answers."""
+    the answers over an item's questions (``BUNDLE_QUESTIONS``, bundles of the questions that count,
+    ``units``, an incomplete one left out and counted: ``BUNDLE_INCOMPLETE_LEFT_OUT``) under each
+    reading of ``genu.CONFLICTING_RULES``: a question its file gave twice with different answers
+    kept with its first answer (the default, the published figures) or left out. Only the rule and
+    the count when no counted question had conflicting answers."""
     n = int(frame.loc[frame["conflicted"], "question_id"].nunique())
     out = genu.conflicting_block(n)
     if not n:
         return out
     readings = {genu.CONFLICTING_FIRST_KEPT: frame, genu.CONFLICTING_LEFT_OUT: frame.loc[~frame["conflicted"]]}
     by_source: dict = {}
-    for reading, units in readings.items():
-        groups = [(str(name), g) for name, g in units.groupby("source", sort=True)] + [(pipeline.ALL, units)]
+    for reading, rows in readings.items():
+        groups = [(str(name), g) for name, g in rows.groupby("source", sort=True)] + [(pipeline.ALL, rows)]
         for name, g in groups:
             by_source.setdefault(name, {})[reading] = (
                 {**_accuracy_figures(g), "n_questions": int(g["question_id"].nunique())} if len(g) else {"n": 0})
-    bundles = {reading: units["item_id"].astype(str) + "|" + units["source"].astype(str)
-               for reading, units in readings.items()}
+    members = _bundle_members(frame, units)
+    kept = members.loc[~members["conflicted"]].copy()
+    kept["complete"] = kept.groupby("bundle")["answered"].transform("all").astype(bool)
     out["by_source"] = by_source
     out["consistency"] = {
-        "bundle": BUNDLE_QUESTIONS,
-        **{reading: {step: pipeline.bundle_consistency(units[f"{step}_correct"], bundles[reading])
-                     for step in ("before", "after")} for reading, units in readings.items()}}
+        "bundle": BUNDLE_QUESTIONS, "incomplete_rule": BUNDLE_INCOMPLETE_RULES[BUNDLE_INCOMPLETE_LEFT_OUT],
+        **{reading: {"n_bundles_incomplete": int(m.loc[~m["complete"], "bundle"].nunique()),
+                     **_steps(m.loc[m["complete"]], with_items=False)}
+           for reading, m in {genu.CONFLICTING_FIRST_KEPT: members, genu.CONFLICTING_LEFT_OUT: kept}.items()}}
     return out
 
 
