@@ -18,10 +18,30 @@ from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
 
 # What a bundle of the answerers' consistency (``gen_u["consistency"]``) is. SPEC section 5's bundle is
 # "an item with all its generalization questions", but F^I and F^IR answer only the generalization
-# questions (``GenUPrediction``), never the item itself, so that bundle cannot be formed here.
-CONSISTENCY_BUNDLE = ("an item's generalization questions that Gen-U counts, per source, answered by F^I (without the "
-                      "rationale) or F^IR (with it); the item itself is left out: the answerers do not answer it, so "
-                      "SPEC section 5's bundle (the item with all its generalization questions) cannot be formed")
+# questions (``GenUPrediction``), never the item itself, so that bundle cannot be formed here. Each
+# answerer's consistency rests on its own predictions: another answerer's output that did not parse
+# (which leaves the question out of Gen-U's mode) removes nothing from it.
+CONSISTENCY_BUNDLE = ("an item's generalization questions that count for Gen-U, per source, answered by F^I (without "
+                      "the rationale) or F^IR (with it), each answerer over its own predictions (one answerer's "
+                      "output that did not parse removes no question from the other's); the item itself is left out: "
+                      "the answerers do not answer it, so SPEC section 5's bundle (the item with all its "
+                      "generalization questions) cannot be formed. A bundle in which the answerer's output on a "
+                      "question did not parse is incomplete: left out and counted (n_bundles_incomplete), as a "
+                      "human bundle with an unanswered member is; the other reading, that answer counted as wrong "
+                      "and its bundle as not consistent, is gen_u.consistency_unparsed_rules' counted_wrong")
+
+# The two readings of an answer that did not parse in the answerers' consistency
+# (``gen_u["consistency_unparsed_rules"]``); the default's figures are ``gen_u["consistency"]``.
+CONSISTENCY_INCOMPLETE_LEFT_OUT = "incomplete_left_out"
+CONSISTENCY_COUNTED_WRONG = "counted_wrong"
+CONSISTENCY_UNPARSED_RULES = {
+    CONSISTENCY_INCOMPLETE_LEFT_OUT: "a bundle in which the answerer's output on a question did not parse is "
+                                     "incomplete: left out of the answerer's consistency and counted "
+                                     "(n_bundles_incomplete), as a human bundle with an unanswered member is "
+                                     "(gen_u.consistency)",
+    CONSISTENCY_COUNTED_WRONG: "an output that did not parse counts as a wrong answer, so its bundle is not "
+                               "consistent (SPEC section 5: consistent when every instance is answered correctly)",
+}
 
 
 # What the paper (SPEC) says of an LM output that did not parse: nothing on how it counts in a figure
@@ -318,7 +338,9 @@ def gen_u_method_text(gen_u: dict) -> str:
 
 def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     """Each unit's Gen-U added to ``frame`` (columns item_id, source_id, source), and the ``gen_u``
-    block of the results: counts, consistency of the answerers, what was left out and why, the
+    block of the results: counts, consistency of the answerers (``answerer_consistency``, each over
+    its own predictions; ``consistency_unparsed_rules``: with an answer that did not parse leaving its
+    bundle out as incomplete, the default, and counted as wrong), what was left out and why, the
     method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
     the number of tied items (SPEC section 4 picks the lowest as the conservative reading), and ``unparsed_rules``: the same figures,
@@ -341,14 +363,9 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
         "n_items_with_gen_u": int(len(per_item)),
         "n_questions": int(len(per_q)),
         "unparseable": counts,
-        "consistency": {
-            source: {
-                "F^I": bundle_consistency(g["i_correct"], g["item_id"]),
-                "F^IR": bundle_consistency(g["ir_correct"], g["item_id"]),
-            }
-            for source, g in per_q.groupby("source", sort=True)
-        },
+        "consistency": answerer_consistency(preds),
         "consistency_bundle": CONSISTENCY_BUNDLE,
+        "consistency_unparsed_rules": _consistency_unparsed_rules(preds),
     }
     _gen_u_method(preds, gen_u, warnings, reader=reader)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and
@@ -454,7 +471,7 @@ def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Da
     if not n:
         return out
     kept = preds.loc[~preds["conflicted"]]
-    per_q, per_item, _, _ = genu_rule.genu_frame(kept)
+    per_item = genu_rule.genu_frame(kept)[1]
     left_out = _scored_pairs(per_item, frame)
     readings = {CONFLICTING_FIRST_KEPT: (scored, tie_rules["by_source"]),
                 CONFLICTING_LEFT_OUT: (left_out, genu_rule.tie_rule_effect(left_out))}
@@ -465,10 +482,7 @@ def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Da
             by_source.setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
                                                          "n_questions": questions.get(source, 0)}
     out.update(tie_rule=genu_rule.TIE_RULE, by_source=by_source)
-    out["consistency_left_out"] = {
-        source: {"F^I": bundle_consistency(g["i_correct"], g["item_id"]),
-                 "F^IR": bundle_consistency(g["ir_correct"], g["item_id"])}
-        for source, g in per_q.groupby("source", sort=True)}
+    out["consistency_left_out"] = answerer_consistency(kept)
     if "utility" in frame:
         column = f"gen_u_{genu_rule.TIE_RULE}"
         units = frame[["item_id", "source", "utility"]]
@@ -476,6 +490,44 @@ def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Da
             reading: pipeline.theils_u_utility_given(units.merge(items, on=["item_id", "source"], how="inner"), column)
             for reading, (items, _) in readings.items()}
     return out
+
+
+def answerer_consistency(preds: pd.DataFrame, reading: str = CONSISTENCY_INCOMPLETE_LEFT_OUT) -> dict:
+    """Per source, F^I's and F^IR's consistency over the items' generalization questions
+    (``CONSISTENCY_BUNDLE``), each from its own predictions in ``preds`` (``_gen_u_predictions``: the
+    questions that count), under ``reading`` of ``CONSISTENCY_UNPARSED_RULES``: ``bundle_consistency``'s
+    figures with ``n_answers_unparsed`` and ``n_bundles_incomplete`` (bundles with an answer that did
+    not parse: left out under the default, counted as not consistent under ``counted_wrong``)."""
+    if reading not in CONSISTENCY_UNPARSED_RULES:
+        raise ValueError(f"unknown consistency reading {reading!r}: choose one of {', '.join(CONSISTENCY_UNPARSED_RULES)}")
+    # one prediction per (question, source, answerer), the first, as Gen-U reads it (``genu_frame``)
+    own = preds.drop_duplicates(["question_id", "source", "answerer"])
+    out: dict = {}
+    for source, g in own.groupby("source", sort=True):
+        out[source] = {}
+        for code, name in genu_rule.ANSWERER_NAMES.items():
+            answers = g.loc[g["answerer"] == code]
+            parsed = answers["parsed"].astype(bool)
+            incomplete = answers.loc[~parsed, "item_id"].unique()
+            counted = (~answers["item_id"].isin(incomplete) if reading == CONSISTENCY_INCOMPLETE_LEFT_OUT
+                       else pd.Series(True, index=answers.index))
+            right = answers["correct"].fillna(False).astype(bool) & parsed
+            out[source][name] = {**bundle_consistency(right[counted], answers.loc[counted, "item_id"]),
+                                 "n_answers_unparsed": int((~parsed).sum()),
+                                 "n_bundles_incomplete": int(len(incomplete))}
+    return out
+
+
+def _consistency_unparsed_rules(preds: pd.DataFrame) -> dict:
+    """The answerers' consistency under each reading of ``CONSISTENCY_UNPARSED_RULES``, in
+    ``_unparsed_rules``' shape: {default, rules, spec, by_source: {source: {F^I|F^IR: {reading:
+    figures}}}}; the default's figures are ``gen_u["consistency"]``'s."""
+    readings = {reading: answerer_consistency(preds, reading) for reading in CONSISTENCY_UNPARSED_RULES}
+    by_source = {source: {name: {reading: readings[reading][source][name] for reading in readings}
+                          for name in entry}
+                 for source, entry in readings[CONSISTENCY_INCOMPLETE_LEFT_OUT].items()}
+    return {"default": CONSISTENCY_INCOMPLETE_LEFT_OUT, "rules": dict(CONSISTENCY_UNPARSED_RULES),
+            "spec": UNPARSED_SPEC, "by_source": by_source}
 
 
 def _scored_pairs(per_item: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
