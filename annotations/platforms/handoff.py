@@ -41,6 +41,7 @@ from annotations.platforms import mturk, prolific
 from annotations.selectors.entry import study_for_entry
 from annotations.selectors.platforms import study_platform_task_ids
 from studies.models import Platform, Study
+from studies.services.studies import study_public_ids
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete"
@@ -83,7 +84,7 @@ class Handback:
 
 def study_token(study_id: int) -> str:
     """The public, unguessable token of the study's entry URL (``/w/s/<token>/``)."""
-    return Study.objects.values_list("entry_token", flat=True).get(pk=study_id)
+    return study_public_ids(study=Study.objects.get(pk=study_id)).entry_token
 
 
 def study_for_token(token: str) -> Study | None:
@@ -104,7 +105,7 @@ def study_completion_code(study) -> str:
     )
     if publication and (publication.plan or {}).get("completion_code"):
         return str(publication.plan["completion_code"])
-    return study.completion_code
+    return study_public_ids(study=study).completion_code
 
 
 def public_url(path: str) -> str:
@@ -114,7 +115,7 @@ def public_url(path: str) -> str:
 def study_entry_url(study, *, platform: str | None = None) -> str:
     """The absolute URL a platform sends workers to. For Prolific, the query string carries
     Prolific's placeholders, as Prolific expects in the study URL."""
-    url = public_url(reverse("annotations:entry", args=[study.entry_token]))
+    url = public_url(reverse("annotations:entry", args=[study_public_ids(study=study).entry_token]))
     platform = platform or study.platform
     if platform == Platform.PROLIFIC:
         url += "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"

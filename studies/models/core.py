@@ -377,13 +377,16 @@ class Study(TimeStamped):
     # when the study is made (every path that makes one: a design, a bundle's copy, imported
     # outcomes), and never changed: rotating ``DJANGO_SECRET_KEY`` or moving the database keeps
     # every link and code already out. Studies older than studies 0020 keep the values derived from
-    # the key in force when it ran, the ones they had been published with.
+    # the key in force when it ran, the ones they had been published with. The columns allow NULL, so
+    # a row inserted by code that does not know them (the previous release during a deploy, a
+    # migration's historical model) is valid: its values are made the first time they are read
+    # (``studies.services.studies.study_public_ids``).
     entry_token = models.CharField(
-        max_length=64, unique=True, editable=False, default=study_entry_token_new,
+        max_length=64, unique=True, null=True, editable=False, default=study_entry_token_new,
         help_text="The token of the study's public entry URL (/w/s/<token>/); never changes.",
     )
     completion_code = models.CharField(
-        max_length=16, editable=False, default=study_completion_code_new,
+        max_length=16, null=True, editable=False, default=study_completion_code_new,
         help_text="The completion code workers get back unless the study's Prolific publication stores one; "
                   "never changes.",
     )

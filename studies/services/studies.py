@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from studies.models import Dataset, Item, Platform, RationaleSource, Study, StudyShare
+from studies.models.core import study_completion_code_new, study_entry_token_new
 from studies.selectors import (
     ACCESS_PERMISSIONS,
     CHANGE,
@@ -43,6 +44,20 @@ def _full_clean(study: Study) -> None:
         study.full_clean()
     except ValidationError as exc:
         raise StudyError(_validation_message(exc)) from None
+
+
+def study_public_ids(*, study: Study) -> Study:
+    """``study`` with its entry token and completion code (``Study.entry_token``,
+    ``Study.completion_code``), made now where its row has none: a study inserted by code that did
+    not know them (the previous release while a deploy ran, a migration's historical model) gets
+    random ones as a new study does, once (a conditional UPDATE: two readers at once keep the first
+    writer's). A study that has both is returned as it is, with no statement."""
+    if study.entry_token and study.completion_code:
+        return study
+    Study.objects.filter(pk=study.pk, entry_token__isnull=True).update(entry_token=study_entry_token_new())
+    Study.objects.filter(pk=study.pk, completion_code__isnull=True).update(completion_code=study_completion_code_new())
+    study.refresh_from_db(fields=["entry_token", "completion_code"])
+    return study
 
 
 def study_change_check(*, study: Study, user) -> None:

@@ -11,6 +11,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 from django.urls import reverse
 
@@ -169,6 +171,7 @@ def test_the_migration_fixes_the_durations_of_studies_already_opened(migrate_to,
     settings.RL_ASSIGNMENT_MINUTES, settings.RL_FIRST_ANSWER_MINUTES = None, 12  # this deploy's settings
 
     migrate_to(AFTER)
+    migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())  # the models below are today's
     rows = {pk: (s.assignment_minutes, s.first_answer_minutes) for pk, s in Study.objects.in_bulk().items()}
     assert rows[opened] == (30, 12) and rows[closed] == (80, 12)  # the rule for 6 and 20 minutes, and 12
     assert rows[draft] == rows[imported] == (None, None)

@@ -18,6 +18,7 @@ from annotations.models import Assignment
 from annotations.platforms import handoff
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
+from studies.models import Study
 from tests.annotations.factories import make_study
 from tests.annotations.pages import complete_task, start
 
@@ -101,3 +102,19 @@ def test_the_migration_keeps_the_token_and_code_each_existing_study_was_publishe
 
     Study = migrate_to(FILLED).get_model("studies", "Study")
     assert {s.pk: (s.entry_token, s.completion_code) for s in Study.objects.all()} == derived
+
+
+@pytest.mark.django_db
+def test_a_study_inserted_without_a_token_gets_one_when_first_read(client):
+    # The previous release inserting a study while a deploy runs (or a migration's historical model)
+    # leaves both columns empty: the first read makes them, once, and the entry URL works.
+    study = make_study(status="draft")
+    Study.objects.filter(pk=study.pk).update(entry_token=None, completion_code=None)
+    study.refresh_from_db()
+    url = handoff.study_entry_url(study)
+    token = Study.objects.get(pk=study.pk).entry_token
+    assert token and url.endswith(f"/w/s/{token}/")
+    assert handoff.study_token(study.pk) == token  # made once, then kept
+    code = handoff.study_completion_code(study)
+    assert code and Study.objects.get(pk=study.pk).completion_code == code
+    assert handoff.study_for_token(token) == study
