@@ -255,7 +255,12 @@ def test_a_source_only_a_queued_job_names_as_answerer_stays_and_an_unnamed_one_g
     bob_client.force_login(bob)
     bobs = RationaleSource.objects.create(name="bobs-answerer", kind="lm", backend="openai",
                                           model_name_or_path="shared/ckpt", endpoint_url="http://127.0.0.1:9/v1")
-    queued = generation_job_create(kind="genu_answers", source=job.source, item_ids=[i.pk for i in items],
+    # On a source of its own: the job's source already has Bob's answerers' predictions, and a Gen-U
+    # job with other answerers than those is refused.
+    other = RationaleSource.objects.create(name="explainer-2", kind=RationaleSource.Kind.IMPORTED)
+    for item in items:
+        RationaleFactory(item=item, source=other)
+    queued = generation_job_create(kind="genu_answers", source=other, item_ids=[i.pk for i in items],
                                    user=alice, enqueue=False, params={"answerer_i": bobs.pk, "answerer_ir": bobs.pk})
     assert bob_client.post(reverse("admin:studies_rationalesource_delete", args=[bobs.pk]),
                            {"post": "yes"}).status_code == 403

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from studies.lm import genu, templates
 from studies.lm.backends import Budget, Decoding
@@ -39,6 +39,7 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
+from studies.selectors import sources_for_user
 from studies.services.content import gen_u_added_refusals
 from studies.services.grading import prediction_correct
 
@@ -58,6 +59,7 @@ from .common import (
     store_failures,
     yes_no_prompt_item,
 )
+from .lifecycle import generation_job_fail
 
 ANSWERER_BACKENDS = ("seq2seq", "causal", "openai")
 ANSWER_DECODING = Decoding(do_sample=False, max_new_tokens=8, num_return_sequences=1)
@@ -269,35 +271,94 @@ def record_answering(params: dict, answering: dict[str, dict], roles) -> dict:
     return {**params, ANSWERING_KEY: recorded} if recorded else params
 
 
+def _job_answerers(params: dict) -> dict[str, RationaleSource]:
+    """The answerer of each role ("I", "IR") that a Gen-U job's ``params`` name."""
+    return {role: RationaleSource.objects.get(pk=params[key]) for role, key in ROLES.items()}
+
+
+def _answered_by(answerers: dict[str, RationaleSource]) -> Q:
+    """The Gen-U predictions ``answerers`` (by role) made: those recording that source as their
+    answerer, or, for a prediction that records no answerer source, its model path."""
+    made = Q()
+    for role, answerer in answerers.items():
+        made |= Q(answerer=role) & (Q(answerer_source_id=answerer.pk)
+                                    | Q(answerer_source__isnull=True, answerer_model=answerer.model_name_or_path))
+    return made
+
+
 def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[GeneralizationQuestion],
-                           params: dict) -> str:
+                           params: dict, user) -> str:
     """Why a Gen-U job on ``source`` with ``params``' answerers may not answer ``questions``: some
     already have a prediction of ``source`` as F^I or F^IR from another answerer (or, for a prediction
     that records no answerer source, another model path). One prediction is stored per (question,
     source, answerer role), so such a job would skip them, end done and compute nothing of its own
     while its page names its answerers. Empty when none: a job with the answerers already stored
-    (a rerun, a resume) answers only what is missing."""
-    answerers = {role: RationaleSource.objects.get(pk=params[key]) for role, key in ROLES.items()}
-    stored = GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
+    (a rerun, a resume) answers only what is missing. Asked when the job is created and before each
+    of its batches (:meth:`GenUHandler.run_batch`: another job may have stored its predictions since).
+
+    ``user``: who the job reads for (``common.job_actor``; None: the operator). Every answerer of the
+    stored predictions is named, once per role; the advice says which of them ``user`` may not use
+    as a job's answerer (``sources_for_user``, the job inputs check), since a job of theirs with those
+    would be refused: only their owner can run it."""
+    answerers = _job_answerers(params)
+    stored = (GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
+              .exclude(_answered_by(answerers)))
     others: dict[str, set] = {}
     n_questions: set[int] = set()
+    answerer_ids: set[int] = set()
     for question_id, role, answerer_id, model in stored.values_list(
             "generalization_question_id", "answerer", "answerer_source_id", "answerer_model"):
-        mine = answerers[role]
-        if answerer_id == mine.pk or (answerer_id is None and model == mine.model_name_or_path):
-            continue
         n_questions.add(question_id)
+        if answerer_id is not None:
+            answerer_ids.add(answerer_id)
         others.setdefault(role, set()).add(f"{model} (source #{answerer_id})" if answerer_id is not None
                                            else f"{model} (source not recorded)")
     if not others:
         return ""
+    usable = answerer_ids if user is None else set(
+        sources_for_user(user=user).filter(pk__in=answerer_ids).values_list("pk", flat=True))
+    unusable = sorted(answerer_ids - usable)
     named = "; ".join(f"{genu.ANSWERER_NAMES[role]}: {', '.join(sorted(others[role]))}" for role in sorted(others))
+    if unusable:
+        advice = (f"They were answered by answerers you may not use ({', '.join(f'source #{pk}' for pk in unusable)}): "
+                  f"ask their owner, who may run the Gen-U job of {source.name!r} with them; a job of yours with "
+                  "them would be refused.")
+    elif any(len(names) > 1 for names in others.values()):
+        advice = ("They were answered by different answerers: run a job with each pair of stored answerers on the "
+                  "items that pair answered to answer questions added since.")
+    else:
+        advice = "Run it with the stored answerers to answer questions added since."
     return (f"{len(n_questions)} of this job's generalization questions already have Gen-U predictions of "
             f"{source.name!r} from other answerers ({named}). One prediction is kept per question, source and "
             f"answerer role, so this job would answer none of them with {answerers['I'].name!r} / "
             f"{answerers['IR'].name!r} and every Gen-U figure of {source.name!r} would stay the stored answerers'. "
-            "Run it with the stored answerers to answer questions added since; Gen-U predictions are read-only "
-            "in the admin, so the stored ones cannot be deleted or replaced there.")
+            f"{advice} Gen-U predictions are read-only in the admin, so the stored ones cannot be deleted or "
+            "replaced there.")
+
+
+def genu_active_jobs_refusal(job: GenerationJob) -> str:
+    """Why the new Gen-U ``job`` may not be created: another Gen-U job on its source, queued or
+    running, answers some of its items with other answerers. Whichever stored its predictions
+    first, the other would skip them (:func:`genu_answerers_refusal`, which it then stops on).
+    Empty when none; a job with the same answerers may run beside it (stored predictions are kept
+    once)."""
+    mine = (job.params.get("answerer_i"), job.params.get("answerer_ir"))
+    items = set(job.item_ids)
+    active = (GenerationJob.objects.filter(kind=GenerationJob.Kind.GENU_ANSWERS, source_id=job.source_id,
+                                           status__in=[GenerationJob.Status.QUEUED, GenerationJob.Status.RUNNING])
+              .exclude(pk=job.pk).order_by("pk").only("pk", "status", "params", "item_ids"))
+    clashing = [other for other in active
+                if (other.params.get("answerer_i"), other.params.get("answerer_ir")) != mine
+                and items.intersection(other.item_ids or [])]
+    if not clashing:
+        return ""
+    named = "; ".join(f"job {other.pk} ({other.get_status_display().lower()}; F^I: source "
+                      f"#{other.params.get('answerer_i')}, F^IR: source #{other.params.get('answerer_ir')})"
+                      for other in clashing)
+    return (f"another Gen-U job on {job.source.name!r} answers some of this job's items with other answerers: "
+            f"{named}. One prediction is kept per question, source and answerer role, so whichever job stored "
+            "its predictions first, the other would answer none of them. Run this job with that job's answerers, "
+            "or on other items, or once it has ended with the answerers it stored.")
 
 
 class GenUHandler(ItemHandler):
@@ -324,19 +385,46 @@ class GenUHandler(ItemHandler):
             hint = (" (validate questions with a question-validation study or in the admin, or choose to run on "
                     "unvalidated questions)" if params["only_valid"] else "")
             raise GenerationError(f"no item has both a rationale from {source.name!r} and {which} to answer{hint}")
-        refusal = genu_answerers_refusal(source=source, questions=questions.filter(item_id__in=ids), params=params)
+        return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
+
+    def _answerers_refusal(self, job):
+        """:func:`genu_answerers_refusal` on ``job``'s questions, for its researcher."""
+        return genu_answerers_refusal(source=job.source, questions=self._questions(job, job.item_ids),
+                                      params=job.params, user=job_actor(job))
+
+    def before_save(self, job):
+        """Refuse a job whose questions already have predictions of its source from other answerers
+        (:func:`genu_answerers_refusal`, told which of those its researcher may not use), or that
+        another active Gen-U job on its source answers with other answerers
+        (:func:`genu_active_jobs_refusal`)."""
+        refusal = self._answerers_refusal(job) or genu_active_jobs_refusal(job)
         if refusal:
             raise GenerationError(refusal)
-        return Prepared(item_ids=ids, params=params, total=len(ids), split=split)
+
+    def run_batch(self, job):
+        # The creation check again, before each batch: another job (created before this one stored
+        # anything, or this one resumed after it) may have stored predictions of the source from other
+        # answerers since. This job would never answer those questions (one prediction is kept per
+        # question, source and role), so it stops, failed with why, instead of ending done with
+        # nothing asked; processed_among counts only its own answerers' predictions, so a batch whose
+        # items another job answered meanwhile leaves them to do and the next start stops here.
+        refusal = self._answerers_refusal(job)
+        if refusal:
+            generation_job_fail(job_id=job.pk, error=refusal)
+            return False
+        return super().run_batch(job)
 
     def _questions(self, job, ids):
 
         return genu_questions(item_ids=ids, only_valid=job.params.get("only_valid", True))
 
     def processed_among(self, job, ids):
+        # Only this job's answerers' predictions make an item done: one another job stored meanwhile
+        # leaves it to do, and the next batch's start stops the job (run_batch).
         questions = list(self._questions(job, ids).values_list("pk", "item_id"))
         have = set(GenUPrediction.objects.filter(rationale_source_id=job.source_id,
                                                  generalization_question_id__in=[q for q, _ in questions])
+                   .filter(_answered_by(_job_answerers(job.params)))
                    .values_list("generalization_question_id", "answerer"))
         incomplete = {item for q, item in questions if (q, "I") not in have or (q, "IR") not in have}
         return {i for i in ids if i not in incomplete} | failed_item_ids(job, ids)

@@ -121,3 +121,83 @@ def test_a_genu_job_with_other_answerers_than_the_stored_ones_is_refused_and_a_r
     assert GenUPrediction.objects.filter(rationale_source=source).count() == 6
     assert set(GenUPrediction.objects.filter(rationale_source=source).values_list("answerer_source__name", flat=True)) \
         == {"A-I", "A-IR"}
+
+
+def answerer_pairs(server, *names: str) -> dict[str, RationaleSource]:
+    """OpenAI-compatible LM sources ``names`` on ``server``, each on its own model path ``ckpt/<name>``."""
+    return {name: RationaleSource.objects.create(
+        name=name, kind="lm", backend="openai", model_name_or_path=f"ckpt/{name}", endpoint_url=server.url,
+        decoding={"backoff_s": 0.01, "concurrency": 1}) for name in names}
+
+
+def genu_job(source, items, answerers, i: str, ir: str, *, user=None):
+    return generation.generation_job_create(
+        kind="genu_answers", source=source, item_ids=[it.pk for it in items], user=user, enqueue=False,
+        params={"answerer_i": answerers[i].pk, "answerer_ir": answerers[ir].pk})
+
+
+def test_a_genu_job_is_refused_while_another_active_job_on_its_source_answers_with_other_answerers():
+    """Jobs A (A-I / A-IR) and B (B-I / B-IR) created on one source before either runs: B saw no
+    stored prediction, and once A ran, B ended ``done 2/2`` having sent nothing, every figure A's.
+    B is refused while A is queued, naming A."""
+    source, items = explained_items_with_valid_questions()
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = answerer_pairs(server, "A-I", "A-IR", "B-I", "B-IR")
+        first = genu_job(source, items, answerers, "A-I", "A-IR")
+
+        with pytest.raises(generation.GenerationError) as refused:
+            genu_job(source, items, answerers, "B-I", "B-IR")
+        assert (f"another Gen-U job on 'explainer' answers some of this job's items with other answerers: "
+                f"job {first.pk} (queued; F^I: source #{answerers['A-I'].pk}") in str(refused.value)
+
+        genu_job(source, items, answerers, "A-I", "A-IR")  # the same answerers beside it: allowed
+        assert generation.generation_job_run(job_id=first.pk).status == "done"
+
+
+def test_a_genu_job_resumed_after_another_jobs_predictions_were_stored_fails_instead_of_ending_done():
+    """Job B (B-I / B-IR) failed before answering anything; job A (A-I / A-IR) then answered every
+    question. Resuming B (no creation check runs) ended ``done`` with nothing asked: it now fails with
+    the refusal before its batch, sending nothing. Resuming A after a failure goes on."""
+    source, items = explained_items_with_valid_questions()
+    root = get_user_model().objects.create_superuser("root", password="pw")
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = answerer_pairs(server, "A-I", "A-IR", "B-I", "B-IR")
+        late = genu_job(source, items, answerers, "B-I", "B-IR", user=root)
+        generation.generation_job_fail(job_id=late.pk, error="the endpoint was down")
+        first = genu_job(source, items, answerers, "A-I", "A-IR", user=root)
+        generation.generation_job_fail(job_id=first.pk, error="the endpoint was down")
+        first = generation.generation_job_run(job_id=generation.generation_job_resume(
+            job=first, user=root, enqueue=False).pk)
+        assert first.status == "done", first.error
+        sent = len(server.requests)
+
+        late = generation.generation_job_run(job_id=generation.generation_job_resume(
+            job=late, user=root, enqueue=False).pk)
+    assert late.status == "failed"
+    assert "2 of this job's generalization questions already have Gen-U predictions of 'explainer'" in late.error
+    assert late.done == 0 and len(server.requests) == sent
+    assert set(GenUPrediction.objects.filter(rationale_source=source).values_list("answerer_source__name", flat=True)) \
+        == {"A-I", "A-IR"}
+
+
+def test_the_refusal_says_when_the_stored_answerers_are_not_the_researchers_to_use():
+    """The operator's job answered Bob's source with answerers that no study of Bob's lists: a job of
+    Bob's with them is refused (the job inputs check), so the refusal tells him to ask their owner
+    instead of advising a rerun with them."""
+    bob, _ = researcher_without_reference_views("bob")
+    source, items = explained_items_with_valid_questions()
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = answerer_pairs(server, "A-I", "A-IR", "B-I", "B-IR")
+        study_create(name="bobs", dataset=items[0].dataset, split="dev", owner=bob, user=None, consent_text="ok",
+                     sources=[source, answerers["B-I"], answerers["B-IR"]])
+        assert generation.generation_job_run(job_id=genu_job(source, items, answerers, "A-I", "A-IR").pk).status \
+            == "done"
+
+        with pytest.raises(generation.GenerationError) as refused:
+            genu_job(source, items, answerers, "B-I", "B-IR", user=bob)
+        with pytest.raises(generation.GenerationError, match="no rationale source .* that you may use"):
+            genu_job(source, items, answerers, "A-I", "A-IR", user=bob)
+    message = str(refused.value)
+    assert (f"answered by answerers you may not use (source #{answerers['A-I'].pk}, source #{answerers['A-IR'].pk}): "
+            "ask their owner") in message
+    assert "Run it with the stored answerers" not in message
