@@ -405,12 +405,13 @@ QUESTIONS_ANSWERED_RULES = {
 
 
 def _questions_counting_now(frame: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
-    """The questions that count now on each scored (item, source) pair of ``frame``: the item's
-    validated questions (``questions_that_count``, on the validated-only default reading,
-    :data:`VALIDATED_ONLY_READING`) and any other that counts and that some source answered (a job
-    told to answer unvalidated questions). One row per (question_id, item_id, source), with
-    ``answered``: whether the source has a prediction of it."""
-    pairs = frame[["item_id", "source"]].drop_duplicates()
+    """The questions that count now on each scored (item, source) pair of ``frame`` whose source has
+    Gen-U predictions (``preds``; a source with none is named by ``gen_u_results``' warning and
+    expects nothing): the item's validated questions (``questions_that_count``, on the
+    validated-only default reading, :data:`VALIDATED_ONLY_READING`) and any other that counts and
+    that some source answered (a job told to answer unvalidated questions). One row per
+    (question_id, item_id, source), with ``answered``: whether the source has a prediction of it."""
+    pairs = frame.loc[frame["source"].isin(preds["source"].unique()), ["item_id", "source"]].drop_duplicates()
     validated = pd.DataFrame.from_records(list(GeneralizationQuestion.objects.filter(
         questions_that_count(), item_id__in=[int(i) for i in pairs["item_id"].unique()],
         validation_status=GeneralizationQuestion.Validation.VALID).values_list("pk", "item_id")),
@@ -430,7 +431,10 @@ def _questions_answered(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Dat
     (``n_questions_without_predictions``: its Gen-U job ran before they were validated or added),
     with a warning naming each source that has some. Where any source has, the Gen-U figures
     (default tie rule, scored pairs) under each reading of :data:`QUESTIONS_ANSWERED_RULES`, in
-    ``_unparsed_rules``' shape: the default's are ``tie_rules``'."""
+    ``_unparsed_rules``' shape: the default's are ``tie_rules``'. Only sources with Gen-U
+    predictions are counted, and the every-source reading is over them; each entry of
+    ``by_source`` (each such source and, with more than one, ``all``) has both readings, with null
+    figures (n 0, mean None) where a reading leaves it no item."""
     expected = _questions_counting_now(frame, preds)
     out: dict = {"default": AS_ANSWERED, "rules": dict(QUESTIONS_ANSWERED_RULES), "by_source": {}}
     warnings = []
@@ -455,11 +459,22 @@ def _questions_answered(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Dat
                 EVERY_SOURCE_ANSWERED: (every, genu_rule.tie_rule_effect(every))}
     for reading, (per_item, effect) in readings.items():
         questions = _questions_by_source(per_item) if len(per_item) else {}
-        for source, entry in effect.items():
-            out["by_source"].setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
-                                                                "n_questions": questions.get(source, 0)}
+        for key, entry in out["by_source"].items():
+            entry[reading] = {**_reading_figures(effect, key), "n_questions": questions.get(key, 0)}
     out["tie_rule"] = genu_rule.TIE_RULE
     return out, warnings
+
+
+def _reading_figures(effect: dict, key: str) -> dict:
+    """The default tie rule's figures of ``key`` (a source or ``all``) in ``effect``
+    (``genu_rule.tie_rule_effect``'s): over all with one source scored, that source's (the effect
+    names no ``all`` then); null figures (n 0, mean None) where ``key`` has no item."""
+    if key == pipeline.ALL and key not in effect and len(effect) == 1:
+        key = next(iter(effect))
+    if key in effect:
+        return effect[key][genu_rule.TIE_RULE]
+    empty = pd.DataFrame(columns=genu_rule.ITEM_COLUMNS + genu_rule.TIE_COLUMNS)
+    return genu_rule.tie_rule_effect(empty)[pipeline.ALL][genu_rule.TIE_RULE]
 
 
 def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict) -> dict:

@@ -169,3 +169,73 @@ def test_a_source_whose_gen_u_job_ran_before_questions_were_validated_is_named_w
     assert {s: (answered["by_source"][s]["every_source_answered"]["mean"],
                 answered["by_source"][s]["every_source_answered"]["n_questions"])
             for s in ("good-lm", "bad-lm")} == {"good-lm": (0.0, 2), "bad-lm": (0.0, 2)}
+
+
+def test_a_source_without_gen_u_predictions_is_not_counted_as_leaving_questions_out(utility_study):
+    """Given two scored items, each with a validated rephrase and an unvalidated similar question,
+    and rationales of good-lm and bad-lm: only good-lm's Gen-U job runs, then the similar questions
+    are validated. bad-lm is named as having no Gen-U predictions, not as leaving questions out (its
+    job never ran), and the figures on the questions every source answered are over good-lm, the only
+    source with predictions: its two rephrases, not none."""
+    study, items, good, bad = utility_study
+    similar = []
+    for item in items[:2]:
+        for source in (good, bad):
+            collect(study, make_unit(study, item, source), [("no", "yes")] * 5)
+        rephrase = GeneralizationQuestionFactory(item=item, text=f"rephrase {item.pk}?", answer="yes")
+        generalization_questions_set_validation(questions=[rephrase], status="valid")
+        similar.append(GeneralizationQuestionFactory(item=item, qtype="similar", text=f"similar {item.pk}?",
+                                                     answer="no"))
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        fi, fir = _answerers(study, server.url)
+        _run_genu(good, items[:2], fi, fir)
+    generalization_questions_set_validation(questions=similar, status="valid")
+
+    run = study_score(study=study, similarity=False)
+
+    warnings = run.results["warnings"]
+    assert "Source bad-lm has no Gen-U predictions; Gen-U is not computed for it." in warnings
+    assert not any(w.startswith("Gen-U of bad-lm leaves out") for w in warnings)
+    assert any(w.startswith("Gen-U of good-lm leaves out 2 questions") for w in warnings)
+    answered = run.results["gen_u"]["questions_answered"]
+    assert set(answered["by_source"]) == {"good-lm"}
+    entry = answered["by_source"]["good-lm"]
+    assert (entry["n_questions"], entry["n_questions_without_predictions"]) == (4, 2)
+    assert {reading: (entry[reading]["n"], entry[reading]["mean"], entry[reading]["n_questions"])
+            for reading in ("as_answered", "every_source_answered")} == {
+        "as_answered": (2, 0.0, 2), "every_source_answered": (2, 0.0, 2)}
+
+
+def test_every_source_and_all_carry_both_readings_of_the_questions_answered(utility_study):
+    """Given good-lm and bad-lm scored on two items with a validated rephrase each, and good-lm also
+    on a third item with one: good-lm's Gen-U job answers all three items, bad-lm's only the third
+    (where it is not scored). Each entry of ``by_source`` (good-lm, bad-lm, all) has both readings
+    with the same figures' keys: null figures (n 0, mean None) where a reading leaves it no item,
+    and over all, with only good-lm scored, good-lm's."""
+    study, items, good, bad = utility_study
+    for item in items[:3]:
+        for source in (good, bad) if item in items[:2] else (good,):
+            collect(study, make_unit(study, item, source), [("no", "yes")] * 5)
+        rephrase = GeneralizationQuestionFactory(item=item, text=f"rephrase {item.pk}?", answer="yes")
+        generalization_questions_set_validation(questions=[rephrase], status="valid")
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        fi, fir = _answerers(study, server.url)
+        _run_genu(good, items[:3], fi, fir)
+        _run_genu(bad, items[2:3], fi, fir)
+
+    answered = study_score(study=study, similarity=False).results["gen_u"]["questions_answered"]
+
+    by_source = answered["by_source"]
+    assert set(by_source) == {"good-lm", "bad-lm", "all"}
+    keys = set(by_source["good-lm"]["as_answered"])
+    for name, entry in by_source.items():
+        for reading in ("as_answered", "every_source_answered"):
+            assert set(entry[reading]) == keys, (name, reading)
+    figures = {name: {reading: (entry[reading]["n"], entry[reading]["mean"], entry[reading]["n_questions"])
+                      for reading in ("as_answered", "every_source_answered")}
+               for name, entry in by_source.items()}
+    assert figures == {
+        "good-lm": {"as_answered": (3, 0.0, 3), "every_source_answered": (1, 0.0, 1)},
+        "bad-lm": {"as_answered": (0, None, 0), "every_source_answered": (0, None, 0)},
+        "all": {"as_answered": (3, 0.0, 3), "every_source_answered": (1, 0.0, 1)},
+    }
