@@ -7,7 +7,7 @@ from datetime import datetime
 from django.db.models import Count, Max, Q
 
 from annotations.models import Assignment, Claim, PlatformSubmission
-from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, HOLDING_FLAGS, claim_counts
+from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, HOLDING_FLAGS, claim_counts, on_hold
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import GeneralizationQuestion, ImportRecord, Study
@@ -110,7 +110,9 @@ def _could_count() -> Q:
 def _counting_changed() -> dict:
     """The aggregates of the changes to the answers that count, over the claims aggregated, of those
     that count or could have counted (``_could_count``: held ones and rejected ones too): a task
-    submitted (counting work) or rejected, a hold set (``PlatformSubmission.flagged_at`` of a holding
+    submitted (counting work) or rejected unless still on hold (``on_hold``: held work never counted
+    and a rejection keeps it out, so rejecting it changes nothing that counts; one held after the run
+    read it is dated by its hold, ``flagged_at``), a hold set (``PlatformSubmission.flagged_at`` of a holding
     flag), a hold lifted by sync (``flagged_at`` of a flag changed back to none) and a hold cleared
     by a researcher (``cleared_at``). Active, returned and expired work never counted and changes
     nothing, whatever sync writes of it. The one owner of those conditions, for a unit
@@ -121,7 +123,8 @@ def _counting_changed() -> dict:
                     | Q(**{f"{hold}flag": PlatformSubmission.Flag.OK, f"{hold}flagged_at__isnull": False}))
     return {"submitted": Max("assignment__submitted_at", filter=counting),
             "rejected": Max("assignment__reviewed_at",
-                            filter=could_count & Q(assignment__status=Assignment.Status.REJECTED)),
+                            filter=could_count & Q(assignment__status=Assignment.Status.REJECTED)
+                            & ~on_hold("assignment_id")),
             "flagged": Max(f"{hold}flagged_at", filter=could_count & flag_changed),
             "cleared": Max(f"{hold}cleared_at", filter=could_count & Q(**{f"{hold}flag__in": HOLDING_FLAGS}))}
 
@@ -152,14 +155,21 @@ def score_run_read_at(run: ScoreRun) -> datetime | None:
     """When ``run`` began reading the answers it scored (its results.json ``run.read_at``, taken
     before ``score._compute`` reads them): a change of the answers after it may be missing from the
     run though dated before it finished. Its ``finished_at`` for a run from before that was recorded
-    (or a time without a zone)."""
+    (or a time without a zone): ``score_run_read_at_recorded`` tells which."""
+    read_at = score_run_read_at_recorded(run)
+    return read_at if read_at is not None else run.finished_at
+
+
+def score_run_read_at_recorded(run: ScoreRun) -> datetime | None:
+    """``run``'s results.json ``run.read_at`` as recorded, None for a run from before that was
+    recorded (or a time without a zone), so a message can say which time ``score_run_read_at`` is."""
     header = run.results.get("run") if isinstance(run.results, dict) else None
     recorded = header.get("read_at") if isinstance(header, dict) else None
     try:
         read_at = datetime.fromisoformat(recorded) if isinstance(recorded, str) else None
     except ValueError:
         read_at = None
-    return read_at if read_at is not None and read_at.tzinfo is not None else run.finished_at
+    return read_at if read_at is not None and read_at.tzinfo is not None else None
 
 
 def study_counting_changed_at(*, study: Study) -> datetime | None:
@@ -236,9 +246,12 @@ class BundleScores:
         return f"{text}; the bundle said they match its answers"
 
     def stale_reason(self) -> str:
-        """Why the bundle's scores of a unit it named stale are: the bundle said so."""
+        """Why the bundle's scores of a unit it named stale are: the bundle said so, by the rule of
+        the installation that made it (a change after its run began reading the answers,
+        ``score_run_read_at``: the bundle does not give that time, so both readings are named)."""
         return (f"the study bundle {self.filename} said so (settings.json scores_stale: the answers that count "
-                f"changed after run {self.score_run} of study {self.original_study} finished)")
+                f"changed after run {self.score_run} of study {self.original_study} began reading them, or after "
+                "it finished for a run from before that was recorded)")
 
 
 BUNDLE_SCORES_KEY = "scores"  # the bundle import record's summary key ``bundle_scores`` reads

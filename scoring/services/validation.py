@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_datetime
 
 from scoring.errors import ScoringError
 from scoring.models import ScoreRun
-from scoring.selectors import score_run_latest
+from scoring.selectors import score_run_latest, score_run_read_at_recorded
 from scoring.services.bundle.export import scores_staleness
 from scoring.services.score import UNDECIDED, VALIDATION_MAJORITY
 from studies.models import GeneralizationQuestion, Study
@@ -26,7 +26,7 @@ from studies.services.questions import (
 
 class VerdictsNotApplicable(ScoringError):
     """The run's verdicts may not be applied: not a question-validation study, not the study's
-    latest finished run, or stale (the answers that count changed after it finished)."""
+    latest finished run, or stale (the answers that count changed after it began reading them)."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,10 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     a question left undecided (a tie) keeps its status, and no answer is changed. Refuses
     (``VerdictsNotApplicable``) a run that is not of a question-validation study, not the study's
     latest finished run (``score_run_latest``), or stale: the answers that count changed after it
-    finished, or counted answers were withdrawn since (``scores_staleness``, the one rule of a run's
-    staleness). A decided question whose status was changed after the run scored it (its status now
-    is not the run's ``status_when_scored``, or its ``metadata["validation"]["at"]`` is later than
+    began reading them, or counted answers were withdrawn since (``scores_staleness``, the one rule
+    of a run's staleness), checked under the writer's locks in the transaction that writes, so a
+    rejection committed before the locks is seen. A decided question whose status was changed after
+    the run scored it (its status now is not the run's ``status_when_scored``, or its ``metadata["validation"]["at"]`` is later than
     the run's ``finished_at``: a researcher's decision, or another validation study's verdicts) is
     left as it is and named in ``kept``, so a later decision is never replaced; they are read under
     the locks the writer takes, in its order (``_lock_as_the_writer``). The rights are checked, and
@@ -92,7 +93,6 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     if latest is None or latest.pk != run.pk:
         raise VerdictsNotApplicable(f"Run {run.pk} is not the latest finished run of {study.name!r}: apply the "
                                     f"verdicts of its latest run ({latest.pk if latest else 'none yet'}).")
-    _check_not_stale(run, user=user)
     rows = (run.results or {}).get("question_validation", {}).get("questions") or []
     verdicts = {row["question_id"]: row[VALIDATION_MAJORITY] for row in rows
                 if row.get(VALIDATION_MAJORITY) in ("valid", "invalid")}
@@ -102,6 +102,7 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     kept: list[KeptQuestion] = []
     with transaction.atomic():
         _lock_as_the_writer(ids=sorted(verdicts), user=user)
+        _check_not_stale(run, user=user)  # after the locks: the check and the writes see the same answers
         decided: dict[str, list[GeneralizationQuestion]] = {"valid": [], "invalid": []}
         for question in (GeneralizationQuestion.objects.select_for_update().filter(pk__in=verdicts)
                          .only("id", "validation_status", "metadata").order_by("pk")):
@@ -126,16 +127,21 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
 def _check_not_stale(run: ScoreRun, *, user) -> None:
     """Refuse (``VerdictsNotApplicable``) ``run`` when its verdicts no longer match the study's answers,
     by the one staleness rule of a run (``scores_staleness``: the answers that count changed after
-    it finished, ``study_counting_changed_at``, or counted answers were withdrawn since)."""
+    it began reading them, ``study_counting_changed_at`` against ``score_run_read_at``, or counted
+    answers were withdrawn since). The message names the time the rule compared with: when the run
+    began reading, or when it finished for a run from before that was recorded."""
     stale = scores_staleness(run.study, run, user=user)
     if not stale or not stale["stale"]:
         return
     withdrawn = stale["withdrawn_since_run"]["counted_answers"]
     since = f"; {withdrawn} counted answers were withdrawn since" if withdrawn else ""
+    read_at = score_run_read_at_recorded(run)
+    after = (f"after it began reading them ({read_at.isoformat()}" if read_at is not None else
+             f"after it finished ({stale['finished_at']}, a run from before the time it began reading was recorded")
     raise VerdictsNotApplicable(
-        f"Run {run.pk} of {run.study.name!r} is stale: the answers that count changed after it finished "
-        f"({stale['finished_at']}: work submitted, rejected, put on hold or cleared{since}), so its verdicts may "
-        "no longer be the crowd's. Score the study again first, then apply the new run's verdicts.")
+        f"Run {run.pk} of {run.study.name!r} is stale: the answers that count changed {after}: work submitted, "
+        f"rejected, put on hold or cleared{since}), so its verdicts may no longer be the crowd's. Score the study "
+        "again first, then apply the new run's verdicts.")
 
 
 def _lock_as_the_writer(*, ids: list[int], user) -> None:

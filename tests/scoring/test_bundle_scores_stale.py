@@ -53,6 +53,8 @@ def test_a_stale_bundles_copy_says_its_imported_scores_are_stale_and_where_they_
     assert {(r["score_run"], r["stale"]) for r in rows} == {(None, True)}
     for row in rows:
         assert "study bundle orig-bundle.zip said so" in row["stale_reason"]
+        assert (f"changed after run {run.pk} of study {study.pk} began reading them, or after it finished for a "
+                "run from before that was recorded") in row["stale_reason"]
         assert f"run {run.pk} of study {study.pk} ('orig2')" in row["scores_from"]
         assert "the bundle said 2 of its 2 units' scores were stale" in row["scores_from"]
     # the score export reads the same rule

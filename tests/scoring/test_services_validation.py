@@ -4,8 +4,9 @@
 later generalization study leaves out the question the crowd rejected. Workers answer through the
 questionnaire's services, four per question: one question rejected (its answer said wrong, a
 corrected answer named), one accepted, one tied two to two. A run made stale by later answers
-(work rejected since it finished) is refused, and a question whose status was changed after the
-run scored it is left as it is."""
+(work rejected since it began reading the answers, also when rejected just before the writer's
+locks) is refused, naming the time it compared with, and a question whose status was changed after
+the run scored it is left as it is."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,8 @@ from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.review import assignment_reject
 from scoring.models import ScoreRun
 from scoring.reports.sections import report_sections
-from scoring.services import study_score
+from scoring.selectors import score_run_read_at
+from scoring.services import study_score, validation
 from scoring.services.bundle.export import scores_staleness
 from scoring.services.validation import VerdictsNotApplicable, question_validation_apply
 from studies.models import GeneralizationQuestion, Platform, Study
@@ -167,8 +169,8 @@ def test_a_later_generalization_study_leaves_out_the_question_the_crowd_rejected
 REJECTION = "These verdicts were given without reading the questions, so they cannot be accepted. " * 2
 
 
-def test_a_stale_run_is_refused_and_says_to_score_again(settings, researcher):
-    # three workers on a link study: question 0 rejected 2 to 1, question 1 accepted 3 to 0
+def _three_validators(settings) -> tuple[Study, ScoreRun]:
+    """Three workers on a link study, scored: question 0 rejected 2 to 1, question 1 accepted 3 to 0."""
     settings.RL_SCORING_SIMILARITY = False
     verdicts = {0: [WRONG_ANSWER, WRONG_ANSWER, YES], 1: [YES, YES, YES]}
     study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=2, n_genq=1, n_sources=1, quota=3,
@@ -177,13 +179,29 @@ def test_a_stale_run_is_refused_and_says_to_score_again(settings, researcher):
         _validate(study, worker, verdicts=verdicts, platform=Platform.LINK)
     run = study_score(study=study)
     assert (run.status, run.error) == (ScoreRun.Status.DONE, "")
-    # the two workers who said invalid are rejected after the run: their verdicts no longer count
+    return study, run
+
+
+def _reject_the_invalid_sayers(study: Study) -> None:
+    """The two workers who said question 0 is invalid are rejected: their verdicts no longer count."""
     for task in Assignment.objects.filter(study=study, participant__external_id__in=["validator-0", "validator-1"]):
         assignment_reject(user=OPERATOR, study=study, assignment=task, feedback=REJECTION)
+
+
+def test_a_stale_run_is_refused_and_says_to_score_again(settings, researcher):
+    study, run = _three_validators(settings)
+    _reject_the_invalid_sayers(study)  # after the run
     assert scores_staleness(study, run, user=researcher)["stale"] is True
 
-    with pytest.raises(VerdictsNotApplicable, match="Score the study again first"):
+    with pytest.raises(VerdictsNotApplicable, match="Score the study again first") as refused:
         question_validation_apply(run=run, user=researcher)
+
+    # the time the rule compared with: when the run began reading the answers, not when it finished
+    read_at = score_run_read_at(run)
+    assert read_at != run.finished_at
+    assert (f"the answers that count changed after it began reading them ({read_at.isoformat()}: work submitted, "
+            "rejected, put on hold or cleared)") in str(refused.value)
+    assert "after it finished" not in str(refused.value)
 
     assert {_question(study, n).validation_status for n in range(2)} == {"unvalidated"}
     fresh = study_score(study=study)
@@ -232,3 +250,35 @@ def test_one_validation_studys_verdicts_do_not_replace_a_later_studys(validation
     assert _question(validation_study, 0).validation_status == "valid"  # the second study's verdict stays
     assert (applied.changed, applied.unchanged) == (0, 1)
     assert [kept.question_id for kept in applied.kept] == [_question(validation_study, 0).pk]
+
+
+def test_a_stale_run_from_before_the_read_time_was_recorded_says_it_finished(settings, researcher):
+    study, run = _three_validators(settings)
+    run.results["run"].pop("read_at")  # a run scored before results.json recorded it
+    run.save(update_fields=["results"])
+    _reject_the_invalid_sayers(study)
+
+    with pytest.raises(VerdictsNotApplicable) as refused:
+        question_validation_apply(run=run, user=researcher)
+
+    assert (f"the answers that count changed after it finished ({run.finished_at.isoformat()}, a run from before "
+            "the time it began reading was recorded: work submitted, rejected") in str(refused.value)
+
+
+def test_a_rejection_committed_before_the_writers_locks_is_seen_and_nothing_changes(settings, researcher,
+                                                                                     monkeypatch):
+    """Staleness is checked under the locks, in the transaction that writes: work rejected after the
+    run was found the latest but before the locks were taken refuses the verdicts."""
+    study, run = _three_validators(settings)
+    lock = validation._lock_as_the_writer
+
+    def rejected_meanwhile(**kwargs):
+        _reject_the_invalid_sayers(study)
+        lock(**kwargs)
+
+    monkeypatch.setattr(validation, "_lock_as_the_writer", rejected_meanwhile)
+
+    with pytest.raises(VerdictsNotApplicable, match="is stale"):
+        question_validation_apply(run=run, user=researcher)
+
+    assert {_question(study, n).validation_status for n in range(2)} == {"unvalidated"}

@@ -175,3 +175,50 @@ def test_a_task_rejected_and_another_submitted_while_the_run_reads_its_answers_m
     row = unit_row(study)
     assert (row["score_run"], row["n_annotators"], row["stale"]) == (again.pk, 3, False)
     assert scores_staleness(study, again, user=None)["stale_units"] == 0
+
+
+def test_rejecting_a_task_held_when_the_run_read_the_answers_leaves_the_unit_and_the_study_fresh(prolific):  # noqa: F811
+    """Held impostor work never counted, and rejecting it leaves it out still: the usual step after
+    a hold changes nothing that counts, so the unit's scores and the study's stay fresh."""
+    _platform, server = prolific
+    study, pid = one_unit_on_prolific("reject-held")
+    honest = server.add_submission(pid, participant_id="p_honest")
+    answered(study, pid, worker="p_honest", session=honest["id"])
+    taken = server.add_submission(pid, participant_id="p_real")
+    impostor = answered(study, pid, worker="p_fabricated", session=taken["id"])  # Prolific says p_real holds it
+    study_sync(study=study)
+    assert PlatformSubmission.objects.get(platform_assignment_id=taken["id"]).flag == Flag.WORKER_MISMATCH
+    run = score(study)
+    assert (unit_row(study)["n_annotators"], unit_row(study)["stale"]) == (1, False)
+    counted_changed_at = study_counting_changed_at(study=study)
+
+    assignment_reject(user=OPERATOR, study=study, assignment=impostor, feedback=REJECTION, category="FAILED_CHECK")
+
+    impostor.refresh_from_db()
+    assert impostor.status == "rejected" and impostor.reviewed_at > run.finished_at
+    row = unit_row(study)
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 1, False)
+    stale = scores_staleness(study, run, user=None)
+    assert (stale["stale"], stale["stale_units"]) == (False, 0), stale
+    assert study_counting_changed_at(study=study) == counted_changed_at
+
+
+def test_rejecting_a_task_whose_hold_was_cleared_before_the_run_makes_the_unit_stale(prolific):  # noqa: F811
+    """A hold a researcher cleared before the run let the task count: rejecting it afterwards takes
+    counted answers out, so the unit is stale (only work still on hold is left out of the rule)."""
+    _platform, server = prolific
+    study, pid = one_unit_on_prolific("reject-cleared")
+    honest = server.add_submission(pid, participant_id="p_honest")
+    answered(study, pid, worker="p_honest", session=honest["id"])
+    taken = server.add_submission(pid, participant_id="p_real")
+    impostor = answered(study, pid, worker="p_fabricated", session=taken["id"])
+    study_sync(study=study)
+    submission_clear(user=OPERATOR, submission=PlatformSubmission.objects.get(platform_assignment_id=taken["id"]))
+    run = score(study)
+    assert (unit_row(study)["n_annotators"], unit_row(study)["stale"]) == (2, False)
+
+    assignment_reject(user=OPERATOR, study=study, assignment=impostor, feedback=REJECTION, category="FAILED_CHECK")
+
+    row = unit_row(study)  # n_annotators: the run's count
+    assert (row["score_run"], row["n_annotators"], row["stale"]) == (run.pk, 2, True)
+    assert study_counting_changed_at(study=study) > score_run_read_at(run)

@@ -247,7 +247,8 @@ SCORES_STALE_NOTE = (
     "then export it, for a bundle that reproduces its results")
 # Where the rule comes from: the one the API's ``stale`` column follows, and the study-level one.
 SCORES_STALE_RULE = ("a unit's scores are stale by the rule of the `stale` column of GET /api/v1/scores/ and the "
-                     "unit-score export: the answers that count for it changed after the run that scored it finished; "
+                     "unit-score export: the answers that count for it changed after the run that scored it "
+                     "began reading them (its read_at; its finished_at for a run from before that was recorded); "
                      "a run of a study kind without unit scores (generalization, question validation, properties) is "
                      "stale when work that counted or could have counted (submitted, rejected, put on hold or "
                      "cleared; never active, returned or expired work) changed after the run began reading its "
