@@ -72,6 +72,7 @@ from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import ConsentChanged, NotQualified, PlatformAssignmentTaken, TaskInProgress
 from annotations.services.impostor import (
+    NO_CLIENT,
     grant_for_retake,
     grant_retake_start,
     impostor_grant_void,
@@ -203,7 +204,7 @@ def link_task_done_in_browser(*, finished: Assignment, held_participant_id: int 
 def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Callable[[], Participant],
                  refs: PlatformRefs, held_task_id: int | None, completion_code: str = "",
                  link: ParticipantLink | None = None, open_link: OpenLink | None = None,
-                 landed_at: datetime | None = None) -> Assignment:
+                 landed_at: datetime | None = None, client: str = NO_CLIENT) -> Assignment:
     """The task of the consent form with nonce ``key`` (already checked to come from this
     browser's landing page), which agreed to the consent text of hash ``consent_sha256`` (64
     lowercase hex digits, checked by the caller). A hash that is not the study's consent as it
@@ -230,7 +231,8 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     what ``participant()`` and ``assignment_enter`` raise. ``landed_at``: when a platform arrival's
     clock started (its landing time, from its signed nonce, or the start of the first task of its
     platform assignment if that was earlier: ``deadlines.platform_clock_start``); a new task's clock
-    starts then (``assignment_start``)."""
+    starts then (``assignment_start``). ``client``: the form's client address (``lab.clientip.client_ip``),
+    whose budget of Prolific reads those checks spend (``impostor.prolific_vouches``)."""
     if consent_sha256 != consent_text_sha256(study):
         given = consent_given(key=key, study=study)
         if given is not None:
@@ -244,7 +246,7 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
         return _consent_decide(**decide)
     except TaskHeldElsewhere as refusal:  # that transaction is over: no lock is held while Prolific is asked
         if not impostor_task_end(study=study, participant=receipt.participant, task=refusal.active,
-                                 platform_assignment_id=refs.assignment_id):
+                                 platform_assignment_id=refs.assignment_id, client=client):
             raise
     except NotQualified as refusal:  # the same, for a failed qualification test taken in another session's task
         if identity_unauthenticated(receipt.participant):  # or taken in a task another browser holds
@@ -252,7 +254,8 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
                                       refusal=refusal)
             return _consent_decide(**decide, retake=retake)
         if not impostor_grant_void(study=study, participant=receipt.participant,
-                                   platform_assignment_id=refs.assignment_id, held_task_id=held_task_id):
+                                   platform_assignment_id=refs.assignment_id, held_task_id=held_task_id,
+                                   client=client):
             raise
     return _consent_decide(**decide)
 

@@ -51,13 +51,22 @@ researcher's Prolific rate limit (which sync, approval and bonuses need) and hol
 the API's timeout on each request, by entering again and again with a worker's id, an invented
 session each time, while a task of that id is in progress. A definite answer (THEIRS, NOT_THEIRS;
 never UNKNOWN) is remembered in Django's cache for ``VERDICT_SECONDS`` (10 minutes), keyed by study,
-participant and session, so the worker reloading the page asks nothing again. Reads that reach
-Prolific are counted per participant and study: at most ``CHECKS_MAX`` (6) in ``CHECKS_WINDOW_SECONDS``
-(10 minutes, a fixed window from the first read, counted atomically: ``cache.add`` then
-``cache.incr``); beyond that the answer is UNKNOWN without asking, so nothing is vouched for and
-nothing ends, and the entry keeps its refusal until the window ends. A worker's own checks take two
-reads (B, then A), and two or three more if a failed test is to be voided; six leave room for a
-retry after network trouble. With ``REDIS_URL`` set the cache is Redis (``config/settings``), so every
+participant and session, so the worker reloading the page asks nothing again (whoever asks: a
+session's owner does not depend on who asks). Reads that reach Prolific are counted per participant,
+study and client address (the request's, as ``lab.clientip.client_ip`` computes it, honouring
+``RL_TRUSTED_PROXIES``; the views pass it as ``client``): at most ``CHECKS_MAX`` (6) from one address
+in ``CHECKS_WINDOW_SECONDS`` (10 minutes, a fixed window from the first read, counted atomically:
+``cache.add`` then ``cache.incr``); beyond that the answer is UNKNOWN without asking, so nothing is
+vouched for and nothing ends, and that address's entry keeps its refusal until its window ends. The
+budget is the address's own, not the participant's: counted per participant alone, an impostor who
+spent the six reads with invented sessions at the start of each window kept the real worker's entry,
+from anywhere, from ever being checked, their task from ever ending and a failed test they took on
+purpose from ever being voided. One address still asks at most six times per participant and
+window; the real worker, from their own address, has a budget no one else spends (sharing an
+address with the impostor, they share its budget). A caller that passes no client (a script, a
+test) counts under ``NO_CLIENT``, one budget of its own. A worker's own checks take two reads (B,
+then A), and two or three more if a failed test is to be voided; six leave room for a retry after
+network trouble. With ``REDIS_URL`` set the cache is Redis (``config/settings``), so every
 gunicorn process counts together; in process memory otherwise (each process counts its own).
 
 MTurk and typed participant identifiers have no platform to ask, and the lockout is the same: anyone
@@ -96,7 +105,7 @@ from annotations.platforms.base import PlatformError, PlatformNotFound
 from annotations.selectors.platforms import study_platform_task_ids
 from annotations.services.errors import NotQualified
 from annotations.services.participants import RETAKES_MAX, failed_grant_refuses_browser, retakes_used
-from annotations.services.release import assignments_end_in_progress
+from annotations.services.release import assignments_end_in_progress, deadline_passed
 from studies.models import Platform, Study
 
 logger = logging.getLogger(__name__)
@@ -105,11 +114,14 @@ logger = logging.getLogger(__name__)
 # (not found, another participant, another study), or nothing we can rely on.
 THEIRS, NOT_THEIRS, UNKNOWN = "theirs", "not theirs", "unknown"
 
-# How long a definite answer about a session is remembered, and how many reads of Prolific one
-# participant's entries may make in one study per window (the module's docstring says why).
+# How long a definite answer about a session is remembered, and how many reads of Prolific the
+# entries of one participant from one client address may make in one study per window (the
+# module's docstring says why). A caller with no client address (a script, a test) counts under
+# NO_CLIENT, a budget of its own.
 VERDICT_SECONDS = 10 * 60
 CHECKS_MAX = 6
 CHECKS_WINDOW_SECONDS = 10 * 60
+NO_CLIENT = "no-client"
 
 RETAKES_USED = (
     "This study's qualification test was taken under your identity {attempts} times (from different browsers) "
@@ -119,7 +131,7 @@ RETAKES_USED = (
 
 
 def impostor_task_end(*, study: Study, participant: Participant, task: Assignment,
-                      platform_assignment_id: str) -> bool:
+                      platform_assignment_id: str, client: str = NO_CLIENT) -> bool:
     """Whether ``task``, ``participant``'s task in progress in ``study``, no longer stands in the
     way of this entry because it was started by an impostor: the entry came with
     ``platform_assignment_id`` (a validated Prolific ``SESSION_ID``, B) while the task is bound to
@@ -128,36 +140,42 @@ def impostor_task_end(*, study: Study, participant: Participant, task: Assignmen
     denies A (the module's rule). Then the task is ended (``returned``, ``ended_as_impostor``) if it
     is still active and bound to A under its row lock, and True is returned; also when it ended
     meanwhile (another entry of the worker ended it first), so the caller goes on as if there were
-    no task in progress. A task moved to another session meanwhile is left alone (False). Makes
-    network calls: call outside any transaction, holding no row lock."""
+    no task in progress. A task moved to another session meanwhile is left alone (False).
+    ``client``: the entry's client address (``lab.clientip.client_ip``), whose read budget the
+    reads spend (``prolific_vouches``). Makes network calls: call outside any transaction, holding
+    no row lock."""
     denied = task.platform_assignment_id
     if task.participant_id != participant.pk:
         return False
-    if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied):
+    if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied,
+                            client=client):
         return False
     return _task_end(study=study, participant=participant, task_id=task.pk, platform_assignment_id=denied)
 
 
-def prolific_vouches(*, study: Study, participant: Participant, session: str, denied: str) -> bool:
+def prolific_vouches(*, study: Study, participant: Participant, session: str, denied: str,
+                     client: str = NO_CLIENT) -> bool:
     """Whether Prolific confirms ``session`` (B, the entry's validated ``SESSION_ID``) as
     ``participant``'s submission of one of ``study``'s Prolific studies and denies ``denied`` (A,
     the session a task was started with): the module's rule, the one answer both checks here
     give. False, asking nothing, unless the participant is a Prolific worker, both sessions are
     given and differ, and the study has a Prolific study published. B is asked first, so a B
-    Prolific does not vouch for costs one read. Makes network calls: call outside any
+    Prolific does not vouch for costs one read. The reads spend ``client``'s budget (the entry's
+    client address, ``lab.clientip.client_ip``; ``NO_CLIENT`` when there is none:
+    ``_prolific_read_allowed``), never another address's. Makes network calls: call outside any
     transaction, holding no row lock."""
     if participant.platform != Platform.PROLIFIC or not session or not denied or denied == session:
         return False
     own = {study_id.lower() for study_id in study_platform_task_ids(study=study, platform=Platform.PROLIFIC)}
     if not own:
         return False  # no Prolific study published: no session is this study's
-    if _session_verdict(session, study=study, participant=participant, own=own) != THEIRS:
+    if _session_verdict(session, study=study, participant=participant, own=own, client=client) != THEIRS:
         return False
-    return _session_verdict(denied, study=study, participant=participant, own=own) == NOT_THEIRS
+    return _session_verdict(denied, study=study, participant=participant, own=own, client=client) == NOT_THEIRS
 
 
 def impostor_grant_void(*, study: Study, participant: Participant, platform_assignment_id: str,
-                        held_task_id: int | None = None) -> bool:
+                        held_task_id: int | None = None, client: str = NO_CLIENT) -> bool:
     """Whether ``participant``'s failed qualification grant in ``study`` no longer stands in the
     way of this entry (which ``assignment_start`` refused with ``NotQualified``) because an impostor
     took the test: the entry came with ``platform_assignment_id`` (a validated Prolific
@@ -170,7 +188,8 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     failed grant is deleted, if it is still that grant (failed, taken in that task), and its task
     (returned when the test was failed) is marked ``ended_as_impostor``, and True is returned; also
     when the failed grant went meanwhile (another entry of the worker voided it first), asking
-    nothing, so the caller decides the entry again. A passed grant is never touched. Reads two rows,
+    nothing, so the caller decides the entry again. A passed grant is never touched. ``client``: the
+    entry's client address, whose read budget the reads spend (``prolific_vouches``). Reads two rows,
     then makes network calls: call outside any transaction, holding no row lock. An identity the app
     cannot authenticate (an MTurk worker id, a typed identifier) has no platform to ask: its failed
     test is set aside by ``grant_for_retake`` and ``grant_retake_start``."""
@@ -190,7 +209,8 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
         logger.warning("study %s: the failed qualification test taken in task %s stands: a failed test of its "
                        "participant was voided in this study before", study.pk, task_id)
         return False
-    if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied):
+    if not prolific_vouches(study=study, participant=participant, session=platform_assignment_id, denied=denied,
+                            client=client):
         return False
     with transaction.atomic():
         voided, _by_model = QualificationGrant.objects.filter(pk=grant_id, passed=False, assignment_id=task_id).delete()
@@ -274,20 +294,21 @@ def _voided_before(*, study: Study, participant: Participant, task_id: int) -> b
             .exclude(pk=task_id).exists())
 
 
-def _session_verdict(session: str, *, study: Study, participant: Participant, own: set[str]) -> str:
+def _session_verdict(session: str, *, study: Study, participant: Participant, own: set[str], client: str) -> str:
     """What Prolific says about ``session``: THEIRS (a submission of one of ``study``'s Prolific
     studies ``own`` by ``participant``), NOT_THEIRS (not found, or filed under another participant
     or another study), UNKNOWN (it could not be asked, or its answer names no study or participant,
-    or ``participant`` used up their reads in ``study``: ``_prolific_read_allowed``). A definite
-    answer is remembered for ``VERDICT_SECONDS`` and given again without asking."""
+    or the entries of ``participant`` from ``client`` used up their reads in ``study``:
+    ``_prolific_read_allowed``). A definite answer is remembered for ``VERDICT_SECONDS`` and given
+    again without asking, whatever the client."""
     key = f"rl:impostor:verdict:{_study_key(study)}:{participant.pk}:{session}"
     remembered = cache.get(key)
     if remembered in (THEIRS, NOT_THEIRS):
         return remembered
-    if not _prolific_read_allowed(study=study, participant=participant):
-        logger.warning("study %s: participant %s made %s reads of Prolific at the entry within %s seconds: "
-                       "session %s is not asked, the entry keeps its refusal", study.pk, participant.pk,
-                       CHECKS_MAX, CHECKS_WINDOW_SECONDS, session)
+    if not _prolific_read_allowed(study=study, participant=participant, client=client):
+        logger.warning("study %s: entries of participant %s from one client address made %s reads of Prolific "
+                       "within %s seconds: session %s is not asked, the entry keeps its refusal", study.pk,
+                       participant.pk, CHECKS_MAX, CHECKS_WINDOW_SECONDS, session)
         return UNKNOWN
     verdict = _prolific_verdict(session, participant=participant, own=own)
     if verdict != UNKNOWN:
@@ -301,11 +322,13 @@ def _study_key(study: Study) -> str:
     return study.entry_token
 
 
-def _prolific_read_allowed(*, study: Study, participant: Participant) -> bool:
-    """Whether one more read of Prolific may be made for ``participant``'s entry to ``study``: at
-    most ``CHECKS_MAX`` in a window of ``CHECKS_WINDOW_SECONDS`` from the first, counted in Django's
-    cache (``add`` starts the window, ``incr`` counts atomically, in Redis across processes)."""
-    key = f"rl:impostor:reads:{_study_key(study)}:{participant.pk}"
+def _prolific_read_allowed(*, study: Study, participant: Participant, client: str) -> bool:
+    """Whether one more read of Prolific may be made for ``participant``'s entry to ``study`` from
+    ``client`` (its address; ``NO_CLIENT`` when empty): at most ``CHECKS_MAX`` in a window of
+    ``CHECKS_WINDOW_SECONDS`` from the first, counted for that address alone, so one client never
+    spends another's reads, in Django's cache (``add`` starts the window, ``incr`` counts
+    atomically, in Redis across processes)."""
+    key = f"rl:impostor:reads:{_study_key(study)}:{participant.pk}:{client or NO_CLIENT}"
     cache.add(key, 0, timeout=CHECKS_WINDOW_SECONDS)
     try:
         reads = cache.incr(key)
@@ -338,7 +361,8 @@ def _task_end(*, study: Study, participant: Participant, task_id: int, platform_
     ended here or is no longer in progress (ended meanwhile); False when it was moved to another
     session meanwhile (still in progress, not the one Prolific denied). A task whose deadline passed
     meanwhile (Prolific is asked first) ends expired, unmarked, as the expiry sweep would end it
-    (``release.assignments_end_in_progress``)."""
+    (``release.assignments_end_in_progress``), and is logged as such."""
+    now = timezone.now()  # one instant for the release and the log: both read the deadline at it
     with transaction.atomic():
         row = (Assignment.objects.select_for_update().filter(pk=task_id, study_id=study.pk, participant_id=participant.pk)
                .values_list("status", "platform_assignment_id", "expires_at").first())
@@ -346,8 +370,13 @@ def _task_end(*, study: Study, participant: Participant, task_id: int, platform_
             return True  # ended meanwhile (the worker's other entry, its deadline, a withdrawal): not in the way
         if row[1] != platform_assignment_id:
             return False
-        assignments_end_in_progress([(task_id, row[0], row[2])], status=Assignment.Status.RETURNED,
+        assignments_end_in_progress([(task_id, row[0], row[2])], status=Assignment.Status.RETURNED, now=now,
                                     ended_as_impostor=True)
-    logger.warning("study %s: task %s ended at its participant's entry: Prolific denied the session it was "
-                   "started with and confirmed the one the participant came with", study.pk, task_id)
+    if deadline_passed(row[2], now):
+        logger.warning("study %s: task %s ended expired at its participant's entry: its deadline had passed "
+                       "when Prolific denied the session it was started with, so it is not marked as an "
+                       "impostor's", study.pk, task_id)
+    else:
+        logger.warning("study %s: task %s ended at its participant's entry: Prolific denied the session it was "
+                       "started with and confirmed the one the participant came with", study.pk, task_id)
     return True

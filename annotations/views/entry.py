@@ -77,6 +77,7 @@ from annotations.worker_pages import (
     wants_inline,
     worker_page,
 )
+from lab.clientip import client_ip
 from studies.models import Platform, Study
 
 NONCE_SALT = "annotations.entry.nonce"
@@ -275,7 +276,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
         assignment = consent_take(key=key, study=study, consent_sha256=consent_sha256,
                                   participant=participant, refs=refs or PlatformRefs(), held_task_id=held_task_id,
                                   completion_code=completion_code, link=link, open_link=open_link,
-                                  landed_at=landed_at)
+                                  landed_at=landed_at, client=client_ip(request))
     except (InvalidIdentifier, ConsentChanged) as error:  # the landing page again, as it reads now
         return _landing(request, study, page=page, error=error.message, identifier=identifier,
                         status=error.status, arrival=arrival)
@@ -350,7 +351,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             # Not this entry's task: refused, unless Prolific shows that someone else started it with
             # this worker's id (then it is ended, and the entry goes on as if there were none).
             if not impostor_task_end(study=study, participant=known, task=active,
-                                     platform_assignment_id=arrival.assignment_id):
+                                     platform_assignment_id=arrival.assignment_id, client=client_ip(request)):
                 return _refused(request, task_in_progress(active))
         return _closed(request) if closed else _landing(request, study, page=page, arrival=arrival)
     if closed:
