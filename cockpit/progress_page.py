@@ -11,6 +11,7 @@ from django.urls import path, reverse
 
 from annotations.selectors.progress import study_progress
 from annotations.selectors.review import study_attention_failures
+from annotations.services.platforms.access import may_hand_out_links
 from cockpit.views_common import study_context, study_for
 
 POLL_SECONDS = 5
@@ -32,6 +33,8 @@ def progress_view(model_admin, request, study_id: int):
         **study_context(model_admin.admin_site, request, study, f"Progress: {study.name}"),
         "progress": progress,
         "attention": study_attention_failures(study=study),
+        # The warning names tasks to reject only to who may reject them (the worker page's actions' rule).
+        "attention_can_reject": may_hand_out_links(user=request.user, study=study),
         "task_rows": [(key, label, progress.tasks[key]) for key, label in TASK_ROWS],
         "poll_url": reverse("admin:studies_study_progress_json", args=[study.pk]),
         "poll_seconds": POLL_SECONDS,

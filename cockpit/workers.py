@@ -48,6 +48,8 @@ def workers_view(model_admin, request, study_id: int):
         **study_context(model_admin.admin_site, request, study, f"Workers: {study.name}"),
         "workers": study_workers(study=study),
         "attention": study_attention_failures(study=study),
+        # The warning names tasks to reject only to who may reject them (the worker page's actions' rule).
+        "attention_can_reject": may_hand_out_links(user=request.user, study=study),
         "statuses": Assignment.Status.choices,
         "can_withdraw": study_user_may(user=request.user, study=study, access=CHANGE),
         "withdraw_ways": WITHDRAW_WAYS,
@@ -119,6 +121,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "record": study_worker(study=study, participant=participant),
         "attention": study_attention_failures(study=study, participant=participant),
         "attention_participant": participant.pk,
+        "attention_can_reject": can_pay,  # its tasks to reject, linked to the actions shown below
         # One browser may have used several of the study's links (recognised as this worker).
         "links": list(ParticipantLink.objects.filter(study=study, participant=participant).order_by("id")),
         # Their completion codes (what the worker is paid against) only for those who may hand them out.

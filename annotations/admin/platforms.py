@@ -202,6 +202,8 @@ class PublicationAdmin(KeysShownAdmin):
             "open_links": [(link, link_public_url(link) if keys_shown else "")
                            for link in OpenLink.objects.filter(study=study)],
             "attention": study_attention_failures(study=study),
+            # Its tasks to reject only to who may reject them (the worker page's actions' rule).
+            "attention_can_reject": keys_shown,
             "panels": [mark_safe(html) for html in (panel(request, study) for panel in PUBLISH_PAGE_PANELS)  # noqa: S308
                        if html],
         }

@@ -14,10 +14,10 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
-from annotations.models import Annotation, Assignment, Unit
+from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.platforms import get_platform
 from annotations.platforms.base import CENT, CostEstimate, money
 from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
@@ -36,7 +36,9 @@ MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
 # approved, ``annotations.selectors.COUNTING_ASSIGNMENT_STATUSES``, and not held by sync,
 # ``annotations.selectors.on_hold``: what "Approve all" and the bonuses treat as payable). Rejected
 # work is not paid, and held work not until a researcher clears it: fast bot work among them would
-# hide what the paid workers earn.
+# hide what the paid workers earn. Nor is a task whose unit claims are all released (no work of it counts
+# or could): a bundle copy brings a task held at the origin in as submitted with its claims released (the
+# platform's report that held it cannot travel), so "not on hold" there reads the claims.
 TIMED_TASKS_RULE = "tasks paid or payable (submitted or approved, not on hold)"
 
 
@@ -159,8 +161,12 @@ def _quantile(values: list[float], q: float) -> float:
 
 def study_timed_tasks(*, study: Study) -> QuerySet[Assignment]:
     """The tasks of ``study`` whose times the hourly pay reads (``TIMED_TASKS_RULE``): submitted or
-    approved, not on hold, with a submission time."""
-    return Assignment.objects.filter(study=study, status__in=COUNTING_ASSIGNMENT_STATUSES,
+    approved, not on hold, with a submission time, and holding at least one unit claim that is not
+    released (one that counts or could once cleared, as ``claims_that_count`` reads it). Here a
+    submitted or approved task's claims are never released (only expiry, return and rejection
+    release them); a bundle copy's task that was on hold at the origin has them all released."""
+    holds_work = Exists(Claim.objects.filter(assignment_id=OuterRef("pk"), unit__isnull=False, released=False))
+    return Assignment.objects.filter(holds_work, study=study, status__in=COUNTING_ASSIGNMENT_STATUSES,
                                      submitted_at__isnull=False).filter(~on_hold("pk"))
 
 
@@ -264,8 +270,9 @@ def pay_reading(*, hourly: HourlyPay) -> PayReading:
     estimate otherwise, saying why. The pace is the one "seconds a question" of the review pages and
     of scoring's speeder check (``review.SECONDS_PER_QUESTION_RULE``, at least
     ``MIN_PLAUSIBLE_SECONDS_PER_QUESTION``), not the task's minutes divided by its questions (they
-    include reading the instructions); with no question's steps timed no pace is judged.
-    ``hourly`` is the cost-and-pay selector's reading."""
+    include reading the instructions); with no question's steps timed no pace can be judged, so the
+    recorded median is never quoted then (the estimate is, saying why). ``hourly`` is the
+    cost-and-pay selector's reading."""
     n = hourly.n_recorded
     median = hourly.median_minutes
     per_question = hourly.seconds_per_question
@@ -280,7 +287,13 @@ def pay_reading(*, hourly: HourlyPay) -> PayReading:
         figure, basis = hourly.estimate_hourly, "estimate"
         text = (f"Only {n} paid or payable task{'s' if n != 1 else ''} timed (median {median} min), too few to "
                 f"quote; {estimate} until {MIN_TIMED_TASKS} are.")
-    elif per_question is not None and per_question < MIN_PLAUSIBLE_SECONDS_PER_QUESTION:
+    elif per_question is None:
+        # No pace to judge: the recorded median could be bots' 0.0 min as well as people's, so it is
+        # not quoted (nor a reward suggested from it).
+        figure, basis = hourly.estimate_hourly, "estimate"
+        text = (f"Median of {n} paid or payable tasks: {median} min a task, but no question's steps were timed, "
+                f"so the pace cannot be judged and the timings are not quoted; {estimate}.")
+    elif per_question < MIN_PLAUSIBLE_SECONDS_PER_QUESTION:
         figure, basis = hourly.estimate_hourly, "estimate"
         text = (f"Median of {n} paid or payable tasks: {median} min a task, {pace}: faster than a person "
                 f"reads, so the timings are not quoted; {estimate}.")

@@ -8,6 +8,7 @@ Workers answer through the worker pages; the researcher reads and posts the admi
 from __future__ import annotations
 
 import html
+import io
 import re
 
 import pytest
@@ -16,8 +17,11 @@ from django.urls import reverse
 
 from annotations.models import Annotation, Assignment, Claim
 from annotations.selectors.review import study_attention_failures
+from scoring.services.bundle import bundle_import, bundle_stream
+from studies.services.sharing import study_share
 from tests.annotations.factories import AttentionCheckFactory, make_study
 from tests.annotations.pages import entry_url, form_fields, start, task_of
+from tests.factories import staff
 
 pytestmark = pytest.mark.django_db
 
@@ -54,12 +58,10 @@ def _rejectable_links(page: str) -> dict[int, str]:
             re.findall(r'<a href="([^"]+)" class="attention-rejectable-task" data-task="(\d+)">', page)}
 
 
-def test_the_warning_names_the_submitted_task_of_a_worker_who_failed_every_check_in_a_returned_one(researcher):
-    # Given a worker who fails both checks in a task and returns it, then submits the next task
-    # (which has no check: each is asked once per worker), and a careful worker who submits.
-    study = make_study(n_items=8, n_sources=1, units_per_task=4)
-    AttentionCheckFactory(study=study)
-    AttentionCheckFactory(study=study)
+def _a_careless_and_a_careful_worker(study) -> tuple[Assignment, Assignment]:
+    """A worker fails both checks in a task and returns it, then submits the next task (which has no
+    check: each is asked once per worker); a careful worker submits. The careless worker's (returned,
+    submitted) tasks."""
     worker = Client()
     first = start(worker, entry_url(study))
     _answer_all(worker, first, checks_right=False)
@@ -78,6 +80,29 @@ def test_the_warning_names_the_submitted_task_of_a_worker_who_failed_every_check
     careful_task = start(careful, entry_url(study))
     _answer_all(careful, careful_task, checks_right=True)
     assert careful.post(careful_task + "submit").status_code == 302
+    return returned, submitted
+
+
+def _pages(study, participant_id: int) -> list[str]:
+    """The pages that show the warning: progress, workers, the worker's page and the publish page."""
+    return [reverse("admin:studies_study_progress", args=[study.pk]),
+            reverse("admin:studies_study_workers", args=[study.pk]),
+            reverse("admin:studies_study_worker", args=[study.pk, participant_id]),
+            reverse("admin:annotations_publication_publish", args=[study.pk])]
+
+
+def _study_with_two_checks():
+    study = make_study(n_items=8, n_sources=1, units_per_task=4)
+    AttentionCheckFactory(study=study)
+    AttentionCheckFactory(study=study)
+    return study
+
+
+def test_the_warning_names_the_submitted_task_of_a_worker_who_failed_every_check_in_a_returned_one(researcher):
+    # Given a worker who fails both checks in a task and returns it, then submits the next task
+    # (which has no check: each is asked once per worker), and a careful worker who submits.
+    study = _study_with_two_checks()
+    returned, submitted = _a_careless_and_a_careful_worker(study)
 
     # Then the selector names the failing worker's submitted task, not the careful worker's.
     failures = study_attention_failures(study=study)
@@ -86,10 +111,7 @@ def test_the_warning_names_the_submitted_task_of_a_worker_who_failed_every_check
 
     # And every page's warning links it to the worker's page, the review link kept.
     worker_url = reverse("admin:studies_study_worker", args=[study.pk, submitted.participant_id])
-    for url in (reverse("admin:studies_study_progress", args=[study.pk]),
-                reverse("admin:studies_study_workers", args=[study.pk]),
-                worker_url,
-                reverse("admin:annotations_publication_publish", args=[study.pk])):
+    for url in _pages(study, submitted.participant_id):
         page = researcher.get(url)
         assert page.status_code == 200, url
         text = page.content.decode()
@@ -110,3 +132,31 @@ def test_the_warning_names_the_submitted_task_of_a_worker_who_failed_every_check
     text = researcher.get(reverse("admin:studies_study_workers", args=[study.pk])).content.decode()
     assert not _rejectable_links(text)
     assert "none is left to reject" in text
+
+
+def test_the_warning_offers_no_rejection_to_a_reader_who_cannot_reject(researcher, django_user_model):
+    """A reader with a view share has no Reject form on the worker page (``may_hand_out_links``: PAY,
+    and not a study run elsewhere), so the warning promises no rejection to them: no "can still be
+    rejected" and no link to the worker page's actions; the review link stays. A study's bundle copy
+    (run elsewhere: the services refuse to reject its tasks) promises none even to its owner."""
+    study = _study_with_two_checks()
+    _returned, submitted = _a_careless_and_a_careful_worker(study)
+    vera, reader = staff("vera", all_model_perms=False,
+                         extra=("studies.view_study", "annotations.view_publication"))
+    study_share(study=study, user=django_user_model.objects.get(username="dana"), with_user=vera)
+    copy = bundle_import(file=io.BytesIO(b"".join(bundle_stream(study=study, user=None))), name="attention-copy",
+                         filename="study.zip", owner=django_user_model.objects.get(username="dana"))
+    copied_worker = Assignment.objects.get(study=copy, status=Assignment.Status.RETURNED).participant_id
+    assert study_attention_failures(study=copy).rejectable == {copied_worker: [
+        Assignment.objects.get(study=copy, participant_id=copied_worker, status=Assignment.Status.SUBMITTED).pk]}
+
+    for client, pages in ((reader, _pages(study, submitted.participant_id)),
+                          (researcher, _pages(copy, copied_worker))):
+        for url in pages:
+            page = client.get(url)
+            assert page.status_code == 200, url
+            text = page.content.decode()
+            assert 'id="attention-review-link"' in text, url
+            assert not _rejectable_links(text), url
+            assert "can still be rejected" not in text and "left to reject" not in text, url
+            assert 'id="attention-rejectable"' not in text, url

@@ -152,6 +152,25 @@ def test_too_few_timed_tasks_keep_the_estimate(dana, clock):
     assert pay["text"].startswith("Only 1 paid or payable task timed (median 20.0 min), too few to quote")
 
 
+def test_untimed_steps_keep_the_estimate_whatever_the_recorded_median(dana):
+    """Six tasks answered with no step timed (a page that sent no display time), each submitted in
+    no time: with no question's steps timed the pace cannot be judged, so the recorded median
+    (0.0 min, "0/h") is not quoted nor a reward of 0.00 suggested from it; the estimate stands and
+    the page says why."""
+    user, client = dana
+    study = open_utility_study(name="untimed", n_items=2, n_sources=5, quota=3, units_per_task=1, owner=user)
+    for n in range(6):
+        work(study, f"PID-UNTIMED-{n}")
+
+    pay = progress(client, study)["pay"]
+
+    assert (pay["timed_tasks"], pay["median_minutes"], pay["seconds_per_question"]) == (6, 0.0, None)
+    assert (pay["basis"], pay["figure"], pay["below_floor"]) == ("estimate", "20.00", False)
+    assert "no question's steps were timed, so the pace cannot be judged" in pay["text"]
+    assert "the estimate of 6 min a task gives 20.00/h" in pay["text"]
+    assert not any("at least 0.00" in w for w in pay["warnings"])
+
+
 def test_rejected_work_is_not_timed_for_pay(dana, clock):
     """The audit's case: five workers take 10 minutes a task; five bots take 2 minutes and are
     rejected. The page quoted 60.00/h from "Median of 10 timed tasks: 2.0 min", above the floor; the

@@ -112,14 +112,19 @@ def start_assignment(study, *, platform: str, worker_id: str, assignment_id: str
 def complete_assignment(assignment: Assignment, *, correct: bool = True, minutes: float | None = None) -> Assignment:
     """Answer every step of every claim through the questionnaire's services, then submit."""
     study = assignment.study
-    for claim in assignment.claims.select_related("unit__item", "attention_check"):
-        for step in steps_for(kind=study.kind, is_attention_check=bool(claim.attention_check_id)):
-            if claim.attention_check_id:
-                label = claim.attention_check.correct_answer
-            else:
-                gold = claim.unit.item.gold_answer
-                label = gold if correct else ("no" if gold == "yes" else "yes")
-            annotation_submit(assignment=assignment, claim=claim, step=step, answer=label)
+    claims = list(assignment.claims.select_related("unit__item", "attention_check"))
+    steps = [(claim, step) for claim in claims
+             for step in steps_for(kind=study.kind, is_attention_check=bool(claim.attention_check_id))]
+    # With ``minutes``, each step's recorded time shares them, as the pages record a step's display
+    # to its answer (the pace the pay reading judges).
+    duration_ms = round(minutes * 60_000 / len(steps)) if minutes is not None and steps else None
+    for claim, step in steps:
+        if claim.attention_check_id:
+            label = claim.attention_check.correct_answer
+        else:
+            gold = claim.unit.item.gold_answer
+            label = gold if correct else ("no" if gold == "yes" else "yes")
+        annotation_submit(assignment=assignment, claim=claim, step=step, answer=label, duration_ms=duration_ms)
     assignment_submit(assignment=assignment)
     if minutes is not None:
         # Task times are data the test controls: start the clock ``minutes`` before submission.

@@ -1,12 +1,15 @@
 """Cost estimates with the platforms' fees, and effective hourly pay from recorded task times."""
 from __future__ import annotations
 
+import io
 from decimal import Decimal
 
 from annotations.platforms.mturk import MTurkPlatform
 from annotations.selectors.cost import study_cost_and_pay, study_effective_hourly_pay, study_task_count
 from annotations.selectors.platforms import study_bonus_candidates
+from annotations.selectors.progress import study_progress
 from annotations.services.platforms.sync import study_sync
+from scoring.services.bundle import bundle_import, bundle_stream
 from tests.annotations.platforms.conftest import open_study, publish_on, submitted
 
 
@@ -99,3 +102,29 @@ def test_held_work_is_not_timed_and_the_progress_page_says_how_many_are_on_hold(
     html = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
     assert '(<span data-k="tasks_on_hold.submitted">1</span> of these on hold)' in html
     assert '(<span data-k="tasks_on_hold.done">1</span> of these on hold)' in html
+
+
+def test_a_bundle_copy_does_not_time_the_work_held_at_the_origin(prolific, study):
+    """The bundle's copy brings a task held at the origin (the platform's worker was someone else) in
+    as submitted with its claims released and no platform report: it holds no work that counts or
+    could, so it is not timed there either, and the copy's pay reads the same five tasks as the
+    origin's (their 10 minutes, not the held task's 1)."""
+    _platform, server = prolific
+    publication = publish_on(study, "prolific")
+    for i in range(5):
+        session = server.add_submission(publication.prolific_study_id, participant_id=f"p_honest_{i}")
+        submitted(study, platform="prolific", worker_id=f"p_honest_{i}", assignment_id=session["id"],
+                  task_id=publication.prolific_study_id, minutes=10)
+    real = server.add_submission(publication.prolific_study_id, participant_id="p_real")
+    submitted(study, platform="prolific", worker_id="p_fabricated", assignment_id=real["id"],
+              task_id=publication.prolific_study_id, minutes=1)
+    study_sync(study=study)
+    assert study_progress(study=study).tasks_on_hold["submitted"] == 1
+
+    copy = bundle_import(file=io.BytesIO(b"".join(bundle_stream(study=study, user=None))), name="held-copy",
+                         filename="study.zip", owner=None)
+
+    origin, copied = study_effective_hourly_pay(study=study), study_effective_hourly_pay(study=copy)
+    assert (origin.n_recorded, origin.median_minutes, origin.min_minutes) == (5, 10.0, 10.0)
+    assert (copied.n_recorded, copied.median_minutes, copied.min_minutes) == (5, 10.0, 10.0)
+    assert study_progress(study=copy).tasks["submitted"] == 6
