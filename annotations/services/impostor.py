@@ -64,7 +64,11 @@ from anywhere, from ever being checked, their task from ever ending and a failed
 purpose from ever being voided. One address still asks at most six times per participant and
 window; the real worker, from their own address, has a budget no one else spends (sharing an
 address with the impostor, they share its budget). A caller that passes no client (a script, a
-test) counts under ``NO_CLIENT``, one budget of its own. A worker's own checks take two reads (B,
+test) counts under ``NO_CLIENT``, one budget of its own. An address is counted by its network
+(an IPv6 /64, which one host holds whole), and every network together has a ceiling,
+``CHECKS_MAX_ALL_CLIENTS`` (30) per participant, study and window, so many addresses cannot spend the
+researcher's rate limit either; a ceiling spent that way holds the real worker back until the window
+ends. A worker's own checks take two reads (B,
 then A), and two or three more if a failed test is to be voided; six leave room for a retry after
 network trouble. With ``REDIS_URL`` set the cache is Redis (``config/settings``), so every
 gunicorn process counts together; in process memory otherwise (each process counts its own).
@@ -92,6 +96,7 @@ proved by the link or the browser itself, and a failed test refuses them whateve
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable
 
@@ -121,6 +126,9 @@ THEIRS, NOT_THEIRS, UNKNOWN = "theirs", "not theirs", "unknown"
 VERDICT_SECONDS = 10 * 60
 CHECKS_MAX = 6
 CHECKS_WINDOW_SECONDS = 10 * 60
+# Every network's reads for one participant and study together, per window: enough for a worker's
+# own checks beside several networks' attempts, and a ceiling on what a study costs in Prolific reads.
+CHECKS_MAX_ALL_CLIENTS = 30
 NO_CLIENT = "no-client"
 
 RETAKES_USED = (
@@ -325,17 +333,46 @@ def _study_key(study: Study) -> str:
 def _prolific_read_allowed(*, study: Study, participant: Participant, client: str) -> bool:
     """Whether one more read of Prolific may be made for ``participant``'s entry to ``study`` from
     ``client`` (its address; ``NO_CLIENT`` when empty): at most ``CHECKS_MAX`` in a window of
-    ``CHECKS_WINDOW_SECONDS`` from the first, counted for that address alone, so one client never
-    spends another's reads, in Django's cache (``add`` starts the window, ``incr`` counts
-    atomically, in Redis across processes)."""
-    key = f"rl:impostor:reads:{_study_key(study)}:{participant.pk}:{client or NO_CLIENT}"
+    ``CHECKS_WINDOW_SECONDS`` from the first, counted for that network alone (``_client_network``: an
+    IPv4 address, an IPv6 /64, which one host holds whole), so one client never spends another's
+    reads; and at most ``CHECKS_MAX_ALL_CLIENTS`` for the participant and study from every network
+    together, so many addresses cannot spend the researcher's Prolific rate limit either (a budget
+    spent that way holds a real worker back until the window ends, as a worker behind the impostor's
+    own network is). Counted in Django's cache (``add`` starts a window, ``incr`` counts atomically,
+    in Redis across processes); a read refused by one count is not taken from the other."""
+    base = f"rl:impostor:reads:{_study_key(study)}:{participant.pk}"
+    if _window_count(f"{base}:all", peek=True) >= CHECKS_MAX_ALL_CLIENTS:
+        return False
+    if _window_count(f"{base}:{_client_network(client)}") > CHECKS_MAX:
+        return False
+    return _window_count(f"{base}:all") <= CHECKS_MAX_ALL_CLIENTS
+
+
+def _window_count(key: str, *, peek: bool = False) -> int:
+    """The reads counted under ``key`` in its window, one more unless ``peek``."""
+    if peek:
+        return int(cache.get(key) or 0)
     cache.add(key, 0, timeout=CHECKS_WINDOW_SECONDS)
     try:
-        reads = cache.incr(key)
+        return cache.incr(key)
     except ValueError:  # the window ended between the two calls: this read starts the next one
         cache.add(key, 1, timeout=CHECKS_WINDOW_SECONDS)
-        reads = 1
-    return reads <= CHECKS_MAX
+        return 1
+
+
+def _client_network(client: str) -> str:
+    """The network a client address's reads are counted for: the address itself (IPv4), its /64
+    (IPv6: one host or customer is given a whole /64), ``NO_CLIENT`` for none or text that is no
+    address."""
+    try:
+        address = ipaddress.ip_address((client or "").strip())
+    except ValueError:
+        return NO_CLIENT
+    if address.version == 6:
+        if address.ipv4_mapped is not None:  # ::ffff:a.b.c.d is the IPv4 address a.b.c.d
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
 def _prolific_verdict(session: str, *, participant: Participant, own: set[str]) -> str:

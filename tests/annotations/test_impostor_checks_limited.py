@@ -176,6 +176,30 @@ def test_a_forged_forwarded_for_header_does_not_give_one_address_more_reads(publ
     assert len(asked(server)) == CHECKS_MAX
 
 
+def test_addresses_of_one_ipv6_network_share_one_budget(published):  # noqa: F811
+    """One host holds a whole IPv6 /64: its addresses are counted as one network."""
+    study, study_id, server = published
+    impostor_task(study, study_id)
+
+    for n in range(1, 3 * CHECKS_MAX):
+        assert_refused(Client(REMOTE_ADDR=f"2001:db8:1:2::{n:x}").get(url(study, study_id, hex24())))
+
+    assert len(asked(server)) == CHECKS_MAX
+
+
+def test_every_network_together_has_a_ceiling(published, monkeypatch):  # noqa: F811
+    """Many networks cannot spend the researcher's Prolific rate limit either: one participant's
+    entries to one study ask at most CHECKS_MAX_ALL_CLIENTS times a window from all of them."""
+    study, study_id, server = published
+    monkeypatch.setattr(impostor_service, "CHECKS_MAX_ALL_CLIENTS", 10)
+    impostor_task(study, study_id)
+
+    for n in range(25):
+        assert_refused(Client(REMOTE_ADDR=f"198.51.100.{n + 1}").get(url(study, study_id, hex24())))
+
+    assert len(asked(server)) == 10
+
+
 def test_behind_a_trusted_proxy_each_forwarded_address_has_its_own_reads(published, settings):  # noqa: F811
     study, study_id, server = published
     settings.RL_TRUSTED_PROXIES = 1
