@@ -570,6 +570,12 @@ class Handler:
         operator's), called by ``generation_job_create`` before the job is saved: a
         ``GenerationError`` refuses the job. Nothing by default."""
 
+    def resume_refusal(self, job: GenerationJob, *, user) -> str:
+        """Why ``job`` (failed, cancelled or stalled) may not be queued again, told to ``user`` who
+        resumes it (``generation_job_resume``, after the checks every kind shares): a kind's own
+        creation check that another job may have made false meanwhile. Empty by default."""
+        return ""
+
 
 def _reading_for_researcher(prepare):
     """``prepare``, which takes a job's items from its dataset and split only among those its

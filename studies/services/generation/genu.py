@@ -39,7 +39,7 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
-from studies.selectors import sources_for_user
+from studies.selectors import VIEW, generation_jobs_for_user, sources_for_user
 from studies.services.content import gen_u_added_refusals
 from studies.services.grading import prediction_correct
 
@@ -297,30 +297,35 @@ def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[Gener
     of its batches (:meth:`GenUHandler.run_batch`: another job may have stored its predictions since).
 
     ``user``: who the job reads for (``common.job_actor``; None: the operator). Every answerer of the
-    stored predictions is named, once per role; the advice says which of them ``user`` may not use
-    as a job's answerer (``sources_for_user``, the job inputs check), since a job of theirs with those
-    would be refused: only their owner can run it."""
+    stored predictions is named by its model path, once per role; its source id only to a ``user`` who
+    may read that source (``sources_for_user``, as the admin's prediction page names it), another as
+    "a source you may not read". The advice says when ``user`` may not use some of them as a job's
+    answerer (the same rule, the job inputs check), since a job of theirs with those would be refused:
+    only their owner can run it."""
     answerers = _job_answerers(params)
-    stored = (GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
-              .exclude(_answered_by(answerers)))
-    others: dict[str, set] = {}
-    n_questions: set[int] = set()
-    answerer_ids: set[int] = set()
-    for question_id, role, answerer_id, model in stored.values_list(
-            "generalization_question_id", "answerer", "answerer_source_id", "answerer_model"):
-        n_questions.add(question_id)
-        if answerer_id is not None:
-            answerer_ids.add(answerer_id)
-        others.setdefault(role, set()).add(f"{model} (source #{answerer_id})" if answerer_id is not None
-                                           else f"{model} (source not recorded)")
-    if not others:
+    stored = list((GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
+                   .exclude(_answered_by(answerers)))
+                  .values_list("generalization_question_id", "answerer", "answerer_source_id", "answerer_model"))
+    if not stored:
         return ""
+    answerer_ids = {answerer_id for _, _, answerer_id, _ in stored if answerer_id is not None}
     usable = answerer_ids if user is None else set(
         sources_for_user(user=user).filter(pk__in=answerer_ids).values_list("pk", flat=True))
-    unusable = sorted(answerer_ids - usable)
+    others: dict[str, set] = {}
+    unusable_models: set[str] = set()
+    for _, role, answerer_id, model in stored:
+        if answerer_id is None:
+            shown = f"{model} (source not recorded)"
+        elif answerer_id in usable:
+            shown = f"{model} (source #{answerer_id})"
+        else:
+            shown = f"{model} (a source you may not read)"
+            unusable_models.add(model)
+        others.setdefault(role, set()).add(shown)
+    n_questions = len({question_id for question_id, _, _, _ in stored})
     named = "; ".join(f"{genu.ANSWERER_NAMES[role]}: {', '.join(sorted(others[role]))}" for role in sorted(others))
-    if unusable:
-        advice = (f"They were answered by answerers you may not use ({', '.join(f'source #{pk}' for pk in unusable)}): "
+    if unusable_models:
+        advice = (f"They were answered by answerers you may not use ({', '.join(sorted(unusable_models))}): "
                   f"ask their owner, who may run the Gen-U job of {source.name!r} with them; a job of yours with "
                   "them would be refused.")
     elif any(len(names) > 1 for names in others.values()):
@@ -328,7 +333,7 @@ def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[Gener
                   "items that pair answered to answer questions added since.")
     else:
         advice = "Run it with the stored answerers to answer questions added since."
-    return (f"{len(n_questions)} of this job's generalization questions already have Gen-U predictions of "
+    return (f"{n_questions} of this job's generalization questions already have Gen-U predictions of "
             f"{source.name!r} from other answerers ({named}). One prediction is kept per question, source and "
             f"answerer role, so this job would answer none of them with {answerers['I'].name!r} / "
             f"{answerers['IR'].name!r} and every Gen-U figure of {source.name!r} would stay the stored answerers'. "
@@ -336,12 +341,18 @@ def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[Gener
             "replaced there.")
 
 
-def genu_active_jobs_refusal(job: GenerationJob) -> str:
-    """Why the new Gen-U ``job`` may not be created: another Gen-U job on its source, queued or
+def genu_active_jobs_refusal(job: GenerationJob, *, user) -> str:
+    """Why ``job`` may not be created or resumed: another Gen-U job on its source, queued or
     running, answers some of its items with other answerers. Whichever stored its predictions
     first, the other would skip them (:func:`genu_answerers_refusal`, which it then stops on).
     Empty when none; a job with the same answerers may run beside it (stored predictions are kept
-    once)."""
+    once).
+
+    ``user``: who is told (None: the operator, told everything). A job they may read
+    (``generation_jobs_for_user``: their own, or any with ``studies.view_generationjob``) is named
+    by its id, status and answerers (each answerer's id only where they may read that source,
+    ``sources_for_user``); another as another researcher's queued or running Gen-U job, without its
+    id or answerers."""
     mine = (job.params.get("answerer_i"), job.params.get("answerer_ir"))
     items = set(job.item_ids)
     active = (GenerationJob.objects.filter(kind=GenerationJob.Kind.GENU_ANSWERS, source_id=job.source_id,
@@ -352,13 +363,30 @@ def genu_active_jobs_refusal(job: GenerationJob) -> str:
                 and items.intersection(other.item_ids or [])]
     if not clashing:
         return ""
-    named = "; ".join(f"job {other.pk} ({other.get_status_display().lower()}; F^I: source "
-                      f"#{other.params.get('answerer_i')}, F^IR: source #{other.params.get('answerer_ir')})"
-                      for other in clashing)
+    if user is None:
+        readable_jobs = {other.pk for other in clashing}
+        readable_sources = {other.params.get(key) for other in clashing for key in ROLES.values()}
+    else:
+        readable_jobs = set(generation_jobs_for_user(user=user, access=VIEW)
+                            .filter(pk__in=[other.pk for other in clashing]).values_list("pk", flat=True))
+        readable_sources = set(sources_for_user(user=user).filter(
+            pk__in=[other.params.get(key) for other in clashing for key in ROLES.values()])
+            .values_list("pk", flat=True))
+
+    def answerer(pk) -> str:
+        return f"source #{pk}" if pk in readable_sources else "a source you may not read"
+
+    named = "; ".join(
+        f"job {other.pk} ({other.get_status_display().lower()}; F^I: {answerer(other.params.get('answerer_i'))}, "
+        f"F^IR: {answerer(other.params.get('answerer_ir'))})" if other.pk in readable_jobs
+        else f"another researcher's {other.get_status_display().lower()} Gen-U job"
+        for other in clashing)
+    advice = ("Run this job with that job's answerers, or on other items, or once it has ended with the answerers "
+              "it stored." if readable_jobs == {other.pk for other in clashing}
+              else "Run this job on other items, or once that job has ended with the answerers it stored.")
     return (f"another Gen-U job on {job.source.name!r} answers some of this job's items with other answerers: "
             f"{named}. One prediction is kept per question, source and answerer role, so whichever job stored "
-            "its predictions first, the other would answer none of them. Run this job with that job's answerers, "
-            "or on other items, or once it has ended with the answerers it stored.")
+            f"its predictions first, the other would answer none of them. {advice}")
 
 
 class GenUHandler(ItemHandler):
@@ -397,9 +425,15 @@ class GenUHandler(ItemHandler):
         (:func:`genu_answerers_refusal`, told which of those its researcher may not use), or that
         another active Gen-U job on its source answers with other answerers
         (:func:`genu_active_jobs_refusal`)."""
-        refusal = self._answerers_refusal(job) or genu_active_jobs_refusal(job)
+        refusal = self._answerers_refusal(job) or genu_active_jobs_refusal(job, user=job_actor(job))
         if refusal:
             raise GenerationError(refusal)
+
+    def resume_refusal(self, job, *, user):
+        """The creation check on other active Gen-U jobs again (:func:`genu_active_jobs_refusal`, told
+        to ``user``, who resumes it): another job may have been created while this one was failed or
+        cancelled, and both queued, whichever ran first the other would fail."""
+        return genu_active_jobs_refusal(job, user=user)
 
     def run_batch(self, job):
         # The creation check again, before each batch: another job (created before this one stored

@@ -239,7 +239,7 @@ def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> 
     if creator_refusal(job):
         raise GenerationError(f"job {job.pk} cannot be resumed: {job.created_by} who started it may no longer "
                               "start LM jobs; start a new job instead")
-    refusal = generation_job_inputs_refusal(job)
+    refusal = generation_job_inputs_refusal(job) or HANDLERS[job.kind].resume_refusal(job, user=user)
     if refusal:
         raise GenerationError(f"job {job.pk} cannot be resumed: {refusal.removeprefix('Cancelled: ')}")
     # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.

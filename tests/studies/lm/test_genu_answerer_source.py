@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from studies.models import GeneralizationQuestion, GenUPrediction, RationaleSource
@@ -198,6 +199,88 @@ def test_the_refusal_says_when_the_stored_answerers_are_not_the_researchers_to_u
         with pytest.raises(generation.GenerationError, match="no rationale source .* that you may use"):
             genu_job(source, items, answerers, "A-I", "A-IR", user=bob)
     message = str(refused.value)
-    assert (f"answered by answerers you may not use (source #{answerers['A-I'].pk}, source #{answerers['A-IR'].pk}): "
-            "ask their owner") in message
+    assert "answered by answerers you may not use (ckpt/A-I, ckpt/A-IR): ask their owner" in message
     assert "Run it with the stored answerers" not in message
+
+
+def test_the_answerers_refusal_hides_the_ids_of_sources_the_researcher_may_not_read():
+    """The stored answerers are named by model path (as the admin's prediction page shows them), and
+    by source id only to a reader of that source: Bob is told "a source you may not read", the
+    operator the ids."""
+    bob, _ = researcher_without_reference_views("bob")
+    source, items = explained_items_with_valid_questions()
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = answerer_pairs(server, "A-I", "A-IR", "B-I", "B-IR")
+        study_create(name="bobs", dataset=items[0].dataset, split="dev", owner=bob, user=None, consent_text="ok",
+                     sources=[source, answerers["B-I"], answerers["B-IR"]])
+        assert generation.generation_job_run(job_id=genu_job(source, items, answerers, "A-I", "A-IR").pk).status \
+            == "done"
+
+        with pytest.raises(generation.GenerationError) as bobs:
+            genu_job(source, items, answerers, "B-I", "B-IR", user=bob)
+        with pytest.raises(generation.GenerationError) as operators:
+            genu_job(source, items, answerers, "B-I", "B-IR")
+    message = str(bobs.value)
+    assert ("F^I: ckpt/A-I (a source you may not read); F^IR: ckpt/A-IR (a source you may not read)"
+            in message)
+    assert f"#{answerers['A-I'].pk}" not in message and f"#{answerers['A-IR'].pk}" not in message
+    assert (f"F^I: ckpt/A-I (source #{answerers['A-I'].pk}); F^IR: ckpt/A-IR (source #{answerers['A-IR'].pk})"
+            in str(operators.value))
+
+
+def test_resuming_a_genu_job_is_refused_while_another_active_job_answers_its_items_with_other_answerers():
+    """Job B (B-I / B-IR) failed; job A (A-I / A-IR) was then created on the same items (B was not
+    active). Resuming B queued two clashing jobs, and whichever ran first the other failed: the
+    resume is refused as creating B would be, naming A, and B stays failed. Once A has ended, B may
+    be resumed (and then stops before its batch on A's stored predictions)."""
+    source, items = explained_items_with_valid_questions()
+    root = get_user_model().objects.create_superuser("root", password="pw")
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = answerer_pairs(server, "A-I", "A-IR", "B-I", "B-IR")
+        late = genu_job(source, items, answerers, "B-I", "B-IR", user=root)
+        generation.generation_job_fail(job_id=late.pk, error="the endpoint was down")
+        first = genu_job(source, items, answerers, "A-I", "A-IR", user=root)
+
+        with pytest.raises(generation.GenerationError) as refused:
+            generation.generation_job_resume(job=late, user=root, enqueue=False)
+        assert str(refused.value).startswith(
+            f"job {late.pk} cannot be resumed: another Gen-U job on 'explainer' answers some of this job's items "
+            f"with other answerers: job {first.pk} (queued; F^I: source #{answerers['A-I'].pk}")
+        late.refresh_from_db()
+        assert late.status == "failed"
+
+        assert generation.generation_job_run(job_id=first.pk).status == "done"
+        late = generation.generation_job_run(job_id=generation.generation_job_resume(
+            job=late, user=root, enqueue=False).pk)
+    assert late.status == "failed" and "already have Gen-U predictions of 'explainer'" in late.error
+
+
+def test_the_active_jobs_refusal_names_only_the_jobs_the_researcher_may_read():
+    """Bob (no ``studies.view_generationjob``) reads his own jobs only. His job C on the first item and
+    Alice's job A on the second are queued; his new job on both with B-I / B-IR is refused naming C
+    with its id and answerers, and Alice's as another researcher's queued Gen-U job, without its id
+    or answerers. The operator is told both ids."""
+    bob, _ = researcher_without_reference_views("bob")
+    bob.user_permissions.remove(Permission.objects.get(codename="view_generationjob"))
+    bob = get_user_model().objects.get(pk=bob.pk)
+    alice, _ = researcher_without_reference_views("alice")
+    source, items = explained_items_with_valid_questions()
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        answerers = answerer_pairs(server, "A-I", "A-IR", "B-I", "B-IR", "C-I", "C-IR")
+        study_create(name="bobs", dataset=items[0].dataset, split="dev", owner=bob, user=None, consent_text="ok",
+                     sources=[source, answerers["B-I"], answerers["B-IR"], answerers["C-I"], answerers["C-IR"]])
+        study_create(name="alices", dataset=items[0].dataset, split="dev", owner=alice, user=None,
+                     consent_text="ok", sources=[source, answerers["A-I"], answerers["A-IR"]])
+        bobs = genu_job(source, items[:1], answerers, "C-I", "C-IR", user=bob)
+        alices = genu_job(source, items[1:], answerers, "A-I", "A-IR", user=alice)
+
+        with pytest.raises(generation.GenerationError) as refused:
+            genu_job(source, items, answerers, "B-I", "B-IR", user=bob)
+        with pytest.raises(generation.GenerationError) as operators:
+            genu_job(source, items, answerers, "B-I", "B-IR")
+    message = str(refused.value)
+    assert (f"with other answerers: job {bobs.pk} (queued; F^I: source #{answerers['C-I'].pk}, F^IR: source "
+            f"#{answerers['C-IR'].pk}); another researcher's queued Gen-U job. One prediction") in message
+    assert f"job {alices.pk}" not in message and f"#{answerers['A-I'].pk}" not in message
+    assert "Run this job on other items, or once that job has ended" in message
+    assert f"job {alices.pk} (queued; F^I: source #{answerers['A-I'].pk}" in str(operators.value)
