@@ -20,28 +20,44 @@ from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
 # "an item with all its generalization questions", but F^I and F^IR answer only the generalization
 # questions (``GenUPrediction``), never the item itself, so that bundle cannot be formed here. Each
 # answerer's consistency rests on its own predictions: another answerer's output that did not parse
-# (which leaves the question out of Gen-U's mode) removes nothing from it.
-CONSISTENCY_BUNDLE = ("an item's generalization questions that count for Gen-U, per source, answered by F^I (without "
-                      "the rationale) or F^IR (with it), each answerer over its own predictions (one answerer's "
-                      "output that did not parse removes no question from the other's); the item itself is left out: "
-                      "the answerers do not answer it, so SPEC section 5's bundle (the item with all its "
-                      "generalization questions) cannot be formed. A bundle in which the answerer's output on a "
-                      "question did not parse is incomplete: left out and counted (n_bundles_incomplete), as a "
-                      "human bundle with an unanswered member is; the other reading, that answer counted as wrong "
-                      "and its bundle as not consistent, is gen_u.consistency_unparsed_rules' counted_wrong")
+# (which leaves the question out of Gen-U's mode) removes nothing from it. A bundle is every question
+# of the item that counts now for the source (``_questions_counting_now``, as ``questions_answered``
+# counts them), answered or not.
+CONSISTENCY_BUNDLE = ("an item's generalization questions that count now for Gen-U, per source, answered by F^I "
+                      "(without the rationale) or F^IR (with it), each answerer over its own predictions (one "
+                      "answerer's output that did not parse removes no question from the other's); the item itself "
+                      "is left out: the answerers do not answer it, so SPEC section 5's bundle (the item with all its "
+                      "generalization questions) cannot be formed. A bundle is every question of the item that counts "
+                      "now, so one with a question the answerer has no prediction of (its Gen-U job ran before the "
+                      "question was validated or added) or whose output did not parse is incomplete: left out and "
+                      "counted (n_bundles_incomplete), as a human bundle with an unanswered member is; the other "
+                      "reading, each such question counted as wrong and its bundle as not consistent at its full "
+                      "size, is gen_u.consistency_incomplete_rules' counted_not_consistent")
 
-# The two readings of an answer that did not parse in the answerers' consistency
-# (``gen_u["consistency_unparsed_rules"]``); the default's figures are ``gen_u["consistency"]``.
-CONSISTENCY_INCOMPLETE_LEFT_OUT = "incomplete_left_out"
-CONSISTENCY_COUNTED_WRONG = "counted_wrong"
-CONSISTENCY_UNPARSED_RULES = {
-    CONSISTENCY_INCOMPLETE_LEFT_OUT: "a bundle in which the answerer's output on a question did not parse is "
-                                     "incomplete: left out of the answerer's consistency and counted "
-                                     "(n_bundles_incomplete), as a human bundle with an unanswered member is "
-                                     "(gen_u.consistency)",
-    CONSISTENCY_COUNTED_WRONG: "an output that did not parse counts as a wrong answer, so its bundle is not "
-                               "consistent (SPEC section 5: consistent when every instance is answered correctly)",
+# How a bundle with a member that is not answered counts in consistency, the names shared by the
+# human answers' consistency (``scoring.services.score``: a question with no completed answers yet)
+# and the Gen-U answerers' (a question with no prediction, or whose output did not parse). SPEC
+# section 5 calls a bundle consistent when every instance in it is answered correctly and leaves
+# unanswered instances open; the published figures leave such a bundle out and count it.
+BUNDLE_INCOMPLETE_LEFT_OUT = "left_out"
+BUNDLE_INCOMPLETE_NOT_CONSISTENT = "counted_not_consistent"
+BUNDLE_INCOMPLETE_SPEC = ("SPEC section 5: a bundle is consistent when every instance in it is answered correctly; it "
+                          "does not say how a bundle counts whose instances are not all answered")
+
+# The two readings of an incomplete bundle in the answerers' consistency
+# (``gen_u["consistency_incomplete_rules"]``); the default's figures are ``gen_u["consistency"]``.
+CONSISTENCY_INCOMPLETE_RULES = {
+    BUNDLE_INCOMPLETE_LEFT_OUT: "a bundle with a question that counts but that the answerer has no prediction of, or "
+                                "whose output did not parse (an incomplete bundle), is left out of the answerer's "
+                                "consistency and counted (n_bundles_incomplete), as a human bundle with an unanswered "
+                                "member is (gen_u.consistency; our reading, SPEC leaves unanswered instances open)",
+    BUNDLE_INCOMPLETE_NOT_CONSISTENT: "an incomplete bundle counts as not consistent: its questions with no prediction "
+                                      "or an output that did not parse count as wrong answers, every bundle at its "
+                                      "full size",
 }
+CONSISTENCY_INCOMPLETE_SPEC = (f"{BUNDLE_INCOMPLETE_SPEC}; nor how an LM output that did not parse counts (section 8 "
+                               "says only that parse failures are recorded with the raw output, never dropped "
+                               "silently)")
 
 
 # What the paper (SPEC) says of an LM output that did not parse: nothing on how it counts in a figure
@@ -339,8 +355,9 @@ def gen_u_method_text(gen_u: dict) -> str:
 def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     """Each unit's Gen-U added to ``frame`` (columns item_id, source_id, source), and the ``gen_u``
     block of the results: counts, consistency of the answerers (``answerer_consistency``, each over
-    its own predictions; ``consistency_unparsed_rules``: with an answer that did not parse leaving its
-    bundle out as incomplete, the default, and counted as wrong), what was left out and why, the
+    its own predictions of the questions that count now; ``consistency_incomplete_rules``: with a
+    bundle that has a question with no prediction or an answer that did not parse left out as
+    incomplete, the default, and counted as not consistent), what was left out and why, the
     method (question filter, tie rule, answerers with their fine-tuning settings) and ``tie_rules``:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
     the number of tied items (SPEC section 4 picks the lowest as the conservative reading), and ``unparsed_rules``: the same figures,
@@ -359,13 +376,15 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
         warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
     if not len(preds):
         return Part({}, warnings, frame)
+    # the questions that count now on each scored (item, source): the answerers' bundles and questions_answered
+    expected = _questions_counting_now(frame, preds)
     gen_u = {
         "n_items_with_gen_u": int(len(per_item)),
         "n_questions": int(len(per_q)),
         "unparseable": counts,
-        "consistency": answerer_consistency(preds),
+        "consistency": answerer_consistency(preds, expected=expected),
         "consistency_bundle": CONSISTENCY_BUNDLE,
-        "consistency_unparsed_rules": _consistency_unparsed_rules(preds),
+        "consistency_incomplete_rules": _consistency_incomplete_rules(preds, expected),
     }
     _gen_u_method(preds, gen_u, warnings, reader=reader)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and
@@ -381,12 +400,13 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     # named last, from the rules recorded above: the method is what this run's results say it used
     gen_u["method"] = gen_u_method_text(gen_u)
     gen_u["n_questions_conflicting_answers"] = int(preds.loc[preds["conflicted"], "question_id"].nunique())
-    gen_u["conflicting_answers"] = _conflicting_answers(preds, frame, scored, gen_u["tie_rules"])
+    gen_u["conflicting_answers"] = _conflicting_answers(preds, frame, scored, gen_u["tie_rules"], expected)
     if gen_u["n_questions_conflicting_answers"]:
         warnings.append(f"Gen-U counts {gen_u['n_questions_conflicting_answers']} generalization questions their file "
                         "gave twice with different answers, with the first answer (our choice, SPEC is silent); "
                         "gen_u.conflicting_answers gives the figures with them left out.")
-    gen_u["questions_answered"], answered_warnings = _questions_answered(preds, frame, scored, gen_u["tie_rules"])
+    gen_u["questions_answered"], answered_warnings = _questions_answered(preds, frame, scored, gen_u["tie_rules"],
+                                                                         expected)
     warnings.extend(answered_warnings)
     return Part({"gen_u": gen_u}, warnings, frame)
 
@@ -410,13 +430,18 @@ def _questions_counting_now(frame: pd.DataFrame, preds: pd.DataFrame) -> pd.Data
     expects nothing): the item's validated questions (``questions_that_count``, on the
     validated-only default reading, :data:`VALIDATED_ONLY_READING`) and any other that counts and
     that some source answered (a job told to answer unvalidated questions). One row per
-    (question_id, item_id, source), with ``answered``: whether the source has a prediction of it."""
+    (question_id, item_id, source), with ``conflicted`` (its file gave it twice with different
+    answers, ``question_conflicted``) and ``answered``: whether the source has a prediction of it.
+    The answerers' consistency (``answerer_consistency``) bundles these questions too."""
     pairs = frame.loc[frame["source"].isin(preds["source"].unique()), ["item_id", "source"]].drop_duplicates()
     validated = pd.DataFrame.from_records(list(GeneralizationQuestion.objects.filter(
         questions_that_count(), item_id__in=[int(i) for i in pairs["item_id"].unique()],
-        validation_status=GeneralizationQuestion.Validation.VALID).values_list("pk", "item_id")),
-        columns=["question_id", "item_id"])
-    questions = pd.concat([validated, preds[["question_id", "item_id"]]]).drop_duplicates()
+        validation_status=GeneralizationQuestion.Validation.VALID).annotate(
+        conflicted=question_conflicted()).values_list("pk", "item_id", "conflicted")),
+        columns=["question_id", "item_id", "conflicted"])
+    validated["conflicted"] = validated["conflicted"].fillna(False).astype(bool)
+    questions = pd.concat([validated, preds[["question_id", "item_id", "conflicted"]]]).drop_duplicates(
+        ["question_id", "item_id"])
     expected = pairs.merge(questions, on="item_id", how="inner")
     answered = preds[["question_id", "item_id", "source"]].drop_duplicates().assign(answered=True)
     expected = expected.merge(answered, on=["question_id", "item_id", "source"], how="left")
@@ -425,17 +450,17 @@ def _questions_counting_now(frame: pd.DataFrame, preds: pd.DataFrame) -> pd.Data
 
 
 def _questions_answered(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame,
-                        tie_rules: dict) -> tuple[dict, list[str]]:
+                        tie_rules: dict, expected: pd.DataFrame) -> tuple[dict, list[str]]:
     """Per source, the questions that count now on its scored items (``n_questions``,
     :func:`_questions_counting_now`) and those of them it has no prediction of
-    (``n_questions_without_predictions``: its Gen-U job ran before they were validated or added),
+    (``n_questions_without_predictions``: its Gen-U job ran before they were validated or added;
+    ``expected``: :func:`_questions_counting_now`'s rows),
     with a warning naming each source that has some. Where any source has, the Gen-U figures
     (default tie rule, scored pairs) under each reading of :data:`QUESTIONS_ANSWERED_RULES`, in
     ``_unparsed_rules``' shape: the default's are ``tie_rules``'. Only sources with Gen-U
     predictions are counted, and the every-source reading is over them; each entry of
     ``by_source`` (each such source and, with more than one, ``all``) has both readings, with null
     figures (n 0, mean None) where a reading leaves it no item."""
-    expected = _questions_counting_now(frame, preds)
     out: dict = {"default": AS_ANSWERED, "rules": dict(QUESTIONS_ANSWERED_RULES), "by_source": {}}
     warnings = []
     for source, g in expected.groupby("source", sort=True):
@@ -477,10 +502,11 @@ def _reading_figures(effect: dict, key: str) -> dict:
     return genu_rule.tie_rule_effect(empty)[pipeline.ALL][genu_rule.TIE_RULE]
 
 
-def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict) -> dict:
+def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict,
+                         expected: pd.DataFrame) -> dict:
     """Gen-U under each reading of ``CONFLICTING_RULES`` (the default tie rule, the scored units'
     pairs), in ``_unparsed_rules``' shape, and the answerers' consistency with such questions left
-    out; only the rule and the count when no question that counts had conflicting answers."""
+    out (of the predictions and of the bundles, ``expected``: :func:`_questions_counting_now`'s rows); only the rule and the count when no question that counts had conflicting answers."""
     n = int(preds.loc[preds["conflicted"], "question_id"].nunique())
     out = conflicting_block(n)
     if not n:
@@ -497,7 +523,7 @@ def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Da
             by_source.setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
                                                          "n_questions": questions.get(source, 0)}
     out.update(tie_rule=genu_rule.TIE_RULE, by_source=by_source)
-    out["consistency_left_out"] = answerer_consistency(kept)
+    out["consistency_left_out"] = answerer_consistency(kept, expected=expected.loc[~expected["conflicted"]])
     if "utility" in frame:
         column = f"gen_u_{genu_rule.TIE_RULE}"
         units = frame[["item_id", "source", "utility"]]
@@ -507,42 +533,60 @@ def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Da
     return out
 
 
-def answerer_consistency(preds: pd.DataFrame, reading: str = CONSISTENCY_INCOMPLETE_LEFT_OUT) -> dict:
+def answerer_consistency(preds: pd.DataFrame, reading: str = BUNDLE_INCOMPLETE_LEFT_OUT, *,
+                         expected: pd.DataFrame) -> dict:
     """Per source, F^I's and F^IR's consistency over the items' generalization questions
     (``CONSISTENCY_BUNDLE``), each from its own predictions in ``preds`` (``_gen_u_predictions``: the
-    questions that count), under ``reading`` of ``CONSISTENCY_UNPARSED_RULES``: ``bundle_consistency``'s
-    figures with ``n_answers_unparsed`` and ``n_bundles_incomplete`` (bundles with an answer that did
-    not parse: left out under the default, counted as not consistent under ``counted_wrong``)."""
-    if reading not in CONSISTENCY_UNPARSED_RULES:
-        raise ValueError(f"unknown consistency reading {reading!r}: choose one of {', '.join(CONSISTENCY_UNPARSED_RULES)}")
+    questions that count), under ``reading`` of ``CONSISTENCY_INCOMPLETE_RULES``. A bundle is every
+    question of the item that counts now for the source (``expected``: :func:`_questions_counting_now`'s
+    rows; a prediction of a question outside them is a member too), so one the answerer has no
+    prediction of, or whose output did not parse, makes the bundle incomplete: left out under the
+    default, counted as not consistent at its full size under ``counted_not_consistent``.
+    ``bundle_consistency``'s figures with ``n_bundles_incomplete``, ``n_answers_unparsed`` and
+    ``n_questions_without_predictions`` (their members that make bundles incomplete)."""
+    if reading not in CONSISTENCY_INCOMPLETE_RULES:
+        raise ValueError(f"unknown consistency reading {reading!r}: choose one of "
+                         f"{', '.join(CONSISTENCY_INCOMPLETE_RULES)}")
     # one prediction per (question, source, answerer), the first, as Gen-U reads it (``genu_frame``)
     own = preds.drop_duplicates(["question_id", "source", "answerer"])
+    members_expected = expected[["question_id", "item_id", "source"]].drop_duplicates()
     out: dict = {}
-    for source, g in own.groupby("source", sort=True):
+    for source in sorted(set(own["source"]) | set(members_expected["source"])):
+        g = own.loc[own["source"] == source]
+        counting = members_expected.loc[members_expected["source"] == source, ["question_id", "item_id"]]
         out[source] = {}
         for code, name in genu_rule.ANSWERER_NAMES.items():
-            answers = g.loc[g["answerer"] == code]
-            parsed = answers["parsed"].astype(bool)
-            incomplete = answers.loc[~parsed, "item_id"].unique()
-            counted = (~answers["item_id"].isin(incomplete) if reading == CONSISTENCY_INCOMPLETE_LEFT_OUT
-                       else pd.Series(True, index=answers.index))
-            right = answers["correct"].fillna(False).astype(bool) & parsed
-            out[source][name] = {**bundle_consistency(right[counted], answers.loc[counted, "item_id"]),
-                                 "n_answers_unparsed": int((~parsed).sum()),
-                                 "n_bundles_incomplete": int(len(incomplete))}
+            answers = g.loc[g["answerer"] == code, ["question_id", "item_id", "correct", "parsed"]].assign(
+                predicted=True)
+            missing = counting.loc[~counting["question_id"].isin(answers["question_id"])].assign(
+                correct=False, parsed=False, predicted=False)
+            members = pd.concat([answers, missing], ignore_index=True)
+            parsed = members["parsed"].astype(bool)
+            incomplete = members.loc[~parsed, "item_id"].unique()
+            counted = (~members["item_id"].isin(incomplete) if reading == BUNDLE_INCOMPLETE_LEFT_OUT
+                       else pd.Series(True, index=members.index))
+            right = members["correct"].fillna(False).astype(bool) & parsed
+            predicted = members["predicted"].astype(bool)
+            out[source][name] = {**bundle_consistency(right[counted], members.loc[counted, "item_id"]),
+                                 "n_bundles_incomplete": int(len(incomplete)),
+                                 "n_answers_unparsed": int((predicted & ~parsed).sum()),
+                                 "n_questions_without_predictions": int((~predicted).sum())}
     return out
 
 
-def _consistency_unparsed_rules(preds: pd.DataFrame) -> dict:
-    """The answerers' consistency under each reading of ``CONSISTENCY_UNPARSED_RULES``, in
-    ``_unparsed_rules``' shape: {default, rules, spec, by_source: {source: {F^I|F^IR: {reading:
-    figures}}}}; the default's figures are ``gen_u["consistency"]``'s."""
-    readings = {reading: answerer_consistency(preds, reading) for reading in CONSISTENCY_UNPARSED_RULES}
+def _consistency_incomplete_rules(preds: pd.DataFrame, expected: pd.DataFrame) -> dict:
+    """The answerers' consistency under each reading of ``CONSISTENCY_INCOMPLETE_RULES``
+    (``answerer_consistency`` over ``expected``'s bundles), in ``_unparsed_rules``' shape with the
+    human answers' ``incomplete_rule``: {default, incomplete_rule, rules, spec, by_source: {source:
+    {F^I|F^IR: {reading: figures}}}}; the default's figures are ``gen_u["consistency"]``'s."""
+    readings = {reading: answerer_consistency(preds, reading, expected=expected)
+                for reading in CONSISTENCY_INCOMPLETE_RULES}
     by_source = {source: {name: {reading: readings[reading][source][name] for reading in readings}
                           for name in entry}
-                 for source, entry in readings[CONSISTENCY_INCOMPLETE_LEFT_OUT].items()}
-    return {"default": CONSISTENCY_INCOMPLETE_LEFT_OUT, "rules": dict(CONSISTENCY_UNPARSED_RULES),
-            "spec": UNPARSED_SPEC, "by_source": by_source}
+                 for source, entry in readings[BUNDLE_INCOMPLETE_LEFT_OUT].items()}
+    return {"default": BUNDLE_INCOMPLETE_LEFT_OUT,
+            "incomplete_rule": CONSISTENCY_INCOMPLETE_RULES[BUNDLE_INCOMPLETE_LEFT_OUT],
+            "rules": dict(CONSISTENCY_INCOMPLETE_RULES), "spec": CONSISTENCY_INCOMPLETE_SPEC, "by_source": by_source}
 
 
 def _scored_pairs(per_item: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
