@@ -1,17 +1,20 @@
 """Writes of study designs: create a study, update its design, draw its item sample."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 import random
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core import signing
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from studies.models import Dataset, Item, Platform, RationaleSource, Study, StudyShare
-from studies.models.core import study_completion_code_new, study_entry_token_new
 from studies.selectors import (
     ACCESS_PERMISSIONS,
     CHANGE,
@@ -46,16 +49,32 @@ def _full_clean(study: Study) -> None:
         raise StudyError(_validation_message(exc)) from None
 
 
+# How the release before stored entry tokens and completion codes derived them from the secret
+# key (annotations.platforms.handoff then; studies migration 0020 keeps its own copy of the rule).
+_PREVIOUS_TOKEN_SALT = "annotations.platforms.study"
+
+
+def _previous_release_ids(study_id: int) -> tuple[str, str]:
+    """(entry token, completion code) the release before stored them gave study ``study_id`` under
+    the secret key in force: what a study it inserted while a deploy ran was published with."""
+    token = signing.Signer(salt=_PREVIOUS_TOKEN_SALT).sign(str(study_id))
+    code = hmac.new(settings.SECRET_KEY.encode(), f"completion:{study_id}".encode(), hashlib.sha256)
+    return token, code.hexdigest()[:8].upper()
+
+
 def study_public_ids(*, study: Study) -> Study:
     """``study`` with its entry token and completion code (``Study.entry_token``,
-    ``Study.completion_code``), made now where its row has none: a study inserted by code that did
-    not know them (the previous release while a deploy ran, a migration's historical model) gets
-    random ones as a new study does, once (a conditional UPDATE: two readers at once keep the first
-    writer's). A study that has both is returned as it is, with no statement."""
+    ``Study.completion_code``), stored now where its row has none: a study inserted by code that did
+    not know them (the previous release while a deploy ran, a migration's historical model) gets the
+    values that release gave it, derived from the secret key as studies migration 0020 stores them
+    for older studies, so a link or code it handed out keeps working; once (a conditional UPDATE: two
+    readers at once keep the first writer's). A study that has both is returned as it is, with no
+    statement."""
     if study.entry_token and study.completion_code:
         return study
-    Study.objects.filter(pk=study.pk, entry_token__isnull=True).update(entry_token=study_entry_token_new())
-    Study.objects.filter(pk=study.pk, completion_code__isnull=True).update(completion_code=study_completion_code_new())
+    token, code = _previous_release_ids(study.pk)
+    Study.objects.filter(pk=study.pk, entry_token__isnull=True).update(entry_token=token)
+    Study.objects.filter(pk=study.pk, completion_code__isnull=True).update(completion_code=code)
     study.refresh_from_db(fields=["entry_token", "completion_code"])
     return study
 

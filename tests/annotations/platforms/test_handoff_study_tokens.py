@@ -9,6 +9,7 @@ import hashlib
 import hmac
 
 import pytest
+from django.conf import settings
 from django.core import signing
 from django.db import connection
 from django.test import override_settings
@@ -107,14 +108,18 @@ def test_the_migration_keeps_the_token_and_code_each_existing_study_was_publishe
 @pytest.mark.django_db
 def test_a_study_inserted_without_a_token_gets_one_when_first_read(client):
     # The previous release inserting a study while a deploy runs (or a migration's historical model)
-    # leaves both columns empty: the first read makes them, once, and the entry URL works.
+    # leaves both columns empty: the first read stores what that release gave it, once.
     study = make_study(status="draft")
     Study.objects.filter(pk=study.pk).update(entry_token=None, completion_code=None)
     study.refresh_from_db()
     url = handoff.study_entry_url(study)
     token = Study.objects.get(pk=study.pk).entry_token
-    assert token and url.endswith(f"/w/s/{token}/")
+    # the values the previous release handed out for it, under the key in force
+    assert token == signing.Signer(salt="annotations.platforms.study").sign(str(study.pk))
+    assert url.endswith(f"/w/s/{token}/")
     assert handoff.study_token(study.pk) == token  # made once, then kept
     code = handoff.study_completion_code(study)
-    assert code and Study.objects.get(pk=study.pk).completion_code == code
+    assert code == hmac.new(settings.SECRET_KEY.encode(), f"completion:{study.pk}".encode(),
+                            hashlib.sha256).hexdigest()[:8].upper()
+    assert Study.objects.get(pk=study.pk).completion_code == code
     assert handoff.study_for_token(token) == study
