@@ -184,7 +184,12 @@ from scoring.provenance import app_version, package_versions
 from scoring.run_stages import score_stage
 from scoring.selectors import score_run_latest
 from scoring.services import genu
-from scoring.services.genu import gen_u_results
+from scoring.services.genu import (
+    BUNDLE_INCOMPLETE_LEFT_OUT,
+    BUNDLE_INCOMPLETE_NOT_CONSISTENT,
+    BUNDLE_INCOMPLETE_SPEC,
+    gen_u_results,
+)
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, RationaleSource, Study
@@ -526,11 +531,10 @@ def _delta_summary(g: pd.DataFrame) -> dict:
     }
 
 
-def _with_original_utility(study: Study, frame: pd.DataFrame) -> Part:
+def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance: dict) -> Part:
     """The generalization units with the utility of their original rationale and their accuracy
-    delta (``borrowed_utility``; when it is unavailable, a warning says why ``by_utility`` and the
-    consistency of an item with its counterfactuals are left out)."""
-    lookup, provenance = borrowed_utility(study)
+    delta (``lookup`` and ``provenance``: ``borrowed_utility``'s; when it is unavailable, a warning
+    says why ``by_utility`` and the consistency of an item with its counterfactuals are left out)."""
     frame = frame.merge(lookup.drop(columns="study_id").rename(columns={"utility": "original_utility"}),
                         on=["item_id", "source_id"], how="left")
     warnings = _utility_from_warnings(provenance, "Figure 4")
@@ -568,8 +572,7 @@ BUNDLE_ITEM_WITH_COUNTERFACTUALS = ("the item with its counterfactual questions,
 # answered correctly and leaves unanswered instances open. The published figures leave such a bundle
 # out (and count it: ``n_bundles_incomplete``); ``incomplete_bundles`` gives the other reading beside
 # them. Either way a bundle is every question of it that counts, never only its answered ones.
-BUNDLE_INCOMPLETE_LEFT_OUT = "left_out"
-BUNDLE_INCOMPLETE_NOT_CONSISTENT = "counted_not_consistent"
+# The reading names and SPEC's words are genu's, shared with Gen-U answerers' consistency.
 BUNDLE_INCOMPLETE_RULES = {
     BUNDLE_INCOMPLETE_LEFT_OUT: "a bundle with a question that counts but has no completed answers yet (an "
                                 "incomplete bundle) is left out of consistency and relative consistency and counted "
@@ -579,26 +582,35 @@ BUNDLE_INCOMPLETE_RULES = {
                                       "as wrong (in accuracy and relative consistency too), every bundle at its full "
                                       "size",
 }
-BUNDLE_INCOMPLETE_SPEC = ("SPEC section 5: a bundle is consistent when every instance in it is answered correctly; it "
-                          "does not say how a bundle counts whose instances are not all answered")
 
 
-def _bundle_members(frame: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
+# The original item's outcome in the borrowed utility table (``borrowed_utility``), which the
+# consistency of an item with its questions or counterfactuals adds to each bundle.
+ORIGINAL_OUTCOMES = ["orig_before_correct", "orig_after_correct"]
+
+
+def _original_outcomes(lookup: pd.DataFrame) -> pd.DataFrame:
+    """The item's own outcome per (item, source) from ``borrowed_utility``'s table (from this
+    installation's studies or a bundle's alike): the rows that know both steps, one per pair."""
+    known = lookup.loc[lookup[ORIGINAL_OUTCOMES].notna().all(axis=1), ["item_id", "source_id", *ORIGINAL_OUTCOMES]]
+    return known.drop_duplicates(["item_id", "source_id"])
+
+
+def _bundle_members(frame: pd.DataFrame, units: pd.DataFrame, originals: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every question unit that counts (``units``: the ``_units_frame`` rows the question rule
     keeps, answered or not) with its ``bundle`` (item and source), its outcome where it was scored
     (``frame``), ``answered``, whether its bundle is ``complete`` (every member answered) and the
-    item's own outcome (``orig_<step>_correct``) where the frame knows it."""
-    full = units[["unit_id", "item_id", "source", "qtype", "conflicted"]].merge(
+    item's own outcome (``orig_<step>_correct``) where ``originals`` (``_original_outcomes``) knows
+    it, whether or not any question of the bundle was answered."""
+    full = units[["unit_id", "item_id", "source_id", "source", "qtype", "conflicted"]].merge(
         frame[["unit_id", "before_correct", "after_correct"]], on="unit_id", how="left")
     full["answered"] = full["unit_id"].isin(frame["unit_id"])
     for step in ("before", "after"):
         full[f"{step}_correct"] = full[f"{step}_correct"].where(full["answered"], False).astype(bool)
-    originals = ["orig_before_correct", "orig_after_correct"]
-    if set(originals) <= set(frame.columns):
-        known = frame.loc[frame[originals].notna().all(axis=1), ["item_id", "source", *originals]]
-        full = full.merge(known.drop_duplicates(["item_id", "source"]), on=["item_id", "source"], how="left")
+    if originals is not None:
+        full = full.merge(originals, on=["item_id", "source_id"], how="left")
     else:
-        full = full.assign(**{c: np.nan for c in originals})
+        full = full.assign(**{c: np.nan for c in ORIGINAL_OUTCOMES})
     full["bundle"] = full["item_id"].astype(str) + "|" + full["source"].astype(str)
     full["complete"] = full.groupby("bundle")["answered"].transform("all").astype(bool)
     return full
@@ -643,14 +655,16 @@ def _incomplete_readings(members: pd.DataFrame, *, with_items: bool = False) -> 
             "incomplete_bundles": readings}
 
 
-def _generalization_consistency(frame: pd.DataFrame, units: pd.DataFrame) -> dict:
+def _generalization_consistency(frame: pd.DataFrame, units: pd.DataFrame, originals: pd.DataFrame) -> dict:
     """Consistency of the human answers over bundles, each named with its definition (``bundle``):
     an item's questions with one source (``BUNDLE_QUESTIONS``); SPEC's bundle, the item with all
     its questions (``BUNDLE_ITEM_WITH_QUESTIONS``, where the original item's outcome is known for
     at least one bundle); and an item with its counterfactuals (``BUNDLE_ITEM_WITH_COUNTERFACTUALS``).
     A bundle is every question that counts (``units``), answered or not; one with an unanswered
-    question is left out and counted, and the other reading given (``_incomplete_readings``)."""
-    members = _bundle_members(frame, units)
+    question is left out and counted, and the other reading given (``_incomplete_readings``). The
+    item's own outcome is ``originals``' (``_original_outcomes``), for a bundle none of whose
+    questions was answered too."""
+    members = _bundle_members(frame, units, originals)
     consistency = {"all_generalization_questions": {"bundle": BUNDLE_QUESTIONS, **_incomplete_readings(members)}}
     known = members.loc[members["orig_after_correct"].notna() & members["orig_before_correct"].notna()]
     n_with_item = int(known["bundle"].nunique())
@@ -754,13 +768,15 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
     }
     if outcomes.frame.empty:
         return Part(results, questions.warnings + outcomes.warnings)
-    with_utility = _with_original_utility(study, outcomes.frame)
+    lookup, provenance = borrowed_utility(study)
+    with_utility = _with_original_utility(outcomes.frame, lookup, provenance)
+    originals = _original_outcomes(lookup)
     frame = with_utility.frame
     by_utility = not with_utility.results["original_utility_from"].get("unavailable")
     results["generalization"] = {
         **_figure_4(frame, by_utility=by_utility),
         "aggregation": FIGURE_4_AGGREGATION,
-        "consistency": _generalization_consistency(frame, units),
+        "consistency": _generalization_consistency(frame, units, originals),
         "original_utility_from": with_utility.results["original_utility_from"],
         **questions.results,
         "n_questions_conflicting_answers": int(frame.loc[frame["conflicted"], "question_id"].nunique()),
@@ -775,7 +791,7 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
                         "answers, with the first answer (our choice, SPEC is silent); "
                         "generalization.conflicting_answers gives the figures with them left out.")
     results[READINGS_KEY] = _generalization_readings(study, units, answers, frame, results, suspects,
-                                                     by_utility=by_utility)
+                                                     by_utility=by_utility, originals=originals)
     return Part(results, warnings)
 
 
@@ -799,10 +815,11 @@ def _generalization_reading_figures(results: dict) -> dict:
 
 
 def _generalization_reading(study: Study, units: pd.DataFrame, answers: pd.DataFrame, published: pd.DataFrame, *,
-                            by_utility: bool) -> dict:
+                            by_utility: bool, originals: pd.DataFrame) -> dict:
     """Figure 4, its consistency, ties and agreement on the counted ``answers`` one reading keeps,
     composed as the published ones are (``_generalization``); the original rationales' utility is
-    the published frame's (it does not depend on this study's answers)."""
+    the published frame's and the items' own outcomes ``originals`` (neither depends on this
+    study's answers)."""
     outcomes = pipeline.collected_outcomes(units, answers, expected_raters=study.annotators_per_unit, by_item=False)
     if outcomes.frame.empty:
         return {"identical_to": None, "note": f"Study {study.name!r} has no completed answers under this reading; "
@@ -813,13 +830,14 @@ def _generalization_reading(study: Study, units: pd.DataFrame, answers: pd.DataF
     frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
     results = {"n_units_scored": int(len(frame)), "ties": outcomes.results["ties"],
                "generalization": {**_figure_4(frame, by_utility=by_utility, pairs=False),
-                                  "consistency": _generalization_consistency(frame, units)},
+                                  "consistency": _generalization_consistency(frame, units, originals)},
                "agreement": outcomes.results["agreement"]}
     return {"identical_to": None, **_generalization_reading_figures(results)}
 
 
 def _generalization_readings(study: Study, units: pd.DataFrame, answers: pd.DataFrame, published: pd.DataFrame,
-                             results: dict, suspects: _Suspects, *, by_utility: bool) -> dict:
+                             results: dict, suspects: _Suspects, *, by_utility: bool,
+                             originals: pd.DataFrame) -> dict:
     """``counted_answers.other_readings`` of a generalization study: for each reading of
     ``_reading_masks``, its rule, the answers it keeps and leaves out, and the published
     composition on the answers it keeps (``_generalization_reading``), in the shape of a utility
@@ -840,7 +858,8 @@ def _generalization_readings(study: Study, units: pd.DataFrame, answers: pd.Data
         elif not mask.any():
             row.update(identical_to=None, note="No answers are left under this reading; nothing to score.")
         else:
-            row.update(_generalization_reading(study, units, answers.loc[mask], published, by_utility=by_utility))
+            row.update(_generalization_reading(study, units, answers.loc[mask], published, by_utility=by_utility,
+                                               originals=originals))
         out[name] = row
         done.append((name, mask))
     return out

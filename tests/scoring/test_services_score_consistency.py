@@ -106,3 +106,39 @@ def test_every_bundle_complete_gives_the_rule_and_no_other_figures(utility_study
     assert set(questions["incomplete_bundles"]) == {"default", "rules", "spec"}
     rows = consistency_section(run.results).tables[0].rows
     assert not any("incomplete" in r["bundles"] for r in rows)
+
+
+def test_a_bundle_with_no_question_answered_keeps_the_items_own_outcome(utility_study):
+    """The item's own outcome comes from the borrowed utility table for every bundle, not only for
+    those with an answered question: item 1's counterfactual and rephrase have units and no answers,
+    yet its bundles carry the item (scored right by the utility study) at their full size."""
+    study, items, good, _ = utility_study
+    for item in items[:2]:
+        collect(study, make_unit(study, item, good), [("yes", "yes")] * 5)
+    assert study_score(study=study, similarity=False).status == ScoreRun.Status.DONE
+    gen_study = StudyFactory(kind=Study.Kind.GENERALIZATION, dataset=study.dataset, annotators_per_unit=3)
+    gen_study.items.add(*items[:2])
+    for item, answers in ((items[0], RIGHT), (items[1], None)):
+        for qtype in (Type.COUNTERFACTUAL, Type.REPHRASE):
+            unit = make_unit(gen_study, item, good, quota=3, gq=GeneralizationQuestionFactory(
+                item=item, qtype=qtype, answer="yes"))
+            if answers:
+                collect(gen_study, unit, answers)
+
+    run = study_score(study=gen_study)
+
+    assert run.status == ScoreRun.Status.DONE, run.error
+    consistency = run.results["generalization"]["consistency"]
+    spec = consistency["item_with_generalization_questions"]
+    assert (spec["n_bundles_with_item"], spec["n_bundles_without_item"], spec["n_bundles_incomplete"]) == (2, 0, 1)
+    assert (spec["after"]["n_bundles"], spec["after"]["n_instances"], spec["after"]["consistency"]) == (1, 3, 1.0)
+    # item 1's bundle at its full size of 3 (the item and its two unanswered questions), not consistent
+    spec_other = spec["incomplete_bundles"]["counted_not_consistent"]["after"]
+    assert (spec_other["n_bundles"], spec_other["n_instances"], spec_other["consistency"]) == (2, 6, 0.5)
+    assert (spec_other["rc_bundle_size"], spec_other["rc_n_bundles"]) == (3, 2)
+    # an item with its counterfactuals: item 1's counterfactual is unanswered, its bundle incomplete
+    counterfactuals = consistency["item_with_counterfactuals"]
+    assert (counterfactuals["n_bundles_incomplete"], counterfactuals["n_questions_unanswered"]) == (1, 1)
+    assert (counterfactuals["after"]["n_bundles"], counterfactuals["after"]["n_instances"]) == (1, 2)
+    cf_other = counterfactuals["incomplete_bundles"]["counted_not_consistent"]["after"]
+    assert (cf_other["n_bundles"], cf_other["n_instances"], cf_other["consistency"]) == (2, 4, 0.5)
