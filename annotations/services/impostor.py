@@ -65,10 +65,10 @@ purpose from ever being voided. One address still asks at most six times per par
 window; the real worker, from their own address, has a budget no one else spends (sharing an
 address with the impostor, they share its budget). A caller that passes no client (a script, a
 test) counts under ``NO_CLIENT``, one budget of its own. An address is counted by its network
-(an IPv6 /64, which one host holds whole), and every network together has a ceiling,
-``CHECKS_MAX_ALL_CLIENTS`` (30) per participant, study and window, so many addresses cannot spend the
-researcher's rate limit either; a ceiling spent that way holds the real worker back until the window
-ends. A worker's own checks take two reads (B,
+(an IPv6 /64, which one host holds whole, so it cannot multiply its budget by its addresses). There
+is no ceiling across networks: an impostor's few networks could spend it and hold the real worker's
+entry back, the lockout the per-network count exists to prevent; an attacker with many IPv4 networks
+gets six reads from each. A worker's own checks take two reads (B,
 then A), and two or three more if a failed test is to be voided; six leave room for a retry after
 network trouble. With ``REDIS_URL`` set the cache is Redis (``config/settings``), so every
 gunicorn process counts together; in process memory otherwise (each process counts its own).
@@ -126,9 +126,6 @@ THEIRS, NOT_THEIRS, UNKNOWN = "theirs", "not theirs", "unknown"
 VERDICT_SECONDS = 10 * 60
 CHECKS_MAX = 6
 CHECKS_WINDOW_SECONDS = 10 * 60
-# Every network's reads for one participant and study together, per window: enough for a worker's
-# own checks beside several networks' attempts, and a ceiling on what a study costs in Prolific reads.
-CHECKS_MAX_ALL_CLIENTS = 30
 NO_CLIENT = "no-client"
 
 RETAKES_USED = (
@@ -335,23 +332,15 @@ def _prolific_read_allowed(*, study: Study, participant: Participant, client: st
     ``client`` (its address; ``NO_CLIENT`` when empty): at most ``CHECKS_MAX`` in a window of
     ``CHECKS_WINDOW_SECONDS`` from the first, counted for that network alone (``_client_network``: an
     IPv4 address, an IPv6 /64, which one host holds whole), so one client never spends another's
-    reads; and at most ``CHECKS_MAX_ALL_CLIENTS`` for the participant and study from every network
-    together, so many addresses cannot spend the researcher's Prolific rate limit either (a budget
-    spent that way holds a real worker back until the window ends, as a worker behind the impostor's
-    own network is). Counted in Django's cache (``add`` starts a window, ``incr`` counts atomically,
-    in Redis across processes); a read refused by one count is not taken from the other."""
-    base = f"rl:impostor:reads:{_study_key(study)}:{participant.pk}"
-    if _window_count(f"{base}:all", peek=True) >= CHECKS_MAX_ALL_CLIENTS:
-        return False
-    if _window_count(f"{base}:{_client_network(client)}") > CHECKS_MAX:
-        return False
-    return _window_count(f"{base}:all") <= CHECKS_MAX_ALL_CLIENTS
+    reads. There is no ceiling across networks: one spent by an impostor's few addresses would hold
+    the real worker's entry back, the lockout this count exists to prevent. Counted in Django's
+    cache (``add`` starts a window, ``incr`` counts atomically, in Redis across processes)."""
+    return _window_count(f"rl:impostor:reads:{_study_key(study)}:{participant.pk}:{_client_network(client)}") \
+        <= CHECKS_MAX
 
 
-def _window_count(key: str, *, peek: bool = False) -> int:
-    """The reads counted under ``key`` in its window, one more unless ``peek``."""
-    if peek:
-        return int(cache.get(key) or 0)
+def _window_count(key: str) -> int:
+    """The reads counted under ``key`` in its window, this one included."""
     cache.add(key, 0, timeout=CHECKS_WINDOW_SECONDS)
     try:
         return cache.incr(key)
