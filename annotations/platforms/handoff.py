@@ -41,7 +41,7 @@ from annotations.platforms import mturk, prolific
 from annotations.selectors.entry import study_for_entry
 from annotations.selectors.platforms import study_platform_task_ids
 from studies.models import Platform, Study
-from studies.services.studies import study_public_ids
+from studies.services.studies import study_for_previous_release_token, study_public_ids
 
 MTURK_PREVIEW_ID = "ASSIGNMENT_ID_NOT_AVAILABLE"
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete"
@@ -88,8 +88,14 @@ def study_token(study_id: int) -> str:
 
 
 def study_for_token(token: str) -> Study | None:
-    """The study whose entry URL ``token`` is (None for any other token): ``study_for_entry``."""
-    return study_for_entry(entry_token=token)
+    """The study whose entry URL ``token`` is (None for any other token): ``study_for_entry``. A
+    token no study stores may be the key-derived link the release before stored tokens gave a study
+    it inserted while a deploy ran (``study_for_previous_release_token`` stores it then); only then,
+    on a miss, is more than the one statement sent."""
+    study = study_for_entry(entry_token=token)
+    if study is None and ":" in token and study_for_previous_release_token(token) is not None:
+        study = study_for_entry(entry_token=token)
+    return study
 
 
 def study_completion_code(study) -> str:

@@ -62,6 +62,19 @@ def _previous_release_ids(study_id: int) -> tuple[str, str]:
     return token, code.hexdigest()[:8].upper()
 
 
+def study_for_previous_release_token(token: str) -> Study | None:
+    """The study whose entry link the release before stored tokens handed out as ``token`` (its
+    key-derived form, ``<id>:<signature>``, checked under the key in force), when that study's row
+    has no stored token yet (``study_public_ids`` stores it now); None otherwise. For a study that
+    release inserted while a deploy ran, whose link a worker may open before anyone read its ids."""
+    try:
+        study_id = int(signing.Signer(salt=_PREVIOUS_TOKEN_SALT).unsign(token))
+    except (signing.BadSignature, ValueError):
+        return None
+    study = Study.objects.filter(pk=study_id, entry_token__isnull=True).first()
+    return study_public_ids(study=study) if study is not None else None
+
+
 def study_public_ids(*, study: Study) -> Study:
     """``study`` with its entry token and completion code (``Study.entry_token``,
     ``Study.completion_code``), stored now where its row has none: a study inserted by code that did

@@ -123,3 +123,17 @@ def test_a_study_inserted_without_a_token_gets_one_when_first_read(client):
                             hashlib.sha256).hexdigest()[:8].upper()
     assert Study.objects.get(pk=study.pk).completion_code == code
     assert handoff.study_for_token(token) == study
+
+
+@pytest.mark.django_db
+def test_a_link_the_previous_release_gave_opens_its_study_before_anyone_read_its_ids(client):
+    # A study the previous release inserted (and published) during a deploy: its worker opens the
+    # key-derived link before the researcher's pages read the study's ids.
+    study = make_study(status="open")
+    Study.objects.filter(pk=study.pk).update(entry_token=None, completion_code=None)
+    derived = signing.Signer(salt="annotations.platforms.study").sign(str(study.pk))
+    assert client.get(f"/w/s/{derived}/").status_code == 200
+    assert Study.objects.get(pk=study.pk).entry_token == derived
+    other = make_study(status="open")  # a study with a stored token: its derived form opens nothing
+    assert client.get(f"/w/s/{signing.Signer(salt='annotations.platforms.study').sign(str(other.pk))}/").status_code == 404
+
