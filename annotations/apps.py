@@ -19,3 +19,10 @@ class AnnotationsConfig(AppConfig):
 
         generalization_validation_changed.connect(question_validation_changed,
                                                   dispatch_uid="annotations.question_validation_changed")
+
+        # A study handed to another owner comes under that owner's blocks (a researcher's block
+        # covers the studies they own): the tasks in progress of the workers they blocked end there.
+        from annotations.services.platforms.blocks import study_handed_over
+        from studies.signals import study_owner_changed
+
+        study_owner_changed.connect(study_handed_over, dispatch_uid="annotations.study_handed_over")

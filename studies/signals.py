@@ -1,9 +1,10 @@
 """Receivers on the user model (connected in ``StudiesConfig.ready``): a password change ends the
 user's API tokens, as it ends their sessions (``api_tokens_end_for_password_change``).
 
-And the signal the apps above studies receive when generalization questions' validation status
-changes (``generalization_validation_changed``): studies may not import them (the layers), and
-the questions' units of work are theirs.
+And the signals the apps above studies receive when generalization questions' validation status
+changes (``generalization_validation_changed``) and when a study changes owner
+(``study_owner_changed``): studies may not import them (the layers), and the questions' units of
+work and the workers' blocks and tasks are theirs.
 
 A change is what Django itself calls one: ``set_password`` keeps the raw password on the instance
 (``_password``) until ``AbstractBaseUser.save`` has passed it to ``password_changed``, so a save
@@ -28,6 +29,16 @@ from studies.api.tokens import api_tokens_end_for_password_change
 # ``AnnotationsConfig.ready``): the units of a question marked invalid in an open study stop taking
 # workers, and take them again when it is marked valid or unvalidated.
 generalization_validation_changed = Signal()
+
+# Sent by ``studies.services.studies.study_update`` inside the transaction that handed ``study`` (the
+# locked row, its new owner saved) to another owner, with the study row still locked (``sender``:
+# ``Study``; ``old_owner_id``: the owner before, or None). A receiver's write is part of that
+# transaction: an error in it undoes the handover. Received by
+# ``annotations.services.platforms.blocks.blocks_end_tasks_in_study`` (``study_handed_over``, connected in
+# ``AnnotationsConfig.ready``): a researcher's block covers the studies they own, so the new owner's
+# blocks now cover this one, and the tasks in progress of the workers they blocked end as the block
+# ended their tasks in the studies it covered when it was made.
+study_owner_changed = Signal()
 
 # Set by the pre_save receiver on an instance whose save makes its password unusable; read and
 # removed by the post_save receiver of the same save.

@@ -24,6 +24,7 @@ from studies.selectors import (
     sources_for_user,
     study_user_may,
 )
+from studies.signals import study_owner_changed
 
 
 class StudyError(Exception):
@@ -645,6 +646,9 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
             # old owner had none (a row of theirs is one kept by a handover before this rule) and
             # gets none: the new owner shares the study with them if they are to keep reading it.
             StudyShare.objects.filter(study=locked, user_id__in=[u for u in (old_owner, locked.owner_id) if u]).delete()
+            # The new owner's blocks cover the study from now on (a block covers its researcher's
+            # studies): the tasks in progress of the workers they blocked end here, with the row locked.
+            study_owner_changed.send(sender=Study, study=locked, old_owner_id=old_owner)
         if sources is not None:
             locked.sources.set(sources)
         if resample or not locked.items.exists():

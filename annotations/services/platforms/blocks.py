@@ -3,10 +3,11 @@ the MTurk account."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 
 from annotations.models import Assignment, Participant, WorkerBlock
 from annotations.platforms import get_platform
-from annotations.selectors import studies_covered_by
+from annotations.selectors import blocks_covering, studies_covered_by
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from annotations.services.release import assignments_end_in_progress
 from studies.models import Platform, Study
@@ -73,15 +74,40 @@ def _tasks_in_progress_end(*, block: WorkerBlock) -> list[int]:
     ``selectors.studies_covered_by``: its study, the studies its researcher owns, or every study), as
     returned: their unit slots go back and their answers never count, as a block refuses the
     worker in those studies (``assignment_start`` refuses a new task; this ends the ones they hold,
-    which the task pages would otherwise go on taking). The rows are locked in id order, so an answer
-    being stored meanwhile either commits first (and is given back with its task) or waits and is
-    refused (``lock_active``). The tasks are marked ``ended_by_researcher``: the worker did not leave
-    them, and their page says the researcher ended them and asks them to return the task on their
+    which the task pages would otherwise go on taking). How they end: ``_blocked_tasks_end``. Call
+    inside the block's transaction."""
+    return _blocked_tasks_end(Q(studies_covered_by(block), participant_id=block.participant_id))
+
+
+def blocks_end_tasks_in_study(*, study: Study) -> list[int]:
+    """End the tasks in progress in ``study`` of the workers its blocks cover
+    (``selectors.blocks_covering``, read with the study's owner as saved), as returned. A block ends the
+    tasks in the studies it covers when it is made; a researcher's block covers the studies they own,
+    so a study handed to them (``studies.services.studies.study_update``) comes under their earlier
+    blocks then: this ends those workers' tasks there as the block would have (``_blocked_tasks_end``),
+    where the answer and submit services, which check only that a task is active and within its
+    deadline, would otherwise go on taking and counting them. Call inside the transaction that
+    changed the owner, with the study row locked (received from ``studies.signals.study_owner_changed``)."""
+    return _blocked_tasks_end(Q(study_id=study.pk), Exists(
+        blocks_covering(study=study).filter(participant_id=OuterRef("participant_id"))))
+
+
+def study_handed_over(sender, study: Study, **kwargs) -> None:
+    """Receiver of ``studies.signals.study_owner_changed`` (``AnnotationsConfig.ready``)."""
+    blocks_end_tasks_in_study(study=study)
+
+
+def _blocked_tasks_end(*conditions: Q | Exists) -> list[int]:
+    """End the tasks in progress that match ``conditions`` (those of blocked workers in the studies
+    their blocks cover), as returned. The rows are locked in id order, so an answer being stored
+    meanwhile either commits first (and is given back with its task) or waits and is refused
+    (``lock_active``). The tasks are marked ``ended_by_researcher``: the worker did not leave them,
+    and their page says the researcher ended them and asks them to return the task on their
     platform (``selectors.assignment_page``). A task already past its deadline had ended before the
     block: it ends expired, unmarked, as the expiry sweep would end it and as its page and the
-    progress page already counted it (``release.assignments_end_in_progress``). Call inside the
-    block's transaction."""
+    progress page already counted it (``release.assignments_end_in_progress``). Call inside a
+    transaction."""
     rows = list(Assignment.objects.select_for_update(of=("self",)).filter(
-        studies_covered_by(block), participant_id=block.participant_id, status=Assignment.Status.ACTIVE)
+        *conditions, status=Assignment.Status.ACTIVE)
         .order_by("pk").values_list("pk", "status", "expires_at"))
     return assignments_end_in_progress(rows, status=Assignment.Status.RETURNED, ended_by_researcher=True)
