@@ -1,6 +1,7 @@
 """Reads of the studies app that are more than a one-liner."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
@@ -183,6 +184,26 @@ def studies_for_user(*, user, access: str = VIEW) -> QuerySet[Study]:
     return Study.objects.filter(Q(owner_id=user.pk) | Q(pk__in=shared))
 
 
+def _as_member(user):
+    """``user`` as their membership stands (owned, shared, permissions held), whether or not their
+    account is active now: an unsaved copy marked active, read only by the owner's selectors below."""
+    if user is None or user.is_active:
+        return user
+    member = copy.copy(user)
+    member.is_active = True
+    return member
+
+
+def studies_for_owner(*, user, access: str = VIEW) -> QuerySet[Study]:
+    """What ``user``'s membership covers (``studies_for_user``'s rule: their own studies and those
+    shared with them at ``access`` or above, given the permission it needs), whether or not their
+    account is active. Only for reads a study's scoring makes for its owner (the studies it borrows
+    utility from), so that the same answers give the same figures after the owner is deactivated;
+    everything a user does themselves (logins, requests, the API) reads ``studies_for_user``, which
+    a deactivated account reaches nothing through."""
+    return studies_for_user(user=_as_member(user), access=access)
+
+
 def study_user_may(*, user, study: Study, access: str = VIEW) -> bool:
     """Whether ``user`` may reach ``study`` with ``access``."""
     return study.pk is not None and studies_for_user(user=user, access=access).filter(pk=study.pk).exists()
@@ -237,6 +258,13 @@ def items_for_jobs(*, user) -> QuerySet[Item]:
 def sources_for_user(*, user) -> QuerySet[RationaleSource]:
     used = Study.sources.through.objects.filter(study__in=studies_for_user(user=user)).values("rationalesource_id")
     return _all_or_used(user, RationaleSource, "studies.view_rationalesource", used)
+
+
+def sources_for_owner(*, user) -> QuerySet[RationaleSource]:
+    """``sources_for_user`` for what ``user``'s membership covers whether or not their account is
+    active (``studies_for_owner``): only for reads a study's scoring makes for its owner (its Gen-U
+    answerers' settings)."""
+    return sources_for_user(user=_as_member(user))
 
 
 def datasets_counted_for_user(*, user, splits: Iterable[str] = ()) -> QuerySet[Dataset]:

@@ -12,7 +12,7 @@ from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
-from studies.selectors import questions_that_count, sources_for_user
+from studies.selectors import questions_that_count, sources_for_owner
 from studies.services.generation.genu import ANSWERING_KEY, ROLES, VALIDATED_ONLY_READING
 from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
 
@@ -145,9 +145,10 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
 
 def answerer_sources_readable(reader):
     """The sources whose fine-tuning settings a study read by ``reader`` (its owner; None: the
-    operator's study) may name for its Gen-U answerers: those the reader may read
-    (``sources_for_user``), so another researcher's training settings never enter a report."""
-    return RationaleSource.objects.all() if reader is None else sources_for_user(user=reader)
+    operator's study) may name for its Gen-U answerers: those the reader's membership covers
+    (``sources_for_owner``: whether or not the owner's account is active, so that deactivating the
+    owner does not change the results), so another researcher's training settings never enter a report."""
+    return RationaleSource.objects.all() if reader is None else sources_for_owner(user=reader)
 
 
 # How an answerer's settings were found (``gen_u["answerers"][role][i]["matched_by"]``).

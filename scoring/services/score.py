@@ -92,7 +92,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   n_questions}}} and consistency: {bundle, incomplete_rule, first_kept|left_out: {n_bundles_incomplete, before,
   after}}), majority_readings (the
   utility study's shape, with Figure 4's accuracy in place of the shares); ``original_utility_from``:
-  {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on},
+  {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on,
+  other_lenders: [{id, name, score_run, pairs_disagreeing, utility: [[item_id, source_id, utility]]}]},
+  and ``by_utility_other_lenders`` ([{id, name, score_run, pairs_disagreeing, by_utility}]: the breakdown
+  with each other lender's utility on the pairs it disagrees on; None for a bundle's copy),
   where the utility of the original rationales came from (``borrowed_utility``: the lending studies
   with the score run whose unit scores were read; a study imported from a bundle adds ``read_from``,
   or gives ``{unavailable, read_from}`` when its bundle had no table, and ``by_utility`` is then None)
@@ -193,7 +196,7 @@ from scoring.services.genu import (
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
 from studies.models import Rationale, RationaleSource, Study
-from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_user
+from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -394,13 +397,14 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
 
 
 def _utility_studies(study: Study):
-    """The studies whose scored utility ``study`` may borrow: those its owner may view (an
-    owner-less study, made by the operator: the other owner-less ones), never another researcher's
-    that the owner cannot see. The owner, not whoever presses "Score", so that the results are the
-    study's, whoever scores it."""
+    """The studies whose scored utility ``study`` may borrow: those its owner's membership covers
+    (``studies_for_owner``: owned and shared with them; an owner-less study, made by the operator:
+    the other owner-less ones), never another researcher's that the owner cannot see. The owner,
+    not whoever presses "Score", and whether or not the owner's account is active, so that the
+    results are the study's, whoever scores it and whenever."""
     if study.owner_id is None:
         return Study.objects.filter(owner__isnull=True)
-    return studies_for_user(user=study.owner, access=VIEW)
+    return studies_for_owner(user=study.owner, access=VIEW)
 
 
 # The borrowed utility table's columns (``borrowed_utility``): the lending study in ``study_id``.
@@ -437,42 +441,71 @@ def borrowed_utility(study: Study) -> tuple[pd.DataFrame, dict]:
 
 def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
     """``borrowed_utility`` from this installation's studies: of the studies ``_utility_studies``
-    allows, the one that scored the pair most recently, with its latest finished score run (whose
-    unit scores these are). Where it came from: ``UTILITY_FROM`` says the rule; the studies with
-    the pairs each gave; the pairs more than one study scored and how many of those the studies
-    disagree on, which the results print next to the figures."""
+    allows, for each pair the one ``UTILITY_FROM`` chooses (the most counted annotations on the
+    pair, then the most recently created study: never when a study was scored, so re-scoring an
+    unchanged study moves nothing), with its latest finished score run (whose unit scores these
+    are). Where it came from: ``UTILITY_FROM`` says the rule; the studies with the pairs each gave;
+    the pairs more than one study scored and how many of those the studies disagree on, which the
+    results print next to the figures; and ``other_lenders``: each study the rule did not choose
+    that gives another utility on some pair, with those pairs and its utility there
+    (``[item_id, source_id, utility]``), from which Figure 4 gives its breakdown beside."""
     rows = (UnitScore.objects.filter(utility__isnull=False, item__in=study.items.all(),
                                      study__in=_utility_studies(study))
-            .exclude(study=study).order_by("-updated_at", "-pk")
-            .values_list("item_id", "source_id", "utility", "after_correct", "before_correct", "study_id"))
-    df = _utility_table(rows)
+            .exclude(study=study)
+            .values_list(*UTILITY_COLUMNS[:2], "utility", "after_correct", "before_correct", "study_id",
+                         "n_annotators"))
+    df = pd.DataFrame.from_records(list(rows), columns=[*UTILITY_COLUMNS, "n_annotators"])
+    df["n_counted"] = pd.to_numeric(df["n_annotators"], errors="coerce").fillna(0)  # None: not known, counted 0
+    df = df.sort_values(["item_id", "source_id", "n_counted", "study_id"], ascending=[True, True, False, False],
+                        kind="stable")
     per_pair = df.groupby(["item_id", "source_id"])["utility"]
     several = per_pair.size().gt(1)
-    chosen = df.drop_duplicates(["item_id", "source_id"])
-    lenders = Study.objects.in_bulk(chosen["study_id"].unique().tolist())
-    counts = chosen["study_id"].value_counts()
-    studies = []
-    for pk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    first = ~df.duplicated(["item_id", "source_id"])
+    chosen = _utility_table(df.loc[first, UTILITY_COLUMNS].itertuples(index=False, name=None))
+    chosen_utility = df.loc[first].set_index(["item_id", "source_id"])["utility"]
+    others = df.loc[~first]
+    others = others.loc[others["utility"].to_numpy() != chosen_utility.reindex(
+        pd.MultiIndex.from_frame(others[["item_id", "source_id"]])).to_numpy()]
+    lenders = Study.objects.in_bulk({int(pk) for pk in df["study_id"].unique()})
+
+    def named(pk, count: str, n: int) -> dict:
         lender = lenders.get(int(pk))
         run = score_run_latest(study=lender) if lender is not None else None
-        studies.append({"id": int(pk), "name": lender.name if lender else "", "pairs": int(n),
-                        "score_run": run.pk if run is not None else None})
+        return {"id": int(pk), "name": lender.name if lender else "", count: n,
+                "score_run": run.pk if run is not None else None}
+
+    counts = chosen["study_id"].value_counts()
+    studies = [named(pk, "pairs", int(n)) for pk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    other_lenders = []
+    for pk, g in sorted(others.groupby("study_id"), key=lambda kv: (-len(kv[1]), kv[0])):
+        pairs = sorted((int(i), int(s), int(u)) for i, s, u in g[["item_id", "source_id", "utility"]].itertuples(
+            index=False, name=None))
+        other_lenders.append({**named(pk, "pairs_disagreeing", len(pairs)), "utility": [list(p) for p in pairs]})
     provenance = {
         "rule": UTILITY_FROM,
         "studies": studies,
         "pairs_in_several_studies": int(several.sum()),
         "pairs_the_studies_disagree_on": int(per_pair.nunique().gt(1).sum()),
+        "other_lenders": other_lenders,
     }
     return chosen, provenance
 
 
 # How a generalization study (or the properties model of a study without utility of its own) finds
 # the utility of each original rationale: results.json carries it with the studies it named.
-UTILITY_FROM = ("each (question, source) takes its utility from the study that scored it most recently, "
-                "among the other studies this study's owner may view")
+UTILITY_FROM = ("each (question, source) takes its utility from the study with the most counted annotations on it, "
+                "then the most recently created of those (the highest id); never which was scored last, so "
+                "re-scoring an unchanged study changes nothing (our rule, SPEC names none); among the other studies "
+                "this study's owner may view, whether or not the owner's account is active")
 # ... and how a study imported from a bundle finds it.
 BUNDLED_FROM = ("the study bundle this study was imported from, as it was where the bundle was made: the studies "
                 "and score runs named are that installation's")
+
+
+def _other_lenders_named(provenance: dict) -> str:
+    """The studies the rule did not choose on some pair they give another utility for, by name."""
+    named = [f"{o['name']!r} ({o['pairs_disagreeing']} pairs)" for o in provenance.get("other_lenders") or []]
+    return ", ".join(named) or "the other studies"
 
 
 def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
@@ -486,7 +519,9 @@ def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
     if provenance.get("pairs_the_studies_disagree_on"):
         warnings.append(f"{what}: {provenance['pairs_the_studies_disagree_on']} of the "
                         f"{provenance['pairs_in_several_studies']} (question, source) pairs scored in more than one "
-                        "study have different utilities there; the most recently scored study's is used.")
+                        "study have different utilities there; each takes the utility of the study with the most "
+                        "counted annotations on it, then the most recently created one (our rule, SPEC names none), "
+                        f"not that of {_other_lenders_named(provenance)}.")
     if provenance.get("caveat"):
         warnings.append(f"{what} may differ from the bundle's results.json: {provenance['caveat']}")
     return warnings
@@ -538,6 +573,9 @@ def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance
     frame = frame.merge(lookup.drop(columns="study_id").rename(columns={"utility": "original_utility"}),
                         on=["item_id", "source_id"], how="left")
     warnings = _utility_from_warnings(provenance, "Figure 4")
+    if provenance.get("other_lenders") and not provenance.get("read_from"):
+        warnings.append("Figure 4 by the utility of the original rationale with each other study's utility on the "
+                        "pairs it gives another one for: generalization.by_utility_other_lenders.")
     missing = int(frame["original_utility"].isna().sum())
     if provenance.get("unavailable"):
         warnings.append(f"Figure 4 by the utility of the original rationale (by_utility) cannot be reproduced and is "
@@ -549,10 +587,32 @@ def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance
             "study of that item and source that this study's owner may view); they appear under 'unknown' in the by-utility breakdown."
         )
     frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
-    frame["utility_name"] = frame["original_utility"].map(
-        lambda v: metrics.UTILITY_NAMES.get(int(v)) if pd.notna(v) else "unknown"
-    )
-    return Part({"original_utility_from": provenance}, warnings, frame)
+    frame["utility_name"] = frame["original_utility"].map(_utility_name)
+    return Part({"original_utility_from": provenance, "by_utility_other_lenders": _by_utility_other_lenders(
+        frame, provenance)}, warnings, frame)
+
+
+def _utility_name(v) -> str:
+    return metrics.UTILITY_NAMES.get(int(v)) if pd.notna(v) else "unknown"
+
+
+def _by_utility_other_lenders(frame: pd.DataFrame, provenance: dict) -> list[dict] | None:
+    """Figure 4's by-utility breakdown with each study the rule did not choose
+    (``provenance["other_lenders"]``) lending its utility on the pairs it gives another one for,
+    the chosen studies' elsewhere: [{id, name, score_run, pairs_disagreeing, by_utility}]. None when
+    the utility is unavailable, and for a study imported from a bundle whose lenders disagreed (the
+    pairs they name are the bundle's installation's ids, which the copy's table does not keep)."""
+    if provenance.get("unavailable") or (provenance.get("read_from") and provenance.get("other_lenders")):
+        return None
+    out = []
+    for lender in provenance.get("other_lenders") or []:
+        theirs = {(i, s): u for i, s, u in lender["utility"]}
+        utility = [theirs.get((i, s), u) for i, s, u in
+                   zip(frame["item_id"], frame["source_id"], frame["original_utility"], strict=True)]
+        names = frame.assign(utility_name=[_utility_name(u) for u in utility])
+        out.append({**{k: lender[k] for k in ("id", "name", "score_run", "pairs_disagreeing")},
+                    "by_utility": {str(k): _delta_summary(g) for k, g in names.groupby("utility_name", sort=True)}})
+    return out
 
 
 # What a bundle of the human answers' consistency is (SPEC section 5: "an item with its
@@ -778,6 +838,7 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
         "aggregation": FIGURE_4_AGGREGATION,
         "consistency": _generalization_consistency(frame, units, originals),
         "original_utility_from": with_utility.results["original_utility_from"],
+        "by_utility_other_lenders": with_utility.results["by_utility_other_lenders"],
         **questions.results,
         "n_questions_conflicting_answers": int(frame.loc[frame["conflicted"], "question_id"].nunique()),
         "conflicting_answers": _conflicting_answers(frame, units),

@@ -351,7 +351,7 @@ def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_t
     assert source["studies"] == [{"id": study.pk, "name": "alices-utility", "pairs": 1, "score_run": alices_run.pk}]
     assert source["pairs_in_several_studies"] == 0 and "owner may view" in source["rule"]
 
-    # Shared with Alice, Bob's more recent score is used, and the results say two studies scored the
+    # Shared with Alice, Bob's study lends (as many counted annotations, created later), and the results say two studies scored the
     # pair differently.
     study_share(study=bobs, user=bob, with_user=alice)
     run = study_score(study=gen_study)
