@@ -3,11 +3,16 @@ the ones whose worker died (as the LM jobs are recovered: stall detection by bea
 
 - ``score_run_enqueue`` creates a pending run and sends its task, for a user who may start one
   (``scoring.add_scorerun`` and VIEW on the study; ``ScoreRunRefused`` otherwise, which the API
-  answers 403 and the admin shows). A study already being scored (a pending or running run) gets
-  that run back instead of a second one (``ScoreRun.already_queued``; the callers say
-  ``already_being_scored``). A broker that cannot be reached fails the run at once with the
-  reason and raises ``ScoringQueueUnavailable`` (the API answers 503, the admin says so): no run
-  is left pending with nothing queued.
+  answers 403 and the admin shows). A request joins a run already queued and not yet started
+  only when that run acts for the same principal (the same requesting user, or the operator for
+  the operator): it gets that run back instead of a second one (``ScoreRun.already_queued``; the
+  callers say ``already_being_scored``), so repeated clicks queue one run. Anyone else's request
+  gets a pending run of its own, which acts for them: a run is checked against its one requester
+  (``requester_refusal``), so a request joined to another user's run would be lost when that
+  user's share is revoked, their account deactivated or the study handed on. The later-asked run's
+  results end up the study's latest (``score_run_store_lock``). A broker that cannot be
+  reached fails the run at once with the reason and raises ``ScoringQueueUnavailable`` (the API
+  answers 503, the admin says so): no run is left pending with nothing queued.
 - ``score_run_start`` is the task's first step: it takes a pending run, or a running one whose
   heartbeat stopped (its worker was killed and the broker redelivered the message), and moves it to
   running. A running run with a live heartbeat belongs to another worker and is left alone.
@@ -116,8 +121,8 @@ def _study_lock(study_id: int) -> None:
 
 
 def already_being_scored(run: ScoreRun) -> str:
-    """What a caller tells the user whose request :func:`score_run_enqueue` answered with the study's
-    run already pending or running (``run.already_queued``)."""
+    """What a caller tells the user whose request :func:`score_run_enqueue` answered with the run
+    they (or, for the operator, the operator) already asked for, still pending (``run.already_queued``)."""
     return (f"Study {run.study} is already being scored (run {run.pk}, {run.get_status_display().lower()}); "
             "no second run was started. Its results will be the study's latest.")
 
@@ -129,19 +134,24 @@ def score_run_enqueue(*, study: Study, user) -> ScoreRun:
     ``ScoringQueueUnavailable`` when the broker cannot be reached; the run is then failed with the
     reason, never left pending.
 
-    A study whose run is queued and not yet started is not queued twice: under a lock of the
-    study's row, that pending run is returned instead (the newest; ``already_queued`` set on it,
-    False on a run made here), unless its requester may no longer score it
-    (:func:`requester_refusal`: the run will fail) or it was asked for longer ago than
-    ``RL_SCORE_STALL_SECONDS`` (its task may be lost, a flushed broker: nothing else would ever
-    start it). A running run is never returned: it read the answers already, and a request made
-    meanwhile asks for the answers since (the newer run supersedes it,
-    :func:`score_run_store_lock`)."""
+    A principal's request is not queued twice: under a lock of the study's row, a pending run of
+    the study that acts for the same principal (requested by ``user``; for the operator, one of the
+    operator's runs) is returned instead (the newest; ``already_queued`` set on it, False on a run
+    made here), unless its requester may no longer score it (:func:`requester_refusal`: the run
+    will fail) or it was asked for longer ago than ``RL_SCORE_STALL_SECONDS`` (its task may be
+    lost, a flushed broker: nothing else would ever start it). Another principal's pending run is
+    never returned: a run is computed only if its own requester may still score the study when it
+    starts and where it stores, so a request joined to it would vanish with a share revoked, an
+    account deactivated or the study handed to another owner; this request gets its own run, whose
+    results end up the study's latest, whichever finishes first (:func:`score_run_store_lock`). A
+    running run is never returned either: it read the answers already, and a request made
+    meanwhile asks for the answers since."""
     score_run_check(study=study, user=user)
+    same_principal = {"by_operator": True} if user is None else {"by_operator": False, "requested_by_id": user.pk}
     with transaction.atomic():
         _study_lock(study.pk)
         for existing in (ScoreRun.objects.select_related("requested_by", "study")
-                         .filter(study_id=study.pk, status=Status.PENDING,
+                         .filter(study_id=study.pk, status=Status.PENDING, **same_principal,
                                  created_at__gte=timezone.now() - stalled_after())
                          .order_by("-created_at", "-pk")):
             if not requester_refusal(existing):
