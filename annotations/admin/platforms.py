@@ -4,7 +4,8 @@ MTurk qualification types and synced submissions.
 A researcher's page per study, ``/admin/annotations/publication/publish/<study_id>/``, shows
 the cost estimate, the effective hourly pay against the floor, the balance (on request), and
 buttons that call the services: publish (or dry run), sync, approve all, pay bonuses, make
-links, close. Every button is a POST; GET never changes anything.
+links, close. Every button is a POST; GET never changes anything. Each button needs the access
+its service checks (``PUBLISH_ACTION_ACCESS``), and the page shows only those the user may press.
 """
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ from annotations.selectors.review import study_attention_failures
 from annotations.services.links import link_public_url, link_revoke, links_generate, open_link_create
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import (
+    APPROVE,
+    BONUS,
+    CLOSE,
+    PUBLISH,
+    PlatformAccessDenied,
     access_study,
     may_hand_out_links,
     study_assignments,
@@ -117,9 +123,9 @@ class PublicationAdmin(KeysShownAdmin):
         ]
         return custom + urls
 
-    def _check(self, request: HttpRequest, write: bool = False) -> None:
-        perm = "annotations.add_publication" if write else "annotations.view_publication"
-        if not request.user.has_perm(perm):
+    def _check(self, request: HttpRequest) -> None:
+        """The pages' model permission; each button's own is ``publish_action_refusal``'s."""
+        if not request.user.has_perm("annotations.view_publication"):
             raise PermissionDenied
 
     def study_list_view(self, request: HttpRequest) -> HttpResponse:
@@ -129,18 +135,19 @@ class PublicationAdmin(KeysShownAdmin):
         return TemplateResponse(request, "admin/annotations/platforms/studies.html", context)
 
     def publish_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
-        """Seeing the page needs VIEW access to the study; every button (a POST) moves money or
-        work on a platform and needs PAY access (``studies.selectors``). The links' addresses and
-        completion codes are shown only to those who may hand them out (``may_hand_out_links``):
-        a reader without it sees each link's label, state, task and worker."""
+        """Seeing the page needs VIEW access to the study; each button (a POST) needs the access
+        its service checks (``PUBLISH_ACTION_ACCESS``: closing and withdrawing a link CHANGE, the
+        rest PAY), refused with 403 before anything is read or done (``publish_action_refusal``);
+        the page shows only the buttons the user may press. The links' addresses and completion
+        codes are shown only to those who may hand them out (``may_hand_out_links``): a reader
+        without it sees each link's label, state, task and worker."""
         self._check(request)
         study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
         url = reverse("admin:annotations_publication_publish", args=[study.pk])
         if request.method == "POST":
-            self._check(request, write=True)
-            if not studies_for_user(user=request.user, access=PAY).filter(pk=study.pk).exists():
-                raise PermissionDenied("Publishing, reviewing and paying need the permission to pay workers "
-                                       "of this study (studies.pay_workers).")
+            refusal = publish_action_refusal(user=request.user, study=study, action=request.POST.get("action", ""))
+            if refusal:
+                raise PermissionDenied(refusal)
             post_action(request, PUBLISH_ACTIONS, study)
             return HttpResponseRedirect(url)
         # The platform priced in the estimate: the study's, or another one for a quote (a study is
@@ -166,6 +173,7 @@ class PublicationAdmin(KeysShownAdmin):
         held = assignments_on_hold(study=study).filter(pk__in=submitted_ids).count()
         link_rows = study_link_rows(study=study)
         keys_shown = may_hand_out_links(user=request.user, study=study)
+        refused: dict[str, str] = {}  # each access level read once for the buttons
         context = {
             **self.admin_site.each_context(request),
             "title": f"Crowd platform: {study.name}",
@@ -204,6 +212,9 @@ class PublicationAdmin(KeysShownAdmin):
             "attention": study_attention_failures(study=study),
             # Its tasks to reject only to who may reject them (the worker page's actions' rule).
             "attention_can_reject": keys_shown,
+            # The buttons shown: those whose access the user holds (``publish_action_refusal``).
+            "may": {action: not publish_action_refusal(user=request.user, study=study, action=action, refused=refused)
+                    for action in PUBLISH_ACTIONS},
             "panels": [mark_safe(html) for html in (panel(request, study) for panel in PUBLISH_PAGE_PANELS)  # noqa: S308
                        if html],
         }
@@ -401,6 +412,43 @@ PUBLISH_ACTIONS = {
     "revoke_link": _revoke_link,
     "close": _close,
 }
+# The access each button needs: the level its service checks beside the write, named as the services
+# name it (``platforms.access``: ``study_publish``, ``links_generate`` and ``open_link_create``
+# PUBLISH, ``study_approve_all`` APPROVE, ``study_bonuses_pay`` BONUS, ``study_close`` and
+# ``link_revoke`` CLOSE). Sync takes no user: it reads and settles the platform's payments, a PAY
+# action (``access_study``). A button not listed here needs PAY.
+PUBLISH_ACTION_ACCESS = {
+    "publish": PUBLISH,
+    "sync": PAY,
+    "approve_all": APPROVE,
+    "bonus": BONUS,
+    "make_links": PUBLISH,
+    "open_link": PUBLISH,
+    "revoke_link": CLOSE,
+    "close": CLOSE,
+}
+
+
+def publish_action_refusal(*, user, study: Study, action: str, refused: dict | None = None) -> str:
+    """Why ``user`` may not press the publish page's button ``action`` on ``study`` ('' when they
+    may): its access (``PUBLISH_ACTION_ACCESS``) read by ``access_study``, the services' own check,
+    so the page refuses what the service would and offers what it allows. A PAY button also needs
+    ``annotations.add_publication``, as every button did; closing and withdrawing a link need no
+    more than their services (as the study admin's "Close" and the links admin's "Withdraw").
+    ``refused`` caches the answer per access level across the calls of one page."""
+    access = PUBLISH_ACTION_ACCESS.get(action, PAY)
+    cache = {} if refused is None else refused
+    if access not in cache:
+        why = ""
+        if access == PAY and not user.has_perm("annotations.add_publication"):
+            why = "publishing, reviewing and paying need annotations.add_publication"
+        else:
+            try:
+                access_study(user=user, study=study, access=access)
+            except PlatformAccessDenied as exc:
+                why = exc.message
+        cache[access] = why
+    return cache[access]
 
 
 @admin.register(PlatformCall)

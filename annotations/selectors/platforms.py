@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from decimal import Decimal
 
 from django.db.models import Count, Q, QuerySet, Sum
 
@@ -18,6 +17,7 @@ from annotations.models import (
     PlatformSubmission,
     Publication,
 )
+from annotations.platforms.base import money
 from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
@@ -166,16 +166,41 @@ def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[s
     return {"flagged_error": sorted(flagged), "good_work": good}
 
 
+# What a confirmed platform call's amount is, for the publish page's totals
+# (``study_platform_overview``). Committing calls put money aside on the platform when the study
+# is published: a Prolific study's publication takes the rewards of all its places with the fee from
+# the workspace balance, an MTurk HIT (and assignments added to it) is priced at its rewards with the
+# fee. Payout calls are what workers were paid: an approved task's reward, a bonus (each without the
+# fee). Approved rewards come out of what was committed (bonuses are paid on top of it), so the two
+# are never added up. Every other
+# operation (create a draft, set up a bonus, reject, block, expire, stop, notify, qualify) records
+# no amount.
+_OP = PlatformCall.Operation
+COMMITTING_OPERATIONS = frozenset({_OP.CREATE_HIT, _OP.ADD_ASSIGNMENTS, _OP.PUBLISH_STUDY})
+PAYOUT_OPERATIONS = frozenset({_OP.APPROVE, _OP.BONUS})
+
+
 def study_platform_overview(*, study: Study) -> dict:
-    """What the admin page shows: publications, submissions by flag, audit totals."""
+    """What the admin page shows: publications, submissions by flag, audit totals. The totals are
+    of confirmed calls, kept apart (``COMMITTING_OPERATIONS``, ``PAYOUT_OPERATIONS``):
+    ``committed``, what publishing committed on the platform (rewards of every place or HIT
+    assignment, fees included), and ``paid_out``, what workers were paid (approved rewards and
+    bonuses, fees not included); ``currency`` names the currency of the calls counted (comma-joined
+    should there be more than one, "" when none)."""
     calls = PlatformCall.objects.filter(study=study)
+    counted = calls.filter(status=PlatformCall.Status.CONFIRMED,
+                           operation__in=COMMITTING_OPERATIONS | PAYOUT_OPERATIONS)
+    totals = counted.aggregate(committed=Sum("amount", filter=Q(operation__in=COMMITTING_OPERATIONS)),
+                               paid_out=Sum("amount", filter=Q(operation__in=PAYOUT_OPERATIONS)))
     return {
         "publications": list(Publication.objects.filter(study=study).order_by("-created_at")),
         "assignments": dict(Assignment.objects.filter(study=study).values_list("status").annotate(n=Count("id"))),
         "flagged": PlatformSubmission.objects.filter(publication__study=study).exclude(flag="").count(),
         "calls": dict(calls.values_list("status").annotate(n=Count("id"))),
-        "paid": calls.filter(status=PlatformCall.Status.CONFIRMED).aggregate(total=Sum("amount"))["total"]
-        or Decimal("0"),
+        # In cents: SQLite sums decimals as floats (37.3300000000000, 9.5).
+        "committed": money(totals["committed"] or 0),
+        "paid_out": money(totals["paid_out"] or 0),
+        "currency": ", ".join(sorted(set(counted.order_by().values_list("currency", flat=True)))),
         "bonuses": Bonus.objects.filter(assignment__study=study).count(),
     }
 

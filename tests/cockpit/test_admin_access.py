@@ -94,11 +94,13 @@ def test_the_publish_page_is_per_study_and_its_buttons_need_pay_access(two_studi
     assert client.post(f"/admin/annotations/publication/publish/{theirs.pk}/", {"action": "close"}).status_code == 404
     assert theirs.name not in client.get("/admin/annotations/publication/publish/").content.decode()
     assert client.get(f"/admin/annotations/publication/publish/{mine.pk}/").status_code == 200
-    # dana holds every annotations permission but not studies.pay_workers: no button works.
+    # dana holds every annotations permission but not studies.pay_workers: no button that moves
+    # money or recruits works (closing needs only the right to change the study, as its service asks).
     dana.user_permissions.remove(Permission.objects.get(codename="pay_workers"))
     dana = get_user_model().objects.get(pk=dana.pk)
     client.force_login(dana)
-    assert client.post(f"/admin/annotations/publication/publish/{mine.pk}/", {"action": "close"}).status_code == 403
+    for action in ("sync", "publish", "approve_all"):
+        assert client.post(f"/admin/annotations/publication/publish/{mine.pk}/", {"action": action}).status_code == 403
 
 
 def test_study_actions_and_score_now_act_only_on_changeable_studies(two_studies):
