@@ -54,30 +54,91 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
+_ARTICLES = ("a", "an", "the")
+
+
+def _bare(norm: str) -> str:
+    """A normalised answer without its leading articles ("the heater" -> "heater"), unless nothing
+    else is left ("a" stays "a": it may be a label)."""
+    words = norm.split()
+    while len(words) > 1 and words[0] in _ARTICLES:
+        words = words[1:]
+    return " ".join(words)
+
+
+def _yes_no_word(text: str) -> str | None:
+    """``"yes"`` / ``"no"`` for a reply that says so, or None. The whole reply may be a word of
+    :data:`_YES` / :data:`_NO` (``"Y"``, ``"True."``); otherwise its first token, with the
+    punctuation around it dropped, must be a whole word of them, not a one-letter shortcut:
+    "No, because ..." is no, but "N/A" and "Y'know, it depends" are neither."""
+    norm = _norm(text)
+    if norm in _YES:
+        return "yes"
+    if norm in _NO:
+        return "no"
+    tokens = text.split()
+    first = re.sub(r"^\W+|\W+$", "", tokens[0]).lower() if tokens else ""
+    if len(first) > 1 and first in _YES:
+        return "yes"
+    if len(first) > 1 and first in _NO:
+        return "no"
+    return None
+
+
+def _only(labels: list[str]) -> str | None:
+    return labels[0] if len(set(labels)) == 1 else None
+
+
 def match_answer(text: str, item: PromptItem) -> str | None:
-    """Map an answer as the model wrote it to a choice label, or None."""
+    """Map an answer as the model wrote it to a choice label, or None.
+
+    Multiple choice, in order: the text of exactly one option (case and punctuation aside); a label
+    alone or followed by that option's own text ("(b)", "b", "b) the moon", "option b"), or a marked
+    label followed by text naming no other option ("b) because magnets attract"); the text
+    of exactly one option without leading articles ("a magnet" is the option "magnet", not label
+    a: a bare letter followed by other text is read as an article); the text of one option inside
+    a longer answer, on word boundaries, the longest winning over options it contains ("the
+    sunlight" is "sunlight", not "sun"). A label followed by another option's text, or an answer
+    naming several options, is None: a parse failure, never a guess."""
     norm = _norm(text)
     if not norm:
         return None
     if item.is_yes_no:
-        first = norm.split()[0]
-        if norm in _YES or first in _YES:
-            return "yes"
-        if norm in _NO or first in _NO:
-            return "no"
-        return None
-    labels = [label for label, _ in item.choices]
-    for label, choice in item.choices:
-        if norm == _norm(choice):
+        return _yes_no_word(text)
+    options = [(label, _norm(choice)) for label, choice in item.choices]
+    options = [(label, choice) for label, choice in options if choice]
+    exact = [label for label, choice in options if norm == choice]
+    if exact:
+        return _only(exact)
+    own = dict(options)
+    for label, _ in item.choices:
+        found = re.fullmatch(r"(?:(option|choice)\s+)?(\()?" + re.escape(label.lower()) + r"(\)|[.:,])?(?:\s+(.*))?",
+                             text.strip().lower(), flags=re.DOTALL)
+        if not found:
+            continue
+        rest = _norm(found.group(4) or "")
+        if not rest or (label in own and _bare(rest) == _bare(own[label])):
             return label
-    # "(b)", "b", "b) the sun", "option b"
-    match = re.fullmatch(r"(?:option |choice )?\(?([a-z])\)?(?:\s.*)?", text.strip().lower())
-    if match and match.group(1) in labels:
-        return match.group(1)
-    for label, choice in item.choices:  # the choice text inside a longer answer
-        if _norm(choice) and _norm(choice) in norm:
+        if found.group(1) or found.group(2) or found.group(3):
+            # A marked label ("b)", "(b)", "option b") followed by its reasons is that label; one
+            # followed by another option's text ("(a) magnet" where a is stone) is a failure.
+            others = [_bare(choice) for other, choice in options if other != label]
+            if any(re.search(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest) for other in others):
+                return None
             return label
-    return None
+    exact = [label for label, choice in options if _bare(norm) == _bare(choice)]
+    if exact:
+        return _only(exact)
+    spans = {label: [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(_bare(choice)) + r"(?!\w)", norm)]
+             for label, choice in options}
+    spans = {label: found for label, found in spans.items() if found}
+
+    def inside_longer(label: str) -> bool:
+        return all(any(s <= start and end <= e and (e - s) > (end - start)
+                       for other, found in spans.items() if other != label for s, e in found)
+                   for start, end in spans[label])
+
+    return _only([label for label in spans if not inside_longer(label)])
 
 
 def _spans(text: str) -> dict[int, str]:
@@ -205,15 +266,15 @@ def parse_generalization(raw: str) -> ParsedQuestion | ParseFailure:
     if not lines:
         return ParseFailure(raw, "empty question")
     question = lines[0]
-    inline = re.search(r"\banswer\s*:\s*(\w+)", question, flags=re.IGNORECASE)
+    inline = re.search(r"\banswer\s*:\s*(\S.*)", question, flags=re.IGNORECASE)
     answer_word = None
     if inline:
-        answer_word = inline.group(1)
+        answer_word = inline.group(1).strip()
         question = question[: inline.start()].strip()
     for line in lines[1:]:
-        found = re.match(r"answer\s*:\s*(\w+)", line, flags=re.IGNORECASE)
+        found = re.match(r"answer\s*:\s*(\S.*)", line, flags=re.IGNORECASE)
         if found:
-            answer_word = found.group(1)
+            answer_word = found.group(1).strip()
             break
     question = " ".join(question.split())
     if not question:
@@ -223,9 +284,7 @@ def parse_generalization(raw: str) -> ParsedQuestion | ParseFailure:
         return ParseFailure(raw, problem)
     if answer_word is None:
         return ParseFailure(raw, "no 'answer: True|False' line after the question")
-    word = answer_word.lower()
-    if word in _YES:
-        return ParsedQuestion(text=question, answer="yes")
-    if word in _NO:
-        return ParsedQuestion(text=question, answer="no")
-    return ParseFailure(raw, f"answer {answer_word!r} is neither True nor False")
+    answer = _yes_no_word(answer_word)
+    if answer is None:
+        return ParseFailure(raw, f"answer {answer_word[:80]!r} is neither True nor False")
+    return ParsedQuestion(text=question, answer=answer)

@@ -107,18 +107,22 @@ def dataset_tag(name: str) -> str:
 
 def choice_texts(item: PromptItem) -> list[str]:
     """Choices as the model sees them: yes/no in lower case (our choice; SPEC section 8 does not show
-    them), multiple choice as written."""
+    them), multiple choice as written on one line: an imported choice holding newlines would
+    otherwise add lines of its own ("stone\nAnswer: stone\nReason: ...") to every prompt that
+    lists it. Every prompt and demonstration gets its choices (and answers, :func:`answer_text`)
+    here."""
     if item.is_yes_no:
         return [label for label, _ in item.choices]
-    return [text for _, text in item.choices]
+    return [_one_line(text) for _, text in item.choices]
 
 
 def answer_text(item: PromptItem, label: str | None) -> str:
+    """The text of choice ``label`` as :func:`choice_texts` shows it (``label`` itself when the
+    item has no such choice)."""
     if label is None:
         return ""
-    if item.is_yes_no:
-        return label
-    return item.choice_text(label)
+    shown = dict(zip((choice_label for choice_label, _ in item.choices), choice_texts(item), strict=True))
+    return shown.get(label, label)
 
 
 def _fields(item: PromptItem, **extra: str) -> dict[str, str]:
@@ -133,11 +137,22 @@ def _fields(item: PromptItem, **extra: str) -> dict[str, str]:
         "demonstrations": "",
     }
     values.update(extra)
-    return values
+    return {name: _no_sentinels(value) for name, value in values.items()}
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+# A T5 sentinel written in an item's text (``<extra_id_0>``) would be read as one of the template's
+# own: the model would be asked to fill the wrong span, and its output split at the wrong place.
+T5_SENTINEL_TEXT = re.compile(r"<\s*(extra_id_\d+)\s*>", re.IGNORECASE)
+
+
+def _no_sentinels(text: str) -> str:
+    """``text`` with any T5 sentinel's angle brackets replaced (``<extra_id_0>`` -> ``(extra_id_0)``),
+    so that the only sentinels in a filled template are the template's."""
+    return T5_SENTINEL_TEXT.sub(r"(\1)", text)
 
 
 def fill(template: str, values: dict[str, str]) -> str:
