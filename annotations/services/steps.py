@@ -7,6 +7,7 @@ import unicodedata
 
 from annotations.models import Annotation
 from annotations.services.errors import InvalidAnswer
+from lab.textchars import BIDI_CONTROLS
 from studies.models import Study
 
 Step = Annotation.Step
@@ -86,20 +87,16 @@ def _pick(answer: str, labels: list[str], what: str) -> str:
 FLAG_NOTE_MAX = 500
 _FLAG_ON = {"1", "on", "yes", "true"}
 _NOTE_KEPT_CONTROLS = {"\n", "\t"}
-# The bidirectional marks, embeddings, overrides and isolates: they reorder what is shown around
-# them. Other format characters stay (the zero-width joiner of emoji sequences, the non-joiner
-# Persian spelling needs, the soft hyphen): they are part of what the worker wrote.
-_NOTE_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def _flag_note(text: str) -> str:
     """The note as stored: without control characters (Unicode category Cc, except newline and
-    tab) and bidirectional controls (``_NOTE_BIDI_CONTROLS``), which would hide or reorder what a
+    tab) and bidirectional controls (``lab.textchars.BIDI_CONTROLS``; other format characters stay), which would hide or reorder what a
     researcher reads of it on a page or in an export; without surrounding white space; its first
     ``FLAG_NOTE_MAX`` characters (reading stops there)."""
     kept: list[str] = []
     for char in text:
-        if char in _NOTE_BIDI_CONTROLS or (char not in _NOTE_KEPT_CONTROLS and unicodedata.category(char) == "Cc"):
+        if char in BIDI_CONTROLS or (char not in _NOTE_KEPT_CONTROLS and unicodedata.category(char) == "Cc"):
             continue
         if kept or not char.isspace():
             kept.append(char)

@@ -5,7 +5,9 @@ the rationale, and optionally the source's predicted answer.
 t53b and gpt3, of 458 rationales each; its other columns (the gold label and the crowd's
 answers) are kept in ``generation_info["extra"]``. A gold-label column, when present, is checked
 against the matched item's gold answer, which catches a question matched to the wrong item.
-Sources that do not exist yet are created as "imported file" sources.
+Sources that do not exist yet are created as "imported file" sources. A source name may not hold
+bidirectional controls (``values.identifier_problem``), nor a rationale a T5 sentinel token
+(``values.sentinel_problem``).
 
 Highlight sources: a ``highlights`` column holds ``[[start, end], ...]`` character spans over the
 question (``highlight_tokens``: ``[[first, last + 1], ...]`` spans of whitespace tokens), and
@@ -42,7 +44,7 @@ from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_cell, read_import_file, read_records
 from .rows import KeyedRows, Required, Row, header_of, parse_rows, resolve_columns
 from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
-from .values import answer_label, check_split, describe_allowed, short
+from .values import answer_label, check_split, describe_allowed, identifier_problem, sentinel_problem, short
 
 KIND = "rationales"
 
@@ -117,6 +119,9 @@ def rationales_import(
     records = read_records(f, file_format=file_format)
     cols = (columns or RationaleColumns()).resolve(header_of(records), filename=f.name, source_name=source_name)
     sources = _SourceNames(user)
+    problem = identifier_problem(source_name, what="the source name") if source_name else None
+    if problem:
+        raise ImportValidationError([RowError(None, "source", problem)], filename=f.name)
     if source_name and sources.hidden(source_name):
         raise ImportValidationError([RowError(None, "source", sources.taken(source_name))], filename=f.name)
     index = QuestionIndex(dataset, split)
@@ -177,8 +182,12 @@ class _RationaleRow:
         item = self.item(row)
         source = self.source(row)
         text = row.text("rationale")
+        problem = sentinel_problem(text, what="the rationale")
         if not text:
             row.error("rationale", "the rationale text is empty")
+        elif problem:
+            row.error("rationale", problem)
+            text = ""
         predicted = self.predicted(row)
         self.check_gold(row, item)
         highlight = _highlights(row, item)
@@ -226,6 +235,9 @@ class _RationaleRow:
             row.error("source", "the source name is empty")
         elif len(source) > 200:
             row.error("source", "the source name is longer than 200 characters")
+            return ""
+        elif problem := identifier_problem(source, what="the source name"):
+            row.error("source", problem)
             return ""
         elif self.sources.hidden(source):
             row.error("source", self.sources.taken(source), field=self.cols["source"] or "source")
