@@ -11,8 +11,10 @@
    where it has one), then mark it ``confirmed`` with the response.
 
 A refusal by the platform marks the row ``failed`` (not applied, safe to retry); a network
-error or a crash leaves it ``sent`` for the next attempt or the next sync to reconcile. The
-money therefore moves at most once per key, even when the platform call itself is not
+error or a crash leaves it ``sent`` for the next attempt or the next sync to reconcile (never
+decided "not applied" while its request may still be on its way: ``calls.call_in_flight``); an
+approval or rejection that answers "applied" after it was marked failed is recorded confirmed
+(``LATE_CONFIRMED``). The money therefore moves at most once per key, even when the platform call itself is not
 idempotent (Prolific's bonus pay).
 
 Precondition: call outside any ``transaction.atomic`` block, so the ``sent`` row is durable
@@ -165,11 +167,28 @@ def platform_call_execute(
     return platform_call_confirm(call=call, response=_redacted(_json_safe(response or {}), spec.redact))
 
 
+# Operations whose answer "applied", arriving after reconciliation marked the row failed (the
+# platform had no record of it yet), is recorded confirmed: a review decision, which the platform
+# applies once whichever attempt sent it. Any other such answer raises ``TransitionError`` as before
+# (a Prolific bonus set-up's late record is never paid: ``platforms.bonus._prolific_bonus``).
+LATE_CONFIRMED = frozenset({PlatformCall.Operation.APPROVE, PlatformCall.Operation.REJECT})
+
+
 def platform_call_confirm(*, call: PlatformCall, response: dict) -> PlatformCall:
+    """Record that ``call`` was applied. An approval or rejection marked failed meanwhile
+    (``LATE_CONFIRMED``) is confirmed all the same, since the platform applied it: its response
+    notes what it had been marked, and the row goes back through ``sent``, the one way its status
+    machine reaches ``confirmed``."""
     with transaction.atomic():
         call = _lock(call.pk)
+        response = _json_safe(response or {})
+        if call.status == PlatformCall.Status.FAILED and call.operation in LATE_CONFIRMED:
+            response = {**response, "confirmed_after_failed": call.error or "marked failed"}
+            PlatformCall.STATUS.move(call, PlatformCall.Status.SENT)
+            logger.warning("platform call %s %s %s answered applied after it was marked failed: %s",
+                           call.platform, call.operation, call.idempotency_key, response["confirmed_after_failed"])
         PlatformCall.STATUS.move(call, PlatformCall.Status.CONFIRMED, confirmed_at=timezone.now(),
-                                 response=_json_safe(response or {}), error="")
+                                 response=response, error="")
     logger.info("platform call confirmed: %s %s %s", call.platform, call.operation, call.idempotency_key)
     return call
 

@@ -27,7 +27,7 @@ from annotations.services.stopping import unit_decide_for_assignment, units_afte
 from studies.models import Platform, Study
 
 from .bonus import bonus_reconciled
-from .calls import reconciler
+from .calls import RECONCILE_NOTE, reconciler
 from .common import OP
 from .publish import call_hit_entry, publication_add_external_id
 from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed, reject_not_applied
@@ -58,7 +58,7 @@ def platform_calls_reconcile(*, study: Study) -> dict:
         try:
             outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
         except (PlatformError, KeyError) as exc:  # KeyError: an audit row without what reconciling needs
-            platform_call_note_error(call=call, error=f"reconcile: {getattr(exc, 'message', None) or exc!r}")
+            platform_call_note_error(call=call, error=f"{RECONCILE_NOTE}{getattr(exc, 'message', None) or exc!r}")
             outcome = None
         key = {True: "confirmed", False: "failed", None: "unknown"}[outcome]
         counts[key] += 1
