@@ -24,6 +24,7 @@ from annotations.services.payments import (
     platform_call_execute,
     platform_call_note_error,
 )
+from annotations.services.release import lock
 from lab.transitions import TransitionError
 from studies.models import Platform, Study
 
@@ -39,6 +40,7 @@ from .common import (
     platform_work_confirm,
     redacted,
 )
+from .review import review_key
 from .tokens import bonus_token
 
 AMOUNT_TEXT = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,2})?")
@@ -126,13 +128,44 @@ class _SetupPaidNothing(PlatformServiceError):
         self.lost = lost
 
 
-def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:
-    """Pay one checked bonus for ``assignment``, whose study's access the caller checked."""
+def _check_bonus_status(assignment: Assignment) -> None:
+    """Refuse a bonus for ``assignment`` unless its task is in ``BONUS_STATUSES``."""
     if assignment.status not in BONUS_STATUSES:
         raise PlatformServiceError(
             f"assignment {assignment.pk} is {assignment.get_status_display().lower()}: bonuses go to submitted "
             "or approved work"
         )
+
+
+def _lock_bonusable(assignment: Assignment) -> Assignment:
+    """``assignment`` read again under its row lock (``release.lock``, the lock a rejection and a
+    withdrawal take to end the task), inside the caller's transaction that creates its ``Bonus``
+    row: refused (``PlatformServiceError``, nothing recorded) when the task is no longer in
+    ``BONUS_STATUSES`` (rejected, or its worker withdrew, since the caller read it: a batch reads
+    all its tasks up front), when it no longer exists, or when a rejection of its work was sent
+    (its ``review_key`` call sent or confirmed: a rejection in flight, not recorded on the task
+    yet)."""
+    try:
+        locked = lock(assignment)
+    except Assignment.DoesNotExist:
+        raise PlatformServiceError(f"assignment {assignment.pk} no longer exists (its worker withdrew or it was "
+                                   "deleted): it is paid nothing") from None
+    _check_bonus_status(locked)
+    name = assignment_platform(assignment)
+    if name != Platform.LINK and PlatformCall.objects.filter(
+            idempotency_key=review_key(name, OP.REJECT, assignment),
+            status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists():
+        raise PlatformServiceError(
+            f"assignment {assignment.pk} is being rejected (its rejection was sent to {name}): bonuses go to "
+            "submitted or approved work")
+    return locked
+
+
+def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:
+    """Pay one checked bonus for ``assignment``, whose study's access the caller checked. Its
+    status is checked again under its row lock where the ``Bonus`` row is created
+    (``_lock_bonusable``): a rejection or withdrawal since the caller read it refuses the bonus."""
+    _check_bonus_status(assignment)
     if kind == Bonus.Kind.FLAGGED_ERROR and not FlagReview.objects.filter(
             annotation__claim__assignment=assignment, decision=FlagReview.Decision.ACCEPTED).exists():
         raise PlatformServiceError(
@@ -146,6 +179,7 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
     platform = get_platform(name)
     token = bonus_token(assignment=assignment, amount=amount, kind=kind, reason=reason)
     with transaction.atomic():
+        _lock_bonusable(assignment)
         bonus, _ = Bonus.objects.select_for_update().get_or_create(
             token=token,
             defaults={"assignment": assignment, "participant": assignment.participant, "kind": kind,
