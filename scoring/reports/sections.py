@@ -26,6 +26,8 @@ from scoring.selectors import score_run_latest
 from scoring.services.genu import (
     CONFLICTING_FIRST_KEPT,
     CONFLICTING_LEFT_OUT,
+    QUESTIONS_NOT_INVALID,
+    QUESTIONS_VALIDATED_ONLY,
     UNPARSED_COUNTED_WRONG,
     UNPARSED_LEFT_OUT,
     answerer_text,
@@ -246,12 +248,40 @@ def conflicting_answers_table(block: dict, columns: list[Column], key: str) -> T
     """The figures with a question its file gave twice with different answers kept with its first
     answer (the default) and left out (``gen_u["conflicting_answers"]`` or
     ``generalization["conflicting_answers"]``)."""
+    return readings_by_source_table(block, columns, key, "With the questions their file gave twice with different "
+                                    "answers kept (first answer) or left out (SPEC is silent)")
+
+
+def readings_by_source_table(block: dict, columns: list[Column], key: str, title: str) -> Table:
+    """A readings block's figures per source under each reading, the default first (``by_source``:
+    {source: {reading: figures}}, with U(utility | Gen-U) per reading where the block has it)."""
     rows = []
     for source, rule, label, entry in _readings_by_source(block):
         u = (block.get("theils_u_utility_given_gen_u") or {}).get(rule) or {}
         rows.append({"source": source, "reading": label, **(entry.get(rule) or {}), "theils_u": u.get(source)})
-    return Table(key, "With the questions their file gave twice with different answers kept (first answer) or left "
-                 "out (SPEC is silent)", columns, rows)
+    return Table(key, title, columns, rows)
+
+
+UNVALIDATED_GEN_U_COLUMNS = gen_u_readings_columns("Questions counted")
+UNVALIDATED_TITLE = "With the questions nobody validated counted (published) or left out (SPEC section 4 does not say)"
+
+
+def unvalidated_questions_note(block: dict, what: str) -> str:
+    """Which questions ``what`` count (``gen_u["unvalidated_questions"]`` or
+    ``generalization["unvalidated_questions"]``), what SPEC says and where the other reading is."""
+    n = block.get("n_questions_unvalidated", 0)
+    note = (f"{block.get('spec')}: {what} use the default, {_readings_listed(block)}. {n} counted question(s) "
+            "nobody validated")
+    return note + ("; the table gives both readings." if n else ", so the readings coincide.")
+
+
+def gen_u_unvalidated_add(section, block: dict) -> None:
+    """Gen-U on validated questions only beside the published figures, when they differ."""
+    if block.get("by_source"):
+        section.tables.append(readings_by_source_table(block, UNVALIDATED_GEN_U_COLUMNS, "gen_u_unvalidated_questions",
+                                                       UNVALIDATED_TITLE))
+    if block:
+        section.notes.append(unvalidated_questions_note(block, "the Gen-U shares and Theil's U(utility | Gen-U)"))
 
 
 def conflicting_answers_note(block: dict, what: str) -> str:
@@ -529,7 +559,9 @@ READING_LABELS = {TASK_ACCURACY_LEFT_OUT: "left out", TASK_ACCURACY_COUNTED_WRON
                   UNPARSED_LEFT_OUT: "left out", UNPARSED_COUNTED_WRONG: "counted as wrong",
                   # the majority rule's readings (``majority_readings``) and a question's conflicting answers
                   PLURALITY: "plurality", STRICT_MAJORITY: "strict majority",
-                  CONFLICTING_FIRST_KEPT: "first answer kept", CONFLICTING_LEFT_OUT: "left out"}
+                  CONFLICTING_FIRST_KEPT: "first answer kept", CONFLICTING_LEFT_OUT: "left out",
+                  # which questions count (``genu.QUESTION_READINGS``)
+                  QUESTIONS_NOT_INVALID: "validated and unvalidated", QUESTIONS_VALIDATED_ONLY: "validated only"}
 
 
 def _reading_label(rule: str, default: str | None) -> str:
@@ -665,6 +697,7 @@ def gen_u_section(results: dict) -> Section:
         section.notes.append(gen_u_unparsed_note(unparsed))
     _conflicting_answers_add(section, gen_u.get("conflicting_answers") or {}, CONFLICTING_GEN_U_COLUMNS,
                              "gen_u_conflicting_answers", "the Gen-U shares and Theil's U(utility | Gen-U)")
+    gen_u_unvalidated_add(section, gen_u.get("unvalidated_questions") or {})
     section.notes.append(ci_note(results))
     return section
 
@@ -825,6 +858,7 @@ def generalization_section(results: dict) -> Section:
         section.notes.append(generalization_questions_note(gen))
     _conflicting_answers_add(section, gen.get("conflicting_answers") or {}, CONFLICTING_FIGURE_4_COLUMNS,
                              "generalization_conflicting_answers", "Figure 4 and the consistency of the answers")
+    _generalization_unvalidated_add(section, gen)
     majority = gen.get("majority_readings") or {}
     if majority.get("by_source"):
         section.tables.append(majority_readings_table(majority, ACCURACY_MAJORITY_COLUMNS,
@@ -840,6 +874,43 @@ def generalization_section(results: dict) -> Section:
     if "generalization" in plots.available(results):
         section.figures.append("generalization")
     return section
+
+
+def _generalization_unvalidated_add(section, gen: dict) -> None:
+    """Figure 4 (over all, by type, by utility) and its consistency on validated questions only
+    beside the published figures, when they differ (``generalization["unvalidated_questions"]``)."""
+    block = gen.get("unvalidated_questions") or {}
+    if not block:
+        return
+    other = block.get(QUESTIONS_VALIDATED_ONLY)
+    if other:
+        columns = [Column("reading", "Questions counted"), Column("key", "Group"), Column("n", "n", "int"),
+                   Column("accuracy_before", "Before", "float"), Column("accuracy_after", "After", "float"),
+                   Column("accuracy_delta", "After − before", "float"), Column("ci", "95% CI", "ci")]
+        rows = []
+        for rule, figures in ((block.get("default"), gen), (QUESTIONS_VALIDATED_ONLY, other)):
+            label = _reading_label(rule, block.get("default"))
+            groups = [("all", figures.get("all"))]
+            for group, prefix in (("by_type", "type"), ("by_utility", "utility")):
+                groups += [(f"{prefix} {k}", v) for k, v in sorted((figures.get(group) or {}).items())]
+            rows += [{"reading": label, "key": key, **{k: r.get(k) for k in (
+                "n", "accuracy_before", "accuracy_after", "accuracy_delta")},
+                "ci_low": (r.get("accuracy_delta_ci") or [None, None])[0],
+                "ci_high": (r.get("accuracy_delta_ci") or [None, None])[1]} for key, r in groups if r]
+        section.tables.append(Table("generalization_unvalidated_questions", UNVALIDATED_TITLE, columns, rows))
+    note = unvalidated_questions_note(block, "Figure 4 and its consistency")
+    if other and other.get("note"):
+        note += f" Validated only: {other['note']}"
+    elif other:
+        def step(figures: dict, name: str):
+            entry = (figures.get("consistency") or {}).get("all_generalization_questions") or {}
+            return (entry.get(name) or {}).get("consistency")
+
+        note += (" Consistency over an item's questions: " + "; ".join(
+            f"{_reading_label(rule, block.get('default'))} {_fmt(step(figures, 'before'))} before, "
+            f"{_fmt(step(figures, 'after'))} after"
+            for rule, figures in ((block.get("default"), gen), (QUESTIONS_VALIDATED_ONLY, other))) + ".")
+    section.notes.append(note)
 
 
 def figure_4_aggregation_note(gen: dict) -> str:

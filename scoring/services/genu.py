@@ -12,7 +12,7 @@ from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
-from studies.selectors import questions_that_count, sources_for_owner
+from studies.selectors import QUESTION_RULE, questions_that_count, sources_for_owner
 from studies.services.generation.genu import ANSWERING_KEY, ROLES, VALIDATED_ONLY_READING
 from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
 
@@ -106,19 +106,46 @@ def conflicting_block(n_questions: int) -> dict:
             "n_questions_conflicting_answers": int(n_questions)}
 
 
-def question_filter(validation: pd.Series, *, what: str, unvalidated_why: str) -> tuple[dict, list[str]]:
+# Which generalization questions a published figure counts: every question not marked invalid when
+# scored (``studies.selectors.QUESTION_RULE``), validated or not. Figure 4 counts each such question
+# of the study's units; Gen-U each such question its answerers answered, and a Gen-U job answers the
+# unvalidated ones only when told to (its default is ``VALIDATED_ONLY_READING``). SPEC section 4 says
+# humans validate the questions, not which ones the figures count, so where unvalidated questions
+# count the figures on validated questions only are given beside them (``gen_u["unvalidated_questions"]``,
+# ``generalization["unvalidated_questions"]``), keyed like ``CONFLICTING_RULES``' readings.
+QUESTIONS_NOT_INVALID = "not_invalid"
+QUESTIONS_VALIDATED_ONLY = "validated_only"
+QUESTION_READINGS = {
+    QUESTIONS_NOT_INVALID: f"{QUESTION_RULE}: the published figures",
+    QUESTIONS_VALIDATED_ONLY: f"{VALIDATED_ONLY_READING}: the questions nobody validated left out",
+}
+QUESTION_READINGS_SPEC = ("SPEC section 4 says humans validate the generalization questions and their answers; it "
+                          "does not say which questions the figures count")
+
+
+def unvalidated_block(n_questions: int) -> dict:
+    """The question readings, what SPEC says and the count of unvalidated questions they differ on."""
+    return {"default": QUESTIONS_NOT_INVALID, "rules": dict(QUESTION_READINGS), "spec": QUESTION_READINGS_SPEC,
+            "n_questions_unvalidated": int(n_questions)}
+
+
+def question_filter(validation: pd.Series, *, what: str, unvalidated_why: str, counted: str = "",
+                    other_reading: str = "") -> tuple[dict, list[str]]:
     """What a figure's counted questions are (``validation``: the status of each counted question,
     one row per question): ``n_questions_validated``, ``n_questions_unvalidated`` and
     ``question_filter`` in words (``unvalidated_why``: why unvalidated ones are in), with a
-    warning naming ``what`` when unvalidated questions count."""
+    warning naming ``what`` when unvalidated questions count: ``counted`` says which reading the
+    published figures use (by default that validated questions only is the default, which is true
+    of a Gen-U job's answers), ``other_reading`` where the figures without them are."""
     validated = int((validation == GeneralizationQuestion.Validation.VALID).sum())
     unvalidated = int(len(validation) - validated)
     block = {"n_questions_validated": validated, "n_questions_unvalidated": unvalidated}
     warnings = []
     if unvalidated:
         block["question_filter"] = f"includes unvalidated questions ({unvalidated_why})"
-        warnings.append(f"{what} includes {unvalidated} generalization questions nobody validated (the default is "
-                        f"{VALIDATED_ONLY_READING}).")
+        warnings.append(f"{what} includes {unvalidated} generalization questions nobody validated "
+                        f"({counted or f'the default is {VALIDATED_ONLY_READING}'})"
+                        + (f"; {other_reading}" if other_reading else "") + ".")
     else:
         block["question_filter"] = "validated questions only"
     return block, warnings
@@ -138,6 +165,7 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
         "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model",
         "answerer_source_id", "conflicted"])
     df["conflicted"] = df["conflicted"].fillna(False).astype(bool)
+    df["unvalidated"] = df["validation"] != GeneralizationQuestion.Validation.VALID
     df["source"] = df["source_id"].map(source_names)
     df["parsed"] = df["predicted"].fillna("").astype(str) != ""
     return df
@@ -212,8 +240,11 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
     Either way only among the sources ``reader`` may read (``answerer_sources_readable``; another's
     reads as "training not recorded")."""
     questions = preds.drop_duplicates("question_id")
-    block, question_warnings = question_filter(questions["validation"], what="Gen-U",
-                                               unvalidated_why="chosen explicitly when answering")
+    block, question_warnings = question_filter(
+        questions["validation"], what="Gen-U", unvalidated_why="chosen explicitly when answering",
+        counted=f"the published Gen-U counts every question not marked invalid that its answerers answered, and a "
+                f"Gen-U job answers unvalidated ones only when told to: its default is {VALIDATED_ONLY_READING}",
+        other_reading="gen_u.unvalidated_questions gives the figures on validated questions only")
     results_gen_u.update(block)
     warnings.extend(question_warnings)
     results_gen_u["tie_rule"] = genu_rule.TIE_RULE_TEXT
@@ -402,6 +433,10 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     gen_u["method"] = gen_u_method_text(gen_u)
     gen_u["n_questions_conflicting_answers"] = int(preds.loc[preds["conflicted"], "question_id"].nunique())
     gen_u["conflicting_answers"] = _conflicting_answers(preds, frame, scored, gen_u["tie_rules"], expected)
+    gen_u["unvalidated_questions"] = _readings_without(
+        preds, frame, scored, gen_u["tie_rules"], expected, column="unvalidated",
+        block=unvalidated_block(int(preds.loc[preds["unvalidated"], "question_id"].nunique())),
+        consistency_key="consistency_validated_only")
     if gen_u["n_questions_conflicting_answers"]:
         warnings.append(f"Gen-U counts {gen_u['n_questions_conflicting_answers']} generalization questions their file "
                         "gave twice with different answers, with the first answer (our choice, SPEC is silent); "
@@ -432,7 +467,8 @@ def _questions_counting_now(frame: pd.DataFrame, preds: pd.DataFrame) -> pd.Data
     validated-only default reading, :data:`VALIDATED_ONLY_READING`) and any other that counts and
     that some source answered (a job told to answer unvalidated questions). One row per
     (question_id, item_id, source), with ``conflicted`` (its file gave it twice with different
-    answers, ``question_conflicted``) and ``answered``: whether the source has a prediction of it.
+    answers, ``question_conflicted``), ``unvalidated`` (nobody validated it) and ``answered``:
+    whether the source has a prediction of it.
     The answerers' consistency (``answerer_consistency``) bundles these questions too."""
     pairs = frame.loc[frame["source"].isin(preds["source"].unique()), ["item_id", "source"]].drop_duplicates()
     validated = pd.DataFrame.from_records(list(GeneralizationQuestion.objects.filter(
@@ -441,8 +477,10 @@ def _questions_counting_now(frame: pd.DataFrame, preds: pd.DataFrame) -> pd.Data
         conflicted=question_conflicted()).values_list("pk", "item_id", "conflicted")),
         columns=["question_id", "item_id", "conflicted"])
     validated["conflicted"] = validated["conflicted"].fillna(False).astype(bool)
-    questions = pd.concat([validated, preds[["question_id", "item_id", "conflicted"]]]).drop_duplicates(
+    validated["unvalidated"] = False
+    questions = pd.concat([validated, preds[["question_id", "item_id", "conflicted", "unvalidated"]]]).drop_duplicates(
         ["question_id", "item_id"])
+    questions["unvalidated"] = questions["unvalidated"].astype(bool)
     expected = pairs.merge(questions, on="item_id", how="inner")
     answered = preds[["question_id", "item_id", "source"]].drop_duplicates().assign(answered=True)
     expected = expected.merge(answered, on=["question_id", "item_id", "source"], how="left")
@@ -505,18 +543,32 @@ def _reading_figures(effect: dict, key: str) -> dict:
 
 def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict,
                          expected: pd.DataFrame) -> dict:
-    """Gen-U under each reading of ``CONFLICTING_RULES`` (the default tie rule, the scored units'
-    pairs), in ``_unparsed_rules``' shape, and the answerers' consistency with such questions left
-    out (of the predictions and of the bundles, ``expected``: :func:`_questions_counting_now`'s rows); only the rule and the count when no question that counts had conflicting answers."""
-    n = int(preds.loc[preds["conflicted"], "question_id"].nunique())
-    out = conflicting_block(n)
-    if not n:
+    """Gen-U under each reading of ``CONFLICTING_RULES`` (``_readings_without``: the questions
+    their file gave twice with different answers kept, the default, and left out); only the rule
+    and the count when no question that counts had conflicting answers."""
+    return _readings_without(preds, frame, scored, tie_rules, expected, column="conflicted",
+                             block=conflicting_block(int(preds.loc[preds["conflicted"], "question_id"].nunique())),
+                             consistency_key="consistency_left_out")
+
+
+def _readings_without(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.DataFrame, tie_rules: dict,
+                      expected: pd.DataFrame, *, column: str, block: dict, consistency_key: str) -> dict:
+    """``block`` (a readings block: its ``default``, the published figures, and one other reading,
+    which leaves out the questions flagged by ``column`` of ``preds`` and ``expected``) with Gen-U
+    under each reading (the default tie rule, the scored units' pairs), in ``_unparsed_rules``'
+    shape, and under ``consistency_key`` the answerers' consistency with those questions left out
+    (of the predictions and of the bundles, ``expected``: :func:`_questions_counting_now`'s rows);
+    only the block when no question that counts is flagged. Conflicting answers
+    (``CONFLICTING_RULES``) and unvalidated questions (``QUESTION_READINGS``) both read this way."""
+    out = dict(block)
+    if not preds[column].any():
         return out
-    kept = preds.loc[~preds["conflicted"]]
+    other = next(rule for rule in out["rules"] if rule != out["default"])
+    kept = preds.loc[~preds[column]]
     per_item = genu_rule.genu_frame(kept)[1]
     left_out = _scored_pairs(per_item, frame)
-    readings = {CONFLICTING_FIRST_KEPT: (scored, tie_rules["by_source"]),
-                CONFLICTING_LEFT_OUT: (left_out, genu_rule.tie_rule_effect(left_out))}
+    readings = {out["default"]: (scored, tie_rules["by_source"]),
+                other: (left_out, genu_rule.tie_rule_effect(left_out))}
     by_source: dict = {}
     for reading, (items, effect) in readings.items():
         questions = _questions_by_source(items) if len(items) else {}
@@ -524,12 +576,13 @@ def _conflicting_answers(preds: pd.DataFrame, frame: pd.DataFrame, scored: pd.Da
             by_source.setdefault(source, {})[reading] = {**entry[genu_rule.TIE_RULE],
                                                          "n_questions": questions.get(source, 0)}
     out.update(tie_rule=genu_rule.TIE_RULE, by_source=by_source)
-    out["consistency_left_out"] = answerer_consistency(kept, expected=expected.loc[~expected["conflicted"]])
+    out[consistency_key] = answerer_consistency(kept, expected=expected.loc[~expected[column]])
     if "utility" in frame:
-        column = f"gen_u_{genu_rule.TIE_RULE}"
+        gen_u_column = f"gen_u_{genu_rule.TIE_RULE}"
         units = frame[["item_id", "source", "utility"]]
         out["theils_u_utility_given_gen_u"] = {
-            reading: pipeline.theils_u_utility_given(units.merge(items, on=["item_id", "source"], how="inner"), column)
+            reading: pipeline.theils_u_utility_given(units.merge(items, on=["item_id", "source"], how="inner"),
+                                                     gen_u_column)
             for reading, (items, _) in readings.items()}
     return out
 

@@ -66,7 +66,10 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   their file gave twice with different answers: the first answer is kept), conflicting_answers: {default
   (``genu.CONFLICTING_FIRST_KEPT``), rules: {first_kept, left_out}, spec, n_questions_conflicting_answers,
   and when non-zero tie_rule, by_source: {source|all: {first_kept|left_out: {n, mean, useful, unsure,
-  not_useful, n_questions}}}, consistency_left_out, theils_u_utility_given_gen_u}}
+  not_useful, n_questions}}}, consistency_left_out, theils_u_utility_given_gen_u}}, unvalidated_questions
+  (the same shape: {default (``genu.QUESTIONS_NOT_INVALID``, the published figures), rules: {not_invalid,
+  validated_only}, spec, n_questions_unvalidated, and when non-zero tie_rule, by_source: {source|all:
+  {not_invalid|validated_only: ...}}, consistency_validated_only, theils_u_utility_given_gen_u})
 - ``imported_utility_check``: {compared, mismatches} (imported outcomes only)
 - ``agreement``: {before|after: {unit (what a unit is: ``pipeline.AGREEMENT_UNIT``), n_units, n_annotations,
   n_units_alpha (units with 2+ answers, those alpha uses), n_units_single_answer, krippendorff_alpha,
@@ -90,7 +93,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   answers_invalid_left_out, n_questions_conflicting_answers and conflicting_answers (Gen-U's shape, with
   by_source: {source|all: {first_kept|left_out: {n, accuracy_before, accuracy_after, accuracy_delta,
   n_questions}}} and consistency: {bundle, incomplete_rule, first_kept|left_out: {n_bundles_incomplete, before,
-  after}}), majority_readings (the
+  after}}), unvalidated_questions ({default (``genu.QUESTIONS_NOT_INVALID``), rules, spec,
+  n_questions_unvalidated, and when non-zero validated_only: {n_questions, n_units_scored, all, by_type,
+  by_utility, by_source, consistency}: Figure 4 on validated questions only), majority_readings (the
   utility study's shape, with Figure 4's accuracy in place of the shares); ``original_utility_from``:
   {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on,
   other_lenders: [{id, name, score_run, pairs_disagreeing, utility: [[item_id, source_id, utility]]}]},
@@ -195,8 +200,9 @@ from scoring.services.genu import (
 )
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
-from studies.models import Rationale, RationaleSource, Study
+from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
+from studies.services.generation.genu import VALIDATED_ONLY_READING
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -768,7 +774,11 @@ def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Par
     counted = units.loc[kept]
     block, warnings = genu.question_filter(
         counted.drop_duplicates("question_id")["validation"], what="Figure 4",
-        unvalidated_why="the study's units pair every question not marked invalid with each source")
+        unvalidated_why="the study's units pair every question not marked invalid with each source",
+        counted=f"the published figures count every question not marked invalid when scored, Gen-U's rule "
+                f"({QUESTION_RULE}); {VALIDATED_ONLY_READING} is the other reading, not theirs",
+        other_reading="generalization.unvalidated_questions.validated_only gives Figure 4 and its consistency on "
+                      "validated questions only")
     n_answers_left_out = int(answers["unit_id"].isin(left_out["unit_id"]).sum()) if len(answers) else 0
     block = {
         "question_rule": QUESTION_RULE, **block,
@@ -782,6 +792,7 @@ def _generalization_questions(units: pd.DataFrame, answers: pd.DataFrame) -> Par
             f"{block['n_questions_invalid_left_out']} generalization questions of this study are now marked invalid: "
             f"their {len(left_out)} units and {n_answers_left_out} counted answers are left out of Figure 4, its "
             "ties, agreement and consistency (Gen-U's rule).")
+    counted = counted.assign(unvalidated=counted["validation"] != GeneralizationQuestion.Validation.VALID)
     return Part(block, warnings, counted.drop(columns=["question_counts", "validation"]))
 
 
@@ -842,6 +853,7 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
         **questions.results,
         "n_questions_conflicting_answers": int(frame.loc[frame["conflicted"], "question_id"].nunique()),
         "conflicting_answers": _conflicting_answers(frame, units),
+        "unvalidated_questions": _unvalidated_questions(frame, units, originals, by_utility=by_utility),
         "majority_readings": _majority_readings(study, outcomes.frame, answers, _accuracy_figures),
     }
     warnings = questions.warnings + outcomes.warnings + with_utility.warnings
@@ -1079,6 +1091,29 @@ def _conflicting_answers(frame: pd.DataFrame, units: pd.DataFrame) -> dict:
         **{reading: {"n_bundles_incomplete": int(m.loc[~m["complete"], "bundle"].nunique()),
                      **_steps(m.loc[m["complete"]], with_items=False)}
            for reading, m in {genu.CONFLICTING_FIRST_KEPT: members, genu.CONFLICTING_LEFT_OUT: kept}.items()}}
+    return out
+
+
+def _unvalidated_questions(frame: pd.DataFrame, units: pd.DataFrame, originals: pd.DataFrame, *,
+                           by_utility: bool) -> dict:
+    """Figure 4 under each reading of ``genu.QUESTION_READINGS``: the published figures count every
+    question not marked invalid (the default), and under ``validated_only`` Figure 4 (all, by type,
+    by utility, by source: ``_figure_4``) and its consistency (``_generalization_consistency``, a
+    bundle being the item's validated questions) over the units of validated questions, composed as
+    the published ones are (a unit's majority does not depend on the other units). Only the rules
+    and the count when every counted question is validated (the two readings are the same)."""
+    n = int(units.loc[units["unvalidated"], "question_id"].nunique())
+    out = genu.unvalidated_block(n)
+    if not n:
+        return out
+    rows, members = frame.loc[~frame["unvalidated"]], units.loc[~units["unvalidated"]]
+    reading: dict = {"n_questions": int(members["question_id"].nunique()), "n_units_scored": int(len(rows))}
+    if rows.empty:
+        reading["note"] = "No validated question has a scored unit; there is nothing to score under this reading."
+    else:
+        reading.update(**_figure_4(rows, by_utility=by_utility, pairs=False),
+                       consistency=_generalization_consistency(rows, members, originals))
+    out[genu.QUESTIONS_VALIDATED_ONLY] = reading
     return out
 
 
