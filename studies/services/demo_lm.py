@@ -32,7 +32,10 @@ def _demo_items(dataset: Dataset) -> dict[str, Item]:
 @transaction.atomic
 def demo_lm_register(*, model_path: Path, samples: int = 3) -> tuple[RationaleSource, QuestionGenerator]:
     """Register (or update) the demo's GGUF model as a rationale source and a question generator.
-    ``samples``: generated questions per item and type (the protocol's five is slow on a CPU)."""
+    ``samples``: generated questions per item and type (the protocol's five is slow on a CPU), at
+    least 1 (refused before anything is written)."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise GenerationError(f"samples: {samples!r} questions per item and type; give at least 1")
     dataset = Dataset.objects.filter(name=demo.DATASET_NAME).first()
     if dataset is None:
         raise GenerationError(f"no dataset {demo.DATASET_NAME!r}: run manage.py load_demo first")

