@@ -67,7 +67,7 @@ class ScoreRunStartSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
 
 
 class ScoreRunAlreadyQueuedSerializer(ScoreRunSerializer):
-    """The answer to a start asked while the study is already being scored: its pending or running run."""
+    """The answer to a start asked while the requester's own run of the study is pending (not yet started)."""
 
     detail = serializers.SerializerMethodField(help_text="Says that the study is already being scored and no "
                                                          "second run was started.")
@@ -97,9 +97,11 @@ class ScoreRunAlreadyQueuedSerializer(ScoreRunSerializer):
         summary="Start scoring a study",
         description=(
             "Queue a scoring job for the study (aggregation, utility, agreement, Theil's U, results.json). "
-            "Answers 202 with the job; poll it with GET. A study whose job is queued and not yet started is "
-            "not queued twice: 200 with that job, `detail` saying so (a running job read the answers already: a "
-            "new one is queued, and supersedes it). Needs a read-write token "
+            "Answers 202 with the job; poll it with GET. A job is not queued twice for the same requester: while "
+            "your own job for the study is queued and not yet started, 200 with that job, `detail` saying so; "
+            "another user's queued job is not joined (it acts for them, and would be lost with their access): "
+            "202 with a job of your own. A running job read the answers already: a new one is queued, and "
+            "supersedes it. Needs a read-write token "
             "and the permission `scoring.add_scorerun`. 400 names a missing field; 404 for a study you cannot see."
         ),
         request=ScoreRunStartSerializer,

@@ -499,7 +499,9 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
 
 # How a generalization study (or the properties model of a study without utility of its own) finds
 # the utility of each original rationale: results.json carries it with the studies it named.
-UTILITY_FROM = ("each (question, source) takes its utility from the study with the most counted annotations on it, "
+UTILITY_FROM = ("each (question, source) takes its utility from the study with the most counted annotations on it "
+                "(a collected study's counted answers; a study of imported outcomes the count its file states, "
+                "0 where it states none, as the released outcomes do), "
                 "then the most recently created of those (the highest id); never which was scored last, so "
                 "re-scoring an unchanged study changes nothing (our rule, SPEC names none); among the other studies "
                 "this study's owner may view, whether or not the owner's account is active")
