@@ -1,8 +1,9 @@
 """The one cost-and-pay reading of a study (issue 11: the study page, the publish page, the API and
 ``publish_study --dry-run`` quote the same numbers): what it costs on a platform (the platform's
 own estimate, its fee rate from settings: ``RL_MTURK_FEE_RATE``, ``RL_MTURK_LARGE_HIT_FEE_RATE``,
-``RL_PROLIFIC_FEE_RATE``) and what it pays an hour (task times measured from consent to submission,
-quoted only when there are enough of them and they are a human pace)."""
+``RL_PROLIFIC_FEE_RATE``) and what it pays an hour (task times measured from the start of the task's
+clock to its submission, ``TASK_TIME_RULE``, quoted only when there are enough of them and they are a
+human pace)."""
 from __future__ import annotations
 
 import math
@@ -15,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce
 
 from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.platforms import get_platform
@@ -40,6 +40,15 @@ MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
 # or could): a bundle copy brings a task held at the origin in as submitted with its claims released (the
 # platform's report that held it cannot travel), so "not on hold" there reads the claims.
 TIMED_TASKS_RULE = "tasks paid or payable (submitted or approved, not on hold)"
+
+# What a timed task's minutes are (``task_minutes``): from the start of its clock, as the deadlines
+# count it (``Assignment.created_at``, written by ``assignment.assignment_start`` from
+# ``deadlines.task_clock_start``), to its submission. For an MTurk or Prolific arrival that start is
+# the landing page (or, on a re-entry with the same platform assignment, its first task's start:
+# ``deadlines.platform_clock_start``), as the platform times the worker from the accept and pays by
+# that time: reading the instructions before consenting is paid work. For a plain, open or
+# single-person link the task is made at the consent, so its clock starts there.
+TASK_TIME_RULE = "timed from the task's start (a platform arrival's landing page, a link's consent) to its submission"
 
 
 
@@ -170,9 +179,18 @@ def study_timed_tasks(*, study: Study) -> QuerySet[Assignment]:
                                      submitted_at__isnull=False).filter(~on_hold("pk"))
 
 
+def task_minutes(*, tasks: QuerySet[Assignment]) -> dict[int, float]:
+    """Each submitted task of ``tasks`` by id: its recorded minutes (``TASK_TIME_RULE``), from the
+    start of its clock (``created_at``: ``deadlines.task_clock_start``) to ``submitted_at``, never
+    below 0. The one owner of a task's time for pay: the hourly pay and every page quoting it read it."""
+    rows = tasks.filter(submitted_at__isnull=False).values_list("id", "created_at", "submitted_at")
+    return {pk: max(0.0, (submitted - started).total_seconds() / 60) for pk, started, submitted in rows}
+
+
 def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
     """Effective hourly pay from recorded task times of the tasks paid or payable
-    (``study_timed_tasks``: rejected and held work left out) (consent to submission; the sum of
+    (``study_timed_tasks``: rejected and held work left out) (``task_minutes``: from the start of
+    the task's clock, a platform arrival's landing as the platform times it, to submission; the sum of
     the answer durations as "active" time where recorded), with the median and spread, against
     the study's floor, and their seconds per question (``review.SECONDS_PER_QUESTION_RULE``, one
     query). Before any such task is done, the estimate from ``estimated_minutes_per_task``."""
@@ -182,8 +200,8 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
     result = HourlyPay(reward=reward, floor=floor, estimate_minutes=estimate_minutes,
                        estimate_hourly=_hourly(reward, float(estimate_minutes)))
     timed = study_timed_tasks(study=study)
-    rows = timed.values_list("id", Coalesce("consented_at", "created_at"), "submitted_at")
-    minutes = [max(0.0, (submitted - consented).total_seconds() / 60) for _, consented, submitted in rows]
+    by_task = task_minutes(tasks=timed)
+    minutes = list(by_task.values())
     if minutes:
         result.n_recorded = len(minutes)
         result.median_minutes = round(statistics.median(minutes), 2)
@@ -194,7 +212,7 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
         result.hourly_median = _hourly(reward, result.median_minutes)
         result.hourly_p75 = _hourly(reward, result.p75_minutes)
         active = (
-            Annotation.objects.filter(claim__assignment__in=[row[0] for row in rows], duration_ms__isnull=False)
+            Annotation.objects.filter(claim__assignment__in=list(by_task), duration_ms__isnull=False)
             .values("claim__assignment")
             .annotate(total=Sum("duration_ms"))
             .values_list("total", flat=True)
@@ -265,7 +283,7 @@ def _largest_task(study: Study) -> int:
 
 def pay_reading(*, hourly: HourlyPay) -> PayReading:
     """Quote the effective hourly pay honestly: the recorded median of the tasks paid or payable
-    (``TIMED_TASKS_RULE``: rejected and held work left out) only once at least ``MIN_TIMED_TASKS``
+    (``TIMED_TASKS_RULE``: rejected and held work left out; ``TASK_TIME_RULE``) only once at least ``MIN_TIMED_TASKS``
     of them were timed and their questions were answered at a pace a person can work at; the
     estimate otherwise, saying why. The pace is the one "seconds a question" of the review pages and
     of scoring's speeder check (``review.SECONDS_PER_QUESTION_RULE``, at least
@@ -302,7 +320,7 @@ def pay_reading(*, hourly: HourlyPay) -> PayReading:
             f"Check the workers' answers and attention checks before approving.")
     else:
         figure, basis = hourly.hourly_median, "recorded"
-        text = f"Median of {n} paid or payable tasks: {median} min a task; {pace}."
+        text = f"Median of {n} paid or payable tasks: {median} min a task ({TASK_TIME_RULE}); {pace}."
     below = figure is not None and figure < hourly.floor
     if below:
         minutes = Decimal(str(median)) if basis == "recorded" else hourly.estimate_minutes

@@ -331,7 +331,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "The one cost-and-pay reading that the study page, the publish page and `publish_study --dry-run` "
             "quote: tasks, rewards, the platform's fee (rates from `RL_MTURK_FEE_RATE`, "
             "`RL_MTURK_LARGE_HIT_FEE_RATE`, `RL_PROLIFIC_FEE_RATE`), the total, and the effective hourly pay "
-            "(task times from consent to submission once enough tasks are timed, the estimate before)."
+            "(task times from the task's start (the landing page for MTurk and Prolific arrivals, as the platform times them; the consent for links) to submission once enough tasks are timed, the estimate before)."
         ),
         parameters=[
             _choice_param("platform", Platform.choices, "The platform to price (default: the study's)."),

@@ -1,9 +1,9 @@
 """One cost-and-pay reading (issue 11, bug 6): the study page, the publish page, the API and
 ``publish_study --dry-run`` quote the same cost and the same hourly pay, with the fee rates from
-settings and task times measured from consent to submission."""
+settings and task times measured from the task's start to submission (``cost.TASK_TIME_RULE``;
+``test_pay_clock_start`` times platform arrivals and links)."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from decimal import Decimal
@@ -14,10 +14,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
-from annotations.models import Assignment
-from annotations.selectors.cost import questions_per_task, study_cost_and_pay, study_effective_hourly_pay
+from annotations.selectors.cost import questions_per_task, study_cost_and_pay
 from annotations.selectors.progress import study_progress
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
@@ -69,18 +67,6 @@ def test_every_place_quotes_the_same_cost_and_pay(study, root_client, prolific, 
     for place, text in _quotes(root_client, study, platform).items():
         assert total in text, place
         assert "12.00/h" in text, place
-
-
-def test_hourly_pay_is_measured_from_consent_not_from_arrival(study):
-    open_study(study)
-    work = submitted(study, platform="link", worker_id="lab-1", assignment_id="", minutes=8)
-    # The worker's row was made an hour before they consented (a landing page left open):
-    # that hour is not work.
-    Assignment.objects.filter(pk=work.pk).update(created_at=timezone.now() - dt.timedelta(hours=1))
-
-    pay = study_effective_hourly_pay(study=study)
-
-    assert pay.median_minutes == 8.0 and pay.hourly_median == Decimal("15.00")
 
 
 def test_the_api_refuses_an_unknown_platform_with_a_clear_400(study, root_client):
