@@ -447,7 +447,9 @@ def borrowed_utility(study: Study) -> tuple[pd.DataFrame, dict]:
 
 def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
     """``borrowed_utility`` from this installation's studies: of the studies ``_utility_studies``
-    allows, for each pair the one ``UTILITY_FROM`` chooses (the most counted annotations on the
+    allows, the unit scores a score run here computed (a bundle copy's, as its bundle stated them
+    and never scored here, are not read: nothing checked them against its answers), for each pair
+    the one ``UTILITY_FROM`` chooses (the most counted annotations on the
     pair, then the most recently created study: never when a study was scored, so re-scoring an
     unchanged study moves nothing), with its latest finished score run (whose unit scores these
     are). Where it came from: ``UTILITY_FROM`` says the rule; the studies with the pairs each gave;
@@ -455,7 +457,7 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
     results print next to the figures; and ``other_lenders``: each study the rule did not choose
     that gives another utility on some pair, with those pairs and its utility there
     (``[item_id, source_id, utility]``), from which Figure 4 gives its breakdown beside."""
-    rows = (UnitScore.objects.filter(utility__isnull=False, item__in=study.items.all(),
+    rows = (UnitScore.objects.filter(utility__isnull=False, score_run__isnull=False, item__in=study.items.all(),
                                      study__in=_utility_studies(study))
             .exclude(study=study)
             .values_list(*UTILITY_COLUMNS[:2], "utility", "after_correct", "before_correct", "study_id",
@@ -504,7 +506,8 @@ UTILITY_FROM = ("each (question, source) takes its utility from the study with t
                 "0 where it states none, as the released outcomes do), "
                 "then the most recently created of those (the highest id); never which was scored last, so "
                 "re-scoring an unchanged study changes nothing (our rule, SPEC names none); among the other studies "
-                "this study's owner may view, whether or not the owner's account is active")
+                "this study's owner may view, whether or not the owner's account is active, as scored here (a "
+                "study copied from a bundle lends once it is scored here, never with the scores its bundle stated)")
 # ... and how a study imported from a bundle finds it.
 BUNDLED_FROM = ("the study bundle this study was imported from, as it was where the bundle was made: the studies "
                 "and score runs named are that installation's")

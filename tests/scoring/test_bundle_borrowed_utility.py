@@ -184,3 +184,19 @@ def test_a_bundle_whose_lender_was_scored_again_since_says_its_by_utility_may_di
 
     assert rescored.results["generalization"]["by_utility"] == original.results["generalization"]["by_utility"]
     assert any("Figure 4 may differ from the bundle's results.json" in w for w in rescored.results["warnings"])
+
+
+def test_a_bundle_copy_lends_only_once_scored_here():
+    """A copy's unit scores are the ones its bundle stated, checked against nothing (a hand-edited
+    bundle can state any utility): another study borrows them only once a run here scored the copy."""
+    lender, borrower = _lender_and_borrower()
+    copy = bundle_import(file=io.BytesIO(_bundle(lender)), name="lender-copy", filename="lender.zip", owner=None)
+    assert UnitScore.objects.filter(study=copy, score_run__isnull=True, utility__isnull=False).exists()
+
+    lent = study_score(study=borrower, similarity=False).results["generalization"]["original_utility_from"]
+    assert [s["name"] for s in lent["studies"]] == ["lender-utility"] and not lent["other_lenders"]
+
+    assert study_score(study=copy, similarity=False).status == "done"
+    lent = study_score(study=borrower, similarity=False).results["generalization"]["original_utility_from"]
+    # Scored here, the copy lends (as many annotations, and newer) and agrees with the original.
+    assert [s["name"] for s in lent["studies"]] == ["lender-copy"] and not lent["other_lenders"]
