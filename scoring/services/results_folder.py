@@ -3,6 +3,9 @@ run as a formula are neutralised: ``lab.spreadsheet``; ``results.json`` is exact
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from lab.spreadsheet import csv_writer
@@ -277,21 +280,53 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -
         writer.writerows([row.get(column) for column in columns] for row in rows)
 
 
+# Every file ``score_run_export`` writes: a folder is reused run after run (README: ``score_study 3
+# --out results/``), so a file of these names the new run does not produce is the older run's and is
+# removed; files of other names are the user's and are left alone. ``results.json`` is the set's
+# marker: removed first and put back last, so a folder with one holds exactly that run's tables.
+RESULTS_FILE = "results.json"
+TABLE_FILES = ("units.csv", "utility_shares.csv", "associations.csv", "agreement.csv", "gen_u_shares.csv",
+               "generalization.csv")
+# The column of every summary table naming the run it comes from (``units.csv`` names each row's own
+# run in its ``score_run`` column, ``SCORED_WITH_COLUMNS``).
+RUN_COLUMN = "score_run"
+
+
+def _with_run(rows: list[dict], columns: list[str] | None, run: ScoreRun) -> tuple[list[dict], list[str]]:
+    columns = [*(columns or (list(rows[0]) if rows else [])), RUN_COLUMN]
+    return [{**row, RUN_COLUMN: run.pk} for row in rows], columns
+
+
+def _swap_in(staging: Path, out: Path, names: list[str]) -> list[Path]:
+    """Move the set written into ``staging`` into ``out``: the old ``results.json`` goes first, then
+    each table, then any table of ``TABLE_FILES`` this run did not write, and the new
+    ``results.json`` last. A stop part-way leaves a folder without ``results.json`` (and every table
+    names its run), never a ``results.json`` beside another run's tables."""
+    (out / RESULTS_FILE).unlink(missing_ok=True)
+    for name in names:
+        if name != RESULTS_FILE:
+            os.replace(staging / name, out / name)
+    for name in TABLE_FILES:
+        if name not in names:
+            (out / name).unlink(missing_ok=True)
+    os.replace(staging / RESULTS_FILE, out / RESULTS_FILE)
+    return [out / name for name in names]
+
+
 def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     """Write ``results.json``, ``units.csv`` (one row per UnitScore; ``gen_u_note`` says what its gen_u
     rests on, the tie rule included, and the ``SCORED_WITH_COLUMNS`` what its own run computed it
     with: ``similarity_model`` beside ``similarity``), ``utility_shares.csv``,
     ``associations.csv``, ``agreement.csv`` and, when present, ``gen_u_shares.csv`` and
-    ``generalization.csv`` into ``out_dir`` (created if missing). Returns the paths written."""
+    ``generalization.csv`` into ``out_dir`` (created if missing), each summary table ending with
+    the run's id (``score_run``). The set is written into a folder inside ``out_dir`` and moved in
+    once whole (``_swap_in``): an older run's files of these names are replaced or removed, other
+    files are left alone. Returns the paths written."""
     if run.status != ScoreRun.Status.DONE:
         raise ScoringError(f"Score run {run.pk} is {run.status}, not done: {run.error or 'score the study first'}.")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = run.results
-    written = []
-    path = out / "results.json"
-    path.write_text(json.dumps(results, indent=2, sort_keys=False), encoding="utf-8")
-    written.append(path)
     units = UnitScore.objects.filter(study_id=run.study_id).select_related("item", "source").order_by("source__name", "item_id")
     # gen_u's tie rule and questions (``gen_u_note``), on every row as the other tables' ``note``
     note = gen_u_note(results)
@@ -307,16 +342,19 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     } for u in units]
     tables = {
         "units.csv": (unit_rows, UNIT_COLUMNS),
-        "utility_shares.csv": (utility_share_rows(results), None),
-        "associations.csv": (association_rows(results), ["measure", "source", "value", "note"]),
-        "agreement.csv": (agreement_rows(results), AGREEMENT_COLUMNS),
+        "utility_shares.csv": _with_run(utility_share_rows(results), None, run),
+        "associations.csv": _with_run(association_rows(results), ["measure", "source", "value", "note"], run),
+        "agreement.csv": _with_run(agreement_rows(results), AGREEMENT_COLUMNS, run),
     }
     if results.get("gen_u_shares"):
-        tables["gen_u_shares.csv"] = (gen_u_share_rows(results), None)
+        tables["gen_u_shares.csv"] = _with_run(gen_u_share_rows(results), None, run)
     if results.get("generalization"):
-        tables["generalization.csv"] = (generalization_rows(results), None)
-    for name, (rows, columns) in tables.items():
-        path = out / name
-        _write_csv(path, rows, columns)
-        written.append(path)
-    return written
+        tables["generalization.csv"] = _with_run(generalization_rows(results), None, run)
+    staging = Path(tempfile.mkdtemp(prefix=".score_run_export-", dir=out))
+    try:
+        (staging / RESULTS_FILE).write_text(json.dumps(results, indent=2, sort_keys=False), encoding="utf-8")
+        for name, (rows, columns) in tables.items():
+            _write_csv(staging / name, rows, columns)
+        return _swap_in(staging, out, [RESULTS_FILE, *tables])
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -4,12 +4,42 @@ nothing; every problem listed with its file, row and field), and says when the b
 what Figure 4's ``by_utility`` borrowed from another study (a bundle made before it carried it)."""
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from scoring.services.bundle import BundleError, bundle_import, bundle_stream, bundled_utility_missing
 from studies.models import Study
+
+
+def _write_bundle(study: Study, file: Path) -> int:
+    """Stream the bundle into a temporary file beside ``file`` and move it onto ``file`` once whole
+    (``os.replace``): a bundle already at ``file`` stays as it was until the new one is complete,
+    and on any error the temporary file is removed and ``CommandError`` names ``file``. Returns the
+    size written."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".part", dir=file.parent)
+    except OSError as exc:
+        raise CommandError(f"Cannot write {file}: {exc.strerror or exc}.") from None
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in bundle_stream(study=study, user=None):
+                fh.write(chunk)
+                size += len(chunk)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open(file, "wb") would have made it (mkstemp: 0600)
+        os.replace(tmp, file)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if not isinstance(exc, Exception):  # an interrupt: cleaned up, then stopped as asked
+            raise
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CommandError(f"Did not write {file}: {reason}; a file there before is left as it was.") from exc
+    return size
 
 
 class Command(BaseCommand):
@@ -29,11 +59,7 @@ class Command(BaseCommand):
             study = Study.objects.filter(pk=options["study_id"]).first()
             if study is None:
                 raise CommandError(f"No study with id {options['study_id']}.")
-            size = 0
-            with file.open("wb") as fh:
-                for chunk in bundle_stream(study=study, user=None):
-                    fh.write(chunk)
-                    size += len(chunk)
+            size = _write_bundle(study, file)
             self.stdout.write(f"Wrote {file} ({size:,} bytes) for study {study.name!r}.")
             return
         try:

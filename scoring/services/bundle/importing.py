@@ -41,6 +41,7 @@ import csv
 import hashlib
 import io
 import math
+import os
 import re
 import struct
 import zipfile
@@ -48,6 +49,7 @@ import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -77,7 +79,7 @@ from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
 from annotations.services.steps import clean_answer, steps_for
 from lab.ids import parse_id
-from lab.jsontext import JsonTooDeep, UnstorableText, load_json
+from lab.jsontext import JsonTooDeep, UnstorableText, load_json, storable_text, text_problem
 from lab.pseudonyms import withdrawal_digest
 from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
@@ -395,11 +397,39 @@ class Bundle:
         return values if ok else None
 
 
-def _open(file: Any, filename: str | None) -> Bundle:
-    name = filename or getattr(file, "name", None) or "bundle.zip"
-    if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
-        file = open(file, "rb")  # noqa: SIM115 - closed with the archive by the caller's context
-    name = str(name)
+def _is_path(file: Any) -> bool:
+    return isinstance(file, (str, bytes)) or hasattr(file, "__fspath__")
+
+
+@contextmanager
+def _opened(file: Any, filename: str | None) -> Iterator[tuple[Any, str | None]]:
+    """``(file object, name)`` for the bundle ``file``: a path is opened here and closed when the
+    import ends (zipfile never closes a file object it was given), and one that cannot be read is
+    refused as the importers' shared reader refuses it (``importers.reading.read_import_file``:
+    ``NAME: nothing imported: file: file not found: PATH``), its name checked the same way; a file
+    object is used as it is."""
+    if not _is_path(file):
+        yield file, filename
+        return
+    path = os.fsdecode(file)
+    name = filename or os.path.basename(path) or path
+    if reason := text_problem(name):
+        raise BundleError(f"the file name {reason}; rename the file", filename=storable_text(name))
+    shown = storable_text(path)  # the folders above it may be named in any bytes
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, when the import is done
+    except FileNotFoundError:
+        raise BundleError(f"file not found: {shown}", filename=name) from None
+    except IsADirectoryError:
+        raise BundleError(f"a folder, not a file: {shown}", filename=name) from None
+    except OSError as exc:
+        raise BundleError(f"cannot be read ({exc.strerror or exc}): {shown}", filename=name) from None
+    with fh:
+        yield fh, name
+
+
+def _open(file: IO, filename: str | None) -> Bundle:
+    name = str(filename or getattr(file, "name", None) or "bundle.zip")
     limit = int(settings.RL_MAX_IMPORT_BYTES)
     digest, size = hashlib.sha256(), 0
     file.seek(0)
@@ -1532,7 +1562,11 @@ def bundle_import(*, file: str | IO | Any, name: str, owner, filename: str | Non
     ``BundleError`` (an ``ImportValidationError``) listing every problem with its file, row, field
     and reason, and nothing is written. Returns the study; score it to re-compute
     ``results.json``."""
-    bundle = _open(file, filename)
+    with _opened(file, filename) as (fh, shown):
+        return _import(_open(fh, shown), name=name, owner=owner)
+
+
+def _import(bundle: Bundle, *, name: str, owner) -> Study:
     with bundle.archive:
         try:
             study_add_check(user=owner)  # creating a study, whoever calls (the admin and the API check it too)
