@@ -137,18 +137,20 @@ class PublicationAdmin(KeysShownAdmin):
     def publish_view(self, request: HttpRequest, study_id: int) -> HttpResponse:
         """Seeing the page needs VIEW access to the study; each button (a POST) needs the access
         its service checks (``PUBLISH_ACTION_ACCESS``: closing and withdrawing a link CHANGE, the
-        rest PAY), refused with 403 before anything is read or done (``publish_action_refusal``);
-        the page shows only the buttons the user may press. The links' addresses and completion
-        codes are shown only to those who may hand them out (``may_hand_out_links``): a reader
-        without it sees each link's label, state, task and worker."""
+        rest PAY), refused before anything is read or done (``publish_action_refusal``): the page
+        comes back with "Nothing was done: <why>", as a refusal of the service itself reads
+        (``post_action``). The page shows only the buttons the user may press, and why the others
+        are not offered (each distinct reason once). The links' addresses and completion codes are
+        shown only to those who may hand them out (``may_hand_out_links``): a reader without it
+        sees each link's label, state, task and worker."""
         self._check(request)
         study = get_object_or_404(studies_for_user(user=request.user, access=VIEW), pk=study_id)
         url = reverse("admin:annotations_publication_publish", args=[study.pk])
         if request.method == "POST":
-            refusal = publish_action_refusal(user=request.user, study=study, action=request.POST.get("action", ""))
-            if refusal:
-                raise PermissionDenied(refusal)
-            post_action(request, PUBLISH_ACTIONS, study)
+            action = request.POST.get("action", "")
+            refusal = publish_action_refusal(user=request.user, study=study, action=action)
+            # A refused button runs no handler: ``post_action`` reports the refusal as it reports the services'.
+            post_action(request, {action: _refused(refusal)} if refusal else PUBLISH_ACTIONS, study)
             return HttpResponseRedirect(url)
         # The platform priced in the estimate: the study's, or another one for a quote (a study is
         # published only on its own: the publish card always names that one).
@@ -174,6 +176,9 @@ class PublicationAdmin(KeysShownAdmin):
         link_rows = study_link_rows(study=study)
         keys_shown = may_hand_out_links(user=request.user, study=study)
         refused: dict[str, str] = {}  # each access level read once for the buttons
+        # Why each button is not offered ('' where it is: ``publish_action_refusal``).
+        refusals = {action: publish_action_refusal(user=request.user, study=study, action=action, refused=refused)
+                    for action in PUBLISH_ACTIONS}
         context = {
             **self.admin_site.each_context(request),
             "title": f"Crowd platform: {study.name}",
@@ -213,8 +218,10 @@ class PublicationAdmin(KeysShownAdmin):
             # Its tasks to reject only to who may reject them (the worker page's actions' rule).
             "attention_can_reject": keys_shown,
             # The buttons shown: those whose access the user holds (``publish_action_refusal``).
-            "may": {action: not publish_action_refusal(user=request.user, study=study, action=action, refused=refused)
-                    for action in PUBLISH_ACTIONS},
+            "may": {action: not why for action, why in refusals.items()},
+            "refusals": refusals,
+            # The others, by the reason they are refused: each reason once, naming its buttons.
+            "refused_buttons": _refused_buttons(refusals),
             "panels": [mark_safe(html) for html in (panel(request, study) for panel in PUBLISH_PAGE_PANELS)  # noqa: S308
                        if html],
         }
@@ -401,6 +408,24 @@ def _close(request: HttpRequest, study: Study) -> str:
     return f"Closed {len(study_close(user=request.user, study=study))} publication(s)."
 
 
+def _refused(refusal: str):
+    """A handler for a button ``publish_action_refusal`` refuses: it does nothing and raises the
+    refusal, which ``post_action`` shows as it shows a service's ("Nothing was done: ...")."""
+    def handler(request: HttpRequest, study: Study) -> str:
+        raise PlatformAccessDenied(refusal)
+    return handler
+
+
+def _refused_buttons(refusals: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """Each distinct reason of ``refusals`` (an action's refusal, '' when offered) with the names of
+    the buttons it refuses (``PUBLISH_ACTION_LABELS``), in the page's order."""
+    by_reason: dict[str, list[str]] = {}
+    for action, why in refusals.items():
+        if why:
+            by_reason.setdefault(why, []).append(PUBLISH_ACTION_LABELS.get(action, action))
+    return [(why, labels) for why, labels in by_reason.items()]
+
+
 # The publish page's buttons (``post_action``): each calls one platform service as the user.
 PUBLISH_ACTIONS = {
     "publish": _publish,
@@ -411,6 +436,17 @@ PUBLISH_ACTIONS = {
     "open_link": _open_link,
     "revoke_link": _revoke_link,
     "close": _close,
+}
+# The buttons as the page names them, where it says why one is not offered.
+PUBLISH_ACTION_LABELS = {
+    "publish": "Publish",
+    "sync": "Sync now",
+    "approve_all": "Approve all submitted",
+    "bonus": "Pay bonus",
+    "make_links": "Make single-person links",
+    "open_link": "Make an open link",
+    "revoke_link": "Withdraw a link",
+    "close": "Close study",
 }
 # The access each button needs: the level its service checks beside the write, named as the services
 # name it (``platforms.access``: ``study_publish``, ``links_generate`` and ``open_link_create``

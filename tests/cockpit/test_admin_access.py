@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.contrib.messages import get_messages
 from django.test import Client
 
 from annotations.models import Annotation, Assignment, Claim, Participant, Unit
@@ -100,7 +101,9 @@ def test_the_publish_page_is_per_study_and_its_buttons_need_pay_access(two_studi
     dana = get_user_model().objects.get(pk=dana.pk)
     client.force_login(dana)
     for action in ("sync", "publish", "approve_all"):
-        assert client.post(f"/admin/annotations/publication/publish/{mine.pk}/", {"action": action}).status_code == 403
+        response = client.post(f"/admin/annotations/publication/publish/{mine.pk}/", {"action": action})
+        assert response.status_code == 302
+        assert [str(m) for m in get_messages(response.wsgi_request)][0].startswith("Nothing was done: ")
 
 
 def test_study_actions_and_score_now_act_only_on_changeable_studies(two_studies):
