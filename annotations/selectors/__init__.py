@@ -221,8 +221,14 @@ def rationale_text(unit) -> str:
     return ""
 
 
-def step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int, total: int) -> StepView:
-    shown = shown_token(claim_id=claim.pk, step=step)
+def step_view(*, claim: Claim, step: str, kind: str, answers: dict, number: int, total: int,
+              current_since: datetime | None = None) -> StepView:
+    """The page of ``step`` of the claim. ``current_since``: when the step became the one the task
+    asks (``step_current_since``); its ``shown`` token carries that time rather than now, so a reload
+    does not restart the question's clock (None: now, for a step whose start is not read here)."""
+    now = timezone.now()
+    shown = shown_token(claim_id=claim.pk, step=step,
+                        at=now if current_since is None else min(current_since, now))
     if claim.attention_check_id:  # shown as its study's first step (``page_step``), told apart by nothing
         check = claim.attention_check
         return StepView(claim=claim, step=step, number=number, total=total, question=check.question,
@@ -313,6 +319,30 @@ def task_claims(assignment_id: int) -> TaskClaims:
     return TaskClaims(claims, answered)
 
 
+def step_current_since(*, assignment: Assignment, task: TaskClaims, claim_id: int) -> datetime | None:
+    """When the first step of the claim (the task's first not completed) became the step its page
+    asks, the time its ``shown`` token carries on every display (``step_view``), so that a reload
+    (a phone restoring a tab) does not restart the answer's ``duration_ms``: the moment the claim
+    before it was completed (its last answer stored, the next page sent with it or right after),
+    or, for the task's first, the consent or, later, the qualification test passed. No query but for
+    the task's first question while nothing is answered (the worker's grant: the test's pages come
+    between the consent and the first question; a task still marked to wait for the test, whose
+    page read the test instead, was not let in by a pass of its own). None where the claim has a
+    step answered: its later step's start (the first answer's time) is not among the rows a page
+    reads."""
+    if task.answered.get(claim_id):
+        return None
+    done = [completed_at for _pk, completed_at, _check in task.rows if completed_at is not None]
+    if done:
+        return max(done)
+    if assignment.consented_at is None or assignment.qualification_pending:
+        return assignment.consented_at
+    passed_at = (QualificationGrant.objects.filter(study_id=assignment.study_id,
+                                                   participant_id=assignment.participant_id, passed=True)
+                 .values_list("created_at", flat=True).first())
+    return max(assignment.consented_at, passed_at) if passed_at is not None else assignment.consented_at
+
+
 def qualification_needed(*, assignment: Assignment) -> QualificationTest | None:
     """The study's test when this worker has not passed it yet."""
     if precompiled.QUALIFICATION_TEST_OF_STUDY.first(assignment.study_id) is None:  # most studies have none: one cheap query
@@ -375,7 +405,8 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None, clai
         steps = steps_for(kind=kind, is_attention_check=bool(check_id))
         step = next(s for s in steps if s not in given)
         claim = _claim_with_content(claim_id, is_attention_check=bool(check_id))
-        view = step_view(claim=claim, step=step, kind=kind, answers=given, number=number, total=total)
+        view = step_view(claim=claim, step=step, kind=kind, answers=given, number=number, total=total,
+                         current_since=step_current_since(assignment=assignment, task=task, claim_id=claim_id))
         return Page(state="step", assignment=assignment, step=view, n_done=n_done, total=total)
     return Page(state="finish", assignment=assignment, n_done=n_done, total=total)
 
