@@ -94,7 +94,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
 
     Multiple choice, in order: the text of exactly one option (case and punctuation aside); a label
     alone or followed by that option's own text ("(b)", "b", "b) the moon", "option b"), or a marked
-    label followed by text naming no other option ("b) because magnets attract"); the text
+    label followed by text naming no other option ("b) because magnets attract", "B because ..."); the text
     of exactly one option without leading articles ("a magnet" is the option "magnet", not label
     a: a bare letter followed by other text is read as an article); the text of one option inside
     a longer answer, on word boundaries, the longest winning over options it contains ("the
@@ -111,6 +111,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     if exact:
         return _only(exact)
     own = dict(options)
+    article_label = None  # "a because ...": label a, unless "a" is an article before an option's text
     for label, _ in item.choices:
         found = re.fullmatch(r"(?:(option|choice)\s+)?(\()?" + re.escape(label.lower()) + r"(\)|[.:,])?(?:\s+(.*))?",
                              text.strip().lower(), flags=re.DOTALL)
@@ -119,13 +120,15 @@ def match_answer(text: str, item: PromptItem) -> str | None:
         rest = _norm(found.group(4) or "")
         if not rest or (label in own and _bare(rest) == _bare(own[label])):
             return label
-        if found.group(1) or found.group(2) or found.group(3):
-            # A marked label ("b)", "(b)", "option b") followed by its reasons is that label; one
-            # followed by another option's text ("(a) magnet" where a is stone) is a failure.
-            others = [_bare(choice) for other, choice in options if other != label]
-            if any(re.search(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest) for other in others):
-                return None
-            return label
+        # A label followed by its reasons ("b)", "(b)", "option b", "B because ...") is that label;
+        # one followed by another option's text ("(a) magnet" where a is stone) is a failure. A bare
+        # "a" may be the article: it is read as the label only when no option's text is read below.
+        others = [_bare(choice) for other, choice in options if other != label]
+        names_other = any(re.search(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest) for other in others)
+        if found.group(1) or found.group(2) or found.group(3) or label.lower() not in _ARTICLES:
+            return None if names_other else label
+        if not names_other:
+            article_label = label
     exact = [label for label, choice in options if _bare(norm) == _bare(choice)]
     if exact:
         return _only(exact)
@@ -138,7 +141,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
                        for other, found in spans.items() if other != label for s, e in found)
                    for start, end in spans[label])
 
-    return _only([label for label in spans if not inside_longer(label)])
+    return _only([label for label in spans if not inside_longer(label)]) or article_label
 
 
 def _spans(text: str) -> dict[int, str]:

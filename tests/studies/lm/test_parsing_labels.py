@@ -25,6 +25,8 @@ def test_an_article_before_the_choice_text_is_not_label_a():
     ("a stone", "a"), ("stone", "a"), ("Paper.", "d"),
     # a marked label followed by its reasons, naming no other option
     ("b) because magnets attract iron", "b"), ("(c) it is clear", "c"), ("option d, since it burns", "d"),
+    # a plain letter followed by its reasons ("a" too, when no option's text follows the article)
+    ("b because magnets attract iron", "b"), ("B - because", "b"), ("A because stones are heavy", "a"),
 ])
 def test_labels_alone_or_with_their_own_text_still_parse(answer, label):
     assert parsing.match_answer(answer, OBQA) == label
