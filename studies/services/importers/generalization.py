@@ -5,10 +5,11 @@ an original question's text to a list of ``[question, answer, type]`` rows, with
 Originals are matched to items by question text (see ``normalize_question``), within the split
 given or named in the file name when that split has items. Any answer that is not True/False is
 a row error: the released dev file has 16 such answers, and they are reported, not guessed.
-Rows repeated identically are merged. The same question given twice with different answers
-(8 times in the released test file) keeps its first answer, is flagged in its metadata
-(``conflicting_answers``, ``CONFLICTING_ANSWERS_KEY``) and listed in the import summary, so a
-validator can settle it. The flag stays whatever status the question gets (an import's
+A question's text may not hold a T5 sentinel token (``values.sentinel_problem``, as every item
+importer's questions; a row has no id of its own to check). Rows repeated identically are merged.
+The same question given twice with different answers (8 times in the released test file) keeps
+its first answer, is flagged in its metadata (``conflicting_answers``, ``CONFLICTING_ANSWERS_KEY``)
+and listed in the import summary, so a validator can settle it. The flag stays whatever status the question gets (an import's
 ``validation_status`` marks it valid with the rest): keeping the first answer is our choice, SPEC is
 silent, so scoring names it and gives Gen-U and Figure 4 with those questions left out beside it
 (``scoring.services.genu.CONFLICTING_RULES``).
@@ -56,7 +57,7 @@ from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import json_type, parse_json_document, read_import_file
 from .rows import KeyedRows, Row
 from .upsert import QuestionIndex, bulk_upsert, dataset_get, import_record_create
-from .values import check_split, choice_label, short, split_from_name, yes_no_label
+from .values import check_split, choice_label, sentinel_problem, short, split_from_name, yes_no_label
 
 KIND = "generalization"
 TYPES = {t.value for t in GeneralizationQuestion.Type}
@@ -182,6 +183,8 @@ class _GeneralizationFile:
         text = row.raw("question")
         if not isinstance(text, str) or not text.strip():
             row.error("question", "the question text is empty")
+        elif problem := sentinel_problem(text, what="the question"):
+            row.error("question", problem)
         raw_answer = row.raw("answer")
         if self.dataset.is_yes_no:
             answer, allowed = yes_no_label(raw_answer, strict_true_false=True), "True or False"

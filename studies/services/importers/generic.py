@@ -3,18 +3,14 @@
 Yes/no datasets take answers yes/no, true/false or 1/0. Multiple-choice datasets take the
 option label (``b``, ``B``, ``(b)``) or the exact text of an option; the choices column holds a
 JSON list of ``{"label", "text"}`` objects or of plain strings (labelled a, b, c, ... in order).
-An option label is one letter, a to z (written ``B`` or ``(b)`` too, stored ``b``): the label every
-reader of an answer takes (``studies.choices.choice_label``: a rationale's predicted answer, a
-worker's, a model's); no label and no option text (compared without case and extra spaces) may be
-given twice in a row, since a worker or a model could not tell the two options apart.
-Item ids and the dataset name may not hold bidirectional controls (``values.identifier_problem``),
-and no question, option or rationale a T5 sentinel token (``values.sentinel_problem``).
+Ids, questions, options and rationales follow the rules every item importer shares (``items``: an
+option label is one letter, a to z, no two options of a row share a label or a text, no id holds a
+bidirectional control, no text a T5 sentinel); the dataset name may not hold a bidirectional control
+either (``values.identifier_problem``).
 Columns not mapped go into the item's metadata.
 """
 from __future__ import annotations
 
-import re
-import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -22,7 +18,15 @@ from typing import IO, Any
 from studies.models import YES_NO_CHOICES, Dataset, ImportRecord, Split
 
 from .errors import ErrorCollector, ImportValidationError, RowError
-from .items import ItemRows, check_item_values, item_values, items_apply
+from .items import (
+    LETTERS,
+    ItemRows,
+    check_choices,
+    check_item_values,
+    item_values,
+    items_apply,
+    label_problem,
+)
 from .reading import json_cell, json_type, read_import_file, read_records
 from .rows import Row, header_of, parse_rows, resolve_columns
 from .upsert import dataset_check, dataset_existing
@@ -30,17 +34,12 @@ from .values import (
     as_text,
     check_split,
     choice_label,
-    identifier_problem,
-    sentinel_problem,
     short,
     split_from_name,
     yes_no_label,
 )
 
 KIND = "items"
-# What an option label may be: one letter, as ``choice_label`` reads one.
-LETTERS = string.ascii_lowercase
-_SPACES = re.compile(r"\s+")
 
 
 @dataclass
@@ -94,13 +93,6 @@ def _parse_choices(value: Any) -> tuple[list[dict[str, str]] | None, str]:
     return out, ""
 
 
-def _label_problem(label: str) -> str:
-    if not label:
-        return "the option has no label"
-    return (f"the option label {short(label)!r} is not one letter a to z (written a, A or (a)): the label a "
-            "predicted or a worker's answer is read as")
-
-
 def items_import_table(
     *,
     file: str | Path | IO | Any,
@@ -119,16 +111,13 @@ def items_import_table(
     f = read_import_file(file, filename=filename)
     columns = columns or ItemColumns()
     default_split = check_split(split, filename=f.name) or split_from_name(f.name) or Split.OTHER
-    problem = identifier_problem(dataset_name, what="the dataset name")
-    if problem:
-        raise ImportValidationError([RowError(None, "dataset", problem)], filename=f.name)
     task_format = _task_format(dataset_name, task_format, f.name, user=user)
     is_mc = task_format == Dataset.TaskFormat.MULTIPLE_CHOICE
     labels = [lbl.strip() for lbl in (choice_labels or []) if lbl.strip()]
     if is_mc:
         unreadable = [lbl for lbl in labels if choice_label(lbl, LETTERS) is None]
         if unreadable:
-            raise ImportValidationError([RowError(None, "choice_labels", _label_problem(lbl)) for lbl in unreadable],
+            raise ImportValidationError([RowError(None, "choice_labels", label_problem(lbl)) for lbl in unreadable],
                                         filename=f.name)
         labels = [choice_label(lbl, LETTERS) or lbl for lbl in labels]
     else:
@@ -146,10 +135,6 @@ def items_import_table(
         external_id = row.text("id")
         if not external_id:
             row.error("id", "the id is empty")
-            continue
-        problem = identifier_problem(external_id)
-        if problem:
-            row.error("id", problem)
             continue
         if rows.claim(external_id, line=row.line, column=row.column):
             row.record = f"id {short(external_id, 40)!r}"
@@ -201,15 +186,12 @@ class _ItemRow:
             gold, allowed = self.option(raw_answer, choices), ", ".join(self.labels) or "an option label"
         else:
             choices, gold, allowed = list(YES_NO_CHOICES), yes_no_label(raw_answer), "yes/no (or true/false)"
+        rationale = row.text("rationale") if row.has("rationale") else ""
         if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record,
                                  question=question, gold_answer=gold, raw_answer=raw_answer, allowed=allowed,
-                                 answer_field=row.name("answer"), question_field=row.name("question")):
+                                 answer_field=row.name("answer"), question_field=row.name("question"),
+                                 rationale=rationale, rationale_field=row.name("rationale")):
             row.ok = False
-        rationale = row.text("rationale") if row.has("rationale") else ""
-        for role, text in (("question", question), ("rationale", rationale)):
-            problem = sentinel_problem(text, what=f"the {role}")
-            if problem:
-                row.error(role, problem)
         return item_values(question=question, choices=choices, gold_answer=gold, gold_rationale=rationale,
                            split=self.split(row),
                            metadata={k: v for k, v in row.others(self.used).items() if v not in ("", None)})
@@ -222,7 +204,9 @@ class _ItemRow:
         if len(choices) < 2:
             row.error("choices", "a multiple-choice item needs at least two options")
             return choices
-        if not self.options_ok(row, choices):
+        if not check_choices(errors=row.errors, line=row.line, column=row.column, record=row.record, choices=choices,
+                             field=row.name("choices")):
+            row.ok = False
             return choices
         row_labels = [c["label"] for c in choices]
         if not self.labels:
@@ -230,42 +214,6 @@ class _ItemRow:
         if row_labels != self.labels:
             row.error("choices", f"the option labels {row_labels} differ from the dataset's {self.labels}")
         return choices
-
-    def options_ok(self, row: Row, choices: list[dict[str, str]]) -> bool:
-        """Check each option, reporting on ``choices[n]`` (its text) or ``choices[n].label``: a
-        label ``choice_label`` reads (stored as its lower-case letter), a text without a T5
-        sentinel, and no label or text (without case and extra spaces) given by an earlier option."""
-        ok, name = True, row.name("choices")
-        labels: dict[str, int] = {}
-        texts: dict[str, int] = {}
-        for n, c in enumerate(choices):
-            field = f"{name}[{n}]"
-            label = choice_label(c["label"], LETTERS)
-            if label is None:
-                row.error("choices", _label_problem(c["label"]), field=f"{field}.label")
-                ok = False
-            elif label in labels:
-                row.error("choices", f"the label {label!r} is also the label of {name}[{labels[label]}]: each "
-                                     "option needs its own label", field=f"{field}.label")
-                ok = False
-            else:
-                labels[label] = n
-                c["label"] = label
-            key = _SPACES.sub(" ", c["text"]).strip().casefold()
-            problem = sentinel_problem(c["text"], what="the option")
-            if not c["text"]:
-                row.error("choices", f"option {c['label']!r} has no text", field=field)
-                ok = False
-            elif problem:
-                row.error("choices", problem, field=field)
-                ok = False
-            elif key in texts:
-                row.error("choices", f"the option {short(c['text'])!r} is also {name}[{texts[key]}]: a worker or a "
-                                     "model could not tell the two apart", field=field)
-                ok = False
-            else:
-                texts[key] = n
-        return ok
 
     def option(self, raw_answer: Any, choices: list[dict[str, str]]) -> str | None:
         """The answer's option label: a label (``b``, ``(B)``) or the exact text of one option.

@@ -9,6 +9,9 @@ Two shapes are accepted:
   whose records hold ``question`` (the stem followed by ``(a) ... (b) ... (c) ... (d) ...``),
   ``answer`` (``"(b)"``) and ``rationale`` (``"dummy"`` means none). Its keys repeat across
   files, so the item id is ``<split>-<key>``.
+
+Both follow the rules every item importer shares (``items``: ids without bidirectional controls,
+no T5 sentinel in a question, an option or a rationale, no two options sharing a label or a text).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import IO, Any
 from studies.models import Dataset, ImportRecord
 
 from .errors import ErrorCollector, ImportValidationError, RowError, TooManyRecords
-from .items import ItemRows, check_item_values, item_values, items_apply
+from .items import ItemRows, check_choices, check_item_values, item_values, items_apply
 from .reading import ImportFile, json_type, parse_json_document, parse_json_lines, read_import_file
 from .rows import Row, parse_rows
 from .upsert import dataset_check
@@ -86,36 +89,37 @@ def _original(row: Row, split: str) -> dict[str, Any] | None:
     choices = _original_choices(row, question.get("choices"))
     raw_answer = row.raw("answerKey")
     gold = choice_label(raw_answer, LABELS)
+    rationale = _rationale(row.text("fact1"))
     if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record, question=stem,
                              gold_answer=gold, raw_answer=raw_answer, allowed="A, B, C or D", answer_field="answerKey",
-                             question_field="question.stem"):
+                             question_field="question.stem", rationale=rationale, rationale_field="fact1"):
         row.ok = False
     if not row.ok:
         return None
-    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=_rationale(row.text("fact1")),
+    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=rationale,
                        split=split, metadata=row.others({"id", "question", "answerKey"}))
 
 
 def _original_choices(row: Row, raw: Any) -> list[dict[str, str]]:
-    """The four options of ``question.choices``, sorted by label; errors on the row."""
+    """The four options of ``question.choices``, sorted by label; errors on the row. Each is checked
+    as every item importer's are (``items.check_choices``), then its label must be A, B, C or D."""
     if not isinstance(raw, list) or len(raw) != len(LABELS):
         row.error("", f"expected a list of {len(LABELS)} options, got {short(raw)!r}", field="question.choices")
         return []
-    choices = []
-    for n, choice in enumerate(raw):
-        field = f"question.choices[{n}]"
-        if not isinstance(choice, dict):
-            row.error("", "expected an object with text and label", field=field)
-            continue
-        label, text = as_text(choice.get("label")).lower(), as_text(choice.get("text"))
-        if label not in LABELS:
-            row.error("", f"the label {short(choice.get('label'))!r} is not one of A, B, C, D", field=f"{field}.label")
-        if not text:
-            row.error("", "the option text is empty", field=f"{field}.text")
-        choices.append({"label": label, "text": text})
-    labels = [c["label"] for c in choices]
-    if row.ok and sorted(labels) != LABELS:
-        row.error("", f"the labels {labels} must be A, B, C, D, each once", field="question.choices")
+    not_objects = [n for n, choice in enumerate(raw) if not isinstance(choice, dict)]
+    for n in not_objects:
+        row.error("", "expected an object with text and label", field=f"question.choices[{n}]")
+    if not_objects:
+        return []
+    choices = [{"label": as_text(choice.get("label")), "text": as_text(choice.get("text"))} for choice in raw]
+    if not check_choices(errors=row.errors, line=row.line, column=row.column, record=row.record, choices=choices,
+                         field="question.choices", text_field="{field}[{n}].text"):
+        row.ok = False
+        return []
+    for n, choice in enumerate(choices):  # four letters, each once: A, B, C, D unless one is not among them
+        if choice["label"] not in LABELS:
+            row.error("", f"the label {short(raw[n].get('label'))!r} is not one of A, B, C, D",
+                      field=f"question.choices[{n}].label")
     return sorted(choices, key=lambda c: c["label"])
 
 
@@ -127,17 +131,23 @@ def _single(key: str, row: Row, split: str) -> dict[str, Any] | None:
         row.error("question", "the question text is empty")
         return None
     stem, choices = _single_options(row, text.strip())
+    if row.ok and not check_choices(errors=row.errors, line=row.line, column=row.column, record=row.record,
+                                    choices=choices, field="question", text_field="{field} ({label})"):
+        row.ok = False
     raw_answer = row.raw("answer")
     gold = choice_label(raw_answer, LABELS)
-    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record, question=stem,
-                             gold_answer=gold, raw_answer=raw_answer, allowed="(a), (b), (c) or (d)"):
-        row.ok = False
     rationale = row.raw("rationale")
     if rationale is not None and not isinstance(rationale, str):
         row.error("rationale", f"expected text, got a JSON {json_type(rationale)}")
+        rationale = ""
+    rationale = _rationale(rationale or "")
+    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record, question=stem,
+                             gold_answer=gold, raw_answer=raw_answer, allowed="(a), (b), (c) or (d)",
+                             rationale=rationale):
+        row.ok = False
     if not row.ok:
         return None
-    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=_rationale(rationale or ""),
+    return item_values(question=stem, choices=choices, gold_answer=gold, gold_rationale=rationale,
                        split=split, metadata={"source_key": key})
 
 

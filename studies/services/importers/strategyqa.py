@@ -4,7 +4,9 @@ Accepts the official release (``qid``, ``term``, ``description``, ``question``, 
 ``facts``, ``decomposition``, ``evidence``) and the processed form that adds ``rationale`` (the
 facts joined), as in ``strategyqa_processed_{train,dev,test}.json``. ``answer`` may be a JSON
 boolean or the string "True"/"False"; ``facts`` may be a list or a stringified list. The gold
-rationale is ``rationale`` when present, else the facts joined with spaces.
+rationale is ``rationale`` when present, else the facts joined with spaces. Ids, questions and
+rationales follow the rules every item importer shares (``items``: no bidirectional control in a
+``qid``, no T5 sentinel in a question or a rationale).
 """
 from __future__ import annotations
 
@@ -54,16 +56,20 @@ def _values(row: Row, split: str) -> dict[str, Any] | None:
     question = (question or "").strip()
     raw_answer = row.raw("answer")
     gold = yes_no_label(raw_answer) if raw_answer is not None else None
-    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record,
-                             question=question, gold_answer=gold, raw_answer=raw_answer, allowed="true/false"):
-        row.ok = False
     facts, decomposition, rationale = _reasoning(row)
+    # The gold rationale: the record's rationale, else its facts joined (a sentinel is named in the field it is in).
+    rationale_field = "rationale" if rationale else "facts"
+    rationale = rationale or " ".join(facts or [])
+    if not check_item_values(errors=row.errors, line=row.line, column=row.column, record=row.record,
+                             question=question, gold_answer=gold, raw_answer=raw_answer, allowed="true/false",
+                             rationale=rationale, rationale_field=rationale_field):
+        row.ok = False
     if not row.ok:
         return None
     described = (("term", row.text("term")), ("description", row.text("description")), ("facts", facts),
                  ("decomposition", decomposition))
     return item_values(question=question, choices=list(YES_NO_CHOICES), gold_answer=gold,
-                       gold_rationale=rationale or " ".join(facts or []), split=split,
+                       gold_rationale=rationale, split=split,
                        metadata={key: value for key, value in described if value})
 
 

@@ -20,7 +20,7 @@ from studies.services.content import content_added_refusals, content_change_prob
 
 from .errors import ErrorCollector, ImportValidationError, RowError
 from .reading import ImportFile
-from .values import normalize_question, short
+from .values import identifier_problem, normalize_question, short
 
 
 def dataset_get(*, name: str, user: Any = None, filename: str = "") -> Dataset:
@@ -59,11 +59,15 @@ def dataset_check(
     *, name: str, task_format: str, choice_labels: list[str] | None = None, filename: str = "", user: Any = None
 ) -> Dataset | None:
     """The existing dataset of that name (None if new), among those ``user`` may import into
-    (``dataset_existing``); refuse one of another task format. Writes nothing, so importers call it
+    (``dataset_existing``); refuse a name holding bidirectional controls (``values.identifier_problem``)
+    and one of another task format. Writes nothing, so importers call it
     before validating rows."""
     name = (name or "").strip()
     if not name:
         raise ImportValidationError("the dataset name is empty", filename=filename)
+    problem = identifier_problem(name, what="the dataset name")
+    if problem:
+        raise ImportValidationError([RowError(None, "dataset", problem)], filename=filename)
     dataset = dataset_existing(name=name, user=user, filename=filename)
     if dataset is None:
         return None
