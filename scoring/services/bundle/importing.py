@@ -81,9 +81,12 @@ from annotations.services.steps import clean_answer, steps_for
 from lab.ids import parse_id
 from lab.jsontext import JsonTooDeep, UnstorableText, load_json, storable_text, text_problem
 from lab.pseudonyms import withdrawal_digest
+from scoring.metrics import pipeline
+from scoring.metrics.labels import utility_category
 from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
+from scoring.services.score import _annotation_frame, _units_frame
 from studies.choices import own_choices, predicted_answer_problem
 from studies.models import (
     Dataset,
@@ -102,6 +105,7 @@ from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
+from studies.services.importers.values import identifier_problem, sentinel_problem
 from studies.services.model_paths import model_path_stored, source_model_path_problem
 from studies.services.questions import validation_ever_invalid
 from studies.services.studies import StudyError, study_add_check
@@ -317,6 +321,50 @@ class Row:
         return self.values[name]
 
 
+class _KeysSeen:
+    """The primary keys of a table's rows read so far (``Bundle.rows``). A single integer key (an
+    id) is kept as runs of consecutive ids, as ``IdMap`` keeps them (a table of a million answers
+    written in id order costs a few integers, not a set of a million), and an earlier row is then
+    named by none; other keys (an (item, source) pair, a worker on a platform: tables of a study's
+    units or workers) are kept with the line that gave them."""
+
+    def __init__(self) -> None:
+        self._start = array("q")
+        self._end = array("q")  # exclusive
+        self._lines: dict[tuple, int] = {}
+
+    def add(self, key: tuple, line: int) -> int | None:
+        """None when ``key`` is new (and it is kept); else the line of the row that gave it, 0 when
+        not kept. A key with an empty part is not a key (the row's own checks refuse it)."""
+        if any(part is None for part in key):
+            return None
+        if len(key) == 1 and isinstance(key[0], int) and key[0] < INT_MAX:  # a run's end is one past its last id
+            return self._add_id(key[0])
+        if key in self._lines:
+            return self._lines[key]
+        self._lines[key] = line
+        return None
+
+    def _add_id(self, value: int) -> int | None:
+        starts, ends = self._start, self._end
+        i = bisect_right(starts, value) - 1  # the run starting at or below value
+        if i >= 0 and value < ends[i]:
+            return 0
+        joins_left = i >= 0 and ends[i] == value
+        joins_right = i + 1 < len(starts) and starts[i + 1] == value + 1
+        if joins_left and joins_right:
+            ends[i] = ends[i + 1]
+            del starts[i + 1], ends[i + 1]
+        elif joins_left:
+            ends[i] = value + 1
+        elif joins_right:
+            starts[i + 1] = value
+        else:
+            starts.insert(i + 1, value)
+            ends.insert(i + 1, value + 1)
+        return None
+
+
 # --- the archive ---------------------------------------------------------------------------------
 
 
@@ -358,14 +406,22 @@ class Bundle:
             raise BundleError(RowError(None, "", f"not JSON: {exc}", record=path), filename=self.name) from None
 
     def rows(self, table: Table) -> Iterator[Row]:
-        """The table's rows, each cell parsed by its type; a bad cell is reported and its row skipped."""
+        """The table's rows, each cell parsed by its type; a bad cell is reported and its row skipped.
+        A row repeating the table's primary key (``Table.primary_key``) of an earlier row is
+        reported naming the key's fields and skipped: a keyed table lists each key once, so a
+        row cannot be counted twice (a repeated (item, source) of the borrowed utility would weigh
+        twice in Figure 4). The key's fields are read even where the import reads no other use of
+        them (the annotations' ``annotation_id``); a table whose header lacks one is not checked."""
         types = {f.name: f.type for f in table.fields}
         wanted = table.reads or tuple(types)
         required = REQUIRED.get(table.name, ())
         with self.archive.open(table.path) as raw:
             reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
             header = next(reader, [])
+            key = table.primary_key if all(name in header for name in table.primary_key) else ()
+            wanted = (*wanted, *(name for name in key if name not in wanted))
             index = {name: header.index(name) for name in wanted}
+            seen = _KeysSeen()
             line = 1
             try:
                 for line, cells in enumerate(reader, start=2):  # noqa: B007 - line is read after the loop
@@ -373,8 +429,16 @@ class Bundle:
                         self.error(table.path, line, "", f"{len(cells)} cells where the header has {len(header)}")
                         continue
                     values = self._values(table, line, cells, index, wanted, types, required)
-                    if values is not None:
-                        yield Row(table.path, line, values)
+                    if values is None:
+                        continue
+                    if key and (earlier := seen.add(tuple(values[name] for name in key), line)) is not None:
+                        where = f"row {earlier}" if earlier else "an earlier row"
+                        shown = ", ".join(f"{name} {str(values[name])[:40]!r}" for name in key)
+                        self.error(table.path, line, ", ".join(key),
+                                   f"{shown} is given again ({where} of {table.path} has it): the table's "
+                                   "primary key names each row once")
+                        continue
+                    yield Row(table.path, line, values)
             except (csv.Error, UnicodeDecodeError) as exc:  # the rest of the file cannot be read
                 self.error(table.path, line + 1, "", f"unreadable CSV: {exc}")
 
@@ -732,6 +796,7 @@ class _Import:
         # each unit's units.csv line, quota and decided_at, checked against its claims (``unit_counters``)
         self.unit_lines: dict[int, tuple[int, int, datetime | None]] = {}
         self.counts: dict[str, int] = {}
+        self.score_lines: dict[tuple[int, int], int] = {}  # (item, source) -> its data/unit_scores.csv line
         # the original study here and the digests of its withdrawals (``original_withdrawals``); the
         # workers who withdrew from it, their tasks (bundle id -> on hold) and, by unit, their claims
         # that are not released, left out of the copy
@@ -820,6 +885,8 @@ class _Import:
 
     def dataset(self, design: dict) -> Dataset:
         spec = design["dataset"]
+        if problem := identifier_problem(spec["name"], what="the dataset name"):  # the dataset importers' rule
+            self.b.error(STUDY_FILE, None, "dataset.name", problem)
         dataset, usable = self.usable(Dataset, spec["name"])
         if dataset is None:
             dataset = Dataset(name=usable, task_format=spec["task_format"],
@@ -831,11 +898,15 @@ class _Import:
                          f"dataset {dataset.name!r} exists here with another task format or choices")
         return dataset
 
-    def source(self, spec: dict) -> RationaleSource:
-        """The source the bundle's ``spec`` names: the one of that name the owner may see, used when
-        it holds the same settings and refused otherwise; else a new one (``usable``)."""
+    def source(self, spec: dict, section: str = "sources") -> RationaleSource:
+        """The source the bundle's ``spec`` (of study.json's ``section``) names: the one of that name
+        the owner may see, used when it holds the same settings and refused otherwise; else a new
+        one (``usable``). A name holding a bidirectional control is refused, as the rationale
+        importers refuse it (``values.identifier_problem``)."""
         if spec["name"] in self.found:
             return self.found[spec["name"]]
+        if problem := identifier_problem(spec["name"], what="the source name"):
+            self.b.error(STUDY_FILE, None, f"{section}.name", problem)
         if "model_name_or_path" in spec:  # a folder under this lab's RL_MODEL_DIR, in its stored form
             spec = {**spec, "model_name_or_path": model_path_stored(spec["model_name_or_path"] or "")}
         source, usable = self.usable(RationaleSource, spec["name"])
@@ -881,6 +952,8 @@ class _Import:
                     self.err(row, "external_id" if not row["external_id"] else
                              "question" if not row["question"] else "gold_answer", "empty")
                     continue
+                if self.item_text_problems(row):
+                    continue
                 item = existing.get(row["external_id"])
                 if item is not None:
                     bad = _differs(item, row, compare)
@@ -901,6 +974,25 @@ class _Import:
                 self.map_id(self.items, row, obj.pk)
                 study_items.append(obj.pk)
 
+    def item_text_problems(self, row: Row) -> bool:
+        """An item row held to the dataset importers' rules (``importers.items``): its external id
+        holds no bidirectional control (``values.identifier_problem``), and its question, options
+        and gold rationale no T5 sentinel token (``values.sentinel_problem``); each problem is the
+        row's error. True when there was one."""
+        found = False
+        if problem := identifier_problem(row["external_id"]):
+            self.err(row, "external_id", problem)
+            found = True
+        options = [c.get("text") if isinstance(c, dict) else c for c in row["choices"] or []]
+        for name, what, text in [("question", "the question", row["question"]),
+                                 ("gold_rationale", "the rationale", row["gold_rationale"]),
+                                 *(("choices", "the option", t) for t in options)]:
+            problem = sentinel_problem(text, what=what) if isinstance(text, str) else None
+            if problem:
+                self.err(row, name, problem)
+                found = True
+        return found
+
     def rationale_rows(self) -> None:
         # prediction_correct is not compared: it follows from the predicted answer and the item's
         # gold answer (both compared), and a new rationale takes the grading rule's value, not the bundle's
@@ -912,6 +1004,9 @@ class _Import:
                 item, source = self.items.get(row["item_id"]), self.sources.get(row["source"])
                 if item is None or source is None:
                     self.err(row, "item_id" if item is None else "source", "not in the bundle's items / sources")
+                    continue
+                if row["text"] and (problem := sentinel_problem(row["text"], what="the rationale")):
+                    self.err(row, "text", problem)  # the rationale importers' rule
                     continue
                 keyed.append(((item, source.pk), row))
             existing = {(r.item_id, r.source_id): r for r in Rationale.objects.filter(
@@ -955,6 +1050,9 @@ class _Import:
                 item = self.items.get(row["item_id"])
                 if item is None:
                     self.err(row, "item_id", "not in the bundle's items")
+                    continue
+                if problem := sentinel_problem(row["text"], what="the question"):
+                    self.err(row, "text", problem)
                     continue
                 key = (item, row["type"], row["text"])
                 if key in given:
@@ -1044,21 +1142,46 @@ class _Import:
         self._clean(study, "study")
         self.b.raise_if_any()  # its fields' problems (``_clean``, ``_minutes``) refuse the bundle here
         study.save()
-        for check in design.get("attention_checks") or []:
+        for i, check in enumerate(design.get("attention_checks") or []):
             obj = AttentionCheck(study=study, question=check.get("question", ""), choices=check.get("choices", []),
                                  correct_answer=check.get("correct_answer", ""))
+            if self.sentinels(f"attention_checks[{i}]", obj.question, obj.choices):
+                continue
             if self._clean(obj, "attention_checks") and isinstance(check.get("id"), int):
                 obj.save()
                 self.checks[check["id"]] = obj.pk
         test = design.get("qualification_test")
-        if test:
-            qt = QualificationTest.objects.create(study=study, pass_mark=test["pass_mark"],
-                                                  instructions=test.get("instructions", ""))
-            self.qualification = [
-                QualificationQuestion.objects.create(test=qt, position=q["position"], question=q["question"],
-                                                     choices=q["choices"], correct_answer=q["correct_answer"])
-                for q in test["questions"]]
+        if test:  # an object (``_check_design``), its questions' values typed there
+            qt = QualificationTest(study=study, pass_mark=test.get("pass_mark"),
+                                   instructions=test.get("instructions") or "")
+            if self._clean(qt, "qualification_test"):
+                qt.save()
+                self.qualification = []
+                for i, q in enumerate(test.get("questions") or []):
+                    question = QualificationQuestion(test=qt, position=q.get("position"), question=q.get("question", ""),
+                                                     choices=q.get("choices", []),
+                                                     correct_answer=q.get("correct_answer", ""))
+                    if not self.sentinels(f"qualification_test.questions[{i}]", question.question, question.choices) \
+                            and self._clean(question, f"qualification_test.questions[{i}]"):
+                        question.save()
+                        self.qualification.append(question)
+        self.b.raise_if_any()  # the attention checks' and the qualification test's problems refuse it here
         return study
+
+    def sentinels(self, where: str, question: str, choices: Any) -> bool:
+        """A question of study.json (an attention check's, a qualification question's) and its
+        options held to the dataset importers' rule (``values.sentinel_problem``): each problem is
+        study.json's error at ``where``. True when there was one."""
+        texts = [("question", "the question", question)] + [
+            ("choices", "the option", c.get("text") if isinstance(c, dict) else c)
+            for c in (choices if isinstance(choices, list) else [])]
+        found = False
+        for name, what, text in texts:
+            problem = sentinel_problem(text, what=what) if isinstance(text, str) else None
+            if problem:
+                self.b.error(STUDY_FILE, None, f"{where}.{name}", problem)
+                found = True
+        return found
 
     # the work
 
@@ -1427,6 +1550,9 @@ class _Import:
         QualificationGrant.objects.bulk_create(grants)
 
     def unit_score_rows(self, study: Study) -> None:
+        """The unit scores as the bundle states them, each row's values in the ranges a run writes
+        (``unit_score_problem``); whether they are the scores of the answers just imported is
+        checked once every row is written (``unit_scores_match_answers``)."""
         fields = [f.name for f in TABLES["unit_scores"].fields if f.name not in ("item_id", "source")]
         for batch in _batches(self.b.rows(TABLES["unit_scores"])):
             scores = []
@@ -1435,11 +1561,65 @@ class _Import:
                 if item is None or source is None:
                     self.err(row, "item_id" if item is None else "source", "not in the bundle")
                     continue
+                if problem := unit_score_problem(row.values):
+                    self.err(row, *problem)
+                    continue
+                self.score_lines[(item, source.pk)] = row.line
                 values = {f: row[f] for f in fields}
                 values["before_majority"] = values["before_majority"] or ""
                 values["after_majority"] = values["after_majority"] or ""
                 scores.append(UnitScore(study=study, item_id=item, source=source, **values))
             UnitScore.objects.bulk_create(scores)
+
+    def unit_scores_match_answers(self, study: Study, origin: dict) -> None:
+        """The unit scores just written (data/unit_scores.csv) against the answers just imported,
+        scored by the code the copy's re-score runs (``score._units_frame``, ``_annotation_frame``
+        and ``pipeline.unit_outcomes``: the answers that count, majorities, ties, right or wrong,
+        utility): a row that differs is the row's error naming the first field that differs, so a
+        bundle cannot show other figures than its answers give as the study's, marked not stale. A
+        collected utility study only (imported outcomes hold no answers), and not the units the
+        bundle called stale (settings.json ``scores_stale``: every unit, where it named none, or where
+        it did not say, as bundles made before it could: ``bundle_scores`` says it did not say) nor
+        any unit where the copy left out workers who withdrew from the original (their answers are
+        not here, and ``bundle_scores`` says so)."""
+        if study.kind != Study.Kind.UTILITY or study.is_imported_outcome or not self.score_lines:
+            return
+        if self.b.errors or self.n_withdrawn or origin.get("stale") is None or (
+                origin.get("stale") and not origin.get("stale_units")):
+            return  # a bundle that did not say (made before bundles said) is shown as not saying
+        stale = {tuple(unit) for unit in origin.get("stale_units") or []}
+        answers = _annotation_frame(study, generalization=False)
+        expected: dict[tuple[int, int], dict] = {}
+        if not answers.empty:
+            frame, _warnings, _ties = pipeline.unit_outcomes(
+                _units_frame(study, generalization=False), pipeline.as_categories(answers),
+                expected_raters=study.annotators_per_unit)
+            for rec in frame.to_dict("records"):
+                expected[(int(rec["item_id"]), int(rec["source_id"]))] = {
+                    "n_annotators": int(rec["n_annotators"]),
+                    "before_majority": rec["before_majority"] or "", "after_majority": rec["after_majority"] or "",
+                    "before_tie": bool(rec["before_tie"]), "after_tie": bool(rec["after_tie"]),
+                    "before_correct": bool(rec["before_correct"]), "after_correct": bool(rec["after_correct"]),
+                    "utility": int(rec["utility"])}
+        path = TABLES["unit_scores"].path
+        stated = UnitScore.objects.filter(study=study, imported=False).values_list(
+            "item_id", "source_id", *UNIT_SCORE_CHECKED)
+        for item, source, *values in stated.iterator():
+            if (item, source) in stale:
+                continue
+            line = self.score_lines.get((item, source))
+            want = expected.get((item, source))
+            if want is None:
+                self.b.error(path, line, "n_annotators", "no answer of the bundle that counts is of this unit "
+                             "(data/annotations.csv), so it has no score; settings.json scores_stale does not "
+                             "name it stale")
+                continue
+            for name, value in zip(UNIT_SCORE_CHECKED, values, strict=True):
+                if value != want[name]:
+                    self.b.error(path, line, name, f"{value!r}, where the bundle's answers give {want[name]!r} "
+                                 "(scored as the copy's re-score scores them); settings.json scores_stale does "
+                                 "not name the unit stale, so its scores must be those of the answers")
+                    break
 
     def scores_origin(self, results: Any) -> dict:
         """The import record's ``scores`` (``scoring.selectors.bundle_scores`` reads it): where the
@@ -1509,6 +1689,36 @@ class _Import:
         caveat = str(section.get("note") or "") if section.get("same_as_latest_run") is False else ""
         BundledUtility.objects.create(study=study, rows=rows, provenance=provenance, reason=caveat)
         self.counts["borrowed_utility"] = len(rows)
+
+
+# The fields of a unit score the answers give, checked against them (``unit_scores_match_answers``).
+UNIT_SCORE_CHECKED = ("n_annotators", "before_majority", "after_majority", "before_tie", "after_tie",
+                      "before_correct", "after_correct", "utility")
+UTILITY_VALUES = (-1, 0, 1)
+
+
+def unit_score_problem(values: dict) -> tuple[str, str] | None:
+    """(field, reason) when a row of data/unit_scores.csv holds a value no score run writes; None
+    when it does not: a utility, stated utility or Gen-U category is -1, 0 or 1, a number of
+    annotators is not negative, and a utility is the category of the row's own right-or-wrong
+    before and after (``metrics.labels.utility_category``; a tie counts as wrong)."""
+    for name in ("utility", "reported_utility", "gen_u"):
+        if values.get(name) is not None and values[name] not in UTILITY_VALUES:
+            return name, f"{values[name]} is not -1, 0 or 1"
+    if values.get("n_annotators") is not None and values["n_annotators"] < 0:
+        return "n_annotators", f"{values['n_annotators']} is below 0"
+    for step in ("before", "after"):
+        if values.get(f"{step}_tie") and values.get(f"{step}_correct"):
+            return f"{step}_correct", f"true on a {step} tie, which counts as a wrong answer"
+    if values.get("utility") is not None:
+        before, after = values.get("before_correct"), values.get("after_correct")
+        if before is None or after is None:
+            return ("before_correct" if before is None else "after_correct",
+                    "empty, where the row states a utility (the category of the answers before and after)")
+        if values["utility"] != utility_category(before, after):
+            return "utility", (f"{values['utility']}, where before_correct {str(before).lower()} and after_correct "
+                               f"{str(after).lower()} give {utility_category(before, after)}")
+    return None
 
 
 def _settings(bundle: Bundle) -> dict:
@@ -1583,6 +1793,8 @@ def _import(bundle: Bundle, *, name: str, owner) -> Study:
         name = (name or "").strip()
         if not name:
             raise BundleError(RowError(None, "name", "give the new study a name"), filename=bundle.name)
+        if problem := identifier_problem(name, what="the study name"):
+            raise BundleError(RowError(None, "name", problem), filename=bundle.name)
         if Study.objects.filter(name=name).exists():
             raise BundleError(RowError(None, "name", f"a study named {name!r} exists already"), filename=bundle.name)
         try:
@@ -1610,7 +1822,83 @@ def _check_design(bundle: Bundle, design: Any) -> None:
             bundle.error(STUDY_FILE, None, section, "expected a list of objects")
     if any(not s.get("name") for s in design.get("sources") or [] if isinstance(s, dict)):
         bundle.error(STUDY_FILE, None, "sources.name", "a source without a name")
+    for where, value, kind in _design_values(design):
+        problem = _design_type_problem(value, kind)
+        if problem:
+            bundle.error(STUDY_FILE, None, where, f"{str(value)[:40]!r} is not {problem}")
     bundle.raise_if_any()
+
+
+# study.json's values by the type the import reads them as (``_design_values``): an optional value
+# may be absent or null; ``decimal``: a number or the text of one (the export writes "0.50").
+DESIGN_TYPES = {
+    "study": {"name": "text", "kind": "text", "split": "text", "platform": "text",
+              "annotators_per_unit": "integer", "units_per_task": "integer", "item_sample_size": "integer?",
+              "sample_seed": "integer?", "reward": "decimal", "hourly_pay_floor": "decimal",
+              "estimated_minutes_per_task": "decimal", "consent_text": "text?", "instructions": "text?",
+              "example": "text?", "faithfulness_enabled": "boolean?", "is_imported_outcome": "boolean?",
+              "stop_when_decided": "boolean?"},
+    "dataset": {"name": "text", "task_format": "text", "choice_labels": "labels?", "description": "text?"},
+    "sources[]": {"name": "text"},
+    "answerer_sources[]": {"name": "text?"},
+    "attention_checks[]": {"id": "integer", "question": "text", "choices": "list", "correct_answer": "text"},
+    "qualification_test": {"pass_mark": "integer", "instructions": "text?", "questions": "list"},
+    "qualification_test.questions[]": {"position": "integer", "question": "text", "choices": "list",
+                                       "correct_answer": "text"},
+}
+DESIGN_TYPE_NAMES = {"text": "a text", "integer": "an integer (a 64-bit one)", "boolean": "true or false",
+                     "decimal": "a finite number (or its text)", "list": "a list", "labels": "a list of texts"}
+
+
+def _design_values(design: dict) -> Iterator[tuple[str, Any, str]]:
+    """(where, value, kind) of each value of study.json that ``DESIGN_TYPES`` names, a list's
+    entries each (``sources[1].name``); a section or entry that is no object is skipped (the checks
+    above name it), but a qualification test that is not an object is named here."""
+    test = design.get("qualification_test")
+    if test is not None and not isinstance(test, dict):
+        yield "qualification_test", test, "object"
+    for section, kinds in DESIGN_TYPES.items():
+        path = section.removesuffix("[]").split(".")
+        parts = [design]
+        for step in path:
+            parts = [p.get(step) for p in parts if isinstance(p, dict)]
+        if section.endswith("[]"):
+            entries = [(f"{section.removesuffix('[]')}[{i}]", e) for p in parts if isinstance(p, list)
+                       for i, e in enumerate(p)]
+        else:
+            entries = [(section, p) for p in parts]
+        for where, entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            for key, kind in kinds.items():
+                optional = kind.endswith("?")
+                if key not in entry or (optional and entry[key] is None):
+                    continue  # a missing value the import reads is named by the checks above, or by the model
+                yield f"{where}.{key}", entry[key], kind.removesuffix("?")
+
+
+def _design_type_problem(value: Any, kind: str) -> str | None:
+    """What ``value`` should be (``DESIGN_TYPE_NAMES``) when it is not of ``kind``; None when it is."""
+    if kind == "object":
+        return "an object"
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool) and INT_MIN <= value <= INT_MAX
+    elif kind == "text":
+        ok = isinstance(value, str)
+    elif kind == "boolean":
+        ok = isinstance(value, bool)
+    elif kind == "list":
+        ok = isinstance(value, list)
+    elif kind == "labels":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    else:  # decimal
+        ok = False
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool) and len(str(value)) <= 40:
+            try:
+                ok = Decimal(str(value)).is_finite()
+            except ArithmeticError:  # decimal.InvalidOperation
+                ok = False
+    return None if ok else DESIGN_TYPE_NAMES[kind]
 
 
 def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
@@ -1623,7 +1911,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.sources = {s["name"]: job.found[s["name"]] for s in design.get("sources") or []}
         # Gen-U's fine-tuned answerers (results.json reads their training); one whose settings the
         # bundle withholds (``export.answerer_sources_json``) is not made here
-        answerers = {s["name"]: job.source(s) for s in design.get("answerer_sources") or []
+        answerers = {s["name"]: job.source(s, "answerer_sources") for s in design.get("answerer_sources") or []
                      if s.get("name") and "withheld" not in s}
         bundle.raise_if_any()
         study_items: list[int] = []
@@ -1646,6 +1934,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.borrowed_utility_rows(study)
         original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
         scores = job.scores_origin(original)
+        job.unit_scores_match_answers(study, scores)
         bundle.raise_if_any()
         import_record_create(
             kind="bundle", f=ImportFile(name=bundle.name, text="", sha256=bundle.sha256, size=bundle.size),
