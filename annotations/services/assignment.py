@@ -30,7 +30,8 @@ Policy of ``assignment_start``:
    constraint refuses over-filling in any case. Equally filled units are taken from a per-claim
    random point of their random keys (drawn when the units were built), wrapping around, so
    that simultaneous workers aim at different rows; the candidates are read from an index in
-   that order (``_candidates``), so a claim costs the same whatever the study's size. When
+   that order (``_candidates``), so a claim costs the same whatever the study's size (a window
+   that held the units of fewer questions than the task needs is read on past them: ``_claim_pass``). When
    every eligible row was locked by others and nothing was claimed, short follow-up passes retry
    (bounded in time), so "no work" is only reported when there truly is none; a claim that got
    some but fewer units than wanted keeps them (a shorter task rather than a blocked web
@@ -127,27 +128,29 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: i
 
     Among the candidates (``_candidates``: a range of the lowest fill level) the picks go to the
     questions with the most places open (``_question_open``), read with the candidates in the same
-    statement.
+    statement. A window of candidates can hold fewer questions than the task needs although more
+    are open (a generalization study's question has a unit per generalization question and source):
+    then the claim reads on past the questions it took, one more read each time (usually one), so a
+    new worker's task is full while a task's worth of questions is open.
 
     Returns (claims, maybe_more): ``maybe_more`` is true when fewer were claimed than wanted
-    although eligible units were seen or skipped (locked by another worker right now)."""
-    eligible = eligible_units(study_id=study.pk, seen=seen)
+    although eligible units were skipped (locked by another worker right now)."""
     limit = candidates_wanted(want=want, n_sources=n_sources)
-    rows = _candidates(eligible, limit=limit, pivot=rng.randrange(RAND_KEY_SPAN))
-    # Greedy picks: lowest fill first, then the question with the most places open, then the source
-    # this worker has had least, one unit per question.
+    pivot = rng.randrange(RAND_KEY_SPAN)
     per_source: Counter = Counter()
     chosen: list[tuple] = []
     taken_keys: set[str] = set()
-    remaining = rows
-    while len(chosen) < want:
-        remaining = [r for r in remaining if r[2] not in taken_keys]
-        if not remaining:
+    while True:
+        eligible = eligible_units(study_id=study.pk, seen=seen + sorted(taken_keys))
+        rows = _candidates(eligible, limit=limit, pivot=pivot)
+        _pick(rows, want=want, chosen=chosen, taken_keys=taken_keys, per_source=per_source)
+        # A full window that held fewer questions than the task lacks: read on past the questions
+        # taken (from the same point), each read taking at least one more. Only where a question has
+        # more units than a window holds per place: a generalization study's question
+        # (``item:<id>``) has a unit per generalization question and source, a utility study's one
+        # per source, so there the first window always holds a task's worth (``candidates_wanted``).
+        if len(chosen) >= want or len(rows) < limit:
             break
-        best = min(remaining, key=lambda r: (r[3], -r[4], per_source[r[1]]))
-        chosen.append(best)
-        taken_keys.add(best[2])
-        per_source[best[1]] += 1
     claims = [
         Claim(
             assignment_id=assignment.pk,
@@ -161,10 +164,24 @@ def _claim_pass(*, assignment: Assignment, study: Study, want: int, n_sources: i
     ]
     if chosen:
         Unit.objects.filter(id__in=[row[0] for row in chosen]).update(n_claimed=F("n_claimed") + 1)
-    short = len(chosen) < want
-    maybe_more = short and (len(rows) == limit or (connection_has_skip_locked() and _any_eligible(
-        eligible, exclude_keys=[row[2] for row in chosen])))
+    maybe_more = len(chosen) < want and connection_has_skip_locked() and _any_eligible(
+        eligible, exclude_keys=[row[2] for row in chosen])
     return claims, maybe_more
+
+
+def _pick(rows: list[tuple], *, want: int, chosen: list[tuple], taken_keys: set[str], per_source: Counter) -> None:
+    """Greedy picks from ``rows`` into ``chosen`` until it holds ``want``: lowest fill first, then
+    the question with the most places open, then the source this worker has had least, one unit per
+    question (``taken_keys``: the questions of ``chosen``)."""
+    remaining = rows
+    while len(chosen) < want:
+        remaining = [r for r in remaining if r[2] not in taken_keys]
+        if not remaining:
+            break
+        best = min(remaining, key=lambda r: (r[3], -r[4], per_source[r[1]]))
+        chosen.append(best)
+        taken_keys.add(best[2])
+        per_source[best[1]] += 1
 
 
 _CANDIDATE_FIELDS = ("id", "source_id", "question_key", "n_claimed")
@@ -177,7 +194,10 @@ def eligible_units(*, study_id: int, seen: list[str]):
 
 
 def candidates_wanted(*, want: int, n_sources: int) -> int:
-    """How many candidates a claim of ``want`` units reads (enough for its source mix)."""
+    """How many candidates a claim of ``want`` units reads (enough for its source mix). Where a
+    question has at most ``n_sources`` units (utility, rationale properties) they always hold
+    ``want`` questions when the eligible units do; a generalization study's question has more, and
+    a window short of questions is read on (``_claim_pass``)."""
     return want * max(1, n_sources) + want
 
 
