@@ -26,3 +26,10 @@ class AnnotationsConfig(AppConfig):
         from studies.signals import study_owner_changed
 
         study_owner_changed.connect(study_handed_over, dispatch_uid="annotations.study_handed_over")
+
+        # A rejection answering "applied" after sync marked it failed puts back the hold that marking
+        # it failed gave back (``payments.call_confirmed_late``).
+        from annotations.services.payments import call_confirmed_late
+        from annotations.services.platforms.review import reject_confirmed_late
+
+        call_confirmed_late.connect(reject_confirmed_late, dispatch_uid="annotations.reject_confirmed_late")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models.functions import Concat
 
 from annotations.models import (
     Annotation,
@@ -71,6 +72,38 @@ def publication_unlisted_work(*, study: Study, publication: Publication, listed:
     return [task for task in tasks if task.platform_assignment_id not in listed]
 
 
+def review_key(name: str, operation: str, assignment: Assignment) -> str:
+    """The idempotency key of the approval or rejection (``operation``) of ``assignment``'s work on
+    platform ``name``: one per platform assignment, whoever sends it (``review_sent`` reads it in
+    the database)."""
+    return f"{name}:{operation}:{assignment.platform_assignment_id}"
+
+
+def review_sent(operation: str) -> Exists:
+    """For a query of ``Assignment``: whether the approval or rejection (``operation``) of the task's
+    platform work was sent from here, its call (``review_key``, on the platform of the task's
+    participant) sent or confirmed: decided, or its outcome not known yet."""
+    return Exists(PlatformCall.objects.filter(
+        idempotency_key=Concat(OuterRef("participant__platform"), Value(f":{operation}:"),
+                               OuterRef("platform_assignment_id")),
+        status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]))
+
+
+# The task statuses a bonus goes to: submitted or approved work (``assignments_bonusable``).
+BONUS_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
+
+
+def assignments_bonusable(*, study: Study | None = None) -> QuerySet[Assignment]:
+    """The tasks a bonus may go to: the one rule of the publish page's candidates
+    (``study_bonus_candidates``), of the payment (``services.platforms.bonus._pay``, read again under
+    the task's row lock) and of what a withdrawal waits for (``services.withdrawal``). A task in
+    ``BONUS_STATUSES`` whose work no rejection was sent for (``review_sent``: a rejection on its way,
+    not recorded on the task yet, refuses it too). A hold (``assignments_on_hold``) is checked apart:
+    held work is paid once a researcher clears it."""
+    tasks = Assignment.objects.filter(status__in=BONUS_STATUSES).filter(~review_sent(PlatformCall.Operation.REJECT))
+    return tasks.filter(study=study) if study is not None else tasks
+
+
 def assignments_on_hold(*, study: Study | None = None) -> QuerySet[Assignment]:
     """Assignments that sync held (``annotations.selectors.on_hold``: the platform's worker id
     differs from the local participant's, or the platform does not list the work) and that no
@@ -125,10 +158,11 @@ def study_bonus_candidates(*, study: Study, min_accuracy: float = 0.8) -> dict[s
     no check of its own is judged by the ones its worker answered elsewhere. What a final answer is
     and what it is held against is the study kind's ``GOOD_WORK_MEASURES``: a kind with no right
     answer (question validation, rationale properties) has no good-work candidates, and
-    ``study_good_work_not_judged`` says why. Work held by sync and not cleared
-    (``assignments_on_hold``) is no candidate. One read of the answers, whatever the number of
+    ``study_good_work_not_judged`` says why. Only work a bonus may go to (``assignments_bonusable``:
+    submitted or approved, no rejection of it sent) is a candidate, and work held by sync and not
+    cleared (``assignments_on_hold``) is none. One read of the answers, whatever the number of
     tasks."""
-    done = Assignment.objects.filter(study=study, status__in=[Assignment.Status.SUBMITTED, Assignment.Status.APPROVED])
+    done = assignments_bonusable(study=study)
     measure = GOOD_WORK_MEASURES[study.kind]
     flagged = set(FlagReview.objects.filter(annotation__claim__assignment__in=done,
                                             decision=FlagReview.Decision.ACCEPTED)

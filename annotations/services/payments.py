@@ -14,7 +14,8 @@ A refusal by the platform marks the row ``failed`` (not applied, safe to retry);
 error or a crash leaves it ``sent`` for the next attempt or the next sync to reconcile (never
 decided "not applied" while its request may still be on its way: ``calls.call_in_flight``); an
 approval or rejection that answers "applied" after it was marked failed is recorded confirmed
-(``LATE_CONFIRMED``). The money therefore moves at most once per key, even when the platform call itself is not
+(``LATE_CONFIRMED``), and what marking it failed undid (a rejection's hold) is put back with it.
+The money therefore moves at most once per key, even when the platform call itself is not
 idempotent (Prolific's bonus pay).
 
 Precondition: call outside any ``transaction.atomic`` block, so the ``sent`` row is durable
@@ -29,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from annotations.models import PlatformCall
@@ -172,23 +174,32 @@ def platform_call_execute(
 # applies once whichever attempt sent it. Any other such answer raises ``TransitionError`` as before
 # (a Prolific bonus set-up's late record is never paid: ``platforms.bonus._prolific_bonus``).
 LATE_CONFIRMED = frozenset({PlatformCall.Operation.APPROVE, PlatformCall.Operation.REJECT})
+# Sent (``call=``) inside the transaction that confirms such a call: the service owning its
+# decision puts back there what was undone when it was marked not applied (a rejection's hold:
+# ``platforms.review.reject_confirmed_late``, the counterpart of ``reject_not_applied``). A receiver
+# that raises rolls the confirmation back with it.
+call_confirmed_late = Signal()
 
 
 def platform_call_confirm(*, call: PlatformCall, response: dict) -> PlatformCall:
     """Record that ``call`` was applied. An approval or rejection marked failed meanwhile
     (``LATE_CONFIRMED``) is confirmed all the same, since the platform applied it: its response
     notes what it had been marked, and the row goes back through ``sent``, the one way its status
-    machine reaches ``confirmed``."""
+    machine reaches ``confirmed``; what marking it failed undid is put back in the same transaction
+    (``call_confirmed_late``)."""
     with transaction.atomic():
         call = _lock(call.pk)
         response = _json_safe(response or {})
-        if call.status == PlatformCall.Status.FAILED and call.operation in LATE_CONFIRMED:
+        late = call.status == PlatformCall.Status.FAILED and call.operation in LATE_CONFIRMED
+        if late:
             response = {**response, "confirmed_after_failed": call.error or "marked failed"}
             PlatformCall.STATUS.move(call, PlatformCall.Status.SENT)
             logger.warning("platform call %s %s %s answered applied after it was marked failed: %s",
                            call.platform, call.operation, call.idempotency_key, response["confirmed_after_failed"])
         PlatformCall.STATUS.move(call, PlatformCall.Status.CONFIRMED, confirmed_at=timezone.now(),
                                  response=response, error="")
+        if late:
+            call_confirmed_late.send(sender=PlatformCall, call=call)
     logger.info("platform call confirmed: %s %s %s", call.platform, call.operation, call.idempotency_key)
     return call
 

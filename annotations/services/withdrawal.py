@@ -73,11 +73,12 @@ from annotations.models import (
 )
 from annotations.models.core import new_token
 from annotations.selectors import claims_that_count, participant_withdrawal_digest
+from annotations.selectors.platforms import assignments_bonusable
 from annotations.services.errors import AnnotationError
 from annotations.services.participants import IDENTIFIER_PREFIX, identifier_hash, imported_worker_id
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study, bundle_copy_ids
-from annotations.services.platforms.bonus import BONUS_STATUSES, SETTLED
+from annotations.services.platforms.bonus import SETTLED
 from annotations.services.platforms.common import actor
 from annotations.services.release import assignments_withdraw
 from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
@@ -241,13 +242,19 @@ def _erase(study: Study, participant: Participant) -> tuple[int, int, int]:
 def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
     """Raise ``WithdrawalError`` while ``participants`` are owed something in ``study`` that a
     withdrawal would make impossible to give (nothing changes; the rows read are locked, so an
-    approval, rejection or bonus payment running meanwhile either commits first or waits):
+    approval, rejection or bonus payment running meanwhile either commits first or waits). Locks in
+    the one order a payment takes them (``bonus._pay``: the task, ``release.lock``, then its
+    ``Bonus`` row): every task of ``participants`` in ``study``, by pk, then their bonuses, and those
+    alone (``of=("self",)``: not the tasks their query joins), so a bonus paid again at the same
+    moment waits for the withdrawal or the withdrawal for it, never each for the other (a deadlock
+    on PostgreSQL):
 
     - a decision: tasks submitted and not reviewed that a platform holds a submission for (the
       decision could no longer be sent once the task is erased);
     - money: a ``Bonus`` not settled (``SETTLED``: paid, or recorded as paid outside the app), i.e.
-      pending, failed or of unknown outcome, that can still be paid: its task is submitted or
-      approved (``bonus.BONUS_STATUSES``; one on hold is paid once a researcher clears the hold), and,
+      pending, failed or of unknown outcome, that can still be paid: its task takes a bonus
+      (``selectors.platforms.assignments_bonusable``: submitted or approved, no rejection of it sent;
+      one on hold is paid once a researcher clears the hold), and,
       for a failed one, no later bonus of the same task, kind and reason was settled (a researcher
       who paid 0.50 after 0.75 failed replaced it; a bonus paid for another reason replaces nothing). A withdrawn task takes no bonus (``bonus_pay`` refuses it), so
       the bonus could never be paid. The message names each task, amount and status: pay it again
@@ -256,18 +263,20 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
       or expired can never be paid here (``bonus_pay`` refuses the task, and nobody can cancel a
       bonus), and paying a replaced one again would pay the worker twice; refusing for them would
       hold the worker's erasure hostage for good."""
-    waiting = list(Assignment.objects.select_for_update().filter(
-        study=study, participant__in=participants, status=Assignment.Status.SUBMITTED)
-        .exclude(platform_assignment_id="").order_by("pk").values_list("pk", flat=True))
+    tasks = list(Assignment.objects.select_for_update(of=("self",)).filter(
+        study=study, participant__in=participants).order_by("pk")
+        .values_list("pk", "status", "platform_assignment_id"))
+    waiting = [pk for pk, status, platform_assignment_id in tasks
+               if status == Assignment.Status.SUBMITTED and platform_assignment_id]
     if waiting:
         raise WithdrawalError(
             f"task(s) {', '.join(map(str, waiting))} of this participant are submitted and not reviewed: approve or "
             "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
     replaced = Bonus.objects.filter(assignment_id=OuterRef("assignment_id"), kind=OuterRef("kind"),
                                     reason=OuterRef("reason"), status__in=SETTLED, pk__gt=OuterRef("pk"))
-    unsettled = list(Bonus.objects.select_for_update().filter(
-        assignment__study=study, assignment__participant__in=participants,
-        assignment__status__in=BONUS_STATUSES).exclude(status__in=SETTLED)
+    payable = assignments_bonusable(study=study).filter(participant__in=participants)
+    unsettled = list(Bonus.objects.select_for_update(of=("self",)).filter(
+        assignment__in=payable).exclude(status__in=SETTLED)
         .exclude(Q(status=Bonus.Status.FAILED) & Exists(replaced)).order_by("assignment_id", "pk"))
     if unsettled:
         owed = "; ".join(f"task {b.assignment_id}: {b.amount} {b.currency}, {b.status}" for b in unsettled)

@@ -16,7 +16,12 @@ from django.utils import timezone
 from annotations.models import Assignment, Bonus, FlagReview, PlatformCall, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformTransientError, money
-from annotations.selectors.platforms import assignments_on_hold, study_prolific_study_ids
+from annotations.selectors.platforms import (
+    BONUS_STATUSES,
+    assignments_bonusable,
+    assignments_on_hold,
+    study_prolific_study_ids,
+)
 from annotations.services.payments import (
     CallOutcomeUnknown,
     CallSpec,
@@ -40,7 +45,6 @@ from .common import (
     platform_work_confirm,
     redacted,
 )
-from .review import review_key
 from .tokens import bonus_token
 
 AMOUNT_TEXT = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,2})?")
@@ -69,10 +73,6 @@ def bonus_amount(value) -> Decimal:
     if amount <= 0 or amount != money(amount):
         raise PlatformServiceError(f"bonus amount {amount} must be positive with at most two decimals")
     return amount
-
-
-# The task statuses a bonus goes to (``_pay`` refuses any other task): submitted or approved work.
-BONUS_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 
 
 def _bonus_checks(*, amount, reason: str, kind: str) -> tuple[Decimal, str]:
@@ -143,21 +143,18 @@ def _lock_bonusable(assignment: Assignment) -> Assignment:
     row: refused (``PlatformServiceError``, nothing recorded) when the task is no longer in
     ``BONUS_STATUSES`` (rejected, or its worker withdrew, since the caller read it: a batch reads
     all its tasks up front), when it no longer exists, or when a rejection of its work was sent
-    (its ``review_key`` call sent or confirmed: a rejection in flight, not recorded on the task
-    yet)."""
+    (a rejection in flight, not recorded on the task yet): the rule of
+    ``selectors.platforms.assignments_bonusable``, which the publish page's candidates follow too."""
     try:
         locked = lock(assignment)
     except Assignment.DoesNotExist:
         raise PlatformServiceError(f"assignment {assignment.pk} no longer exists (its worker withdrew or it was "
                                    "deleted): it is paid nothing") from None
     _check_bonus_status(locked)
-    name = assignment_platform(assignment)
-    if name != Platform.LINK and PlatformCall.objects.filter(
-            idempotency_key=review_key(name, OP.REJECT, assignment),
-            status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists():
+    if not assignments_bonusable().filter(pk=locked.pk).exists():
         raise PlatformServiceError(
-            f"assignment {assignment.pk} is being rejected (its rejection was sent to {name}): bonuses go to "
-            "submitted or approved work")
+            f"assignment {assignment.pk} is being rejected (its rejection was sent to "
+            f"{assignment_platform(assignment)}): bonuses go to submitted or approved work")
     return locked
 
 

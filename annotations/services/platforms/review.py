@@ -13,7 +13,7 @@ from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformTransientError, money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.selectors import HOLDING_FLAGS
-from annotations.selectors.platforms import assignments_on_hold
+from annotations.selectors.platforms import assignments_on_hold, review_key, review_sent
 from annotations.services.payments import (
     CallOutcomeUnknown,
     CallSpec,
@@ -145,20 +145,11 @@ def submitted_not_here_to_decide(assignments) -> list[tuple[Assignment, Platform
     return out
 
 
-def review_key(name: str, operation: str, assignment: Assignment) -> str:
-    """The idempotency key of the approval or rejection (``operation``) of ``assignment``'s work on
-    platform ``name``: one per platform assignment, whoever sends it."""
-    return f"{name}:{operation}:{assignment.platform_assignment_id}"
-
-
 def _decided_on_platform(assignment: Assignment) -> str:
     """"approved" or "rejected" when an approval or rejection of ``assignment``'s platform work
-    was sent (confirmed, or its outcome not known yet); "" when none was."""
-    name = assignment_platform(assignment)
+    was sent (confirmed, or its outcome not known yet: ``review_sent``); "" when none was."""
     for operation, outcome in ((OP.APPROVE, "approved"), (OP.REJECT, "rejected")):
-        if PlatformCall.objects.filter(
-                idempotency_key=review_key(name, operation, assignment),
-                status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists():
+        if Assignment.objects.filter(pk=assignment.pk).filter(review_sent(operation)).exists():
             return outcome
     return ""
 
@@ -250,7 +241,9 @@ def _clear_noted(key: str, cleared: tuple | None) -> dict:
 def reject_not_applied(call: PlatformCall) -> None:
     """Sync found that the rejection ``call``, whose answer was lost, was never applied: the clear
     its sending took back (``_clear_noted``) is given back, who and when, as for a rejection
-    refused outright. Never for a rejection confirmed: the hold stays for sync to take it over."""
+    refused outright. Never for a rejection confirmed: the hold stays for sync to take it over (one
+    that answers applied after this, ``payments.LATE_CONFIRMED``, puts it back:
+    ``reject_confirmed_late``)."""
     summary = call.request_summary or {}
     if call.operation != OP.REJECT or call.assignment_id is None or not summary.get("cleared_at"):
         return
@@ -259,6 +252,19 @@ def reject_not_applied(call: PlatformCall) -> None:
         return
     when = datetime.fromisoformat(summary["cleared_at"])
     _clear_given_back(held, (when, summary.get("cleared_by")))
+
+
+def reject_confirmed_late(sender, *, call: PlatformCall, **kwargs) -> None:
+    """A rejection ``call`` that sync had marked not applied (``reject_not_applied`` gave the
+    researcher's clear back) answered applied after all (``payments.call_confirmed_late``, sent in the
+    transaction that confirms it): the work not submitted here was rejected, so its hold is put back
+    as ``assignment_reject`` keeps it (``_hold_restored``), in that transaction: the rejected work
+    counts no more, nor is offered to "Approve all", until sync takes the rejection over."""
+    if call.operation != OP.REJECT or call.assignment_id is None:
+        return
+    held = submitted_not_here(Assignment.objects.get(pk=call.assignment_id))
+    if held is not None:
+        _hold_restored(held)
 
 
 def assignment_approve(*, user, study: Study, assignment: Assignment, feedback: str = "") -> Assignment:

@@ -4,7 +4,9 @@
 the work's rejection was on its way to Prolific paid a rejected submission, and a bonus batch
 (which reads all its tasks up front) paid tasks rejected, or whose worker withdrew, while its
 first rows were being paid. The status is now read again under the task's row lock, where the
-``Bonus`` row is created, and a rejection sent for the work refuses it too."""
+``Bonus`` row is created, and a rejection sent for the work refuses it too. The publish page's
+candidates follow the same rule (``selectors.platforms.assignments_bonusable``): work being
+rejected is offered no bonus that the payment would refuse."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -12,6 +14,7 @@ from decimal import Decimal
 import pytest
 
 from annotations.models import Assignment, Bonus, PlatformCall
+from annotations.selectors.platforms import study_bonus_candidates
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay, study_bonuses_pay
@@ -110,3 +113,30 @@ def test_a_bonus_batch_refuses_tasks_rejected_or_withdrawn_during_it(prolific, s
     assert not server.submissions[s3["id"]]["bonus_payments"]
     assert list(Bonus.objects.values_list("assignment_id", "status")) == [(w1.pk, Bonus.Status.PAID)]
     assert sorted(_bonus_calls(study)) == [(w1.pk, OP.BONUS), (w1.pk, OP.BONUS_SETUP)]
+
+
+def test_work_being_rejected_is_no_bonus_candidate(prolific, study):  # noqa: F811
+    platform, server = prolific
+    [(work, sub)] = _work(server, study, 1)
+    assert study_bonus_candidates(study=study)["good_work"] == [work.pk]
+    real_reject = platform.reject
+    during = []
+
+    def reject_in_flight(**kwargs):  # the rejection's call is recorded sent; the task is still submitted
+        during.append(study_bonus_candidates(study=study)["good_work"])
+        try:
+            bonus_pay(user=OPERATOR, study=study, assignment=Assignment.objects.get(pk=work.pk), amount=HALF,
+                      reason="good work", kind=Bonus.Kind.GOOD_WORK)
+            during.append("paid")
+        except PlatformServiceError as exc:
+            during.append(exc.message)
+        return real_reject(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(platform, "reject", reject_in_flight)
+        assignment_reject(user=OPERATOR, study=study, assignment=work, feedback=WHY)
+
+    assert during == [[], f"assignment {work.pk} is being rejected (its rejection was sent to prolific): bonuses go "
+                          "to submitted or approved work"]
+    assert study_bonus_candidates(study=study)["good_work"] == []
+    assert server.payments == [] and not Bonus.objects.exists()

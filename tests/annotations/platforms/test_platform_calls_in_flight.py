@@ -6,6 +6,11 @@ lets another call be decided on the strength of its payment.
   leaves it sent, and a second attempt (a redelivered "Approve all") sends nothing again.
 - A request whose row reconciliation marked failed (Prolific slower than the window) and that then
   answers applied is recorded confirmed, with what it had been marked, and the batch goes on.
+- A rejection of held work not submitted here that answers applied after sync marked it failed
+  (and gave the researcher's clear back) puts the hold back: the rejected work counts no more.
+- Sync's own note of a failed reconcile (``calls.RECONCILE_NOTE``) on a call still within the
+  window is not its sender's network error: the next sync still cannot tell, and nothing is sent
+  again.
 - A lost bonus is not found paid by a payment the platform lists for a sibling bonus of the same
   amount on the same submission whose pay call is still in flight (``prolific.bonus_call_settling``);
   once that sibling is confirmed and the window has passed, the lost one is found unpaid and paid.
@@ -19,17 +24,25 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection, connections
 from django.utils import timezone
 
-from annotations.models import Assignment, Bonus, PlatformCall
-from annotations.platforms.base import PlatformTransientError
+from annotations.models import Assignment, Bonus, PlatformCall, PlatformSubmission
+from annotations.platforms.base import PlatformError, PlatformTransientError
+from annotations.selectors import claims_that_count
+from annotations.selectors.platforms import assignments_on_hold
 from annotations.services.payments import CallOutcomeUnknown
 from annotations.services.platforms import calls
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.common import OP
-from annotations.services.platforms.review import assignment_approve, study_approve_all
+from annotations.services.platforms.review import (
+    assignment_approve,
+    assignment_reject,
+    study_approve_all,
+    submission_clear,
+)
 from annotations.services.platforms.sync import study_sync
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import (
@@ -40,6 +53,7 @@ from tests.annotations.platforms.conftest import (
     study,
     submitted,
 )
+from tests.annotations.platforms.test_not_submitted_here import REASON, _finish_here, _held_on_prolific
 
 FIXTURES = (_public_url, prolific, prolific_server, study)  # the platform tests' fixtures, used here
 
@@ -139,6 +153,85 @@ def test_an_approval_answering_after_it_was_reconciled_failed_is_confirmed(proli
     assert "no record of it" in call.response["confirmed_after_failed"]
     assert Assignment.objects.get(pk=w1.pk).status == Assignment.Status.APPROVED
     assert _confirmed_total(study) == Decimal("4.00")
+
+
+def test_a_rejection_answering_after_it_was_reconciled_failed_puts_the_hold_back(prolific, study):
+    """Held work not submitted here, cleared by the researcher, then rejected; Prolific is slower
+    than the window: sync marks the rejection not applied and gives the clear back. The rejection
+    then answers applied: it is confirmed, and the hold is back as the rejection keeps it, so the
+    worker's finishing the task here counts nothing and "Approve all" leaves it."""
+    platform, server = prolific
+    _server, sub, task = _held_on_prolific(prolific, study, "active")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("rev", "rev@example.org", "pw")
+    row = PlatformSubmission.objects.get(platform_assignment_id=sub["id"])
+    submission_clear(user=researcher, submission=row)
+    real = platform.reject
+    marked = []
+
+    def slower_than_the_window(**kwargs):
+        PlatformCall.objects.filter(operation=OP.REJECT, assignment=task).update(
+            sent_at=timezone.now() - calls.REQUEST_IN_FLIGHT - timedelta(seconds=1))
+        study_sync(study=study)
+        marked.append((PlatformCall.objects.get(operation=OP.REJECT).status,
+                       PlatformSubmission.objects.get(pk=row.pk).cleared_at is not None))
+        return real(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(platform, "reject", slower_than_the_window)
+        assignment_reject(user=researcher, study=study, assignment=task, feedback=REASON)
+    assert marked == [(PlatformCall.Status.FAILED, True)]  # not applied: the clear was given back
+    call = PlatformCall.objects.get(operation=OP.REJECT)
+    assert call.status == PlatformCall.Status.CONFIRMED and "confirmed_after_failed" in call.response
+    assert server.submissions[sub["id"]]["status"] == "REJECTED"
+    row.refresh_from_db()
+    assert (row.cleared_at, row.cleared_by) == (None, None), "the rejected work's hold was not put back"
+
+    _finish_here(task)
+    assert assignments_on_hold(study=study).filter(pk=task.pk).exists()
+    assert not claims_that_count(study=study).filter(assignment=task).exists()
+    assert all(u.n_completed == 0 for u in study.units.filter(claims__assignment=task))
+    outcome = study_approve_all(user=OPERATOR, study=study)
+    assert outcome["approved"] == 0 and not PlatformCall.objects.filter(operation=OP.APPROVE).exists()
+
+
+def test_sync_note_on_a_call_in_flight_leaves_it_unknown_at_the_next_sync(prolific, study):
+    """The first sync cannot ask Prolific (a refusal: its note starts ``RECONCILE_NOTE``) while the
+    approval is on its way; the second, still within the window, cannot tell either (the note is
+    the app's, not a network error of the sender's), and a redelivered batch sends nothing again."""
+    platform, server = prolific
+    [(work, sub)] = _work(prolific, study)
+    real = platform.approve
+    seen = []
+
+    def refused(**kwargs):
+        raise PlatformError("Prolific GET submissions/: 503 Service Unavailable")
+
+    def approve_during_syncs(**kwargs):
+        if seen:  # an attempt that sent it again
+            return real(**kwargs)
+        with pytest.MonkeyPatch.context() as inner:
+            inner.setattr(platform, "assignment_status", refused)
+            seen.append(study_sync(study=study).reconciled)
+        seen.append(_approve_call(work).error)
+        seen.append(study_sync(study=study).reconciled)  # Prolific answers again: still awaiting review
+        seen.append(study_approve_all(user=OPERATOR, study=study.pk, assignment_ids=[work.pk])["unsettled"])
+        seen.append(_approve_call(work).status)
+        return real(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(platform, "approve", approve_during_syncs)
+        assignment_approve(user=OPERATOR, study=study, assignment=work)
+    first, note, second, unsettled, status = seen
+    assert first["unknown"] == 1 and first["failed"] == 0, first
+    assert note.startswith(calls.RECONCILE_NOTE) and "503" in note, note
+    assert second["unknown"] == 1 and second["failed"] == 0, second
+    assert unsettled == [work.pk]
+    assert status == PlatformCall.Status.SENT
+    assert len(server.calls("POST", TRANSITION)) == 1, server.calls("POST", TRANSITION)
+    call = _approve_call(work)
+    assert call.status == PlatformCall.Status.CONFIRMED and call.error == ""
+    assert _confirmed_total(study) == Decimal("2.00")
 
 
 def test_lost_bonus_is_not_found_paid_by_a_sibling_in_flight(prolific, study, settings):
