@@ -159,8 +159,10 @@ class PlatformCall(models.Model):
     # The platform's own idempotency token, when it has one (MTurk UniqueRequestToken, max 64).
     platform_token = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.SENT)
+    # Who made the call is kept (README: who and when are kept on the call): PROTECT refuses deleting
+    # the account (deactivate it instead). None: no account (a task, the shell: ``actor``).
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="platform_calls")
     publication = models.ForeignKey(
@@ -227,8 +229,9 @@ class Bonus(models.Model):
         PlatformCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="bonuses"
     )
     error = models.TextField(blank=True, help_text="Why the last attempt failed, or what is unknown about it.")
+    # Who granted the bonus is kept: PROTECT refuses deleting the account (deactivate it instead).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     paid_at = models.DateTimeField(null=True, blank=True)

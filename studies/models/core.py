@@ -404,8 +404,11 @@ class Study(TimeStamped):
                   "is right, before and after the rationale (a tie counts as wrong). Saves answers; fixed once the "
                   "study opens.",
     )
+    # None: the operator's study (a command, a bundle imported with no owner). PROTECT: an account
+    # that owns a study cannot be deleted (deactivate it instead); an owner-less study borrows Figure
+    # 4's utility from the operator's studies only, so a deleted owner would change published numbers.
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_studies"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="owned_studies"
     )
     # Each share has a level (view, change or pay: ``StudyShare``); studies.selectors.studies_for_user reads it.
     shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_studies",
