@@ -20,6 +20,7 @@ from drf_spectacular.utils import (
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -70,6 +71,19 @@ class ValidationFailed(ValidationError):
     """400 with a body naming the field(s)."""
 
 
+class ExportContentNegotiation(DefaultContentNegotiation):
+    """An export's file type is its ``file_format``; DRF's ``format`` (``?format=json`` or a ``.json``
+    suffix) picks no renderer for it: read as one, ``?format=api`` was a 404 (no such renderer) that
+    looked like a study the caller may not see, and ``?format=json`` a CSV. With it the response is
+    JSON, and the action answers 400 once the study is found (``StudyViewSet._file_format``)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        override = self.settings.URL_FORMAT_OVERRIDE
+        if format_suffix or (override and override in request.query_params):
+            return renderers[0], renderers[0].media_type
+        return super().select_renderer(request, renderers, format_suffix)
+
+
 class BundleImportFormSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     """The form of ``POST /api/v1/studies/import-bundle/`` as the browsable API draws it (the action
     reads the multipart upload itself): a file and a name, nothing listing rows of the server."""
@@ -109,6 +123,8 @@ SCORE_EXPORT_DESCRIPTION = (
 FORMAT_PARAMETER = OpenApiParameter(
     "file_format", OpenApiTypes.STR, enum=list(FORMATS), default="csv", description="csv, jsonl or parquet."
 )
+# DRF's ``format`` is a 400 on an export (``StudyViewSet._file_format``): not documented as a choice.
+DRF_FORMAT_PARAMETER = OpenApiParameter(api_settings.URL_FORMAT_OVERRIDE or "format", exclude=True)
 EXPORT_RESPONSES = {
     (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV with a header row (UTF-8)."),
     (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="One JSON object per line."),
@@ -125,6 +141,7 @@ def _choice_param(name, choices, description):
 
 ANNOTATION_EXPORT_PARAMETERS = [
     FORMAT_PARAMETER,
+    DRF_FORMAT_PARAMETER,
     OpenApiParameter("source", OpenApiTypes.STR, description="Only this rationale source (id or name)."),
     _choice_param("split", Split.choices, "Only items of this split."),
     _choice_param("step", Annotation.Step.choices, "Only this step."),
@@ -142,6 +159,7 @@ ANNOTATION_EXPORT_PARAMETERS = [
 ]
 SCORE_EXPORT_PARAMETERS = [
     FORMAT_PARAMETER,
+    DRF_FORMAT_PARAMETER,
     OpenApiParameter("source", OpenApiTypes.STR, description="Only this rationale source (id or name)."),
     _choice_param("split", Split.choices, "Only items of this split."),
     _choice_param("utility", UTILITY_CHOICES, "Only units of this utility category."),
@@ -236,7 +254,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     # filters are not among them: ``results/?source=`` answered the whole results and ``results/?split=``
     # a 404 (the list's filters looked the study up), ``summary/?source=`` every source. A parameter an
     # action does not read is a 400 naming it (``reject_unknown_query_params``), as on every list. The
-    # exports check their own filters (``_filtered``).
+    # exports check their own filters (``_filtered``) and refuse DRF's ``format`` (``_file_format``).
     detail_query_params = {"retrieve": (), "results": (), "summary": (), "cost": ("platform", "max_assignments_per_hit"),
                            "withdrawals": (), "bundle": ()}
 
@@ -364,6 +382,15 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(cost.as_dict())
 
     def _file_format(self, request) -> str:
+        """The export's file type, from ``file_format`` (csv by default). DRF's ``format`` (a query
+        parameter or a URL suffix) is a 400 naming ``file_format``: it chose no file type, so
+        ``?format=json`` gave a CSV (``ExportContentNegotiation``)."""
+        override = api_settings.URL_FORMAT_OVERRIDE
+        if self.format_kwarg is not None or (override and override in request.query_params):
+            given = self.format_kwarg if self.format_kwarg is not None else request.query_params[override]
+            raise ValidationFailed({override or "format": [
+                f"An export does not read {override or 'format'!r} ({given!r}) or a suffix on its URL: give the "
+                f"file type as 'file_format', one of {', '.join(FORMATS)} (csv without it)."]})
         value = request.query_params.get("file_format", "csv").strip().lower()
         if value not in FORMATS:
             raise ValidationFailed({"file_format": [f"{value!r} is not one of {', '.join(FORMATS)}."]})
@@ -374,7 +401,8 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         filters, and any parameter that is neither a filter, ``file_format`` nor one of ``extra`` (an
         export that ignored one would be the whole study). ``study`` is one: the export is the URL's."""
         accepted = accepted_query_params(self, filterset_class=filterset_class, extra=("file_format", *extra))
-        reject_unknown_query_params(params=request.query_params, accepted=accepted - {"study"})
+        reject_unknown_query_params(params=request.query_params,
+                                    accepted=accepted - {"study", api_settings.URL_FORMAT_OVERRIDE})
         filterset = filterset_class(request.query_params, queryset=queryset, request=request)
         if not filterset.is_valid():
             raise ValidationFailed(filterset.errors)
@@ -388,9 +416,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(
         detail=True, methods=["get"], url_path="export/annotations", renderer_classes=EXPORT_RENDERERS,
-        pagination_class=None, filter_backends=[],
+        content_negotiation_class=ExportContentNegotiation, pagination_class=None, filter_backends=[],
     )
-    def export_annotations(self, request, pk=None):
+    def export_annotations(self, request, pk=None, format=None):  # format: a URL suffix, refused by _file_format
         study = self.get_object()
         file_format = self._file_format(request)
         raw = wants_raw_worker_ids(request)
@@ -410,9 +438,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )
     @action(
         detail=True, methods=["get"], url_path="export/scores", renderer_classes=EXPORT_RENDERERS,
-        pagination_class=None, filter_backends=[],
+        content_negotiation_class=ExportContentNegotiation, pagination_class=None, filter_backends=[],
     )
-    def export_scores(self, request, pk=None):
+    def export_scores(self, request, pk=None, format=None):  # format: a URL suffix, refused by _file_format
         study = self.get_object()
         file_format = self._file_format(request)
         scores = self._filtered(request, UnitScoreFilter, UnitScore.objects.filter(study=study))

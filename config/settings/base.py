@@ -420,7 +420,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [
         "lab.api.filters.StrictDjangoFilterBackend",  # a query parameter it does not know is a 400
-        "rest_framework.filters.OrderingFilter",
+        "lab.api.filters.StrictOrderingFilter",  # an ordering term it cannot order by is a 400
     ],
 }
 SPECTACULAR_SETTINGS = {

@@ -1,6 +1,7 @@
 """Filter fields the API's filter sets share: ids that cannot overflow the database, UTC date-times,
-and "a related object by id or by name"; and the filter backend that answers 400 to a query
-parameter the endpoint does not read (``REST_FRAMEWORK``'s default)."""
+and "a related object by id or by name"; the filter backend that answers 400 to a query parameter
+the endpoint does not read, and the ordering backend that answers 400 to an ``ordering`` term the
+list cannot order by (both ``REST_FRAMEWORK``'s defaults)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -11,6 +12,7 @@ from django.utils import timezone
 from django_filters.fields import IsoDateTimeField
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import ValidationError
+from rest_framework.filters import OrderingFilter
 from rest_framework.settings import api_settings
 
 from lab.ids import MAX_ID, parse_id
@@ -106,3 +108,25 @@ class StrictDjangoFilterBackend(DjangoFilterBackend):
             params=request.query_params, accepted=accepted_query_params(view, filterset_class=filterset_class)
         )
         return super().filter_queryset(request, queryset, view)
+
+
+class StrictOrderingFilter(OrderingFilter):
+    """DRF's ordering backend that answers 400 to an ``ordering`` term (``-`` for descending
+    stripped) that is not one of the view's ``ordering_fields``, naming it and the fields it may
+    order by. DRF's drops such a term without a word (``remove_invalid_fields``): ``-answerd_at``
+    gave the default order, oldest first, to a script paging newest first. A field left out of
+    ``ordering_fields`` on purpose (a raw worker id) is refused the same way."""
+
+    def get_ordering(self, request, queryset, view):
+        params = request.query_params.get(self.ordering_param)
+        if params:
+            terms = [param.strip() for param in params.split(",")]
+            valid = [name for name, _label in self.get_valid_fields(queryset, view, {"request": request})]
+            invalid = [term for term in terms if term.removeprefix("-") not in valid]
+            if invalid:
+                listed = ", ".join(sorted(valid))
+                raise ValidationError({self.ordering_param: [
+                    f"{term!r} is not a field this list can be ordered by. It orders by: {listed} (a leading '-' "
+                    f"for descending, several separated by commas)." for term in invalid
+                ]})
+        return super().get_ordering(request, queryset, view)
