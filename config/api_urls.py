@@ -17,7 +17,10 @@ from studies.api.views import (
 
 app_name = "api"
 
+# No format-suffix routes (``results.json``): the API's type is JSON (``?format=`` picks DRF's
+# browsable page), and a suffix reached actions that take no ``format`` argument as a 500.
 router = DefaultRouter()
+router.include_format_suffixes = False
 router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("items", ItemViewSet, basename="item")
 router.register("rationale-sources", RationaleSourceViewSet, basename="rationale-source")

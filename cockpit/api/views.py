@@ -72,14 +72,14 @@ class ValidationFailed(ValidationError):
 
 
 class ExportContentNegotiation(DefaultContentNegotiation):
-    """An export's file type is its ``file_format``; DRF's ``format`` (``?format=json`` or a ``.json``
-    suffix) picks no renderer for it: read as one, ``?format=api`` was a 404 (no such renderer) that
+    """An export's file type is its ``file_format``; DRF's ``format`` (``?format=json``) picks no
+    renderer for it: read as one, ``?format=api`` was a 404 (no such renderer) that
     looked like a study the caller may not see, and ``?format=json`` a CSV. With it the response is
     JSON, and the action answers 400 once the study is found (``StudyViewSet._file_format``)."""
 
     def select_renderer(self, request, renderers, format_suffix=None):
         override = self.settings.URL_FORMAT_OVERRIDE
-        if format_suffix or (override and override in request.query_params):
+        if override and override in request.query_params:
             return renderers[0], renderers[0].media_type
         return super().select_renderer(request, renderers, format_suffix)
 
@@ -382,14 +382,14 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(cost.as_dict())
 
     def _file_format(self, request) -> str:
-        """The export's file type, from ``file_format`` (csv by default). DRF's ``format`` (a query
-        parameter or a URL suffix) is a 400 naming ``file_format``: it chose no file type, so
+        """The export's file type, from ``file_format`` (csv by default). DRF's ``format`` query
+        parameter is a 400 naming ``file_format``: it chose no file type, so
         ``?format=json`` gave a CSV (``ExportContentNegotiation``)."""
         override = api_settings.URL_FORMAT_OVERRIDE
-        if self.format_kwarg is not None or (override and override in request.query_params):
-            given = self.format_kwarg if self.format_kwarg is not None else request.query_params[override]
-            raise ValidationFailed({override or "format": [
-                f"An export does not read {override or 'format'!r} ({given!r}) or a suffix on its URL: give the "
+        if override and override in request.query_params:
+            given = request.query_params[override]
+            raise ValidationFailed({override: [
+                f"An export does not read {override!r} ({given!r}): give the "
                 f"file type as 'file_format', one of {', '.join(FORMATS)} (csv without it)."]})
         value = request.query_params.get("file_format", "csv").strip().lower()
         if value not in FORMATS:
@@ -418,7 +418,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         detail=True, methods=["get"], url_path="export/annotations", renderer_classes=EXPORT_RENDERERS,
         content_negotiation_class=ExportContentNegotiation, pagination_class=None, filter_backends=[],
     )
-    def export_annotations(self, request, pk=None, format=None):  # format: a URL suffix, refused by _file_format
+    def export_annotations(self, request, pk=None):
         study = self.get_object()
         file_format = self._file_format(request)
         raw = wants_raw_worker_ids(request)
@@ -440,7 +440,7 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         detail=True, methods=["get"], url_path="export/scores", renderer_classes=EXPORT_RENDERERS,
         content_negotiation_class=ExportContentNegotiation, pagination_class=None, filter_backends=[],
     )
-    def export_scores(self, request, pk=None, format=None):  # format: a URL suffix, refused by _file_format
+    def export_scores(self, request, pk=None):
         study = self.get_object()
         file_format = self._file_format(request)
         scores = self._filtered(request, UnitScoreFilter, UnitScore.objects.filter(study=study))

@@ -76,13 +76,14 @@ def test_an_export_answers_format_with_a_400_pointing_to_file_format(client_for,
     assert "'file_format'" in message and "csv, jsonl, parquet" in message
 
 
-@pytest.mark.parametrize("suffix", ["json", "jsonl", "api"])
-def test_an_export_answers_a_format_suffix_with_a_400_pointing_to_file_format(client_for, study_data, suffix):
-    response, body = download(client_for(study_data.study.owner),
-                              f"/api/v1/studies/{study_data.study.pk}/export/annotations.{suffix}")
-
-    assert response.status_code == 400, (response.status_code, response.get("Content-Type"), body[:200])
-    assert "'file_format'" in response.json()["format"][0]
+@pytest.mark.parametrize("path", ["export/annotations.json", "export/annotations.jsonl", "results.json",
+                                  "summary.api", "withdrawals.json", "bundle.json", ""])
+def test_no_route_takes_a_format_suffix(client_for, study_data, path):
+    """No format-suffix routes: a suffix reached actions that take no ``format`` argument as a 500
+    (``results.json``); now no route matches."""
+    url = f"/api/v1/studies/{study_data.study.pk}.json" if not path else f"/api/v1/studies/{study_data.study.pk}/{path}"
+    response = client_for(study_data.study.owner).get(url)
+    assert response.status_code == 404, (url, response.status_code)
 
 
 def test_an_export_checks_the_study_before_the_format(client_for, study_data, other_study_data):
