@@ -14,7 +14,7 @@ two on SQLite and PostgreSQL (``tests/annotations/test_precompiled.py``), and ``
 False`` runs the twins instead (what the benchmark's ``--queries orm`` measures). Reads go to the
 database the router names for the model, writes (and the locking reads) to the router's write
 database. One statement is here because the ORM cannot write it at all: the claim's ``FOR KEY
-SHARE`` on its study (``study_lock_grant``), which runs by hand whatever ``PRECOMPILED`` says (its
+SHARE`` on its study (``study_lock_read``), which runs by hand whatever ``PRECOMPILED`` says (its
 twin, the same read without the lock, is what the tests compare it with). The two writes
 (an answer's ``INSERT``, a claim's ``completed_at``) skip ``save()``: the ``INSERT`` falls back to
 the ORM when anything listens to ``Annotation``'s save signals, and the ``UPDATE`` is what
@@ -304,14 +304,15 @@ _STUDY_LOCK_SQL: dict[str, tuple] = {}
 
 
 def _study_lock_sql(connection) -> tuple:
-    """(the statement, the converters of its one column and that column) for this database."""
+    """(the statement, the converters of its grant column and that column) for this database."""
     if connection.alias not in _STUDY_LOCK_SQL:
         qn = connection.ops.quote_name
         study, grant = Study._meta, QualificationGrant._meta
         passed = grant.get_field("passed")
         sql = (f"SELECT S.{qn(study.get_field('status').column)}, (SELECT G.{qn(passed.column)} FROM {qn(grant.db_table)} G "
                f"WHERE G.{qn(grant.get_field('study').column)} = S.{qn(study.pk.column)} "
-               f"AND G.{qn(grant.get_field('participant').column)} = %s LIMIT 1) "
+               f"AND G.{qn(grant.get_field('participant').column)} = %s LIMIT 1), "
+               f"S.{qn(study.get_field('owner').column)} "
                f"FROM {qn(study.db_table)} S WHERE S.{qn(study.pk.column)} = %s")
         if connection.vendor == "postgresql":  # elsewhere (SQLite) a plain read: writes are serialised
             sql += " FOR KEY SHARE"
@@ -321,11 +322,12 @@ def _study_lock_sql(connection) -> tuple:
     return _STUDY_LOCK_SQL[connection.alias]
 
 
-def study_lock_grant(*, study_id: int, participant_id: int) -> tuple[str | None, bool | None]:
+def study_lock_read(*, study_id: int, participant_id: int) -> tuple[str | None, bool | None, int | None]:
     """Lock the study's row ``FOR KEY SHARE`` until the transaction ends (PostgreSQL) and read its
-    status as committed now (after any close it waited for) and whether the worker passed the
-    study's qualification test: ``(status, passed)``, ``passed`` of their grant, ``None`` without
-    one; ``(None, None)`` without the study. Call inside the claim's transaction.
+    status and owner as committed now (after any close or handover it waited for) and whether the
+    worker passed the study's qualification test: ``(status, passed, owner_id)``, ``passed`` of
+    their grant, ``None`` without one; ``(None, None, None)`` without the study. Call inside the
+    claim's transaction.
 
     ``FOR KEY SHARE`` locks of concurrent claims do not wait for each other (nor for updates of the
     study's other columns); a ``SELECT ... FOR UPDATE`` of the study waits for them, and they for
@@ -338,11 +340,17 @@ def study_lock_grant(*, study_id: int, participant_id: int) -> tuple[str | None,
         cursor.execute(sql, [participant_id, study_id])
         row = cursor.fetchone()
     if row is None:
-        return None, None
-    status, value = row
+        return None, None, None
+    status, value, owner_id = row
     for func in converters:
         value = func(value, col, connection)
-    return status, value
+    return status, value, owner_id
+
+
+def study_lock_grant(*, study_id: int, participant_id: int) -> tuple[str | None, bool | None]:
+    """``study_lock_read`` less the owner: ``(status, passed)``, the same one statement."""
+    status, passed, _owner_id = study_lock_read(study_id=study_id, participant_id=participant_id)
+    return status, passed
 
 
 def study_lock_grant_queryset(*, study_id: int, participant_id: int) -> models.QuerySet:

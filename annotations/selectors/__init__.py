@@ -432,13 +432,19 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, C
 
 
 # --- blocks --------------------------------------------------------------------------------------
-def blocks_covering(*, study: Study) -> QuerySet[WorkerBlock]:
+_OWNER_OF_STUDY = object()
+
+
+def blocks_covering(*, study: Study, owner_id: int | None | object = _OWNER_OF_STUDY) -> QuerySet[WorkerBlock]:
     """The blocks that refuse workers in ``study``: made on it, made by its owner (a
     researcher's block covers the studies they own), or everywhere (a superuser's). The same rule
-    read from a block: ``studies_covered_by``."""
+    read from a block: ``studies_covered_by``. ``owner_id``: the owner read from the study's row
+    later than ``study`` was (a start's locked read: ``assignment._qualification_pending``); by default
+    ``study.owner_id``."""
+    owner_id = study.owner_id if owner_id is _OWNER_OF_STUDY else owner_id
     covers = Q(study_id=study.pk) | Q(everywhere=True)
-    if study.owner_id is not None:
-        covers |= Q(researcher_id=study.owner_id)
+    if owner_id is not None:
+        covers |= Q(researcher_id=owner_id)
     return WorkerBlock.objects.filter(covers)
 
 
@@ -471,7 +477,9 @@ def participant_blocked(*, participant, study: Study, lock: bool = False) -> boo
     locking statement reads only the row's own ``blocked`` (its latest version, once the lock is
     had), and the study's blocks and withdrawals are read by the next statement, begun after the
     lock, which sees a block or withdrawal that committed while the start waited. Two statements
-    either way."""
+    either way. The owner whose blocks count is ``study.owner_id`` as the caller read it: a start
+    reads it again under its lock of the study's row (``assignment._qualification_pending``) and
+    is refused there when a handover made the study another owner's, whose blocks cover it."""
     if lock:
         blocked = (Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk)
                    .values_list("blocked", flat=True).first())

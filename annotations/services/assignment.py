@@ -41,7 +41,9 @@ Policy of ``assignment_start``:
    waits for the first and then gets the same task, or "no work" when the first found none:
    never an empty task that closes under it. A claim locks its study's row ``FOR KEY SHARE`` (claims
    do not wait for each other) before it reads whether the study has a qualification test, so a
-   test being added cannot miss the task (``_qualification_pending``). Before that it locks the
+   test being added cannot miss the task (``_qualification_pending``), and reads the study's owner
+   there, so a handover to a researcher who blocked the worker either ends the task or refuses the
+   start (their blocks are read again when the owner changed). Before that it locks the
    worker's row and reads whether they are blocked or withdrew (``participant_blocked``, ``lock``), so a
    withdrawal running meanwhile either refuses this start or erases its task.
 
@@ -67,8 +69,8 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.models import Assignment, AttentionCheck, Claim, Participant, Unit
 from annotations.models.core import RAND_KEY_SPAN
+from annotations.selectors import blocks_covering, participant_blocked
 from annotations.selectors import entry as selectors_entry
-from annotations.selectors import participant_blocked
 from annotations.services.deadlines import first_answer_deadline, task_clock_start
 from annotations.services.errors import (
     NotQualified,
@@ -370,13 +372,24 @@ def _qualification_pending(*, study: Study, participant: Participant) -> bool:
     start that read the study before a close committed (``platforms.close.study_close`` locks the
     row ``FOR UPDATE``) makes no task in the closed study (``StudyNotOpen``); a close that comes
     after the lock waits for this start, whose task then goes on as any task in progress does.
+    It reads the study's owner too, as committed when the lock is granted: the worker's blocks were
+    read (``participant_blocked``) with the owner of ``study`` as loaded, and a handover
+    (``studies.services.studies.study_update``, which locks the row ``FOR UPDATE``) that committed
+    since made the study its new owner's, whose blocks cover it. Then one more statement, begun
+    after the lock, reads the blocks with that owner (``blocks_covering``, ``owner_id``) and a
+    worker they cover is refused (``ParticipantBlocked``); a handover that comes after the lock
+    waits for this start, and its end of the blocked workers' tasks
+    (``platforms.blocks.blocks_end_tasks_in_study``) ends this task too.
     Two statements (one for a worker who passed), as before the lock. Whether a failed grant
     refuses this arrival in the end is the entry's to ask (``impostor.impostor_grant_void``, on
     ``NotQualified``): under an identity the app cannot authenticate it refuses only the browser
     that took it, so the refusal costs the usual start nothing."""
-    status, passed = precompiled.study_lock_grant(study_id=study.pk, participant_id=participant.pk)
+    status, passed, owner_id = precompiled.study_lock_read(study_id=study.pk, participant_id=participant.pk)
     if status != Study.Status.OPEN:  # closed (or paused) since ``study`` was read: no new task
         raise StudyNotOpen(STUDY_NOT_OPEN)
+    if (owner_id is not None and owner_id != study.owner_id
+            and blocks_covering(study=study, owner_id=owner_id).filter(participant_id=participant.pk).exists()):
+        raise ParticipantBlocked(NOT_AVAILABLE)  # handed to an owner who blocked the worker since ``study`` was read
     if passed is False:
         raise NotQualified(
             "You took this study's qualification test and did not reach the pass mark, so it cannot "
