@@ -128,11 +128,23 @@ def content_change_problems(
     ``parents`` is False only for rows just added (``content_added_refusals``), whose parents their
     writers check apart. Rows of models other than the content models, and rows of the user's no
     study uses, are never refused, but for the deletion of a row an LM job used
-    (``_job_record_reasons``, in ``fixed``). ``lock``: take a row lock on the studies using the rows
-    (call inside the transaction that writes), so that none of them opens between this check and
-    the write."""
+    (``_job_record_reasons``, in ``fixed``). A deletion is also judged by the content rows it would
+    delete with the row (``_with_cascades``: an item's rationales and generalization questions, a
+    source's rationales, a dataset's items and theirs): a row another researcher's content depends on
+    is not the user's to delete, as the admin's delete page answers. ``lock``: take a row lock on the
+    studies using the rows (call inside the transaction that writes), so that none of them opens
+    between this check and the write."""
     if model not in FIXED_FIELDS or not changes:
         return {}, {}
+    problems = _own_problems(user=user, model=model, changes=changes, lock=lock, parents=parents)
+    return _with_cascades(user=user, model=model, changes=changes, lock=lock, parents=parents, problems=problems)
+
+
+def _own_problems(
+    *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool, parents: bool,
+) -> tuple[dict[int, str], dict[int, str]]:
+    """``content_change_problems`` for the rows of ``changes`` themselves, not what their deletion
+    would take with it."""
     not_yours: dict[int, str] = {}
     if parents:
         not_yours = {pk: _not_yours_parent_reason(model, pk, reason)
@@ -156,6 +168,55 @@ def content_change_problems(
         if reason:
             fixed[pk] = reason
     return not_yours, fixed
+
+
+def _with_cascades(
+    *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool, parents: bool,
+    problems: tuple[dict[int, str], dict[int, str]],
+) -> tuple[dict[int, str], dict[int, str]]:
+    """``problems`` (``content_change_problems``' answer for the rows themselves), with the rows
+    each deleted row would take with it (``_cascaded``: the items of a dataset, the rationales and
+    generalization questions of an item, the rationales of a source) judged as deletions of their
+    own: a row whose deletion would delete one the user may not delete is refused as well. One
+    another researcher's content depends on is not the user's to delete (``not_yours``), and the
+    answer names that content no more than the admin's delete page does; one whose cascaded rows
+    stay for the rule's other reasons (a study opened, an LM job's record) cannot be deleted
+    (``fixed``), with the first such row's reason."""
+    not_yours, fixed = problems
+    deleted = [pk for pk, fields in changes.items() if fields is None and pk not in not_yours and pk not in fixed]
+    for child, roots in _cascaded(model, deleted).items():
+        child_not_yours, child_fixed = _own_problems(user=user, model=child, changes=dict.fromkeys(roots),
+                                                     lock=lock, parents=parents)
+        for child_pk in sorted(child_not_yours):
+            pk = roots[child_pk]
+            not_yours.setdefault(pk, _not_yours_cascade_reason(model, pk))
+        for child_pk in sorted(child_fixed):
+            pk = roots[child_pk]
+            if pk not in not_yours and pk not in fixed:
+                fixed[pk] = f"{_label(model, pk)} cannot be deleted with what depends on it: {child_fixed[child_pk]}"
+    return not_yours, fixed
+
+
+def _cascaded(model: type[models.Model], pks: list[int]) -> dict[type[models.Model], dict[int, int]]:
+    """The content rows the deletion of ``pks`` of ``model`` would delete with them (a foreign key
+    to a deleted row with ``on_delete=CASCADE``, and so on down), per model: each row's primary key
+    -> the row of ``pks`` it goes with. A bounded number of queries for every 5,000 rows."""
+    out: dict[type[models.Model], dict[int, int]] = {}
+    frontier: list[tuple[type[models.Model], dict[int, int]]] = [(model, {pk: pk for pk in pks})]
+    while frontier:
+        parent, roots = frontier.pop()
+        for relation in parent._meta.related_objects:
+            child = relation.related_model
+            if child not in FIXED_FIELDS or getattr(relation, "on_delete", None) is not models.CASCADE:
+                continue
+            field = relation.field.attname
+            seen = out.setdefault(child, {})
+            found = {pk: roots[parent_id] for pk, parent_id in _in_chunks(
+                child._default_manager, field, sorted(roots), ("pk", field)) if pk not in seen}
+            if found:
+                seen.update(found)
+                frontier.append((child, found))
+    return {child: rows for child, rows in out.items() if rows}
 
 
 def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool) -> dict[int, str]:
@@ -423,6 +484,14 @@ def _not_yours_reason(model: type[models.Model], pk: int) -> str:
     return (
         f"{_label(model, pk)} is used by a study you may not change: only that study's researchers "
         "may edit or delete it, or add to what it shows"
+    )
+
+
+def _not_yours_cascade_reason(model: type[models.Model], pk: int) -> str:
+    # What depends on it is not named: those rows, and whose they are, are another researcher's.
+    return (
+        f"{_label(model, pk)} is not yours to delete: another researcher's content depends on it, which you may "
+        "not edit or delete and which would be deleted with it"
     )
 
 

@@ -135,13 +135,20 @@ def study_delete_check(*, study: Study, user) -> None:
 def study_delete(*, study: Study, user) -> None:
     """Delete ``study``, a draft, for ``user``, who must own it or be a superuser and hold
     ``studies.delete_study`` (``study_delete_check``; None: the operator). A study that opened is
-    never deleted (its units, answers and payments are the record; close it instead)."""
+    never deleted (its units, answers and payments are the record; close it instead). Judged on the
+    stored row, locked until it is deleted (``study_open`` locks it too), never on the instance
+    passed in: the admin's copy was loaded before another request may have opened the study."""
     study_delete_check(study=study, user=user)
-    if study.status != Study.Status.DRAFT:
-        raise StudyError(f"study {study.name!r} is {study.get_status_display().lower()}: only a draft study can be "
-                         "deleted.")
     with transaction.atomic():
-        study.delete()
+        stored = Study.objects.select_for_update().filter(pk=study.pk).first()
+        if stored is None:
+            raise StudyError(f"study {study.pk}: not found or not yours to delete (only its owner deletes a study, "
+                             "with studies.delete_study; a share does not grant it).")
+        study_delete_check(study=stored, user=user)
+        if stored.status != Study.Status.DRAFT:
+            raise StudyError(f"study {stored.name!r} is {stored.get_status_display().lower()}: only a draft study "
+                             "can be deleted.")
+        stored.delete()
 
 
 def _reference_problems(*, user, dataset: Dataset | None = None, sources: Iterable[RationaleSource] = (),

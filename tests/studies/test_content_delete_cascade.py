@@ -1,0 +1,97 @@
+"""A content row's deletion is judged by what it would delete with it too
+(``studies.services.content.content_change_problems``): the rationales and generalization questions
+of an item, the rationales of a source, the items of a dataset (and theirs). A row another
+researcher's content depends on, content the user may not edit or delete itself, is not theirs to
+delete: the service answers as the admin's delete page and delete action do, naming the row asked
+for and never the other researcher's rows."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from studies.models import Dataset, GeneralizationQuestion, Item, Rationale, RationaleSource
+from studies.services.content import (
+    ContentNotYours,
+    content_change_problems,
+    content_row_save,
+    content_rows_delete,
+)
+from studies.services.studies import study_create
+from tests.factories import staff
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def lab():
+    """Alice (every permission but ``studies.view_rationalesource``) with her dataset of two items
+    and her source, a rationale of it on each; Bob (every permission) adds, through the service, a
+    rationale from his own source on her first item."""
+    alice, alice_client = staff("alice")
+    alice.user_permissions.remove(Permission.objects.get(content_type__app_label="studies",
+                                                         codename="view_rationalesource"))
+    alice = get_user_model().objects.get(pk=alice.pk)
+    bob, _ = staff("bob")
+    dataset = content_row_save(user=alice, obj=Dataset(name="alice-ds", task_format=Dataset.TaskFormat.YES_NO),
+                               changed=())
+    items = [content_row_save(user=alice, obj=Item(dataset=dataset, external_id=f"a{i}", question=f"Q{i}?",
+                                                   choices=["yes", "no"], gold_answer="yes", split="test"),
+                              changed=()) for i in range(2)]
+    # Her source, which she uses through her draft study (she does not read every source).
+    alice_src = content_row_save(user=None, obj=RationaleSource(name="alice-src", kind=RationaleSource.Kind.IMPORTED),
+                                 changed=())
+    study_create(name="alices-draft", dataset=dataset, sources=[alice_src], owner=alice, consent_text="I agree.")
+    for item in items:
+        content_row_save(user=alice, obj=Rationale(item=item, source=alice_src, text="Alice's.", predicted_answer="yes"),
+                         changed=())
+    bob_src = content_row_save(user=bob, obj=RationaleSource(name="bob-src", kind=RationaleSource.Kind.IMPORTED),
+                               changed=())
+    bobs = content_row_save(user=bob, obj=Rationale(item=items[0], source=bob_src, text="Bob's.",
+                                                    predicted_answer="yes"), changed=())
+    return alice, alice_client, bob, dataset, items, alice_src, bob_src, bobs
+
+
+def test_an_item_under_which_another_researcher_wrote_is_not_deleted(lab):
+    alice, alice_client, _, _, items, _, _, bobs = lab
+    with pytest.raises(ContentNotYours, match=f"rationale {bobs.pk} is not yours to edit or delete"):
+        content_rows_delete(user=alice, model=Rationale, pks=[bobs.pk])
+
+    with pytest.raises(ContentNotYours) as refused:
+        content_rows_delete(user=alice, model=Item, pks=[items[0].pk])
+    message = str(refused.value)
+    assert f"item {items[0].pk} is not yours to delete: another researcher's content depends on it" in message
+    assert f"rationale {bobs.pk}" not in message and "bob" not in message
+    assert Item.objects.filter(pk=items[0].pk).exists() and Rationale.objects.filter(pk=bobs.pk).exists()
+
+    # The admin answers as the service does: its delete page and its delete action refuse.
+    delete = reverse("admin:studies_item_delete", args=[items[0].pk])
+    assert alice_client.post(delete, {"post": "yes"}).status_code == 403
+    alice_client.post(reverse("admin:studies_item_changelist"),
+                      {"action": "delete_selected", "_selected_action": [items[0].pk], "post": "yes"})
+    assert Item.objects.filter(pk=items[0].pk).exists() and Rationale.objects.filter(pk=bobs.pk).exists()
+
+    # Her other item, with only her own rationale under it, is hers to delete.
+    content_rows_delete(user=alice, model=Item, pks=[items[1].pk])
+    assert not Item.objects.filter(pk=items[1].pk).exists()
+
+
+def test_a_dataset_and_a_source_are_judged_by_the_rows_they_would_take(lab):
+    alice, _, bob, dataset, items, alice_src, bob_src, bobs = lab
+    # (Her draft study on it keeps it too, PROTECT, but the rule answers first, as the admin does.)
+    not_yours, _ = content_change_problems(user=alice, model=Dataset, changes={dataset.pk: None})
+    assert set(not_yours) == {dataset.pk}
+    assert not_yours[dataset.pk].startswith(f"dataset {dataset.pk} is not yours to delete: another researcher's")
+
+    # Her source's rationales are hers, on her items: her source is hers to delete.
+    assert content_change_problems(user=alice, model=RationaleSource, changes={alice_src.pk: None}) == ({}, {})
+    # A cascaded row is judged as its own deletion is: a question hangs from its item alone, so one
+    # Bob wrote on her item is hers to delete, and does not keep the item.
+    question = content_row_save(user=bob, obj=GeneralizationQuestion(
+        item=items[1], qtype=GeneralizationQuestion.Type.REPHRASE, text="Bob's question?", answer="yes"), changed=())
+    assert content_change_problems(user=alice, model=GeneralizationQuestion, changes={question.pk: None}) == ({}, {})
+    assert content_change_problems(user=alice, model=Item, changes={items[1].pk: None}) == ({}, {})
+
+    # Bob's source, with his rationale on her item, is his to delete.
+    assert content_change_problems(user=bob, model=RationaleSource, changes={bob_src.pk: None}) == ({}, {})
