@@ -16,6 +16,7 @@ from django.utils import timezone
 from annotations.admin.actions import BonusForm, post_action, task_ids
 from annotations.models import Assignment, Bonus, Participant, ParticipantLink
 from annotations.selectors import study_withdrawals_summary
+from annotations.selectors.platforms import assignments_bonus_offered
 from annotations.selectors.review import (
     study_attention_failures,
     study_participants,
@@ -113,6 +114,7 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         post_action(request, WORKER_ACTIONS, study, participant)
         return HttpResponseRedirect(url)
     assignments = list(worker_assignments(study=study, participant=participant))
+    offered = set(assignments_bonus_offered(study=study).filter(participant=participant).values_list("pk", flat=True))
     # PAY on this study, not run elsewhere: the rule that shows completion codes (``may_hand_out_links``)
     # is the one that offers review, bonus and block (the services refuse them on a study run elsewhere).
     can_pay = may_hand_out_links(user=request.user, study=study)
@@ -130,7 +132,9 @@ def worker_view(model_admin, request, study_id: int, participant_id: int):
         "submitted": [a for a in assignments if a.status == Assignment.Status.SUBMITTED],
         # Submitted on the platform, not here (sync: not_submitted_here / no_answers): reject, or approve once cleared.
         "submitted_not_here": submitted_not_here_to_decide(assignments),
-        "bonusable": [a for a in assignments if a.status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)],
+        # What a bonus is offered for: the publish page's rule (``assignments_bonus_offered``), not held
+        # and no rejection sent, so the page offers only what ``bonus_pay`` pays.
+        "bonusable": [a for a in assignments if a.pk in offered],
         "bonus_kinds": Bonus.Kind.choices,
         # No review, bonus or block on a study run elsewhere (a bundle's copy too): the services
         # refuse them there (``study_imported``, the one rule), so the page offers none.

@@ -104,6 +104,13 @@ def assignments_bonusable(*, study: Study | None = None) -> QuerySet[Assignment]
     return tasks.filter(study=study) if study is not None else tasks
 
 
+def assignments_bonus_offered(*, study: Study) -> QuerySet[Assignment]:
+    """The tasks a page offers a bonus for: those a bonus may go to (``assignments_bonusable``) and
+    not on hold (``assignments_on_hold``), so the publish page's candidates and a worker's page offer
+    only what ``bonus_pay`` pays."""
+    return assignments_bonusable(study=study).exclude(pk__in=assignments_on_hold(study=study).values("pk"))
+
+
 def assignments_on_hold(*, study: Study | None = None) -> QuerySet[Assignment]:
     """Assignments that sync held (``annotations.selectors.on_hold``: the platform's worker id
     differs from the local participant's, or the platform does not list the work) and that no

@@ -12,6 +12,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
 
 from annotations.models import Assignment, Bonus, PlatformCall
 from annotations.selectors.platforms import study_bonus_candidates
@@ -122,8 +125,16 @@ def test_work_being_rejected_is_no_bonus_candidate(prolific, study):  # noqa: F8
     real_reject = platform.reject
     during = []
 
+    root = get_user_model().objects.create_superuser("root-bonus", "root@example.org", "pw")
+    client = Client()
+    client.force_login(root)
+    worker_page = reverse("admin:studies_study_worker", args=[study.pk, work.participant_id])
+    assert [a.pk for a in client.get(worker_page).context["bonusable"]] == [work.pk]
+
     def reject_in_flight(**kwargs):  # the rejection's call is recorded sent; the task is still submitted
         during.append(study_bonus_candidates(study=study)["good_work"])
+        # The worker's page offers what the publish page does (``assignments_bonus_offered``).
+        during.append([a.pk for a in client.get(worker_page).context["bonusable"]])
         try:
             bonus_pay(user=OPERATOR, study=study, assignment=Assignment.objects.get(pk=work.pk), amount=HALF,
                       reason="good work", kind=Bonus.Kind.GOOD_WORK)
@@ -136,7 +147,7 @@ def test_work_being_rejected_is_no_bonus_candidate(prolific, study):  # noqa: F8
         patch.setattr(platform, "reject", reject_in_flight)
         assignment_reject(user=OPERATOR, study=study, assignment=work, feedback=WHY)
 
-    assert during == [[], f"assignment {work.pk} is being rejected (its rejection was sent to prolific): bonuses go "
-                          "to submitted or approved work"]
+    assert during == [[], [], f"assignment {work.pk} is being rejected (its rejection was sent to prolific): bonuses "
+                              "go to submitted or approved work"]
     assert study_bonus_candidates(study=study)["good_work"] == []
     assert server.payments == [] and not Bonus.objects.exists()
