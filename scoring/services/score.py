@@ -495,6 +495,12 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
         "pairs_in_several_studies": int(several.sum()),
         "pairs_the_studies_disagree_on": int(per_pair.nunique().gt(1).sum()),
         "other_lenders": other_lenders,
+        # Studies holding unit scores of these items that no run here computed (a bundle copy, imported
+        # outcomes): named, so a pair they would lend is not left 'unknown' without a word.
+        "not_scored_here": [{"id": pk, "name": name} for pk, name in (
+            UnitScore.objects.filter(score_run__isnull=True, item__in=study.items.all(),
+                                     study__in=_utility_studies(study))
+            .exclude(study=study).order_by("study_id").values_list("study_id", "study__name").distinct())],
     }
     return chosen, provenance
 
@@ -507,7 +513,8 @@ UTILITY_FROM = ("each (question, source) takes its utility from the study with t
                 "then the most recently created of those (the highest id); never which was scored last, so "
                 "re-scoring an unchanged study changes nothing (our rule, SPEC names none); among the other studies "
                 "this study's owner may view, whether or not the owner's account is active, as scored here (a "
-                "study copied from a bundle lends once it is scored here, never with the scores its bundle stated)")
+                "study copied from a bundle, or of imported outcomes, lends once it is scored here, never with "
+                "scores no run here computed)")
 # ... and how a study imported from a bundle finds it.
 BUNDLED_FROM = ("the study bundle this study was imported from, as it was where the bundle was made: the studies "
                 "and score runs named are that installation's")
@@ -595,7 +602,11 @@ def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance
     elif missing:
         warnings.append(
             f"{missing} generalization units have no utility for their original rationale (no scored utility "
-            "study of that item and source that this study's owner may view); they appear under 'unknown' in the by-utility breakdown."
+            "study of that item and source that this study's owner may view); they appear under 'unknown' in the "
+            "by-utility breakdown." + (" Studies holding scores of this study's items that no run here computed "
+                                       "lend once scored here: " + ", ".join(
+                                           f"{s['name']!r} (id {s['id']})" for s in provenance["not_scored_here"])
+                                       + "." if provenance.get("not_scored_here") else "")
         )
     frame["delta"] = frame["after_correct"].astype(int) - frame["before_correct"].astype(int)
     frame["utility_name"] = frame["original_utility"].map(_utility_name)

@@ -195,8 +195,16 @@ def test_a_bundle_copy_lends_only_once_scored_here():
 
     lent = study_score(study=borrower, similarity=False).results["generalization"]["original_utility_from"]
     assert [s["name"] for s in lent["studies"]] == ["lender-utility"] and not lent["other_lenders"]
+    assert lent["not_scored_here"] == [{"id": copy.pk, "name": "lender-copy"}]
+
+    # With the original gone, the pairs are 'unknown' and the warning names the copy to score.
+    lender.delete()
+    run = study_score(study=borrower, similarity=False)
+    assert "unknown" in run.results["generalization"]["by_utility"]
+    assert any(f"lend once scored here: 'lender-copy' (id {copy.pk})" in w for w in run.results["warnings"])
 
     assert study_score(study=copy, similarity=False).status == "done"
     lent = study_score(study=borrower, similarity=False).results["generalization"]["original_utility_from"]
-    # Scored here, the copy lends (as many annotations, and newer) and agrees with the original.
+    # Scored here, the copy lends and agrees with the original.
     assert [s["name"] for s in lent["studies"]] == ["lender-copy"] and not lent["other_lenders"]
+    assert lent["not_scored_here"] == []
