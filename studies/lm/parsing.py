@@ -93,10 +93,11 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     """Map an answer as the model wrote it to a choice label, or None.
 
     Multiple choice, in order: the text of exactly one option (case and punctuation aside); a label
-    alone or followed by that option's own text ("(b)", "b", "b) the moon", "option b"), or a marked
-    label followed by text naming no other option ("b) because magnets attract", "B because ..."); the text
-    of exactly one option without leading articles ("a magnet" is the option "magnet", not label
-    a: a bare letter followed by other text is read as an article); the text of one option inside
+    alone or followed by that option's own text ("(b)", "b", "b) the moon", "option b"), or a label
+    followed by text naming no other option ("b) because magnets attract", "B because ..."); the
+    text of exactly one option without leading articles ("a magnet" is the option "magnet", not
+    label a: a bare "a" is the article when an option's text follows it at once, and "A because it
+    is heavy" is label a); the text of one option inside
     a longer answer, on word boundaries, the longest winning over options it contains ("the
     sunlight" is "sunlight", not "sun"). A label followed by another option's text, or an answer
     naming several options, is None: a parse failure, never a guess."""
@@ -111,7 +112,6 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     if exact:
         return _only(exact)
     own = dict(options)
-    article_label = None  # "a because ...": label a, unless "a" is an article before an option's text
     for label, _ in item.choices:
         found = re.fullmatch(r"(?:(option|choice)\s+)?(\()?" + re.escape(label.lower()) + r"(\)|[.:,])?(?:\s+(.*))?",
                              text.strip().lower(), flags=re.DOTALL)
@@ -125,10 +125,13 @@ def match_answer(text: str, item: PromptItem) -> str | None:
         # "a" may be the article: it is read as the label only when no option's text is read below.
         others = [_bare(choice) for other, choice in options if other != label]
         names_other = any(re.search(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest) for other in others)
-        if found.group(1) or found.group(2) or found.group(3) or label.lower() not in _ARTICLES:
+        marked = found.group(1) or found.group(2) or found.group(3)
+        # "a magnet": the article, when an option's text follows it at once; "A because it is not
+        # a magnet" is label a with its reasons.
+        article = not marked and label.lower() in _ARTICLES and any(
+            re.match(re.escape(other) + r"(?!\w)", _bare(rest)) for other in others)
+        if not article:
             return None if names_other else label
-        if not names_other:
-            article_label = label
     exact = [label for label, choice in options if _bare(norm) == _bare(choice)]
     if exact:
         return _only(exact)
@@ -141,7 +144,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
                        for other, found in spans.items() if other != label for s, e in found)
                    for start, end in spans[label])
 
-    return _only([label for label in spans if not inside_longer(label)]) or article_label
+    return _only([label for label in spans if not inside_longer(label)])
 
 
 def _spans(text: str) -> dict[int, str]:

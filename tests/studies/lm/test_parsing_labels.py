@@ -23,10 +23,13 @@ def test_an_article_before_the_choice_text_is_not_label_a():
 @pytest.mark.parametrize("answer, label", [
     ("a", "a"), ("A", "a"), ("(b)", "b"), ("b) magnet", "b"), ("b. a magnet", "b"), ("option c", "c"),
     ("a stone", "a"), ("stone", "a"), ("Paper.", "d"),
-    # a marked label followed by its reasons, naming no other option
+    # a label followed by its reasons, naming no other option
     ("b) because magnets attract iron", "b"), ("(c) it is clear", "c"), ("option d, since it burns", "d"),
     # a plain letter followed by its reasons ("a" too, when no option's text follows the article)
     ("b because magnets attract iron", "b"), ("B - because", "b"), ("A because stones are heavy", "a"),
+    # "a" is the article only when an option's text follows it at once
+    ("A because a glass would not stick", None), ("A is correct, not the glass", None), ("A since paper burns", None),
+    ("A because it is heavy", "a"), ("a stone, because it is heavy", "a"),
 ])
 def test_labels_alone_or_with_their_own_text_still_parse(answer, label):
     assert parsing.match_answer(answer, OBQA) == label
