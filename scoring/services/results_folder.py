@@ -2,10 +2,14 @@
 run as a formula are neutralised: ``lab.spreadsheet``; ``results.json`` is exact)."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lab.spreadsheet import csv_writer
@@ -297,19 +301,49 @@ def _with_run(rows: list[dict], columns: list[str] | None, run: ScoreRun) -> tup
     return [{**row, RUN_COLUMN: run.pk} for row in rows], columns
 
 
+# The folder's lock (``_folder_lock``) and the prefix of the folders each set is written into.
+LOCK_FILE = ".score_run_export.lock"
+STAGING_PREFIX = ".score_run_export-"
+
+
+def results_folder_prepare(out_dir: str | Path) -> Path:
+    """``out_dir`` created if missing (with its parents) and checked to take ``score_run_export``'s
+    files, by making and removing a folder in it as the export's first write does: an OSError naming
+    the path when it is not a folder or cannot be created or written to. ``score_study`` calls it
+    before scoring, so an ``--out`` that cannot take the files is refused before a run is stored."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "it is not a folder", str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    os.rmdir(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+    return out
+
+
+@contextmanager
+def _folder_lock(out: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``out``'s ``LOCK_FILE`` while the block runs: two exports into one
+    folder at once swap their sets in one after the other, never interleaved. The file is left in
+    the folder (removing it would let a waiting export lock a file the next one no longer sees)."""
+    with (out / LOCK_FILE).open("a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 def _swap_in(staging: Path, out: Path, names: list[str]) -> list[Path]:
-    """Move the set written into ``staging`` into ``out``: the old ``results.json`` goes first, then
-    each table, then any table of ``TABLE_FILES`` this run did not write, and the new
-    ``results.json`` last. A stop part-way leaves a folder without ``results.json`` (and every table
-    names its run), never a ``results.json`` beside another run's tables."""
-    (out / RESULTS_FILE).unlink(missing_ok=True)
-    for name in names:
-        if name != RESULTS_FILE:
-            os.replace(staging / name, out / name)
-    for name in TABLE_FILES:
-        if name not in names:
-            (out / name).unlink(missing_ok=True)
-    os.replace(staging / RESULTS_FILE, out / RESULTS_FILE)
+    """Move the set written into ``staging`` into ``out``, holding the folder's lock
+    (``_folder_lock``) throughout: the old ``results.json`` goes first, then each table, then any
+    table of ``TABLE_FILES`` this run did not write, and the new ``results.json`` last. A stop
+    part-way leaves a folder without ``results.json`` (and every table names its run), never a
+    ``results.json`` beside another run's tables; another export into the folder waits its turn."""
+    with _folder_lock(out):
+        (out / RESULTS_FILE).unlink(missing_ok=True)
+        for name in names:
+            if name != RESULTS_FILE:
+                os.replace(staging / name, out / name)
+        for name in TABLE_FILES:
+            if name not in names:
+                (out / name).unlink(missing_ok=True)
+        os.replace(staging / RESULTS_FILE, out / RESULTS_FILE)
     return [out / name for name in names]
 
 
@@ -320,12 +354,12 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
     ``associations.csv``, ``agreement.csv`` and, when present, ``gen_u_shares.csv`` and
     ``generalization.csv`` into ``out_dir`` (created if missing), each summary table ending with
     the run's id (``score_run``). The set is written into a folder inside ``out_dir`` and moved in
-    once whole (``_swap_in``): an older run's files of these names are replaced or removed, other
-    files are left alone. Returns the paths written."""
+    once whole (``_swap_in``, under the folder's lock ``LOCK_FILE``): an older run's files of these
+    names are replaced or removed, other files are left alone. Returns the paths written; an OSError
+    (a path that is not a folder, a folder that cannot be written to) propagates."""
     if run.status != ScoreRun.Status.DONE:
         raise ScoringError(f"Score run {run.pk} is {run.status}, not done: {run.error or 'score the study first'}.")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = results_folder_prepare(out_dir)
     results = run.results
     units = UnitScore.objects.filter(study_id=run.study_id).select_related("item", "source").order_by("source__name", "item_id")
     # gen_u's tie rule and questions (``gen_u_note``), on every row as the other tables' ``note``
@@ -350,7 +384,7 @@ def score_run_export(*, run: ScoreRun, out_dir: str | Path) -> list[Path]:
         tables["gen_u_shares.csv"] = _with_run(gen_u_share_rows(results), None, run)
     if results.get("generalization"):
         tables["generalization.csv"] = _with_run(generalization_rows(results), None, run)
-    staging = Path(tempfile.mkdtemp(prefix=".score_run_export-", dir=out))
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
     try:
         (staging / RESULTS_FILE).write_text(json.dumps(results, indent=2, sort_keys=False), encoding="utf-8")
         for name, (rows, columns) in tables.items():

@@ -13,6 +13,7 @@ import pytest
 
 from scoring.services import study_score
 from scoring.services.bundle import BundleError, bundle_import
+from scoring.services.bundle.importing import _KeysSeen
 from studies.models import Study
 from tests.scoring.test_bundle import _bundle, _edited_rows, _resign, _rewrite, _worked_study
 from tests.scoring.test_bundle_borrowed_utility import _lender_and_borrower
@@ -163,3 +164,41 @@ def test_a_study_name_with_a_bidi_control_is_refused():
 def test_a_design_value_of_the_wrong_type_is_refused_naming_it(change, field):
     errors = _refused(_design(_bundle(_worked_study()), change))
     assert field in {e.field for e in errors if e.record == "study.json"}, errors
+
+
+def test_ids_out_of_order_are_checked_aside_from_the_runs_and_a_repeat_is_still_found():
+    """A table whose ids fall (a hand-made bundle: 100k even ids descending, then the odd ones)
+    is checked in O(n log n): an id below the last one is looked up by bisection and kept aside,
+    never inserted into the runs of ascending ids (an insert per id was quadratic: 400k such ids
+    took 32 s); a repeat is found wherever the earlier id was kept."""
+    seen = _KeysSeen()
+    n = 200_000
+    assert all(seen.add((i,), line) is None for line, i in enumerate(range(n - 2, -1, -2), start=2))
+    assert (list(seen._start), list(seen._end)) == ([n - 2], [n - 1])  # only the first id made a run
+    assert all(seen.add((i,), 0) is None for i in range(1, n, 2))  # n - 1 extends the run, the others aside
+    assert (list(seen._start), list(seen._end)) == ([n - 2], [n])
+    for repeat in (n - 2, n - 1, 0, 4, 3, n // 2 + 1):
+        assert seen.add((repeat,), 0) == 0, repeat
+    assert [seen.add((i,), 0) for i in (n + 5, n + 6, n, n + 5, n)] == [None, None, None, 0, 0]
+    assert seen.add((-1,), 0) is None and seen.add((-1,), 0) == 0
+
+
+def test_an_annotation_table_in_reverse_id_order_imports_and_a_repeat_in_it_is_refused():
+    """Ids out of order are no error of their own; a repeated one is refused by row."""
+    def reversed_rows(extra):
+        def edit(content: bytes) -> bytes:
+            rows = list(csv.DictReader(io.StringIO(content.decode())))
+            out = io.StringIO()
+            writer = csv.DictWriter(out, list(rows[0]), lineterminator="\r\n")
+            writer.writeheader()
+            writer.writerows(rows[::-1] + [dict(rows[len(rows) // 2])] * extra)
+            return out.getvalue().encode()
+        return edit
+    data = _bundle(_worked_study())
+
+    study = bundle_import(file=io.BytesIO(_resign(_rewrite(data, "data/annotations.csv", reversed_rows(0)))),
+                          name="reversed-copy", owner=None)
+    assert study.pk
+    errors = _refused(_resign(_rewrite(data, "data/annotations.csv", reversed_rows(1))))
+    assert {(e.record, e.field) for e in errors} == {("data/annotations.csv", "annotation_id")}
+    assert "is given again (an earlier row of data/annotations.csv has it)" in errors[0].reason

@@ -8,9 +8,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scoring.models import ScoreRun
 from scoring.services import score_run_export, study_score
-from scoring.services.results_folder import task_accuracy_note, utility_note
+from scoring.services.results_folder import results_folder_prepare, task_accuracy_note, utility_note
 from scoring.similarity import FIGURES_STATED_IN, recorded_model_label
 from studies.models import Study
+
+
+def _reason(exc: OSError, folder: str | Path) -> str:
+    """What went wrong, with the path it went wrong at where that is not ``folder`` itself."""
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {exc.filename}" if exc.filename and Path(exc.filename) != Path(folder) else reason
 
 
 class Command(BaseCommand):
@@ -27,11 +33,20 @@ class Command(BaseCommand):
             study = Study.objects.get(pk=study_id)
         except Study.DoesNotExist as exc:
             raise CommandError(f"No study with id {study_id}.") from exc
+        if out:  # refused before a run is stored (the default folder is named by the run's id)
+            try:
+                results_folder_prepare(out)
+            except OSError as exc:
+                raise CommandError(f"Cannot write the results to {out}: {_reason(exc, out)}; nothing scored.") from exc
         run = study_score(study=study, similarity=False if no_similarity else None, both_directions=both_directions)
         if run.status != ScoreRun.Status.DONE:
             raise CommandError(f"Scoring failed: {run.error}")
         out_dir = Path(out) if out else Path(settings.VAR_DIR) / "scoring" / f"study-{study.pk}" / f"run-{run.pk}"
-        paths = score_run_export(run=run, out_dir=out_dir)
+        try:
+            paths = score_run_export(run=run, out_dir=out_dir)
+        except OSError as exc:
+            raise CommandError(f"Score run {run.pk} of study {study.pk} is stored, but its files could not be written "
+                               f"to {out_dir}: {_reason(exc, out_dir)}.") from exc
         results = run.results
         self.stdout.write(f"Score run {run.pk} of study {study.pk} ({study.name}): {results.get('n_units_scored')} units scored.")
         counted = results.get("counted_answers")

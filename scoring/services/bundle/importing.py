@@ -323,14 +323,18 @@ class Row:
 
 class _KeysSeen:
     """The primary keys of a table's rows read so far (``Bundle.rows``). A single integer key (an
-    id) is kept as runs of consecutive ids, as ``IdMap`` keeps them (a table of a million answers
-    written in id order costs a few integers, not a set of a million), and an earlier row is then
-    named by none; other keys (an (item, source) pair, a worker on a platform: tables of a study's
-    units or workers) are kept with the line that gave them."""
+    id) above every id before it (a bundle writes its tables in id order) extends or follows the
+    last run of consecutive ids, as ``IdMap`` keeps them (a table of a million answers in id order
+    costs a few integers, not a set of a million); an id below the last one is looked up in the
+    runs (by bisection) and kept in a set, so a table in any order is checked in O(n log n), never
+    by inserts into the runs (quadratic), with memory only for the ids out of order. An earlier row
+    is then named by none; other keys (an (item, source) pair, a worker on a platform: tables of a
+    study's units or workers) are kept with the line that gave them."""
 
     def __init__(self) -> None:
         self._start = array("q")
         self._end = array("q")  # exclusive
+        self._out_of_order: set[int] = set()  # every one below the last run's end (which only grows)
         self._lines: dict[tuple, int] = {}
 
     def add(self, key: tuple, line: int) -> int | None:
@@ -347,21 +351,17 @@ class _KeysSeen:
 
     def _add_id(self, value: int) -> int | None:
         starts, ends = self._start, self._end
+        if not ends or value > ends[-1]:  # above every id so far: a new last run
+            starts.append(value)
+            ends.append(value + 1)
+            return None
+        if value == ends[-1]:  # the next id of the last run
+            ends[-1] = value + 1
+            return None
         i = bisect_right(starts, value) - 1  # the run starting at or below value
-        if i >= 0 and value < ends[i]:
+        if (i >= 0 and value < ends[i]) or value in self._out_of_order:
             return 0
-        joins_left = i >= 0 and ends[i] == value
-        joins_right = i + 1 < len(starts) and starts[i + 1] == value + 1
-        if joins_left and joins_right:
-            ends[i] = ends[i + 1]
-            del starts[i + 1], ends[i + 1]
-        elif joins_left:
-            ends[i] = value + 1
-        elif joins_right:
-            starts[i + 1] = value
-        else:
-            starts.insert(i + 1, value)
-            ends.insert(i + 1, value + 1)
+        self._out_of_order.add(value)
         return None
 
 
