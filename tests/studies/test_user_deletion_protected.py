@@ -7,11 +7,16 @@ study's by_utility and the operator's; every call and bonus she made lost who ma
 "who and when are kept on the call"). They are ``PROTECT`` now: every path (the delete page, the
 changelist's "delete selected", the shell, a service) is refused with Django's protected-objects
 message, and the account is kept (deactivate it instead). An account without such rows is deleted
-as before; a study made by the operator keeps no owner."""
+as before; a study made by the operator keeps no owner.
+
+The admin pages list every protected row and say to deactivate: the platform-call and bonus admins
+delete nothing, and Django named their types as a permission the superuser lacked instead of the
+protected rows (Alice's study went unnamed, nothing said "protected" or "deactivate")."""
 from __future__ import annotations
 
 import re
 from decimal import Decimal
+from html import unescape
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -30,6 +35,8 @@ from tests.cockpit.conftest import staff_client
 pytestmark = pytest.mark.django_db
 
 PROTECTED = "would require deleting the following protected related objects"
+LACKING = "doesn't have permission to delete the following types of objects"
+DEACTIVATE = "deactivate it instead (untick Active on the account's page)"
 USERS = "/admin/auth/user/"
 
 
@@ -44,6 +51,13 @@ def _text(page) -> str:
     """The admin page's content area as text."""
     html = page.content.decode()
     return " ".join(re.sub(r"<[^>]+>", " ", html[html.find('id="content"'):]).split())
+
+
+def _messages(page) -> str:
+    """The messages shown above the admin page's content, as text."""
+    html = page.content.decode()
+    start = html.find('class="messagelist"')
+    return "" if start < 0 else " ".join(unescape(re.sub(r"<[^>]+>", " ", html[start:html.find("</ul>", start)])).split())
 
 
 def _protected(user) -> set:
@@ -82,6 +96,7 @@ def test_the_owner_of_a_study_is_not_deleted_on_the_admin_page_nor_in_the_shell(
         assert page.status_code == 200
         refusal = _text(page)
         assert PROTECTED in refusal and "Study: carols-study" in refusal, refusal
+        assert DEACTIVATE in _messages(page), _messages(page)
     assert get_user_model().objects.filter(pk=carol.pk).exists()
 
     assert _protected(carol) == {study}
@@ -96,15 +111,31 @@ def test_who_made_a_platform_call_or_a_bonus_is_not_deleted(paid_by_bob):
     assert bobs_calls and alices_calls
     client = _superuser_client()
 
-    # The platform-call and bonus admins delete nothing, so Django's refusal names their types as
-    # ones nobody may delete (it names them before the protected rows).
-    for page in (client.post(f"{USERS}{bob.pk}/delete/", {"post": "yes"}),
+    # The platform-call and bonus admins delete nothing, yet the refusal lists Bob's bonus and calls
+    # as the protected rows they are (not their types as a permission the superuser lacks).
+    for page in (client.get(f"{USERS}{bob.pk}/delete/"),
+                 client.post(f"{USERS}{bob.pk}/delete/", {"post": "yes"}),
                  client.post(USERS, {"action": "delete_selected", "_selected_action": [bob.pk], "post": "yes"})):
         assert page.status_code == 200
         refusal = _text(page)
         assert "Cannot delete user" in refusal or "Cannot delete users" in refusal, refusal
-        assert "platform call" in refusal and "bonus" in refusal, refusal
+        assert PROTECTED in refusal and LACKING not in refusal, refusal
+        assert f"Bonus: {bonus}" in refusal, refusal
+        assert all(f"Platform call: {call}" in refusal for call in bobs_calls), refusal
+        assert DEACTIVATE in _messages(page), _messages(page)
     assert get_user_model().objects.filter(pk=bob.pk).exists()
+
+    # Alice's page names her study beside her calls, all of them protected.
+    for page in (client.get(f"{USERS}{alice.pk}/delete/"),
+                 client.post(USERS, {"action": "delete_selected", "_selected_action": [alice.pk, bob.pk],
+                                     "post": "yes"})):
+        assert page.status_code == 200
+        refusal = _text(page)
+        assert PROTECTED in refusal and LACKING not in refusal, refusal
+        assert "Study: alices-study" in refusal, refusal
+        assert all(f"Platform call: {call}" in refusal for call in alices_calls), refusal
+        assert DEACTIVATE in _messages(page), _messages(page)
+    assert get_user_model().objects.filter(pk=alice.pk).exists()
 
     # Bob owns nothing: his bonus and his calls alone keep his account.
     assert _protected(bob) == {bonus, *bobs_calls}
@@ -122,6 +153,9 @@ def test_an_account_without_studies_calls_or_bonuses_is_deleted_and_the_operator
     operators = make_study(name="operators-study")  # no owner: the operator's
     client = _superuser_client()
 
+    page = client.get(f"{USERS}{dave.pk}/delete/")
+    assert page.status_code == 200 and "Are you sure" in _text(page), _text(page)
+    assert PROTECTED not in _text(page) and DEACTIVATE not in _messages(page)
     page = client.post(f"{USERS}{dave.pk}/delete/", {"post": "yes"})
     assert page.status_code == 302
     erin.delete()
