@@ -32,7 +32,10 @@ questions and Gen-U predictions, which act for the researcher who started them):
   of these with Gen-U predictions made on or from it (an item with job failures or dropped
   questions too) is not deleted: the jobs, their failures and dropped questions, and the
   predictions would go with it or be left without it (``_job_record_reasons``), as a question
-  generator that ran a job stays.
+  generator that ran a job stays. A row deleted with its parent (a dataset's items, an item's or a
+  source's rationales and questions) is judged by what a job used of it, not by the job's source
+  alone: a rationale so deleted stays only where a job ran on its source *and* its item's dataset
+  (``_job_record_reasons(cascaded=True)``), so a job on one dataset keeps none of another.
 
 Which studies use a row (``_rows_studies``) is ``studies.selectors.content_studies`` (the same
 reading of "used" as the reference-data visibility selectors there), and two uses those
@@ -53,7 +56,7 @@ from collections.abc import Iterable, Mapping
 from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
 
-from studies.choices import predicted_answer_problem
+from studies.choices import normalise_choices, predicted_answer_problem
 from studies.lm.backends import Decoding
 from studies.lm.templates import template_problem
 from studies.models import (
@@ -79,6 +82,7 @@ from studies.selectors import (
 )
 from studies.services.grading import genu_predictions_regrade, rationales_regrade
 from studies.services.model_paths import model_path_stored, source_model_path_problem
+from studies.textrules import identifier_problem, option_problems, sentinel_problem
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
 FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
@@ -142,15 +146,17 @@ def content_change_problems(
 
 def _own_problems(
     *, user, model: type[models.Model], changes: Mapping[int, Iterable[str] | None], lock: bool, parents: bool,
+    cascaded: bool = False,
 ) -> tuple[dict[int, str], dict[int, str]]:
     """``content_change_problems`` for the rows of ``changes`` themselves, not what their deletion
-    would take with it."""
+    would take with it. ``cascaded``: the rows are deleted with a parent (``_with_cascades``), and
+    an LM job keeps only those it used (``_job_record_reasons``); every other clause is the same."""
     not_yours: dict[int, str] = {}
     if parents:
         not_yours = {pk: _not_yours_parent_reason(model, pk, reason)
                      for pk, reason in content_parent_refusals(user=user, model=model, pks=changes).items()}
     records = _job_record_reasons(model=model, pks=[pk for pk, fields in changes.items() if fields is None],
-                                  lock=lock)
+                                  lock=lock, cascaded=cascaded)
     found = _studies_using(model=model, pks=list(changes), lock=lock)
     if found is None:
         return not_yours, {pk: reason for pk, reason in records.items() if pk not in not_yours}
@@ -177,7 +183,9 @@ def _with_cascades(
     """``problems`` (``content_change_problems``' answer for the rows themselves), with the rows
     each deleted row would take with it (``_cascaded``: the items of a dataset, the rationales and
     generalization questions of an item, the rationales of a source) judged as deletions of their
-    own: a row whose deletion would delete one the user may not delete is refused as well. One
+    own (but for the LM-job clause, which keeps a cascaded row only where a job used that row:
+    ``_job_record_reasons(cascaded=True)``): a row whose deletion would delete one the user may not
+    delete is refused as well. One
     another researcher's content depends on is not the user's to delete (``not_yours``), and the
     answer names that content no more than the admin's delete page does; one whose cascaded rows
     stay for the rule's other reasons (a study opened, an LM job's record) cannot be deleted
@@ -186,7 +194,7 @@ def _with_cascades(
     deleted = [pk for pk, fields in changes.items() if fields is None and pk not in not_yours and pk not in fixed]
     for child, roots in _cascaded(model, deleted).items():
         child_not_yours, child_fixed = _own_problems(user=user, model=child, changes=dict.fromkeys(roots),
-                                                     lock=lock, parents=parents)
+                                                     lock=lock, parents=parents, cascaded=True)
         for child_pk in sorted(child_not_yours):
             pk = roots[child_pk]
             not_yours.setdefault(pk, _not_yours_cascade_reason(model, pk))
@@ -219,7 +227,8 @@ def _cascaded(model: type[models.Model], pks: list[int]) -> dict[type[models.Mod
     return {child: rows for child, rows in out.items() if rows}
 
 
-def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool) -> dict[int, str]:
+def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool,
+                        cascaded: bool = False) -> dict[int, str]:
     """Of the content rows ``pks`` to delete, those an LM job used (any job, any status, anyone's),
     or whose deletion would take Gen-U predictions, with why each stays: the records of what was
     generated would go with it or be left without it, a queued or running job's included (a
@@ -241,6 +250,15 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
       rationales), or with Gen-U predictions made from it (F^IR, its source's, on its item's
       questions), which would be left without the rationale they answered with.
 
+    ``cascaded``: the rows go with a deleted parent (``_with_cascades``), and only what a job used of
+    them keeps them. The clauses above that name the row's own records (failures, dropped questions,
+    Gen-U predictions) and the dataset a job ran on are that already: a job reads the items of its
+    dataset (``GenerationJob.item_ids`` are among them) and nothing of another. The rationale clause
+    is not: a job on (source, dataset) reads that source's rationales of that dataset's items only, so
+    a rationale deleted with its item or dataset stays only where a job ran on its source and its
+    item's dataset (or on its source with no dataset); the source's rationales of other datasets,
+    which no job read, go with their dataset or item. A direct deletion of a rationale keeps the
+    broader clause.
     ``lock``: lock the rows first, and the datasets and sources a job on them would name (call
     inside the transaction that deletes), so that no job or record is created on one between this
     check and the deletion (a record by its foreign key check; a job that names a source only in
@@ -311,14 +329,22 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
         for pk, n in _counts(GenUPrediction.objects, "generalization_question_id", pks).items():
             what.setdefault(pk, []).append(f"{_predictions(n)} made on it")
     elif model is Rationale:
-        rows = {pk: (item_id, source_id) for pk, item_id, source_id in _in_chunks(
-            Rationale.objects, "pk", pks, ("pk", "item_id", "source_id"))}
+        columns = _in_chunks(Rationale.objects, "pk", pks, ("pk", "item_id", "source_id", "item__dataset_id"))
+        rows = {pk: (item_id, source_id) for pk, item_id, source_id, _ in columns}
         if lock:
             _lock(RationaleSource, sorted({source_id for _, source_id in rows.values()}))
-        jobs = _jobs_on("source_id", sorted({source_id for _, source_id in rows.values()}))
-        for pk in pks:
-            if pk in rows and rows[pk][1] in jobs:
-                what.setdefault(pk, []).append(f"{_jobs(jobs[rows[pk][1]])} ran on its source")
+        source_ids = sorted({source_id for _, source_id in rows.values()})
+        if cascaded:
+            used = _jobs_on_pairs(source_ids)
+            for pk, _, source_id, dataset_id in columns:
+                ids = sorted({*used.get((source_id, dataset_id), ()), *used.get((source_id, None), ())})
+                if ids:
+                    what.setdefault(pk, []).append(f"{_jobs(ids)} ran on its source and its item's dataset")
+        else:
+            jobs = _jobs_on("source_id", source_ids)
+            for pk in pks:
+                if pk in rows and rows[pk][1] in jobs:
+                    what.setdefault(pk, []).append(f"{_jobs(jobs[rows[pk][1]])} ran on its source")
         made: dict[tuple[int, int], int] = {}
         for start in range(0, len(pks), CHUNK):
             chunk = [rows[pk] for pk in pks[start:start + CHUNK] if pk in rows]
@@ -372,6 +398,18 @@ def _jobs_on(field: str, pks: list[int], **where) -> dict[int, list[int]]:
         for row_id, job_id in GenerationJob.objects.filter(
                 **{f"{field}__in": pks[start:start + CHUNK]}, **where).order_by("pk").values_list(field, "pk"):
             jobs.setdefault(row_id, []).append(job_id)
+    return jobs
+
+
+def _jobs_on_pairs(source_ids: list[int]) -> dict[tuple[int, int | None], list[int]]:
+    """The ids of the LM jobs (any status, anyone's) on each of ``source_ids``, by (source, dataset)
+    (the dataset None for a job that names none), oldest first: what a job read of a source."""
+    jobs: dict[tuple[int, int | None], list[int]] = {}
+    for start in range(0, len(source_ids), CHUNK):
+        for source_id, dataset_id, job_id in GenerationJob.objects.filter(
+                source_id__in=source_ids[start:start + CHUNK]).order_by("pk").values_list(
+                "source_id", "dataset_id", "pk"):
+            jobs.setdefault((source_id, dataset_id), []).append(job_id)
     return jobs
 
 
@@ -671,7 +709,9 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
     edit that moves a row to another parent, is checked again once written, inside the same
     transaction, against the studies that use it where it now hangs: refused (``ContentNotYours``),
     it is rolled back, so a row is moved into another researcher's study no more than it is added
-    there."""
+    there. Its values follow the rules every import follows (``content_row_value_problems``: no
+    bidirectional control in a name or an item id, no T5 sentinel in a text, an item's options as an
+    import checks them), refused before anything is written, each reason after its field's name."""
     changed = set(changed)
     with transaction.atomic():
         new = obj.pk is None
@@ -697,12 +737,63 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
                 raise ContentChangeRefused({obj.pk or 0: problem})
         if isinstance(obj, GeneralizationQuestion):
             _validation_record_kept(obj, new=new)
+        values = content_row_value_problems(obj=obj, changed=None if new else changed)
+        if values:
+            raise ContentChangeRefused({obj.pk or 0: "; ".join(f"{field}: {reason}" for field, reason in values.items())})
         obj.full_clean()
         obj.save()
         _grades_kept(obj, new=new, changed=changed)
         if new or moved:
             content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
+
+
+def content_row_value_problems(*, obj: models.Model, changed: Iterable[str] | None = None) -> dict[str, str]:
+    """Why ``obj``'s values break the rules an import of the row follows, field name -> reason; empty
+    when none. The rules every import follows (``studies.textrules``, their one owner), asked here
+    for a row saved one by one (``content_row_save``) so that a form does not store what an import
+    refuses: a dataset's, a source's name and an item's id may hold no bidirectional control
+    (``studies.textrules.identifier_problem``); an item's question and gold rationale, and a rationale's
+    text, no T5 sentinel token (``textrules.sentinel_problem``); a multiple-choice item's options follow
+    ``textrules.option_problems``, as every import's (one letter a to z per label, stored lower
+    case in ``obj.choices``; a text without a sentinel; no label or text twice). A new row
+    (``changed`` None) is checked on every field, an edit on the fields ``changed`` names (an item
+    moved to another dataset: its options too), so a row stored before these checks is refused by
+    its next edit of such a field, not of another."""
+    def asked(*fields: str) -> bool:
+        return changed is None or bool(set(fields) & set(changed))
+
+    problems: dict[str, str] = {}
+
+    def add(field: str, problem: str | None) -> None:
+        if problem:
+            problems[field] = problem
+
+    if isinstance(obj, Dataset | RationaleSource) and asked("name"):
+        add("name", identifier_problem(obj.name or "",
+                                       what="the dataset name" if isinstance(obj, Dataset) else "the source name"))
+    elif isinstance(obj, Item):
+        if asked("external_id"):
+            add("external_id", identifier_problem(obj.external_id or ""))
+        if asked("question"):
+            add("question", sentinel_problem(obj.question, what="the question"))
+        if asked("gold_rationale"):
+            add("gold_rationale", sentinel_problem(obj.gold_rationale, what="the rationale"))
+        if asked("choices", "dataset", "dataset_id") and obj.choices and Dataset.objects.filter(
+                pk=obj.dataset_id, task_format=Dataset.TaskFormat.MULTIPLE_CHOICE).exists():
+            try:
+                choices = normalise_choices(obj.choices)
+            except ValueError as exc:
+                add("choices", str(exc))
+            else:
+                found = option_problems(choices)
+                if found:
+                    add("choices", "; ".join(f"{where}: {reason}" for where, reason in found))
+                else:
+                    obj.choices = choices
+    elif isinstance(obj, Rationale) and asked("text"):
+        add("text", sentinel_problem(obj.text, what="the rationale"))
+    return problems
 
 
 def _grades_kept(obj: models.Model, *, new: bool, changed: set[str]) -> None:

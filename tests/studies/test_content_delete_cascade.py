@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from studies.models import Dataset, GeneralizationQuestion, Item, Rationale, RationaleSource
+from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, Rationale, RationaleSource
 from studies.services.content import (
     ContentNotYours,
     content_change_problems,
@@ -95,3 +95,49 @@ def test_a_dataset_and_a_source_are_judged_by_the_rows_they_would_take(lab):
 
     # Bob's source, with his rationale on her item, is his to delete.
     assert content_change_problems(user=bob, model=RationaleSource, changes={bob_src.pk: None}) == ({}, {})
+
+
+def test_a_job_on_one_dataset_keeps_none_of_another(lab):
+    """A rationale deleted with its item or dataset stays only where an LM job used it: a job on
+    (source, dataset) read that source's rationales of that dataset, not of her other datasets."""
+    _, alice_client, _, _, _, _, _, _ = lab
+    alice = get_user_model().objects.get(username="alice")
+    alice.user_permissions.add(Permission.objects.get(content_type__app_label="studies",
+                                                      codename="view_rationalesource"))
+    alice = get_user_model().objects.get(pk=alice.pk)
+    human = content_row_save(user=alice, obj=RationaleSource(name="human", kind=RationaleSource.Kind.IMPORTED),
+                             changed=())
+    datasets, items, rationales = [], [], []
+    for n in (1, 2, 3):
+        dataset = content_row_save(user=alice, obj=Dataset(name=f"d{n}", task_format=Dataset.TaskFormat.YES_NO),
+                                   changed=())
+        item = content_row_save(user=alice, obj=Item(dataset=dataset, external_id=f"d{n}-q", question=f"Q{n}?",
+                                                     choices=["yes", "no"], gold_answer="yes", split="train"),
+                                changed=())
+        rationales.append(content_row_save(user=alice, obj=Rationale(item=item, source=human, text="Because.",
+                                                                     predicted_answer="yes"), changed=()))
+        datasets.append(dataset)
+        items.append(item)
+    # One fine-tune job on (human, d1), which failed: it read human's rationales of d1, and no other.
+    job = GenerationJob.objects.create(kind=GenerationJob.Kind.FINETUNE, status=GenerationJob.Status.FAILED,
+                                       source=human, dataset=datasets[0], created_by=alice)
+
+    assert content_change_problems(user=alice, model=Dataset, changes={datasets[1].pk: None}) == ({}, {})
+    assert content_change_problems(user=alice, model=Item, changes={items[1].pk: None}) == ({}, {})
+    # What the job used stays: its dataset, that dataset's items, and (deleted by itself) any
+    # rationale of the source it ran on, the direct clause as it was.
+    _, fixed = content_change_problems(user=alice, model=Dataset, changes={datasets[0].pk: None})
+    assert f"LM job {job.pk} ran on it" in fixed[datasets[0].pk]
+    _, fixed = content_change_problems(user=alice, model=Item, changes={items[0].pk: None})
+    assert f"LM job {job.pk} ran on its dataset" in fixed[items[0].pk]
+    _, fixed = content_change_problems(user=alice, model=Rationale, changes={rationales[1].pk: None})
+    assert f"LM job {job.pk} ran on its source" in fixed[rationales[1].pk]
+
+    # The admin and the service delete d2's item and d3, with human's rationales of them.
+    alice_client.force_login(alice)
+    response = alice_client.post(reverse("admin:studies_item_delete", args=[items[1].pk]), {"post": "yes"})
+    assert response.status_code == 302
+    content_rows_delete(user=alice, model=Dataset, pks=[datasets[2].pk])
+    assert not Item.objects.filter(pk__in=[items[1].pk, items[2].pk]).exists()
+    assert not Rationale.objects.filter(pk__in=[rationales[1].pk, rationales[2].pk]).exists()
+    assert Rationale.objects.filter(pk=rationales[0].pk).exists() and GenerationJob.objects.filter(pk=job.pk).exists()

@@ -105,10 +105,10 @@ from studies.services.importers import ImportValidationError
 from studies.services.importers.errors import ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
-from studies.services.importers.values import identifier_problem, sentinel_problem
 from studies.services.model_paths import model_path_stored, source_model_path_problem
 from studies.services.questions import validation_ever_invalid
 from studies.services.studies import StudyError, study_add_check
+from studies.textrules import identifier_problem, sentinel_problem
 
 from .export import SOURCE_FIELDS
 from .tables import (
@@ -902,7 +902,7 @@ class _Import:
         """The source the bundle's ``spec`` (of study.json's ``section``) names: the one of that name
         the owner may see, used when it holds the same settings and refused otherwise; else a new
         one (``usable``). A name holding a bidirectional control is refused, as the rationale
-        importers refuse it (``values.identifier_problem``)."""
+        importers refuse it (``textrules.identifier_problem``)."""
         if spec["name"] in self.found:
             return self.found[spec["name"]]
         if problem := identifier_problem(spec["name"], what="the source name"):
@@ -976,8 +976,8 @@ class _Import:
 
     def item_text_problems(self, row: Row) -> bool:
         """An item row held to the dataset importers' rules (``importers.items``): its external id
-        holds no bidirectional control (``values.identifier_problem``), and its question, options
-        and gold rationale no T5 sentinel token (``values.sentinel_problem``); each problem is the
+        holds no bidirectional control (``textrules.identifier_problem``), and its question, options
+        and gold rationale no T5 sentinel token (``textrules.sentinel_problem``); each problem is the
         row's error. True when there was one."""
         found = False
         if problem := identifier_problem(row["external_id"]):
@@ -1170,7 +1170,7 @@ class _Import:
 
     def sentinels(self, where: str, question: str, choices: Any) -> bool:
         """A question of study.json (an attention check's, a qualification question's) and its
-        options held to the dataset importers' rule (``values.sentinel_problem``): each problem is
+        options held to the dataset importers' rule (``textrules.sentinel_problem``): each problem is
         study.json's error at ``where``. True when there was one."""
         texts = [("question", "the question", question)] + [
             ("choices", "the option", c.get("text") if isinstance(c, dict) else c)

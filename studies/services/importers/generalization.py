@@ -5,7 +5,7 @@ an original question's text to a list of ``[question, answer, type]`` rows, with
 Originals are matched to items by question text (see ``normalize_question``), within the split
 given or named in the file name when that split has items. Any answer that is not True/False is
 a row error: the released dev file has 16 such answers, and they are reported, not guessed.
-A question's text may not hold a T5 sentinel token (``values.sentinel_problem``, as every item
+A question's text may not hold a T5 sentinel token (``textrules.sentinel_problem``, as every item
 importer's questions; a row has no id of its own to check). Rows repeated identically are merged.
 The same question given twice with different answers (8 times in the released test file) keeps
 its first answer, is flagged in its metadata (``conflicting_answers``, ``CONFLICTING_ANSWERS_KEY``)

@@ -6,7 +6,7 @@ JSON list of ``{"label", "text"}`` objects or of plain strings (labelled a, b, c
 Ids, questions, options and rationales follow the rules every item importer shares (``items``: an
 option label is one letter, a to z, no two options of a row share a label or a text, no id holds a
 bidirectional control, no text a T5 sentinel); the dataset name may not hold a bidirectional control
-either (``values.identifier_problem``).
+either (``textrules.identifier_problem``).
 Columns not mapped go into the item's metadata.
 """
 from __future__ import annotations

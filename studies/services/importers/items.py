@@ -1,35 +1,36 @@
 """Validated item rows and what every item importer (StrategyQA, OpenBookQA, generic) checks and
 applies alike: the one owner of the rules an item's values follow.
 
-* An item id may not hold a bidirectional control (``values.identifier_problem``): ``ItemRows.claim``
+* An item id may not hold a bidirectional control (``studies.textrules.identifier_problem``): ``ItemRows.claim``
   refuses one, as it refuses an id given twice.
-* No question or gold rationale may hold a T5 sentinel token (``values.sentinel_problem``):
+* No question or gold rationale may hold a T5 sentinel token (``studies.textrules.sentinel_problem``):
   ``check_item_values``, beside the empty question and the unreadable answer.
 * A multiple-choice option (``check_choices``) has a label that is one letter, a to z (written ``B``
   or ``(b)`` too, stored ``b``): the label every reader of an answer takes
   (``studies.choices.choice_label``: a rationale's predicted answer, a worker's, a model's); a text,
   without a T5 sentinel; and no label or text (compared without case and extra spaces) an earlier
   option of the item gave, since a worker or a model could not tell the two options apart.
+
+An item, a dataset or a source saved one by one (the admin's forms:
+``studies.services.content.content_row_save``) is held to the same rules, asked of these functions
+(``choices_problems`` for the options).
 """
 from __future__ import annotations
 
-import re
-import string
 from typing import Any
 
 from django.db import transaction
 
 from studies.models import ImportRecord, Item
 from studies.services.grading import rationales_regrade
+from studies.textrules import LETTERS, label_problem, option_problems  # noqa: F401 (the importers' names)
 
 from .errors import ErrorCollector, ImportValidationError
 from .reading import ImportFile
 from .upsert import bulk_upsert, dataset_get_or_create, import_record_create
-from .values import choice_label, identifier_problem, sentinel_problem, short
+from .values import identifier_problem, sentinel_problem, short
 
 # What an option label may be: one letter, as ``choice_label`` reads one.
-LETTERS = string.ascii_lowercase
-_SPACES = re.compile(r"\s+")
 ITEM_FIELDS = ["question", "choices", "gold_answer", "gold_rationale", "split", "metadata"]
 
 
@@ -53,7 +54,7 @@ class ItemRows:
     def claim(self, external_id: str, *, line: int | None, column: int | None = None) -> bool:
         """Register an id as soon as it is read (before its row is validated), so that a
         duplicate is reported even when the first row has other problems. False, reported against
-        ``id_field``, if the id holds a bidirectional control (``values.identifier_problem``: it
+        ``id_field``, if the id holds a bidirectional control (``studies.textrules.identifier_problem``: it
         would read as another id; the reason names it escaped) or is a duplicate."""
         problem = identifier_problem(external_id)
         if problem:
@@ -103,7 +104,7 @@ def check_item_values(
 ) -> bool:
     """Report what an item's question, gold answer and gold rationale may not be: an empty
     question, an answer not among ``allowed``, a T5 sentinel token in the question or the
-    rationale (``values.sentinel_problem``). False when any was reported."""
+    rationale (``studies.textrules.sentinel_problem``). False when any was reported."""
     ok = True
     if not question:
         errors.add(line, question_field, "the question text is empty", column=column, record=record)
@@ -123,14 +124,6 @@ def check_item_values(
     return ok
 
 
-def label_problem(label: str) -> str:
-    """Why ``label`` cannot be an option label (``check_choices``)."""
-    if not label:
-        return "the option has no label"
-    return (f"the option label {short(label)!r} is not one letter a to z (written a, A or (a)): the label a "
-            "predicted or a worker's answer is read as")
-
-
 def check_choices(
     *,
     errors: ErrorCollector,
@@ -142,46 +135,14 @@ def check_choices(
     text_field: str = "{field}[{n}]",
     label_field: str = "{field}[{n}].label",
 ) -> bool:
-    """Check each option of a multiple-choice item (``{"label", "text"}``): a label ``choice_label``
-    reads as one letter (stored as its lower-case letter, in place), a text that is not empty and
-    holds no T5 sentinel, and no label or text (without case and extra spaces) given by an earlier
-    option. A problem is reported on the option's text or label field as the file names it
-    (``text_field``, ``label_field``: formatted with ``field``, the option's index ``n`` and its
-    ``label``). False when any was reported."""
-    ok = True
-    labels: dict[str, int] = {}
-    texts: dict[str, int] = {}
-
-    def at(pattern: str, n: int) -> str:
-        return pattern.format(field=field, n=n, label=choices[n]["label"])
-
-    def report(where: str, reason: str) -> None:
-        nonlocal ok
+    """Check each option of a multiple-choice item by ``studies.textrules.option_problems`` (a
+    label read as one letter, stored as that letter in place; a text, without a T5 sentinel; no
+    label or text twice), each problem reported on the option's text or label field as the file
+    names it (``text_field``, ``label_field``). False when any was reported."""
+    problems = option_problems(choices, field=field, text_field=text_field, label_field=label_field)
+    for where, reason in problems:
         errors.add(line, where, reason, column=column, record=record)
-        ok = False
-
-    for n, c in enumerate(choices):
-        label = choice_label(c["label"], LETTERS)
-        if label is None:
-            report(at(label_field, n), label_problem(c["label"]))
-        elif label in labels:
-            report(at(label_field, n), f"the label {label!r} is also the label of {field}[{labels[label]}]: "
-                                       "each option needs its own label")
-        else:
-            labels[label] = n
-            c["label"] = label
-        key = _SPACES.sub(" ", c["text"]).strip().casefold()
-        problem = sentinel_problem(c["text"], what="the option")
-        if not c["text"]:
-            report(at(text_field, n), f"option {c['label']!r} has no text")
-        elif problem:
-            report(at(text_field, n), problem)
-        elif key in texts:
-            report(at(text_field, n), f"the option {short(c['text'])!r} is also {at(text_field, texts[key])}: a "
-                                      "worker or a model could not tell the two apart")
-        else:
-            texts[key] = n
-    return ok
+    return not problems
 
 
 def items_apply(

@@ -6,8 +6,8 @@ t53b and gpt3, of 458 rationales each; its other columns (the gold label and the
 answers) are kept in ``generation_info["extra"]``. A gold-label column, when present, is checked
 against the matched item's gold answer, which catches a question matched to the wrong item.
 Sources that do not exist yet are created as "imported file" sources. A source name may not hold
-bidirectional controls (``values.identifier_problem``), nor a rationale a T5 sentinel token
-(``values.sentinel_problem``).
+bidirectional controls (``textrules.identifier_problem``), nor a rationale a T5 sentinel token
+(``textrules.sentinel_problem``).
 
 Highlight sources: a ``highlights`` column holds ``[[start, end], ...]`` character spans over the
 question (``highlight_tokens``: ``[[first, last + 1], ...]`` spans of whitespace tokens), and

@@ -59,7 +59,7 @@ def dataset_check(
     *, name: str, task_format: str, choice_labels: list[str] | None = None, filename: str = "", user: Any = None
 ) -> Dataset | None:
     """The existing dataset of that name (None if new), among those ``user`` may import into
-    (``dataset_existing``); refuse a name holding bidirectional controls (``values.identifier_problem``)
+    (``dataset_existing``); refuse a name holding bidirectional controls (``textrules.identifier_problem``)
     and one of another task format. Writes nothing, so importers call it
     before validating rows."""
     name = (name or "").strip()

@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lab.textchars import bidi_controls_in
 from studies.choices import answer_label, choice_label, describe_allowed, yes_no_label  # noqa: F401 (their importers' name)
-from studies.lm.templates import T5_SENTINEL_TEXT
 from studies.models import Split
+from studies.textrules import identifier_problem, sentinel_problem, short  # noqa: F401 (their importers' names)
 
 from .errors import ImportValidationError
 
@@ -25,36 +24,6 @@ def as_text(value: Any) -> str:
     if isinstance(value, (int, float)):
         return str(value)
     return json.dumps(value, ensure_ascii=False)
-
-
-def identifier_problem(value: str, *, what: str = "the id") -> str | None:
-    """Why ``value`` cannot be an identifier (an item's external id, a source's or a dataset's
-    name); None when it can. It may not hold a bidirectional control (``lab.textchars``): one makes
-    the id read as another on every page and in every export. Free text may hold them (a question
-    in a right-to-left language): only identifiers are checked."""
-    found = bidi_controls_in(value)
-    if found:
-        return (f"{what} {short(value.encode('unicode_escape').decode('ascii'))!r} holds the bidirectional control "
-                f"character(s) {', '.join(found)}, which make it read as another on a page: remove them")
-    return None
-
-
-
-
-def sentinel_problem(text: str, *, what: str) -> str | None:
-    """Why ``text`` (``what``: "the question", "the rationale", ...) cannot be imported; None when it
-    can: it may not hold a T5 sentinel token (``<extra_id_0>``), which the T5 prompts and
-    fine-tuning targets are built of."""
-    match = T5_SENTINEL_TEXT.search(text or "")
-    if match:
-        return (f"{what} holds {match.group(0)!r}, a T5 sentinel token the T5 prompts and fine-tuning targets "
-                "are built of: remove it")
-    return None
-
-
-def short(value: Any, n: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 _BACKSLASH_QUOTE = re.compile(r"\\+(['\"])")
