@@ -753,8 +753,8 @@ def content_row_value_problems(*, obj: models.Model, changed: Iterable[str] | No
     when none. The rules every import follows (``studies.textrules``, their one owner), asked here
     for a row saved one by one (``content_row_save``) so that a form does not store what an import
     refuses: a dataset's, a source's name and an item's id may hold no bidirectional control
-    (``studies.textrules.identifier_problem``); an item's question and gold rationale, and a rationale's
-    text, no T5 sentinel token (``textrules.sentinel_problem``); a multiple-choice item's options follow
+    (``studies.textrules.identifier_problem``); an item's question and gold rationale, a rationale's
+    text and a generalization question's, no T5 sentinel token (``textrules.sentinel_problem``); a multiple-choice item's options follow
     ``textrules.option_problems``, as every import's (one letter a to z per label, stored lower
     case in ``obj.choices``; a text without a sentinel; no label or text twice). A new row
     (``changed`` None) is checked on every field, an edit on the fields ``changed`` names (an item
@@ -793,6 +793,8 @@ def content_row_value_problems(*, obj: models.Model, changed: Iterable[str] | No
                     obj.choices = choices
     elif isinstance(obj, Rationale) and asked("text"):
         add("text", sentinel_problem(obj.text, what="the rationale"))
+    elif isinstance(obj, GeneralizationQuestion) and asked("text"):
+        add("text", sentinel_problem(obj.text, what="the question"))
     return problems
 
 

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from studies.models import Dataset, Item, Rationale, RationaleSource
+from studies.models import Dataset, GeneralizationQuestion, Item, Rationale, RationaleSource
 from studies.services.content import ContentChangeRefused, content_row_save
 
 pytestmark = pytest.mark.django_db
@@ -104,6 +104,10 @@ def test_content_row_save_checks_new_rows_and_the_fields_an_edit_changes(admin_c
         content_row_save(user=user, obj=Rationale(item=item, source=source, text="So <extra_id_0>.",
                                                   predicted_answer="a"), changed=())
     assert not Rationale.objects.exists()
+    with pytest.raises(ContentChangeRefused, match="text: the question holds '<extra_id_0>'"):
+        content_row_save(user=user, obj=GeneralizationQuestion(item=item, qtype=GeneralizationQuestion.Type.REPHRASE,
+                                                               text="Is <extra_id_0> so?", answer="yes"), changed=())
+    assert not GeneralizationQuestion.objects.exists()
     source.name = f"human{RLO}"
     with pytest.raises(ContentChangeRefused, match="name: the source name"):
         content_row_save(user=user, obj=source, changed=["name"])
