@@ -16,7 +16,12 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.clickjacking import xframe_options_exempt
 
-from annotations.services.deadlines import assignment_duration, first_answer_window
+from annotations.services.deadlines import (
+    assignment_duration,
+    first_answer_deadline,
+    first_answer_window,
+    full_deadline,
+)
 from annotations.services.steps import steps_for
 from lab.middleware import nul_in_request
 from studies.models import Study
@@ -231,12 +236,11 @@ class Deadline:
         return self.at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _no_answer_yet(page) -> bool:
-    """Whether the task of a step page has no answer stored: nothing completed and the question
-    shown is at its first step."""
+def _no_answer_yet(page, kind: str) -> bool:
+    """Whether the task of a step page (its study of ``kind``) has no answer stored: nothing
+    completed and the question shown is at its first step."""
     step = page.step
-    return page.n_done == 0 and step.step == steps_for(kind=page.assignment.study.kind,
-                                                       is_attention_check=step.is_attention)[0]
+    return page.n_done == 0 and step.step == steps_for(kind=kind, is_attention_check=step.is_attention)[0]
 
 
 # How much later the first answer must move the deadline for the page to promise "more time":
@@ -245,19 +249,33 @@ def _no_answer_yet(page) -> bool:
 MORE_TIME_AT_LEAST = timedelta(minutes=1)
 
 
-def task_deadline(page, *, now: datetime | None = None) -> Deadline | None:
+def task_deadline(page, *, now: datetime | None = None, study: Study | None = None,
+                  test_passed: bool = False) -> Deadline | None:
     """The deadline a task page (``selectors.Page``) tells its worker, or None for a page that has
     none (consent, done, ended). The first-answer wording only while answering would move the
     deadline: no answer is stored yet and ``expires_at`` is short of the full duration from the
     start (a task whose test was passed, or whose consent came so late that both deadlines are one,
-    must be finished by it, and is told so)."""
+    must be finished by it, and is told so).
+
+    A page without an assignment (the researcher's preview, ``views.preview``: pass ``study``) is
+    told the deadline of a task of ``study`` started and consented to ``now``: the first-answer
+    deadline until its first answer, or its passed test (``test_passed``: the page comes after the
+    study's test), moves it to the full duration, as they move a worker's task."""
     if page.state not in ("step", "finish", "qualification"):
         return None
-    assignment = page.assignment
-    at = assignment.expires_at.astimezone(UTC)
     now = (now or timezone.now()).astimezone(UTC)
-    before_full = page.state != "finish" and (page.state == "qualification" or _no_answer_yet(page)) and (
-        assignment.expires_at < assignment.created_at + assignment_duration(assignment.study) - MORE_TIME_AT_LEAST)
+    assignment = getattr(page, "assignment", None)
+    if assignment is not None:
+        study, started_at, expires_at = assignment.study, assignment.created_at, assignment.expires_at
+    else:
+        started_at = now
+        waiting = page.state == "qualification" or (
+            page.state == "step" and not test_passed and _no_answer_yet(page, study.kind))
+        expires_at = (first_answer_deadline(study, started_at=now, consented_at=now) if waiting
+                      else full_deadline(study, started_at=now))
+    at = expires_at.astimezone(UTC)
+    before_full = page.state != "finish" and (page.state == "qualification" or _no_answer_yet(page, study.kind)) and (
+        expires_at < started_at + assignment_duration(study) - MORE_TIME_AT_LEAST)
     text = f"{at:%H:%M} UTC" + ("" if at.date() == now.date() else f" on {at.day} {at:%B}")
     return Deadline(at=at, first_answer=before_full and page.state == "step",
                     test=before_full and page.state == "qualification",

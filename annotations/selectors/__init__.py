@@ -357,6 +357,14 @@ def qualification_needed(*, assignment: Assignment) -> QualificationTest | None:
     return test
 
 
+def qualification_page_questions(test: QualificationTest) -> list[dict]:
+    """The questions of ``test`` as its page (``qualification.html``) shows them, in order: ``{"id",
+    "number", "question", "choices"}``. The worker's page and the researcher's preview both show
+    these (``views.preview``). No query when the questions are prefetched."""
+    return [{"id": q.pk, "number": i, "question": q.question, "choices": normalise_choices(q.choices)}
+            for i, q in enumerate(test.questions.all(), start=1)]
+
+
 def assignment_page(*, assignment: Assignment, now: datetime | None = None, claims: TaskClaims | None = None) -> Page:
     """What the worker's page shows now, from the stored state only (so a reload resumes).
     ``claims``: the task's claims as an answer just left them, read under the task's row lock
@@ -391,12 +399,8 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None, clai
     if assignment.qualification_pending and not answered and not n_done:
         test = qualification_needed(assignment=assignment)
         if test is not None:
-            questions = [
-                {"id": q.pk, "number": i, "question": q.question, "choices": normalise_choices(q.choices)}
-                for i, q in enumerate(test.questions.all(), start=1)
-            ]
             return Page(state="qualification", assignment=assignment, total=total,
-                        qualification=test, qualification_questions=questions)
+                        qualification=test, qualification_questions=qualification_page_questions(test))
     kind = assignment.study.kind
     for number, (claim_id, completed_at, check_id) in enumerate(claims, start=1):
         if completed_at is not None:

@@ -1,5 +1,6 @@
 """Reads of the researcher's preview (``annotations.views.preview``): the content of one question
-of a preview task, read through the study the preview is of.
+of a preview task, read through the study the preview is of, and the study's qualification test as
+a new worker is shown it before the task's first question.
 
 A preview link carries its task signed (``["u", item, source, rationale, generalization question]``
 ids, 0 for none, or ``["a", attention check id]``), but the study may have changed since the link
@@ -9,7 +10,8 @@ checks; the rationale of that item and source; a generalization question of that
 that is not, or no longer exists, is ``PreviewOutdated``, never shown."""
 from __future__ import annotations
 
-from annotations.models import AttentionCheck, Claim, Unit
+from annotations.models import AttentionCheck, Claim, QualificationTest, Unit
+from annotations.selectors import qualification_page_questions
 from studies.models import GeneralizationQuestion, Rationale, Study
 
 # The kinds whose questions are generalization questions (``studies.design``), and the one whose
@@ -20,6 +22,15 @@ SOURCELESS_KINDS = (Study.Kind.QUESTION_VALIDATION,)
 
 class PreviewOutdated(Exception):
     """A preview link names a row that is not (or no longer) the study's; the message names it."""
+
+
+def preview_qualification(*, study: Study) -> tuple[QualificationTest, list[dict]] | None:
+    """The qualification test of ``study`` as it is now and its questions as its page shows them
+    (``selectors.qualification_page_questions``, as the worker's page reads them), or None when the
+    study has none. A new worker's task waits for the test (``assignment._qualification_pending``:
+    they have not passed it), so the preview shows it between the consent and the first question."""
+    test = QualificationTest.objects.filter(study=study).prefetch_related("questions").first()
+    return None if test is None else (test, qualification_page_questions(test))
 
 
 def preview_claim(*, study: Study, entry: list, number: int) -> Claim:

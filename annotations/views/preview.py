@@ -8,7 +8,10 @@ participant, assignment, claim, answer or unit survives and no quota moves. The 
 travels, signed, in the preview's links (``?task=...&n=<claim index>&step=<step>``), so every
 page shows the same task; the pages are the worker templates, rendered by the worker pages' own
 step builder (``selectors.step_view``). Every page is a GET; the question form submits by GET to
-the next preview page.
+the next preview page. As a worker's pages do, the consent page says how long the task allows
+(``worker_pages.time_allowed``), a study with a qualification test shows it after the consent
+(``?step=qualification``, its questions read as the worker's page reads them), and every page of
+the task says its deadline (``worker_pages.task_deadline``, for a task consented to now).
 
 A link is good for ``PREVIEW_LINK_MAX_AGE``, and every page reads its question's rows through the
 study as it is now (``selectors.preview.preview_claim``): a link older than that, or one naming a
@@ -19,7 +22,7 @@ preview is checked on every page, whatever the link.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from random import Random
 from urllib.parse import urlencode
@@ -33,19 +36,21 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from annotations.models import Annotation, Claim, Participant
+from annotations.models import Annotation, Claim, Participant, QualificationTest
 from annotations.selectors import StepView, step_view
 from annotations.selectors.cost import questions_per_task
-from annotations.selectors.preview import PreviewOutdated, preview_claim
+from annotations.selectors.preview import PreviewOutdated, preview_claim, preview_qualification
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import AnnotationError
 from annotations.services.steps import steps_for
 from annotations.services.units import study_units_build
+from annotations.worker_pages import task_deadline, time_allowed
 from studies.models import Platform, Study
 from studies.selectors import studies_for_user
 
 Step = Annotation.Step
 UNKNOWN_FIRST_ANSWER = "(the answer chosen on the previous page)"
+QUALIFICATION = "qualification"  # the ``step`` of the test's page (``?n=0&step=qualification``)
 _SALT = "annotations.preview"
 # How long a preview link (its signed task) opens: long enough for a researcher to go through a
 # task, short enough that a link passed on or left in a history shows nothing for long.
@@ -54,12 +59,15 @@ PREVIEW_LINK_MAX_AGE = timedelta(hours=24)
 
 @dataclass
 class PreviewPage:
-    """What step.html reads of ``page`` (``selectors.Page`` without an assignment)."""
+    """What step.html and qualification.html read of ``page`` (``selectors.Page`` without an
+    assignment)."""
 
     state: str
     step: StepView | None = None
     n_done: int = 0
     total: int = 0
+    qualification: QualificationTest | None = None
+    qualification_questions: list[dict] = field(default_factory=list)
 
 
 class NothingToPreview(Exception):
@@ -165,13 +173,17 @@ def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
                 return _message(request, context, "Nothing to preview", " ".join(filter(None, [notice, str(error)])))
             context["preview_message"] = " ".join(filter(None, [notice, str(error)]))
             context["questions"] = questions_per_task(study=study)
+            context["time_allowed"] = time_allowed(study)
             return _respond(render(request, "annotations/landing.html", context))
         signed = signing.dumps(task, salt=f"{_SALT}:{study.pk}", compress=True)
         if notice or not request.GET.get("step"):  # the consent page, then the task's first page
             context["preview_message"] = notice
             context["questions"] = len(task)  # as the task's pages count them ("Question 1 of N")
+            context["time_allowed"] = time_allowed(study)  # as a worker's landing page tells it
             context["preview_next_url"] = _url(study)
-            context["preview_next_params"] = [("task", signed), ("n", 0), ("step", _steps(study, task[0])[0])]
+            # A new worker's task waits for the study's test, if it has one, before its first question.
+            first = QUALIFICATION if preview_qualification(study=study) else _steps(study, task[0])[0]
+            context["preview_next_params"] = [("task", signed), ("n", 0), ("step", first)]
             return _respond(render(request, "annotations/landing.html", context))
     else:
         signed = request.GET["task"]
@@ -179,6 +191,18 @@ def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
         return _message(request, context, "End of preview",
                         f"End of preview: that was the last of the {len(task)} question(s) of this task.")
     steps = _steps(study, task[n])
+    qualification = preview_qualification(study=study)  # the test as it is now (a worker passed it to get here)
+    if qualification is not None and n == 0 and request.GET.get("step") == QUALIFICATION:
+        test, questions = qualification
+        page = PreviewPage(state="qualification", total=len(task), qualification=test,
+                           qualification_questions=questions)
+        context.update({
+            "page": page, "deadline": task_deadline(page, study=study),
+            "preview_next_url": _url(study),
+            "preview_next_params": [("task", signed), ("n", 0), ("step", steps[0])],
+            "preview_skip_url": _url(study, task=signed, n=0, step=steps[0]),
+        })
+        return _respond(render(request, "annotations/qualification.html", context))
     step = request.GET.get("step") if request.GET.get("step") in steps else steps[0]
     if claim is None:  # a fresh task, drawn just now from the study as it is
         try:
@@ -193,8 +217,9 @@ def preview_view(request: HttpRequest, study_id: int) -> HttpResponse:
         view.first_answer_text = UNKNOWN_FIRST_ANSWER
     following = _next(study, task, n, step)
     next_n, next_step = following if following else (len(task), steps[0])
+    page = PreviewPage(state="step", step=view, n_done=n, total=len(task))
     context.update({
-        "page": PreviewPage(state="step", step=view, n_done=n, total=len(task)),
+        "page": page, "deadline": task_deadline(page, study=study, test_passed=qualification is not None),
         "preview_next_url": _url(study),
         "preview_next_params": [("task", signed), ("n", next_n), ("step", next_step)],
         "preview_skip_url": _url(study, task=signed, n=next_n, step=next_step),

@@ -12,12 +12,14 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from annotations.models import Annotation, Assignment, Claim, Participant, Unit
+from annotations.models import Annotation, Assignment, Claim, Participant, QualificationTest, Unit
 from annotations.services.assignment import assignment_start
+from annotations.services.qualification import qualification_test_save
 from annotations.views.preview import preview_task
+from annotations.worker_pages import time_allowed
 from studies.models import Study
 from tests.annotations.factories import AttentionCheckFactory, ParticipantFactory, make_study
-from tests.annotations.pages import EVIL, EVIL_ESCAPED
+from tests.annotations.pages import EVIL, EVIL_ESCAPED, entry_url, start
 
 pytestmark = pytest.mark.django_db
 
@@ -217,3 +219,50 @@ def test_admin_change_page_links_to_preview(staff_client):
     html = client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
     assert f'href="{reverse("annotations:preview", args=[study.pk])}"' in html
     assert "Preview as a worker" in html and 'target="_blank"' in html
+
+
+QUALIFICATION = [{"question": "QUALQ Is Paris in France?", "choices": ["yes", "no"], "correct_answer": "yes"}]
+FIRST_ANSWER_BY, TEST_BY, FINISH_BY = "Please give your first answer by", "Please send the test by", "Please finish this task by"
+
+
+def _deadline(page: str) -> str:
+    """The deadline box's wording on ``page`` (which of the three), or "" where it has none."""
+    box = re.search(r'<p class="box deadline" id="deadline">(.*?)</p>', page, re.S)
+    return next((words for words in (FIRST_ANSWER_BY, TEST_BY, FINISH_BY) if box and words in box.group(1)), "")
+
+
+@pytest.mark.parametrize("status", [Study.Status.DRAFT, Study.Status.OPEN])
+def test_the_preview_shows_the_qualification_test_as_a_worker_gets_it(staff_client, status):
+    """Regression: a new worker's task shows the study's qualification test after the consent, but
+    the preview went from the consent straight to the first question."""
+    study = make_study(status=status, units_per_task=2)
+    qualification_test_save(test=QualificationTest(study=study, pass_mark=1), questions=QUALIFICATION, user=None)
+    state = counts(), Unit.objects.count(), quotas(study)
+    pages = walk(staff_client, study)
+    assert len(pages) == 1 + 1 + 2 * 2 + 1  # consent, the test, two units (two steps each), the end
+    assert (counts(), Unit.objects.count(), quotas(study)) == state  # nothing written
+    consent, test, first = pages[0], pages[1], pages[2]
+    assert "QUALQ" not in consent and 'name="step" value="qualification"' in consent
+    assert "Qualification test" in test and "QUALQ Is Paris in France?" in test
+    assert 'method="get"' in test and "csrfmiddlewaretoken" not in test
+    assert 'name="n" value="0"' in test and 'name="step" value="before"' in test
+    assert "Answer on your own" in first and "QUALQ" not in first
+    # The worker's pages, for comparison: the same test, the same deadline wording.
+    if status == Study.Status.OPEN:
+        worker = Client()
+        worker_test = worker.get(start(worker, entry_url(study))).content.decode()
+        assert "QUALQ Is Paris in France?" in worker_test
+        assert _deadline(worker_test) == _deadline(test) == TEST_BY
+    assert _deadline(first) == FINISH_BY  # a passed test gave the task its full duration
+
+
+def test_the_preview_shows_the_time_allowed_and_the_deadlines(staff_client):
+    """Regression: the preview left out the consent page's time allowed and every question page's
+    deadline, which a worker's pages show."""
+    study = make_study(units_per_task=2)
+    pages = walk(staff_client, study)
+    assert 'id="time-allowed"' in pages[0] and unescape(time_allowed(study)) in unescape(pages[0])
+    assert [_deadline(page) for page in pages[1:-1]] == [FIRST_ANSWER_BY, FINISH_BY, FINISH_BY, FINISH_BY]
+    worker = Client()
+    assert 'id="time-allowed"' in worker.get(entry_url(study)).content.decode()
+    assert _deadline(worker.get(start(worker, entry_url(study))).content.decode()) == FIRST_ANSWER_BY
