@@ -9,10 +9,13 @@ rationales and generalization questions go through ``studies.services.content``
 what an open or closed study shows its workers and its scores read stays fixed."""
 from __future__ import annotations
 
+import copy
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.forms.models import construct_instance
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -48,6 +51,7 @@ from studies.services.content import (
     ContentChangeRefused,
     content_change_problems,
     content_row_save,
+    content_row_value_problems,
     content_rows_delete,
 )
 from studies.services.importers import (
@@ -163,6 +167,14 @@ class ContentAdmin(LookupGuardAdmin):
                     not_yours, fixed = problems(request, {self.instance.pk: self.changed_data})
                     for reason in [*not_yours.values(), *fixed.values()]:
                         self.add_error(None, reason + ".")
+                # The import rules (content_row_save asks them again when the row is written), asked
+                # of the row as the save builds it, so that the page shows what was typed and each
+                # reason beside its field.
+                row = construct_instance(self, copy.copy(self.instance), self._meta.fields, self._meta.exclude)
+                changed = None if self.instance.pk is None else self.changed_data
+                for field, reason in content_row_value_problems(obj=row, changed=changed).items():
+                    if field not in self.errors:  # a field the form refused already keeps that reason
+                        self.add_error(field if field in self.fields else None, reason)
                 return cleaned
 
         ContentForm.__name__ = form.__name__

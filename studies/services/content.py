@@ -35,7 +35,10 @@ questions and Gen-U predictions, which act for the researcher who started them):
   generator that ran a job stays. A row deleted with its parent (a dataset's items, an item's or a
   source's rationales and questions) is judged by what a job used of it, not by the job's source
   alone: a rationale so deleted stays only where a job ran on its source *and* its item's dataset
-  (``_job_record_reasons(cascaded=True)``), so a job on one dataset keeps none of another.
+  (``_job_record_reasons(cascaded=True)``), so a job on one dataset keeps none of another. For the
+  same reason such a row is not moved off what the job used (an item to another dataset, a rationale
+  to another item or source, a question to another item: ``_job_move_reasons``): moved, it would be
+  judged by its new parent and deleted with it.
 
 Which studies use a row (``_rows_studies``) is ``studies.selectors.content_studies`` (the same
 reading of "used" as the reference-data visibility selectors there), and two uses those
@@ -157,6 +160,7 @@ def _own_problems(
                      for pk, reason in content_parent_refusals(user=user, model=model, pks=changes).items()}
     records = _job_record_reasons(model=model, pks=[pk for pk, fields in changes.items() if fields is None],
                                   lock=lock, cascaded=cascaded)
+    records.update(_job_move_reasons(model=model, changes=changes, lock=lock))
     found = _studies_using(model=model, pks=list(changes), lock=lock)
     if found is None:
         return not_yours, {pk: reason for pk, reason in records.items() if pk not in not_yours}
@@ -263,8 +267,17 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
     inside the transaction that deletes), so that no job or record is created on one between this
     check and the deletion (a record by its foreign key check; a job that names a source only in
     its params holds no key to it, and is refused once the source is gone)."""
+    what, tail = _job_records(model=model, pks=pks, lock=lock, cascaded=cascaded)
+    return {pk: f"{_label(model, pk)} cannot be deleted: {' and '.join(what[pk])}, {tail}"
+            for pk in pks if what.get(pk)}
+
+
+def _job_records(*, model: type[models.Model], pks: list[int], lock: bool,
+                 cascaded: bool) -> tuple[dict[int, list[str]], str]:
+    """``_job_record_reasons``' findings: each row's records of what an LM job used (row -> what
+    was recorded), and why such a row stays."""
     if model not in FIXED_FIELDS or not pks:
-        return {}
+        return {}, ""
     if lock:
         with transaction.atomic():  # the locks last until the caller's transaction ends
             list(model._default_manager.select_for_update().filter(pk__in=pks).values_list("pk", flat=True))
@@ -361,8 +374,33 @@ def _job_record_reasons(*, model: type[models.Model], pks: list[int], lock: bool
         for pk in pks:
             if made.get(rows.get(pk)):
                 what.setdefault(pk, []).append(f"{_predictions(made[rows[pk]])} made from it (F^IR)")
-    return {pk: f"{_label(model, pk)} cannot be deleted: {' and '.join(what[pk])}, {tail}"
-            for pk in pks if what.get(pk)}
+    return what, tail
+
+
+def _job_move_reasons(*, model: type[models.Model], changes: Mapping[int, Iterable[str] | None],
+                      lock: bool) -> dict[int, str]:
+    """Of the edits in ``changes`` that move a row to another parent (an item's dataset, a
+    rationale's item or source, a generalization question's item: ``_parent_fields``), those of a
+    row an LM job used where it hangs now, with why each stays there: what keeps the row from being
+    deleted with its parent (``_job_record_reasons(cascaded=True)``: for an item, a job on its
+    dataset, whose ``item_ids`` are among that dataset's items; for a rationale, a job on its source
+    and its item's dataset) is judged by where the row hangs, so a row moved off what the job read
+    would be deleted with its new parent, the job's record of it with it. Refused as an edit, as a
+    study's fixed fields are: import the row anew under the other parent instead."""
+    names = {name for field, _ in _parent_fields(model) for name in (field.name, field.attname)}
+    moved = sorted(pk for pk, fields in changes.items() if fields is not None and names & set(fields))
+    what, _ = _job_records(model=model, pks=moved, lock=lock, cascaded=True)
+    out: dict[int, str] = {}
+    for pk in moved:
+        if not what.get(pk):
+            continue
+        why = " and ".join(what[pk])
+        touched = sorted({field.name for field, _ in _parent_fields(model)
+                          if {field.name, field.attname} & set(changes[pk])})
+        out[pk] = (f"{', '.join(touched)} of {_label(model, pk)} cannot change: {why}, and what an LM job used "
+                   "stays where the job found it (moved, it would be deleted with its new parent, the job's "
+                   "record with it). Import it under the other parent as a new row instead")
+    return out
 
 
 def _in_chunks(manager, field: str, pks: list[int], columns: tuple[str, ...]) -> list[tuple]:

@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from studies.models import Dataset, GeneralizationQuestion, GenerationJob, Item, Rationale, RationaleSource
 from studies.services.content import (
+    ContentChangeRefused,
     ContentNotYours,
     content_change_problems,
     content_row_save,
@@ -141,3 +142,62 @@ def test_a_job_on_one_dataset_keeps_none_of_another(lab):
     assert not Item.objects.filter(pk__in=[items[1].pk, items[2].pk]).exists()
     assert not Rationale.objects.filter(pk__in=[rationales[1].pk, rationales[2].pk]).exists()
     assert Rationale.objects.filter(pk=rationales[0].pk).exists() and GenerationJob.objects.filter(pk=job.pk).exists()
+
+
+def test_what_a_job_used_is_not_moved_off_what_it_ran_on(lab):
+    """A row deleted with its parent is judged by where it hangs now, so a row an LM job used is not
+    moved off what the job ran on (``_job_move_reasons``): an item a fine-tune job trained on, moved
+    to another dataset, would have gone with that dataset, the rationale the job read with it."""
+    _, alice_client, _, _, _, _, _, _ = lab
+    alice = get_user_model().objects.get(username="alice")
+    alice.user_permissions.add(Permission.objects.get(content_type__app_label="studies",
+                                                      codename="view_rationalesource"))
+    alice = get_user_model().objects.get(pk=alice.pk)
+    human = content_row_save(user=alice, obj=RationaleSource(name="human", kind=RationaleSource.Kind.IMPORTED),
+                             changed=())
+    d1, d2 = (content_row_save(user=alice, obj=Dataset(name=name, task_format=Dataset.TaskFormat.YES_NO), changed=())
+              for name in ("d1", "d2"))
+    item, spare = (content_row_save(user=alice, obj=Item(dataset=d1, external_id=f"d1-{n}", question="Q?",
+                                                         choices=["yes", "no"], gold_answer="yes", split="train"),
+                                    changed=()) for n in (1, 2))
+    other = content_row_save(user=alice, obj=Item(dataset=d2, external_id="d2-1", question="Q?",
+                                                  choices=["yes", "no"], gold_answer="yes", split="train"), changed=())
+    rationale = content_row_save(user=alice, obj=Rationale(item=item, source=human, text="Because.",
+                                                           predicted_answer="yes"), changed=())
+    free = content_row_save(user=alice, obj=Item(dataset=d2, external_id="d2-2", question="Q?",
+                                                 choices=["yes", "no"], gold_answer="yes", split="train"), changed=())
+    job = GenerationJob.objects.create(kind=GenerationJob.Kind.FINETUNE, status=GenerationJob.Status.DONE,
+                                       source=human, dataset=d1, item_ids=[item.pk], created_by=alice)
+    _, fixed = content_change_problems(user=alice, model=Dataset, changes={d1.pk: None})
+    assert f"LM job {job.pk} ran on it" in fixed[d1.pk]
+
+    item.dataset = d2
+    with pytest.raises(ContentChangeRefused, match=f"dataset of item {item.pk} cannot change: LM job {job.pk} ran "
+                                                   "on its dataset, and what an LM job used stays where"):
+        content_row_save(user=alice, obj=item, changed=["dataset"])
+    rationale.item = other
+    with pytest.raises(ContentChangeRefused, match=f"item of rationale {rationale.pk} cannot change: LM job "
+                                                   f"{job.pk} ran on its source and its item's dataset"):
+        content_row_save(user=alice, obj=rationale, changed=["item"])
+    # The admin's change page answers beside the form, with what was typed.
+    response = alice_client.post(reverse("admin:studies_item_change", args=[spare.pk]), {
+        "dataset": d2.pk, "external_id": "d1-2", "question": "Q?", "choices": '["yes", "no"]',
+        "gold_answer": "yes", "gold_rationale": "", "split": "train", "metadata": "{}", "initial-metadata": "{}"})
+    assert response.status_code == 200
+    assert f"dataset of item {spare.pk} cannot change: LM job {job.pk} ran on its dataset" in response.content.decode()
+
+    # Nothing moved, so d2 goes without what the job used; d1 stays with it.
+    assert Item.objects.get(pk=item.pk).dataset_id == d1.pk
+    assert Rationale.objects.get(pk=rationale.pk).item_id == item.pk
+    content_rows_delete(user=alice, model=Dataset, pks=[d2.pk])
+    assert Rationale.objects.filter(pk=rationale.pk).exists() and Item.objects.filter(pk=item.pk).exists()
+
+    # A row no job used moves as before.
+    d3 = content_row_save(user=alice, obj=Dataset(name="d3", task_format=Dataset.TaskFormat.YES_NO), changed=())
+    assert not Item.objects.filter(pk=free.pk).exists()
+    loose = content_row_save(user=alice, obj=Item(dataset=d3, external_id="d3-1", question="Q?",
+                                                  choices=["yes", "no"], gold_answer="yes", split="train"), changed=())
+    d4 = content_row_save(user=alice, obj=Dataset(name="d4", task_format=Dataset.TaskFormat.YES_NO), changed=())
+    loose.dataset = d4
+    content_row_save(user=alice, obj=loose, changed=["dataset"])
+    assert Item.objects.get(pk=loose.pk).dataset_id == d4.pk
