@@ -227,19 +227,36 @@ def study_platform_overview(*, study: Study) -> dict:
     ``committed``, what publishing committed on the platform (rewards of every place or HIT
     assignment, fees included), and ``paid_out``, what workers were paid (approved rewards and
     bonuses, fees not included); ``currency`` names the currency of the calls counted (comma-joined
-    should there be more than one, "" when none)."""
+    should there be more than one, "" when none); ``places_published``, ``tasks_taken`` and, once
+    the study is closed, ``places_released`` (places no worker took) and ``released`` (their share
+    of ``committed``)."""
     calls = PlatformCall.objects.filter(study=study)
     counted = calls.filter(status=PlatformCall.Status.CONFIRMED,
                            operation__in=COMMITTING_OPERATIONS | PAYOUT_OPERATIONS)
     totals = counted.aggregate(committed=Sum("amount", filter=Q(operation__in=COMMITTING_OPERATIONS)),
                                paid_out=Sum("amount", filter=Q(operation__in=PAYOUT_OPERATIONS)))
+    committed = money(totals["committed"] or 0)
+    # Places: the tasks (Prolific places, HIT assignments) the study's real publications put on a
+    # platform; taken: its tasks a worker holds or will be paid for (active, submitted, approved; a
+    # returned, expired or rejected one frees its place). A closed study
+    # released the rest: no worker takes them, and what publishing committed for them is not spent
+    # (their share of ``committed``, from the recorded calls).
+    places = (Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK)
+              .aggregate(n=Sum("n_tasks"))["n"] or 0)
+    taken = Assignment.objects.filter(study=study, status__in=(
+        Assignment.Status.ACTIVE, Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)).count()
+    released = max(0, places - taken) if places and study.status == Study.Status.CLOSED else None
     return {
         "publications": list(Publication.objects.filter(study=study).order_by("-created_at")),
         "assignments": dict(Assignment.objects.filter(study=study).values_list("status").annotate(n=Count("id"))),
         "flagged": PlatformSubmission.objects.filter(publication__study=study).exclude(flag="").count(),
         "calls": dict(calls.values_list("status").annotate(n=Count("id"))),
         # In cents: SQLite sums decimals as floats (37.3300000000000, 9.5).
-        "committed": money(totals["committed"] or 0),
+        "committed": committed,
+        "places_published": places,
+        "tasks_taken": taken,
+        "places_released": released,  # None while the study is not closed
+        "released": money(committed * released / places) if released else money(0),
         "paid_out": money(totals["paid_out"] or 0),
         "currency": ", ".join(sorted(set(counted.order_by().values_list("currency", flat=True)))),
         "bonuses": Bonus.objects.filter(assignment__study=study).count(),

@@ -5,6 +5,7 @@ Every count of answers reads the one definition of "this answer counts"
 ``annotations.selectors.cost``. Nothing here writes."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from functools import reduce
@@ -24,7 +25,8 @@ from annotations.selectors.cost import (
     study_cost_and_pay,
     study_effective_hourly_pay,
 )
-from annotations.selectors.platforms import assignments_on_hold
+from annotations.selectors.platforms import assignments_on_hold, study_platform_overview
+from studies.design import tasks_for_places
 from studies.models import Study
 
 
@@ -89,9 +91,13 @@ class StudyProgress:
 class EarlyStopping:
     """What stopping units once their result is decided (``Study.stop_when_decided``,
     ``annotations.services.stopping``) has saved so far: the answers the decided units will never
-    collect (the design's workers per unit less their lowered quota) and what they would have cost at
-    the study's quoted cost per answer (``selectors_cost.study_cost_and_pay``: rewards and fee over
-    the design's answers)."""
+    collect (the design's workers per unit less their lowered quota) and the money, counted in tasks
+    because a platform pays per task (a task of one unit pays the full reward): the places published
+    (``selectors.platforms.study_platform_overview``; the design's tasks before any publication)
+    less the tasks taken (active, submitted, approved) and, while the study is open, less the tasks
+    its units still need (``tasks_for_places``, the assignment rule); at the cost of a task, rewards
+    and fee (``selectors_cost.study_cost_and_pay``). ``places_released``: the places the study's
+    close released (None while it is not closed)."""
 
     units_decided: int  # decided with fewer than the design's workers: the units that stopped early
     answers_collected: int
@@ -100,6 +106,11 @@ class EarlyStopping:
     cost_per_answer: Decimal
     money_saved: Decimal
     currency: str
+    places_published: int = 0
+    tasks_taken: int = 0
+    tasks_saved: int = 0
+    cost_per_task: Decimal = Decimal("0.00")
+    places_released: int | None = None
 
     @property
     def percent_saved(self) -> float:
@@ -110,12 +121,25 @@ class EarlyStopping:
                 "answers_saved": self.answers_saved,
                 "answers_designed": self.answers_designed, "percent_saved": self.percent_saved,
                 "cost_per_answer": str(self.cost_per_answer), "money_saved": str(self.money_saved),
-                "currency": self.currency}
+                "currency": self.currency, "places_published": self.places_published,
+                "tasks_taken": self.tasks_taken, "tasks_saved": self.tasks_saved,
+                "cost_per_task": str(self.cost_per_task), "places_released": self.places_released}
+
+
+def _tasks_still_needed(study: Study) -> int:
+    """The tasks ``study``'s units still need under the assignment rule: their answers not yet
+    claimed (quota less ``n_claimed``) per question."""
+    places: Counter = Counter()
+    for key, quota, claimed in Unit.objects.filter(study=study).values_list("question_key", "quota", "n_claimed"):
+        places[key] += max(0, quota - claimed)
+    places = +places
+    return tasks_for_places(places=dict(places), units_per_task=study.units_per_task) if places else 0
 
 
 def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> EarlyStopping | None:
-    """Answers and money saved by stopping early so far; None for a study that does not stop early.
-    ``cost``: the study's cost reading when the caller has it already (the publish page)."""
+    """Answers and money saved by stopping early so far (``EarlyStopping``); None for a study that
+    does not stop early. ``cost``: the study's cost reading when the caller has it already (the
+    publish page)."""
     if not study.stop_when_decided:
         return None
     units = Unit.objects.filter(study=study).aggregate(
@@ -125,11 +149,18 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     saved = designed - (units["quotas"] or 0)
     cost = cost or study_cost_and_pay(study=study)
     per_answer = money(cost.estimate.total / cost.answers) if cost.answers else Decimal("0.00")
+    per_task = cost.estimate.total / cost.tasks if cost.tasks else Decimal("0")
+    overview = study_platform_overview(study=study)
+    places = overview["places_published"] or cost.tasks
+    taken = overview["tasks_taken"]
+    closed = study.status == Study.Status.CLOSED
+    tasks_saved = max(0, places - taken - (0 if closed else _tasks_still_needed(study)))
     return EarlyStopping(units_decided=units["decided"], answers_collected=claims_that_count(study=study).count(),
                          answers_saved=saved, answers_designed=designed,
-                         cost_per_answer=per_answer,
-                         money_saved=money(cost.estimate.total * saved / cost.answers) if cost.answers else per_answer,
-                         currency=cost.estimate.currency)
+                         cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),
+                         currency=cost.estimate.currency, places_published=places, tasks_taken=taken,
+                         tasks_saved=tasks_saved, cost_per_task=money(per_task),
+                         places_released=overview["places_released"])
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:

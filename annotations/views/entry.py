@@ -52,7 +52,12 @@ from annotations.services.entry import (
     may_resume,
     task_in_progress,
 )
-from annotations.services.errors import AnnotationError, ConsentChanged, PlatformAssignmentDone
+from annotations.services.errors import (
+    AnnotationError,
+    ConsentChanged,
+    NoWorkAvailable,
+    PlatformAssignmentDone,
+)
 from annotations.services.impostor import impostor_task_end
 from annotations.services.participants import (
     InvalidIdentifier,
@@ -139,6 +144,18 @@ def _platform_clock(arrival: handoff.Arrival | None) -> bool:
     return arrival is not None and arrival.platform in (Platform.MTURK, Platform.PROLIFIC)
 
 
+def _return_line(arrival: handoff.Arrival | None) -> str:
+    """The one owner of "return the place": a worker who came from a platform (MTurk, Prolific) and
+    gets no task here is asked to return it there, so it is not held unpaid until it times out.
+    Links hold no platform place: nothing."""
+    return f"Please return the task on {Platform(arrival.platform).label}." if _platform_clock(arrival) else ""
+
+
+def _with_return_line(text: str, arrival: handoff.Arrival | None) -> str:
+    line = _return_line(arrival)
+    return f"{text} {line}" if line else text
+
+
 def _platform_time_over(request: HttpRequest, *, study: Study, arrival: handoff.Arrival) -> HttpResponse:
     platform = Platform(arrival.platform).label
     minutes = int(assignment_duration(study).total_seconds() // 60)
@@ -146,7 +163,7 @@ def _platform_time_over(request: HttpRequest, *, study: Study, arrival: handoff.
                    message=f"The time for this task counts from when you accepted it on {platform} and opened "
                            f"it here ({minutes} minutes in all), and too little of it is left to do the task "
                            f"(about {study.estimated_minutes_per_task:g} minutes), so no task was started here. "
-                           f"Please return the task on {platform}.")
+                           f"{_return_line(arrival)}")
 
 
 def _consent_sha256(request: HttpRequest) -> str | None:
@@ -195,9 +212,10 @@ def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = F
     return response
 
 
-def _closed(request: HttpRequest) -> HttpResponse:
-    return message(request, title="Study closed", status=403,
-                   message="This study is not accepting work at the moment. Thank you for your interest.")
+def _closed(request: HttpRequest, *, arrival: handoff.Arrival | None = None) -> HttpResponse:
+    """A closed study's refusal; a worker who came from a platform is asked to return the place."""
+    return message(request, title="Study closed", status=403, message=_with_return_line(
+        "This study is not accepting work at the moment. Thank you for your interest.", arrival))
 
 
 def _personal_links_only(request: HttpRequest) -> HttpResponse:
@@ -232,8 +250,11 @@ def _to_task(request: HttpRequest, assignment: Assignment, *, study: Study) -> H
     return response
 
 
-def _refused(request: HttpRequest, error: AnnotationError) -> HttpResponse:
-    return message(request, title="No task for you right now", message=error.message, status=error.status)
+def _refused(request: HttpRequest, error: AnnotationError, *, arrival: handoff.Arrival | None = None) -> HttpResponse:
+    """A task refused. No work for this worker (``NoWorkAvailable``): one who came from a platform
+    is asked to return the place, which would otherwise stay held, unpaid, until it times out."""
+    text = _with_return_line(error.message, arrival) if isinstance(error, NoWorkAvailable) else error.message
+    return message(request, title="No task for you right now", message=text, status=error.status)
 
 
 def _consent(request: HttpRequest, *, study: Study, page: str, participant: Callable[[], Participant],
@@ -283,7 +304,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
     except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
         return _to_task(request, error.assignment, study=study)
     except AnnotationError as error:
-        return _refused(request, error)
+        return _refused(request, error, arrival=arrival)
     return _to_task(request, assignment, study=study)
 
 
@@ -353,9 +374,10 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             if not impostor_task_end(study=study, participant=known, task=active,
                                      platform_assignment_id=arrival.assignment_id, client=client_ip(request)):
                 return _refused(request, task_in_progress(active))
-        return _closed(request) if closed else _landing(request, study, page=page, arrival=arrival)
+        return _closed(request, arrival=arrival) if closed else _landing(request, study, page=page, arrival=arrival)
     if closed:
-        return _closed_consent(request, study=study, page=page)
+        return _closed_consent(request, study=study, page=page,
+                               refuse=lambda request: _closed(request, arrival=arrival))
 
     def participant() -> Participant:
         worker = participant_get_or_create(platform=arrival.platform, external_id=arrival.worker_id)
