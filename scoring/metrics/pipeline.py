@@ -370,12 +370,40 @@ AGREEMENT_BY_ITEM = {"item_id": "item: an item's before answers under every sour
                                 "all sources' raters answered the same question)",
                      "question_id": "generalization question: its before answers under every source together"}
 FLEISS_FULL_UNITS = "Fleiss' kappa over the units with the most common number of raters only"
+# A study that stopped units early (``Study.stop_when_decided``, some unit's quota lowered below the
+# study's annotators per unit): a unit stops once its result is decided, which is when its answers
+# agree, so every agreement figure over the answers collected reads higher than the full design's.
+EARLY_STOPPING_AGREEMENT_BIAS = (
+    "Biased upward by early stopping: a unit stopped collecting once its result was decided, which happens "
+    "when its answers agree (a yes/no unit of 5 stopped at 3 answers is 3-0 on both steps), so the answers "
+    "never collected are those that could have disagreed. filled_units gives the same figures over the units "
+    "that filled to the study's annotators per unit; those are the units that did not agree early, so that "
+    "reading leans the other way: neither is what the full design would give.")
+FILLED_UNITS_RULE = ("only the answers of units that filled to the study's annotators per unit (not stopped early); "
+                     "a reading beside the one over the answers collected, which early stopping biases upward")
 
 
-def _agreement_row(units: pd.Series, labels: pd.Series) -> dict:
+def _filled_units_row(units: pd.Series, labels: pd.Series, designed: int) -> dict:
+    """Agreement over the answers of the units that filled (``FILLED_UNITS_RULE``): the same row as
+    :func:`_agreement_row` with the rule and the number of raters a filled unit has."""
+    head = {"rule": FILLED_UNITS_RULE, "raters": designed}
+    if not len(labels):
+        return head | {"n_units": 0, "n_annotations": 0, "n_units_alpha": 0, "n_units_single_answer": 0,
+                       "krippendorff_alpha": None, "fleiss_kappa": None}
+    return head | _agreement_row(units, labels)
+
+
+def _agreement_row(units: pd.Series, labels: pd.Series, *, filled: pd.Series | None = None,
+                   designed: int | None = None) -> dict:
     """Agreement of one step's answers (``units[i]`` rated ``labels[i]``): alpha and the units it
     used (those with two answers or more: a single answer adds nothing), Fleiss' kappa when every
-    unit has as many raters, and otherwise kappa over the units with the most common count."""
+    unit has as many raters, and otherwise kappa over the units with the most common count.
+
+    ``filled`` (one flag per answer: its unit filled to ``designed``, the study's annotators per
+    unit), given where the study stopped units early (:func:`_stopped_design`): the row says the
+    figures are biased upward (``early_stopping_bias``), gives them over the filled units
+    (``filled_units``) and leaves out the most-common-count kappa, whose units may be stopped ones
+    (at 3 of 5 yes/no answers: unanimous by construction, so kappa 1.0 by the stopping rule)."""
     counts = metrics.value_counts_matrix(units, labels)
     raters = counts.sum(axis=1)
     row = {"n_units": int(counts.shape[0]), "n_annotations": int(len(labels)),
@@ -384,6 +412,14 @@ def _agreement_row(units: pd.Series, labels: pd.Series) -> dict:
     row["krippendorff_alpha"] = alpha_from_counts(counts)
     if counts.shape[0] and (raters == raters[0]).all():
         row["fleiss_kappa"] = kappa_from_counts(counts)
+    elif filled is not None:
+        row["fleiss_kappa"] = None
+        row["fleiss_kappa_note"] = (
+            f"Not computed over all units: units have different numbers of raters "
+            f"({', '.join(str(int(r)) for r in sorted(set(raters.tolist())))}), because the study stopped units "
+            f"early. Kappa over the units with the most common number of raters is left out: those can be units "
+            f"stopped early, whose answers agree by the stopping rule (kappa 1.0 by construction); see filled_units "
+            f"for kappa over the units that filled to {designed} raters.")
     else:
         row["fleiss_kappa"] = None
         sizes = np.bincount(raters)
@@ -396,6 +432,10 @@ def _agreement_row(units: pd.Series, labels: pd.Series) -> dict:
                                     f"({', '.join(str(int(r)) for r in sorted(set(raters.tolist())))}); "
                                     f"over the {row['fleiss_kappa_full_units']['n_units']} units with {k} raters: "
                                     + ("not computable" if kappa is None or kappa != kappa else f"{kappa:.4f}") + ".")
+    if filled is not None:
+        keep = filled.to_numpy(dtype=bool)
+        row["early_stopping_bias"] = EARLY_STOPPING_AGREEMENT_BIAS
+        row["filled_units"] = _filled_units_row(units[keep], labels[keep], designed)
     return row
 
 
@@ -411,24 +451,48 @@ def _unit_key(units: pd.DataFrame | None) -> str | None:
     return next((k for k in ("question_id", "item_id") if units is not None and k in units), None)
 
 
-def agreement(annotations: pd.DataFrame, units: pd.DataFrame | None = None) -> dict:
+def _stopped_design(units: pd.DataFrame | None, expected_raters: int | None) -> int | None:
+    """The study's annotators per unit where it stopped units early: ``units`` has each unit's own
+    number (``expected_raters``, its quota: a study that stops units early) and some unit's is below
+    the design's ``expected_raters``; None otherwise (then agreement is as it always was)."""
+    if units is None or expected_raters is None or "expected_raters" not in units:
+        return None
+    return int(expected_raters) if bool((units["expected_raters"] < expected_raters).any()) else None
+
+
+def _filled(a: pd.DataFrame, designed: int | None) -> pd.Series | None:
+    """Per answer of ``a`` (one step's): whether its unit has the design's ``designed`` answers."""
+    if designed is None:
+        return None
+    return a["unit_id"].map(a.groupby("unit_id", observed=True).size()) >= designed
+
+
+def agreement(annotations: pd.DataFrame, units: pd.DataFrame | None = None, *,
+              expected_raters: int | None = None) -> dict:
     """Krippendorff's alpha (nominal) over the raw answers of each step; Fleiss' kappa when every
     unit has the same number of answers (SPEC section 2). With ``units`` (``unit_id`` and
-    ``item_id`` or ``question_id``) each step's row names its ``unit`` (``AGREEMENT_UNIT``)."""
+    ``item_id`` or ``question_id``) each step's row names its ``unit`` (``AGREEMENT_UNIT``). Where
+    the study stopped units early (``_stopped_design``: ``units``' ``expected_raters`` below the
+    design's ``expected_raters``) each row says so and gives the filled units' reading
+    (:func:`_agreement_row`)."""
     out = {}
     key = _unit_key(units)
+    designed = _stopped_design(units, expected_raters)
     for step in ("before", "after"):
         a = annotations[(annotations["step"] == step) & annotations["answer"].notna() & (annotations["answer"] != "")]
         if a.empty:
             continue
         # Series, not arrays: a categorical answer column is counted by its codes
-        out[step] = ({"unit": AGREEMENT_UNIT[key]} if key else {}) | _agreement_row(a["unit_id"], a["answer"])
+        out[step] = ({"unit": AGREEMENT_UNIT[key]} if key else {}) | _agreement_row(
+            a["unit_id"], a["answer"], filled=_filled(a, designed), designed=designed)
     return out
 
 
-def agreement_by_item(annotations: pd.DataFrame, units: pd.DataFrame) -> dict:
+def agreement_by_item(annotations: pd.DataFrame, units: pd.DataFrame, *, expected_raters: int | None = None) -> dict:
     """The other reading of agreement (``AGREEMENT_BY_ITEM``): the before answers with the item (or
-    generalization question) as the unit, every source's raters together. Empty without answers."""
+    generalization question) as the unit, every source's raters together. Empty without answers.
+    Where the study stopped units early, as :func:`agreement` (filled: the answers of the (item,
+    source) units that filled)."""
     key = _unit_key(units)
     a = annotations[(annotations["step"] == "before") & annotations["answer"].notna() & (annotations["answer"] != "")]
     if key is None or a.empty:
@@ -437,8 +501,11 @@ def agreement_by_item(annotations: pd.DataFrame, units: pd.DataFrame) -> dict:
     keep = item.notna().to_numpy()
     if not keep.any():
         return {}
+    designed = _stopped_design(units, expected_raters)
+    filled = _filled(a, designed)
     return {"before": {"unit": AGREEMENT_BY_ITEM[key],
-                       **_agreement_row(item[keep], a["answer"][keep])}}
+                       **_agreement_row(item[keep], a["answer"][keep],
+                                        filled=None if filled is None else filled[keep], designed=designed)}}
 
 
 # Units short of annotators are scored on the answers they have; the other reading scores only
@@ -492,10 +559,11 @@ def collected_outcomes(units: pd.DataFrame, annotations: pd.DataFrame, *, expect
     results = {
         "n_units": int(len(units)),
         "ties": ties,
-        "agreement": agreement(annotations, units) if not annotations.empty else {},
+        "agreement": agreement(annotations, units, expected_raters=expected_raters) if not annotations.empty else {},
     }
     if by_item:
-        results["agreement_by_item"] = agreement_by_item(annotations, units) if not annotations.empty else {}
+        results["agreement_by_item"] = (agreement_by_item(annotations, units, expected_raters=expected_raters)
+                                        if not annotations.empty else {})
     return Part(results, warnings, frame)
 
 

@@ -953,9 +953,16 @@ def agreement_section(results: dict) -> Section:
         section.absent = _warning(results, "agreement") or "No raw answers to measure agreement on."
         return section
     def table_rows(block: dict, label: str = "") -> list[dict]:
-        return [{"step": f"{step}{label}", **row,
-                 "fleiss_kappa_full": (row.get("fleiss_kappa_full_units") or {}).get("fleiss_kappa")}
-                for step, row in block.items()]
+        rows = []
+        for step, row in block.items():
+            rows.append({"step": f"{step}{label}", **row,
+                         "fleiss_kappa_full": (row.get("fleiss_kappa_full_units") or {}).get("fleiss_kappa")})
+            if row.get("filled_units"):  # a study that stopped units early: the filled units' reading beside it
+                filled = row["filled_units"]
+                rows.append({"step": f"{step}{label}, filled units only ({filled.get('raters')} answers)",
+                             **{k: v for k, v in filled.items() if k != "fleiss_kappa_full_units"},
+                             "fleiss_kappa_full": (filled.get("fleiss_kappa_full_units") or {}).get("fleiss_kappa")})
+        return rows
 
     rows = table_rows(agreement) + table_rows(results.get("agreement_by_item") or {}, " (by item)")
     columns = [Column("step", "Answer"), Column("n_units", "Units", "int"),
@@ -978,6 +985,9 @@ def agreement_section(results: dict) -> Section:
     if (results.get("early_stopping") or {}).get("used"):
         section.notes.append("Computed on the answers collected: this study stopped each unit once its result was "
                              "decided, so units have different numbers of answers (see Early stopping).")
+    bias = next((row["early_stopping_bias"] for row in rows if row.get("early_stopping_bias")), None)
+    if bias:
+        section.notes.append(bias + " The rows \"filled units only\" are that reading.")
     return section
 
 

@@ -74,8 +74,12 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``agreement``: {before|after: {unit (what a unit is: ``pipeline.AGREEMENT_UNIT``), n_units, n_annotations,
   n_units_alpha (units with 2+ answers, those alpha uses), n_units_single_answer, krippendorff_alpha,
   fleiss_kappa (None when raters differ, then fleiss_kappa_note and fleiss_kappa_full_units: {rule, raters,
-  n_units, fleiss_kappa})}} (SPEC section 2); ``agreement_by_item``: {before: the same, with the item (or
-  generalization question) as the unit, every source's raters together}
+  n_units, fleiss_kappa}), and where the study stopped units short of its annotators per unit
+  (``_early_stopping``) early_stopping_bias (``pipeline.EARLY_STOPPING_AGREEMENT_BIAS``: the figures read
+  high, units stop when their answers agree) and filled_units: {rule, raters, the same figures over the
+  units that filled}, with no fleiss_kappa_full_units (its units may be stopped ones, unanimous by the
+  stopping rule; fleiss_kappa_note says so)}} (SPEC section 2); ``agreement_by_item``: {before: the same, with
+  the item (or generalization question) as the unit, every source's raters together}
 - ``generalization`` (generalization studies): accuracy_delta by type, by utility, per source
   (each with its ties and the per-answer reading: ties_before, ties_after, n_answers_before,
   n_answers_after, accuracy_before_per_answer, accuracy_after_per_answer, delta_per_answer),
@@ -343,6 +347,12 @@ EARLY_STOPPING_FEWER = {
 }
 
 
+# Why agreement reads high where units stopped short (said in ``_early_stopping`` and in each
+# agreement row, ``pipeline._agreement_row``), the agreement rows' ``filled_units`` beside it.
+EARLY_STOPPING_AGREEMENT_BIAS = ("Agreement (agreement, agreement_by_item; each row gives filled_units beside it): "
+                                 f"{pipeline.EARLY_STOPPING_AGREEMENT_BIAS}")
+
+
 # What a unit decided early keeps (the qualified note of ``_early_stopping``, when some units are
 # neither decided nor full): "every unit decided early has ... its N answers would have given".
 EARLY_STOPPING_KEPT = {
@@ -376,6 +386,7 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
     by_source = dict((short_units or {}).get("n_short_by_source") or {})
     n_open = by_source.pop(pipeline.ALL, None) if short_units else None
     n = study.annotators_per_unit
+    stopped = units.filter(quota__lt=n).exists()
     if n_open:
         they = ("1 unit is", "it is", "it has") if n_open == 1 else (f"{n_open} units are", "they are", "they have")
         claim = (f"A unit stopped collecting once no remaining answer could change whether its majority was right, "
@@ -397,8 +408,11 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
         "answers_designed": designed,
         "answers_saved": designed - quotas,
         "affects": EARLY_STOPPING_AFFECTS[kind],
+        # units stopped short of the design (``pipeline._stopped_design``): agreement reads high
+        "agreement_bias": EARLY_STOPPING_AGREEMENT_BIAS if stopped else None,
         "note": (f"{claim}; units have different numbers of answers, and {EARLY_STOPPING_FEWER[kind]}. Figures resting "
-                 f"on fewer answers: {', '.join(EARLY_STOPPING_AFFECTS[kind])}."),
+                 f"on fewer answers: {', '.join(EARLY_STOPPING_AFFECTS[kind])}."
+                 + (f" {EARLY_STOPPING_AGREEMENT_BIAS}" if stopped else "")),
     }
 
 
