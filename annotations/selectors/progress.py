@@ -136,6 +136,18 @@ def _tasks_still_needed(study: Study) -> int:
     return tasks_for_places(places=dict(places), units_per_task=study.units_per_task) if places else 0
 
 
+def _tasks_the_stopping_saved(study: Study) -> int:
+    """The tasks the design's places need (``tasks_for_places``) less those the units' quotas, as
+    early stopping lowered them, need: what stopping early saved, whatever else left places empty."""
+    designed: Counter = Counter()
+    lowered: Counter = Counter()
+    for key, quota in Unit.objects.filter(study=study).values_list("question_key", "quota"):
+        designed[key] += study.annotators_per_unit
+        lowered[key] += quota
+    return max(0, tasks_for_places(places=dict(designed), units_per_task=study.units_per_task)
+               - tasks_for_places(places=dict(lowered), units_per_task=study.units_per_task))
+
+
 def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> EarlyStopping | None:
     """Answers and money saved by stopping early so far (``EarlyStopping``); None for a study that
     does not stop early. ``cost``: the study's cost reading when the caller has it already (the
@@ -154,7 +166,10 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     places = overview["places_published"] or cost.tasks
     taken = overview["tasks_taken"]
     closed = study.status == Study.Status.CLOSED
-    tasks_saved = max(0, places - taken - (0 if closed else _tasks_still_needed(study)))
+    # Places left empty, capped at the tasks the lowered quotas account for: a close by hand, or a
+    # study short of workers, leaves places empty that stopping early did not save.
+    tasks_saved = min(max(0, places - taken - (0 if closed else _tasks_still_needed(study))),
+                      _tasks_the_stopping_saved(study))
     return EarlyStopping(units_decided=units["decided"], answers_collected=claims_that_count(study=study).count(),
                          answers_saved=saved, answers_designed=designed,
                          cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),

@@ -16,6 +16,8 @@ from annotations.selectors.progress import study_early_stopping
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.assignment import assignment_start
 from annotations.services.errors import NoWorkAvailable
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.close import study_close
 from annotations.services.steps import steps_for
 from annotations.services.stopping import study_close_when_decided
 from tests.annotations.factories import make_study
@@ -73,3 +75,17 @@ def test_money_saved_counts_tasks_not_answers_and_the_close_says_places_released
     page = client.get(reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode()
     assert f"{places - taken} places released when the study closed" in page
     assert f"{places - taken} of {places} places released when the study" in page
+
+
+def test_a_close_by_hand_saves_nothing_by_stopping_early(prolific):  # noqa: F811
+    """Places a close leaves empty are released (``places_released``), not saved by stopping early:
+    with no unit stopped, nothing is saved, however many places were left."""
+    study = make_study(n_items=4, n_sources=2, quota=5, units_per_task=3, status="draft", reward=Decimal("2.00"),
+                       estimated_minutes_per_task=Decimal("6.0"), stop_when_decided=True)
+    publish_on(study, "prolific")
+    study_close(user=OPERATOR, study=study)
+    study.refresh_from_db()
+
+    stopping = study_early_stopping(study=study)
+    assert (stopping.answers_saved, stopping.tasks_saved, stopping.money_saved) == (0, 0, Decimal("0.00"))
+    assert stopping.places_released == stopping.places_published > 0
