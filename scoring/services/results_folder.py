@@ -258,21 +258,27 @@ def generalization_rows(results: dict) -> list[dict]:
 
 AGREEMENT_COLUMNS = ["reading", "step", "unit", "n_units", "n_annotations", "n_units_alpha", "n_units_single_answer",
                      "krippendorff_alpha", "fleiss_kappa", "fleiss_kappa_full_units", "full_units_raters",
-                     "full_units_n", "fleiss_kappa_note"]
+                     "full_units_n", "fleiss_kappa_note", "early_stopping_bias", "filled_units_n",
+                     "filled_units_annotations", "filled_units_alpha", "filled_units_kappa"]
 
 
 def agreement_rows(results: dict) -> list[dict]:
     """``agreement.csv``: the published agreement per step (its unit named), then the by-item
     reading of the before answers; the full-units-only kappa flattened into its columns and
-    ``fleiss_kappa_note`` kept."""
+    ``fleiss_kappa_note`` kept; where the study stopped units early, the bias note and the filled
+    units' reading (``filled_units``) flattened into theirs."""
     rows = []
     for reading, key in (("published", "agreement"), ("by item", "agreement_by_item")):
         for step, row in (results.get(key) or {}).items():
             full = row.get("fleiss_kappa_full_units") or {}
+            filled = row.get("filled_units") or {}
             rows.append({"reading": reading, "step": step,
-                         **{k: v for k, v in row.items() if k != "fleiss_kappa_full_units"},
+                         **{k: v for k, v in row.items() if k not in ("fleiss_kappa_full_units", "filled_units")},
                          "fleiss_kappa_full_units": full.get("fleiss_kappa"), "full_units_raters": full.get("raters"),
-                         "full_units_n": full.get("n_units")})
+                         "full_units_n": full.get("n_units"), "filled_units_n": filled.get("n_units"),
+                         "filled_units_annotations": filled.get("n_annotations"),
+                         "filled_units_alpha": filled.get("krippendorff_alpha"),
+                         "filled_units_kappa": filled.get("fleiss_kappa")})
     return rows
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from scoring.metrics import pipeline
 from scoring.reports.sections import report_sections
+from scoring.services.results_folder import AGREEMENT_COLUMNS, agreement_rows
 from tests.scoring.test_early_stopping_score import run
 
 pytestmark = pytest.mark.django_db
@@ -87,3 +88,27 @@ def test_units_stopped_at_three_unanimous_give_no_most_common_count_kappa():
         assert row["fleiss_kappa_full_units"] == {"rule": pipeline.FLEISS_FULL_UNITS, "raters": 3, "n_units": 7,
                                                   "fleiss_kappa": 1.0}
         assert "early_stopping_bias" not in row and "filled_units" not in row
+
+
+def test_every_unit_stopped_at_the_same_count_gives_no_kappa_by_construction():
+    """Every unit stopped at 3 of 5, so every unit has as many raters: kappa over all of them would
+    be 1.0 by the stopping rule, and is left out with the reason; no unit filled, so the filled
+    units' reading is empty, not an error."""
+    per_unit = {u: ["yes"] * 3 if u % 2 else ["no"] * 3 for u in range(1, 5)}
+    units, answers = _frames(per_unit, dict.fromkeys(per_unit, 3))
+    for row in pipeline.collected_outcomes(units, answers, expected_raters=5).results["agreement"].values():
+        assert row["fleiss_kappa"] is None and "stopping rule" in row["fleiss_kappa_note"]
+        assert row["filled_units"]["n_units"] == 0 and row["filled_units"]["fleiss_kappa"] is None
+
+
+def test_agreement_csv_carries_the_bias_and_the_filled_units():
+    """``agreement.csv`` (the results folder) says what results.json says: the bias note and the
+    filled units' figures have their columns, so the CSV alone does not show an inflated figure unflagged."""
+    per_unit = {u: ["yes"] * 3 if u % 2 else ["no"] * 3 for u in range(1, 8)}
+    per_unit[8] = ["yes", "yes", "no", "yes", "no"]
+    units, answers = _frames(per_unit, {u: 3 for u in range(1, 8)} | {8: 5})
+    results = {"agreement": pipeline.collected_outcomes(units, answers, expected_raters=5).results["agreement"]}
+    rows = agreement_rows(results)
+    assert {r["early_stopping_bias"] for r in rows} == {pipeline.EARLY_STOPPING_AGREEMENT_BIAS}
+    assert {(r["filled_units_n"], r["filled_units_annotations"]) for r in rows} == {(1, 5)}
+    assert {"early_stopping_bias", "filled_units_n", "filled_units_alpha", "filled_units_kappa"} <= set(AGREEMENT_COLUMNS)
