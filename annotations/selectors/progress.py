@@ -126,26 +126,22 @@ class EarlyStopping:
                 "cost_per_task": str(self.cost_per_task), "places_released": self.places_released}
 
 
-def _tasks_still_needed(study: Study) -> int:
-    """The tasks ``study``'s units still need under the assignment rule: their answers not yet
-    claimed (quota less ``n_claimed``) per question."""
-    places: Counter = Counter()
-    for key, quota, claimed in Unit.objects.filter(study=study).values_list("question_key", "quota", "n_claimed"):
-        places[key] += max(0, quota - claimed)
-    places = +places
-    return tasks_for_places(places=dict(places), units_per_task=study.units_per_task) if places else 0
-
-
-def _tasks_the_stopping_saved(study: Study) -> int:
-    """The tasks the design's places need (``tasks_for_places``) less those the units' quotas, as
-    early stopping lowered them, need: what stopping early saved, whatever else left places empty."""
+def _tasks_by_places(study: Study) -> tuple[int, int]:
+    """From one read of ``study``'s units, under the assignment rule (``tasks_for_places``): the
+    tasks its units still need (their answers not yet claimed, quota less ``n_claimed``, per
+    question), and the tasks early stopping saved (those the design's places need less those the
+    quotas, as stopping lowered them, need: whatever else left places empty is not counted)."""
+    needed: Counter = Counter()
     designed: Counter = Counter()
     lowered: Counter = Counter()
-    for key, quota in Unit.objects.filter(study=study).values_list("question_key", "quota"):
+    for key, quota, claimed in Unit.objects.filter(study=study).values_list("question_key", "quota", "n_claimed"):
+        needed[key] += max(0, quota - claimed)
         designed[key] += study.annotators_per_unit
         lowered[key] += quota
-    return max(0, tasks_for_places(places=dict(designed), units_per_task=study.units_per_task)
-               - tasks_for_places(places=dict(lowered), units_per_task=study.units_per_task))
+    per_task = study.units_per_task
+    return (tasks_for_places(places=needed, units_per_task=per_task),
+            max(0, tasks_for_places(places=designed, units_per_task=per_task)
+                - tasks_for_places(places=lowered, units_per_task=per_task)))
 
 
 def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> EarlyStopping | None:
@@ -168,8 +164,8 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     closed = study.status == Study.Status.CLOSED
     # Places left empty, capped at the tasks the lowered quotas account for: a close by hand, or a
     # study short of workers, leaves places empty that stopping early did not save.
-    tasks_saved = min(max(0, places - taken - (0 if closed else _tasks_still_needed(study))),
-                      _tasks_the_stopping_saved(study))
+    still_needed, stopping_saved = _tasks_by_places(study)
+    tasks_saved = min(max(0, places - taken - (0 if closed else still_needed)), stopping_saved)
     return EarlyStopping(units_decided=units["decided"], answers_collected=claims_that_count(study=study).count(),
                          answers_saved=saved, answers_designed=designed,
                          cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),
