@@ -410,9 +410,10 @@ def _agreement_row(units: pd.Series, labels: pd.Series, *, filled: pd.Series | N
            "n_units_alpha": int((raters >= 2).sum()),
            "n_units_single_answer": int((raters < 2).sum())}
     row["krippendorff_alpha"] = alpha_from_counts(counts)
-    if counts.shape[0] and (raters == raters[0]).all() and (filled is None or raters[0] >= designed):
+    uniform = bool(counts.shape[0]) and bool((raters == raters[0]).all())
+    if uniform and (filled is None or raters[0] >= designed):
         row["fleiss_kappa"] = kappa_from_counts(counts)
-    elif filled is not None and counts.shape[0] and (raters == raters[0]).all():
+    elif filled is not None and uniform:
         row["fleiss_kappa"] = None
         row["fleiss_kappa_note"] = (
             f"Not computed: every unit has {int(raters[0])} raters, fewer than the study's {designed}, because the "

@@ -410,13 +410,14 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
         return Part({}, warnings, frame)
     # the questions that count now on each scored (item, source): the answerers' bundles and questions_answered
     expected = _questions_counting_now(frame, preds)
+    consistency = answerer_consistency(preds, expected=expected)
     gen_u = {
         "n_items_with_gen_u": int(len(per_item)),
         "n_questions": int(len(per_q)),
         "unparseable": counts,
-        "consistency": answerer_consistency(preds, expected=expected),
+        "consistency": consistency,
         "consistency_bundle": CONSISTENCY_BUNDLE,
-        "consistency_incomplete_rules": _consistency_incomplete_rules(preds, expected),
+        "consistency_incomplete_rules": _consistency_incomplete_rules(preds, expected, consistency),
     }
     _gen_u_method(preds, gen_u, warnings, reader=reader)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and
@@ -628,12 +629,14 @@ def answerer_consistency(preds: pd.DataFrame, reading: str = BUNDLE_INCOMPLETE_L
     return out
 
 
-def _consistency_incomplete_rules(preds: pd.DataFrame, expected: pd.DataFrame) -> dict:
+def _consistency_incomplete_rules(preds: pd.DataFrame, expected: pd.DataFrame, default: dict) -> dict:
     """The answerers' consistency under each reading of ``CONSISTENCY_INCOMPLETE_RULES``
     (``answerer_consistency`` over ``expected``'s bundles), in ``_unparsed_rules``' shape with the
     human answers' ``incomplete_rule``: {default, incomplete_rule, rules, spec, by_source: {source:
-    {F^I|F^IR: {reading: figures}}}}; the default's figures are ``gen_u["consistency"]``'s."""
-    readings = {reading: answerer_consistency(preds, reading, expected=expected)
+    {F^I|F^IR: {reading: figures}}}}; the default's figures are ``gen_u["consistency"]``'s
+    (``default``, computed once)."""
+    readings = {reading: default if reading == BUNDLE_INCOMPLETE_LEFT_OUT
+                else answerer_consistency(preds, reading, expected=expected)
                 for reading in CONSISTENCY_INCOMPLETE_RULES}
     by_source = {source: {name: {reading: readings[reading][source][name] for reading in readings}
                           for name in entry}

@@ -708,8 +708,12 @@ def _bundle_members(frame: pd.DataFrame, units: pd.DataFrame, originals: pd.Data
     else:
         full = full.assign(**{c: np.nan for c in ORIGINAL_OUTCOMES})
     full["bundle"] = full["item_id"].astype(str) + "|" + full["source"].astype(str)
-    full["complete"] = full.groupby("bundle")["answered"].transform("all").astype(bool)
-    return full
+    return _with_complete(full)
+
+
+def _with_complete(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (bundle members) with ``complete``: every member of its bundle answered, over these rows."""
+    return rows.assign(complete=rows.groupby("bundle")["answered"].transform("all").astype(bool))
 
 
 def _with_originals(rows: pd.DataFrame, originals: pd.DataFrame) -> dict:
@@ -771,9 +775,9 @@ def _generalization_consistency(frame: pd.DataFrame, units: pd.DataFrame, origin
             "n_bundles_without_item": int(members["bundle"].nunique() - n_with_item),
             **_incomplete_readings(members, with_items=True),
         }
-    cf = members.loc[members["bundle"].isin(known["bundle"]) & (members["qtype"] == "counterfactual")].copy()
+    cf = members.loc[members["bundle"].isin(known["bundle"]) & (members["qtype"] == "counterfactual")]
     if len(cf):
-        cf["complete"] = cf.groupby("bundle")["answered"].transform("all").astype(bool)
+        cf = _with_complete(cf)
         consistency["item_with_counterfactuals"] = {
             "bundle": BUNDLE_ITEM_WITH_COUNTERFACTUALS, **_incomplete_readings(cf, with_items=True)}
     return consistency
@@ -1113,8 +1117,7 @@ def _conflicting_answers(frame: pd.DataFrame, units: pd.DataFrame) -> dict:
             by_source.setdefault(name, {})[reading] = (
                 {**_accuracy_figures(g), "n_questions": int(g["question_id"].nunique())} if len(g) else {"n": 0})
     members = _bundle_members(frame, units)
-    kept = members.loc[~members["conflicted"]].copy()
-    kept["complete"] = kept.groupby("bundle")["answered"].transform("all").astype(bool)
+    kept = _with_complete(members.loc[~members["conflicted"]])
     out["by_source"] = by_source
     out["consistency"] = {
         "bundle": BUNDLE_QUESTIONS, "incomplete_rule": BUNDLE_INCOMPLETE_RULES[BUNDLE_INCOMPLETE_LEFT_OUT],
