@@ -436,16 +436,13 @@ def claim_for_answer(*, token: str, claim_id: int) -> tuple[Assignment | None, C
 
 
 # --- blocks --------------------------------------------------------------------------------------
-_OWNER_OF_STUDY = object()
-
-
-def blocks_covering(*, study: Study, owner_id: int | None | object = _OWNER_OF_STUDY) -> QuerySet[WorkerBlock]:
+def blocks_covering(*, study: Study, owner_id: int | None = None) -> QuerySet[WorkerBlock]:
     """The blocks that refuse workers in ``study``: made on it, made by its owner (a
     researcher's block covers the studies they own), or everywhere (a superuser's). The same rule
     read from a block: ``studies_covered_by``. ``owner_id``: the owner read from the study's row
-    later than ``study`` was (a start's locked read: ``assignment._qualification_pending``); by default
+    later than ``study`` was (a start's locked read: ``assignment._qualification_pending``); None:
     ``study.owner_id``."""
-    owner_id = study.owner_id if owner_id is _OWNER_OF_STUDY else owner_id
+    owner_id = study.owner_id if owner_id is None else owner_id
     covers = Q(study_id=study.pk) | Q(everywhere=True)
     if owner_id is not None:
         covers |= Q(researcher_id=owner_id)

@@ -221,6 +221,19 @@ COMMITTING_OPERATIONS = frozenset({_OP.CREATE_HIT, _OP.ADD_ASSIGNMENTS, _OP.PUBL
 PAYOUT_OPERATIONS = frozenset({_OP.APPROVE, _OP.BONUS})
 
 
+def study_places(*, study: Study) -> tuple[int, int, int | None]:
+    """Places: the tasks (Prolific places, HIT assignments) the study's real publications put on a
+    platform; taken: its tasks a worker holds or will be paid for (active, submitted, approved; a
+    returned, expired or rejected one frees its place); released: once the study is closed, the
+    rest (no worker takes them, and what publishing committed for them is not spent), None before."""
+    places = (Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK)
+              .aggregate(n=Sum("n_tasks"))["n"] or 0)
+    taken = Assignment.objects.filter(study=study, status__in=(
+        Assignment.Status.ACTIVE, Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)).count()
+    released = max(0, places - taken) if places and study.status == Study.Status.CLOSED else None
+    return places, taken, released
+
+
 def study_platform_overview(*, study: Study) -> dict:
     """What the admin page shows: publications, submissions by flag, audit totals. The totals are
     of confirmed calls, kept apart (``COMMITTING_OPERATIONS``, ``PAYOUT_OPERATIONS``):
@@ -236,16 +249,7 @@ def study_platform_overview(*, study: Study) -> dict:
     totals = counted.aggregate(committed=Sum("amount", filter=Q(operation__in=COMMITTING_OPERATIONS)),
                                paid_out=Sum("amount", filter=Q(operation__in=PAYOUT_OPERATIONS)))
     committed = money(totals["committed"] or 0)
-    # Places: the tasks (Prolific places, HIT assignments) the study's real publications put on a
-    # platform; taken: its tasks a worker holds or will be paid for (active, submitted, approved; a
-    # returned, expired or rejected one frees its place). A closed study
-    # released the rest: no worker takes them, and what publishing committed for them is not spent
-    # (their share of ``committed``, from the recorded calls).
-    places = (Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK)
-              .aggregate(n=Sum("n_tasks"))["n"] or 0)
-    taken = Assignment.objects.filter(study=study, status__in=(
-        Assignment.Status.ACTIVE, Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)).count()
-    released = max(0, places - taken) if places and study.status == Study.Status.CLOSED else None
+    places, taken, released = study_places(study=study)
     return {
         "publications": list(Publication.objects.filter(study=study).order_by("-created_at")),
         "assignments": dict(Assignment.objects.filter(study=study).values_list("status").annotate(n=Count("id"))),

@@ -25,7 +25,7 @@ from annotations.selectors.cost import (
     study_cost_and_pay,
     study_effective_hourly_pay,
 )
-from annotations.selectors.platforms import assignments_on_hold, study_platform_overview
+from annotations.selectors.platforms import assignments_on_hold, study_places
 from studies.design import tasks_for_places
 from studies.models import Study
 
@@ -93,7 +93,7 @@ class EarlyStopping:
     ``annotations.services.stopping``) has saved so far: the answers the decided units will never
     collect (the design's workers per unit less their lowered quota) and the money, counted in tasks
     because a platform pays per task (a task of one unit pays the full reward): the places published
-    (``selectors.platforms.study_platform_overview``; the design's tasks before any publication)
+    (``selectors.platforms.study_places``; the design's tasks before any publication)
     less the tasks taken (active, submitted, approved) and, while the study is open, less the tasks
     its units still need (``tasks_for_places``, the assignment rule); at the cost of a task, rewards
     and fee (``selectors_cost.study_cost_and_pay``). ``places_released``: the places the study's
@@ -158,9 +158,8 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     cost = cost or study_cost_and_pay(study=study)
     per_answer = money(cost.estimate.total / cost.answers) if cost.answers else Decimal("0.00")
     per_task = cost.estimate.total / cost.tasks if cost.tasks else Decimal("0")
-    overview = study_platform_overview(study=study)
-    places = overview["places_published"] or cost.tasks
-    taken = overview["tasks_taken"]
+    published, taken, released = study_places(study=study)
+    places = published or cost.tasks
     closed = study.status == Study.Status.CLOSED
     # Places left empty, capped at the tasks the lowered quotas account for: a close by hand, or a
     # study short of workers, leaves places empty that stopping early did not save.
@@ -171,7 +170,7 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
                          cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),
                          currency=cost.estimate.currency, places_published=places, tasks_taken=taken,
                          tasks_saved=tasks_saved, cost_per_task=money(per_task),
-                         places_released=overview["places_released"])
+                         places_released=released)
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:

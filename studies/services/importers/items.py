@@ -13,7 +13,7 @@ applies alike: the one owner of the rules an item's values follow.
 
 An item, a dataset or a source saved one by one (the admin's forms:
 ``studies.services.content.content_row_save``) is held to the same rules, asked of these functions
-(``choices_problems`` for the options).
+(``studies.textrules.option_problems`` for the options).
 """
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from .reading import ImportFile
 from .upsert import bulk_upsert, dataset_get_or_create, import_record_create
 from .values import identifier_problem, sentinel_problem, short
 
-# What an option label may be: one letter, as ``choice_label`` reads one.
 ITEM_FIELDS = ["question", "choices", "gold_answer", "gold_rationale", "split", "metadata"]
 
 
