@@ -106,7 +106,9 @@ def test_unit_scores_that_are_not_those_of_the_bundles_answers_are_refused():
 @pytest.mark.parametrize(("cells", "field", "reason"), [
     ({"utility": "7"}, "utility", "7 is not -1, 0 or 1"),
     ({"n_annotators": "-2"}, "n_annotators", "-2 is below 0"),
-    ({"utility": "1", "before_correct": "true", "after_correct": "true"}, "utility", "give 0"),
+    # no tie on either step, whatever the simulated crowd gave the row (a tie is refused first, on its own field)
+    ({"utility": "1", "before_correct": "true", "after_correct": "true", "before_tie": "false", "after_tie": "false"},
+     "utility", "give 0"),
 ])
 def test_a_unit_score_no_run_writes_is_refused_naming_the_field(cells, field, reason):
     errors = _refused(_edited_rows(_scored_bundle(), "data/unit_scores.csv", (0, cells)))
