@@ -130,3 +130,28 @@ class StrictOrderingFilter(OrderingFilter):
                     f"for descending, several separated by commas)." for term in invalid
                 ]})
         return super().get_ordering(request, queryset, view)
+
+    def get_ordering_terms(self, queryset, view, context) -> list[str]:
+        """Every term ``?ordering=`` accepts: each of ``get_valid_fields`` (what ``get_ordering``
+        checks against) and its ``-`` form, sorted as the 400 lists them."""
+        fields = sorted(name for name, _label in self.get_valid_fields(queryset, view, context))
+        return [term for name in fields for term in (name, f"-{name}")]
+
+    def get_schema_operation_parameters(self, view):
+        """DRF documents ``ordering`` as a bare string, so a client learns which terms a list takes
+        only from a 400. The schema lists them instead (a comma-separated array of those terms),
+        computed by ``get_ordering_terms`` from the view's queryset, the same source the filter
+        validates against, so the documented and the accepted terms cannot drift apart."""
+        terms = self.get_ordering_terms(view.get_queryset(), view, {"request": getattr(view, "request", None)})
+        listed = ", ".join(f"`{term}`" for term in terms)
+        (parameter,) = super().get_schema_operation_parameters(view)
+        parameter.update({
+            "description": (
+                f"{parameter['description']} One or several of {listed}, separated by commas (a leading "
+                f"'-' for descending); any other term is a 400."
+            ),
+            "schema": {"type": "array", "items": {"type": "string", "enum": terms}},
+            "style": "form",
+            "explode": False,
+        })
+        return [parameter]
