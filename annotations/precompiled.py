@@ -266,15 +266,15 @@ CLAIM_WITH_CHECK = HotQuery("claim_with_check", Claim,
                             {"": _CLAIM_FIELDS, "attention_check": ("question", "choices")}, where="id")
 GENERALIZATION_QUESTION = HotQuery("generalization_question", GeneralizationQuestion,
                                    {"": ("text", "answer", "qtype", "metadata")}, where="id")
-# A page's claims and their answers: two index lookups (a join of the two tables is planned as a
-# scan of every answer when the planner's statistics are stale).
-# A page's claims, each with its first answer: a claim that is not completed has at most its
-# first step answered (the last step completes it in the same transaction), so this is all a page
-# needs of the answers (steps.answered_steps). One query, an index lookup per claim.
+# A page's claims, each with its first answer and when it was given: a claim that is not completed
+# has at most its first step answered (the last step completes it in the same transaction), so this
+# is all a page needs of the answers (steps.answered_steps), and the first answer's time is when its
+# later step became current (``selectors.step_current_since``). One query, index lookups per claim.
 CLAIMS_OF_ASSIGNMENT = HotQuery(
     "claims_of_assignment", Claim, {"": ("completed_at", "attention_check_id")},
     where="assignment_id", order_by=("position",),
-    subqueries={"before_answer": (Annotation, "answer", "claim", {"step": Annotation.Step.BEFORE})},
+    subqueries={"before_answer": (Annotation, "answer", "claim", {"step": Annotation.Step.BEFORE}),
+                "before_answered_at": (Annotation, "answered_at", "claim", {"step": Annotation.Step.BEFORE})},
 )
 QUALIFICATION_TEST_OF_STUDY = HotQuery("qualification_test_of_study", QualificationTest, {"": ("study_id",)},
                                        where="study_id")

@@ -286,10 +286,13 @@ class TaskClaims:
     """A task's claims in order, as ``(id, completed_at, attention check id)``, and the answers so
     far of the claims not completed, by claim and step (``task_claims``). A claim that is not
     completed has at most its first step answered: its last step completes it, in the same
-    transaction (``services.answers.annotation_submit``), and no kind has more than two steps."""
+    transaction (``services.answers.annotation_submit``), and no kind has more than two steps.
+    ``answered_at``: when that first step was answered (its ``answered_at``), by claim: the moment
+    the claim's later step became current (``step_current_since``)."""
 
     rows: list[tuple[int, datetime | None, int | None]]
     answered: dict[int, dict[str, str]]
+    answered_at: dict[int, datetime] = field(default_factory=dict)
 
     def stored_steps(self, claim_id: int, steps: tuple[str, ...]) -> tuple[str, ...]:
         """The steps of ``steps`` (the claim's own) that have an answer stored."""
@@ -298,40 +301,46 @@ class TaskClaims:
                 return steps if completed_at is not None else tuple(s for s in steps if s in self.answered.get(pk, {}))
         return ()
 
-    def record(self, *, claim_id: int, step: str, answer: str, completed_at: datetime | None) -> None:
-        """What an answer just stored changes (``completed_at``: its claim's, set by a last step)."""
+    def record(self, *, claim_id: int, step: str, answer: str, answered_at: datetime,
+               completed_at: datetime | None) -> None:
+        """What an answer just stored changes (``answered_at``: the stored answer's, so the page sent
+        with it shows its later step from the time a reload reads; ``completed_at``: its claim's, set
+        by a last step)."""
         if completed_at is None:
             self.answered.setdefault(claim_id, {})[step] = answer
+            self.answered_at[claim_id] = answered_at
             return
         self.answered.pop(claim_id, None)
+        self.answered_at.pop(claim_id, None)
         self.rows = [(pk, completed_at if pk == claim_id else done, check_id) for pk, done, check_id in self.rows]
 
 
 def task_claims(assignment_id: int) -> TaskClaims:
     """The task's claims and their first answers (``TaskClaims``). One query: each claim's row
-    carries its ``before`` answer (an index lookup per claim; a join of the two tables is planned
-    as a scan of every answer when the planner's statistics are stale)."""
+    carries its ``before`` answer and that answer's time (index lookups per claim; a join of the two
+    tables is planned as a scan of every answer when the planner's statistics are stale)."""
     rows = precompiled.CLAIMS_OF_ASSIGNMENT.values("id", "completed_at", "attention_check_id", "before_answer",
-                                                   value=assignment_id)
-    claims = [(claim_id, completed_at, check_id) for claim_id, completed_at, check_id, _before in rows]
-    answered = {claim_id: {Step.BEFORE: before} for claim_id, completed_at, _check_id, before in rows
-                if before is not None and completed_at is None}
-    return TaskClaims(claims, answered)
+                                                   "before_answered_at", value=assignment_id)
+    claims = [(claim_id, completed_at, check_id) for claim_id, completed_at, check_id, _before, _at in rows]
+    open_answered = [(claim_id, before, at) for claim_id, completed_at, _check_id, before, at in rows
+                     if before is not None and completed_at is None]
+    return TaskClaims(claims, {claim_id: {Step.BEFORE: before} for claim_id, before, _at in open_answered},
+                      {claim_id: at for claim_id, _before, at in open_answered})
 
 
 def step_current_since(*, assignment: Assignment, task: TaskClaims, claim_id: int) -> datetime | None:
-    """When the first step of the claim (the task's first not completed) became the step its page
-    asks, the time its ``shown`` token carries on every display (``step_view``), so that a reload
-    (a phone restoring a tab) does not restart the answer's ``duration_ms``: the moment the claim
-    before it was completed (its last answer stored, the next page sent with it or right after),
-    or, for the task's first, the consent or, later, the qualification test passed. No query but for
-    the task's first question while nothing is answered (the worker's grant: the test's pages come
-    between the consent and the first question; a task still marked to wait for the test, whose
-    page read the test instead, was not let in by a pass of its own). None where the claim has a
-    step answered: its later step's start (the first answer's time) is not among the rows a page
-    reads."""
+    """When the step the claim's page asks (the task's first claim not completed) became current,
+    the time its ``shown`` token carries on every display (``step_view``), so that a reload (a phone
+    restoring a tab) does not restart the answer's ``duration_ms``. For its later step (the
+    explanation's), the moment its first step was answered (``TaskClaims.answered_at``: read with
+    the claims, or recorded by the answer whose reply sends the page). For its first step, the
+    moment the claim before it was completed (its last answer stored, the next page sent with it or
+    right after), or, for the task's first, the consent or, later, the qualification test passed.
+    No query but for the task's first question while nothing is answered (the worker's grant: the
+    test's pages come between the consent and the first question; a task still marked to wait for
+    the test, whose page read the test instead, was not let in by a pass of its own)."""
     if task.answered.get(claim_id):
-        return None
+        return task.answered_at.get(claim_id)
     done = [completed_at for _pk, completed_at, _check in task.rows if completed_at is not None]
     if done:
         return max(done)

@@ -168,7 +168,8 @@ def annotation_submit_with_task(
         if completed is not None:
             claim.completed_at = now
             precompiled.claim_completed(claim_id=claim.pk, at=now)
-        task.record(claim_id=claim.pk, step=step, answer=clean, completed_at=completed)
+        task.record(claim_id=claim.pk, step=step, answer=clean, answered_at=annotation.answered_at,
+                    completed_at=completed)
         return Submitted(annotation, task)
 
 

@@ -9,9 +9,10 @@ from django.test import Client
 from django.utils import timezone
 
 from annotations.models import Annotation, Assignment, QualificationQuestion
+from annotations.selectors import shown_at_from_token
 from tests.annotations.factories import add_qualification, make_study
 from tests.annotations.pages import entry_url, form_fields, start
-from tests.clock import clock_installed
+from tests.clock import Clock, clock_installed
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +54,44 @@ def test_a_reload_of_a_later_question_counts_from_the_answer_before_it(clock):
     clock.advance(seconds=4)
     answer = _answer(client, task, fields)
     assert (answer.step, answer.shown_at, answer.duration_ms) == ("before", completed, 34_000)
+
+
+def test_a_reload_of_the_explanation_counts_from_the_first_answer(clock):
+    client = Client()
+    task = start(client, entry_url(make_study(units_per_task=2)))
+    clock.advance(seconds=5)
+    before = _answer(client, task, form_fields(client.get(task).content.decode()))
+    client.get(task)  # the explanation, shown
+    clock.advance(seconds=60)  # reading the rationale for a minute
+    fields = form_fields(client.get(task).content.decode())  # the page reloads
+    assert fields["step"] == "after"
+    clock.advance(seconds=2)
+    answer = _answer(client, task, fields)
+    assert (answer.step, answer.shown_at, answer.duration_ms) == ("after", before.answered_at, 62_000)
+
+
+class _TickingClock(Clock):
+    """A clock that moves a millisecond on at each read, as a request's reads of the time differ."""
+
+    def __call__(self):
+        self.advance(seconds=0.001)
+        return self.now
+
+
+def test_the_explanation_sent_with_the_first_answer_shows_the_time_a_reload_shows(monkeypatch):
+    monkeypatch.setattr(timezone, "now", _TickingClock(timezone.now().replace(microsecond=0)))
+    client = Client()
+    task = start(client, entry_url(make_study(units_per_task=2)))
+    first = form_fields(client.get(task).content.decode())
+    reply = client.post(task + "answer", {**first, "answer": "yes"}, HTTP_X_RL_INLINE="1")
+    assert reply.status_code == 200, reply.content.decode()[:500]
+    inline = form_fields(reply.content.decode())
+    reloaded = form_fields(client.get(task).content.decode())
+    before = Annotation.objects.get(step="before")
+    claim = before.claim_id
+    assert inline["step"] == reloaded["step"] == "after" and int(inline["claim"]) == claim
+    assert shown_at_from_token(inline["shown"], claim_id=claim, step="after") == before.answered_at
+    assert shown_at_from_token(reloaded["shown"], claim_id=claim, step="after") == before.answered_at
 
 
 def test_without_reloads_each_answer_takes_the_time_its_page_was_shown(clock):
