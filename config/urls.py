@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.http import JsonResponse
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 
@@ -9,6 +10,8 @@ def healthz(request):
 
 
 urlpatterns = [
+    # The site's root is the researchers' way in (workers only ever open the links they are given).
+    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False), name="root"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("w/", include("annotations.urls")),
