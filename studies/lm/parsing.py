@@ -89,6 +89,27 @@ def _only(labels: list[str]) -> str | None:
     return labels[0] if len(set(labels)) == 1 else None
 
 
+# Markdown emphasis around words ("**B**", "*yes*", "`b`"), not inside one ("snake_case", "2*3").
+_EMPHASIS = re.compile(r"(?<!\w)[*_`]+|[*_`]+(?!\w)")
+# One answer preamble opening the reply, as chat models write it ("The correct answer is (B).",
+# "Answer: yes"); "is" must be the whole word, so "The answer isn't clear" keeps its preamble.
+_PREAMBLE = re.compile(
+    r"(?:the\s+)?(?:correct\s+|final\s+)?answer(?:\s+is(?![\w'’])\s*:?|\s*:)\s*(.*)",
+    re.IGNORECASE | re.DOTALL)
+
+
+def _answer_part(text: str) -> str:
+    """The reply the choice rules read: without markdown emphasis, without one leading answer
+    preamble and without a final full stop ("**The answer is (B).**" -> "(B)"). A preamble with
+    nothing after it leaves nothing, a parse failure; one in the middle of a reply stays, so "I
+    think the answer is B" is read as written."""
+    text = _EMPHASIS.sub("", text).strip()
+    preamble = _PREAMBLE.fullmatch(text)
+    if preamble:
+        text = preamble.group(1).strip()
+    return re.sub(r"\s*[.!]+$", "", text)
+
+
 def match_answer(text: str, item: PromptItem) -> str | None:
     """Map an answer as the model wrote it to a choice label, or None.
 
@@ -100,7 +121,10 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     is heavy" is label a); the text of one option inside
     a longer answer, on word boundaries, the longest winning over options it contains ("the
     sunlight" is "sunlight", not "sun"). A label followed by another option's text, or an answer
-    naming several options, is None: a parse failure, never a guess."""
+    naming several options, is None: a parse failure, never a guess. Every rule reads the reply
+    without markdown emphasis, one leading answer preamble ("Answer:", "The correct answer is")
+    or a final full stop, so "**The answer is (B).**" is b and "The answer is not clear" is None."""
+    text = _answer_part(text)
     norm = _norm(text)
     if not norm:
         return None

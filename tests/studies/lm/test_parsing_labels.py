@@ -70,3 +70,51 @@ def test_a_generated_question_answered_n_a_is_a_failure():
     assert isinstance(parsing.parse_generalization("Is the sea salty? answer: n/a"), parsing.ParseFailure)
     assert parsing.parse_generalization("Is the sea salty?\nanswer: True.").answer == "yes"
     assert parsing.parse_generalization("Is the sea salty? answer: False, it is not").answer == "no"
+
+
+SKY = templates.PromptItem(question="What shines at night?", choices=(("a", "the sun"), ("b", "the moon"), ("c", "a lamp")))
+
+
+@pytest.mark.parametrize("answer, label", [
+    # one leading answer preamble, then the rules above
+    ("The answer is (B).", "b"), ("The answer is B.", "b"), ("The correct answer is b) the moon", "b"),
+    ("Answer: B", "b"), ("Answer: (b) because it reflects sunlight", "b"), ("Final answer: b", "b"),
+    ("the answer is: option B", "b"), ("The answer is the moon.", "b"),
+    # markdown emphasis around the answer, with or without a preamble
+    ("**B**", "b"), ("**(B) the moon**", "b"), ("`b`", "b"), ("__B__", "b"), ("**Answer:** B", "b"),
+    ("The answer is **(B)**.", "b"),
+])
+def test_chat_style_replies_name_their_one_choice(answer, label):
+    assert parsing.match_answer(answer, SKY) == label
+    assert parsing.parse_causal_answer(answer, SKY).answer == label
+
+
+@pytest.mark.parametrize("answer, label", [
+    # after the preamble the article rule still holds: "a magnet" is the option magnet, not label a
+    ("The answer is a magnet", "b"), ("Answer: a magnet.", "b"), ("The answer is A because it is heavy", "a"),
+    # a label followed by another option's text, or several options, after a preamble is still a failure
+    ("The answer is (a) magnet", None), ("Answer: magnet and stone", None), ("**(a) magnet**", None),
+    # a preamble that says nothing, with nothing after it, or in the middle of a reply is not read
+    ("The answer is not clear", None), ("The answer depends", None), ("The answer isn't b", None),
+    ("Answer:", None), ("The answer is", None), ("**The answer is**", None), ("I think the answer is B", None),
+])
+def test_a_preamble_leaves_the_rest_to_the_existing_rules(answer, label):
+    assert parsing.match_answer(answer, OBQA) == label
+
+
+@pytest.mark.parametrize("raw, label", [
+    ("Answer: yes", "yes"), ("The answer is no.", "no"), ("**No.**", "no"), ("*yes*", "yes"),
+    ("**Yes**, because the sky is blue.", "yes"), ("The correct answer is: **False**", "no"),
+])
+def test_chat_style_yes_no_replies_parse(raw, label):
+    assert parsing.parse_causal_answer(raw, YN).answer == label
+    assert parsing.parse_t5_answer(f"<extra_id_0> {raw} <extra_id_1>", YN).answer == label
+
+
+@pytest.mark.parametrize("raw", [
+    "Answer: N/A", "**N/A**", "The answer is not clear", "The answer depends", "The answer is", "Answer:",
+    "I think the answer is yes",
+])
+def test_chat_style_yes_no_replies_that_say_neither_are_failures(raw):
+    parsed = parsing.parse_causal_answer(raw, YN)
+    assert isinstance(parsed, parsing.ParseFailure) and "not one of the choices" in parsed.reason
