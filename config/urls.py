@@ -11,7 +11,8 @@ def healthz(request):
 
 urlpatterns = [
     # The site's root is the researchers' way in (workers only ever open the links they are given).
-    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False), name="root"),
+    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False, http_method_names=["get", "head"]),
+         name="root"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("w/", include("annotations.urls")),
