@@ -87,8 +87,10 @@ class Publication(models.Model):
     # What was (or, for a dry run, would be) sent: no secrets.
     plan = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # Who published (committed the money) is kept: PROTECT refuses deleting the account (deactivate
+    # it instead). None: published by a command (the operator).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -266,8 +268,10 @@ class ParticipantLink(models.Model):
         Participant, null=True, blank=True, on_delete=models.SET_NULL, related_name="participant_links"
     )
     revoked = models.BooleanField(default=False)
+    # Who handed out the link (admitted its participant) is kept: PROTECT refuses deleting the
+    # account (deactivate it instead). None: made by a command (the operator).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     redeemed_at = models.DateTimeField(null=True, blank=True)
@@ -292,8 +296,10 @@ class OpenLink(models.Model):
     max_participants = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: no limit.")
     n_participants = models.PositiveIntegerField(default=0)
     active = models.BooleanField(default=True)
+    # Who handed out the link (admitted its participants) is kept: PROTECT refuses deleting the
+    # account (deactivate it instead). None: made by a command (the operator).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -374,9 +380,11 @@ class PlatformSubmission(models.Model):
     # submitted whose task here is not (``NOT_SUBMITTED_HERE``) is never approved in a batch: the
     # researcher rejects it, or clears it and approves that one task (its decision is dated here).
     # Work submitted here whose platform session timed out or was returned (``ENDED_ON_PLATFORM``)
-    # stops counting until a researcher clears it (to count it and pay the worker by bonus).
+    # stops counting until a researcher clears it (to count it and pay the worker by bonus). Who
+    # cleared it (a decision that pays) is kept: PROTECT refuses deleting the account (deactivate it
+    # instead). None with ``cleared_at``: cleared with no account (a task, the shell).
     cleared_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     cleared_at = models.DateTimeField(null=True, blank=True)
     accepted_at = models.DateTimeField(null=True, blank=True)

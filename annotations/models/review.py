@@ -22,8 +22,10 @@ class FlagReview(models.Model):
 
     annotation = models.OneToOneField(Annotation, on_delete=models.CASCADE, related_name="flag_review")
     decision = models.CharField(max_length=10, choices=Decision.choices)
+    # Who decided (an accepted flag can be paid a bonus) is kept: PROTECT refuses deleting the
+    # account (deactivate it instead). None: no account (a task, the shell).
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     decided_at = models.DateTimeField(auto_now=True)
 
@@ -49,8 +51,10 @@ class WorkerBlock(models.Model):
 
     participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="blocks")
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="worker_blocks")
+    # Who blocked the worker is kept, and with it the studies the block covers (theirs; None: its
+    # study only, ``blocks_covering``): PROTECT refuses deleting the account (deactivate it instead).
     researcher = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     everywhere = models.BooleanField(default=False)
     reason = models.TextField()
@@ -73,8 +77,10 @@ class Withdrawal(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="withdrawals")
     digest = models.CharField(max_length=64)
+    # Who erased the participant's answers is kept: PROTECT refuses deleting the account (deactivate
+    # it instead). None: no account (a task, the shell).
     withdrawn_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     withdrawn_at = models.DateTimeField(auto_now_add=True)
     last_applied_at = models.DateTimeField(auto_now=True)

@@ -1,11 +1,16 @@
 """Admin of user accounts: Django's own, but an account that something keeps is refused with the
 rows that keep it.
 
-``Study.owner``, ``PlatformCall.user`` and ``Bonus.created_by`` are ``PROTECT``: an account that owns
-a study, made a platform call or granted a bonus cannot be deleted (the README: "Accounts are
-deactivated, never deleted"). Django's delete page and "Delete selected" count a protected row whose
-admin deletes nothing (the platform-call and bonus admins) as a type the user may not delete, and
-name only that type instead of the protected rows; here such a type is counted only when a row that
+``Study.owner`` and these records of who acted (``PlatformCall.user``, ``Bonus.created_by``,
+``Publication``'s and the links' ``created_by``, ``FlagReview.decided_by``,
+``PlatformSubmission.cleared_by``, ``WorkerBlock.researcher``,
+``Withdrawal.withdrawn_by``, a question generator's and an LM job's ``created_by``,
+``ImportRecord.imported_by``) are ``PROTECT``: an account that owns a study or made any of these
+cannot be deleted (the README: "Accounts are deactivated, never deleted"). The page names the rows
+from Django's collector, not from a list here, so a new ``PROTECT`` key is listed as it is added.
+Django's delete page and "Delete selected" count a protected row whose admin deletes nothing (the
+platform-call and bonus admins) as a type the user may not delete, and name only that type instead
+of the protected rows; here such a type is counted only when a row that
 would be deleted needs it, so the page lists every protected row and says to deactivate instead."""
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from django.db import router
 
 User = get_user_model()
 
-DEACTIVATE = ("An account that owns a study, made a platform call or granted a bonus is kept, with who "
+DEACTIVATE = ("An account that owns a study or made a platform call, bonus, publication, link, flag decision, "
+              "clear of held work, block, withdrawal, question generator, LM job or import is kept, with who "
               "made them: deactivate it instead (untick Active on the account's page).")
 
 

@@ -445,7 +445,10 @@ class ImportRecord(models.Model):
     updated = models.PositiveIntegerField(default=0)
     unchanged = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
-    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # Who wrote these rows into shared datasets and studies is kept: PROTECT refuses deleting the
+    # account (deactivate it instead). None: a command's import (the operator's), or one whose
+    # importer's account was deleted before this was PROTECT.
+    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     imported_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -491,6 +494,9 @@ class ImportJob(models.Model):
     error = models.TextField(blank=True)
     errors = models.JSONField(default=list, blank=True, help_text="Every bad row: line, column, field, reason.")
     record = models.ForeignKey(ImportRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # SET_NULL, unlike the record's ``imported_by``: a job is only the run (its upload is deleted), what
+    # a done job wrote keeps who on its ``record``, and a job left without its researcher acts for
+    # nobody (``importers.jobs._job_actor``), never as the operator.
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -85,8 +85,11 @@ class QuestionGenerator(EndpointUrlChecked, models.Model):
     demonstrations = models.JSONField(default=dict, blank=True)
     decoding = models.JSONField(default=default_generator_decoding, blank=True)
     seed = models.IntegerField(default=0)
+    # Empty means the operator's (changed by whoever may change owner-less generators), not "unknown":
+    # PROTECT refuses deleting the researcher's account (deactivate it instead), so their generator
+    # never turns into the operator's.
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
         help_text="Its researcher; empty: the operator's (made by a command, or before generators had owners).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -167,12 +170,17 @@ class GenerationJob(models.Model):
     chain = models.PositiveIntegerField(
         default=0, editable=False,
         help_text="Token of the job's live chain of messages: a message carrying another one does nothing.")
+    # Who started the job (spent the compute and budget, and whose rights it writes under) is kept:
+    # PROTECT refuses deleting the account (deactivate it instead: ``lifecycle.creator_refusal`` then
+    # stops the job). None: the operator's (``by_operator``), or a row whose researcher was deleted
+    # before this was PROTECT.
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     # Started by the deployment's operator (a management command, the shell) rather than a researcher:
     # such a job stores what it makes as the operator. A job whose researcher's account was deleted
-    # (``created_by`` set to NULL) is not one: it acts for nobody (``generation.common.job_actor``).
+    # (``created_by`` set to NULL, before it was PROTECT) is not one: it acts for nobody
+    # (``generation.common.job_actor``).
     by_operator = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db.models import ProtectedError
 
 from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission
 from annotations.selectors import HOLDING_FLAGS, claims_that_count
@@ -382,3 +383,18 @@ def test_a_rejection_the_platform_refuses_leaves_the_clear_in_place(prolific, st
     assert PlatformCall.objects.get(operation="reject").status == PlatformCall.Status.FAILED
     assert assignment_approve(user=researcher, study=study, assignment=task).status == "returned"
     assert server.submissions[sub["id"]]["status"] == "APPROVED"
+
+
+def test_who_cleared_a_hold_is_kept_on_it_and_their_account_is_not_deleted(prolific, study):
+    """Clearing held work counts it and pays the worker by bonus: who decided it stays on the row
+    (``cleared_by`` is PROTECT), though the clear made no platform call of its own."""
+    _server, sub, _task = _held_on_prolific(prolific, study, "returned")
+    study_sync(study=study)
+    researcher = get_user_model().objects.create_superuser("clr", "clr@example.org", "pw")
+    row = submission_clear(user=researcher, submission=PlatformSubmission.objects.get(platform_assignment_id=sub["id"]))
+    assert not PlatformCall.objects.filter(user=researcher).exists()
+
+    with pytest.raises(ProtectedError):
+        researcher.delete()
+    row.refresh_from_db()
+    assert row.cleared_by_id == researcher.pk

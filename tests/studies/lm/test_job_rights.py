@@ -3,12 +3,14 @@ any other caller) get the same answer. A researcher acts on the jobs they starte
 start jobs; another researcher's job needs ``studies.change_generationjob``."""
 import pytest
 from django.contrib.auth import get_user_model
+from django.db.models import ProtectedError
 from django.test import Client
 from django.urls import reverse
 
 from studies.models import (
     GeneralizationQuestion,
     GenerationFailure,
+    GenerationJob,
     Item,
     QuestionGenerator,
     Rationale,
@@ -198,14 +200,17 @@ def test_a_job_adds_no_generalization_question_to_another_researchers_study(worl
 
 
 def test_a_job_whose_researcher_was_deleted_acts_for_nobody_and_a_commands_job_for_the_operator(world):
-    # Bob starts a job, then his account is deleted (created_by becomes NULL): the job must not gain
-    # the operator's reach. It stores only the rationale no study shows; a job a command starts
-    # (no user) stores as the operator, as before.
+    # Bob starts a job. His account can no longer be deleted (created_by is PROTECT), but a job left
+    # without its researcher before that (created_by NULL, by_operator false) must not gain the
+    # operator's reach. It stores only the rationale no study shows; a job a command starts (no
+    # user) stores as the operator, as before.
     alice, bob, _ = world
     with OpenAIServer(lambda path, body: (200, completion([RATIONALE_REPLY]), {})) as server:
         items, source = _alices_rationale_study(alice, server)
         orphan = _rationale_job(source, items, bob)
-        bob.delete()
+        with pytest.raises(ProtectedError):
+            bob.delete()
+        GenerationJob.objects.filter(pk=orphan.pk).update(created_by=None)  # as SET_NULL left such jobs
         orphan = generation_job_run(job_id=orphan.pk)
         assert (orphan.created_by_id, orphan.by_operator) == (None, False)
         assert list(Rationale.objects.filter(source=source).values_list("item_id", flat=True)) == [items[2].pk]

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.db.models import ProtectedError
 from django.urls import reverse
 from django.utils import timezone
 
@@ -163,7 +164,11 @@ def test_the_operators_jobs_and_a_deleted_researchers_run_as_before(dev_items, s
     bob = _user("bob", *RESEARCHER)
     source = _hosted_source(server)
     orphan = _job(source, dev_items, bob)
-    bob.delete()  # acts for nobody (stores only what no study shows), and is not stopped
+    with pytest.raises(ProtectedError):  # the account of a researcher who started a job is kept
+        bob.delete()
+    # A job left without its researcher before that (SET_NULL) acts for nobody (stores only what no
+    # study shows), and is not stopped.
+    GenerationJob.objects.filter(pk=orphan.pk).update(created_by=None)
     assert generation_job_run(job_id=orphan.pk).status == "done"
     assert generation_job_run(job_id=_job(source, dev_items, None).pk).status == "done"
 
