@@ -98,16 +98,28 @@ _PREAMBLE = re.compile(
     re.IGNORECASE | re.DOTALL)
 
 
-def _answer_part(text: str) -> str:
+def _answer_part(text: str) -> tuple[str, bool]:
     """The reply the choice rules read: without markdown emphasis, without one leading answer
-    preamble and without a final full stop ("**The answer is (B).**" -> "(B)"). A preamble with
-    nothing after it leaves nothing, a parse failure; one in the middle of a reply stays, so "I
-    think the answer is B" is read as written."""
+    preamble and without a final full stop ("**The answer is (B).**" -> "(B)"), and whether a
+    preamble was set aside. A preamble with nothing after it leaves nothing, a parse failure; one in
+    the middle of a reply stays, so "I think the answer is B" is read as written."""
     text = _EMPHASIS.sub("", text).strip()
     preamble = _PREAMBLE.fullmatch(text)
     if preamble:
         text = preamble.group(1).strip()
-    return re.sub(r"\s*[.!]+$", "", text)
+    return re.sub(r"\s*[.!]+$", "", text), preamble is not None
+
+
+# After a preamble, a yes/no answer is the word alone or closing its clause ("The answer is no, as
+# ..."): "The answer is yes and no" and "The answer is no one knows" say neither.
+_YES_NO_CLAUSE = re.compile(r"(?:yes|no|true|false)(?:\s*[,;:.!?\-\u2013\u2014].*)?", re.IGNORECASE | re.DOTALL)
+
+
+def _lists_other_label(rest: str, others: list[str]) -> bool:
+    """Whether the text after a label lists another label ("B or C", "B, C", "(B) and (D)", "C.
+    Wait, no, B"): a reply naming several choices. An article is not one ("B, a magnet is ...")."""
+    return any(re.search(r"(?:^|\bor\b|\band\b|,)\s*\(?" + re.escape(other) + r"\)?(?=\s*(?:$|[,.;:!?)]|or\b|and\b))",
+                         rest) for other in others)
 
 
 def match_answer(text: str, item: PromptItem) -> str | None:
@@ -121,23 +133,31 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     is heavy" is label a); the text of one option inside
     a longer answer, on word boundaries, the longest winning over options it contains ("the
     sunlight" is "sunlight", not "sun"). A label followed by another option's text, or an answer
-    naming several options, is None: a parse failure, never a guess. Every rule reads the reply
-    without markdown emphasis, one leading answer preamble ("Answer:", "The correct answer is")
-    or a final full stop, so "**The answer is (B).**" is b and "The answer is not clear" is None."""
-    text = _answer_part(text)
+    naming several options ("B or C"), is None: a parse failure, never a guess. Every rule reads the
+    reply without markdown emphasis, one leading answer preamble ("Answer:", "The correct answer is")
+    or a final full stop, so "**The answer is (B).**" is b and "The answer is not clear" is None;
+    after a preamble a yes/no word must close its clause ("The answer is no one knows" is None). A
+    reply that is exactly an option's text, or opens with a longer option's whole text ("B and D
+    because ..." where "B and D" is option a), is read by the option texts, not as a label."""
+    raw_norm = _norm(text)
+    text, preamble = _answer_part(text)
     norm = _norm(text)
     if not norm:
         return None
     if item.is_yes_no:
+        if preamble and not _YES_NO_CLAUSE.fullmatch(text):
+            return None
         return _yes_no_word(text)
     options = [(label, _norm(choice)) for label, choice in item.choices]
     options = [(label, choice) for label, choice in options if choice]
-    exact = [label for label, choice in options if norm == choice]
+    exact = [label for label, choice in options if choice in (norm, raw_norm)]
     if exact:
         return _only(exact)
     own = dict(options)
-    for label, _ in item.choices:
-        found = re.fullmatch(r"(?:(option|choice)\s+)?(\()?" + re.escape(label.lower()) + r"(\)|[.:,])?(?:\s+(.*))?",
+    # An option of several words that opens the reply: the option texts decide (below).
+    opens_with_option = any(" " in choice and norm.startswith(choice + " ") for _label, choice in options)
+    for label, _ in () if opens_with_option else item.choices:
+        found = re.fullmatch(r"(?:(option|choice)\s+)?(\()?" + re.escape(label.lower()) + r"(\)[.:,]?|[.:,])?(?:\s+(.*))?",
                              text.strip().lower(), flags=re.DOTALL)
         if not found:
             continue
@@ -155,7 +175,9 @@ def match_answer(text: str, item: PromptItem) -> str | None:
         article = not marked and label.lower() in _ARTICLES and any(
             re.match(re.escape(other) + r"(?!\w)", _bare(rest)) for other in others)
         if not article:
-            return None if names_other else label
+            lists_other = _lists_other_label((found.group(4) or "").strip(),
+                                             [other.lower() for other, _ in item.choices if other != label])
+            return None if names_other or lists_other else label
     exact = [label for label, choice in options if _bare(norm) == _bare(choice)]
     if exact:
         return _only(exact)

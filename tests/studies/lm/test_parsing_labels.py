@@ -118,3 +118,49 @@ def test_chat_style_yes_no_replies_parse(raw, label):
 def test_chat_style_yes_no_replies_that_say_neither_are_failures(raw):
     parsed = parsing.parse_causal_answer(raw, YN)
     assert isinstance(parsed, parsing.ParseFailure) and "not one of the choices" in parsed.reason
+
+
+STARS = templates.PromptItem(question="What shines at night?",
+                             choices=(("a", "the sun"), ("b", "the moon"), ("c", "a lamp"), ("d", "stars")))
+# OpenBookQA test item 338: option a's text is itself two labels.
+COATS = templates.PromptItem(question="Which keep heat in?",
+                             choices=(("a", "B and D"), ("b", "fur"), ("c", "metal"), ("d", "feathers")))
+
+
+@pytest.mark.parametrize("answer", [
+    "The answer is B or C", "The answer is (B) or (C).", "Answer: B, C", "The answer is B and D.",
+    "The answer is A, B or C", "**B** or **C**", "The answer is C. Wait, no, B.", "B or C", "(B) and (D)",
+])
+def test_a_reply_listing_several_labels_is_a_failure(answer):
+    # Before, the label rule read the first one named: a guess counted in the task accuracy.
+    assert parsing.match_answer(answer, STARS) is None
+
+
+@pytest.mark.parametrize("answer, label", [
+    ("B, a lamp is not bright enough at that distance", None),  # another option's text: a failure
+    ("B, as a lamp is far dimmer", None),
+    ("B because a torch is not on the list", "b"),  # an article, not label a
+    ("(B), and not the sun", None),
+])
+def test_an_article_after_a_label_is_not_another_label(answer, label):
+    assert parsing.match_answer(answer, STARS) == label
+
+
+@pytest.mark.parametrize("answer", [
+    "The answer is B and D because both keep heat in.", "**B and D**, because both keep heat in.", "B and D",
+])
+def test_an_option_whose_text_opens_the_reply_is_read_by_its_text(answer):
+    assert parsing.match_answer(answer, COATS) == "a"
+
+
+def test_an_option_written_with_underscores_matches_itself():
+    item = templates.PromptItem(question="Which method builds an object?",
+                                choices=(("a", "__init__"), ("b", "__del__")))
+    assert parsing.match_answer("__init__", item) == "a"
+
+
+@pytest.mark.parametrize("raw", [
+    "The answer is yes and no", "Answer: yes or no", "The answer is no one knows", "The answer is no way to know",
+])
+def test_after_a_preamble_a_yes_no_word_must_close_its_clause(raw):
+    assert isinstance(parsing.parse_causal_answer(raw, YN), parsing.ParseFailure)
