@@ -135,7 +135,8 @@ def _records(study: Study, participants: QuerySet[Participant]) -> list[WorkerRe
 # ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``.
 SECONDS_PER_QUESTION_RULE = (
     "the median, over the questions answered in full (attention checks included), of the seconds each took: "
-    "the sum of its steps' recorded durations, each from the step's display to its answer (a question with "
+    "the sum of its steps' recorded durations, each from when the step became the one the task asks (the "
+    "previous question's completion, or the first answer for the explanation step) to its answer (a question with "
     "an untimed step is left out; with none timed there is no figure)")
 
 

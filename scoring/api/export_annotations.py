@@ -65,9 +65,12 @@ ANNOTATION_SPEC: list[tuple[Column, str, str]] = [
      MADE, "answer_correct"),
     (Column("payload", "str", "JSON of the step's structured answer (validation and property marks)."),
      MADE, "payload"),
-    (Column("shown_at", "datetime", "When the step was shown (UTC)."), ANSWER, "shown_iso"),
+    (Column("shown_at", "datetime", "When the step became the one the task asks (UTC): a question's first step "
+            "when the previous question was completed (or the consent or qualification pass), its explanation "
+            "step when the first answer was recorded; a reload does not move it."), ANSWER, "shown_iso"),
     (Column("answered_at", "datetime", "When the answer was recorded (UTC)."), ANSWER, "answered_iso"),
-    (Column("duration_ms", "int", "Time spent on the step in milliseconds."), ANSWER, "duration_ms"),
+    (Column("duration_ms", "int", "Time on the step in milliseconds, from shown_at to answered_at."), ANSWER,
+     "duration_ms"),
     (Column("utility", "int", "Utility of the (item, source) unit after scoring: 1 useful, 0 unsure, -1 not useful."),
      SCORE, "utility"),
     (Column("utility_label", "str", "useful, unsure or not_useful; empty before scoring."), SCORE, "utility_label"),
