@@ -4,9 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 import studies.admin.access  # noqa: F401  (registers the token admin even before the integrator wires it)
@@ -145,3 +147,14 @@ def study_data(researcher) -> StudyData:
 @pytest.fixture
 def other_study_data(other_researcher) -> StudyData:
     return build_study(other_researcher, name="olgas-study", seed=1)
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory, django_db_blocker):
+    """The project's OpenAPI schema as ``manage.py spectacular`` writes it: --fail-on-warn turns any
+    drf-spectacular warning or error into a failure; --validate checks the result against the
+    OpenAPI 3 meta-schema."""
+    path = tmp_path_factory.mktemp("schema") / "schema.yml"
+    with django_db_blocker.unblock():
+        call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(path))
+    return yaml.safe_load(path.read_text())

@@ -8,21 +8,11 @@ from __future__ import annotations
 import re
 
 import pytest
-import yaml
-from django.core.management import call_command
 
 pytestmark = pytest.mark.django_db
 
 # The fields a 400 for an unknown term says the list orders by (``StrictOrderingFilter.get_ordering``).
 ORDERS_BY = re.compile(r"It orders by: (.*) \(a leading '-'")
-
-
-@pytest.fixture(scope="module")
-def schema(tmp_path_factory, django_db_blocker):
-    path = tmp_path_factory.mktemp("schema") / "schema.yml"
-    with django_db_blocker.unblock():
-        call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(path))
-    return yaml.safe_load(path.read_text())
 
 
 def ordering_parameters(schema):

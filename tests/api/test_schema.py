@@ -3,24 +3,12 @@ examples, and the docs page works offline (Swagger UI from drf-spectacular-sidec
 from __future__ import annotations
 
 import pytest
-import yaml
-from django.core.management import call_command
 
 from scoring.api.export_annotations import ANNOTATION_COLUMNS
 from scoring.api.export_units import SCORE_COLUMNS
 from studies.api.tokens import api_token_create
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def schema(tmp_path_factory, django_db_blocker):
-    path = tmp_path_factory.mktemp("schema") / "schema.yml"
-    with django_db_blocker.unblock():
-        # --fail-on-warn turns any drf-spectacular warning or error into a failure; --validate checks
-        # the result against the OpenAPI 3 meta-schema.
-        call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(path))
-    return yaml.safe_load(path.read_text())
 
 
 def operations(schema):
