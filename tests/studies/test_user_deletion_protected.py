@@ -50,6 +50,7 @@ from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.publish import study_publish
 from annotations.services.withdrawal import participant_withdraw
+from studies.admin.users import PROTECTED_SHOWN
 from studies.models import GenerationJob, ImportRecord, QuestionGenerator, RationaleSource, Study, StudyShare
 from studies.selectors import CHANGE, question_generators_for_user
 from studies.services.importers import import_run
@@ -275,3 +276,26 @@ def test_who_handed_out_links_decided_a_flag_blocked_or_withdrew_a_worker_is_not
     # The block still covers what it covered: its study (Fay owns none).
     assert WorkerBlock.objects.get(pk=block.pk).researcher_id == fay.pk
     assert Withdrawal.objects.get(pk=withdrawal.pk).withdrawn_by_id == fay.pk
+
+
+def test_the_delete_page_names_a_few_rows_of_each_type_and_counts_the_rest(django_assert_max_num_queries):
+    # Before, the page named every protected row, a query each: 5,000 participant links made 5,040
+    # queries and 4.9 s. Now the first PROTECTED_SHOWN of each type by id, then how many more.
+    alice, _ = staff_client("alice")
+    fay, _ = staff_client("fay")
+    study = make_study(n_items=2, n_sources=1, quota=2, units_per_task=2, owner=alice, name="alices-lab-study")
+    study_share(study=study, user=alice, with_user=fay, level=StudyShare.Level.PAY)
+    links = sorted(links_generate(study=study, n=PROTECTED_SHOWN + 25, user=fay, label="seat"), key=lambda link: link.pk)
+    open_link = open_link_create(study=study, user=fay)
+    client = _superuser_client()
+    client.get(f"{USERS}{fay.pk}/delete/")  # the client's session and the admin's first reads
+
+    with django_assert_max_num_queries(2 * PROTECTED_SHOWN + 25):
+        page = client.get(f"{USERS}{fay.pk}/delete/")
+    refusal = _text(page)
+    assert PROTECTED in refusal and LACKING not in refusal, refusal
+    assert all(_listed(link) in refusal for link in links[:PROTECTED_SHOWN])
+    assert _listed(links[PROTECTED_SHOWN]) not in refusal
+    assert "... and 25 more participant links" in refusal
+    assert _listed(open_link) in refusal
+    assert get_user_model().objects.filter(pk=fay.pk).exists()

@@ -55,3 +55,32 @@ def test_rejection_found_applied_keeps_the_hold(prolific, study):
     assert PlatformCall.objects.get(operation="reject").status == PlatformCall.Status.CONFIRMED
     row.refresh_from_db()
     assert row.cleared_at is None and row.cleared_by_id is None
+
+
+@pytest.mark.django_db
+def test_a_clear_given_back_after_its_clearer_was_deleted_names_nobody(prolific, study):
+    # Clara clears the hold; Rob's rejection takes the clear back and its answer is lost. Nothing
+    # keeps Clara's account then (the clear is on the rejection's audit row only), so it can be
+    # deleted. Before, sync then wrote her deleted id back as cleared_by: a foreign-key violation
+    # that failed the sync and left the work held.
+    platform, _server = prolific
+    _s, sub, task = _held_on_prolific(prolific, study, "returned")
+    study_sync(study=study)
+    users = get_user_model().objects
+    clara = users.create_superuser("clara", "clara@example.org", "pw")
+    rob = users.create_superuser("rob", "rob@example.org", "pw")
+    row = submission_clear(user=clara, submission=PlatformSubmission.objects.get(platform_assignment_id=sub["id"]))
+    cleared_at = row.cleared_at
+
+    def lost(**kwargs):
+        raise PlatformTransientError("Prolific POST transition: ReadTimeout")
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises((CallOutcomeUnknown, PlatformTransientError)):
+        patch.setattr(platform, "reject", lost)
+        assignment_reject(user=rob, study=study, assignment=task, feedback=REASON)
+    clara.delete()
+
+    study_sync(study=study)
+    assert PlatformCall.objects.get(operation="reject").status == PlatformCall.Status.FAILED
+    row.refresh_from_db()
+    assert (row.cleared_at, row.cleared_by_id) == (cleared_at, None)
