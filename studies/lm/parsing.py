@@ -110,16 +110,31 @@ def _answer_part(text: str) -> tuple[str, bool]:
     return re.sub(r"\s*[.!]+$", "", text), preamble is not None
 
 
-# After a preamble, a yes/no answer is the word alone or closing its clause ("The answer is no, as
-# ..."): "The answer is yes and no" and "The answer is no one knows" say neither.
-_YES_NO_CLAUSE = re.compile(r"(?:yes|no|true|false)(?:\s*[,;:.!?\-\u2013\u2014].*)?", re.IGNORECASE | re.DOTALL)
+# After a preamble, a yes/no word followed by one that continues it says neither ("The answer is
+# yes and no", "The answer is no one knows"); followed by its reasons, it is the answer.
+_YES_NO_CONTINUED = re.compile(
+    r"\W*(?:yes|no|true|false|y|n)\W*\s+(?:and|or|one|way|idea|longer|more|matter)\b", re.IGNORECASE)
 
 
 def _lists_other_label(rest: str, others: list[str]) -> bool:
-    """Whether the text after a label lists another label ("B or C", "B, C", "(B) and (D)", "C.
-    Wait, no, B"): a reply naming several choices. An article is not one ("B, a magnet is ...")."""
-    return any(re.search(r"(?:^|\bor\b|\band\b|,)\s*\(?" + re.escape(other) + r"\)?(?=\s*(?:$|[,.;:!?)]|or\b|and\b))",
-                         rest) for other in others)
+    """Whether the text after a label names another label as a choice too: the rest is only labels
+    joined by commas, "or" or "and" ("B or C", "B, C", "(B) and (D)"), or it ends in a label standing
+    alone after a stop or comma ("C. Wait, no, B"). A label inside a sentence of reasons is not one
+    ("B. C and D are wrong", "B, not C or D"), nor is an article ("B, a magnet is ...")."""
+    one = r"\(?(?:" + "|".join(re.escape(other) for other in others) + r")\)?"
+    rest = re.sub(r"[\s.!?]+$", "", rest)
+    listed = re.fullmatch(rf"(?:(?:or|and|,)\s*)?{one}(?:\s*(?:,|or|and)\s*{one})*", rest)
+    corrected = re.search(rf"[,.:;]\s*(?:no\s*,?\s*)?{one}$", rest)
+    return bool(others) and (listed is not None or corrected is not None)
+
+
+def _names_other_text(rest: str, others: list[str], *, own: str) -> bool:
+    """Whether the text after a label names another option's text, outside the label's own option
+    text ("(b), because sea turtles will hatch more", where b is that and a is "turtles will hatch
+    more", names only b)."""
+    inside = [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(own) + r"(?!\w)", rest)] if own else []
+    return any(not any(s <= m.start() and m.end() <= e for s, e in inside)
+               for other in others for m in re.finditer(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest))
 
 
 def match_answer(text: str, item: PromptItem) -> str | None:
@@ -136,7 +151,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     naming several options ("B or C"), is None: a parse failure, never a guess. Every rule reads the
     reply without markdown emphasis, one leading answer preamble ("Answer:", "The correct answer is")
     or a final full stop, so "**The answer is (B).**" is b and "The answer is not clear" is None;
-    after a preamble a yes/no word must close its clause ("The answer is no one knows" is None). A
+    after a preamble, a yes/no word continued by another ("The answer is no one knows") is None. A
     reply that is exactly an option's text, or opens with a longer option's whole text ("B and D
     because ..." where "B and D" is option a), is read by the option texts, not as a label."""
     raw_norm = _norm(text)
@@ -145,7 +160,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     if not norm:
         return None
     if item.is_yes_no:
-        if preamble and not _YES_NO_CLAUSE.fullmatch(text):
+        if preamble and _YES_NO_CONTINUED.match(text):
             return None
         return _yes_no_word(text)
     options = [(label, _norm(choice)) for label, choice in item.choices]
@@ -168,7 +183,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
         # one followed by another option's text ("(a) magnet" where a is stone) is a failure. A bare
         # "a" may be the article: it is read as the label only when no option's text is read below.
         others = [_bare(choice) for other, choice in options if other != label]
-        names_other = any(re.search(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest) for other in others)
+        names_other = _names_other_text(rest, others, own=_bare(own[label]) if label in own else "")
         marked = found.group(1) or found.group(2) or found.group(3)
         # "a magnet": the article, when an option's text follows it at once; "A because it is not
         # a magnet" is label a with its reasons.

@@ -164,3 +164,39 @@ def test_an_option_written_with_underscores_matches_itself():
 ])
 def test_after_a_preamble_a_yes_no_word_must_close_its_clause(raw):
     assert isinstance(parsing.parse_causal_answer(raw, YN), parsing.ParseFailure)
+
+
+MAGNET = templates.PromptItem(question="What attracts iron filings?",
+                              choices=(("a", "stone"), ("b", "a magnet"), ("c", "wood"), ("d", "paper")))
+
+
+@pytest.mark.parametrize("answer", [
+    # other labels inside the reasons, not named as answers
+    "B. C and D are wrong", "B. A and C are wrong", "B, not C or D", "B (C and D are wrong)", "B. (C) is wrong",
+    "B. C, though tempting, is wrong", "The answer is B. C, D are wrong", "B. C is wrong", "B, and C is wrong",
+    "(B) and not (C)", "B, a magnet",
+])
+def test_labels_in_the_reasons_after_a_label_leave_it_that_label(answer):
+    assert parsing.match_answer(answer, MAGNET) == "b"
+
+
+TURTLES = templates.PromptItem(question="Why do sea turtles lay many eggs?",
+                               choices=(("a", "turtles will hatch more"), ("b", "sea turtles will hatch more"),
+                                        ("c", "they like sand"), ("d", "the ocean is warm")))
+
+
+@pytest.mark.parametrize("answer, item, label", [
+    ("(b), because sea turtles will hatch more", TURTLES, "b"),  # a's text inside b's own
+    ("A because B and D", COATS, "a"), ("A, B and D, is right", COATS, "a"),  # a's text is two labels
+])
+def test_an_options_own_text_after_its_label_names_no_other(answer, item, label):
+    assert parsing.match_answer(answer, item) == label
+
+
+@pytest.mark.parametrize("raw, label", [
+    ('The answer is "yes"', "yes"), ("The answer is 'No'.", "no"), ("Answer: Yes (the sun is hot)", "yes"),
+    ("The answer is yes because the sun is hot", "yes"), ("The answer is yes as the sun is hot", "yes"),
+    ("Answer: Y", "yes"), ("Answer: N", "no"),
+])
+def test_after_a_preamble_a_yes_no_word_with_its_reasons_is_the_answer(raw, label):
+    assert parsing.parse_causal_answer(raw, YN).answer == label
