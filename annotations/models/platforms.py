@@ -382,7 +382,8 @@ class PlatformSubmission(models.Model):
     # Work submitted here whose platform session timed out or was returned (``ENDED_ON_PLATFORM``)
     # stops counting until a researcher clears it (to count it and pay the worker by bonus). Who
     # cleared it (a decision that pays) is kept: PROTECT refuses deleting the account (deactivate it
-    # instead). None with ``cleared_at``: cleared with no account (a task, the shell).
+    # instead). None with ``cleared_at``: cleared with no account (a task, the shell), or by an account
+    # deleted while a rejection whose answer was lost held its clear (``review._hold_clear_set``).
     cleared_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

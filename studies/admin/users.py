@@ -64,7 +64,9 @@ class AccountAdmin(UserAdmin):
             rows.sort(key=lambda obj: obj.pk)
             listed += [self._named(obj) for obj in rows[:PROTECTED_SHOWN]]
             if len(rows) > PROTECTED_SHOWN:
-                listed.append(f"... and {len(rows) - PROTECTED_SHOWN} more {model._meta.verbose_name_plural}")
+                more = len(rows) - PROTECTED_SHOWN
+                listed.append(f"... and {more} more "
+                              f"{model._meta.verbose_name if more == 1 else model._meta.verbose_name_plural}")
         return listed
 
     def _named(self, obj) -> str:

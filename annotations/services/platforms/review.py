@@ -203,12 +203,14 @@ def _hold_clear_set(held: PlatformSubmission, cleared: tuple | None) -> tuple | 
     worker finishes here afterwards stays held, not counted, never in "Approve all", until sync
     takes the rejection over), and given back, who and when, when nothing was rejected
     (``_clear_given_back``)."""
-    if cleared is not None and cleared[1] is not None and not get_user_model().objects.filter(pk=cleared[1]).exists():
-        # The account that cleared it was deleted while its clear was taken back (nothing kept it
-        # then): the clear is given back without who, rather than naming a row that is gone.
-        cleared = (cleared[0], None)
     with transaction.atomic():
         locked = PlatformSubmission.objects.select_for_update().get(pk=held.pk)
+        if cleared is not None and cleared[1] is not None and not (
+                get_user_model().objects.select_for_update().filter(pk=cleared[1]).exists()):
+            # The account that cleared it was deleted while its clear was taken back (nothing kept it
+            # then): the clear is given back without who, rather than naming a row that is gone. The
+            # account's row, when there, stays locked until the clear is written back (and PROTECTs it).
+            cleared = (cleared[0], None)
         had = (locked.cleared_at, locked.cleared_by_id) if locked.cleared_at is not None else None
         if (had is None) != (cleared is None):
             locked.cleared_at, locked.cleared_by_id = cleared if cleared is not None else (None, None)
