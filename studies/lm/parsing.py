@@ -110,22 +110,42 @@ def _answer_part(text: str) -> tuple[str, bool]:
     return re.sub(r"\s*[.!]+$", "", text), preamble is not None
 
 
-# After a preamble, a yes/no word followed by one that continues it says neither ("The answer is
-# yes and no", "The answer is no one knows"); followed by its reasons, it is the answer.
-_YES_NO_CONTINUED = re.compile(
-    r"\W*(?:yes|no|true|false|y|n)\W*\s+(?:and|or|one|way|idea|longer|more|matter)\b", re.IGNORECASE)
+# After a preamble, a yes/no word is the answer when the reply ends there, or goes on with
+# punctuation or its reasons ("The answer is no: one cannot know", "The answer is yes because ...");
+# followed by anything else ("The answer is no doubt yes", "The answer is no one knows") it says
+# neither, and so does a reply that then names the other word ("The answer is yes, but actually no").
+_YES_NO_STANDS = re.compile(
+    r"\W*(?:yes|no|true|false|y|n)\W*?(?:$|[,;:.!?()]|\s+(?:because|as|since|given|for|so|due)\b)", re.IGNORECASE)
+_YES_NO_OTHER = r"(?:[,;:(/]|\b(?:and|or|but|actually)\b)\W*(?:(?:and|or|but|actually)\s+)*(?:{words})\b"
 
 
-def _lists_other_label(rest: str, others: list[str]) -> bool:
-    """Whether the text after a label names another label as a choice too: the rest is only labels
-    joined by commas, "or" or "and" ("B or C", "B, C", "(B) and (D)"), or it ends in a label standing
-    alone after a stop or comma ("C. Wait, no, B"). A label inside a sentence of reasons is not one
-    ("B. C and D are wrong", "B, not C or D"), nor is an article ("B, a magnet is ...")."""
-    one = r"\(?(?:" + "|".join(re.escape(other) for other in others) + r")\)?"
+def _yes_no_stands(text: str) -> bool:
+    """Whether, after a preamble, the yes/no word opening ``text`` is the answer (see above)."""
+    if not _YES_NO_STANDS.match(text):
+        return False
+    word = _yes_no_word(text)
+    other = "|".join(_NO if word == "yes" else _YES)
+    return re.search(_YES_NO_OTHER.format(words=other), text, flags=re.IGNORECASE) is None
+
+
+def _lists_other_label(rest: str, label: str, others: list[str]) -> bool:
+    """Whether the text after ``label`` names another label as a choice too: the rest is only labels
+    joined by commas, "or", "and", "and/or", "/" or "&" ("B or C", "B, C, or D", "(B) and (D)", "B.
+    Both B and C", "B (or C)"), or it ends in another label standing alone after a stop or comma ("C.
+    Wait, no, B"). A label inside a sentence of reasons is not one ("B. C and D are wrong", "B, not C
+    or D"), nor is an article ("B, a magnet is ...") or a number ("2. The total is 1.4")."""
+    if not others:
+        return False
+    other = r"\(?(?:" + "|".join(re.escape(o) for o in others) + r")\)?"
+    some = r"\(?(?:" + "|".join(re.escape(o) for o in [label, *others]) + r")\)?"
+    sep = r"\s*(?:,\s*(?:or|and)\b|and/or|or|and|[,/&])\s*"
     rest = re.sub(r"[\s.!?]+$", "", rest)
-    listed = re.fullmatch(rf"(?:(?:or|and|,)\s*)?{one}(?:\s*(?:,|or|and)\s*{one})*", rest)
-    corrected = re.search(rf"[,.:;]\s*(?:no\s*,?\s*)?{one}$", rest)
-    return bool(others) and (listed is not None or corrected is not None)
+    if re.fullmatch(rf"\(\s*(?:or|and)\s+{other}\s*\)", rest):  # "B (or C)"
+        return True
+    listed = re.fullmatch(rf"(?:{sep})?(?:(?:both|either)\s+)?{some}(?:{sep}{some})*", rest)
+    if listed is not None and re.search(rf"(?<!\w){other}(?!\w)", rest):
+        return True
+    return re.search(rf"(?<!\d)[,.:;]\s+(?:no\s*,?\s*)?{other}$", rest) is not None
 
 
 def _names_other_text(rest: str, others: list[str], *, own: str) -> bool:
@@ -151,7 +171,8 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     naming several options ("B or C"), is None: a parse failure, never a guess. Every rule reads the
     reply without markdown emphasis, one leading answer preamble ("Answer:", "The correct answer is")
     or a final full stop, so "**The answer is (B).**" is b and "The answer is not clear" is None;
-    after a preamble, a yes/no word continued by another ("The answer is no one knows") is None. A
+    after a preamble, a yes/no word not followed by the end, punctuation or its reasons ("The answer
+    is no one knows"), or followed by the other word ("yes, but actually no"), is None. A
     reply that is exactly an option's text, or opens with a longer option's whole text ("B and D
     because ..." where "B and D" is option a), is read by the option texts, not as a label."""
     raw_norm = _norm(text)
@@ -160,7 +181,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     if not norm:
         return None
     if item.is_yes_no:
-        if preamble and _YES_NO_CONTINUED.match(text):
+        if preamble and not _yes_no_stands(text):
             return None
         return _yes_no_word(text)
     options = [(label, _norm(choice)) for label, choice in item.choices]
@@ -190,7 +211,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
         article = not marked and label.lower() in _ARTICLES and any(
             re.match(re.escape(other) + r"(?!\w)", _bare(rest)) for other in others)
         if not article:
-            lists_other = _lists_other_label((found.group(4) or "").strip(),
+            lists_other = _lists_other_label((found.group(4) or "").strip(), label.lower(),
                                              [other.lower() for other, _ in item.choices if other != label])
             return None if names_other or lists_other else label
     exact = [label for label, choice in options if _bare(norm) == _bare(choice)]

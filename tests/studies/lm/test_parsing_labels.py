@@ -200,3 +200,32 @@ def test_an_options_own_text_after_its_label_names_no_other(answer, item, label)
 ])
 def test_after_a_preamble_a_yes_no_word_with_its_reasons_is_the_answer(raw, label):
     assert parsing.parse_causal_answer(raw, YN).answer == label
+
+
+@pytest.mark.parametrize("answer, label", [
+    # lists in other styles name several choices: failures, not the first one named
+    ("B, C, or D", None), ("B, C, and D", None), ("(B), (C), or (D)", None), ("Answer: B, C, or D", None),
+    ("B (or C)", None), ("B and/or C", None), ("B. Both B and C", None), ("B / C", None), ("B & C", None),
+    # a label ruled out in the reasons leaves the answer as it is
+    ("B, unlike C", "b"), ("B, not C", "b"), ("B. Not A, not C", "b"), ("B rather than C", "b"), ("B (not C)", "b"),
+])
+def test_labels_listed_in_any_style_are_several_choices(answer, label):
+    assert parsing.match_answer(answer, STARS) == label
+
+
+def test_a_number_at_the_end_of_the_reasons_is_not_another_label():
+    item = templates.PromptItem(question="How heavy?", choices=(("1", "light"), ("2", "heavy"), ("3", "none")))
+    assert [parsing.match_answer(answer, item) for answer in ("2. The total is 1.4", "2. Ratio 3:1")] == ["2", "2"]
+
+
+@pytest.mark.parametrize("raw, label", [
+    # after a preamble, "no" as a determiner, a qualified word, or the other word later: neither
+    ("The answer is no doubt yes", None), ("The answer is no clear yes", None), ("The answer is no but yes", None),
+    ("The answer is true only in summer", None), ("The answer is yes (and no)", None),
+    ("The answer is yes, but actually no", None), ("The answer is Yes, No", None), ("The answer is no; yes in winter", None),
+    # the word with punctuation or its reasons is the answer
+    ("The answer is no: one cannot know", "no"), ("The answer is yes, because no sunlight reaches it", "yes"),
+])
+def test_after_a_preamble_a_yes_no_word_must_stand_as_the_answer(raw, label):
+    parsed = parsing.parse_causal_answer(raw, YN)
+    assert (parsed.answer if parsed else None) == label
