@@ -148,13 +148,18 @@ def _lists_other_label(rest: str, label: str, others: list[str]) -> bool:
     return re.search(rf"(?<!\d)[,.:;]\s+(?:no\s*,?\s*)?{other}$", rest) is not None
 
 
+def _word_spans(phrase: str, text: str) -> list[tuple[int, int]]:
+    """Where ``phrase`` stands in ``text`` as whole words."""
+    return [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", text)]
+
+
 def _names_other_text(rest: str, others: list[str], *, own: str) -> bool:
     """Whether the text after a label names another option's text, outside the label's own option
     text ("(b), because sea turtles will hatch more", where b is that and a is "turtles will hatch
     more", names only b)."""
-    inside = [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(own) + r"(?!\w)", rest)] if own else []
-    return any(not any(s <= m.start() and m.end() <= e for s, e in inside)
-               for other in others for m in re.finditer(r"(?<!\w)" + re.escape(other) + r"(?!\w)", rest))
+    inside = _word_spans(own, rest) if own else []
+    return any(not any(s <= start and end <= e for s, e in inside)
+               for other in others for start, end in _word_spans(other, rest))
 
 
 def match_answer(text: str, item: PromptItem) -> str | None:
@@ -217,8 +222,7 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     exact = [label for label, choice in options if _bare(norm) == _bare(choice)]
     if exact:
         return _only(exact)
-    spans = {label: [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(_bare(choice)) + r"(?!\w)", norm)]
-             for label, choice in options}
+    spans = {label: _word_spans(_bare(choice), norm) for label, choice in options}
     spans = {label: found for label, found in spans.items() if found}
 
     def inside_longer(label: str) -> bool:
