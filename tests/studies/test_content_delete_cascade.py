@@ -98,9 +98,8 @@ def test_a_dataset_and_a_source_are_judged_by_the_rows_they_would_take(lab):
     assert content_change_problems(user=bob, model=RationaleSource, changes={bob_src.pk: None}) == ({}, {})
 
 
-def test_a_job_on_one_dataset_keeps_none_of_another(lab):
-    """A rationale deleted with its item or dataset stays only where an LM job used it: a job on
-    (source, dataset) read that source's rationales of that dataset, not of her other datasets."""
+def _alice_with_her_source(lab):
+    """(alice, who may also read sources, her client, her imported source "human")."""
     _, alice_client, _, _, _, _, _, _ = lab
     alice = get_user_model().objects.get(username="alice")
     alice.user_permissions.add(Permission.objects.get(content_type__app_label="studies",
@@ -108,6 +107,13 @@ def test_a_job_on_one_dataset_keeps_none_of_another(lab):
     alice = get_user_model().objects.get(pk=alice.pk)
     human = content_row_save(user=alice, obj=RationaleSource(name="human", kind=RationaleSource.Kind.IMPORTED),
                              changed=())
+    return alice, alice_client, human
+
+
+def test_a_job_on_one_dataset_keeps_none_of_another(lab):
+    """A rationale deleted with its item or dataset stays only where an LM job used it: a job on
+    (source, dataset) read that source's rationales of that dataset, not of her other datasets."""
+    alice, alice_client, human = _alice_with_her_source(lab)
     datasets, items, rationales = [], [], []
     for n in (1, 2, 3):
         dataset = content_row_save(user=alice, obj=Dataset(name=f"d{n}", task_format=Dataset.TaskFormat.YES_NO),
@@ -148,13 +154,7 @@ def test_what_a_job_used_is_not_moved_off_what_it_ran_on(lab):
     """A row deleted with its parent is judged by where it hangs now, so a row an LM job used is not
     moved off what the job ran on (``_job_move_reasons``): an item a fine-tune job trained on, moved
     to another dataset, would have gone with that dataset, the rationale the job read with it."""
-    _, alice_client, _, _, _, _, _, _ = lab
-    alice = get_user_model().objects.get(username="alice")
-    alice.user_permissions.add(Permission.objects.get(content_type__app_label="studies",
-                                                      codename="view_rationalesource"))
-    alice = get_user_model().objects.get(pk=alice.pk)
-    human = content_row_save(user=alice, obj=RationaleSource(name="human", kind=RationaleSource.Kind.IMPORTED),
-                             changed=())
+    alice, alice_client, human = _alice_with_her_source(lab)
     d1, d2 = (content_row_save(user=alice, obj=Dataset(name=name, task_format=Dataset.TaskFormat.YES_NO), changed=())
               for name in ("d1", "d2"))
     item, spare = (content_row_save(user=alice, obj=Item(dataset=d1, external_id=f"d1-{n}", question="Q?",
