@@ -94,7 +94,7 @@ _EMPHASIS = re.compile(r"(?<!\w)[*_`]+|[*_`]+(?!\w)")
 # One answer preamble opening the reply, as chat models write it ("The correct answer is (B).",
 # "Answer: yes"); "is" must be the whole word, so "The answer isn't clear" keeps its preamble.
 _PREAMBLE = re.compile(
-    r"(?:the\s+)?(?:correct\s+|final\s+)?answer(?:\s+is(?![\w'’])\s*:?|\s*:)\s*(.*)",
+    r"(?:the\s+)?(?:correct\s+|final\s+)?answer(?:\s+is(?![\w'’])\s*:?|['’]s(?!\w)\s*:?|\s*:|\s+[-–—](?=\s))\s*(.*)",
     re.IGNORECASE | re.DOTALL)
 
 
@@ -131,8 +131,9 @@ def _yes_no_stands(text: str) -> bool:
 def _lists_other_label(rest: str, label: str, others: list[str]) -> bool:
     """Whether the text after ``label`` names another label as a choice too: the rest is only labels
     joined by commas, "or", "and", "and/or", "/" or "&" ("B or C", "B, C, or D", "(B) and (D)", "B.
-    Both B and C", "B (or C)"), or it ends in another label standing alone after a stop or comma ("C.
-    Wait, no, B"). A label inside a sentence of reasons is not one ("B. C and D are wrong", "B, not C
+    Both B and C", "B (or C)"), or it ends in another label standing alone after a stop or comma, or
+    after words that take the first back ("C. Wait, no, B", "B. Actually C", "B. The answer is C",
+    "B, or maybe C": ``_CORRECTION``). A label inside a sentence of reasons is not one ("B. C and D are wrong", "B, not C
     or D"), nor is an article ("B, a magnet is ...") or a number ("2. The total is 1.4")."""
     if not others:
         return False
@@ -145,7 +146,14 @@ def _lists_other_label(rest: str, label: str, others: list[str]) -> bool:
     listed = re.fullmatch(rf"(?:{sep})?(?:(?:both|either)\s+)?{some}(?:{sep}{some})*", rest)
     if listed is not None and re.search(rf"(?<!\w){other}(?!\w)", rest):
         return True
-    return re.search(rf"(?<!\d)[,.:;]\s+(?:no\s*,?\s*)?{other}$", rest) is not None
+    return re.search(rf"(?:^|(?<!\d)[,.:;]\s+){_CORRECTION}{other}$", rest) is not None
+
+
+# What may stand between a label and another one closing the reply, which then takes it back ("C.
+# Wait, no, B", "B. Actually C", "B. The answer is C", "B, or maybe C", "B, I mean C"), each a
+# whole word; or nothing, after a stop or a comma ("C. B").
+_CORRECTION = (r"(?:(?:no|wait|actually|or|maybe|rather|sorry|i\s+mean|(?:the\s+)?(?:correct\s+|final\s+|right\s+)?"
+               r"answer(?:\s+is|['’]s)?|it['’]?s|it\s+is|make\s+that)(?!\w)\W*)*")
 
 
 def _word_spans(phrase: str, text: str) -> list[tuple[int, int]]:

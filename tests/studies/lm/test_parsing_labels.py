@@ -229,3 +229,25 @@ def test_a_number_at_the_end_of_the_reasons_is_not_another_label():
 def test_after_a_preamble_a_yes_no_word_must_stand_as_the_answer(raw, label):
     parsed = parsing.parse_causal_answer(raw, YN)
     assert (parsed.answer if parsed else None) == label
+
+
+@pytest.mark.parametrize("answer, label", [
+    # a label taken back by a later one is a failure, not the first label named
+    ("B. Actually C", None), ("B. The answer is C.", None), ("B, or maybe C", None), ("B, I mean C", None),
+    ("(B). Sorry, the correct answer is (C)", None), ("B... wait, C", None), ("B. Make that C.", None),
+    ("The answer is B. Actually, it's C.", None), ("B maybe C", None),
+    # correction words inside the reasons, or a label not closing the reply, leave it that label
+    ("B. The answer is not C", "b"), ("B rather than C", "b"), ("B. Actually C is wrong", "b"),
+    ("B, because the moon is actually lit", "b"), ("B. Orc", "b"),
+])
+def test_a_label_taken_back_by_another_is_a_failure(answer, label):
+    # Before, "B. Actually C" and "B. The answer is C" were read as b: a guess counted in accuracy.
+    assert parsing.match_answer(answer, STARS) == label
+
+
+@pytest.mark.parametrize("answer, label", [
+    ("The answer's B", "b"), ("The answer’s (B).", "b"), ("Answer - B", "b"), ("Answer — b) the moon", "b"),
+    ("The correct answer's: B", "b"), ("Answer-based reasoning says B", None),
+])
+def test_more_preambles_are_set_aside(answer, label):
+    assert parsing.match_answer(answer, STARS) == label
