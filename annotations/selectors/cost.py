@@ -122,6 +122,24 @@ def reward_for_floor(*, floor: Decimal, minutes: Decimal) -> Decimal:
     return (Decimal(floor) * Decimal(minutes) / 60).quantize(CENT, rounding=ROUND_CEILING)
 
 
+def pays_below_floor(*, reward: Decimal, floor: Decimal, minutes: Decimal) -> bool:
+    """Whether ``reward`` for ``minutes`` of work pays less than ``floor`` an hour: the one floor
+    check of every pay reading. Exact, not the rounded hourly figure a page shows: a reward is in
+    whole cents, so it pays the floor exactly when it is at least ``reward_for_floor``, the reward the
+    warning suggests (5.33 for 40 minutes pays 7.995 an hour, shown as 8.00, and is below a floor of
+    8.00: 5.34 meets it). No time (a recorded median of 0 minutes) has no hourly pay: below any floor
+    above 0, as its figure of 0 reads."""
+    if minutes <= 0:
+        return floor > 0
+    return money(reward) < reward_for_floor(floor=floor, minutes=minutes)
+
+
+def _below(pay: Decimal, floor: Decimal) -> str:
+    """An hourly figure below ``floor`` as a warning quotes it: rounded to cents it may read as the
+    floor itself (7.995 is 8.00), which a warning then says is "just under" it."""
+    return f"{pay}" if pay < floor else f"just under {floor}"
+
+
 @dataclass
 class HourlyPay:
     reward: Decimal
@@ -222,23 +240,23 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
             result.active_median_minutes = round(statistics.median(active_minutes), 2)
         result.seconds_per_question = tasks_seconds_per_question(tasks=timed)
         pay = result.hourly_median
-        if pay < floor:
+        if pays_below_floor(reward=reward, floor=floor, minutes=Decimal(str(result.median_minutes))):
             result.below_floor = True
             result.warnings.append(
-                f"Median recorded time {result.median_minutes} min gives {pay}/hour, below the floor of "
+                f"Median recorded time {result.median_minutes} min gives {_below(pay, floor)}/hour, below the floor of "
                 f"{floor}/hour: raise the reward to at least "
                 f"{reward_for_floor(floor=floor, minutes=Decimal(str(result.median_minutes)))} "
                 "or pay the difference as a bonus."
             )
-        elif result.hourly_p75 is not None and result.hourly_p75 < floor:
+        elif pays_below_floor(reward=reward, floor=floor, minutes=Decimal(str(result.p75_minutes))):
             result.warnings.append(
-                f"A quarter of workers took {result.p75_minutes} min or more, which pays {result.hourly_p75}/hour, "
+                f"A quarter of workers took {result.p75_minutes} min or more, which pays {_below(result.hourly_p75, floor)}/hour, "
                 f"below the floor of {floor}/hour."
             )
-    elif result.estimate_hourly < floor:
+    elif pays_below_floor(reward=reward, floor=floor, minutes=estimate_minutes):
         result.below_floor = True
         result.warnings.append(
-            f"At the estimated {estimate_minutes} min a task, {reward} pays {result.estimate_hourly}/hour, below "
+            f"At the estimated {estimate_minutes} min a task, {reward} pays {_below(result.estimate_hourly, floor)}/hour, below "
             f"the floor of {floor}/hour: raise the reward to at least "
             f"{reward_for_floor(floor=floor, minutes=estimate_minutes)}."
         )
@@ -321,10 +339,10 @@ def pay_reading(*, hourly: HourlyPay) -> PayReading:
     else:
         figure, basis = hourly.hourly_median, "recorded"
         text = f"Median of {n} paid or payable tasks: {median} min a task ({TASK_TIME_RULE}); {pace}."
-    below = figure is not None and figure < hourly.floor
+    minutes = Decimal(str(median)) if basis == "recorded" else hourly.estimate_minutes
+    below = figure is not None and pays_below_floor(reward=hourly.reward, floor=hourly.floor, minutes=minutes)
     if below:
-        minutes = Decimal(str(median)) if basis == "recorded" else hourly.estimate_minutes
-        warnings.append(f"Effective pay {figure}/h is below the floor of {hourly.floor}/h: raise the reward to at "
+        warnings.append(f"Effective pay {_below(figure, hourly.floor)}/h is below the floor of {hourly.floor}/h: raise the reward to at "
                         f"least {reward_for_floor(floor=hourly.floor, minutes=minutes)} or pay the difference as a bonus.")
     elif basis == "recorded":
         warnings.extend(w for w in hourly.warnings if "quarter" in w)  # the spread's warning still applies

@@ -128,3 +128,31 @@ def test_a_bundle_copy_does_not_time_the_work_held_at_the_origin(prolific, study
     assert (origin.n_recorded, origin.median_minutes, origin.min_minutes) == (5, 10.0, 10.0)
     assert (copied.n_recorded, copied.median_minutes, copied.min_minutes) == (5, 10.0, 10.0)
     assert study_progress(study=copy).tasks["submitted"] == 6
+
+
+def test_a_reward_half_a_cent_short_of_the_floor_is_below_it(study):
+    # 5.33 for 40 minutes pays 7.995 an hour: shown as 8.00, it was read as meeting a floor of 8.00
+    # while the warning's own rule (reward_for_floor) asks for 5.34.
+    study.reward, study.hourly_pay_floor, study.estimated_minutes_per_task = Decimal("5.33"), Decimal("8.00"), 40
+    study.save(update_fields=["reward", "hourly_pay_floor", "estimated_minutes_per_task"])
+    pay = study_effective_hourly_pay(study=study)
+    assert pay.estimate_hourly == Decimal("8.00") and pay.below_floor
+    assert pay.warnings == ["At the estimated 40 min a task, 5.33 pays just under 8.00/hour, below the floor of "
+                            "8.00/hour: raise the reward to at least 5.34."]
+    reading = study_cost_and_pay(study=study, platform_name="link").pay
+    assert reading.below_floor and "at least 5.34" in reading.warnings[0]
+    study.reward = Decimal("5.34")
+    study.save(update_fields=["reward"])
+    assert not study_effective_hourly_pay(study=study).below_floor
+    assert not study_cost_and_pay(study=study, platform_name="link").pay.below_floor
+
+
+def test_recorded_times_half_a_cent_short_of_the_floor_are_below_it(study):
+    study.reward, study.hourly_pay_floor = Decimal("5.33"), Decimal("8.00")
+    study.save(update_fields=["reward", "hourly_pay_floor"])
+    open_study(study)
+    for i in range(3):
+        submitted(study, platform="mturk", worker_id=f"AW{i}", assignment_id=f"3A{i}", minutes=40)
+    pay = study_effective_hourly_pay(study=study)
+    assert pay.hourly_median == Decimal("8.00") and pay.below_floor
+    assert "gives just under 8.00/hour" in pay.warnings[0] and "at least 5.34" in pay.warnings[0]
