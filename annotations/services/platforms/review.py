@@ -21,7 +21,7 @@ from annotations.services.payments import (
     PlatformServiceError,
     platform_call_execute,
 )
-from annotations.services.release import assignment_release, units_recount_completed
+from annotations.services.release import assignment_release, lock, units_recount_completed
 from annotations.services.stopping import unit_decide_for_assignment
 from studies.models import Platform, Study
 
@@ -150,9 +150,42 @@ def _decided_on_platform(assignment: Assignment) -> str:
     """"approved" or "rejected" when an approval or rejection of ``assignment``'s platform work
     was sent (confirmed, or its outcome not known yet: ``review_sent``); "" when none was."""
     for operation, outcome in ((OP.APPROVE, "approved"), (OP.REJECT, "rejected")):
-        if Assignment.objects.filter(pk=assignment.pk).filter(review_sent(operation)).exists():
+        if _sent(assignment, operation):
             return outcome
     return ""
+
+
+def _sent(assignment: Assignment, operation: str) -> bool:
+    """Whether the approval or rejection (``operation``) of ``assignment``'s platform work was sent
+    from here and is not settled as not applied (``review_sent``: confirmed, or its answer lost)."""
+    return Assignment.objects.filter(pk=assignment.pk).filter(review_sent(operation)).exists()
+
+
+# Each review decision and the contrary one it waits on (its operation, and what the message calls it).
+_CONTRARY = {OP.APPROVE: (OP.REJECT, "rejected", "rejection"), OP.REJECT: (OP.APPROVE, "approved", "approval")}
+
+
+def _lock_undecided(assignment: Assignment, *, operation: str) -> None:
+    """Refuse the approval or rejection (``operation``) of ``assignment`` when the contrary decision
+    on its work was sent from here and is not settled as not applied (``_sent``), read under the
+    task's row lock (``release.lock``) just before the decision's call is sent: nothing is sent.
+    A rejection whose answer was lost leaves the task submitted, and an approval sent then would
+    override it and pay the reward (the platform takes it while the rejection is not applied); a
+    rejection after a lost approval would refuse work the platform may have paid. Once sync settles
+    the lost call as not applied (``failed``), the other decision may be sent; settled applied, the
+    task is decided and ``_check_reviewable`` refuses both. The rule of ``_lock_bonusable`` too."""
+    contrary, state, noun = _CONTRARY[operation]
+    with transaction.atomic():
+        try:
+            locked = lock(assignment)
+        except Assignment.DoesNotExist:
+            raise PlatformServiceError(f"assignment {assignment.pk} no longer exists (its worker withdrew or it "
+                                       "was deleted): nothing was sent") from None
+        if _sent(locked, contrary):
+            raise PlatformServiceError(
+                f"assignment {assignment.pk} is being {state} (its {noun} was sent to "
+                f"{assignment_platform(assignment)}, its outcome not recorded yet): nothing was sent. The next sync "
+                f"settles it; decide again if it finds the {noun} not applied")
 
 
 def _decided_there(held: PlatformSubmission) -> str:
@@ -294,6 +327,7 @@ def _approve(assignment: Assignment, *, user, feedback: str = "", one_task: bool
         _check_not_here_decidable(assignment, held, approve=True)
     _check_on_hold(assignment)
     platform_work_confirm(assignment)
+    _lock_undecided(assignment, operation=OP.APPROVE)
     name = assignment_platform(assignment)
     if name != Platform.LINK:
         platform = get_platform(name)
@@ -347,6 +381,7 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                 f"{len(feedback)}: explain what went wrong in more detail"
             )
     platform_work_confirm(assignment)
+    _lock_undecided(assignment, operation=OP.REJECT)
     cleared = _hold_restored(held) if held is not None else None
     if name != Platform.LINK:
         platform = get_platform(name)
