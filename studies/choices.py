@@ -17,20 +17,31 @@ from typing import Any
 YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]
 
 
+def as_label(value: Any) -> str:
+    """``value`` read as a choice label: its text without surrounding white space. The one rule of
+    what a label is, read wherever one is compared (:func:`normalise_choices` for the labels a page
+    offers, ``annotations.services.steps`` and the qualification grading for a worker's answer,
+    ``annotations.choices.answer_is_correct`` for a stored right answer): a copy that trimmed on one
+    side only offered workers an option ("Paris ") that no answer could match."""
+    return str(value).strip()
+
+
 def normalise_choices(choices) -> list[dict]:
-    """Choices as ``[{"label", "text"}]``; accepts plain strings too; empty means yes/no. Raises
-    ``ValueError``, saying what it got, when ``choices`` is not a list (a number, a string, an
-    object) or holds something that is neither a string nor a ``{"label", "text"}`` object: what
-    a page or an answer check can catch, where iterating it would fail as a ``TypeError``."""
+    """Choices as ``[{"label", "text"}]``; accepts plain strings too; empty means yes/no. Every
+    label, a string choice's as an object's, is read by :func:`as_label`; a string choice's text
+    is the string as written. Raises ``ValueError``, saying what it got, when ``choices`` is not a
+    list (a number, a string, an object) or holds something that is neither a string nor a
+    ``{"label", "text"}`` object: what a page or an answer check can catch, where iterating it
+    would fail as a ``TypeError``."""
     if choices is not None and not isinstance(choices, list | tuple):
         raise ValueError(f"choices must be a list of choices, got {type(choices).__name__} {str(choices)[:40]!r}")
     out = []
     for choice in choices or []:
         if isinstance(choice, dict):
-            label = str(choice.get("label", "")).strip()
+            label = as_label(choice.get("label", ""))
             out.append({"label": label, "text": str(choice.get("text", label))})
         elif isinstance(choice, str | int | float):
-            out.append({"label": str(choice), "text": str(choice)})
+            out.append({"label": as_label(choice), "text": str(choice)})
         else:
             raise ValueError(f"a choice must be a string or a {{label, text}} object, got {type(choice).__name__}")
     return out or [dict(c) for c in YES_NO_CHOICES]
@@ -40,19 +51,22 @@ def choices_problem(choices) -> str | None:
     """Why ``choices`` cannot be a question's own list of choices (a generalization question's
     ``metadata["choices"]``); None when it can: a list of at least two choices, each a non-empty
     string (its label and text) or a ``{"label", "text"}`` object with a non-empty label, no label
-    given twice."""
+    given twice. The labels judged are those :func:`normalise_choices` offers workers, so a list
+    that passes offers only labels a worker's answer can match."""
     if not isinstance(choices, list):
         return f'must be a list of at least two choices, e.g. ["a", "b"], not {str(choices)[:40]!r}'
     if len(choices) < 2:
         return f"must be a list of at least two choices, not {len(choices)}"
-    labels = []
     for number, choice in enumerate(choices, start=1):
         label = choice.get("label") if isinstance(choice, dict) else choice
-        if not isinstance(label, str) or not label.strip():
+        if not isinstance(label, str):
             return f'choice {number} must be a non-empty string (or an object with one as its "label")'
         if isinstance(choice, dict) and not isinstance(choice.get("text", ""), str):
             return f'the "text" of choice {number} must be a string'
-        labels.append(label.strip())
+    labels = [c["label"] for c in normalise_choices(choices)]
+    for number, label in enumerate(labels, start=1):
+        if not label:
+            return f'choice {number} must be a non-empty string (or an object with one as its "label")'
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         return f"the choice {repeated[0]!r} is given twice"
@@ -74,14 +88,20 @@ def genq_choices(genq, item) -> list[dict]:
 
 def correct_answer_problem(choices, correct_answer: str) -> str | None:
     """Why ``correct_answer`` cannot grade a question with ``choices``; None when it can: it must be
-    one of the choice labels, exactly (the rule ``annotations.choices.answer_is_correct`` grades
-    by). Choices that are no list of choices (:func:`normalise_choices`) are the problem named."""
+    one of the labels :func:`normalise_choices` offers, exactly (the rule
+    ``annotations.choices.answer_is_correct`` grades by, and what scoring compares column-wise). One
+    written with surrounding white space ("Yes " for the label "Yes") is refused, naming the label
+    to write, so a stored right answer is always a label as offered. Choices that are no list of
+    choices (:func:`normalise_choices`) are the problem named."""
     try:
         labels = [c["label"] for c in normalise_choices(choices)]
     except ValueError as exc:
         return f"the choices are not usable: {exc}"
     if correct_answer in labels:
         return None
+    if isinstance(correct_answer, str) and as_label(correct_answer) in labels:
+        return (f"'{str(correct_answer)[:50]}' is not one of the choices ({', '.join(labels)}): write "
+                f"'{as_label(correct_answer)}', without the white space around it.")
     return (f"'{str(correct_answer)[:50]}' is not one of the choices ({', '.join(labels)}). Workers answer with "
             "a choice, and an answer is right only when it is exactly that choice.")
 

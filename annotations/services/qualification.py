@@ -24,7 +24,7 @@ from annotations.models import (
 )
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
-from studies.choices import correct_answer_problem, normalise_choices
+from studies.choices import as_label, correct_answer_problem, normalise_choices
 from studies.models import Study
 from studies.selectors import CHANGE, study_user_may
 
@@ -69,7 +69,7 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
         clean: dict[str, str] = {}
         for number, question in enumerate(questions, start=1):
             labels = [c["label"] for c in normalise_choices(question.choices)]
-            given = str(answers.get(str(question.pk), "") or "").strip()
+            given = as_label(answers.get(str(question.pk), "") or "")
             if given not in labels:
                 raise InvalidAnswer(f"Please answer question {number} of the test.")
             clean[str(question.pk)] = given

@@ -8,6 +8,7 @@ import unicodedata
 from annotations.models import Annotation
 from annotations.services.errors import InvalidAnswer
 from lab.textchars import BIDI_CONTROLS
+from studies.choices import as_label
 from studies.models import Study
 
 Step = Annotation.Step
@@ -76,7 +77,9 @@ def answer_order(*, kind: str, is_attention_check: bool) -> tuple[str, ...]:
 
 
 def _pick(answer: str, labels: list[str], what: str) -> str:
-    answer = (answer or "").strip()
+    """``answer`` read as a label (``studies.choices.as_label``, the rule ``labels`` were read by:
+    ``normalise_choices``) when it is one of ``labels``; else ``InvalidAnswer``."""
+    answer = as_label(answer or "")
     if answer not in labels:
         if not answer:
             raise InvalidAnswer(f"Please choose an answer for {what}.")
@@ -131,7 +134,7 @@ def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[s
         clean = {}
         for name, question in VALIDATION_FIELDS:
             clean[name] = _pick(str(payload.get(name, "")), list(YES_NO), f"'{question}'")
-        corrected = str(payload.get("corrected_answer", "") or "").strip()
+        corrected = str(payload.get("corrected_answer", "") or "")
         if clean["answer_correct"] == "no":
             clean["corrected_answer"] = _pick(corrected, labels, "the corrected answer")
         else:
