@@ -458,6 +458,16 @@ def blocks_covering(*, study: Study, owner_id: int | None = None) -> QuerySet[Wo
     return WorkerBlock.objects.filter(covers)
 
 
+def worker_blocked_in(*, study: Study, participant_ref: str = "participant_id") -> Q:
+    """Whether a row's worker (``participant_ref`` names their id in the outer query) is blocked in
+    ``study``, as a condition: blocked everywhere (``Participant.blocked``) or by a block that covers
+    it (``blocks_covering``), the rule ``participant_blocked`` reads of one worker, withdrawals aside
+    (a withdrawal erases the worker's answers). Scoring reads it of the counted tasks: a block ends
+    the worker's tasks in progress, not their submitted or approved work, which counts until rejected."""
+    covered = blocks_covering(study=study).filter(participant_id=OuterRef(participant_ref))
+    return Q(Exists(Participant.objects.filter(pk=OuterRef(participant_ref), blocked=True))) | Q(Exists(covered))
+
+
 def studies_covered_by(block: WorkerBlock) -> Q:
     """The rule of ``blocks_covering`` read the other way, as a condition on a row's ``study``: the
     studies ``block`` covers (its study, the studies its researcher owns, or every study)."""

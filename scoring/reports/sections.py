@@ -45,7 +45,7 @@ from scoring.similarity import (
     fingerprint_notes,
     recorded_model_label,
 )
-from studies.models import RationaleSource
+from studies.models import RationaleSource, Study
 
 ALL = "all"
 SHARE_COLUMNS = [
@@ -358,7 +358,8 @@ def items_note(study: dict) -> str:
 
 def counted_note(counted: dict) -> str:
     """Whose answers the figures count (``results["counted_answers"]``): approved tasks and those
-    not yet reviewed, which count until rejected."""
+    not yet reviewed, which count until rejected, among them the tasks of workers blocked in the
+    study (a block ends only their tasks in progress)."""
     note = (f"Counted: {counted.get('tasks_approved', 0)} approved tasks and {counted.get('tasks_not_reviewed', 0)} "
             f"submitted but not yet reviewed ({counted.get('rule')})")
     if counted.get("tasks_failing_an_attention_check"):
@@ -374,6 +375,17 @@ def counted_note(counted: dict) -> str:
                  f"({counted.get('answers_returned', 0)} answers to completed questions) and "
                  f"{counted.get('tasks_expired_with_completed_answers', 0)} expired tasks "
                  f"({counted.get('answers_expired', 0)} answers) are left out as well")
+    also = []
+    if counted.get("tasks_of_blocked_workers"):
+        also.append(f"{counted['tasks_of_blocked_workers']} tasks of workers blocked in this study "
+                    f"({counted.get('answers_of_blocked_workers', 0)} answers; {counted.get('blocked_worker_rule')})")
+    if counted.get("tasks_speeding"):
+        also.append(f"{counted['tasks_speeding']} speeding tasks ({counted.get('answers_speeding', 0)} answers)")
+    if counted.get("answers_in_units_with_accepted_flags"):
+        also.append(f"{counted['answers_in_units_with_accepted_flags']} answers in "
+                    f"{counted.get('units_with_accepted_flags', 0)} units a researcher accepted a flag on")
+    if also:
+        note += ". Counted as well: " + "; ".join(also)
     return note + "." + "".join(f" {text}" for text in other_readings_notes(counted))
 
 
@@ -381,7 +393,8 @@ READING_NAMES = {"without_tasks_failing_any_check": "without the tasks that fail
                  "without_tasks_failing_every_check": "without the tasks that failed every attention check",
                  "approved_tasks_only": "approved tasks only",
                  "without_units_with_accepted_flags": "without the units a researcher accepted a flag on",
-                 "without_speeding_tasks": "without the speeding tasks"}
+                 "without_speeding_tasks": "without the speeding tasks",
+                 "without_blocked_workers": "without the tasks of blocked workers"}
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -1033,6 +1046,9 @@ def properties_section(results: dict) -> Section:
         section.notes.append("Left out (no rationale differed): " + ", ".join(model["constant_properties_dropped"]))
     if model.get("utility_from"):
         section.notes.append(_utility_from_note(model["utility_from"], "Utility (this study has none of its own)"))
+    if results.get("counted_answers") and _kind(results) == Study.Kind.RATIONALE_PROPERTIES:
+        # the study's own section: whose property marks count (another kind's section says it of its answers)
+        section.notes.append(counted_note(results["counted_answers"]))
     return section
 
 

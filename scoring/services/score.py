@@ -52,7 +52,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   folder's files, ``similarity.model_fingerprint``), fingerprint_files, fingerprint_of, paper: {model,
   correlation_ratio: {source|all: the published figure: all from SPEC section 3, per source as quoted in
   issue 21}, same_model, same_model_by, model_stated_in, figures_stated_in}} (``paper`` None for a dataset with no such figure;
-  None when similarity was off)
+  None when similarity was off); ``similarity_requested``: {value, from}, whether similarity was asked for
+  and who chose it ("caller": ``study_score(similarity=...)``, e.g. score_study --no-similarity; or
+  "RL_SCORING_SIMILARITY": the setting, as web and Celery runs read it)
 - ``gen_u_shares`` (same shape as ``utility_shares``), ``gen_u``: {n_items_with_gen_u, n_questions,
   consistency, question_filter, n_questions_validated, n_questions_unvalidated, tie_rule,
   unparseable: {source: counts}, answerers: {F^I|F^IR: [{model, fine_tuning_preset, training}]},
@@ -138,10 +140,12 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   accepted_flag_rule, flags_accepted, units_with_accepted_flags, answers_in_units_with_accepted_flags (units
   whose question or explanation a researcher accepted a flag on: ``annotations.selectors.review.ACCEPTED_FLAG_SCOPE``);
   speeder_rule, speeder_threshold_seconds_per_question, tasks_speeding, answers_speeding, tasks_untimed (tasks
-  faster than ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``); all of these count;
-  and other_readings: {without_tasks_failing_any_check,
+  faster than ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``); blocked_worker_rule,
+  tasks_of_blocked_workers, answers_of_blocked_workers (counted tasks whose worker a block covering the
+  study refuses: ``annotations.selectors.worker_blocked_in``; a block ends only tasks in progress); all of
+  these count; and other_readings: {without_tasks_failing_any_check,
   without_tasks_failing_every_check, approved_tasks_only, without_units_with_accepted_flags,
-  without_speeding_tasks: {rule, n_answers, answers_left_out,
+  without_speeding_tasks, without_blocked_workers: {rule, n_answers, answers_left_out,
   identical_to, n_units_scored, ties, utility_shares, task_accuracy, theils_u_..., agreement}}, the
   same composition on the answers each keeps (``pipeline.other_readings``); a generalization study's
   rows have generalization: {all, by_type, by_utility, by_source, consistency} (Figure 4's shape) in
@@ -171,6 +175,7 @@ from annotations.selectors import (
     HOLDING_FLAGS,
     claims_that_count,
     study_withdrawals_summary,
+    worker_blocked_in,
 )
 from annotations.selectors.cost import MIN_PLAUSIBLE_SECONDS_PER_QUESTION
 from annotations.selectors.platforms import assignments_on_hold
@@ -288,12 +293,25 @@ def _similarity_pairs(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[["item_id", "source_id"]].drop_duplicates().merge(df, on=["item_id", "source_id"], how="inner")
 
 
-def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "") -> Part:
-    """Each unit's BERTScore F1 against the gold rationale, ``similarity`` and ``similarity_model``."""
-    none = {"similarity": None, "similarity_model": None}
+# Who chose whether a run computes similarity (``similarity_requested.from``): the caller
+# (``study_score(similarity=...)``, the command's --no-similarity), or, when it did not say, the
+# setting (the web page's and Celery's runs).
+SIMILARITY_FROM_SETTING = "RL_SCORING_SIMILARITY"
+SIMILARITY_FROM_CALLER = "caller"
+
+
+def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "",
+                requested_from: str = SIMILARITY_FROM_CALLER) -> Part:
+    """Each unit's BERTScore F1 against the gold rationale, ``similarity`` and ``similarity_model``,
+    and ``similarity_requested`` ({value, from}: whether it was asked for, and by the caller or the
+    setting ``RL_SCORING_SIMILARITY``), since the setting alone can leave a run without it."""
+    none = {"similarity": None, "similarity_model": None,
+            "similarity_requested": {"value": enabled, "from": requested_from}}
     if not enabled:
-        return Part(none, ["Similarity (BERTScore) was not requested for this run; its correlation ratio is left out."],
-                    frame)
+        why = ("the setting RL_SCORING_SIMILARITY is off" if requested_from == SIMILARITY_FROM_SETTING
+               else "its caller asked for none, e.g. score_study --no-similarity")
+        return Part(none, [f"Similarity (BERTScore) was not requested for this run ({why}); its correlation ratio "
+                           "is left out."], frame)
     df = _similarity_pairs(frame)
     usable = df[(df["text"].str.strip() != "") & (df["gold_rationale"].fillna("").str.strip() != "")]
     warnings = []
@@ -307,7 +325,7 @@ def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "") -> Par
         model = similarity_model()
         f1 = bertscore_f1(usable["text"].tolist(), usable["gold_rationale"].tolist(), model=model)
         results = {"similarity": {**model.as_json(), "paper": paper_correlation_ratio(dataset, model)},
-                   "similarity_model": model.path}
+                   "similarity_model": model.path, "similarity_requested": none["similarity_requested"]}
     except SimilarityUnavailable as exc:
         return Part(none, [*warnings, f"Similarity skipped: {exc}"], frame)
     usable = usable.assign(similarity=f1)[["item_id", "source_id", "similarity"]]
@@ -1507,7 +1525,7 @@ def task_accuracy_readings(frame: pd.DataFrame, results: dict) -> dict:
             "by_source": by_source}
 
 
-def _annotate(study: Study, *, similarity: bool):
+def _annotate(study: Study, *, similarity: bool, similarity_from: str = SIMILARITY_FROM_CALLER):
     """What a utility study's units get from outside the answers: the source's task accuracy
     (with ``n_items_without_rationale``, the items it leaves out), Gen-U and similarity to the
     gold rationale (``pipeline.score_units``'s ``annotate``)."""
@@ -1518,7 +1536,7 @@ def _annotate(study: Study, *, similarity: bool):
         score_stage("Gen-U")
         gen_u = gen_u_results(frame, reader=study.owner)
         score_stage("similarity to the gold rationale (BERTScore)")
-        sim = _similarity(gen_u.frame, enabled=similarity, dataset=study.dataset.name)
+        sim = _similarity(gen_u.frame, enabled=similarity, dataset=study.dataset.name, requested_from=similarity_from)
         score_stage("shares, intervals and associations")
         return pipeline.merge([missing, gen_u, sim], frame=sim.frame)
 
@@ -1564,8 +1582,9 @@ def _majority_readings(study: Study, frame: pd.DataFrame, answers: pd.DataFrame 
     return block
 
 
-def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, similarity: bool) -> Part:
-    annotate = _annotate(study, similarity=similarity)
+def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, similarity: bool,
+             similarity_from: str = SIMILARITY_FROM_CALLER) -> Part:
+    annotate = _annotate(study, similarity=similarity, similarity_from=similarity_from)
     if study.is_imported_outcome:
         part = pipeline.score_units(_imported_outcomes(study), annotate=annotate, both_directions=both_directions)
         part.results["majority_readings"] = _majority_readings(study, part.frame, None)
@@ -1745,21 +1764,27 @@ def _header(study: Study, run: ScoreRun | None = None) -> Part:
 
 
 def _compute(study: Study, *, both_directions: bool, similarity: bool,
-             run: ScoreRun | None = None) -> tuple[dict, pd.DataFrame | None]:
+             run: ScoreRun | None = None, similarity_from: str = SIMILARITY_FROM_CALLER
+             ) -> tuple[dict, pd.DataFrame | None]:
     """Reads and computes, writes nothing: ``results.json`` merged from each step's part, and the
-    per-unit table of a utility study (None otherwise)."""
+    per-unit table of a utility study (None otherwise). ``similarity_from``: who chose ``similarity``
+    (``SIMILARITY_FROM_*``), recorded beside it."""
     score_stage("reading the answers and their majorities")
     parts = [_header(study, run)]
     frame = readings = short = None
+    readings_at: dict[str, str] = {}  # where each other reading of the counted answers is, when not in counted_answers
     suspects = _suspect_work(study)  # read once: the other readings and counted_answers share them
     if study.kind == Study.Kind.GENERALIZATION:
         parts.append(generalization := _generalization(study, suspects))
         readings = generalization.results.pop(READINGS_KEY, None)
         short = generalization.results.pop(SHORT_UNITS_KEY, None)
     elif study.kind == Study.Kind.QUESTION_VALIDATION:
-        parts.append(_question_validation(study, suspects))
+        parts.append(validation := _question_validation(study, suspects))
+        readings_at = {name: f"question_validation.other_readings.{name}"
+                       for name in validation.results["question_validation"]["other_readings"]}
     elif study.kind == Study.Kind.UTILITY:
-        parts.append(utility := _utility(study, suspects, both_directions=both_directions, similarity=similarity))
+        parts.append(utility := _utility(study, suspects, both_directions=both_directions, similarity=similarity,
+                                         similarity_from=similarity_from))
         frame = utility.frame
         readings = utility.results.pop(READINGS_KEY, None)
         short = utility.results.get("short_units")
@@ -1772,7 +1797,7 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))
     if not study.is_imported_outcome:
-        parts.append(_counted_answers(study, readings=readings, suspects=suspects))
+        parts.append(_counted_answers(study, readings=readings, suspects=suspects, readings_at=readings_at))
     parts.append(_withdrawals(study))
     merged = pipeline.merge(parts)
     return pipeline.clean_json({**merged.results, "warnings": merged.warnings}), frame
@@ -1843,6 +1868,13 @@ SPEEDER_RULE = (f"a task is speeding when its seconds per question is below {MIN
                 "tasks count in the published figures")
 FLAG_RULE = (f"{ACCEPTED_FLAG_SCOPE}. The answers of the units an accepted flag concerns count in the published "
              "figures")
+# Blocked workers (``annotations.selectors.worker_blocked_in``): a block refuses the worker new tasks
+# and ends those in progress (``annotations.services.platforms.blocks.worker_block``), but their
+# submitted and approved work stays counted until a researcher rejects it.
+BLOCKED_WORKER_RULE = ("a counted task's worker is blocked in this study when a block covers it (made on this study, "
+                       "by its owner, or everywhere: annotations.selectors.blocks_covering); a block ends the worker's "
+                       "tasks in progress and refuses them new ones, but their submitted and approved tasks count in "
+                       "the published figures until a researcher rejects them")
 READING_RULES = {
     "without_tasks_failing_any_check": f"the counted answers less those of tasks that failed an attention check; "
                                        f"{FAILED_ANY}",
@@ -1852,14 +1884,17 @@ READING_RULES = {
     "without_units_with_accepted_flags": "the counted answers less every answer of the units an accepted flag "
                                          f"concerns; {ACCEPTED_FLAG_SCOPE}",
     "without_speeding_tasks": f"the counted answers less those of speeding tasks; {SPEEDER_RULE}",
+    "without_blocked_workers": f"the counted answers less those of tasks whose worker is blocked in this study; "
+                               f"{BLOCKED_WORKER_RULE}",
 }
 
 
 def _reading_masks(study: Study, answers: pd.DataFrame, suspects: _Suspects
                    ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Which of the counted ``answers`` (the rows of ``_annotation_frame``) each other reading keeps
-    (``READING_RULES``), from their task's status, attention checks and pace, and the flags a
-    researcher accepted on their unit's question or explanation."""
+    (``READING_RULES``), from their task's status, attention checks and pace, the flags a
+    researcher accepted on their unit's question or explanation, and whether their worker is
+    blocked in the study."""
     counted = claims_that_count(study=study)
     tasks = pd.DataFrame.from_records(list(counted.values_list("id", "assignment_id", "assignment__status")),
                                       columns=["claim_id", "assignment_id", "status"])
@@ -1876,6 +1911,7 @@ def _reading_masks(study: Study, answers: pd.DataFrame, suspects: _Suspects
         "approved_tasks_only": (rows["status"] == Assignment.Status.APPROVED).to_numpy(),
         "without_units_with_accepted_flags": ~answers["unit_id"].isin(suspects.flagged_units).to_numpy(),
         "without_speeding_tasks": ~rows["assignment_id"].isin(suspects.speeding_tasks).to_numpy(),
+        "without_blocked_workers": ~rows["assignment_id"].isin(suspects.blocked_tasks).to_numpy(),
     }
     return masks, READING_RULES
 
@@ -1884,12 +1920,13 @@ def _reading_masks(study: Study, answers: pd.DataFrame, suspects: _Suspects
 class _Suspects:
     """The counted work the published figures keep but a reader may want without (read once per
     run, ``_suspect_work``): the units an accepted flag concerns (``ACCEPTED_FLAG_SCOPE``), the
-    counted tasks that are speeding (``SPEEDER_RULE``), and how many counted tasks have no timed
-    question."""
+    counted tasks that are speeding (``SPEEDER_RULE``), how many counted tasks have no timed
+    question, and the counted tasks whose worker is blocked in the study (``BLOCKED_WORKER_RULE``)."""
 
     flagged_units: list[int]
     speeding_tasks: set[int]
     untimed_tasks: int
+    blocked_tasks: set[int]
 
 
 def _suspect_work(study: Study) -> _Suspects:
@@ -1898,13 +1935,18 @@ def _suspect_work(study: Study) -> _Suspects:
     return _Suspects(
         flagged_units=list(units_with_accepted_flags(study=study).values_list("pk", flat=True)),
         speeding_tasks={task for task, seconds in pace.items() if seconds < MIN_PLAUSIBLE_SECONDS_PER_QUESTION},
-        untimed_tasks=tasks.count() - len(pace))
+        untimed_tasks=tasks.count() - len(pace),
+        blocked_tasks=set(tasks.filter(worker_blocked_in(study=study)).values_list("pk", flat=True)))
 
 
-def _flags_and_speed(study: Study, counted, suspects: _Suspects) -> tuple[dict, list[str]]:
-    """What ``counted_answers`` says of accepted flags and speeding tasks (the published figures
-    count both; ``other_readings`` gives the figures without them), with a warning for each found."""
+def _flags_and_speed(study: Study, counted, suspects: _Suspects, readings_at: dict[str, str] | None = None
+                     ) -> tuple[dict, list[str]]:
+    """What ``counted_answers`` says of accepted flags, speeding tasks and the tasks of blocked
+    workers (the published figures count all three), with a warning for each found. A warning
+    points to the figures without them only where the run has that reading (``readings_at``: each
+    reading's place in the results; a rationale-properties study has none)."""
     units, speeding, untimed = suspects.flagged_units, suspects.speeding_tasks, suspects.untimed_tasks
+    blocked = suspects.blocked_tasks
     flagged = counted.filter(unit_id__in=units)
     slow = counted.filter(assignment_id__in=speeding)
     block = {"accepted_flag_rule": FLAG_RULE,
@@ -1915,18 +1957,33 @@ def _flags_and_speed(study: Study, counted, suspects: _Suspects) -> tuple[dict, 
              "speeder_threshold_seconds_per_question": MIN_PLAUSIBLE_SECONDS_PER_QUESTION,
              "tasks_speeding": len(speeding),
              "answers_speeding": _claim_answers(slow) if speeding else 0,
-             "tasks_untimed": untimed}
+             "tasks_untimed": untimed,
+             "blocked_worker_rule": BLOCKED_WORKER_RULE,
+             "tasks_of_blocked_workers": len(blocked),
+             "answers_of_blocked_workers": _claim_answers(counted.filter(assignment_id__in=blocked)) if blocked else 0}
+
+    readings_at = readings_at or {}
+
+    def without(name: str) -> str:
+        return f" ({readings_at[name]} gives the figures without them)" if name in readings_at else ""
+
     warnings = []
     if block["answers_in_units_with_accepted_flags"]:
         warnings.append(
             f"{block['answers_in_units_with_accepted_flags']} counted answers are in {len(units)} units whose question "
-            "or explanation a researcher accepted a flag on; they count in the figures "
-            "(counted_answers.other_readings.without_units_with_accepted_flags gives the figures without them).")
+            "or explanation a researcher accepted a flag on; they count in the figures"
+            f"{without('without_units_with_accepted_flags')}.")
     if speeding:
         warnings.append(
             f"{len(speeding)} counted tasks ({block['answers_speeding']} answers) took under "
             f"{MIN_PLAUSIBLE_SECONDS_PER_QUESTION:g} seconds a question (median), faster than a person reads; they count "
-            "in the figures (counted_answers.other_readings.without_speeding_tasks gives the figures without them).")
+            f"in the figures{without('without_speeding_tasks')}.")
+    if blocked:
+        other = readings_at.get("without_blocked_workers")
+        warnings.append(
+            f"{len(blocked)} counted tasks ({block['answers_of_blocked_workers']} answers) are of workers blocked in "
+            "this study; a block ends only their tasks in progress, so these count in the figures. Reject the work "
+            "if it should not count" + (f", or read {other} for the figures without it." if other else "."))
     return block, warnings
 
 
@@ -1940,15 +1997,19 @@ def _task_answers(tasks) -> int:
     return Annotation.objects.filter(claim__assignment__in=tasks, claim__unit__isnull=False).count()
 
 
-def _counted_answers(study: Study, *, readings: dict | None = None, suspects: _Suspects | None = None) -> Part:
+def _counted_answers(study: Study, *, readings: dict | None = None, suspects: _Suspects | None = None,
+                     readings_at: dict[str, str] | None = None) -> Part:
     """Which tasks the counted answers come from: approved ones, and submitted ones nobody has
     reviewed yet, which count until they are rejected (among them those that failed an attention
     check). Scoring before the review gives other figures than after it: the results say which.
     Also the work left out: submitted or approved tasks on hold (``assignments_on_hold``: sync found
     another worker on the platform, or the platform does not list them, and no researcher has
     cleared them; they count once cleared) and
-    rejected tasks, each with its answers. ``suspects``: the run's flagged units and speeding tasks
-    (``_suspect_work``, read here when not given)."""
+    rejected tasks, each with its answers. ``suspects``: the run's flagged units, speeding tasks and
+    tasks of blocked workers (``_suspect_work``, read here when not given). ``readings``: the other
+    readings, stored here as ``other_readings``; ``readings_at``: where the run keeps its other readings
+    when they are elsewhere (a question-validation study's, ``question_validation.other_readings``).
+    The warnings point to a reading only where the run has it."""
     counted = claims_that_count(study=study)
     tasks = dict(counted.order_by().values("assignment__status").annotate(n=Count("assignment_id", distinct=True))
                  .values_list("assignment__status", "n"))
@@ -1980,7 +2041,8 @@ def _counted_answers(study: Study, *, readings: dict | None = None, suspects: _S
             PlatformSubmission.objects.filter(assignment__in=held.values("pk"), flag__in=HOLDING_FLAGS,
                                               cleared_at__isnull=True)
             .order_by("flag").values("flag").annotate(n=Count("assignment_id", distinct=True)).values_list("flag", "n"))
-    flags_and_speed, flag_speed_warnings = _flags_and_speed(study, counted, suspects or _suspect_work(study))
+    where = {**(readings_at or {}), **{name: f"counted_answers.other_readings.{name}" for name in readings or {}}}
+    flags_and_speed, flag_speed_warnings = _flags_and_speed(study, counted, suspects or _suspect_work(study), where)
     block.update(flags_and_speed)
     if readings is not None:
         block["other_readings"] = readings
@@ -2020,7 +2082,8 @@ def study_score(
     reason in ``error``). Rewrites the study's ``UnitScore`` rows. ``run`` is the run to fill (the
     task's, already running; a pending or failed one is started); without it a new one is created.
     ``similarity`` (BERTScore against the gold
-    rationale) defaults to the setting ``RL_SCORING_SIMILARITY`` (on unless set false).
+    rationale) defaults to the setting ``RL_SCORING_SIMILARITY`` (on unless set false); the results
+    say which chose it (``similarity_requested``: {value, from: "caller" | "RL_SCORING_SIMILARITY"}).
 
     Everything is read and computed first, outside any transaction (BERTScore and the mixed model
     can take minutes); one short transaction then stores the unit scores and finishes the run.
@@ -2036,6 +2099,7 @@ def study_score(
     unit to score (``NothingScored``: e.g. every answer withdrawn) fails so too, but first removes,
     under the same lock and checks, the unit-score rows of the units it no longer scores
     (``_remove_unscored_unit_scores``, the store's own removal: all of them)."""
+    similarity_from = SIMILARITY_FROM_CALLER if similarity is not None else SIMILARITY_FROM_SETTING
     if similarity is None:
         similarity = bool(settings.RL_SCORING_SIMILARITY)
     study = Study.objects.select_related("dataset").get(pk=study.pk)  # never score a stale copy
@@ -2048,7 +2112,8 @@ def study_score(
             # Taken before any answer is read: work that changes after it may be missing from the run
             # (``bundle.export.scores_staleness`` compares a study's changes with it, not finished_at).
             read_at = timezone.now()
-            results, frame = _compute(study, both_directions=both_directions, similarity=similarity, run=run)
+            results, frame = _compute(study, both_directions=both_directions, similarity=similarity, run=run,
+                                      similarity_from=similarity_from)
         except NothingScored:
             # Nothing to score: the rows of the units it no longer scores go all the same, under the
             # lock and checks the store takes (a superseded or refused run removes nothing); it fails.

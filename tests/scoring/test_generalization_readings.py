@@ -25,7 +25,7 @@ from tests.scoring.test_services_score import collect, make_unit
 pytestmark = pytest.mark.django_db
 
 READINGS = {"without_tasks_failing_any_check", "without_tasks_failing_every_check", "approved_tasks_only",
-            "without_units_with_accepted_flags", "without_speeding_tasks"}
+            "without_units_with_accepted_flags", "without_speeding_tasks", "without_blocked_workers"}
 
 
 def _generalization_study(utility_study):
@@ -75,7 +75,7 @@ def test_a_generalization_study_gives_the_other_readings_of_which_answers_count(
     assert {name: (row["n_answers"], row["answers_left_out"]) for name, row in readings.items()} == {
         "without_tasks_failing_any_check": (8, 6), "without_tasks_failing_every_check": (10, 4),
         "approved_tasks_only": (8, 6), "without_units_with_accepted_flags": (14, 0),
-        "without_speeding_tasks": (14, 0)}
+        "without_speeding_tasks": (14, 0), "without_blocked_workers": (14, 0)}
 
     every = readings["without_tasks_failing_every_check"]
     assert every["identical_to"] is None and every["n_units_scored"] == 2
@@ -97,7 +97,8 @@ def test_a_generalization_study_gives_the_other_readings_of_which_answers_count(
     approved = readings["approved_tasks_only"]
     assert approved["identical_to"] == "without_tasks_failing_any_check"
     assert approved["generalization"] == anyr["generalization"]
-    for name in ("without_units_with_accepted_flags", "without_speeding_tasks"):  # nothing flagged, nothing timed
+    # nothing flagged, nothing timed, nobody blocked
+    for name in ("without_units_with_accepted_flags", "without_speeding_tasks", "without_blocked_workers"):
         assert readings[name]["identical_to"] == "published"
         assert readings[name]["generalization"]["all"] == gen["all"]
         assert readings[name]["generalization"]["by_type"] == gen["by_type"]

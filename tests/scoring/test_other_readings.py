@@ -81,7 +81,8 @@ def test_counted_answers_show_what_leaving_out_failed_or_unreviewed_tasks_gives(
     assert "any one of them was answered wrong" in counted["attention_check_rule"]
     readings = counted["other_readings"]
     assert set(readings) == {"without_tasks_failing_any_check", "without_tasks_failing_every_check",
-                             "approved_tasks_only", "without_units_with_accepted_flags", "without_speeding_tasks"}
+                             "approved_tasks_only", "without_units_with_accepted_flags", "without_speeding_tasks",
+                             "without_blocked_workers"}
     # published: after 2 yes / 2 no, a tie, so not useful
     assert run.results["utility_shares"]["all"]["useful"] == 0.0
     anyr, every, approved_only = (readings[k] for k in ("without_tasks_failing_any_check",
