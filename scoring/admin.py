@@ -29,7 +29,7 @@ from django.views.decorators.http import require_POST
 from lab.ids import parse_id
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports import views as report_views
-from scoring.selectors import results_for_reader
+from scoring.selectors import results_for_reader, warnings_for_reader
 from scoring.services import ScoringQueueUnavailable, outcomes_study_create, score_run_enqueue
 from scoring.services.outcomes import OutcomesStudyNotYours
 from scoring.services.runs import SCORE_PERMISSION, ScoreRunRefused, already_being_scored
@@ -100,6 +100,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
         saved: a run is never edited), so its page shows no setting the report withholds."""
         run = super().get_object(request, object_id, from_field)
         if run is not None:
+            run.warnings = warnings_for_reader(run, user=request.user)
             run.results = results_for_reader(run, user=request.user)
         return run
 

@@ -45,7 +45,19 @@ def answerer_withheld(reader: str = RESULTS_READER) -> str:
 
 
 def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READER) -> dict:
-    """``run``'s results.json as ``user`` may read it. Results are computed with the study owner's
+    """``run``'s results.json as ``user`` may read it: the Gen-U answerers whose source ``user``
+    may not read are withheld (``_answerers_for_reader``), and so is every study that lent this
+    study utility which ``user`` may not view (``lenders_for_reader``). The operator (``user``
+    None) and superusers get the results unchanged; {} for no run."""
+    results = (run.results or {}) if run is not None else {}
+    if user is None or user.is_superuser:
+        return results
+    return lenders_for_reader(_answerers_for_reader(run, results, user=user, reader=reader), user=user,
+                              reader=reader)
+
+
+def _answerers_for_reader(run: ScoreRun | None, results: dict, *, user, reader: str) -> dict:
+    """``results_for_reader``'s Gen-U answerers. Results are computed with the study owner's
     rights (``genu.answerer_sources_readable``), so they may name the fine-tuning and answering
     settings of a Gen-U answerer source that another reader of the study (a share, or an owner it
     was handed to after the run) may not read (``sources_for_user``, asked of every reader, the
@@ -57,12 +69,10 @@ def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READ
     and for a reader who may read a fine-tuned source with that model path and those very settings
     (what the run's fallback matched by, ``genu._gen_u_method``), so an owner who still reads the
     source keeps it and one it was handed to who may not does not; withheld from anyone else
-    (``ANSWERER_WITHHELD_UNRECORDED``). The operator (``user`` None) and superusers get the results
-    unchanged; {} for no run."""
-    results = (run.results or {}) if run is not None else {}
+    (``ANSWERER_WITHHELD_UNRECORDED``). ``results`` unchanged when nothing is withheld."""
     gen_u = results.get("gen_u") if isinstance(results, dict) else None
     answerers = (gen_u or {}).get("answerers") if isinstance(gen_u, dict) else None
-    if not answerers or user is None or user.is_superuser:
+    if not answerers:
         return results
     # No shortcut for the study's owner: it may be one the study was handed to after the run.
     entries = [e for role in answerers.values() for e in (role or []) if isinstance(e, dict)]
@@ -94,6 +104,118 @@ def results_for_reader(run: ScoreRun | None, *, user, reader: str = RESULTS_READ
         gen_u["method"] = gen_u_method_text(gen_u)
     return {**results, "gen_u": gen_u}
 
+
+def warnings_for_reader(run: ScoreRun, *, user) -> list[str]:
+    """``run``'s warnings as ``user`` may read them: those of ``results_for_reader`` (a warning may
+    quote a lending study ``user`` may not view), for every page and field that lists them apart
+    from results.json (the API's score run, the admin's run page). A run without results has its
+    own (none but a finished run's)."""
+    if not run.results:
+        return list(run.warnings or [])
+    return list(results_for_reader(run, user=user).get("warnings", run.warnings or []))
+
+
+# What a reader who may not view a study that lent this study utility (``score.borrowed_utility``:
+# borrowing reads every study the owner may view) gets in place of its id, name and score run,
+# wherever results.json or a bundle names it; the utility it lent stays, this study's figures rest
+# on it. ``{reader}``: who may not.
+LENDER_WITHHELD = "withheld: a study {reader} may not view"
+# Where results.json names lending studies: (block, key) of a provenance (``studies``,
+# ``other_lenders``, ``not_scored_here``) and of Figure 4 with each other lender's utility.
+LENDER_PROVENANCE = (("generalization", "original_utility_from"), ("properties_model", "utility_from"))
+LENDER_BREAKDOWN = ("generalization", "by_utility_other_lenders")
+LENDER_LISTS = ("studies", "other_lenders", "not_scored_here")
+# A lender's fields that name it: the id, the name and its score run.
+LENDER_NAMING = {"id": None, "score_run": None}
+# ``data/borrowed_utility.csv``'s ``study_id`` of a withheld lender: never a study's id, and not
+# empty, which the import refuses (the column is required).
+LENDER_WITHHELD_ID = 0
+
+
+def lender_withheld(reader: str = RESULTS_READER) -> str:
+    """``LENDER_WITHHELD`` naming ``reader``."""
+    return LENDER_WITHHELD.format(reader=reader)
+
+
+def _lender_entries(provenance) -> list[dict]:
+    """The lenders a borrowed utility's provenance names (``score.borrowed_utility``); none for one
+    read from a bundle (``read_from``): its ids are the studies of the installation that made the
+    bundle, not this one's, and the bundle already named them as its maker could see them."""
+    if not isinstance(provenance, dict) or provenance.get("read_from"):
+        return []
+    return [e for key in LENDER_LISTS for e in (provenance.get(key) or []) if isinstance(e, dict)]
+
+
+def lenders_withheld(provenances, *, user) -> dict[int, str]:
+    """The one rule of which lending studies ``user`` may not see: id -> name of each study the
+    ``provenances`` (``score.borrowed_utility``'s, or lists of its lender entries) name that
+    ``user`` may not view (``studies_for_user``). Borrowing reads every study the borrowing study's
+    owner may view, so a share of the borrowing study, or an owner it was handed to, may not view
+    them all. None of them for the operator (``user`` None)."""
+    entries = [e for p in provenances
+               for e in (_lender_entries(p) if isinstance(p, dict) else [x for x in p or [] if isinstance(x, dict)])]
+    named = {int(e["id"]): str(e.get("name") or "") for e in entries if isinstance(e.get("id"), int)}
+    if user is None or not named:
+        return {}
+    seen = set(studies_for_user(user=user).filter(pk__in=named).values_list("pk", flat=True))
+    return {pk: name for pk, name in named.items() if pk not in seen}
+
+
+def _lender_shown(entry, withheld: dict[int, str], marker: str):
+    if not isinstance(entry, dict) or entry.get("id") not in withheld:
+        return entry
+    return {**entry, **{k: v for k, v in LENDER_NAMING.items() if k in entry}, "name": marker}
+
+
+def provenance_for_reader(provenance, withheld: dict[int, str], *, reader: str = RESULTS_READER):
+    """A borrowed utility's ``provenance`` with each lender in ``withheld`` (``lenders_withheld``)
+    named by ``lender_withheld(reader)`` only: id and score run None, the pairs and utility it lent
+    kept. ``provenance`` itself when nothing is withheld, or when it was read from a bundle."""
+    if not withheld or not _lender_entries(provenance):
+        return provenance
+    marker = lender_withheld(reader)
+    return {**provenance, **{key: [_lender_shown(e, withheld, marker) for e in provenance[key]]
+                             for key in LENDER_LISTS if isinstance(provenance.get(key), list)}}
+
+
+def _text_for_reader(text, withheld: dict[int, str], marker: str):
+    """A warning that names a withheld lender (``score._other_lenders_named``: its name quoted;
+    ``not_scored_here``: its name quoted and its id) with ``marker`` in its place."""
+    if not isinstance(text, str):
+        return text
+    for pk, name in withheld.items():
+        if name:
+            text = text.replace(f"{name!r} (id {pk})", repr(marker)).replace(repr(name), repr(marker))
+    return text
+
+
+def lenders_for_reader(results: dict, *, user, reader: str = RESULTS_READER) -> dict:
+    """``results`` without the id, name and score run of a study that lent it utility which
+    ``user`` may not view (``lenders_withheld``), in every key that names one
+    (``LENDER_PROVENANCE``, ``LENDER_BREAKDOWN``) and in the warnings that quote its name; the
+    utility values and the figures built on them stay. ``results`` itself when nothing is withheld."""
+    if not isinstance(results, dict):
+        return results
+    blocks = {block: results.get(block) for block, _ in (*LENDER_PROVENANCE, LENDER_BREAKDOWN)}
+    blocks = {block: value for block, value in blocks.items() if isinstance(value, dict)}
+    provenances = [blocks[block].get(key) for block, key in LENDER_PROVENANCE if block in blocks]
+    block, key = LENDER_BREAKDOWN
+    breakdown = (blocks.get(block) or {}).get(key)
+    withheld = lenders_withheld([*provenances, breakdown if isinstance(breakdown, list) else []], user=user)
+    if not withheld:
+        return results
+    marker = lender_withheld(reader)
+    shown = {name: dict(value) for name, value in blocks.items()}
+    for block, key in LENDER_PROVENANCE:
+        if block in shown and key in shown[block]:
+            shown[block][key] = provenance_for_reader(shown[block][key], withheld, reader=reader)
+    block, key = LENDER_BREAKDOWN
+    if isinstance(breakdown, list):
+        shown[block][key] = [_lender_shown(e, withheld, marker) for e in breakdown]
+    warnings = results.get("warnings")
+    if isinstance(warnings, list):
+        shown["warnings"] = [_text_for_reader(w, withheld, marker) for w in warnings]
+    return {**results, **shown}
 
 
 def _could_count() -> Q:

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from scoring.api.export_units import MAJORITY_NOT_RECORDED, SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
+from scoring.selectors import warnings_for_reader
 from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT, TASK_ACCURACY_RULES
 
 
@@ -90,6 +91,9 @@ class UnitScoreSerializer(serializers.ModelSerializer):
 
 class ScoreRunSerializer(serializers.ModelSerializer):
     has_results = serializers.SerializerMethodField(help_text="results.json is available (status done).")
+    warnings = serializers.SerializerMethodField(
+        help_text="What was missing or needs a look when scoring, as the user may read it (results.json's "
+                  "warnings: a study that lent this one utility and the user may not view is not named).")
 
     class Meta:
         model = ScoreRun
@@ -100,6 +104,10 @@ class ScoreRunSerializer(serializers.ModelSerializer):
 
     def get_has_results(self, obj) -> bool:
         return obj.status == ScoreRun.Status.DONE and bool(obj.results)
+
+    def get_warnings(self, obj) -> list[str]:
+        request = self.context.get("request") if isinstance(self.context, dict) else None
+        return warnings_for_reader(obj, user=getattr(request, "user", None) or AnonymousUser())
 
 
 class FullUnitsSharesSerializer(serializers.Serializer):

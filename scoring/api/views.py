@@ -142,5 +142,6 @@ class ScoreRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except ScoringQueueUnavailable as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         if run.already_queued:
-            return Response(ScoreRunAlreadyQueuedSerializer(run).data, status=status.HTTP_200_OK)
-        return Response(ScoreRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+            return Response(ScoreRunAlreadyQueuedSerializer(run, context={"request": request}).data,
+                            status=status.HTTP_200_OK)
+        return Response(ScoreRunSerializer(run, context={"request": request}).data, status=status.HTTP_202_ACCEPTED)

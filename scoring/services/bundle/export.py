@@ -39,8 +39,11 @@ from scoring.models import ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.reports.intervals import run_bootstrap
 from scoring.selectors import (
+    LENDER_WITHHELD_ID,
     answerer_withheld,
     bundle_scores,
+    lenders_withheld,
+    provenance_for_reader,
     results_for_reader,
     score_run_latest,
     score_run_read_at,
@@ -194,7 +197,8 @@ def study_design(study: Study, user) -> dict:
     }
 
 
-def borrowed_utility_part(study: Study, results: dict | None) -> tuple[list[tuple] | None, dict | None]:
+def borrowed_utility_part(study: Study, results: dict | None, *, user,
+                          reader: str = BUNDLE_READER) -> tuple[list[tuple] | None, dict | None]:
     """The borrowed utility of a study that is not a utility study (``score.borrowed_utility``, the
     table its scoring reads: Figure 4's ``by_utility`` and the properties model of a study without
     utility of its own), as the rows of ``data/borrowed_utility.csv`` (pairs of the study's sources)
@@ -202,20 +206,31 @@ def borrowed_utility_part(study: Study, results: dict | None) -> tuple[list[tupl
     score runs, and whether they are the ones the latest run's results.json names (when not, a
     lending study was scored again since, and the import's re-score says its figures may differ).
     (None, None) for a utility study, which never borrows; no rows when the study has no table to
-    give (itself a copy of a bundle without one): the section then says why."""
+    give (itself a copy of a bundle without one): the section then says why.
+
+    ``results``: the latest run's results.json as stored, not as ``user`` may read it, so that
+    ``same_as_latest_run`` compares the lenders themselves. ``user``: the reader the bundle is made
+    for (None: the operator, e.g. the ``study_bundle`` command, who sees every lender). Borrowing
+    reads every study the owner may view, so a lender ``user`` may not view (``lenders_withheld``,
+    the rule results.json follows for that reader: ``results_for_reader``) keeps the pairs and
+    utility it lent, which this study's figures rest on, but not its id, name or score run: the
+    section names it ``lender_withheld(reader)`` and its rows' ``study_id`` is
+    ``LENDER_WITHHELD_ID``."""
     if study.kind == Study.Kind.UTILITY:
         return None, None
     table, provenance = borrowed_utility(study)
     if provenance.get("unavailable"):
         return None, {"table": None, "unavailable": provenance["unavailable"]}
     names = dict(study.sources.values_list("id", "name"))
+    withheld = lenders_withheld([provenance], user=user)
     rows = sorted((r["item_id"], names[r["source_id"]], r["utility"], r["orig_after_correct"],
-                   r["orig_before_correct"], r["study_id"])
+                   r["orig_before_correct"], LENDER_WITHHELD_ID if r["study_id"] in withheld else r["study_id"])
                   for r in table.to_dict("records") if r["source_id"] in names)
     results = results or {}
     recorded = ((results.get("generalization") or {}).get("original_utility_from")
                 or (results.get("properties_model") or {}).get("utility_from"))
     same = None if recorded is None else recorded == provenance
+    provenance = provenance_for_reader(provenance, withheld, reader=reader)
     section = {
         "table": TABLES["borrowed_utility"].path,
         "what": "the utility of the study's original rationales, taken from other studies when the bundle was made "
@@ -578,7 +593,7 @@ def _bundle_chunks(*, study: Study, user, snapshot: str | None) -> Iterator[byte
     def json_bytes(data) -> list[bytes]:
         return [json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"]
 
-    borrowed_rows, borrowed = borrowed_utility_part(study, results)
+    borrowed_rows, borrowed = borrowed_utility_part(study, run.results if run is not None else None, user=user)
     stale = scores_staleness(study, run, user=user)
     yield from member(STUDY_FILE, json_bytes(study_design(study, user)))
     yield from member(SETTINGS_FILE, json_bytes(score_settings(results, run_id=run.pk if run is not None else None,
