@@ -24,9 +24,10 @@ logger = logging.getLogger(__name__)
     time_limit=2 * 3600 + 300,
 )
 def run_generation_job(job_id: int, chain: int | None = None) -> None:
-    """Run one batch of a generation job, then queue the next one with the same ``chain`` token.
-    A message whose token is no longer the job's (the job was queued again meanwhile) does nothing;
-    one without a token (queued before tokens existed) runs and makes its chain the job's
+    """Run one batch of a generation job, then queue the next one with the token the batch handed
+    on (the job's ``chain``, advanced). A message whose token is no longer the job's (the job was
+    queued again meanwhile, or this message is delivered again after its batch queued the next)
+    does nothing; one without a token (queued before tokens existed) runs and makes its chain the job's
     (``generation_job_run_message``).
 
     One batch is ``job.batch_size`` items (16 by default): for a 3B model on one GPU about a

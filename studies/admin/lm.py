@@ -48,6 +48,7 @@ from studies.services.generation import (
     generation_job_create,
     generation_job_resume,
 )
+from studies.services.generation.common import decoding_from
 from studies.services.generation.faithfulness import Y_HAT_FROM_DEFAULT, Y_HAT_FROM_TEXT
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 from studies.services.generation.genu import VALIDATED_ONLY_READING
@@ -251,6 +252,27 @@ _add_actions(Dataset, finetune_on_dataset)
 
 
 # --- generators -------------------------------------------------------------------------------
+def _with_decoding_check(form: type[forms.ModelForm]) -> type[forms.ModelForm]:
+    """``form`` whose ``decoding`` is refused, on the field, by the rule each job on the generator
+    reads it with (``common.decoding_from``, with its message), as a rationale source's is when
+    saved (``content.source_prompt_problems``). Before, a value no job could use was stored and
+    failed every job; one the database cannot store (NaN) was a server error. An unchanged decoding
+    of a saved generator is not asked again: its next job refuses it, as a source's."""
+
+    class DecodingForm(form):
+        def clean_decoding(self):
+            decoding = self.cleaned_data.get("decoding")
+            if self.instance.pk is None or decoding != self.initial.get("decoding"):
+                try:
+                    decoding_from(decoding)
+                except GenerationError as exc:
+                    raise forms.ValidationError(str(exc)) from exc
+            return decoding
+
+    DecodingForm.__name__ = form.__name__
+    return DecodingForm
+
+
 @admin.register(QuestionGenerator)
 class QuestionGeneratorAdmin(LookupGuardAdmin):
     """The generators the user may read (``question_generators_for_user``, as the API looks them
@@ -306,7 +328,8 @@ class QuestionGeneratorAdmin(LookupGuardAdmin):
     def get_form(self, request, obj=None, change=False, **kwargs):
         # A generator's model is loaded by every job on it, so it is no way into another researcher's
         # checkpoint: the sources' rule, and generation_job_inputs_check asks it again for each job.
-        return with_model_path_check(super().get_form(request, obj, change=change, **kwargs), user=request.user)
+        return _with_decoding_check(
+            with_model_path_check(super().get_form(request, obj, change=change, **kwargs), user=request.user))
 
     def save_model(self, request, obj, form, change):
         if not change:  # a new generator is its maker's

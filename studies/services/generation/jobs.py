@@ -14,10 +14,14 @@ returns False (see :class:`~.common.ItemHandler` for what one batch does).
 
 A job has one live chain of messages: each message that queues it (:func:`generation_job_create`,
 :func:`generation_job_resume`, :func:`generation_jobs_resume_stalled`) draws the job's chain token
-(``GenerationJob.chain``) anew and carries it, each batch's message queues the next with the same
-token, and a message whose token is no longer the job's does nothing (:func:`generation_job_run_message`).
-So a message sent again for a job whose first one only waits in line (the ``lm`` worker busy or down)
-leaves one chain, not two running side by side.
+(``GenerationJob.chain``) anew and carries it, a batch that hands on to the next advances the token
+and the next message carries the new one (:func:`_hand_on`), and a message whose token is no longer
+the job's does nothing (:func:`generation_job_run_message`). So a message sent again for a job whose
+first one only waits in line (the ``lm`` worker busy or down) leaves one chain, not two running side
+by side, and so does a message delivered again after its batch queued the next (tasks are
+``acks_late``: a worker that dies between queueing the next message and acking its own has it
+redelivered); one delivered again because its worker died mid-batch still carries the job's token
+and runs the batch again (items stored are skipped).
 
 Jobs are queued by the task's name (:data:`RUN_TASK`), not by importing ``studies.tasks``: the
 tasks call these services, so importing them back would make an import cycle. ``studies.apps``
@@ -263,8 +267,8 @@ def generation_jobs_resume_stalled(*, stalled_after: timedelta, enqueue: bool = 
     message not lost: the new message starts a new chain (:func:`_queue`), so when the old message
     arrives it does nothing, and the job runs as one chain however often it was sent again. If a
     worker froze past ``stalled_after`` in a batch and wakes while the new chain runs, both may send
-    the same items' requests once (that one batch at most: the woken batch's next message does
-    nothing), but batches skip stored items and write under the job's row lock, and each adds what
+    the same items' requests once (that one batch at most: the woken batch finds its token gone and
+    queues no next message, :func:`_hand_on`), but batches skip stored items and write under the job's row lock, and each adds what
     it spent to the job's usage, which every copy's budget cap reads (:class:`~.common.BatchUsage`).
     Fine-tuning is one long batch and is left to the admin's "Resume job". A Quark batch
     (``checkpoint_every`` steps) touches its job every step, and a woken copy of one is harmless:
@@ -316,6 +320,20 @@ def _start(job_id: int, chain: int | None = None) -> GenerationJob | None:
         return job
 
 
+def _hand_on(job_id: int, chain: int) -> int | None:
+    """Advance the job's chain token from ``chain`` (the token the batch that just ran was started
+    with) and return the new one, which the next message carries; None, and no next message, when
+    the token moved meanwhile (the job was queued again, or another copy of this message handed on
+    first). The token moves when the batch hands on, not when it starts: a message delivered again
+    after this (its worker died before acking it) finds a newer token and does nothing, while one
+    delivered again because its worker died mid-batch still finds its own and runs the batch again,
+    as ``acks_late`` and ``reject_on_worker_lost`` mean it to (a fine-tuning job, which the stalled-job
+    check leaves alone, has no other way back). One conditional UPDATE, so of two copies only one
+    hands on."""
+    moved = GenerationJob.objects.filter(pk=job_id, chain=chain).update(chain=F("chain") + 1)
+    return chain + 1 if moved else None
+
+
 def generation_job_run_batch(*, job_id: int) -> bool:
     """Process the job's next batch. Returns True while work remains (the task re-queues itself).
 
@@ -330,21 +348,23 @@ def generation_job_run_batch(*, job_id: int) -> bool:
 
 def generation_job_run_message(*, job_id: int, chain: int | None = None) -> int | None:
     """Run the batch one message of the job asks for (:func:`generation_job_run_batch`); returns
-    the chain token its next message carries while work remains, None when the chain ends here.
-    ``chain``: the message's token. One that is no longer the job's (a newer message was sent
-    meanwhile) ends at once: no batch, no request, no next message. None (a message queued before
-    tokens existed): the batch runs, and its chain becomes the job's with a token drawn anew."""
+    the chain token its next message carries while work remains (the job's token, advanced:
+    :func:`_hand_on`), None when the chain ends here. ``chain``: the message's token. One that is no
+    longer the job's (a newer message was sent meanwhile, or this message was delivered again after
+    its batch handed on) ends at once: no batch, no request, no next message. None (a message queued
+    before tokens existed): the batch runs, and its chain becomes the job's with a token drawn anew."""
     job = _start(job_id, chain)
     if job is None:
         return None
     try:
-        return job.chain if HANDLERS[job.kind].run_batch(job) else None
+        more = HANDLERS[job.kind].run_batch(job)
     except TransientBackendError as exc:
         generation_job_fail(job_id=job_id, error=f"{exc}; resume the job when the endpoint answers again")
         raise
     except Exception as exc:
         generation_job_fail(job_id=job_id, error=describe_exception(exc))
         raise
+    return _hand_on(job_id, job.chain) if more else None
 
 
 def generation_job_run(*, job_id: int) -> GenerationJob:
