@@ -51,7 +51,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import IO, Any
 
@@ -276,6 +276,13 @@ def _number(text: str) -> float:
     return value
 
 
+# The times a bundle may give, in UTC: what a study's times (made, consented, answered, due) can be.
+# A time zone moves a time past what Python and the databases hold: 0001-01-01T00:00:00+14:00 is
+# before year 1 in UTC (SQLite's write raised OverflowError, a 500; PostgreSQL kept it and every
+# later read of the row failed, the study's own bundle download too).
+EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
+
+
 def _datetime(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
@@ -283,7 +290,18 @@ def _datetime(text: str) -> datetime:
         raise BadCell(f"{text[:40]!r} is not an ISO 8601 date and time") from None
     if value.tzinfo is None:
         raise BadCell(f"{text[:40]!r} has no time zone (expected UTC, +00:00)")
+    if not EARLIEST <= value < LATEST:  # compared by their UTC times, with no conversion to overflow
+        raise BadCell(f"{text[:40]!r} is not a time a study can have (from 1970 to 2099, in UTC)")
     return value
+
+
+def _text(text: str) -> str:
+    """A text cell, refused when no database can store it (``lab.jsontext.text_problem``: a NUL, a
+    lone surrogate), as the dataset importers refuse it: PostgreSQL refused a NUL with a 500."""
+    reason = text_problem(text)
+    if reason:
+        raise BadCell(f"the text {reason}")
+    return text
 
 
 def _json_cell(text: str) -> Any:
@@ -308,7 +326,7 @@ def _json(kind: type):
 
 
 PARSERS = {"integer": _int, "number": _number, "boolean": _bool, "datetime": _datetime,
-           "object": _json(dict), "array": _json(list), "string": str}
+           "object": _json(dict), "array": _json(list), "string": _text}
 
 
 @dataclass
@@ -422,25 +440,38 @@ class Bundle:
             wanted = (*wanted, *(name for name in key if name not in wanted))
             index = {name: header.index(name) for name in wanted}
             seen = _KeysSeen()
-            line = 1
+            for line, cells in self._records(table, reader):
+                if len(cells) != len(header):
+                    self.error(table.path, line, "", f"{len(cells)} cells where the header has {len(header)}")
+                    continue
+                values = self._values(table, line, cells, index, wanted, types, required)
+                if values is None:
+                    continue
+                if key and (earlier := seen.add(tuple(values[name] for name in key), line)) is not None:
+                    where = f"row {earlier}" if earlier else "an earlier row"
+                    shown = ", ".join(f"{name} {str(values[name])[:40]!r}" for name in key)
+                    self.error(table.path, line, ", ".join(key),
+                               f"{shown} is given again ({where} of {table.path} has it): the table's "
+                               "primary key names each row once")
+                    continue
+                yield Row(table.path, line, values)
+
+    def _records(self, table: Table, reader) -> Iterator[tuple[int, list[str]]]:
+        """``(line, cells)`` for each record after the header, ``line`` the CSV line it starts on
+        (``reader.line_num``, as the dataset importers' ``_csv_records`` count): a cell holding a
+        line break spans lines, so counting records would name the wrong line after it. Unlike
+        theirs, a blank line is a record here (a bundle writes none: its row is refused by its
+        cells). A record that cannot be read is reported by its line and ends the file."""
+        while True:
+            line = reader.line_num + 1
             try:
-                for line, cells in enumerate(reader, start=2):  # noqa: B007 - line is read after the loop
-                    if len(cells) != len(header):
-                        self.error(table.path, line, "", f"{len(cells)} cells where the header has {len(header)}")
-                        continue
-                    values = self._values(table, line, cells, index, wanted, types, required)
-                    if values is None:
-                        continue
-                    if key and (earlier := seen.add(tuple(values[name] for name in key), line)) is not None:
-                        where = f"row {earlier}" if earlier else "an earlier row"
-                        shown = ", ".join(f"{name} {str(values[name])[:40]!r}" for name in key)
-                        self.error(table.path, line, ", ".join(key),
-                                   f"{shown} is given again ({where} of {table.path} has it): the table's "
-                                   "primary key names each row once")
-                        continue
-                    yield Row(table.path, line, values)
+                cells = next(reader)
+            except StopIteration:
+                return
             except (csv.Error, UnicodeDecodeError) as exc:  # the rest of the file cannot be read
-                self.error(table.path, line + 1, "", f"unreadable CSV: {exc}")
+                self.error(table.path, line, "", f"unreadable CSV: {exc}")
+                return
+            yield line, cells
 
     def _values(self, table: Table, line: int, cells: list[str], index: dict[str, int], wanted, types,
                 required) -> dict[str, Any] | None:
