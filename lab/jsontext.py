@@ -3,16 +3,21 @@
 Python's JSON parser recurses once per level: a body nested a few thousand deep raises
 RecursionError (a 500) and, below that, still reaches code that recurses again on the value.
 PostgreSQL refuses a NUL character in any text column and in ``jsonb`` (a 500 when it reaches the
-database), and a lone surrogate cannot be encoded at all.
+database), and a lone surrogate cannot be encoded at all. Python's parser also reads ``NaN``,
+``Infinity`` and ``-Infinity`` (not JSON at all) and turns a number too large for a float
+(``1e400``) into infinity: no JSON column holds any of them (SQLite's ``JSON_VALID`` and
+PostgreSQL's ``jsonb`` refuse the ``NaN`` / ``Infinity`` Django writes for them, a 500), and a
+reader that turns the number into text stores ``"inf"``.
 
-``text_problem`` says what is wrong with one string; ``json_problems`` walks a parsed value (keys
-too) and yields where each problem is; ``load_json`` parses and refuses the first problem with a
-``ValueError`` that says where and what, like any other bad JSON. Every walk is iterative, so it is
-safe on any depth."""
+``text_problem`` says what is wrong with one string, ``number_problem`` with one number;
+``json_problems`` walks a parsed value (keys too) and yields where each problem is; ``load_json``
+parses and refuses the first problem with a ``ValueError`` that says where and what, like any other
+bad JSON. Every walk is iterative, so it is safe on any depth."""
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -40,6 +45,18 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+def number_problem(value: float) -> str | None:
+    """Why the number ``value`` cannot be stored in JSON, or None: NaN and the infinities, which
+    is also what a number too large for a float (``1e400``) is read as."""
+    if math.isnan(value):
+        return "is NaN (not a number), which JSON cannot hold"
+    if math.isinf(value):
+        sign = "-" if value < 0 else ""
+        return (f"is {sign}Infinity (or a number too large to store, such as {sign}1e400), "
+                "which JSON cannot hold")
+    return None
+
+
 # What no text column can hold (``text_problem``): a NUL, a lone surrogate.
 UNSTORABLE_CHARACTERS = re.compile("[\x00\ud800-\udfff]")
 
@@ -52,9 +69,10 @@ def storable_text(text: str) -> str:
 
 
 def json_problems(value: Any, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[tuple, str]]:
-    """``(path, reason)`` for every string or key of ``value`` that cannot be stored, and for
-    nesting deeper than ``max_depth`` (reported once, at the first container too deep). A path
-    is the tuple of list indexes and object keys leading to the value."""
+    """``(path, reason)`` for every string or key of ``value`` that cannot be stored, every number
+    that is not finite (``number_problem``), and for nesting deeper than ``max_depth`` (reported
+    once, at the first container too deep). A path is the tuple of list indexes and object keys
+    leading to the value."""
     stack: list[tuple[Any, tuple]] = [(value, ())]
     too_deep = False
     while stack:
@@ -63,6 +81,11 @@ def json_problems(value: Any, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[t
             reason = text_problem(node)
             if reason:
                 yield path, f"the text {reason}"
+            continue
+        if isinstance(node, float):
+            reason = number_problem(node)
+            if reason:
+                yield path, f"the number {reason}"
             continue
         if isinstance(node, dict):
             items = list(node.items())
@@ -94,8 +117,8 @@ def json_path(path: tuple) -> str:
 
 def load_json(text: str | bytes, *, max_depth: int = MAX_DEPTH, **loads_options: Any) -> Any:
     """``json.loads(text, **loads_options)``, refusing nesting deeper than ``max_depth``
-    (JsonTooDeep) and text no database can store (UnstorableText); both are ValueErrors whose
-    message says where."""
+    (JsonTooDeep) and text or a number no database can store (UnstorableText: a NUL, a lone
+    surrogate, NaN, an infinity); both are ValueErrors whose message says where."""
     try:
         value = json.loads(text, **loads_options)
     except RecursionError:

@@ -5,8 +5,9 @@ The file is read whole into memory, up to ``RL_MAX_IMPORT_BYTES``; a larger one 
 before it is read. Its records are counted as they are parsed: the one after ``RL_IMPORT_MAX_ROWS``
 stops the parse and refuses the file (with that record's line), so a file of millions of short
 rows never becomes millions of parsed rows. Every reader refuses, with its line and field, text no
-database can store (a NUL character, a lone surrogate) and JSON nested deeper than
-``lab.jsontext.MAX_DEPTH``."""
+database can store (a NUL character, a lone surrogate), a JSON number that is not finite (``NaN``,
+``Infinity``, or one too large for a float, ``1e400``: no JSON column holds it, and as text it
+would be ``"inf"``) and JSON nested deeper than ``lab.jsontext.MAX_DEPTH``."""
 from __future__ import annotations
 
 import csv
@@ -401,12 +402,11 @@ def _lines(text: str):
 
 
 def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
-    """Parse CSV with a header row: ``[(line_number, {column: value}), ...]``."""
-    try:
-        dialect = csv.Sniffer().sniff(f.text[:4096], delimiters=",;\t")
-    except csv.Error:
-        dialect = csv.excel
-    reader = csv.reader(_lines(f.text), dialect)
+    """Parse CSV with a header row: ``[(line_number, {column: value}), ...]``. Fields are quoted
+    with ``"`` only, a quote inside doubled (RFC 4180): an apostrophe is text."""
+    delimiter, skipinitialspace = _csv_delimiter(f)
+    reader = csv.reader(_lines(f.text), delimiter=delimiter, skipinitialspace=skipinitialspace,
+                        quotechar='"', doublequote=True)
     header = _csv_header(f, reader)
     rows: list[tuple[int, dict[str, str]]] = []
     errors = ErrorCollector()
@@ -428,6 +428,20 @@ def parse_csv(f: ImportFile) -> list[tuple[int, dict[str, str]]]:
     if not rows:
         raise ImportValidationError("the file has no data rows under its header", filename=f.name)
     return rows
+
+
+def _csv_delimiter(f: ImportFile) -> tuple[str, bool]:
+    """(delimiter, whether a space after it is skipped): a tab for a ``.tsv`` file; otherwise the
+    one of ``,``, ``;`` and tab the start of the file is split by (``,`` when none stands out), as
+    the sniffer finds it. Its guess of a quote character is not taken: a file whose cells start
+    with an apostrophe (``'Frozen' water is ice?``) made it guess ``'`` and drop the apostrophes."""
+    if f.name.lower().endswith(".tsv"):
+        return "\t", False
+    try:
+        sniffed = csv.Sniffer().sniff(f.text[:4096], delimiters=",;\t")
+    except csv.Error:
+        return ",", False
+    return sniffed.delimiter, sniffed.skipinitialspace
 
 
 def _csv_header(f: ImportFile, reader) -> list[str]:
