@@ -13,7 +13,7 @@ def trim_correct_answers(apps, schema_editor):
     for model_name, field in TRIMMED:
         model = apps.get_model("annotations", model_name)
         for pk, value in model.objects.values_list("pk", field).iterator():
-            if value != value.strip():
+            if value != value.strip() and value.strip():  # white space only: no label to write
                 model.objects.filter(pk=pk).update(**{field: value.strip()})
 
 

@@ -31,7 +31,7 @@ from annotations.services.qualification import (
     attention_check_save,
     qualification_test_save,
 )
-from studies.models import GeneralizationQuestion, Item, Study
+from studies.models import GeneralizationQuestion, GenUPrediction, Item, Study
 from tests.annotations.factories import AttentionCheckFactory, make_study
 from tests.annotations.pages import answer, entry_url, form_fields, start, task_of
 from tests.factories import GeneralizationQuestionFactory
@@ -168,7 +168,26 @@ def test_a_qualification_question_stored_before_the_rule_grades_that_choice_righ
 def test_a_generalization_answer_stored_before_the_rule_is_written_as_its_label():
     study, question = genq_study(choices=["Paris ", "London"], answer="London")
     GeneralizationQuestion.objects.filter(pk=question.pk).update(answer="Paris ")  # as stored before the rule
+    # Gen-U predictions graded against the spaced answer: "Paris" wrong, as the exact rule graded it
+    source = study.sources.first()
+    graded = {predicted: GenUPrediction.objects.create(
+        generalization_question=question, rationale_source=source, answerer=answerer, answerer_model="m",
+        predicted_answer=predicted, correct=False) for answerer, predicted in (("I", "Paris"), ("IR", ""))}
     _migrated("studies", "0024_trim_generalization_answers", "trim_generalization_answers")
     question.refresh_from_db()
     assert question.answer == "Paris"
     question.full_clean()  # a right answer the page offers
+    # graded again against the answer as written now (a blank prediction stays wrong)
+    assert {p: GenUPrediction.objects.get(pk=row.pk).correct for p, row in graded.items()} == {"Paris": True, "": False}
+
+
+def test_a_right_answer_of_white_space_only_is_left_for_a_person():
+    study, question = genq_study(choices=["Paris", "London"], answer="London")
+    GeneralizationQuestion.objects.filter(pk=question.pk).update(answer="  ")  # only around full_clean
+    check = AttentionCheckFactory(study=make_study(n_items=4, n_sources=1, units_per_task=2), question=CHECK,
+                                  choices=["Yes", "No"], correct_answer=" ")
+    _migrated("studies", "0024_trim_generalization_answers", "trim_generalization_answers")
+    _migrated("annotations", "0032_trim_correct_answers", "trim_correct_answers")
+    question.refresh_from_db()
+    check.refresh_from_db()
+    assert (question.answer, check.correct_answer) == ("  ", " ")  # no label to write; never saved empty
