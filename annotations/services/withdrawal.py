@@ -21,6 +21,13 @@ study (``access.access_study``, ``CHANGE``):
   longer send once the task is erased (and sync skips a withdrawn worker), so the worker would go
   unpaid without anyone being told. Approve or reject those tasks, then withdraw. Work with no
   platform submission (participant links) has no decision to send and is erased as before;
+- so does work the platform lists as submitted while its task here is active, returned or expired
+  (Prolific's AWAITING REVIEW, an MTurk assignment posted to externalSubmit by hand: sync holds it,
+  ``NOT_SUBMITTED_HERE`` or ``NO_ANSWERS``) that nobody decided yet, by the rule of the worker's page
+  (``review.submitted_not_here_to_decide``): erasing the task deletes the platform's row, and the
+  decision could no longer be sent either. Reject it, or clear its hold and approve it, on the
+  worker's page, then withdraw. Work decided on the platform itself (its auto-approval) does not
+  refuse;
 - so does a ``Bonus`` on a task of theirs that is not settled (pending, failed, outcome unknown:
   anything but paid or recorded, ``bonus.SETTLED``) and can still be paid (its task is submitted
   or approved, held or not, and no later bonus of the task, kind and reason replaced a failed one):
@@ -80,6 +87,7 @@ from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import CHANGE, PlatformAccessDenied, access_study, bundle_copy_ids
 from annotations.services.platforms.bonus import SETTLED
 from annotations.services.platforms.common import actor
+from annotations.services.platforms.review import submitted_not_here_to_decide
 from annotations.services.release import assignments_withdraw
 from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
 from studies.models import Platform, Study
@@ -250,7 +258,12 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
     on PostgreSQL):
 
     - a decision: tasks submitted and not reviewed that a platform holds a submission for (the
-      decision could no longer be sent once the task is erased);
+      decision could no longer be sent once the task is erased); and tasks active, returned or
+      expired here whose work the platform lists as submitted and nobody decided yet (held by sync,
+      ``NOT_SUBMITTED_HERE`` or ``NO_ANSWERS``), read by the worker page's rule
+      (``review.submitted_not_here_to_decide``) under the tasks' locks, which a rejection or approval
+      takes before its call is sent (``review._lock_undecided``): reject them, or clear their hold
+      and approve them, on the worker's page;
     - money: a ``Bonus`` not settled (``SETTLED``: paid, or recorded as paid outside the app), i.e.
       pending, failed or of unknown outcome, that can still be paid: its task takes a bonus
       (``selectors.platforms.assignments_bonusable``: submitted or approved, no rejection of it sent;
@@ -264,14 +277,20 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
       bonus), and paying a replaced one again would pay the worker twice; refusing for them would
       hold the worker's erasure hostage for good."""
     tasks = list(Assignment.objects.select_for_update(of=("self",)).filter(
-        study=study, participant__in=participants).order_by("pk")
-        .values_list("pk", "status", "platform_assignment_id"))
-    waiting = [pk for pk, status, platform_assignment_id in tasks
-               if status == Assignment.Status.SUBMITTED and platform_assignment_id]
+        study=study, participant__in=participants).order_by("pk"))
+    waiting = [task.pk for task in tasks if task.status == Assignment.Status.SUBMITTED and task.platform_assignment_id]
     if waiting:
         raise WithdrawalError(
             f"task(s) {', '.join(map(str, waiting))} of this participant are submitted and not reviewed: approve or "
             "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
+    held = submitted_not_here_to_decide(tasks)
+    if held:
+        named = ", ".join(f"{task.pk} ({submission.publication.platform} {submission.platform_assignment_id})"
+                          for task, submission in held)
+        raise WithdrawalError(
+            f"task(s) {named} of this participant are not submitted here, but the platform lists their work as "
+            "submitted and nobody decided it: reject it, or clear its hold and approve it, on the worker's page "
+            "first (the worker is owed a decision), then withdraw. Nothing was changed.")
     replaced = Bonus.objects.filter(assignment_id=OuterRef("assignment_id"), kind=OuterRef("kind"),
                                     reason=OuterRef("reason"), status__in=SETTLED, pk__gt=OuterRef("pk"))
     payable = assignments_bonusable(study=study).filter(participant__in=participants)
@@ -294,7 +313,8 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     and records the withdrawal (see the module's docstring), all in one transaction. Idempotent:
     withdrawing someone already withdrawn returns their record (``created`` False) and changes
     nothing. ``WithdrawalError`` naming the tasks, before anything changes, while a task of theirs
-    in the study is submitted on a platform and not reviewed, or while a bonus on a task of theirs is
+    in the study is submitted on a platform and not reviewed (or its work is listed as submitted on
+    the platform while the task here is not, and nobody decided it), or while a bonus on a task of theirs is
     not paid (pending, failed, outcome unknown) (``_refuse_while_owed``).
     ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once.
     In the same transaction, withdraws them from the copies of the study made from its bundle here
