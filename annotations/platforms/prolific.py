@@ -17,6 +17,7 @@ import logging
 import re
 from collections.abc import Sequence
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -51,6 +52,11 @@ REJECTION_CATEGORIES = [
     "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
 ]
 MIN_REJECTION_MESSAGE = 100
+# A study's submissions listing is read page by page (``_links.next``): at most this many pages
+# (the count its first page states needs, plus PAGE_MARGIN), so a listing whose next link never
+# ends cannot hold the sync task forever.
+MAX_SUBMISSION_PAGES = 1000
+PAGE_MARGIN = 5
 STATUS_MAP = {
     "AWAITING REVIEW": "submitted",
     "APPROVED": "approved",
@@ -100,9 +106,29 @@ class ProlificPlatform(CrowdPlatform):
             )
         return token
 
+    def _url(self, path: str) -> str:
+        """The address ``path`` names: relative, under ``base_url``; absolute (a ``next`` link
+        from an answer), only where it is on ``base_url``'s scheme, host and port and under its
+        path, else ``PlatformError`` before anything is sent: the token goes to Prolific only,
+        whatever an answer links to."""
+        try:
+            url = urlsplit(path)
+            if not url.scheme and not path.startswith("//"):
+                return self.base_url + path.lstrip("/")
+            base = urlsplit(self.base_url)
+            same_origin = (url.scheme.lower(), url.hostname or "", _port(url)) == (
+                base.scheme.lower(), base.hostname or "", _port(base))
+        except ValueError as exc:  # not an address (a bad IPv6 host, a port that is no number)
+            raise PlatformError(f"Prolific: {path[:200]!r} is not an address ({exc}); nothing was sent") from exc
+        if (not same_origin or url.username or url.password
+                or not url.path.startswith(base.path) or ".." in url.path.split("/")):
+            raise PlatformError(f"Prolific answered with a link off its API ({path[:200]!r}, not under "
+                                f"{self.base_url}): it was not followed and nothing was sent")
+        return path
+
     def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None) -> dict:
+        url = self._url(path)
         headers = {"Authorization": f"Token {self._token()}", "Accept": "application/json"}
-        url = path if path.startswith("http") else self.base_url + path.lstrip("/")
         try:
             with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0), transport=self._transport) as client:
                 response = client.request(method, url, json=json, params=params, headers=headers)
@@ -195,14 +221,32 @@ class ProlificPlatform(CrowdPlatform):
 
     def sync(self, *, external_ids: list[dict]) -> list[RemoteSubmission]:
         found: list[RemoteSubmission] = []
+        seen: set[str] = set()
         for entry in external_ids:
             study_id = entry.get("study_id")
             if not study_id:
                 continue
             path: str | None = f"studies/{study_id}/submissions/"
+            fetched: set[str] = set()
+            limit = MAX_SUBMISSION_PAGES
             while path:
-                body = self._request("GET", path)
-                for item in body.get("results", []):
+                url = self._url(path)
+                if url in fetched:
+                    raise PlatformError(f"Prolific listed the submissions of study {study_id} with a next page it had "
+                                        f"already given ({url[:200]}): the listing was not read to its end")
+                if len(fetched) >= limit:
+                    raise PlatformError(f"Prolific listed the submissions of study {study_id} over more than {limit} "
+                                        "pages (the pages its count needs plus a margin, at most MAX_SUBMISSION_PAGES): the "
+                                        "listing was not read to its end")
+                fetched.add(url)
+                body = self._request("GET", url)
+                results = body.get("results", [])
+                if len(fetched) == 1:
+                    limit = _page_limit(body, page_size=len(results))
+                for item in results:
+                    if item["id"] in seen:
+                        continue  # listed again on a later page (the listing moved while it was read)
+                    seen.add(item["id"])
                     raw = item.get("status", "")
                     found.append(RemoteSubmission(
                         platform_assignment_id=item["id"],
@@ -258,11 +302,20 @@ class ProlificPlatform(CrowdPlatform):
         """Step 1: create the bulk bonus (moves no money); returns its id. The CSV is written by
         the ``csv`` module from a validated submission id and a Decimal amount, then read back:
         exactly one row, for that submission, of that amount, within ``RL_MAX_BONUS``, is what
-        is sent."""
+        is sent. Its pay call pays what the record Prolific made holds, not what was sent: the
+        record's bonus total (``amount``, before fees, where the answer gives it, else
+        ``total_amount``; the smallest currency unit) must be the amount sent, else
+        ``PlatformError`` and that record is never paid."""
         csv_bonuses = bonus_csv(submission_id=submission_id, amount=amount)
         body = self._request("POST", "submissions/bonus-payments/",
                              json={"study_id": prolific_id(study_external_id, what="study id"),
                                    "csv_bonuses": csv_bonuses})
+        field = "amount" if "amount" in body else "total_amount"
+        recorded, sent = body.get(field), to_minor_units(money(amount))
+        if not _same_minor_units(recorded, sent):
+            raise PlatformError(
+                f"Prolific recorded bulk bonus {body.get('id', '?')} as {field} {recorded!r}, not the {sent} "
+                f"(smallest currency unit) sent: it is not paid", response={"id": body.get("id"), field: recorded})
         return {"id": body["id"], "total_amount": body.get("total_amount"), "csv_bonuses": csv_bonuses}
 
     def bonus_pay(self, *, bulk_id: str) -> dict:
@@ -341,6 +394,32 @@ def bonus_csv(*, submission_id: str, amount: Decimal) -> str:
         raise PlatformError(f"bonus CSV refused: it would pay {sent} over {len(rows)} row(s); one row of at most "
                             f"{limit} (RL_MAX_BONUS) to submission {submission_id} is allowed")
     return text
+
+
+def _page_limit(body: dict, *, page_size: int) -> int:
+    """How many pages a submissions listing may take, from its first page: the pages its
+    ``meta.count`` needs at that page's size, plus ``PAGE_MARGIN`` (submissions arriving while it
+    is read), never more than ``MAX_SUBMISSION_PAGES``; that cap where the count is missing."""
+    count = (body.get("meta") or {}).get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0 or page_size < 1:
+        return MAX_SUBMISSION_PAGES
+    return min(MAX_SUBMISSION_PAGES, -(-count // page_size) + PAGE_MARGIN)
+
+
+def _same_minor_units(value, sent: int) -> bool:
+    """Whether ``value``, an amount from an answer (a number, or a numeric string), is ``sent``
+    smallest currency units exactly; False for anything else, a missing value included."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return False
+    try:
+        return Decimal(str(value)) == sent
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return False
+
+
+def _port(url) -> int | None:
+    """``url``'s port (a ``urlsplit`` result), the scheme's default where it names none."""
+    return url.port or {"http": 80, "https": 443}.get(url.scheme.lower())
 
 
 def _parse(value) -> dt.datetime | None:

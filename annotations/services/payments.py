@@ -170,10 +170,13 @@ def platform_call_execute(
 
 
 # Operations whose answer "applied", arriving after reconciliation marked the row failed (the
-# platform had no record of it yet), is recorded confirmed: a review decision, which the platform
-# applies once whichever attempt sent it. Any other such answer raises ``TransitionError`` as before
-# (a Prolific bonus set-up's late record is never paid: ``platforms.bonus._prolific_bonus``).
-LATE_CONFIRMED = frozenset({PlatformCall.Operation.APPROVE, PlatformCall.Operation.REJECT})
+# platform had no record of it yet), is recorded confirmed: a review decision, or publishing a
+# Prolific study, which the platform applies once whichever attempt sent it. Any other such answer
+# raises ``TransitionError`` as before: a Prolific bonus set-up's late record is never paid
+# (``platforms.bonus._prolific_bonus``); a creation (a study, a HIT) is not one of these, as a
+# second attempt creates a second one (``platforms.publish._publication_send`` records the error).
+LATE_CONFIRMED = frozenset({PlatformCall.Operation.APPROVE, PlatformCall.Operation.REJECT,
+                            PlatformCall.Operation.PUBLISH_STUDY})
 # Sent (``call=``) inside the transaction that confirms such a call: the service owning its
 # decision puts back there what was undone when it was marked not applied (a rejection's hold:
 # ``platforms.review.reject_confirmed_late``, the counterpart of ``reject_not_applied``). A receiver

@@ -46,14 +46,23 @@ def reconcile_call(*, platform: CrowdPlatform, call: PlatformCall) -> bool | dic
     (cannot tell yet). See ``payments.platform_call_reconcile``."""
     summary = call.request_summary or {}
     op = call.operation
+    # Creating and publishing, like a review decision: the platform's "not there yet" is not
+    # "not applied" while the call may still be on its way (``call_in_flight``): decided so, the
+    # creation would be sent again (a second study) and its own late answer would find it failed.
     if op == OP.CREATE_HIT:
         found = platform.was_published(spec_token=call.platform_token)
-        return {"HITId": found.external_id} if found else False
+        if found:
+            return {"HITId": found.external_id}
+        return None if call_in_flight(call) else False
     if op == OP.CREATE_STUDY:
         found = platform.was_published(spec_token=call.idempotency_key.rsplit(":", 1)[-1])
-        return {"id": found.external_id} if found else False
+        if found:
+            return {"id": found.external_id}
+        return None if call_in_flight(call) else False
     if op == OP.PUBLISH_STUDY:
-        return platform.get_study(study_id=summary["study_id"]).get("status", "UNPUBLISHED") != "UNPUBLISHED"
+        if platform.get_study(study_id=summary["study_id"]).get("status", "UNPUBLISHED") != "UNPUBLISHED":
+            return True
+        return None if call_in_flight(call) else False
     if op in (OP.APPROVE, OP.REJECT):
         status = platform.assignment_status(platform_assignment_id=summary["platform_assignment_id"])
         wanted = "approved" if op == OP.APPROVE else "rejected"

@@ -54,6 +54,7 @@ from annotations.services.payments import (
     PlatformServiceError,
     platform_call_execute,
 )
+from lab.transitions import TransitionError
 from studies.design import tasks_for_places
 from studies.models import Platform, Study
 from studies.services.studies import StudyError
@@ -513,6 +514,15 @@ def _publication_send(*, publication: Publication, study: Study, user, name: str
     except PlatformServiceError as exc:
         _publication_error(publication, exc.message)
         raise
+    except TransitionError as exc:
+        # A creation's answer came after sync had settled its call as not applied (a request
+        # slower than ``calls.REQUEST_IN_FLIGHT``): what it created is not this publication's,
+        # and the error is recorded rather than leaving it "publishing" with none.
+        message = (f"publishing {study.name!r} on {name}: a call answered after sync had settled it as not "
+                   f"applied ({exc}); what that answer created (a Prolific draft, an MTurk HIT) is not "
+                   "this publication's: check the platform for it, then publish again")
+        _publication_error(publication, message)
+        raise PlatformServiceError(message) from exc
 
 
 def _plan_time_limit(publication: Publication, seconds: int) -> None:

@@ -1,0 +1,99 @@
+"""A Prolific bonus's pay call pays what the bulk-bonus record holds, not what was sent, and it is
+not idempotent: the set-up's answer (its total, in the smallest currency unit) is checked against
+the amount sent before any pay call. A record of another amount is never paid: the set-up call is
+recorded failed with the reason, and the bonus fails with it."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from annotations.models import Bonus, PlatformCall
+from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.access import OPERATOR
+from annotations.services.platforms.bonus import bonus_pay
+from annotations.services.platforms.common import OP
+from tests.annotations.platforms.conftest import on_platform, publish_on, submitted
+
+HALF = Decimal("0.50")
+
+
+@pytest.fixture
+def study(db, study):
+    return on_platform(study, "prolific")
+
+
+def _work(prolific, study):
+    platform, server = prolific
+    publication = publish_on(study, "prolific")
+    sub = server.add_submission(publication.prolific_study_id, participant_id="a" * 24)
+    work = submitted(study, platform="prolific", worker_id="a" * 24, assignment_id=sub["id"],
+                     task_id=publication.prolific_study_id)
+    return work, sub, server
+
+
+def _records_as(server, **answer):
+    """Make ``server``'s set-up keep 100 times the amount sent (0.50 as 5000 cents) and answer
+    with ``answer`` over its own fields (``total_amount=None``: it states no total)."""
+    real = server._setup_bonus
+
+    def setup(*, body, query):
+        status, payload = real(body=body, query=query)
+        if status == 201:
+            bulk = server.bulk_bonuses[payload["id"]]
+            bulk["rows"] = [(ident, cents * 100) for ident, cents in bulk["rows"]]
+            bulk["total_amount"] = sum(c for _, c in bulk["rows"])
+            payload = {**payload, "total_amount": bulk["total_amount"], **answer}
+            payload = {k: v for k, v in payload.items() if v is not None}
+        return status, payload
+
+    server._setup_bonus = setup
+
+
+@pytest.mark.parametrize("answer", [{}, {"total_amount": None}, {"total_amount": "5000"}],
+                         ids=["its total", "no total", "total as text"])
+def test_a_setup_recording_another_amount_is_never_paid(prolific, study, answer):
+    work, sub, server = _work(prolific, study)
+    _records_as(server, **answer)
+
+    with pytest.raises(PlatformServiceError, match="not the 50"):
+        bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
+
+    assert server.calls("POST", r"/api/v1/bulk-bonus-payments/\w+/pay/") == []
+    assert server.payments == [] and server.submissions[sub["id"]]["bonus_payments"] == []
+    setup = PlatformCall.objects.get(operation=OP.BONUS_SETUP)
+    assert setup.status == PlatformCall.Status.FAILED
+    assert "not the 50 (smallest currency unit) sent" in setup.error
+    assert not PlatformCall.objects.filter(operation=OP.BONUS).exists()
+    bonus = Bonus.objects.get()
+    assert bonus.status == Bonus.Status.FAILED and "not the 50" in bonus.error
+
+
+def test_a_setup_recording_the_amount_sent_is_paid_once(prolific, study):
+    """The documented answer (the total in the smallest unit, as the local server gives it)."""
+    work, sub, server = _work(prolific, study)
+
+    bonus = bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
+
+    assert bonus.status == Bonus.Status.PAID
+    assert server.submissions[sub["id"]]["bonus_payments"] == [50]
+    assert len(server.payments) == 1
+
+
+def test_a_setup_answering_its_amount_and_a_total_with_fees_is_paid(prolific, study):
+    """An answer that states the bonuses' ``amount`` apart from a ``total_amount`` with fees is
+    checked on its ``amount``."""
+    work, sub, server = _work(prolific, study)
+    real = server._setup_bonus
+
+    def with_fees(*, body, query):
+        status, payload = real(body=body, query=query)
+        total = payload.get("total_amount", 0)
+        return status, {**payload, "amount": total, "fees": 17, "total_amount": total + 17}
+
+    server._setup_bonus = with_fees
+
+    bonus = bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
+
+    assert bonus.status == Bonus.Status.PAID
+    assert server.submissions[sub["id"]]["bonus_payments"] == [50]
