@@ -104,8 +104,14 @@ def platform_call_execute(
     spec: CallSpec,
     send: Callable[[], dict],
     reconcile: Callable[[PlatformCall], bool | dict | None] | None = None,
+    guard: Callable[[], str] | None = None,
 ) -> PlatformCall:
-    """Send at most once per ``spec.idempotency_key``; see the module docstring."""
+    """Send at most once per ``spec.idempotency_key``; see the module docstring. ``guard``: the
+    caller's last check, run in the transaction that marks the call sent, after its row is locked
+    (take further locks there, in that order: the call's row, then others); it returns why the call
+    must not be sent ("" to send it). A refusal is recorded as the call's error, nothing is sent,
+    and ``PlatformServiceError`` is raised with it. Its locks are held until the call is recorded
+    sent, so a contrary call checked under the same lock sees this one sent."""
     with transaction.atomic():
         call, created = PlatformCall.objects.select_for_update().get_or_create(
             idempotency_key=spec.idempotency_key,
@@ -146,8 +152,15 @@ def platform_call_execute(
                 f"{call.get_operation_display()} ({call.idempotency_key}) is being sent by another attempt; "
                 "nothing was sent again"
             )
-        PlatformCall.STATUS.move(call, PlatformCall.Status.SENT, attempts=call.attempts + 1, sent_at=timezone.now(),
-                                 error="")
+        refusal = guard() if guard is not None else ""
+        if refusal:
+            call.error = _redacted(refusal, spec.redact)[:2000]
+            call.save(update_fields=["error", "updated_at"])
+        else:
+            PlatformCall.STATUS.move(call, PlatformCall.Status.SENT, attempts=call.attempts + 1,
+                                     sent_at=timezone.now(), error="")
+    if refusal:
+        raise PlatformServiceError(refusal)
     # The "sent" row is committed: from here on a crash is recoverable by reconcile.
     try:
         response = send()

@@ -165,27 +165,43 @@ def _sent(assignment: Assignment, operation: str) -> bool:
 _CONTRARY = {OP.APPROVE: (OP.REJECT, "rejected", "rejection"), OP.REJECT: (OP.APPROVE, "approved", "approval")}
 
 
-def _lock_undecided(assignment: Assignment, *, operation: str) -> None:
-    """Refuse the approval or rejection (``operation``) of ``assignment`` when the contrary decision
-    on its work was sent from here and is not settled as not applied (``_sent``), read under the
-    task's row lock (``release.lock``) just before the decision's call is sent: nothing is sent.
-    A rejection whose answer was lost leaves the task submitted, and an approval sent then would
-    override it and pay the reward (the platform takes it while the rejection is not applied); a
-    rejection after a lost approval would refuse work the platform may have paid. Once sync settles
-    the lost call as not applied (``failed``), the other decision may be sent; settled applied, the
-    task is decided and ``_check_reviewable`` refuses both. The rule of ``_lock_bonusable`` too."""
+def _contrary_refusal(assignment: Assignment, *, operation: str) -> str:
+    """Why the approval or rejection (``operation``) of ``assignment`` must not be sent, "" when it
+    may: the contrary decision on its work was sent from here and is not settled as not applied
+    (``_sent``: its answer lost, or confirmed), read under the task's row lock (``release.lock``),
+    which it takes. A rejection whose answer was lost leaves the task submitted, and an approval sent
+    then would override it and pay the reward (the platform takes it while the rejection is not
+    applied); a rejection after a lost approval would refuse work the platform may have paid. Once
+    sync settles the lost call as not applied (``failed``), the other decision may be sent; settled
+    applied, the task is decided and ``_check_reviewable`` refuses both. The rule of
+    ``_lock_bonusable`` too. Run twice for each decision: first on its own (``_lock_undecided``, a
+    refusal before any call is recorded), then as its call's ``guard``, in the transaction that
+    marks the call sent (``platform_call_execute``: the call's row, then the task's), so that of an
+    approval and a rejection sent at once the second, waiting on the task's lock, sees the first."""
     contrary, state, noun = _CONTRARY[operation]
+    try:
+        locked = lock(assignment)
+    except Assignment.DoesNotExist:
+        return f"assignment {assignment.pk} no longer exists (its worker withdrew or it was deleted): nothing was sent"
+    if not _sent(locked, contrary):
+        return ""
+    name = assignment_platform(assignment)
+    confirmed = PlatformCall.objects.filter(idempotency_key=review_key(name, contrary, assignment),
+                                            status=PlatformCall.Status.CONFIRMED).exists()
+    if confirmed:
+        return (f"assignment {assignment.pk} was {state} on {name} (its {noun} was confirmed): nothing was sent. "
+                "The next sync records the decision here")
+    return (f"assignment {assignment.pk} is being {state} (its {noun} was sent to {name}, its outcome not recorded "
+            f"yet): nothing was sent. The next sync settles it; decide again if it finds the {noun} not applied")
+
+
+def _lock_undecided(assignment: Assignment, *, operation: str) -> None:
+    """``_contrary_refusal`` on its own, before the decision's call is recorded: a refusal raises
+    ``PlatformServiceError`` and nothing is recorded or sent."""
     with transaction.atomic():
-        try:
-            locked = lock(assignment)
-        except Assignment.DoesNotExist:
-            raise PlatformServiceError(f"assignment {assignment.pk} no longer exists (its worker withdrew or it "
-                                       "was deleted): nothing was sent") from None
-        if _sent(locked, contrary):
-            raise PlatformServiceError(
-                f"assignment {assignment.pk} is being {state} (its {noun} was sent to "
-                f"{assignment_platform(assignment)}, its outcome not recorded yet): nothing was sent. The next sync "
-                f"settles it; decide again if it finds the {noun} not applied")
+        refusal = _contrary_refusal(assignment, operation=operation)
+    if refusal:
+        raise PlatformServiceError(refusal)
 
 
 def _decided_there(held: PlatformSubmission) -> str:
@@ -341,6 +357,7 @@ def _approve(assignment: Assignment, *, user, feedback: str = "", one_task: bool
                           redact=participant_redaction(assignment.participant)),
             send=lambda: platform.approve(platform_assignment_id=assignment.platform_assignment_id, feedback=feedback),
             reconcile=reconciler(platform),
+            guard=lambda: _contrary_refusal(assignment, operation=OP.APPROVE),
         )
     if held is not None:
         _not_here_decided(held, user=user)
@@ -400,6 +417,7 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                 send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
                                              feedback=feedback, category=category),
                 reconcile=reconciler(platform),
+                guard=lambda: _contrary_refusal(assignment, operation=OP.REJECT),
             )
         except (PlatformTransientError, CallOutcomeUnknown):
             raise  # it may have gone through: the hold stays until sync knows

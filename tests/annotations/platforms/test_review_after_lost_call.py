@@ -120,3 +120,46 @@ def test_after_sync_settles_a_lost_approval_as_not_applied_reject_rejects(prolif
     assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.REJECTED
     assert server.submissions[sub["id"]]["status"] == "REJECTED"
     assert _calls(study) == [("approve", "failed"), ("reject", "confirmed")]
+
+
+def test_an_approval_that_passed_its_first_check_is_refused_where_it_is_marked_sent(prolific, study):  # noqa: F811
+    # An approval checks the contrary call first, then records its own call as sent in a later
+    # transaction. A rejection sent (and its answer lost) between the two was not seen: both went to
+    # Prolific. The check runs again as the call's guard, under the task's lock, where it is marked sent.
+    from annotations.services.platforms import review
+
+    platform, server = prolific
+    task, sub = _work(server, study)
+    passed_first_check = []
+    first_check = review._lock_undecided
+
+    def approve_meanwhile_rejected(assignment, *, operation):
+        first_check(assignment, operation=operation)
+        if operation != "approve":
+            return
+        passed_first_check.append(operation)  # the approval's first check passes: nothing sent yet...
+        _lost(platform, "reject", lambda: assignment_reject(user=OPERATOR, study=study, assignment=task,
+                                                             feedback=WHY))  # ...then a rejection goes out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(review, "_lock_undecided", approve_meanwhile_rejected)
+        with pytest.raises(PlatformServiceError) as refused:
+            assignment_approve(user=OPERATOR, study=study, assignment=task)
+    assert passed_first_check == ["approve"]
+    assert refused.value.message.startswith(f"assignment {task.pk} is being rejected")
+    assert server.submissions[sub["id"]]["status"] == "AWAITING REVIEW"  # no approval reached Prolific
+    assert _calls(study) == [("approve", "failed"), ("reject", "sent")]
+    assert PlatformCall.objects.get(operation="approve").error == refused.value.message
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.SUBMITTED
+
+
+def test_a_decision_after_the_contrary_one_was_confirmed_says_so(prolific, study):  # noqa: F811
+    platform, server = prolific
+    task, _sub = _work(server, study)
+    assignment_approve(user=OPERATOR, study=study, assignment=task)
+    PlatformCall.objects.filter(operation="approve").update(status=PlatformCall.Status.CONFIRMED)
+    Assignment.objects.filter(pk=task.pk).update(status=Assignment.Status.SUBMITTED)  # not yet recorded here
+    with pytest.raises(PlatformServiceError) as refused:
+        assignment_reject(user=OPERATOR, study=study, assignment=Assignment.objects.get(pk=task.pk), feedback=WHY)
+    assert refused.value.message == (f"assignment {task.pk} was approved on prolific (its approval was confirmed): "
+                                     "nothing was sent. The next sync records the decision here")
