@@ -19,10 +19,12 @@ YES_NO_CHOICES = [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}
 
 def as_label(value: Any) -> str:
     """``value`` read as a choice label: its text without surrounding white space. The one rule of
-    what a label is, read wherever one is compared (:func:`normalise_choices` for the labels a page
+    what a label is, read wherever one is taken in (:func:`normalise_choices` for the labels a page
     offers, ``annotations.services.steps`` and the qualification grading for a worker's answer,
-    ``annotations.choices.answer_is_correct`` for a stored right answer): a copy that trimmed on one
-    side only offered workers an option ("Paris ") that no answer could match."""
+    :func:`correct_answer_problem` for a right answer set up, the bundle import for a right answer
+    it brings); compared afterwards, labels are equal exactly (``annotations.choices.answer_is_correct``).
+    A copy that trimmed on one side only offered workers an option ("Paris ") that no answer could
+    match."""
     return str(value).strip()
 
 

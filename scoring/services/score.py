@@ -142,8 +142,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   speeder_rule, speeder_threshold_seconds_per_question, tasks_speeding, answers_speeding, tasks_untimed (tasks
   faster than ``annotations.selectors.cost.MIN_PLAUSIBLE_SECONDS_PER_QUESTION``); blocked_worker_rule,
   tasks_of_blocked_workers, answers_of_blocked_workers (counted tasks whose worker a block covering the
-  study refuses: ``annotations.selectors.worker_blocked_in``; a block ends only tasks in progress); all of
-  these count; and other_readings: {without_tasks_failing_any_check,
+  study refuses: ``annotations.selectors.worker_blocked_in``; a block ends only tasks in progress), and
+  blocked_workers_not_carried for a bundle's copy that was not told its workers' blocks
+  (``worker_blocks_unknown``); all of these count; and other_readings: {without_tasks_failing_any_check,
   without_tasks_failing_every_check, approved_tasks_only, without_units_with_accepted_flags,
   without_speeding_tasks, without_blocked_workers: {rule, n_answers, answers_left_out,
   identical_to, n_units_scored, ties, utility_shares, task_accuracy, theils_u_..., agreement}}, the
@@ -209,7 +210,7 @@ from scoring.services.genu import (
 )
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
-from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
+from studies.models import GeneralizationQuestion, ImportRecord, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 from studies.services.generation.genu import VALIDATED_ONLY_READING
 
@@ -1875,6 +1876,28 @@ BLOCKED_WORKER_RULE = ("a counted task's worker is blocked in this study when a 
                        "by its owner, or everywhere: annotations.selectors.blocks_covering); a block ends the worker's "
                        "tasks in progress and refuses them new ones, but their submitted and approved tasks count in "
                        "the published figures until a researcher rejects them")
+# A copy imported from a study bundle (``bundle.importing``) holds the blocks its bundle carried
+# (data/worker_blocks.csv, made here as blocks on the copy); its import record's summary says how
+# many (``WORKER_BLOCKS_KEY``), or why none are known (``WORKER_BLOCKS_UNKNOWN_KEY``).
+WORKER_BLOCKS_KEY = "worker_blocks"
+WORKER_BLOCKS_UNKNOWN_KEY = "worker_blocks_unknown"
+WORKER_BLOCKS_IMPORTED_BEFORE = ("the study was imported from a study bundle before imports carried the blocks of "
+                                 "its workers (data/worker_blocks.csv)")
+
+
+def worker_blocks_unknown(study: Study) -> str:
+    """Why it is not known here which of ``study``'s workers were blocked where it was first run
+    ('' when it is, or ``study`` is no copy of a study bundle): its bundle, or its import, did not
+    carry the blocks, so ``BLOCKED_WORKER_RULE`` sees only the blocks made here. Read from the
+    copy's latest bundle import record (as ``scoring.selectors.bundle_scores`` reads it); the bundle
+    export leaves the table out of a copy's bundle then, so a copy of the copy says so too."""
+    summary = (ImportRecord.objects.filter(kind="bundle", summary__study=study.pk)
+               .order_by("-imported_at", "-pk").values_list("summary", flat=True).first())
+    if not isinstance(summary, dict) or isinstance(summary.get(WORKER_BLOCKS_KEY), int):
+        return ""
+    return str(summary.get(WORKER_BLOCKS_UNKNOWN_KEY) or WORKER_BLOCKS_IMPORTED_BEFORE)
+
+
 READING_RULES = {
     "without_tasks_failing_any_check": f"the counted answers less those of tasks that failed an attention check; "
                                        f"{FAILED_ANY}",
@@ -1961,6 +1984,8 @@ def _flags_and_speed(study: Study, counted, suspects: _Suspects, readings_at: di
              "blocked_worker_rule": BLOCKED_WORKER_RULE,
              "tasks_of_blocked_workers": len(blocked),
              "answers_of_blocked_workers": _claim_answers(counted.filter(assignment_id__in=blocked)) if blocked else 0}
+    if unknown := worker_blocks_unknown(study):
+        block["blocked_workers_not_carried"] = unknown
 
     readings_at = readings_at or {}
 
@@ -1984,6 +2009,9 @@ def _flags_and_speed(study: Study, counted, suspects: _Suspects, readings_at: di
             f"{len(blocked)} counted tasks ({block['answers_of_blocked_workers']} answers) are of workers blocked in "
             "this study; a block ends only their tasks in progress, so these count in the figures. Reject the work "
             "if it should not count" + (f", or read {other} for the figures without it." if other else "."))
+    if unknown:
+        warnings.append(f"Which workers were blocked where this study was first run is not known here: {unknown}; "
+                        "tasks_of_blocked_workers counts only the blocks made here.")
     return block, warnings
 
 

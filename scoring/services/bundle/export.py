@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from annotations.models import (
@@ -23,11 +23,12 @@ from annotations.models import (
     AttentionCheck,
     Claim,
     FlagReview,
+    Participant,
     QualificationGrant,
     QualificationTest,
     Unit,
 )
-from annotations.selectors import on_hold, study_withdrawals_summary
+from annotations.selectors import on_hold, study_withdrawals_summary, worker_blocked_in
 from lab.api.streaming import DrainSink
 from lab.pseudonyms import PseudonymCache
 from lab.spreadsheet import exact_csv_writer
@@ -63,6 +64,7 @@ from scoring.services.score import (
     TASK_ACCURACY_LEFT_OUT,
     TASK_ACCURACY_RULES,
     borrowed_utility,
+    worker_blocks_unknown,
 )
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
@@ -513,6 +515,25 @@ def _table_rows(study: Study, user, *, snapshot: str | None = None) -> dict[str,
     }
 
 
+def worker_block_rows(study: Study) -> Iterator[tuple] | None:
+    """The rows of ``data/worker_blocks.csv``: each worker of the bundle's tasks (data/tasks.csv: a
+    withdrawn participant's are not there, nor is their pseudonym here) who is blocked in ``study``
+    by the rule its scoring reads (``annotations.selectors.worker_blocked_in``), as (pseudonym,
+    platform). A blocked worker's submitted and approved work counts, and the results count it
+    (``counted_answers.tasks_of_blocked_workers``, ``other_readings.without_blocked_workers``): the
+    copy the import makes re-scores to them only if it knows which workers were blocked. The block
+    itself (who made it, why) does not travel. None for a copy that does not know its workers'
+    blocks (``score.worker_blocks_unknown``): the table is left out, so a copy of it says so too."""
+    if worker_blocks_unknown(study):
+        return None
+    tasks = (Assignment.objects.filter(study=study, participant_id=OuterRef("pk"))
+             .exclude(status=Assignment.Status.WITHDRAWN))
+    blocked = Participant.objects.filter(Exists(tasks), worker_blocked_in(study=study, participant_ref="pk"))
+    pseudonyms = PseudonymCache()
+    return ((pseudonyms.get(pk, platform, external_id), platform)
+            for pk, platform, external_id in _paged(blocked, ["id", "platform", "external_id"]))
+
+
 # --- the archive ---------------------------------------------------------------------------------
 
 
@@ -605,6 +626,9 @@ def _bundle_chunks(*, study: Study, user, snapshot: str | None) -> Iterator[byte
     if borrowed_rows is not None:
         table = TABLES["borrowed_utility"]
         yield from member(table.path, _csv_chunks(table, borrowed_rows))
+    if (blocked_rows := worker_block_rows(study)) is not None:
+        table = TABLES["worker_blocks"]
+        yield from member(table.path, _csv_chunks(table, blocked_rows))
     yield from member(DATAPACKAGE_FILE, json_bytes(datapackage(study, written, stale=stale)))
     sums = "".join(f"{digest}  {path}\n" for path, (digest, _) in sorted(written.items()))
     yield from member(CHECKSUMS_FILE, [sums.encode("ascii")])

@@ -29,7 +29,9 @@ and is refused by row otherwise, so a platform id typed into a bundle names nobo
 its own participants (``imported_worker_id``: the study's id and the pseudonym, a shape no platform
 id takes) and never uses an existing one: not a worker the questionnaire made, and not the same
 pseudonym of another import, whose blocks (``Participant.blocked``) and work another researcher's
-workers page would otherwise show.
+workers page would otherwise show. A worker the bundle names as blocked in the original when it was
+made (data/worker_blocks.csv) is blocked in the copy alone, so the copy's scoring counts their work
+as the original's did (``_Import.worker_block_rows``).
 
 Memory: answers, claims, units and tasks are streamed in batches of ``BATCH`` rows; ids are mapped
 through :class:`IdMap`, which keeps runs of consecutive ids (a study's units, claims and tasks are
@@ -71,6 +73,7 @@ from annotations.models import (
     QualificationQuestion,
     QualificationTest,
     Unit,
+    WorkerBlock,
 )
 from annotations.selectors import study_withdrawal_digests
 from annotations.services.answers import claim_labels
@@ -86,8 +89,13 @@ from scoring.metrics.labels import utility_category
 from scoring.models import BundledUtility, UnitScore
 from scoring.selectors import BUNDLE_SCORES_KEY
 from scoring.services.outcomes import usable_by_name
-from scoring.services.score import _annotation_frame, _units_frame
-from studies.choices import own_choices, predicted_answer_problem
+from scoring.services.score import (
+    WORKER_BLOCKS_KEY,
+    WORKER_BLOCKS_UNKNOWN_KEY,
+    _annotation_frame,
+    _units_frame,
+)
+from studies.choices import as_label, own_choices, predicted_answer_problem
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -172,6 +180,7 @@ REQUIRED = {
     # n_annotators may be empty: imported outcomes whose file did not say how many workers answered
     "unit_scores": ("item_id", "source", "before_tie", "after_tie", "imported"),
     "borrowed_utility": ("item_id", "source", "utility", "study_id"),
+    "worker_blocks": ("worker", "platform"),
 }
 # A copy whose bundle has no borrowed utility table (made before bundles carried one): why its
 # scoring cannot give Figure 4 by the original rationale's utility (the migration that marks the
@@ -180,6 +189,17 @@ NO_BORROWED_TABLE = (
     "the study bundle it was imported from has no borrowed utility table (data/borrowed_utility.csv: bundles made "
     "before they carried one), so the utility of its original rationales, which came from another study where the "
     "bundle was made, is not known here")
+# A copy whose bundle has no worker blocks table (made before bundles carried one, or from a copy of
+# such a bundle): why its scoring cannot say which counted tasks are of blocked workers
+# (``score.worker_blocks_unknown`` reads it from the import record).
+NO_WORKER_BLOCKS_TABLE = (
+    "the study bundle it was imported from has no worker blocks table (data/worker_blocks.csv: bundles made before "
+    "they carried one, or from a copy of such a bundle), so which of its workers were blocked where the bundle was "
+    "made is not known here")
+# The reason of the block the import makes on the copy for each worker its bundle names as blocked.
+BLOCKED_AT_ORIGIN = ("blocked in the study this one was imported from (its import record names it) when its study "
+                     "bundle was made (data/worker_blocks.csv): this block is the copy's record of that, so that "
+                     "re-scoring counts this worker's work as the original's results did")
 # The longest task duration a bundle may carry (a week, in minutes): more is not a study's deadline.
 MAX_TASK_MINUTES = 7 * 24 * 60
 # The steps whose answer ``clean_answer`` reads from the payload (a validation's marks and its
@@ -803,6 +823,15 @@ def _batches(rows: Iterator[Row]) -> Iterator[list[Row]]:
         yield batch
 
 
+def _right_answer(value):
+    """A right answer of the bundle (a generalization question's, an attention check's, a
+    qualification question's) read as the label it names (``studies.choices.as_label``), as the
+    data migrations wrote the stored ones (``annotations 0032``, ``studies 0024``): a bundle made
+    before white space around a right answer was refused still imports, and matches its questions
+    here. A value that is no text, or white space only, is left for the checks to name."""
+    return as_label(value) if isinstance(value, str) and value.strip() else value
+
+
 def _differs(obj, row: Row, fields: dict[str, str]) -> str:
     """The first field (bundle name) whose value differs from the existing row's, or ''."""
     for name, attr in fields.items():
@@ -836,6 +865,8 @@ class _Import:
         self.withdrew_: dict[str, bool] = {}
         self.left_out_tasks: dict[int, bool] = {}
         self.left_out_claims: dict[int, int] = {}
+        # why the copy does not know which workers were blocked ('' when its bundle said: ``worker_block_rows``)
+        self.blocks_unknown = ""
 
     def err(self, row: Row, field_name: str, reason: str) -> None:
         self.b.error(row.path, row.line, field_name, reason)
@@ -1090,6 +1121,7 @@ class _Import:
                     self.err(row, "text", "given twice for this item and type")
                     continue
                 given.add(key)
+                row.values["answer"] = _right_answer(row["answer"])
                 q = existing.get(key)
                 if q is not None:
                     bad = _differs(q, row, {"answer": "answer", "validation_status": "validation_status"}) or (
@@ -1175,7 +1207,7 @@ class _Import:
         study.save()
         for i, check in enumerate(design.get("attention_checks") or []):
             obj = AttentionCheck(study=study, question=check.get("question", ""), choices=check.get("choices", []),
-                                 correct_answer=check.get("correct_answer", ""))
+                                 correct_answer=_right_answer(check.get("correct_answer", "")))
             if self.sentinels(f"attention_checks[{i}]", obj.question, obj.choices):
                 continue
             if self._clean(obj, "attention_checks") and isinstance(check.get("id"), int):
@@ -1191,7 +1223,7 @@ class _Import:
                 for i, q in enumerate(test.get("questions") or []):
                     question = QualificationQuestion(test=qt, position=q.get("position"), question=q.get("question", ""),
                                                      choices=q.get("choices", []),
-                                                     correct_answer=q.get("correct_answer", ""))
+                                                     correct_answer=_right_answer(q.get("correct_answer", "")))
                     if not self.sentinels(f"qualification_test.questions[{i}]", question.question, question.choices) \
                             and self._clean(question, f"qualification_test.questions[{i}]"):
                         question.save()
@@ -1580,6 +1612,41 @@ class _Import:
                                              passed=row["passed"], score=row["score"], answers=answers))
         QualificationGrant.objects.bulk_create(grants)
 
+    def worker_block_rows(self, study: Study) -> None:
+        """The workers the bundle names as blocked in the original when it was made
+        (``data/worker_blocks.csv``, ``export.worker_block_rows``), each blocked here in the copy
+        alone: a ``WorkerBlock`` on the copy (its study; no researcher, so it covers that study only:
+        ``annotations.selectors.blocks_covering``), which the copy's scoring reads by the rule the
+        original's did (``annotations.selectors.worker_blocked_in``), so its counted_answers and
+        ``without_blocked_workers`` reading give the original's. Nothing else a block does is done:
+        the copy is closed and takes no work, and its participants are its own
+        (``imported_worker_id``). A worker who withdrew from the original (``withdrew``) is left
+        out with their tasks; a row naming no worker of the bundle's tasks is the row's error.
+        Without the table the copy's import record says why the blocks are not known
+        (``NO_WORKER_BLOCKS_TABLE``), and so do its results (``score.worker_blocks_unknown``)."""
+        table = TABLES["worker_blocks"]
+        if table.path not in self.b.archive.namelist():
+            self.blocks_unknown = NO_WORKER_BLOCKS_TABLE
+            return
+        n = 0
+        for batch in _batches(self.b.rows(table)):
+            batch = [row for row in batch if not self.withdrew(row["worker"])]
+            named = {row.line: self.workers.get((row["platform"], row["worker"])) for row in batch}
+            working = set(Assignment.objects.filter(study=study, participant_id__in=set(named.values()) - {None})
+                          .values_list("participant_id", flat=True).distinct())
+            blocks = []
+            for row in batch:
+                if not _is_pseudonym(row["worker"]):
+                    self.err(row, "worker", NOT_A_PSEUDONYM)
+                elif named[row.line] not in working:
+                    self.err(row, "worker", "not a worker of the bundle's tasks (data/tasks.csv)")
+                else:
+                    blocks.append(WorkerBlock(participant_id=named[row.line], study=study, researcher=None,
+                                              everywhere=False, reason=BLOCKED_AT_ORIGIN))
+            WorkerBlock.objects.bulk_create(blocks)
+            n += len(blocks)
+        self.counts["worker_blocks"] = n
+
     def unit_score_rows(self, study: Study) -> None:
         """The unit scores as the bundle states them, each row's values in the ranges a run writes
         (``unit_score_problem``); whether they are the scores of the answers just imported is
@@ -1961,6 +2028,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.annotation_rows(study)
         job.flag_rows(owner)
         job.grant_rows(study)
+        job.worker_block_rows(study)
         job.unit_score_rows(study)
         job.borrowed_utility_rows(study)
         original = bundle.json(RESULTS_FILE) if RESULTS_FILE in bundle.archive.namelist() else None
@@ -1975,6 +2043,10 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
                      "original_results": bool(original), "renamed": job.renamed,
                      # workers left out because they withdrew from the original here (a count, no names)
                      "workers_withdrawn_from_original": job.n_withdrawn,
+                     # the workers blocked in the original (``worker_block_rows``: also in job.counts),
+                     # or why they are not known (``score.worker_blocks_unknown`` reads both)
+                     **({WORKER_BLOCKS_KEY: None, WORKER_BLOCKS_UNKNOWN_KEY: job.blocks_unknown}
+                        if job.blocks_unknown else {}),
                      # where the unit scores came from and whether the bundle called them stale
                      # (``scoring.selectors.bundle_scores``, read by the rule of the `stale` column)
                      BUNDLE_SCORES_KEY: scores,

@@ -135,6 +135,13 @@ TABLES: dict[str, Table] = {t.name: t for t in [
        "utility studies: Figure 4 by the original rationale's utility, and the properties model of a study without "
        "utility of its own); re-scoring the imported study uses it.", primary_key=("item_id", "source"),
        optional=True),
+    Table("worker_blocks", (
+        _f("worker", "Pseudonym (w_ + 16 hex digits) of a worker of data/tasks.csv."), _f("platform"),
+    ), "The workers of the study's tasks who were blocked in it when the bundle was made (a block made on it, by its "
+       "owner, or everywhere: annotations.selectors.blocks_covering), which its scoring's counted_answers and "
+       "other_readings.without_blocked_workers read; re-scoring the imported study reads them. Always written (empty "
+       "when no worker was blocked): a bundle without it was made before bundles carried blocks, or from a copy of "
+       "such a bundle.", primary_key=("worker", "platform"), optional=True),
 ]}
 
 # JSON files of the bundle besides the tables.
