@@ -303,19 +303,16 @@ class ProlificPlatform(CrowdPlatform):
         the ``csv`` module from a validated submission id and a Decimal amount, then read back:
         exactly one row, for that submission, of that amount, within ``RL_MAX_BONUS``, is what
         is sent. Its pay call pays what the record Prolific made holds, not what was sent: the
-        record's bonus total (``amount``, before fees, where the answer gives it, else
-        ``total_amount``; the smallest currency unit) must be the amount sent, else
-        ``PlatformError`` and that record is never paid."""
+        record's amount (``_setup_amount_problem``) must be the amount sent, else ``PlatformError``
+        and that record is never paid."""
         csv_bonuses = bonus_csv(submission_id=submission_id, amount=amount)
         body = self._request("POST", "submissions/bonus-payments/",
                              json={"study_id": prolific_id(study_external_id, what="study id"),
                                    "csv_bonuses": csv_bonuses})
-        field = "amount" if "amount" in body else "total_amount"
-        recorded, sent = body.get(field), to_minor_units(money(amount))
-        if not _same_minor_units(recorded, sent):
-            raise PlatformError(
-                f"Prolific recorded bulk bonus {body.get('id', '?')} as {field} {recorded!r}, not the {sent} "
-                f"(smallest currency unit) sent: it is not paid", response={"id": body.get("id"), field: recorded})
+        problem = _setup_amount_problem(body, sent=to_minor_units(money(amount)))
+        if problem:
+            raise PlatformError(f"Prolific recorded bulk bonus {body.get('id', '?')} {problem}: it is not paid",
+                                response={k: body.get(k) for k in ("id", *SETUP_AMOUNT_FIELDS)})
         return {"id": body["id"], "total_amount": body.get("total_amount"), "csv_bonuses": csv_bonuses}
 
     def bonus_pay(self, *, bulk_id: str) -> dict:
@@ -406,15 +403,40 @@ def _page_limit(body: dict, *, page_size: int) -> int:
     return min(MAX_SUBMISSION_PAGES, -(-count // page_size) + PAGE_MARGIN)
 
 
-def _same_minor_units(value, sent: int) -> bool:
-    """Whether ``value``, an amount from an answer (a number, or a numeric string), is ``sent``
-    smallest currency units exactly; False for anything else, a missing value included."""
+# The fields of a bonus set-up's answer that state what it records, in the smallest currency unit
+# (Prolific's "Set up bonuses": ``amount``, what the participants get, and ``fees`` and ``vat`` on it,
+# each a number or null; ``total_amount``, what the balance pays, fees included).
+SETUP_AMOUNT_FIELDS = ("amount", "fees", "vat", "total_amount")
+
+
+def _minor(value) -> Decimal | None:
+    """An amount of an answer (a number, or a numeric string) as a Decimal; None for anything else."""
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        return False
+        return None
     try:
-        return Decimal(str(value)) == sent
+        number = Decimal(str(value))
     except ArithmeticError:  # decimal.InvalidOperation: not a number
-        return False
+        return None
+    return number if number.is_finite() else None
+
+
+def _setup_amount_problem(body: dict, *, sent: int) -> str:
+    """Why a bonus set-up's answer ``body`` does not record ``sent`` (smallest currency unit) for the
+    participants, "" when it does or cannot say: its ``amount`` where it is a number; else its
+    ``total_amount`` less its ``fees`` and ``vat`` where the total and the fees are numbers (a null
+    VAT is none). An answer stating neither cannot be checked here, and the pay call follows as
+    before (the CSV sent names the one submission and amount)."""
+    amount = _minor(body.get("amount"))
+    if amount is not None:
+        return "" if amount == sent else f"as amount {body.get('amount')!r}, not the {sent} (smallest currency unit) sent"
+    total, fees = _minor(body.get("total_amount")), _minor(body.get("fees"))
+    if total is None or fees is None:
+        return ""
+    paid = total - fees - (_minor(body.get("vat")) or 0)
+    if paid == sent:
+        return ""
+    return (f"as total_amount {body.get('total_amount')!r} with fees {body.get('fees')!r} and vat "
+            f"{body.get('vat')!r} ({paid} for the participants), not the {sent} (smallest currency unit) sent")
 
 
 def _port(url) -> int | None:

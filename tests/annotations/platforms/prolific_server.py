@@ -18,6 +18,7 @@ REJECTION_CATEGORIES = {
 }
 PLACEHOLDERS = ("{{%PROLIFIC_PID%}}", "{{%STUDY_ID%}}", "{{%SESSION_ID%}}")
 PAGE_SIZE = 2
+BONUS_FEE_RATE = 0.3333  # the service fee a bonus set-up adds, as Prolific states it
 
 
 def _id() -> str:
@@ -222,9 +223,14 @@ class FakeProlific:
             if ident not in self.submissions or not re.fullmatch(r"\d+(\.\d{1,2})?", amount):
                 return self._bad("csv_bonuses", f"Invalid row: {line}")
             rows.append((ident, round(float(amount) * 100)))
-        bulk = {"id": _id(), "study": study_id, "rows": rows, "total_amount": sum(c for _, c in rows)}
+        # As Prolific's "Set up bonuses" answers: the participants' amount, the fees and VAT on
+        # it, and the total taken from the balance (fees included), in the smallest currency unit.
+        amount = sum(c for _, c in rows)
+        fees = round(amount * BONUS_FEE_RATE)
+        bulk = {"id": _id(), "study": study_id, "rows": rows, "amount": amount, "fees": fees, "vat": 0,
+                "total_amount": amount + fees}
         self.bulk_bonuses[bulk["id"]] = bulk
-        return 201, {"id": bulk["id"], "study": study_id, "total_amount": bulk["total_amount"]}
+        return 201, {key: bulk[key] for key in ("id", "study", "amount", "fees", "vat", "total_amount")}
 
     def _pay_bonus(self, *, body, query, id):
         bulk = self.bulk_bonuses.get(id)

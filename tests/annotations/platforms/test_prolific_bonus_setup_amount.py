@@ -33,8 +33,8 @@ def _work(prolific, study):
 
 
 def _records_as(server, **answer):
-    """Make ``server``'s set-up keep 100 times the amount sent (0.50 as 5000 cents) and answer
-    with ``answer`` over its own fields (``total_amount=None``: it states no total)."""
+    """Make ``server``'s set-up keep 100 times the amount sent (0.50 as 5000 cents), with its fees
+    on that, and answer with ``answer`` over its own documented fields (a value None: null)."""
     real = server._setup_bonus
 
     def setup(*, body, query):
@@ -42,16 +42,16 @@ def _records_as(server, **answer):
         if status == 201:
             bulk = server.bulk_bonuses[payload["id"]]
             bulk["rows"] = [(ident, cents * 100) for ident, cents in bulk["rows"]]
-            bulk["total_amount"] = sum(c for _, c in bulk["rows"])
-            payload = {**payload, "total_amount": bulk["total_amount"], **answer}
-            payload = {k: v for k, v in payload.items() if v is not None}
+            kept = sum(c for _, c in bulk["rows"])
+            payload = {**payload, "amount": kept, "fees": round(kept / 3), "total_amount": kept + round(kept / 3),
+                       **answer}
         return status, payload
 
     server._setup_bonus = setup
 
 
-@pytest.mark.parametrize("answer", [{}, {"total_amount": None}, {"total_amount": "5000"}],
-                         ids=["its total", "no total", "total as text"])
+@pytest.mark.parametrize("answer", [{}, {"amount": None}, {"amount": "5000"}],
+                         ids=["its amount", "amount null: total less fees", "amount as text"])
 def test_a_setup_recording_another_amount_is_never_paid(prolific, study, answer):
     work, sub, server = _work(prolific, study)
     _records_as(server, **answer)
@@ -69,8 +69,29 @@ def test_a_setup_recording_another_amount_is_never_paid(prolific, study, answer)
     assert bonus.status == Bonus.Status.FAILED and "not the 50" in bonus.error
 
 
+@pytest.mark.parametrize("answer", [{}, {"amount": None}, {"amount": None, "vat": None}, {"amount": 50.0},
+                                    {"amount": None, "fees": None}],
+                         ids=["documented", "amount null", "amount and vat null", "amount as a float",
+                              "nothing to check"])
+def test_a_setup_answered_as_documented_is_paid(prolific, study, answer):
+    # Prolific's answer gives the participants' amount (or null), the fees and VAT on it, and the
+    # total with fees: a total with fees is never compared with the amount itself (the first check
+    # did, and refused every bonus whose answer had a null amount).
+    work, sub, server = _work(prolific, study)
+    real = server._setup_bonus
+
+    def setup(*, body, query):
+        status, payload = real(body=body, query=query)
+        return status, ({**payload, **answer} if status == 201 else payload)
+
+    server._setup_bonus = setup
+    bonus = bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
+    assert bonus.status == Bonus.Status.PAID
+    assert server.submissions[sub["id"]]["bonus_payments"] == [50]
+
+
 def test_a_setup_recording_the_amount_sent_is_paid_once(prolific, study):
-    """The documented answer (the total in the smallest unit, as the local server gives it)."""
+    """The documented answer (amount, fees, VAT and total in the smallest unit, as the local server gives them)."""
     work, sub, server = _work(prolific, study)
 
     bonus = bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
@@ -78,22 +99,3 @@ def test_a_setup_recording_the_amount_sent_is_paid_once(prolific, study):
     assert bonus.status == Bonus.Status.PAID
     assert server.submissions[sub["id"]]["bonus_payments"] == [50]
     assert len(server.payments) == 1
-
-
-def test_a_setup_answering_its_amount_and_a_total_with_fees_is_paid(prolific, study):
-    """An answer that states the bonuses' ``amount`` apart from a ``total_amount`` with fees is
-    checked on its ``amount``."""
-    work, sub, server = _work(prolific, study)
-    real = server._setup_bonus
-
-    def with_fees(*, body, query):
-        status, payload = real(body=body, query=query)
-        total = payload.get("total_amount", 0)
-        return status, {**payload, "amount": total, "fees": 17, "total_amount": total + 17}
-
-    server._setup_bonus = with_fees
-
-    bonus = bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good")
-
-    assert bonus.status == Bonus.Status.PAID
-    assert server.submissions[sub["id"]]["bonus_payments"] == [50]
