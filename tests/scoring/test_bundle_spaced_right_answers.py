@@ -13,7 +13,9 @@ import pytest
 
 from annotations.models import AttentionCheck
 from scoring.services.bundle import bundle_import, bundle_stream
-from tests.scoring.test_bundle import _resign, _rewrite, _worked_study
+from studies.models import GeneralizationQuestion, GenUPrediction, Study
+from tests.annotations.factories import make_study
+from tests.scoring.test_bundle import _edited_rows, _resign, _rewrite, _worked_study
 
 pytestmark = pytest.mark.django_db
 
@@ -37,3 +39,23 @@ def test_a_bundle_with_a_spaced_right_answer_imports_with_its_label():
     copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
     check = AttentionCheck.objects.get(study=copy)
     assert check.correct_answer == "no"
+
+
+def test_a_bundle_graded_against_a_spaced_answer_imports_beside_its_migrated_questions():
+    # Imported back where its questions already are (the same dataset), after the migration wrote
+    # their answers as labels and graded their Gen-U predictions again: the bundle's own grades
+    # (against "yes ") differ from those here, and the import refused every prediction as
+    # "differs from this Gen-U prediction here". A grade follows from the prediction and the answer.
+    study = make_study(n_items=2, n_sources=1, status=Study.Status.CLOSED)
+    source = study.sources.get()
+    questions = list(GeneralizationQuestion.objects.filter(item__dataset=study.dataset))
+    for q in questions:
+        GenUPrediction.objects.create(generalization_question=q, rationale_source=source, answerer="I",
+                                      answerer_model="m", predicted_answer=q.answer, correct=True)
+    data = b"".join(bundle_stream(study=study, user=None))
+    data = _edited_rows(data, "data/generalization_questions.csv",
+                        *[(i, {"answer": q.answer + " "}) for i, q in enumerate(questions)])
+    data = _edited_rows(data, "data/genu_predictions.csv", *[(i, {"correct": "false"}) for i in range(len(questions))])
+    copy = bundle_import(file=io.BytesIO(data), name="bundle-copy", owner=None)
+    assert copy.dataset_id == study.dataset_id
+    assert set(GenUPrediction.objects.values_list("correct", flat=True)) == {True}

@@ -1172,7 +1172,11 @@ class _Import:
             new = []
             for key, row in keyed:
                 if key in existing:
-                    bad = _differs(existing[key], row, {"predicted_answer": "predicted_answer", "correct": "correct"})
+                    # Its grade is not compared: it follows from the prediction and the question's
+                    # answer (compared with the question), by the one rule (``grading``), as a new row's
+                    # is graded here; a bundle made before spaced right answers were written as their
+                    # labels graded against "yes " (``_right_answer``).
+                    bad = _differs(existing[key], row, {"predicted_answer": "predicted_answer"})
                     if bad:
                         self.err(row, bad, "differs from this Gen-U prediction here")
                     continue
