@@ -158,6 +158,20 @@ def _lock_bonusable(assignment: Assignment) -> Assignment:
     return locked
 
 
+def _bonus_refusal(assignment: Assignment) -> str:
+    """``_lock_bonusable``'s refusal as text, "" when the bonus may go: the ``guard`` of a call
+    that moves a bonus's money (``platform_call_execute``), run again in the transaction that marks
+    it sent, under the task's row lock (the call's row, then the task's, as a review decision's
+    guard takes them: ``review._contrary_refusal``). The first check commits before the call is
+    recorded, and a rejection sent in between (its own guard sees no bonus: a bonus does not stop a
+    rejection) was not seen: the bonus was paid on rejected work."""
+    try:
+        _lock_bonusable(assignment)
+    except PlatformServiceError as exc:
+        return _message(exc)
+    return ""
+
+
 def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, user) -> Bonus:
     """Pay one checked bonus for ``assignment``, whose study's access the caller checked. Its
     status is checked again under its row lock where the ``Bonus`` row is created
@@ -208,6 +222,7 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
                                             platform_assignment_id=assignment.platform_assignment_id,
                                             amount=bonus.amount, reason=reason, token=token),
                 reconcile=reconciler(platform),
+                guard=lambda: _bonus_refusal(assignment),
             )
     except _SetupPaidNothing as exc:
         # Only a set-up was sent (it moves no money) and no pay call: nothing was paid.
@@ -375,4 +390,5 @@ def _prolific_bonus(*, platform, assignment, bonus, summary, common) -> Platform
                       request_summary={**summary, "bulk_bonus_id": bulk_id}, **common),
         send=lambda: platform.bonus_pay(bulk_id=bulk_id),
         reconcile=reconciler(platform),
+        guard=lambda: _bonus_refusal(assignment),
     )

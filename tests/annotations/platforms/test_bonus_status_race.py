@@ -151,3 +151,33 @@ def test_work_being_rejected_is_no_bonus_candidate(prolific, study):  # noqa: F8
                               "go to submitted or approved work"]
     assert study_bonus_candidates(study=study)["good_work"] == []
     assert server.payments == [] and not Bonus.objects.exists()
+
+
+def test_a_rejection_sent_after_the_bonus_checked_its_task_stops_the_pay_call(prolific, study):  # noqa: F811
+    # The bonus checks its task under the task's lock, then commits, then records and sends its
+    # calls: a rejection sent in between was not seen and the bonus was paid on rejected work. The
+    # check runs again as the pay call's guard, where the call is marked sent.
+    from annotations.services.platforms import bonus as bonus_service
+
+    platform, server = prolific
+    [(work, sub)] = _work(server, study, 1)
+    confirm = bonus_service.platform_work_confirm
+    order = []
+
+    def rejected_meanwhile(assignment):
+        order.append("bonus checked")
+        assignment_reject(user=OPERATOR, study=study, assignment=Assignment.objects.get(pk=work.pk), feedback=WHY)
+        order.append("rejected")
+        return confirm(assignment)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bonus_service, "platform_work_confirm", rejected_meanwhile)
+        with pytest.raises(PlatformServiceError, match="is rejected: bonuses go to submitted or approved work"):
+            bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason="good work")
+
+    assert order == ["bonus checked", "rejected"]
+    assert server.submissions[sub["id"]]["status"] == "REJECTED"
+    assert server.payments == [] and server.submissions[sub["id"]]["bonus_payments"] == []
+    assert Bonus.objects.get().status == Bonus.Status.FAILED
+    pay = PlatformCall.objects.get(operation=OP.BONUS)
+    assert pay.status == PlatformCall.Status.FAILED and "is rejected" in pay.error
