@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Sequence
 from decimal import Decimal
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 from django.conf import settings
@@ -257,7 +257,10 @@ class ProlificPlatform(CrowdPlatform):
                         accepted_at=_parse(item.get("started_at")),
                         submitted_at=_parse(item.get("completed_at")),
                     ))
-                path = ((body.get("_links") or {}).get("next") or {}).get("href") or None
+                link = ((body.get("_links") or {}).get("next") or {}).get("href") or None
+                # a link relative to the page it came from, resolved as a browser would, then held
+                # to the API's own address by ``_url``
+                path = urljoin(url, link) if link else None
         return found
 
     # -- reviews and money -----------------------------------------------------------------

@@ -5,6 +5,8 @@ stops the listing with an error (the beat task ends), and a submission listed on
 once. Run through ``study_sync`` against the local Prolific server, made to misbehave here."""
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import httpx
 import pytest
 
@@ -149,3 +151,28 @@ def test_a_submission_listed_on_two_pages_counts_once(prolific, study):
     remote = platform.sync(external_ids=publication.external_ids)
     assert sorted(r.platform_assignment_id for r in remote) == sorted(s["id"] for s in subs)
     assert study_sync(study=study).remote == 3
+
+
+@pytest.mark.parametrize("relative", ["root", "query"], ids=["from the root", "a query only"])
+def test_a_relative_next_link_is_read_against_its_page(prolific, study, relative):
+    # A next link relative to its page ("/api/v1/studies/<id>/submissions/?page=2", "?page=2") was
+    # joined to the API's base address ("/api/v1/api/v1/...", "/api/v1/?page=2"): a 404, and sync failed.
+    platform, server = prolific
+    publication = publish_on(study, "prolific")
+    study_id = publication.prolific_study_id
+    subs = [server.add_submission(study_id, participant_id=c * 24) for c in "abc"]
+    path = urlsplit(f"{server.api_url}studies/{study_id}/submissions/").path
+    link = {"root": f"{path}?page=2", "query": "?page=2"}[relative]
+    by_page = {1: subs[:2], 2: subs[2:]}
+    real = server._list_submissions
+
+    def listing(*, body, query, id):
+        if id != study_id:
+            return real(body=body, query=query, id=id)
+        page = int(query.get("page", ["1"])[0])
+        return 200, {"results": [{k: v for k, v in s.items() if k != "bonus_payments"} for s in by_page[page]],
+                     "_links": {"next": {"href": link if page == 1 else None}}, "meta": {"count": 3}}
+
+    server._list_submissions = listing
+    remote = platform.sync(external_ids=publication.external_ids)
+    assert sorted(r.platform_assignment_id for r in remote) == sorted(s["id"] for s in subs)
