@@ -68,3 +68,31 @@ def test_a_bonus_paid_again_while_its_worker_is_withdrawn_does_not_deadlock(monk
     assert Withdrawal.objects.filter(study=study).count() == 1
     assert list(Bonus.objects.values_list("assignment_id", "status")) == [(task.pk, Bonus.Status.RECORDED)]
     assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.WITHDRAWN
+
+
+def test_a_first_bonus_paid_while_its_worker_is_withdrawn_does_not_deadlock(monkeypatch):
+    # A bonus asked for the first time inserts its row, whose foreign key to the worker takes FOR KEY
+    # SHARE on the worker's row. The withdrawal held that row FOR UPDATE (which blocks KEY SHARE)
+    # while it waited for the task the payment held: "deadlock detected". It now takes FOR NO KEY
+    # UPDATE, which still serialises it with a start or a block of the same worker.
+    study = make_study(n_items=6, n_sources=1, units_per_task=2)
+    participant = ParticipantFactory()
+    task = done(study, participant)
+    reached, release = paused_after(bonus_service, "_lock_bonusable", monkeypatch)
+    payer = Step(lambda: bonus_pay(user=OPERATOR, study=study, assignment=Assignment.objects.get(pk=task.pk),
+                                   amount=HALF, reason=WHY))
+    payer.start()
+    assert reached.wait(WAIT)  # the payment holds the task FOR UPDATE; its bonus row is inserted next
+    withdrawal = Step(lambda: participant_withdraw(
+        user=OPERATOR, study=study, pseudonym=worker_pseudonym(participant.platform, participant.external_id)))
+    withdrawal.start()
+    try:
+        assert waits_on_a_lock(withdrawal), "the withdrawal did not wait for the payment"
+    finally:
+        release.set()
+    paid = payer.outcome()  # a deadlock fails one of the two with OperationalError
+    outcome = withdrawal.outcome()
+    assert paid.status == Bonus.Status.RECORDED
+    assert outcome.created and outcome.tasks_ended == 1
+    assert list(Bonus.objects.values_list("assignment_id", "status")) == [(task.pk, Bonus.Status.RECORDED)]
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.WITHDRAWN
