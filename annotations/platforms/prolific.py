@@ -427,19 +427,28 @@ def _setup_amount_problem(body: dict, *, sent: int) -> str:
     """Why a bonus set-up's answer ``body`` does not record ``sent`` (smallest currency unit) for the
     participants, "" when it does or cannot say: its ``amount`` where it is a number; else its
     ``total_amount`` less its ``fees`` and ``vat`` where the total and the fees are numbers (a null
-    VAT is none). An answer stating neither cannot be checked here, and the pay call follows as
-    before (the CSV sent names the one submission and amount)."""
-    amount = _minor(body.get("amount"))
+    VAT is none). Whatever it states must hold together too: no figure below 0, a total no smaller
+    than the amount sent (the balance pays at least what the worker gets), and, where the amount,
+    the total and the fees are all given, the total is the amount with its fees and VAT. An answer
+    stating no amount and no fees cannot be checked beyond that, and the pay call follows as before
+    (the CSV sent names the one submission and amount)."""
+    figures = {key: _minor(body.get(key)) for key in SETUP_AMOUNT_FIELDS}
+    stated = ", ".join(f"{key} {body.get(key)!r}" for key in SETUP_AMOUNT_FIELDS if key in body)
+    why = f"as {stated}, not the {sent} (smallest currency unit) sent"
+    if any(value is not None and value < 0 for value in figures.values()):
+        return why + " (a figure below 0)"
+    amount, fees, vat, total = (figures[key] for key in SETUP_AMOUNT_FIELDS)
+    if total is not None and total < sent:
+        return why + " (a total below the amount)"
     if amount is not None:
-        return "" if amount == sent else f"as amount {body.get('amount')!r}, not the {sent} (smallest currency unit) sent"
-    total, fees = _minor(body.get("total_amount")), _minor(body.get("fees"))
+        if amount != sent:
+            return why
+        if total is not None and fees is not None and total - fees - (vat or 0) != amount:
+            return why + " (its total is not the amount with its fees and VAT)"
+        return ""
     if total is None or fees is None:
         return ""
-    paid = total - fees - (_minor(body.get("vat")) or 0)
-    if paid == sent:
-        return ""
-    return (f"as total_amount {body.get('total_amount')!r} with fees {body.get('fees')!r} and vat "
-            f"{body.get('vat')!r} ({paid} for the participants), not the {sent} (smallest currency unit) sent")
+    return "" if total - fees - (vat or 0) == sent else why
 
 
 def _port(url) -> int | None:

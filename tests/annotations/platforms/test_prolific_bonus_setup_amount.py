@@ -99,3 +99,20 @@ def test_a_setup_recording_the_amount_sent_is_paid_once(prolific, study):
     assert bonus.status == Bonus.Status.PAID
     assert server.submissions[sub["id"]]["bonus_payments"] == [50]
     assert len(server.payments) == 1
+
+
+@pytest.mark.parametrize("answer, accepted", [
+    ({"amount": 50, "fees": 17, "vat": 0, "total_amount": 67}, True),  # as documented
+    ({"amount": None, "fees": 17, "vat": None, "total_amount": 67}, True),
+    ({"amount": 50.0}, True),
+    ({}, True),  # states nothing to check
+    ({"amount": 50, "fees": 15, "vat": 3, "total_amount": 999999}, False),  # a total that is not its parts
+    ({"amount": None, "fees": None, "total_amount": 1}, False),  # the balance pays less than the worker gets
+    ({"amount": None, "fees": -100, "total_amount": -50}, False),  # figures below 0
+    ({"amount": 5000, "fees": 1667, "total_amount": 6667}, False),  # another amount, consistent in itself
+])
+def test_a_setup_answer_is_held_together(answer, accepted):
+    from annotations.platforms.prolific import _setup_amount_problem
+
+    problem = _setup_amount_problem(answer, sent=50)
+    assert (problem == "") is accepted, problem
