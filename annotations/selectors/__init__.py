@@ -486,7 +486,7 @@ def participant_blocked(*, participant, study: Study, lock: bool = False) -> boo
     ``lock``: read it under a lock of the worker's row, for a start that creates a task (call first
     in its transaction: ``assignment.assignment_start``). The row is locked ``FOR NO KEY UPDATE``
     (PostgreSQL; SQLite serialises writes) until that transaction ends, which conflicts with the
-    same lock a withdrawal (``withdrawal.participant_withdraw``) takes on it before it erases
+    ``FOR UPDATE`` a withdrawal (``withdrawal.participant_withdraw``) takes on it before it erases
     the worker's tasks: a withdrawal that locked first makes the start wait, and its ``Withdrawal``
     is then read by a statement of its own, begun after the lock (a statement reads what was
     committed when it began, so the locking one would not see it): the start is refused. One that

@@ -336,13 +336,8 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
                 pseudonym=pseudonym, worker_id=worker_id, identifier=participant_identifier))
             return WithdrawalOutcome(withdrawal=existing, created=False, answers_erased=0, tasks_ended=0,
                                      copies_withdrawn=reached, copies_not_changeable=refused)
-        # FOR NO KEY UPDATE: it conflicts with a start's and a block's lock of the same row
-        # (``participant_blocked``, ``platforms.blocks``), which take the same, but not with the FOR
-        # KEY SHARE a row referencing the worker takes as it is inserted (a first bonus's, under its
-        # task's lock): with FOR UPDATE, a withdrawal waiting for that task and the bonus waiting for
-        # this row deadlocked.
         for participant in participants:
-            list(Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk).values_list("pk"))
+            list(Participant.objects.select_for_update().filter(pk=participant.pk).values_list("pk"))
         _refuse_while_owed(study, participants)
         outcome = None
         for participant in participants:  # one person; two only when one id exists on two platforms

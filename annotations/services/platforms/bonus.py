@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Assignment, Bonus, FlagReview, PlatformCall, Publication
+from annotations.models import Assignment, Bonus, FlagReview, Participant, PlatformCall, Publication
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformTransientError, money
 from annotations.selectors.platforms import (
@@ -190,6 +190,12 @@ def _pay(assignment: Assignment, *, amount: Decimal, reason: str, kind: str, use
     platform = get_platform(name)
     token = bonus_token(assignment=assignment, amount=amount, kind=kind, reason=reason)
     with transaction.atomic():
+        # The worker's row first, as a withdrawal (``participant_withdraw``: the worker, then their
+        # tasks) and a start take it: the ``Bonus`` row inserted below takes FOR KEY SHARE on it for
+        # its foreign key, which waited on a withdrawal's FOR UPDATE while that waited on this
+        # task ("deadlock detected"). Now the bonus waits for the withdrawal before it locks the task.
+        list(Participant.objects.select_for_update(no_key=True).filter(pk=assignment.participant_id)
+             .values_list("pk"))
         _lock_bonusable(assignment)
         bonus, _ = Bonus.objects.select_for_update().get_or_create(
             token=token,

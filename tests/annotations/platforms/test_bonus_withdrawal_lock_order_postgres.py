@@ -73,8 +73,9 @@ def test_a_bonus_paid_again_while_its_worker_is_withdrawn_does_not_deadlock(monk
 def test_a_first_bonus_paid_while_its_worker_is_withdrawn_does_not_deadlock(monkeypatch):
     # A bonus asked for the first time inserts its row, whose foreign key to the worker takes FOR KEY
     # SHARE on the worker's row. The withdrawal held that row FOR UPDATE (which blocks KEY SHARE)
-    # while it waited for the task the payment held: "deadlock detected". It now takes FOR NO KEY
-    # UPDATE, which still serialises it with a start or a block of the same worker.
+    # while it waited for the task the payment held: "deadlock detected". The payment now locks the
+    # worker's row before its task, as the withdrawal does. Paused after its task lock here, it holds
+    # both, and the withdrawal waits for it.
     study = make_study(n_items=6, n_sources=1, units_per_task=2)
     participant = ParticipantFactory()
     task = done(study, participant)
