@@ -410,6 +410,9 @@ def _page_limit(body: dict, *, page_size: int) -> int:
 # (Prolific's "Set up bonuses": ``amount``, what the participants get, and ``fees`` and ``vat`` on it,
 # each a number or null; ``total_amount``, what the balance pays, fees included).
 SETUP_AMOUNT_FIELDS = ("amount", "fees", "vat", "total_amount")
+# How far a total may be from the amount with its fees and VAT, in the smallest currency unit: each
+# may be rounded on its own (a 33.33% fee on 50 is 16.665). A unit mix-up is a factor of 100.
+ROUNDING = 1
 
 
 def _minor(value) -> Decimal | None:
@@ -427,9 +430,10 @@ def _setup_amount_problem(body: dict, *, sent: int) -> str:
     """Why a bonus set-up's answer ``body`` does not record ``sent`` (smallest currency unit) for the
     participants, "" when it does or cannot say: its ``amount`` where it is a number; else its
     ``total_amount`` less its ``fees`` and ``vat`` where the total and the fees are numbers (a null
-    VAT is none). Whatever it states must hold together too: no figure below 0, a total no smaller
-    than the amount sent (the balance pays at least what the worker gets), and, where the amount,
-    the total and the fees are all given, the total is the amount with its fees and VAT. An answer
+    VAT is none), to within ``ROUNDING``. Whatever it states must hold together too: no figure
+    below 0, a total no smaller than the amount sent (the balance pays at least what the worker
+    gets), and, where the amount, the total and the fees are all given, the total is the amount with
+    its fees and VAT (to within ``ROUNDING``). An answer
     stating no amount and no fees cannot be checked beyond that, and the pay call follows as before
     (the CSV sent names the one submission and amount)."""
     figures = {key: _minor(body.get(key)) for key in SETUP_AMOUNT_FIELDS}
@@ -443,12 +447,12 @@ def _setup_amount_problem(body: dict, *, sent: int) -> str:
     if amount is not None:
         if amount != sent:
             return why
-        if total is not None and fees is not None and total - fees - (vat or 0) != amount:
+        if total is not None and fees is not None and abs(total - fees - (vat or 0) - amount) > ROUNDING:
             return why + " (its total is not the amount with its fees and VAT)"
         return ""
     if total is None or fees is None:
         return ""
-    return "" if total - fees - (vat or 0) == sent else why
+    return "" if abs(total - fees - (vat or 0) - sent) <= ROUNDING else why
 
 
 def _port(url) -> int | None:

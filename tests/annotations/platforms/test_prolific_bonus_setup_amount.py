@@ -105,6 +105,8 @@ def test_a_setup_recording_the_amount_sent_is_paid_once(prolific, study):
     ({"amount": 50, "fees": 17, "vat": 0, "total_amount": 67}, True),  # as documented
     ({"amount": None, "fees": 17, "vat": None, "total_amount": 67}, True),
     ({"amount": 50.0}, True),
+    ({"amount": 50, "fees": 16.67, "vat": 3.33, "total_amount": 71}, True),  # each rounded on its own
+    ({"amount": None, "fees": 17, "vat": 0, "total_amount": 66}, True),
     ({}, True),  # states nothing to check
     ({"amount": 50, "fees": 15, "vat": 3, "total_amount": 999999}, False),  # a total that is not its parts
     ({"amount": None, "fees": None, "total_amount": 1}, False),  # the balance pays less than the worker gets
