@@ -379,13 +379,19 @@ class BundleScores:
 BUNDLE_SCORES_KEY = "scores"  # the bundle import record's summary key ``bundle_scores`` reads
 
 
+def bundle_import_record(*, study: Study | int) -> ImportRecord | None:
+    """The import record of ``study``, a copy imported from a study bundle (its latest, with its
+    ``summary`` of what the bundle carried); None for a study not copied from a bundle."""
+    study_id = study.pk if isinstance(study, Study) else study
+    return (ImportRecord.objects.filter(kind="bundle", summary__study=study_id)
+            .order_by("-imported_at", "-pk").only("filename", "imported_at", "summary").first())
+
+
 def bundle_scores(*, study: Study | int) -> BundleScores | None:
     """Where the unit scores that ``study``, a copy imported from a study bundle, imported came from
     (``BundleScores``); None for a study not copied from a bundle, or copied before the import
     recorded it (``summary["scores"]``)."""
-    study_id = study.pk if isinstance(study, Study) else study
-    record = (ImportRecord.objects.filter(kind="bundle", summary__study=study_id)
-              .order_by("-imported_at", "-pk").only("filename", "imported_at", "summary").first())
+    record = bundle_import_record(study=study)
     if record is None or not isinstance(record.summary.get(BUNDLE_SCORES_KEY), dict):
         return None
     summary, scores = record.summary, record.summary[BUNDLE_SCORES_KEY]

@@ -200,7 +200,7 @@ from scoring.metrics.pipeline import Part
 from scoring.models import BundledUtility, ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.run_stages import score_stage
-from scoring.selectors import score_run_latest
+from scoring.selectors import bundle_import_record, score_run_latest
 from scoring.services import genu
 from scoring.services.genu import (
     BUNDLE_INCOMPLETE_LEFT_OUT,
@@ -210,7 +210,7 @@ from scoring.services.genu import (
 )
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
-from studies.models import GeneralizationQuestion, ImportRecord, Rationale, RationaleSource, Study
+from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 from studies.services.generation.genu import VALIDATED_ONLY_READING
 
@@ -1889,10 +1889,10 @@ def worker_blocks_unknown(study: Study) -> str:
     """Why it is not known here which of ``study``'s workers were blocked where it was first run
     ('' when it is, or ``study`` is no copy of a study bundle): its bundle, or its import, did not
     carry the blocks, so ``BLOCKED_WORKER_RULE`` sees only the blocks made here. Read from the
-    copy's latest bundle import record (as ``scoring.selectors.bundle_scores`` reads it); the bundle
-    export leaves the table out of a copy's bundle then, so a copy of the copy says so too."""
-    summary = (ImportRecord.objects.filter(kind="bundle", summary__study=study.pk)
-               .order_by("-imported_at", "-pk").values_list("summary", flat=True).first())
+    copy's bundle import record (``scoring.selectors.bundle_import_record``); the bundle export
+    leaves the table out of a copy's bundle then, so a copy of the copy says so too."""
+    record = bundle_import_record(study=study)
+    summary = record.summary if record is not None else None
     if not isinstance(summary, dict) or isinstance(summary.get(WORKER_BLOCKS_KEY), int):
         return ""
     return str(summary.get(WORKER_BLOCKS_UNKNOWN_KEY) or WORKER_BLOCKS_IMPORTED_BEFORE)
