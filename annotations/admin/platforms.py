@@ -24,7 +24,6 @@ from django.utils.safestring import mark_safe
 from annotations.admin.actions import BonusForm, post_action, task_ids
 from annotations.admin.core import KEYS_HIDDEN, KeysShownAdmin, ReadOnlyMixin
 from annotations.models import (
-    Assignment,
     Bonus,
     MTurkQualificationType,
     OpenLink,
@@ -37,7 +36,7 @@ from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.selectors.platforms import (
-    assignments_on_hold,
+    study_approve_all_tasks,
     study_bonus_candidates,
     study_dry_runs_shown,
     study_good_work_not_judged,
@@ -168,11 +167,9 @@ class PublicationAdmin(KeysShownAdmin):
             except PlatformError as exc:
                 balance_error = exc.message
         candidates = study_bonus_candidates(study=study)
-        # The tasks "Approve all" names and its form carries (``SHOWN_SUBMITTED``): a click pays these only.
-        submitted_ids = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
-                             .order_by("id").values_list("id", flat=True))
-        submitted = len(submitted_ids)
-        held = assignments_on_hold(study=study).filter(pk__in=submitted_ids).count()
+        # The tasks "Approve all" names, prices and its form carries (``SHOWN_SUBMITTED``): a click pays
+        # these only; those whose rejection is in flight are listed apart (``study_approve_all_tasks``).
+        approve_all = study_approve_all_tasks(study=study)
         link_rows = study_link_rows(study=study)
         keys_shown = may_hand_out_links(user=request.user, study=study)
         refused: dict[str, str] = {}  # each access level read once for the buttons
@@ -198,13 +195,16 @@ class PublicationAdmin(KeysShownAdmin):
             "good_work_not_judged": study_good_work_not_judged(study=study),
             "calls": PlatformCall.objects.filter(study=study).order_by("-created_at")[:50],
             "dry_runs": study_dry_runs_shown(study=study),
-            "submitted": submitted,
-            "submitted_held": held,  # of them, on hold: "Approve all" leaves them out, unpaid
-            "submitted_ids": ",".join(map(str, submitted_ids)),
+            "submitted": len(approve_all.ids),
+            "submitted_held": approve_all.held,  # of them, on hold: "Approve all" leaves them out, unpaid
+            "submitted_ids": ",".join(map(str, approve_all.ids)),
+            # Submitted, a rejection sent and its outcome not recorded: not listed, priced or approved.
+            "submitted_rejecting": approve_all.rejecting,
             "candidate_ids": {kind: ",".join(map(str, ids)) for kind, ids in candidates.items()},
             # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee, work on
-            # hold left out (``assignments_on_hold``: "Approve all" refuses it and names it).
-            "approve_cost": study_cost_and_pay(study=study, n_tasks=submitted - held).estimate,
+            # hold left out (``assignments_on_hold``: "Approve all" refuses it and names it), and work
+            # whose rejection is in flight (not listed at all).
+            "approve_cost": study_cost_and_pay(study=study, n_tasks=approve_all.payable).estimate,
             "live": Publication.objects.filter(study=study, platform=study.platform, dry_run=False,
                                                status__in=[Publication.Status.PUBLISHED,
                                                            Publication.Status.PUBLISHING]).first(),
@@ -330,13 +330,15 @@ def _shown_now(request: HttpRequest, study: Study, field: str, now: list[int]) -
 
 
 def _approve_all(request: HttpRequest, study: Study) -> str:
-    """Approve the submitted tasks the page showed (``SHOWN_SUBMITTED``) that are still submitted:
-    work submitted after the page was loaded waits for the next click, whose page shows it."""
+    """Approve the submitted tasks the page showed (``SHOWN_SUBMITTED``) that are still listed
+    (``study_approve_all_tasks``, the page's own reading): work submitted after the page was loaded
+    waits for the next click, whose page shows it; a shown task whose rejection was sent since is
+    skipped and counted, and the page lists it apart."""
     user = request.user
-    waiting = list(Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
-                   .order_by("id").values_list("id", flat=True))
+    waiting = study_approve_all_tasks(study=study).ids
     shown = _shown_now(request, study, SHOWN_SUBMITTED, waiting)
-    note = shown.note("were no longer waiting for review (approved, rejected or withdrawn)", "were submitted")
+    note = shown.note("were no longer waiting for review (approved, rejected, being rejected or withdrawn)",
+                      "were submitted")
     ids = shown.ids
     if len(ids) > INLINE_LIMIT:
         access_study(user=user, study=study, access=PAY)  # refused now, not only in the task

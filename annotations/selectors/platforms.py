@@ -89,6 +89,62 @@ def review_sent(operation: str) -> Exists:
         status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]))
 
 
+# Each review decision and the contrary one it waits on (``contrary_sent``).
+CONTRARY_DECISION = {PlatformCall.Operation.APPROVE: PlatformCall.Operation.REJECT,
+                     PlatformCall.Operation.REJECT: PlatformCall.Operation.APPROVE}
+
+
+def contrary_sent(operation: str) -> Exists:
+    """For a query of ``Assignment``: whether the decision contrary to ``operation`` (an approval's
+    rejection, a rejection's approval: ``CONTRARY_DECISION``) on the task's platform work was sent
+    from here and is not settled as not applied (``review_sent``: its answer lost, or confirmed and
+    not taken over here yet). The one rule by which a decision waits on the contrary one:
+    ``services.platforms.review._contrary_refusal`` refuses to send it, under the task's row lock;
+    the publish page's "Approve all" lists and prices only the tasks it would not refuse
+    (``study_approve_all_tasks``); and a bonus, which pays as an approval does, waits on a rejection
+    the same way (``assignments_bonusable``)."""
+    return review_sent(CONTRARY_DECISION[operation])
+
+
+@dataclass(frozen=True)
+class ApproveAllTasks:
+    """What the publish page's "Approve all" lists, prices and carries (``study_approve_all_tasks``):
+    ``ids``, the submitted tasks it acts on (the click approves those still among them); ``held``,
+    how many of them sync holds (``assignments_on_hold``: the click refuses and names them, so they
+    are not priced); ``rejecting``, the submitted tasks left out because a rejection of their work
+    was sent and its outcome is not recorded here (``contrary_sent``: an approval would be refused),
+    shown apart so that nothing is hidden."""
+
+    ids: list[int]
+    held: int
+    rejecting: list[int]
+
+    @property
+    def payable(self) -> int:
+        """How many tasks the click pays: those listed and not on hold (what the page prices)."""
+        return len(self.ids) - self.held
+
+
+def study_approve_all_tasks(*, study: Study) -> ApproveAllTasks:
+    """The one reading of what "Approve all" lists and prices on the publish page and what its
+    click takes as still waiting (``admin.platforms._approve_all``): the submitted tasks of
+    ``study`` by id, less those a rejection of which was sent and is not settled
+    (``contrary_sent(APPROVE)``, the rule the approval itself refuses them by: its answer lost, or
+    confirmed and not taken over yet; the next sync settles them), which are listed apart; with how
+    many listed are on hold (``on_hold``). One query."""
+    rows = (Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
+            .annotate(rejecting=contrary_sent(PlatformCall.Operation.APPROVE), held=on_hold("pk"))
+            .order_by("id").values_list("id", "rejecting", "held"))
+    ids, held, rejecting = [], 0, []
+    for pk, is_rejecting, is_held in rows:
+        if is_rejecting:
+            rejecting.append(pk)
+        else:
+            ids.append(pk)
+            held += int(is_held)
+    return ApproveAllTasks(ids=ids, held=held, rejecting=rejecting)
+
+
 # The task statuses a bonus goes to: submitted or approved work (``assignments_bonusable``).
 BONUS_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 
@@ -97,10 +153,11 @@ def assignments_bonusable(*, study: Study | None = None) -> QuerySet[Assignment]
     """The tasks a bonus may go to: the one rule of the publish page's candidates
     (``study_bonus_candidates``), of the payment (``services.platforms.bonus._pay``, read again under
     the task's row lock) and of what a withdrawal waits for (``services.withdrawal``). A task in
-    ``BONUS_STATUSES`` whose work no rejection was sent for (``review_sent``: a rejection on its way,
-    not recorded on the task yet, refuses it too). A hold (``assignments_on_hold``) is checked apart:
-    held work is paid once a researcher clears it."""
-    tasks = Assignment.objects.filter(status__in=BONUS_STATUSES).filter(~review_sent(PlatformCall.Operation.REJECT))
+    ``BONUS_STATUSES`` whose work no rejection was sent for (``contrary_sent``, as an approval waits
+    on one: a rejection on its way, not recorded on the task yet, refuses it too, and the publish
+    page's "Approve all" leaves the same tasks out). A hold (``assignments_on_hold``) is checked
+    apart: held work is paid once a researcher clears it."""
+    tasks = Assignment.objects.filter(status__in=BONUS_STATUSES).filter(~contrary_sent(PlatformCall.Operation.APPROVE))
     return tasks.filter(study=study) if study is not None else tasks
 
 

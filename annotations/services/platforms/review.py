@@ -14,7 +14,13 @@ from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformTransientError, money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.selectors import HOLDING_FLAGS
-from annotations.selectors.platforms import assignments_on_hold, review_key, review_sent
+from annotations.selectors.platforms import (
+    CONTRARY_DECISION,
+    assignments_on_hold,
+    contrary_sent,
+    review_key,
+    review_sent,
+)
 from annotations.services.payments import (
     CallOutcomeUnknown,
     CallSpec,
@@ -161,15 +167,16 @@ def _sent(assignment: Assignment, operation: str) -> bool:
     return Assignment.objects.filter(pk=assignment.pk).filter(review_sent(operation)).exists()
 
 
-# Each review decision and the contrary one it waits on (its operation, and what the message calls it).
-_CONTRARY = {OP.APPROVE: (OP.REJECT, "rejected", "rejection"), OP.REJECT: (OP.APPROVE, "approved", "approval")}
+# What a refusal calls the contrary decision a review decision waits on (``CONTRARY_DECISION``).
+_CONTRARY_WORDS = {OP.REJECT: ("rejected", "rejection"), OP.APPROVE: ("approved", "approval")}
 
 
 def _contrary_refusal(assignment: Assignment, *, operation: str) -> str:
     """Why the approval or rejection (``operation``) of ``assignment`` must not be sent, "" when it
     may: the contrary decision on its work was sent from here and is not settled as not applied
-    (``_sent``: its answer lost, or confirmed), read under the task's row lock (``release.lock``),
-    which it takes. A rejection whose answer was lost leaves the task submitted, and an approval sent
+    (``selectors.platforms.contrary_sent``: its answer lost, or confirmed; the rule the publish
+    page's "Approve all" lists by too), read under the task's row lock (``release.lock``), which it
+    takes. A rejection whose answer was lost leaves the task submitted, and an approval sent
     then would override it and pay the reward (the platform takes it while the rejection is not
     applied); a rejection after a lost approval would refuse work the platform may have paid. Once
     sync settles the lost call as not applied (``failed``), the other decision may be sent; settled
@@ -178,12 +185,13 @@ def _contrary_refusal(assignment: Assignment, *, operation: str) -> str:
     refusal before any call is recorded), then as its call's ``guard``, in the transaction that
     marks the call sent (``platform_call_execute``: the call's row, then the task's), so that of an
     approval and a rejection sent at once the second, waiting on the task's lock, sees the first."""
-    contrary, state, noun = _CONTRARY[operation]
+    contrary = CONTRARY_DECISION[operation]
+    state, noun = _CONTRARY_WORDS[contrary]
     try:
         locked = lock(assignment)
     except Assignment.DoesNotExist:
         return f"assignment {assignment.pk} no longer exists (its worker withdrew or it was deleted): nothing was sent"
-    if not _sent(locked, contrary):
+    if not Assignment.objects.filter(pk=locked.pk).filter(contrary_sent(operation)).exists():
         return ""
     name = assignment_platform(assignment)
     confirmed = PlatformCall.objects.filter(idempotency_key=review_key(name, contrary, assignment),
