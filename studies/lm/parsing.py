@@ -121,11 +121,16 @@ _YES_NO_OTHER = r"(?:[,;:(/]|\b(?:and|or|but|actually)\b)\W*(?:(?:and|or|but|act
 
 def _yes_no_stands(text: str) -> bool:
     """Whether, after a preamble, the yes/no word opening ``text`` is the answer (see above)."""
-    if not _YES_NO_STANDS.match(text):
+    return bool(_YES_NO_STANDS.match(text)) and not _names_other_word(text, _yes_no_word(text))
+
+
+def _names_other_word(text: str, word: str | None) -> bool:
+    """Whether a reply opening with the yes/no ``word`` then names the other one ("Yes, but actually
+    no", "No; yes in winter", "Yes and no"), with or without a preamble: it says neither."""
+    if word is None:
         return False
-    word = _yes_no_word(text)
     other = "|".join(_NO if word == "yes" else _YES)
-    return re.search(_YES_NO_OTHER.format(words=other), text, flags=re.IGNORECASE) is None
+    return re.search(_YES_NO_OTHER.format(words=other), text, flags=re.IGNORECASE) is not None
 
 
 def _lists_other_label(rest: str, label: str, others: list[str]) -> bool:
@@ -185,7 +190,8 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     reply without markdown emphasis, one leading answer preamble ("Answer:", "The correct answer is")
     or a final full stop, so "**The answer is (B).**" is b and "The answer is not clear" is None;
     after a preamble, a yes/no word not followed by the end, punctuation or its reasons ("The answer
-    is no one knows"), or followed by the other word ("yes, but actually no"), is None. A
+    is no one knows"), is None; so is a yes/no word followed by the other ("yes, but actually no",
+    with or without a preamble). A
     reply that is exactly an option's text, or opens with a longer option's whole text ("B and D
     because ..." where "B and D" is option a), is read by the option texts, not as a label."""
     raw_norm = _norm(text)
@@ -196,7 +202,8 @@ def match_answer(text: str, item: PromptItem) -> str | None:
     if item.is_yes_no:
         if preamble and not _yes_no_stands(text):
             return None
-        return _yes_no_word(text)
+        word = _yes_no_word(text)
+        return None if _names_other_word(text, word) else word
     options = [(label, _norm(choice)) for label, choice in item.choices]
     options = [(label, choice) for label, choice in options if choice]
     exact = [label for label, choice in options if choice in (norm, raw_norm)]

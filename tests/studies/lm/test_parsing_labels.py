@@ -231,6 +231,21 @@ def test_after_a_preamble_a_yes_no_word_must_stand_as_the_answer(raw, label):
     assert (parsed.answer if parsed else None) == label
 
 
+@pytest.mark.parametrize("raw, label", [
+    # without a preamble too, a yes/no word followed by the other says neither
+    ("Yes, but actually no", None), ("yes and no", None), ("No; yes in winter", None), ("True, or false", None),
+    ("**Yes**, but actually **no**.", None),
+    # the other word inside the reasons, or no other word, leaves the answer as it is
+    ("Yes, because no sunlight reaches it", "yes"), ("No, because it is not.", "no"), ("Yes", "yes"),
+])
+def test_a_yes_no_word_taken_back_by_the_other_is_a_failure_without_a_preamble(raw, label):
+    # Before, "Yes, but actually no" was read as yes: a guess counted in accuracy.
+    parsed = parsing.parse_causal_answer(raw, YN)
+    assert (parsed.answer if parsed else None) == label
+    t5 = parsing.parse_t5_answer(f"<extra_id_0> {raw} <extra_id_1>", YN)
+    assert (t5.answer if t5 else None) == label
+
+
 @pytest.mark.parametrize("answer, label", [
     # a label taken back by a later one is a failure, not the first label named
     ("B. Actually C", None), ("B. The answer is C.", None), ("B, or maybe C", None), ("B, I mean C", None),
