@@ -699,21 +699,37 @@ def other_readings(units: pd.DataFrame, annotations: pd.DataFrame, keep: dict[st
 
 
 # Which bundle size relative consistency is computed on when bundles differ in size (RC, SPEC
-# section 5, is defined for bundles of one size): said in the results next to the figure.
+# section 5, is defined for bundles of one size): said in the results next to the figure. SPEC's
+# RC is for bundles of 2 or more (its formula is for size 2, then size k): a bundle of one instance
+# is consistent exactly when it is right, so consistency is accuracy there and RC is 1 by
+# definition. Sizes of 1 are not considered; with no larger bundle RC is not given and the reason
+# is named (``rc_degenerate``), as U's cells of constant utility are (``theils_u_degenerate``).
+RC_ONE_INSTANCE = "one_instance_bundles"
 RC_SIZE_RULE = ("the most common bundle size; between sizes equally common, the largest (the most instances); "
+                "sizes of 1 are not considered (a bundle of one instance is consistent exactly when it is right, "
+                "so its relative consistency is 1 by definition), and with no bundle of 2 or more instances "
+                "relative consistency is not given (rc_degenerate: one_instance_bundles); "
                 "every size's relative consistency is given as well (rc_by_bundle_size)")
 
 
-def rc_bundle_size(sizes: pd.Series) -> int:
-    """The bundle size RC is computed on (``RC_SIZE_RULE``) from each bundle's size."""
-    counts = sizes.value_counts()
+def rc_bundle_size(sizes: pd.Series) -> int | None:
+    """The bundle size RC is computed on (``RC_SIZE_RULE``) from each bundle's size: among sizes of
+    2 or more; None when every bundle has one instance."""
+    counts = sizes[sizes >= 2].value_counts()
+    if counts.empty:
+        return None
     return int(max(counts.index[counts == counts.max()]))
 
 
 def _rc_figures(n: int, a: int, c: int, k: int) -> dict:
     """Accuracy, consistency and RC of ``n`` bundles of size ``k`` with ``a`` correct instances and
-    ``c`` consistent bundles; an infeasible input (never for counted data) keeps its message."""
+    ``c`` consistent bundles; an infeasible input (never for counted data) keeps its message. At
+    size 1 RC is 1 by definition: not given, ``rc_degenerate`` says why (``RC_ONE_INSTANCE``)."""
     out = {"n_bundles": n, "accuracy": a / (n * k), "consistency": c / n}
+    if k == 1:
+        out["relative_consistency"] = None
+        out["rc_degenerate"] = RC_ONE_INSTANCE
+        return out
     try:
         out["relative_consistency"] = metrics.relative_consistency(n, a, c, bundle_size=k)
     except ValueError as exc:
@@ -729,7 +745,9 @@ def bundle_consistency(correct: pd.Series, bundle: pd.Series) -> dict:
     the bundles of one size, chosen by ``RC_SIZE_RULE`` (``rc_size_rule``), and says so: that
     subset's ``rc_bundle_size``, ``rc_n_bundles``, ``rc_accuracy`` and ``rc_consistency`` (the
     figures RC is relative to; ``accuracy`` and ``consistency`` cover every bundle), and
-    ``rc_by_bundle_size``: the same figures for every size."""
+    ``rc_by_bundle_size``: the same figures for every size. Bundles of one instance are not
+    considered (their RC is 1 by definition): when every bundle has one, ``relative_consistency``
+    and the subset's figures are None and ``rc_degenerate`` is ``RC_ONE_INSTANCE``."""
     df = pd.DataFrame({"correct": correct.astype(bool).to_numpy(), "bundle": bundle.to_numpy()})
     if df.empty:
         return {"n_bundles": 0, "consistency": None, "relative_consistency": None}
@@ -742,22 +760,28 @@ def bundle_consistency(correct: pd.Series, bundle: pd.Series) -> dict:
     }
     by_size = {int(size): _rc_figures(len(same), int(same["sum"].sum()), int((same["sum"] == size).sum()), int(size))
                for size, same in g.groupby("size", sort=True)}
+    out["rc_size_rule"] = RC_SIZE_RULE
+    out["rc_by_bundle_size"] = {str(s): v for s, v in by_size.items()}
     k = rc_bundle_size(g["size"])
+    if k is None:
+        out.update(rc_bundle_size=None, rc_n_bundles=None, rc_accuracy=None, rc_consistency=None,
+                   relative_consistency=None, rc_degenerate=RC_ONE_INSTANCE)
+        return out
     chosen = by_size[k]
     out["rc_bundle_size"] = k
     out["rc_n_bundles"] = chosen["n_bundles"]
     out["rc_accuracy"] = chosen["accuracy"]
     out["rc_consistency"] = chosen["consistency"]
-    out["rc_size_rule"] = RC_SIZE_RULE
     if len(by_size) > 1:
         sizes = ", ".join(f"{v['n_bundles']} of size {s}" for s, v in by_size.items())
         out["rc_note"] = (
             f"Bundle sizes differ ({sizes}); "
             f"relative consistency is computed over the {chosen['n_bundles']} bundles of size {k} "
-            f"(accuracy {chosen['accuracy']:.3f}, consistency {chosen['consistency']:.3f} there)."
+            f"(accuracy {chosen['accuracy']:.3f}, consistency {chosen['consistency']:.3f} there)"
+            + ("; bundles of size 1 are not considered (their relative consistency is 1 by definition)."
+               if 1 in by_size else ".")
         )
     out["relative_consistency"] = chosen["relative_consistency"]
     if "rc_note" in chosen:  # cannot happen for counted data; keep the message if it does
         out["rc_note"] = chosen["rc_note"]
-    out["rc_by_bundle_size"] = {str(s): v for s, v in by_size.items()}
     return out

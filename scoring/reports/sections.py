@@ -18,7 +18,7 @@ from annotations.models import Unit
 from scoring import plots
 from scoring.metrics import theils_u
 from scoring.metrics.labels import PLURALITY, STRICT_MAJORITY
-from scoring.metrics.pipeline import THEILS_U_FEWER_THAN_2, THEILS_U_UTILITY_CONSTANT
+from scoring.metrics.pipeline import RC_ONE_INSTANCE, THEILS_U_FEWER_THAN_2, THEILS_U_UTILITY_CONSTANT
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
@@ -452,9 +452,17 @@ def _generalization_reading_text(gen: dict) -> str:
     if consistency:
         before, after = consistency.get("before") or {}, consistency.get("after") or {}
         text += (f"; consistency over an item's questions before {_fmt(before.get('consistency'))}, after "
-                 f"{_fmt(after.get('consistency'))} (relative consistency before "
-                 f"{_fmt(before.get('relative_consistency'))}, after {_fmt(after.get('relative_consistency'))})")
+                 f"{_fmt(after.get('consistency'))} (relative consistency before {_rc_fmt(before)}, after "
+                 f"{_rc_fmt(after)})")
     return text
+
+
+def _rc_fmt(figures: dict) -> str:
+    """A relative consistency in words: the figure, or n/a with why when it is not given
+    (``rc_degenerate``, ``RC_DEGENERATE_TEXT``)."""
+    if figures.get("rc_degenerate"):
+        return f"n/a, {rc_degenerate_text(figures)}"
+    return _fmt(figures.get("relative_consistency"))
 
 
 def _kind(results: dict) -> str:
@@ -1164,10 +1172,12 @@ def consistency_section(results: dict) -> Section:
                          "accuracy": r.get("accuracy"), "consistency": r.get("consistency"),
                          "relative_consistency": r.get("relative_consistency"), "rc_bundle_size": r.get("rc_bundle_size"),
                          "rc_n": r.get("rc_n_bundles"), "rc_accuracy": r.get("rc_accuracy"),
-                         "rc_consistency": r.get("rc_consistency"), "note": r.get("rc_note", "")})
+                         "rc_consistency": r.get("rc_consistency"),
+                         "note": rc_degenerate_text(r) or r.get("rc_note", "")})
             sizes = r.get("rc_by_bundle_size") or {}
             if len(sizes) > 1:
-                by_size += [{"bundles": name, "step": step, "size": int(size), **figures}
+                by_size += [{"bundles": name, "step": step, "size": int(size), **figures,
+                             "note": rc_degenerate_text(figures, per_size=True)}
                             for size, figures in sorted(sizes.items(), key=lambda kv: int(kv[0]))]
     columns = [Column("bundles", "Bundles"), Column("step", "Answer"), Column("n", "Bundles (n)", "int"),
                Column("accuracy", "Accuracy", "float"), Column("consistency", "Consistency", "float"),
@@ -1182,11 +1192,50 @@ def consistency_section(results: dict) -> Section:
             [Column("bundles", "Bundles"), Column("step", "Answer"), Column("size", "Bundle size", "int"),
              Column("n_bundles", "Bundles (n)", "int"), Column("accuracy", "Accuracy", "float"),
              Column("consistency", "Consistency", "float"), Column("relative_consistency", "Relative consistency",
-                                                                  "float")], by_size))
+                                                                  "float"), Column("note", "Note")], by_size))
     section.notes.append("Relative consistency: the probability that a model of the same accuracy is at most this "
                          "consistent (1 is the most consistency that accuracy allows).")
     section.notes += consistency_notes(consistency)
+    section.notes += rc_degenerate_notes(consistency)
     return section
+
+
+# Why a relative consistency is not given (results.json ``rc_degenerate``, ``pipeline.bundle_consistency``):
+# the whole figure (every bundle has one instance) and a row of the per-size table (bundles of size 1).
+RC_DEGENERATE_TEXT = {
+    RC_ONE_INSTANCE: "every bundle has one instance: consistency is accuracy there and relative consistency would be "
+                     "1 by definition, so it is not given",
+}
+RC_DEGENERATE_SIZE_TEXT = {
+    RC_ONE_INSTANCE: "bundles of one instance: relative consistency would be 1 by definition, so it is not given "
+                     "and not considered",
+}
+
+
+def rc_degenerate_text(figures: dict, *, per_size: bool = False) -> str:
+    """Why ``figures``' relative consistency (one step's, or one bundle size's with ``per_size``) is
+    not given, in words; "" when it is (or when the run is from before the reason was recorded)."""
+    why = figures.get("rc_degenerate")
+    if not why:
+        return ""
+    return (RC_DEGENERATE_SIZE_TEXT if per_size else RC_DEGENERATE_TEXT).get(why, str(why))
+
+
+def rc_degenerate_notes(consistency: dict) -> list[str]:
+    """A note per kind of bundle whose relative consistency is not given before or after
+    (``rc_degenerate``), naming the steps and why."""
+    notes = []
+    for bundle, entry in consistency.items():
+        readings = [(bundle.replace("_", " "), entry)]
+        other = (entry.get("incomplete_bundles") or {}).get(BUNDLE_INCOMPLETE_NOT_CONSISTENT) or {}
+        if other:
+            readings.append((f"{bundle.replace('_', ' ')} (incomplete bundles not consistent)", other))
+        for name, figures in readings:
+            steps = [step for step in STEPS if (figures.get(step) or {}).get("rc_degenerate")]
+            if steps:
+                notes.append(f"Relative consistency of \"{name}\" ({', '.join(steps)}): "
+                             f"{rc_degenerate_text(figures[steps[0]])}.")
+    return notes
 
 
 def consistency_notes(consistency: dict) -> list[str]:
