@@ -26,6 +26,11 @@ The rules (the README's "Security model" says the same):
   transaction as the participant it made, and the task it gave is recorded on it, so a retried
   form gets the same task. A form that was refused gets no trust from being sent again. (The
   nonce is bound to the browser that loaded the landing page: ``annotations.views.entry``.)
+- A consent of a worker who withdrew from the study (``withdrawal.participant_withdraw``) or is
+  blocked in it stores nothing (no receipt, no platform binding) and is refused as their start is
+  (``ParticipantBlocked``), also when it races the withdrawal: it locks the worker's row before
+  anything else of theirs (``participants.participant_lock``, in the withdrawal's order), so a
+  withdrawal either committed before and is seen, or waits and erases what the consent stored.
 - A consent form agrees to the text its page showed: it carries that text's SHA-256, which the
   receipt records. A form whose hash is not the study's consent as it reads now is refused
   before anything is made (``ConsentChanged``), unless it is a retry of a form that already gave
@@ -69,8 +74,16 @@ from annotations.models import (
     QualificationGrant,
 )
 from annotations.selectors import entry as selectors_entry
+from annotations.selectors import participant_blocked
 from annotations.services.assignment import assignment_start, platform_assignment_check
-from annotations.services.errors import ConsentChanged, NotQualified, PlatformAssignmentTaken, TaskInProgress
+from annotations.services.errors import (
+    AnnotationError,
+    ConsentChanged,
+    NotQualified,
+    ParticipantBlocked,
+    PlatformAssignmentTaken,
+    TaskInProgress,
+)
 from annotations.services.impostor import (
     NO_CLIENT,
     grant_for_retake,
@@ -79,10 +92,12 @@ from annotations.services.impostor import (
     impostor_task_end,
 )
 from annotations.services.participants import (
+    NOT_AVAILABLE,
     OTHER_TASK_IN_PROGRESS,
     identity_unauthenticated,
     open_link_check,
     open_link_join,
+    participant_lock,
     task_started_in_browser,
 )
 from studies.models import Study
@@ -142,23 +157,6 @@ def consent_text_sha256(study: Study) -> str:
     return hashlib.sha256(study.consent_text.encode("utf-8")).hexdigest()
 
 
-def consent_receipt_take(*, key: str, study: Study, participant: Callable[[], Participant],
-                         consent_sha256: str) -> ConsentReceipt:
-    """The receipt of the consent form with nonce ``key``, agreeing to the consent text of hash
-    ``consent_sha256``: made the first time, when ``participant()`` is called to find or create who
-    consents (in this transaction, so a refusal it raises leaves nothing behind); the same receipt
-    for every retry of that form."""
-    existing = ConsentReceipt.objects.select_related("participant").filter(key=key).first()
-    if existing is not None:
-        return existing
-    try:
-        with transaction.atomic():
-            return ConsentReceipt.objects.create(key=key, study=study, participant=participant(),
-                                                 consent_sha256=consent_sha256)
-    except IntegrityError:  # the same form, sent twice at once: the first one made the receipt
-        return ConsentReceipt.objects.select_related("participant").get(key=key)
-
-
 def consent_given(*, key: str, study: Study) -> Assignment | None:
     """The task the consent form with nonce ``key`` already gave in ``study`` (a retry of a form
     whose response was lost), or None: a closed study answers a retried form with it, as an open
@@ -209,10 +207,11 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
     browser's landing page), which agreed to the consent text of hash ``consent_sha256`` (64
     lowercase hex digits, checked by the caller). A hash that is not the study's consent as it
     reads now (``consent_text_sha256``) raises ``ConsentChanged`` before anything is made, unless
-    the form already gave its task (``consent_given``: a retry, answered as before). Else its
-    receipt, recording the hash (``consent_receipt_take``), then, holding the receipt's row lock,
-    the task it gave before, or the one ``assignment_enter`` decides now, recorded on the receipt
-    in the same transaction. So a copy of the form sent meanwhile waits and gets the same task,
+    the form already gave its task (``consent_given``: a retry, answered as before). Else, the
+    first time, its receipt, recording the hash, and the task ``assignment_enter`` decides, recorded
+    on it, in the transaction that made the participant (``_consent_first``); a form sent again,
+    holding the worker's and then the receipt's row lock, the task it gave before, or the one decided
+    now (``_consent_decide``). So a copy of the form sent meanwhile waits and gets the same task,
     and a form that was refused is decided afresh when sent again: it proves no more than the
     cookie it comes with (``held_task_id``). A worker who came through ``open_link`` takes its
     place with the new task, in this transaction (``assignment_enter``). A refusal because the
@@ -238,12 +237,20 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
         if given is not None:
             return given
         raise ConsentChanged(CONSENT_CHANGED)
-    receipt = consent_receipt_take(key=key, study=study, participant=participant,
-                                   consent_sha256=consent_sha256)
-    decide = {"receipt": receipt, "study": study, "refs": refs, "held_task_id": held_task_id,
-              "completion_code": completion_code, "link": link, "open_link": open_link, "landed_at": landed_at}
+    decide = {"study": study, "refs": refs, "held_task_id": held_task_id, "completion_code": completion_code,
+              "link": link, "open_link": open_link, "landed_at": landed_at}
+    receipt = ConsentReceipt.objects.select_related("participant").filter(key=key).first()
+    first = None if receipt is not None else _consent_first(
+        key=key, participant=participant, consent_sha256=consent_sha256, **decide)
+    if receipt is None and first is None:  # the same form, sent twice at once: the first one made the receipt
+        receipt = ConsentReceipt.objects.select_related("participant").get(key=key)
     try:
-        return _consent_decide(**decide)
+        if first is None:
+            return _consent_decide(receipt=receipt, **decide)
+        receipt, given, refused = first
+        if refused is not None:
+            raise refused
+        return given
     except TaskHeldElsewhere as refusal:  # that transaction is over: no lock is held while Prolific is asked
         if not impostor_task_end(study=study, participant=receipt.participant, task=refusal.active,
                                  platform_assignment_id=refs.assignment_id, client=client):
@@ -252,39 +259,97 @@ def consent_take(*, key: str, study: Study, consent_sha256: str, participant: Ca
         if identity_unauthenticated(receipt.participant):  # or taken in a task another browser holds
             retake = grant_for_retake(study=study, participant=receipt.participant, held_task_id=held_task_id,
                                       refusal=refusal)
-            return _consent_decide(**decide, retake=retake)
+            return _consent_decide(receipt=receipt, **decide, retake=retake)
         if not impostor_grant_void(study=study, participant=receipt.participant,
                                    platform_assignment_id=refs.assignment_id, held_task_id=held_task_id,
                                    client=client):
             raise
-    return _consent_decide(**decide)
+    return _consent_decide(receipt=receipt, **decide)
+
+
+def _consent_first(*, key: str, study: Study, participant: Callable[[], Participant], consent_sha256: str,
+                   link: ParticipantLink | None, **decide) -> tuple[ConsentReceipt, Assignment | None,
+                                                                    AnnotationError | None] | None:
+    """The first sending of the consent form with nonce ``key``: in one transaction, ``participant()``
+    finds or creates who consents, their row is locked (``participant_lock``, before anything of theirs
+    is read or written: the first lock a withdrawal takes, ``withdrawal.participant_withdraw``; a
+    single-person link's participant before the link's row, which the withdrawal updates after it),
+    the receipt is made, recording the hash, and the decision (``_consent_enter``) is taken in a
+    savepoint: (receipt, task, None), or (receipt, None, the refusal) for a refused start, whose
+    receipt stays (the form is decided afresh when sent again). A worker who withdrew from the study
+    or is blocked in it keeps nothing: the start refuses them (``assignment_start``, under the same
+    lock), and so does any other refusal of theirs (``participant_blocked``, read under the lock),
+    with ``ParticipantBlocked``, raised here so that the receipt, the participant and their platform
+    binding made by ``participant()`` are not stored. A withdrawal that locked the worker first
+    commits before the lock is granted, and every statement after it sees that; one that comes
+    after waits for this transaction and erases what it stored. None when the same form, sent at
+    the same moment, made the receipt first (nothing of this call is kept)."""
+    try:
+        with transaction.atomic():
+            if link is not None and link.participant_id is not None:  # its participant first, then its row
+                participant_lock(link.participant_id)
+            person = participant()
+            participant_lock(person.pk)
+            receipt = ConsentReceipt.objects.create(key=key, study=study, participant=person,
+                                                    consent_sha256=consent_sha256)
+            try:
+                with transaction.atomic():
+                    return receipt, _consent_enter(receipt=receipt, study=study, link=link, **decide), None
+            except ParticipantBlocked:
+                raise
+            except AnnotationError as refusal:
+                if participant_blocked(participant=person, study=study, lock=True):
+                    raise ParticipantBlocked(NOT_AVAILABLE) from refusal
+                return receipt, None, refusal
+    except IntegrityError:
+        if not ConsentReceipt.objects.filter(key=key).exists():
+            raise
+        return None
 
 
 def _consent_decide(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs, held_task_id: int | None,
                     completion_code: str, link: ParticipantLink | None, open_link: OpenLink | None,
                     retake: QualificationGrant | None = None, landed_at: datetime | None = None) -> Assignment:
-    """``consent_take``'s decision, in one transaction holding the receipt's row lock: the task the
-    form gave before, or the one ``assignment_enter`` decides now, recorded on the receipt. With
-    ``retake`` (a failed qualification grant ``impostor.grant_for_retake`` found this browser may set
-    aside), the new task is started with that attempt set aside (``impostor.grant_retake_start``), in
-    this transaction: a refusal leaves the grant as it was."""
+    """``consent_take``'s decision for a form whose receipt was made before (sent again, or
+    decided again after an impostor check), in one transaction holding the worker's row lock
+    (``participant_lock``, taken first, as a withdrawal takes it) and then the receipt's: the task
+    the form gave before, or the one ``assignment_enter`` decides now, recorded on the receipt
+    (``_consent_enter``). A receipt gone when the locks are granted was erased by the worker's
+    withdrawal: ``ParticipantBlocked``, the words a start refuses them with. With ``retake`` (a
+    failed qualification grant ``impostor.grant_for_retake`` found this browser may set aside),
+    the new task is started with that attempt set aside (``impostor.grant_retake_start``), in this
+    transaction: a refusal leaves the grant as it was."""
     with transaction.atomic():
+        participant_lock(receipt.participant_id)
         # The row alone (a joined row would be read as it was before the wait for the lock).
-        locked = ConsentReceipt.objects.select_for_update().only("assignment_id").get(pk=receipt.pk)
+        locked = ConsentReceipt.objects.select_for_update().only("assignment_id").filter(pk=receipt.pk).first()
+        if locked is None:  # erased by a withdrawal that committed while this waited
+            raise ParticipantBlocked(NOT_AVAILABLE)
         if locked.assignment_id is not None:
             return Assignment.objects.get(pk=locked.assignment_id)
+        return _consent_enter(receipt=receipt, study=study, refs=refs, held_task_id=held_task_id,
+                              completion_code=completion_code, link=link, open_link=open_link, retake=retake,
+                              landed_at=landed_at)
 
-        def enter() -> Assignment:
-            return assignment_enter(study=study, participant=receipt.participant, refs=refs,
-                                    held_task_id=held_task_id, completion_code=completion_code, link=link,
-                                    open_link=open_link, landed_at=landed_at)
 
-        if retake is None:
-            assignment = enter()
-        else:
-            assignment = grant_retake_start(study=study, participant=receipt.participant, grant=retake, start=enter)
-        ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
-        return assignment
+def _consent_enter(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs, held_task_id: int | None,
+                   completion_code: str, link: ParticipantLink | None, open_link: OpenLink | None,
+                   retake: QualificationGrant | None = None, landed_at: datetime | None = None) -> Assignment:
+    """The task ``assignment_enter`` decides for the form of ``receipt`` (with ``retake``: started
+    with that failed attempt set aside, ``impostor.grant_retake_start``), recorded on the receipt.
+    Call in the transaction that holds the worker's row lock (``_consent_first``, ``_consent_decide``)."""
+
+    def enter() -> Assignment:
+        return assignment_enter(study=study, participant=receipt.participant, refs=refs,
+                                held_task_id=held_task_id, completion_code=completion_code, link=link,
+                                open_link=open_link, landed_at=landed_at)
+
+    if retake is None:
+        assignment = enter()
+    else:
+        assignment = grant_retake_start(study=study, participant=receipt.participant, grant=retake, start=enter)
+    ConsentReceipt.objects.filter(pk=receipt.pk).update(assignment=assignment)
+    return assignment
 
 
 def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,

@@ -101,6 +101,17 @@ def participant_get_or_create(*, platform: str, external_id: str) -> Participant
         return Participant.objects.get(platform=platform, external_id=external_id)
 
 
+def participant_lock(participant_id: int) -> None:
+    """Lock the worker's ``Participant`` row until the transaction ends, ``FOR NO KEY UPDATE``
+    (PostgreSQL; SQLite serialises writes), the lock a start takes (``selectors.participant_blocked``,
+    ``lock``): it waits for a withdrawal that locked the worker first (``FOR UPDATE``, its first lock:
+    ``withdrawal.participant_withdraw``), and a statement begun after it sees what that withdrawal
+    committed (its ``Withdrawal``, their receipts and bindings gone); a withdrawal that comes after
+    waits for this transaction. Take it before anything else of the worker is locked, read or
+    written (a consent: ``services.entry``), in the withdrawal's order. One statement."""
+    list(Participant.objects.select_for_update(no_key=True).filter(pk=participant_id).values_list("pk"))
+
+
 def imported_worker_id(study_id: int, pseudonym: str) -> str:
     """The ``external_id`` of the participant a bundle's worker ``pseudonym`` becomes in the study
     ``study_id`` imported from it (``scoring.services.bundle.importing``): ``bundle-<study id>:<pseudonym>``.
