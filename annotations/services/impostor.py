@@ -107,9 +107,15 @@ from django.utils import timezone
 from annotations.models import Assignment, Participant, QualificationGrant
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError, PlatformNotFound
+from annotations.selectors import participant_blocked
 from annotations.selectors.platforms import study_platform_task_ids
-from annotations.services.errors import NotQualified
-from annotations.services.participants import RETAKES_MAX, failed_grant_refuses_browser, retakes_used
+from annotations.services.errors import NotQualified, ParticipantBlocked
+from annotations.services.participants import (
+    NOT_AVAILABLE,
+    RETAKES_MAX,
+    failed_grant_refuses_browser,
+    retakes_used,
+)
 from annotations.services.release import assignments_end_in_progress, deadline_passed
 from studies.models import Platform, Study
 
@@ -262,7 +268,17 @@ def grant_retake_start(*, study: Study, participant: Participant, grant: Qualifi
     graded (that task expired or was returned) is not recorded twice: its retake becomes the new
     task. A grant that changed meanwhile (another entry set it aside) is left alone: the start
     decides. The task the attempt was taken in keeps its status (returned) and no mark: who took it
-    is unknown."""
+    is unknown.
+
+    The worker's row is locked first (``selectors.participant_blocked``, ``lock``, as the start
+    itself locks it), before the grant is touched: a withdrawal (``withdrawal.participant_withdraw``)
+    locks that row ``FOR UPDATE`` and only then deletes the worker's grants, so a retake that held
+    the grant while it waited for the row deadlocked with it on PostgreSQL. Now one waits for the
+    other: a withdrawal that locked first makes the retake wait and then refuse it
+    (``ParticipantBlocked``, the start's refusal of a blocked or withdrawn worker), nothing set
+    aside; one that comes after waits and erases the retake's task and grant."""
+    if participant_blocked(participant=participant, study=study, lock=True):
+        raise ParticipantBlocked(NOT_AVAILABLE)
     taken_in = grant.assignment_id
     deleted, _by_model = QualificationGrant.objects.filter(pk=grant.pk, passed=False, assignment_id=taken_in).delete()
     task = start()
