@@ -15,7 +15,7 @@ import datetime as dt
 import io
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from urllib.parse import urljoin, urlsplit
 
@@ -52,10 +52,10 @@ REJECTION_CATEGORIES = [
     "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
 ]
 MIN_REJECTION_MESSAGE = 100
-# A study's submissions listing is read page by page (``_links.next``): at most this many pages
-# (the count its first page states needs, plus PAGE_MARGIN), so a listing whose next link never
-# ends cannot hold the sync task forever.
-MAX_SUBMISSION_PAGES = 1000
+# A listing (a study's submissions, the studies) is read page by page (``_links.next``,
+# ``ProlificPlatform._pages``): at most this many pages (the count its first page states needs,
+# plus PAGE_MARGIN), so a listing whose next link never ends cannot hold a task forever.
+MAX_LISTING_PAGES = 1000
 PAGE_MARGIN = 5
 STATUS_MAP = {
     "AWAITING REVIEW": "submitted",
@@ -153,6 +153,34 @@ class ProlificPlatform(CrowdPlatform):
                                 response=body if isinstance(body, dict) else {"body": body})
         return body if isinstance(body, dict) else {"results": body}
 
+    def _pages(self, path: str, *, what: str) -> Iterator[list[dict]]:
+        """The ``results`` of each page of the listing at ``path`` (``what`` names it in errors),
+        following each answer's ``_links.next``: a link relative to the page it came from is
+        resolved as a browser would, and every address is held to the API's own by ``_url``. A next
+        page already given, or more pages than the first page's ``meta.count`` needs plus
+        ``PAGE_MARGIN`` (``_page_limit``, at most ``MAX_LISTING_PAGES``), is a ``PlatformError``:
+        the listing was not read to its end."""
+        fetched: set[str] = set()
+        limit = MAX_LISTING_PAGES
+        next_path: str | None = path
+        while next_path:
+            url = self._url(next_path)
+            if url in fetched:
+                raise PlatformError(f"Prolific listed {what} with a next page it had already given "
+                                    f"({url[:200]}): the listing was not read to its end")
+            if len(fetched) >= limit:
+                raise PlatformError(f"Prolific listed {what} over more than {limit} pages (the pages its count "
+                                    "needs plus a margin, at most MAX_LISTING_PAGES): the listing was not read "
+                                    "to its end")
+            fetched.add(url)
+            body = self._request("GET", url)
+            results = body.get("results", [])
+            if len(fetched) == 1:
+                limit = _page_limit(body, page_size=len(results))
+            yield results
+            link = ((body.get("_links") or {}).get("next") or {}).get("href") or None
+            next_path = urljoin(url, link) if link else None
+
     # -- estimates ------------------------------------------------------------------------
     def estimate_cost(self, *, spec_reward: Decimal, n_tasks: int, max_assignments_per_hit: int = 9) -> CostEstimate:
         reward = money(spec_reward)
@@ -203,12 +231,15 @@ class ProlificPlatform(CrowdPlatform):
         return self._request("GET", f"studies/{study_id}/")
 
     def find_study(self, *, internal_name: str) -> PublishedTask | None:
-        """Reconciliation: a draft created before a crash, found by the token we put in internal_name."""
-        body = self._request("GET", "studies/")
-        for study in body.get("results", []):
-            if study.get("internal_name") == internal_name:
-                return PublishedTask(external_id=study["id"], recovered=True,
-                                     response={"id": study["id"], "status": study.get("status", "")})
+        """Reconciliation: a draft created before a crash, found by the token we put in internal_name.
+        Every page of the studies listing is read (``_pages``) until it is found: None only where
+        the whole listing was read without it; a listing that cannot be read to its end is a
+        ``PlatformError`` (cannot tell), never "not created"."""
+        for results in self._pages("studies/", what="the studies"):
+            for study in results:
+                if study.get("internal_name") == internal_name:
+                    return PublishedTask(external_id=study["id"], recovered=True,
+                                         response={"id": study["id"], "status": study.get("status", "")})
         return None
 
     def publish(self, *, spec: TaskSpec, index: int = 0, max_assignments: int = 0) -> PublishedTask:
@@ -226,23 +257,8 @@ class ProlificPlatform(CrowdPlatform):
             study_id = entry.get("study_id")
             if not study_id:
                 continue
-            path: str | None = f"studies/{study_id}/submissions/"
-            fetched: set[str] = set()
-            limit = MAX_SUBMISSION_PAGES
-            while path:
-                url = self._url(path)
-                if url in fetched:
-                    raise PlatformError(f"Prolific listed the submissions of study {study_id} with a next page it had "
-                                        f"already given ({url[:200]}): the listing was not read to its end")
-                if len(fetched) >= limit:
-                    raise PlatformError(f"Prolific listed the submissions of study {study_id} over more than {limit} "
-                                        "pages (the pages its count needs plus a margin, at most MAX_SUBMISSION_PAGES): the "
-                                        "listing was not read to its end")
-                fetched.add(url)
-                body = self._request("GET", url)
-                results = body.get("results", [])
-                if len(fetched) == 1:
-                    limit = _page_limit(body, page_size=len(results))
+            for results in self._pages(f"studies/{study_id}/submissions/",
+                                       what=f"the submissions of study {study_id}"):
                 for item in results:
                     if item["id"] in seen:
                         continue  # listed again on a later page (the listing moved while it was read)
@@ -257,10 +273,6 @@ class ProlificPlatform(CrowdPlatform):
                         accepted_at=_parse(item.get("started_at")),
                         submitted_at=_parse(item.get("completed_at")),
                     ))
-                link = ((body.get("_links") or {}).get("next") or {}).get("href") or None
-                # a link relative to the page it came from, resolved as a browser would, then held
-                # to the API's own address by ``_url``
-                path = urljoin(url, link) if link else None
         return found
 
     # -- reviews and money -----------------------------------------------------------------
@@ -397,13 +409,13 @@ def bonus_csv(*, submission_id: str, amount: Decimal) -> str:
 
 
 def _page_limit(body: dict, *, page_size: int) -> int:
-    """How many pages a submissions listing may take, from its first page: the pages its
-    ``meta.count`` needs at that page's size, plus ``PAGE_MARGIN`` (submissions arriving while it
-    is read), never more than ``MAX_SUBMISSION_PAGES``; that cap where the count is missing."""
+    """How many pages a listing may take, from its first page: the pages its ``meta.count`` needs
+    at that page's size, plus ``PAGE_MARGIN`` (items arriving while it is read), never more than
+    ``MAX_LISTING_PAGES``; that cap where the count is missing."""
     count = (body.get("meta") or {}).get("count")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0 or page_size < 1:
-        return MAX_SUBMISSION_PAGES
-    return min(MAX_SUBMISSION_PAGES, -(-count // page_size) + PAGE_MARGIN)
+        return MAX_LISTING_PAGES
+    return min(MAX_LISTING_PAGES, -(-count // page_size) + PAGE_MARGIN)
 
 
 # The fields of a bonus set-up's answer that state what it records, in the smallest currency unit

@@ -79,6 +79,12 @@ class FakeProlific:
         self.submissions[submission["id"]] = submission
         return submission
 
+    def add_study(self, *, name: str = "Another study", internal_name: str = "", status: str = "ACTIVE") -> dict:
+        """A study the researcher made elsewhere (another app, the web app): it only fills the listing."""
+        study = {"id": _id(), "name": name, "internal_name": internal_name, "status": status}
+        self.studies[study["id"]] = study
+        return study
+
     def calls(self, method: str, pattern: str) -> list[dict]:
         return [r for r in self.requests if r["method"] == method and re.fullmatch(pattern, r["path"])]
 
@@ -156,8 +162,16 @@ class FakeProlific:
         return 201, study
 
     def _list_studies(self, *, body, query):
+        """Like the submissions listing: ``PAGE_SIZE`` a page, oldest first, ``_links.next`` and
+        ``meta.count``."""
+        items = list(self.studies.values())
+        page = int(query.get("page", ["1"])[0])
+        chunk = items[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+        more = page * PAGE_SIZE < len(items)
+        next_link = {"href": f"{self.api_url}studies/?page={page + 1}"} if more else {"href": None}
         return 200, {"results": [{"id": s["id"], "name": s["name"], "internal_name": s.get("internal_name", ""),
-                                  "status": s["status"]} for s in self.studies.values()]}
+                                  "status": s["status"]} for s in chunk],
+                     "_links": {"next": next_link}, "meta": {"count": len(items)}}
 
     def _get_study(self, *, body, query, id):
         if id not in self.studies:
