@@ -294,6 +294,11 @@ RL_PROLIFIC_BONUS_SETTLE_SECONDS = int(os.environ.get("RL_PROLIFIC_BONUS_SETTLE_
 RL_SYNC_UNLISTED_GRACE_MINUTES = float(os.environ.get("RL_SYNC_UNLISTED_GRACE_MINUTES", "60"))
 # MTurk (boto3; credentials from boto3's own chain). Sandbox unless RL_MTURK_ENDPOINT says otherwise.
 RL_MTURK_ENDPOINT = os.environ.get("RL_MTURK_ENDPOINT", "https://mturk-requester-sandbox.us-east-1.amazonaws.com")
+# Amazon closed Mechanical Turk for good on this date (YYYY-MM-DD, UTC): from then on a new live publish on
+# MTurk is refused, and the dry run and the study page say why (annotations.platforms.mturk.mturk_closed).
+# Empty: treated as open (an operator whose RL_MTURK_ENDPOINT still answers). Winding down a study already
+# on MTurk (resuming its batch, sync, review, bonuses, close) is never refused.
+RL_MTURK_CLOSED_ON = os.environ.get("RL_MTURK_CLOSED_ON", "2026-09-30").strip()
 # MTurk's commission: RL_MTURK_FEE_RATE on rewards and bonuses, RL_MTURK_LARGE_HIT_FEE_RATE on HITs
 # with RL_MTURK_LARGE_HIT_ASSIGNMENTS or more assignments, at least RL_MTURK_MIN_FEE each.
 RL_MTURK_FEE_RATE = os.environ.get("RL_MTURK_FEE_RATE", "0.20")
@@ -428,6 +433,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Studies, annotations and scores of human-utility studies of free-text rationales.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # /api/schema/, /api/docs/ and /api/redoc/ are for signed-in users (a session or an API token),
+    # like the rest of the API: anonymous callers get 401, not a schema rebuilt on every call.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
 # --- API (lab/api, studies/api, annotations/api, scoring/api, cockpit/api) -------------------
 # The docs page loads Swagger UI / ReDoc from drf-spectacular-sidecar, never from a CDN.

@@ -5,13 +5,14 @@ import django_filters as df
 from django.db.models import Exists, OuterRef
 
 from annotations.api.filters import AnnotationFilter
-from lab.api.filters import DateTimeFilter, IdFilter, filter_id_or_name
+from lab.api.filters import ApiFilterSet, DateTimeFilter, IdFilter, WholeNumberFilter, filter_id_or_name
 from scoring.metrics.labels import UTILITY_CHOICES, UTILITY_VALUES
 from scoring.models import ScoreRun, UnitScore
+from studies.lm.genu import SCORES as GEN_U_SCORES
 from studies.models import Split
 
 
-class UnitScoreFilter(df.FilterSet):
+class UnitScoreFilter(ApiFilterSet):
     study = IdFilter(field_name="study_id")
     item = IdFilter(field_name="item_id")
     source = df.CharFilter(method="filter_source", help_text="Rationale source id or name.")
@@ -19,10 +20,14 @@ class UnitScoreFilter(df.FilterSet):
     utility = df.ChoiceFilter(choices=UTILITY_CHOICES, method="filter_utility", help_text="Utility category.")
     updated_after = DateTimeFilter(field_name="updated_at", lookup_expr="gte")
     updated_before = DateTimeFilter(field_name="updated_at", lookup_expr="lt")
+    gen_u = WholeNumberFilter(
+        min_value=min(GEN_U_SCORES), max_value=max(GEN_U_SCORES),
+        help_text="Gen-U of the unit: -1, 0 or 1 (a fraction or any other number is a 400).",
+    )
 
     class Meta:
         model = UnitScore
-        fields = {"task_correct": ["exact"], "gen_u": ["exact"], "before_tie": ["exact"], "after_tie": ["exact"]}
+        fields = {"task_correct": ["exact"], "before_tie": ["exact"], "after_tie": ["exact"]}
 
     def filter_source(self, queryset, name, value):
         return filter_id_or_name(queryset, "source", value)
@@ -31,7 +36,7 @@ class UnitScoreFilter(df.FilterSet):
         return queryset.filter(utility=UTILITY_VALUES[value])
 
 
-class ScoreRunFilter(df.FilterSet):
+class ScoreRunFilter(ApiFilterSet):
     study = IdFilter(field_name="study_id")
     status = df.ChoiceFilter(choices=ScoreRun.Status.choices)
     created_after = DateTimeFilter(field_name="created_at", lookup_expr="gte")

@@ -14,6 +14,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
+from lab.api.filters import boolean_query_param
 from studies.selectors import RAW_WORKER_IDS_PERMISSION, user_may_see_raw_worker_ids
 
 from .tokens import api_token_get_valid
@@ -61,9 +62,10 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
 
 
 def wants_raw_worker_ids(request) -> bool:
-    """True when the request asks for raw worker ids; PermissionDenied when the user may not."""
-    value = request.query_params.get(RAW_WORKER_IDS_PARAM, "").strip().lower()
-    if value not in {"1", "true", "yes", "on"}:
+    """True when the request asks for raw worker ids (the API's one yes/no rule,
+    ``lab.api.filters.parse_boolean``: a value that is not a yes/no word is a 400); PermissionDenied
+    when the user may not."""
+    if not boolean_query_param(request, RAW_WORKER_IDS_PARAM):
         return False
     if not user_may_see_raw_worker_ids(request.user):
         raise exceptions.PermissionDenied(

@@ -4,7 +4,7 @@ from __future__ import annotations
 import django_filters as df
 from django.db.models import Q
 
-from lab.api.filters import DateTimeFilter, IdFilter, filter_id_or_name
+from lab.api.filters import ApiFilterSet, BooleanFilter, DateTimeFilter, IdFilter, filter_id_or_name
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -37,13 +37,13 @@ class StudyIdFilter(IdFilter):
         return qs.filter(**{self.lookup: value}).distinct()
 
 
-class DatasetFilter(df.FilterSet):
+class DatasetFilter(ApiFilterSet):
     class Meta:
         model = Dataset
         fields = {"task_format": ["exact"], "name": ["exact"]}
 
 
-class ItemFilter(df.FilterSet):
+class ItemFilter(ApiFilterSet):
     split = df.ChoiceFilter(choices=Split.choices)
     study = StudyIdFilter(lookup="studies")
     dataset = IdFilter(field_name="dataset_id")
@@ -53,7 +53,7 @@ class ItemFilter(df.FilterSet):
         fields = {"external_id": ["exact"]}
 
 
-class RationaleSourceFilter(df.FilterSet):
+class RationaleSourceFilter(ApiFilterSet):
     study = StudyIdFilter(lookup="studies")
 
     class Meta:
@@ -61,7 +61,7 @@ class RationaleSourceFilter(df.FilterSet):
         fields = {"kind": ["exact"], "name": ["exact"]}
 
 
-class RationaleFilter(df.FilterSet):
+class RationaleFilter(ApiFilterSet):
     source = df.CharFilter(method="filter_source", help_text="Rationale source id or name.")
     dataset = IdFilter(field_name="item__dataset")
     split = df.ChoiceFilter(field_name="item__split", choices=Split.choices)
@@ -83,7 +83,7 @@ class RationaleFilter(df.FilterSet):
         return queryset
 
 
-class GeneralizationQuestionFilter(df.FilterSet):
+class GeneralizationQuestionFilter(ApiFilterSet):
     dataset = IdFilter(field_name="item__dataset")
     split = df.ChoiceFilter(field_name="item__split", choices=Split.choices)
     study = StudyIdFilter(lookup="item__studies", help_text="Questions of this study's items.")
@@ -94,12 +94,12 @@ class GeneralizationQuestionFilter(df.FilterSet):
         fields = {"qtype": ["exact"], "validation_status": ["exact"]}
 
 
-class StudyFilter(df.FilterSet):
+class StudyFilter(ApiFilterSet):
     created_after = DateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = DateTimeFilter(field_name="created_at", lookup_expr="lt")
     split = df.ChoiceFilter(choices=Split.choices)
     source = df.CharFilter(method="filter_source", help_text="Studies that use this source (id or name).")
-    mine = df.BooleanFilter(method="filter_mine", help_text="true: only studies I own.")
+    mine = BooleanFilter(method="filter_mine", help_text="true: only studies I own; false: only those I do not own.")
     dataset = IdFilter(field_name="dataset_id")
 
     class Meta:
@@ -116,7 +116,7 @@ class StudyFilter(df.FilterSet):
         return queryset.filter(owner=user) if value else queryset.filter(~Q(owner=user) | Q(owner__isnull=True))
 
 
-class ImportRecordFilter(df.FilterSet):
+class ImportRecordFilter(ApiFilterSet):
     dataset = IdFilter(field_name="dataset_id")
     imported_after = DateTimeFilter(field_name="imported_at", lookup_expr="gte")
     imported_before = DateTimeFilter(field_name="imported_at", lookup_expr="lt")
@@ -126,7 +126,7 @@ class ImportRecordFilter(df.FilterSet):
         fields = {"kind": ["exact"]}
 
 
-class GenerationJobFilter(df.FilterSet):
+class GenerationJobFilter(ApiFilterSet):
     source = df.CharFilter(method="filter_source", help_text="Rationale source id or name.")
     dataset = IdFilter(field_name="dataset_id")
     split = df.ChoiceFilter(choices=Split.choices)

@@ -65,7 +65,8 @@ def test_a_client_that_follows_the_declared_token_scheme_gets_in(schema, client,
     assert refused.status_code == 401 and refused["WWW-Authenticate"].startswith("Token")
 
 
-def test_docs_page_loads_its_assets_locally(client):
+def test_docs_page_loads_its_assets_locally(client, researcher):
+    client.force_login(researcher)
     response = client.get("/api/docs/")
     assert response.status_code == 200
     html = response.content.decode()
