@@ -54,14 +54,18 @@ def caveats_for(rules: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def spec_rule(rules_by_source: dict[str, Iterable[str]]) -> dict:
+def spec_rule(rules_by_source: dict[str, Iterable[str]], assumed: Iterable[str] = ()) -> dict:
     """SPEC's y_hat rule (``SPEC_RULE``) and which sources' figures follow it: a source whose
-    probabilities all took y_hat from the highlight follows it; one with any other rule does not."""
+    probabilities all took y_hat from the highlight follows it; one with any other rule does not.
+    A source of ``assumed`` (some of its rules were assumed, not given: an import without a
+    y_hat_from column) is not known to follow it and is listed in neither: the caller lists it
+    apart, with the assumption (``studies.faithfulness_rules.ASSUMPTION``)."""
     rules = {name: sorted(set(r)) for name, r in rules_by_source.items()}
+    assumed = set(assumed)
     return {
         "y_hat_from": SPEC_Y_HAT_FROM,
         "reading": SPEC_RULE,
-        "sources_following": sorted(n for n, r in rules.items() if r == [SPEC_Y_HAT_FROM]),
+        "sources_following": sorted(n for n, r in rules.items() if r == [SPEC_Y_HAT_FROM] and n not in assumed),
         "sources_departing": sorted(n for n, r in rules.items() if r != [SPEC_Y_HAT_FROM]),
     }
 

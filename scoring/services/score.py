@@ -124,10 +124,14 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   counted as not useful), ``priors`` {fe_p, vcp_p}, ``interactions`` with ``interactions_rule``
   and ``min_rationales`` {n, rule} (our cut-offs, ``PROPERTIES_*``), and ``unsure_dropped``: the other reading of
   "useful vs not" {outcome, n_rationales, fitted, formula, interactions, terms, ...} or why not fitted
-- ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat, and
+- ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat,
+  ``y_hat_from_assumed`` and ``spans_not_recorded``, counts of the probabilities used whose rule was
+  assumed or which do not record their highlight spans, and
   ``computed_with``: [{task_model, task_backend, method, prompt, imported_from, n_rationales}]), the
   ``caveats`` of the rules used, ``spec_rule``: {y_hat_from, reading, sources_following,
-  sources_departing} (SPEC section 6 takes y_hat from the highlight) and the ``split``; plus ``<split>_sufficiency`` and
+  sources_departing} (SPEC section 6 takes y_hat from the highlight; a source whose rule was assumed is
+  in neither), ``y_hat_from_assumed``: {sources, assumption}, ``left_out``: {source: {invalid,
+  highlights_changed}} with ``left_out_rule``, and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
@@ -210,6 +214,11 @@ from scoring.services.genu import (
 )
 from scoring.services.runs import score_run_requester_check, score_run_store_lock
 from scoring.similarity import SimilarityUnavailable, bertscore_f1, paper_correlation_ratio, similarity_model
+from studies.faithfulness_rules import ASSUMPTION as FAITHFULNESS_ASSUMPTION
+from studies.faithfulness_rules import DIFFER as SPANS_DIFFER
+from studies.faithfulness_rules import NOT_RECORDED as SPANS_NOT_RECORDED
+from studies.faithfulness_rules import PROBABILITIES, faithfulness_problem_text, y_hat_from_assumed
+from studies.faithfulness_rules import spans_state as faithfulness_spans_state
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 from studies.services.generation.genu import VALIDATED_ONLY_READING
@@ -1338,23 +1347,75 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     return fitted
 
 
-FAITHFULNESS_KEYS = ("p_full", "p_highlight", "p_without")
+FAITHFULNESS_KEYS = PROBABILITIES
+
+# Which stored probabilities the figures leave out (counted per source in ``faithfulness.left_out``)
+# and which they keep though nothing says which highlight they belong to.
+FAITHFULNESS_LEFT_OUT_RULE = (
+    "a rationale's stored probabilities are left out when they break the rule every write follows "
+    "(studies.faithfulness_rules: p_full, p_highlight and p_without numbers in [0, 1], y_hat_from highlight or "
+    "full): invalid; or when the highlight spans they were computed on, recorded with them, differ from the "
+    "rationale's highlights now (edited or re-imported since): highlights_changed. Probabilities stored before "
+    "the spans were recorded are kept and counted (spans_not_recorded per source): nothing says which highlight "
+    "they were computed on")
 
 
-def _stored_probabilities(study: Study, source) -> tuple[list[dict], list[str]]:
-    """The faithfulness probabilities stored for ``source``'s rationales of the study's items."""
+@dataclass
+class _Stored:
+    """A source's usable probabilities (``vals``), the warnings about the rest and how many of
+    its rationales were left out and why (``FAITHFULNESS_LEFT_OUT_RULE``)."""
+
+    vals: list[dict]
+    warnings: list[str]
+    left_out: dict[str, int]
+    spans_not_recorded: int
+
+
+def _stored_probabilities(study: Study, source) -> _Stored:
+    """The faithfulness probabilities stored for ``source``'s rationales of the study's items that
+    the figures may use: valid (``faithfulness_rules``) and computed on the rationale's highlight."""
     rows = list(Rationale.objects.filter(source=source, item__in=study.items.all())
-                .values_list("faithfulness", flat=True))
-    vals = [v for v in rows
-            if isinstance(v, dict) and all(isinstance(v.get(k), (int, float)) for k in FAITHFULNESS_KEYS)]
-    if not vals:
-        return vals, [f"Source {source.name} has highlights but no stored faithfulness probabilities: run "
-                      "the faithfulness job or import them with its rationales."]
-    if len(vals) < len(rows):
-        return vals, [f"Source {source.name}: {len(rows) - len(vals)} of its {len(rows)} rationales of the "
-                      f"study's items have no faithfulness probabilities; its sufficiency and comprehensiveness "
-                      f"are over the other {len(vals)} (run the faithfulness job for the rest)."]
-    return vals, []
+                .values_list("faithfulness", "highlights"))
+    vals, invalid, changed, not_recorded, missing = [], [], 0, 0, 0
+    for value, spans in rows:
+        if not isinstance(value, dict) or not any(k in value for k in FAITHFULNESS_KEYS):
+            missing += 1
+            continue
+        if problem := faithfulness_problem_text(value):
+            invalid.append(problem)
+            continue
+        state = faithfulness_spans_state(value, spans)
+        if state == SPANS_DIFFER:
+            changed += 1
+            continue
+        not_recorded += state == SPANS_NOT_RECORDED
+        vals.append(value)
+    name, n = source.name, len(rows)
+    warnings = []
+    if invalid:
+        warnings.append(f"Source {name}: {len(invalid)} of its {n} rationales of the study's items have faithfulness "
+                        f"probabilities that are not valid ({invalid[0]}"
+                        + (f"; and {len(invalid) - 1} more" if len(invalid) > 1 else "")
+                        + "); they are left out of its sufficiency and comprehensiveness (compute or import them "
+                          "again).")
+    if changed:
+        warnings.append(f"Source {name}: {changed} of its {n} rationales of the study's items have highlights that "
+                        "differ from those their faithfulness probabilities were computed on (edited or re-imported "
+                        "since); they are left out of its sufficiency and comprehensiveness (run the faithfulness "
+                        "job again, or import the probabilities with the new highlights).")
+    if not_recorded:
+        warnings.append(f"Source {name}: {not_recorded} of the faithfulness probabilities used do not record the "
+                        "highlight spans they were computed on (stored before the spans were recorded): they are "
+                        "taken to belong to the rationales' highlights now.")
+    if missing == n:
+        warnings.append(f"Source {name} has highlights but no stored faithfulness probabilities: run "
+                        "the faithfulness job or import them with its rationales.")
+    elif missing:
+        over = f"the other {len(vals)}" if len(vals) == n - missing else f"{len(vals)} of the other {n - missing}"
+        warnings.append(f"Source {name}: {missing} of its {n} rationales of the study's items have no faithfulness "
+                        f"probabilities; its sufficiency and comprehensiveness are over {over} (run the faithfulness "
+                        "job for the rest).")
+    return _Stored(vals, warnings, {"invalid": len(invalid), "highlights_changed": changed}, not_recorded)
 
 
 def _source_faithfulness(name: str, vals: list[dict]) -> Part:
@@ -1371,6 +1432,7 @@ def _source_faithfulness(name: str, vals: list[dict]) -> Part:
         "y_hat_from": rules,
         "computed_by": sorted({v.get("task_model") or f"imported from {v.get('imported_from', '?')}" for v in vals}),
         "computed_with": _computed_with(vals),
+        "y_hat_from_assumed": sum(1 for v in vals if y_hat_from_assumed(v)),
     }, warnings)
 
 
@@ -1400,22 +1462,30 @@ def _faithfulness(study: Study) -> Part:
     rule that chose it), written by the faithfulness job or imported with the rationales (the
     import format's y_hat is predicted from the highlight, as are those of jobs that predate the
     rule). The figures over all sources are named after the study's split."""
-    per_source, warnings, pooled = {}, [], []
+    per_source, warnings, pooled, left_out = {}, [], [], {}
     for source in study.sources.all():
         if not source.has_highlights:
             continue
-        vals, missing = _stored_probabilities(study, source)
-        warnings += missing
-        if vals:
-            row = _source_faithfulness(source.name, vals)
-            per_source[source.name] = row.results
+        stored = _stored_probabilities(study, source)
+        warnings += stored.warnings
+        if any(stored.left_out.values()):
+            left_out[source.name] = stored.left_out
+        if stored.vals:
+            row = _source_faithfulness(source.name, stored.vals)
+            per_source[source.name] = {**row.results, "spans_not_recorded": stored.spans_not_recorded}
             warnings += row.warnings
-            pooled += vals
+            pooled += stored.vals
     rules_used = {rule for row in per_source.values() for rule in row["y_hat_from"]}
+    assumed = sorted(name for name, row in per_source.items() if row["y_hat_from_assumed"])
+    if assumed:
+        warnings.append(f"Faithfulness of {', '.join(assumed)}: the y_hat rule of imported probabilities was not "
+                        f"given and is assumed: {FAITHFULNESS_ASSUMPTION}.")
     split = study.split
     results = {"faithfulness": {"per_source": per_source, "split": split, "y_hat_from": sorted(rules_used),
                                 "spec_rule": faithfulness_spec_rule(
-                                    {name: row["y_hat_from"] for name, row in per_source.items()}),
+                                    {name: row["y_hat_from"] for name, row in per_source.items()}, assumed),
+                                "y_hat_from_assumed": {"sources": assumed, "assumption": FAITHFULNESS_ASSUMPTION},
+                                "left_out": left_out, "left_out_rule": FAITHFULNESS_LEFT_OUT_RULE,
                                 "caveats": metrics.faithfulness_caveats(rules_used)}}
     if len(rules_used) > 1:
         warnings.append(f"The {split} sufficiency and comprehensiveness over all sources mix y_hat rules "

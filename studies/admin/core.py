@@ -24,6 +24,7 @@ from studies.admin.display import short_text
 from studies.admin.import_messages import import_message
 from studies.admin.model_path_form import with_model_path_check
 from studies.admin.scoping import LookupGuardAdmin
+from studies.faithfulness_rules import faithfulness_problem_text
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -311,6 +312,23 @@ class RationaleAdmin(ContentAdmin):
     readonly_fields = ["prediction_correct", "created_at", "updated_at"]
     list_select_related = ["item", "source"]
     list_per_page = 50
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # The faithfulness typed here follows the importers' rule (``studies.faithfulness_rules``):
+        # probabilities are numbers in [0, 1]. An edit of the highlights leaves the probabilities to
+        # the spans they record, and scoring leaves them out until they are computed again.
+        form = super().get_form(request, obj, change=change, **kwargs)
+
+        class RationaleForm(form):
+            def clean_faithfulness(self):
+                value = self.cleaned_data.get("faithfulness")
+                asked = self.instance.pk is None or "faithfulness" in self.changed_data  # as content_row_value_problems
+                if asked and (problem := faithfulness_problem_text(value)):
+                    raise forms.ValidationError(problem + ".")
+                return value
+
+        RationaleForm.__name__ = form.__name__
+        return RationaleForm
 
     @admin.display(description="item", ordering="item__external_id")
     def item_id_display(self, obj):

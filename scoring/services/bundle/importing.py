@@ -96,6 +96,7 @@ from scoring.services.score import (
     _units_frame,
 )
 from studies.choices import as_label, own_choices, predicted_answer_problem
+from studies.faithfulness_rules import faithfulness_problem_text
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -1069,6 +1070,9 @@ class _Import:
                     continue
                 if row["text"] and (problem := sentinel_problem(row["text"], what="the rationale")):
                     self.err(row, "text", problem)  # the rationale importers' rule
+                    continue
+                if problem := faithfulness_problem_text(row["faithfulness"]):  # the importers' rule
+                    self.err(row, "faithfulness", problem)
                     continue
                 keyed.append(((item, source.pk), row))
             existing = {(r.item_id, r.source_id): r for r in Rationale.objects.filter(

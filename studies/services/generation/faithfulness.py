@@ -4,7 +4,9 @@ and on the question without the highlight x \\ h, and the job stores p(y_hat | x
 and p(y_hat | x \\ h) on the rationale (``Rationale.faithfulness``), which is where scoring reads
 them, with the task model and its backend, how it scored the labels (``method``: the backend's
 ``label_scoring.LABEL_METHODS`` and the three inputs, ``PASSES``), the template it read
-(``prompt``: ``label_scoring.LABEL_PROMPTS``) and the rule that chose y_hat (``y_hat_from``):
+(``prompt``: ``label_scoring.LABEL_PROMPTS``), the rule that chose y_hat (``y_hat_from``) and the
+highlight spans the three passes read (``highlights``, ``faithfulness_rules.SPANS_KEY``: scoring
+leaves the probabilities out once the rationale's highlights differ from them):
 
 - the model that made the highlight (the highlight source's own seq2seq or causal model, used when
   ``task_model`` is left out or names it): y_hat from the highlight pass, as the seed
@@ -25,6 +27,7 @@ import json
 
 from django.utils import timezone
 
+from studies.faithfulness_rules import with_spans
 from studies.lm import highlights
 from studies.lm.label_scoring import LABEL_METHODS, LABEL_PROMPTS, TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
@@ -144,12 +147,12 @@ class FaithfulnessHandler(ItemHandler):
         for index, rationale in enumerate(usable):
             deciding = probs[rule][index]
             y_hat = max(deciding, key=deciding.get)
-            out.faithfulness[rationale.pk] = {
+            out.faithfulness[rationale.pk] = with_spans({
                 "p_full": probs["full"][index][y_hat], "p_highlight": probs["highlight"][index][y_hat],
                 "p_without": probs["without"][index][y_hat], "y_hat": y_hat, "y_hat_from": rule,
                 "task_model": job.params["task_model"], "task_backend": job.params["task_backend"],
                 "method": method, "prompt": prompt, "job_id": job.pk,
-            }
+            }, rationale.highlights)
         return out
 
     def store(self, job, output):

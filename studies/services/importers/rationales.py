@@ -13,9 +13,15 @@ Highlight sources: a ``highlights`` column holds ``[[start, end], ...]`` charact
 question (``highlight_tokens``: ``[[first, last + 1], ...]`` spans of whitespace tokens), and
 faithfulness probabilities computed elsewhere come in the columns ``p_full``, ``p_highlight`` and
 ``p_without`` (p(y_hat | x), p(y_hat | h), p(y_hat | x \\ h), y_hat predicted from the highlight;
-optionally ``y_hat``). They are stored where scoring reads them (``Rationale.faithfulness``); a
-file with these columns must fill all three on every row, or nothing is imported and the rows
-are listed. A file without them leaves stored highlights and probabilities as they are.
+optionally ``y_hat``, and ``y_hat_from``: ``highlight`` or ``full``, the rule that chose y_hat, as the
+faithfulness job names it). They are stored where scoring reads them (``Rationale.faithfulness``),
+checked by ``studies.faithfulness_rules`` (numbers in [0, 1]), with the highlight spans they were
+computed on (the row's, or the stored ones when the file has no highlights column), so that scoring
+leaves them out once the highlight changes; without a ``y_hat_from`` the rule is stored as assumed
+(``highlight``, marked ``y_hat_from_assumed``), which scoring names. A file with these columns must
+fill all three on every row, or nothing is imported and the rows are listed. A file without them
+leaves stored highlights and probabilities as they are (new highlights on such a file leave the old
+probabilities to the old spans: scoring leaves them out until they are computed again).
 
 A source is looked up among those the importing user may build on (``sources_for_design``: every
 source with ``studies.view_rationalesource``, else those a study of their own or one they may change
@@ -34,6 +40,15 @@ from typing import IO, Any
 
 from django.db import transaction
 
+from studies.faithfulness_rules import (
+    ASSUMED_KEY,
+    PROBABILITIES,
+    SPANS_KEY,
+    Y_HAT_FROM_ASSUMED,
+    probability_read,
+    with_spans,
+    y_hat_from_problem,
+)
 from studies.lm import highlights as spans
 from studies.models import ImportRecord, Item, Rationale, RationaleSource
 from studies.selectors import sources_for_design
@@ -61,8 +76,8 @@ CANDIDATES = {
     "p_highlight": ["p_highlight"],
     "p_without": ["p_without"],
     "y_hat": ["y_hat"],
+    "y_hat_from": ["y_hat_from"],
 }
-PROBABILITIES = ("p_full", "p_highlight", "p_without")
 
 
 @dataclass
@@ -81,6 +96,7 @@ class RationaleColumns:
     p_highlight: str | None = None
     p_without: str | None = None
     y_hat: str | None = None
+    y_hat_from: str | None = None
 
     def resolve(self, header: set[str], *, filename: str = "", source_name: str | None = None) -> dict[str, str]:
         """``{role: column}`` for this file (``resolve_columns``); with ``source_name`` the file
@@ -192,6 +208,9 @@ class _RationaleRow:
         self.check_gold(row, item)
         highlight = _highlights(row, item)
         faithfulness = _probabilities(row, self.dataset, self.f.name) if self.with_probabilities else None
+        if not self.with_probabilities and row.has("y_hat_from") and row.given("y_hat_from"):
+            row.error("y_hat_from", "y_hat_from is given but the file has no faithfulness probabilities ("
+                                    f"{', '.join(PROBABILITIES)}) for it to describe")
         if item is None or not source or not text:
             return None
         extra = row.others(self.used)
@@ -204,7 +223,8 @@ class _RationaleRow:
         if highlight is not None:
             values["highlights"] = highlight
         if faithfulness is not None:
-            values["faithfulness"] = faithfulness
+            # the spans they were computed on: the row's, else the stored ones (``_apply``)
+            values["faithfulness"] = faithfulness if highlight is None else with_spans(faithfulness, highlight)
         return (item.pk, source), values
 
     def item(self, row: Row) -> Item | None:
@@ -301,6 +321,15 @@ def _probabilities(row: Row, dataset, filename: str) -> dict | None:
         if label is None:
             row.error("y_hat", f"y_hat {short(row.raw('y_hat'))!r} is not one of {describe_allowed(dataset)}")
         out["y_hat"] = label or ""
+    if row.has("y_hat_from") and row.given("y_hat_from"):
+        rule = row.raw("y_hat_from")
+        rule = rule.strip() if isinstance(rule, str) else rule
+        if problem := y_hat_from_problem(rule):
+            row.error("y_hat_from", problem)
+        else:
+            out["y_hat_from"] = rule
+    else:  # the import format's rule, assumed: scoring names it (``faithfulness_rules.ASSUMPTION``)
+        out["y_hat_from"], out[ASSUMED_KEY] = Y_HAT_FROM_ASSUMED, True
     out["imported_from"] = filename
     return out if all(k in out for k in PROBABILITIES) else None
 
@@ -312,13 +341,9 @@ def _probability(row: Row, key: str) -> float | None:
         row.error(key, f"{key} is missing: a file with faithfulness probabilities needs {', '.join(PROBABILITIES)} "
                        "on every row", field=field)
         return None
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:
-        row.error(key, f"{key} {short(raw)!r} is not a probability between 0 and 1", field=field)
-        return None
+    value, problem = probability_read(raw, key=key)  # the one rule (``studies.faithfulness_rules``)
+    if problem:
+        row.error(key, problem, field=field)
     return value
 
 
@@ -368,6 +393,11 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             for r in Rationale.objects.filter(source__in=sources.values(), item__dataset=dataset)
         }
 
+        for key, values in keyed.items():  # probabilities of a file without highlights: on the stored spans
+            if "faithfulness" in values and SPANS_KEY not in values["faithfulness"]:
+                stored = existing.get(key)
+                values["faithfulness"] = with_spans(values["faithfulness"], stored.highlights if stored else [])
+
         def build(key: tuple[int, int], values: dict[str, Any]) -> Rationale:
             return Rationale(item_id=key[0], source_id=key[1], **values)
 
@@ -396,6 +426,8 @@ def _apply(*, f, dataset, rows: dict[tuple[int, str], dict[str, Any]], lines: di
             "sources_created": created_sources,
             "sources_with_highlights": with_highlights,
             "rows_with_faithfulness_probabilities": sum(1 for values in rows.values() if "faithfulness" in values),
+            "rows_with_y_hat_from_assumed": sum(1 for values in rows.values()
+                                                if (values.get("faithfulness") or {}).get(ASSUMED_KEY)),
         }
         return import_record_create(
             kind=KIND, f=f, dataset=dataset, result=result, summary=summary, user=user

@@ -66,8 +66,10 @@ def test_importer_stores_highlights_and_probabilities_where_scoring_reads_them(t
     assert source.has_highlights
     r = Rationale.objects.get(source=source, item=items[0])
     assert r.highlights == [[0, len(" ".join(items[0].question.split()[:3]))]]
+    # the spans they were computed on, and the rule the file did not name, marked assumed
     assert r.faithfulness == {"p_full": 0.9, "p_highlight": 0.8, "p_without": 0.3, "y_hat": "yes",
-                              "imported_from": "highlights.jsonl"}
+                              "imported_from": "highlights.jsonl", "highlights": r.highlights,
+                              "y_hat_from": "highlight", "y_hat_from_assumed": True}
     assert "extra" not in r.generation_info  # the columns were read, not parked
 
 

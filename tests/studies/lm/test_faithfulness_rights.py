@@ -88,7 +88,9 @@ def test_a_faithfulness_job_changes_no_rationale_another_researchers_study_uses(
     stored = faithfulness_by_item(source)
     for item in items:
         if item.pk in bobs_items:  # what Bob's next score run reads is still what was imported
-            assert stored[item.pk] == {**IMPORTED, "imported_from": "highlights.jsonl"}
+            highlights = Rationale.objects.get(source=source, item_id=item.pk).highlights
+            assert stored[item.pk] == {**IMPORTED, "imported_from": "highlights.jsonl", "highlights": highlights,
+                                       "y_hat_from": "highlight", "y_hat_from_assumed": True}
         else:
             assert stored[item.pk]["job_id"] == alices.pk
     assert (alices.status, alices.done, alices.total, alices.failed) == ("done", n, n, 2), alices.error
