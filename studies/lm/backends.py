@@ -34,10 +34,13 @@ import gc
 import logging
 import math
 import os
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -594,7 +597,94 @@ class ResponseTooLarge(httpx.TransportError):
 
 
 class RequestDeadline(ResponseTooLarge):
-    """A response still arriving ``timeout_s`` after its request was sent (an endpoint that trickles)."""
+    """A response (its status line and headers, or its body) still arriving ``timeout_s`` after its
+    request was sent (an endpoint that trickles)."""
+
+
+# Transport errors raised before the request left (no connection, no address, a proxy refusing):
+# the endpoint cannot have spent anything on it. Any other transport error may come after the
+# endpoint read the request, so its tokens are charged (:meth:`OpenAIBackend._request`).
+NOT_SENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError,
+                   httpx.UnsupportedProtocol)
+
+
+def retry_after_seconds(value: str) -> float | None:
+    """The wait a ``Retry-After`` header asks: a number of seconds (finite and not negative), or an
+    HTTP date (the seconds until it, 0 when past); ``None`` for anything else (the caller backs
+    off as without one)."""
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:  # "-0000": a date in UTC
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+class RequestWatchdog:
+    """Ends a request ``seconds`` after it started, whatever it is waiting for: httpx's timeout is
+    per read, so an endpoint trickling its status line and headers a byte at a time would hold the
+    request for ever. Pass :meth:`trace` as the request's ``trace`` extension (httpcore reports each
+    connection it opens to it) and use it as a context manager around the whole request: at the
+    deadline a timer shuts the request's sockets down, the blocked read fails with a transport error
+    and :attr:`fired` says why. Leaving the context cancels the timer; nothing is shut after that.
+    A request on a connection it did not open (a pooled one) cannot be ended this way: the backend's
+    client keeps no idle connections."""
+
+    def __init__(self, seconds: float):
+        self.fired = False
+        self._done = False
+        self._sockets: list = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def trace(self, event: str, info: dict) -> None:
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            if self._done:
+                return
+            self._sockets.append(sock)
+            if self.fired:  # connected as the deadline passed
+                self._shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            for sock in self._sockets:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock) -> None:
+        # The plain socket's shutdown, for a TLS socket too (``SSLSocket.shutdown`` would drop its TLS
+        # state under the reading thread): the blocked read sees the connection end.
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except (OSError, TypeError, ValueError):  # closed already (or detached into its TLS socket)
+            pass
+
+    def __enter__(self) -> RequestWatchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
 
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -602,6 +692,9 @@ RETRY_STATUSES = {429, 500, 502, 503, 504}
 OUTPUTS_CUT_WHY = ("the endpoint sent outputs longer than max_new_tokens allows ({chars} characters a token); "
                    "they were cut to that length and their tokens counted from the text sent")
 AUTH_STATUSES = {401, 403}
+# The backend's connection pool keeps no idle connection: each request opens its own, which its
+# :class:`RequestWatchdog` can end at the deadline (it cannot reach a pooled connection's socket).
+CLIENT_LIMITS = httpx.Limits(max_keepalive_connections=0)
 
 
 def openai_key_hosts() -> set[str]:
@@ -672,9 +765,9 @@ class OpenAIBackend:
         if transport is None and not environment_proxied(self.url):
             # Connect to the address _send checked, not to a fresh DNS answer (DNS rebinding);
             # a client with an environment proxy keeps httpx's proxy handling, as before.
-            transport = PinnedTransport()
+            transport = PinnedTransport(limits=CLIENT_LIMITS)
         self._client = httpx.Client(timeout=timeout_s, headers=headers, transport=transport,
-                                    follow_redirects=False)
+                                    follow_redirects=False, limits=CLIENT_LIMITS)
         self.device = "remote"
 
     @staticmethod
@@ -718,11 +811,9 @@ class OpenAIBackend:
 
     def _wait(self, attempt: int, response) -> float:
         retry_after = response.headers.get("retry-after") if response is not None else None
-        if retry_after:
-            try:
-                return min(float(retry_after), self.max_backoff_s)
-            except ValueError:
-                pass
+        seconds = retry_after_seconds(retry_after) if retry_after else None
+        if seconds is not None:
+            return min(seconds, self.max_backoff_s)
         return min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
 
     def _send(self, payload: dict) -> httpx.Response:
@@ -737,32 +828,40 @@ class OpenAIBackend:
         error retried like any other. See :mod:`studies.lm.endpoints` for what remains (a proxy
         from the environment resolves the name itself).
 
-        The response is streamed and read whole only within ``timeout_s`` of sending in all (httpx's
-        own timeout is per read, so an endpoint trickling a byte a second would hold the request for
-        ever) and up to :func:`response_byte_limit`; past either it is dropped with a
-        :class:`RequestDeadline` / :class:`ResponseTooLarge`, a transport error retried like any other.
-        (A server that trickles its status line and headers is bounded by ``timeout_s`` per read only.)"""
+        The response, status line and headers included, is read whole only within ``timeout_s`` of
+        sending in all (httpx's own timeout is per read, so an endpoint trickling a byte a second
+        would hold the request for ever: a :class:`RequestWatchdog` ends it) and up to
+        :func:`response_byte_limit`; past either it is dropped with a :class:`RequestDeadline` /
+        :class:`ResponseTooLarge`, a transport error retried like any other."""
         refusal, addresses = endpoint_check(self.url)
         if refusal:
             logger.warning("openai backend: refused to call %s: %s", self.url, refusal)
             raise BackendError(f"refused to call the endpoint {self.url}: {refusal}")
         deadline = time.monotonic() + self.timeout_s
         limit = response_byte_limit(int(payload.get("max_tokens") or 1), int(payload.get("n") or 1))
+        late = f"response still arriving after {self.timeout_s:g}s"
+        watchdog = RequestWatchdog(self.timeout_s)
         try:
-            with self._client.stream("POST", self.url, json=payload,
-                                     extensions={CHECKED_ADDRESSES: addresses}) as streamed:
+            with watchdog, self._client.stream(
+                    "POST", self.url, json=payload,
+                    extensions={CHECKED_ADDRESSES: addresses, "trace": watchdog.trace}) as streamed:
                 body = bytearray()
                 for chunk in streamed.iter_bytes():
                     body += chunk
                     if len(body) > limit:
                         raise ResponseTooLarge(f"response body over {limit} bytes")
                     if time.monotonic() > deadline:
-                        raise RequestDeadline(f"response still arriving after {self.timeout_s:g}s")
+                        raise RequestDeadline(late)
         except HostDoesNotResolve as exc:
             logger.warning("openai backend: cannot call %s: %s", self.url, exc)
             raise
         except ResponseTooLarge as exc:
             logger.warning("openai backend: dropped the response of %s: %s", self.url, exc)
+            raise
+        except httpx.TransportError as exc:
+            if watchdog.fired and not isinstance(exc, NOT_SENT_ERRORS):  # the read the watchdog ended
+                logger.warning("openai backend: dropped the response of %s: %s", self.url, late)
+                raise RequestDeadline(late) from exc
             raise
         # The body is decoded already: the headers that described its transfer no longer apply.
         headers = [(k, v) for k, v in streamed.headers.multi_items()
@@ -779,6 +878,11 @@ class OpenAIBackend:
                 response = self._send(payload)
             except httpx.TransportError as exc:
                 last = str(exc) if isinstance(exc, (HostDoesNotResolve, ResponseTooLarge)) else type(exc).__name__
+                if not isinstance(exc, NOT_SENT_ERRORS):
+                    # Sent, and perhaps answered and billed, but no usage came back: the estimate.
+                    logger.warning("openai backend: no usable response from %s (%s): counting %s estimated "
+                                   "tokens", self.url, last, estimated_tokens(prompt, decoding))
+                    self.budget.record_tokens(estimated_tokens(prompt, decoding), estimated=True)
             else:
                 if response.status_code == 200:
                     return self._texts(response, prompt, decoding)
@@ -812,7 +916,12 @@ class OpenAIBackend:
         :data:`MAX_CHARS_PER_TOKEN` characters a token), the largest of its count,
         :func:`estimated_tokens` and the estimate of the text it sent (prompt and outputs, uncut, at
         :func:`text_tokens`). Either estimate is recorded as such (``tokens_estimated``), so that
-        ``max_tokens`` bounds a job on any endpoint, one that under-reports too."""
+        ``max_tokens`` bounds a job on any endpoint, one that under-reports too.
+
+        A body that cannot be read (not JSON, nested past the parser's depth, without ``choices``)
+        is a :class:`BackendError`, its tokens counted all the same: its ``usage.total_tokens``
+        when it carries a valid one, else :func:`estimated_tokens`."""
+        data = None
         try:
             data = response.json()
             choices = sorted(data["choices"], key=lambda c: c.get("index", 0))[:decoding.num_return_sequences]
@@ -823,7 +932,13 @@ class OpenAIBackend:
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError("an output is not text")
             total = (data.get("usage") or {}).get("total_tokens")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            usage = data.get("usage") if isinstance(data, dict) else None
+            total = usage.get("total_tokens") if isinstance(usage, dict) else None
+            if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
+                self.budget.record_tokens(total)
+            else:
+                self.budget.record_tokens(estimated_tokens(prompt, decoding), estimated=True)
             raise BackendError(f"{self.url} answered with an unexpected body: {response.text[:200]}") from exc
         cap = output_char_cap(decoding)
         cut = sum(len(t) > cap for t in texts)
