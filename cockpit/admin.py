@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from annotations.platforms.mturk import mturk_closed_reason
 from annotations.selectors.cost import study_collects, study_cost_and_pay
 from annotations.selectors.entry import study_entry_warnings
 from annotations.selectors.progress import studies_completion
@@ -30,7 +31,7 @@ from cockpit.views_common import study_links
 from scoring.services.runs import ScoreRunRefused, score_run_check
 from studies.admin.scoping import StudyScopedAdmin
 from studies.admin.sharing import StudyShareInline
-from studies.models import Dataset, Study
+from studies.models import Dataset, Platform, Study
 from studies.selectors import (
     CHANGE,
     datasets_for_user,
@@ -149,6 +150,17 @@ def design_table(summary, cost, *, extra_warnings: list[str] = ()) -> str:
             '<table class="rl-design">{}</table><ul class="messagelist rl-design-warnings">{}</ul>', body, warnings
         )
     return format_html('<table class="rl-design">{}</table>', body)
+
+
+def mturk_closed_warning(study: Study) -> str:
+    """The study page's warning for a draft that names MTurk while Amazon's closure holds
+    (``annotations.platforms.mturk.mturk_closed_reason``, the one rule): it could never be
+    published there (``study_publish`` refuses it before opening). "" otherwise: a study already
+    open or closed on MTurk is being wound down, which goes on."""
+    if study.platform != Platform.MTURK or study.status != Study.Status.DRAFT:
+        return ""
+    reason = mturk_closed_reason()
+    return f"This study's platform is MTurk, where it cannot be published: {reason}." if reason else ""
 
 
 class StudyChangeList(ChangeList):
@@ -307,7 +319,8 @@ class StudyAdmin(StudyScopedAdmin):
         # One count of what the study collects, the cost reading's (an open study's built units).
         table = design_table(study_design_summary(study=saved, collects=study_collects(study=saved)),
                              study_cost_and_pay(study=saved),
-                             extra_warnings=study_entry_warnings(study=saved))
+                             extra_warnings=[*study_entry_warnings(study=saved),
+                                             *filter(None, [mturk_closed_warning(saved)])])
         return format_html("{}{}", table, mark_safe(precision.precision_html(study=saved)))  # noqa: S308 (rendered template)
 
     def save_model(self, request, obj, form, change):
@@ -325,6 +338,9 @@ class StudyAdmin(StudyScopedAdmin):
         except StudyError as exc:
             # The form's clean() catches the usual cases; this is a race with another edit.
             raise PermissionDenied(str(exc)) from exc
+        closed = mturk_closed_warning(Study.objects.get(pk=obj.pk))
+        if closed:
+            self.message_user(request, closed, messages.WARNING)
 
     def save_related(self, request, form, formsets, change):
         # Sources were set by the service; the inlines (shares through study_share) save here.

@@ -4,8 +4,11 @@ Endpoint: the setting ``RL_MTURK_ENDPOINT`` (default: the requester sandbox). Cr
 normal chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, a profile, an instance role);
 nothing here reads or stores them.
 
-Note: Amazon announced that Mechanical Turk closes for good on 2026-09-30. The integration is
-complete against the documented API; Prolific and plain links are the platforms that run today.
+Note: Amazon closed Mechanical Turk for good on 2026-09-30. The integration is complete against the
+documented API; Prolific and plain links are the platforms that run today. The one rule for the
+closure is here (:func:`mturk_closed_reason`, from the setting ``RL_MTURK_CLOSED_ON``): a new live
+publish on MTurk is refused while it holds, the dry run and the study page name it, and a study
+already on MTurk is still wound down (its batch resumed, synced, reviewed, paid bonuses, closed).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from decimal import Decimal
 from xml.sax.saxutils import escape
 
 from django.conf import settings
+from django.utils import timezone
 
 from studies.models import Platform
 
@@ -109,6 +113,42 @@ def _platform_error(operation: str, exc: Exception) -> Exception:
     if isinstance(exc, ParamValidationError):  # refused before anything was sent: not worth retrying
         return PlatformError(f"MTurk {operation}: {exc}")
     return PlatformTransientError(f"MTurk {operation}: {exc}")
+
+
+CLOSED_ON_SETTING = "RL_MTURK_CLOSED_ON"
+
+
+def mturk_closed_reason(now: dt.datetime | None = None) -> str:
+    """Why MTurk cannot take a new study at ``now`` (default ``timezone.now()``), "" while it can:
+    the one rule for Amazon's closure of Mechanical Turk, which every caller reads (``study_publish``
+    refuses a new live publish with it, the dry run's plan and the study page warn with it).
+
+    ``RL_MTURK_CLOSED_ON`` (YYYY-MM-DD, UTC; default 2026-09-30, the day Amazon closed it) is the
+    first day it is closed; empty, MTurk is treated as open (an operator whose ``RL_MTURK_ENDPOINT``
+    still answers). A value that is not such a date counts as closed, and the reason says so, so a
+    typo never sends a study to a platform that cannot run it."""
+    value = str(settings.RL_MTURK_CLOSED_ON or "").strip()
+    if not value:
+        return ""
+    try:
+        closed_on = dt.datetime.strptime(value, "%Y-%m-%d").date()
+    except ValueError:
+        return (f"the setting {CLOSED_ON_SETTING} is {value[:40]!r}, which is not a date (YYYY-MM-DD): MTurk is "
+                f"treated as closed until it is one (empty: open). Run the study on Prolific or with participant "
+                "links instead")
+    today = (now or timezone.now()).astimezone(dt.UTC).date()
+    if today < closed_on:
+        return ""
+    return (f"Amazon closed Mechanical Turk for good on {closed_on.isoformat()} (the setting {CLOSED_ON_SETTING}), "
+            "so no new HITs can be published there: run the study on Prolific or with participant links instead "
+            "(a draft changes its platform on the study page; an open study is copied). A study already on MTurk "
+            f"can still be synced, reviewed, paid bonuses and closed. An operator whose RL_MTURK_ENDPOINT still "
+            f"answers sets {CLOSED_ON_SETTING} empty")
+
+
+def mturk_closed(now: dt.datetime | None = None) -> bool:
+    """Whether MTurk is closed at ``now`` (:func:`mturk_closed_reason`)."""
+    return bool(mturk_closed_reason(now))
 
 
 def mturk_endpoint() -> str:

@@ -35,12 +35,13 @@ from annotations.models import (
     Unit,
 )
 from annotations.platforms import get_platform
-from annotations.platforms.base import PlatformError, TaskSpec, money
+from annotations.platforms.base import PlatformError, TaskSpec, money, to_minor_units
 from annotations.platforms.handoff import study_entry_url
 from annotations.platforms.mturk import (
     MTurkPlatform,
     answer_key_xml,
     external_question_xml,
+    mturk_closed_reason,
     question_form_xml,
     split_assignments,
 )
@@ -284,6 +285,21 @@ def _next_batch(study: Study, platform: str, dry_run: bool) -> int:
     return (latest or 0) + 1
 
 
+def _mturk_closed_refusal(*, study: Study, name: str) -> str:
+    """Why a live publish of ``study`` on ``name`` is refused because MTurk is closed
+    (``mturk.mturk_closed_reason``, the one rule), "" when it is not: another platform, MTurk
+    treated as open, or a batch of the study still publishing or published on MTurk, which a publish
+    resumes or returns (winding down what was made before the closure: nothing new is opened)."""
+    if name != Platform.MTURK:
+        return ""
+    reason = mturk_closed_reason()
+    if not reason or Publication.objects.filter(
+            study=study, platform=name, dry_run=False,
+            status__in=[Publication.Status.PUBLISHING, Publication.Status.PUBLISHED]).exists():
+        return ""
+    return reason
+
+
 def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: str | None = None,
                   n_tasks: int | None = None, options: dict | None = None) -> Publication:
     """Publish ``study`` on its platform, as ``user``, who needs PAY access to the study
@@ -313,6 +329,13 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
     if options.get("link_mode", "single") not in LINK_MODES:
         raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
     name = publish_platform(study=current, platform_name=platform_name)
+    if not dry_run:
+        closed = _mturk_closed_refusal(study=current, name=name)
+        if closed:  # before study_open: the study stays as it is (a draft stays a draft), nothing is sent
+            state = ("a draft" if current.status == Study.Status.DRAFT
+                     else current.get_status_display().lower())
+            raise PlatformServiceError(f"study {current.name!r} cannot be published on MTurk: {closed}. Nothing "
+                                       f"was sent and the study is still {state}.")
     platform = get_platform(name)
     n_tasks = _tasks_to_publish(study=study, platform=platform, n_tasks=n_tasks)
     time_limit = platform_time_limit(study=study, platform=name, options=options)
@@ -558,6 +581,9 @@ def _publish_dry_run(*, study, user, name, platform, n_tasks, cost, options, tim
     warnings: list[str] = []
     requests: list[dict] = []
     if name == Platform.MTURK:
+        closed = _mturk_closed_refusal(study=study, name=name)
+        if closed:
+            warnings.append(f"A live publish of this study on MTurk would be refused: {closed}.")
         if not spec.worker_url.startswith("https://"):
             warnings.append(f"RL_PUBLIC_URL is not https ({settings.RL_PUBLIC_URL}); MTurk would refuse the HIT.")
         test = qualification_test_questions(study)
@@ -832,7 +858,7 @@ def _publish_prolific(*, publication, study, user, platform, options, time_limit
                       idempotency_key=f"{Platform.PROLIFIC}:publish_study:{publication.request_token}",
                       amount=estimate.total, currency=estimate.currency,
                       request_summary={"study_id": prolific_id, "action": "PUBLISH", "places": spec.n_tasks,
-                                       "reward_minor_units": int(spec.reward * 100)},
+                                       "reward_minor_units": to_minor_units(spec.reward)},
                       user=actor(user), study=study, publication=publication),
         send=lambda: platform.publish_study(study_id=prolific_id),
         reconcile=reconciler(platform),

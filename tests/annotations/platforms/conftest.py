@@ -48,9 +48,13 @@ def aws_env(monkeypatch):
 
 
 @pytest.fixture
-def mturk(aws_env):
+def mturk(aws_env, settings):
     """(platform, stubber): the real MTurkPlatform on a stubbed boto3 client, installed as the
-    "mturk" platform for the services. Every test must consume exactly the responses it queued."""
+    "mturk" platform for the services. Every test must consume exactly the responses it queued.
+    These test the integration itself, so MTurk is treated as open here (``RL_MTURK_CLOSED_ON``
+    empty, as for an operator whose endpoint still answers); the closure has its own tests
+    (test_mturk_closed.py)."""
+    settings.RL_MTURK_CLOSED_ON = ""
     client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX_ENDPOINT)
     stubber = Stubber(client)
     stubber.activate()
