@@ -647,7 +647,9 @@ class RequestWatchdog:
         self._timer.daemon = True
 
     def trace(self, event: str, info: dict) -> None:
-        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+        # "connection.…" directly, "proxy.start_tls.complete" for the TLS tunnelled through an HTTP
+        # proxy (its socket, not the proxy's plain one, which TLS detaches): matched by suffix.
+        if not event.endswith((".connect_tcp.complete", ".start_tls.complete")):
             return
         stream = info.get("return_value")
         sock = stream.get_extra_info("socket") if stream is not None else None

@@ -30,6 +30,7 @@ from studies.lm.backends import (
     Budget,
     Decoding,
     OpenAIBackend,
+    RequestWatchdog,
     TransientBackendError,
     estimated_tokens,
     response_byte_limit,
@@ -322,3 +323,33 @@ def test_a_deeply_nested_body_is_an_unexpected_body():
         server.close()
     assert b.budget.as_json()["used_requests"] == 1  # not retried
     assert b.budget.as_json()["used_tokens"] == estimated_tokens(PROMPT, DECODING)
+
+
+class _Stream:
+    """What httpcore hands a ``trace`` callback as a connection's ``return_value``."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def get_extra_info(self, name):
+        return self.sock if name == "socket" else None
+
+
+@pytest.mark.parametrize("event", ["connection.connect_tcp.complete", "connection.start_tls.complete",
+                                   "proxy.start_tls.complete"])
+def test_the_watchdog_shuts_the_socket_of_each_connection_it_is_told_of(event):
+    # Through an HTTPS proxy httpcore names the tunnelled TLS step "proxy.start_tls.complete": before,
+    # only "connection.*" events were taken, so the deadline shut nothing and a slow header block
+    # ran on (22.9 s for a 1 s timeout in a review's probe).
+    ours, theirs = socket.socketpair()
+    try:
+        with RequestWatchdog(0.2) as watchdog:
+            watchdog.trace(event, {"return_value": _Stream(ours)})
+            ours.settimeout(5)
+            started = time.monotonic()
+            assert ours.recv(1) == b""  # shut at the deadline: the blocked read ends
+            assert time.monotonic() - started < 3
+        assert watchdog.fired
+    finally:
+        ours.close()
+        theirs.close()
