@@ -114,6 +114,7 @@ from annotations.services.participants import (
     NOT_AVAILABLE,
     RETAKES_MAX,
     failed_grant_refuses_browser,
+    participant_lock,
     retakes_used,
 )
 from annotations.services.release import assignments_end_in_progress, deadline_passed
@@ -199,7 +200,9 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
     failed grant is deleted, if it is still that grant (failed, taken in that task), and its task
     (returned when the test was failed) is marked ``ended_as_impostor``, and True is returned; also
     when the failed grant went meanwhile (another entry of the worker voided it first), asking
-    nothing, so the caller decides the entry again. A passed grant is never touched. ``client``: the
+    nothing, so the caller decides the entry again (also when a withdrawal erased it: the start
+    then refuses the withdrawn worker). The worker's row is locked (``participant_lock``) before the
+    grant is deleted, in a withdrawal's order. A passed grant is never touched. ``client``: the
     entry's client address, whose read budget the reads spend (``prolific_vouches``). Reads two rows,
     then makes network calls: call outside any transaction, holding no row lock. An identity the app
     cannot authenticate (an MTurk worker id, a typed identifier) has no platform to ask: its failed
@@ -224,9 +227,12 @@ def impostor_grant_void(*, study: Study, participant: Participant, platform_assi
                             client=client):
         return False
     with transaction.atomic():
+        # The worker's row first, in the withdrawal's order (it locks them, their tasks, then deletes
+        # their grants): a void holding the grant while waiting for the task deadlocked with it.
+        participant_lock(participant.pk)
         voided, _by_model = QualificationGrant.objects.filter(pk=grant_id, passed=False, assignment_id=task_id).delete()
         if not voided:
-            return True  # voided meanwhile (the worker's other entry): decide the entry again
+            return True  # voided meanwhile (the worker's other entry, or their withdrawal): decide the entry again
         Assignment.objects.filter(pk=task_id, status=Assignment.Status.RETURNED).update(ended_as_impostor=True)
     logger.warning("study %s: the failed qualification test taken in task %s was voided at its participant's "
                    "entry: Prolific denied the session that task was started with and confirmed the one the "

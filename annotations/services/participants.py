@@ -345,13 +345,52 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
     its own. A browser that goes on as a participant who withdrew from the study is refused as
     the plain and open links refuse it (``ParticipantBlocked``, ``_refuse_withdrawn_browser``) and
     the link stays unused. Raises ``StudyNotOpen`` for a withdrawn link. Call inside the transaction
-    that takes the consent, so a refusal leaves nothing behind."""
+    that takes the consent, so a refusal leaves nothing behind.
+
+    Lock order, the withdrawal's (``withdrawal.participant_withdraw`` locks the worker's row, then
+    updates their links): the link's participant first, then the link's row. The caller locks
+    ``link.participant_id`` first when the link already names one (``entry._consent_first``). A
+    ``link`` read before another browser redeemed it names none: when the locked row names a
+    participant, the link's row lock is let go (its savepoint rolled back), that participant is
+    locked (``participant_lock``) and the row is locked again, so a withdrawal holding them is
+    waited for, never deadlocked with (it revokes the link: ``StudyNotOpen``). At most once: a
+    participant once set goes back to none only with the link revoked. No statement more when the
+    caller knew the link's participant or the link is unused."""
+    known = link.participant_id
+    for _attempt in range(3):
+        try:
+            locked = _link_lock_redeem(link=link, known=known, held_participant_id=held_participant_id,
+                                       held_task_id=held_task_id, browser=browser)
+        except _LinkParticipantUnlocked as unlocked:
+            known = unlocked.participant_id
+            participant_lock(known)  # its participant first, the link's row after it (the next attempt)
+            continue
+        link.participant, link.redeemed_at = locked.participant, locked.redeemed_at
+        return locked.participant
+    raise RuntimeError(f"participant link {link.pk}: its participant changed while it was redeemed")
+
+
+class _LinkParticipantUnlocked(Exception):
+    """The locked link names ``participant_id``, which its caller did not lock first."""
+
+    def __init__(self, participant_id: int):
+        super().__init__(participant_id)
+        self.participant_id = participant_id
+
+
+def _link_lock_redeem(*, link: ParticipantLink, known: int | None, held_participant_id: int | None,
+                      held_task_id: int | None, browser: str) -> ParticipantLink:
+    """``participant_link_redeem``'s work under the link's row lock, in a savepoint: the locked link,
+    redeemed if it was unused. Raises ``_LinkParticipantUnlocked`` (the savepoint rolled back, which
+    lets the row lock go) when the link names a participant other than ``known``, the one locked."""
     with transaction.atomic():
         # The link's row only: without ``of``, PostgreSQL locks the joined study row FOR UPDATE too,
         # which deadlocks with the FOR KEY SHARE other consents hold on it and stalls the study's claims.
         locked = ParticipantLink.objects.select_for_update(of=("self",)).select_related("study").get(pk=link.pk)
         if locked.revoked:
             raise StudyNotOpen("This link has been withdrawn by the researcher.")
+        if locked.participant_id is not None and locked.participant_id != known:
+            raise _LinkParticipantUnlocked(locked.participant_id)
         if locked.participant_id is None:
             person, goes_on_as = _browser_participants(study=locked.study, participant_id=held_participant_id,
                                                        task_id=held_task_id, browser=browser)
@@ -362,8 +401,7 @@ def participant_link_redeem(*, link: ParticipantLink, held_participant_id: int |
                                                                     external_id=f"plink-{locked.pk}")
             locked.redeemed_at = timezone.now()
             locked.save(update_fields=["participant", "redeemed_at"])
-    link.participant, link.redeemed_at = locked.participant, locked.redeemed_at
-    return locked.participant
+    return locked
 
 
 def _refuse_withdrawn_browser(*, study: Study, goes_on_as: Participant | None) -> None:
