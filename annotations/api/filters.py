@@ -4,7 +4,7 @@ from __future__ import annotations
 import django_filters as df
 
 from annotations.models import Annotation, Assignment, Participant
-from lab.api.filters import DateTimeFilter, IdFilter, filter_id_or_name
+from lab.api.filters import ApiFilterSet, DateTimeFilter, IdFilter, filter_id_or_name
 from lab.pseudonyms import ids_matching_pseudonyms
 from studies.models import Split
 
@@ -20,7 +20,7 @@ def filter_by_worker(queryset, participant_field: str, value: str):
     return queryset.filter(**{f"{participant_field}__in": ids})
 
 
-class AnnotationFilter(df.FilterSet):
+class AnnotationFilter(ApiFilterSet):
     study = IdFilter(field_name="claim__study_id")
     assignment = IdFilter(field_name="claim__assignment_id")
     item = IdFilter(field_name="claim__unit__item_id")
@@ -43,7 +43,7 @@ class AnnotationFilter(df.FilterSet):
         return filter_by_worker(queryset, "claim__participant", value)
 
 
-class AssignmentFilter(df.FilterSet):
+class AssignmentFilter(ApiFilterSet):
     study = IdFilter(field_name="study_id")
     status = df.ChoiceFilter(choices=Assignment.Status.choices)
     worker = df.CharFilter(method="filter_worker", help_text="Worker pseudonym (w_...); comma-separated for several.")

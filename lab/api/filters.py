@@ -205,13 +205,22 @@ def accepted_query_params(view, *, filterset_class=None, extra=()) -> set[str]:
 def reject_unknown_query_params(*, params, accepted: set[str]) -> None:
     """400 naming each query parameter not in ``accepted``, with the ones that are. A parameter the
     endpoint does not read would otherwise be ignored without a word, and a "filtered" list or export
-    would be every row."""
+    would be every row. A parameter given more than once is refused too: each endpoint reads one
+    value of each (the last), so ``?mine=banana&mine=1`` passed while ``?mine=1&mine=banana`` was a
+    400, and ``?mine=1&mine=0`` meant 0 without a word."""
     unknown = sorted(set(params) - accepted)
     if unknown:
         listed = ", ".join(sorted(accepted))
         raise ValidationError({
             name: [f"Unknown query parameter {name!r}: this endpoint does not read it. It accepts: {listed}."]
             for name in unknown
+        })
+    repeated = sorted(name for name in params if len(params.getlist(name)) > 1)
+    if repeated:
+        raise ValidationError({
+            name: [f"Query parameter {name!r} is given {len(params.getlist(name))} times: give it once "
+                   "(a list of workers is comma-separated in one value)."]
+            for name in repeated
         })
 
 

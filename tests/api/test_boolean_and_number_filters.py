@@ -124,12 +124,29 @@ def api_filtersets():
 
 def test_no_api_filter_reads_booleans_or_numbers_by_django_filters_defaults():
     """A guard for filters added later: every boolean filter of the API is ``lab.api.filters.BooleanFilter``
-    and every number filter a ``WholeNumberFilter`` (or one with its own reading, by a method)."""
+    and every number filter a ``WholeNumberFilter`` (or one with its own reading, by a method), and
+    every filter set is built on ``ApiFilterSet``, so a field added to its ``Meta.fields`` later is
+    read so too (the annotations API's two were plain django-filter sets)."""
     filtersets = api_filtersets()
     assert len(filtersets) >= 8
     for filterset in filtersets:
+        assert issubclass(filterset, api_filters.ApiFilterSet), filterset.__name__
         for name, filter_ in filterset.base_filters.items():
             if isinstance(filter_, df.BooleanFilter):
                 assert isinstance(filter_, api_filters.BooleanFilter), (filterset.__name__, name)
             if isinstance(filter_, df.NumberFilter):
                 assert isinstance(filter_, api_filters.WholeNumberFilter), (filterset.__name__, name)
+
+
+@pytest.mark.parametrize(("path", "query"), [
+    ("/api/v1/studies/", "mine=banana&mine=1"), ("/api/v1/studies/", "mine=1&mine=0"),
+    ("/api/v1/annotations/", "include_raw_worker_ids=banana&include_raw_worker_ids=1"),
+    ("/api/v1/scores/", "task_correct=1&task_correct=1"),
+])
+def test_a_parameter_given_twice_is_a_400_whatever_the_order(client_for, researcher, path, query):
+    # Before, only the last value was read: "mine=banana&mine=1" passed, "mine=1&mine=0" meant 0.
+    response = client_for(researcher).get(f"{path}?{query}")
+    assert response.status_code == 400, (query, response.status_code)
+    name = query.split("=")[0]
+    (message,) = response.json()[name]
+    assert message.startswith(f"Query parameter {name!r} is given 2 times: give it once")
