@@ -200,6 +200,8 @@ class PublicationAdmin(KeysShownAdmin):
             "submitted_ids": ",".join(map(str, approve_all.ids)),
             # Submitted, a rejection sent and its outcome not recorded: not listed, priced or approved.
             "submitted_rejecting": approve_all.rejecting,
+            # Submitted, their platform session ended there and the hold cleared: the click refuses them.
+            "submitted_ended": approve_all.ended,
             "candidate_ids": {kind: ",".join(map(str, ids)) for kind, ids in candidates.items()},
             # What "Approve all" pays: the rewards of the submitted tasks with the platform's fee, work on
             # hold left out (``assignments_on_hold``: "Approve all" refuses it and names it), and work

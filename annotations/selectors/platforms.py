@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value
 from django.db.models.functions import Concat
 
 from annotations.models import (
@@ -106,6 +106,19 @@ def contrary_sent(operation: str) -> Exists:
     return review_sent(CONTRARY_DECISION[operation])
 
 
+def ended_on_platform_cleared(*, study: Study) -> dict[int, str]:
+    """The tasks of ``study`` whose platform session sync found timed out or returned
+    (``ENDED_ON_PLATFORM``) and a researcher cleared since, each with its platform: the platform pays
+    nothing for them and may refuse an approval, so "Approve all" never approves them
+    (``services.platforms.review.study_approve_all`` refuses them, and ``study_approve_all_tasks``
+    lists them apart: one rule). Held (not cleared) they are refused as on hold. One query."""
+    return dict(PlatformSubmission.objects.filter(
+        publication__study=study, publication__dry_run=False, assignment__isnull=False,
+        platform_assignment_id=F("assignment__platform_assignment_id"),
+        flag=PlatformSubmission.Flag.ENDED_ON_PLATFORM, cleared_at__isnull=False,
+    ).values_list("assignment_id", "publication__platform"))
+
+
 @dataclass(frozen=True)
 class ApproveAllTasks:
     """What the publish page's "Approve all" lists, prices and carries (``study_approve_all_tasks``):
@@ -113,11 +126,14 @@ class ApproveAllTasks:
     how many of them sync holds (``assignments_on_hold``: the click refuses and names them, so they
     are not priced); ``rejecting``, the submitted tasks left out because a rejection of their work
     was sent and its outcome is not recorded here (``contrary_sent``: an approval would be refused),
-    shown apart so that nothing is hidden."""
+    shown apart so that nothing is hidden; ``ended``, the submitted tasks left out because their
+    platform session ended there and a researcher cleared that hold (``ended_on_platform_cleared``:
+    the click refuses them, so they are neither counted nor priced), shown apart too."""
 
     ids: list[int]
     held: int
     rejecting: list[int]
+    ended: list[int]
 
     @property
     def payable(self) -> int:
@@ -131,18 +147,23 @@ def study_approve_all_tasks(*, study: Study) -> ApproveAllTasks:
     ``study`` by id, less those a rejection of which was sent and is not settled
     (``contrary_sent(APPROVE)``, the rule the approval itself refuses them by: its answer lost, or
     confirmed and not taken over yet; the next sync settles them), which are listed apart; with how
-    many listed are on hold (``on_hold``). One query."""
+    many listed are on hold (``on_hold``); and less those whose platform session ended there and
+    whose hold was cleared (``ended_on_platform_cleared``, which the click refuses), listed apart
+    too. Two queries."""
     rows = (Assignment.objects.filter(study=study, status=Assignment.Status.SUBMITTED)
             .annotate(rejecting=contrary_sent(PlatformCall.Operation.APPROVE), held=on_hold("pk"))
             .order_by("id").values_list("id", "rejecting", "held"))
-    ids, held, rejecting = [], 0, []
+    ended_there = ended_on_platform_cleared(study=study)
+    ids, held, rejecting, ended = [], 0, [], []
     for pk, is_rejecting, is_held in rows:
         if is_rejecting:
             rejecting.append(pk)
+        elif pk in ended_there and not is_held:
+            ended.append(pk)
         else:
             ids.append(pk)
             held += int(is_held)
-    return ApproveAllTasks(ids=ids, held=held, rejecting=rejecting)
+    return ApproveAllTasks(ids=ids, held=held, rejecting=rejecting, ended=ended)
 
 
 # The task statuses a bonus goes to: submitted or approved work (``assignments_bonusable``).

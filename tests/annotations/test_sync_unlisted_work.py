@@ -14,11 +14,12 @@ from datetime import timedelta
 import pytest
 from django.db.models import Sum
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission, Unit
 from annotations.selectors import claims_that_count
-from annotations.selectors.platforms import assignments_on_hold
+from annotations.selectors.platforms import assignments_on_hold, study_approve_all_tasks
 from annotations.selectors.progress import study_progress
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import OPERATOR
@@ -276,6 +277,24 @@ def test_clearing_the_timed_out_hold_makes_the_work_count_again(published, raw_s
     task.refresh_from_db()
     assert task.status == Assignment.Status.SUBMITTED
     assert not PlatformCall.objects.filter(assignment=task, operation="approve").exists()
+
+
+def test_the_publish_page_lists_a_cleared_timed_out_session_apart_and_prices_it_not(published, admin_client):
+    # Before, the page listed, counted and priced it, and its click then refused it ("never approved in
+    # a batch"): the researcher read a count and a total the click would not pay.
+    study, _study_id, _server = published
+    task, _pid, session = ended_on_prolific(published, "RETURNED")
+    study_sync(study=study)
+    submission_clear(user=OPERATOR, submission=PlatformSubmission.objects.get(platform_assignment_id=session))
+
+    text = html.unescape(admin_client.get(
+        reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode())
+
+    assert '"Approve all" approves the 0 submitted assignment(s)' in text
+    tasks = study_approve_all_tasks(study=study)
+    assert (tasks.ids, tasks.ended, tasks.payable) == ([], [task.pk], 0)
+    apart = text[text.index('id="approve-all-ended"'):]
+    assert f"task(s)\n      {task.pk}." in apart[:apart.index("</p>")]
 
 
 def test_a_timed_out_session_reopens_the_unit_its_answer_decided(prolific):

@@ -6,7 +6,6 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission
@@ -18,6 +17,7 @@ from annotations.selectors.platforms import (
     CONTRARY_DECISION,
     assignments_on_hold,
     contrary_sent,
+    ended_on_platform_cleared,
     review_key,
     review_sent,
 )
@@ -454,7 +454,7 @@ def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = 
                            .select_related("participant", "study").order_by("id"))
     else:
         assignments, gone = study_assignments(study=study, ids=assignment_ids)
-    ended = _ended_on_platform(study)
+    ended = ended_on_platform_cleared(study=study)
 
     def approve(assignment: Assignment) -> Assignment:
         if assignment.pk in ended:
@@ -468,12 +468,3 @@ def study_approve_all(*, user, study: Study, assignment_ids: list[int] | None = 
     return {"approved": approved, "errors": gone + errors, "unsettled": unsettled}
 
 
-def _ended_on_platform(study: Study) -> dict[int, str]:
-    """The tasks of ``study`` whose platform session sync found timed out or returned
-    (``ENDED_ON_PLATFORM``) and a researcher cleared since, each with its platform: the platform pays nothing
-    for them and may refuse an approval, so "Approve all" leaves them out (one query)."""
-    return dict(PlatformSubmission.objects.filter(
-        publication__study=study, publication__dry_run=False, assignment__isnull=False,
-        platform_assignment_id=F("assignment__platform_assignment_id"),
-        flag=PlatformSubmission.Flag.ENDED_ON_PLATFORM, cleared_at__isnull=False,  # held: refused as on hold
-    ).values_list("assignment_id", "publication__platform"))
