@@ -159,7 +159,8 @@ class ProlificPlatform(CrowdPlatform):
         resolved as a browser would, and every address is held to the API's own by ``_url``. A next
         page already given, or more pages than the first page's ``meta.count`` needs plus
         ``PAGE_MARGIN`` (``_page_limit``, at most ``MAX_LISTING_PAGES``), is a ``PlatformError``:
-        the listing was not read to its end."""
+        the listing was not read to its end. So is a page of another shape (``_page_parts``): its
+        ``results`` not a list of objects, its ``_links``/``next`` not objects, its href not a string."""
         fetched: set[str] = set()
         limit = MAX_LISTING_PAGES
         next_path: str | None = path
@@ -174,11 +175,10 @@ class ProlificPlatform(CrowdPlatform):
                                     "to its end")
             fetched.add(url)
             body = self._request("GET", url)
-            results = body.get("results", [])
+            results, link = _page_parts(body, what=what, page=len(fetched))
             if len(fetched) == 1:
                 limit = _page_limit(body, page_size=len(results))
             yield results
-            link = ((body.get("_links") or {}).get("next") or {}).get("href") or None
             next_path = urljoin(url, link) if link else None
 
     # -- estimates ------------------------------------------------------------------------
@@ -238,8 +238,9 @@ class ProlificPlatform(CrowdPlatform):
         for results in self._pages("studies/", what="the studies"):
             for study in results:
                 if study.get("internal_name") == internal_name:
-                    return PublishedTask(external_id=study["id"], recovered=True,
-                                         response={"id": study["id"], "status": study.get("status", "")})
+                    study_id = _listed_id(study, what="the studies")
+                    return PublishedTask(external_id=study_id, recovered=True,
+                                         response={"id": study_id, "status": study.get("status", "")})
         return None
 
     def publish(self, *, spec: TaskSpec, index: int = 0, max_assignments: int = 0) -> PublishedTask:
@@ -260,12 +261,13 @@ class ProlificPlatform(CrowdPlatform):
             for results in self._pages(f"studies/{study_id}/submissions/",
                                        what=f"the submissions of study {study_id}"):
                 for item in results:
-                    if item["id"] in seen:
+                    item_id = _listed_id(item, what=f"the submissions of study {study_id}")
+                    if item_id in seen:
                         continue  # listed again on a later page (the listing moved while it was read)
-                    seen.add(item["id"])
+                    seen.add(item_id)
                     raw = item.get("status", "")
                     found.append(RemoteSubmission(
-                        platform_assignment_id=item["id"],
+                        platform_assignment_id=item_id,
                         platform_task_id=item.get("study_id", study_id),
                         worker_id=item.get("participant_id") or item.get("participant", ""),
                         status=STATUS_MAP.get(raw, "active"),
@@ -408,11 +410,58 @@ def bonus_csv(*, submission_id: str, amount: Decimal) -> str:
     return text
 
 
+def _page_parts(body, *, what: str, page: int) -> tuple[list[dict], str | None]:
+    """A listing page's ``results`` (a list of objects; absent or null: none) and its next link
+    (``_links.next.href``, a string; ``_links``, ``next`` or ``href`` absent, null or empty: the
+    last page). Any other shape is a ``PlatformError`` naming the page and the field: the listing
+    was not read to its end, never read as ended (``page`` counts from 1)."""
+    def bad(field: str, value) -> PlatformError:
+        return PlatformError(f"Prolific listed {what} with page {page}'s {field} a {type(value).__name__}, "
+                             "not the shape its API gives: the listing was not read to its end")
+
+    if not isinstance(body, dict):
+        raise bad("answer", body)
+    results = body.get("results")
+    if results is None:
+        results = []
+    if not isinstance(results, list):
+        raise bad("results", results)
+    for n, item in enumerate(results, start=1):
+        if not isinstance(item, dict):
+            raise bad(f"result {n}", item)
+    links = body.get("_links")
+    if links is None:
+        return results, None
+    if not isinstance(links, dict):
+        raise bad("_links", links)
+    following = links.get("next")
+    if following is None:
+        return results, None
+    if not isinstance(following, dict):
+        raise bad("_links.next", following)
+    href = following.get("href")
+    if href is None:
+        return results, None
+    if not isinstance(href, str):
+        raise bad("_links.next.href", href)
+    return results, href or None
+
+
+def _listed_id(item: dict, *, what: str) -> str:
+    """The ``id`` of an object in a listing: a non-empty string, else a ``PlatformError``."""
+    value = item.get("id")
+    if not isinstance(value, str) or not value:
+        raise PlatformError(f"Prolific listed {what} with an item whose id is {value!r:.60}, not a string: "
+                            "the listing was not read to its end")
+    return value
+
+
 def _page_limit(body: dict, *, page_size: int) -> int:
     """How many pages a listing may take, from its first page: the pages its ``meta.count`` needs
     at that page's size, plus ``PAGE_MARGIN`` (items arriving while it is read), never more than
     ``MAX_LISTING_PAGES``; that cap where the count is missing."""
-    count = (body.get("meta") or {}).get("count")
+    meta = body.get("meta")
+    count = meta.get("count") if isinstance(meta, dict) else None
     if not isinstance(count, int) or isinstance(count, bool) or count < 0 or page_size < 1:
         return MAX_LISTING_PAGES
     return min(MAX_LISTING_PAGES, -(-count // page_size) + PAGE_MARGIN)

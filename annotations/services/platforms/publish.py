@@ -300,6 +300,30 @@ def _mturk_closed_refusal(*, study: Study, name: str) -> str:
     return reason
 
 
+def _mturk_closed_refuse(*, study: Study, name: str) -> None:
+    """Refuse (``PlatformServiceError``) a live publish of ``study`` on ``name`` that
+    ``_mturk_closed_refusal`` refuses, saying nothing was sent and what the study still is."""
+    closed = _mturk_closed_refusal(study=study, name=name)
+    if closed:
+        state = "a draft" if study.status == Study.Status.DRAFT else study.get_status_display().lower()
+        raise PlatformServiceError(f"study {study.name!r} cannot be published on MTurk: {closed}. Nothing "
+                                   f"was sent and the study is still {state}.")
+
+
+def _study_open_on(*, study: Study, user, name: str) -> Study:
+    """Open ``study`` (``study_open``) for a publish on ``name``, in one transaction under the
+    study's row lock, taken first: the platform the publish means is checked against the locked row
+    (``publish_platform``), and MTurk's closure for it (``_mturk_closed_refuse``), before its units
+    are built. A draft switched to another platform (``study_update`` takes the same lock) since the
+    publish read it is refused as it is, a draft with no units, never opened on a platform nothing
+    will publish it on (its platform fixed at opening)."""
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        publish_platform(study=locked, platform_name=name)
+        _mturk_closed_refuse(study=locked, name=name)
+        return study_open(study=study, user=user)
+
+
 def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: str | None = None,
                   n_tasks: int | None = None, options: dict | None = None) -> Publication:
     """Publish ``study`` on its platform, as ``user``, who needs PAY access to the study
@@ -330,12 +354,9 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
         raise PlatformServiceError(f"link mode {str(options['link_mode'])[:40]!r}: use one of {', '.join(LINK_MODES)}")
     name = publish_platform(study=current, platform_name=platform_name)
     if not dry_run:
-        closed = _mturk_closed_refusal(study=current, name=name)
-        if closed:  # before study_open: the study stays as it is (a draft stays a draft), nothing is sent
-            state = ("a draft" if current.status == Study.Status.DRAFT
-                     else current.get_status_display().lower())
-            raise PlatformServiceError(f"study {current.name!r} cannot be published on MTurk: {closed}. Nothing "
-                                       f"was sent and the study is still {state}.")
+        # Before study_open: the study stays as it is (a draft stays a draft), nothing is sent; checked
+        # again under the study's lock at the opening (``_study_open_on``).
+        _mturk_closed_refuse(study=current, name=name)
     platform = get_platform(name)
     n_tasks = _tasks_to_publish(study=study, platform=platform, n_tasks=n_tasks)
     time_limit = platform_time_limit(study=study, platform=name, options=options)
@@ -350,7 +371,7 @@ def study_publish(*, study: Study, user, dry_run: bool = False, platform_name: s
         # The one way to open: units built first; a study that cannot run is refused before
         # anything is sent to a platform.
         try:
-            study = study_open(study=study, user=user)
+            study = _study_open_on(study=study, user=user, name=name)
         except StudyError as exc:
             raise PlatformServiceError(f"study {study.name!r} cannot be published: {exc}") from exc
         # The limit again from the minutes the opening fixed (checked above on the draft, so a refused
@@ -904,8 +925,13 @@ def study_add_assignments(*, study: Study, user) -> dict:
     refuses to cross that line); what does not fit is reported for a new batch.
 
     The user's right is read afresh before each call that adds assignments (``common.access_study_now``):
-    lost meanwhile, ``PlatformAccessDenied`` names what was added and what was not; nothing more is sent."""
+    lost meanwhile, ``PlatformAccessDenied`` names what was added and what was not; nothing more is sent.
+
+    Refused (``PlatformServiceError``) while MTurk is closed (``mturk.mturk_closed_reason``, the one
+    rule), read before anything is sent and again before each call: more assignments are new paid work,
+    not the winding down of a published batch (syncing, reviewing, paying and stopping it go on)."""
     access_study(user=user, study=study, access=PUBLISH)
+    _mturk_closed_no_more_work(study=study, calls=[])
     publication = (Publication.objects.filter(study=study, platform=Platform.MTURK, dry_run=False,
                                               status=Publication.Status.PUBLISHED).order_by("-batch").first())
     if publication is None:
@@ -936,6 +962,7 @@ def study_add_assignments(*, study: Study, user) -> dict:
             raise PlatformAccessDenied(
                 f"adding assignments to study {study.pk} stopped before HIT {entry['hit_id']}: {exc.message}. "
                 f"Nothing more was sent; added before: {calls or 'nothing'}") from exc
+        _mturk_closed_no_more_work(study=study, calls=calls)
         platform_call_execute(
             spec=CallSpec(platform=Platform.MTURK, operation=OP.ADD_ASSIGNMENTS,
                           idempotency_key=f"{Platform.MTURK}:add_assignments:{entry['hit_id']}:to{target}",
@@ -952,3 +979,13 @@ def study_add_assignments(*, study: Study, user) -> dict:
         to_add -= n
         calls.append({"hit_id": entry["hit_id"], "added": n})
     return {"needed": needed, "available": available, "added": added, "not_placed": max(0, to_add), "hits": calls}
+
+
+def _mturk_closed_no_more_work(*, study: Study, calls: list[dict]) -> None:
+    """Refuse (``PlatformServiceError``) adding assignments to ``study``'s HITs while MTurk is closed
+    (``mturk_closed_reason``), naming what was added before (``calls``) and that nothing more is sent."""
+    closed = mturk_closed_reason()
+    if closed:
+        raise PlatformServiceError(
+            f"study {study.name!r} cannot get more MTurk assignments: {closed}. Nothing more was sent; added "
+            f"before: {calls or 'nothing'}. Its published HITs are still synced, reviewed, paid and stopped.")
