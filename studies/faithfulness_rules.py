@@ -8,8 +8,9 @@ stores what another refuses and scoring leaves out what none would store.
 - ``probability_problem`` / ``probability_read``: ``p_full``, ``p_highlight`` and ``p_without`` are
   numbers in [0, 1] (true and false are not numbers here, nor NaN or infinities).
 - ``faithfulness_problems``: a stored value is empty or holds all three probabilities, a
-  ``y_hat_from`` of ``Y_HAT_FROM`` where it names one, and the highlight spans it was computed on
-  (``SPANS_KEY``) where it records them.
+  ``y_hat_from`` of ``Y_HAT_FROM`` where it names one, the highlight spans it was computed on
+  (``SPANS_KEY``) where it records them, text (or null) for what computed them where it names it
+  (``TEXT_KEYS``: scoring counts and sorts them) and text, a JSON object or list for ``prompt``.
 - ``spans_state``: whether the probabilities still belong to the rationale's highlight. The job and
   the importer record the spans the probabilities were computed on (``SPANS_KEY``); an edit of the
   highlights (a re-import without probabilities, the admin, the API) leaves them as they were, so a
@@ -37,6 +38,12 @@ ASSUMPTION = ("probabilities imported without a y_hat_from column are taken to h
               "highlight (the import format's rule, SPEC section 6's); nothing in the file says so")
 
 MATCH, DIFFER, NOT_RECORDED = "match", "differ", "not_recorded"
+# What computed the probabilities, as the job stores it (or the importer, ``imported_from``), and the
+# answer they are probabilities of: text where given (null reads as not given). Scoring groups and
+# sorts them (``scoring.services.score``), so a list or object there would fail its run.
+TEXT_KEYS = ("task_model", "task_backend", "imported_from", "method", "y_hat")
+# The template the job read: its text, or a structured one (counted by scoring by its JSON text).
+PROMPT_KEY = "prompt"
 
 
 def _shown(value: Any) -> str:
@@ -109,6 +116,11 @@ def faithfulness_problems(value: Any) -> dict[str, str]:
         problems["y_hat_from"] = problem
     if ASSUMED_KEY in value and not isinstance(value[ASSUMED_KEY], bool):
         problems[ASSUMED_KEY] = f"{ASSUMED_KEY} must be true or false"
+    for key in TEXT_KEYS:
+        if value.get(key) is not None and not isinstance(value[key], str):
+            problems[key] = f"{key} {_shown(value[key])} must be text"
+    if value.get(PROMPT_KEY) is not None and not isinstance(value[PROMPT_KEY], str | dict | list):
+        problems[PROMPT_KEY] = f"{PROMPT_KEY} {_shown(value[PROMPT_KEY])} must be text, a JSON object or a list"
     if SPANS_KEY in value and _spans(value[SPANS_KEY]) is None:
         problems[SPANS_KEY] = (f"{SPANS_KEY} (the spans the probabilities were computed on) must be a list of "
                                "[start, end] character offsets")
@@ -119,6 +131,15 @@ def faithfulness_problem_text(value: Any) -> str | None:
     """``faithfulness_problems`` in one sentence; None when there is none."""
     problems = faithfulness_problems(value)
     return "; ".join(problems.values()) if problems else None
+
+
+def spans_problem(highlights: Any) -> str | None:
+    """Why ``highlights`` cannot be recorded as the spans probabilities were computed on; None when
+    they can (none: ``[]``)."""
+    if _spans(highlights or []) is None:
+        return (f"{SPANS_KEY} must be a list of [start, end] character offsets to be recorded with the "
+                "faithfulness probabilities")
+    return None
 
 
 def with_spans(value: dict, highlights: Any) -> dict:

@@ -26,6 +26,7 @@ from annotations.selectors.cost import (
     study_effective_hourly_pay,
 )
 from annotations.selectors.platforms import assignments_on_hold, study_places
+from annotations.services.stopping import study_answers_not_asked, units_of_invalid_questions
 from studies.design import tasks_for_places
 from studies.models import Study
 
@@ -91,7 +92,9 @@ class StudyProgress:
 class EarlyStopping:
     """What stopping units once their result is decided (``Study.stop_when_decided``,
     ``annotations.services.stopping``) has saved so far: the answers the decided units will never
-    collect (the design's workers per unit less their lowered quota) and the money, counted in tasks
+    collect (the design's workers per unit less their lowered quota, over the units stopping decided:
+    ``stopping.study_answers_not_asked``; ``answers_not_asked_invalid_questions``: those the units of a
+    generalization question marked invalid will not collect, which stopping did not save) and the money, counted in tasks
     because a platform pays per task (a task of one unit pays the full reward): the places published
     (``selectors.platforms.study_places``; the design's tasks before any publication)
     less the tasks taken (active, submitted, approved) and, while the study is open, less the tasks
@@ -111,6 +114,7 @@ class EarlyStopping:
     tasks_saved: int = 0
     cost_per_task: Decimal = Decimal("0.00")
     places_released: int | None = None
+    answers_not_asked_invalid_questions: int = 0
 
     @property
     def percent_saved(self) -> float:
@@ -123,21 +127,25 @@ class EarlyStopping:
                 "cost_per_answer": str(self.cost_per_answer), "money_saved": str(self.money_saved),
                 "currency": self.currency, "places_published": self.places_published,
                 "tasks_taken": self.tasks_taken, "tasks_saved": self.tasks_saved,
-                "cost_per_task": str(self.cost_per_task), "places_released": self.places_released}
+                "cost_per_task": str(self.cost_per_task), "places_released": self.places_released,
+                "answers_not_asked_invalid_questions": self.answers_not_asked_invalid_questions}
 
 
 def _tasks_by_places(study: Study) -> tuple[int, int]:
     """From one read of ``study``'s units, under the assignment rule (``tasks_for_places``): the
     tasks its units still need (their answers not yet claimed, quota less ``n_claimed``, per
     question), and the tasks early stopping saved (those the design's places need less those the
-    quotas, as stopping lowered them, need: whatever else left places empty is not counted)."""
+    quotas, as stopping lowered them, need: whatever else left places empty is not counted, nor the
+    units of a generalization question marked invalid, ``stopping.units_of_invalid_questions``)."""
     needed: Counter = Counter()
     designed: Counter = Counter()
     lowered: Counter = Counter()
-    for key, quota, claimed in Unit.objects.filter(study=study).values_list("question_key", "quota", "n_claimed"):
+    units = Unit.objects.filter(study=study)
+    invalid = set(units_of_invalid_questions(units).values_list("id", flat=True))
+    for unit_id, key, quota, claimed in units.values_list("id", "question_key", "quota", "n_claimed"):
         needed[key] += max(0, quota - claimed)
         designed[key] += study.annotators_per_unit
-        lowered[key] += quota
+        lowered[key] += max(quota, study.annotators_per_unit) if unit_id in invalid else quota
     per_task = study.units_per_task
     return (tasks_for_places(places=needed, units_per_task=per_task),
             max(0, tasks_for_places(places=designed, units_per_task=per_task)
@@ -150,11 +158,8 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     publish page)."""
     if not study.stop_when_decided:
         return None
-    units = Unit.objects.filter(study=study).aggregate(
-        n=Count("id"), quotas=Sum("quota"),
-        decided=Count("id", filter=Q(decided_at__isnull=False, quota__lt=study.annotators_per_unit)))
-    designed = units["n"] * study.annotators_per_unit
-    saved = designed - (units["quotas"] or 0)
+    designed = Unit.objects.filter(study=study).count() * study.annotators_per_unit
+    not_asked = study_answers_not_asked(study=study)
     cost = cost or study_cost_and_pay(study=study)
     per_answer = money(cost.estimate.total / cost.answers) if cost.answers else Decimal("0.00")
     per_task = cost.estimate.total / cost.tasks if cost.tasks else Decimal("0")
@@ -165,8 +170,10 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
     # study short of workers, leaves places empty that stopping early did not save.
     still_needed, stopping_saved = _tasks_by_places(study)
     tasks_saved = min(max(0, places - taken - (0 if closed else still_needed)), stopping_saved)
-    return EarlyStopping(units_decided=units["decided"], answers_collected=claims_that_count(study=study).count(),
-                         answers_saved=saved, answers_designed=designed,
+    return EarlyStopping(units_decided=not_asked.units_decided,
+                         answers_collected=claims_that_count(study=study).count(),
+                         answers_saved=not_asked.saved_by_stopping, answers_designed=designed,
+                         answers_not_asked_invalid_questions=not_asked.invalid_questions,
                          cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),
                          currency=cost.estimate.currency, places_published=places, tasks_taken=taken,
                          tasks_saved=tasks_saved, cost_per_task=money(per_task),

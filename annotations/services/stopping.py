@@ -44,10 +44,11 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from annotations.models import Annotation, Claim, Unit
@@ -247,6 +248,43 @@ def units_follow_question_validation(*, question_ids: Iterable[int]) -> None:
 def question_validation_changed(sender, question_ids, **kwargs) -> None:
     """Receiver of ``studies.signals.generalization_validation_changed`` (``AnnotationsConfig.ready``)."""
     units_follow_question_validation(question_ids=question_ids)
+
+
+# --- the answers a study did not ask for ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AnswersNotAsked:
+    """The answers ``study``'s design asked for that its units will not collect, by why: early stopping
+    (``saved_by_stopping``, over ``units_decided``: the units decided with fewer than the design's
+    workers) and generalization questions marked invalid (``invalid_questions``: their units take
+    nobody more, ``_invalid_units_close``; stopping saved none of these, the question's status did)."""
+
+    units_decided: int
+    saved_by_stopping: int
+    invalid_questions: int
+
+
+def units_of_invalid_questions(units):
+    """Of ``units``, those closed because their generalization question is marked invalid
+    (``_quota_follows_claims``): what they will not collect, stopping did not save."""
+    return units.filter(_quota_follows_claims())
+
+
+def study_answers_not_asked(*, study: Study) -> AnswersNotAsked:
+    """The one reading of what early stopping saved (the progress page, ``annotations.selectors.progress``,
+    and the scoring's ``early_stopping``, ``scoring.services.score``): per unit, the study's workers
+    per unit less its quota, summed over the units decided by stopping (``decided_at`` set) whose
+    question is not marked invalid; the units of a question marked invalid (decided or not: the
+    question's status closes them whatever their answers) are summed apart, as ``invalid_questions``.
+    Nothing else that leaves places empty (a close by hand, a study short of workers) is counted."""
+    per_unit = study.annotators_per_unit
+    lowered = Unit.objects.filter(study_id=study.pk, quota__lt=per_unit)
+    stopped = lowered.filter(decided_at__isnull=False).exclude(_quota_follows_claims()).aggregate(
+        n=Count("id"), quotas=Sum("quota"))
+    invalid = lowered.filter(_quota_follows_claims()).aggregate(n=Count("id"), quotas=Sum("quota"))
+    return AnswersNotAsked(units_decided=stopped["n"],
+                           saved_by_stopping=stopped["n"] * per_unit - (stopped["quotas"] or 0),
+                           invalid_questions=invalid["n"] * per_unit - (invalid["quotas"] or 0))
 
 
 # --- closing a study whose units are all decided ----------------------------------------------------

@@ -1024,9 +1024,12 @@ def early_stopping_section(results: dict) -> Section:
     columns = [Column("answers", "Answers that count", "int"), Column("units", "Units", "int")]
     section.tables.append(Table("early_stopping_answers_per_unit", "Units by number of answers", columns, rows))
     section.notes.append(early.get("note", ""))
+    invalid = early.get("answers_not_asked_invalid_questions") or 0
     section.notes.append(f"{early.get('answers_collected', 0):,} answers collected of {early.get('answers_designed', 0):,} "
-                         f"designed; {early.get('answers_saved', 0):,} saved ({early.get('units_decided', 0):,} units "
-                         "decided early).")
+                         f"designed; {early.get('answers_saved', 0):,} saved by stopping early "
+                         f"({early.get('units_decided', 0):,} units decided early)"
+                         + (f"; {invalid:,} not asked because their generalization question was marked invalid"
+                            if invalid else "") + ".")
     return section
 
 
@@ -1280,18 +1283,59 @@ def faithfulness_section(results: dict) -> Section:
         return section
     split = faith.get("split") or "test"  # results from before the split was recorded were test-split studies
     rules_named = {"highlight": "highlight pass (select-then-predict)", "full": "full input (ERASER)"}
-    rows = [{"source": name, "n": f["n"], "sufficiency": f["sufficiency"], "comprehensiveness": f["comprehensiveness"],
-             "y_hat_from": ", ".join(rules_named.get(r, r) for r in f.get("y_hat_from") or ["highlight"]),
-             "computed_by": probabilities_from(f)} for name, f in (faith.get("per_source") or {}).items()]
+    per_source = faith.get("per_source") or {}
+    # What the figures left out (``left_out``) and kept without knowing their highlight
+    # (``spans_not_recorded``): blank in results from before they were counted. A source all of whose
+    # probabilities were left out has a row of its own, with no figures.
+    counted = "left_out" in faith
+    left_out = faith.get("left_out") or {}
+
+    def y_hat_text(rules, assumed: int, n: int) -> str:
+        text = ", ".join(rules_named.get(r, r) for r in rules)
+        if assumed:  # the importer's rule, not given in the file (``y_hat_from_assumed``)
+            text += " (assumed)" if assumed >= n else f" (assumed for {assumed} of {n})"
+        return text
+
+    def row_of(name: str, f: dict | None) -> dict:
+        f = f or {}
+        out = left_out.get(name) or {}
+        return {"source": name, "n": f.get("n", 0), "sufficiency": f.get("sufficiency"),
+                "comprehensiveness": f.get("comprehensiveness"),
+                "y_hat_from": y_hat_text(f.get("y_hat_from") or (["highlight"] if f else []),
+                                         f.get("y_hat_from_assumed") or 0, f.get("n", 0)),
+                "computed_by": probabilities_from(f) if f else "",
+                "left_out_invalid": out.get("invalid", 0) if counted else None,
+                "left_out_highlights_changed": out.get("highlights_changed", 0) if counted else None,
+                "spans_not_recorded": f.get("spans_not_recorded", 0 if f else None) if counted else None}
+
+    rows = [row_of(name, f) for name, f in per_source.items()]
+    rows += [row_of(name, None) for name in left_out if name not in per_source]
+    assumed_sources = (faith.get("y_hat_from_assumed") or {}).get("sources") or []
+    pooled_rule = ", ".join(rules_named.get(r, r) for r in faith.get("y_hat_from") or [])
+    if assumed_sources:
+        pooled_rule += f" (assumed for {', '.join(assumed_sources)})"
+
+    def total(key):
+        return sum(r[key] for r in rows) if counted and all(r[key] is not None for r in rows) else None
+
     rows.append({"source": f"{split} (all sources)", "n": sum(r["n"] for r in rows),
                  "sufficiency": results.get(f"{split}_sufficiency"),
                  "comprehensiveness": results.get(f"{split}_comprehensiveness"),
-                 "y_hat_from": ", ".join(rules_named.get(r, r) for r in faith.get("y_hat_from") or []), "computed_by": ""})
+                 "y_hat_from": pooled_rule, "computed_by": "",
+                 **{key: total(key) for key in ("left_out_invalid", "left_out_highlights_changed",
+                                                "spans_not_recorded")}})
     columns = [Column("source", "Source"), Column("n", "n", "int"),
                Column("sufficiency", "Sufficiency (lower is better)", "float"),
                Column("comprehensiveness", "Comprehensiveness (higher is better)", "float"),
-               Column("y_hat_from", "y_hat from"), Column("computed_by", "Probabilities from")]
+               Column("y_hat_from", "y_hat from"), Column("computed_by", "Probabilities from"),
+               Column("left_out_invalid", "Left out: invalid", "int"),
+               Column("left_out_highlights_changed", "Left out: highlights changed", "int"),
+               Column("spans_not_recorded", "Kept, spans not recorded", "int")]
     section.tables.append(Table("faithfulness", "Sufficiency and comprehensiveness", columns, rows))
+    if faith.get("left_out_rule"):
+        section.notes.append(f"Left out and kept: {faith['left_out_rule']}.")
+    if assumed_sources and (assumption := (faith.get("y_hat_from_assumed") or {}).get("assumption")):
+        section.notes.append(f"y_hat from (assumed): {assumption}.")
     section.notes += [f"{key}: {text}" for key, text in (faith.get("caveats") or {}).items()]
     unstated = sorted({row["task_model"] for f in (faith.get("per_source") or {}).values()
                        for row in f.get("computed_with") or [] if row.get("task_model") and not row.get("method")})

@@ -193,6 +193,7 @@ from annotations.selectors.review import (
 )
 from annotations.services.deadlines import assignment_duration, first_answer_window, task_minutes_fixed
 from annotations.services.steps import VALIDATION_FIELDS, YES_NO, property_marks
+from annotations.services.stopping import study_answers_not_asked
 from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.errors import ScoringError
@@ -258,7 +259,7 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
     qs = Unit.objects.filter(study=study, generalization_question__isnull=not generalization).order_by("id")
     fields = ["id", "item_id", "source_id", "source__name", "item__gold_answer"]
     if study.stop_when_decided:
-        fields += ["quota"]  # a unit stopped early is complete at its (lowered) quota
+        fields += ["quota", "decided_at"]  # a unit stopped early is complete at its (lowered) quota
     if generalization:
         fields += ["generalization_question_id", "generalization_question__answer", "generalization_question__qtype",
                    "generalization_question__validation_status", "question_counts", "conflicted"]
@@ -270,6 +271,14 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
     df = pd.DataFrame.from_records(list(qs.values_list(*fields)), columns=fields)
     df = df.rename(columns={"id": "unit_id", "source__name": "source", "item__gold_answer": "gold",
                             "quota": "expected_raters"})
+    if study.stop_when_decided:
+        # A decided unit is complete with the answers that decided it: its quota also holds the
+        # claims still held when it was decided, or put on hold since (``stopping.units_decide``),
+        # whose answers do not count; it is never short (neither decided nor full).
+        counted = dict(claims_that_count(study=study).values_list("unit_id").annotate(n=Count("id")).order_by())
+        decided = df.pop("decided_at").notna()
+        answered = df["unit_id"].map(counted).fillna(0).astype(int)
+        df["expected_raters"] = df["expected_raters"].where(~decided, np.minimum(df["expected_raters"], answered))
     if generalization:
         df = df.rename(columns={
             "generalization_question_id": "question_id", "generalization_question__qtype": "qtype",
@@ -409,7 +418,7 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
     units = Unit.objects.filter(study=study)
     per_unit[0] += units.count() - sum(per_unit.values())
     designed = units.count() * study.annotators_per_unit
-    quotas = sum(units.values_list("quota", flat=True))
+    not_asked = study_answers_not_asked(study=study)  # the progress page's reading, the one rule
     kind = study.kind if study.kind in EARLY_STOPPING_AFFECTS else Study.Kind.UTILITY
     by_source = dict((short_units or {}).get("n_short_by_source") or {})
     n_open = by_source.pop(pipeline.ALL, None) if short_units else None
@@ -428,13 +437,15 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
     return {
         "used": True,
         "answers_per_unit": {str(k): per_unit[k] for k in sorted(per_unit) if per_unit[k]},
-        "units_decided": units.filter(decided_at__isnull=False, quota__lt=n).count(),
+        "units_decided": not_asked.units_decided,
         # the run's short units (``short_units``; None where it has none): neither decided nor full
         "units_neither_decided_nor_full": n_open,
         "units_neither_decided_nor_full_by_source": by_source if short_units else None,
         "answers_collected": sum(k * c for k, c in per_unit.items()),
         "answers_designed": designed,
-        "answers_saved": designed - quotas,
+        # saved by stopping only; the answers the units of a question marked invalid will not collect apart
+        "answers_saved": not_asked.saved_by_stopping,
+        "answers_not_asked_invalid_questions": not_asked.invalid_questions,
         "affects": EARLY_STOPPING_AFFECTS[kind],
         # units stopped short of the design (``pipeline._stopped_design``): agreement reads high
         "agreement_bias": EARLY_STOPPING_AGREEMENT_BIAS if stopped else None,
@@ -1354,10 +1365,10 @@ FAITHFULNESS_KEYS = PROBABILITIES
 FAITHFULNESS_LEFT_OUT_RULE = (
     "a rationale's stored probabilities are left out when they break the rule every write follows "
     "(studies.faithfulness_rules: p_full, p_highlight and p_without numbers in [0, 1], y_hat_from highlight or "
-    "full): invalid; or when the highlight spans they were computed on, recorded with them, differ from the "
-    "rationale's highlights now (edited or re-imported since): highlights_changed. Probabilities stored before "
-    "the spans were recorded are kept and counted (spans_not_recorded per source): nothing says which highlight "
-    "they were computed on")
+    "full, task_model, task_backend, method, imported_from and y_hat text): invalid; or when the highlight spans "
+    "they were computed on, recorded with them, differ from the rationale's highlights now (edited or re-imported "
+    "since): highlights_changed. Probabilities stored before the spans were recorded are kept and counted "
+    "(spans_not_recorded per source): nothing says which highlight they were computed on")
 
 
 @dataclass

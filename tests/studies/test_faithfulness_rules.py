@@ -133,3 +133,53 @@ def test_an_admin_edit_of_the_highlights_leaves_the_probabilities_on_their_old_s
     assert admin_client.post(url, {**form, "highlights": "[[0, 2]]"}).status_code == 302
     rationale.refresh_from_db()
     assert rationale.highlights == [[0, 2]] and spans_state(rationale.faithfulness, rationale.highlights) == DIFFER
+
+
+def test_the_rule_asks_text_of_what_computed_the_probabilities():
+    assert faithfulness_problems({**PROBS, "task_model": "m", "task_backend": None, "method": "x", "y_hat": "yes",
+                                  "imported_from": "f.csv", "prompt": {"system": "s"}}) == {}
+    problems = faithfulness_problems({**PROBS, "task_model": ["m"], "task_backend": 1, "imported_from": {"a": 1},
+                                      "method": True, "y_hat": 2, "prompt": 5})
+    assert set(problems) == {"task_model", "task_backend", "imported_from", "method", "y_hat", "prompt"}
+    assert problems["task_model"] == 'task_model ["m"] must be text'
+    assert problems["imported_from"] == 'imported_from {"a": 1} must be text'
+
+
+def test_the_admin_refuses_a_task_model_that_is_not_text_beside_the_field(admin_client, tmp_path):
+    rationale, url, form = _change_page(admin_client, tmp_path)
+    before = rationale.faithfulness
+    page = admin_client.post(url, {**form, "faithfulness": json.dumps({**PROBS, "task_model": ["m"]})})
+    assert page.status_code == 200
+    assert 'task_model ["m"] must be text' in " ".join(page.context["adminform"].form.errors.get("faithfulness", []))
+    rationale.refresh_from_db()
+    assert rationale.faithfulness == before
+
+
+def test_a_faithfulness_typed_in_the_admin_records_the_highlights_of_the_form(admin_client, tmp_path):
+    rationale, url, form = _change_page(admin_client, tmp_path)
+    typed = {"p_full": 0.7, "p_highlight": 0.6, "p_without": 0.2}  # no spans typed: the form's are recorded
+    assert admin_client.post(url, {**form, "faithfulness": json.dumps(typed)}).status_code == 302
+    rationale.refresh_from_db()
+    assert rationale.faithfulness == {**typed, "highlights": rationale.highlights}
+    assert spans_state(rationale.faithfulness, rationale.highlights) == MATCH
+
+    # typed with new highlights: computed on those
+    again = {**typed, "p_full": 0.8, "highlights": [[9, 10]]}
+    form = admin_form_data(admin_client.get(url))
+    assert admin_client.post(url, {**form, "faithfulness": json.dumps(again),
+                                   "highlights": "[[0, 2]]"}).status_code == 302
+    rationale.refresh_from_db()
+    assert rationale.faithfulness["highlights"] == [[0, 2]] == rationale.highlights
+    assert spans_state(rationale.faithfulness, rationale.highlights) == MATCH
+
+
+def test_the_admin_refuses_highlights_that_cannot_be_recorded_with_typed_probabilities(admin_client, tmp_path):
+    rationale, url, form = _change_page(admin_client, tmp_path)
+    before = rationale.faithfulness
+    page = admin_client.post(url, {**form, "faithfulness": json.dumps({**PROBS, "p_full": 0.5}),
+                                   "highlights": "[5]"})
+    assert page.status_code == 200
+    assert "must be a list of [start, end] character offsets" in " ".join(
+        page.context["adminform"].form.errors.get("highlights", []))
+    rationale.refresh_from_db()
+    assert rationale.faithfulness == before

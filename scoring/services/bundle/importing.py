@@ -96,7 +96,6 @@ from scoring.services.score import (
     _units_frame,
 )
 from studies.choices import as_label, own_choices, predicted_answer_problem
-from studies.faithfulness_rules import faithfulness_problem_text
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -1071,9 +1070,9 @@ class _Import:
                 if row["text"] and (problem := sentinel_problem(row["text"], what="the rationale")):
                     self.err(row, "text", problem)  # the rationale importers' rule
                     continue
-                if problem := faithfulness_problem_text(row["faithfulness"]):  # the importers' rule
-                    self.err(row, "faithfulness", problem)
-                    continue
+                # faithfulness is kept as exported, even a value breaking the rule of the writes
+                # (``studies.faithfulness_rules``: one stored before it): the original's scoring left
+                # it out as invalid and the copy's does the same, so the copy scores as the original
                 keyed.append(((item, source.pk), row))
             existing = {(r.item_id, r.source_id): r for r in Rationale.objects.filter(
                 item_id__in={k[0] for k, _ in keyed}, source_id__in={k[1] for k, _ in keyed})}

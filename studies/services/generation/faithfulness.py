@@ -27,7 +27,7 @@ import json
 
 from django.utils import timezone
 
-from studies.faithfulness_rules import with_spans
+from studies.faithfulness_rules import faithfulness_problem_text, with_spans
 from studies.lm import highlights
 from studies.lm.label_scoring import LABEL_METHODS, LABEL_PROMPTS, TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
@@ -164,6 +164,11 @@ class FaithfulnessHandler(ItemHandler):
             user=job_actor(job), model=Rationale, changes=dict.fromkeys(output.faithfulness, ("faithfulness",)),
             lock=True)
         refused = {**fixed, **dict.fromkeys(not_yours, NOT_YOURS_TO_CHANGE.format(what="rationale"))}
+        # What the task model gave is stored only where it follows the rule every write follows
+        # (``studies.faithfulness_rules``: a NaN or out-of-range probability is not): the rest is
+        # recorded as a failure with what was computed, and the rationale keeps what it had.
+        refused.update({pk: f"faithfulness: {problem}" for pk, value in output.faithfulness.items()
+                        if pk not in refused and (problem := faithfulness_problem_text(value))})
         now = timezone.now()
         rationales = list(Rationale.objects.filter(pk__in=output.faithfulness).order_by("item_id"))
         output.failures.extend(GenerationFailure(job=job, item_id=r.item_id, unit="", reason=refused[r.pk],
