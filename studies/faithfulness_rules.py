@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from studies.lm.highlights import Y_HAT_FROM
+from studies.lm.highlights import Y_HAT_FROM, merge_spans
 from studies.textrules import short
 
 PROBABILITIES = ("p_full", "p_highlight", "p_without")
@@ -90,13 +90,7 @@ def _spans(value: Any) -> list[tuple[int, int]] | None:
                 or not 0 <= span[0] < span[1]):
             return None
         out.append((span[0], span[1]))
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(out):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
+    return merge_spans(out)
 
 
 def faithfulness_problems(value: Any) -> dict[str, str]:

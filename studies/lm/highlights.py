@@ -27,8 +27,15 @@ def check_spans(spans, text: str) -> list[tuple[int, int]]:
             raise ValueError(f"highlight span [{start}, {end}] is outside the question's {len(text)} characters "
                              "or empty")
         out.append((start, end))
+    return merge_spans(out)
+
+
+def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(start, end)`` spans sorted, those that overlap or touch merged into one (the one reading
+    of "the same highlight": ``check_spans``, and ``studies.faithfulness_rules`` comparing the spans
+    probabilities were computed on with the rationale's)."""
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(out):
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
