@@ -103,6 +103,17 @@ def _decided(unit: Unit, votes: dict | None, *, full: int) -> bool:
     return outcome_decided(step_counts, correct=index.get(gold, -1), remaining=remaining)
 
 
+def unit_votes_decide(*, study: Study, unit_ids: Iterable[int]) -> dict[int, bool]:
+    """Per unit of ``unit_ids`` (of ``study``): whether the answers that count now decide it, by the
+    rule ``units_decide`` decides by (``_decided`` on ``_counted_votes``, with the study's workers per
+    unit as a full unit), whatever its ``decided_at`` says. Reads only; takes no lock. The study
+    bundle import checks with it that a unit its data/units.csv calls decided is one its imported
+    answers decide (``scoring.services.bundle.importing``)."""
+    units = _units(unit_ids, study_id=study.pk)
+    votes = _counted_votes(study=study, unit_ids=[u.pk for u in units])
+    return {u.pk: _decided(u, votes.get(u.pk), full=study.annotators_per_unit) for u in units}
+
+
 def _units(ids: Iterable[int], **filters):
     return list(Unit.objects.filter(id__in=list(ids), **filters).select_related("item", "generalization_question")
                 .order_by("id"))

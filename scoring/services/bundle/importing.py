@@ -81,6 +81,7 @@ from annotations.services.errors import InvalidAnswer
 from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
 from annotations.services.steps import clean_answer, steps_for
+from annotations.services.stopping import unit_votes_decide
 from lab.ids import parse_id
 from lab.jsontext import JsonTooDeep, UnstorableText, load_json, storable_text, text_problem
 from lab.pseudonyms import withdrawal_digest
@@ -1484,6 +1485,31 @@ class _Import:
         for start in range(0, len(ids), BATCH):
             units_recount(unit_ids=ids[start:start + BATCH])
 
+    def decided_units_check(self, study: Study) -> None:
+        """Each unit data/units.csv calls decided (``decided_at`` set) is one its imported answers
+        decide, by early stopping's own rule (``stopping.unit_votes_decide`` on the answers that count:
+        work on hold at the origin counts in neither), and the row's error otherwise: a hand-edited
+        bundle cannot turn a unit its answers leave open into a decided one, which the copy's results
+        would count as decided and whose missing answers as saved. Run once the claims and answers
+        are imported (``claim_rows``, ``annotation_rows``), and only while the import has no error
+        (on rows refused, the answers are not all there). A unit holding claims of a worker who withdrew
+        from the original (``leave_out_claim``) is not checked: it was decided on answers this copy
+        leaves out."""
+        if self.b.errors:
+            return
+        path = TABLES["units"].path
+        ids = [pk for pk, (_line, _quota, decided_at) in self.unit_lines.items()
+               if decided_at is not None and pk not in self.left_out_claims]
+        for start in range(0, len(ids), BATCH):
+            for unit_id, decided in unit_votes_decide(study=study, unit_ids=ids[start:start + BATCH]).items():
+                if not decided:
+                    line, _quota, decided_at = self.unit_lines[unit_id]
+                    self.b.error(path, line, "decided_at", (
+                        f"{decided_at.isoformat()}, where the unit's answers that count (data/claims.csv, "
+                        "data/annotations.csv) do not decide it: the answers still to come, up to the study's "
+                        f"workers per unit ({study.annotators_per_unit}), could change its score; a unit is "
+                        "decided only when none could"))
+
     def _tasks_of(self, batch: list[Row]) -> set[int]:
         return {self.tasks.get(r["assignment_id" if "assignment_id" in r.values else "task_id"]) for r in batch} - {None}
 
@@ -2033,6 +2059,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.claim_rows(study)
         job.unit_counters(study)
         job.annotation_rows(study)
+        job.decided_units_check(study)
         job.flag_rows(owner)
         job.grant_rows(study)
         job.worker_block_rows(study)
