@@ -26,7 +26,7 @@ from annotations.selectors.cost import (
     study_effective_hourly_pay,
 )
 from annotations.selectors.platforms import assignments_on_hold, study_places
-from annotations.services.stopping import study_answers_not_asked, units_of_invalid_questions
+from annotations.services.stopping import study_answers_not_asked, units_stopped
 from studies.design import tasks_for_places
 from studies.models import Study
 
@@ -135,17 +135,19 @@ def _tasks_by_places(study: Study) -> tuple[int, int]:
     """From one read of ``study``'s units, under the assignment rule (``tasks_for_places``): the
     tasks its units still need (their answers not yet claimed, quota less ``n_claimed``, per
     question), and the tasks early stopping saved (those the design's places need less those the
-    quotas, as stopping lowered them, need: whatever else left places empty is not counted, nor the
-    units of a generalization question marked invalid, ``stopping.units_of_invalid_questions``)."""
+    quotas, as stopping lowered them, need: only the units stopping decided count lowered,
+    ``stopping.units_stopped``, the rule of ``stopping.study_answers_not_asked``; whatever else left
+    places empty is not counted, nor the units of a generalization question marked invalid, nor one
+    marked valid again after the study closed, whose quota stays lowered though nothing decided it)."""
     needed: Counter = Counter()
     designed: Counter = Counter()
     lowered: Counter = Counter()
     units = Unit.objects.filter(study=study)
-    invalid = set(units_of_invalid_questions(units).values_list("id", flat=True))
+    stopped = set(units_stopped(units).values_list("id", flat=True))
     for unit_id, key, quota, claimed in units.values_list("id", "question_key", "quota", "n_claimed"):
         needed[key] += max(0, quota - claimed)
         designed[key] += study.annotators_per_unit
-        lowered[key] += max(quota, study.annotators_per_unit) if unit_id in invalid else quota
+        lowered[key] += quota if unit_id in stopped else max(quota, study.annotators_per_unit)
     per_task = study.units_per_task
     return (tasks_for_places(places=needed, units_per_task=per_task),
             max(0, tasks_for_places(places=designed, units_per_task=per_task)

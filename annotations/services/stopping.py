@@ -146,7 +146,9 @@ def units_after_release(*, unit_ids: Iterable[int]) -> None:
     unit stays closed (its quota follows ``n_claimed`` down) while the answers that count still
     decide it, and is reopened (quota back to the study's workers per unit, ``decided_at`` cleared)
     when they no longer do (a counted answer was rejected). A unit of a question marked invalid stays
-    closed too: its quota follows ``n_claimed`` down (``_quota_follows_claims``)."""
+    closed too: its quota follows ``n_claimed`` down (``_quota_follows_claims``). The study bundle
+    import calls it on the units holding claims of workers who withdrew from the original, which it
+    leaves out (``scoring.services.bundle.importing``): the copy checks them as the original did."""
     _decided_units_recheck(unit_ids)
 
 
@@ -275,10 +277,12 @@ class AnswersNotAsked:
     invalid_questions: int
 
 
-def units_of_invalid_questions(units):
-    """Of ``units``, those closed because their generalization question is marked invalid
-    (``_quota_follows_claims``): what they will not collect, stopping did not save."""
-    return units.filter(_quota_follows_claims())
+def units_stopped(units):
+    """Of ``units``, those whose lowered quota early stopping saved: decided (``decided_at`` set) and
+    not of a question marked invalid (``_quota_follows_claims``: the question's status closes them,
+    whatever their answers). An undecided unit whose quota stays lowered (its question was marked
+    valid again after the study closed) is not one."""
+    return units.filter(decided_at__isnull=False).exclude(_quota_follows_claims())
 
 
 def study_answers_not_asked(*, study: Study) -> AnswersNotAsked:
@@ -290,8 +294,7 @@ def study_answers_not_asked(*, study: Study) -> AnswersNotAsked:
     Nothing else that leaves places empty (a close by hand, a study short of workers) is counted."""
     per_unit = study.annotators_per_unit
     lowered = Unit.objects.filter(study_id=study.pk, quota__lt=per_unit)
-    stopped = lowered.filter(decided_at__isnull=False).exclude(_quota_follows_claims()).aggregate(
-        n=Count("id"), quotas=Sum("quota"))
+    stopped = units_stopped(lowered).aggregate(n=Count("id"), quotas=Sum("quota"))
     invalid = lowered.filter(_quota_follows_claims()).aggregate(n=Count("id"), quotas=Sum("quota"))
     return AnswersNotAsked(units_decided=stopped["n"],
                            saved_by_stopping=stopped["n"] * per_unit - (stopped["quotas"] or 0),

@@ -274,11 +274,13 @@ def _units_frame(study: Study, *, generalization: bool) -> pd.DataFrame:
     if study.stop_when_decided:
         # A decided unit is complete with the answers that decided it: its quota also holds the
         # claims still held when it was decided, or put on hold since (``stopping.units_decide``),
-        # whose answers do not count; it is never short (neither decided nor full).
+        # whose answers do not count; it is never short (neither decided nor full). An undecided one
+        # needs the study's workers per unit, whatever its quota: a quota left lowered by its question
+        # marked invalid, then valid again after the study closed, decided nothing.
         counted = dict(claims_that_count(study=study).values_list("unit_id").annotate(n=Count("id")).order_by())
         decided = df.pop("decided_at").notna()
         answered = df["unit_id"].map(counted).fillna(0).astype(int)
-        df["expected_raters"] = df["expected_raters"].where(~decided, np.minimum(df["expected_raters"], answered))
+        df["expected_raters"] = np.minimum(df["expected_raters"], answered).where(decided, study.annotators_per_unit)
     if generalization:
         df = df.rename(columns={
             "generalization_question_id": "question_id", "generalization_question__qtype": "qtype",
@@ -399,7 +401,8 @@ EARLY_STOPPING_KEPT = {
 }
 # Why a unit of a study that stops units early can be neither decided nor full.
 EARLY_STOPPING_OPEN_WHY = ("a deciding answer stopped counting after the study closed, or the study closed or was "
-                           "scored before it filled")
+                           "scored before it filled, or its question was marked invalid and then valid again after "
+                           "the study closed")
 
 
 def _early_stopping(study: Study, short_units: dict | None = None) -> dict:

@@ -12,6 +12,7 @@ import zipfile
 import pytest
 
 from annotations.models import Unit
+from annotations.services.answers import assignment_submit
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.sync import study_sync
@@ -100,19 +101,55 @@ def test_a_decided_unit_with_held_work_still_imports_decided(prolific):  # noqa:
     assert run.results["early_stopping"]["units_decided"] == 1
 
 
-def test_a_bundle_made_before_a_withdrawal_still_imports_its_decided_units():
-    """A worker who withdrew from the original after its bundle was made is left out of the copy
-    (``_Import.withdrew``): the units decided on their answers are not checked on what is left."""
+def _decided_then_withdrawn(n_workers: int) -> tuple[Study, bytes, object]:
+    """Two yes/no units of five workers each, stopping on, answered by ``n_workers`` identical right
+    answers (three decide a unit); the bundle is made, then PID-D0 withdraws from the original (its
+    claims released)."""
     alice, _ = staff_client("alice")
     study = make_study(n_items=2, n_sources=1, quota=5, units_per_task=2, name="decided-origin",
                        stop_when_decided=True, owner=alice)
-    for n in range(3):  # three identical right answers of five decide both yes/no units
-        work(study, f"PID-D{n}", platform=Platform.LINK)
+    # all start before any submits, so a unit decided by three answers holds every worker's claim
+    tasks = [work(study, f"PID-D{n}", platform=Platform.LINK, submit=False) for n in range(n_workers)]
+    for task in tasks:
+        assignment_submit(assignment=task)
     assert not study.units.filter(decided_at__isnull=True).exists()
     study_close(user=OPERATOR, study=study)
     data = _bundle(study)
     participant_withdraw(user=alice, study=study, worker_id="PID-D0")
+    return study, data, alice
+
+
+def _units(study: Study) -> list[tuple[int, int, bool]]:
+    return [(quota, n_claimed, decided_at is not None) for quota, n_claimed, decided_at
+            in study.units.order_by("id").values_list("quota", "n_claimed", "decided_at")]
+
+
+def test_a_bundle_made_before_a_withdrawal_reopens_the_units_the_withdrawal_reopened():
+    """A worker who withdrew from the original after its bundle was made is left out of the copy
+    (``_Import.withdrew``); the units decided on their answers are checked again on what is left, as
+    the withdrawal's release checked them in the original: three right answers of five decided
+    each unit, two no longer do, so both are reopened there and here."""
+    study, data, alice = _decided_then_withdrawn(3)
+    assert _units(study) == [(5, 2, False), (5, 2, False)]  # the original reopened them
 
     copy = bundle_import(file=io.BytesIO(data), name="decided-copy", owner=alice)
 
-    assert not copy.units.filter(decided_at__isnull=True).exists()
+    assert _units(copy) == _units(study)
+    run = study_score(study=copy, similarity=False)
+    assert run.status == "done", run.error
+    early = run.results["early_stopping"]
+    assert (early["units_decided"], early["answers_saved"], early["units_neither_decided_nor_full"]) == (0, 0, 2)
+
+
+def test_a_bundle_made_before_a_withdrawal_keeps_decided_the_units_still_decided():
+    """Four right answers of five decided each unit; without the withdrawn worker's, three still do:
+    the unit stays decided, its quota following its claims down, in the original and in the copy."""
+    study, data, alice = _decided_then_withdrawn(4)
+    assert _units(study) == [(3, 3, True), (3, 3, True)]
+
+    copy = bundle_import(file=io.BytesIO(data), name="decided-copy", owner=alice)
+
+    assert _units(copy) == _units(study)
+    run = study_score(study=copy, similarity=False)
+    assert run.status == "done", run.error
+    assert (run.results["early_stopping"]["units_decided"], run.results["early_stopping"]["answers_saved"]) == (2, 4)

@@ -81,7 +81,7 @@ from annotations.services.errors import InvalidAnswer
 from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
 from annotations.services.steps import clean_answer, steps_for
-from annotations.services.stopping import unit_votes_decide
+from annotations.services.stopping import unit_votes_decide, units_after_release
 from lab.ids import parse_id
 from lab.jsontext import JsonTooDeep, UnstorableText, load_json, storable_text, text_problem
 from lab.pseudonyms import withdrawal_digest
@@ -1494,9 +1494,15 @@ class _Import:
         are imported (``claim_rows``, ``annotation_rows``), and only while the import has no error
         (on rows refused, the answers are not all there). A unit holding claims of a worker who withdrew
         from the original (``leave_out_claim``) is not checked: it was decided on answers this copy
-        leaves out."""
+        leaves out. Those units are checked again as the original checked them when the withdrawal
+        released those claims (``stopping.units_after_release``): still decided on the answers left,
+        ``quota = n_claimed``; no longer decided, reopened (the study's workers per unit, ``decided_at``
+        cleared), so a bundle made before the withdrawal does not keep a unit decided that the
+        original reopened (its results would score it complete on fewer answers)."""
         if self.b.errors:
             return
+        # rows made in this uncommitted transaction: no other one sees them, so none needs locking
+        units_after_release(unit_ids=sorted(self.left_out_claims))
         path = TABLES["units"].path
         ids = [pk for pk, (_line, _quota, decided_at) in self.unit_lines.items()
                if decided_at is not None and pk not in self.left_out_claims]
