@@ -24,7 +24,6 @@ from studies.admin.display import short_text
 from studies.admin.import_messages import import_message
 from studies.admin.model_path_form import with_model_path_check
 from studies.admin.scoping import LookupGuardAdmin
-from studies.faithfulness_rules import faithfulness_problem_text, spans_problem, with_spans
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -312,39 +311,6 @@ class RationaleAdmin(ContentAdmin):
     readonly_fields = ["prediction_correct", "created_at", "updated_at"]
     list_select_related = ["item", "source"]
     list_per_page = 50
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        # The faithfulness typed here follows the importers' rule (``studies.faithfulness_rules``):
-        # probabilities are numbers in [0, 1]. Typed (new or changed), it is stored with the
-        # highlights of the form recorded as the spans it was computed on, as the job and the importer
-        # store theirs. An edit of the highlights alone leaves the probabilities to the spans they
-        # record, and scoring leaves them out until they are computed again.
-        form = super().get_form(request, obj, change=change, **kwargs)
-
-        class RationaleForm(form):
-            def _faithfulness_typed(self) -> bool:
-                return self.instance.pk is None or "faithfulness" in self.changed_data  # as content_row_value_problems
-
-            def clean_faithfulness(self):
-                value = self.cleaned_data.get("faithfulness")
-                if self._faithfulness_typed() and (problem := faithfulness_problem_text(value)):
-                    raise forms.ValidationError(problem + ".")
-                return value
-
-            def clean(self):
-                cleaned = super().clean()
-                value = cleaned.get("faithfulness")
-                if (not self._faithfulness_typed() or not isinstance(value, dict) or not value
-                        or {"faithfulness", "highlights"} & set(self.errors)):
-                    return cleaned
-                if problem := spans_problem(cleaned.get("highlights")):
-                    self.add_error("highlights", problem + ".")
-                    return cleaned
-                cleaned["faithfulness"] = with_spans(value, cleaned.get("highlights"))
-                return cleaned
-
-        RationaleForm.__name__ = form.__name__
-        return RationaleForm
 
     @admin.display(description="item", ordering="item__external_id")
     def item_id_display(self, obj):

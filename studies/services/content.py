@@ -60,6 +60,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
 
 from studies.choices import normalise_choices, predicted_answer_problem
+from studies.faithfulness_rules import faithfulness_problem_text, spans_problem, with_spans
 from studies.lm.backends import Decoding
 from studies.lm.templates import template_problem
 from studies.models import (
@@ -749,7 +750,10 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
     it is rolled back, so a row is moved into another researcher's study no more than it is added
     there. Its values follow the rules every import follows (``content_row_value_problems``: no
     bidirectional control in a name or an item id, no T5 sentinel in a text, an item's options as an
-    import checks them), refused before anything is written, each reason after its field's name."""
+    import checks them, a rationale's faithfulness as ``studies.faithfulness_rules`` has it), refused
+    before anything is written, each reason after its field's name. Faithfulness probabilities typed
+    (new or changed) are stored with the row's highlights recorded as the spans they were computed on;
+    an edit of the highlights alone leaves them on their old spans, which scoring then leaves out."""
     changed = set(changed)
     with transaction.atomic():
         new = obj.pk is None
@@ -778,6 +782,10 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         values = content_row_value_problems(obj=obj, changed=None if new else changed)
         if values:
             raise ContentChangeRefused({obj.pk or 0: "; ".join(f"{field}: {reason}" for field, reason in values.items())})
+        if isinstance(obj, Rationale) and (new or "faithfulness" in changed) and obj.faithfulness:
+            # Typed probabilities were computed on the highlights typed with them: recorded so, as
+            # the job and the importer record theirs (``faithfulness_rules.SPANS_KEY``).
+            obj.faithfulness = with_spans(obj.faithfulness, obj.highlights)
         obj.full_clean()
         obj.save()
         _grades_kept(obj, new=new, changed=changed)
@@ -792,7 +800,9 @@ def content_row_value_problems(*, obj: models.Model, changed: Iterable[str] | No
     for a row saved one by one (``content_row_save``) so that a form does not store what an import
     refuses: a dataset's, a source's name and an item's id may hold no bidirectional control
     (``studies.textrules.identifier_problem``); an item's question and gold rationale, a rationale's
-    text and a generalization question's, no T5 sentinel token (``textrules.sentinel_problem``); a multiple-choice item's options follow
+    text and a generalization question's, no T5 sentinel token (``textrules.sentinel_problem``); a
+    rationale's faithfulness, probabilities in [0, 1] and the rest of ``faithfulness_rules``'s rule,
+    recordable with its highlights (``faithfulness_rules.spans_problem``); a multiple-choice item's options follow
     ``textrules.option_problems``, as every import's (one letter a to z per label, stored lower
     case in ``obj.choices``; a text without a sentinel; no label or text twice). A new row
     (``changed`` None) is checked on every field, an edit on the fields ``changed`` names (an item
@@ -829,8 +839,13 @@ def content_row_value_problems(*, obj: models.Model, changed: Iterable[str] | No
                     add("choices", "; ".join(f"{where}: {reason}" for where, reason in found))
                 else:
                     obj.choices = choices
-    elif isinstance(obj, Rationale) and asked("text"):
-        add("text", sentinel_problem(obj.text, what="the rationale"))
+    elif isinstance(obj, Rationale):
+        if asked("text"):
+            add("text", sentinel_problem(obj.text, what="the rationale"))
+        if asked("faithfulness"):
+            add("faithfulness", faithfulness_problem_text(obj.faithfulness))
+            if isinstance(obj.faithfulness, dict) and obj.faithfulness and "faithfulness" not in problems:
+                add("highlights", spans_problem(obj.highlights))
     elif isinstance(obj, GeneralizationQuestion) and asked("text"):
         add("text", sentinel_problem(obj.text, what="the question"))
     return problems

@@ -183,3 +183,36 @@ def test_the_admin_refuses_highlights_that_cannot_be_recorded_with_typed_probabi
         page.context["adminform"].form.errors.get("highlights", []))
     rationale.refresh_from_db()
     assert rationale.faithfulness == before
+
+
+# --- the service every form's save goes through (``content_row_save``) ---------------------------
+
+
+def test_a_row_saved_through_the_service_follows_the_rule_without_a_form(tmp_path):
+    """The rule sits beside the write, not in the admin's form: a caller of ``content_row_save``
+    that no form checked (a script, a later API) is refused the same, and typed probabilities are
+    recorded with the row's highlights."""
+    from studies.services.content import ContentChangeRefused, content_row_save
+
+    items = demo_items()[:1]
+    rationales_import(file=highlight_file(tmp_path, items, probabilities=[PROBS]), dataset_name=demo.DATASET_NAME)
+    rationale = Rationale.objects.get(source__name="highlighter")
+    before = rationale.faithfulness
+    rationale.faithfulness = {**PROBS, "p_highlight": 1.5}
+    with pytest.raises(ContentChangeRefused, match="p_highlight 1.5 is not a probability between 0 and 1"):
+        content_row_save(user=None, obj=rationale, changed=["faithfulness"])
+    rationale.refresh_from_db()
+    assert rationale.faithfulness == before
+
+    rationale.faithfulness = {**PROBS, "p_full": 0.5}
+    rationale.highlights = [5]
+    with pytest.raises(ContentChangeRefused, match=r"must be a list of \[start, end\] character offsets"):
+        content_row_save(user=None, obj=rationale, changed=["faithfulness", "highlights"])
+
+    rationale.refresh_from_db()
+    typed = {"p_full": 0.7, "p_highlight": 0.6, "p_without": 0.2}
+    rationale.faithfulness = typed
+    content_row_save(user=None, obj=rationale, changed=["faithfulness"])
+    rationale.refresh_from_db()
+    assert rationale.faithfulness == {**typed, "highlights": rationale.highlights}
+    assert spans_state(rationale.faithfulness, rationale.highlights) == MATCH
