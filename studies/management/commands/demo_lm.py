@@ -59,11 +59,23 @@ class Command(BaseCommand):
             self.stdout.write(self.style.MIGRATE_HEADING(f"{item.external_id}: {item.question} (gold: {item.gold_answer})"))
             rationale = Rationale.objects.filter(item=item, source=source).first()
             if rationale:
-                self.stdout.write(f"  answer: {rationale.predicted_answer}  rationale: {rationale.text}")
+                self.stdout.write(f"  answer: {rationale.predicted_answer}  rationale: {rationale.text}"
+                                  f"{_kept(rationale.generation_info or {}, jobs[0])}")
             for failure in GenerationFailure.objects.filter(job=jobs[0], item=item):
                 self.stdout.write(f"  no rationale ({failure.reason}): {failure.raw_output[:120]!r}")
             for q in GeneralizationQuestion.objects.filter(item=item, origin=generator.origin).order_by("qtype", "pk"):
-                self.stdout.write(f"  {q.qtype}: {q.text}  (LM's answer: {q.answer}; unvalidated)")
+                self.stdout.write(f"  {q.qtype}: {q.text}  (LM's answer: {q.answer}; {q.validation_status})"
+                                  f"{_kept(q.metadata or {}, jobs[1])}")
             n_failed = GenerationFailure.objects.filter(job=jobs[1], item=item).count()
             if n_failed:
                 self.stdout.write(f"  {n_failed} question samples or types gave nothing usable (see Generation failures)")
+
+
+def _kept(info: dict, job) -> str:
+    """What to print after an output this run's ``job`` did not make: a job skips the items that
+    already have one (an earlier run's, kept), so the output is named with the job and model that
+    made it, which may not be the model registered now."""
+    if info.get("job_id") == job.pk:
+        return ""
+    return f"  [kept from an earlier run: job {info.get('job_id', '?')}, model {info.get('model', '?')}]"
+

@@ -31,7 +31,7 @@ def gguf_model():
     return path
 
 
-def test_the_gguf_model_writes_rationales_and_questions_for_two_demo_items(gguf_model):
+def test_the_gguf_model_writes_rationales_and_questions_for_two_demo_items(gguf_model, tmp_path, settings):
     call_command("load_demo", stdout=StringIO())
     out = StringIO()
     started = time.monotonic()
@@ -59,3 +59,19 @@ def test_the_gguf_model_writes_rationales_and_questions_for_two_demo_items(gguf_
                     or GenerationFailure.objects.filter(job=jobs[1], item_id=item_id, unit=qtype).exists())
     assert "demo-07" in text and "demo-08" in text and "Generated in" in text
     print(f"demo_lm on 2 items: {elapsed:.1f} s")
+
+    # A job skips items that already have the source's rationale or questions, so a run after the
+    # model changed prints the earlier outputs: each is named with the job and model that made it,
+    # not passed off as the new model's.
+    other = tmp_path / "other.gguf"
+    other.symlink_to(gguf_model)
+    settings.RL_DEMO_LM_GGUF = other
+    out = StringIO()
+    call_command("demo_lm", "--items", "2", "--samples", "1", stdout=out)
+    again = out.getvalue()
+    assert str(other) in again  # the model registered now
+    if rationales.exists():
+        assert f"[kept from an earlier run: job {jobs[0].pk}, model {gguf_model}]" in again, again
+    if questions.exists():
+        assert f"[kept from an earlier run: job {jobs[1].pk}, model {gguf_model}]" in again, again
+
