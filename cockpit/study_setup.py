@@ -9,10 +9,14 @@ from django.contrib.auth.models import AnonymousUser
 
 from annotations.models import AttentionCheck, QualificationTest
 from annotations.services.qualification import (
+    QualificationSetupError,
+    QualificationTestRefused,
     attention_check_delete,
     attention_check_save,
     attention_checks_fixed,
     qualification_questions,
+    qualification_test_delete,
+    qualification_test_delete_check,
     qualification_test_fixed_reason,
     qualification_test_problem,
     qualification_test_save,
@@ -204,9 +208,32 @@ class QualificationTestForm(forms.ModelForm):
         return test
 
 
+class QualificationTestFormSet(forms.BaseInlineFormSet):
+    """Deletes through ``qualification_test_delete``, as its form saves through ``qualification_test_save``.
+    A test marked for deletion is first asked ``qualification_test_delete_check`` when the page is
+    checked: inside the page's transaction, it locks the study and the test until the delete, so a
+    worker who took the test since the page was read is seen, and the reason is shown on the page
+    (nothing saved) rather than failing the save."""
+
+    def clean(self):
+        super().clean()
+        for form in self.forms:
+            if form.instance.pk is None or not (self.can_delete and self._should_delete_form(form)):
+                continue
+            try:
+                qualification_test_delete_check(test=form.instance, user=self.form.acting_user)
+            except (QualificationSetupError, QualificationTestRefused) as exc:
+                raise forms.ValidationError(str(exc)) from exc
+
+    def delete_existing(self, obj, commit=True):
+        if commit:
+            qualification_test_delete(test=obj, user=self.form.acting_user)
+
+
 class QualificationTestInline(admin.StackedInline):
     model = QualificationTest
     form = QualificationTestForm
+    formset = QualificationTestFormSet
 
     def get_formset(self, request, obj=None, **kwargs):
         # The form saves through qualification_test_save, which checks the acting user itself: each

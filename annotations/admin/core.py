@@ -5,10 +5,12 @@ of the studies the user may see, and workers appear as pseudonyms unless the use
 worker ids (``studies.admin.scoping``)."""
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 from django.db.models.constants import LOOKUP_SEP
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from annotations.models import (
     Annotation,
@@ -30,6 +32,7 @@ from annotations.services.qualification import (
     attention_check_delete,
     attention_check_save,
     attention_checks_fixed,
+    qualification_test_delete,
     qualification_test_problem,
     qualification_test_save,
     qualification_test_taken,
@@ -348,6 +351,36 @@ class QualificationTestAdmin(StudyScopedAdmin):
         except (QualificationSetupError, QualificationTestRefused) as exc:
             self.message_user(request, f"Nothing saved: {exc}", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
+
+    def delete_view(self, request, object_id, extra_context=None):
+        # A refusal of the service at delete time (a worker took the test, or the user's rights on the
+        # study went, since the page was read): the page's transaction is rolled back, nothing is
+        # deleted, and the test's page says why.
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except (QualificationSetupError, QualificationTestRefused) as exc:
+            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:annotations_qualificationtest_change", args=[object_id],
+                                                current_app=self.admin_site.name))
+
+    def changelist_view(self, request, extra_context=None):
+        # "Delete selected" (``delete_queryset``): all the chosen tests or none, the refusal said as above.
+        if request.method != "POST":
+            return super().changelist_view(request, extra_context)
+        try:
+            with transaction.atomic():
+                return super().changelist_view(request, extra_context)
+        except (QualificationSetupError, QualificationTestRefused) as exc:
+            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    # Deleted through the service, which checks the user and the fixed rule under the study's lock.
+    def delete_model(self, request, obj):
+        qualification_test_delete(test=obj, user=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for test in queryset:
+            qualification_test_delete(test=test, user=request.user)
 
     def save_model(self, request, obj, form, change):
         pass  # saved with its questions, in save_related

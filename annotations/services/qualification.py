@@ -298,6 +298,48 @@ def qualification_test_save(*, test: QualificationTest, user, questions: list[di
     return test
 
 
+def qualification_test_delete_check(*, test: QualificationTest, user) -> QualificationTest | None:
+    """Refuse to delete ``test`` unless ``user`` (None: the operator) may change its study (as
+    ``qualification_test_save`` asks: ``QualificationTestRefused``) and it is not fixed
+    (``qualification_test_fixed_reason``: ``QualificationSetupError`` with that reason); returns the
+    stored test, or None when it is already gone. It locks the study's row ``FOR UPDATE``, then the
+    test's, the order ``qualification_submit`` takes them in (the study ``FOR KEY SHARE``, then the
+    test): called inside the delete's transaction, no worker is graded between this answer and the
+    delete (a grade under way finishes first, and is seen here). The study page asks it when its form
+    is checked, inside the page's transaction, to show the reason beside the test; the delete itself
+    is ``qualification_test_delete``'s."""
+    study_id = QualificationTest.objects.filter(pk=test.pk).values_list("study_id", flat=True).first()
+    if study_id is None:
+        return None
+    if user is not None and not study_user_may(user=user, study=Study(pk=study_id), access=CHANGE):
+        raise QualificationTestRefused(f"study {study_id}: not found or not yours to change (its qualification "
+                                       f"test needs change rights on the study): test {test.pk} was not deleted.")
+    with transaction.atomic():
+        Study.objects.select_for_update().filter(pk=study_id).values_list("pk", flat=True).first()
+        stored = QualificationTest.objects.select_for_update().filter(pk=test.pk).first()
+        if stored is None:
+            return None
+        reason = qualification_test_fixed_reason(stored)
+        if reason is not None:
+            raise QualificationSetupError(f"{reason}: qualification test {stored.pk} of study {study_id} can no "
+                                          "longer be deleted (the grades given refer to its questions and pass "
+                                          "mark, and workers refused by it would stay refused by a test that "
+                                          "no longer exists).")
+        return stored
+
+
+def qualification_test_delete(*, test: QualificationTest, user) -> None:
+    """Delete ``test`` for ``user`` (None: the operator): the one way a qualification test is deleted,
+    on the study page and on the test's own admin page. Refused, before anything is deleted, by the
+    rule of ``qualification_test_delete_check`` (change rights on the study, and only until a worker
+    took the test or it was sent to MTurk), which is asked under the study's and the test's locks,
+    in the delete's transaction."""
+    with transaction.atomic():
+        stored = qualification_test_delete_check(test=test, user=user)
+        if stored is not None:
+            stored.delete()
+
+
 def qualification_tasks_hold(*, study_id: int) -> int:
     """Mark the study's tasks in progress that must wait for its (new) qualification test
     (``Assignment.qualification_pending``, which the task page follows: ``selectors.assignment_page``):

@@ -200,3 +200,49 @@ def test_the_study_form_and_the_service_refuse_a_design_with_the_same_message(ad
         study_create(name="refused", dataset=dataset, sources=chosen, **fields)
     assert str(raised.value) == " ".join(reason for reasons in shown.values() for reason in reasons)
     assert not Study.objects.filter(name="refused").exists()
+
+
+def test_a_qualification_test_taken_between_the_page_and_its_delete_stays_on_the_study_page(admin_client,
+                                                                                             monkeypatch):
+    # Given: a test added on the study page, the page read while nobody had taken it (its check said
+    # so: the test may be deleted), and a worker who took it (and passed) since.
+    from annotations.models import QualificationGrant
+    from annotations.services.assignment import assignment_start
+    from cockpit import study_setup
+    from tests.annotations.factories import ParticipantFactory
+
+    study = open_utility_study(name="delete-race", n_items=2, n_sources=1, quota=2)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    data = form_data(admin_client.get(url))
+    data.update({"qualification_test-TOTAL_FORMS": "1", "qualification_test-0-pass_mark": "1",
+                 "qualification_test-0-questions": "Is Paris in France? | yes"})
+    assert admin_client.post(url, data).status_code == 302
+    test = QualificationTest.objects.get(study=study)
+    data = form_data(admin_client.get(url))
+    work(study, "f" * 24, submit=False)  # takes the test and passes
+    assert QualificationGrant.objects.filter(study=study, passed=True).exists()
+    monkeypatch.setattr(study_setup, "qualification_test_taken", lambda test: False)  # the page's read
+
+    # When: the page is saved with the test marked for deletion.
+    data["qualification_test-0-DELETE"] = "on"
+    response = admin_client.post(url, data)
+
+    # Then: the reason is on the page, the test stays, and a new worker's task waits for it.
+    assert response.status_code == 200
+    assert "can no longer be deleted" in response.content.decode()
+    assert QualificationTest.objects.filter(pk=test.pk).exists()
+    assert assignment_start(study=study, participant=ParticipantFactory(), consented=True).qualification_pending
+
+
+def test_an_untaken_qualification_test_is_deleted_on_the_study_page(admin_client):
+    study = open_utility_study(name="delete-untaken", n_items=2, n_sources=1, quota=2)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    data = form_data(admin_client.get(url))
+    data.update({"qualification_test-TOTAL_FORMS": "1", "qualification_test-0-pass_mark": "1",
+                 "qualification_test-0-questions": "Is Paris in France? | yes"})
+    assert admin_client.post(url, data).status_code == 302
+    data = form_data(admin_client.get(url))
+    data["qualification_test-0-DELETE"] = "on"
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert not QualificationTest.objects.filter(study=study).exists()

@@ -150,3 +150,55 @@ def test_a_test_taken_between_the_page_and_its_save_is_refused_on_the_page(admin
     assert response.status_code == 200
     assert "its pass mark can no longer change" in response.content.decode()
     assert QualificationTest.objects.get(pk=test.pk).pass_mark == 2
+
+
+def _failed(study):
+    """``study``'s test (pass mark 2 of three questions), which a worker took and failed."""
+    test = add_qualification(study, pass_mark=2)
+    task = assignment_start(study=study, participant=ParticipantFactory(), consented=True)
+    wrong = {str(q.pk): "no" if q.correct_answer == "yes" else "yes" for q in test.questions.all()}
+    grant = qualification_submit(assignment=task, answers=wrong)
+    assert not grant.passed
+    return test
+
+
+def test_a_qualification_test_taken_between_its_delete_page_and_the_delete_stays(admin_client, monkeypatch):
+    # Given: the delete page was read while nobody had taken the test (its check said so), and a
+    # worker took it (and failed) since.
+    study = make_study(n_items=2, n_sources=1)
+    test = _failed(study)
+    monkeypatch.setattr(admin_core, "qualification_test_taken", lambda test: False)  # the page's read
+
+    # When: the deletion is confirmed.
+    url = reverse("admin:annotations_qualificationtest_delete", args=[test.pk])
+    response = admin_client.post(url, {"post": "yes"}, follow=True)
+
+    # Then: the service's refusal is on the test's page, and the test stays (the failed worker's grant
+    # refers to it).
+    assert response.status_code == 200
+    assert response.redirect_chain[-1][0] == reverse("admin:annotations_qualificationtest_change", args=[test.pk])
+    assert "Nothing deleted: Workers have already taken this qualification test" in response.content.decode()
+    assert QualificationTest.objects.filter(pk=test.pk).exists()
+
+
+def test_a_qualification_test_taken_before_delete_selected_stays(admin_client, monkeypatch):
+    study = make_study(n_items=2, n_sources=1)
+    test = _failed(study)
+    untaken = add_qualification(make_study(n_items=2, n_sources=1), pass_mark=1)
+    monkeypatch.setattr(admin_core, "qualification_test_taken", lambda test: False)  # the page's read
+
+    url = reverse("admin:annotations_qualificationtest_changelist")
+    response = admin_client.post(url, {"action": "delete_selected", "_selected_action": [test.pk, untaken.pk],
+                                       "post": "yes"}, follow=True)
+
+    # Both or neither: the taken test refuses, so the untaken one stays too.
+    assert response.status_code == 200
+    assert "can no longer be deleted" in response.content.decode()
+    assert QualificationTest.objects.filter(pk__in=[test.pk, untaken.pk]).count() == 2
+
+
+def test_an_untaken_qualification_test_is_deleted_on_its_admin_page(admin_client):
+    test = add_qualification(make_study(n_items=2, n_sources=1), pass_mark=1)
+    url = reverse("admin:annotations_qualificationtest_delete", args=[test.pk])
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert not QualificationTest.objects.filter(pk=test.pk).exists()
