@@ -9,9 +9,11 @@ from django.contrib.auth.models import AnonymousUser
 
 from annotations.models import AttentionCheck, QualificationTest
 from annotations.services.qualification import (
+    AttentionCheckRefused,
     QualificationSetupError,
     QualificationTestRefused,
     attention_check_delete,
+    attention_check_delete_check,
     attention_check_save,
     attention_checks_fixed,
     qualification_questions,
@@ -96,7 +98,20 @@ class AttentionCheckForm(forms.ModelForm):
 
 class AttentionCheckFormSet(forms.BaseInlineFormSet):
     """Deletes through ``attention_check_delete``, as its forms save through ``attention_check_save``:
-    each checks the acting user and the fixed rule itself."""
+    each checks the acting user and the fixed rule itself. A check marked for deletion is first asked
+    ``attention_check_delete_check`` when the page is checked (inside the page's transaction, under
+    the study's lock until the delete), so a check given to a worker since the page was read is
+    refused on the page, nothing saved, rather than failing the save."""
+
+    def clean(self):
+        super().clean()
+        for form in self.forms:
+            if form.instance.pk is None or not (self.can_delete and self._should_delete_form(form)):
+                continue
+            try:
+                attention_check_delete_check(check=form.instance, user=self.form.acting_user)
+            except AttentionCheckRefused as exc:
+                raise forms.ValidationError(str(exc)) from exc
 
     def delete_existing(self, obj, commit=True):
         if commit:

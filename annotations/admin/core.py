@@ -27,6 +27,7 @@ from annotations.models import (
 from annotations.services.entry import consent_text_sha256
 from annotations.services.platforms.access import studies_handing_out_links
 from annotations.services.qualification import (
+    AttentionCheckRefused,
     QualificationSetupError,
     QualificationTestRefused,
     attention_check_delete,
@@ -229,13 +230,42 @@ class ClaimAdmin(ReadOnlyMixin, StudyScopedAdmin):
     list_select_related = ("assignment", "unit", "attention_check")
 
 
+class ServiceDeleteAdmin(StudyScopedAdmin):
+    """An admin whose rows are deleted through a service that checks the user and its rule at the
+    delete (``delete_model``/``delete_queryset``), after the page was read: a refusal then
+    (``delete_refusals``) rolls the page's transaction back, nothing is deleted, and the row's page
+    (the list, for "Delete selected", all the chosen rows or none) says why, never a 500."""
+
+    delete_refusals: tuple[type[Exception], ...] = ()
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except self.delete_refusals as exc:
+            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
+            opts = self.model._meta
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_change",
+                                                args=[object_id], current_app=self.admin_site.name))
+
+    def changelist_view(self, request, extra_context=None):
+        if request.method != "POST":
+            return super().changelist_view(request, extra_context)
+        try:
+            with transaction.atomic():
+                return super().changelist_view(request, extra_context)
+        except self.delete_refusals as exc:
+            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+
 @admin.register(AttentionCheck)
-class AttentionCheckAdmin(StudyScopedAdmin):
+class AttentionCheckAdmin(ServiceDeleteAdmin):
     """A check is changed or deleted only until a worker of its study has been given one
     (``attention_checks_fixed``), as on the study page; its study never changes."""
 
     list_display = ("id", "study", "question", "correct_answer")
     list_filter = ("study",)
+    delete_refusals = (AttentionCheckRefused,)
 
     def get_readonly_fields(self, request, obj=None):
         return ("study",) if obj is not None else ()
@@ -305,12 +335,14 @@ class QualificationQuestionInline(admin.TabularInline):
 
 
 @admin.register(QualificationTest)
-class QualificationTestAdmin(StudyScopedAdmin):
+class QualificationTestAdmin(ServiceDeleteAdmin):
     """Its study never changes; once a worker has taken it, nothing of it changes and it is not
     deleted (``qualification_test_taken``), as on the study page."""
 
     list_display = ("id", "study", "pass_mark")
     inlines = [QualificationQuestionInline]
+    # A worker took the test, or the user's rights on the study went, since the page was read.
+    delete_refusals = (QualificationSetupError, QualificationTestRefused)
 
     def get_readonly_fields(self, request, obj=None):
         return ("study",) if obj is not None else ()
@@ -350,28 +382,6 @@ class QualificationTestAdmin(StudyScopedAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
         except (QualificationSetupError, QualificationTestRefused) as exc:
             self.message_user(request, f"Nothing saved: {exc}", messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
-
-    def delete_view(self, request, object_id, extra_context=None):
-        # A refusal of the service at delete time (a worker took the test, or the user's rights on the
-        # study went, since the page was read): the page's transaction is rolled back, nothing is
-        # deleted, and the test's page says why.
-        try:
-            return super().delete_view(request, object_id, extra_context)
-        except (QualificationSetupError, QualificationTestRefused) as exc:
-            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
-            return HttpResponseRedirect(reverse("admin:annotations_qualificationtest_change", args=[object_id],
-                                                current_app=self.admin_site.name))
-
-    def changelist_view(self, request, extra_context=None):
-        # "Delete selected" (``delete_queryset``): all the chosen tests or none, the refusal said as above.
-        if request.method != "POST":
-            return super().changelist_view(request, extra_context)
-        try:
-            with transaction.atomic():
-                return super().changelist_view(request, extra_context)
-        except (QualificationSetupError, QualificationTestRefused) as exc:
-            self.message_user(request, f"Nothing deleted: {exc}", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 
     # Deleted through the service, which checks the user and the fixed rule under the study's lock.

@@ -152,14 +152,25 @@ def attention_check_save(*, check: AttentionCheck, user) -> AttentionCheck:
     return check
 
 
-def attention_check_delete(*, check: AttentionCheck, user) -> None:
-    """Delete ``check`` for ``user`` (None: the operator), by the rule of ``attention_check_save``:
-    change rights on its study, and only while the study's checks are not fixed."""
+def attention_check_delete_check(*, check: AttentionCheck, user) -> None:
+    """Refuse (``AttentionCheckRefused``) to delete ``check`` for ``user`` (None: the operator) by
+    the rule of ``attention_check_save``: change rights on its study, and only while the study's
+    checks are not fixed. It locks the study's row as ``attention_check_save`` does: called inside the
+    delete's transaction, no worker is given the check between this answer and the delete. The study
+    page asks it when its form is checked, inside the page's transaction, to show the reason beside
+    the check; the delete itself is ``attention_check_delete``'s."""
     with transaction.atomic():
         _attention_study_locked(study_id=check.study_id, user=user, verb="deleted")
         if attention_checks_fixed(Study(pk=check.study_id)):
             raise AttentionCheckRefused(f"attention check {check.pk}: workers have been given this study's checks, "
                                         "so it is not deleted (their answers are graded against it).")
+
+
+def attention_check_delete(*, check: AttentionCheck, user) -> None:
+    """Delete ``check`` for ``user`` (None: the operator), refused before anything is deleted by
+    ``attention_check_delete_check``, asked in the delete's transaction."""
+    with transaction.atomic():
+        attention_check_delete_check(check=check, user=user)
         AttentionCheck.objects.filter(pk=check.pk).delete()
 
 

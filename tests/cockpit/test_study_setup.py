@@ -246,3 +246,30 @@ def test_an_untaken_qualification_test_is_deleted_on_the_study_page(admin_client
     response = admin_client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:3000]
     assert not QualificationTest.objects.filter(study=study).exists()
+
+
+def test_an_attention_check_given_between_the_page_and_its_delete_stays_on_the_study_page(admin_client,
+                                                                                          monkeypatch):
+    # Given: a check added on the study page, the page read while no worker had been given it (the
+    # check may be deleted), and a worker given it since.
+    from cockpit import study_setup
+
+    study = open_utility_study(name="check-race", n_items=2, n_sources=1, quota=2)
+    url = reverse("admin:studies_study_change", args=[study.pk])
+    data = form_data(admin_client.get(url))
+    data.update({"attention_checks-TOTAL_FORMS": "1", "attention_checks-0-question": "Choose no.",
+                 "attention_checks-0-choices": '["yes", "no"]', "attention_checks-0-correct_answer": "no"})
+    assert admin_client.post(url, data).status_code == 302
+    check = AttentionCheck.objects.get(study=study)
+    data = form_data(admin_client.get(url))
+    assert work(study, "f" * 24, submit=False).claims.filter(attention_check=check).exists()
+    monkeypatch.setattr(study_setup, "attention_checks_fixed", lambda study: False)  # the page's read
+
+    # When: the page is saved with the check marked for deletion.
+    data["attention_checks-0-DELETE"] = "on"
+    response = admin_client.post(url, data)
+
+    # Then: the reason is on the page (not a 500), and the check stays.
+    assert response.status_code == 200
+    assert "so it is not deleted" in response.content.decode()
+    assert AttentionCheck.objects.filter(pk=check.pk).exists()
