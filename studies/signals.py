@@ -21,7 +21,8 @@ from django.dispatch import Signal
 
 from studies.api.tokens import api_tokens_end_for_password_change
 
-# Sent by ``studies.services.questions.generalization_questions_set_validation`` inside the
+# Sent by ``studies.services.content.generalization_questions_validation_move`` (the one write of a
+# question's status: a researcher's change, an import's, or an edit's reset) inside the
 # transaction that changed the status of the questions ``question_ids`` (ids, as a list), after the
 # change is written and with those questions still locked (``sender``: ``GeneralizationQuestion``).
 # A receiver's write is part of that transaction: an error in it undoes the change. Received by

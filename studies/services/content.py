@@ -58,8 +58,9 @@ from collections.abc import Iterable, Mapping
 
 from django.contrib.auth.models import AnonymousUser
 from django.db import models, transaction
+from django.utils import timezone
 
-from studies.choices import normalise_choices, predicted_answer_problem
+from studies.choices import normalise_choices, own_choices, predicted_answer_problem
 from studies.faithfulness_rules import faithfulness_problem_text, spans_problem, with_spans
 from studies.lm.backends import Decoding
 from studies.lm.templates import template_problem
@@ -86,6 +87,7 @@ from studies.selectors import (
 )
 from studies.services.grading import genu_predictions_regrade, rationales_regrade
 from studies.services.model_paths import model_path_stored, source_model_path_problem
+from studies.signals import generalization_validation_changed
 from studies.textrules import identifier_problem, option_problems, sentinel_problem
 
 # What a study's workers see and its scores read, per model: fixed once a study using the row opens.
@@ -753,7 +755,11 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
     import checks them, a rationale's faithfulness as ``studies.faithfulness_rules`` has it), refused
     before anything is written, each reason after its field's name. Faithfulness probabilities typed
     (new or changed) are stored with the row's highlights recorded as the spans they were computed on;
-    an edit of the highlights alone leaves them on their old spans, which scoring then leaves out."""
+    an edit of the highlights alone leaves them on their old spans, which scoring then leaves out.
+    An edit of what a generalization question's validation judged (``VALIDATION_JUDGED_FIELDS``: its
+    item, type, text, answer or own choices) sends a question marked valid or invalid back to
+    unvalidated, recorded (``generalization_questions_validation_reset``); an edit of its origin or
+    of the rest of its metadata keeps its status."""
     changed = set(changed)
     with transaction.atomic():
         new = obj.pk is None
@@ -777,7 +783,9 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
             problem = _predicted_answer_problem(obj, new=new, changed=changed)
             if problem:
                 raise ContentChangeRefused({obj.pk or 0: problem})
+        judged: list[str] = []
         if isinstance(obj, GeneralizationQuestion):
+            judged = [] if new else _judged_edit(obj, changed=changed)
             _validation_record_kept(obj, new=new)
         values = content_row_value_problems(obj=obj, changed=None if new else changed)
         if values:
@@ -789,6 +797,9 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         obj.full_clean()
         obj.save()
         _grades_kept(obj, new=new, changed=changed)
+        if judged:  # a judgement of what the edit changed judged another question: unvalidated again
+            for question in generalization_questions_validation_reset(changes={obj.pk: judged}, user=user):
+                obj.validation_status, obj.metadata = question.validation_status, question.metadata
         if new or moved:
             content_change_check(user=user, model=type(obj), changes={obj.pk: ()}, lock=True)
     return obj
@@ -909,8 +920,8 @@ def _predicted_answer_problem(rationale: Rationale, *, new: bool, changed: set[s
 
 def _validation_record_kept(question: GeneralizationQuestion, *, new: bool) -> None:
     """A question's ``metadata["validation"]`` (who judged it, when, the judgements before) is
-    written only by whoever sets its validation status: ``questions.generalization_questions_set_validation``
-    and the imports. An edit of the rest of ``metadata`` (its choices) keeps the stored record
+    written only by whoever sets its validation status: ``questions.generalization_questions_set_validation``,
+    the imports and, once an edit of a judged field is written, ``generalization_questions_validation_reset``. An edit of the rest of ``metadata`` (its choices) keeps the stored record
     whatever the form sent, and a new row starts with none, so the record cannot be forged."""
     stored = None if new else GeneralizationQuestion.objects.filter(pk=question.pk).values_list(
         "metadata", flat=True).first()
@@ -921,6 +932,139 @@ def _validation_record_kept(question: GeneralizationQuestion, *, new: bool) -> N
     if record is not None:
         metadata["validation"] = record
     question.metadata = metadata
+
+
+def _judged_edit(question: GeneralizationQuestion, *, changed: set[str]) -> list[str]:
+    """The fields of ``changed`` (a stored question's edit) that a validation judged and the edit
+    really changes, compared with the stored row (``validation_judged_changes``: its own choices, not
+    the rest of its metadata); read before ``_validation_record_kept`` puts the stored record back."""
+    fields = ("item_id", "qtype", "text", "answer", "metadata")
+    asked = {"item_id" if name == "item" else name for name in changed}
+    if not asked & set(fields):
+        return []
+    stored = GeneralizationQuestion.objects.filter(pk=question.pk).values(*fields).first()
+    if stored is None:
+        return []
+    differ = {name for name in fields if stored[name] != getattr(question, name)}
+    return validation_judged_changes(differ & asked, metadata_before=stored["metadata"],
+                                     metadata_after=question.metadata)
+
+
+# --- A generalization question's validation record -------------------------------------------------
+# Kept here, below ``content_row_save`` (an edit of a judged field is a change of the status) and
+# below ``studies.services.questions`` (the researchers' own changes of it), which writes through it.
+
+# How many earlier judgements of a question ``metadata["validation"]["history"]`` keeps (oldest dropped).
+VALIDATION_HISTORY_MAX = 20
+
+# What a validation judges of a question, what its judges read: its item (the original question), its
+# type, its text, its answer and its own choices (``metadata["choices"]``, named ``choices``). A change
+# of any of them leaves the judgement about another question (``generalization_questions_validation_reset``).
+VALIDATION_JUDGED_FIELDS = ("item", "qtype", "text", "answer", "choices")
+
+
+def validation_provenance(metadata, *, status: str, previous: str, user, at, by: dict | None = None,
+                          reason: str = "") -> dict:
+    """``metadata`` with ``"validation"`` saying who set ``status`` and when: ``{"status",
+    "previous", "set_by": "user" (with "user_id", "username") or "operator" (None: a management
+    command), "at" (ISO 8601), "history"}``, where ``history`` lists the judgements it replaces
+    (the import's ``{"set_by": "import", "file", "sha256", ...}`` included), oldest first, each
+    without its own history, the last ``VALIDATION_HISTORY_MAX`` kept. The rest of ``metadata``
+    (a question's own choices, its original question) is kept as it is.
+
+    ``by`` names a writer other than a person's action (a re-import of a generalization file that
+    changes the status: ``{"set_by": "import", "file", "sha256"}``, ``importers.generalization``):
+    it replaces ``set_by`` and ``user``, when given, is still named beside it (who ran the import).
+    ``reason``, when given, says why the status changed (``"reason"``: "edited after validation:
+    <fields>", ``generalization_questions_validation_reset``)."""
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    before = metadata.get("validation")
+    history: list = []
+    if isinstance(before, dict):
+        history = [entry for entry in before.get("history") or [] if isinstance(entry, dict)]
+        history.append({key: value for key, value in before.items() if key != "history"})
+    elif before is not None:
+        history.append({"value": before})
+    record: dict = {"status": status, "previous": previous, "at": at.isoformat()}
+    if by:
+        record.update(by)
+    else:
+        record["set_by"] = "operator" if user is None else "user"
+    if user is not None:
+        record.update(user_id=user.pk, username=user.get_username())
+    if reason:
+        record["reason"] = reason
+    record["history"] = history[-VALIDATION_HISTORY_MAX:]
+    metadata["validation"] = record
+    return metadata
+
+
+def generalization_questions_validation_move(
+    ids: Iterable[int], *, status: str, user, at, by: dict | None = None, reason: Mapping[int, str] | None = None
+) -> list[GeneralizationQuestion]:
+    """Move the questions of ``ids`` (locked here, in id order) to ``status``: the one write of a stored
+    question's ``validation_status``. Each change is recorded (:func:`validation_provenance`, with its
+    ``reason`` by id when given) and announced, in the caller's transaction, by
+    ``studies.signals.generalization_validation_changed``; a question already there is left as it is,
+    nothing recorded. Returns the questions moved, as saved. The caller checks who may
+    (``questions.generalization_questions_set_validation``, :func:`generalization_questions_validation_reset`)."""
+    changed: list[GeneralizationQuestion] = []
+    reason = reason or {}
+    for question in GeneralizationQuestion.objects.select_for_update().filter(pk__in=list(ids)).order_by("pk"):
+        if not GeneralizationQuestion.STATUS.can(question.validation_status, status):
+            continue  # already there: no change, nothing recorded
+        metadata = validation_provenance(question.metadata, status=status, previous=question.validation_status,
+                                         user=user, at=at, by=by, reason=reason.get(question.pk, ""))
+        GeneralizationQuestion.STATUS.move(question, status, metadata=metadata)
+        changed.append(question)
+    if changed:
+        generalization_validation_changed.send(sender=GeneralizationQuestion, question_ids=[q.pk for q in changed])
+    return changed
+
+
+def validation_judged_changes(changed: Iterable[str], *, metadata_before=None, metadata_after=None) -> list[str]:
+    """Which of ``changed`` (the names of the fields an edit of a stored question changes; ``item_id``
+    for ``item`` too) a validation judged (``VALIDATION_JUDGED_FIELDS``), in that order. ``metadata``
+    counts, as ``choices``, only when the question's own choices differ between ``metadata_before`` (as
+    stored) and ``metadata_after`` (as written): its other keys (a note, the validation record) are
+    not what a judge read."""
+    changed = {"item" if name == "item_id" else name for name in changed}
+    if "metadata" in changed and own_choices(metadata_before) != own_choices(metadata_after):
+        changed.add("choices")
+    return [name for name in VALIDATION_JUDGED_FIELDS if name in changed]
+
+
+def generalization_questions_validation_reset(
+    *, changes: Mapping[int, Iterable[str]], user=None, by: dict | None = None, at=None
+) -> list[GeneralizationQuestion]:
+    """The one rule of a judged question edited: each question of ``changes`` (its id -> the judged
+    fields its edit changed, :func:`validation_judged_changes`) marked valid or invalid goes back to
+    unvalidated, since that judgement was of another question (Figure 4's validated questions, the
+    Gen-U job's and Gen-U's valid questions would count an unjudged one as judged, and its record
+    would name a judge, a file and its SHA-256, that never saw it). Written by the one move
+    (:func:`generalization_questions_validation_move`: who, when, the status and record replaced kept
+    in the history, the signal sent), with ``reason`` "edited after validation: <fields>". ``by`` names
+    the writer as :func:`validation_provenance` takes it (a re-import: ``{"set_by": "import", "file",
+    "sha256"}``); ``user`` (None: the operator) who made the edit. Returns the questions moved, as saved.
+
+    Called inside the edit's transaction, once the edit is written, by both writers of a stored
+    question's judged fields: :func:`content_row_save` (the admin's change form) and a re-import of a
+    generalization file that changes an answer and gives no validation status
+    (``importers.generalization``; one that gives a status gives the file's judgement of the new
+    content instead). It asks no permission of its own: its writer checked the edit
+    (:func:`content_change_check`), and it takes back a judgement, it makes none. An edit of a field
+    no validation judged (``origin``, a note in ``metadata``) keeps the status."""
+    reason = {}
+    for pk, names in changes.items():
+        fields = [name for name in VALIDATION_JUDGED_FIELDS if name in set(names)]
+        if fields:
+            reason[pk] = f"edited after validation: {', '.join(fields)}"
+    if not reason:
+        return []
+    with transaction.atomic():
+        return generalization_questions_validation_move(
+            reason, status=GeneralizationQuestion.Validation.UNVALIDATED, user=user, at=at or timezone.now(), by=by,
+            reason=reason)
 
 
 def content_rows_delete(*, user, model: type[models.Model], pks: Iterable[int]) -> int:

@@ -7,14 +7,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion
-from studies.services.content import content_change_check
-from studies.signals import generalization_validation_changed
+from studies.services.content import content_change_check, generalization_questions_validation_move
 
 # Who may set a question's validation status (a person; the operator, None, always may).
 CHANGE_PERMISSION = "studies.change_generalizationquestion"
-
-# How many earlier judgements of a question ``metadata["validation"]["history"]`` keeps (oldest dropped).
-VALIDATION_HISTORY_MAX = 20
 
 
 class QuestionError(Exception):
@@ -48,9 +44,12 @@ def generalization_questions_set_validation(
     editable after a study using it opens.
 
     The one writer of ``validation_status`` after a question is made (an import sets it with the
-    file's provenance): each change records who made it, when, and the status it replaced in
-    ``metadata["validation"]`` (:func:`validation_provenance`), with the judgements it replaced in
-    its ``history``, so a question marked invalid and valid again still shows both changes.
+    file's provenance; an edit of what a validation judged sends a question back to unvalidated,
+    ``content.generalization_questions_validation_reset``, by the same move,
+    ``content.generalization_questions_validation_move``): each change records who made it, when,
+    and the status it replaced in ``metadata["validation"]`` (``content.validation_provenance``),
+    with the judgements it replaced in its ``history``, so a question marked invalid and valid again
+    still shows both changes.
 
     The change is announced, in the same transaction, by ``studies.signals.generalization_validation_changed``
     (the annotations app closes the units of a question marked invalid in an open study, and opens
@@ -63,27 +62,15 @@ def generalization_questions_set_validation(
     if problem:
         raise QuestionError(problem)
     ids = [q.pk for q in questions]
-    changed: list[GeneralizationQuestion] = []
     with transaction.atomic():
         content_change_check(user=user, model=GeneralizationQuestion, changes={pk: {"validation_status"} for pk in ids},
                              lock=True)
-        at = timezone.now()
-        for question in GeneralizationQuestion.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
-            if not GeneralizationQuestion.STATUS.can(question.validation_status, status):
-                continue  # already there: no change, nothing recorded
-            metadata = validation_provenance(question.metadata, status=status, previous=question.validation_status,
-                                             user=user, at=at)
-            GeneralizationQuestion.STATUS.move(question, status, metadata=metadata)
-            changed.append(question)
-        if changed:
-            generalization_validation_changed.send(sender=GeneralizationQuestion,
-                                                   question_ids=[q.pk for q in changed])
-    return changed
+        return generalization_questions_validation_move(ids, status=status, user=user, at=timezone.now())
 
 
 def validation_ever_invalid(*, status: str, metadata) -> bool:
     """Whether a question with ``status`` and ``metadata`` is or was marked invalid, as its
-    validation record (:func:`validation_provenance`: the status it replaced and its history) says."""
+    validation record (``content.validation_provenance``: the status it replaced and its history) says."""
     invalid = GeneralizationQuestion.Validation.INVALID
     record = (metadata or {}).get("validation") if isinstance(metadata, dict) else None
     if status == invalid:
@@ -92,34 +79,3 @@ def validation_ever_invalid(*, status: str, metadata) -> bool:
         return False
     entries = [record, *[e for e in record.get("history") or [] if isinstance(e, dict)]]
     return any(invalid in (e.get("status"), e.get("previous")) for e in entries)
-
-
-def validation_provenance(metadata, *, status: str, previous: str, user, at, by: dict | None = None) -> dict:
-    """``metadata`` with ``"validation"`` saying who set ``status`` and when: ``{"status",
-    "previous", "set_by": "user" (with "user_id", "username") or "operator" (None: a management
-    command), "at" (ISO 8601), "history"}``, where ``history`` lists the judgements it replaces
-    (the import's ``{"set_by": "import", "file", "sha256", ...}`` included), oldest first, each
-    without its own history, the last ``VALIDATION_HISTORY_MAX`` kept. The rest of ``metadata``
-    (a question's own choices, its original question) is kept as it is.
-
-    ``by`` names a writer other than a person's action (a re-import of a generalization file that
-    changes the status: ``{"set_by": "import", "file", "sha256"}``, ``importers.generalization``):
-    it replaces ``set_by`` and ``user``, when given, is still named beside it (who ran the import)."""
-    metadata = dict(metadata) if isinstance(metadata, dict) else {}
-    before = metadata.get("validation")
-    history: list = []
-    if isinstance(before, dict):
-        history = [entry for entry in before.get("history") or [] if isinstance(entry, dict)]
-        history.append({key: value for key, value in before.items() if key != "history"})
-    elif before is not None:
-        history.append({"value": before})
-    record: dict = {"status": status, "previous": previous, "at": at.isoformat()}
-    if by:
-        record.update(by)
-    else:
-        record["set_by"] = "operator" if user is None else "user"
-    if user is not None:
-        record.update(user_id=user.pk, username=user.get_username())
-    record["history"] = history[-VALIDATION_HISTORY_MAX:]
-    metadata["validation"] = record
-    return metadata

@@ -18,7 +18,7 @@ A ``validation_status`` given to the import is applied to every question of the 
 provenance is stored on each question whose status it sets (``metadata["validation"]``: the
 status, that an import set it, the file's name and SHA-256, when, and who ran it). A re-import that
 changes an existing question's status records it as ``generalization_questions_set_validation`` does
-(``studies.services.questions.validation_provenance``: the status it replaced, and the judgements
+(``studies.services.content.validation_provenance``: the status it replaced, and the judgements
 before it in ``history``), and keeps the rest of the question's metadata: the file's own keys
 (``original_question``, ``conflicting_answers``) are written only with a new answer (which an open
 or closed study's question refuses, ``studies.services.content``), so a re-import changing only the
@@ -34,7 +34,12 @@ A re-import that changes a stored question's answer grades the question's stored
 again against the new answer, in the same transaction (``studies.services.grading``: a prediction is
 never asked again, as its prompt never showed the answer); the summary counts the questions whose
 answer changed (``answers_changed``), not the predictions re-graded (other researchers' answerers'
-predictions among them, which a reader of the record may not read).
+predictions among them, which a reader of the record may not read). Its judgement was of the old
+answer: without a ``validation_status`` a question marked valid or invalid goes back to unvalidated
+(``studies.services.content.generalization_questions_validation_reset``, the rule an edit in the admin
+follows too; recorded with the file as the cause, ``reason`` "edited after validation: answer", and
+counted as ``validation_reset``); with one, the file's status is its judgement of the new answer, and
+is recorded so even where it is the status already stored.
 
 The import's record counts and quotes its questions, so it stores their ids
 (``summary["question_ids"]``): another researcher reads it only when they may read every one of
@@ -49,8 +54,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
+from studies.services.content import generalization_questions_validation_reset, validation_provenance
 from studies.services.grading import genu_predictions_regrade
-from studies.services.questions import validation_change_problem, validation_provenance
+from studies.services.questions import validation_change_problem
 from studies.signals import generalization_validation_changed
 
 from .errors import ErrorCollector, ImportValidationError, RowError
@@ -210,7 +216,9 @@ def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], p
     """Turn the file's ``values`` for an existing ``question`` into what a re-import writes: its stored
     metadata kept, the file's own keys replacing theirs only with a new answer (the question itself
     changes: its ``origin`` becomes the file too), and a status change recorded by
-    ``validation_provenance`` (who, when, the status replaced, the earlier judgements in its history)."""
+    ``validation_provenance`` (who, when, the status replaced, the earlier judgements in its history),
+    as is the status the file gives with a new answer (its judgement of the new question), even the
+    status already stored. A new answer without a status is ``_apply``'s (``validation_reset``)."""
     metadata = dict(question.metadata) if isinstance(question.metadata, dict) else {}
     given = values["metadata"]
     if values["answer"] != question.answer:
@@ -221,7 +229,9 @@ def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], p
     else:
         del values["origin"]
     status = values.get("validation_status")
-    if status is not None and status != question.validation_status:
+    # A status given with a new answer is the file's judgement of the new question: recorded even where
+    # it is the status already stored, whose record judged the old answer.
+    if status is not None and (status != question.validation_status or values["answer"] != question.answer):
         metadata = validation_provenance(
             metadata, status=status, previous=question.validation_status, user=parsed.user,
             at=parsed.at, by=_import_judge(parsed.f))
@@ -275,6 +285,9 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
         if remarked:  # as the one writer of a status announces it: open studies' units follow it
             generalization_validation_changed.send(sender=GeneralizationQuestion,
                                                    question_ids=[existing[key].pk for key in remarked])
+        # A new answer the file does not judge: the stored judgement was of the old one (``content``'s rule).
+        reset = [] if validation_status is not None else generalization_questions_validation_reset(
+            changes={pk: ["answer"] for pk in reanswered}, user=parsed.user, by=_import_judge(f), at=parsed.at)
         genu_predictions_regrade(question_ids=reanswered)
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:
@@ -291,6 +304,8 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             "validation_status_set": validation_status,
             # A changed answer re-grades the question's stored Gen-U predictions (``grading``).
             "answers_changed": len(reanswered),
+            # Of those, the questions judged (valid or invalid) sent back to unvalidated: no status given.
+            "validation_reset": len(reset),
             # Who reads this record beyond its importer reads these questions (``import_records_for_user``):
             # every question of the file, new, changed or unchanged.
             "question_ids": sorted([existing[key].pk for key in rows if key in existing]
