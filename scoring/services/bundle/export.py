@@ -74,6 +74,7 @@ from .tables import (
     CHECKSUMS_FILE,
     DATAPACKAGE_FILE,
     FORMAT_VERSION,
+    GRANT_VOID_KEYS,
     JSON_FILES,
     RESULTS_FILE,
     SETTINGS_FILE,
@@ -481,12 +482,14 @@ def _table_rows(study: Study, user, *, snapshot: str | None = None) -> dict[str,
     def grants():
         test = QualificationTest.objects.filter(study=study).first()
         position = {str(q.pk): str(i) for i, q in enumerate(test.questions.order_by("position", "id"))} if test else {}
-        for participant_id, platform, external_id, passed, score, answers in _paged(
+        for participant_id, platform, external_id, passed, score, answers, voids in _paged(
             QualificationGrant.objects.filter(study=study),
-            ["participant_id", "participant__platform", "participant__external_id", "passed", "score", "answers"],
+            ["participant_id", "participant__platform", "participant__external_id", "passed", "score", "answers",
+             "voids"],
         ):
             yield (pseudonyms.get(participant_id, platform, external_id), platform, passed, score,
-                   {position.get(k, k): v for k, v in (answers or {}).items()})
+                   {position.get(k, k): v for k, v in (answers or {}).items()},
+                   grant_voids_cell(study, voids, position))
 
     def unit_scores():
         for item_id, source_id, *rest in _paged(UnitScore.objects.filter(study=study), [
@@ -513,6 +516,29 @@ def _table_rows(study: Study, user, *, snapshot: str | None = None) -> dict[str,
         "qualification_grants": grants,
         "unit_scores": unit_scores,
     }
+
+
+def grant_voids_cell(study: Study, voids: list | None, position: dict[str, str]) -> list[dict]:
+    """A qualification grant's ``voids`` cell (data/qualification_grants.csv): each failed attempt
+    set aside before its latest one (``QualificationGrant.voids``, oldest first), with the keys
+    ``tables.GRANT_VOID_KEYS`` only, its answers keyed by question position as the row's are
+    (``position``: question id -> position), and its tasks (``task``, ``retake_task``) by their
+    data/tasks.csv id, null for a task the bundle does not hold (a withdrawn one, or one gone). A
+    void holds no worker identifier: who took the attempt is the row's pseudonym. One read for a
+    grant with voids (they are few: at most ``participants.RETAKES_MAX`` a grant), none without."""
+    if not voids:
+        return []
+    named = {v.get(key) for v in voids for key in ("task", "retake_task")} - {None}
+    held = set(Assignment.objects.filter(study=study, pk__in=[t for t in named if isinstance(t, int)])
+               .exclude(status=Assignment.Status.WITHDRAWN).values_list("pk", flat=True))
+    out = []
+    for void in voids:
+        cell = {key: void.get(key) for key in GRANT_VOID_KEYS}
+        cell["answers"] = {position.get(k, k): v for k, v in (void.get("answers") or {}).items()}
+        for key in ("task", "retake_task"):
+            cell[key] = cell[key] if cell[key] in held else None
+        out.append(cell)
+    return out
 
 
 def worker_block_rows(study: Study) -> Iterator[tuple] | None:

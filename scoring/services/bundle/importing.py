@@ -124,6 +124,7 @@ from .tables import (
     CHECKSUMS_FILE,
     DATAPACKAGE_FILE,
     FORMAT_VERSION,
+    GRANT_VOID_KEYS,
     RESULTS_FILE,
     SETTINGS_FILE,
     STUDY_FILE,
@@ -457,8 +458,10 @@ class Bundle:
         with self.archive.open(table.path) as raw:
             reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
             header = next(reader, [])
+            # a field added after the bundle was made (``Field.optional``): every row reads it as empty
+            absent = tuple(f.name for f in table.fields if f.optional and f.name not in header)
             key = table.primary_key if all(name in header for name in table.primary_key) else ()
-            wanted = (*wanted, *(name for name in key if name not in wanted))
+            wanted = (*(name for name in wanted if name not in absent), *(name for name in key if name not in wanted))
             index = {name: header.index(name) for name in wanted}
             seen = _KeysSeen()
             for line, cells in self._records(table, reader):
@@ -468,6 +471,7 @@ class Bundle:
                 values = self._values(table, line, cells, index, wanted, types, required)
                 if values is None:
                     continue
+                values.update(dict.fromkeys(absent))
                 if key and (earlier := seen.add(tuple(values[name] for name in key), line)) is not None:
                     where = f"row {earlier}" if earlier else "an earlier row"
                     shown = ", ".join(f"{name} {str(values[name])[:40]!r}" for name in key)
@@ -783,7 +787,10 @@ def _check_schema_fields(bundle: Bundle, table: Table, given: dict) -> None:
     """The fields ``datapackage.json`` gives a table (name -> type) are the ones read here, with
     the types read here; a table read whole may have no field this installation does not know."""
     expected = {f.name: f.type for f in table.fields}
+    optional = {f.name for f in table.fields if f.optional}
     for name in table.reads or expected:
+        if name not in given and name in optional:
+            continue  # a bundle made before the field was added (its CSV header has none either)
         if name not in given:
             bundle.error(table.path, None, name, f"schema mismatch: the field is missing from {DATAPACKAGE_FILE}")
         elif given[name] != expected[name]:
@@ -1632,24 +1639,105 @@ class _Import:
             FlagReview.objects.bulk_update([r for _, r in reviews], ["decided_at"], batch_size=500)
 
     def grant_rows(self, study: Study) -> None:
+        """Each worker's qualification grant (data/qualification_grants.csv): the latest attempt
+        graded, and the failed attempts set aside before it (``voids``, ``grant_voids``); the grant
+        records no task of its own (``QualificationGrant.assignment``: null for an imported one)."""
         questions = getattr(self, "qualification", [])
-        grants = []
+        grants, void_tasks = [], []
         for row in self.b.rows(TABLES["qualification_grants"]):
             if self.withdrew(row["worker"]):
                 continue
             self.participants(study, [row])
             if (row["platform"], row["worker"]) not in self.workers:
                 continue  # the worker cell's error is reported (``participants``)
-            answers = {}
-            for k, v in (row["answers"] or {}).items():
-                position = parse_id(k)
-                if position is None or position >= len(questions):
-                    self.err(row, "answers", f"{k!r} is not a question position of the qualification test")
-                    break
-                answers[str(questions[position].pk)] = v
-            grants.append(QualificationGrant(study=study, participant_id=self.workers[(row["platform"], row["worker"])],
-                                             passed=row["passed"], score=row["score"], answers=answers))
+            participant = self.workers[(row["platform"], row["worker"])]
+            answers = self.grant_answers(row, "answers", row["answers"], questions)
+            voids = self.grant_voids(row, questions, participant, void_tasks)
+            if answers is None or voids is None:
+                continue
+            grants.append(QualificationGrant(study=study, participant_id=participant, passed=row["passed"],
+                                             score=row["score"], answers=answers, voids=voids))
+        named = sorted({task for *_, task, _ in void_tasks})
+        held: dict[int, int] = {}
+        for start in range(0, len(named), 500):  # a hostile bundle may name many: batches of SQLite's variables
+            held.update(Assignment.objects.filter(pk__in=named[start:start + 500]).values_list("pk", "participant_id"))
+        for row, where, task, participant in void_tasks:
+            if held.get(task) != participant:
+                self.err(row, where, "a task of another worker (data/tasks.csv): an attempt set aside, and the task "
+                                     "given to take the test again, are the row's worker's tasks")
         QualificationGrant.objects.bulk_create(grants)
+
+    def grant_answers(self, row: Row, where: str, given: dict | None, questions: list) -> dict | None:
+        """A qualification attempt's answers (question position -> answer) keyed by the copy's
+        question ids; None, the row's error reported, where a key is no question position."""
+        answers = {}
+        for k, v in (given or {}).items():
+            position = parse_id(k)
+            if position is None or position >= len(questions):
+                self.err(row, where, f"{k[:40]!r} is not a question position of the qualification test")
+                return None
+            answers[str(questions[position].pk)] = v
+        return answers
+
+    def grant_voids(self, row: Row, questions: list, participant: int, void_tasks: list) -> list[dict] | None:
+        """A grant's ``voids`` cell (``export.grant_voids_cell``) as the copy's ``QualificationGrant.voids``:
+        each attempt an object of the keys ``GRANT_VOID_KEYS``, its score a whole number from 0, its
+        answers keyed by question position (``grant_answers``), ``taken_at`` and ``voided_at`` times
+        with a time zone, ``task`` and ``retake_task`` ids of data/tasks.csv (or null) mapped to the
+        copy's tasks, each appended to ``void_tasks`` (row, field, copy's task, participant) for the
+        check that it is the row's worker's. Empty (a bundle made before the column, or a grant
+        with none): []. None, each problem reported naming ``voids[i].key``, where it is not so."""
+        given = row["voids"]
+        if given is None:
+            return []
+        voids, ok = [], True
+        for i, void in enumerate(given):
+            where = f"voids[{i}]"
+            if not isinstance(void, dict):
+                self.err(row, where, "expected a JSON object (an attempt set aside)")
+                ok = False
+                continue
+            keys = set(void)
+            if keys != set(GRANT_VOID_KEYS):
+                missing = [k for k in GRANT_VOID_KEYS if k not in keys]
+                unknown = sorted(keys - set(GRANT_VOID_KEYS))
+                self.err(row, where, f"expected the keys {', '.join(GRANT_VOID_KEYS)}"
+                                     + (f"; missing {', '.join(missing)}" if missing else "")
+                                     + (f"; unknown {', '.join(repr(k[:40]) for k in unknown)}" if unknown else ""))
+                ok = False
+                continue
+            score = void["score"]
+            if not isinstance(score, int) or isinstance(score, bool) or not 0 <= score <= len(questions):
+                self.err(row, f"{where}.score", f"{str(score)[:40]!r} is not a score of the qualification test "
+                                                f"(a whole number from 0 to {len(questions)})")
+                ok = False
+            answers = void["answers"]
+            if not isinstance(answers, dict):
+                self.err(row, f"{where}.answers", "expected a JSON object (question position -> answer)")
+                answers, ok = None, False
+            else:
+                answers = self.grant_answers(row, f"{where}.answers", answers, questions)
+                ok = ok and answers is not None
+            cell = {"score": score, "answers": answers}
+            for key in ("taken_at", "voided_at"):
+                try:
+                    if not isinstance(void[key], str):
+                        raise BadCell("expected an ISO 8601 date and time (text)")
+                    cell[key] = _datetime(void[key]).astimezone(UTC).isoformat()
+                except BadCell as exc:
+                    self.err(row, f"{where}.{key}", str(exc))
+                    ok = False
+            for key in ("task", "retake_task"):
+                old = void[key]
+                new = self.tasks.get(old) if isinstance(old, int) and not isinstance(old, bool) else None
+                if old is not None and new is None:
+                    self.err(row, f"{where}.{key}", f"{str(old)[:40]!r} is not the id of a task of data/tasks.csv")
+                    ok = False
+                elif new is not None:
+                    void_tasks.append((row, f"{where}.{key}", new, participant))
+                cell[key] = new
+            voids.append({key: cell.get(key) for key in GRANT_VOID_KEYS})
+        return voids if ok else None
 
     def worker_block_rows(self, study: Study) -> None:
         """The workers the bundle names as blocked in the original when it was made

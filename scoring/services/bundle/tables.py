@@ -26,6 +26,9 @@ class Field:
     name: str
     type: str  # integer, string, boolean, number, datetime, object, array
     description: str = ""
+    # Added to its table after bundles of this format were made: a bundle without the column (in its
+    # CSV header and datapackage.json alike) still imports, each row reading it as empty.
+    optional: bool = False
 
     def as_json(self) -> dict:
         out = {"name": self.name, "type": self.type}
@@ -56,9 +59,15 @@ class Table:
         return [f.name for f in self.fields]
 
 
-def _f(spec: str, description: str = "") -> Field:
+def _f(spec: str, description: str = "", *, optional: bool = False) -> Field:
     name, _, kind = spec.partition(":")
-    return Field(name, kind or "string", description)
+    return Field(name, kind or "string", description, optional)
+
+
+# The keys of each attempt set aside in a qualification grant's ``voids`` cell, as
+# ``QualificationGrant.voids`` holds them (``annotations.services.impostor.grant_retake_start``),
+# read in this shape by the import: ``task`` and ``retake_task`` are ids of data/tasks.csv.
+GRANT_VOID_KEYS = ("task", "score", "answers", "taken_at", "voided_at", "retake_task")
 
 
 def _annotation_table() -> Table:
@@ -119,7 +128,15 @@ TABLES: dict[str, Table] = {t.name: t for t in [
     Table("qualification_grants", (
         _f("worker"), _f("platform"), _f("passed:boolean"), _f("score:integer"),
         _f("answers:object", "Question position (study.json qualification_test) -> answer."),
-    ), "Qualification test attempts.", primary_key=("worker", "platform")),
+        _f("voids:array", "The failed attempts set aside before the one this row gives, oldest first (the test was "
+                          "taken again from a browser whose study cookie did not name the task it was failed in, "
+                          "under the same typed identifier or MTurk worker id), each {task, score, answers, "
+                          "taken_at, voided_at, retake_task}: the data/tasks.csv id of the task it was taken in "
+                          "(null: not in the bundle), its score, its answers as this row's answers, when it was "
+                          "taken and set aside, and the task given to take the test again. [] when none; absent "
+                          "from bundles made before they carried it.", optional=True),
+    ), "Qualification test attempts: each worker's latest attempt graded (passed, score, answers), and the failed "
+       "attempts set aside before it (voids).", primary_key=("worker", "platform")),
     Table("unit_scores", (
         _f("item_id:integer"), _f("source"), _f("n_annotators:integer"), _f("before_majority"),
         _f("after_majority"), _f("before_tie:boolean"), _f("after_tie:boolean"), _f("before_correct:boolean"),
