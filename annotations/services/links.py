@@ -5,6 +5,13 @@ acting user and checks their right on the study first (``platforms.access.access
 publishing does: the publish page, ``study_publish`` (which makes a link publication's links),
 the ``make_links`` command (as ``OPERATOR``) and any later caller get the same answer.
 
+Links recruit for the study's own platform only: made outside a publish (``make_links``, the
+publish page's link buttons: no ``publication``), they are refused unless the study runs on
+participant links (``platforms.common.publish_platform``, the rule every publish follows: a
+worker who comes by a link to an MTurk or Prolific study is never paid there) and is a draft or
+open (``_links_recruit_check``; a closed study never recruits again, as ``study_publish`` refuses
+it). A link publication's own links (``study_publish``) were checked by that publish.
+
 Workers redeem them on the worker pages (``annotations.views.entry``, through
 ``annotations.services.participants.participant_link_redeem`` and ``open_link_join``).
 """
@@ -18,7 +25,8 @@ from django.urls import NoReverseMatch, reverse
 from annotations.models import OpenLink, ParticipantLink, Publication
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.access import CLOSE, PUBLISH, access_study
-from studies.models import Study
+from annotations.services.platforms.common import publish_platform
+from studies.models import Platform, Study
 
 # URL shapes of the questionnaire's link views (annotations.platforms): /w/l/<token>/ for a
 # single-person link, /w/o/<token>/ for an open link.
@@ -37,10 +45,26 @@ def link_public_url(link: ParticipantLink | OpenLink) -> str:
     return settings.RL_PUBLIC_URL + path
 
 
+def _links_recruit_check(*, study: Study, publication: Publication | None) -> None:
+    """Inside the transaction that makes the links: refuse (``PlatformServiceError``) links made
+    outside a publish (no ``publication``) for ``study``, read again under its row lock (a close or
+    a platform change waits), unless it runs on participant links (``publish_platform``'s refusal,
+    the one for every publish on another platform than the study's) and is not closed (closed is
+    final: ``study_publish`` refuses it, through ``study_open``). A draft may get links; they start
+    a task once it opens. A publication's links were checked by its publish, which stops on a close."""
+    if publication is not None:
+        return
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    publish_platform(study=locked, platform_name=Platform.LINK)
+    if locked.status == Study.Status.CLOSED:
+        raise PlatformServiceError(f"study {locked.name!r} is closed: no links were made; copy it to run it again")
+
+
 def links_generate(*, study: Study, n: int, user, label: str = "",
                    publication: Publication | None = None) -> list[ParticipantLink]:
     """Make ``n`` single-person links for ``study`` as ``user``, who needs the right to publish it
-    (``PlatformAccessDenied`` otherwise, before anything is checked or made)."""
+    (``PlatformAccessDenied`` otherwise, before anything is checked or made). Without
+    ``publication``, refused for a study on another platform or closed (``_links_recruit_check``)."""
     access_study(user=user, study=study, access=PUBLISH)
     if n < 1 or n > MAX_LINKS_PER_CALL:
         raise PlatformServiceError(f"number of links must be between 1 and {MAX_LINKS_PER_CALL}, got {n}")
@@ -48,6 +72,7 @@ def links_generate(*, study: Study, n: int, user, label: str = "",
     if len(label) > label_max:
         raise PlatformServiceError(f"the links' label is {len(label)} characters long: use at most {label_max}")
     with transaction.atomic():
+        _links_recruit_check(study=study, publication=publication)
         links = [
             ParticipantLink(study=study, publication=publication, created_by=user if getattr(user, "pk", None) else None,
                             label=f"{label} {i + 1}".strip() if label else "")
@@ -61,7 +86,8 @@ def open_link_create(*, study: Study, user, completion_code: str = "", max_parti
                      publication: Publication | None = None) -> OpenLink:
     """An open link for ``study``, made by ``user``, who needs the right to publish it
     (``PlatformAccessDenied`` otherwise). Bad values raise :class:`PlatformServiceError` naming
-    the field."""
+    the field; without ``publication``, refused for a study on another platform or closed
+    (``_links_recruit_check``)."""
     access_study(user=user, study=study, access=PUBLISH)
     if max_participants is not None and not 1 <= max_participants <= MAX_OPEN_LINK_PARTICIPANTS:
         raise PlatformServiceError(
@@ -81,7 +107,9 @@ def open_link_create(*, study: Study, user, completion_code: str = "", max_parti
         raise PlatformServiceError("; ".join(
             f"{name}: {' '.join(errors)}" for name, errors in exc.message_dict.items()
         )) from None
-    link.save()
+    with transaction.atomic():
+        _links_recruit_check(study=study, publication=publication)
+        link.save()
     return link
 
 

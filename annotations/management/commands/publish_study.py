@@ -35,7 +35,7 @@ class Command(BaseCommand):
         if study is None:
             raise CommandError(f"no study with id {options['study_id']}")
         publish_options = {"link_mode": options["link_mode"]}
-        if options["max_assignments_per_hit"]:
+        if options["max_assignments_per_hit"] is not None:  # 0 or a negative: refused by the service
             publish_options["max_assignments_per_hit"] = options["max_assignments_per_hit"]
         try:
             publication = study_publish(study=study, user=OPERATOR, dry_run=options["dry_run"],

@@ -67,6 +67,9 @@ def study_close(*, user, study: Study) -> list[Publication]:
         publication_recruiting_stop(publication=publication, user=user)
     with transaction.atomic():
         Study.STATUS.move(Study.objects.select_for_update().get(pk=study.pk), Study.Status.CLOSED)
+    # A link made between the first close of the links and the move (``links_generate`` reads the study
+    # under its row lock and refuses a closed one, so none is made after it) is stopped now.
+    links_close(study=study, user=user)
     study.refresh_from_db(fields=["status", "updated_at"])
     if isinstance(caller, Study):
         caller.refresh_from_db(fields=["status", "updated_at"])  # the caller's instance is closed too

@@ -55,6 +55,7 @@ from annotations.services.payments import (
     PlatformServiceError,
     platform_call_execute,
 )
+from lab.ids import parse_id
 from lab.transitions import TransitionError
 from studies.design import tasks_for_places
 from studies.models import Platform, Study
@@ -77,10 +78,23 @@ def study_worker_url(*, study: Study, platform: str) -> str:
     return study_entry_url(study, platform=platform)
 
 
+MAX_ASSIGNMENTS_PER_HIT_ASKED = 1_000_000  # the largest per-HIT size asked, as the API's cost quote reads it
+
+
 def _asked_per_hit(options: dict) -> int | None:
-    """The per-HIT size ``options`` ask for explicitly (``max_assignments_per_hit``), or None."""
+    """The per-HIT size ``options`` ask for explicitly (``max_assignments_per_hit``), or None; a
+    value that is not a whole number from 1 to 1000000 (0, a negative, a fraction, text) is refused
+    (``PlatformServiceError`` naming the option and the value), read as the API's cost quote reads it
+    (``lab.ids.parse_id``), never split into HITs of one or of the default."""
     asked = (options or {}).get("max_assignments_per_hit")
-    return None if asked in (None, "") else int(asked)
+    if asked in (None, ""):
+        return None
+    text = str(asked) if isinstance(asked, int) and not isinstance(asked, bool) else asked
+    per_hit = parse_id(text, maximum=MAX_ASSIGNMENTS_PER_HIT_ASKED)
+    if not per_hit:
+        raise PlatformServiceError(f"max_assignments_per_hit {str(asked)[:40]!r} is not a whole number from 1 to "
+                                   f"{MAX_ASSIGNMENTS_PER_HIT_ASKED}: nothing was sent")
+    return per_hit
 
 
 def _per_hit(options: dict) -> int:

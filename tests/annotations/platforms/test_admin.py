@@ -71,9 +71,11 @@ def test_researcher_journey_through_the_admin(client, researcher, study, prolifi
     publication = Publication.objects.get(platform="prolific", dry_run=False)
     assert publication.status == "published"
 
-    # Links for a lab session.
-    client.post(url, {"action": "make_links", "count": "3", "label": "Lab"})
-    assert ParticipantLink.objects.filter(study=study).count() == 3
+    # Links for a lab session are refused: a Prolific study recruits (and pays) on Prolific only, and
+    # a worker who came by a link would be paid nowhere (``links._links_recruit_check``).
+    response = client.post(url, {"action": "make_links", "count": "3", "label": "Lab"}, follow=True)
+    assert "cannot be published on Participant links" in response.content.decode()
+    assert ParticipantLink.objects.filter(study=study).count() == 0
 
     # Workers arrive and submit; sync, approve all (twice), reject one, bonus the good ones (twice).
     prolific_id = publication.prolific_study_id

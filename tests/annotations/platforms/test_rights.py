@@ -173,7 +173,9 @@ def test_every_platform_action_refuses_a_staff_user_without_the_right(two_prolif
               task_id=victim.platform_task_id)
     study_sync(study=victim.study)
     held = PlatformSubmission.objects.get(platform_assignment_id=real["id"], flag="worker_mismatch")
-    [link] = links_generate(study=victim.study, n=1, user=OPERATOR)
+    # A link left on the Prolific study (made before links were refused for a study on another
+    # platform: ``links._links_recruit_check``), which a user without the right may not withdraw.
+    link = ParticipantLink.objects.create(study=victim.study)
     actions = {
         "approve": lambda user: assignment_approve(user=user, study=victim.study, assignment=victim),
         "reject": lambda user: assignment_reject(user=user, study=victim.study, assignment=victim,
