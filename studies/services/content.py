@@ -757,7 +757,8 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
     (new or changed) are stored with the row's highlights recorded as the spans they were computed on;
     an edit of the highlights alone leaves them on their old spans, which scoring then leaves out.
     An edit of what a generalization question's validation judged (``VALIDATION_JUDGED_FIELDS``: its
-    item, type, text, answer or own choices) sends a question marked valid or invalid back to
+    item, type, text, answer or own choices; its item's question or choices, an edit of the item)
+    sends a question marked valid or invalid back to
     unvalidated, recorded (``generalization_questions_validation_reset``); an edit of its origin or
     of the rest of its metadata keeps its status."""
     changed = set(changed)
@@ -787,6 +788,8 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         if isinstance(obj, GeneralizationQuestion):
             judged = [] if new else _judged_edit(obj, changed=changed)
             _validation_record_kept(obj, new=new)
+        elif isinstance(obj, Item) and not new:
+            judged = _original_edit(obj, changed=changed)
         values = content_row_value_problems(obj=obj, changed=None if new else changed)
         if values:
             raise ContentChangeRefused({obj.pk or 0: "; ".join(f"{field}: {reason}" for field, reason in values.items())})
@@ -797,7 +800,11 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         obj.full_clean()
         obj.save()
         _grades_kept(obj, new=new, changed=changed)
-        if judged:  # a judgement of what the edit changed judged another question: unvalidated again
+        if judged and isinstance(obj, Item):  # its questions' judges read another original question
+            judged_ids = GeneralizationQuestion.objects.filter(item_id=obj.pk).exclude(
+                validation_status=GeneralizationQuestion.Validation.UNVALIDATED).values_list("pk", flat=True)
+            generalization_questions_validation_reset(changes=dict.fromkeys(judged_ids, judged), user=user)
+        elif judged:  # a judgement of what the edit changed judged another question: unvalidated again
             for question in generalization_questions_validation_reset(changes={obj.pk: judged}, user=user):
                 obj.validation_status, obj.metadata = question.validation_status, question.metadata
         if new or moved:
@@ -950,6 +957,20 @@ def _judged_edit(question: GeneralizationQuestion, *, changed: set[str]) -> list
                                      metadata_after=question.metadata)
 
 
+def _original_edit(item: Item, *, changed: set[str]) -> list[str]:
+    """What of a stored item's edit its generalization questions' validation judged, as
+    ``VALIDATION_JUDGED_FIELDS`` names it: its question (``original question``: a judge reads the
+    generalization question beside it) and its choices (``original choices``: offered to a question
+    without its own), where the edit really changes them, compared with the stored row."""
+    fields = {"question": "original question", "choices": "original choices"}
+    if not set(fields) & changed:
+        return []
+    stored = Item.objects.filter(pk=item.pk).values(*fields).first()
+    if stored is None:
+        return []
+    return [name for field, name in fields.items() if field in changed and stored[field] != getattr(item, field)]
+
+
 # --- A generalization question's validation record -------------------------------------------------
 # Kept here, below ``content_row_save`` (an edit of a judged field is a change of the status) and
 # below ``studies.services.questions`` (the researchers' own changes of it), which writes through it.
@@ -960,7 +981,7 @@ VALIDATION_HISTORY_MAX = 20
 # What a validation judges of a question, what its judges read: its item (the original question), its
 # type, its text, its answer and its own choices (``metadata["choices"]``, named ``choices``). A change
 # of any of them leaves the judgement about another question (``generalization_questions_validation_reset``).
-VALIDATION_JUDGED_FIELDS = ("item", "qtype", "text", "answer", "choices")
+VALIDATION_JUDGED_FIELDS = ("item", "qtype", "text", "answer", "choices", "original question", "original choices")
 
 
 def validation_provenance(metadata, *, status: str, previous: str, user, at, by: dict | None = None,

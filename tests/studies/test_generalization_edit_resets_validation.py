@@ -206,3 +206,47 @@ def test_a_reimport_of_the_same_answers_keeps_the_status(imported, tmp_path):
 
     question.refresh_from_db()
     assert (question.validation_status, question.metadata["validation"]) == (VALID, record)
+
+
+def test_a_reimport_judging_a_new_answer_needs_the_right_to_judge(imported, tmp_path):
+    """A status given with a new answer is a judgement of the new question: refused, as a change of
+    status is, to an importer without ``studies.change_generalizationquestion`` (before, one step
+    recorded their judgement where two steps were refused)."""
+    from django.contrib.auth.models import Permission
+
+    from studies.services.importers import ImportValidationError
+
+    study, olga, _client, question, _other = imported
+    olga.user_permissions.remove(Permission.objects.get(codename="change_generalizationquestion"))
+    olga = type(olga).objects.get(pk=olga.pk)
+    corrected = _file(tmp_path, study.items.get().question, answer="False", name="generalisation_fixed_test.json")
+    with pytest.raises(ImportValidationError, match="would judge this stored question 'valid'"):
+        generalization_questions_import(file=corrected, dataset_name=study.dataset.name,
+                                        validation_status=VALID, user=olga)
+    question.refresh_from_db()
+    assert (question.answer, question.validation_status, question.metadata["validation"]["set_by"]) == (
+        "yes", VALID, "import")
+
+
+def test_an_edit_of_the_original_question_sends_its_judged_questions_back_to_unvalidated(imported, announced):
+    """A judge read each generalization question beside its original question: an edit of the item's
+    question (or choices) leaves their judgements about another pair."""
+    study, _olga, client, question, other = imported
+    item = study.items.get()
+    url = reverse("admin:studies_item_change", args=[item.pk])
+    data = admin_form_data(client.get(url))
+    response = client.post(url, {**data, "question": "A completely different original question?"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    for q in (question, other):
+        q.refresh_from_db()
+        assert q.validation_status == UNVALIDATED
+        assert q.metadata["validation"]["reason"] == "edited after validation: original question"
+    assert announced == [sorted([question.pk, other.pk])]
+
+    # An edit of another field of the item keeps its questions' statuses as they are.
+    generalization_questions_set_validation(questions=GeneralizationQuestion.objects.filter(pk=question.pk), status=VALID,
+                                            user=None)
+    data = admin_form_data(client.get(url))
+    assert client.post(url, {**data, "gold_rationale": "Another gold rationale."}).status_code == 302
+    question.refresh_from_db()
+    assert question.validation_status == VALID

@@ -239,7 +239,7 @@ def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], p
 
 
 def _remarking_check(keys: list[tuple[int, str, str]], *, parsed: _GeneralizationFile, user) -> None:
-    """Refuse the whole file when it changes a stored question's validation status (``keys``) and
+    """Refuse the whole file when it judges a stored question (``keys``: its status changes, or its answer with a status given) and
     ``user`` may not (``questions.validation_change_problem``, the rule of the admin's validation
     actions and the service): one error per such row, by its line, field ``validation_status``.
     Asked after ``bulk_upsert`` has refused the rows that are not the user's (so this answer tells
@@ -250,8 +250,9 @@ def _remarking_check(keys: list[tuple[int, str, str]], *, parsed: _Generalizatio
     errors = ErrorCollector()
     for key in sorted(keys, key=lambda key: parsed.kept.lines.get(key) or 0):
         errors.add(parsed.kept.lines.get(key), "validation_status",
-                   f"the file would change this stored question's validation status to "
-                   f"{parsed.validation_status!r}, and {problem}; nothing of the file was imported",
+                   f"the file would judge this stored question {str(parsed.validation_status)!r} (its status "
+                   f"changes, or its answer does with a status given), and {problem}; nothing of the file "
+                   "was imported",
                    column=parsed.kept.columns.get(key), record=f"question {short(key[2], 50)!r}")
     errors.raise_if_any(parsed.f.name)
 
@@ -263,9 +264,13 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             (g.item_id, g.qtype, g.text): g
             for g in GeneralizationQuestion.objects.filter(item__dataset=dataset)
         }
-        # Stored questions whose status the file changes, read before ``bulk_upsert`` sets the file's values.
-        remarked = [key for key, values in rows.items() if key in existing
-                    and values.get("validation_status") not in (None, existing[key].validation_status)]
+        # Stored questions the file judges, read before ``bulk_upsert`` sets the file's values: their status
+        # changes, or their answer does with a status given (the file's judgement of the new question).
+        judged = [key for key, values in rows.items() if key in existing
+                  and values.get("validation_status") is not None
+                  and (values["validation_status"] != existing[key].validation_status
+                       or values["answer"] != existing[key].answer)]
+        remarked = [key for key in judged if rows[key]["validation_status"] != existing[key].validation_status]
         # Stored questions whose answer the file changes: their Gen-U predictions are graded again.
         reanswered = [existing[key].pk for key, values in rows.items()
                       if key in existing and values["answer"] != existing[key].answer]
@@ -281,7 +286,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
             model=GeneralizationQuestion, existing=existing, rows=rows, build=build, compare_fields=compare,
             lines=parsed.kept.lines, filename=f.name, user=user, key_field="item",
         )
-        _remarking_check(remarked, parsed=parsed, user=user)
+        _remarking_check(judged, parsed=parsed, user=user)
         if remarked:  # as the one writer of a status announces it: open studies' units follow it
             generalization_validation_changed.send(sender=GeneralizationQuestion,
                                                    question_ids=[existing[key].pk for key in remarked])
