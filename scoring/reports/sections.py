@@ -344,6 +344,9 @@ def _generation_text(combo: dict) -> str:
     if combo.get("seed") is not None:
         recorded.append(f"source seed {combo['seed']} (it draws only demonstrations)" if sampling is not None
                         else f"seed {combo['seed']}")
+    # What tells rows of one source apart beyond those: the demonstrations' content, the checkpoint.
+    recorded += [f"{label} {combo[key]}" for key, label in (("demonstrations_fingerprint", "demonstrations"),
+                                                            ("checkpoint_hash", "checkpoint")) if combo.get(key)]
     return f"{combo.get('n_rationales')} " + (f"made with {', '.join(recorded)}" if recorded
                                               else "with no generation record (imported or gold)")
 

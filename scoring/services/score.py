@@ -16,10 +16,11 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   split, item_sample_size, sample_seed (which of the dataset's items the study drew)
 - ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
 - ``sources``: {source: {kind, backend, model_name_or_path, training_preset, training_mode,
-  training_method, generation: [{model, decoding, template, seed, demonstrations_hash,
-  template_text_hash, n_rationales}]}}, the distinct settings its rationales of the study's items
-  record in ``generation_info`` (``_sources``; the hashes: ``GENERATION_HASH_RULE``), so two
-  few-shot prompts with the same seed, or two custom templates, never read as one
+  training_method, generation: [{model, decoding, template, seed, demonstrations_fingerprint,
+  demonstrations_hash, template_text_hash, checkpoint_hash, n_rationales}]}}, the distinct settings
+  its rationales of the study's items record in ``generation_info`` (``_sources``; the hashes:
+  ``GENERATION_HASH_RULE``), so two few-shot prompts with the same seed, or two custom templates,
+  or two checkpoints published under one source name, never read as one
 - ``n_units``, ``n_units_scored``; ``ties``: {before, after, units_with_tie} (a tie counts as wrong)
 - ``majority_readings``: {default (``plurality``: the label more annotators gave than any other, our
   reading of SPEC section 2), rules: {plurality, strict_majority: what each is}, spec, n_units,
@@ -1761,12 +1762,17 @@ def _remove_unscored_unit_scores(study: Study, *, run: ScoreRun) -> None:
 
 # What each source's rationales were made with, read from their ``generation_info`` (the keys the
 # rationale job writes: ``studies.services.generation.rationales``): one row per distinct combination.
-GENERATION_KEYS = ("model", "decoding", "template", "seed")
+# ``demonstrations_fingerprint`` is the fingerprint of the demonstrations' full content (their keys
+# alone do not tell an edited text apart), as the rationale recorded it. A key a rationale made
+# before it was recorded lacks reads as None: such rationales group as they always did.
+GENERATION_KEYS = ("model", "decoding", "template", "seed", "demonstrations_fingerprint")
 # What tells two prompts apart beyond those keys: the few-shot demonstrations (their keys, in the
-# prompt's order) and the template's own text (every source template is named "custom"). The rows
-# are grouped by them too, and each row records them as ``<key>_hash`` (``generation_hash``), so
-# two prompts made with the same seed and template name never read as one.
-GENERATION_HASHED_KEYS = ("demonstrations", "template_text")
+# prompt's order), the template's own text (every source template is named "custom") and the
+# trained checkpoint the source loaded (``checkpoint``: its training record's fingerprint, so
+# weights a later fine-tuning or Quark job published under the same source name read apart). The
+# rows are grouped by them too, and each row records them as ``<key>_hash`` (``generation_hash``),
+# so two prompts made with the same seed and template name never read as one.
+GENERATION_HASHED_KEYS = ("demonstrations", "template_text", "checkpoint")
 GENERATION_HASH_RULE = ("the first 12 hex digits of the SHA-256 of the value's canonical JSON (keys sorted, no spaces, "
                         "UTF-8); None when the rationale does not record it")
 
@@ -1789,7 +1795,8 @@ def study_sources(study: Study):
 def _sources(study: Study) -> dict:
     """``results["sources"]``: per source, what it is (kind, backend, model, the fine-tuning preset
     or method when it was trained here) and ``generation``, the distinct (model, decoding, template,
-    seed, demonstrations_hash, template_text_hash: ``GENERATION_HASHED_KEYS``) its rationales of the
+    seed, demonstrations_fingerprint, demonstrations_hash, template_text_hash, checkpoint_hash:
+    ``GENERATION_KEYS``, ``GENERATION_HASHED_KEYS``) its rationales of the
     study's items record in ``generation_info``, with how many rationales each (one grouped query;
     no rationale text is read)."""
     sources = list(study_sources(study))

@@ -868,6 +868,8 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     combo = {k: made[k] for k in ("model", "decoding", "template")}
     # What a seed and a template name do not tell apart: the demonstrations and the template's text.
     hashes = {"demonstrations_hash": None, "template_text_hash": generation_hash("explain {question}")}
+    # Rationales made before the demonstrations' content and the checkpoint were recorded: None, grouped as before.
+    hashes |= {"demonstrations_fingerprint": None, "checkpoint_hash": None}
     assert sources["t5-lm"] == {
         "kind": "lm", "backend": "seq2seq", "model_name_or_path": "/models/t5", "training_preset": "paper",
         "training_mode": "rationalizer", "training_method": None,
@@ -876,7 +878,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     assert set(sources) == {"t5-lm", "good-lm"}  # good-lm: a unit's source, though not in the design
     assert sources["good-lm"]["generation"] == [
         {"model": None, "decoding": None, "template": None, "seed": None, "demonstrations_hash": None,
-         "template_text_hash": None, "n_rationales": 4}]
+         "template_text_hash": None, "demonstrations_fingerprint": None, "checkpoint_hash": None, "n_rationales": 4}]
     reads = [q["sql"] for q in queries.captured_queries if "generation_info" in q["sql"]]
     assert len(reads) == 1 and "GROUP BY" in reads[0] and '"text"' not in reads[0]
     notes = utility_section(run.results).notes

@@ -17,7 +17,14 @@ generalization questions, as a rationale job draws its source's: only among the 
 the job's researcher may read (the operator's job: all of them), when the job is created
 (:meth:`QuestionHandler.before_save`), into the job's params only, never onto the generator (which
 may be another researcher's, or read by researchers who may not read those questions);
-``params["demonstrations_from"]`` says, per type, where they came from."""
+``params["demonstrations_from"]`` says, per type, where they came from. The draw leaves out the
+items the job prompts for while six others remain (a job on the train split would otherwise show an
+item its own question and answer); the items a type's demonstrations show anyway (too few others:
+a job on the whole train split; or the generator's own, which show one by its question text) are
+named there, and their questions record ``own_item_in_demonstrations``, by the rationale jobs' rule
+(:func:`.rationales.items_shown_in_demonstrations`). Drawn demonstrations may be unvalidated LM
+output (only questions marked invalid are left out): ``params["demonstrations_from"]`` says how many
+of a type's six were unvalidated when any were."""
 from __future__ import annotations
 
 import hashlib
@@ -57,6 +64,7 @@ from .common import (
     source_backend,
     store_failures,
 )
+from .rationales import items_shown_in_demonstrations, job_item_ids, job_items_shown, shown_keys
 
 QUESTION_STOP = ["\n\n"]
 
@@ -67,16 +75,26 @@ OPERATOR_QUESTION_DEMONSTRATIONS = ("drawn from the train-split {qtype} generali
 RESEARCHER_QUESTION_DEMONSTRATIONS = (
     "drawn from the train-split {qtype} generalization questions of {dataset} that {user}, who started the job, may "
     "read (generalization_questions_for_user, items_for_jobs)")
+# Added to a drawn type's ``demonstrations_from`` when some of its six are unvalidated.
+UNVALIDATED_QUESTION_DEMONSTRATIONS = ("; {n} of the six are unvalidated questions (LM output no one has validated "
+                                       "yet: only questions marked invalid are left out of the draw)")
+# Added to a type's ``demonstrations_from`` when its demonstrations show items the job prompts for.
+OWN_ITEMS_IN_QUESTION_DEMONSTRATIONS = ("; {n} of them show items of this job itself ({keys}){why}, so these items' "
+                                        "prompts show their own question (their questions say so: "
+                                        "own_item_in_demonstrations)")
+TOO_FEW_OUTSIDE = ": fewer than six train items with such questions lie outside the job"
 
 
 def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset, qtype: str, *,
-                                  user=None) -> list[dict]:
-    """Six ``qtype`` demonstrations drawn (seeded by the generator) from the dataset's train-split
-    generalization questions of that type not marked invalid, one per item. ``user``: only among the
-    questions they may read (``generalization_questions_for_user``) on items their jobs may send to
-    an LM (``items_for_jobs``, the rule of the job's own items: the demonstrations go to the same
+                                  user=None, exclude_ids=()) -> tuple[list[dict], str]:
+    """(six ``qtype`` demonstrations drawn (seeded by the generator) from the dataset's train-split
+    generalization questions of that type not marked invalid, one per item, and a note for
+    ``demonstrations_from``: how many of them are unvalidated, empty when none). ``user``: only among
+    the questions they may read (``generalization_questions_for_user``) on items their jobs may send
+    to an LM (``items_for_jobs``, the rule of the job's own items: the demonstrations go to the same
     endpoint): a demonstration carries the item's question and facts and the question's text and
-    answer; None: among all (the operator's job)."""
+    answer; None: among all (the operator's job). ``exclude_ids``: not on these items (the job's own)
+    while six others remain; else among all (the job names its items among them)."""
     pool = (GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
             .exclude(validation_status=GeneralizationQuestion.Validation.INVALID))
     if user is not None:
@@ -86,6 +104,10 @@ def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset
     for question in pool.select_related("item").order_by("item_id", "id"):
         by_item.setdefault(question.item_id, question)
     candidates = list(by_item.values())
+    excluded = set(exclude_ids)
+    outside = [q for q in candidates if q.item_id not in excluded]
+    if len(outside) >= templates.N_DEMONSTRATIONS:
+        candidates = outside
     if len(candidates) < templates.N_DEMONSTRATIONS:
         which = "" if user is None else " that the job's researcher may read"
         raise GenerationError(
@@ -95,13 +117,14 @@ def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset
         )
     index = templates.QUESTION_TYPES.index(qtype)
     chosen = random.Random(generator.seed + index).sample(candidates, templates.N_DEMONSTRATIONS)
+    unvalidated = sum(q.validation_status == GeneralizationQuestion.Validation.UNVALIDATED for q in chosen)
     return [
         templates.QuestionDemo(
             question=q.item.question, output=q.text, answer=templates.bool_word(q.answer),
             context=prompt_item(q.item, dataset.name).facts,
         ).as_json()
         for q in chosen
-    ]
+    ], UNVALIDATED_QUESTION_DEMONSTRATIONS.format(n=unvalidated) if unvalidated else ""
 
 
 def job_question_demonstrations(job: GenerationJob) -> tuple[dict[str, list[dict]], dict[str, str]]:
@@ -109,8 +132,11 @@ def job_question_demonstrations(job: GenerationJob) -> tuple[dict[str, list[dict
     generator's own where it has them, else drawn (:func:`drawn_question_demonstrations`) for the
     job's researcher from what they may read, for the operator's job from everything. Nothing is
     written on the generator: it may be another researcher's, or read by researchers who may not
-    read what this job's researcher drew from."""
+    read what this job's researcher drew from. A draw leaves out the job's own items while six
+    others remain; the items a type's demonstrations show anyway are named (by the rationale jobs'
+    rule, :func:`.rationales.job_items_shown`)."""
     generator, dataset = job.generator, job.dataset
+    own_ids = job_item_ids(job)
     own = generator.demonstrations if isinstance(generator.demonstrations, dict) else {}
     actor = job_actor(job)
     demos: dict[str, list[dict]] = {}
@@ -119,12 +145,17 @@ def job_question_demonstrations(job: GenerationJob) -> tuple[dict[str, list[dict
         if own.get(qtype):
             demos[qtype], where[qtype] = list(own[qtype]), GENERATOR_DEMONSTRATIONS
         elif actor is None:
-            demos[qtype] = drawn_question_demonstrations(generator, dataset, qtype)
-            where[qtype] = OPERATOR_QUESTION_DEMONSTRATIONS.format(qtype=qtype, dataset=dataset.name)
+            demos[qtype], unvalidated = drawn_question_demonstrations(generator, dataset, qtype, exclude_ids=own_ids)
+            where[qtype] = OPERATOR_QUESTION_DEMONSTRATIONS.format(qtype=qtype, dataset=dataset.name) + unvalidated
         else:
-            demos[qtype] = drawn_question_demonstrations(generator, dataset, qtype, user=actor)
+            demos[qtype], unvalidated = drawn_question_demonstrations(generator, dataset, qtype, user=actor,
+                                                                      exclude_ids=own_ids)
             where[qtype] = RESEARCHER_QUESTION_DEMONSTRATIONS.format(qtype=qtype, dataset=dataset.name,
-                                                                     user=job.created_by or "nobody")
+                                                                     user=job.created_by or "nobody") + unvalidated
+        mine = job_items_shown(job, demos[qtype])
+        if mine:
+            why = "" if where[qtype] == GENERATOR_DEMONSTRATIONS else TOO_FEW_OUTSIDE
+            where[qtype] += OWN_ITEMS_IN_QUESTION_DEMONSTRATIONS.format(n=len(mine), keys=shown_keys(mine), why=why)
     return demos, where
 
 
@@ -213,8 +244,11 @@ class QuestionHandler(ItemHandler):
         drawn_from = drawn_from if isinstance(drawn_from, dict) else {}
         # The seed of a type's draw (drawn_question_demonstrations: the generator's plus the type's
         # index); None for a type prompted with the generator's own demonstrations.
-        demonstration_seed = {t: generator.seed + index if drawn_from.get(t, GENERATOR_DEMONSTRATIONS) !=
-                              GENERATOR_DEMONSTRATIONS else None for index, t in enumerate(templates.QUESTION_TYPES)}
+        demonstration_seed = {t: None if str(drawn_from.get(t, GENERATOR_DEMONSTRATIONS)).startswith(
+                              GENERATOR_DEMONSTRATIONS) else generator.seed + index
+                              for index, t in enumerate(templates.QUESTION_TYPES)}
+        # The items each type's demonstrations show (their own question in their prompt).
+        shown = {t: {i.pk for i in items_shown_in_demonstrations(demo_json[t], items)} for t in templates.QUESTION_TYPES}
         prompt_info = {t: {"instruction": instructions[t], "demonstrations_sha256": demonstrations_digest(demo_json[t]),
                            "demonstration_seed": demonstration_seed[t],
                            **({} if frozen else {"demonstrations": demo_json[t]})}
@@ -267,6 +301,8 @@ class QuestionHandler(ItemHandler):
             ) for d in dropped)
             for candidate in kept:
                 metadata = {**info, **prompt_info[qtype], "sample_index": candidate.index, "raw_output": candidate.raw}
+                if item.pk in shown[qtype]:
+                    metadata["own_item_in_demonstrations"] = True
                 if qtype == templates.COUNTERFACTUAL:
                     # A counterfactual should flip the original's answer; the LM's answer may not.
                     metadata["flips_original_answer"] = candidate.answer != item.gold_answer

@@ -17,7 +17,13 @@ demonstrations go to the same endpoint; the operator's job: every item), and non
 items the job prompts for while six lie outside them (a job on the train split would otherwise show
 an item its own gold answer and rationale); a job on the whole train split draws from all, and
 ``params["demonstrations_from"]`` names its items among the six, whose rationales record
-``own_item_in_demonstrations``. The job has its
+``own_item_in_demonstrations``. A source's own demonstrations are compared with the job's items
+the same way (:func:`items_shown_in_demonstrations`: by key and by question text), and those that
+show one are named there too. Each rationale also records ``demonstrations_fingerprint``, a
+fingerprint of the demonstrations' full content (two prompts whose demonstrations differ only in
+their text, not their keys, are told apart), and ``checkpoint``, the fingerprint of the training
+record of each trained checkpoint the source loads (``inputs._checkpoints_of``: new weights published
+under the same source name are told apart; None for a model no job here trained). The job has its
 researcher once it is made, so the draw is made then, frozen into ``params["demonstrations"]``
 (:meth:`RationaleHandler.before_save`); ``params["demonstrations_from"]`` says where they came
 from."""
@@ -28,6 +34,7 @@ from collections.abc import Iterable
 from django.db import transaction
 from django.db.models import QuerySet
 
+from lab.jsontext import json_fingerprint
 from studies.lm import templates
 from studies.lm.backends import backend_run_info
 from studies.lm.parsing import ParseFailure, parse_causal_rationale, parse_t5_rationale
@@ -51,7 +58,7 @@ from .common import (
     source_backend,
     store_failures,
 )
-from .inputs import source_to_build_on_check
+from .inputs import _checkpoints_of, source_to_build_on_check
 from .lifecycle import generation_job_fail
 
 RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
@@ -95,6 +102,13 @@ RESEARCHER_DEMONSTRATIONS = ("drawn from the train items of {dataset} with gold 
                              "job, may read (items_for_jobs)")
 
 
+# Said where a source's own demonstrations come from when some of them show items the job prompts
+# for (:func:`items_shown_in_demonstrations`): those items' prompts show their own answer and rationale.
+SOURCE_SHOWS_OWN_ITEMS = ("; {n} of them show items of this job itself ({keys}), by key or question text: these items' "
+                          "prompts show their own answer and rationale as the demonstrations give them (their "
+                          "rationales say so: own_item_in_demonstrations)")
+
+
 # Said where a job's demonstrations come from when too few train items lie outside the job (a job
 # on the whole train split): those of its items drawn as demonstrations see their own gold answer
 # and rationale in their prompt, and their rationales record it (``own_item_in_demonstrations``).
@@ -109,6 +123,35 @@ def job_item_ids(job: GenerationJob) -> set[int]:
     for key in ("validation_item_ids", "heldout_item_ids"):
         ids.update(job.params.get(key) or [])
     return ids
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text or "").split())
+
+
+def items_shown_in_demonstrations(demonstrations: Iterable[dict], items: Iterable[Item]) -> list[Item]:
+    """Those of ``items`` that one of ``demonstrations`` shows: one naming the item by its key (its
+    external id, as drawn demonstrations do: ``templates.demonstration_from``) or carrying its
+    question's text (whitespace aside: a source's or generator's own demonstrations, written by hand
+    or copied from items). The one rule by which rationale and generalization question jobs tell
+    which of their items see themselves in their prompt (``own_item_in_demonstrations``)."""
+    demos = [d for d in demonstrations if isinstance(d, dict)]
+    keys = {str(d["key"]) for d in demos if d.get("key") not in (None, "")}
+    questions = {_one_line(d.get("question")) for d in demos} - {""}
+    return [i for i in items if (i.external_id and str(i.external_id) in keys) or _one_line(i.question) in questions]
+
+
+def job_items_shown(job: GenerationJob, demonstrations: Iterable[dict]) -> list[Item]:
+    """The items ``job`` prompts for (:func:`job_item_ids`) that ``demonstrations`` show
+    (:func:`items_shown_in_demonstrations`), in id order."""
+    items = (Item.objects.filter(pk__in=job_item_ids(job), dataset=job.dataset)
+             .only("pk", "external_id", "question").order_by("pk"))
+    return items_shown_in_demonstrations(list(demonstrations), items)
+
+
+def shown_keys(items: Iterable[Item]) -> str:
+    """The items' external ids (their id where they have none), sorted, for a note."""
+    return ", ".join(sorted(str(i.external_id or f"id {i.pk}") for i in items))
 
 
 def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], str]:
@@ -127,11 +170,9 @@ def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], st
         demos, where = (train_demonstrations(job.dataset, seed=seed, readable=items_for_jobs(user=actor),
                                              exclude_ids=own),
                         RESEARCHER_DEMONSTRATIONS.format(dataset=job.dataset.name, user=job.created_by or "nobody"))
-    keys = {d.get("key") for d in demos}
-    mine = sorted(str(k) for k in Item.objects.filter(pk__in=own, dataset=job.dataset).values_list(
-        "external_id", flat=True) if k in keys)
+    mine = job_items_shown(job, demos)
     if mine:
-        where += OWN_ITEMS_AMONG_DEMONSTRATIONS.format(n=len(mine), keys=", ".join(mine))
+        where += OWN_ITEMS_AMONG_DEMONSTRATIONS.format(n=len(mine), keys=shown_keys(mine))
     return demos, where
 
 
@@ -176,10 +217,16 @@ class RationaleHandler(ItemHandler):
 
     def before_save(self, job):
         """Draw the demonstrations of a source without its own now, while the job's researcher is
-        known (an account deleted later leaves a job that acts for nobody, which may read none)."""
+        known (an account deleted later leaves a job that acts for nobody, which may read none); of a
+        source with its own, name the job's items they show (:data:`SOURCE_SHOWS_OWN_ITEMS`)."""
         if job.source.backend in ("causal", "openai") and "demonstrations" not in job.params:
             demonstrations, where = job_demonstrations(job, seed=job.source.seed)
             job.params = {**job.params, "demonstrations": demonstrations, "demonstrations_from": where}
+        elif job.params.get("demonstrations_from") == SOURCE_DEMONSTRATIONS:
+            mine = job_items_shown(job, job.params.get("demonstrations") or [])
+            if mine:
+                job.params = {**job.params, "demonstrations_from": SOURCE_DEMONSTRATIONS + SOURCE_SHOWS_OWN_ITEMS.format(
+                    n=len(mine), keys=shown_keys(mine))}
 
     def run_batch(self, job):
         # A job created before the draw moved to its creation (``before_save``) draws at its first batch.
@@ -200,9 +247,13 @@ class RationaleHandler(ItemHandler):
             decoding.stop = [templates.CAUSAL_STOP]
         budget = job_budget(job)
         backend = source_backend(source, budget=budget)
+        demo_json = list(job.params.get("demonstrations", []))
         demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale", "key")})
-                 for d in job.params.get("demonstrations", [])]
-        drawn = bool(demos) and job.params.get("demonstrations_from") != SOURCE_DEMONSTRATIONS
+                 for d in demo_json]
+        drawn = bool(demos) and not str(job.params.get("demonstrations_from", "")).startswith(SOURCE_DEMONSTRATIONS)
+        # Drawn or the source's own, the items whose own question a demonstration shows.
+        shown = {i.pk for i in items_shown_in_demonstrations(demo_json, items)} if demos else set()
+        checkpoints = _checkpoints_of(source)
         pitems = [prompt_item(item) for item in items]
         if source.backend == "seq2seq":
             template_name = "t5_explain" if not source.template else "custom"
@@ -228,19 +279,23 @@ class RationaleHandler(ItemHandler):
             "sampling_seed": decoding.seed, "demonstration_seed": source.seed if drawn else None,
             "seed": source.seed,
             "demonstrations": [d.key for d in demos] if demos else [],
+            # The demonstrations' full content (keys alone do not tell an edited text apart) and the
+            # training record of each trained checkpoint the source loads (new weights published
+            # under the same name), as fingerprints (``lab.jsontext.json_fingerprint``).
+            "demonstrations_fingerprint": json_fingerprint(demo_json) if demos else None,
+            "checkpoint": {pk: json_fingerprint(t) for pk, t in sorted(checkpoints.items())} or None,
             **backend_run_info(backend),  # device, dtype, torch/transformers versions, or the openai api
         }
         if source.backend != "seq2seq":
             info["demonstration_template"] = templates.CAUSAL_BLOCK
         out = BatchOutput(units=len(items))
-        demo_keys = {d.key for d in demos}
         for item, pitem, samples in zip(items, pitems, outputs, strict=True):
             raw = samples[0] if samples else ""
             parsed = parse(raw, pitem)
             if isinstance(parsed, ParseFailure):
                 out.failures.append(GenerationFailure(job=job, item=item, unit="", raw_output=raw, reason=parsed.reason))
                 continue
-            own = drawn and pitem.key in demo_keys  # its own gold answer and rationale was in its prompt
+            own = item.pk in shown  # its own answer and rationale was in its prompt
             out.rationales.append(Rationale(
                 item=item, source=source, text=parsed.rationale, predicted_answer=parsed.answer,
                 prediction_correct=prediction_correct(parsed.answer, item.gold_answer), raw_output=raw,
