@@ -11,9 +11,20 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from scoring.metrics import pipeline
 from scoring.metrics.pipeline import Part, bundle_consistency
 from studies.lm import genu as genu_rule
-from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, RationaleSource
+from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, Rationale, RationaleSource
 from studies.selectors import QUESTION_RULE, questions_that_count, sources_for_owner
-from studies.services.generation.genu import ANSWERING_KEY, ROLES, VALIDATED_ONLY_READING
+from studies.services.generation.genu import (
+    ANSWERING_KEY,
+    INPUT_TRAINING,
+    QUESTION_CHANGED,
+    RATIONALE_CHANGED,
+    ROLES,
+    VALIDATED_ONLY_READING,
+    answerer_checkpoint,
+    checkpoint_replaced,
+    inputs_changed,
+    inputs_recorded,
+)
 from studies.services.importers.generalization import CONFLICTING_ANSWERS_KEY
 
 # What a bundle of the answerers' consistency (``gen_u["consistency"]``) is. SPEC section 5's bundle is
@@ -160,15 +171,91 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
     ).annotate(conflicted=question_conflicted("generalization_question__")).values_list(
         "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
         "predicted_answer", "generalization_question__validation_status", "answerer_model", "answerer_source_id",
-        "conflicted")
+        "conflicted", "generalization_question__text", "generalization_question__metadata", "inputs")
     df = pd.DataFrame.from_records(list(rows), columns=[
         "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model",
-        "answerer_source_id", "conflicted"])
+        "answerer_source_id", "conflicted", "question_text", "question_metadata", "inputs"])
     df["conflicted"] = df["conflicted"].fillna(False).astype(bool)
     df["unvalidated"] = df["validation"] != GeneralizationQuestion.Validation.VALID
     df["source"] = df["source_id"].map(source_names)
     df["parsed"] = df["predicted"].fillna("").astype(str) != ""
-    return df
+    return _inputs_states(df)
+
+
+# Which Gen-U predictions the figures leave out because what their answerer was given is not the
+# question or rationale as they are now (counted per source in ``gen_u.inputs``), and which they keep.
+INPUTS_LEFT_OUT_RULE = (
+    "a Gen-U prediction is left out when the question it answered (its text or choices) or, for F^IR, the "
+    "rationale it was shown, recorded with it by the Gen-U job, differs from the question or rationale now (edited "
+    "or re-imported since): question_changed, rationale_changed; rerun the Gen-U job to answer them again. "
+    "Predictions stored before their inputs were recorded (or imported from a bundle) are kept and counted "
+    "(inputs_not_recorded): nothing says what they were answered on. Predictions whose answerer's checkpoint was "
+    "replaced since are kept, named by the training they recorded, and counted (checkpoint_replaced)")
+
+
+def _inputs_states(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (:func:`_gen_u_predictions`' rows) with, per prediction, whether it records its inputs
+    (``inputs_recorded``), whether its question or (F^IR) rationale changed since
+    (``question_changed``, ``rationale_changed``: ``studies.services.generation.genu.inputs_changed``),
+    whether its answerer's checkpoint was replaced since (``checkpoint_replaced``) and then the
+    training record it recorded, as JSON text (``training_recorded``; None otherwise)."""
+    pairs = {(int(i), int(s)) for i, s in zip(df["item_id"], df["source_id"], strict=True)}
+    rationales = {(item_id, source_id): text for item_id, source_id, text in Rationale.objects.filter(
+        item_id__in={i for i, _ in pairs}, source_id__in={s for _, s in pairs}).values_list(
+        "item_id", "source_id", "text") if (item_id, source_id) in pairs}
+    checkpoints: dict[int, dict | None] = {}
+    states = []
+    for row in df.itertuples(index=False):
+        inputs = row.inputs
+        recorded = inputs_recorded(inputs)
+        changed = inputs_changed(inputs, question_text=row.question_text, question_metadata=row.question_metadata,
+                                 rationale=rationales.get((int(row.item_id), int(row.source_id)))
+                                 if row.answerer == "IR" else None)
+        answerer_id = None if pd.isna(row.answerer_source_id) else int(row.answerer_source_id)
+        replaced = False
+        if recorded and answerer_id is not None:
+            if answerer_id not in checkpoints:
+                answerer = RationaleSource.objects.filter(pk=answerer_id).first()
+                checkpoints[answerer_id] = answerer_checkpoint(answerer) if answerer is not None else None
+            now = checkpoints[answerer_id]
+            replaced = now is not None and checkpoint_replaced(inputs, checkpoint_now=now, answerer_id=answerer_id)
+        training = (json.dumps(inputs.get(INPUT_TRAINING) or {}, sort_keys=True)
+                    if replaced and isinstance(inputs.get(INPUT_TRAINING), dict) else None)
+        states.append((recorded, QUESTION_CHANGED in changed, RATIONALE_CHANGED in changed, replaced, training))
+    out = pd.DataFrame.from_records(states, index=df.index, columns=[
+        "inputs_recorded", "question_changed", "rationale_changed", "checkpoint_replaced", "training_recorded"])
+    for column in ("inputs_recorded", "question_changed", "rationale_changed", "checkpoint_replaced"):
+        out[column] = out[column].astype(bool) if len(out) else pd.Series(dtype=bool)
+    return pd.concat([df.drop(columns=["inputs", "question_text", "question_metadata"]), out], axis=1)
+
+
+def _inputs_left_out(preds: pd.DataFrame) -> tuple[pd.DataFrame, dict, list[str]]:
+    """The predictions the figures count (those whose question and rationale are as they were
+    answered on, :data:`INPUTS_LEFT_OUT_RULE`), the ``gen_u.inputs`` block (the rule and, per source,
+    ``n_predictions``, ``n_left_out``, ``question_changed``, ``rationale_changed``,
+    ``inputs_not_recorded`` and ``checkpoint_replaced``) and a warning per source with some left out,
+    kept unrecorded or answered by a replaced checkpoint."""
+    stale = preds["question_changed"] | preds["rationale_changed"]
+    by_source: dict = {}
+    warnings = []
+    for source, g in preds.groupby("source", sort=True):
+        g_stale = g["question_changed"] | g["rationale_changed"]
+        entry = {"n_predictions": int(len(g)), "n_left_out": int(g_stale.sum()),
+                 QUESTION_CHANGED: int(g["question_changed"].sum()), RATIONALE_CHANGED: int(g["rationale_changed"].sum()),
+                 "inputs_not_recorded": int((~g["inputs_recorded"]).sum()),
+                 "checkpoint_replaced": int((g["checkpoint_replaced"] & ~g_stale).sum())}
+        by_source[str(source)] = entry
+        if entry["n_left_out"]:
+            why = " and ".join(what for what, n in (("the question", entry[QUESTION_CHANGED]),
+                                                     ("the rationale (F^IR)", entry[RATIONALE_CHANGED])) if n)
+            warnings.append(f"Gen-U of {source}: {entry['n_left_out']} of its {entry['n_predictions']} Gen-U "
+                            f"predictions are left out: {why} they were answered on changed since (edited or "
+                            "re-imported; gen_u.inputs): rerun its Gen-U job to answer them again.")
+        if entry["inputs_not_recorded"]:
+            warnings.append(f"Gen-U of {source}: {entry['inputs_not_recorded']} of its Gen-U predictions do not record "
+                            "the question and rationale they were answered on (stored before they were recorded, or "
+                            "imported): they are taken to answer the questions and rationales as they are now.")
+    return preds.loc[~stale], {"rule": INPUTS_LEFT_OUT_RULE, "by_source": by_source}, warnings
 
 
 def answerer_sources_readable(reader):
@@ -184,11 +271,13 @@ BY_ANSWERER_SOURCE = "answerer source"
 BY_MODEL_PATH = "model path"
 
 
-def _answerer_keys(group: pd.DataFrame) -> list[tuple[str, int | None]]:
-    """The distinct (model path, answerer source id or None) of one answerer's predictions."""
-    keys = {(str(model), None if pd.isna(source_id) else int(source_id))
-            for model, source_id in zip(group["answerer_model"], group["answerer_source_id"], strict=True)}
-    return sorted(keys, key=lambda k: (k[0], k[1] is None, k[1] or 0))
+def _answerer_keys(group: pd.DataFrame) -> list[tuple[str, int | None, str | None]]:
+    """The distinct (model path, answerer source id or None, training record recorded by predictions
+    whose answerer's checkpoint was replaced since, as JSON text, or None) of one answerer's predictions."""
+    keys = {(str(model), None if pd.isna(source_id) else int(source_id), training if isinstance(training, str) else None)
+            for model, source_id, training in zip(group["answerer_model"], group["answerer_source_id"],
+                                                  group["training_recorded"], strict=True)}
+    return sorted(keys, key=lambda k: (k[0], k[1] is None, k[1] or 0, k[2] is not None, k[2] or ""))
 
 
 # What an answerer entry says where its Gen-U job did not record how it answered (jobs run before
@@ -253,12 +342,24 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
     answerers: dict[str, list] = {}
     for code, group in preds.groupby("answerer"):
         entries = []
-        for model, source_id in _answerer_keys(group):
+        for model, source_id, replaced in _answerer_keys(group):
             if source_id is not None:
                 source = readable.filter(pk=source_id).first()
             else:
                 source = readable.filter(model_name_or_path=model).exclude(training={}).order_by("-pk").first()
             training = (source.training if source else {}) or {}
+            # Predictions made by a checkpoint replaced since (a training job registered under the
+            # answerer's name): named by the training they recorded, not the source's now.
+            replaced_by = None
+            if replaced is not None and source is not None:
+                replaced_by, training = training.get("job_id"), json.loads(replaced)
+                n = int(((group["answerer_source_id"] == source_id) & (group["training_recorded"] == replaced)).sum())
+                warnings.append(
+                    f"Gen-U: the {genu_rule.ANSWERER_NAMES.get(code, code)} checkpoint {model} (source "
+                    f"{source.name}) was replaced after {n} of its Gen-U predictions were made (by training job "
+                    f"{replaced_by}): they are named by the "
+                    f"training they recorded (training job {training.get('job_id')}), not the weights it loads now; "
+                    "rerun the Gen-U job to answer them with the new checkpoint.")
             data = training.get("data") or {}
             # How it answered (backend, prompt template, decoding): as its Gen-U jobs recorded, only for
             # the source the predictions name and the reader may read.
@@ -274,6 +375,9 @@ def _gen_u_method(preds: pd.DataFrame, results_gen_u: dict, warnings: list[str],
                             "base_model_in_paper": training.get("base_model_in_paper"),
                             "from_paper": training.get("from_paper"),
                             "trained_on": data or None, "training": training, **_answering_fields(recorded)})
+            if replaced is not None and source is not None:
+                entries[-1]["checkpoint_replaced"] = {"replaced_by_training_job": replaced_by,
+                                                      "answered_with_training_job": training.get("job_id")}
         answerers[genu_rule.ANSWERER_NAMES.get(code, code)] = entries
     results_gen_u["answerers"] = answerers
 
@@ -325,6 +429,10 @@ def answerer_text(role: str, entry: dict) -> str:
     text += f"fine-tuning preset {preset}: {_paper_text(entry)}" if preset else "training not recorded"
     if entry.get("overrides"):
         text += f"; overridden: {', '.join(entry['overrides'])}"
+    replaced = entry.get("checkpoint_replaced")
+    if isinstance(replaced, dict):
+        text += (f"; the checkpoint of training job {replaced.get('answered_with_training_job')}, replaced since by "
+                 f"training job {replaced.get('replaced_by_training_job')}")
     data = entry.get("trained_on") or {}
     if data:
         text += f"; trained on {data.get('dataset')} {data.get('split')}"
@@ -370,6 +478,23 @@ def gen_u_unparsed_text(gen_u: dict) -> str:
             f"{UNPARSED_METHOD_TEXT[UNPARSED_LEFT_OUT].split(' (')[0]})")
 
 
+def gen_u_inputs_text(gen_u: dict) -> str:
+    """How many predictions the figures left out as answered on a question or rationale that changed
+    since (``gen_u.inputs``, :data:`INPUTS_LEFT_OUT_RULE`); empty where none was (or a run from before
+    it was recorded). Those kept though they record nothing are named by a warning, as faithfulness's are."""
+    by_source = (gen_u.get("inputs") or {}).get("by_source") if isinstance(gen_u.get("inputs"), dict) else None
+    if not isinstance(by_source, dict):
+        return ""
+
+    def total(key):
+        return sum(int(entry.get(key) or 0) for entry in by_source.values() if isinstance(entry, dict))
+
+    if not total("n_left_out"):
+        return ""
+    return (f"{total('n_left_out')} predictions left out: their question or rationale changed since they were "
+            "answered (gen_u.inputs)")
+
+
 def gen_u_method_text(gen_u: dict) -> str:
     """One line naming what a Gen-U figure rests on: the questions, the tie rule and how an answer
     that did not parse counted, as the run recorded them (``gen_u_tie_rule_text``,
@@ -378,6 +503,9 @@ def gen_u_method_text(gen_u: dict) -> str:
     was trained on). Shown wherever a Gen-U figure is; rebuilt from an old run's results when an
     answerer is withheld from its reader (``scoring.selectors.results_for_reader``)."""
     parts = [f"Gen-U on {gen_u.get('question_filter')}", gen_u_tie_rule_text(gen_u), gen_u_unparsed_text(gen_u)]
+    inputs = gen_u_inputs_text(gen_u)
+    if inputs:
+        parts.append(inputs)
     for role in ("F^I", "F^IR"):
         for entry in (gen_u.get("answerers") or {}).get(role, []):
             parts.append(answerer_text(role, entry))
@@ -394,12 +522,16 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     the Gen-U shares and mean per source under each tie rule and with tied items left out, with
     the number of tied items (SPEC section 4 picks the lowest as the conservative reading), and ``unparsed_rules``: the same figures,
     under the default tie rule, with an answer that did not parse left out (the default) and
-    counted as wrong (SPEC states no rule). ``reader``: the study's owner, whose
+    counted as wrong (SPEC states no rule), and ``inputs``: per source, the predictions left out because
+    their question or rationale changed since they were answered, those kept that record nothing of it
+    and those of a checkpoint replaced since (:data:`INPUTS_LEFT_OUT_RULE`; :func:`_inputs_left_out`).
+    ``reader``: the study's owner, whose
     right to read a source decides whether its fine-tuning settings are named
     (``answerer_sources_readable``)."""
     names = dict(zip(frame["source_id"], frame["source"], strict=False))
-    preds = _gen_u_predictions(frame["item_id"].unique(), names)
+    preds, inputs_block, inputs_warnings = _inputs_left_out(_gen_u_predictions(frame["item_id"].unique(), names))
     per_q, per_item, counts, warnings = genu_rule.genu_frame(preds)
+    warnings = [*inputs_warnings, *warnings]
     frame = frame.drop(columns=["gen_u"], errors="ignore").merge(
         per_item[["item_id", "source", "gen_u"]], on=["item_id", "source"], how="left"
     )
@@ -418,6 +550,7 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
         "consistency": consistency,
         "consistency_bundle": CONSISTENCY_BUNDLE,
         "consistency_incomplete_rules": _consistency_incomplete_rules(preds, expected, consistency),
+        "inputs": inputs_block,
     }
     _gen_u_method(preds, gen_u, warnings, reader=reader)
     # The tie rules' effect on the scored units' (question, source) pairs, the ones the shares and

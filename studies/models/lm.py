@@ -40,6 +40,12 @@ class GenUPrediction(models.Model):
     predicted_answer = models.CharField(max_length=50, blank=True)
     correct = models.BooleanField()
     raw_output = models.TextField(blank=True)
+    # What the answerer was given, as the Gen-U job records it
+    # (``studies.services.generation.genu.genu_inputs``): fingerprints of the question (text and
+    # choices) and, for F^IR, of the rationale, and the answerer's checkpoint and training record.
+    # Empty for predictions stored before it was recorded (and those a bundle import brings in):
+    # scoring keeps them and counts them as inputs not recorded.
+    inputs = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -19,6 +19,13 @@ the items that have a rationale from the source; one stored prediction per (ques
 recording the source that answered (``answerer_source``) beside its model path (``answerer_model``).
 An item's predictions that a study the job's researcher may not change would read are not stored
 (:meth:`GenUHandler.store`).
+
+Each stored prediction records what its answerer was given (:func:`genu_inputs`, ``GenUPrediction.inputs``):
+fingerprints of the question and, for F^IR, of the rationale, and the answerer's checkpoint with its
+training record. A prediction whose question or rationale was edited since, or whose answerer's
+checkpoint was replaced since (:func:`prediction_stale`), counts as not answered: a rerun of the job
+answers it again and replaces it in place (one prediction per question, source and role). Scoring
+(``scoring.services.genu``) leaves out the predictions whose question or rationale changed.
 """
 from __future__ import annotations
 
@@ -26,7 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
+from lab.jsontext import json_fingerprint
+from studies.choices import own_choices
 from studies.lm import genu, templates
 from studies.lm.backends import Budget, Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_answer, parse_t5_answer
@@ -59,6 +69,7 @@ from .common import (
     store_failures,
     yes_no_prompt_item,
 )
+from .inputs import _checkpoints_of
 from .lifecycle import generation_job_fail
 
 ANSWERER_BACKENDS = ("seq2seq", "causal", "openai")
@@ -129,6 +140,116 @@ def genu_answerer_check(source: RationaleSource | None, role: str) -> RationaleS
     """``source`` if it can answer as F^I (``role`` "I") or F^IR ("IR"); else a GenerationError."""
     label = "answerer_i (F^I)" if role == "I" else "answerer_ir (F^IR)"
     return lm_source(source, label, backends=ANSWERER_BACKENDS)
+
+
+# What a Gen-U prediction records of its answerer's inputs (``GenUPrediction.inputs``, written by
+# :func:`genu_inputs`): a fingerprint (``lab.jsontext.json_fingerprint``) of the question as asked
+# (its text and own choices), of the rationale F^IR was shown (absent for F^I), of the answerer's
+# checkpoint (``inputs._checkpoints_of``: the training record of each checkpoint it loads, as a job's
+# settings snapshot records it) and the answerer's own training record, by which scoring names the
+# checkpoint that answered once another replaced it.
+INPUT_QUESTION, INPUT_RATIONALE, INPUT_CHECKPOINT, INPUT_TRAINING = "question", "rationale", "checkpoint", "training"
+# Why a recorded prediction no longer answers the question as it is now (:func:`inputs_changed`).
+QUESTION_CHANGED, RATIONALE_CHANGED = "question_changed", "rationale_changed"
+
+
+def question_fingerprint(text: str, metadata) -> str:
+    """The fingerprint of a generalization question as an answerer is asked it: its text and its
+    own choices (``studies.choices.own_choices``; None where its item's are offered)."""
+    return json_fingerprint({"text": text, "choices": own_choices(metadata)})
+
+
+def rationale_fingerprint(text: str) -> str:
+    """The fingerprint of the rationale text F^IR is shown."""
+    return json_fingerprint(text)
+
+
+def answerer_checkpoint(answerer: RationaleSource) -> dict[str, str]:
+    """The fingerprint of each training record of the checkpoints ``answerer`` loads (by source id,
+    as text), as a job's settings snapshot records them (``inputs.job_settings_snapshot``)."""
+    return {pk: json_fingerprint(training) for pk, training in _checkpoints_of(answerer).items()}
+
+
+def genu_inputs(*, question: GeneralizationQuestion, rationale: str | None, answerer: RationaleSource,
+                checkpoint: dict[str, str]) -> dict:
+    """What a prediction of ``answerer`` on ``question`` records of its inputs (``rationale``: the text
+    F^IR was shown; None for F^I; ``checkpoint``: :func:`answerer_checkpoint`, computed once a batch)."""
+    out = {INPUT_QUESTION: question_fingerprint(question.text, question.metadata), INPUT_CHECKPOINT: checkpoint,
+           INPUT_TRAINING: answerer.training or {}}
+    if rationale is not None:
+        out[INPUT_RATIONALE] = rationale_fingerprint(rationale)
+    return out
+
+
+def inputs_recorded(inputs) -> bool:
+    """Whether a prediction records its inputs (one stored before they were recorded, or imported
+    from a bundle, does not: it is kept and counted as inputs not recorded)."""
+    return isinstance(inputs, dict) and INPUT_QUESTION in inputs
+
+
+def inputs_changed(inputs, *, question_text: str, question_metadata, rationale: str | None) -> list[str]:
+    """Which of :data:`QUESTION_CHANGED` and :data:`RATIONALE_CHANGED` hold for a prediction's
+    recorded ``inputs`` against the question and (for F^IR) the rationale now (``rationale``: its text
+    now; None where it records none or the rationale is gone). Empty where nothing changed or
+    nothing was recorded (:func:`inputs_recorded`)."""
+    if not inputs_recorded(inputs):
+        return []
+    changed = []
+    if inputs[INPUT_QUESTION] != question_fingerprint(question_text, question_metadata):
+        changed.append(QUESTION_CHANGED)
+    if INPUT_RATIONALE in inputs and (rationale is None or inputs[INPUT_RATIONALE] != rationale_fingerprint(rationale)):
+        changed.append(RATIONALE_CHANGED)
+    return changed
+
+
+def checkpoint_replaced(inputs, *, checkpoint_now: dict[str, str], answerer_id: int | None) -> bool:
+    """Whether the checkpoint a prediction records (``inputs``) is no longer the one its answerer
+    loads (``checkpoint_now``: :func:`answerer_checkpoint` of the answerer now): a training record
+    it recorded changed or went (a fine-tuning or Quark job registered under the answerer's name
+    published new weights into its folder), or the answerer has its own record now and had none.
+    False where nothing was recorded. A source merely added over the same folder replaces nothing."""
+    if not inputs_recorded(inputs) or not isinstance(inputs.get(INPUT_CHECKPOINT), dict):
+        return False
+    recorded = inputs[INPUT_CHECKPOINT]
+    if any(checkpoint_now.get(pk) != fingerprint for pk, fingerprint in recorded.items()):
+        return True
+    return answerer_id is not None and str(answerer_id) in checkpoint_now and str(answerer_id) not in recorded
+
+
+def prediction_stale(inputs, *, question: GeneralizationQuestion, rationale: str | None, role: str,
+                     checkpoint_now: dict[str, str] | None, answerer_id: int | None) -> bool:
+    """Whether a stored prediction is no longer an answer to the question as a job would ask it now:
+    its question or (F^IR) rationale changed since (:func:`inputs_changed`), or its answerer's
+    checkpoint was replaced (:func:`checkpoint_replaced`; ``checkpoint_now`` None: its answerer is
+    not known). A prediction that records no inputs stands (:func:`inputs_recorded`)."""
+    if inputs_changed(inputs, question_text=question.text, question_metadata=question.metadata,
+                      rationale=rationale if role == "IR" else None):
+        return True
+    return checkpoint_now is not None and checkpoint_replaced(inputs, checkpoint_now=checkpoint_now,
+                                                              answerer_id=answerer_id)
+
+
+def genu_predictions_standing(*, source_id: int, questions: Sequence[GeneralizationQuestion],
+                              rationales: dict[int, str], answered_by: Q | None = None) -> set[tuple[int, str]]:
+    """The (question id, role) of ``source_id``'s stored predictions on ``questions`` that still
+    answer them as asked now (not :func:`prediction_stale`; ``rationales``: the source's rationale
+    text of each item), among those ``answered_by`` made when given. One checkpoint read per answerer."""
+    by_id = {q.pk: q for q in questions}
+    stored = GenUPrediction.objects.filter(rationale_source_id=source_id, generalization_question_id__in=list(by_id))
+    if answered_by is not None:
+        stored = stored.filter(answered_by)
+    checkpoints: dict[int, dict[str, str] | None] = {}
+    standing = set()
+    for question_id, role, answerer_id, inputs in stored.values_list(
+            "generalization_question_id", "answerer", "answerer_source_id", "inputs"):
+        if answerer_id is not None and answerer_id not in checkpoints and inputs_recorded(inputs):
+            answerer = RationaleSource.objects.filter(pk=answerer_id).first()
+            checkpoints[answerer_id] = answerer_checkpoint(answerer) if answerer is not None else None
+        question = by_id[question_id]
+        if not prediction_stale(inputs, question=question, rationale=rationales.get(question.item_id), role=role,
+                                checkpoint_now=checkpoints.get(answerer_id), answerer_id=answerer_id):
+            standing.add((question_id, role))
+    return standing
 
 
 @dataclass(frozen=True)
@@ -389,6 +510,11 @@ def genu_active_jobs_refusal(job: GenerationJob, *, user) -> str:
             f"its predictions first, the other would answer none of them. {advice}")
 
 
+# What a rerun writes over a prediction it answered again (GenUHandler.store).
+REPLACED_FIELDS = ("answerer_source", "answerer_model", "predicted_answer", "correct", "raw_output", "inputs",
+                   "created_at")
+
+
 class GenUHandler(ItemHandler):
     kind = GenerationJob.Kind.GENU_ANSWERS
     # max_requests / max_tokens: the budget cap of its OpenAI-compatible answerers' requests (both
@@ -454,13 +580,15 @@ class GenUHandler(ItemHandler):
 
     def processed_among(self, job, ids):
         # Only this job's answerers' predictions make an item done: one another job stored meanwhile
-        # leaves it to do, and the next batch's start stops the job (run_batch).
-        questions = list(self._questions(job, ids).values_list("pk", "item_id"))
-        have = set(GenUPrediction.objects.filter(rationale_source_id=job.source_id,
-                                                 generalization_question_id__in=[q for q, _ in questions])
-                   .filter(_answered_by(_job_answerers(job.params)))
-                   .values_list("generalization_question_id", "answerer"))
-        incomplete = {item for q, item in questions if (q, "I") not in have or (q, "IR") not in have}
+        # leaves it to do, and the next batch's start stops the job (run_batch). A prediction whose
+        # question or rationale changed, or whose answerer's checkpoint was replaced, since it was
+        # made leaves its item to do too: the batch answers it again (genu_predictions_standing).
+        questions = list(self._questions(job, ids).only("pk", "item_id", "text", "metadata"))
+        rationales = dict(Rationale.objects.filter(source_id=job.source_id, item_id__in=ids)
+                          .values_list("item_id", "text"))
+        have = genu_predictions_standing(source_id=job.source_id, questions=questions, rationales=rationales,
+                                         answered_by=_answered_by(_job_answerers(job.params)))
+        incomplete = {q.item_id for q in questions if (q.pk, "I") not in have or (q.pk, "IR") not in have}
         return {i for i in ids if i not in incomplete} | failed_item_ids(job, ids)
 
     def generate(self, job, item_ids):
@@ -469,8 +597,9 @@ class GenUHandler(ItemHandler):
         rationales = {r.item_id: r.text for r in Rationale.objects.filter(source=source, item_id__in=item_ids)}
         questions = list(self._questions(job, item_ids).filter(item_id__in=rationales)
                          .select_related("item__dataset").order_by("item_id", "pk"))
-        have = set(GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
-                   .values_list("generalization_question_id", "answerer"))
+        # What stands is kept; a prediction made on a question or rationale edited since, or by a
+        # checkpoint replaced since, is answered again (store replaces it).
+        have = genu_predictions_standing(source_id=source.pk, questions=questions, rationales=rationales)
         by_id = {q.pk: q for q in questions}
         out = GenUBatchOutput(units=len(item_ids))
         budget = job_budget(job)  # one for the batch: both answerers' requests count against the job's caps
@@ -478,6 +607,7 @@ class GenUHandler(ItemHandler):
             answerer = RationaleSource.objects.get(pk=job.params[key])
             todo = [q for q in questions if (q.pk, role) not in have]
             out.answering[role] = settings = answerer_settings(answerer, role)  # once per answerer and batch
+            checkpoint = answerer_checkpoint(answerer)
             answers = genu_answer(questions=todo, answerer=answerer, role=role, settings=settings, budget=budget,
                                   rationales=[rationales[q.item_id] for q in todo] if role == "IR" else ())
             for answer in answers:
@@ -487,6 +617,8 @@ class GenUHandler(ItemHandler):
                     answerer_source=answerer, answerer_model=answerer.model_name_or_path,
                     predicted_answer=answer.predicted,
                     correct=answer.correct, raw_output=answer.raw,
+                    inputs=genu_inputs(question=question, answerer=answerer, checkpoint=checkpoint,
+                                       rationale=rationales[question.item_id] if role == "IR" else None),
                 ))
                 if not answer.parsed:
                     out.failures.append(GenerationFailure(
@@ -495,11 +627,21 @@ class GenUHandler(ItemHandler):
         return out
 
     def store(self, job, output):
-        existing = set(GenUPrediction.objects.filter(
+        existing = {(q, role): (pk, inputs) for pk, q, role, inputs in GenUPrediction.objects.filter(
             rationale_source_id=job.source_id,
             generalization_question_id__in={p.generalization_question_id for p in output.predictions},
-        ).values_list("generalization_question_id", "answerer"))
-        new = [p for p in output.predictions if (p.generalization_question_id, p.answerer) not in existing]
+        ).values_list("pk", "generalization_question_id", "answerer", "inputs")}
+        # A stored prediction is replaced in place where this batch answered it again because it was
+        # made on other inputs (generate: prediction_stale); one stored meanwhile on the same inputs,
+        # or that records none, is kept. One row per (question, source, role) either way.
+        new = []
+        for p in output.predictions:
+            key = (p.generalization_question_id, p.answerer)
+            if key not in existing:
+                new.append(p)
+            elif inputs_recorded(existing[key][1]) and existing[key][1] != p.inputs:
+                p.pk = existing[key][0]
+                new.append(p)
         # The job acts for the researcher who started it. A study's Gen-U is computed from the
         # predictions of its items for its sources, the ones whose rationale it shows: an item's
         # predictions are not theirs to add when a study they may not change uses the source's
@@ -514,7 +656,11 @@ class GenUHandler(ItemHandler):
             output.failures.extend(GenerationFailure(job=job, item_id=item_id, unit="", raw_output="",
                                                      reason=NOT_YOURS_TO_CHANGE.format(what="rationale"))
                                    for item_id in sorted(refused))
-        GenUPrediction.objects.bulk_create(new)
+        replaced = [p for p in new if p.pk is not None]
+        for p in replaced:
+            p.created_at = timezone.now()
+        GenUPrediction.objects.bulk_update(replaced, REPLACED_FIELDS)
+        GenUPrediction.objects.bulk_create([p for p in new if p.pk is None])
         store_failures(job, output.failures)
         # How the stored predictions were answered: the job's own record (run_batch saves its params).
         answering = getattr(output, "answering", {})
