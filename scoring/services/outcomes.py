@@ -368,7 +368,9 @@ def outcomes_study_create(
     ``outcomes_import``), acting for ``user`` (None: the operator): the study, its sources and its
     unit scores appear together or not at all. Creating the study needs ``studies.add_study``;
     importing again into an existing study of that name is idempotent, and needs CHANGE on it
-    (``OutcomesStudyNotYours`` otherwise)."""
+    (``OutcomesStudyNotYours`` otherwise); an existing study of that name is used only when it is a
+    utility study of imported outcomes (an earlier import), never one run here, which the import
+    would close for good."""
     study = Study.objects.filter(name=name).first()
     if study is None:
         _check_may_add(user)
@@ -387,5 +389,13 @@ def outcomes_study_create(
                 f"study {name!r} exists already with dataset {study.dataset.name!r}, not {dataset.name!r}; "
                 "choose another study name."
             )
+        if study.kind != Study.Kind.UTILITY or not study.is_imported_outcome:
+            # importing would make it an imported outcome and close it for good: only an earlier
+            # import of outcomes is imported into again, never a study run here (a draft included)
+            raise ImportValidationError(RowError(
+                None, "study", f"study {name!r} exists already as a {study.kind} study "
+                               f"{'of imported outcomes' if study.is_imported_outcome else 'run here'} "
+                               f"({study.status}); outcomes are imported only into a utility study made by an "
+                               "earlier import of outcomes: choose another study name."))
     # checked above: an existing study needs CHANGE, one just made for the user is theirs
     return study, _import(study=study, file=file, user=user, check_change=False)

@@ -2,7 +2,6 @@
 run as a formula are neutralised: ``lab.spreadsheet``; ``results.json`` is exact)."""
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -12,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lab.folders import output_folder_prepare
 from lab.spreadsheet import csv_writer
 from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.errors import ScoringError
@@ -316,13 +316,9 @@ def results_folder_prepare(out_dir: str | Path) -> Path:
     """``out_dir`` created if missing (with its parents) and checked to take ``score_run_export``'s
     files, by making and removing a folder in it as the export's first write does: an OSError naming
     the path when it is not a folder or cannot be created or written to. ``score_study`` calls it
-    before scoring, so an ``--out`` that cannot take the files is refused before a run is stored."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "it is not a folder", str(out))
-    out.mkdir(parents=True, exist_ok=True)
-    os.rmdir(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
-    return out
+    before scoring, so an ``--out`` that cannot take the files is refused before a run is stored
+    (``lab.folders.output_folder_prepare``, the one check)."""
+    return output_folder_prepare(out_dir, probe_prefix=STAGING_PREFIX)
 
 
 @contextmanager

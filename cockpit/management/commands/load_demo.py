@@ -1,8 +1,10 @@
 """Load the demo dataset through the importers and create the demo utility study and an admin.
 
 Idempotent: running it again changes nothing (the admin's password is only reset when
-DEMO_ADMIN_PASSWORD is set). It lives in ``cockpit`` because it composes the apps: it imports
-with ``studies``, opens the study and prints its worker link with ``annotations``."""
+DEMO_ADMIN_PASSWORD is set). It refuses, writing nothing, an existing ``admin`` that is not an active
+superuser and a study of the demo's name that is not the demo's (``Command._admin``, ``_study``).
+It lives in ``cockpit`` because it composes the apps: it imports with ``studies``, opens the study
+and prints its worker link with ``annotations``."""
 from __future__ import annotations
 
 import secrets
@@ -43,13 +45,18 @@ class Command(BaseCommand):
     help = "Load the demo questions and rationales, create the demo utility study and the admin user."
 
     def handle(self, *args, **options):
-        try:
-            items = items_import_strategyqa(file=demo.QUESTIONS_FILE, dataset_name=demo.DATASET_NAME, split="test")
-            rationales = rationales_import(
-                file=demo.RATIONALES_FILE, dataset_name=demo.DATASET_NAME, split="test"
-            )
-        except ImportValidationError as exc:  # the demo files ship with the code: this is a bug
-            raise CommandError("the demo files do not import:\n" + "\n".join(exc.lines())) from None
+        # One transaction: an ``admin`` or a "Demo utility study" that is not the demo's is refused
+        # (``_admin``, ``_study``) with nothing written, the demo questions included.
+        with transaction.atomic():
+            try:
+                items = items_import_strategyqa(file=demo.QUESTIONS_FILE, dataset_name=demo.DATASET_NAME, split="test")
+                rationales = rationales_import(
+                    file=demo.RATIONALES_FILE, dataset_name=demo.DATASET_NAME, split="test"
+                )
+            except ImportValidationError as exc:  # the demo files ship with the code: this is a bug
+                raise CommandError("the demo files do not import:\n" + "\n".join(exc.lines())) from None
+            admin, password = self._admin()
+            study = self._study(admin)
         self.stdout.write(
             f"Demo questions: {items.created} created, {items.updated} updated, {items.unchanged} unchanged."
         )
@@ -57,8 +64,6 @@ class Command(BaseCommand):
             f"Demo rationales: {rationales.created} created, {rationales.updated} updated, "
             f"{rationales.unchanged} unchanged."
         )
-        admin, password = self._admin()
-        study = self._study(admin)
         status_note = ""
         if study.status == Study.Status.DRAFT:
             try:
@@ -95,22 +100,34 @@ class Command(BaseCommand):
                 password = env_password or secrets.token_urlsafe(12)
                 user = User.objects.create_superuser(username="admin", email="admin@example.org", password=password)
                 return user, password if env_password else f"{password} (generated; keep it)"
-            changed = []
-            if not (user.is_staff and user.is_superuser and user.is_active):
-                user.is_staff = user.is_superuser = user.is_active = True
-                changed = ["is_staff", "is_superuser", "is_active"]
+            # An existing account is never promoted: an ``admin`` someone made (a researcher, a
+            # deactivated account) is not the demo's, and its flags are not this command's to change.
+            missing = [flag for flag in ("is_active", "is_staff", "is_superuser") if not getattr(user, flag)]
+            if missing:
+                raise CommandError(
+                    f"user 'admin' (id {user.pk}) exists and is not an active superuser ({', '.join(missing)} "
+                    "false): the demo does not change an existing account; make it one or rename it, then run "
+                    "load_demo again. Nothing was written.")
             if env_password and not user.check_password(env_password):
                 user.set_password(env_password)
-                changed.append("password")
-            if changed:
-                user.save(update_fields=changed)
+                user.save(update_fields=["password"])
             if env_password:
                 return user, "from DEMO_ADMIN_PASSWORD"
             return user, "unchanged (the admin user already existed; set DEMO_ADMIN_PASSWORD to reset it)"
 
     def _study(self, owner) -> Study:
-        study = Study.objects.filter(name=demo.STUDY_NAME).first()
+        """The demo study: the one named ``demo.STUDY_NAME`` if it is the demo's (``owner``'s, a
+        utility study of the demo dataset), made if missing; a study of that name that is not the
+        demo's (another researcher's, another kind or dataset) is refused, never opened."""
+        study = Study.objects.select_related("owner", "dataset").filter(name=demo.STUDY_NAME).first()
         if study is not None:
+            if (study.owner_id, study.kind, study.dataset.name) != (owner.pk, Study.Kind.UTILITY, demo.DATASET_NAME):
+                holder = study.owner.get_username() if study.owner is not None else "the operator (no owner)"
+                raise CommandError(
+                    f"study {demo.STUDY_NAME!r} (id {study.pk}) exists and is not the demo's: owner {holder}, kind "
+                    f"{study.kind}, dataset {study.dataset.name!r}, where the demo's is owned by {owner.get_username()!r}, "
+                    f"kind {Study.Kind.UTILITY}, dataset {demo.DATASET_NAME!r}; rename that study, then run load_demo "
+                    "again. Nothing was written.")
             return study
         return study_create(
             name=demo.STUDY_NAME,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from lab.folders import output_folder_prepare
 from studies.lm.quark import PRESETS, QuarkSettings
 from studies.models import Dataset
 from studies.services.generation import GenerationError, quark_train
@@ -116,6 +117,13 @@ class Command(BaseCommand):
                 params[key] = self._source_id(opts[key], key)
         overrides = {f.name: opts[f.name] for f in fields(QuarkSettings) if f.name != "steps"}
         out = Path(opts["out"])
+        if not opts["queue"]:  # refused before training, as ``score_study --out`` refuses before scoring
+            try:
+                output_folder_prepare(out, probe_prefix=".quark_train-", files=["report.json"])
+            except OSError as exc:
+                raise CommandError(f"--out: cannot write the report to {out}: {exc.strerror or exc}"
+                                   f"{f': {exc.filename}' if exc.filename and Path(exc.filename) != out else ''}; "
+                                   "nothing trained.") from exc
         try:
             job = quark_train(policy=opts["policy"], dataset=dataset, reward=opts["reward"], steps=opts["steps"],
                               split=opts["train_split"], settings_overrides=overrides, params=params,
@@ -128,7 +136,6 @@ class Command(BaseCommand):
         if job.status != job.Status.DONE:
             raise CommandError(f"Quark job {job.pk} ended {job.status}: {job.error}")
         report = job.params["report"]
-        out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         held, val = report["heldout"], report["validation"]
         sampled = (f" (sampled, {report['settings']['eval_samples']} per item: {_fmt(held['sampled_reward_before'])} -> "
