@@ -82,6 +82,7 @@ from annotations.services.errors import (
     NotQualified,
     ParticipantBlocked,
     PlatformAssignmentTaken,
+    StudyNotOpen,
     TaskInProgress,
 )
 from annotations.services.impostor import (
@@ -100,7 +101,7 @@ from annotations.services.participants import (
     participant_lock,
     task_started_in_browser,
 )
-from studies.models import Study
+from studies.models import Platform, Study
 
 IN_ANOTHER_BROWSER = (
     "You already have a task in progress in this study, opened in another browser or under another "
@@ -352,6 +353,11 @@ def _consent_enter(*, receipt: ConsentReceipt, study: Study, refs: PlatformRefs,
     return assignment
 
 
+# A participant link of a study that no longer runs on participant links starts no task.
+LINK_ON_ANOTHER_PLATFORM = ("This link no longer starts a task: the study now recruits on another platform. "
+                            "Thank you for your interest.")
+
+
 def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRefs, held_task_id: int | None,
                      completion_code: str = "", link: ParticipantLink | None = None,
                      open_link: OpenLink | None = None, landed_at: datetime | None = None) -> Assignment:
@@ -363,7 +369,9 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
     was started through that link (the link is its credential); another one refuses. Through an
     ``open_link`` a new task takes the participant's place on the link (``open_link_join``, after
     the start, so a refused start takes no place and a full or closed link starts no task; a
-    closed or full link refuses before anything is claimed, ``open_link_check``). Call inside the
+    closed or full link refuses before anything is claimed, ``open_link_check``). A link of either
+    kind starts no new task in a study whose platform is not participant links (``StudyNotOpen``:
+    made while it was a link draft, it changed platform since). Call inside the
     transaction that records the task on the consent's receipt (``consent_take``). A new task's
     clock starts at ``landed_at`` if given (a platform arrival's clock start,
     ``deadlines.platform_clock_start``: ``assignment_start``)."""
@@ -379,6 +387,10 @@ def assignment_enter(*, study: Study, participant: Participant, refs: PlatformRe
             if held_task_id == active.pk:
                 return _refs_update(active, refs, study=study)
             return active
+        if (link is not None or open_link is not None) and study.platform != Platform.LINK:
+            # A link made while the study was a participant-links draft, whose platform changed
+            # since: its workers would be paid nowhere (a study recruits only on its own platform).
+            raise StudyNotOpen(LINK_ON_ANOTHER_PLATFORM)
         if open_link is not None:
             open_link_check(link=open_link, participant=participant)
         try:

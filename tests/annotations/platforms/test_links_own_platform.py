@@ -154,3 +154,26 @@ def test_a_link_made_while_the_study_closes_is_stopped_by_the_close(study, monke
     single.refresh_from_db()
     open_link.refresh_from_db()
     assert single.revoked and not open_link.active
+
+
+@pytest.mark.parametrize("platform", ["mturk", "prolific"])
+def test_links_made_on_a_link_draft_start_no_task_once_it_moved_to_another_platform(study, platform):
+    """Links made while the study was a participant-links draft (allowed: they start tasks once it
+    opens) start none after its platform changed: their workers would be paid nowhere. Nothing is
+    claimed, and the open link counts no one."""
+    from django.test import Client
+
+    from annotations.models import Assignment
+    from tests.annotations.pages import consent
+
+    (single,) = links_generate(study=study, user=OPERATOR, n=1)
+    open_link = open_link_create(study=study, user=OPERATOR)
+    on_platform(study, platform)
+    open_study(study)
+    for url in (f"/w/l/{single.token}/", f"/w/o/{open_link.token}/"):
+        response = consent(Client(), url, identifier="lab-7")
+        assert response.status_code != 302, url
+        assert "no longer starts a task" in response.content.decode(), response.content.decode()[:800]
+    assert not Assignment.objects.filter(study=study).exists()
+    open_link.refresh_from_db()
+    assert open_link.n_participants == 0
