@@ -788,11 +788,11 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         if isinstance(obj, GeneralizationQuestion):
             judged = [] if new else _judged_edit(obj, changed=changed)
             _validation_record_kept(obj, new=new)
-        elif isinstance(obj, Item) and not new:
-            judged = _original_edit(obj, changed=changed)
         values = content_row_value_problems(obj=obj, changed=None if new else changed)
         if values:
             raise ContentChangeRefused({obj.pk or 0: "; ".join(f"{field}: {reason}" for field, reason in values.items())})
+        if isinstance(obj, Item) and not new:  # compared once its choices are stored as an import stores them
+            judged = _original_edit(obj, changed=changed)
         if isinstance(obj, Rationale) and (new or "faithfulness" in changed) and obj.faithfulness:
             # Typed probabilities were computed on the highlights typed with them: recorded so, as
             # the job and the importer record theirs (``faithfulness_rules.SPANS_KEY``).
@@ -801,9 +801,7 @@ def content_row_save(*, user, obj: models.Model, changed: Iterable[str]) -> mode
         obj.save()
         _grades_kept(obj, new=new, changed=changed)
         if judged and isinstance(obj, Item):  # its questions' judges read another original question
-            judged_ids = GeneralizationQuestion.objects.filter(item_id=obj.pk).exclude(
-                validation_status=GeneralizationQuestion.Validation.UNVALIDATED).values_list("pk", flat=True)
-            generalization_questions_validation_reset(changes=dict.fromkeys(judged_ids, judged), user=user)
+            item_questions_validation_reset(changes={obj.pk: judged}, user=user)
         elif judged:  # a judgement of what the edit changed judged another question: unvalidated again
             for question in generalization_questions_validation_reset(changes={obj.pk: judged}, user=user):
                 obj.validation_status, obj.metadata = question.validation_status, question.metadata
@@ -962,13 +960,50 @@ def _original_edit(item: Item, *, changed: set[str]) -> list[str]:
     ``VALIDATION_JUDGED_FIELDS`` names it: its question (``original question``: a judge reads the
     generalization question beside it) and its choices (``original choices``: offered to a question
     without its own), where the edit really changes them, compared with the stored row."""
-    fields = {"question": "original question", "choices": "original choices"}
-    if not set(fields) & changed:
+    if not {"question", "choices"} & changed:
         return []
-    stored = Item.objects.filter(pk=item.pk).values(*fields).first()
+    stored = Item.objects.filter(pk=item.pk).values("question", "choices").first()
     if stored is None:
         return []
-    return [name for field, name in fields.items() if field in changed and stored[field] != getattr(item, field)]
+    return item_original_changes(stored, {name: getattr(item, name) for name in ("question", "choices")
+                                          if name in changed})
+
+
+def _choices_compared(choices):
+    """An item's choices as ``normalise_choices`` stores them, to compare an edit with the stored row
+    (``(b)`` and ``B`` are the label ``b``); as given where they are not choices at all."""
+    try:
+        return normalise_choices(choices)
+    except (ValueError, TypeError):
+        return choices
+
+
+def item_original_changes(stored: Mapping, written: Mapping) -> list[str]:
+    """What a write of an item (``written``: its ``question`` and ``choices`` where the write gives
+    them) changes of what its generalization questions' judges read beside them (``stored``: the
+    item's stored values), as ``VALIDATION_JUDGED_FIELDS`` names it: ``original question``,
+    ``original choices`` (compared as stored, ``_choices_compared``). The rule of the admin's edit
+    (``content_row_save``) and of a re-import of items (``importers.items``)."""
+    changes = []
+    if "question" in written and written["question"] != stored.get("question"):
+        changes.append("original question")
+    if "choices" in written and _choices_compared(written["choices"]) != _choices_compared(stored.get("choices")):
+        changes.append("original choices")
+    return changes
+
+
+def item_questions_validation_reset(*, changes: Mapping[int, Iterable[str]], user=None, by: dict | None = None,
+                                    at=None) -> list[GeneralizationQuestion]:
+    """The generalization questions judged (valid or invalid) of each item of ``changes`` (item id
+    -> ``item_original_changes``) sent back to unvalidated (``generalization_questions_validation_reset``):
+    their judges read them beside another original question."""
+    changes = {pk: list(names) for pk, names in changes.items() if names}
+    if not changes:
+        return []
+    questions = GeneralizationQuestion.objects.filter(item_id__in=changes).exclude(
+        validation_status=GeneralizationQuestion.Validation.UNVALIDATED).values_list("pk", "item_id")
+    return generalization_questions_validation_reset(
+        changes={pk: changes[item_id] for pk, item_id in questions}, user=user, by=by, at=at)
 
 
 # --- A generalization question's validation record -------------------------------------------------
@@ -982,6 +1017,13 @@ VALIDATION_HISTORY_MAX = 20
 # type, its text, its answer and its own choices (``metadata["choices"]``, named ``choices``). A change
 # of any of them leaves the judgement about another question (``generalization_questions_validation_reset``).
 VALIDATION_JUDGED_FIELDS = ("item", "qtype", "text", "answer", "choices", "original question", "original choices")
+
+
+def validation_import_judge(f) -> dict[str, str]:
+    """How a question's validation record names an import (``f``: its ``ImportFile``) as the writer
+    (``set_by``, the file's name and SHA-256), for ``validation_provenance``'s ``by``: a
+    generalization file that judges or resets a question, an items file that resets its judged ones."""
+    return {"set_by": "import", "file": f.name[:200], "sha256": f.sha256}
 
 
 def validation_provenance(metadata, *, status: str, previous: str, user, at, by: dict | None = None,

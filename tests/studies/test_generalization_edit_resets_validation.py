@@ -250,3 +250,42 @@ def test_an_edit_of_the_original_question_sends_its_judged_questions_back_to_unv
     assert client.post(url, {**data, "gold_rationale": "Another gold rationale."}).status_code == 302
     question.refresh_from_db()
     assert question.validation_status == VALID
+
+
+def test_a_reimport_of_items_changing_the_original_question_resets_its_judged_questions(imported, announced,
+                                                                                      tmp_path):
+    """The rule of the admin's item edit, for the other writer of an item's question: a re-import."""
+    from studies.services.importers import items_import_strategyqa
+
+    study, olga, _client, question, other = imported
+    item = study.items.get()
+    path = tmp_path / "strategyqa_rewritten.json"
+    path.write_text(json.dumps([{"qid": item.external_id, "term": "t", "description": "d",
+                                 "question": "A completely different original question?",
+                                 "answer": item.gold_answer == "yes", "facts": ["f"]}]))
+    record = items_import_strategyqa(file=path, dataset_name=study.dataset.name, split=item.split, user=olga)
+    item.refresh_from_db()
+    assert item.question == "A completely different original question?"
+    for q in (question, other):
+        q.refresh_from_db()
+        assert q.validation_status == UNVALIDATED
+        now = q.metadata["validation"]
+        assert (now["reason"], now["set_by"], now["file"]) == (
+            "edited after validation: original question", "import", "strategyqa_rewritten.json")
+    assert record.summary["validation_reset"] == 2
+
+
+def test_an_item_edit_writing_the_same_choices_otherwise_keeps_its_questions_judged():
+    """Choices typed as ``(b)`` or ``B`` are the stored label ``b``: the same choices, no reset."""
+    from studies.models import Dataset, Item
+
+    dataset = Dataset.objects.create(name="mc", task_format=Dataset.TaskFormat.MULTIPLE_CHOICE)
+    item = Item.objects.create(dataset=dataset, external_id="i1", question="Which?", gold_answer="a", split="test",
+                               choices=[{"label": "a", "text": "Red"}, {"label": "b", "text": "Blue"}])
+    question = GeneralizationQuestion.objects.create(item=item, text="Which colour?", answer="a",
+                                                     qtype=GeneralizationQuestion.Type.REPHRASE)
+    generalization_questions_set_validation(questions=[question], status=VALID, user=None)
+    item.choices = [{"label": "A", "text": "Red"}, {"label": "(b)", "text": "Blue"}]
+    content_row_save(user=None, obj=item, changed=["choices"])
+    question.refresh_from_db()
+    assert question.validation_status == VALID

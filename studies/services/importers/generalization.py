@@ -54,7 +54,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, ImportRecord, Item
-from studies.services.content import generalization_questions_validation_reset, validation_provenance
+from studies.services.content import (
+    generalization_questions_validation_reset,
+    validation_import_judge,
+    validation_provenance,
+)
 from studies.services.grading import genu_predictions_regrade
 from studies.services.questions import validation_change_problem
 from studies.signals import generalization_validation_changed
@@ -131,7 +135,7 @@ class _GeneralizationFile:
         self.user = user if getattr(user, "is_authenticated", False) else None
         self.provenance, self.at = None, timezone.now()
         if validation_status is not None:
-            self.provenance = {"status": validation_status, **_import_judge(f), "at": self.at.isoformat()}
+            self.provenance = {"status": validation_status, **validation_import_judge(f), "at": self.at.isoformat()}
             if self.user is not None:
                 self.provenance.update(user_id=self.user.pk, username=self.user.get_username())
         self.errors = ErrorCollector()
@@ -206,12 +210,6 @@ class _GeneralizationFile:
         return (text.strip(), answer, qtype_key) if row.ok else None
 
 
-def _import_judge(f) -> dict[str, str]:
-    """How a question's validation record names this import as the judge (``set_by``, the file's name
-    and SHA-256), on a new question and on an existing one whose status it changes."""
-    return {"set_by": "import", "file": f.name[:200], "sha256": f.sha256}
-
-
 def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], parsed: _GeneralizationFile) -> None:
     """Turn the file's ``values`` for an existing ``question`` into what a re-import writes: its stored
     metadata kept, the file's own keys replacing theirs only with a new answer (the question itself
@@ -234,7 +232,7 @@ def _existing_values(question: GeneralizationQuestion, values: dict[str, Any], p
     if status is not None and (status != question.validation_status or values["answer"] != question.answer):
         metadata = validation_provenance(
             metadata, status=status, previous=question.validation_status, user=parsed.user,
-            at=parsed.at, by=_import_judge(parsed.f))
+            at=parsed.at, by=validation_import_judge(parsed.f))
     values["metadata"] = metadata
 
 
@@ -292,7 +290,7 @@ def _apply(*, f, dataset, split, parsed: _GeneralizationFile, user) -> ImportRec
                                                    question_ids=[existing[key].pk for key in remarked])
         # A new answer the file does not judge: the stored judgement was of the old one (``content``'s rule).
         reset = [] if validation_status is not None else generalization_questions_validation_reset(
-            changes={pk: ["answer"] for pk in reanswered}, user=parsed.user, by=_import_judge(f), at=parsed.at)
+            changes={pk: ["answer"] for pk in reanswered}, user=parsed.user, by=validation_import_judge(f), at=parsed.at)
         genu_predictions_regrade(question_ids=reanswered)
         per_type: dict[str, int] = {}
         for _, qtype, _ in rows:

@@ -22,6 +22,11 @@ from typing import Any
 from django.db import transaction
 
 from studies.models import ImportRecord, Item
+from studies.services.content import (
+    item_original_changes,
+    item_questions_validation_reset,
+    validation_import_judge,
+)
 from studies.services.grading import rationales_regrade
 from studies.textrules import LETTERS, label_problem, option_problems  # noqa: F401 (the importers' names)
 
@@ -171,6 +176,12 @@ def items_apply(
         # Read before ``bulk_upsert`` sets the file's values on the existing items.
         regold = [existing[key].pk for key, values in rows.rows.items()
                   if key in existing and existing[key].gold_answer != values["gold_answer"]]
+        # Items whose question or choices the file changes: their judged generalization questions
+        # were judged beside the old ones (``content.item_original_changes``, the admin edit's rule).
+        originals = {existing[key].pk: item_original_changes(
+            {"question": existing[key].question, "choices": existing[key].choices},
+            {name: values[name] for name in ("question", "choices") if name in values})
+            for key, values in rows.rows.items() if key in existing}
 
         def build(external_id: str, values: dict[str, Any]) -> Item:
             return Item(dataset=dataset, external_id=external_id, **values)
@@ -180,6 +191,7 @@ def items_apply(
             lines=rows.lines, filename=f.name, user=user, key_field="external_id",
         )
         rationales_regrade(item_ids=regold)
+        reset = item_questions_validation_reset(changes=originals, user=user, by=validation_import_judge(f))
         splits: dict[str, int] = {}
         for values in rows.rows.values():
             splits[values["split"]] = splits.get(values["split"], 0) + 1
@@ -189,6 +201,9 @@ def items_apply(
             "rows": len(rows),
             "splits": splits,
             "gold_answers_changed": len(regold),
+            # Generalization questions judged beside an original question (or choices) the file changed:
+            # sent back to unvalidated. Counted, not named (other researchers' questions included).
+            "validation_reset": len(reset),
             **(extra_summary or {}),
         }
         return import_record_create(kind=kind, f=f, dataset=dataset, result=result, summary=summary, user=user)
