@@ -69,11 +69,13 @@ from scoring.services.score import (
 from studies.lm import genu as genu_rule
 from studies.models import GeneralizationQuestion, GenUPrediction, Rationale, RationaleSource, Study
 from studies.selectors import sources_for_user
+from studies.services.generation.genu import inputs_recorded
 
 from .tables import (
     CHECKSUMS_FILE,
     DATAPACKAGE_FILE,
     FORMAT_VERSION,
+    GENU_INPUT_KEYS,
     GRANT_VOID_KEYS,
     JSON_FILES,
     RESULTS_FILE,
@@ -437,9 +439,10 @@ def _table_rows(study: Study, user, *, snapshot: str | None = None) -> dict[str,
         for genq, source_id, *rest in _paged(
             GenUPrediction.objects.filter(generalization_question__item__in=items, rationale_source__in=sources),
             ["generalization_question_id", "rationale_source_id", "answerer", "answerer_model", "predicted_answer",
-             "correct", "raw_output"],
+             "correct", "raw_output", "inputs"],
         ):
-            yield (genq, names[source_id], *rest)
+            *rest, inputs = rest
+            yield (genq, names[source_id], *rest, genu_inputs_cell(inputs))
 
     def units():
         for pk, item_id, source_id, genq, rationale_id, *rest in _paged(
@@ -539,6 +542,18 @@ def grant_voids_cell(study: Study, voids: list | None, position: dict[str, str])
             cell[key] = cell[key] if cell[key] in held else None
         out.append(cell)
     return out
+
+
+def genu_inputs_cell(inputs) -> dict:
+    """A Gen-U prediction's ``inputs`` cell (data/genu_predictions.csv): of what its Gen-U job recorded
+    (``GenUPrediction.inputs``) the keys ``tables.GENU_INPUT_KEYS`` only, the fingerprints of the
+    question asked and of the rationale F^IR was shown, by which the copy's scoring leaves out what
+    the original's leaves out. Not its checkpoint or training record (``GENU_INPUT_KEYS`` says why):
+    neither holds a worker identifier, but the training record holds the answerer's settings. {} for
+    a prediction that records none (stored before they were recorded, or itself imported)."""
+    if not inputs_recorded(inputs):
+        return {}
+    return {key: inputs[key] for key in GENU_INPUT_KEYS if key in inputs}
 
 
 def worker_block_rows(study: Study) -> Iterator[tuple] | None:

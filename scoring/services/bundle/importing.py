@@ -119,11 +119,13 @@ from studies.services.questions import validation_ever_invalid
 from studies.services.studies import StudyError, study_add_check
 from studies.textrules import identifier_problem, sentinel_problem
 
-from .export import SOURCE_FIELDS
+from .export import SOURCE_FIELDS, genu_inputs_cell
 from .tables import (
     CHECKSUMS_FILE,
     DATAPACKAGE_FILE,
     FORMAT_VERSION,
+    GENU_FINGERPRINT_DIGITS,
+    GENU_INPUT_KEYS,
     GRANT_VOID_KEYS,
     RESULTS_FILE,
     SETTINGS_FILE,
@@ -209,6 +211,8 @@ MAX_TASK_MINUTES = 7 * 24 * 60
 PAYLOAD_STEPS = frozenset({Annotation.Step.VALIDATION, Annotation.Step.PROPERTIES})
 # A bundle's worker cell: the shape ``lab.pseudonyms.worker_pseudonym`` gives, and nothing else.
 WORKER_PSEUDONYM = re.compile(r"w_[0-9a-f]{16}")
+# A fingerprint of a Gen-U prediction's ``inputs`` cell (``lab.jsontext.json_fingerprint``).
+_FINGERPRINT = re.compile(f"[0-9a-f]{{{GENU_FINGERPRINT_DIGITS}}}")
 NOT_A_PSEUDONYM = ("not a worker pseudonym: a bundle names a worker only as the export writes it, w_ followed "
                    "by 16 lowercase hex digits (never a platform id)")
 # study.json: what the import reads, by section.
@@ -1175,19 +1179,26 @@ class _Import:
                 if q is None or source is None:
                     self.err(row, "generalization_question_id" if q is None else "source", "not in the bundle")
                     continue
-                keyed.append(((q, source.pk, row["answerer"]), row))
+                inputs = self.genu_inputs(row)
+                if inputs is None:
+                    continue
+                keyed.append(((q, source.pk, row["answerer"]), row, inputs))
             existing = {(p.generalization_question_id, p.rationale_source_id, p.answerer): p
-                        for p in GenUPrediction.objects.filter(generalization_question_id__in={k[0] for k, _ in keyed})}
-            answers = dict(GeneralizationQuestion.objects.filter(pk__in={k[0] for k, _ in keyed})
+                        for p in GenUPrediction.objects.filter(generalization_question_id__in={k[0] for k, *_ in keyed})}
+            answers = dict(GeneralizationQuestion.objects.filter(pk__in={k[0] for k, *_ in keyed})
                            .values_list("pk", "answer"))
             new = []
-            for key, row in keyed:
+            for key, row, inputs in keyed:
                 if key in existing:
                     # Its grade is not compared: it follows from the prediction and the question's
                     # answer (compared with the question), by the one rule (``grading``), as a new row's
                     # is graded here; a bundle made before spaced right answers were written as their
                     # labels graded against "yes " (``_right_answer``).
                     bad = _differs(existing[key], row, {"predicted_answer": "predicted_answer"})
+                    # what it was answered on, where the bundle says (a bundle made before the column
+                    # does not): the copy's scoring leaves out what the original's did
+                    if not bad and row["inputs"] is not None and genu_inputs_cell(existing[key].inputs) != inputs:
+                        bad = "inputs"
                     if bad:
                         self.err(row, bad, "differs from this Gen-U prediction here")
                     continue
@@ -1197,9 +1208,36 @@ class _Import:
                     answerer_model=model_path_stored(row["answerer_model"] or ""), predicted_answer=row["predicted_answer"] or "",
                     # graded by the one rule (``grading``) against the question's answer, as the Gen-U job does
                     correct=bool(prediction_correct(row["predicted_answer"] or "", answers[key[0]])),
-                    raw_output=row["raw_output"] or "")))
+                    raw_output=row["raw_output"] or "", inputs=inputs)))
             self.refuse_gen_u(new)
             GenUPrediction.objects.bulk_create([p for _, p in new])
+
+    def genu_inputs(self, row: Row) -> dict | None:
+        """A Gen-U prediction's ``inputs`` cell (``export.genu_inputs_cell``) as the copy's
+        ``GenUPrediction.inputs``: {} where it records none, or the bundle was made before the column
+        (the prediction is kept, counted as inputs not recorded); else an object of the keys
+        ``GENU_INPUT_KEYS``, ``question`` always and ``rationale`` where F^IR was shown one (the Gen-U
+        job records it for answerer IR only; restored as given, so the copy reads it as the original), each a
+        fingerprint (``GENU_FINGERPRINT_DIGITS`` lowercase hex digits). None, the problem reported
+        naming ``inputs`` or ``inputs.<key>``, where it is not so."""
+        given = row["inputs"]
+        if given is None or given == {}:
+            return {}
+        keys = set(given)
+        if GENU_INPUT_KEYS[0] not in keys or not keys <= set(GENU_INPUT_KEYS):
+            unknown = sorted(keys - set(GENU_INPUT_KEYS))
+            self.err(row, "inputs", f"expected {{}} or an object of the keys {', '.join(GENU_INPUT_KEYS)} (the first "
+                                    "always)" + (f"; missing {GENU_INPUT_KEYS[0]}" if GENU_INPUT_KEYS[0] not in keys else "")
+                                    + (f"; unknown {', '.join(repr(k[:40]) for k in unknown)}" if unknown else ""))
+            return None
+        ok = True
+        for key in GENU_INPUT_KEYS:
+            value = given.get(key)
+            if key in given and not (isinstance(value, str) and _FINGERPRINT.fullmatch(value)):
+                self.err(row, f"inputs.{key}", f"{str(value)[:40]!r} is not a fingerprint "
+                                               f"({GENU_FINGERPRINT_DIGITS} lowercase hex digits)")
+                ok = False
+        return {key: given[key] for key in GENU_INPUT_KEYS if key in given} if ok else None
 
     def study(self, design: dict, dataset: Dataset) -> Study:
         spec = design["study"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from lab.api.streaming import Column
 from scoring.api.export_annotations import annotation_columns
+from studies.services.generation.genu import INPUT_QUESTION, INPUT_RATIONALE
 
 FORMAT_VERSION = 1
 # lab.api.streaming's column kinds as Frictionless table-schema types.
@@ -69,6 +70,16 @@ def _f(spec: str, description: str = "", *, optional: bool = False) -> Field:
 # read in this shape by the import: ``task`` and ``retake_task`` are ids of data/tasks.csv.
 GRANT_VOID_KEYS = ("task", "score", "answers", "taken_at", "voided_at", "retake_task")
 
+# The keys of a Gen-U prediction's ``inputs`` cell (data/genu_predictions.csv): of what the Gen-U job
+# recorded (``GenUPrediction.inputs``, ``studies.services.generation.genu.genu_inputs``) only the
+# fingerprints scoring compares in a copy, of the question asked and (F^IR) of the rationale shown.
+# Its checkpoint and training record are not carried: they are keyed by this installation's source
+# ids and hold the answerer's training settings, which a bundle gives only to a reader of the source
+# (``export.answerer_sources_json``), and a copy's predictions record no answerer source to compare
+# them with. ``GENU_FINGERPRINT_DIGITS``: a fingerprint's length (``lab.jsontext.json_fingerprint``).
+GENU_INPUT_KEYS = (INPUT_QUESTION, INPUT_RATIONALE)
+GENU_FINGERPRINT_DIGITS = 12
+
 
 def _annotation_table() -> Table:
     columns: list[Column] = annotation_columns(raw_worker_ids=False)
@@ -100,6 +111,11 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _f("generalization_question_id:integer"), _f("source"), _f("answerer", "I (F^I) or IR (F^IR)."),
         _f("answerer_model"), _f("predicted_answer", "Empty: the output did not parse."), _f("correct:boolean"),
         _f("raw_output"),
+        _f("inputs:object", "What the answerer was given, as the Gen-U job recorded it: {question, rationale}, the "
+                            "fingerprints (12 hex digits) of the question asked (its text and choices) and, for F^IR, "
+                            "of the rationale shown; scoring leaves out a prediction whose question or rationale "
+                            "differs now. {} when the prediction records none (kept, counted as inputs not "
+                            "recorded); absent from bundles made before they carried it.", optional=True),
     ), "The Gen-U answerers' answers.", primary_key=("generalization_question_id", "source", "answerer")),
     Table("units", (
         _f("id:integer"), _f("item_id:integer"), _f("source"), _f("generalization_question_id:integer"),
