@@ -218,3 +218,24 @@ def test_a_voids_cell_changed_without_signing_again_is_refused_by_its_checksum()
         bundle_import(file=io.BytesIO(changed), name="bad-copy", owner=None)
     error = refused.value.errors[0]
     assert (error.record, error.field) == (TABLE, "sha256") and "checksum mismatch" in error.reason
+
+
+def test_a_retake_not_graded_yet_gives_the_rows_own_attempt_once():
+    """A fails, B (same identifier) fails the retake, C enters: B's attempt is set aside and its
+    retake not graded yet. The grant's last void is then the row's own attempt: the row gives it,
+    the voids cell gives only the attempts before it (two failed attempts, not three)."""
+    study = make_study(n_items=8, n_sources=1, units_per_task=2, quota=5)
+    add_qualification(study)
+    url = entry_url(study)
+    a, b, c = Client(), Client(), Client()
+    fail_test(a, start(a, url, identifier="x@lab.org"))
+    b_task = enter(b, url, "x@lab.org")["Location"]
+    fail_test(b, b_task)
+    assert enter(c, url, "x@lab.org").status_code == 302
+    grant = QualificationGrant.objects.get(participant=task_of(b_task).participant)
+    assert grant.set_aside and len(grant.voids) == 2
+
+    (row,) = _rows(_bundle(study))
+    assert (row["passed"], row["score"]) == ("false", "0")
+    voids = json.loads(row["voids"])
+    assert [v["task"] for v in voids] == [grant.voids[0]["task"]]

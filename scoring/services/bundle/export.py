@@ -485,11 +485,14 @@ def _table_rows(study: Study, user, *, snapshot: str | None = None) -> dict[str,
     def grants():
         test = QualificationTest.objects.filter(study=study).first()
         position = {str(q.pk): str(i) for i, q in enumerate(test.questions.order_by("position", "id"))} if test else {}
-        for participant_id, platform, external_id, passed, score, answers, voids in _paged(
+        for participant_id, platform, external_id, passed, score, answers, voids, task_id in _paged(
             QualificationGrant.objects.filter(study=study),
             ["participant_id", "participant__platform", "participant__external_id", "passed", "score", "answers",
-             "voids"],
+             "voids", "assignment_id"],
         ):
+            if QualificationGrant(passed=passed, voids=voids, assignment_id=task_id).set_aside:
+                # Its retake not graded yet: the last void is the row's own attempt, given once, by the row.
+                voids = voids[:-1]
             yield (pseudonyms.get(participant_id, platform, external_id), platform, passed, score,
                    {position.get(k, k): v for k, v in (answers or {}).items()},
                    grant_voids_cell(study, voids, position))
