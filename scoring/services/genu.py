@@ -171,10 +171,10 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
     ).annotate(conflicted=question_conflicted("generalization_question__")).values_list(
         "generalization_question_id", "generalization_question__item_id", "rationale_source_id", "answerer", "correct",
         "predicted_answer", "generalization_question__validation_status", "answerer_model", "answerer_source_id",
-        "conflicted", "generalization_question__text", "generalization_question__metadata", "inputs")
+        "conflicted", "generalization_question__text", "inputs")
     df = pd.DataFrame.from_records(list(rows), columns=[
         "question_id", "item_id", "source_id", "answerer", "correct", "predicted", "validation", "answerer_model",
-        "answerer_source_id", "conflicted", "question_text", "question_metadata", "inputs"])
+        "answerer_source_id", "conflicted", "question_text", "inputs"])
     df["conflicted"] = df["conflicted"].fillna(False).astype(bool)
     df["unvalidated"] = df["validation"] != GeneralizationQuestion.Validation.VALID
     df["source"] = df["source_id"].map(source_names)
@@ -185,7 +185,7 @@ def _gen_u_predictions(item_ids, source_names: dict[int, str]) -> pd.DataFrame:
 # Which Gen-U predictions the figures leave out because what their answerer was given is not the
 # question or rationale as they are now (counted per source in ``gen_u.inputs``), and which they keep.
 INPUTS_LEFT_OUT_RULE = (
-    "a Gen-U prediction is left out when the question it answered (its text or choices) or, for F^IR, the "
+    "a Gen-U prediction is left out when the question it answered (its text, as its prompt showed it) or, for F^IR, the "
     "rationale it was shown, recorded with it by the Gen-U job, differs from the question or rationale now (edited "
     "or re-imported since): question_changed, rationale_changed; rerun the Gen-U job to answer them again. "
     "Predictions stored before their inputs were recorded (or imported from a bundle) are kept and counted "
@@ -208,7 +208,7 @@ def _inputs_states(df: pd.DataFrame) -> pd.DataFrame:
     for row in df.itertuples(index=False):
         inputs = row.inputs
         recorded = inputs_recorded(inputs)
-        changed = inputs_changed(inputs, question_text=row.question_text, question_metadata=row.question_metadata,
+        changed = inputs_changed(inputs, question_text=row.question_text,
                                  rationale=rationales.get((int(row.item_id), int(row.source_id)))
                                  if row.answerer == "IR" else None)
         answerer_id = None if pd.isna(row.answerer_source_id) else int(row.answerer_source_id)
@@ -226,7 +226,7 @@ def _inputs_states(df: pd.DataFrame) -> pd.DataFrame:
         "inputs_recorded", "question_changed", "rationale_changed", "checkpoint_replaced", "training_recorded"])
     for column in ("inputs_recorded", "question_changed", "rationale_changed", "checkpoint_replaced"):
         out[column] = out[column].astype(bool) if len(out) else pd.Series(dtype=bool)
-    return pd.concat([df.drop(columns=["inputs", "question_text", "question_metadata"]), out], axis=1)
+    return pd.concat([df.drop(columns=["inputs", "question_text"]), out], axis=1)
 
 
 def _inputs_left_out(preds: pd.DataFrame) -> tuple[pd.DataFrame, dict, list[str]]:
@@ -537,9 +537,19 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     )
     have = set(per_item["source"]) if len(per_item) else set()
     for source in sorted(set(frame["source"]) - have):
-        warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
+        entry = inputs_block["by_source"].get(str(source)) or {}
+        if entry.get("n_left_out"):
+            # It has predictions, left out as stale (_inputs_left_out): not "none".
+            warnings.append(f"Source {source}: {entry['n_left_out']} of its {entry['n_predictions']} Gen-U predictions "
+                            "are left out as stale (their question or rationale changed since they were answered; "
+                            "gen_u.inputs) and the others give no Gen-U; Gen-U is not computed for it.")
+        else:
+            warnings.append(f"Source {source} has no Gen-U predictions; Gen-U is not computed for it.")
     if not len(preds):
-        return Part({}, warnings, frame)
+        # Every prediction left out (or none): what was left out and why is still recorded.
+        inputs_text = gen_u_inputs_text({"inputs": inputs_block})
+        return Part({"gen_u": {"inputs": inputs_block, "method": f"Gen-U not computed: {inputs_text}"}}
+                    if inputs_text else {}, warnings, frame)
     # the questions that count now on each scored (item, source): the answerers' bundles and questions_answered
     expected = _questions_counting_now(frame, preds)
     consistency = answerer_consistency(preds, expected=expected)

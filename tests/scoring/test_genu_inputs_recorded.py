@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from scoring.services import study_score
-from studies.models import GenerationJob, GenUPrediction, Rationale
+from studies.models import GeneralizationQuestion, GenerationJob, GenUPrediction, Rationale
 from studies.services import generation
 from studies.services.content import content_row_save
 from studies.services.generation import genu as genu_module
@@ -130,3 +130,81 @@ def test_predictions_of_a_replaced_checkpoint_are_named_by_the_training_they_rec
     [entry] = run.results["gen_u"]["answerers"]["F^I"]
     assert entry["base_model"] == "t5-large" and "checkpoint_replaced" not in entry
     assert not any("was replaced after" in w for w in run.warnings)
+
+
+def _answerers(server, *names):
+    return [RationaleSourceFactory(name=name, kind="lm", backend="openai", model_name_or_path=f"ckpt-{name}",
+                                   endpoint_url=server.url, decoding={"backoff_s": 0.01, "concurrency": 1})
+            for name in names]
+
+
+def test_an_edit_of_a_questions_own_choices_alone_leaves_its_predictions_standing(utility_study):
+    """The review's probe: the Gen-U prompt shows the question's text with yes/no choices, never its
+    own choices (``genu_answer``). Before, an edit of those alone left out every prediction (no
+    ``gen_u`` figures) while a rerun sent byte-identical prompts."""
+    study, items, good = _study_with_question(utility_study)
+    question = items[0].generalization_questions.get()
+    GeneralizationQuestion.objects.filter(pk=question.pk).update(
+        metadata={"choices": [{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}]})
+    prompts = []
+
+    def answer(path, body):
+        prompts.append(body["prompt"])
+        return 200, completion([" yes"]), {}
+
+    with OpenAIServer(answer) as server:
+        answerers = _answerers(server, "ans-I", "ans-IR")
+        _run_genu(good, items, *answerers)
+        GeneralizationQuestion.objects.filter(pk=question.pk).update(
+            metadata={"choices": [{"label": "yes", "text": "Certainly"}, {"label": "no", "text": "Never"}]})
+        sent = len(prompts)
+        _run_genu(good, items, *answerers)
+        assert len(prompts) == sent  # nothing stale: the prompts would be the same
+
+    gen_u = study_score(study=study, similarity=False).results["gen_u"]
+    assert gen_u["inputs"]["by_source"]["good-lm"]["n_left_out"] == 0, gen_u["inputs"]
+    assert "good-lm" in gen_u["tie_rules"]["by_source"]
+
+
+def test_stale_predictions_of_other_answerers_are_answered_again_in_place(utility_study):
+    """The review's probe: every stored prediction stale (the question edited since), a job with other
+    answerers was refused, saying every Gen-U figure would stay the stored answerers'. Only
+    predictions that still stand refuse it now; it replaces the stale ones in place."""
+    study, items, good = _study_with_question(utility_study)
+    question = items[0].generalization_questions.get()
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        old = _answerers(server, "old-I", "old-IR")
+        new = _answerers(server, "new-I", "new-IR")
+        _run_genu(good, items, *old)
+        with pytest.raises(generation.GenerationError, match="from other answerers"):  # they stand
+            generation.generation_job_create(
+                kind="genu_answers", source=good, item_ids=[i.pk for i in items], user=None, enqueue=False,
+                params={"answerer_i": new[0].pk, "answerer_ir": new[1].pk})
+        GeneralizationQuestion.objects.filter(pk=question.pk).update(text="Is the sea blue?")
+        before = set(GenUPrediction.objects.filter(rationale_source=good).values_list("pk", flat=True))
+        _run_genu(good, items, *new)
+
+    stored = GenUPrediction.objects.filter(rationale_source=good)
+    assert set(stored.values_list("pk", flat=True)) == before  # in place: one row per question and role
+    assert set(stored.values_list("answerer", "answerer_source_id")) == {("I", new[0].pk), ("IR", new[1].pk)}
+    gen_u = study_score(study=study, similarity=False).results["gen_u"]
+    assert gen_u["inputs"]["by_source"]["good-lm"]["n_left_out"] == 0
+
+
+def test_every_prediction_left_out_keeps_the_inputs_block_and_says_why(utility_study):
+    """The review's probe: the question edited after both its predictions. Before, the ``gen_u`` block
+    disappeared (a warning pointed to a ``gen_u.inputs`` that did not exist) and another said the
+    source had no Gen-U predictions."""
+    study, items, good = _study_with_question(utility_study)
+    question = items[0].generalization_questions.get()
+    with OpenAIServer(lambda path, body: (200, completion([" yes"]), {})) as server:
+        _run_genu(good, items, *_answerers(server, "ans-I", "ans-IR"))
+    GeneralizationQuestion.objects.filter(pk=question.pk).update(text="Is the sea blue?")
+
+    run = study_score(study=study, similarity=False)
+    gen_u = run.results["gen_u"]
+    assert gen_u["inputs"]["by_source"]["good-lm"]["n_left_out"] == 2, gen_u
+    assert "2 predictions left out: their question or rationale changed" in gen_u["method"]
+    assert not any("Source good-lm has no Gen-U predictions" in w for w in run.warnings), run.warnings
+    assert any("Source good-lm: 2 of its 2 Gen-U predictions are left out as stale" in w for w in run.warnings), \
+        run.warnings

@@ -36,7 +36,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from lab.jsontext import json_fingerprint
-from studies.choices import own_choices
+from studies.choices import YES_NO_CHOICES
 from studies.lm import genu, templates
 from studies.lm.backends import Budget, Decoding
 from studies.lm.parsing import ParseFailure, parse_causal_answer, parse_t5_answer
@@ -143,8 +143,8 @@ def genu_answerer_check(source: RationaleSource | None, role: str) -> RationaleS
 
 
 # What a Gen-U prediction records of its answerer's inputs (``GenUPrediction.inputs``, written by
-# :func:`genu_inputs`): a fingerprint (``lab.jsontext.json_fingerprint``) of the question as asked
-# (its text and own choices), of the rationale F^IR was shown (absent for F^I), of the answerer's
+# :func:`genu_inputs`): a fingerprint (``lab.jsontext.json_fingerprint``) of the question as its prompt
+# shows it (:func:`question_fingerprint`), of the rationale F^IR was shown (absent for F^I), of the answerer's
 # checkpoint (``inputs._checkpoints_of``: the training record of each checkpoint it loads, as a job's
 # settings snapshot records it) and the answerer's own training record, by which scoring names the
 # checkpoint that answered once another replaced it.
@@ -153,10 +153,13 @@ INPUT_QUESTION, INPUT_RATIONALE, INPUT_CHECKPOINT, INPUT_TRAINING = "question", 
 QUESTION_CHANGED, RATIONALE_CHANGED = "question_changed", "rationale_changed"
 
 
-def question_fingerprint(text: str, metadata) -> str:
-    """The fingerprint of a generalization question as an answerer is asked it: its text and its
-    own choices (``studies.choices.own_choices``; None where its item's are offered)."""
-    return json_fingerprint({"text": text, "choices": own_choices(metadata)})
+def question_fingerprint(text: str) -> str:
+    """The fingerprint of a generalization question as an answerer's prompt shows it (:func:`genu_answer`:
+    ``common.yes_no_prompt_item``): its text, whitespace aside as the templates write it on one line,
+    with the yes/no choices every Gen-U prompt offers. Nothing else of the question reaches the
+    answerer (its own choices in ``metadata`` do not), so an edit of nothing else stales no prediction."""
+    return json_fingerprint({"text": " ".join(str(text).split()),
+                             "choices": [choice["text"] for choice in YES_NO_CHOICES]})
 
 
 def rationale_fingerprint(text: str) -> str:
@@ -174,7 +177,7 @@ def genu_inputs(*, question: GeneralizationQuestion, rationale: str | None, answ
                 checkpoint: dict[str, str]) -> dict:
     """What a prediction of ``answerer`` on ``question`` records of its inputs (``rationale``: the text
     F^IR was shown; None for F^I; ``checkpoint``: :func:`answerer_checkpoint`, computed once a batch)."""
-    out = {INPUT_QUESTION: question_fingerprint(question.text, question.metadata), INPUT_CHECKPOINT: checkpoint,
+    out = {INPUT_QUESTION: question_fingerprint(question.text), INPUT_CHECKPOINT: checkpoint,
            INPUT_TRAINING: answerer.training or {}}
     if rationale is not None:
         out[INPUT_RATIONALE] = rationale_fingerprint(rationale)
@@ -187,7 +190,7 @@ def inputs_recorded(inputs) -> bool:
     return isinstance(inputs, dict) and INPUT_QUESTION in inputs
 
 
-def inputs_changed(inputs, *, question_text: str, question_metadata, rationale: str | None) -> list[str]:
+def inputs_changed(inputs, *, question_text: str, rationale: str | None) -> list[str]:
     """Which of :data:`QUESTION_CHANGED` and :data:`RATIONALE_CHANGED` hold for a prediction's
     recorded ``inputs`` against the question and (for F^IR) the rationale now (``rationale``: its text
     now; None where it records none or the rationale is gone). Empty where nothing changed or
@@ -195,7 +198,7 @@ def inputs_changed(inputs, *, question_text: str, question_metadata, rationale: 
     if not inputs_recorded(inputs):
         return []
     changed = []
-    if inputs[INPUT_QUESTION] != question_fingerprint(question_text, question_metadata):
+    if inputs[INPUT_QUESTION] != question_fingerprint(question_text):
         changed.append(QUESTION_CHANGED)
     if INPUT_RATIONALE in inputs and (rationale is None or inputs[INPUT_RATIONALE] != rationale_fingerprint(rationale)):
         changed.append(RATIONALE_CHANGED)
@@ -222,8 +225,7 @@ def prediction_stale(inputs, *, question: GeneralizationQuestion, rationale: str
     its question or (F^IR) rationale changed since (:func:`inputs_changed`), or its answerer's
     checkpoint was replaced (:func:`checkpoint_replaced`; ``checkpoint_now`` None: its answerer is
     not known). A prediction that records no inputs stands (:func:`inputs_recorded`)."""
-    if inputs_changed(inputs, question_text=question.text, question_metadata=question.metadata,
-                      rationale=rationale if role == "IR" else None):
+    if inputs_changed(inputs, question_text=question.text, rationale=rationale if role == "IR" else None):
         return True
     return checkpoint_now is not None and checkpoint_replaced(inputs, checkpoint_now=checkpoint_now,
                                                               answerer_id=answerer_id)
@@ -407,11 +409,18 @@ def _answered_by(answerers: dict[str, RationaleSource]) -> Q:
     return made
 
 
+def _source_rationales(source_id: int, questions: QuerySet[GeneralizationQuestion]) -> dict[int, str]:
+    """``source_id``'s rationale text of each item of ``questions``."""
+    return dict(Rationale.objects.filter(source_id=source_id, item_id__in=questions.values("item_id"))
+                .values_list("item_id", "text"))
+
+
 def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[GeneralizationQuestion],
                            params: dict, user) -> str:
     """Why a Gen-U job on ``source`` with ``params``' answerers may not answer ``questions``: some
     already have a prediction of ``source`` as F^I or F^IR from another answerer (or, for a prediction
-    that records no answerer source, another model path). One prediction is stored per (question,
+    that records no answerer source, another model path) that still stands (:func:`genu_predictions_standing`:
+    a stale one is answered again by the job and replaced in place, whoever answered it). One prediction is stored per (question,
     source, answerer role), so such a job would skip them, end done and compute nothing of its own
     while its page names its answerers. Empty when none: a job with the answerers already stored
     (a rerun, a resume) answers only what is missing. Asked when the job is created and before each
@@ -427,6 +436,14 @@ def genu_answerers_refusal(*, source: RationaleSource, questions: QuerySet[Gener
     stored = list((GenUPrediction.objects.filter(rationale_source=source, generalization_question__in=questions)
                    .exclude(_answered_by(answerers)))
                   .values_list("generalization_question_id", "answerer", "answerer_source_id", "answerer_model"))
+    if stored:
+        # Only those that still stand: a stale one (its question, rationale or checkpoint changed
+        # since) is answered again by whichever answerers a job has, in place (GenUHandler.store).
+        standing = genu_predictions_standing(
+            source_id=source.pk, questions=list(questions.filter(pk__in={q for q, _, _, _ in stored})
+                                                .only("pk", "item_id", "text")),
+            rationales=_source_rationales(source.pk, questions))
+        stored = [row for row in stored if (row[0], row[1]) in standing]
     if not stored:
         return ""
     answerer_ids = {answerer_id for _, _, answerer_id, _ in stored if answerer_id is not None}
@@ -627,20 +644,25 @@ class GenUHandler(ItemHandler):
         return out
 
     def store(self, job, output):
-        existing = {(q, role): (pk, inputs) for pk, q, role, inputs in GenUPrediction.objects.filter(
-            rationale_source_id=job.source_id,
-            generalization_question_id__in={p.generalization_question_id for p in output.predictions},
-        ).values_list("pk", "generalization_question_id", "answerer", "inputs")}
-        # A stored prediction is replaced in place where this batch answered it again because it was
-        # made on other inputs (generate: prediction_stale); one stored meanwhile on the same inputs,
-        # or that records none, is kept. One row per (question, source, role) either way.
+        question_ids = {p.generalization_question_id for p in output.predictions}
+        existing = dict((((q, role), pk) for pk, q, role in GenUPrediction.objects.filter(
+            rationale_source_id=job.source_id, generalization_question_id__in=question_ids,
+        ).values_list("pk", "generalization_question_id", "answerer")))
+        # A stored prediction is replaced in place where it no longer stands (prediction_stale: its
+        # question, rationale or answerer's checkpoint changed since), whichever answerer made it; one
+        # that stands (stored meanwhile by another delivery, or recording no inputs) is kept. One row
+        # per (question, source, role) either way. Read now, beside the write.
+        questions = GeneralizationQuestion.objects.filter(pk__in=question_ids)
+        standing = genu_predictions_standing(
+            source_id=job.source_id, questions=list(questions.only("pk", "item_id", "text")),
+            rationales=_source_rationales(job.source_id, questions)) if existing else set()
         new = []
         for p in output.predictions:
             key = (p.generalization_question_id, p.answerer)
             if key not in existing:
                 new.append(p)
-            elif inputs_recorded(existing[key][1]) and existing[key][1] != p.inputs:
-                p.pk = existing[key][0]
+            elif key not in standing:
+                p.pk = existing[key]
                 new.append(p)
         # The job acts for the researcher who started it. A study's Gen-U is computed from the
         # predictions of its items for its sources, the ones whose rationale it shows: an item's

@@ -18,12 +18,14 @@ items the job prompts for while six lie outside them (a job on the train split w
 an item its own gold answer and rationale); a job on the whole train split draws from all, and
 ``params["demonstrations_from"]`` names its items among the six, whose rationales record
 ``own_item_in_demonstrations``. A source's own demonstrations are compared with the job's items
-the same way (:func:`items_shown_in_demonstrations`: by key and by question text), and those that
+alike (:func:`items_shown_in_demonstrations`: by question text; by key too only for drawn ones, whose keys
+are the job's dataset's external ids), and those that
 show one are named there too. Each rationale also records ``demonstrations_fingerprint``, a
 fingerprint of the demonstrations' full content (two prompts whose demonstrations differ only in
-their text, not their keys, are told apart), and ``checkpoint``, the fingerprint of the training
-record of each trained checkpoint the source loads (``inputs._checkpoints_of``: new weights published
-under the same source name are told apart; None for a model no job here trained). The job has its
+their text, not their keys, are told apart), and ``checkpoint``, the sorted distinct fingerprints of the
+training records of the trained checkpoints the source loads, as the job's settings snapshot recorded
+them (:func:`job_checkpoint`: new weights published under the same source name are told apart, a
+source added over the same folder is not; None for a model no job here trained). The job has its
 researcher once it is made, so the draw is made then, frozen into ``params["demonstrations"]``
 (:meth:`RationaleHandler.before_save`); ``params["demonstrations_from"]`` says where they came
 from."""
@@ -58,7 +60,7 @@ from .common import (
     source_backend,
     store_failures,
 )
-from .inputs import _checkpoints_of, source_to_build_on_check
+from .inputs import CHECKPOINT, SETTINGS_SNAPSHOT, _checkpoints_of, source_to_build_on_check
 from .lifecycle import generation_job_fail
 
 RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
@@ -104,7 +106,7 @@ RESEARCHER_DEMONSTRATIONS = ("drawn from the train items of {dataset} with gold 
 
 # Said where a source's own demonstrations come from when some of them show items the job prompts
 # for (:func:`items_shown_in_demonstrations`): those items' prompts show their own answer and rationale.
-SOURCE_SHOWS_OWN_ITEMS = ("; {n} of them show items of this job itself ({keys}), by key or question text: these items' "
+SOURCE_SHOWS_OWN_ITEMS = ("; {n} of them show items of this job itself ({keys}), by question text: these items' "
                           "prompts show their own answer and rationale as the demonstrations give them (their "
                           "rationales say so: own_item_in_demonstrations)")
 
@@ -129,24 +131,28 @@ def _one_line(text) -> str:
     return " ".join(str(text or "").split())
 
 
-def items_shown_in_demonstrations(demonstrations: Iterable[dict], items: Iterable[Item]) -> list[Item]:
-    """Those of ``items`` that one of ``demonstrations`` shows: one naming the item by its key (its
-    external id, as drawn demonstrations do: ``templates.demonstration_from``) or carrying its
-    question's text (whitespace aside: a source's or generator's own demonstrations, written by hand
-    or copied from items). The one rule by which rationale and generalization question jobs tell
-    which of their items see themselves in their prompt (``own_item_in_demonstrations``)."""
+def items_shown_in_demonstrations(demonstrations: Iterable[dict], items: Iterable[Item], *,
+                                  by_key: bool = False) -> list[Item]:
+    """Those of ``items`` that one of ``demonstrations`` shows: one carrying its question's text
+    (whitespace aside), or, with ``by_key`` (demonstrations drawn from the job's own dataset, whose
+    keys are that dataset's external ids: ``templates.demonstration_from``), one naming the item by
+    its key. A source's or generator's own demonstrations (written by hand or copied from items of
+    any dataset) are tied to no dataset: their keys say nothing of the job's items, so they are
+    matched by question text only (``by_key`` False). The one rule by which rationale and
+    generalization question jobs tell which of their items see themselves in their prompt
+    (``own_item_in_demonstrations``)."""
     demos = [d for d in demonstrations if isinstance(d, dict)]
-    keys = {str(d["key"]) for d in demos if d.get("key") not in (None, "")}
+    keys = {str(d["key"]) for d in demos if d.get("key") not in (None, "")} if by_key else set()
     questions = {_one_line(d.get("question")) for d in demos} - {""}
     return [i for i in items if (i.external_id and str(i.external_id) in keys) or _one_line(i.question) in questions]
 
 
-def job_items_shown(job: GenerationJob, demonstrations: Iterable[dict]) -> list[Item]:
+def job_items_shown(job: GenerationJob, demonstrations: Iterable[dict], *, by_key: bool = False) -> list[Item]:
     """The items ``job`` prompts for (:func:`job_item_ids`) that ``demonstrations`` show
-    (:func:`items_shown_in_demonstrations`), in id order."""
+    (:func:`items_shown_in_demonstrations`; ``by_key``: drawn from the job's dataset), in id order."""
     items = (Item.objects.filter(pk__in=job_item_ids(job), dataset=job.dataset)
              .only("pk", "external_id", "question").order_by("pk"))
-    return items_shown_in_demonstrations(list(demonstrations), items)
+    return items_shown_in_demonstrations(list(demonstrations), items, by_key=by_key)
 
 
 def shown_keys(items: Iterable[Item]) -> str:
@@ -170,7 +176,7 @@ def job_demonstrations(job: GenerationJob, *, seed: int) -> tuple[list[dict], st
         demos, where = (train_demonstrations(job.dataset, seed=seed, readable=items_for_jobs(user=actor),
                                              exclude_ids=own),
                         RESEARCHER_DEMONSTRATIONS.format(dataset=job.dataset.name, user=job.created_by or "nobody"))
-    mine = job_items_shown(job, demos)
+    mine = job_items_shown(job, demos, by_key=True)  # drawn from the job's own dataset
     if mine:
         where += OWN_ITEMS_AMONG_DEMONSTRATIONS.format(n=len(mine), keys=shown_keys(mine))
     return demos, where
@@ -192,6 +198,21 @@ def _demonstrations_frozen(job: GenerationJob) -> bool:
         job.params = {**job.params, **{k: locked.params[k] for k in ("demonstrations", "demonstrations_from")
                                        if k in locked.params}}
     return True
+
+
+def job_checkpoint(job: GenerationJob) -> list[str] | None:
+    """The checkpoint ``job``'s source loads, as its rationales record it: the sorted, distinct
+    fingerprints of the training records its settings snapshot recorded when the job was made
+    (``inputs.job_settings_snapshot``, under the source's :data:`inputs.CHECKPOINT`; the job runs only
+    while they hold, ``inputs.job_settings_refusal``), without the source ids they were read under,
+    so the same weights hash the same in every job (a source added over the same folder adds an id,
+    not weights). A job made before the snapshot named the checkpoint reads its source's now
+    (``inputs._checkpoints_of``). None for a model no job here trained."""
+    snapshot = job.params.get(SETTINGS_SNAPSHOT) if isinstance(job.params, dict) else None
+    recorded = (snapshot.get("source") or {}).get(CHECKPOINT) if isinstance(snapshot, dict) else None
+    if not isinstance(recorded, dict):
+        recorded = {pk: json_fingerprint(training) for pk, training in _checkpoints_of(job.source).items()}
+    return sorted(set(recorded.values())) or None
 
 
 class RationaleHandler(ItemHandler):
@@ -251,9 +272,9 @@ class RationaleHandler(ItemHandler):
         demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale", "key")})
                  for d in demo_json]
         drawn = bool(demos) and not str(job.params.get("demonstrations_from", "")).startswith(SOURCE_DEMONSTRATIONS)
-        # Drawn or the source's own, the items whose own question a demonstration shows.
-        shown = {i.pk for i in items_shown_in_demonstrations(demo_json, items)} if demos else set()
-        checkpoints = _checkpoints_of(source)
+        # Drawn or the source's own, the items whose own question a demonstration shows (by key too
+        # only where drawn from the job's dataset).
+        shown = {i.pk for i in items_shown_in_demonstrations(demo_json, items, by_key=drawn)} if demos else set()
         pitems = [prompt_item(item) for item in items]
         if source.backend == "seq2seq":
             template_name = "t5_explain" if not source.template else "custom"
@@ -283,7 +304,7 @@ class RationaleHandler(ItemHandler):
             # training record of each trained checkpoint the source loads (new weights published
             # under the same name), as fingerprints (``lab.jsontext.json_fingerprint``).
             "demonstrations_fingerprint": json_fingerprint(demo_json) if demos else None,
-            "checkpoint": {pk: json_fingerprint(t) for pk, t in sorted(checkpoints.items())} or None,
+            "checkpoint": job_checkpoint(job),
             **backend_run_info(backend),  # device, dtype, torch/transformers versions, or the openai api
         }
         if source.backend != "seq2seq":

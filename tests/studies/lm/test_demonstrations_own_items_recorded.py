@@ -24,7 +24,7 @@ from studies.lm import templates
 from studies.models import GeneralizationQuestion, GenerationJob, QuestionGenerator, Rationale
 from studies.services.generation import generation_job_create
 from studies.services.generation.common import prompt_item
-from tests.factories import StudyFactory
+from tests.factories import RationaleSourceFactory, StudyFactory
 from tests.studies.test_job_demos_seeds_finetune_params import (
     Recorder,
     causal_source,
@@ -168,3 +168,46 @@ def test_rationales_of_a_replaced_checkpoint_are_another_row_of_sources(lab, mon
     assert len(rows) == 2 and len({r["checkpoint_hash"] for r in rows}) == 2, rows
     note = sources_notes({"sources": {"ft-x": _sources(study)["ft-x"]}})[0]
     assert all(f"checkpoint {r['checkpoint_hash']}" in note for r in rows)
+
+
+def test_a_source_added_over_the_same_folder_leaves_the_checkpoint_one_row_of_sources(lab, monkeypatch):  # noqa: F811
+    """The review's probe: a job on ``ft-x``, then a source ``ft-x-alias`` added over the same folder
+    (the same training record), then another job on ``ft-x``. Before, the second job's rationales
+    recorded ``{'1': fp, '2': fp}`` against the first's ``{'1': fp}`` (live, keyed by source id), and
+    ``sources`` split one set of weights into two rows."""
+    monkeypatch.setattr(rationales_module, "source_backend", lambda *a, **k: T5Recorder())
+    source, dataset = lab["source"], lab["dataset"]
+    dev = list(dataset.items.filter(split="dev").order_by("pk"))
+    run_to_end(generation_job_create(kind="rationales", source=source, item_ids=[dev[0].pk], enqueue=False))
+    RationaleSourceFactory(name="ft-x-alias", kind="lm", backend="seq2seq",
+                           model_name_or_path=source.model_name_or_path, training=source.training)
+    job = run_to_end(generation_job_create(kind="rationales", source=source, item_ids=[dev[1].pk], enqueue=False))
+    assert job.status == "done", job.error
+    infos = [Rationale.objects.get(source=source, item=i).generation_info for i in dev[:2]]
+    assert infos[0]["checkpoint"] == infos[1]["checkpoint"], [i["checkpoint"] for i in infos]
+    assert isinstance(infos[1]["checkpoint"], list) and len(infos[1]["checkpoint"]) == 1
+
+    study = StudyFactory(dataset=dataset)
+    study.items.add(*dev[:2])
+    study.sources.add(source)
+    rows = _sources(study)["ft-x"]["generation"]
+    assert len(rows) == 1 and rows[0]["n_rationales"] == 2, rows
+
+
+def test_a_sources_own_demonstrations_from_another_dataset_match_the_jobs_items_by_question_text_only(
+        train_rows, monkeypatch):
+    """The review's probe: a source's own demonstrations keyed like the job's items' external ids
+    but from another dataset (other questions). Before, the keys alone flagged the job's items as
+    shown in their own prompt (the job's note and their rationales' ``own_item_in_demonstrations``)."""
+    items = import_split(train_rows[:3], "test")
+    demos = [{"question": f"Another dataset's question {n}?", "choices": ["yes", "no"], "answer": "yes",
+              "rationale": f"Another dataset's rationale {n}.", "key": key}
+             for n, key in enumerate([i.external_id for i in items] + ["x4", "x5", "x6"])]
+    source = causal_source("other-ds-demos", seed=1, demonstrations=demos)
+    monkeypatch.setattr(rationales_module, "source_backend", lambda *a, **k: Recorder())
+    job = generation_job_create(kind="rationales", source=source, item_ids=[i.pk for i in items],
+                                dataset=items[0].dataset, enqueue=False)
+    assert job.params["demonstrations_from"] == rationales_module.SOURCE_DEMONSTRATIONS
+    run_to_end(job)
+    infos = [r.generation_info for r in Rationale.objects.filter(source=source)]
+    assert len(infos) == 3 and not any(i.get("own_item_in_demonstrations") for i in infos)
