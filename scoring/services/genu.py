@@ -188,7 +188,7 @@ INPUTS_LEFT_OUT_RULE = (
     "a Gen-U prediction is left out when the question it answered (its text, as its prompt showed it) or, for F^IR, the "
     "rationale it was shown, recorded with it by the Gen-U job, differs from the question or rationale now (edited "
     "or re-imported since): question_changed, rationale_changed; rerun the Gen-U job to answer them again. "
-    "Predictions stored before their inputs were recorded (or imported from a bundle) are kept and counted "
+    "Predictions stored before their inputs were recorded (or imported from a bundle made before bundles carried them) are kept and counted "
     "(inputs_not_recorded): nothing says what they were answered on. Predictions whose answerer's checkpoint was "
     "replaced since are kept, named by the training they recorded, and counted (checkpoint_replaced)")
 

@@ -186,7 +186,8 @@ def genu_inputs(*, question: GeneralizationQuestion, rationale: str | None, answ
 
 def inputs_recorded(inputs) -> bool:
     """Whether a prediction records its inputs (one stored before they were recorded, or imported
-    from a bundle, does not: it is kept and counted as inputs not recorded)."""
+    from a bundle made before bundles carried them, does not: it is kept and counted as inputs not
+    recorded)."""
     return isinstance(inputs, dict) and INPUT_QUESTION in inputs
 
 
