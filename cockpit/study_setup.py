@@ -96,12 +96,20 @@ class AttentionCheckForm(forms.ModelForm):
         return check
 
 
-class AttentionCheckFormSet(forms.BaseInlineFormSet):
-    """Deletes through ``attention_check_delete``, as its forms save through ``attention_check_save``:
-    each checks the acting user and the fixed rule itself. A check marked for deletion is first asked
-    ``attention_check_delete_check`` when the page is checked (inside the page's transaction, under
-    the study's lock until the delete), so a check given to a worker since the page was read is
-    refused on the page, nothing saved, rather than failing the save."""
+class ServiceDeleteFormSet(forms.BaseInlineFormSet):
+    """An inline whose rows are deleted through a service that checks the acting user and its rule
+    itself (``delete``), asked first when the page is checked (``delete_check``, inside the page's
+    transaction, under the locks it takes until the delete): a row that became fixed since the page
+    was read is refused on the page, with the service's reason (``refusals``), nothing saved, rather
+    than failing the save."""
+
+    refusals: tuple[type[Exception], ...] = ()
+
+    def delete_check(self, obj) -> None:
+        raise NotImplementedError
+
+    def delete(self, obj) -> None:
+        raise NotImplementedError
 
     def clean(self):
         super().clean()
@@ -109,13 +117,26 @@ class AttentionCheckFormSet(forms.BaseInlineFormSet):
             if form.instance.pk is None or not (self.can_delete and self._should_delete_form(form)):
                 continue
             try:
-                attention_check_delete_check(check=form.instance, user=self.form.acting_user)
-            except AttentionCheckRefused as exc:
+                self.delete_check(form.instance)
+            except self.refusals as exc:
                 raise forms.ValidationError(str(exc)) from exc
 
     def delete_existing(self, obj, commit=True):
         if commit:
-            attention_check_delete(check=obj, user=self.form.acting_user)
+            self.delete(obj)
+
+
+class AttentionCheckFormSet(ServiceDeleteFormSet):
+    """Deletes through ``attention_check_delete``, as its forms save through ``attention_check_save``,
+    asking ``attention_check_delete_check`` first (a check given to a worker since the page was read)."""
+
+    refusals = (AttentionCheckRefused,)
+
+    def delete_check(self, obj) -> None:
+        attention_check_delete_check(check=obj, user=self.form.acting_user)
+
+    def delete(self, obj) -> None:
+        attention_check_delete(check=obj, user=self.form.acting_user)
 
 
 class AttentionCheckInline(admin.TabularInline):
@@ -223,26 +244,18 @@ class QualificationTestForm(forms.ModelForm):
         return test
 
 
-class QualificationTestFormSet(forms.BaseInlineFormSet):
-    """Deletes through ``qualification_test_delete``, as its form saves through ``qualification_test_save``.
-    A test marked for deletion is first asked ``qualification_test_delete_check`` when the page is
-    checked: inside the page's transaction, it locks the study and the test until the delete, so a
-    worker who took the test since the page was read is seen, and the reason is shown on the page
-    (nothing saved) rather than failing the save."""
+class QualificationTestFormSet(ServiceDeleteFormSet):
+    """Deletes through ``qualification_test_delete``, as its form saves through ``qualification_test_save``,
+    asking ``qualification_test_delete_check`` first: it locks the study and the test until the
+    delete, so a worker who took the test since the page was read is seen."""
 
-    def clean(self):
-        super().clean()
-        for form in self.forms:
-            if form.instance.pk is None or not (self.can_delete and self._should_delete_form(form)):
-                continue
-            try:
-                qualification_test_delete_check(test=form.instance, user=self.form.acting_user)
-            except (QualificationSetupError, QualificationTestRefused) as exc:
-                raise forms.ValidationError(str(exc)) from exc
+    refusals = (QualificationSetupError, QualificationTestRefused)
 
-    def delete_existing(self, obj, commit=True):
-        if commit:
-            qualification_test_delete(test=obj, user=self.form.acting_user)
+    def delete_check(self, obj) -> None:
+        qualification_test_delete_check(test=obj, user=self.form.acting_user)
+
+    def delete(self, obj) -> None:
+        qualification_test_delete(test=obj, user=self.form.acting_user)
 
 
 class QualificationTestInline(admin.StackedInline):

@@ -225,6 +225,27 @@ def _resign(data: bytes) -> bytes:
     return out.getvalue()
 
 
+def _without_column(data: bytes, path: str, column: str) -> bytes:
+    """The bundle as one made before its table ``path`` carried ``column``: no column in the CSV
+    file, no field in datapackage.json, signed again."""
+    def table(content: bytes) -> bytes:
+        rows = list(csv.DictReader(io.StringIO(content.decode())))
+        out = io.StringIO()
+        writer = csv.DictWriter(out, [k for k in rows[0] if k != column], lineterminator="\r\n",
+                                extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue().encode()
+
+    def package(content: bytes) -> bytes:
+        loaded = json.loads(content)
+        resource = next(r for r in loaded["resources"] if r["path"] == path)
+        resource["schema"]["fields"] = [f for f in resource["schema"]["fields"] if f["name"] != column]
+        return json.dumps(loaded).encode()
+
+    return _resign(_rewrite(_rewrite(data, path, table), "datapackage.json", package))
+
+
 def _edited_rows(data: bytes, path: str, *edits: tuple[int, dict]) -> bytes:
     """The bundle with rows of the CSV file ``path`` given new cells (``(row index, cells)``), signed
     again, as someone editing a download would."""

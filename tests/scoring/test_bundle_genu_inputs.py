@@ -23,7 +23,7 @@ from studies.services.content import content_row_save
 from tests.factories import RationaleSourceFactory
 from tests.studies.lm.openai_server import OpenAIServer, completion
 
-from .test_bundle import _edited_rows, _numbers, _renamed_dataset, _resign, _rewrite
+from .test_bundle import _edited_rows, _numbers, _renamed_dataset, _resign, _rewrite, _without_column
 from .test_genu_inputs_recorded import _run_genu, _study_with_question
 
 pytestmark = pytest.mark.django_db
@@ -98,23 +98,7 @@ def test_a_copy_leaves_out_the_stale_gen_u_prediction_the_original_left_out(util
 
 
 def _without_inputs_column(data: bytes) -> bytes:
-    """The bundle as one made before bundles carried inputs: no column, no field in datapackage.json."""
-    def table(content: bytes) -> bytes:
-        rows = list(csv.DictReader(io.StringIO(content.decode())))
-        out = io.StringIO()
-        writer = csv.DictWriter(out, [k for k in rows[0] if k != "inputs"], lineterminator="\r\n",
-                                extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        return out.getvalue().encode()
-
-    def package(content: bytes) -> bytes:
-        loaded = json.loads(content)
-        resource = next(r for r in loaded["resources"] if r["path"] == TABLE)
-        resource["schema"]["fields"] = [f for f in resource["schema"]["fields"] if f["name"] != "inputs"]
-        return json.dumps(loaded).encode()
-
-    return _resign(_rewrite(_rewrite(data, TABLE, table), "datapackage.json", package))
+    return _without_column(data, TABLE, "inputs")
 
 
 def test_a_bundle_made_before_the_column_imports_its_predictions_as_not_recorded(utility_study):

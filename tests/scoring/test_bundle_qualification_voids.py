@@ -26,7 +26,7 @@ from studies.models import Study
 from tests.annotations.factories import add_qualification, make_study
 from tests.annotations.pages import entry_url, start, task_of
 from tests.annotations.test_qualification_retakes import enter, fail_test
-from tests.scoring.test_bundle import _edited_rows, _resign, _rewrite
+from tests.scoring.test_bundle import _edited_rows, _resign, _rewrite, _without_column
 
 pytestmark = pytest.mark.django_db
 
@@ -110,23 +110,7 @@ def test_a_round_trip_restores_the_attempts_set_aside_in_the_copy():
 
 
 def _without_voids_column(data: bytes) -> bytes:
-    """The bundle as one made before bundles carried voids: no column, no field in datapackage.json."""
-    def table(content: bytes) -> bytes:
-        rows = list(csv.DictReader(io.StringIO(content.decode())))
-        out = io.StringIO()
-        writer = csv.DictWriter(out, [k for k in rows[0] if k != "voids"], lineterminator="\r\n",
-                                extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        return out.getvalue().encode()
-
-    def package(content: bytes) -> bytes:
-        loaded = json.loads(content)
-        resource = next(r for r in loaded["resources"] if r["path"] == TABLE)
-        resource["schema"]["fields"] = [f for f in resource["schema"]["fields"] if f["name"] != "voids"]
-        return json.dumps(loaded).encode()
-
-    return _resign(_rewrite(_rewrite(data, TABLE, table), "datapackage.json", package))
+    return _without_column(data, TABLE, "voids")
 
 
 def test_a_bundle_made_before_the_column_imports_without_voids():
