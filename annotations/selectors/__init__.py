@@ -48,6 +48,11 @@ Step = Annotation.Step
 # returned and rejected work never does (its claims are released).
 COUNTING_ASSIGNMENT_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED)
 
+# Tasks their worker handed in (submitted, and reviewed since or not): their page is the done page,
+# with the completion code and the hand-back (``assignment_page``), and a Finish sent again is
+# answered with it (``services.answers.assignment_submit``), never "not saved".
+DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
+
 
 # The flags of sync that hold work: the platform's worker is not the participant who answered
 # (``WORKER_MISMATCH``), the platform does not list the work at all (``NOT_ON_PLATFORM``: a
@@ -380,7 +385,7 @@ def assignment_page(*, assignment: Assignment, now: datetime | None = None, clai
     (``services.answers.annotation_submit_with_task``); read here when not given."""
     now = now or timezone.now()
     status = assignment.status
-    if status in (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED):
+    if status in DONE_STATUSES:
         return Page(state="submitted", assignment=assignment)
     if status == Assignment.Status.EXPIRED or (status == Assignment.Status.ACTIVE and assignment.expires_at <= now):
         return Page(state="expired", assignment=assignment)

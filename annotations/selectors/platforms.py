@@ -19,12 +19,9 @@ from annotations.models import (
     Publication,
 )
 from annotations.platforms.base import money
-from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
+from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, DONE_STATUSES, on_hold
 from lab.pseudonyms import worker_pseudonym
 from studies.models import Platform, Study
-
-DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
-
 
 # Where a publication's external ids name the platform's own task: an MTurk HIT, a Prolific study.
 TASK_ID_KEY = {Platform.MTURK: "hit_id", Platform.PROLIFIC: "study_id"}

@@ -18,7 +18,7 @@ from django.utils import timezone
 from annotations import precompiled
 from annotations.choices import answer_is_correct
 from annotations.models import Annotation, Assignment, Claim, Unit
-from annotations.selectors import TaskClaims, claim_counts, shown_at_from_token, task_claims
+from annotations.selectors import DONE_STATUSES, TaskClaims, claim_counts, shown_at_from_token, task_claims
 from annotations.services.errors import (
     AnswerLocked,
     AnswerNotTimed,
@@ -196,11 +196,13 @@ def _same_or_locked(existing: Annotation, answer: str, payload: dict) -> Annotat
 def assignment_submit(*, assignment: Assignment) -> Assignment:
     """Finish the task: every claim must be complete. From now on its answers count
     (``claims_that_count``) and each of its units has one more ``n_completed``. Returns the
-    assignment with its completion code. Idempotent: submitting a submitted assignment returns
-    it unchanged. Refused (``QualificationRequired``) while the qualification test is not passed."""
+    assignment with its completion code. Idempotent: submitting a task handed in already
+    (``DONE_STATUSES``: submitted, and approved or rejected since) returns it unchanged, so a Finish
+    sent again after a review still gets the done page. Refused (``QualificationRequired``) while
+    the qualification test is not passed."""
     with transaction.atomic():
         locked = lock(assignment)
-        if locked.status == Assignment.Status.SUBMITTED:
+        if locked.status in DONE_STATUSES:
             assignment.refresh_from_db()
             return assignment
         active_or_refuse(locked)  # the row just locked: no second lock

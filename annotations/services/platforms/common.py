@@ -15,7 +15,6 @@ from studies.services.studies import study_locked_changes
 from .access import OPERATOR, PAY, PlatformAccessDenied, access_study
 
 OP = PlatformCall.Operation
-DONE_STATUSES = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 
 def actor(user):
