@@ -201,12 +201,19 @@ def time_allowed(study: Study, *, assignment=None, now: datetime | None = None, 
     and the full duration. Of a task made before its worker consents (``assignment``, its consent
     page), the full duration already runs from its start, so they are told what is left of it.
     ``accepted_on``: the platform (its name) the worker came from, whose clock, and the app's,
-    started when they accepted the task there (``deadlines.task_clock_start``)."""
+    started when they accepted the task there (``deadlines.task_clock_start``); with ``assignment``,
+    their task in progress that the consent moves to the platform's new assignment (returned and
+    accepted again: ``services.entry.moves_to_new_platform_assignment``), what is left of its time."""
     first, full = first_answer_window(study), assignment_duration(study)
     if assignment is not None:
         full = max(timedelta(0), assignment.created_at + full - (now or timezone.now()))
         first = min(first, full)
     first_text, full_text = _minutes_text(first / timedelta(minutes=1)), _minutes_text(full / timedelta(minutes=1))
+    if accepted_on and assignment is not None:  # a task in progress moved to a new platform assignment
+        return (f"You are going on with your task in progress, which keeps its time: it counts from when you first "
+                f"accepted this task on {accepted_on} and opened it here, not from when you agree, and you have "
+                f"{full_text} left to finish it. A task that runs out of time goes back to the pool and can no "
+                "longer be finished.")
     if accepted_on:
         return (f"Your time counts from when you accepted this task on {accepted_on} and opened it here, not from "
                 f"when you agree: you have {full_text} in all from then to finish, and after you agree "

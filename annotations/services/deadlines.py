@@ -86,13 +86,21 @@ def first_answer_window(study: Study) -> timedelta:
 # a worker who reloads then is counted from the reload: the app then allows up to that much more than
 # the platform.
 
-def platform_clock_start(*, landed_at: datetime | None, first_started_at: datetime | None) -> datetime | None:
+def platform_clock_start(*, landed_at: datetime | None, first_started_at: datetime | None,
+                         resumed_started_at: datetime | None = None) -> datetime | None:
     """When the app's clock of a platform arrival (MTurk, Prolific) runs from: its landing page's
     time (``landed_at``, from its signed nonce; None on a nonce made before it was), but never later
     than ``first_started_at``, the start of the first local task of the same platform assignment
     (``selectors.entry.platform_assignment_first_start``: one that expired or was returned, and the
     worker re-entered with the same assignment id). None when neither is known. The consent's check
-    (``platform_time_run_out``) and the new task's deadlines (``task_clock_start``) both take it."""
+    (``platform_time_run_out``) and the new task's deadlines (``task_clock_start``) both take it.
+    ``resumed_started_at``: the start (``created_at``) of the task in progress that the consent will
+    resume and move to a new platform assignment (the worker returned the place and accepted it
+    again: ``services.entry.moved_task_started_at``). That task keeps its deadlines, which count
+    from its start, so the check counts from there too, as its landing page's time does
+    (``worker_pages.time_allowed`` of that task)."""
+    if resumed_started_at is not None:
+        return resumed_started_at
     known = [at for at in (landed_at, first_started_at) if at is not None]
     return min(known) if known else None
 

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from annotations.models import (
     Assignment,
@@ -134,6 +135,34 @@ def may_resume(*, active: Assignment, refs: PlatformRefs, held_task_id: int | No
     if held_task_id is not None and held_task_id == active.pk:
         return True
     return bool(refs.assignment_id) and refs.assignment_id == active.platform_assignment_id
+
+
+def moves_to_new_platform_assignment(*, active: Assignment, platform_assignment_id: str,
+                                     held_task_id: int | None) -> bool:
+    """Whether a consent of an entry with ``platform_assignment_id`` from a browser whose study
+    cookie names ``held_task_id`` resumes ``active``, the worker's task in progress, and moves it to
+    that new platform assignment (the worker returned the place and accepted it again). Such a task
+    keeps its deadlines: its landing page states the time left of it (``worker_pages.time_allowed``),
+    and the consent's check counts from its start (``moved_task_started_at``)."""
+    return (held_task_id is not None and held_task_id == active.pk and bool(platform_assignment_id)
+            and platform_assignment_id != active.platform_assignment_id)
+
+
+def moved_task_started_at(*, study: Study, participant: Participant | None, held_task_id: int | None,
+                          platform_assignment_id: str, now: datetime | None = None) -> datetime | None:
+    """The start (``created_at``) of the task in progress of ``participant`` in ``study`` that a
+    consent would move to the new ``platform_assignment_id`` (``moves_to_new_platform_assignment``),
+    or None. Reads nothing unless the browser's study cookie names a task (``held_task_id``) of a
+    known participant, so a first consent sends no statement for it."""
+    if participant is None or participant.pk is None or held_task_id is None or not platform_assignment_id:
+        return None
+    held = (Assignment.objects.filter(pk=held_task_id, study_id=study.pk, participant_id=participant.pk,
+                                      status=Assignment.Status.ACTIVE, expires_at__gt=now or timezone.now())
+            .only("pk", "platform_assignment_id", "created_at").first())
+    if held is None or not moves_to_new_platform_assignment(active=held, platform_assignment_id=platform_assignment_id,
+                                                            held_task_id=held_task_id):
+        return None
+    return held.created_at
 
 
 class TaskHeldElsewhere(TaskInProgress):

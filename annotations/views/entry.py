@@ -50,6 +50,8 @@ from annotations.services.entry import (
     finished_task_of_browser,
     link_task_done_in_browser,
     may_resume,
+    moved_task_started_at,
+    moves_to_new_platform_assignment,
     task_in_progress,
 )
 from annotations.services.errors import (
@@ -198,14 +200,18 @@ def _form_action(request: HttpRequest, arrival: handoff.Arrival | None) -> str:
 
 
 def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = False, error: str = "",
-             identifier: bool = False, status: int = 200, arrival: handoff.Arrival | None = None) -> HttpResponse:
+             identifier: bool = False, status: int = 200, arrival: handoff.Arrival | None = None,
+             moved: Assignment | None = None) -> HttpResponse:
+    """The landing page and its consent form. ``moved``: the task in progress its consent will resume
+    and move to the arrival's new platform assignment (``moves_to_new_platform_assignment``): the
+    time stated is what is left of it."""
     response = render(request, "annotations/landing.html", {
         "study": study, "preview": preview, "error": error, "action": _form_action(request, arrival),
         "nonce": _nonce(request, page), "ask_identifier": identifier,
         "consent_sha256": consent_text_sha256(study),  # of the consent text this page shows
         "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
         # how long a worker will have once they agree (on a platform, from when they accepted there)
-        "time_allowed": time_allowed(study, accepted_on=Platform(arrival.platform).label
+        "time_allowed": time_allowed(study, assignment=moved, accepted_on=Platform(arrival.platform).label
                                      if _platform_clock(arrival) else ""),
     }, status=status)
     keep_browser_key(request, response)
@@ -261,13 +267,15 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
              held_task_id: int | None, refs: PlatformRefs | None = None,
              completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None,
              open_link: OpenLink | None = None, arrival: handoff.Arrival | None = None,
-             first_started_at: datetime | None = None) -> HttpResponse:
+             first_started_at: datetime | None = None, moved_started_at: datetime | None = None) -> HttpResponse:
     """The landing page's POST, for every way in: take the consent once, then resume or start.
     ``held_task_id`` is the task this browser's study cookie proves it holds; ``open_link``, the
     open link the worker came through (a new participant takes one of its places with the task);
     ``arrival``, a platform's validated entry (the landing page shown again sends it back);
     ``first_started_at``, the start of the first local task of its platform assignment, if it had
-    one (``selectors.entry.platform_assignment_first_start``)."""
+    one (``selectors.entry.platform_assignment_first_start``); ``moved_started_at``, the start of the
+    task in progress the consent will move to the arrival's new platform assignment
+    (``services.entry.moved_task_started_at``), whose clock the check then counts from."""
     if not request.POST.get("consent"):
         return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400,
                         arrival=arrival)
@@ -281,7 +289,9 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
     # landing page's signed time (served at or after the accept), or from the first task of the same
     # platform assignment (expired or returned since: the platform's clock did not restart), and a
     # page with less than a task's estimated time left starts none. The new task's clock starts then.
-    landed_at = (platform_clock_start(landed_at=posted.landed_at, first_started_at=first_started_at)
+    # A task in progress that the consent moves to a new platform assignment counts from its own start.
+    landed_at = (platform_clock_start(landed_at=posted.landed_at, first_started_at=first_started_at,
+                                      resumed_started_at=moved_started_at)
                  if _platform_clock(arrival) else None)
     if landed_at is not None and platform_time_run_out(study, landed_at=landed_at, now=timezone.now()):
         given = consent_given(key=key, study=study)  # a retry of a form that gave its task: that task
@@ -363,10 +373,12 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             if done is not None and done.status != Assignment.Status.ACTIVE:  # one task per platform assignment
                 return _to_task(request, done, study=study)
         if active is not None:
-            if held == active.pk and arrival.assignment_id != active.platform_assignment_id and not closed:
+            if not closed and moves_to_new_platform_assignment(active=active, held_task_id=held,
+                                                               platform_assignment_id=arrival.assignment_id):
                 # The platform gave this worker a new assignment (returned and accepted again):
-                # consenting again in the browser that holds the task moves it (a POST, not this GET).
-                return _landing(request, study, page=page, arrival=arrival)
+                # consenting again in the browser that holds the task moves it (a POST, not this GET),
+                # with its deadlines: the page states what is left of its time.
+                return _landing(request, study, page=page, arrival=arrival, moved=active)
             if may_resume(active=active, refs=refs, held_task_id=held):
                 return _to_task(request, active, study=study)
             # Not this entry's task: refused, unless Prolific shows that someone else started it with
@@ -390,8 +402,14 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     # and sends no statement for it.
     first_started_at = (selectors_entry.platform_assignment_first_start(
         study=study, platform_assignment_id=arrival.assignment_id) if owner is not None else None)
+    # A task in progress this browser holds, which the consent would move to this new platform
+    # assignment, keeps its deadlines: the time check counts from its start (read only when the
+    # browser's cookie names a task of this worker).
+    moved_started_at = moved_task_started_at(study=study, participant=known, held_task_id=held,
+                                             platform_assignment_id=arrival.assignment_id)
     return _consent(request, study=study, page=page, participant=participant, refs=refs, completion_code=code,
-                    held_task_id=held, arrival=arrival, first_started_at=first_started_at)
+                    held_task_id=held, arrival=arrival, first_started_at=first_started_at,
+                    moved_started_at=moved_started_at)
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
