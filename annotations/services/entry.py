@@ -74,8 +74,8 @@ from annotations.models import (
     ParticipantLink,
     QualificationGrant,
 )
+from annotations.selectors import DONE_STATUSES, participant_blocked
 from annotations.selectors import entry as selectors_entry
-from annotations.selectors import participant_blocked
 from annotations.services.assignment import assignment_start, platform_assignment_check
 from annotations.services.errors import (
     AnnotationError,
@@ -115,8 +115,6 @@ CONSENT_CHANGED = (
     "and tick the box again if you agree."
 )
 
-# A task whose page is the done page (its completion code and hand-back).
-DONE = (Assignment.Status.SUBMITTED, Assignment.Status.APPROVED, Assignment.Status.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -203,7 +201,7 @@ def finished_task_of_browser(*, study: Study, participant_id: int | None, task_i
     if participant_id is None or task_id is None:
         return None
     return (Assignment.objects.filter(pk=task_id, study_id=study.pk, participant_id=participant_id,
-                                      status__in=DONE).only("token").first())
+                                      status__in=DONE_STATUSES).only("token").first())
 
 
 def link_task_done_in_browser(*, finished: Assignment, held_participant_id: int | None,
