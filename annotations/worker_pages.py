@@ -210,10 +210,14 @@ def time_allowed(study: Study, *, assignment=None, now: datetime | None = None, 
         first = min(first, full)
     first_text, full_text = _minutes_text(first / timedelta(minutes=1)), _minutes_text(full / timedelta(minutes=1))
     if accepted_on and assignment is not None:  # a task in progress moved to a new platform assignment
-        return (f"You are going on with your task in progress, which keeps its time: it counts from when you first "
+        text = (f"You are going on with your task in progress, which keeps its time: it counts from when you first "
                 f"accepted this task on {accepted_on} and opened it here, not from when you agree, and you have "
-                f"{full_text} left to finish it. A task that runs out of time goes back to the pool and can no "
-                "longer be finished.")
+                f"{full_text} left to finish it.")
+        soon = max(timedelta(0), assignment.expires_at - (now or timezone.now()))
+        if soon + MORE_TIME_AT_LEAST <= full:  # no answer yet (or its qualification test due): an earlier deadline
+            text += (f" Its next deadline comes first: you have {_minutes_text(soon / timedelta(minutes=1))} left "
+                     "to give its first answer (or to send its qualification test).")
+        return text + " A task that runs out of time goes back to the pool and can no longer be finished."
     if accepted_on:
         return (f"Your time counts from when you accepted this task on {accepted_on} and opened it here, not from "
                 f"when you agree: you have {full_text} in all from then to finish, and after you agree "

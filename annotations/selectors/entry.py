@@ -37,13 +37,15 @@ def platform_assignment_owner(*, platform: str, platform_assignment_id: str) -> 
 
 def active_assignment(*, study: Study, participant: Participant | None,
                       now: datetime | None = None) -> Assignment | None:
-    """The participant's task in progress in ``study`` (active and within its time)."""
+    """The participant's task in progress in ``study`` (active and within its time), with its start
+    (``created_at``: the landing page of a task moved to a new platform assignment states what is
+    left of its time, ``worker_pages.time_allowed``)."""
     if participant is None or participant.pk is None:
         return None
     return (
         Assignment.objects.filter(study_id=study.pk, participant_id=participant.pk, status=Assignment.Status.ACTIVE,
                                   expires_at__gt=now or timezone.now())
-        .only("token", "participant_id", "platform_assignment_id", "expires_at", "participant_link_id")
+        .only("token", "participant_id", "platform_assignment_id", "expires_at", "participant_link_id", "created_at")
         .first()
     )
 

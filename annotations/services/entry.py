@@ -77,6 +77,7 @@ from annotations.models import (
 from annotations.selectors import DONE_STATUSES, participant_blocked
 from annotations.selectors import entry as selectors_entry
 from annotations.services.assignment import assignment_start, platform_assignment_check
+from annotations.services.deadlines import assignment_duration
 from annotations.services.errors import (
     AnnotationError,
     ConsentChanged,
@@ -156,11 +157,13 @@ def moved_task_started_at(*, study: Study, participant: Participant | None, held
         return None
     held = (Assignment.objects.filter(pk=held_task_id, study_id=study.pk, participant_id=participant.pk,
                                       status=Assignment.Status.ACTIVE, expires_at__gt=now or timezone.now())
-            .only("pk", "platform_assignment_id", "created_at").first())
+            .only("pk", "platform_assignment_id", "created_at", "expires_at").first())
     if held is None or not moves_to_new_platform_assignment(active=held, platform_assignment_id=platform_assignment_id,
                                                             held_task_id=held_task_id):
         return None
-    return held.created_at
+    # Its deadline is its ``expires_at``: the full duration from its start, or earlier while its first
+    # answer (or its qualification test) is due. The check counts back from that deadline.
+    return min(held.created_at, held.expires_at - assignment_duration(study))
 
 
 class TaskHeldElsewhere(TaskInProgress):

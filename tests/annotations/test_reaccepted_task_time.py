@@ -89,3 +89,24 @@ def test_a_reaccepted_task_with_time_left_states_it_and_is_moved_with_its_deadli
 def test_a_fresh_task_is_still_told_the_full_time(study, clock):
     page = html.unescape(Client().get(entry_url(study, **mturk("3FIRSTACCEPT"))).content.decode())
     assert "you have 30 minutes in all from then to finish" in page
+
+
+def test_a_reaccepted_task_with_no_answer_yet_is_told_and_checked_against_its_first_answer_deadline(study, clock):
+    """A task with no answer yet ends at its first-answer deadline (10 minutes from the consent),
+    not 30 minutes from its start: with 20 seconds of it left, the page says so, and the consent is
+    refused, as for a task whose full time ran out (before: "20 minutes left", and the task moved
+    with 20 seconds)."""
+    browser = Client()
+    start(browser, entry_url(study, **mturk("3FIRSTACCEPT")))
+    task = Assignment.objects.get()
+    assert task.expires_at < task.created_at + timedelta(minutes=30)  # the first answer is due first
+    clock.advance(seconds=(task.expires_at - timezone.now()).total_seconds() - 20)
+    url = entry_url(study, **mturk("3ACCEPTEDAGAIN"))
+    page = html.unescape(browser.get(url).content.decode())
+    assert "you have less than a minute left to give its first answer" in page, page[:3000]
+
+    response = browser.post(url, landing_form(browser, url))
+
+    assert response.status_code == 403 and "too little of it is left" in response.content.decode()
+    kept = Assignment.objects.get()
+    assert (kept.platform_assignment_id, kept.expires_at) == ("3FIRSTACCEPT", task.expires_at)
