@@ -20,7 +20,7 @@ from studies.services.generation.genu import (
     RATIONALE_CHANGED,
     ROLES,
     VALIDATED_ONLY_READING,
-    answerer_checkpoint,
+    AnswererCheckpoints,
     checkpoint_replaced,
     inputs_changed,
     inputs_recorded,
@@ -203,7 +203,7 @@ def _inputs_states(df: pd.DataFrame) -> pd.DataFrame:
     rationales = {(item_id, source_id): text for item_id, source_id, text in Rationale.objects.filter(
         item_id__in={i for i, _ in pairs}, source_id__in={s for _, s in pairs}).values_list(
         "item_id", "source_id", "text") if (item_id, source_id) in pairs}
-    checkpoints: dict[int, dict | None] = {}
+    checkpoints = AnswererCheckpoints()
     states = []
     for row in df.itertuples(index=False):
         inputs = row.inputs
@@ -214,10 +214,7 @@ def _inputs_states(df: pd.DataFrame) -> pd.DataFrame:
         answerer_id = None if pd.isna(row.answerer_source_id) else int(row.answerer_source_id)
         replaced = False
         if recorded and answerer_id is not None:
-            if answerer_id not in checkpoints:
-                answerer = RationaleSource.objects.filter(pk=answerer_id).first()
-                checkpoints[answerer_id] = answerer_checkpoint(answerer) if answerer is not None else None
-            now = checkpoints[answerer_id]
+            now = checkpoints.now(answerer_id)
             replaced = now is not None and checkpoint_replaced(inputs, checkpoint_now=now, answerer_id=answerer_id)
         training = (json.dumps(inputs.get(INPUT_TRAINING) or {}, sort_keys=True)
                     if replaced and isinstance(inputs.get(INPUT_TRAINING), dict) else None)

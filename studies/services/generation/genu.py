@@ -232,6 +232,21 @@ def prediction_stale(inputs, *, question: GeneralizationQuestion, rationale: str
                                                               answerer_id=answerer_id)
 
 
+class AnswererCheckpoints:
+    """Each answerer's checkpoint now (:func:`answerer_checkpoint`), read once per answerer source id:
+    None for an answerer gone. What :func:`genu_predictions_standing` and scoring's reading of the
+    stored predictions compare a prediction's recorded checkpoint with."""
+
+    def __init__(self):
+        self._now: dict[int, dict[str, str] | None] = {}
+
+    def now(self, answerer_id: int) -> dict[str, str] | None:
+        if answerer_id not in self._now:
+            answerer = RationaleSource.objects.filter(pk=answerer_id).first()
+            self._now[answerer_id] = answerer_checkpoint(answerer) if answerer is not None else None
+        return self._now[answerer_id]
+
+
 def genu_predictions_standing(*, source_id: int, questions: Sequence[GeneralizationQuestion],
                               rationales: dict[int, str], answered_by: Q | None = None) -> set[tuple[int, str]]:
     """The (question id, role) of ``source_id``'s stored predictions on ``questions`` that still
@@ -241,16 +256,14 @@ def genu_predictions_standing(*, source_id: int, questions: Sequence[Generalizat
     stored = GenUPrediction.objects.filter(rationale_source_id=source_id, generalization_question_id__in=list(by_id))
     if answered_by is not None:
         stored = stored.filter(answered_by)
-    checkpoints: dict[int, dict[str, str] | None] = {}
+    checkpoints = AnswererCheckpoints()
     standing = set()
     for question_id, role, answerer_id, inputs in stored.values_list(
             "generalization_question_id", "answerer", "answerer_source_id", "inputs"):
-        if answerer_id is not None and answerer_id not in checkpoints and inputs_recorded(inputs):
-            answerer = RationaleSource.objects.filter(pk=answerer_id).first()
-            checkpoints[answerer_id] = answerer_checkpoint(answerer) if answerer is not None else None
+        now = checkpoints.now(answerer_id) if answerer_id is not None and inputs_recorded(inputs) else None
         question = by_id[question_id]
         if not prediction_stale(inputs, question=question, rationale=rationales.get(question.item_id), role=role,
-                                checkpoint_now=checkpoints.get(answerer_id), answerer_id=answerer_id):
+                                checkpoint_now=now, answerer_id=answerer_id):
             standing.add((question_id, role))
     return standing
 
@@ -601,10 +614,10 @@ class GenUHandler(ItemHandler):
         # leaves it to do, and the next batch's start stops the job (run_batch). A prediction whose
         # question or rationale changed, or whose answerer's checkpoint was replaced, since it was
         # made leaves its item to do too: the batch answers it again (genu_predictions_standing).
-        questions = list(self._questions(job, ids).only("pk", "item_id", "text", "metadata"))
-        rationales = dict(Rationale.objects.filter(source_id=job.source_id, item_id__in=ids)
-                          .values_list("item_id", "text"))
-        have = genu_predictions_standing(source_id=job.source_id, questions=questions, rationales=rationales,
+        asked = self._questions(job, ids)
+        questions = list(asked.only("pk", "item_id", "text"))
+        have = genu_predictions_standing(source_id=job.source_id, questions=questions,
+                                         rationales=_source_rationales(job.source_id, asked),
                                          answered_by=_answered_by(_job_answerers(job.params)))
         incomplete = {q.item_id for q in questions if (q.pk, "I") not in have or (q.pk, "IR") not in have}
         return {i for i in ids if i not in incomplete} | failed_item_ids(job, ids)
