@@ -24,7 +24,7 @@ from annotations.selectors.progress import studies_completion
 from annotations.services.opening import study_open
 from annotations.services.payments import PlatformServiceError
 from annotations.services.platforms.close import study_close
-from cockpit import bundle, precision, progress_page, workers
+from cockpit import bundle, copying, precision, progress_page, workers
 from cockpit.imported import bundle_scores_origin, imported_origin, imported_table
 from cockpit.study_setup import AttentionCheckInline, QualificationTestInline, SourcesPicker
 from cockpit.views_common import study_links
@@ -273,13 +273,14 @@ class StudyAdmin(StudyScopedAdmin):
 
     def get_urls(self):
         return (progress_page.urls(self) + workers.urls(self) + precision.urls(self) + bundle.urls(self)
-                + super().get_urls())
+                + copying.urls(self) + super().get_urls())
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         study = self.get_object(request, object_id)
         links = study_links(study) if study is not None else []
         extra_context = {**(extra_context or {}), "study_links": links,
-                         "can_score": study is not None and _may_score(study=study, user=request.user)}
+                         "can_score": study is not None and _may_score(study=study, user=request.user),
+                         "can_copy": copying.may_copy(study=study, user=request.user)}
         return super().change_view(request, object_id, form_url, extra_context=extra_context)
 
     @admin.display(description="answers collected")

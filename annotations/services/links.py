@@ -57,7 +57,8 @@ def _links_recruit_check(*, study: Study, publication: Publication | None) -> No
     locked = Study.objects.select_for_update().get(pk=study.pk)
     publish_platform(study=locked, platform_name=Platform.LINK)
     if locked.status == Study.Status.CLOSED:
-        raise PlatformServiceError(f"study {locked.name!r} is closed: no links were made; copy it to run it again")
+        raise PlatformServiceError(f"study {locked.name!r} is closed: no links were made; copy it to run it "
+                                   "again (Copy this study, on the study page)")
 
 
 def links_generate(*, study: Study, n: int, user, label: str = "",

@@ -32,7 +32,8 @@ def study_open(*, study: Study, user) -> Study:
     with transaction.atomic():
         locked = Study.objects.select_for_update().get(pk=study.pk)
         if locked.status == Study.Status.CLOSED:
-            raise StudyError(f"study {locked.name!r} is closed; copy it to run it again")
+            raise StudyError(f"study {locked.name!r} is closed; copy it to run it again (Copy this study, on the "
+                             "study page)")
         if locked.status == Study.Status.DRAFT:
             if not locked.consent_text.strip():
                 raise StudyError(

@@ -342,7 +342,7 @@ LOCKED_FIELDS = ("kind", "dataset", "split", "item_sample_size", "sample_seed", 
 # approval records the study's reward as the amount paid, the entry, hand-back and pay calls follow the
 # study's platform, tasks' deadlines follow its minutes, the cost and pay pages (and their below-floor
 # warnings) read all of them, and a task's size is what its reward pays for. To pay workers more, pay a
-# bonus; to offer other terms, copy the study.
+# bonus; to offer other terms, copy the study (``annotations.services.copying.study_copy``).
 PAY_FIELDS = ("units_per_task", "reward", "hourly_pay_floor", "estimated_minutes_per_task", "platform")
 # How long its workers have for a task and a new task waits for its first answer: set by opening
 # alone (``annotations.services.opening.study_open``, from the deadline rule as it reads then, or by
@@ -401,22 +401,25 @@ def _locked_reason(study: Study, field: str) -> str:
                           f"{study.units_per_task} units, and its published tasks were counted with it)",
         "reward": f"its reward per task cannot change (workers were offered {study.reward} a task: a published MTurk "
                   "HIT or Prolific study keeps the reward it was published with, and approving pays it); pay more "
-                  "as a bonus, or copy the study to offer another reward",
+                  "as a bonus, or copy the study to offer another reward (Copy this study, on the study page)",
         "hourly_pay_floor": f"its hourly pay floor cannot change (its workers' pay is checked against the "
                             f"{study.hourly_pay_floor}/hour it opened with); pay a bonus to bring pay up to it",
         "estimated_minutes_per_task": f"its estimated minutes per task cannot change (its workers were told "
                                       f"{study.estimated_minutes_per_task}: a published HIT's duration or Prolific "
                                       "study's completion time was set from it, and its tasks' deadlines follow it)",
         "platform": f"its platform cannot change (its workers arrive, hand back and are paid through "
-                    f"{study.get_platform_display()}); copy the study to run it elsewhere",
+                    f"{study.get_platform_display()}); copy the study to run it elsewhere (Copy this study, on the "
+                    "study page)",
         "consent_text": "its consent text cannot change (its workers agreed to it as it reads, and each "
-                        "worker's consent records that text's SHA-256); copy the study to ask for other consent",
+                        "worker's consent records that text's SHA-256); copy the study to ask for other consent "
+                        "(Copy this study, on the study page)",
         "assignment_minutes": f"its minutes a worker has for a task cannot change (fixed at "
                               f"{_minutes(study.assignment_minutes)} when it opened: its workers were promised them "
-                              "and its platform's time limit was set from them); copy the study to offer other terms",
+                              "and its platform's time limit was set from them); copy the study to offer other terms "
+                              "(Copy this study, on the study page)",
         "first_answer_minutes": f"its minutes a new task waits for its first answer cannot change (fixed at "
                                 f"{_minutes(study.first_answer_minutes)} when it opened, with its tasks' minutes); "
-                                "copy the study to offer other terms",
+                                "copy the study to offer other terms (Copy this study, on the study page)",
     }.get(field, "its items cannot change")
     return f"The study is no longer a draft ({state}): {why}."
 
