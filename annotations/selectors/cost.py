@@ -21,6 +21,7 @@ from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.platforms import get_platform
 from annotations.platforms.base import CENT, CostEstimate, money
 from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
+from annotations.selectors.entry import attention_checks_to_give
 from annotations.selectors.review import tasks_seconds_per_question
 from studies.design import Capacity, design_capacity, study_capacity
 from studies.models import GeneralizationQuestion, Platform, Study
@@ -265,12 +266,16 @@ def study_effective_hourly_pay(*, study: Study) -> HourlyPay:
 
 
 
-def questions_per_task(*, study: Study, largest_task: int | None = None) -> int:
+def questions_per_task(*, study: Study, largest_task: int | None = None, participant_id: int | None = None) -> int:
     """What one task asks: its units (as many as the assignment rule lets a task hold,
-    ``studies.design.study_capacity``; pass ``largest_task`` when it is known) plus the study's
-    attention checks."""
+    ``studies.design.study_capacity``; pass ``largest_task`` when it is known) plus the attention
+    checks a new task of ``participant_id`` shows, by the rule the claim follows
+    (``selectors.entry.attention_checks_to_give``: a check the worker answered in an earlier task is
+    not asked again). A worker not known yet (None) is asked all of the study's. One statement for
+    the checks, and one more for a known worker's claims of them."""
     units = _largest_task(study) if largest_task is None else largest_task
-    return units + study.attention_checks.count()
+    checks, _given = attention_checks_to_give(study=study, participant_id=participant_id)
+    return units + len(checks)
 
 
 # Distinct questions of a study, per process: (units, questions, when read). Reading them means a

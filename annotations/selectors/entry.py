@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Exists, Min, OuterRef
+from django.db.models import Exists, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from annotations.models import (
     Assignment,
+    AttentionCheck,
+    Claim,
     OpenLink,
     Participant,
     ParticipantLink,
@@ -20,10 +22,43 @@ from studies.models import Platform, Study
 
 # The name under which ``study_for_entry`` reads whether single-person links were made for a study.
 PERSONAL_LINKS_MADE = "personal_links_made"
+# The most attention checks one task holds: they slot in between its units, whose places are
+# ``services.assignment.POSITION_GAP`` (100) apart.
+MOST_ATTENTION_CHECKS_A_TASK = 99
 
 
-def participant_by_platform_id(*, platform: str, external_id: str) -> Participant | None:
-    return Participant.objects.filter(platform=platform, external_id=external_id).first()
+# What ``participant_by_platform_id`` reads of the task a browser's study cookie names, under these
+# names (``held_task``).
+HELD_TASK_FIELDS = {"held_task_created_at": "created_at", "held_task_expires_at": "expires_at",
+                    "held_task_platform_assignment_id": "platform_assignment_id"}
+
+
+def participant_by_platform_id(*, platform: str, external_id: str, study: Study | None = None,
+                               held_task_id: int | None = None, now: datetime | None = None) -> Participant | None:
+    """The platform worker, or None. With ``study`` and ``held_task_id`` (the task the browser's study
+    cookie names), read in the same statement, that task if it is this worker's in ``study``, active
+    and within its time: ``held_task`` gives it, with no statement of its own (a returning worker's
+    browser names their finished task at every later consent)."""
+    people = Participant.objects.filter(platform=platform, external_id=external_id)
+    if study is not None and held_task_id is not None:
+        held = Assignment.objects.filter(pk=held_task_id, study_id=study.pk, participant_id=OuterRef("pk"),
+                                         status=Assignment.Status.ACTIVE, expires_at__gt=now or timezone.now())
+        people = people.annotate(**{name: Subquery(held.values(field)[:1]) for name, field in HELD_TASK_FIELDS.items()})
+    return people.first()
+
+
+def held_task(*, participant: Participant, held_task_id: int) -> Assignment | None:
+    """The task ``held_task_id`` as ``participant_by_platform_id`` read it with ``participant``: this
+    worker's, active and within its time in the study (its start, deadline and platform assignment),
+    else None. A participant read without it is a programming error (``ValueError``), never a silent
+    "no task"."""
+    if not hasattr(participant, "held_task_created_at"):
+        raise ValueError(f"participant {participant.pk}: read without the held task "
+                         "(participant_by_platform_id with study and held_task_id)")
+    if participant.held_task_created_at is None:
+        return None
+    return Assignment(pk=held_task_id, participant_id=participant.pk, status=Assignment.Status.ACTIVE,
+                      **{field: getattr(participant, name) for name, field in HELD_TASK_FIELDS.items()})
 
 
 def platform_assignment_owner(*, platform: str, platform_assignment_id: str) -> int | None:
@@ -163,3 +198,40 @@ def platform_assignment_first_start(*, study: Study, platform_assignment_id: str
         Assignment.objects.filter(study_id=study.pk, platform_assignment_id=platform_assignment_id)
         .aggregate(first=Min("created_at"))["first"]
     )
+
+
+def attention_checks_to_give(*, study: Study, participant_id: int | None,
+                             now: datetime | None = None) -> tuple[list[int], set[int]]:
+    """The one owner of which attention checks a new task of ``participant_id`` in ``study`` shows:
+    (the checks it shows, in order, at most ``MOST_ATTENTION_CHECKS_A_TASK``; the checks given to
+    the worker before). The claim places the first among the task's units
+    (``services.assignment._add_attention_checks``) and the landing page counts them
+    (``selectors.cost.questions_per_task``), so a worker is told what their task will ask. A worker
+    not known yet (None: a first landing) has seen none: all of them, and no claim is read.
+
+    Shown: the study's checks the worker has not seen. Seen: held by a task in progress or by work
+    that counts (a claim not released), or answered in any task (a check answered in a task left,
+    expired or rejected is known to the worker: asking it again tests nothing) but one ended as an
+    impostor's (``ended_as_impostor``: someone else answered it under the worker's id; the worker
+    never saw it). A check held unanswered by a task that ended without counting is given back, as
+    that task's units are (``release.assignments_release``); a unit goes back to the pool for other
+    workers, a check, which every worker answers, to this worker's next task. A task still active
+    past its deadline (``now``) counts as ended so: the start expires it before it claims
+    (``assignment.assignment_start``), and the landing page, which expires nothing, counts as that
+    start will. One read of the
+    study's checks, and one of the worker's claims of them (on the worker's claims in the study:
+    the constraint's index), as before the checks could come again."""
+    checks = list(AttentionCheck.objects.filter(study_id=study.pk).order_by("id").values_list("id", flat=True))
+    given: set[int] = set()
+    seen: set[int] = set()
+    if checks and participant_id is not None:
+        now = now or timezone.now()
+        for check_id, released, completed_at, by_impostor, status, expires_at in Claim.objects.filter(
+            study_id=study.pk, participant_id=participant_id, attention_check_id__in=checks
+        ).order_by().values_list("attention_check_id", "released", "completed_at", "assignment__ended_as_impostor",
+                                 "assignment__status", "assignment__expires_at"):
+            given.add(check_id)
+            released = released or (status == Assignment.Status.ACTIVE and expires_at <= now)
+            if not released or (completed_at is not None and not by_impostor):
+                seen.add(check_id)
+    return [check_id for check_id in checks if check_id not in seen][:MOST_ATTENTION_CHECKS_A_TASK], given

@@ -67,7 +67,7 @@ from django.db.models import F, IntegerField, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from annotations import precompiled
-from annotations.models import Assignment, AttentionCheck, Claim, Participant, Unit
+from annotations.models import Assignment, Claim, Participant, Unit
 from annotations.models.core import RAND_KEY_SPAN
 from annotations.selectors import blocks_covering, participant_blocked
 from annotations.selectors import entry as selectors_entry
@@ -266,35 +266,18 @@ def _any_eligible(eligible, *, exclude_keys: list[str]) -> bool:
 
 def _add_attention_checks(*, assignment: Assignment, study: Study, n_units: int,
                           rng: random.Random) -> list[Claim]:
-    """The claims (not yet saved) of the study's attention checks this worker has not seen, placed
-    among the task's ``n_units`` units at places drawn by ``rng`` (the claim's: fresh for each
-    task, so no worker can tell a check by where it stands): each after a unit (never first), and
-    while there are fewer checks than units, each after a unit of its own but the last (never two
-    in a row, never last); more checks than that share places as evenly as they must
-    (``attention_slots``).
-
-    Seen: held by a task in progress or by work that counts (a claim not released), or answered
-    in any task (a check answered in a task left, expired or rejected is known to the worker:
-    asking it again tests nothing) but one ended as an impostor's (``ended_as_impostor``: someone
-    else answered it under the worker's id; the worker never saw it). A check held unanswered by a task that ended without counting
-    is given back, as that task's units are (``release.assignments_release``); a unit goes back to
-    the pool for other workers, a check, which every worker answers, to this worker's next task.
-    The released claim stays, as every released claim does, and keeps the key ``attn:<check>``
-    (``claim_worker_sees_question_once``), so the check's new claim is keyed
-    ``attn:<check>:<assignment>``. One read of the worker's claims of the study's checks (on the
-    worker's claims in the study: the constraint's index), as before the checks could come again."""
-    checks = list(AttentionCheck.objects.filter(study_id=study.pk).order_by("id").values_list("id", flat=True))
-    if not checks:
+    """The claims (not yet saved) of the study's attention checks this worker has not seen
+    (``selectors.entry.attention_checks_to_give``, the one owner of which checks a task shows: the
+    landing page counts them too), placed among the task's ``n_units`` units at places drawn by
+    ``rng`` (the claim's: fresh for each task, so no worker can tell a check by where it stands):
+    each after a unit (never first), and while there are fewer checks than units, each after a unit
+    of its own but the last (never two in a row, never last); more checks than that share places as
+    evenly as they must (``attention_slots``). A check given before (held unanswered by a task that
+    ended without counting) keeps its released claim, keyed ``attn:<check>``
+    (``claim_worker_sees_question_once``), so its new claim is keyed ``attn:<check>:<assignment>``."""
+    fresh, given = selectors_entry.attention_checks_to_give(study=study, participant_id=assignment.participant_id)
+    if not fresh:
         return []
-    given: set[int] = set()
-    seen: set[int] = set()
-    for check_id, released, completed_at, by_impostor in Claim.objects.filter(
-        study_id=study.pk, participant_id=assignment.participant_id, attention_check_id__in=checks
-    ).order_by().values_list("attention_check_id", "released", "completed_at", "assignment__ended_as_impostor"):
-        given.add(check_id)
-        if not released or (completed_at is not None and not by_impostor):
-            seen.add(check_id)
-    fresh = [check_id for check_id in checks if check_id not in seen][: POSITION_GAP - 1]
     return [
         Claim(
             assignment_id=assignment.pk,

@@ -64,7 +64,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from annotations.models import (
     Assignment,
@@ -147,23 +146,31 @@ def moves_to_new_platform_assignment(*, active: Assignment, platform_assignment_
             and platform_assignment_id != active.platform_assignment_id)
 
 
-def moved_task_started_at(*, study: Study, participant: Participant | None, held_task_id: int | None,
-                          platform_assignment_id: str, now: datetime | None = None) -> datetime | None:
-    """The start (``created_at``) of the task in progress of ``participant`` in ``study`` that a
-    consent would move to the new ``platform_assignment_id`` (``moves_to_new_platform_assignment``),
-    or None. Reads nothing unless the browser's study cookie names a task (``held_task_id``) of a
-    known participant, so a first consent sends no statement for it."""
+def moved_task(*, participant: Participant | None, held_task_id: int | None,
+               platform_assignment_id: str) -> Assignment | None:
+    """The task in progress of ``participant`` that a consent would move to the new
+    ``platform_assignment_id`` (``moves_to_new_platform_assignment``), with its start and deadline,
+    or None: its consent's check counts from its start (``moved_task_started_at``), and its landing
+    page, shown again after a refused form, states what is left of its time, as its first showing
+    did. ``participant`` was read with the task the browser's study cookie names
+    (``selectors.entry.participant_by_platform_id`` with ``held_task_id``): no statement here."""
     if participant is None or participant.pk is None or held_task_id is None or not platform_assignment_id:
         return None
-    held = (Assignment.objects.filter(pk=held_task_id, study_id=study.pk, participant_id=participant.pk,
-                                      status=Assignment.Status.ACTIVE, expires_at__gt=now or timezone.now())
-            .only("pk", "platform_assignment_id", "created_at", "expires_at").first())
+    held = selectors_entry.held_task(participant=participant, held_task_id=held_task_id)
     if held is None or not moves_to_new_platform_assignment(active=held, platform_assignment_id=platform_assignment_id,
                                                             held_task_id=held_task_id):
         return None
+    return held
+
+
+def moved_task_started_at(*, study: Study, task: Assignment | None) -> datetime | None:
+    """The start of ``task``, the task in progress a consent moves to a new platform assignment
+    (``moved_task``), as the consent's check counts it, or None."""
+    if task is None:
+        return None
     # Its deadline is its ``expires_at``: the full duration from its start, or earlier while its first
     # answer (or its qualification test) is due. The check counts back from that deadline.
-    return min(held.created_at, held.expires_at - assignment_duration(study))
+    return min(task.created_at, task.expires_at - assignment_duration(study))
 
 
 class TaskHeldElsewhere(TaskInProgress):

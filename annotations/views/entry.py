@@ -40,6 +40,7 @@ from django.views.decorators.http import require_http_methods
 from annotations.models import Assignment, OpenLink, Participant, ParticipantLink
 from annotations.platforms import handoff
 from annotations.selectors import entry as selectors_entry
+from annotations.selectors import task_claims
 from annotations.selectors.cost import questions_per_task
 from annotations.services.deadlines import assignment_duration, platform_clock_start, platform_time_run_out
 from annotations.services.entry import (
@@ -50,6 +51,7 @@ from annotations.services.entry import (
     finished_task_of_browser,
     link_task_done_in_browser,
     may_resume,
+    moved_task,
     moved_task_started_at,
     moves_to_new_platform_assignment,
     task_in_progress,
@@ -70,6 +72,7 @@ from annotations.services.participants import (
     participant_identified_in_browser,
     participant_link_redeem,
     participant_new_anonymous,
+    participant_of_browser,
     platform_assignment_bind,
 )
 from annotations.views.task import task_page
@@ -201,15 +204,21 @@ def _form_action(request: HttpRequest, arrival: handoff.Arrival | None) -> str:
 
 def _landing(request: HttpRequest, study: Study, *, page: str, preview: bool = False, error: str = "",
              identifier: bool = False, status: int = 200, arrival: handoff.Arrival | None = None,
-             moved: Assignment | None = None) -> HttpResponse:
+             moved: Assignment | None = None, participant_id: int | None = None) -> HttpResponse:
     """The landing page and its consent form. ``moved``: the task in progress its consent will resume
     and move to the arrival's new platform assignment (``moves_to_new_platform_assignment``): the
-    time stated is what is left of it."""
+    time stated is what is left of it, and its questions are its own. ``participant_id``: the worker
+    its consent will start a task for, where the entry knows them already (a returning worker): the
+    questions stated are those their task will ask, without the attention checks they answered
+    before (``selectors.cost.questions_per_task``); None, a worker not known yet, is told all of them."""
+    # as the task's pages count them ("Question 1 of N")
+    questions = (len(task_claims(moved.pk).rows) if moved is not None
+                 else questions_per_task(study=study, participant_id=participant_id))
     response = render(request, "annotations/landing.html", {
         "study": study, "preview": preview, "error": error, "action": _form_action(request, arrival),
         "nonce": _nonce(request, page), "ask_identifier": identifier,
         "consent_sha256": consent_text_sha256(study),  # of the consent text this page shows
-        "questions": questions_per_task(study=study),  # as the task's pages count them ("Question 1 of N")
+        "questions": questions,
         # how long a worker will have once they agree (on a platform, from when they accepted there)
         "time_allowed": time_allowed(study, assignment=moved, accepted_on=Platform(arrival.platform).label
                                      if _platform_clock(arrival) else ""),
@@ -267,23 +276,30 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
              held_task_id: int | None, refs: PlatformRefs | None = None,
              completion_code: str = "", identifier: bool = False, link: ParticipantLink | None = None,
              open_link: OpenLink | None = None, arrival: handoff.Arrival | None = None,
-             first_started_at: datetime | None = None, moved_started_at: datetime | None = None) -> HttpResponse:
+             first_started_at: datetime | None = None, moved: Assignment | None = None,
+             worker: Callable[[], int | None] = lambda: None) -> HttpResponse:
     """The landing page's POST, for every way in: take the consent once, then resume or start.
     ``held_task_id`` is the task this browser's study cookie proves it holds; ``open_link``, the
     open link the worker came through (a new participant takes one of its places with the task);
     ``arrival``, a platform's validated entry (the landing page shown again sends it back);
     ``first_started_at``, the start of the first local task of its platform assignment, if it had
-    one (``selectors.entry.platform_assignment_first_start``); ``moved_started_at``, the start of the
-    task in progress the consent will move to the arrival's new platform assignment
-    (``services.entry.moved_task_started_at``), whose clock the check then counts from."""
+    one (``selectors.entry.platform_assignment_first_start``); ``moved``, the task in progress the
+    consent will move to the arrival's new platform assignment (``services.entry.moved_task``), whose
+    clock the check then counts from; ``worker``, the id of the worker the entry knows the consent is
+    for, if any (asked only when the page is shown again). The landing page shown again after a
+    refused form says what its first showing said (``_landing``: the moved task's time left, the
+    worker's own questions)."""
+
+    def again(*, error: str, status: int) -> HttpResponse:
+        return _landing(request, study, page=page, error=error, identifier=identifier, status=status,
+                        arrival=arrival, moved=moved, participant_id=worker())
+
     if not request.POST.get("consent"):
-        return _landing(request, study, page=page, error=CONSENT_MISSING, identifier=identifier, status=400,
-                        arrival=arrival)
+        return again(error=CONSENT_MISSING, status=400)
     posted = _posted_nonce(request, page)
     if posted is None:
-        return _landing(request, study, page=page, identifier=identifier, status=400, arrival=arrival,
-                        error="This page was open too long or was not loaded from this study: please tick the "
-                              "box and start again.")
+        return again(status=400, error="This page was open too long or was not loaded from this study: please "
+                                       "tick the box and start again.")
     key = posted.key
     # A platform task's clock started when the worker accepted it there: the app's counts from the
     # landing page's signed time (served at or after the accept), or from the first task of the same
@@ -291,7 +307,7 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
     # page with less than a task's estimated time left starts none. The new task's clock starts then.
     # A task in progress that the consent moves to a new platform assignment counts from its own start.
     landed_at = (platform_clock_start(landed_at=posted.landed_at, first_started_at=first_started_at,
-                                      resumed_started_at=moved_started_at)
+                                      resumed_started_at=moved_task_started_at(study=study, task=moved))
                  if _platform_clock(arrival) else None)
     if landed_at is not None and platform_time_run_out(study, landed_at=landed_at, now=timezone.now()):
         given = consent_given(key=key, study=study)  # a retry of a form that gave its task: that task
@@ -299,18 +315,16 @@ def _consent(request: HttpRequest, *, study: Study, page: str, participant: Call
             _to_task(request, given, study=study))
     consent_sha256 = _consent_sha256(request)
     if consent_sha256 is None:
-        return _landing(request, study, page=page, identifier=identifier, status=400, arrival=arrival,
-                        error="This form did not say which consent text it agrees to (consent_sha256 must be "
-                              "the 64 lowercase hexadecimal digits the page gave): please read the consent, "
-                              "tick the box and start again.")
+        return again(status=400, error="This form did not say which consent text it agrees to (consent_sha256 "
+                                       "must be the 64 lowercase hexadecimal digits the page gave): please read "
+                                       "the consent, tick the box and start again.")
     try:
         assignment = consent_take(key=key, study=study, consent_sha256=consent_sha256,
                                   participant=participant, refs=refs or PlatformRefs(), held_task_id=held_task_id,
                                   completion_code=completion_code, link=link, open_link=open_link,
                                   landed_at=landed_at, client=client_ip(request))
     except (InvalidIdentifier, ConsentChanged) as error:  # the landing page again, as it reads now
-        return _landing(request, study, page=page, error=error.message, identifier=identifier,
-                        status=error.status, arrival=arrival)
+        return again(error=error.message, status=error.status)
     except PlatformAssignmentDone as error:  # this platform assignment's task is finished: its done page
         return _to_task(request, error.assignment, study=study)
     except AnnotationError as error:
@@ -361,7 +375,10 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     # first entry of the same worker could commit both in between and look like another worker).
     owner = selectors_entry.platform_assignment_owner(platform=arrival.platform,
                                                       platform_assignment_id=arrival.assignment_id)
-    known = selectors_entry.participant_by_platform_id(platform=arrival.platform, external_id=arrival.worker_id)
+    # A consent reads with the worker the task the browser's cookie names (``moved_task``), if any.
+    known = selectors_entry.participant_by_platform_id(
+        platform=arrival.platform, external_id=arrival.worker_id, study=study,
+        held_task_id=held if request.method == "POST" and not closed else None)
     if owner is not None and (known is None or owner != known.pk):
         return message(request, title="This task belongs to another worker", status=403,
                        message="This platform assignment was opened by another worker account, so it cannot be "
@@ -386,7 +403,8 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
             if not impostor_task_end(study=study, participant=known, task=active,
                                      platform_assignment_id=arrival.assignment_id, client=client_ip(request)):
                 return _refused(request, task_in_progress(active))
-        return _closed(request, arrival=arrival) if closed else _landing(request, study, page=page, arrival=arrival)
+        return _closed(request, arrival=arrival) if closed else _landing(
+            request, study, page=page, arrival=arrival, participant_id=known.pk if known is not None else None)
     if closed:
         return _closed_consent(request, study=study, page=page,
                                refuse=lambda request: _closed(request, arrival=arrival))
@@ -405,11 +423,10 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     # A task in progress this browser holds, which the consent would move to this new platform
     # assignment, keeps its deadlines: the time check counts from its start (read only when the
     # browser's cookie names a task of this worker).
-    moved_started_at = moved_task_started_at(study=study, participant=known, held_task_id=held,
-                                             platform_assignment_id=arrival.assignment_id)
+    moved = moved_task(participant=known, held_task_id=held, platform_assignment_id=arrival.assignment_id)
     return _consent(request, study=study, page=page, participant=participant, refs=refs, completion_code=code,
-                    held_task_id=held, arrival=arrival, first_started_at=first_started_at,
-                    moved_started_at=moved_started_at)
+                    held_task_id=held, arrival=arrival, first_started_at=first_started_at, moved=moved,
+                    worker=lambda: known.pk if known is not None else None)
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,
@@ -437,7 +454,8 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: b
             finished = finished_task_of_browser(study=study, participant_id=held.participant_id,
                                                 task_id=held.assignment_id)
             return refuse(request) if finished is None else redirect("annotations:assignment", token=finished.token)
-        return _landing(request, study, page=page, identifier=True)
+        return _landing(request, study, page=page, identifier=True,
+                        participant_id=holder.pk if holder is not None else None)
     if closed:
         return _closed_consent(request, study=study, page=page, refuse=refuse)
     identifier = request.POST.get("identifier", "").strip()
@@ -453,8 +471,11 @@ def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: b
             open_link_check(link=link, participant=person or Participant())
         return person or participant_new_anonymous()
 
+    # The worker a consent without a typed identifier is for: this browser's (a typed one is known
+    # only once the consent reads it).
     return _consent(request, study=study, page=page, participant=participant, identifier=True, open_link=link,
-                    completion_code=link.completion_code if link else "", held_task_id=held.assignment_id)
+                    completion_code=link.completion_code if link else "", held_task_id=held.assignment_id,
+                    worker=lambda: holder.pk if holder is not None and not identifier else None)
 
 
 # --- /w/o/<token>/ and /w/l/<token>/ -------------------------------------------------------------
@@ -503,13 +524,23 @@ def participant_link_entry(request: HttpRequest, token: str) -> HttpResponse:
     if study.status != Study.Status.OPEN:
         return _closed(request)
     page = f"l:{link.pk}"
-    if request.method == "GET":
-        return _landing(request, study, page=page)
     # (The link's task in progress was opened above, from any browser: the link is its credential.)
     # The browser is the cookie's participant only for a task it started itself, not one it was
     # handed through that task's link (``participant_of_browser``).
     held = browser_holds(request, study.pk)
+
+    def worker() -> int | None:
+        # The worker its consent is for: the link's, or, at its first use, the one this browser proves
+        # it worked as in the study (``participant_link_redeem`` decides the same; no read without a cookie).
+        if link.participant_id is not None:
+            return link.participant_id
+        proven = participant_of_browser(study=study, participant_id=held.participant_id,
+                                        task_id=held.assignment_id, browser=browser_digest(request))
+        return proven.pk if proven is not None else None
+
+    if request.method == "GET":
+        return _landing(request, study, page=page, participant_id=worker())
     return _consent(request, study=study, page=page, completion_code=link.completion_code, held_task_id=None,
-                    link=link, participant=lambda: participant_link_redeem(
+                    worker=worker, link=link, participant=lambda: participant_link_redeem(
                         link=link, held_participant_id=held.participant_id, held_task_id=held.assignment_id,
                         browser=browser_digest(request)))

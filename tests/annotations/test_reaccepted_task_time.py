@@ -110,3 +110,20 @@ def test_a_reaccepted_task_with_no_answer_yet_is_told_and_checked_against_its_fi
     assert response.status_code == 403 and "too little of it is left" in response.content.decode()
     kept = Assignment.objects.get()
     assert (kept.platform_assignment_id, kept.expires_at) == ("3FIRSTACCEPT", task.expires_at)
+
+
+def test_the_page_shown_again_after_a_refused_form_states_the_time_left_and_the_tasks_questions(study, clock):
+    """A form sent without the box ticked gets the landing page again: it says what its first showing
+    said, the time left of the task in progress and its own questions (before: the full 30 minutes,
+    as for a new task)."""
+    browser, task, url, form = _started_and_reaccepted(study, clock, share=0.8)
+    form.pop("page")
+    del form["consent"]
+
+    response = browser.post(url, form)
+
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 400 and "Please tick the box" in page
+    assert "you have 6 minutes left to finish it" in page and "30 minutes" not in page
+    assert f"{task.claims.count()} questions." in page
+    assert Assignment.objects.get().platform_assignment_id == "3FIRSTACCEPT"  # nothing moved
