@@ -6,8 +6,11 @@ unit, majority vote), each source's expected useful / not-useful share with the 
 (paired by item), and, for a difference the researcher enters, the items needed. The prior is the
 released study's shares or a scored pilot's (``?prior=``). The numbers come from
 ``scoring.selectors.study_precision`` (a simulation of the scoring pipeline's majority vote,
-``scoring.metrics.planning``). The design summary shows the same figures with the default prior,
-and the publish page (``annotations``, which may not import ``scoring``) shows them through the
+``scoring.metrics.planning``), under scoring's default majority rule (the plurality, named on the page)
+and, with three or more answer choices, the strict majority too (scoring's other reading). A pilot
+prior is fitted to the workers its units actually had, which the page states apart from the design's
+workers per unit. Figures are cached per design and prior (``scoring.selectors.plan_cache_key``).
+The design summary shows the same figures with the default prior, and the publish page (``annotations``, which may not import ``scoring``) shows them through the
 panel hook ``annotations.admin.platforms.PUBLISH_PAGE_PANELS``, registered in ``CockpitConfig.ready``."""
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from django.urls import path, reverse
 
 from cockpit.views_common import study_context, study_for
 from scoring.metrics import planning
+from scoring.metrics.labels import MAJORITY_RULES, MAJORITY_SPEC
 from scoring.selectors import (
     RELEASED_PRIOR,
     plan_prior,
@@ -31,12 +35,13 @@ from studies.models import Study
 from studies.selectors import study_design_summary
 
 METHOD = (
-    "Method: {n_sims:,} simulated studies of this design. Each worker answers right with a per-source "
+    "Method: {n_sims:,} simulated studies of this design{sims_note}. Each worker answers right with a per-source "
     "probability before and after the rationale (fitted so that the majority of the prior's workers "
     "reproduces the prior's useful / unsure / not-useful shares), and otherwise picks a wrong answer at "
-    "random; each unit's before and after answers go through the scoring's majority vote (a tie counts as "
-    "wrong) and utility table. The interval half-width is 1.96 standard deviations of a source's share over "
-    "the simulated studies. The detectable difference is the "
+    "random among the {choices} answer choices; each unit's before and after answers go through the scoring's "
+    "majority vote (a tie counts as wrong) and utility table. Majority rule of these figures: {rule} "
+    "(scoring's default reading; {spec}). {other} The interval half-width is 1.96 standard deviations of a "
+    "source's share over the simulated studies. The detectable difference is the "
     "smallest rise in a second source's useful share (its after-answers better, its before-answers the "
     "same) that McNemar's exact test (two-sided, 5%) on the same items detects in 80% of the simulated "
     "studies, starting from the prior's pooled shares. Units are simulated as independent (no item "
@@ -44,12 +49,29 @@ METHOD = (
 )
 
 
+def _other_reading(result: planning.Precision) -> str:
+    if result.readings_coincide:
+        return ("With two answer choices a plurality is more than half of the workers, so the other reading, "
+                f"{MAJORITY_RULES[result.other_rule]}, gives the same figures.")
+    return (f"The other reading, {MAJORITY_RULES[result.other_rule]}, which scoring reports beside the default "
+            "(results.json majority_readings), gets its own table from the same simulated answers.")
+
+
 def method_text(result: planning.Precision) -> str:
-    """The method line of these figures, with the simulations each one actually ran."""
-    text = METHOD.format(n_sims=result.n_sims)
+    """The method line of these figures: the majority rule they use and the other reading, and the
+    simulations each one actually ran (fewer than asked for a design of many items, and why)."""
+    sims_note = ""
+    if result.n_sims_asked is not None and result.n_sims < result.n_sims_asked:
+        sims_note = (f" (not the planner's usual {result.n_sims_asked:,}: to bound a page's time and memory a "
+                     f"source is simulated on at most {planning.MAX_UNIT_SIMS:,} units, so a design of "
+                     f"{result.n_items:,} items runs {result.n_sims:,} studies, never fewer than "
+                     f"{planning.MIN_SIMS:,}, drawn {planning.CHUNK_UNITS:,} units at a time)")
+    text = METHOD.format(n_sims=result.n_sims, sims_note=sims_note, choices=result.choices,
+                         rule=MAJORITY_RULES[result.rule], spec=MAJORITY_SPEC, other=_other_reading(result))
     if result.items_needed_sims is not None:
         text += (f" The items needed for the difference asked are searched with {result.items_needed_sims:,} "
                  "simulated studies per candidate number of items.")
+    text += " Figures computed once per design and prior, then kept in the cache."
     return text
 
 
@@ -86,15 +108,25 @@ def precision_html(*, study: Study, user=None, compact: bool = True) -> str:
         return ""
     result, notes, prior = precision_figures(study=study, user=user)
     return render_to_string("cockpit/study/_precision.html", {
-        "result": result, "notes": notes, "prior": prior, "rows": _rows(result), "compact": compact,
-        "detectable": _pct(result.detectable_difference), "method": method_text(result),
+        **_context(result, notes, prior, compact=compact),
         "page_url": reverse("admin:studies_study_precision", args=[study.pk]),
     })
 
 
-def _rows(result: planning.Precision) -> list[tuple[str, str, str, str, str]]:
+def _rows(result: planning.Precision, *, other: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """The table's rows: under the figures' rule, or (``other``) the other reading's."""
     return [(s.name, _pct(s.useful), f"± {_pct(s.useful_half_width)}", _pct(s.not_useful),
-             f"± {_pct(s.not_useful_half_width)}") for s in result.sources]
+             f"± {_pct(s.not_useful_half_width)}") for s in (result.other_sources if other else result.sources)]
+
+
+def _context(result: planning.Precision, notes, prior, *, compact: bool) -> dict:
+    """What ``_precision.html`` shows, on the planner's page and its panels alike."""
+    return {
+        "result": result, "notes": notes, "prior": prior, "rows": _rows(result), "compact": compact,
+        "other_rows": _rows(result, other=True), "rule": MAJORITY_RULES[result.rule],
+        "other_rule": MAJORITY_RULES[result.other_rule],
+        "detectable": _pct(result.detectable_difference), "method": method_text(result),
+    }
 
 
 def precision_view(model_admin, request, study_id: int):
@@ -118,7 +150,8 @@ def precision_view(model_admin, request, study_id: int):
         prior = plan_prior(user=request.user, key=prior_key)
     if difference is not None:
         raters = min(max(study.annotators_per_unit, 1), planning.MAX_RATERS)
-        top = planning.max_difference(prior.pooled, raters, study_answer_choices(study=study))
+        choices = min(study_answer_choices(study=study), planning.MAX_CHOICES)
+        top = planning.max_difference(prior.pooled, raters, choices)
         if difference > top:
             errors.append(f"Difference to detect: {difference:.3f} is more than this prior allows with "
                           f"{raters} workers per unit (at most {top:.3f}: every after-answer right).")
@@ -127,9 +160,8 @@ def precision_view(model_admin, request, study_id: int):
                                              difference=difference)
     context = {
         **study_context(model_admin.admin_site, request, study, f"Precision: {study.name}"),
-        "form": form, "errors": errors, "result": result, "notes": notes, "prior": prior,
-        "rows": _rows(result), "detectable": _pct(result.detectable_difference), "compact": False,
-        "method": method_text(result), "difference": difference,
+        **_context(result, notes, prior, compact=False),
+        "form": form, "errors": errors, "difference": difference,
     }
     status = 400 if errors else 200
     return TemplateResponse(request, "cockpit/study/precision.html", context, status=status)

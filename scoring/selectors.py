@@ -1,12 +1,14 @@
 """Reads of the scoring app."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Max, Q
+from django.core.cache import cache
+from django.db.models import Count, Exists, Max, OuterRef, Q
 
-from annotations.models import Assignment, Claim, PlatformSubmission
+from annotations.models import Assignment, Claim, PlatformSubmission, Unit
 from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, HOLDING_FLAGS, claim_counts, on_hold
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
@@ -426,12 +428,15 @@ RELEASED_PRIOR_LABEL = ("the released StrategyQA study (Joshi et al. 2023: 458 q
 @dataclass(frozen=True)
 class PlanPrior:
     """Where the planner's expected shares come from: ``key`` (``"released"`` or ``"pilot:<id>"``),
-    a label that says so, per-source priors and the pooled one (the paired test's baseline)."""
+    a label that says so, per-source priors and the pooled one (the paired test's baseline), and
+    ``workers``: how many workers the prior's units actually had, when that is not one count for
+    every unit (a pilot short of workers), said apart from the design's planned workers."""
 
     key: str
     label: str
     sources: dict
     pooled: planning.SourcePrior
+    workers: str = ""
 
 
 def plan_prior_choices(*, user) -> list[tuple[str, str]]:
@@ -452,7 +457,10 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
     """The prior ``key`` names, if ``user`` may read it (``ValueError`` with the reason otherwise).
 
     A pilot's prior is its latest finished run's useful / unsure / not useful shares per source and
-    over all sources, observed with its workers per unit and answer choices."""
+    over all sources (read under scoring's default majority rule, the plurality: ``utility_shares``),
+    fitted to the workers its scored units actually had (``pilot_worker_counts``: a unit short of
+    workers was scored on the answers it had, so its share is fitted with that many), and its answer
+    choices."""
     if key == RELEASED_PRIOR:
         priors = planning.released_priors()
         pooled = priors.pop(pipeline.ALL)
@@ -462,8 +470,8 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
     study = Study.objects.select_related("dataset").get(pk=int(key.split(":", 1)[1]))
     run = score_run_latest(study=study)
     shares = (run.results or {}).get("utility_shares") or {} if run else {}
-    raters, assumed = pilot_raters(study=study, run=run)
-    raters = min(max(raters, 1), planning.MAX_RATERS)
+    planned, assumed = pilot_raters(study=study, run=run)
+    counts = pilot_worker_counts(study=study, planned=max(planned, 1))
     choices = study_answer_choices(study=study)
     priors = {}
     for name, row in shares.items():
@@ -471,14 +479,64 @@ def plan_prior(*, user, key: str = RELEASED_PRIOR) -> PlanPrior:
             useful, unsure = float(row["useful"]), float(row["unsure"])
         except (KeyError, TypeError, ValueError):
             continue
-        priors[name] = planning.SourcePrior.from_shares(name, useful, unsure, raters=raters, choices=choices)
+        workers = counts.get(name) or counts.get(pipeline.ALL) or min(max(planned, 1), planning.MAX_RATERS)
+        priors[name] = planning.SourcePrior.from_shares(name, useful, unsure, raters=workers, choices=choices)
     if pipeline.ALL not in priors:
         raise ValueError(f"The pilot {study.name!r} has no utility shares in its latest scored run.")
     pooled = priors.pop(pipeline.ALL)
-    workers = (f"{raters} workers per unit assumed: its outcomes file does not say how many answered" if assumed
-               else f"{raters} workers per unit")
+    seen = counts.get(pipeline.ALL)
+    workers_text = ""
+    if seen and (len(seen) > 1 or seen[0][0] < planned):
+        workers = pilot_workers_summary(seen, planned=planned)
+        workers_text = pilot_workers_text(seen, planned=planned)
+    else:
+        one = seen[0][0] if seen else min(max(planned, 1), planning.MAX_RATERS)
+        workers = (f"{one} workers per unit assumed: its outcomes file does not say how many answered"
+                   if assumed and not seen else f"{one} workers per unit")
     label = f"the pilot {study.name} (latest scored run {run.pk}, {workers})"
-    return PlanPrior(key, label, priors, pooled)
+    return PlanPrior(key, label, priors, pooled, workers_text)
+
+
+def pilot_worker_counts(*, study: Study, planned: int) -> dict[str, tuple[tuple[int, int], ...]]:
+    """The workers a pilot's scored units actually had (``UnitScore.n_annotators``: the answers the
+    unit was scored on), per source name and over all (``pipeline.ALL``): ((workers, units), ...)
+    ascending, each count at most ``planning.MAX_RATERS``; no entry where no unit's count is known
+    (imported outcomes whose file gave none). A unit the pilot stopped once its result was decided
+    (``Unit.decided_at``: ``Study.stop_when_decided``) counts as ``planned`` workers, the pilot's
+    workers per unit: no remaining answer could change its outcome, so its outcome is the full
+    count's, and it stopped early because its answers agreed (fitted at the answers it had, it would
+    overstate the per-worker rates)."""
+    decided = Unit.objects.filter(study_id=OuterRef("study_id"), item_id=OuterRef("item_id"),
+                                  source_id=OuterRef("source_id"), generalization_question__isnull=True,
+                                  decided_at__isnull=False)
+    rows = (UnitScore.objects.filter(study=study, utility__isnull=False, n_annotators__gt=0)
+            .annotate(decided=Exists(decided))
+            .values_list("source__name", "n_annotators", "decided").annotate(n=Count("id")))
+    by_source: dict[str, dict[int, int]] = {}
+    for name, workers, was_decided, n in rows:
+        workers = min(max(int(workers), planned) if was_decided else int(workers), planning.MAX_RATERS)
+        for key in (str(name), pipeline.ALL):
+            bucket = by_source.setdefault(key, {})
+            bucket[workers] = bucket.get(workers, 0) + int(n)
+    return {key: tuple(sorted(bucket.items())) for key, bucket in by_source.items()}
+
+
+def pilot_workers_summary(counts: tuple[tuple[int, int], ...], *, planned: int) -> str:
+    """``counts`` (``pilot_worker_counts``) in a few words: the average and the units short."""
+    n_units = sum(n for _, n in counts)
+    mean = sum(w * n for w, n in counts) / n_units
+    short = sum(n for w, n in counts if w < planned)
+    return f"its units had {mean:.1f} workers on average, {short} of {n_units} short of the {planned} it asked for"
+
+
+def pilot_workers_text(counts: tuple[tuple[int, int], ...], *, planned: int) -> str:
+    """What the page says of a pilot's units' real worker counts, apart from the design's."""
+    spread = ", ".join(f"{n} with {w}" for w, n in counts)
+    return (f"Workers the pilot's units actually had: {spread} ({pilot_workers_summary(counts, planned=planned)}). "
+            "Each source's per-worker rates are fitted to the workers its units actually had (a short unit was "
+            "scored on the answers it had; a unit stopped early once its result was decided counts as the "
+            f"{planned} it asked for, its outcome being theirs); this design is then simulated with its own "
+            "workers per unit.")
 
 
 def pilot_raters(*, study: Study, run: ScoreRun | None) -> tuple[int, bool]:
@@ -498,16 +556,29 @@ def pilot_raters(*, study: Study, run: ScoreRun | None) -> tuple[int, bool]:
 
 
 def study_answer_choices(*, study: Study) -> int:
-    """How many labels a worker picks from in ``study`` (2 for yes/no)."""
+    """How many labels a worker picks from in ``study`` (2 for yes/no): every one of them, simulated
+    as it is (``study_precision`` simulates at most ``planning.MAX_CHOICES``, and says so past it)."""
     dataset = study.dataset
     n = 2 if dataset is None or dataset.is_yes_no else len(dataset.choice_labels or [])
-    return min(max(n, 2), planning.MAX_CHOICES)
+    return max(n, 2)
+
+
+# The planner's figures are kept in Django's cache, keyed by everything they depend on (the design,
+# the prior's rates, the difference asked, the simulation's version), so a page viewed again does not
+# simulate again: a week, then simulated afresh (the same figures: the simulation is seeded).
+PLAN_CACHE_SECONDS = 7 * 24 * 3600
+
+
+def plan_cache_key(priors: tuple, baseline: planning.SourcePrior, **design) -> str:
+    """The Django cache key of one design's figures (``study_precision``)."""
+    text = repr((planning.VERSION, priors, baseline, sorted(design.items())))
+    return "planner:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def study_precision(*, study: Study, prior: PlanPrior, n_items: int,
                     difference: float | None = None) -> tuple[planning.Precision, list[str]]:
     """The planner's figures for ``study``'s saved design (``n_items`` items: the design summary's),
-    and notes on how each of its sources was matched to the prior."""
+    and notes on how each of its sources was matched to the prior. Cached (``plan_cache_key``)."""
     notes = []
     matched = []
     for source in study.sources.order_by("name"):
@@ -519,6 +590,15 @@ def study_precision(*, study: Study, prior: PlanPrior, n_items: int,
     raters = min(max(study.annotators_per_unit, 1), planning.MAX_RATERS)
     if raters != study.annotators_per_unit:
         notes.append(f"The planner simulates at most {planning.MAX_RATERS} workers per unit.")
-    result = planning.precision(tuple(matched), prior.pooled, n_items=n_items, raters=raters,
-                                choices=study_answer_choices(study=study), difference=difference)
+    choices = study_answer_choices(study=study)
+    if choices > planning.MAX_CHOICES:
+        notes.append(f"The dataset has {choices} answer choices; the planner simulates at most "
+                     f"{planning.MAX_CHOICES}, so these figures are for {planning.MAX_CHOICES}.")
+        choices = planning.MAX_CHOICES
+    design = {"n_items": n_items, "raters": raters, "choices": choices, "difference": difference}
+    key = plan_cache_key(tuple(matched), prior.pooled, **design)
+    result = cache.get(key)
+    if not isinstance(result, planning.Precision):
+        result = planning.precision(tuple(matched), prior.pooled, **design)
+        cache.set(key, result, PLAN_CACHE_SECONDS)
     return result, notes

@@ -30,12 +30,12 @@ def gold_after(claim: Claim, step: str) -> str:
 def open_utility_study(
     *, name: str, n_items: int = 2, n_sources: int = 2, quota: int = 3, owner=None, gold: str = "yes",
     units_per_task: int | None = None, item_ids: list[str] | None = None, source_names: list[str] | None = None,
-    predicts: list[str] | None = None, platform: str = Platform.PROLIFIC,
+    predicts: list[str] | None = None, platform: str = Platform.PROLIFIC, stop_when_decided: bool = False,
 ) -> Study:
     """An open utility study on ``platform`` (Prolific unless named) of ``n_items`` yes/no items
     (gold ``gold``) x ``n_sources`` imported sources, each (item, source) with a rationale that
     predicts ``gold`` (or, with ``predicts``, the answer given there for that source: one per
-    source, in order)."""
+    source, in order); ``stop_when_decided``: a unit stops once its result is decided."""
     dataset = DatasetFactory(name=f"{name}-dataset")
     ids = item_ids or [f"{name}-q{i}" for i in range(n_items)]
     items = [ItemFactory(dataset=dataset, external_id=ext, gold_answer=gold, split="test") for ext in ids]
@@ -49,7 +49,7 @@ def open_utility_study(
     study = study_create(
         name=name, dataset=dataset, sources=sources, annotators_per_unit=quota,
         units_per_task=units_per_task or len(items), owner=owner, consent_text="I agree.",
-        platform=platform,
+        platform=platform, stop_when_decided=stop_when_decided,
     )
     return study_open(study=study, user=OPERATOR)
 

@@ -7,10 +7,22 @@ import html
 import re
 
 import pytest
+from django.core.cache import cache
 
+from annotations.services.opening import study_open
+from annotations.services.platforms.access import OPERATOR
+from cockpit.precision import method_text
+from scoring.metrics import planning
 from scoring.selectors import plan_prior, study_precision
 from scoring.services.score import study_score
+from studies.services.studies import study_create
 from tests.cockpit.conftest import staff_client
+from tests.factories import (
+    ItemFactory,
+    MultipleChoiceDatasetFactory,
+    RationaleFactory,
+    RationaleSourceFactory,
+)
 from tests.work import open_utility_study, work
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +51,12 @@ def assert_figures(text: str, result) -> None:
     else:
         assert f"(paired by item): <strong>{pct(result.detectable_difference)}</strong>" in text
     assert "McNemar's exact test" in text and "majority vote (a tie counts as wrong)" in text
+    assert "Majority rule of these figures: plurality: the label more annotators gave than any other" in text
+    if result.readings_coincide:
+        assert "With two answer choices the other reading of the majority, strict majority" in text
+    for row in result.other_sources:
+        assert f"<td>{row.name}</td><td>{pct(row.useful)}</td><td>± {pct(row.useful_half_width)}</td>" \
+               f"<td>{pct(row.not_useful)}</td><td>± {pct(row.not_useful_half_width)}</td>" in text.replace(" <", "<")
 
 
 @pytest.fixture
@@ -138,7 +156,10 @@ def test_a_scored_pilot_is_the_prior_once_picked(researcher, study):
     assert response.status_code == 200
     text = page_text(response)
     result = expected(study, key=f"pilot:{pilot.pk}", user=user)
-    assert f"the pilot pilot (latest scored run {run.pk}, 3 workers per unit)" in text
+    # its units had one or two of the three workers it asked for, and the page says so
+    assert (f"the pilot pilot (latest scored run {run.pk}, its units had 1.5 workers on average, 12 of 12 short of "
+            "the 3 it asked for)") in text
+    assert "Workers the pilot's units actually had: 6 with 1, 6 with 2" in text
     assert all(row.useful > 0.95 for row in result.sources)  # everything was useful in the pilot
     assert_figures(text, result)
     refused = client.get(f"/admin/studies/study/{study.pk}/precision/", {"prior": f"pilot:{theirs.pk}"})
@@ -175,3 +196,130 @@ def test_a_pilot_without_pooled_shares_gets_a_clear_error(researcher, study):
     text = page_text(response)
     assert "Expected shares from: The pilot 'early pilot' has no utility shares in its latest scored run." in text
     assert_figures(text, expected(study))
+
+
+# --- the audit's four problems ---------------------------------------------------------------------
+
+def test_a_pilot_short_of_workers_is_planned_from_the_workers_its_units_had(researcher, study):
+    """A pilot asked for three workers per unit; two came, so each unit was scored on two answers.
+    Its shares (half useful, half not: one source's units were a tie after the rationale) are fitted
+    to two workers, not three, and the page says how many the pilot's units actually had, apart
+    from the design's one worker per unit."""
+    user, client = researcher
+    cache.clear()
+    pilot = open_utility_study(name="short pilot", n_items=2, quota=3, source_names=["p0", "p1"], owner=user)
+    seen: dict[int, int] = {}
+
+    def answer(claim, step):
+        """Wrong before; right after, but for p1's units whose second answer is wrong (a tie)."""
+        if step == "before":
+            return "no"
+        seen[claim.unit_id] = seen.get(claim.unit_id, 0) + 1
+        return "no" if claim.unit.source.name == "p1" and seen[claim.unit_id] == 2 else "yes"
+
+    for worker in ("w1", "w2", "w3", "w4"):  # a worker sees an item once: two answers per unit
+        work(pilot, worker, answer=answer)
+    run = study_score(study=pilot, similarity=False)
+    assert run.results["utility_shares"]["all"]["useful"] == 0.5
+    assert run.results["utility_shares"]["all"]["not_useful"] == 0.5
+
+    response = client.get(f"/admin/studies/study/{study.pk}/precision/", {"prior": f"pilot:{pilot.pk}"})
+    assert response.status_code == 200
+    text = page_text(response)
+    result = expected(study, key=f"pilot:{pilot.pk}", user=user)
+    # two workers right with probability q: a majority right q^2 = 0.5 of the time (a tie is wrong);
+    # one worker per unit in this design is then right q = 0.707 of the time (three assumed: 0.5)
+    for row in result.sources:
+        assert abs(row.useful - 0.5 ** 0.5) < 0.01, row
+    assert "With 200 items and 1 workers per unit" in text
+    assert "its units had 2.0 workers on average, 4 of 4 short of the 3 it asked for" in text
+    assert "Workers the pilot's units actually had: 4 with 2" in text
+    assert_figures(text, result)
+
+
+def test_a_pilot_that_stopped_units_once_decided_fits_them_at_its_workers(researcher):
+    """A pilot that stops a unit once its result is decided (``stop_when_decided``) stopped both units
+    after three agreeing answers of the five it asked for: their outcomes are the five workers' (no
+    remaining answer could change them), so they are fitted at five and not called short. Fitted at
+    the three answers they had, the per-worker rates come out higher than the workers' (they stopped
+    because they agreed) and the label said "2 of 2 short of the 5"."""
+    user, _ = researcher
+    pilot = open_utility_study(name="decided pilot", n_items=2, n_sources=1, quota=5, owner=user,
+                               stop_when_decided=True)
+    for worker in ("w1", "w2", "w3"):  # wrong before, right after, all three: each unit decided
+        work(pilot, worker)
+    assert pilot.units.filter(decided_at__isnull=False).count() == 2
+    study_score(study=pilot, similarity=False)
+    prior = plan_prior(user=user, key=f"pilot:{pilot.pk}")
+    assert "5 workers per unit" in prior.label and "short" not in prior.label, prior.label
+    assert prior.workers == ""
+
+
+@pytest.fixture
+def mc_study(researcher):
+    """A design on a multiple-choice dataset of eight choices (a-h), five workers per unit."""
+    user, _ = researcher
+    labels = list("abcdefgh")
+    dataset = MultipleChoiceDatasetFactory(name="eight", choice_labels=labels)
+    sources = [RationaleSourceFactory(name="gpt3"), RationaleSourceFactory(name="t5large")]
+    for i in range(60):
+        item = ItemFactory(dataset=dataset, external_id=f"mc{i}", split="test", gold_answer="a",
+                           choices=[{"label": x, "text": f"choice {x}"} for x in labels])
+        for source in sources:
+            RationaleFactory(item=item, source=source, text=f"Because {i}.", predicted_answer="a")
+    study = study_create(name="mc plan", dataset=dataset, split="test", sources=sources, annotators_per_unit=5,
+                         units_per_task=10, owner=user, consent_text="I agree.")
+    return study_open(study=study, user=OPERATOR)
+
+
+def test_multiple_choice_plans_all_its_choices_and_both_readings_of_the_majority(researcher, mc_study):
+    """Eight answer choices are simulated as eight (not six), the figures name the plurality rule
+    they use, and the strict majority's shares (scoring's other reading) are shown beside them."""
+    _, client = researcher
+    response = client.get(f"/admin/studies/study/{mc_study.pk}/precision/")
+    assert response.status_code == 200
+    text = page_text(response)
+    result = expected(mc_study)
+    assert result.choices == 8 and result.raters == 5
+    assert "among the 8 answer choices" in text
+    assert len(result.other_sources) == 2
+    assert "Under the other reading of the majority, strict majority: more than half of the annotators" in text
+    assert_figures(text, result)
+    for row, other in zip(result.sources, result.other_sources, strict=True):
+        prior = planning.released_priors()[row.name]
+        for got, rule in ((row, "plurality"), (other, "strict_majority")):
+            useful, not_useful = planning.expected_shares(prior, 5, 8, rule)
+            assert abs(got.useful - useful) < 0.01 and abs(got.not_useful - not_useful) < 0.01, (rule, got)
+    # the design summary shows the same figures and the same readings
+    assert_figures(page_text(client.get(f"/admin/studies/study/{mc_study.pk}/change/")), result)
+
+
+def test_a_viewed_plan_is_not_simulated_again(researcher, study, monkeypatch):
+    """The figures are kept in the cache per design and prior: a second view does not simulate."""
+    _, client = researcher
+    cache.clear()
+    first = page_text(client.get(f"/admin/studies/study/{study.pk}/precision/", {"difference": "0.12"}))
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated again")
+
+    monkeypatch.setattr(planning, "precision", no_simulation)
+    again = client.get(f"/admin/studies/study/{study.pk}/precision/", {"difference": "0.12"})
+    def figures(text: str) -> str:
+        return text.split('id="precision">', 1)[1].split("</div>", 1)[0]
+
+    assert again.status_code == 200 and figures(page_text(again)) == figures(first)
+    assert "Items needed to detect a difference of 0.120" in figures(first)
+    assert "Figures computed once per design and prior, then kept in the cache." in first
+
+
+def test_a_large_design_says_how_many_studies_it_simulated(study):
+    """A design of 10,000 items runs 200 simulated studies (at most 2,000,000 units per source), and
+    the method line says so and why."""
+    prior = planning.released_priors()["all"]
+    result = planning.precision((prior,), prior, n_items=10_000, raters=5, choices=2)
+    text = method_text(result)
+    assert result.n_sims == 200 and result.n_sims_asked == 2000
+    assert text.startswith("Method: 200 simulated studies of this design (not the planner's usual 2,000: to bound "
+                           "a page's time and memory a source is simulated on at most 2,000,000 units, so a design "
+                           "of 10,000 items runs 200 studies, never fewer than 200")

@@ -157,3 +157,110 @@ def test_majority_probability_and_simulated_votes_agree_with_every_vote_pattern(
     simulated = planning._right(rng.random(200_000), q, raters, choices, rng).mean()
     assert abs(simulated - brute) < 0.005
     assert abs(planning.worker_rate(brute, raters, choices) - q) < 1e-9
+
+
+# --- the planner's four audited problems ------------------------------------------------------------
+
+def _mixture_shares(prior, workers, choices):
+    """Exact (useful, unsure) of ``prior`` over units with the given ((workers, units), ...)."""
+    total = sum(n for _, n in workers)
+    useful = unsure = 0.0
+    for r, n in workers:
+        before = planning.p_majority_right(prior.q_before, r, choices)
+        after = planning.p_majority_right(prior.q_after, r, choices)
+        useful += n / total * (1 - before) * after
+        unsure += n / total * before * after
+    return useful, unsure
+
+
+def test_a_pilot_short_of_workers_is_fitted_to_the_workers_its_units_had():
+    """A pilot asked for five workers, whose units had 2, 3 or 5 (40 units each): the fitted rates
+    give back its shares under those counts, and a five-worker design planned from them differs from
+    one planned as if every pilot unit had had all five."""
+    workers = ((2, 40), (3, 40), (5, 40))
+    prior = planning.SourcePrior.from_shares("pilot", 0.30, 0.45, raters=workers, choices=2)
+    useful, unsure = _mixture_shares(prior, workers, 2)
+    assert abs(useful - 0.30) < 1e-6 and abs(unsure - 0.45) < 1e-6
+    assumed = planning.SourcePrior.from_shares("pilot", 0.30, 0.45, raters=5, choices=2)
+    assert abs(_mixture_shares(assumed, workers, 2)[1] - 0.45) > 0.05  # the assumed fit does not reproduce them
+    assert planning.expected_shares(assumed, 5, 2)[1] - planning.expected_shares(prior, 5, 2)[1] > 0.1
+    # and pipeline-scored units with those counts agree with the fit
+    simulated = [pipeline_useful([prior], n_items=n, raters=r, runs=200, seed=r)["pilot"] for r, n in workers]
+    units = np.concatenate([u.ravel() for u in simulated])
+    assert abs((units == 1).mean() - 0.30) < 0.01 and abs((units == 0).mean() - 0.45) < 0.01
+
+
+def test_more_than_six_choices_are_simulated_as_they_are():
+    """Eight answer choices: the probability the prior is fitted with matches every vote pattern of
+    four workers scored by ``majority_vote``, and the planner simulates eight, not six."""
+    import itertools
+
+    q, raters, choices = 0.4, 4, 8
+    labels = "abcdefgh"
+    wrong = (1 - q) / (choices - 1)
+    brute = sum(np.prod([q if v == "a" else wrong for v in votes])
+                for votes in itertools.product(labels, repeat=raters) if majority_vote(votes) == "a")
+    assert abs(planning.p_majority_right(q, raters, choices) - brute) < 1e-12
+    prior = planning.SourcePrior("s", 0.3, 0.4)
+    planned = planning.precision((prior,), prior, n_items=100, raters=5, choices=choices)
+    assert planned.choices == choices
+    useful, not_useful = planning.expected_shares(prior, 5, choices)
+    assert abs(planned.sources[0].useful - useful) < 0.005
+    assert abs(planned.sources[0].not_useful - not_useful) < 0.005
+    six = planning.expected_shares(prior, 5, 6)
+    assert abs(six[1] - not_useful) > 0.03  # six choices would give other figures
+
+
+def test_the_rule_table_enumerated_and_counted_agree(monkeypatch):
+    """``_rule_table`` enumerates the wrong votes through the rule's own function, and counts them
+    past ``ENUMERATE_MAX_WAYS``: both give the same table for both readings."""
+    for raters, choices in ((5, 4), (4, 3), (7, 9), (6, 2)):
+        enumerated = {rule: planning._rule_table(raters, choices, rule) for rule in planning.MAJORITY_RULES}
+        planning._rule_table.cache_clear()
+        monkeypatch.setattr(planning, "ENUMERATE_MAX_WAYS", 0)
+        for rule, table in enumerated.items():
+            assert np.allclose(planning._rule_table(raters, choices, rule), table, atol=1e-12), (raters, choices, rule)
+        monkeypatch.undo()
+        planning._rule_table.cache_clear()
+    planning.precision((), planning.released_priors()["all"], n_items=10, raters=25, choices=40)  # large: counted
+
+
+def test_multiple_choice_figures_name_the_rule_and_give_the_strict_reading_too():
+    """Four choices, five workers: the figures use the plurality (scoring's default reading) and the
+    same simulated answers read by the strict majority give the other reading's shares, each equal
+    to the exact expected share under that rule; with two choices the readings coincide."""
+    prior = planning.SourcePrior("s", 0.35, 0.55)
+    planned = planning.precision((prior,), prior, n_items=200, raters=5, choices=4)
+    assert (planned.rule, planned.other_rule) == ("plurality", "strict_majority")
+    (row,), (other,) = planned.sources, planned.other_sources
+    for got, rule in ((row, "plurality"), (other, "strict_majority")):
+        useful, not_useful = planning.expected_shares(prior, 5, 4, rule)
+        assert abs(got.useful - useful) < 0.004 and abs(got.not_useful - not_useful) < 0.004, (rule, got)
+    assert other.not_useful - row.not_useful > 0.03  # the strict reading finds fewer right majorities
+    # and the readings agree with the pipeline's two readings of the same rule on labels
+    votes = np.array([[2, 1, 1, 1], [3, 1, 1, 0], [2, 2, 1, 0]])
+    assert list(majority_index(votes)) == [0, 0, -1]
+    assert list(planning._RULE_INDEX["strict_majority"](votes)) == [-1, 0, -1]
+    assert planning.precision((prior,), prior, n_items=50, raters=5, choices=2).other_sources == ()
+
+
+def test_a_large_design_runs_bounded_simulations_in_bounded_memory():
+    """10,000 items: at most ``MAX_UNIT_SIMS`` simulated units per source (200 studies, said in the
+    result), drawn in chunks, so the peak memory stays small (no time is asserted here)."""
+    import tracemalloc
+
+    priors = planning.released_priors()
+    planning.precision.cache_clear()
+    tracemalloc.start()
+    try:
+        planned = planning.precision((priors["t5large"], priors["gpt3"]), priors["all"], n_items=10_000, raters=5,
+                                     choices=2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (planned.n_sims, planned.n_sims_asked) == (200, 2000)
+    assert planned.n_sims * planned.n_items <= planning.MAX_UNIT_SIMS
+    assert peak < 200e6, peak
+    assert abs(planned.sources[0].useful - 57 / 458) < 0.005
+    # a design of the paper's size keeps its 2,000 studies
+    assert planning.sims_used(2000, 458) == 2000
