@@ -60,6 +60,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
 
 from annotations.choices import answer_is_correct
 from annotations.models import (
@@ -111,7 +112,7 @@ from studies.selectors import VIEW, datasets_for_design, sources_for_design, stu
 from studies.services.content import content_added_refusals, gen_u_added_refusals, source_prompt_problems
 from studies.services.grading import prediction_correct
 from studies.services.importers import ImportValidationError
-from studies.services.importers.errors import ErrorCollector, RowError
+from studies.services.importers.errors import MAX_LISTED_ERRORS, ErrorCollector, RowError
 from studies.services.importers.reading import ImportFile
 from studies.services.importers.upsert import UpsertResult, import_record_create
 from studies.services.model_paths import model_path_stored, source_model_path_problem
@@ -1573,7 +1574,7 @@ class _Import:
         question it asks (its attention check, or its unit's item and generalization question)."""
         claims = (Claim.objects.filter(assignment_id__in=self._tasks_of(batch))
                   .select_related("attention_check", "unit__item", "unit__generalization_question")
-                  .only("id", "assignment_id", "position", "unit_id", "attention_check_id",
+                  .only("id", "assignment_id", "position", "unit_id", "attention_check_id", "completed_at",
                         "attention_check__choices", "attention_check__correct_answer",
                         "unit__item_id", "unit__generalization_question_id", "unit__item__choices",
                         "unit__generalization_question__metadata", "unit__generalization_question__item_id"))
@@ -1619,12 +1620,20 @@ class _Import:
         return answer, clean
 
     def annotation_rows(self, study: Study) -> None:
-        """The answers, each one the worker path would store (``clean_row_answer``): a row it would
-        refuse is the row's error, and the import keeps nothing."""
+        """The answers, each one the worker path would store (``clean_row_answer``), where the worker
+        path would leave it (``answer_place_problem``: one answer per step of a claim, the last step's
+        only on a claim completed): a row it would refuse is the row's error, and the import keeps
+        nothing. A completed claim's missing answers are found once every row is read
+        (``completed_claims_check``)."""
         steps = set(Annotation.Step.values)
         for batch in _batches(self.b.rows(TABLES["annotations"])):
             claims = self._claims_asked(batch)
             labels_of: dict[tuple, list[str] | ValueError] = {}
+            # the steps answered of the batch's claims: by the batches before (written), and by this
+            # one (with the line that gave each), so a step is answered once
+            written = set(Annotation.objects.filter(claim_id__in=[c.pk for c in claims.values()])
+                          .values_list("claim_id", "step"))
+            given: dict[tuple[int, str], int] = {}
             new = []
             for row in batch:
                 if row["assignment_id"] in self.left_out_tasks:
@@ -1650,12 +1659,79 @@ class _Import:
                 cleaned = self.clean_row_answer(row, claim, payload, kind=study.kind, labels_of=labels_of)
                 if cleaned is None:
                     continue
+                if problem := self.answer_place_problem(row, claim, kind=study.kind, written=written, given=given):
+                    self.err(row, "step", problem)
+                    continue
+                given[(claim.pk, row["step"])] = row.line
                 answer, payload = cleaned
                 new.append(Annotation(claim_id=claim.pk, step=row["step"], answer=answer, payload=payload,
                                       shown_at=row["shown_at"], answered_at=row["answered_at"],
                                       duration_ms=row["duration_ms"]))
             Annotation.objects.bulk_create(new)
             self.counts["annotations"] = self.counts.get("annotations", 0) + len(new)
+
+    def answer_place_problem(self, row: Row, claim: Claim, *, kind: str, written: set[tuple[int, str]],
+                             given: dict[tuple[int, str], int]) -> str:
+        """Why the worker path would never leave the answer of ``row`` (a step of its claim's
+        question: ``clean_row_answer``) on its claim, or ''. A claim has one answer per step (the
+        database's ``annotation_once_per_step``; ``written``: the (claim, step) pairs earlier batches
+        wrote, ``given``: this batch's so far, with their line); and the answer to the last step of
+        its question (``steps_for``) is what completes a claim (``annotation_submit_with_task`` sets
+        ``completed_at`` with it), so a claim data/claims.csv gives as not completed has none: a
+        counted claim is a complete one (scoring reads it so: ``score._annotation_frame``)."""
+        step, where = row["step"], f"task {row['assignment_id']}, position {row['position']}"
+        key = (claim.pk, step)
+        if key in written or key in given:
+            earlier = f"row {given[key]}" if key in given else "an earlier row"
+            return (f"{step!r} is answered again for the claim at {where} ({earlier} of {row.path} answers it): "
+                    "a claim has one answer for each step of its question")
+        steps = steps_for(kind=kind, is_attention_check=bool(claim.attention_check_id))
+        if step == steps[-1] and claim.completed_at is None:
+            return (f"{step!r} answers the last step of its question ({', '.join(steps)}), but its claim at {where} "
+                    f"(data/claims.csv) has no completed_at: the answer to the last step completes a claim, so a "
+                    "claim not completed has none")
+        return ""
+
+    def completed_claims_check(self, study: Study) -> None:
+        """Each claim data/claims.csv gives as completed (``completed_at``) has an answer in
+        data/annotations.csv for every step of its question (``steps_for``), as the worker path
+        leaves it: a claim is completed by the answer to its last step, given after the ones before
+        (``annotation_submit_with_task``). Scoring reads a counted claim as complete
+        (``score._annotation_frame``): one missing its after answer would be scored on the answers
+        left, a before majority over more workers than the after one. Each such claim's row of
+        data/claims.csv is the error (field ``completed_at``), naming the steps it has no answer for.
+        Run once every answer is written (``annotation_rows``, which refuses a step answered twice),
+        and only while the import has no error (on rows refused, the answers are not all there). The
+        claims short of answers are found in the database; data/claims.csv is read again for their
+        lines only when there are some (the first ``MAX_LISTED_ERRORS``; the rest are counted)."""
+        if self.b.errors:
+            return
+        n_steps = {check: len(steps_for(kind=study.kind, is_attention_check=check)) for check in (False, True)}
+        short = (Claim.objects.filter(study=study, completed_at__isnull=False).order_by()
+                 .annotate(n_answers=Count("annotations"))
+                 .filter(Q(attention_check__isnull=True, n_answers__lt=n_steps[False])
+                         | Q(attention_check__isnull=False, n_answers__lt=n_steps[True])))
+        named = {(task, position): pk for pk, task, position in
+                 short.order_by("pk").values_list("pk", "assignment_id", "position")[:MAX_LISTED_ERRORS]}
+        if not named:
+            return
+        self.b.errors.unlisted += short.count() - len(named)
+        answered: dict[int, set[str]] = {}
+        for claim_id, step in Annotation.objects.filter(claim_id__in=named.values()).values_list("claim_id", "step"):
+            answered.setdefault(claim_id, set()).add(step)
+        for row in self.b.rows(TABLES["claims"]):
+            if row["task_id"] in self.left_out_tasks:
+                continue  # not imported (``leave_out_claim``)
+            claim_id = named.get((self.tasks.get(row["task_id"]), row["position"]))
+            if claim_id is None:
+                continue
+            steps = steps_for(kind=study.kind, is_attention_check=row["attention_check_id"] is not None)
+            missing = [s for s in steps if s not in answered.get(claim_id, set())]
+            self.err(row, "completed_at", (
+                f"{row['completed_at'].isoformat()}: the claim is completed, but data/annotations.csv has no "
+                f"{' or '.join(repr(str(s)) for s in missing)} answer for it (task {row['task_id']}, position "
+                f"{row['position']}): a completed claim has an answer for each step of its question "
+                f"({', '.join(steps)})"))
 
     def flag_rows(self, user) -> None:
         for batch in _batches(self.b.rows(TABLES["flag_reviews"])):
@@ -2191,6 +2267,7 @@ def _write(bundle: Bundle, design: dict, *, name: str, owner) -> Study:
         job.claim_rows(study)
         job.unit_counters(study)
         job.annotation_rows(study)
+        job.completed_claims_check(study)
         job.decided_units_check(study)
         job.flag_rows(owner)
         job.grant_rows(study)
