@@ -369,7 +369,8 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     withheld, the assignment id is the way back); only the landing page and its consent are refused."""
     page = f"s:{study.pk}:{arrival.platform}:{arrival.worker_id}:{arrival.assignment_id}"
     refs = PlatformRefs(assignment_id=arrival.assignment_id, task_id=arrival.task_id, return_url=arrival.return_url)
-    held = browser_holds(request, study.pk).assignment_id
+    holds = browser_holds(request, study.pk)
+    held = holds.assignment_id
     # The binding first: a worker's participant row is committed no later than its binding, so a
     # binding seen here has its participant seen below (read the other way round, a simultaneous
     # first entry of the same worker could commit both in between and look like another worker).
@@ -379,6 +380,11 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     known = selectors_entry.participant_by_platform_id(
         platform=arrival.platform, external_id=arrival.worker_id, study=study,
         held_task_id=held if request.method == "POST" and not closed else None)
+    # The worker whose own question count the landing page states (without the attention checks they
+    # answered before): only to the browser that proves it worked as them (its signed study cookie).
+    # The worker id in the URL is anyone's to type; told to them, the count would say whether and how
+    # far that worker took part. Any other browser is told a new worker's count.
+    proven = known.pk if known is not None and holds.participant_id == known.pk else None
     if owner is not None and (known is None or owner != known.pk):
         return message(request, title="This task belongs to another worker", status=403,
                        message="This platform assignment was opened by another worker account, so it cannot be "
@@ -404,7 +410,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
                                      platform_assignment_id=arrival.assignment_id, client=client_ip(request)):
                 return _refused(request, task_in_progress(active))
         return _closed(request, arrival=arrival) if closed else _landing(
-            request, study, page=page, arrival=arrival, participant_id=known.pk if known is not None else None)
+            request, study, page=page, arrival=arrival, participant_id=proven)
     if closed:
         return _closed_consent(request, study=study, page=page,
                                refuse=lambda request: _closed(request, arrival=arrival))
@@ -426,7 +432,7 @@ def _platform_entry(request: HttpRequest, *, study: Study, arrival: handoff.Arri
     moved = moved_task(participant=known, held_task_id=held, platform_assignment_id=arrival.assignment_id)
     return _consent(request, study=study, page=page, participant=participant, refs=refs, completion_code=code,
                     held_task_id=held, arrival=arrival, first_started_at=first_started_at, moved=moved,
-                    worker=lambda: known.pk if known is not None else None)
+                    worker=lambda: proven)
 
 
 def _anonymous_entry(request: HttpRequest, *, study: Study, page: str, closed: bool,

@@ -113,3 +113,25 @@ def test_a_platform_workers_second_assignment_states_the_questions_it_will_ask(m
     again = worker.post(url("3SECOND"), form)
     assert again.status_code == 400 and stated(again) == 2
     assert questions_of(start(worker, url("3SECOND"))) == 2
+
+
+def test_another_browser_typing_a_platform_workers_id_is_told_a_new_workers_count(mturk):
+    """The worker id in a platform's URL is anyone's to type: a browser that does not prove it worked
+    as that worker (the study's signed cookie) is told a new worker's count, on the page and when it
+    is shown again, so the count never tells whether, or how far, someone else took part."""
+    study = make_study(platform=Platform.MTURK, n_items=10, n_sources=1, units_per_task=2)
+    published_as(mturk[1], study, "3HIT")
+    AttentionCheckFactory(study=study, question="ATTENTION: choose No")
+
+    def url(worker_id: str, assignment: str) -> str:
+        return entry_url(study, assignmentId=assignment, hitId="3HIT", workerId=worker_id, turkSubmitTo=SANDBOX)
+
+    victim = Client()
+    done(victim, start(victim, url("AVICTIM1", "3FIRST")))  # the check answered
+    assert stated(victim.get(url("AVICTIM1", "3SECOND"))) == 2  # the worker's own browser: their count
+    stranger = Client()
+    assert stated(stranger.get(url("AVICTIM1", "3MADEUP1"))) == stated(stranger.get(url("ANOBODY1", "3MADEUP2"))) == 3
+    form = landing_form(stranger, url("AVICTIM1", "3MADEUP1"))
+    del form["consent"]
+    again = stranger.post(url("AVICTIM1", "3MADEUP1"), form)
+    assert again.status_code == 400 and stated(again) == 3
