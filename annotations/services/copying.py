@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from annotations.models import AttentionCheck, QualificationTest
+from annotations.platforms.mturk import mturk_closed_reason
 from annotations.services.qualification import (
     AttentionCheckRefused,
     QualificationSetupError,
@@ -61,13 +62,30 @@ def _refuse_name(name: str) -> None:
     raise StudyError(f"name: {reason}", {"name": reason})
 
 
+def copy_platform_closed_reason(platform: str) -> str:
+    """Why a copy cannot be made to run on ``platform``, "" when it can: MTurk while Amazon's
+    closure holds (``annotations.platforms.mturk.mturk_closed_reason``, the one rule), where a new
+    draft could never be published. The copy page neither offers it first nor lets it be chosen."""
+    return mturk_closed_reason() if platform == Platform.MTURK else ""
+
+
+def _refuse_closed(platform: str) -> None:
+    closed = copy_platform_closed_reason(platform)
+    if closed:
+        reason = (f"{Platform(platform).label} is closed, so a copy could never be published there: {closed}. "
+                  "Choose another platform for the copy.")
+        raise StudyError(f"platform: {reason}", {"platform": reason})
+
+
 def study_copy(*, study: Study, user, name: str, platform: str | None = None) -> Study:
     """A new draft study named ``name``, owned by ``user`` (None: the operator, whose copy has no
     owner), with ``study``'s design: every field of ``COPIED_FIELDS`` (``platform`` replaced by the
-    one given), its sources, its items (the copy draws its sample as any new study does; where the
-    draw gives other items than ``study`` has, its split having changed since or its items having
-    been chosen otherwise, e.g. a bundle's copy, the copy takes ``study``'s items), its attention
-    checks and its qualification test with its questions. Nothing of its run is copied: units,
+    one given), its sources, its items (exactly those ``study`` shows, not drawn again, though its
+    split has changed since or its items were chosen otherwise, e.g. a bundle's copy; a draft with
+    no items yet: the copy draws its sample as any new study does), its attention checks and its
+    qualification test with its questions. A platform that is closed (MTurk after Amazon's closure,
+    ``copy_platform_closed_reason``), given or ``study``'s own, is refused with the reason: a copy
+    there could never be published. Nothing of its run is copied: units,
     tasks, answers, grants, blocks, receipts, publications, links, shares; the copy has new public
     ids (entry token, completion code) and no tasks' minutes (set when it opens).
 
@@ -113,14 +131,11 @@ def _copy(*, study: Study, user, name: str, platform: str | None) -> Study:
     fields: dict[str, Any] = {field: getattr(source, field) for field in COPIED_FIELDS}
     if platform is not None:
         fields["platform"] = platform
-    copy = study_create(name=name, sources=list(source.sources.order_by("pk")), user=user, **fields)
-    source_items = set(source.items.values_list("pk", flat=True))
-    if source_items and source_items != set(copy.items.values_list("pk", flat=True)):
-        if source.items.exclude(dataset_id=source.dataset_id).exists():
-            reason = (f"study {source.name!r} shows items of another dataset than its own ({source.dataset}): "
-                      "its items cannot be copied.")
-            raise StudyError(reason, {"items": reason})
-        copy.items.set(source_items)
+    _refuse_closed(fields["platform"])
+    # The study's items as they are, not drawn again: its split may have changed since (a re-import
+    # moves items), or its items were chosen otherwise (a bundle's); a draft with none draws.
+    items = list(source.items.order_by("external_id", "pk")) or None
+    copy = study_create(name=name, sources=list(source.sources.order_by("pk")), user=user, items=items, **fields)
     try:
         for check in AttentionCheck.objects.filter(study=source).order_by("pk"):
             attention_check_save(check=AttentionCheck(study=copy, question=check.question,

@@ -280,11 +280,12 @@ def study_create(
     faithfulness_enabled: bool = False,
     stop_when_decided: bool = False,
     user: Any = None,
+    items: Iterable[Item] | None = None,
 ) -> Study:
-    """Create a draft study design and draw its item sample (``study_insert``), for ``user`` (None:
-    the operator; see ``study_insert`` for what a user is refused). Raises StudyError with a message
-    the researcher can act on (bad numbers, a name in use, an empty split, a sample too large, a
-    source without rationales)."""
+    """Create a draft study design and draw its item sample, or take the ``items`` given
+    (``study_insert``), for ``user`` (None: the operator; see ``study_insert`` for what a user is
+    refused). Raises StudyError with a message the researcher can act on (bad numbers, a name in
+    use, an empty split, a sample too large, a source without rationales)."""
     study = Study(
         name=name.strip(), kind=kind, dataset=dataset, split=split, item_sample_size=item_sample_size,
         sample_seed=sample_seed, annotators_per_unit=annotators_per_unit, units_per_task=units_per_task,
@@ -294,10 +295,11 @@ def study_create(
         consent_text=consent_text, instructions=instructions, example=example,
         faithfulness_enabled=faithfulness_enabled, stop_when_decided=stop_when_decided,
     )
-    return study_insert(study=study, sources=sources, user=user)
+    return study_insert(study=study, sources=sources, user=user, items=items)
 
 
-def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user: Any = None) -> Study:
+def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user: Any = None,
+                 items: Iterable[Item] | None = None) -> Study:
     """Save ``study``, a new draft design the caller built unsaved (``study_create`` builds one from
     its arguments, the admin's study form holds one), set its sources and draw its item sample, all
     or nothing, for ``user`` (None: the operator, who may make any study for anyone). A user must
@@ -306,11 +308,16 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user:
     dataset and sources must be ones they may use in a design (``_reference_problems``: read with
     the model's view permission, or used by a study they may change; what a study shared with them
     only for viewing uses is theirs to read, not to build on).
+    ``items`` (None: drawn) are the study's items as given, not drawn: a copy's, which shows
+    exactly the items of the study it copies (``annotations.services.copying.study_copy``), though
+    its split has changed since. They must be of the study's dataset; the split's pool and the
+    sample size, which only a draw reads, are not checked (``study_design_problems``, ``drawn``).
     Raises StudyError naming every problem of the design (``study_design_problems``), then any of
     the model's own checks."""
     if study.pk is not None:
         raise StudyError(f"study {study.name!r} exists already: change it with study_update")
     sources = list(sources)
+    items = None if items is None else list(items)
     if user is not None:
         study_add_check(user=user)
         if study.owner_id is None and getattr(user, "is_authenticated", False):
@@ -320,12 +327,20 @@ def study_insert(*, study: Study, sources: Iterable[RationaleSource] = (), user:
                       "(leave the owner empty).")
             raise StudyError(reason, {"owner": reason})
         _refuse(study_reference_problems(study=study, user=user, sources=sources))
-    _refuse(study_design_problems(study=study, sources=sources))
+    problems = study_design_problems(study=study, sources=sources, drawn=items is None)
+    if items is not None and not items:
+        problems["items"] = "No items given: give the study's items, or none to draw its sample."
+    elif items is not None and any(item.dataset_id != study.dataset_id for item in items):
+        problems["items"] = f"Items of another dataset than the study's ({study.dataset}) were given."
+    _refuse(problems)
     _full_clean(study)
     with transaction.atomic():
         study.save()
         study.sources.set(sources)
-        study_items_draw(study=study)
+        if items is None:
+            study_items_draw(study=study)
+        else:
+            study.items.set(items)
     return study
 
 
@@ -459,10 +474,11 @@ NEEDS_SOURCES = (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.RATIO
 
 
 def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = None,
-                          sources: Iterable[RationaleSource] | None = None) -> dict[str, str]:
+                          sources: Iterable[RationaleSource] | None = None, drawn: bool = True) -> dict[str, str]:
     """What is wrong with a study design, as {field: reason}; empty when nothing is. ``study`` is
     a new, unsaved design, or the stored study with ``changes`` (its value stands for a field not
-    in them); ``sources`` None leaves the sources as they are.
+    in them); ``sources`` None leaves the sources as they are; ``drawn`` False: a new study's items
+    are given, not drawn (``study_insert``'s ``items``), so the split's pool is not checked.
 
     The one set of design rules: ``study_insert`` and ``study_update`` refuse a design with any
     problem (StudyError with the reasons), and the admin's study form shows each beside its field.
@@ -483,7 +499,7 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
     design = {f: changes[f] if f in changes else _stored(study, f)
               for f in ("kind", "dataset", "split", "item_sample_size", "stop_when_decided")}
     dataset, split = design["dataset"], design["split"]
-    if dataset is not None and split:
+    if dataset is not None and split and drawn:
         problems.update(_sample_problems(dataset=dataset, split=split, size=design["item_sample_size"]))
     if sources is not None and "sources" not in problems:
         problems.update(_source_problems(kind=design["kind"], sources=list(sources)))

@@ -18,12 +18,14 @@ from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from annotations.services.qualification import attention_check_save, qualification_test_save
 from scoring.services.outcomes import outcomes_study_create
-from studies.models import Platform, Study, StudyShare
+from studies.models import Item, Platform, Study, StudyShare
+from studies.services.importers import items_import_table
 from studies.services.sharing import study_share
-from studies.services.studies import StudyError
+from studies.services.studies import StudyError, study_create
 from tests.annotations.factories import make_study
 from tests.cockpit.conftest import staff_client
 from tests.factories import ItemFactory
+from tests.studies.helpers import write_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -126,6 +128,83 @@ def test_a_copy_keeps_the_items_the_study_showed_when_a_draw_would_give_others()
     copy = study_copy(study=study, user=dana, name="all items again")
     assert set(copy.items.all()) == set(study.items.all()) and copy.items.count() == 4
     assert copy.item_sample_size is None
+
+
+def test_a_copy_takes_the_items_the_study_shows_though_a_reimport_moved_them_out_of_its_split(tmp_path):
+    """The copy carries exactly the study's items, not a new draw: a draw from the split as it is
+    now would be refused ("no items in the test split") though the study shows items."""
+    dana, _ = staff_client("dana")
+    study = designed_study(dana, status=Study.Status.DRAFT)  # 3 of 5 items; a draft's items may move
+    shown = set(study.items.all())
+    assert len(shown) == 3
+    # The items re-imported in the train split, as a researcher does (``items_import_table``).
+    items_import_table(file=write_jsonl(tmp_path / "moved.jsonl", [
+        {"id": i.external_id, "question": i.question, "answer": i.gold_answer, "rationale": i.gold_rationale,
+         "split": "train"} for i in Item.objects.filter(dataset=study.dataset)]),
+        dataset_name=study.dataset.name, user=dana)
+    assert not Item.objects.filter(dataset=study.dataset, split="test").exists()
+
+    copy = study_copy(study=study, user=dana, name="moved again")
+
+    assert set(copy.items.all()) == shown and (copy.split, copy.item_sample_size) == ("test", 3)
+    assert checks_of(copy) == checks_of(study)
+
+
+def test_a_copy_of_a_closed_study_takes_its_items_though_fewer_are_left_in_its_split():
+    """A closed study's items are fixed (a re-import may not move them), but its split may hold
+    fewer items than its sample size by other means; the ORM stands in for them here."""
+    dana, _ = staff_client("dana")
+    study = designed_study(dana)
+    shown = list(study.items.order_by("pk"))
+    Item.objects.filter(dataset=study.dataset).exclude(pk=shown[0].pk).update(split="train")
+
+    copy = study_copy(study=study, user=dana, name="fewer left")
+
+    assert set(copy.items.all()) == set(shown) and copy.items.count() == 3
+
+
+def test_a_copy_of_a_draft_without_items_draws_its_sample():
+    """A draft with no items (emptied: no service does that, so the ORM does) is copied as any new
+    study is made: its sample is drawn, and the draw's checks apply."""
+    dana, _ = staff_client("dana")
+    study = designed_study(dana, status=Study.Status.DRAFT)
+    drawn = set(study.items.all())
+    study.items.clear()
+
+    copy = study_copy(study=study, user=dana, name="drawn")
+
+    assert set(copy.items.all()) == drawn and copy.items.count() == 3
+    Item.objects.filter(dataset=study.dataset).update(split="train")
+    with pytest.raises(StudyError, match="has no items in the test split: import them first") as refused:
+        study_copy(study=study, user=dana, name="nothing to draw")
+    assert "split" in refused.value.problems and not Study.objects.filter(name="nothing to draw").exists()
+
+
+def test_given_items_of_another_dataset_are_refused():
+    dana, _ = staff_client("dana")
+    study = make_study(status=Study.Status.DRAFT, owner=dana)
+    other = make_study(status=Study.Status.DRAFT, owner=dana)
+    with pytest.raises(StudyError, match="Items of another dataset than the study's") as refused:
+        study_create(name="mixed", dataset=study.dataset, sources=list(study.sources.all()), user=dana,
+                     items=list(other.items.all()))
+    assert "items" in refused.value.problems and not Study.objects.filter(name="mixed").exists()
+
+
+def test_a_copy_on_mturk_is_refused_while_mturk_is_closed(settings):
+    settings.RL_MTURK_CLOSED_ON = "2026-09-30"  # the default: Amazon's closure
+    dana, _ = staff_client("dana")
+    study = designed_study(dana, platform=Platform.MTURK)
+    count = Study.objects.count()
+    for platform in (Platform.MTURK, None):  # chosen, or the study's own
+        with pytest.raises(StudyError, match="platform: Amazon Mechanical Turk is closed") as refused:
+            study_copy(study=study, user=dana, name="on mturk", platform=platform)
+        assert "closed Mechanical Turk for good on 2026-09-30" in refused.value.problems["platform"]
+        assert list(refused.value.problems) == ["platform"] and Study.objects.count() == count
+
+    assert study_copy(study=study, user=dana, name="on links", platform=Platform.LINK).platform == Platform.LINK
+
+    settings.RL_MTURK_CLOSED_ON = ""  # an operator whose MTurk endpoint still answers
+    assert study_copy(study=study, user=dana, name="on mturk").platform == Platform.MTURK
 
 
 def test_a_researcher_the_study_is_not_shared_with_is_refused_and_nothing_is_made():

@@ -123,3 +123,35 @@ def test_the_publish_page_of_a_closed_study_links_to_a_copy_on_the_other_platfor
     assert f'href="{copy_url(study)}?platform=prolific" id="publish-copy-study"' in html
     form = client.get(copy_url(study) + "?platform=prolific")
     assert form.context["form"]["platform"].value() == Platform.PROLIFIC
+
+
+def test_a_study_on_closed_mturk_is_offered_a_copy_on_participant_links_with_the_reason(settings):
+    """After Amazon's closure of MTurk the copy is there to run the study elsewhere: the form never
+    offers MTurk first, says why, and refuses it beside the field when chosen anyway."""
+    settings.RL_MTURK_CLOSED_ON = "2026-09-30"  # the default: Amazon's closure
+    dana, client = staff_client("dana")
+    study = make_study(status=Study.Status.DRAFT, n_items=4, owner=dana, name="on mturk", platform=Platform.MTURK)
+    for url in (copy_url(study), copy_url(study) + "?platform=mturk"):
+        form = client.get(url)
+        assert form.context["form"]["platform"].value() == Platform.LINK
+        assert "Amazon Mechanical Turk is closed" in form.context["platform_closed"]
+        assert 'id="copy-platform-closed"' in form.content.decode()
+        assert "closed Mechanical Turk for good on 2026-09-30" in form.content.decode()
+    assert client.get(copy_url(study) + "?platform=prolific").context["form"]["platform"].value() == Platform.PROLIFIC
+
+    count = Study.objects.count()
+    response = client.post(copy_url(study), {"name": "on mturk (copy)", "platform": Platform.MTURK})
+    assert response.status_code == 200 and Study.objects.count() == count
+    assert "could never be published there" in " ".join(response.context["form"].errors["platform"])
+
+    response = client.post(copy_url(study), {"name": "on mturk (copy)", "platform": Platform.LINK})
+    assert response.status_code == 302 and Study.objects.get(name="on mturk (copy)").platform == Platform.LINK
+
+
+def test_a_study_on_mturk_is_offered_mturk_while_it_is_open(settings):
+    settings.RL_MTURK_CLOSED_ON = ""  # an operator whose MTurk endpoint still answers
+    dana, client = staff_client("dana")
+    study = make_study(status=Study.Status.DRAFT, n_items=4, owner=dana, name="on mturk", platform=Platform.MTURK)
+    form = client.get(copy_url(study))
+    assert form.context["form"]["platform"].value() == Platform.MTURK and not form.context["platform_closed"]
+    assert 'id="copy-platform-closed"' not in form.content.decode()
