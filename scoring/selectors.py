@@ -260,7 +260,7 @@ def _latest(times) -> datetime | None:
 def unit_counting_changes(*, study: Study) -> dict[tuple[int, int], tuple[int, datetime | None]]:
     """(item, source) -> (how many answers count now for the study's utility unit, the latest time
     its counting answers changed), in one grouped query (its size is the study's units). Together
-    they tell whether a unit's scores are stale (``export_units.unit_score_stale``): a run aggregated
+    they tell whether a unit's scores are stale (``selectors.unit_score_stale``): a run aggregated
     ``n_annotators`` counting answers and finished at ``finished_at``; a different count now (work
     rejected, withdrawn, put on hold or cleared) or a change after it (``_counting_changed``) means
     the answers that count are not the ones it scored. So a hold set on one task and cleared on
@@ -387,6 +387,34 @@ def bundle_import_record(*, study: Study | int) -> ImportRecord | None:
     study_id = study.pk if isinstance(study, Study) else study
     return (ImportRecord.objects.filter(kind="bundle", summary__study=study_id)
             .order_by("-imported_at", "-pk").only("filename", "imported_at", "summary").first())
+
+
+def unit_score_stale(*, n_annotators: int | None, imported: bool, read_at, change,
+                     bundle: BundleScores | None = None, unit: tuple[int, int] | None = None) -> str:
+    """Why a scored row's scores are stale ('' when they are not; the `stale` column is its truth):
+    ``change`` is its unit's (counting answers now, last change of them) from
+    ``unit_counting_changes``; ``read_at`` when its run began reading the answers
+    (``score_run_read_at``: a change while the run computed is dated before it
+    finished, yet missing from it, even when the count came out the same). Imported outcomes: never
+    (a re-import clears what it changes). ``bundle``: the row was imported with a copy of a study
+    bundle and not scored here (``bundle_scores``): stale when the bundle said so of
+    ``unit`` (its settings.json ``scores_stale``), and otherwise by the same rule against the run
+    that scored it where the bundle was made (``read_at`` is then ``bundle.finished_at``, all the
+    bundle gives of that run; a time the bundle did not give is compared with nothing: the count
+    alone decides)."""
+    if imported:
+        return ""
+    if bundle is not None and unit in bundle.stale_units:
+        return bundle.stale_reason()
+    n_now, changed_at = change if change is not None else (0, None)
+    if n_now != (n_annotators or 0):
+        return f"{n_now} answers count for this unit now; the run aggregated {n_annotators or 0}"
+    if changed_at is None or (bundle is not None and read_at is None):
+        return ""
+    if read_at is not None and changed_at <= read_at:
+        return ""
+    return ("the answers that count changed after the run finished" if bundle is not None or read_at is None
+            else "the answers that count changed after the run began reading them")
 
 
 def bundle_scores(*, study: Study | int) -> BundleScores | None:

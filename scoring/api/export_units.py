@@ -17,6 +17,7 @@ from scoring.selectors import (
     score_run_latest,
     score_run_read_at,
     unit_counting_changes,
+    unit_score_stale,
 )
 from scoring.services.genu import gen_u_method_text
 from scoring.services.score import study_sources
@@ -185,34 +186,6 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
 ]}
 # What ``ScoredWith.values`` reads from a unit-score row, in this order.
 SCORED_WITH_READS = ("score_run_id", "item_id", "source_id", "n_annotators", "imported")
-
-
-def unit_score_stale(*, n_annotators: int | None, imported: bool, read_at, change,
-                     bundle: BundleScores | None = None, unit: tuple[int, int] | None = None) -> str:
-    """Why a scored row's scores are stale ('' when they are not; the `stale` column is its truth):
-    ``change`` is its unit's (counting answers now, last change of them) from
-    ``scoring.selectors.unit_counting_changes``; ``read_at`` when its run began reading the answers
-    (``scoring.selectors.score_run_read_at``: a change while the run computed is dated before it
-    finished, yet missing from it, even when the count came out the same). Imported outcomes: never
-    (a re-import clears what it changes). ``bundle``: the row was imported with a copy of a study
-    bundle and not scored here (``selectors.bundle_scores``): stale when the bundle said so of
-    ``unit`` (its settings.json ``scores_stale``), and otherwise by the same rule against the run
-    that scored it where the bundle was made (``read_at`` is then ``bundle.finished_at``, all the
-    bundle gives of that run; a time the bundle did not give is compared with nothing: the count
-    alone decides)."""
-    if imported:
-        return ""
-    if bundle is not None and unit in bundle.stale_units:
-        return bundle.stale_reason()
-    n_now, changed_at = change if change is not None else (0, None)
-    if n_now != (n_annotators or 0):
-        return f"{n_now} answers count for this unit now; the run aggregated {n_annotators or 0}"
-    if changed_at is None or (bundle is not None and read_at is None):
-        return ""
-    if read_at is not None and changed_at <= read_at:
-        return ""
-    return ("the answers that count changed after the run finished" if bundle is not None or read_at is None
-            else "the answers that count changed after the run began reading them")
 
 
 class ScoredWith:

@@ -225,9 +225,7 @@ def majority_readings(frame: pd.DataFrame, annotations: pd.DataFrame,
     for reading, units in readings.items():
         groups = [(str(name), g) for name, g in units.groupby("source", sort=True)] + [(ALL, units)]
         for name, g in groups:
-            by_source.setdefault(name, {})[reading] = {
-                **figures(g), "no_majority_before": int(g["before_tie"].sum()),
-                "no_majority_after": int(g["after_tie"].sum())}
+            by_source.setdefault(name, {})[reading] = {**figures(g), **tie_counts(g)}
     out["by_source"] = by_source
     return out
 
@@ -246,19 +244,35 @@ def _reading_shares(g: pd.DataFrame) -> dict:
     return out
 
 
-def utility_shares(frame: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict:
+def tie_counts(units: pd.DataFrame) -> dict:
+    """How many of ``units`` (:func:`unit_outcomes`' rows) have no majority answer before and after
+    the rationale (a tie, or under the strict reading no label with more than half: counted wrong,
+    SPEC section 2): ``no_majority_before``, ``no_majority_after``. The one count of a group's ties,
+    for the utility shares and the majority readings alike."""
+    return {"no_majority_before": int(units["before_tie"].sum()), "no_majority_after": int(units["after_tie"].sum())}
+
+
+def utility_shares(frame: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                   ties: bool = True) -> dict:
     """Shares of useful / unsure / not useful per source and over all sources, each with a
-    percentile bootstrap 95% interval (SPEC section 2; the interval is our choice, SPEC asks for none)."""
+    percentile bootstrap 95% interval (SPEC section 2; the interval is our choice, SPEC asks for none),
+    and (``ties``, where the units carry them) the units without a majority before and after the
+    rationale (:func:`tie_counts`): SPEC asks how many ties there were, and a source whose not-useful
+    share comes from ties reads apart from one whose answers were wrong."""
     out = {}
-    groups = [(str(name), g["utility"].to_numpy()) for name, g in frame.groupby("source", sort=True)]
-    groups.append((ALL, frame["utility"].to_numpy()))
-    for name, values in groups:
+    groups = [(str(name), g) for name, g in frame.groupby("source", sort=True)]
+    groups.append((ALL, frame))
+    with_ties = ties and {"before_tie", "after_tie"} <= set(frame.columns)
+    for name, g in groups:
+        values = g["utility"].to_numpy()
         cis = metrics.share_cis(values, UTILITY_ORDER, n_resamples=n_resamples, seed=seed)
         row: dict = {"n": int(values.size)}
         for cat in UTILITY_ORDER:
             share, lo, hi = cis[cat]
             row[UTILITY_NAMES[cat]] = share
             row[f"{UTILITY_NAMES[cat]}_ci"] = [lo, hi]
+        if with_ties:
+            row.update(tie_counts(g))
         out[name] = row
     return out
 
@@ -638,7 +652,7 @@ def summarise_units(frame: pd.DataFrame, *, both_directions: bool = False, n_res
     if "gen_u" in frame and frame["gen_u"].notna().any():
         sub = frame.dropna(subset=["gen_u"]).copy()
         sub["utility"] = sub["gen_u"].astype(int)
-        results["gen_u_shares"] = utility_shares(sub, n_resamples=n_resamples)
+        results["gen_u_shares"] = utility_shares(sub, n_resamples=n_resamples, ties=False)  # no majority of Gen-U
     return Part(results, warnings)
 
 

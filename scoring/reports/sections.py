@@ -54,6 +54,10 @@ SHARE_COLUMNS = [
     Column("unsure", "Unsure", "float"), Column("unsure_ci", "95% CI", "ci"),
     Column("not_useful", "Not useful", "float"), Column("not_useful_ci", "95% CI", "ci"),
 ]
+# The utility table's per-source ties (``pipeline.tie_counts``: units without a majority, counted wrong),
+# beside the shares they weigh on; a run from before they were recorded has neither column.
+TIE_COLUMNS = [Column("no_majority_before", "No majority before", "int"),
+               Column("no_majority_after", "No majority after", "int")]
 # results key -> (label, (x column, y column) in the unit scores: U(x | y))
 THEILS_U = {
     "theils_u_utility_given_task_accuracy": ("U(utility | task accuracy)", ("utility", "task_correct")),
@@ -149,11 +153,19 @@ def utility_section(results: dict) -> Section:
                           f"rationale (a utility study, or imported outcomes); this is a {_kind(results)} study.")
         return section
     ties = (results.get("ties") or {}).get("units_with_tie", 0)
-    section.tables.append(Table("utility_shares", "Share of rationales per utility category", SHARE_COLUMNS,
-                                _share_ci_rows(results, "utility_shares")))
+    shares = results["utility_shares"]
+    rows = _share_ci_rows(results, "utility_shares")
+    tie_keys = [c.key for c in TIE_COLUMNS]
+    with_ties = any(isinstance(row, dict) and set(tie_keys) <= set(row) for row in shares.values())
+    for row in rows:
+        row.update({key: (shares.get(row["source"]) or {}).get(key) for key in tie_keys} if with_ties else {})
+    section.tables.append(Table("utility_shares", "Share of rationales per utility category",
+                                SHARE_COLUMNS + TIE_COLUMNS if with_ties else SHARE_COLUMNS, rows))
     majority = results.get("majority_readings") or {}
     section.notes.append(f"{_majority_rule_text(majority)} per unit; a majority tie counts as wrong ({ties} units had a "
-                         f"tie). {ci_note(results)}")
+                         "tie" + ("; per source: No majority before / after, the units without a majority answer at that "
+                                  "step, counted wrong there" if with_ties else "")
+                         + f"). {ci_note(results)}")
     if majority.get("by_source"):
         section.tables.append(majority_readings_table(majority, UTILITY_MAJORITY_COLUMNS))
     if majority:
@@ -833,11 +845,18 @@ def _gold_names(names) -> set[str]:
                .values_list("name", flat=True))
 
 
+GENERALIZATION = Study.Kind.GENERALIZATION.value
+# A generalization study's run without Figure 4: one from before such a run failed (``score.NothingScored``).
+NO_GENERALIZATION_ANSWERS = ("No generalization answers: no unit of this generalization study had a completed answer "
+                             "when this run scored it (a run now fails so: score the study again once answers count).")
+
+
 def generalization_section(results: dict) -> Section:
     section = Section("generalization", "Generalization: accuracy after minus before (Figure 4)")
     gen = results.get("generalization") or {}
     if not gen:
-        section.absent = ("No generalization answers: Figure 4 needs a generalization study (workers answer "
+        section.absent = (NO_GENERALIZATION_ANSWERS if _kind(results) == GENERALIZATION else
+                          "No generalization answers: Figure 4 needs a generalization study (workers answer "
                           f"generalization questions before and after the original rationale); this is a "
                           f"{_kind(results)} study.")
         return section
@@ -1145,8 +1164,14 @@ def _utility_from_note(provenance: dict, what: str) -> str:
     if provenance.get("unavailable"):
         return f"{what}: not known here: {provenance['unavailable']}."
     studies = provenance.get("studies") or []
-    named = "; ".join(f"{s['name']!r} ({s['pairs']} pairs)" for s in studies) or "no study"
+    named = "; ".join(f"{s['name']!r} ({s['pairs']} pairs" + (f", {s['pairs_stale']} stale and not lent"
+                                                               if s.get("pairs_stale") else "") + ")"
+                      for s in studies) or "no study"
     note = f"{what}: from {named}; {provenance.get('rule', '')}."
+    if provenance.get("pairs_stale"):
+        note += (f" {provenance['pairs_stale']} pairs were not lent because their lender's unit scores are stale, "
+                 f"{provenance.get('pairs_stale_left_out', 0)} of them with no utility here ('unknown'): "
+                 f"{provenance.get('stale_rule', '')}; score the lending study again, then this one.")
     if provenance.get("read_from"):
         note += f" Read from {provenance['read_from']}."
     if provenance.get("caveat"):
@@ -1164,7 +1189,8 @@ def consistency_section(results: dict) -> Section:
     section = Section("consistency", "Consistency and relative consistency")
     consistency = (results.get("generalization") or {}).get("consistency") or {}
     if not consistency:
-        section.absent = ("No bundles: consistency needs a generalization study (an item's generalization "
+        section.absent = (NO_GENERALIZATION_ANSWERS if _kind(results) == GENERALIZATION else
+                          "No bundles: consistency needs a generalization study (an item's generalization "
                           "questions, or the item with its counterfactuals, answered by the same study).")
         return section
     rows, by_size = [], []

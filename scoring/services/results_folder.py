@@ -120,6 +120,8 @@ def share_rows(results: dict, key: str = "utility_shares") -> list[dict]:
         for cat in ("useful", "unsure", "not_useful"):
             out[cat] = row[cat]
             out[f"{cat}_ci_low"], out[f"{cat}_ci_high"] = row[f"{cat}_ci"]
+        # the source's ties (``pipeline.tie_counts``), where its run recorded them
+        out.update({key: row[key] for key in ("no_majority_before", "no_majority_after") if key in row})
         rows.append(out)
     return rows
 

@@ -30,7 +30,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   no_majority_after, theils_u_utility_given_task_accuracy, theils_u_utility_given_gen_u}}}; early_stopping
   when units were stopped under the default} (``pipeline.majority_readings``)
 - ``utility_shares`` (SPEC section 2): {source: {n, useful, useful_ci, unsure, unsure_ci, not_useful,
-  not_useful_ci}} with percentile bootstrap 95% intervals (our choice; SPEC asks for none)
+  not_useful_ci, no_majority_before, no_majority_after}} with percentile bootstrap 95% intervals (our
+  choice; SPEC asks for none) and the source's ties (``pipeline.tie_counts``: units without a majority
+  at that step, counted wrong; SPEC asks how many ties there were)
 - ``short_units`` (collected answers): {n_short_by_source: {source|all: units scored short of
   annotators}, full_units_rule, utility_shares_full_units_only (None when no unit is short)}
 - ``task_accuracy_n``: {source|all: the scored units task accuracy is over}
@@ -104,8 +106,12 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   n_questions_unvalidated, and when non-zero validated_only: {n_questions, n_units_scored, all, by_type,
   by_utility, by_source, consistency}: Figure 4 on validated questions only), majority_readings (the
   utility study's shape, with Figure 4's accuracy in place of the shares); ``original_utility_from``:
-  {rule, studies: [{id, name, pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on,
-  other_lenders: [{id, name, score_run, pairs_disagreeing, utility: [[item_id, source_id, utility]]}]},
+  {rule, studies: [{id, name, pairs, score_run, and where some of its unit scores are stale pairs_stale and
+  stale_pairs: [[item_id, source_id]], not lent (a lender with none lent has pairs 0)}],
+  pairs_in_several_studies, pairs_the_studies_disagree_on,
+  other_lenders: [{id, name, score_run, pairs_disagreeing, utility: [[item_id, source_id, utility]]}],
+  stale_rule (``STALE_LENT``), pairs_stale, pairs_stale_left_out (of those, the pairs no other study lent:
+  'unknown'), not_scored_here},
   and ``by_utility_other_lenders`` ([{id, name, score_run, pairs_disagreeing, by_utility}]: the breakdown
   with each other lender's utility on the pairs it disagrees on; None for a bundle's copy),
   where the utility of the original rationales came from (``borrowed_utility``: the lending studies
@@ -206,7 +212,13 @@ from scoring.metrics.pipeline import Part
 from scoring.models import BundledUtility, ScoreRun, UnitScore
 from scoring.provenance import app_version, package_versions
 from scoring.run_stages import score_stage
-from scoring.selectors import bundle_import_record, score_run_latest
+from scoring.selectors import (
+    bundle_import_record,
+    score_run_latest,
+    score_run_read_at,
+    unit_counting_changes,
+    unit_score_stale,
+)
 from scoring.services import genu
 from scoring.services.genu import (
     BUNDLE_INCOMPLETE_LEFT_OUT,
@@ -231,7 +243,8 @@ SCHEMA_VERSION = 1
 
 class NothingScored(ScoringError):
     """A collected utility study's run finds no unit to score (no units, or none with a completed
-    answer: its last answers were withdrawn, rejected or put on hold): the run fails with the
+    answer: its last answers were withdrawn, rejected or put on hold), or a generalization study's
+    none with a completed answer (``_generalization``): the run fails with the
     message, and the unit scores of the units it no longer scores are removed all the same
     (``study_score``), so no figure of answers that no longer count is left behind."""
 
@@ -489,7 +502,8 @@ def borrowed_utility(study: Study) -> tuple[pd.DataFrame, dict]:
     numbers; any other study takes it from the other studies' unit scores (``_utility_lookup``).
 
     Returns the table (``UTILITY_COLUMNS``) and where it came from: ``{rule, studies: [{id, name,
-    pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on}``, with
+    pairs, score_run}], pairs_in_several_studies, pairs_the_studies_disagree_on}`` (and the stale
+    unit scores it did not lend: ``_utility_lookup``), with
     ``read_from`` (and ``caveat`` when the bundle says its table is not the one its results were
     scored with) for a bundle's copy, or ``{unavailable: why, read_from}`` for a copy whose bundle
     had no table (the table is then empty and the figures that need it are left out)."""
@@ -513,13 +527,24 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
     the pairs more than one study scored and how many of those the studies disagree on, which the
     results print next to the figures; and ``other_lenders``: each study the rule did not choose
     that gives another utility on some pair, with those pairs and its utility there
-    (``[item_id, source_id, utility]``), from which Figure 4 gives its breakdown beside."""
+    (``[item_id, source_id, utility]``), from which Figure 4 gives its breakdown beside. A unit score
+    that is stale (``_stale_lent``: the lender's own export says so) is never lent nor counted by the
+    rule: its lender's entry names the pairs (``pairs_stale``, ``stale_pairs``; a lender with none
+    left lent is named with ``pairs`` 0), with ``stale_rule``, ``pairs_stale`` and
+    ``pairs_stale_left_out`` (those no other study lent: 'unknown'), and the warning asks for the
+    lender to be scored again (``_utility_from_warnings``)."""
     rows = (UnitScore.objects.filter(utility__isnull=False, score_run__isnull=False, item__in=study.items.all(),
                                      study__in=_utility_studies(study))
             .exclude(study=study)
             .values_list(*UTILITY_COLUMNS[:2], "utility", "after_correct", "before_correct", "study_id",
-                         "n_annotators"))
-    df = pd.DataFrame.from_records(list(rows), columns=[*UTILITY_COLUMNS, "n_annotators"])
+                         "n_annotators", "score_run_id", "imported"))
+    df = pd.DataFrame.from_records(list(rows), columns=[*UTILITY_COLUMNS, "n_annotators", "score_run_id", "imported"])
+    stale = _stale_lent(df)
+    stale_pairs: dict[int, list[list[int]]] = {}
+    for pk, item, source in df.loc[stale, ["study_id", "item_id", "source_id"]].itertuples(index=False, name=None):
+        stale_pairs.setdefault(int(pk), []).append([int(item), int(source)])
+    lenders = Study.objects.in_bulk({int(pk) for pk in df["study_id"].unique()})
+    df = df.loc[~stale].copy()
     df["n_counted"] = pd.to_numeric(df["n_annotators"], errors="coerce").fillna(0)  # None: not known, counted 0
     df = df.sort_values(["item_id", "source_id", "n_counted", "study_id"], ascending=[True, True, False, False],
                         kind="stable")
@@ -531,7 +556,6 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
     others = df.loc[~first]
     others = others.loc[others["utility"].to_numpy() != chosen_utility.reindex(
         pd.MultiIndex.from_frame(others[["item_id", "source_id"]])).to_numpy()]
-    lenders = Study.objects.in_bulk({int(pk) for pk in df["study_id"].unique()})
 
     def named(pk, count: str, n: int) -> dict:
         lender = lenders.get(int(pk))
@@ -541,6 +565,15 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
 
     counts = chosen["study_id"].value_counts()
     studies = [named(pk, "pairs", int(n)) for pk, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    # A lender whose unit scores of some pairs are stale says which, and is named though it lent no pair.
+    for pk in sorted(set(stale_pairs) - {entry["id"] for entry in studies}):
+        studies.append(named(pk, "pairs", 0))
+    for entry in studies:
+        if entry["id"] in stale_pairs:
+            entry.update(pairs_stale=len(stale_pairs[entry["id"]]), stale_pairs=sorted(stale_pairs[entry["id"]]))
+    pairs_stale = {(i, s) for pairs in stale_pairs.values() for i, s in pairs}
+    left_out = pairs_stale - {(int(i), int(s)) for i, s in chosen[["item_id", "source_id"]].itertuples(
+        index=False, name=None)}
     other_lenders = []
     for pk, g in sorted(others.groupby("study_id"), key=lambda kv: (-len(kv[1]), kv[0])):
         pairs = sorted((int(i), int(s), int(u)) for i, s, u in g[["item_id", "source_id", "utility"]].itertuples(
@@ -552,6 +585,10 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
         "pairs_in_several_studies": int(several.sum()),
         "pairs_the_studies_disagree_on": int(per_pair.nunique().gt(1).sum()),
         "other_lenders": other_lenders,
+        # Unit scores of a lender that no longer match its answers (``STALE_LENT``): never lent.
+        "stale_rule": STALE_LENT,
+        "pairs_stale": len(pairs_stale),
+        "pairs_stale_left_out": len(left_out),
         # Studies holding unit scores of these items that no run here computed (a bundle copy, imported
         # outcomes): named, so a pair they would lend is not left 'unknown' without a word.
         "not_scored_here": [{"id": pk, "name": name} for pk, name in (
@@ -560,6 +597,32 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
             .exclude(study=study).order_by("study_id").values_list("study_id", "study__name").distinct())],
     }
     return chosen, provenance
+
+
+def _stale_lent(rows: pd.DataFrame) -> np.ndarray:
+    """Which of the lenders' unit-score ``rows`` (``_utility_lookup``'s, with ``n_annotators``,
+    ``score_run_id`` and ``imported``) are stale, by the one rule the lender's own export and API
+    follow (``selectors.unit_score_stale``, against ``selectors.unit_counting_changes`` and the
+    run's ``score_run_read_at``): the answers that count on the unit changed since its run scored
+    it. One flag per row, in their order; one query per lender and one for the runs."""
+    changes = {int(pk): unit_counting_changes(study=Study(pk=int(pk))) for pk in rows["study_id"].unique()}
+    runs = ScoreRun.objects.in_bulk({int(pk) for pk in rows["score_run_id"].unique()})
+    read_at = {pk: score_run_read_at(run) for pk, run in runs.items()}
+    flags = [bool(unit_score_stale(n_annotators=None if pd.isna(n) else int(n), imported=bool(imported),
+                                   read_at=read_at.get(int(run)),
+                                   change=changes[int(pk)].get((int(item), int(source)))))
+             for pk, item, source, n, run, imported in rows[["study_id", "item_id", "source_id", "n_annotators",
+                                                             "score_run_id", "imported"]].itertuples(
+                 index=False, name=None)]
+    return np.array(flags, dtype=bool)
+
+
+# Why a lender's unit scores may not be lent (``_stale_lent``).
+STALE_LENT = ("a lender's unit score is not lent when it is stale by the rule of the `stale` column of "
+              "GET /api/v1/scores/ (the answers that count on that unit changed since the lender's run scored it: "
+              "work rejected, withdrawn, put on hold or cleared, or submitted after the run began reading), so "
+              "Figure 4 never rests on a utility its lender's answers no longer give; the pair then takes the "
+              "utility of another lender, or has none ('unknown') until the lender is scored again")
 
 
 # How a generalization study (or the properties model of a study without utility of its own) finds
@@ -587,10 +650,12 @@ def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
     """Say when the utility ``what`` uses mixes studies, or when they disagree on a pair, or when a
     bundle's table may not be the one its results were scored with."""
     warnings = []
-    studies = provenance.get("studies") or []
+    studies = [entry for entry in provenance.get("studies") or [] if entry.get("pairs")]
     if len(studies) > 1:
         warnings.append(f"{what} takes the utility of its original rationales from "
                         f"{len(studies)} studies ({UTILITY_FROM}).")
+    if provenance.get("pairs_stale"):
+        warnings.append(_stale_lent_warning(provenance, what))
     if provenance.get("pairs_the_studies_disagree_on"):
         warnings.append(f"{what}: {provenance['pairs_the_studies_disagree_on']} of the "
                         f"{provenance['pairs_in_several_studies']} (question, source) pairs scored in more than one "
@@ -600,6 +665,20 @@ def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
     if provenance.get("caveat"):
         warnings.append(f"{what} may differ from the bundle's results.json: {provenance['caveat']}")
     return warnings
+
+
+def _stale_lent_warning(provenance: dict, what: str) -> str:
+    """The warning naming the lenders whose stale unit scores ``what`` did not borrow
+    (``_utility_lookup``: ``pairs_stale``, each lender's ``pairs_stale``), and what to do."""
+    stale = [entry for entry in provenance.get("studies") or [] if entry.get("pairs_stale")]
+    # Named as 'name' (id N): a reader who may not view a lender gets the withheld marker in its place.
+    named = ", ".join((f"{e['name']!r} (id {e['id']})" if e.get("id") is not None else repr(e["name"]))
+                      + f" ({e['pairs_stale']} pairs)" for e in stale)
+    left_out = provenance.get("pairs_stale_left_out") or 0
+    return (f"{what} does not borrow the utility of {provenance['pairs_stale']} (question, source) pairs whose "
+            f"lender's unit scores are stale (the answers that count there changed since it was scored): {named}; "
+            f"{left_out} of them have no utility now and count as 'unknown', the others take another study's "
+            "(original_utility_from.stale_rule). Score the lending study again, then this study, to count them.")
 
 
 # How Figure 4's accuracy is aggregated (SPEC section 4 says only "accuracy(after) - accuracy(before)"):
@@ -651,7 +730,14 @@ def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance
     if provenance.get("other_lenders") and not provenance.get("read_from"):
         warnings.append("Figure 4 by the utility of the original rationale with each other study's utility on the "
                         "pairs it gives another one for: generalization.by_utility_other_lenders.")
-    missing = int(frame["original_utility"].isna().sum())
+    unknown = frame["original_utility"].isna()
+    stale_pairs = {(int(i), int(s)) for e in provenance.get("studies") or [] for i, s in e.get("stale_pairs") or []}
+    stale = unknown & pd.Series([(int(i), int(s)) in stale_pairs for i, s in zip(
+        frame["item_id"], frame["source_id"], strict=True)], index=frame.index, dtype=bool)
+    missing = int((unknown & ~stale).sum())
+    if stale.any():
+        warnings.append(f"{int(stale.sum())} generalization units appear under 'unknown' in the by-utility breakdown "
+                        "because the utility of their original rationale is stale where it was scored (above).")
     if provenance.get("unavailable"):
         warnings.append(f"Figure 4 by the utility of the original rationale (by_utility) cannot be reproduced and is "
                         f"left out, as is the consistency of an item with its counterfactuals: "
@@ -908,14 +994,14 @@ def _generalization(study: Study, suspects: _Suspects) -> Part:
                            "there is nothing left to score.")
     answers = answers.loc[answers["unit_id"].isin(units["unit_id"])] if len(answers) else answers
     outcomes = pipeline.collected_outcomes(units, answers, expected_raters=study.annotators_per_unit)
+    if outcomes.frame.empty:  # the run fails as a utility study's does (``pipeline.score_frames``' words)
+        raise NothingScored(f"Study {study.name!r} has no completed answers yet; nothing to score.")
     outcomes.frame = pipeline.answers_right(outcomes.frame, answers)  # for the per-answer reading
     results = {  # in the order results.json has always had
         "ties": outcomes.results["ties"], "n_units": outcomes.results["n_units"],
         "n_units_scored": int(len(outcomes.frame)), "agreement": outcomes.results["agreement"],
         "agreement_by_item": outcomes.results["agreement_by_item"],
     }
-    if outcomes.frame.empty:
-        return Part(results, questions.warnings + outcomes.warnings)
     lookup, provenance = borrowed_utility(study)
     with_utility = _with_original_utility(outcomes.frame, lookup, provenance)
     originals = _original_outcomes(lookup)
@@ -2214,8 +2300,8 @@ def study_score(
     computed). Refused either way, nothing is stored and the run fails with why.
 
     A ``ScoringError`` (nothing to score, the requester refused) marks the run failed with its
-    message; any other error marks it failed and propagates. A collected utility study with no
-    unit to score (``NothingScored``: e.g. every answer withdrawn) fails so too, but first removes,
+    message; any other error marks it failed and propagates. A collected utility or generalization
+    study with no unit to score (``NothingScored``: e.g. every answer withdrawn) fails so too, but first removes,
     under the same lock and checks, the unit-score rows of the units it no longer scores
     (``_remove_unscored_unit_scores``, the store's own removal: all of them)."""
     similarity_from = SIMILARITY_FROM_CALLER if similarity is not None else SIMILARITY_FROM_SETTING

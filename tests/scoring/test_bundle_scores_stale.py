@@ -1,7 +1,7 @@
 """A copy imported from a study bundle says where the unit scores it carries came from and whether
 the bundle called them stale: its import record keeps the bundle's settings.json ``scores_stale``
 (and the run that scored them where the bundle was made), and the one rule of the `stale` column
-(``export_units.unit_score_stale``) answers for those scores too, so the API, the score export and
+(``selectors.unit_score_stale``) answers for those scores too, so the API, the score export and
 the study page agree until a run here scores the copy again."""
 from __future__ import annotations
 

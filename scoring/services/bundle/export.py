@@ -234,7 +234,7 @@ def borrowed_utility_part(study: Study, results: dict | None, *, user,
     results = results or {}
     recorded = ((results.get("generalization") or {}).get("original_utility_from")
                 or (results.get("properties_model") or {}).get("utility_from"))
-    same = None if recorded is None else recorded == provenance
+    same = None if recorded is None else recorded == _as_recorded(provenance, recorded)
     provenance = provenance_for_reader(provenance, withheld, reader=reader)
     section = {
         "table": TABLES["borrowed_utility"].path,
@@ -247,7 +247,30 @@ def borrowed_utility_part(study: Study, results: dict | None, *, user,
     }
     if same is False:
         section["note"] = BORROWED_NOT_THE_RUNS
+    if provenance.get("pairs_stale"):
+        section["stale_note"] = BORROWED_STALE
     return rows, section
+
+
+# The keys a borrowed utility's provenance gained with the staleness of lent unit scores
+# (``score._utility_lookup``): a run from before records none of them, nor needs to when none was stale.
+STALE_PROVENANCE_KEYS = ("stale_rule", "pairs_stale", "pairs_stale_left_out")
+
+
+def _as_recorded(provenance: dict, recorded) -> dict:
+    """``provenance`` as a run from before ``STALE_PROVENANCE_KEYS`` would have recorded it, when
+    ``recorded`` lacks them and no lent pair is stale (so such a run is not called another one's)."""
+    if not isinstance(recorded, dict) or provenance.get("pairs_stale") or any(
+            k in recorded for k in STALE_PROVENANCE_KEYS):
+        return provenance
+    return {k: v for k, v in provenance.items() if k not in STALE_PROVENANCE_KEYS}
+
+
+# Why a bundle's borrowed utility leaves pairs out: their lender's unit scores are stale.
+BORROWED_STALE = (
+    "data/borrowed_utility.csv leaves out the pairs whose lending study's unit scores are stale (the answers that "
+    "count there changed since it was scored; from.studies names them, with stale_pairs, and from.stale_rule the "
+    "rule): score the lending study again, then this study, then export it, for a bundle that counts them")
 
 
 # Why a bundle's borrowed utility may not be the one its results.json was scored with.
