@@ -4,27 +4,57 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import serializers
 
-from scoring.api.export_units import MAJORITY_NOT_RECORDED, SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
+from scoring.api.export_units import (
+    MAJORITY_NOT_RECORDED,
+    SCORE_COLUMNS,
+    SCORED_WITH_COLUMNS,
+    SCORED_WITH_READS,
+    ScoredWith,
+)
 from scoring.metrics.labels import UTILITY_NAMES
 from scoring.models import ScoreRun, UnitScore
 from scoring.selectors import warnings_for_reader
 from scoring.services.score import TASK_ACCURACY_COUNTED_WRONG, TASK_ACCURACY_LEFT_OUT, TASK_ACCURACY_RULES
 
 
-class UnitScoreSerializer(serializers.ModelSerializer):
+class _ScoredWithValue:
+    """A unit-score row's ``SCORED_WITH_COLUMNS`` value under the field's name, read from the
+    serializer's ``_scored_with`` (``ScoredWith.values``, as the exports read it)."""
+
+    def to_representation(self, obj):
+        return self.parent._scored_with(obj)[self.field_name]
+
+
+# One field class per export column type, so that the OpenAPI schema gives each column's type.
+_SCORED_WITH_FIELDS = {kind: type(f"ScoredWith{base.__name__}", (_ScoredWithValue, base), {})
+                       for kind, base in (("int", serializers.IntegerField), ("str", serializers.CharField),
+                                          ("bool", serializers.BooleanField), ("float", serializers.FloatField))}
+
+
+def _scored_with_fields() -> dict[str, serializers.Field]:
+    """A read-only, nullable field per ``SCORED_WITH_COLUMNS`` column, in their order, of its type
+    and described as the exports describe it: the API row carries every column the exports end
+    with, from their one list (a column appended there is appended here)."""
+    return {name: _SCORED_WITH_FIELDS[column.kind](source="*", read_only=True, allow_null=True,
+                                                   help_text=column.description)
+            for name, column in SCORED_WITH_COLUMNS.items()}
+
+
+# What the row's own run computed its scores with, as the exports (``SCORED_WITH_COLUMNS``) and the
+# summary give it: the run, its settings, whether the answers changed since (``stale``), the majority
+# rule it aggregated the answers by (``majority_rule``) and which answers it counted
+# (``counted_answers``, ``counted_tasks_failing_a_check``, ``other_readings``).
+_ScoredWithColumns = type("_ScoredWithColumns", (serializers.Serializer,), _scored_with_fields())
+# The unit-score export's description of ``reported_utility`` (its column is the model field).
+REPORTED_UTILITY_HELP = {c.name: c.description for c in SCORE_COLUMNS}["reported_utility"]
+
+
+class UnitScoreSerializer(_ScoredWithColumns, serializers.ModelSerializer):
     item_external_id = serializers.CharField(source="item.external_id", read_only=True)
     split = serializers.CharField(source="item.split", read_only=True)
     gold_answer = serializers.CharField(source="item.gold_answer", read_only=True)
     source_name = serializers.CharField(source="source.name", read_only=True)
     utility_label = serializers.SerializerMethodField(help_text="useful, unsure or not_useful; empty if unscored.")
-    # What ``utility``, ``gen_u`` and ``similarity`` rest on, as the exports and the summary give it:
-    # the row's own run, its settings, whether the answers changed since (``stale``) and the majority
-    # rule the run aggregated the answers by (``majority_rule``).
-    score_run = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["score_run"].description)
-    similarity_model = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["similarity_model"].description)
-    gen_u_method = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["gen_u_method"].description)
-    stale = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["stale"].description)
-    majority_rule = serializers.SerializerMethodField(help_text=SCORED_WITH_COLUMNS["majority_rule"].description)
     # Why ``stale`` is true, and where scores no run here wrote came from (a copy of a study bundle).
     stale_reason = serializers.SerializerMethodField(help_text=(
         "Why `stale` is true (empty when it is false; null when nothing says: not scored): e.g. how many answers "
@@ -41,10 +71,10 @@ class UnitScoreSerializer(serializers.ModelSerializer):
             "id", "study", "item", "item_external_id", "split", "source", "source_name", "gold_answer",
             "n_annotators", "before_majority", "after_majority", "before_tie", "after_tie", "before_correct",
             "after_correct", "utility", "utility_label", "task_correct", "gen_u", "similarity", "imported",
-            "updated_at", "score_run", "similarity_model", "gen_u_method", "stale", "majority_rule", "stale_reason",
-            "scores_from",
+            "updated_at", "reported_utility", *SCORED_WITH_COLUMNS, "stale_reason", "scores_from",
         ]
         read_only_fields = ["study", "item", "source"]  # output only: writable, a form would list every row
+        extra_kwargs = {"reported_utility": {"help_text": REPORTED_UTILITY_HELP}}
 
     def get_utility_label(self, obj) -> str:
         return UTILITY_NAMES.get(obj.utility, "")
@@ -63,24 +93,13 @@ class UnitScoreSerializer(serializers.ModelSerializer):
         return runs
 
     def _scored_with(self, obj) -> dict:
-        """``SCORED_WITH_COLUMNS`` of the row (``ScoredWith.values``)."""
-        values = self._runs(obj).values(*(getattr(obj, name) for name in SCORED_WITH_READS))
-        return dict(zip(SCORED_WITH_COLUMNS, values, strict=True))
-
-    def get_score_run(self, obj) -> int | None:
-        return self._scored_with(obj)["score_run"]
-
-    def get_similarity_model(self, obj) -> str | None:
-        return self._scored_with(obj)["similarity_model"]
-
-    def get_gen_u_method(self, obj) -> str | None:
-        return self._scored_with(obj)["gen_u_method"]
-
-    def get_stale(self, obj) -> bool | None:
-        return self._scored_with(obj)["stale"]
-
-    def get_majority_rule(self, obj) -> str | None:
-        return self._scored_with(obj)["majority_rule"]
+        """``SCORED_WITH_COLUMNS`` of the row (``ScoredWith.values``, as the exports read them), worked
+        out once per row for all its fields."""
+        row = getattr(self, "_scored_with_row", None)
+        if row is None or row[0] is not obj:
+            values = self._runs(obj).values(*(getattr(obj, name) for name in SCORED_WITH_READS))
+            row = self._scored_with_row = (obj, dict(zip(SCORED_WITH_COLUMNS, values, strict=True)))
+        return row[1]
 
     def get_stale_reason(self, obj) -> str | None:
         return self._runs(obj).stale_reason(*(getattr(obj, name) for name in SCORED_WITH_READS))
@@ -121,6 +140,12 @@ class FullUnitsSharesSerializer(serializers.Serializer):
     unsure_ci = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
     not_useful = serializers.FloatField(allow_null=True)
     not_useful_ci = serializers.ListField(child=serializers.FloatField(allow_null=True), allow_null=True)
+    no_majority_before = serializers.IntegerField(allow_null=True, help_text=(
+        "Of those units, the ones without a majority before the rationale (counted wrong; results.json "
+        "utility_shares' per-source ties, pipeline.tie_counts). Null: a run from before they were recorded."))
+    no_majority_after = serializers.IntegerField(allow_null=True, help_text=(
+        "Of those units, the ones without a majority after the rationale (counted wrong). Null: a run from "
+        "before they were recorded."))
 
 
 class SourceSummarySerializer(serializers.Serializer):

@@ -42,8 +42,12 @@ SCORE_RUN_EXAMPLE = OpenApiExample(
         description=(
             "One row per scored (study, item, source) unit of the studies you can see: the majority answers "
             "before and after the rationale (ties count as wrong and are flagged), utility (1 useful, 0 unsure, "
-            "-1 not useful), task accuracy of the source, Gen-U and similarity. Filter by study, source (id or "
-            "name), split and utility category."
+            "-1 not useful), task accuracy of the source, Gen-U and similarity; then what the row's own scoring run "
+            "computed them with, as the unit-score export's columns of the same names give it: the run, its "
+            "settings, whether the scores are stale, the majority rule, and which answers it counted "
+            "(`counted_answers`, `counted_tasks_failing_a_check`: counted tasks that failed an attention check, "
+            "`other_readings`: the figures without them). Filter by study, source (id or name), split and utility "
+            "category."
         ),
         examples=[UNIT_SCORE_EXAMPLE],
     ),
