@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import django_filters as df
+from django import forms
+from django_filters.fields import ChoiceField
 
 from annotations.models import Annotation, Assignment, Participant
 from lab.api.filters import ApiFilterSet, DateTimeFilter, IdFilter, filter_id_or_name
@@ -43,9 +45,35 @@ class AnnotationFilter(ApiFilterSet):
         return filter_by_worker(queryset, "claim__participant", value)
 
 
+# The statuses ``/api/v1/assignments/`` lists: every one but ``withdrawn`` (``AssignmentViewSet``
+# leaves a withdrawn participant's tasks out: emptied, kept only as payment records).
+LISTED_STATUSES = [(value, label) for value, label in Assignment.Status.choices
+                   if value != Assignment.Status.WITHDRAWN]
+
+
+class ListedStatusField(ChoiceField):
+    """A listed status; ``withdrawn`` is a 400 saying why no task of that status is ever listed, not
+    an empty page a caller would read as "no withdrawn tasks"."""
+
+    def validate(self, value):
+        if value == Assignment.Status.WITHDRAWN:
+            listed = ", ".join(status for status, _label in LISTED_STATUSES)
+            raise forms.ValidationError(
+                f"status: {value!r} is not a status this list filters by: a withdrawn participant's tasks are "
+                f"emptied and kept only as payment records, never listed. It filters by: {listed}.",
+                code="invalid_choice")
+        super().validate(value)
+
+
+class ListedStatusFilter(df.ChoiceFilter):
+    field_class = ListedStatusField
+
+
 class AssignmentFilter(ApiFilterSet):
     study = IdFilter(field_name="study_id")
-    status = df.ChoiceFilter(choices=Assignment.Status.choices)
+    status = ListedStatusFilter(choices=LISTED_STATUSES, help_text=(
+        "The task's status. Withdrawn tasks (a participant's withdrawal) are kept only as payment records and "
+        "never listed, so `withdrawn` is not a choice (a 400)."))
     worker = df.CharFilter(method="filter_worker", help_text="Worker pseudonym (w_...); comma-separated for several.")
     # A task's start (created_at): its consent, or for an MTurk or Prolific task its landing page's
     # time (deadlines.task_clock_start), up to its duration before the row was written.

@@ -57,9 +57,12 @@ class _WorkerContextMixin:
     list=extend_schema(
         summary="List assignments",
         description=(
-            "Workers' tasks in the studies you can see, oldest first, with cursor pagination. Filter by study, "
-            "status, worker pseudonym and start date. Worker ids are pseudonyms. `on_hold`: sync held the task "
-            "and no researcher cleared it, so its answers are not scored, approved or paid whatever its `status`."
+            "Workers' tasks in the studies you can see, oldest first (by id; ordered by `created_at`, tasks started "
+            "in the same second come in id order), with cursor pagination. Filter by study, status, worker "
+            "pseudonym and start date. Worker ids are pseudonyms. `on_hold`: sync held the task "
+            "and no researcher cleared it, so its answers are not scored, approved or paid whatever its `status`. "
+            "Tasks of a withdrawn participant (status `withdrawn`) are never listed: emptied by the withdrawal, "
+            "they are kept only as payment records, and `?status=withdrawn` is a 400."
         ),
         parameters=[RAW_IDS_PARAMETER],
         examples=[ASSIGNMENT_EXAMPLE],
@@ -95,8 +98,8 @@ class AssignmentViewSet(_WorkerContextMixin, viewsets.ReadOnlyModelViewSet):
         description=(
             "Every recorded answer (one row per step: `before` without the rationale, `after` with it, "
             "`validation`, `properties`, `attention`) with its timings, in the studies you can see. Cursor "
-            "pagination ordered by id (or `answered_at`) stays correct while answers arrive: follow `next` until "
-            "it is null. Filter by study, source (id or name), split, step, worker pseudonym, utility category "
+            "pagination ordered by id (or `answered_at`, answers of the same instant in id order) stays correct "
+            "while answers arrive: follow `next` until it is null. Filter by study, source (id or name), split, step, worker pseudonym, utility category "
             "of the unit (after scoring) and date. `counts`: scoring reads the answer (the export's `counts`): "
             "answers of held, active, given-back or rejected tasks, and in a generalization study those to a "
             "question marked invalid, are listed with `counts` false. For a whole study use the streamed export "
