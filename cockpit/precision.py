@@ -28,9 +28,11 @@ from scoring.selectors import (
     RELEASED_PRIOR,
     plan_prior,
     plan_prior_choices,
+    score_run_latest,
     study_answer_choices,
     study_precision,
 )
+from scoring.services.bundle.export import scores_staleness
 from studies.models import Study
 from studies.selectors import study_design_summary
 
@@ -94,11 +96,35 @@ def _pct(value: float | None) -> str:
 
 
 def precision_figures(*, study: Study, prior_key: str = RELEASED_PRIOR, user, difference: float | None = None):
-    """(result, notes, prior) for ``study``'s saved design."""
+    """(result, notes, prior) for ``study``'s saved design; a pilot prior whose run no longer matches
+    the pilot's answers says so (``pilot_prior_stale_note``)."""
     prior = plan_prior(user=user, key=prior_key)
     n_items = study_design_summary(study=study).items
     result, notes = study_precision(study=study, prior=prior, n_items=n_items, difference=difference)
-    return result, notes, prior
+    stale = pilot_prior_stale_note(prior_key=prior.key, user=user)
+    return result, [*notes, stale] if stale else notes, prior
+
+
+def pilot_prior_stale_note(*, prior_key: str, user) -> str:
+    """What the page says when the pilot whose latest run gives the prior (``pilot:<id>``) changed
+    since that run read its answers, by the one staleness rule of a run
+    (``scoring.services.bundle.export.scores_staleness``: units whose counting answers changed, answers
+    withdrawn since), or ''. The figures rest on that run's shares: a participant who withdrew after
+    it, or work rejected since, is still in them until the pilot is scored again."""
+    if not prior_key.startswith("pilot:"):
+        return ""
+    pilot = Study.objects.get(pk=int(prior_key.split(":", 1)[1]))
+    run = score_run_latest(study=pilot)
+    stale = scores_staleness(pilot, run, user=user) if run is not None else None
+    if not stale or not stale["stale"]:
+        return ""
+    withdrawn = stale["withdrawn_since_run"]["counted_answers"]
+    what = [f"{stale['stale_units']} of its {stale['scored_units']} scored units are stale"] if stale["stale_units"] else []
+    if withdrawn:
+        what.append(f"{withdrawn} counted answers were withdrawn since")
+    return (f"The pilot's latest scored run ({stale['score_run']}) no longer matches its answers"
+            f"{': ' + ' and '.join(what) if what else ''}. These figures rest on that run's shares: score the pilot "
+            "again for a prior from the answers that count now.")
 
 
 def precision_html(*, study: Study, user=None, compact: bool = True) -> str:

@@ -10,6 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from annotations.services.opening import study_open
+from annotations.services.withdrawal import participant_withdraw
 from annotations.services.platforms.access import OPERATOR
 from cockpit.precision import method_text
 from scoring.metrics import planning
@@ -253,6 +254,26 @@ def test_a_pilot_that_stopped_units_once_decided_fits_them_at_its_workers(resear
     prior = plan_prior(user=user, key=f"pilot:{pilot.pk}")
     assert "5 workers per unit" in prior.label and "short" not in prior.label, prior.label
     assert prior.workers == ""
+
+
+def test_a_pilot_prior_says_when_a_worker_withdrew_after_its_run(researcher, study):
+    """The prior is the pilot's latest run's shares: a participant who withdrew after that run is
+    still in them until the pilot is scored again, and the page says so, by the run's one staleness
+    rule (``scores_staleness``); before, it read as if nothing had changed."""
+    user, client = researcher
+    cache.clear()
+    pilot = open_utility_study(name="withdrawn pilot", n_items=2, quota=2, source_names=["p0"], owner=user)
+    for worker in ("w1", "w2"):
+        work(pilot, worker)
+    study_score(study=pilot, similarity=False)
+    url = f"/admin/studies/study/{study.pk}/precision/"
+    assert "no longer matches its answers" not in page_text(client.get(url, {"prior": f"pilot:{pilot.pk}"}))
+
+    participant_withdraw(user=user, study=pilot, worker_id="w1")
+    text = page_text(client.get(url, {"prior": f"pilot:{pilot.pk}"}))
+    assert "The pilot's latest scored run" in text and "no longer matches its answers" in text, text[-2000:]
+    assert "4 counted answers were withdrawn since" in text
+    assert "score the pilot again" in text
 
 
 @pytest.fixture
