@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from functools import reduce
 from operator import and_, or_
+from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist, ValidationError
@@ -249,7 +250,10 @@ class ApiCursorPagination(CursorPagination):
         try:
             body = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("ascii"))
         except (binascii.Error, UnicodeError, ValueError, RecursionError):
-            raise NotFound(self.invalid_cursor_message) from None
+            earlier = self._earlier_cursor(encoded)
+            if earlier is None:
+                raise NotFound(self.invalid_cursor_message) from None
+            return earlier
         if (not isinstance(body, dict) or set(body) - {"o", "r", "p"} or body.get("o") != list(self.ordering)
                 or body.get("r") not in (0, 1) or isinstance(body.get("r"), bool)):
             raise NotFound(self.invalid_cursor_message)
@@ -263,6 +267,30 @@ class ApiCursorPagination(CursorPagination):
             raise NotFound(self.invalid_cursor_message)
         values = tuple(self._loaded(key, value) for key, value in zip(self.keys, raw, strict=True))
         return _Position(reverse=reverse, values=values)
+
+    def _earlier_cursor(self, encoded: str) -> _Position | None:
+        """A cursor the earlier pager (DRF's position and offset: base64 of ``o=&r=&p=``) wrote, read
+        where it names a row exactly: a list in id order (``?ordering=id`` or ``-id``, the default),
+        whose position is an id and whose offset is 0. A client that saved a ``next`` link before
+        this pager shipped goes on from where it was instead of starting again (and reading rows
+        twice); any other earlier cursor is None (404 "Invalid cursor"), as it cannot be placed."""
+        if len(self.keys) != 1 or not self.keys[0].field.primary_key:
+            return None
+        try:
+            tokens = parse_qs(base64.b64decode(encoded.encode("ascii"), validate=True).decode("ascii"),
+                              keep_blank_values=True, strict_parsing=True)
+        except (binascii.Error, UnicodeError, ValueError):
+            return None
+        if set(tokens) - {"o", "r", "p"} or any(len(values) != 1 for values in tokens.values()):
+            return None
+        offset, reverse, position = (tokens.get(name, [""])[0] for name in ("o", "r", "p"))
+        if offset not in ("", "0") or reverse not in ("", "1"):
+            return None
+        if not position:
+            return _Position(reverse=True, values=None) if reverse else None
+        if not (position.isascii() and position.isdigit()) or len(position) > 18:
+            return None
+        return _Position(reverse=bool(reverse), values=(int(position),))
 
     def _loaded(self, key: _Key, raw):
         """``raw`` read as a value of ``key``'s field, only if ``encode_cursor`` writes that value so."""

@@ -236,6 +236,7 @@ def import_file_run(*, data: dict, user) -> ImportRecord | ImportJob:
 class ImportViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ImportRecordSerializer
     ordering_fields = ["id", "imported_at"]
+    ordering = ["-imported_at"]  # newest first, as the list says (the pager breaks ties by id)
     filterset_class = ImportRecordFilter
     parser_classes = [MultiPartParser, FormParser]
     write_permissions = {"create": "studies.add_importrecord"}
@@ -282,6 +283,7 @@ IMPORT_JOB_EXAMPLE = OpenApiExample("A background import, done", response_only=T
 class ImportJobViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = ImportJobSerializer
     ordering_fields = ["id", "created_at"]
+    ordering = ["-created_at"]  # newest first, as the list says (the pager breaks ties by id)
 
     def get_queryset(self):
         return import_jobs_for_user(user=self.request.user).select_related("created_by")

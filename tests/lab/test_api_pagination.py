@@ -232,3 +232,30 @@ def test_an_empty_page_links_back_to_the_rows_beside_it(api, study):
     assert empty["results"] == [] and empty["previous"] is None
     assert "cursor" not in empty["next"]
     assert _ids(_get(api, empty["next"])) == _ids(second)
+
+
+def test_a_cursor_the_earlier_pager_wrote_for_the_id_order_goes_on_from_its_row(api, study):
+    """A ``next`` or ``previous`` link saved before this pager shipped (DRF's cursor: base64 of
+    ``o=&r=&p=``, its position the id) goes on from the row it names in the id order, so a client
+    resuming a sync reads no row twice; one for another order, or with an offset, cannot be placed
+    and is a 404 "Invalid cursor"."""
+    from rest_framework.pagination import Cursor, CursorPagination
+
+    ids = list(Assignment.objects.filter(study=study).order_by("id").values_list("id", flat=True))
+
+    pager = CursorPagination()
+    pager.base_url = "http://testserver/"
+
+    def earlier(*, position, reverse=False, offset=0) -> str:
+        return parse_qs(urlsplit(pager.encode_cursor(
+            Cursor(offset=offset, reverse=reverse, position=position))).query)["cursor"][0]
+
+    after_third = _get(api, ASSIGNMENTS, {"page_size": 3, "cursor": earlier(position=str(ids[2]))})
+    assert _ids(after_third) == ids[3:6]
+    before_fifth = _get(api, ASSIGNMENTS, {"page_size": 3, "cursor": earlier(position=str(ids[4]), reverse=True)})
+    assert _ids(before_fifth) == ids[1:4]
+    for bad in (earlier(position=str(ids[2]), offset=2), earlier(position="x")):
+        response = api.get(ASSIGNMENTS, {"page_size": 3, "cursor": bad})
+        assert response.status_code == 404 and response.json()["detail"] == "Invalid cursor"
+    response = api.get(ASSIGNMENTS, {"ordering": "created_at", "page_size": 3, "cursor": earlier(position=str(ids[2]))})
+    assert response.status_code == 404

@@ -148,3 +148,13 @@ def utility_file_lines(strategyqa_dir, tmp_path):
     path.write_text("\n".join(rows) + "\n")
     return path
 
+
+
+def test_the_imports_list_is_newest_first_as_it_says(tmp_path):
+    """``/api/v1/imports/`` says "newest first" and listed oldest first (the pager's id order); a
+    researcher paging it for their latest import read the first one."""
+    alice, _ = staff_client("alice")
+    made = [items_import_strategyqa(file=_strategyqa(tmp_path, f"n{i}", [f"n{i}"]), dataset_name=f"ds-{i}",
+                                    user=alice) for i in range(3)]
+    listed = [row["id"] for row in api_client(alice).get("/api/v1/imports/").json()["results"]]
+    assert listed == [record.pk for record in reversed(made)]
