@@ -45,6 +45,14 @@ def claim_labels(claim: Claim, *, kind: str) -> list[str]:
     return [c["label"] for c in normalise_choices(unit.item.choices)]
 
 
+def proposed_answer(claim: Claim, *, step: str) -> str | None:
+    """The answer a validation step judges (its unit's generalization question's, read with the
+    question ``claim_labels`` reads: no query of its own); None for any other step."""
+    if step != Annotation.Step.VALIDATION or claim.attention_check_id or not claim.unit.generalization_question_id:
+        return None
+    return claim.unit.generalization_question.answer
+
+
 @dataclass(frozen=True)
 class Submitted:
     annotation: Annotation  # the stored answer (the one stored before, for an answer sent again)
@@ -127,7 +135,8 @@ def annotation_submit_with_task(
             # Read only for a question the page has shown (below): checked against a later
             # question's choices, an answer would tell a script which of them is a check.
             clean, clean_payload = clean_answer(
-                step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind)
+                step=step, answer=answer, payload=payload, labels=claim_labels(claim, kind=kind),
+                proposed_answer=proposed_answer(claim, step=step),
             )
             if step == Annotation.Step.ATTENTION:
                 clean_payload = {"correct": answer_is_correct(clean, claim.attention_check.correct_answer)}

@@ -120,11 +120,15 @@ def clean_flag(payload: dict) -> dict:
     return {}
 
 
-def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[str]) -> tuple[str, dict]:
+def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[str],
+                 proposed_answer: str | None = None) -> tuple[str, dict]:
     """Validate one step's answer and return the normalised (answer, payload) to store.
 
     ``labels`` are the allowed choice labels of the question asked (answer steps, attention
-    checks, the corrected answer of a validation)."""
+    checks, the corrected answer of a validation). ``proposed_answer``: the answer a validation
+    judges (its generalization question's ``answer``); a judge who calls it wrong must correct it
+    to another choice, so a corrected answer equal to it is refused (the page does not offer it).
+    None where no proposed answer is known."""
     payload = dict(payload or {})
     if step == Step.ATTENTION:
         return _pick(answer, labels, "this question"), {}
@@ -137,6 +141,11 @@ def clean_answer(*, step: str, answer: str, payload: dict | None, labels: list[s
         corrected = str(payload.get("corrected_answer", "") or "")
         if clean["answer_correct"] == "no":
             clean["corrected_answer"] = _pick(corrected, labels, "the corrected answer")
+            if proposed_answer is not None and clean["corrected_answer"] == proposed_answer:
+                raise InvalidAnswer(
+                    f"The corrected answer '{proposed_answer[:50]}' is the proposed answer you called wrong: "
+                    "choose the answer that is right instead, or answer that the proposed answer is right."
+                )
         else:
             clean["corrected_answer"] = ""
         verdict = "valid" if all(clean[name] == "yes" for name, _ in VALIDATION_FIELDS) else "invalid"

@@ -24,7 +24,11 @@ questions and Gen-U predictions, which act for the researcher who started them):
   owner too. Correct content by importing a new dataset or source and copying the study. Other
   fields (a dataset's description, an item's metadata, a source's description and settings, a
   rationale's faithfulness and highlights, a question's validation status) stay editable by the
-  studies' researchers.
+  studies' researchers. A change of a question's validation status alone (``STATUS_FIELDS``) is
+  judged by the studies that read the status (a generalization study, a study whose Gen-U reads
+  the question), not by a question-validation study that draws its item (``STATUS_BLIND_KINDS``:
+  its units include invalid questions and its verdicts do not depend on the status), so another
+  researcher's validation study does not lock the question's owner out of judging it.
 - *What an LM job used stays.* A dataset or rationale source an LM job ran on (any job, any status,
   anyone's), a rationale source a job's params name as a Gen-U answerer or that answered Gen-U
   predictions, an item of a dataset a job ran on, a generalization question of an item whose dataset
@@ -100,6 +104,19 @@ FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
 }
 CONTENT_MODELS = tuple(FIXED_FIELDS)
 
+# A change of these fields of a generalization question alone is a change of its judgement (its
+# validation status; the provenance its one writer records with it is written under the same check):
+# it is judged by the studies that read the status (``_status_readers``), not by every study that
+# uses the question.
+STATUS_FIELDS: dict[type[models.Model], frozenset[str]] = {
+    GeneralizationQuestion: frozenset({"validation_status"}),
+}
+# The kinds of study that use a generalization question without reading its validation status: a
+# question-validation study asks its workers about every question of its items, invalid ones
+# included, and its verdicts do not depend on the status. (A generalization study's Figure 4 and
+# units, and a study's Gen-U, read it.)
+STATUS_BLIND_KINDS: frozenset[str] = frozenset({Study.Kind.QUESTION_VALIDATION})
+
 
 class ContentChangeRefused(Exception):
     """An edit or deletion of shared content that the rule refuses; the message names the row,
@@ -173,7 +190,7 @@ def _own_problems(
     for pk, fields in changes.items():
         if pk in not_yours:
             continue
-        using = [by_id[s] for s in sorted(uses.get(pk, ())) if s in by_id]
+        using = _status_readers(model, fields, [by_id[s] for s in sorted(uses.get(pk, ())) if s in by_id])
         if using and allowed is not None and any(s.pk not in allowed for s in using):
             not_yours[pk] = _not_yours_reason(model, pk)
             continue
@@ -181,6 +198,20 @@ def _own_problems(
         if reason:
             fixed[pk] = reason
     return not_yours, fixed
+
+
+def _status_readers(model: type[models.Model], fields: Iterable[str] | None, using: list[Study]) -> list[Study]:
+    """The studies of ``using`` that judge a change of ``fields`` (None: a deletion) of a row of
+    ``model``: all of them, but for a change of its status alone (``STATUS_FIELDS``), which only the
+    studies that read the status judge (not those of ``STATUS_BLIND_KINDS``): another researcher's
+    question-validation study on a dataset locks no researcher out of judging their own questions."""
+    status_fields = STATUS_FIELDS.get(model)
+    if fields is None or not status_fields:
+        return using
+    fields = set(fields)
+    if not fields or not fields <= status_fields:
+        return using
+    return [s for s in using if s.kind not in STATUS_BLIND_KINDS]
 
 
 def _with_cascades(
@@ -498,7 +529,7 @@ def _studies_using(
     study_ids = set().union(*uses.values()) if uses else set()
     if not study_ids:
         return None
-    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only("pk", "name", "status")
+    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only("pk", "name", "status", "kind")
     with transaction.atomic():  # the locks last until the caller's transaction ends
         by_id = {s.pk: s for s in (studies.select_for_update() if lock else studies)}
     return uses, by_id
