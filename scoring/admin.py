@@ -90,7 +90,7 @@ class ScoreRunAdmin(StudyScopedAdmin):
     readonly_fields = ("study", "status", "requested_by", "by_operator", "results", "warnings", "error", "task_id",
                        "created_at", "finished_at")
     change_list_template = "admin/scoring/scorerun_change_list.html"
-    actions = ("apply_question_verdicts",)
+    actions = ("apply_question_verdicts", "apply_question_verdicts_with_short")
 
     def has_add_permission(self, request):
         return False
@@ -143,9 +143,19 @@ class ScoreRunAdmin(StudyScopedAdmin):
         """Each chosen run's verdicts become its questions' validation status
         (``question_validation_apply``); a refusal (not the study's latest run, not a
         question-validation study, the user's rights) is said and changes nothing for that run."""
+        self._apply_question_verdicts(request, queryset, include_short=False)
+
+    @admin.action(description="Apply the crowd's verdicts, short questions too (judged by fewer workers than asked)")
+    def apply_question_verdicts_with_short(self, request, queryset):
+        """As ``apply_question_verdicts``, also applying the verdicts of questions judged by fewer
+        workers than the study asks (``include_short``, e.g. a study closed short), which the
+        message names."""
+        self._apply_question_verdicts(request, queryset, include_short=True)
+
+    def _apply_question_verdicts(self, request, queryset, *, include_short: bool) -> None:
         for run in queryset.select_related("study").order_by("pk"):
             try:
-                applied = question_validation_apply(run=run, user=request.user)
+                applied = question_validation_apply(run=run, user=request.user, include_short=include_short)
             except (VerdictsNotApplicable, QuestionError, ContentNotYours) as exc:
                 messages.error(request, f"Run {run.pk} ({run.study.name}): {exc}")
             else:

@@ -1086,7 +1086,8 @@ def properties_section(results: dict) -> Section:
 
 
 QUESTION_VALIDATION_READINGS = {"majority_of_verdicts": "majority of worker verdicts",
-                                "answer_corrected": "answer corrected"}
+                                "answer_corrected": "answer corrected",
+                                "majority_per_field": "majority per field"}
 
 
 def question_validation_section(results: dict) -> Section:
@@ -1108,19 +1109,32 @@ def question_validation_section(results: dict) -> Section:
              **{f"{name}_yes": (q.get("votes") or {}).get(name, {}).get("yes") for name in
                 ("well_formed", "type_correct", "answer_correct")},
              "verdict": q.get("majority_of_verdicts"), "answer_corrected": q.get("answer_corrected"),
+             "majority_per_field": q.get("majority_per_field"), "n_verdicts_asked": q.get("n_verdicts_asked"),
              "suggested": q.get("suggested_corrected_answer"), "status": q.get("status_when_scored")}
             for q in block.get("questions") or []]
     section.tables.append(Table("question_validation_questions", "Verdict per question", [
-        Column("question", "Question"), Column("n_verdicts", "Verdicts", "int"), *fields,
+        Column("question", "Question"), Column("n_verdicts", "Verdicts", "int"),
+        Column("n_verdicts_asked", "Verdicts asked", "int"), *fields,
         Column("verdict", "Verdict (majority)"), Column("answer_corrected", "Answer corrected"),
+        Column("majority_per_field", "Majority per field"),
         Column("suggested", "Suggested corrected answer"), Column("status", "Status when scored")], rows))
     rules = block.get("rules") or {}
+    differ = block.get("n_questions_differ_by_reading") or {}
+    per_field = (f" Other reading, {rules['majority_per_field']}: {differ.get('majority_per_field', 0)} questions "
+                 "differ." if "majority_per_field" in rules else "")
     section.notes.append(
         f"Verdict: {rules.get(default, default)} (our reading; {block.get('spec', '')}). Other reading, "
         f"{rules.get('answer_corrected', 'answer corrected')}: {block.get('n_questions_readings_differ', 0)} "
-        f"questions differ. Ties: {block.get('n_ties', 0)}; questions without a counted verdict: "
+        f"questions differ.{per_field} Ties: {block.get('n_ties', 0)}; questions without a counted verdict: "
         f"{block.get('n_questions_without_verdicts', 0)}. The verdicts change no question until a researcher "
         "applies them (the score runs' action); answers are never changed by it.")
+    short = block.get("short_questions")
+    if isinstance(short, dict):
+        ids = short.get("question_ids") or []
+        section.notes.append(
+            f"Questions judged by fewer workers than asked ({block.get('annotators_per_unit')} per question): "
+            f"{short.get('n_short', 0)}, {short.get('n_short_with_verdict', 0)} of them with a verdict"
+            + (f" (questions {', '.join(map(str, ids))})" if ids else "") + f". Rule: {short.get('rule')}.")
     for name, row in (block.get("other_readings") or {}).items():
         section.notes.append(f"Other reading, {READING_NAMES.get(name, name)}: {row.get('answers_left_out', 0)} "
                              f"answers left out; {row.get('n_valid', 0)} valid, {row.get('n_invalid', 0)} invalid, "

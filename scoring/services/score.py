@@ -118,12 +118,16 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   with the score run whose unit scores were read; a study imported from a bundle adds ``read_from``,
   or gives ``{unavailable, read_from}`` when its bundle had no table, and ``by_utility`` is then None)
 - ``question_validation`` (question-validation studies, ``_question_validation``): {default, rules
-  (``VALIDATION_RULES``: majority_of_verdicts, answer_corrected), spec, n_questions, n_answers, n_valid,
+  (``VALIDATION_RULES``: majority_of_verdicts, answer_corrected, majority_per_field), spec,
+  worker_verdict_rule (``VALIDATION_WORKER_VERDICT``), n_questions, n_answers, n_valid,
   n_invalid, n_undecided (ties and questions without verdicts), n_ties, n_questions_without_verdicts,
-  readings: {rule: {n_valid, n_invalid, n_undecided}}, n_questions_readings_differ,
+  annotators_per_unit, short_questions: {rule (``VALIDATION_SHORT_RULE``), n_short,
+  n_short_with_verdict, question_ids}, readings: {rule: {n_valid, n_invalid, n_undecided}},
+  n_questions_readings_differ (answer_corrected), n_questions_differ_by_reading: {rule: n},
   n_questions_with_suggested_corrected_answer, questions: [{question_id, item_id, text, qtype,
-  proposed_answer, status_when_scored, n_verdicts, votes: {field: {yes, no}}, verdicts: {valid,
-  invalid}, majority_of_verdicts, answer_corrected, suggested_corrected_answer}], other_readings:
+  proposed_answer, status_when_scored, n_verdicts_asked, short, n_verdicts, votes: {field: {yes, no}},
+  verdicts: {valid, invalid}, majority_of_verdicts, answer_corrected, majority_per_field,
+  suggested_corrected_answer}], other_readings:
   {reading: {rule, n_answers, answers_left_out, n_valid, n_invalid, n_undecided,
   n_questions_verdict_differs}}}; ``scoring.services.validation`` applies its verdicts
 - ``properties_model`` (when property annotations exist): log-odds with 95% intervals; with
@@ -1106,16 +1110,32 @@ def _generalization_readings(study: Study, units: pd.DataFrame, answers: pd.Data
 # How the workers' verdicts on a question (each the stored answer of ``steps.clean_answer``: "valid"
 # when well_formed, type_correct and answer_correct are all "yes", else "invalid") decide it. SPEC
 # section 4 says only that humans validate questions and answers: it defines no aggregation, so each
-# reading is ours ("a default is a claim") and the results give both.
+# reading is ours ("a default is a claim") and the results give them all.
 VALIDATION_MAJORITY = "majority_of_verdicts"
 VALIDATION_ANSWER_CORRECTED = "answer_corrected"
+VALIDATION_FIELD_MAJORITY = "majority_per_field"
+# What makes one worker's verdict "valid" (``annotations.services.steps.clean_answer``), named in the
+# default rule and the results (``worker_verdict_rule``): the per-field reading below is the other one.
+VALIDATION_WORKER_VERDICT = ("a worker's verdict is valid only when they answer yes to all three of well_formed, "
+                             "type_correct and answer_correct, else invalid")
 VALIDATION_RULES = {
-    VALIDATION_MAJORITY: "majority of worker verdicts; a tie decides nothing (the question stays unvalidated)",
+    VALIDATION_MAJORITY: ("majority of worker verdicts (" + VALIDATION_WORKER_VERDICT + "); a tie decides nothing "
+                          "(the question stays unvalidated)"),
     VALIDATION_ANSWER_CORRECTED: (
         "answer corrected: a question whose well_formed and type_correct have a yes majority and answer_correct a "
         "no majority, with a strict majority of those no voters naming one corrected answer, would be valid with "
         "that answer; every other question as the majority of worker verdicts"),
+    VALIDATION_FIELD_MAJORITY: (
+        "majority per field: each of well_formed, type_correct and answer_correct decided by the majority of the "
+        "workers' answers to it; valid when all three have a yes majority, invalid when any has a no majority, "
+        "otherwise (a tie on a field, none with a no majority) undecided"),
 }
+# Which questions were judged by fewer workers than the study asks (``short_questions``): the verdicts
+# of a short question are the majority of the few verdicts counted; ``question_validation_apply``
+# applies only the questions with all their judges unless told to apply short ones too.
+VALIDATION_SHORT_RULE = ("a question is short when fewer verdicts count for it than the study asks for (its "
+                         "annotators_per_unit per unit of the question); its verdict is the majority of those counted, "
+                         "and applying the verdicts leaves it unchanged unless short questions are applied explicitly")
 VALIDATION_SPEC = ("SPEC section 4 says humans validate questions and answers; it defines no aggregation of their "
                    "verdicts")
 UNDECIDED = "undecided"
@@ -1154,9 +1174,21 @@ def _question_verdicts(answers: pd.DataFrame) -> dict[int, dict]:
         out[int(question_id)] = {
             "n_verdicts": int(len(group)), "votes": votes, "verdicts": {"valid": n_valid, "invalid": n_invalid},
             VALIDATION_MAJORITY: majority, VALIDATION_ANSWER_CORRECTED: "valid" if corrected else majority,
+            VALIDATION_FIELD_MAJORITY: _field_majority(votes),
             "suggested_corrected_answer": suggested,
         }
     return out
+
+
+def _field_majority(votes: dict) -> str:
+    """A question's verdict by ``VALIDATION_FIELD_MAJORITY``: each field by its own majority of the
+    workers' yes and no; invalid when any field has a no majority, valid when all have a yes majority,
+    else (a tie on a field) ``UNDECIDED``."""
+    if any(votes[name]["no"] > votes[name]["yes"] for name, _ in VALIDATION_FIELDS):
+        return "invalid"
+    if all(votes[name]["yes"] > votes[name]["no"] for name, _ in VALIDATION_FIELDS):
+        return "valid"
+    return UNDECIDED
 
 
 def _verdict_counts(verdicts: list[str]) -> dict:
@@ -1166,11 +1198,16 @@ def _verdict_counts(verdicts: list[str]) -> dict:
 
 def _question_validation(study: Study, suspects: _Suspects) -> Part:
     """A question-validation study: ``question_validation``, per generalization question of its
-    units, the counted verdicts, the votes for each field and the question's verdict by the default
-    reading (``VALIDATION_MAJORITY``) with the other reading's (``VALIDATION_ANSWER_CORRECTED``), the
-    totals under each, and ``other_readings`` of which counted answers decide (``_reading_masks``:
-    the verdict counts each gives). ``scoring.services.validation`` applies a run's verdicts."""
+    units, the counted verdicts against those the study asks (``short``: fewer counted than its
+    ``annotators_per_unit`` per unit, ``VALIDATION_SHORT_RULE``; counted and named in
+    ``short_questions``), the votes for each field and the question's verdict by the default reading
+    (``VALIDATION_MAJORITY``, on each worker's verdict as ``VALIDATION_WORKER_VERDICT`` says) with the
+    other readings' (``VALIDATION_ANSWER_CORRECTED``, ``VALIDATION_FIELD_MAJORITY``), the totals under
+    each and how many questions each changes, and ``other_readings`` of which counted answers decide
+    (``_reading_masks``: the verdict counts each gives). ``scoring.services.validation`` applies a
+    run's verdicts."""
     units = Unit.objects.filter(study=study, generalization_question__isnull=False)
+    n_units = Counter(units.values_list("generalization_question_id", flat=True))
     questions = list(units.values_list(
         "generalization_question_id", "generalization_question__item_id", "generalization_question__text",
         "generalization_question__qtype", "generalization_question__answer",
@@ -1186,12 +1223,20 @@ def _question_validation(study: Study, suspects: _Suspects) -> Part:
         found = verdicts.get(question_id) or {
             "n_verdicts": 0, "votes": {name: dict.fromkeys(YES_NO, 0) for name, _ in VALIDATION_FIELDS},
             "verdicts": {"valid": 0, "invalid": 0}, VALIDATION_MAJORITY: UNDECIDED,
-            VALIDATION_ANSWER_CORRECTED: UNDECIDED, "suggested_corrected_answer": ""}
+            VALIDATION_ANSWER_CORRECTED: UNDECIDED, VALIDATION_FIELD_MAJORITY: UNDECIDED,
+            "suggested_corrected_answer": ""}
+        asked = n_units[question_id] * study.annotators_per_unit
         rows.append({"question_id": question_id, "item_id": item_id, "text": text, "qtype": qtype,
-                     "proposed_answer": answer, "status_when_scored": status, **found})
+                     "proposed_answer": answer, "status_when_scored": status, "n_verdicts_asked": asked,
+                     "short": found["n_verdicts"] < asked, **found})
     default = [r[VALIDATION_MAJORITY] for r in rows]
     other = [r[VALIDATION_ANSWER_CORRECTED] for r in rows]
+    per_field = [r[VALIDATION_FIELD_MAJORITY] for r in rows]
     n_differ = sum(a != b for a, b in zip(default, other, strict=True))
+    n_field_differ = sum(a != b for a, b in zip(default, per_field, strict=True))
+    short = [r for r in rows if r["short"]]
+    # short questions a verdict was given to: the ones applying would change on fewer judges than asked
+    short_decided = [r for r in short if r[VALIDATION_MAJORITY] != UNDECIDED]
     masks, rules = _reading_masks(study, answers, suspects)
     readings = {}
     for name, mask in masks.items():
@@ -1203,12 +1248,20 @@ def _question_validation(study: Study, suspects: _Suspects) -> Part:
                           "n_questions_verdict_differs": sum(a != b for a, b in zip(default, reading, strict=True))}
     block = {
         "default": VALIDATION_MAJORITY, "rules": dict(VALIDATION_RULES), "spec": VALIDATION_SPEC,
+        "worker_verdict_rule": VALIDATION_WORKER_VERDICT,
         "n_questions": len(rows), "n_answers": int(len(answers)), **_verdict_counts(default),
         "n_ties": sum(1 for r in rows if r["n_verdicts"] and r[VALIDATION_MAJORITY] == UNDECIDED),
         "n_questions_without_verdicts": sum(1 for r in rows if not r["n_verdicts"]),
+        "annotators_per_unit": study.annotators_per_unit,
+        "short_questions": {"rule": VALIDATION_SHORT_RULE, "n_short": len(short),
+                            "n_short_with_verdict": len(short_decided),
+                            "question_ids": [r["question_id"] for r in short]},
         "readings": {VALIDATION_MAJORITY: _verdict_counts(default),
-                     VALIDATION_ANSWER_CORRECTED: _verdict_counts(other)},
+                     VALIDATION_ANSWER_CORRECTED: _verdict_counts(other),
+                     VALIDATION_FIELD_MAJORITY: _verdict_counts(per_field)},
         "n_questions_readings_differ": n_differ,
+        "n_questions_differ_by_reading": {VALIDATION_ANSWER_CORRECTED: n_differ,
+                                          VALIDATION_FIELD_MAJORITY: n_field_differ},
         "n_questions_with_suggested_corrected_answer": sum(1 for r in rows if r["suggested_corrected_answer"]),
         "questions": rows,
         "other_readings": readings,
@@ -1218,6 +1271,15 @@ def _question_validation(study: Study, suspects: _Suspects) -> Part:
         warnings.append(f"{n_differ} generalization questions have another verdict when a corrected answer is "
                         "accepted (question_validation.rules.answer_corrected); the verdicts follow the majority "
                         "of worker verdicts.")
+    if n_field_differ:
+        warnings.append(f"{n_field_differ} generalization questions have another verdict when each field is decided "
+                        "by its own majority (question_validation.rules.majority_per_field); the verdicts follow the "
+                        f"majority of worker verdicts, {VALIDATION_WORKER_VERDICT}.")
+    if short:
+        warnings.append(f"{len(short)} generalization questions were judged by fewer workers than the study asks "
+                        f"({study.annotators_per_unit} per question), {len(short_decided)} of them with a verdict "
+                        "(question_validation.short_questions); applying the verdicts leaves them unchanged unless "
+                        "short questions are applied explicitly.")
     return Part({"question_validation": block}, warnings)
 
 

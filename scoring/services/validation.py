@@ -56,10 +56,24 @@ class AppliedVerdicts:
     left: int
     suggested_corrections: dict[int, str] = field(default_factory=dict)
     kept: tuple[KeptQuestion, ...] = ()
+    # questions with a verdict judged by fewer workers than the study asks (``short_questions``):
+    # left as they are by default, applied only when ``include_short`` was asked for
+    short: tuple[int, ...] = ()
+    include_short: bool = False
+    judges_asked: int = 0
 
     def message(self) -> str:
         text = (f"{self.changed} generalization questions changed to the crowd's verdict, {self.unchanged} already "
                 f"had it, {self.left} left as they are (a tie or no counted verdict).")
+        if self.short and self.include_short:
+            text += (f" Short questions applied on request: {len(self.short)} of these verdicts rest on fewer "
+                     f"judges than the {self.judges_asked} the study asks per question (questions "
+                     f"{', '.join(map(str, self.short))}).")
+        elif self.short:
+            text += (f" {len(self.short)} questions left as they are: judged by fewer workers than the "
+                     f"{self.judges_asked} the study asks per question (questions {', '.join(map(str, self.short))}), "
+                     "so their verdict is not yet the crowd's; apply them when their judges are complete, or "
+                     "apply short questions too explicitly.")
         if self.kept:
             text += (f" {len(self.kept)} questions left as they are: their status was changed after this run ("
                      f"{'; '.join(kept.describe() for kept in self.kept)}); score the study again to judge them "
@@ -70,10 +84,14 @@ class AppliedVerdicts:
         return text
 
 
-def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
+def question_validation_apply(*, run: ScoreRun, user, include_short: bool = False) -> AppliedVerdicts:
     """Set each generalization question the run decided (``question_validation``'s default reading,
     ``VALIDATION_MAJORITY``) to its verdict, valid or invalid, for ``user`` (None: the operator);
-    a question left undecided (a tie) keeps its status, and no answer is changed. Refuses
+    a question left undecided (a tie) keeps its status, and no answer is changed. A question judged
+    by fewer workers than the study asks (``short_questions``, ``score.VALIDATION_SHORT_RULE``; for a
+    run from before that was recorded, fewer counted verdicts than the study's ``annotators_per_unit``)
+    keeps its status too, named in ``short``, unless ``include_short`` (e.g. for a study closed short):
+    then it is applied and named in the message as a short question applied on request. Refuses
     (``VerdictsNotApplicable``) a run that is not of a question-validation study, not the study's
     latest finished run (``score_run_latest``), or stale: the answers that count changed after it
     began reading them, or counted answers were withdrawn since (``scores_staleness``, the one rule
@@ -96,6 +114,10 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     rows = (run.results or {}).get("question_validation", {}).get("questions") or []
     verdicts = {row["question_id"]: row[VALIDATION_MAJORITY] for row in rows
                 if row.get(VALIDATION_MAJORITY) in ("valid", "invalid")}
+    by_id = {row["question_id"]: row for row in rows}
+    short = tuple(pk for pk in sorted(verdicts) if _short(by_id[pk], study))
+    if not include_short:
+        verdicts = {pk: verdict for pk, verdict in verdicts.items() if pk not in short}
     scored_as = {row["question_id"]: row.get("status_when_scored") for row in rows}
     left = sum(1 for row in rows if row.get(VALIDATION_MAJORITY) == UNDECIDED)
     changed = 0
@@ -121,7 +143,17 @@ def question_validation_apply(*, run: ScoreRun, user) -> AppliedVerdicts:
     corrections = {row["question_id"]: row["suggested_corrected_answer"] for row in rows
                    if row.get("suggested_corrected_answer")}
     return AppliedVerdicts(changed=changed, unchanged=len(verdicts) - changed - len(kept), left=left,
-                           suggested_corrections=corrections, kept=tuple(kept))
+                           suggested_corrections=corrections, kept=tuple(kept), short=short,
+                           include_short=include_short, judges_asked=study.annotators_per_unit)
+
+
+def _short(row: dict, study: Study) -> bool:
+    """Whether a question's row was judged by fewer workers than the study asks: as the run recorded
+    it (``short``), or, for a run from before that was recorded, fewer counted verdicts than the
+    study's workers per unit (one unit per question in a question-validation study)."""
+    if "short" in row:
+        return bool(row["short"])
+    return int(row.get("n_verdicts") or 0) < study.annotators_per_unit
 
 
 def _check_not_stale(run: ScoreRun, *, user) -> None:

@@ -89,8 +89,10 @@ def test_a_validation_study_is_scored_with_the_majority_verdict_and_the_other_re
     assert (block["n_questions"], block["n_valid"], block["n_invalid"], block["n_undecided"], block["n_ties"]) == \
         (3, 1, 1, 1, 1)
     assert block["default"] == "majority_of_verdicts"
-    assert block["rules"]["majority_of_verdicts"] == \
-        "majority of worker verdicts; a tie decides nothing (the question stays unvalidated)"
+    assert block["rules"]["majority_of_verdicts"] == (
+        "majority of worker verdicts (a worker's verdict is valid only when they answer yes to all three of "
+        "well_formed, type_correct and answer_correct, else invalid); a tie decides nothing (the question stays "
+        "unvalidated)")
     assert block["rules"]["answer_corrected"].startswith("answer corrected")
     assert "paper" not in block["rules"]["majority_of_verdicts"] + block["rules"]["answer_corrected"]
     by_question = {q["question_id"]: q for q in block["questions"]}
@@ -207,7 +209,9 @@ def test_a_stale_run_is_refused_and_says_to_score_again(settings, researcher):
     fresh = study_score(study=study)
     by_question = {q["question_id"]: q for q in fresh.results["question_validation"]["questions"]}
     assert by_question[_question(study, 0).pk]["majority_of_verdicts"] == "valid"  # what the stale run got wrong
-    assert question_validation_apply(run=fresh, user=researcher).changed == 2
+    # one of the three judges counts now: both questions are short, left as they are unless asked for
+    assert question_validation_apply(run=fresh, user=researcher).short == tuple(_question(study, n).pk for n in range(2))
+    assert question_validation_apply(run=fresh, user=researcher, include_short=True).changed == 2
 
 
 def test_a_status_changed_after_the_run_is_left_as_it_is_and_named(validation_study, researcher):
