@@ -520,7 +520,8 @@ def borrowed_utility(study: Study) -> tuple[pd.DataFrame, dict]:
     return _utility_table(bundled.rows), {**bundled.provenance, "read_from": BUNDLED_FROM, **caveat}
 
 
-def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
+def _utility_lookup(study: Study, *, stale_as: set[tuple[int, int, int]] | None = None
+                    ) -> tuple[pd.DataFrame, dict]:
     """``borrowed_utility`` from this installation's studies: of the studies ``_utility_studies``
     allows, the unit scores a score run here computed (a bundle copy's, as its bundle stated them
     and never scored here, are not read: nothing checked them against its answers), for each pair
@@ -536,14 +537,17 @@ def _utility_lookup(study: Study) -> tuple[pd.DataFrame, dict]:
     rule: its lender's entry names the pairs (``pairs_stale``, ``stale_pairs``; a lender with none
     left lent is named with ``pairs`` 0), with ``stale_rule``, ``pairs_stale`` and
     ``pairs_stale_left_out`` (those no other study lent: 'unknown'), and the warning asks for the
-    lender to be scored again (``_utility_from_warnings``)."""
+    lender to be scored again (``_utility_from_warnings``). ``stale_as``: the (lender, item, source)
+    unit scores to take as stale in place of today's rule (``borrowed_utility_as_run``)."""
     rows = (UnitScore.objects.filter(utility__isnull=False, score_run__isnull=False, item__in=study.items.all(),
                                      study__in=_utility_studies(study))
             .exclude(study=study)
             .values_list(*UTILITY_COLUMNS[:2], "utility", "after_correct", "before_correct", "study_id",
                          "n_annotators", "score_run_id", "imported"))
     df = pd.DataFrame.from_records(list(rows), columns=[*UTILITY_COLUMNS, "n_annotators", "score_run_id", "imported"])
-    stale = _stale_lent(df)
+    stale = _stale_lent(df) if stale_as is None else np.array(
+        [(int(pk), int(i), int(s)) in stale_as for pk, i, s in df[["study_id", "item_id", "source_id"]].itertuples(
+            index=False, name=None)], dtype=bool)
     stale_pairs: dict[int, list[list[int]]] = {}
     for pk, item, source in df.loc[stale, ["study_id", "item_id", "source_id"]].itertuples(index=False, name=None):
         stale_pairs.setdefault(int(pk), []).append([int(item), int(source)])
@@ -621,6 +625,32 @@ def _stale_lent(rows: pd.DataFrame) -> np.ndarray:
     return np.array(flags, dtype=bool)
 
 
+def stale_pairs_of(entry) -> list[tuple[int, int]]:
+    """The (item_id, source_id) pairs a lender entry of a borrowed utility's provenance names stale
+    (``stale_pairs``), leaving out what is not such a pair: a provenance read from a bundle is what
+    the bundle said (the import checks it; a copy imported before it did may hold anything)."""
+    pairs = entry.get("stale_pairs") if isinstance(entry, dict) else None
+    return [(pair[0], pair[1]) for pair in pairs if isinstance(pair, list | tuple) and len(pair) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)] if isinstance(pairs, list) else []
+
+
+def _lender_entries_of(provenance: dict) -> list[dict]:
+    """The lender entries (``studies``) of a borrowed utility's ``provenance`` that are objects."""
+    studies = provenance.get("studies")
+    return [entry for entry in studies if isinstance(entry, dict)] if isinstance(studies, list) else []
+
+
+def borrowed_utility_as_run(study: Study, recorded: dict) -> tuple[pd.DataFrame, dict]:
+    """``borrowed_utility`` of a study that is not a bundle's copy, as the run whose provenance is
+    ``recorded`` (its results.json ``original_utility_from``) judged the lenders' staleness: the
+    unit scores it named stale (each lender's ``stale_pairs``) left out, and no other, whatever their
+    answers give now. The same table as that run's when the lenders and their score runs are still
+    the ones it read: the bundle export compares the provenance with ``recorded`` to know."""
+    stale = {(int(entry["id"]), i, s) for entry in _lender_entries_of(recorded) if isinstance(entry.get("id"), int)
+             for i, s in stale_pairs_of(entry)}
+    return _utility_lookup(study, stale_as=stale)
+
+
 # Why a lender's unit scores may not be lent (``_stale_lent``).
 STALE_LENT = ("a lender's unit score is not lent when it is stale by the rule of the `stale` column of "
               "GET /api/v1/scores/ (the answers that count on that unit changed since the lender's run scored it: "
@@ -654,7 +684,7 @@ def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
     """Say when the utility ``what`` uses mixes studies, or when they disagree on a pair, or when a
     bundle's table may not be the one its results were scored with."""
     warnings = []
-    studies = [entry for entry in provenance.get("studies") or [] if entry.get("pairs")]
+    studies = [entry for entry in _lender_entries_of(provenance) if entry.get("pairs")]
     if len(studies) > 1:
         warnings.append(f"{what} takes the utility of its original rationales from "
                         f"{len(studies)} studies ({UTILITY_FROM}).")
@@ -674,9 +704,9 @@ def _utility_from_warnings(provenance: dict, what: str) -> list[str]:
 def _stale_lent_warning(provenance: dict, what: str) -> str:
     """The warning naming the lenders whose stale unit scores ``what`` did not borrow
     (``_utility_lookup``: ``pairs_stale``, each lender's ``pairs_stale``), and what to do."""
-    stale = [entry for entry in provenance.get("studies") or [] if entry.get("pairs_stale")]
+    stale = [entry for entry in _lender_entries_of(provenance) if entry.get("pairs_stale")]
     # Named as 'name' (id N): a reader who may not view a lender gets the withheld marker in its place.
-    named = ", ".join((f"{e['name']!r} (id {e['id']})" if e.get("id") is not None else repr(e["name"]))
+    named = ", ".join((f"{e.get('name')!r} (id {e['id']})" if e.get("id") is not None else repr(e.get("name")))
                       + f" ({e['pairs_stale']} pairs)" for e in stale)
     left_out = provenance.get("pairs_stale_left_out") or 0
     return (f"{what} does not borrow the utility of {provenance['pairs_stale']} (question, source) pairs whose "
@@ -735,7 +765,8 @@ def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance
         warnings.append("Figure 4 by the utility of the original rationale with each other study's utility on the "
                         "pairs it gives another one for: generalization.by_utility_other_lenders.")
     unknown = frame["original_utility"].isna()
-    stale_pairs = {(int(i), int(s)) for e in provenance.get("studies") or [] for i, s in e.get("stale_pairs") or []}
+    # a copy's are its own items' and sources' (the import maps them: ``importing.borrowed_from``)
+    stale_pairs = {pair for entry in _lender_entries_of(provenance) for pair in stale_pairs_of(entry)}
     stale = unknown & pd.Series([(int(i), int(s)) in stale_pairs for i, s in zip(
         frame["item_id"], frame["source_id"], strict=True)], index=frame.index, dtype=bool)
     missing = int((unknown & ~stale).sum())

@@ -161,3 +161,27 @@ def test_an_untouched_bundle_of_each_kind_imports_with_its_answers_as_stored():
         fields = ("claim__position", "step", "answer", "payload")
         assert sorted(Annotation.objects.filter(claim__study=copy).values_list(*fields), key=str) == sorted(
             Annotation.objects.filter(claim__study=study).values_list(*fields), key=str)
+
+
+def test_a_validation_correcting_the_proposed_answer_to_itself_is_refused():
+    """The worker path refuses a judge who calls the proposed answer wrong and "corrects" it to the
+    same answer (``clean_answer``'s ``proposed_answer``); a bundle edited to hold one is refused too."""
+    from tests.annotations.factories import make_study
+    from tests.scoring.test_services_validation import WRONG_ANSWER, _validate
+
+    study = make_study(kind=Study.Kind.QUESTION_VALIDATION, n_items=2, n_genq=1, n_sources=1, quota=1,
+                       units_per_task=2)
+    _validate(study, 0, verdicts={0: [WRONG_ANSWER], 1: [WRONG_ANSWER]})
+    study_close(user=OPERATOR, study=study)
+    data = _bundle(study)
+    rows = _rows(data)
+    index = next(i for i, r in enumerate(rows) if r["step"] == Annotation.Step.VALIDATION)
+    proposed = Claim.objects.get(pk=Annotation.objects.filter(step=Annotation.Step.VALIDATION).first().claim_id
+                                 ).unit.generalization_question.answer
+    payload = {**json.loads(rows[index]["payload"]), "corrected_answer": proposed}
+    assert payload["answer_correct"] == "no"
+
+    error = _refused(_edited(data, index, payload=json.dumps(payload)))
+
+    assert (error.record, error.line) == (ANNOTATIONS, index + 2), error
+    assert "is the proposed answer you called wrong" in error.reason

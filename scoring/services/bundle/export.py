@@ -64,6 +64,8 @@ from scoring.services.score import (
     TASK_ACCURACY_LEFT_OUT,
     TASK_ACCURACY_RULES,
     borrowed_utility,
+    borrowed_utility_as_run,
+    stale_pairs_of,
     worker_blocks_unknown,
 )
 from studies.lm import genu as genu_rule
@@ -220,21 +222,35 @@ def borrowed_utility_part(study: Study, results: dict | None, *, user,
     the rule results.json follows for that reader: ``results_for_reader``) keeps the pairs and
     utility it lent, which this study's figures rest on, but not its id, name or score run: the
     section names it ``lender_withheld(reader)`` and its rows' ``study_id`` is
-    ``LENDER_WITHHELD_ID``."""
+    ``LENDER_WITHHELD_ID``.
+
+    The table is what the latest run borrowed: a lender's unit scores that were stale when it ran
+    are left out, and those that have gone stale since (a lender's task rejected, nothing scored
+    again) are not (``_as_the_run``), so the copy re-scores to its results.json; the section says how
+    many of the pairs it lends are stale now (``pairs_stale_since_run``). Only when the lenders or
+    their score runs are no longer the run's is the table today's, marked ``same_as_latest_run``
+    false. ``stale_pair_sources`` names the sources of the stale pairs the section lists, so that
+    the import maps them onto the copy's items and sources as it maps the table's rows."""
     if study.kind == Study.Kind.UTILITY:
         return None, None
     table, provenance = borrowed_utility(study)
     if provenance.get("unavailable"):
         return None, {"table": None, "unavailable": provenance["unavailable"]}
     names = dict(study.sources.values_list("id", "name"))
-    withheld = lenders_withheld([provenance], user=user)
-    rows = sorted((r["item_id"], names[r["source_id"]], r["utility"], r["orig_after_correct"],
-                   r["orig_before_correct"], LENDER_WITHHELD_ID if r["study_id"] in withheld else r["study_id"])
-                  for r in table.to_dict("records") if r["source_id"] in names)
     results = results or {}
     recorded = ((results.get("generalization") or {}).get("original_utility_from")
                 or (results.get("properties_model") or {}).get("utility_from"))
     same = None if recorded is None else recorded == _as_recorded(provenance, recorded)
+    stale_since = 0
+    if same is False and (as_run := _as_the_run(study, provenance, recorded)) is not None:
+        stale_now = _stale_lent_keys(provenance)
+        table, provenance, same = *as_run, True
+        stale_since = sum((r["study_id"], r["item_id"], r["source_id"]) in stale_now
+                          for r in table.to_dict("records"))
+    withheld = lenders_withheld([provenance], user=user)
+    rows = sorted((r["item_id"], names[r["source_id"]], r["utility"], r["orig_after_correct"],
+                   r["orig_before_correct"], LENDER_WITHHELD_ID if r["study_id"] in withheld else r["study_id"])
+                  for r in table.to_dict("records") if r["source_id"] in names)
     provenance = provenance_for_reader(provenance, withheld, reader=reader)
     section = {
         "table": TABLES["borrowed_utility"].path,
@@ -249,7 +265,30 @@ def borrowed_utility_part(study: Study, results: dict | None, *, user,
         section["note"] = BORROWED_NOT_THE_RUNS
     if provenance.get("pairs_stale"):
         section["stale_note"] = BORROWED_STALE
+        section["stale_pair_sources"] = {str(source): names[source] for source in sorted(
+            {s for _, s in _stale_lent_keys(provenance, lender=False)} & set(names))}
+    if stale_since:
+        section.update(pairs_stale_since_run=stale_since, stale_since_note=BORROWED_STALE_SINCE)
     return rows, section
+
+
+def _stale_lent_keys(provenance: dict, *, lender: bool = True) -> set[tuple]:
+    """The (lender id, item id, source id) unit scores a borrowed utility's ``provenance`` names stale
+    (each lender's ``stale_pairs``); (item id, source id) with ``lender`` False."""
+    return {(entry.get("id"), i, s) if lender else (i, s) for entry in provenance.get("studies") or []
+            if isinstance(entry, dict) for i, s in stale_pairs_of(entry)}
+
+
+def _as_the_run(study: Study, provenance: dict, recorded) -> tuple | None:
+    """The borrowed utility (table, provenance) of ``study`` as the run that recorded ``recorded``
+    borrowed it (``score.borrowed_utility_as_run``: the unit scores it named stale left out, no
+    other), when that gives the very provenance it recorded: the same lenders and score runs, and so
+    the same table. None when it does not (a lender was scored again since, or another one lends
+    now), or for a bundle's copy (``provenance`` read from its bundle: the table is the bundle's)."""
+    if not isinstance(recorded, dict) or provenance.get("read_from"):
+        return None
+    table, as_run = borrowed_utility_as_run(study, recorded)
+    return (table, as_run) if recorded == _as_recorded(as_run, recorded) else None
 
 
 # The keys a borrowed utility's provenance gained with the staleness of lent unit scores
@@ -271,6 +310,14 @@ BORROWED_STALE = (
     "data/borrowed_utility.csv leaves out the pairs whose lending study's unit scores are stale (the answers that "
     "count there changed since it was scored; from.studies names them, with stale_pairs, and from.stale_rule the "
     "rule): score the lending study again, then this study, then export it, for a bundle that counts them")
+
+
+# Why a bundle's borrowed utility lends pairs whose lender's unit scores are stale now.
+BORROWED_STALE_SINCE = (
+    "pairs_stale_since_run of the pairs data/borrowed_utility.csv lends are stale now where they were scored (the "
+    "answers that count there changed after this study's latest run borrowed them; nothing was scored again since): "
+    "the table is what that run borrowed, so re-scoring the copy gives its results.json; score the lending study "
+    "again, then this study, then export it, for a bundle that leaves them out")
 
 
 # Why a bundle's borrowed utility may not be the one its results.json was scored with.

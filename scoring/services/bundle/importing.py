@@ -77,7 +77,7 @@ from annotations.models import (
     WorkerBlock,
 )
 from annotations.selectors import study_withdrawal_digests
-from annotations.services.answers import claim_labels
+from annotations.services.answers import claim_labels, proposed_answer
 from annotations.services.errors import InvalidAnswer
 from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
@@ -1577,7 +1577,8 @@ class _Import:
                   .only("id", "assignment_id", "position", "unit_id", "attention_check_id", "completed_at",
                         "attention_check__choices", "attention_check__correct_answer",
                         "unit__item_id", "unit__generalization_question_id", "unit__item__choices",
-                        "unit__generalization_question__metadata", "unit__generalization_question__item_id"))
+                        "unit__generalization_question__metadata", "unit__generalization_question__item_id",
+                        "unit__generalization_question__answer"))
         return {(c.assignment_id, c.position): c for c in claims}
 
     def clean_row_answer(self, row: Row, claim: Claim, payload: dict, *, kind: str,
@@ -1608,7 +1609,8 @@ class _Import:
             return None
         given = row["answer"] or ""
         try:
-            answer, clean = clean_answer(step=step, answer=given, payload=payload, labels=labels)
+            answer, clean = clean_answer(step=step, answer=given, payload=payload, labels=labels,
+                                         proposed_answer=proposed_answer(claim, step=step))
         except InvalidAnswer as exc:
             self.err(row, "payload" if step in PAYLOAD_STEPS else "answer", str(exc))
             return None
@@ -2024,10 +2026,82 @@ class _Import:
                 continue
             rows.append([item, source.pk, row["utility"], row["orig_after_correct"], row["orig_before_correct"],
                          row["study_id"]])
-        provenance = section.get("from") if isinstance(section.get("from"), dict) else {}
+        provenance = self.borrowed_from(section)
         caveat = str(section.get("note") or "") if section.get("same_as_latest_run") is False else ""
         BundledUtility.objects.create(study=study, rows=rows, provenance=provenance, reason=caveat)
         self.counts["borrowed_utility"] = len(rows)
+
+
+    def borrowed_from(self, section: dict) -> dict:
+        """settings.json ``borrowed_utility.from`` (where the borrowed utility came from), kept with
+        the copy's table for its scoring and results (``score.borrowed_utility``), with the stale
+        unit scores each lending study names (``studies[].stale_pairs``: [item_id, source_id] of the
+        bundle's installation) mapped onto the copy's items and sources as the table's rows are: the
+        item by the bundle's item id, the source by its name in ``stale_pair_sources`` (a source
+        that is not the study's, which no unit of the copy has, is left out). What no export writes
+        is a row error of settings.json naming the key (nothing is kept): ``from`` or a lending
+        study not an object, ``studies`` not a list, a stale pair that is not two whole numbers or
+        not an item and source of the bundle, a count of stale pairs that is not a whole number."""
+        written = section.get("from")
+        if written is None:
+            return {}
+        key = "borrowed_utility.from"
+        if not isinstance(written, dict):
+            self.b.error(SETTINGS_FILE, None, key, "expected an object (where the borrowed utility came from)")
+            return {}
+        for name in ("pairs_stale", "pairs_stale_left_out"):
+            if not _count(written.get(name, 0)):
+                self.b.error(SETTINGS_FILE, None, f"{key}.{name}", f"{str(written[name])[:80]} is not a whole number")
+        if "studies" not in written:
+            return written
+        studies = written["studies"]
+        if not isinstance(studies, list):
+            self.b.error(SETTINGS_FILE, None, f"{key}.studies", "expected a list of the lending studies")
+            return {}
+        named = section.get("stale_pair_sources", {})
+        if not isinstance(named, dict) or not all(isinstance(v, str) for v in named.values()):
+            self.b.error(SETTINGS_FILE, None, "borrowed_utility.stale_pair_sources",
+                         "expected an object of source ids and the names of the bundle's sources")
+            named = {}
+        mapped = []
+        for entry in studies:
+            if not isinstance(entry, dict):
+                self.b.error(SETTINGS_FILE, None, f"{key}.studies", f"{str(entry)[:80]} is not a lending study (an "
+                             "object)")
+                continue
+            if not _count(entry.get("pairs_stale", 0)):
+                self.b.error(SETTINGS_FILE, None, f"{key}.studies.pairs_stale",
+                             f"{str(entry['pairs_stale'])[:80]} is not a whole number")
+            if "stale_pairs" not in entry:
+                mapped.append(entry)
+                continue
+            pairs = entry["stale_pairs"]
+            if not isinstance(pairs, list):
+                self.b.error(SETTINGS_FILE, None, f"{key}.studies.stale_pairs",
+                             f"{str(pairs)[:80]} is not a list of [item_id, source_id] pairs")
+                continue
+            here = []
+            for pair in pairs:
+                if not (isinstance(pair, list) and len(pair) == 2 and all(_count(v) for v in pair)):
+                    self.b.error(SETTINGS_FILE, None, f"{key}.studies.stale_pairs",
+                                 f"{str(pair)[:80]} is not an [item_id, source_id] pair of whole numbers")
+                    continue
+                item, name = self.items.get(pair[0]), named.get(str(pair[1]))
+                source = self.sources.get(name) if name is not None else None
+                if item is None or (name is not None and source is None):
+                    self.b.error(SETTINGS_FILE, None, f"{key}.studies.stale_pairs",
+                                 f"{pair} is not an item_id of the bundle" if item is None else
+                                 f"{pair}: stale_pair_sources names source {name!r}, which is not the bundle's")
+                    continue
+                if source is not None:
+                    here.append([item, source.pk])
+            mapped.append({**entry, "stale_pairs": sorted(here)})
+        return {**written, "studies": mapped}
+
+
+def _count(value) -> bool:
+    """Whether ``value`` is a whole number of at least 0 (a JSON number, never true or false)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 # The fields of a unit score the answers give, checked against them (``unit_scores_match_answers``).
