@@ -10,8 +10,8 @@ import pytest
 from django.core.cache import cache
 
 from annotations.services.opening import study_open
-from annotations.services.withdrawal import participant_withdraw
 from annotations.services.platforms.access import OPERATOR
+from annotations.services.withdrawal import participant_withdraw
 from cockpit.precision import method_text
 from scoring.metrics import planning
 from scoring.selectors import plan_prior, study_precision
