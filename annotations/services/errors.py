@@ -2,6 +2,8 @@
 views show it on a page (never a stack trace), tests match on the class."""
 from __future__ import annotations
 
+from annotations.models import Assignment
+
 
 class AnnotationError(Exception):
     """Base class. ``status`` is the HTTP status a view answers with."""
@@ -74,6 +76,15 @@ class AssignmentNotActive(AnnotationError):
 
 
 class AssignmentExpired(AssignmentNotActive):
+    status = 410
+
+
+class TaskEnded(AnnotationError, Assignment.DoesNotExist):
+    """The task no longer exists: its worker withdrew from the study (``services.withdrawal``
+    erased it) while a request of theirs was on its way, so nothing is stored. Raised by the task's
+    row lock (``release.lock``); also an ``Assignment.DoesNotExist``, which the researcher's callers
+    of that lock (a review, a bonus) catch with their own words."""
+
     status = 410
 
 

@@ -50,22 +50,27 @@ from annotations import precompiled
 from annotations.models import Assignment, Claim, Unit
 from annotations.selectors import claim_counts, claims_that_count_in_any_study
 from annotations.services.deadlines import first_answer_deadline, full_deadline
-from annotations.services.errors import AssignmentExpired, AssignmentNotActive
+from annotations.services.errors import AssignmentExpired, AssignmentNotActive, TaskEnded
 from annotations.services.platforms.access import imported_study_ids
 from annotations.services.stopping import units_after_release
 from studies.models import Study
 
 EXPIRE_BATCH = 200
+TASK_ENDED = ("This task has ended: it was withdrawn from the study, so nothing more can be saved for it. "
+              "If you still see it on your platform, please return it there.")
 
 
 # --- the assignment row lock ----------------------------------------------------------------------
 
 def lock(assignment: Assignment) -> Assignment:
     """``Assignment.objects.select_for_update().only("id", "status", "expires_at", "created_at",
-    "qualification_pending").get(pk=...)``: serialises everything that changes one assignment."""
+    "qualification_pending").get(pk=...)``: serialises everything that changes one assignment.
+    ``TaskEnded`` (an ``AnnotationError`` the worker pages show, and an ``Assignment.DoesNotExist``)
+    when the row is gone: the worker's withdrawal erased the task after the caller read it (on
+    PostgreSQL, the lock waited for the withdrawal's transaction, then found nothing)."""
     locked = precompiled.ASSIGNMENT_LOCK.first(assignment.pk)
     if locked is None:
-        raise Assignment.DoesNotExist("Assignment matching query does not exist.")
+        raise TaskEnded(TASK_ENDED)
     return locked
 
 

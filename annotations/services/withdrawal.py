@@ -36,6 +36,12 @@ study (``access.access_study``, ``CHANGE``):
   a held task's once its hold is cleared), then withdraw. A bonus that could never be paid here (its
   task rejected, say) does not refuse: nothing could lift the refusal, so it would hold the erasure
   hostage;
+- a worker the study knows only from its platform's rows (sync stored their raw id for work with
+  no task here, ``NO_LOCAL_ASSIGNMENT``, or for a session someone else's task answered,
+  ``WORKER_MISMATCH``) is found by platform id or pseudonym there too: those rows lose their id
+  (deleted, or blanked where they hold another participant's task, whose hold stays) and the
+  withdrawal is recorded; a held task waiting for its decision refuses it first, as above
+  (``_platform_only_withdraw``);
 - a ``Withdrawal`` records who withdrew them and when, under a one-way digest
   (``lab.pseudonyms.withdrawal_digest``), never the pseudonym or platform id: a later sync skips
   the platform's rows of that worker and the worker gets no task in the study again.
@@ -278,19 +284,7 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
       hold the worker's erasure hostage for good."""
     tasks = list(Assignment.objects.select_for_update(of=("self",)).filter(
         study=study, participant__in=participants).order_by("pk"))
-    waiting = [task.pk for task in tasks if task.status == Assignment.Status.SUBMITTED and task.platform_assignment_id]
-    if waiting:
-        raise WithdrawalError(
-            f"task(s) {', '.join(map(str, waiting))} of this participant are submitted and not reviewed: approve or "
-            "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
-    held = submitted_not_here_to_decide(tasks)
-    if held:
-        named = ", ".join(f"{task.pk} ({submission.publication.platform} {submission.platform_assignment_id})"
-                          for task, submission in held)
-        raise WithdrawalError(
-            f"task(s) {named} of this participant are not submitted here, but the platform lists their work as "
-            "submitted and nobody decided it: reject it, or clear its hold and approve it, on the worker's page "
-            "first (the worker is owed a decision), then withdraw. Nothing was changed.")
+    _refuse_while_decision_owed(tasks, whose="of this participant")
     replaced = Bonus.objects.filter(assignment_id=OuterRef("assignment_id"), kind=OuterRef("kind"),
                                     reason=OuterRef("reason"), status__in=SETTLED, pk__gt=OuterRef("pk"))
     payable = assignments_bonusable(study=study).filter(participant__in=participants)
@@ -305,6 +299,66 @@ def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
             "Nothing was changed.")
 
 
+def _refuse_while_decision_owed(tasks: list[Assignment], *, whose: str) -> None:
+    """Raise ``WithdrawalError`` while one of ``tasks`` (rows locked by the caller) waits for a
+    decision the withdrawal would make impossible to send (``_refuse_while_owed``): submitted and
+    not reviewed with a platform submission, or listed as submitted on the platform while not here
+    and not decided (``review.submitted_not_here_to_decide``). ``whose`` says how the tasks relate
+    to the worker named."""
+    waiting = [task.pk for task in tasks if task.status == Assignment.Status.SUBMITTED and task.platform_assignment_id]
+    if waiting:
+        raise WithdrawalError(
+            f"task(s) {', '.join(map(str, waiting))} {whose} are submitted and not reviewed: approve or "
+            "reject these first (the worker is owed a decision), then withdraw. Nothing was changed.")
+    held = submitted_not_here_to_decide(tasks)
+    if held:
+        named = ", ".join(f"{task.pk} ({submission.publication.platform} {submission.platform_assignment_id})"
+                          for task, submission in held)
+        raise WithdrawalError(
+            f"task(s) {named} {whose} are not submitted here, but the platform lists their work as "
+            "submitted and nobody decided it: reject it, or clear its hold and approve it, on the worker's page "
+            "first (the worker is owed a decision), then withdraw. Nothing was changed.")
+
+
+def _platform_only_rows(study: Study, *, pseudonym: str, worker_id: str) -> list[PlatformSubmission]:
+    """The study's platform rows (``PlatformSubmission``, stored by sync) that name the worker by
+    their raw platform id (``worker_id``, or the id whose pseudonym on the row's platform is
+    ``pseudonym``, as the exports compute it), locked: a worker the app knows only from these (work
+    with no task here, ``NO_LOCAL_ASSIGNMENT``, or someone else's task held as a ``WORKER_MISMATCH``).
+    A typed identifier names a link participant, who has no platform rows."""
+    rows = (PlatformSubmission.objects.select_for_update(of=("self",)).filter(publication__study=study)
+            .exclude(worker_id="").select_related("publication").order_by("pk"))
+    if worker_id.strip():
+        return list(rows.filter(worker_id=worker_id.strip()))
+    if pseudonym.strip():
+        candidates = (PlatformSubmission.objects.filter(publication__study=study).exclude(worker_id="")
+                      .values_list("pk", "publication__platform", "worker_id").iterator(chunk_size=2000))
+        return list(rows.filter(pk__in=ids_matching_pseudonyms([pseudonym], candidates)))
+    return []
+
+
+def _platform_only_withdraw(*, user, study: Study, rows: list[PlatformSubmission]) -> WithdrawalOutcome:
+    """Withdraw a worker known only from the platform's ``rows`` (``_platform_only_rows``): refused
+    while a task their rows hold waits for a decision (``_refuse_while_decision_owed``: the
+    platform's submission there is theirs); else records the ``Withdrawal`` under the digest of each
+    (platform, id) the rows name, which a later sync skips (``sync._publication_sync``), deletes the
+    rows that hold no task and blanks the worker id of those that hold another participant's task
+    (the hold stays, as ``_erase`` leaves it). Nothing was erased: no task or answer was theirs."""
+    held = sorted({row.assignment_id for row in rows if row.assignment_id is not None})
+    _refuse_while_decision_owed(list(Assignment.objects.select_for_update(of=("self",)).filter(pk__in=held)
+                                     .order_by("pk")), whose="holding this worker's platform submission")
+    outcome = None
+    for platform, external_id in sorted({(row.publication.platform, row.worker_id) for row in rows}):
+        record, created = Withdrawal.objects.select_for_update().get_or_create(
+            study=study, digest=participant_withdrawal_digest(platform=platform, external_id=external_id, study=study),
+            defaults={"withdrawn_by": actor(user)})
+        outcome = outcome or WithdrawalOutcome(withdrawal=record, created=created, answers_erased=0, tasks_ended=0)
+    PlatformSubmission.objects.filter(pk__in=[row.pk for row in rows if row.assignment_id is None]).delete()
+    PlatformSubmission.objects.filter(pk__in=[row.pk for row in rows if row.assignment_id is not None]).update(
+        worker_id="")
+    return outcome
+
+
 def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worker_id: str = "",
                          participant_identifier: str = "") -> WithdrawalOutcome:
     """Withdraw a participant from ``study`` as ``user`` (change rights on the study: refused with
@@ -316,7 +370,11 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     in the study is submitted on a platform and not reviewed (or its work is listed as submitted on
     the platform while the task here is not, and nobody decided it), or while a bonus on a task of theirs is
     not paid (pending, failed, outcome unknown) (``_refuse_while_owed``).
-    ``ParticipantNotFound`` when nobody matching took part in the study or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once.
+    A worker the study knows only from its platform rows (sync stored work of theirs that has no
+    task here, or that another participant's task holds) is withdrawn too: their rows' raw ids go and
+    the record is made (``_platform_only_withdraw``).
+    ``ParticipantNotFound`` when nobody matching took part in the study, is named by its platform
+    rows, or was withdrawn from it; ``WithdrawalError`` for a request that names nobody or two ways at once.
     In the same transaction, withdraws them from the copies of the study made from its bundle here
     that still hold their tasks and that ``user`` may change, and counts the others
     (``_withdraw_from_copies``; the outcome's ``copies_withdrawn``, ``copies_not_changeable``); in
@@ -325,6 +383,10 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     with transaction.atomic():
         participants = _participants(study, pseudonym=pseudonym, worker_id=worker_id, identifier=participant_identifier)
         if not participants:
+            # Known only from the platform's rows (work with no task here): their raw id goes too.
+            rows = _platform_only_rows(study, pseudonym=pseudonym, worker_id=worker_id)
+            if rows:
+                return _platform_only_withdraw(user=user, study=study, rows=rows)
             digests = _digests_of_absent(study, pseudonym=pseudonym, worker_id=worker_id,
                                          identifier=participant_identifier)
             existing = Withdrawal.objects.filter(study=study, digest__in=digests).order_by("id").first()

@@ -147,6 +147,9 @@ def submit_view(request: HttpRequest, token: str) -> HttpResponse:
 @require_POST
 def leave_view(request: HttpRequest, token: str) -> HttpResponse:
     assignment = _assignment_or_404(token)
-    assignment_return(assignment=assignment)
+    try:
+        assignment_return(assignment=assignment)
+    except AnnotationError as error:  # the task is gone (``TaskEnded``): its worker withdrew meanwhile
+        return _refused(request, assignment, error)
     return redirect("annotations:assignment", token=token)
 

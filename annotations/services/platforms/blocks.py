@@ -8,6 +8,7 @@ from django.db.models import Exists, OuterRef, Q
 from annotations.models import Assignment, Participant, WorkerBlock
 from annotations.platforms import get_platform
 from annotations.selectors import blocks_covering, studies_covered_by
+from annotations.selectors.review import study_tasks
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from annotations.services.release import assignments_end_in_progress
 from studies.models import Platform, Study
@@ -18,7 +19,9 @@ from .common import OP, actor, participant_pseudonym, participant_redaction
 
 def worker_block(*, user, study: Study, participant: Participant, reason: str,
                  everywhere: bool = False) -> WorkerBlock:
-    """Block a worker of ``study`` (one who took a task in it), as ``user`` (PAY access).
+    """Block a worker of ``study`` (one who took a task in it: ``selectors.review.study_tasks``, so
+    not one who withdrew, whose only trace is an emptied task kept for payments), as ``user`` (PAY
+    access).
 
     A block covers ``study`` and every study owned by ``user``, never another researcher's
     (``annotations.selectors.participant_blocked``); it lives in the app (the questionnaire
@@ -33,7 +36,10 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
     reason = (reason or "").strip()
     if not reason:
         raise PlatformServiceError("blocking a worker needs a reason (MTurk shows it to the worker)")
-    if not participant.assignments.filter(study=study).exists():
+    if not study_tasks(study=study).filter(participant=participant).exists():
+        if participant.assignments.filter(study=study).exists():  # only the emptied task kept for payments
+            raise PlatformServiceError(f"worker {participant} withdrew from study {study.pk}: their data was "
+                                       "erased, there is nothing of theirs here to block")
         raise PlatformServiceError(f"worker {participant}: not found in study {study.pk}")
     if everywhere and not getattr(user, "is_superuser", False):
         raise PlatformAccessDenied("only a superuser blocks a worker in every researcher's studies; your block "

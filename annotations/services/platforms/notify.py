@@ -5,6 +5,7 @@ import hashlib
 
 from annotations.models import Participant
 from annotations.platforms import get_platform
+from annotations.selectors.review import study_participants
 from annotations.services.payments import CallSpec, PlatformServiceError, platform_call_execute
 from studies.models import Platform, Study
 
@@ -15,11 +16,13 @@ from .common import OP, actor, participant_redaction
 def workers_notify(*, user, study: Study, subject: str, message: str,
                    participants: list[Participant] | None = None) -> dict:
     """Message MTurk workers of ``study`` (all who worked on it, or those of ``participants`` who
-    did), as ``user`` (PAY access)."""
+    did), as ``user`` (PAY access). The study's workers are those every page and the API list
+    (``selectors.review.study_participants``): a worker who withdrew is not messaged, though an
+    emptied task of theirs stays for the payment audit."""
     study = access_study(user=user, study=study, access=NOTIFY)
     if not subject.strip() or not message.strip():
         raise PlatformServiceError("a notification needs a subject and a message")
-    workers = Participant.objects.filter(assignments__study=study, platform=Platform.MTURK).distinct()
+    workers = study_participants(study=study).filter(platform=Platform.MTURK)
     if participants is not None:
         workers = workers.filter(pk__in=[p.pk for p in participants])
     participants = list(workers)
