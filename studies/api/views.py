@@ -199,7 +199,8 @@ def import_file_run(*, data: dict, user) -> ImportRecord | ImportJob:
 @extend_schema_view(
     list=extend_schema(
         summary="List imports",
-        description="Applied imports, newest first: file name, SHA-256, rows created / updated / unchanged.",
+        description="Applied imports, oldest first (id order; `?ordering=-imported_at` gives newest first): file name, "
+                    "SHA-256, rows created / updated / unchanged.",
         examples=[IMPORT_EXAMPLE],
     ),
     retrieve=extend_schema(
@@ -236,7 +237,6 @@ def import_file_run(*, data: dict, user) -> ImportRecord | ImportJob:
 class ImportViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ImportRecordSerializer
     ordering_fields = ["id", "imported_at"]
-    ordering = ["-imported_at"]  # newest first, as the list says (the pager breaks ties by id)
     filterset_class = ImportRecordFilter
     parser_classes = [MultiPartParser, FormParser]
     write_permissions = {"create": "studies.add_importrecord"}
@@ -274,7 +274,8 @@ IMPORT_JOB_EXAMPLE = OpenApiExample("A background import, done", response_only=T
 
 @extend_schema_view(
     list=extend_schema(summary="List import jobs",
-                       description="Background imports (files over RL_IMPORT_BACKGROUND_BYTES), newest first.",
+                       description="Background imports (files over RL_IMPORT_BACKGROUND_BYTES), oldest first (id order; "
+                                   "`?ordering=-created_at` gives newest first).",
                        examples=[IMPORT_JOB_EXAMPLE]),
     retrieve=extend_schema(summary="One import job",
                            description="Its progress: status, stage, rows read; its import record when done, "
@@ -283,7 +284,6 @@ IMPORT_JOB_EXAMPLE = OpenApiExample("A background import, done", response_only=T
 class ImportJobViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = ImportJobSerializer
     ordering_fields = ["id", "created_at"]
-    ordering = ["-created_at"]  # newest first, as the list says (the pager breaks ties by id)
 
     def get_queryset(self):
         return import_jobs_for_user(user=self.request.user).select_related("created_by")

@@ -150,11 +150,20 @@ def utility_file_lines(strategyqa_dir, tmp_path):
 
 
 
-def test_the_imports_list_is_newest_first_as_it_says(tmp_path):
-    """``/api/v1/imports/`` says "newest first" and listed oldest first (the pager's id order); a
-    researcher paging it for their latest import read the first one."""
+def test_the_imports_list_is_in_the_order_it_says(tmp_path):
+    """``/api/v1/imports/`` said "newest first" and listed oldest first (the pager's id order, which
+    every link a client saved pages by): it now says oldest first, and ``?ordering=-imported_at``
+    gives newest first."""
+    from drf_spectacular.generators import SchemaGenerator
+
     alice, _ = staff_client("alice")
     made = [items_import_strategyqa(file=_strategyqa(tmp_path, f"n{i}", [f"n{i}"]), dataset_name=f"ds-{i}",
-                                    user=alice) for i in range(3)]
-    listed = [row["id"] for row in api_client(alice).get("/api/v1/imports/").json()["results"]]
-    assert listed == [record.pk for record in reversed(made)]
+                                    user=alice).pk for i in range(3)]
+    client = api_client(alice)
+    assert [row["id"] for row in client.get("/api/v1/imports/").json()["results"]] == made
+    newest = client.get("/api/v1/imports/", {"ordering": "-imported_at"}).json()["results"]
+    assert [row["id"] for row in newest] == made[::-1]
+    paths = SchemaGenerator().get_schema(request=None, public=True)["paths"]
+    for path in ("/api/v1/imports/", "/api/v1/import-jobs/"):
+        description = paths[path]["get"]["description"]
+        assert "oldest first" in description and "newest first" in description.split("gives")[-1], description
