@@ -1154,8 +1154,10 @@ VALIDATION_RULES = {
                           "(the question stays unvalidated)"),
     VALIDATION_ANSWER_CORRECTED: (
         "answer corrected: a question whose well_formed and type_correct have a yes majority and answer_correct a "
-        "no majority, with a strict majority of those no voters naming one corrected answer, would be valid with "
-        "that answer; every other question as the majority of worker verdicts"),
+        "no majority, with a strict majority of those no voters naming one corrected answer other than the "
+        "proposed one (a correction naming the proposed answer, which the page offered before it was refused, "
+        "counts as none), would be valid with that answer; every other question as the majority of worker "
+        "verdicts"),
     VALIDATION_FIELD_MAJORITY: (
         "majority per field: each of well_formed, type_correct and answer_correct decided by the majority of the "
         "workers' answers to it; valid when all three have a yes majority, invalid when any has a no majority, "
@@ -1182,13 +1184,16 @@ def _validation_answers(study: Study) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(rows), columns=["claim_id", "unit_id", "question_id", "answer", "payload"])
 
 
-def _question_verdicts(answers: pd.DataFrame) -> dict[int, dict]:
+def _question_verdicts(answers: pd.DataFrame, proposed: dict[int, str]) -> dict[int, dict]:
     """Per question (by id): the number of verdicts, the votes for each field, and its outcome under
     each reading of ``VALIDATION_RULES`` (``valid``, ``invalid`` or ``UNDECIDED``), with the corrected
     answer a strict majority of those who said the answer is wrong named (``suggested_corrected_answer``,
-    "" when none)."""
+    "" when none). A correction naming the question's ``proposed`` answer is no correction: the worker
+    path refuses it now (``steps.clean_answer``), but answers stored before it did, and bundles of them,
+    hold some."""
     out: dict[int, dict] = {}
     for question_id, group in answers.groupby("question_id", sort=True):
+        own = proposed.get(int(question_id))
         verdicts = Counter(group["answer"])
         payloads = [p if isinstance(p, dict) else {} for p in group["payload"]]
         votes = {name: {v: sum(1 for p in payloads if p.get(name) == v) for v in YES_NO}
@@ -1196,7 +1201,8 @@ def _question_verdicts(answers: pd.DataFrame) -> dict[int, dict]:
         n_valid, n_invalid = verdicts.get("valid", 0), verdicts.get("invalid", 0)
         majority = "valid" if n_valid > n_invalid else "invalid" if n_invalid > n_valid else UNDECIDED
         corrections = Counter(p.get("corrected_answer") for p in payloads
-                              if p.get("answer_correct") == "no" and p.get("corrected_answer"))
+                              if p.get("answer_correct") == "no" and p.get("corrected_answer")
+                              and p.get("corrected_answer") != own)
         named, n_named = corrections.most_common(1)[0] if corrections else ("", 0)
         suggested = named if votes["answer_correct"]["no"] > votes["answer_correct"]["yes"] \
             and 2 * n_named > votes["answer_correct"]["no"] else ""
@@ -1248,7 +1254,8 @@ def _question_validation(study: Study, suspects: _Suspects) -> Part:
     answers = _validation_answers(study)
     if answers.empty:
         raise ScoringError(f"Study {study.name!r} has no counted verdicts yet; nothing to score.")
-    verdicts = _question_verdicts(answers)
+    proposed = {int(question_id): answer for question_id, _, _, _, answer, _ in questions}
+    verdicts = _question_verdicts(answers, proposed)
     rows = []
     for question_id, item_id, text, qtype, answer, status in questions:
         found = verdicts.get(question_id) or {
@@ -1272,7 +1279,7 @@ def _question_validation(study: Study, suspects: _Suspects) -> Part:
     readings = {}
     for name, mask in masks.items():
         mask = np.asarray(mask, dtype=bool)
-        kept = _question_verdicts(answers.loc[mask])
+        kept = _question_verdicts(answers.loc[mask], proposed)
         reading = [kept.get(r["question_id"], {}).get(VALIDATION_MAJORITY, UNDECIDED) for r in rows]
         readings[name] = {"rule": rules[name], "n_answers": int(mask.sum()), "answers_left_out": int((~mask).sum()),
                           **_verdict_counts(reading),

@@ -163,9 +163,14 @@ def test_an_untouched_bundle_of_each_kind_imports_with_its_answers_as_stored():
             Annotation.objects.filter(claim__study=study).values_list(*fields), key=str)
 
 
-def test_a_validation_correcting_the_proposed_answer_to_itself_is_refused():
-    """The worker path refuses a judge who calls the proposed answer wrong and "corrects" it to the
-    same answer (``clean_answer``'s ``proposed_answer``); a bundle edited to hold one is refused too."""
+
+def test_a_validation_correcting_the_proposed_answer_to_itself_counts_as_no_correction():
+    """The page offered the proposed answer as a correction before the worker path refused it
+    (``clean_answer``'s ``proposed_answer``), so stored answers, and bundles of them, hold some: the
+    bundle imports as the app stored it, and the answer-corrected reading counts such a correction
+    as none, in the original and its copy alike (it called the question valid with the answer every
+    judge rejected)."""
+    from scoring.services import study_score
     from tests.annotations.factories import make_study
     from tests.scoring.test_services_validation import WRONG_ANSWER, _validate
 
@@ -173,15 +178,15 @@ def test_a_validation_correcting_the_proposed_answer_to_itself_is_refused():
                        units_per_task=2)
     _validate(study, 0, verdicts={0: [WRONG_ANSWER], 1: [WRONG_ANSWER]})
     study_close(user=OPERATOR, study=study)
-    data = _bundle(study)
-    rows = _rows(data)
-    index = next(i for i, r in enumerate(rows) if r["step"] == Annotation.Step.VALIDATION)
-    proposed = Claim.objects.get(pk=Annotation.objects.filter(step=Annotation.Step.VALIDATION).first().claim_id
-                                 ).unit.generalization_question.answer
-    payload = {**json.loads(rows[index]["payload"]), "corrected_answer": proposed}
-    assert payload["answer_correct"] == "no"
+    for stored in Annotation.objects.filter(claim__study=study, step=Annotation.Step.VALIDATION):
+        # what the page let a judge send before: the proposed answer as the correction
+        stored.payload = {**stored.payload, "corrected_answer": stored.claim.unit.generalization_question.answer}
+        stored.save(update_fields=["payload"])
 
-    error = _refused(_edited(data, index, payload=json.dumps(payload)))
+    def readings(scored: Study) -> list[tuple]:
+        rows = study_score(study=scored, similarity=False).results["question_validation"]["questions"]
+        return [(r["majority_of_verdicts"], r["answer_corrected"], r["suggested_corrected_answer"]) for r in rows]
 
-    assert (error.record, error.line) == (ANNOTATIONS, index + 2), error
-    assert "is the proposed answer you called wrong" in error.reason
+    assert readings(study) == [("invalid", "invalid", "")] * 2
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="legacy-copy", filename="study.zip", owner=None)
+    assert readings(copy) == [("invalid", "invalid", "")] * 2

@@ -77,7 +77,7 @@ from annotations.models import (
     WorkerBlock,
 )
 from annotations.selectors import study_withdrawal_digests
-from annotations.services.answers import claim_labels, proposed_answer
+from annotations.services.answers import claim_labels
 from annotations.services.errors import InvalidAnswer
 from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
@@ -1577,8 +1577,7 @@ class _Import:
                   .only("id", "assignment_id", "position", "unit_id", "attention_check_id", "completed_at",
                         "attention_check__choices", "attention_check__correct_answer",
                         "unit__item_id", "unit__generalization_question_id", "unit__item__choices",
-                        "unit__generalization_question__metadata", "unit__generalization_question__item_id",
-                        "unit__generalization_question__answer"))
+                        "unit__generalization_question__metadata", "unit__generalization_question__item_id"))
         return {(c.assignment_id, c.position): c for c in claims}
 
     def clean_row_answer(self, row: Row, claim: Claim, payload: dict, *, kind: str,
@@ -1609,8 +1608,7 @@ class _Import:
             return None
         given = row["answer"] or ""
         try:
-            answer, clean = clean_answer(step=step, answer=given, payload=payload, labels=labels,
-                                         proposed_answer=proposed_answer(claim, step=step))
+            answer, clean = clean_answer(step=step, answer=given, payload=payload, labels=labels)
         except InvalidAnswer as exc:
             self.err(row, "payload" if step in PAYLOAD_STEPS else "answer", str(exc))
             return None
