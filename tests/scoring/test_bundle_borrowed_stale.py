@@ -13,7 +13,6 @@ import zipfile
 
 import pytest
 
-from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.review import assignment_reject
@@ -21,11 +20,10 @@ from scoring.models import BundledUtility
 from scoring.selectors import bundle_import_record
 from scoring.services import study_score
 from scoring.services.bundle import BundleError, bundle_import, bundle_stream, export
-from studies.models import GeneralizationQuestion, Platform, Study
-from studies.services.studies import study_create
-from tests.annotations.factories import TEST_CONSENT, make_study
+from studies.models import Platform, Study
+from tests.annotations.factories import make_study
 from tests.scoring.test_bundle import _numbers, _resign, _rewrite
-from tests.scoring.test_bundle_borrowed_utility import _generalization_answer, _utility_answer
+from tests.scoring.test_bundle_borrowed_utility import _borrower_of, _utility_answer
 from tests.studies.helpers import RESEARCHER, researcher
 from tests.work import work
 
@@ -45,18 +43,7 @@ def _lender_and_borrower():
     tasks = [work(lender, f"U{n}", answer=_utility_answer, platform=Platform.LINK) for n in range(6)]
     study_close(user=OPERATOR, study=lender)
     assert study_score(study=lender, similarity=False).status == "done"
-    questions = GeneralizationQuestion.objects.filter(item__in=lender.items.all()).order_by("id")
-    GeneralizationQuestion.objects.filter(pk__in=list(questions.values_list("pk", flat=True))[::2]).update(
-        qtype=GeneralizationQuestion.Type.COUNTERFACTUAL, answer="no")
-    borrower = study_create(
-        name="borrower-generalization", dataset=lender.dataset, kind=Study.Kind.GENERALIZATION,
-        sources=list(lender.sources.order_by("id")), annotators_per_unit=3,
-        units_per_task=N_ITEMS * N_SOURCES * N_GENQ, consent_text=TEST_CONSENT)
-    borrower = study_open(study=borrower, user=OPERATOR)
-    for n in range(3):
-        work(borrower, f"G{n}", answer=_generalization_answer(n), platform=Platform.LINK)
-    study_close(user=OPERATOR, study=borrower)
-    return lender, borrower, tasks
+    return lender, _borrower_of(lender), tasks
 
 
 def _reject(lender, task) -> None:

@@ -64,6 +64,13 @@ def _lender_and_borrower() -> tuple[Study, Study]:
         work(lender, f"U{n}", answer=_utility_answer, platform=Platform.LINK)
     study_close(user=OPERATOR, study=lender)
     assert study_score(study=lender, similarity=False).status == "done"
+    return lender, _borrower_of(lender)
+
+
+def _borrower_of(lender: Study) -> Study:
+    """A closed generalization study of ``lender``'s items and sources, worked by three workers the
+    way the app does it; half of its questions are counterfactuals (their consistency with the item
+    reads the lender's majorities too)."""
     questions = GeneralizationQuestion.objects.filter(item__in=lender.items.all()).order_by("id")
     GeneralizationQuestion.objects.filter(pk__in=list(questions.values_list("pk", flat=True))[::2]).update(
         qtype=GeneralizationQuestion.Type.COUNTERFACTUAL, answer="no")
@@ -75,7 +82,7 @@ def _lender_and_borrower() -> tuple[Study, Study]:
     for n in range(3):
         work(borrower, f"G{n}", answer=_generalization_answer(n), platform=Platform.LINK)
     study_close(user=OPERATOR, study=borrower)
-    return lender, borrower
+    return borrower
 
 
 def _bundle(study: Study) -> bytes:
