@@ -22,9 +22,11 @@ from studies.models import Platform, Study
 
 # The name under which ``study_for_entry`` reads whether single-person links were made for a study.
 PERSONAL_LINKS_MADE = "personal_links_made"
-# The most attention checks one task holds: they slot in between its units, whose places are
-# ``services.assignment.POSITION_GAP`` (100) apart.
-MOST_ATTENTION_CHECKS_A_TASK = 99
+# Gap between a task's unit positions, so its attention checks slot in between without
+# renumbering (``services.assignment`` places units with it).
+POSITION_GAP = 100
+# The most attention checks one task holds: they fit in the places between two units.
+MOST_ATTENTION_CHECKS_A_TASK = POSITION_GAP - 1
 
 
 # What ``participant_by_platform_id`` reads of the task a browser's study cookie names, under these

@@ -90,8 +90,7 @@ from annotations.services.release import (
 )
 from studies.models import Study
 
-# Gap between unit positions, so attention checks slot in between without renumbering.
-POSITION_GAP = 100
+POSITION_GAP = selectors_entry.POSITION_GAP
 # How long a claim keeps topping up when rows were skipped because other workers held them.
 TOP_UP_SECONDS = 1.0
 STUDY_NOT_OPEN = "This study is not accepting work at the moment. Thank you for your interest."
