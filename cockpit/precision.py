@@ -109,8 +109,9 @@ def pilot_prior_stale_note(*, prior_key: str, user) -> str:
     """What the page says when the pilot whose latest run gives the prior (``pilot:<id>``) changed
     since that run read its answers, by the one staleness rule of a run
     (``scoring.services.bundle.export.scores_staleness``: units whose counting answers changed, answers
-    withdrawn since), or ''. The figures rest on that run's shares: a participant who withdrew after
-    it, or work rejected since, is still in them until the pilot is scored again."""
+    withdrawn since, a pilot of imported outcomes whose outcomes a later import changed), or ''. The
+    figures rest on that run's shares: a participant who withdrew after it or work rejected since is
+    still in them, and outcomes imported again since are not, until the pilot is scored again."""
     if not prior_key.startswith("pilot:"):
         return ""
     pilot = Study.objects.get(pk=int(prior_key.split(":", 1)[1]))
@@ -122,7 +123,12 @@ def pilot_prior_stale_note(*, prior_key: str, user) -> str:
     what = [f"{stale['stale_units']} of its {stale['scored_units']} scored units are stale"] if stale["stale_units"] else []
     if withdrawn:
         what.append(f"{withdrawn} counted answers were withdrawn since")
-    return (f"The pilot's latest scored run ({stale['score_run']}) no longer matches its answers"
+    reimported = stale.get("outcomes_reimported_since_run")
+    if reimported:
+        what.append(f"its outcomes were imported again since ({reimported['filename']}: {reimported['created']} "
+                    f"created, {reimported['updated']} updated, {reimported['removed']} removed)")
+    return (f"The pilot's latest scored run ({stale['score_run']}) no longer matches its "
+            f"{'outcomes' if reimported else 'answers'}"
             f"{': ' + ' and '.join(what) if what else ''}. These figures rest on that run's shares: score the pilot "
             "again for a prior from the answers that count now.")
 

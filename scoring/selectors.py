@@ -13,7 +13,7 @@ from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, HOLDING_FLAGS, c
 from scoring.metrics import pipeline, planning
 from scoring.models import ScoreRun, UnitScore
 from studies.models import GeneralizationQuestion, ImportRecord, Study
-from studies.selectors import sources_for_user, studies_for_user
+from studies.selectors import sources_for_user, studies_for_user, study_outcome_imports
 
 
 def score_run_latest(*, study: Study) -> ScoreRun | None:
@@ -444,6 +444,28 @@ def bundle_scores(*, study: Study | int) -> BundleScores | None:
 def imported_outcomes_count(*, study: Study) -> int:
     """How many (item, source) outcomes of a study run elsewhere ``study`` holds."""
     return UnitScore.objects.filter(study=study, imported=True).count()
+
+
+def outcome_import_changes(record: ImportRecord) -> int:
+    """How many of the study's imported outcomes the outcomes import ``record`` created, updated or
+    removed (``scoring.services.outcomes``: a re-import of the same file changes none)."""
+    summary = record.summary if isinstance(record.summary, dict) else {}
+    removed = summary.get("removed")
+    return record.created + record.updated + (removed if isinstance(removed, int) else 0)
+
+
+def outcomes_changed_since(*, study: Study, since: datetime | None) -> ImportRecord | None:
+    """The latest outcomes import into ``study`` (``study_outcome_imports``) recorded after ``since``
+    that changed any of its outcomes (``outcome_import_changes``: rows created, updated or removed),
+    or None. A run that began reading the outcomes at ``since`` (``score_run_read_at``) no longer
+    matches them then: the re-import cleared the scores of the rows it changed and removed those no
+    longer in the file, while the run's results.json still counts what it read. ``since`` None: any
+    such import counts (a run with no time to compare with)."""
+    records = study_outcome_imports(study=study)
+    if since is not None:
+        records = records.filter(imported_at__gt=since)
+    return next((r for r in records.only("filename", "imported_at", "created", "updated", "summary")
+                 if outcome_import_changes(r) > 0), None)
 
 
 # --- the study planner's prior -----------------------------------------------------------------

@@ -74,8 +74,11 @@ class StudySourceSummarySerializer(SourceSummarySerializer):
 
     stale = serializers.SerializerMethodField(help_text=(
         "Some of this source's units are stale: the answers that count for them changed after the run that scored "
-        "them finished (a participant withdrew, or work was submitted, rejected, put on hold or cleared since), so "
-        "these figures need the study scored again. Null: nothing scored (no run, imported outcomes)."))
+        "them finished (a participant withdrew, or work was submitted, rejected, put on hold or cleared since), or, "
+        "in a study of imported outcomes, outcomes were imported again after the run read them and that import "
+        "changed some (the study's `scores_stale.outcomes_reimported_since_run`: every source is stale then, as "
+        "the run's results.json compares them all), so these figures need the study scored again. Null: nothing "
+        "scored (no run)."))
     stale_units = serializers.SerializerMethodField(help_text=(
         "How many of this source's units are stale (the `stale` column of GET /api/v1/scores/ lists them); null: "
         "nothing scored."))
@@ -95,7 +98,10 @@ class StudySourceSummarySerializer(SourceSummarySerializer):
 
     def get_stale(self, row) -> bool | None:
         n = self.get_stale_units(row)
-        return None if n is None else n > 0
+        if n is None:
+            return None
+        # re-imported outcomes name no unit (their rows are never stale): the whole run is
+        return n > 0 or self._stale().get("outcomes_reimported_since_run") is not None
 
     @extend_schema_field(WithdrawnSinceRunSerializer(allow_null=True))
     def get_withdrawn_since_run(self, row) -> dict | None:

@@ -284,7 +284,10 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "count, as the study bundle's settings.json gives it: `stale` (true: the answers that count for "
             "`stale_units` of the `scored_units` units changed after the run began reading them (`run.read_at`), so score the study again "
             "before publishing these numbers), `withdrawn_since_run` (participants, answers and counted answers "
-            "withdrawn since the run; they are still in these figures), `units` (item_id and source of each stale "
+            "withdrawn since the run; they are still in these figures), `outcomes_reimported_since_run` (a study "
+            "of imported outcomes: the latest outcomes import after the run began reading them that created, "
+            "updated or removed rows, with its file, time and counts, which makes the run stale; null when none: "
+            "a re-import of the same file changes nothing), `units` (item_id and source of each stale "
             "unit), `rule`, `note`, `score_run` and `finished_at`. "
             "404 until a scoring run has finished (start one with `POST /api/v1/score-runs/`)."
         ),
@@ -319,7 +322,9 @@ class StudyViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "results.json majority_readings records it; with three or more choices a strict majority gives "
             "other utilities). `stale` and `stale_units` say whether, and for how many of the source's units, the "
             "answers that count changed after that run finished (a participant withdrew: `withdrawn_since_run`, "
-            "the study's, as /results/ `scores_stale` and the bundle's settings.json give it): score the study "
+            "the study's, as /results/ `scores_stale` and the bundle's settings.json give it); in a study of "
+            "imported outcomes every source is `stale` when outcomes were imported again after that run read them "
+            "and that import changed some (/results/ `scores_stale.outcomes_reimported_since_run`): score the study "
             "again before publishing them."
         ),
         responses={200: StudySourceSummarySerializer(many=True), 404: NOT_FOUND},

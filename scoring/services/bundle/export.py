@@ -44,6 +44,8 @@ from scoring.selectors import (
     answerer_withheld,
     bundle_scores,
     lenders_withheld,
+    outcome_import_changes,
+    outcomes_changed_since,
     provenance_for_reader,
     results_for_reader,
     score_run_latest,
@@ -335,6 +337,12 @@ SCORES_STALE_NOTE = (
     "units (none for a study kind without unit scores: its whole run is stale) no longer match this bundle's "
     "answers, so re-scoring it, here or after importing it, will not give those numbers. Score the study again, "
     "then export it, for a bundle that reproduces its results")
+# Why a study of imported outcomes no longer matches its latest run (``scores_stale.outcomes_reimported_since_run``).
+OUTCOMES_REIMPORTED_NOTE = (
+    "outcomes were imported again after the run read them (outcomes_reimported_since_run: that import created, "
+    "updated or removed outcome rows): results.json and the report are that run's, from the outcomes it read, and "
+    "the rows it changed hold no scores until the study is scored again. Score the study again, then export it, "
+    "for figures of the outcomes it holds now")
 # Where the rule comes from: the one the API's ``stale`` column follows, and the study-level one.
 SCORES_STALE_RULE = ("a unit's scores are stale by the rule of the `stale` column of GET /api/v1/scores/ and the "
                      "unit-score export: the answers that count for it changed after the run that scored it "
@@ -342,8 +350,11 @@ SCORES_STALE_RULE = ("a unit's scores are stale by the rule of the `stale` colum
                      "a run of a study kind without unit scores (generalization, question validation, properties) is "
                      "stale when work that counted or could have counted (submitted, rejected, put on hold or "
                      "cleared; never active, returned or expired work) changed after the run began reading its "
-                     "answers, or a generalization question's validation status changed since; a copy imported from "
-                     "a study bundle and not scored here is stale too where that bundle said so")
+                     "answers, or a generalization question's validation status changed since; a study of imported "
+                     "outcomes is stale when outcomes were imported again after the run began reading them and "
+                     "that import created, updated or removed outcome rows (a re-import of the same file changes "
+                     "none); a copy imported from a study bundle and not scored here is stale too where that bundle "
+                     "said so")
 
 
 def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None:
@@ -363,6 +374,12 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     is stale when the answers that count, or a generalization study's questions, changed after it
     began reading them (``study_counting_changed_at``, one query, against ``score_run_read_at``: a
     task submitted while the run computed is dated before it finished, yet the run left it out).
+    Imported outcomes have no answers and their rows are never stale by that rule (a re-import clears
+    the scores of the rows it changes): the run is stale when an outcomes import into the study that
+    created, updated or removed rows was recorded after it began reading them
+    (``scoring.selectors.outcomes_changed_since``), named under ``outcomes_reimported_since_run``
+    (None when there is none) with ``OUTCOMES_REIMPORTED_NOTE``: its results.json still counts the
+    outcomes it read. A re-import of the same file changes nothing and leaves it as it was.
 
     A copy imported from a study bundle and not scored here (no run of its own) carries the scores
     of the run that scored them where that bundle was made (``scoring.selectors.bundle_scores``):
@@ -396,6 +413,9 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     # has no unit to say so: its scores are stale when the answers that count changed after it read them.
     changed_at = (study_counting_changed_at(study=study)
                   if run is not None and study.kind != Study.Kind.UTILITY else None)
+    # Imported outcomes changed by a later import: the run's results.json counts the ones it read.
+    reimported = (outcomes_changed_since(study=study, since=read_at if run is not None else origin.imported_at)
+                  if study.is_imported_outcome else None)
     section = {
         "score_run": run.pk if run is not None else origin.score_run,
         "finished_at": cell(finished_at) or None,
@@ -405,16 +425,31 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
         # and a copy not scored here with no unit to say so: stale where its bundle said so
         "stale": (bool(stale_units) or withdrawn.counted_answers > 0
                   or (changed_at is not None and (read_at is None or changed_at > read_at))
-                  or (run is None and not n_scored and bool(origin.stale))),
+                  or reimported is not None
+                  # imported outcomes have no answers: a bundle calls them stale at study level only
+                  or (run is None and (not n_scored or study.is_imported_outcome) and bool(origin.stale))),
         "rule": SCORES_STALE_RULE,
         "scored_units": n_scored,
         "stale_units": len(stale_units),
         "units": stale_units,
         "withdrawn_since_run": withdrawn.as_dict(),
+        "outcomes_reimported_since_run": _outcomes_reimported(reimported),
     }
     if section["stale"]:
-        section["note"] = SCORES_STALE_NOTE
+        section["note"] = OUTCOMES_REIMPORTED_NOTE if reimported is not None else SCORES_STALE_NOTE
     return section
+
+
+def _outcomes_reimported(record) -> dict | None:
+    """``scores_stale.outcomes_reimported_since_run``: the latest outcomes import that changed the
+    study's outcomes after its run read them (``outcomes_changed_since``), or None."""
+    if record is None:
+        return None
+    summary = record.summary if isinstance(record.summary, dict) else {}
+    removed = summary.get("removed")
+    return {"imported_at": cell(record.imported_at) or None, "filename": record.filename,
+            "created": record.created, "updated": record.updated,
+            "removed": removed if isinstance(removed, int) else 0, "changed": outcome_import_changes(record)}
 
 
 def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None,
