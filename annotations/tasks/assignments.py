@@ -6,8 +6,14 @@ import logging
 from celery import shared_task
 
 from annotations.services.payments import PlatformServiceError
+from annotations.services.platforms.sync import study_sync
 from annotations.services.release import assignment_expire_stale
-from annotations.services.stopping import CLOSE_TASK, studies_all_decided, study_close_when_decided
+from annotations.services.stopping import (
+    CLOSE_TASK,
+    close_waits_for_listing,
+    studies_all_decided,
+    study_close_when_decided,
+)
 from studies.models import Study
 
 logger = logging.getLogger(__name__)
@@ -26,7 +32,13 @@ def expire_stale_assignments() -> int:
 @shared_task(name=CLOSE_TASK, acks_late=True, soft_time_limit=240, time_limit=300)
 def close_decided_study(study_id: int) -> bool:
     """Close a study that stops early once every unit is decided (queued when the last one is).
-    Idempotent: a closed study, or one with an undecided unit, is left alone."""
+    Where the close waits for the platform's listing of the deciding work (Prolific:
+    ``stopping.close_waits_for_listing``), the study is synced first, so work the platform lists
+    closes it now rather than after beat's next sync. Idempotent: a closed study, or one with an
+    undecided unit, is left alone."""
+    study = Study.objects.filter(pk=study_id).first()
+    if study is not None and close_waits_for_listing(study=study):
+        study_sync(study=study)  # records its own errors; one that lists nothing leaves the close waiting
     return _close_decided(study_id)
 
 

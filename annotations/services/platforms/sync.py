@@ -23,7 +23,7 @@ from annotations.selectors import (
 from annotations.selectors.platforms import publication_unlisted_work
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from annotations.services.release import units_recount_completed
-from annotations.services.stopping import unit_decide_for_assignment, units_after_hold
+from annotations.services.stopping import UNLISTED_UNTIL_SYNCED, unit_decide_for_assignment, units_after_hold
 from studies.models import Platform, Study
 
 from .bonus import bonus_reconciled
@@ -32,11 +32,11 @@ from .common import OP
 from .publish import call_hit_entry, publication_add_external_id
 from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed, reject_not_applied
 
-# The platforms whose listing holds every piece of work from the moment its worker starts it
-# (Prolific lists a submission as ACTIVE from the start): there, work answered here that the
-# listing lacks is unknown to the platform (``PlatformSubmission.Flag.NOT_ON_PLATFORM``). MTurk
-# lists only submitted assignments (and is closed), so its listing proves nothing missing.
-LISTS_WORK_FROM_THE_START = frozenset({Platform.PROLIFIC})
+# The platforms whose listing holds every piece of work from the moment its worker starts it:
+# there, work answered here that the listing lacks is unknown to the platform
+# (``PlatformSubmission.Flag.NOT_ON_PLATFORM``). ``stopping`` owns the set (its close waits for the
+# listing there, and this module imports it).
+LISTS_WORK_FROM_THE_START = UNLISTED_UNTIL_SYNCED
 
 # The platform statuses (as ``RemoteSubmission.status`` normalises them) of a session that ended
 # on the platform without being submitted there: Prolific's TIMED-OUT ("expired"), RETURNED and
