@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission
 from annotations.platforms import get_platform
-from annotations.platforms.base import PlatformError, PlatformTransientError
+from annotations.platforms.base import PlatformError, PlatformNotFound, PlatformTransientError
 from annotations.selectors.platforms import study_platform_task_ids
 from annotations.services.payments import CallOutcomeUnknown, PlatformServiceError
 from lab.pseudonyms import worker_pseudonym
@@ -50,6 +50,13 @@ def assignment_platform(assignment: Assignment) -> Platform:
     return Platform(assignment.participant.platform)
 
 
+class NotThisStudysWork(PlatformServiceError):
+    """``platform_work_confirm``'s refusal when the platform answers that the assignment id is no
+    work of this study at all: it has no such assignment / submission (not found), or it files it
+    under another researcher's or another study's task. Nothing of this study is there to act on
+    (``review.assignment_reject`` rejects such work held as ``NOT_ON_PLATFORM`` here only)."""
+
+
 def platform_work_confirm(assignment: Assignment) -> None:
     """Refuse (``PlatformServiceError``) to move money for ``assignment`` unless its platform
     assignment id is this study's work on the platform: an MTurk assignment of one of the study's
@@ -58,8 +65,11 @@ def platform_work_confirm(assignment: Assignment) -> None:
     researcher's HIT is as well formed as one of ours), while approving, rejecting or paying acts on
     that id across the whole requester account. Sync lists the study's own work (a
     ``PlatformSubmission`` under its publication, whose worker it compares: a mismatch is a hold),
-    so that is the proof; otherwise the platform is asked whose it is (a read, before anything is
-    sent). Links move no money and need none."""
+    so a row the platform listed is the proof. A row sync made itself for work the listing lacks
+    (``NOT_ON_PLATFORM``: built from the worker's own id, with no platform status) proves nothing:
+    that id may be another study's submission. Otherwise the platform is asked whose it is (a read,
+    before anything is sent); its answer that the id is no work of this study (not found, or
+    another task's) is ``NotThisStudysWork``. Links move no money and need none."""
     name = assignment_platform(assignment)
     if name == Platform.LINK:
         return
@@ -69,8 +79,9 @@ def platform_work_confirm(assignment: Assignment) -> None:
         return  # no platform's id: the call itself refuses it before sending, on its audit row
     if PlatformSubmission.objects.filter(publication__study_id=assignment.study_id, publication__platform=name,
                                          publication__dry_run=False,
-                                         platform_assignment_id=platform_assignment_id).exists():
-        return
+                                         platform_assignment_id=platform_assignment_id).exclude(
+            flag=PlatformSubmission.Flag.NOT_ON_PLATFORM).exclude(platform_status="").exists():
+        return  # the platform listed it under this study's publication
     own = study_platform_task_ids(study=assignment.study, platform=name)
     task = "HIT" if name == Platform.MTURK else "study"
     if not own:
@@ -79,13 +90,17 @@ def platform_work_confirm(assignment: Assignment) -> None:
             "study's: nothing is sent")
     try:
         owner = platform.assignment_owner(platform_assignment_id=platform_assignment_id)
+    except PlatformNotFound as exc:
+        raise NotThisStudysWork(
+            f"assignment {assignment.pk}: {name} has no work under its assignment id ({exc.message}): nothing is "
+            "sent (the worker entered with an id the platform never gave)") from exc
     except PlatformError as exc:
         raise PlatformServiceError(
             f"assignment {assignment.pk}: {name} could not say whose work its assignment id is ({exc.message}); "
             "nothing is sent: sync the study, then try again") from exc
     task_id, worker_id = owner or ("", "")
     if task_id not in own:
-        raise PlatformServiceError(
+        raise NotThisStudysWork(
             f"assignment {assignment.pk}: {name} files its assignment id under a {task} that is not this study's: "
             "nothing is sent (the worker entered with another study's id)")
     if worker_id != assignment.participant.external_id:

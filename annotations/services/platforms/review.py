@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission
 from annotations.platforms import get_platform
-from annotations.platforms.base import PlatformTransientError, money
+from annotations.platforms.base import PlatformNotFound, PlatformTransientError, money
 from annotations.platforms.prolific import MIN_REJECTION_MESSAGE, REJECTION_CATEGORIES
 from annotations.selectors import HOLDING_FLAGS
 from annotations.selectors.platforms import (
@@ -35,6 +35,7 @@ from .access import APPROVE, REJECT, access_study, assignment_of, study_assignme
 from .calls import reconciler
 from .common import (
     OP,
+    NotThisStudysWork,
     actor,
     assignment_platform,
     each_assignment,
@@ -374,6 +375,44 @@ def _approve(assignment: Assignment, *, user, feedback: str = "", one_task: bool
     return assignment
 
 
+def _unlisted_on_platform(assignment: Assignment) -> bool:
+    """Whether sync holds ``assignment``'s work as unknown to its platform (``NOT_ON_PLATFORM``: the
+    platform's complete listing of the study lacks its platform assignment id), cleared or not."""
+    return PlatformSubmission.objects.filter(
+        assignment=assignment, platform_assignment_id=assignment.platform_assignment_id,
+        publication__platform=assignment_platform(assignment), publication__dry_run=False,
+        flag=PlatformSubmission.Flag.NOT_ON_PLATFORM).exists()
+
+
+def _reject_here_only(assignment: Assignment, *, user, why: str, summary: dict) -> Assignment:
+    """Reject work held as unknown to its platform (``_unlisted_on_platform``) that the platform
+    answers is no work of this study (``why``: it has no such submission, or files the id under
+    another study): there is nothing of this study to reject there, and the id may be another
+    study's submission, so nothing is sent. The refusal is kept on an audit row of its own
+    (``PlatformCall``, failed: not applied; keyed by this task, never by the review key, which every
+    task entered with that id shares), and the task is rejected here (``assignment_reviewed``: its
+    unit slots are given back). Run again, it finds the task rejected and does nothing."""
+    name = assignment_platform(assignment)
+    refusal = (f"{why}. Nothing to reject on {name}: task {assignment.pk} was rejected here only and its unit slots "
+               "given back")
+    try:
+        platform_call_execute(
+            spec=CallSpec(platform=name, operation=OP.REJECT,
+                          idempotency_key=f"{review_key(name, OP.REJECT, assignment)}:here-only:{assignment.pk}",
+                          request_summary={**summary, "rejected_here_only": True}, user=actor(user),
+                          study=assignment.study, assignment=assignment,
+                          redact=participant_redaction(assignment.participant)),
+            send=lambda: {},  # never called: the guard refuses, so the refusal is recorded and nothing is sent
+            guard=lambda: refusal,
+        )
+    except PlatformServiceError as exc:
+        if exc.message != refusal:
+            raise
+    assignment_reviewed(assignment.pk, approved=False)
+    assignment.refresh_from_db()
+    return assignment
+
+
 def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: str,
                       category: str = "") -> Assignment:
     """Reject submitted work of ``study`` as ``user`` (PAY access), with the reason the worker
@@ -382,7 +421,13 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
     (``submitted_not_here``) is rejected on the platform all the same, held or cleared; its task
     keeps its status here, the decision is its ``PlatformCall`` (the worker's page offers it no
     more), and its hold stays (a hold the researcher cleared is put back first): an active task the worker finishes here afterwards is not counted,
-    nor offered to "Approve all", and the next sync takes the rejection over."""
+    nor offered to "Approve all", and the next sync takes the rejection over.
+
+    Work sync holds as unknown to the platform (``NOT_ON_PLATFORM``: an id made up at the entry
+    link, or another study's) that the platform answers is no work of this study (not found, or
+    another study's: ``common.NotThisStudysWork``) is rejected here only (``_reject_here_only``):
+    nothing is sent, its unit slots are given back. Any other refusal by the platform is a
+    ``PlatformServiceError``, a not-found included."""
     study = access_study(user=user, study=study, access=REJECT)
     assignment = assignment_of(study=study, assignment=assignment)
     if assignment.status == Assignment.Status.REJECTED:
@@ -405,7 +450,17 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
                 f"Prolific needs a rejection message of at least {MIN_REJECTION_MESSAGE} characters; this one has "
                 f"{len(feedback)}: explain what went wrong in more detail"
             )
-    platform_work_confirm(assignment)
+    summary = {"platform_assignment_id": assignment.platform_assignment_id,
+               "worker": participant_pseudonym(assignment.participant), "feedback": feedback[:1024],
+               "category": category}
+    unlisted = _unlisted_on_platform(assignment)
+    try:
+        platform_work_confirm(assignment)
+    except NotThisStudysWork as exc:
+        if not unlisted:
+            raise
+        _lock_undecided(assignment, operation=OP.REJECT)
+        return _reject_here_only(assignment, user=user, why=exc.message, summary=summary)
     _lock_undecided(assignment, operation=OP.REJECT)
     cleared = _hold_restored(held) if held is not None else None
     if name != Platform.LINK:
@@ -417,9 +472,7 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
         try:
             platform_call_execute(
                 spec=CallSpec(platform=name, operation=OP.REJECT, idempotency_key=key,
-                              request_summary={"platform_assignment_id": assignment.platform_assignment_id,
-                                               "worker": participant_pseudonym(assignment.participant),
-                                               "feedback": feedback[:1024], "category": category, **taken},
+                              request_summary={**summary, **taken},
                               user=actor(user), study=assignment.study, assignment=assignment,
                               redact=participant_redaction(assignment.participant)),
                 send=lambda: platform.reject(platform_assignment_id=assignment.platform_assignment_id,
@@ -429,6 +482,14 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
             )
         except (PlatformTransientError, CallOutcomeUnknown):
             raise  # it may have gone through: the hold stays until sync knows
+        except PlatformNotFound as exc:  # nothing was rejected: the platform has no such submission
+            if cleared is not None:
+                _clear_given_back(held, cleared)
+            why = (f"assignment {assignment.pk}: {name} has no submission under its assignment id to reject "
+                   f"({exc.message})")
+            if unlisted:
+                return _reject_here_only(assignment, user=user, why=why, summary=summary)
+            raise PlatformServiceError(f"{why}: nothing was rejected; sync the study to see what {name} lists") from exc
         except Exception:
             if cleared is not None:  # refused outright: nothing was rejected, the researcher's clear stands
                 _clear_given_back(held, cleared)
