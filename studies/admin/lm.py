@@ -48,7 +48,7 @@ from studies.services.generation import (
     generation_job_create,
     generation_job_resume,
 )
-from studies.services.generation.common import decoding_from
+from studies.services.generation.common import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, decoding_from
 from studies.services.generation.faithfulness import Y_HAT_FROM_DEFAULT, Y_HAT_FROM_TEXT
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 from studies.services.generation.genu import VALIDATED_ONLY_READING
@@ -88,7 +88,7 @@ class _JobForm(_UserForm):
     dataset = forms.ModelChoiceField(queryset=Dataset.objects.none())
     split = forms.ChoiceField(choices=[("", "all splits"), *Split.choices], required=False, initial="dev")
     limit = forms.IntegerField(min_value=1, required=False, help_text="First N items by id; empty takes all.")
-    batch_size = forms.IntegerField(min_value=1, max_value=1024, initial=16)
+    batch_size = forms.IntegerField(min_value=1, max_value=MAX_BATCH_SIZE, initial=DEFAULT_BATCH_SIZE)
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, user=user, **kwargs)

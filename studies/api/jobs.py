@@ -25,6 +25,7 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.generation import GenerationError, generation_job_create
+from studies.services.generation.common import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE
 from studies.services.generation.inputs import TRAIN_ITEM_IDS
 
 from .filters import GenerationJobFilter
@@ -118,7 +119,7 @@ class GenerationJobStartSerializer(RejectUnknownFieldsMixin, serializers.Seriali
         help_text="Only these items (instead of a dataset split).",
     )
     limit = serializers.IntegerField(min_value=1, required=False, help_text="At most this many items.")
-    batch_size = serializers.IntegerField(min_value=1, max_value=1024, default=16)
+    batch_size = serializers.IntegerField(min_value=1, max_value=MAX_BATCH_SIZE, default=DEFAULT_BATCH_SIZE)
     params = serializers.DictField(
         required=False, default=dict,
         help_text="Per kind: max_requests / max_tokens (openai budget); genu_answers: answerer_i, answerer_ir "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .templates import CAUSAL_STOP, PromptItem
+from .templates import CAUSAL_STOP, T5_SENTINEL_TEXT, PromptItem
 
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
 _NOISE = ("<pad>", "</s>", "<s>", "<|endoftext|>")
@@ -365,9 +365,12 @@ def parse_generalization(raw: str) -> ParsedQuestion | ParseFailure:
     """A generated question: its first line, then ``answer: True|False`` (every type: the LM
     answers its own question, counterfactuals included; the answer stays unvalidated until a
     validation study or a researcher confirms it). Stops at the next block. Outputs that are not
-    a question are refused (:func:`question_problem`)."""
+    a question are refused (:func:`question_problem`). Every T5 sentinel token is taken out first:
+    a seq2seq generator's output is framed by them (``<extra_id_0> ... <extra_id_1>``), and one
+    written otherwise (``< extra_id_0 >``, ``<EXTRA_ID_0>``) is a sentinel to the rule every stored
+    question follows too (``templates.T5_SENTINEL_TEXT``, ``studies.textrules.sentinel_problem``)."""
     text = _clean(raw)
-    text = _SENTINEL.sub(" ", text).strip()
+    text = T5_SENTINEL_TEXT.sub(" ", text).strip()
     block = re.split(r"\n\s*\n|\n(?:question|context)\s*:", text, maxsplit=1)[0]
     lines = [line.strip() for line in block.splitlines() if line.strip()]
     if not lines:

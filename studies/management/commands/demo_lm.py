@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from studies.models import GeneralizationQuestion, GenerationFailure, Rationale
 from studies.services.demo_lm import demo_lm_items, demo_lm_register
 from studies.services.generation import GenerationError, generation_job_create, generation_job_run
+from studies.services.generation.common import MAX_BATCH_SIZE
 
 
 class Command(BaseCommand):
@@ -35,11 +36,12 @@ class Command(BaseCommand):
             source, generator = demo_lm_register(model_path=path, samples=samples)
             chosen = demo_lm_items(n=items)
             ids = [i.pk for i in chosen]
+            batch = min(len(ids), MAX_BATCH_SIZE)  # one batch where the job takes that many
             jobs = [
-                generation_job_create(kind="rationales", source=source, item_ids=ids, batch_size=len(ids),
+                generation_job_create(kind="rationales", source=source, item_ids=ids, batch_size=batch,
                                       enqueue=queue),
                 generation_job_create(kind="generalization_questions", generator=generator, item_ids=ids,
-                                      batch_size=len(ids), enqueue=queue),
+                                      batch_size=batch, enqueue=queue),
             ]
         except GenerationError as exc:
             raise CommandError(str(exc)) from exc

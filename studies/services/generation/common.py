@@ -41,7 +41,12 @@ from studies.models import (
     Rationale,
     RationaleSource,
 )
-from studies.services.content import content_added_refusals, content_parent_refusals, job_acts_for
+from studies.services.content import (
+    content_added_refusals,
+    content_parent_refusals,
+    content_row_value_problems,
+    job_acts_for,
+)
 
 from .errors import GenerationError
 from .inputs import (
@@ -69,6 +74,9 @@ from .lifecycle import (
 
 logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 16
+# The most items one batch of a job may take: ``jobs.generation_job_create`` refuses more, and the
+# API's serializer and the admin's job forms offer no more.
+MAX_BATCH_SIZE = 1024
 
 
 def prompt_item(item: Item, dataset_name: str | None = None) -> templates.PromptItem:
@@ -746,6 +754,10 @@ class ItemHandler(Handler):
 UNSTORABLE_OUTPUT = ("not stored: the {what}'s {field} {problem}; the model's output is kept here with such "
                      "characters replaced by U+FFFD")
 UNSTORABLE_FAILURE = "; its {field} {problem}, kept with such characters replaced by U+FFFD"
+# Why an output was kept as a failure instead of stored: its text breaks a rule every import, form and
+# study bundle follows (``content.content_row_value_problems``: a T5 sentinel token, for one).
+REFUSED_OUTPUT = ("not stored: the {what}'s {field} breaks a rule every import, form and study bundle follows "
+                  "({problem}); the model's output is kept here")
 
 
 def _row_problem(row) -> tuple[str, str] | None:
@@ -763,6 +775,21 @@ def _row_problem(row) -> tuple[str, str] | None:
     return None
 
 
+def _output_refusal(row) -> str | None:
+    """Why generated ``row`` is not stored (the reason its failure records), None when it is: a
+    text or JSON field no database can store (:func:`_row_problem`), or a value an import, a form
+    or a study bundle would refuse (``content.content_row_value_problems``, as for a new row: a
+    rationale's or a question's text holding a T5 sentinel token), so that a job stores nothing
+    those refuse."""
+    found = _row_problem(row)
+    if found:
+        return UNSTORABLE_OUTPUT.format(what=row._meta.verbose_name, field=found[0], problem=found[1])
+    refused = next(iter(content_row_value_problems(obj=row).items()), None)
+    if refused:
+        return REFUSED_OUTPUT.format(what=row._meta.verbose_name, field=refused[0], problem=refused[1])
+    return None
+
+
 def _output_unit(row) -> tuple[int, str]:
     """(item id, failure unit) of a generated row, as its kind names a failure of it."""
     if isinstance(row, GeneralizationQuestion):
@@ -777,12 +804,14 @@ def _output_unit(row) -> tuple[int, str]:
 def unstorable_outputs_failed(job: GenerationJob, output: BatchOutput) -> None:
     """Take out of ``output`` each row holding text no database can store (a NUL or a lone
     surrogate in an LM's output: PostgreSQL refuses the first, no database can encode the second,
-    and either would roll back the whole batch and fail every resume of the job the same way) and
-    keep it as a failure of its item and unit (:func:`_output_unit`), its raw output stored with
-    those characters replaced (:func:`lab.jsontext.storable_text`) and the reason naming the field;
-    a failure that holds such text is kept the same way. Every other output of the batch is stored,
-    and the item counts as processed, so a resume does not send it again. The one place every
-    item-by-item kind's generated text passes before it is written (:meth:`ItemHandler._store_batch`)."""
+    and either would roll back the whole batch and fail every resume of the job the same way), or
+    text an import, a form or a study bundle refuses (a T5 sentinel token in a rationale's or a
+    question's text: :func:`_output_refusal`), and keep it as a failure of its item and unit
+    (:func:`_output_unit`), its raw output stored with NULs and lone surrogates replaced
+    (:func:`lab.jsontext.storable_text`) and the reason naming the field; a failure that holds such
+    characters is kept the same way. Every other output of the batch is stored, and the item counts
+    as processed, so a resume does not send it again. The one place every item-by-item kind's
+    generated text passes before it is written (:meth:`ItemHandler._store_batch`)."""
     failures = {(f.item_id, f.unit): f for f in output.failures}
     for f in output.failures:
         found = _row_problem(f)
@@ -793,13 +822,12 @@ def unstorable_outputs_failed(job: GenerationJob, output: BatchOutput) -> None:
     for name in ("rationales", "questions", "predictions", "dropped"):
         kept = []
         for row in getattr(output, name):
-            found = _row_problem(row)
-            if found is None:
+            reason = _output_refusal(row)
+            if reason is None:
                 kept.append(row)
                 continue
             item_id, unit = _output_unit(row)
             raw = getattr(row, "raw_output", "") or getattr(row, "text", "")
-            reason = UNSTORABLE_OUTPUT.format(what=row._meta.verbose_name, field=found[0], problem=found[1])
             logger.warning("generation job %s: item %s %s: %s", job.pk, item_id, unit, reason)
             existing = failures.get((item_id, unit))
             if existing is not None:

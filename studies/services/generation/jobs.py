@@ -48,6 +48,7 @@ from studies.selectors import (
 
 from .common import (
     DEFAULT_BATCH_SIZE,
+    MAX_BATCH_SIZE,
     Handler,
     budget_caps_check,
     budget_rows,
@@ -138,6 +139,9 @@ def generation_job_create(
 ) -> GenerationJob:
     """Create a job and (after commit) queue it on the ``lm`` queue.
 
+    ``batch_size``: the items each batch takes, 1 to :data:`.common.MAX_BATCH_SIZE` (the bound the API
+    and the admin's forms offer too); any other is refused.
+
     ``params`` per kind: rationales, questions and Gen-U answers take ``max_requests`` /
     ``max_tokens`` (budget cap for the openai backend; where its requests carry the operator's key,
     at most the operator's ``RL_OPENAI_KEY_MAX_*_PER_JOB``, which a job setting none gets:
@@ -164,6 +168,8 @@ def generation_job_create(
         raise GenerationError(f"unknown job kind {kind!r}")
     if batch_size < 1:
         raise GenerationError("batch size must be at least 1")
+    if batch_size > MAX_BATCH_SIZE:
+        raise GenerationError(f"batch size must be at most {MAX_BATCH_SIZE}")
     if params is not None and not isinstance(params, dict):
         raise GenerationError("params must be an object of parameters")
     unknown = sorted(set(params or {}) - handler.params_accepted)
