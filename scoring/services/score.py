@@ -1662,10 +1662,13 @@ def _faithfulness(study: Study) -> Part:
     (``{"p_full", "p_highlight", "p_without"}``, probabilities of y_hat, and ``y_hat_from``, the
     rule that chose it), written by the faithfulness job or imported with the rationales (the
     import format's y_hat is predicted from the highlight, as are those of jobs that predate the
-    rule). The figures over all sources are named after the study's split."""
-    per_source, warnings, pooled, left_out = {}, [], [], {}
+    rule). The figures over all sources are named after the study's split. A source of the study
+    without highlights (``has_highlights`` off) has no faithfulness: it is named in
+    ``skipped_sources``, with a warning, so the figures say which sources they leave out."""
+    per_source, warnings, pooled, left_out, skipped = {}, [], [], {}, []
     for source in study.sources.all():
         if not source.has_highlights:
+            skipped.append(source.name)
             continue
         stored = _stored_probabilities(study, source)
         warnings += stored.warnings
@@ -1687,7 +1690,12 @@ def _faithfulness(study: Study) -> Part:
                                     {name: row["y_hat_from"] for name, row in per_source.items()}, assumed),
                                 "y_hat_from_assumed": {"sources": assumed, "assumption": FAITHFULNESS_ASSUMPTION},
                                 "left_out": left_out, "left_out_rule": FAITHFULNESS_LEFT_OUT_RULE,
+                                "skipped_sources": sorted(skipped),
                                 "caveats": metrics.faithfulness_caveats(rules_used)}}
+    if skipped:
+        warnings.append(f"Faithfulness leaves out {', '.join(sorted(skipped))}: the study lists them but they have "
+                        f"no highlights, so the {split} sufficiency and comprehensiveness are over the other "
+                        "sources only.")
     if len(rules_used) > 1:
         warnings.append(f"The {split} sufficiency and comprehensiveness over all sources mix y_hat rules "
                         f"({', '.join(sorted(rules_used))}): compare sources within one rule.")

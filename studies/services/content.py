@@ -18,17 +18,18 @@ questions and Gen-U predictions, which act for the researcher who started them):
   study draws the item.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
-  what its scores read (gold answers, predicted answers, source names, the dataset's name, task
-  format and choice labels) is never changed under it: an edit of those fields
-  (``FIXED_FIELDS``), and any deletion, of a row an open or closed study uses is refused, by its
-  owner too. Correct content by importing a new dataset or source and copying the study. Other
-  fields (a dataset's description, an item's metadata, a source's description and settings, a
-  rationale's faithfulness and highlights, a question's validation status) stay editable by the
-  studies' researchers. A change of a question's validation status alone (``STATUS_FIELDS``) is
-  judged by the studies that read the status (a generalization study, a study whose Gen-U reads
-  the question), not by a question-validation study that draws its item (``STATUS_BLIND_KINDS``:
-  its units include invalid questions and its verdicts do not depend on the status), so another
-  researcher's validation study does not lock the question's owner out of judging it.
+  what its scores read (gold answers, predicted answers, source names and whether a source has
+  highlights, the dataset's name, task format and choice labels) is never changed under it: an
+  edit of those fields (``FIXED_FIELDS``), and any deletion, of a row an open or closed study
+  uses is refused, by its owner too. Correct content by importing a new dataset or source and
+  copying the study. Other fields (a dataset's description, an item's metadata, a source's
+  description and settings, its backend and model included, a rationale's faithfulness and
+  highlights, a question's validation status) stay editable by the studies' researchers. A
+  change of a question's validation status alone (``STATUS_FIELDS``) is judged by the studies
+  that read the status (a generalization study, a study whose Gen-U reads the question), not by
+  a question-validation study that draws its item (``STATUS_BLIND_KINDS``: its units include
+  invalid questions and its verdicts do not depend on the status), so another researcher's
+  validation study does not lock the question's owner out of judging it.
 - *What an LM job used stays.* A dataset or rationale source an LM job ran on (any job, any status,
   anyone's), a rationale source a job's params name as a Gen-U answerer or that answered Gen-U
   predictions, an item of a dataset a job ran on, a generalization question of an item whose dataset
@@ -98,7 +99,14 @@ from studies.textrules import identifier_problem, option_problems, sentinel_prob
 FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
     Dataset: frozenset({"name", "task_format", "choice_labels"}),
     Item: frozenset({"dataset", "external_id", "question", "choices", "gold_answer", "gold_rationale", "split"}),
-    RationaleSource: frozenset({"name", "kind"}),
+    # ``has_highlights`` decides whether scoring computes the source's faithfulness at all
+    # (``scoring.services.score._faithfulness``): flipped after opening, it would add or drop the
+    # source from the study's published figures. Its backend and model stay editable: a fine-tuning or
+    # Quark job replaces a source's checkpoint by name (``lifecycle.model_source_register``, asked of
+    # this rule with ``REGISTERED_FIELDS``), and each rationale records the backend, model and
+    # checkpoint it was made with (``generation_info``), whose model and checkpoint the results'
+    # ``sources.generation`` rows name.
+    RationaleSource: frozenset({"name", "kind", "has_highlights"}),
     Rationale: frozenset({"item", "source", "text", "predicted_answer", "prediction_correct"}),
     GeneralizationQuestion: frozenset({"item", "qtype", "text", "answer", "metadata"}),
 }
