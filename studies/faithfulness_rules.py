@@ -10,7 +10,8 @@ stores what another refuses and scoring leaves out what none would store.
 - ``faithfulness_problems``: a stored value is empty or holds all three probabilities, a
   ``y_hat_from`` of ``Y_HAT_FROM`` where it names one, the highlight spans it was computed on
   (``SPANS_KEY``) where it records them, text (or null) for what computed them where it names it
-  (``TEXT_KEYS``: scoring counts and sorts them) and text, a JSON object or list for ``prompt``.
+  (``TEXT_KEYS``: scoring counts and sorts them), text, a JSON object or list for ``prompt``, and
+  a list of text (or text, or null) for the task model's ``checkpoint`` (``CHECKPOINT_KEY``).
 - ``spans_state``: whether the probabilities still belong to the rationale's highlight. The job and
   the importer record the spans the probabilities were computed on (``SPANS_KEY``); an edit of the
   highlights (a re-import without probabilities, the admin, the API) leaves them as they were, so a
@@ -44,6 +45,11 @@ MATCH, DIFFER, NOT_RECORDED = "match", "differ", "not_recorded"
 TEXT_KEYS = ("task_model", "task_backend", "imported_from", "method", "y_hat")
 # The template the job read: its text, or a structured one (counted by scoring by its JSON text).
 PROMPT_KEY = "prompt"
+# Which weights of the task model computed them, as the job stores it: the sorted fingerprints of
+# the training records of the trained checkpoints in its folder (``inputs.recorded_model_checkpoint``),
+# None for a model no job here trained; missing from values stored before it was recorded. Scoring
+# groups by it (``computed_with``, by its JSON text), so two checkpoints under one path read apart.
+CHECKPOINT_KEY = "checkpoint"
 
 
 def _shown(value: Any) -> str:
@@ -115,6 +121,11 @@ def faithfulness_problems(value: Any) -> dict[str, str]:
             problems[key] = f"{key} {_shown(value[key])} must be text"
     if value.get(PROMPT_KEY) is not None and not isinstance(value[PROMPT_KEY], str | dict | list):
         problems[PROMPT_KEY] = f"{PROMPT_KEY} {_shown(value[PROMPT_KEY])} must be text, a JSON object or a list"
+    checkpoint = value.get(CHECKPOINT_KEY)
+    if checkpoint is not None and not isinstance(checkpoint, str) and not (
+            isinstance(checkpoint, list) and all(isinstance(v, str) for v in checkpoint)):
+        problems[CHECKPOINT_KEY] = (f"{CHECKPOINT_KEY} {_shown(checkpoint)} must be a list of fingerprints (text), "
+                                    "text or null")
     if SPANS_KEY in value and _spans(value[SPANS_KEY]) is None:
         problems[SPANS_KEY] = (f"{SPANS_KEY} (the spans the probabilities were computed on) must be a list of "
                                "[start, end] character offsets")

@@ -1390,8 +1390,8 @@ def faithfulness_section(results: dict) -> Section:
 
 def probabilities_from(source: dict) -> str:
     """What computed a source's faithfulness probabilities (``computed_with``: the task model with
-    its backend, and the scoring method and prompt where the job stored them; a run from before
-    it was recorded: ``computed_by``, the models alone)."""
+    its backend, and the scoring method, prompt and checkpoint where the job stored them; a run from
+    before it was recorded: ``computed_by``, the models alone)."""
     if "computed_with" not in source:
         return ", ".join(source.get("computed_by") or [])
     texts = []
@@ -1400,7 +1400,7 @@ def probabilities_from(source: dict) -> str:
             texts.append(f"imported from {row.get('imported_from') or '?'} ({row.get('n_rationales')} rationales)")
             continue
         how = [f"backend {row.get('task_backend') or 'not recorded'}"]
-        how += [f"{key} {row[key]}" for key in ("method", "prompt") if row.get(key)]
+        how += [f"{key} {row[key]}" for key in ("method", "prompt", "checkpoint") if row.get(key)]
         texts.append(f"{row['task_model']} ({'; '.join(how)}; {row.get('n_rationales')} rationales)")
     return ", ".join(texts)
 

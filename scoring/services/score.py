@@ -138,7 +138,7 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``faithfulness`` (opt-in): per source (with ``y_hat_from``, the rule that chose y_hat,
   ``y_hat_from_assumed`` and ``spans_not_recorded``, counts of the probabilities used whose rule was
   assumed or which do not record their highlight spans, and
-  ``computed_with``: [{task_model, task_backend, method, prompt, imported_from, n_rationales}]), the
+  ``computed_with``: [{task_model, task_backend, method, prompt, checkpoint, imported_from, n_rationales}]), the
   ``caveats`` of the rules used, ``spec_rule``: {y_hat_from, reading, sources_following,
   sources_departing} (SPEC section 6 takes y_hat from the highlight; a source whose rule was assumed is
   in neither), ``y_hat_from_assumed``: {sources, assumption}, ``left_out``: {source: {invalid,
@@ -1638,15 +1638,16 @@ def _source_faithfulness(name: str, vals: list[dict]) -> Part:
 
 
 # What made a rationale's faithfulness probabilities, as the faithfulness job stores it with them
-# (``studies.services.generation.faithfulness``): the task model and backend, and the scoring method
-# and prompt where the stored dict has them (None where it does not).
-COMPUTED_WITH_KEYS = ("task_model", "task_backend", "method", "prompt")
+# (``studies.services.generation.faithfulness``): the task model and backend, and the scoring method,
+# prompt and the task model's checkpoint (``faithfulness_rules.CHECKPOINT_KEY``: weights published
+# later under the same path read apart) where the stored dict has them (None where it does not).
+COMPUTED_WITH_KEYS = ("task_model", "task_backend", "method", "prompt", "checkpoint")
 
 
 def _computed_with(vals: list[dict]) -> list[dict]:
     """The distinct ``COMPUTED_WITH_KEYS`` of ``vals`` (imported ones: ``imported_from``) with how
     many rationales each, the most common first."""
-    def cell(value):  # a stored dict or list (a structured prompt) is counted by its JSON text
+    def cell(value):  # a stored dict or list (a structured prompt, a checkpoint) is counted by its JSON text
         return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else (value or None)
 
     counts = Counter(

@@ -907,9 +907,9 @@ def test_faithfulness_names_the_task_backend_and_the_method_and_prompt_where_sto
 
     assert run.results["faithfulness"]["per_source"]["good-lm"]["computed_with"] == [
         {"task_model": "/models/task", "task_backend": "classifier", "method": None, "prompt": None,
-         "imported_from": None, "n_rationales": 3},
+         "checkpoint": None, "imported_from": None, "n_rationales": 3},
         {"task_model": "/models/t5", "task_backend": "seq2seq", "method": "label log-prob softmax",
-         "prompt": "answer {question}", "imported_from": None, "n_rationales": 1}]
+         "prompt": "answer {question}", "checkpoint": None, "imported_from": None, "n_rationales": 1}]
     section = faithfulness_section(run.results)
     assert section.tables[0].rows[0]["computed_by"] == (
         "/models/task (backend classifier; 3 rationales), /models/t5 (backend seq2seq; method label log-prob "

@@ -552,7 +552,9 @@ class Handler:
     # (``inputs.job_settings_refusal``). By default the sources its params name by id (Gen-U's
     # answerers, Quark's genu reward), which every kind that names them reads live; a kind that
     # prompts its source or generator as it stands adds that role. Kinds that freeze what they read
-    # into their params at creation (Quark's policy, faithfulness's task model) need nothing more.
+    # into their params at creation need nothing more (Quark's policy); a path frozen there whose
+    # weights a training job may replace adds its role to record their checkpoint
+    # (``inputs.MODEL_ROLES``: faithfulness's task model).
     settings_read_live: tuple[str, ...] = SOURCE_PARAMS
     # Whether the kind writes rows under its items (rationales, generalization questions): it takes
     # only items its researcher may build on (``ordered_item_ids(build_on=True)``), not every item

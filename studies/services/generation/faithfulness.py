@@ -6,7 +6,15 @@ them, with the task model and its backend, how it scored the labels (``method``:
 ``label_scoring.LABEL_METHODS`` and the three inputs, ``PASSES``), the template it read
 (``prompt``: ``label_scoring.LABEL_PROMPTS``), the rule that chose y_hat (``y_hat_from``) and the
 highlight spans the three passes read (``highlights``, ``faithfulness_rules.SPANS_KEY``: scoring
-leaves the probabilities out once the rationale's highlights differ from them):
+leaves the probabilities out once the rationale's highlights differ from them), the task model's
+``checkpoint`` (``faithfulness_rules.CHECKPOINT_KEY``: the sorted fingerprints of the training
+records of the trained checkpoints in its folder, as the job's settings snapshot recorded them when
+it was made, ``inputs.recorded_model_checkpoint``, as a rationale job's; None for a hub name or a
+folder no job here trained) and what the scorer reports of its run (``lm.backends.backend_run_info``).
+A fine-tuning or Quark job registering under the name of the source whose folder the task model is
+publishes new weights under the same path: the job is cancelled, naming the source, when the
+checkpoint it was made on is replaced (``inputs.job_settings_refusal``, :data:`inputs.MODEL_ROLES`),
+and scoring tells probabilities of two checkpoints apart (``computed_with``):
 
 - the model that made the highlight (the highlight source's own seq2seq or causal model, used when
   ``task_model`` is left out or names it): y_hat from the highlight pass, as the seed
@@ -29,6 +37,7 @@ from django.utils import timezone
 
 from studies.faithfulness_rules import faithfulness_problem_text, with_spans
 from studies.lm import highlights
+from studies.lm.backends import backend_run_info
 from studies.lm.label_scoring import LABEL_METHODS, LABEL_PROMPTS, TASK_BACKENDS, LabelScorer
 from studies.models import GenerationFailure, GenerationJob, Item, Rationale
 from studies.services.content import content_change_problems
@@ -46,6 +55,7 @@ from .common import (
     prompt_item,
     store_failures,
 )
+from .inputs import recorded_model_checkpoint
 
 # The three inputs each rationale's labels are scored on (``generate``), stored in ``"method"``
 # after the backend's label method (``label_scoring.LABEL_METHODS``).
@@ -100,6 +110,9 @@ def faithfulness_params(source, params: dict) -> dict:
 class FaithfulnessHandler(ItemHandler):
     kind = GenerationJob.Kind.FAITHFULNESS
     params_accepted = frozenset({"task_model", "task_backend", "y_hat_from"})
+    # The task model is frozen into the params as a path, but the weights in its folder are not: the
+    # job records their checkpoint and stops if it is replaced (``inputs.MODEL_ROLES``).
+    settings_read_live = (*ItemHandler.settings_read_live, "task_model")
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
         if source is None:
@@ -144,6 +157,9 @@ class FaithfulnessHandler(ItemHandler):
         probs = {name: scorer.probabilities(pitems) for name, pitems in passes.items()}
         rule = job.params.get("y_hat_from") or "highlight"  # jobs from before the rule was a choice
         method, prompt = method_text(scorer.backend), LABEL_PROMPTS[scorer.backend]
+        # Which weights: the checkpoint the job was made on (it is cancelled once that is replaced),
+        # and the device, dtype and library versions where the scorer reports them.
+        made_with = {"checkpoint": recorded_model_checkpoint(job, "task_model"), **backend_run_info(scorer)}
         for index, rationale in enumerate(usable):
             deciding = probs[rule][index]
             y_hat = max(deciding, key=deciding.get)
@@ -151,7 +167,7 @@ class FaithfulnessHandler(ItemHandler):
                 "p_full": probs["full"][index][y_hat], "p_highlight": probs["highlight"][index][y_hat],
                 "p_without": probs["without"][index][y_hat], "y_hat": y_hat, "y_hat_from": rule,
                 "task_model": job.params["task_model"], "task_backend": job.params["task_backend"],
-                "method": method, "prompt": prompt, "job_id": job.pk,
+                "method": method, "prompt": prompt, "job_id": job.pk, **made_with,
             }, rationale.highlights)
         return out
 

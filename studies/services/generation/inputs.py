@@ -256,10 +256,24 @@ SETTINGS_ROLES = ("source", "generator", *SOURCE_PARAMS)
 # recorded while the weights do not. A snapshot without it was recorded before it was.
 CHECKPOINT = "checkpoint"
 TRAINING_KINDS = (GenerationJob.Kind.FINETUNE, GenerationJob.Kind.QUARK)
+# The roles, beside :data:`SETTINGS_ROLES`, that name a model by its path in a job's params and whose
+# weights the job loads as it runs (faithfulness's ``task_model``): the path is frozen in the params,
+# the weights in its folder are not (a training job registering under the name of the source whose
+# folder it is publishes new ones there), so the snapshot records only its :data:`CHECKPOINT`.
+MODEL_ROLES = ("task_model",)
 
 
 def _role_label(role: str) -> str:
     return {"source": "source", "generator": "question generator"}.get(role, f"{role} source")
+
+
+def _model_label(role: str, model: str, source_ids) -> str:
+    """``role``'s model (:data:`MODEL_ROLES`) as a refusal names it: its path, and the sources
+    whose checkpoint folder it is (``source_ids``: those recorded or found now)."""
+    pks = sorted({int(pk) for pk in source_ids if str(pk).isdigit()})
+    names = list(RationaleSource.objects.filter(pk__in=pks).order_by("name").values_list("name", flat=True))
+    where = f" (the checkpoint folder of source {', '.join(repr(n) for n in names)})" if names else ""
+    return f"{role.replace('_', ' ')} {model!r}{where}"
 
 
 def _settings_row(role: str, *, source: RationaleSource | None, generator: QuestionGenerator | None,
@@ -300,12 +314,22 @@ def _checkpoints_of(row: RationaleSource | QuestionGenerator) -> dict[str, dict]
     loads: its own when it is a source with one (``lifecycle.model_source_register`` writes a new
     record, carrying its job's id, each time a fine-tuning or Quark job publishes into its folder),
     and those of the sources with one whose model folder ``row``'s local model is or lies in (a
-    question generator, or another source, pointed at a registered checkpoint's folder). One query
-    over the sources with a training record, made only for a row whose model is a local path."""
+    question generator, or another source, pointed at a registered checkpoint's folder:
+    :func:`model_checkpoints`)."""
     found = {}
     if isinstance(row, RationaleSource) and row.training:
         found[str(row.pk)] = row.training
-    path = local_model_path(row.model_name_or_path)
+    return model_checkpoints(row.model_name_or_path, found=found)
+
+
+def model_checkpoints(model_name_or_path: str, *, found: dict[str, dict] | None = None) -> dict[str, dict]:
+    """``found`` (empty by default) with the training records (by source id, as text) of the sources
+    with one whose model folder the local model ``model_name_or_path`` is or lies in: the trained
+    checkpoints a job loading that model by its path (faithfulness's ``task_model``) reads. None for
+    a hub name or a folder no source here trained. One query over the sources with a training
+    record, made only for a local path."""
+    found = dict(found or {})
+    path = local_model_path(model_name_or_path)
     if path is None:
         return found
     trained = RationaleSource.objects.exclude(model_name_or_path="").exclude(training={})
@@ -350,15 +374,14 @@ def _published_after(job: GenerationJob, trainings: list[dict]) -> list[dict]:
     return [t for t in later if t["job_id"] in trained]
 
 
-def _checkpoint_refusal(job: GenerationJob, row: RationaleSource | QuestionGenerator, recorded: dict,
-                        label: str) -> str:
-    """Why ``job`` may not go on because the checkpoint ``row`` loads (:func:`_checkpoints_of`) is
-    not the one ``recorded`` (its role's snapshot) names: new weights were published into its
-    folder since, under the same path; empty when they were not. A snapshot recorded before
-    snapshots named the checkpoint has nothing to compare with: the job is stopped only when the
-    checkpoint is now that of a fine-tuning or Quark job created after it (a higher id: so one that
-    published after this job was created), and otherwise runs as before."""
-    live = _checkpoints_of(row)
+def _checkpoint_refusal(job: GenerationJob, live: dict[str, dict], recorded: dict, label: str) -> str:
+    """Why ``job`` may not go on because the checkpoint its role loads now (``live``:
+    :func:`_checkpoints_of` of its row, :func:`model_checkpoints` of its model path) is not the one
+    ``recorded`` (its role's snapshot) names: new weights were published into its folder since,
+    under the same path; empty when they were not. A snapshot recorded before snapshots named the
+    checkpoint has nothing to compare with: the job is stopped only when the checkpoint is now that
+    of a fine-tuning or Quark job created after it (a higher id: so one that published after this
+    job was created), and otherwise runs as before."""
     before = recorded.get(CHECKPOINT)
     if isinstance(before, dict):
         # A recorded checkpoint whose record changed or went, or one that another source now holds
@@ -384,29 +407,72 @@ def job_settings_snapshot(*, roles: tuple[str, ...], source: RationaleSource | N
     """What a new job records under ``params[SETTINGS_SNAPSHOT]``: for each of ``roles`` (those its
     kind reads settings from as it runs, ``Handler.settings_read_live``) that names a row, that
     row's id, name and ``SETTINGS_FIELDS`` as stored, and under :data:`CHECKPOINT` a fingerprint of
-    the training record of each checkpoint it loads (:func:`_checkpoints_of`). Sources and generators are shared library
+    the training record of each checkpoint it loads (:func:`_checkpoints_of`); for a role of
+    :data:`MODEL_ROLES` that names a model, only that (:func:`model_checkpoints`: none for a hub
+    name or a folder no source was trained into, which is recorded as such, not refused). Sources and generators are shared library
     data that others with change rights may edit while the job waits or runs:
     :func:`job_settings_refusal` stops the job when they no longer match, so that its researcher's
     items never go to an endpoint, model or weights they did not start it on."""
     snapshot = {}
     for role in roles:
+        if role in MODEL_ROLES:  # a model named by its path: only its checkpoint can change under it
+            if _model_of(params, role):
+                snapshot[role] = {CHECKPOINT: checkpoint_fingerprints(model_checkpoints(_model_of(params, role)))}
+            continue
         row = _settings_row(role, source=source, generator=generator, params=params, stored=True)
         if row is not None:
-            snapshot[role] = {**_settings_of(row), CHECKPOINT: {
-                pk: json_fingerprint(training) for pk, training in _checkpoints_of(row).items()}}
+            snapshot[role] = {**_settings_of(row), CHECKPOINT: checkpoint_fingerprints(_checkpoints_of(row))}
     return snapshot
+
+
+def checkpoint_fingerprints(checkpoints: dict[str, dict]) -> dict[str, str]:
+    """A snapshot's :data:`CHECKPOINT`: each training record of ``checkpoints`` (:func:`_checkpoints_of`,
+    :func:`model_checkpoints`) as its fingerprint (``lab.jsontext.json_fingerprint``), by source id."""
+    return {pk: json_fingerprint(training) for pk, training in checkpoints.items()}
+
+
+def _model_of(params, role: str) -> str:
+    """The model ``params`` names by its path under ``role`` (:data:`MODEL_ROLES`), "" for none."""
+    model = params.get(role) if isinstance(params, dict) else None
+    return model.strip() if isinstance(model, str) else ""
+
+
+def recorded_model_checkpoint(job: GenerationJob, role: str) -> list[str] | None:
+    """The checkpoint of the model ``job`` loads by its path under ``role`` (:data:`MODEL_ROLES`),
+    as what it stores records it: the sorted, distinct fingerprints of the training records its
+    settings snapshot recorded when it was made (the job runs only while they hold:
+    :func:`job_settings_refusal`), without the source ids they were read under (a source added over
+    the same folder adds an id, not weights), as a rationale job's ``checkpoint``
+    (``rationales.job_checkpoint``). A job made before the snapshot recorded it reads the folder's
+    now. None for a model no job here trained (a hub name, a folder no source was trained into)."""
+    snapshot = job.params.get(SETTINGS_SNAPSHOT) if isinstance(job.params, dict) else None
+    recorded = (snapshot.get(role) or {}).get(CHECKPOINT) if isinstance(snapshot, dict) else None
+    if not isinstance(recorded, dict):
+        recorded = checkpoint_fingerprints(model_checkpoints(_model_of(job.params, role)))
+    return sorted(set(recorded.values())) or None
 
 
 def job_settings_refusal(job: GenerationJob) -> str:
     """Why ``job`` may not go on because a source or question generator it reads as it runs was
     changed since it was created (another researcher may change a shared row): the first recorded
     setting (:func:`job_settings_snapshot`) that differs from the row now, the row gone, or the
-    weights in its model folder replaced (:func:`_checkpoint_refusal`); empty when all match. Compared on the job's own ``source`` and ``generator``, which its batch then
+    weights in its model folder replaced (:func:`_checkpoint_refusal`), that of a model its params
+    name by path (:data:`MODEL_ROLES`: faithfulness's task model) included; empty when all match. Compared on the job's own ``source`` and ``generator``, which its batch then
     prompts. A job created before jobs recorded their settings has no snapshot: it runs on the live
     settings, as it always did."""
     snapshot = job.params.get(SETTINGS_SNAPSHOT) if isinstance(job.params, dict) else None
     if not isinstance(snapshot, dict):
         return ""  # created before the snapshot: runs as before
+    for role in MODEL_ROLES:
+        # A job whose snapshot predates the role's record ({}) is stopped only by a training job
+        # created after it (:func:`_checkpoint_refusal`).
+        model = _model_of(job.params, role)
+        if model:
+            recorded = snapshot.get(role) if isinstance(snapshot.get(role), dict) else {}
+            live = model_checkpoints(model)
+            before = recorded.get(CHECKPOINT) if isinstance(recorded.get(CHECKPOINT), dict) else {}
+            if _checkpoint_refusal(job, live, recorded, ""):  # named (a query) only when refused
+                return _checkpoint_refusal(job, live, recorded, _model_label(role, model, {*live, *before}))
     for role, recorded in snapshot.items():
         if role not in SETTINGS_ROLES or not isinstance(recorded, dict):
             continue
@@ -423,7 +489,7 @@ def job_settings_refusal(job: GenerationJob) -> str:
             if not same:
                 return (f"Cancelled: the {field} of {label} changed since the job was created; start a new "
                         "job (a job runs only on the settings it was started with).")
-        refusal = _checkpoint_refusal(job, row, recorded, label)
+        refusal = _checkpoint_refusal(job, _checkpoints_of(row), recorded, label)
         if refusal:
             return refusal
     return ""
