@@ -367,6 +367,47 @@ def similarity_bins(sub: pd.DataFrame, q: int) -> dict:
             "theils_u": {ALL: metrics.theils_u(sub["utility"].to_numpy(), bins.to_numpy())}}
 
 
+# Which sources each ``all`` figure pools (``all_sources``): every source with a value of the figure's
+# column. SPEC section 3's over-all figures pool the LMs only (gold rationales are the reference
+# similarity is measured against, so a gold source has no similarity: ``score._similarity``); the
+# utility and task-accuracy ``all`` rows keep every source, a gold one included, and where one is
+# among them the reading without it is given beside (``other_readings.without_gold_sources``).
+ALL_POOLS = {"utility_shares": "utility", "task_accuracy": "task_correct",
+             "theils_u_utility_given_task_accuracy": "task_correct", "theils_u_utility_given_gen_u": "gen_u",
+             "correlation_ratio_utility_similarity": "similarity",
+             "theils_u_utility_given_similarity_quintile": "similarity"}
+ALL_SOURCES_RULE = ("an all row pools every source with a value of its measure, a gold-kind source included; a gold "
+                    "source has no similarity (its rationale is the gold one), so the correlation ratio and U(utility "
+                    "| similarity quintile) pool the other sources only")
+WITHOUT_GOLD_SOURCES = "without_gold_sources"
+WITHOUT_GOLD_SOURCES_RULE = "the all rows over every source but the gold-kind ones (SPEC section 3 pools the LMs)"
+
+
+def all_sources(frame: pd.DataFrame, gold: Iterable[str], *, n_resamples: int = DEFAULT_RESAMPLES) -> dict:
+    """``all_sources``: which sources each measure's ``all`` pools (``by_measure``, ``ALL_POOLS``), the
+    gold-kind ones among the frame's (``gold_sources``), and where a gold source is pooled, the
+    ``all`` figures without it (``other_readings.without_gold_sources``: utility shares, task
+    accuracy, U given task accuracy and Gen-U)."""
+    names = frame["source"].astype(str)
+    gold_sources = sorted(set(gold) & set(names))
+    by_measure = {key: sorted(set(names[frame[column].notna()])) for key, column in ALL_POOLS.items()
+                  if column in frame and frame[column].notna().any()}
+    out: dict = {"rule": ALL_SOURCES_RULE, "gold_sources": gold_sources, "by_measure": by_measure}
+    if not any(set(gold_sources) & set(pooled) for pooled in by_measure.values()):
+        return out
+    rest = frame[~names.isin(gold_sources)]
+    reading: dict = {"rule": WITHOUT_GOLD_SOURCES_RULE, "sources": sorted(set(rest["source"].astype(str))),
+                     "n_units": int(len(rest))}
+    if len(rest):
+        reading["utility_shares"] = {ALL: utility_shares(rest, n_resamples=n_resamples)[ALL]}
+        reading["task_accuracy"] = {ALL: task_accuracy(rest).get(ALL)} if "task_correct" in rest else {}
+        for label, column in (("task_accuracy", "task_correct"), ("gen_u", "gen_u")):
+            if column in rest and rest[column].notna().any():
+                reading[f"theils_u_utility_given_{label}"] = {ALL: theils_u_utility_given(rest, column)[ALL]}
+    out["other_readings"] = {WITHOUT_GOLD_SOURCES: reading}
+    return out
+
+
 def task_accuracy(frame: pd.DataFrame) -> dict:
     if "task_correct" not in frame:
         return {}

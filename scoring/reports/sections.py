@@ -18,7 +18,7 @@ from annotations.models import Unit
 from scoring import plots
 from scoring.metrics import theils_u
 from scoring.metrics.labels import PLURALITY, STRICT_MAJORITY
-from scoring.metrics.pipeline import RC_ONE_INSTANCE, THEILS_U_FEWER_THAN_2, THEILS_U_UTILITY_CONSTANT
+from scoring.metrics.pipeline import RC_ONE_INSTANCE
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, run_bootstrap, theils_u_draws
 from scoring.reports.tables import Column, Section, Table
@@ -32,7 +32,14 @@ from scoring.services.genu import (
     UNPARSED_LEFT_OUT,
     answerer_text,
 )
-from scoring.services.results_folder import bootstrap_note, share_rows, similarity_binning_note
+from scoring.services.results_folder import (
+    all_sources_text,
+    bootstrap_note,
+    degenerate_text,
+    pools_lm_sources_only,
+    share_rows,
+    similarity_binning_note,
+)
 from scoring.services.score import (
     BUNDLE_INCOMPLETE_NOT_CONSISTENT,
     TASK_ACCURACY_COUNTED_WRONG,
@@ -176,6 +183,8 @@ def utility_section(results: dict) -> Section:
         section.notes.append(counted_note(results["counted_answers"]))
     if results.get("short_units"):
         section.notes.append(short_units_note(results["short_units"]))
+    if pooled := all_sources_text(results, "utility_shares"):
+        section.notes.append(f"Utility shares: {pooled}.")
     section.notes += sources_notes(results)
     section.figures.append("utility_shares")
     return section
@@ -508,6 +517,8 @@ def theils_u_section(results: dict, frame: pd.DataFrame | None, *, both_directio
     if (results.get("task_accuracy_readings") or {}).get("by_source"):
         section.tables.append(task_accuracy_readings_table(results["task_accuracy_readings"]))
     section.notes += theils_u_degenerate_notes(results)
+    section.notes += [f"{THEILS_U[key][0]}: {pooled}." for key in keys if key in THEILS_U
+                      and (pooled := all_sources_text(results, key))]
     section.notes += _theils_u_notes(results, frame, both_directions=both_directions)
     if "gen_u_vs_utility" in plots.available(results):
         section.figures.append("gen_u_vs_utility")
@@ -531,14 +542,6 @@ def _theils_u_unit_rows(label: str, x: str, y: str, stored: dict, frame: pd.Data
     return rows
 
 
-# What a cell of U(utility | X) that is 1 by definition (results.json ``theils_u_degenerate``) says.
-THEILS_U_DEGENERATE_TEXT = {
-    THEILS_U_UTILITY_CONSTANT: "utility does not vary for {source}: U is 1 by definition and says nothing",
-    THEILS_U_FEWER_THAN_2: "utility does not vary for {source} (fewer than 2 units): U is 1 by definition and says "
-                           "nothing",
-}
-
-
 def theils_u_degenerate_notes(results: dict) -> list[str]:
     """A note per measure naming its cells whose U is 1 only because utility does not vary there
     (``pipeline.theils_u_degenerate``, as the run recorded them; SPEC's U is 1 when H(utility) = 0)."""
@@ -546,8 +549,7 @@ def theils_u_degenerate_notes(results: dict) -> list[str]:
     for key, cells in (results.get("theils_u_degenerate") or {}).items():
         if key not in THEILS_U or not cells:
             continue
-        said = "; ".join(THEILS_U_DEGENERATE_TEXT.get(why, "{source}: " + str(why)).format(source=source)
-                         for source, why in cells.items())
+        said = "; ".join(degenerate_text(why, source) for source, why in cells.items())
         notes.append(f"{THEILS_U[key][0]}: {said}.")
     return notes
 
@@ -677,9 +679,12 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
     columns = [Column("source", "Source"), Column("n", "n", "int"), Column("eta", "Correlation ratio η", "float", 4),
                Column("ci", _ci_label(results), "ci", 4), Column("similarity_model", "Similarity model")]
     paper = similarity.get("paper")
+    # the quoted over-all figure pools the LMs (SPEC section 3): beside our all row only where it pools as much
+    spec_pool = pools_lm_sources_only(results, "correlation_ratio_utility_similarity")
     if paper and not paper.get("same_model"):  # another model: the published figure and its model beside ours
         for row in rows:
-            row["paper_eta"] = paper["correlation_ratio"].get(row["source"])
+            row["paper_eta"] = (paper["correlation_ratio"].get(row["source"])
+                                if row["source"] != ALL or spec_pool else None)
             row["paper_model"] = paper["model"] if row["paper_eta"] is not None else ""
             row["paper_eta_from"] = figure_stated_in(row["source"]) if row["paper_eta"] is not None else ""
         columns += [Column("paper_eta", "Quoted η (overall: SPEC section 3; per source: issue 21)", "float", 3),
@@ -690,9 +695,13 @@ def similarity_section(results: dict, frame: pd.DataFrame | None) -> Section:
                              f"comparable with them. Published figures: {FIGURES_STATED_IN}. A quoted figure is "
                              "attached by name alone: the per-source ones to a source named exactly gpt3, t53b or "
                              "t5large in a dataset named StrategyQA (any case), whatever its split or its rationales; "
-                             "the overall one to the all row of a dataset named StrategyQA or OpenBookQA. Point "
+                             "the overall one to the all row of a dataset named StrategyQA or OpenBookQA where that "
+                             "row pools no gold-kind source (SPEC's pools the LMs). Point "
                              "RL_SIMILARITY_MODEL at a local roberta-large folder to compare.")
     section.tables.append(Table("correlation_ratio", "Utility vs similarity", columns, rows))
+    if pooled := all_sources_text(results, "correlation_ratio_utility_similarity"):
+        section.notes.append(f"Correlation ratio η: {pooled} (a gold-kind source's rationale is the gold one: it "
+                             "has no similarity).")
     quintile = (results.get("theils_u_utility_given_similarity_quintile") or {}).get(ALL)
     if quintile is not None:
         section.notes.append(f"Theil's U(utility | similarity quintile) over all sources: {quintile:.4f}."
@@ -1031,6 +1040,8 @@ def agreement_section(results: dict) -> Section:
     bias = next((row["early_stopping_bias"] for row in rows if row.get("early_stopping_bias")), None)
     if bias:
         section.notes.append(bias + " The rows \"filled units only\" are that reading.")
+    if results.get("counted_answers"):  # the answers agreement is over, and alpha without the failing tasks
+        section.notes.append(counted_note(results["counted_answers"]))
     return section
 
 

@@ -15,10 +15,18 @@ from lab.folders import output_folder_prepare
 from lab.spreadsheet import csv_writer
 from scoring.api.export_units import SCORED_WITH_COLUMNS, SCORED_WITH_READS, ScoredWith
 from scoring.errors import ScoringError
-from scoring.metrics.pipeline import ALL
+from scoring.metrics.pipeline import (
+    ALL,
+    THEILS_U_FEWER_THAN_2,
+    THEILS_U_UTILITY_CONSTANT,
+    WITHOUT_GOLD_SOURCES,
+)
 from scoring.models import ScoreRun, UnitScore
 from scoring.reports.intervals import run_bootstrap
 from scoring.similarity import MODEL_STATED_IN, figure_stated_in, recorded_model_label
+from studies.models import RationaleSource
+
+GOLD_KIND = RationaleSource.Kind.GOLD.value
 
 # Each row ends with what its scores were computed with (``export_units.SCORED_WITH_COLUMNS``, the
 # unit-score export's columns: the row's own run, its similarity model, layer and method, its Gen-U
@@ -48,17 +56,100 @@ def utility_note(results: dict) -> str:
     ties = (results.get("ties") or {}).get("units_with_tie", 0)
     parts = [f"{majority_text(results.get('majority_readings') or {})} per unit, a majority tie counted wrong "
              f"({ties} units had a tie)"]
-    counted = results.get("counted_answers") or {}
-    if counted.get("rule"):
-        parts.append(f"counted: {counted['rule']}; {counted.get('tasks_failing_an_attention_check', 0)} counted tasks "
-                     f"failed an attention check ({counted.get('attention_check_rule', 'any wrong check')}); other "
-                     "readings in results.json counted_answers.other_readings")
+    if counted := counted_text(results):
+        parts.append(counted)
     short = results.get("short_units") or {}
     if short:
         n_short = (short.get("n_short_by_source") or {}).get("all", 0)
         parts.append(f"{n_short} units short of annotators scored on the answers they have"
                      + ("; shares over full units only in results.json short_units" if n_short else ""))
     return "; ".join(parts) + ". " + bootstrap_note(results)
+
+
+# The other reading of the counted answers every note points to first: the tasks that failed an
+# attention check, which the published figures count, left out.
+WITHOUT_FAILING = "without_tasks_failing_any_check"
+
+
+def counted_text(results: dict, figure: str = "") -> str:
+    """Which answers a figure counts (``results["counted_answers"]``): the rule, how many counted
+    tasks failed an attention check, and where the other readings are; with ``figure`` (a key each
+    reading repeats, e.g. ``agreement``), the path of that figure without the failing tasks. Empty
+    for a run that counted no collected answers (imported outcomes)."""
+    counted = results.get("counted_answers") or {}
+    if not counted.get("rule"):
+        return ""
+    text = (f"counted: {counted['rule']}; {counted.get('tasks_failing_an_attention_check', 0)} counted tasks "
+            f"failed an attention check ({counted.get('attention_check_rule', 'any wrong check')}) and count")
+    reading = (counted.get("other_readings") or {}).get(WITHOUT_FAILING) or {}
+    if figure and figure in reading:
+        return (f"{text}; without them: results.json counted_answers.other_readings.{WITHOUT_FAILING}.{figure} "
+                "(other readings beside it)")
+    return f"{text}; other readings in results.json counted_answers.other_readings" if "other_readings" in counted \
+        else text
+
+
+def agreement_note(results: dict) -> str:
+    """``agreement.csv``'s ``note``: the answers agreement is computed on (``counted_text``) and,
+    without the tasks that failed an attention check, what Krippendorff's alpha gives."""
+    text = counted_text(results, "agreement")
+    reading = ((results.get("counted_answers") or {}).get("other_readings") or {}).get(WITHOUT_FAILING) or {}
+    if text and reading.get("identical_to") == "published":
+        text += " (the same answers as published)"
+    elif text and "agreement" in reading:
+        alpha = ", ".join(f"{step} {_number((row or {}).get('krippendorff_alpha'))}"
+                          for step, row in reading["agreement"].items())
+        text += f": Krippendorff's alpha {alpha or 'not computed'}"
+    return text
+
+
+def _number(value, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def all_sources_text(results: dict, key: str) -> str:
+    """What the ``all`` row of ``key`` pools (``results["all_sources"]``; a run from before it was
+    recorded: the sources with a figure of ``key``), the gold-kind sources among them named and,
+    where one is, the all figure without them (``all_sources.other_readings``)."""
+    pooled, gold = all_pooled(results, key)
+    if not pooled:
+        return ""
+    text = f"the all row pools {', '.join(pooled)}"
+    if not gold:
+        return text + " (no gold-kind source)" if results.get("all_sources") else text
+    text += f", the gold-kind source(s) {', '.join(gold)} included"
+    reading = ((results.get("all_sources") or {}).get("other_readings") or {}).get(WITHOUT_GOLD_SOURCES) or {}
+    value = reading.get(key)
+    if isinstance(value, dict) and isinstance(value.get(ALL), dict):  # utility shares: the three shares
+        shares = value[ALL]
+        value = ", ".join(f"{cat} {_number(shares.get(cat))}" for cat in ("useful", "unsure", "not_useful"))
+    elif isinstance(value, dict):
+        value = _number(value.get(ALL), 4)
+    if value is not None:
+        text += (f"; without them ({', '.join(reading.get('sources') or [])}): {value} (results.json "
+                 f"all_sources.other_readings.{WITHOUT_GOLD_SOURCES})")
+    return text
+
+
+def all_pooled(results: dict, key: str) -> tuple[list[str], list[str]]:
+    """(the sources the ``all`` figure of ``key`` pools, the gold-kind ones among them): the one
+    reading of ``all_sources`` the exports and the report share. A run from before it was recorded:
+    the sources with a figure of ``key``, their kinds from ``results["sources"]``."""
+    record = results.get("all_sources") or {}
+    if key in (record.get("by_measure") or {}):
+        pooled = list(record["by_measure"][key])
+        gold = [s for s in pooled if s in set(record.get("gold_sources") or [])]
+        return pooled, gold
+    pooled = sorted(s for s in (results.get(key) or {}) if s != ALL)
+    kinds = results.get("sources") or {}
+    return pooled, [s for s in pooled if (kinds.get(s) or {}).get("kind") == GOLD_KIND]
+
+
+def pools_lm_sources_only(results: dict, key: str) -> bool:
+    """Whether the ``all`` figure of ``key`` pools what SPEC section 3's over-all figures pool, the
+    model sources only: no source it pools is known to be gold-kind (a run that recorded neither
+    ``all_sources`` nor ``sources`` does not say a source's kind, and is read as it always was)."""
+    return not all_pooled(results, key)[1]
 
 
 def majority_text(majority: dict) -> str:
@@ -141,9 +232,12 @@ def with_bootstrap_note(note: str, results: dict) -> str:
 
 
 def utility_share_rows(results: dict) -> list[dict]:
-    """``utility_shares.csv``: the utility shares with the ``note`` of what they rest on."""
+    """``utility_shares.csv``: the utility shares with the ``note`` of what they rest on, the ``all``
+    row's naming what it pools (``all_sources_text``)."""
     note = utility_note(results)
-    return [{**row, "note": note} for row in share_rows(results)]
+    pooled = all_sources_text(results, "utility_shares")
+    return [{**row, "note": f"{note} {pooled}." if pooled and row["source"] == ALL else note}
+            for row in share_rows(results)]
 
 
 def gen_u_share_rows(results: dict) -> list[dict]:
@@ -193,9 +287,27 @@ def similarity_binning_note(binning: dict) -> str:
     return text
 
 
+# Why a cell of U(utility | X) says nothing (``pipeline.theils_u_degenerate``), as associations.csv's
+# note of that row says it (the report's ``sections.theils_u_degenerate_notes`` reads these too).
+THEILS_U_DEGENERATE_TEXT = {
+    THEILS_U_UTILITY_CONSTANT: "utility does not vary for {source}: U is 1 by definition and says nothing",
+    THEILS_U_FEWER_THAN_2: "utility does not vary for {source} (fewer than 2 units): U is 1 by definition and says "
+                           "nothing",
+}
+# results.json keys named like a measure that are not one (``association_rows`` skips them).
+NOT_MEASURES = ("theils_u_degenerate",)
+
+
+def degenerate_text(why: str, source: str) -> str:
+    return THEILS_U_DEGENERATE_TEXT.get(why, "{source}: " + str(why)).format(source=source)
+
+
 def association_rows(results: dict) -> list[dict]:
     """One row per (measure, source); ``note`` says what a figure depends on (the similarity
-    model and layer, the Gen-U question filter), so it is never read without it."""
+    model and layer, the Gen-U question filter, and, every measure being of utility, the utility
+    note: the majority and tie rule and the answers counted), so it is never read without it; an
+    ``all`` row names the sources it pools (``all_sources_text``), a cell whose U is 1 by definition
+    says so (``theils_u_degenerate``, not a measure: never a row of its own)."""
     similarity = results.get("similarity") or {}
     notes = {
         "similarity": (f"BERTScore with {recorded_model_label(similarity)} (the published "
@@ -203,21 +315,31 @@ def association_rows(results: dict) -> list[dict]:
         "gen_u": gen_u_note(results),
         "task_accuracy": task_accuracy_note(results),
     }
+    degenerate = results.get("theils_u_degenerate") or {}
     rows = []
     for name, per_source in results.items():
-        if not (name.startswith("theils_u_") or name.startswith("correlation_ratio_")):
+        if not (name.startswith("theils_u_") or name.startswith("correlation_ratio_")) or name in NOT_MEASURES \
+                or not isinstance(per_source, dict):
             continue
         note = next((text for key, text in notes.items() if key in name), "")
-        if "task_accuracy" in name:
-            note += "; utility: " + utility_note(results)
         if name == "theils_u_utility_given_similarity_quintile":
             note = "; ".join(part for part in (note, binned_similarity_note(results)) if part)
+        if "utility" in name:
+            note = "; ".join(part for part in (note, "utility: " + utility_note(results)) if part)
         paper = similarity.get("paper") if name.startswith("correlation_ratio_") else None
+        # the quoted over-all figure pools the LMs: beside an all row only where it pools as much
+        spec_pool = pools_lm_sources_only(results, name)
         for source, value in per_source.items():
             theirs = (paper or {}).get("correlation_ratio", {}).get(source)
+            if source == ALL and not spec_pool:
+                theirs = None
             extra = (f"; the published figure ({figure_stated_in(source)}), with {paper['model']} "
                      f"({paper.get('model_stated_in') or MODEL_STATED_IN}): {theirs}"
                      if theirs is not None and not paper.get("same_model") else "")
+            if source == ALL and (pooled := all_sources_text(results, name)):
+                extra += f"; {pooled}"
+            if why := (degenerate.get(name) or {}).get(source):
+                extra += f"; {degenerate_text(why, source)}"
             rows.append({"measure": name, "source": source, "value": value, "note": note + extra})
     return rows
 
@@ -261,14 +383,16 @@ def generalization_rows(results: dict) -> list[dict]:
 AGREEMENT_COLUMNS = ["reading", "step", "unit", "n_units", "n_annotations", "n_units_alpha", "n_units_single_answer",
                      "krippendorff_alpha", "fleiss_kappa", "fleiss_kappa_full_units", "full_units_raters",
                      "full_units_n", "fleiss_kappa_note", "early_stopping_bias", "filled_units_n",
-                     "filled_units_annotations", "filled_units_alpha", "filled_units_kappa"]
+                     "filled_units_annotations", "filled_units_alpha", "filled_units_kappa", "note"]
 
 
 def agreement_rows(results: dict) -> list[dict]:
     """``agreement.csv``: the published agreement per step (its unit named), then the by-item
     reading of the before answers; the full-units-only kappa flattened into its columns and
     ``fleiss_kappa_note`` kept; where the study stopped units early, the bias note and the filled
-    units' reading (``filled_units``) flattened into theirs."""
+    units' reading (``filled_units``) flattened into theirs; ``note``: the answers counted, those of
+    tasks that failed an attention check among them, and alpha without them (``agreement_note``)."""
+    note = agreement_note(results)
     rows = []
     for reading, key in (("published", "agreement"), ("by item", "agreement_by_item")):
         for step, row in (results.get(key) or {}).items():
@@ -280,7 +404,7 @@ def agreement_rows(results: dict) -> list[dict]:
                          "full_units_n": full.get("n_units"), "filled_units_n": filled.get("n_units"),
                          "filled_units_annotations": filled.get("n_annotations"),
                          "filled_units_alpha": filled.get("krippendorff_alpha"),
-                         "filled_units_kappa": filled.get("fleiss_kappa")})
+                         "filled_units_kappa": filled.get("fleiss_kappa"), "note": note})
     return rows
 
 

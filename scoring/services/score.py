@@ -47,6 +47,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   with ``both_directions`` also ``theils_u_task_accuracy_given_utility``, ``theils_u_gen_u_given_utility``;
   ``theils_u_degenerate`` (when any): {U key: {source|all: utility_constant|fewer_than_2_units}}, the cells
   whose U is 1 by definition since utility does not vary there (``pipeline.theils_u_degenerate``)
+- ``all_sources``: {rule, gold_sources, by_measure: {measure: the sources its ``all`` pools}, and where
+  a gold-kind source is pooled, other_readings: {without_gold_sources: the ``all`` figures without it}}
+  (``pipeline.all_sources``); a gold-kind source has no similarity (its rationale is the gold one)
 - ``correlation_ratio_utility_similarity`` (BERTScore F1 against the gold rationale) and
   ``theils_u_utility_given_similarity_quintile``, with ``similarity_binning``: {rule, bins_asked,
   bins_used, edges, other_readings: {3_bins|10_bins: {bins_asked, bins_used, edges, theils_u}}}
@@ -142,7 +145,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   ``caveats`` of the rules used, ``spec_rule``: {y_hat_from, reading, sources_following,
   sources_departing} (SPEC section 6 takes y_hat from the highlight; a source whose rule was assumed is
   in neither), ``y_hat_from_assumed``: {sources, assumption}, ``left_out``: {source: {invalid,
-  highlights_changed}} with ``left_out_rule``, and the ``split``; plus ``<split>_sufficiency`` and
+  highlights_changed}} with ``left_out_rule``, ``skipped_sources`` (the study's sources without
+  highlights, which have no faithfulness), and the ``split``; plus ``<split>_sufficiency`` and
   ``<split>_comprehensiveness`` over all sources, named after the study's split
   (``test_sufficiency`` only for a test-split study)
 - ``counted_answers`` (collected studies): {rule, tasks_approved, tasks_not_reviewed,
@@ -352,11 +356,20 @@ def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "",
         return Part(none, [f"Similarity (BERTScore) was not requested for this run ({why}); its correlation ratio "
                            "is left out."], frame)
     df = _similarity_pairs(frame)
-    usable = df[(df["text"].str.strip() != "") & (df["gold_rationale"].fillna("").str.strip() != "")]
+    # A gold-kind source's rationale is the gold one: compared with itself it measures nothing (1.0),
+    # so it has no similarity and the correlation ratio's ``all`` pools the other sources (SPEC section 3).
+    gold = set(RationaleSource.objects.filter(pk__in=frame["source_id"].unique().tolist(),
+                                              kind=RationaleSource.Kind.GOLD).values_list("pk", flat=True))
+    usable = df[(df["text"].str.strip() != "") & (df["gold_rationale"].fillna("").str.strip() != "")
+                & ~df["source_id"].isin(gold)]
     warnings = []
-    if len(usable) < len(frame):
+    if gold:
+        names = sorted(frame.loc[frame["source_id"].isin(gold), "source"].astype(str).unique())
+        warnings.append(f"Gold-kind source(s) {', '.join(names)}: their rationale is the gold one, so they have no "
+                        "similarity; the correlation ratio and U(utility | similarity quintile) leave them out.")
+    if len(usable) < (n_other := int((~frame["source_id"].isin(gold)).sum())):
         warnings.append(
-            f"{len(frame) - len(usable)} units have no rationale text or no gold rationale; they have no similarity."
+            f"{n_other - len(usable)} units have no rationale text or no gold rationale; they have no similarity."
         )
     if usable.empty:
         return Part(none, warnings, frame)
@@ -1891,6 +1904,10 @@ def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, simila
     if readings:
         part.results["task_accuracy_readings"] = readings
         part.results = _next_to(part.results, "task_accuracy_readings", "n_items_without_rationale")
+    # which sources each ``all`` pools, the gold-kind ones named, and the reading without them
+    gold = RationaleSource.objects.filter(pk__in=part.frame["source_id"].unique().tolist(),
+                                          kind=RationaleSource.Kind.GOLD).values_list("name", flat=True)
+    part.results["all_sources"] = pipeline.all_sources(part.frame, gold)
     return part
 
 
