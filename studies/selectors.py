@@ -157,8 +157,9 @@ def questions_that_count(path: str = "") -> Q:
 # ``studies.change_study`` and moving money for it (publishing, approving, rejecting, bonuses)
 # needs ``studies.pay_workers``.
 # Reference data (datasets, items, sources, rationales, generalization questions) belongs to no
-# study: a user who holds the model's view permission reads all of it, anyone else only what the
-# studies they may see use.
+# study: a user who holds the model's view permission reads all of it (rationales and
+# generalization questions: those whose item, and source, they may read too), anyone else only what
+# the studies they may see use.
 VIEW, CHANGE, PAY = "view", "change", "pay"
 LEVELS = (VIEW, CHANGE, PAY)  # the order of StudyShare.Level: a share grants its level and those before it
 ACCESS_PERMISSIONS = {CHANGE: "studies.change_study", PAY: "studies.pay_workers"}
@@ -378,15 +379,38 @@ def question_generators_for_user(*, user, access: str = VIEW) -> QuerySet[Questi
     return QuestionGenerator.objects.filter(own | ownerless)
 
 
+def _under_readable_parents(user, rows: QuerySet, parents: dict[str, tuple[str, Callable[..., QuerySet]]]) -> QuerySet:
+    """``rows`` (of a model its view permission reads all of) less those whose parent the user may
+    not read: for each ``name: (perm, selector)`` of ``parents``, the rows whose ``name`` is one of
+    ``selector``'s (``items_for_user``, ``sources_for_user``), unless the user holds ``perm`` and so
+    reads every parent (then no condition: a superuser's query stays a plain one). A row is shown with
+    its parents (a rationale's item and source name, a question's original), so reading a row never
+    reads more of its parents than their own selectors do. One subquery per parent."""
+    for name, (perm, selector) in parents.items():
+        if not _reads_all(user, perm):
+            rows = rows.filter(**{f"{name}__in": selector(user=user).values("pk")})
+    return rows
+
+
 def rationales_for_user(*, user) -> QuerySet[Rationale]:
-    """All rationales with the view permission; otherwise those a visible study shows: its items'
-    rationales from its own sources."""
-    studies = studies_for_user(user=user)
-    shown = Rationale.objects.filter(
-        Exists(Study.items.through.objects.filter(study__in=studies, item_id=OuterRef("item_id"),
-                                                  study__sources=OuterRef("source_id")))
-    ).values("pk")
-    return _all_or_used(user, Rationale, "studies.view_rationale", shown)
+    """With ``studies.view_rationale``: every rationale whose item and source the user may read
+    (``items_for_user``, ``sources_for_user``: all of them only with ``studies.view_item`` and
+    ``studies.view_rationalesource``); otherwise those a visible study shows: its items' rationales
+    from its own sources (whose item and source that study makes readable). A rationale is shown with
+    its item (the admin labels and searches it by the item's id and question) and its source's name,
+    so the permission that reads every rationale does not read the item or source of another
+    researcher's study through it."""
+    if not _reads_all(user, "studies.view_rationale"):
+        studies = studies_for_user(user=user)
+        shown = Rationale.objects.filter(
+            Exists(Study.items.through.objects.filter(study__in=studies, item_id=OuterRef("item_id"),
+                                                      study__sources=OuterRef("source_id")))
+        ).values("pk")
+        return _all_or_used(user, Rationale, "studies.view_rationale", shown)
+    return _under_readable_parents(user, Rationale.objects.all(), {
+        "item": ("studies.view_item", items_for_user),
+        "source": ("studies.view_rationalesource", sources_for_user),
+    })
 
 
 def sources_counted_for_user(*, user) -> QuerySet[RationaleSource]:
@@ -402,10 +426,18 @@ def sources_counted_for_user(*, user) -> QuerySet[RationaleSource]:
 
 
 def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestion]:
-    used = GeneralizationQuestion.objects.filter(
-        item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
-    ).values("pk")
-    return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion", used)
+    """With ``studies.view_generalizationquestion``: every generalization question whose item the user
+    may read (``items_for_user``: all of them only with ``studies.view_item``); otherwise the questions
+    of the items a visible study draws. A question is shown with its item (the admin shows and
+    searches the item's question as its original), so the permission that reads every question does
+    not read the items of another researcher's study through it."""
+    if not _reads_all(user, "studies.view_generalizationquestion"):
+        used = GeneralizationQuestion.objects.filter(
+            item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
+        ).values("pk")
+        return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion", used)
+    return _under_readable_parents(user, GeneralizationQuestion.objects.all(),
+                                   {"item": ("studies.view_item", items_for_user)})
 
 
 def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:

@@ -128,8 +128,11 @@ def test_reference_data_is_what_visible_studies_use_without_the_view_permission(
 def test_the_view_permission_opens_the_whole_library(world):
     reader = _user("reader", perms=["studies.view_item", "studies.view_rationale"])
     assert world["other_item"] in items_for_user(user=reader)
-    assert world["hidden"] in rationales_for_user(user=reader)
     assert not sources_for_user(user=reader).exists()
+    assert world["hidden"] not in rationales_for_user(user=reader)  # read with its source, which he may not read
+    librarian = _user("librarian", perms=["studies.view_item", "studies.view_rationalesource",
+                                          "studies.view_rationale"])
+    assert world["hidden"] in rationales_for_user(user=librarian)
 
 
 def test_anonymous_and_inactive_users_see_nothing(world):
