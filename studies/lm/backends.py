@@ -404,17 +404,8 @@ class _TransformersBackend:
         return self.loaded.device
 
     def run_info(self) -> dict:
-        """What, besides the model, the prompt and the decoding settings, changes this backend's
-        outputs: the device and the dtype the weights are in (bf16 on a CUDA GPU and fp32 on the
-        CPU give different greedy outputs), and the torch and transformers versions. Cheap: read
-        once per batch, not per token."""
-        import torch
-        import transformers
-
-        dtype = getattr(self.loaded.model, "dtype", None)
-        return {"device": self.loaded.device,
-                "dtype": str(dtype).replace("torch.", "") if dtype is not None else self.loaded.dtype,
-                "torch": torch.__version__, "transformers": transformers.__version__}
+        """:func:`loaded_run_info` of the model it generates with."""
+        return loaded_run_info(self.loaded)
 
     def _generate_kwargs(self, decoding: Decoding, max_input: int) -> dict:
         kwargs: dict[str, Any] = {
@@ -971,6 +962,20 @@ class OpenAIBackend:
         if decoding.stop:
             results = [[cut_at_stop(t, decoding.stop) for t in group] for group in results]
         return results
+
+
+def loaded_run_info(loaded: LoadedModel) -> dict:
+    """What, besides the model, the prompt and the decoding settings, changes the outputs of
+    ``loaded`` (a generating backend's, a faithfulness task model's): the device and the dtype the
+    weights are in (bf16 on a CUDA GPU and fp32 on the CPU give different greedy outputs), and the
+    torch and transformers versions. Cheap: read once per batch, not per token."""
+    import torch
+    import transformers
+
+    dtype = getattr(loaded.model, "dtype", None)
+    return {"device": loaded.device,
+            "dtype": str(dtype).replace("torch.", "") if dtype is not None else loaded.dtype,
+            "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def backend_run_info(backend) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from . import templates
-from .backends import BackendError, load_transformers_model
+from .backends import BackendError, load_transformers_model, loaded_run_info
 from .parsing import match_answer
 
 TASK_BACKENDS = ("classifier", "seq2seq", "causal")
@@ -58,6 +58,11 @@ class LabelScorer:
         self.backend = backend
         self.model_name = model_name_or_path
         self.loaded = load_transformers_model(backend, model_name_or_path)
+
+    def run_info(self) -> dict:
+        """The device, dtype and library versions its probabilities were computed with
+        (``backends.loaded_run_info``), stored with them (``backends.backend_run_info``)."""
+        return loaded_run_info(self.loaded)
 
     def probabilities(self, items: list[templates.PromptItem]) -> list[dict[str, float]]:
         """For each item, ``{choice label: probability}`` summing to 1."""

@@ -127,6 +127,8 @@ def test_faithfulness_job_runs_the_task_model_three_times_per_item(tmp_path, lm_
     for r in Rationale.objects.filter(source=source).select_related("item__dataset"):
         f = r.faithfulness
         assert f["job_id"] == job.pk and f["task_backend"] == backend and f["task_model"] == str(lm_models[key])
+        # the weights' device and dtype and the library versions, as a rationale job records them
+        assert f["device"] == "cpu" and f["dtype"] == "float32" and f["torch"] and f["transformers"]
         base = prompt_item(r.item)
         passes = [scorer.probabilities([base.__class__(question=text, choices=base.choices, dataset=base.dataset)])[0]
                   for text in (r.item.question, highlights.highlight_only(r.item.question, r.highlights),
