@@ -89,17 +89,21 @@ def counted_text(results: dict, figure: str = "") -> str:
         else text
 
 
-def agreement_note(results: dict) -> str:
-    """``agreement.csv``'s ``note``: the answers agreement is computed on (``counted_text``) and,
-    without the tasks that failed an attention check, what Krippendorff's alpha gives."""
-    text = counted_text(results, "agreement")
+def agreement_note(results: dict, key: str = "agreement") -> str:
+    """``agreement.csv``'s ``note`` of the rows of reading ``key`` (``agreement``, or
+    ``agreement_by_item``): the answers agreement is computed on (``counted_text``) and, without the
+    tasks that failed an attention check, what Krippendorff's alpha of that reading gives, or that
+    results.json has no such reading of it."""
+    text = counted_text(results, key)
     reading = ((results.get("counted_answers") or {}).get("other_readings") or {}).get(WITHOUT_FAILING) or {}
     if text and reading.get("identical_to") == "published":
         text += " (the same answers as published)"
-    elif text and "agreement" in reading:
+    elif text and key in reading:
         alpha = ", ".join(f"{step} {_number((row or {}).get('krippendorff_alpha'))}"
-                          for step, row in reading["agreement"].items())
+                          for step, row in reading[key].items())
         text += f": Krippendorff's alpha {alpha or 'not computed'}"
+    elif text and reading:
+        text += f"; results.json has no {key} reading without them"
     return text
 
 
@@ -392,9 +396,9 @@ def agreement_rows(results: dict) -> list[dict]:
     ``fleiss_kappa_note`` kept; where the study stopped units early, the bias note and the filled
     units' reading (``filled_units``) flattened into theirs; ``note``: the answers counted, those of
     tasks that failed an attention check among them, and alpha without them (``agreement_note``)."""
-    note = agreement_note(results)
     rows = []
     for reading, key in (("published", "agreement"), ("by item", "agreement_by_item")):
+        note = agreement_note(results, key)
         for step, row in (results.get(key) or {}).items():
             full = row.get("fleiss_kappa_full_units") or {}
             filled = row.get("filled_units") or {}

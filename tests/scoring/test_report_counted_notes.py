@@ -59,12 +59,18 @@ def test_agreement_csv_and_report_say_the_failing_tasks_count_and_point_to_the_o
 
     rows = agreement_rows(results)
     assert rows and all("8 counted tasks failed an attention check" in row["note"] for row in rows)
-    assert all(FAILING_PATH in row["note"] and "after 1.000" in row["note"] for row in rows)
+    published = [row for row in rows if row["reading"] == "published"]
+    by_item = [row for row in rows if row["reading"] == "by item"]
+    assert published and all(FAILING_PATH in row["note"] and "after 1.000" in row["note"] for row in published)
+    # the by-item reading has no reading without the failing tasks: its note quotes no per-unit alpha
+    assert "agreement_by_item" not in results["counted_answers"]["other_readings"]["without_tasks_failing_any_check"]
+    assert by_item and all("1.000" not in row["note"] and "has no agreement_by_item reading without them"
+                           in row["note"] for row in by_item)
 
     score_run_export(run=failing_run, out_dir=tmp_path)
     with (tmp_path / "agreement.csv").open(encoding="utf-8") as fh:
         written = list(csv.DictReader(fh))
-    assert written and all(FAILING_PATH in row["note"] for row in written)
+    assert written and all(FAILING_PATH in row["note"] for row in written if row["reading"] == "published")
 
     notes = " ".join(agreement_section(results).notes)
     assert "8 of them failed an attention check" in notes
@@ -103,7 +109,9 @@ def test_a_generalization_study_agreement_names_what_it_counts(utility_study, tm
 
     rows = agreement_rows(run.results)
     assert rows and all("3 counted tasks failed an attention check" in row["note"] for row in rows)
-    assert all(FAILING_PATH in row["note"] for row in rows)
+    assert all(FAILING_PATH in row["note"] for row in rows if row["reading"] == "published")
+    assert all("has no agreement_by_item reading without them" in row["note"] for row in rows
+               if row["reading"] == "by item")
     notes = " ".join(agreement_section(run.results).notes)
     assert "3 of them failed an attention check" in notes
     # the other reading printed is the generalization study's own (Figure 4), not utility shares
