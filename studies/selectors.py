@@ -394,8 +394,9 @@ def _under_readable_parents(user, rows: QuerySet, parents: dict[str, tuple[str, 
 
 def rationales_for_user(*, user) -> QuerySet[Rationale]:
     """With ``studies.view_rationale``: every rationale whose item and source the user may read
-    (``items_for_user``, ``sources_for_user``: all of them only with ``studies.view_item`` and
-    ``studies.view_rationalesource``); otherwise those a visible study shows: its items' rationales
+    (``items_for_jobs``: a study they may see shows it, or it lies unshown in a dataset they may build
+    on, such as their own train split; ``sources_for_user``: all of them only with ``studies.view_item``
+    and ``studies.view_rationalesource``); otherwise those a visible study shows: its items' rationales
     from its own sources (whose item and source that study makes readable). A rationale is shown with
     its item (the admin labels and searches it by the item's id and question) and its source's name,
     so the permission that reads every rationale does not read the item or source of another
@@ -408,7 +409,7 @@ def rationales_for_user(*, user) -> QuerySet[Rationale]:
         ).values("pk")
         return _all_or_used(user, Rationale, "studies.view_rationale", shown)
     return _under_readable_parents(user, Rationale.objects.all(), {
-        "item": ("studies.view_item", items_for_user),
+        "item": ("studies.view_item", items_for_jobs),
         "source": ("studies.view_rationalesource", sources_for_user),
     })
 
@@ -427,7 +428,9 @@ def sources_counted_for_user(*, user) -> QuerySet[RationaleSource]:
 
 def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestion]:
     """With ``studies.view_generalizationquestion``: every generalization question whose item the user
-    may read (``items_for_user``: all of them only with ``studies.view_item``); otherwise the questions
+    may read (``items_for_jobs``: shown by a study they may see, or unshown in a dataset they may build
+    on, whose questions their question jobs draw as demonstrations; all of them only with
+    ``studies.view_item``); otherwise the questions
     of the items a visible study draws. A question is shown with its item (the admin shows and
     searches the item's question as its original), so the permission that reads every question does
     not read the items of another researcher's study through it."""
@@ -437,7 +440,7 @@ def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestio
         ).values("pk")
         return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion", used)
     return _under_readable_parents(user, GeneralizationQuestion.objects.all(),
-                                   {"item": ("studies.view_item", items_for_user)})
+                                   {"item": ("studies.view_item", items_for_jobs)})
 
 
 def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:

@@ -17,8 +17,14 @@ from rest_framework.test import APIClient
 
 from studies.api.tokens import api_token_create
 from studies.models import GeneralizationQuestion, Rationale
-from studies.selectors import generalization_questions_for_user, rationales_for_user
+from studies.selectors import (
+    generalization_questions_for_user,
+    items_for_jobs,
+    items_for_user,
+    rationales_for_user,
+)
 from tests.annotations.factories import make_study
+from tests.factories import GeneralizationQuestionFactory, ItemFactory, RationaleFactory
 from tests.studies.helpers import RESEARCHER, researcher
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +156,15 @@ def test_the_readable_rows_are_one_query(lab, django_assert_num_queries):
         assert len(list(rationales_for_user(user=sam))) == 4
     with django_assert_num_queries(1):
         assert len(list(generalization_questions_for_user(user=sam))) == 4
+
+
+def test_the_rows_on_sams_own_unshown_items_stay_his_to_read(lab):
+    """An item of Sam's own dataset that no study shows (his train split: what his jobs read, send and
+    train on, ``items_for_jobs``) is his to build on, so its rationales and questions, which his jobs
+    and imports write and his question jobs draw as demonstrations, stay his to read."""
+    train = ItemFactory(dataset=lab.sams.dataset, split="train", question="Sam's train question?")
+    rationale = RationaleFactory(item=train, source=lab.sam_sources[0])
+    question = GeneralizationQuestionFactory(item=train)
+    assert train not in items_for_user(user=lab.sam) and train in items_for_jobs(user=lab.sam)
+    assert rationale in rationales_for_user(user=lab.sam)
+    assert question in generalization_questions_for_user(user=lab.sam)
