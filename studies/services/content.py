@@ -18,18 +18,22 @@ questions and Gen-U predictions, which act for the researcher who started them):
   study draws the item.
 - *A study's content is fixed once it opens.* What workers of an open or closed study see (the
   question, its choices, the rationale text, the generalization question and its answer) and
-  what its scores read (gold answers, predicted answers, source names and whether a source has
-  highlights, the dataset's name, task format and choice labels) is never changed under it: an
-  edit of those fields (``FIXED_FIELDS``), and any deletion, of a row an open or closed study
-  uses is refused, by its owner too. Correct content by importing a new dataset or source and
-  copying the study. Other fields (a dataset's description, an item's metadata, a source's
-  description and settings, its backend and model included, a rationale's faithfulness and
-  highlights, a question's validation status) stay editable by the studies' researchers. A
-  change of a question's validation status alone (``STATUS_FIELDS``) is judged by the studies
-  that read the status (a generalization study, a study whose Gen-U reads the question), not by
-  a question-validation study that draws its item (``STATUS_BLIND_KINDS``: its units include
-  invalid questions and its verdicts do not depend on the status), so another researcher's
-  validation study does not lock the question's owner out of judging it.
+  what its scores read (gold answers, predicted answers, source names, the dataset's name, task
+  format and choice labels) is never changed under it: an edit of those fields
+  (``FIXED_FIELDS``), and any deletion, of a row an open or closed study uses is refused, by its
+  owner too. Correct content by importing a new dataset or source and copying the study. Other
+  fields (a dataset's description, an item's metadata, a source's description and settings, its
+  backend and model included, a rationale's faithfulness and highlights, a question's validation
+  status) stay editable by the studies' researchers. A change of a question's validation status
+  alone (``STATUS_FIELDS``) is judged by the studies that read the status (a generalization
+  study, a study whose Gen-U reads the question), not by a question-validation study that draws
+  its item (``STATUS_BLIND_KINDS``: its units include invalid questions and its verdicts do not
+  depend on the status), so another researcher's validation study does not lock the question's
+  owner out of judging it. Whether a source has highlights (``HIGHLIGHTS_FIELDS``) is read only by
+  the studies that compute faithfulness (``Study.faithfulness_enabled``): turning it off is
+  refused, by the owner too, once such a study using the source opened (``_highlights_readers``);
+  turning it on, and any change where no opened study with faithfulness on uses the source, is
+  a setting like the others.
 - *What an LM job used stays.* A dataset or rationale source an LM job ran on (any job, any status,
   anyone's), a rationale source a job's params name as a Gen-U answerer or that answered Gen-U
   predictions, an item of a dataset a job ran on, a generalization question of an item whose dataset
@@ -99,14 +103,12 @@ from studies.textrules import identifier_problem, option_problems, sentinel_prob
 FIXED_FIELDS: dict[type[models.Model], frozenset[str]] = {
     Dataset: frozenset({"name", "task_format", "choice_labels"}),
     Item: frozenset({"dataset", "external_id", "question", "choices", "gold_answer", "gold_rationale", "split"}),
-    # ``has_highlights`` decides whether scoring computes the source's faithfulness at all
-    # (``scoring.services.score._faithfulness``): flipped after opening, it would add or drop the
-    # source from the study's published figures. Its backend and model stay editable: a fine-tuning or
-    # Quark job replaces a source's checkpoint by name (``lifecycle.model_source_register``, asked of
-    # this rule with ``REGISTERED_FIELDS``), and each rationale records the backend, model and
-    # checkpoint it was made with (``generation_info``), whose model and checkpoint the results'
-    # ``sources.generation`` rows name.
-    RationaleSource: frozenset({"name", "kind", "has_highlights"}),
+    # Its backend and model stay editable: a fine-tuning or Quark job replaces a source's checkpoint
+    # by name (``lifecycle.model_source_register``, asked of this rule with ``REGISTERED_FIELDS``),
+    # and each rationale records the backend, model and checkpoint it was made with
+    # (``generation_info``), whose model and checkpoint the results' ``sources.generation`` rows
+    # name. Whether it has highlights is fixed only for the studies that read it (``HIGHLIGHTS_FIELDS``).
+    RationaleSource: frozenset({"name", "kind"}),
     Rationale: frozenset({"item", "source", "text", "predicted_answer", "prediction_correct"}),
     GeneralizationQuestion: frozenset({"item", "qtype", "text", "answer", "metadata"}),
 }
@@ -124,6 +126,19 @@ STATUS_FIELDS: dict[type[models.Model], frozenset[str]] = {
 # included, and its verdicts do not depend on the status. (A generalization study's Figure 4 and
 # units, and a study's Gen-U, read it.)
 STATUS_BLIND_KINDS: frozenset[str] = frozenset({Study.Kind.QUESTION_VALIDATION})
+
+# Whether a rationale source has highlights decides whether scoring computes its faithfulness at all
+# (``scoring.services.score._faithfulness``), which only a study with faithfulness on
+# (``Study.faithfulness_enabled``) computes: turned off, it would drop the source from the sufficiency
+# and comprehensiveness such a study published. So turning it off is refused once a study with
+# faithfulness on that uses the source opened (``_highlights_readers``), for the owner too. Turning it
+# on (a source gains highlights, SPEC §6's opt-in: the figures then add the source, and name it
+# until then in ``skipped_sources``), or turning it off where no such study uses the source (a study
+# with faithfulness off, a study of imported outcomes, closed as it is imported, reads no highlights),
+# is judged as a source's settings are.
+HIGHLIGHTS_FIELDS: dict[type[models.Model], frozenset[str]] = {
+    RationaleSource: frozenset({"has_highlights"}),
+}
 
 
 class ContentChangeRefused(Exception):
@@ -194,6 +209,7 @@ def _own_problems(
         return not_yours, {pk: reason for pk, reason in records.items() if pk not in not_yours}
     uses, by_id = found
     allowed = _may_change_ids(user) if user is not None else None
+    turned_off = _highlights_turned_off(model, changes)
     fixed: dict[int, str] = {}
     for pk, fields in changes.items():
         if pk in not_yours:
@@ -202,7 +218,8 @@ def _own_problems(
         if using and allowed is not None and any(s.pk not in allowed for s in using):
             not_yours[pk] = _not_yours_reason(model, pk)
             continue
-        reason = (_fixed_reason(model, pk, fields, using) if using else "") or records.get(pk, "")
+        reason = (_fixed_reason(model, pk, fields, using, highlights_off=pk in turned_off) if using else ""
+                  ) or records.get(pk, "")
         if reason:
             fixed[pk] = reason
     return not_yours, fixed
@@ -220,6 +237,31 @@ def _status_readers(model: type[models.Model], fields: Iterable[str] | None, usi
     if not fields or not fields <= status_fields:
         return using
     return [s for s in using if s.kind not in STATUS_BLIND_KINDS]
+
+
+def _highlights_turned_off(model: type[models.Model], changes: Mapping[int, Iterable[str] | None]) -> set[int]:
+    """The rows of ``changes`` whose edit turns a ``HIGHLIGHTS_FIELDS`` flag off: it is among the
+    fields the edit changes and the row stores it on (a change of a flag stored on is one to off;
+    the rule is asked before the write). One query, and none for another model."""
+    flags = HIGHLIGHTS_FIELDS.get(model)
+    if not flags:
+        return set()
+    asked = [pk for pk, fields in changes.items() if fields is not None and flags & set(fields)]
+    if not asked:
+        return set()
+    on = models.Q()
+    for flag in sorted(flags):
+        on |= models.Q(**{flag: True})
+    turned = set()
+    for start in range(0, len(asked), CHUNK):
+        turned.update(model.objects.filter(on, pk__in=asked[start:start + CHUNK]).values_list("pk", flat=True))
+    return turned
+
+
+def _highlights_readers(studies: list[Study]) -> list[Study]:
+    """The studies of ``studies`` that read whether a source has highlights: those that compute
+    faithfulness (``Study.faithfulness_enabled``; ``scoring.services.score._faithfulness``)."""
+    return [s for s in studies if s.faithfulness_enabled]
 
 
 def _with_cascades(
@@ -537,7 +579,8 @@ def _studies_using(
     study_ids = set().union(*uses.values()) if uses else set()
     if not study_ids:
         return None
-    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only("pk", "name", "status", "kind")
+    studies = Study.objects.filter(pk__in=study_ids).order_by("pk").only(
+        "pk", "name", "status", "kind", "faithfulness_enabled")
     with transaction.atomic():  # the locks last until the caller's transaction ends
         by_id = {s.pk: s for s in (studies.select_for_update() if lock else studies)}
     return uses, by_id
@@ -618,9 +661,12 @@ def _not_yours_parent_reason(model: type[models.Model], pk: int, parent: str) ->
     return f"{_label(model, pk)} is not yours to edit or delete ({parent})"
 
 
-def _fixed_reason(model: type[models.Model], pk: int, fields: Iterable[str] | None, using: list[Study]) -> str:
+def _fixed_reason(model: type[models.Model], pk: int, fields: Iterable[str] | None, using: list[Study], *,
+                  highlights_off: bool = False) -> str:
     """Why the change (``fields``, None for a deletion) of a row that ``using`` use is refused
-    because one of them was opened; empty when it is not."""
+    because one of them was opened; empty when it is not. ``highlights_off``: the change turns the
+    row's ``HIGHLIGHTS_FIELDS`` flag off (``_highlights_turned_off``), refused only when an opened
+    study of ``using`` reads it (``_highlights_readers``)."""
     started = [s for s in using if s.status != Study.Status.DRAFT]
     if not started:
         return ""
@@ -629,15 +675,25 @@ def _fixed_reason(model: type[models.Model], pk: int, fields: Iterable[str] | No
             f"{_label(model, pk)} cannot be deleted: {_names(started)} "
             f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}"
         )
+    reasons = []
     touched = sorted(set(fields) & FIXED_FIELDS[model])
-    if not touched:
-        return ""
-    return (
-        f"{', '.join(touched)} of {_label(model, pk)} cannot change: {_names(started)} "
-        f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}, so what its "
-        "workers saw and its scores stay as they were. Import the corrected content as a new dataset "
-        "or source and copy the study"
-    )
+    if touched:
+        reasons.append(
+            f"{', '.join(touched)} of {_label(model, pk)} cannot change: {_names(started)} "
+            f"{'uses' if len(started) == 1 else 'use'} it and {_opened(started)}, so what its "
+            "workers saw and its scores stay as they were. Import the corrected content as a new dataset "
+            "or source and copy the study"
+        )
+    readers = _highlights_readers(started) if highlights_off else []
+    if readers:
+        flags = ", ".join(sorted(set(fields) & HIGHLIGHTS_FIELDS[model]))
+        reasons.append(
+            f"{flags} of {_label(model, pk)} cannot be turned off: {_names(readers)} "
+            f"{'uses' if len(readers) == 1 else 'use'} it with faithfulness on and {_opened(readers)}, so "
+            f"{'its' if len(readers) == 1 else 'their'} sufficiency and comprehensiveness keep the source. "
+            "Import its rationales without highlights as a new source and copy the study"
+        )
+    return "; ".join(reasons)
 
 
 def _names(studies: list[Study]) -> str:

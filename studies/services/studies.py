@@ -364,16 +364,24 @@ PAY_FIELDS = ("units_per_task", "reward", "hourly_pay_floor", "estimated_minutes
 # the migration that added them for a study already open), never by a researcher, a draft's
 # included; fixed from then on like ``LOCKED_FIELDS``. Read-only on the study page.
 TASK_MINUTES_FIELDS = ("assignment_minutes", "first_answer_minutes")
+# Whether scoring computes the study's faithfulness (SPEC §6, opt-in: ``scoring.services.score._faithfulness``).
+# Once the study opens it may be turned on (scoring then adds sufficiency and comprehensiveness,
+# computed on the probabilities stored with its sources' rationales; nothing its workers saw, and no
+# other figure, changes) but not off: a re-score would drop the faithfulness figures it published,
+# with no word of them. Fixed, for everyone, once on (``study_locked_changes``); the highlights of
+# the sources such a study uses are kept as well (``studies.services.content.HIGHLIGHTS_FIELDS``).
+FAITHFULNESS_FIELD = "faithfulness_enabled"
 
 
 def study_fixed_fields(*, study: Study) -> tuple[str, ...]:
     """The design fields ``study`` no longer lets anyone change (``study_locked_changes``): none for a
     draft, else ``LOCKED_FIELDS``, its sources and its tasks' minutes (``TASK_MINUTES_FIELDS``,
-    which no one sets on a draft either). The study page refuses a change to each beside
+    which no one sets on a draft either), and its faithfulness while it is on (``FAITHFULNESS_FIELD``:
+    it may still be turned on). The study page refuses a change to each beside
     its field, and shows the consent text read-only (``cockpit.admin.StudyForm``)."""
     if study.pk is None or study.status == Study.Status.DRAFT:
         return ()
-    return (*LOCKED_FIELDS, "sources", *TASK_MINUTES_FIELDS)
+    return (*LOCKED_FIELDS, "sources", *TASK_MINUTES_FIELDS, *([FAITHFULNESS_FIELD] if study.faithfulness_enabled else []))
 
 
 def _unchanged(study: Study, field: str, value: Any) -> bool:
@@ -435,6 +443,9 @@ def _locked_reason(study: Study, field: str) -> str:
         "first_answer_minutes": f"its minutes a new task waits for its first answer cannot change (fixed at "
                                 f"{_minutes(study.first_answer_minutes)} when it opened, with its tasks' minutes); "
                                 "copy the study to offer other terms (Copy this study, on the study page)",
+        FAITHFULNESS_FIELD: "its faithfulness cannot be turned off (scoring computes its sufficiency and "
+                            "comprehensiveness, which a re-score without it would drop from its published results); "
+                            "copy the study to score one without faithfulness (Copy this study, on the study page)",
     }.get(field, "its items cannot change")
     return f"The study is no longer a draft ({state}): {why}."
 
@@ -452,7 +463,8 @@ def study_locked_changes(*, study: Study, changes: dict[str, Any],
     early stopping, since its units, their counters, the progress and the cost were built with them;
     and what its workers were offered and are paid by (``PAY_FIELDS``: units per task, reward, hourly
     floor, estimated minutes, platform), the consent text they agreed to and how long they have for a
-    task (``TASK_MINUTES_FIELDS``). For everyone, the owner and the operator too. Empty for a draft,
+    task (``TASK_MINUTES_FIELDS``); and turning its faithfulness off (``FAITHFULNESS_FIELD``: turning
+    it on stays allowed). For everyone, the owner and the operator too. Empty for a draft,
     but for the tasks' minutes. The one owner of this rule: ``study_update`` enforces it
     (under a lock on the study, so it cannot open between the check and the write), the study form
     shows it per field (the consent text read-only, so that a browser's line breaks never read as a
@@ -464,6 +476,9 @@ def study_locked_changes(*, study: Study, changes: dict[str, Any],
         return refused
     refused.update({field: _locked_reason(study, field) for field in LOCKED_FIELDS
                     if field in changes and not _unchanged(study, field, changes[field])})
+    if (FAITHFULNESS_FIELD in changes and study.faithfulness_enabled
+            and not _unchanged(study, FAITHFULNESS_FIELD, changes[FAITHFULNESS_FIELD])):
+        refused[FAITHFULNESS_FIELD] = _locked_reason(study, FAITHFULNESS_FIELD)
     if sources is not None and set(sources) != set(study.sources.all()):
         state = study.get_status_display().lower()
         refused["sources"] = f"The study is no longer a draft ({state}): its sources cannot change."
@@ -483,8 +498,8 @@ def study_design_problems(*, study: Study, changes: Mapping[str, Any] | None = N
     The one set of design rules: ``study_insert`` and ``study_update`` refuse a design with any
     problem (StudyError with the reasons), and the admin's study form shows each beside its field.
     The rules: a study no longer a draft keeps its kind, items, sources, workers per unit, early
-    stopping, what its workers were offered and are paid by and the consent they agreed to
-    (``study_locked_changes``); the split has items, at least as many as the sample size
+    stopping, what its workers were offered and are paid by, the consent they agreed to and its
+    faithfulness once on (``study_locked_changes``); the split has items, at least as many as the sample size
     (``study_sample_items`` draws them); a study that shows rationales has at least one source, and
     none is listed twice; only a study scored by majorities before and after stops units
     early (``STOP_WHEN_DECIDED_KINDS``); a new owner is an active account, as a share's recipient is,
@@ -640,7 +655,7 @@ def study_update(*, study: Study, user, sources: Iterable[RationaleSource] | Non
     early stopping, what its workers were offered and are paid by (units per task, reward, hourly
     floor, estimated minutes, platform), the consent text they agreed to and the tasks' minutes set when
     it opened (``TASK_MINUTES_FIELDS``, which no one sets on a draft either) are fixed for everyone,
-    its owner and the operator too
+    its owner and the operator too, and its faithfulness, once on, is not turned off
     (``study_locked_changes``); the result must pass every design rule (``study_design_problems``); a
     changed sample is drawn again. The rules are checked on the study row read under a lock, so it
     cannot open (``study_open``, a publish) between the check and the write. ``study`` is refreshed
