@@ -76,9 +76,10 @@ class StudySourceSummarySerializer(SourceSummarySerializer):
         "Some of this source's units are stale: the answers that count for them changed after the run that scored "
         "them finished (a participant withdrew, or work was submitted, rejected, put on hold or cleared since), or, "
         "in a study of imported outcomes, outcomes were imported again after the run read them and that import "
-        "changed some (the study's `scores_stale.outcomes_reimported_since_run`: every source is stale then, as "
-        "the run's results.json compares them all), so these figures need the study scored again. Null: nothing "
-        "scored (no run)."))
+        "changed some (the study's `scores_stale.outcomes_reimported_since_run`), or the run is stale as a whole with "
+        "no unit to name (`scores_stale.whole_run_stale`: such a re-import, a bundle copy its bundle called stale at "
+        "study level; every source is stale then, as the run's results.json compares them all), so these figures "
+        "need the study scored again. Null: nothing scored (no run)."))
     stale_units = serializers.SerializerMethodField(help_text=(
         "How many of this source's units are stale (the `stale` column of GET /api/v1/scores/ lists them); null: "
         "nothing scored."))
@@ -100,8 +101,9 @@ class StudySourceSummarySerializer(SourceSummarySerializer):
         n = self.get_stale_units(row)
         if n is None:
             return None
-        # re-imported outcomes name no unit (their rows are never stale): the whole run is
-        return n > 0 or self._stale().get("outcomes_reimported_since_run") is not None
+        # stale as a whole with no unit to name (outcomes imported again, a copy its bundle called stale
+        # at study level...): every source is
+        return n > 0 or bool(self._stale().get("whole_run_stale"))
 
     @extend_schema_field(WithdrawnSinceRunSerializer(allow_null=True))
     def get_withdrawn_since_run(self, row) -> dict | None:

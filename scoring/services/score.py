@@ -222,6 +222,7 @@ from scoring.provenance import app_version, package_versions
 from scoring.run_stages import score_stage
 from scoring.selectors import (
     bundle_import_record,
+    outcomes_changed_since,
     score_run_latest,
     score_run_read_at,
     unit_counting_changes,
@@ -1918,6 +1919,21 @@ UNIT_SCORE_STORED = tuple(f.name for f in UnitScore._meta.concrete_fields
                           if not f.primary_key and f.name not in (*UNIT_SCORE_KEY, "imported"))
 
 
+# What a run computes for an imported outcome's row, and so all it writes there (``_store_unit_scores``).
+IMPORTED_SCORED = ("before_correct", "after_correct", "utility", "task_correct", "gen_u", "similarity")
+
+
+def _imported_read(row) -> tuple:
+    """What a run reads of an imported outcome's row (``_imported_frame``), from the row or the run's
+    record of it: its majorities (None for a tie), ties and number of annotators."""
+    get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+    ties = (bool(get("before_tie")), bool(get("after_tie")))
+    majorities = tuple(None if tie or not isinstance(m := get(f"{step}_majority"), str) or not m else m
+                       for step, tie in zip(("before", "after"), ties, strict=True))
+    n = get("n_annotators")
+    return (*majorities, *ties, None if n is None or (isinstance(n, float) and np.isnan(n)) else int(n))
+
+
 def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> None:
     """Write the per-unit table of ``run`` to the study's ``UnitScore`` rows, each naming ``run``
     (``score_run``) as the run that scored it.
@@ -1925,7 +1941,10 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> N
     Rows are written in place, by their key (study, item, source), so a unit keeps its row and id
     from run to run (a reader paging ``/api/v1/scores/`` while a run stores neither skips nor
     repeats a unit); the collected rows of units the run did not score are removed. The rows of
-    imported outcomes are only updated, never removed."""
+    imported outcomes are only updated, never removed, and only with what the run computed
+    (``IMPORTED_SCORED``): their imported fields (majorities, ties, ``n_annotators``) are the
+    import's alone. Imported rows that are no longer those the run read (an outcomes import changed,
+    added or removed rows while it computed) raise ``ScoringError`` and nothing is written."""
 
     def val(v):
         return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v
@@ -1940,13 +1959,17 @@ def _store_unit_scores(study: Study, frame: pd.DataFrame, *, run: ScoreRun) -> N
         by_id = {u.pk: u for u in UnitScore.objects.filter(study=study, imported=True)}
         changed = []
         for rec in records:
-            unit = by_id[rec["unit_id"]]
-            for field, col in fields.items():
-                v = val(rec.get(col))
-                setattr(unit, field, int(v) if field in ("utility", "gen_u", "n_annotators") and v is not None else v)
+            unit = by_id.get(rec["unit_id"])
+            if unit is None or _imported_read(unit) != _imported_read(rec) or len(by_id) != len(records):
+                raise ScoringError(
+                    f"Study {study.name!r}: its outcomes were imported again while this run computed (its rows are "
+                    "no longer those it read): score the study again. This run stored nothing.")
+            for field in IMPORTED_SCORED:
+                v = val(rec.get(fields[field]))
+                setattr(unit, field, int(v) if field in ("utility", "gen_u") and v is not None else v)
             unit.score_run = run
             changed.append(unit)
-        UnitScore.objects.bulk_update(changed, [*fields, "score_run"], batch_size=1000)
+        UnitScore.objects.bulk_update(changed, [*IMPORTED_SCORED, "score_run"], batch_size=1000)
         return
     objs = []
     for rec in records:
@@ -2423,7 +2446,10 @@ def study_score(
     this one that is already done refuses it (``runs.score_run_store_lock``: superseded), so an
     older, slower run never overwrites a newer run's unit scores nor becomes the latest; then the
     run's requester is checked again (``runs.score_run_requester_check``: a share revoked while it
-    computed). Refused either way, nothing is stored and the run fails with why.
+    computed). Refused either way, nothing is stored and the run fails with why. So too for imported
+    outcomes imported again while it computed (``selectors.outcomes_changed_since`` after ``read_at``,
+    or rows no longer those it read: ``_store_unit_scores``): its figures count outcomes that are
+    gone, so it fails naming that import and the study is scored again.
 
     A ``ScoringError`` (nothing to score, the requester refused) marks the run failed with its
     message; any other error marks it failed and propagates. A collected utility or generalization
@@ -2461,6 +2487,14 @@ def study_score(
             score_run_store_lock(run)
             # Its requester may have lost the right while it computed: refused, nothing is written.
             score_run_requester_check(run)
+            # Imported outcomes imported again while it computed: its figures count the rows it read,
+            # which that import changed or removed; refused, nothing is written (score again).
+            reimported = outcomes_changed_since(study=study, since=read_at) if study.is_imported_outcome else None
+            if reimported is not None:
+                raise ScoringError(
+                    f"Study {study.name!r}: outcomes were imported again while this run computed "
+                    f"({reimported.filename} at {reimported.imported_at.isoformat()}): score the study again. "
+                    "This run stored nothing.")
             if frame is not None:
                 _store_unit_scores(study, frame, run=run)
             finished_at = timezone.now()

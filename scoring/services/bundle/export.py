@@ -380,6 +380,9 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     (``scoring.selectors.outcomes_changed_since``), named under ``outcomes_reimported_since_run``
     (None when there is none) with ``OUTCOMES_REIMPORTED_NOTE``: its results.json still counts the
     outcomes it read. A re-import of the same file changes nothing and leaves it as it was.
+    ``whole_run_stale`` says the run is stale as a whole with no unit to name (outcomes imported
+    again, a kind without unit scores whose answers changed, a copy its bundle called stale at study
+    level): every source's figures are then stale (/summary/), not only those of the stale units.
 
     A copy imported from a study bundle and not scored here (no run of its own) carries the scores
     of the run that scored them where that bundle was made (``scoring.selectors.bundle_scores``):
@@ -416,6 +419,12 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
     # Imported outcomes changed by a later import: the run's results.json counts the ones it read.
     reimported = (outcomes_changed_since(study=study, since=read_at if run is not None else origin.imported_at)
                   if study.is_imported_outcome else None)
+    # Stale as a whole with no unit row to name: outcomes imported again, a kind without unit scores
+    # whose answers changed, a copy its bundle called stale at study level (every source then is).
+    whole_run_stale = (reimported is not None
+                       or (changed_at is not None and (read_at is None or changed_at > read_at))
+                       # imported outcomes have no answers: a bundle calls them stale at study level only
+                       or (run is None and (not n_scored or study.is_imported_outcome) and bool(origin.stale)))
     section = {
         "score_run": run.pk if run is not None else origin.score_run,
         "finished_at": cell(finished_at) or None,
@@ -423,11 +432,8 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
         # stale too when answers that counted were withdrawn since the run even though no unit row is
         # left to say so (a later run that found nothing to score removed them: score.NothingScored)
         # and a copy not scored here with no unit to say so: stale where its bundle said so
-        "stale": (bool(stale_units) or withdrawn.counted_answers > 0
-                  or (changed_at is not None and (read_at is None or changed_at > read_at))
-                  or reimported is not None
-                  # imported outcomes have no answers: a bundle calls them stale at study level only
-                  or (run is None and (not n_scored or study.is_imported_outcome) and bool(origin.stale))),
+        "stale": bool(stale_units) or withdrawn.counted_answers > 0 or whole_run_stale,
+        "whole_run_stale": whole_run_stale,
         "rule": SCORES_STALE_RULE,
         "scored_units": n_scored,
         "stale_units": len(stale_units),
