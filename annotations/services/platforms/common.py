@@ -50,11 +50,23 @@ def assignment_platform(assignment: Assignment) -> Platform:
     return Platform(assignment.participant.platform)
 
 
-class NotThisStudysWork(PlatformServiceError):
-    """``platform_work_confirm``'s refusal when the platform answers that the assignment id is no
-    work of this study at all: it has no such assignment / submission (not found), or it files it
-    under another researcher's or another study's task. Nothing of this study is there to act on
-    (``review.assignment_reject`` rejects such work held as ``NOT_ON_PLATFORM`` here only)."""
+class NotThisTasksWork(PlatformServiceError):
+    """``platform_work_confirm``'s refusal when the platform answers that the assignment id is not
+    this task's work: no work of this study at all (``NotThisStudysWork``), or this study's work of
+    another worker (``AnotherWorkersWork``). Nothing of this task's worker is there to act on
+    (``review.assignment_reject`` rejects such work, when sync holds it for the platform's listing,
+    here only)."""
+
+
+class NotThisStudysWork(NotThisTasksWork):
+    """The platform has no such assignment / submission (not found), or files it under another
+    researcher's or another study's task."""
+
+
+class AnotherWorkersWork(NotThisTasksWork):
+    """The platform files the assignment id under this study, as another worker's work: the task's
+    worker entered with a session (or assignment id) the platform gave someone else (a worker of the
+    study, or one who withdrew from it)."""
 
 
 def platform_work_confirm(assignment: Assignment) -> None:
@@ -65,11 +77,14 @@ def platform_work_confirm(assignment: Assignment) -> None:
     researcher's HIT is as well formed as one of ours), while approving, rejecting or paying acts on
     that id across the whole requester account. Sync lists the study's own work (a
     ``PlatformSubmission`` under its publication, whose worker it compares: a mismatch is a hold),
-    so a row the platform listed is the proof. A row sync made itself for work the listing lacks
+    so a row the platform listed with the task's worker as its worker is the proof. A row of
+    another worker (``WORKER_MISMATCH``, or a worker who withdrew: their id is gone from it) proves
+    the id is someone else's work; a row sync made itself for work the listing lacks
     (``NOT_ON_PLATFORM``: built from the worker's own id, with no platform status) proves nothing:
     that id may be another study's submission. Otherwise the platform is asked whose it is (a read,
     before anything is sent); its answer that the id is no work of this study (not found, or
-    another task's) is ``NotThisStudysWork``. Links move no money and need none."""
+    another task's) is ``NotThisStudysWork``, that it is another worker's ``AnotherWorkersWork``
+    (both ``NotThisTasksWork``). Links move no money and need none."""
     name = assignment_platform(assignment)
     if name == Platform.LINK:
         return
@@ -77,11 +92,13 @@ def platform_work_confirm(assignment: Assignment) -> None:
     platform = get_platform(name)
     if platform.assignment_id_error(platform_assignment_id):
         return  # no platform's id: the call itself refuses it before sending, on its audit row
-    if PlatformSubmission.objects.filter(publication__study_id=assignment.study_id, publication__platform=name,
-                                         publication__dry_run=False,
-                                         platform_assignment_id=platform_assignment_id).exclude(
-            flag=PlatformSubmission.Flag.NOT_ON_PLATFORM).exclude(platform_status="").exists():
-        return  # the platform listed it under this study's publication
+    worker_id = assignment.participant.external_id
+    if worker_id and PlatformSubmission.objects.filter(
+            publication__study_id=assignment.study_id, publication__platform=name, publication__dry_run=False,
+            platform_assignment_id=platform_assignment_id, worker_id=worker_id).exclude(
+            flag__in=[PlatformSubmission.Flag.NOT_ON_PLATFORM, PlatformSubmission.Flag.WORKER_MISMATCH]).exclude(
+            platform_status="").exists():
+        return  # the platform listed it under this study's publication, as this task's worker's work
     own = study_platform_task_ids(study=assignment.study, platform=name)
     task = "HIT" if name == Platform.MTURK else "study"
     if not own:
@@ -98,13 +115,13 @@ def platform_work_confirm(assignment: Assignment) -> None:
         raise PlatformServiceError(
             f"assignment {assignment.pk}: {name} could not say whose work its assignment id is ({exc.message}); "
             "nothing is sent: sync the study, then try again") from exc
-    task_id, worker_id = owner or ("", "")
+    task_id, owner_id = owner or ("", "")
     if task_id not in own:
         raise NotThisStudysWork(
             f"assignment {assignment.pk}: {name} files its assignment id under a {task} that is not this study's: "
             "nothing is sent (the worker entered with another study's id)")
-    if worker_id != assignment.participant.external_id:
-        raise PlatformServiceError(
+    if owner_id != worker_id:
+        raise AnotherWorkersWork(
             f"assignment {assignment.pk}: on {name} another worker holds its assignment id: nothing is sent; sync "
             "the study (the work is then on hold until a researcher clears or rejects it)")
 

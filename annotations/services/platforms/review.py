@@ -35,7 +35,7 @@ from .access import APPROVE, REJECT, access_study, assignment_of, study_assignme
 from .calls import reconciler
 from .common import (
     OP,
-    NotThisStudysWork,
+    NotThisTasksWork,
     actor,
     assignment_platform,
     each_assignment,
@@ -375,20 +375,50 @@ def _approve(assignment: Assignment, *, user, feedback: str = "", one_task: bool
     return assignment
 
 
-def _unlisted_on_platform(assignment: Assignment) -> bool:
-    """Whether sync holds ``assignment``'s work as unknown to its platform (``NOT_ON_PLATFORM``: the
-    platform's complete listing of the study lacks its platform assignment id), cleared or not."""
+# The holds sync puts on work because the platform's listing says its platform assignment id is
+# not the work of the task's worker: the listing lacks it (``NOT_ON_PLATFORM``: an id made up at the
+# entry link, another study's, or one whose listed row is a withdrawn worker's), or lists it as
+# another worker's (``WORKER_MISMATCH``).
+NOT_THE_WORKERS_LISTING = (PlatformSubmission.Flag.NOT_ON_PLATFORM, PlatformSubmission.Flag.WORKER_MISMATCH)
+
+
+def _listed_as_not_theirs(assignment: Assignment) -> bool:
+    """Whether sync holds ``assignment``'s work because its platform's listing says the platform
+    assignment id is not its worker's work (``NOT_THE_WORKERS_LISTING``), cleared or not."""
     return PlatformSubmission.objects.filter(
         assignment=assignment, platform_assignment_id=assignment.platform_assignment_id,
         publication__platform=assignment_platform(assignment), publication__dry_run=False,
-        flag=PlatformSubmission.Flag.NOT_ON_PLATFORM).exists()
+        flag__in=NOT_THE_WORKERS_LISTING).exists()
+
+
+def _lock_here_only(assignment: Assignment) -> None:
+    """``_lock_undecided`` for a rejection here only: under the task's row lock, refuse
+    (``PlatformServiceError``) while an approval of this very task was sent from here (its answer
+    lost, or confirmed: it may have paid the worker). The contrary rule by review key
+    (``contrary_sent``) is not read: that key is the platform id's, which this task shares with
+    another worker's work (a session whose worker withdrew after its approval was confirmed), and
+    a rejection here only sends nothing under it."""
+    with transaction.atomic():
+        try:
+            locked = lock(assignment)
+        except Assignment.DoesNotExist:
+            raise PlatformServiceError(f"assignment {assignment.pk} no longer exists (its worker withdrew or it was "
+                                       "deleted): nothing was rejected") from None
+        approved = PlatformCall.objects.filter(
+            assignment_id=locked.pk, operation=OP.APPROVE,
+            status__in=[PlatformCall.Status.SENT, PlatformCall.Status.CONFIRMED]).exists()
+    if approved:
+        raise PlatformServiceError(
+            f"assignment {assignment.pk}: its approval was sent to {assignment_platform(assignment)} from here (its "
+            "outcome not recorded yet, or confirmed): nothing was rejected")
 
 
 def _reject_here_only(assignment: Assignment, *, user, why: str, summary: dict) -> Assignment:
-    """Reject work held as unknown to its platform (``_unlisted_on_platform``) that the platform
-    answers is no work of this study (``why``: it has no such submission, or files the id under
-    another study): there is nothing of this study to reject there, and the id may be another
-    study's submission, so nothing is sent. The refusal is kept on an audit row of its own
+    """Reject work held because the platform's listing says its id is not its worker's
+    (``_listed_as_not_theirs``) that the platform answers is not this task's work (``why``: it has
+    no such submission, files the id under another study, or as another worker's work): there is
+    nothing of this task's worker to reject there, and the id may be another study's submission or
+    another participant's, so nothing is sent. The refusal is kept on an audit row of its own
     (``PlatformCall``, failed: not applied; keyed by this task, never by the review key, which every
     task entered with that id shares), and the task is rejected here (``assignment_reviewed``: its
     unit slots are given back). Run again, it finds the task rejected and does nothing."""
@@ -423,11 +453,13 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
     more), and its hold stays (a hold the researcher cleared is put back first): an active task the worker finishes here afterwards is not counted,
     nor offered to "Approve all", and the next sync takes the rejection over.
 
-    Work sync holds as unknown to the platform (``NOT_ON_PLATFORM``: an id made up at the entry
-    link, or another study's) that the platform answers is no work of this study (not found, or
-    another study's: ``common.NotThisStudysWork``) is rejected here only (``_reject_here_only``):
-    nothing is sent, its unit slots are given back. Any other refusal by the platform is a
-    ``PlatformServiceError``, a not-found included."""
+    Work sync holds because the platform's listing says its id is not its worker's
+    (``NOT_THE_WORKERS_LISTING``: unknown to the platform, as an id made up at the entry link or
+    another study's, or listed as another worker's, as a session entered by someone else) that the
+    platform answers is not this task's work (not found, another study's, or another worker's:
+    ``common.NotThisTasksWork``) is rejected here only (``_reject_here_only``): nothing is sent (the
+    id may be another participant's submission), its unit slots are given back. Any other refusal
+    by the platform is a ``PlatformServiceError``, a not-found included."""
     study = access_study(user=user, study=study, access=REJECT)
     assignment = assignment_of(study=study, assignment=assignment)
     if assignment.status == Assignment.Status.REJECTED:
@@ -453,13 +485,13 @@ def assignment_reject(*, user, study: Study, assignment: Assignment, feedback: s
     summary = {"platform_assignment_id": assignment.platform_assignment_id,
                "worker": participant_pseudonym(assignment.participant), "feedback": feedback[:1024],
                "category": category}
-    unlisted = _unlisted_on_platform(assignment)
+    unlisted = _listed_as_not_theirs(assignment)
     try:
         platform_work_confirm(assignment)
-    except NotThisStudysWork as exc:
+    except NotThisTasksWork as exc:
         if not unlisted:
             raise
-        _lock_undecided(assignment, operation=OP.REJECT)
+        _lock_here_only(assignment)
         return _reject_here_only(assignment, user=user, why=exc.message, summary=summary)
     _lock_undecided(assignment, operation=OP.REJECT)
     cleared = _hold_restored(held) if held is not None else None

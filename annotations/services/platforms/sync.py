@@ -97,8 +97,10 @@ def study_sync(*, study: Study) -> SyncReport:
     the platform pays nothing for it), take over
     review outcomes decided on the platform (MTurk auto-approval), and reconcile calls left
     unconfirmed by a crash. The rows of a worker who withdrew from the study
-    (``annotations.services.withdrawal``) are skipped: nothing of theirs is stored again. A publication the platform cannot list records its error (shown in
-    the admin) and the others are synced; one bad row never stops the sync."""
+    (``annotations.services.withdrawal``) are skipped: nothing of theirs is stored again, and their
+    ids list nothing here (a task another participant entered with one is held as unlisted). A
+    publication the platform cannot list records its error (shown in the admin) and the others are
+    synced; one bad row never stops the sync."""
     report = SyncReport(reconciled=platform_calls_reconcile(study=study))
     withdrawn = study_withdrawal_digests(study=study)
     publications = Publication.objects.filter(study=study, dry_run=False).exclude(platform=Platform.LINK).exclude(
@@ -112,9 +114,10 @@ def study_sync(*, study: Study) -> SyncReport:
             Publication.objects.filter(pk=publication.pk).update(error=f"sync: {exc.message}"[:2000])
             report.errors.append(f"{publication}: {exc.message}")
             continue
-        _publication_sync(study=study, publication=publication, remote=remote, withdrawn=withdrawn, report=report)
+        listed = _publication_sync(study=study, publication=publication, remote=remote, withdrawn=withdrawn,
+                                   report=report)
         if publication.platform in LISTS_WORK_FROM_THE_START:
-            _unlisted_work_hold(study=study, publication=publication, remote=remote, listed_at=listed_at,
+            _unlisted_work_hold(study=study, publication=publication, listed=listed, listed_at=listed_at,
                                 report=report)
     return report
 
@@ -148,20 +151,28 @@ def _stored_work(*, study: Study, publication: Publication, remote: list) -> _St
     return _StoredWork(local, was_held, answered)
 
 
-def _publication_sync(*, study: Study, publication: Publication, remote: list, withdrawn, report: SyncReport) -> None:
+def _publication_sync(*, study: Study, publication: Publication, remote: list, withdrawn,
+                      report: SyncReport) -> set[str]:
     """Match one publication's remote rows to the stored work, store each as a
-    ``PlatformSubmission`` and count it on ``report``."""
+    ``PlatformSubmission`` and count it on ``report``. Returns the platform assignment ids of the
+    rows it stored: the listing as far as this study may read it. A withdrawn worker's row is
+    skipped, and so is its id: it lists nothing for the tasks here, and a task another participant
+    entered with that id (the withdrawn worker's own are erased) is work the listing lacks
+    (``_unlisted_work_hold``), not listed work that counts for good."""
     report.remote += len(remote)
     stored = _stored_work(study=study, publication=publication, remote=remote)
+    listed: set[str] = set()
     for item in remote:
         if item.worker_id and participant_withdrawal_digest(
                 platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
             continue  # the worker withdrew from the study: nothing of theirs is stored again
+        listed.add(item.platform_assignment_id)
         assignment = stored.local.get(item.platform_assignment_id)
         flag = _submission_flag(item, assignment, stored.answered)
         _submission_store(publication=publication, item=item, assignment=assignment, flag=flag,
                           was_held=stored.was_held)
         _submission_report(item=item, assignment=assignment, flag=flag, report=report)
+    return listed
 
 
 def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
@@ -248,10 +259,12 @@ def _submission_report(*, item, assignment: Assignment | None, flag: str, report
         report.status_updates += 1
 
 
-def _unlisted_work_hold(*, study: Study, publication: Publication, remote: list, listed_at: datetime,
+def _unlisted_work_hold(*, study: Study, publication: Publication, listed: set[str], listed_at: datetime,
                         report: SyncReport) -> None:
     """Hold the submitted or approved work of ``publication``'s platform tasks that the platform's
-    complete listing (``remote``) lacks: a ``PlatformSubmission`` flagged ``NOT_ON_PLATFORM``
+    complete listing lacks (``listed``: the ids of its rows ``_publication_sync`` stored, a withdrawn
+    worker's left out, so a session of theirs someone else entered here is held): a
+    ``PlatformSubmission`` flagged ``NOT_ON_PLATFORM``
     names the task (``flagged_at``: now), so it stops counting (``annotations.selectors.on_hold``),
     and its units are recounted and its decided units checked again (``stopping.units_after_hold``)
     in the same transaction. Only work started here more than
@@ -260,7 +273,6 @@ def _unlisted_work_hold(*, study: Study, publication: Publication, remote: list,
     flag (``_submission_store``) and the work counts again. Withdrawn work is not counting work,
     so it is never touched."""
     started_before = listed_at - timedelta(minutes=settings.RL_SYNC_UNLISTED_GRACE_MINUTES)
-    listed = {item.platform_assignment_id for item in remote}
     for task in publication_unlisted_work(study=study, publication=publication, listed=listed,
                                           started_before=started_before):
         with transaction.atomic():

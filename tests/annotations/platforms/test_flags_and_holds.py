@@ -148,7 +148,10 @@ def test_sync_holds_work_whose_platform_worker_is_someone_else(prolific, study, 
     held.refresh_from_db()
     assert held.cleared_at is not None
     assert claims_that_count(study=study).count() == counted_before
-    assert assignment_approve(user=OPERATOR, study=spoofed.study, assignment=spoofed).status == Assignment.Status.APPROVED
+    # a clear counts the work again, but the session is p_real's: approving it would pay p_real's submission
+    with pytest.raises(PlatformServiceError, match="another worker holds its assignment id"):
+        assignment_approve(user=OPERATOR, study=spoofed.study, assignment=spoofed)
+    assert server.submissions[real["id"]]["status"] == "AWAITING REVIEW"
     with pytest.raises(PlatformServiceError, match="not on hold"):
         submission_clear(user=OPERATOR,
                          submission=PlatformSubmission.objects.get(platform_assignment_id=honest_sub["id"]))
