@@ -471,13 +471,14 @@ SHOWN_CONTENT_IMPORT_KINDS = ("rationales", "generalization")
 class NamedContent:
     """What an import's record names beyond what it imported into (its dataset or study), which a
     reader of that may not read: the ``summary`` key holding the ids of those rows, the selector of
-    the rows a user reads and the permissions that together read them all (``_all_or_used``'s rule,
-    checked first to skip the walk: a generalization question is read with its item, so reading every
-    one takes both permissions)."""
+    the rows a user reads and the permission that reads them all (``_all_or_used``'s rule, checked
+    first to skip the walk). A generalization question is read with its item, yet the question
+    permission alone skips the walk here: walking the questions such a user reads (their items by
+    ``items_for_jobs``) nests too deep for SQLite's parser in the admin's import list."""
 
     key: str
     readable: Callable[..., QuerySet]
-    read_all: tuple[str, ...]
+    read_all: str
     # The records of the kind made before their importer stored ``key`` that name none of these
     # rows anyway (no Q: every such record may name some).
     named_none: Q | None = None
@@ -494,10 +495,10 @@ class NamedContent:
 # read beyond their importer only by a reader of the whole dataset (``SHOWN_CONTENT_IMPORT_KINDS``),
 # not through a view share. An outcomes import names only sources its study lists.
 NAMED_CONTENT = {
-    "rationales": NamedContent("source_ids", sources_for_user, ("studies.view_rationalesource",)),
+    "rationales": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource"),
     "generalization": NamedContent("question_ids", generalization_questions_for_user,
-                                   ("studies.view_generalizationquestion", "studies.view_item")),
-    "bundle": NamedContent("source_ids", sources_for_user, ("studies.view_rationalesource",),
+                                   "studies.view_generalizationquestion"),
+    "bundle": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource",
                            named_none=~Q(summary__renamed__has_key="sources")),
 }
 
@@ -579,7 +580,7 @@ def _names_only_readable(user) -> Q:
     other kind, and of each named kind those whose stored ids are all the user's to read."""
     readable = Q()
     for kind, named in NAMED_CONTENT.items():
-        if all(_reads_all(user, perm) for perm in named.read_all):
+        if _reads_all(user, named.read_all):
             continue
         stored = Q(summary__has_key=named.key)
         names = stored & ~Q(_HoldsIdOutside("summary", named.key, named.readable(user=user).values("pk")))

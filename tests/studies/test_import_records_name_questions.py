@@ -172,19 +172,3 @@ def test_a_record_from_before_question_ids_is_its_importers_unless_the_reader_re
     assert {lab["record"], readable} <= set(import_records_for_user(user=carol))
     assert {lab["record"], readable} <= set(import_records_for_user(user=lab["alice"]))
 
-
-def test_the_question_view_permission_without_the_item_one_does_not_read_an_import_of_hidden_items(lab):
-    """``studies.view_generalizationquestion`` reads the questions whose item the user may read
-    (``generalization_questions_for_user``): Carol holds it but not ``studies.view_item``, and reads
-    "shared-ds" through Bob's study (drawing the test items) shared with her to view, which reads that
-    study, not the rest of the dataset: Alice's record quoting questions of the dev items (and their
-    originals) is not hers to read, as those questions are not."""
-    carol, carol_client = researcher_without_reference_views("carol")
-    assert carol.has_perm("studies.view_generalizationquestion") and not carol.has_perm("studies.view_item")
-    study_share(study=Study.objects.get(name="bobs-study"), user=lab["bob"], with_user=carol)
-    assert datasets_for_user(user=carol).filter(pk=lab["dataset"].pk).exists()
-    dev = GeneralizationQuestion.objects.filter(item__split="dev")
-    assert not generalization_questions_for_user(user=carol).filter(pk__in=dev.values("pk")).exists()
-
-    assert lab["record"] not in import_records_for_user(user=carol)
-    assert SECRET not in str(_api(carol_client))
