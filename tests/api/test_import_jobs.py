@@ -14,6 +14,7 @@ from studies.models import Dataset, ImportJob, ImportRecord, Item
 from studies.services.importers.jobs import import_job_run
 from studies.services.importers.reading import parse_csv, read_import_file, reporting_progress
 from studies.tasks import run_import_job
+from tests.api.conftest import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -222,6 +223,8 @@ def test_a_job_whose_researcher_was_deleted_adds_nothing_another_researchers_stu
     study.sources.set([source])
     rows = "item_id,rationale\n" + "".join(f"q{i},Because {i}.\n" for i in range(2))
     upload = ContentFile(rows.encode(), name="rationales.csv")
+    # Dana may read YN and the source when queueing (checked then, as an inline import checks them)
+    grant(researcher, "studies.view_dataset", "studies.view_rationalesource")
     with django_capture_on_commit_callbacks(execute=False):  # queued, not run yet
         job = import_job_create(kind="rationales", file=upload, user=researcher,
                                 options={"dataset_name": "YN", "source_name": "olgas-lm"})

@@ -90,14 +90,8 @@ def generalization_questions_import(
     question of the file; None leaves existing questions as they are and makes new ones
     unvalidated."""
     f = read_import_file(file, filename=filename)
-    split = check_split(split, filename=f.name)
-    dataset = dataset_get(name=dataset_name, user=user, filename=f.name)
-    if validation_status is not None and validation_status not in GeneralizationQuestion.Validation.values:
-        raise ImportValidationError(
-            f"unknown validation status {validation_status!r}: use "
-            f"{', '.join(GeneralizationQuestion.Validation.values)}",
-            filename=f.name,
-        )
+    split, dataset = generalization_target_check(dataset_name=dataset_name, split=split,
+                                                 validation_status=validation_status, filename=f.name, user=user)
     if split is None:
         guessed = split_from_name(f.name)
         if guessed and Item.objects.filter(dataset=dataset, split=guessed).exists():
@@ -122,6 +116,23 @@ def generalization_questions_import(
     if not parsed.kept.rows:
         raise ImportValidationError("the file has no generalization questions", filename=f.name)
     return _apply(f=f, dataset=dataset, split=split, parsed=parsed, user=user)
+
+
+def generalization_target_check(*, dataset_name: str, split: str | None = None, validation_status: str | None = None,
+                                filename: str = "", user: Any = None) -> tuple[str | None, Any]:
+    """What a generalization import writes to, refused before its file is read: the split, the
+    dataset (``dataset_get``: one ``user`` may import into) and the status given. Returns ``(split,
+    dataset)``. A background import (``jobs.import_job_create``) asks it before storing the upload,
+    so a large file is refused as a small one is."""
+    split = check_split(split, filename=filename)
+    dataset = dataset_get(name=dataset_name, user=user, filename=filename)
+    if validation_status is not None and validation_status not in GeneralizationQuestion.Validation.values:
+        raise ImportValidationError(
+            f"unknown validation status {validation_status!r}: use "
+            f"{', '.join(GeneralizationQuestion.Validation.values)}",
+            filename=filename,
+        )
+    return split, dataset
 
 
 class _GeneralizationFile:

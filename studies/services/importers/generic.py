@@ -110,20 +110,10 @@ def items_import_table(
     over the split named in the file name."""
     f = read_import_file(file, filename=filename)
     columns = columns or ItemColumns()
-    default_split = check_split(split, filename=f.name) or split_from_name(f.name) or Split.OTHER
-    task_format = _task_format(dataset_name, task_format, f.name, user=user)
+    default_split, task_format, labels, dataset = items_table_target_check(
+        dataset_name=dataset_name, task_format=task_format, choice_labels=choice_labels, split=split,
+        filename=f.name, user=user)
     is_mc = task_format == Dataset.TaskFormat.MULTIPLE_CHOICE
-    labels = [lbl.strip() for lbl in (choice_labels or []) if lbl.strip()]
-    if is_mc:
-        unreadable = [lbl for lbl in labels if choice_label(lbl, LETTERS) is None]
-        if unreadable:
-            raise ImportValidationError([RowError(None, "choice_labels", label_problem(lbl)) for lbl in unreadable],
-                                        filename=f.name)
-        labels = [choice_label(lbl, LETTERS) or lbl for lbl in labels]
-    else:
-        labels = [lbl.lower() for lbl in labels]
-    dataset = dataset_check(name=dataset_name, task_format=task_format, choice_labels=labels, filename=f.name,
-                            user=user)
     if dataset is not None and not labels:
         labels = list(dataset.choice_labels)
     records = read_records(f, file_format=file_format)
@@ -152,6 +142,30 @@ def items_import_table(
         user=user,
         extra_summary={"columns": asdict(columns)},
     )
+
+
+def items_table_target_check(*, dataset_name: str, task_format: str | None = None,
+                             choice_labels: list[str] | None = None, split: str | None = None, filename: str = "",
+                             user: Any = None) -> tuple[str, str, list[str], Dataset | None]:
+    """What an items table import writes to, refused before its file is read: the split, the task
+    format, the option labels and the dataset (``dataset_check``: new, or one ``user`` may import
+    into, of that format). Returns ``(default split, task format, labels, existing dataset or
+    None)``. A background import (``jobs.import_job_create``) asks it before storing the upload, so a
+    large file is refused as a small one is."""
+    default_split = check_split(split, filename=filename) or split_from_name(filename) or Split.OTHER
+    task_format = _task_format(dataset_name, task_format, filename, user=user)
+    labels = [lbl.strip() for lbl in (choice_labels or []) if lbl.strip()]
+    if task_format == Dataset.TaskFormat.MULTIPLE_CHOICE:
+        unreadable = [lbl for lbl in labels if choice_label(lbl, LETTERS) is None]
+        if unreadable:
+            raise ImportValidationError([RowError(None, "choice_labels", label_problem(lbl)) for lbl in unreadable],
+                                        filename=filename)
+        labels = [choice_label(lbl, LETTERS) or lbl for lbl in labels]
+    else:
+        labels = [lbl.lower() for lbl in labels]
+    dataset = dataset_check(name=dataset_name, task_format=task_format, choice_labels=labels, filename=filename,
+                            user=user)
+    return default_split, task_format, labels, dataset
 
 
 def _task_format(dataset_name: str, task_format: str | None, filename: str, *, user: Any = None) -> str:

@@ -6,6 +6,7 @@ The import itself is the same call as an inline one (:func:`import_run`): all or
 bad row with its line, field and reason, the row cap ``RL_IMPORT_MAX_ROWS``."""
 from __future__ import annotations
 
+import inspect
 import logging
 from contextlib import ExitStack
 from dataclasses import asdict, is_dataclass
@@ -23,7 +24,12 @@ from studies.services.content import job_acts_for
 
 from . import IMPORT_KINDS, ItemColumns, RationaleColumns, import_permission_check, import_run
 from .errors import ImportValidationError
+from .generalization import generalization_target_check
+from .generic import items_table_target_check
+from .openbookqa import openbookqa_target_check
+from .rationales import rationales_target_check
 from .reading import read_import_file, reporting_progress
+from .strategyqa import strategyqa_target_check
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +37,16 @@ logger = logging.getLogger(__name__)
 JOB_OPTIONS = {"dataset_name", "split", "source_name", "file_format", "task_format", "validation_status",
                "choice_labels", "columns"}
 COLUMNS = {"items": ItemColumns, "rationales": RationaleColumns}
+# What each kind's importer checks of its target before reading the file (its dataset, its source name,
+# its split, its status): asked again before a job's upload is stored, so that a large file is refused
+# as the same file small is (the same 400, field and reason), not queued to fail later.
+TARGET_CHECKS = {
+    "strategyqa": strategyqa_target_check,
+    "openbookqa": openbookqa_target_check,
+    "items": items_table_target_check,
+    "rationales": rationales_target_check,
+    "generalization": generalization_target_check,
+}
 # The task that runs a stored job (``studies.tasks.run_import_job`` is registered under this name),
 # sent by name: the task calls this module, so this module does not import the tasks.
 IMPORT_TASK = "studies.tasks.run_import_job"
@@ -59,7 +75,10 @@ def import_in_background(*, file: Any) -> bool:
 
 def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | None = None) -> ImportJob:
     """Store the upload and queue its import (after the job's row is committed). Needs
-    ``studies.add_importrecord``; unknown kinds and options are refused before anything is stored.
+    ``studies.add_importrecord``; unknown kinds and options are refused before anything is stored, and
+    so is a target the importer refuses before reading a file (``TARGET_CHECKS``: a dataset or a source
+    name the user may not write to, an unknown split), with the error the same file imported inline
+    gets.
     Raises ``ImportQueueUnavailable`` when the task queue cannot be reached (``_send``): the job is
     then failed and its upload deleted, never left queued."""
     import_permission_check(user)
@@ -77,6 +96,7 @@ def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | N
     size = int(getattr(file, "size", 0) or 0)
     if size > settings.RL_MAX_IMPORT_BYTES:
         read_import_file(file, filename=name)  # refuses it by its size before reading, as inline
+    _target_check(kind=kind, options=options, filename=name, user=user)
     with transaction.atomic():
         job = ImportJob(kind=kind, options=options, filename=name[:500], size=size,
                         created_by=user if getattr(user, "pk", None) else None)
@@ -85,6 +105,14 @@ def import_job_create(*, kind: str, file: Any, user, options: dict[str, Any] | N
         job.save()
         transaction.on_commit(lambda: _send(job))
     return job
+
+
+def _target_check(*, kind: str, options: dict[str, Any], filename: str, user) -> None:
+    """Ask ``kind``'s importer's own target check (``TARGET_CHECKS``) with the options it takes, for
+    ``user``, as the import will; raises its ``ImportValidationError``. Writes nothing."""
+    check = TARGET_CHECKS[kind]
+    takes = inspect.signature(check).parameters
+    check(filename=filename, user=user, **{k: v for k, v in options.items() if k in takes})
 
 
 def _send(job: ImportJob) -> None:

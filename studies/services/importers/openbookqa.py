@@ -190,6 +190,18 @@ def _read(row: Row, key: str, *, shape: str, split: str, rows: ItemRows) -> None
         rows.add(external_id, values, line=row.line, column=row.column)
 
 
+def openbookqa_target_check(*, dataset_name: str = DEFAULT_DATASET, split: str | None = None, filename: str = "",
+                            user: Any = None) -> str:
+    """What an OpenBookQA import writes to, refused before its file is read: the split (else the one
+    in the file name, else "other"), returned, and the dataset (``dataset_check``: new, or a
+    four-option one ``user`` may import into). A background import (``jobs.import_job_create``) asks
+    it before storing the upload, so a large file is refused as a small one is."""
+    split = check_split(split, filename=filename) or split_from_name(filename) or "other"
+    dataset_check(name=dataset_name, task_format=Dataset.TaskFormat.MULTIPLE_CHOICE, choice_labels=LABELS,
+                  filename=filename, user=user)
+    return split
+
+
 def items_import_openbookqa(
     *,
     file: str | Path | IO | Any,
@@ -201,11 +213,7 @@ def items_import_openbookqa(
     """Import OpenBookQA items (either shape) into a four-option dataset. All or nothing;
     idempotent. ``split`` defaults to the one in the file name, else "other"."""
     f = read_import_file(file, filename=filename)
-    split = check_split(split, filename=f.name) or split_from_name(f.name) or "other"
-    dataset_check(
-        name=dataset_name, task_format=Dataset.TaskFormat.MULTIPLE_CHOICE, choice_labels=LABELS, filename=f.name,
-        user=user,
-    )
+    split = openbookqa_target_check(dataset_name=dataset_name, split=split, filename=f.name, user=user)
     shape, records = _records(f)
     errors = ErrorCollector()
     rows = ItemRows(errors, id_field="id" if shape == "original" else "key")

@@ -129,17 +129,10 @@ def rationales_import(
     settles questions that repeat across splits). ``source_name`` puts every row under that
     source; otherwise each row names its source. All or nothing; idempotent."""
     f = read_import_file(file, filename=filename)
-    split = check_split(split, filename=f.name)
-    dataset = dataset_get(name=dataset_name, user=user, filename=f.name)
-    source_name = (source_name or "").strip() or None
+    split, dataset, source_name, sources = rationales_target_check(
+        dataset_name=dataset_name, split=split, source_name=source_name, filename=f.name, user=user)
     records = read_records(f, file_format=file_format)
     cols = (columns or RationaleColumns()).resolve(header_of(records), filename=f.name, source_name=source_name)
-    sources = _SourceNames(user)
-    problem = identifier_problem(source_name, what="the source name") if source_name else None
-    if problem:
-        raise ImportValidationError([RowError(None, "source", problem)], filename=f.name)
-    if source_name and sources.hidden(source_name):
-        raise ImportValidationError([RowError(None, "source", sources.taken(source_name))], filename=f.name)
     index = QuestionIndex(dataset, split)
     if not len(index):
         where = f"dataset {dataset.name!r}" + (f" split {split!r}" if split else "")
@@ -157,6 +150,26 @@ def rationales_import(
         raise ImportValidationError("the file has no rationales", filename=f.name)
     return _apply(f=f, dataset=dataset, rows=kept.rows, lines=kept.lines, merged=kept.merged, split=split, user=user,
                   names_of=sources)
+
+
+def rationales_target_check(*, dataset_name: str, split: str | None = None, source_name: str | None = None,
+                            filename: str = "", user: Any = None) -> tuple[str | None, Any, str | None, _SourceNames]:
+    """What a rationales import writes to, refused before its file is read: the split, the dataset
+    (``dataset_get``: one ``user`` may import into) and the file's one source name, if given (no
+    bidirectional controls, not taken by a source ``user`` may not build on). Returns ``(split,
+    dataset, source name or None, the source names rule)``. A background import
+    (``jobs.import_job_create``) asks it before storing the upload, so a large file is refused as a
+    small one is."""
+    split = check_split(split, filename=filename)
+    dataset = dataset_get(name=dataset_name, user=user, filename=filename)
+    source_name = (source_name or "").strip() or None
+    sources = _SourceNames(user)
+    problem = identifier_problem(source_name, what="the source name") if source_name else None
+    if problem:
+        raise ImportValidationError([RowError(None, "source", problem)], filename=filename)
+    if source_name and sources.hidden(source_name):
+        raise ImportValidationError([RowError(None, "source", sources.taken(source_name))], filename=filename)
+    return split, dataset, source_name, sources
 
 
 class _SourceNames:

@@ -88,6 +88,17 @@ def _reasoning(row: Row) -> tuple[list[str] | None, list[str] | None, str]:
     return facts, decomposition, (rationale or "").strip()
 
 
+def strategyqa_target_check(*, dataset_name: str = DEFAULT_DATASET, split: str | None = None, filename: str = "",
+                            user: Any = None) -> str:
+    """What a StrategyQA import writes to, refused before its file is read: the split (else the one
+    in the file name, else "other"), returned, and the dataset (``dataset_check``: new, or a yes/no
+    one ``user`` may import into). A background import (``jobs.import_job_create``) asks it before
+    storing the upload, so a large file is refused as a small one is."""
+    split = check_split(split, filename=filename) or split_from_name(filename) or "other"
+    dataset_check(name=dataset_name, task_format=Dataset.TaskFormat.YES_NO, filename=filename, user=user)
+    return split
+
+
 def items_import_strategyqa(
     *,
     file: str | Path | IO | Any,
@@ -101,8 +112,7 @@ def items_import_strategyqa(
     ``split`` defaults to the one named in the file name (``..._test.json``), else "other".
     Raises ImportValidationError listing every bad record."""
     f = read_import_file(file, filename=filename)
-    split = check_split(split, filename=f.name) or split_from_name(f.name) or "other"
-    dataset_check(name=dataset_name, task_format=Dataset.TaskFormat.YES_NO, filename=f.name, user=user)
+    split = strategyqa_target_check(dataset_name=dataset_name, split=split, filename=f.name, user=user)
     doc = parse_json_document(f, depth=1)
     if not isinstance(doc.data, list):
         hint = ""
