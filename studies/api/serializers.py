@@ -1,6 +1,7 @@
 """Serializers of the studies API: read representations and the input of the write endpoints."""
 from __future__ import annotations
 
+from django.db.backends.base.operations import BaseDatabaseOperations
 from rest_framework import serializers
 
 from lab.api.serializers import RejectUnknownFieldsMixin
@@ -149,6 +150,11 @@ class StudySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+# A study's sample seed is stored in a 32-bit column (``Study.sample_seed``): its range, as PostgreSQL
+# holds it, on every database (SQLite's would take 64 bits), so a design refused on one is refused on all.
+SAMPLE_SEED_RANGE = BaseDatabaseOperations.integer_field_ranges[Study._meta.get_field("sample_seed").get_internal_type()]
+
+
 class StudyDesignSerializer(RejectUnknownFieldsMixin, StorableTextMixin, serializers.Serializer):
     """A study design as JSON: what ``POST /api/v1/studies/`` accepts (any other key is a 400 naming it)."""
 
@@ -163,7 +169,7 @@ class StudyDesignSerializer(RejectUnknownFieldsMixin, StorableTextMixin, seriali
     item_sample_size = serializers.IntegerField(
         min_value=1, required=False, allow_null=True, help_text="Items drawn from the split; omit for all."
     )
-    sample_seed = serializers.IntegerField(default=0)
+    sample_seed = serializers.IntegerField(default=0, min_value=SAMPLE_SEED_RANGE[0], max_value=SAMPLE_SEED_RANGE[1])
     sources = NameRelatedField(
         slug_field="name", queryset=RationaleSource.objects.all(), many=True, required=False,
         help_text="Rationale source names.",

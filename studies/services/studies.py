@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
 from studies.models import Dataset, Item, Platform, RationaleSource, Study, StudyShare
@@ -47,7 +47,10 @@ def _full_clean(study: Study) -> None:
     try:
         study.full_clean()
     except ValidationError as exc:
-        raise StudyError(_validation_message(exc)) from None
+        # each field's problems beside it (``StudyError.problems``), the model's own as non_field_errors
+        problems = {"non_field_errors" if name == NON_FIELD_ERRORS else name: " ".join(messages)
+                    for name, messages in (exc.message_dict if hasattr(exc, "message_dict") else {}).items()}
+        raise StudyError(_validation_message(exc), problems) from None
 
 
 # How the release before stored entry tokens and completion codes derived them from the secret

@@ -59,7 +59,8 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Count, Q
 
 from annotations.choices import answer_is_correct
@@ -293,6 +294,36 @@ def _int(text: str) -> int:
     return value
 
 
+# The range of each integer column type as PostgreSQL holds it (Django's own table; SQLite's
+# ``integer_field_range`` widens every type to 64 bits). A cell or study.json value stored in a model
+# field is held to its field's range on every database, so a bundle that imports on one database
+# imports on the other: PostgreSQL refused a quota of 2**40 with a DataError (a 500) that SQLite kept.
+COLUMN_RANGES = BaseDatabaseOperations.integer_field_ranges
+
+
+@dataclass(frozen=True)
+class IntField:
+    """The model field an integer of the bundle is stored in, and the range its column holds."""
+    model: type
+    name: str
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        return COLUMN_RANGES[self.model._meta.get_field(self.name).get_internal_type()]
+
+    def problem(self, value: int, shown: str) -> str | None:
+        """Why ``value`` is past what the field's column holds (``shown``: how the bundle wrote it);
+        None when it is not. A negative value of a positive field is left to its row's own rule (a
+        reason that names the rule; the column's CHECK, an IntegrityError, behind it)."""
+        low, high = self.bounds
+        where = f"{self.model.__name__}.{self.name}"
+        if value > high:
+            return f"{shown[:40]!r} is out of range ({where} holds at most {high})"
+        if value < (low if low else -high - 1):  # a positive field's column is the signed type's
+            return f"{shown[:40]!r} is out of range ({where} holds at least {low})"
+        return None
+
+
 def _number(text: str) -> float:
     try:
         value = float(text)
@@ -351,6 +382,24 @@ def _json(kind: type):
         return value
     return parse
 
+
+# The tables' integer cells stored in a model field, or compared with one (a claim's position), each
+# held to its column's range (``IntField``) where it is read (``Bundle._values``); the others are ids
+# of the bundle (mapped to this installation's, ``IdMap``) or checked by their rows' own rules.
+CELL_FIELDS = {
+    ("units", "quota"): IntField(Unit, "quota"),
+    ("units", "n_claimed"): IntField(Unit, "n_claimed"),
+    ("units", "n_completed"): IntField(Unit, "n_completed"),
+    ("claims", "position"): IntField(Claim, "position"),
+    ("annotations", "position"): IntField(Claim, "position"),
+    ("annotations", "duration_ms"): IntField(Annotation, "duration_ms"),
+    ("flag_reviews", "position"): IntField(Claim, "position"),
+    ("qualification_grants", "score"): IntField(QualificationGrant, "score"),
+    ("unit_scores", "n_annotators"): IntField(UnitScore, "n_annotators"),
+    ("unit_scores", "utility"): IntField(UnitScore, "utility"),
+    ("unit_scores", "gen_u"): IntField(UnitScore, "gen_u"),
+    ("unit_scores", "reported_utility"): IntField(UnitScore, "reported_utility"),
+}
 
 PARSERS = {"integer": _int, "number": _number, "boolean": _bool, "datetime": _datetime,
            "object": _json(dict), "array": _json(list), "string": _text}
@@ -518,6 +567,11 @@ class Bundle:
                 values[name] = PARSERS[types[name]](text)
             except BadCell as exc:
                 self.error(table.path, line, name, str(exc))
+                ok = False
+                continue
+            stored = CELL_FIELDS.get((table.name, name))
+            if stored is not None and (problem := stored.problem(values[name], text)):
+                self.error(table.path, line, name, problem)
                 ok = False
         return values if ok else None
 
@@ -2210,7 +2264,7 @@ def _import(bundle: Bundle, *, name: str, owner) -> Study:
             raise BundleError(RowError(None, "name", f"a study named {name!r} exists already"), filename=bundle.name)
         try:
             study = _write(bundle, design, name=name, owner=owner)
-        except IntegrityError as exc:  # a rule the rows' checks above do not know of
+        except (IntegrityError, DataError) as exc:  # a rule (or a column's range) the checks above do not know of
             raise BundleError(RowError(None, "", f"the bundle's rows break a rule of the database: {exc}"),
                               filename=bundle.name) from None
     return study
@@ -2233,10 +2287,12 @@ def _check_design(bundle: Bundle, design: Any) -> None:
             bundle.error(STUDY_FILE, None, section, "expected a list of objects")
     if any(not s.get("name") for s in design.get("sources") or [] if isinstance(s, dict)):
         bundle.error(STUDY_FILE, None, "sources.name", "a source without a name")
-    for where, value, kind in _design_values(design):
+    for where, value, kind, stored in _design_values(design):
         problem = _design_type_problem(value, kind)
         if problem:
             bundle.error(STUDY_FILE, None, where, f"{str(value)[:40]!r} is not {problem}")
+        elif stored is not None and (problem := stored.problem(value, str(value))):
+            bundle.error(STUDY_FILE, None, where, problem)
     bundle.raise_if_any()
 
 
@@ -2250,24 +2306,36 @@ DESIGN_TYPES = {
               "example": "text?", "faithfulness_enabled": "boolean?", "is_imported_outcome": "boolean?",
               "stop_when_decided": "boolean?"},
     "dataset": {"name": "text", "task_format": "text", "choice_labels": "labels?", "description": "text?"},
-    "sources[]": {"name": "text"},
-    "answerer_sources[]": {"name": "text?"},
+    "sources[]": {"name": "text", "seed": "integer?"},
+    "answerer_sources[]": {"name": "text?", "seed": "integer?"},
     "attention_checks[]": {"id": "integer", "question": "text", "choices": "list", "correct_answer": "text"},
     "qualification_test": {"pass_mark": "integer", "instructions": "text?", "questions": "list"},
     "qualification_test.questions[]": {"position": "integer", "question": "text", "choices": "list",
                                        "correct_answer": "text"},
 }
+# study.json's integers stored in a model field (``IntField``): each is held to its column's range.
+DESIGN_FIELDS = {
+    ("study", "annotators_per_unit"): IntField(Study, "annotators_per_unit"),
+    ("study", "units_per_task"): IntField(Study, "units_per_task"),
+    ("study", "item_sample_size"): IntField(Study, "item_sample_size"),
+    ("study", "sample_seed"): IntField(Study, "sample_seed"),
+    ("sources[]", "seed"): IntField(RationaleSource, "seed"),
+    ("answerer_sources[]", "seed"): IntField(RationaleSource, "seed"),
+    ("qualification_test", "pass_mark"): IntField(QualificationTest, "pass_mark"),
+    ("qualification_test.questions[]", "position"): IntField(QualificationQuestion, "position"),
+}
 DESIGN_TYPE_NAMES = {"text": "a text", "integer": "an integer (a 64-bit one)", "boolean": "true or false",
                      "decimal": "a finite number (or its text)", "list": "a list", "labels": "a list of texts"}
 
 
-def _design_values(design: dict) -> Iterator[tuple[str, Any, str]]:
-    """(where, value, kind) of each value of study.json that ``DESIGN_TYPES`` names, a list's
-    entries each (``sources[1].name``); a section or entry that is no object is skipped (the checks
-    above name it), but a qualification test that is not an object is named here."""
+def _design_values(design: dict) -> Iterator[tuple[str, Any, str, IntField | None]]:
+    """(where, value, kind, the model field it is stored in: ``DESIGN_FIELDS``) of each value of
+    study.json that ``DESIGN_TYPES`` names, a list's entries each (``sources[1].name``); a section or
+    entry that is no object is skipped (the checks above name it), but a qualification test that is
+    not an object is named here."""
     test = design.get("qualification_test")
     if test is not None and not isinstance(test, dict):
-        yield "qualification_test", test, "object"
+        yield "qualification_test", test, "object", None
     for section, kinds in DESIGN_TYPES.items():
         path = section.removesuffix("[]").split(".")
         parts = [design]
@@ -2285,7 +2353,7 @@ def _design_values(design: dict) -> Iterator[tuple[str, Any, str]]:
                 optional = kind.endswith("?")
                 if key not in entry or (optional and entry[key] is None):
                     continue  # a missing value the import reads is named by the checks above, or by the model
-                yield f"{where}.{key}", entry[key], kind.removesuffix("?")
+                yield f"{where}.{key}", entry[key], kind.removesuffix("?"), DESIGN_FIELDS.get((section, key))
 
 
 def _design_type_problem(value: Any, kind: str) -> str | None:
