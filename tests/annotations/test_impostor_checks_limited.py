@@ -141,13 +141,15 @@ def test_an_impostor_spending_every_window_from_one_address_leaves_the_real_work
     session and spends the window's reads with invented sessions first, from their address; the
     real worker, from theirs, is asked about every time and the impostor's task ends."""
     study, study_id, server = published_larger
-    monkeypatch.setattr(impostor_service, "CHECKS_WINDOW_SECONDS", 1)
+    # long enough that one window's requests fit in it on a loaded machine (with 1 s they spilled into
+    # the next window under load and were asked about again)
+    monkeypatch.setattr(impostor_service, "CHECKS_WINDOW_SECONDS", 4)
     real = server.add_submission(study_id, participant_id=PID, status="ACTIVE")["id"]
     attacker, worker = Client(REMOTE_ADDR=ATTACKER), Client(REMOTE_ADDR=WORKER)
 
     for window in range(3):
         if window:
-            time.sleep(1.1)  # the next window
+            time.sleep(4.1)  # the next window
         fake = hex24()
         start(attacker, url(study, study_id, fake))
         task = Assignment.objects.get(platform_assignment_id=fake)
