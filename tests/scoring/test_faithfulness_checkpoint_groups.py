@@ -17,6 +17,7 @@ from studies.models import Rationale, RationaleSource, Study
 from studies.services import generation
 from tests.scoring.test_bundle import _bundle, _worked_study
 from tests.scoring.test_services_score import _faithfulness_study, collect, make_unit
+from tests.studies.lm.conftest import model_dir  # noqa: F401 (autouse: each test its own RL_MODEL_DIR)
 from tests.studies.lm.test_checkpoint_replaced import _xavier_replaces, lab  # noqa: F401 (the fixture: ft-x)
 from tests.studies.lm.test_faithfulness_rights import StubScorer
 

@@ -15,6 +15,7 @@ from studies.services.content import content_row_save
 from studies.services.generation import genu as genu_module
 from studies.services.questions import generalization_questions_set_validation
 from tests.factories import GeneralizationQuestionFactory, RationaleSourceFactory
+from tests.studies.lm.conftest import model_dir  # noqa: F401 (autouse: each test its own RL_MODEL_DIR)
 from tests.studies.lm.openai_server import OpenAIServer, completion
 from tests.studies.lm.test_checkpoint_replaced import _publish, lab  # noqa: F401 (the fixture)
 
