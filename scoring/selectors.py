@@ -446,12 +446,15 @@ def imported_outcomes_count(*, study: Study) -> int:
     return UnitScore.objects.filter(study=study, imported=True).count()
 
 
-def outcome_import_changes(record: ImportRecord) -> int:
-    """How many of the study's imported outcomes the outcomes import ``record`` created, updated or
-    removed (``scoring.services.outcomes``: a re-import of the same file changes none)."""
+def outcome_import_changes(record: ImportRecord) -> dict[str, int]:
+    """How many of the study's imported outcomes the outcomes import ``record`` created, updated and
+    removed (``scoring.services.outcomes``: a re-import of the same file changes none; a record from
+    before it counted removals, none), with their sum under ``changed``."""
     summary = record.summary if isinstance(record.summary, dict) else {}
     removed = summary.get("removed")
-    return record.created + record.updated + (removed if isinstance(removed, int) else 0)
+    counts = {"created": record.created, "updated": record.updated,
+              "removed": removed if isinstance(removed, int) else 0}
+    return {**counts, "changed": sum(counts.values())}
 
 
 def outcomes_changed_since(*, study: Study, since: datetime | None) -> ImportRecord | None:
@@ -465,7 +468,7 @@ def outcomes_changed_since(*, study: Study, since: datetime | None) -> ImportRec
     if since is not None:
         records = records.filter(imported_at__gt=since)
     return next((r for r in records.only("filename", "imported_at", "created", "updated", "summary")
-                 if outcome_import_changes(r) > 0), None)
+                 if outcome_import_changes(r)["changed"] > 0), None)
 
 
 # --- the study planner's prior -----------------------------------------------------------------

@@ -326,7 +326,7 @@ def _queue_close(study_id: int) -> None:
 # The platforms whose listing holds every piece of work from the moment its worker starts it
 # (Prolific lists a submission as ACTIVE from the start; MTurk lists only submitted assignments), so
 # that sync holds the work answered here under a session it does not list
-# (``platforms.sync.LISTS_WORK_FROM_THE_START`` is this set): there, work that decided a unit may
+# (``platforms.sync._unlisted_work_hold`` reads this set): there, work that decided a unit may
 # stop counting at a later sync, so the close waits for the listing.
 UNLISTED_UNTIL_SYNCED = frozenset({Platform.PROLIFIC})
 

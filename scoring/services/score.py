@@ -344,6 +344,13 @@ SIMILARITY_FROM_SETTING = "RL_SCORING_SIMILARITY"
 SIMILARITY_FROM_CALLER = "caller"
 
 
+def _gold_sources(frame: pd.DataFrame) -> dict[int, str]:
+    """The gold-kind sources among ``frame``'s units, {id: name}: their rationale is the gold one, so
+    they have no similarity (``_similarity``) and ``all_sources`` names them where an ``all`` pools them."""
+    return dict(RationaleSource.objects.filter(pk__in=frame["source_id"].unique().tolist(),
+                                               kind=RationaleSource.Kind.GOLD).values_list("pk", "name"))
+
+
 def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "",
                 requested_from: str = SIMILARITY_FROM_CALLER) -> Part:
     """Each unit's BERTScore F1 against the gold rationale, ``similarity`` and ``similarity_model``,
@@ -359,8 +366,7 @@ def _similarity(frame: pd.DataFrame, *, enabled: bool, dataset: str = "",
     df = _similarity_pairs(frame)
     # A gold-kind source's rationale is the gold one: compared with itself it measures nothing (1.0),
     # so it has no similarity and the correlation ratio's ``all`` pools the other sources (SPEC section 3).
-    gold = set(RationaleSource.objects.filter(pk__in=frame["source_id"].unique().tolist(),
-                                              kind=RationaleSource.Kind.GOLD).values_list("pk", flat=True))
+    gold = set(_gold_sources(frame))
     usable = df[(df["text"].str.strip() != "") & (df["gold_rationale"].fillna("").str.strip() != "")
                 & ~df["source_id"].isin(gold)]
     warnings = []
@@ -1906,9 +1912,7 @@ def _utility(study: Study, suspects: _Suspects, *, both_directions: bool, simila
         part.results["task_accuracy_readings"] = readings
         part.results = _next_to(part.results, "task_accuracy_readings", "n_items_without_rationale")
     # which sources each ``all`` pools, the gold-kind ones named, and the reading without them
-    gold = RationaleSource.objects.filter(pk__in=part.frame["source_id"].unique().tolist(),
-                                          kind=RationaleSource.Kind.GOLD).values_list("name", flat=True)
-    part.results["all_sources"] = pipeline.all_sources(part.frame, gold)
+    part.results["all_sources"] = pipeline.all_sources(part.frame, _gold_sources(part.frame).values())
     return part
 
 

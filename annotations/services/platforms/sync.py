@@ -32,12 +32,6 @@ from .common import OP
 from .publish import call_hit_entry, publication_add_external_id
 from .review import NOT_SUBMITTED_HERE_STATUSES, assignment_reviewed, reject_not_applied
 
-# The platforms whose listing holds every piece of work from the moment its worker starts it:
-# there, work answered here that the listing lacks is unknown to the platform
-# (``PlatformSubmission.Flag.NOT_ON_PLATFORM``). ``stopping`` owns the set (its close waits for the
-# listing there, and this module imports it).
-LISTS_WORK_FROM_THE_START = UNLISTED_UNTIL_SYNCED
-
 # The platform statuses (as ``RemoteSubmission.status`` normalises them) of a session that ended
 # on the platform without being submitted there: Prolific's TIMED-OUT ("expired"), RETURNED and
 # SCREENED OUT ("returned"). The platform pays nothing for it. MTurk lists only submitted work.
@@ -116,7 +110,8 @@ def study_sync(*, study: Study) -> SyncReport:
             continue
         listed = _publication_sync(study=study, publication=publication, remote=remote, withdrawn=withdrawn,
                                    report=report)
-        if publication.platform in LISTS_WORK_FROM_THE_START:
+        # its listing holds every piece of work from the start: work it lacks is unknown to it
+        if publication.platform in UNLISTED_UNTIL_SYNCED:
             _unlisted_work_hold(study=study, publication=publication, listed=listed, listed_at=listed_at,
                                 report=report)
     return report

@@ -451,11 +451,8 @@ def _outcomes_reimported(record) -> dict | None:
     study's outcomes after its run read them (``outcomes_changed_since``), or None."""
     if record is None:
         return None
-    summary = record.summary if isinstance(record.summary, dict) else {}
-    removed = summary.get("removed")
     return {"imported_at": cell(record.imported_at) or None, "filename": record.filename,
-            "created": record.created, "updated": record.updated,
-            "removed": removed if isinstance(removed, int) else 0, "changed": outcome_import_changes(record)}
+            **outcome_import_changes(record)}
 
 
 def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None,
