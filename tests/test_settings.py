@@ -217,3 +217,26 @@ def test_check_deploy_reports_only_what_the_readme_explains():
         assert f"`{check}`" in explained, check
     assert _deploy_check({"DJANGO_SSL_REDIRECT": "1", "DJANGO_HSTS_SECONDS": "31536000",
                           "DJANGO_HSTS_INCLUDE_SUBDOMAINS": "1", "DJANGO_HSTS_PRELOAD": "1"}) == set()
+
+
+def test_each_xdist_worker_clears_a_redis_database_of_its_own():
+    """scripts/test.sh runs the suite on several pytest-xdist workers; the tests clear their Redis
+    database, so worker N takes the database N above the configured one."""
+    from config.settings.test import xdist_redis_url
+
+    assert xdist_redis_url("redis://127.0.0.1:6379/5", "gw0") == "redis://127.0.0.1:6379/5"
+    assert xdist_redis_url("redis://127.0.0.1:6379/5", "gw2") == "redis://127.0.0.1:6379/7"
+    assert xdist_redis_url("redis://:pw@127.0.0.1:6379", "gw1") == "redis://:pw@127.0.0.1:6379/1"
+    # The test settings apply it before anything reads REDIS_URL, and hand it on to processes a test
+    # starts (a real Celery worker).
+    probe = (
+        "import os, django; django.setup(); from django.conf import settings as s; "
+        "print(s.REDIS_URL, s.CACHES['default']['LOCATION'], s.CELERY_BROKER_URL, s.CELERY_RESULT_BACKEND, "
+        "os.environ['REDIS_URL'])"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CELERY_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "PYTEST_XDIST_WORKER": "gw3",
+                "REDIS_URL": "redis://127.0.0.1:6379/2"})
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["redis://127.0.0.1:6379/5"] * 5

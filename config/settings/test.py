@@ -1,10 +1,27 @@
 """Test settings. DATABASE_URL / REDIS_URL from the environment pick PostgreSQL and Redis (CI);
 without them the suite runs on SQLite with the embedded broker, as a newcomer's machine does."""
+import os
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-from .base import *  # noqa: F403
-from .base import DATABASES
+
+def xdist_redis_url(url: str, worker: str) -> str:
+    """``url`` for pytest-xdist worker ``worker`` ("gw0", "gw1", ...): worker N uses the Redis
+    database N above the configured one, since the tests clear their Redis database (throttle
+    counts, the broker's queues) and two workers sharing one would clear each other's."""
+    parts = urlsplit(url)
+    base = int(parts.path.lstrip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{base + int(worker.removeprefix('gw'))}"))
+
+
+# Before base reads REDIS_URL (cache, broker, result backend) and in the environment, so that a
+# real Celery worker a test starts uses the same database.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("REDIS_URL"):
+    os.environ["REDIS_URL"] = xdist_redis_url(os.environ["REDIS_URL"], os.environ["PYTEST_XDIST_WORKER"])
+
+from .base import *  # noqa: E402, F403
+from .base import DATABASES  # noqa: E402
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

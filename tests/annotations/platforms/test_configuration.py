@@ -49,8 +49,10 @@ def test_fee_rates_come_from_settings(settings):
 
 
 def test_tokens_carry_the_stored_installation_id_not_the_secret_key(settings, study):
-    installation = Installation.objects.get()
+    # The migration made the row; a transactional test run before this one on the same database
+    # flushed it, and the first token makes it again (installation_tag makes it on first use).
     before = publication_request_token(study=study, platform="mturk", batch=1)
+    installation = Installation.objects.get()
     settings.SECRET_KEY = "a-rotated-secret-key-of-enough-length-1234567890"
     assert publication_request_token(study=study, platform="mturk", batch=1) == before
     assert before.startswith(f"rl{installation.installation_id}-")
