@@ -234,9 +234,15 @@ def test_each_xdist_worker_clears_a_redis_database_of_its_own():
         "print(s.REDIS_URL, s.CACHES['default']['LOCATION'], s.CELERY_BROKER_URL, s.CELERY_RESULT_BACKEND, "
         "os.environ['REDIS_URL'])"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CELERY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CELERY_") and k != "RL_TEST_REDIS_WORKER"}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "PYTEST_XDIST_WORKER": "gw3",
                 "REDIS_URL": "redis://127.0.0.1:6379/2"})
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120, check=True).stdout.split()
-    assert out == ["redis://127.0.0.1:6379/5"] * 5
+
+    def settings_of(env):
+        return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120, check=True).stdout.split()
+
+    assert settings_of(env) == ["redis://127.0.0.1:6379/5"] * 5
+    # A process started by that worker's test (it inherits the worker's environment) stays there.
+    worker_env = {**env, "REDIS_URL": "redis://127.0.0.1:6379/5", "RL_TEST_REDIS_WORKER": "gw3"}
+    assert settings_of(worker_env) == ["redis://127.0.0.1:6379/5"] * 5

@@ -16,9 +16,12 @@ def xdist_redis_url(url: str, worker: str) -> str:
 
 
 # Before base reads REDIS_URL (cache, broker, result backend) and in the environment, so that a
-# real Celery worker a test starts uses the same database.
-if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("REDIS_URL"):
-    os.environ["REDIS_URL"] = xdist_redis_url(os.environ["REDIS_URL"], os.environ["PYTEST_XDIST_WORKER"])
+# real Celery worker a test starts uses the same database; RL_TEST_REDIS_WORKER says it was done, so
+# that worker (which inherits PYTEST_XDIST_WORKER too) does not move it once more.
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _xdist_worker and os.environ.get("REDIS_URL") and os.environ.get("RL_TEST_REDIS_WORKER") != _xdist_worker:
+    os.environ["REDIS_URL"] = xdist_redis_url(os.environ["REDIS_URL"], _xdist_worker)
+    os.environ["RL_TEST_REDIS_WORKER"] = _xdist_worker
 
 from .base import *  # noqa: E402, F403
 from .base import DATABASES  # noqa: E402
