@@ -453,6 +453,8 @@ SPECTACULAR_SETTINGS.update(
             "ShareLevelEnum": "studies.models.StudyShare.Level",
             # a scoring run's status, in its own answer and in the "already being scored" one
             "ScoreRunStatusEnum": "scoring.models.ScoreRun.Status",
+            # a generation job's status, in its own answer and in the "already queued" one
+            "GenerationJobStatusEnum": "studies.models.GenerationJob.Status",
         },
     }
 )

@@ -52,7 +52,7 @@ from studies.services.generation.common import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZ
 from studies.services.generation.faithfulness import Y_HAT_FROM_DEFAULT, Y_HAT_FROM_TEXT
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
 from studies.services.generation.genu import VALIDATED_ONLY_READING
-from studies.services.generation.jobs import generation_job_start_check
+from studies.services.generation.jobs import already_queued_message, generation_job_start_check
 from studies.services.model_paths import model_path_stored
 
 REFRESH_SECONDS = 5
@@ -171,6 +171,10 @@ def _action_page(modeladmin, request, queryset, *, form_class, title, action, su
                     modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
                     continue
                 url = reverse("admin:studies_generationjob_change", args=[job.pk])
+                if job.already_queued:
+                    modeladmin.message_user(request, format_html(
+                        '{}: <a href="{}">{}</a>', obj, url, already_queued_message(job)), messages.WARNING)
+                    continue
                 modeladmin.message_user(
                     request, format_html('Queued <a href="{}">job {}</a> for {} ({} units).', url, job.pk, obj,
                                          job.total), messages.SUCCESS)

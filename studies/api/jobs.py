@@ -27,6 +27,7 @@ from studies.selectors import (
 from studies.services.generation import GenerationError, generation_job_create
 from studies.services.generation.common import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE
 from studies.services.generation.inputs import TRAIN_ITEM_IDS
+from studies.services.generation.jobs import already_queued_message
 
 from .filters import GenerationJobFilter
 from .serializers import check_storable_text
@@ -59,6 +60,19 @@ class GenerationJobSerializer(serializers.ModelSerializer):
             data["params"] = {**{k: v for k, v in params.items() if k != TRAIN_ITEM_IDS},
                               "train_items": len(params[TRAIN_ITEM_IDS])}
         return data
+
+
+class GenerationJobAlreadyQueuedSerializer(GenerationJobSerializer):
+    """The answer to a start asked while the requester's own job with the same inputs is queued or running."""
+
+    detail = serializers.SerializerMethodField(help_text="Says that the same job is already queued or running and "
+                                                         "no second job was started.")
+
+    class Meta(GenerationJobSerializer.Meta):
+        fields = [*GenerationJobSerializer.Meta.fields, "detail"]
+
+    def get_detail(self, obj) -> str:
+        return already_queued_message(obj)
 
 
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}]})
@@ -183,11 +197,14 @@ JOB_EXAMPLE = OpenApiExample("A running rationale job", response_only=True, valu
             "read-write token and the permission `studies.add_generationjob`. The source or question generator, "
             "dataset, item ids and the sources `params` name (answerer_i, answerer_ir) must be ones you may read: "
             "another researcher's "
-            "is answered as one that does not exist. 400 names the missing or bad field."
+            "is answered as one that does not exist. 400 names the missing or bad field. Asked again while your "
+            "job with the same inputs is queued or running (a retried request), it answers 200 with that job and a "
+            "`detail` instead of starting a second one."
         ),
         request=GenerationJobStartSerializer,
         responses={
             202: GenerationJobSerializer,
+            200: GenerationJobAlreadyQueuedSerializer,
             400: OpenApiResponse(description="Bad input: the body names each field and what is wrong."),
         },
         examples=[
@@ -229,4 +246,6 @@ class GenerationJobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSe
             raise ValidationError(detail) from exc
         except ObjectDoesNotExist as exc:
             raise ValidationError({"non_field_errors": [f"Not found: {exc}"]}) from exc
+        if job.already_queued:
+            return Response(GenerationJobAlreadyQueuedSerializer(job).data, status=status.HTTP_200_OK)
         return Response(GenerationJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from studies.models import Dataset
 from studies.services.generation import GenerationError, finetune_t5
 from studies.services.generation.finetune import DEFAULT_PRESETS, MODES, PRESETS
+from studies.services.generation.jobs import already_queued_message
 
 
 class Command(BaseCommand):
@@ -58,7 +59,8 @@ class Command(BaseCommand):
         except GenerationError as exc:
             raise CommandError(str(exc)) from exc
         if opts["queue"]:
-            self.stdout.write(f"queued fine-tuning job {job.pk} ({job.total} steps) on the lm queue")
+            self.stdout.write(already_queued_message(job) if job.already_queued
+                              else f"queued fine-tuning job {job.pk} ({job.total} steps) on the lm queue")
             return
         if job.status != job.Status.DONE:
             raise CommandError(f"fine-tuning job {job.pk} ended {job.status}: {job.error}")

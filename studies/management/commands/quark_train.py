@@ -19,6 +19,7 @@ from studies.lm.quark import PRESETS, QuarkSettings
 from studies.models import Dataset
 from studies.services.generation import GenerationError, quark_train
 from studies.services.generation.genu import VALIDATED_ONLY_READING
+from studies.services.generation.jobs import already_queued_message
 from studies.services.generation.quark import DEFAULTS
 from studies.services.generation.quark_policy import ACCURACY_NOTE, accuracy_parsed_only, source_by_name_or_id
 
@@ -131,7 +132,8 @@ class Command(BaseCommand):
         except GenerationError as exc:
             raise CommandError(str(exc)) from exc
         if opts["queue"]:
-            self.stdout.write(f"queued Quark job {job.pk} ({job.total} steps) on the lm queue")
+            self.stdout.write(already_queued_message(job) if job.already_queued
+                              else f"queued Quark job {job.pk} ({job.total} steps) on the lm queue")
             return
         if job.status != job.Status.DONE:
             raise CommandError(f"Quark job {job.pk} ended {job.status}: {job.error}")

@@ -30,10 +30,14 @@ it inline where ``CELERY_TASK_ALWAYS_EAGER`` is set).
 """
 from __future__ import annotations
 
+import json
 import traceback
 from datetime import timedelta
 
 from celery import current_app
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -161,7 +165,12 @@ def generation_job_create(
     ``user``: who starts the job, refused unless they may start jobs
     (:func:`generation_job_start_check`) and read its source or question generator, dataset, items
     and the sources its params name (:func:`generation_job_inputs_check`); None: the operator (a
-    management command)."""
+    management command).
+
+    Asked again while the same principal's job with the same inputs is queued or running (a
+    retried request, a double click), it returns that job with ``already_queued`` True (False on a
+    job made here) and starts nothing (:func:`_active_twin`); a job run in this process
+    (``enqueue=False``) is always made."""
     generation_job_start_check(user=user)
     handler = HANDLERS.get(kind)
     if handler is None:
@@ -209,9 +218,56 @@ def generation_job_create(
     )
     handler.before_save(job)
     job.full_clean()
+    if enqueue:
+        twin = _active_twin(job, handler)
+        if twin is not None:
+            twin.already_queued = True
+            return twin
     job.save()
     job.chain = _queue(job.pk, enqueue=enqueue)
+    job.already_queued = False
     return job
+
+
+def already_queued_message(job: GenerationJob) -> str:
+    """What a request that got an active twin back (``job.already_queued``) is told."""
+    return (f"Job {job.pk} with the same inputs is already {job.get_status_display().lower()}; no second job "
+            "was started. Cancel it first to start it again.")
+
+
+def _json_value(value):
+    """``value`` as a JSONField gives it back (tuples as lists, keys as strings)."""
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
+    """A job asked for again is not started twice: the newest job of ``job``'s principal (its
+    researcher; the operator's for an operator's job) that is still queued or running, not being
+    cancelled, has moved within ``RL_LM_STALL_SECONDS`` (a fine-tuning job whose message was lost
+    runs again only when someone resumes it: it does not keep the same request from starting a new
+    one), and has the same kind, source, generator, dataset, split, items, batch size and params
+    (those the caller gave and those creating the job derived; not what a running job writes as it
+    goes, its cursor or usage), or None. A retried request (a lost 202, a double
+    click) would otherwise generate, spend an OpenAI budget or train a checkpoint twice. The
+    requesting user's row is locked first, so two such requests at once make one job (an
+    operator's job, from a management command, has no row to lock). Call inside the creating
+    transaction, with ``job`` not yet saved."""
+    if job.created_by_id is not None:  # no_key: rows that point at the user (tokens, imports) are not held up
+        get_user_model().objects.select_for_update(no_key=True).filter(pk=job.created_by_id).exists()
+    wanted = _json_value(job.params)
+    item_ids = _json_value(job.item_ids)
+    moved_since = timezone.now() - timedelta(seconds=settings.RL_LM_STALL_SECONDS)
+    for other in (GenerationJob.objects
+                  .filter(kind=job.kind, source_id=job.source_id, generator_id=job.generator_id,
+                          dataset_id=job.dataset_id, split=job.split, batch_size=job.batch_size,
+                          created_by_id=job.created_by_id, by_operator=job.by_operator,
+                          status__in=[Status.QUEUED, Status.RUNNING], cancel_requested=False,
+                          updated_at__gte=moved_since)
+                  .order_by("-created_at", "-pk")):
+        given = {k: v for k, v in other.params.items() if k in wanted or k in handler.params_accepted}
+        if other.item_ids == item_ids and given == wanted:
+            return other
+    return None
 
 
 def _job_to_change(*, user, job: GenerationJob, verb: str) -> GenerationJob:

@@ -1,0 +1,116 @@
+"""A job asked for again while the same principal's job with the same inputs is queued or running
+is not started twice (``generation_job_create``): the admin's actions, the fine-tuning and Quark
+services and the API all get the job already there (``already_queued``), so a double click or a
+retried request never trains a checkpoint or spends a budget twice. The principal's row is locked
+first, so two requests at once make one job."""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+
+from studies.models import GenerationJob, RationaleSource
+from studies.services.generation import jobs
+from studies.services.generation.training import finetune_t5
+from tests.factories import DatasetFactory, ItemFactory
+from tests.studies.lm.test_job_rights import _train_pool
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_finetuning_asked_for_twice_trains_once():
+    ds = DatasetFactory(name="ds-twice")
+    _train_pool(ds)
+    first = finetune_t5(dataset=ds, mode="rationalizer", base_model="t5-small", output_name="ft-twice", run_now=False)
+    again = finetune_t5(dataset=ds, mode="rationalizer", base_model="t5-small", output_name="ft-twice", run_now=False)
+    assert (first.already_queued, again.already_queued, again.pk) == (False, True, first.pk)
+    other = finetune_t5(dataset=ds, mode="rationalizer", base_model="t5-small", output_name="ft-twice", epochs=2,
+                        run_now=False)
+    assert not other.already_queued and GenerationJob.objects.count() == 2
+
+
+def test_a_job_that_has_not_moved_for_the_stall_time_does_not_hold_up_the_same_request(settings):
+    """A fine-tuning job whose message was lost stays queued until someone resumes it (beat resumes
+    only the batched kinds): the same request then starts a new job instead of being told to wait."""
+    ds = DatasetFactory(name="ds-stalled")
+    _train_pool(ds)
+    first = finetune_t5(dataset=ds, mode="rationalizer", base_model="t5-small", output_name="ft-stalled", run_now=False)
+    GenerationJob.objects.filter(pk=first.pk).update(
+        updated_at=timezone.now() - timedelta(seconds=settings.RL_LM_STALL_SECONDS + 1))
+    again = finetune_t5(dataset=ds, mode="rationalizer", base_model="t5-small", output_name="ft-stalled", run_now=False)
+    assert not again.already_queued and again.pk != first.pk
+
+
+def test_the_command_asked_twice_says_the_job_is_already_queued():
+    ds = DatasetFactory(name="ds-command")
+    _train_pool(ds)
+    said = []
+    for _ in range(2):
+        out = StringIO()
+        call_command("finetune_t5", "--dataset", "ds-command", "--base-model", "t5-small", "--queue", stdout=out)
+        said.append(out.getvalue().strip())
+    job = GenerationJob.objects.get()
+    assert said == [f"queued fine-tuning job {job.pk} ({job.total} steps) on the lm queue",
+                    f"Job {job.pk} with the same inputs is already queued; no second job was started. Cancel it "
+                    "first to start it again."]
+
+
+def test_the_admin_action_submitted_twice_queues_one_job(admin_client):
+    ds = DatasetFactory(name="ds-admin")
+    for _ in range(3):
+        ItemFactory(dataset=ds, split="dev")
+    source = RationaleSource.objects.create(name="t5-twice", kind="lm", backend="seq2seq", model_name_or_path="/m/t5")
+    url = reverse("admin:studies_rationalesource_changelist")
+    body = {"action": "generate_rationales", "_selected_action": [source.pk], "apply": "1", "dataset": ds.pk,
+            "split": "dev", "batch_size": 2}
+    admin_client.post(url, body)
+    page = admin_client.post(url, body, follow=True).content.decode()
+    job = GenerationJob.objects.get()
+    assert f"Job {job.pk} with the same inputs is already queued; no second job was started." in page
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_at_once_make_one_job(monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+    ds = DatasetFactory(name="ds-race")
+    for _ in range(2):
+        ItemFactory(dataset=ds, split="dev")
+    source = RationaleSource.objects.create(name="t5-race", kind="lm", backend="seq2seq", model_name_or_path="/m/t5")
+    user = get_user_model().objects.create_user("racer", is_staff=True, is_superuser=True)
+    monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)  # the job is not run: it stays queued
+    looked = jobs._active_twin
+
+    def slow_look(job, handler):  # the first request finds none and waits, the second looks meanwhile
+        twin = looked(job, handler)
+        if twin is None:
+            time.sleep(1)
+        return twin
+
+    monkeypatch.setattr(jobs, "_active_twin", slow_look)
+    made, go = [], threading.Barrier(2)
+
+    def request():
+        try:
+            go.wait()
+            made.append(jobs.generation_job_create(kind="rationales", source=source, dataset=ds, split="dev",
+                                                   user=user))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(job.already_queued for job in made) == [False, True]
+    assert GenerationJob.objects.count() == 1
