@@ -8,6 +8,7 @@ generator saved in the admin. Another researcher's checkpoint
 is reached only through a source they may read (``sources_for_user``)."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -33,6 +34,34 @@ def resolved_path(path: str | Path) -> Path:
 def path_within(path: Path, folder: Path) -> bool:
     """Whether the resolved ``path`` is ``folder`` or lies under it (both resolved)."""
     return path == folder or folder in path.parents
+
+
+# What a training job writes into the checkpoint it publishes under RL_MODEL_DIR: its training
+# record, with its ``job_id`` (fine-tuning and Quark alike), the same record it registers on the
+# source (``RationaleSource.training``).
+TRAINING_FILE = "rationale_lab_training.json"
+
+
+def folder_training_record(model_name_or_path: str) -> dict | None:
+    """The training record of the published checkpoint the local model ``model_name_or_path`` is or
+    lies in: the :data:`TRAINING_FILE` of that folder, or of the nearest folder above it under
+    ``RL_MODEL_DIR``; None for a model elsewhere, a hub name, or no readable record here (the
+    folder may live on an LM worker only)."""
+    path = local_model_path(model_name_or_path)
+    root = resolved_path(settings.RL_MODEL_DIR)
+    if path is None or path == root or not path_within(path, root):
+        return None
+    for folder in (path, *path.parents):
+        if folder == root:
+            return None
+        try:
+            record = json.loads((folder / TRAINING_FILE).read_text())
+        except (FileNotFoundError, NotADirectoryError):  # none here, or a model file (a GGUF) in the folder
+            continue
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+    return None
 
 
 def operator_model_paths() -> list[Path]:

@@ -25,7 +25,13 @@ from studies.selectors import (
     sources_for_user,
 )
 from studies.services.content import PARENT_SELECTORS, job_acts_for
-from studies.services.model_paths import local_model_path, model_path_readable, model_path_stored, path_within
+from studies.services.model_paths import (
+    folder_training_record,
+    local_model_path,
+    model_path_readable,
+    model_path_stored,
+    path_within,
+)
 
 from .errors import GenerationError
 
@@ -374,11 +380,16 @@ def _published_after(job: GenerationJob, trainings: list[dict]) -> list[dict]:
     return [t for t in later if t["job_id"] in trained]
 
 
-def _checkpoint_refusal(job: GenerationJob, live: dict[str, dict], recorded: dict, label: str) -> str:
+def _checkpoint_refusal(job: GenerationJob, live: dict[str, dict], recorded: dict, label: str,
+                        model_name_or_path: str = "") -> str:
     """Why ``job`` may not go on because the checkpoint its role loads now (``live``:
     :func:`_checkpoints_of` of its row, :func:`model_checkpoints` of its model path) is not the one
     ``recorded`` (its role's snapshot) names: new weights were published into its folder since,
-    under the same path; empty when they were not. A snapshot recorded before snapshots named the
+    under the same path; empty when they were not. A recorded checkpoint whose source is gone (the
+    row deleted, or pointed at another model) still holds while the folder's own record
+    (:func:`.model_paths.folder_training_record` of ``model_name_or_path``, the model the role
+    loads) is the one recorded: the weights are where they were (a host that cannot read the folder,
+    a web host whose ``RL_MODEL_DIR`` is elsewhere, stops the job as before). A snapshot recorded before snapshots named the
     checkpoint has nothing to compare with: the job is stopped only when the checkpoint is now that
     of a fine-tuning or Quark job created after it (a higher id: so one that published after this
     job was created), and otherwise runs as before."""
@@ -387,7 +398,9 @@ def _checkpoint_refusal(job: GenerationJob, live: dict[str, dict], recorded: dic
         # A recorded checkpoint whose record changed or went, or one that another source now holds
         # in the folder because a training job published there after this job was created. A source
         # merely added over the same folder (the admin, a bundle import) has not changed the weights.
-        gone = [pk for pk in before if pk not in live]
+        in_folder = folder_training_record(model_name_or_path) if any(pk not in live for pk in before) else None
+        gone = [pk for pk in before
+                if pk not in live and (in_folder is None or before[pk] != json_fingerprint(in_folder))]
         changed = [t for pk, t in live.items() if pk in before and before[pk] != json_fingerprint(t)]
         changed += _published_after(job, [t for pk, t in live.items() if pk not in before])
         if not changed and not gone:
@@ -471,8 +484,8 @@ def job_settings_refusal(job: GenerationJob) -> str:
             recorded = snapshot.get(role) if isinstance(snapshot.get(role), dict) else {}
             live = model_checkpoints(model)
             before = recorded.get(CHECKPOINT) if isinstance(recorded.get(CHECKPOINT), dict) else {}
-            if _checkpoint_refusal(job, live, recorded, ""):  # named (a query) only when refused
-                return _checkpoint_refusal(job, live, recorded, _model_label(role, model, {*live, *before}))
+            if _checkpoint_refusal(job, live, recorded, "", model):  # named (a query) only when refused
+                return _checkpoint_refusal(job, live, recorded, _model_label(role, model, {*live, *before}), model)
     for role, recorded in snapshot.items():
         if role not in SETTINGS_ROLES or not isinstance(recorded, dict):
             continue
@@ -489,7 +502,7 @@ def job_settings_refusal(job: GenerationJob) -> str:
             if not same:
                 return (f"Cancelled: the {field} of {label} changed since the job was created; start a new "
                         "job (a job runs only on the settings it was started with).")
-        refusal = _checkpoint_refusal(job, _checkpoints_of(row), recorded, label)
+        refusal = _checkpoint_refusal(job, _checkpoints_of(row), recorded, label, row.model_name_or_path)
         if refusal:
             return refusal
     return ""

@@ -37,6 +37,7 @@ from studies.services.content import ContentChangeRefused, content_change_check
 from studies.services.model_paths import (
     QUARK_RUNS,
     SCRATCH_SUFFIXES,
+    TRAINING_FILE,
     local_model_path,
     model_path_stored,
     operator_model_paths,
@@ -190,10 +191,9 @@ def model_folder(output_name: str) -> Path:
     return Path(settings.RL_MODEL_DIR) / slug(output_name)
 
 
-# What a training job writes into the checkpoint it publishes: its training record, with its
-# ``job_id`` (fine-tuning and Quark alike). It also tells a job resumed after a crash between
-# publishing and registering that the folder is its own (:func:`published_by`).
-TRAINING_FILE = "rationale_lab_training.json"
+# model_paths.TRAINING_FILE, what a training job writes into the checkpoint it publishes, also tells
+# a job resumed after a crash between publishing and registering that the folder is its own
+# (:func:`published_by`).
 
 
 def published_by(folder: Path) -> int | None:

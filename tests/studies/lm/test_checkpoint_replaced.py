@@ -216,3 +216,37 @@ def test_a_job_runs_on_where_the_model_folder_is_elsewhere(lab, settings, tmp_pa
     settings.RL_MODEL_DIR = tmp_path / "elsewhere" / "models"
     job.refresh_from_db()
     assert job_settings_refusal(job) == ""
+
+
+GONE = ("Cancelled: the checkpoint of {what} changed since the job was created (its model weights are no longer "
+        "those it was started on); start a new job (a job runs only on the weights it was started with).")
+
+
+def _generator_job_on_the_folder(lab) -> GenerationJob:
+    generator = QuestionGenerator.objects.create(name="ft-questions", backend="seq2seq",
+                                                 model_name_or_path=lab["source"].model_name_or_path)
+    return generation_job_create(kind="generalization_questions", generator=generator, dataset=lab["dataset"],
+                                 split="dev", user=lab["rita"], enqueue=False)
+
+
+@pytest.mark.parametrize("how", ["deleted", "pointed elsewhere"])
+def test_the_folders_source_deleted_or_repointed_leaves_a_job_on_its_untouched_weights_going(lab, how):
+    """The checkpoint a job recorded is known by the source whose folder it is; with that row deleted
+    or pointed at another model, the folder's own training record says the weights are those the
+    job started on (before, the job was cancelled saying they were not)."""
+    job = _generator_job_on_the_folder(lab)
+    if how == "deleted":
+        RationaleSource.objects.filter(pk=lab["source"].pk).delete()
+    else:
+        RationaleSource.objects.filter(pk=lab["source"].pk).update(model_name_or_path="t5-small")
+    assert job_settings_refusal(GenerationJob.objects.get(pk=job.pk)) == ""
+
+
+def test_the_folders_source_deleted_and_its_weights_replaced_still_cancels(lab):
+    job = _generator_job_on_the_folder(lab)
+    RationaleSource.objects.filter(pk=lab["source"].pk).delete()
+    folder = model_folder("ft-x")
+    record = json.loads((folder / TRAINING_FILE).read_text())
+    (folder / TRAINING_FILE).write_text(json.dumps({**record, "final_loss": 0.25}))  # other weights, same place
+    assert job_settings_refusal(GenerationJob.objects.get(pk=job.pk)) == GONE.format(
+        what="question generator 'ft-questions'")

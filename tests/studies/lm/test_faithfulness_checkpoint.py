@@ -9,6 +9,8 @@ checkpoints under one task model. A task model that no job here trained (a plain
 name) has no checkpoint to record: the job records none and runs."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lab.jsontext import json_fingerprint
@@ -18,7 +20,9 @@ from studies.models import GenerationJob, Rationale, RationaleSource
 from studies.services import generation
 from studies.services.generation import generation_job_run_batch
 from studies.services.generation.inputs import SETTINGS_SNAPSHOT, job_settings_refusal
+from studies.services.generation.lifecycle import TRAINING_FILE, model_folder
 from studies.services.importers import rationales_import
+from studies.services.model_paths import folder_training_record
 
 from .test_checkpoint_replaced import REPLACED, _xavier_replaces, lab  # noqa: F401 (the fixture: ft-x, trained here)
 from .test_faithfulness import demo_items, highlight_file
@@ -121,3 +125,23 @@ def test_a_stored_checkpoint_that_is_not_fingerprints_breaks_the_rule():
     assert faithfulness_problems(base) == {}  # stored before the checkpoint was recorded
     assert "checkpoint" in faithfulness_problems({**base, "checkpoint": [1]})
     assert "checkpoint" in faithfulness_problems({**base, "checkpoint": {"a": "b"}})
+
+
+def test_the_task_models_folder_source_deleted_leaves_the_job_on_its_untouched_weights(lab, highlighter):  # noqa: F811
+    """The task model is known as ``ft-x``'s checkpoint; with that source deleted, the folder's own
+    training record (``model_paths.folder_training_record``) says its weights are those the job
+    recorded, and it goes on; with that record changed too, it is stopped."""
+    source, items = highlighter
+    job = _faithfulness_job(source, items, lab["source"].model_name_or_path)
+    RationaleSource.objects.filter(pk=lab["source"].pk).delete()
+    assert job_settings_refusal(GenerationJob.objects.get(pk=job.pk)) == ""
+    record = model_folder("ft-x") / TRAINING_FILE
+    record.write_text(json.dumps({**json.loads(record.read_text()), "final_loss": 0.1}))
+    assert "its model weights are no longer those it was started on" in job_settings_refusal(
+        GenerationJob.objects.get(pk=job.pk))
+
+
+def test_a_task_model_file_inside_the_folder_reads_the_folders_record(lab):  # noqa: F811
+    folder = model_folder("ft-x")
+    assert folder_training_record(str(folder / "config.json")) == lab["source"].training
+    assert folder_training_record(str(folder.parent)) is None and folder_training_record("t5-small") is None
