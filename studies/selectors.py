@@ -435,12 +435,27 @@ def generalization_questions_for_user(*, user) -> QuerySet[GeneralizationQuestio
     searches the item's question as its original), so the permission that reads every question does
     not read the items of another researcher's study through it."""
     if not _reads_all(user, "studies.view_generalizationquestion"):
-        used = GeneralizationQuestion.objects.filter(
-            item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id")
-        ).values("pk")
-        return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion", used)
+        return _all_or_used(user, GeneralizationQuestion, "studies.view_generalizationquestion",
+                            _questions_studies_draw(user).values("pk"))
     return _under_readable_parents(user, GeneralizationQuestion.objects.all(),
                                    {"item": ("studies.view_item", items_for_jobs)})
+
+
+def _questions_studies_draw(user) -> QuerySet[GeneralizationQuestion]:
+    """The generalization questions of the items that a study ``user`` may see draws."""
+    return GeneralizationQuestion.objects.filter(
+        item__in=Study.items.through.objects.filter(study__in=studies_for_user(user=user)).values("item_id"))
+
+
+def _questions_an_import_may_name(*, user) -> QuerySet[GeneralizationQuestion]:
+    """The questions a generalization-question import's record may name for ``user`` to read it
+    beyond its importer (``NAMED_CONTENT``; a reader with both the question and the item permission
+    reads every record and is not asked): those of the items a study they may see draws. That is
+    every question they read without the question permission (``generalization_questions_for_user``)
+    and, with it but not the item one, all but those of the unshown items of datasets they build on
+    (``items_for_jobs``): walking those here nests too deep for SQLite's parser (the admin's import
+    list failed), so such a record stays its importer's and readers of every item."""
+    return _questions_studies_draw(user) if _active(user) else GeneralizationQuestion.objects.none()
 
 
 def genu_predictions_for_user(*, user) -> QuerySet[GenUPrediction]:
@@ -471,14 +486,13 @@ SHOWN_CONTENT_IMPORT_KINDS = ("rationales", "generalization")
 class NamedContent:
     """What an import's record names beyond what it imported into (its dataset or study), which a
     reader of that may not read: the ``summary`` key holding the ids of those rows, the selector of
-    the rows a user reads and the permission that reads them all (``_all_or_used``'s rule, checked
-    first to skip the walk). A generalization question is read with its item, yet the question
-    permission alone skips the walk here: walking the questions such a user reads (their items by
-    ``items_for_jobs``) nests too deep for SQLite's parser in the admin's import list."""
+    the rows a user reads (or may find named) and the permissions that together read them all
+    (``_all_or_used``'s rule, checked first to skip the walk: a generalization question is read
+    with its item, so reading every one takes both permissions)."""
 
     key: str
     readable: Callable[..., QuerySet]
-    read_all: str
+    read_all: tuple[str, ...]
     # The records of the kind made before their importer stored ``key`` that name none of these
     # rows anyway (no Q: every such record may name some).
     named_none: Q | None = None
@@ -495,10 +509,10 @@ class NamedContent:
 # read beyond their importer only by a reader of the whole dataset (``SHOWN_CONTENT_IMPORT_KINDS``),
 # not through a view share. An outcomes import names only sources its study lists.
 NAMED_CONTENT = {
-    "rationales": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource"),
-    "generalization": NamedContent("question_ids", generalization_questions_for_user,
-                                   "studies.view_generalizationquestion"),
-    "bundle": NamedContent("source_ids", sources_for_user, "studies.view_rationalesource",
+    "rationales": NamedContent("source_ids", sources_for_user, ("studies.view_rationalesource",)),
+    "generalization": NamedContent("question_ids", _questions_an_import_may_name,
+                                   ("studies.view_generalizationquestion", "studies.view_item")),
+    "bundle": NamedContent("source_ids", sources_for_user, ("studies.view_rationalesource",),
                            named_none=~Q(summary__renamed__has_key="sources")),
 }
 
@@ -580,7 +594,7 @@ def _names_only_readable(user) -> Q:
     other kind, and of each named kind those whose stored ids are all the user's to read."""
     readable = Q()
     for kind, named in NAMED_CONTENT.items():
-        if _reads_all(user, named.read_all):
+        if all(_reads_all(user, perm) for perm in named.read_all):
             continue
         stored = Q(summary__has_key=named.key)
         names = stored & ~Q(_HoldsIdOutside("summary", named.key, named.readable(user=user).values("pk")))

@@ -172,3 +172,26 @@ def test_a_record_from_before_question_ids_is_its_importers_unless_the_reader_re
     assert {lab["record"], readable} <= set(import_records_for_user(user=carol))
     assert {lab["record"], readable} <= set(import_records_for_user(user=lab["alice"]))
 
+
+
+def test_the_question_view_permission_without_the_item_one_does_not_read_an_import_of_hidden_items(lab):
+    """``studies.view_generalizationquestion`` reads the questions whose item the user may read
+    (``generalization_questions_for_user``). Carol holds it but not ``studies.view_item``, and reads
+    "shared-ds" only through a view share of Alice's study of its test items: she may not read the
+    dev items or their questions, so Alice's record quoting those questions (and their originals)
+    is not hers to read either. Before, the question permission alone read every such record. The
+    admin's import list must still answer on SQLite (a first rule walked her questions and
+    overflowed SQLite's parser)."""
+    alice = lab["alice"]
+    carol, carol_client = researcher_without_reference_views("carol")
+    assert carol.has_perm("studies.view_generalizationquestion") and not carol.has_perm("studies.view_item")
+    study = study_create(name="alices-test-study", dataset=lab["dataset"], split="test", owner=alice, user=alice,
+                         sources=[RationaleSourceFactory(name="alice-test-src")])
+    study_share(study=study, user=alice, with_user=carol)
+    assert datasets_for_user(user=carol).filter(pk=lab["dataset"].pk).exists()
+    dev = GeneralizationQuestion.objects.filter(item__split="dev")
+    assert not generalization_questions_for_user(user=carol).filter(pk__in=dev.values("pk")).exists()
+
+    assert lab["record"] not in import_records_for_user(user=carol)
+    assert SECRET not in str(_api(carol_client))
+    assert not _admin_lists(carol_client, lab["record"])
