@@ -349,12 +349,19 @@ def sources_notes(results: dict) -> list[str]:
                    f"method {source['training_method']}" if source.get("training_method") else ""]
         if any(trained):
             what.append("trained with " + ", ".join(t for t in trained if t))
-        made = "; ".join(_generation_text(g) for g in source.get("generation") or []) or "none of the study's items"
+        now = source.get("checkpoint_hash")
+        if now:
+            what.append(f"checkpoint {now}")
+        made = "; ".join(_generation_text(g, now, known="checkpoint_hash" in source)
+                         for g in source.get("generation") or []) or "none of the study's items"
         notes.append(f"Source {name}: {', '.join(what)}. Rationales: {made}.")
     return notes
 
 
-def _generation_text(combo: dict) -> str:
+def _generation_text(combo: dict, checkpoint_now: str | None = None, *, known: bool = False) -> str:
+    """What one ``generation`` row of a source says; ``checkpoint_now``: the source's
+    ``checkpoint_hash`` (None: a source no job here trained), ``known`` where the results record it
+    (not those from before): a row made with another checkpoint says its weights were since replaced."""
     recorded = [f"{key} {json.dumps(combo[key], sort_keys=True) if isinstance(combo[key], dict) else combo[key]}"
                 for key in ("model", "template", "decoding") if combo.get(key) is not None]
     # The seed that sampled is the decoding's; ``seed`` is the source's, which only draws the
@@ -368,6 +375,8 @@ def _generation_text(combo: dict) -> str:
     # What tells rows of one source apart beyond those: the demonstrations' content, the checkpoint.
     recorded += [f"{label} {combo[key]}" for key, label in (("demonstrations_fingerprint", "demonstrations"),
                                                             ("checkpoint_hash", "checkpoint")) if combo.get(key)]
+    if known and combo.get("checkpoint_hash") and combo["checkpoint_hash"] != checkpoint_now:
+        recorded.append("weights since replaced (the source's training above is that of its checkpoint now)")
     return f"{combo.get('n_rationales')} " + (f"made with {', '.join(recorded)}" if recorded
                                               else "with no generation record (imported or gold)")
 

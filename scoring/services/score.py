@@ -16,7 +16,8 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
   split, item_sample_size, sample_seed (which of the dataset's items the study drew)
 - ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
 - ``sources``: {source: {kind, backend, model_name_or_path, training_preset, training_mode,
-  training_method, generation: [{model, decoding, template, seed, demonstrations_fingerprint,
+  training_method, checkpoint_hash (the source's settings and checkpoint when the results were
+  computed), generation: [{model, decoding, template, seed, demonstrations_fingerprint,
   demonstrations_hash, template_text_hash, checkpoint_hash, n_rationales}]}}, the distinct settings
   its rationales of the study's items record in ``generation_info`` (``_sources``; the hashes:
   ``GENERATION_HASH_RULE``), so two few-shot prompts with the same seed, or two custom templates,
@@ -245,6 +246,7 @@ from studies.faithfulness_rules import spans_state as faithfulness_spans_state
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 from studies.services.generation.genu import VALIDATED_ONLY_READING
+from studies.services.generation.inputs import source_checkpoint
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -2032,8 +2034,9 @@ def study_sources(study: Study):
 
 
 def _sources(study: Study) -> dict:
-    """``results["sources"]``: per source, what it is (kind, backend, model, the fine-tuning preset
-    or method when it was trained here) and ``generation``, the distinct (model, decoding, template,
+    """``results["sources"]``: per source, what it is now (kind, backend, model, the fine-tuning
+    preset or method when it was trained here, and ``checkpoint_hash``, the checkpoint it loads:
+    ``inputs.source_checkpoint``) and ``generation``, the distinct (model, decoding, template,
     seed, demonstrations_fingerprint, demonstrations_hash, template_text_hash, checkpoint_hash:
     ``GENERATION_KEYS``, ``GENERATION_HASHED_KEYS``) its rationales of the
     study's items record in ``generation_info``, with how many rationales each (one grouped query;
@@ -2064,6 +2067,9 @@ def _sources(study: Study) -> dict:
             # a fine-tuned checkpoint's preset and mode (``finetune``), or another method's name (``quark``)
             "training_preset": training.get("preset"), "training_mode": training.get("mode"),
             "training_method": training.get("method"),
+            # the checkpoint it loads now, hashed as each generation row's ``checkpoint_hash``: a row
+            # with another was made by weights since replaced, which the settings above no longer describe
+            "checkpoint_hash": generation_hash(source_checkpoint(source)),
             "generation": combos,
         }
     return out

@@ -11,6 +11,7 @@ from django.utils import timezone
 from annotations.models import Annotation, Assignment, Claim, Participant, Unit
 from annotations.services.answers import annotation_submit, assignment_submit
 from annotations.services.release import assignment_release
+from lab.jsontext import json_fingerprint
 from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
@@ -871,9 +872,10 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     hashes = {"demonstrations_hash": None, "template_text_hash": generation_hash("explain {question}")}
     # Rationales made before the demonstrations' content and the checkpoint were recorded: None, grouped as before.
     hashes |= {"demonstrations_fingerprint": None, "checkpoint_hash": None}
+    now = generation_hash([json_fingerprint({"preset": "paper", "mode": "rationalizer"})])  # its checkpoint now
     assert sources["t5-lm"] == {
         "kind": "lm", "backend": "seq2seq", "model_name_or_path": "/models/t5", "training_preset": "paper",
-        "training_mode": "rationalizer", "training_method": None,
+        "training_mode": "rationalizer", "training_method": None, "checkpoint_hash": now,
         "generation": [{**combo, "seed": 0, **hashes, "n_rationales": 3},
                        {**combo, "seed": 1, **hashes, "n_rationales": 1}]}
     assert set(sources) == {"t5-lm", "good-lm"}  # good-lm: a unit's source, though not in the design
@@ -884,7 +886,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     assert len(reads) == 1 and "GROUP BY" in reads[0] and '"text"' not in reads[0]
     notes = utility_section(run.results).notes
     assert ("Source t5-lm: lm, seq2seq backend, model /models/t5, trained with fine-tuning preset paper, mode "
-            "rationalizer. Rationales: 3 made with model /models/t5, template t5_explain, decoding "
+            f"rationalizer, checkpoint {now}. Rationales: 3 made with model /models/t5, template t5_explain, decoding "
             '{"do_sample": false, "max_new_tokens": 100}, seed 0; 1 made with model /models/t5, template t5_explain, '
             'decoding {"do_sample": false, "max_new_tokens": 100}, seed 1.') in notes
     assert "Source good-lm: imported. Rationales: 4 with no generation record (imported or gold)." in notes

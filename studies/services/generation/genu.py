@@ -69,7 +69,7 @@ from .common import (
     store_failures,
     yes_no_prompt_item,
 )
-from .inputs import _checkpoints_of
+from .inputs import source_checkpoints
 from .lifecycle import generation_job_fail
 
 ANSWERER_BACKENDS = ("seq2seq", "causal", "openai")
@@ -170,7 +170,7 @@ def rationale_fingerprint(text: str) -> str:
 def answerer_checkpoint(answerer: RationaleSource) -> dict[str, str]:
     """The fingerprint of each training record of the checkpoints ``answerer`` loads (by source id,
     as text), as a job's settings snapshot records them (``inputs.job_settings_snapshot``)."""
-    return {pk: json_fingerprint(training) for pk, training in _checkpoints_of(answerer).items()}
+    return source_checkpoints(answerer)
 
 
 def genu_inputs(*, question: GeneralizationQuestion, rationale: str | None, answerer: RationaleSource,

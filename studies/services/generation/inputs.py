@@ -444,6 +444,20 @@ def checkpoint_fingerprints(checkpoints: dict[str, dict]) -> dict[str, str]:
     return {pk: json_fingerprint(training) for pk, training in checkpoints.items()}
 
 
+def source_checkpoints(row: RationaleSource | QuestionGenerator) -> dict[str, str]:
+    """The checkpoints ``row`` loads now, as a job's settings snapshot records them: the fingerprint
+    of each one's training record by source id (:func:`_checkpoints_of`, :func:`checkpoint_fingerprints`)."""
+    return checkpoint_fingerprints(_checkpoints_of(row))
+
+
+def source_checkpoint(row: RationaleSource | QuestionGenerator) -> list[str] | None:
+    """The checkpoint ``row`` loads now as a rationale records the one it was made with
+    (``generation_info["checkpoint"]``, ``rationales.job_checkpoint``): the sorted, distinct
+    fingerprints of :func:`source_checkpoints`, without the source ids; None for a model no job here
+    trained."""
+    return sorted(set(source_checkpoints(row).values())) or None
+
+
 def _model_of(params, role: str) -> str:
     """The model ``params`` names by its path under ``role`` (:data:`MODEL_ROLES`), "" for none."""
     model = params.get(role) if isinstance(params, dict) else None

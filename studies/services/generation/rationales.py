@@ -60,7 +60,7 @@ from .common import (
     source_backend,
     store_failures,
 )
-from .inputs import CHECKPOINT, SETTINGS_SNAPSHOT, _checkpoints_of, source_to_build_on_check
+from .inputs import CHECKPOINT, SETTINGS_SNAPSHOT, source_checkpoint, source_to_build_on_check
 from .lifecycle import generation_job_fail
 
 RATIONALE_DECODING_DEFAULTS = {"do_sample": False, "max_new_tokens": 100, "num_return_sequences": 1}
@@ -207,11 +207,11 @@ def job_checkpoint(job: GenerationJob) -> list[str] | None:
     while they hold, ``inputs.job_settings_refusal``), without the source ids they were read under,
     so the same weights hash the same in every job (a source added over the same folder adds an id,
     not weights). A job made before the snapshot named the checkpoint reads its source's now
-    (``inputs._checkpoints_of``). None for a model no job here trained."""
+    (``inputs.source_checkpoint``). None for a model no job here trained."""
     snapshot = job.params.get(SETTINGS_SNAPSHOT) if isinstance(job.params, dict) else None
     recorded = (snapshot.get("source") or {}).get(CHECKPOINT) if isinstance(snapshot, dict) else None
     if not isinstance(recorded, dict):
-        recorded = {pk: json_fingerprint(training) for pk, training in _checkpoints_of(job.source).items()}
+        return source_checkpoint(job.source)
     return sorted(set(recorded.values())) or None
 
 
