@@ -454,7 +454,7 @@ def _questions_an_import_may_name(*, user) -> QuerySet[GeneralizationQuestion]:
     every question they read without the question permission (``generalization_questions_for_user``)
     and, with it but not the item one, all but those of the unshown items of datasets they build on
     (``items_for_jobs``): walking those here nests too deep for SQLite's parser (the admin's import
-    list failed), so such a record stays its importer's and readers of every item."""
+    list failed), so such a record stays its importer's and readers of every question and item."""
     return _questions_studies_draw(user) if _active(user) else GeneralizationQuestion.objects.none()
 
 
@@ -563,12 +563,14 @@ def import_records_for_user(*, user) -> QuerySet[ImportRecord]:
     An import whose record names rows of shared content (``NAMED_CONTENT``: a rationales import its
     sources, with their row counts; a generalization-question import its questions, counted and
     quoted; a bundle import the sources it renamed) is read by another researcher only when they may
-    also read every row it names (the kind's selector: ``sources_for_user``,
+    also read every row it names (the kind's selector: ``sources_for_user``; for questions, which
+    are read with their items, ``_questions_an_import_may_name``, no wider than
     ``generalization_questions_for_user``): none of the ids its importer stored
     (``summary["source_ids"]``, ``summary["question_ids"]``) outside theirs. A record made before
     its importer stored them names its rows only by name or text (and a row can be renamed since),
     so it is read beyond its importer only by whoever reads every row of the kind (its view
-    permission), unless it names none (a bundle import that renamed no source)."""
+    permissions: for questions, those of questions and items), unless it names none (a bundle
+    import that renamed no source)."""
     if not _active(user):
         return ImportRecord.objects.none()
     if user.is_superuser:

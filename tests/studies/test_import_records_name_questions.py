@@ -195,3 +195,20 @@ def test_the_question_view_permission_without_the_item_one_does_not_read_an_impo
     assert lab["record"] not in import_records_for_user(user=carol)
     assert SECRET not in str(_api(carol_client))
     assert not _admin_lists(carol_client, lab["record"])
+
+
+def test_the_question_permission_alone_does_not_read_a_record_of_unshown_items_it_may_build_on(lab):
+    """The stricter side of that rule, on purpose: Dave (the question permission, not the item one)
+    has his own study of the test items, so he may build on "shared-ds" and reads the questions of
+    its unshown dev items (``items_for_jobs``), yet not Alice's record of them: the record is checked
+    against the questions of items a study he may see draws, a query SQLite can nest (walking his
+    questions overflowed its parser). Alice's record is read by its importer as ever."""
+    dave, dave_client = researcher_without_reference_views("dave")
+    study_create(name="daves-study", dataset=lab["dataset"], split="test", owner=dave,
+                 sources=[RationaleSourceFactory(name="dave-src")])
+    dev = GeneralizationQuestion.objects.filter(item__split="dev")
+    assert generalization_questions_for_user(user=dave).filter(pk__in=dev.values("pk")).count() == dev.count()
+
+    assert lab["record"] not in import_records_for_user(user=dave)
+    assert not _admin_lists(dave_client, lab["record"])
+    assert lab["record"] in import_records_for_user(user=lab["alice"])

@@ -43,7 +43,8 @@ is recorded so even where it is the status already stored.
 
 The import's record counts and quotes its questions, so it stores their ids
 (``summary["question_ids"]``): another researcher reads it only when they may read every one of
-them (``studies.selectors.import_records_for_user``), not merely the dataset.
+them (``studies.selectors.import_records_for_user``: all questions and items, or each one on an item
+a study they may see draws), not merely the dataset.
 """
 from __future__ import annotations
 
