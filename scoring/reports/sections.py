@@ -349,19 +349,17 @@ def sources_notes(results: dict) -> list[str]:
                    f"method {source['training_method']}" if source.get("training_method") else ""]
         if any(trained):
             what.append("trained with " + ", ".join(t for t in trained if t))
-        now = source.get("checkpoint_hash")
-        if now:
-            what.append(f"checkpoint {now}")
-        made = "; ".join(_generation_text(g, now, known="checkpoint_hash" in source)
+        loads = f"; it loads checkpoint {source['checkpoint_hash']} now" if source.get("checkpoint_hash") else ""
+        made = "; ".join(_generation_text(g, trained=any(trained))
                          for g in source.get("generation") or []) or "none of the study's items"
-        notes.append(f"Source {name}: {', '.join(what)}. Rationales: {made}.")
+        notes.append(f"Source {name}: {', '.join(what)}{loads}. Rationales: {made}.")
     return notes
 
 
-def _generation_text(combo: dict, checkpoint_now: str | None = None, *, known: bool = False) -> str:
-    """What one ``generation`` row of a source says; ``checkpoint_now``: the source's
-    ``checkpoint_hash`` (None: a source no job here trained), ``known`` where the results record it
-    (not those from before): a row made with another checkpoint says its weights were since replaced."""
+def _generation_text(combo: dict, *, trained: bool = False) -> str:
+    """What one ``generation`` row of a source says, and that its weights were since replaced where
+    the results know it (``checkpoint_replaced``); ``trained``: the source's line names its training,
+    which is then that of other weights."""
     recorded = [f"{key} {json.dumps(combo[key], sort_keys=True) if isinstance(combo[key], dict) else combo[key]}"
                 for key in ("model", "template", "decoding") if combo.get(key) is not None]
     # The seed that sampled is the decoding's; ``seed`` is the source's, which only draws the
@@ -375,8 +373,9 @@ def _generation_text(combo: dict, checkpoint_now: str | None = None, *, known: b
     # What tells rows of one source apart beyond those: the demonstrations' content, the checkpoint.
     recorded += [f"{label} {combo[key]}" for key, label in (("demonstrations_fingerprint", "demonstrations"),
                                                             ("checkpoint_hash", "checkpoint")) if combo.get(key)]
-    if known and combo.get("checkpoint_hash") and combo["checkpoint_hash"] != checkpoint_now:
-        recorded.append("weights since replaced (the source's training above is that of its checkpoint now)")
+    if combo.get("checkpoint_replaced") is True:
+        recorded.append("weights the source no longer loads" + (" (its training above is that of the weights it "
+                                                                "loads now)" if trained else ""))
     return f"{combo.get('n_rationales')} " + (f"made with {', '.join(recorded)}" if recorded
                                               else "with no generation record (imported or gold)")
 

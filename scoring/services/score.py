@@ -18,7 +18,9 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``sources``: {source: {kind, backend, model_name_or_path, training_preset, training_mode,
   training_method, checkpoint_hash (the source's settings and checkpoint when the results were
   computed), generation: [{model, decoding, template, seed, demonstrations_fingerprint,
-  demonstrations_hash, template_text_hash, checkpoint_hash, n_rationales}]}}, the distinct settings
+  demonstrations_hash, template_text_hash, checkpoint_hash, checkpoint_replaced (True: made by
+  weights the source no longer loads; None: not known, ``_checkpoint_replaced``), n_rationales}]}},
+  the distinct settings
   its rationales of the study's items record in ``generation_info`` (``_sources``; the hashes:
   ``GENERATION_HASH_RULE``), so two few-shot prompts with the same seed, or two custom templates,
   or two checkpoints published under one source name, never read as one
@@ -246,7 +248,8 @@ from studies.faithfulness_rules import spans_state as faithfulness_spans_state
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 from studies.services.generation.genu import VALIDATED_ONLY_READING
-from studies.services.generation.inputs import source_checkpoint
+from studies.services.generation.inputs import source_checkpoint, source_checkpoints
+from studies.services.model_paths import folder_training_record
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -2048,10 +2051,13 @@ def _sources(study: Study) -> dict:
     rows = (Rationale.objects.filter(items, source__in=[s.pk for s in sources])
             .values("source_id", *(f"generation_info__{key}" for key in keys))
             .annotate(n=Count("id")).order_by())
+    weights = {source.pk: _checkpoints_known(source) for source in sources}
     combos: dict[int, dict[str, dict]] = {}
     for row in rows:
         combo = ({key: row[f"generation_info__{key}"] for key in GENERATION_KEYS}
-                 | {f"{key}_hash": generation_hash(row[f"generation_info__{key}"]) for key in GENERATION_HASHED_KEYS})
+                 | {f"{key}_hash": generation_hash(row[f"generation_info__{key}"]) for key in GENERATION_HASHED_KEYS}
+                 | {"checkpoint_replaced": _checkpoint_replaced(row["generation_info__checkpoint"],
+                                                                weights[row["source_id"]])})
         # rows the database told apart by a JSON spelling alone (key order) hash the same: one row
         same = combos.setdefault(row["source_id"], {}).setdefault(json.dumps(combo, sort_keys=True, default=str),
                                                                   {**combo, "n_rationales": 0})
@@ -2067,12 +2073,36 @@ def _sources(study: Study) -> dict:
             # a fine-tuned checkpoint's preset and mode (``finetune``), or another method's name (``quark``)
             "training_preset": training.get("preset"), "training_mode": training.get("mode"),
             "training_method": training.get("method"),
-            # the checkpoint it loads now, hashed as each generation row's ``checkpoint_hash``: a row
-            # with another was made by weights since replaced, which the settings above no longer describe
+            # the checkpoint it loads now, hashed as each generation row's ``checkpoint_hash`` (a row
+            # made by weights since replaced says so: ``checkpoint_replaced``)
             "checkpoint_hash": generation_hash(source_checkpoint(source)),
             "generation": combos,
         }
     return out
+
+
+def _checkpoints_known(source: RationaleSource) -> set[str]:
+    """The fingerprints of the training records of the weights ``source`` loads now: those its
+    trained sources register (``inputs.source_checkpoints``), and that of the record in its model's
+    folder (``model_paths.folder_training_record``: the weights are there even where the source that
+    registered them was deleted or pointed elsewhere). Empty where nothing here says (an untrained
+    model, a folder this host cannot read, a bundle copy without the training source)."""
+    known = set(source_checkpoints(source).values())
+    in_folder = folder_training_record(source.model_name_or_path)
+    if in_folder is not None:
+        known.add(json_fingerprint(in_folder))
+    return known
+
+
+def _checkpoint_replaced(recorded, known: set[str]) -> bool | None:
+    """Whether a rationale recording ``recorded`` (its ``generation_info["checkpoint"]``: training
+    record fingerprints) was made by weights its source no longer loads: True when one of them is
+    not among ``known`` (:func:`_checkpoints_known`), False when all are, None when it records none
+    (made before checkpoints were recorded, or by an untrained model) or nothing here is known of
+    the source's weights. A source added over the same folder adds a fingerprint, not a replacement."""
+    if not isinstance(recorded, list) or not recorded or not known:
+        return None
+    return any(fingerprint not in known for fingerprint in recorded)
 
 
 def _header(study: Study, run: ScoreRun | None = None) -> Part:

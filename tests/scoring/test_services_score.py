@@ -871,7 +871,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     # What a seed and a template name do not tell apart: the demonstrations and the template's text.
     hashes = {"demonstrations_hash": None, "template_text_hash": generation_hash("explain {question}")}
     # Rationales made before the demonstrations' content and the checkpoint were recorded: None, grouped as before.
-    hashes |= {"demonstrations_fingerprint": None, "checkpoint_hash": None}
+    hashes |= {"demonstrations_fingerprint": None, "checkpoint_hash": None, "checkpoint_replaced": None}
     now = generation_hash([json_fingerprint({"preset": "paper", "mode": "rationalizer"})])  # its checkpoint now
     assert sources["t5-lm"] == {
         "kind": "lm", "backend": "seq2seq", "model_name_or_path": "/models/t5", "training_preset": "paper",
@@ -881,12 +881,13 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     assert set(sources) == {"t5-lm", "good-lm"}  # good-lm: a unit's source, though not in the design
     assert sources["good-lm"]["generation"] == [
         {"model": None, "decoding": None, "template": None, "seed": None, "demonstrations_hash": None,
-         "template_text_hash": None, "demonstrations_fingerprint": None, "checkpoint_hash": None, "n_rationales": 4}]
+         "template_text_hash": None, "demonstrations_fingerprint": None, "checkpoint_hash": None,
+         "checkpoint_replaced": None, "n_rationales": 4}]
     reads = [q["sql"] for q in queries.captured_queries if "generation_info" in q["sql"]]
     assert len(reads) == 1 and "GROUP BY" in reads[0] and '"text"' not in reads[0]
     notes = utility_section(run.results).notes
     assert ("Source t5-lm: lm, seq2seq backend, model /models/t5, trained with fine-tuning preset paper, mode "
-            f"rationalizer, checkpoint {now}. Rationales: 3 made with model /models/t5, template t5_explain, decoding "
+            f"rationalizer; it loads checkpoint {now} now. Rationales: 3 made with model /models/t5, template t5_explain, decoding "
             '{"do_sample": false, "max_new_tokens": 100}, seed 0; 1 made with model /models/t5, template t5_explain, '
             'decoding {"do_sample": false, "max_new_tokens": 100}, seed 1.') in notes
     assert "Source good-lm: imported. Rationales: 4 with no generation record (imported or gold)." in notes
