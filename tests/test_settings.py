@@ -246,3 +246,42 @@ def test_each_xdist_worker_clears_a_redis_database_of_its_own():
     # A process started by that worker's test (it inherits the worker's environment) stays there.
     worker_env = {**env, "REDIS_URL": "redis://127.0.0.1:6379/5", "RL_TEST_REDIS_WORKER": "gw3"}
     assert settings_of(worker_env) == ["redis://127.0.0.1:6379/5"] * 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sqlite_test_database_makes_a_second_writer_wait_as_a_deployments_does():
+    """The SQLite half's test database is a file, as a deployment's: a connection that writes while
+    another holds a write transaction waits for it (the timeout), where Django's default
+    shared-cache memory database answered "database table is locked" at once (a batch's heartbeat
+    beside its batch failed that way on a loaded machine)."""
+    import threading
+    import time
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the SQLite test database's setting")
+    User = get_user_model()
+    first, second = User.objects.create(username="first"), User.objects.create(username="second")
+    holding, errors = threading.Event(), []
+
+    def hold_a_write():
+        try:
+            with transaction.atomic():
+                User.objects.filter(pk=first.pk).update(first_name="held")
+                holding.set()
+                time.sleep(0.5)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            holding.set()
+            connection.close()
+
+    thread = threading.Thread(target=hold_a_write)
+    thread.start()
+    assert holding.wait(10)
+    User.objects.filter(pk=second.pk).update(first_name="waited")  # raised OperationalError in memory
+    thread.join(10)
+    assert errors == []
+    assert sorted(User.objects.values_list("first_name", flat=True)) == ["held", "waited"]

@@ -29,6 +29,12 @@ from .base import DATABASES  # noqa: E402
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The test database in a file, as a deployment's is, not Django's default shared-cache memory
+    # database: there SQLite locks whole tables and a second connection gets "database table is
+    # locked" at once instead of waiting its timeout, so a test whose threads write together (a
+    # batch's heartbeat beside its batch, simultaneous answers) failed on a loaded machine.
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.mkdtemp(prefix="rl-sqlite-")) / "test.sqlite3")}
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
 MEDIA_ROOT = Path(tempfile.mkdtemp(prefix="rl-media-"))
 RL_MODEL_DIR = Path(tempfile.mkdtemp(prefix="rl-models-"))
