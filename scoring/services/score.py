@@ -248,7 +248,7 @@ from studies.faithfulness_rules import spans_state as faithfulness_spans_state
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
 from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
 from studies.services.generation.genu import VALIDATED_ONLY_READING
-from studies.services.generation.inputs import source_checkpoint, source_checkpoints
+from studies.services.generation.inputs import source_checkpoint
 from studies.services.model_paths import folder_training_record
 
 logger = logging.getLogger(__name__)
@@ -2051,7 +2051,8 @@ def _sources(study: Study) -> dict:
     rows = (Rationale.objects.filter(items, source__in=[s.pk for s in sources])
             .values("source_id", *(f"generation_info__{key}" for key in keys))
             .annotate(n=Count("id")).order_by())
-    weights = {source.pk: _checkpoints_known(source) for source in sources}
+    loaded = {source.pk: source_checkpoint(source) for source in sources}  # one read of each source's checkpoint
+    weights = {source.pk: _checkpoints_known(source, loaded[source.pk]) for source in sources}
     combos: dict[int, dict[str, dict]] = {}
     for row in rows:
         combo = ({key: row[f"generation_info__{key}"] for key in GENERATION_KEYS}
@@ -2075,19 +2076,19 @@ def _sources(study: Study) -> dict:
             "training_method": training.get("method"),
             # the checkpoint it loads now, hashed as each generation row's ``checkpoint_hash`` (a row
             # made by weights since replaced says so: ``checkpoint_replaced``)
-            "checkpoint_hash": generation_hash(source_checkpoint(source)),
+            "checkpoint_hash": generation_hash(loaded[source.pk]),
             "generation": combos,
         }
     return out
 
 
-def _checkpoints_known(source: RationaleSource) -> set[str]:
+def _checkpoints_known(source: RationaleSource, registered: list[str] | None) -> set[str]:
     """The fingerprints of the training records of the weights ``source`` loads now: those its
-    trained sources register (``inputs.source_checkpoints``), and that of the record in its model's
+    trained sources register (``registered``: ``inputs.source_checkpoint``), and that of the record in its model's
     folder (``model_paths.folder_training_record``: the weights are there even where the source that
     registered them was deleted or pointed elsewhere). Empty where nothing here says (an untrained
     model, a folder this host cannot read, a bundle copy without the training source)."""
-    known = set(source_checkpoints(source).values())
+    known = set(registered or [])
     in_folder = folder_training_record(source.model_name_or_path)
     if in_folder is not None:
         known.add(json_fingerprint(in_folder))
