@@ -79,14 +79,18 @@ def test_the_admin_action_submitted_twice_queues_one_job(admin_client):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_two_requests_at_once_make_one_job(monkeypatch):
+@pytest.mark.parametrize("principal", ["researcher", "operator"])
+def test_two_requests_at_once_make_one_job(monkeypatch, principal):
+    """A researcher's requests wait on their user row; the operator's (management commands, no
+    user) on the operator's advisory lock."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
     ds = DatasetFactory(name="ds-race")
     for _ in range(2):
         ItemFactory(dataset=ds, split="dev")
     source = RationaleSource.objects.create(name="t5-race", kind="lm", backend="seq2seq", model_name_or_path="/m/t5")
-    user = get_user_model().objects.create_user("racer", is_staff=True, is_superuser=True)
+    user = (get_user_model().objects.create_user("racer", is_staff=True, is_superuser=True)
+            if principal == "researcher" else None)
     monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)  # the job is not run: it stays queued
     looked = jobs._active_twin
 

@@ -38,7 +38,7 @@ from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -90,6 +90,9 @@ HANDLERS: dict[str, Handler] = {
 # The kinds that prompt their source with its own template (a rationale job's source, a Quark job's
 # policy): a template that cannot be used is refused as the job is created (:func:`.common.template_check`).
 TEMPLATE_KINDS = (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.QUARK)
+# The key of the advisory lock that serialises the operator's job requests (``_active_twin``): a
+# fixed 64-bit number ("rl-opjob" in ASCII), which nothing else in the app takes.
+OPERATOR_JOB_CREATE_LOCK = int.from_bytes(b"rl-opjob", "big")
 
 
 RUN_TASK = "studies.tasks.run_generation_job"  # its default name, which CELERY_TASK_ROUTES names too
@@ -249,11 +252,15 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
     (those the caller gave and those creating the job derived; not what a running job writes as it
     goes, its cursor or usage), or None. A retried request (a lost 202, a double
     click) would otherwise generate, spend an OpenAI budget or train a checkpoint twice. The
-    requesting user's row is locked first, so two such requests at once make one job (an
-    operator's job, from a management command, has no row to lock). Call inside the creating
-    transaction, with ``job`` not yet saved."""
+    requesting user's row is locked first, so two such requests at once make one job; an
+    operator's job (a management command) has no user row, so the operator's requests take a
+    transaction-scoped advisory lock of their own instead (PostgreSQL; SQLite serialises the writes).
+    Call inside the creating transaction, with ``job`` not yet saved."""
     if job.created_by_id is not None:  # no_key: rows that point at the user (tokens, imports) are not held up
         get_user_model().objects.select_for_update(no_key=True).filter(pk=job.created_by_id).exists()
+    elif connection.vendor == "postgresql":  # released with the creating transaction
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [OPERATOR_JOB_CREATE_LOCK])
     wanted = _json_value(job.params)
     item_ids = _json_value(job.item_ids)
     moved_since = timezone.now() - timedelta(seconds=settings.RL_LM_STALL_SECONDS)
