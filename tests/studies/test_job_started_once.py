@@ -17,10 +17,12 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from studies.models import GenerationJob, RationaleSource
+from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
 from studies.services.generation import jobs
+from studies.services.generation.questions import drawn_question_demonstrations
 from studies.services.generation.training import finetune_t5
 from tests.factories import DatasetFactory, ItemFactory
+from tests.studies.lm.test_generator_rights import lab  # noqa: F401  (a dataset with a pool of train questions)
 from tests.studies.lm.test_job_rights import _train_pool
 
 pytestmark = pytest.mark.django_db
@@ -118,3 +120,46 @@ def test_two_requests_at_once_make_one_job(monkeypatch, principal):
         thread.join(30)
     assert sorted(job.already_queued for job in made) == [False, True]
     assert GenerationJob.objects.count() == 1
+
+
+# --- question jobs: what their draw of demonstrations does not change ----------------------------
+
+def _question_job(world, generator):
+    """The operator's question job on ``generator`` for the dev items (queued, not run)."""
+    return jobs.generation_job_create(kind="generalization_questions", generator=generator, dataset=world["dataset"],
+                                      split="dev", user=None)
+
+
+def _more_train_questions(dataset, n: int = 6) -> None:
+    """Train questions a question job on another generator adds to the dataset's pool as it runs."""
+    for i in range(n):
+        item = ItemFactory(dataset=dataset, split="train", external_id=f"new{i}", question=f"Is new fact {i} true?")
+        for qtype in ("rephrase", "similar", "counterfactual"):
+            GeneralizationQuestion.objects.create(item=item, qtype=qtype, text=f"Is {qtype} of new fact {i} true?",
+                                                  answer="yes", origin="other-generator")
+
+
+def test_a_question_job_asked_again_after_its_pool_grew_is_the_job_already_queued(lab, monkeypatch):  # noqa: F811
+    """Its demonstrations are drawn from the dataset's train questions, which question jobs add to as
+    they run: the same request asked again draws others, and is still the same request."""
+    monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)  # not run: it stays queued
+    first = _question_job(lab, lab["ownerless"])
+    _more_train_questions(lab["dataset"])
+    redrawn, _note = drawn_question_demonstrations(lab["ownerless"], lab["dataset"], "rephrase")
+    assert redrawn != first.params["demonstrations"]["rephrase"]  # the pool changed the draw
+    again = _question_job(lab, lab["ownerless"])
+    assert (again.already_queued, again.pk) == (True, first.pk)
+    assert GenerationJob.objects.count() == 1
+
+
+def test_a_question_job_asked_again_with_the_generators_own_demonstrations_edited_is_a_new_job(lab, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)
+    generator = lab["ownerless"]
+    generator.demonstrations = {"rephrase": [{"question": "Q?", "output": "Own?", "answer": "True", "context": "c"}] * 6}
+    generator.save()
+    first = _question_job(lab, generator)
+    assert _question_job(lab, generator).already_queued  # unchanged: the same request
+    generator.demonstrations = {"rephrase": [{"question": "Q?", "output": "Edited?", "answer": "True", "context": "c"}] * 6}
+    generator.save()
+    again = _question_job(lab, generator)
+    assert not again.already_queued and again.pk != first.pk

@@ -580,6 +580,12 @@ class Handler:
         operator's), called by ``generation_job_create`` before the job is saved: a
         ``GenerationError`` refuses the job. Nothing by default."""
 
+    def request_params(self, params: dict) -> dict:
+        """What of a new job's ``params`` (those the caller gave and those creation derived) tells
+        one request from another (``jobs._active_twin``: a request asked again while its job is
+        queued or running gets that job): all of them by default."""
+        return params
+
     def resume_refusal(self, job: GenerationJob, *, user) -> str:
         """Why ``job`` (failed, cancelled or stalled) may not be queued again, told to ``user`` who
         resumes it (``generation_job_resume``, after the checks every kind shares): a kind's own

@@ -249,8 +249,9 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
     cancelled, has moved within ``RL_LM_STALL_SECONDS`` (a fine-tuning job whose message was lost
     runs again only when someone resumes it: it does not keep the same request from starting a new
     one), and has the same kind, source, generator, dataset, split, items, batch size and params
-    (those the caller gave and those creating the job derived; not what a running job writes as it
-    goes, its cursor or usage), or None. A retried request (a lost 202, a double
+    (those the caller gave and those creating the job derived, as the kind tells requests apart:
+    ``Handler.request_params``, which leaves out a question job's drawn demonstrations; not what a
+    running job writes as it goes, its cursor or usage), or None. A retried request (a lost 202, a double
     click) would otherwise generate, spend an OpenAI budget or train a checkpoint twice. The
     requesting user's row is locked first, so two such requests at once make one job; an
     operator's job (a management command) has no user row, so the operator's requests take a
@@ -261,7 +262,8 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
     elif connection.vendor == "postgresql":  # released with the creating transaction
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [OPERATOR_JOB_CREATE_LOCK])
-    wanted = _json_value(job.params)
+    params = _json_value(job.params)
+    wanted = handler.request_params(params)
     item_ids = _json_value(job.item_ids)
     moved_since = timezone.now() - timedelta(seconds=settings.RL_LM_STALL_SECONDS)
     for other in (GenerationJob.objects
@@ -271,8 +273,8 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
                           status__in=[Status.QUEUED, Status.RUNNING], cancel_requested=False,
                           updated_at__gte=moved_since)
                   .order_by("-created_at", "-pk")):
-        given = {k: v for k, v in other.params.items() if k in wanted or k in handler.params_accepted}
-        if other.item_ids == item_ids and given == wanted:
+        given = {k: v for k, v in other.params.items() if k in params or k in handler.params_accepted}
+        if other.item_ids == item_ids and handler.request_params(given) == wanted:
             return other
     return None
 

@@ -218,6 +218,17 @@ class QuestionHandler(ItemHandler):
         demonstrations, where = job_question_demonstrations(job)
         job.params = {**job.params, "demonstrations": demonstrations, "demonstrations_from": where}
 
+    def request_params(self, params):
+        """Without the demonstrations drawn from the train questions: the pool they are drawn from
+        grows while question jobs run (this one, or another generator's on the same dataset), so the
+        same request asked again draws others. A type's demonstrations that are the generator's own
+        stay (edited, they make another request)."""
+        where = params.get("demonstrations_from") or {}
+        own = {qtype: demos for qtype, demos in (params.get("demonstrations") or {}).items()
+               if str(where.get(qtype, "")).startswith(GENERATOR_DEMONSTRATIONS)}
+        return {**{k: v for k, v in params.items() if k not in ("demonstrations", "demonstrations_from")},
+                "demonstrations_own": own}
+
     def processed_among(self, job, ids):
         return self._answered_among(job, ids) | failed_item_ids(job, ids)
 
