@@ -167,16 +167,10 @@ def rationale_fingerprint(text: str) -> str:
     return json_fingerprint(text)
 
 
-def answerer_checkpoint(answerer: RationaleSource) -> dict[str, str]:
-    """The fingerprint of each training record of the checkpoints ``answerer`` loads (by source id,
-    as text), as a job's settings snapshot records them (``inputs.job_settings_snapshot``)."""
-    return source_checkpoints(answerer)
-
-
 def genu_inputs(*, question: GeneralizationQuestion, rationale: str | None, answerer: RationaleSource,
                 checkpoint: dict[str, str]) -> dict:
     """What a prediction of ``answerer`` on ``question`` records of its inputs (``rationale``: the text
-    F^IR was shown; None for F^I; ``checkpoint``: :func:`answerer_checkpoint`, computed once a batch)."""
+    F^IR was shown; None for F^I; ``checkpoint``: ``inputs.source_checkpoints`` of the answerer, computed once a batch)."""
     out = {INPUT_QUESTION: question_fingerprint(question.text), INPUT_CHECKPOINT: checkpoint,
            INPUT_TRAINING: answerer.training or {}}
     if rationale is not None:
@@ -208,7 +202,7 @@ def inputs_changed(inputs, *, question_text: str, rationale: str | None) -> list
 
 def checkpoint_replaced(inputs, *, checkpoint_now: dict[str, str], answerer_id: int | None) -> bool:
     """Whether the checkpoint a prediction records (``inputs``) is no longer the one its answerer
-    loads (``checkpoint_now``: :func:`answerer_checkpoint` of the answerer now): a training record
+    loads (``checkpoint_now``: ``inputs.source_checkpoints`` of the answerer now): a training record
     it recorded changed or went (a fine-tuning or Quark job registered under the answerer's name
     published new weights into its folder), or the answerer has its own record now and had none.
     False where nothing was recorded. A source merely added over the same folder replaces nothing."""
@@ -233,7 +227,7 @@ def prediction_stale(inputs, *, question: GeneralizationQuestion, rationale: str
 
 
 class AnswererCheckpoints:
-    """Each answerer's checkpoint now (:func:`answerer_checkpoint`), read once per answerer source id:
+    """Each answerer's checkpoint now (``inputs.source_checkpoints``), read once per answerer source id:
     None for an answerer gone. What :func:`genu_predictions_standing` and scoring's reading of the
     stored predictions compare a prediction's recorded checkpoint with."""
 
@@ -243,7 +237,7 @@ class AnswererCheckpoints:
     def now(self, answerer_id: int) -> dict[str, str] | None:
         if answerer_id not in self._now:
             answerer = RationaleSource.objects.filter(pk=answerer_id).first()
-            self._now[answerer_id] = answerer_checkpoint(answerer) if answerer is not None else None
+            self._now[answerer_id] = source_checkpoints(answerer) if answerer is not None else None
         return self._now[answerer_id]
 
 
@@ -638,7 +632,7 @@ class GenUHandler(ItemHandler):
             answerer = RationaleSource.objects.get(pk=job.params[key])
             todo = [q for q in questions if (q.pk, role) not in have]
             out.answering[role] = settings = answerer_settings(answerer, role)  # once per answerer and batch
-            checkpoint = answerer_checkpoint(answerer)
+            checkpoint = source_checkpoints(answerer)
             answers = genu_answer(questions=todo, answerer=answerer, role=role, settings=settings, budget=budget,
                                   rationales=[rationales[q.item_id] for q in todo] if role == "IR" else ())
             for answer in answers:
