@@ -68,6 +68,12 @@ STATUS_MAP = {
     "PARTIALLY APPROVED": "approved",
     "SCREENED OUT": "returned",
 }
+# The submission statuses after which Prolific no longer ends a session unpaid by itself (the worker
+# submitted it, or it ended already): not ACTIVE or RESERVED, which time out or are returned later.
+# An early-stopping study's close waits until the work that decided its units is listed in one of
+# these (``services.stopping._unlisted_deciding_work``); an unknown status counts as active, as
+# ``STATUS_MAP`` reads it.
+SESSION_SETTLED = frozenset(raw for raw, status in STATUS_MAP.items() if status != "active")
 
 
 def api_url() -> str:

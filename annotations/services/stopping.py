@@ -30,8 +30,11 @@ The rules, kept with the counters' rules of ``annotations.services.release``:
   it does not list (``UNLISTED_UNTIL_SYNCED``: Prolific) the app's close waits while any answer that
   counts in a decided unit is of work no sync has listed yet (``_unlisted_deciding_work``): a worker
   who invented a ``PROLIFIC_PID`` and ``SESSION_ID`` counts until sync holds the work
-  (``RL_SYNC_UNLISTED_GRACE_MINUTES``), and the unit it decided is reopened then. A sync that lists
-  the work lets beat's ``close_decided_studies`` close the study; one that holds it reopens the unit.
+  (``RL_SYNC_UNLISTED_GRACE_MINUTES``), and the unit it decided is reopened then. Listed is not
+  enough while the session is still ACTIVE (its worker has not reached Prolific's completion page):
+  it may yet time out or be returned, which holds the work too. A sync that lists the work settled
+  (``prolific.SESSION_SETTLED``: awaiting review or later) lets beat's ``close_decided_studies``
+  close the study; one that holds it reopens the unit.
 
 A generalization question marked invalid after its study opened closes its units the same way
 (``units_follow_question_validation``, received from ``studies.signals.generalization_validation_changed``
@@ -58,6 +61,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from annotations.models import Annotation, Claim, PlatformSubmission, Unit
+from annotations.platforms.prolific import SESSION_SETTLED
 from annotations.selectors import claim_counts, claims_that_count
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
@@ -335,11 +339,15 @@ def _unlisted_deciding_work(study_ref):
     """The claims of the study ``study_ref`` names (an id, or ``OuterRef``) whose answers count in a
     decided unit, answered on a platform of ``UNLISTED_UNTIL_SYNCED`` under a platform task and
     session (the ones sync matches: ``selectors.platforms.publication_unlisted_work``), that no sync
-    has stored a ``PlatformSubmission`` for: Prolific has not been seen listing it, so it may be
-    invented and held later. A row of any flag ends the wait: listed work, or work held and cleared
-    by a researcher (held and not cleared, it does not count). Read as one EXISTS, by the claims'
-    study."""
-    stored = PlatformSubmission.objects.filter(assignment_id=OuterRef("assignment_id"))
+    has seen Prolific list as settled: not listed at all, it may be invented and held later; listed
+    as ACTIVE or RESERVED (the worker has not reached Prolific's completion page yet), the session
+    may still time out or be returned, which holds the work and reopens its unit (``ended_on_platform``)
+    in a study the close would have stopped for good. What ends the wait: a row whose listed status is
+    one of ``prolific.SESSION_SETTLED`` (awaiting review, approved, and the ends that hold it), or a
+    researcher's clear of held work (held and not cleared, it does not count). Read as one EXISTS,
+    by the claims' study."""
+    stored = PlatformSubmission.objects.filter(Q(platform_status__in=SESSION_SETTLED) | Q(cleared_at__isnull=False),
+                                               assignment_id=OuterRef("assignment_id"))
     return (Claim.objects.filter(claim_counts(), study_id=study_ref, unit__decided_at__isnull=False,
                                  assignment__participant__platform__in=UNLISTED_UNTIL_SYNCED)
             .exclude(assignment__platform_task_id="").exclude(assignment__platform_assignment_id="")
@@ -348,8 +356,8 @@ def _unlisted_deciding_work(study_ref):
 
 def close_waits_for_listing(*, study: Study) -> bool:
     """Whether ``study_close_when_decided`` waits for its platform's listing: an open study that stops
-    early, every unit decided, with deciding work no sync has listed yet (``_unlisted_deciding_work``).
-    A sync now lets the close go ahead when the platform lists that work."""
+    early, every unit decided, with deciding work no sync has seen listed as submitted yet
+    (``_unlisted_deciding_work``). A sync now lets the close go ahead when the platform lists that work so."""
     return (study.status == Study.Status.OPEN and study.stop_when_decided
             and not _still_to_decide(study.units.all()).exists()
             and _unlisted_deciding_work(study.pk).exists())
@@ -357,7 +365,7 @@ def close_waits_for_listing(*, study: Study) -> bool:
 
 def studies_all_decided() -> list[int]:
     """Open studies that stop early and whose units are all decided, with no deciding work the
-    platform has not listed yet (``_unlisted_deciding_work``): nothing more to collect."""
+    platform has not listed as submitted yet (``_unlisted_deciding_work``): nothing more to collect."""
     pending = _still_to_decide(Unit.objects.filter(study_id=OuterRef("pk")))
     return list(
         Study.objects.filter(status=Study.Status.OPEN, stop_when_decided=True, units__isnull=False)
@@ -373,17 +381,17 @@ def study_close_when_decided(*, study: Study) -> bool:
     lost their rights does not keep the study recruiting. It moves no money; the platform calls
     record no user, and the log says the app closed the study because every unit was decided.
 
-    On Prolific it waits while an answer that decided a unit is of work no sync has listed yet
-    (``_unlisted_deciding_work``): a close cannot be undone, and invented work stops counting
-    (its unit reopened) when sync holds it. Beat (``close_decided_studies``) closes the study once
-    a sync lists the work. Idempotent: returns whether it closed the study now."""
+    On Prolific it waits while an answer that decided a unit is of work no sync has seen listed as
+    submitted yet (``_unlisted_deciding_work``): a close cannot be undone, and invented work, or
+    work whose session times out or is returned, stops counting (its unit reopened) when sync holds
+    it. Beat (``close_decided_studies``) closes the study once a sync lists the work so. Idempotent: returns whether it closed the study now."""
     study = Study.objects.get(pk=study.pk)
     if (study.status != Study.Status.OPEN or not study.stop_when_decided or not study.units.exists()
             or _still_to_decide(study.units.all()).exists()):
         return False
     if _unlisted_deciding_work(study.pk).exists():
         logger.info("study %s not closed yet (stop_when_decided): every unit is decided, but work that decided "
-                    "one is not listed by its platform yet; beat closes it once a sync lists it", study.pk)
+                    "one is not listed as submitted by its platform yet; beat closes it once a sync lists it so", study.pk)
         return False
     closed = study_close(user=OPERATOR, study=study)
     logger.info("study %s closed by the app (stop_when_decided): every unit is decided; %d publication(s) closed",

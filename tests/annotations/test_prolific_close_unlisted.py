@@ -5,7 +5,9 @@ A close cannot be undone (a closed study never reopens), so the app's own close
 (``stopping.study_close_when_decided``, and beat's ``close_decided_studies``) waits while counted
 work of a decided unit is not listed by Prolific yet (no ``PlatformSubmission`` row names it): a
 sync that lists it lets the next beat close the study; one that holds it reopens the unit instead.
-MTurk (it lists only submitted work) and link studies (no listing) close as before."""
+Listed as ACTIVE (the worker submitted here but has not reached Prolific's completion page yet) is
+not enough: that session may still time out or be returned, which holds the work and reopens the
+unit, so the close waits until Prolific lists it settled (awaiting review or later). MTurk (it lists only submitted work) and link studies (no listing) close as before."""
 from __future__ import annotations
 
 import pytest
@@ -153,6 +155,50 @@ def test_one_unlisted_session_beside_listed_ones_holds_the_close(prolific):
     assert not PlatformSubmission.objects.filter(assignment=invented).exists()
 
     assert not study_close_when_decided(study=study) and is_open(study)
+
+
+@pytest.mark.parametrize("ended", ["TIMED-OUT", "RETURNED"])
+def test_the_close_waits_while_prolific_lists_the_deciding_sessions_as_active(
+        prolific, django_capture_on_commit_callbacks, ended):
+    """The close queued at the last decision syncs first, usually before the workers' browsers reach
+    Prolific's completion page: their sessions are listed, but ACTIVE. One of them then times out or
+    is returned: its work is held and the unit reopened, in a study that can still recruit for it."""
+    _platform, server = prolific
+    study, publication = one_unit()
+    prolific_id = publication.prolific_study_id
+    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(3)]
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        tasks = [enter(study, prolific_id, pid=row["participant_id"], session=row["id"]) for row in rows]
+    assert queued and PlatformSubmission.objects.filter(flag="", platform_status="ACTIVE").count() == 3
+    assert unit_state(study) == (True, 3)
+    assert is_open(study) and stop_calls() == []  # listed, but Prolific may still end a session unpaid
+    assert not study_close_when_decided(study=study) and close_decided_studies() == 0
+
+    server.submissions[rows[0]["id"]]["status"] = ended
+    for row in rows[1:]:
+        server.submissions[row["id"]]["status"] = "AWAITING REVIEW"
+    minutes_pass(120, *tasks)
+    study_sync(study=study)
+    assert PlatformSubmission.objects.get(assignment=tasks[0]).flag == PlatformSubmission.Flag.ENDED_ON_PLATFORM
+    assert unit_state(study) == (False, 5)  # reopened, and the study is still open to fill it
+    assert is_open(study) and stop_calls() == [] and server.studies[prolific_id]["status"] == "ACTIVE"
+
+
+def test_the_close_goes_ahead_once_prolific_lists_the_active_sessions_as_submitted(
+        prolific, django_capture_on_commit_callbacks):
+    _platform, server = prolific
+    study, publication = one_unit()
+    prolific_id = publication.prolific_study_id
+    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(3)]
+    with django_capture_on_commit_callbacks(execute=True):
+        for row in rows:
+            enter(study, prolific_id, pid=row["participant_id"], session=row["id"])
+    assert is_open(study)
+    for row in rows:
+        server.submissions[row["id"]]["status"] = "AWAITING REVIEW"
+    study_sync(study=study)  # beat's sync: the workers reached Prolific's completion page
+    assert close_decided_studies() == 1 and not is_open(study)
+    assert stop_calls() == [("stop_study", "confirmed")]
 
 
 def test_an_mturk_study_closes_on_its_deciding_work_without_a_sync(mturk):
