@@ -26,7 +26,7 @@ from annotations.selectors.cost import (
     study_effective_hourly_pay,
 )
 from annotations.selectors.platforms import assignments_on_hold, study_places
-from annotations.services.stopping import study_answers_not_asked, units_stopped
+from annotations.services.stopping import close_waiting_on, study_answers_not_asked, units_stopped
 from studies.design import tasks_for_places
 from studies.models import Study
 
@@ -100,7 +100,9 @@ class EarlyStopping:
     less the tasks taken (active, submitted, approved) and, while the study is open, less the tasks
     its units still need (``tasks_for_places``, the assignment rule); at the cost of a task, rewards
     and fee (``selectors_cost.study_cost_and_pay``). ``places_released``: the places the study's
-    close released (None while it is not closed)."""
+    close released (None while it is not closed). ``close_waits_on_tasks``: every unit is decided but
+    the app's close waits for the platform to list these tasks' work as submitted
+    (``stopping.close_waiting_on``; 0 when it does not wait)."""
 
     units_decided: int  # decided with fewer than the design's workers: the units that stopped early
     answers_collected: int
@@ -115,6 +117,7 @@ class EarlyStopping:
     cost_per_task: Decimal = Decimal("0.00")
     places_released: int | None = None
     answers_not_asked_invalid_questions: int = 0
+    close_waits_on_tasks: int = 0
 
     @property
     def percent_saved(self) -> float:
@@ -128,7 +131,8 @@ class EarlyStopping:
                 "currency": self.currency, "places_published": self.places_published,
                 "tasks_taken": self.tasks_taken, "tasks_saved": self.tasks_saved,
                 "cost_per_task": str(self.cost_per_task), "places_released": self.places_released,
-                "answers_not_asked_invalid_questions": self.answers_not_asked_invalid_questions}
+                "answers_not_asked_invalid_questions": self.answers_not_asked_invalid_questions,
+                "close_waits_on_tasks": self.close_waits_on_tasks}
 
 
 def _tasks_by_places(study: Study) -> tuple[int, int]:
@@ -179,7 +183,7 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
                          cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),
                          currency=cost.estimate.currency, places_published=places, tasks_taken=taken,
                          tasks_saved=tasks_saved, cost_per_task=money(per_task),
-                         places_released=released)
+                         places_released=released, close_waits_on_tasks=close_waiting_on(study=study))
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:

@@ -358,9 +358,18 @@ def close_waits_for_listing(*, study: Study) -> bool:
     """Whether ``study_close_when_decided`` waits for its platform's listing: an open study that stops
     early, every unit decided, with deciding work no sync has seen listed as submitted yet
     (``_unlisted_deciding_work``). A sync now lets the close go ahead when the platform lists that work so."""
-    return (study.status == Study.Status.OPEN and study.stop_when_decided
-            and not _still_to_decide(study.units.all()).exists()
-            and _unlisted_deciding_work(study.pk).exists())
+    return close_waiting_on(study=study) > 0
+
+
+def close_waiting_on(*, study: Study) -> int:
+    """How many tasks the close of ``study`` waits for (``close_waits_for_listing``): those of the
+    deciding work its platform has not listed as submitted yet; 0 when the close does not wait (the
+    study is not open, does not stop early, has a unit still to decide, or nothing is unlisted). The
+    progress and publish pages say so, so a study that stays open with every unit decided says why."""
+    if (study.status != Study.Status.OPEN or not study.stop_when_decided
+            or _still_to_decide(study.units.all()).exists()):
+        return 0
+    return _unlisted_deciding_work(study.pk).values("assignment_id").distinct().count()
 
 
 def studies_all_decided() -> list[int]:

@@ -11,12 +11,13 @@ unit, so the close waits until Prolific lists it settled (awaiting review or lat
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
 from annotations.models import Assignment, PlatformCall, PlatformSubmission, Publication, Unit
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.review import submission_clear
 from annotations.services.platforms.sync import study_sync
-from annotations.services.stopping import studies_all_decided, study_close_when_decided
+from annotations.services.stopping import close_waiting_on, studies_all_decided, study_close_when_decided
 from annotations.tasks.assignments import close_decided_studies
 from studies.models import Study
 from tests.annotations.factories import make_study
@@ -199,6 +200,29 @@ def test_the_close_goes_ahead_once_prolific_lists_the_active_sessions_as_submitt
     study_sync(study=study)  # beat's sync: the workers reached Prolific's completion page
     assert close_decided_studies() == 1 and not is_open(study)
     assert stop_calls() == [("stop_study", "confirmed")]
+
+
+def test_the_pages_say_how_many_tasks_the_close_waits_for(prolific, django_capture_on_commit_callbacks, admin_client):
+    """A study that stays open with every unit decided says why, on the publish and progress pages."""
+    _platform, server = prolific
+    study, publication = one_unit()
+    prolific_id = publication.prolific_study_id
+    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        for row in rows:
+            enter(study, prolific_id, pid=row["participant_id"], session=row["id"])
+        enter(study, prolific_id, pid=hex24(), session=hex24())  # not listed at all
+    publish = reverse("admin:annotations_publication_publish", args=[study.pk])
+    progress = f"/admin/studies/study/{study.pk}/progress.json"
+    assert is_open(study) and close_waiting_on(study=study) == 3
+    assert admin_client.get(progress).json()["early_stopping"]["close_waits_on_tasks"] == 3
+    page = admin_client.get(publish).content.decode()
+    assert 'id="close-waits"' in page and "(3 tasks not listed so yet)" in page
+
+    for row in rows:
+        server.submissions[row["id"]]["status"] = "AWAITING REVIEW"
+    study_sync(study=study)  # the unlisted one is inside its grace period: the close still waits on it
+    assert close_waiting_on(study=study) == 1 and "(1 task not listed so yet)" in admin_client.get(publish).content.decode()
 
 
 def test_an_mturk_study_closes_on_its_deciding_work_without_a_sync(mturk):
