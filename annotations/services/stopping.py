@@ -344,9 +344,13 @@ def _unlisted_deciding_work(study_ref):
     may still time out or be returned, which holds the work and reopens its unit (``ended_on_platform``)
     in a study the close would have stopped for good. What ends the wait: a row whose listed status is
     one of ``prolific.SESSION_SETTLED`` (awaiting review, approved, and the ends that hold it), or a
-    researcher's clear of held work (held and not cleared, it does not count). Read as one EXISTS,
+    researcher's clear of work still held (held and not cleared, it does not count; cleared and
+    listed since, its listed status decides). Read as one EXISTS,
     by the claims' study."""
-    stored = PlatformSubmission.objects.filter(Q(platform_status__in=SESSION_SETTLED) | Q(cleared_at__isnull=False),
+    # A clear counts while its hold does: a row sync listed since (flag back to OK) keeps its
+    # ``cleared_at``, and then its listed status decides.
+    cleared = Q(cleared_at__isnull=False) & ~Q(flag=PlatformSubmission.Flag.OK)
+    stored = PlatformSubmission.objects.filter(Q(platform_status__in=SESSION_SETTLED) | cleared,
                                                assignment_id=OuterRef("assignment_id"))
     return (Claim.objects.filter(claim_counts(), study_id=study_ref, unit__decided_at__isnull=False,
                                  assignment__participant__platform__in=UNLISTED_UNTIL_SYNCED)

@@ -33,8 +33,8 @@ def expire_stale_assignments() -> int:
 def close_decided_study(study_id: int) -> bool:
     """Close a study that stops early once every unit is decided (queued when the last one is).
     Where the close waits for the platform's listing of the deciding work (Prolific:
-    ``stopping.close_waits_for_listing``), the study is synced first, so work the platform lists
-    closes it now rather than after beat's next sync. Idempotent: a closed study, or one with an
+    ``stopping.close_waits_for_listing``), the study is synced first, so work the platform lists as
+    submitted closes it now rather than after beat's next sync. Idempotent: a closed study, or one with an
     undecided unit, is left alone."""
     study = Study.objects.filter(pk=study_id).first()
     if study is not None and close_waits_for_listing(study=study):

@@ -143,6 +143,30 @@ def test_made_up_work_a_researcher_cleared_lets_the_study_close(prolific, settin
     assert not is_open(study) and stop_calls() == [("stop_study", "confirmed")]
 
 
+def test_held_work_a_researcher_cleared_that_prolific_lists_active_since_waits_again(prolific, settings):
+    """The clear stands for the hold it answered: once sync finds the sessions listed (the hold
+    gone, the clear's date kept on the row), they are judged by their listing, ACTIVE included."""
+    settings.RL_SYNC_UNLISTED_GRACE_MINUTES = 0
+    _platform, server = prolific
+    study, publication = one_unit()
+    prolific_id = publication.prolific_study_id
+    pids = [(hex24(), hex24()) for _ in range(3)]
+    for pid, session in pids:
+        enter(study, prolific_id, pid=pid, session=session)
+    study_sync(study=study)  # none listed: held
+    for held in PlatformSubmission.objects.order_by("id"):
+        submission_clear(user=OPERATOR, submission=held)
+    for pid, session in pids:  # Prolific lists them after all, still active
+        server.add_submission(prolific_id, participant_id=pid, status="ACTIVE", submission_id=session)
+    study_sync(study=study)
+    rows = PlatformSubmission.objects.values_list("platform_status", "flag", "cleared_at")
+    assert [(status, flag) for status, flag, _ in rows] == [("ACTIVE", "")] * 3
+    assert all(cleared is not None for *_, cleared in rows)
+    assert unit_state(study) == (True, 3)
+
+    assert not study_close_when_decided(study=study) and is_open(study) and stop_calls() == []
+
+
 def test_one_unlisted_session_beside_listed_ones_holds_the_close(prolific):
     _platform, server = prolific
     study, publication = one_unit()

@@ -1,8 +1,9 @@
 """A job asked for again while the same principal's job with the same inputs is queued or running
 is not started twice (``generation_job_create``): the admin's actions, the fine-tuning and Quark
 services and the API all get the job already there (``already_queued``), so a double click or a
-retried request never trains a checkpoint or spends a budget twice. The principal's row is locked
-first, so two requests at once make one job."""
+retried request never trains a checkpoint or spends a budget twice. The researcher's user row (the
+operator's advisory lock, for a management command) is locked first, so two requests at once make
+one job."""
 from __future__ import annotations
 
 import threading
