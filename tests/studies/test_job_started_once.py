@@ -19,9 +19,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
+from studies.selectors import generalization_questions_for_user
 from studies.services.generation import jobs
 from studies.services.generation.questions import drawn_question_demonstrations
 from studies.services.generation.training import finetune_t5
+from studies.services.studies import study_create, study_update
 from tests.factories import DatasetFactory, ItemFactory
 from tests.studies.lm.test_generator_rights import lab  # noqa: F401  (a dataset with a pool of train questions)
 from tests.studies.lm.test_job_rights import _train_pool
@@ -163,4 +165,37 @@ def test_a_question_job_asked_again_with_the_generators_own_demonstrations_edite
     generator.demonstrations = {"rephrase": [{"question": "Q?", "output": "Edited?", "answer": "True", "context": "c"}] * 6}
     generator.save()
     again = _question_job(lab, generator)
+    assert not again.already_queued and again.pk != first.pk
+
+
+def test_a_queued_question_job_whose_draw_holds_a_question_marked_invalid_since_is_not_the_one_asked_for(
+        lab, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)
+    first = _question_job(lab, lab["ownerless"])
+    drawn = [d["output"] for d in first.params["demonstrations"]["rephrase"]]
+    GeneralizationQuestion.objects.filter(text__in=drawn).update(
+        validation_status=GeneralizationQuestion.Validation.INVALID)
+    again = _question_job(lab, lab["ownerless"])
+    assert not again.already_queued and again.pk != first.pk
+    assert not set(drawn) & {d["output"] for d in again.params["demonstrations"]["rephrase"]}
+
+
+def test_a_queued_question_job_whose_draw_its_researcher_may_no_longer_read_is_not_the_one_asked_for(
+        lab, monkeypatch):  # noqa: F811
+    """Alice's job drew from the train items of a study she owned then; she handed it to Bob since."""
+    monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)
+    alice, bob = lab["alice"], lab["bob"]
+    every = study_create(name="alices-all-train", dataset=lab["dataset"], split="train", sources=[lab["source"]],
+                         owner=alice, user=None, consent_text="ok")
+
+    def ask():
+        return jobs.generation_job_create(kind="generalization_questions", generator=lab["alices"],
+                                          dataset=lab["dataset"], split="dev", user=alice)
+
+    first = ask()
+    assert ask().already_queued  # nothing changed: the same request
+    study_update(study=every, user=None, owner=bob)
+    readable = set(generalization_questions_for_user(user=alice).values_list("text", flat=True))
+    assert {d["output"] for demos in first.params["demonstrations"].values() for d in demos} - readable
+    again = ask()
     assert not again.already_queued and again.pk != first.pk

@@ -586,6 +586,12 @@ class Handler:
         queued or running gets that job): all of them by default."""
         return params
 
+    def twin_prompts_allowed(self, job: GenerationJob, other: GenerationJob) -> bool:
+        """Whether ``other``, a queued or running job of the same request as ``job`` (not saved yet),
+        prompts only with what ``job`` may prompt with now, where ``request_params`` leaves some of
+        it out: True by default (all of it was compared)."""
+        return True
+
     def resume_refusal(self, job: GenerationJob, *, user) -> str:
         """Why ``job`` (failed, cancelled or stalled) may not be queued again, told to ``user`` who
         resumes it (``generation_job_resume``, after the checks every kind shares): a kind's own

@@ -250,8 +250,9 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
     runs again only when someone resumes it: it does not keep the same request from starting a new
     one), and has the same kind, source, generator, dataset, split, items, batch size and params
     (those the caller gave and those creating the job derived, as the kind tells requests apart:
-    ``Handler.request_params``, which leaves out a question job's drawn demonstrations; not what a
-    running job writes as it goes, its cursor or usage), or None. A retried request (a lost 202, a double
+    ``Handler.request_params``, which leaves out a question job's drawn demonstrations, as long as
+    they could still be drawn: ``Handler.twin_prompts_allowed``; not what a running job writes as it
+    goes, its cursor or usage), or None. A retried request (a lost 202, a double
     click) would otherwise generate, spend an OpenAI budget or train a checkpoint twice. The
     requesting user's row is locked first, so two such requests at once make one job; an
     operator's job (a management command) has no user row, so the operator's requests take a
@@ -274,7 +275,8 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
                           updated_at__gte=moved_since)
                   .order_by("-created_at", "-pk")):
         given = {k: v for k, v in other.params.items() if k in params or k in handler.params_accepted}
-        if other.item_ids == item_ids and handler.request_params(given) == wanted:
+        if (other.item_ids == item_ids and handler.request_params(given) == wanted
+                and handler.twin_prompts_allowed(job, other)):
             return other
     return None
 

@@ -95,13 +95,8 @@ def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset
     endpoint): a demonstration carries the item's question and facts and the question's text and
     answer; None: among all (the operator's job). ``exclude_ids``: not on these items (the job's own)
     while six others remain; else among all (the job names its items among them)."""
-    pool = (GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
-            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID))
-    if user is not None:
-        pool = pool.filter(pk__in=generalization_questions_for_user(user=user).values("pk"),
-                           item_id__in=items_for_jobs(user=user).values("pk"))
     by_item: dict[int, GeneralizationQuestion] = {}
-    for question in pool.select_related("item").order_by("item_id", "id"):
+    for question in _question_pool(dataset, qtype, user=user).order_by("item_id", "id"):
         by_item.setdefault(question.item_id, question)
     candidates = list(by_item.values())
     excluded = set(exclude_ids)
@@ -118,13 +113,52 @@ def drawn_question_demonstrations(generator: QuestionGenerator, dataset: Dataset
     index = templates.QUESTION_TYPES.index(qtype)
     chosen = random.Random(generator.seed + index).sample(candidates, templates.N_DEMONSTRATIONS)
     unvalidated = sum(q.validation_status == GeneralizationQuestion.Validation.UNVALIDATED for q in chosen)
-    return [
-        templates.QuestionDemo(
-            question=q.item.question, output=q.text, answer=templates.bool_word(q.answer),
-            context=prompt_item(q.item, dataset.name).facts,
-        ).as_json()
-        for q in chosen
-    ], UNVALIDATED_QUESTION_DEMONSTRATIONS.format(n=unvalidated) if unvalidated else ""
+    return ([_demonstration(q, dataset) for q in chosen],
+            UNVALIDATED_QUESTION_DEMONSTRATIONS.format(n=unvalidated) if unvalidated else "")
+
+
+def _question_pool(dataset: Dataset, qtype: str, *, user=None):
+    """The questions a draw of ``qtype`` demonstrations takes from (``drawn_question_demonstrations``):
+    the dataset's train-split ones of that type not marked invalid; for ``user``, only those they may
+    read on items their jobs may send to an LM; None: all (the operator's)."""
+    pool = (GeneralizationQuestion.objects.filter(item__dataset=dataset, item__split="train", qtype=qtype)
+            .exclude(validation_status=GeneralizationQuestion.Validation.INVALID))
+    if user is not None:
+        pool = pool.filter(pk__in=generalization_questions_for_user(user=user).values("pk"),
+                           item_id__in=items_for_jobs(user=user).values("pk"))
+    return pool.select_related("item")
+
+
+def _demonstration(question: GeneralizationQuestion, dataset: Dataset) -> dict:
+    """A drawn question as a demonstration of its type (what a job's params freeze)."""
+    return templates.QuestionDemo(
+        question=question.item.question, output=question.text, answer=templates.bool_word(question.answer),
+        context=prompt_item(question.item, dataset.name).facts,
+    ).as_json()
+
+
+def _drawn(where: dict, qtype: str) -> bool:
+    """Whether a job's ``qtype`` demonstrations were drawn from the train questions (its
+    ``demonstrations_from``), not the generator's own."""
+    return not str(where.get(qtype, "")).startswith(GENERATOR_DEMONSTRATIONS)
+
+
+def drawn_demonstrations_drawable(job: GenerationJob, params: dict) -> bool:
+    """Whether every demonstration ``params`` drew from the train questions is one a draw for ``job``
+    (its researcher, or the operator) could take now: a question of the pool (readable by them, not
+    marked invalid) as it reads now. A queued job whose draw holds a question marked invalid since,
+    or one its researcher may no longer read, is not the same request as ``job``."""
+    where = params.get("demonstrations_from") or {}
+    actor = job_actor(job)
+    for qtype, demos in (params.get("demonstrations") or {}).items():
+        if not _drawn(where, qtype) or not demos:
+            continue
+        texts = [d.get("output") for d in demos if isinstance(d, dict)]
+        pool = {json.dumps(_demonstration(q, job.dataset), sort_keys=True)
+                for q in _question_pool(job.dataset, qtype, user=actor).filter(text__in=texts)}
+        if any(json.dumps(d, sort_keys=True) not in pool for d in demos):
+            return False
+    return True
 
 
 def job_question_demonstrations(job: GenerationJob) -> tuple[dict[str, list[dict]], dict[str, str]]:
@@ -222,12 +256,16 @@ class QuestionHandler(ItemHandler):
         """Without the demonstrations drawn from the train questions: the pool they are drawn from
         grows while question jobs run (this one, or another generator's on the same dataset), so the
         same request asked again draws others. A type's demonstrations that are the generator's own
-        stay (edited, they make another request)."""
+        stay (edited, they make another request). What the twin drew must still be drawable
+        (``twin_prompts_allowed``)."""
         where = params.get("demonstrations_from") or {}
         own = {qtype: demos for qtype, demos in (params.get("demonstrations") or {}).items()
-               if str(where.get(qtype, "")).startswith(GENERATOR_DEMONSTRATIONS)}
+               if not _drawn(where, qtype)}
         return {**{k: v for k, v in params.items() if k not in ("demonstrations", "demonstrations_from")},
                 "demonstrations_own": own}
+
+    def twin_prompts_allowed(self, job, other):
+        return drawn_demonstrations_drawable(job, other.params)
 
     def processed_among(self, job, ids):
         return self._answered_among(job, ids) | failed_item_ids(job, ids)
