@@ -51,6 +51,16 @@ def stop_calls() -> list:
     return list(PlatformCall.objects.filter(operation="stop_study").values_list("operation", "status"))
 
 
+def enter_listed_active(server, study, prolific_id: str, n: int, capture) -> tuple[list[dict], list]:
+    """``n`` workers whose sessions Prolific lists as ACTIVE enter and submit (they have not reached
+    its completion page yet); the close queued at the last decision runs (``capture``: pytest-django's
+    ``django_capture_on_commit_callbacks``). Returns (the listed rows, the tasks)."""
+    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(n)]
+    with capture(execute=True):
+        tasks = [enter(study, prolific_id, pid=row["participant_id"], session=row["id"]) for row in rows]
+    return rows, tasks
+
+
 def test_made_up_sessions_that_decide_the_last_unit_do_not_stop_the_prolific_study(
         prolific, settings, django_capture_on_commit_callbacks):
     _platform, server = prolific
@@ -191,10 +201,8 @@ def test_the_close_waits_while_prolific_lists_the_deciding_sessions_as_active(
     _platform, server = prolific
     study, publication = one_unit()
     prolific_id = publication.prolific_study_id
-    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(3)]
-    with django_capture_on_commit_callbacks(execute=True) as queued:
-        tasks = [enter(study, prolific_id, pid=row["participant_id"], session=row["id"]) for row in rows]
-    assert queued and PlatformSubmission.objects.filter(flag="", platform_status="ACTIVE").count() == 3
+    rows, tasks = enter_listed_active(server, study, prolific_id, 3, django_capture_on_commit_callbacks)
+    assert PlatformSubmission.objects.filter(flag="", platform_status="ACTIVE").count() == 3
     assert unit_state(study) == (True, 3)
     assert is_open(study) and stop_calls() == []  # listed, but Prolific may still end a session unpaid
     assert not study_close_when_decided(study=study) and close_decided_studies() == 0
@@ -214,10 +222,7 @@ def test_the_close_goes_ahead_once_prolific_lists_the_active_sessions_as_submitt
     _platform, server = prolific
     study, publication = one_unit()
     prolific_id = publication.prolific_study_id
-    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(3)]
-    with django_capture_on_commit_callbacks(execute=True):
-        for row in rows:
-            enter(study, prolific_id, pid=row["participant_id"], session=row["id"])
+    rows, _tasks = enter_listed_active(server, study, prolific_id, 3, django_capture_on_commit_callbacks)
     assert is_open(study)
     for row in rows:
         server.submissions[row["id"]]["status"] = "AWAITING REVIEW"
@@ -231,10 +236,8 @@ def test_the_pages_say_how_many_tasks_the_close_waits_for(prolific, django_captu
     _platform, server = prolific
     study, publication = one_unit()
     prolific_id = publication.prolific_study_id
-    rows = [server.add_submission(prolific_id, participant_id=hex24(), status="ACTIVE") for _ in range(2)]
+    rows, _tasks = enter_listed_active(server, study, prolific_id, 2, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
-        for row in rows:
-            enter(study, prolific_id, pid=row["participant_id"], session=row["id"])
         enter(study, prolific_id, pid=hex24(), session=hex24())  # not listed at all
     publish = reverse("admin:annotations_publication_publish", args=[study.pk])
     progress = f"/admin/studies/study/{study.pk}/progress.json"
