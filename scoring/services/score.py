@@ -1555,13 +1555,14 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
                              f"{borrowed['unavailable']}."])
         outcome = lookup[["item_id", "source_id", "utility"]]
     data = agg.merge(outcome, on=["item_id", "source_id"], how="inner")
-    if len(data) < PROPERTIES_MIN_RATIONALES or data["utility"].nunique() < 2:
+    data = data.assign(useful=(data["utility"] == 1).astype(int))  # OUTCOME_UNSURE_NOT_USEFUL
+    if len(data) < PROPERTIES_MIN_RATIONALES or data["useful"].nunique() < 2:
         return Part({}, [
-            f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility "
-            f"(need at least {PROPERTIES_MIN_RATIONALES} with both useful and not-useful outcomes; our cut-off, "
-            "SPEC names none)."
+            f"Properties model not fitted: {len(data)} rationales have both property annotations and a utility, "
+            f"{int(data['useful'].sum())} of them useful (need at least {PROPERTIES_MIN_RATIONALES}, with both useful "
+            "and not-useful outcomes; our cut-off, SPEC names none)."
         ])
-    fitted = _fit_properties(data.assign(useful=(data["utility"] == 1).astype(int)), prop_cols)
+    fitted = _fit_properties(data, prop_cols)
     if "properties_model" in fitted.results:
         other, other_warnings = _properties_unsure_dropped(data, prop_cols)
         fitted.results["properties_model"].update({"mark_rule": MARK_RULE, "even_splits": even_splits,
@@ -2161,7 +2162,8 @@ def _compute(study: Study, *, both_directions: bool, similarity: bool,
     parts.append(properties := _properties_model(study, frame))
     if study.kind not in (Study.Kind.UTILITY, Study.Kind.GENERALIZATION, Study.Kind.QUESTION_VALIDATION) \
             and not properties.results:
-        raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.")
+        why = "".join(f" {warning}" for warning in properties.warnings)  # why the model was not fitted
+        raise ScoringError(f"Study {study.name!r} ({study.get_kind_display()}) has nothing to score yet.{why}")
     if study.faithfulness_enabled:
         parts.append(_faithfulness(study))
     if not study.is_imported_outcome:

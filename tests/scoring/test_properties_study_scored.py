@@ -82,3 +82,27 @@ def test_a_properties_study_answered_by_workers_is_scored(settings):
         name for name, _ in RATIONALE_PROPERTIES if name != "factual")
     term = model["terms"]["factual"]
     assert term["ci"][0] < term["log_odds"] < term["ci"][1] and term["log_odds"] > 0
+
+
+def test_a_properties_study_whose_borrowed_utility_has_no_useful_rationale_says_why_it_is_not_scored(settings):
+    """The model's outcome is useful vs not (``OUTCOME_UNSURE_NOT_USEFUL``): utilities of unsure and
+    not useful only are one outcome, below the cut-off, and the failed run says so (it tried the fit,
+    which statsmodels refused, and the run said only that there was nothing to score)."""
+    settings.RL_SCORING_SIMILARITY = False
+    owner = grant(get_user_model().objects.create_user(username="olga", password="pw", is_staff=True),
+                  "studies.view_study", "studies.change_study")
+    utility = open_utility_study(name="lender", n_items=N_ITEMS, n_sources=1, quota=1, owner=owner)
+    work(utility, "w1", answer=lambda claim, step: (
+        ("yes", "yes") if _useful(claim.unit.item) else ("yes", "no"))[step == "after"])
+    assert study_score(study=utility).status == ScoreRun.Status.DONE
+    assert set(UnitScore.objects.filter(study=utility).values_list("utility", flat=True)) == {0, -1}
+    props = study_open(study=study_create(
+        name="props", dataset=utility.dataset, kind=Study.Kind.RATIONALE_PROPERTIES, sources=utility.sources.all(),
+        annotators_per_unit=1, units_per_task=N_ITEMS, owner=owner, consent_text="I agree."), user=OPERATOR)
+    _answer_properties_through_the_pages(props)
+
+    run = study_score(study=props)
+
+    assert run.status == ScoreRun.Status.FAILED
+    assert "has nothing to score yet. Properties model not fitted: 24 rationales have both property annotations " \
+           "and a utility, 0 of them useful (need at least 10, with both useful and not-useful outcomes" in run.error
