@@ -1094,6 +1094,8 @@ def properties_section(results: dict) -> Section:
             columns, _term_rows(other)))
     if model.get("mark_rule"):
         section.notes.append(f"Properties: {model['mark_rule']} ({model.get('even_splits', 0)} even splits).")
+    if model.get("answers_read"):
+        section.notes.append(f"Answers read: {model['answers_read']}.")
     if model.get("constant_properties_dropped"):
         section.notes.append("Left out (no rationale differed): " + ", ".join(model["constant_properties_dropped"]))
     if model.get("utility_from"):

@@ -1476,6 +1476,11 @@ PROPERTIES_VC_PRIOR_SD = 1.0
 # The outcome "useful vs not" (SPEC section 7) can be read two ways: the model is fitted with
 # unsure counted as not useful, and the results also give the other reading, unsure left out.
 OUTCOME_UNSURE_NOT_USEFUL = "useful (+1) against unsure (0) and not useful (-1) together"
+# Which answers the model reads (``properties_model.answers_read``): it is fitted once, not under the
+# counted answers' other readings, so its figures are those of the published reading on both sides.
+PROPERTIES_ANSWERS_RULE = ("the property marks of the counted answers as published (counted_answers), and the "
+                           "utility of this study's published unit scores or, borrowed, the lender's stored unit "
+                           "scores (their published reading); not refitted under any other reading")
 OUTCOME_UNSURE_DROPPED = "useful (+1) against not useful (-1); unsure (0) rationales left out"
 
 
@@ -1566,7 +1571,8 @@ def _properties_model(study: Study, frame: pd.DataFrame | None) -> Part:
     if "properties_model" in fitted.results:
         other, other_warnings = _properties_unsure_dropped(data, prop_cols)
         fitted.results["properties_model"].update({"mark_rule": MARK_RULE, "even_splits": even_splits,
-                                                   "outcome": OUTCOME_UNSURE_NOT_USEFUL, "unsure_dropped": other})
+                                                   "outcome": OUTCOME_UNSURE_NOT_USEFUL, "unsure_dropped": other,
+                                                   "answers_read": PROPERTIES_ANSWERS_RULE})
         fitted.warnings.extend(other_warnings)
     if borrowed is not None and "properties_model" in fitted.results:
         fitted.results["properties_model"]["utility_from"] = borrowed

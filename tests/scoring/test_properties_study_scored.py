@@ -13,7 +13,9 @@ from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.steps import RATIONALE_PROPERTIES
 from scoring.models import ScoreRun, UnitScore
+from scoring.reports.sections import properties_section
 from scoring.services import study_score
+from scoring.services.score import PROPERTIES_ANSWERS_RULE
 from studies.models import Study
 from studies.services.studies import study_create
 from tests.annotations.pages import FIELD, entry_url, form_fields, start
@@ -77,6 +79,8 @@ def test_a_properties_study_answered_by_workers_is_scored(settings):
     assert "factual" in model["terms"], model["terms"]  # the marks as the page stores them are read
     assert model["n_rationales"] == N_ITEMS
     assert model["utility_from"]["studies"][0]["id"] == utility.pk
+    assert model["answers_read"] == PROPERTIES_ANSWERS_RULE  # fitted once, on the published reading: said
+    assert f"Answers read: {PROPERTIES_ANSWERS_RULE}." in properties_section(run.results).notes
     # Marked by nobody or by everyone: every property but factual is constant and dropped.
     assert sorted(model["constant_properties_dropped"]) == sorted(
         name for name, _ in RATIONALE_PROPERTIES if name != "factual")
