@@ -17,12 +17,11 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
-from annotations.models import Annotation, Assignment, Claim, PlatformCall, Unit
+from annotations.models import Annotation, Assignment, Claim, Unit
 from annotations.platforms import get_platform
 from annotations.platforms.base import CENT, CostEstimate, money
 from annotations.selectors import COUNTING_ASSIGNMENT_STATUSES, on_hold
 from annotations.selectors.entry import attention_checks_to_give
-from annotations.selectors.platforms import contrary_sent
 from annotations.selectors.review import tasks_seconds_per_question
 from studies.design import Capacity, design_capacity, study_capacity
 from studies.models import GeneralizationQuestion, Platform, Study
@@ -35,15 +34,13 @@ MIN_TIMED_TASKS = 5
 MIN_PLAUSIBLE_SECONDS_PER_QUESTION = 5
 
 # The tasks whose times the hourly pay is read from: the work that is paid or will be (submitted or
-# approved, ``annotations.selectors.COUNTING_ASSIGNMENT_STATUSES``, not held by sync,
-# ``annotations.selectors.on_hold``, and with no rejection sent for it, ``selectors.platforms.contrary_sent``
-# of an approval: what "Approve all" and the bonuses treat as payable). Rejected work is not paid, nor
-# work whose rejection was sent (its platform's answer lost or not taken over yet: the task still reads
-# as submitted here, and an approval waits on it), and held work not until a researcher clears it:
-# fast bot work among them would hide what the paid workers earn. Nor is a task whose unit claims are all released (no work of it counts
+# approved, ``annotations.selectors.COUNTING_ASSIGNMENT_STATUSES``, and not held by sync,
+# ``annotations.selectors.on_hold``: what "Approve all" and the bonuses treat as payable). Rejected
+# work is not paid, and held work not until a researcher clears it: fast bot work among them would
+# hide what the paid workers earn. Nor is a task whose unit claims are all released (no work of it counts
 # or could): a bundle copy brings a task held at the origin in as submitted with its claims released (the
 # platform's report that held it cannot travel), so "not on hold" there reads the claims.
-TIMED_TASKS_RULE = "tasks paid or payable (submitted or approved, not on hold, no rejection sent)"
+TIMED_TASKS_RULE = "tasks paid or payable (submitted or approved, not on hold)"
 
 # What a timed task's minutes are (``task_minutes``): from the start of its clock, as the deadlines
 # count it (``Assignment.created_at``, written by ``assignment.assignment_start`` from
@@ -192,14 +189,13 @@ def _quantile(values: list[float], q: float) -> float:
 
 def study_timed_tasks(*, study: Study) -> QuerySet[Assignment]:
     """The tasks of ``study`` whose times the hourly pay reads (``TIMED_TASKS_RULE``): submitted or
-    approved, not on hold, no rejection sent (``contrary_sent`` of an approval), with a submission time, and holding at least one unit claim that is not
+    approved, not on hold, with a submission time, and holding at least one unit claim that is not
     released (one that counts or could once cleared, as ``claims_that_count`` reads it). Here a
     submitted or approved task's claims are never released (only expiry, return and rejection
     release them); a bundle copy's task that was on hold at the origin has them all released."""
     holds_work = Exists(Claim.objects.filter(assignment_id=OuterRef("pk"), unit__isnull=False, released=False))
-    return (Assignment.objects.filter(holds_work, study=study, status__in=COUNTING_ASSIGNMENT_STATUSES,
-                                      submitted_at__isnull=False).filter(~on_hold("pk"))
-            .exclude(contrary_sent(PlatformCall.Operation.APPROVE)))
+    return Assignment.objects.filter(holds_work, study=study, status__in=COUNTING_ASSIGNMENT_STATUSES,
+                                     submitted_at__isnull=False).filter(~on_hold("pk"))
 
 
 def task_minutes(*, tasks: QuerySet[Assignment]) -> dict[int, float]:

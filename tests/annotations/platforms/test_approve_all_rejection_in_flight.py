@@ -15,7 +15,7 @@ import pytest
 from django.urls import reverse
 
 from annotations.models import Assignment, PlatformCall, Publication
-from annotations.selectors.cost import study_cost_and_pay, study_effective_hourly_pay
+from annotations.selectors.cost import study_cost_and_pay
 from annotations.selectors.platforms import study_approve_all_tasks, study_bonus_candidates
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.review import assignment_reject, study_approve_all
@@ -34,14 +34,14 @@ def _page(study) -> str:
     return reverse("admin:annotations_publication_publish", args=[study.pk])
 
 
-def _work(study, server, worker: str, *, minutes: float | None = None) -> Assignment:
+def _work(study, server, worker: str) -> Assignment:
     """A task ``worker`` took and submitted through the app's services, on the study's live
-    Prolific study (published on the first call), ``minutes`` after it started."""
+    Prolific study (published on the first call)."""
     publication = Publication.objects.filter(study=study, platform="prolific", dry_run=False).first()
     publication = publication or publish_on(study, "prolific")
     sub = server.add_submission(publication.prolific_study_id, participant_id=worker)
     return submitted(study, platform="prolific", worker_id=worker, assignment_id=sub["id"],
-                     task_id=publication.prolific_study_id, minutes=minutes)
+                     task_id=publication.prolific_study_id)
 
 
 def _reject_lost(platform, study, task: Assignment) -> None:
@@ -83,22 +83,6 @@ def test_approve_all_leaves_out_the_tasks_whose_rejection_is_in_flight_as_the_bo
         "approved": 2, "errors": [], "unsettled": []}
     assert Assignment.objects.get(pk=rejecting.pk).status == Assignment.Status.SUBMITTED
     assert server.submissions[rejecting.platform_assignment_id]["status"] == "AWAITING REVIEW"
-
-
-def test_the_hourly_pay_does_not_time_a_task_whose_rejection_is_in_flight(prolific, study):
-    """The pay is read from the tasks paid or payable, the rule "Approve all" approves by: a fast task
-    being rejected (a bot's) would otherwise pull the median time down and the quoted pay up."""
-    platform, server = prolific
-    for i in range(5):
-        _work(study, server, f"pslow{i}", minutes=30)
-    fast = _work(study, server, "pfast", minutes=1)
-    before = study_effective_hourly_pay(study=study)
-    _reject_lost(platform, study, fast)
-
-    pay = study_effective_hourly_pay(study=study)
-
-    assert (before.n_recorded, before.min_minutes) == (6, 1.0)
-    assert (pay.n_recorded, pay.min_minutes, pay.median_minutes) == (5, 30.0, 30.0)
 
 
 def test_the_publish_page_prices_and_carries_only_what_approve_all_approves(prolific, study, researcher):
