@@ -18,7 +18,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from studies.models import GeneralizationQuestion, GenerationJob, RationaleSource
+from studies.models import GeneralizationQuestion, GenerationJob, Item, RationaleSource
 from studies.selectors import generalization_questions_for_user
 from studies.services.generation import jobs
 from studies.services.generation.questions import drawn_question_demonstrations
@@ -199,3 +199,24 @@ def test_a_queued_question_job_whose_draw_its_researcher_may_no_longer_read_is_n
     assert {d["output"] for demos in first.params["demonstrations"].values() for d in demos} - readable
     again = ask()
     assert not again.already_queued and again.pk != first.pk
+
+
+def test_a_queued_question_job_whose_draw_shows_its_own_items_is_not_the_one_asked_for_once_others_are_there(
+        lab, monkeypatch):  # noqa: F811
+    """A job on every train item drew among them (no six others were there); once another generator
+    added questions on six more train items, a draw leaves the job's own items out, so the same
+    request is a new job."""
+    monkeypatch.setattr(jobs, "_enqueue", lambda job_id, chain: None)
+    train = list(Item.objects.filter(dataset=lab["dataset"], split="train").order_by("pk").values_list("pk", flat=True))
+
+    def ask():
+        return jobs.generation_job_create(kind="generalization_questions", generator=lab["ownerless"],
+                                          dataset=lab["dataset"], item_ids=train, user=None)
+
+    first = ask()
+    assert "of them show items of this job itself" in first.params["demonstrations_from"]["rephrase"]
+    assert ask().already_queued  # nothing changed: the same request
+    _more_train_questions(lab["dataset"])
+    again = ask()
+    assert not again.already_queued and again.pk != first.pk
+    assert "of them show items of this job itself" not in again.params["demonstrations_from"]["rephrase"]

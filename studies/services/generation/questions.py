@@ -139,24 +139,33 @@ def _demonstration(question: GeneralizationQuestion, dataset: Dataset) -> dict:
 
 def _drawn(where: dict, qtype: str) -> bool:
     """Whether a job's ``qtype`` demonstrations were drawn from the train questions (its
-    ``demonstrations_from``), not the generator's own."""
-    return not str(where.get(qtype, "")).startswith(GENERATOR_DEMONSTRATIONS)
+    ``demonstrations_from``), not the generator's own (a job without the note, from before it was
+    written, prompts with its frozen ones as its generator's: ``generate``)."""
+    return qtype in where and not str(where[qtype]).startswith(GENERATOR_DEMONSTRATIONS)
 
 
 def drawn_demonstrations_drawable(job: GenerationJob, params: dict) -> bool:
     """Whether every demonstration ``params`` drew from the train questions is one a draw for ``job``
     (its researcher, or the operator) could take now: a question of the pool (readable by them, not
     marked invalid) as it reads now. A queued job whose draw holds a question marked invalid since,
-    or one its researcher may no longer read, is not the same request as ``job``."""
+    or one its researcher may no longer read, is not the same request as ``job``; nor is one whose
+    draw shows items of the job itself (fewer than six others were there to draw) while six others
+    are there now, which a draw leaves out (``drawn_question_demonstrations``)."""
     where = params.get("demonstrations_from") or {}
     actor = job_actor(job)
+    own_ids = set(job_item_ids(job))
     for qtype, demos in (params.get("demonstrations") or {}).items():
         if not _drawn(where, qtype) or not demos:
             continue
         texts = [d.get("output") for d in demos if isinstance(d, dict)]
-        pool = {json.dumps(_demonstration(q, job.dataset), sort_keys=True)
+        pool = {json.dumps(_demonstration(q, job.dataset), sort_keys=True): q.item_id
                 for q in _question_pool(job.dataset, qtype, user=actor).filter(text__in=texts)}
-        if any(json.dumps(d, sort_keys=True) not in pool for d in demos):
+        keys = [json.dumps(d, sort_keys=True) for d in demos]
+        if any(key not in pool for key in keys):
+            return False
+        if own_ids & {pool[key] for key in keys} and (
+                _question_pool(job.dataset, qtype, user=actor).exclude(item_id__in=own_ids)
+                .values("item_id").distinct().count() >= templates.N_DEMONSTRATIONS):
             return False
     return True
 
