@@ -243,6 +243,8 @@ def test_the_pages_say_how_many_tasks_the_close_waits_for(prolific, django_captu
     progress = f"/admin/studies/study/{study.pk}/progress.json"
     assert is_open(study) and close_waiting_on(study=study) == 3
     assert admin_client.get(progress).json()["early_stopping"]["close_waits_on_tasks"] == 3
+    html = admin_client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
+    assert '<td data-k="early_stopping.close_waits_on_tasks">3</td>' in html
     page = admin_client.get(publish).content.decode()
     assert 'id="close-waits"' in page and "(3 tasks not listed so yet)" in page
 
