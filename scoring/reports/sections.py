@@ -361,7 +361,7 @@ def _generation_text(combo: dict, *, trained: bool = False) -> str:
     the results know it (``checkpoint_replaced``); ``trained``: the source's line names its training,
     which is then that of other weights."""
     recorded = [f"{key} {json.dumps(combo[key], sort_keys=True) if isinstance(combo[key], dict) else combo[key]}"
-                for key in ("model", "template", "decoding") if combo.get(key) is not None]
+                for key in ("backend", "model", "template", "decoding") if combo.get(key) is not None]
     # The seed that sampled is the decoding's; ``seed`` is the source's, which only draws the
     # demonstrations of a source without its own (a record without a decoding seed keeps "seed").
     sampling = combo["decoding"].get("seed") if isinstance(combo.get("decoding"), dict) else None

@@ -2014,9 +2014,11 @@ def _remove_unscored_unit_scores(study: Study, *, run: ScoreRun) -> None:
 # What each source's rationales were made with, read from their ``generation_info`` (the keys the
 # rationale job writes: ``studies.services.generation.rationales``): one row per distinct combination.
 # ``demonstrations_fingerprint`` is the fingerprint of the demonstrations' full content (their keys
-# alone do not tell an edited text apart), as the rationale recorded it. A key a rationale made
-# before it was recorded lacks reads as None: such rationales group as they always did.
-GENERATION_KEYS = ("model", "decoding", "template", "seed", "demonstrations_fingerprint")
+# alone do not tell an edited text apart), as the rationale recorded it; ``backend`` is the one the
+# rationale was made by (a source switched from a local model to an endpoint serving a model of the same
+# name keeps its name and model). A key a rationale made before it was recorded lacks reads as None:
+# such rationales group as they always did.
+GENERATION_KEYS = ("backend", "model", "decoding", "template", "seed", "demonstrations_fingerprint")
 # What tells two prompts apart beyond those keys: the few-shot demonstrations (their keys, in the
 # prompt's order), the template's own text (every source template is named "custom") and the
 # trained checkpoint the source loaded (``checkpoint``: its training record's fingerprint, so
@@ -2046,7 +2048,7 @@ def study_sources(study: Study):
 def _sources(study: Study) -> dict:
     """``results["sources"]``: per source, what it is now (kind, backend, model, the fine-tuning
     preset or method when it was trained here, and ``checkpoint_hash``, the checkpoint it loads:
-    ``inputs.source_checkpoint``) and ``generation``, the distinct (model, decoding, template,
+    ``inputs.source_checkpoint``) and ``generation``, the distinct (backend, model, decoding, template,
     seed, demonstrations_fingerprint, demonstrations_hash, template_text_hash, checkpoint_hash:
     ``GENERATION_KEYS``, ``GENERATION_HASHED_KEYS``) its rationales of the
     study's items record in ``generation_info``, with how many rationales each (one grouped query;

@@ -824,6 +824,29 @@ def test_consistency_names_its_bundles_and_gives_spec_bundles_with_the_item_itse
     assert "computed on the most common bundle size; between sizes equally common, the largest" in notes
 
 
+def test_rationales_another_backend_made_under_the_same_model_name_are_counted_apart(utility_study):
+    """A source switched from a local model to an endpoint serving a model of the same name keeps its
+    name and model: the backend each rationale records tells them apart (``GENERATION_KEYS``)."""
+    from scoring.reports.sections import utility_section
+
+    study, items, _good, _bad = utility_study
+    lm = RationaleSourceFactory(name="gpt-lm", kind="lm", backend="openai", model_name_or_path="gpt2",
+                                endpoint_url="https://llm.example/v1")
+    made = {"model": "gpt2", "decoding": {"do_sample": False}, "template": "causal_few_shot", "seed": 0}
+    for k, item in enumerate(items):
+        RationaleFactory(item=item, source=lm, generation_info={**made, "backend": "causal" if k < 2 else "openai"})
+    study.sources.add(lm)
+    study.items.add(*items)
+    collect(study, make_unit(study, items[0], lm), [("no", "yes")] * 5)
+
+    run = study_score(study=study, similarity=False)
+
+    rows = run.results["sources"]["gpt-lm"]["generation"]
+    assert sorted((row["backend"], row["n_rationales"]) for row in rows) == [("causal", 2), ("openai", len(items) - 2)]
+    line = next(note for note in utility_section(run.results).notes if note.startswith("Source gpt-lm:"))
+    assert "2 made with backend causal, model gpt2" in line and "made with backend openai, model gpt2" in line
+
+
 def test_consistency_says_when_specs_bundle_cannot_be_formed(utility_study):
     """Without the original items' outcomes (nobody scored them) only the questions-only bundles
     are given, and the report says why SPEC's are not."""
@@ -867,7 +890,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
         run = study_score(study=study, similarity=False)
 
     sources = run.results["sources"]
-    combo = {k: made[k] for k in ("model", "decoding", "template")}
+    combo = {"backend": None, **{k: made[k] for k in ("model", "decoding", "template")}}  # no backend recorded
     # What a seed and a template name do not tell apart: the demonstrations and the template's text.
     hashes = {"demonstrations_hash": None, "template_text_hash": generation_hash("explain {question}")}
     # Rationales made before the demonstrations' content and the checkpoint were recorded: None, grouped as before.
@@ -880,7 +903,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
                        {**combo, "seed": 1, **hashes, "n_rationales": 1}]}
     assert set(sources) == {"t5-lm", "good-lm"}  # good-lm: a unit's source, though not in the design
     assert sources["good-lm"]["generation"] == [
-        {"model": None, "decoding": None, "template": None, "seed": None, "demonstrations_hash": None,
+        {"backend": None, "model": None, "decoding": None, "template": None, "seed": None, "demonstrations_hash": None,
          "template_text_hash": None, "demonstrations_fingerprint": None, "checkpoint_hash": None,
          "checkpoint_replaced": None, "n_rationales": 4}]
     reads = [q["sql"] for q in queries.captured_queries if "generation_info" in q["sql"]]
