@@ -17,7 +17,7 @@ under; per-source figures are dicts ``{source name: value, ..., "all": value ove
 - ``bootstrap``: {method, confidence, n_resamples, seed} of every interval below
 - ``sources``: {source: {kind, backend, model_name_or_path, training_preset, training_mode,
   training_method, checkpoint_hash (the source's settings and checkpoint when the results were
-  computed), generation: [{model, decoding, template, seed, demonstrations_fingerprint,
+  computed), generation: [{backend, model, decoding, template, seed, demonstrations_fingerprint,
   demonstrations_hash, template_text_hash, checkpoint_hash, checkpoint_replaced (True: made by
   weights the source no longer loads; None: not known, ``_checkpoint_replaced``), n_rationales}]}},
   the distinct settings
@@ -1477,10 +1477,10 @@ PROPERTIES_VC_PRIOR_SD = 1.0
 # unsure counted as not useful, and the results also give the other reading, unsure left out.
 OUTCOME_UNSURE_NOT_USEFUL = "useful (+1) against unsure (0) and not useful (-1) together"
 # Which answers the model reads (``properties_model.answers_read``): it is fitted once, not under the
-# counted answers' other readings, so its figures are those of the published reading on both sides.
-PROPERTIES_ANSWERS_RULE = ("the property marks of the counted answers as published (counted_answers), and the "
-                           "utility of this study's published unit scores or, borrowed, the lender's stored unit "
-                           "scores (their published reading); not refitted under any other reading")
+# counted answers' other readings, on the utility ``utility_from`` names (a lender's stored unit
+# scores, or a bundle's table, each saying where it was read from).
+PROPERTIES_ANSWERS_RULE = ("the property marks of the counted answers as published (counted_answers), against the "
+                           "utility utility_from names; not refitted under any other reading of either")
 OUTCOME_UNSURE_DROPPED = "useful (+1) against not useful (-1); unsure (0) rationales left out"
 
 

@@ -247,6 +247,7 @@ def test_the_pages_say_how_many_tasks_the_close_waits_for(prolific, django_captu
     assert '<td data-k="early_stopping.close_waits_on_tasks">3</td>' in html
     page = admin_client.get(publish).content.decode()
     assert 'id="close-waits"' in page and "(3 tasks not listed so yet)" in page
+    assert "held once\n      it is older than the grace period; either reopens its unit" in page
 
     for row in rows:
         server.submissions[row["id"]]["status"] = "AWAITING REVIEW"

@@ -220,3 +220,14 @@ def test_a_queued_question_job_whose_draw_shows_its_own_items_is_not_the_one_ask
     again = ask()
     assert not again.already_queued and again.pk != first.pk
     assert "of them show items of this job itself" not in again.params["demonstrations_from"]["rephrase"]
+
+
+def test_a_question_job_without_a_note_of_where_its_demonstrations_came_from_compares_them_as_the_generators():
+    """A job from before ``demonstrations_from`` was written prompts with its frozen demonstrations as
+    its generator's (``generate``): they tell requests apart, as a generator's own do."""
+    handler = jobs.HANDLERS["generalization_questions"]
+    own = [{"question": "Q?", "output": "Own?", "answer": "True", "context": "c"}]
+    drawn = [{"question": "Q?", "output": "Drawn?", "answer": "True", "context": "c"}]
+    params = {"demonstrations": {"rephrase": own, "similar": drawn},
+              "demonstrations_from": {"similar": "drawn from the train-split similar generalization questions of ds"}}
+    assert handler.request_params(params)["demonstrations_own"] == {"rephrase": own}
