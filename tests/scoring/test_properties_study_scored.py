@@ -54,20 +54,32 @@ def _answer_properties_through_the_pages(study: Study) -> None:
     assert client.post(task + "submit").status_code in (200, 302)
 
 
-def test_a_properties_study_answered_by_workers_is_scored(settings):
-    settings.RL_SCORING_SIMILARITY = False
+def _scored_lender(*, useful: tuple[str, str], other: tuple[str, str]):
+    """(its owner, a scored utility study of ``N_ITEMS`` items): one worker answers (before, after)
+    ``useful`` where ``_useful`` says, else ``other``."""
     owner = grant(get_user_model().objects.create_user(username="olga", password="pw", is_staff=True),
                   "studies.view_study", "studies.change_study")
     utility = open_utility_study(name="lender", n_items=N_ITEMS, n_sources=1, quota=1, owner=owner)
-    work(utility, "w1", answer=lambda claim, step: (
-        ("no", "yes") if _useful(claim.unit.item) else ("yes", "no"))[step == "after"])
+    work(utility, "w1", answer=lambda claim, step: (useful if _useful(claim.unit.item) else other)[step == "after"])
     assert study_score(study=utility).status == ScoreRun.Status.DONE
-    assert UnitScore.objects.filter(study=utility, utility=1).count() == 16
+    return owner, utility
 
+
+def _properties_study(owner, utility) -> Study:
+    """An open rationale-properties study of the lender's items and sources, answered through the pages."""
     props = study_open(study=study_create(
         name="props", dataset=utility.dataset, kind=Study.Kind.RATIONALE_PROPERTIES, sources=utility.sources.all(),
         annotators_per_unit=1, units_per_task=N_ITEMS, owner=owner, consent_text="I agree."), user=OPERATOR)
     _answer_properties_through_the_pages(props)
+    return props
+
+
+def test_a_properties_study_answered_by_workers_is_scored(settings):
+    settings.RL_SCORING_SIMILARITY = False
+    owner, utility = _scored_lender(useful=("no", "yes"), other=("yes", "no"))
+    assert UnitScore.objects.filter(study=utility, utility=1).count() == 16
+
+    props = _properties_study(owner, utility)
     stored = Annotation.objects.filter(claim__study=props, step=Annotation.Step.PROPERTIES)
     assert stored.count() == N_ITEMS
     assert {value for a in stored for value in a.payload.values()} == {"yes", "no"}  # as the page stores it
@@ -93,17 +105,9 @@ def test_a_properties_study_whose_borrowed_utility_has_no_useful_rationale_says_
     not useful only are one outcome, below the cut-off, and the failed run says so (it tried the fit,
     which statsmodels refused, and the run said only that there was nothing to score)."""
     settings.RL_SCORING_SIMILARITY = False
-    owner = grant(get_user_model().objects.create_user(username="olga", password="pw", is_staff=True),
-                  "studies.view_study", "studies.change_study")
-    utility = open_utility_study(name="lender", n_items=N_ITEMS, n_sources=1, quota=1, owner=owner)
-    work(utility, "w1", answer=lambda claim, step: (
-        ("yes", "yes") if _useful(claim.unit.item) else ("yes", "no"))[step == "after"])
-    assert study_score(study=utility).status == ScoreRun.Status.DONE
+    owner, utility = _scored_lender(useful=("yes", "yes"), other=("yes", "no"))
     assert set(UnitScore.objects.filter(study=utility).values_list("utility", flat=True)) == {0, -1}
-    props = study_open(study=study_create(
-        name="props", dataset=utility.dataset, kind=Study.Kind.RATIONALE_PROPERTIES, sources=utility.sources.all(),
-        annotators_per_unit=1, units_per_task=N_ITEMS, owner=owner, consent_text="I agree."), user=OPERATOR)
-    _answer_properties_through_the_pages(props)
+    props = _properties_study(owner, utility)
 
     run = study_score(study=props)
 
