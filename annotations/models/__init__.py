@@ -21,4 +21,4 @@ from .platforms import (  # noqa: F401
     PlatformSubmission,
     Publication,
 )
-from .review import FlaggedAnswer, FlagReview, Withdrawal, WorkerBlock  # noqa: F401
+from .review import WITHDRAWAL_LOCK, FlaggedAnswer, FlagReview, Withdrawal, WorkerBlock  # noqa: F401

@@ -67,6 +67,14 @@ class WorkerBlock(models.Model):
         return f"{self.participant} blocked ({'everywhere' if self.everywhere else f'from study {self.study_id}'})"
 
 
+# The lock (``lab.dblocks.transaction_lock``, keyed by the study's id) that orders a study's
+# withdrawals against the writers of what a withdrawal erases and that have no row of the worker to
+# wait for, because they are about to make it (sync storing a platform row): a withdrawal holds it
+# alone, from the start of its transaction; such a writer holds it shared and, after taking it, reads
+# the withdrawals (``Withdrawal``) before writing.
+WITHDRAWAL_LOCK = "annotations.withdrawal"
+
+
 class Withdrawal(models.Model):
     """The audit record of a participant's withdrawal from a study
     (``annotations.services.withdrawal.participant_withdraw``): who withdrew them and when, and how

@@ -537,8 +537,13 @@ def study_withdrawal_digests(*, study: Study) -> set[str]:
 
 def participant_withdrawn(*, participant, study: Study) -> bool:
     """Whether ``participant`` withdrew from ``study`` (a ``Withdrawal`` under their digest)."""
-    digest = participant_withdrawal_digest(platform=participant.platform, external_id=participant.external_id,
-                                           study=study)
+    return worker_withdrawn(platform=participant.platform, external_id=participant.external_id, study=study)
+
+
+def worker_withdrawn(*, platform: str, external_id: str, study: Study) -> bool:
+    """Whether the worker ``external_id`` of ``platform`` withdrew from ``study``, participant here
+    or known only from the platform's rows (a ``Withdrawal`` under their digest)."""
+    digest = participant_withdrawal_digest(platform=platform, external_id=external_id, study=study)
     return Withdrawal.objects.filter(study_id=study.pk, digest=digest).exists()
 
 

@@ -44,7 +44,9 @@ study (``access.access_study``, ``CHANGE``):
   (``_platform_only_withdraw``);
 - a ``Withdrawal`` records who withdrew them and when, under a one-way digest
   (``lab.pseudonyms.withdrawal_digest``), never the pseudonym or platform id: a later sync skips
-  the platform's rows of that worker and the worker gets no task in the study again.
+  the platform's rows of that worker and the worker gets no task in the study again. A sync running
+  meanwhile stores none either: the withdrawal holds the study's ``WITHDRAWAL_LOCK`` alone, and each
+  row's store takes it shared and reads the withdrawals again (``sync._submission_store``).
 
 The ``Participant`` row itself stays: it is shared with the worker's other studies, and payment
 rows (``Bonus.participant``) must keep naming whom they paid. Withdrawing twice changes nothing
@@ -71,6 +73,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
 from annotations.models import (
+    WITHDRAWAL_LOCK,
     Annotation,
     Assignment,
     Bonus,
@@ -95,6 +98,7 @@ from annotations.services.platforms.bonus import SETTLED
 from annotations.services.platforms.common import actor
 from annotations.services.platforms.review import submitted_not_here_to_decide
 from annotations.services.release import assignments_withdraw
+from lab.dblocks import transaction_lock
 from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_pseudonym
 from studies.models import Platform, Study
 
@@ -381,6 +385,8 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
     such a copy they are also found by what named them in the original (``_participants``)."""
     study = access_study(user=user, study=study, access=WITHDRAW)
     with transaction.atomic():
+        # Alone: a sync storing a row of the worker meanwhile waits, then reads this withdrawal.
+        transaction_lock(WITHDRAWAL_LOCK, study.pk)
         participants = _participants(study, pseudonym=pseudonym, worker_id=worker_id, identifier=participant_identifier)
         if not participants:
             # Known only from the platform's rows (work with no task here): their raw id goes too.

@@ -10,7 +10,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotations.models import Annotation, Assignment, PlatformCall, PlatformSubmission, Publication
+from annotations.models import (
+    WITHDRAWAL_LOCK,
+    Annotation,
+    Assignment,
+    PlatformCall,
+    PlatformSubmission,
+    Publication,
+)
 from annotations.models.core import LIVE_OR_FINISHED
 from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
@@ -19,11 +26,13 @@ from annotations.selectors import (
     HOLDING_FLAGS,
     participant_withdrawal_digest,
     study_withdrawal_digests,
+    worker_withdrawn,
 )
 from annotations.selectors.platforms import publication_unlisted_work
 from annotations.services.payments import platform_call_note_error, platform_call_reconcile
 from annotations.services.release import units_recount_completed
 from annotations.services.stopping import UNLISTED_UNTIL_SYNCED, unit_decide_for_assignment, units_after_hold
+from lab.dblocks import transaction_lock
 from studies.models import Platform, Study
 
 from .bonus import bonus_reconciled
@@ -161,11 +170,12 @@ def _publication_sync(*, study: Study, publication: Publication, remote: list, w
         if item.worker_id and participant_withdrawal_digest(
                 platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
             continue  # the worker withdrew from the study: nothing of theirs is stored again
-        listed.add(item.platform_assignment_id)
         assignment = stored.local.get(item.platform_assignment_id)
         flag = _submission_flag(item, assignment, stored.answered)
-        _submission_store(publication=publication, item=item, assignment=assignment, flag=flag,
-                          was_held=stored.was_held)
+        if not _submission_store(study=study, publication=publication, item=item, assignment=assignment, flag=flag,
+                                 was_held=stored.was_held):
+            continue  # the worker withdrew while this sync ran
+        listed.add(item.platform_assignment_id)
         _submission_report(item=item, assignment=assignment, flag=flag, report=report)
     return listed
 
@@ -209,15 +219,23 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
     return ""
 
 
-def _submission_store(*, publication: Publication, item, assignment: Assignment | None, flag: str,
-                      was_held: set) -> None:
-    """Store one remote row. ``flagged_at`` dates a flag that is new or changed (a row stored with
+def _submission_store(*, study: Study, publication: Publication, item, assignment: Assignment | None, flag: str,
+                      was_held: set) -> bool:
+    """Store one remote row; False, storing nothing, when its worker has withdrawn from ``study``.
+    That is read under the study's ``WITHDRAWAL_LOCK`` (shared), after the withdrawals the sync read
+    at its start: a withdrawal made while the sync ran would otherwise find no row of the worker to
+    erase (this one not stored yet) and the row would then keep their raw id for good, a later sync
+    skipping it. ``flagged_at`` dates a flag that is new or changed (a row stored with
     no flag, or keeping its flag, leaves it alone); a holding flag that is new or changed holds the
     work again even where a researcher cleared the row's earlier reason (its clear is undone). A hold that begins here stops the work counting:
     ``n_completed`` is recounted and its decided units checked again (``stopping.units_after_hold``)
     in the same transaction; a hold the platform lifts (it lists the work now) lets the work decide
     its units again there (``stopping.unit_decide_for_assignment``), as a researcher's clear does."""
     with transaction.atomic():
+        if item.worker_id:
+            transaction_lock(WITHDRAWAL_LOCK, study.pk, shared=True)
+            if worker_withdrawn(platform=publication.platform, external_id=item.worker_id, study=study):
+                return False
         key = {"publication": publication, "platform_assignment_id": item.platform_assignment_id}
         before = PlatformSubmission.objects.select_for_update().filter(**key).values_list("flag", flat=True).first()
         defaults = {"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
@@ -236,6 +254,7 @@ def _submission_store(*, publication: Publication, item, assignment: Assignment 
                 units_after_hold(assignment_id=assignment.pk)  # a decided unit may be decided no more
             elif flag not in HOLDING_FLAGS:
                 unit_decide_for_assignment(assignment_id=assignment.pk)  # counts again: it may decide its units
+    return True
 
 
 def _submission_report(*, item, assignment: Assignment | None, flag: str, report: SyncReport) -> None:

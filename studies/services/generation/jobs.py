@@ -38,10 +38,11 @@ from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from lab.dblocks import transaction_lock
 from studies.lm.backends import TransientBackendError
 from studies.models import Dataset, GenerationJob, Item, QuestionGenerator, RationaleSource
 from studies.selectors import (
@@ -90,9 +91,9 @@ HANDLERS: dict[str, Handler] = {
 # The kinds that prompt their source with its own template (a rationale job's source, a Quark job's
 # policy): a template that cannot be used is refused as the job is created (:func:`.common.template_check`).
 TEMPLATE_KINDS = (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.QUARK)
-# The key of the advisory lock that serialises the operator's job requests (``_active_twin``): a
-# fixed 64-bit number ("rl-opjob" in ASCII), which nothing else in the app takes.
-OPERATOR_JOB_CREATE_LOCK = int.from_bytes(b"rl-opjob", "big")
+# The name of the lock that serialises the operator's job requests (``_active_twin``,
+# ``lab.dblocks.transaction_lock``), which nothing else in the app takes.
+OPERATOR_JOB_CREATE_LOCK = "studies.operator-job-create"
 
 
 RUN_TASK = "studies.tasks.run_generation_job"  # its default name, which CELERY_TASK_ROUTES names too
@@ -260,9 +261,8 @@ def _active_twin(job: GenerationJob, handler: Handler) -> GenerationJob | None:
     Call inside the creating transaction, with ``job`` not yet saved."""
     if job.created_by_id is not None:  # no_key: rows that point at the user (tokens, imports) are not held up
         get_user_model().objects.select_for_update(no_key=True).filter(pk=job.created_by_id).exists()
-    elif connection.vendor == "postgresql":  # released with the creating transaction
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [OPERATOR_JOB_CREATE_LOCK])
+    else:  # released with the creating transaction
+        transaction_lock(OPERATOR_JOB_CREATE_LOCK)
     params = _json_value(job.params)
     wanted = handler.request_params(params)
     item_ids = _json_value(job.item_ids)
