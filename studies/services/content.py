@@ -758,6 +758,18 @@ def content_parent_refusals(*, user, model: type[models.Model], pks: Iterable[in
     return {pk: "; ".join(reasons) for pk, reasons in problems.items()}
 
 
+def gen_u_parent_refusals(*, user, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """Of the (item, source) pairs a writer would add Gen-U predictions for, those whose item or
+    source ``user`` may not build on (``content_parent_refusals`` of the pair's rationale, its item
+    judged by its dataset), with the reason. The predictions hang from the item's questions and the
+    source: one prediction is kept per question, source and answerer role, and the owner's studies
+    score those, so a reader of a view share may not add them, as they may not add a rationale or a
+    question there. A pair with no rationale has no prediction to add."""
+    rationales = _gen_u_rationales(set(pairs))
+    refused = content_parent_refusals(user=user, model=Rationale, pks=rationales.values())
+    return {pair: refused[pk] for pair, pk in rationales.items() if pk in refused}
+
+
 def gen_u_added_refusals(*, user, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], str]:
     """Of the (item, source) pairs a writer would add Gen-U predictions for (an LM job, a bundle
     import), those ``user`` may not add, with the reason: a study they may not change uses that

@@ -1,7 +1,7 @@
-"""An LM job that writes content under items (rationales, generalization questions) hangs its rows
-only from items its researcher may build on (``studies.selectors.items_to_build_on``, the write rule
-of the admin's content forms and the importers: ``studies.services.content.PARENT_SELECTORS``),
-not from every item they may read.
+"""An LM job that writes content under items (rationales, generalization questions, Gen-U
+predictions) hangs its rows only from items its researcher may build on
+(``studies.selectors.items_to_build_on``, the write rule of the admin's content forms and the
+importers: ``studies.services.content.PARENT_SELECTORS``), not from every item they may read.
 
 Before: such a job checked its items only with the read rule (``items_for_jobs``), so a researcher
 holding only a VIEW share of another researcher's study started a rationale job (their own source)
@@ -9,7 +9,8 @@ or a question-generation job on that study's dataset and stored rows under the o
 the admin and the imports refuse. Now the job takes only the items its researcher may build on
 (the others left out and counted, as the items they may not read are; given item ids refused), and
 a row whose item (or source) is no longer one they may build on when it is stored is refused and
-kept as a failure with why. Jobs that only read items keep the read rule."""
+kept as a failure with why. A Gen-U job, whose predictions hang from the items' questions and its
+source, goes by the same rule; jobs that only read items keep the read rule."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -184,15 +185,19 @@ def test_a_change_share_still_lets_its_collaborator_write_under_the_items(lab):
     assert _alice_rows() == (3, 0)
 
 
-def test_a_job_that_only_reads_items_keeps_the_read_rule(lab):
-    # Gen-U predictions hang from questions and sources, not items: a view share reader's Gen-U job
-    # on the shared study's items (Alice's rationales and validated questions) takes every item he
-    # may read, as before (items_for_jobs).
+def test_a_genu_job_goes_by_the_build_on_rule_too(lab):
+    # Gen-U predictions hang from the items' questions and the source, one per question, source and
+    # answerer role, and the owner's studies score them: a view share reader's Gen-U job takes
+    # neither her source nor her items (tests/studies/lm/test_genu_build_on_rights.py).
     for item in lab.alice_items:
         RationaleFactory(item=item, source=lab.alice_src, text="Alice's rationale.")
         GeneralizationQuestion.objects.create(item=item, qtype="rephrase", text=f"Is {item.external_id} true?",
                                               answer="yes", origin="import", validation_status="valid")
-    job = generation_job_create(kind="genu_answers", source=lab.alice_src, dataset=lab.alice_ds, split="test",
-                                user=lab.bob, enqueue=False, params={"answerer_i": lab.bob_src.pk,
-                                                                     "answerer_ir": lab.bob_src.pk})
-    assert job.total == 3 and "items_left_out" not in job.params
+    params = {"answerer_i": lab.bob_src.pk, "answerer_ir": lab.bob_src.pk}
+    with pytest.raises(GenerationError, match="'alice-src' is not a source you may build on"):
+        generation_job_create(kind="genu_answers", source=lab.alice_src, dataset=lab.alice_ds, split="test",
+                              user=lab.bob, enqueue=False, params=params)
+    with pytest.raises(GenerationError, match="no items that you may build on in dataset 'alice-ds' split 'test'"):
+        generation_job_create(kind="genu_answers", source=lab.bob_src, dataset=lab.alice_ds, split="test",
+                              user=lab.bob, enqueue=False, params=params)
+    assert not GenerationJob.objects.exists()

@@ -556,11 +556,11 @@ class Handler:
     # weights a training job may replace adds its role to record their checkpoint
     # (``inputs.MODEL_ROLES``: faithfulness's task model).
     settings_read_live: tuple[str, ...] = SOURCE_PARAMS
-    # Whether the kind writes rows under its items (rationales, generalization questions): it takes
-    # only items its researcher may build on (``ordered_item_ids(build_on=True)``), not every item
-    # they may read, and checks each row again as it stores it (:func:`job_added_refusals`). Kinds
-    # that only read their items (Gen-U predictions hang from questions and sources, fine-tuning,
-    # Quark, faithfulness) keep the read rule.
+    # Whether the kind writes rows under its items (rationales, generalization questions, Gen-U
+    # predictions): it takes only items its researcher may build on (``ordered_item_ids(build_on=True)``),
+    # not every item they may read, and checks each row again as it stores it (:func:`job_added_refusals`;
+    # Gen-U, whose predictions hang from questions and a source, ``content.gen_u_parent_refusals``).
+    # Kinds that only read their items (fine-tuning, Quark, faithfulness) keep the read rule.
     builds_on_items: bool = False
 
     def prepare(self, *, source, generator, dataset, split: str, item_ids, limit, params: dict) -> Prepared:

@@ -50,10 +50,11 @@ from studies.models import (
     RationaleSource,
 )
 from studies.selectors import VIEW, generation_jobs_for_user, sources_for_user
-from studies.services.content import gen_u_added_refusals
+from studies.services.content import gen_u_added_refusals, gen_u_parent_refusals
 from studies.services.grading import prediction_correct
 
 from .common import (
+    NOT_TO_BUILD_ON,
     NOT_YOURS_TO_CHANGE,
     BatchOutput,
     GenerationError,
@@ -69,7 +70,7 @@ from .common import (
     store_failures,
     yes_no_prompt_item,
 )
-from .inputs import source_checkpoints
+from .inputs import source_checkpoints, source_to_build_on_check
 from .lifecycle import generation_job_fail
 
 ANSWERER_BACKENDS = ("seq2seq", "causal", "openai")
@@ -545,16 +546,22 @@ class GenUHandler(ItemHandler):
     # max_requests / max_tokens: the budget cap of its OpenAI-compatible answerers' requests (both
     # answerers' together; bounded by the operator's caps where they carry its key: job_budget).
     params_accepted = frozenset({"answerer_i", "answerer_ir", "only_valid", "max_requests", "max_tokens"})
+    # Its predictions hang from its items' questions and its source, and the studies on them score
+    # those (one per question, source and answerer role): only items and a source its researcher
+    # may build on, as for rationales and questions.
+    builds_on_items = True
 
     def prepare(self, *, source, generator, dataset, split, item_ids, limit, params):
 
         if source is None:  # any source: imported rationales have a Gen-U as much as generated ones
             raise GenerationError("choose the rationale source")
+        source_to_build_on_check(source)
         for role, key in ROLES.items():
             answerer = RationaleSource.objects.filter(pk=params.get(key)).first()
             params[key] = genu_answerer_check(answerer, role).pk
         params["only_valid"] = bool(params.get("only_valid", True))
-        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=None)
+        ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=None,
+                               build_on=self.builds_on_items)
         with_rationale = set(Rationale.objects.filter(source=source, item_id__in=ids).values_list("item_id", flat=True))
         questions = genu_questions(item_ids=with_rationale, only_valid=params["only_valid"])
         with_questions = set(questions.values_list("item_id", flat=True))
@@ -677,14 +684,21 @@ class GenUHandler(ItemHandler):
         # predictions are not theirs to add when a study they may not change uses the source's
         # rationale of that item (studies.services.content, its studies locked until this batch
         # commits); they are kept as one failure per item, in place of its unparsed-answer ones.
-        refused = {item_id for item_id, _ in gen_u_added_refusals(
-            user=job_actor(job), pairs={(p.generalization_question.item_id, job.source_id) for p in new})}
+        # Nor are they theirs to add under an item or source they may not build on now (a share
+        # lowered to view since the job was created), as for the kinds that write under items
+        # (job_added_refusals); a job whose researcher's account was deleted was checked at creation.
+        actor, pairs = job_actor(job), {(p.generalization_question.item_id, job.source_id) for p in new}
+        parents = gen_u_parent_refusals(user=actor, pairs=pairs) if job.created_by_id is not None else {}
+        refused = {item_id: NOT_TO_BUILD_ON.format(what="Gen-U prediction", reason=reason)
+                   for (item_id, _), reason in parents.items()}
+        refused.update({item_id: NOT_YOURS_TO_CHANGE.format(what="rationale") for item_id, _ in gen_u_added_refusals(
+            user=actor, pairs=pairs - parents.keys())})
         if refused:
             new = [p for p in new if p.generalization_question.item_id not in refused]
             output.predictions = [p for p in output.predictions if p.generalization_question.item_id not in refused]
             output.failures = [f for f in output.failures if f.item_id not in refused]
             output.failures.extend(GenerationFailure(job=job, item_id=item_id, unit="", raw_output="",
-                                                     reason=NOT_YOURS_TO_CHANGE.format(what="rationale"))
+                                                     reason=refused[item_id])
                                    for item_id in sorted(refused))
         replaced = [p for p in new if p.pk is not None]
         for p in replaced:

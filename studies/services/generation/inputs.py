@@ -79,17 +79,17 @@ ITEMS_LEFT_OUT_WHY = ("items of the chosen dataset and split that only studies y
                       "a job reads and sends its items' questions and gold answers and rationales, so it takes only "
                       "the items you may read")
 # Said instead for a kind that writes rows under its items (``Handler.builds_on_items``): rationales,
-# generalization questions.
+# generalization questions, Gen-U predictions.
 ITEMS_NOT_TO_BUILD_ON_WHY = (
     "items of the chosen dataset and split that only studies you may not read show (items_for_jobs), or that you may "
-    "read but not build on (items_to_build_on): a job that writes rationales or generalization questions hangs them "
-    "from its items, so it takes only those a row of yours may hang from, as the admin's pages and the imports add: "
-    "not the items of a dataset you read only through a study shared with you to view")
+    "read but not build on (items_to_build_on): a job that writes rationales, generalization questions or Gen-U "
+    "predictions hangs them from its items, so it takes only those a row of yours may hang from, as the admin's pages "
+    "and the imports add: not the items of a dataset you read only through a study shared with you to view")
 # Why such a kind refuses items, or a rationale source, that its researcher may read but not build on.
-BUILD_ON_WHY = ("a job that writes rationales or generalization questions hangs them from its items (and a rationale "
-                "job from its source), so it takes only those you may build on, as the admin's pages and the imports "
-                "add: not those of a dataset, nor a source, that you read only through a study shared with you to "
-                "view")
+BUILD_ON_WHY = ("a job that writes rationales, generalization questions or Gen-U predictions hangs them from its items "
+                "(and a rationale or Gen-U job from its source), so it takes only those you may build on, as the "
+                "admin's pages and the imports add: not those of a dataset, nor a source, that you read only through "
+                "a study shared with you to view")
 
 
 def preparing_for(user) -> None:
