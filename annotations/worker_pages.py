@@ -23,7 +23,7 @@ from annotations.services.deadlines import (
     full_deadline,
 )
 from annotations.services.steps import steps_for
-from lab.middleware import nul_in_request
+from lab.middleware import unstorable_in_request
 from studies.models import Study
 
 COOKIE_SALT = "annotations.worker"
@@ -60,18 +60,19 @@ def worker_page(view):
     back button must not show an old form), and the task token never leaks as a referrer to
     another site (same-origin: the CSRF origin check still sees our own origin).
 
-    A request with a NUL character anywhere in its address or form is refused with a clear 400
-    before the view runs: no id, token or answer can contain one."""
+    A request with a NUL character or a lone surrogate anywhere in its address or form is refused
+    with a clear 400 before the view runs (``lab.middleware``): no id, token or answer can contain
+    one."""
 
     @functools.wraps(view)
     def wrapped(request, *args, **kwargs):
-        where = nul_in_request(request, kwargs)
-        if where is not None:
+        found = unstorable_in_request(request, kwargs)
+        if found is not None:
+            where, which = found
             response = message(
                 request, title="Not accepted", status=400,
-                message=f"The request was refused: {where} contains a character that is not allowed (a NUL "
-                        "byte). Open the link exactly as you received it, or remove that character and send "
-                        "the form again.")
+                message=f"The request was refused: {where} contains {which}, which is not allowed. Open the "
+                        "link exactly as you received it, or remove that character and send the form again.")
         else:
             response = view(request, *args, **kwargs)
         response["Content-Security-Policy"] = FRAME_ANCESTORS

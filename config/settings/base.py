@@ -67,7 +67,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # A request with a NUL character in its address or form gets a 400 naming where (lab/middleware.py).
+    # A request with a NUL character or a lone surrogate in its address or form gets a 400 naming
+    # where (lab/middleware.py).
     "lab.middleware.RefuseNulMiddleware",
     # An admin action whose selection is not row ids goes back to the list with an error (lab/middleware.py).
     "lab.middleware.AdminSelectionMiddleware",
