@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.cache import cache
@@ -336,6 +336,10 @@ class BundleScores:
     n_stale: int | None
     n_scored: int | None
     n_left_out: int = 0
+    # What that run recorded it scored them with, as the exports' scored-with columns give it
+    # (``export_units.scored_with_results``: similarity model, Gen-U method, majority rule, counted
+    # answers, ...); empty for a copy imported before the import kept it.
+    scored_with: dict = field(default_factory=dict)
 
     def origin(self) -> str:
         """One sentence: where the scores came from, whether the bundle called them stale, and the
@@ -438,7 +442,8 @@ def bundle_scores(*, study: Study | int) -> BundleScores | None:
         score_run=scores.get("score_run"), finished_at=finished_at, stale=scores.get("stale"),
         stale_units=frozenset((int(item), int(source)) for item, source in scores.get("stale_units") or []),
         n_stale=scores.get("n_stale"), n_scored=scores.get("n_scored"),
-        n_left_out=left_out if isinstance(left_out := summary.get("workers_withdrawn_from_original"), int) else 0)
+        n_left_out=left_out if isinstance(left_out := summary.get("workers_withdrawn_from_original"), int) else 0,
+        scored_with=scored_with if isinstance(scored_with := scores.get("scored_with"), dict) else {})
 
 
 def imported_outcomes_count(*, study: Study) -> int:

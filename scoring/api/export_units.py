@@ -137,8 +137,8 @@ SCORED_WITH_COLUMNS: dict[str, Column] = {column.name: column for column in [
     Column("score_run", "int", "The scoring run that wrote this row's scores (its results.json: "
            "/api/v1/studies/{id}/results/ for the latest); empty: not scored here (outcomes imported, or changed by a "
            "re-import, and not scored since; or imported with a copy of a study bundle, scored where the bundle was "
-           "made: the API's `scores_from` names the bundle and its run, and `stale` says whether the bundle called "
-           "them stale)."),
+           "made: the API's `scores_from` names the bundle and its run, `stale` says whether the bundle called "
+           "them stale, and the other scored-with columns give what that run recorded it scored them with)."),
     Column("similarity_model", "str", "The model, layer and method `similarity` was computed with by that run "
            "(e.g. \"mini, layer 6, files sha256:0123456789ab; BERTScore F1 against the gold rationale, no baseline "
            "rescaling\": rescaling changes the values a lot; the sha256 is the start of the model folder's "
@@ -221,11 +221,15 @@ class ScoredWith:
     def values(self, run_id: int | None, item_id: int, source_id: int, n_annotators: int | None,
                imported: bool) -> tuple:
         """The ``SCORED_WITH_COLUMNS`` of a row, in their order (score_run, similarity_model,
-        gen_u_method, stale, majority_rule). A row without a run: all empty, but for a copy of a
-        study bundle not scored here, whose ``stale`` is the bundle's (``stale_reason``)."""
+        gen_u_method, stale, majority_rule, ...). A row without a run: all empty, but for a copy of a
+        study bundle not scored here, whose ``stale`` is the bundle's (``stale_reason``) and whose
+        other columns but ``score_run`` are what the run that scored it where the bundle was made
+        recorded (``BundleScores.scored_with``)."""
         reason = self.stale_reason(run_id, item_id, source_id, n_annotators, imported)
         if run_id is None:
-            return tuple(bool(reason) if name == "stale" and reason is not None else None
+            # A copy's imported scores: what the run that scored them recorded (None where it said nothing).
+            said = self.bundle().scored_with if reason is not None else {}
+            return tuple((bool(reason) if name == "stale" else said.get(name)) if reason is not None else None
                          for name in SCORED_WITH_COLUMNS)
         used, _ = self.run(run_id)
         return tuple(bool(reason) if name == "stale" else used[name] for name in SCORED_WITH_COLUMNS)
@@ -335,10 +339,15 @@ def scored_with_run(run: ScoreRun | None, *, user) -> dict:
     no settings of an answerer source the reader may not read; None: the operator, everything)."""
     if run is None:
         return dict.fromkeys(SCORED_WITH_RUN_KEYS)
-    results = results_for_reader(run, user=user)
+    return {"score_run": run.pk, **scored_with_results(results_for_reader(run, user=user))}
+
+
+def scored_with_results(results: dict) -> dict:
+    """``scored_with_run`` but the run's id, from its results.json ``results`` itself: what a copy
+    of a study bundle keeps of the run that scored its imported unit scores where the bundle was
+    made (``bundle.importing``, ``BundleScores.scored_with``)."""
     gen_u = results.get("gen_u")
     return {
-        "score_run": run.pk,
         "similarity_model": similarity_model_text(results.get("similarity") or {}),
         "gen_u_method": (gen_u.get("method") or gen_u_method_text(gen_u)) if isinstance(gen_u, dict) and gen_u
         else None,
@@ -396,6 +405,8 @@ def source_summaries(*, study: Study, user) -> list[dict]:
     kind (generalization, question validation, rationale properties) scores no unit's utility: none."""
     run = score_run_latest(study=study)
     settings_used = scored_with_run(run, user=user)
+    if run is None and (bundle := bundle_scores(study=study)) is not None:
+        settings_used.update({key: bundle.scored_with.get(key) for key in SCORED_WITH_RUN_KEYS if key != "score_run"})
     results = results_for_reader(run, user=user) if run is not None else {}
     scored = {r["source_id"]: r for r in (
         UnitScore.objects.filter(study=study)

@@ -150,3 +150,54 @@ def test_a_fresh_copys_bundle_turns_stale_when_a_withdrawal_reaches_the_copy():
 
     stale = json.loads(_files(b"".join(bundle_stream(study=copy, user=alice)))["settings.json"])["scores_stale"]
     assert (stale["stale"], stale["stale_units"], stale["withdrawn_since_run"]["participants"]) == (True, 2, 1)
+
+
+SCORED_WITH = ("similarity_model", "gen_u_method", "majority_rule", "counted_answers",
+               "counted_tasks_failing_a_check", "other_readings")
+
+
+def _scored_with(row: dict) -> dict:
+    """The row's scored-with values; the other readings as a set (the bundle's results.json has its
+    keys sorted, so a copy lists them in another order)."""
+    said = {name: row[name] for name in SCORED_WITH}
+    if said["other_readings"]:
+        head, _, readings = said["other_readings"].partition(" gives ")
+        said["other_readings"] = (head, set(readings.split("; ")))
+    return said
+
+
+def test_a_copy_names_what_its_imported_scores_were_computed_with_and_so_does_a_copy_of_it():
+    """Before, a copy's scores came with every scored-with column empty (the score export, the API,
+    /summary/), as if no rule had made them, and its bundle's settings.json named this installation's
+    default majority rule beside the original's unit scores."""
+    alice, client = staff_client("alice")
+    study = open_utility_study(name="orig", owner=alice, quota=3, n_sources=2)
+    for worker in ("P1", "P2", "P3"):
+        work(study, worker)
+    run = study_score(study=study, similarity=False)
+    original = _scored_with(_api(client, study)[0])
+    assert original["majority_rule"].startswith("plurality (") and original["counted_answers"]
+
+    copy = _copy(study, alice)
+    copy_of_copy = _copy(copy, alice, name="copy of copy")
+
+    for each in (copy, copy_of_copy):
+        rows = _api(client, each)
+        assert rows and {r["score_run"] for r in rows} == {None}
+        assert all(_scored_with(r) == original for r in rows)
+        exported = _export(client, each)
+        assert {r["majority_rule"] for r in exported} == {original["majority_rule"]}
+        assert {r["counted_answers"] for r in exported} == {original["counted_answers"]}
+        summary = client.get(f"/api/v1/studies/{each.pk}/summary/").json()
+        assert {s["majority_rule"] for s in summary} == {original["majority_rule"]}
+    files = _files(b"".join(bundle_stream(study=copy, user=alice)))
+    written = json.loads(files["settings.json"])
+    assert written["scores_stale"]["score_run"] == run.pk
+    assert written["rules"]["majority"].startswith(original["majority_rule"] + " (the run that scored")
+
+    # What a copy's bundle carries there is checked as any other cell of it.
+    for hostile in (["plurality"], {"majority_rule": ["x"]}, {"not_a_column": "x"}):
+        written["scores_stale"]["scored_with"] = hostile
+        files["settings.json"] = json.dumps(written).encode()
+        errors = _refused(_pack(files))
+        assert [(e.record, e.field) for e in errors] == [("settings.json", "scores_stale.scored_with")]

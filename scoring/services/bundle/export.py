@@ -429,6 +429,8 @@ def scores_staleness(study: Study, run: ScoreRun | None, *, user) -> dict | None
         "score_run": run.pk if run is not None else origin.score_run,
         "finished_at": cell(finished_at) or None,
         **({"scores_from": origin.origin()} if origin is not None else {}),
+        # what that run scored them with (the bundle of a copy has no results.json to say it)
+        **({"scored_with": origin.scored_with} if origin is not None else {}),
         # stale too when answers that counted were withdrawn since the run even though no unit row is
         # left to say so (a later run that found nothing to score removed them: score.NothingScored)
         # and a copy not scored here with no unit to say so: stale where its bundle said so
@@ -468,6 +470,8 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
     ``scores_stale``."""
     results = results or {}
     gen_u = results.get("gen_u") or {}
+    # A copy not scored here carries the unit scores of the run that scored them where its bundle was made.
+    imported_majority = ((stale or {}).get("scored_with") or {}).get("majority_rule") if run_id is None else None
     if results.get("bootstrap"):
         bootstrap = {**results["bootstrap"], "read_from": "the latest run's results.json"}
     elif run_id is not None:  # a run from before it was recorded: what runs drew with then (one owner)
@@ -494,6 +498,8 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
             # The run's own rules where there is a run (``majority_rule_text``, ``gen_u_tie_rule_text``:
             # never today's default for a run that recorded another, or none); today's without one.
             "majority": (majority_rule_text(results) if run_id is not None else
+                         f"{imported_majority} (the run that scored the imported unit scores, where the bundle "
+                         "they came with was made: scores_stale.scored_with)" if imported_majority else
                          f"{MAJORITY_RULES[MAJORITY_RULE]} ({MAJORITY_SPEC}; no finished score run: this "
                          "installation's default)"),
             "majority_tie": "a tie counts as wrong (no majority)",

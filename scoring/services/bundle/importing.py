@@ -87,6 +87,7 @@ from annotations.services.stopping import unit_votes_decide, units_after_release
 from lab.ids import parse_id
 from lab.jsontext import JsonTooDeep, UnstorableText, load_json, storable_text, text_problem
 from lab.pseudonyms import withdrawal_digest
+from scoring.api.export_units import SCORED_WITH_RUN_KEYS, scored_with_results
 from scoring.metrics import pipeline
 from scoring.metrics.labels import utility_category
 from scoring.models import BundledUtility, UnitScore
@@ -2026,7 +2027,8 @@ class _Import:
         run = results.get("run") if isinstance(results, dict) and isinstance(results.get("run"), dict) else {}
         said = written.get("scores_stale")
         origin = {"score_run": latest.get("score_run", run.get("id")), "finished_at": run.get("finished_at"),
-                  "stale": None, "stale_units": [], "n_stale": None, "n_scored": None}
+                  "stale": None, "stale_units": [], "n_stale": None, "n_scored": None,
+                  "scored_with": self.scored_with(results, said)}
         if said is None:
             return origin
         if not isinstance(said, dict) or not isinstance(said.get("stale"), bool) \
@@ -2051,6 +2053,32 @@ class _Import:
                       stale_units=sorted(units), n_stale=len(units),
                       n_scored=said.get("scored_units") if isinstance(said.get("scored_units"), int) else None)
         return origin
+
+    def scored_with(self, results: Any, said: Any) -> dict:
+        """What the run that scored data/unit_scores.csv recorded it scored them with, as the
+        exports' scored-with columns give it (``export_units.scored_with_results``): read from the
+        bundle's results.json, or, in the bundle of a copy (no results.json), from settings.json
+        ``scores_stale.scored_with``, which carries the copy's own. Not what a run writes: a row error
+        of the file naming why (nothing is kept). {} when neither says."""
+        if isinstance(results, dict) and results:
+            try:
+                return scored_with_results(results)
+            except (AttributeError, TypeError, ValueError, KeyError) as error:
+                self.b.error(RESULTS_FILE, None, "", f"not what a score run writes ({type(error).__name__}): the "
+                             "settings its scores were computed with cannot be read")
+                return {}
+        carried = said.get("scored_with") if isinstance(said, dict) else None
+        if carried is None:
+            return {}
+        if not isinstance(carried, dict) or any(
+                key not in SCORED_WITH_RUN_KEYS or key == "score_run"
+                or not (value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(
+                    value, bool))) for key, value in carried.items()):
+            self.b.error(SETTINGS_FILE, None, "scores_stale.scored_with",
+                         f"expected an object of {', '.join(k for k in SCORED_WITH_RUN_KEYS if k != 'score_run')} "
+                         "(each a text, a whole number or null)")
+            return {}
+        return {key: storable_text(value) if isinstance(value, str) else value for key, value in carried.items()}
 
     def borrowed_utility_rows(self, study: Study) -> None:
         """The borrowed utility the bundle carried (``data/borrowed_utility.csv``, and where it came
