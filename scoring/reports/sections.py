@@ -370,9 +370,14 @@ def _generation_text(combo: dict, *, trained: bool = False) -> str:
     if combo.get("seed") is not None:
         recorded.append(f"source seed {combo['seed']} (it draws only demonstrations)" if sampling is not None
                         else f"seed {combo['seed']}")
-    # What tells rows of one source apart beyond those: the demonstrations' content, the checkpoint.
+    # What tells rows of one source apart beyond those: the demonstrations' content, the checkpoint,
+    # and where and how it ran (the endpoint and its api; the device, dtype and library versions).
     recorded += [f"{label} {combo[key]}" for key, label in (("demonstrations_fingerprint", "demonstrations"),
-                                                            ("checkpoint_hash", "checkpoint")) if combo.get(key)]
+                                                            ("checkpoint_hash", "checkpoint"),
+                                                            ("endpoint_url", "endpoint"), ("api", "api"),
+                                                            ("device", "device"), ("dtype", "dtype"),
+                                                            ("torch", "torch"), ("transformers", "transformers"))
+                 if combo.get(key)]
     if combo.get("checkpoint_replaced") is True:
         recorded.append("weights the source no longer loads" + (" (its training above is that of the weights it "
                                                                 "loads now)" if trained else ""))

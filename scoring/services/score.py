@@ -184,6 +184,7 @@ import logging
 import traceback
 from collections import Counter
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
@@ -2019,6 +2020,11 @@ def _remove_unscored_unit_scores(study: Study, *, run: ScoreRun) -> None:
 # name keeps its name and model). A key a rationale made before it was recorded lacks reads as None:
 # such rationales group as they always did.
 GENERATION_KEYS = ("backend", "model", "decoding", "template", "seed", "demonstrations_fingerprint")
+# What else each rationale records of how it was made that changes the outputs (``backend_run_info``:
+# the endpoint a request went to and whether it was sent as chat or completions; the device, the
+# weights' dtype and the torch and transformers versions of a local model: bf16 on a GPU and fp32 on
+# the CPU give different greedy outputs). The rows are grouped by them too, and the report names them.
+GENERATION_RUN_KEYS = ("endpoint_url", "api", "device", "dtype", "torch", "transformers")
 # What tells two prompts apart beyond those keys: the few-shot demonstrations (their keys, in the
 # prompt's order), the template's own text (every source template is named "custom") and the
 # trained checkpoint the source loaded (``checkpoint``: its training record's fingerprint, so
@@ -2028,6 +2034,21 @@ GENERATION_KEYS = ("backend", "model", "decoding", "template", "seed", "demonstr
 GENERATION_HASHED_KEYS = ("demonstrations", "template_text", "checkpoint")
 GENERATION_HASH_RULE = ("the first 12 hex digits of the SHA-256 of the value's canonical JSON (keys sorted, no spaces, "
                         "UTF-8); None when the rationale does not record it")
+
+
+def endpoint_shown(url) -> str | None:
+    """An endpoint a rationale records, as results.json and the report name it: scheme, host, port
+    and path, never credentials, a query or a fragment it may carry. None for none (a local model)."""
+    if not isinstance(url, str) or not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        netloc = parts.hostname or ""
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return "(not a URL)"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def generation_hash(value) -> str | None:
@@ -2049,14 +2070,15 @@ def _sources(study: Study) -> dict:
     """``results["sources"]``: per source, what it is now (kind, backend, model, the fine-tuning
     preset or method when it was trained here, and ``checkpoint_hash``, the checkpoint it loads:
     ``inputs.source_checkpoint``) and ``generation``, the distinct (backend, model, decoding, template,
-    seed, demonstrations_fingerprint, demonstrations_hash, template_text_hash, checkpoint_hash:
-    ``GENERATION_KEYS``, ``GENERATION_HASHED_KEYS``) its rationales of the
+    seed, demonstrations_fingerprint; endpoint_url, api, device, dtype, torch, transformers;
+    demonstrations_hash, template_text_hash, checkpoint_hash: ``GENERATION_KEYS``,
+    ``GENERATION_RUN_KEYS``, ``GENERATION_HASHED_KEYS``) its rationales of the
     study's items record in ``generation_info``, with how many rationales each (one grouped query;
     no rationale text is read)."""
     sources = list(study_sources(study))
     items = (Q(item__in=study.items.all()) | Q(item__in=Unit.objects.filter(study=study).values("item_id"))
              | Q(item__in=UnitScore.objects.filter(study=study).values("item_id")))
-    keys = (*GENERATION_KEYS, *GENERATION_HASHED_KEYS)
+    keys = (*GENERATION_KEYS, *GENERATION_RUN_KEYS, *GENERATION_HASHED_KEYS)
     rows = (Rationale.objects.filter(items, source__in=[s.pk for s in sources])
             .values("source_id", *(f"generation_info__{key}" for key in keys))
             .annotate(n=Count("id")).order_by())
@@ -2064,7 +2086,8 @@ def _sources(study: Study) -> dict:
     weights = {source.pk: _checkpoints_known(source, loaded[source.pk]) for source in sources}
     combos: dict[int, dict[str, dict]] = {}
     for row in rows:
-        combo = ({key: row[f"generation_info__{key}"] for key in GENERATION_KEYS}
+        combo = ({key: row[f"generation_info__{key}"] for key in (*GENERATION_KEYS, *GENERATION_RUN_KEYS)}
+                 | {"endpoint_url": endpoint_shown(row["generation_info__endpoint_url"])}
                  | {f"{key}_hash": generation_hash(row[f"generation_info__{key}"]) for key in GENERATION_HASHED_KEYS}
                  | {"checkpoint_replaced": _checkpoint_replaced(row["generation_info__checkpoint"],
                                                                 weights[row["source_id"]])})

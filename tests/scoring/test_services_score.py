@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import timedelta
 
 import pytest
@@ -16,7 +17,7 @@ from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
 from scoring.services.results_folder import bootstrap_note
-from scoring.services.score import generation_hash
+from scoring.services.score import GENERATION_RUN_KEYS, generation_hash
 from studies.models import GeneralizationQuestion, GenUPrediction, Study
 from tests.factories import (
     GeneralizationQuestionFactory,
@@ -847,6 +848,41 @@ def test_rationales_another_backend_made_under_the_same_model_name_are_counted_a
     assert "2 made with backend causal, model gpt2" in line and "made with backend openai, model gpt2" in line
 
 
+def test_rationales_made_on_another_endpoint_api_device_or_dtype_are_counted_apart_and_named(utility_study):
+    """What each rationale records of where and how it ran (``backend_run_info``: the endpoint and its
+    api; the device, dtype and library versions of a local model) changes the outputs: rationales
+    differing there are rows apart (``GENERATION_RUN_KEYS``), and the report names each. The endpoint
+    is shown without credentials, query or fragment."""
+    from scoring.reports.sections import utility_section
+
+    study, items, _good, _bad = utility_study
+    lm = RationaleSourceFactory(name="llama", kind="lm", backend="openai", model_name_or_path="llama-3-8b",
+                                endpoint_url="https://b.example/v1")
+    made = {"backend": "openai", "model": "llama-3-8b", "decoding": {"do_sample": False}, "template": "causal",
+            "seed": 0}
+    runs = [{"endpoint_url": "https://user:secret@a.example/v1?key=k1#x", "api": "completions", "device": "cuda"},
+            {"endpoint_url": "https://b.example/v1", "api": "chat", "device": "cpu"},
+            {"backend": "causal", "endpoint_url": "", "device": "cuda:0", "dtype": "bfloat16", "torch": "2.13.0",
+             "transformers": "4.99.0"}]
+    for k, item in enumerate(items):
+        RationaleFactory(item=item, source=lm, generation_info={**made, **runs[min(k, 2)]})
+    study.sources.add(lm)
+    study.items.add(*items)
+    collect(study, make_unit(study, items[0], lm), [("no", "yes")] * 5)
+
+    run = study_score(study=study, similarity=False)
+
+    rows = run.results["sources"]["llama"]["generation"]
+    assert sorted((row["endpoint_url"] or "", row["api"] or "", row["device"], row["n_rationales"]) for row in rows) == [
+        ("", "", "cuda:0", len(items) - 2), ("https://a.example/v1", "completions", "cuda", 1),
+        ("https://b.example/v1", "chat", "cpu", 1)]
+    line = next(note for note in utility_section(run.results).notes if note.startswith("Source llama:"))
+    assert "endpoint https://a.example/v1, api completions, device cuda" in line
+    assert "endpoint https://b.example/v1, api chat, device cpu" in line
+    assert "device cuda:0, dtype bfloat16, torch 2.13.0, transformers 4.99.0" in line
+    assert "secret" not in json.dumps(run.results) and "k1" not in json.dumps(run.results)
+
+
 def test_consistency_says_when_specs_bundle_cannot_be_formed(utility_study):
     """Without the original items' outcomes (nobody scored them) only the questions-only bundles
     are given, and the report says why SPEC's are not."""
@@ -895,6 +931,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     hashes = {"demonstrations_hash": None, "template_text_hash": generation_hash("explain {question}")}
     # Rationales made before the demonstrations' content and the checkpoint were recorded: None, grouped as before.
     hashes |= {"demonstrations_fingerprint": None, "checkpoint_hash": None, "checkpoint_replaced": None}
+    hashes |= dict.fromkeys(GENERATION_RUN_KEYS)  # nor where and how they ran
     now = generation_hash([json_fingerprint({"preset": "paper", "mode": "rationalizer"})])  # its checkpoint now
     assert sources["t5-lm"] == {
         "kind": "lm", "backend": "seq2seq", "model_name_or_path": "/models/t5", "training_preset": "paper",
@@ -905,7 +942,7 @@ def test_results_name_each_source_and_what_its_rationales_were_made_with(utility
     assert sources["good-lm"]["generation"] == [
         {"backend": None, "model": None, "decoding": None, "template": None, "seed": None, "demonstrations_hash": None,
          "template_text_hash": None, "demonstrations_fingerprint": None, "checkpoint_hash": None,
-         "checkpoint_replaced": None, "n_rationales": 4}]
+         "checkpoint_replaced": None, **dict.fromkeys(GENERATION_RUN_KEYS), "n_rationales": 4}]
     reads = [q["sql"] for q in queries.captured_queries if "generation_info" in q["sql"]]
     assert len(reads) == 1 and "GROUP BY" in reads[0] and '"text"' not in reads[0]
     notes = utility_section(run.results).notes
