@@ -24,8 +24,10 @@ from scoring.reports.intervals import correlation_ratio_draws, percentile_ci, ru
 from scoring.reports.tables import Column, Section, Table
 from scoring.selectors import score_run_latest
 from scoring.services.genu import (
+    AS_ANSWERED,
     CONFLICTING_FIRST_KEPT,
     CONFLICTING_LEFT_OUT,
+    EVERY_SOURCE_ANSWERED,
     QUESTIONS_NOT_INVALID,
     QUESTIONS_VALIDATED_ONLY,
     UNPARSED_COUNTED_WRONG,
@@ -612,7 +614,9 @@ READING_LABELS = {TASK_ACCURACY_LEFT_OUT: "left out", TASK_ACCURACY_COUNTED_WRON
                   PLURALITY: "plurality", STRICT_MAJORITY: "strict majority",
                   CONFLICTING_FIRST_KEPT: "first answer kept", CONFLICTING_LEFT_OUT: "left out",
                   # which questions count (``genu.QUESTION_READINGS``)
-                  QUESTIONS_NOT_INVALID: "validated and unvalidated", QUESTIONS_VALIDATED_ONLY: "validated only"}
+                  QUESTIONS_NOT_INVALID: "validated and unvalidated", QUESTIONS_VALIDATED_ONLY: "validated only",
+                  # which questions a source's Gen-U rests on (``genu.QUESTIONS_ANSWERED_RULES``)
+                  AS_ANSWERED: "as each job answered", EVERY_SOURCE_ANSWERED: "answered by every source"}
 
 
 def _reading_label(rule: str, default: str | None) -> str:
@@ -756,8 +760,34 @@ def gen_u_section(results: dict) -> Section:
     _conflicting_answers_add(section, gen_u.get("conflicting_answers") or {}, CONFLICTING_GEN_U_COLUMNS,
                              "gen_u_conflicting_answers", "the Gen-U shares and Theil's U(utility | Gen-U)")
     gen_u_unvalidated_add(section, gen_u.get("unvalidated_questions") or {})
+    gen_u_questions_answered_add(section, gen_u.get("questions_answered") or {})
     section.notes.append(ci_note(results))
     return section
+
+
+ANSWERED_GEN_U_COLUMNS = gen_u_readings_columns("Questions each source rests on")
+
+
+def gen_u_questions_answered_add(section, block: dict) -> None:
+    """Which questions each source's Gen-U rests on (``gen_u["questions_answered"]``): a note naming
+    the default, and where a source lacks predictions of questions that count now, the figures under
+    both readings (the run computed them only then: otherwise they coincide)."""
+    by_source = block.get("by_source") or {}
+    if not by_source:
+        return
+    if any(rule in entry for entry in by_source.values() for rule in block.get("rules") or {}):
+        section.tables.append(readings_by_source_table(
+            block, ANSWERED_GEN_U_COLUMNS, "gen_u_questions_answered",
+            "Gen-U on the questions each source's job answered (published) or on those every source answered "
+            "(SPEC section 4 does not say)"))
+    missing = sum(entry.get("n_questions_without_predictions") or 0 for source, entry in by_source.items()
+                  if source != ALL)
+    note = (f"Which questions a source's Gen-U rests on: the Gen-U shares and Theil's U(utility | Gen-U) use the "
+            f"default, {_readings_listed(block)}. ")
+    section.notes.append(note + (f"{missing} question(s) that count now have no prediction of some source (its "
+                                 "Gen-U job ran before they were validated or added); the table gives both readings."
+                                 if missing else "Every source answered every question that counts, so the readings "
+                                 "coincide."))
 
 
 UNPARSED_COLUMNS = gen_u_readings_columns("Answers that did not parse")

@@ -500,6 +500,9 @@ def gen_u_method_text(gen_u: dict) -> str:
     was trained on). Shown wherever a Gen-U figure is; rebuilt from an old run's results when an
     answerer is withheld from its reader (``scoring.selectors.results_for_reader``)."""
     parts = [f"Gen-U on {gen_u.get('question_filter')}", gen_u_tie_rule_text(gen_u), gen_u_unparsed_text(gen_u)]
+    answered = gen_u_questions_answered_text(gen_u)
+    if answered:
+        parts.append(answered)
     inputs = gen_u_inputs_text(gen_u)
     if inputs:
         parts.append(inputs)
@@ -507,6 +510,22 @@ def gen_u_method_text(gen_u: dict) -> str:
         for entry in (gen_u.get("answerers") or {}).get(role, []):
             parts.append(answerer_text(role, entry))
     return "; ".join(parts)
+
+
+def gen_u_questions_answered_text(gen_u: dict) -> str:
+    """Which questions each source's Gen-U rests on, where the run recorded that a source lacks
+    predictions of questions that count now (``gen_u["questions_answered"]``: the two readings
+    then differ); empty where every source answered every question (they coincide) or the run
+    recorded nothing of it."""
+    block = gen_u.get("questions_answered")
+    if not isinstance(block, dict) or not any(
+            isinstance(entry, dict) and entry.get("n_questions_without_predictions")
+            for entry in (block.get("by_source") or {}).values()):
+        return ""
+    default = block.get("default")
+    others = [rule for rule in (block.get("rules") or {}) if rule != default]
+    return (f"questions: {(block.get('rules') or {}).get(default, default)} ({default}; results.json "
+            f"gen_u.questions_answered gives {', '.join(others) or 'no other reading'} beside it)")
 
 
 def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
@@ -570,8 +589,6 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     if "utility" in frame:
         gen_u["tie_rules"]["theils_u_utility_given_gen_u"] = _theils_u_by_tie_rule(frame, scored)
     gen_u["unparsed_rules"] = _unparsed_rules(preds, frame, scored, gen_u["tie_rules"])
-    # named last, from the rules recorded above: the method is what this run's results say it used
-    gen_u["method"] = gen_u_method_text(gen_u)
     gen_u["n_questions_conflicting_answers"] = int(preds.loc[preds["conflicted"], "question_id"].nunique())
     gen_u["conflicting_answers"] = _conflicting_answers(preds, frame, scored, gen_u["tie_rules"], expected)
     gen_u["unvalidated_questions"] = _readings_without(
@@ -585,6 +602,8 @@ def gen_u_results(frame: pd.DataFrame, *, reader) -> Part:
     gen_u["questions_answered"], answered_warnings = _questions_answered(preds, frame, scored, gen_u["tie_rules"],
                                                                          expected)
     warnings.extend(answered_warnings)
+    # named last, from the rules recorded above: the method is what this run's results say it used
+    gen_u["method"] = gen_u_method_text(gen_u)
     return Part({"gen_u": gen_u}, warnings, frame)
 
 

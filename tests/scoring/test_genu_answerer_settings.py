@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from scoring.reports.sections import gen_u_section
 from scoring.services import study_score
 from studies.models import GenerationJob, GenUPrediction
 from studies.services import generation
@@ -169,6 +170,19 @@ def test_a_source_whose_gen_u_job_ran_before_questions_were_validated_is_named_w
     assert {s: (answered["by_source"][s]["every_source_answered"]["mean"],
                 answered["by_source"][s]["every_source_answered"]["n_questions"])
             for s in ("good-lm", "bad-lm")} == {"good-lm": (0.0, 2), "bad-lm": (0.0, 2)}
+    # The method every Gen-U figure is shown with names the reading, and the report gives both.
+    assert ("questions: each source's Gen-U rests on the questions its Gen-U job answered (the published "
+            "figures); sources may rest on different questions of one item (as_answered; results.json "
+            "gen_u.questions_answered gives every_source_answered beside it)") in gen_u["method"]
+    section = gen_u_section(run.results)
+    table = next(t for t in section.tables if t.name == "gen_u_questions_answered")
+    assert {(row["source"], row["reading"], row["mean"], row["n_questions"]) for row in table.rows} == {
+        ("good-lm", "as each job answered (default)", 0.0, 2), ("good-lm", "answered by every source", 0.0, 2),
+        ("bad-lm", "as each job answered (default)", -1.0, 4), ("bad-lm", "answered by every source", 0.0, 2),
+        ("all", "as each job answered (default)", answered["by_source"]["all"]["as_answered"]["mean"], 6),
+        ("all", "answered by every source", 0.0, 4)}
+    assert any(note.startswith("Which questions a source's Gen-U rests on") and "2 question(s) that count now have "
+               "no prediction of some source" in note for note in section.notes)
 
 
 def test_a_source_without_gen_u_predictions_is_not_counted_as_leaving_questions_out(utility_study):
