@@ -406,14 +406,19 @@ def counted_note(counted: dict) -> str:
     if counted.get("attention_check_rule"):
         note += f" ({counted['attention_check_rule']})"
     if "tasks_on_hold" in counted:  # runs from before it was recorded say nothing of the work left out
+        # what puts work on hold, named where any was (results.json counted_answers.hold_rule)
+        held_by = f"; on hold is {counted['hold_rule']}" if counted["tasks_on_hold"] and counted.get("hold_rule") else ""
         note += (f". Left out: {counted['tasks_on_hold']} tasks on hold ({counted.get('answers_on_hold', 0)} answers; "
-                 f"they count once a researcher clears them) and {counted.get('tasks_rejected', 0)} rejected "
+                 f"they count once a researcher clears them{held_by}) and {counted.get('tasks_rejected', 0)} rejected "
                  f"({counted.get('answers_rejected', 0)} answers)")
     if "tasks_returned_with_completed_answers" in counted:
+        expired = counted.get("tasks_expired_with_completed_answers", 0)
+        # what expires a task, named where any did (results.json counted_answers.expiry_rule)
+        expired_by = f"; {counted['expiry_rule']}" if expired and counted.get("expiry_rule") else ""
         note += (f"; {counted['tasks_returned_with_completed_answers']} returned tasks "
                  f"({counted.get('answers_returned', 0)} answers to completed questions) and "
-                 f"{counted.get('tasks_expired_with_completed_answers', 0)} expired tasks "
-                 f"({counted.get('answers_expired', 0)} answers) are left out as well")
+                 f"{expired} expired tasks "
+                 f"({counted.get('answers_expired', 0)} answers{expired_by}) are left out as well")
     also = []
     if counted.get("tasks_of_blocked_workers"):
         also.append(f"{counted['tasks_of_blocked_workers']} tasks of workers blocked in this study "

@@ -2219,13 +2219,15 @@ SHORT_UNITS_KEY = "_short_units"
 
 def hold_rule() -> str:
     """What puts work on hold (``annotations.selectors.on_hold``), with the setting it depends on as
-    this installation has it: said in the results beside the count of held work."""
+    this installation has it now: said in the results beside the count of held work. Each hold was
+    placed by a sync with that setting as it read then, which the text says (no hold records it)."""
     return ("work sync held and no researcher cleared: the platform's worker id is not the participant's "
             "(worker_mismatch), the platform lists as submitted work whose task here never was "
             "(not_submitted_here), Prolific lists the session of work submitted here as timed out or returned "
             "(ended_on_platform), or Prolific does not list the session it was answered under "
-            f"(not_on_platform), looked for once a task is {settings.RL_SYNC_UNLISTED_GRACE_MINUTES:g} minutes "
-            "old (RL_SYNC_UNLISTED_GRACE_MINUTES): younger work counts until a sync after that")
+            "(not_on_platform), looked for once a task is RL_SYNC_UNLISTED_GRACE_MINUTES old "
+            f"({settings.RL_SYNC_UNLISTED_GRACE_MINUTES:g} minutes as it stands now; each hold was placed by a "
+            "sync with the value it read then): younger work counts until a sync after that")
 
 
 def expiry_rule(study: Study) -> str:

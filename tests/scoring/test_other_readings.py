@@ -121,11 +121,14 @@ def test_returned_and_expired_tasks_with_completed_answers_are_counted_as_left_o
     expired = _task(study, make_unit(study, items[1], good), "yes", "yes", submit=False)
     assignment_release(assignment=expired, status="expired")
 
-    counted = study_score(study=study, similarity=False).results["counted_answers"]
+    results = study_score(study=study, similarity=False).results
+    counted = results["counted_answers"]
     assert (counted["tasks_returned_with_completed_answers"], counted["answers_returned"]) == (1, 2)
     assert (counted["tasks_expired_with_completed_answers"], counted["answers_expired"]) == (1, 2)
-    assert "1 returned tasks (2 answers to completed questions) and 1 expired tasks (2 answers) are left out" in (
-        " ".join(utility_section(study_score(study=study, similarity=False).results).notes))
+    # what expires a task is named beside the count (its settings, or the minutes the study fixed)
+    assert counted["expiry_rule"].startswith("a task expires when")
+    assert ("1 returned tasks (2 answers to completed questions) and 1 expired tasks (2 answers; "
+            f"{counted['expiry_rule']}) are left out") in " ".join(utility_section(results).notes)
 
 
 @pytest.fixture
