@@ -54,28 +54,40 @@ HOLDS_COUNTING_WORK = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmissi
 def platform_calls_reconcile(*, study: Study) -> dict:
     """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout).
     A call the platform cannot answer about (a refusal, a bad id) keeps its error on its audit row
-    and stays unknown; the other calls are reconciled all the same."""
+    and stays unknown; the other calls are reconciled all the same.
+
+    Each call's outcome and what follows from it (its bonus paid or payable again, the task
+    approved or rejected, a rejection's clear given back, a HIT's id kept) are written in one
+    transaction: a worker dying between the two would leave the call settled and its bonus unknown
+    for good (no later sync looks at a settled call), an approval not applied here, or a clear lost.
+    Dying before the commit leaves the call sent, and the next sync asks the platform again."""
     counts = {"confirmed": 0, "failed": 0, "unknown": 0}
     for call in PlatformCall.objects.filter(study=study, status=PlatformCall.Status.SENT).order_by("id"):
         platform = get_platform(call.platform)
-        try:
-            outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
-        except (PlatformError, KeyError) as exc:  # KeyError: an audit row without what reconciling needs
-            platform_call_note_error(call=call, error=f"{RECONCILE_NOTE}{getattr(exc, 'message', None) or exc!r}")
-            outcome = None
-        key = {True: "confirmed", False: "failed", None: "unknown"}[outcome]
-        counts[key] += 1
-        if outcome is not None and call.operation in (OP.BONUS, OP.BONUS_SETUP):
-            call.refresh_from_db()
-            bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
-        if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
-            assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
-        if outcome is False and call.operation == OP.REJECT:
-            reject_not_applied(call)  # nothing was rejected: the researcher's clear it took comes back
-        if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
-            call.refresh_from_db()
-            publication_add_external_id(call.publication, call_hit_entry(call), "hit_id")
+        with transaction.atomic():
+            try:
+                outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
+            except (PlatformError, KeyError) as exc:  # KeyError: an audit row without what reconciling needs
+                platform_call_note_error(call=call, error=f"{RECONCILE_NOTE}{getattr(exc, 'message', None) or exc!r}")
+                outcome = None
+            _reconciled_call_follow_up(call, outcome)
+        counts[{True: "confirmed", False: "failed", None: "unknown"}[outcome]] += 1
     return counts
+
+
+def _reconciled_call_follow_up(call: PlatformCall, outcome: bool | None) -> None:
+    """What follows from ``call``'s reconciled ``outcome`` (True applied, False not, None unknown),
+    in its transaction (``platform_calls_reconcile``)."""
+    if outcome is not None and call.operation in (OP.BONUS, OP.BONUS_SETUP):
+        call.refresh_from_db()
+        bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
+    if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
+        assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
+    if outcome is False and call.operation == OP.REJECT:
+        reject_not_applied(call)  # nothing was rejected: the researcher's clear it took comes back
+    if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
+        call.refresh_from_db()
+        publication_add_external_id(call.publication, call_hit_entry(call), "hit_id")
 
 
 @dataclass
