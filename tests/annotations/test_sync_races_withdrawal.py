@@ -16,11 +16,13 @@ from annotations.services import withdrawal as withdrawal_service
 from annotations.services.platforms import sync as sync_service
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.review import assignment_approve
 from annotations.services.platforms.sync import study_sync
 from annotations.services.withdrawal import participant_withdraw
 from tests.annotations.factories import make_study
 from tests.annotations.platforms.conftest import open_study, start_assignment
 from tests.annotations.test_qualification_race_postgres import WAIT, Step, paused_after, waits_on_a_lock
+from tests.annotations.test_sync_unlisted_work import enter, hex24, minutes_pass, published  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +77,59 @@ def test_a_participant_withdrawn_during_the_first_sync_of_their_session_keeps_no
     assert not PlatformSubmission.objects.filter(worker_id="p1").exists()
     assert list(PlatformSubmission.objects.values_list("worker_id", flat=True)) == ["p2"]
     assert report.remote == 2
+
+
+def test_a_sync_meeting_the_withdrawal_of_another_participant_whose_task_a_session_names_stores_no_task(
+        prolific, monkeypatch):
+    """p1's task was entered with p2's Prolific session (a worker mismatch). p1 withdraws after the
+    sync read the study's tasks: the row of p2's session names no task, as p1's is erased. Before,
+    it named the erased task, and the sync failed at its commit (a foreign-key error)."""
+    _platform, server = prolific
+    study, pid = _published()
+    session = server.add_submission(pid, participant_id="p2")
+    task = start_assignment(study, platform="prolific", worker_id="p1", assignment_id=session["id"], task_id=pid)
+    read = sync_service._stored_work
+
+    def read_then_withdraw(**kwargs):
+        stored = read(**kwargs)
+        participant_withdraw(user=OPERATOR, study=study, worker_id="p1")
+        return stored
+
+    monkeypatch.setattr(sync_service, "_stored_work", read_then_withdraw)
+
+    report = study_sync(study=study)
+
+    assert not Assignment.objects.filter(pk=task.pk).exists()
+    row = PlatformSubmission.objects.get()
+    assert (row.worker_id, row.assignment_id, row.flag) == ("p2", None, PlatformSubmission.Flag.NO_LOCAL_ASSIGNMENT)
+    assert report.matched == 0
+    connection.check_constraints()
+
+
+def test_unlisted_work_held_by_a_sync_after_its_worker_withdrew_keeps_no_row(published, monkeypatch):  # noqa: F811
+    """Approved work whose session Prolific no longer lists is held by sync (``NOT_ON_PLATFORM``),
+    a row naming its worker. Its worker withdraws after the sync read which work is unlisted: the
+    hold is not stored. Before, the row kept the withdrawn worker's raw id for good."""
+    study, study_id, server = published
+    pid, session = hex24(), hex24()
+    server.add_submission(study_id, participant_id=pid, submission_id=session)
+    task = enter(study, study_id, pid=pid, session=session)
+    assignment_approve(user=OPERATOR, study=study, assignment=task)  # paid: the withdrawal keeps an empty task
+    del server.submissions[session]  # no longer listed
+    minutes_pass(90, task)
+    read = sync_service.publication_unlisted_work
+
+    def read_then_withdraw(**kwargs):
+        unlisted = read(**kwargs)
+        participant_withdraw(user=OPERATOR, study=study, worker_id=pid)
+        return unlisted
+
+    monkeypatch.setattr(sync_service, "publication_unlisted_work", read_then_withdraw)
+
+    study_sync(study=study)
+
+    assert Assignment.objects.get(pk=task.pk).status == Assignment.Status.WITHDRAWN
+    assert not PlatformSubmission.objects.filter(worker_id=pid).exists()
 
 
 @pytest.mark.postgres

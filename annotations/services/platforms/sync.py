@@ -183,12 +183,12 @@ def _publication_sync(*, study: Study, publication: Publication, remote: list, w
                 platform=publication.platform, external_id=item.worker_id, study=study) in withdrawn:
             continue  # the worker withdrew from the study: nothing of theirs is stored again
         assignment = stored.local.get(item.platform_assignment_id)
-        flag = _submission_flag(item, assignment, stored.answered)
-        if not _submission_store(study=study, publication=publication, item=item, assignment=assignment, flag=flag,
-                                 was_held=stored.was_held):
+        kept = _submission_store(study=study, publication=publication, item=item, assignment=assignment,
+                                 answered=stored.answered, was_held=stored.was_held)
+        if kept is None:
             continue  # the worker withdrew while this sync ran
         listed.add(item.platform_assignment_id)
-        _submission_report(item=item, assignment=assignment, flag=flag, report=report)
+        _submission_report(item=item, assignment=kept[0], flag=kept[1], report=report)
     return listed
 
 
@@ -231,23 +231,37 @@ def _submission_flag(item, assignment: Assignment | None, answered: set) -> str:
     return ""
 
 
-def _submission_store(*, study: Study, publication: Publication, item, assignment: Assignment | None, flag: str,
-                      was_held: set) -> bool:
-    """Store one remote row; False, storing nothing, when its worker has withdrawn from ``study``.
-    That is read under the study's ``WITHDRAWAL_LOCK`` (shared), after the withdrawals the sync read
-    at its start: a withdrawal made while the sync ran would otherwise find no row of the worker to
-    erase (this one not stored yet) and the row would then keep their raw id for good, a later sync
-    skipping it. ``flagged_at`` dates a flag that is new or changed (a row stored with
+def _withdrawn_meanwhile(*, study: Study, platform: str, worker_id: str) -> bool:
+    """Whether the worker ``worker_id`` of ``platform`` has withdrawn from ``study``, read under the
+    study's ``WITHDRAWAL_LOCK`` (shared, held until the caller's transaction ends), after the
+    withdrawals the sync read at its start: a withdrawal made while the sync ran would otherwise find
+    no row of the worker to erase (the one about to be stored) and the row would then keep their raw
+    id for good, a later sync skipping it. Call first in the transaction that stores a row naming them."""
+    transaction_lock(WITHDRAWAL_LOCK, study.pk, shared=True)
+    return worker_withdrawn(platform=platform, external_id=worker_id, study=study)
+
+
+def _submission_store(*, study: Study, publication: Publication, item, assignment: Assignment | None,
+                      answered: set, was_held: set) -> tuple[Assignment | None, str] | None:
+    """Store one remote row, flagged by ``_submission_flag``; the (assignment, flag) it stored, or
+    None, storing nothing, when its worker has withdrawn from ``study`` (``_withdrawn_meanwhile``).
+    The task another participant entered with the row's id (a worker mismatch) is read again under
+    that lock: their withdrawal meanwhile erased it, and the row then names no task of this study.
+    ``flagged_at`` dates a flag that is new or changed (a row stored with
     no flag, or keeping its flag, leaves it alone); a holding flag that is new or changed holds the
     work again even where a researcher cleared the row's earlier reason (its clear is undone). A hold that begins here stops the work counting:
     ``n_completed`` is recounted and its decided units checked again (``stopping.units_after_hold``)
     in the same transaction; a hold the platform lifts (it lists the work now) lets the work decide
     its units again there (``stopping.unit_decide_for_assignment``), as a researcher's clear does."""
     with transaction.atomic():
-        if item.worker_id:
-            transaction_lock(WITHDRAWAL_LOCK, study.pk, shared=True)
-            if worker_withdrawn(platform=publication.platform, external_id=item.worker_id, study=study):
-                return False
+        if item.worker_id and _withdrawn_meanwhile(study=study, platform=publication.platform,
+                                                   worker_id=item.worker_id):
+            return None
+        if assignment is not None and assignment.participant.external_id != item.worker_id and not (
+                Assignment.objects.filter(pk=assignment.pk, platform_assignment_id=item.platform_assignment_id)
+                .exists()):
+            assignment = None  # its participant withdrew meanwhile: their task is erased
+        flag = _submission_flag(item, assignment, answered)
         key = {"publication": publication, "platform_assignment_id": item.platform_assignment_id}
         before = PlatformSubmission.objects.select_for_update().filter(**key).values_list("flag", flat=True).first()
         defaults = {"platform_task_id": item.platform_task_id[:200], "worker_id": item.worker_id[:200],
@@ -266,7 +280,7 @@ def _submission_store(*, study: Study, publication: Publication, item, assignmen
                 units_after_hold(assignment_id=assignment.pk)  # a decided unit may be decided no more
             elif flag not in HOLDING_FLAGS:
                 unit_decide_for_assignment(assignment_id=assignment.pk)  # counts again: it may decide its units
-    return True
+    return assignment, flag
 
 
 def _submission_report(*, item, assignment: Assignment | None, flag: str, report: SyncReport) -> None:
@@ -302,6 +316,11 @@ def _unlisted_work_hold(*, study: Study, publication: Publication, listed: set[s
     for task in publication_unlisted_work(study=study, publication=publication, listed=listed,
                                           started_before=started_before):
         with transaction.atomic():
+            # the task's worker may have withdrawn since it was read: their task is then erased
+            if _withdrawn_meanwhile(study=study, platform=task.participant.platform,
+                                    worker_id=task.participant.external_id) or not Assignment.objects.filter(
+                    pk=task.pk, platform_assignment_id=task.platform_assignment_id).exists():
+                continue
             row, created = PlatformSubmission.objects.get_or_create(
                 publication=publication, platform_assignment_id=task.platform_assignment_id,
                 defaults={"platform_task_id": task.platform_task_id[:200],
