@@ -789,8 +789,9 @@ def gen_u_questions_answered_add(section, block: dict) -> None:
                   if source != ALL)
     note = (f"Which questions a source's Gen-U rests on: the Gen-U shares and Theil's U(utility | Gen-U) use the "
             f"default, {_readings_listed(block)}. ")
-    section.notes.append(note + (f"{missing} question(s) that count now have no prediction of some source (its "
-                                 "Gen-U job ran before they were validated or added); the table gives both readings."
+    section.notes.append(note + (f"{missing} time(s) a question that counts now has no prediction of a source "
+                                 "scored on its item (its Gen-U job ran before the question was validated or added); "
+                                 "the table gives both readings."
                                  if missing else "Every source answered every question that counts, so the readings "
                                  "coincide."))
 

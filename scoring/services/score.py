@@ -2044,6 +2044,7 @@ def endpoint_shown(url) -> str | None:
     try:
         parts = urlsplit(url)
         netloc = parts.hostname or ""
+        netloc = f"[{netloc}]" if ":" in netloc else netloc  # an IPv6 address keeps its brackets
         if parts.port is not None:
             netloc += f":{parts.port}"
     except ValueError:
@@ -2219,15 +2220,16 @@ SHORT_UNITS_KEY = "_short_units"
 
 def hold_rule() -> str:
     """What puts work on hold (``annotations.selectors.on_hold``), with the setting it depends on as
-    this installation has it now: said in the results beside the count of held work. Each hold was
-    placed by a sync with that setting as it read then, which the text says (no hold records it)."""
+    this installation has it when the run scores: said in the results beside the count of held work.
+    Each hold was placed by a sync with that setting as it read then, which the text says (no hold
+    records it)."""
     return ("work sync held and no researcher cleared: the platform's worker id is not the participant's "
             "(worker_mismatch), the platform lists as submitted work whose task here never was "
             "(not_submitted_here), Prolific lists the session of work submitted here as timed out or returned "
             "(ended_on_platform), or Prolific does not list the session it was answered under "
             "(not_on_platform), looked for once a task is RL_SYNC_UNLISTED_GRACE_MINUTES old "
-            f"({settings.RL_SYNC_UNLISTED_GRACE_MINUTES:g} minutes as it stands now; each hold was placed by a "
-            "sync with the value it read then): younger work counts until a sync after that")
+            f"({settings.RL_SYNC_UNLISTED_GRACE_MINUTES:g} minutes as it stood when this run scored; each hold was "
+            "placed by a sync with the value it read then): younger work counts until a sync after that")
 
 
 def expiry_rule(study: Study) -> str:

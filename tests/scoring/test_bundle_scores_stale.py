@@ -194,10 +194,37 @@ def test_a_copy_names_what_its_imported_scores_were_computed_with_and_so_does_a_
     written = json.loads(files["settings.json"])
     assert written["scores_stale"]["score_run"] == run.pk
     assert written["rules"]["majority"].startswith(original["majority_rule"] + " (the run that scored")
+    assert "this installation's rule: no finished score run" in written["rules"]["gen_u_tie_rule"]
 
     # What a copy's bundle carries there is checked as any other cell of it.
-    for hostile in (["plurality"], {"majority_rule": ["x"]}, {"not_a_column": "x"}):
+    for hostile in (["plurality"], {"majority_rule": ["x"]}, {"not_a_column": "x"}, None):
         written["scores_stale"]["scored_with"] = hostile
         files["settings.json"] = json.dumps(written).encode()
         errors = _refused(_pack(files))
         assert [(e.record, e.field) for e in errors] == [("settings.json", "scores_stale.scored_with")]
+
+
+@pytest.mark.parametrize("hostile", [
+    {"counted_answers": {"other_readings": {"x": {"utility_shares": {"all": {"useful": 10 ** 400}}}}}},
+    {"gen_u": {"method": {"not": "text"}}},
+    {"similarity": ["not", "an", "object"]},
+])
+def test_a_bundles_results_json_that_no_run_writes_is_a_row_error_not_a_500(hostile):
+    """What the copy keeps of its imported scores' settings is read from the bundle's results.json
+    by the exports' own texts: a value they cannot be made of (a number too large to print, a method
+    that is not text) refuses the bundle, naming results.json, as the settings a copy's bundle
+    carries are checked."""
+    alice, _ = staff_client("alice")
+    study = open_utility_study(name="orig", owner=alice, quota=3, n_sources=1)
+    for worker in ("P1", "P2", "P3"):
+        work(study, worker)
+    study_score(study=study, similarity=False)
+    files = _files(b"".join(bundle_stream(study=study, user=alice)))
+    results = json.loads(files["results.json"])
+    results.update(hostile)
+    files["results.json"] = json.dumps(results).encode()
+
+    errors = _refused(_pack(files))
+
+    assert [e.record for e in errors] == ["results.json"]
+    assert "not what a score run records" in errors[0].reason

@@ -181,8 +181,8 @@ def test_a_source_whose_gen_u_job_ran_before_questions_were_validated_is_named_w
         ("bad-lm", "as each job answered (default)", -1.0, 4), ("bad-lm", "answered by every source", 0.0, 2),
         ("all", "as each job answered (default)", answered["by_source"]["all"]["as_answered"]["mean"], 6),
         ("all", "answered by every source", 0.0, 4)}
-    assert any(note.startswith("Which questions a source's Gen-U rests on") and "2 question(s) that count now have "
-               "no prediction of some source" in note for note in section.notes)
+    assert any(note.startswith("Which questions a source's Gen-U rests on") and "2 time(s) a question that counts "
+               "now has no prediction of a source" in note for note in section.notes)
 
 
 def test_a_source_without_gen_u_predictions_is_not_counted_as_leaving_questions_out(utility_study):

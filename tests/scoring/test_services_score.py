@@ -17,7 +17,7 @@ from scoring import metrics
 from scoring.models import ScoreRun, UnitScore
 from scoring.services import study_score
 from scoring.services.results_folder import bootstrap_note
-from scoring.services.score import GENERATION_RUN_KEYS, generation_hash
+from scoring.services.score import GENERATION_RUN_KEYS, endpoint_shown, generation_hash
 from studies.models import GeneralizationQuestion, GenUPrediction, Study
 from tests.factories import (
     GeneralizationQuestionFactory,
@@ -881,6 +881,7 @@ def test_rationales_made_on_another_endpoint_api_device_or_dtype_are_counted_apa
     assert "endpoint https://b.example/v1, api chat, device cpu" in line
     assert "device cuda:0, dtype bfloat16, torch 2.13.0, transformers 4.99.0" in line
     assert "secret" not in json.dumps(run.results) and "k1" not in json.dumps(run.results)
+    assert endpoint_shown("http://[::1]:8000/v1?key=k#f") == "http://[::1]:8000/v1"  # IPv6 keeps its brackets
 
 
 def test_consistency_says_when_specs_bundle_cannot_be_formed(utility_study):

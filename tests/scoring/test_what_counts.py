@@ -140,7 +140,7 @@ def test_work_on_hold_and_rejected_work_are_counted_as_left_out_and_held_work_is
     # the report names what puts work on hold beside the count, and that a hold used the setting of its sync
     assert ("Left out: 1 tasks on hold (2 answers; they count once a researcher clears them; on hold is "
             f"{counted['hold_rule']}) and 1 rejected (2 answers)") in " ".join(utility_section(run.results).notes)
-    assert "60 minutes as it stands now; each hold was placed by a sync with the value it read then" in \
+    assert "60 minutes as it stood when this run scored; each hold was placed by a sync with the value it read then" in \
         counted["hold_rule"]
 
 

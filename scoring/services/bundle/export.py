@@ -471,7 +471,8 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
     results = results or {}
     gen_u = results.get("gen_u") or {}
     # A copy not scored here carries the unit scores of the run that scored them where its bundle was made.
-    imported_majority = ((stale or {}).get("scored_with") or {}).get("majority_rule") if run_id is None else None
+    imported = ((stale or {}).get("scored_with") or {}) if run_id is None else {}
+    imported_majority, imported_gen_u = imported.get("majority_rule"), imported.get("gen_u_method")
     if results.get("bootstrap"):
         bootstrap = {**results["bootstrap"], "read_from": "the latest run's results.json"}
     elif run_id is not None:  # a run from before it was recorded: what runs drew with then (one owner)
@@ -506,7 +507,10 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
             "conflicting_answers": f"{CONFLICTING_RULES[CONFLICTING_FIRST_KEPT]} ({CONFLICTING_SPEC}; results.json "
                                    "gives the figures with such questions left out: gen_u.conflicting_answers, "
                                    "generalization.conflicting_answers)",
-            "gen_u_tie_rule": gen_u_tie_rule_text(gen_u) if gen_u else genu_rule.TIE_RULE_TEXT,
+            "gen_u_tie_rule": gen_u_tie_rule_text(gen_u) if gen_u else (
+                f"{genu_rule.TIE_RULE_TEXT} (this installation's rule: no finished score run"
+                + ("; scores_stale.scored_with.gen_u_method names the rule of the run that scored the imported "
+                   "unit scores)" if imported_gen_u else ")")),
             "unparsed_outputs": f"{UNPARSED_RULES[UNPARSED_LEFT_OUT]}; task accuracy: "
                                 f"{TASK_ACCURACY_RULES[TASK_ACCURACY_LEFT_OUT]} ({UNPARSED_SPEC}; results.json gives "
                                 "both with them counted as wrong: task_accuracy_readings, gen_u.unparsed_rules)",

@@ -2061,21 +2061,20 @@ class _Import:
         ``scores_stale.scored_with``, which carries the copy's own. Not what a run writes: a row error
         of the file naming why (nothing is kept). {} when neither says."""
         if isinstance(results, dict) and results:
+            path, field_name = RESULTS_FILE, ""
             try:
-                return scored_with_results(results)
-            except (AttributeError, TypeError, ValueError, KeyError) as error:
-                self.b.error(RESULTS_FILE, None, "", f"not what a score run writes ({type(error).__name__}): the "
-                             "settings its scores were computed with cannot be read")
-                return {}
-        carried = said.get("scored_with") if isinstance(said, dict) else None
-        if carried is None:
-            return {}
+                carried = scored_with_results(results)
+            except (ArithmeticError, AttributeError, TypeError, ValueError, KeyError):
+                carried = None  # no run writes what these texts cannot be made of
+        else:
+            path, field_name = SETTINGS_FILE, "scores_stale.scored_with"
+            carried = said.get("scored_with", {}) if isinstance(said, dict) else {}
+        # one check of both: what the copy keeps, and its own bundle carries on, is what the exports print
         if not isinstance(carried, dict) or any(
-                key not in SCORED_WITH_RUN_KEYS or key == "score_run"
+                key not in SCORED_WITH_KEPT
                 or not (value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(
                     value, bool))) for key, value in carried.items()):
-            self.b.error(SETTINGS_FILE, None, "scores_stale.scored_with",
-                         f"expected an object of {', '.join(k for k in SCORED_WITH_RUN_KEYS if k != 'score_run')} "
+            self.b.error(path, None, field_name, f"not what a score run records: expected {', '.join(SCORED_WITH_KEPT)} "
                          "(each a text, a whole number or null)")
             return {}
         return {key: storable_text(value) if isinstance(value, str) else value for key, value in carried.items()}
@@ -2212,6 +2211,10 @@ def unit_score_problem(values: dict) -> tuple[str, str] | None:
             return "utility", (f"{values['utility']}, where before_correct {str(before).lower()} and after_correct "
                                f"{str(after).lower()} give {utility_category(before, after)}")
     return None
+
+
+# What a copy keeps of the run that scored its imported unit scores (``BundleScores.scored_with``).
+SCORED_WITH_KEPT = tuple(key for key in SCORED_WITH_RUN_KEYS if key != "score_run")
 
 
 def _settings(bundle: Bundle) -> dict:
