@@ -252,15 +252,23 @@ def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) 
 def score_runs_resume_stalled(*, now: datetime | None = None, enqueue: bool = True) -> list[int]:
     """Beat, every minute: running runs whose heartbeat is older than ``RL_SCORE_STALL_SECONDS``
     lost their worker; they go back to pending and are queued again (the broker may never redeliver
-    them: the filesystem broker does not, Redis only after its visibility timeout). A run that
-    cannot be queued again (broker down) is failed with the reason. Returns the run ids."""
+    them: the filesystem broker does not, Redis only after its visibility timeout). So are pending
+    runs no worker took within that time since they were queued (or queued again): their message
+    may be lost (a process killed between this very move and its send, or between a request's
+    commit and its send, a flushed broker), and nothing else would ever start them; a message
+    queued twice is harmless, the second delivery finding the run running or done
+    (``score_run_start``). A run that cannot be queued again (broker down) is failed with the
+    reason. Returns the run ids."""
     now = now or timezone.now()
     moved = []
     with transaction.atomic():
         for run in ScoreRun.objects.select_for_update(skip_locked=True).filter(
-            status=Status.RUNNING, updated_at__lt=now - stalled_after()
+            status__in=[Status.RUNNING, Status.PENDING], updated_at__lt=now - stalled_after()
         ):
-            ScoreRun.STATUS.move(run, Status.PENDING)
+            if run.status == Status.RUNNING:
+                ScoreRun.STATUS.move(run, Status.PENDING)
+            else:  # queued again now: not again before another stall period
+                ScoreRun.objects.filter(pk=run.pk).update(updated_at=now)
             moved.append(run)
     if enqueue:
         for run in moved:

@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from config.celery import app
 from scoring.models import ScoreRun
 from scoring.services import ScoringQueueUnavailable, score_run_enqueue
+from scoring.services import runs as runs_service
 from scoring.services.runs import MAX_ATTEMPTS, heartbeat, score_run_start, score_runs_resume_stalled
 from scoring.tasks import score_study_task
 from studies.api.tokens import api_token_create
@@ -84,6 +85,45 @@ def test_beat_queues_a_stalled_run_again_and_it_finishes(scored_study, django_ca
     with django_capture_on_commit_callbacks(execute=True):
         assert score_runs_resume_stalled(now=later) == [run.pk]  # back to pending, sent (inline here)
 
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == (ScoreRun.Status.DONE, 2)
+
+
+def test_beat_queues_again_a_pending_run_whose_message_was_lost(scored_study, django_capture_on_commit_callbacks):
+    """A run queued by a request whose process died between its commit and its send (here: the test
+    never commits, so the message is never sent) waited as pending for good: beat looked only at
+    running runs. Beat now queues a pending run again once no worker took it within the stall time."""
+    run = score_run_enqueue(study=scored_study, user=None)
+    assert score_runs_resume_stalled() == []  # queued just now: a worker may take it yet
+
+    later = timezone.now() + timedelta(hours=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert score_runs_resume_stalled(now=later) == [run.pk]  # sent again (inline here)
+
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == (ScoreRun.Status.DONE, 1)
+
+
+def test_beat_killed_between_moving_a_stalled_run_back_and_sending_it_sends_it_next_time(
+        scored_study, django_capture_on_commit_callbacks, monkeypatch):
+    run = score_run_enqueue(study=scored_study, user=None)
+    score_run_start(run_id=run.pk, study_id=scored_study.pk)  # taken by a worker that then dies
+    later = timezone.now() + timedelta(hours=1)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(run):
+        raise Killed()
+
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(runs_service, "_send", killed)
+        score_runs_resume_stalled(now=later)  # moved back to pending, then beat's process dies
+    run.refresh_from_db()
+    assert run.status == ScoreRun.Status.PENDING
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert score_runs_resume_stalled(now=later + timedelta(hours=1)) == [run.pk]
     run.refresh_from_db()
     assert (run.status, run.attempts) == (ScoreRun.Status.DONE, 2)
 
