@@ -491,6 +491,9 @@ class ImportJob(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.WAITING)
     rows_read = models.PositiveIntegerField(default=0, help_text="Records parsed so far.")
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Times a worker started it: one that kills its worker each time (out of memory) is "
+                             "failed rather than started again for ever (importers.jobs.MAX_ATTEMPTS).")
     error = models.TextField(blank=True)
     errors = models.JSONField(default=list, blank=True, help_text="Every bad row: line, column, field, reason.")
     record = models.ForeignKey(ImportRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

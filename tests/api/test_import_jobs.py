@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from studies.models import Dataset, ImportJob, ImportRecord, Item
-from studies.services.importers.jobs import import_job_run
+from studies.services.importers.jobs import MAX_ATTEMPTS, import_job_run
 from studies.services.importers.reading import parse_csv, read_import_file, reporting_progress
 from studies.tasks import run_import_job
 from tests.api.conftest import grant
@@ -201,6 +201,32 @@ def test_a_job_left_running_by_a_killed_worker_runs_again(client_for, researcher
     assert len(queued) == 1
     job = import_job_run(job_id=job_id)  # the redelivered message
     assert job.status == ImportJob.Status.DONE and Item.objects.count() == 50
+
+
+def test_a_job_that_kills_its_worker_every_time_fails_after_the_last_attempt(
+        client_for, researcher, background, django_capture_on_commit_callbacks, monkeypatch):
+    """A file whose import kills its worker (out of memory) is redelivered at once
+    (``reject_on_worker_lost``): before, it was started again for ever, killing a worker each time.
+    It is started ``MAX_ATTEMPTS`` times, then failed, saying why, and its upload deleted."""
+    with django_capture_on_commit_callbacks(execute=False):
+        job_id = post(client_for(researcher), items_csv(50)).json()["id"]
+
+    class Killed(BaseException):
+        """The worker is killed mid-import: nothing after it runs."""
+
+    def killed(**kwargs):
+        raise Killed()
+
+    with monkeypatch.context() as patch:
+        patch.setattr("studies.services.importers.jobs.import_run", killed)
+        for _ in range(MAX_ATTEMPTS):  # each delivery starts it, and dies
+            with pytest.raises(Killed):
+                import_job_run(job_id=job_id)
+    job = import_job_run(job_id=job_id)  # the next delivery
+
+    assert (job.status, job.attempts) == (ImportJob.Status.FAILED, MAX_ATTEMPTS)
+    assert f"the import worker died {MAX_ATTEMPTS} times on this file" in job.error
+    assert not ImportJob.objects.get(pk=job_id).file and Item.objects.count() == 0
 
 
 def test_a_job_whose_researcher_was_deleted_adds_nothing_another_researchers_study_shows(

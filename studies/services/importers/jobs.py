@@ -127,14 +127,26 @@ def _send(job: ImportJob) -> None:
         raise ImportQueueUnavailable(QUEUE_DOWN, filename=job.filename) from exc
 
 
+# Starts of one import job: a file that kills its worker each time (out of memory) is redelivered
+# at once (``reject_on_worker_lost``) and would be started for ever, as score runs would
+# (``scoring.services.runs.MAX_ATTEMPTS``).
+MAX_ATTEMPTS = 3
+
+
 def import_job_run(*, job_id: int) -> ImportJob:
     """Run a queued (or interrupted) job's import; a finished job is left as it is, so a
-    redelivered message changes nothing. Returns the job as it ended."""
+    redelivered message changes nothing. A job started ``MAX_ATTEMPTS`` times already (each start
+    killed its worker) is failed instead, its upload deleted. Returns the job as it ended."""
     with transaction.atomic():
         job = ImportJob.objects.select_for_update().get(pk=job_id)
         if job.status in (ImportJob.Status.DONE, ImportJob.Status.FAILED):
             return job
-        started = {"stage": ImportJob.Stage.READING, "started_at": timezone.now()}
+        if job.attempts >= MAX_ATTEMPTS:  # each start so far killed its worker: not once more
+            _finish(job, status=ImportJob.Status.FAILED, error=(
+                f"nothing imported: the import worker died {job.attempts} times on this file (killed, out of "
+                "memory?); not tried again. Split the file, or import it once the cause is fixed."))
+            return job
+        started = {"stage": ImportJob.Stage.READING, "started_at": timezone.now(), "attempts": job.attempts + 1}
         if not ImportJob.STATUS.move(job, ImportJob.Status.RUNNING, **started):  # interrupted: run again
             ImportJob.objects.filter(pk=job.pk).update(**started)
 
