@@ -176,6 +176,12 @@ class GenerationJob(models.Model):
     chain = models.PositiveIntegerField(
         default=0, editable=False,
         help_text="Token of the job's live chain of messages: a message carrying another one does nothing.")
+    # Starts of the batch now running, set back to 0 when a batch hands on or the job is resumed: a
+    # batch that kills its worker each time (out of memory) is failed after ``MAX_BATCH_STARTS``
+    # (``generation.jobs``), not redelivered and queued again by beat for ever.
+    batch_starts = models.PositiveSmallIntegerField(
+        default=0, editable=False, help_text="Times the batch now running was started (a killed worker's "
+                                             "batch starts again).")
     # Who started the job (spent the compute and budget, and whose rights it writes under) is kept:
     # PROTECT refuses deleting the account (deactivate it instead: ``lifecycle.creator_refusal`` then
     # stops the job). None: the operator's (``by_operator``), or a row whose researcher was deleted

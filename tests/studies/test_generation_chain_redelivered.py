@@ -19,7 +19,12 @@ import pytest
 from django.db import connection, connections
 
 from studies.models import GenerationJob, Rationale
-from studies.services.generation.jobs import HANDLERS, generation_job_run_message
+from studies.services.generation.jobs import (
+    HANDLERS,
+    MAX_BATCH_STARTS,
+    generation_job_resume,
+    generation_job_run_message,
+)
 from tests.clock import clock_installed
 from tests.studies.lm.openai_server import OpenAIServer, completion
 from tests.studies.lm.test_job_rights import RATIONALE_REPLY
@@ -106,6 +111,37 @@ def test_a_message_whose_worker_died_mid_batch_runs_the_batch_when_redelivered(
         (following,) = _deliver(first)  # reject_on_worker_lost: the same message again
         assert len(server.requests) == BATCH
         assert _run_chain(following, server) == N_ITEMS // BATCH - 1
+        _sent_once(server, job)
+
+
+@pytest.mark.django_db
+def test_a_batch_that_kills_its_worker_every_time_fails_the_job_after_the_last_start(
+        broker, monkeypatch, django_capture_on_commit_callbacks):  # noqa: F811
+    """A batch that kills its worker each time (out of memory) was redelivered at once and queued
+    again by beat for ever, a worker killed each time. It is started ``MAX_BATCH_STARTS`` times, then
+    the job fails saying why; resumed (with a smaller batch, say) it starts afresh and finishes."""
+    with OpenAIServer(_reply) as server:
+        job = _job(server, django_capture_on_commit_callbacks)
+        (first,) = _taken()
+        handler = HANDLERS[job.kind]
+
+        def dies(job):
+            raise WorkerLost
+
+        with monkeypatch.context() as patch:
+            patch.setattr(handler, "run_batch", dies)
+            for _ in range(MAX_BATCH_STARTS):  # reject_on_worker_lost: the same message, again and again
+                with pytest.raises(WorkerLost):
+                    _deliver(first)
+        assert _deliver(first) == [] and len(server.requests) == 0
+        job.refresh_from_db()
+        assert job.status == GenerationJob.Status.FAILED
+        assert f"the LM worker died {MAX_BATCH_STARTS} times in the same batch" in job.error
+
+        with django_capture_on_commit_callbacks(execute=True):
+            generation_job_resume(job=job, user=job.created_by)
+        (resumed,) = _taken()
+        assert _run_chain(resumed, server) == N_ITEMS // BATCH  # every batch, from the first
         _sent_once(server, job)
 
 

@@ -96,6 +96,10 @@ TEMPLATE_KINDS = (GenerationJob.Kind.RATIONALES, GenerationJob.Kind.QUARK)
 OPERATOR_JOB_CREATE_LOCK = "studies.operator-job-create"
 
 
+# Starts of one batch: a batch that kills its worker each time (out of memory) is redelivered at
+# once (``reject_on_worker_lost``) and queued again by beat, and would be started for ever.
+MAX_BATCH_STARTS = 3
+
 RUN_TASK = "studies.tasks.run_generation_job"  # its default name, which CELERY_TASK_ROUTES names too
 
 
@@ -321,7 +325,8 @@ def generation_job_resume(*, job: GenerationJob, user, enqueue: bool = True) -> 
         raise GenerationError(f"job {job.pk} cannot be resumed: {refusal.removeprefix('Cancelled: ')}")
     # The cursor (items before it are done) is forgotten: a resumed job looks at every item once more.
     job.params = {k: v for k, v in job.params.items() if k != "cursor"}
-    GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None, params=job.params)
+    GenerationJob.STATUS.move(job, Status.QUEUED, cancel_requested=False, error="", finished_at=None, params=job.params,
+                              batch_starts=0)
     # A new chain: a message of the old one (a frozen worker's next batch) does nothing when it arrives.
     job.chain = _queue(job.pk, enqueue=enqueue)
     return job
@@ -385,6 +390,12 @@ def _start(job_id: int, chain: int | None = None) -> GenerationJob | None:
         if refusal:  # its researcher lost the right to start jobs or to read its inputs: no further for them
             job_cancel(job, error=refusal)
             return None
+        if job.batch_starts >= MAX_BATCH_STARTS:  # each start of this batch killed its worker
+            generation_job_fail(job_id=job.pk, error=(
+                f"the LM worker died {job.batch_starts} times in the same batch (killed, out of memory?); not "
+                "started again. Lower the job's batch size (or free memory on the worker) and resume it."))
+            return None
+        GenerationJob.objects.filter(pk=job.pk).update(batch_starts=F("batch_starts") + 1)
         if chain is None:
             GenerationJob.objects.filter(pk=job.pk).update(chain=F("chain") + 1)
             job.chain += 1
@@ -403,7 +414,7 @@ def _hand_on(job_id: int, chain: int) -> int | None:
     as ``acks_late`` and ``reject_on_worker_lost`` mean it to (a fine-tuning job, which the stalled-job
     check leaves alone, has no other way back). One conditional UPDATE, so of two copies only one
     hands on."""
-    moved = GenerationJob.objects.filter(pk=job_id, chain=chain).update(chain=F("chain") + 1)
+    moved = GenerationJob.objects.filter(pk=job_id, chain=chain).update(chain=F("chain") + 1, batch_starts=0)
     return chain + 1 if moved else None
 
 
