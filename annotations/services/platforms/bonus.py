@@ -318,6 +318,26 @@ def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
 SETUP_LOST = "its set-up's answer was lost and no payment was sent: safe to pay again"
 
 
+def bonuses_unknown_settle(*, study) -> int:
+    """Settle by their calls the bonuses of ``study`` still unknown whose call is settled (confirmed
+    or failed): what ``bonus_reconciled`` would have done had the sync that settled the call not died
+    before it. No later sync looks at a settled call, so the bonus was "outcome unknown" for good
+    though it was paid (or safe to pay again). The pay call decides where there is one, else the
+    set-up call (``bonus_reconciled``'s rules); a bonus whose call is still sent is left to its
+    reconciliation. Returns how many bonuses had a settled call."""
+    settled = [PlatformCall.Status.CONFIRMED, PlatformCall.Status.FAILED]
+    n = 0
+    for bonus in Bonus.objects.filter(assignment__study=study, status=Bonus.Status.UNKNOWN).order_by("pk"):
+        calls = {call.operation: call for call in PlatformCall.objects.filter(
+            study=study, operation__in=[OP.BONUS, OP.BONUS_SETUP], idempotency_key__endswith=f":{bonus.token}",
+            status__in=settled)}
+        call = calls.get(OP.BONUS) or calls.get(OP.BONUS_SETUP)
+        if call is not None:
+            bonus_reconciled(token=bonus.token, call=call, applied=call.status == PlatformCall.Status.CONFIRMED)
+            n += 1
+    return n
+
+
 def _pay_key(platform: str, token: str) -> str:
     """The idempotency key of the call that pays the bonus ``token`` on ``platform`` (one per bonus,
     whoever sends it: ``calls.bonus_call_token`` reads the token back)."""

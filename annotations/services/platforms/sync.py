@@ -35,7 +35,7 @@ from annotations.services.stopping import UNLISTED_UNTIL_SYNCED, unit_decide_for
 from lab.dblocks import transaction_lock
 from studies.models import Platform, Study
 
-from .bonus import bonus_reconciled
+from .bonus import bonus_reconciled, bonuses_unknown_settle
 from .calls import RECONCILE_NOTE, reconciler
 from .common import OP
 from .publish import call_hit_entry, publication_add_external_id
@@ -54,30 +54,26 @@ HOLDS_COUNTING_WORK = (PlatformSubmission.Flag.WORKER_MISMATCH, PlatformSubmissi
 def platform_calls_reconcile(*, study: Study) -> dict:
     """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout).
     A call the platform cannot answer about (a refusal, a bad id) keeps its error on its audit row
-    and stays unknown; the other calls are reconciled all the same.
-
-    Each call's outcome and what follows from it (its bonus paid or payable again, the task
-    approved or rejected, a rejection's clear given back, a HIT's id kept) are written in one
-    transaction: a worker dying between the two would leave the call settled and its bonus unknown
-    for good (no later sync looks at a settled call), an approval not applied here, or a clear lost.
-    Dying before the commit leaves the call sent, and the next sync asks the platform again."""
+    and stays unknown; the other calls are reconciled all the same. Then the bonuses of the study
+    left unknown after their call was settled (``bonuses_unknown_settle``: a sync that died between
+    a call's outcome and its bonus's; no later sync looks at a settled call) are settled by it."""
     counts = {"confirmed": 0, "failed": 0, "unknown": 0}
     for call in PlatformCall.objects.filter(study=study, status=PlatformCall.Status.SENT).order_by("id"):
         platform = get_platform(call.platform)
-        with transaction.atomic():
-            try:
-                outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
-            except (PlatformError, KeyError) as exc:  # KeyError: an audit row without what reconciling needs
-                platform_call_note_error(call=call, error=f"{RECONCILE_NOTE}{getattr(exc, 'message', None) or exc!r}")
-                outcome = None
-            _reconciled_call_follow_up(call, outcome)
+        try:
+            outcome = platform_call_reconcile(call=call, reconcile=reconciler(platform))
+        except (PlatformError, KeyError) as exc:  # KeyError: an audit row without what reconciling needs
+            platform_call_note_error(call=call, error=f"{RECONCILE_NOTE}{getattr(exc, 'message', None) or exc!r}")
+            outcome = None
         counts[{True: "confirmed", False: "failed", None: "unknown"}[outcome]] += 1
+        _reconciled_call_follow_up(call, outcome)
+    bonuses_unknown_settle(study=study)
     return counts
 
 
 def _reconciled_call_follow_up(call: PlatformCall, outcome: bool | None) -> None:
-    """What follows from ``call``'s reconciled ``outcome`` (True applied, False not, None unknown),
-    in its transaction (``platform_calls_reconcile``)."""
+    """What follows from ``call``'s reconciled ``outcome`` (True applied, False not, None unknown)
+    (``platform_calls_reconcile``)."""
     if outcome is not None and call.operation in (OP.BONUS, OP.BONUS_SETUP):
         call.refresh_from_db()
         bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
@@ -236,9 +232,11 @@ def _withdrawn_meanwhile(*, study: Study, platform: str, worker_id: str) -> bool
     study's ``WITHDRAWAL_LOCK`` (shared, held until the caller's transaction ends), after the
     withdrawals the sync read at its start: a withdrawal made while the sync ran would otherwise find
     no row of the worker to erase (the one about to be stored) and the row would then keep their raw
-    id for good, a later sync skipping it. Call first in the transaction that stores a row naming them."""
+    id for good, a later sync skipping it. Call first in the transaction that stores a row naming
+    them (or naming none: the lock still orders what the transaction reads next, a task a
+    withdrawal may erase). False for no worker."""
     transaction_lock(WITHDRAWAL_LOCK, study.pk, shared=True)
-    return worker_withdrawn(platform=platform, external_id=worker_id, study=study)
+    return bool(worker_id) and worker_withdrawn(platform=platform, external_id=worker_id, study=study)
 
 
 def _submission_store(*, study: Study, publication: Publication, item, assignment: Assignment | None,
@@ -254,8 +252,7 @@ def _submission_store(*, study: Study, publication: Publication, item, assignmen
     in the same transaction; a hold the platform lifts (it lists the work now) lets the work decide
     its units again there (``stopping.unit_decide_for_assignment``), as a researcher's clear does."""
     with transaction.atomic():
-        if item.worker_id and _withdrawn_meanwhile(study=study, platform=publication.platform,
-                                                   worker_id=item.worker_id):
+        if _withdrawn_meanwhile(study=study, platform=publication.platform, worker_id=item.worker_id):
             return None
         if assignment is not None and assignment.participant.external_id != item.worker_id and not (
                 Assignment.objects.filter(pk=assignment.pk, platform_assignment_id=item.platform_assignment_id)

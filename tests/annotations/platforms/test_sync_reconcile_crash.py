@@ -1,11 +1,11 @@
-"""A sync that dies while it reconciles a call leaves nothing half-recorded: the call's outcome and
-what follows from it are written together (``sync.platform_calls_reconcile``).
+"""A sync that dies between a bonus call's outcome and its bonus's leaves the bonus to the next sync.
 
-Before, the call was confirmed in a transaction of its own and its bonus moved to paid after it. A
-worker dying between the two left the call confirmed and the bonus "outcome unknown" for good: every
-later sync looks only at calls still sent, so nothing ever asked about that bonus again, and the
-money the worker was paid read as unknown (a researcher paying it again with another reason would
-have paid twice). Now the call stays sent, and the next sync settles both."""
+The call is confirmed (or failed) in a transaction of its own and its bonus moved after it
+(``sync.platform_calls_reconcile``). A worker dying between the two left the call settled and the
+bonus "outcome unknown" for good: every later sync looked only at calls still sent, so nothing ever
+asked about that bonus again, and money the worker was paid read as unknown (a researcher paying it
+again with another reason would have paid twice). Each sync now settles the bonuses still unknown
+whose call is settled (``bonus.bonuses_unknown_settle``)."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -27,7 +27,7 @@ class Killed(BaseException):
     """The worker dies here: nothing after it runs, and its open transaction is rolled back."""
 
 
-def test_a_sync_killed_between_a_bonus_calls_outcome_and_its_bonus_settles_both_next_time(prolific, study, settings):
+def test_a_sync_killed_between_a_bonus_calls_outcome_and_its_bonus_settles_the_bonus_next_time(prolific, study, settings):
     platform, server = prolific
     settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS = 0
     pub = publish_on(study, "prolific")
@@ -52,11 +52,12 @@ def test_a_sync_killed_between_a_bonus_calls_outcome_and_its_bonus_settles_both_
     with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
         patch.setattr(sync_service, "bonus_reconciled", dies)
         study_sync(study=study)
-    assert PlatformCall.objects.get(operation=OP.BONUS).status == PlatformCall.Status.SENT  # nothing half-written
+    assert PlatformCall.objects.get(operation=OP.BONUS).status == PlatformCall.Status.CONFIRMED
+    assert Bonus.objects.get().status == Bonus.Status.UNKNOWN  # the call settled, its bonus not
 
     report = study_sync(study=study)
 
-    assert report.reconciled["confirmed"] == 1
-    assert PlatformCall.objects.get(operation=OP.BONUS).status == PlatformCall.Status.CONFIRMED
+    assert report.reconciled["confirmed"] == 0  # no call left to ask about
     assert Bonus.objects.get().status == Bonus.Status.PAID
+    assert Bonus.objects.get().platform_call == PlatformCall.objects.get(operation=OP.BONUS)
     assert server.submissions[sub["id"]]["bonus_payments"] == [50]  # paid once
