@@ -1,7 +1,7 @@
 """Celery tasks of the scoring app: thin wrappers that take ids and call one service."""
 from __future__ import annotations
 
-from celery import shared_task
+from celery import current_task, shared_task
 
 from scoring.services import study_score
 from scoring.services.runs import SCORE_TASK, heartbeat, score_run_start, score_runs_resume_stalled
@@ -28,7 +28,8 @@ def score_study_task(study_id: int, run_id: int | None = None) -> int | None:
         return None
     if run_id is None:
         return study_score(study=study).pk
-    run = score_run_start(run_id=run_id, study_id=study_id)
+    run = score_run_start(run_id=run_id, study_id=study_id,
+                          task_id=(current_task.request.id or "") if current_task else "")
     if run is None:
         return run_id
     with heartbeat(run):

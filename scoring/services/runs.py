@@ -215,7 +215,7 @@ def score_run_store_lock(run: ScoreRun) -> None:
             "latest, and this run stored nothing.")
 
 
-def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) -> ScoreRun | None:
+def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None, task_id: str = "") -> ScoreRun | None:
     """The task's claim on its run: a pending run, or a running one whose heartbeat is older than
     ``RL_SCORE_STALL_SECONDS`` (its worker died; this is the broker's redelivery), moves to running
     and is returned, once its requester is checked again (:func:`requester_refusal`; a refused run
@@ -245,7 +245,10 @@ def score_run_start(*, run_id: int, study_id: int, now: datetime | None = None) 
             logger.warning("score run %s refused: %s", run.pk, refusal)
             ScoreRun.STATUS.move(run, Status.FAILED, finished_at=now, error=refusal)
             return None
-        ScoreRun.STATUS.move(run, Status.RUNNING, attempts=run.attempts + 1, error="")
+        # ``task_id``: the message that runs it, whose progress the run's page reads (beat may have
+        # queued a pending run again: either message may be the one that runs it)
+        ScoreRun.STATUS.move(run, Status.RUNNING, attempts=run.attempts + 1, error="",
+                             **({"task_id": task_id[:100]} if task_id else {}))
         return run
 
 

@@ -225,7 +225,7 @@ def test_a_job_that_kills_its_worker_every_time_fails_after_the_last_attempt(
     job = import_job_run(job_id=job_id)  # the next delivery
 
     assert (job.status, job.attempts) == (ImportJob.Status.FAILED, MAX_ATTEMPTS)
-    assert f"the import worker died {MAX_ATTEMPTS} times on this file" in job.error
+    assert f"the import worker stopped {MAX_ATTEMPTS} times on this file" in job.error
     assert not ImportJob.objects.get(pk=job_id).file and Item.objects.count() == 0
 
 

@@ -104,6 +104,15 @@ def test_beat_queues_again_a_pending_run_whose_message_was_lost(scored_study, dj
     assert (run.status, run.attempts) == (ScoreRun.Status.DONE, 1)
 
 
+def test_a_run_names_the_message_that_runs_it(scored_study):
+    """Beat may queue a pending run again while its first message still waits: whichever message
+    runs it is the one whose progress its page reads (``task_id``), not the last one sent."""
+    run = score_run_enqueue(study=scored_study, user=None)  # its message never sent (no commit here)
+    score_study_task.apply(args=(scored_study.pk, run.pk), task_id="the-message-that-ran")
+    run.refresh_from_db()
+    assert (run.status, run.task_id) == (ScoreRun.Status.DONE, "the-message-that-ran")
+
+
 def test_beat_killed_between_moving_a_stalled_run_back_and_sending_it_sends_it_next_time(
         scored_study, django_capture_on_commit_callbacks, monkeypatch):
     run = score_run_enqueue(study=scored_study, user=None)

@@ -136,12 +136,14 @@ def test_a_batch_that_kills_its_worker_every_time_fails_the_job_after_the_last_s
         assert _deliver(first) == [] and len(server.requests) == 0
         job.refresh_from_db()
         assert job.status == GenerationJob.Status.FAILED
-        assert f"the LM worker died {MAX_BATCH_STARTS} times in the same batch" in job.error
+        assert f"the LM worker stopped {MAX_BATCH_STARTS} times in the same batch" in job.error
 
         with django_capture_on_commit_callbacks(execute=True):
             generation_job_resume(job=job, user=job.created_by)
         (resumed,) = _taken()
-        assert _run_chain(resumed, server) == N_ITEMS // BATCH  # every batch, from the first
+        (second,) = _deliver(resumed)
+        assert GenerationJob.objects.get(pk=job.pk).batch_starts == 0  # a batch that hands on starts the count anew
+        assert _run_chain(second, server) == N_ITEMS // BATCH - 1
         _sent_once(server, job)
 
 

@@ -392,8 +392,9 @@ def _start(job_id: int, chain: int | None = None) -> GenerationJob | None:
             return None
         if job.batch_starts >= MAX_BATCH_STARTS:  # each start of this batch killed its worker
             generation_job_fail(job_id=job.pk, error=(
-                f"the LM worker died {job.batch_starts} times in the same batch (killed, out of memory?); not "
-                "started again. Lower the job's batch size (or free memory on the worker) and resume it."))
+                f"the LM worker stopped {job.batch_starts} times in the same batch (killed: out of memory, or "
+                "restarted?); not started again. Lower the job's batch size (or free memory on the worker) and "
+                "resume it."))
             return None
         GenerationJob.objects.filter(pk=job.pk).update(batch_starts=F("batch_starts") + 1)
         if chain is None:

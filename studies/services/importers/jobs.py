@@ -143,8 +143,8 @@ def import_job_run(*, job_id: int) -> ImportJob:
             return job
         if job.attempts >= MAX_ATTEMPTS:  # each start so far killed its worker: not once more
             _finish(job, status=ImportJob.Status.FAILED, error=(
-                f"nothing imported: the import worker died {job.attempts} times on this file (killed, out of "
-                "memory?); not tried again. Split the file, or import it once the cause is fixed."))
+                f"nothing imported: the import worker stopped {job.attempts} times on this file (killed: out of "
+                "memory, or restarted?); not tried again. Split the file, or import it once the cause is fixed."))
             return job
         started = {"stage": ImportJob.Stage.READING, "started_at": timezone.now(), "attempts": job.attempts + 1}
         if not ImportJob.STATUS.move(job, ImportJob.Status.RUNNING, **started):  # interrupted: run again
