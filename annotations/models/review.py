@@ -69,7 +69,8 @@ class WorkerBlock(models.Model):
 
 # The lock (``lab.dblocks.transaction_lock``, keyed by the study's id) that orders a study's
 # withdrawals against the writers of what a withdrawal erases and that have no row of the worker to
-# wait for, because they are about to make it (sync storing a platform row): a withdrawal holds it
+# wait for, because they are about to make it (sync storing a platform row; a bundle import copying
+# the study, keyed by the original's id, whose copy a withdrawal must find): a withdrawal holds it
 # alone, from the start of its transaction; such a writer holds it shared and, after taking it, reads
 # the withdrawals (``Withdrawal``) before writing.
 WITHDRAWAL_LOCK = "annotations.withdrawal"

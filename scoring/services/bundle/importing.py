@@ -65,6 +65,7 @@ from django.db.models import Count, Q
 
 from annotations.choices import answer_is_correct
 from annotations.models import (
+    WITHDRAWAL_LOCK,
     Annotation,
     Assignment,
     AttentionCheck,
@@ -84,6 +85,7 @@ from annotations.services.participants import imported_worker_id
 from annotations.services.release import unit_counts, units_recount
 from annotations.services.steps import clean_answer, steps_for
 from annotations.services.stopping import unit_votes_decide, units_after_release
+from lab.dblocks import transaction_lock
 from lab.ids import parse_id
 from lab.jsontext import JsonTooDeep, UnstorableText, load_json, storable_text, text_problem
 from lab.pseudonyms import withdrawal_digest
@@ -1371,6 +1373,10 @@ class _Import:
             readable = Study.objects.all() if self.owner is None else studies_for_user(user=self.owner, access=VIEW)
             study = readable.filter(pk=original).first()
             if study is not None:
+                # Held until the import commits: a withdrawal from the original made meanwhile waits for
+                # it, then finds this copy among the original's (``withdrawal.participant_withdraw``);
+                # read before, it found none, and the copy kept the worker's answers.
+                transaction_lock(WITHDRAWAL_LOCK, study.pk, shared=True)
                 self.original, self.withdrawn_digests = study.pk, study_withdrawal_digests(study=study)
 
     def withdrew(self, worker: Any) -> bool:
