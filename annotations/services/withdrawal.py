@@ -9,7 +9,9 @@ study (``access.access_study``, ``CHANGE``):
   ``claims_that_count``, the counters, the scores, the progress page and the exports follow;
 - their answers (with their timings and flags, and the flags' reviews), their claims, their
   qualification answers, consent receipts, platform bindings and the platform's submission rows
-  (raw worker ids) are deleted; their single-person links are revoked and unlinked;
+  (raw worker ids) are deleted; their single-person links are revoked and unlinked; a researcher's
+  block of them made on the study stays (it also covers the researcher's other studies), its reason,
+  which says something of them, replaced by ``BLOCK_REASON_ERASED``;
 - a task that money was paid or recorded for (a ``Bonus`` or a ``PlatformCall`` names it) stays as
   an empty ``withdrawn`` task with its platform references, token and times cleared, so the audit
   rows keep pointing at what they paid for; every other task is deleted. Payment rows are not
@@ -86,6 +88,7 @@ from annotations.models import (
     PlatformSubmission,
     QualificationGrant,
     Withdrawal,
+    WorkerBlock,
 )
 from annotations.models.core import new_token
 from annotations.selectors import claims_that_count, participant_withdrawal_digest
@@ -103,6 +106,8 @@ from lab.pseudonyms import ids_matching_pseudonyms, withdrawal_digest, worker_ps
 from studies.models import Platform, Study
 
 WITHDRAW = CHANGE  # withdrawing a participant changes the study's data: change rights on it
+# What a block made on a study says of a worker who withdrew from it, in place of its reason.
+BLOCK_REASON_ERASED = "(erased: the worker withdrew from this study)"
 
 
 class WithdrawalError(PlatformServiceError):
@@ -240,6 +245,10 @@ def _erase(study: Study, participant: Participant) -> tuple[int, int, int]:
         Q(assignment_id__in=task_ids) | Q(worker_id=participant.external_id, assignment__isnull=True)).delete()
     PlatformSubmission.objects.filter(publication__study=study, worker_id=participant.external_id).update(worker_id="")
     QualificationGrant.objects.filter(study=study, participant=participant).delete()
+    # A block made on the study stays (it covers its researcher's other studies too), but what it
+    # says of the worker goes with their data.
+    WorkerBlock.objects.filter(study=study, participant=participant).exclude(reason=BLOCK_REASON_ERASED).update(
+        reason=BLOCK_REASON_ERASED)
     ConsentReceipt.objects.filter(study=study, participant=participant).delete()
     PlatformAssignmentBinding.objects.filter(study=study, participant=participant).delete()
     ParticipantLink.objects.filter(study=study, participant=participant).update(

@@ -63,6 +63,9 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
         # this block waits for it and then ends that task; a start after this one waits for the block.
         if not list(Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk).values_list("pk")):
             raise PlatformServiceError(f"worker {participant}: no longer exists")
+        if not study_tasks(study=study).filter(participant=participant).exists():  # withdrawn meanwhile
+            raise PlatformServiceError(f"worker {participant} withdrew from study {study.pk}: their data was "
+                                       "erased, there is nothing of theirs here to block")
         block = WorkerBlock.objects.filter(participant=participant, study=study, researcher=researcher,
                                            everywhere=everywhere).first()
         if block is None:
