@@ -154,14 +154,21 @@ def _imported(study_id: int, named: list[tuple[str, str]]) -> Q:
 
 
 def _participants(study: Study, *, pseudonym: str, worker_id: str, identifier: str) -> list[Participant]:
-    """The study's participants named by exactly one of the three ways (their tasks in ``study``)."""
+    """The study's participants named by exactly one of the three ways: those with a task in
+    ``study``, and those who left something else of theirs there without one (a consent receipt, a
+    platform binding or a qualification answer of a start that was then refused: no work left, say),
+    whose withdrawal erases that."""
     given = [name for name, value in (("pseudonym", pseudonym), ("worker_id", worker_id),
                                       ("participant_identifier", identifier)) if (value or "").strip()]
     if len(given) != 1:
         raise WithdrawalError(
             "name the participant one way: their pseudonym (w_...), their platform worker id, or the "
             f"participant identifier they typed{' (not ' + ' and '.join(given) + ')' if given else ''}")
-    in_study = Participant.objects.filter(pk__in=Assignment.objects.filter(study=study).values("participant_id"))
+    in_study = Participant.objects.filter(
+        Q(pk__in=Assignment.objects.filter(study=study).values("participant_id"))
+        | Q(pk__in=ConsentReceipt.objects.filter(study=study).values("participant_id"))
+        | Q(pk__in=PlatformAssignmentBinding.objects.filter(study=study).values("participant_id"))
+        | Q(pk__in=QualificationGrant.objects.filter(study=study).values("participant_id")))
     try:
         named = _named_pseudonyms(pseudonym=pseudonym, worker_id=worker_id, identifier=identifier)
     except AnnotationError as exc:

@@ -12,12 +12,14 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 from django.db.models import Q
+from django.test import Client
 
 from annotations.models import (
     Annotation,
     Assignment,
     Bonus,
     Claim,
+    ConsentReceipt,
     FlagReview,
     Participant,
     PlatformAssignmentBinding,
@@ -43,6 +45,7 @@ from lab.pseudonyms import worker_pseudonym
 from scoring.services.bundle import bundle_import, bundle_stream
 from studies.models import Platform
 from tests.annotations.factories import ParticipantFactory, make_study
+from tests.annotations.pages import consent, entry_url, start
 from tests.annotations.platforms.conftest import open_study, start_assignment, submitted
 from tests.annotations.test_counting import answer_all, assert_counters_agree
 from tests.cockpit.conftest import staff_client
@@ -327,3 +330,30 @@ def test_the_workers_page_says_which_copies_the_withdrawal_reached():
     again = html.unescape(client.post(f"/admin/studies/study/{study.pk}/workers/withdraw/",
                                       {"way": "worker_id", "who": "PID"}, follow=True).content.decode())
     assert "already withdrawn" in again and "1 more copy(ies) hold this worker" in again
+
+
+def test_a_worker_who_consented_but_got_no_task_is_withdrawn_and_what_they_left_is_erased(prolific):
+    """The only place taken, a second Prolific worker consents and is refused (no work left): their
+    consent receipt, their session's binding and their raw id stay in the study with no task.
+    Before, the withdrawal looked only for workers with a task: ``ParticipantNotFound``, and all of it
+    stayed."""
+    study = make_study(platform=Platform.PROLIFIC, status="draft", n_items=1, n_sources=1, quota=1, units_per_task=1)
+    prolific_id = study_publish(user=OPERATOR, study=study, platform_name="prolific").prolific_study_id
+    study.refresh_from_db()
+
+    def url(n):
+        return entry_url(study, PROLIFIC_PID=f"5a9d64f5f6dfdd0001eaa7{n:02d}", STUDY_ID=prolific_id,
+                         SESSION_ID=f"5b0d64f5f6dfdd0001eaa7{n:02d}")
+
+    start(Client(), url(1))  # takes the only place
+    assert consent(Client(), url(2)).status_code == 409  # refused: no work left
+    raw = "5a9d64f5f6dfdd0001eaa702"
+    left = (ConsentReceipt.objects.filter(study=study, participant__external_id=raw),
+            PlatformAssignmentBinding.objects.filter(study=study, participant__external_id=raw))
+    assert [rows.count() for rows in left] == [1, 1]
+
+    outcome = participant_withdraw(user=OPERATOR, study=study, pseudonym=worker_pseudonym(Platform.PROLIFIC, raw))
+
+    assert outcome.created and (outcome.answers_erased, outcome.tasks_ended) == (0, 0)
+    assert [rows.count() for rows in left] == [0, 0]
+    assert Withdrawal.objects.filter(study=study).count() == 1
