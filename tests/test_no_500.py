@@ -269,7 +269,7 @@ def _utf7_multipart(client, url, fields: dict):
                           content_type=f"multipart/form-data; boundary={BOUNDARY}; charset=utf-7")
 
 
-def _answer_with(field, value):
+def _utf7_answer_with(field, value):
     def build():
         client = Client()
         task = _task(client)
@@ -321,9 +321,9 @@ ENTRY_POINTS = {
     "API generation job: NUL inside params": _json_body(
         "/api/v1/generation-jobs/", json.dumps({"kind": "finetune", "params": {"preset": "quick", "note": "a" + NUL}}),
         f"at params.note: the text {SAYS_NUL_TEXT}"),
-    "answer: a lone surrogate in step (UTF-7)": _answer_with("step", SURROGATE_UTF7),
-    "answer: a lone surrogate in answer (UTF-7)": _answer_with("answer", SURROGATE_UTF7),
-    "answer: a lone surrogate in flag_note (UTF-7)": _answer_with("flag_note", "x" + SURROGATE_UTF7),
+    "answer: a lone surrogate in step (UTF-7)": _utf7_answer_with("step", SURROGATE_UTF7),
+    "answer: a lone surrogate in answer (UTF-7)": _utf7_answer_with("answer", SURROGATE_UTF7),
+    "answer: a lone surrogate in flag_note (UTF-7)": _utf7_answer_with("flag_note", "x" + SURROGATE_UTF7),
     "API import: a lone surrogate in dataset (UTF-7)": _api_import_utf7,
 }
 
