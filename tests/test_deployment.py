@@ -126,6 +126,21 @@ def _compose_services() -> dict:
     return yaml.safe_load(COMPOSE.read_text())["services"]
 
 
+def test_the_proxys_access_log_keeps_no_worker_ids():
+    """A worker's entry address carries their platform ids in its query string (and so does the
+    referrer of the page it leads to); nginx's default log format records both, where a
+    participant's withdrawal could never erase them. The proxy logs with a format of its own."""
+    conf = NGINX_CONF.read_text()
+    formats = dict(re.findall(r"^log_format\s+(\S+)\s+((?:'[^']*'\s*)+);", conf, re.MULTILINE))
+    logs = re.findall(r"^\s*access_log\s+\S+\s+(\S+);", conf, re.MULTILINE)
+    assert logs and all(name in formats for name in logs), (logs, formats)
+    for name in logs:
+        for variable in ("$request ", "$request\"", "$request_uri", "$args", "$query_string", "$http_referer",
+                         "$arg_"):
+            assert variable not in formats[name], (name, variable)
+        assert "$uri" in formats[name]
+
+
 def test_the_proxy_passes_the_host_with_its_port():
     """Django's CSRF check compares a POST's Origin (scheme, host and port) with the request's host:
     with ``$host`` every form posted through the proxy on port 8000 was refused with 403."""
