@@ -318,16 +318,18 @@ def bonus_reconciled(*, token: str, call: PlatformCall, applied: bool) -> None:
 SETUP_LOST = "its set-up's answer was lost and no payment was sent: safe to pay again"
 
 
-def bonuses_unknown_settle(*, study) -> int:
-    """Settle by their calls the bonuses of ``study`` still unknown whose call is settled (confirmed
-    or failed): what ``bonus_reconciled`` would have done had the sync that settled the call not died
-    before it. No later sync looks at a settled call, so the bonus was "outcome unknown" for good
-    though it was paid (or safe to pay again). The pay call decides where there is one, else the
-    set-up call (``bonus_reconciled``'s rules); a bonus whose call is still sent is left to its
-    reconciliation. Returns how many bonuses had a settled call."""
+def bonuses_settle_from_calls(*, study) -> int:
+    """Settle by their calls the bonuses of ``study`` not settled (unknown, pending) whose call is
+    settled (confirmed or failed): what ``bonus_reconciled`` would have done had the sync that
+    settled the call not died before it. No later sync looks at a settled call, so the bonus read
+    "outcome unknown" or "pending" for good though it was paid (or was safe to pay again). The pay
+    call decides where there is one, else the set-up call (``bonus_reconciled``'s rules: a pending
+    bonus moves only to paid); a bonus whose call is still sent is left to its reconciliation.
+    Returns how many bonuses had a settled call."""
     settled = [PlatformCall.Status.CONFIRMED, PlatformCall.Status.FAILED]
     n = 0
-    for bonus in Bonus.objects.filter(assignment__study=study, status=Bonus.Status.UNKNOWN).order_by("pk"):
+    for bonus in Bonus.objects.filter(assignment__study=study, status__in=[Bonus.Status.UNKNOWN,
+                                                                           Bonus.Status.PENDING]).order_by("pk"):
         calls = {call.operation: call for call in PlatformCall.objects.filter(
             study=study, operation__in=[OP.BONUS, OP.BONUS_SETUP], idempotency_key__endswith=f":{bonus.token}",
             status__in=settled)}

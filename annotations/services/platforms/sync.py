@@ -35,7 +35,7 @@ from annotations.services.stopping import UNLISTED_UNTIL_SYNCED, unit_decide_for
 from lab.dblocks import transaction_lock
 from studies.models import Platform, Study
 
-from .bonus import bonus_reconciled, bonuses_unknown_settle
+from .bonus import bonus_reconciled, bonuses_settle_from_calls
 from .calls import RECONCILE_NOTE, reconciler
 from .common import OP
 from .publish import call_hit_entry, publication_add_external_id
@@ -55,8 +55,8 @@ def platform_calls_reconcile(*, study: Study) -> dict:
     """Reconcile every call of ``study`` that was sent but never recorded (a crash, a timeout).
     A call the platform cannot answer about (a refusal, a bad id) keeps its error on its audit row
     and stays unknown; the other calls are reconciled all the same. Then the bonuses of the study
-    left unknown after their call was settled (``bonuses_unknown_settle``: a sync that died between
-    a call's outcome and its bonus's; no later sync looks at a settled call) are settled by it."""
+    left unsettled after their call was settled (``bonuses_settle_from_calls``: a sync that died
+    between a call's outcome and its bonus's; no later sync looks at a settled call) are settled by it."""
     counts = {"confirmed": 0, "failed": 0, "unknown": 0}
     for call in PlatformCall.objects.filter(study=study, status=PlatformCall.Status.SENT).order_by("id"):
         platform = get_platform(call.platform)
@@ -67,7 +67,7 @@ def platform_calls_reconcile(*, study: Study) -> dict:
             outcome = None
         counts[{True: "confirmed", False: "failed", None: "unknown"}[outcome]] += 1
         _reconciled_call_follow_up(call, outcome)
-    bonuses_unknown_settle(study=study)
+    bonuses_settle_from_calls(study=study)
     return counts
 
 

@@ -12,7 +12,9 @@ import pytest
 from botocore.stub import ANY
 
 from annotations.models import Bonus, PlatformCall
+from annotations.platforms.base import PlatformTransientError
 from annotations.services.payments import CallOutcomeUnknown
+from annotations.services.platforms import sync as sync_service
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.sync import study_sync
@@ -36,17 +38,20 @@ def _prolific_work(prolific, study):
     return work, sub, first
 
 
-def _second_lost(platform, study, work, *, paid: bool):
+def _second_lost(platform, study, work, *, paid: bool, error: Exception | None = None):
     """The second 0.50 bonus (another reason), its pay call's answer lost: after Prolific paid it
-    (``paid``) or before the request left."""
+    (``paid``) or before the request left; by ``error`` (the worker killed: the bonus stays pending;
+    a read timeout, ``PlatformTransientError``: its outcome is unknown)."""
     real = platform.bonus_pay
+    error = error or RuntimeError("worker killed")
 
     def lose_the_answer(**kwargs):
         if paid:
             real(**kwargs)
-        raise RuntimeError("worker killed")
+        raise error
 
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(RuntimeError):
+    raised = CallOutcomeUnknown if isinstance(error, PlatformTransientError) else type(error)
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(raised):
         patch.setattr(platform, "bonus_pay", lose_the_answer)
         bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason=SECOND)
     return Bonus.objects.get(reason=SECOND)
@@ -99,6 +104,44 @@ def test_prolific_second_same_amount_bonus_paid_before_the_answer_was_lost_is_co
     assert report.reconciled["confirmed"] == 1 and second.status == Bonus.Status.PAID
     bonus_pay(user=OPERATOR, study=study, assignment=work, amount=HALF, reason=SECOND)  # asked again: sends nothing
     assert server.submissions[sub["id"]]["bonus_payments"] == [50, 50] and len(server.payments) == 2
+
+
+class Killed(BaseException):
+    """The worker dies here: nothing after it runs, and its open transaction is rolled back."""
+
+
+@pytest.mark.parametrize(("lost_by", "left"), [(None, Bonus.Status.PENDING),
+                                               (PlatformTransientError("read timed out"), Bonus.Status.UNKNOWN)])
+def test_a_sync_killed_between_a_bonus_calls_outcome_and_its_bonus_settles_the_bonus_next_time(
+        prolific, study, settings, lost_by, left):
+    """The call is confirmed in a transaction of its own and its bonus moved after it. A sync dying
+    between the two left the bonus unsettled for good ("pending" here, "outcome unknown" where the
+    answer was lost in transit): every later sync looked only at calls still sent, so nothing asked
+    about it again, though the worker was paid (the withdrawal refused as owing it; a researcher paying
+    it again with another reason would have paid twice). Each sync now settles a bonus not settled
+    whose call is (``bonus.bonuses_settle_from_calls``)."""
+    platform, server = prolific
+    settings.RL_PROLIFIC_BONUS_SETTLE_SECONDS = 0
+    work, sub, _ = _prolific_work(prolific, study)
+    second = _second_lost(platform, study, work, paid=True, error=lost_by)
+    assert second.status == left
+
+    def dies(**kwargs):
+        raise Killed()
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(sync_service, "bonus_reconciled", dies)
+        study_sync(study=study)
+    call = PlatformCall.objects.get(idempotency_key=f"prolific:bonus:{second.token}")
+    second.refresh_from_db()
+    assert (call.status, second.status) == (PlatformCall.Status.CONFIRMED, left)
+
+    report = study_sync(study=study)
+
+    second.refresh_from_db()
+    assert report.reconciled["confirmed"] == 0  # no call left to ask about
+    assert (second.status, second.platform_call) == (Bonus.Status.PAID, call)
+    assert server.submissions[sub["id"]]["bonus_payments"] == [50, 50]  # each bonus paid once
 
 
 # -- MTurk: list_bonus_payments gives worker, amount and the Reason sent -----------------------
