@@ -61,6 +61,18 @@ class WorkerLost(BaseException):
     """The worker process killed (no ``except Exception`` sees it): the message is not acked."""
 
 
+def _delivered_to_dying_workers(monkeypatch, job, message, *, times: int) -> None:
+    """Deliver ``message`` ``times`` times, each to a worker killed mid-batch (nothing acked)."""
+    def dies(job):
+        raise WorkerLost
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HANDLERS[job.kind], "run_batch", dies)
+        for _ in range(times):
+            with pytest.raises(WorkerLost):
+                _deliver(message)
+
+
 @pytest.mark.django_db
 def test_a_message_delivered_again_after_its_batch_queued_the_next_does_nothing(
         broker, django_capture_on_commit_callbacks):  # noqa: F811
@@ -98,15 +110,7 @@ def test_a_message_whose_worker_died_mid_batch_runs_the_batch_when_redelivered(
     with OpenAIServer(_reply) as server:
         job = _job(server, django_capture_on_commit_callbacks)
         (first,) = _taken()
-        handler = HANDLERS[job.kind]
-
-        def dies(job):
-            raise WorkerLost
-
-        monkeypatch.setattr(handler, "run_batch", dies)
-        with pytest.raises(WorkerLost):
-            _deliver(first)
-        monkeypatch.undo()
+        _delivered_to_dying_workers(monkeypatch, job, first, times=1)
         assert _taken() == [] and len(server.requests) == 0
         (following,) = _deliver(first)  # reject_on_worker_lost: the same message again
         assert len(server.requests) == BATCH
@@ -123,16 +127,8 @@ def test_a_batch_that_kills_its_worker_every_time_fails_the_job_after_the_last_s
     with OpenAIServer(_reply) as server:
         job = _job(server, django_capture_on_commit_callbacks)
         (first,) = _taken()
-        handler = HANDLERS[job.kind]
-
-        def dies(job):
-            raise WorkerLost
-
-        with monkeypatch.context() as patch:
-            patch.setattr(handler, "run_batch", dies)
-            for _ in range(MAX_BATCH_STARTS):  # reject_on_worker_lost: the same message, again and again
-                with pytest.raises(WorkerLost):
-                    _deliver(first)
+        # reject_on_worker_lost: the same message, again and again
+        _delivered_to_dying_workers(monkeypatch, job, first, times=MAX_BATCH_STARTS)
         assert _deliver(first) == [] and len(server.requests) == 0
         job.refresh_from_db()
         assert job.status == GenerationJob.Status.FAILED
