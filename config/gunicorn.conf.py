@@ -33,4 +33,10 @@ graceful_timeout = 30
 max_requests = _int("GUNICORN_MAX_REQUESTS", 20000)
 max_requests_jitter = max_requests // 10
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None  # "-" logs every request to stdout
+# The path without its query string, and no referrer: a worker's entry address carries their
+# platform ids (PROLIFIC_PID, SESSION_ID, workerId), and so does the referrer of the page it leads
+# to; a log keeps them where a participant's withdrawal can never erase them (gunicorn's default
+# logs the request line, "%(r)s", and the referrer, "%(f)s").
+access_log_format = '%(h)s %(l)s %(u)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s "%(a)s" %(M)sms'
+
 loglevel = os.environ.get("GUNICORN_LOGLEVEL", "info")

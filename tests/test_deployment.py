@@ -126,6 +126,36 @@ def _compose_services() -> dict:
     return yaml.safe_load(COMPOSE.read_text())["services"]
 
 
+def test_gunicorns_access_log_keeps_no_worker_ids(monkeypatch):
+    """docker compose turns gunicorn's access log on (``GUNICORN_ACCESSLOG=-``), whose default format
+    logs the request line with its query string and the referrer: a worker's platform ids."""
+    import logging
+    import runpy
+    from datetime import timedelta
+
+    from gunicorn.config import Config
+    from gunicorn.glogging import Logger
+
+    monkeypatch.setenv("GUNICORN_ACCESSLOG", "-")
+    fmt = runpy.run_path(str(GUNICORN_CONF))["access_log_format"]
+    for atom in ("%(r)s", "%(q)s", "%(f)s", "%({"):
+        assert atom not in fmt, atom
+    config = Config()
+    config.set("access_log_format", fmt)
+    environ = {"REQUEST_METHOD": "GET", "RAW_URI": "/w/s/1/?PROLIFIC_PID=5a9d64f5f6dfdd0001eaa701",
+               "PATH_INFO": "/w/s/1/", "QUERY_STRING": "PROLIFIC_PID=5a9d64f5f6dfdd0001eaa701",
+               "SERVER_PROTOCOL": "HTTP/1.1", "HTTP_REFERER": "http://x/w/s/1/?workerId=AWORKER",
+               "REMOTE_ADDR": "127.0.0.1"}
+
+    class Response:
+        status, status_code, headers, sent, response_length = "200 OK", 200, [], 10, 10
+
+    atoms = Logger(config).atoms(Response(), type("Request", (), {"headers": []})(), environ, timedelta(seconds=0))
+    line = fmt % atoms
+    assert "/w/s/1/" in line and "PROLIFIC_PID" not in line and "AWORKER" not in line, line
+    logging.getLogger("gunicorn.access").handlers.clear()
+
+
 def test_the_proxys_access_log_keeps_no_worker_ids():
     """A worker's entry address carries their platform ids in its query string (and so does the
     referrer of the page it leads to); nginx's default log format records both, where a
