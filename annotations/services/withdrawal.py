@@ -11,7 +11,10 @@ study (``access.access_study``, ``CHANGE``):
   qualification answers, consent receipts, platform bindings and the platform's submission rows
   (raw worker ids) are deleted; their single-person links are revoked and unlinked; a researcher's
   block of them made on the study stays (it also covers the researcher's other studies), its reason,
-  which says something of them, replaced by ``BLOCK_REASON_ERASED``;
+  which says something of them, replaced by ``BLOCK_REASON_ERASED`` (the audit rows of calls sent to
+  a platform keep what was sent, by pseudonym: a rejection's feedback, an MTurk block's reason); a
+  worker who consented but got no task (the start refused: no work left) is found by their consent
+  receipt, platform binding or qualification answers, and those are erased;
 - a task that money was paid or recorded for (a ``Bonus`` or a ``PlatformCall`` names it) stays as
   an empty ``withdrawn`` task with its platform references, token and times cleared, so the audit
   rows keep pointing at what they paid for; every other task is deleted. Payment rows are not

@@ -330,9 +330,9 @@ def bonuses_settle_from_calls(*, study) -> int:
     n = 0
     for bonus in Bonus.objects.filter(assignment__study=study, status__in=[Bonus.Status.UNKNOWN,
                                                                            Bonus.Status.PENDING]).order_by("pk"):
+        keys = [*(_pay_key(platform, bonus.token) for platform in Platform.values), _setup_key(bonus.token)]
         calls = {call.operation: call for call in PlatformCall.objects.filter(
-            study=study, operation__in=[OP.BONUS, OP.BONUS_SETUP], idempotency_key__endswith=f":{bonus.token}",
-            status__in=settled)}
+            study=study, operation__in=[OP.BONUS, OP.BONUS_SETUP], idempotency_key__in=keys, status__in=settled)}
         call = calls.get(OP.BONUS) or calls.get(OP.BONUS_SETUP)
         if call is not None:
             bonus_reconciled(token=bonus.token, call=call, applied=call.status == PlatformCall.Status.CONFIRMED)
