@@ -138,8 +138,9 @@ def score_run_enqueue(*, study: Study, user) -> ScoreRun:
     the study that acts for the same principal (requested by ``user``; for the operator, one of the
     operator's runs) is returned instead (the newest; ``already_queued`` set on it, False on a run
     made here), unless its requester may no longer score it (:func:`requester_refusal`: the run
-    will fail) or it was asked for longer ago than ``RL_SCORE_STALL_SECONDS`` (its task may be
-    lost, a flushed broker: nothing else would ever start it). Another principal's pending run is
+    will fail) or it was last queued longer ago than ``RL_SCORE_STALL_SECONDS`` (asked for, or sent
+    again by beat, :func:`score_runs_resume_stalled`, which touches it: older, its message may be lost
+    and beat is not sending it again, so nothing else would ever start it). Another principal's pending run is
     never returned: a run is computed only if its own requester may still score the study when it
     starts and where it stores, so a request joined to it would vanish with a share revoked, an
     account deactivated or the study handed to another owner; this request gets its own run, whose
@@ -152,7 +153,7 @@ def score_run_enqueue(*, study: Study, user) -> ScoreRun:
         _study_lock(study.pk)
         for existing in (ScoreRun.objects.select_related("requested_by", "study")
                          .filter(study_id=study.pk, status=Status.PENDING, **same_principal,
-                                 created_at__gte=timezone.now() - stalled_after())
+                                 updated_at__gte=timezone.now() - stalled_after())
                          .order_by("-created_at", "-pk")):
             if not requester_refusal(existing):
                 existing.already_queued = True

@@ -104,6 +104,21 @@ def test_beat_queues_again_a_pending_run_whose_message_was_lost(scored_study, dj
     assert (run.status, run.attempts) == (ScoreRun.Status.DONE, 1)
 
 
+def test_a_request_after_beat_sent_its_pending_run_again_joins_that_run(scored_study):
+    """A pending run beat sent again (its message perhaps lost) is the principal's queued run: a
+    request made then joins it instead of queueing a second run of the same answers, as it did when
+    the run was asked for longer ago than the stall time."""
+    run = score_run_enqueue(study=scored_study, user=None)
+    later = timezone.now() + timedelta(hours=1)
+    assert score_runs_resume_stalled(now=later, enqueue=False) == [run.pk]  # sent again: touched now
+    ScoreRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=1))
+
+    again = score_run_enqueue(study=scored_study, user=None)
+
+    assert (again.pk, again.already_queued) == (run.pk, True)
+    assert ScoreRun.objects.filter(study=scored_study).count() == 1
+
+
 def test_a_run_names_the_message_that_runs_it(scored_study):
     """Beat may queue a pending run again while its first message still waits: whichever message
     runs it is the one whose progress its page reads (``task_id``), not the last one sent."""
