@@ -2036,6 +2036,13 @@ GENERATION_HASH_RULE = ("the first 12 hex digits of the SHA-256 of the value's c
                         "UTF-8); None when the rationale does not record it")
 
 
+def device_kind(device) -> str | None:
+    """The kind of device a rationale records, as results.json's generation rows group it: "cuda" for
+    "cuda:1" (two workers pinned to two GPUs of one kind run the same model alike; a GPU and the CPU
+    do not)."""
+    return device.split(":", 1)[0] if isinstance(device, str) and device else device
+
+
 def endpoint_shown(url) -> str | None:
     """An endpoint a rationale records, as results.json and the report name it: scheme, host, port
     and path, never credentials, a query or a fragment it may carry. None for none (a local model)."""
@@ -2088,7 +2095,8 @@ def _sources(study: Study) -> dict:
     combos: dict[int, dict[str, dict]] = {}
     for row in rows:
         combo = ({key: row[f"generation_info__{key}"] for key in (*GENERATION_KEYS, *GENERATION_RUN_KEYS)}
-                 | {"endpoint_url": endpoint_shown(row["generation_info__endpoint_url"])}
+                 | {"endpoint_url": endpoint_shown(row["generation_info__endpoint_url"]),
+                    "device": device_kind(row["generation_info__device"])}
                  | {f"{key}_hash": generation_hash(row[f"generation_info__{key}"]) for key in GENERATION_HASHED_KEYS}
                  | {"checkpoint_replaced": _checkpoint_replaced(row["generation_info__checkpoint"],
                                                                 weights[row["source_id"]])})

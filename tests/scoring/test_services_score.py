@@ -864,8 +864,10 @@ def test_rationales_made_on_another_endpoint_api_device_or_dtype_are_counted_apa
             {"endpoint_url": "https://b.example/v1", "api": "chat", "device": "cpu"},
             {"backend": "causal", "endpoint_url": "", "device": "cuda:0", "dtype": "bfloat16", "torch": "2.13.0",
              "transformers": "4.99.0"}]
-    for k, item in enumerate(items):
-        RationaleFactory(item=item, source=lm, generation_info={**made, **runs[min(k, 2)]})
+    for k, item in enumerate(items):  # the local rationales ran on two GPUs of a worker: one row
+        info = {**made, **runs[min(k, 2)]}
+        RationaleFactory(item=item, source=lm,
+                         generation_info={**info, "device": "cuda:1"} if k == len(items) - 1 else info)
     study.sources.add(lm)
     study.items.add(*items)
     collect(study, make_unit(study, items[0], lm), [("no", "yes")] * 5)
@@ -874,12 +876,12 @@ def test_rationales_made_on_another_endpoint_api_device_or_dtype_are_counted_apa
 
     rows = run.results["sources"]["llama"]["generation"]
     assert sorted((row["endpoint_url"] or "", row["api"] or "", row["device"], row["n_rationales"]) for row in rows) == [
-        ("", "", "cuda:0", len(items) - 2), ("https://a.example/v1", "completions", "cuda", 1),
+        ("", "", "cuda", len(items) - 2), ("https://a.example/v1", "completions", "cuda", 1),
         ("https://b.example/v1", "chat", "cpu", 1)]
     line = next(note for note in utility_section(run.results).notes if note.startswith("Source llama:"))
     assert "endpoint https://a.example/v1, api completions, device cuda" in line
     assert "endpoint https://b.example/v1, api chat, device cpu" in line
-    assert "device cuda:0, dtype bfloat16, torch 2.13.0, transformers 4.99.0" in line
+    assert "device cuda, dtype bfloat16, torch 2.13.0, transformers 4.99.0" in line
     assert "secret" not in json.dumps(run.results) and "k1" not in json.dumps(run.results)
     assert endpoint_shown("http://[::1]:8000/v1?key=k#f") == "http://[::1]:8000/v1"  # IPv6 keeps its brackets
 
