@@ -98,13 +98,14 @@ def test_the_api_and_the_admin_queue_one_run_of_a_study_being_scored(study, shar
     assert again.json()["id"] != run.pk
 
 
-def test_a_pending_run_asked_for_longer_ago_than_the_stall_time_does_not_stand_for_the_study(
+def test_a_pending_run_last_queued_longer_ago_than_the_stall_time_does_not_stand_for_the_study(
         study, owner, settings, django_capture_on_commit_callbacks):
-    # Its task may be lost (a flushed broker), and nothing else would ever start it.
+    # Its task may be lost (a flushed broker) and beat is not sending it again (beat touches a pending
+    # run it sends again: tests/scoring/test_score_runs.py), so nothing else would ever start it.
     with django_capture_on_commit_callbacks(execute=False):
         lost = score_run_enqueue(study=study, user=owner)
-    ScoreRun.objects.filter(pk=lost.pk).update(
-        created_at=timezone.now() - timedelta(seconds=settings.RL_SCORE_STALL_SECONDS + 1))
+    long_ago = timezone.now() - timedelta(seconds=settings.RL_SCORE_STALL_SECONDS + 1)
+    ScoreRun.objects.filter(pk=lost.pk).update(created_at=long_ago, updated_at=long_ago)
     with django_capture_on_commit_callbacks(execute=False) as sent:
         fresh = score_run_enqueue(study=study, user=owner)
     assert (fresh.pk != lost.pk, fresh.already_queued, len(sent)) == (True, False, 1)
