@@ -53,9 +53,13 @@ study (``access.access_study``, ``CHANGE``):
   meanwhile stores none either: the withdrawal holds the study's ``WITHDRAWAL_LOCK`` alone, and each
   row's store takes it shared and reads the withdrawals again (``sync._submission_store``).
 
-The ``Participant`` row itself stays: it is shared with the worker's other studies, and payment
-rows (``Bonus.participant``) must keep naming whom they paid. Withdrawing twice changes nothing
-the second time (the record's counts do not move).
+An MTurk or Prolific worker's ``Participant`` row, which holds their raw platform id, goes too once
+nothing names it (a link participant's stays: their browser's cookie names it): it stays
+while it is shared with the worker's other studies, while a payment row (``Bonus.participant``, a
+task kept because it was paid for) must keep naming whom it paid, and while a block names it
+(``Participant.blocked``, ``WorkerBlock``) (``_participant_forget``). Withdrawing twice changes
+nothing the second time (the record's counts do not move): the record is found by its digest, which
+needs no row of the worker.
 
 Copies made from the study's bundle on this installation (``bundle.bundle_import``: an
 ``ImportRecord`` of kind ``bundle`` whose summary names the study as ``original_study`` and the
@@ -276,6 +280,24 @@ def _erase(study: Study, participant: Participant) -> tuple[int, int, int]:
     return n_answers, n_counted, n_tasks
 
 
+def _participant_forget(participant: Participant) -> bool:
+    """Delete ``participant`` (locked by the caller), and so its raw platform id (an MTurk or
+    Prolific worker's), when no row names it any more (every relation to ``Participant``, hidden ones
+    included, so that a new one is asked too) and no block rests on it. Returns whether it was
+    deleted. A link participant's row stays: its id is this installation's own (generated, or a
+    salted hash of what they typed), and it is what their browser's cookie names, which refuses that
+    browser a new task here (``participants._refuse_withdrawn_browser``); a platform worker who comes
+    back is named by their platform id again, and refused by its digest."""
+    if participant.platform == Platform.LINK:
+        return False
+    for relation in Participant._meta.get_fields(include_hidden=True):
+        if relation.auto_created and not relation.concrete and (relation.one_to_many or relation.one_to_one):
+            if relation.related_model._base_manager.filter(**{relation.field.name: participant.pk}).exists():
+                return False
+    deleted, _ = Participant.objects.filter(pk=participant.pk, blocked=False).delete()
+    return bool(deleted)
+
+
 def _refuse_while_owed(study: Study, participants: list[Participant]) -> None:
     """Raise ``WithdrawalError`` while ``participants`` are owed something in ``study`` that a
     withdrawal would make impossible to give (nothing changes; the rows read are locked, so an
@@ -433,6 +455,7 @@ def participant_withdraw(*, user, study: Study | int, pseudonym: str = "", worke
             record, created = Withdrawal.objects.select_for_update().get_or_create(
                 study=study, digest=digest, defaults={"withdrawn_by": actor(user)})
             n_answers, n_counted, n_tasks = _erase(study, participant)
+            _participant_forget(participant)
             if n_answers or n_tasks:
                 Withdrawal.objects.filter(pk=record.pk).update(
                     n_answers=record.n_answers + n_answers, n_counted_answers=record.n_counted_answers + n_counted,

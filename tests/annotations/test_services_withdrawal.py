@@ -35,6 +35,7 @@ from annotations.services.errors import NoWorkAvailable, ParticipantBlocked
 from annotations.services.flags import flag_accept
 from annotations.services.participants import imported_worker_id, participant_identified
 from annotations.services.platforms.access import OPERATOR, PlatformAccessDenied
+from annotations.services.platforms.blocks import worker_block
 from annotations.services.platforms.bonus import bonus_pay
 from annotations.services.platforms.close import study_close
 from annotations.services.platforms.publish import study_publish
@@ -174,6 +175,7 @@ def test_paid_work_stays_auditable_and_sync_stores_nothing_of_the_withdrawn_work
     assert husk.token != leaving.token and not husk.claims.exists()
     assert not PlatformSubmission.objects.filter(Q(assignment=leaving) | Q(worker_id="p_leaving")).exists()
     assert not PlatformAssignmentBinding.objects.filter(participant=leaving.participant, study=study).exists()
+    assert Participant.objects.filter(pk=leaving.participant_id).exists()  # the bonus names whom it paid
     assert_counters_agree(study)
 
     # The platform still lists the worker's (approved) submission: sync stores nothing of it, and
@@ -357,3 +359,41 @@ def test_a_worker_who_consented_but_got_no_task_is_withdrawn_and_what_they_left_
     assert outcome.created and (outcome.answers_erased, outcome.tasks_ended) == (0, 0)
     assert [rows.count() for rows in left] == [0, 0]
     assert Withdrawal.objects.filter(study=study).count() == 1
+
+
+def test_the_withdrawn_workers_raw_id_goes_with_them_unless_another_row_still_names_it(prolific):
+    """Three Prolific workers withdraw from a study. One who took part only here leaves no row with
+    their raw id: before, their ``Participant`` row kept it for good (with the salt, it gives the
+    withdrawal's digest, so the database said who withdrew). One who also works in another study
+    and one blocked on this study keep theirs (the other study's task and the block name it), and
+    coming back through the study's link each is refused, as before."""
+    study = make_study(platform=Platform.PROLIFIC, status="draft", n_items=3, n_sources=1, quota=3, units_per_task=1)
+    other = make_study(platform=Platform.PROLIFIC, status="draft", n_items=1, n_sources=1, quota=1, units_per_task=1)
+    ids = {study.pk: study_publish(user=OPERATOR, study=study, platform_name="prolific").prolific_study_id,
+           other.pk: study_publish(user=OPERATOR, study=other, platform_name="prolific").prolific_study_id}
+
+    def url(on, n, session=0):
+        return entry_url(on, PROLIFIC_PID=f"5a9d64f5f6dfdd0001eaa7{n:02d}", STUDY_ID=ids[on.pk],
+                         SESSION_ID=f"5b0d64f5f6dfdd0001{on.pk % 100:02d}{n:02d}{session:02d}")
+
+    raw = {n: f"5a9d64f5f6dfdd0001eaa7{n:02d}" for n in (1, 2, 3)}
+    for n in (1, 2, 3):
+        start(Client(), url(study, n))
+    start(Client(), url(other, 2))
+    blocked = Participant.objects.get(platform=Platform.PROLIFIC, external_id=raw[3])
+    worker_block(user=OPERATOR, study=study, participant=blocked, reason="Copied answers.")
+
+    for n in (1, 2, 3):
+        participant_withdraw(user=OPERATOR, study=study, worker_id=raw[n])
+
+    kept = set(Participant.objects.filter(external_id__in=raw.values()).values_list("external_id", flat=True))
+    assert kept == {raw[2], raw[3]}
+    assert Withdrawal.objects.filter(study=study).count() == 3
+    tasks = Assignment.objects.filter(study=study).count()
+    for n in (1, 2, 3):  # no task again here
+        client = Client()
+        if client.get(url(study, n, session=1)).status_code == 200:
+            assert consent(client, url(study, n, session=1)).status_code != 302
+    assert Assignment.objects.filter(study=study).count() == tasks
+    again = participant_withdraw(user=OPERATOR, study=study, worker_id=raw[1])  # found by its digest
+    assert not again.created and again.answers_erased == 0

@@ -61,9 +61,10 @@ def worker_block(*, user, study: Study, participant: Participant, reason: str,
         # The worker's row first, as a start locks it (``participant_blocked``, ``lock``) before the
         # study and units: a start that read "not blocked" holds it until its task is committed, so
         # this block waits for it and then ends that task; a start after this one waits for the block.
-        if not list(Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk).values_list("pk")):
-            raise PlatformServiceError(f"worker {participant}: no longer exists")
-        if not study_tasks(study=study).filter(participant=participant).exists():  # withdrawn meanwhile
+        # Withdrawn meanwhile: the row is gone (a withdrawal deletes it once nothing names it), or
+        # only the emptied task kept for payments is left.
+        if (not list(Participant.objects.select_for_update(no_key=True).filter(pk=participant.pk).values_list("pk"))
+                or not study_tasks(study=study).filter(participant=participant).exists()):
             raise PlatformServiceError(f"worker {participant} withdrew from study {study.pk}: their data was "
                                        "erased, there is nothing of theirs here to block")
         block = WorkerBlock.objects.filter(participant=participant, study=study, researcher=researcher,
