@@ -118,7 +118,7 @@ def warnings_for_reader(run: ScoreRun, *, user) -> list[str]:
 
 
 # What a reader who may not view a study that lent this study utility (``score.borrowed_utility``:
-# borrowing reads every study the owner may view) gets in place of its id, name and score run,
+# borrowing reads every study the owner owns) gets in place of its id, name and score run,
 # wherever results.json or a bundle names it; the utility it lent stays, this study's figures rest
 # on it. ``{reader}``: who may not.
 LENDER_WITHHELD = "withheld: a study {reader} may not view"
@@ -152,7 +152,7 @@ def lenders_withheld(provenances, *, user) -> dict[int, str]:
     """The one rule of which lending studies ``user`` may not see: id -> name of each study the
     ``provenances`` (``score.borrowed_utility``'s, or lists of its lender entries) name that
     ``user`` may not view (``studies_for_user``). Borrowing reads every study the borrowing study's
-    owner may view, so a share of the borrowing study, or an owner it was handed to, may not view
+    owner owns, so a share of the borrowing study, or an owner it was handed to, may not view
     them all. None of them for the operator (``user`` None)."""
     entries = [e for p in provenances
                for e in (_lender_entries(p) if isinstance(p, dict) else [x for x in p or [] if isinstance(x, dict)])]

@@ -195,16 +195,6 @@ def _as_member(user):
     return member
 
 
-def studies_for_owner(*, user, access: str = VIEW) -> QuerySet[Study]:
-    """What ``user``'s membership covers (``studies_for_user``'s rule: their own studies and those
-    shared with them at ``access`` or above, given the permission it needs), whether or not their
-    account is active. Only for reads a study's scoring makes for its owner (the studies it borrows
-    utility from), so that the same answers give the same figures after the owner is deactivated;
-    everything a user does themselves (logins, requests, the API) reads ``studies_for_user``, which
-    a deactivated account reaches nothing through."""
-    return studies_for_user(user=_as_member(user), access=access)
-
-
 def study_user_may(*, user, study: Study, access: str = VIEW) -> bool:
     """Whether ``user`` may reach ``study`` with ``access``."""
     return study.pk is not None and studies_for_user(user=user, access=access).filter(pk=study.pk).exists()
@@ -263,7 +253,7 @@ def sources_for_user(*, user) -> QuerySet[RationaleSource]:
 
 def sources_for_owner(*, user) -> QuerySet[RationaleSource]:
     """``sources_for_user`` for what ``user``'s membership covers whether or not their account is
-    active (``studies_for_owner``): only for reads a study's scoring makes for its owner (its Gen-U
+    active (``_as_member``): only for reads a study's scoring makes for its owner (its Gen-U
     answerers' settings)."""
     return sources_for_user(user=_as_member(user))
 

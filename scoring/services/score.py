@@ -247,7 +247,7 @@ from studies.faithfulness_rules import NOT_RECORDED as SPANS_NOT_RECORDED
 from studies.faithfulness_rules import PROBABILITIES, faithfulness_problem_text, y_hat_from_assumed
 from studies.faithfulness_rules import spans_state as faithfulness_spans_state
 from studies.models import GeneralizationQuestion, Rationale, RationaleSource, Study
-from studies.selectors import QUESTION_RULE, VIEW, questions_that_count, studies_for_owner
+from studies.selectors import QUESTION_RULE, questions_that_count
 from studies.services.generation.genu import VALIDATED_ONLY_READING
 from studies.services.generation.inputs import source_checkpoint
 from studies.services.model_paths import folder_training_record
@@ -503,14 +503,14 @@ def _early_stopping(study: Study, short_units: dict | None = None) -> dict:
 
 
 def _utility_studies(study: Study):
-    """The studies whose scored utility ``study`` may borrow: those its owner's membership covers
-    (``studies_for_owner``: owned and shared with them; an owner-less study, made by the operator:
-    the other owner-less ones), never another researcher's that the owner cannot see. The owner,
-    not whoever presses "Score", and whether or not the owner's account is active, so that the
-    results are the study's, whoever scores it and whenever."""
-    if study.owner_id is None:
-        return Study.objects.filter(owner__isnull=True)
-    return studies_for_owner(user=study.owner, access=VIEW)
+    """The studies whose scored utility ``study`` may borrow: those its owner owns (an owner-less
+    study, made by the operator: the other owner-less ones). Never one only shared with the owner,
+    at any level: its owner shares it without the recipient's say, so a share would let another
+    researcher put their scores into this study's figures (a study with more counted answers on a
+    pair lends it) by sharing a study with its owner. The owner, not whoever presses "Score", and
+    whether or not the owner's account is active, so that the results are the study's, whoever
+    scores it and whenever."""
+    return Study.objects.filter(owner_id=study.owner_id) if study.owner_id else Study.objects.filter(owner__isnull=True)
 
 
 # The borrowed utility table's columns (``borrowed_utility``): the lending study in ``study_id``.
@@ -692,7 +692,8 @@ UTILITY_FROM = ("each (question, source) takes its utility from the study with t
                 "0 where it states none, as the released outcomes do), "
                 "then the most recently created of those (the highest id); never which was scored last, so "
                 "re-scoring an unchanged study changes nothing (our rule, SPEC names none); among the other studies "
-                "this study's owner may view, whether or not the owner's account is active, as scored here (a "
+                "this study's owner owns (never one only shared with them), whether or not the owner's account is "
+                "active, as scored here (a "
                 "study copied from a bundle, or of imported outcomes, lends once it is scored here, never with "
                 "scores no run here computed)")
 # ... and how a study imported from a bundle finds it.
@@ -806,7 +807,7 @@ def _with_original_utility(frame: pd.DataFrame, lookup: pd.DataFrame, provenance
     elif missing:
         warnings.append(
             f"{missing} generalization units have no utility for their original rationale (no scored utility "
-            "study of that item and source that this study's owner may view); they appear under 'unknown' in the "
+            "study of that item and source that this study's owner owns); they appear under 'unknown' in the "
             "by-utility breakdown." + (" Studies holding scores of this study's items that no run here computed "
                                        "lend once scored here: " + ", ".join(
                                            f"{s['name']!r} (id {s['id']})" for s in provenance["not_scored_here"])

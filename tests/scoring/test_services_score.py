@@ -323,10 +323,11 @@ def test_figure_4_leaves_out_questions_marked_invalid_after_the_answers_and_says
     assert (gen["n_questions_unvalidated"], gen["n_questions_invalid_left_out"]) == (1, 0)
 
 
-def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_them(utility_study):
+def test_figure_4_takes_utility_only_from_studies_its_owner_owns_and_names_them(utility_study):
     # Alice's generalization study shares its item and source with her utility study and with Bob's,
-    # which Bob scored last and with another outcome. Figure 4 uses Alice's (Bob's is not hers to see,
-    # and before, the most recently scored study won whoever owned it) and says which study it used.
+    # which Bob scored last and with another outcome. Figure 4 uses Alice's (Bob's is not hers, even
+    # once he shares it with her, and before, the most recently scored study won whoever owned it)
+    # and says which study it used.
     from django.contrib.auth import get_user_model
 
     from studies.services.sharing import study_share
@@ -351,23 +352,29 @@ def test_figure_4_takes_utility_only_from_studies_its_owner_may_view_and_names_t
     source = gen["original_utility_from"]
     # with the score run whose unit scores were read
     assert source["studies"] == [{"id": study.pk, "name": "alices-utility", "pairs": 1, "score_run": alices_run.pk}]
-    assert source["pairs_in_several_studies"] == 0 and "owner may view" in source["rule"]
+    assert source["pairs_in_several_studies"] == 0 and "owner owns" in source["rule"]
 
-    # Shared with Alice, Bob's study lends (as many counted annotations, created later), and the results say two studies scored the
-    # pair differently.
+    # Shared with Alice, Bob's study still lends nothing: a share is his to give, not her choice.
     study_share(study=bobs, user=bob, with_user=alice)
+    assert study_score(study=gen_study).results["generalization"]["original_utility_from"]["studies"] == source["studies"]
+    # A second study of Alice's lends (as many counted annotations, created later), and the results
+    # say two studies scored the pair differently.
+    rerun = StudyFactory(annotators_per_unit=5, dataset=study.dataset, owner=alice, name="alices-rerun")
+    collect(rerun, make_unit(rerun, items[0], good), [("no", "no")] * 5, start=20)  # not useful
+    rerun_run = study_score(study=rerun, similarity=False)
     run = study_score(study=gen_study)
     gen = run.results["generalization"]
     assert set(gen["by_utility"]) == {"not_useful"}
     source = gen["original_utility_from"]
-    assert source["studies"] == [{"id": bobs.pk, "name": "bobs-utility", "pairs": 1, "score_run": bobs_run.pk}]
+    assert source["studies"] == [{"id": rerun.pk, "name": "alices-rerun", "pairs": 1, "score_run": rerun_run.pk}]
     assert (source["pairs_in_several_studies"], source["pairs_the_studies_disagree_on"]) == (1, 1)
+    assert bobs.pk not in [o["id"] for o in source["other_lenders"]] and bobs_run.pk
     assert any("have different utilities there" in w for w in run.results["warnings"])
     # The report prints it next to Figure 4.
     from scoring.reports.sections import generalization_section
 
     notes = " ".join(generalization_section(run.results).notes)
-    assert "from 'bobs-utility' (1 pairs)" in notes and "1 of them differently" in notes
+    assert "from 'alices-rerun' (1 pairs)" in notes and "1 of them differently" in notes
 
 
 def test_the_results_say_whose_answers_count_reviewed_or_not(utility_study):

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 
 from scoring.services import study_score
 from studies.models import GeneralizationQuestion, Study
-from studies.selectors import VIEW, sources_for_owner, sources_for_user, studies_for_owner, studies_for_user
+from studies.selectors import sources_for_owner, sources_for_user, studies_for_user
 from studies.services.sharing import study_share
 from tests.factories import GeneralizationQuestionFactory, StudyFactory
 from tests.scoring.test_services_score import collect, make_unit
@@ -51,7 +51,7 @@ def test_a_deactivated_owners_study_borrows_what_it_borrowed_while_active(utilit
     assert after["generalization"]["original_utility_from"] == before["generalization"]["original_utility_from"]
     assert not any("may view" in w for w in after["warnings"])
     # The owner's membership still covers what it did (own and shared) for scoring's reads ...
-    assert set(studies_for_owner(user=alice, access=VIEW)) == while_active[0] == {study, gen_study, shared}
+    assert while_active[0] == {study, gen_study, shared}
     assert set(sources_for_owner(user=alice)) == while_active[1] == {good}
     # ... and the deactivated account itself still reaches nothing.
     assert not studies_for_user(user=alice).exists() and not sources_for_user(user=alice).exists()
@@ -106,3 +106,31 @@ def test_the_study_with_more_counted_annotations_on_the_pair_lends(utility_study
     assert set(gen["by_utility"]) == {"unsure"}
     assert [s["id"] for s in gen["original_utility_from"]["studies"]] == [pilot.pk]
     assert [o["id"] for o in gen["original_utility_from"]["other_lenders"]] == [final.pk]
+
+
+def test_a_study_another_researcher_shares_with_the_owner_lends_nothing(utility_study):
+    """Mallory scores a study of Alice's item and source with more counted answers than Alice's and
+    the opposite utility, and shares it with Alice (which needs only her username). Before, Alice's
+    generalization study then borrowed Mallory's utility (the study with the most counted answers
+    lends), its Figure 4 moved, and her own study was demoted to another lender: a share is given
+    without its recipient's say. Only the owner's own studies lend."""
+    User = get_user_model()
+    alice, mallory = User.objects.create_user("alice"), User.objects.create_user("mallory")
+    study, items, good, _ = utility_study
+    Study.objects.filter(pk=study.pk).update(owner=alice, name="alices-utility")
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)  # useful
+    study_score(study=study, similarity=False)
+    gen_study = _generalization_study(study, items, good, alice)
+    before = study_score(study=gen_study, similarity=False).results["generalization"]
+
+    theirs = StudyFactory(dataset=study.dataset, owner=mallory, annotators_per_unit=9, name="mallorys")
+    collect(theirs, make_unit(theirs, items[0], good, quota=9), [("yes", "no")] * 9, start=500)  # not useful
+    study_score(study=theirs, similarity=False)
+    for level in ("view", "change"):
+        study_share(study=theirs, user=mallory, with_user=alice, level=level)
+        after = study_score(study=gen_study, similarity=False).results["generalization"]
+        assert set(after["by_utility"]) == set(before["by_utility"]) == {"useful"}
+        lenders = after["original_utility_from"]
+        assert [s["id"] for s in lenders["studies"]] == [study.pk]
+        assert theirs.pk not in [o["id"] for o in lenders.get("other_lenders") or []]
+        assert "owns" in lenders["rule"]
