@@ -59,6 +59,17 @@ def qualification_submit(*, assignment: Assignment, answers: dict[str, str]) -> 
         # study's lock last otherwise).
         precompiled.study_lock_grant(study_id=assignment.study_id, participant_id=assignment.participant_id)
         locked = lock_active(assignment)
+        if not locked.qualification_pending:
+            # The test is not this task's to take (it started before the test was added, and the task
+            # page never shows it; or it passed): a form sent twice gets what its first sending
+            # graded, any other grades nothing. Before, a worker could post a guessed form and be
+            # graded on a test never shown (a draft, say), which froze it for its researcher and, on
+            # a pass, gave the task its full time without an answer.
+            graded = QualificationGrant.objects.filter(study_id=assignment.study_id,
+                                                       participant_id=assignment.participant_id).first()
+            if graded is not None:
+                return graded
+            raise InvalidAnswer("This task does not ask for the qualification test: please reload the page.")
         # The test's row, locked as qualification_questions_set and qualification_test_save lock it:
         # an edit waits for this grade, or this grade reads the edited questions and pass mark (read
         # again below, after the lock), never a mix of the two.
