@@ -133,6 +133,38 @@ def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():
     assert "task_accuracy_readings, gen_u.unparsed_rules" in rules["unparsed_outputs"]
 
 
+def test_settings_json_names_the_rules_the_latest_run_recorded_not_todays_defaults():
+    """A run scored by an earlier version recorded other readings as its published figures' (how an
+    unparsed answer counts, a question given twice, task accuracy) and another counting rule. Before,
+    settings.json named today's defaults beside that run's numbers, and contradicted its own
+    latest_run.counted_answers; ``majority`` already came from the run."""
+    from scoring.models import ScoreRun
+
+    study = _worked_study()
+    run = study_score(study=study, similarity=False)
+    today = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))["rules"]
+    results = dict(run.results)
+    results["gen_u"] = {**(results.get("gen_u") or {}),
+                        "unparsed_rules": {"default": "counted_wrong", "rules": {"counted_wrong": "UNPARSED-AS-WRONG",
+                                                                                 "left_out": "UNPARSED-LEFT-OUT"}},
+                        "conflicting_answers": {"default": "left_out", "rules": {"left_out": "CONFLICTING-LEFT-OUT",
+                                                                                 "first_kept": "FIRST-KEPT"}}}
+    results["task_accuracy_readings"] = {"default": "items_counted_wrong",
+                                         "rules": {"items_counted_wrong": "NO-RATIONALE-WRONG",
+                                                   "items_left_out": "NO-RATIONALE-LEFT-OUT"}}
+    results["counted_answers"] = {**(results.get("counted_answers") or {}), "rule": "ONLY-APPROVED-TASKS"}
+    ScoreRun.objects.filter(pk=run.pk).update(results=results)  # as that version stored it
+
+    rules = json.loads(zipfile.ZipFile(io.BytesIO(_bundle(study))).read("settings.json"))["rules"]
+
+    assert rules["unparsed_outputs"].startswith("UNPARSED-AS-WRONG; task accuracy: NO-RATIONALE-WRONG (")
+    assert rules["conflicting_answers"].startswith("CONFLICTING-LEFT-OUT (")
+    assert rules["what_counts"].startswith("ONLY-APPROVED-TASKS (the latest run's")
+    # Where the run computed no such figure, today's rule is named as such.
+    assert "no such figure" in today["conflicting_answers"] and "this installation's default" in today["conflicting_answers"]
+    assert today["what_counts"].startswith(run.results["counted_answers"]["rule"])
+
+
 def test_imported_workers_are_keyed_by_their_pseudonym():
     study = _worked_study()
     copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy", owner=None)

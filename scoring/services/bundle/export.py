@@ -62,6 +62,7 @@ from scoring.services.genu import (
     gen_u_tie_rule_text,
 )
 from scoring.services.score import (
+    COUNTED,
     SCHEMA_VERSION,
     TASK_ACCURACY_LEFT_OUT,
     TASK_ACCURACY_RULES,
@@ -457,6 +458,25 @@ def _outcomes_reimported(record) -> dict | None:
             **outcome_import_changes(record)}
 
 
+# Why settings.json names this installation's rule rather than the run's.
+NOT_IN_RUN = "not in the latest run's results: it computed no such figure, or ran before the rule was recorded"
+NO_RUN = "no finished score run"
+
+
+def _readings_rule(blocks: list[dict | None], *, run_id: int | None, default: str,
+                   rules: dict[str, str]) -> str:
+    """The rule a readings block of the run's results (``{default, rules}``: the published figures'
+    reading) names as its figures', from the first of ``blocks`` that records one: the run's own,
+    never today's default for a run that recorded another. Today's ``rules[default]``, saying so,
+    where no block records it (no run, or a run from before it was recorded)."""
+    for block in blocks:
+        if isinstance(block, dict) and isinstance(block.get("rules"), dict):
+            text = block["rules"].get(block.get("default"))
+            if isinstance(text, str) and text:
+                return text
+    return f"{rules[default]} ({NOT_IN_RUN if run_id is not None else NO_RUN}: this installation's default)"
+
+
 def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None,
                    stale: dict | None = None) -> dict:
     """The app's version and every setting a score depends on, as the latest finished run (``run_id``,
@@ -473,6 +493,14 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
     # A copy not scored here carries the unit scores of the run that scored them where its bundle was made.
     imported = ((stale or {}).get("scored_with") or {}) if run_id is None else {}
     imported_majority, imported_gen_u = imported.get("majority_rule"), imported.get("gen_u_method")
+    conflicting = _readings_rule([gen_u.get("conflicting_answers"),
+                                           (results.get("generalization") or {}).get("conflicting_answers")],
+                                 run_id=run_id, default=CONFLICTING_FIRST_KEPT, rules=CONFLICTING_RULES)
+    unparsed = _readings_rule([gen_u.get("unparsed_rules")], run_id=run_id, default=UNPARSED_LEFT_OUT,
+                              rules=UNPARSED_RULES)
+    task_accuracy = _readings_rule([results.get("task_accuracy_readings")], run_id=run_id,
+                                   default=TASK_ACCURACY_LEFT_OUT, rules=TASK_ACCURACY_RULES)
+    counted_rule = (results.get("counted_answers") or {}).get("rule")
     if results.get("bootstrap"):
         bootstrap = {**results["bootstrap"], "read_from": "the latest run's results.json"}
     elif run_id is not None:  # a run from before it was recorded: what runs drew with then (one owner)
@@ -504,19 +532,19 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
                          f"{MAJORITY_RULES[MAJORITY_RULE]} ({MAJORITY_SPEC}; no finished score run: this "
                          "installation's default)"),
             "majority_tie": "a tie counts as wrong (no majority)",
-            "conflicting_answers": f"{CONFLICTING_RULES[CONFLICTING_FIRST_KEPT]} ({CONFLICTING_SPEC}; results.json "
-                                   "gives the figures with such questions left out: gen_u.conflicting_answers, "
-                                   "generalization.conflicting_answers)",
+            # The run's own readings (its results' ``default`` of each block), as ``majority`` above.
+            "conflicting_answers": f"{conflicting} ({CONFLICTING_SPEC}; results.json gives the figures under the "
+                                   "other reading: gen_u.conflicting_answers, generalization.conflicting_answers)",
             "gen_u_tie_rule": gen_u_tie_rule_text(gen_u) if gen_u else (
                 f"{genu_rule.TIE_RULE_TEXT} (this installation's rule: no finished score run"
                 + ("; scores_stale.scored_with.gen_u_method names the rule of the run that scored the imported "
                    "unit scores)" if imported_gen_u else ")")),
-            "unparsed_outputs": f"{UNPARSED_RULES[UNPARSED_LEFT_OUT]}; task accuracy: "
-                                f"{TASK_ACCURACY_RULES[TASK_ACCURACY_LEFT_OUT]} ({UNPARSED_SPEC}; results.json gives "
-                                "both with them counted as wrong: task_accuracy_readings, gen_u.unparsed_rules)",
+            "unparsed_outputs": f"{unparsed}; task accuracy: {task_accuracy} ({UNPARSED_SPEC}; results.json gives "
+                                "both under the other reading: task_accuracy_readings, gen_u.unparsed_rules)",
             "bootstrap": bootstrap,
-            "what_counts": "annotations.selectors.claims_that_count: complete, not given back, task submitted or "
-                           "approved, not on hold",
+            "what_counts": (f"{counted_rule} (the latest run's counted_answers)" if isinstance(counted_rule, str)
+                            and counted_rule else f"{COUNTED} (annotations.selectors.claims_that_count; "
+                            f"{NOT_IN_RUN if run_id is not None else NO_RUN}: this installation's rule)"),
         },
         "latest_run": {
             "score_run": run_id,
