@@ -4,15 +4,15 @@ from __future__ import annotations
 from django import forms
 
 from annotations.services.steps import RATIONALE_PROPERTIES, VALIDATION_FIELDS
+from studies.choices import LABEL_MAX
 
 PAYLOAD_FIELDS = tuple(name for name, _ in VALIDATION_FIELDS) + ("corrected_answer", "flag") + tuple(
     name for name, _ in RATIONALE_PROPERTIES
 )
-# A payload label (the longest of the pages' choices is far shorter) longer than this is refused
-# with its field named, never cut to fit. The free-text note is the exception: its textarea's
-# ``maxlength`` counts a line break once but the browser sends it as CRLF, so a note the page
-# accepted can arrive longer; the flag service keeps its first FLAG_NOTE_MAX characters.
-LABEL_MAX = 50
+# An answer or payload label longer than ``LABEL_MAX`` (no choice offered is: ``studies.choices``)
+# is refused with its field named, never cut to fit. The free-text note is the exception: its
+# textarea's ``maxlength`` counts a line break once but the browser sends it as CRLF, so a note the
+# page accepted can arrive longer; the flag service keeps its first FLAG_NOTE_MAX characters.
 NOTE_FIELDS = ("flag_note",)
 
 

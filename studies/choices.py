@@ -49,11 +49,27 @@ def normalise_choices(choices) -> list[dict]:
     return out or [dict(c) for c in YES_NO_CHOICES]
 
 
+# A choice's label is what an answer stores (``Annotation.answer``, an item's ``gold_answer``, a
+# question's right answer: 50 characters) and what the answer form takes
+# (``annotations.forms.AnswerForm``), so a longer one would be offered and could never be chosen.
+LABEL_MAX = 50
+
+
+def label_length_problem(labels) -> str | None:
+    """Why one of ``labels`` (as :func:`normalise_choices` offers them, in order) is too long to be
+    answered (``LABEL_MAX``); None when none is."""
+    for number, label in enumerate(labels, start=1):
+        if len(label) > LABEL_MAX:
+            return (f"the label of choice {number} is {len(label)} characters, at most {LABEL_MAX} (an answer stores "
+                    'its label): give it a short label and its text apart, e.g. {"label": "a", "text": "..."}')
+    return None
+
+
 def choices_problem(choices) -> str | None:
     """Why ``choices`` cannot be a question's own list of choices (a generalization question's
     ``metadata["choices"]``); None when it can: a list of at least two choices, each a non-empty
     string (its label and text) or a ``{"label", "text"}`` object with a non-empty label, no label
-    given twice. The labels judged are those :func:`normalise_choices` offers workers, so a list
+    given twice, none longer than ``LABEL_MAX``. The labels judged are those :func:`normalise_choices` offers workers, so a list
     that passes offers only labels a worker's answer can match."""
     if not isinstance(choices, list):
         return f'must be a list of at least two choices, e.g. ["a", "b"], not {str(choices)[:40]!r}'
@@ -72,7 +88,7 @@ def choices_problem(choices) -> str | None:
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         return f"the choice {repeated[0]!r} is given twice"
-    return None
+    return label_length_problem(labels)
 
 
 def own_choices(metadata):
@@ -106,6 +122,18 @@ def correct_answer_problem(choices, correct_answer: str) -> str | None:
                 f"'{as_label(correct_answer)}', without the white space around it.")
     return (f"'{str(correct_answer)[:50]}' is not one of the choices ({', '.join(labels)}). Workers answer with "
             "a choice, and an answer is right only when it is exactly that choice.")
+
+
+def question_choices_problems(choices, correct_answer: str) -> dict[str, str]:
+    """What is wrong with a graded question's ``choices`` and right answer (an attention check's, a
+    qualification test question's), by field: the right answer must be one of the choices
+    (:func:`correct_answer_problem`), and each choice one an answer can hold
+    (:func:`label_length_problem`). Empty when nothing is."""
+    problem = correct_answer_problem(choices, correct_answer)
+    if problem:
+        return {"correct_answer": problem}
+    problem = label_length_problem([c["label"] for c in normalise_choices(choices)])
+    return {"choices": problem} if problem else {}
 
 
 # A dataset's answer labels (``Dataset.allowed_labels``): what an import file may write for one, and

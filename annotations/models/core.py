@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from lab.pseudonyms import worker_pseudonym
 from lab.transitions import StatusMachine
-from studies.choices import correct_answer_problem
+from studies.choices import question_choices_problems
 from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 
 
@@ -131,9 +131,11 @@ class Unit(models.Model):
 
 
 def _check_correct_answer(question) -> None:
-    problem = correct_answer_problem(question.choices, question.correct_answer)
-    if problem:
-        raise ValidationError({"correct_answer": problem})
+    """An attention check's or a test question's right answer is one of its choices, and each
+    choice can be answered (``label_length_problem``)."""
+    problems = question_choices_problems(question.choices, question.correct_answer)
+    if problems:
+        raise ValidationError(problems)
 
 
 class AttentionCheck(models.Model):

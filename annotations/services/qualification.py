@@ -24,7 +24,7 @@ from annotations.models import (
 )
 from annotations.services.errors import InvalidAnswer
 from annotations.services.release import assignment_release, extend_to_full_duration, lock_active
-from studies.choices import as_label, correct_answer_problem, normalise_choices
+from studies.choices import as_label, normalise_choices, question_choices_problems
 from studies.models import Study
 from studies.selectors import CHANGE, study_user_may
 
@@ -254,9 +254,9 @@ def qualification_questions_set(*, test: QualificationTest, questions: list[dict
         if reason is not None:
             raise QualificationSetupError(f"{reason}: its questions can no longer change.")
         for number, question in enumerate(questions, start=1):
-            problem = correct_answer_problem(question.get("choices"), question.get("correct_answer"))
-            if problem:
-                raise QualificationSetupError(f"Question {number}, correct answer: {problem}")
+            for field, problem in question_choices_problems(question.get("choices"),
+                                                            question.get("correct_answer")).items():
+                raise QualificationSetupError(f"Question {number}, {field.replace('_', ' ')}: {problem}")
         test.questions.all().delete()
         test.questions.model.objects.bulk_create([
             test.questions.model(test=test, position=position, **q) for position, q in enumerate(questions)

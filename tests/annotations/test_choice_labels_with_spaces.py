@@ -110,6 +110,22 @@ def test_an_attention_check_right_answer_with_a_trailing_space_is_refused_naming
     assert not AttentionCheck.objects.exists()
 
 
+def test_an_attention_check_or_test_question_label_longer_than_an_answer_holds_is_refused_naming_it():
+    """An answer stores its label (50 characters): before, a check offering a longer distractor was
+    saved, and a worker who chose it got a 400 each time (the answer form takes 50)."""
+    study = make_study(n_items=4, n_sources=1, units_per_task=2)
+    long = "x" * 51
+    with pytest.raises(ValidationError) as refused:
+        attention_check_save(check=AttentionCheck(study=study, question=CHECK, choices=["Yes", long],
+                                                  correct_answer="Yes"), user=None)
+    assert list(refused.value.message_dict) == ["choices"]
+    assert "the label of choice 2 is 51 characters, at most 50" in refused.value.message_dict["choices"][0]
+    with pytest.raises(QualificationSetupError, match="Question 1.*the label of choice 2 is 51 characters"):
+        qualification_test_save(test=QualificationTest(study=study, pass_mark=1), user=None, questions=[
+            {"question": "Choose Yes", "choices": ["Yes", long], "correct_answer": "Yes"}])
+    assert not AttentionCheck.objects.exists() and not QualificationTest.objects.filter(study=study).exists()
+
+
 def _migrated(app: str, name: str, function: str) -> None:
     """Run a data migration's function on the database as it is now."""
     getattr(importlib.import_module(f"{app}.migrations.{name}"), function)(django_apps, None)

@@ -12,13 +12,14 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from annotations.models import Annotation
 from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from studies.models import GeneralizationQuestion, Study, StudyShare
 from studies.services.sharing import study_share
 from tests.admin_forms import admin_form_data
 from tests.annotations.factories import make_study
-from tests.annotations.pages import entry_url, start
+from tests.annotations.pages import answer, entry_url, start
 from tests.factories import staff
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +72,9 @@ def test_a_gold_answer_that_is_not_a_choice_is_refused_on_the_answer(lab):
     (["a", 3], "choice 2 must be a non-empty string"),
     ([{"label": "a"}, {"text": "B"}], "choice 2 must be a non-empty string"),
     (["a", "b", "a"], "the choice 'a' is given twice"),
-], ids=["number", "string", "one", "empty", "not-a-string", "no-label", "twice"])
+    # An answer stores its label (50 characters): a longer one would be offered and never chosen.
+    (["a", "b" * 51], "the label of choice 2 is 51 characters, at most 50"),
+], ids=["number", "string", "one", "empty", "not-a-string", "no-label", "twice", "too-long"])
 def test_own_choices_that_are_no_list_of_choices_are_refused_on_the_metadata(lab, choices, reason):
     _, item, client = lab
 
@@ -121,3 +124,19 @@ def test_an_edit_that_takes_the_answer_out_of_the_choices_is_refused(lab):
     assert "'True' is not one of the choices (yes, no)" in _errors(response)["answer"][0]
     question.refresh_from_db()
     assert question.answer == "yes"
+
+
+def test_a_label_as_long_as_an_answer_holds_is_offered_and_can_be_chosen(lab):
+    """The longest label the rule lets in (50 characters) is one a worker can choose and the answer
+    stores whole; one character more is refused when the question is written (above), where before
+    it was offered and every choice of it was a 400 on the worker page."""
+    study, item, client = lab
+    longest = "It depends on the season, and on the weather there"
+    assert len(longest) == 50
+    assert _add(client, item, answer=longest, metadata={"choices": ["no", longest]}).status_code == 302
+    study = study_open(study=study, user=OPERATOR)
+    worker = Client()
+    task = start(worker, entry_url(study, PROLIFIC_PID="5a9d64f5f6dfdd0001eaa73f"))
+    assert html.escape(longest) in worker.get(task).content.decode()
+    assert answer(worker, task, longest)[1].status_code == 302
+    assert list(Annotation.objects.values_list("answer", flat=True)) == [longest]
