@@ -17,6 +17,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django import forms
+from django.http import Http404
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -161,8 +162,16 @@ def _context(result: planning.Precision, notes, prior, *, compact: bool) -> dict
     }
 
 
+# Why a study of imported outcomes has no planner (its panel is not shown, and its page is a 404):
+# it collects no answers, and its design fields (workers per unit, say) are defaults nobody chose.
+NOTHING_TO_PLAN = ("this study holds outcomes imported from a file: it collects no answers, so there is no design "
+                   "to plan the precision of")
+
+
 def precision_view(model_admin, request, study_id: int):
     study = study_for(request, study_id)
+    if study.is_imported_outcome:
+        raise Http404(NOTHING_TO_PLAN)
     form = PrecisionForm(request.GET or None, user=request.user)
     prior_key, difference, errors = RELEASED_PRIOR, None, []
     if request.GET:
