@@ -748,6 +748,12 @@ class ItemHandler(Handler):
             unsure = [i for i in item_ids if i not in newly]
             if unsure:
                 newly |= self.processed_among(locked, unsure)
+                left = [i for i in unsure if i not in newly]
+                if left:
+                    # Deleted since the job was created: nothing is left to do for them (nor a row to
+                    # record a failure under), so they count as processed. Before, no kind counted
+                    # them, so every batch handed them out again, each queueing the next, for ever.
+                    newly |= set(left) - set(Item.objects.filter(pk__in=left).values_list("pk", flat=True))
             if len(newly) == len(item_ids):  # every item up to the batch's last is processed now
                 cursor = job.item_ids.index(item_ids[-1], cursor) + 1
             locked.done = min(processed + len(newly), locked.total)
@@ -762,6 +768,21 @@ class ItemHandler(Handler):
             if remaining == 0:
                 mark_done(locked)
             return locked.status == Status.RUNNING and not locked.cancel_requested
+
+
+# Why an item of a job that reads its source's rationales (Gen-U, faithfulness) is failed: the
+# rationale was deleted after the job was created, so nothing is left to answer or score for it.
+RATIONALE_GONE = ("nothing to {what}: the source's rationale of this item was deleted after the job was created "
+                  "(import or generate it again, then start a job for it)")
+
+
+def rationale_gone_failures(job: GenerationJob, item_ids: list[int], *, with_rationale, what: str
+                            ) -> list[GenerationFailure]:
+    """One failure (``RATIONALE_GONE``) for each item of ``item_ids`` that still exists but is not in
+    ``with_rationale``, so that it counts as processed instead of being handed out for ever."""
+    gone = [i for i in item_ids if i not in set(with_rationale)]
+    return [GenerationFailure(job=job, item_id=pk, unit="", raw_output="", reason=RATIONALE_GONE.format(what=what))
+            for pk in Item.objects.filter(pk__in=gone).order_by("pk").values_list("pk", flat=True)]
 
 
 # Why an output was kept as a failure instead of stored: it holds text no database can store.

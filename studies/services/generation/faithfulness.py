@@ -53,6 +53,7 @@ from .common import (
     job_actor,
     ordered_item_ids,
     prompt_item,
+    rationale_gone_failures,
     store_failures,
 )
 from .inputs import recorded_model_checkpoint
@@ -139,6 +140,8 @@ class FaithfulnessHandler(ItemHandler):
         rationales = list(Rationale.objects.filter(source_id=job.source_id, item_id__in=item_ids)
                           .select_related("item__dataset").order_by("item_id"))
         out = BatchOutput(units=len(item_ids))
+        out.failures.extend(rationale_gone_failures(job, item_ids, with_rationale={r.item_id for r in rationales},
+                                                    what="score"))
         passes: dict[str, list] = {"full": [], "highlight": [], "without": []}
         usable: list[Rationale] = []
         for rationale in rationales:

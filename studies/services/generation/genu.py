@@ -66,6 +66,7 @@ from .common import (
     job_budget,
     lm_source,
     ordered_item_ids,
+    rationale_gone_failures,
     source_backend,
     store_failures,
     yes_no_prompt_item,
@@ -634,6 +635,7 @@ class GenUHandler(ItemHandler):
         have = genu_predictions_standing(source_id=source.pk, questions=questions, rationales=rationales)
         by_id = {q.pk: q for q in questions}
         out = GenUBatchOutput(units=len(item_ids))
+        out.failures.extend(rationale_gone_failures(job, item_ids, with_rationale=rationales, what="answer"))
         budget = job_budget(job)  # one for the batch: both answerers' requests count against the job's caps
         for role, key in ROLES.items():
             answerer = RationaleSource.objects.get(pk=job.params[key])

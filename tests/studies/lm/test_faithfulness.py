@@ -196,6 +196,24 @@ def test_a_highlight_that_does_not_fit_its_question_is_a_failure(tmp_path, lm_mo
     assert "outside the question" in GenerationFailure.objects.get(job=job).reason
 
 
+def test_a_rationale_deleted_after_the_job_was_made_fails_its_item_saying_why_and_the_job_ends(tmp_path, lm_models):
+    """Before, the item was handed out by every batch, each queueing the next, for ever: nothing
+    was scored for it and no kind counted it as processed."""
+    pytest.importorskip("torch")
+    from studies.services.generation.common import RATIONALE_GONE
+
+    items = demo_items()[:2]
+    rationales_import(file=highlight_file(tmp_path, items), dataset_name=demo.DATASET_NAME)
+    source = RationaleSource.objects.get(name="highlighter")
+    made = generation.generation_job_create(
+        kind="faithfulness", source=source, item_ids=[i.pk for i in items], enqueue=False,
+        params={"task_model": str(lm_models["classifier"]), "task_backend": "classifier"})
+    Rationale.objects.filter(source=source, item=items[0]).delete()
+    job = generation.generation_job_run(job_id=made.pk)
+    assert (job.status, job.done, job.failed) == (GenerationJob.Status.DONE, 2, 1)
+    assert GenerationFailure.objects.get(job=job).reason == RATIONALE_GONE.format(what="score")
+
+
 @pytest.mark.lm
 def test_highlight_study_end_to_end_with_probabilities_the_project_computed(tmp_path, lm_models):
     pytest.importorskip("torch")
