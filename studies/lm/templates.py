@@ -98,6 +98,39 @@ class Demonstration:
                 "rationale": self.rationale, "key": self.key}
 
 
+DEMONSTRATION_FIELDS = ("question", "choices", "answer", "rationale", "key")
+
+
+def demonstrations_problem(value) -> str | None:
+    """Why ``value`` cannot be a rationale source's own demonstrations (``RationaleSource.demonstrations``,
+    read as :class:`Demonstration`); None when it can: a list of objects, each with a non-empty
+    ``question``, ``answer`` and ``rationale`` text, ``choices`` a list of texts when given (absent
+    or empty: yes/no), and no other field than ``key``. Asked where a source is written and where a
+    job takes them, so a job is refused naming the field rather than failing at its first batch."""
+    if not isinstance(value, list):
+        return f"must be a list of demonstrations, each {{question, choices, answer, rationale}}, not {type(value).__name__}"
+    for number, demo in enumerate(value, start=1):
+        if not isinstance(demo, dict):
+            return (f"demonstration {number} must be an object {{question, choices, answer, rationale}}, "
+                    f"not {type(demo).__name__}")
+        unknown = sorted(set(demo) - set(DEMONSTRATION_FIELDS))
+        if unknown:
+            return f"demonstration {number} has no field {', '.join(map(repr, unknown))} ({', '.join(DEMONSTRATION_FIELDS)})"
+        for name in ("question", "answer", "rationale"):
+            if not isinstance(demo.get(name), str) or not demo[name].strip():
+                return f'demonstration {number}: "{name}" must be a non-empty text'
+        choices = demo.get("choices")
+        if choices is not None and not (isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
+            return f'demonstration {number}: "choices" must be a list of texts (empty or absent: yes / no)'
+    return None
+
+
+def demonstration_read(value: dict) -> Demonstration:
+    """A demonstration as stored (``demonstrations_problem`` passed, or drawn by a job)."""
+    return Demonstration(question=value.get("question"), choices=list(value.get("choices") or []),
+                         answer=value.get("answer"), rationale=value.get("rationale"), key=value.get("key"))
+
+
 def dataset_tag(name: str) -> str:
     """The dataset name in lower case without spaces (``explain strategyqa question:``): our choice;
     SPEC section 8 writes only ``{dataset}`` (FEB's code puts its own data-source ids there, such as

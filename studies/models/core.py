@@ -20,6 +20,7 @@ from django.db.models import Q
 from lab.transitions import StatusMachine
 from studies.choices import YES_NO_CHOICES as YES_NO_CHOICES  # re-exported by studies.models
 from studies.choices import choices_problem, correct_answer_problem, genq_choices
+from studies.lm.templates import demonstrations_problem
 
 
 class Platform(models.TextChoices):
@@ -186,6 +187,14 @@ class RationaleSource(EndpointUrlChecked, TimeStamped):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        """Its own demonstrations are ones a job can read (``templates.demonstrations_problem``),
+        whichever form, API or importer writes them."""
+        super().clean()
+        problem = demonstrations_problem(self.demonstrations)
+        if problem:
+            raise ValidationError({"demonstrations": problem[0].upper() + problem[1:] + "."})
 
 
 class Rationale(TimeStamped):

@@ -230,6 +230,9 @@ class RationaleHandler(ItemHandler):
         ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit,
                                build_on=self.builds_on_items)
         if source.backend in ("causal", "openai") and source.demonstrations:
+            problem = templates.demonstrations_problem(source.demonstrations)
+            if problem:
+                raise GenerationError(f"source {source.name!r}: its demonstrations {problem}: correct them on the source")
             params["demonstrations"] = list(source.demonstrations)
             params["demonstrations_from"] = SOURCE_DEMONSTRATIONS
         # Otherwise drawn from the train items the job's researcher may read (before_save).
@@ -269,8 +272,7 @@ class RationaleHandler(ItemHandler):
         budget = job_budget(job)
         backend = source_backend(source, budget=budget)
         demo_json = list(job.params.get("demonstrations", []))
-        demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale", "key")})
-                 for d in demo_json]
+        demos = [templates.demonstration_read(d) for d in demo_json]
         drawn = bool(demos) and not str(job.params.get("demonstrations_from", "")).startswith(SOURCE_DEMONSTRATIONS)
         # Drawn or the source's own, the items whose own question a demonstration shows (by key too
         # only where drawn from the job's dataset).

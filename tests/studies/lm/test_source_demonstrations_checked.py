@@ -1,0 +1,59 @@
+"""A rationale source's own demonstrations are checked where the source is written and where a job
+takes them: before, ``["not an object"]`` or choices that are no list were saved, the job was made,
+and its first batch failed with a raw ``AttributeError`` or ``TypeError`` (for every researcher's
+job on that source). A demonstration without choices (a yes/no one) is read as such, as before."""
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from studies.models import RationaleSource
+from studies.services.generation import GenerationError, generation_job_create, generation_job_run_batch
+from tests.factories import DatasetFactory, ItemFactory
+from tests.studies.lm.openai_server import OpenAIServer, completion
+
+pytestmark = pytest.mark.django_db
+
+YES_NO_DEMO = {"question": "Is ice cold?", "answer": "yes", "rationale": "Ice is frozen water."}
+
+
+def _source(url: str, demonstrations) -> RationaleSource:
+    return RationaleSource(name="hosted", kind="lm", backend="openai", model_name_or_path="gpt-x", endpoint_url=url,
+                           decoding={"backoff_s": 0.01, "concurrency": 1}, demonstrations=demonstrations)
+
+
+@pytest.mark.parametrize(("demonstrations", "reason"), [
+    (["not an object"], "Demonstration 1 must be an object"),
+    ([YES_NO_DEMO, {**YES_NO_DEMO, "choices": "yes, no"}], 'Demonstration 2: "choices" must be a list of texts'),
+    ([{**YES_NO_DEMO, "rationale": ""}], 'Demonstration 1: "rationale" must be a non-empty text'),
+    ([{**YES_NO_DEMO, "explanation": "x"}], "Demonstration 1 has no field 'explanation'"),
+    ({"question": "q"}, "Must be a list of demonstrations"),
+], ids=["string", "choices-text", "empty-rationale", "unknown-field", "object"])
+def test_demonstrations_a_job_cannot_read_are_refused_on_the_source_and_by_a_job(demonstrations, reason):
+    dataset = DatasetFactory(name="d")
+    for _ in range(2):
+        ItemFactory(dataset=dataset, split="dev")
+    source = _source("https://lm.example/v1", demonstrations)
+    with pytest.raises(ValidationError) as refused:
+        source.full_clean()
+    assert reason in refused.value.message_dict["demonstrations"][0]
+    source.save()  # stored before the check (or written around it): a job is refused, naming it
+    with pytest.raises(GenerationError, match="its demonstrations"):
+        generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev", user=None,
+                              enqueue=False)
+
+
+def test_yes_no_demonstrations_without_choices_run():
+    dataset = DatasetFactory(name="d")
+    for _ in range(2):
+        ItemFactory(dataset=dataset, split="dev")
+    with OpenAIServer(lambda path, body: (200, completion([" yes\nReason: because.\n###"]), {})) as server:
+        source = _source(server.url, [YES_NO_DEMO, {**YES_NO_DEMO, "choices": ["yes", "no"], "key": 3}])
+        source.full_clean()
+        source.save()
+        job = generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev", user=None,
+                                    enqueue=False)
+        generation_job_run_batch(job_id=job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.done, job.failed) == ("done", 2, 0)
+    assert "Is ice cold?" in str(server.requests[0])
