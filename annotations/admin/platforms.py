@@ -32,7 +32,6 @@ from annotations.models import (
     PlatformSubmission,
     Publication,
 )
-from annotations.platforms import get_platform
 from annotations.platforms.base import PlatformError
 from annotations.selectors.cost import study_cost_and_pay
 from annotations.selectors.platforms import (
@@ -59,7 +58,7 @@ from annotations.services.platforms.access import (
 )
 from annotations.services.platforms.bonus import study_bonuses_pay
 from annotations.services.platforms.close import study_close
-from annotations.services.platforms.publish import study_publish
+from annotations.services.platforms.publish import platform_balance, study_publish
 from annotations.services.platforms.review import study_approve_all, submission_clear
 from annotations.services.platforms.sync import study_sync
 from annotations.tasks.platforms import approve_assignments_task, pay_bonuses_task, queue_in_batches
@@ -161,9 +160,11 @@ class PublicationAdmin(KeysShownAdmin):
         balance, balance_error = None, ""
         if request.GET.get("balance"):
             try:
-                balance = get_platform(platform_name).balance()
+                balance = platform_balance(user=request.user, study=study, platform_name=platform_name)
                 if balance is None:
                     balance_error = "this platform has no balance call; check it in the platform's web app"
+            except PlatformAccessDenied as exc:
+                balance_error = f"the account's balance is shown only to who may publish this study ({exc})"
             except PlatformError as exc:
                 balance_error = exc.message
         candidates = study_bonus_candidates(study=study)

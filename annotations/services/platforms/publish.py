@@ -1003,3 +1003,13 @@ def _mturk_closed_no_more_work(*, study: Study, calls: list[dict]) -> None:
         raise PlatformServiceError(
             f"study {study.name!r} cannot get more MTurk assignments: {closed}. Nothing more was sent; added "
             f"before: {calls or 'nothing'}. Its published HITs are still synced, reviewed, paid and stopped.")
+
+
+def platform_balance(*, user, study: Study, platform_name: str):
+    """The balance of the lab's account on ``platform_name`` (None: the platform has no balance
+    call), for ``user`` on ``study``'s publish page: only for one who may publish it (``PUBLISH``,
+    checked here: ``PlatformAccessDenied`` otherwise), as the money it names is what they would
+    spend. Before, anyone with a view share had the page ask the platform and show the shared
+    account's balance. ``PlatformError`` from the platform as it comes."""
+    access_study(user=user, study=study, access=PUBLISH)
+    return get_platform(platform_name).balance()

@@ -52,6 +52,29 @@ def test_balance_error_is_shown_not_raised(client, researcher, study, aws_env, s
     assert "no balance call" in response.content.decode()
 
 
+def test_the_accounts_balance_is_asked_only_for_who_may_publish_the_study(client, researcher, study, mturk):
+    """A collaborator with a view share opens the publish page and asks for the balance: before, the
+    page asked MTurk and showed the lab's shared account balance to anyone who could read the study."""
+    from studies.models import StudyShare
+    from studies.services.sharing import study_share
+    from tests.cockpit.conftest import staff_client
+
+    _platform, stubber = mturk
+    on_platform(study, "mturk")
+    reader, reader_client = staff_client("vera")
+    study_share(study=study, user=researcher, with_user=reader, level=StudyShare.Level.VIEW)  # a superuser shares it
+    stubber.add_response("get_account_balance", {"AvailableBalance": "12345.67"}, {})
+
+    refused = reader_client.get(_page(study) + "?platform=mturk&balance=1")
+    assert refused.status_code == 200
+    assert "12345.67" not in refused.content.decode()
+    assert "shown only to who may publish this study" in refused.content.decode()
+
+    shown = client.get(_page(study) + "?platform=mturk&balance=1")  # the superuser may publish it
+    assert "12345.67" in shown.content.decode()
+    stubber.assert_no_pending_responses()
+
+
 def test_researcher_journey_through_the_admin(client, researcher, study, prolific):
     platform, server = prolific
     url = _page(study)
