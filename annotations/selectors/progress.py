@@ -118,6 +118,8 @@ class EarlyStopping:
     places_released: int | None = None
     answers_not_asked_invalid_questions: int = 0
     close_waits_on_tasks: int = 0
+    # How a task is priced (``PRICED_AS``): the platform and fee rate the money saved rests on.
+    priced_as: str = ""
 
     @property
     def percent_saved(self) -> float:
@@ -132,7 +134,7 @@ class EarlyStopping:
                 "tasks_taken": self.tasks_taken, "tasks_saved": self.tasks_saved,
                 "cost_per_task": str(self.cost_per_task), "places_released": self.places_released,
                 "answers_not_asked_invalid_questions": self.answers_not_asked_invalid_questions,
-                "close_waits_on_tasks": self.close_waits_on_tasks}
+                "close_waits_on_tasks": self.close_waits_on_tasks, "priced_as": self.priced_as}
 
 
 def _tasks_by_places(study: Study) -> tuple[int, int]:
@@ -156,6 +158,16 @@ def _tasks_by_places(study: Study) -> tuple[int, int]:
     return (tasks_for_places(places=needed, units_per_task=per_task),
             max(0, tasks_for_places(places=designed, units_per_task=per_task)
                 - tasks_for_places(places=lowered, units_per_task=per_task)))
+
+
+# What the money saved rests on: the cost of a task as this installation prices the study now
+# (``study_cost_and_pay``), which is not what the platform charged when it was published.
+PRICED_AS = ("a task's reward and the {platform} fee at {rate:.2%} of it, as this installation prices the study now "
+             "(its fee settings: {settings}), not necessarily what the platform charged")
+FEE_SETTINGS = {"prolific": "RL_PROLIFIC_FEE_RATE",
+                "mturk": "RL_MTURK_FEE_RATE, or RL_MTURK_LARGE_HIT_FEE_RATE for HITs of RL_MTURK_LARGE_HIT_ASSIGNMENTS "
+                         "or more assignments",
+                "link": "none: participant links charge no fee"}
 
 
 def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> EarlyStopping | None:
@@ -183,7 +195,9 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
                          cost_per_answer=per_answer, money_saved=money(per_task * tasks_saved),
                          currency=cost.estimate.currency, places_published=places, tasks_taken=taken,
                          tasks_saved=tasks_saved, cost_per_task=money(per_task),
-                         places_released=released, close_waits_on_tasks=close_waiting_on(study=study))
+                         places_released=released, close_waits_on_tasks=close_waiting_on(study=study),
+                         priced_as=PRICED_AS.format(platform=cost.estimate.platform, rate=cost.estimate.fee_rate,
+                                                    settings=FEE_SETTINGS.get(cost.estimate.platform, "none")))
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:

@@ -86,3 +86,26 @@ def test_the_study_page_sets_stop_when_decided_on_a_draft_shows_it_and_refuses_i
     assert "whether a unit stops when its result is decided cannot change" in refused.content.decode()
     opened.refresh_from_db()
     assert opened.stop_when_decided is True
+
+
+def test_the_money_saved_names_the_platform_and_fee_rate_it_is_priced_at(dana, settings):
+    """The money saved is a task's cost as the fee settings price it now: before, the pages said only
+    "rewards and fee", and the figure moved with RL_PROLIFIC_FEE_RATE while the page read the same."""
+    from studies.models import Platform
+
+    user, client = dana
+    study = make_study(name="stops-early", n_items=2, n_sources=1, quota=5, units_per_task=2, owner=user,
+                       stop_when_decided=True, platform=Platform.PROLIFIC)
+    for worker in ("5a9d64f5f6dfdd0001eaa7a1", "5a9d64f5f6dfdd0001eaa7a2", "5a9d64f5f6dfdd0001eaa7a3"):
+        work(study, worker, platform=Platform.PROLIFIC)
+    shown = {}
+    for rate in ("0.3333", "0.10"):
+        settings.RL_PROLIFIC_FEE_RATE = rate
+        early = client.get(f"/admin/studies/study/{study.pk}/progress.json").json()["early_stopping"]
+        page = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
+        shown[rate] = early["money_saved"]
+        assert f"prolific fee at {Decimal(rate):.2%}" in early["priced_as"] and "RL_PROLIFIC_FEE_RATE" in early["priced_as"]
+        assert early["priced_as"] in page.replace("&#x27;", "'")
+        publish = client.get(reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode()
+        assert f"prolific fee at {Decimal(rate):.2%}" in publish
+    assert shown["0.3333"] != shown["0.10"]
