@@ -65,7 +65,18 @@ def label_length_problem(labels) -> str | None:
     return None
 
 
-def choices_problem(choices) -> str | None:
+# The attribute a bundle import sets on a question it copies (``labels_as_recorded``): its labels are
+# kept as the original installation recorded them, even longer than ``LABEL_MAX`` (a bundle made
+# before the rule; its workers answered the shorter ones), so that the copy reproduces the original.
+LABELS_AS_RECORDED = "labels_as_recorded"
+
+
+def label_length_checked(question) -> bool:
+    """Whether ``question``'s choice labels are held to ``LABEL_MAX`` (not a bundle's copy)."""
+    return not getattr(question, LABELS_AS_RECORDED, False)
+
+
+def choices_problem(choices, *, length_checked: bool = True) -> str | None:
     """Why ``choices`` cannot be a question's own list of choices (a generalization question's
     ``metadata["choices"]``); None when it can: a list of at least two choices, each a non-empty
     string (its label and text) or a ``{"label", "text"}`` object with a non-empty label, no label
@@ -88,7 +99,7 @@ def choices_problem(choices) -> str | None:
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         return f"the choice {repeated[0]!r} is given twice"
-    return label_length_problem(labels)
+    return label_length_problem(labels) if length_checked else None
 
 
 def own_choices(metadata):
@@ -124,7 +135,7 @@ def correct_answer_problem(choices, correct_answer: str) -> str | None:
             "a choice, and an answer is right only when it is exactly that choice.")
 
 
-def question_choices_problems(choices, correct_answer: str) -> dict[str, str]:
+def question_choices_problems(choices, correct_answer: str, *, length_checked: bool = True) -> dict[str, str]:
     """What is wrong with a graded question's ``choices`` and right answer (an attention check's, a
     qualification test question's), by field: the right answer must be one of the choices
     (:func:`correct_answer_problem`), and each choice one an answer can hold
@@ -132,7 +143,7 @@ def question_choices_problems(choices, correct_answer: str) -> dict[str, str]:
     problem = correct_answer_problem(choices, correct_answer)
     if problem:
         return {"correct_answer": problem}
-    problem = label_length_problem([c["label"] for c in normalise_choices(choices)])
+    problem = label_length_problem([c["label"] for c in normalise_choices(choices)]) if length_checked else None
     return {"choices": problem} if problem else {}
 
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from lab.pseudonyms import worker_pseudonym
 from lab.transitions import StatusMachine
-from studies.choices import question_choices_problems
+from studies.choices import label_length_checked, question_choices_problems
 from studies.models import GeneralizationQuestion, Item, Platform, Rationale, RationaleSource, Study
 
 
@@ -133,7 +133,8 @@ class Unit(models.Model):
 def _check_correct_answer(question) -> None:
     """An attention check's or a test question's right answer is one of its choices, and each
     choice can be answered (``label_length_problem``)."""
-    problems = question_choices_problems(question.choices, question.correct_answer)
+    problems = question_choices_problems(question.choices, question.correct_answer,
+                                         length_checked=label_length_checked(question))
     if problems:
         raise ValidationError(problems)
 

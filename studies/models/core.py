@@ -19,7 +19,7 @@ from django.db.models import Q
 
 from lab.transitions import StatusMachine
 from studies.choices import YES_NO_CHOICES as YES_NO_CHOICES  # re-exported by studies.models
-from studies.choices import choices_problem, correct_answer_problem, genq_choices
+from studies.choices import choices_problem, correct_answer_problem, genq_choices, label_length_checked
 from studies.lm.templates import demonstrations_problem
 
 
@@ -284,7 +284,7 @@ class GeneralizationQuestion(TimeStamped):
             errors["metadata"] = "metadata must be a JSON object, e.g. {}."
         elif "choices" in self.metadata:
             own = self.metadata["choices"]
-            problem = choices_problem(own)
+            problem = choices_problem(own, length_checked=label_length_checked(self))
             if problem:
                 errors["metadata"] = f'metadata "choices": {problem}.'
         if "metadata" not in errors and self.answer:

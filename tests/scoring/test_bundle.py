@@ -130,7 +130,9 @@ def test_a_bundle_holds_pseudonyms_never_platform_ids_and_describes_itself():
     assert rules["bootstrap"]["seed"] == 0
     # How an LM output that did not parse counts is named, with where the other reading is.
     assert rules["unparsed_outputs"].startswith("a question whose F^I or F^IR answer did not parse is left out")
-    assert "task_accuracy_readings, gen_u.unparsed_rules" in rules["unparsed_outputs"]
+    # The run has task accuracy's other reading, and no Gen-U: settings.json points to the one it has.
+    assert "results.json gives it under the other reading: task_accuracy_readings)" in rules["unparsed_outputs"]
+    assert "gen_u.unparsed_rules" not in rules["unparsed_outputs"]
 
 
 def test_settings_json_names_the_rules_the_latest_run_recorded_not_todays_defaults():
@@ -162,7 +164,23 @@ def test_settings_json_names_the_rules_the_latest_run_recorded_not_todays_defaul
     assert rules["what_counts"].startswith("ONLY-APPROVED-TASKS (the latest run's")
     # Where the run computed no such figure, today's rule is named as such.
     assert "no such figure" in today["conflicting_answers"] and "this installation's default" in today["conflicting_answers"]
+    assert "results.json gives" not in today["conflicting_answers"]  # the run has no such figures
+    assert "results.json gives both under the other reading: task_accuracy_readings, gen_u.unparsed_rules" in \
+        rules["unparsed_outputs"]
     assert today["what_counts"].startswith(run.results["counted_answers"]["rule"])
+
+
+def test_a_bundle_whose_checks_offer_a_label_longer_than_the_rule_imports_them_as_recorded():
+    """A check saved before labels were held to 50 characters (its workers answered the short
+    ones): the copy keeps it as the original recorded it, where the rule would refuse the bundle."""
+    from annotations.models import AttentionCheck
+
+    study = _worked_study()
+    long = "a distractor written before labels had a limit, so long"
+    assert len(long) > 50
+    AttentionCheck.objects.filter(study=study).update(choices=["yes", "no", long])  # as stored then
+    copy = bundle_import(file=io.BytesIO(_bundle(study)), name="bundle-copy", owner=None)
+    assert AttentionCheck.objects.get(study=copy).choices == ["yes", "no", long]
 
 
 def test_imported_workers_are_keyed_by_their_pseudonym():

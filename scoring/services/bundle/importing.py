@@ -101,7 +101,7 @@ from scoring.services.score import (
     _annotation_frame,
     _units_frame,
 )
-from studies.choices import as_label, own_choices, predicted_answer_problem
+from studies.choices import LABELS_AS_RECORDED, as_label, own_choices, predicted_answer_problem
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -1205,6 +1205,7 @@ class _Import:
                     q = GeneralizationQuestion(item=loaded[item], qtype=row["type"], text=row["text"],
                                                answer=row["answer"], origin=row["origin"] or "",
                                                metadata=row["metadata"] or {}, validation_status=row["validation_status"])
+                    setattr(q, LABELS_AS_RECORDED, True)  # as the original recorded them
                     if not self.genq_clean(row, q):
                         continue
                 pairs.append((row, q))
@@ -1319,6 +1320,7 @@ class _Import:
         for i, check in enumerate(design.get("attention_checks") or []):
             obj = AttentionCheck(study=study, question=check.get("question", ""), choices=check.get("choices", []),
                                  correct_answer=_right_answer(check.get("correct_answer", "")))
+            setattr(obj, LABELS_AS_RECORDED, True)
             if self.sentinels(f"attention_checks[{i}]", obj.question, obj.choices):
                 continue
             if self._clean(obj, "attention_checks") and isinstance(check.get("id"), int):
@@ -1335,6 +1337,7 @@ class _Import:
                     question = QualificationQuestion(test=qt, position=q.get("position"), question=q.get("question", ""),
                                                      choices=q.get("choices", []),
                                                      correct_answer=_right_answer(q.get("correct_answer", "")))
+                    setattr(question, LABELS_AS_RECORDED, True)
                     if not self.sentinels(f"qualification_test.questions[{i}]", question.question, question.choices) \
                             and self._clean(question, f"qualification_test.questions[{i}]"):
                         question.save()
