@@ -98,14 +98,11 @@ class Demonstration:
                 "rationale": self.rationale, "key": self.key}
 
 
-DEMONSTRATION_FIELDS = ("question", "choices", "answer", "rationale", "key")
-
-
 def demonstrations_problem(value) -> str | None:
     """Why ``value`` cannot be a rationale source's own demonstrations (``RationaleSource.demonstrations``,
     read as :class:`Demonstration`); None when it can: a list of objects, each with a non-empty
     ``question``, ``answer`` and ``rationale`` text, ``choices`` a list of texts when given (absent
-    or empty: yes/no), and no other field than ``key``. Asked where a source is written and where a
+    or empty: yes/no); other fields (``key``, an item id a file carried) are kept and not read. Asked where a source is written and where a
     job takes them, so a job is refused naming the field rather than failing at its first batch."""
     if not isinstance(value, list):
         return f"must be a list of demonstrations, each {{question, choices, answer, rationale}}, not {type(value).__name__}"
@@ -113,9 +110,6 @@ def demonstrations_problem(value) -> str | None:
         if not isinstance(demo, dict):
             return (f"demonstration {number} must be an object {{question, choices, answer, rationale}}, "
                     f"not {type(demo).__name__}")
-        unknown = sorted(set(demo) - set(DEMONSTRATION_FIELDS))
-        if unknown:
-            return f"demonstration {number} has no field {', '.join(map(repr, unknown))} ({', '.join(DEMONSTRATION_FIELDS)})"
         for name in ("question", "answer", "rationale"):
             if not isinstance(demo.get(name), str) or not demo[name].strip():
                 return f'demonstration {number}: "{name}" must be a non-empty text'

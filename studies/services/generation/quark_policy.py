@@ -87,6 +87,10 @@ def resolve_policy(policy: RationaleSource | str, *, dataset: Dataset) -> Policy
         problem = templates.template_problem(template or "")
         if problem:
             raise GenerationError(f"policy {source.name!r}: {problem}")
+        # the demonstrations rule a source is saved by (a source stored before it, refused here by name)
+        problem = templates.demonstrations_problem(list(source.demonstrations or []))
+        if problem:
+            raise GenerationError(f"policy {source.name!r}: its demonstrations {problem}: correct them on the source")
         spec = PolicySpec(name=source.name, backend=source.backend, model=source.model_name_or_path,
                           source_id=source.pk, template=template, demonstrations=list(source.demonstrations or []),
                           seed=source.seed)
@@ -117,9 +121,7 @@ class PolicyPrompts:
         items = Item.objects.select_related("dataset").in_bulk(item_ids)
         self.items = {pk: prompt_item(item) for pk, item in items.items()}
         self.gold = {pk: item.gold_answer for pk, item in items.items()}
-        self.demos = [templates.Demonstration(**{k: d.get(k) for k in ("question", "choices", "answer", "rationale",
-                                                                          "key")})
-                      for d in spec.demonstrations]
+        self.demos = [templates.demonstration_read(d) for d in spec.demonstrations]
 
     def template(self, token: str | None) -> str:
         if token is None:

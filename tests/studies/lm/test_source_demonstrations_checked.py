@@ -26,9 +26,8 @@ def _source(url: str, demonstrations) -> RationaleSource:
     (["not an object"], "Demonstration 1 must be an object"),
     ([YES_NO_DEMO, {**YES_NO_DEMO, "choices": "yes, no"}], 'Demonstration 2: "choices" must be a list of texts'),
     ([{**YES_NO_DEMO, "rationale": ""}], 'Demonstration 1: "rationale" must be a non-empty text'),
-    ([{**YES_NO_DEMO, "explanation": "x"}], "Demonstration 1 has no field 'explanation'"),
     ({"question": "q"}, "Must be a list of demonstrations"),
-], ids=["string", "choices-text", "empty-rationale", "unknown-field", "object"])
+], ids=["string", "choices-text", "empty-rationale", "object"])
 def test_demonstrations_a_job_cannot_read_are_refused_on_the_source_and_by_a_job(demonstrations, reason):
     dataset = DatasetFactory(name="d")
     for _ in range(2):
@@ -48,7 +47,8 @@ def test_yes_no_demonstrations_without_choices_run():
     for _ in range(2):
         ItemFactory(dataset=dataset, split="dev")
     with OpenAIServer(lambda path, body: (200, completion([" yes\nReason: because.\n###"]), {})) as server:
-        source = _source(server.url, [YES_NO_DEMO, {**YES_NO_DEMO, "choices": ["yes", "no"], "key": 3}])
+        # a field the reader does not use (an item id a file carried) is kept, as before
+        source = _source(server.url, [YES_NO_DEMO, {**YES_NO_DEMO, "choices": ["yes", "no"], "key": 3, "item_id": 7}])
         source.full_clean()
         source.save()
         job = generation_job_create(kind="rationales", source=source, dataset=dataset, split="dev", user=None,
@@ -57,3 +57,25 @@ def test_yes_no_demonstrations_without_choices_run():
     job.refresh_from_db()
     assert (job.status, job.done, job.failed) == ("done", 2, 0)
     assert "Is ice cold?" in str(server.requests[0])
+
+
+def test_a_quark_policy_takes_the_demonstrations_rule_and_reads_yes_no_ones():
+    """A Quark job's causal policy prompts with its source's demonstrations as a rationale job does:
+    one saved before the rule is refused as the job is made (it failed at the first batch), and a
+    yes/no demonstration without choices is read as one (a TypeError before)."""
+    from studies.models import GenerationJob
+    from studies.services.generation.quark_policy import PolicyPrompts, resolve_policy
+
+    dataset = DatasetFactory(name="d")
+    item = ItemFactory(dataset=dataset, split="dev")
+    RationaleSource.objects.create(name="legacy", kind="lm", backend="causal", model_name_or_path="gpt2-tiny",
+                                   demonstrations=["not an object"])  # saved before the rule
+    with pytest.raises(GenerationError, match="policy 'legacy': its demonstrations demonstration 1 must be an object"):
+        generation_job_create(kind="quark", dataset=dataset, split="dev", user=None, enqueue=False,
+                              params={"reward": "marker:is", "policy_path": "legacy"})
+    assert not GenerationJob.objects.exists()
+
+    RationaleSource.objects.create(name="yes-no", kind="lm", backend="causal", model_name_or_path="gpt2-tiny",
+                                   demonstrations=[YES_NO_DEMO])
+    prompts = PolicyPrompts(resolve_policy("yes-no", dataset=dataset), [item.pk])
+    assert "Is ice cold?" in prompts.prompt(item.pk, None)
