@@ -287,7 +287,11 @@ def _participant_forget(participant: Participant) -> bool:
     deleted. A link participant's row stays: its id is this installation's own (generated, or a
     salted hash of what they typed), and it is what their browser's cookie names, which refuses that
     browser a new task here (``participants._refuse_withdrawn_browser``); a platform worker who comes
-    back is named by their platform id again, and refused by its digest."""
+    back is named by their platform id again, and refused by its digest. Left as it is: on
+    PostgreSQL a row of another study naming the worker that a transaction wrote and had not
+    committed when this one read is not seen (foreign keys are checked at commit); that start
+    then fails at its commit (an error, or "not available" where it locks the row after this
+    delete) and succeeds when the worker tries again, as a new participant."""
     if participant.platform == Platform.LINK:
         return False
     for relation in Participant._meta.get_fields(include_hidden=True):

@@ -1366,7 +1366,7 @@ def consistency_notes(consistency: dict) -> list[str]:
     named = [entry for entry in consistency.values() if entry.get("bundle")]
     if named and "item_with_generalization_questions" not in consistency:
         notes.append("SPEC section 5's bundle, the item with all its generalization questions, is not given: the "
-                     "original items' outcomes are not known here (no utility study this study's owner may view "
+                     "original items' outcomes are not known here (no utility study this study's owner owns "
                      "scored them, or the bundle it was imported from had no table).")
     incomplete = next((entry["incomplete_rule"] for entry in named if entry.get("incomplete_rule")), None)
     if incomplete:

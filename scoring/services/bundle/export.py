@@ -221,7 +221,7 @@ def borrowed_utility_part(study: Study, results: dict | None, *, user,
     ``results``: the latest run's results.json as stored, not as ``user`` may read it, so that
     ``same_as_latest_run`` compares the lenders themselves. ``user``: the reader the bundle is made
     for (None: the operator, e.g. the ``study_bundle`` command, who sees every lender). Borrowing
-    reads every study the owner may view, so a lender ``user`` may not view (``lenders_withheld``,
+    reads every study the owner owns, so a lender ``user`` may not view (``lenders_withheld``,
     the rule results.json follows for that reader: ``results_for_reader``) keeps the pairs and
     utility it lent, which this study's figures rest on, but not its id, name or score run: the
     section names it ``lender_withheld(reader)`` and its rows' ``study_id`` is
@@ -464,17 +464,18 @@ NO_RUN = "no finished score run"
 
 
 def _readings_rule(blocks: list[dict | None], *, run_id: int | None, default: str,
-                   rules: dict[str, str]) -> str:
+                   rules: dict[str, str]) -> tuple[str, bool]:
     """The rule a readings block of the run's results (``{default, rules}``: the published figures'
     reading) names as its figures', from the first of ``blocks`` that records one: the run's own,
     never today's default for a run that recorded another. Today's ``rules[default]``, saying so,
-    where no block records it (no run, or a run from before it was recorded)."""
+    where no block records it (no run, or a run from before it was recorded). With whether the run
+    recorded it (and so gives the figures under the other reading)."""
     for block in blocks:
         if isinstance(block, dict) and isinstance(block.get("rules"), dict):
             text = block["rules"].get(block.get("default"))
             if isinstance(text, str) and text:
-                return text
-    return f"{rules[default]} ({NOT_IN_RUN if run_id is not None else NO_RUN}: this installation's default)"
+                return text, True
+    return f"{rules[default]} ({NOT_IN_RUN if run_id is not None else NO_RUN}: this installation's default)", False
 
 
 def score_settings(results: dict | None, *, run_id: int | None = None, borrowed: dict | None = None,
@@ -533,14 +534,19 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
                          "installation's default)"),
             "majority_tie": "a tie counts as wrong (no majority)",
             # The run's own readings (its results' ``default`` of each block), as ``majority`` above.
-            "conflicting_answers": f"{conflicting} ({CONFLICTING_SPEC}; results.json gives the figures under the "
-                                   "other reading: gen_u.conflicting_answers, generalization.conflicting_answers)",
+            "conflicting_answers": f"{conflicting[0]} ({CONFLICTING_SPEC}"
+                                   + ("; results.json gives the figures under the other reading: gen_u.conflicting_answers, "
+                                      "generalization.conflicting_answers)" if conflicting[1] else ")"),
             "gen_u_tie_rule": gen_u_tie_rule_text(gen_u) if gen_u else (
                 f"{genu_rule.TIE_RULE_TEXT} (this installation's rule: no finished score run"
                 + ("; scores_stale.scored_with.gen_u_method names the rule of the run that scored the imported "
                    "unit scores)" if imported_gen_u else ")")),
-            "unparsed_outputs": f"{unparsed}; task accuracy: {task_accuracy} ({UNPARSED_SPEC}; results.json gives "
-                                "both under the other reading: task_accuracy_readings, gen_u.unparsed_rules)",
+            "unparsed_outputs": f"{unparsed[0]}; task accuracy: {task_accuracy[0]} ({UNPARSED_SPEC}"
+                                + (f"; results.json gives {'both' if unparsed[1] and task_accuracy[1] else 'it'} under the "
+                                   "other reading: " + ", ".join(key for key, recorded in (
+                                       ("task_accuracy_readings", task_accuracy[1]),
+                                       ("gen_u.unparsed_rules", unparsed[1])) if recorded) + ")"
+                                   if unparsed[1] or task_accuracy[1] else ")"),
             "bootstrap": bootstrap,
             "what_counts": (f"{counted_rule} (the latest run's counted_answers)" if isinstance(counted_rule, str)
                             and counted_rule else f"{COUNTED} (annotations.selectors.claims_that_count; "
