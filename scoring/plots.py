@@ -62,27 +62,41 @@ def _gen_u_sources(results: dict) -> list[str]:
     return [s for s in (results.get("utility_shares") or {}) if s in genu]
 
 
+# What each panel's "all" bar pools where the two differ (``gen_u_vs_utility_figure``).
+ALL_HUMAN, ALL_GEN_U = "all sources", "all with Gen-U"
+
+
 def gen_u_vs_utility_figure(results: dict, fmt: str = "png") -> bytes | None:
-    """Gen-U shares next to human utility shares, per source."""
+    """Gen-U shares next to human utility shares, per source, each bar named with its units (n).
+    Where the human "all" pools sources that have no Gen-U (a gold source, one no Gen-U job ran for),
+    the two "all" bars are named by what each pools. A U of 1 that says nothing (utility does not
+    vary: ``theils_u_degenerate``) is titled so."""
     human = results.get("utility_shares") or {}
     genu = results.get("gen_u_shares") or {}
     sources = _gen_u_sources(results)
     if not sources:
         return None
+    pools_differ = "all" in sources and set(human) != set(genu)
     fig, axes = plt.subplots(1, 2, figsize=(max(7, 2.4 * len(sources) + 2), 3.4), sharey=True)
-    for ax, (name, shares) in zip(axes, [("Human utility", human), ("Gen-U", genu)], strict=True):
+    for ax, (name, shares, pooled) in zip(axes, [("Human utility", human, ALL_HUMAN), ("Gen-U", genu, ALL_GEN_U)],
+                                          strict=True):
         bottom = [0.0] * len(sources)
         for key, label, color in CATEGORIES:
             vals = [shares[s][key] or 0.0 for s in sources]
-            ax.bar(sources, vals, bottom=bottom, label=label, color=color)
+            ax.bar(range(len(sources)), vals, bottom=bottom, label=label, color=color)
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+        ax.set_xticks(range(len(sources)), [f"{pooled if s == 'all' and pools_differ else s}\n(n={shares[s].get('n')})"
+                                            for s in sources])
         ax.set_title(name)
         ax.set_ylim(0, 1)
     axes[0].set_ylabel("share")
     u = results.get("theils_u_utility_given_gen_u") or {}
     if u.get("all") is not None:
         rule = ((results.get("gen_u") or {}).get("tie_rules") or {}).get("default")
-        fig.suptitle(f"Theil's U(utility | Gen-U) = {u['all']:.3f}" + (f" (Gen-U ties: {rule})" if rule else ""))
+        degenerate = ((results.get("theils_u_degenerate") or {}).get("theils_u_utility_given_gen_u") or {}).get("all")
+        fig.suptitle(f"Theil's U(utility | Gen-U) = {u['all']:.3f}"
+                     + (" (utility does not vary: U says nothing)" if degenerate else "")
+                     + (f" (Gen-U ties: {rule})" if rule else ""))
     axes[1].legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, fmt)
 

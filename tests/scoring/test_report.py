@@ -564,3 +564,30 @@ def test_the_reports_intervals_do_not_depend_on_the_order_unit_scores_were_writt
     assert list(frame[["source", "utility", "task_correct"]].itertuples(index=False, name=None)) == in_unit_order(peeked)
     assert peeked.results["bootstrap"] == direct.results["bootstrap"]
     assert intervals(peeked) == intervals(direct)
+
+
+def test_the_gen_u_figure_names_what_each_all_bar_pools_and_a_u_that_says_nothing():
+    """The human "all" bar pools every source (a gold one too) and the Gen-U "all" only those with
+    Gen-U: before, both read "all", with no n, side by side; and a U of 1 because utility does not
+    vary was titled as a perfect association."""
+    from scoring import plots
+
+    share = {"useful": 0.0, "unsure": 0.0, "not_useful": 1.0}
+    results = {
+        "utility_shares": {"gold": {**share, "useful": 1.0, "not_useful": 0.0, "n": 4}, "lm": {**share, "n": 4},
+                           "all": {**share, "useful": 0.5, "not_useful": 0.5, "n": 8}},
+        "gen_u_shares": {"lm": {**share, "n": 4}, "all": {**share, "n": 4}},
+        "theils_u_utility_given_gen_u": {"lm": 1.0, "all": 1.0},
+        "theils_u_degenerate": {"theils_u_utility_given_gen_u": {"lm": "utility_constant", "all": "utility_constant"}},
+    }
+    svg = plots.gen_u_vs_utility_figure(results, "svg").decode()
+    assert f"{plots.ALL_HUMAN}" in svg and f"{plots.ALL_GEN_U}" in svg
+    assert "(n=8)" in svg and "(n=4)" in svg
+    assert "U says nothing" in svg
+    # The same pools on both sides: "all" stays "all".
+    same = {**results, "utility_shares": {k: v for k, v in results["utility_shares"].items() if k != "gold"},
+            "theils_u_degenerate": {}}
+    same["utility_shares"]["all"] = {**share, "n": 4}
+    plain = plots.gen_u_vs_utility_figure(same, "svg").decode()
+    assert plots.ALL_HUMAN not in plain and plots.ALL_GEN_U not in plain
+    assert "U says nothing" not in plain
