@@ -93,3 +93,19 @@ def add_qualification(study: Study, *, pass_mark: int = 2) -> QualificationTest:
             choices=[{"label": "yes", "text": "Yes"}, {"label": "no", "text": "No"}], correct_answer=correct,
         )
     return test
+
+
+def imported_outcomes_study(owner):
+    """A study of outcomes imported from a file (``outcomes_study_create``), owned by ``owner``, on
+    the dataset of a draft study made for it: one question's before and after answers."""
+    import io
+    import json
+
+    from scoring.services.outcomes import outcomes_study_create
+
+    made = make_study(status=Study.Status.DRAFT, n_items=2, owner=owner)
+    line = {"question": "Question number 0?", "rationale_source": "elsewhere", "ground_truth_label": "no",
+            "human_predicted_label_before_rationale": "no", "human_predicted_label_after_rationale": "no"}
+    outcomes, _ = outcomes_study_create(name="outcomes", dataset=made.dataset, owner=owner, user=None,
+                                        file=io.BytesIO(json.dumps(line).encode() + b"\n"))
+    return outcomes

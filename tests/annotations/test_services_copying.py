@@ -4,8 +4,6 @@ services that make each part, all or nothing; never anything of the study's run.
 that told a researcher to "copy the study" had no copy to point at."""
 from __future__ import annotations
 
-import io
-import json
 from decimal import Decimal
 
 import pytest
@@ -17,12 +15,11 @@ from annotations.services.opening import study_open
 from annotations.services.platforms.access import OPERATOR
 from annotations.services.platforms.close import study_close
 from annotations.services.qualification import attention_check_save, qualification_test_save
-from scoring.services.outcomes import outcomes_study_create
 from studies.models import Item, Platform, Study, StudyShare
 from studies.services.importers import items_import_table
 from studies.services.sharing import study_share
 from studies.services.studies import StudyError, study_create
-from tests.annotations.factories import make_study
+from tests.annotations.factories import imported_outcomes_study, make_study
 from tests.cockpit.conftest import staff_client
 from tests.factories import ItemFactory
 from tests.studies.helpers import write_jsonl
@@ -241,11 +238,7 @@ def test_a_view_share_copies_under_the_rules_of_any_new_study():
 
 def test_a_study_of_imported_outcomes_is_refused():
     dana, _ = staff_client("dana")
-    made = make_study(status=Study.Status.DRAFT, n_items=2, owner=dana)
-    line = {"question": "Question number 0?", "rationale_source": "elsewhere", "ground_truth_label": "no",
-            "human_predicted_label_before_rationale": "no", "human_predicted_label_after_rationale": "no"}
-    outcomes, _ = outcomes_study_create(name="outcomes", dataset=made.dataset, owner=dana, user=None,
-                                        file=io.BytesIO(json.dumps(line).encode() + b"\n"))
+    outcomes = imported_outcomes_study(dana)
     assert outcomes.is_imported_outcome
     count = Study.objects.count()
     with pytest.raises(StudyError, match="holds outcomes imported from elsewhere: it has no design"):

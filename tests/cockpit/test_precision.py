@@ -349,21 +349,14 @@ def test_a_large_design_says_how_many_studies_it_simulated(study):
 def test_a_study_of_imported_outcomes_has_no_planner_page_as_it_has_no_panel():
     """Its study page shows no precision panel; before, the planner's own URL still planned it
     with 5 workers per unit, a default nobody chose (an outcomes file gives no design)."""
-    import io
-    import json
-
     from django.urls import reverse
 
-    from scoring.services.outcomes import outcomes_study_create
     from studies.models import Study
-    from tests.annotations.factories import make_study
+    from tests.annotations.factories import imported_outcomes_study, make_study
 
     dana, client = staff_client("dana")
+    outcomes = imported_outcomes_study(dana)
     made = make_study(status=Study.Status.DRAFT, n_items=2, owner=dana)
-    line = {"question": "Question number 0?", "rationale_source": "elsewhere", "ground_truth_label": "no",
-            "human_predicted_label_before_rationale": "no", "human_predicted_label_after_rationale": "no"}
-    outcomes, _ = outcomes_study_create(name="outcomes", dataset=made.dataset, owner=dana, user=None,
-                                        file=io.BytesIO(json.dumps(line).encode() + b"\n"))
     study_page = page_text(client.get(reverse("admin:studies_study_change", args=[outcomes.pk])))
     assert "How precise will this study be" not in study_page
 

@@ -3,9 +3,6 @@ platform, that makes the draft through ``study_copy`` and sends the researcher t
 service's refusals are shown on the form, and nothing is made."""
 from __future__ import annotations
 
-import io
-import json
-
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
@@ -14,9 +11,8 @@ from annotations.models import AttentionCheck, QualificationTest, Unit
 from annotations.services.opening import study_open
 from annotations.services.platforms.close import study_close
 from annotations.services.qualification import attention_check_save, qualification_test_save
-from scoring.services.outcomes import outcomes_study_create
 from studies.models import Platform, Study
-from tests.annotations.factories import make_study
+from tests.annotations.factories import imported_outcomes_study, make_study
 from tests.cockpit.conftest import staff_client
 
 pytestmark = pytest.mark.django_db
@@ -102,11 +98,7 @@ def test_without_the_right_to_add_studies_the_page_offers_no_copy():
 
 def test_a_study_of_imported_outcomes_offers_no_copy_and_is_refused_on_the_form():
     dana, client = staff_client("dana")
-    made = make_study(status=Study.Status.DRAFT, n_items=2, owner=dana)
-    line = {"question": "Question number 0?", "rationale_source": "elsewhere", "ground_truth_label": "no",
-            "human_predicted_label_before_rationale": "no", "human_predicted_label_after_rationale": "no"}
-    outcomes, _ = outcomes_study_create(name="outcomes", dataset=made.dataset, owner=dana, user=None,
-                                        file=io.BytesIO(json.dumps(line).encode() + b"\n"))
+    outcomes = imported_outcomes_study(dana)
     page = client.get(reverse("admin:studies_study_change", args=[outcomes.pk])).content.decode()
     assert 'id="copy-study"' not in page
     count = Study.objects.count()

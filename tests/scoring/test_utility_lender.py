@@ -24,19 +24,26 @@ def _generalization_study(study, items, good, owner):
     return gen_study
 
 
+def _alices_useful_study_and_generalization(utility_study, other: str):
+    """Alice's scored utility study (its good-lm rationale of item 0 useful) and her generalization
+    study of that item, with another researcher named ``other``: (alice, other, study, items, good,
+    generalization study)."""
+    User = get_user_model()
+    alice, someone = User.objects.create_user("alice"), User.objects.create_user(other)
+    study, items, good, _ = utility_study
+    Study.objects.filter(pk=study.pk).update(owner=alice, name="alices-utility")
+    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)  # useful
+    study_score(study=study, similarity=False)
+    return alice, someone, study, items, good, _generalization_study(study, items, good, alice)
+
+
 def _deactivate(user):
     user.is_active = False
     user.save(update_fields=["is_active"])
 
 
 def test_a_deactivated_owners_study_borrows_what_it_borrowed_while_active(utility_study):
-    User = get_user_model()
-    alice, bob = User.objects.create_user("alice"), User.objects.create_user("bob")
-    study, items, good, _ = utility_study
-    Study.objects.filter(pk=study.pk).update(owner=alice, name="alices-utility")
-    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)  # useful
-    study_score(study=study, similarity=False)
-    gen_study = _generalization_study(study, items, good, alice)
+    alice, bob, study, items, good, gen_study = _alices_useful_study_and_generalization(utility_study, "bob")
     shared = StudyFactory(dataset=study.dataset, owner=bob, name="bobs")
     study_share(study=shared, user=bob, with_user=alice)
     gen_study.sources.add(good)  # the Gen-U answerers' settings read the sources the owner's studies use
@@ -114,13 +121,7 @@ def test_a_study_another_researcher_shares_with_the_owner_lends_nothing(utility_
     generalization study then borrowed Mallory's utility (the study with the most counted answers
     lends), its Figure 4 moved, and her own study was demoted to another lender: a share is given
     without its recipient's say. Only the owner's own studies lend."""
-    User = get_user_model()
-    alice, mallory = User.objects.create_user("alice"), User.objects.create_user("mallory")
-    study, items, good, _ = utility_study
-    Study.objects.filter(pk=study.pk).update(owner=alice, name="alices-utility")
-    collect(study, make_unit(study, items[0], good), [("no", "yes")] * 5)  # useful
-    study_score(study=study, similarity=False)
-    gen_study = _generalization_study(study, items, good, alice)
+    alice, mallory, study, items, good, gen_study = _alices_useful_study_and_generalization(utility_study, "mallory")
     before = study_score(study=gen_study, similarity=False).results["generalization"]
 
     theirs = StudyFactory(dataset=study.dataset, owner=mallory, annotators_per_unit=9, name="mallorys")
