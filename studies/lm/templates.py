@@ -329,6 +329,33 @@ class QuestionDemo:
         return {"question": self.question, "output": self.output, "answer": self.answer, "context": self.context}
 
 
+def question_demonstrations_problem(value) -> str | None:
+    """Why ``value`` cannot be a question generator's own demonstrations (``QuestionGenerator.demonstrations``,
+    read as :class:`QuestionDemo`); None when it can: an object whose keys are question types
+    (``QUESTION_TYPES``), each a list of objects with a non-empty ``question`` and ``output`` text,
+    and ``answer`` and ``context`` texts when given. Asked where a generator is written and where a
+    job takes them, so a job is refused naming the field rather than failing at its first batch."""
+    if not isinstance(value, dict):
+        return (f"must be an object of question types ({', '.join(QUESTION_TYPES)}), each a list of "
+                f"demonstrations, not {type(value).__name__}")
+    for qtype, demos in value.items():
+        if qtype not in QUESTION_TYPES:
+            return f"{str(qtype)[:40]!r} is not a question type ({', '.join(QUESTION_TYPES)})"
+        if not isinstance(demos, list):
+            return f"the {qtype} demonstrations must be a list, not {type(demos).__name__}"
+        for number, demo in enumerate(demos, start=1):
+            if not isinstance(demo, dict):
+                return (f"{qtype} demonstration {number} must be an object {{question, context, output, answer}}, "
+                        f"not {type(demo).__name__}")
+            for name in ("question", "output"):
+                if not isinstance(demo.get(name), str) or not demo[name].strip():
+                    return f'{qtype} demonstration {number}: "{name}" must be a non-empty text'
+            for name in ("answer", "context"):
+                if name in demo and not isinstance(demo[name], str):
+                    return f'{qtype} demonstration {number}: "{name}" must be a text'
+    return None
+
+
 def bool_word(label: str) -> str:
     return "True" if label == "yes" else "False"
 

@@ -3,11 +3,12 @@ answerers' predictions. The LM worker (studies.lm, studies.tasks) writes them.""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from lab.transitions import StatusMachine
 from studies.lm.questions import DROP_REASONS
-from studies.lm.templates import DEFAULT_INSTRUCTIONS
+from studies.lm.templates import DEFAULT_INSTRUCTIONS, question_demonstrations_problem
 
 from .core import EndpointUrlChecked, GeneralizationQuestion, RationaleSource
 
@@ -106,6 +107,14 @@ class QuestionGenerator(EndpointUrlChecked, models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        """Its own demonstrations are ones a job can read (``templates.question_demonstrations_problem``),
+        whichever form, API or importer writes them."""
+        super().clean()
+        problem = question_demonstrations_problem(self.demonstrations or {})
+        if problem:
+            raise ValidationError({"demonstrations": problem[0].upper() + problem[1:] + "."})
 
     @property
     def origin(self) -> str:

@@ -245,6 +245,10 @@ class QuestionHandler(ItemHandler):
             )
         if generator.backend == "openai" and not generator.endpoint_url:
             raise GenerationError(f"generator {generator.name!r} needs an endpoint URL for the openai backend")
+        problem = templates.question_demonstrations_problem(generator.demonstrations or {})
+        if problem:
+            raise GenerationError(f"generator {generator.name!r}: its demonstrations {problem}: correct them on the "
+                                  "generator")
         ids = ordered_item_ids(dataset=dataset, split=split, item_ids=item_ids, limit=limit,
                                build_on=self.builds_on_items)
         decoding_from(generator.decoding)

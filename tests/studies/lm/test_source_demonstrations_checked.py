@@ -79,3 +79,29 @@ def test_a_quark_policy_takes_the_demonstrations_rule_and_reads_yes_no_ones():
                                    demonstrations=[YES_NO_DEMO])
     prompts = PolicyPrompts(resolve_policy("yes-no", dataset=dataset), [item.pk])
     assert "Is ice cold?" in prompts.prompt(item.pk, None)
+
+
+@pytest.mark.parametrize(("demonstrations", "reason"), [
+    (["not", "an", "object"], "Must be an object of question types"),
+    ({"paraphrase": []}, "'paraphrase' is not a question type"),
+    ({"rephrase": "Q? -> Is it?"}, "the rephrase demonstrations must be a list"),
+    ({"rephrase": ["Q?"]}, "Rephrase demonstration 1 must be an object"),
+    ({"similar": [{"question": "Q?", "output": "", "answer": "True"}]}, 'Similar demonstration 1: "output" must be'),
+    ({"counterfactual": [{"question": "Q?", "output": "O?", "answer": True}]}, '"answer" must be a text'),
+], ids=["list", "unknown-type", "not-a-list", "string", "empty-output", "answer-bool"])
+def test_a_question_generators_demonstrations_a_job_cannot_read_are_refused(demonstrations, reason):
+    """As a source's: before, a generator saved with these made a job that failed at its first batch
+    (``QuestionDemo.from_json`` read each with ``.get``)."""
+    from studies.models import QuestionGenerator
+
+    dataset = DatasetFactory(name="d", task_format="yes_no")
+    ItemFactory(dataset=dataset, split="dev")
+    generator = QuestionGenerator(name="asker", backend="causal", model_name_or_path="tiny",
+                                  demonstrations=demonstrations)
+    with pytest.raises(ValidationError) as refused:
+        generator.full_clean()
+    assert reason.lower() in refused.value.message_dict["demonstrations"][0].lower()
+    generator.save()  # stored before the rule
+    with pytest.raises(GenerationError, match="generator 'asker': its demonstrations"):
+        generation_job_create(kind="generalization_questions", generator=generator, dataset=dataset, split="dev",
+                              user=None, enqueue=False)
