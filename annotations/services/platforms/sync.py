@@ -66,24 +66,25 @@ def platform_calls_reconcile(*, study: Study) -> dict:
             platform_call_note_error(call=call, error=f"{RECONCILE_NOTE}{getattr(exc, 'message', None) or exc!r}")
             outcome = None
         counts[{True: "confirmed", False: "failed", None: "unknown"}[outcome]] += 1
-        _reconciled_call_follow_up(call, outcome)
+        # What follows from the outcome (True applied, False not, None unknown).
+        if outcome is not None and call.operation in (OP.BONUS, OP.BONUS_SETUP):
+            call.refresh_from_db()
+            bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
+        if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
+            assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
+        if outcome is False and call.operation == OP.REJECT:
+            reject_not_applied(call)  # nothing was rejected: the researcher's clear it took comes back
+        if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
+            call.refresh_from_db()
+            publication_add_external_id(call.publication, call_hit_entry(call), "hit_id")
     bonuses_settle_from_calls(study=study)
     return counts
 
 
-def _reconciled_call_follow_up(call: PlatformCall, outcome: bool | None) -> None:
-    """What follows from ``call``'s reconciled ``outcome`` (True applied, False not, None unknown)
-    (``platform_calls_reconcile``)."""
-    if outcome is not None and call.operation in (OP.BONUS, OP.BONUS_SETUP):
-        call.refresh_from_db()
-        bonus_reconciled(token=call.idempotency_key.split(":", 2)[-1], call=call, applied=outcome)
-    if outcome is True and call.operation in (OP.APPROVE, OP.REJECT) and call.assignment_id:
-        assignment_reviewed(call.assignment_id, approved=call.operation == OP.APPROVE)
-    if outcome is False and call.operation == OP.REJECT:
-        reject_not_applied(call)  # nothing was rejected: the researcher's clear it took comes back
-    if outcome is True and call.operation == OP.CREATE_HIT and call.publication_id:
-        call.refresh_from_db()
-        publication_add_external_id(call.publication, call_hit_entry(call), "hit_id")
+def _task_still_holds(task_id: int, platform_assignment_id: str) -> bool:
+    """Whether task ``task_id`` still holds ``platform_assignment_id``, read again under the study's
+    withdrawal lock: a withdrawal erased (or emptied) the task of a worker who withdrew meanwhile."""
+    return Assignment.objects.filter(pk=task_id, platform_assignment_id=platform_assignment_id).exists()
 
 
 @dataclass
@@ -255,8 +256,7 @@ def _submission_store(*, study: Study, publication: Publication, item, assignmen
         if _withdrawn_meanwhile(study=study, platform=publication.platform, worker_id=item.worker_id):
             return None
         if assignment is not None and assignment.participant.external_id != item.worker_id and not (
-                Assignment.objects.filter(pk=assignment.pk, platform_assignment_id=item.platform_assignment_id)
-                .exists()):
+                _task_still_holds(assignment.pk, item.platform_assignment_id)):
             assignment = None  # its participant withdrew meanwhile: their task is erased
         flag = _submission_flag(item, assignment, answered)
         key = {"publication": publication, "platform_assignment_id": item.platform_assignment_id}
@@ -315,8 +315,8 @@ def _unlisted_work_hold(*, study: Study, publication: Publication, listed: set[s
         with transaction.atomic():
             # the task's worker may have withdrawn since it was read: their task is then erased
             if _withdrawn_meanwhile(study=study, platform=task.participant.platform,
-                                    worker_id=task.participant.external_id) or not Assignment.objects.filter(
-                    pk=task.pk, platform_assignment_id=task.platform_assignment_id).exists():
+                                    worker_id=task.participant.external_id) or not _task_still_holds(
+                    task.pk, task.platform_assignment_id):
                 continue
             row, created = PlatformSubmission.objects.get_or_create(
                 publication=publication, platform_assignment_id=task.platform_assignment_id,
