@@ -36,6 +36,7 @@ question) to say how large a task can be and how many tasks and workers the quot
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -248,3 +249,16 @@ def study_capacity(*, study: Study, plan: UnitPlan | None = None) -> Capacity:
     plan = plan if plan is not None else design_units(study=study)
     return design_capacity(question_keys=[u.question_key for u in plan.units], quota=study.annotators_per_unit,
                            units_per_task=study.units_per_task)
+
+
+def sample_drawn(pool: list, *, size: int | None, seed: int) -> list:
+    """A study's sample of ``pool`` (its split's items, in external-id order, as objects or ids):
+    all of it when ``size`` is None or at least the pool's size, else ``size`` of them drawn with
+    ``seed``, in the pool's order. The one rule of the draw (``services.studies.study_items_draw``)
+    and of the design summary's preview before one (``selectors.study_design_summary``), so the
+    preview counts the items the study will get."""
+    if size is None or size >= len(pool):
+        return list(pool)
+    # The positions ``random.Random(seed).sample(pool, size)`` draws (the same calls, whatever the
+    # pool holds), kept in the pool's order.
+    return [pool[n] for n in sorted(random.Random(seed).sample(range(len(pool)), size))]

@@ -11,7 +11,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from lab.api.counts import correlated_count
-from studies.design import Capacity, design_units, study_capacity
+from studies.design import Capacity, design_units, sample_drawn, study_capacity
 from studies.models import (
     Dataset,
     GeneralizationQuestion,
@@ -71,7 +71,8 @@ def study_design_summary(*, study: Study, collects: Capacity | None = None) -> S
     item_ids = None
     if not n_items:
         pool = Item.objects.filter(dataset_id=study.dataset_id, split=study.split).order_by("external_id")
-        item_ids = list(pool.values_list("id", flat=True)[: study.item_sample_size or None])
+        item_ids = sample_drawn(list(pool.values_list("id", flat=True)), size=study.item_sample_size,
+                                seed=study.sample_seed)
         n_items = len(item_ids)
         if not n_items:
             warnings.append(f"The {study.split} split of this dataset has no items yet: import the questions.")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import random
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -14,6 +13,7 @@ from django.core import signing
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
+from studies.design import sample_drawn
 from studies.models import Dataset, Item, Platform, RationaleSource, Study, StudyShare
 from studies.selectors import (
     ACCESS_PERMISSIONS,
@@ -242,11 +242,7 @@ def study_items_draw(*, study: Study) -> list[Item]:
                 f"study {stored.name!r} is {stored.get_status_display().lower()}: only a draft can be re-sampled")
         _refuse(_sample_problems(dataset=stored.dataset, split=stored.split, size=stored.item_sample_size))
         pool = list(Item.objects.filter(dataset=stored.dataset, split=stored.split).order_by("external_id"))
-        size = stored.item_sample_size
-        if size is None or size == len(pool):
-            chosen = pool
-        else:
-            chosen = sorted(random.Random(stored.sample_seed).sample(pool, size), key=lambda i: i.external_id)
+        chosen = sample_drawn(pool, size=stored.item_sample_size, seed=stored.sample_seed)
         study.items.set(chosen)
         return chosen
 

@@ -88,3 +88,33 @@ def test_a_draft_properties_study_still_says_how_to_open(imported):
     summary = study_design_summary(study=study, collects=study_collects(study=study))
     assert design_units(study=study).problem in summary.warnings
     assert not any("workers are shown" in w for w in summary.warnings)
+
+
+def test_a_studys_design_before_its_draw_counts_the_items_the_draw_will_give():
+    """A draft whose drawn items were all deleted (its split imported again) has no sample until it is
+    drawn again: the design summary previews one. Before, the preview took the first items by
+    external id, where the draw is seeded and random: it counted the missing rationales of items the
+    study would not get."""
+    from studies.models import Item
+    from studies.services.studies import study_sample_items
+
+    dataset = DatasetFactory(name="d")
+    source = RationaleSource.objects.create(name="lm", kind=RationaleSource.Kind.IMPORTED)
+    first = [ItemFactory(dataset=dataset, split="test", external_id=f"old{n}") for n in range(3)]
+    for item in first:
+        Rationale.objects.create(item=item, source=source, text="Because.", predicted_answer="yes")
+    study = study_create(name="early", dataset=dataset, split="test", item_sample_size=3, sample_seed=11,
+                         sources=[source], owner=None, user=None, consent_text=TEST_CONSENT)
+    Item.objects.filter(pk__in=[i.pk for i in first]).delete()  # the split imported again
+    items = [ItemFactory(dataset=dataset, split="test", external_id=f"i{n:02d}") for n in range(12)]
+    for item in items[:3]:  # the first three by external id have rationales, the rest none
+        Rationale.objects.create(item=item, source=source, text="Because.", predicted_answer="yes")
+    assert not study.items.exists()
+
+    preview = study_design_summary(study=study)
+    drawn = study_sample_items(study=study, user=None)
+
+    assert sorted(i.external_id for i in drawn) != ["i00", "i01", "i02"]  # the seed draws others
+    after = study_design_summary(study=study)
+    assert after.missing_rationales  # of the drawn items, some have no rationale
+    assert (preview.items, preview.missing_rationales) == (after.items, after.missing_rationales)
