@@ -77,10 +77,10 @@ class ApiCursorPagination(CursorPagination):
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is not None:
-            try:
-                size = int(raw)
-            except ValueError:
-                size = 0
+            # ASCII digits only, as every id (``lab.ids.parse_id``): int() also reads "1_000" and other
+            # scripts' digits ("٣"), which the documented format is not.
+            text = raw.strip()
+            size = int(text) if text.isascii() and text.isdigit() else 0
             if size < 1:
                 raise exceptions.ValidationError({self.page_size_query_param: [
                     f"{raw!r} is not a page size: give a whole number from 1 to {self.max_page_size} (a larger "

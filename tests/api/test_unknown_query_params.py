@@ -144,7 +144,7 @@ def test_actions_on_one_study_still_take_the_params_they_read(client_for, study_
     assert response.status_code == 200, response.content
 
 
-@pytest.mark.parametrize("size", ["0", "-5", "ten", "2.5"])
+@pytest.mark.parametrize("size", ["0", "-5", "ten", "2.5", "\u0663", "1_000", "+3"])  # another script's 3, underscores, a sign
 def test_a_page_size_that_is_not_a_whole_number_from_1_is_a_400_naming_the_range(client_for, study_data, size):
     response = client_for(study_data.study.owner).get("/api/v1/annotations/", {"page_size": size})
 
