@@ -331,16 +331,18 @@ class QuestionDemo:
 
 def question_demonstrations_problem(value) -> str | None:
     """Why ``value`` cannot be a question generator's own demonstrations (``QuestionGenerator.demonstrations``,
-    read as :class:`QuestionDemo`); None when it can: an object whose keys are question types
-    (``QUESTION_TYPES``), each a list of objects with a non-empty ``question`` and ``output`` text,
-    and ``answer`` and ``context`` texts when given. Asked where a generator is written and where a
-    job takes them, so a job is refused naming the field rather than failing at its first batch."""
+    read as :class:`QuestionDemo`); None when it can: an object whose question types
+    (``QUESTION_TYPES``; other keys are not read, and kept) each hold a list of objects with a
+    non-empty ``question`` and ``output`` text, and an ``answer`` and ``context`` that are text (an
+    answer may be ``true``/``false``: it is written as ``True``/``False``) when given. Asked by the
+    admin's form (``QuestionGenerator.clean``) and where a job takes them, so a job is refused naming
+    the field rather than failing at its first batch."""
     if not isinstance(value, dict):
         return (f"must be an object of question types ({', '.join(QUESTION_TYPES)}), each a list of "
                 f"demonstrations, not {type(value).__name__}")
     for qtype, demos in value.items():
         if qtype not in QUESTION_TYPES:
-            return f"{str(qtype)[:40]!r} is not a question type ({', '.join(QUESTION_TYPES)})"
+            continue
         if not isinstance(demos, list):
             return f"the {qtype} demonstrations must be a list, not {type(demos).__name__}"
         for number, demo in enumerate(demos, start=1):
@@ -350,8 +352,8 @@ def question_demonstrations_problem(value) -> str | None:
             for name in ("question", "output"):
                 if not isinstance(demo.get(name), str) or not demo[name].strip():
                     return f'{qtype} demonstration {number}: "{name}" must be a non-empty text'
-            for name in ("answer", "context"):
-                if name in demo and not isinstance(demo[name], str):
+            for name, kinds in (("answer", (str, bool)), ("context", (str,))):
+                if name in demo and not isinstance(demo[name], kinds):
                     return f'{qtype} demonstration {number}: "{name}" must be a text'
     return None
 

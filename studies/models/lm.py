@@ -109,8 +109,8 @@ class QuestionGenerator(EndpointUrlChecked, models.Model):
         return self.name
 
     def clean(self):
-        """Its own demonstrations are ones a job can read (``templates.question_demonstrations_problem``),
-        whichever form, API or importer writes them."""
+        """Its own demonstrations are ones a job can read (``templates.question_demonstrations_problem``):
+        asked by the admin's form, and again by a job that takes them."""
         super().clean()
         problem = question_demonstrations_problem(self.demonstrations or {})
         if problem:

@@ -245,7 +245,10 @@ class QuestionHandler(ItemHandler):
             )
         if generator.backend == "openai" and not generator.endpoint_url:
             raise GenerationError(f"generator {generator.name!r} needs an endpoint URL for the openai backend")
-        problem = templates.question_demonstrations_problem(generator.demonstrations or {})
+        # Only what a job reads: a generator's demonstrations that are no object are not read (its
+        # types are drawn), as before.
+        demonstrations = generator.demonstrations if isinstance(generator.demonstrations, dict) else {}
+        problem = templates.question_demonstrations_problem(demonstrations)
         if problem:
             raise GenerationError(f"generator {generator.name!r}: its demonstrations {problem}: correct them on the "
                                   "generator")

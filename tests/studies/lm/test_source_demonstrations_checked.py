@@ -82,13 +82,11 @@ def test_a_quark_policy_takes_the_demonstrations_rule_and_reads_yes_no_ones():
 
 
 @pytest.mark.parametrize(("demonstrations", "reason"), [
-    (["not", "an", "object"], "Must be an object of question types"),
-    ({"paraphrase": []}, "'paraphrase' is not a question type"),
     ({"rephrase": "Q? -> Is it?"}, "the rephrase demonstrations must be a list"),
     ({"rephrase": ["Q?"]}, "Rephrase demonstration 1 must be an object"),
     ({"similar": [{"question": "Q?", "output": "", "answer": "True"}]}, 'Similar demonstration 1: "output" must be'),
-    ({"counterfactual": [{"question": "Q?", "output": "O?", "answer": True}]}, '"answer" must be a text'),
-], ids=["list", "unknown-type", "not-a-list", "string", "empty-output", "answer-bool"])
+    ({"counterfactual": [{"question": "Q?", "output": "O?", "answer": ["True"]}]}, '"answer" must be a text'),
+], ids=["not-a-list", "string", "empty-output", "answer-list"])
 def test_a_question_generators_demonstrations_a_job_cannot_read_are_refused(demonstrations, reason):
     """As a source's: before, a generator saved with these made a job that failed at its first batch
     (``QuestionDemo.from_json`` read each with ``.get``)."""
@@ -105,3 +103,27 @@ def test_a_question_generators_demonstrations_a_job_cannot_read_are_refused(demo
     with pytest.raises(GenerationError, match="generator 'asker': its demonstrations"):
         generation_job_create(kind="generalization_questions", generator=generator, dataset=dataset, split="dev",
                               user=None, enqueue=False)
+
+
+def test_question_demonstrations_a_job_reads_as_before_are_kept():
+    """A true/false answer (written True/False), keys that are not question types (a note) and
+    demonstrations that are no object (not read: drawn instead) pass, as they worked before."""
+    from studies.lm import templates
+    from studies.models import QuestionGenerator
+
+    demos = {"about": "from our pilot", "rephrase": [{"question": "Q?", "output": "O?", "answer": True, "context": "c"}]}
+    QuestionGenerator(name="g", backend="causal", model_name_or_path="tiny", demonstrations=demos).full_clean()
+    prompt = templates.generalization_prompt(
+        "rephrase", instruction="I", demonstrations=[templates.QuestionDemo.from_json(demos["rephrase"][0])],
+        question="Is grass green?")
+    assert "True" in prompt
+    with pytest.raises(ValidationError, match="Must be an object of question types"):  # the admin says so
+        QuestionGenerator(name="h", backend="causal", model_name_or_path="tiny", demonstrations=["a"]).full_clean()
+    dataset = DatasetFactory(name="d", task_format="yes_no")
+    ItemFactory(dataset=dataset, split="dev")
+    odd = QuestionGenerator.objects.create(name="odd", backend="causal", model_name_or_path="tiny",
+                                           demonstrations=["stored", "before"])
+    with pytest.raises(GenerationError) as refused:  # it goes on to draw them, as before (none here to draw)
+        generation_job_create(kind="generalization_questions", generator=odd, dataset=dataset, split="dev", user=None,
+                              enqueue=False)
+    assert "no demonstrations for type 'rephrase'" in str(refused.value)
