@@ -185,7 +185,8 @@ class PublicationAdmin(KeysShownAdmin):
             "platform_name": platform_name,
             "platforms": Platform.choices,
             "cost": cost,
-            "early_stopping": study_early_stopping(study=study, cost=cost),
+            # on the study's own platform, never the quote's
+            "early_stopping": study_early_stopping(study=study, cost=cost if platform_name == study.platform else None),
             "estimate": estimate,
             "hourly": cost.hourly,
             "balance": balance,

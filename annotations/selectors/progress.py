@@ -161,19 +161,30 @@ def _tasks_by_places(study: Study) -> tuple[int, int]:
 
 
 # What the money saved rests on: the cost of a task as this installation prices the study now
-# (``study_cost_and_pay``), which is not what the platform charged when it was published.
-PRICED_AS = ("a task's reward and the {platform} fee at {rate:.2%} of it, as this installation prices the study now "
-             "(its fee settings: {settings}), not necessarily what the platform charged")
+# (``study_cost_and_pay``), which is not what the platform charged when it was published. The fees
+# are named as the share of the rewards they add up to in that price (MTurk's differ by HIT size,
+# with a minimum per assignment).
+PRICED_AS = ("a task's reward and {platform}'s fees, {rate:.2%} of the rewards, as this installation prices the study "
+             "now (its fee settings: {settings}), not necessarily what {platform} charged")
+PRICED_AS_NO_FEE = "a task's reward: participant links charge no fee (the app pays no one through them)"
 FEE_SETTINGS = {"prolific": "RL_PROLIFIC_FEE_RATE",
-                "mturk": "RL_MTURK_FEE_RATE, or RL_MTURK_LARGE_HIT_FEE_RATE for HITs of RL_MTURK_LARGE_HIT_ASSIGNMENTS "
-                         "or more assignments",
-                "link": "none: participant links charge no fee"}
+                "mturk": "RL_MTURK_FEE_RATE, or RL_MTURK_LARGE_HIT_FEE_RATE on HITs of RL_MTURK_LARGE_HIT_ASSIGNMENTS "
+                         "or more assignments, at least RL_MTURK_MIN_FEE each; HITs of "
+                         "RL_MTURK_MAX_ASSIGNMENTS_PER_HIT"}
+
+
+def _priced_as(estimate) -> str:
+    """``PRICED_AS`` for a cost estimate: its platform, the fees' share of the rewards, the settings."""
+    if estimate.platform not in FEE_SETTINGS:
+        return PRICED_AS_NO_FEE
+    rate = (estimate.total - estimate.rewards) / estimate.rewards if estimate.rewards else estimate.fee_rate
+    return PRICED_AS.format(platform=estimate.platform, rate=rate, settings=FEE_SETTINGS[estimate.platform])
 
 
 def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> EarlyStopping | None:
     """Answers and money saved by stopping early so far (``EarlyStopping``); None for a study that
-    does not stop early. ``cost``: the study's cost reading when the caller has it already (the
-    publish page)."""
+    does not stop early. ``cost``: the study's cost reading on its own platform when the caller has
+    it already (the publish page; never a quote for another platform)."""
     if not study.stop_when_decided:
         return None
     designed = Unit.objects.filter(study=study).count() * study.annotators_per_unit
@@ -196,8 +207,7 @@ def study_early_stopping(*, study: Study, cost: CostAndPay | None = None) -> Ear
                          currency=cost.estimate.currency, places_published=places, tasks_taken=taken,
                          tasks_saved=tasks_saved, cost_per_task=money(per_task),
                          places_released=released, close_waits_on_tasks=close_waiting_on(study=study),
-                         priced_as=PRICED_AS.format(platform=cost.estimate.platform, rate=cost.estimate.fee_rate,
-                                                    settings=FEE_SETTINGS.get(cost.estimate.platform, "none")))
+                         priced_as=_priced_as(cost.estimate))
 
 
 def _counted_by_unit(study: Study) -> dict[int, int]:

@@ -104,8 +104,14 @@ def test_the_money_saved_names_the_platform_and_fee_rate_it_is_priced_at(dana, s
         early = client.get(f"/admin/studies/study/{study.pk}/progress.json").json()["early_stopping"]
         page = client.get(f"/admin/studies/study/{study.pk}/progress/").content.decode()
         shown[rate] = early["money_saved"]
-        assert f"prolific fee at {Decimal(rate):.2%}" in early["priced_as"] and "RL_PROLIFIC_FEE_RATE" in early["priced_as"]
+        estimate = study_cost_and_pay(study=study).estimate  # the fees' share of the rewards in its price
+        share = f"{(estimate.total - estimate.rewards) / estimate.rewards:.2%}"
+        assert abs(Decimal(share.rstrip("%")) - Decimal(rate) * 100) < 1  # the setting, rounded to cents
+        assert f"prolific's fees, {share} of the rewards" in early["priced_as"]
+        assert "RL_PROLIFIC_FEE_RATE" in early["priced_as"]
         assert early["priced_as"] in page.replace("&#x27;", "'")
         publish = client.get(reverse("admin:annotations_publication_publish", args=[study.pk])).content.decode()
-        assert f"prolific fee at {Decimal(rate):.2%}" in publish
+        assert f"prolific&#x27;s fees, {share} of the rewards" in publish
+        quote = client.get(reverse("admin:annotations_publication_publish", args=[study.pk]) + "?platform=link")
+        assert f"prolific&#x27;s fees, {share} of the rewards" in quote.content.decode()  # the study's own
     assert shown["0.3333"] != shown["0.10"]
