@@ -582,6 +582,8 @@ def _sample_problems(*, dataset: Dataset, split: str, size: int | None) -> dict[
     pool = Item.objects.filter(dataset=dataset, split=split).count()
     if not pool:
         return {"split": f"{dataset} has no items in the {split} split: import them first."}
+    if size == 0:  # a sample of none: a study of no items (its preview said "no items yet")
+        return {"item_sample_size": "The sample size must be at least 1: leave it empty to take all."}
     if size and size > pool:
         return {"item_sample_size": f"The sample size {size} is larger than the {pool} items of the {split} split: "
                                     "lower it or leave it empty to take all."}

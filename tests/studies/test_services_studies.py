@@ -106,6 +106,16 @@ def test_sample_larger_than_split_is_refused(utility_setup):
     assert not Study.objects.filter(name="big").exists()
 
 
+def test_a_sample_of_no_items_is_refused_naming_the_field(utility_setup):
+    """A sample size of 0 drew a study of no items, whose design summary then said the split had
+    none to import (the admin's field takes 0)."""
+    dataset, sources = utility_setup
+    with pytest.raises(StudyError, match="at least 1: leave it empty to take all") as refused:
+        study_create(name="none", dataset=dataset, sources=sources, item_sample_size=0)
+    assert "item_sample_size" in refused.value.problems
+    assert not Study.objects.filter(name="none").exists()
+
+
 def test_empty_split_and_no_sources_are_refused():
     dataset = DatasetFactory()
     ItemFactory(dataset=dataset, split="test")
