@@ -80,7 +80,9 @@ class ApiCursorPagination(CursorPagination):
             # ASCII digits only, as every id (``lab.ids.parse_id``): int() also reads "1_000" and other
             # scripts' digits ("٣"), which the documented format is not.
             text = raw.strip()
-            size = int(text) if text.isascii() and text.isdigit() else 0
+            digits = text.isascii() and text.isdigit()
+            # A larger size is read as the largest (``super().get_page_size``), however many digits.
+            size = (int(text) if len(text) <= 9 else self.max_page_size) if digits else 0
             if size < 1:
                 raise exceptions.ValidationError({self.page_size_query_param: [
                     f"{raw!r} is not a page size: give a whole number from 1 to {self.max_page_size} (a larger "
