@@ -107,15 +107,24 @@ def demonstrations_problem(value) -> str | None:
     if not isinstance(value, list):
         return f"must be a list of demonstrations, each {{question, choices, answer, rationale}}, not {type(value).__name__}"
     for number, demo in enumerate(value, start=1):
-        if not isinstance(demo, dict):
-            return (f"demonstration {number} must be an object {{question, choices, answer, rationale}}, "
-                    f"not {type(demo).__name__}")
-        for name in ("question", "answer", "rationale"):
-            if not isinstance(demo.get(name), str) or not demo[name].strip():
-                return f'demonstration {number}: "{name}" must be a non-empty text'
+        problem = _demonstration_object_problem(demo, f"demonstration {number}", shape="question, choices, answer, rationale",
+                                                texts=("question", "answer", "rationale"))
+        if problem:
+            return problem
         choices = demo.get("choices")
         if choices is not None and not (isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
             return f'demonstration {number}: "choices" must be a list of texts (empty or absent: yes / no)'
+    return None
+
+
+def _demonstration_object_problem(demo, where: str, *, shape: str, texts: tuple[str, ...]) -> str | None:
+    """Why ``demo`` (named ``where``) is not an object ``{shape}`` whose ``texts`` are non-empty
+    texts; None when it is. The part the source's and the generator's demonstrations share."""
+    if not isinstance(demo, dict):
+        return f"{where} must be an object {{{shape}}}, not {type(demo).__name__}"
+    for name in texts:
+        if not isinstance(demo.get(name), str) or not demo[name].strip():
+            return f'{where}: "{name}" must be a non-empty text'
     return None
 
 
@@ -346,12 +355,10 @@ def question_demonstrations_problem(value) -> str | None:
         if not isinstance(demos, list):
             return f"the {qtype} demonstrations must be a list, not {type(demos).__name__}"
         for number, demo in enumerate(demos, start=1):
-            if not isinstance(demo, dict):
-                return (f"{qtype} demonstration {number} must be an object {{question, context, output, answer}}, "
-                        f"not {type(demo).__name__}")
-            for name in ("question", "output"):
-                if not isinstance(demo.get(name), str) or not demo[name].strip():
-                    return f'{qtype} demonstration {number}: "{name}" must be a non-empty text'
+            problem = _demonstration_object_problem(demo, f"{qtype} demonstration {number}",
+                                                    shape="question, context, output, answer", texts=("question", "output"))
+            if problem:
+                return problem
             for name, kinds in (("answer", (str, bool)), ("context", (str,))):
                 if name in demo and not isinstance(demo[name], kinds):
                     return f'{qtype} demonstration {number}: "{name}" must be a text'

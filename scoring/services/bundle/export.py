@@ -501,6 +501,9 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
                               rules=UNPARSED_RULES)
     task_accuracy = _readings_rule([results.get("task_accuracy_readings")], run_id=run_id,
                                    default=TASK_ACCURACY_LEFT_OUT, rules=TASK_ACCURACY_RULES)
+    # Where results.json gives the unparsed outputs' other reading (the blocks the run has).
+    unparsed_others = [key for key, recorded in (("task_accuracy_readings", task_accuracy[1]),
+                                                 ("gen_u.unparsed_rules", unparsed[1])) if recorded]
     counted_rule = (results.get("counted_answers") or {}).get("rule")
     if results.get("bootstrap"):
         bootstrap = {**results["bootstrap"], "read_from": "the latest run's results.json"}
@@ -542,11 +545,8 @@ def score_settings(results: dict | None, *, run_id: int | None = None, borrowed:
                 + ("; scores_stale.scored_with.gen_u_method names the rule of the run that scored the imported "
                    "unit scores)" if imported_gen_u else ")")),
             "unparsed_outputs": f"{unparsed[0]}; task accuracy: {task_accuracy[0]} ({UNPARSED_SPEC}"
-                                + (f"; results.json gives {'both' if unparsed[1] and task_accuracy[1] else 'it'} under the "
-                                   "other reading: " + ", ".join(key for key, recorded in (
-                                       ("task_accuracy_readings", task_accuracy[1]),
-                                       ("gen_u.unparsed_rules", unparsed[1])) if recorded) + ")"
-                                   if unparsed[1] or task_accuracy[1] else ")"),
+                                + (f"; results.json gives {'both' if len(unparsed_others) == 2 else 'it'} under the "
+                                   f"other reading: {', '.join(unparsed_others)})" if unparsed_others else ")"),
             "bootstrap": bootstrap,
             "what_counts": (f"{counted_rule} (the latest run's counted_answers)" if isinstance(counted_rule, str)
                             and counted_rule else f"{COUNTED} (annotations.selectors.claims_that_count; "

@@ -780,7 +780,8 @@ def rationale_gone_failures(job: GenerationJob, item_ids: list[int], *, with_rat
                             ) -> list[GenerationFailure]:
     """One failure (``RATIONALE_GONE``) for each item of ``item_ids`` that still exists but is not in
     ``with_rationale``, so that it counts as processed instead of being handed out for ever."""
-    gone = [i for i in item_ids if i not in set(with_rationale)]
+    have = set(with_rationale)
+    gone = [i for i in item_ids if i not in have]
     return [GenerationFailure(job=job, item_id=pk, unit="", raw_output="", reason=RATIONALE_GONE.format(what=what))
             for pk in Item.objects.filter(pk__in=gone).order_by("pk").values_list("pk", flat=True)]
 
